@@ -1,0 +1,87 @@
+// overlap-wise: the paper's naive baseline (section 3.1.1; "baseline" in Fig. 17, 20 and 23).
+//
+// Work mapping. One thread computes one output element, i.e. one overlap (one relative shift
+// (dy, dx)) of one output matrix, reading both inputs straight from global memory with no reuse
+// beyond what the L1 and L2 caches give. A block is 32 x WARPS threads: the 32 lanes of a warp take
+// 32 consecutive columns of one output row and the warps take consecutive rows, as in the paper's
+// warp-shuffle kernels, so that the baseline differs from them only in data reuse. The z grid
+// dimension strides over the output matrices of the stack, so every form is a single launch and
+// PairMap picks the left and right matrix of each output. Each thread loops exactly over its own
+// overlap (no zero padding), which is the load imbalance the paper describes: a corner output
+// costs one multiply-add, the centre one min(hL,hR) * min(wL,wR).
+//
+// This file is the model for every variant: kernel(s), launch wrapper, parameter space and
+// registration, depending only on the harness API (xcorr/*.hpp) and xcorr/device.cuh.
+#include <algorithm>
+
+#include "xcorr/cuda_check.hpp"
+#include "xcorr/device.cuh"
+#include "xcorr/dispatch.hpp"
+#include "xcorr/registry.hpp"
+
+namespace xcorr {
+namespace {
+
+template <int WARPS>
+__global__ void __launch_bounds__(kWarp * WARPS)
+    overlap_wise_kernel(const float* __restrict__ left, const float* __restrict__ right,
+                        float* __restrict__ out, int hL, int wL, int hR, int wR, int64_t count,
+                        PairMap pairs) {
+    const int out_h = hL + hR - 1, out_w = wL + wR - 1;
+    const int x = blockIdx.x * kWarp + threadIdx.x;
+    const int y = blockIdx.y * WARPS + threadIdx.y;
+    if (x >= out_w || y >= out_h) return;
+
+    // Shift of this output element, and the rows/columns of R that overlap L under it.
+    const int dy = y - (hR - 1), dx = x - (wR - 1);
+    const Span rows = overlap_span(dy, hL, hR);
+    const Span cols = overlap_span(dx, wL, wR);
+
+    for (int64_t k = blockIdx.z; k < count; k += gridDim.z) {
+        const float* L = left + int64_t(pairs.left_of(k)) * hL * wL;
+        const float* R = right + int64_t(pairs.right_of(k)) * hR * wR;
+        float sum = 0.0f;
+        for (int r = rows.begin; r < rows.end; ++r) {
+            const float* Lrow = L + int64_t(r + dy) * wL + dx;
+            const float* Rrow = R + int64_t(r) * wR;
+            for (int c = cols.begin; c < cols.end; ++c) sum = fmaf(Lrow[c], Rrow[c], sum);
+        }
+        out[(k * out_h + y) * out_w + x] = sum;
+    }
+}
+
+class OverlapWise final : public Instance {
+public:
+    OverlapWise(const Problem& p, int warps) : p_(p), warps_(warps) {}
+
+    void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
+        dispatch<4, 8>(warps_, [&](auto w) {
+            constexpr int W = decltype(w)::value;
+            const dim3 block(kWarp, W);
+            const dim3 grid(ceil_div(p_.out_w(), kWarp), ceil_div(p_.out_h(), W),
+                            unsigned(std::min<int64_t>(p_.out_count(), 65535)));
+            overlap_wise_kernel<W><<<grid, block, 0, stream>>>(left, right, out, p_.hL, p_.wL, p_.hR,
+                                                               p_.wR, p_.out_count(), pair_map(p_));
+            XC_CHECK_LAUNCH();
+        }, "warps");
+    }
+
+private:
+    Problem p_;
+    int warps_;
+};
+
+XCORR_REGISTER_VARIANT(Variant{
+    .name = "overlap-wise",
+    .family = "baseline",
+    .summary = "one thread per output element, no data reuse (the paper's baseline)",
+    .timed = "kernel",
+    .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
+    .params = {{"warps", {"4", "8"}, "warps per block (block = 32 x warps threads)"}},
+    .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
+        return std::make_unique<OverlapWise>(p, param_int(ps, "warps"));
+    },
+});
+
+}  // namespace
+}  // namespace xcorr

@@ -1,0 +1,32 @@
+#include "xcorr/context.hpp"
+
+#include "build_info.hpp"
+#include "version.hpp"
+
+namespace xcorr {
+
+std::string git_revision() { return XCORR_GIT_REVISION; }
+
+std::vector<std::pair<std::string, std::string>> context_entries(const GpuInfo& g) {
+    auto ver = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+    return {
+        {"xcorr_gpu_name", g.name},
+        {"xcorr_compute_capability", std::to_string(g.cc_major) + "." + std::to_string(g.cc_minor)},
+        {"xcorr_sm_count", std::to_string(g.sm_count)},
+        {"xcorr_sm_clock_mhz", std::to_string(g.sm_clock_mhz)},
+        {"xcorr_mem_clock_mhz", std::to_string(g.mem_clock_mhz)},
+        {"xcorr_l2_bytes", std::to_string(g.l2_bytes)},
+        {"xcorr_total_mem_bytes", std::to_string(g.total_mem)},
+        {"xcorr_fp32_peak_flops", std::to_string(g.fp32_peak_flops())},
+        {"xcorr_driver_version", ver(g.driver_version)},
+        {"xcorr_cuda_runtime_version", ver(g.runtime_version)},
+        {"xcorr_cufft_version", std::to_string(g.cufft_version)},
+        {"xcorr_git_revision", git_revision()},
+        {"xcorr_build_archs", XCORR_BUILD_ARCHS},
+        {"xcorr_build_type", XCORR_BUILD_TYPE},
+        {"xcorr_nvcc_version", XCORR_NVCC_VERSION},
+        {"xcorr_cuda_flags", XCORR_CUDA_FLAGS},
+    };
+}
+
+}  // namespace xcorr

@@ -1,0 +1,146 @@
+#include <cufft.h>
+
+#include <algorithm>
+#include <sstream>
+#include <vector>
+
+#include "xcorr/cuda_check.hpp"
+#include "xcorr/device.cuh"
+#include "xcorr/gpu.hpp"
+
+#ifndef XCORR_CUDA_ARCHS
+#error "XCORR_CUDA_ARCHS must be defined by the build (e.g. \"90\" or \"80;90\")"
+#endif
+
+namespace xcorr {
+
+std::string built_archs() { return XCORR_CUDA_ARCHS; }
+
+namespace {
+
+std::vector<int> arch_list() {
+    std::vector<int> out;
+    std::stringstream s(XCORR_CUDA_ARCHS);
+    std::string item;
+    while (std::getline(s, item, ';'))
+        if (!item.empty()) out.push_back(std::stoi(item));
+    return out;
+}
+
+int fp32_lanes(int major, int minor) {
+    if (major == 8 && minor == 0) return 64;   // A100
+    if (major >= 8) return 128;                // GA10x, AD10x, H100/H200, Blackwell
+    return 64;                                 // Volta, Turing
+}
+
+__device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+__global__ void fill_uniform_kernel(float* p, size_t n, uint64_t seed) {
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+        p[i] = float(splitmix64(seed * 0x100000001b3ull ^ i) >> 40) * (1.0f / 16777216.0f);  // 24 bits
+}
+
+__global__ void reference_kernel(const float* __restrict__ left, const float* __restrict__ right,
+                                 double* __restrict__ out, int hL, int wL, int hR, int wR, int64_t count,
+                                 PairMap pairs) {
+    const int oh = hL + hR - 1, ow = wL + wR - 1;
+    const int64_t total = count * oh * ow;
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t k = i / (int64_t(oh) * ow);
+        const int y = int(i / ow % oh), x = int(i % ow);
+        const int dy = y - (hR - 1), dx = x - (wR - 1);
+        const float* L = left + int64_t(pairs.left_of(k)) * hL * wL;
+        const float* R = right + int64_t(pairs.right_of(k)) * hR * wR;
+        // The CPU reference's loop restricted to the overlap (same terms, same order).
+        const Span rows = overlap_span(dy, hL, hR), cols = overlap_span(dx, wL, wR);
+        double sum = 0.0;
+        for (int r = rows.begin; r < rows.end; ++r)
+            for (int c = cols.begin; c < cols.end; ++c)
+                sum += double(L[int64_t(r + dy) * wL + c + dx]) * double(R[int64_t(r) * wR + c]);
+        out[i] = sum;
+    }
+}
+
+int blocks_for(size_t n, int threads) { return int(std::min<size_t>((n + threads - 1) / threads, 65536)); }
+
+}  // namespace
+
+GpuInfo require_gpu() {
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+        cudaGetLastError();
+        throw NoGpuError(std::string("no usable CUDA GPU found") +
+                         (err != cudaSuccess ? std::string(" (") + cudaGetErrorString(err) + ")" : ""));
+    }
+    GpuInfo g;
+    XC_CUDA_CHECK(cudaSetDevice(0));
+    cudaDeviceProp prop{};
+    XC_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    g.name = prop.name;
+    g.cc_major = prop.major;
+    g.cc_minor = prop.minor;
+    g.sm_count = prop.multiProcessorCount;
+    g.l2_bytes = prop.l2CacheSize;
+    g.total_mem = int64_t(prop.totalGlobalMem);
+    int khz = 0;
+    XC_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
+    g.sm_clock_mhz = khz / 1000;
+    XC_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, 0));
+    g.mem_clock_mhz = khz / 1000;
+    XC_CUDA_CHECK(cudaDriverGetVersion(&g.driver_version));
+    XC_CUDA_CHECK(cudaRuntimeGetVersion(&g.runtime_version));
+    XC_CUFFT_CHECK(cufftGetVersion(&g.cufft_version));
+    g.fp32_lanes_per_sm = fp32_lanes(g.cc_major, g.cc_minor);
+
+    // SASS for sm_XY runs on compute capability X.Z with Z >= Y (same major); nothing else runs.
+    const int cc = g.cc_major * 10 + g.cc_minor;
+    bool ok = false;
+    for (int a : arch_list()) ok |= (a / 10 == g.cc_major && a % 10 <= g.cc_minor);
+    if (!ok)
+        throw NoGpuError("this binary was built for compute capability " + built_archs() + " but the GPU (" +
+                         g.name + ") is " + std::to_string(cc / 10) + "." + std::to_string(cc % 10) +
+                         "; rebuild with -Dgpu_arch=" + std::to_string(cc / 10) + "." + std::to_string(cc % 10));
+    return g;
+}
+
+void require_free_memory(size_t bytes, const std::string& what) {
+    size_t free_b = 0, total_b = 0;
+    XC_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    if (bytes + (size_t(64) << 20) > free_b) {  // keep 64 MiB for the context and workspaces
+        std::ostringstream s;
+        s.precision(3);
+        s << "not enough GPU memory: " << what << " needs " << double(bytes) / (1 << 30) << " GiB, "
+          << double(free_b) / (1 << 30) << " GiB free of " << double(total_b) / (1 << 30);
+        throw UsageError(s.str());
+    }
+}
+
+void fill_uniform(float* p, size_t n, uint64_t seed, cudaStream_t stream) {
+    if (!n) return;
+    fill_uniform_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(p, n, seed);
+    XC_CHECK_LAUNCH();
+}
+
+void poison(float* p, size_t n, cudaStream_t stream) {
+    XC_CUDA_CHECK(cudaMemsetAsync(p, 0xff, n * sizeof(float), stream));  // 0xffffffff is a NaN
+}
+
+L2Flusher::L2Flusher(int64_t l2_bytes) : buf_(size_t(std::max<int64_t>(l2_bytes, 1 << 20)) * 2) {}
+
+void L2Flusher::flush(cudaStream_t stream) {
+    XC_CUDA_CHECK(cudaMemsetAsync(buf_.get(), 0, buf_.bytes(), stream));
+}
+
+void reference_gpu(const Problem& p, const float* left, const float* right, double* out, cudaStream_t stream) {
+    reference_kernel<<<blocks_for(size_t(p.out_elems()), 256), 256, 0, stream>>>(
+        left, right, out, p.hL, p.wL, p.hR, p.wR, p.out_count(), pair_map(p));
+    XC_CHECK_LAUNCH();
+}
+
+}  // namespace xcorr

@@ -1,0 +1,26 @@
+#include "xcorr/reference.hpp"
+
+namespace xcorr {
+
+void reference_cpu(const Problem& p, const float* left, const float* right, double* out) {
+    const PairMap pairs = pair_map(p);
+    const int oh = p.out_h(), ow = p.out_w();
+    for (int64_t k = 0; k < p.out_count(); ++k) {
+        const float* L = left + int64_t(pairs.left_of(k)) * p.hL * p.wL;
+        const float* R = right + int64_t(pairs.right_of(k)) * p.hR * p.wR;
+        for (int y = 0; y < oh; ++y)
+            for (int x = 0; x < ow; ++x) {
+                const int dy = y - (p.hR - 1), dx = x - (p.wR - 1);
+                double sum = 0.0;
+                for (int r = 0; r < p.hR; ++r)
+                    for (int c = 0; c < p.wR; ++c) {
+                        const int lr = r + dy, lc = c + dx;
+                        if (lr < 0 || lr >= p.hL || lc < 0 || lc >= p.wL) continue;
+                        sum += double(L[int64_t(lr) * p.wL + lc]) * double(R[int64_t(r) * p.wR + c]);
+                    }
+                out[(k * oh + y) * ow + x] = sum;
+            }
+    }
+}
+
+}  // namespace xcorr

@@ -1,0 +1,60 @@
+#include "xcorr/registry.hpp"
+
+#include <algorithm>
+
+namespace xcorr {
+namespace {
+std::vector<Variant>& storage() {
+    static std::vector<Variant> v;  // constructed on first use: safe from any static initialiser
+    return v;
+}
+std::string join(const std::vector<std::string>& items) {
+    std::string s;
+    for (const auto& i : items) s += (s.empty() ? "" : ", ") + i;
+    return s;
+}
+}  // namespace
+
+int register_variant(Variant v) {
+    auto& all = storage();
+    for (const auto& e : all)
+        if (e.name == v.name) throw std::logic_error("variant registered twice: " + v.name);
+    all.push_back(std::move(v));
+    std::sort(all.begin(), all.end(), [](const Variant& a, const Variant& b) { return a.name < b.name; });
+    return int(all.size());
+}
+
+const std::vector<Variant>& variants() { return storage(); }
+
+const Variant& find_variant(const std::string& name) {
+    std::vector<std::string> names;
+    for (const auto& v : storage()) {
+        if (v.name == name) return v;
+        names.push_back(v.name);
+    }
+    throw UsageError("unknown algorithm '" + name + "' (known: reference, " + join(names) + ")");
+}
+
+bool Variant::supports(Form f) const { return std::find(forms.begin(), forms.end(), f) != forms.end(); }
+
+Params Variant::resolve(const Params& given) const {
+    Params out;
+    for (const auto& [key, value] : given) {
+        auto spec = std::find_if(params.begin(), params.end(), [&](const ParamSpec& s) { return s.name == key; });
+        if (spec == params.end()) {
+            std::vector<std::string> names;
+            for (const auto& s : params) names.push_back(s.name);
+            throw UsageError("unknown parameter '" + key + "' for " + name +
+                             (names.empty() ? " (it takes none)" : " (it takes: " + join(names) + ")"));
+        }
+        if (std::find(spec->values.begin(), spec->values.end(), value) == spec->values.end())
+            throw UsageError("parameter " + key + "=" + value + " is not available for " + name +
+                             " (instantiated values: " + join(spec->values) + ")");
+        out[key] = value;
+    }
+    for (const auto& s : params)
+        if (!out.count(s.name)) out[s.name] = s.values.front();
+    return out;
+}
+
+}  // namespace xcorr

@@ -1,0 +1,93 @@
+// Core vocabulary shared by the harness, the algorithms and the tools: forms, problem shapes,
+// parameter sets and the error types that map onto the tools' exit codes.
+// The contract these encode is ../shared/CONVENTIONS.md (copied into README.md): every variant
+// computes the full cross-correlation C[y][x] = sum_{r,c} L[r+dy][c+dx] * R[r][c] with
+// dy = y - (hR - 1), dx = x - (wR - 1), over stacks laid out as below.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+// Functions callable from host and device code; plain host functions under a C++ compiler.
+#if defined(__CUDACC__)
+#define XC_HD __host__ __device__
+#else
+#define XC_HD
+#endif
+
+namespace xcorr {
+
+// The four forms of the paper (section 2.2) and how output k maps to its input pair:
+//   one-to-one   1 left, 1 right            out 0 = corr(L0, R0)
+//   one-to-many  1 left, M rights           out k = corr(L0, Rk)
+//   n-to-mn      N lefts, N*M rights        out k = corr(L[k mod N], Rk)   (M groups of N)
+//   n-to-m       N lefts, M rights          out k = corr(L[k / M], R[k mod M])
+enum class Form : int { OneToOne = 0, OneToMany = 1, NToMn = 2, NToM = 3 };
+
+inline constexpr Form kAllForms[] = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM};
+
+const char* form_name(Form f);                 // "one-to-one", ...
+Form parse_form(const std::string& name);      // throws UsageError on an unknown name
+
+// Bad usage or bad input: exit status 2 in the tools.
+struct UsageError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+// No usable GPU, or the binary holds no code for the GPU found: exit status 3.
+struct NoGpuError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+// Any other failure of a CUDA or cuFFT call (out of memory is reported as a UsageError,
+// because it is the size of the problem that the user chose).
+struct CudaError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// The shape of one problem: sizes of a left and a right matrix and the stack counts.
+struct Problem {
+    Form form = Form::OneToOne;
+    int hL = 0, wL = 0, hR = 0, wR = 0;
+    int nL = 1, nR = 1;  // matrices in the left and the right stack (as in the files)
+
+    int out_h() const { return hL + hR - 1; }
+    int out_w() const { return wL + wR - 1; }
+    // Number of output matrices (see the table above).
+    int64_t out_count() const;
+    int64_t left_elems() const { return int64_t(nL) * hL * wL; }
+    int64_t right_elems() const { return int64_t(nR) * hR * wR; }
+    int64_t out_elems() const { return out_count() * int64_t(out_h()) * out_w(); }
+    // Multiply-adds of the full output: hL*wL*hR*wR per pair (CONVENTIONS.md, "Cost").
+    double fmas() const { return double(out_count()) * hL * wL * hR * wR; }
+
+    // Throws UsageError when a size is not positive or the counts do not fit the form.
+    void check() const;
+    std::string describe() const;  // "n-to-m 3x[17x23] * 5x[9x31]"
+};
+
+// Pair lookup usable on host and device: which left and right matrix output k correlates.
+struct PairMap {
+    int form, nL, nR;
+    XC_HD int left_of(int64_t k) const {
+        switch (form) {
+            case int(Form::NToMn): return int(k % nL);
+            case int(Form::NToM): return int(k / nR);
+            default: return 0;
+        }
+    }
+    XC_HD int right_of(int64_t k) const {
+        return form == int(Form::NToM) ? int(k % nR) : int(k);
+    }
+};
+inline PairMap pair_map(const Problem& p) { return PairMap{int(p.form), p.nL, p.nR}; }
+
+// Tuning parameters as given by the user, name -> value, always as text.
+using Params = std::map<std::string, std::string>;
+
+// Reads an integer parameter that the registry has already validated.
+int param_int(const Params& params, const std::string& name);
+
+}  // namespace xcorr
+

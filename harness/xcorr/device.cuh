@@ -1,0 +1,36 @@
+// Small device helpers shared by the algorithm variants. Only what several variants need lives
+// here; everything specific to one algorithm stays in its own file.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "xcorr/core.hpp"
+
+namespace xcorr {
+
+inline constexpr int kWarp = 32;
+inline constexpr unsigned kFullMask = 0xffffffffu;
+
+// Bounds-checked load: a value outside the h x w matrix reads as zero, so that the loading step
+// holds the only boundary condition of a kernel (paper, section 4.1.2).
+__device__ __forceinline__ float load_or_zero(const float* __restrict__ m, int h, int w, int r, int c) {
+    return (r >= 0 && r < h && c >= 0 && c < w) ? __ldg(m + int64_t(r) * w + c) : 0.0f;
+}
+
+// The range of right-matrix indices i in [0, n) for which i + shift is inside [0, m):
+// max(0, -shift) <= i < min(n, m - shift). Used by kernels that iterate over one overlap exactly.
+struct Span {
+    int begin, end;
+};
+__host__ __device__ __forceinline__ Span overlap_span(int shift, int m, int n) {
+    int b = shift < 0 ? -shift : 0;
+    int e = m - shift < n ? m - shift : n;
+    return Span{b, e > b ? e : b};
+}
+
+__host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
+__host__ __device__ constexpr int64_t ceil_div64(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace xcorr

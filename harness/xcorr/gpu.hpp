@@ -1,0 +1,57 @@
+// Host-side GPU utilities shared by the tools: device checks and context, input generation,
+// output poisoning and the L2 flush for cold-cache runs.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "xcorr/core.hpp"
+#include "xcorr/device_buffer.hpp"
+
+namespace xcorr {
+
+struct GpuInfo {
+    int device = 0;
+    std::string name;
+    int cc_major = 0, cc_minor = 0;
+    int sm_count = 0;
+    int sm_clock_mhz = 0;   // peak SM clock reported by the driver
+    int mem_clock_mhz = 0;  // peak memory clock
+    int64_t l2_bytes = 0;
+    int64_t total_mem = 0;
+    int driver_version = 0, runtime_version = 0, cufft_version = 0;
+    int fp32_lanes_per_sm = 0;  // FP32 FMA units per SM for this compute capability
+    double fp32_peak_flops() const { return 2.0 * sm_count * fp32_lanes_per_sm * sm_clock_mhz * 1e6; }
+};
+
+// The architectures this binary holds code for, as meson passed them ("90" or "80;90").
+std::string built_archs();
+// Throws NoGpuError unless a CUDA GPU is present and this binary holds code for it.
+// Selects device 0 (use CUDA_VISIBLE_DEVICES to choose another).
+GpuInfo require_gpu();
+// Checks that `bytes` of device memory can be allocated now; throws UsageError saying how much
+// the problem needs and how much is free.
+void require_free_memory(size_t bytes, const std::string& what);
+
+// Uniform [0, 1) values from a counter-based hash of (seed, index): the same inputs on any GPU.
+void fill_uniform(float* p, size_t n, uint64_t seed, cudaStream_t stream);
+// Fills with NaN so that any element a variant fails to write shows up in validation.
+void poison(float* p, size_t n, cudaStream_t stream);
+
+// Evicts the L2 cache by writing a buffer of twice its size (cold-cache benchmarking).
+class L2Flusher {
+public:
+    explicit L2Flusher(int64_t l2_bytes);
+    void flush(cudaStream_t stream);
+
+private:
+    DeviceBuffer<char> buf_;
+};
+
+// The float64 GPU reference: the same obviously-correct loop as the CPU reference
+// (reference.hpp), one thread per output element, accumulating in double.
+void reference_gpu(const Problem& p, const float* left, const float* right, double* out, cudaStream_t stream);
+
+}  // namespace xcorr

@@ -1,0 +1,81 @@
+// The registry of algorithm variants. A variant is one .cu file under algorithms/ that registers
+// itself with XCORR_REGISTER_VARIANT; the benchmark binary, the `xcorr` tool and the validator all
+// enumerate this registry, so a registered variant is built, validated, benchmarked and swept
+// without any other change.
+//
+// Life cycle of one run (the harness drives it, the variant implements it):
+//   1. Variant::make(problem, params)   untimed: check support, allocate workspace, create plans.
+//   2. Instance::run(left, right, out)  TIMED: all device work that turns the inputs into `out`,
+//                                       enqueued on `stream`, no host synchronisation, every
+//                                       launch checked with XC_CHECK_LAUNCH().
+//   3. Instance::finish(out)            untimed and optional: post-processing a variant chooses
+//                                       not to time (its Variant::timed text says so); the harness
+//                                       times it separately and reports it as `finish_time`.
+// What step 2 covers is stated in Variant::timed and recorded with every benchmark.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "xcorr/core.hpp"
+
+namespace xcorr {
+
+class Instance {
+public:
+    virtual ~Instance() = default;
+    // The timed work. `left`, `right` and `out` are device stacks laid out as in CONVENTIONS.md;
+    // `out` holds garbage on entry (tests poison it) and every element must be written.
+    virtual void run(const float* left, const float* right, float* out, cudaStream_t stream) = 0;
+    // Untimed post-processing (see above). Only called when has_finish() is true.
+    virtual bool has_finish() const { return false; }
+    virtual void finish(float* /*out*/, cudaStream_t /*stream*/) {}
+};
+
+// One tuning parameter and every value that is instantiated for it. values[0] is the default.
+// Values are text so that enumerations ("none", "rectangle", "triangle") and numbers mix;
+// "n" conventionally means "no split / all".
+struct ParamSpec {
+    std::string name;
+    std::vector<std::string> values;
+    std::string help;
+};
+
+using Factory = std::function<std::unique_ptr<Instance>(const Problem&, const Params&)>;
+
+struct Variant {
+    std::string name;     // as in the paper where it has a name: "overlap-wise", "split-row", ...
+    std::string family;   // groups variants in plots and tables: "baseline", "warp-shuffle", ...
+    std::string summary;  // one line for `xcorr list`
+    std::string timed;    // what Instance::run covers, e.g. "kernel" or "zero output + kernel"
+    std::string precision = "fp32";
+    double tolerance = 1e-5;  // bound on ||out - ref|| / ||ref|| against the float64 reference
+    std::vector<Form> forms;
+    std::vector<ParamSpec> params;
+    // Creates a ready-to-run instance. Throws UsageError when the problem or parameter
+    // combination is not supported (for example a size the kernel cannot handle).
+    Factory make;
+
+    bool supports(Form f) const;
+    // Fills in defaults and rejects unknown parameters and values outside the allowed set
+    // with a UsageError naming the allowed values.
+    Params resolve(const Params& given) const;
+};
+
+// Registration happens from static initialisers in each variant's translation unit.
+int register_variant(Variant v);
+const std::vector<Variant>& variants();  // sorted by name
+const Variant& find_variant(const std::string& name);  // throws UsageError with the known names
+
+}  // namespace xcorr
+
+#define XCORR_CONCAT_INNER(a, b) a##b
+#define XCORR_CONCAT(a, b) XCORR_CONCAT_INNER(a, b)
+// Usage, at namespace scope in a variant's .cu file:
+//   XCORR_REGISTER_VARIANT(xcorr::Variant{ ...designated fields... });
+#define XCORR_REGISTER_VARIANT(...) \
+    static const int XCORR_CONCAT(xcorr_registered_, __COUNTER__) = ::xcorr::register_variant(__VA_ARGS__)

@@ -1,0 +1,223 @@
+// xcorr: the command-line tool.
+//   xcorr list [--json]
+//   xcorr info
+//   xcorr run --algorithm NAME --form FORM [--param KEY=VALUE ...] LEFT.npy RIGHT.npy --out OUT.npy [--validate]
+// Exit status: 0 success; 1 validation failed or a CUDA failure; 2 bad usage or bad input
+// (including a problem too large for GPU memory); 3 no usable GPU, or a GPU the binary was not
+// built for. Every failure prints one line on stderr.
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "xcorr/context.hpp"
+#include "xcorr/cuda_check.hpp"
+#include "xcorr/device_buffer.hpp"
+#include "xcorr/gpu.hpp"
+#include "xcorr/npy.hpp"
+#include "xcorr/reference.hpp"
+#include "xcorr/registry.hpp"
+
+using namespace xcorr;
+
+namespace {
+
+const char* kUsage =
+    "usage:\n"
+    "  xcorr list [--json]            every variant with its forms and parameters\n"
+    "  xcorr info                     the GPU found and this build (JSON)\n"
+    "  xcorr run --algorithm NAME --form FORM [--param KEY=VALUE ...] LEFT.npy RIGHT.npy\n"
+    "            --out OUT.npy [--validate]\n"
+    "      FORM: one-to-one, one-to-many, n-to-mn, n-to-m; NAME: a variant from `xcorr list`\n"
+    "      or `reference` (float64 on the CPU). --validate prints the relative error against the\n"
+    "      float64 reference and fails (exit 1, no output written) above the variant's bound.\n";
+
+std::string json_escape(const std::string& s) {
+    std::string o;
+    for (char c : s) {
+        if (c == '"' || c == '\\') o += '\\';
+        o += c;
+    }
+    return o;
+}
+
+int cmd_list(bool json) {
+    if (json) {
+        std::cout << "[\n";
+        bool first = true;
+        for (const auto& v : variants()) {
+            std::cout << (first ? "" : ",\n") << "  {\"name\": \"" << json_escape(v.name) << "\", \"family\": \""
+                      << json_escape(v.family) << "\", \"summary\": \"" << json_escape(v.summary)
+                      << "\", \"timed\": \"" << json_escape(v.timed) << "\", \"precision\": \"" << v.precision
+                      << "\", \"tolerance\": " << v.tolerance << ", \"forms\": [";
+            for (size_t i = 0; i < v.forms.size(); ++i) std::cout << (i ? ", " : "") << '"' << form_name(v.forms[i]) << '"';
+            std::cout << "], \"params\": {";
+            for (size_t i = 0; i < v.params.size(); ++i) {
+                std::cout << (i ? ", " : "") << '"' << v.params[i].name << "\": [";
+                for (size_t j = 0; j < v.params[i].values.size(); ++j)
+                    std::cout << (j ? ", " : "") << '"' << json_escape(v.params[i].values[j]) << '"';
+                std::cout << "]";
+            }
+            std::cout << "}}";
+            first = false;
+        }
+        std::cout << "\n]\n";
+        return 0;
+    }
+    for (const auto& v : variants()) {
+        std::cout << v.name << "  [" << v.family << ", " << v.precision << "]\n    " << v.summary << "\n    forms:";
+        for (Form f : v.forms) std::cout << ' ' << form_name(f);
+        std::cout << "\n    timed: " << v.timed << '\n';
+        for (const auto& p : v.params) {
+            std::cout << "    --param " << p.name << "=";
+            for (size_t j = 0; j < p.values.size(); ++j) std::cout << (j ? "|" : "") << p.values[j];
+            std::cout << "  (" << p.help << "; default " << p.values.front() << ")\n";
+        }
+    }
+    return 0;
+}
+
+int cmd_info() {
+    GpuInfo g = require_gpu();
+    std::cout << "{";
+    bool first = true;
+    for (const auto& [k, v] : context_entries(g)) {
+        std::cout << (first ? "" : ", ") << '"' << k << "\": \"" << json_escape(v) << '"';
+        first = false;
+    }
+    std::cout << "}\n";
+    return 0;
+}
+
+double relative_error(const float* out, const double* ref, size_t n, size_t* nonfinite) {
+    double num = 0, den = 0;
+    *nonfinite = 0;
+    for (size_t i = 0; i < n; ++i) {
+        if (!std::isfinite(out[i])) ++*nonfinite;
+        num += (out[i] - ref[i]) * (out[i] - ref[i]);
+        den += ref[i] * ref[i];
+    }
+    return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+int cmd_run(int argc, char** argv) {
+    std::string algorithm, form_text, out_path;
+    std::vector<std::string> inputs;
+    Params given;
+    bool validate = false;
+    for (int i = 0; i < argc; ++i) {
+        std::string a = argv[i];
+        auto value = [&](const std::string& flag) -> std::string {
+            if (a.rfind(flag + "=", 0) == 0) return a.substr(flag.size() + 1);
+            if (i + 1 >= argc) throw UsageError(flag + " needs a value");
+            return argv[++i];
+        };
+        if (a == "--algorithm" || a.rfind("--algorithm=", 0) == 0) algorithm = value("--algorithm");
+        else if (a == "--form" || a.rfind("--form=", 0) == 0) form_text = value("--form");
+        else if (a == "--out" || a.rfind("--out=", 0) == 0) out_path = value("--out");
+        else if (a == "--param" || a.rfind("--param=", 0) == 0) {
+            std::string kv = value("--param");
+            auto eq = kv.find('=');
+            if (eq == std::string::npos || eq == 0) throw UsageError("--param takes KEY=VALUE, got '" + kv + "'");
+            given[kv.substr(0, eq)] = kv.substr(eq + 1);
+        } else if (a == "--validate") validate = true;
+        else if (a.rfind("--", 0) == 0) throw UsageError("unknown option " + a);
+        else inputs.push_back(a);
+    }
+    if (algorithm.empty()) throw UsageError("missing --algorithm");
+    if (form_text.empty()) throw UsageError("missing --form");
+    if (out_path.empty()) throw UsageError("missing --out");
+    if (inputs.size() != 2) throw UsageError("expected two input files (LEFT.npy RIGHT.npy), got " + std::to_string(inputs.size()));
+
+    const Form form = parse_form(form_text);
+    const Variant* variant = nullptr;
+    Params params;
+    if (algorithm != "reference") {
+        variant = &find_variant(algorithm);
+        if (!variant->supports(form)) throw UsageError(algorithm + " does not support form " + form_text);
+        params = variant->resolve(given);
+    } else if (!given.empty()) {
+        throw UsageError("the reference takes no parameters");
+    }
+
+    Stack left = read_npy_stack(inputs[0]);
+    Stack right = read_npy_stack(inputs[1]);
+    Problem p{form, left.h, left.w, right.h, right.w, left.count, right.count};
+    p.check();
+    const std::vector<int64_t> out_shape{p.out_count(), p.out_h(), p.out_w()};
+    std::vector<float> out(size_t(p.out_elems()));
+
+    if (!variant) {
+        std::vector<double> ref(out.size());
+        reference_cpu(p, left.data.data(), right.data.data(), ref.data());
+        for (size_t i = 0; i < out.size(); ++i) out[i] = float(ref[i]);
+        write_npy_atomic(out_path, out_shape, out.data());
+        return 0;
+    }
+
+    require_gpu();
+    const size_t io_bytes = sizeof(float) * size_t(p.left_elems() + p.right_elems() + p.out_elems());
+    require_free_memory(io_bytes + (validate ? sizeof(double) * size_t(p.out_elems()) : 0), "this problem");
+    DeviceBuffer<float> dl(size_t(p.left_elems())), dr(size_t(p.right_elems())), dout(size_t(p.out_elems()));
+    XC_CUDA_CHECK(cudaMemcpy(dl.get(), left.data.data(), dl.bytes(), cudaMemcpyHostToDevice));
+    XC_CUDA_CHECK(cudaMemcpy(dr.get(), right.data.data(), dr.bytes(), cudaMemcpyHostToDevice));
+    poison(dout.get(), dout.size(), nullptr);
+    std::unique_ptr<Instance> inst = variant->make(p, params);
+    inst->run(dl.get(), dr.get(), dout.get(), nullptr);
+    if (inst->has_finish()) inst->finish(dout.get(), nullptr);
+    XC_CUDA_CHECK(cudaDeviceSynchronize());
+    XC_CUDA_CHECK(cudaMemcpy(out.data(), dout.get(), dout.bytes(), cudaMemcpyDeviceToHost));
+
+    if (validate) {
+        std::vector<double> ref(out.size());
+        // The CPU reference where it is quick, the float64 GPU reference (tested against it) beyond.
+        if (p.fmas() < 2e8) {
+            reference_cpu(p, left.data.data(), right.data.data(), ref.data());
+        } else {
+            DeviceBuffer<double> dref(ref.size());
+            reference_gpu(p, dl.get(), dr.get(), dref.get(), nullptr);
+            XC_CUDA_CHECK(cudaMemcpy(ref.data(), dref.get(), dref.bytes(), cudaMemcpyDeviceToHost));
+        }
+        size_t nonfinite = 0;
+        const double err = relative_error(out.data(), ref.data(), out.size(), &nonfinite);
+        const bool ok = nonfinite == 0 && err <= variant->tolerance;
+        std::printf("relative error %.3e (bound %.1e), %zu non-finite elements: %s\n", err, variant->tolerance,
+                    nonfinite, ok ? "ok" : "FAILED");
+        if (!ok) {
+            std::fprintf(stderr, "xcorr: validation failed: %s is off the float64 reference; %s not written\n",
+                         algorithm.c_str(), out_path.c_str());
+            return 1;
+        }
+    }
+    write_npy_atomic(out_path, out_shape, out.data());
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+            std::cout << kUsage;
+            return argc < 2 ? 2 : 0;
+        }
+        const std::string cmd = argv[1];
+        if (cmd == "list") {
+            if (argc > 3 || (argc == 3 && std::string(argv[2]) != "--json")) throw UsageError("usage: xcorr list [--json]");
+            return cmd_list(argc == 3);
+        }
+        if (cmd == "info") return cmd_info();
+        if (cmd == "run") return cmd_run(argc - 2, argv + 2);
+        throw UsageError("unknown command '" + cmd + "' (expected list, info or run)");
+    } catch (const UsageError& e) {
+        std::fprintf(stderr, "xcorr: error: %s\n", e.what());
+        return 2;
+    } catch (const NoGpuError& e) {
+        std::fprintf(stderr, "xcorr: no GPU: %s\n", e.what());
+        return 3;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "xcorr: failed: %s\n", e.what());
+        return 1;
+    }
+}
