@@ -59,6 +59,9 @@ struct Variant {
     // Creates a ready-to-run instance. Throws UsageError when the problem or parameter
     // combination is not supported (for example a size the kernel cannot handle).
     Factory make;
+    // Most back-to-back calls the benchmark may put between one pair of events (a variant whose
+    // call is dominated by host work, such as plan creation, sets 1).
+    int max_batch = 256;
 
     bool supports(Form f) const;
     // Fills in defaults and rejects unknown parameters and values outside the allowed set
