@@ -1,11 +1,29 @@
 #include "xcorr/context.hpp"
 
+#include <fstream>
+#include <sstream>
+
 #include "build_info.hpp"
 #include "version.hpp"
 
 namespace xcorr {
 
 std::string git_revision() { return XCORR_GIT_REVISION; }
+
+namespace {
+// The kernel driver's own version (e.g. 580.159.04); the CUDA API reports only 13.0.
+std::string kernel_driver_version() {
+    std::ifstream f("/proc/driver/nvidia/version");
+    std::string line;
+    if (f && std::getline(f, line)) {
+        std::istringstream in(line.substr(line.find("Kernel Module") == std::string::npos ? line.size()
+                                                                                          : line.find("Kernel Module") + 13));
+        std::string v;
+        if (in >> v) return v;
+    }
+    return "unknown";
+}
+}  // namespace
 
 std::vector<std::pair<std::string, std::string>> context_entries(const GpuInfo& g) {
     auto ver = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
@@ -18,7 +36,8 @@ std::vector<std::pair<std::string, std::string>> context_entries(const GpuInfo& 
         {"xcorr_l2_bytes", std::to_string(g.l2_bytes)},
         {"xcorr_total_mem_bytes", std::to_string(g.total_mem)},
         {"xcorr_fp32_peak_flops", std::to_string(g.fp32_peak_flops())},
-        {"xcorr_driver_version", ver(g.driver_version)},
+        {"xcorr_driver_version", kernel_driver_version()},
+        {"xcorr_cuda_driver_api_version", ver(g.driver_version)},
         {"xcorr_cuda_runtime_version", ver(g.runtime_version)},
         {"xcorr_cufft_version", std::to_string(g.cufft_version)},
         {"xcorr_git_revision", git_revision()},
