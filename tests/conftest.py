@@ -1,0 +1,61 @@
+"""Shared fixtures: where the built binaries are, and whether a usable GPU is present.
+
+The binaries come from the Meson build directory named by $XCORR_BUILD (default: build/);
+scripts/test builds it before running pytest."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = Path(os.environ.get("XCORR_BUILD", ROOT / "build"))
+if not BUILD.is_absolute():
+    BUILD = ROOT / BUILD
+
+
+def binary(name):
+    path = BUILD / name
+    if not path.exists():
+        pytest.exit(f"{path} is missing: build first (scripts/test does: meson setup build && ninja -C build)", 2)
+    return str(path)
+
+
+def run(args, **kw):
+    return subprocess.run(args, capture_output=True, text=True, timeout=kw.pop("timeout", 600), **kw)
+
+
+@pytest.fixture(scope="session")
+def xcorr():
+    return binary("xcorr")
+
+
+@pytest.fixture(scope="session")
+def gpu_info():
+    """The GPU context from `xcorr info`, or None (with the reason) when there is no usable GPU."""
+    r = run([binary("xcorr"), "info"])
+    if r.returncode == 0:
+        return json.loads(r.stdout), ""
+    return None, r.stderr.strip()
+
+
+@pytest.fixture(scope="session")
+def gpu(gpu_info):
+    info, reason = gpu_info
+    if info is None:
+        pytest.skip(f"no usable GPU: {reason}")
+    return info
+
+
+@pytest.fixture(scope="session")
+def registry(xcorr):
+    r = run([xcorr, "list", "--json"])
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def save(path, array):
+    np.save(path, array)
+    return str(path)

@@ -1,0 +1,223 @@
+"""The `xcorr` tool on the CPU: .npy round trips, `xcorr list`, and every kind of bad input,
+each with exit status 2 and one clear line on stderr (never a crash or a half-written file)."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from conftest import run, save
+
+
+def xrun(xcorr, *args):
+    return run([xcorr, "run", *map(str, args)])
+
+
+def one_line_error(r, status, *needles):
+    assert r.returncode == status, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    for n in needles:
+        assert n.lower() in lines[0].lower(), lines[0]
+
+
+@pytest.fixture
+def pair(tmp_path):
+    rng = np.random.default_rng(7)
+    return (save(tmp_path / "l.npy", rng.random((5, 6), dtype=np.float32)),
+            save(tmp_path / "r.npy", rng.random((3, 4), dtype=np.float32)))
+
+
+# --- round trips -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, ">f4"])
+@pytest.mark.parametrize("rank", [2, 3])
+def test_npy_round_trip(xcorr, tmp_path, dtype, rank):
+    rng = np.random.default_rng(3)
+    left = rng.random((4, 5)).astype(dtype)
+    right = rng.random((2, 3)).astype(dtype)
+    if rank == 3:
+        left, right = left[None], right[None]
+    out = tmp_path / "o.npy"
+    r = xrun(xcorr, "--algorithm", "reference", "--form", "one-to-one",
+             save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right), "--out", out)
+    assert r.returncode == 0, r.stderr
+    got = np.load(out)
+    assert got.dtype == np.dtype("<f4") and got.shape == (1, 5, 7) and got.flags.c_contiguous
+    from scipy.signal import correlate2d
+    want = correlate2d(left.reshape(4, 5).astype(np.float32).astype(np.float64),
+                       right.reshape(2, 3).astype(np.float32).astype(np.float64), mode="full")
+    np.testing.assert_allclose(got[0], want, rtol=1e-6)
+
+
+def test_output_overwrites_atomically(xcorr, tmp_path, pair):
+    out = tmp_path / "o.npy"
+    out.write_bytes(b"old")
+    r = xrun(xcorr, "--algorithm", "reference", "--form", "one-to-one", *pair, "--out", out)
+    assert r.returncode == 0
+    assert np.load(out).shape == (1, 7, 9)
+    assert [p.name for p in tmp_path.iterdir() if ".tmp." in p.name] == []
+
+
+# --- xcorr list ----------------------------------------------------------------------------
+
+def test_list_json(registry):
+    names = [v["name"] for v in registry]
+    assert "overlap-wise" in names and len(names) == len(set(names))
+    for v in registry:
+        assert v["forms"] and set(v["forms"]) <= {"one-to-one", "one-to-many", "n-to-mn", "n-to-m"}
+        assert v["timed"] and v["family"] and v["precision"]
+        assert 0 < v["tolerance"] < 1e-2
+        for pname, values in v["params"].items():
+            assert values and len(values) == len(set(values)), (v["name"], pname)
+
+
+def test_list_text(xcorr, registry):
+    r = run([xcorr, "list"])
+    assert r.returncode == 0
+    for v in registry:
+        assert v["name"] in r.stdout
+
+
+# --- bad input -----------------------------------------------------------------------------
+
+def test_missing_file(xcorr, tmp_path, pair):
+    r = xrun(xcorr, "--algorithm", "reference", "--form", "one-to-one", tmp_path / "nope.npy", pair[1],
+             "--out", tmp_path / "o.npy")
+    one_line_error(r, 2, "nope.npy", "cannot open")
+    assert not (tmp_path / "o.npy").exists()
+
+
+def test_unreadable_file(xcorr, tmp_path, pair):
+    # A directory cannot be read as a file (chmod is no test when running as root).
+    d = tmp_path / "dir.npy"
+    d.mkdir()
+    r = xrun(xcorr, "--algorithm", "reference", "--form", "one-to-one", d, pair[1], "--out", tmp_path / "o.npy")
+    one_line_error(r, 2, "dir.npy")
+
+
+def test_not_npy(xcorr, tmp_path, pair):
+    p = tmp_path / "text.npy"
+    p.write_text("hello, world\n")
+    r = xrun(xcorr, "--algorithm", "reference", "--form", "one-to-one", p, pair[1], "--out", tmp_path / "o.npy")
+    one_line_error(r, 2, "not a .npy")
+
+
+def test_truncated_npy(xcorr, tmp_path, pair):
+    p = tmp_path / "cut.npy"
+    np.save(p, np.ones((40, 40), np.float32))
+    p.write_bytes(p.read_bytes()[:500])
+    r = xrun(xcorr, "--algorithm", "reference", "--form", "one-to-one", p, pair[1], "--out", tmp_path / "o.npy")
+    one_line_error(r, 2, "truncated")
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float16, np.complex64, np.bool_])
+def test_wrong_dtype(xcorr, tmp_path, pair, dtype):
+    p = save(tmp_path / "bad.npy", np.ones((3, 3), dtype=dtype))
+    r = xrun(xcorr, "--algorithm", "reference", "--form", "one-to-one", pair[0], p, "--out", tmp_path / "o.npy")
+    one_line_error(r, 2, "wrong dtype")
+
+
+@pytest.mark.parametrize("shape", [(5,), (2, 2, 3, 3), ()])
+def test_wrong_rank(xcorr, tmp_path, pair, shape):
+    p = save(tmp_path / "bad.npy", np.ones(shape, np.float32))
+    r = xrun(xcorr, "--algorithm", "reference", "--form", "one-to-one", p, pair[1], "--out", tmp_path / "o.npy")
+    one_line_error(r, 2, "rank")
+
+
+def test_fortran_order(xcorr, tmp_path, pair):
+    p = save(tmp_path / "f.npy", np.asfortranarray(np.ones((3, 4), np.float32)))
+    r = xrun(xcorr, "--algorithm", "reference", "--form", "one-to-one", p, pair[1], "--out", tmp_path / "o.npy")
+    one_line_error(r, 2, "fortran")
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (5, 0), (0, 3, 3)])
+def test_empty_matrix(xcorr, tmp_path, pair, shape):
+    p = save(tmp_path / "e.npy", np.ones(shape, np.float32))
+    r = xrun(xcorr, "--algorithm", "reference", "--form", "one-to-many", p, pair[1], "--out", tmp_path / "o.npy")
+    one_line_error(r, 2, "empty")
+
+
+@pytest.mark.parametrize("form,nl,nr,needle", [
+    ("one-to-one", 1, 2, "exactly one"),
+    ("one-to-one", 2, 1, "exactly one"),
+    ("one-to-many", 2, 4, "exactly one left"),
+    ("n-to-mn", 2, 3, "multiple of the left count"),
+    ("n-to-mn", 4, 6, "multiple of the left count"),
+])
+def test_counts_that_do_not_fit_the_form(xcorr, tmp_path, form, nl, nr, needle):
+    l = save(tmp_path / "l.npy", np.ones((nl, 3, 3), np.float32))
+    r_ = save(tmp_path / "r.npy", np.ones((nr, 3, 3), np.float32))
+    r = xrun(xcorr, "--algorithm", "reference", "--form", form, l, r_, "--out", tmp_path / "o.npy")
+    one_line_error(r, 2, needle)
+
+
+def test_unknown_variant(xcorr, tmp_path, pair):
+    r = xrun(xcorr, "--algorithm", "no-such-kernel", "--form", "one-to-one", *pair, "--out", tmp_path / "o.npy")
+    one_line_error(r, 2, "unknown algorithm", "overlap-wise")
+
+
+def test_unknown_form(xcorr, tmp_path, pair):
+    r = xrun(xcorr, "--algorithm", "reference", "--form", "many-to-one", *pair, "--out", tmp_path / "o.npy")
+    one_line_error(r, 2, "unknown form")
+
+
+def test_unknown_parameter(xcorr, tmp_path, pair):
+    r = xrun(xcorr, "--algorithm", "overlap-wise", "--form", "one-to-one", "--param", "colour=red", *pair,
+             "--out", tmp_path / "o.npy")
+    one_line_error(r, 2, "unknown parameter", "warps")
+
+
+def test_parameter_value_outside_the_allowed_set(xcorr, tmp_path, pair):
+    r = xrun(xcorr, "--algorithm", "overlap-wise", "--form", "one-to-one", "--param", "warps=3", *pair,
+             "--out", tmp_path / "o.npy")
+    one_line_error(r, 2, "warps=3", "4, 8")
+
+
+def test_form_not_supported_by_variant(xcorr, registry, tmp_path, pair):
+    partial = [v for v in registry if len(v["forms"]) < 4]
+    if not partial:
+        pytest.skip("every registered variant supports every form")
+    v = partial[0]
+    missing = next(f for f in ["one-to-one", "one-to-many", "n-to-mn", "n-to-m"] if f not in v["forms"])
+    r = xrun(xcorr, "--algorithm", v["name"], "--form", missing, *pair, "--out", tmp_path / "o.npy")
+    one_line_error(r, 2, "does not support")
+
+
+@pytest.mark.parametrize("args,needle", [
+    ([], "usage"),
+    (["frobnicate"], "unknown command"),
+    (["run", "--form", "one-to-one", "a.npy", "b.npy", "--out", "o.npy"], "missing --algorithm"),
+    (["run", "--algorithm", "reference", "--form", "one-to-one", "a.npy", "--out", "o.npy"], "two input files"),
+    (["run", "--algorithm", "reference", "--form", "one-to-one", "a.npy", "b.npy"], "missing --out"),
+    (["run", "--algorithm", "reference", "--bogus"], "unknown option"),
+    (["list", "--yaml"], "usage"),
+])
+def test_bad_usage(xcorr, args, needle):
+    r = run([xcorr, *args])
+    assert r.returncode == 2
+    assert needle in (r.stderr + r.stdout).lower()
+
+
+def test_output_directory_missing(xcorr, tmp_path, pair):
+    r = xrun(xcorr, "--algorithm", "reference", "--form", "one-to-one", *pair, "--out", tmp_path / "no" / "o.npy")
+    one_line_error(r, 2, "cannot create output")
+
+
+def test_failed_run_leaves_existing_output_untouched(xcorr, tmp_path, pair):
+    out = tmp_path / "o.npy"
+    out.write_bytes(b"precious")
+    r = xrun(xcorr, "--algorithm", "nope", "--form", "one-to-one", *pair, "--out", out)
+    assert r.returncode == 2
+    assert out.read_bytes() == b"precious"
+
+
+def test_no_gpu_gives_exit_3(xcorr, gpu_info, tmp_path, pair):
+    info, _ = gpu_info
+    if info is not None:
+        pytest.skip("a GPU is present: the no-GPU path cannot be exercised here")
+    out = tmp_path / "o.npy"
+    r = xrun(xcorr, "--algorithm", "overlap-wise", "--form", "one-to-one", *pair, "--out", out)
+    one_line_error(r, 3, "no usable cuda gpu")
+    assert not out.exists()
+    one_line_error(run([xcorr, "info"]), 3, "gpu")

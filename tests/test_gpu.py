@@ -1,0 +1,79 @@
+"""GPU tests: every registered variant x every form it supports x its parameter combinations x
+random sizes (1x1 up to 512x512, odd and unequal), against the float64 reference, with poisoned
+output (xcorr_validate); plus end-to-end `xcorr run --validate` on .npy files checked against
+scipy. Skipped, with the reason, where there is no usable GPU."""
+import json
+import re
+
+import numpy as np
+import pytest
+
+from conftest import binary, run, save
+from xcorr_np import FORMS, correlate, counts, rel_error
+
+
+def variant_names():
+    r = run([binary("xcorr"), "list", "--json"])
+    return [v["name"] for v in json.loads(r.stdout)]
+
+
+@pytest.mark.parametrize("name", variant_names())
+def test_validator(gpu, name):
+    r = run([binary("xcorr_validate"), "--variant", name], timeout=1800)
+    tail = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
+    failures = [l for l in r.stdout.splitlines() if l.startswith("FAIL")]
+    assert r.returncode == 0 and not failures, "\n".join(failures[:20]) or r.stderr
+    m = re.match(r"(\d+) passed, (\d+) failed", tail)
+    assert m and int(m.group(1)) > 0 and int(m.group(2)) == 0, tail
+
+
+@pytest.mark.parametrize("name", variant_names())
+def test_run_validate_end_to_end(gpu, registry, tmp_path, name):
+    v = next(v for v in registry if v["name"] == name)
+    rng = np.random.default_rng(abs(hash(name)) % 2**32)
+    for form in v["forms"]:
+        hL, wL, hR, wR = (int(x) for x in rng.integers(3, 40, size=4))
+        nL, nR = counts(form, rng)
+        left = rng.random((nL, hL, wL), dtype=np.float32)
+        right = rng.random((nR, hR, wR), dtype=np.float32)
+        out = tmp_path / f"{form}.npy"
+        r = run([binary("xcorr"), "run", "--algorithm", name, "--form", form, "--validate",
+                 save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right), "--out", str(out)])
+        assert r.returncode == 0, (form, r.stdout, r.stderr)
+        assert "ok" in r.stdout
+        got = np.load(out)
+        want = correlate(form, left.astype(np.float64), right.astype(np.float64))
+        assert got.shape == want.shape
+        assert rel_error(got, want) <= v["tolerance"], form
+
+
+def test_validate_catches_a_wrong_result(gpu, tmp_path):
+    """--validate must be able to fail: a NaN in the input makes the output non-finite, which
+    the validation reports (exit 1) instead of writing the file."""
+    left = np.ones((4, 4), np.float32)
+    left[1, 1] = np.nan
+    right = np.ones((3, 3), np.float32)
+    out = tmp_path / "o.npy"
+    r = run([binary("xcorr"), "run", "--algorithm", "overlap-wise", "--form", "one-to-one", "--validate",
+             save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right), "--out", str(out)])
+    assert r.returncode == 1 and "FAILED" in r.stdout
+    assert not out.exists()
+
+
+def test_problem_too_large_for_gpu_memory(gpu, tmp_path):
+    # 5000 x 5000 outputs of 63 x 63: ~400 GB of output from 40 MB of input.
+    stack = np.zeros((5000, 32, 32), np.float32)
+    l = save(tmp_path / "l.npy", stack)
+    r_ = save(tmp_path / "r.npy", stack)
+    r = run([binary("xcorr"), "run", "--algorithm", "overlap-wise", "--form", "n-to-m", l, r_,
+             "--out", str(tmp_path / "o.npy")])
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "not enough GPU memory" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o.npy").exists()
+
+
+def test_gpu_context(gpu):
+    for key in ["xcorr_gpu_name", "xcorr_compute_capability", "xcorr_sm_count", "xcorr_sm_clock_mhz",
+                "xcorr_driver_version", "xcorr_cuda_runtime_version", "xcorr_cufft_version", "xcorr_git_revision"]:
+        assert gpu[key] and gpu[key] != "unknown" or key == "xcorr_git_revision", key
+    assert float(gpu["xcorr_fp32_peak_flops"]) > 1e12
