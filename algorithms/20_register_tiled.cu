@@ -1,0 +1,354 @@
+// register-tiled: beyond the paper on Hopper. Shift tiles held in registers, as in a
+// register-tiled SGEMM, so that FMAs and not warp shuffles bound the inner loop.
+//
+// Algebra. A thread owns TY x TX output shifts: rows dy0 + i (i < TY) and columns dx0 + j
+// (j < TX). Writing s = r + i for the right-matrix row r, its accumulators are
+//     acc[i][j] = sum_{s,c} L[s + dy0][c + dx0 + j] * R[s - i][c],
+// so for one (s, c) the update is an outer product of the column vector R[s-i][c] (i < TY, the
+// same for every thread: a shared-memory broadcast) and the row vector L[s+dy0][c+dx0+j] (j < TX).
+// One loop iteration covers a 4 x 4 block of (s, c): 4 x (TX+4)/4 float4 loads of L (the 4
+// column steps slide along one 12-wide window), TY+3 float4 broadcast loads of R (the 4 row
+// steps slide down one (TY+3)-row window), and 16 * TY * TX FMAs (1024 for 8 x 8), all with
+// compile-time register indices. Zero padding of the staged inputs removes every condition
+// from that loop; a sum over any set of (s, c) that covers the non-zero terms is exact.
+//
+// Work mapping. A warp is 4 x 8 lanes (x by y), a block WX x WY warps, so a block owns a
+// BY x BX tile of shifts of one output matrix. The (s, c) plane a tile needs is the product of
+// two ranges (the union of its shifts' overlaps), and each warp further clips its own loops to
+// the union of its own 8*TY x 4*TX shifts: the zero regions of the full output are skipped at
+// warp granularity. Work items (tile, s range, c range) are planned on the host in make() from
+// the problem size, the SM count and the occupancy: a tile's (s, c) range is split (split-K)
+// until there are about `waves` full waves of blocks; split tiles combine with atomicAdd into
+// an output zeroed by a cudaMemsetAsync in run() (timed). grid.x walks the items, grid.y the
+// output matrices of the stack (PairMap, any form), strided beyond 65535. A block walks its
+// item in chunks of KS x KC (s, c), staging the L rows/columns the chunk needs (halo included)
+// and the R rows s-TY+1 .. s+KS-1 in shared memory, zero outside the matrices.
+//
+// Staging uses 4-byte cp.async with zero fill, every copy of a chunk in flight at once.
+//
+// Resources (ptxas -v, sm_90, CUDA 13.0; 0 spills, 0 stack frame in both):
+//   rows=4 (4 x 8 per thread, 4 warps, KS=32): 128 registers (cap from __launch_bounds__(128, 4)),
+//          41280 B static shared memory -> 4 blocks = 16 warps per SM (register limited).
+//   rows=8 (8 x 8 per thread, 2 warps, KS=24): 168 registers (cap from __launch_bounds__(64, 6)),
+//          35968 B static shared memory -> 6 blocks = 12 warps per SM.
+// Bottleneck. Per 16 * TY * TX FMAs a thread issues 4 * (TX+4)/4 = 12 LDS.128 of L and TY+3
+// broadcast LDS.128 of R (2-4% issue overhead). The L loads are conflict-free: for TY = 4 the
+// row pitch is 4 mod 8 words, for TY = 8 the float4 slots are swizzled (ls_index). That is
+// 4 * 12 + TY + 3 shared-memory wavefronts per 16 * TY * TX FFMA cycles of one SMSP, 59 of a
+// budget of 256 (rows=8) or 55 of 128 (rows=4): shared-memory bandwidth is not the limit. What
+// remains beside the FFMA pipe: the zero work inside each warp's union (executed / useful FMAs
+// at 64, 128, 256, 512 = 2.34, 1.60, 1.28, 1.14 for rows=4; 3.09, 1.91, 1.42, 1.20 for rows=8),
+// the staging between the two __syncthreads of each chunk (hidden only by other resident
+// blocks), the tail of the last wave, and for split tiles the memset and the atomics.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "xcorr/cuda_check.hpp"
+#include "xcorr/device.cuh"
+#include "xcorr/device_buffer.hpp"
+#include "xcorr/dispatch.hpp"
+#include "xcorr/registry.hpp"
+
+namespace xcorr {
+namespace {
+
+// One block's work: tile (ty, tx) of the output, s in [s0, s1), c in [c0, c1) (all multiples of
+// 4 except where a range is empty); `atomic` when other items share the tile.
+struct WorkItem {
+    int ty, tx, s0, s1, c0, c1, atomic, pad;
+};
+
+template <int TY_, int TX_, int WX_, int WY_>
+struct Cfg {
+    static constexpr int TY = TY_, TX = TX_, WX = WX_, WY = WY_;
+    static constexpr int LX = 4, LY = 8;  // lanes of a warp along x and y
+    static constexpr int WARPS = WX * WY, THREADS = kWarp * WARPS;
+    static constexpr int BX = WX * LX * TX, BY = WY * LY * TY;  // block tile of shifts
+    static constexpr int KS = TY == 8 ? 24 : 32, KC = 32;      // chunk of (s, c) staged at once
+    // Resident blocks per SM asked of ptxas: 12-16 warps per SM, registers <= 170 / 128.
+    static constexpr int MINB = THREADS == 64 ? 6 : 4;
+    static constexpr int NLR = KS + BY - TY;                    // staged L rows
+    static constexpr int NLC = KC + BX;                         // staged L columns
+    static constexpr int PL = NLC % 8 == 4 ? NLC : NLC + 4;     // pitch = 4 mod 8 words
+    static constexpr int NRR = KS + TY - 1, PR = KC;            // staged R rows, pitch
+    static constexpr bool SWIZZLE = TY % 8 == 0;
+    static_assert(TX % 4 == 0 && NLC % 8 == 0 && PL % 4 == 0, "aligned float4 slots, in pairs");
+};
+
+template <int D>
+__device__ __forceinline__ float comp(const float4& v) {
+    if constexpr (D == 0) return v.x;
+    else if constexpr (D == 1) return v.y;
+    else if constexpr (D == 2) return v.z;
+    else return v.w;
+}
+
+// 4-byte asynchronous copy global -> shared; writes zero when !valid (src is then not read).
+__device__ __forceinline__ void cp_async_f32(float* dst, const float* src, bool valid) {
+    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+__host__ __device__ constexpr int floor4(int v) { return v >= 0 ? v & ~3 : -((-v + 3) & ~3); }
+__host__ __device__ constexpr int ceil4(int v) { return -floor4(-v); }
+
+// Union over a run of thread origins dy0 in [dyA, dyB] (rows i < TY each) of the s with a
+// non-zero term: L row s + dy0 in [0, hL) and R row s - i in [0, hR). Rounded out to 4.
+__host__ __device__ inline Span s_union(int dyA, int dyB, int TY, int hL, int hR) {
+    int lo = floor4(max(0, -dyB)), hi = ceil4(min(hR + TY - 1, hL - dyA));
+    return Span{lo, hi > lo ? hi : lo};
+}
+// The same for columns: shifts dx in [dxA, dxB], c in [0, wR) with c + dx in [0, wL).
+__host__ __device__ inline Span c_union(int dxA, int dxB, int wL, int wR) {
+    int lo = floor4(max(0, -dxB)), hi = ceil4(min(wR, wL - dxA));
+    return Span{lo, hi > lo ? hi : lo};
+}
+
+// Where staged L element (row r, column q) lives. For TY = 8 every thread origin is a multiple of
+// 8 words, so the float4 slots of rows with bit 3 set are swapped in pairs (XOR 1): the two
+// lane rows of a quarter warp then hit different bank quads (conflict-free LDS.128).
+template <class C>
+__device__ __forceinline__ int ls_index(int r, int q) {
+    if constexpr (C::SWIZZLE) return r * C::PL + ((((q >> 2) ^ ((r >> 3) & 1)) << 2) | (q & 3));
+    else return r * C::PL + q;
+}
+
+// One 4 x 4 block of (s, c) steps: Lrow points at the staged L row of (s, thread origin), q0 is
+// the float4 slot of column c of the thread's window, x the row's swizzle; Rp points at the R row
+// s - TY + 1, column c.
+template <class C>
+__device__ __forceinline__ void step4x4(const float* __restrict__ Lrow, int q0, int x,
+                                        const float* __restrict__ Rp, float (&acc)[C::TY][C::TX]) {
+    constexpr int TY = C::TY, TX = C::TX;
+    float4 rv[TY + 3];
+#pragma unroll
+    for (int q = 0; q < TY + 3; ++q) rv[q] = *reinterpret_cast<const float4*>(Rp + q * C::PR);
+#pragma unroll
+    for (int ds = 0; ds < 4; ++ds) {
+        float a[TX + 4];
+#pragma unroll
+        for (int m = 0; m < (TX + 4) / 4; ++m) {
+            const int slot = C::SWIZZLE ? (q0 + m) ^ x : q0 + m;
+            const float4 v = *reinterpret_cast<const float4*>(Lrow + ds * C::PL + 4 * slot);
+            a[4 * m + 0] = v.x;
+            a[4 * m + 1] = v.y;
+            a[4 * m + 2] = v.z;
+            a[4 * m + 3] = v.w;
+        }
+        auto col = [&](auto dcv) {
+            constexpr int dc = decltype(dcv)::value;
+#pragma unroll
+            for (int i = 0; i < TY; ++i) {
+                // R[s + ds - i][c + dc] sits in window row ds - i + TY - 1.
+                const float b = comp<dc>(rv[ds - i + TY - 1]);
+#pragma unroll
+                for (int j = 0; j < TX; ++j) acc[i][j] = fmaf(b, a[dc + j], acc[i][j]);
+            }
+        };
+        col(std::integral_constant<int, 0>{});
+        col(std::integral_constant<int, 1>{});
+        col(std::integral_constant<int, 2>{});
+        col(std::integral_constant<int, 3>{});
+    }
+}
+
+template <class C>
+__global__ void __launch_bounds__(C::THREADS, C::MINB)
+    register_tiled_kernel(const float* __restrict__ left, const float* __restrict__ right,
+                          float* __restrict__ out, int hL, int wL, int hR, int wR, int64_t count,
+                          PairMap pairs, const WorkItem* __restrict__ items) {
+    constexpr int TY = C::TY, TX = C::TX, BY = C::BY, BX = C::BX;
+    __shared__ __align__(16) float Ls[C::NLR * C::PL];
+    __shared__ __align__(16) float Rs[C::NRR * C::PR];
+
+    const WorkItem it = items[blockIdx.x];
+    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    const int wx = warp % C::WX, wy = warp / C::WX;
+    const int oy = (wy * C::LY + lane / C::LX) * TY;  // thread origin inside the block tile
+    const int ox = (wx * C::LX + lane % C::LX) * TX;
+    const int DY = it.ty * BY - (hR - 1), DX = it.tx * BX - (wR - 1);  // block's first shift
+    const int out_h = hL + hR - 1, out_w = wL + wR - 1;
+
+    // This warp's own (s, c) ranges; warp-uniform, so clipping costs no divergence.
+    const int wdy = DY + wy * C::LY * TY, wdx = DX + wx * C::LX * TX;
+    const Span ws = s_union(wdy, wdy + (C::LY - 1) * TY, TY, hL, hR);
+    const Span wc = c_union(wdx, wdx + C::LX * TX - 1, wL, wR);
+
+    for (int64_t k = blockIdx.y; k < count; k += gridDim.y) {
+        const float* L = left + int64_t(pairs.left_of(k)) * hL * wL;
+        const float* R = right + int64_t(pairs.right_of(k)) * hR * wR;
+        float acc[TY][TX];
+#pragma unroll
+        for (int i = 0; i < TY; ++i)
+#pragma unroll
+            for (int j = 0; j < TX; ++j) acc[i][j] = 0.0f;
+
+        for (int s1 = it.s0; s1 < it.s1; s1 += C::KS) {
+            const int s2 = min(s1 + C::KS, it.s1);
+            for (int c1 = it.c0; c1 < it.c1; c1 += C::KC) {
+                const int c2 = min(c1 + C::KC, it.c1);
+                __syncthreads();  // the previous chunk's readers are done
+                // Stage L[s1 + DY + r][c1 + DX + q] and R[s1 - TY + 1 + r][c1 + q], zero outside the
+                // matrices: whole compile-time chunks, every copy in flight at once (cp.async).
+                const int lr0 = s1 + DY, lc0 = c1 + DX, rr0 = s1 - TY + 1;
+#pragma unroll 4
+                for (int idx = threadIdx.x; idx < C::NLR * C::NLC; idx += C::THREADS) {
+                    const int r = idx / C::NLC, q = idx % C::NLC, gr = lr0 + r, gc = lc0 + q;
+                    const bool in = unsigned(gr) < unsigned(hL) && unsigned(gc) < unsigned(wL);
+                    cp_async_f32(Ls + ls_index<C>(r, q), in ? L + int64_t(gr) * wL + gc : L, in);
+                }
+#pragma unroll 2
+                for (int idx = threadIdx.x; idx < C::NRR * C::KC; idx += C::THREADS) {
+                    const int r = idx / C::KC, q = idx % C::KC, gr = rr0 + r, gc = c1 + q;
+                    const bool in = unsigned(gr) < unsigned(hR) && gc < wR;
+                    cp_async_f32(Rs + r * C::PR + q, in ? R + int64_t(gr) * wR + gc : R, in);
+                }
+                cp_async_wait_all();
+                __syncthreads();
+
+                const int sa = max(s1, ws.begin), sb = min(s2, ws.end);
+                const int ca = max(c1, wc.begin), cb = min(c2, wc.end);
+                for (int s = sa; s < sb; s += 4) {
+                    const int lrow = s - s1 + oy;  // a multiple of 4: rows lrow .. lrow+3 share bit 3
+                    const float* Lrow = Ls + lrow * C::PL;
+                    const float* Rrow = Rs + (s - s1) * C::PR;
+                    const int x = (lrow >> 3) & 1;
+                    for (int c = ca; c < cb; c += 4)
+                        step4x4<C>(Lrow, (c - c1 + ox) >> 2, x, Rrow + (c - c1), acc);
+                }
+            }
+        }
+
+        float* O = out + k * out_h * out_w;
+        const int y0 = it.ty * BY + oy, x0 = it.tx * BX + ox;
+#pragma unroll
+        for (int i = 0; i < TY; ++i) {
+            if (y0 + i >= out_h) break;
+            float* Orow = O + int64_t(y0 + i) * out_w;
+#pragma unroll
+            for (int j = 0; j < TX; ++j) {
+                if (x0 + j < out_w) {
+                    if (it.atomic) atomicAdd(Orow + x0 + j, acc[i][j]);
+                    else Orow[x0 + j] = acc[i][j];
+                }
+            }
+        }
+    }
+}
+
+// Splits [lo, hi) into n pieces at multiples of 4 (lo, hi multiples of 4).
+std::vector<int> cut(int lo, int hi, int n) {
+    std::vector<int> b;
+    const int quads = (hi - lo) / 4;
+    n = std::max(1, std::min(n, std::max(quads, 1)));
+    for (int k = 0; k <= n; ++k) b.push_back(lo + 4 * int(int64_t(quads) * k / n));
+    return b;
+}
+
+template <class C>
+class RegisterTiled final : public Instance {
+public:
+    RegisterTiled(const Problem& p, int waves) : p_(p) {
+        const int ny = ceil_div(p.out_h(), C::BY), nx = ceil_div(p.out_w(), C::BX);
+        struct Tile {
+            int ty, tx;
+            Span s, c;
+            double work;
+        };
+        std::vector<Tile> tiles;
+        double total = 0;
+        for (int ty = 0; ty < ny; ++ty)
+            for (int tx = 0; tx < nx; ++tx) {
+                const int DY = ty * C::BY - (p.hR - 1), DX = tx * C::BX - (p.wR - 1);
+                Tile t{ty, tx, s_union(DY, DY + C::BY - C::TY, C::TY, p.hL, p.hR),
+                       c_union(DX, DX + C::BX - 1, p.wL, p.wR), 0};
+                t.work = double(t.s.end - t.s.begin) * (t.c.end - t.c.begin);
+                total += t.work;
+                tiles.push_back(t);
+            }
+
+        // Blocks wanted: `waves` full waves of resident blocks, shared by the output matrices.
+        int dev = 0, sms = 0, per_sm = 0;
+        XC_CUDA_CHECK(cudaGetDevice(&dev));
+        XC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+        XC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, register_tiled_kernel<C>,
+                                                                    C::THREADS, 0));
+        const double wanted = double(waves) * sms * std::max(per_sm, 1);
+        const double per_pair = waves > 0 ? wanted / double(p.out_count()) : 1.0;
+        const double item_work = total / std::max(per_pair, 1.0);
+
+        std::vector<WorkItem> items;
+        for (const Tile& t : tiles) {
+            const int n = waves == 0 ? 1 : std::max(1, int(std::lround(t.work / item_work)));
+            // Split s first into pieces of at least one chunk, then c, then s down to 4 rows.
+            const int s_len = t.s.end - t.s.begin, c_len = t.c.end - t.c.begin;
+            int ns = std::min(n, std::max(1, s_len / C::KS));
+            int nc = std::min(ceil_div(n, ns), std::max(1, c_len / C::KC));
+            if (ns * nc < n) ns = std::min(ceil_div(n, nc), std::max(1, s_len / 4));
+            const std::vector<int> sb = cut(t.s.begin, t.s.end, ns), cb = cut(t.c.begin, t.c.end, nc);
+            const int pieces = int(sb.size() - 1) * int(cb.size() - 1);
+            for (size_t a = 0; a + 1 < sb.size(); ++a)
+                for (size_t b = 0; b + 1 < cb.size(); ++b)
+                    items.push_back(WorkItem{t.ty, t.tx, sb[a], sb[a + 1], cb[b], cb[b + 1], pieces > 1, 0});
+            split_ |= pieces > 1;
+        }
+        n_items_ = int(items.size());
+        items_ = DeviceBuffer<WorkItem>(items.size());
+        XC_CUDA_CHECK(cudaMemcpy(items_.get(), items.data(), items.size() * sizeof(WorkItem),
+                                 cudaMemcpyHostToDevice));
+    }
+
+    void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
+        if (split_) XC_CUDA_CHECK(cudaMemsetAsync(out, 0, p_.out_elems() * sizeof(float), stream));
+        const dim3 grid(unsigned(n_items_), unsigned(std::min<int64_t>(p_.out_count(), 65535)));
+        register_tiled_kernel<C><<<grid, C::THREADS, 0, stream>>>(left, right, out, p_.hL, p_.wL, p_.hR,
+                                                                  p_.wR, p_.out_count(), pair_map(p_),
+                                                                  items_.get());
+        XC_CHECK_LAUNCH();
+    }
+
+private:
+    Problem p_;
+    DeviceBuffer<WorkItem> items_;
+    int n_items_ = 0;
+    bool split_ = false;
+};
+
+std::unique_ptr<Instance> make_register_tiled(const Problem& p, const Params& ps) {
+    const int rows = param_int(ps, "rows");
+    // auto: many waves (finer split-K, better balance) pay only when the problem is large.
+    const int waves = ps.at("waves") == "auto" ? (p.fmas() >= 2e9 ? 4 : 1) : param_int(ps, "waves");
+    if (p.out_h() > (1 << 30) / std::max(p.out_w(), 1))
+        throw UsageError("register-tiled: output matrix too large for 32-bit tile indices");
+    std::unique_ptr<Instance> inst;
+    dispatch<8, 4>(rows, [&](auto r) {
+        constexpr int TY = decltype(r)::value;
+        // 64 x 64 shift tiles: 8 x 8 per thread in 2 warps, or 4 x 8 per thread in 4 warps.
+        using C = Cfg<TY, 8, 2, 8 / TY>;
+        inst = std::make_unique<RegisterTiled<C>>(p, waves);
+    }, "rows");
+    return inst;
+}
+
+XCORR_REGISTER_VARIANT(Variant{
+    .name = "register-tiled",
+    .family = "hopper",
+    .summary = "register tiles of shifts (outer products over staged, zero-padded inputs), "
+               "zero regions skipped per warp, split-K with atomics for small problems",
+    .timed = "zero output (only when split-K) + kernel",
+    .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
+    .params = {{"rows", {"4", "8"}, "shift rows per thread (8 columns each)"},
+               {"waves", {"auto", "1", "2", "4", "0"},
+                "split-K until about this many full waves of blocks (0: never split; "
+                "auto: 4 from 2e9 FMAs on, else 1)"}},
+    .make = make_register_tiled,
+});
+
+}  // namespace
+}  // namespace xcorr
