@@ -1,6 +1,6 @@
 // xcorr_bench: Google Benchmark registration generated from the variant registry.
 //
-//   xcorr_bench [--case "SPEC"]... [--cases FILE] [--min-time SECONDS] [--batch N] [--cold]
+//   xcorr_bench [--case "SPEC"]... [--cases FILE] [--min-time SECONDS] [--batch N] [--cold] [--launch-floor]
 //               [--seed N] [Google Benchmark flags, e.g. --benchmark_repetitions=10
 //               --benchmark_out=out.json --benchmark_out_format=json --benchmark_filter=RE]
 //
@@ -14,6 +14,8 @@
 // each repetition runs for (paper: 0.1 s). The batch grows as the problem shrinks, so that a
 // microsecond kernel is not dominated by event and launch gaps, and is recorded as a counter.
 // With --cold the L2 cache is flushed before every iteration and the batch is 1.
+// --launch-floor adds "launch-floor/empty-kernel": an empty kernel timed the same way, the floor
+// under every tiny problem (launch throughput, not arithmetic).
 //
 // Name:     <variant>/<form>/hL:../wL:../hR:../wR:../nL:../nR:..[/<param>:<value>...]
 // Counters: hL wL hR wR nL nR batch fmas FLOPS cold [finish_time]; label: family, timed, precision.
@@ -188,13 +190,39 @@ void run_case(benchmark::State& st, const Case& c, const Options& opt, const Gpu
     }
 }
 
+void run_launch_floor(benchmark::State& st, int batch) {
+    try {
+        cudaStream_t stream;
+        cudaEvent_t start, stop;
+        XC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        XC_CUDA_CHECK(cudaEventCreate(&start));
+        XC_CUDA_CHECK(cudaEventCreate(&stop));
+        launch_empty_kernel(stream);
+        XC_CUDA_CHECK(cudaStreamSynchronize(stream));
+        for (auto _ : st) {
+            XC_CUDA_CHECK(cudaEventRecord(start, stream));
+            for (int b = 0; b < batch; ++b) launch_empty_kernel(stream);
+            XC_CUDA_CHECK(cudaEventRecord(stop, stream));
+            XC_CUDA_CHECK(cudaEventSynchronize(stop));
+            float ms = 0;
+            XC_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+            st.SetIterationTime(double(ms) * 1e-3 / batch);
+        }
+        st.counters["batch"] = batch;
+        st.SetLabel("family=floor;timed=empty kernel launch;precision=none");
+        cudaEventDestroy(start), cudaEventDestroy(stop), cudaStreamDestroy(stream);
+    } catch (const std::exception& e) {
+        st.SkipWithError(e.what());
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     Options opt;
     std::vector<std::string> specs;
     std::vector<char*> rest{argv[0]};
-    bool list_only = false;
+    bool list_only = false, launch_floor = false;
     try {
         for (int i = 1; i < argc; ++i) {
             std::string a = argv[i];
@@ -217,6 +245,7 @@ int main(int argc, char** argv) {
             else if (is("--batch")) opt.batch = std::stoi(value("--batch"));
             else if (is("--seed")) opt.seed = std::stoull(value("--seed"));
             else if (a == "--cold") opt.cold = true;
+            else if (a == "--launch-floor") launch_floor = true;
             else {
                 if (a.rfind("--benchmark_list_tests", 0) == 0) list_only = true;
                 rest.push_back(argv[i]);
@@ -224,7 +253,7 @@ int main(int argc, char** argv) {
         }
         if (!(opt.min_time > 0)) throw UsageError("--min-time must be positive");
         std::vector<Case> cases;
-        if (specs.empty()) cases = smoke_cases(opt);
+        if (specs.empty() && !launch_floor) cases = smoke_cases(opt);
         for (const auto& s : specs) cases.push_back(parse_case(s, opt));
 
         int rest_argc = int(rest.size());
@@ -247,6 +276,12 @@ int main(int argc, char** argv) {
                 ->Unit(benchmark::kMicrosecond)
                 ->MinTime(opt.min_time / c.batch);  // manual time is per call: GPU time = min_time
         }
+        if (launch_floor)
+            benchmark::RegisterBenchmark("launch-floor/empty-kernel",
+                                         [](benchmark::State& st) { run_launch_floor(st, 256); })
+                ->UseManualTime()
+                ->Unit(benchmark::kMicrosecond)
+                ->MinTime(opt.min_time / 256);
         benchmark::RunSpecifiedBenchmarks();
         benchmark::Shutdown();
         return 0;

@@ -66,6 +66,8 @@ __global__ void reference_kernel(const float* __restrict__ left, const float* __
     }
 }
 
+__global__ void empty_kernel() {}
+
 int blocks_for(size_t n, int threads) { return int(std::min<size_t>((n + threads - 1) / threads, 65536)); }
 
 }  // namespace
@@ -124,6 +126,11 @@ void require_free_memory(size_t bytes, const std::string& what) {
 void fill_uniform(float* p, size_t n, uint64_t seed, cudaStream_t stream) {
     if (!n) return;
     fill_uniform_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(p, n, seed);
+    XC_CHECK_LAUNCH();
+}
+
+void launch_empty_kernel(cudaStream_t stream) {
+    empty_kernel<<<1, 32, 0, stream>>>();
     XC_CHECK_LAUNCH();
 }
 

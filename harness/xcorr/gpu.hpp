@@ -40,6 +40,10 @@ void fill_uniform(float* p, size_t n, uint64_t seed, cudaStream_t stream);
 // Fills with NaN so that any element a variant fails to write shows up in validation.
 void poison(float* p, size_t n, cudaStream_t stream);
 
+// Launches an empty kernel: timed like a variant, it measures the launch floor that bounds every
+// tiny problem (xcorr_bench --launch-floor).
+void launch_empty_kernel(cudaStream_t stream);
+
 // Evicts the L2 cache by writing a buffer of twice its size (cold-cache benchmarking).
 class L2Flusher {
 public:
