@@ -1,0 +1,29 @@
+"""The experiment suite: one module per experiment (fig15.py ... table1.py, efficiency.py), each
+defining EXPERIMENT (see _spec.py). `load(name)` and `load_all()` find them; the order of
+`ORDER` is the order in which scripts/run_experiments.py runs them."""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from ._spec import Experiment
+
+ORDER = ["fig15", "fig16", "fig17", "fig18", "fig19", "fig20", "nmn", "fig21", "fig22", "fig23",
+         "table1", "efficiency"]
+
+
+def names() -> list[str]:
+    found = [m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")]
+    return [n for n in ORDER if n in found] + sorted(n for n in found if n not in ORDER)
+
+
+def load(name: str) -> Experiment:
+    mod = importlib.import_module(f"{__name__}.{name}")
+    exp = getattr(mod, "EXPERIMENT", None)
+    if not isinstance(exp, Experiment) or exp.name != name:
+        raise ValueError(f"experiments/{name}.py must define EXPERIMENT = Experiment(name={name!r}, ...)")
+    return exp
+
+
+def load_all() -> list[Experiment]:
+    return [load(n) for n in names()]

@@ -1,0 +1,388 @@
+"""The vocabulary of the experiment definitions (experiments/<name>.py) and their expansion into
+benchmark cases.
+
+An experiment is declarative: a list of problem shapes (form, sizes, stack counts) and a list of
+series (one algorithm variant with fixed parameters, optionally a grid of parameters to tune over,
+shown as one line in a figure). `expand(experiment, registry)` turns it into concrete cases for
+the `xcorr_bench` binary, checked against the registry that the build actually holds
+(`xcorr list --json`): unknown variants, unsupported forms and parameter values that were not
+instantiated are left out with a reason instead of making the binary refuse the whole run.
+
+Nothing here talks to a GPU or reads files: the scripts (scripts/run_experiments.py, plot.py,
+table.py, ...) and the tests share it.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field, replace
+from typing import Callable, Iterable, Mapping, Sequence, Union
+
+FORMS = ("one-to-one", "one-to-many", "n-to-mn", "n-to-m")
+
+# Sizes of the paper's figures (EXPERIMENTS.md).
+SIZES_ONE_TO_ONE = (16, 24, 32, 48, 64, 96, 128, 192, 256)
+SIZES_MANY = (16, 32, 64, 128, 256)
+SIZES_TABLE = (16, 32, 64, 128, 192, 256, 384, 512)  # Table 1 columns; 512 stands for "beyond"
+SIZES_FFT_CROSSING = (384, 512)  # appended to comparison figures: fft+plan overtakes up there
+
+# Cases whose one call needs more multiply-adds than this are not measured for the slow
+# definition-based kernels (see each experiment for which series carry the cap). The baseline
+# runs at ~1.3e12 FMA/s on the H200 (ANCHORS.md): 2e12 FMAs is ~1.5 s per call, so 10
+# repetitions stay under half a minute.
+BASELINE_MAX_FMAS = 2e12
+# The paper's kernels reach 2.5e12-1e13 FMA/s: 2e13 FMAs is 2-8 s per call. Above it fft+plan
+# (a few ms) is faster by two to three orders of magnitude, so nothing is lost for Table 1.
+DEFINITION_MAX_FMAS = 2e13
+# This project's kernels: measured up to 32-to-32 at 384 (2.2e13); 32-to-32 at 512 (7e13 FMAs,
+# seconds per call even at peak) is left to fft.
+NEW_MAX_FMAS = 3e13
+# Saturated micro-benchmarks (Fig. 15, 18, 21) run many copies of a problem in one grid; the
+# paper used 4000 copies (128-to-128 for Fig. 21) at every size. Times per FMA only need the GPU
+# saturated, so at the largest sizes we run fewer copies: at most this many FMAs per call,
+# which still leaves >= 10^8 output elements per call (hundreds of waves on 132 SMs).
+SATURATED_MAX_FMAS = 2e12
+
+# tune="*" sweeps the full grid of a variant's instantiated values up to this many combinations;
+# beyond, it varies one parameter at a time around the defaults.
+MAX_FULL_GRID = 24
+
+ParamValue = Union[str, int, Callable[["Shape"], Union[str, int, None]]]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One problem shape: sizes of a left and a right matrix and the stack counts (nL, nR as in
+    CONVENTIONS.md: for n-to-mn nR = N*M)."""
+
+    form: str
+    hL: int
+    wL: int
+    hR: int
+    wR: int
+    nL: int = 1
+    nR: int = 1
+    group: str = ""  # panel label; computed from the counts when empty
+
+    def __post_init__(self):
+        if self.form not in FORMS:
+            raise ValueError(f"unknown form {self.form!r}")
+        if self.form == "one-to-one" and (self.nL, self.nR) != (1, 1):
+            raise ValueError("one-to-one takes nL = nR = 1")
+        if self.form == "one-to-many" and self.nL != 1:
+            raise ValueError("one-to-many takes nL = 1")
+        if self.form == "n-to-mn" and self.nR % self.nL:
+            raise ValueError("n-to-mn needs nR = N*M, a multiple of nL")
+
+    # --- constructors -----------------------------------------------------------------------
+    @staticmethod
+    def one_to_one(size: int, group: str = "") -> "Shape":
+        return Shape("one-to-one", size, size, size, size, 1, 1, group)
+
+    @staticmethod
+    def one_to_many(size: int, rights: int, group: str = "") -> "Shape":
+        return Shape("one-to-many", size, size, size, size, 1, rights, group)
+
+    @staticmethod
+    def n_to_m(size: int, lefts: int, rights: int, group: str = "") -> "Shape":
+        return Shape("n-to-m", size, size, size, size, lefts, rights, group)
+
+    @staticmethod
+    def n_to_mn(size: int, lefts: int, rights_per_left: int, group: str = "") -> "Shape":
+        return Shape("n-to-mn", size, size, size, size, lefts, lefts * rights_per_left, group)
+
+    # --- derived quantities -----------------------------------------------------------------
+    @property
+    def size(self) -> int | None:
+        """N for N x N problems with equal left and right sizes, else None."""
+        return self.hL if self.hL == self.wL == self.hR == self.wR else None
+
+    @property
+    def pairs(self) -> int:
+        return {"one-to-one": 1, "one-to-many": self.nR, "n-to-mn": self.nR, "n-to-m": self.nL * self.nR}[self.form]
+
+    @property
+    def fmas(self) -> float:
+        return float(self.pairs) * self.hL * self.wL * self.hR * self.wR
+
+    @property
+    def rights_per_left(self) -> int:
+        return self.nR // self.nL if self.form == "n-to-mn" else self.nR
+
+    @property
+    def count_label(self) -> str:
+        return count_label(self.form, self.nL, self.nR)
+
+    @property
+    def panel(self) -> str:
+        return self.group or self.count_label
+
+    def dims(self) -> tuple:
+        return (self.form, self.hL, self.wL, self.hR, self.wR, self.nL, self.nR)
+
+
+def count_label(form: str, nL: int, nR: int) -> str:
+    if form == "one-to-one":
+        return "1-to-1"
+    if form == "one-to-many":
+        return f"1-to-{nR}"
+    if form == "n-to-m":
+        return f"{nL}-to-{nR}"
+    return f"{nL} lefts x {nR // max(nL, 1)} rights each"
+
+
+def saturated(make: Callable[[int, int], Shape], size: int, copies: int, max_fmas: float = SATURATED_MAX_FMAS,
+              multiple: int = 1, square: bool = False, group: str = "saturated") -> Shape:
+    """A saturated shape with `copies` problems per call, fewer where one call would exceed
+    max_fmas. `make(size, copies)` builds it; `square` treats copies as n for n-to-n (so the
+    pair count is copies^2); the count is rounded down to a multiple of `multiple`."""
+    per = float(size) ** 4
+    if square:
+        cap = int(math.isqrt(int(max_fmas / per))) if max_fmas else copies
+    else:
+        cap = int(max_fmas / per) if max_fmas else copies
+    n = max(multiple, min(copies, cap) // multiple * multiple)
+    return replace(make(size, n), group=group)
+
+
+class AtMostCount:
+    """A parameter value that is at most the number of matrices on one side (the paper's
+    "8 x 1 is in fact 2 x 1 in the 1-to-2 scenario"): the largest instantiated value that is
+    <= min(value, count)."""
+
+    def __init__(self, value: int, side: str = "right"):
+        self.value, self.side = int(value), side
+
+    def __call__(self, shape: "Shape", allowed: Sequence[str] = ()) -> str:
+        if self.side == "left":
+            count = shape.nL
+        else:
+            count = shape.rights_per_left if shape.form in ("n-to-mn", "one-to-many") else shape.nR
+        limit = min(self.value, count)
+        numeric = sorted(int(a) for a in allowed if str(a).isdigit())
+        fits = [a for a in numeric if a <= limit]
+        return str(fits[-1] if fits else limit)
+
+    def __repr__(self):
+        return f"min({self.value}, {self.side}s)"
+
+
+def clamp_to_count(value: int, side: str = "right") -> AtMostCount:
+    return AtMostCount(value, side)
+
+
+@dataclass(frozen=True)
+class Series:
+    """One line of a figure: a variant with fixed parameters; `tune` names parameters to sweep
+    (a list of values, or "*" for every value the build instantiates) and the line then shows the
+    fastest setting per shape. `group` classifies the line for comparisons: "baseline", "paper"
+    (the paper's kernels), "new" (this project's Hopper variants) or "fft"; by default it comes
+    from the variant's family. `alt` is tried when the variant (or a value) is not in the build."""
+
+    label: str
+    variant: str
+    params: Mapping[str, ParamValue] = field(default_factory=dict)
+    tune: Union[str, Mapping[str, Union[str, Sequence]], Sequence[Mapping[str, ParamValue]]] = field(default_factory=dict)
+    panel: str = ""
+    group: str = ""
+    max_fmas: float | None = None
+    max_size: int | None = None
+    forms: Sequence[str] = ()  # only these forms (default: every form the variant supports)
+    alt: "Series | None" = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    title: str
+    paper: str  # where the paper shows it
+    shapes: Sequence[Shape]
+    series: Sequence[Series]
+    metric: str = "time"  # time | time_per_fma | peak_pct
+    plot: str = "lines"  # lines | comparison | efficiency | none
+    cold: bool = False
+    notes: str = ""
+    derived_from: Sequence[str] = ()  # an analysis of other experiments' results: no cases of its own
+    xlabel: str = "matrix size N (N x N left and right)"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark configuration: a variant, its full (resolved) parameters and a shape."""
+
+    variant: str
+    shape: Shape
+    params: tuple  # sorted ((name, value), ...), every parameter of the variant
+    cold: bool = False
+
+    @property
+    def key(self) -> str:
+        return case_key(self.variant, self.shape.dims(), dict(self.params), self.cold)
+
+    def line(self) -> str:
+        s = self.shape
+        parts = [f"variant={self.variant}", f"form={s.form}", f"hL={s.hL}", f"wL={s.wL}", f"hR={s.hR}",
+                 f"wR={s.wR}", f"nL={s.nL}", f"nR={s.nR}"]
+        parts += [f"{k}={v}" for k, v in self.params]
+        return " ".join(parts)
+
+    @property
+    def fmas(self) -> float:
+        return self.shape.fmas
+
+
+def case_key(variant: str, dims: Iterable, params: Mapping[str, str], cold: bool = False) -> str:
+    """The canonical identity of one configuration, identical whether built from a definition
+    or parsed back from a benchmark's run_name (see scripts/xcsuite/benchjson.py)."""
+    form, hL, wL, hR, wR, nL, nR = dims
+    p = ",".join(f"{k}={params[k]}" for k in sorted(params))
+    return f"{variant}|{form}|{int(hL)}x{int(wL)}|{int(hR)}x{int(wR)}|{int(nL)}|{int(nR)}|{p}|{'cold' if cold else 'warm'}"
+
+
+@dataclass
+class Member:
+    """The cases behind one (panel, series, shape) point of a figure."""
+
+    panel: str
+    series: Series
+    shape: Shape
+    keys: list
+    group: str
+
+
+@dataclass
+class Expansion:
+    cases: list  # unique Case objects, in definition order
+    members: list  # Member objects
+    unavailable: list  # (series label, shape or None, reason)
+    warnings: list
+
+
+def _registry_map(registry: Sequence[Mapping]) -> dict:
+    return {v["name"]: v for v in registry}
+
+
+def default_group(variant: str, family: str | None) -> str:
+    if variant == "overlap-wise" or family == "baseline":
+        return "baseline"
+    if variant.startswith("fft") or family == "fft":
+        return "fft"
+    if family == "hopper":
+        return "new"
+    return "paper"
+
+
+def _value(value: ParamValue, shape: Shape, allowed: Sequence[str] = ()) -> str | None:
+    if isinstance(value, AtMostCount):
+        value = value(shape, allowed)
+    elif callable(value):
+        value = value(shape)
+    return None if value is None else str(value)
+
+
+def _series_cases(exp: Experiment, s: Series, shape: Shape, info: Mapping) -> tuple[list, str | None]:
+    """Cases of one series at one shape, or ([], reason)."""
+    if shape.form not in info.get("forms", []):
+        return [], f"{s.variant} does not support {shape.form}"
+    allowed = {k: [str(x) for x in v] for k, v in info.get("params", {}).items()}
+    fixed = {}
+    for name, value in s.params.items():
+        value = _value(value, shape, allowed.get(name, ()))
+        if value is None:
+            continue
+        if name not in allowed:
+            return [], f"{s.variant} has no parameter {name!r}"
+        if value not in allowed[name]:
+            return [], f"{s.variant}: {name}={value} not instantiated (built: {', '.join(allowed[name])})"
+        fixed[name] = value
+    combos: list[dict] = [{}]
+    if s.tune == "*":
+        axes = {k: v for k, v in allowed.items() if k not in fixed}
+        if math.prod(len(v) for v in axes.values()) <= MAX_FULL_GRID:
+            combos = [dict(zip(axes, c)) for c in itertools.product(*axes.values())]
+        else:  # too many for a full grid: the defaults, and each parameter varied alone
+            combos = [{}] + [{k: v} for k, vals in axes.items() for v in vals[1:]]
+    elif isinstance(s.tune, Mapping):
+        grids = []
+        for name, values in s.tune.items():
+            if name not in allowed:
+                return [], f"{s.variant} has no parameter {name!r}"
+            if values == "*":
+                vals = allowed[name]
+            else:
+                vals = [v for v in (_value(x, shape, allowed[name]) for x in values) if v in allowed[name]]
+            if not vals:
+                return [], f"{s.variant}: none of {name}={list(values)} instantiated"
+            grids.append([(name, v) for v in dict.fromkeys(vals)])
+        combos = [dict(c) for c in itertools.product(*grids)]
+    else:  # explicit combinations
+        combos = []
+        for combo in s.tune:
+            c = {k: _value(v, shape, allowed.get(k, ())) for k, v in combo.items()}
+            if all(k in allowed and v in allowed[k] for k, v in c.items()):
+                combos.append(c)
+        if not combos:
+            return [], f"{s.variant}: no tuning combination is instantiated"
+    cases = []
+    for combo in combos:
+        params = {k: v[0] for k, v in allowed.items() if v}  # registry defaults
+        params.update(fixed)
+        params.update(combo)
+        cases.append(Case(s.variant, shape, tuple(sorted(params.items())), exp.cold))
+    cases = list({c.key: c for c in cases}.values())
+    return cases, None
+
+
+def expand(exp: Experiment, registry: Sequence[Mapping]) -> Expansion:
+    """Concrete cases of an experiment for the variants this build holds."""
+    reg = _registry_map(registry)
+    seen: dict = {}
+    members, unavailable, warnings = [], [], []
+    for s0 in exp.series:
+        s = s0
+        while s is not None and s.variant not in reg:
+            unavailable.append((s0.label, None, f"variant {s.variant} is not in this build"))
+            s = s.alt
+        if s is None:
+            warnings.append(f"{exp.name}: series '{s0.label}' skipped: {s0.variant} is not in this build")
+            continue
+        count = 0
+        reasons = []
+        for shape in exp.shapes:
+            if s0.max_size is not None and (shape.size or max(shape.hL, shape.hR)) > s0.max_size:
+                continue
+            if s0.forms and shape.form not in s0.forms:
+                continue
+            if s0.max_fmas is not None and shape.fmas > s0.max_fmas:
+                unavailable.append((s0.label, shape, f"capped: {shape.fmas:.3g} FMAs per call > {s0.max_fmas:.3g}"))
+                continue
+            cur, cases, reason = s, [], None
+            while cur is not None:
+                info = reg.get(cur.variant)
+                if info is None:
+                    reason = f"variant {cur.variant} is not in this build"
+                else:
+                    cases, reason = _series_cases(exp, cur, shape, info)
+                if cases:
+                    break
+                cur = cur.alt
+            if not cases:
+                unavailable.append((s0.label, shape, reason))
+                reasons.append(reason)
+                continue
+            for c in cases:
+                seen.setdefault(c.key, c)
+            fam = reg[cur.variant].get("family")
+            members.append(Member(s0.panel or "", s0, shape, [c.key for c in cases], s0.group or default_group(cur.variant, fam)))
+            count += 1
+        if count == 0:
+            why = reasons[0] if reasons else "every shape capped"
+            warnings.append(f"{exp.name}: series '{s0.label}' has no case: {why}")
+    return Expansion(list(seen.values()), members, unavailable, warnings)
+
+
+def grid(**axes: Sequence) -> list[dict]:
+    """Cartesian product of parameter axes as a list of dicts (for building series lists)."""
+    names = list(axes)
+    return [dict(zip(names, combo)) for combo in itertools.product(*(axes[n] for n in names))]

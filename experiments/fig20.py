@@ -1,0 +1,27 @@
+"""Fig. 20: comparison of the one-to-many algorithms on 1-to-2, 1-to-8 and 1-to-32 (the paper's
+tunings, EXPERIMENTS.md) with fft and fft+plan, plus this project's new kernels.
+Sizes: the paper's plus 384 and 512 (fft+plan overtakes "slightly beyond 256" with 2 rights).
+The baseline is capped at BASELINE_MAX_FMAS per call: it skips 512 with 32 rights (2.2e12)."""
+from experiments._spec import (BASELINE_MAX_FMAS, DEFINITION_MAX_FMAS, NEW_MAX_FMAS, SIZES_FFT_CROSSING, SIZES_MANY,
+                               Experiment, Series, Shape, clamp_to_count)
+
+EXPERIMENT = Experiment(
+    name="fig20",
+    title="One-to-many: comparison of algorithms",
+    paper="Fig. 20",
+    metric="time",
+    plot="comparison",
+    shapes=[Shape.one_to_many(n, m) for m in (2, 8, 32) for n in SIZES_MANY + SIZES_FFT_CROSSING],
+    series=[
+        Series("overlap-wise (baseline)", "overlap-wise", {"warps": 4}, max_fmas=BASELINE_MAX_FMAS),
+        Series("mm-right + split-row (8 rights, 1 row)", "multi-matrix-right+split-row",
+               {"rights": clamp_to_count(8), "rows": 1, "distribution": "triangle"}, max_fmas=DEFINITION_MAX_FMAS),
+        Series("mm-right + grouped-overlap (4 rights, 4 overlaps, 4 left rows)", "multi-matrix-right+grouped-overlap",
+               {"rights": clamp_to_count(4), "overlaps": 4, "left_rows": 4}, max_fmas=DEFINITION_MAX_FMAS),
+        Series("fft", "fft"),
+        Series("fft+plan", "fft+plan"),
+        Series("multi-matrix-tiled (new)", "multi-matrix-tiled", max_fmas=NEW_MAX_FMAS),
+        Series("register-tiled (new)", "register-tiled", max_fmas=NEW_MAX_FMAS),
+        Series("small-direct (new)", "small-direct", max_fmas=NEW_MAX_FMAS),
+    ],
+)

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Aggregates the merged results of every experiment of one GPU into results/<gpu>/summary.csv:
+one row per configuration and experiment, with its parameters, the mean time per call after IQR
+outlier removal (paper protocol), std, cv, time per FMA, FLOP/s and % of the FP32 peak.
+
+    scripts/aggregate.py [GPU_DIR ...]      (default: every results/<gpu>/, quick runs excluded)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from xcsuite import paths  # noqa: E402
+from xcsuite.benchjson import entry_key, is_iteration, parse_label, parse_run_name, seconds  # noqa: E402
+from xcsuite.stats import describe  # noqa: E402
+
+from experiments._spec import Shape, count_label  # noqa: E402
+
+COLUMNS = ["gpu", "gpu_name", "experiment", "case", "variant", "family", "form", "counts", "size", "hL", "wL",
+           "hR", "wR", "nL", "nR", "pairs", "params", "cold", "status", "message", "n_reps", "n_kept",
+           "n_outliers", "time_us", "std_us", "cv", "median_us", "min_us", "finish_time_us", "batch", "fmas",
+           "time_per_fma_ps", "flops", "peak_flops", "peak_pct", "timed", "precision"]
+
+
+def _float(x, default=float("nan")):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return default
+
+
+def rows_of(path: Path) -> list[dict]:
+    data = json.loads(Path(path).read_text())
+    ctx = data.get("context", {})
+    meta = data.get("xcorr_meta", {})
+    experiment = meta.get("experiment", Path(path).stem)
+    families = {v["name"]: v.get("family", "") for v in meta.get("registry", [])}
+    peak = _float(ctx.get("xcorr_fp32_peak_flops"))
+    groups: dict[str, list] = {}
+    for e in data.get("benchmarks", []):
+        if not is_iteration(e):
+            continue
+        try:
+            key = e.get("xcorr_case") or entry_key(e)
+        except ValueError as err:
+            warnings.warn(f"{path}: {err}")
+            continue
+        groups.setdefault(key, []).append(e)
+    statuses = data.get("cases", {})
+    rows = []
+    for key in list(groups) + [k for k in statuses if k not in groups]:
+        entries = groups.get(key, [])
+        ok = [e for e in entries if not e.get("error_occurred")]
+        errs = [e for e in entries if e.get("error_occurred")]
+        info = statuses.get(key, {})
+        if entries:
+            variant, dims, params = parse_run_name(entries[0].get("run_name") or entries[0]["name"])
+        else:  # a case that never produced an entry (rejected, crashed): from its line
+            kv = dict(p.split("=", 1) for p in info.get("line", "").split())
+            variant = kv.pop("variant", "?")
+            dims = (kv.pop("form", "?"),) + tuple(int(kv.pop(k, 0)) for k in ("hL", "wL", "hR", "wR", "nL", "nR"))
+            params = kv
+        form, hL, wL, hR, wR, nL, nR = dims
+        try:
+            shape = Shape(form, hL, wL, hR, wR, nL, nR)
+            pairs, fmas_default = shape.pairs, shape.fmas
+        except ValueError:
+            pairs, fmas_default = float("nan"), float("nan")
+        label = parse_label((ok or entries or [{}])[0].get("label", ""))
+        row = {"gpu": Path(path).parent.name, "gpu_name": ctx.get("xcorr_gpu_name", ""), "experiment": experiment,
+               "case": key, "variant": variant, "family": label.get("family") or families.get(variant, ""),
+               "form": form, "counts": count_label(form, nL, nR) if form != "?" else "",
+               "size": hL if hL == wL == hR == wR else float("nan"), "hL": hL, "wL": wL, "hR": hR, "wR": wR,
+               "nL": nL, "nR": nR, "pairs": pairs,
+               "params": ",".join(f"{k}={params[k]}" for k in sorted(params)),
+               "cold": bool(info.get("cold", (entries or [{}])[0].get("cold", 0))),
+               "timed": label.get("timed", ""), "precision": label.get("precision", ""), "peak_flops": peak}
+        if ok and not errs:
+            st = describe([seconds(e) for e in ok])
+            fmas = _float(ok[0].get("fmas"), fmas_default)
+            fin = [_float(e.get("finish_time")) for e in ok if "finish_time" in e]  # seconds
+            row.update(status="ok", message="", n_reps=st["n_reps"], n_kept=st["n_kept"],
+                       n_outliers=st["n_outliers"], time_us=st["mean"] * 1e6, std_us=st["std"] * 1e6, cv=st["cv"],
+                       median_us=st["median"] * 1e6, min_us=st["min"] * 1e6,
+                       finish_time_us=(sum(fin) / len(fin) * 1e6) if fin else float("nan"),
+                       batch=_float(ok[0].get("batch")), fmas=fmas,
+                       time_per_fma_ps=st["mean"] / fmas * 1e12 if fmas else float("nan"),
+                       flops=2 * fmas / st["mean"] if st["mean"] > 0 else float("nan"))
+            row["peak_pct"] = 100 * row["flops"] / peak if peak == peak and peak > 0 else float("nan")
+        else:
+            msg = (errs[0].get("error_message") if errs else "") or info.get("message", "") or "no result"
+            row.update(status=info.get("status", "failed") if info.get("status") != "ok" else "failed",
+                       message=msg, n_reps=len(ok), fmas=fmas_default)
+        rows.append(row)
+    return rows
+
+
+def aggregate_dir(gpu_dir: Path) -> pd.DataFrame:
+    rows = []
+    for f in sorted(Path(gpu_dir).glob("*.json")):
+        try:
+            rows += rows_of(f)
+        except (ValueError, KeyError, json.JSONDecodeError) as e:
+            warnings.warn(f"{f}: skipped: {e}")
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    out = Path(gpu_dir) / "summary.csv"
+    df.to_csv(out, index=False, float_format="%.6g")
+    return df
+
+
+def load_summary(gpu_dir: Path) -> pd.DataFrame:
+    """summary.csv of a GPU folder (regenerated when missing or older than a result file)."""
+    gpu_dir = Path(gpu_dir)
+    csv = gpu_dir / "summary.csv"
+    jsons = list(gpu_dir.glob("*.json"))
+    if jsons and (not csv.exists() or max(j.stat().st_mtime for j in jsons) > csv.stat().st_mtime):
+        return aggregate_dir(gpu_dir)
+    if not csv.exists():
+        return pd.DataFrame(columns=COLUMNS)
+    df = pd.read_csv(csv, dtype={"params": str, "message": str, "timed": str, "precision": str, "family": str})
+    for c in ("params", "message", "timed", "precision", "family"):
+        df[c] = df[c].fillna("")
+    return df
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dirs", nargs="*", help="result folders (default: every GPU under results/)")
+    ap.add_argument("--quick", action="store_true", help="the quick-run folders instead")
+    args = ap.parse_args(argv)
+    dirs = [Path(d) for d in args.dirs] or [d for d in paths.gpu_dirs(include_quick=args.quick)
+                                            if d.name.endswith(paths.QUICK_SUFFIX) == args.quick]
+    if not dirs:
+        print("aggregate: no results found", file=sys.stderr)
+        return 0
+    for d in dirs:
+        df = aggregate_dir(d)
+        ok = (df["status"] == "ok").sum()
+        print(f"aggregate: {d}/summary.csv: {ok} configurations measured, {len(df) - ok} failed; "
+              f"mean cv {df['cv'].mean():.2%}" if ok else f"aggregate: {d}/summary.csv: nothing measured")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""From an experiment definition and a GPU's summary.csv to the points of its figure: for every
+(panel, series, shape) of the definition the measured configuration (the fastest one where the
+series tunes parameters). Missing measurements are reported, never fatal."""
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pandas as pd
+
+from experiments._spec import Experiment, expand
+
+POINT_COLUMNS = ["experiment", "panel", "shape_panel", "series", "group", "variant", "params", "form", "counts",
+                 "size", "hL", "wL", "hR", "wR", "nL", "nR", "time_us", "std_us", "cv", "time_per_fma_ps", "flops",
+                 "peak_pct", "tuned", "n_candidates"]
+
+
+def registry_of(gpu_dir: Path, name: str, fallback: list | None = None) -> list | None:
+    f = Path(gpu_dir) / f"{name}.json"
+    if f.exists():
+        try:
+            reg = json.loads(f.read_text()).get("xcorr_meta", {}).get("registry")
+            if reg:
+                return reg
+        except (ValueError, OSError):
+            pass
+    return fallback
+
+
+def registry_from_summary(summary: pd.DataFrame, name: str) -> list:
+    """A registry good enough to expand an experiment when its results file carries none:
+    the variants and parameter values that were measured."""
+    rows = summary[summary["experiment"] == name]
+    reg = {}
+    for _, r in rows.iterrows():
+        v = reg.setdefault(r["variant"], {"name": r["variant"], "family": r.get("family", ""), "forms": set(),
+                                          "params": {}})
+        v["forms"].add(r["form"])
+        for kv in filter(None, str(r["params"]).split(",")):
+            k, val = kv.split("=", 1)
+            v["params"].setdefault(k, [])
+            if val not in v["params"][k]:
+                v["params"][k].append(val)
+    for v in reg.values():
+        v["forms"] = sorted(v["forms"])
+    return list(reg.values())
+
+
+def points(exp: Experiment, summary: pd.DataFrame, gpu_dir: Path, source: str | None = None) -> tuple[pd.DataFrame, list]:
+    """Points of `exp` measured under experiment `source` (default: exp itself)."""
+    source = source or exp.name
+    notes = []
+    rows = summary[(summary["experiment"] == source)]
+    if rows.empty:
+        return pd.DataFrame(columns=POINT_COLUMNS), [f"{exp.name}: no results for {source}"]
+    registry = registry_of(gpu_dir, source) or registry_from_summary(summary, source)
+    ex = expand(exp, registry)
+    ok = rows[rows["status"] == "ok"].drop_duplicates("case").set_index("case")
+    out = []
+    missing = {}
+    for m in ex.members:
+        have = [k for k in m.keys if k in ok.index]
+        if not have:
+            missing.setdefault(m.series.label, []).append(m.shape)
+            continue
+        cand = ok.loc[have]
+        best = cand.loc[cand["time_us"].idxmin()]
+        s = m.shape
+        out.append({"experiment": exp.name, "panel": m.panel, "shape_panel": s.panel, "series": m.series.label,
+                    "group": m.group, "variant": best["variant"], "params": best["params"], "form": s.form,
+                    "counts": s.count_label, "size": s.size if s.size else s.hL, "hL": s.hL, "wL": s.wL, "hR": s.hR,
+                    "wR": s.wR, "nL": s.nL, "nR": s.nR, "time_us": best["time_us"], "std_us": best["std_us"],
+                    "cv": best["cv"], "time_per_fma_ps": best["time_per_fma_ps"], "flops": best["flops"],
+                    "peak_pct": best["peak_pct"], "tuned": len(m.keys) > 1, "n_candidates": len(have)})
+    for label, shapes in missing.items():
+        notes.append(f"{exp.name}: '{label}': {len(shapes)} point(s) without results")
+    if not out:
+        notes.append(f"{exp.name}: nothing measured")
+    return pd.DataFrame(out, columns=POINT_COLUMNS), notes
+
+
+def warn_all(notes: list) -> None:
+    for n in notes:
+        warnings.warn(n, stacklevel=2)

@@ -1,0 +1,43 @@
+"""Where things live, and the GPU slug that names result and plot folders."""
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # the experiment definitions are the package experiments/ at the root
+    sys.path.insert(0, str(ROOT))
+
+RESULTS = Path(os.environ.get("XCORR_RESULTS", ROOT / "results"))
+PLOTS = Path(os.environ.get("XCORR_PLOTS", ROOT / "plots"))
+QUICK_SUFFIX = "-quick"
+
+
+def gpu_slug(name: str) -> str:
+    """'NVIDIA H200' -> 'nvidia-h200'."""
+    s = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    return s or "unknown-gpu"
+
+
+def gpu_dirs(results: Path = None, include_quick: bool = False) -> list[Path]:
+    """Result folders, one per GPU (quick-run folders only when asked)."""
+    results = Path(results or RESULTS)
+    if not results.is_dir():
+        return []
+    out = []
+    for d in sorted(results.iterdir()):
+        if not d.is_dir() or d.name.startswith((".", "_")):
+            continue
+        if d.name.endswith(QUICK_SUFFIX) and not include_quick:
+            continue
+        if any(d.glob("*.json")) or (d / "summary.csv").exists():
+            out.append(d)
+    return out
+
+
+def plots_dir_for(gpu_dir: Path, plots: Path = None) -> Path:
+    d = Path(plots or PLOTS) / Path(gpu_dir).name
+    d.mkdir(parents=True, exist_ok=True)
+    return d

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""A stand-in for build/xcorr and build/xcorr_bench, for the CPU tests of the experiment scripts.
+
+    fake_xcorr.py xcorr list --json | info
+    fake_xcorr.py xcorr_bench --cases FILE --min-time S --benchmark_repetitions=N ... --benchmark_out=F
+
+It writes Google Benchmark JSON in the format of the real binary (context with xcorr_* strings,
+one "iteration" entry per repetition, then mean/median/stddev/cv aggregates), with times from a
+simple deterministic model (one repetition per case is a slow outlier). Environment:
+FAKE_REGISTRY (registry JSON), FAKE_NO_GPU=1 (info exits 3), FAKE_LOG (appends one line per
+bench invocation: the case lines), FAKE_CRASH_ON=substring (the bench aborts when it reaches a
+matching case, leaving a truncated output file as a killed process would), FAKE_REJECT=substring
+(exits 2 before running anything, like an unknown parameter), FAKE_ERROR_ON=substring (that case
+reports error_occurred, like too little GPU memory), FAKE_SLEEP=seconds (per case), FAKE_GPU_NAME.
+"""
+import hashlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REGISTRY = Path(os.environ.get("FAKE_REGISTRY", HERE / "fixtures" / "registry.json"))
+GPU = os.environ.get("FAKE_GPU_NAME", "Fake GPU 9000")
+PEAK = 66.9e12
+RATES = {"overlap-wise": 1.3e12, "warp-per-overlap": 1.0e12, "split-row": 2.5e12, "grouped-overlap": 4e12,
+         "multi-matrix-right+split-row": 5e12, "multi-matrix-right+grouped-overlap": 9e12,
+         "multi-matrix-both+grouped-overlap": 12e12, "register-tiled": 30e12, "multi-matrix-tiled": 30e12}
+
+
+def context():
+    return {"xcorr_gpu_name": GPU, "xcorr_compute_capability": "9.0", "xcorr_sm_count": "132",
+            "xcorr_sm_clock_mhz": "1980", "xcorr_mem_clock_mhz": "3201", "xcorr_l2_bytes": "62914560",
+            "xcorr_total_mem_bytes": "150000000000", "xcorr_fp32_peak_flops": str(PEAK),
+            "xcorr_driver_version": "13.0", "xcorr_cuda_runtime_version": "13.0", "xcorr_cufft_version": "12000",
+            "xcorr_git_revision": "fake123", "xcorr_build_archs": "9.0", "xcorr_build_type": "release",
+            "xcorr_nvcc_version": "13.0", "xcorr_cuda_flags": "-O3"}
+
+
+def call_time(kv):
+    h = {k: int(kv[k]) for k in ("hL", "wL", "hR", "wR", "nL", "nR")}
+    form = kv["form"]
+    pairs = {"one-to-one": 1, "one-to-many": h["nR"], "n-to-mn": h["nR"], "n-to-m": h["nL"] * h["nR"]}[form]
+    fmas = pairs * h["hL"] * h["wL"] * h["hR"] * h["wR"]
+    v = kv["variant"]
+    if v.startswith("fft"):
+        t = 2e-5 + pairs * (h["hL"] + h["hR"]) * (h["wL"] + h["wR"]) * 8e-12
+        if v == "fft+plan":
+            t += 5e-3
+        return t, fmas
+    rate = RATES.get(v, 2e12)
+    for p in ("overlaps", "rights", "lefts"):  # bigger groupings are faster in this model
+        if p in kv and kv[p].isdigit():
+            rate *= 1 + 0.1 * int(kv[p])
+    if kv.get("rows") == "1":
+        rate *= 1.2
+    return 3e-6 + fmas / rate, fmas
+
+
+def run_name(kv, params):
+    dims = "/".join(f"{k}:{kv[k]}" for k in ("hL", "wL", "hR", "wR", "nL", "nR"))
+    ps = "".join(f"/{k}:{params[k]}" for k in sorted(params))
+    return f"{kv['variant']}/{kv['form']}/{dims}{ps}"
+
+
+def bench(args):
+    opts = {}
+    for a in args:
+        if a.startswith("--") and "=" in a:
+            k, v = a[2:].split("=", 1)
+            opts[k] = v
+    it = iter(args)
+    cases_file, min_time, cold = None, 0.1, False
+    for a in it:
+        if a == "--cases":
+            cases_file = next(it)
+        elif a == "--min-time":
+            min_time = float(next(it))
+        elif a == "--cold":
+            cold = True
+    reps = int(opts.get("benchmark_repetitions", 1))
+    out = opts["benchmark_out"]
+    lines = [l.strip() for l in Path(cases_file).read_text().splitlines() if l.strip() and not l.startswith("#")]
+    if os.environ.get("FAKE_LOG"):
+        with open(os.environ["FAKE_LOG"], "a") as f:
+            f.write(json.dumps(lines) + "\n")
+    registry = {v["name"]: v for v in json.loads(REGISTRY.read_text())}
+    cases = []
+    for line in lines:
+        kv = dict(p.split("=", 1) for p in line.split())
+        var = registry.get(kv["variant"])
+        if var is None or (os.environ.get("FAKE_REJECT") and os.environ["FAKE_REJECT"] in line):
+            print(f"xcorr_bench: error: unknown or bad case '{line}'", file=sys.stderr)
+            return 2
+        params = {k: v[0] for k, v in var["params"].items()}
+        for k in list(kv):
+            if k in var["params"]:
+                params[k] = kv.pop(k)
+        cases.append((line, kv, params))
+    f = open(out, "w")
+    f.write(json.dumps({"context": {"date": "2026-11-21T03:00:00+00:00", "host_name": "fake",
+                                    "executable": "xcorr_bench", "num_cpus": 16, "library_build_type": "release",
+                                    **context()}}, indent=2)[:-2] + ',\n  "benchmarks": [\n')
+    first = True
+    for i, (line, kv, params) in enumerate(cases):
+        if os.environ.get("FAKE_CRASH_ON") and os.environ["FAKE_CRASH_ON"] in line:
+            f.close()
+            print("xcorr_bench: CUDA error: an illegal memory access was encountered", file=sys.stderr)
+            os._exit(134)
+        time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
+        name = run_name(kv, params) + f"/min_time:{min_time:.3f}/repeats:{reps}/manual_time"
+        base = {"name": name, "family_index": i, "per_family_instance_index": 0, "run_name": name,
+                "run_type": "iteration", "repetitions": reps, "threads": 1}
+        entries = []
+        if os.environ.get("FAKE_ERROR_ON") and os.environ["FAKE_ERROR_ON"] in line:
+            entries.append({**base, "repetition_index": 0, "error_occurred": True,
+                            "error_message": "too little GPU memory for this problem"})
+        else:
+            t, fmas = call_time(kv)
+            seed = int(hashlib.sha256(line.encode()).hexdigest()[:8], 16)
+            times = []
+            for r in range(reps):
+                noise = 1 + 0.004 * (((seed >> (r % 24)) & 7) - 3.5) / 3.5
+                tr = t * noise * (1.6 if r == reps - 1 and reps >= 5 else 1.0)
+                times.append(tr)
+                e = {**base, "repetition_index": r, "iterations": max(1, int(min_time / t)), "real_time": tr * 1e6,
+                     "cpu_time": 1.0, "time_unit": "us", "FLOPS": 2 * fmas / tr, "batch": 1, "cold": int(cold),
+                     "fmas": float(fmas), **{k: int(kv[k]) for k in ("hL", "wL", "hR", "wR", "nL", "nR")},
+                     "label": f"family={registry[kv['variant']]['family']};timed=kernel;precision=fp32"}
+                if kv["variant"].startswith("fft"):
+                    e["finish_time"] = 1e-6
+                entries.append(e)
+            mean = sum(times) / len(times)
+            for agg in ("mean", "median", "stddev", "cv"):
+                entries.append({**base, "name": name + "_" + agg, "run_type": "aggregate", "aggregate_name": agg,
+                                "aggregate_unit": "time" if agg != "cv" else "percentage", "iterations": reps,
+                                "real_time": mean * 1e6, "cpu_time": 1.0, "time_unit": "us"})
+        for e in entries:
+            f.write(("" if first else ",\n") + "    " + json.dumps(e))
+            first = False
+        f.flush()
+    f.write("\n  ]\n}\n")
+    f.close()
+    return 0
+
+
+def main():
+    role, args = sys.argv[1], sys.argv[2:]
+    if role == "xcorr":
+        if args[:1] == ["list"]:
+            print(REGISTRY.read_text())
+            return 0
+        if args[:1] == ["info"]:
+            if os.environ.get("FAKE_NO_GPU"):
+                print("xcorr: no GPU: no usable CUDA GPU found (fake)", file=sys.stderr)
+                return 3
+            print(json.dumps(context()))
+            return 0
+        return 2
+    return bench(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

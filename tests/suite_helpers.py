@@ -1,0 +1,43 @@
+"""Helpers of the experiment-suite tests (CPU only): import paths and a fake build directory whose
+xcorr / xcorr_bench are tests/fake_xcorr.py."""
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+for p in (ROOT / "scripts", ROOT):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+FAKE_ENV = ("FAKE_NO_GPU", "FAKE_LOG", "FAKE_CRASH_ON", "FAKE_REJECT", "FAKE_ERROR_ON", "FAKE_SLEEP", "FAKE_GPU_NAME",
+            "FAKE_REGISTRY")
+
+
+def make_fake_build(directory: Path) -> Path:
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    fake = Path(__file__).resolve().parent / "fake_xcorr.py"
+    for role in ("xcorr", "xcorr_bench"):
+        exe = directory / role
+        exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{fake}" {role} "$@"\n')
+        exe.chmod(0o755)
+    return directory
+
+
+def clear_fake_env(monkeypatch):
+    for k in FAKE_ENV:
+        monkeypatch.delenv(k, raising=False)
+
+
+def log_lines(path: Path) -> list:
+    import json
+
+    if not Path(path).exists():
+        return []
+    return [json.loads(l) for l in Path(path).read_text().splitlines() if l.strip()]
+
+
+def env_set(**kw):
+    for k, v in kw.items():
+        os.environ[k] = v

@@ -1,0 +1,96 @@
+"""Aggregation: IQR outlier removal, per-configuration statistics and the summary CSV."""
+import json
+import shutil
+
+import numpy as np
+import pytest
+from suite_helpers import FIXTURES
+
+from aggregate import aggregate_dir, load_summary
+from xcsuite.benchjson import load_bench_json
+from xcsuite.stats import describe, iqr_mask
+
+
+def test_iqr_mask_removes_points_beyond_one_and_a_half_iqr():
+    v = [10.0, 10.2, 9.8, 10.1, 9.9, 10.0, 10.05, 9.95, 10.0, 25.0]
+    m = iqr_mask(v)
+    assert m.tolist() == [True] * 9 + [False]
+    q1, q3 = np.percentile([1, 2, 3, 4], [25, 75])  # 1.75, 3.25: fences -0.5 and 5.5
+    assert iqr_mask([1, 2, 3, 4, 5.5]).all()  # on the fence: kept
+    assert not iqr_mask([1, 2, 3, 4, 100])[-1] and iqr_mask([1, 2, 3, 4, 100])[:4].all()
+    assert iqr_mask([-50, 10, 10, 10, 10]).tolist() == [False, True, True, True, True]
+    assert iqr_mask([]).size == 0
+
+
+def test_describe():
+    d = describe([10.0, 10.2, 9.8, 10.1, 9.9, 10.0, 10.05, 9.95, 10.0, 25.0])
+    assert d["n_reps"] == 10 and d["n_kept"] == 9 and d["n_outliers"] == 1
+    assert d["mean"] == pytest.approx(10.0)
+    assert d["std"] == pytest.approx(np.std([10.0, 10.2, 9.8, 10.1, 9.9, 10.0, 10.05, 9.95, 10.0], ddof=1))
+    assert d["cv"] == pytest.approx(d["std"] / 10.0)
+    one = describe([3.0])
+    assert one["mean"] == 3.0 and one["std"] == 0.0
+
+
+@pytest.fixture
+def summary(tmp_path):
+    gpu = tmp_path / "nvidia-h200"
+    gpu.mkdir()
+    shutil.copy(FIXTURES / "merged_fig17.json", gpu / "fig17.json")
+    return aggregate_dir(gpu), gpu
+
+
+def test_summary_rows(summary):
+    df, gpu = summary
+    assert (gpu / "summary.csv").exists()
+    assert len(df) == 6
+    by = {(r.variant, r.hL): r for r in df.itertuples()}
+    a = by[("split-row", 64)]
+    assert a.status == "ok" and a.n_reps == 10 and a.n_outliers == 1
+    assert a.time_us == pytest.approx(10.0)
+    assert a.params == "distribution=triangle,rows=1,warps=4"
+    assert a.fmas == 64 ** 4
+    assert a.time_per_fma_ps == pytest.approx(10e-6 / 64 ** 4 * 1e12)
+    assert a.flops == pytest.approx(2 * 64 ** 4 / 10e-6)
+    assert a.peak_pct == pytest.approx(100 * a.flops / 66908160000000)
+    assert a.family == "warp-shuffle" and a.counts == "1-to-1" and a.size == 64
+    b = by[("overlap-wise", 256)]
+    assert b.time_us == pytest.approx(3100.0)  # time_unit ms
+    c = by[("fft+plan", 512)]
+    assert c.status == "failed" and "too little GPU memory" in c.message and np.isnan(c.time_us)
+    d = by[("block-per-overlap", 16)]
+    assert d.params == "threads=128" and d.counts == "1-to-32" and d.pairs == 32
+    e = by[("fft", 64)]
+    assert e.finish_time_us == pytest.approx(2.5)
+    r = by[("split-row", 128)]
+    assert r.status == "rejected" and "not available" in r.message
+
+
+def test_load_summary_regenerates_when_results_are_newer(summary):
+    df, gpu = summary
+    again = load_summary(gpu)
+    assert len(again) == len(df) and again["params"].map(type).eq(str).all()
+    data = json.loads((gpu / "fig17.json").read_text())
+    data["benchmarks"] = [b for b in data["benchmarks"] if not b["run_name"].startswith("fft/")]
+    data["cases"] = {k: v for k, v in data["cases"].items() if not k.startswith("fft|")}
+    import os
+    import time
+
+    (gpu / "fig17.json").write_text(json.dumps(data))
+    t = time.time() + 5
+    os.utime(gpu / "fig17.json", (t, t))
+    assert len(load_summary(gpu)) == len(df) - 1
+
+
+def test_truncated_bench_output_is_repaired(tmp_path):
+    text = (FIXTURES / "bench_raw.json").read_text()
+    full = load_bench_json(FIXTURES / "bench_raw.json")
+    assert "xcorr_repaired" not in full
+    cut = text[: text.index('"block-per-overlap') + 10]  # killed while writing the 4th case
+    f = tmp_path / "cut.json"
+    f.write_text(cut)
+    data = load_bench_json(f)
+    assert data["xcorr_repaired"] and data["context"]["xcorr_gpu_name"] == "NVIDIA H200"
+    names = {b["run_name"].split("/")[0] for b in data["benchmarks"]}
+    assert names == {"split-row", "overlap-wise", "fft+plan"}
+    assert len(data["benchmarks"]) < len(full["benchmarks"])

@@ -1,0 +1,204 @@
+"""Table 1, the claims page, the figures and the application, from fake results (CPU only)."""
+import json
+import shutil
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from suite_helpers import make_fake_build
+
+import aggregate
+import claims
+import plot
+import run_experiments as rx
+import table
+
+
+@pytest.fixture(scope="session")
+def fake_results(tmp_path_factory):
+    """The whole suite, quick protocol, measured by the fake bench."""
+    import os
+
+    tmp = tmp_path_factory.mktemp("suite")
+    build = make_fake_build(tmp / "build")
+    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("FAKE_")}
+    try:
+        assert rx.main(["--quick", "--max-fmas", "1e20", "--build", str(build), "--results", str(tmp / "results"),
+                        "--no-progress"]) == 0
+    finally:
+        os.environ.update(saved)
+    gpu = tmp / "results" / "fake-gpu-9000-quick"
+    aggregate.aggregate_dir(gpu)
+    return gpu
+
+
+def summary_rows(rows):
+    """A summary.csv-like frame for table1 from (counts, size, variant, family, params, time_us)."""
+    out = []
+    for counts, size, variant, family, params, t in rows:
+        out.append({"experiment": "table1", "status": "ok", "counts": counts, "hL": size, "hR": size, "size": size,
+                    "variant": variant, "family": family, "params": params, "time_us": t, "cv": 0.001,
+                    "peak_pct": 1.0, "gpu_name": "Test GPU"})
+    return pd.DataFrame(out)
+
+
+SYNTH = summary_rows([
+    ("1-to-1", 16, "warp-per-overlap", "warp-per-overlap", "overlaps_per_block=4", 3.0),
+    ("1-to-1", 16, "split-row", "warp-shuffle", "rows=1", 4.0),
+    ("1-to-1", 16, "split-row", "warp-shuffle", "rows=2", 3.5),  # second fastest, but the same variant as...
+    ("1-to-1", 16, "warp-per-overlap", "warp-per-overlap", "overlaps_per_block=8", 3.2),  # ...this one's
+    ("1-to-1", 16, "fft", "fft", "launch=graph", 20.0),
+    ("1-to-1", 16, "fft+plan", "fft", "", 5000.0),
+    ("1-to-1", 16, "register-tiled", "hopper", "rows=8", 2.0),
+    ("1-to-1", 512, "grouped-overlap", "warp-shuffle", "left_rows=8,overlaps=8", 9000.0),
+    ("1-to-1", 512, "fft", "fft", "launch=graph", 30.0),
+    ("1-to-1", 512, "fft+plan", "fft", "", 6000.0),
+])
+
+
+def cell(t, row, size):
+    return t[(t["row"] == row) & (t["size"] == size)].iloc[0]
+
+
+def test_table_best_runner_up_and_margin():
+    t = table.build_table(SYNTH, "fftplan-paper")
+    c = cell(t, "1-to-1", 16)
+    assert c["best_variant"] == "warp-per-overlap" and c["best_params"] == "overlaps_per_block=4"
+    assert c["runner_up_variant"] == "split-row" and c["runner_up_params"] == "rows=2"
+    assert c["margin"] == pytest.approx(3.5 / 3.0)
+    assert c["agrees_with_paper"]  # the paper: warp-overlap at 16
+    c = cell(t, "1-to-1", 512)
+    assert c["best_variant"] == "fft+plan" and c["margin"] == pytest.approx(9000 / 6000)
+    assert pd.isna(cell(t, "1-to-2", 16)["best_variant"])  # not measured: empty, no crash
+    assert len(t) == 7 * 8
+
+
+def test_table_readings_split_fft_and_new_kernels():
+    t = table.build_table(SYNTH, "fft-paper")
+    c = cell(t, "1-to-1", 512)
+    assert c["best_variant"] == "fft" and c["margin"] == pytest.approx(9000 / 30)
+    assert "fft+plan" not in set(t["best_variant"].dropna()) | set(t["runner_up_variant"].dropna())
+    t = table.build_table(SYNTH, "fftplan-all")
+    c = cell(t, "1-to-1", 16)
+    assert c["best_variant"] == "register-tiled" and c["runner_up_variant"] == "warp-per-overlap"
+    assert c["margin"] == pytest.approx(1.5) and not c["agrees_with_paper"]
+    assert "fft" not in set(table.build_table(SYNTH, "fftplan-all")["best_variant"].dropna())
+    assert "register-tiled" not in set(table.build_table(SYNTH, "fft-paper")["runner_up_variant"].dropna())
+
+
+def test_table_files_from_fake_results(fake_results, tmp_path, monkeypatch):
+    monkeypatch.setenv("XCORR_PLOT_FORMATS", "png")
+    tables = table.make_tables(fake_results, plots_root=tmp_path)
+    assert set(tables) == set(table.READINGS)
+    md = (fake_results / "table1.md").read_text()
+    assert md.count("| 1-to-1 |") == 5  # four readings and the paper's table
+    for reading in table.READINGS:
+        csv = pd.read_csv(fake_results / f"table1_{reading}.csv")
+        assert len(csv) == 56 and csv["best_variant"].notna().all()
+        png = tmp_path / fake_results.name / f"table1_{reading}.png"
+        assert png.stat().st_size > 10_000
+    t = tables["fftplan-paper"]
+    assert not (t["best_variant"] == "fft").any() and (t["best_variant"] == "fft+plan").any()
+    s = aggregate.load_summary(fake_results)
+    rows = s[(s["experiment"] == "table1") & (s["counts"] == "8-to-8") & (s["size"] == 64) & (s["family"] != "hopper")
+             & (s["variant"] != "fft")]
+    assert cell(t, "8-to-8", 64)["best_time_us"] == pytest.approx(rows["time_us"].min())
+
+
+def test_crossing():
+    f = pd.Series({16: 20.0, 32: 21.0, 64: 22.0, 128: 25.0})
+    d = pd.Series({16: 3.0, 32: 30.0, 64: 15.0, 128: 200.0})
+    assert claims.crossing(f, d) == 128  # 32 wins alone, but 64 does not: the crossing is for good
+    assert claims.crossing(f, pd.Series({16: 1.0, 32: 1.0, 64: 1.0, 128: 1.0})) is None
+    assert claims.crossing(f, pd.Series({16: 1.0, 32: 100.0})) == 32  # capped sizes are not held against fft
+
+
+def test_ratio_verdict():
+    assert claims.ratio_verdict(5.3 * 1.24, 5.3) == "confirmed"
+    assert claims.ratio_verdict(5.3 * 0.76, 5.3) == "confirmed"
+    assert claims.ratio_verdict(5.3 * 1.3, 5.3) == "not confirmed (higher)"
+    assert claims.ratio_verdict(2.0, 5.3) == "not confirmed (lower)"
+    assert claims.ratio_verdict(float("nan"), 5.3) == "not measured"
+
+
+def test_claims_page(fake_results):
+    res = claims.evaluate(fake_results)
+    assert len(res) == 14 and not [r for r in res if r.verdict == "not measured"]
+    s = aggregate.load_summary(fake_results)
+    f17 = s[(s["experiment"] == "fig17") & (s["size"] == 256) & (s["status"] == "ok")]
+    base = f17[f17["variant"] == "overlap-wise"]["time_us"].min()
+    paper = f17[~f17["variant"].isin(["overlap-wise", "fft", "fft+plan"]) & (f17["family"] != "hopper")]["time_us"].min()
+    r = next(x for x in res if x.claim.startswith("one-to-one 256x256"))
+    assert r.measured == f"{base / paper:.2f}x"
+    real = next(x for x in res if x.claim.startswith("real-data"))
+    assert real.verdict == "confirmed"  # the fake's mm-right + grouped takes ~40 ms
+    page = claims.write_page(fake_results, res).read_text()
+    assert "±25%" in page and page.count("| ") > 14 * 6
+
+
+def test_claims_with_missing_results(tmp_path):
+    d = tmp_path / "empty-gpu"
+    d.mkdir()
+    res = claims.evaluate(d)
+    assert all(r.verdict == "not measured" for r in res)
+
+
+def test_every_figure_is_drawn(fake_results, tmp_path, monkeypatch):
+    monkeypatch.setenv("XCORR_PLOT_STRICT", "1")
+    monkeypatch.setenv("XCORR_PLOT_FORMATS", "png")  # PDF: below, on fewer figures (keeps the suite fast)
+    files = plot.plot_gpu(fake_results, plots_root=tmp_path)
+    names = {f.stem for f in files}
+    assert names == {"fig15", "fig16", "fig17", "fig18", "fig19", "fig20", "fig21", "fig22", "fig23", "nmn",
+                     "efficiency"}
+    assert all(f.stat().st_size > 5_000 for f in files)
+    monkeypatch.delenv("XCORR_PLOT_FORMATS")
+    files = plot.plot_gpu(fake_results, only=["fig16"], plots_root=tmp_path / "pdf")
+    assert sorted(f.name for f in files) == ["fig16.pdf", "fig16.png"] and files[1].stat().st_size > 5_000
+
+
+def test_figures_with_partial_results(fake_results, tmp_path, monkeypatch):
+    part = tmp_path / "partial-gpu"
+    part.mkdir()
+    for name in ("fig17", "fig21", "nmn"):
+        shutil.copy(fake_results / f"{name}.json", part / f"{name}.json")
+    data = json.loads((part / "fig17.json").read_text())  # drop a variant
+    data["benchmarks"] = [b for b in data["benchmarks"] if not b["run_name"].startswith("split-row/")]
+    data["cases"] = {k: v for k, v in data["cases"].items() if not k.startswith("split-row|")}
+    (part / "fig17.json").write_text(json.dumps(data))
+    monkeypatch.delenv("XCORR_PLOT_STRICT", raising=False)
+    monkeypatch.setenv("XCORR_PLOT_FORMATS", "png")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        files = plot.plot_gpu(part, plots_root=tmp_path / "plots")
+        tables = table.make_tables(part, plots_root=tmp_path / "plots")
+    assert {f.stem for f in files} == {"fig17", "fig21", "nmn", "efficiency"}
+    assert tables == {}
+    text = " ".join(str(x.message) for x in w)
+    assert "split-row" in text and "no results for fig15" in text
+
+
+def test_cross_gpu_figure_needs_two_gpus(fake_results, tmp_path):
+    other = tmp_path / "other-gpu"
+    other.mkdir()
+    shutil.copy(fake_results / "fig17.json", other / "fig17.json")
+    assert plot.plot_cross_gpu([fake_results], plots_root=tmp_path) == []
+    files = plot.plot_cross_gpu([fake_results, other], plots_root=tmp_path)
+    assert [f.name for f in files] == ["cross-gpu.png", "cross-gpu.pdf"] and files[0].stat().st_size > 10_000
+
+
+def test_application_convention_and_recovery(tmp_path):
+    import application as app
+    from scipy import signal
+
+    rng = np.random.default_rng(0)
+    L = rng.random((1, 96, 96)).astype(np.float32)
+    R = np.roll(L[0], shift=(-2, 3), axis=(0, 1))[None]  # R[r][c] = L[r+2][c-3]
+    C, _ = app.correlate(L, R, "scipy", None)
+    assert np.allclose(C[0], signal.correlate2d(L[0], R[0], mode="full"), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(app.peaks(C)[0], [2, -3], atol=0.3)
+    assert app.main(["--algorithm", "scipy", "--patterns", "1", "--out", str(tmp_path)]) == 0
+    stats = json.loads((tmp_path / "application.json").read_text())
+    assert stats["pass"] and stats["tiles"] == 86 and stats["correlations"] == 86
+    assert stats["rms_error_px"] < app.MAX_RMS_PX and stats["max_true_shift_px"] > 2
+    assert (tmp_path / "application.png").stat().st_size > 10_000

@@ -1,0 +1,163 @@
+"""scripts/run_experiments.py against a fake bench binary: protocol, merged files, resume logic,
+failures, the time budget and the no-GPU refusal."""
+import json
+
+import pytest
+from suite_helpers import clear_fake_env, log_lines, make_fake_build
+
+import run_experiments as rx
+from experiments._spec import expand
+import experiments as suite
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    clear_fake_env(monkeypatch)
+    build = make_fake_build(tmp_path / "build")
+    log = tmp_path / "bench.log"
+    monkeypatch.setenv("FAKE_LOG", str(log))
+    results = tmp_path / "results"
+
+    def run(*args):
+        return rx.main([*args, "--build", str(build), "--results", str(results), "--no-progress"])
+
+    return run, results, log, monkeypatch
+
+
+def load(results, exp, quick=False):
+    return json.loads((results / ("fake-gpu-9000" + ("-quick" if quick else "")) / f"{exp}.json").read_text())
+
+
+def cases_of(name):
+    reg = json.loads((make_fake_build.__globals__["FIXTURES"] / "registry.json").read_text())
+    return expand(suite.load(name), reg).cases
+
+
+def test_full_protocol_merged_file_and_skip(env):
+    run, results, log, _ = env
+    assert run("fig22") == 0
+    data = load(results, "fig22")
+    n = len(cases_of("fig22"))
+    meta = data["xcorr_meta"]
+    assert meta["complete"] and meta["protocol"]["repetitions"] == 10 and meta["protocol"]["min_time_s"] == 0.1
+    assert meta["started"] and meta["finished"] and meta["git_revision"] == "fake123" and meta["registry"]
+    assert "nvidia_smi" in meta and len(meta["runs"]) == 1
+    assert data["context"]["xcorr_gpu_name"] == "Fake GPU 9000"
+    assert len(data["cases"]) == n and all(c["status"] == "ok" for c in data["cases"].values())
+    iters = [b for b in data["benchmarks"] if b["run_type"] == "iteration"]
+    assert len(iters) == 10 * n  # every repetition kept
+    assert {b["xcorr_case"] for b in iters} == set(data["cases"])
+    calls = len(log_lines(log))
+    assert run("fig22") == 0  # complete: skipped, nothing runs
+    assert len(log_lines(log)) == calls
+    assert run("fig22", "--force") == 0
+    assert len(log_lines(log)) > calls and (results / "fake-gpu-9000" / "fig22.json.bak").exists()
+
+
+def test_quick_goes_to_its_own_folder(env):
+    run, results, _, _ = env
+    assert run("fig22", "--quick") == 0
+    data = load(results, "fig22", quick=True)
+    assert data["xcorr_meta"]["protocol"] == {**rx.QUICK_PROTOCOL, "quick": True,
+                                              "outliers": "IQR rule (1.5 IQR), at aggregation", "repetitions_kept": "all"}
+    assert not (results / "fake-gpu-9000").exists()
+    iters = [b for b in data["benchmarks"] if b["run_type"] == "iteration"]
+    assert len(iters) == 3 * len(data["cases"])
+
+
+def test_crash_marks_the_culprit_and_resumes_the_rest(env):
+    run, results, log, mp = env
+    culprit = "variant=multi-matrix-both form=n-to-m hL=64 wL=64 hR=64 wR=64 nL=2 nR=2"
+    mp.setenv("FAKE_CRASH_ON", culprit)
+    assert run("fig22") == 0
+    data = load(results, "fig22")
+    failed = {k: v for k, v in data["cases"].items() if v["status"] != "ok"}
+    assert len(failed) == 1
+    (only,) = failed.values()
+    assert only["line"].startswith(culprit) and "exit status 134" in only["message"]
+    assert len(data["cases"]) == len(cases_of("fig22"))  # the cases after the crash ran in a new process
+    assert len(log_lines(log)) == 2
+    mp.delenv("FAKE_CRASH_ON")
+    assert run("fig22") == 0 and len(log_lines(log)) == 2  # failed cases are not retried by default
+    assert run("fig22", "--retry-failed") == 0
+    assert log_lines(log)[-1] == [only["line"]]
+    assert all(c["status"] == "ok" for c in load(results, "fig22")["cases"].values())
+
+
+def test_rejected_case_is_isolated(env):
+    run, results, log, mp = env
+    bad = "variant=multi-matrix-both+split-row form=n-to-m hL=32 wL=32 hR=32 wR=32 nL=8 nR=8 distribution=triangle lefts=4"
+    mp.setenv("FAKE_REJECT", bad)
+    assert run("fig22") == 0
+    data = load(results, "fig22")
+    rejected = [c for c in data["cases"].values() if c["status"] == "rejected"]
+    assert len(rejected) == 1 and rejected[0]["line"].startswith(bad)
+    assert sum(c["status"] == "ok" for c in data["cases"].values()) == len(data["cases"]) - 1
+
+
+def test_error_entries_are_recorded_as_failed(env):
+    run, results, _, mp = env
+    mp.setenv("FAKE_ERROR_ON", "hL=256 wL=256 hR=256 wR=256 nL=8 nR=8")
+    assert run("fig22") == 0
+    failed = [c for c in load(results, "fig22")["cases"].values() if c["status"] == "failed"]
+    assert failed and all("too little GPU memory" in c["message"] for c in failed)
+
+
+def test_budget_stops_cleanly_and_resume_finishes(env):
+    run, results, log, mp = env
+    mp.setenv("FAKE_SLEEP", "1.5")
+    # ~1.2 s estimated per case: the first chunk gets a few cases, the budget kills it mid-way
+    assert run("fig22", "--max-minutes", "0.1") == rx.EXIT_BUDGET
+    data = load(results, "fig22")
+    assert not data["xcorr_meta"]["complete"]
+    done = {k for k, c in data["cases"].items() if c["status"] == "ok"}
+    assert 1 <= len(done) < len(cases_of("fig22"))  # salvaged from the killed process's output
+    assert not [c for c in data["cases"].values() if c["status"] != "ok"]  # nothing blamed for the budget
+    mp.delenv("FAKE_SLEEP")
+    assert run("fig22") == 0
+    data = load(results, "fig22")
+    assert data["xcorr_meta"]["complete"] and len(data["xcorr_meta"]["runs"]) == 2
+    ran_again = {l for call in log_lines(log)[1:] for l in call}
+    assert not {c["line"] for k, c in data["cases"].items() if k in done} & ran_again
+
+
+def test_budget_too_small_for_one_case_runs_nothing(env):
+    run, results, log, _ = env
+    assert run("fig22", "--max-minutes", "0.01") == rx.EXIT_BUDGET
+    assert log_lines(log) == []
+
+
+def test_no_gpu_is_refused_with_exit_3(env, capsys):
+    run, results, log, mp = env
+    mp.setenv("FAKE_NO_GPU", "1")
+    assert run("fig22") == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("run_experiments: no GPU")
+    assert log_lines(log) == [] and not results.exists()
+
+
+def test_unknown_experiment_and_estimate(env, capsys):
+    run, _, _, _ = env
+    with pytest.raises(SystemExit):
+        run("fig99")
+    assert run("--estimate", "fig16,fig17") == 0
+    out = capsys.readouterr().out
+    assert "fig16" in out and "fig17" in out and "total" in out
+
+
+def test_quick_skips_the_largest_cases(env):
+    run, results, _, _ = env
+    assert run("fig22", "--quick") == 0
+    data = load(results, "fig22", quick=True)
+    n_all = len(cases_of("fig22"))
+    big = [c for c in cases_of("fig22") if c.fmas > rx.QUICK_MAX_FMAS]
+    assert big and len(data["cases"]) == n_all - len(big) and data["xcorr_meta"]["max_fmas"] == rx.QUICK_MAX_FMAS
+
+
+def test_a_binary_that_refuses_everything_stops_the_run(env):
+    run, results, _, mp = env
+    mp.setenv("FAKE_REJECT", "variant=")
+    with pytest.raises(SystemExit, match="refuses every case"):
+        run("fig22")
+    data = load(results, "fig22")
+    assert not [c for c in data["cases"].values() if c["status"] == "rejected"]  # still pending
