@@ -1,5 +1,6 @@
 #include "xcorr/context.hpp"
 
+#include <cctype>
 #include <fstream>
 #include <sstream>
 
@@ -13,13 +14,15 @@ std::string git_revision() { return XCORR_GIT_REVISION; }
 namespace {
 // The kernel driver's own version (e.g. 580.159.04); the CUDA API reports only 13.0.
 std::string kernel_driver_version() {
+    // "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ..."
     std::ifstream f("/proc/driver/nvidia/version");
-    std::string line;
+    std::string line, word;
     if (f && std::getline(f, line)) {
-        std::istringstream in(line.substr(line.find("Kernel Module") == std::string::npos ? line.size()
-                                                                                          : line.find("Kernel Module") + 13));
-        std::string v;
-        if (in >> v) return v;
+        std::istringstream in(line);
+        while (in >> word)
+            if (word.find('.') != std::string::npos && std::isdigit(static_cast<unsigned char>(word[0])) &&
+                word.find_first_not_of("0123456789.") == std::string::npos)
+                return word;
     }
     return "unknown";
 }

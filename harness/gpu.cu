@@ -1,6 +1,7 @@
 #include <cufft.h>
 
 #include <algorithm>
+#include <fstream>
 #include <sstream>
 #include <vector>
 
@@ -120,6 +121,25 @@ void require_free_memory(size_t bytes, const std::string& what) {
         s << "not enough GPU memory: " << what << " needs " << double(bytes) / (1 << 30) << " GiB, "
           << double(free_b) / (1 << 30) << " GiB free of " << double(total_b) / (1 << 30);
         throw UsageError(s.str());
+    }
+}
+
+void require_host_memory(size_t bytes, const std::string& what) {
+    std::ifstream f("/proc/meminfo");
+    std::string key;
+    size_t kb = 0;
+    while (f >> key >> kb) {
+        if (key == "MemAvailable:") {
+            if (bytes > kb * 1024) {
+                std::ostringstream s;
+                s.precision(3);
+                s << "not enough host memory: " << what << " needs " << double(bytes) / (1 << 30) << " GiB, "
+                  << double(kb) / (1 << 20) << " GiB available";
+                throw UsageError(s.str());
+            }
+            return;
+        }
+        f.ignore(256, '\n');
     }
 }
 

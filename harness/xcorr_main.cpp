@@ -146,7 +146,17 @@ int cmd_run(int argc, char** argv) {
     Problem p{form, left.h, left.w, right.h, right.w, left.count, right.count};
     p.check();
     const std::vector<int64_t> out_shape{p.out_count(), p.out_h(), p.out_w()};
-    std::vector<float> out(size_t(p.out_elems()));
+    // Refuse what does not fit before allocating anything (a 400 GB output must be an error
+    // message, not the out-of-memory killer).
+    const size_t out_elems = size_t(p.out_elems());
+    const bool need_ref = !variant || validate;
+    if (variant) {
+        require_gpu();
+        const size_t io_bytes = sizeof(float) * size_t(p.left_elems() + p.right_elems() + p.out_elems());
+        require_free_memory(io_bytes + (validate && p.fmas() >= 2e8 ? sizeof(double) * out_elems : 0), "this problem");
+    }
+    require_host_memory(out_elems * (sizeof(float) + (need_ref ? sizeof(double) : 0)), "this problem's output");
+    std::vector<float> out(out_elems);
 
     if (!variant) {
         std::vector<double> ref(out.size());
@@ -156,9 +166,6 @@ int cmd_run(int argc, char** argv) {
         return 0;
     }
 
-    require_gpu();
-    const size_t io_bytes = sizeof(float) * size_t(p.left_elems() + p.right_elems() + p.out_elems());
-    require_free_memory(io_bytes + (validate ? sizeof(double) * size_t(p.out_elems()) : 0), "this problem");
     DeviceBuffer<float> dl(size_t(p.left_elems())), dr(size_t(p.right_elems())), dout(size_t(p.out_elems()));
     XC_CUDA_CHECK(cudaMemcpy(dl.get(), left.data.data(), dl.bytes(), cudaMemcpyHostToDevice));
     XC_CUDA_CHECK(cudaMemcpy(dr.get(), right.data.data(), dr.bytes(), cudaMemcpyHostToDevice));

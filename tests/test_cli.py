@@ -212,6 +212,17 @@ def test_failed_run_leaves_existing_output_untouched(xcorr, tmp_path, pair):
     assert out.read_bytes() == b"precious"
 
 
+def test_output_too_large_for_host_memory(xcorr, tmp_path):
+    # 5000 x 5000 outputs of 63 x 63 floats: ~370 GiB from 40 MB of input. Refused up front
+    # with a message, never attempted (which would end in the out-of-memory killer).
+    stack = np.zeros((5000, 32, 32), np.float32)
+    out = tmp_path / "o.npy"
+    r = xrun(xcorr, "--algorithm", "reference", "--form", "n-to-m", save(tmp_path / "l.npy", stack),
+             save(tmp_path / "r.npy", stack), "--out", out)
+    one_line_error(r, 2, "not enough host memory")
+    assert not out.exists()
+
+
 def test_no_gpu_gives_exit_3(xcorr, gpu_info, tmp_path, pair):
     info, _ = gpu_info
     if info is not None:

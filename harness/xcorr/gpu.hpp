@@ -34,6 +34,8 @@ GpuInfo require_gpu();
 // Checks that `bytes` of device memory can be allocated now; throws UsageError saying how much
 // the problem needs and how much is free.
 void require_free_memory(size_t bytes, const std::string& what);
+// The same for host memory (MemAvailable): a huge output must be refused, not OOM-killed.
+void require_host_memory(size_t bytes, const std::string& what);
 
 // Uniform [0, 1) values from a counter-based hash of (seed, index): the same inputs on any GPU.
 void fill_uniform(float* p, size_t n, uint64_t seed, cudaStream_t stream);

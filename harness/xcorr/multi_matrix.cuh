@@ -1,0 +1,359 @@
+// The multi-matrix warp-shuffle machinery shared by the six multi-matrix variants
+// (algorithms/10_* .. 15_*; paper sections 3.4 and 4.3, thesis 3.4.4 and 3.5): one register-blocked
+// band step that all of them run, and the host-side pieces they share: how a stack is cut into
+// matrix groups, the split-row work distributions, and the stream fan-out for n-to-mn.
+//
+// The band step generalises the warp-shuffle inner loop (xcorr/warp_buffer.cuh) along the three
+// reuse axes of the paper at once, all compile-time:
+//   NL  left matrices   (multi-matrix-both)     each left value meets NR right matrices,
+//   NR  right matrices  (multi-matrix-right)    each right value meets NL left matrices,
+//   S   overlaps        (grouped-overlap)       S vertically adjacent output rows per thread,
+//   LR  left rows       (grouped-overlap)       LR left rows per step, S + LR - 1 right rows.
+// Per step (one of 32 right columns of a chunk) a lane does NL*LR left shuffles (one each, the
+// window is indexed, not rotated: see warp_buffer.cuh), (S+LR-1)*NR right broadcasts and
+// S*LR*NL*NR FMAs (those with 0 <= s < S). The paper's counts are the same with two shuffles per
+// left value: 2 + r : r for multi-matrix-right, 2l + r : l*r for both, l + (s+l-1) : l*s grouped.
+// All register arrays are indexed with compile-time constants only (fully unrolled loops).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "xcorr/core.hpp"
+#include "xcorr/cuda_check.hpp"
+#include "xcorr/device.cuh"
+#include "xcorr/device_buffer.hpp"
+#include "xcorr/warp_buffer.cuh"
+
+namespace xcorr::multi {
+
+// Warps per block in every multi-matrix kernel (the paper's experiments all use 4 warps); the
+// warps of a block take adjacent output rows (or row groups, or split-row workers).
+inline constexpr int kWarps = 4;
+
+// Blocks per SM promised to ptxas (__launch_bounds__ min blocks), so that its register cap,
+// 65536 / (128 * blocks), fits the band's live arrays (sums; per left row a window, a shuffled
+// value and a 64-bit row address; right buffers) plus about 64 registers of loop state and of
+// shuffled values of the next steps. Left to itself, ptxas picks its own occupancy target and
+// spills a few cold values (a strict-build error) even at 72 registers; with a cap it spills only
+// when the cap is really too small (the constant 64 is the smallest without spills here).
+template <int NL, int NR, int S, int LR>
+inline constexpr int kMinBlocks =
+    std::clamp(65536 / (kWarp * kWarps * (S * NL * NR + 5 * NL * LR + (S + LR - 1) * NR + 64)), 1, 8);
+
+struct Geometry {
+    int hL, wL, hR, wR, out_h, out_w;
+    int64_t left_size, right_size, out_size;  // elements of one matrix
+};
+inline Geometry geometry(const Problem& p) {
+    return Geometry{p.hL, p.wL, p.hR, p.wR, p.out_h(), p.out_w(), int64_t(p.hL) * p.wL,
+                    int64_t(p.hR) * p.wR, int64_t(p.out_h()) * p.out_w()};
+}
+
+// Grid dimensions y and z are limited to 65535: row blocks (non-split kernels) and column blocks
+// (split-row kernels) must fit.
+inline void require_grid(const Problem& p, int rows_per_block) {
+    if (ceil_div(p.out_h(), rows_per_block) > 65535 || ceil_div(p.out_w(), kWarp) > 65535)
+        throw UsageError("multi-matrix kernels: output " + std::to_string(p.out_h()) + "x" +
+                         std::to_string(p.out_w()) + " needs more than 65535 row or column blocks");
+}
+
+// Every multi-matrix form is "for each left i, a one-to-many over its M right slots j":
+//   one-to-many  N = 1,  M = nR:     right j,          output j
+//   n-to-mn      N = nL, M = nR/nL:  right i + N*j,    output i + N*j
+//   n-to-m       N = nL, M = nR:     right j,          output i*M + j
+struct JobMap {
+    int64_t right_i, right_j, out_i, out_j;  // right = i*right_i + j*right_j, output likewise
+};
+struct Jobs {
+    int lefts, rights;  // N and M
+    JobMap map;
+};
+inline Jobs jobs_of(const Problem& p) {
+    switch (p.form) {
+        case Form::NToMn: return Jobs{p.nL, p.nR / p.nL, JobMap{1, p.nL, 1, p.nL}};
+        case Form::NToM: return Jobs{p.nL, p.nR, JobMap{0, 1, p.nR, 1}};
+        default: return Jobs{1, p.nR, JobMap{0, 1, 0, 1}};
+    }
+}
+
+// A run of `groups` consecutive matrix groups of `size` matrices starting at matrix `begin`.
+struct Piece {
+    int begin, groups, size;
+};
+// Cuts `count` matrices into groups of `size`; the rest, which does not fill a group, into groups
+// of the next smaller instantiated size, and so on (`sizes`: the instantiated group sizes,
+// descending, ending with 1). No padding: every group is full, every piece one launch.
+inline std::vector<Piece> cut(int count, int size, std::initializer_list<int> sizes) {
+    std::vector<Piece> out;
+    int begin = 0;
+    for (int s : sizes) {
+        if (s > size) continue;
+        const int groups = (count - begin) / s;
+        if (groups > 0) out.push_back(Piece{begin, groups, s});
+        begin += groups * s;
+    }
+    return out;
+}
+
+// Grid y (or z) holds the matrix groups; it is limited to 65535, so kernels stride over it.
+inline unsigned grid_groups(int64_t groups) { return unsigned(std::min<int64_t>(groups, 65535)); }
+
+// Row-block order of the non-split kernels: the grid's slowest index runs over the row blocks
+// from the centre outwards (middle_out, xcorr/warp_buffer.cuh). The overlaps are tallest at the
+// centre rows, so the longest blocks start first and the last wave holds the shortest ones; in
+// plain top-to-bottom order the tallest blocks of the last matrix group start last and leave most
+// of the GPU idle at the end (a simulated 27% for 1-to-32 at 256 x 256 with 4 rows per warp).
+
+// ---------------------------------------------------------------------------------------------
+// The band step.
+//
+// Adds to acc[s][l][r] the products of left rows lrow .. lrow+LR-1 with right rows
+// rrow .. rrow+S+LR-2 over the warp's right columns: left row lrow+a meets right row
+// rrow + a - s + S-1 in overlap s. Left matrix l is `left + l*left_step`, right matrix r is
+// `right + r*right_step`; lane t computes the overlap with column shift cols.dx0 + t. Right rows
+// outside [0, hR) read as zeros (that is how the init and final phases of grouped-overlap drop
+// the overlaps that are not active on a row); the left rows must lie inside the left matrix.
+// Must be called by all 32 lanes of the warp together.
+//
+// The 32 steps of a chunk run as a rolled loop over blocks of U fully unrolled steps
+// (kUnroll: U*instructions-per-step about 1K, i.e. a loop body that stays in the instruction
+// cache; a fully unrolled chunk of the 4/4/4 band is 52 KB of code). Inside a block ptxas is free
+// to issue the shuffles of the next steps under the FMAs of the current one; the step index is a
+// register, which costs an add and a compare per step. The last, partial chunk stops after the
+// block holding its last column (a 16 x 16 problem needs 16 of the 32 steps).
+template <int NL, int NR, int S, int LR>
+inline constexpr int kStepInstructions = S * LR * NL * NR + NL * LR + (S + LR - 1) * NR + NL * LR + 3;
+template <int NL, int NR, int S, int LR>
+inline constexpr int kUnroll = 16 * kStepInstructions<NL, NR, S, LR> <= 1024  ? 16
+                               : 8 * kStepInstructions<NL, NR, S, LR> <= 1024 ? 8
+                               : 4 * kStepInstructions<NL, NR, S, LR> <= 1024 ? 4
+                                                                               : 2;
+
+template <int NL, int NR, int S, int LR>
+__device__ __forceinline__ void accumulate_band(float (&acc)[S][NL][NR], const float* __restrict__ left,
+                                                int64_t left_step, const float* __restrict__ right,
+                                                int64_t right_step, int wL, int hR, int wR, int lrow, int rrow,
+                                                WarpColumns cols) {
+    constexpr int RR = S + LR - 1;
+    constexpr int U = kUnroll<NL, NR, S, LR>;
+    const int lane = lane_id();
+    // The 64-item left windows: lane t holds items t (lo) and t + 32 (hi) of each left row.
+    float lo[NL][LR], hi[NL][LR];
+#pragma unroll
+    for (int l = 0; l < NL; ++l)
+#pragma unroll
+        for (int a = 0; a < LR; ++a) {
+            const float* row = left + l * left_step + int64_t(lrow + a) * wL;
+            lo[l][a] = load_col_or_zero(row, wL, cols.begin + cols.dx0 + lane);
+            hi[l][a] = load_col_or_zero(row, wL, cols.begin + cols.dx0 + kWarp + lane);
+        }
+    for (int c0 = cols.begin;;) {
+        float rbuf[RR][NR];
+#pragma unroll
+        for (int j = 0; j < RR; ++j)
+#pragma unroll
+            for (int r = 0; r < NR; ++r)
+                rbuf[j][r] = load_rc_or_zero(right + r * right_step, hR, wR, rrow + j, c0 + lane);
+        const int steps = min(kWarp, cols.end - c0);
+#pragma unroll 1
+        for (int i0 = 0; i0 < steps; i0 += U) {
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const int i = i0 + u;
+                // Lane t needs item t + i: lane (t + i) mod 32 offers lo when it is at or right of
+                // i, else hi (one shuffle per left row, see xcorr/warp_buffer.cuh, Index mode).
+                const bool offer_lo = lane >= i;
+                float lv[NL][LR];
+#pragma unroll
+                for (int l = 0; l < NL; ++l)
+#pragma unroll
+                    for (int a = 0; a < LR; ++a)
+                        lv[l][a] = __shfl_sync(kFullMask, offer_lo ? lo[l][a] : hi[l][a], lane + i);
+#pragma unroll
+                for (int j = 0; j < RR; ++j)
+#pragma unroll
+                    for (int r = 0; r < NR; ++r) {
+                        const float rv = broadcast(rbuf[j][r], i);
+#pragma unroll
+                        for (int a = 0; a < LR; ++a) {
+                            const int s = a + S - 1 - j;  // the overlap in which left row a meets right row j
+                            if (s >= 0 && s < S)
+#pragma unroll
+                                for (int l = 0; l < NL; ++l) acc[s][l][r] = fmaf(lv[l][a], rv, acc[s][l][r]);
+                        }
+                    }
+            }
+        }
+        c0 += kWarp;
+        if (c0 >= cols.end) break;
+#pragma unroll
+        for (int l = 0; l < NL; ++l)
+#pragma unroll
+            for (int a = 0; a < LR; ++a) {
+                lo[l][a] = hi[l][a];
+                hi[l][a] = load_col_or_zero(left + l * left_step + int64_t(lrow + a) * wL, wL,
+                                            c0 + cols.dx0 + kWarp + lane);
+            }
+    }
+}
+
+// Writes (or, when several split-row workers share an output, atomically adds) one value.
+__device__ __forceinline__ void emit(float* p, float v, bool atomic) {
+    if (atomic) atomicAdd(p, v);
+    else *p = v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Split-row work distribution (paper 4.2.1, thesis 3.4.2). A worker is one warp-row of the grid;
+// it takes one job: an output row y and a stripe of at most `rows` rows of that row's overlaps.
+//   none       no split: worker y takes output row y whole (rows must be "n");
+//   rectangle  m = ceil(min(hL, hR) / rows) workers per output row: row = w mod out_h,
+//              job = w / out_h; workers whose job is past their row's overlap stop at once;
+//   triangle   exactly one worker per job: a table built at set-up maps worker -> (row, job),
+//              which is exact for unequal sizes too (the thesis' closed form with a square root
+//              assumes equal heights; the table costs one broadcast load per warp).
+enum class Distribution : int { None = 0, Rectangle = 1, Triangle = 2 };
+
+inline Distribution parse_distribution(const std::string& v) {
+    if (v == "none") return Distribution::None;
+    if (v == "rectangle") return Distribution::Rectangle;
+    if (v == "triangle") return Distribution::Triangle;
+    throw UsageError("distribution must be none, rectangle or triangle, not " + v);
+}
+
+struct SplitView {
+    int dist, rows, out_h, hL, hR;
+    int64_t workers;
+    const int2* table;
+    // Worker w -> output row y and the right rows [r_begin, r_end) of its stripe; false: idle.
+    __device__ __forceinline__ bool job(int64_t w, int& y, int& r_begin, int& r_end) const {
+        if (w >= workers) return false;
+        int j = 0;
+        if (dist == int(Distribution::Triangle)) {
+            const int2 e = table[w];
+            y = e.x, j = e.y;
+        } else {
+            y = int(w % out_h), j = int(w / out_h);
+        }
+        const Span span = overlap_span(y - (hR - 1), hL, hR);
+        r_begin = span.begin + j * rows;
+        r_end = min(span.end, r_begin + rows);
+        return r_begin < r_end;
+    }
+};
+
+class SplitPlan {
+public:
+    // rows_text: "1", "2", ... or "n" (the whole overlap: no split).
+    SplitPlan(const Problem& p, const std::string& dist_text, const std::string& rows_text)
+        : dist_(parse_distribution(dist_text)) {
+        const int max_height = std::min(p.hL, p.hR);
+        if (rows_text == "n") rows_ = std::max(p.hL, p.hR);
+        else {
+            rows_ = std::atoi(rows_text.c_str());
+            if (rows_ <= 0) throw UsageError("rows must be a positive number or n, not " + rows_text);
+            if (dist_ == Distribution::None)
+                throw UsageError("distribution=none does not split overlaps: it needs rows=n (got rows=" +
+                                 rows_text + ")");
+        }
+        const int per_overlap = ceil_div(max_height, rows_);
+        atomic_ = per_overlap > 1;
+        if (dist_ == Distribution::Triangle) {
+            std::vector<int2> t;
+            for (int y = 0; y < p.out_h(); ++y) {
+                const Span s = overlap_span(y - (p.hR - 1), p.hL, p.hR);
+                for (int j = 0; j < ceil_div(s.end - s.begin, rows_); ++j) t.push_back(int2{y, j});
+            }
+            workers_ = int64_t(t.size());
+            table_ = DeviceBuffer<int2>(t.size());
+            XC_CUDA_CHECK(cudaMemcpy(table_.get(), t.data(), table_.bytes(), cudaMemcpyHostToDevice));
+        } else {
+            workers_ = int64_t(p.out_h()) * (dist_ == Distribution::None ? 1 : per_overlap);
+        }
+        if (ceil_div64(workers_, kWarps) > 0x7fffffff) throw UsageError("split-row: too many workers");
+        view_ = SplitView{int(dist_), rows_, p.out_h(), p.hL, p.hR, workers_, table_.get()};
+    }
+    // Several workers add into one output element: the output must be zeroed first.
+    bool atomic() const { return atomic_; }
+    unsigned worker_blocks() const { return unsigned(ceil_div64(workers_, kWarps)); }
+    const SplitView& view() const { return view_; }
+
+private:
+    Distribution dist_;
+    int rows_ = 1;
+    bool atomic_ = false;
+    int64_t workers_ = 0;
+    DeviceBuffer<int2> table_;
+    SplitView view_{};
+};
+
+// ---------------------------------------------------------------------------------------------
+// The "launch" parameter of the multi-matrix-right variants (n-to-mn both ways the paper names):
+//   grid       one launch per piece, the left index folded into grid z (default);
+//   streamsK   the problem as N one-to-many instances, one per left matrix, launched round-robin
+//              on K streams that the instance owns; they are forked from the caller's stream and
+//              joined back to it with events, so the caller's timing covers all of them.
+inline int parse_launch(const std::string& v) {
+    if (v == "grid") return 0;
+    if (v.rfind("streams", 0) == 0) {
+        const int k = std::atoi(v.c_str() + 7);
+        if (k > 0) return k;
+    }
+    throw UsageError("launch must be grid or streamsK (K streams), not " + v);
+}
+
+class StreamFan {
+public:
+    explicit StreamFan(int k) {
+        try {
+            XC_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+            for (int i = 0; i < k; ++i) {
+                cudaStream_t s;
+                XC_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+                streams_.push_back(s);
+                cudaEvent_t e;
+                XC_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+                joins_.push_back(e);
+            }
+        } catch (...) {
+            release();
+            throw;
+        }
+    }
+    ~StreamFan() { release(); }
+    StreamFan(const StreamFan&) = delete;
+    StreamFan& operator=(const StreamFan&) = delete;
+
+    // launch(i, stream) for i in [0, n), round-robin over the streams, all after the work already
+    // on `caller` and all before the work enqueued on `caller` afterwards.
+    template <typename F>
+    void run(cudaStream_t caller, int n, F&& launch) {
+        const int used = std::min<int>(n, int(streams_.size()));
+        if (used <= 0) return;
+        XC_CUDA_CHECK(cudaEventRecord(fork_, caller));
+        for (int s = 0; s < used; ++s) XC_CUDA_CHECK(cudaStreamWaitEvent(streams_[s], fork_, 0));
+        for (int i = 0; i < n; ++i) launch(i, streams_[i % used]);
+        for (int s = 0; s < used; ++s) {
+            XC_CUDA_CHECK(cudaEventRecord(joins_[s], streams_[s]));
+            XC_CUDA_CHECK(cudaStreamWaitEvent(caller, joins_[s], 0));
+        }
+    }
+
+private:
+    void release() {
+        for (auto e : joins_) cudaEventDestroy(e);
+        for (auto s : streams_) cudaStreamDestroy(s);
+        if (fork_) cudaEventDestroy(fork_);
+        joins_.clear(), streams_.clear(), fork_ = nullptr;
+    }
+    std::vector<cudaStream_t> streams_;
+    std::vector<cudaEvent_t> joins_;
+    cudaEvent_t fork_ = nullptr;
+};
+
+}  // namespace xcorr::multi
