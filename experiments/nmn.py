@@ -29,7 +29,11 @@ EXPERIMENT = Experiment(
                {"rights": clamp_to_count(8), "rows": 1, "distribution": "triangle"}),
         Series("mm-right + grouped-overlap (4/4/4)", "multi-matrix-right+grouped-overlap",
                {"rights": clamp_to_count(4), "overlaps": 4, "left_rows": 4}),
+        Series("mm-right + grouped-overlap (4/4/4), 20 streams", "multi-matrix-right+grouped-overlap",
+               {"rights": clamp_to_count(4), "overlaps": 4, "left_rows": 4, "launch": "streams20"}),
         Series("fft", "fft"),
         Series("multi-matrix-tiled (new)", "multi-matrix-tiled"),
+        Series("multi-matrix-tiled (new, 7 rights per thread)", "multi-matrix-tiled",
+               {"lanes": "rights", "rows": 2, "rights": 7}),
     ],
 )
