@@ -87,6 +87,7 @@ def write_atomic(path: Path, data: dict) -> None:
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, indent=1)
             f.write("\n")
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are shared files
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
