@@ -134,8 +134,7 @@ def main(argv=None) -> int:
     ap.add_argument("dirs", nargs="*", help="result folders (default: every GPU under results/)")
     ap.add_argument("--quick", action="store_true", help="the quick-run folders instead")
     args = ap.parse_args(argv)
-    dirs = [Path(d) for d in args.dirs] or [d for d in paths.gpu_dirs(include_quick=args.quick)
-                                            if d.name.endswith(paths.QUICK_SUFFIX) == args.quick]
+    dirs = paths.selected_dirs(args.dirs, args.quick)
     if not dirs:
         print("aggregate: no results found", file=sys.stderr)
         return 0

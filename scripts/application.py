@@ -182,7 +182,7 @@ def figure(ref, R, truth, found, geom, patterns, title, out_dir: Path) -> list[P
     files = []
     for ext in ("png", "pdf"):
         f = out_dir / f"application.{ext}"
-        fig.savefig(f, dpi=120, bbox_inches="tight")
+        fig.savefig(f, dpi=120, bbox_inches="tight", metadata=paths.savefig_metadata(f))
         files.append(f)
     plt.close(fig)
     return files

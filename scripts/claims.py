@@ -297,8 +297,7 @@ def main(argv=None) -> int:
     ap.add_argument("dirs", nargs="*")
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args(argv)
-    dirs = [Path(d) for d in args.dirs] or [d for d in paths.gpu_dirs(include_quick=args.quick)
-                                            if d.name.endswith(paths.QUICK_SUFFIX) == args.quick]
+    dirs = paths.selected_dirs(args.dirs, args.quick)
     for d in dirs:
         res = evaluate(d)
         out = write_page(d, res)

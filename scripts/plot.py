@@ -50,7 +50,7 @@ def save(fig, out_dir: Path, name: str) -> list[Path]:
     files = []
     for ext in os.environ.get("XCORR_PLOT_FORMATS", "png,pdf").split(","):
         f = out_dir / f"{name}.{ext}"
-        fig.savefig(f, dpi=130)  # the layout is tight already
+        fig.savefig(f, dpi=130, metadata=paths.savefig_metadata(f))  # the layout is tight already
         files.append(f)
     plt.close(fig)
     return files
@@ -319,8 +319,7 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="plot the quick-run folders instead")
     args = ap.parse_args(argv)
     only = [x for x in args.only.split(",") if x] or None
-    dirs = [Path(d) for d in args.dirs] or [d for d in paths.gpu_dirs(include_quick=args.quick)
-                                            if d.name.endswith(paths.QUICK_SUFFIX) == args.quick]
+    dirs = paths.selected_dirs(args.dirs, args.quick)
     if not dirs:
         print("plot: no results found", file=sys.stderr)
         return 0

@@ -202,7 +202,7 @@ def figure(table: pd.DataFrame, reading: str, gpu_name: str, out_dir: Path) -> l
     files = []
     for ext in os.environ.get("XCORR_PLOT_FORMATS", "png,pdf").split(","):
         f = out_dir / f"table1_{reading}.{ext}"
-        fig.savefig(f, dpi=150, bbox_inches="tight")
+        fig.savefig(f, dpi=150, bbox_inches="tight", metadata=paths.savefig_metadata(f))
         files.append(f)
     plt.close(fig)
     return files
@@ -253,8 +253,7 @@ def main(argv=None) -> int:
     ap.add_argument("dirs", nargs="*", help="result folders (default: every GPU under results/)")
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args(argv)
-    dirs = [Path(d) for d in args.dirs] or [d for d in paths.gpu_dirs(include_quick=args.quick)
-                                            if d.name.endswith(paths.QUICK_SUFFIX) == args.quick]
+    dirs = paths.selected_dirs(args.dirs, args.quick)
     for d in dirs:
         tables = make_tables(d)
         if tables:

@@ -1,7 +1,5 @@
 """The `xcorr` tool on the CPU: .npy round trips, `xcorr list`, and every kind of bad input,
 each with exit status 2 and one clear line on stderr (never a crash or a half-written file)."""
-import json
-import os
 
 import numpy as np
 import pytest

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import binary, run, save
-from xcorr_np import FORMS, correlate, counts, rel_error
+from xcorr_np import correlate, counts, rel_error
 
 
 def variant_names():

@@ -21,6 +21,14 @@ def gpu_slug(name: str) -> str:
     return s or "unknown-gpu"
 
 
+def selected_dirs(given: list, quick: bool) -> list[Path]:
+    """The result folders a report script works on: those named on its command line, else every
+    GPU's folder under results/ (only the quick-run folders with --quick, never mixed)."""
+    if given:
+        return [Path(d) for d in given]
+    return [d for d in gpu_dirs(include_quick=quick) if d.name.endswith(QUICK_SUFFIX) == quick]
+
+
 def gpu_dirs(results: Path = None, include_quick: bool = False) -> list[Path]:
     """Result folders, one per GPU (quick-run folders only when asked)."""
     results = Path(results or RESULTS)
@@ -41,3 +49,14 @@ def plots_dir_for(gpu_dir: Path, plots: Path = None) -> Path:
     d = Path(plots or PLOTS) / Path(gpu_dir).name
     d.mkdir(parents=True, exist_ok=True)
     return d
+
+
+def savefig_metadata(path: Path) -> dict:
+    """Figure metadata without creation dates, so that regenerating an unchanged figure leaves
+    the committed file unchanged."""
+    suffix = Path(path).suffix.lower()
+    if suffix == ".pdf":
+        return {"CreationDate": None, "ModDate": None}
+    if suffix == ".svg":
+        return {"Date": None}
+    return {}
