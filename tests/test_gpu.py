@@ -77,3 +77,27 @@ def test_gpu_context(gpu):
                 "xcorr_driver_version", "xcorr_cuda_runtime_version", "xcorr_cufft_version", "xcorr_git_revision"]:
         assert gpu[key] and gpu[key] != "unknown" or key == "xcorr_git_revision", key
     assert float(gpu["xcorr_fp32_peak_flops"]) > 1e12
+
+
+def test_binary_not_built_for_this_gpu(gpu, tmp_path):
+    """A binary holding code only for another architecture refuses with exit 3 and names the
+    -Dgpu_arch to rebuild with (instead of failing at the first launch)."""
+    import shutil
+    import subprocess
+    import sys
+    from conftest import ROOT
+    cc = gpu["xcorr_compute_capability"]
+    other = "8.0" if cc != "8.0" else "9.0"
+    build = tmp_path / "other-arch"
+    setup = subprocess.run([sys.executable, "-m", "mesonbuild.mesonmain", "setup", str(build), str(ROOT),
+                            f"-Dgpu_arch={other}", "-Dvariants=01"], capture_output=True, text=True)
+    if setup.returncode != 0:
+        pytest.skip("cannot configure a second build here: " + setup.stdout[-300:])
+    assert subprocess.run([shutil.which("ninja") or "ninja", "-C", str(build), "xcorr"],
+                          capture_output=True).returncode == 0
+    left = np.ones((4, 5), np.float32)
+    r = run([str(build / "xcorr"), "run", "--algorithm", "overlap-wise", "--form", "one-to-one",
+             save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", left), "--out", str(tmp_path / "o.npy")])
+    assert r.returncode == 3, (r.stdout, r.stderr)
+    assert f"-Dgpu_arch={cc}" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o.npy").exists()
