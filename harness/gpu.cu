@@ -28,6 +28,13 @@ std::vector<int> arch_list() {
     return out;
 }
 
+// "80;90" -> "8.0, 9.0", as -Dgpu_arch spells them.
+std::string archs_text() {
+    std::string out;
+    for (int a : arch_list()) out += (out.empty() ? "" : ", ") + std::to_string(a / 10) + "." + std::to_string(a % 10);
+    return out;
+}
+
 int fp32_lanes(int major, int minor) {
     if (major == 8 && minor == 0) return 64;   // A100
     if (major >= 8) return 128;                // GA10x, AD10x, H100/H200, Blackwell
@@ -106,7 +113,7 @@ GpuInfo require_gpu() {
     bool ok = false;
     for (int a : arch_list()) ok |= (a / 10 == g.cc_major && a % 10 <= g.cc_minor);
     if (!ok)
-        throw NoGpuError("this binary was built for compute capability " + built_archs() + " but the GPU (" +
+        throw NoGpuError("this binary was built for compute capability " + archs_text() + " but the GPU (" +
                          g.name + ") is " + std::to_string(cc / 10) + "." + std::to_string(cc % 10) +
                          "; rebuild with -Dgpu_arch=" + std::to_string(cc / 10) + "." + std::to_string(cc % 10));
     return g;
