@@ -33,6 +33,7 @@ EXPERIMENT = Experiment(
                {"rights": clamp_to_count(4), "overlaps": 4, "left_rows": 4, "launch": "streams20"}),
         Series("fft", "fft"),
         Series("multi-matrix-tiled (new)", "multi-matrix-tiled"),
+        Series("register-tiled (new)", "register-tiled"),
         Series("multi-matrix-tiled (new, 7 rights per thread)", "multi-matrix-tiled",
                {"lanes": "rights", "rows": 2, "rights": 7}),
     ],
