@@ -1,5 +1,7 @@
 #include "xcorr/reference.hpp"
 
+#include <cmath>
+
 namespace xcorr {
 
 void reference_cpu(const Problem& p, const float* left, const float* right, double* out) {
@@ -22,5 +24,25 @@ void reference_cpu(const Problem& p, const float* left, const float* right, doub
             }
     }
 }
+
+namespace {
+template <typename T>
+Comparison compare(const T* out, const double* ref, size_t n) {
+    double num = 0, den = 0;
+    size_t nonfinite = 0;
+    for (size_t i = 0; i < n; ++i) {
+        if (!std::isfinite(out[i])) {
+            ++nonfinite;
+            continue;
+        }
+        num += (out[i] - ref[i]) * (out[i] - ref[i]);
+        den += ref[i] * ref[i];
+    }
+    return {den > 0 ? std::sqrt(num / den) : std::sqrt(num), nonfinite};
+}
+}  // namespace
+
+Comparison compare_to_reference(const float* out, const double* ref, size_t n) { return compare(out, ref, n); }
+Comparison compare_to_reference(const double* out, const double* ref, size_t n) { return compare(out, ref, n); }
 
 }  // namespace xcorr

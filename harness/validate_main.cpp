@@ -86,20 +86,6 @@ std::string params_text(const Params& p) {
     return s.empty() ? "-" : s;
 }
 
-double relative_error(const std::vector<float>& out, const std::vector<double>& ref, size_t* nonfinite) {
-    double num = 0, den = 0;
-    *nonfinite = 0;
-    for (size_t i = 0; i < out.size(); ++i) {
-        if (!std::isfinite(out[i])) {
-            ++*nonfinite;
-            continue;
-        }
-        num += (out[i] - ref[i]) * (out[i] - ref[i]);
-        den += ref[i] * ref[i];
-    }
-    return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
-
 struct Tally {
     int passed = 0, failed = 0, skipped = 0;
 };
@@ -178,10 +164,8 @@ int main(int argc, char** argv) {
                         XC_CUDA_CHECK(cudaMemcpy(hr.data(), dr.get(), dr.bytes(), cudaMemcpyDeviceToHost));
                         std::vector<double> cpu(ref.size());
                         reference_cpu(p, hl.data(), hr.data(), cpu.data());
-                        double num = 0, den = 0;
-                        for (size_t i = 0; i < cpu.size(); ++i) num += (cpu[i] - ref[i]) * (cpu[i] - ref[i]), den += cpu[i] * cpu[i];
-                        const double err = std::sqrt(num / std::max(den, 1e-300));
-                        const bool ok = err < 1e-12;
+                        const auto [err, nonfinite] = compare_to_reference(ref.data(), cpu.data(), cpu.size());
+                        const bool ok = nonfinite == 0 && err < 1e-12;
                         std::printf("%s  reference-gpu  %s  vs reference-cpu  err=%.2e\n", ok ? "PASS" : "FAIL",
                                     p.describe().c_str(), err);
                         ok ? ++tally.passed : ++tally.failed;
@@ -210,8 +194,7 @@ int main(int argc, char** argv) {
                                 XC_CUDA_CHECK(cudaMemcpyAsync(out.data(), dout.get(), dout.bytes(),
                                                               cudaMemcpyDeviceToHost, stream));
                                 XC_CUDA_CHECK(cudaStreamSynchronize(stream));
-                                size_t nonfinite = 0;
-                                const double err = relative_error(out, ref, &nonfinite);
+                                const auto [err, nonfinite] = compare_to_reference(out.data(), ref.data(), out.size());
                                 worst = std::max(worst, err);
                                 worst_nonfinite = std::max(worst_nonfinite, nonfinite);
                             }

@@ -90,17 +90,6 @@ int cmd_info() {
     return 0;
 }
 
-double relative_error(const float* out, const double* ref, size_t n, size_t* nonfinite) {
-    double num = 0, den = 0;
-    *nonfinite = 0;
-    for (size_t i = 0; i < n; ++i) {
-        if (!std::isfinite(out[i])) ++*nonfinite;
-        num += (out[i] - ref[i]) * (out[i] - ref[i]);
-        den += ref[i] * ref[i];
-    }
-    return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
-
 int cmd_run(int argc, char** argv) {
     std::string algorithm, form_text, out_path;
     std::vector<std::string> inputs;
@@ -186,8 +175,7 @@ int cmd_run(int argc, char** argv) {
             reference_gpu(p, dl.get(), dr.get(), dref.get(), nullptr);
             XC_CUDA_CHECK(cudaMemcpy(ref.data(), dref.get(), dref.bytes(), cudaMemcpyDeviceToHost));
         }
-        size_t nonfinite = 0;
-        const double err = relative_error(out.data(), ref.data(), out.size(), &nonfinite);
+        const auto [err, nonfinite] = compare_to_reference(out.data(), ref.data(), out.size());
         const bool ok = nonfinite == 0 && err <= variant->tolerance;
         std::printf("relative error %.3e (bound %.1e), %zu non-finite elements: %s\n", err, variant->tolerance,
                     nonfinite, ok ? "ok" : "FAILED");

@@ -3,11 +3,23 @@
 // scipy.signal.correlate2d, and the GPU reference (gpu.hpp) against it.
 #pragma once
 
+#include <cstddef>
+
 #include "xcorr/core.hpp"
 
 namespace xcorr {
 
 // left: nL x hL x wL, right: nR x hR x wR, out: out_count x out_h x out_w (all row-major).
 void reference_cpu(const Problem& p, const float* left, const float* right, double* out);
+
+// How far a result is from the reference: ||out - ref|| / ||ref|| over the finite elements of
+// `out`, and how many elements of `out` are not finite (an unwritten, NaN-poisoned element, or a
+// NaN the inputs produced). A result passes only with nonfinite == 0 and rel_error within bound.
+struct Comparison {
+    double rel_error;
+    size_t nonfinite;
+};
+Comparison compare_to_reference(const float* out, const double* ref, size_t n);
+Comparison compare_to_reference(const double* out, const double* ref, size_t n);
 
 }  // namespace xcorr
