@@ -124,19 +124,74 @@ std::string bench_name(const Case& c) {
     return s.str();
 }
 
+// A stream and a pair of CUDA events owned together. Every timed region of this binary is the same:
+// record start, enqueue `calls` back-to-back calls of `work`, record stop, wait; seconds per call.
+class BatchTimer {
+public:
+    BatchTimer() {
+        try {
+            XC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+            XC_CUDA_CHECK(cudaEventCreate(&start_));
+            XC_CUDA_CHECK(cudaEventCreate(&stop_));
+        } catch (...) {
+            release();
+            throw;
+        }
+    }
+    ~BatchTimer() { release(); }
+    BatchTimer(const BatchTimer&) = delete;
+    BatchTimer& operator=(const BatchTimer&) = delete;
+
+    cudaStream_t stream() const { return stream_; }
+
+    template <typename Work>
+    double seconds_per_call(int calls, Work&& work) {
+        XC_CUDA_CHECK(cudaEventRecord(start_, stream_));
+        for (int i = 0; i < calls; ++i) work();
+        XC_CUDA_CHECK(cudaEventRecord(stop_, stream_));
+        XC_CUDA_CHECK(cudaEventSynchronize(stop_));
+        float ms = 0;
+        XC_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+        return double(ms) * 1e-3 / calls;
+    }
+
+private:
+    void release() {
+        if (stop_) cudaEventDestroy(stop_);
+        if (start_) cudaEventDestroy(start_);
+        if (stream_) cudaStreamDestroy(stream_);
+    }
+    cudaStream_t stream_ = nullptr;
+    cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+// The benchmark loop of the variants and the launch floor: each iteration runs `before` untimed
+// (the L2 flush of cold runs), then `batch` timed calls of `work`; the manual time is the time per
+// call. Returns the sum of the per-call times, for the GPU-time FLOP rate.
+template <typename Before, typename Work>
+double timed_loop(benchmark::State& st, BatchTimer& timer, int batch, Before&& before, Work&& work) {
+    double total_per_call = 0;
+    for (auto _ : st) {
+        try {
+            before();
+            const double per_call = timer.seconds_per_call(batch, work);
+            total_per_call += per_call;
+            st.SetIterationTime(per_call);
+        } catch (const std::exception& e) {
+            st.SkipWithError(e.what());
+            break;  // Google Benchmark requires leaving the loop after SkipWithError
+        }
+    }
+    return total_per_call;
+}
+
 void run_case(benchmark::State& st, const Case& c, const Options& opt, const GpuInfo& gpu) {
     const Problem& p = c.problem;
     try {
         require_free_memory(sizeof(float) * size_t(p.left_elems() + p.right_elems() + p.out_elems()), "this case");
         DeviceBuffer<float> dl(size_t(p.left_elems())), dr(size_t(p.right_elems())), dout(size_t(p.out_elems()));
-        cudaStream_t stream;
-        XC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-        std::unique_ptr<cudaStream_t, void (*)(cudaStream_t*)> stream_guard(&stream, [](cudaStream_t* s) { cudaStreamDestroy(*s); });
-        cudaEvent_t start, stop;
-        XC_CUDA_CHECK(cudaEventCreate(&start));
-        XC_CUDA_CHECK(cudaEventCreate(&stop));
-        std::unique_ptr<cudaEvent_t, void (*)(cudaEvent_t*)> g1(&start, [](cudaEvent_t* e) { cudaEventDestroy(*e); });
-        std::unique_ptr<cudaEvent_t, void (*)(cudaEvent_t*)> g2(&stop, [](cudaEvent_t* e) { cudaEventDestroy(*e); });
+        BatchTimer timer;
+        const cudaStream_t stream = timer.stream();
         fill_uniform(dl.get(), dl.size(), opt.seed, stream);
         fill_uniform(dr.get(), dr.size(), opt.seed + 1, stream);
         std::unique_ptr<L2Flusher> flusher;
@@ -148,24 +203,9 @@ void run_case(benchmark::State& st, const Case& c, const Options& opt, const Gpu
         if (inst->has_finish()) inst->finish(dout.get(), stream);
         XC_CUDA_CHECK(cudaStreamSynchronize(stream));
 
-        double total_per_call = 0;
-        for (auto _ : st) {
-            try {
-                if (flusher) flusher->flush(stream);
-                XC_CUDA_CHECK(cudaEventRecord(start, stream));
-                for (int b = 0; b < c.batch; ++b) inst->run(dl.get(), dr.get(), dout.get(), stream);
-                XC_CUDA_CHECK(cudaEventRecord(stop, stream));
-                XC_CUDA_CHECK(cudaEventSynchronize(stop));
-                float ms = 0;
-                XC_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-                const double per_call = double(ms) * 1e-3 / c.batch;
-                total_per_call += per_call;
-                st.SetIterationTime(per_call);
-            } catch (const std::exception& e) {
-                st.SkipWithError(e.what());
-                break;
-            }
-        }
+        const double total_per_call = timed_loop(
+            st, timer, c.batch, [&] { if (flusher) flusher->flush(stream); },
+            [&] { inst->run(dl.get(), dr.get(), dout.get(), stream); });
         st.counters["hL"] = p.hL, st.counters["wL"] = p.wL, st.counters["hR"] = p.hR, st.counters["wR"] = p.wR;
         st.counters["nL"] = p.nL, st.counters["nR"] = p.nR;
         st.counters["batch"] = c.batch;
@@ -175,14 +215,7 @@ void run_case(benchmark::State& st, const Case& c, const Options& opt, const Gpu
         if (total_per_call > 0) st.counters["FLOPS"] = 2.0 * p.fmas() * double(st.iterations()) / total_per_call;
         if (inst->has_finish()) {
             // The untimed post-processing, timed on its own so that it is reported, not hidden.
-            const int reps = 10;
-            XC_CUDA_CHECK(cudaEventRecord(start, stream));
-            for (int r = 0; r < reps; ++r) inst->finish(dout.get(), stream);
-            XC_CUDA_CHECK(cudaEventRecord(stop, stream));
-            XC_CUDA_CHECK(cudaEventSynchronize(stop));
-            float ms = 0;
-            XC_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-            st.counters["finish_time"] = double(ms) * 1e-3 / reps;
+            st.counters["finish_time"] = timer.seconds_per_call(10, [&] { inst->finish(dout.get(), stream); });
         }
         st.SetLabel("family=" + c.variant->family + ";timed=" + c.variant->timed + ";precision=" + c.variant->precision);
     } catch (const std::exception& e) {
@@ -192,25 +225,12 @@ void run_case(benchmark::State& st, const Case& c, const Options& opt, const Gpu
 
 void run_launch_floor(benchmark::State& st, int batch) {
     try {
-        cudaStream_t stream;
-        cudaEvent_t start, stop;
-        XC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-        XC_CUDA_CHECK(cudaEventCreate(&start));
-        XC_CUDA_CHECK(cudaEventCreate(&stop));
-        launch_empty_kernel(stream);
-        XC_CUDA_CHECK(cudaStreamSynchronize(stream));
-        for (auto _ : st) {
-            XC_CUDA_CHECK(cudaEventRecord(start, stream));
-            for (int b = 0; b < batch; ++b) launch_empty_kernel(stream);
-            XC_CUDA_CHECK(cudaEventRecord(stop, stream));
-            XC_CUDA_CHECK(cudaEventSynchronize(stop));
-            float ms = 0;
-            XC_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-            st.SetIterationTime(double(ms) * 1e-3 / batch);
-        }
+        BatchTimer timer;
+        launch_empty_kernel(timer.stream());
+        XC_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
+        timed_loop(st, timer, batch, [] {}, [&] { launch_empty_kernel(timer.stream()); });
         st.counters["batch"] = batch;
         st.SetLabel("family=floor;timed=empty kernel launch;precision=none");
-        cudaEventDestroy(start), cudaEventDestroy(stop), cudaStreamDestroy(stream);
     } catch (const std::exception& e) {
         st.SkipWithError(e.what());
     }
