@@ -12,7 +12,8 @@ EXPERIMENT = Experiment(
     metric="time",
     shapes=[Shape.one_to_many(n, m) for m in (2, 8, 32) for n in SIZES_MANY],
     series=[
-        Series(f"{r} x {rows}", "multi-matrix-right+split-row",
+        Series(f"{r} right{'s' if r > 1 else ''}/thread, {'no split' if rows == 'n' else rows + ' row/thread'}",
+               "multi-matrix-right+split-row",
                {"rights": clamp_to_count(r), "rows": rows, "distribution": "triangle"})
         for r, rows in CONFIGS
     ],

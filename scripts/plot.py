@@ -14,6 +14,7 @@ import argparse
 import math
 import os
 import sys
+import textwrap
 import warnings
 from pathlib import Path
 
@@ -40,6 +41,14 @@ METRICS = {
 GROUP_STYLE = {"baseline": dict(color="0.35", ls=":", marker="x"), "fft": dict(ls="--", marker="s"),
                "new": dict(ls="-", marker="D", lw=2.2), "paper": dict(ls="-", marker="o")}
 
+
+
+def suptitle(fig, text: str, fontsize: float = 10) -> None:
+    """Figure title wrapped to the figure's width (about 13 characters per inch at 10 pt), so
+    that a long experiment title is never cut off at the edges of a one-panel figure."""
+    width = max(30, int(fig.get_figwidth() * 130 / fontsize))
+    lines = [w for line in text.split("\n") for w in (textwrap.wrap(line, width) or [""])]
+    fig.suptitle("\n".join(lines), fontsize=fontsize)
 
 def _strict() -> bool:
     return os.environ.get("XCORR_PLOT_STRICT") == "1"
@@ -123,7 +132,7 @@ def plot_lines(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
         ax.set_title(" / ".join(x for x in (sp, hp) if x) if len(cells) > 1 else hp, fontsize=9)
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize=6.5, loc="best")
-    fig.suptitle(f"{exp.paper}: {exp.title}\n{title}", fontsize=10)
+    suptitle(fig, f"{exp.paper}: {exp.title}\n{title}")
     fig.tight_layout()
     return save(fig, out_dir, exp.name)
 
@@ -175,7 +184,7 @@ def plot_comparison(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[P
             a.set_ylabel(ylabel, fontsize=8)
             a.grid(True, which="major", alpha=0.3)
             a.legend(fontsize=6.5, loc="best")
-    fig.suptitle(f"{exp.paper}: {exp.title}\n{title}", fontsize=10)
+    suptitle(fig, f"{exp.paper}: {exp.title}\n{title}")
     fig.tight_layout()
     return save(fig, out_dir, exp.name)
 
@@ -220,7 +229,7 @@ def plot_efficiency(exp, summary: pd.DataFrame, gpu_dir: Path, title: str, out_d
         ax.set_ylabel("% of FP32 FMA peak", fontsize=7)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=6)
-    fig.suptitle(f"{exp.title} (2 x FMAs / time / peak)\n{title}", fontsize=10)
+    suptitle(fig, f"{exp.title} (2 x FMAs / time / peak)\n{title}")
     fig.tight_layout()
     return save(fig, out_dir, exp.name)
 
