@@ -9,6 +9,7 @@ import pytest
 from suite_helpers import make_fake_build
 
 import aggregate
+import anchors
 import claims
 import plot
 import run_experiments as rx
@@ -135,6 +136,35 @@ def test_claims_page(fake_results):
     assert real.verdict == "confirmed"  # the fake's mm-right + grouped takes ~40 ms
     page = claims.write_page(fake_results, res).read_text()
     assert "±25%" in page and page.count("| ") > 14 * 6
+
+
+def test_anchor_verdicts():
+    assert anchors.verdict([], 5.0) == "not measured"
+    assert anchors.verdict([4.0, 5.0], 5.0) == "**faster**"
+    assert anchors.verdict([4.0, 6.0, 7.0], 5.0) == "faster in 1 of 3 runs"
+    assert anchors.verdict([5.5, 6.0], 5.0) == "slower by 10%"
+
+
+def test_anchor_matching_keeps_only_the_papers_configuration():
+    a = anchors.Anchor("one-to-one", "split-row", "one-to-one", 64, 1, 1, {"rows": "1"}, 15.7, "split-row (rows 1)")
+    base = {"variant": "split-row", "form": "one-to-one", "hL": 64, "wL": 64, "hR": 64, "wR": 64, "nL": 1, "nR": 1,
+            "status": "ok", "cold": False}
+    s = pd.DataFrame([
+        {**base, "experiment": "fig16", "params": "distribution=triangle,rows=1,warps=4", "time_us": 17.0},
+        {**base, "experiment": "table1", "params": "distribution=triangle,rows=1,warps=4", "time_us": 16.0},
+        {**base, "experiment": "table1", "params": "distribution=triangle,rows=4,warps=4", "time_us": 9.0},  # other tuning
+        {**base, "experiment": "fig17", "params": "distribution=triangle,rows=1,warps=4", "time_us": 1.0,
+         "cold": True},  # cold runs are another protocol
+        {**base, "experiment": "fig16", "params": "distribution=triangle,rows=1,warps=4", "time_us": 2.0,
+         "nR": 2},  # another shape
+    ])
+    m = anchors.matches(s, a)
+    assert list(m["time_us"]) == [16.0, 17.0]
+    page, counts = anchors.build_page(s, "NVIDIA H200")
+    assert "| 64 | split-row (rows 1) | 15.7 µs | 16 µs | 17 µs (fig16) |" in page
+    assert counts["slower"] == 1 and counts["not measured"] == len(anchors.ANCHORS) - 1
+    other, _ = anchors.build_page(s, "NVIDIA A100")
+    assert "not a verdict" in other and "not a verdict" not in page
 
 
 def test_claims_with_missing_results(tmp_path):
