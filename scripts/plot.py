@@ -102,6 +102,27 @@ def style_for(group: str, i: int) -> dict:
     return st
 
 
+def bar_panel(ax, sub: pd.DataFrame, series_order: list, col: str, label: str, metric: str) -> None:
+    """Horizontal bars, one per series, fastest at the top, each with its value: a panel of a
+    single problem size, where lines would collapse to a column of overlapping markers."""
+    rows = []
+    for i, name in enumerate(series_order):
+        s = sub[sub["series"] == name]
+        if not s.empty:
+            rows.append((name + (" (best tuning)" if s["tuned"].any() else ""), float(s[col].iloc[0]),
+                         style_for(s["group"].iloc[0], i).get("color")))
+    rows.sort(key=lambda r: r[1], reverse=metric == "peak_pct")
+    y = np.arange(len(rows))[::-1]
+    ax.barh(y, [r[1] for r in rows], color=[r[2] for r in rows], alpha=0.85)
+    ax.set_yticks(y, [r[0] for r in rows], fontsize=6.5)
+    if metric != "peak_pct":
+        ax.set_xscale("log")
+    for yi, (_, v, _) in zip(y, rows):
+        ax.text(v, yi, f" {v:.3g}", va="center", fontsize=6)
+    ax.set_xlabel(f"{label} (N = {int(sub['size'].iloc[0])})", fontsize=8)
+    ax.grid(True, axis="x", which="major", alpha=0.3)
+
+
 def plot_lines(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
     col, ylabel = METRICS[exp.metric]
     series_panels = list(dict.fromkeys(pts["panel"]))
@@ -119,6 +140,10 @@ def plot_lines(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
         if sub.empty:
             ax.set_visible(False)
             continue
+        if sub["size"].nunique() == 1:  # one size (the real-data shape): a bar per series reads better
+            bar_panel(ax, sub, series_order, col, ylabel, exp.metric)
+            ax.set_title(" / ".join(x for x in (sp, hp) if x) if len(cells) > 1 else hp, fontsize=9)
+            continue
         for i, label in enumerate(series_order):
             s = sub[sub["series"] == label].sort_values("size")
             if s.empty:
@@ -131,10 +156,30 @@ def plot_lines(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
         ax.set_ylabel(ylabel, fontsize=8)
         ax.set_title(" / ".join(x for x in (sp, hp) if x) if len(cells) > 1 else hp, fontsize=9)
         ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=6.5, loc="best")
+        if len(series_order) <= SHARED_LEGEND_FROM:
+            ax.legend(fontsize=6.5, loc="best")
     suptitle(fig, f"{exp.paper}: {exp.title}\n{title}")
-    fig.tight_layout()
+    if len(series_order) > SHARED_LEGEND_FROM:  # one legend below the panels instead of one over each
+        shared_legend(fig, axes)
+    else:
+        fig.tight_layout()
     return save(fig, out_dir, exp.name)
+
+
+SHARED_LEGEND_FROM = 6  # more series than this: one figure legend, so no panel's data is covered
+
+
+def shared_legend(fig, axes) -> None:
+    handles = {}
+    for ax in axes:
+        if ax.get_visible():
+            for h, lab in zip(*ax.get_legend_handles_labels()):
+                handles.setdefault(lab, h)
+    ncol = min(4, len(handles))
+    rows = math.ceil(len(handles) / ncol)
+    bottom = (0.25 + 0.2 * rows) / fig.get_figheight()  # inches -> figure fraction
+    fig.tight_layout(rect=(0, bottom, 1, 1))
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=ncol, fontsize=7.5, frameon=False)
 
 
 def best_by_group(sub: pd.DataFrame, col: str) -> dict:
