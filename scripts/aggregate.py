@@ -114,6 +114,12 @@ def aggregate_dir(gpu_dir: Path) -> pd.DataFrame:
     return df
 
 
+def gpu_name_of(summary: pd.DataFrame, gpu_dir: Path) -> str:
+    """The GPU a result folder was measured on: the first recorded name, else the folder's name."""
+    names = [n for n in summary.get("gpu_name", pd.Series(dtype=str)).dropna().unique() if n]
+    return names[0] if names else Path(gpu_dir).name
+
+
 def load_summary(gpu_dir: Path) -> pd.DataFrame:
     """summary.csv of a GPU folder (regenerated when missing or older than a result file)."""
     gpu_dir = Path(gpu_dir)

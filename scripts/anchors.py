@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from aggregate import load_summary  # noqa: E402
+from aggregate import gpu_name_of, load_summary  # noqa: E402
+from table import fmt_time  # noqa: E402
 from xcsuite import paths  # noqa: E402
 
 
@@ -82,9 +83,7 @@ ANCHORS = [
 
 
 def fmt_us(us: float) -> str:
-    if us != us:
-        return "–"
-    return f"{us:.3g} µs" if us < 1000 else f"{us / 1000:.3g} ms"
+    return fmt_time(us) or "–"
 
 
 def parse_params(text: str) -> dict:
@@ -156,7 +155,7 @@ def main(argv=None) -> int:
         summary = load_summary(d)
         if summary.empty:
             continue
-        gpu = str(summary["gpu_name"].iloc[0])
+        gpu = gpu_name_of(summary, d)
         page, counts = build_page(summary, gpu)
         out = Path(d) / "anchors.md"
         tmp = out.with_suffix(".md.tmp")

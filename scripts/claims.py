@@ -24,8 +24,8 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from aggregate import load_summary  # noqa: E402
-from table import build_table  # noqa: E402
+from aggregate import gpu_name_of, load_summary  # noqa: E402
+from table import build_table, fmt_time  # noqa: E402
 from xcsuite import paths  # noqa: E402
 from xcsuite.figdata import points  # noqa: E402
 
@@ -46,9 +46,7 @@ class Result:
 
 
 def fmt_us(us: float) -> str:
-    if us != us:
-        return "?"
-    return f"{us:.3g} µs" if us < 1000 else f"{us / 1000:.3g} ms" if us < 1e6 else f"{us / 1e6:.3g} s"
+    return fmt_time(us) or "?"
 
 
 def ratio_verdict(measured: float, claimed: float) -> str:
@@ -263,7 +261,7 @@ def evaluate(gpu_dir: Path) -> list[Result]:
 
 def write_page(gpu_dir: Path, results: list[Result]) -> Path:
     summary = load_summary(gpu_dir)
-    gpu = next((n for n in summary.get("gpu_name", pd.Series(dtype=str)).dropna().unique() if n), Path(gpu_dir).name)
+    gpu = gpu_name_of(summary, gpu_dir)
     n_ok = sum(r.verdict == "confirmed" for r in results)
     n_meas = sum(r.verdict != "not measured" for r in results)
     lines = [f"# The paper's claims on {gpu}", "",

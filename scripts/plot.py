@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from aggregate import load_summary  # noqa: E402
+from aggregate import gpu_name_of as gpu_title, load_summary  # noqa: E402
 from xcsuite import paths  # noqa: E402
 from xcsuite.figdata import points  # noqa: E402
 
@@ -40,7 +40,7 @@ METRICS = {
 }
 GROUP_STYLE = {"baseline": dict(color="0.35", ls=":", marker="x"), "fft": dict(ls="--", marker="s"),
                "new": dict(ls="-", marker="D", lw=2.2), "paper": dict(ls="-", marker="o")}
-
+SHARED_LEGEND_FROM = 6  # more series than this: one figure legend, so no panel's data is covered
 
 
 def suptitle(fig, text: str, fontsize: float = 10) -> None:
@@ -49,6 +49,7 @@ def suptitle(fig, text: str, fontsize: float = 10) -> None:
     width = max(30, int(fig.get_figwidth() * 130 / fontsize))
     lines = [w for line in text.split("\n") for w in (textwrap.wrap(line, width) or [""])]
     fig.suptitle("\n".join(lines), fontsize=fontsize)
+
 
 def _strict() -> bool:
     return os.environ.get("XCORR_PLOT_STRICT") == "1"
@@ -91,15 +92,14 @@ def grid_of(n: int, ncols: int = 3, w: float = 4.6, h: float = 3.4):
     return fig, list(axes.flat[:n])
 
 
-def gpu_title(summary: pd.DataFrame, gpu_dir: Path) -> str:
-    names = [n for n in summary.get("gpu_name", pd.Series(dtype=str)).dropna().unique() if n]
-    return names[0] if names else Path(gpu_dir).name
-
-
 def style_for(group: str, i: int) -> dict:
     st = dict(GROUP_STYLE.get(group, GROUP_STYLE["paper"]))
     st.setdefault("color", f"C{i % 10}")
     return st
+
+
+def series_label(label: str, s: pd.DataFrame) -> str:
+    return label + (" (best tuning)" if s["tuned"].any() else "")
 
 
 def bar_panel(ax, sub: pd.DataFrame, series_order: list, col: str, label: str, metric: str) -> None:
@@ -109,7 +109,7 @@ def bar_panel(ax, sub: pd.DataFrame, series_order: list, col: str, label: str, m
     for i, name in enumerate(series_order):
         s = sub[sub["series"] == name]
         if not s.empty:
-            rows.append((name + (" (best tuning)" if s["tuned"].any() else ""), float(s[col].iloc[0]),
+            rows.append((series_label(name, s), float(s[col].iloc[0]),
                          style_for(s["group"].iloc[0], i).get("color")))
     rows.sort(key=lambda r: r[1], reverse=metric == "peak_pct")
     y = np.arange(len(rows))[::-1]
@@ -140,21 +140,19 @@ def plot_lines(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
         if sub.empty:
             ax.set_visible(False)
             continue
+        ax.set_title(" / ".join(x for x in (sp, hp) if x) if len(cells) > 1 else hp, fontsize=9)
         if sub["size"].nunique() == 1:  # one size (the real-data shape): a bar per series reads better
             bar_panel(ax, sub, series_order, col, ylabel, exp.metric)
-            ax.set_title(" / ".join(x for x in (sp, hp) if x) if len(cells) > 1 else hp, fontsize=9)
             continue
         for i, label in enumerate(series_order):
             s = sub[sub["series"] == label].sort_values("size")
             if s.empty:
                 continue
-            lab = label + (" (best tuning)" if s["tuned"].any() else "")
-            ax.plot(s["size"], s[col], label=lab, markersize=4, **style_for(s["group"].iloc[0], i))
+            ax.plot(s["size"], s[col], label=series_label(label, s), markersize=4, **style_for(s["group"].iloc[0], i))
         size_axis(ax, sub["size"])
         value_axis(ax, sub[col], exp.metric)
         ax.set_xlabel(exp.xlabel, fontsize=8)
         ax.set_ylabel(ylabel, fontsize=8)
-        ax.set_title(" / ".join(x for x in (sp, hp) if x) if len(cells) > 1 else hp, fontsize=9)
         ax.grid(True, which="major", alpha=0.3)
         if len(series_order) <= SHARED_LEGEND_FROM:
             ax.legend(fontsize=6.5, loc="best")
@@ -164,9 +162,6 @@ def plot_lines(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
     else:
         fig.tight_layout()
     return save(fig, out_dir, exp.name)
-
-
-SHARED_LEGEND_FROM = 6  # more series than this: one figure legend, so no panel's data is covered
 
 
 def shared_legend(fig, axes) -> None:

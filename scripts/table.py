@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from aggregate import load_summary  # noqa: E402
+from aggregate import gpu_name_of, load_summary  # noqa: E402
 from xcsuite import paths  # noqa: E402
 
 from experiments._spec import SIZES_TABLE  # noqa: E402
@@ -214,7 +214,7 @@ def make_tables(gpu_dir: Path, plots_root: Path | None = None) -> dict:
     if summary.empty or not (summary["experiment"] == "table1").any():
         warnings.warn(f"{gpu_dir.name}: no table1 results: Table 1 not built")
         return {}
-    gpu_name = next((n for n in summary["gpu_name"].dropna().unique() if n), gpu_dir.name)
+    gpu_name = gpu_name_of(summary, gpu_dir)
     has_new = (summary[summary["experiment"] == "table1"]["family"] == "hopper").any()
     tables = {}
     md = [f"# Table 1 on {gpu_name}\n",
