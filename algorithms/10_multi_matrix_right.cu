@@ -44,12 +44,13 @@ __global__ void __launch_bounds__(kWarp * kWarps, (kMinBlocks<1, R, 1, 1>))
     for (int64_t z = blockIdx.y; z < jobs; z += gridDim.y) {
         const int i = i_begin + int(z / n_groups);
         const int j0 = j_begin + int(z % n_groups) * R;
-        const float* L = left + int64_t(i) * g.left_size;
-        const float* Rm = right + (int64_t(i) * map.right_i + int64_t(j0) * map.right_j) * g.right_size;
+        const float* L = opaque_ptr(left + int64_t(i) * g.left_size);
+        const float* Rm = opaque_ptr(right + (int64_t(i) * map.right_i + int64_t(j0) * map.right_j) * g.right_size);
+        int64_t rstep = map.right_j * g.right_size;
+        asm("" : "+l"(rstep));  // kept in a register, not rebuilt from the parameters per load (see opaque_ptr)
         float acc[1][1][R] = {};
         for (int r = rows.begin; r < rows.end; ++r)
-            accumulate_band<1, R, 1, 1>(acc, L, 0, Rm, map.right_j * g.right_size, g.wL, g.hR, g.wR, r + dy, r,
-                                        cols);
+            accumulate_band<1, R, 1, 1>(acc, L, 0, Rm, rstep, g.wL, g.hR, g.wR, r + dy, r, cols);
         if (x < g.out_w) {
 #pragma unroll
             for (int k = 0; k < R; ++k) {

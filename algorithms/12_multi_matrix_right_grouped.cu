@@ -49,9 +49,10 @@ __global__ void __launch_bounds__(kWarp * kWarps, (kMinBlocks<1, R, S, LR>))
     for (int64_t z = blockIdx.y; z < jobs; z += gridDim.y) {
         const int i = i_begin + int(z / n_groups);
         const int j0 = j_begin + int(z % n_groups) * R;
-        const float* L = left + int64_t(i) * g.left_size;
-        const float* Rm = right + (int64_t(i) * map.right_i + int64_t(j0) * map.right_j) * g.right_size;
-        const int64_t rstep = map.right_j * g.right_size;
+        const float* L = opaque_ptr(left + int64_t(i) * g.left_size);
+        const float* Rm = opaque_ptr(right + (int64_t(i) * map.right_i + int64_t(j0) * map.right_j) * g.right_size);
+        int64_t rstep = map.right_j * g.right_size;
+        asm("" : "+l"(rstep));  // kept in a register, not rebuilt from the parameters per load (see opaque_ptr)
         float acc[S][1][R] = {};
         // One call site per band shape keeps the code to two unrolled bodies.
         for (int l = lb; l < le;) {
