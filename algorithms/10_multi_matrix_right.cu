@@ -1,19 +1,20 @@
 // multi-matrix-right: warp-shuffle with R right matrices per thread (paper 4.3.1, thesis 3.4.4;
 // "multi-matrix-right (R8)" in ANCHORS.md).
 //
-// Work mapping. A warp computes 32 adjacent overlaps (output columns x0 .. x0+31) of one output
-// row y, for a group of R right matrices that share one left matrix: each lane keeps R sums, and
-// every left value it receives is used R times. The warps of a 4-warp block take 4 adjacent
-// output rows; grid x covers the output columns, y the (left, right group) pairs (strided past
-// 65535), z the row blocks, centre rows first (tallest overlaps first: no long tail). Per right
-// row of the overlap the warp walks the right columns it needs in chunks of 32: the left row sits
-// in a 64-item warp-wise window (2 registers per lane), read with one shuffle per step, the R
-// right rows in 32-item buffers read by broadcast shuffles, values outside the matrices loaded as
-// zeros (xcorr/warp_buffer.cuh, xcorr/multi_matrix.cuh). Per step: 1 + R shuffles, R FMAs (the
-// paper's rotated window: 2 + R). Matrices of the right stack that do not fill a group of R run
-// as a second launch (or more) with a smaller R: the group sizes R, R/2, ..., 1 are all
-// instantiated, nothing is padded. n-to-mn and n-to-m run as one one-to-many per left matrix,
-// either folded into grid y (launch=grid) or as separate launches on K streams (launch=streamsK).
+// Work mapping. A warp computes 32 adjacent overlaps (output columns x0 .. x0+31) of one output row
+// y, for a group of R right matrices that share one left matrix: each lane keeps R sums, and every
+// left value it receives is used R times. The warps of a 4-warp block take 4 adjacent output rows;
+// grid x covers the output columns, y the (left, right group) pairs (strided past 65535), z the row
+// blocks, centre rows first when the grid runs in several waves (xcorr/multi_matrix.cuh says
+// why). Per right row of the overlap the warp walks the right columns it needs in chunks of
+// 32: the left row sits in a 64-item warp-wise window (2 registers per lane), read with one shuffle
+// per step, the R right rows in 32-item buffers read by broadcast shuffles, values outside the
+// matrices loaded as zeros (xcorr/warp_buffer.cuh, xcorr/multi_matrix.cuh). Per step: 1 + R
+// shuffles, R FMAs (the paper's rotated window: 2 + R). Matrices of the right stack that do not
+// fill a group of R run as a second launch (or more) with a smaller R: the group sizes R, R/2, ...,
+// 1 are all instantiated, nothing is padded. n-to-mn and n-to-m run as one one-to-many per left
+// matrix, either folded into grid y (launch=grid) or as separate launches on K streams
+// (launch=streamsK).
 #include <memory>
 #include <optional>
 
@@ -31,8 +32,8 @@ using namespace multi;
 template <int R>
 __global__ void __launch_bounds__(kWarp * kWarps, (kMinBlocks<1, R, 1, 1>))
     multi_right_kernel(const float* __restrict__ left, const float* __restrict__ right, float* __restrict__ out,
-                       Geometry g, JobMap map, int i_begin, int n_lefts, int j_begin, int n_groups) {
-    const int y = middle_out(blockIdx.z, gridDim.z) * kWarps + threadIdx.y;
+                       Geometry g, JobMap map, int i_begin, int n_lefts, int j_begin, int n_groups, bool centre_first) {
+    const int y = row_block(centre_first) * kWarps + threadIdx.y;
     if (y >= g.out_h) return;  // whole warps only
     const int x0 = blockIdx.x * kWarp;
     const int x = x0 + lane_id();
@@ -83,8 +84,9 @@ private:
                 constexpr int R = decltype(r)::value;
                 const dim3 grid(ceil_div(g_.out_w, kWarp), grid_groups(int64_t(n_lefts) * pc.groups),
                                 ceil_div(g_.out_h, kWarps));
+                const bool centre = order_.centre_first(multi_right_kernel<R>, grid);
                 multi_right_kernel<R><<<grid, dim3(kWarp, kWarps), 0, s>>>(left, right, out, g_, jobs_.map, i_begin,
-                                                                            n_lefts, pc.begin, pc.groups);
+                                                                            n_lefts, pc.begin, pc.groups, centre);
                 XC_CHECK_LAUNCH();
             }, "rights");
         }
@@ -93,6 +95,7 @@ private:
     Geometry g_;
     Jobs jobs_;
     int rights_;
+    BlockOrder order_;
     std::optional<StreamFan> fan_;
 };
 

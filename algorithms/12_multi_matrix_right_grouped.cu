@@ -33,8 +33,8 @@ template <int R, int S, int LR>
 __global__ void __launch_bounds__(kWarp * kWarps, (kMinBlocks<1, R, S, LR>))
     multi_right_grouped_kernel(const float* __restrict__ left, const float* __restrict__ right,
                                float* __restrict__ out, Geometry g, JobMap map, int i_begin, int n_lefts,
-                               int j_begin, int n_groups) {
-    const int y0 = (middle_out(blockIdx.z, gridDim.z) * kWarps + threadIdx.y) * S;
+                               int j_begin, int n_groups, bool centre_first) {
+    const int y0 = (row_block(centre_first) * kWarps + threadIdx.y) * S;
     if (y0 >= g.out_h) return;  // whole warps only
     const int x0 = blockIdx.x * kWarp;
     const int x = x0 + lane_id();
@@ -108,8 +108,9 @@ private:
                     constexpr int R = decltype(r)::value;
                     const dim3 grid(ceil_div(g_.out_w, kWarp), grid_groups(int64_t(n_lefts) * pc.groups),
                                     ceil_div(g_.out_h, kWarps * S));
+                    const bool centre = order_.centre_first(multi_right_grouped_kernel<R, S, S>, grid);
                     multi_right_grouped_kernel<R, S, S><<<grid, dim3(kWarp, kWarps), 0, s>>>(
-                        left, right, out, g_, jobs_.map, i_begin, n_lefts, pc.begin, pc.groups);
+                        left, right, out, g_, jobs_.map, i_begin, n_lefts, pc.begin, pc.groups, centre);
                     XC_CHECK_LAUNCH();
                 }, "rights");
             }
@@ -119,6 +120,7 @@ private:
     Geometry g_;
     Jobs jobs_;
     int rights_, overlaps_;
+    BlockOrder order_;
     std::optional<StreamFan> fan_;
 };
 

@@ -26,8 +26,9 @@ using namespace multi;
 template <int NL, int NR>
 __global__ void __launch_bounds__(kWarp * kWarps, (kMinBlocks<NL, NR, 1, 1>))
     multi_both_kernel(const float* __restrict__ left, const float* __restrict__ right, float* __restrict__ out,
-                      Geometry g, int n_rights, int i_begin, int n_lgroups, int j_begin, int n_rgroups) {
-    const int y = middle_out(blockIdx.z, gridDim.z) * kWarps + threadIdx.y;
+                      Geometry g, int n_rights, int i_begin, int n_lgroups, int j_begin, int n_rgroups,
+                      bool centre_first) {
+    const int y = row_block(centre_first) * kWarps + threadIdx.y;
     if (y >= g.out_h) return;  // whole warps only
     const int x0 = blockIdx.x * kWarp;
     const int x = x0 + lane_id();
@@ -71,8 +72,9 @@ public:
                         constexpr int NL = decltype(lv)::value, NR = decltype(rv)::value;
                         const dim3 grid(ceil_div(g_.out_w, kWarp), grid_groups(int64_t(lp.groups) * rp.groups),
                                         ceil_div(g_.out_h, kWarps));
+                        const bool centre = order_.centre_first(multi_both_kernel<NL, NR>, grid);
                         multi_both_kernel<NL, NR><<<grid, dim3(kWarp, kWarps), 0, stream>>>(
-                            left, right, out, g_, n_rights_, lp.begin, lp.groups, rp.begin, rp.groups);
+                            left, right, out, g_, n_rights_, lp.begin, lp.groups, rp.begin, rp.groups, centre);
                         XC_CHECK_LAUNCH();
                     }, "rights");
                 }, "lefts");
@@ -81,6 +83,7 @@ public:
 private:
     Geometry g_;
     int n_lefts_, n_rights_, lefts_, rights_;
+    BlockOrder order_;
 };
 
 XCORR_REGISTER_VARIANT(Variant{

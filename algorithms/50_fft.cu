@@ -40,6 +40,18 @@
 // of the batch are not kept. The environment variable XCORR_FFT_MAX_CHUNK=K (read by the
 // factory) caps K, which forces this path in tests.
 //
+// Why the pad and the product are kernels of their own, not cuFFT callbacks. Moving them into
+// cuFFT LTO load callbacks (cufftXtSetJITCallback; the R2C reads the unpadded stacks, the C2R
+// computes the products on load) removes two full passes over the workspace, but cuFFT's
+// callback-enabled kernels were slower than the passes they save. Measured on the H200 (branch
+// fft-lto, revision 7cd5ad1; 32-bit index math with plan-time magic-number divisions), kernels
+// against callbacks, plans reused: one-to-one 16: 13.9 / 13.8 us, 64: 15.2 / 18.1 us, 256:
+// 22.2 / 23.1 us; 1-to-32 64: 20.2 / 23.0 us, 256: 128 / 148 us; 32-to-32 256: 2.04 / 2.49 ms;
+// the real-data n-to-mn shape: 2.22 / 2.55 ms (with 64-bit divisions per element the callbacks
+// were 1.4-2.1x slower). Two traps on the way, for whoever tries again: cuFFT 12 (CUDA 13) fails
+// every plan with CUFFT_INTERNAL_ERROR when the callback is declared extern "C" (it looks the
+// symbol up under C++ linkage), and the caller_info array must outlive the planning call.
+//
 // Plans. `fft` takes its plans from a process-wide cache keyed by (P, Q, batch, direction), so a
 // second instance of the same shape creates none. The cache is guarded by a mutex (instances may
 // be created from several threads), but a cached plan holds one cuFFT work area and one stream

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "xcorr/core.hpp"
@@ -108,6 +109,47 @@ inline unsigned grid_groups(int64_t groups) { return unsigned(std::min<int64_t>(
 // centre rows, so the longest blocks start first and the last wave holds the shortest ones; in
 // plain top-to-bottom order the tallest blocks of the last matrix group start last and leave most
 // of the GPU idle at the end (a simulated 27% for 1-to-32 at 256 x 256 with 4 rows per warp).
+//
+// That pays only when the grid runs in several waves. When every block is resident at once (one
+// wave: 1-to-32 at 64 x 64 is 512 blocks of 792 slots) the order only decides which blocks share
+// an SM, and the block scheduler's round-robin then gives each SM blocks of similar height (all
+// tall or all short); top-down order mixes heights better (a round-robin model of the shuffles per
+// SM: busiest / average 1.65 centre-first against 1.375 top-down). So the kernels run centre-first
+// only when the grid exceeds one wave of resident blocks. Measured on the H200 with both orders
+// forced (1-to-32; revision e120703, results/nvidia-h200/probes/block-order.md):
+//   size  multi-matrix-right R8       mm-right+grouped 4/4/4      (centre-first / top-down)
+//    64   214 / 195 us (one wave)     151 / 133 us (one wave)
+//   128   1.74 / 1.88 ms              1.05 / 1.14 ms
+//   256   22.4 / 22.6 ms              11.9 / 12.0 ms
+// Row block of this block: blockIdx.z, centre-first or top-down as the host chose.
+__device__ __forceinline__ int row_block(bool centre_first) {
+    return centre_first ? middle_out(int(blockIdx.z), int(gridDim.z)) : int(blockIdx.z);
+}
+// The host side: whether a launch of `grid` blocks of `kernel` runs centre-first. The resident
+// block count per kernel is asked once (cudaOccupancy*) and cached, so the timed calls make no
+// extra API calls.
+class BlockOrder {
+public:
+    template <class Kernel>
+    bool centre_first(Kernel* kernel, dim3 grid) {
+        const void* key = reinterpret_cast<const void*>(kernel);
+        int slots = -1;
+        for (const auto& [k, n] : slots_)
+            if (k == key) slots = n;
+        if (slots < 0) {
+            int dev = 0, sms = 0, per_sm = 0;
+            XC_CUDA_CHECK(cudaGetDevice(&dev));
+            XC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+            XC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarp * kWarps, 0));
+            slots = sms * std::max(per_sm, 1);
+            slots_.emplace_back(key, slots);
+        }
+        return int64_t(grid.x) * grid.y * grid.z > slots;
+    }
+
+private:
+    std::vector<std::pair<const void*, int>> slots_;
+};
 
 // ---------------------------------------------------------------------------------------------
 // The band step.
