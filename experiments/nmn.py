@@ -34,6 +34,7 @@ EXPERIMENT = Experiment(
         Series("fft", "fft"),
         Series("multi-matrix-tiled (new)", "multi-matrix-tiled"),
         Series("register-tiled (new)", "register-tiled"),
+        Series("tensor-tiled (new, 3xTF32 tensor cores)", "tensor-tiled"),
         Series("multi-matrix-tiled (new, 7 rights per thread)", "multi-matrix-tiled",
                {"lanes": "rights", "rows": 2, "rights": 7}),
     ],

@@ -2,8 +2,8 @@
 """Runs the experiment suite (experiments/*.py) with build/xcorr_bench under the paper's protocol
 and merges the results into results/<gpu>/<experiment>.json.
 
-    scripts/run_experiments.py [EXPERIMENT ...] [--quick] [--force] [--max-minutes M]
-                               [--build DIR] [--estimate] [--list]
+    scripts/run_experiments.py [EXPERIMENT ...] [--quick] [--force] [--remeasure VARIANTS]
+                               [--max-minutes M] [--build DIR] [--estimate] [--list]
 
 Protocol: 10 repetitions per case, each running back-to-back calls for >= 0.1 s of GPU time,
 every repetition kept (outliers are removed later, by scripts/aggregate.py). --quick: 3
@@ -15,7 +15,9 @@ every chunk the experiment's file is rewritten atomically, and a later run skips
 already holds. A complete experiment is skipped unless --force (which starts it afresh, keeping
 the old file as .bak). --max-minutes stops cleanly before a chunk would overrun the budget, so a
 lent GPU can be used in slices. A case the binary rejects or that crashes it is recorded as
-failed and not retried (--retry-failed retries them).
+failed and not retried (--retry-failed retries them). Every case records the git revision of the
+binary that measured it; --remeasure V1,V2 runs again the cases of those variants measured at
+another revision (after a change to their code), without rerunning the rest of the experiment.
 
 Exit status: 0 all selected experiments complete; 4 stopped by --max-minutes with work left;
 3 no GPU (one line on stderr); 2 bad usage or no build; 1 other failure.
@@ -110,6 +112,7 @@ class State:
                                   "repetitions_kept": "all"},
                      "registry": registry})
         meta.setdefault("started", None)
+        self.revision = None  # git revision of the binary measuring now (from its benchmark context)
         meta.setdefault("runs", [])
         self.data.setdefault("cases", {})
         self.data.setdefault("benchmarks", [])
@@ -118,11 +121,16 @@ class State:
     def meta(self) -> dict:
         return self.data["xcorr_meta"]
 
-    def done_keys(self, repetitions: int, retry_failed: bool) -> set:
+    def done_keys(self, repetitions: int, retry_failed: bool, remeasure: frozenset = frozenset(),
+                  revision: str | None = None) -> set:
+        """Cases that need no run. A case of a variant in `remeasure` counts only when it was
+        measured at `revision` (its code changed since the older measurement)."""
         done = set()
         counts = collections.Counter(b.get("xcorr_case") for b in self.data["benchmarks"]
                                      if is_iteration(b) and not b.get("error_occurred"))
         for key, c in self.data["cases"].items():
+            if key.split("|", 1)[0] in remeasure and c.get("revision") != revision:
+                continue
             if c.get("status") == "ok" and counts.get(key, 0) >= repetitions:
                 done.add(key)
             elif c.get("status") in ("failed", "rejected") and not retry_failed:
@@ -138,7 +146,7 @@ class State:
             e["xcorr_case"] = case.key
         self.data["benchmarks"].extend(entries)
         self.data["cases"][case.key] = {"line": case.line(), "cold": case.cold, "status": status,
-                                        "message": message, "time": now()}
+                                        "message": message, "time": now(), "revision": self.revision}
 
     def save(self) -> None:
         self.meta["updated"] = now()
@@ -284,6 +292,7 @@ class Runner:
             state.data["context"] = ctx
         revs = state.meta.setdefault("git_revisions", [])
         rev = ctx.get("xcorr_git_revision")
+        state.revision = rev
         if rev and rev not in revs:
             revs.append(rev)
 
@@ -356,6 +365,9 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="smoke test: 3 repetitions of 0.01 s, to results/<gpu>-quick/")
     ap.add_argument("--force", action="store_true", help="rerun selected experiments from scratch")
     ap.add_argument("--retry-failed", action="store_true", help="run again the cases recorded as failed")
+    ap.add_argument("--remeasure", default="", metavar="VARIANTS",
+                    help="comma-separated variants whose code changed: their cases measured at another git "
+                         "revision are run again (resumable; the old measurement stays until replaced)")
     ap.add_argument("--max-minutes", type=float, default=None, help="stop cleanly before this budget is exceeded")
     ap.add_argument("--chunk-seconds", type=float, default=150.0, help="estimated GPU seconds per bench process")
     ap.add_argument("--max-fmas", type=float, default=None,
@@ -377,6 +389,12 @@ def main(argv=None) -> int:
         registry = load_registry(args.build, args.registry)
     except (FileNotFoundError, RuntimeError) as e:
         print(f"run_experiments: {e}", file=sys.stderr)
+        return 2
+
+    remeasure = frozenset(v.strip() for v in args.remeasure.split(",") if v.strip())
+    unknown = sorted(remeasure - {v["name"] for v in registry})
+    if unknown:
+        print(f"run_experiments: --remeasure: unknown variant(s) {', '.join(unknown)}", file=sys.stderr)
         return 2
 
     if args.estimate:
@@ -430,7 +448,7 @@ def main(argv=None) -> int:
         state.meta["max_fmas"] = max_fmas
         state.meta["unavailable"] = [{"series": s, "shape": (list(sh.dims()) if sh else None), "reason": r}
                                      for s, sh, r in ex.unavailable]
-        done = state.done_keys(protocol["repetitions"], args.retry_failed)
+        done = state.done_keys(protocol["repetitions"], args.retry_failed, remeasure, ctx.get("xcorr_git_revision"))
         pending = [c for c in ex.cases if c.key not in done]
         if not pending:
             if not state.meta.get("complete"):

@@ -11,7 +11,8 @@ FAKE_REGISTRY (registry JSON), FAKE_NO_GPU=1 (info exits 3), FAKE_LOG (appends o
 bench invocation: the case lines), FAKE_CRASH_ON=substring (the bench aborts when it reaches a
 matching case, leaving a truncated output file as a killed process would), FAKE_REJECT=substring
 (exits 2 before running anything, like an unknown parameter), FAKE_ERROR_ON=substring (that case
-reports error_occurred, like too little GPU memory), FAKE_SLEEP=seconds (per case), FAKE_GPU_NAME.
+reports error_occurred, like too little GPU memory), FAKE_SLEEP=seconds (per case), FAKE_GPU_NAME,
+FAKE_REVISION (the git revision the binary reports; default fake123).
 """
 import hashlib
 import json
@@ -34,7 +35,7 @@ def context():
             "xcorr_sm_clock_mhz": "1980", "xcorr_mem_clock_mhz": "3201", "xcorr_l2_bytes": "62914560",
             "xcorr_total_mem_bytes": "150000000000", "xcorr_fp32_peak_flops": str(PEAK),
             "xcorr_driver_version": "13.0", "xcorr_cuda_runtime_version": "13.0", "xcorr_cufft_version": "12000",
-            "xcorr_git_revision": "fake123", "xcorr_build_archs": "9.0", "xcorr_build_type": "release",
+            "xcorr_git_revision": os.environ.get("FAKE_REVISION", "fake123"), "xcorr_build_archs": "9.0", "xcorr_build_type": "release",
             "xcorr_nvcc_version": "13.0", "xcorr_cuda_flags": "-O3"}
 
 

@@ -54,6 +54,36 @@ def test_full_protocol_merged_file_and_skip(env):
     assert len(log_lines(log)) > calls and (results / "fake-gpu-9000" / "fig22.json.bak").exists()
 
 
+def test_remeasure_reruns_only_the_changed_variant_at_the_new_revision(env):
+    run, results, log, monkeypatch = env
+    assert run("fig22") == 0
+    before = load(results, "fig22")
+    assert {c["revision"] for c in before["cases"].values()} == {"fake123"}
+    changed = {k for k in before["cases"] if k.startswith("multi-matrix-both|")}
+    assert changed and len(changed) < len(before["cases"])
+    monkeypatch.setenv("FAKE_REVISION", "new456")
+    calls = len(log_lines(log))
+    assert run("fig22", "--remeasure", "multi-matrix-both") == 0
+    rerun = [l for call in log_lines(log)[calls:] for l in call]
+    assert len(rerun) == len(changed) and all("variant=multi-matrix-both " in l for l in rerun)
+    after = load(results, "fig22")
+    for k, c in after["cases"].items():
+        assert c["revision"] == ("new456" if k in changed else "fake123")
+        assert c["status"] == "ok"
+    iters = [b for b in after["benchmarks"] if b["run_type"] == "iteration"]
+    assert len(iters) == 10 * len(after["cases"])  # the old repetitions of a re-measured case are replaced
+    assert after["xcorr_meta"]["git_revisions"] == ["fake123", "new456"]
+    calls = len(log_lines(log))
+    assert run("fig22", "--remeasure", "multi-matrix-both") == 0  # measured at this revision: nothing to do
+    assert len(log_lines(log)) == calls
+
+
+def test_remeasure_refuses_an_unknown_variant(env, capsys):
+    run, *_ = env
+    assert run("fig22", "--remeasure", "no-such-variant") == 2
+    assert "no-such-variant" in capsys.readouterr().err
+
+
 def test_quick_goes_to_its_own_folder(env):
     run, results, _, _ = env
     assert run("fig22", "--quick") == 0
