@@ -116,7 +116,7 @@ inline unsigned grid_groups(int64_t groups) { return unsigned(std::min<int64_t>(
 // tall or all short); top-down order mixes heights better (a round-robin model of the shuffles per
 // SM: busiest / average 1.65 centre-first against 1.375 top-down). So the kernels run centre-first
 // only when the grid exceeds one wave of resident blocks. Measured on the H200 with both orders
-// forced (1-to-32; revision e120703, results/nvidia-h200/probes/block-order.md):
+// forced (1-to-32; revisions e120703 and 81d2bcb, results/nvidia-h200/probes/README.md):
 //   size  multi-matrix-right R8       mm-right+grouped 4/4/4      (centre-first / top-down)
 //    64   214 / 195 us (one wave)     151 / 133 us (one wave)
 //   128   1.74 / 1.88 ms              1.05 / 1.14 ms
