@@ -332,7 +332,8 @@ def expand_capped(e, registry, max_fmas):
     return ex
 
 
-def estimate(exps, registry, protocol, results_dir: Path | None, max_fmas=None) -> float:
+def estimate(exps, registry, protocol, results_dir: Path | None, max_fmas=None, remeasure: frozenset = frozenset(),
+             revision: str | None = None) -> float:
     fam = {v["name"]: v.get("family") for v in registry}
     total = total_pending = 0.0
     print(f"{'experiment':<12} {'cases':>6} {'pending':>8} {'estimate':>10} {'pending':>10}")
@@ -344,7 +345,8 @@ def estimate(exps, registry, protocol, results_dir: Path | None, max_fmas=None) 
         done = set()
         if results_dir is not None and (results_dir / f"{e.name}.json").exists():
             st = json.loads((results_dir / f"{e.name}.json").read_text())
-            done = {k for k, v in st.get("cases", {}).items() if v.get("status")}
+            done = {k for k, v in st.get("cases", {}).items()
+                    if v.get("status") and not (k.split("|", 1)[0] in remeasure and v.get("revision") != revision)}
         t = sum(case_seconds(c, protocol["repetitions"], protocol["min_time_s"], fam.get(c.variant)) for c in ex.cases)
         tp = sum(case_seconds(c, protocol["repetitions"], protocol["min_time_s"], fam.get(c.variant))
                  for c in ex.cases if c.key not in done)
@@ -399,12 +401,13 @@ def main(argv=None) -> int:
 
     if args.estimate:
         results_dir = None
+        ctx = {}
         try:
             ctx = gpu_info(args.build)
             results_dir = Path(args.results) / (paths.gpu_slug(ctx["xcorr_gpu_name"]) + (paths.QUICK_SUFFIX if args.quick else ""))
         except (NoGpu, FileNotFoundError, RuntimeError, KeyError):
             pass
-        estimate(exps, registry, protocol, results_dir, max_fmas)
+        estimate(exps, registry, protocol, results_dir, max_fmas, remeasure, ctx.get("xcorr_git_revision"))
         return 0
 
     try:

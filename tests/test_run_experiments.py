@@ -54,7 +54,7 @@ def test_full_protocol_merged_file_and_skip(env):
     assert len(log_lines(log)) > calls and (results / "fake-gpu-9000" / "fig22.json.bak").exists()
 
 
-def test_remeasure_reruns_only_the_changed_variant_at_the_new_revision(env):
+def test_remeasure_reruns_only_the_changed_variant_at_the_new_revision(env, capsys):
     run, results, log, monkeypatch = env
     assert run("fig22") == 0
     before = load(results, "fig22")
@@ -62,6 +62,10 @@ def test_remeasure_reruns_only_the_changed_variant_at_the_new_revision(env):
     changed = {k for k in before["cases"] if k.startswith("multi-matrix-both|")}
     assert changed and len(changed) < len(before["cases"])
     monkeypatch.setenv("FAKE_REVISION", "new456")
+    capsys.readouterr()
+    assert run("fig22", "--estimate", "--remeasure", "multi-matrix-both") == 0
+    row = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("fig22"))
+    assert int(row.split()[2]) == len(changed)  # the estimate counts the same pending cases
     calls = len(log_lines(log))
     assert run("fig22", "--remeasure", "multi-matrix-both") == 0
     rerun = [l for call in log_lines(log)[calls:] for l in call]
