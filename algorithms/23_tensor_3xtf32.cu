@@ -71,6 +71,7 @@
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
+#include "xcorr/shift_tiles.cuh"
 
 namespace xcorr {
 namespace {
@@ -109,18 +110,6 @@ struct Tile {
     static constexpr int PAIRS = MODE == kRights ? NS : 1;         // pairs per block
 };
 
-__device__ __forceinline__ void cp_async4(float* dst, const float* src, bool valid) {
-    const unsigned d = unsigned(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-
-// Rows r of R for which some shift dy in [d0, d1] overlaps L: the union of the overlaps.
-__device__ __forceinline__ Span union_span(int d0, int d1, int m, int n) {
-    return Span{max(0, -d1), min(n, m - d0)};
-}
 // Left rows lr = r + dy (r a row of R) for which some dy in [d0, d1] overlaps R.
 __device__ __forceinline__ Span left_union_span(int d0, int d1, int m, int n) {
     return Span{max(0, d0), min(m, n + d1)};
@@ -414,30 +403,9 @@ private:
         kernel_ = tensor_tiled_kernel<MODE, NT, SPLIT>;
         smem_ = T::SMEM;
         XC_CUDA_CHECK(cudaFuncSetAttribute(kernel_, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_)));
-        const int nty = ceil_div(p_.out_h(), T::TDY), ntx = ceil_div(p_.out_w(), kTDX);
-        if (nty > 0xffff || ntx > 0xffff)
-            throw UsageError("tensor-tiled: output of " + std::to_string(p_.out_h()) + " x " +
-                             std::to_string(p_.out_w()) + " has more than 65535 shift tiles per dimension");
-        // Shift tiles sorted by the size of the union of their overlaps (the work), largest first.
-        auto extent = [](int first, int tile, int m, int n) {
-            const int d0 = first - (n - 1), d1 = std::min(d0 + tile - 1, m - 1);
-            return std::min(n, m - d0) - std::max(0, -d1);
-        };
-        std::vector<std::pair<int64_t, unsigned>> tiles;
-        for (int ty = 0; ty < nty; ++ty)
-            for (int tx = 0; tx < ntx; ++tx) {
-                const int64_t work = int64_t(extent(ty * T::TDY, T::TDY, p_.hL, p_.hR)) *
-                                     extent(tx * kTDX, kTDX, p_.wL, p_.wR);
-                tiles.push_back({-work, unsigned(ty) << 16 | unsigned(tx)});
-            }
-        std::stable_sort(tiles.begin(), tiles.end(),
-                         [](const auto& a, const auto& b) { return a.first < b.first; });
-        std::vector<unsigned> order(tiles.size());
-        for (size_t k = 0; k < tiles.size(); ++k) order[k] = tiles[k].second;
-        order_ = DeviceBuffer<unsigned>(order.size());
-        XC_CUDA_CHECK(cudaMemcpy(order_.get(), order.data(), order_.bytes(), cudaMemcpyHostToDevice));
+        order_ = shift_tiles_by_work(p_, T::TDY, kTDX);  // largest work first
         const int64_t nz = int64_t(P_.groupsI) * P_.groupsJ;
-        grid_ = dim3(unsigned(tiles.size()), 1, unsigned(std::min<int64_t>(nz, 65535)));
+        grid_ = dim3(unsigned(order_.size()), 1, unsigned(std::min<int64_t>(nz, 65535)));
     }
 
     Problem p_;

@@ -1,0 +1,62 @@
+// Shared by the shared-memory tiled kernels (algorithms/21_multi_matrix_tiled.cu,
+// 23_tensor_3xtf32.cu): 4-byte asynchronous copies into shared memory with zero fill, the union
+// of the overlaps of a range of shifts, and the host-side order of their shift tiles.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "xcorr/core.hpp"
+#include "xcorr/cuda_check.hpp"
+#include "xcorr/device.cuh"
+#include "xcorr/device_buffer.hpp"
+
+namespace xcorr {
+
+// One float global -> shared, asynchronous (cp.async, sm_80+); `valid` false stores 0 instead of
+// reading (the zero padding outside the matrices, with no branch around the copy).
+__device__ __forceinline__ void cp_async4(float* dst, const float* src, bool valid) {
+    const unsigned d = unsigned(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+// Rows r of R for which some shift dy in [d0, d1] overlaps L: the union of the overlaps.
+__device__ __forceinline__ Span union_span(int d0, int d1, int m, int n) {
+    return Span{max(0, -d1), min(n, m - d0)};
+}
+
+// The (hL+hR-1) x (wL+wR-1) output shifts cut into tiles of tdy x tdx, listed by the size of the
+// union of their overlaps (the work), largest first, each as ty << 16 | tx (both below 65536, else
+// UsageError), and uploaded: a kernel maps blockIdx.x through this list, so the heaviest tiles
+// start in the first wave and the last wave holds the lightest ones (no long tail).
+inline DeviceBuffer<unsigned> shift_tiles_by_work(const Problem& p, int tdy, int tdx) {
+    const int nty = ceil_div(p.out_h(), tdy), ntx = ceil_div(p.out_w(), tdx);
+    if (nty > 0xffff || ntx > 0xffff)
+        throw UsageError("output of " + std::to_string(p.out_h()) + " x " + std::to_string(p.out_w()) +
+                         " has more than 65535 shift tiles per dimension");
+    // Rows (or columns) of the union of the overlaps of `tile` consecutive shifts from `first`.
+    auto extent = [](int first, int tile, int m, int n) {
+        const int d0 = first - (n - 1), d1 = std::min(d0 + tile - 1, m - 1);
+        return std::min(n, m - d0) - std::max(0, -d1);
+    };
+    std::vector<std::pair<int64_t, unsigned>> tiles;
+    for (int ty = 0; ty < nty; ++ty)
+        for (int tx = 0; tx < ntx; ++tx) {
+            const int64_t work = int64_t(extent(ty * tdy, tdy, p.hL, p.hR)) * extent(tx * tdx, tdx, p.wL, p.wR);
+            tiles.push_back({-work, unsigned(ty) << 16 | unsigned(tx)});
+        }
+    std::stable_sort(tiles.begin(), tiles.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<unsigned> order(tiles.size());
+    for (size_t k = 0; k < tiles.size(); ++k) order[k] = tiles[k].second;
+    DeviceBuffer<unsigned> out(order.size());
+    XC_CUDA_CHECK(cudaMemcpy(out.get(), order.data(), out.bytes(), cudaMemcpyHostToDevice));
+    return out;
+}
+
+}  // namespace xcorr
