@@ -48,31 +48,8 @@ __global__ void __launch_bounds__(kWarp * WARPS, 64 / WARPS)
     const int dy = y - (hR - 1);
     const Span rows = overlap_span(dy, hL, hR);
     const WarpColumns cols = warp_columns(x0, wL, wR);
-    const int steps = (rows.end - rows.begin) * cols.chunks();  // (row, chunk) pairs, >= 1
-    const int lcol = cols.dx0 + lane;                            // left column of step 0, chunk 0
-
-    int r = rows.begin, c = cols.begin;
-    LeftWindow<MODE> win{load_rc_or_zero(L, hL, wL, r + dy, c + lcol),
-                         load_rc_or_zero(L, hL, wL, r + dy, c + lcol + kWarp)};
-    float rbuf = load_rc_or_zero(R, hR, wR, r, c + lane);
-    float sum = 0.0f;
-    for (int i = 0; i < steps; ++i) {
-        int cn = c + kWarp, rn = r;
-        if (cn >= cols.end) cn = cols.begin, ++rn;
-        // Prefetch the next (row, chunk); after the last one row -1 makes the guards skip it.
-        const int lrow = i + 1 < steps ? rn + dy : -1, rrow = i + 1 < steps ? rn : -1;
-        const float next_lo = load_rc_or_zero(L, hL, wL, lrow, cn + lcol);
-        const float next_hi = load_rc_or_zero(L, hL, wL, lrow, cn + lcol + kWarp);
-        const float next_r = load_rc_or_zero(R, hR, wR, rrow, cn + lane);
-        const int ln = lane_id_fresh();
-#pragma unroll
-        for (int s = 0; s < kWarp; ++s) {
-            sum = fmaf(win.at(s, ln), broadcast(rbuf, s), sum);
-            win.advance(s, ln);
-        }
-        win.lo = next_lo, win.hi = next_hi, rbuf = next_r;
-        r = rn, c = cn;
-    }
+    const int lcol = cols.dx0 + lane;  // left column of step 0, chunk 0
+    const float sum = warp_shuffle_rows<MODE>(L, hL, wL, R, hR, wR, dy, rows.begin, rows.end, cols, lane, lcol);
     if (x0 + lane < out_w) out[(int64_t(k) * out_h + y) * out_w + x0 + lane] = sum;
 }
 

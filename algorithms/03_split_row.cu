@@ -111,28 +111,7 @@ __global__ void __launch_bounds__(kWarp * WARPS, 64 / WARPS)
         const Span span = overlap_span(dy, hL, hR);
         const int first = span.begin + (job << J.shift);
         const int last = min(span.end, first + (1 << J.shift));
-        const int steps = (last - first) * cols.chunks();
-
-        int r = first, c = cols.begin;
-        float lo = load_rc_or_zero(L, hL, wL, r + dy, c + lcol);
-        float hi = load_rc_or_zero(L, hL, wL, r + dy, c + lcol + kWarp);
-        float rbuf = load_rc_or_zero(R, hR, wR, r, c + lane);
-        float sum = 0.0f;
-        for (int i = 0; i < steps; ++i) {
-            int cn = c + kWarp, rn = r;
-            if (cn >= cols.end) cn = cols.begin, ++rn;
-            // Prefetch the next (row, chunk) of the job; row -1 after the last: the guards skip it.
-            const int lrow = i + 1 < steps ? rn + dy : -1, rrow = i + 1 < steps ? rn : -1;
-            const float next_lo = load_rc_or_zero(L, hL, wL, lrow, cn + lcol);
-            const float next_hi = load_rc_or_zero(L, hL, wL, lrow, cn + lcol + kWarp);
-            const float next_r = load_rc_or_zero(R, hR, wR, rrow, cn + lane);
-            const LeftWindow<LeftMode::Index> win{lo, hi};
-            const int ln = lane_id_fresh();
-#pragma unroll
-            for (int s = 0; s < kWarp; ++s) sum = fmaf(win.at(s, ln), broadcast(rbuf, s), sum);
-            lo = next_lo, hi = next_hi, rbuf = next_r;
-            r = rn, c = cn;
-        }
+        const float sum = warp_shuffle_rows<LeftMode::Index>(L, hL, wL, R, hR, wR, dy, first, last, cols, lane, lcol);
         if (x0 + lane < out_w) {
             float* o = out + (int64_t(k) * out_h + y) * out_w + x0 + lane;
             if (atomic) atomicAdd(o, sum);

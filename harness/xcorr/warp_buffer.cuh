@@ -129,6 +129,41 @@ __device__ __forceinline__ WarpColumns warp_columns(int x0, int wL, int wR) {
     return WarpColumns{b > 0 ? b : 0, e < wR ? e : wR, dx0};
 }
 
+// The warp-shuffle inner loop (02_warp_shuffle.cu, 03_split_row.cu): one lane's sum of products
+// over the overlap rows [first, last) of the output row with row shift dy (last > first), for the
+// warp's columns `cols`; lcol = cols.dx0 + lane, the lane's left column of step 0. It walks
+// (row, 32-column chunk) steps with the next step's three loads in flight under the 32 FMAs of
+// the current one. Must be called by all 32 lanes of the warp together.
+template <LeftMode MODE>
+__device__ __forceinline__ float warp_shuffle_rows(const float* L, int hL, int wL, const float* R, int hR, int wR,
+                                                   int dy, int first, int last, const WarpColumns& cols, int lane,
+                                                   int lcol) {
+    const int steps = (last - first) * cols.chunks();
+    int r = first, c = cols.begin;
+    LeftWindow<MODE> win{load_rc_or_zero(L, hL, wL, r + dy, c + lcol),
+                         load_rc_or_zero(L, hL, wL, r + dy, c + lcol + kWarp)};
+    float rbuf = load_rc_or_zero(R, hR, wR, r, c + lane);
+    float sum = 0.0f;
+    for (int i = 0; i < steps; ++i) {
+        int cn = c + kWarp, rn = r;
+        if (cn >= cols.end) cn = cols.begin, ++rn;
+        // Prefetch the next (row, chunk); after the last one row -1 makes the guards skip it.
+        const int lrow = i + 1 < steps ? rn + dy : -1, rrow = i + 1 < steps ? rn : -1;
+        const float next_lo = load_rc_or_zero(L, hL, wL, lrow, cn + lcol);
+        const float next_hi = load_rc_or_zero(L, hL, wL, lrow, cn + lcol + kWarp);
+        const float next_r = load_rc_or_zero(R, hR, wR, rrow, cn + lane);
+        const int ln = lane_id_fresh();
+#pragma unroll
+        for (int s = 0; s < kWarp; ++s) {
+            sum = fmaf(win.at(s, ln), broadcast(rbuf, s), sum);
+            win.advance(s, ln);
+        }
+        win.lo = next_lo, win.hi = next_hi, rbuf = next_r;
+        r = rn, c = cn;
+    }
+    return sum;
+}
+
 // PairMap lookups in 32-bit arithmetic. PairMap takes an int64 index, and a 64-bit division is a
 // subroutine call in SASS whose register saves ptxas reports as spills in register-heavy kernels.
 // Valid for output counts below 2^31: launchers check Problem::out_count() with fits_int32_count.
