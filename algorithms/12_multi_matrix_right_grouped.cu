@@ -40,10 +40,7 @@ __global__ void __launch_bounds__(kWarp * kWarps, (kMinBlocks<1, R, S, LR>))
     const int x = x0 + lane_id();
     const int dy0 = y0 - (g.hR - 1);  // row shift of overlap 0; overlap s has dy0 + s
     const WarpColumns cols = warp_columns(x0, g.wL, g.wR);
-    // Left rows meeting any overlap of the group: [lb, le); all S overlaps active: [mb, me).
-    const int lb = max(0, dy0), le = min(g.hL, dy0 + S - 1 + g.hR);
-    int mb = max(lb, dy0 + S - 1), me = min(le, dy0 + g.hR);
-    if (mb >= me) mb = me = le;  // no row has every overlap active (hR < S or an edge group)
+    const GroupRows rows = group_rows<S>(dy0, g.hL, g.hR);
 
     const int64_t jobs = int64_t(n_lefts) * n_groups;
     for (int64_t z = blockIdx.y; z < jobs; z += gridDim.y) {
@@ -54,18 +51,7 @@ __global__ void __launch_bounds__(kWarp * kWarps, (kMinBlocks<1, R, S, LR>))
         int64_t rstep = map.right_j * g.right_size;
         asm("" : "+l"(rstep));  // kept in a register, not rebuilt from the parameters per load (see opaque_ptr)
         float acc[S][1][R] = {};
-        // One call site per band shape keeps the code to two unrolled bodies.
-        for (int l = lb; l < le;) {
-            if constexpr (LR > 1) {
-                if (l >= mb && l + LR <= me) {
-                    accumulate_band<1, R, S, LR>(acc, L, 0, Rm, rstep, g.wL, g.hR, g.wR, l, l - dy0 - (S - 1), cols);
-                    l += LR;
-                    continue;
-                }
-            }
-            accumulate_band<1, R, S, 1>(acc, L, 0, Rm, rstep, g.wL, g.hR, g.wR, l, l - dy0 - (S - 1), cols);
-            ++l;
-        }
+        accumulate_group<1, R, S, LR>(acc, L, 0, Rm, rstep, g, dy0, rows, cols);
         if (x < g.out_w) {
 #pragma unroll
             for (int s = 0; s < S; ++s) {
@@ -93,10 +79,8 @@ public:
     }
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
-        if (fan_)
-            fan_->run(stream, jobs_.lefts, [&](int i, cudaStream_t s) { launch(left, right, out, i, 1, s); });
-        else
-            launch(left, right, out, 0, jobs_.lefts, stream);
+        for_lefts(fan_, stream, jobs_.lefts,
+                  [&](int i_begin, int n_lefts, cudaStream_t s) { launch(left, right, out, i_begin, n_lefts, s); });
     }
 
 private:
@@ -133,8 +117,7 @@ XCORR_REGISTER_VARIANT(Variant{
     .params = {{"overlaps", {"4", "1", "2"}, "vertically adjacent overlaps per thread (S); must equal left_rows"},
                {"rights", {"4", "1", "2"}, "right matrices per thread (R)"},
                {"left_rows", {"4", "1", "2"}, "left rows per main-phase step (LR); must equal overlaps"},
-               {"launch", {"grid", "streams1", "streams20"},
-                "n-to-mn/n-to-m: left index in the grid, or one one-to-many launch per left on K streams"}},
+               kLaunchParam},
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
         return std::make_unique<MultiRightGrouped>(p, param_int(ps, "rights"), param_int(ps, "overlaps"),
                                                    param_int(ps, "left_rows"), parse_launch(ps.at("launch")));

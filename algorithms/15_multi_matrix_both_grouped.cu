@@ -37,10 +37,7 @@ __global__ void __launch_bounds__(kWarp * kWarps, (kMinBlocks<NL, NR, S, LR>))
     const int x = x0 + lane_id();
     const int dy0 = y0 - (g.hR - 1);  // row shift of overlap 0; overlap s has dy0 + s
     const WarpColumns cols = warp_columns(x0, g.wL, g.wR);
-    // Left rows meeting any overlap of the group: [lb, le); all S overlaps active: [mb, me).
-    const int lb = max(0, dy0), le = min(g.hL, dy0 + S - 1 + g.hR);
-    int mb = max(lb, dy0 + S - 1), me = min(le, dy0 + g.hR);
-    if (mb >= me) mb = me = le;  // no row has every overlap active (hR < S or an edge group)
+    const GroupRows rows = group_rows<S>(dy0, g.hL, g.hR);
 
     const int64_t jobs = int64_t(n_lgroups) * n_rgroups;
     for (int64_t z = blockIdx.y; z < jobs; z += gridDim.y) {
@@ -49,20 +46,7 @@ __global__ void __launch_bounds__(kWarp * kWarps, (kMinBlocks<NL, NR, S, LR>))
         const float* L = left + int64_t(i0) * g.left_size;
         const float* Rm = right + int64_t(j0) * g.right_size;
         float acc[S][NL][NR] = {};
-        // One call site per band shape keeps the code to two unrolled bodies.
-        for (int l = lb; l < le;) {
-            if constexpr (LR > 1) {
-                if (l >= mb && l + LR <= me) {
-                    accumulate_band<NL, NR, S, LR>(acc, L, g.left_size, Rm, g.right_size, g.wL, g.hR, g.wR, l,
-                                                   l - dy0 - (S - 1), cols);
-                    l += LR;
-                    continue;
-                }
-            }
-            accumulate_band<NL, NR, S, 1>(acc, L, g.left_size, Rm, g.right_size, g.wL, g.hR, g.wR, l,
-                                          l - dy0 - (S - 1), cols);
-            ++l;
-        }
+        accumulate_group<NL, NR, S, LR>(acc, L, g.left_size, Rm, g.right_size, g, dy0, rows, cols);
         if (x < g.out_w) {
 #pragma unroll
             for (int s = 0; s < S; ++s) {

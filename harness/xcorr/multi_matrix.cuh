@@ -244,6 +244,44 @@ __device__ __forceinline__ void accumulate_band(float (&acc)[S][NL][NR], const f
     }
 }
 
+// The grouped-overlap walk (the +grouped-overlap variants, 12_* and 15_*, after the paper's
+// init / main / final phases): a warp's S vertically adjacent overlaps start at row shift dy0
+// (overlap s has dy0 + s). Left rows meeting any of them: [lb, le); rows where all S are active
+// (the main phase, LR left rows per band step): [mb, me); the init and final phases around it run
+// one left row per step, the inactive overlaps reading zero right rows.
+struct GroupRows {
+    int lb, le, mb, me;
+};
+template <int S>
+__device__ __forceinline__ GroupRows group_rows(int dy0, int hL, int hR) {
+    GroupRows g{max(0, dy0), min(hL, dy0 + S - 1 + hR), 0, 0};
+    g.mb = max(g.lb, dy0 + S - 1);
+    g.me = min(g.le, dy0 + hR);
+    if (g.mb >= g.me) g.mb = g.me = g.le;  // no row has every overlap active (hR < S or an edge group)
+    return g;
+}
+// Adds the whole walk to acc (left matrix l is `left + l*left_step`, right r `right + r*right_step`).
+// One call site per band shape keeps the code to two unrolled bodies.
+template <int NL, int NR, int S, int LR>
+__device__ __forceinline__ void accumulate_group(float (&acc)[S][NL][NR], const float* __restrict__ left,
+                                                 int64_t left_step, const float* __restrict__ right,
+                                                 int64_t right_step, const Geometry& g, int dy0, const GroupRows& rows,
+                                                 const WarpColumns& cols) {
+    for (int l = rows.lb; l < rows.le;) {
+        if constexpr (LR > 1) {
+            if (l >= rows.mb && l + LR <= rows.me) {
+                accumulate_band<NL, NR, S, LR>(acc, left, left_step, right, right_step, g.wL, g.hR, g.wR, l,
+                                               l - dy0 - (S - 1), cols);
+                l += LR;
+                continue;
+            }
+        }
+        accumulate_band<NL, NR, S, 1>(acc, left, left_step, right, right_step, g.wL, g.hR, g.wR, l,
+                                      l - dy0 - (S - 1), cols);
+        ++l;
+    }
+}
+
 // Writes (or, when several split-row workers share an output, atomically adds) one value.
 __device__ __forceinline__ void emit(float* p, float v, bool atomic) {
     if (atomic) atomicAdd(p, v);
