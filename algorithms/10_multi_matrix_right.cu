@@ -71,10 +71,8 @@ public:
     }
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
-        if (fan_)
-            fan_->run(stream, jobs_.lefts, [&](int i, cudaStream_t s) { launch(left, right, out, i, 1, s); });
-        else
-            launch(left, right, out, 0, jobs_.lefts, stream);
+        for_lefts(fan_, stream, jobs_.lefts,
+                  [&](int i_begin, int n_lefts, cudaStream_t s) { launch(left, right, out, i_begin, n_lefts, s); });
     }
 
 private:
@@ -106,8 +104,7 @@ XCORR_REGISTER_VARIANT(Variant{
     .timed = "kernel (one launch per group size; launch=streamsK: one per left matrix, K streams)",
     .forms = {Form::OneToMany, Form::NToMn, Form::NToM},
     .params = {{"rights", {"8", "1", "2", "4"}, "right matrices per thread (R)"},
-               {"launch", {"grid", "streams1", "streams20"},
-                "n-to-mn/n-to-m: left index in the grid, or one one-to-many launch per left on K streams"}},
+               kLaunchParam},
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
         return std::make_unique<MultiRight>(p, param_int(ps, "rights"), parse_launch(ps.at("launch")));
     },

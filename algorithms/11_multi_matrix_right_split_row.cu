@@ -68,10 +68,8 @@ public:
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
         if (split_.atomic()) XC_CUDA_CHECK(cudaMemsetAsync(out, 0, size_t(out_elems_) * sizeof(float), stream));
-        if (fan_)
-            fan_->run(stream, jobs_.lefts, [&](int i, cudaStream_t s) { launch(left, right, out, i, 1, s); });
-        else
-            launch(left, right, out, 0, jobs_.lefts, stream);
+        for_lefts(fan_, stream, jobs_.lefts,
+                  [&](int i_begin, int n_lefts, cudaStream_t s) { launch(left, right, out, i_begin, n_lefts, s); });
     }
 
 private:
@@ -107,8 +105,7 @@ XCORR_REGISTER_VARIANT(Variant{
                {"rows", {"1", "2", "4", "8", "16", "n"}, "overlap rows per job (n: the whole overlap, no split)"},
                {"distribution", {"triangle", "rectangle", "none"},
                 "worker -> job map: exact (triangle), m per output row (rectangle), no split (none, rows=n)"},
-               {"launch", {"grid", "streams1", "streams20"},
-                "n-to-mn/n-to-m: left index in the grid, or one one-to-many launch per left on K streams"}},
+               kLaunchParam},
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
         return std::make_unique<MultiRightSplit>(p, param_int(ps, "rights"), ps);
     },

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +29,7 @@
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/device.cuh"
 #include "xcorr/device_buffer.hpp"
+#include "xcorr/registry.hpp"
 #include "xcorr/warp_buffer.cuh"
 
 namespace xcorr::multi {
@@ -435,5 +437,19 @@ private:
     std::vector<cudaEvent_t> joins_;
     cudaEvent_t fork_ = nullptr;
 };
+
+// The left loop of the multi-matrix-right variants (n-to-mn, n-to-m): one launch over all N lefts
+// (launch=grid: no fan) or one launch per left on the fan's streams; launch(i_begin, n_lefts, s).
+template <class F>
+void for_lefts(std::optional<StreamFan>& fan, cudaStream_t stream, int lefts, F&& launch) {
+    if (fan)
+        fan->run(stream, lefts, [&](int i, cudaStream_t s) { launch(i, 1, s); });
+    else
+        launch(0, lefts, stream);
+}
+// Their `launch` parameter (parse_launch reads it).
+inline const ParamSpec kLaunchParam{
+    "launch", {"grid", "streams1", "streams20"},
+    "n-to-mn/n-to-m: left index in the grid, or one one-to-many launch per left on K streams"};
 
 }  // namespace xcorr::multi
