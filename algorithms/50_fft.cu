@@ -654,6 +654,7 @@ XCORR_REGISTER_VARIANT(Variant{
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
         return std::make_unique<Fft>(p, true, ps.at("launch") == "graph", ps.at("layout") == "inplace");
     },
+    .pilot_batch = true,  // microseconds where the definition's FMA count says milliseconds
 });
 
 XCORR_REGISTER_VARIANT(Variant{

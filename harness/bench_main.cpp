@@ -13,6 +13,9 @@
 // divided by the batch is reported as the time per call (manual time). --min-time is the GPU time
 // each repetition runs for (paper: 0.1 s). The batch grows as the problem shrinks, so that a
 // microsecond kernel is not dominated by event and launch gaps, and is recorded as a counter.
+// Variants whose work is far below the definition's FMA count (fft: pilot_batch in the registry)
+// get the batch from a pilot instead: 3 timed calls after a warm-up, then enough calls for
+// kMinIterationSeconds (about the heuristic's 3e9 FMAs at the H200's FP32 peak).
 // With --cold the L2 cache is flushed before every iteration and the batch is 1.
 // --launch-floor adds "launch-floor/empty-kernel": an empty kernel timed the same way, the floor
 // under every tiny problem (launch throughput, not arithmetic).
@@ -52,6 +55,7 @@ struct Case {
     Problem problem;
     Params params;
     int batch;
+    bool batch_given;  // batch= in the case or --batch: no pilot
 };
 
 Case parse_case(const std::string& spec, const Options& opt) {
@@ -60,6 +64,7 @@ Case parse_case(const std::string& spec, const Options& opt) {
     Params given;
     Problem p;
     int batch = opt.batch;
+    bool batch_given = opt.batch > 0;
     auto to_int = [&](const std::string& k, const std::string& v) {
         try {
             size_t used = 0;
@@ -83,7 +88,7 @@ Case parse_case(const std::string& spec, const Options& opt) {
         else if (k == "wR") p.wR = to_int(k, v);
         else if (k == "nL") p.nL = to_int(k, v);
         else if (k == "nR") p.nR = to_int(k, v);
-        else if (k == "batch") batch = to_int(k, v);
+        else if (k == "batch") batch = to_int(k, v), batch_given = true;
         else given[k] = v;
     }
     if (variant_name.empty() || form_text.empty()) throw UsageError("case '" + spec + "': needs variant= and form=");
@@ -99,7 +104,7 @@ Case parse_case(const std::string& spec, const Options& opt) {
         batch = int(std::clamp(std::ceil(3e9 / p.fmas()), 1.0, 256.0));
     }
     batch = std::min(batch, v.max_batch);
-    return Case{&v, p, params, batch};
+    return Case{&v, p, params, batch, batch_given};
 }
 
 std::vector<Case> smoke_cases(const Options& opt) {
@@ -223,6 +228,31 @@ void run_case(benchmark::State& st, const Case& c, const Options& opt, const Gpu
     }
 }
 
+constexpr double kMinIterationSeconds = 1e-4;
+
+// The batch of a pilot_batch variant (see the header). Errors leave the batch as it is: the
+// benchmark itself then reports them.
+int pilot_batch(const Case& c, const Options& opt) {
+    const Problem& p = c.problem;
+    try {
+        require_free_memory(sizeof(float) * size_t(p.left_elems() + p.right_elems() + p.out_elems()), "this case");
+        DeviceBuffer<float> dl(size_t(p.left_elems())), dr(size_t(p.right_elems())), dout(size_t(p.out_elems()));
+        BatchTimer timer;
+        const cudaStream_t stream = timer.stream();
+        fill_uniform(dl.get(), dl.size(), opt.seed, stream);
+        fill_uniform(dr.get(), dr.size(), opt.seed + 1, stream);
+        std::unique_ptr<Instance> inst = c.variant->make(p, c.params);
+        inst->run(dl.get(), dr.get(), dout.get(), stream);
+        XC_CUDA_CHECK(cudaStreamSynchronize(stream));
+        const double t = timer.seconds_per_call(3, [&] { inst->run(dl.get(), dr.get(), dout.get(), stream); });
+        const double want = t > 0 ? std::ceil(kMinIterationSeconds / t) : double(c.batch);
+        return int(std::clamp(want, double(c.batch), double(std::max(c.batch, std::min(256, c.variant->max_batch)))));
+    } catch (const std::exception&) {
+        cudaGetLastError();
+        return c.batch;
+    }
+}
+
 void run_launch_floor(benchmark::State& st, int batch) {
     try {
         BatchTimer timer;
@@ -287,6 +317,9 @@ int main(int argc, char** argv) {
             benchmark::AddCustomContext("xcorr_min_time_s", std::to_string(opt.min_time));
             benchmark::AddCustomContext("xcorr_cold", opt.cold ? "1" : "0");
         }
+        if (!list_only && !opt.cold)
+            for (Case& c : cases)
+                if (c.variant->pilot_batch && !c.batch_given) c.batch = pilot_batch(c, opt);
         static std::vector<Case> registered;
         registered = cases;
         for (const Case& c : registered) {

@@ -62,6 +62,9 @@ struct Variant {
     // Most back-to-back calls the benchmark may put between one pair of events (a variant whose
     // call is dominated by host work, such as plan creation, sets 1).
     int max_batch = 256;
+    // The definition's FMA count, from which the benchmark sizes its batch, overstates this
+    // variant's work by orders of magnitude (fft): the batch comes from a timed pilot call instead.
+    bool pilot_batch = false;
 
     bool supports(Form f) const;
     // Fills in defaults and rejects unknown parameters and values outside the allowed set
