@@ -199,6 +199,47 @@ __global__ void __launch_bounds__(kThreads) product_kernel(ProductArgs a) {
     }
 }
 
+// product_tile_kernel (n-to-m): the N*M products of N left and M right spectra, in TL x TR tiles of
+// pairs. A thread owns one 16-byte element pair of every slot of one tile: it loads TL left and
+// TR right float4 once and writes TL * TR products, so a product costs 16 bytes of writes and
+// (TL + TR) / (TL * TR) x 16 bytes of reads instead of 32 (product_kernel reads both spectra per
+// product: 0.52 ms of the 2.04 ms of 32-to-32 at 256 on the H200). blockIdx.y walks the tiles,
+// left tiles fastest (strided beyond 65535); the x dimension of the grid walks the elements.
+// Product slot of left i and chunk right jj: jj * nL + i (right-major, as output_of_slot expects).
+constexpr int kTileL = 4, kTileR = 4;
+
+__global__ void __launch_bounds__(kThreads) product_tile_kernel(ProductArgs a, int n_right) {
+    const int nL = a.pairs.nL;
+    const int tiles_l = (nL + kTileL - 1) / kTileL;
+    const int64_t tiles = int64_t(tiles_l) * ((n_right + kTileR - 1) / kTileR);
+    const int64_t E4 = a.E / 2;
+    for (int64_t t = blockIdx.y; t < tiles; t += gridDim.y) {
+        const int i0 = int(t % tiles_l) * kTileL, j0 = int(t / tiles_l) * kTileR;
+        const int nl = min(kTileL, nL - i0), nr = min(kTileR, n_right - j0);
+        const float4* L = reinterpret_cast<const float4*>(a.lspec) + int64_t(i0) * E4;
+        const float4* R = reinterpret_cast<const float4*>(a.rspec) + int64_t(j0) * E4;
+        float4* C = reinterpret_cast<float4*>(a.res);
+        for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < E4; e += int64_t(gridDim.x) * blockDim.x) {
+            float4 l[kTileL], r[kTileR];
+#pragma unroll
+            for (int u = 0; u < kTileL; ++u)
+                if (u < nl) l[u] = __ldg(L + u * E4 + e);
+#pragma unroll
+            for (int v = 0; v < kTileR; ++v)
+                if (v < nr) r[v] = __ldg(R + v * E4 + e);
+#pragma unroll
+            for (int v = 0; v < kTileR; ++v)
+#pragma unroll
+                for (int u = 0; u < kTileL; ++u)
+                    if (u < nl && v < nr) {
+                        const float2 lo = mul_conj(make_float2(l[u].x, l[u].y), make_float2(r[v].x, r[v].y), a.scale);
+                        const float2 hi = mul_conj(make_float2(l[u].z, l[u].w), make_float2(r[v].z, r[v].w), a.scale);
+                        C[(int64_t(j0 + v) * nL + i0 + u) * E4 + e] = make_float4(lo.x, lo.y, hi.x, hi.y);
+                    }
+        }
+    }
+}
+
 struct CropArgs {
     const float* res;  // result real slots (row pitch `pitch`)
     float* out;
@@ -510,7 +551,11 @@ private:
                             float(1.0 / (double(P_) * double(Q_)))};
         // 16-byte accesses when every slot start is 16-byte aligned.
         const bool pairs = E_ % 2 == 0 && (reinterpret_cast<uintptr_t>(spec_slot(0)) % 16) == 0;
-        if (pairs) product_kernel<true><<<element_grid(E_ / 2, slots), kThreads, 0, stream>>>(a);
+        if (pairs && p_.form == Form::NToM) {
+            const int n_right = int(slots / p_.nL);
+            const int64_t tiles = int64_t(ceil_div(p_.nL, kTileL)) * ceil_div(n_right, kTileR);
+            product_tile_kernel<<<element_grid(E_ / 2, tiles), kThreads, 0, stream>>>(a, n_right);
+        } else if (pairs) product_kernel<true><<<element_grid(E_ / 2, slots), kThreads, 0, stream>>>(a);
         else product_kernel<false><<<element_grid(E_, slots), kThreads, 0, stream>>>(a);
         XC_CHECK_LAUNCH();
     }
