@@ -23,7 +23,8 @@
 //      spectrum is computed once and reused for all its pairs (one-to-many: 1 left spectrum for
 //      all M; n-to-mn: N left spectra for all M groups; n-to-m: N + M spectra for N*M products).
 //      Forms whose right k serves only output k write the product over the right spectrum
-//      (in place); n-to-m writes N*M product slots, ordered right-major (slot j*N + i);
+//      (in place); n-to-m writes N*M product slots, ordered right-major (slot j*N + i), with
+//      product_tile_kernel (4 x 4 pairs per thread, each spectrum element loaded once per tile);
 //   4. one batched C2R over the product slots (into the rights' real slots, or n-to-m's own);
 //   5. crop_kernel (Instance::finish, untimed, reported as finish_time): top-left window of every
 //      result slot into `out`, the paper's untimed quadrant-swap step.
@@ -51,6 +52,31 @@
 // were 1.4-2.1x slower). Two traps on the way, for whoever tries again: cuFFT 12 (CUDA 13) fails
 // every plan with CUFFT_INTERNAL_ERROR when the callback is declared extern "C" (it looks the
 // symbol up under C++ linkage), and the caller_info array must outlive the planning call.
+//
+// Where the time goes (ncu kernel durations on the H200, clocks and caches left alone, one call,
+// revision 7627088 except the n-to-m product, which is product_tile_kernel's now):
+//     case           pad     R2C (2 kernels)  product  C2R (2 kernels)  sum w/o pad  paper's fft
+//     1-to-1 256     4.0 us    4.0 +  5.3       3.2      4.8 +  3.4       20.7 us      20.8 us
+//     1-to-32 256   13.2 us   26.1 + 27.2      14.4     23.5 + 24.9      116 us       115 us
+//     32-to-32 256  24 us     48.6 + 50.0      519      692 + 703        2.01 ms      1.97 ms
+//     real-data     232 us    452 + 363        358      359 + 467        2.00 ms      1.91 ms
+// The paper times R2C, product and C2R one by one and pads on the host, so its figure is the
+// sum without the pad; ours is one graph launch with the pad in it. cuFFT's four passes are the
+// bulk, each bandwidth-bound (3-3.6 TB/s); the product runs at 3.6-4.6 TB/s, except n-to-m, which
+// read both spectra per product (now tiled: 32-to-32 at 256 takes 1.89 ms in all).
+//
+// Two fusions that did not pay, measured on the H200 and kept on branches for the record:
+//  - L2-sized waves (branch fft-waves, 965b2b5): pad -> R2C -> product -> C2R per group of rights
+//    small enough to stay in the 50 MB L2. Slower at every budget tried (12, 25, 40 MiB): 1-to-32
+//    at 256: 305 / 181 / 177 us against 128 us for the whole batch; real-data: 4.71 / 3.35 / 2.99
+//    against 2.23 ms; 32-to-32: 2.63 against 2.04 ms. Smaller cuFFT batches lose more than the
+//    L2 saves.
+//  - The product fused into the inverse column DFT (branch fft-fused-probe): one kernel reads
+//    both spectra, multiplies and runs a shared-memory Stockham DFT (radices 8, 4, 2, 3, 5, 7) down
+//    every column, then a 1-D cuFFT C2R along the rows. Validated, but the fused kernel took
+//    2.03 ms for 32-to-32 at 256 (product + cuFFT's column pass: 0.52 + 0.69 ms) and 0.86 ms on the
+//    real-data shape (0.36 + 0.36 ms): narrow column tiles (32-64 B per row) do not stream like
+//    cuFFT's column kernel. A competitive version needs cuFFTDx-class device FFTs.
 //
 // Plans. `fft` takes its plans from a process-wide cache keyed by (P, Q, batch, direction), so a
 // second instance of the same shape creates none. The cache is guarded by a mutex (instances may
