@@ -30,12 +30,12 @@ def test_list_registers_every_variant_and_form(registry):
     ("variant=overlap-wise form=n-to-mn size=8 nL=3 nR=4", "multiple"),
     ("variant=overlap-wise form=one-to-one size=eight", "not an integer"),
 ])
-def test_bad_case(case, needle):
+def test_bad_case(case, needle, overlap_wise):
     r = run([binary("xcorr_bench"), "--case", case, "--benchmark_list_tests"])
     assert r.returncode == 2 and needle in r.stderr, r.stderr
 
 
-def test_smoke_json(gpu, tmp_path):
+def test_smoke_json(gpu, tmp_path, overlap_wise):
     out = tmp_path / "b.json"
     r = run([binary("xcorr_bench"), "--case", "variant=overlap-wise form=one-to-many size=17 nL=1 nR=3",
              "--case", "variant=overlap-wise form=n-to-m hL=9 wL=20 hR=5 wR=7 nL=2 nR=3 warps=8",

@@ -59,7 +59,7 @@ def test_output_overwrites_atomically(xcorr, tmp_path, pair):
 
 # --- xcorr list ----------------------------------------------------------------------------
 
-def test_list_json(registry):
+def test_list_json(registry, overlap_wise):
     names = [v["name"] for v in registry]
     assert "overlap-wise" in names and len(names) == len(set(names))
     for v in registry:
@@ -150,7 +150,7 @@ def test_counts_that_do_not_fit_the_form(xcorr, tmp_path, form, nl, nr, needle):
     one_line_error(r, 2, needle)
 
 
-def test_unknown_variant(xcorr, tmp_path, pair):
+def test_unknown_variant(xcorr, tmp_path, pair, overlap_wise):
     r = xrun(xcorr, "--algorithm", "no-such-kernel", "--form", "one-to-one", *pair, "--out", tmp_path / "o.npy")
     one_line_error(r, 2, "unknown algorithm", "overlap-wise")
 
@@ -160,13 +160,13 @@ def test_unknown_form(xcorr, tmp_path, pair):
     one_line_error(r, 2, "unknown form")
 
 
-def test_unknown_parameter(xcorr, tmp_path, pair):
+def test_unknown_parameter(xcorr, tmp_path, pair, overlap_wise):
     r = xrun(xcorr, "--algorithm", "overlap-wise", "--form", "one-to-one", "--param", "colour=red", *pair,
              "--out", tmp_path / "o.npy")
     one_line_error(r, 2, "unknown parameter", "warps")
 
 
-def test_parameter_value_outside_the_allowed_set(xcorr, tmp_path, pair):
+def test_parameter_value_outside_the_allowed_set(xcorr, tmp_path, pair, overlap_wise):
     r = xrun(xcorr, "--algorithm", "overlap-wise", "--form", "one-to-one", "--param", "warps=3", *pair,
              "--out", tmp_path / "o.npy")
     one_line_error(r, 2, "warps=3", "4, 8")
@@ -221,7 +221,7 @@ def test_output_too_large_for_host_memory(xcorr, tmp_path):
     assert not out.exists()
 
 
-def test_no_gpu_gives_exit_3(xcorr, gpu_info, tmp_path, pair):
+def test_no_gpu_gives_exit_3(xcorr, gpu_info, tmp_path, pair, overlap_wise):
     info, _ = gpu_info
     if info is not None:
         pytest.skip("a GPU is present: the no-GPU path cannot be exercised here")

@@ -47,7 +47,7 @@ def test_run_validate_end_to_end(gpu, registry, tmp_path, name):
         assert rel_error(got, want) <= v["tolerance"], form
 
 
-def test_validate_catches_a_wrong_result(gpu, tmp_path):
+def test_validate_catches_a_wrong_result(gpu, tmp_path, overlap_wise):
     """--validate must be able to fail: a NaN in the input makes the output non-finite, which
     the validation reports (exit 1) instead of writing the file."""
     left = np.ones((4, 4), np.float32)
@@ -60,7 +60,7 @@ def test_validate_catches_a_wrong_result(gpu, tmp_path):
     assert not out.exists()
 
 
-def test_problem_too_large_for_gpu_memory(gpu, tmp_path):
+def test_problem_too_large_for_gpu_memory(gpu, tmp_path, overlap_wise):
     # 5000 x 5000 outputs of 63 x 63: ~400 GB of output from 40 MB of input.
     stack = np.zeros((5000, 32, 32), np.float32)
     l = save(tmp_path / "l.npy", stack)
@@ -79,7 +79,7 @@ def test_gpu_context(gpu):
     assert float(gpu["xcorr_fp32_peak_flops"]) > 1e12
 
 
-def test_binary_not_built_for_this_gpu(gpu, tmp_path):
+def test_binary_not_built_for_this_gpu(gpu, tmp_path, overlap_wise):
     """A binary holding code only for another architecture refuses with exit 3 and names the
     -Dgpu_arch to rebuild with (instead of failing at the first launch)."""
     import shutil
@@ -101,3 +101,19 @@ def test_binary_not_built_for_this_gpu(gpu, tmp_path):
     assert r.returncode == 3, (r.stdout, r.stderr)
     assert f"-Dgpu_arch={cc}" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "o.npy").exists()
+
+
+def test_fft_memory_chunks(gpu, registry):
+    """fft's memory-bounded path (rights in chunks, each chunk's crop timed) is taken only when the
+    batch does not fit in GPU memory; XCORR_FFT_MAX_CHUNK forces it, with tail chunks, on the
+    validator's shapes."""
+    import os
+    if not any(v["name"] == "fft" for v in registry):
+        pytest.skip("fft is not in this build (meson -Dvariants=...)")
+    r = run([binary("xcorr_validate"), "--variant", "fft"], env={**os.environ, "XCORR_FFT_MAX_CHUNK": "2"},
+            timeout=900)
+    tail = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
+    failures = [l for l in r.stdout.splitlines() if l.startswith("FAIL")]
+    assert r.returncode == 0 and not failures, "\n".join(failures[:20]) or r.stderr
+    m = re.match(r"(\d+) passed, (\d+) failed", tail)
+    assert m and int(m.group(1)) > 0 and int(m.group(2)) == 0, tail
