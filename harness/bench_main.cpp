@@ -190,27 +190,38 @@ double timed_loop(benchmark::State& st, BatchTimer& timer, int batch, Before&& b
     return total_per_call;
 }
 
+// The inputs of a case (filled from the seed on `stream`) and its output buffer.
+struct CaseBuffers {
+    DeviceBuffer<float> left, right, out;
+    CaseBuffers(const Problem& p, const Options& opt, cudaStream_t stream) {
+        require_free_memory(sizeof(float) * size_t(p.left_elems() + p.right_elems() + p.out_elems()), "this case");
+        left = DeviceBuffer<float>(size_t(p.left_elems()));
+        right = DeviceBuffer<float>(size_t(p.right_elems()));
+        out = DeviceBuffer<float>(size_t(p.out_elems()));
+        fill_uniform(left.get(), left.size(), opt.seed, stream);
+        fill_uniform(right.get(), right.size(), opt.seed + 1, stream);
+    }
+};
+
 void run_case(benchmark::State& st, const Case& c, const Options& opt, const GpuInfo& gpu) {
     const Problem& p = c.problem;
     try {
-        require_free_memory(sizeof(float) * size_t(p.left_elems() + p.right_elems() + p.out_elems()), "this case");
-        DeviceBuffer<float> dl(size_t(p.left_elems())), dr(size_t(p.right_elems())), dout(size_t(p.out_elems()));
         BatchTimer timer;
         const cudaStream_t stream = timer.stream();
-        fill_uniform(dl.get(), dl.size(), opt.seed, stream);
-        fill_uniform(dr.get(), dr.size(), opt.seed + 1, stream);
+        CaseBuffers buf(p, opt, stream);
+        float *dl = buf.left.get(), *dr = buf.right.get(), *dout = buf.out.get();
         std::unique_ptr<L2Flusher> flusher;
         if (opt.cold) flusher = std::make_unique<L2Flusher>(gpu.l2_bytes);
 
         std::unique_ptr<Instance> inst = c.variant->make(p, c.params);
         // Warm-up: module load, first touch, lazy initialisation stay out of the numbers.
-        inst->run(dl.get(), dr.get(), dout.get(), stream);
-        if (inst->has_finish()) inst->finish(dout.get(), stream);
+        inst->run(dl, dr, dout, stream);
+        if (inst->has_finish()) inst->finish(dout, stream);
         XC_CUDA_CHECK(cudaStreamSynchronize(stream));
 
         const double total_per_call = timed_loop(
             st, timer, c.batch, [&] { if (flusher) flusher->flush(stream); },
-            [&] { inst->run(dl.get(), dr.get(), dout.get(), stream); });
+            [&] { inst->run(dl, dr, dout, stream); });
         st.counters["hL"] = p.hL, st.counters["wL"] = p.wL, st.counters["hR"] = p.hR, st.counters["wR"] = p.wR;
         st.counters["nL"] = p.nL, st.counters["nR"] = p.nR;
         st.counters["batch"] = c.batch;
@@ -220,7 +231,7 @@ void run_case(benchmark::State& st, const Case& c, const Options& opt, const Gpu
         if (total_per_call > 0) st.counters["FLOPS"] = 2.0 * p.fmas() * double(st.iterations()) / total_per_call;
         if (inst->has_finish()) {
             // The untimed post-processing, timed on its own so that it is reported, not hidden.
-            st.counters["finish_time"] = timer.seconds_per_call(10, [&] { inst->finish(dout.get(), stream); });
+            st.counters["finish_time"] = timer.seconds_per_call(10, [&] { inst->finish(dout, stream); });
         }
         st.SetLabel("family=" + c.variant->family + ";timed=" + c.variant->timed + ";precision=" + c.variant->precision);
     } catch (const std::exception& e) {
@@ -233,18 +244,15 @@ constexpr double kMinIterationSeconds = 1e-4;
 // The batch of a pilot_batch variant (see the header). Errors leave the batch as it is: the
 // benchmark itself then reports them.
 int pilot_batch(const Case& c, const Options& opt) {
-    const Problem& p = c.problem;
     try {
-        require_free_memory(sizeof(float) * size_t(p.left_elems() + p.right_elems() + p.out_elems()), "this case");
-        DeviceBuffer<float> dl(size_t(p.left_elems())), dr(size_t(p.right_elems())), dout(size_t(p.out_elems()));
         BatchTimer timer;
         const cudaStream_t stream = timer.stream();
-        fill_uniform(dl.get(), dl.size(), opt.seed, stream);
-        fill_uniform(dr.get(), dr.size(), opt.seed + 1, stream);
-        std::unique_ptr<Instance> inst = c.variant->make(p, c.params);
-        inst->run(dl.get(), dr.get(), dout.get(), stream);
+        CaseBuffers buf(c.problem, opt, stream);
+        std::unique_ptr<Instance> inst = c.variant->make(c.problem, c.params);
+        const auto call = [&] { inst->run(buf.left.get(), buf.right.get(), buf.out.get(), stream); };
+        call();  // warm-up
         XC_CUDA_CHECK(cudaStreamSynchronize(stream));
-        const double t = timer.seconds_per_call(3, [&] { inst->run(dl.get(), dr.get(), dout.get(), stream); });
+        const double t = timer.seconds_per_call(3, call);
         const double want = t > 0 ? std::ceil(kMinIterationSeconds / t) : double(c.batch);
         return int(std::clamp(want, double(c.batch), double(std::max(c.batch, std::min(256, c.variant->max_batch)))));
     } catch (const std::exception&) {
