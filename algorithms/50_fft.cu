@@ -192,6 +192,12 @@ __host__ __device__ __forceinline__ int64_t output_of_slot(const PairMap& pm, in
 __device__ __forceinline__ float2 mul_conj(float2 l, float2 r, float scale) {
     return make_float2((l.x * r.x + l.y * r.y) * scale, (l.y * r.x - l.x * r.y) * scale);
 }
+// mul_conj of two complex numbers packed in a float4 (one 16-byte access).
+__device__ __forceinline__ float4 mul_conj2(float4 l, float4 r, float scale) {
+    const float2 lo = mul_conj(make_float2(l.x, l.y), make_float2(r.x, r.y), scale);
+    const float2 hi = mul_conj(make_float2(l.z, l.w), make_float2(r.z, r.w), scale);
+    return make_float4(lo.x, lo.y, hi.x, hi.y);
+}
 
 // product_kernel: res = F(L_i) * conj(F(R_j)) / (P Q) for every product slot. blockIdx.y strides
 // over the product slots (the pair (i, j) of a slot comes from PairMap, once per slot), the x
@@ -212,10 +218,7 @@ __global__ void __launch_bounds__(kThreads) product_kernel(ProductArgs a) {
             float4* C4 = reinterpret_cast<float4*>(C);
             for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < a.E / 2;
                  e += int64_t(gridDim.x) * blockDim.x) {
-                const float4 l = __ldg(L4 + e), r = R4[e];
-                const float2 lo = mul_conj(make_float2(l.x, l.y), make_float2(r.x, r.y), a.scale);
-                const float2 hi = mul_conj(make_float2(l.z, l.w), make_float2(r.z, r.w), a.scale);
-                C4[e] = make_float4(lo.x, lo.y, hi.x, hi.y);
+                C4[e] = mul_conj2(__ldg(L4 + e), R4[e], a.scale);
             }
         } else {
             for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < a.E;
@@ -257,11 +260,7 @@ __global__ void __launch_bounds__(kThreads) product_tile_kernel(ProductArgs a, i
             for (int v = 0; v < kTileR; ++v)
 #pragma unroll
                 for (int u = 0; u < kTileL; ++u)
-                    if (u < nl && v < nr) {
-                        const float2 lo = mul_conj(make_float2(l[u].x, l[u].y), make_float2(r[v].x, r[v].y), a.scale);
-                        const float2 hi = mul_conj(make_float2(l[u].z, l[u].w), make_float2(r[v].z, r[v].w), a.scale);
-                        C[(int64_t(j0 + v) * nL + i0 + u) * E4 + e] = make_float4(lo.x, lo.y, hi.x, hi.y);
-                    }
+                    if (u < nl && v < nr) C[(int64_t(j0 + v) * nL + i0 + u) * E4 + e] = mul_conj2(l[u], r[v], a.scale);
         }
     }
 }
