@@ -56,12 +56,16 @@ def registry(xcorr):
     return json.loads(r.stdout)
 
 
+def require_variant(registry, name):
+    """Skips the test, with the reason, when a build configured with -Dvariants=... left `name` out."""
+    if not any(v["name"] == name for v in registry):
+        pytest.skip(f"{name} is not in this build (meson -Dvariants=...)")
+
+
 @pytest.fixture(scope="session")
 def overlap_wise(registry):
-    """Tests that run overlap-wise (the baseline) need it in the build: a build configured with
-    -Dvariants=... may leave it out, and then they skip with the reason instead of failing."""
-    if not any(v["name"] == "overlap-wise" for v in registry):
-        pytest.skip("overlap-wise is not in this build (meson -Dvariants=...)")
+    """Tests that run overlap-wise (the baseline) need it in the build."""
+    require_variant(registry, "overlap-wise")
 
 
 def save(path, array):

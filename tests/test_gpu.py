@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from conftest import binary, run, save
+from conftest import binary, require_variant, run, save
 from xcorr_np import correlate, counts, rel_error
 
 
@@ -17,14 +17,19 @@ def variant_names():
     return [v["name"] for v in json.loads(r.stdout)]
 
 
-@pytest.mark.parametrize("name", variant_names())
-def test_validator(gpu, name):
-    r = run([binary("xcorr_validate"), "--variant", name], timeout=1800)
+def assert_validator_passed(r):
+    """xcorr_validate exited 0, printed no FAIL line and closed with "N passed, 0 failed", N > 0."""
     tail = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
     failures = [l for l in r.stdout.splitlines() if l.startswith("FAIL")]
     assert r.returncode == 0 and not failures, "\n".join(failures[:20]) or r.stderr
     m = re.match(r"(\d+) passed, (\d+) failed", tail)
     assert m and int(m.group(1)) > 0 and int(m.group(2)) == 0, tail
+
+
+@pytest.mark.parametrize("name", variant_names())
+def test_validator(gpu, name):
+    r = run([binary("xcorr_validate"), "--variant", name], timeout=1800)
+    assert_validator_passed(r)
 
 
 @pytest.mark.parametrize("name", variant_names())
@@ -79,7 +84,7 @@ def test_gpu_context(gpu):
     assert float(gpu["xcorr_fp32_peak_flops"]) > 1e12
 
 
-def test_binary_not_built_for_this_gpu(gpu, tmp_path, overlap_wise):
+def test_binary_not_built_for_this_gpu(gpu, tmp_path):
     """A binary holding code only for another architecture refuses with exit 3 and names the
     -Dgpu_arch to rebuild with (instead of failing at the first launch)."""
     import shutil
@@ -108,12 +113,7 @@ def test_fft_memory_chunks(gpu, registry):
     batch does not fit in GPU memory; XCORR_FFT_MAX_CHUNK forces it, with tail chunks, on the
     validator's shapes."""
     import os
-    if not any(v["name"] == "fft" for v in registry):
-        pytest.skip("fft is not in this build (meson -Dvariants=...)")
+    require_variant(registry, "fft")
     r = run([binary("xcorr_validate"), "--variant", "fft"], env={**os.environ, "XCORR_FFT_MAX_CHUNK": "2"},
             timeout=900)
-    tail = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
-    failures = [l for l in r.stdout.splitlines() if l.startswith("FAIL")]
-    assert r.returncode == 0 and not failures, "\n".join(failures[:20]) or r.stderr
-    m = re.match(r"(\d+) passed, (\d+) failed", tail)
-    assert m and int(m.group(1)) > 0 and int(m.group(2)) == 0, tail
+    assert_validator_passed(r)
