@@ -1,7 +1,10 @@
 // xcorr_validate: every registered variant x every form it supports x its parameter combinations
 // x random odd and unequal sizes (1x1, 1xN, Nx1, odd, unequal left and right, up to 512 x 512),
 // against the float64 reference, with the output poisoned (NaN) before every run and every run
-// made twice (an error that moves between runs is a race).
+// made twice (an error that moves between runs is a race). The second run reads copies of the
+// inputs and writes an output that start 4 bytes into their allocations: a variant must not assume
+// 16-byte-aligned stacks (a caller may pass a sub-stack), and an instance that keeps state between
+// calls (fft's captured graph, its padded slots) must follow its caller's pointers.
 //
 //   xcorr_validate [--variant NAME]... [--form FORM]... [--quick] [--seed N]
 //
@@ -153,6 +156,10 @@ int main(int argc, char** argv) {
                     fill_uniform(dl.get(), dl.size(), ++case_seed, stream);
                     fill_uniform(dr.get(), dr.size(), ++case_seed, stream);
                     reference_gpu(p, dl.get(), dr.get(), dref.get(), stream);
+                    // The second run's misaligned copies (one float into an allocation one longer).
+                    DeviceBuffer<float> dl_off(dl.size() + 1), dr_off(dr.size() + 1), dout_off(dout.size() + 1);
+                    XC_CUDA_CHECK(cudaMemcpyAsync(dl_off.get() + 1, dl.get(), dl.bytes(), cudaMemcpyDeviceToDevice, stream));
+                    XC_CUDA_CHECK(cudaMemcpyAsync(dr_off.get() + 1, dr.get(), dr.bytes(), cudaMemcpyDeviceToDevice, stream));
                     std::vector<double> ref(dref.size());
                     XC_CUDA_CHECK(cudaMemcpyAsync(ref.data(), dref.get(), dref.bytes(), cudaMemcpyDeviceToHost, stream));
                     XC_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -187,12 +194,14 @@ int main(int argc, char** argv) {
                             double worst = 0;
                             size_t worst_nonfinite = 0;
                             for (int rep = 0; rep < 2; ++rep) {
-                                poison(dout.get(), dout.size(), stream);
-                                inst->run(dl.get(), dr.get(), dout.get(), stream);
-                                if (inst->has_finish()) inst->finish(dout.get(), stream);
+                                const float* in_l = rep ? dl_off.get() + 1 : dl.get();
+                                const float* in_r = rep ? dr_off.get() + 1 : dr.get();
+                                float* o = rep ? dout_off.get() + 1 : dout.get();
+                                poison(o, dout.size(), stream);
+                                inst->run(in_l, in_r, o, stream);
+                                if (inst->has_finish()) inst->finish(o, stream);
                                 std::vector<float> out(dout.size());
-                                XC_CUDA_CHECK(cudaMemcpyAsync(out.data(), dout.get(), dout.bytes(),
-                                                              cudaMemcpyDeviceToHost, stream));
+                                XC_CUDA_CHECK(cudaMemcpyAsync(out.data(), o, dout.bytes(), cudaMemcpyDeviceToHost, stream));
                                 XC_CUDA_CHECK(cudaStreamSynchronize(stream));
                                 const auto [err, nonfinite] = compare_to_reference(out.data(), ref.data(), out.size());
                                 worst = std::max(worst, err);
