@@ -6,18 +6,23 @@
 // without wrap-around. P is the smallest integer >= hL + hR - 1 whose only prime factors are
 // 2, 3, 5 and 7 (the sizes cuFFT has fast kernels for; 31 -> 32, 127 -> 128, 191 -> 192,
 // 511 -> 512, 63 -> 63), Q the smallest even such integer (an even last dimension lets R2C run
-// as a half-length complex FFT). The right matrix is stored circularly shifted by (hR-1, wR-1)
-// (row r lands in padded row (r - (hR-1)) mod P): the circular correlation then has the zero
-// shift at (hR-1, wR-1), exactly where CONVENTIONS.md puts it, so no quadrant swap is needed and
-// the result is the top-left (hL+hR-1) x (wL+wR-1) window. With F the unnormalised DFT,
-//     C = F^-1( F(L) * conj(F(R_shifted)) ) / (P Q)        (correlation, not convolution).
+// as a half-length complex FFT). Both matrices sit at the top left of their padded slots. With F
+// the unnormalised DFT,
+//     C = F^-1( F(L) * conj(F(R)) ) / (P Q)        (correlation, not convolution)
+// holds shift (dy, dx) at (dy mod P, dx mod Q), and the crop reads output (y, x) of CONVENTIONS.md
+// (shift (y - hR + 1, x - wR + 1)) from there: the quadrant swap, untimed as in the paper. (The
+// right could instead be stored circularly shifted by (hR-1, wR-1), making the result the top-left
+// window; that is how this variant started, but the shift costs the pad its 16-byte alignment.)
 // Every transform is a batched 2-D R2C / C2R over "slots": a real slot of P x Q floats and a
 // complex slot of P x (Q/2+1) (layout=outofplace), or one real slot of P x 2(Q/2+1) floats that
 // the spectrum overwrites (layout=inplace: half the workspace).
 //
 // Work per run, whole batch at once (the default):
-//   1. pad_kernel: all lefts and all rights into consecutive real slots, one launch (the paper
-//      pads on the host, untimed; here it is timed);
+//   1. pad: all lefts and all rights into consecutive real slots, one launch (the paper pads on
+//      the host, untimed; here it is timed). Out of place only the data windows are written
+//      (pad_window_kernel; the zeros around them are written once at factory time and nothing
+//      else writes these slots); in place the R2C overwrites the slots, so pad_kernel writes all
+//      of every slot;
 //   2. one batched R2C over the nL + nR slots (lefts and rights share the transform size);
 //   3. product_kernel: spectrum products, indexed by PairMap, so every left and every right
 //      spectrum is computed once and reused for all its pairs (one-to-many: 1 left spectrum for
@@ -25,7 +30,8 @@
 //      Forms whose right k serves only output k write the product over the right spectrum
 //      (in place); n-to-m writes N*M product slots, ordered right-major (slot j*N + i), with
 //      product_tile_kernel (4 x 4 pairs per thread, each spectrum element loaded once per tile);
-//   4. one batched C2R over the product slots (into the rights' real slots, or n-to-m's own);
+//   4. one batched C2R over the product slots into real result slots of their own (in place: back
+//      into the rights' slots, except n-to-m's, which has its own product slots either way);
 //   5. crop_kernel (Instance::finish, untimed, reported as finish_time): top-left window of every
 //      result slot into `out`, the paper's untimed quadrant-swap step.
 // In `fft` with launch=graph, steps 1-4 are captured once at factory time into a CUDA graph
@@ -130,10 +136,11 @@ struct PadArgs {
     int hL, wL, hR, wR, P, Q;
     int pitch;            // floats per padded row: Q (out-of-place) or 2(Q/2+1) (in-place)
     int64_t slot_floats;  // P * pitch
+    int vec4;             // pad_window_kernel: float4 accesses (see vec4_ok())
 };
 
-// pad_kernel: zero-pad (lefts) or zero-pad and circularly shift by (hR-1, wR-1) (rights) every
-// matrix into its real slot. blockIdx.y strides over the slots; each warp takes one padded row at
+// pad_kernel (layout=inplace): every matrix zero-padded into the top left of its real slot.
+// blockIdx.y strides over the slots; each warp takes one padded row at
 // a time (rows strided over the x dimension of the grid and the block's warps), its lanes 64
 // consecutive floats of the row as float2 pairs (the pitch is even, so every row is 8-byte
 // aligned), so the writes are fully coalesced and the reads are row segments of the source. The
@@ -145,29 +152,54 @@ __global__ void __launch_bounds__(kThreads) pad_kernel(PadArgs a) {
     for (int s = blockIdx.y; s < nslots; s += gridDim.y) {
         const bool is_left = s < a.n_left;
         const int h = is_left ? a.hL : a.hR, w = is_left ? a.wL : a.wR;
-        const int sy = is_left ? 0 : a.hR - 1, sx = is_left ? 0 : a.wR - 1;
         const float* src = is_left ? a.left + int64_t(s) * a.hL * a.wL
                                    : a.right + (int64_t(a.r0) + s - a.n_left) * a.hR * a.wR;
         float2* dst = reinterpret_cast<float2*>(a.dst + int64_t(s) * a.slot_floats);
         for (int y = blockIdx.x * kWarpsPerBlock + warp; y < a.P; y += gridDim.x * kWarpsPerBlock) {
-            // Padded (y, x) holds source (y + sy, x + sx) mod (P, Q); sy < P and sx < Q.
-            int r = y + sy;
-            if (r >= a.P) r -= a.P;
-            const float* row = src + int64_t(r) * w;
+            const float* row = src + int64_t(y) * w;
             float2* drow = dst + int64_t(y) * half;
             for (int xp = lane; xp < half; xp += kWarp) {
                 const int x = 2 * xp;
                 float2 v = make_float2(0.0f, 0.0f);
-                if (r < h) {
-                    int c = x + sx;
-                    if (c >= a.Q) c -= a.Q;
-                    if (x < a.Q && c < w) v.x = __ldg(row + c);
-                    if (++c >= a.Q) c -= a.Q;
-                    if (x + 1 < a.Q && c < w) v.y = __ldg(row + c);
+                if (y < h) {
+                    if (x < w) v.x = __ldg(row + x);
+                    if (x + 1 < w) v.y = __ldg(row + x + 1);
                 }
                 drow[xp] = v;
             }
         }
+    }
+}
+
+// pad_window_kernel (layout=outofplace): writes only the data window of every slot (its top-left
+// h x w). Out of place nothing else writes the left and right real slots (the R2C reads them, the
+// C2R writes its own result slots), so the zeros around the window, written once when the
+// workspace is allocated, persist from call to call: the pass moves h*w floats per matrix each
+// way instead of writing all P*pitch (real-data shape: 324 MB instead of 809 MB). blockIdx.y
+// strides over the slots, the x dimension of the grid over the window's elements, as float4 when
+// a.vec4 (set per call: every row of both stacks and of the slots starts 16-byte aligned).
+template <class V>
+__device__ __forceinline__ void copy_window(const float* src_f, float* dst_f, int h, int w, int pitch) {
+    constexpr int VEC = sizeof(V) / sizeof(float);
+    const int wv = w / VEC, pv = pitch / VEC;
+    const V* src = reinterpret_cast<const V*>(src_f);
+    V* dst = reinterpret_cast<V*>(dst_f);
+    for (int e = blockIdx.x * kThreads + threadIdx.x; e < h * wv; e += gridDim.x * kThreads) {
+        const int r = e / wv;
+        dst[r * pv + (e - r * wv)] = __ldg(src + e);
+    }
+}
+
+__global__ void __launch_bounds__(kThreads) pad_window_kernel(PadArgs a) {
+    const int nslots = a.n_left + a.n_right;
+    for (int s = blockIdx.y; s < nslots; s += gridDim.y) {
+        const bool is_left = s < a.n_left;
+        const int h = is_left ? a.hL : a.hR, w = is_left ? a.wL : a.wR;
+        const float* src = is_left ? a.left + int64_t(s) * a.hL * a.wL
+                                   : a.right + (int64_t(a.r0) + s - a.n_left) * a.hR * a.wR;
+        float* dst = a.dst + int64_t(s) * a.slot_floats;
+        if (a.vec4) copy_window<float4>(src, dst, h, w, a.pitch);
+        else copy_window<float>(src, dst, h, w, a.pitch);
     }
 }
 
@@ -272,22 +304,24 @@ struct CropArgs {
     int64_t rho0;
     PairMap pairs;
     int oh, ow, pitch;
+    int sy, sx, P, Q;  // output (y, x) is shift (y - sy, x - sx), at ((y - sy) mod P, (x - sx) mod Q)
     int64_t slot_floats;
 };
 
-// crop_kernel: copies the top-left oh x ow window of every result slot into its output matrix.
-// blockIdx.y strides over the slots; each warp takes one output row at a time (rows strided over
-// the grid's x dimension and the block's warps), its lanes consecutive columns: coalesced row
-// segments on both sides.
+// crop_kernel: output (y, x) of every result slot from circular position ((y - sy) mod P,
+// (x - sx) mod Q), the quadrant swap. blockIdx.y strides over the slots; each warp takes one output
+// row at a time (rows strided over the grid's x dimension and the block's warps), its lanes
+// consecutive columns: coalesced row segments on both sides, split once where the row wraps.
 __global__ void __launch_bounds__(kThreads) crop_kernel(CropArgs a) {
     const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
     for (int64_t s = blockIdx.y; s < a.slots; s += gridDim.y) {
         const float* src = a.res + s * a.slot_floats;
         float* dst = a.out + output_of_slot(a.pairs, a.rho0 + s) * a.oh * a.ow;
         for (int y = blockIdx.x * kWarpsPerBlock + warp; y < a.oh; y += gridDim.x * kWarpsPerBlock) {
-            const float* srow = src + int64_t(y) * a.pitch;
+            const int ry = y < a.sy ? y - a.sy + a.P : y - a.sy;
+            const float* srow = src + int64_t(ry) * a.pitch;
             float* drow = dst + int64_t(y) * a.ow;
-            for (int x = lane; x < a.ow; x += kWarp) drow[x] = __ldg(srow + x);
+            for (int x = lane; x < a.ow; x += kWarp) drow[x] = __ldg(srow + (x < a.sx ? x - a.sx + a.Q : x - a.sx));
         }
     }
 }
@@ -433,8 +467,11 @@ public:
         G_ = p.form == Form::NToM ? p.nL : 1;
         pairs_ = pair_map(p);
         plan_layout();
-        // Real slots [0, n_slots), then (out-of-place) complex slots [0, n_slots).
-        ws_ = DeviceBuffer<float>(size_t(n_slots_ * (real_floats_ + (inplace_ ? 0 : 2 * E_))));
+        // Real slots [0, n_real), then (out of place) complex slots [0, n_spec). Zeroed once: out of
+        // place the pad writes only the data windows (pad_window_kernel) and relies on the zeros.
+        ws_ = DeviceBuffer<float>(size_t(n_real_ * real_floats_ + (inplace_ ? 0 : n_spec_ * 2 * E_)));
+        XC_CUDA_CHECK(cudaMemset(ws_.get(), 0, ws_.bytes()));
+        XC_CUDA_CHECK(cudaDeviceSynchronize());
         if (cached_) {
             try {
                 for (int i = 0; i < kPlans; ++i)
@@ -461,6 +498,7 @@ public:
             if (!graph_bound_ || left != pad_args_.left || right != pad_args_.right) {
                 pad_args_.left = left;
                 pad_args_.right = right;
+                pad_args_.vec4 = vec4_ok(left, right) ? 1 : 0;
                 void* args[] = {&pad_args_};
                 cudaKernelNodeParams kp = pad_params_;
                 kp.kernelParams = args;
@@ -501,7 +539,7 @@ public:
 
     // Untimed crop of the whole batch (whole-batch mode only).
     void finish(float* out, cudaStream_t stream) override {
-        launch_crop(real_slot(prod_base_), out, p_.out_count(), 0, stream);
+        launch_crop(real_slot(res_base_), out, p_.out_count(), 0, stream);
     }
 
 private:
@@ -516,28 +554,37 @@ private:
     enum { kR2cAll = 0, kC2rAll, kR2cLeft, kR2cChunk, kC2rChunk, kR2cTail, kC2rTail, kPlans };
 
     // Whole batch or chunks of K rights; slot counts and plan keys. Slots: [0, nL) lefts,
-    // [nL, nL + K) rights, then for n-to-m K*nL product slots; the product of the other forms
-    // overwrites the right spectrum.
+    // [nL, nL + K) rights, then the K*G results. n-to-m has K*nL product slots there (spectra and
+    // results); the product of the other forms overwrites the right spectrum, and the C2R writes
+    // its own K real result slots out of place (so the padded rights keep their zeros), or back
+    // into the right slots in place.
+    int64_t real_slots(int64_t k) const {
+        return p_.nL + k + (p_.form == Form::NToM || !inplace_ ? k * G_ : 0);
+    }
+    int64_t spec_slots(int64_t k) const {
+        return inplace_ ? 0 : p_.nL + k + (p_.form == Form::NToM ? k * G_ : 0);
+    }
+    double workspace_bytes(int64_t k) const {
+        return double(real_slots(k) * real_floats_ + spec_slots(k) * 2 * E_) * sizeof(float);
+    }
     void plan_layout() {
-        const int64_t slot_bytes = (real_floats_ + (inplace_ ? 0 : 2 * E_)) * int64_t(sizeof(float));
         const int64_t nL = p_.nL, nR = p_.nR;
-        const int64_t extra_per_right = p_.form == Form::NToM ? nL : 0;  // product slots per right
         size_t free_b = 0, total_b = 0;
         XC_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
         const double usable = 0.45 * double(free_b);
         const int env_k = max_chunk_from_env();
         const int ip = inplace_ ? 1 : 0;
-        if (double(nL + nR + nR * extra_per_right) * slot_bytes <= usable && (env_k == 0 || env_k >= nR)) {
+        if (workspace_bytes(nR) <= usable && (env_k == 0 || env_k >= nR)) {
             chunked_ = false;
             K_ = p_.nR;
             keys_[kR2cAll] = PlanKey{P_, Q_, nL + nR, kR2C, ip};
             keys_[kC2rAll] = PlanKey{P_, Q_, p_.out_count(), kC2R, ip};
         } else {
-            const double per_right = double(1 + extra_per_right) * slot_bytes;
-            const double k_mem = (usable - double(nL) * slot_bytes) / per_right;
+            const double per_right = workspace_bytes(1) - workspace_bytes(0);
+            const double k_mem = (usable - workspace_bytes(0)) / per_right;
             if (k_mem < 1)
                 throw UsageError("not enough GPU memory for fft: one chunk of " + p_.describe() + " needs " +
-                                 std::to_string((double(nL) * slot_bytes + per_right) / double(1 << 30)) +
+                                 std::to_string(workspace_bytes(1) / double(1 << 30)) +
                                  " GiB of workspace, 45% of the free " +
                                  std::to_string(double(free_b) / double(1 << 30)) + " GiB is usable");
             int64_t k = std::min<int64_t>(int64_t(std::min(k_mem, 1e9)), nR);
@@ -552,23 +599,37 @@ private:
                 keys_[kC2rTail] = PlanKey{P_, Q_, tail * G_, kC2R, ip};
             }
         }
-        n_slots_ = nL + K_ + int64_t(K_) * extra_per_right;
+        n_real_ = real_slots(K_);
+        n_spec_ = spec_slots(K_);
         prod_base_ = p_.form == Form::NToM ? nL + K_ : nL;
+        res_base_ = inplace_ ? prod_base_ : nL + K_;
     }
 
     float* real_slot(int64_t i) const { return ws_.get() + i * real_floats_; }
     // In place the spectrum occupies its real slot; out of place the spectra follow the real slots.
     float2* spec_slot(int64_t i) const {
-        float* base = inplace_ ? ws_.get() : ws_.get() + n_slots_ * real_floats_;
+        float* base = inplace_ ? ws_.get() : ws_.get() + n_real_ * real_floats_;
         return reinterpret_cast<float2*>(base) + i * E_;
     }
 
     PadArgs pad_args(const float* left, const float* right, float* dst, int n_left, int n_right, int r0) const {
-        return PadArgs{left, right, dst, n_left, n_right, r0, p_.hL, p_.wL, p_.hR, p_.wR, P_, Q_, pitch_,
-                       real_floats_};
+        return PadArgs{left, right, dst,    n_left, n_right, r0,           p_.hL,
+                       p_.wL, p_.hR, p_.wR, P_,     Q_,      pitch_,       real_floats_,
+                       vec4_ok(left, right) ? 1 : 0};
+    }
+    // pad_window_kernel may move float4: rows of both stacks and of the slots 16-byte aligned.
+    bool vec4_ok(const float* left, const float* right) const {
+        const auto a16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+        return p_.wL % 4 == 0 && p_.wR % 4 == 0 && pitch_ % 4 == 0 && a16(ws_.get()) && a16(left) && a16(right);
     }
     void launch_pad(const PadArgs& a, cudaStream_t stream) {
-        pad_kernel<<<row_grid(P_, a.n_left + a.n_right), kThreads, 0, stream>>>(a);
+        const int slots = a.n_left + a.n_right;
+        if (inplace_) {
+            pad_kernel<<<row_grid(P_, slots), kThreads, 0, stream>>>(a);
+        } else {
+            const int64_t window = std::max(p_.hL * p_.wL, p_.hR * p_.wR);
+            pad_window_kernel<<<element_grid(a.vec4 ? window / 4 : window, slots), kThreads, 0, stream>>>(a);
+        }
         XC_CHECK_LAUNCH();
     }
     void launch_product(int64_t slots, int64_t rho0, int j0, cudaStream_t stream) {
@@ -585,7 +646,8 @@ private:
         XC_CHECK_LAUNCH();
     }
     void launch_crop(const float* res, float* out, int64_t slots, int64_t rho0, cudaStream_t stream) {
-        const CropArgs a{res, out, slots, rho0, pairs_, p_.out_h(), p_.out_w(), pitch_, real_floats_};
+        const CropArgs a{res,       out,     slots,         rho0,          pairs_, p_.out_h(), p_.out_w(),
+                         pitch_,    p_.hR - 1, p_.wR - 1,   P_,            Q_,     real_floats_};
         crop_kernel<<<row_grid(p_.out_h(), slots), kThreads, 0, stream>>>(a);
         XC_CHECK_LAUNCH();
     }
@@ -593,16 +655,17 @@ private:
         XC_CUFFT_CHECK(cufftSetStream(h, stream));
         XC_CUFFT_CHECK(cufftExecR2C(h, real_slot(slot), reinterpret_cast<cufftComplex*>(spec_slot(slot))));
     }
-    void c2r(cufftHandle h, int64_t slot, cudaStream_t stream) {
+    // The products (complex slots from prod_base_) into the result real slots (from res_base_).
+    void c2r(cufftHandle h, cudaStream_t stream) {
         XC_CUFFT_CHECK(cufftSetStream(h, stream));
-        XC_CUFFT_CHECK(cufftExecC2R(h, reinterpret_cast<cufftComplex*>(spec_slot(slot)), real_slot(slot)));
+        XC_CUFFT_CHECK(cufftExecC2R(h, reinterpret_cast<cufftComplex*>(spec_slot(prod_base_)), real_slot(res_base_)));
     }
 
     // Steps 2-4 of the whole-batch mode (everything after the pad).
     void enqueue_transforms(const std::array<cufftHandle, kPlans>& h, cudaStream_t stream) {
         r2c(h[kR2cAll], 0, stream);
         launch_product(p_.out_count(), 0, 0, stream);
-        c2r(h[kC2rAll], prod_base_, stream);
+        c2r(h[kC2rAll], stream);
     }
 
     void enqueue(const float* left, const float* right, float* out, const std::array<cufftHandle, kPlans>& h,
@@ -620,8 +683,8 @@ private:
             launch_pad(pad_args(left, right, real_slot(p_.nL), 0, kc, j0), stream);
             r2c(h[tail ? kR2cTail : kR2cChunk], p_.nL, stream);
             launch_product(int64_t(kc) * G_, int64_t(j0) * G_, j0, stream);
-            c2r(h[tail ? kC2rTail : kC2rChunk], prod_base_, stream);
-            launch_crop(real_slot(prod_base_), out, int64_t(kc) * G_, int64_t(j0) * G_, stream);
+            c2r(h[tail ? kC2rTail : kC2rChunk], stream);
+            launch_crop(real_slot(res_base_), out, int64_t(kc) * G_, int64_t(j0) * G_, stream);
         }
     }
 
@@ -638,6 +701,7 @@ private:
             enqueue_transforms(handles_, cs);
             cudaFuncAttributes attr;
             XC_CUDA_CHECK(cudaFuncGetAttributes(&attr, pad_kernel));
+            XC_CUDA_CHECK(cudaFuncGetAttributes(&attr, pad_window_kernel));
             XC_CUDA_CHECK(cudaFuncGetAttributes(&attr, crop_kernel));
             XC_CUDA_CHECK(cudaStreamSynchronize(cs));
 
@@ -683,7 +747,7 @@ private:
     bool use_graph_ = false;
     bool chunked_ = false;
     int P_ = 0, Q_ = 0, pitch_ = 0, G_ = 1, K_ = 0;
-    int64_t real_floats_ = 0, E_ = 0, n_slots_ = 0, prod_base_ = 0;
+    int64_t real_floats_ = 0, E_ = 0, n_real_ = 0, n_spec_ = 0, prod_base_ = 0, res_base_ = 0;
     PairMap pairs_{};
     DeviceBuffer<float> ws_;
     std::array<PlanKey, kPlans> keys_{};
