@@ -1,6 +1,9 @@
 """The `xcorr` tool on the CPU: .npy round trips, `xcorr list`, and every kind of bad input,
 each with exit status 2 and one clear line on stderr (never a crash or a half-written file)."""
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -68,6 +71,16 @@ def test_list_json(registry, overlap_wise):
         assert 0 < v["tolerance"] < 1e-2
         for pname, values in v["params"].items():
             assert values and len(values) == len(set(values)), (v["name"], pname)
+
+
+def test_registry_fixture_matches_the_build(registry):
+    """The CPU-only suite tests (fake bench binary, experiment expansion) read the registry from
+    tests/fixtures/registry.json; a variant whose parameters or labels changed must change it too."""
+    fixture = {v["name"]: v for v in json.loads((Path(__file__).parent / "fixtures" / "registry.json").read_text())}
+    for v in registry:
+        assert fixture.get(v["name"]) == v, (
+            f"tests/fixtures/registry.json is stale for {v['name']}: regenerate it from `xcorr list --json` "
+            "(json.dumps(..., indent=1))")
 
 
 def test_list_text(xcorr, registry):
