@@ -188,8 +188,12 @@ int main(int argc, char** argv) {
                             try {
                                 inst = v.make(p, v.resolve(params));
                             } catch (const UsageError& e) {
+                                // A combination the variant refuses for this problem (not instantiated,
+                                // or beyond a documented limit): printed with the variant's reason.
                                 ++tally.skipped;
-                                continue;  // a combination the variant does not instantiate
+                                std::printf("SKIP  %s  %s  %s  %s\n", v.name.c_str(), p.describe().c_str(),
+                                            params_text(params).c_str(), e.what());
+                                continue;
                             }
                             double worst = 0;
                             size_t worst_nonfinite = 0;
