@@ -377,6 +377,8 @@ def main(argv=None) -> int:
     ap.add_argument("--estimate", action="store_true", help="print the cost of the selected experiments and exit")
     ap.add_argument("--registry", default=None, help="registry JSON for --estimate without a build")
     ap.add_argument("--list", action="store_true", help="list the experiments and exit")
+    ap.add_argument("--allow-dirty", action="store_true",
+                    help="record measurements of a build whose git revision is '-dirty' or unknown")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
 
@@ -420,6 +422,15 @@ def main(argv=None) -> int:
         return 2
     if not (Path(args.build) / "xcorr_bench").exists():
         print(f"run_experiments: {args.build}/xcorr_bench not found: build first", file=sys.stderr)
+        return 2
+    rev = str(ctx.get("xcorr_git_revision", "unknown"))
+    if not args.quick and not args.allow_dirty and (rev.endswith("-dirty") or rev == "unknown"):
+        # Results name the revision they measured; "-dirty" or "unknown" names no code anyone can
+        # check out (scripts/git-revision says how the revision is found on a copied tree).
+        print(f"run_experiments: the binary in {args.build} reports git revision '{rev}': its sources are not a "
+              "commit, so its measurements could not be traced. Commit and rebuild (on a copied tree, set "
+              "XCORR_GIT_REVISION to the copied commit's hash before building), or pass --allow-dirty",
+              file=sys.stderr)
         return 2
 
     slug = paths.gpu_slug(ctx.get("xcorr_gpu_name", "unknown")) + (paths.QUICK_SUFFIX if args.quick else "")

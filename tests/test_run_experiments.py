@@ -195,3 +195,14 @@ def test_a_binary_that_refuses_everything_stops_the_run(env):
         run("fig22")
     data = load(results, "fig22")
     assert not [c for c in data["cases"].values() if c["status"] == "rejected"]  # still pending
+
+
+@pytest.mark.parametrize("revision", ["abc123-dirty", "unknown"])
+def test_an_untraceable_revision_is_refused_unless_allowed(env, capsys, revision):
+    run, results, log, monkeypatch = env
+    monkeypatch.setenv("FAKE_REVISION", revision)
+    assert run("fig22") == 2
+    assert revision in capsys.readouterr().err and not log_lines(log)
+    assert run("fig22", "--quick") == 0  # smoke runs are not results
+    assert run("fig22", "--allow-dirty") == 0
+    assert load(results, "fig22")["xcorr_meta"]["git_revision"] == revision
