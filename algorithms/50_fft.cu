@@ -55,21 +55,25 @@
 // against callbacks, plans reused: one-to-one 16: 13.9 / 13.8 us, 64: 15.2 / 18.1 us, 256:
 // 22.2 / 23.1 us; 1-to-32 64: 20.2 / 23.0 us, 256: 128 / 148 us; 32-to-32 256: 2.04 / 2.49 ms;
 // the real-data n-to-mn shape: 2.22 / 2.55 ms (with 64-bit divisions per element the callbacks
-// were 1.4-2.1x slower). Two traps on the way, for whoever tries again: cuFFT 12 (CUDA 13) fails
+// were 1.4-2.1x slower). The product callback alone (pad kernel, plain R2C, C2R with the product
+// on load; probed at ff38595 + a switch, launch=stream) was no better: 1-to-32 at 256: 156 against
+// 136 us; the real-data shape: 2.40 against 2.23 ms. The callback-enabled C2R costs more than the
+// product pass it saves. Two traps on the way, for whoever tries again: cuFFT 12 (CUDA 13) fails
 // every plan with CUFFT_INTERNAL_ERROR when the callback is declared extern "C" (it looks the
 // symbol up under C++ linkage), and the caller_info array must outlive the planning call.
 //
-// Where the time goes (ncu kernel durations on the H200, clocks and caches left alone, one call,
-// revision 7627088 except the n-to-m product, which is product_tile_kernel's now):
-//     case           pad     R2C (2 kernels)  product  C2R (2 kernels)  sum w/o pad  paper's fft
-//     1-to-1 256     4.0 us    4.0 +  5.3       3.2      4.8 +  3.4       20.7 us      20.8 us
-//     1-to-32 256   13.2 us   26.1 + 27.2      14.4     23.5 + 24.9      116 us       115 us
-//     32-to-32 256  24 us     48.6 + 50.0      519      692 + 703        2.01 ms      1.97 ms
-//     real-data     232 us    452 + 363        358      359 + 467        2.00 ms      1.91 ms
+// Where the time goes (ncu kernel durations on the H200, clocks and caches left alone, one call;
+// revision 7627088, the n-to-m product by product_tile_kernel; pad: pad_window_kernel at
+// c67a294, in parentheses pad_kernel's full-slot writes before it):
+//     case           pad             R2C (2 kernels)  product  C2R (2 kernels)  sum w/o pad  paper's fft
+//     1-to-1 256     2.7 (4.0) us     4.0 +  5.3       3.2      4.8 +  3.4       20.7 us      20.8 us
+//     1-to-32 256    7.4 (13.2) us   26.1 + 27.2      14.4     23.5 + 24.9      116 us       115 us
+//     32-to-32 256   10.8 (24) us    48.6 + 50.0      369      692 + 703        1.86 ms      1.97 ms
+//     real-data      86 (232) us     452 + 363        358      359 + 467        2.00 ms      1.91 ms
 // The paper times R2C, product and C2R one by one and pads on the host, so its figure is the
 // sum without the pad; ours is one graph launch with the pad in it. cuFFT's four passes are the
 // bulk, each bandwidth-bound (3-3.6 TB/s); the product runs at 3.6-4.6 TB/s, except n-to-m, which
-// read both spectra per product (now tiled: 32-to-32 at 256 takes 1.89 ms in all).
+// read both spectra per product (now tiled: 32-to-32 at 256 takes 1.91 ms in all, pad included).
 //
 // Two fusions that did not pay, measured on the H200 and kept on branches for the record:
 //  - L2-sized waves (branch fft-waves, 965b2b5): pad -> R2C -> product -> C2R per group of rights
