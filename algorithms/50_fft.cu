@@ -143,6 +143,18 @@ struct PadArgs {
     int vec4;             // pad_window_kernel: float4 accesses (see vec4_ok())
 };
 
+// Slot s of a pad: its source matrix (left s, or right r0 + s - n_left), its size and its real slot.
+struct PadSlot {
+    const float* src;
+    float* dst;
+    int h, w;
+};
+__device__ __forceinline__ PadSlot pad_slot(const PadArgs& a, int s) {
+    const bool is_left = s < a.n_left;
+    return PadSlot{is_left ? a.left + int64_t(s) * a.hL * a.wL : a.right + (int64_t(a.r0) + s - a.n_left) * a.hR * a.wR,
+                   a.dst + int64_t(s) * a.slot_floats, is_left ? a.hL : a.hR, is_left ? a.wL : a.wR};
+}
+
 // pad_kernel (layout=inplace): every matrix zero-padded into the top left of its real slot.
 // blockIdx.y strides over the slots; each warp takes one padded row at
 // a time (rows strided over the x dimension of the grid and the block's warps), its lanes 64
@@ -154,11 +166,10 @@ __global__ void __launch_bounds__(kThreads) pad_kernel(PadArgs a) {
     const int half = a.pitch / 2;
     const int nslots = a.n_left + a.n_right;
     for (int s = blockIdx.y; s < nslots; s += gridDim.y) {
-        const bool is_left = s < a.n_left;
-        const int h = is_left ? a.hL : a.hR, w = is_left ? a.wL : a.wR;
-        const float* src = is_left ? a.left + int64_t(s) * a.hL * a.wL
-                                   : a.right + (int64_t(a.r0) + s - a.n_left) * a.hR * a.wR;
-        float2* dst = reinterpret_cast<float2*>(a.dst + int64_t(s) * a.slot_floats);
+        const PadSlot t = pad_slot(a, s);
+        const int h = t.h, w = t.w;
+        const float* src = t.src;
+        float2* dst = reinterpret_cast<float2*>(t.dst);
         for (int y = blockIdx.x * kWarpsPerBlock + warp; y < a.P; y += gridDim.x * kWarpsPerBlock) {
             const float* row = src + int64_t(y) * w;
             float2* drow = dst + int64_t(y) * half;
@@ -197,13 +208,9 @@ __device__ __forceinline__ void copy_window(const float* src_f, float* dst_f, in
 __global__ void __launch_bounds__(kThreads) pad_window_kernel(PadArgs a) {
     const int nslots = a.n_left + a.n_right;
     for (int s = blockIdx.y; s < nslots; s += gridDim.y) {
-        const bool is_left = s < a.n_left;
-        const int h = is_left ? a.hL : a.hR, w = is_left ? a.wL : a.wR;
-        const float* src = is_left ? a.left + int64_t(s) * a.hL * a.wL
-                                   : a.right + (int64_t(a.r0) + s - a.n_left) * a.hR * a.wR;
-        float* dst = a.dst + int64_t(s) * a.slot_floats;
-        if (a.vec4) copy_window<float4>(src, dst, h, w, a.pitch);
-        else copy_window<float>(src, dst, h, w, a.pitch);
+        const PadSlot t = pad_slot(a, s);
+        if (a.vec4) copy_window<float4>(t.src, t.dst, t.h, t.w, a.pitch);
+        else copy_window<float>(t.src, t.dst, t.h, t.w, a.pitch);
     }
 }
 
