@@ -167,16 +167,14 @@ __global__ void __launch_bounds__(kThreads) pad_kernel(PadArgs a) {
     const int nslots = a.n_left + a.n_right;
     for (int s = blockIdx.y; s < nslots; s += gridDim.y) {
         const PadSlot t = pad_slot(a, s);
-        const int h = t.h, w = t.w;
-        const float* src = t.src;
-        float2* dst = reinterpret_cast<float2*>(t.dst);
         for (int y = blockIdx.x * kWarpsPerBlock + warp; y < a.P; y += gridDim.x * kWarpsPerBlock) {
-            const float* row = src + int64_t(y) * w;
-            float2* drow = dst + int64_t(y) * half;
+            const int w = t.w;
+            const float* row = t.src + int64_t(y) * w;
+            float2* drow = reinterpret_cast<float2*>(t.dst) + int64_t(y) * half;
             for (int xp = lane; xp < half; xp += kWarp) {
                 const int x = 2 * xp;
                 float2 v = make_float2(0.0f, 0.0f);
-                if (y < h) {
+                if (y < t.h) {
                     if (x < w) v.x = __ldg(row + x);
                     if (x + 1 < w) v.y = __ldg(row + x + 1);
                 }
@@ -478,9 +476,9 @@ public:
         G_ = p.form == Form::NToM ? p.nL : 1;
         pairs_ = pair_map(p);
         plan_layout();
-        // Real slots [0, n_real), then (out of place) complex slots [0, n_spec). Zeroed once: out of
+        // Real slots [0, n_real), then (out of place) complex slots [0, spec_slots(K)). Zeroed once: out of
         // place the pad writes only the data windows (pad_window_kernel) and relies on the zeros.
-        ws_ = DeviceBuffer<float>(size_t(n_real_ * real_floats_ + (inplace_ ? 0 : n_spec_ * 2 * E_)));
+        ws_ = DeviceBuffer<float>(size_t(workspace_floats(K_)));
         XC_CUDA_CHECK(cudaMemset(ws_.get(), 0, ws_.bytes()));
         XC_CUDA_CHECK(cudaDeviceSynchronize());
         if (cached_) {
@@ -575,9 +573,8 @@ private:
     int64_t spec_slots(int64_t k) const {
         return inplace_ ? 0 : p_.nL + k + (p_.form == Form::NToM ? k * G_ : 0);
     }
-    double workspace_bytes(int64_t k) const {
-        return double(real_slots(k) * real_floats_ + spec_slots(k) * 2 * E_) * sizeof(float);
-    }
+    int64_t workspace_floats(int64_t k) const { return real_slots(k) * real_floats_ + spec_slots(k) * 2 * E_; }
+    double workspace_bytes(int64_t k) const { return double(workspace_floats(k)) * sizeof(float); }
     void plan_layout() {
         const int64_t nL = p_.nL, nR = p_.nR;
         size_t free_b = 0, total_b = 0;
@@ -611,7 +608,6 @@ private:
             }
         }
         n_real_ = real_slots(K_);
-        n_spec_ = spec_slots(K_);
         prod_base_ = p_.form == Form::NToM ? nL + K_ : nL;
         res_base_ = inplace_ ? prod_base_ : nL + K_;
     }
@@ -758,7 +754,7 @@ private:
     bool use_graph_ = false;
     bool chunked_ = false;
     int P_ = 0, Q_ = 0, pitch_ = 0, G_ = 1, K_ = 0;
-    int64_t real_floats_ = 0, E_ = 0, n_real_ = 0, n_spec_ = 0, prod_base_ = 0, res_base_ = 0;
+    int64_t real_floats_ = 0, E_ = 0, n_real_ = 0, prod_base_ = 0, res_base_ = 0;
     PairMap pairs_{};
     DeviceBuffer<float> ws_;
     std::array<PlanKey, kPlans> keys_{};
