@@ -1,0 +1,611 @@
+// fft-fused: the FFT-based cross-correlation in shared memory, one block per matrix, for outputs up
+// to 191 x 191 (transform sizes 32, 64, 96, 128, 192). Beyond the paper: its fft (and ours, 50_fft.cu)
+// is five passes over a global workspace (pad, cuFFT's two R2C kernels, the product, cuFFT's two
+// C2R kernels), each bound by DRAM bandwidth; for the real-data shape that is 7.6 GB of traffic.
+// Here a right matrix is read once (unpadded) and its output written once, in the final layout.
+//
+// Algorithm (the same transform as fft: both matrices at the top left of an N x N zero-padded
+// slot, C = F^-1(F(L) conj(F(R))) / N^2, output (y, x) at circular position ((y - hR + 1) mod N,
+// (x - wR + 1) mod N)); N is the smallest instantiated size >= both output dimensions. A block holds
+// one half spectrum S of N rows x (N/2 + 1) columns in shared memory (149 KB at N = 192) and works
+// in three phases separated by barriers:
+//   1. rows: the real rows of the matrix are packed in pairs as one complex row (row a + i row b,
+//      read straight from the unpadded stack; the padding is implicit), one complex DFT of length N
+//      per pair, and the two half spectra separated (A[k] = (Z[k] + conj Z[-k]) / 2,
+//      B[k] = (Z[k] - conj Z[-k]) / 2i) into rows a and b of S;
+//   2. columns: the forward DFT down each of the N/2 + 1 columns (the rows below the matrix are
+//      zero and never written), the product with the left spectrum's column (read from global,
+//      L2-resident), and the inverse DFT, all in registers but one exchange per DFT;
+//   3. rows: each pair of needed output rows (the quadrant swap is just the choice of rows) packed
+//      as H_a + i H_b, extended by Hermitian symmetry to length N, one inverse complex DFT, the real
+//      and imaginary parts written as the two output rows, rotated by wR - 1 columns.
+// The left spectra are computed first by spectrum_kernel (phases 1 and 2's forward part), stored
+// column-major ([column][row]: phase 2 reads a column as consecutive addresses). n-to-m reuses
+// every spectrum: spectrum_kernel transforms all N + M matrices and pair_kernel runs phases 2
+// (product and inverse only) and 3 per output pair.
+//
+// Mapping of work to threads. Every length-N DFT belongs to one team of T = N / E threads inside
+// a warp (E = 8, 8, 24, 16, 24 elements per thread for N = 32, 64, 96, 128, 192, so T = 4 or 8);
+// teams take rows or columns round-robin and synchronise with __syncwarp only. Thread t of a team
+// holds elements t + T e (e < E) in registers, on entry and on exit ("natural layout"). The DFT is
+// two Stockham stages: a radix-E DFT in each thread's registers (a compile-time composite of
+// radices 4, 3, 2 with constant twiddles), one exchange through the team's row or column of S
+// (in place: everything is read before anything is written), and E/T radix-T butterflies per
+// thread with twiddles W_N^{jm} from a table in shared memory. The second stage leaves each
+// thread exactly the elements it needs next, so the forward DFT, the product and the inverse DFT
+// of a column follow one another in registers, and phase 3's results go straight to global memory.
+//
+// Why this beats five cuFFT passes: per 96 x 96 right matrix of the real-data shape it moves
+// 36 KB in and 146 KB out of DRAM plus 149 KB of left spectrum from L2 (the fft variant moves
+// about 1.7 MB); the transforms run out of shared memory at one block per SM. Limits: the half
+// spectrum must fit in shared memory (N <= 192, 151 KB with the twiddles); larger problems are
+// refused with a pointer to `fft`. Sizes are compile-time (the register arrays and the unrolled
+// DFTs); adding one means one TeamPlan line and one dispatch value.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "xcorr/cuda_check.hpp"
+#include "xcorr/device.cuh"
+#include "xcorr/device_buffer.hpp"
+#include "xcorr/dispatch.hpp"
+#include "xcorr/registry.hpp"
+
+namespace xcorr {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// In-register DFTs of compile-time length
+// ---------------------------------------------------------------------------------------------
+
+// Taylor series for |x| <= pi, evaluated at compile time only (the twiddles of the composite DFTs).
+__host__ __device__ constexpr double taylor_sin(double x) {
+    double term = x, sum = x;
+    for (int n = 1; n < 18; ++n) {
+        term *= -x * x / double((2 * n) * (2 * n + 1));
+        sum += term;
+    }
+    return sum;
+}
+__host__ __device__ constexpr double taylor_cos(double x) {
+    double term = 1.0, sum = 1.0;
+    for (int n = 1; n < 18; ++n) {
+        term *= -x * x / double((2 * n - 1) * (2 * n));
+        sum += term;
+    }
+    return sum;
+}
+// exp(Sign * 2 pi i * Num / Den) as compile-time constants.
+template <int Num, int Den, int Sign>
+struct Twiddle {
+    static constexpr int r = Num % Den;
+    static constexpr double angle = 2.0 * 3.14159265358979323846 * double(2 * r > Den ? r - Den : r) / Den;
+    static constexpr float c = float(taylor_cos(angle));
+    static constexpr float s = float(Sign * taylor_sin(angle));
+};
+
+__device__ __forceinline__ float2 cadd(float2 a, float2 b) { return make_float2(a.x + b.x, a.y + b.y); }
+__device__ __forceinline__ float2 csub(float2 a, float2 b) { return make_float2(a.x - b.x, a.y - b.y); }
+__device__ __forceinline__ float2 cmul(float2 a, float2 b) {
+    return make_float2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+}
+// a * (Sign i)
+template <int Sign>
+__device__ __forceinline__ float2 mul_i(float2 a) {
+    return Sign > 0 ? make_float2(-a.y, a.x) : make_float2(a.y, -a.x);
+}
+// l * conj(r) * scale: correlation, not convolution.
+__device__ __forceinline__ float2 mul_conj(float2 l, float2 r, float scale) {
+    return make_float2((l.x * r.x + l.y * r.y) * scale, (l.y * r.x - l.x * r.y) * scale);
+}
+
+// f(integral_constant<int, 0>), ..., f(integral_constant<int, N - 1>): loops whose index must be a
+// constant expression (twiddle template arguments).
+template <class F, int... I>
+__device__ __forceinline__ void unroll_seq(F&& f, std::integer_sequence<int, I...>) {
+    (f(std::integral_constant<int, I>{}), ...);
+}
+template <int N, class F>
+__device__ __forceinline__ void unroll(F&& f) {
+    unroll_seq(f, std::make_integer_sequence<int, N>{});
+}
+
+// v[k] <- sum_n v[n] exp(Sign 2 pi i n k / R). Radices 2, 3, 4 directly; a composite R = A * B by
+// one Cooley-Tukey split, n = n1 + A n2, k = B k1 + k2: A DFTs of length B over n2, twiddles
+// W_R^{n1 k2}, B DFTs of length A over n1.
+template <int R, int Sign>
+__device__ __forceinline__ void dft(float2 (&v)[R]) {
+    if constexpr (R == 2) {
+        const float2 a = v[0], b = v[1];
+        v[0] = cadd(a, b);
+        v[1] = csub(a, b);
+    } else if constexpr (R == 3) {
+        constexpr float kS = 0.86602540378443865f;  // sin(2 pi / 3)
+        const float2 t = cadd(v[1], v[2]);
+        const float2 d = mul_i<Sign>(csub(v[1], v[2]));
+        const float2 m = make_float2(v[0].x - 0.5f * t.x, v[0].y - 0.5f * t.y);
+        v[0] = cadd(v[0], t);
+        v[1] = make_float2(m.x + kS * d.x, m.y + kS * d.y);
+        v[2] = make_float2(m.x - kS * d.x, m.y - kS * d.y);
+    } else if constexpr (R == 4) {
+        const float2 s02 = cadd(v[0], v[2]), d02 = csub(v[0], v[2]);
+        const float2 s13 = cadd(v[1], v[3]), d13 = mul_i<Sign>(csub(v[1], v[3]));
+        v[0] = cadd(s02, s13);
+        v[1] = cadd(d02, d13);
+        v[2] = csub(s02, s13);
+        v[3] = csub(d02, d13);
+    } else {
+        constexpr int A = R % 4 == 0 ? 4 : R % 2 == 0 ? 2 : 3;
+        constexpr int B = R / A;
+        static_assert(A * B == R && B > 1, "radix built from 2, 3 and 4");
+        float2 y[A][B];
+        unroll<A>([&](auto n1) {
+            float2 t[B];
+#pragma unroll
+            for (int n2 = 0; n2 < B; ++n2) t[n2] = v[n1 + A * n2];
+            dft<B, Sign>(t);
+            unroll<B>([&](auto k2) {
+                constexpr int idx = decltype(n1)::value * decltype(k2)::value;
+                if constexpr (idx == 0) {
+                    y[n1][k2] = t[k2];
+                } else {
+                    using W = Twiddle<idx, R, Sign>;
+                    y[n1][k2] = cmul(t[k2], make_float2(W::c, W::s));
+                }
+            });
+        });
+#pragma unroll
+        for (int k2 = 0; k2 < B; ++k2) {
+            float2 t[A];
+#pragma unroll
+            for (int n1 = 0; n1 < A; ++n1) t[n1] = y[n1][k2];
+            dft<A, Sign>(t);
+#pragma unroll
+            for (int k1 = 0; k1 < A; ++k1) v[B * k1 + k2] = t[k1];
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// One DFT of length N by a team of threads
+// ---------------------------------------------------------------------------------------------
+
+// E elements per thread; the second stage's radix is T = N / E, which must divide E.
+template <int N> struct TeamPlan;
+template <> struct TeamPlan<32> { static constexpr int E = 8; };
+template <> struct TeamPlan<64> { static constexpr int E = 8; };
+template <> struct TeamPlan<96> { static constexpr int E = 24; };
+template <> struct TeamPlan<128> { static constexpr int E = 16; };
+template <> struct TeamPlan<192> { static constexpr int E = 24; };
+
+template <int N>
+struct Geometry {
+    static constexpr int E = TeamPlan<N>::E;
+    static constexpr int T = N / E;
+    static_assert(E % T == 0, "the second stage's radix T must divide E");
+    static constexpr int Qh = N / 2 + 1;  // columns of the half spectrum
+    // Row pitch Qh + 1 (even): with the exchange's swizzle (team_dft) a warp's accesses to its
+    // four columns or row pairs are free of bank conflicts for N = 64, 128, 192 (modelled for every
+    // access pattern of the three phases; with pitch Qh, unswizzled, they cost 2-2.5x the
+    // wavefronts). Rows 2p and 2p + 1 still hold N contiguous slots (2 pitch >= N).
+    static constexpr int pitch = Qh + 1;
+    // 192: 12 warps (up to 168 registers per thread for the 24-element DFTs; at 16 warps they
+    // spill); 128: 16 warps; smaller sizes 8 warps (several blocks per SM).
+    static constexpr int threads = N == 192 ? 384 : N >= 128 ? 512 : 256;
+    static constexpr int teams = threads / T;
+    static constexpr size_t smem_bytes = (size_t(N) * pitch + N) * sizeof(float2);  // S + twiddles
+};
+
+// The N complex numbers a team exchanges through: a column of S (stride pitch) or one row pair
+// (stride 1: rows 2p and 2p + 1 are contiguous).
+struct StridedSlot {
+    float2* base;
+    int stride;
+    __device__ __forceinline__ float2& operator[](int n) const { return base[n * stride]; }
+};
+
+template <int T>
+__device__ __forceinline__ unsigned team_mask() {
+    const unsigned lane = threadIdx.x % kWarp;
+    return T == kWarp ? kFullMask : ((1u << T) - 1u) << (lane & ~unsigned(T - 1));
+}
+
+// Position of exchange element p = r E + c in the slot: row r of the T x E exchange rotated by r,
+// so that the stage-1 writes (a column of it: p = t E + m) and the reads (a row segment:
+// p = t + T e) both spread over the banks.
+template <int E>
+__device__ __forceinline__ int swizzle(int p) {
+    const int r = p / E, c = p - r * E;
+    return r * E + (c + r < E ? c + r : c + r - E);
+}
+
+// The DFT (Sign -1 forward, +1 inverse, unnormalised) of the sequence the team holds in natural
+// layout: v[e] of thread t is element t + T e, on entry and on exit. tw[m E + j] = W_N^{jm}.
+// `post(n, x)` maps each output element n as soon as its butterfly is done (the spectrum product
+// goes there: its loads then spread over the butterflies instead of holding E values at once).
+struct Identity {
+    __device__ __forceinline__ float2 operator()(int, float2 x) const { return x; }
+};
+template <int N, int Sign, class Slot, class Post = Identity>
+__device__ __forceinline__ void team_dft(float2 (&v)[TeamPlan<N>::E], const Slot& slot, unsigned mask,
+                                         const float2* __restrict__ tw, Post post = Post{}) {
+    constexpr int E = Geometry<N>::E, T = Geometry<N>::T, G = E / T;
+    // The thread's place in the team, read here rather than passed in: an opaque value keeps the
+    // compiler from hoisting the 2E swizzled slot offsets out of the callers' loops (in the fused
+    // kernel that spills at 168 registers).
+    unsigned lane;
+    asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
+    const int t = int(lane % T);
+    // Stage 1 (Stockham, Ns = 1): butterfly t takes elements t + T m, writes t E + m.
+    dft<E, Sign>(v);
+    __syncwarp(mask);  // the team has read the slot (the caller may have loaded v from it)
+#pragma unroll
+    for (int m = 0; m < E; ++m) slot[t * E + (m + t < E ? m + t : m + t - E)] = v[m];  // swizzle(t E + m)
+    __syncwarp(mask);
+#pragma unroll
+    for (int e = 0; e < E; ++e) v[e] = slot[swizzle<E>(t + T * e)];
+    // Stage 2 (Ns = E, radix T): butterfly j = t + T i takes and writes elements j + E m, which
+    // are v[i + G m] of this thread: the output is in natural layout without another exchange.
+#pragma unroll
+    for (int i = 0; i < G; ++i) {
+        const int j = t + T * i;
+        float2 u[T];
+        u[0] = v[i];
+#pragma unroll
+        for (int m = 1; m < T; ++m) {
+            float2 w = tw[m * E + j];
+            if (Sign < 0) w.y = -w.y;
+            u[m] = cmul(v[i + G * m], w);
+        }
+        dft<T, Sign>(u);
+#pragma unroll
+        for (int m = 0; m < T; ++m) v[i + G * m] = post(j + E * m, u[m]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The three phases (every thread of the block calls them; barriers are the caller's)
+// ---------------------------------------------------------------------------------------------
+
+struct Team {
+    int t;          // thread within the team
+    int id;         // team within the block
+    unsigned mask;  // the team's lanes
+};
+template <int N>
+__device__ __forceinline__ Team this_team() {
+    constexpr int T = Geometry<N>::T;
+    return Team{int(threadIdx.x % T), int(threadIdx.x / T), team_mask<T>()};
+}
+// The row pair a team takes first in phases 1 and 3. With T = 8 a half-warp holds two teams, and
+// consecutive pairs start 2 pitch = 8 banks apart: the two would share banks. Swapping bits 0
+// and 1 of the team id gives the two teams of a half-warp pairs p and p + 2 (16 banks apart).
+template <int N>
+__device__ __forceinline__ int row_team(const Team& tm) {
+    if constexpr (Geometry<N>::T == 8) return (tm.id & ~3) | ((tm.id & 1) << 1) | ((tm.id >> 1) & 1);
+    else return tm.id;
+}
+
+// Twiddle table of the second stage: tw[m E + j] = exp(2 pi i j m / N), m < T, j < E (a warp's
+// loads of one m are consecutive: no bank conflicts).
+template <int N>
+__device__ __forceinline__ void fill_twiddles(float2* tw) {
+    constexpr int E = Geometry<N>::E;
+    for (int i = threadIdx.x; i < N; i += blockDim.x) {
+        double s, c;
+        sincospi(2.0 * double((i % E) * (i / E)) / N, &s, &c);
+        tw[i] = make_float2(float(c), float(s));
+    }
+}
+
+// Phase 1: rows [0, h) of the h x w matrix M (row-major, unpadded) -> half-spectrum rows of S.
+// Rows from round_up(h, 2) on are not written: phase 2 reads them as zeros.
+template <int N>
+__device__ __forceinline__ void forward_rows(float2* S, const float* __restrict__ M, int h, int w,
+                                             const float2* tw) {
+    using G = Geometry<N>;
+    constexpr int E = G::E, T = G::T, Qh = G::Qh;
+    const Team tm = this_team<N>();
+    for (int p = row_team<N>(tm); 2 * p < h; p += G::teams) {
+        const int a = 2 * p;
+        const bool has_b = a + 1 < h;
+        const float* ra = M + int64_t(a) * w;
+        float2 v[E];
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            const int n = tm.t + T * e;
+            v[e] = make_float2(n < w ? __ldg(ra + n) : 0.0f, n < w && has_b ? __ldg(ra + w + n) : 0.0f);
+        }
+        float2* row = S + a * G::pitch;  // rows a and a + 1: 2 pitch >= N contiguous slots
+        team_dft<N, -1>(v, StridedSlot{row, 1}, tm.mask, tw);
+        // Separate Z = F(a + i b) into F(a) and F(b) for k <= N/2: each needs Z[N - k] too.
+        __syncwarp(tm.mask);
+#pragma unroll
+        for (int e = 0; e < E; ++e) row[tm.t + T * e] = v[e];
+        __syncwarp(tm.mask);
+        constexpr int KE = (Qh + T - 1) / T;
+        float2 fa[KE], fb[KE];
+#pragma unroll
+        for (int e = 0; e < KE; ++e) {
+            const int k = tm.t + T * e;
+            if (k < Qh) {
+                const float2 z = v[e], zm = row[k == 0 ? 0 : N - k];
+                fa[e] = make_float2(0.5f * (z.x + zm.x), 0.5f * (z.y - zm.y));
+                fb[e] = make_float2(0.5f * (z.y + zm.y), 0.5f * (zm.x - z.x));
+            }
+        }
+        __syncwarp(tm.mask);
+#pragma unroll
+        for (int e = 0; e < KE; ++e) {
+            const int k = tm.t + T * e;
+            if (k < Qh) {
+                row[k] = fa[e];
+                row[G::pitch + k] = fb[e];
+            }
+        }
+    }
+}
+
+// Loads column c of S into natural layout (rows >= h_data read as zero) and runs the forward DFT.
+template <int N, class Post = Identity>
+__device__ __forceinline__ void forward_column(float2 (&v)[TeamPlan<N>::E], float2* S, int c, int h_data,
+                                               const Team& tm, const float2* tw, Post post = Post{}) {
+    using G = Geometry<N>;
+#pragma unroll
+    for (int e = 0; e < G::E; ++e) {
+        const int n = tm.t + G::T * e;
+        v[e] = n < h_data ? S[n * G::pitch + c] : make_float2(0.0f, 0.0f);
+    }
+    team_dft<N, -1>(v, StridedSlot{S + c, G::pitch}, tm.mask, tw, post);
+}
+
+// Inverse DFT of a column held in v, written back to column c of S.
+template <int N>
+__device__ __forceinline__ void inverse_column(float2 (&v)[TeamPlan<N>::E], float2* S, int c, const Team& tm,
+                                               const float2* tw) {
+    using G = Geometry<N>;
+    team_dft<N, +1>(v, StridedSlot{S + c, G::pitch}, tm.mask, tw);
+#pragma unroll
+    for (int e = 0; e < G::E; ++e) S[(tm.t + G::T * e) * G::pitch + c] = v[e];  // the thread's own slots
+}
+
+// Phase 3: the rows of the oh x ow output from S, which holds the column-inverted product H.
+// Output (y, x) is at circular position ((y - sy) mod N, (x - sx) mod N), so row pair (2p, 2p + 1)
+// of S (contiguous, like phase 1's pairs) gives output rows (2p + sy) mod N and (2p + 1 + sy) mod N,
+// each written if it is below oh; pairs with neither are skipped (the quadrant swap).
+template <int N>
+__device__ __forceinline__ void inverse_rows(float2* S, float* __restrict__ out, int oh, int ow, int sy, int sx,
+                                             const float2* tw) {
+    using G = Geometry<N>;
+    constexpr int E = G::E, T = G::T, Qh = G::Qh, H = N / 2;
+    const Team tm = this_team<N>();
+    for (int p = row_team<N>(tm); p < H; p += G::teams) {
+        const int ya = 2 * p + sy >= N ? 2 * p + sy - N : 2 * p + sy;
+        const int yb = ya + 1 == N ? 0 : ya + 1;
+        if (ya >= oh && yb >= oh) continue;
+        float2* row = S + 2 * p * G::pitch;  // rows 2p and 2p + 1: 2 pitch >= N contiguous slots
+        float2 v[E];
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            // Z[k] = H_a[k] + i H_b[k], rows extended by H[N - k] = conj(H[k]); H[0], H[N/2] are real.
+            const int k = tm.t + T * e;
+            const int kk = k <= H ? k : N - k;
+            float2 a = row[kk], b = row[G::pitch + kk];
+            if (kk == 0 || kk == H) a.y = b.y = 0.0f;
+            if (k > H) {
+                a.y = -a.y;
+                b.y = -b.y;
+            }
+            v[e] = make_float2(a.x - b.y, a.y + b.x);
+        }
+        team_dft<N, +1>(v, StridedSlot{row, 1}, tm.mask, tw);
+        float* oa = out + int64_t(ya) * ow;
+        float* ob = out + int64_t(yb) * ow;
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            const int n = tm.t + T * e;
+            const int x = n + sx >= N ? n + sx - N : n + sx;
+            if (x < ow) {
+                if (ya < oh) oa[x] = v[e].x;
+                if (yb < oh) ob[x] = v[e].y;
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernels
+// ---------------------------------------------------------------------------------------------
+
+struct Args {
+    const float* left;
+    const float* right;
+    float* out;
+    float2* spec;  // spectrum slot s at spec + s * N * Qh, column-major: [column][row]
+    int hL, wL, hR, wR;
+    int64_t count;  // matrices (spectrum_kernel) or outputs (fused_kernel, pair_kernel)
+    PairMap pairs;
+    float scale;    // 1 / N^2
+};
+
+// spectrum_kernel: the spectra of matrices [0, count): lefts first, then rights (n-to-m).
+template <int N>
+__global__ void __launch_bounds__(Geometry<N>::threads, 1) spectrum_kernel(Args a) {
+    using G = Geometry<N>;
+    extern __shared__ float2 smem[];
+    float2* S = smem;
+    float2* tw = smem + N * G::pitch;
+    fill_twiddles<N>(tw);
+    const Team tm = this_team<N>();
+    const int nL = a.pairs.nL;
+    for (int64_t s = blockIdx.x; s < a.count; s += gridDim.x) {
+        const bool is_left = s < nL;
+        const int h = is_left ? a.hL : a.hR, w = is_left ? a.wL : a.wR;
+        const float* M = is_left ? a.left + s * a.hL * a.wL : a.right + (s - nL) * a.hR * a.wR;
+        __syncthreads();  // twiddles written; the previous matrix's columns read
+        forward_rows<N>(S, M, h, w, tw);
+        __syncthreads();
+        float2* dst = a.spec + s * int64_t(N) * G::Qh;
+        for (int c = tm.id; c < G::Qh; c += G::teams) {
+            float2 v[G::E];
+            forward_column<N>(v, S, c, (h + 1) & ~1, tm, tw);
+#pragma unroll
+            for (int e = 0; e < G::E; ++e) dst[c * N + tm.t + G::T * e] = v[e];
+        }
+    }
+}
+
+// fused_kernel (one-to-one, one-to-many, n-to-mn): output k = right k, whose left spectrum is ready.
+template <int N>
+__global__ void __launch_bounds__(Geometry<N>::threads, 1) fused_kernel(Args a) {
+    using G = Geometry<N>;
+    extern __shared__ float2 smem[];
+    float2* S = smem;
+    float2* tw = smem + N * G::pitch;
+    fill_twiddles<N>(tw);
+    const Team tm = this_team<N>();
+    for (int64_t k = blockIdx.x; k < a.count; k += gridDim.x) {
+        __syncthreads();  // twiddles written; the previous output's rows read
+        forward_rows<N>(S, a.right + k * a.hR * a.wR, a.hR, a.wR, tw);
+        __syncthreads();
+        const float2* L = a.spec + int64_t(a.pairs.left_of(k)) * N * G::Qh;
+        for (int c = tm.id; c < G::Qh; c += G::teams) {
+            float2 v[G::E];
+            const float2* Lc = L + c * N;
+            forward_column<N>(v, S, c, (a.hR + 1) & ~1, tm, tw,
+                              [&](int n, float2 x) { return mul_conj(__ldg(Lc + n), x, a.scale); });
+            inverse_column<N>(v, S, c, tm, tw);
+        }
+        __syncthreads();
+        inverse_rows<N>(S, a.out + k * int64_t(a.hL + a.hR - 1) * (a.wL + a.wR - 1), a.hL + a.hR - 1,
+                        a.wL + a.wR - 1, a.hR - 1, a.wR - 1, tw);
+    }
+}
+
+// pair_kernel (n-to-m): output k = (left k / M, right k mod M), both spectra ready.
+template <int N>
+__global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a) {
+    using G = Geometry<N>;
+    extern __shared__ float2 smem[];
+    float2* S = smem;
+    float2* tw = smem + N * G::pitch;
+    fill_twiddles<N>(tw);
+    const Team tm = this_team<N>();
+    const int64_t slot = int64_t(N) * G::Qh;
+    for (int64_t k = blockIdx.x; k < a.count; k += gridDim.x) {
+        const float2* L = a.spec + a.pairs.left_of(k) * slot;
+        const float2* R = a.spec + (a.pairs.nL + a.pairs.right_of(k)) * slot;
+        __syncthreads();  // twiddles written; the previous output's rows read
+        for (int c = tm.id; c < G::Qh; c += G::teams) {
+            float2 v[G::E];
+#pragma unroll
+            for (int e = 0; e < G::E; ++e) {
+                const int i = c * N + tm.t + G::T * e;
+                v[e] = mul_conj(__ldg(L + i), __ldg(R + i), a.scale);
+            }
+            inverse_column<N>(v, S, c, tm, tw);
+        }
+        __syncthreads();
+        inverse_rows<N>(S, a.out + k * int64_t(a.hL + a.hR - 1) * (a.wL + a.wR - 1), a.hL + a.hR - 1,
+                        a.wL + a.wR - 1, a.hR - 1, a.wR - 1, tw);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The instance
+// ---------------------------------------------------------------------------------------------
+
+constexpr int kSizes[] = {32, 64, 96, 128, 192};
+
+template <class F>
+void for_size(int n, F&& f) {
+    dispatch<32, 64, 96, 128, 192>(n, f, "fft-fused transform size");
+}
+
+class FftFused final : public Instance {
+public:
+    explicit FftFused(const Problem& p) : p_(p) {
+        const int need = std::max(p.out_h(), p.out_w());
+        for (int s : kSizes)
+            if (s >= need) {
+                N_ = s;
+                break;
+            }
+        if (N_ == 0)
+            throw UsageError("fft-fused: " + p.describe() + " has a " + std::to_string(p.out_h()) + " x " +
+                             std::to_string(p.out_w()) +
+                             " output; the shared-memory transform handles outputs up to 191 x 191 (use fft)");
+        n_spec_ = p.form == Form::NToM ? int64_t(p.nL) + p.nR : p.nL;
+        const int64_t slot = int64_t(N_) * (N_ / 2 + 1);
+        size_t free_b = 0, total_b = 0;
+        XC_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+        const double bytes = double(n_spec_) * double(slot) * sizeof(float2);
+        if (bytes > 0.45 * double(free_b))
+            throw UsageError("not enough GPU memory for fft-fused: the spectra of " + p.describe() + " need " +
+                             std::to_string(bytes / double(1 << 30)) + " GiB, 45% of the free " +
+                             std::to_string(double(free_b) / double(1 << 30)) + " GiB is usable");
+        spec_ = DeviceBuffer<float>(size_t(2 * n_spec_ * slot));
+        int dev = 0;
+        XC_CUDA_CHECK(cudaGetDevice(&dev));
+        XC_CUDA_CHECK(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, dev));
+        for_size(N_, [&](auto n) {
+            constexpr int NN = decltype(n)::value;
+            using G = Geometry<NN>;
+            for (auto kernel : {spectrum_kernel<NN>, fused_kernel<NN>, pair_kernel<NN>})
+                XC_CUDA_CHECK(
+                    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(G::smem_bytes)));
+            XC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_, fused_kernel<NN>, G::threads,
+                                                                        G::smem_bytes));
+        });
+        if (per_sm_ < 1) throw UsageError("fft-fused: the kernel does not fit on this GPU's SMs");
+    }
+
+    void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
+        Args a{left, right, out, reinterpret_cast<float2*>(spec_.get()), p_.hL, p_.wL, p_.hR, p_.wR,
+               n_spec_, pair_map(p_), float(1.0 / (double(N_) * double(N_)))};
+        for_size(N_, [&](auto n) {
+            constexpr int NN = decltype(n)::value;
+            using G = Geometry<NN>;
+            spectrum_kernel<NN><<<grid(a.count), G::threads, G::smem_bytes, stream>>>(a);
+            XC_CHECK_LAUNCH();
+            a.count = p_.out_count();
+            if (p_.form == Form::NToM) pair_kernel<NN><<<grid(a.count), G::threads, G::smem_bytes, stream>>>(a);
+            else fused_kernel<NN><<<grid(a.count), G::threads, G::smem_bytes, stream>>>(a);
+            XC_CHECK_LAUNCH();
+        });
+    }
+
+private:
+    // Persistent blocks: as many as fit at once, each striding over the matrices.
+    unsigned grid(int64_t count) const {
+        return unsigned(std::max<int64_t>(1, std::min<int64_t>(count, int64_t(per_sm_) * sms_)));
+    }
+
+    Problem p_;
+    int N_ = 0;
+    int64_t n_spec_ = 0;
+    int sms_ = 0, per_sm_ = 0;
+    DeviceBuffer<float> spec_;
+};
+
+XCORR_REGISTER_VARIANT(Variant{
+    .name = "fft-fused",
+    .family = "hopper",
+    .summary = "FFT in shared memory, one block per matrix: row DFTs, column DFTs + product + inverse, row "
+               "inverse DFTs to the output layout (outputs up to 191 x 191)",
+    .timed = "left (n-to-m: all) spectra + one fused kernel that writes the output layout (everything timed)",
+    .precision = "fp32",
+    .tolerance = 2e-6,
+    .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
+    .params = {},
+    .make = [](const Problem& p, const Params&) -> std::unique_ptr<Instance> {
+        return std::make_unique<FftFused>(p);
+    },
+    .pilot_batch = true,
+});
+
+}  // namespace
+}  // namespace xcorr
