@@ -23,6 +23,8 @@ EXPERIMENT = Experiment(
         Series("warp-per-overlap, shared memory", "warp-per-overlap-shared"),
         Series("fft", "fft"),
         Series("fft+plan", "fft+plan"),
+        Series("fft-fused (new, shared-memory FFT)", "fft-fused", max_size=96,
+               note="the whole transform in one block's shared memory: outputs up to 191 x 191"),
         Series("register-tiled (new)", "register-tiled", max_fmas=NEW_MAX_FMAS),
         Series("small-direct (new)", "small-direct", max_fmas=NEW_MAX_FMAS, max_size=96,
                note="one block per output row in shared memory: sizes up to ~100 only"),

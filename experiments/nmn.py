@@ -32,6 +32,8 @@ EXPERIMENT = Experiment(
         Series("mm-right + grouped-overlap (4/4/4), 20 streams", "multi-matrix-right+grouped-overlap",
                {"rights": clamp_to_count(4), "overlaps": 4, "left_rows": 4, "launch": "streams20"}),
         Series("fft", "fft"),
+        Series("fft-fused (new, shared-memory FFT)", "fft-fused", max_size=96,
+               note="the whole transform in one block's shared memory: outputs up to 191 x 191"),
         Series("multi-matrix-tiled (new)", "multi-matrix-tiled"),
         Series("register-tiled (new)", "register-tiled"),
         Series("tensor-tiled (new, 3xTF32 tensor cores)", "tensor-tiled"),

@@ -79,6 +79,8 @@ EXPERIMENT = Experiment(
         # every form
         Series("fft", "fft"),
         Series("fft+plan", "fft+plan"),
+        Series("fft-fused (new, shared-memory FFT)", "fft-fused", max_size=96,
+               note="the whole transform in one block's shared memory: outputs up to 191 x 191"),
         Series("register-tiled (new)", "register-tiled", max_fmas=NEW_MAX_FMAS),
         Series("multi-matrix-tiled (new)", "multi-matrix-tiled", max_fmas=NEW_MAX_FMAS),
         Series("tensor-tiled (new, 3xTF32 tensor cores)", "tensor-tiled", max_fmas=NEW_MAX_FMAS),
