@@ -63,6 +63,7 @@
 #include "xcorr/device.cuh"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/dispatch.hpp"
+#include "xcorr/pdl.cuh"
 #include "xcorr/registry.hpp"
 
 namespace xcorr {
@@ -187,11 +188,9 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB)
     __shared__ __align__(16) float Ls[C::NLR * C::PL];
     __shared__ __align__(16) float Rs[C::NRR * C::PR];
 
-#if __CUDA_ARCH__ >= 900
-    // Programmatic dependent launch: reduce_kernel (launched with the PDL attribute when split)
-    // may be scheduled now; it waits in griddepcontrol.wait until this grid has finished.
-    asm volatile("griddepcontrol.launch_dependents;");
-#endif
+    // Programmatic dependent launch: reduce_kernel (launch_dependent, when split) may be
+    // scheduled now; it waits in pdl_wait() until this grid has finished.
+    pdl_launch_dependents();
     const WorkItem it = items[blockIdx.x];
     const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
     const int wx = warp % C::WX, wy = warp / C::WX;
@@ -297,9 +296,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_kernel(const float* __r
     const int g = threadIdx.x / kReduceVec, v = threadIdx.x % kReduceVec;
     const int e = (blockIdx.x % kBlocksPerTile) * kReduceVec + v;  // float4 index in the tile
     const int y = t.ty * BY + e / (BX / 4), x = t.tx * BX + 4 * (e % (BX / 4));
-#if __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");  // the partials of the main kernel are complete
-#endif
+    pdl_wait();  // the partials of the main kernel are complete
     for (int64_t k = blockIdx.y; k < count; k += gridDim.y) {
         const float4* P = reinterpret_cast<const float4*>(partials + (k * n_parts + t.part0) * (BY * BX)) + e;
         float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -441,19 +438,10 @@ public:
         XC_CHECK_LAUNCH();
         if (n_split_) {
             constexpr int kBlocksPerTile = C::BY * C::BX / 4 / kReduceVec;
-            cudaLaunchConfig_t cfg{};
-            cfg.gridDim = dim3(unsigned(n_split_ * kBlocksPerTile), gy);
-            cfg.blockDim = dim3(kReduceThreads);
-            cfg.stream = stream;
-            cudaLaunchAttribute attr{};
-            attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-            attr.val.programmaticStreamSerializationAllowed = 1;
-            cfg.attrs = &attr;
-            cfg.numAttrs = 1;
-            XC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, reduce_kernel<C::BY, C::BX>, static_cast<const float*>(partials_.get()),
-                                             n_parts_, static_cast<const SplitTile*>(split_tiles_.get()), out,
-                                             p_.out_h(), p_.out_w(), p_.out_count()));
-            XC_CHECK_LAUNCH();
+            launch_dependent(reduce_kernel<C::BY, C::BX>, dim3(unsigned(n_split_ * kBlocksPerTile), gy),
+                             dim3(kReduceThreads), 0, stream, static_cast<const float*>(partials_.get()), n_parts_,
+                             static_cast<const SplitTile*>(split_tiles_.get()), out, p_.out_h(), p_.out_w(),
+                             p_.out_count());
         }
     }
 

@@ -79,6 +79,7 @@
 #include "xcorr/device.cuh"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/dispatch.hpp"
+#include "xcorr/pdl.cuh"
 #include "xcorr/registry.hpp"
 
 namespace xcorr {
@@ -412,7 +413,7 @@ template <int N>
 __device__ __forceinline__ void inverse_rows(float2* S, float* __restrict__ out, int oh, int ow, int sy, int sx,
                                              const float2* tw) {
     using G = Geometry<N>;
-    constexpr int E = G::E, T = G::T, Qh = G::Qh, H = N / 2;
+    constexpr int E = G::E, T = G::T, H = N / 2;
     const Team tm = this_team<N>();
     for (int p = row_team<N>(tm); p < H; p += G::teams) {
         const int ya = 2 * p + sy >= N ? 2 * p + sy - N : 2 * p + sy;
@@ -463,29 +464,33 @@ struct Args {
     float scale;    // 1 / N^2
 };
 
-// spectrum_kernel: the spectra of matrices [0, count): lefts first, then rights (n-to-m).
-// Programmatic dependent launch (sm_90): spectrum_kernel lets the kernel after it start at once,
-// and that kernel waits for the spectra only where it first reads them, so the launch latency
-// and the right's row DFTs overlap the left spectra.
-__device__ __forceinline__ void launch_dependents() {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;");
-#endif
-}
-__device__ __forceinline__ void wait_for_spectra() {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
+// A block's dynamic shared memory: the half spectrum S (N rows of pitch), then the twiddle table,
+// filled here (the callers' first __syncthreads() publishes it).
+struct BlockSmem {
+    float2* S;
+    float2* tw;
+};
+template <int N>
+__device__ __forceinline__ BlockSmem block_smem() {
+    extern __shared__ float2 smem[];
+    float2* tw = smem + N * Geometry<N>::pitch;
+    fill_twiddles<N>(tw);
+    return BlockSmem{smem, tw};
 }
 
+// Phase 3 for output k.
+template <int N>
+__device__ __forceinline__ void write_output(float2* S, const Args& a, int64_t k, const float2* tw) {
+    const int oh = a.hL + a.hR - 1, ow = a.wL + a.wR - 1;
+    inverse_rows<N>(S, a.out + k * int64_t(oh) * ow, oh, ow, a.hR - 1, a.wR - 1, tw);
+}
+
+// spectrum_kernel: the spectra of matrices [0, count): lefts first, then rights (n-to-m).
 template <int N>
 __global__ void __launch_bounds__(Geometry<N>::threads, 1) spectrum_kernel(Args a) {
     using G = Geometry<N>;
-    launch_dependents();
-    extern __shared__ float2 smem[];
-    float2* S = smem;
-    float2* tw = smem + N * G::pitch;
-    fill_twiddles<N>(tw);
+    pdl_launch_dependents();  // the second kernel may start now (see the header)
+    const auto [S, tw] = block_smem<N>();
     const Team tm = this_team<N>();
     const int nL = a.pairs.nL;
     for (int64_t s = blockIdx.x; s < a.count; s += gridDim.x) {
@@ -509,17 +514,14 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) spectrum_kernel(Args 
 template <int N>
 __global__ void __launch_bounds__(Geometry<N>::threads, 1) fused_kernel(Args a) {
     using G = Geometry<N>;
-    extern __shared__ float2 smem[];
-    float2* S = smem;
-    float2* tw = smem + N * G::pitch;
-    fill_twiddles<N>(tw);
+    const auto [S, tw] = block_smem<N>();
     const Team tm = this_team<N>();
     for (int64_t k = blockIdx.x; k < a.count; k += gridDim.x) {
         __syncthreads();  // twiddles written; the previous output's rows read
         forward_rows<N>(S, a.right + k * a.hR * a.wR, a.hR, a.wR, tw);
         __syncthreads();
         const float2* L = a.spec + int64_t(a.pairs.left_of(k)) * N * G::Qh;
-        wait_for_spectra();  // returns at once after the first time
+        pdl_wait();  // the spectra are ready (returns at once after the first time)
         for (int c = tm.id; c < G::Qh; c += G::teams) {
             float2 v[G::E];
             const float2* Lc = L + c * N;
@@ -528,8 +530,7 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) fused_kernel(Args a) 
             inverse_column<N>(v, S, c, tm, tw);
         }
         __syncthreads();
-        inverse_rows<N>(S, a.out + k * int64_t(a.hL + a.hR - 1) * (a.wL + a.wR - 1), a.hL + a.hR - 1,
-                        a.wL + a.wR - 1, a.hR - 1, a.wR - 1, tw);
+        write_output<N>(S, a, k, tw);
     }
 }
 
@@ -537,13 +538,10 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) fused_kernel(Args a) 
 template <int N>
 __global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a) {
     using G = Geometry<N>;
-    extern __shared__ float2 smem[];
-    float2* S = smem;
-    float2* tw = smem + N * G::pitch;
-    fill_twiddles<N>(tw);
+    const auto [S, tw] = block_smem<N>();
     const Team tm = this_team<N>();
     const int64_t slot = int64_t(N) * G::Qh;
-    wait_for_spectra();
+    pdl_wait();  // the spectra are ready
     for (int64_t k = blockIdx.x; k < a.count; k += gridDim.x) {
         const float2* L = a.spec + a.pairs.left_of(k) * slot;
         const float2* R = a.spec + (a.pairs.nL + a.pairs.right_of(k)) * slot;
@@ -558,8 +556,7 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a) {
             inverse_column<N>(v, S, c, tm, tw);
         }
         __syncthreads();
-        inverse_rows<N>(S, a.out + k * int64_t(a.hL + a.hR - 1) * (a.wL + a.wR - 1), a.hL + a.hR - 1,
-                        a.wL + a.wR - 1, a.hR - 1, a.wR - 1, tw);
+        write_output<N>(S, a, k, tw);
     }
 }
 
@@ -621,18 +618,8 @@ public:
             spectrum_kernel<NN><<<grid(a.count), G::threads, G::smem_bytes, stream>>>(a);
             XC_CHECK_LAUNCH();
             a.count = p_.out_count();
-            cudaLaunchConfig_t cfg{};
-            cfg.gridDim = dim3(grid(a.count));
-            cfg.blockDim = dim3(G::threads);
-            cfg.dynamicSmemBytes = G::smem_bytes;
-            cfg.stream = stream;
-            cudaLaunchAttribute attr{};
-            attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-            attr.val.programmaticStreamSerializationAllowed = 1;
-            cfg.attrs = &attr;
-            cfg.numAttrs = 1;
-            XC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, p_.form == Form::NToM ? pair_kernel<NN> : fused_kernel<NN>, a));
-            XC_CHECK_LAUNCH();
+            launch_dependent(p_.form == Form::NToM ? pair_kernel<NN> : fused_kernel<NN>, dim3(grid(a.count)),
+                             dim3(G::threads), G::smem_bytes, stream, a);
         });
     }
 
