@@ -449,17 +449,6 @@ PlanCache& plan_cache() {
     return *cache;
 }
 
-// XCORR_FFT_MAX_CHUNK: 0 when unset.
-int max_chunk_from_env() {
-    const char* v = std::getenv("XCORR_FFT_MAX_CHUNK");
-    if (!v || !*v) return 0;
-    char* end = nullptr;
-    const long k = std::strtol(v, &end, 10);
-    if (*end != '\0' || k < 1 || k > (1L << 30))
-        throw UsageError(std::string("XCORR_FFT_MAX_CHUNK must be a positive integer, got '") + v + "'");
-    return int(k);
-}
-
 // ---------------------------------------------------------------------------------------------
 // The instance
 // ---------------------------------------------------------------------------------------------
@@ -580,7 +569,7 @@ private:
         size_t free_b = 0, total_b = 0;
         XC_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
         const double usable = 0.45 * double(free_b);
-        const int env_k = max_chunk_from_env();
+        const int env_k = fft_max_chunk_from_env();
         const int ip = inplace_ ? 1 : 0;
         if (workspace_bytes(nR) <= usable && (env_k == 0 || env_k >= nR)) {
             chunked_ = false;

@@ -1,8 +1,10 @@
-// fft-fused: the FFT-based cross-correlation in shared memory, one block per matrix, for outputs up
-// to 191 x 191 (transform sizes 32, 64, 96, 128, 192). Beyond the paper: its fft (and ours, 50_fft.cu)
-// is five passes over a global workspace (pad, cuFFT's two R2C kernels, the product, cuFFT's two
-// C2R kernels), each bound by DRAM bandwidth; for the real-data shape that is 7.6 GB of traffic.
-// Here a right matrix is read once (unpadded) and its output written once, in the final layout.
+// fft-fused: the FFT-based cross-correlation with hand-written DFTs, fused so that a right matrix is
+// read once (unpadded) and its output written once, in the final layout. Up to outputs of 191 x 191
+// (transform sizes 32, 64, 96, 128, 192) one block per matrix does everything in shared memory;
+// larger transforms (256, 512, 1024: outputs up to 1023 x 1023) take the staged path at the end
+// of this file, the same phases as kernels of their own. Beyond the paper: its fft (and ours,
+// 50_fft.cu) is five passes over a global workspace (pad, cuFFT's two R2C kernels, the product,
+// cuFFT's two C2R kernels), each bound by DRAM bandwidth; for the real-data shape that is 7.6 GB.
 //
 // Algorithm (the same transform as fft: both matrices at the top left of an N x N zero-padded
 // slot, C = F^-1(F(L) conj(F(R))) / N^2, output (y, x) at circular position ((y - hR + 1) mod N,
@@ -47,10 +49,11 @@
 //
 // Why this beats five cuFFT passes: per 96 x 96 right matrix of the real-data shape it moves
 // 36 KB in and 146 KB out of DRAM plus 149 KB of left spectrum from L2 (the fft variant moves
-// about 1.7 MB); the transforms run out of shared memory at one block per SM. Limits: the half
-// spectrum must fit in shared memory (N <= 192, 151 KB with the twiddles); larger problems are
-// refused with a pointer to `fft`. Sizes are compile-time (the register arrays and the unrolled
-// DFTs); adding one means one TeamPlan line and one dispatch value.
+// about 1.7 MB); the transforms run out of shared memory at one block per SM. The half spectrum
+// must fit in shared memory (N <= 192, 151 KB with the twiddles); beyond, the staged path, up to
+// N = 1024; larger problems are refused with a pointer to `fft`. Sizes are compile-time (the
+// register arrays and the unrolled DFTs); adding one means one TeamPlan line and one dispatch
+// value (N = 384 and 768 have no two-stage plan with T | E, so 257 .. 511 take N = 512).
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0; no spills, no stack frame), registers of spectrum /
 // fused / pair kernel: N = 32: 56 / 94 / 54 (256 threads), 64: 63 / 100 / 76 (256), 96: 95 / 128 /
@@ -213,12 +216,23 @@ template <> struct TeamPlan<64> { static constexpr int E = 8; };
 template <> struct TeamPlan<96> { static constexpr int E = 24; };
 template <> struct TeamPlan<128> { static constexpr int E = 16; };
 template <> struct TeamPlan<192> { static constexpr int E = 24; };
+template <> struct TeamPlan<256> { static constexpr int E = 16; };   // the staged path (below)
+template <> struct TeamPlan<512> { static constexpr int E = 32; };
+template <> struct TeamPlan<1024> { static constexpr int E = 32; };
 
+// A length-N DFT's team: E elements per thread, T threads.
 template <int N>
-struct Geometry {
+struct TeamShape {
     static constexpr int E = TeamPlan<N>::E;
     static constexpr int T = N / E;
     static_assert(E % T == 0, "the second stage's radix T must divide E");
+};
+
+// The one-block path's block (N <= 192).
+template <int N>
+struct Geometry {
+    static constexpr int E = TeamShape<N>::E;
+    static constexpr int T = TeamShape<N>::T;
     static constexpr int Qh = N / 2 + 1;  // columns of the half spectrum
     // Row pitch Qh + 1 (even): with the exchange's swizzle (team_dft) a warp's accesses to its
     // four columns or row pairs are free of bank conflicts for N = 64, 128, 192 (modelled for every
@@ -265,7 +279,7 @@ struct Identity {
 template <int N, int Sign, class Slot, class Post = Identity>
 __device__ __forceinline__ void team_dft(float2 (&v)[TeamPlan<N>::E], const Slot& slot, unsigned mask,
                                          const float2* __restrict__ tw, Post post = Post{}) {
-    constexpr int E = Geometry<N>::E, T = Geometry<N>::T, G = E / T;
+    constexpr int E = TeamShape<N>::E, T = TeamShape<N>::T, G = E / T;
     // The thread's place in the team, read here rather than passed in: an opaque value keeps the
     // compiler from hoisting the 2E swizzled slot offsets out of the callers' loops (in the fused
     // kernel that spills at 168 registers).
@@ -310,7 +324,7 @@ struct Team {
 };
 template <int N>
 __device__ __forceinline__ Team this_team() {
-    constexpr int T = Geometry<N>::T;
+    constexpr int T = TeamShape<N>::T;
     return Team{int(threadIdx.x % T), int(threadIdx.x / T), team_mask<T>()};
 }
 // The row pair a team takes first in phases 1 and 3. With T = 8 a half-warp holds two teams, and
@@ -318,7 +332,7 @@ __device__ __forceinline__ Team this_team() {
 // and 1 of the team id gives the two teams of a half-warp pairs p and p + 2 (16 banks apart).
 template <int N>
 __device__ __forceinline__ int row_team(const Team& tm) {
-    if constexpr (Geometry<N>::T == 8) return (tm.id & ~3) | ((tm.id & 1) << 1) | ((tm.id >> 1) & 1);
+    if constexpr (TeamShape<N>::T == 8) return (tm.id & ~3) | ((tm.id & 1) << 1) | ((tm.id >> 1) & 1);
     else return tm.id;
 }
 
@@ -326,11 +340,53 @@ __device__ __forceinline__ int row_team(const Team& tm) {
 // loads of one m are consecutive: no bank conflicts).
 template <int N>
 __device__ __forceinline__ void fill_twiddles(float2* tw) {
-    constexpr int E = Geometry<N>::E;
+    constexpr int E = TeamShape<N>::E;
     for (int i = threadIdx.x; i < N; i += blockDim.x) {
         double s, c;
         sincospi(2.0 * double((i % E) * (i / E)) / N, &s, &c);
         tw[i] = make_float2(float(c), float(s));
+    }
+}
+
+// One packed row pair, forward: rows a (ra) and b (ra + w; zero unless has_b) of a w-wide matrix,
+// Z = F(a + i b) by one DFT through `slot`, separated into the half spectra F(a) -> da and
+// F(b) -> db (k <= N/2). da and db may overlap the slot (the reads finish before the writes).
+template <int N>
+__device__ __forceinline__ void forward_row_pair(const float* __restrict__ ra, int w, bool has_b, float2* slot,
+                                                 float2* da, float2* db, const Team& tm, const float2* tw) {
+    constexpr int E = TeamShape<N>::E, T = TeamShape<N>::T, Qh = N / 2 + 1;
+    float2 v[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+        const int n = tm.t + T * e;
+        v[e] = make_float2(n < w ? __ldg(ra + n) : 0.0f, n < w && has_b ? __ldg(ra + w + n) : 0.0f);
+    }
+    team_dft<N, -1>(v, StridedSlot{slot, 1}, tm.mask, tw);
+    // F(a)[k] = (Z[k] + conj Z[N - k]) / 2, F(b)[k] = (Z[k] - conj Z[N - k]) / 2i: Z[N - k] is
+    // another thread's, so Z goes through the slot.
+    __syncwarp(tm.mask);
+#pragma unroll
+    for (int e = 0; e < E; ++e) slot[tm.t + T * e] = v[e];
+    __syncwarp(tm.mask);
+    constexpr int KE = (Qh + T - 1) / T;
+    float2 fa[KE], fb[KE];
+#pragma unroll
+    for (int e = 0; e < KE; ++e) {
+        const int k = tm.t + T * e;
+        if (k < Qh) {
+            const float2 z = v[e], zm = slot[k == 0 ? 0 : N - k];
+            fa[e] = make_float2(0.5f * (z.x + zm.x), 0.5f * (z.y - zm.y));
+            fb[e] = make_float2(0.5f * (z.y + zm.y), 0.5f * (zm.x - z.x));
+        }
+    }
+    __syncwarp(tm.mask);
+#pragma unroll
+    for (int e = 0; e < KE; ++e) {
+        const int k = tm.t + T * e;
+        if (k < Qh) {
+            da[k] = fa[e];
+            db[k] = fb[e];
+        }
     }
 }
 
@@ -340,45 +396,10 @@ template <int N>
 __device__ __forceinline__ void forward_rows(float2* S, const float* __restrict__ M, int h, int w,
                                              const float2* tw) {
     using G = Geometry<N>;
-    constexpr int E = G::E, T = G::T, Qh = G::Qh;
     const Team tm = this_team<N>();
     for (int p = row_team<N>(tm); 2 * p < h; p += G::teams) {
-        const int a = 2 * p;
-        const bool has_b = a + 1 < h;
-        const float* ra = M + int64_t(a) * w;
-        float2 v[E];
-#pragma unroll
-        for (int e = 0; e < E; ++e) {
-            const int n = tm.t + T * e;
-            v[e] = make_float2(n < w ? __ldg(ra + n) : 0.0f, n < w && has_b ? __ldg(ra + w + n) : 0.0f);
-        }
-        float2* row = S + a * G::pitch;  // rows a and a + 1: 2 pitch >= N contiguous slots
-        team_dft<N, -1>(v, StridedSlot{row, 1}, tm.mask, tw);
-        // Separate Z = F(a + i b) into F(a) and F(b) for k <= N/2: each needs Z[N - k] too.
-        __syncwarp(tm.mask);
-#pragma unroll
-        for (int e = 0; e < E; ++e) row[tm.t + T * e] = v[e];
-        __syncwarp(tm.mask);
-        constexpr int KE = (Qh + T - 1) / T;
-        float2 fa[KE], fb[KE];
-#pragma unroll
-        for (int e = 0; e < KE; ++e) {
-            const int k = tm.t + T * e;
-            if (k < Qh) {
-                const float2 z = v[e], zm = row[k == 0 ? 0 : N - k];
-                fa[e] = make_float2(0.5f * (z.x + zm.x), 0.5f * (z.y - zm.y));
-                fb[e] = make_float2(0.5f * (z.y + zm.y), 0.5f * (zm.x - z.x));
-            }
-        }
-        __syncwarp(tm.mask);
-#pragma unroll
-        for (int e = 0; e < KE; ++e) {
-            const int k = tm.t + T * e;
-            if (k < Qh) {
-                row[k] = fa[e];
-                row[G::pitch + k] = fb[e];
-            }
-        }
+        float2* row = S + 2 * p * G::pitch;  // rows 2p and 2p + 1: 2 pitch >= N contiguous slots
+        forward_row_pair<N>(M + int64_t(2 * p) * w, w, 2 * p + 1 < h, row, row, row + G::pitch, tm, tw);
     }
 }
 
@@ -405,47 +426,64 @@ __device__ __forceinline__ void inverse_column(float2 (&v)[TeamPlan<N>::E], floa
     for (int e = 0; e < G::E; ++e) S[(tm.t + G::T * e) * G::pitch + c] = v[e];  // the thread's own slots
 }
 
+// One row pair, inverse: rows A and B of the column-inverted product H (N/2 + 1 columns each),
+// Z = H_a + i H_b extended to length N by Hermitian symmetry, one inverse DFT through `slot`
+// (which may be A itself), real and imaginary parts to output rows ya and yb (each if < oh),
+// rotated by sx columns.
+template <int N>
+__device__ __forceinline__ void inverse_row_pair(const float2* A, const float2* B, float2* slot, int ya, int yb,
+                                                 float* __restrict__ out, int oh, int ow, int sx, const Team& tm,
+                                                 const float2* tw) {
+    constexpr int E = TeamShape<N>::E, T = TeamShape<N>::T, H = N / 2;
+    float2 v[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+        // H[N - k] = conj(H[k]); H[0] and H[N/2] are real.
+        const int k = tm.t + T * e;
+        const int kk = k <= H ? k : N - k;
+        float2 a = A[kk], b = B[kk];
+        if (kk == 0 || kk == H) a.y = b.y = 0.0f;
+        if (k > H) {
+            a.y = -a.y;
+            b.y = -b.y;
+        }
+        v[e] = make_float2(a.x - b.y, a.y + b.x);
+    }
+    team_dft<N, +1>(v, StridedSlot{slot, 1}, tm.mask, tw);
+    float* oa = out + int64_t(ya) * ow;
+    float* ob = out + int64_t(yb) * ow;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+        const int n = tm.t + T * e;
+        const int x = n + sx >= N ? n + sx - N : n + sx;
+        if (x < ow) {
+            if (ya < oh) oa[x] = v[e].x;
+            if (yb < oh) ob[x] = v[e].y;
+        }
+    }
+}
+
+// Output rows of row pair p: output (y, x) is at circular position ((y - sy) mod N, (x - sx) mod N),
+// so rows 2p and 2p + 1 of H hold output rows (2p + sy) mod N and (2p + 1 + sy) mod N; false when
+// neither is below oh (the pair is skipped: the quadrant swap is this choice of rows).
+template <int N>
+__device__ __forceinline__ bool output_rows(int p, int sy, int oh, int& ya, int& yb) {
+    ya = 2 * p + sy >= N ? 2 * p + sy - N : 2 * p + sy;
+    yb = ya + 1 == N ? 0 : ya + 1;
+    return ya < oh || yb < oh;
+}
+
 // Phase 3: the rows of the oh x ow output from S, which holds the column-inverted product H.
-// Output (y, x) is at circular position ((y - sy) mod N, (x - sx) mod N), so row pair (2p, 2p + 1)
-// of S (contiguous, like phase 1's pairs) gives output rows (2p + sy) mod N and (2p + 1 + sy) mod N,
-// each written if it is below oh; pairs with neither are skipped (the quadrant swap).
 template <int N>
 __device__ __forceinline__ void inverse_rows(float2* S, float* __restrict__ out, int oh, int ow, int sy, int sx,
                                              const float2* tw) {
     using G = Geometry<N>;
-    constexpr int E = G::E, T = G::T, H = N / 2;
     const Team tm = this_team<N>();
-    for (int p = row_team<N>(tm); p < H; p += G::teams) {
-        const int ya = 2 * p + sy >= N ? 2 * p + sy - N : 2 * p + sy;
-        const int yb = ya + 1 == N ? 0 : ya + 1;
-        if (ya >= oh && yb >= oh) continue;
+    for (int p = row_team<N>(tm); p < N / 2; p += G::teams) {
+        int ya, yb;
+        if (!output_rows<N>(p, sy, oh, ya, yb)) continue;
         float2* row = S + 2 * p * G::pitch;  // rows 2p and 2p + 1: 2 pitch >= N contiguous slots
-        float2 v[E];
-#pragma unroll
-        for (int e = 0; e < E; ++e) {
-            // Z[k] = H_a[k] + i H_b[k], rows extended by H[N - k] = conj(H[k]); H[0], H[N/2] are real.
-            const int k = tm.t + T * e;
-            const int kk = k <= H ? k : N - k;
-            float2 a = row[kk], b = row[G::pitch + kk];
-            if (kk == 0 || kk == H) a.y = b.y = 0.0f;
-            if (k > H) {
-                a.y = -a.y;
-                b.y = -b.y;
-            }
-            v[e] = make_float2(a.x - b.y, a.y + b.x);
-        }
-        team_dft<N, +1>(v, StridedSlot{row, 1}, tm.mask, tw);
-        float* oa = out + int64_t(ya) * ow;
-        float* ob = out + int64_t(yb) * ow;
-#pragma unroll
-        for (int e = 0; e < E; ++e) {
-            const int n = tm.t + T * e;
-            const int x = n + sx >= N ? n + sx - N : n + sx;
-            if (x < ow) {
-                if (ya < oh) oa[x] = v[e].x;
-                if (yb < oh) ob[x] = v[e].y;
-            }
-        }
+        inverse_row_pair<N>(row, row + G::pitch, row, ya, yb, out, oh, ow, sx, tm, tw);
     }
 }
 
@@ -561,14 +599,182 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The staged path: transforms too large for one block (N = 256, 512, 1024)
+// ---------------------------------------------------------------------------------------------
+//
+// The same three phases, each a kernel of its own, with global memory between them instead of
+// one block's shared memory: rows_kernel (phase 1: row pairs -> row spectra R, rows below the
+// matrix never written), cols_kernel (phase 2: a block stages a tile of TC adjacent columns of R
+// in shared memory, one column per team; the forward DFT, then per mode: store the spectrum
+// (kForward), or multiply by the left spectrum and invert (kCorrelate), or multiply two stored
+// spectra and invert (kPair), the result written back as rows of H), and out_rows_kernel
+// (phase 3: row pairs of H -> output rows). Per 256 x 256 right of 1-to-32 at 256 (N = 512) that
+// moves about 4.4 MB (input 0.26, R 0.5 twice, H 1 twice, output 1, left spectrum from L2) where
+// the cuFFT pipeline moves about 11. Every kernel but the first of a run is a programmatic
+// dependent launch that waits for its predecessor before touching global memory (so each also
+// covers everything before it); only launch latency and twiddle tables overlap.
+
+template <int N>
+struct Staged {
+    static constexpr int E = TeamShape<N>::E, T = TeamShape<N>::T;
+    static constexpr int threads = 256;
+    static constexpr int teams = threads / T;  // 16 (N = 256, 512), 8 (N = 1024)
+    static constexpr int Qh = N / 2 + 1;
+    static constexpr int rpitch = Qh + 1;      // complex numbers per row of R and H (8-byte aligned rows)
+    static constexpr int TC = teams;           // columns per block of cols_kernel, one per team
+    static constexpr int tpitch = TC + 1;      // complex numbers per row of its tile (odd)
+    static constexpr int col_tiles = (Qh + TC - 1) / TC;
+    static constexpr size_t row_smem = (size_t(teams) * N + N) * sizeof(float2);  // team slots + twiddles
+    static constexpr size_t col_smem = (size_t(N) * tpitch + N) * sizeof(float2);  // tile + twiddles
+};
+
+struct StagedArgs {
+    const float* src;   // rows_kernel: the stack whose matrices [0, count) it transforms
+    int h, w;           // their size
+    float* out;
+    float2* R;          // row spectra of the matrices of one launch: matrix s at R + s N rpitch
+    float2* spec;       // column-major spectra ([column][row]), slot i at spec + i N Qh
+    float2* H;          // column-inverted products of one chunk: output s at H + s N rpitch
+    int hL, wL, hR, wR;
+    int64_t count;      // matrices or outputs of this launch
+    int64_t spec0;      // cols_kernel kForward: spectrum slot of matrix 0
+    int64_t j0;         // first right of the chunk
+    int kc;             // rights in the chunk
+    PairMap pairs;
+    float scale;
+};
+
+// Output index of chunk output s: one right per output (k = j0 + s), or for n-to-m left-major
+// within the chunk (s = i kc + jj -> left i, right j0 + jj).
+__device__ __forceinline__ int64_t chunk_output(const StagedArgs& a, int64_t s) {
+    if (a.pairs.form != int(Form::NToM)) return a.j0 + s;
+    return (s / a.kc) * a.pairs.nR + a.j0 + s % a.kc;
+}
+
+template <int N>
+__device__ __forceinline__ float2* staged_twiddles(float2* tw) {
+    fill_twiddles<N>(tw);
+    __syncthreads();
+    pdl_launch_dependents();
+    pdl_wait();  // the previous kernel's writes are visible, and it no longer reads what this one writes
+    return tw;
+}
+
+// Phase 1: one team per row pair of matrices [0, count) of src.
+template <int N>
+__global__ void __launch_bounds__(Staged<N>::threads) rows_kernel(StagedArgs a) {
+    using G = Staged<N>;
+    extern __shared__ float2 smem[];
+    const float2* tw = staged_twiddles<N>(smem + G::teams * N);
+    const Team tm = this_team<N>();
+    const int pairs = (a.h + 1) / 2;
+    const int64_t item = int64_t(blockIdx.x) * G::teams + tm.id;
+    if (item >= a.count * pairs) return;  // whole teams; no block barrier follows
+    const int64_t s = item / pairs;
+    const int r = 2 * int(item - s * pairs);
+    float2* dst = a.R + (s * N + r) * G::rpitch;
+    forward_row_pair<N>(a.src + (s * a.h + r) * a.w, a.w, r + 1 < a.h, smem + tm.id * N, dst, dst + G::rpitch,
+                        tm, tw);
+}
+
+enum ColMode : int { kForward = 0, kCorrelate = 1, kPair = 2 };
+
+// Phase 2: blockIdx.x = tile of TC columns, blockIdx.y strides over the launch's matrices/outputs.
+template <int N, int MODE>
+__global__ void __launch_bounds__(Staged<N>::threads) cols_kernel(StagedArgs a) {
+    using G = Staged<N>;
+    constexpr int E = G::E, T = G::T, TC = G::TC, P = G::tpitch;
+    extern __shared__ float2 smem[];
+    float2* tile = smem;
+    const float2* tw = staged_twiddles<N>(smem + N * P);
+    const Team tm = this_team<N>();
+    const int c0 = blockIdx.x * TC, c = c0 + tm.id, ncols = min(TC, G::Qh - c0);
+    const int h_data = ((MODE == kForward ? a.h : a.hR) + 1) & ~1;  // rows of R written (even)
+    float2* col = tile + tm.id;
+    for (int64_t s = blockIdx.y; s < a.count; s += gridDim.y) {
+        if constexpr (MODE != kPair) {
+            const float2* src = a.R + s * N * G::rpitch + c0;
+            for (int i = threadIdx.x; i < h_data * TC; i += G::threads) {
+                const int r = i / TC, j = i - r * TC;
+                if (j < ncols) tile[r * P + j] = src[r * G::rpitch + j];
+            }
+            __syncthreads();
+        }
+        if (tm.id < ncols) {
+            float2 v[E];
+            if constexpr (MODE == kPair) {
+                const int64_t k = chunk_output(a, s);
+                const float2* L = a.spec + (int64_t(a.pairs.left_of(k)) * G::Qh + c) * N;
+                const float2* Rs = a.spec + ((a.pairs.nL + s % a.kc) * int64_t(G::Qh) + c) * N;
+#pragma unroll
+                for (int e = 0; e < E; ++e) {
+                    const int n = tm.t + T * e;
+                    v[e] = mul_conj(__ldg(L + n), __ldg(Rs + n), a.scale);
+                }
+            } else {
+#pragma unroll
+                for (int e = 0; e < E; ++e) {
+                    const int n = tm.t + T * e;
+                    v[e] = n < h_data ? col[n * P] : make_float2(0.0f, 0.0f);
+                }
+                if constexpr (MODE == kForward) {
+                    team_dft<N, -1>(v, StridedSlot{col, P}, tm.mask, tw);
+                    float2* dst = a.spec + ((a.spec0 + s) * G::Qh + c) * N;
+#pragma unroll
+                    for (int e = 0; e < E; ++e) dst[tm.t + T * e] = v[e];
+                } else {
+                    const float2* L = a.spec + (int64_t(a.pairs.left_of(chunk_output(a, s))) * G::Qh + c) * N;
+                    team_dft<N, -1>(v, StridedSlot{col, P}, tm.mask, tw,
+                                    [&](int n, float2 x) { return mul_conj(__ldg(L + n), x, a.scale); });
+                }
+            }
+            if constexpr (MODE != kForward) {
+                team_dft<N, +1>(v, StridedSlot{col, P}, tm.mask, tw);
+#pragma unroll
+                for (int e = 0; e < E; ++e) col[(tm.t + T * e) * P] = v[e];
+            }
+        }
+        if constexpr (MODE != kForward) {
+            __syncthreads();
+            float2* dst = a.H + s * N * G::rpitch + c0;
+            for (int i = threadIdx.x; i < N * TC; i += G::threads) {
+                const int r = i / TC, j = i - r * TC;
+                if (j < ncols) dst[r * G::rpitch + j] = tile[r * P + j];
+            }
+        }
+        __syncthreads();  // the tile is staged again for the next s
+    }
+}
+
+// Phase 3: one team per row pair of chunk outputs [0, count).
+template <int N>
+__global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs a) {
+    using G = Staged<N>;
+    extern __shared__ float2 smem[];
+    const float2* tw = staged_twiddles<N>(smem + G::teams * N);
+    const Team tm = this_team<N>();
+    const int64_t item = int64_t(blockIdx.x) * G::teams + tm.id;
+    if (item >= a.count * (N / 2)) return;
+    const int64_t s = item / (N / 2);
+    const int p = int(item - s * (N / 2));
+    const int oh = a.hL + a.hR - 1, ow = a.wL + a.wR - 1;
+    int ya, yb;
+    if (!output_rows<N>(p, a.hR - 1, oh, ya, yb)) return;
+    const float2* rows = a.H + (s * N + 2 * p) * G::rpitch;
+    inverse_row_pair<N>(rows, rows + G::rpitch, smem + tm.id * N, ya, yb,
+                        a.out + chunk_output(a, s) * int64_t(oh) * ow, oh, ow, a.wR - 1, tm, tw);
+}
+
+// ---------------------------------------------------------------------------------------------
 // The instance
 // ---------------------------------------------------------------------------------------------
 
-constexpr int kSizes[] = {32, 64, 96, 128, 192};
+constexpr int kSizes[] = {32, 64, 96, 128, 192, 256, 512, 1024};
+constexpr int kMaxOneBlock = 192;  // larger transforms take the staged path
 
 template <class F>
 void for_size(int n, F&& f) {
-    dispatch<32, 64, 96, 128, 192>(n, f, "fft-fused transform size");
+    dispatch<32, 64, 96, 128, 192, 256, 512, 1024>(n, f, "fft-fused transform size");
 }
 
 class FftFused final : public Instance {
@@ -582,66 +788,151 @@ public:
             }
         if (N_ == 0)
             throw UsageError("fft-fused: " + p.describe() + " has a " + std::to_string(p.out_h()) + " x " +
-                             std::to_string(p.out_w()) +
-                             " output; the shared-memory transform handles outputs up to 191 x 191 (use fft)");
-        n_spec_ = p.form == Form::NToM ? int64_t(p.nL) + p.nR : p.nL;
-        const int64_t slot = int64_t(N_) * (N_ / 2 + 1);
-        size_t free_b = 0, total_b = 0;
-        XC_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-        const double bytes = double(n_spec_) * double(slot) * sizeof(float2);
-        if (bytes > 0.45 * double(free_b))
-            throw UsageError("not enough GPU memory for fft-fused: the spectra of " + p.describe() + " need " +
-                             std::to_string(bytes / double(1 << 30)) + " GiB, 45% of the free " +
-                             std::to_string(double(free_b) / double(1 << 30)) + " GiB is usable");
-        spec_ = DeviceBuffer<float>(size_t(2 * n_spec_ * slot));
+                             std::to_string(p.out_w()) + " output; transforms go up to 1024 (outputs up to 1023 x "
+                             "1023; use fft)");
         int dev = 0;
         XC_CUDA_CHECK(cudaGetDevice(&dev));
         XC_CUDA_CHECK(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, dev));
         for_size(N_, [&](auto n) {
             constexpr int NN = decltype(n)::value;
-            using G = Geometry<NN>;
-            for (auto kernel : {spectrum_kernel<NN>, fused_kernel<NN>, pair_kernel<NN>})
-                XC_CUDA_CHECK(
-                    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(G::smem_bytes)));
-            XC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_, fused_kernel<NN>, G::threads,
-                                                                        G::smem_bytes));
+            if constexpr (NN <= kMaxOneBlock) {
+                using G = Geometry<NN>;
+                for (auto kernel : {spectrum_kernel<NN>, fused_kernel<NN>, pair_kernel<NN>})
+                    XC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       int(G::smem_bytes)));
+                XC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_, fused_kernel<NN>, G::threads,
+                                                                            G::smem_bytes));
+            } else {
+                using G = Staged<NN>;
+                for (auto kernel : {rows_kernel<NN>, out_rows_kernel<NN>})
+                    XC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       int(G::row_smem)));
+                for (auto kernel : {cols_kernel<NN, kForward>, cols_kernel<NN, kCorrelate>, cols_kernel<NN, kPair>})
+                    XC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       int(G::col_smem)));
+                per_sm_ = 1;
+            }
         });
         if (per_sm_ < 1) throw UsageError("fft-fused: the kernel does not fit on this GPU's SMs");
+        plan_memory();
     }
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
-        Args a{left, right, out, reinterpret_cast<float2*>(spec_.get()), p_.hL, p_.wL, p_.hR, p_.wR,
-               n_spec_, pair_map(p_), float(1.0 / (double(N_) * double(N_)))};
         for_size(N_, [&](auto n) {
             constexpr int NN = decltype(n)::value;
-            using G = Geometry<NN>;
-            spectrum_kernel<NN><<<grid(a.count), G::threads, G::smem_bytes, stream>>>(a);
-            XC_CHECK_LAUNCH();
-            a.count = p_.out_count();
-            launch_dependent(p_.form == Form::NToM ? pair_kernel<NN> : fused_kernel<NN>, dim3(grid(a.count)),
-                             dim3(G::threads), G::smem_bytes, stream, a);
+            if constexpr (NN <= kMaxOneBlock) run_one_block<NN>(left, right, out, stream);
+            else run_staged<NN>(left, right, out, stream);
         });
     }
 
 private:
-    // Persistent blocks: as many as fit at once, each striding over the matrices.
+    // Workspace: one-block path: the spectra (lefts; n-to-m: all). Staged path, with chunks of K
+    // rights: row spectra of max(nL, K) matrices, spectra of the lefts (n-to-m: and K rights),
+    // K * G column-inverted products (G = nL for n-to-m, else 1). K = nR when everything fits in
+    // 45% of the free memory (or XCORR_FFT_MAX_CHUNK caps it), else the most that fits.
+    void plan_memory() {
+        const int64_t nL = p_.nL, nR = p_.nR, G = p_.form == Form::NToM ? nL : 1;
+        const double qh = N_ / 2 + 1, rp = N_ / 2 + 2, n = N_, c8 = sizeof(float2);
+        const bool ntom = p_.form == Form::NToM;
+        auto bytes = [&](int64_t k) -> double {
+            if (N_ <= kMaxOneBlock) return double(ntom ? nL + nR : nL) * n * qh * c8;
+            return (double(std::max(nL, k)) * n * rp + double(nL + (ntom ? k : 0)) * n * qh + double(k * G) * n * rp) *
+                   c8;
+        };
+        size_t free_b = 0, total_b = 0;
+        XC_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+        const double usable = 0.45 * double(free_b);
+        int64_t k = nR;
+        if (N_ > kMaxOneBlock) {
+            if (const int cap = fft_max_chunk_from_env()) k = std::min<int64_t>(k, cap);
+            while (k > 1 && bytes(k) > usable) k = std::max<int64_t>(1, k * 3 / 4);
+        }
+        if (bytes(k) > usable)
+            throw UsageError("not enough GPU memory for fft-fused: " + p_.describe() + " needs " +
+                             std::to_string(bytes(k) / double(1 << 30)) + " GiB of workspace, 45% of the free " +
+                             std::to_string(double(free_b) / double(1 << 30)) + " GiB is usable");
+        K_ = int(k);
+        if (N_ <= kMaxOneBlock) {
+            spec_ = DeviceBuffer<float2>(size_t((ntom ? nL + nR : nL) * int64_t(N_) * (N_ / 2 + 1)));
+        } else {
+            const int64_t slot = int64_t(N_) * (N_ / 2 + 2);
+            rows_ = DeviceBuffer<float2>(size_t(std::max(nL, k) * slot));
+            spec_ = DeviceBuffer<float2>(size_t((nL + (ntom ? k : 0)) * int64_t(N_) * (N_ / 2 + 1)));
+            H_ = DeviceBuffer<float2>(size_t(k * G * slot));
+        }
+    }
+
+    template <int NN>
+    void run_one_block(const float* left, const float* right, float* out, cudaStream_t stream) {
+        using G = Geometry<NN>;
+        Args a{left, right, out, spec_.get(), p_.hL, p_.wL, p_.hR, p_.wR,
+               p_.form == Form::NToM ? int64_t(p_.nL) + p_.nR : int64_t(p_.nL), pair_map(p_),
+               float(1.0 / (double(NN) * NN))};
+        spectrum_kernel<NN><<<grid(a.count), G::threads, G::smem_bytes, stream>>>(a);
+        XC_CHECK_LAUNCH();
+        a.count = p_.out_count();
+        launch_dependent(p_.form == Form::NToM ? pair_kernel<NN> : fused_kernel<NN>, dim3(grid(a.count)),
+                         dim3(G::threads), G::smem_bytes, stream, a);
+    }
+
+    template <int NN>
+    void run_staged(const float* left, const float* right, float* out, cudaStream_t stream) {
+        using G = Staged<NN>;
+        const bool ntom = p_.form == Form::NToM;
+        StagedArgs a{left, p_.hL, p_.wL, out, rows_.get(), spec_.get(), H_.get(), p_.hL, p_.wL, p_.hR, p_.wR,
+                     p_.nL, 0, 0, 1, pair_map(p_), float(1.0 / (double(NN) * NN))};
+        const auto rows_grid = [&](int64_t items) { return dim3(unsigned(ceil_div64(items, G::teams))); };
+        const auto cols_grid = [&](int64_t count) {
+            return dim3(unsigned(G::col_tiles), unsigned(std::min<int64_t>(count, 65535)));
+        };
+        // The left spectra.
+        rows_kernel<NN><<<rows_grid(a.count * ((a.h + 1) / 2)), G::threads, G::row_smem, stream>>>(a);
+        XC_CHECK_LAUNCH();
+        launch_dependent(cols_kernel<NN, kForward>, cols_grid(a.count), dim3(G::threads), G::col_smem, stream, a);
+        for (int j0 = 0; j0 < p_.nR; j0 += K_) {
+            const int kc = std::min(K_, p_.nR - j0);
+            a.src = right + int64_t(j0) * p_.hR * p_.wR;
+            a.h = p_.hR;
+            a.w = p_.wR;
+            a.count = kc;
+            a.j0 = j0;
+            a.kc = kc;
+            launch_dependent(rows_kernel<NN>, rows_grid(a.count * ((a.h + 1) / 2)), dim3(G::threads), G::row_smem,
+                             stream, a);
+            if (ntom) {
+                a.spec0 = p_.nL;
+                launch_dependent(cols_kernel<NN, kForward>, cols_grid(a.count), dim3(G::threads), G::col_smem, stream,
+                                 a);
+                a.count = int64_t(p_.nL) * kc;
+                launch_dependent(cols_kernel<NN, kPair>, cols_grid(a.count), dim3(G::threads), G::col_smem, stream, a);
+            } else {
+                launch_dependent(cols_kernel<NN, kCorrelate>, cols_grid(a.count), dim3(G::threads), G::col_smem,
+                                 stream, a);
+            }
+            launch_dependent(out_rows_kernel<NN>, rows_grid(a.count * (NN / 2)), dim3(G::threads), G::row_smem, stream,
+                             a);
+        }
+    }
+
+    // Persistent blocks of the one-block path: as many as fit at once, each striding over the matrices.
     unsigned grid(int64_t count) const {
         return unsigned(std::max<int64_t>(1, std::min<int64_t>(count, int64_t(per_sm_) * sms_)));
     }
 
     Problem p_;
-    int N_ = 0;
-    int64_t n_spec_ = 0;
+    int N_ = 0, K_ = 0;
     int sms_ = 0, per_sm_ = 0;
-    DeviceBuffer<float> spec_;
+    DeviceBuffer<float2> spec_, rows_, H_;
 };
 
 XCORR_REGISTER_VARIANT(Variant{
     .name = "fft-fused",
     .family = "hopper",
-    .summary = "FFT in shared memory, one block per matrix: row DFTs, column DFTs + product + inverse, row "
-               "inverse DFTs to the output layout (outputs up to 191 x 191)",
-    .timed = "left (n-to-m: all) spectra + one fused kernel that writes the output layout (everything timed)",
+    .summary = "hand-written fused FFT: row DFTs, column DFTs + product + inverse, row inverse DFTs to the "
+               "output layout; one block per matrix in shared memory up to 191 x 191 outputs, staged through "
+               "global memory up to 1023 x 1023",
+    .timed = "everything, from the left spectra to the output layout (2 kernels up to 191 x 191 outputs, "
+             "5 or more beyond)",
     .precision = "fp32",
     .tolerance = 2e-6,
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},

@@ -61,6 +61,16 @@ std::string Problem::describe() const {
     return s.str();
 }
 
+int fft_max_chunk_from_env() {
+    const char* v = std::getenv("XCORR_FFT_MAX_CHUNK");
+    if (!v || !*v) return 0;
+    char* end = nullptr;
+    const long k = std::strtol(v, &end, 10);
+    if (*end != '\0' || k < 1 || k > (1L << 30))
+        throw UsageError(std::string("XCORR_FFT_MAX_CHUNK must be a positive integer, got '") + v + "'");
+    return int(k);
+}
+
 int param_int(const Params& params, const std::string& name) {
     auto it = params.find(name);
     if (it == params.end()) throw UsageError("missing parameter '" + name + "'");

@@ -182,7 +182,7 @@ def best_by_group(sub: pd.DataFrame, col: str) -> dict:
     the baseline); fft and fft+plan stay separate lines."""
     lines = {}
     for (group, variant), g in sub.groupby(["group", "variant"]):
-        if group == "fft":  # named by its series label ("fft-fused (new, shared-memory FFT)")
+        if group == "fft":  # named by its series label ("fft-fused (new, fused FFT)")
             lines[str(g["series"].iloc[0])] = g.sort_values("size")
     for group, name in (("baseline", "overlap-wise (baseline)"), ("paper", "best of the paper's kernels"),
                         ("new", "best new kernel")):

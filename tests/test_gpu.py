@@ -120,27 +120,39 @@ def test_fft_memory_chunks(gpu, registry):
 
 
 def test_fft_fused_size_limit(gpu, registry, tmp_path):
-    """fft-fused holds a whole transform in one block's shared memory. 96 x 96 against 96 x 96 (a
-    191 x 191 output, the largest transform, 192) runs in every form and matches the float64
-    reference; one more row (a 193-row output) is refused with exit 2 and a pointer to fft, and
-    no output file is written."""
+    """fft-fused holds a whole transform in one block's shared memory up to outputs of 191 x 191
+    (transform 192), and stages larger ones through global memory up to 1023 x 1023 (transform
+    1024). 96 x 96 pairs (the largest one-block case) and 97 x 97 pairs (the smallest staged case)
+    match the float64 reference in every form; a 1025-row output is refused with exit 2 and a
+    pointer to fft, and no output file is written."""
     require_variant(registry, "fft-fused")
     v = next(v for v in registry if v["name"] == "fft-fused")
     rng = np.random.default_rng(96)
-    for form in v["forms"]:
-        nL, nR = {"one-to-one": (1, 1), "one-to-many": (1, 3), "n-to-mn": (2, 4), "n-to-m": (2, 3)}[form]
-        left = rng.random((nL, 96, 96), dtype=np.float32)
-        right = rng.random((nR, 96, 96), dtype=np.float32)
-        out = tmp_path / "o.npy"
-        r = run([binary("xcorr"), "run", "--algorithm", "fft-fused", "--form", form, "--validate",
-                 save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right), "--out", str(out)])
-        assert r.returncode == 0, (form, r.stdout, r.stderr)
-        want = correlate(form, left.astype(np.float64), right.astype(np.float64))
-        assert rel_error(np.load(out), want) <= v["tolerance"], form
-    big = rng.random((1, 97, 96), dtype=np.float32)
+    for n in (96, 97):
+        for form in v["forms"]:
+            nL, nR = {"one-to-one": (1, 1), "one-to-many": (1, 3), "n-to-mn": (2, 4), "n-to-m": (2, 3)}[form]
+            left = rng.random((nL, n, n), dtype=np.float32)
+            right = rng.random((nR, n, n), dtype=np.float32)
+            out = tmp_path / "o.npy"
+            r = run([binary("xcorr"), "run", "--algorithm", "fft-fused", "--form", form, "--validate",
+                     save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right), "--out", str(out)])
+            assert r.returncode == 0, (n, form, r.stdout, r.stderr)
+            want = correlate(form, left.astype(np.float64), right.astype(np.float64))
+            assert rel_error(np.load(out), want) <= v["tolerance"], (n, form)
+    big = rng.random((1, 513, 8), dtype=np.float32)
     out = tmp_path / "big.npy"
     r = run([binary("xcorr"), "run", "--algorithm", "fft-fused", "--form", "one-to-one",
              save(tmp_path / "l.npy", big), save(tmp_path / "r.npy", big), "--out", str(out)])
     assert r.returncode == 2, (r.stdout, r.stderr)
-    assert "193 x 191 output" in r.stderr and "use fft" in r.stderr
+    assert "1025 x 15 output" in r.stderr and "use fft" in r.stderr
     assert not out.exists()
+
+
+def test_fft_fused_chunks(gpu, registry):
+    """fft-fused's staged path processes the rights in chunks when its workspace does not fit;
+    XCORR_FFT_MAX_CHUNK=2 forces chunks (with tails) on every validator shape."""
+    import os
+    require_variant(registry, "fft-fused")
+    r = run([binary("xcorr_validate"), "--variant", "fft-fused"], env={**os.environ, "XCORR_FFT_MAX_CHUNK": "2"},
+            timeout=900)
+    assert_validator_passed(r)

@@ -89,5 +89,10 @@ using Params = std::map<std::string, std::string>;
 // Reads an integer parameter that the registry has already validated.
 int param_int(const Params& params, const std::string& name);
 
+// XCORR_FFT_MAX_CHUNK: the most right matrices the FFT variants (fft, fft-fused) process per
+// chunk, forcing their memory-bounded chunked path in tests; 0 when unset. Throws UsageError
+// when it is not a positive integer.
+int fft_max_chunk_from_env();
+
 }  // namespace xcorr
 
