@@ -612,7 +612,8 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a) {
 // moves about 4.4 MB (input 0.26, R 0.5 twice, H 1 twice, output 1, left spectrum from L2) where
 // the cuFFT pipeline moves about 11. Every kernel but the first of a run is a programmatic
 // dependent launch that waits for its predecessor before touching global memory (so each also
-// covers everything before it); only launch latency and twiddle tables overlap.
+// covers everything before it): launch latency and twiddle tables overlap, and the first chunk's
+// row pass overlaps the left spectra (rows_kernel).
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0; 256 threads, no spills): rows / cols (forward,
 // correlate, pair) / out_rows registers: N = 256: 63 / 64, 128, 64 / 62; 512: 92 / 102, 127, 104 /
@@ -649,6 +650,7 @@ struct StagedArgs {
     int64_t spec0;      // cols_kernel kForward: spectrum slot of matrix 0
     int64_t j0;         // first right of the chunk
     int kc;             // rights in the chunk
+    int wait_late;      // rows_kernel: wait for the previous kernel after the work, not before
     PairMap pairs;
     float scale;
 };
@@ -661,29 +663,35 @@ __device__ __forceinline__ int64_t chunk_output(const StagedArgs& a, int64_t s) 
 }
 
 template <int N>
-__device__ __forceinline__ float2* staged_twiddles(float2* tw) {
+__device__ __forceinline__ float2* staged_twiddles(float2* tw, bool wait = true) {
     fill_twiddles<N>(tw);
     __syncthreads();
     pdl_launch_dependents();
-    pdl_wait();  // the previous kernel's writes are visible, and it no longer reads what this one writes
+    if (wait) pdl_wait();  // the previous kernel's writes are visible, and it no longer reads what this one writes
     return tw;
 }
 
-// Phase 1: one team per row pair of matrices [0, count) of src.
+// Phase 1: one team per row pair of matrices [0, count) of src. With wait_late (the first chunk of
+// rights) it runs alongside the left spectra, the kernels before it: it reads only the input and
+// writes only the rights' part of R, which nothing before it in this run touches (and the run's
+// first kernel is an ordinary launch, so the previous run is complete). It waits at the end, so
+// that its completion still implies theirs.
 template <int N>
 __global__ void __launch_bounds__(Staged<N>::threads) rows_kernel(StagedArgs a) {
     using G = Staged<N>;
     extern __shared__ float2 smem[];
-    const float2* tw = staged_twiddles<N>(smem + G::teams * N);
+    const float2* tw = staged_twiddles<N>(smem + G::teams * N, !a.wait_late);
     const Team tm = this_team<N>();
     const int pairs = (a.h + 1) / 2;
     const int64_t item = int64_t(blockIdx.x) * G::teams + tm.id;
-    if (item >= a.count * pairs) return;  // whole teams; no block barrier follows
-    const int64_t s = item / pairs;
-    const int r = 2 * int(item - s * pairs);
-    float2* dst = a.R + (s * N + r) * G::rpitch;
-    forward_row_pair<N>(a.src + (s * a.h + r) * a.w, a.w, r + 1 < a.h, smem + tm.id * N, dst, dst + G::rpitch,
-                        tm, tw);
+    if (item < a.count * pairs) {  // whole teams
+        const int64_t s = item / pairs;
+        const int r = 2 * int(item - s * pairs);
+        float2* dst = a.R + (s * N + r) * G::rpitch;
+        forward_row_pair<N>(a.src + (s * a.h + r) * a.w, a.w, r + 1 < a.h, smem + tm.id * N, dst,
+                            dst + G::rpitch, tm, tw);
+    }
+    if (a.wait_late) pdl_wait();
 }
 
 enum ColMode : int { kForward = 0, kCorrelate = 1, kPair = 2 };
@@ -836,7 +844,8 @@ public:
 
 private:
     // Workspace: one-block path: the spectra (lefts; n-to-m: all). Staged path, with chunks of K
-    // rights: row spectra of max(nL, K) matrices, spectra of the lefts (n-to-m: and K rights),
+    // rights: row spectra of nL + K matrices (apart, so that the first chunk's row pass can run
+    // alongside the left spectra), spectra of the lefts (n-to-m: and K rights),
     // K * G column-inverted products (G = nL for n-to-m, else 1). K = nR when everything fits in
     // 45% of the free memory (or XCORR_FFT_MAX_CHUNK caps it), else the most that fits.
     void plan_memory() {
@@ -845,8 +854,7 @@ private:
         const bool ntom = p_.form == Form::NToM;
         auto bytes = [&](int64_t k) -> double {
             if (N_ <= kMaxOneBlock) return double(ntom ? nL + nR : nL) * n * qh * c8;
-            return (double(std::max(nL, k)) * n * rp + double(nL + (ntom ? k : 0)) * n * qh + double(k * G) * n * rp) *
-                   c8;
+            return (double(nL + k) * n * rp + double(nL + (ntom ? k : 0)) * n * qh + double(k * G) * n * rp) * c8;
         };
         size_t free_b = 0, total_b = 0;
         XC_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
@@ -865,7 +873,7 @@ private:
             spec_ = DeviceBuffer<float2>(size_t((ntom ? nL + nR : nL) * int64_t(N_) * (N_ / 2 + 1)));
         } else {
             const int64_t slot = int64_t(N_) * (N_ / 2 + 2);
-            rows_ = DeviceBuffer<float2>(size_t(std::max(nL, k) * slot));
+            rows_ = DeviceBuffer<float2>(size_t((nL + k) * slot));  // lefts, then the chunk's rights
             spec_ = DeviceBuffer<float2>(size_t((nL + (ntom ? k : 0)) * int64_t(N_) * (N_ / 2 + 1)));
             H_ = DeviceBuffer<float2>(size_t(k * G * slot));
         }
@@ -889,7 +897,7 @@ private:
         using G = Staged<NN>;
         const bool ntom = p_.form == Form::NToM;
         StagedArgs a{left, p_.hL, p_.wL, out, rows_.get(), spec_.get(), H_.get(), p_.hL, p_.wL, p_.hR, p_.wR,
-                     p_.nL, 0, 0, 1, pair_map(p_), float(1.0 / (double(NN) * NN))};
+                     p_.nL, 0, 0, 1, 0, pair_map(p_), float(1.0 / (double(NN) * NN))};
         const auto rows_grid = [&](int64_t items) { return dim3(unsigned(ceil_div64(items, G::teams))); };
         const auto cols_grid = [&](int64_t count) {
             return dim3(unsigned(G::col_tiles), unsigned(std::min<int64_t>(count, 65535)));
@@ -901,6 +909,8 @@ private:
         for (int j0 = 0; j0 < p_.nR; j0 += K_) {
             const int kc = std::min(K_, p_.nR - j0);
             a.src = right + int64_t(j0) * p_.hR * p_.wR;
+            a.R = rows_.get() + int64_t(p_.nL) * NN * G::rpitch;
+            a.wait_late = j0 == 0;
             a.h = p_.hR;
             a.w = p_.wR;
             a.count = kc;
@@ -908,6 +918,7 @@ private:
             a.kc = kc;
             launch_dependent(rows_kernel<NN>, rows_grid(a.count * ((a.h + 1) / 2)), dim3(G::threads), G::row_smem,
                              stream, a);
+            a.wait_late = 0;
             if (ntom) {
                 a.spec0 = p_.nL;
                 launch_dependent(cols_kernel<NN, kForward>, cols_grid(a.count), dim3(G::threads), G::col_smem, stream,
