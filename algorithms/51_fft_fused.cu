@@ -619,10 +619,14 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a) {
 // correlate, pair) / out_rows registers: N = 256: 63 / 64, 128, 64 / 62; 512: 92 / 102, 127, 104 /
 // 103; 1024: 118 / 121, 174, 122 / 101. Shared memory: rows and out_rows (teams N + N) x 8 bytes
 // (68 KB at N = 512), cols (N (TC + 1) + N) x 8 bytes (74 KB at N = 512).
-// Measured (H200, results/ at 1a0cbd0fd54b): 1-to-32 at 256 (N = 512) 102 us (cuFFT pipeline 122,
-// the paper's fft 115); 32-to-32 at 256 1.73 ms (1.91; 1.97); one-to-one 256 36 us against 20.6:
-// a single pair is 5 launches of a few blocks each, latency-bound. Not profiled yet: the estimate
-// above (4.4 MB per right at 3 TB/s: ~50 us for 1-to-32 at 256) leaves about 2x to find.
+// Measured (H200, results/ at 0a72535c556e): 1-to-32 at 256 (N = 512) 97 us (cuFFT pipeline 122,
+// the paper's fft 115); 32-to-32 at 256 1.72 ms (1.91; 1.97); one-to-one 256 30 us against 20.6:
+// a single pair is 5 launches of a few blocks each, latency-bound. ncu at 1-to-32 256 (before the
+// overlapped row pass, 102 us): left rows 7.4 + left columns 7.6 (8 and 17 blocks: latency),
+// right rows 12.1, columns with product and inverse 46.7 (544 blocks, 32% issue, 12% of DRAM:
+// each block loads its tile, then computes, then stores, with nothing to overlap them), output
+// rows 28.2 us (2.4 TB/s). The estimate above (4.4 MB per right at 3 TB/s: ~50 us) leaves about
+// 2x, mostly in the column pass: a double-buffered tile would be the next step.
 
 template <int N>
 struct Staged {
