@@ -230,9 +230,6 @@ __host__ __device__ __forceinline__ int64_t output_of_slot(const PairMap& pm, in
     return pm.form == int(Form::NToM) ? (rho % pm.nL) * pm.nR + rho / pm.nL : rho;
 }
 
-__device__ __forceinline__ float2 mul_conj(float2 l, float2 r, float scale) {
-    return make_float2((l.x * r.x + l.y * r.y) * scale, (l.y * r.x - l.x * r.y) * scale);
-}
 // mul_conj of two complex numbers packed in a float4 (one 16-byte access).
 __device__ __forceinline__ float4 mul_conj2(float4 l, float4 r, float scale) {
     const float2 lo = mul_conj(make_float2(l.x, l.y), make_float2(r.x, r.y), scale);

@@ -128,10 +128,6 @@ template <int Sign>
 __device__ __forceinline__ float2 mul_i(float2 a) {
     return Sign > 0 ? make_float2(-a.y, a.x) : make_float2(a.y, -a.x);
 }
-// l * conj(r) * scale: correlation, not convolution.
-__device__ __forceinline__ float2 mul_conj(float2 l, float2 r, float scale) {
-    return make_float2((l.x * r.x + l.y * r.y) * scale, (l.y * r.x - l.x * r.y) * scale);
-}
 
 // f(integral_constant<int, 0>), ..., f(integral_constant<int, N - 1>): loops whose index must be a
 // constant expression (twiddle template arguments).
@@ -403,27 +399,28 @@ __device__ __forceinline__ void forward_rows(float2* S, const float* __restrict_
     }
 }
 
-// Loads column c of S into natural layout (rows >= h_data read as zero) and runs the forward DFT.
+// Loads a column in shared memory (element n at col[n * pitch]; rows >= h_data read as zero) into
+// natural layout and runs the forward DFT, exchanging through the column itself.
 template <int N, class Post = Identity>
-__device__ __forceinline__ void forward_column(float2 (&v)[TeamPlan<N>::E], float2* S, int c, int h_data,
+__device__ __forceinline__ void forward_column(float2 (&v)[TeamPlan<N>::E], float2* col, int pitch, int h_data,
                                                const Team& tm, const float2* tw, Post post = Post{}) {
-    using G = Geometry<N>;
+    constexpr int E = TeamShape<N>::E, T = TeamShape<N>::T;
 #pragma unroll
-    for (int e = 0; e < G::E; ++e) {
-        const int n = tm.t + G::T * e;
-        v[e] = n < h_data ? S[n * G::pitch + c] : make_float2(0.0f, 0.0f);
+    for (int e = 0; e < E; ++e) {
+        const int n = tm.t + T * e;
+        v[e] = n < h_data ? col[n * pitch] : make_float2(0.0f, 0.0f);
     }
-    team_dft<N, -1>(v, StridedSlot{S + c, G::pitch}, tm.mask, tw, post);
+    team_dft<N, -1>(v, StridedSlot{col, pitch}, tm.mask, tw, post);
 }
 
-// Inverse DFT of a column held in v, written back to column c of S.
+// Inverse DFT of a column held in v, written back to the column.
 template <int N>
-__device__ __forceinline__ void inverse_column(float2 (&v)[TeamPlan<N>::E], float2* S, int c, const Team& tm,
+__device__ __forceinline__ void inverse_column(float2 (&v)[TeamPlan<N>::E], float2* col, int pitch, const Team& tm,
                                                const float2* tw) {
-    using G = Geometry<N>;
-    team_dft<N, +1>(v, StridedSlot{S + c, G::pitch}, tm.mask, tw);
+    constexpr int E = TeamShape<N>::E, T = TeamShape<N>::T;
+    team_dft<N, +1>(v, StridedSlot{col, pitch}, tm.mask, tw);
 #pragma unroll
-    for (int e = 0; e < G::E; ++e) S[(tm.t + G::T * e) * G::pitch + c] = v[e];  // the thread's own slots
+    for (int e = 0; e < E; ++e) col[(tm.t + T * e) * pitch] = v[e];  // the thread's own slots
 }
 
 // One row pair, inverse: rows A and B of the column-inverted product H (N/2 + 1 columns each),
@@ -541,7 +538,7 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) spectrum_kernel(Args 
         float2* dst = a.spec + s * int64_t(N) * G::Qh;
         for (int c = tm.id; c < G::Qh; c += G::teams) {
             float2 v[G::E];
-            forward_column<N>(v, S, c, (h + 1) & ~1, tm, tw);
+            forward_column<N>(v, S + c, G::pitch, (h + 1) & ~1, tm, tw);
 #pragma unroll
             for (int e = 0; e < G::E; ++e) dst[c * N + tm.t + G::T * e] = v[e];
         }
@@ -563,9 +560,9 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) fused_kernel(Args a) 
         for (int c = tm.id; c < G::Qh; c += G::teams) {
             float2 v[G::E];
             const float2* Lc = L + c * N;
-            forward_column<N>(v, S, c, (a.hR + 1) & ~1, tm, tw,
+            forward_column<N>(v, S + c, G::pitch, (a.hR + 1) & ~1, tm, tw,
                               [&](int n, float2 x) { return mul_conj(__ldg(Lc + n), x, a.scale); });
-            inverse_column<N>(v, S, c, tm, tw);
+            inverse_column<N>(v, S + c, G::pitch, tm, tw);
         }
         __syncthreads();
         write_output<N>(S, a, k, tw);
@@ -591,7 +588,7 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a) {
                 const int i = c * N + tm.t + G::T * e;
                 v[e] = mul_conj(__ldg(L + i), __ldg(R + i), a.scale);
             }
-            inverse_column<N>(v, S, c, tm, tw);
+            inverse_column<N>(v, S + c, G::pitch, tm, tw);
         }
         __syncthreads();
         write_output<N>(S, a, k, tw);
@@ -732,28 +729,17 @@ __global__ void __launch_bounds__(Staged<N>::threads) cols_kernel(StagedArgs a) 
                     const int n = tm.t + T * e;
                     v[e] = mul_conj(__ldg(L + n), __ldg(Rs + n), a.scale);
                 }
+            } else if constexpr (MODE == kForward) {
+                forward_column<N>(v, col, P, h_data, tm, tw);
+                float2* dst = a.spec + ((a.spec0 + s) * G::Qh + c) * N;
+#pragma unroll
+                for (int e = 0; e < E; ++e) dst[tm.t + T * e] = v[e];
             } else {
-#pragma unroll
-                for (int e = 0; e < E; ++e) {
-                    const int n = tm.t + T * e;
-                    v[e] = n < h_data ? col[n * P] : make_float2(0.0f, 0.0f);
-                }
-                if constexpr (MODE == kForward) {
-                    team_dft<N, -1>(v, StridedSlot{col, P}, tm.mask, tw);
-                    float2* dst = a.spec + ((a.spec0 + s) * G::Qh + c) * N;
-#pragma unroll
-                    for (int e = 0; e < E; ++e) dst[tm.t + T * e] = v[e];
-                } else {
-                    const float2* L = a.spec + (int64_t(a.pairs.left_of(chunk_output(a, s))) * G::Qh + c) * N;
-                    team_dft<N, -1>(v, StridedSlot{col, P}, tm.mask, tw,
-                                    [&](int n, float2 x) { return mul_conj(__ldg(L + n), x, a.scale); });
-                }
+                const float2* L = a.spec + (int64_t(a.pairs.left_of(chunk_output(a, s))) * G::Qh + c) * N;
+                forward_column<N>(v, col, P, h_data, tm, tw,
+                                  [&](int n, float2 x) { return mul_conj(__ldg(L + n), x, a.scale); });
             }
-            if constexpr (MODE != kForward) {
-                team_dft<N, +1>(v, StridedSlot{col, P}, tm.mask, tw);
-#pragma unroll
-                for (int e = 0; e < E; ++e) col[(tm.t + T * e) * P] = v[e];
-            }
+            if constexpr (MODE != kForward) inverse_column<N>(v, col, P, tm, tw);
         }
         if constexpr (MODE != kForward) {
             __syncthreads();
@@ -854,17 +840,25 @@ private:
     // 45% of the free memory (or XCORR_FFT_MAX_CHUNK caps it), else the most that fits.
     void plan_memory() {
         const int64_t nL = p_.nL, nR = p_.nR, G = p_.form == Form::NToM ? nL : 1;
-        const double qh = N_ / 2 + 1, rp = N_ / 2 + 2, n = N_, c8 = sizeof(float2);
-        const bool ntom = p_.form == Form::NToM;
-        auto bytes = [&](int64_t k) -> double {
-            if (N_ <= kMaxOneBlock) return double(ntom ? nL + nR : nL) * n * qh * c8;
-            return (double(nL + k) * n * rp + double(nL + (ntom ? k : 0)) * n * qh + double(k * G) * n * rp) * c8;
+        const int64_t spec_slot = int64_t(N_) * (N_ / 2 + 1);  // N x Qh
+        const int64_t row_slot = int64_t(N_) * (N_ / 2 + 2);   // N x Staged::rpitch
+        const bool staged = N_ > kMaxOneBlock, ntom = p_.form == Form::NToM;
+        struct Sizes {
+            int64_t spec, rows, H;  // complex numbers
+        };
+        const auto sizes = [&](int64_t k) {
+            return staged ? Sizes{(nL + (ntom ? k : 0)) * spec_slot, (nL + k) * row_slot, k * G * row_slot}
+                          : Sizes{(ntom ? nL + nR : nL) * spec_slot, 0, 0};
+        };
+        const auto bytes = [&](int64_t k) {
+            const Sizes z = sizes(k);
+            return double(z.spec + z.rows + z.H) * sizeof(float2);
         };
         size_t free_b = 0, total_b = 0;
         XC_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
         const double usable = 0.45 * double(free_b);
         int64_t k = nR;
-        if (N_ > kMaxOneBlock) {
+        if (staged) {
             if (const int cap = fft_max_chunk_from_env()) k = std::min<int64_t>(k, cap);
             while (k > 1 && bytes(k) > usable) k = std::max<int64_t>(1, k * 3 / 4);
         }
@@ -873,14 +867,10 @@ private:
                              std::to_string(bytes(k) / double(1 << 30)) + " GiB of workspace, 45% of the free " +
                              std::to_string(double(free_b) / double(1 << 30)) + " GiB is usable");
         K_ = int(k);
-        if (N_ <= kMaxOneBlock) {
-            spec_ = DeviceBuffer<float2>(size_t((ntom ? nL + nR : nL) * int64_t(N_) * (N_ / 2 + 1)));
-        } else {
-            const int64_t slot = int64_t(N_) * (N_ / 2 + 2);
-            rows_ = DeviceBuffer<float2>(size_t((nL + k) * slot));  // lefts, then the chunk's rights
-            spec_ = DeviceBuffer<float2>(size_t((nL + (ntom ? k : 0)) * int64_t(N_) * (N_ / 2 + 1)));
-            H_ = DeviceBuffer<float2>(size_t(k * G * slot));
-        }
+        const Sizes z = sizes(k);
+        spec_ = DeviceBuffer<float2>(size_t(z.spec));
+        rows_ = DeviceBuffer<float2>(size_t(z.rows));  // lefts, then the chunk's rights
+        H_ = DeviceBuffer<float2>(size_t(z.H));
     }
 
     template <int NN>

@@ -108,13 +108,14 @@ def test_binary_not_built_for_this_gpu(gpu, tmp_path):
     assert not (tmp_path / "o.npy").exists()
 
 
-def test_fft_memory_chunks(gpu, registry):
-    """fft's memory-bounded path (rights in chunks, each chunk's crop timed) is taken only when the
-    batch does not fit in GPU memory; XCORR_FFT_MAX_CHUNK forces it, with tail chunks, on the
-    validator's shapes."""
+@pytest.mark.parametrize("name", ["fft", "fft-fused"])
+def test_fft_memory_chunks(gpu, registry, name):
+    """The FFT variants' memory-bounded path (rights in chunks; fft: each chunk's crop timed;
+    fft-fused: its staged path) is taken only when the workspace does not fit in GPU memory;
+    XCORR_FFT_MAX_CHUNK forces it, with tail chunks, on the validator's shapes."""
     import os
-    require_variant(registry, "fft")
-    r = run([binary("xcorr_validate"), "--variant", "fft"], env={**os.environ, "XCORR_FFT_MAX_CHUNK": "2"},
+    require_variant(registry, name)
+    r = run([binary("xcorr_validate"), "--variant", name], env={**os.environ, "XCORR_FFT_MAX_CHUNK": "2"},
             timeout=900)
     assert_validator_passed(r)
 
@@ -147,12 +148,3 @@ def test_fft_fused_size_limit(gpu, registry, tmp_path):
     assert "1025 x 15 output" in r.stderr and "use fft" in r.stderr
     assert not out.exists()
 
-
-def test_fft_fused_chunks(gpu, registry):
-    """fft-fused's staged path processes the rights in chunks when its workspace does not fit;
-    XCORR_FFT_MAX_CHUNK=2 forces chunks (with tails) on every validator shape."""
-    import os
-    require_variant(registry, "fft-fused")
-    r = run([binary("xcorr_validate"), "--variant", "fft-fused"], env={**os.environ, "XCORR_FFT_MAX_CHUNK": "2"},
-            timeout=900)
-    assert_validator_passed(r)

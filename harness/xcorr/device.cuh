@@ -30,6 +30,11 @@ __host__ __device__ __forceinline__ Span overlap_span(int shift, int m, int n) {
     return Span{b, e > b ? e : b};
 }
 
+// l * conj(r) * scale: the spectrum product of the FFT variants (correlation, not convolution).
+__device__ __forceinline__ float2 mul_conj(float2 l, float2 r, float scale) {
+    return make_float2((l.x * r.x + l.y * r.y) * scale, (l.y * r.x - l.x * r.y) * scale);
+}
+
 __host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
 __host__ __device__ constexpr int64_t ceil_div64(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
