@@ -613,8 +613,8 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a) {
 // row pass overlaps the left spectra (rows_kernel).
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0; 256 threads, no spills): rows / cols (forward,
-// correlate, pair) / out_rows registers: N = 256: 63 / 64, 128, 64 / 62; 512: 92 / 102, 127, 104 /
-// 103; 1024: 118 / 121, 174, 122 / 101. Shared memory: rows and out_rows (teams N + N) x 8 bytes
+// correlate, pair) / out_rows registers: N = 256: 61 / 64, 128, 64 / 62; 512: 100 / 102, 128, 104 /
+// 103; 1024: 115 / 121, 175, 122 / 101. Shared memory: rows and out_rows (teams N + N) x 8 bytes
 // (68 KB at N = 512), cols (N (TC + 1) + N) x 8 bytes (74 KB at N = 512).
 // Measured (H200, results/ at 0a72535c556e): 1-to-32 at 256 (N = 512) 97 us (cuFFT pipeline 122,
 // the paper's fft 115); 32-to-32 at 256 1.72 ms (1.91; 1.97); one-to-one 256 30 us against 20.6:
