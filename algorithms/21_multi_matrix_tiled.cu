@@ -56,14 +56,6 @@
 namespace xcorr {
 namespace {
 
-// Pair geometry shared by both lane mappings: N lefts, M rights per left (n-to-mn) or in total;
-// the right matrix of pair (i, j) is i*rsi + j*rsj and its output i*osi + j*osj.
-struct Pairs {
-    int N, M;
-    int rsi, rsj, osi, osj;
-    int groupsI, groupsJ;  // pair groups per block along i and j
-};
-
 constexpr int kThreads = 128;
 constexpr int kKR = 4, kKC = 32;          // chunk of the K loop: R rows x R columns
 constexpr int kTDX = 32, kLC = kKC + kTDX;  // block shift columns; staged L columns (64)
@@ -280,12 +272,7 @@ class MultiTiled final : public Instance {
 public:
     MultiTiled(const Problem& p, int mode, int lefts, int rows, int rights)
         : p_(p), mode_(mode), at_(lefts), dy_(rows), bt_(rights) {
-        switch (p.form) {
-            case Form::OneToOne: P_ = {1, 1, 0, 1, 0, 1, 0, 0}; break;
-            case Form::OneToMany: P_ = {1, p.nR, 0, 1, 0, 1, 0, 0}; break;
-            case Form::NToMn: P_ = {p.nL, p.nR / p.nL, 1, p.nL, 1, p.nL, 0, 0}; break;
-            case Form::NToM: P_ = {p.nL, p.nR, 0, 1, p.nR, 1, 0, 0}; break;
-        }
+        P_ = pairs_of(p);
         if (mode_ == kLanesRights) {
             P_.groupsI = ceil_div(P_.N, at_);
             P_.groupsJ = ceil_div(P_.M, 8 * bt_);

@@ -53,10 +53,17 @@
 // at 78 TFLOP/s). tf32: ~3x that ceiling in MMA terms, but then the ~1.9 non-MMA instructions per
 // MMA (2/3 of them splits are gone: ~0.9) and shared-memory staging bound it.
 // Resource report (ptxas -v, sm_90, CUDA 13.0; no spills, no stack frame in any instantiation):
-//   3xtf32 (__launch_bounds__(128, 3)): rights NT=2 160 registers, NT=1 128; rows 98.
-//   tf32 (__launch_bounds__(128, 2): at (128, 3) rights NT=2 spilled 32 bytes): rights NT=2 200,
-//   NT=1 128; rows 170 (more than 3xtf32's 98: ptxas hoists loads; not understood yet).
+//   3xtf32 (__launch_bounds__(128, 3)): rights NT=2 152 registers, NT=1 143; rows 129.
+//   tf32 (__launch_bounds__(128, 2)): rights NT=2 148, NT=1 144; rows 161.
+//   (Before the cheap rounding and the m-tile clipping: 3xtf32 160 / 128 / 98, tf32 200 / 128 /
+//   170.)
 //   Dynamic shared memory (2 stages): rights NT=2 22528 B, NT=1 14080 B; rows 12128 B.
+// Later changes, measured on the H200 (3 repetitions): TF32 rounding by bit arithmetic in 2
+// instructions instead of ptxas's 4-5 for cvt.rna.tf32, small parts fed unrounded, and k steps
+// skipped per 16-shift m tile (cM, sb/se): real-data 25.3 -> 23.0 ms, 1-to-32 at 256 6.05 ->
+// 5.56 ms, tf32 real-data 16.7 -> 11.4 ms; worst errors 1.24e-6 (3xtf32) and 4.2e-4 (tf32), as
+// before. ncu (real-data, before): 7.4 instructions per HMMA, ~1.6 of them moves that assemble A
+// fragments out of shared values, and a tensor pipe 46% busy; tensor-presplit (24) removes both.
 // Measured on the H200 (xcorr_validate at fd81a1d; the paper's protocol, results/nvidia-h200):
 // the fragment layouts hold (465 validator cases per variant pass), and the chunk flush keeps
 // 3xtf32 within 1e-5: worst relative error 1.24e-6 (tf32: 4.2e-4, bound 2e-3). 3xtf32 reaches
@@ -76,18 +83,11 @@
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
+#include "xcorr/mma_tf32.cuh"
 #include "xcorr/shift_tiles.cuh"
 
 namespace xcorr {
 namespace {
-
-// Pair geometry (as in multi-matrix-tiled): N lefts, M rights per left (n-to-mn) or in total;
-// the right matrix of pair (i, j) is i*rsi + j*rsj and its output i*osi + j*osj.
-struct Pairs {
-    int N, M;
-    int rsi, rsj, osi, osj;
-    int groupsI, groupsJ;  // pair groups along i and j
-};
 
 constexpr int kThreads = 128, kWarps = 4;
 constexpr int kKR = 4, kKS = 4, kKC = 8 * kKS;  // chunk: 4 rows x 32 columns (4 k steps of 8)
@@ -120,29 +120,6 @@ __device__ __forceinline__ Span left_union_span(int d0, int d1, int m, int n) {
     return Span{max(0, d0), min(m, n + d1)};
 }
 
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-// Round to TF32 (10 explicit mantissa bits), to nearest, ties away: the operand format of the MMA.
-__device__ __forceinline__ uint32_t tf32(float x) {
-    uint32_t r;
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-    return r;
-}
-// x = big + small (+ <= 2^-22 |x|), both TF32.
-__device__ __forceinline__ void split(float x, uint32_t& big, uint32_t& small) {
-    big = tf32(x);
-    small = tf32(x - __uint_as_float(big));
-}
-// D = A * B + D, m16n8k8, A row-major 16 x 8, B column-major 8 x 8, FP32 accumulate. Fragments
-// (PTX ISA; CUTLASS SM80_16x8x8_F32TF32TF32F32_TN): g = lane / 4, t = lane % 4;
-// a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4); b0 (k t, n g), b1 (k t+4, n g);
-// c0 (g, 2t), c1 (g, 2t+1), c2 (g+8, 2t), c3 (g+8, 2t+1).
-__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-#endif
 
 template <int MODE, int NT, bool SPLIT>
 __global__ void __launch_bounds__(kThreads, SPLIT ? 3 : 2)
@@ -174,6 +151,14 @@ __global__ void __launch_bounds__(kThreads, SPLIT ? 3 : 2)
                     : MODE == kRights ? union_span(dyw, min(dyw + WDY - 1, hL - 1), hL, hR)
                                       : left_union_span(dyw, min(dyw + WDY - 1, hL - 1), hL, hR);
     const int ncc = ceil_div(cB.end - cB.begin, kKC);
+    // Each m tile's own column union: its k steps outside it are all zero products and skipped
+    // (the block union of 32 shifts is up to 15 columns wider than that of 16).
+    Span cM[kMT];
+#pragma unroll
+    for (int m = 0; m < kMT; ++m) {
+        const int d0 = dxb + 16 * m;
+        cM[m] = d0 > wL - 1 ? Span{0, 0} : union_span(d0, min(d0 + 15, wL - 1), wL, wR);
+    }
     const int nchunks = ceil_div(rB.end - rB.begin, kKR) * ncc;
 
     const int64_t lsize = int64_t(hL) * wL, rsize = int64_t(hR) * wR;
@@ -264,8 +249,15 @@ __global__ void __launch_bounds__(kThreads, SPLIT ? 3 : 2)
 
             const float* Ls = smem + (k % kStages) * T::STAGE;
             const float* Rs = Ls + T::LSIZE;
-            const int r0 = rB.begin + (k / ncc) * kKR;
+            const int r0 = rB.begin + (k / ncc) * kKR, c0 = cB.begin + (k % ncc) * kKC;
             const int rb = max(0, rW.begin - r0), re = min(kKR, rW.end - r0);
+            // k steps [sb, se) of m tile m meet its columns (warp-uniform).
+            int sb[kMT], se[kMT];
+#pragma unroll
+            for (int m = 0; m < kMT; ++m) {
+                sb[m] = max(0, (cM[m].begin - c0) >> 3);
+                se[m] = min(kKS, ceil_div(cM[m].end - c0, 8));
+            }
 #pragma unroll 1
             for (int rr = rb; rr < re; ++rr) {
                 // L value pairs of each accumulated shift row: pair q = row[8q + g + t], row[8q + g + t + 4].
@@ -313,6 +305,7 @@ __global__ void __launch_bounds__(kThreads, SPLIT ? 3 : 2)
                         for (int d = 0; d < DY; ++d)
 #pragma unroll
                             for (int m = 0; m < kMT; ++m) {
+                                if (s < sb[m] || s >= se[m]) continue;
                                 // A of k step s, m tile m: pairs s + 2m (rows g) and s + 2m + 1 (rows g + 8).
                                 const int q = s + 2 * m;
                                 uint32_t a[4];  // pass 2: small * big; passes 0, 1: big
@@ -373,12 +366,7 @@ __global__ void __launch_bounds__(kThreads, SPLIT ? 3 : 2)
 class TensorTiled final : public Instance {
 public:
     TensorTiled(const Problem& p, bool split, int mode, int nt) : p_(p) {
-        switch (p.form) {
-            case Form::OneToOne: P_ = {1, 1, 0, 1, 0, 1, 0, 0}; break;
-            case Form::OneToMany: P_ = {1, p.nR, 0, 1, 0, 1, 0, 0}; break;
-            case Form::NToMn: P_ = {p.nL, p.nR / p.nL, 1, p.nL, 1, p.nL, 0, 0}; break;
-            case Form::NToM: P_ = {p.nL, p.nR, 0, 1, p.nR, 1, 0, 0}; break;
-        }
+        P_ = pairs_of(p);
         P_.groupsI = P_.N;
         P_.groupsJ = mode == kRows ? P_.M : ceil_div(P_.M, 8 * nt);
         auto pick = [&](auto s) {
@@ -426,12 +414,7 @@ std::unique_ptr<Instance> make_tensor_tiled(const Problem& p, const Params& ps, 
     const std::string nmap = ps.at("n_map"), rights = ps.at("rights");
     if (nmap == "rows" && rights != "auto")
         throw UsageError("tensor-tiled: rights applies to n_map=rights (rows holds one pair per block)");
-    int dev = 0, major = 0;
-    XC_CUDA_CHECK(cudaGetDevice(&dev));
-    XC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    if (major < 8)
-        throw UsageError("tensor-tiled: mma.sync TF32 needs compute capability 8.0 or newer (this GPU: " +
-                         std::to_string(major) + ".x)");
+    require_mma_tf32("tensor-tiled");
     // Rights per left: n-to-mn pairs each left with nR / nL rights.
     const int M = p.form == Form::NToMn ? p.nR / std::max(1, p.nL)
                   : p.form == Form::OneToOne ? 1 : p.nR;

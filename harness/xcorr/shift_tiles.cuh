@@ -1,6 +1,7 @@
 // Shared by the shared-memory tiled kernels (algorithms/21_multi_matrix_tiled.cu,
-// 23_tensor_3xtf32.cu): 4-byte asynchronous copies into shared memory with zero fill, the union
-// of the overlaps of a range of shifts, and the host-side order of their shift tiles.
+// 23_tensor_3xtf32.cu, 24_tensor_presplit.cu): the pair geometry of a stack, 4-byte asynchronous
+// copies into shared memory with zero fill, the union of the overlaps of a range of shifts, and the
+// host-side order of their shift tiles.
 #pragma once
 
 #include <algorithm>
@@ -25,6 +26,24 @@ __device__ __forceinline__ void cp_async4(float* dst, const float* src, bool val
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+// Pair geometry of the tiled kernels: N lefts, M rights per left (n-to-mn) or in total; the right
+// matrix of pair (i, j) is i*rsi + j*rsj and its output i*osi + j*osj. groupsI, groupsJ: the pair
+// groups (blocks along i and j) that the kernel sets.
+struct Pairs {
+    int N, M;
+    int rsi, rsj, osi, osj;
+    int groupsI, groupsJ;
+};
+inline Pairs pairs_of(const Problem& p) {
+    switch (p.form) {
+        case Form::OneToOne: return {1, 1, 0, 1, 0, 1, 0, 0};
+        case Form::OneToMany: return {1, p.nR, 0, 1, 0, 1, 0, 0};
+        case Form::NToMn: return {p.nL, p.nR / p.nL, 1, p.nL, 1, p.nL, 0, 0};
+        case Form::NToM: return {p.nL, p.nR, 0, 1, p.nR, 1, 0, 0};
+    }
+    return {};
+}
 
 // Rows r of R for which some shift dy in [d0, d1] overlaps L: the union of the overlaps.
 __device__ __forceinline__ Span union_span(int d0, int d1, int m, int n) {

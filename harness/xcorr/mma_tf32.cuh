@@ -1,0 +1,52 @@
+// TF32 tensor-core helpers shared by the tensor-core variants (algorithms/23_tensor_3xtf32.cu,
+// 24_tensor_presplit.cu): TF32 rounding, the 3xTF32 split of an FP32 value and the m16n8k8 MMA.
+// Device code for sm_80 and newer only; callers guard their kernels the same way.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "xcorr/core.hpp"
+#include "xcorr/cuda_check.hpp"
+
+namespace xcorr {
+
+// Host side: a UsageError naming the variant unless the current GPU has TF32 mma.sync (sm_80+).
+inline void require_mma_tf32(const std::string& variant) {
+    int dev = 0, major = 0;
+    XC_CUDA_CHECK(cudaGetDevice(&dev));
+    XC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    if (major < 8)
+        throw UsageError(variant + ": mma.sync TF32 needs compute capability 8.0 or newer (this GPU: " +
+                         std::to_string(major) + ".x)");
+}
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+// Round to TF32 (10 explicit mantissa bits), to nearest, ties away: the operand format of the MMA.
+// Adding half a TF32 ulp to the bits and clearing the 13 low ones is cvt.rna.tf32.f32 for every
+// finite input (an overflow carries into the exponent and gives infinity, as rna does) in 2
+// instructions; sm_90 has no native cvt.rna.tf32, and ptxas expands it to 4-5 (an infinity test,
+// a predicated add, a mask) that made the splits most of the kernel's instructions.
+__device__ __forceinline__ uint32_t tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
+// x = big + small: big = tf32(x), small = x - big exactly (|small| <= 2^-11 |x|), passed as FP32
+// bits: the MMA reads a TF32 operand's top 19 bits, i.e. truncates small (error <= 2^-10 |small|
+// <= 2^-21 |x|) at no instruction cost (CUTLASS's 3xTF32 likewise feeds one part unrounded).
+__device__ __forceinline__ void split(float x, uint32_t& big, uint32_t& small) {
+    big = tf32(x);
+    small = __float_as_uint(x - __uint_as_float(big));
+}
+// D = A * B + D, m16n8k8, A row-major 16 x 8, B column-major 8 x 8, FP32 accumulate. Fragments
+// (PTX ISA; CUTLASS SM80_16x8x8_F32TF32TF32F32_TN): g = lane / 4, t = lane % 4;
+// a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4); b0 (k t, n g), b1 (k t+4, n g);
+// c0 (g, 2t), c1 (g, 2t+1), c2 (g+8, 2t), c3 (g+8, 2t+1).
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+#endif
+
+}  // namespace xcorr
