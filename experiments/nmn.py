@@ -37,6 +37,7 @@ EXPERIMENT = Experiment(
         Series("multi-matrix-tiled (new)", "multi-matrix-tiled"),
         Series("register-tiled (new)", "register-tiled"),
         Series("tensor-tiled (new, 3xTF32 tensor cores)", "tensor-tiled"),
+        Series("tensor-presplit (new, 3xTF32 tensor cores, operands split once)", "tensor-presplit"),
         Series("multi-matrix-tiled (new, 7 rights per thread)", "multi-matrix-tiled",
                {"lanes": "rights", "rows": 2, "rights": 7}),
     ],
