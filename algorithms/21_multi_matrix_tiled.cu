@@ -99,9 +99,8 @@ __global__ void __launch_bounds__(kThreads, Tile<MODE, AT, DY, BT, RPL>::ACC > 6
     const int out_h = hL + hR - 1, out_w = wL + wR - 1;
     // Shift tiles come heaviest first (host-sorted), so the hardware's in-order block dispatch is
     // a longest-job-first schedule and the last wave holds only small corner tiles.
-    const unsigned tile = order[blockIdx.x];
-    const int y0 = int(tile >> 16) * TDY, x0 = int(tile & 0xffffu) * kTDX;
-    const int dyb = y0 - (hR - 1), dxb = x0 - (wR - 1);  // shift of the block's first element
+    const ShiftTile tile = shift_tile(order, TDY, kTDX, hR, wR);
+    const int y0 = tile.y0, x0 = tile.x0, dyb = tile.dyb, dxb = tile.dxb;  // dyb, dxb: first shift
 
     // Union of the overlaps over the block's valid shifts, and over this warp's.
     const int dy_last = min(dyb + TDY - 1, hL - 1), dx_last = min(dxb + kTDX - 1, wL - 1);

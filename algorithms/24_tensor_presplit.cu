@@ -123,9 +123,8 @@ __global__ void __launch_bounds__(kThreads, 3)
     const int dyl = warp * kDY;  // the warp's first shift row in the block tile
 
     const int out_h = hL + hR - 1, out_w = wL + wR - 1;
-    const unsigned tile = order[blockIdx.x];
-    const int y0 = int(tile >> 16) * kTDY, x0 = int(tile & 0xffffu) * kTDX;
-    const int dyb = y0 - (hR - 1), dxb = x0 - (wR - 1);  // shift of the block's first element
+    const ShiftTile tile = shift_tile(order, kTDY, kTDX, hR, wR);
+    const int y0 = tile.y0, x0 = tile.x0, dyb = tile.dyb, dxb = tile.dxb;  // dyb, dxb: first shift
 
     // K range: the R rows and columns in the union of the block's overlaps.
     const Span rB = union_span(dyb, min(dyb + kTDY - 1, hL - 1), hL, hR);

@@ -50,6 +50,17 @@ __device__ __forceinline__ Span union_span(int d0, int d1, int m, int n) {
     return Span{max(0, -d1), min(n, m - d0)};
 }
 
+// A block's shift tile, decoded from its entry of the list below: first output row y0 and column
+// x0, and the shift (dyb, dxb) = (y0 - (hR-1), x0 - (wR-1)) of its first element.
+struct ShiftTile {
+    int y0, x0, dyb, dxb;
+};
+__device__ __forceinline__ ShiftTile shift_tile(const unsigned* __restrict__ order, int tdy, int tdx, int hR, int wR) {
+    const unsigned tile = order[blockIdx.x];
+    const int y0 = int(tile >> 16) * tdy, x0 = int(tile & 0xffffu) * tdx;
+    return ShiftTile{y0, x0, y0 - (hR - 1), x0 - (wR - 1)};
+}
+
 // The (hL+hR-1) x (wL+wR-1) output shifts cut into tiles of tdy x tdx, listed by the size of the
 // union of their overlaps (the work), largest first, each as ty << 16 | tx (both below 65536, else
 // UsageError), and uploaded: a kernel maps blockIdx.x through this list, so the heaviest tiles
