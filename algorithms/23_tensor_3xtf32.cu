@@ -24,9 +24,10 @@
 // zero-filled outside the matrices (2-deep ring), so the MMA loop has no bounds conditions; each
 // warp clips its rows to the union of its own shift rows.
 //
-// Precision. 3xtf32: x = big + small, big = rna_tf32(x), small = rna_tf32(x - big); three MMAs
-// big*big + big*small + small*big (small*small, <= 2^-22 relative, dropped). Per product the
-// split error is <= ~3 * 2^-22 = 7e-7 relative. The tensor cores' FP32 accumulation truncates
+// Precision. 3xtf32: x = big + small, big = rna_tf32(x), small = x - big fed unrounded (the MMA
+// truncates it to TF32: <= 2^-21 |x|; xcorr/mma_tf32.cuh); three MMAs big*big + big*small +
+// small*big (small*small, <= 2^-22 relative, dropped). Per product the split error is
+// <= 2^-21 + 2^-21 + 2^-22 ~ 1.2e-6 relative. The tensor cores' FP32 accumulation truncates
 // (round toward zero, Fasi et al. 2021 for V100/A100; assumed for H100): over 65536 terms (256^2)
 // of one sign a single MMA accumulator would lose ~n/2 ulp, ~7e-4 relative. So every chunk
 // (4 rows x 4 k steps x 3 MMAs = 48 accumulations) is flushed with an FP32 FADD (round to
@@ -323,18 +324,7 @@ __global__ void __launch_bounds__(kThreads, SPLIT ? 3 : 2)
                             }
                 }
             }
-            // Flush the chunk's (truncating) tensor-core sum into the round-to-nearest total.
-#pragma unroll
-            for (int d = 0; d < DY; ++d)
-#pragma unroll
-                for (int m = 0; m < kMT; ++m)
-#pragma unroll
-                    for (int n = 0; n < NT; ++n)
-#pragma unroll
-                        for (int v = 0; v < 4; ++v) {
-                            acc[d][m][n][v] += part[d][m][n][v];
-                            part[d][m][n][v] = 0.0f;
-                        }
+            flush_partial(acc, part);
         }
         __syncthreads();  // the buffers and slot tables are refilled for the next pair group
 
@@ -414,9 +404,7 @@ std::unique_ptr<Instance> make_tensor_tiled(const Problem& p, const Params& ps, 
     if (nmap == "rows" && rights != "auto")
         throw UsageError("tensor-tiled: rights applies to n_map=rights (rows holds one pair per block)");
     require_mma_tf32("tensor-tiled");
-    // Rights per left: n-to-mn pairs each left with nR / nL rights.
-    const int M = p.form == Form::NToMn ? p.nR / std::max(1, p.nL)
-                  : p.form == Form::OneToOne ? 1 : p.nR;
+    const int M = pairs_of(p).M;  // rights per left
     const int mode = nmap == "rows" || (nmap == "auto" && M == 1) ? kRows : kRights;
     const int nt = rights == "auto" ? (M <= 8 ? 1 : 2) : std::stoi(rights) / 8;
     return std::make_unique<TensorTiled>(p, split, mode, nt);

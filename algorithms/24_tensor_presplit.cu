@@ -243,16 +243,7 @@ __global__ void __launch_bounds__(kThreads, 3)
                             }
                 }
             }
-            // Flush the chunk's (truncating) tensor-core sum into the round-to-nearest total.
-#pragma unroll
-            for (int d = 0; d < kDY; ++d)
-#pragma unroll
-                for (int n = 0; n < kNN; ++n)
-#pragma unroll
-                    for (int v = 0; v < 4; ++v) {
-                        acc[d][n][v] += part[d][n][v];
-                        part[d][n][v] = 0.0f;
-                    }
+            flush_partial(acc, part);
             if (k + 1 < nchunks) commit(raw, stages[(k + 1) & 1]);
             __syncthreads();  // chunk k + 1 stored; everyone is done reading chunk k
         }

@@ -1,5 +1,6 @@
 // TF32 tensor-core helpers shared by the tensor-core variants (algorithms/23_tensor_3xtf32.cu,
-// 24_tensor_presplit.cu): TF32 rounding, the 3xTF32 split of an FP32 value and the m16n8k8 MMA.
+// 24_tensor_presplit.cu): TF32 rounding, the 3xTF32 split of an FP32 value, the m16n8k8 MMA and the
+// flush of a chunk's truncating accumulator.
 // Device code for sm_80 and newer only; callers guard their kernels the same way.
 #pragma once
 
@@ -46,6 +47,19 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
         "{%0,%1,%2,%3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The chunk flush of the 3xTF32 kernels: the tensor cores' FP32 accumulation truncates, so each
+// chunk's MMAs accumulate into `part`, which is then added into the round-to-nearest total and
+// cleared (any shape of float array, element by element).
+__device__ __forceinline__ void flush_partial(float& total, float& part) {
+    total += part;
+    part = 0.0f;
+}
+template <class T, int N>
+__device__ __forceinline__ void flush_partial(T (&total)[N], T (&part)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) flush_partial(total[i], part[i]);
 }
 #endif
 
