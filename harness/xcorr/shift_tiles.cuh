@@ -55,10 +55,14 @@ __device__ __forceinline__ Span union_span(int d0, int d1, int m, int n) {
 struct ShiftTile {
     int y0, x0, dyb, dxb;
 };
-__device__ __forceinline__ ShiftTile shift_tile(const unsigned* __restrict__ order, int tdy, int tdx, int hR, int wR) {
-    const unsigned tile = order[blockIdx.x];
+__device__ __forceinline__ ShiftTile shift_tile(const unsigned* __restrict__ order, int rank, int tdy, int tdx, int hR,
+                                                int wR) {
+    const unsigned tile = order[rank];
     const int y0 = int(tile >> 16) * tdy, x0 = int(tile & 0xffffu) * tdx;
     return ShiftTile{y0, x0, y0 - (hR - 1), x0 - (wR - 1)};
+}
+__device__ __forceinline__ ShiftTile shift_tile(const unsigned* __restrict__ order, int tdy, int tdx, int hR, int wR) {
+    return shift_tile(order, int(blockIdx.x), tdy, tdx, hR, wR);
 }
 
 // The (hL+hR-1) x (wL+wR-1) output shifts cut into tiles of tdy x tdx, listed by the size of the

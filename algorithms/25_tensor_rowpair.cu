@@ -1,0 +1,349 @@
+// tensor-rowpair: tensor-presplit (24) with the MMA's M made of 2 R rows x 8 rights instead of 16
+// rights, warps that split the shift columns, and the blocks' work ordered heaviest first across
+// all pair groups.
+//
+// Why. On the real-data shape (50 rights per left, 96 x 96) 24 does 1.72x the useful products (a
+// model of its loops): 50 rights fill 4 groups of 16 M slots (64 slots, 1.28x), and a warp's 32
+// shift columns share one k range, the union of their overlaps, up to 31 columns longer than a
+// shift's own overlap at the edges of a 96-wide problem (1.35x). Here:
+//   * M = (q, b): R row r + q (q = 0, 1) of right b (8 rights). With the L row l = r + D as the
+//     Toeplitz B, row q accumulates shift row dy = D - q:
+//       C[(q, b)][dx] += sum_c R_b[r + q][c] * L[r + D][c + dx].
+//     As the warp walks r, shift row D gets every R row through q = 0 and D - 1 through q = 1, so
+//     one MMA serves 2 shift rows x 8 rights; 50 rights need 7 groups of 8 (56 slots, 1.12x), and
+//     8 rights fill an MMA (24 fills half of it). K permutation and B pairs are 24's (k = t <->
+//     column 2t, k = t + 4 <-> 2t + 1); lane (g, t)'s A quad is R_g[r][2t], R_g[r+1][2t],
+//     R_g[r][2t+1], R_g[r+1][2t+1], so staging splits each R value once and stores it in 2 quads.
+//   * A warp owns 8 shift rows (4 row pairs D) x 16 shift columns (2 n tiles) and skips, with a
+//     warp-uniform branch, the k steps outside the union of its own 16 columns' overlaps. Per R
+//     row and warp: 96 MMAs (4 pairs x 2 n tiles x 4 k steps x 3 passes) from 8 A loads and 20 B
+//     loads (5 pairs of each L row serve 4 k steps x 2 n tiles; 24: 96 from 22). In all, 1.43x
+//     the useful products on the real-data shape (24: 1.72x); ncu counts 0.83x 24's HMMAs. The
+//     time falls less (0.93x): the chunk barrier makes a block wait for its busiest warp, so a
+//     warp's skipped k steps only free the tensor pipe for the other blocks on its SM.
+//   * Work item = (shift tile, pair group), ordered tile-major inside windows of pair groups whose
+//     inputs fit in half the L2: with blockIdx.x over tiles and blockIdx.z over groups (24), the
+//     heaviest tiles of the last groups started late and the SMs idled 19% of 1-to-32 at 256
+//     (5.55 ms, now 4.58).
+// Block: 4 warps, 2 along dy x 2 along dx; block tile 16 dy x 32 dx x 8 rights of one left. The K
+// loop walks the union of the block's overlaps in chunks of 4 row pairs x 32 columns,
+// double-buffered as in 24: the next chunk's global loads are issued into registers before the
+// MMAs of this one (one load per left value, its neighbour by shuffle) and split and stored after
+// them, one barrier per chunk. Each warp clips its rows to the union of its own 8 shift rows.
+//
+// Precision: as 24 (xcorr/mma_tf32.cuh): 3xTF32, small parts fed unrounded, the truncating
+// accumulator flushed every chunk (48 products) into an FP32 round-to-nearest total. Bound 1e-5.
+//
+// Forms: one-to-many, n-to-mn, n-to-m (8 rights per block; one-to-one would use 1/8 of each MMA).
+//
+// Resources (ptxas -v, sm_90, CUDA 13.0): 161 registers, no spills; 69632 B of dynamic shared
+// memory (2 stages); 3 blocks (12 warps) per SM. Holding all 20 B pairs of a row spills (168
+// registers and 136 B), so k step s loads pairs s + 1 and carries them to step s + 1.
+// Measured and not kept (H200, probes): loading the next k step's operands before this step's
+// MMAs (no gain: 17.5 ms real-data, 5.58 ms 1-to-32 at 256, before the ordering fix); block tiles
+// of 16 dy x 16 dx, as 2 warps of 8 x 16 (2 row pairs per chunk, 5 blocks per SM) or as 4 warps of
+// 4 x 16: each pads less in the model, but staging a narrower tile and the loads per MMA cost more
+// (real-data 23.4 and 23.0 ms, 1-to-32 at 256 6.32 and 6.31 ms).
+// Bottleneck (ncu, real-data): tensor pipe 55% busy (24: 63%); stalls: the HMMA issue spacing,
+// then the chunk barrier (1.56 cycles per instruction, 24: 0.82) and short scoreboard.
+// Probe (H200, 3 repetitions): real-data 17.3 ms (24: 18.6), 1-to-32 at 256 4.58 ms (24: 4.70),
+// 1-to-8 at 256 2.20 ms (24: 2.42, tensor-tiled 1.83), 32-to-32 at 64 0.914 ms (24: 0.914),
+// 1-to-32 at 128 0.576 ms (24: 0.516).
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+
+#include "xcorr/cuda_check.hpp"
+#include "xcorr/device.cuh"
+#include "xcorr/device_buffer.hpp"
+#include "xcorr/mma_tf32.cuh"
+#include "xcorr/registry.hpp"
+#include "xcorr/shift_tiles.cuh"
+
+namespace xcorr {
+namespace {
+
+constexpr int kPairs = 4;                          // row pairs D per warp: 8 shift rows
+constexpr int kNN = 2;                             // n tiles of 8 shifts per warp
+constexpr int kWarpsY = 2, kWarpsX = 2;            // warps along dy and along dx
+constexpr int kWarps = kWarpsY * kWarpsX, kThreads = 32 * kWarps;
+constexpr int kWDY = 2 * kPairs, kWDX = 8 * kNN;   // warp tile: 8 shift rows x 16 shift columns
+constexpr int kTDY = kWarpsY * kWDY, kTDX = kWarpsX * kWDX;  // block tile: 16 x 32
+constexpr int kSlots = 8;                          // rights per block (x 2 R rows: the MMA's M)
+constexpr int kKR = 4, kKS = 4, kKC = 8 * kKS;     // chunk: 4 row pairs x 32 columns (4 k steps)
+constexpr int kLRows = kKR + kTDY - 2;             // left rows of a chunk (18)
+constexpr int kLCols = kKC + kTDX;                 // left pair slots per row (64; x <= 61 is read)
+constexpr int kLIters = ceil_div(kLRows, kWarps);  // window rows per warp
+constexpr int kLH = ceil_div(kLCols, 32);          // columns per lane of a window row
+constexpr int kKSW = kKS / kWarps;                 // k steps of the right quads per warp
+static_assert(kKS % kWarps == 0, "warp w stages k steps w, w + kWarps, ... of the right quads");
+static_assert(kNN == 2, "the k loop carries one B pair per row pair from n tile 1 to n tile 0");
+
+struct Stage {
+    uint4 l[kLRows][kLCols];   // (big L[x], big L[x+1], small L[x], small L[x+1])
+    uint4 ab[kKR][kKS][32];    // A fragment per lane, big parts
+    uint4 as[kKR][kKS][32];    // small parts
+};
+constexpr size_t kSmem = 2 * sizeof(Stage);  // 69632 B: 3 blocks per SM fit
+
+// Raw values of one chunk, fetched before the MMAs of the previous chunk and stored after them.
+struct Raw {
+    float l[kLIters][kLH];      // window row warp + kWarps i, column lane + 32 h
+    float a[kKSW][kKR + 1][2];  // R_g rows r0 .. r0 + kKR, columns 2t, 2t + 1 of the warp's k steps
+};
+
+__global__ void __launch_bounds__(kThreads, 3)
+    tensor_rowpair_kernel(const float* __restrict__ left, const float* __restrict__ right,
+                          float* __restrict__ out, int hL, int wL, int hR, int wR, Pairs P,
+                          const unsigned* __restrict__ order, int ntiles_, int64_t zwin) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    Stage* stages = reinterpret_cast<Stage*>(smem_raw);
+    __shared__ int64_t rslot[kSlots], lslot;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int wy = warp / kWarpsX, wx = warp % kWarpsX;
+
+    const int out_h = hL + hR - 1, out_w = wL + wR - 1;
+    const int64_t lsize = int64_t(hL) * wL, rsize = int64_t(hR) * wR;
+    const int64_t nz = int64_t(P.groupsI) * P.groupsJ, ntiles = ntiles_, total = ntiles * nz;
+
+    // Work item w: a shift tile (rank in the heaviest-first order) of a pair group z. The pair
+    // groups go in windows of zwin whose inputs fit in half the L2; within a window, tile-major:
+    // every group's heaviest tile starts in the first waves, so the lightest ones form the tail.
+    for (int64_t w = blockIdx.x; w < total; w += gridDim.x) {
+        const int64_t win = w / (ntiles * zwin), zc = min(zwin, nz - win * zwin), in = w - win * ntiles * zwin;
+        const int64_t z = win * zwin + in % zc;
+        const ShiftTile tile = shift_tile(order, int(in / zc), kTDY, kTDX, hR, wR);
+        const int y0 = tile.y0, x0 = tile.x0, dyb = tile.dyb, dxb = tile.dxb;  // dyb, dxb: first shift
+
+        // K range: the R rows and columns in the union of the block's overlaps. A row pair r holds
+        // R rows r and r + 1, so the row pairs of a union [a, b) of rows are [a - 1, b).
+        const Span rB = union_span(dyb, min(dyb + kTDY - 1, hL - 1), hL, hR);
+        const Span cB = union_span(dxb, min(dxb + kTDX - 1, wL - 1), wL, wR);
+        const int dyw = dyb + kWDY * wy, dxw = dxb + kWDX * wx;
+        const Span rW = dyw > hL - 1 ? Span{0, 0} : union_span(dyw, min(dyw + kWDY - 1, hL - 1), hL, hR);
+        const Span cW = dxw > wL - 1 ? Span{0, 0} : union_span(dxw, min(dxw + kWDX - 1, wL - 1), wL, wR);
+        const Span rWp = rW.end > rW.begin ? Span{rW.begin - 1, rW.end} : Span{0, 0};  // the warp's row pairs
+        const int rbegin = rB.begin - 1;
+        const int ncc = ceil_div(cB.end - cB.begin, kKC);
+        const int nchunks = rB.end > rB.begin ? ceil_div(rB.end - rbegin, kKR) * ncc : 0;
+
+        const int i0 = int(z / P.groupsJ), j0 = int(z % P.groupsJ) * kSlots;
+        if (tid < kSlots) {
+            const int j = j0 + tid;
+            rslot[tid] = j < P.M ? (int64_t(i0) * P.rsi + int64_t(j) * P.rsj) * rsize : -1;
+        } else if (tid == kSlots) {
+            lslot = int64_t(i0) * lsize;
+        }
+        __syncthreads();
+
+        // Global -> registers, zero outside the matrices and for absent rights. Left: warp w
+        // fetches rows w, w + kWarps, ... of the chunk's window (row 0: L row r0 + dyb + 1),
+        // columns lane, lane + 32, ... (the right neighbours come by shuffle in commit: one load
+        // per value keeps the prefetch within the register budget). Right: warp w fetches k steps
+        // w, w + kWarps, ... (columns 2t, 2t + 1) of right g's kKR + 1 R rows.
+        auto fetch = [&](int k, Raw& raw) {
+            const int r0 = rbegin + (k / ncc) * kKR, c0 = cB.begin + (k % ncc) * kKC;
+#pragma unroll
+            for (int i = 0; i < kLIters; ++i) {
+                const int wrow = warp + kWarps * i, r = r0 + dyb + 1 + wrow;
+                const bool rin = (kLRows % kWarps == 0 || wrow < kLRows) && r >= 0 && r < hL;
+                const float* row = left + lslot + (rin ? int64_t(r) * wL : 0);
+#pragma unroll
+                for (int h = 0; h < kLH; ++h) {
+                    const int c = c0 + dxb + lane + 32 * h;
+                    raw.l[i][h] = rin && c >= 0 && c < wL ? __ldg(row + c) : 0.0f;
+                }
+            }
+            const int64_t base = rslot[g];
+#pragma unroll
+            for (int u = 0; u < kKSW; ++u) {
+                const int c = c0 + 8 * (warp + kWarps * u) + 2 * t;  // >= 0: the union starts inside R
+#pragma unroll
+                for (int rr = 0; rr <= kKR; ++rr) {
+                    const int r = r0 + rr;
+                    const bool ok = base >= 0 && r >= 0 && r < hR;
+                    const float* row = right + (ok ? base + int64_t(r) * wR : 0);
+                    raw.a[u][rr][0] = ok && c < wR ? __ldg(row + c) : 0.0f;
+                    raw.a[u][rr][1] = ok && c + 1 < wR ? __ldg(row + c + 1) : 0.0f;
+                }
+            }
+        };
+        // Registers -> shared, split into big and small in the fragment layouts.
+        auto commit = [&](const Raw& raw, Stage& st) {
+#pragma unroll
+            for (int i = 0; i < kLIters; ++i) {
+                const int wrow = warp + kWarps * i;
+                if (kLRows % kWarps != 0 && wrow >= kLRows) continue;  // warp-uniform
+                // Neighbour of column lane + 32h: the next lane's value h, and for lane 31 lane
+                // 0's value h + 1. The last column's neighbour is outside the window and feeds
+                // slot kLCols - 1, which is never read (x <= kLCols - 3).
+                float nb[kLH];
+#pragma unroll
+                for (int h = 0; h < kLH; ++h) nb[h] = __shfl_sync(0xffffffffu, raw.l[i][h], (lane + 1) & 31);
+#pragma unroll
+                for (int h = 0; h < kLH; ++h) {
+                    if (kLCols % 32 != 0 && lane + 32 * h >= kLCols) continue;
+                    uint32_t b0, s0, b1, s1;
+                    split(raw.l[i][h], b0, s0);
+                    split(lane == 31 && h + 1 < kLH ? nb[h + 1] : nb[h], b1, s1);
+                    st.l[wrow][lane + 32 * h] = make_uint4(b0, b1, s0, s1);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < kKSW; ++u) {
+                uint32_t big[kKR + 1][2], small[kKR + 1][2];
+#pragma unroll
+                for (int rr = 0; rr <= kKR; ++rr) {
+                    split(raw.a[u][rr][0], big[rr][0], small[rr][0]);
+                    split(raw.a[u][rr][1], big[rr][1], small[rr][1]);
+                }
+                // Row pair rr: a0..a3 = (row rr, col 2t), (rr + 1, 2t), (rr, 2t + 1), (rr + 1, 2t + 1).
+#pragma unroll
+                for (int rr = 0; rr < kKR; ++rr) {
+                    const int ks = warp + kWarps * u;
+                    st.ab[rr][ks][lane] = make_uint4(big[rr][0], big[rr + 1][0], big[rr][1], big[rr + 1][1]);
+                    st.as[rr][ks][lane] = make_uint4(small[rr][0], small[rr + 1][0], small[rr][1], small[rr + 1][1]);
+                }
+            }
+        };
+
+        // acc: the FP32 (round-to-nearest) total; part: the MMA accumulator of the current chunk.
+        float acc[kPairs][kNN][4], part[kPairs][kNN][4];
+#pragma unroll
+        for (int d = 0; d < kPairs; ++d)
+#pragma unroll
+            for (int n = 0; n < kNN; ++n)
+#pragma unroll
+                for (int v = 0; v < 4; ++v) acc[d][n][v] = part[d][n][v] = 0.0f;
+
+        Raw raw;
+        if (nchunks > 0) {
+            fetch(0, raw);
+            commit(raw, stages[0]);
+        }
+        __syncthreads();
+        for (int k = 0; k < nchunks; ++k) {
+            if (k + 1 < nchunks) fetch(k + 1, raw);  // in flight during the MMAs below
+            const Stage& st = stages[k & 1];
+            const int r0 = rbegin + (k / ncc) * kKR, c0 = cB.begin + (k % ncc) * kKC;
+            // The warp's k steps: [c0 + 8s, c0 + 8s + 8) meeting its columns cW.
+            const int slo = cW.begin > c0 ? (cW.begin - c0) / 8 : 0;
+            const int shi = cW.end > c0 ? min(kKS, ceil_div(cW.end - c0, 8)) : 0;
+            const int rb = max(0, rWp.begin - r0), re = min(kKR, rWp.end - r0);
+#pragma unroll 1
+            for (int rr = rb; rr < re; ++rr) {
+                // B pair p of row pair d: x = 8p + 2t + g (+ kWDX per warp along dx) in window
+                // row rr + 2d + kWDY wy, i.e. L row r0 + rr + D with D = dyw + 2d + 1. K step s
+                // uses pairs s (n tile 0) and s + 1 (n tile 1); each is loaded once, outside the
+                // branch, and carried to the next step (holding all 5 x 4 pairs would spill).
+                const uint4* lrow = &st.l[rr + kWDY * wy][2 * t + g + kWDX * wx];
+                uint4 b0[kPairs], b1[kPairs];
+#pragma unroll
+                for (int d = 0; d < kPairs; ++d) b0[d] = lrow[2 * d * kLCols];
+#pragma unroll
+                for (int s = 0; s < kKS; ++s) {
+#pragma unroll
+                    for (int d = 0; d < kPairs; ++d) b1[d] = lrow[2 * d * kLCols + 8 * (s + 1)];
+                    if (s >= slo && s < shi) {  // a warp-uniform branch around 24 MMAs
+                        const uint4 ab = st.ab[rr][s][lane], as = st.as[rr][s][lane];
+                        const uint32_t abig[4] = {ab.x, ab.y, ab.z, ab.w}, asmall[4] = {as.x, as.y, as.z, as.w};
+                        // Passes outermost: 2 kPairs independent accumulators between dependent MMAs.
+#pragma unroll
+                        for (int pass = 0; pass < 3; ++pass)
+#pragma unroll
+                            for (int d = 0; d < kPairs; ++d)
+#pragma unroll
+                                for (int n = 0; n < kNN; ++n) {
+                                    const uint4 b = n == 0 ? b0[d] : b1[d];
+                                    if (pass == 0) mma_tf32(part[d][n], abig, b.x, b.y);    // big * big
+                                    if (pass == 1) mma_tf32(part[d][n], abig, b.z, b.w);    // big * small
+                                    if (pass == 2) mma_tf32(part[d][n], asmall, b.x, b.y);  // small * big
+                                }
+                    }
+#pragma unroll
+                    for (int d = 0; d < kPairs; ++d) b0[d] = b1[d];
+                }
+            }
+            flush_partial(acc, part);
+            if (k + 1 < nchunks) commit(raw, stages[(k + 1) & 1]);
+            __syncthreads();  // chunk k + 1 stored; everyone is done reading chunk k
+        }
+
+        // Accumulator v of (d, n): right slot g, R row q = (v >= 2), i.e. shift row D - q =
+        // dyw + 2d + 1 - q; shift column 16 wx + 8n + 2t + (v & 1).
+#pragma unroll
+        for (int d = 0; d < kPairs; ++d)
+#pragma unroll
+            for (int n = 0; n < kNN; ++n)
+#pragma unroll
+                for (int v = 0; v < 4; ++v) {
+                    const int j = j0 + g;
+                    const int y = y0 + kWDY * wy + 2 * d + 1 - (v >= 2 ? 1 : 0);
+                    const int x = x0 + kWDX * wx + 8 * n + 2 * t + (v & 1);
+                    if (j < P.M && y < out_h && x < out_w)
+                        out[(int64_t(i0) * P.osi + int64_t(j) * P.osj) * out_h * out_w + int64_t(y) * out_w + x] =
+                            acc[d][n][v];
+                }
+        __syncthreads();  // the slot table is refilled for the next pair group
+    }
+#else
+    __trap();  // never launched: the factory requires compute capability 8.0
+#endif
+}
+
+class TensorRowpair final : public Instance {
+public:
+    explicit TensorRowpair(const Problem& p) : p_(p), P_(pairs_of(p)) {
+        P_.groupsI = P_.N;
+        P_.groupsJ = ceil_div(P_.M, kSlots);
+        XC_CUDA_CHECK(cudaFuncSetAttribute(tensor_rowpair_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
+        order_ = shift_tiles_by_work(p_, kTDY, kTDX);  // largest work first
+        ntiles_ = int(order_.size());
+        // Pair groups per window: as many as have their left and 8 rights in half the L2.
+        int dev = 0, l2 = 0;
+        XC_CUDA_CHECK(cudaGetDevice(&dev));
+        XC_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+        const int64_t nz = int64_t(P_.groupsI) * P_.groupsJ;
+        const int64_t group_bytes = int64_t(sizeof(float)) * (int64_t(p_.hL) * p_.wL + int64_t(kSlots) * p_.hR * p_.wR);
+        zwin_ = std::clamp<int64_t>(int64_t(l2) / 2 / group_bytes, 1, nz);
+        const int64_t total = int64_t(ntiles_) * nz;
+        grid_ = unsigned(std::min<int64_t>(total, 0x7fffffff));
+    }
+
+    void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
+        tensor_rowpair_kernel<<<grid_, kThreads, kSmem, stream>>>(left, right, out, p_.hL, p_.wL, p_.hR, p_.wR,
+                                                                  P_, order_.get(), ntiles_, zwin_);
+        XC_CHECK_LAUNCH();
+    }
+
+private:
+    Problem p_;
+    Pairs P_;
+    DeviceBuffer<unsigned> order_;
+    int ntiles_ = 0;
+    int64_t zwin_ = 1;
+    unsigned grid_ = 0;
+};
+
+XCORR_REGISTER_VARIANT(Variant{
+    .name = "tensor-rowpair",
+    .family = "hopper",
+    .summary = "Toeplitz GEMM on tensor cores, 3xTF32 (FP32-class accuracy): operands split once into "
+               "shared memory, M = 2 R rows x 8 rights (2 shift rows per MMA), warps split the shift "
+               "columns (sm_80+)",
+    .timed = "kernel",
+    .precision = "3xtf32",
+    .tolerance = 1e-5,
+    .forms = {Form::OneToMany, Form::NToMn, Form::NToM},
+    .params = {},
+    .make = [](const Problem& p, const Params&) -> std::unique_ptr<Instance> {
+        require_mma_tf32("tensor-rowpair");
+        return std::make_unique<TensorRowpair>(p);
+    },
+});
+
+}  // namespace
+}  // namespace xcorr
