@@ -271,14 +271,7 @@ class MultiTiled final : public Instance {
 public:
     MultiTiled(const Problem& p, int mode, int lefts, int rows, int rights)
         : p_(p), mode_(mode), at_(lefts), dy_(rows), bt_(rights) {
-        P_ = pairs_of(p);
-        if (mode_ == kLanesRights) {
-            P_.groupsI = ceil_div(P_.N, at_);
-            P_.groupsJ = ceil_div(P_.M, 8 * bt_);
-        } else {
-            P_.groupsI = ceil_div(P_.N, 8);
-            P_.groupsJ = ceil_div(P_.M, 4);
-        }
+        P_ = mode_ == kLanesRights ? pairs_of(p, at_, 8 * bt_) : pairs_of(p, 8, 4);
         select(p.form == Form::NToMn);
     }
 

@@ -355,9 +355,7 @@ __global__ void __launch_bounds__(kThreads, SPLIT ? 3 : 2)
 class TensorTiled final : public Instance {
 public:
     TensorTiled(const Problem& p, bool split, int mode, int nt) : p_(p) {
-        P_ = pairs_of(p);
-        P_.groupsI = P_.N;
-        P_.groupsJ = mode == kRows ? P_.M : ceil_div(P_.M, 8 * nt);
+        P_ = pairs_of(p, 1, mode == kRows ? 1 : 8 * nt);
         auto pick = [&](auto s) {
             constexpr bool S = decltype(s)::value;
             if (mode == kRows)

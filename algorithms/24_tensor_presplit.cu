@@ -27,11 +27,12 @@
 //     18.4 ms against 18.7; 1-to-32 at 256 4.68 and 4.89 ms against 4.68; 32-to-32 at 256 145.7
 //     ms per pair against 143.2), so the simplest stays.
 // Block: 4 warps stacked along dy, each 2 shift rows x 32 shifts x 16 rights; block tile 8 dy x
-// 32 dx x 16 rights of one left. blockIdx.x walks shift tiles heaviest first (shift_tiles_by_work),
-// blockIdx.z strides over (left, group of 16 rights). The K loop walks the union of the block's
-// overlaps in chunks of 4 R rows x 32 columns, double-buffered: the next chunk's global loads are
-// issued into registers before the MMAs of this one and split and stored after them, one barrier
-// per chunk. Each warp clips its R rows to the union of its own two shift rows.
+// 32 dx x 16 rights of one left. Blocks stride over the work items (shift tile, left and group of
+// 16 rights), heaviest tile first across the groups (TileSchedule, xcorr/shift_tiles.cuh). The K
+// loop walks the union of the block's overlaps in chunks of 4 R rows x 32 columns,
+// double-buffered: the next chunk's global loads are issued into registers before the MMAs of this
+// one and split and stored after them, one barrier per chunk. Each warp clips its R rows to the
+// union of its own two shift rows.
 //
 // Precision: as tensor-tiled's 3xTF32 (xcorr/mma_tf32.cuh): big = rna-rounded TF32, small = the
 // exact rest, fed unrounded (the MMA truncates it); three MMAs big*big + big*small + small*big; the
@@ -112,7 +113,7 @@ __device__ __forceinline__ uint4 split4(float x0, float x1, float x2, float x3, 
 __global__ void __launch_bounds__(kThreads, 3)
     tensor_presplit_kernel(const float* __restrict__ left, const float* __restrict__ right,
                            float* __restrict__ out, int hL, int wL, int hR, int wR, Pairs P,
-                           const unsigned* __restrict__ order) {
+                           WorkItems W) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
     extern __shared__ __align__(16) unsigned char smem_raw[];
     Stage* stages = reinterpret_cast<Stage*>(smem_raw);
@@ -123,21 +124,21 @@ __global__ void __launch_bounds__(kThreads, 3)
     const int dyl = warp * kDY;  // the warp's first shift row in the block tile
 
     const int out_h = hL + hR - 1, out_w = wL + wR - 1;
-    const ShiftTile tile = shift_tile(order, kTDY, kTDX, hR, wR);
-    const int y0 = tile.y0, x0 = tile.x0, dyb = tile.dyb, dxb = tile.dxb;  // dyb, dxb: first shift
-
-    // K range: the R rows and columns in the union of the block's overlaps.
-    const Span rB = union_span(dyb, min(dyb + kTDY - 1, hL - 1), hL, hR);
-    const Span cB = union_span(dxb, min(dxb + kTDX - 1, wL - 1), wL, wR);
-    const int dyw = dyb + dyl;
-    const Span rW = dyw > hL - 1 ? Span{0, 0} : union_span(dyw, min(dyw + kDY - 1, hL - 1), hL, hR);
-    const int ncc = ceil_div(cB.end - cB.begin, kKC);
-    const int nchunks = ceil_div(rB.end - rB.begin, kKR) * ncc;
-
     const int64_t lsize = int64_t(hL) * wL, rsize = int64_t(hR) * wR;
-    const int64_t nz = int64_t(P.groupsI) * P.groupsJ;
+    // Work items (shift tile, pair group) heaviest tile first across the groups (xcorr/shift_tiles.cuh).
+    for (int64_t w = blockIdx.x; w < int64_t(W.ntiles) * W.ngroups; w += gridDim.x) {
+        int64_t z;
+        const ShiftTile tile = work_item(W, w, kTDY, kTDX, hR, wR, z);
+        const int y0 = tile.y0, x0 = tile.x0, dyb = tile.dyb, dxb = tile.dxb;  // dyb, dxb: first shift
 
-    for (int64_t z = blockIdx.z; z < nz; z += gridDim.z) {
+        // K range: the R rows and columns in the union of the block's overlaps.
+        const Span rB = union_span(dyb, min(dyb + kTDY - 1, hL - 1), hL, hR);
+        const Span cB = union_span(dxb, min(dxb + kTDX - 1, wL - 1), wL, wR);
+        const int dyw = dyb + dyl;
+        const Span rW = dyw > hL - 1 ? Span{0, 0} : union_span(dyw, min(dyw + kDY - 1, hL - 1), hL, hR);
+        const int ncc = ceil_div(cB.end - cB.begin, kKC);
+        const int nchunks = ceil_div(rB.end - rB.begin, kKR) * ncc;
+
         const int i0 = int(z / P.groupsJ), j0 = int(z % P.groupsJ) * kSlots;
         if (tid < kSlots) {
             const int j = j0 + tid;
@@ -270,26 +271,23 @@ __global__ void __launch_bounds__(kThreads, 3)
 
 class TensorPresplit final : public Instance {
 public:
-    explicit TensorPresplit(const Problem& p) : p_(p), P_(pairs_of(p)) {
-        P_.groupsI = P_.N;
-        P_.groupsJ = ceil_div(P_.M, kSlots);
+    explicit TensorPresplit(const Problem& p)
+        : p_(p), P_(pairs_of(p, 1, kSlots)),  // a block per (left, group of kSlots rights)
+          sched_(p, kTDY, kTDX, int64_t(P_.groupsI) * P_.groupsJ,
+                 int64_t(sizeof(float)) * (int64_t(p.hL) * p.wL + int64_t(kSlots) * p.hR * p.wR)) {
         XC_CUDA_CHECK(cudaFuncSetAttribute(tensor_presplit_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
-        order_ = shift_tiles_by_work(p_, kTDY, kTDX);  // largest work first
-        const int64_t nz = int64_t(P_.groupsI) * P_.groupsJ;
-        grid_ = dim3(unsigned(order_.size()), 1, unsigned(std::min<int64_t>(nz, 65535)));
     }
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
-        tensor_presplit_kernel<<<grid_, kThreads, kSmem, stream>>>(left, right, out, p_.hL, p_.wL, p_.hR, p_.wR,
-                                                                   P_, order_.get());
+        tensor_presplit_kernel<<<sched_.grid(), kThreads, kSmem, stream>>>(left, right, out, p_.hL, p_.wL, p_.hR,
+                                                                           p_.wR, P_, sched_.items());
         XC_CHECK_LAUNCH();
     }
 
 private:
     Problem p_;
     Pairs P_;
-    DeviceBuffer<unsigned> order_;
-    dim3 grid_;
+    TileSchedule sched_;
 };
 
 XCORR_REGISTER_VARIANT(Variant{

@@ -36,7 +36,7 @@
 //
 // Forms: one-to-many, n-to-mn, n-to-m (8 rights per block; one-to-one would use 1/8 of each MMA).
 //
-// Resources (ptxas -v, sm_90, CUDA 13.0): 161 registers, no spills; 69632 B of dynamic shared
+// Resources (ptxas -v, sm_90, CUDA 13.0): 158 registers, no spills; 69632 B of dynamic shared
 // memory (2 stages); 3 blocks (12 warps) per SM. Holding all 20 B pairs of a row spills (168
 // registers and 136 B), so k step s loads pairs s + 1 and carries them to step s + 1.
 // Measured and not kept (H200, probes): loading the next k step's operands before this step's
@@ -46,9 +46,12 @@
 // (real-data 23.4 and 23.0 ms, 1-to-32 at 256 6.32 and 6.31 ms).
 // Bottleneck (ncu, real-data): tensor pipe 55% busy (24: 63%); stalls: the HMMA issue spacing,
 // then the chunk barrier (1.56 cycles per instruction, 24: 0.82) and short scoreboard.
-// Probe (H200, 3 repetitions): real-data 17.3 ms (24: 18.6), 1-to-32 at 256 4.58 ms (24: 4.70),
-// 1-to-8 at 256 2.20 ms (24: 2.42, tensor-tiled 1.83), 32-to-32 at 64 0.914 ms (24: 0.914),
-// 1-to-32 at 128 0.576 ms (24: 0.516).
+// In the suite (results/nvidia-h200, revision 9934876d0a93; tensor-presplit's times beside):
+// real-data 17.2 ms (18.5; 64% of the FP32 peak), 1-to-32 at 256 4.57 ms (4.70; 90%), 8-to-8 at
+// 256 9.10 ms (17.4; 90%), 1-to-8 at 512 16.9 ms (31.9; 97%), 32-to-32 at 256 145 ms (142),
+// 32-to-32 at 64 0.913 ms (0.914). Slower up to 64 x 64 (5-20%: one more row pair per warp and a
+// 16-row block tile) and where one pair group cannot fill the GPU: 1-to-8 at 256 2.21 ms, 512
+// blocks for 396 slots (tensor-tiled 1.83).
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -95,7 +98,7 @@ struct Raw {
 __global__ void __launch_bounds__(kThreads, 3)
     tensor_rowpair_kernel(const float* __restrict__ left, const float* __restrict__ right,
                           float* __restrict__ out, int hL, int wL, int hR, int wR, Pairs P,
-                          const unsigned* __restrict__ order, int ntiles_, int64_t zwin) {
+                          WorkItems W) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
     extern __shared__ __align__(16) unsigned char smem_raw[];
     Stage* stages = reinterpret_cast<Stage*>(smem_raw);
@@ -107,15 +110,10 @@ __global__ void __launch_bounds__(kThreads, 3)
 
     const int out_h = hL + hR - 1, out_w = wL + wR - 1;
     const int64_t lsize = int64_t(hL) * wL, rsize = int64_t(hR) * wR;
-    const int64_t nz = int64_t(P.groupsI) * P.groupsJ, ntiles = ntiles_, total = ntiles * nz;
-
-    // Work item w: a shift tile (rank in the heaviest-first order) of a pair group z. The pair
-    // groups go in windows of zwin whose inputs fit in half the L2; within a window, tile-major:
-    // every group's heaviest tile starts in the first waves, so the lightest ones form the tail.
-    for (int64_t w = blockIdx.x; w < total; w += gridDim.x) {
-        const int64_t win = w / (ntiles * zwin), zc = min(zwin, nz - win * zwin), in = w - win * ntiles * zwin;
-        const int64_t z = win * zwin + in % zc;
-        const ShiftTile tile = shift_tile(order, int(in / zc), kTDY, kTDX, hR, wR);
+    // Work items (shift tile, pair group) heaviest tile first across the groups (xcorr/shift_tiles.cuh).
+    for (int64_t w = blockIdx.x; w < int64_t(W.ntiles) * W.ngroups; w += gridDim.x) {
+        int64_t z;
+        const ShiftTile tile = work_item(W, w, kTDY, kTDX, hR, wR, z);
         const int y0 = tile.y0, x0 = tile.x0, dyb = tile.dyb, dxb = tile.dxb;  // dyb, dxb: first shift
 
         // K range: the R rows and columns in the union of the block's overlaps. A row pair r holds
@@ -296,36 +294,23 @@ __global__ void __launch_bounds__(kThreads, 3)
 
 class TensorRowpair final : public Instance {
 public:
-    explicit TensorRowpair(const Problem& p) : p_(p), P_(pairs_of(p)) {
-        P_.groupsI = P_.N;
-        P_.groupsJ = ceil_div(P_.M, kSlots);
+    explicit TensorRowpair(const Problem& p)
+        : p_(p), P_(pairs_of(p, 1, kSlots)),  // a block per (left, group of kSlots rights)
+          sched_(p, kTDY, kTDX, int64_t(P_.groupsI) * P_.groupsJ,
+                 int64_t(sizeof(float)) * (int64_t(p.hL) * p.wL + int64_t(kSlots) * p.hR * p.wR)) {
         XC_CUDA_CHECK(cudaFuncSetAttribute(tensor_rowpair_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
-        order_ = shift_tiles_by_work(p_, kTDY, kTDX);  // largest work first
-        ntiles_ = int(order_.size());
-        // Pair groups per window: as many as have their left and 8 rights in half the L2.
-        int dev = 0, l2 = 0;
-        XC_CUDA_CHECK(cudaGetDevice(&dev));
-        XC_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
-        const int64_t nz = int64_t(P_.groupsI) * P_.groupsJ;
-        const int64_t group_bytes = int64_t(sizeof(float)) * (int64_t(p_.hL) * p_.wL + int64_t(kSlots) * p_.hR * p_.wR);
-        zwin_ = std::clamp<int64_t>(int64_t(l2) / 2 / group_bytes, 1, nz);
-        const int64_t total = int64_t(ntiles_) * nz;
-        grid_ = unsigned(std::min<int64_t>(total, 0x7fffffff));
     }
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
-        tensor_rowpair_kernel<<<grid_, kThreads, kSmem, stream>>>(left, right, out, p_.hL, p_.wL, p_.hR, p_.wR,
-                                                                  P_, order_.get(), ntiles_, zwin_);
+        tensor_rowpair_kernel<<<sched_.grid(), kThreads, kSmem, stream>>>(left, right, out, p_.hL, p_.wL, p_.hR,
+                                                                          p_.wR, P_, sched_.items());
         XC_CHECK_LAUNCH();
     }
 
 private:
     Problem p_;
     Pairs P_;
-    DeviceBuffer<unsigned> order_;
-    int ntiles_ = 0;
-    int64_t zwin_ = 1;
-    unsigned grid_ = 0;
+    TileSchedule sched_;
 };
 
 XCORR_REGISTER_VARIANT(Variant{

@@ -1,7 +1,7 @@
-// Shared by the shared-memory tiled kernels (algorithms/21_multi_matrix_tiled.cu,
-// 23_tensor_3xtf32.cu, 24_tensor_presplit.cu): the pair geometry of a stack, 4-byte asynchronous
-// copies into shared memory with zero fill, the union of the overlaps of a range of shifts, and the
-// host-side order of their shift tiles.
+// Shared by the shared-memory tiled kernels (algorithms/21_multi_matrix_tiled.cu, 23_tensor_3xtf32.cu,
+// 24_tensor_presplit.cu, 25_tensor_rowpair.cu): the pair geometry of a stack, 4-byte asynchronous
+// copies into shared memory with zero fill, the union of the overlaps of a range of shifts, the
+// host-side order of their shift tiles, and the schedule of (shift tile, pair group) work items.
 #pragma once
 
 #include <algorithm>
@@ -43,6 +43,13 @@ inline Pairs pairs_of(const Problem& p) {
         case Form::NToM: return {p.nL, p.nR, 0, 1, p.nR, 1, 0, 0};
     }
     return {};
+}
+// The same, with the pairs grouped `lefts` x `rights` per block.
+inline Pairs pairs_of(const Problem& p, int lefts, int rights) {
+    Pairs P = pairs_of(p);
+    P.groupsI = ceil_div(P.N, lefts);
+    P.groupsJ = ceil_div(P.M, rights);
+    return P;
 }
 
 // Rows r of R for which some shift dy in [d0, d1] overlaps L: the union of the overlaps.
@@ -92,5 +99,46 @@ inline DeviceBuffer<unsigned> shift_tiles_by_work(const Problem& p, int tdy, int
     XC_CUDA_CHECK(cudaMemcpy(out.get(), order.data(), out.bytes(), cudaMemcpyHostToDevice));
     return out;
 }
+
+// Work items (shift tile, pair group) of a kernel whose blocks stride over all of them, in the
+// order that keeps the tail short without losing the L2: the pair groups go in windows of zwin
+// whose inputs fit in half the L2, and inside a window tile-major, so every group's heaviest tile
+// starts in the first waves and the lightest tiles of all groups form the tail. (A grid with the
+// tiles on x and the groups on z starts the last groups' heaviest tiles late: the SMs idled 19% of
+// tensor-rowpair's 1-to-32 at 256, 4 groups of 8 rights.)
+struct WorkItems {
+    const unsigned* order;  // shift tiles, heaviest first (shift_tiles_by_work)
+    int ntiles;
+    int64_t ngroups, zwin;
+};
+// Item w: its shift tile, and its pair group in z.
+__device__ __forceinline__ ShiftTile work_item(const WorkItems& W, int64_t w, int tdy, int tdx, int hR, int wR,
+                                               int64_t& z) {
+    const int64_t span = int64_t(W.ntiles) * W.zwin, win = w / span, in = w - win * span;
+    const int64_t zc = min(W.zwin, W.ngroups - win * W.zwin);  // groups in this window (the last is short)
+    z = win * W.zwin + in % zc;
+    return shift_tile(W.order, int(in / zc), tdy, tdx, hR, wR);
+}
+
+// Host side: the tile order of a tdy x tdx block tile, the window of `ngroups` pair groups of
+// `group_bytes` of inputs each, and the grid (one block per item up to 2^31 - 1; blocks stride).
+class TileSchedule {
+public:
+    TileSchedule(const Problem& p, int tdy, int tdx, int64_t ngroups, int64_t group_bytes)
+        : order_(shift_tiles_by_work(p, tdy, tdx)), ngroups_(ngroups) {
+        int dev = 0, l2 = 0;
+        XC_CUDA_CHECK(cudaGetDevice(&dev));
+        XC_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+        zwin_ = std::clamp<int64_t>(int64_t(l2) / 2 / std::max<int64_t>(group_bytes, 1), 1, std::max<int64_t>(ngroups, 1));
+    }
+    WorkItems items() const { return WorkItems{order_.get(), int(order_.size()), ngroups_, zwin_}; }
+    unsigned grid() const {
+        return unsigned(std::clamp<int64_t>(int64_t(order_.size()) * ngroups_, 1, 0x7fffffff));
+    }
+
+private:
+    DeviceBuffer<unsigned> order_;
+    int64_t ngroups_, zwin_ = 1;
+};
 
 }  // namespace xcorr
