@@ -92,9 +92,18 @@ def grid_of(n: int, ncols: int = 3, w: float = 4.6, h: float = 3.4):
     return fig, list(axes.flat[:n])
 
 
+# Beyond the 10 default colours: dark ones that no default colour resembles (a figure with 11 or
+# more series would otherwise repeat C0, C1, ... with only the marker to tell them apart).
+EXTRA_COLORS = ["navy", "maroon", "darkgoldenrod", "darkslategray", "magenta", "lime"]
+
+
+def series_color(i: int) -> str:
+    return f"C{i}" if i < 10 else EXTRA_COLORS[(i - 10) % len(EXTRA_COLORS)]
+
+
 def style_for(group: str, i: int) -> dict:
     st = dict(GROUP_STYLE.get(group, GROUP_STYLE["paper"]))
-    st.setdefault("color", f"C{i % 10}")
+    st.setdefault("color", series_color(i))
     return st
 
 
@@ -257,7 +266,7 @@ def plot_efficiency(exp, summary: pd.DataFrame, gpu_dir: Path, title: str, out_d
             if g.empty:
                 continue
             best = g.loc[g.groupby("size")["time_us"].idxmin()].sort_values("size")
-            ax.plot(best["size"], best["peak_pct"], label=name, color=f"C{i}", markersize=4,
+            ax.plot(best["size"], best["peak_pct"], label=name, color=series_color(i), markersize=4,
                     **{k: v for k, v in st.items() if k != "color"})
             r = best.iloc[-1]
             ax.annotate(f"{r['peak_pct']:.0f}% {r['variant']}", (r["size"], r["peak_pct"]), fontsize=5,
@@ -327,17 +336,17 @@ def plot_cross_gpu(gpu_dirs: list, plots_root: Path | None = None) -> list[Path]
         for key, ls in (("best of the paper's kernels", "-"), ("best new kernel", "--"), ("fft+plan", ":")):
             if key in lines:
                 s = lines[key]
-                axes[0].plot(s["size"], s["time_us"], ls=ls, color=f"C{i}", marker="o", markersize=3,
+                axes[0].plot(s["size"], s["time_us"], ls=ls, color=series_color(i), marker="o", markersize=3,
                              label=f"{name}: {key}")
         if "overlap-wise (baseline)" in lines and "best of the paper's kernels" in lines:
             b = lines["overlap-wise (baseline)"].set_index("size")["time_us"]
             p = lines["best of the paper's kernels"].set_index("size")["time_us"]
             sp = (b / p).dropna()
-            axes[1].plot(sp.index, sp.values, color=f"C{i}", marker="o", markersize=3, label=name)
+            axes[1].plot(sp.index, sp.values, color=series_color(i), marker="o", markersize=3, label=name)
         for key, ls in (("best of the paper's kernels", "-"), ("best new kernel", "--")):
             if key in lines:
                 s = lines[key]
-                axes[2].plot(s["size"], s["peak_pct"], ls=ls, color=f"C{i}", marker="o", markersize=3,
+                axes[2].plot(s["size"], s["peak_pct"], ls=ls, color=series_color(i), marker="o", markersize=3,
                              label=f"{name}: {key}")
     if not any_data:
         plt.close(fig)
