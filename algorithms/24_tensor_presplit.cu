@@ -57,10 +57,13 @@
 // real-data shape: 50 rights per left fill 4 groups of 16 (64 slots, 22% of the MMAs multiply
 // zeros) and the k steps of a 32-shift tile pad a 96 x 96 problem by 1.7x; M = 2 shift rows x 8
 // rights (A from two R rows) would cut the first to 56 slots.
-// In the suite (results/nvidia-h200, revision 59e2b9986048): 1-to-32 at 256 4.70 ms (87%), 32-to-32
-// at 256 142 ms (92%), 1-to-32 at 512 66.3 ms (99%), real-data 18.5 ms (59%). With 8 rights or
-// fewer (1-to-2, 1-to-8, 2-to-2, 8-to-8) half or more of each MMA multiplies empty slots and
-// tensor-tiled (8 rights per n tile) is faster: 1-to-8 at 256 2.42 against 1.83 ms.
+// In the suite (results/nvidia-h200, revision 8c5dced83686, with the TileSchedule order; before it,
+// at 59e2b9986048, in brackets): 1-to-32 at 256 4.51 ms, 91% (4.70), 32-to-32 at 256 144 ms, 92%
+// (142), 1-to-32 at 512 66.8 ms, 99% (66.3), 32-to-32 at 64 0.833 ms (0.914), real-data 18.4 ms
+// (18.5); over all 68 cases 0.98x the old times (0.74x to 1.11x: 1-to-32 at 128 0.571 ms against
+// 0.516). With 8 rights or fewer (1-to-2, 1-to-8, 2-to-2, 8-to-8) half or more of each MMA
+// multiplies empty slots: tensor-rowpair (25, 8 rights per MMA) or, where one pair group cannot
+// fill the GPU, tensor-tiled is faster (1-to-8 at 256: 2.45 against 2.20 and 1.83 ms).
 #include <algorithm>
 #include <cstdint>
 #include <memory>

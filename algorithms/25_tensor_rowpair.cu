@@ -24,7 +24,7 @@
 //   * Work item = (shift tile, pair group), ordered tile-major inside windows of pair groups whose
 //     inputs fit in half the L2: with blockIdx.x over tiles and blockIdx.z over groups (24), the
 //     heaviest tiles of the last groups started late and the SMs idled 19% of 1-to-32 at 256
-//     (5.55 ms, now 4.58).
+//     (5.55 ms, now 4.58; TileSchedule in xcorr/shift_tiles.cuh, which 24 now uses too).
 // Block: 4 warps, 2 along dy x 2 along dx; block tile 16 dy x 32 dx x 8 rights of one left. The K
 // loop walks the union of the block's overlaps in chunks of 4 row pairs x 32 columns,
 // double-buffered as in 24: the next chunk's global loads are issued into registers before the
@@ -46,12 +46,12 @@
 // (real-data 23.4 and 23.0 ms, 1-to-32 at 256 6.32 and 6.31 ms).
 // Bottleneck (ncu, real-data): tensor pipe 55% busy (24: 63%); stalls: the HMMA issue spacing,
 // then the chunk barrier (1.56 cycles per instruction, 24: 0.82) and short scoreboard.
-// In the suite (results/nvidia-h200, revision 9934876d0a93; tensor-presplit's times beside):
-// real-data 17.2 ms (18.5; 64% of the FP32 peak), 1-to-32 at 256 4.57 ms (4.70; 90%), 8-to-8 at
-// 256 9.10 ms (17.4; 90%), 1-to-8 at 512 16.9 ms (31.9; 97%), 32-to-32 at 256 145 ms (142),
-// 32-to-32 at 64 0.913 ms (0.914). Slower up to 64 x 64 (5-20%: one more row pair per warp and a
-// 16-row block tile) and where one pair group cannot fill the GPU: 1-to-8 at 256 2.21 ms, 512
-// blocks for 396 slots (tensor-tiled 1.83).
+// In the suite (results/nvidia-h200, revision 8c5dced83686; tensor-presplit's times beside):
+// real-data 17.1 ms (18.4; 64% of the FP32 peak), 8-to-8 at 256 9.08 ms (17.5; 90%), 1-to-8 at 512
+// 16.9 ms (32.2; 97%), 1-to-32 at 256 4.57 ms (4.51; 90%), 32-to-32 at 256 145 ms (144), 32-to-32
+// at 64 0.907 ms (0.833). Slower up to 64 x 64 (5-20%: one more row pair per warp and a 16-row
+// block tile) and where one pair group cannot fill the GPU: 1-to-8 at 256 2.20 ms, 512 blocks for
+// 396 slots (tensor-tiled 1.83).
 #include <algorithm>
 #include <cstdint>
 #include <memory>
