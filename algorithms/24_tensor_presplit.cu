@@ -64,13 +64,11 @@
 // 0.516). With 8 rights or fewer (1-to-2, 1-to-8, 2-to-2, 8-to-8) half or more of each MMA
 // multiplies empty slots: tensor-rowpair (25, 8 rights per MMA) or, where one pair group cannot
 // fill the GPU, tensor-tiled is faster (1-to-8 at 256: 2.45 against 2.20 and 1.83 ms).
-#include <algorithm>
 #include <cstdint>
 #include <memory>
 
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/device.cuh"
-#include "xcorr/device_buffer.hpp"
 #include "xcorr/mma_tf32.cuh"
 #include "xcorr/registry.hpp"
 #include "xcorr/shift_tiles.cuh"
@@ -272,27 +270,6 @@ __global__ void __launch_bounds__(kThreads, 3)
 #endif
 }
 
-class TensorPresplit final : public Instance {
-public:
-    explicit TensorPresplit(const Problem& p)
-        : p_(p), P_(pairs_of(p, 1, kSlots)),  // a block per (left, group of kSlots rights)
-          sched_(p, kTDY, kTDX, int64_t(P_.groupsI) * P_.groupsJ,
-                 int64_t(sizeof(float)) * (int64_t(p.hL) * p.wL + int64_t(kSlots) * p.hR * p.wR)) {
-        XC_CUDA_CHECK(cudaFuncSetAttribute(tensor_presplit_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
-    }
-
-    void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
-        tensor_presplit_kernel<<<sched_.grid(), kThreads, kSmem, stream>>>(left, right, out, p_.hL, p_.wL, p_.hR,
-                                                                           p_.wR, P_, sched_.items());
-        XC_CHECK_LAUNCH();
-    }
-
-private:
-    Problem p_;
-    Pairs P_;
-    TileSchedule sched_;
-};
-
 XCORR_REGISTER_VARIANT(Variant{
     .name = "tensor-presplit",
     .family = "hopper",
@@ -305,7 +282,7 @@ XCORR_REGISTER_VARIANT(Variant{
     .params = {},
     .make = [](const Problem& p, const Params&) -> std::unique_ptr<Instance> {
         require_mma_tf32("tensor-presplit");
-        return std::make_unique<TensorPresplit>(p);
+        return std::make_unique<GroupTiled>(p, tensor_presplit_kernel, kThreads, kSmem, kTDY, kTDX, kSlots);
     },
 });
 

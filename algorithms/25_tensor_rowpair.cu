@@ -52,13 +52,11 @@
 // at 64 0.907 ms (0.833). Slower up to 64 x 64 (5-20%: one more row pair per warp and a 16-row
 // block tile) and where one pair group cannot fill the GPU: 1-to-8 at 256 2.20 ms, 512 blocks for
 // 396 slots (tensor-tiled 1.83).
-#include <algorithm>
 #include <cstdint>
 #include <memory>
 
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/device.cuh"
-#include "xcorr/device_buffer.hpp"
 #include "xcorr/mma_tf32.cuh"
 #include "xcorr/registry.hpp"
 #include "xcorr/shift_tiles.cuh"
@@ -292,27 +290,6 @@ __global__ void __launch_bounds__(kThreads, 3)
 #endif
 }
 
-class TensorRowpair final : public Instance {
-public:
-    explicit TensorRowpair(const Problem& p)
-        : p_(p), P_(pairs_of(p, 1, kSlots)),  // a block per (left, group of kSlots rights)
-          sched_(p, kTDY, kTDX, int64_t(P_.groupsI) * P_.groupsJ,
-                 int64_t(sizeof(float)) * (int64_t(p.hL) * p.wL + int64_t(kSlots) * p.hR * p.wR)) {
-        XC_CUDA_CHECK(cudaFuncSetAttribute(tensor_rowpair_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
-    }
-
-    void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
-        tensor_rowpair_kernel<<<sched_.grid(), kThreads, kSmem, stream>>>(left, right, out, p_.hL, p_.wL, p_.hR,
-                                                                          p_.wR, P_, sched_.items());
-        XC_CHECK_LAUNCH();
-    }
-
-private:
-    Problem p_;
-    Pairs P_;
-    TileSchedule sched_;
-};
-
 XCORR_REGISTER_VARIANT(Variant{
     .name = "tensor-rowpair",
     .family = "hopper",
@@ -326,7 +303,7 @@ XCORR_REGISTER_VARIANT(Variant{
     .params = {},
     .make = [](const Problem& p, const Params&) -> std::unique_ptr<Instance> {
         require_mma_tf32("tensor-rowpair");
-        return std::make_unique<TensorRowpair>(p);
+        return std::make_unique<GroupTiled>(p, tensor_rowpair_kernel, kThreads, kSmem, kTDY, kTDX, kSlots);
     },
 });
 

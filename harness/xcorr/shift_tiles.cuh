@@ -14,6 +14,7 @@
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/device.cuh"
 #include "xcorr/device_buffer.hpp"
+#include "xcorr/registry.hpp"
 
 namespace xcorr {
 
@@ -139,6 +140,35 @@ public:
 private:
     DeviceBuffer<unsigned> order_;
     int64_t ngroups_, zwin_ = 1;
+};
+
+// The launch wrapper of a kernel that strides over TileSchedule work items with a block per (left,
+// group of `slots` rights) of a tdy x tdx shift tile (24_tensor_presplit.cu, 25_tensor_rowpair.cu):
+// kernel(left, right, out, hL, wL, hR, wR, pairs, items), `threads` threads, `smem` bytes of
+// dynamic shared memory.
+using GroupTiledKernel = void (*)(const float*, const float*, float*, int, int, int, int, Pairs, WorkItems);
+class GroupTiled final : public Instance {
+public:
+    GroupTiled(const Problem& p, GroupTiledKernel kernel, int threads, size_t smem, int tdy, int tdx, int slots)
+        : p_(p), kernel_(kernel), threads_(threads), smem_(smem), P_(pairs_of(p, 1, slots)),
+          sched_(p, tdy, tdx, int64_t(P_.groupsI) * P_.groupsJ,
+                 int64_t(sizeof(float)) * (int64_t(p.hL) * p.wL + int64_t(slots) * p.hR * p.wR)) {
+        XC_CUDA_CHECK(cudaFuncSetAttribute(kernel_, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_)));
+    }
+
+    void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
+        kernel_<<<sched_.grid(), threads_, smem_, stream>>>(left, right, out, p_.hL, p_.wL, p_.hR, p_.wR, P_,
+                                                            sched_.items());
+        XC_CHECK_LAUNCH();
+    }
+
+private:
+    Problem p_;
+    GroupTiledKernel kernel_;
+    int threads_;
+    size_t smem_;
+    Pairs P_;
+    TileSchedule sched_;
 };
 
 }  // namespace xcorr
