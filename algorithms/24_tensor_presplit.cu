@@ -263,7 +263,7 @@ __global__ void __launch_bounds__(kThreads, 3)
                         out[(int64_t(i0) * P.osi + int64_t(j) * P.osj) * out_h * out_w + int64_t(y) * out_w + x] =
                             acc[d][n][v];
                 }
-        __syncthreads();  // the slot table is refilled for the next pair group
+        __syncthreads();  // the slot table is refilled for the next work item
     }
 #else
     __trap();  // never launched: the factory requires compute capability 8.0

@@ -269,7 +269,7 @@ __global__ void __launch_bounds__(kThreads, 3)
         }
 
         // Accumulator v of (d, n): right slot g, R row q = (v >= 2), i.e. shift row D - q =
-        // dyw + 2d + 1 - q; shift column 16 wx + 8n + 2t + (v & 1).
+        // dyw + 2d + 1 - q; shift column kWDX wx + 8n + 2t + (v & 1).
 #pragma unroll
         for (int d = 0; d < kPairs; ++d)
 #pragma unroll
@@ -283,7 +283,7 @@ __global__ void __launch_bounds__(kThreads, 3)
                         out[(int64_t(i0) * P.osi + int64_t(j) * P.osj) * out_h * out_w + int64_t(y) * out_w + x] =
                             acc[d][n][v];
                 }
-        __syncthreads();  // the slot table is refilled for the next pair group
+        __syncthreads();  // the slot table is refilled for the next work item
     }
 #else
     __trap();  // never launched: the factory requires compute capability 8.0
