@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kThreads, Tile<MODE, AT, DY, BT, RPL>::ACC > 6
             } else {
                 i = 0, j = j0 + s;
             }
-            rslot[s] = i < P.N && j < P.M ? (int64_t(i) * P.rsi + int64_t(j) * P.rsj) * rsize : -1;
+            rslot[s] = i < P.N && j < P.M ? P.right(i, j) * rsize : -1;
         } else if (tid >= 64 && tid < 64 + NL) {
             const int i = i0 + tid - 64;
             lslot[tid - 64] = i < P.N ? int64_t(i) * lsize : -1;
@@ -251,7 +251,7 @@ __global__ void __launch_bounds__(kThreads, Tile<MODE, AT, DY, BT, RPL>::ACC > 6
                     i = i0 + pl, j = j0 + q;
                 }
                 if (i >= P.N || j >= P.M) continue;
-                float* o = out + (int64_t(i) * P.osi + int64_t(j) * P.osj) * out_h * out_w;
+                float* o = out + P.output(i, j) * out_h * out_w;
 #pragma unroll
                 for (int d = 0; d < DY; ++d) {
                     const int y = y0 + dyl + d;

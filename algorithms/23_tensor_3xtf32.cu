@@ -165,15 +165,8 @@ __global__ void __launch_bounds__(kThreads, SPLIT ? 3 : 2)
     const int64_t nz = int64_t(P.groupsI) * P.groupsJ;
 
     for (int64_t z = blockIdx.z; z < nz; z += gridDim.z) {
-        const int i0 = int(z / P.groupsJ), j0 = int(z % P.groupsJ) * T::PAIRS;
-
-        if (tid < NS) {
-            const int j = j0 + tid;
-            rslot[tid] = j < P.M ? (int64_t(i0) * P.rsi + int64_t(j) * P.rsj) * rsize : -1;
-        } else if (tid == 64) {
-            lslot = int64_t(i0) * lsize;
-        }
-        __syncthreads();
+        static_assert(T::PAIRS == NS, "a block's pairs are its right slots");
+        const auto [i0, j0] = fill_slots(P, z, lsize, rsize, rslot, lslot);
 
         // Stage chunk k into buffer buf, zero outside the matrices and for absent rights.
         auto stage = [&](int k, int buf) {
@@ -343,7 +336,7 @@ __global__ void __launch_bounds__(kThreads, SPLIT ? 3 : 2)
                         const int j = MODE == kRights ? j0 + 8 * n + nn : j0;
                         const int y = y0 + dyl + (MODE == kRights ? d : 8 * n + nn);
                         if (j < P.M && y < out_h && x < out_w)
-                            out[(int64_t(i0) * P.osi + int64_t(j) * P.osj) * out_h * out_w + int64_t(y) * out_w + x] =
+                            out[P.output(i0, j) * out_h * out_w + int64_t(y) * out_w + x] =
                                 acc[d][m][n][v];
                     }
     }

@@ -140,14 +140,7 @@ __global__ void __launch_bounds__(kThreads, 3)
         const int ncc = ceil_div(cB.end - cB.begin, kKC);
         const int nchunks = ceil_div(rB.end - rB.begin, kKR) * ncc;
 
-        const int i0 = int(z / P.groupsJ), j0 = int(z % P.groupsJ) * kSlots;
-        if (tid < kSlots) {
-            const int j = j0 + tid;
-            rslot[tid] = j < P.M ? (int64_t(i0) * P.rsi + int64_t(j) * P.rsj) * rsize : -1;
-        } else if (tid == kSlots) {
-            lslot = int64_t(i0) * lsize;
-        }
-        __syncthreads();
+        const auto [i0, j0] = fill_slots(P, z, lsize, rsize, rslot, lslot);
 
         // Global -> registers, zero outside the matrices and for absent rights. Left: element e
         // of the chunk's 11 x 64 window and its right neighbour. Right: warp w fetches k step w
@@ -260,7 +253,7 @@ __global__ void __launch_bounds__(kThreads, 3)
                     const int j = j0 + g + (v >= 2 ? 8 : 0);
                     const int y = y0 + dyl + d, x = x0 + 8 * n + 2 * t + (v & 1);
                     if (j < P.M && y < out_h && x < out_w)
-                        out[(int64_t(i0) * P.osi + int64_t(j) * P.osj) * out_h * out_w + int64_t(y) * out_w + x] =
+                        out[P.output(i0, j) * out_h * out_w + int64_t(y) * out_w + x] =
                             acc[d][n][v];
                 }
         __syncthreads();  // the slot table is refilled for the next work item

@@ -126,14 +126,7 @@ __global__ void __launch_bounds__(kThreads, 3)
         const int ncc = ceil_div(cB.end - cB.begin, kKC);
         const int nchunks = rB.end > rB.begin ? ceil_div(rB.end - rbegin, kKR) * ncc : 0;
 
-        const int i0 = int(z / P.groupsJ), j0 = int(z % P.groupsJ) * kSlots;
-        if (tid < kSlots) {
-            const int j = j0 + tid;
-            rslot[tid] = j < P.M ? (int64_t(i0) * P.rsi + int64_t(j) * P.rsj) * rsize : -1;
-        } else if (tid == kSlots) {
-            lslot = int64_t(i0) * lsize;
-        }
-        __syncthreads();
+        const auto [i0, j0] = fill_slots(P, z, lsize, rsize, rslot, lslot);
 
         // Global -> registers, zero outside the matrices and for absent rights. Left: warp w
         // fetches rows w, w + kWarps, ... of the chunk's window (row 0: L row r0 + dyb + 1),
@@ -280,7 +273,7 @@ __global__ void __launch_bounds__(kThreads, 3)
                     const int y = y0 + kWDY * wy + 2 * d + 1 - (v >= 2 ? 1 : 0);
                     const int x = x0 + kWDX * wx + 8 * n + 2 * t + (v & 1);
                     if (j < P.M && y < out_h && x < out_w)
-                        out[(int64_t(i0) * P.osi + int64_t(j) * P.osj) * out_h * out_w + int64_t(y) * out_w + x] =
+                        out[P.output(i0, j) * out_h * out_w + int64_t(y) * out_w + x] =
                             acc[d][n][v];
                 }
         __syncthreads();  // the slot table is refilled for the next work item

@@ -35,6 +35,9 @@ struct Pairs {
     int N, M;
     int rsi, rsj, osi, osj;
     int groupsI, groupsJ;
+    // Index of the right matrix and of the output of pair (i, j) in their stacks.
+    __host__ __device__ int64_t right(int i, int j) const { return int64_t(i) * rsi + int64_t(j) * rsj; }
+    __host__ __device__ int64_t output(int i, int j) const { return int64_t(i) * osi + int64_t(j) * osj; }
 };
 inline Pairs pairs_of(const Problem& p) {
     switch (p.form) {
@@ -56,6 +59,27 @@ inline Pairs pairs_of(const Problem& p, int lefts, int rights) {
 // Rows r of R for which some shift dy in [d0, d1] overlaps L: the union of the overlaps.
 __device__ __forceinline__ Span union_span(int d0, int d1, int m, int n) {
     return Span{max(0, -d1), min(n, m - d0)};
+}
+
+// Pair group z of a kernel with a block per (left i0, rights j0 .. j0 + Slots - 1): its slot table,
+// written by threads 0 .. Slots (blocks have more), then a barrier. rslot[s]: the element offset of
+// right j0 + s in the right stack, -1 past the last right; lslot: that of the left.
+struct PairGroup {
+    int i0, j0;
+};
+template <int Slots>
+__device__ __forceinline__ PairGroup fill_slots(const Pairs& P, int64_t z, int64_t lsize, int64_t rsize,
+                                                int64_t (&rslot)[Slots], int64_t& lslot) {
+    const PairGroup g{int(z / P.groupsJ), int(z % P.groupsJ) * Slots};
+    const int tid = threadIdx.x;
+    if (tid < Slots) {
+        const int j = g.j0 + tid;
+        rslot[tid] = j < P.M ? P.right(g.i0, j) * rsize : -1;
+    } else if (tid == Slots) {
+        lslot = int64_t(g.i0) * lsize;
+    }
+    __syncthreads();
+    return g;
 }
 
 // A block's shift tile, decoded from its entry of the list below: first output row y0 and column
