@@ -75,9 +75,8 @@ constexpr int kKR = 4, kKS = 4, kKC = 8 * kKS;     // chunk: 4 row pairs x 32 co
 constexpr int kLRows = kKR + kTDY - 2;             // left rows of a chunk (18)
 constexpr int kLCols = kKC + kTDX;                 // left pair slots per row (64; x <= 61 is read)
 constexpr int kLIters = ceil_div(kLRows, kWarps);  // window rows per warp
-constexpr int kLH = ceil_div(kLCols, 32);          // columns per lane of a window row
-constexpr int kKSW = kKS / kWarps;                 // k steps of the right quads per warp
-static_assert(kKS % kWarps == 0, "warp w stages k steps w, w + kWarps, ... of the right quads");
+static_assert(kLCols == 64, "a lane stages columns lane and lane + 32 of a window row");
+static_assert(kKS == kWarps, "warp w stages k step w of the right quads");
 static_assert(kNN == 2, "the k loop carries one B pair per row pair from n tile 1 to n tile 0");
 
 struct Stage {
@@ -89,8 +88,8 @@ constexpr size_t kSmem = 2 * sizeof(Stage);  // 69632 B: 3 blocks per SM fit
 
 // Raw values of one chunk, fetched before the MMAs of the previous chunk and stored after them.
 struct Raw {
-    float l[kLIters][kLH];      // window row warp + kWarps i, column lane + 32 h
-    float a[kKSW][kKR + 1][2];  // R_g rows r0 .. r0 + kKR, columns 2t, 2t + 1 of the warp's k steps
+    float l[kLIters][2];  // window row warp + kWarps i, column lane + 32 h
+    float a[kKR + 1][2];  // R_g rows r0 .. r0 + kKR, columns 2t, 2t + 1 of the warp's k step
 };
 
 __global__ void __launch_bounds__(kThreads, 3)
@@ -130,9 +129,9 @@ __global__ void __launch_bounds__(kThreads, 3)
 
         // Global -> registers, zero outside the matrices and for absent rights. Left: warp w
         // fetches rows w, w + kWarps, ... of the chunk's window (row 0: L row r0 + dyb + 1),
-        // columns lane, lane + 32, ... (the right neighbours come by shuffle in commit: one load
-        // per value keeps the prefetch within the register budget). Right: warp w fetches k steps
-        // w, w + kWarps, ... (columns 2t, 2t + 1) of right g's kKR + 1 R rows.
+        // columns lane and lane + 32 (the right neighbours come by shuffle in commit: one load per
+        // value keeps the prefetch within the register budget). Right: warp w fetches k step w
+        // (columns 2t, 2t + 1) of right g's kKR + 1 R rows.
         auto fetch = [&](int k, Raw& raw) {
             const int r0 = rbegin + (k / ncc) * kKR, c0 = cB.begin + (k % ncc) * kKC;
 #pragma unroll
@@ -141,23 +140,20 @@ __global__ void __launch_bounds__(kThreads, 3)
                 const bool rin = (kLRows % kWarps == 0 || wrow < kLRows) && r >= 0 && r < hL;
                 const float* row = left + lslot + (rin ? int64_t(r) * wL : 0);
 #pragma unroll
-                for (int h = 0; h < kLH; ++h) {
+                for (int h = 0; h < 2; ++h) {
                     const int c = c0 + dxb + lane + 32 * h;
                     raw.l[i][h] = rin && c >= 0 && c < wL ? __ldg(row + c) : 0.0f;
                 }
             }
             const int64_t base = rslot[g];
+            const int c = c0 + 8 * warp + 2 * t;  // >= 0: the union starts inside R
 #pragma unroll
-            for (int u = 0; u < kKSW; ++u) {
-                const int c = c0 + 8 * (warp + kWarps * u) + 2 * t;  // >= 0: the union starts inside R
-#pragma unroll
-                for (int rr = 0; rr <= kKR; ++rr) {
-                    const int r = r0 + rr;
-                    const bool ok = base >= 0 && r >= 0 && r < hR;
-                    const float* row = right + (ok ? base + int64_t(r) * wR : 0);
-                    raw.a[u][rr][0] = ok && c < wR ? __ldg(row + c) : 0.0f;
-                    raw.a[u][rr][1] = ok && c + 1 < wR ? __ldg(row + c + 1) : 0.0f;
-                }
+            for (int rr = 0; rr <= kKR; ++rr) {
+                const int r = r0 + rr;
+                const bool ok = base >= 0 && r >= 0 && r < hR;
+                const float* row = right + (ok ? base + int64_t(r) * wR : 0);
+                raw.a[rr][0] = ok && c < wR ? __ldg(row + c) : 0.0f;
+                raw.a[rr][1] = ok && c + 1 < wR ? __ldg(row + c + 1) : 0.0f;
             }
         };
         // Registers -> shared, split into big and small in the fragment layouts.
@@ -167,35 +163,30 @@ __global__ void __launch_bounds__(kThreads, 3)
                 const int wrow = warp + kWarps * i;
                 if (kLRows % kWarps != 0 && wrow >= kLRows) continue;  // warp-uniform
                 // Neighbour of column lane + 32h: the next lane's value h, and for lane 31 lane
-                // 0's value h + 1. The last column's neighbour is outside the window and feeds
-                // slot kLCols - 1, which is never read (x <= kLCols - 3).
-                float nb[kLH];
+                // 0's value h + 1. Column 63's neighbour is outside the window and feeds slot 63,
+                // which is never read (x <= 61).
+                float nb[2];
 #pragma unroll
-                for (int h = 0; h < kLH; ++h) nb[h] = __shfl_sync(0xffffffffu, raw.l[i][h], (lane + 1) & 31);
+                for (int h = 0; h < 2; ++h) nb[h] = __shfl_sync(0xffffffffu, raw.l[i][h], (lane + 1) & 31);
 #pragma unroll
-                for (int h = 0; h < kLH; ++h) {
-                    if (kLCols % 32 != 0 && lane + 32 * h >= kLCols) continue;
+                for (int h = 0; h < 2; ++h) {
                     uint32_t b0, s0, b1, s1;
                     split(raw.l[i][h], b0, s0);
-                    split(lane == 31 && h + 1 < kLH ? nb[h + 1] : nb[h], b1, s1);
+                    split(lane == 31 && h == 0 ? nb[1] : nb[h], b1, s1);
                     st.l[wrow][lane + 32 * h] = make_uint4(b0, b1, s0, s1);
                 }
             }
+            uint32_t big[kKR + 1][2], small[kKR + 1][2];
 #pragma unroll
-            for (int u = 0; u < kKSW; ++u) {
-                uint32_t big[kKR + 1][2], small[kKR + 1][2];
+            for (int rr = 0; rr <= kKR; ++rr) {
+                split(raw.a[rr][0], big[rr][0], small[rr][0]);
+                split(raw.a[rr][1], big[rr][1], small[rr][1]);
+            }
+            // Row pair rr: a0..a3 = (row rr, col 2t), (rr + 1, 2t), (rr, 2t + 1), (rr + 1, 2t + 1).
 #pragma unroll
-                for (int rr = 0; rr <= kKR; ++rr) {
-                    split(raw.a[u][rr][0], big[rr][0], small[rr][0]);
-                    split(raw.a[u][rr][1], big[rr][1], small[rr][1]);
-                }
-                // Row pair rr: a0..a3 = (row rr, col 2t), (rr + 1, 2t), (rr, 2t + 1), (rr + 1, 2t + 1).
-#pragma unroll
-                for (int rr = 0; rr < kKR; ++rr) {
-                    const int ks = warp + kWarps * u;
-                    st.ab[rr][ks][lane] = make_uint4(big[rr][0], big[rr + 1][0], big[rr][1], big[rr + 1][1]);
-                    st.as[rr][ks][lane] = make_uint4(small[rr][0], small[rr + 1][0], small[rr][1], small[rr + 1][1]);
-                }
+            for (int rr = 0; rr < kKR; ++rr) {
+                st.ab[rr][warp][lane] = make_uint4(big[rr][0], big[rr + 1][0], big[rr][1], big[rr + 1][1]);
+                st.as[rr][warp][lane] = make_uint4(small[rr][0], small[rr + 1][0], small[rr][1], small[rr + 1][1]);
             }
         };
 
