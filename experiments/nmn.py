@@ -39,6 +39,7 @@ EXPERIMENT = Experiment(
         Series("tensor-tiled (new, 3xTF32 tensor cores)", "tensor-tiled"),
         Series("tensor-presplit (new, 3xTF32 tensor cores, operands split once)", "tensor-presplit"),
         Series("tensor-rowpair (new, 3xTF32 tensor cores, 2 R rows x 8 rights per MMA)", "tensor-rowpair"),
+        Series("tensor-wgmma (new, 3xTF32 on Hopper's warpgroup MMA, sm_90a)", "tensor-wgmma"),
         Series("multi-matrix-tiled (new, 7 rights per thread)", "multi-matrix-tiled",
                {"lanes": "rights", "rows": 2, "rights": 7}),
     ],

@@ -86,6 +86,7 @@ EXPERIMENT = Experiment(
         Series("tensor-tiled (new, 3xTF32 tensor cores)", "tensor-tiled", max_fmas=NEW_MAX_FMAS),
         Series("tensor-presplit (new, 3xTF32 tensor cores, operands split once)", "tensor-presplit", max_fmas=NEW_MAX_FMAS),
         Series("tensor-rowpair (new, 3xTF32 tensor cores, 2 R rows x 8 rights per MMA)", "tensor-rowpair", max_fmas=NEW_MAX_FMAS),
+        Series("tensor-wgmma (new, 3xTF32 on Hopper's warpgroup MMA, sm_90a)", "tensor-wgmma", max_fmas=NEW_MAX_FMAS),
         Series("small-direct (new)", "small-direct", max_fmas=NEW_MAX_FMAS, max_size=96,
                note="one block per output row in shared memory: sizes up to ~100 only"),
     ],

@@ -39,5 +39,9 @@ def test_ptxas_strict_flags(cuda_commands):
 
 def test_real_machine_code_for_the_configured_archs(cuda_commands):
     for c in cuda_commands:
-        codes = re.findall(r"-gencode=arch=compute_(\d+),code=sm_(\d+)", c["command"])
+        codes = re.findall(r"-gencode=arch=compute_(\d+a?),code=sm_(\d+a?)", c["command"])
         assert codes and all(a == b for a, b in codes), c["file"]
+        # 9.0 is built as sm_90a (its wgmma variant needs the architecture-specific target), and
+        # nothing else carries the suffix
+        assert all(a.endswith("a") == (a == "90a") for a, _ in codes), (c["file"], codes)
+        assert "90" not in [a for a, _ in codes], (c["file"], "9.0 must be built as sm_90a")

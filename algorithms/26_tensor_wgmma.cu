@@ -1,0 +1,234 @@
+// tensor-wgmma: the Toeplitz GEMM of tensor-rowpair (25) on Hopper's warpgroup MMA (wgmma,
+// sm_90a), 3xTF32. mma.sync issues one m16n8k8 per warp every few cycles and left 25's tensor
+// pipe about half idle (ncu: issue-bound on the HMMA spacing); one wgmma m64n64k8 does 32x the
+// work of an m16n8k8 from a single instruction of the whole warpgroup, with B read by the tensor
+// cores straight from shared memory.
+//
+// Mapping. The MMA's M is the shift columns (the Toeplitz of an L row, from registers), its N =
+// 8 R rows x 8 rights (from shared memory), K = 8 R columns:
+//     D[dx][(q, b)] += sum_c L[r + D][c + dx] * R_b[r + q][c]   accumulates shift row dy = D - q,
+// so as the block walks r, accumulator (q, b) sums every R row r + q of shift row D - q. One
+// wgmma serves 8 shift rows x 16 shift columns per warp x 8 rights; B for step r + 1 is B for r
+// moved by one R row, so B is staged once per R row (not per shift row) and addressed by a
+// descriptor. Warp w of the block (one warpgroup) owns shift columns 16 (w % 2) .. + 15 (its 16
+// rows of A) and shift rows 8 (w / 2) .. + 7 (its L row r + D_{w/2}); block tile 16 dy x 32 dx x
+// 8 rights of one left, work items as 24 and 25 (TileSchedule, xcorr/shift_tiles.cuh).
+// K loop: the union of the block's overlaps, from 7 R rows before it (row q = 7 of the first
+// step), in chunks of 8 steps r x 32 columns (4 k steps), double-buffered: the next chunk's global
+// loads are issued into registers before this chunk's MMAs and split and stored after them.
+// Staged per chunk: the left window (16 L rows x 64 column pairs, (big x, big x+1, small x, small
+// x+1) as in 24 and 25: one 16-byte load gives a thread its A fragment's big and small parts,
+// with 24's K permutation k = t <-> column 2t, k = t + 4 <-> 2t + 1), and B as K-major core
+// matrices (8 rights x 4 permuted columns) per R row, k step and half of the k step, big and
+// small parts apart. Per step: 2 shared loads per thread, 3 wgmmas (big*big, big*small,
+// small*big) on one accumulator, then a commit; the chunk ends with a wait for all of them.
+//
+// Precision: 3xTF32 as 24 (xcorr/mma_tf32.cuh), the truncating accumulator flushed every chunk
+// into an FP32 round-to-nearest total. Bound 1e-5.
+//
+// Forms: one-to-many, n-to-mn, n-to-m (8 rights per block). Needs compute capability 9.0 and a
+// binary built for it (meson.build builds 9.0 as sm_90a); elsewhere the factory refuses.
+#include <cstdint>
+#include <memory>
+
+#include "xcorr/cuda_check.hpp"
+#include "xcorr/device.cuh"
+#include "xcorr/mma_tf32.cuh"
+#include "xcorr/registry.hpp"
+#include "xcorr/shift_tiles.cuh"
+#include "xcorr/wgmma.cuh"
+
+namespace xcorr {
+namespace {
+
+constexpr int kQ = 8;                               // R rows per MMA: N = kQ x 8 rights = 64
+constexpr int kWarpsX = 2, kWarpsY = 2;             // warp w: columns 16 (w % 2), row group w / 2
+constexpr int kThreads = 128;                       // one warpgroup
+constexpr int kTDY = kWarpsY * kQ, kTDX = kWarpsX * 16;  // block tile: 16 x 32
+constexpr int kSlots = 8;                           // rights per block
+constexpr int kKR = 8, kKS = 4, kKC = 8 * kKS;      // chunk: 8 steps r x 32 columns (4 k steps)
+constexpr int kLRows = kKR + (kWarpsY - 1) * kQ;    // left window rows (16)
+constexpr int kLCols = kKC + kTDX;                  // left pair slots per row (64; x <= 61 is read)
+constexpr int kLIters = kLRows / 4;                 // window rows per warp
+constexpr int kBRows = kKR + kQ;                    // R rows staged (15 read)
+constexpr int kBQuads = kBRows * kKS * 2 * kSlots;  // core-matrix rows of 16 bytes
+constexpr int kBIters = kBQuads / kThreads;
+static_assert(kLCols == 64 && kLRows % 4 == 0, "a lane stages columns lane and lane + 32 of window rows");
+static_assert(kBQuads % kThreads == 0 && kThreads == 128 && kSlots == 8, "thread -> (right, half, k step) of B");
+
+struct Stage {
+    uint4 l[kLRows][kLCols];  // (big L[x], big L[x+1], small L[x], small L[x+1])
+    uint4 bb[kBQuads];        // B big parts: ((row * kKS + k step) * 2 + half) * 8 + right
+    uint4 bs[kBQuads];        // small parts
+};
+constexpr size_t kSmem = 2 * sizeof(Stage);  // 98304 B: 2 blocks per SM
+constexpr uint32_t kLBO = 8 * 16, kSBO = kKS * 2 * 8 * 16;  // bytes: next half k step, next R row
+
+// Raw values of one chunk, fetched before the MMAs of the previous chunk and stored after them.
+struct Raw {
+    float l[kLIters][2];  // window row warp + 4 i, columns lane + 32 h
+    float b[kBIters][4];  // B quad tid + 128 i
+};
+
+__global__ void __launch_bounds__(kThreads, 2)
+    tensor_wgmma_kernel(const float* __restrict__ left, const float* __restrict__ right, float* __restrict__ out,
+                        int hL, int wL, int hR, int wR, Pairs P, WorkItems W) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    Stage* stages = reinterpret_cast<Stage*>(smem_raw);
+    __shared__ int64_t rslot[kSlots], lslot;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int wx = warp % kWarpsX, wy = warp / kWarpsX;
+
+    const int out_h = hL + hR - 1, out_w = wL + wR - 1;
+    const int64_t lsize = int64_t(hL) * wL, rsize = int64_t(hR) * wR;
+    for (int64_t w = blockIdx.x; w < int64_t(W.ntiles) * W.ngroups; w += gridDim.x) {
+        int64_t z;
+        const ShiftTile tile = work_item(W, w, kTDY, kTDX, hR, wR, z);
+        const int y0 = tile.y0, x0 = tile.x0, dyb = tile.dyb, dxb = tile.dxb;
+
+        // Row group j holds shift rows dyb + 8j .. + 7; its MMA row q is dy = D_j - q with
+        // D_j = dyb + 8j + 7, and its L row at step r is r + D_j. Steps r: from 7 before the union
+        // of the block's overlaps (row q = 7 reaches its first R row) to its end.
+        const Span rB = union_span(dyb, min(dyb + kTDY - 1, hL - 1), hL, hR);
+        const Span cB = union_span(dxb, min(dxb + kTDX - 1, wL - 1), wL, wR);
+        const int rbegin = rB.begin - (kQ - 1);
+        const int ncc = ceil_div(cB.end - cB.begin, kKC);
+        const int nchunks = rB.end > rB.begin ? ceil_div(rB.end - rbegin, kKR) * ncc : 0;
+
+        const auto [i0, j0] = fill_slots(P, z, lsize, rsize, rslot, lslot);
+
+        // Global -> registers, zero outside the matrices and for absent rights. Left: warp w
+        // fetches window rows w + 4i (row 0: L row r0 + D_0), columns lane and lane + 32 (the right
+        // neighbours come by shuffle in commit). B: thread tid fetches quads tid + 128 i: right
+        // tid % 8, half (tid / 8) % 2, k step (tid / 16) % 4, R row r0 + tid / 64 + 2i.
+        const int qb = tid & 7, qh = (tid >> 3) & 1, qs = (tid >> 4) & 3, qr = tid >> 6;
+        auto fetch = [&](int k, Raw& raw) {
+            const int r0 = rbegin + (k / ncc) * kKR, c0 = cB.begin + (k % ncc) * kKC;
+#pragma unroll
+            for (int i = 0; i < kLIters; ++i) {
+                const int r = r0 + dyb + kQ - 1 + warp + 4 * i;
+                const bool rin = r >= 0 && r < hL;
+                const float* row = left + lslot + (rin ? int64_t(r) * wL : 0);
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int c = c0 + dxb + lane + 32 * h;
+                    raw.l[i][h] = rin && c >= 0 && c < wL ? __ldg(row + c) : 0.0f;
+                }
+            }
+            const int64_t base = rslot[qb];
+#pragma unroll
+            for (int i = 0; i < kBIters; ++i) {
+                const int r = r0 + qr + 2 * i;
+                const bool ok = base >= 0 && r >= 0 && r < hR;
+                const float* row = right + (ok ? base + int64_t(r) * wR : 0);
+#pragma unroll
+                for (int kk = 0; kk < 4; ++kk) {
+                    const int c = c0 + 8 * qs + qh + 2 * kk;  // >= 0: the union starts inside R
+                    raw.b[i][kk] = ok && c < wR ? __ldg(row + c) : 0.0f;
+                }
+            }
+        };
+        // Registers -> shared, split into big and small, then made visible to the tensor cores.
+        auto commit = [&](const Raw& raw, Stage& st) {
+#pragma unroll
+            for (int i = 0; i < kLIters; ++i) {
+                float nb[2];
+#pragma unroll
+                for (int h = 0; h < 2; ++h) nb[h] = __shfl_sync(0xffffffffu, raw.l[i][h], (lane + 1) & 31);
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    uint32_t b0, s0, b1, s1;
+                    split(raw.l[i][h], b0, s0);
+                    split(lane == 31 && h == 0 ? nb[1] : nb[h], b1, s1);
+                    st.l[warp + 4 * i][lane + 32 * h] = make_uint4(b0, b1, s0, s1);
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < kBIters; ++i) {
+                uint32_t big[4], small[4];
+#pragma unroll
+                for (int kk = 0; kk < 4; ++kk) split(raw.b[i][kk], big[kk], small[kk]);
+                st.bb[tid + kThreads * i] = make_uint4(big[0], big[1], big[2], big[3]);
+                st.bs[tid + kThreads * i] = make_uint4(small[0], small[1], small[2], small[3]);
+            }
+            fence_proxy_async_smem();
+        };
+
+        float acc[32], part[32];
+#pragma unroll
+        for (int v = 0; v < 32; ++v) acc[v] = part[v] = 0.0f;
+
+        Raw raw;
+        if (nchunks > 0) {
+            fetch(0, raw);
+            commit(raw, stages[0]);
+        }
+        __syncthreads();
+        for (int k = 0; k < nchunks; ++k) {
+            if (k + 1 < nchunks) fetch(k + 1, raw);  // in flight during the MMAs below
+            Stage& st = stages[k & 1];
+            const int r0 = rbegin + (k / ncc) * kKR, c0 = cB.begin + (k % ncc) * kKC;
+            const int re = min(kKR, rB.end - r0), ke = min(kKS, ceil_div(cB.end - c0, 8));
+#pragma unroll 1
+            for (int rr = 0; rr < re; ++rr) {
+                const uint4* lrow = &st.l[rr + kQ * wy][2 * t + g + 16 * wx];
+#pragma unroll
+                for (int s = 0; s < kKS; ++s) {
+                    if (s >= ke) break;  // block-uniform
+                    const uint4 p = lrow[8 * s], q = lrow[8 * s + 8];
+                    const uint32_t abig[4] = {p.x, q.x, p.y, q.y}, asmall[4] = {p.z, q.z, p.w, q.w};
+                    const int off = (rr * kKS + s) * 2 * 8;
+                    const uint64_t db = smem_desc(&st.bb[off], kLBO, kSBO), ds = smem_desc(&st.bs[off], kLBO, kSBO);
+                    wgmma_fence();
+                    wgmma_m64n64k8_tf32(part, abig, db);    // big * big
+                    wgmma_m64n64k8_tf32(part, abig, ds);    // big * small
+                    wgmma_m64n64k8_tf32(part, asmall, db);  // small * big
+                    wgmma_commit();
+                }
+            }
+            wgmma_wait<0>();
+            flush_partial(acc, part);
+            if (k + 1 < nchunks) commit(raw, stages[(k + 1) & 1]);
+            __syncthreads();  // chunk k + 1 stored; every wgmma of chunk k has read its stage
+        }
+
+        // Accumulator 4q + v: R row q, right slot 2t + (v & 1), A row g + 8 (v >> 1) of the warp,
+        // i.e. shift row D_wy - q and shift column dxb + 16 wx + g + 8 (v >> 1).
+#pragma unroll
+        for (int q = 0; q < kQ; ++q)
+#pragma unroll
+            for (int v = 0; v < 4; ++v) {
+                const int j = j0 + 2 * t + (v & 1);
+                const int y = y0 + kQ * wy + kQ - 1 - q;
+                const int x = x0 + 16 * wx + g + 8 * (v >> 1);
+                if (j < P.M && y < out_h && x < out_w)
+                    out[P.output(i0, j) * out_h * out_w + int64_t(y) * out_w + x] = acc[4 * q + v];
+            }
+        __syncthreads();  // the slot table is refilled for the next work item
+    }
+#else
+    __trap();  // never launched: the factory requires compute capability 9.0 and sm_90a code
+#endif
+}
+
+XCORR_REGISTER_VARIANT(Variant{
+    .name = "tensor-wgmma",
+    .family = "hopper",
+    .summary = "Toeplitz GEMM on Hopper's warpgroup MMA (wgmma m64n64k8), 3xTF32 (FP32-class accuracy): A = "
+               "the Toeplitz of an L row from registers, B = 8 R rows x 8 rights from shared memory (sm_90a)",
+    .timed = "kernel",
+    .precision = "3xtf32",
+    .tolerance = 1e-5,
+    .forms = {Form::OneToMany, Form::NToMn, Form::NToM},
+    .params = {},
+    .make = [](const Problem& p, const Params&) -> std::unique_ptr<Instance> {
+        require_wgmma("tensor-wgmma");
+        return std::make_unique<GroupTiled>(p, tensor_wgmma_kernel, kThreads, kSmem, kTDY, kTDX, kSlots);
+    },
+});
+
+}  // namespace
+}  // namespace xcorr
