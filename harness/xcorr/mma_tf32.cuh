@@ -1,6 +1,7 @@
 // TF32 tensor-core helpers shared by the tensor-core variants (algorithms/23_tensor_3xtf32.cu,
-// 24_tensor_presplit.cu, 25_tensor_rowpair.cu): TF32 rounding, the 3xTF32 split of an FP32 value, the m16n8k8 MMA and the
-// flush of a chunk's truncating accumulator.
+// 24_tensor_presplit.cu, 25_tensor_rowpair.cu; 26_tensor_wgmma.cu uses the split and the flush):
+// TF32 rounding, the 3xTF32 split of an FP32 value, the m16n8k8 MMA and the flush of a chunk's
+// truncating accumulator.
 // Device code for sm_80 and newer only; callers guard their kernels the same way.
 #pragma once
 

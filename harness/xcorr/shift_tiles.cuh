@@ -1,7 +1,8 @@
-// Shared by the shared-memory tiled kernels (algorithms/21_multi_matrix_tiled.cu, 23_tensor_3xtf32.cu,
-// 24_tensor_presplit.cu, 25_tensor_rowpair.cu): the pair geometry of a stack, 4-byte asynchronous
-// copies into shared memory with zero fill, the union of the overlaps of a range of shifts, the
-// host-side order of their shift tiles, and the schedule of (shift tile, pair group) work items.
+// Shared by the shared-memory tiled kernels (algorithms/21_multi_matrix_tiled.cu,
+// 23_tensor_3xtf32.cu, 24_tensor_presplit.cu, 25_tensor_rowpair.cu, 26_tensor_wgmma.cu): the pair
+// geometry of a stack, 4-byte asynchronous copies into shared memory with zero fill, the union of
+// the overlaps of a range of shifts, the host-side order of their shift tiles, and the schedule of
+// (shift tile, pair group) work items.
 #pragma once
 
 #include <algorithm>
@@ -167,7 +168,8 @@ private:
 };
 
 // The launch wrapper of a kernel that strides over TileSchedule work items with a block per (left,
-// group of `slots` rights) of a tdy x tdx shift tile (24_tensor_presplit.cu, 25_tensor_rowpair.cu):
+// group of `slots` rights) of a tdy x tdx shift tile (24_tensor_presplit.cu, 25_tensor_rowpair.cu,
+// 26_tensor_wgmma.cu):
 // kernel(left, right, out, hL, wL, hR, wR, pairs, items), `threads` threads, `smem` bytes of
 // dynamic shared memory.
 using GroupTiledKernel = void (*)(const float*, const float*, float*, int, int, int, int, Pairs, WorkItems);
