@@ -167,19 +167,7 @@ __global__ void __launch_bounds__(kThreads, 3)
             for (int i = 0; i < kLIters; ++i) {
                 const int wrow = warp + kWarps * i;
                 if (kLRows % kWarps != 0 && wrow >= kLRows) continue;  // warp-uniform
-                // Neighbour of column lane + 32h: the next lane's value h, and for lane 31 lane
-                // 0's value h + 1. Column 63's neighbour is outside the window and feeds slot 63,
-                // which is never read (x <= 61).
-                float nb[2];
-#pragma unroll
-                for (int h = 0; h < 2; ++h) nb[h] = __shfl_sync(0xffffffffu, raw.l[i][h], (lane + 1) & 31);
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    uint32_t b0, s0, b1, s1;
-                    split(raw.l[i][h], b0, s0);
-                    split(lane == 31 && h == 0 ? nb[1] : nb[h], b1, s1);
-                    st.l[wrow][lane + 32 * h] = make_uint4(b0, b1, s0, s1);
-                }
+                store_split_pairs(raw.l[i], st.l[wrow]);  // slot 63 is never read (x <= 61)
             }
             uint32_t big[kKR + 1][2], small[kKR + 1][2];
 #pragma unroll

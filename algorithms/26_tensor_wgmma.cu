@@ -150,18 +150,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         // Registers -> shared, split into big and small, then made visible to the tensor cores.
         auto commit = [&](const Raw& raw, Stage& st) {
 #pragma unroll
-            for (int i = 0; i < kLIters; ++i) {
-                float nb[2];
-#pragma unroll
-                for (int h = 0; h < 2; ++h) nb[h] = __shfl_sync(0xffffffffu, raw.l[i][h], (lane + 1) & 31);
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    uint32_t b0, s0, b1, s1;
-                    split(raw.l[i][h], b0, s0);
-                    split(lane == 31 && h == 0 ? nb[1] : nb[h], b1, s1);
-                    st.l[warp + 4 * i][lane + 32 * h] = make_uint4(b0, b1, s0, s1);
-                }
-            }
+            for (int i = 0; i < kLIters; ++i) store_split_pairs(raw.l[i], st.l[warp + 4 * i]);  // x <= 61 read
 #pragma unroll
             for (int i = 0; i < kBIters; ++i) {
                 uint32_t big[4], small[4];

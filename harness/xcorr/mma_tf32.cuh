@@ -1,7 +1,7 @@
 // TF32 tensor-core helpers shared by the tensor-core variants (algorithms/23_tensor_3xtf32.cu,
-// 24_tensor_presplit.cu, 25_tensor_rowpair.cu; 26_tensor_wgmma.cu uses the split and the flush):
-// TF32 rounding, the 3xTF32 split of an FP32 value, the m16n8k8 MMA and the flush of a chunk's
-// truncating accumulator.
+// 24_tensor_presplit.cu, 25_tensor_rowpair.cu; 26_tensor_wgmma.cu uses all but the MMA):
+// TF32 rounding, the 3xTF32 split of an FP32 value, the split left pairs of 25 and 26's staging,
+// the m16n8k8 MMA and the flush of a chunk's truncating accumulator.
 // Device code for sm_80 and newer only; callers guard their kernels the same way.
 #pragma once
 
@@ -38,6 +38,25 @@ __device__ __forceinline__ uint32_t tf32(float x) { return (__float_as_uint(x) +
 __device__ __forceinline__ void split(float x, uint32_t& big, uint32_t& small) {
     big = tf32(x);
     small = __float_as_uint(x - __uint_as_float(big));
+}
+// One row of a 64-slot window of left pairs (25, 26): slot x holds (big L[x], big L[x+1], small
+// L[x], small L[x+1]), so one 16-byte load gives a thread both K-permuted columns of a fragment
+// (k = t <-> column 2t, k = t + 4 <-> 2t + 1), big and small. The lane holds the row's values at
+// columns lane and lane + 32 (one global load per value); the right neighbours come by shuffle,
+// lane 31's from lane 0's second value. Slot 63's neighbour lies outside the window: callers never
+// read slot 63. Called by all 32 lanes of the warp.
+__device__ __forceinline__ void store_split_pairs(const float (&v)[2], uint4* row) {
+    const int lane = threadIdx.x & 31;
+    float nb[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) nb[h] = __shfl_sync(0xffffffffu, v[h], (lane + 1) & 31);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        uint32_t b0, s0, b1, s1;
+        split(v[h], b0, s0);
+        split(lane == 31 && h == 0 ? nb[1] : nb[h], b1, s1);
+        row[lane + 32 * h] = make_uint4(b0, b1, s0, s1);
+    }
 }
 // D = A * B + D, m16n8k8, A row-major 16 x 8, B column-major 8 x 8, FP32 accumulate. Fragments
 // (PTX ISA; CUTLASS SM80_16x8x8_F32TF32TF32F32_TN): g = lane / 4, t = lane % 4;
