@@ -199,15 +199,7 @@ __global__ void __launch_bounds__(kThreads, 3)
 #pragma unroll
                 for (int v = 0; v < 4; ++v) acc[d][n][v] = part[d][n][v] = 0.0f;
 
-        Raw raw;
-        if (nchunks > 0) {
-            fetch(0, raw);
-            commit(raw, stages[0]);
-        }
-        __syncthreads();
-        for (int k = 0; k < nchunks; ++k) {
-            if (k + 1 < nchunks) fetch(k + 1, raw);  // in flight during the MMAs below
-            const Stage& st = stages[k & 1];
+        register_pipelined_chunks<Raw>(nchunks, stages, fetch, commit, [&](int k, const Stage& st) {
             const int r0 = rB.begin + (k / ncc) * kKR, c0 = cB.begin + (k % ncc) * kKC;
             const int live = min(kKS, ceil_div(cB.end - c0, 8));  // k steps inside the union
             const int rb = max(0, rW.begin - r0), re = min(kKR, rW.end - r0);
@@ -239,9 +231,7 @@ __global__ void __launch_bounds__(kThreads, 3)
                 }
             }
             flush_partial(acc, part);
-            if (k + 1 < nchunks) commit(raw, stages[(k + 1) & 1]);
-            __syncthreads();  // chunk k + 1 stored; everyone is done reading chunk k
-        }
+        });
 
         // Accumulator v of (d, n): right slot g (+8 for v >= 2), shift column 8n + 2t + (v & 1).
 #pragma unroll

@@ -192,15 +192,7 @@ __global__ void __launch_bounds__(kThreads, 3)
 #pragma unroll
                 for (int v = 0; v < 4; ++v) acc[d][n][v] = part[d][n][v] = 0.0f;
 
-        Raw raw;
-        if (nchunks > 0) {
-            fetch(0, raw);
-            commit(raw, stages[0]);
-        }
-        __syncthreads();
-        for (int k = 0; k < nchunks; ++k) {
-            if (k + 1 < nchunks) fetch(k + 1, raw);  // in flight during the MMAs below
-            const Stage& st = stages[k & 1];
+        register_pipelined_chunks<Raw>(nchunks, stages, fetch, commit, [&](int k, const Stage& st) {
             const int r0 = rbegin + (k / ncc) * kKR, c0 = cB.begin + (k % ncc) * kKC;
             // The warp's k steps: [c0 + 8s, c0 + 8s + 8) meeting its columns cW.
             const int slo = cW.begin > c0 ? (cW.begin - c0) / 8 : 0;
@@ -241,9 +233,7 @@ __global__ void __launch_bounds__(kThreads, 3)
                 }
             }
             flush_partial(acc, part);
-            if (k + 1 < nchunks) commit(raw, stages[(k + 1) & 1]);
-            __syncthreads();  // chunk k + 1 stored; everyone is done reading chunk k
-        }
+        });
 
         // Accumulator v of (d, n): right slot g, R row q = (v >= 2), i.e. shift row D - q =
         // dyw + 2d + 1 - q; shift column kWDX wx + 8n + 2t + (v & 1).

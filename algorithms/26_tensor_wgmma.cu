@@ -166,15 +166,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
         for (int v = 0; v < 32; ++v) acc[v] = part[v] = 0.0f;
 
-        Raw raw;
-        if (nchunks > 0) {
-            fetch(0, raw);
-            commit(raw, stages[0]);
-        }
-        __syncthreads();
-        for (int k = 0; k < nchunks; ++k) {
-            if (k + 1 < nchunks) fetch(k + 1, raw);  // in flight during the MMAs below
-            Stage& st = stages[k & 1];
+        register_pipelined_chunks<Raw>(nchunks, stages, fetch, commit, [&](int k, Stage& st) {
             const int r0 = rbegin + (k / ncc) * kKR, c0 = cB.begin + (k % ncc) * kKC;
             const int re = min(kKR, rB.end - r0), ke = min(kKS, ceil_div(cB.end - c0, 8));
 #pragma unroll 1
@@ -196,9 +188,7 @@ __global__ void __launch_bounds__(kThreads, 2)
             }
             wgmma_wait<0>();
             flush_partial(acc, part);
-            if (k + 1 < nchunks) commit(raw, stages[(k + 1) & 1]);
-            __syncthreads();  // chunk k + 1 stored; every wgmma of chunk k has read its stage
-        }
+        });
 
         // Accumulator 4q + v: R row q, right slot 2t + (v & 1), A row g + 8 (v >> 1) of the warp,
         // i.e. shift row D_wy - q and shift column dxb + 16 wx + g + 8 (v >> 1).

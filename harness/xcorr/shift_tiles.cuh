@@ -83,6 +83,28 @@ __device__ __forceinline__ PairGroup fill_slots(const Pairs& P, int64_t z, int64
     return g;
 }
 
+// The chunk loop of the presplit kernels (24, 25, 26), double-buffered through registers: chunk
+// k + 1's global loads (fetch(k + 1, raw)) are issued before chunk k's MMAs (body(k, stage)) so
+// that they are in flight during them, and split and stored into the other stage (commit(raw,
+// stage)) after them; one barrier per chunk orders the stores before the next chunk's reads and
+// the reads of chunk k before its stage is overwritten. Called by every thread of the block.
+template <class Raw, class Stage, class Fetch, class Commit, class Body>
+__device__ __forceinline__ void register_pipelined_chunks(int nchunks, Stage* stages, Fetch&& fetch, Commit&& commit,
+                                                          Body&& body) {
+    Raw raw;
+    if (nchunks > 0) {
+        fetch(0, raw);
+        commit(raw, stages[0]);
+    }
+    __syncthreads();
+    for (int k = 0; k < nchunks; ++k) {
+        if (k + 1 < nchunks) fetch(k + 1, raw);  // in flight during the MMAs of chunk k
+        body(k, stages[k & 1]);
+        if (k + 1 < nchunks) commit(raw, stages[(k + 1) & 1]);
+        __syncthreads();  // chunk k + 1 stored; everyone is done reading chunk k
+    }
+}
+
 // A block's shift tile, decoded from its entry of the list below: first output row y0 and column
 // x0, and the shift (dyb, dxb) = (y0 - (hR-1), x0 - (wR-1)) of its first element.
 struct ShiftTile {
