@@ -419,6 +419,10 @@ __device__ __forceinline__ void inverse_column(float2 (&v)[TeamPlan<N>::E], floa
                                                const float2* tw) {
     constexpr int E = TeamShape<N>::E, T = TeamShape<N>::T;
     team_dft<N, +1>(v, StridedSlot{col, pitch}, tm.mask, tw);
+    // The exchange left the column holding other threads' elements (swizzled), and a team's lanes
+    // need not leave the DFT together: without this barrier a lane's store can overwrite a slot that
+    // a slower lane of its team has yet to read (racecheck: a WAR hazard, seen at N = 96).
+    __syncwarp(tm.mask);
 #pragma unroll
     for (int e = 0; e < E; ++e) col[(tm.t + T * e) * pitch] = v[e];  // the thread's own slots
 }
