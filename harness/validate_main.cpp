@@ -7,11 +7,19 @@
 // calls (fft's captured graph, its padded slots) must follow its caller's pointers.
 //
 //   xcorr_validate [--variant NAME]... [--form FORM]... [--quick] [--seed N]
+//                  [--shape HLxWL,HRxWR]... [--params all|covering]
+//
+// --shape replaces the built-in shapes with the given ones (every form, the small tier's counts);
+// --params covering runs each instantiated value of every parameter once instead of every
+// combination. Together they make the short runs that compute-sanitizer can afford
+// (scripts/device-check -s).
 //
 // Prints one line per case (PASS / FAIL / SKIP) and closes with "N passed, N failed, N skipped".
 // Exit status: 0 all passed, 1 any failure, 2 bad usage, 3 no GPU.
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -41,6 +49,18 @@ const std::vector<Shape> kSmall = {
 };
 const std::vector<Shape> kMedium = {{64, 64, 64, 64}, {100, 61, 37, 80}, {129, 127, 120, 131}, {96, 96, 96, 96}};
 const std::vector<Shape> kLarge = {{256, 256, 256, 256}, {200, 300, 190, 310}, {512, 512, 512, 512}};
+
+// "37x53,29x41" -> {37, 53, 29, 41}.
+Shape parse_shape(const std::string& text) {
+    Shape s{};
+    char x1 = 0, comma = 0, x2 = 0;
+    int used = 0;
+    if (std::sscanf(text.c_str(), "%d%c%d%c%d%c%d%n", &s.hL, &x1, &s.wL, &comma, &s.hR, &x2, &s.wR, &used) != 7 ||
+        used != int(text.size()) || x1 != 'x' || comma != ',' || x2 != 'x' || s.hL < 1 || s.wL < 1 || s.hR < 1 ||
+        s.wR < 1)
+        throw UsageError("--shape '" + text + "': expected HLxWL,HRxWR with positive sizes, e.g. 37x53,29x41");
+    return s;
+}
 
 struct Counts {
     int nL, nR;
@@ -98,8 +118,9 @@ struct Tally {
 int main(int argc, char** argv) {
     std::set<std::string> only_variants;
     std::set<Form> only_forms;
-    bool quick = false;
+    bool quick = false, covering_only = false;
     uint64_t seed = 12345;
+    std::vector<Shape> given_shapes;
     try {
         for (int i = 1; i < argc; ++i) {
             std::string a = argv[i];
@@ -110,9 +131,21 @@ int main(int argc, char** argv) {
             if (a == "--variant") only_variants.insert(find_variant(next()).name);
             else if (a == "--form") only_forms.insert(parse_form(next()));
             else if (a == "--quick") quick = true;
-            else if (a == "--seed") seed = std::stoull(next());
-            else if (a == "--help" || a == "-h") {
-                std::printf("usage: xcorr_validate [--variant NAME]... [--form FORM]... [--quick] [--seed N]\n");
+            else if (a == "--seed") {
+                const std::string v = next();
+                char* end = nullptr;
+                errno = 0;
+                seed = std::strtoull(v.c_str(), &end, 10);
+                if (v.empty() || v[0] == '-' || *end || errno) throw UsageError("--seed: not a non-negative integer: " + v);
+            }
+            else if (a == "--shape") given_shapes.push_back(parse_shape(next()));
+            else if (a == "--params") {
+                const std::string v = next();
+                if (v != "all" && v != "covering") throw UsageError("--params: expected all or covering, got " + v);
+                covering_only = v == "covering";
+            } else if (a == "--help" || a == "-h") {
+                std::printf("usage: xcorr_validate [--variant NAME]... [--form FORM]... [--quick] [--seed N]\n"
+                            "                      [--shape HLxWL,HRxWR]... [--params all|covering]\n");
                 return 0;
             } else throw UsageError("unknown argument " + a);
         }
@@ -133,8 +166,8 @@ int main(int argc, char** argv) {
     try {
         cudaStream_t stream;
         XC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-        const std::vector<std::pair<const std::vector<Shape>*, int>> tiers = {
-            {&kSmall, 0}, {&kMedium, 1}, {&kLarge, 2}};
+        std::vector<std::pair<const std::vector<Shape>*, int>> tiers = {{&kSmall, 0}, {&kMedium, 1}, {&kLarge, 2}};
+        if (!given_shapes.empty()) tiers = {{&given_shapes, 0}};
         for (const auto& [shapes, tier] : tiers) {
             if (quick && tier > 0) break;
             for (const Shape& s : *shapes) {
@@ -181,7 +214,8 @@ int main(int argc, char** argv) {
                     for (const auto& v : variants()) {
                         if (!v.supports(form) || (!only_variants.empty() && !only_variants.count(v.name))) continue;
                         const auto all = all_combinations(v);
-                        const bool everything = tier == 0 ? !quick : (tier == 1 && all.size() <= 16);
+                        const bool everything =
+                            !covering_only && (tier == 0 ? !quick : (tier == 1 && all.size() <= 16));
                         const auto combos = everything ? all : covering_set(v);
                         for (const Params& params : combos) {
                             std::unique_ptr<Instance> inst;
