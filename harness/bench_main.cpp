@@ -1,7 +1,7 @@
 // xcorr_bench: Google Benchmark registration generated from the variant registry.
 //
 //   xcorr_bench [--case "SPEC"]... [--cases FILE] [--min-time SECONDS] [--batch N] [--cold] [--launch-floor]
-//               [--seed N] [Google Benchmark flags, e.g. --benchmark_repetitions=10
+//               [--seed N] [--check-tolerance X] [Google Benchmark flags, e.g. --benchmark_repetitions=10
 //               --benchmark_out=out.json --benchmark_out_format=json --benchmark_filter=RE]
 //
 // A case SPEC is space-separated key=value: variant=, form=, size= (sets hL, wL, hR, wR) or
@@ -20,19 +20,33 @@
 // --launch-floor adds "launch-floor/empty-kernel": an empty kernel timed the same way, the floor
 // under every tiny problem (launch throughput, not arithmetic).
 //
+// Every case's output is checked once, before it is timed (after the warm-up, in the first
+// repetition, on the case's own buffers and instance, output poisoned with NaN, finish() applied
+// when the variant has one): on inputs uniform in [-1, 1) from seeds N + 2 and N + 3, against
+// the float64 reference at every output element where that costs at most 1e10 multiply-adds, else
+// at 65536 sampled outputs (xcorr/check.hpp: every matrix's corners and edges, seeded random
+// positions; seed N + 4). Relative error ||out - ref|| / ||ref|| over the compared outputs above
+// the variant's tolerance, or any non-finite output, fails the case: it is skipped with the error
+// "validation failed: ...", never timed. --check-tolerance X replaces every variant's tolerance
+// with X (tests). Then the inputs are refilled with [0, 1) from seeds N, N + 1 and timed.
+//
 // Name:     <variant>/<form>/hL:../wL:../hR:../wR:../nL:../nR:..[/<param>:<value>...]
-// Counters: hL wL hR wR nL nR batch fmas FLOPS cold [finish_time]; label: family, timed, precision.
+// Counters: hL wL hR wR nL nR batch fmas FLOPS cold check_err check_samples [finish_time];
+//           label: family, timed, precision.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "xcorr/check.hpp"
 #include "xcorr/context.hpp"
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/device_buffer.hpp"
@@ -48,6 +62,23 @@ struct Options {
     int batch = 0;  // 0: from the problem size
     bool cold = false;
     uint64_t seed = 42;
+    double check_tolerance = 0;  // 0: each variant's own
+};
+
+// The check's inputs are signed [-1, 1), not the timed [0, 1): a lost or flipped sign is off by
+// O(1), and with no DC term for an error to hide under, a term missing from every sum is
+// ~1/sqrt(overlap) of the output's norm instead of ~1/overlap (2e-3 against 5e-6 at 512 x 512:
+// above every bound, where [0, 1) would pass it). Rounding errors stay comparable: a float32
+// FFT's relative error is 1.3-2x that on [0, 1) (numpy, 16 to 256), a direct sum's ~1.2x.
+constexpr InputRange kCheckRange = kSignedRange;
+
+// The outcome of a case's check, made once per case (the first repetition) and reused by the rest.
+struct CheckResult {
+    Comparison cmp;
+    size_t samples;
+    double tolerance;
+    bool ok;
+    std::string message;  // the error of a failed check
 };
 
 struct Case {
@@ -56,6 +87,7 @@ struct Case {
     Params params;
     int batch;
     bool batch_given;  // batch= in the case or --batch: no pilot
+    mutable std::optional<CheckResult> check = {};
 };
 
 Case parse_case(const std::string& spec, const Options& opt) {
@@ -198,10 +230,36 @@ struct CaseBuffers {
         left = DeviceBuffer<float>(size_t(p.left_elems()));
         right = DeviceBuffer<float>(size_t(p.right_elems()));
         out = DeviceBuffer<float>(size_t(p.out_elems()));
-        fill_uniform(left.get(), left.size(), opt.seed, stream);
-        fill_uniform(right.get(), right.size(), opt.seed + 1, stream);
+        fill_inputs(p, left.get(), right.get(), opt.seed, kUnitRange, stream);
     }
 };
+
+// The check of the header: runs `inst` on signed inputs in `buf`, compares, then restores the
+// timed inputs in `buf`.
+CheckResult check_case(const Case& c, const Options& opt, Instance& inst, CaseBuffers& buf, cudaStream_t stream) {
+    const Problem& p = c.problem;
+    fill_inputs(p, buf.left.get(), buf.right.get(), opt.seed + 2, kCheckRange, stream);
+    const Reference ref = check_reference(p, buf.left.get(), buf.right.get(), opt.seed + 4, stream);
+    const Comparison cmp = run_and_compare(inst, buf.left.get(), buf.right.get(), buf.out.get(), ref, stream);
+    fill_inputs(p, buf.left.get(), buf.right.get(), opt.seed, kUnitRange, stream);
+    XC_CUDA_CHECK(cudaStreamSynchronize(stream));
+    CheckResult r{cmp, ref.values.size(), opt.check_tolerance > 0 ? opt.check_tolerance : c.variant->tolerance,
+                  false, ""};
+    r.ok = passes(cmp, r.tolerance);
+    if (!r.ok) {
+        char text[256];
+        const std::string what = ref.full() ? "all " + std::to_string(r.samples) + " outputs"
+                                            : std::to_string(r.samples) + " sampled outputs";
+        if (cmp.nonfinite)
+            std::snprintf(text, sizeof text, "validation failed: %zu non-finite of %s (err=%.3e over the rest, tol=%.3e)",
+                          cmp.nonfinite, what.c_str(), cmp.rel_error, r.tolerance);
+        else
+            std::snprintf(text, sizeof text, "validation failed: err=%.3e > tol=%.3e (%s)", cmp.rel_error, r.tolerance,
+                          what.c_str());
+        r.message = text;
+    }
+    return r;
+}
 
 void run_case(benchmark::State& st, const Case& c, const Options& opt, const GpuInfo& gpu) {
     const Problem& p = c.problem;
@@ -218,6 +276,11 @@ void run_case(benchmark::State& st, const Case& c, const Options& opt, const Gpu
         inst->run(dl, dr, dout, stream);
         if (inst->has_finish()) inst->finish(dout, stream);
         XC_CUDA_CHECK(cudaStreamSynchronize(stream));
+        if (!c.check) c.check = check_case(c, opt, *inst, buf, stream);
+        if (!c.check->ok) {
+            st.SkipWithError(c.check->message.c_str());  // before the loop: nothing is timed
+            return;
+        }
 
         const double total_per_call = timed_loop(
             st, timer, c.batch, [&] { if (flusher) flusher->flush(stream); },
@@ -227,6 +290,8 @@ void run_case(benchmark::State& st, const Case& c, const Options& opt, const Gpu
         st.counters["batch"] = c.batch;
         st.counters["cold"] = opt.cold ? 1 : 0;
         st.counters["fmas"] = p.fmas();
+        st.counters["check_err"] = c.check->cmp.rel_error;
+        st.counters["check_samples"] = double(c.check->samples);
         // Google Benchmark's own rate counters divide by CPU time; the rate here is per GPU time.
         if (total_per_call > 0) st.counters["FLOPS"] = 2.0 * p.fmas() * double(st.iterations()) / total_per_call;
         if (inst->has_finish()) {
@@ -274,6 +339,13 @@ void run_launch_floor(benchmark::State& st, int batch) {
     }
 }
 
+double positive_number(const std::string& flag, const std::string& text) {
+    char* end = nullptr;
+    const double x = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !(x > 0)) throw UsageError(flag + " needs a positive number, got '" + text + "'");
+    return x;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -302,6 +374,7 @@ int main(int argc, char** argv) {
             } else if (is("--min-time")) opt.min_time = std::stod(value("--min-time"));
             else if (is("--batch")) opt.batch = std::stoi(value("--batch"));
             else if (is("--seed")) opt.seed = std::stoull(value("--seed"));
+            else if (is("--check-tolerance")) opt.check_tolerance = positive_number("--check-tolerance", value("--check-tolerance"));
             else if (a == "--cold") opt.cold = true;
             else if (a == "--launch-floor") launch_floor = true;
             else {
@@ -324,6 +397,17 @@ int main(int argc, char** argv) {
             for (const auto& [k, v] : context_entries(gpu)) benchmark::AddCustomContext(k, v);
             benchmark::AddCustomContext("xcorr_min_time_s", std::to_string(opt.min_time));
             benchmark::AddCustomContext("xcorr_cold", opt.cold ? "1" : "0");
+            benchmark::AddCustomContext(
+                "xcorr_check", std::string("inputs uniform ") + kCheckRange.name + " seeds " + std::to_string(opt.seed + 2) +
+                                   ", " + std::to_string(opt.seed + 3) + "; full float64 reference up to " +
+                                   std::to_string(int64_t(kFullCheckFmas)) + " FMAs, else " +
+                                   std::to_string(kCheckSamples) + " sampled outputs (seed " +
+                                   std::to_string(opt.seed + 4) + ")");
+            if (opt.check_tolerance > 0) {
+                char tol[32];
+                std::snprintf(tol, sizeof tol, "%.6e", opt.check_tolerance);
+                benchmark::AddCustomContext("xcorr_check_tolerance", tol);
+            }
         }
         if (!list_only && !opt.cold)
             for (Case& c : cases)

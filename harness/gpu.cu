@@ -48,30 +48,51 @@ __device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-__global__ void fill_uniform_kernel(float* p, size_t n, uint64_t seed) {
-    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-        p[i] = float(splitmix64(seed * 0x100000001b3ull ^ i) >> 40) * (1.0f / 16777216.0f);  // 24 bits
+__global__ void fill_uniform_kernel(float* p, size_t n, uint64_t seed, float lo, float span) {
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+        const float u = float(splitmix64(seed * 0x100000001b3ull ^ i) >> 40) * (1.0f / 16777216.0f);  // 24 bits
+        p[i] = lo + span * u;  // exactly u for [0, 1): the benchmark's inputs are unchanged
+    }
+}
+
+// The float64 value of output element i of the stack (flat index: k * oh * ow + y * ow + x): the
+// CPU reference's loop restricted to the overlap (same terms, same order). The full and the
+// sampled reference kernels both call it, so they cannot disagree.
+__device__ double reference_element(const float* __restrict__ left, const float* __restrict__ right, int hL, int wL,
+                                    int hR, int wR, PairMap pairs, int64_t i) {
+    const int oh = hL + hR - 1, ow = wL + wR - 1;
+    const int64_t k = i / (int64_t(oh) * ow);
+    const int y = int(i / ow % oh), x = int(i % ow);
+    const int dy = y - (hR - 1), dx = x - (wR - 1);
+    const float* L = left + int64_t(pairs.left_of(k)) * hL * wL;
+    const float* R = right + int64_t(pairs.right_of(k)) * hR * wR;
+    const Span rows = overlap_span(dy, hL, hR), cols = overlap_span(dx, wL, wR);
+    double sum = 0.0;
+    for (int r = rows.begin; r < rows.end; ++r)
+        for (int c = cols.begin; c < cols.end; ++c)
+            sum += double(L[int64_t(r + dy) * wL + c + dx]) * double(R[int64_t(r) * wR + c]);
+    return sum;
 }
 
 __global__ void reference_kernel(const float* __restrict__ left, const float* __restrict__ right,
                                  double* __restrict__ out, int hL, int wL, int hR, int wR, int64_t count,
                                  PairMap pairs) {
-    const int oh = hL + hR - 1, ow = wL + wR - 1;
-    const int64_t total = count * oh * ow;
-    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-        const int64_t k = i / (int64_t(oh) * ow);
-        const int y = int(i / ow % oh), x = int(i % ow);
-        const int dy = y - (hR - 1), dx = x - (wR - 1);
-        const float* L = left + int64_t(pairs.left_of(k)) * hL * wL;
-        const float* R = right + int64_t(pairs.right_of(k)) * hR * wR;
-        // The CPU reference's loop restricted to the overlap (same terms, same order).
-        const Span rows = overlap_span(dy, hL, hR), cols = overlap_span(dx, wL, wR);
-        double sum = 0.0;
-        for (int r = rows.begin; r < rows.end; ++r)
-            for (int c = cols.begin; c < cols.end; ++c)
-                sum += double(L[int64_t(r + dy) * wL + c + dx]) * double(R[int64_t(r) * wR + c]);
-        out[i] = sum;
-    }
+    const int64_t total = count * (hL + hR - 1) * (wL + wR - 1);
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
+        out[i] = reference_element(left, right, hL, wL, hR, wR, pairs, i);
+}
+
+__global__ void reference_at_kernel(const float* __restrict__ left, const float* __restrict__ right,
+                                    const int64_t* __restrict__ positions, size_t n, double* __restrict__ out,
+                                    int hL, int wL, int hR, int wR, PairMap pairs) {
+    for (size_t j = blockIdx.x * size_t(blockDim.x) + threadIdx.x; j < n; j += size_t(gridDim.x) * blockDim.x)
+        out[j] = reference_element(left, right, hL, wL, hR, wR, pairs, positions[j]);
+}
+
+__global__ void gather_kernel(const float* __restrict__ src, const int64_t* __restrict__ positions, size_t n,
+                              float* __restrict__ dst) {
+    for (size_t j = blockIdx.x * size_t(blockDim.x) + threadIdx.x; j < n; j += size_t(gridDim.x) * blockDim.x)
+        dst[j] = src[positions[j]];
 }
 
 __global__ void empty_kernel() {}
@@ -150,9 +171,10 @@ void require_host_memory(size_t bytes, const std::string& what) {
     }
 }
 
-void fill_uniform(float* p, size_t n, uint64_t seed, cudaStream_t stream) {
+void fill_uniform(float* p, size_t n, uint64_t seed, cudaStream_t stream, float lo, float hi) {
+    if (!(lo < hi)) throw UsageError("fill_uniform: empty range [" + std::to_string(lo) + ", " + std::to_string(hi) + ")");
     if (!n) return;
-    fill_uniform_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(p, n, seed);
+    fill_uniform_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(p, n, seed, lo, hi - lo);
     XC_CHECK_LAUNCH();
 }
 
@@ -174,6 +196,20 @@ void L2Flusher::flush(cudaStream_t stream) {
 void reference_gpu(const Problem& p, const float* left, const float* right, double* out, cudaStream_t stream) {
     reference_kernel<<<blocks_for(size_t(p.out_elems()), 256), 256, 0, stream>>>(
         left, right, out, p.hL, p.wL, p.hR, p.wR, p.out_count(), pair_map(p));
+    XC_CHECK_LAUNCH();
+}
+
+void reference_gpu_at(const Problem& p, const float* left, const float* right, const int64_t* positions, size_t n,
+                      double* out, cudaStream_t stream) {
+    if (!n) return;
+    reference_at_kernel<<<blocks_for(n, 128), 128, 0, stream>>>(left, right, positions, n, out, p.hL, p.wL, p.hR,
+                                                               p.wR, pair_map(p));
+    XC_CHECK_LAUNCH();
+}
+
+void gather(const float* src, const int64_t* positions, size_t n, float* dst, cudaStream_t stream) {
+    if (!n) return;
+    gather_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(src, positions, n, dst);
     XC_CHECK_LAUNCH();
 }
 

@@ -10,8 +10,9 @@ simple deterministic model (one repetition per case is a slow outlier). Environm
 FAKE_REGISTRY (registry JSON), FAKE_NO_GPU=1 (info exits 3), FAKE_LOG (appends one line per
 bench invocation: the case lines), FAKE_CRASH_ON=substring (the bench aborts when it reaches a
 matching case, leaving a truncated output file as a killed process would), FAKE_REJECT=substring
-(exits 2 before running anything, like an unknown parameter), FAKE_ERROR_ON=substring (that case
-reports error_occurred, like too little GPU memory), FAKE_SLEEP=seconds (per case), FAKE_GPU_NAME,
+(exits 2 before running anything, like an unknown parameter), FAKE_ERROR_ON=substring (every
+repetition of that case reports error_occurred with FAKE_ERROR_MESSAGE, default: too little GPU
+memory), FAKE_SLEEP=seconds (per case), FAKE_GPU_NAME,
 FAKE_REVISION (the git revision the binary reports; default fake123).
 """
 import hashlib
@@ -115,8 +116,10 @@ def bench(args):
                 "run_type": "iteration", "repetitions": reps, "threads": 1}
         entries = []
         if os.environ.get("FAKE_ERROR_ON") and os.environ["FAKE_ERROR_ON"] in line:
-            entries.append({**base, "repetition_index": 0, "error_occurred": True,
-                            "error_message": "too little GPU memory for this problem"})
+            # Google Benchmark drops the counters of an errored run: name and message only.
+            message = os.environ.get("FAKE_ERROR_MESSAGE", "too little GPU memory for this problem")
+            entries += [{**base, "repetition_index": r, "error_occurred": True, "error_message": message}
+                        for r in range(reps)]
         else:
             t, fmas = call_time(kv)
             seed = int(hashlib.sha256(line.encode()).hexdigest()[:8], 16)

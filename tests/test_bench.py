@@ -1,5 +1,7 @@
-"""The benchmark binary: registration from the registry (CPU), bad cases (CPU), and a smoke run
-whose JSON has what the experiment scripts parse (GPU)."""
+"""The benchmark binary: registration from the registry (CPU), bad cases and options (CPU), a smoke
+run whose JSON has what the experiment scripts parse (GPU), and the check of every case before it
+is timed (GPU): its counters on cases the validator does not cover, and a tolerance override
+that fails a case."""
 import json
 import re
 
@@ -56,3 +58,100 @@ def test_smoke_json(gpu, tmp_path, overlap_wise):
     assert (first["hL"], first["nR"], first["fmas"]) == (17, 3, 3 * 17 ** 4)
     # FLOPS is 2 * fmas / time per call.
     assert first["FLOPS"] == pytest.approx(2 * first["fmas"] / (first["real_time"] * 1e-6), rel=0.05)
+
+
+# Cases outside xcorr_validate's coverage (at most 15 rights, 3 lefts; 512 only one-to-one): the
+# benchmark's own check is all that looks at them. The last is large enough to be sampled.
+CHECKED_CASES = [
+    ("one-to-many", "size=64 nL=1 nR=33"),
+    ("n-to-m", "hL=37 wL=45 hR=29 wR=23 nL=5 nR=7"),
+    ("n-to-mn", "size=96 nL=4 nR=48"),
+    ("one-to-many", "size=256 nL=1 nR=33"),  # 1.4e11 FMAs: 65536 sampled outputs
+]
+FULL_CHECK_FMAS = 1e10  # harness/xcorr/check.hpp, kFullCheckFmas
+
+
+def bench_json(args, out):
+    r = run([binary("xcorr_bench"), *args, "--min-time", "0.002", "--benchmark_repetitions=2",
+             f"--benchmark_out={out}", "--benchmark_out_format=json"], timeout=1200)
+    assert r.returncode == 0, r.stderr[-2000:]
+    data = json.loads(out.read_text())
+    return data, [b for b in data["benchmarks"] if b["run_type"] == "iteration"]
+
+
+def out_elems(b):
+    count = {"one-to-one": 1, "one-to-many": b["nR"], "n-to-mn": b["nR"], "n-to-m": b["nL"] * b["nR"]}
+    form = b["run_name"].split("/")[1]
+    return count[form] * (b["hL"] + b["hR"] - 1) * (b["wL"] + b["wR"] - 1)
+
+
+def variant_names():
+    r = run([binary("xcorr"), "list", "--json"])
+    return [v["name"] for v in json.loads(r.stdout)]
+
+
+@pytest.mark.parametrize("name", variant_names())
+def test_every_timed_case_was_checked(gpu, registry, tmp_path, name):
+    """Every timed entry carries check_err (within the variant's tolerance) and check_samples
+    (every output up to 1e10 FMAs, a sample beyond); a failed check would be an error entry with
+    "validation failed". A case the variant's factory refuses (a limit of its own, its reason as
+    the message) is allowed, but not every case, and a CUDA or cuFFT error is not."""
+    v = next(v for v in registry if v["name"] == name)
+    cases = [f"variant={name} form={form} {dims}" for form, dims in CHECKED_CASES if form in v["forms"]]
+    assert cases, v["forms"]
+    data, reps = bench_json([a for c in cases for a in ("--case", c)], tmp_path / "b.json")
+    assert "-1,1" in data["context"]["xcorr_check"], data["context"]["xcorr_check"]
+    checked = set()
+    for b in reps:
+        if b.get("error_occurred"):
+            msg = b["error_message"]
+            assert not msg.startswith(("validation failed", "cudaError", "cuFFT error")), msg
+            continue
+        assert b["real_time"] > 0 and b["check_samples"] >= 1, b
+        assert 0 <= b["check_err"] <= v["tolerance"], b
+        if b["fmas"] <= FULL_CHECK_FMAS:
+            assert b["check_samples"] == out_elems(b), b  # the full reference
+        else:
+            assert 10000 < b["check_samples"] <= 65536 < out_elems(b), b
+        checked.add(b["run_name"].split("/min_time:")[0])
+    assert checked, "every case was refused: nothing was checked"
+    # Reps of one case share the one check (made before the first repetition).
+    for case in checked:
+        errs = {b["check_err"] for b in reps if b["run_name"].startswith(case + "/") and not b.get("error_occurred")}
+        assert len(errs) == 1, (case, errs)
+
+
+def test_check_tolerance_below_the_error_fails_the_case_untimed(gpu, tmp_path, overlap_wise):
+    """--check-tolerance just below a case's measured check_err makes every repetition an error
+    entry "validation failed: err=... > tol=..." with no time; just above, it is timed. A check
+    that looked only for NaN would time it both ways. Both the full and the sampled path."""
+    for spec, what in [("variant=overlap-wise form=n-to-m hL=37 wL=45 hR=29 wR=23 nL=5 nR=7", "all"),
+                       ("variant=overlap-wise form=one-to-many size=256 nL=1 nR=33", "sampled")]:
+        _, reps = bench_json(["--case", spec], tmp_path / "first.json")
+        assert len(reps) == 2 and not any(b.get("error_occurred") for b in reps), reps
+        err = reps[0]["check_err"]
+        assert err > 0, "an exact result: the test needs rounding error"
+        _, below = bench_json(["--case", spec, "--check-tolerance", f"{err * 0.99:.9e}"], tmp_path / "below.json")
+        assert below, "no entry for the failed case"
+        for b in below:
+            assert b.get("error_occurred"), b
+            assert b["error_message"].startswith("validation failed: err="), b["error_message"]
+            assert f"({what} " in b["error_message"] or f"{what} outputs)" in b["error_message"], b["error_message"]
+            assert "check_err" not in b and not b.get("real_time"), b  # nothing timed
+        _, above = bench_json(["--case", spec, "--check-tolerance", f"{err * 1.01:.9e}"], tmp_path / "above.json")
+        assert len(above) == 2 and not any(b.get("error_occurred") for b in above), above
+        assert all(b["real_time"] > 0 and b["check_err"] == pytest.approx(err, rel=1e-6) for b in above)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "1e-5x"])
+def test_bad_check_tolerance_is_refused(value):
+    r = run([binary("xcorr_bench"), "--check-tolerance", value, "--benchmark_list_tests"])
+    assert r.returncode == 2 and "--check-tolerance needs a positive number" in r.stderr, r.stderr
+
+
+def test_list_tests_with_check_tolerance_needs_no_gpu(overlap_wise):
+    r = run([binary("xcorr_bench"), "--check-tolerance", "1e-3", "--benchmark_list_tests",
+             "--case", "variant=overlap-wise form=one-to-many size=256 nL=1 nR=33"])
+    names = r.stdout.split()
+    assert r.returncode == 0 and len(names) == 1, r.stdout + r.stderr
+    assert names[0].startswith("overlap-wise/one-to-many/hL:256/wL:256/hR:256/wR:256/nL:1/nR:33/"), names

@@ -137,6 +137,21 @@ def test_error_entries_are_recorded_as_failed(env):
     assert failed and all("too little GPU memory" in c["message"] for c in failed)
 
 
+def test_a_case_that_fails_its_check_is_recorded_with_the_message(env):
+    """xcorr_bench skips a case whose output fails its check (SkipWithError in every repetition,
+    no counters, no timing): the case is recorded as failed with the bench's message."""
+    run, results, _, mp = env
+    message = "validation failed: err=3.100e-04 > tol=1.000e-05 (65536 sampled outputs)"
+    culprit = "hL=256 wL=256 hR=256 wR=256 nL=8 nR=8"
+    mp.setenv("FAKE_ERROR_ON", culprit)
+    mp.setenv("FAKE_ERROR_MESSAGE", message)
+    assert run("fig22") == 0
+    cases = load(results, "fig22")["cases"].values()
+    failed = [c for c in cases if c["status"] == "failed"]
+    assert failed and all(c["message"] == message and culprit in c["line"] for c in failed)
+    assert any(c["status"] == "ok" for c in cases)
+
+
 def test_budget_stops_cleanly_and_resume_finishes(env):
     run, results, log, mp = env
     mp.setenv("FAKE_SLEEP", "1.5")

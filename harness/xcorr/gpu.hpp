@@ -37,8 +37,10 @@ void require_free_memory(size_t bytes, const std::string& what);
 // The same for host memory (MemAvailable): a huge output must be refused, not OOM-killed.
 void require_host_memory(size_t bytes, const std::string& what);
 
-// Uniform [0, 1) values from a counter-based hash of (seed, index): the same inputs on any GPU.
-void fill_uniform(float* p, size_t n, uint64_t seed, cudaStream_t stream);
+// Uniform values in [lo, hi) from a counter-based hash of (seed, index): the same inputs on any GPU.
+// 24 random bits scaled by (hi - lo) in float, so hi itself can come out of the rounding when lo is
+// large next to hi - lo; [0, 1) is exact. Throws UsageError unless lo < hi.
+void fill_uniform(float* p, size_t n, uint64_t seed, cudaStream_t stream, float lo = 0.0f, float hi = 1.0f);
 // Fills with NaN so that any element a variant fails to write shows up in validation.
 void poison(float* p, size_t n, cudaStream_t stream);
 
@@ -59,5 +61,12 @@ private:
 // The float64 GPU reference: the same obviously-correct loop as the CPU reference
 // (reference.hpp), one thread per output element, accumulating in double.
 void reference_gpu(const Problem& p, const float* left, const float* right, double* out, cudaStream_t stream);
+// The same values at n chosen output elements only (device array `positions` of flat indices into
+// the output stack): out[j] is the reference at positions[j]. The same device function computes
+// each element in both, so a sampled check is exactly the full one restricted to its positions.
+void reference_gpu_at(const Problem& p, const float* left, const float* right, const int64_t* positions, size_t n,
+                      double* out, cudaStream_t stream);
+// dst[j] = src[positions[j]] for j < n (device arrays): a variant's output at the sampled positions.
+void gather(const float* src, const int64_t* positions, size_t n, float* dst, cudaStream_t stream);
 
 }  // namespace xcorr

@@ -20,6 +20,9 @@ struct Comparison {
     size_t nonfinite;
 };
 Comparison compare_to_reference(const float* out, const double* ref, size_t n);
+// The verdict every checker gives (xcorr_validate, xcorr_bench): every element finite and the
+// relative error within the bound (a NaN error, from a non-finite reference, fails too).
+inline bool passes(const Comparison& c, double tolerance) { return c.nonfinite == 0 && c.rel_error <= tolerance; }
 Comparison compare_to_reference(const double* out, const double* ref, size_t n);
 
 }  // namespace xcorr

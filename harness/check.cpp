@@ -1,0 +1,115 @@
+#include "xcorr/check.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "xcorr/cuda_check.hpp"
+#include "xcorr/gpu.hpp"
+
+namespace xcorr {
+
+void fill_inputs(const Problem& p, float* left, float* right, uint64_t seed, InputRange range, cudaStream_t stream) {
+    fill_uniform(left, size_t(p.left_elems()), seed, stream, range.lo, range.hi);
+    fill_uniform(right, size_t(p.right_elems()), seed + 1, stream, range.lo, range.hi);
+}
+
+namespace {
+std::vector<double> to_host(const DeviceBuffer<double>& d, cudaStream_t stream) {
+    std::vector<double> h(d.size());
+    XC_CUDA_CHECK(cudaMemcpyAsync(h.data(), d.get(), d.bytes(), cudaMemcpyDeviceToHost, stream));
+    XC_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return h;
+}
+}  // namespace
+
+Reference full_reference(const Problem& p, const float* left, const float* right, cudaStream_t stream) {
+    Reference ref;
+    ref.out_elems = size_t(p.out_elems());
+    require_host_memory(ref.out_elems * (sizeof(double) + sizeof(float)), "the full reference");
+    DeviceBuffer<double> d(ref.out_elems);
+    reference_gpu(p, left, right, d.get(), stream);
+    ref.values = to_host(d, stream);
+    return ref;
+}
+
+Reference sampled_reference(const Problem& p, const float* left, const float* right,
+                            const std::vector<int64_t>& positions, cudaStream_t stream) {
+    if (positions.empty()) throw UsageError("sampled_reference: no positions (full_reference checks every element)");
+    Reference ref;
+    ref.out_elems = size_t(p.out_elems());
+    ref.positions = DeviceBuffer<int64_t>(positions.size());
+    XC_CUDA_CHECK(cudaMemcpyAsync(ref.positions.get(), positions.data(), ref.positions.bytes(),
+                                  cudaMemcpyHostToDevice, stream));
+    DeviceBuffer<double> d(positions.size());
+    reference_gpu_at(p, left, right, ref.positions.get(), positions.size(), d.get(), stream);
+    ref.values = to_host(d, stream);  // synchronises: `positions` may go out of scope after this
+    return ref;
+}
+
+std::vector<int64_t> sample_positions(const Problem& p, size_t max_samples, uint64_t seed) {
+    const int64_t total = p.out_elems();
+    std::vector<int64_t> out;
+    if (total <= int64_t(max_samples)) {
+        out.resize(size_t(total));
+        std::iota(out.begin(), out.end(), int64_t(0));
+        return out;
+    }
+    const int oh = p.out_h(), ow = p.out_w();
+    const int64_t count = p.out_count(), per_matrix = int64_t(oh) * ow;
+    // Rows (and columns) where the overlap's extent changes: the first and last (one-element
+    // overlaps), shift 0 and shift hL - hR (the two ends of the plateau) and the centre.
+    const auto marks = [](int h_left, int h_right, int n) {
+        std::vector<int> m = {0, h_right - 1, h_left - 1, n / 2, n - 1};
+        std::sort(m.begin(), m.end());
+        m.erase(std::unique(m.begin(), m.end()), m.end());
+        return m;
+    };
+    const std::vector<int> ys = marks(p.hL, p.hR, oh), xs = marks(p.wL, p.wR, ow);
+    std::vector<std::pair<int, int>> grid, corners;
+    for (int y : ys)
+        for (int x : xs) {
+            grid.emplace_back(y, x);
+            if ((y == 0 || y == oh - 1) && (x == 0 || x == ow - 1)) corners.emplace_back(y, x);
+        }
+    const int64_t budget = int64_t(max_samples) / 2;
+    const auto& points = count * int64_t(grid.size()) <= budget ? grid : corners;
+    const int64_t matrices = std::clamp<int64_t>(budget / int64_t(points.size()), 1, count);
+    out.reserve(max_samples);
+    for (int64_t i = 0; i < matrices; ++i) {
+        const int64_t k = matrices == 1 ? 0 : i * (count - 1) / (matrices - 1);  // first and last included
+        for (const auto& [y, x] : points) out.push_back(k * per_matrix + int64_t(y) * ow + x);
+    }
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<int64_t> anywhere(0, total - 1);
+    while (out.size() < max_samples) out.push_back(anywhere(rng));
+    std::sort(out.begin(), out.end());  // also puts neighbouring positions in neighbouring threads
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
+Reference check_reference(const Problem& p, const float* left, const float* right, uint64_t seed,
+                          cudaStream_t stream) {
+    if (p.fmas() <= kFullCheckFmas && p.out_elems() <= kFullCheckElems) return full_reference(p, left, right, stream);
+    return sampled_reference(p, left, right, sample_positions(p, kCheckSamples, seed), stream);
+}
+
+Comparison run_and_compare(Instance& inst, const float* left, const float* right, float* out, const Reference& ref,
+                           cudaStream_t stream) {
+    poison(out, ref.out_elems, stream);
+    inst.run(left, right, out, stream);
+    if (inst.has_finish()) inst.finish(out, stream);
+    std::vector<float> got(ref.values.size());
+    DeviceBuffer<float> picked;
+    const float* from = out;
+    if (!ref.full()) {
+        picked = DeviceBuffer<float>(got.size());
+        gather(out, ref.positions.get(), got.size(), picked.get(), stream);
+        from = picked.get();
+    }
+    XC_CUDA_CHECK(cudaMemcpyAsync(got.data(), from, got.size() * sizeof(float), cudaMemcpyDeviceToHost, stream));
+    XC_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return compare_to_reference(got.data(), ref.values.data(), got.size());
+}
+
+}  // namespace xcorr
