@@ -11,7 +11,7 @@ for p in (ROOT / "scripts", ROOT):
         sys.path.insert(0, str(p))
 
 FAKE_ENV = ("FAKE_NO_GPU", "FAKE_LOG", "FAKE_CRASH_ON", "FAKE_REJECT", "FAKE_ERROR_ON", "FAKE_SLEEP", "FAKE_GPU_NAME",
-            "FAKE_REGISTRY", "FAKE_REVISION")
+            "FAKE_REGISTRY", "FAKE_REVISION", "FAKE_HANG_ON", "FAKE_PIDFILE", "XCORR_LOCK_DIR")
 
 
 def make_fake_build(directory: Path) -> Path:
