@@ -8,7 +8,6 @@ outlier removal (paper protocol), std, cv, time per FMA, FLOP/s and % of the FP3
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import warnings
 from pathlib import Path
@@ -19,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from xcsuite import paths  # noqa: E402
 from xcsuite.benchjson import entry_key, is_iteration, parse_label, parse_run_name, seconds  # noqa: E402
 from xcsuite.stats import describe  # noqa: E402
+from xcsuite.results import exit_2_on_bad_results, load_results  # noqa: E402
 
 from experiments._spec import Shape, count_label  # noqa: E402
 
@@ -36,7 +36,7 @@ def _float(x, default=float("nan")):
 
 
 def rows_of(path: Path) -> list[dict]:
-    data = json.loads(Path(path).read_text())
+    data = load_results(path)
     ctx = data.get("context", {})
     meta = data.get("xcorr_meta", {})
     experiment = meta.get("experiment", Path(path).stem)
@@ -106,7 +106,7 @@ def aggregate_dir(gpu_dir: Path) -> pd.DataFrame:
     for f in sorted(Path(gpu_dir).glob("*.json")):
         try:
             rows += rows_of(f)
-        except (ValueError, KeyError, json.JSONDecodeError) as e:
+        except (ValueError, KeyError) as e:  # an entry of an unexpected form (a damaged file raises ResultsError)
             warnings.warn(f"{f}: skipped: {e}")
     df = pd.DataFrame(rows, columns=COLUMNS)
     out = Path(gpu_dir) / "summary.csv"
@@ -135,6 +135,7 @@ def load_summary(gpu_dir: Path) -> pd.DataFrame:
     return df
 
 
+@exit_2_on_bad_results("aggregate")
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dirs", nargs="*", help="result folders (default: every GPU under results/)")

@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from aggregate import gpu_name_of, load_summary  # noqa: E402
 from table import fmt_time  # noqa: E402
 from xcsuite import paths  # noqa: E402
+from xcsuite.results import exit_2_on_bad_results  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -172,6 +173,7 @@ def build_page(summary, gpu_name: str) -> tuple[str, dict]:
     return "\n".join(lines) + "\n", counts
 
 
+@exit_2_on_bad_results("anchors")
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dirs", nargs="*", help="result folders (default: every GPU under results/)")

@@ -28,6 +28,7 @@ from aggregate import gpu_name_of, load_summary  # noqa: E402
 from table import build_table, fmt_time  # noqa: E402
 from xcsuite import paths  # noqa: E402
 from xcsuite.figdata import points  # noqa: E402
+from xcsuite.results import exit_2_on_bad_results  # noqa: E402
 
 import experiments as suite  # noqa: E402
 
@@ -290,6 +291,7 @@ def write_page(gpu_dir: Path, results: list[Result]) -> Path:
     return out
 
 
+@exit_2_on_bad_results("claims")
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dirs", nargs="*")

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from aggregate import gpu_name_of as gpu_title, load_summary  # noqa: E402
 from xcsuite import paths  # noqa: E402
 from xcsuite.figdata import points  # noqa: E402
+from xcsuite.results import exit_2_on_bad_results  # noqa: E402
 
 import experiments as suite  # noqa: E402
 
@@ -375,6 +376,7 @@ def plot_cross_gpu(gpu_dirs: list, plots_root: Path | None = None) -> list[Path]
     return save(fig, root, "cross-gpu")
 
 
+@exit_2_on_bad_results("plot")
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dirs", nargs="*", help="result folders (default: every GPU under results/)")

@@ -26,6 +26,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from aggregate import gpu_name_of, load_summary  # noqa: E402
 from xcsuite import paths  # noqa: E402
+from xcsuite.results import exit_2_on_bad_results  # noqa: E402
 
 from experiments._spec import SIZES_TABLE  # noqa: E402
 
@@ -248,6 +249,7 @@ def make_tables(gpu_dir: Path, plots_root: Path | None = None) -> dict:
     return tables
 
 
+@exit_2_on_bad_results("table")
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dirs", nargs="*", help="result folders (default: every GPU under results/)")

@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from suite_helpers import make_fake_build
+from suite_helpers import FIXTURES, make_fake_build
 
 import aggregate
 import anchors
@@ -23,11 +23,13 @@ def fake_results(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("suite")
     build = make_fake_build(tmp / "build")
-    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("FAKE_")}
+    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("FAKE_") or k == "XCORR_LOCK_DIR"}
+    os.environ["XCORR_LOCK_DIR"] = str(tmp / "locks")  # not the machine's: tests run side by side
     try:
         assert rx.main(["--quick", "--max-fmas", "1e20", "--build", str(build), "--results", str(tmp / "results"),
                         "--no-progress"]) == 0
     finally:
+        del os.environ["XCORR_LOCK_DIR"]
         os.environ.update(saved)
     gpu = tmp / "results" / "fake-gpu-9000-quick"
     aggregate.aggregate_dir(gpu)
@@ -232,3 +234,18 @@ def test_application_convention_and_recovery(tmp_path):
     assert stats["pass"] and stats["tiles"] == 86 and stats["correlations"] == 86
     assert stats["rms_error_px"] < app.MAX_RMS_PX and stats["max_true_shift_px"] > 2
     assert (tmp_path / "application.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("tool", ["aggregate", "plot", "table", "claims", "anchors"])
+def test_a_damaged_results_file_stops_every_report_with_one_line(tool, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(plot.paths, "PLOTS", tmp_path / "plots")
+    d = tmp_path / "nvidia-h200"
+    d.mkdir()
+    shutil.copy(FIXTURES / "merged_fig17.json", d / "fig17.json")
+    (d / "fig22.json").write_text('{"xcorr_meta": {"experiment": "fig22"}, "benchmarks": [{"name": ')
+    capsys.readouterr()
+    assert {"aggregate": aggregate, "plot": plot, "table": table, "claims": claims, "anchors": anchors}[tool].main(
+        [str(d)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"{tool}: {d / 'fig22.json'}: not valid JSON"), err
+    assert "restore it from git" in err[0]

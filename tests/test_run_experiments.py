@@ -332,3 +332,62 @@ def test_gpu_key_prefers_a_uuid():
     assert gpulock.gpu_key(ctx, mixed, {"CUDA_VISIBLE_DEVICES": "1"}) == "H200 cuda-visible=1"
     assert gpulock.gpu_key(ctx, mixed, {"CUDA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}) == "GPU-bbb"
     assert gpulock.gpu_key(ctx, [], {}) == "H200 cuda-visible=all"
+
+
+# --- a damaged results file ---
+
+def test_a_damaged_results_file_is_named_and_left_alone(env, capsys):
+    run, results, log, _ = env
+    assert run("fig22", "--max-minutes", "0.02") in (0, rx.EXIT_BUDGET)
+    f = results / "fake-gpu-9000" / "fig22.json"
+    f.write_text(f.read_text()[:-200])  # cut short, as by a full disk under a plain write
+    damaged = f.read_bytes()
+    for args in (("fig22",), ("fig22", "--estimate")):
+        capsys.readouterr()
+        assert run(*args) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(f) in err[0] and "not valid JSON" in err[0] and "--force" in err[0], err
+    assert f.read_bytes() == damaged
+    assert run("fig22", "--force") == 0  # the way out the message names
+    assert load(results, "fig22")["xcorr_meta"]["complete"]
+    assert (results / "fake-gpu-9000" / "fig22.json.bak").read_bytes() == damaged
+
+
+# --- the atomic results write ---
+
+def test_write_atomic_leaves_the_old_file_when_serialisation_fails(tmp_path):
+    f = tmp_path / "fig22.json"
+    rx.write_atomic(f, {"cases": {"a": 1}})
+    old = f.read_bytes()
+    with pytest.raises(TypeError):
+        rx.write_atomic(f, {"cases": {"a": 2}, "benchmarks": ["x" * 100_000, object()]})  # fails mid-way
+    assert f.read_bytes() == old and os.listdir(tmp_path) == ["fig22.json"]  # no temporary left
+
+
+def test_write_atomic_leaves_the_old_file_when_the_disk_fills(tmp_path):
+    """A write that fails part-way (here: RLIMIT_FSIZE, as a full disk or quota would) must not
+    touch the file: a plain write would have truncated it first."""
+    f = tmp_path / "fig22.json"
+    rx.write_atomic(f, {"cases": {"a": 1}})
+    old = f.read_bytes()
+    code = ("import resource, signal, sys; sys.path.insert(0, sys.argv[2]); import run_experiments as rx\n"
+            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))\n"
+            "try:\n    rx.write_atomic(__import__('pathlib').Path(sys.argv[1]), {'cases': {'b': 'x' * 100000}})\n"
+            "except OSError as e:\n    print(e.errno); sys.exit(0)\nsys.exit(1)\n")
+    r = subprocess.run([sys.executable, "-c", code, str(f), str(ROOT / "scripts")], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr  # the write failed, as intended
+    assert f.read_bytes() == old and os.listdir(tmp_path) == ["fig22.json"]
+
+
+def test_write_atomic_replaces_the_entry_not_the_contents(tmp_path):
+    """A reader that opened the old file (here: a hard link to it) keeps reading the old version
+    whole: the new file is a new inode renamed over the name."""
+    f = tmp_path / "fig22.json"
+    rx.write_atomic(f, {"cases": {"a": 1}})
+    os.link(f, tmp_path / "reader")
+    rx.write_atomic(f, {"cases": {"a": 2}})
+    assert json.loads((tmp_path / "reader").read_text()) == {"cases": {"a": 1}}
+    assert json.loads(f.read_text()) == {"cases": {"a": 2}}
+    assert f.stat().st_mode & 0o777 == 0o644  # not mkstemp's 0600: results are shared files

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,3 +94,18 @@ def results_date(gpu_dir: Path) -> str | None:
     only when the results do (regenerating leaves them byte-identical)."""
     days = [p.updated[:10] for p in progress(gpu_dir).values() if p.updated]
     return max(days) if days else None
+
+
+def exit_2_on_bad_results(tool: str):
+    """Decorates a script's main(): a damaged results file ends it with one line on stderr and
+    exit status 2, not a traceback."""
+    def wrap(main):
+        @functools.wraps(main)
+        def run(*args, **kw):
+            try:
+                return main(*args, **kw)
+            except ResultsError as e:
+                print(f"{tool}: {e}", file=sys.stderr)
+                return 2
+        return run
+    return wrap
