@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Aggregates the merged results of every experiment of one GPU into results/<gpu>/summary.csv:
 one row per configuration and experiment, with its parameters, the mean time per call after IQR
-outlier removal (paper protocol), std, cv, time per FMA, FLOP/s and % of the FP32 peak.
+outlier removal (paper protocol), std, cv, time per FMA, FLOP/s and % of the FP32 peak;
+experiment_complete is false for the rows of an experiment whose run stopped part-way.
 
     scripts/aggregate.py [GPU_DIR ...]      (default: every results/<gpu>/, quick runs excluded)
 """
@@ -18,14 +19,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from xcsuite import paths  # noqa: E402
 from xcsuite.benchjson import entry_key, is_iteration, parse_label, parse_run_name, seconds  # noqa: E402
 from xcsuite.stats import describe  # noqa: E402
-from xcsuite.results import exit_2_on_bad_results, load_results  # noqa: E402
+from xcsuite.results import exit_2_on_bad_results, incomplete_notes, load_results  # noqa: E402
 
 from experiments._spec import Shape, count_label  # noqa: E402
 
 COLUMNS = ["gpu", "gpu_name", "experiment", "case", "variant", "family", "form", "counts", "size", "hL", "wL",
            "hR", "wR", "nL", "nR", "pairs", "params", "cold", "status", "message", "n_reps", "n_kept",
            "n_outliers", "time_us", "std_us", "cv", "median_us", "min_us", "finish_time_us", "batch", "fmas",
-           "time_per_fma_ps", "flops", "peak_flops", "peak_pct", "timed", "precision"]
+           "time_per_fma_ps", "flops", "peak_flops", "peak_pct", "timed", "precision", "experiment_complete"]
 
 
 def _float(x, default=float("nan")):
@@ -80,7 +81,8 @@ def rows_of(path: Path) -> list[dict]:
                "nL": nL, "nR": nR, "pairs": pairs,
                "params": ",".join(f"{k}={params[k]}" for k in sorted(params)),
                "cold": bool(info.get("cold", (entries or [{}])[0].get("cold", 0))),
-               "timed": label.get("timed", ""), "precision": label.get("precision", ""), "peak_flops": peak}
+               "timed": label.get("timed", ""), "precision": label.get("precision", ""), "peak_flops": peak,
+               "experiment_complete": bool(meta.get("complete"))}
         if ok and not errs:
             st = describe([seconds(e) for e in ok])
             fmas = _float(ok[0].get("fmas"), fmas_default)
@@ -150,6 +152,8 @@ def main(argv=None) -> int:
         ok = (df["status"] == "ok").sum()
         print(f"aggregate: {d}/summary.csv: {ok} configurations measured, {len(df) - ok} failed; "
               f"mean cv {df['cv'].mean():.2%}" if ok else f"aggregate: {d}/summary.csv: nothing measured")
+        for note in incomplete_notes(d):
+            print(f"aggregate: {d.name}: {note}")
     return 0
 
 

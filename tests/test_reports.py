@@ -249,3 +249,74 @@ def test_a_damaged_results_file_stops_every_report_with_one_line(tool, tmp_path,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"{tool}: {d / 'fig22.json'}: not valid JSON"), err
     assert "restore it from git" in err[0]
+
+
+def copy_results(src, dst, stop=(), keep=12, updated="2020-01-02T03:04:05+00:00"):
+    """A copy of the fake results written on a fixed day, with the experiments in `stop` cut to
+    their first `keep` cases and marked incomplete, as a run stopped part-way leaves them."""
+    dst.mkdir()
+    for f in sorted(src.glob("*.json")):
+        data = json.loads(f.read_text())
+        data["xcorr_meta"]["updated"] = updated
+        if f.stem in stop:
+            kept = list(data["cases"])[:keep]
+            data["cases"] = {k: data["cases"][k] for k in kept}
+            data["benchmarks"] = [b for b in data["benchmarks"] if b["xcorr_case"] in kept]
+            data["xcorr_meta"]["complete"] = False
+        (dst / f.name).write_text(json.dumps(data))
+    return dst
+
+
+def test_an_incomplete_experiment_says_so_wherever_its_numbers_appear(fake_results, tmp_path, monkeypatch):
+    d = copy_results(fake_results, tmp_path / "fake-gpu-9000", stop=("fig17", "table1"))
+    planned = {n: json.loads((fake_results / f"{n}.json").read_text())["xcorr_meta"]["cases_planned"]
+               for n in ("fig17", "table1")}
+    assert planned["fig17"] > 12 and planned["table1"] > 12
+    note17 = f"fig17 (incomplete: 12 of {planned['fig17']} cases)"
+    s = aggregate.aggregate_dir(d)
+    assert not s[s["experiment"].isin(["fig17", "table1"])]["experiment_complete"].any()
+    assert s[~s["experiment"].isin(["fig17", "table1"])]["experiment_complete"].all()
+    monkeypatch.setenv("XCORR_PLOT_FORMATS", "png")
+    titles = {}
+    monkeypatch.setattr(plot, "save", lambda fig, out_dir, name: titles.setdefault(name, fig._suptitle.get_text()) and [])
+    plot.plot_gpu(d, only=["fig17", "fig16", "efficiency"], plots_root=tmp_path / "plots")
+    assert f"fig17: incomplete: 12 of {planned['fig17']} cases" in titles["fig17"].replace("\n", " ")
+    assert "incomplete" in titles["efficiency"] and "incomplete" not in titles["fig16"]
+    table.make_tables(d, plots_root=tmp_path / "plots")
+    assert f"incomplete: 12 of {planned['table1']} cases" in (d / "table1.md").read_text()
+    claims.write_page(d, claims.evaluate(d))
+    page = (d / "claims.md").read_text()
+    assert note17 in page and f"table1 (incomplete: 12 of {planned['table1']} cases)" in page
+    assert anchors.main([str(d)]) == 0 and note17 in (d / "anchors.md").read_text()
+
+
+def test_the_planned_count_comes_from_the_definition_for_older_files(fake_results, tmp_path):
+    from xcsuite.results import progress
+
+    d = copy_results(fake_results, tmp_path / "old", stop=("fig17",))
+    data = json.loads((d / "fig17.json").read_text())
+    planned = data["xcorr_meta"].pop("cases_planned")
+    (d / "fig17.json").write_text(json.dumps(data))
+    assert progress(d)["fig17"].note() == f"incomplete: 12 of {planned} cases"
+
+
+def test_regenerated_pages_are_byte_identical(fake_results, tmp_path, monkeypatch):
+    """Regenerating from unchanged results leaves a clean tree clean: no page carries the day it
+    was made (claims.md carried today's date), and nothing else varies between runs."""
+    monkeypatch.setenv("XCORR_PLOT_FORMATS", "png")
+    d = copy_results(fake_results, tmp_path / "fake-gpu-9000")
+    pages = ["summary.csv", "table1.md", *(f"table1_{r}.csv" for r in table.READINGS), "claims.md", "anchors.md"]
+
+    def regenerate():
+        aggregate.aggregate_dir(d)
+        table.make_tables(d, plots_root=tmp_path / "plots")
+        claims.write_page(d, claims.evaluate(d))
+        assert anchors.main([str(d)]) == 0
+        return {p: (d / p).read_bytes() for p in pages}
+
+    first = regenerate()
+    assert regenerate() == first
+    import datetime as dt
+
+    claims_page = first["claims.md"].decode()
+    assert "(last written 2020-01-02)" in claims_page and dt.date.today().isoformat() not in claims_page
