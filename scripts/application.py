@@ -11,7 +11,7 @@ for K = 50) by `xcorr run`, and every displacement is read off its correlation p
 sub-pixel by a parabola through the peak and its neighbours). The recovered field is compared
 with the truth (the run fails if it does not match) and drawn like the paper's Fig. 24.
 
-Convention (CONVENTIONS.md): C[y][x] = sum L[r+dy][c+dx] R[r][c] with dy = y - (hR-1),
+Convention (docs/CONVENTIONS.md): C[y][x] = sum L[r+dy][c+dx] R[r][c] with dy = y - (hR-1),
 dx = x - (wR-1). A deformed tile with R[r][c] = L[r+a][c+b] peaks at (dy, dx) = (a, b).
 
     scripts/application.py [--algorithm NAME|reference|scipy] [--patterns K] [--build DIR]

@@ -320,3 +320,17 @@ def test_regenerated_pages_are_byte_identical(fake_results, tmp_path, monkeypatc
 
     claims_page = first["claims.md"].decode()
     assert "(last written 2020-01-02)" in claims_page and dt.date.today().isoformat() not in claims_page
+
+
+def test_anchors_are_read_from_the_committed_copy(tmp_path):
+    assert anchors.ANCHORS_MD == anchors.paths.ROOT / "docs" / "ANCHORS.md"
+    got = {(a.form, a.variant, a.size, tuple(sorted(a.params.items()))): a.paper_us for a in anchors.ANCHORS}
+    assert len(anchors.ANCHORS) == len(got) == 54
+    assert got[("one-to-one", "split-row", 64, (("rows", "1"),))] == 15.7
+    assert got[("n-to-mn", "multi-matrix-right+grouped-overlap", 96,
+                (("left_rows", "4"), ("overlaps", "4"), ("rights", "4")))] == pytest.approx(48.8e3)
+    assert ("one-to-one", "grouped-overlap", 16, (("left_rows", "8"), ("overlaps", "8"))) not in got  # "-"
+    changed = tmp_path / "ANCHORS.md"
+    changed.write_text(anchors.ANCHORS_MD.read_text().replace("| fft (no plan) |\n", "| fft (plan) |\n", 1))
+    with pytest.raises(ValueError, match="unknown anchor column"):
+        anchors.read_anchors(changed)
