@@ -1,12 +1,14 @@
 """Table 1, the claims page, the figures and the application, from fake results (CPU only)."""
 import json
+import os
 import shutil
+import sys
 import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
-from suite_helpers import FIXTURES, make_fake_build
+from suite_helpers import FIXTURES, ROOT, make_fake_build
 
 import aggregate
 import anchors
@@ -334,3 +336,57 @@ def test_anchors_are_read_from_the_committed_copy(tmp_path):
     changed.write_text(anchors.ANCHORS_MD.read_text().replace("| fft (no plan) |\n", "| fft (plan) |\n", 1))
     with pytest.raises(ValueError, match="unknown anchor column"):
         anchors.read_anchors(changed)
+
+
+# --- scripts/reproduce and scripts/setup-env for a newcomer (no GPU needed) ---
+
+def sh(*args, env=None):
+    import subprocess
+
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, **(env or {})})
+
+
+def test_reproduce_help_is_a_usage_text():
+    r = sh("scripts/reproduce", "--help")
+    assert r.returncode == 0 and r.stdout.startswith("usage: scripts/reproduce")
+    assert not [l for l in r.stdout.splitlines() if l.startswith("#") or "set -e" in l or "cd \"$(" in l]
+    for opt in ("--only", "--quick", "--no-run", "--max-minutes", "--build"):
+        assert opt in r.stdout
+
+
+def test_reproduce_refuses_an_unknown_experiment():
+    r = sh("scripts/reproduce", "--only", "fig17,fig99", "--no-run")
+    err = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(err) == 1 and "fig99" in err[0] and "fig17, " in err[0] and "application" in err[0]
+    assert not r.stdout  # refused before anything was set up or regenerated
+
+
+def test_regenerating_needs_no_cuda_toolkit(tmp_path):
+    """setup-env as `scripts/reproduce --no-run` sources it, on a PATH without nvcc."""
+    import shutil as sh_
+
+    bindir = tmp_path / "bin"  # python and ninja only
+    bindir.mkdir()
+    for tool in ("python3", "ninja"):
+        found = sh_.which(tool, path=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+        if found:
+            os.symlink(found, bindir / tool)
+    env = {"PATH": f"{bindir}:/usr/bin:/bin", "CUDA_HOME": str(tmp_path / "no-cuda"), "XCORR_SKIP_BUILD": "1"}
+    assert not sh("bash", "-c", "command -v nvcc", env=env).stdout, "this machine has nvcc in /usr/bin"
+    r = sh("bash", "-c", 'source scripts/setup-env && echo "PY=$PY"', env=env)
+    assert r.returncode == 0 and "PY=" in r.stdout, r.stderr
+    r = sh("bash", "-c", "source scripts/setup-env", env={**env, "XCORR_SKIP_BUILD": ""})
+    assert r.returncode == 2 and "nvcc" in r.stderr  # a build does need it
+
+
+def test_application_without_a_build_says_which_fallback_it_uses(tmp_path, capsys):
+    import application as app
+
+    assert app.main(["--build", str(tmp_path / "no-build"), "--patterns", "1", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "using scipy instead of the float64 CPU reference of xcorr" in out
+    assert json.loads((tmp_path / "application.json").read_text())["algorithm"] == "scipy"
+    assert app.main(["--algorithm", "reference", "--build", str(tmp_path / "no-build")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "needs" in err[0] and "no-build" in err[0]
