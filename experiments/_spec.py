@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Mapping, Sequence, Union
 
 FORMS = ("one-to-one", "one-to-many", "n-to-mn", "n-to-m")
 
-# Sizes of the paper's figures (EXPERIMENTS.md).
+# Sizes of the paper's figures (docs/EXPERIMENTS.md).
 SIZES_ONE_TO_ONE = (16, 24, 32, 48, 64, 96, 128, 192, 256)
 SIZES_MANY = (16, 32, 64, 128, 256)
 SIZES_TABLE = (16, 32, 64, 128, 192, 256, 384, 512)  # Table 1 columns; 512 stands for "beyond"
@@ -28,7 +28,7 @@ SIZES_FFT_CROSSING = (384, 512)  # appended to comparison figures: fft+plan over
 
 # Cases whose one call needs more multiply-adds than this are not measured for the slow
 # definition-based kernels (see each experiment for which series carry the cap). The baseline
-# runs at ~1.3e12 FMA/s on the H200 (ANCHORS.md): 2e12 FMAs is ~1.5 s per call, so 10
+# runs at ~1.3e12 FMA/s on the H200 (docs/ANCHORS.md): 2e12 FMAs is ~1.5 s per call, so 10
 # repetitions stay under half a minute.
 BASELINE_MAX_FMAS = 2e12
 # The paper's kernels reach 2.5e12-1e13 FMA/s: 2e13 FMAs is 2-8 s per call. Above it fft+plan
@@ -53,7 +53,7 @@ ParamValue = Union[str, int, Callable[["Shape"], Union[str, int, None]]]
 @dataclass(frozen=True)
 class Shape:
     """One problem shape: sizes of a left and a right matrix and the stack counts (nL, nR as in
-    CONVENTIONS.md: for n-to-mn nR = N*M)."""
+    docs/CONVENTIONS.md: for n-to-mn nR = N*M)."""
 
     form: str
     hL: int

@@ -1,4 +1,4 @@
-"""Fig. 17: comparison of the one-to-one algorithms (the paper's tunings, EXPERIMENTS.md), with
+"""Fig. 17: comparison of the one-to-one algorithms (the paper's tunings, docs/EXPERIMENTS.md), with
 fft (plans reused) and fft+plan (plan creation timed), plus this project's new kernels.
 
 Sizes: the paper's one-to-one sizes plus 384 and 512, where fft+plan overtakes ("near 384").

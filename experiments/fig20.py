@@ -1,5 +1,5 @@
 """Fig. 20: comparison of the one-to-many algorithms on 1-to-2, 1-to-8 and 1-to-32 (the paper's
-tunings, EXPERIMENTS.md) with fft and fft+plan, plus this project's new kernels.
+tunings, docs/EXPERIMENTS.md) with fft and fft+plan, plus this project's new kernels.
 Sizes: the paper's plus 384 and 512 (fft+plan overtakes "slightly beyond 256" with 2 rights).
 The baseline is capped at BASELINE_MAX_FMAS per call: it skips 512 with 32 rights (2.2e12)."""
 from experiments._spec import (BASELINE_MAX_FMAS, DEFINITION_MAX_FMAS, NEW_MAX_FMAS, SIZES_FFT_CROSSING, SIZES_MANY,

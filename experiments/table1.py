@@ -12,7 +12,7 @@ Caps, to keep the sweep to about half an hour of GPU time:
 - definition-based kernels of the paper skip calls above DEFINITION_MAX_FMAS (only 32-to-32 at
   384 and 512, seconds per call where fft+plan needs milliseconds);
 - the small-size kernels (warp-per-overlap, block-per-overlap) stop at 256 (on the H200 they are
-  already 4x slower than grouped-overlap at 256, ANCHORS.md).
+  already 4x slower than grouped-overlap at 256, docs/ANCHORS.md).
 """
 from experiments._spec import (DEFINITION_MAX_FMAS, NEW_MAX_FMAS, SIZES_TABLE, Experiment, Series, Shape,
                                clamp_to_count)

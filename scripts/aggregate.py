@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Aggregates the merged results of every experiment of one GPU into results/<gpu>/summary.csv:
 one row per configuration and experiment, with its parameters, the mean time per call after IQR
-outlier removal (paper protocol), std, cv, time per FMA, FLOP/s and % of the FP32 peak.
+outlier removal (paper protocol), std, cv, time per FMA, FLOP/s and % of the FP32 peak;
+experiment_complete is false for the rows of an experiment whose run stopped part-way.
 
     scripts/aggregate.py [GPU_DIR ...]      (default: every results/<gpu>/, quick runs excluded)
 """
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import warnings
 from pathlib import Path
@@ -19,13 +19,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from xcsuite import paths  # noqa: E402
 from xcsuite.benchjson import entry_key, is_iteration, parse_label, parse_run_name, seconds  # noqa: E402
 from xcsuite.stats import describe  # noqa: E402
+from xcsuite.results import exit_2_on_bad_results, incomplete_notes, load_results  # noqa: E402
 
 from experiments._spec import Shape, count_label  # noqa: E402
 
 COLUMNS = ["gpu", "gpu_name", "experiment", "case", "variant", "family", "form", "counts", "size", "hL", "wL",
            "hR", "wR", "nL", "nR", "pairs", "params", "cold", "status", "message", "n_reps", "n_kept",
            "n_outliers", "time_us", "std_us", "cv", "median_us", "min_us", "finish_time_us", "batch", "fmas",
-           "time_per_fma_ps", "flops", "peak_flops", "peak_pct", "timed", "precision"]
+           "time_per_fma_ps", "flops", "peak_flops", "peak_pct", "timed", "precision", "experiment_complete"]
 
 
 def _float(x, default=float("nan")):
@@ -36,7 +37,7 @@ def _float(x, default=float("nan")):
 
 
 def rows_of(path: Path) -> list[dict]:
-    data = json.loads(Path(path).read_text())
+    data = load_results(path)
     ctx = data.get("context", {})
     meta = data.get("xcorr_meta", {})
     experiment = meta.get("experiment", Path(path).stem)
@@ -80,7 +81,8 @@ def rows_of(path: Path) -> list[dict]:
                "nL": nL, "nR": nR, "pairs": pairs,
                "params": ",".join(f"{k}={params[k]}" for k in sorted(params)),
                "cold": bool(info.get("cold", (entries or [{}])[0].get("cold", 0))),
-               "timed": label.get("timed", ""), "precision": label.get("precision", ""), "peak_flops": peak}
+               "timed": label.get("timed", ""), "precision": label.get("precision", ""), "peak_flops": peak,
+               "experiment_complete": bool(meta.get("complete"))}
         if ok and not errs:
             st = describe([seconds(e) for e in ok])
             fmas = _float(ok[0].get("fmas"), fmas_default)
@@ -106,7 +108,7 @@ def aggregate_dir(gpu_dir: Path) -> pd.DataFrame:
     for f in sorted(Path(gpu_dir).glob("*.json")):
         try:
             rows += rows_of(f)
-        except (ValueError, KeyError, json.JSONDecodeError) as e:
+        except (ValueError, KeyError) as e:  # an entry of an unexpected form (a damaged file raises ResultsError)
             warnings.warn(f"{f}: skipped: {e}")
     df = pd.DataFrame(rows, columns=COLUMNS)
     out = Path(gpu_dir) / "summary.csv"
@@ -135,6 +137,7 @@ def load_summary(gpu_dir: Path) -> pd.DataFrame:
     return df
 
 
+@exit_2_on_bad_results("aggregate")
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dirs", nargs="*", help="result folders (default: every GPU under results/)")
@@ -149,6 +152,8 @@ def main(argv=None) -> int:
         ok = (df["status"] == "ok").sum()
         print(f"aggregate: {d}/summary.csv: {ok} configurations measured, {len(df) - ok} failed; "
               f"mean cv {df['cv'].mean():.2%}" if ok else f"aggregate: {d}/summary.csv: nothing measured")
+        for note in incomplete_notes(d):
+            print(f"aggregate: {d.name}: {note}")
     return 0
 
 

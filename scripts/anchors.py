@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Sets every number of ../shared/ANCHORS.md (the paper's own kernels, built for sm_90 and run on the
-H200) beside our counterpart measured in results/<gpu>/: results/<gpu>/anchors.md.
+"""Sets every number of docs/ANCHORS.md (the paper's own kernels, built for sm_90 and run on the
+H200; read from that file) beside our counterpart measured in results/<gpu>/: results/<gpu>/anchors.md.
 
     scripts/anchors.py [GPU_DIR ...]
 
@@ -15,6 +15,7 @@ another GPU the page still sets them side by side but says so.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from aggregate import gpu_name_of, load_summary  # noqa: E402
 from table import fmt_time  # noqa: E402
 from xcsuite import paths  # noqa: E402
+from xcsuite.results import exit_2_on_bad_results, incomplete_notes  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -38,48 +40,98 @@ class Anchor:
     paper_label: str = ""
 
 
-def _one(variant, size, us, label, **params):
-    return Anchor("one-to-one", variant, "one-to-one", size, 1, 1, params, us, label)
+ANCHORS_MD = paths.ROOT / "docs" / "ANCHORS.md"
+ANCHORS_SECTION = "## The paper's own implementation, built for sm_90 and run on the H200"
+# Each column of that section's tables as this project names it: variant, the parameters that
+# make it the paper's tuning (others are free), and the label on our page.
+ANCHOR_COLUMNS = {
+    "overlap-wise": ("overlap-wise", {}, "overlap-wise"),
+    "split-row (rows 1)": ("split-row", {"rows": "1"}, "split-row (rows 1)"),
+    "grouped-overlap (S8 L8)": ("grouped-overlap", {"overlaps": "8", "left_rows": "8"}, "grouped-overlap (S8 L8)"),
+    "grouped (S2 L8)": ("grouped-overlap", {"overlaps": "2", "left_rows": "8"}, "grouped-overlap (S2 L8)"),
+    "warp-per-overlap (4)": ("warp-per-overlap", {"overlaps_per_block": "4"}, "warp-per-overlap (4)"),
+    "warp-per-overlap shared-mem": ("warp-per-overlap-shared", {}, "warp-per-overlap shared-mem"),
+    "fft (no plan)": ("fft", {}, "fft (no plan)"),
+    "fft": ("fft", {}, "fft (no plan)"),
+    "multi-matrix-right + split-row (R8, rows 1)": ("multi-matrix-right+split-row", {"rights": "8", "rows": "1"},
+                                                    "mm-right + split-row (R8, rows 1)"),
+    "multi-matrix-right + split-row (R8)": ("multi-matrix-right+split-row", {"rights": "8"}, "mm-right + split-row (R8)"),
+    "multi-matrix-right + grouped (4/4/4)": ("multi-matrix-right+grouped-overlap",
+                                             {"rights": "4", "overlaps": "4", "left_rows": "4"},
+                                             "mm-right + grouped (4/4/4)"),
+    "multi-matrix-right + grouped (4/4/4, 20 streams)": ("multi-matrix-right+grouped-overlap",
+                                                         {"rights": "4", "overlaps": "4", "left_rows": "4"},
+                                                         "mm-right + grouped (4/4/4)"),
+    "multi-matrix-right (R8)": ("multi-matrix-right", {"rights": "8"}, "multi-matrix-right (R8)"),
+}
+# The tables by the sentence above them: (section on our page, form, nL, nR, microseconds per unit)
+ANCHOR_TABLES = {"One-to-one": ("one-to-one", "one-to-one", 1, 1, 1.0),
+                 "One-to-many, 1 left x 32 right": ("one-to-many 1 x 32", "one-to-many", 1, 32, 1.0)}
+# Rows of the table in milliseconds, one case each
+ANCHOR_CASES = {
+    "n-to-m 32-to-32, 256 x 256": ("n-to-m 32-to-32", "n-to-m", 256, 32, 32),
+    "n-to-mn real-data shape: 86 left tiles, 50 x 86 right tiles, 96 x 96":
+        ("n-to-mn real-data shape (86 x 50*86, 96 x 96)", "n-to-mn", 96, 86, 4300),
+}
 
 
-def _many(variant, size, us, label, **params):
-    return Anchor("one-to-many 1 x 32", variant, "one-to-many", size, 1, 32, params, us, label)
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
-# ANCHORS.md, "The paper's own implementation, built for sm_90 and run on the H200".
-ANCHORS = [
-    *[_one("overlap-wise", n, us, "overlap-wise") for n, us in
-      ((16, 17.0), (32, 48.9), (64, 159), (128, 569), (256, 3164))],
-    *[_one("split-row", n, us, "split-row (rows 1)", rows="1") for n, us in
-      ((16, 5.05), (32, 7.35), (64, 15.7), (128, 137), (256, 1838))],
-    *[_one("grouped-overlap", n, us, "grouped-overlap (S8 L8)", overlaps="8", left_rows="8") for n, us in
-      ((32, 28.4), (64, 83.4), (128, 287), (256, 1079))],
-    *[_one("grouped-overlap", n, us, "grouped-overlap (S2 L8)", overlaps="2", left_rows="8") for n, us in
-      ((16, 11.0), (32, 18.0), (64, 56.4), (128, 199), (256, 1423))],
-    *[_one("warp-per-overlap", n, us, "warp-per-overlap (4)", overlaps_per_block="4") for n, us in
-      ((16, 3.45), (32, 5.61), (64, 26.7), (128, 293), (256, 4416))],
-    *[_one("warp-per-overlap-shared", n, us, "warp-per-overlap shared-mem") for n, us in
-      ((16, 3.90), (32, 5.13), (64, 17.6), (128, 129), (256, 1625))],
-    *[_one("fft", n, us, "fft (no plan)") for n, us in
-      ((16, 17.4), (32, 17.3), (64, 18.4), (128, 16.2), (256, 20.8))],
-    *[_many("overlap-wise", n, us, "overlap-wise") for n, us in ((16, 408), (64, 3966), (256, 107849))],
-    *[_many("multi-matrix-right+split-row", n, us, "mm-right + split-row (R8, rows 1)", rights="8", rows="1")
-      for n, us in ((16, 6.96), (64, 145), (256, 25172))],
-    *[_many("multi-matrix-right+grouped-overlap", n, us, "mm-right + grouped (4/4/4)", rights="4",
-            overlaps="4", left_rows="4") for n, us in ((16, 23.2), (64, 152), (256, 13028))],
-    *[_many("multi-matrix-right", n, us, "multi-matrix-right (R8)", rights="8")
-      for n, us in ((16, 23.9), (64, 229), (256, 25471))],
-    *[_many("fft", n, us, "fft (no plan)") for n, us in ((16, 21.2), (64, 23.6), (256, 115))],
-    Anchor("n-to-m 32-to-32", "multi-matrix-right+split-row", "n-to-m", 256, 32, 32, {"rights": "8"}, 788e3,
-           "mm-right + split-row (R8)"),
-    Anchor("n-to-m 32-to-32", "fft", "n-to-m", 256, 32, 32, {}, 1.97e3, "fft (no plan)"),
-    Anchor("n-to-mn real-data shape (86 x 50*86, 96 x 96)", "multi-matrix-right+split-row", "n-to-mn", 96, 86,
-           4300, {"rights": "8"}, 84.0e3, "mm-right + split-row (R8)"),
-    Anchor("n-to-mn real-data shape (86 x 50*86, 96 x 96)", "multi-matrix-right+grouped-overlap", "n-to-mn", 96,
-           86, 4300, {"rights": "4", "overlaps": "4", "left_rows": "4"}, 48.8e3, "mm-right + grouped (4/4/4)"),
-    Anchor("n-to-mn real-data shape (86 x 50*86, 96 x 96)", "fft", "n-to-mn", 96, 86, 4300, {}, 1.91e3,
-           "fft (no plan)"),
-]
+def _time(cell: str) -> float | None:
+    m = re.match(r"\**([0-9.]+)", cell)  # "**48.8** (15.0 TFLOP/s)" -> 48.8; "-": not measured
+    return float(m.group(1)) if m else None
+
+
+def read_anchors(path: Path = ANCHORS_MD) -> list[Anchor]:
+    """The anchors of docs/ANCHORS.md's section on the paper's implementation run on the H200,
+    in the order of its tables (per size for the first two, per case for the last). A column or
+    case this script does not know is an error: a changed document must be mapped, not skipped."""
+    text = Path(path).read_text()
+    if ANCHORS_SECTION not in text:
+        raise ValueError(f"{path}: no section '{ANCHORS_SECTION}'")
+    lines = text.split(ANCHORS_SECTION, 1)[1].split("\n## ", 1)[0].splitlines()
+    out, i, caption = [], 0, ""
+    while i < len(lines):
+        if not lines[i].startswith("|"):
+            caption = lines[i].strip() or caption
+            i += 1
+            continue
+        head = _cells(lines[i])
+        rows = []
+        i += 2  # the header and its |---| line
+        while i < len(lines) and lines[i].startswith("|"):
+            rows.append(_cells(lines[i]))
+            i += 1
+        unknown = [c for c in head[1:] if c not in ANCHOR_COLUMNS]
+        if unknown:
+            raise ValueError(f"{path}: unknown anchor column(s) {unknown}: add them to ANCHOR_COLUMNS")
+        if head[0] == "size":
+            table = next((v for k, v in ANCHOR_TABLES.items() if caption.startswith(k)), None)
+            if table is None:
+                raise ValueError(f"{path}: a table after '{caption}' that ANCHOR_TABLES does not know")
+            section, form, nL, nR, unit = table
+            for j, col in enumerate(head[1:], 1):
+                variant, params, label = ANCHOR_COLUMNS[col]
+                for r in rows:
+                    t = _time(r[j])
+                    if t is not None:
+                        out.append(Anchor(section, variant, form, int(r[0]), nL, nR, params, t * unit, label))
+        else:  # one case per row, milliseconds
+            for r in rows:
+                if r[0] not in ANCHOR_CASES:
+                    raise ValueError(f"{path}: unknown anchor case '{r[0]}': add it to ANCHOR_CASES")
+                section, form, size, nL, nR = ANCHOR_CASES[r[0]]
+                for col, cell in zip(head[1:], r[1:]):
+                    variant, params, label = ANCHOR_COLUMNS[col]
+                    t = _time(cell)
+                    if t is not None:
+                        out.append(Anchor(section, variant, form, size, nL, nR, params, t * 1e3, label))
+    return out
+
+
+ANCHORS = read_anchors()
 
 
 def fmt_us(us: float) -> str:
@@ -137,10 +189,11 @@ def fused_fft_section(summary) -> list[str]:
             *rows]
 
 
-def build_page(summary, gpu_name: str) -> tuple[str, dict]:
+def build_page(summary, gpu_name: str, stopped: list = ()) -> tuple[str, dict]:
+    """The page, and its verdict counts; `stopped`: notes of experiments stopped part-way."""
     lines = [f"# Our kernels beside the paper's on {gpu_name}", "",
              "Generated by scripts/anchors.py from summary.csv. *Paper* is the paper's own implementation built "
-             "for sm_90 and measured on an H200 with the paper's protocol (../shared/ANCHORS.md); *ours* is the "
+             "for sm_90 and measured on an H200 with the paper's protocol (docs/ANCHORS.md); *ours* is the "
              "same algorithm and tuning in this project, each experiment that measured it shown separately "
              "(best run, then the other runs), each with the paper's protocol. Kernel time per call.", ""]
     if "H200" not in gpu_name:
@@ -168,10 +221,12 @@ def build_page(summary, gpu_name: str) -> tuple[str, dict]:
     lines[5:5] = [f"**{counts['faster']} of {len(ANCHORS)} anchors matched or beaten in every run, {counts['mixed']} "
                   f"in some runs only, {counts['slower']} slower, {counts['not measured']} not measured.** Below "
                   "about 10 µs a case moves by 10-20% between processes (launch latency, clocks), so a "
-                  "single run decides little there.", ""]
+                  "single run decides little there.", "",
+                  *([f"**Incomplete results: {', '.join(stopped)}; rows from them may change.**", ""] if stopped else [])]
     return "\n".join(lines) + "\n", counts
 
 
+@exit_2_on_bad_results("anchors")
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dirs", nargs="*", help="result folders (default: every GPU under results/)")
@@ -182,7 +237,7 @@ def main(argv=None) -> int:
         if summary.empty:
             continue
         gpu = gpu_name_of(summary, d)
-        page, counts = build_page(summary, gpu)
+        page, counts = build_page(summary, gpu, incomplete_notes(d))
         out = Path(d) / "anchors.md"
         tmp = out.with_suffix(".md.tmp")
         tmp.write_text(page)

@@ -11,13 +11,14 @@ for K = 50) by `xcorr run`, and every displacement is read off its correlation p
 sub-pixel by a parabola through the peak and its neighbours). The recovered field is compared
 with the truth (the run fails if it does not match) and drawn like the paper's Fig. 24.
 
-Convention (CONVENTIONS.md): C[y][x] = sum L[r+dy][c+dx] R[r][c] with dy = y - (hR-1),
+Convention (docs/CONVENTIONS.md): C[y][x] = sum L[r+dy][c+dx] R[r][c] with dy = y - (hR-1),
 dx = x - (wR-1). A deformed tile with R[r][c] = L[r+a][c+b] peaks at (dy, dx) = (a, b).
 
     scripts/application.py [--algorithm NAME|reference|scipy] [--patterns K] [--build DIR]
 
 Default: on a GPU, multi-matrix-right+grouped-overlap with K = 50 (the paper's shape); without
-one, the float64 CPU reference of `xcorr run` with K = 1 (30 s); `scipy` needs no build.
+one, the float64 CPU reference of `xcorr run` with K = 1 (30 s), or, with no build either, scipy
+(it says so); `scipy` needs no build.
 """
 from __future__ import annotations
 
@@ -211,8 +212,16 @@ def main(argv=None) -> int:
             if algorithm is not None:
                 print(f"application: {algorithm} needs a GPU: {e}", file=sys.stderr)
                 return 3
-            print(f"application: no GPU ({e}); using the CPU reference on fewer patterns")
-            algorithm = "reference"
+            if (Path(args.build) / "xcorr").exists():
+                print(f"application: no GPU ({e}); using the float64 CPU reference of xcorr on fewer patterns")
+                algorithm = "reference"
+            else:  # said plainly: the README's check is the reference, this is the fallback
+                print(f"application: no GPU and no {Path(args.build) / 'xcorr'} (building it needs nvcc): using "
+                      "scipy instead of the float64 CPU reference of xcorr")
+                algorithm = "scipy"
+    if algorithm == "reference" and not (Path(args.build) / "xcorr").exists():
+        print(f"application: --algorithm reference needs {Path(args.build) / 'xcorr'}: build first", file=sys.stderr)
+        return 2
     if slug is None:
         slug = f"cpu-{algorithm}"
     patterns = args.patterns or (50 if algorithm != "reference" else 1)

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from aggregate import gpu_name_of as gpu_title, load_summary  # noqa: E402
 from xcsuite import paths  # noqa: E402
 from xcsuite.figdata import points  # noqa: E402
+from xcsuite.results import exit_2_on_bad_results, progress  # noqa: E402
 
 import experiments as suite  # noqa: E402
 
@@ -292,11 +293,15 @@ def plot_gpu(gpu_dir: Path, only: list | None = None, plots_root: Path | None = 
     gpu_dir = Path(gpu_dir)
     summary = load_summary(gpu_dir)
     out_dir = paths.plots_dir_for(gpu_dir, plots_root)
-    title = gpu_title(summary, gpu_dir)
+    gpu_name = gpu_title(summary, gpu_dir)
+    states = progress(gpu_dir)
     files = []
     for exp in suite.load_all():
         if only and exp.name not in only:
             continue
+        # an experiment stopped part-way says so on its figure
+        stopped = [f"{s}: {states[s].note()}" for s in (exp.derived_from or [exp.name]) if s in states and states[s].note()]
+        title = gpu_name + (f"; {', '.join(stopped)}" if stopped else "")
         try:
             if exp.plot == "none":
                 continue
@@ -375,6 +380,7 @@ def plot_cross_gpu(gpu_dirs: list, plots_root: Path | None = None) -> list[Path]
     return save(fig, root, "cross-gpu")
 
 
+@exit_2_on_bad_results("plot")
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dirs", nargs="*", help="result folders (default: every GPU under results/)")

@@ -19,8 +19,13 @@ failed and not retried (--retry-failed retries them). Every case records the git
 binary that measured it; --remeasure V1,V2 runs again the cases of those variants measured at
 another revision (after a change to their code), without rerunning the rest of the experiment.
 
+One runner per GPU: a second one on the same GPU is refused (exit 2, naming the holder; see
+xcsuite/gpulock.py). SIGINT, SIGTERM, SIGHUP and SIGQUIT stop the running xcorr_bench (its whole
+process group), keep every case it finished and exit with 128 + the signal's number; rerun to resume.
+
 Exit status: 0 all selected experiments complete; 4 stopped by --max-minutes with work left;
-3 no GPU (one line on stderr); 2 bad usage or no build; 1 other failure.
+3 no GPU (one line on stderr); 2 bad usage, no build, an unreadable results file or the GPU in use
+by another runner; 128 + N stopped by signal N; 1 other failure.
 """
 from __future__ import annotations
 
@@ -41,7 +46,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from xcsuite import paths  # noqa: E402  (puts the repository root on sys.path)
 from xcsuite.benchjson import entry_key, is_iteration, load_bench_json  # noqa: E402
 from xcsuite.cost import PROCESS_S, case_seconds, format_seconds  # noqa: E402
+from xcsuite.gpulock import GpuBusy, GpuLock, gpu_key  # noqa: E402
 from xcsuite.registry import NoGpu, gpu_info, load_registry  # noqa: E402
+from xcsuite.results import ResultsError, load_results  # noqa: E402
 
 import experiments as suite  # noqa: E402
 from experiments._spec import expand  # noqa: E402
@@ -51,6 +58,7 @@ QUICK_PROTOCOL = {"repetitions": 3, "min_time_s": 0.01}
 QUICK_MAX_FMAS = 1e11
 MAX_CASES_PER_CHUNK = 200
 EXIT_BUDGET = 4
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
 def now() -> str:
@@ -58,7 +66,7 @@ def now() -> str:
 
 
 def nvidia_smi() -> dict:
-    fields = ["name", "driver_version", "clocks.sm", "clocks.max.sm", "clocks.mem", "clocks.max.mem",
+    fields = ["index", "name", "uuid", "pci.bus_id", "driver_version", "clocks.sm", "clocks.max.sm", "clocks.mem", "clocks.max.mem",
               "clocks.applications.graphics", "temperature.gpu", "power.draw", "power.limit", "pstate",
               "persistence_mode", "compute_mode"]
     try:
@@ -103,7 +111,7 @@ class State:
     def __init__(self, path: Path, exp, protocol: dict, quick: bool, registry: list):
         self.path = path
         if path.exists():
-            self.data = json.loads(path.read_text())
+            self.data = load_results(path)
         else:
             self.data = {"context": {}, "xcorr_meta": {}, "cases": {}, "benchmarks": []}
         meta = self.data.setdefault("xcorr_meta", {})
@@ -165,6 +173,21 @@ class Runner:
         self.stopped_for_budget = False
         self.proc = None
         self.crashes = 0
+        self.signal = None  # the stop signal received, if any
+        self.pass_fds = ()  # the GPU lock: each benchmark holds it too (xcsuite/gpulock.py)
+
+    def stop(self, signum, _frame=None) -> None:
+        """Signal handler: no new chunk starts, and the running benchmark is killed (it runs in
+        a session of its own, so nothing else would reach it)."""
+        self.signal = self.signal or signum
+        self.kill_child()
+
+    def kill_child(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     def est(self, case) -> float:
         return case_seconds(case, self.protocol["repetitions"], self.protocol["min_time_s"],
@@ -191,12 +214,15 @@ class Runner:
                 lf.write(f"\n== {now()} {' '.join(cmd)}\n" + "".join("   " + c.line() + "\n" for c in cases))
                 lf.flush()
                 timed_out = False
-                self.proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                self.proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                             pass_fds=self.pass_fds)
+                if self.signal is not None:  # arrived while the process was being started
+                    self.kill_child()
                 try:
                     _, err = self.proc.communicate(timeout=timeout)
                 except subprocess.TimeoutExpired:
                     timed_out = True
-                    os.killpg(self.proc.pid, signal.SIGKILL)
+                    self.kill_child()
                     _, err = self.proc.communicate()
                 rc = self.proc.returncode
                 self.proc = None
@@ -218,7 +244,9 @@ class Runner:
         budget_bound = self.time_left() < own_limit
         timeout = min(self.time_left(), own_limit)
         rc, data, tail, timed_out = self.invoke(cases, exp_name, timeout)
-        if rc != 0 and data is None and rc != 2:
+        if self.signal is not None:
+            pass  # killed by the runner's stop: not the binary's failure
+        elif rc != 0 and data is None and rc != 2:
             self.crashes += 1
             if self.crashes >= 3:
                 raise SystemExit(f"run_experiments: xcorr_bench failed three times in a row without a result "
@@ -245,6 +273,8 @@ class Runner:
                 state.record(c, "failed", entries, errors[0].get("error_message", "error"))
             elif len(iters) >= reps:
                 state.record(c, "ok", entries)
+            elif self.signal is not None:
+                rest.append(c)  # stopped by a signal: still pending
             elif rc == 2 and data is None:
                 if len(cases) > 1:
                     rest = list(cases)  # refused before running: isolate the offender(s) one by one
@@ -267,6 +297,8 @@ class Runner:
     def isolate(self, cases: list, state: State, exp_name: str) -> list:
         """The binary refused a chunk (exit 2): run its cases one by one to find the offenders."""
         for i, c in enumerate(cases):
+            if self.signal is not None:
+                return cases[i:]
             if self.time_left() < self.est(c) + PROCESS_S:
                 self.stopped_for_budget = True
                 return cases[i:]
@@ -344,7 +376,7 @@ def estimate(exps, registry, protocol, results_dir: Path | None, max_fmas=None, 
         ex = expand_capped(e, registry, max_fmas)
         done = set()
         if results_dir is not None and (results_dir / f"{e.name}.json").exists():
-            st = json.loads((results_dir / f"{e.name}.json").read_text())
+            st = load_results(results_dir / f"{e.name}.json")
             done = {k for k, v in st.get("cases", {}).items()
                     if v.get("status") and not (k.split("|", 1)[0] in remeasure and v.get("revision") != revision)}
         t = sum(case_seconds(c, protocol["repetitions"], protocol["min_time_s"], fam.get(c.variant)) for c in ex.cases)
@@ -409,7 +441,11 @@ def main(argv=None) -> int:
             results_dir = Path(args.results) / (paths.gpu_slug(ctx["xcorr_gpu_name"]) + (paths.QUICK_SUFFIX if args.quick else ""))
         except (NoGpu, FileNotFoundError, RuntimeError, KeyError):
             pass
-        estimate(exps, registry, protocol, results_dir, max_fmas, remeasure, ctx.get("xcorr_git_revision"))
+        try:
+            estimate(exps, registry, protocol, results_dir, max_fmas, remeasure, ctx.get("xcorr_git_revision"))
+        except ResultsError as e:
+            print(f"run_experiments: {e}", file=sys.stderr)
+            return 2
         return 0
 
     try:
@@ -433,6 +469,28 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 2
 
+    smi = nvidia_smi()
+    lock = GpuLock(gpu_key(ctx, smi.get("gpus", [])))
+    try:
+        lock.acquire()
+    except GpuBusy as e:
+        print(f"run_experiments: {e}: wait until it ends, or stop it", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"run_experiments: cannot take the GPU lock {lock.path}: {e} (set XCORR_LOCK_DIR to a writable "
+              "folder shared by every runner of this machine)", file=sys.stderr)
+        return 2
+    try:
+        return measure(args, ctx, exps, registry, protocol, max_fmas, remeasure, smi, lock)
+    except ResultsError as e:
+        print(f"run_experiments: {e}", file=sys.stderr)
+        return 2
+    finally:
+        lock.release()
+
+
+def measure(args, ctx, exps, registry, protocol, max_fmas, remeasure, smi, lock) -> int:
+    """The measuring run, under the GPU lock: plans the pending cases and runs them."""
     slug = paths.gpu_slug(ctx.get("xcorr_gpu_name", "unknown")) + (paths.QUICK_SUFFIX if args.quick else "")
     out_dir = Path(args.results) / slug
     log_dir = out_dir / "logs"
@@ -440,8 +498,18 @@ def main(argv=None) -> int:
     start = time.time()
     deadline = start + args.max_minutes * 60 if args.max_minutes else None
     runner = Runner(args, registry, protocol, deadline, log_dir)
+    runner.pass_fds = (lock.fd,)
+    saved_handlers = {s: signal.signal(s, runner.stop) for s in STOP_SIGNALS}
+    try:
+        return run_plans(args, ctx, exps, registry, protocol, max_fmas, remeasure, smi, runner, out_dir, start)
+    finally:
+        runner.kill_child()
+        for s, h in saved_handlers.items():
+            signal.signal(s, h)
 
-    # plan: pending cases per experiment
+
+def run_plans(args, ctx, exps, registry, protocol, max_fmas, remeasure, smi, runner, out_dir, start) -> int:
+    """Plans the pending cases of every experiment, then runs them chunk by chunk."""
     plans = []
     for e in exps:
         if e.derived_from or not e.shapes:
@@ -455,6 +523,7 @@ def main(argv=None) -> int:
             shutil.copy2(path, path.with_suffix(".json.bak"))
             path.unlink()
         state = State(path, e, protocol, args.quick, registry)
+        state.meta["cases_planned"] = len(ex.cases)  # for "incomplete: 12 of 105 cases" on the pages
         old = state.data.get("context", {}).get("xcorr_gpu_name")
         if old and old != ctx.get("xcorr_gpu_name"):
             print(f"run_experiments: {path} holds results of {old}, not {ctx.get('xcorr_gpu_name')}", file=sys.stderr)
@@ -487,11 +556,11 @@ def main(argv=None) -> int:
     except ImportError:  # pragma: no cover
         bar = None
 
-    smi = nvidia_smi()
     revision = git_revision()
-    interrupted = False
     try:
         for e, ex, state, pending in plans:
+            if runner.signal is not None:
+                break
             meta = state.meta
             meta["started"] = meta.get("started") or now()
             meta["complete"] = False
@@ -503,7 +572,7 @@ def main(argv=None) -> int:
             meta["runs"].append(run)
             state.save()
             queue = collections.deque(pending)
-            while queue:
+            while queue and runner.signal is None:
                 # the next chunk: as many cases as fit the chunk size
                 chunk = chunks(list(queue), runner.est, args.chunk_seconds)[0]
                 est = sum(runner.est(c) for c in chunk) + PROCESS_S
@@ -529,27 +598,24 @@ def main(argv=None) -> int:
                     queue.appendleft(c)
                 if bar is not None:
                     bar.update(round(sum(runner.est(c) for c in chunk if c not in rest)))
-                if runner.stopped_for_budget:
+                if runner.stopped_for_budget or runner.signal is not None:
                     break
             run["ended"] = now()
             run["nvidia_smi_end"] = nvidia_smi()
             meta["nvidia_smi"]["last"] = run["nvidia_smi_end"]
-            if not queue and not runner.stopped_for_budget:
+            if not queue and not runner.stopped_for_budget:  # (a signal leaves a queue)
                 meta["complete"] = True
                 meta["finished"] = now()
             state.save()
             if runner.stopped_for_budget:
                 break
-    except KeyboardInterrupt:
-        interrupted = True
-        if runner.proc is not None:
-            os.killpg(runner.proc.pid, signal.SIGKILL)
     finally:
         if bar is not None:
             bar.close()
-    if interrupted:
-        print("run_experiments: interrupted; finished chunks are saved, rerun to resume", file=sys.stderr)
-        return 130
+    if runner.signal is not None:
+        print(f"run_experiments: stopped by {signal.Signals(runner.signal).name}; the finished cases are saved, "
+              "rerun to resume", file=sys.stderr)
+        return 128 + runner.signal
     failed = sum(1 for _, _, st, _ in plans for c in st.data["cases"].values() if c["status"] != "ok")
     elapsed = time.time() - start
     if runner.stopped_for_budget:

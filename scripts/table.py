@@ -26,6 +26,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from aggregate import gpu_name_of, load_summary  # noqa: E402
 from xcsuite import paths  # noqa: E402
+from xcsuite.results import exit_2_on_bad_results, progress  # noqa: E402
 
 from experiments._spec import SIZES_TABLE  # noqa: E402
 
@@ -215,6 +216,8 @@ def make_tables(gpu_dir: Path, plots_root: Path | None = None) -> dict:
         warnings.warn(f"{gpu_dir.name}: no table1 results: Table 1 not built")
         return {}
     gpu_name = gpu_name_of(summary, gpu_dir)
+    stopped = progress(gpu_dir, ["table1"]).get("table1")
+    stopped = stopped.note() if stopped else ""
     has_new = (summary[summary["experiment"] == "table1"]["family"] == "hopper").any()
     tables = {}
     md = [f"# Table 1 on {gpu_name}\n",
@@ -222,6 +225,8 @@ def make_tables(gpu_dir: Path, plots_root: Path | None = None) -> dict:
           "fastest variant with its best parameters and its mean time per call (10 repetitions of >= 0.1 s, IQR "
           "outliers removed), then its margin over the fastest *different* variant. ≠ marks a cell where the "
           "paper's Table 1 chose another kind of algorithm; – a cell without measurements.\n"]
+    if stopped:
+        md.append(f"**The table1 sweep is {stopped}: cells may change when it is finished.**\n")
     for reading in READINGS:
         if READINGS[reading]["new"] and not has_new:
             continue
@@ -236,7 +241,8 @@ def make_tables(gpu_dir: Path, plots_root: Path | None = None) -> dict:
         md.append(markdown(t))
         md.append(f"\nSame kind of algorithm as the paper's table in {agree} of {len(t) - missing} measured cells.\n")
         try:
-            figure(t, reading, gpu_name, paths.plots_dir_for(gpu_dir, plots_root))
+            figure(t, reading, gpu_name + (f" (table1 {stopped})" if stopped else ""),
+                   paths.plots_dir_for(gpu_dir, plots_root))
         except Exception as e:  # noqa: BLE001
             warnings.warn(f"table1 figure ({reading}) skipped: {e}")
     md.append("## The paper's Table 1 (A100)\n")
@@ -248,6 +254,7 @@ def make_tables(gpu_dir: Path, plots_root: Path | None = None) -> dict:
     return tables
 
 
+@exit_2_on_bad_results("table")
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dirs", nargs="*", help="result folders (default: every GPU under results/)")

@@ -12,7 +12,9 @@ bench invocation: the case lines), FAKE_CRASH_ON=substring (the bench aborts whe
 matching case, leaving a truncated output file as a killed process would), FAKE_REJECT=substring
 (exits 2 before running anything, like an unknown parameter), FAKE_ERROR_ON=substring (every
 repetition of that case reports error_occurred with FAKE_ERROR_MESSAGE, default: too little GPU
-memory), FAKE_SLEEP=seconds (per case), FAKE_GPU_NAME,
+memory), FAKE_SLEEP=seconds (per case),
+FAKE_HANG_ON=substring (on reaching a matching case, writes its pid to FAKE_PIDFILE and sleeps for
+an hour, like a hung kernel: everything before it is in the output file), FAKE_GPU_NAME,
 FAKE_REVISION (the git revision the binary reports; default fake123).
 """
 import hashlib
@@ -110,6 +112,12 @@ def bench(args):
             f.close()
             print("xcorr_bench: CUDA error: an illegal memory access was encountered", file=sys.stderr)
             os._exit(134)
+        if os.environ.get("FAKE_HANG_ON") and os.environ["FAKE_HANG_ON"] in line:
+            if os.environ.get("FAKE_PIDFILE"):
+                tmp = os.environ["FAKE_PIDFILE"] + ".tmp"
+                Path(tmp).write_text(str(os.getpid()))
+                os.replace(tmp, os.environ["FAKE_PIDFILE"])  # whole or absent for the test that polls it
+            time.sleep(3600)
         time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
         name = run_name(kv, params) + f"/min_time:{min_time:.3f}/repeats:{reps}/manual_time"
         base = {"name": name, "family_index": i, "per_family_instance_index": 0, "run_name": name,

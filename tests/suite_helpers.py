@@ -10,8 +10,8 @@ for p in (ROOT / "scripts", ROOT):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-FAKE_ENV = ("FAKE_NO_GPU", "FAKE_LOG", "FAKE_CRASH_ON", "FAKE_REJECT", "FAKE_ERROR_ON", "FAKE_ERROR_MESSAGE", "FAKE_SLEEP", "FAKE_GPU_NAME",
-            "FAKE_REGISTRY", "FAKE_REVISION")
+FAKE_ENV = ("FAKE_NO_GPU", "FAKE_LOG", "FAKE_CRASH_ON", "FAKE_REJECT", "FAKE_ERROR_ON", "FAKE_ERROR_MESSAGE", "FAKE_SLEEP",
+            "FAKE_GPU_NAME", "FAKE_REGISTRY", "FAKE_REVISION", "FAKE_HANG_ON", "FAKE_PIDFILE", "XCORR_LOCK_DIR")
 
 
 def make_fake_build(directory: Path) -> Path:

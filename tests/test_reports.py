@@ -1,12 +1,14 @@
 """Table 1, the claims page, the figures and the application, from fake results (CPU only)."""
 import json
+import os
 import shutil
+import sys
 import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
-from suite_helpers import make_fake_build
+from suite_helpers import FIXTURES, ROOT, make_fake_build
 
 import aggregate
 import anchors
@@ -23,11 +25,13 @@ def fake_results(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("suite")
     build = make_fake_build(tmp / "build")
-    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("FAKE_")}
+    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("FAKE_") or k == "XCORR_LOCK_DIR"}
+    os.environ["XCORR_LOCK_DIR"] = str(tmp / "locks")  # not the machine's: tests run side by side
     try:
         assert rx.main(["--quick", "--max-fmas", "1e20", "--build", str(build), "--results", str(tmp / "results"),
                         "--no-progress"]) == 0
     finally:
+        del os.environ["XCORR_LOCK_DIR"]
         os.environ.update(saved)
     gpu = tmp / "results" / "fake-gpu-9000-quick"
     aggregate.aggregate_dir(gpu)
@@ -232,3 +236,157 @@ def test_application_convention_and_recovery(tmp_path):
     assert stats["pass"] and stats["tiles"] == 86 and stats["correlations"] == 86
     assert stats["rms_error_px"] < app.MAX_RMS_PX and stats["max_true_shift_px"] > 2
     assert (tmp_path / "application.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("tool", ["aggregate", "plot", "table", "claims", "anchors"])
+def test_a_damaged_results_file_stops_every_report_with_one_line(tool, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(plot.paths, "PLOTS", tmp_path / "plots")
+    d = tmp_path / "nvidia-h200"
+    d.mkdir()
+    shutil.copy(FIXTURES / "merged_fig17.json", d / "fig17.json")
+    (d / "fig22.json").write_text('{"xcorr_meta": {"experiment": "fig22"}, "benchmarks": [{"name": ')
+    capsys.readouterr()
+    assert {"aggregate": aggregate, "plot": plot, "table": table, "claims": claims, "anchors": anchors}[tool].main(
+        [str(d)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"{tool}: {d / 'fig22.json'}: not valid JSON"), err
+    assert "restore it from git" in err[0]
+
+
+def copy_results(src, dst, stop=(), keep=12, updated="2020-01-02T03:04:05+00:00"):
+    """A copy of the fake results written on a fixed day, with the experiments in `stop` cut to
+    their first `keep` cases and marked incomplete, as a run stopped part-way leaves them."""
+    dst.mkdir()
+    for f in sorted(src.glob("*.json")):
+        data = json.loads(f.read_text())
+        data["xcorr_meta"]["updated"] = updated
+        if f.stem in stop:
+            kept = list(data["cases"])[:keep]
+            data["cases"] = {k: data["cases"][k] for k in kept}
+            data["benchmarks"] = [b for b in data["benchmarks"] if b["xcorr_case"] in kept]
+            data["xcorr_meta"]["complete"] = False
+        (dst / f.name).write_text(json.dumps(data))
+    return dst
+
+
+def test_an_incomplete_experiment_says_so_wherever_its_numbers_appear(fake_results, tmp_path, monkeypatch):
+    d = copy_results(fake_results, tmp_path / "fake-gpu-9000", stop=("fig17", "table1"))
+    planned = {n: json.loads((fake_results / f"{n}.json").read_text())["xcorr_meta"]["cases_planned"]
+               for n in ("fig17", "table1")}
+    assert planned["fig17"] > 12 and planned["table1"] > 12
+    note17 = f"fig17 (incomplete: 12 of {planned['fig17']} cases)"
+    s = aggregate.aggregate_dir(d)
+    assert not s[s["experiment"].isin(["fig17", "table1"])]["experiment_complete"].any()
+    assert s[~s["experiment"].isin(["fig17", "table1"])]["experiment_complete"].all()
+    monkeypatch.setenv("XCORR_PLOT_FORMATS", "png")
+    titles = {}
+    monkeypatch.setattr(plot, "save", lambda fig, out_dir, name: titles.setdefault(name, fig._suptitle.get_text()) and [])
+    plot.plot_gpu(d, only=["fig17", "fig16", "efficiency"], plots_root=tmp_path / "plots")
+    assert f"fig17: incomplete: 12 of {planned['fig17']} cases" in titles["fig17"].replace("\n", " ")
+    assert "incomplete" in titles["efficiency"] and "incomplete" not in titles["fig16"]
+    table.make_tables(d, plots_root=tmp_path / "plots")
+    assert f"incomplete: 12 of {planned['table1']} cases" in (d / "table1.md").read_text()
+    claims.write_page(d, claims.evaluate(d))
+    page = (d / "claims.md").read_text()
+    assert note17 in page and f"table1 (incomplete: 12 of {planned['table1']} cases)" in page
+    assert anchors.main([str(d)]) == 0 and note17 in (d / "anchors.md").read_text()
+
+
+def test_the_planned_count_comes_from_the_definition_for_older_files(fake_results, tmp_path):
+    from xcsuite.results import progress
+
+    d = copy_results(fake_results, tmp_path / "old", stop=("fig17",))
+    data = json.loads((d / "fig17.json").read_text())
+    planned = data["xcorr_meta"].pop("cases_planned")
+    (d / "fig17.json").write_text(json.dumps(data))
+    assert progress(d)["fig17"].note() == f"incomplete: 12 of {planned} cases"
+
+
+def test_regenerated_pages_are_byte_identical(fake_results, tmp_path, monkeypatch):
+    """Regenerating from unchanged results leaves a clean tree clean: no page carries the day it
+    was made (claims.md carried today's date), and nothing else varies between runs."""
+    monkeypatch.setenv("XCORR_PLOT_FORMATS", "png")
+    d = copy_results(fake_results, tmp_path / "fake-gpu-9000")
+    pages = ["summary.csv", "table1.md", *(f"table1_{r}.csv" for r in table.READINGS), "claims.md", "anchors.md"]
+
+    def regenerate():
+        aggregate.aggregate_dir(d)
+        table.make_tables(d, plots_root=tmp_path / "plots")
+        claims.write_page(d, claims.evaluate(d))
+        assert anchors.main([str(d)]) == 0
+        return {p: (d / p).read_bytes() for p in pages}
+
+    first = regenerate()
+    assert regenerate() == first
+    import datetime as dt
+
+    claims_page = first["claims.md"].decode()
+    assert "(last written 2020-01-02)" in claims_page and dt.date.today().isoformat() not in claims_page
+
+
+def test_anchors_are_read_from_the_committed_copy(tmp_path):
+    assert anchors.ANCHORS_MD == anchors.paths.ROOT / "docs" / "ANCHORS.md"
+    got = {(a.form, a.variant, a.size, tuple(sorted(a.params.items()))): a.paper_us for a in anchors.ANCHORS}
+    assert len(anchors.ANCHORS) == len(got) == 54
+    assert got[("one-to-one", "split-row", 64, (("rows", "1"),))] == 15.7
+    assert got[("n-to-mn", "multi-matrix-right+grouped-overlap", 96,
+                (("left_rows", "4"), ("overlaps", "4"), ("rights", "4")))] == pytest.approx(48.8e3)
+    assert ("one-to-one", "grouped-overlap", 16, (("left_rows", "8"), ("overlaps", "8"))) not in got  # "-"
+    changed = tmp_path / "ANCHORS.md"
+    changed.write_text(anchors.ANCHORS_MD.read_text().replace("| fft (no plan) |\n", "| fft (plan) |\n", 1))
+    with pytest.raises(ValueError, match="unknown anchor column"):
+        anchors.read_anchors(changed)
+
+
+# --- scripts/reproduce and scripts/setup-env for a newcomer (no GPU needed) ---
+
+def sh(*args, env=None):
+    import subprocess
+
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, **(env or {})})
+
+
+def test_reproduce_help_is_a_usage_text():
+    r = sh("scripts/reproduce", "--help")
+    assert r.returncode == 0 and r.stdout.startswith("usage: scripts/reproduce")
+    assert not [l for l in r.stdout.splitlines() if l.startswith("#") or "set -e" in l or "cd \"$(" in l]
+    for opt in ("--only", "--quick", "--no-run", "--max-minutes", "--build"):
+        assert opt in r.stdout
+
+
+def test_reproduce_refuses_an_unknown_experiment():
+    r = sh("scripts/reproduce", "--only", "fig17,fig99", "--no-run")
+    err = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(err) == 1 and "fig99" in err[0] and "fig17, " in err[0] and "application" in err[0]
+    assert not r.stdout  # refused before anything was set up or regenerated
+
+
+def test_regenerating_needs_no_cuda_toolkit(tmp_path):
+    """setup-env as `scripts/reproduce --no-run` sources it, on a PATH without nvcc."""
+    import shutil as sh_
+
+    bindir = tmp_path / "bin"  # python and ninja only
+    bindir.mkdir()
+    for tool in ("python3", "ninja"):
+        found = sh_.which(tool, path=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+        if found:
+            os.symlink(found, bindir / tool)
+    env = {"PATH": f"{bindir}:/usr/bin:/bin", "CUDA_HOME": str(tmp_path / "no-cuda"), "XCORR_SKIP_BUILD": "1"}
+    assert not sh("bash", "-c", "command -v nvcc", env=env).stdout, "this machine has nvcc in /usr/bin"
+    r = sh("bash", "-c", 'source scripts/setup-env && echo "PY=$PY"', env=env)
+    assert r.returncode == 0 and "PY=" in r.stdout, r.stderr
+    r = sh("bash", "-c", "source scripts/setup-env", env={**env, "XCORR_SKIP_BUILD": ""})
+    assert r.returncode == 2 and "nvcc" in r.stderr  # a build does need it
+
+
+def test_application_without_a_build_says_which_fallback_it_uses(tmp_path, capsys):
+    import application as app
+
+    assert app.main(["--build", str(tmp_path / "no-build"), "--patterns", "1", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "using scipy instead of the float64 CPU reference of xcorr" in out
+    assert json.loads((tmp_path / "application.json").read_text())["algorithm"] == "scipy"
+    assert app.main(["--algorithm", "reference", "--build", str(tmp_path / "no-build")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "needs" in err[0] and "no-build" in err[0]

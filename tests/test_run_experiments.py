@@ -1,11 +1,19 @@
 """scripts/run_experiments.py against a fake bench binary: protocol, merged files, resume logic,
-failures, the time budget and the no-GPU refusal."""
+failures, the time budget, the no-GPU refusal, signals, the GPU lock, damaged results files and
+the atomic write."""
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
-from suite_helpers import clear_fake_env, log_lines, make_fake_build
+from suite_helpers import ROOT, clear_fake_env, log_lines, make_fake_build
 
 import run_experiments as rx
+from xcsuite import gpulock
 from experiments._spec import expand
 import experiments as suite
 
@@ -16,6 +24,7 @@ def env(tmp_path, monkeypatch):
     build = make_fake_build(tmp_path / "build")
     log = tmp_path / "bench.log"
     monkeypatch.setenv("FAKE_LOG", str(log))
+    monkeypatch.setenv("XCORR_LOCK_DIR", str(tmp_path / "locks"))  # not the machine's: tests run side by side
     results = tmp_path / "results"
 
     def run(*args):
@@ -221,3 +230,179 @@ def test_an_untraceable_revision_is_refused_unless_allowed(env, capsys, revision
     assert run("fig22", "--quick") == 0  # smoke runs are not results
     assert run("fig22", "--allow-dirty") == 0
     assert load(results, "fig22")["xcorr_meta"]["git_revision"] == revision
+
+
+# --- signals and the GPU lock: the runner as a process of its own, its benchmark hung on a case ---
+
+def alive(pid: int) -> bool:
+    """True while pid runs (a zombie has ended: it holds no GPU and no file)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
+def wait_for(predicate, what: str, limit_s: float = 120.0) -> None:
+    """Polls until predicate() holds; the limit only turns a hang into a failure, it asserts no timing."""
+    end = time.monotonic() + limit_s
+    while not predicate():
+        assert time.monotonic() < end, f"gave up waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def hung_runner(tmp_path, monkeypatch):
+    """start() launches scripts/run_experiments.py fig22 whose xcorr_bench hangs on the third case
+    (after two finished ones) and returns (runner process, bench pid)."""
+    clear_fake_env(monkeypatch)
+    build = make_fake_build(tmp_path / "build")
+    results = tmp_path / "results"
+    pidfile = tmp_path / "bench.pid"
+    hang = cases_of("fig22")[2].line()
+    env = {**os.environ, "FAKE_HANG_ON": hang, "FAKE_PIDFILE": str(pidfile), "FAKE_LOG": str(tmp_path / "bench.log"),
+           "XCORR_LOCK_DIR": str(tmp_path / "locks")}
+    monkeypatch.setenv("XCORR_LOCK_DIR", env["XCORR_LOCK_DIR"])
+    monkeypatch.setenv("FAKE_LOG", env["FAKE_LOG"])
+    started = []
+
+    def start():
+        proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "run_experiments.py"), "fig22", "--build",
+                                 str(build), "--results", str(results), "--no-progress"],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        started.append(proc)
+        wait_for(lambda: pidfile.exists() or proc.poll() is not None, "the benchmark to hang")
+        assert proc.poll() is None, proc.communicate()
+        pid = int(pidfile.read_text())
+        started.append(pid)
+        return proc, pid
+
+    start.build, start.results, start.hang = build, results, hang
+    yield start
+    for x in started:  # whatever the test's outcome, leave no process behind
+        if isinstance(x, int):
+            if alive(x):
+                os.kill(x, signal.SIGKILL)
+        elif x.poll() is None:
+            x.kill()
+            x.communicate()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGQUIT],
+                         ids=lambda s: signal.Signals(s).name)
+def test_a_signal_stops_the_benchmark_and_keeps_the_finished_cases(hung_runner, sig):
+    proc, bench = hung_runner()
+    assert alive(bench)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert not alive(bench)  # no orphan left measuring on the GPU
+    assert proc.returncode == 128 + sig, err
+    assert err.strip().splitlines()[-1].startswith(f"run_experiments: stopped by {signal.Signals(sig).name}")
+    data = load(hung_runner.results, "fig22")  # valid JSON
+    assert not data["xcorr_meta"]["complete"]
+    cases = cases_of("fig22")
+    assert {k for k, c in data["cases"].items() if c["status"] == "ok"} == {c.key for c in cases[:2]}
+    assert cases[2].key not in data["cases"]  # the hung case is pending, not blamed
+    # a rerun measures the rest only
+    log = Path(os.environ["FAKE_LOG"])
+    calls = len(log_lines(log))
+    assert rx.main(["fig22", "--build", str(hung_runner.build), "--results", str(hung_runner.results),
+                    "--no-progress"]) == 0
+    rerun = {l for call in log_lines(log)[calls:] for l in call}
+    assert cases[2].line() in rerun and not {c.line() for c in cases[:2]} & rerun
+    assert load(hung_runner.results, "fig22")["xcorr_meta"]["complete"]
+
+
+def test_a_second_runner_on_the_gpu_is_refused_and_a_dead_ones_lock_is_taken_over(hung_runner, capsys):
+    proc, bench = hung_runner()
+
+    def second():
+        capsys.readouterr()
+        rc = rx.main(["fig22", "--build", str(hung_runner.build), "--results", str(hung_runner.results),
+                      "--no-progress"])
+        return rc, capsys.readouterr().err.strip().splitlines()
+
+    rc, err = second()
+    assert rc == 2 and len(err) == 1
+    assert f"in use by runner pid {proc.pid}, started 20" in err[0] and "Fake GPU 9000" in err[0]
+    proc.kill()  # SIGKILL: no handler runs, the benchmark it started lives on and still holds the GPU
+    proc.communicate()
+    assert alive(bench)
+    rc, err = second()
+    assert rc == 2 and f"an xcorr_bench left running by runner pid {proc.pid}" in err[0]
+    os.kill(bench, signal.SIGKILL)  # the orphan ends: the kernel drops the lock, nothing stale remains
+    wait_for(lambda: not alive(bench), "the benchmark to end")
+    rc, err = second()
+    assert rc == 0, err
+    assert load(hung_runner.results, "fig22")["xcorr_meta"]["complete"]
+
+
+def test_gpu_key_prefers_a_uuid():
+    smi = [{"index": "0", "name": "H200", "uuid": "GPU-aaa"}, {"index": "1", "name": "H200", "uuid": "GPU-bbb"}]
+    ctx = {"xcorr_gpu_name": "H200"}
+    assert gpulock.gpu_key(ctx, smi, {}) == "GPU-aaa"
+    assert gpulock.gpu_key(ctx, smi, {"CUDA_VISIBLE_DEVICES": "1,0"}) == "GPU-bbb"
+    assert gpulock.gpu_key(ctx, smi, {"CUDA_VISIBLE_DEVICES": "GPU-ccc"}) == "GPU-ccc"
+    mixed = [{"name": "A100", "uuid": "GPU-aaa"}, {"name": "H200", "uuid": "GPU-bbb"}]
+    # CUDA numbers a mixed machine fastest first, nvidia-smi by bus: the index says nothing
+    assert gpulock.gpu_key(ctx, mixed, {"CUDA_VISIBLE_DEVICES": "1"}) == "H200 cuda-visible=1"
+    assert gpulock.gpu_key(ctx, mixed, {"CUDA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}) == "GPU-bbb"
+    assert gpulock.gpu_key(ctx, [], {}) == "H200 cuda-visible=all"
+
+
+# --- a damaged results file ---
+
+def test_a_damaged_results_file_is_named_and_left_alone(env, capsys):
+    run, results, log, _ = env
+    assert run("fig22", "--max-minutes", "0.02") in (0, rx.EXIT_BUDGET)
+    f = results / "fake-gpu-9000" / "fig22.json"
+    f.write_text(f.read_text()[:-200])  # cut short, as by a full disk under a plain write
+    damaged = f.read_bytes()
+    for args in (("fig22",), ("fig22", "--estimate")):
+        capsys.readouterr()
+        assert run(*args) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(f) in err[0] and "not valid JSON" in err[0] and "--force" in err[0], err
+    assert f.read_bytes() == damaged
+    assert run("fig22", "--force") == 0  # the way out the message names
+    assert load(results, "fig22")["xcorr_meta"]["complete"]
+    assert (results / "fake-gpu-9000" / "fig22.json.bak").read_bytes() == damaged
+
+
+# --- the atomic results write ---
+
+def test_write_atomic_leaves_the_old_file_when_serialisation_fails(tmp_path):
+    f = tmp_path / "fig22.json"
+    rx.write_atomic(f, {"cases": {"a": 1}})
+    old = f.read_bytes()
+    with pytest.raises(TypeError):
+        rx.write_atomic(f, {"cases": {"a": 2}, "benchmarks": ["x" * 100_000, object()]})  # fails mid-way
+    assert f.read_bytes() == old and os.listdir(tmp_path) == ["fig22.json"]  # no temporary left
+
+
+def test_write_atomic_leaves_the_old_file_when_the_disk_fills(tmp_path):
+    """A write that fails part-way (here: RLIMIT_FSIZE, as a full disk or quota would) must not
+    touch the file: a plain write would have truncated it first."""
+    f = tmp_path / "fig22.json"
+    rx.write_atomic(f, {"cases": {"a": 1}})
+    old = f.read_bytes()
+    code = ("import resource, signal, sys; sys.path.insert(0, sys.argv[2]); import run_experiments as rx\n"
+            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))\n"
+            "try:\n    rx.write_atomic(__import__('pathlib').Path(sys.argv[1]), {'cases': {'b': 'x' * 100000}})\n"
+            "except OSError as e:\n    print(e.errno); sys.exit(0)\nsys.exit(1)\n")
+    r = subprocess.run([sys.executable, "-c", code, str(f), str(ROOT / "scripts")], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr  # the write failed, as intended
+    assert f.read_bytes() == old and os.listdir(tmp_path) == ["fig22.json"]
+
+
+def test_write_atomic_replaces_the_entry_not_the_contents(tmp_path):
+    """A reader that opened the old file (here: a hard link to it) keeps reading the old version
+    whole: the new file is a new inode renamed over the name."""
+    f = tmp_path / "fig22.json"
+    rx.write_atomic(f, {"cases": {"a": 1}})
+    os.link(f, tmp_path / "reader")
+    rx.write_atomic(f, {"cases": {"a": 2}})
+    assert json.loads((tmp_path / "reader").read_text()) == {"cases": {"a": 1}}
+    assert json.loads(f.read_text()) == {"cases": {"a": 2}}
+    assert f.stat().st_mode & 0o777 == 0o644  # not mkstemp's 0600: results are shared files

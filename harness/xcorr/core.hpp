@@ -1,6 +1,6 @@
 // Core vocabulary shared by the harness, the algorithms and the tools: forms, problem shapes,
 // parameter sets and the error types that map onto the tools' exit codes.
-// The contract these encode is ../shared/CONVENTIONS.md (copied into README.md): every variant
+// The contract these encode is docs/CONVENTIONS.md (summarised in README.md): every variant
 // computes the full cross-correlation C[y][x] = sum_{r,c} L[r+dy][c+dx] * R[r][c] with
 // dy = y - (hR - 1), dx = x - (wR - 1), over stacks laid out as below.
 #pragma once

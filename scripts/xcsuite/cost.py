@@ -7,7 +7,7 @@ from __future__ import annotations
 from experiments._spec import Case
 
 LAUNCH_S = 5e-6
-# FMA/s when the GPU is saturated (ANCHORS.md: one-to-one 256 and 1-to-32 256, 32-to-32 256).
+# FMA/s when the GPU is saturated (docs/ANCHORS.md: one-to-one 256 and 1-to-32 256, 32-to-32 256).
 RATES = {
     "overlap-wise": 1.3e12,
     "warp-per-overlap": 0.9e12,
@@ -25,7 +25,7 @@ RATES = {
 }
 DEFAULT_RATE = 3.0e12  # unknown and new variants: assume no better than the paper's
 FAMILY_RATES = {"hopper": 12e12, "baseline": 1.3e12}
-PLAN_S = 0.025  # cuFFT plan creation, 1-33 ms (ANCHORS.md)
+PLAN_S = 0.025  # cuFFT plan creation, 1-33 ms (docs/ANCHORS.md)
 PROCESS_S = 2.0  # start of one benchmark process (CUDA context, cuFFT load)
 
 

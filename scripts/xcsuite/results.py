@@ -1,0 +1,111 @@
+"""Reading the merged results files (results/<gpu>/<experiment>.json) that run_experiments.py
+writes: one loader that turns a damaged file into a clear error, and each experiment's state
+(complete or stopped part-way) for the pages and figures that show its numbers."""
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from experiments._spec import expand
+
+
+class ResultsError(Exception):
+    """A results file that cannot be read; the message names it and says what to do."""
+
+
+def load_results(path: Path) -> dict:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        why = f"not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})"
+    except UnicodeDecodeError:
+        why = "not valid JSON (not UTF-8 text)"
+    else:
+        if isinstance(data, dict) and isinstance(data.get("benchmarks", []), list) \
+                and isinstance(data.get("cases", {}), dict) and isinstance(data.get("xcorr_meta", {}), dict):
+            return data
+        why = "not a results file (no benchmarks list, cases and xcorr_meta objects)"
+    bak = path.with_suffix(".json.bak")
+    keep = f"restore it from {bak.name} (the copy --force kept)" if bak.exists() else "restore it from git"
+    raise ResultsError(f"{path}: {why}; {keep}, or move it aside and rerun scripts/run_experiments.py "
+                       f"{path.stem} --force to measure the experiment afresh")
+
+
+@dataclass(frozen=True)
+class Progress:
+    experiment: str
+    complete: bool
+    recorded: int  # cases with a result (measured, failed or rejected)
+    planned: int | None  # cases the experiment has (None: unknown)
+    updated: str | None  # last write of the file (ISO 8601, UTC)
+
+    def note(self) -> str:
+        """'' for a complete experiment, else 'incomplete: 12 of 105 cases'."""
+        if self.complete:
+            return ""
+        return f"incomplete: {self.recorded} of {self.planned if self.planned is not None else '?'} cases"
+
+
+def _planned(meta: dict) -> int | None:
+    """Cases of the experiment: as the runner recorded them, else from its definition and the
+    registry the file carries (files written before the runner recorded the count)."""
+    if isinstance(meta.get("cases_planned"), int):
+        return meta["cases_planned"]
+    try:
+        import experiments as suite
+
+        ex = expand(suite.load(meta["experiment"]), meta["registry"])
+        cap = meta.get("max_fmas")
+        return sum(1 for c in ex.cases if not cap or c.fmas <= cap)
+    except Exception:  # noqa: BLE001  (an unknown experiment or no registry: the count stays unknown)
+        return None
+
+
+@functools.lru_cache(maxsize=64)
+def _progress(path: str, mtime_ns: int, size: int) -> Progress:
+    data = load_results(Path(path))
+    meta = data.get("xcorr_meta", {})
+    return Progress(meta.get("experiment", Path(path).stem), bool(meta.get("complete")),
+                    len(data.get("cases", {})), _planned(meta), meta.get("updated"))
+
+
+def progress(gpu_dir: Path, names=None) -> dict[str, Progress]:
+    """Progress of every experiment with a results file in gpu_dir (or of those in `names`)."""
+    out = {}
+    for f in sorted(Path(gpu_dir).glob("*.json")):
+        if names is not None and f.stem not in names:
+            continue
+        st = f.stat()
+        out[f.stem] = _progress(str(f), st.st_mtime_ns, st.st_size)
+    return out
+
+
+def incomplete_notes(gpu_dir: Path, names=None) -> list[str]:
+    """'fig17 (incomplete: 12 of 105 cases)' for each stopped experiment."""
+    return [f"{n} ({p.note()})" for n, p in progress(gpu_dir, names).items() if p.note()]
+
+
+def results_date(gpu_dir: Path) -> str | None:
+    """The day of the latest write of any results file: a date for generated pages that changes
+    only when the results do (regenerating leaves them byte-identical)."""
+    days = [p.updated[:10] for p in progress(gpu_dir).values() if p.updated]
+    return max(days) if days else None
+
+
+def exit_2_on_bad_results(tool: str):
+    """Decorates a script's main(): a damaged results file ends it with one line on stderr and
+    exit status 2, not a traceback."""
+    def wrap(main):
+        @functools.wraps(main)
+        def run(*args, **kw):
+            try:
+                return main(*args, **kw)
+            except ResultsError as e:
+                print(f"{tool}: {e}", file=sys.stderr)
+                return 2
+        return run
+    return wrap
