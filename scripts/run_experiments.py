@@ -259,7 +259,7 @@ class Runner:
             self.merge_context(state, ctx)
             for e in data.get("benchmarks", []):
                 try:
-                    by_key[entry_key(e)].append(e)
+                    by_key[entry_key(e, ctx.get("xcorr_cold") == "1")].append(e)
                 except ValueError as err:
                     print(f"warning: {exp_name}: unexpected benchmark entry: {err}", file=sys.stderr)
         reps = self.protocol["repetitions"]

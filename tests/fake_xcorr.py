@@ -105,7 +105,7 @@ def bench(args):
     f = open(out, "w")
     f.write(json.dumps({"context": {"date": "2026-11-21T03:00:00+00:00", "host_name": "fake",
                                     "executable": "xcorr_bench", "num_cpus": 16, "library_build_type": "release",
-                                    **context()}}, indent=2)[:-2] + ',\n  "benchmarks": [\n')
+                                    **context(), "xcorr_cold": "1" if cold else "0"}}, indent=2)[:-2] + ',\n  "benchmarks": [\n')
     first = True
     for i, (line, kv, params) in enumerate(cases):
         if os.environ.get("FAKE_CRASH_ON") and os.environ["FAKE_CRASH_ON"] in line:

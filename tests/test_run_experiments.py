@@ -406,3 +406,15 @@ def test_write_atomic_replaces_the_entry_not_the_contents(tmp_path):
     assert json.loads((tmp_path / "reader").read_text()) == {"cases": {"a": 1}}
     assert json.loads(f.read_text()) == {"cases": {"a": 2}}
     assert f.stat().st_mode & 0o777 == 0o644  # not mkstemp's 0600: results are shared files
+
+
+def test_an_errored_entry_of_a_cold_run_keeps_its_case():
+    """Google Benchmark drops every counter of an errored entry, `cold` included: the runner takes
+    the run's own setting (context xcorr_cold), or a cold case's failure would land on a warm key
+    and the case would read "gave 0 of 10 repetitions" instead of its message."""
+    from xcsuite.benchjson import entry_key
+    entry = {"run_name": "overlap-wise/one-to-one/hL:4/wL:5/hR:3/wR:2/nL:1/nR:1/manual_time",
+             "run_type": "iteration", "error_occurred": True, "error_message": "validation failed"}
+    assert entry_key(entry, cold=True).endswith("|cold")
+    assert entry_key(entry).endswith("|warm")
+    assert entry_key({**entry, "cold": 1}).endswith("|cold")

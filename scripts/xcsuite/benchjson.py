@@ -49,9 +49,11 @@ def entry_run_name(entry: dict) -> str:
     return entry.get("run_name") or entry.get("name", "")
 
 
-def entry_key(entry: dict) -> str:
+def entry_key(entry: dict, cold: bool = False) -> str:
+    """The case an entry belongs to. Google Benchmark drops every counter of an errored entry,
+    `cold` included, so the caller passes the run's own setting (context xcorr_cold) as default."""
     variant, dims, params = parse_run_name(entry_run_name(entry))
-    return case_key(variant, dims, params, bool(entry.get("cold", 0)))
+    return case_key(variant, dims, params, bool(entry.get("cold", cold)))
 
 
 def is_iteration(entry: dict) -> bool:
