@@ -5,6 +5,7 @@ scripts/test builds it before running pytest."""
 import json
 import os
 import subprocess
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +67,16 @@ def require_variant(registry, name):
 def overlap_wise(registry):
     """Tests that run overlap-wise (the baseline) need it in the build."""
     require_variant(registry, "overlap-wise")
+
+
+def seeded_rng(seed):
+    """A numpy Generator with a fixed seed: an int, or one derived from a key such as a test's
+    parameters (crc32 of its repr, the same in every process, unlike hash()). The seed is printed,
+    so that a failing test shows it."""
+    if not isinstance(seed, int):
+        seed = zlib.crc32(repr(seed).encode())
+    print(f"rng seed {seed}")
+    return np.random.default_rng(seed)
 
 
 def save(path, array):

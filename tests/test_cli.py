@@ -2,12 +2,15 @@
 each with exit status 2 and one clear line on stderr (never a crash or a half-written file)."""
 
 import json
+import os
+import resource
+import signal
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import run, save
+from conftest import run, save, seeded_rng
 
 
 def xrun(xcorr, *args):
@@ -24,7 +27,7 @@ def one_line_error(r, status, *needles):
 
 @pytest.fixture
 def pair(tmp_path):
-    rng = np.random.default_rng(7)
+    rng = seeded_rng(7)
     return (save(tmp_path / "l.npy", rng.random((5, 6), dtype=np.float32)),
             save(tmp_path / "r.npy", rng.random((3, 4), dtype=np.float32)))
 
@@ -34,7 +37,7 @@ def pair(tmp_path):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, ">f4"])
 @pytest.mark.parametrize("rank", [2, 3])
 def test_npy_round_trip(xcorr, tmp_path, dtype, rank):
-    rng = np.random.default_rng(3)
+    rng = seeded_rng(3)
     left = rng.random((4, 5)).astype(dtype)
     right = rng.random((2, 3)).astype(dtype)
     if rank == 3:
@@ -51,13 +54,22 @@ def test_npy_round_trip(xcorr, tmp_path, dtype, rank):
     np.testing.assert_allclose(got[0], want, rtol=1e-6)
 
 
+def temp_files(directory):
+    return [p.name for p in directory.iterdir() if ".tmp." in p.name]
+
+
 def test_output_overwrites_atomically(xcorr, tmp_path, pair):
-    out = tmp_path / "o.npy"
+    """The output goes to a temporary file renamed over the old one, so the old file's inode is
+    never written: a second hard link to it keeps the old bytes. A writer that truncates and
+    rewrites the file in place changes what the link sees."""
+    out, link = tmp_path / "o.npy", tmp_path / "link.npy"
     out.write_bytes(b"old")
+    os.link(out, link)
     r = xrun(xcorr, "--algorithm", "reference", "--form", "one-to-one", *pair, "--out", out)
-    assert r.returncode == 0
+    assert r.returncode == 0, r.stderr
     assert np.load(out).shape == (1, 7, 9)
-    assert [p.name for p in tmp_path.iterdir() if ".tmp." in p.name] == []
+    assert link.read_bytes() == b"old"
+    assert temp_files(tmp_path) == []
 
 
 # --- xcorr list ----------------------------------------------------------------------------
@@ -216,11 +228,22 @@ def test_output_directory_missing(xcorr, tmp_path, pair):
 
 
 def test_failed_run_leaves_existing_output_untouched(xcorr, tmp_path, pair):
+    """A write that fails half-way (the file size limit: write() returns EFBIG once 200 bytes are
+    written, of the output's 380) leaves the old output byte for byte and no temporary file. A
+    writer that truncates the output in place, or deletes it when a write fails, loses it."""
     out = tmp_path / "o.npy"
-    out.write_bytes(b"precious")
-    r = xrun(xcorr, "--algorithm", "nope", "--form", "one-to-one", *pair, "--out", out)
-    assert r.returncode == 2
-    assert out.read_bytes() == b"precious"
+    old = b"precious" * 64
+    out.write_bytes(old)
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of being killed
+
+    r = run([xcorr, "run", "--algorithm", "reference", "--form", "one-to-one", *pair, "--out", str(out)],
+            preexec_fn=small_files)
+    one_line_error(r, 2, "o.npy", "write failed")
+    assert out.read_bytes() == old
+    assert temp_files(tmp_path) == []
 
 
 def test_output_too_large_for_host_memory(xcorr, tmp_path):

@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from conftest import binary, require_variant, run, save
+from conftest import binary, require_variant, run, save, seeded_rng
 from xcorr_np import correlate, counts, rel_error
 
 
@@ -35,7 +35,7 @@ def test_validator(gpu, name):
 @pytest.mark.parametrize("name", variant_names())
 def test_run_validate_end_to_end(gpu, registry, tmp_path, name):
     v = next(v for v in registry if v["name"] == name)
-    rng = np.random.default_rng(abs(hash(name)) % 2**32)
+    rng = seeded_rng(name)
     for form in v["forms"]:
         hL, wL, hR, wR = (int(x) for x in rng.integers(3, 40, size=4))
         nL, nR = counts(form, rng)
@@ -128,7 +128,7 @@ def test_fft_fused_size_limit(gpu, registry, tmp_path):
     pointer to fft, and no output file is written."""
     require_variant(registry, "fft-fused")
     v = next(v for v in registry if v["name"] == "fft-fused")
-    rng = np.random.default_rng(96)
+    rng = seeded_rng(96)
     for n in (96, 97):
         for form in v["forms"]:
             nL, nR = {"one-to-one": (1, 1), "one-to-many": (1, 3), "n-to-mn": (2, 4), "n-to-m": (2, 3)}[form]

@@ -26,7 +26,7 @@ import warnings
 import numpy as np
 import pytest
 
-from conftest import save
+from conftest import save, seeded_rng
 from xcorr_np import correlate
 
 try:  # numpy's own header parser (np.load calls it); private, so found where numpy keeps it
@@ -228,7 +228,7 @@ def seed_files():
         buf = io.BytesIO()
         np.lib.format.write_array(buf, array, version=version)
         return buf.getvalue()
-    rng = np.random.default_rng(SEED)
+    rng = seeded_rng(SEED)
     return [
         written(rng.random((3, 4), dtype=np.float32), (1, 0)),
         written(rng.random((2, 3, 4)), (1, 0)),
