@@ -4,6 +4,7 @@ The binaries come from the Meson build directory named by $XCORR_BUILD (default:
 scripts/test builds it before running pytest."""
 import json
 import os
+import re
 import subprocess
 import zlib
 from pathlib import Path
@@ -67,6 +68,13 @@ def require_variant(registry, name):
 def overlap_wise(registry):
     """Tests that run overlap-wise (the baseline) need it in the build."""
     require_variant(registry, "overlap-wise")
+
+
+def reported_error(r):
+    """(error, bound, "ok" or "FAILED") from the line `xcorr run --validate` prints."""
+    m = re.search(r"relative error (\S+) \(bound (\S+)\), (\d+) non-finite elements: (ok|FAILED)", r.stdout)
+    assert m, (r.stdout, r.stderr)
+    return float(m.group(1)), float(m.group(2)), m.group(4)
 
 
 def seeded_rng(seed):

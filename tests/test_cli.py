@@ -2,6 +2,7 @@
 each with exit status 2 and one clear line on stderr (never a crash or a half-written file)."""
 
 import json
+import math
 import os
 import resource
 import signal
@@ -10,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run, save, seeded_rng
+from conftest import reported_error, run, save, seeded_rng
 
 
 def xrun(xcorr, *args):
@@ -70,6 +71,57 @@ def test_output_overwrites_atomically(xcorr, tmp_path, pair):
     assert np.load(out).shape == (1, 7, 9)
     assert link.read_bytes() == b"old"
     assert temp_files(tmp_path) == []
+
+
+# --- --validate and --tolerance on the CPU ---------------------------------------------------
+# The reference validated is its own float32 output against its float64 sums: a real error (the
+# float32 rounding, within 2^-24), measured and decided by the code a variant's --validate uses.
+
+def test_validate_decision_is_strict(xcorr, tmp_path, pair):
+    """err <= tolerance passes, err > tolerance fails (exit 1, one line, nothing written), the
+    error printed exactly enough to be given back as the tolerance."""
+    def validate(out, *tolerance):
+        return xrun(xcorr, "--algorithm", "reference", "--form", "one-to-one", *pair, "--out", out,
+                    "--validate", *tolerance)
+    r = validate(tmp_path / "o.npy")
+    assert r.returncode == 0, r.stderr
+    err, bound, verdict = reported_error(r)
+    assert 0 < err <= bound == 2.0 ** -24 and verdict == "ok"
+
+    below = tmp_path / "below.npy"
+    r = validate(below, "--tolerance", repr(math.nextafter(err, 0)))
+    one_line_error(r, 1, "validation failed", "below.npy")
+    assert reported_error(r)[2] == "FAILED" and not below.exists()
+
+    for name, tol in [("equal.npy", err), ("above.npy", math.nextafter(err, 1))]:
+        r = validate(tmp_path / name, "--tolerance", repr(tol))
+        assert r.returncode == 0 and reported_error(r) == (err, tol, "ok"), (r.stdout, r.stderr)
+        assert np.load(tmp_path / name).shape == (1, 7, 9)
+
+
+def test_validate_fails_a_nan_whatever_the_tolerance(xcorr, tmp_path):
+    left = np.ones((4, 4), np.float32)
+    left[1, 1] = np.nan
+    out = tmp_path / "o.npy"
+    r = xrun(xcorr, "--algorithm", "reference", "--form", "one-to-one", save(tmp_path / "l.npy", left),
+             save(tmp_path / "r.npy", np.ones((3, 3), np.float32)), "--out", out, "--validate", "--tolerance", "1e300")
+    one_line_error(r, 1, "validation failed")
+    assert reported_error(r)[2] == "FAILED" and not out.exists()
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--validate", "--tolerance", "-1"], "--tolerance"),
+    (["--validate", "--tolerance", "nan"], "--tolerance"),
+    (["--validate", "--tolerance", "inf"], "--tolerance"),
+    (["--validate", "--tolerance", "1e-5x"], "--tolerance"),
+    (["--validate", "--tolerance"], "needs a value"),
+    (["--tolerance", "1e-5"], "--validate"),
+])
+def test_bad_tolerance(xcorr, tmp_path, pair, args, needle):
+    out = tmp_path / "o.npy"
+    r = xrun(xcorr, "--algorithm", "reference", "--form", "one-to-one", *pair, "--out", out, *args)
+    one_line_error(r, 2, needle)
+    assert not out.exists()
 
 
 # --- xcorr list ----------------------------------------------------------------------------

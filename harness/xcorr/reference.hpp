@@ -22,4 +22,13 @@ struct Comparison {
 Comparison compare_to_reference(const float* out, const double* ref, size_t n);
 Comparison compare_to_reference(const double* out, const double* ref, size_t n);
 
+// The decision of every validation (xcorr run --validate, xcorr_validate): every element finite
+// and the error at most the bound. An error above the bound fails, and so does a NaN error.
+inline bool within_bound(const Comparison& c, double bound) { return c.nonfinite == 0 && c.rel_error <= bound; }
+
+// The bound of the reference's own float32 output against its float64 sums (xcorr run
+// --algorithm reference --validate): rounding to the nearest float32 moves each element by at
+// most 2^-24 of itself, outside float32's subnormal and overflow ranges.
+inline constexpr double kReferenceFloat32Bound = 0x1p-24;
+
 }  // namespace xcorr
