@@ -1,6 +1,7 @@
 // xcorr: the command-line tool.
 //   xcorr list [--json]
 //   xcorr info
+//   xcorr help, xcorr --help, xcorr COMMAND --help
 //   xcorr run --algorithm NAME --form FORM [--param KEY=VALUE ...] LEFT.npy RIGHT.npy --out OUT.npy
 //             [--validate [--tolerance X]]
 // Exit status: 0 success; 1 validation failed or a CUDA failure; 2 bad usage or bad input
@@ -10,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -29,7 +31,9 @@ namespace {
 const char* kUsage =
     "usage:\n"
     "  xcorr list [--json]            every variant with its forms and parameters\n"
-    "  xcorr info                     the GPU found and this build (JSON)\n"
+    "  xcorr info                     the GPU found and this build (JSON; without a usable GPU,\n"
+    "                                 this build and the reason, and exit 3)\n"
+    "  xcorr help                     this text (also --help after any command)\n"
     "  xcorr run --algorithm NAME --form FORM [--param KEY=VALUE ...] LEFT.npy RIGHT.npy\n"
     "            --out OUT.npy [--validate [--tolerance X]]\n"
     "      FORM: one-to-one, one-to-many, n-to-mn, n-to-m; NAME: a variant from `xcorr list`\n"
@@ -112,15 +116,25 @@ int cmd_list(bool json) {
     return 0;
 }
 
+// The GPU and this build as JSON. Without a usable GPU: this build and the reason
+// (xcorr_no_gpu_reason), then the NoGpuError again (exit 3, one line on stderr).
 int cmd_info() {
-    GpuInfo g = require_gpu();
-    std::cout << "{";
-    bool first = true;
-    for (const auto& [k, v] : context_entries(g)) {
-        std::cout << (first ? "" : ", ") << '"' << k << "\": \"" << json_escape(v) << '"';
-        first = false;
+    std::vector<std::pair<std::string, std::string>> entries;
+    std::exception_ptr no_gpu;
+    try {
+        entries = context_entries(require_gpu());
+    } catch (const NoGpuError& e) {
+        no_gpu = std::current_exception();
+        entries = build_entries();
+        entries.emplace_back("xcorr_no_gpu_reason", e.what());
     }
-    std::cout << "}\n";
+    std::cout << "{";
+    for (const auto& [k, v] : entries) std::cout << '"' << k << "\": \"" << json_escape(v) << "\", ";
+    std::cout << "\"xcorr_variants\": [";
+    for (size_t i = 0; i < variants().size(); ++i)
+        std::cout << (i ? ", " : "") << '"' << json_escape(variants()[i].name) << '"';
+    std::cout << "]}\n" << std::flush;
+    if (no_gpu) std::rethrow_exception(no_gpu);
     return 0;
 }
 
@@ -226,10 +240,15 @@ int cmd_run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
     try {
-        if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+        if (argc < 2) {
             std::cout << kUsage;
-            return argc < 2 ? 2 : 0;
+            return 2;
         }
+        for (int i = 1; i < argc; ++i)
+            if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h" || (i == 1 && std::string(argv[1]) == "help")) {
+                std::cout << kUsage;
+                return 0;
+            }
         const std::string cmd = argv[1];
         if (cmd == "list") {
             if (argc > 3 || (argc == 3 && std::string(argv[2]) != "--json")) throw UsageError("usage: xcorr list [--json]");
@@ -237,7 +256,7 @@ int main(int argc, char** argv) {
         }
         if (cmd == "info") return cmd_info();
         if (cmd == "run") return cmd_run(argc - 2, argv + 2);
-        throw UsageError("unknown command '" + cmd + "' (expected list, info or run)");
+        throw UsageError("unknown command '" + cmd + "' (expected list, info, run or help)");
     } catch (const UsageError& e) {
         std::fprintf(stderr, "xcorr: error: %s\n", e.what());
         return 2;

@@ -40,7 +40,8 @@ def gpu_info():
     r = run([binary("xcorr"), "info"])
     if r.returncode == 0:
         return json.loads(r.stdout), ""
-    return None, r.stderr.strip()
+    lines = r.stderr.strip().splitlines() or [f"xcorr info exited with status {r.returncode}"]
+    return None, lines[-1].removeprefix("xcorr: no GPU: ")
 
 
 @pytest.fixture(scope="session")

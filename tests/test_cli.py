@@ -1,6 +1,7 @@
 """The `xcorr` tool on the CPU: .npy round trips, `xcorr list`, and every kind of bad input,
 each with exit status 2 and one clear line on stderr (never a crash or a half-written file)."""
 
+import ctypes
 import json
 import math
 import os
@@ -152,6 +153,48 @@ def test_list_text(xcorr, registry):
     assert r.returncode == 0
     for v in registry:
         assert v["name"] in r.stdout
+
+
+# --- help and info -------------------------------------------------------------------------
+
+RUN_OPTIONS = ["--algorithm", "--form", "--param", "--out", "--validate", "--tolerance"]
+
+
+@pytest.mark.parametrize("args", [["--help"], ["-h"], ["help"], ["run", "--help"],
+                                  ["run", "--algorithm", "reference", "--help"], ["list", "--help"], ["info", "--help"]])
+def test_help(xcorr, args):
+    r = run([xcorr, *args])
+    assert r.returncode == 0 and r.stderr == "", (r.returncode, r.stderr)
+    for word in ["usage", "list", "info", "run", *RUN_OPTIONS]:
+        assert word in r.stdout, word
+
+
+def test_info_reports_the_build_with_or_without_a_gpu(xcorr, registry):
+    """`xcorr info` prints this build (and the GPU) as JSON; without a usable GPU it still prints
+    the build, with the reason, and exits 3 with that reason as one line on stderr."""
+    r = run([xcorr, "info"])
+    info = json.loads(r.stdout)
+    for key in ["xcorr_build_archs", "xcorr_nvcc_version", "xcorr_build_type", "xcorr_git_revision"]:
+        assert info[key], key
+    assert info["xcorr_variants"] == sorted(v["name"] for v in registry)
+    if r.returncode == 0:
+        assert info["xcorr_gpu_name"] and "xcorr_no_gpu_reason" not in info
+    else:
+        one_line_error(r, 3, info["xcorr_no_gpu_reason"])
+        assert "xcorr_gpu_name" not in info
+
+
+def test_no_driver_is_named_as_such(xcorr, gpu_info):
+    """Without an NVIDIA driver, CUDA says "driver version is insufficient"; the tool and the GPU
+    tests' skip reason say that there is no driver or GPU instead."""
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        pytest.skip("an NVIDIA driver (libcuda.so.1) is installed here")
+    except OSError:
+        pass
+    info, reason = gpu_info
+    assert info is None and reason.startswith("no NVIDIA driver / no GPU on this machine"), reason
+    one_line_error(run([xcorr, "info"]), 3, "no NVIDIA driver / no GPU on this machine")
 
 
 # --- bad input -----------------------------------------------------------------------------
@@ -315,6 +358,6 @@ def test_no_gpu_gives_exit_3(xcorr, gpu_info, tmp_path, pair, overlap_wise):
         pytest.skip("a GPU is present: the no-GPU path cannot be exercised here")
     out = tmp_path / "o.npy"
     r = xrun(xcorr, "--algorithm", "overlap-wise", "--form", "one-to-one", *pair, "--out", out)
-    one_line_error(r, 3, "no usable cuda gpu")
+    one_line_error(r, 3, "no gpu")
     assert not out.exists()
     one_line_error(run([xcorr, "info"]), 3, "gpu")
