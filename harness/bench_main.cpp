@@ -57,6 +57,21 @@ using namespace xcorr;
 
 namespace {
 
+// --help prints this, then Google Benchmark's own options (its --help, which exits).
+const char* kUsage =
+    "usage: xcorr_bench [--case SPEC]... [--cases FILE] [--min-time SECONDS] [--batch N] [--cold]\n"
+    "                   [--launch-floor] [--seed N] [Google Benchmark options]\n"
+    "  --case SPEC      a case: space-separated key=value, variant= form= size= (or hL= wL= hR= wR=)\n"
+    "                   nL= nR= batch= and the variant's parameters; without cases, every variant x\n"
+    "                   form at 32 x 32\n"
+    "  --cases FILE     one SPEC per line (# starts a comment)\n"
+    "  --min-time S     GPU time per repetition in seconds (default 0.1)\n"
+    "  --batch N        calls per timed iteration (default: from the problem size)\n"
+    "  --cold           flush the L2 cache before every iteration (batch 1)\n"
+    "  --launch-floor   also time an empty kernel, the floor under every tiny problem\n"
+    "  --seed N         seed of the generated inputs (default 42)\n"
+    "Google Benchmark's options:\n";
+
 struct Options {
     double min_time = 0.1;
     int batch = 0;  // 0: from the problem size
@@ -377,7 +392,11 @@ int main(int argc, char** argv) {
             else if (is("--check-tolerance")) opt.check_tolerance = positive_number("--check-tolerance", value("--check-tolerance"));
             else if (a == "--cold") opt.cold = true;
             else if (a == "--launch-floor") launch_floor = true;
-            else {
+            else if (a == "--help" || a == "-h") {
+                std::fputs(kUsage, stdout);
+                std::fflush(stdout);
+                rest.push_back(const_cast<char*>("--help"));
+            } else {
                 if (a.rfind("--benchmark_list_tests", 0) == 0) list_only = true;
                 rest.push_back(argv[i]);
             }

@@ -28,9 +28,19 @@ std::string kernel_driver_version() {
 }
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> build_entries() {
+    return {
+        {"xcorr_git_revision", git_revision()},
+        {"xcorr_build_archs", XCORR_BUILD_ARCHS},
+        {"xcorr_build_type", XCORR_BUILD_TYPE},
+        {"xcorr_nvcc_version", XCORR_NVCC_VERSION},
+        {"xcorr_cuda_flags", XCORR_CUDA_FLAGS},
+    };
+}
+
 std::vector<std::pair<std::string, std::string>> context_entries(const GpuInfo& g) {
     auto ver = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
-    return {
+    std::vector<std::pair<std::string, std::string>> entries{
         {"xcorr_gpu_name", g.name},
         {"xcorr_compute_capability", std::to_string(g.cc_major) + "." + std::to_string(g.cc_minor)},
         {"xcorr_sm_count", std::to_string(g.sm_count)},
@@ -43,12 +53,9 @@ std::vector<std::pair<std::string, std::string>> context_entries(const GpuInfo& 
         {"xcorr_cuda_driver_api_version", ver(g.driver_version)},
         {"xcorr_cuda_runtime_version", ver(g.runtime_version)},
         {"xcorr_cufft_version", std::to_string(g.cufft_version)},
-        {"xcorr_git_revision", git_revision()},
-        {"xcorr_build_archs", XCORR_BUILD_ARCHS},
-        {"xcorr_build_type", XCORR_BUILD_TYPE},
-        {"xcorr_nvcc_version", XCORR_NVCC_VERSION},
-        {"xcorr_cuda_flags", XCORR_CUDA_FLAGS},
     };
+    for (auto& e : build_entries()) entries.push_back(std::move(e));
+    return entries;
 }
 
 }  // namespace xcorr

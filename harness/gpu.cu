@@ -1,4 +1,5 @@
 #include <cufft.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <fstream>
@@ -99,6 +100,19 @@ __global__ void empty_kernel() {}
 
 int blocks_for(size_t n, int threads) { return int(std::min<size_t>((n + threads - 1) / threads, 65536)); }
 
+// Why cudaGetDeviceCount found no GPU. Without any driver it says "CUDA driver version is
+// insufficient for CUDA runtime version", as it does for an old one: the driver library tells
+// the two apart.
+std::string no_gpu_reason(cudaError_t err) {
+    if (err == cudaSuccess) return "no usable CUDA GPU found";
+    if (err == cudaErrorInsufficientDriver) {
+        void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+        if (!driver) return "no NVIDIA driver / no GPU on this machine (libcuda.so.1 not found)";
+        dlclose(driver);
+    }
+    return std::string("no usable CUDA GPU found (") + cudaGetErrorString(err) + ")";
+}
+
 }  // namespace
 
 GpuInfo require_gpu() {
@@ -106,8 +120,7 @@ GpuInfo require_gpu() {
     cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess || count == 0) {
         cudaGetLastError();
-        throw NoGpuError(std::string("no usable CUDA GPU found") +
-                         (err != cudaSuccess ? std::string(" (") + cudaGetErrorString(err) + ")" : ""));
+        throw NoGpuError(no_gpu_reason(err));
     }
     GpuInfo g;
     XC_CUDA_CHECK(cudaSetDevice(0));

@@ -5,90 +5,330 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <regex>
+#include <map>
 
 #include "xcorr/core.hpp"
 
 namespace xcorr {
 namespace {
 
-[[noreturn]] void bad(const std::string& path, const std::string& what) { throw UsageError(path + ": " + what); }
-
-std::string field(const std::string& header, const std::string& key) {
-    // The header is a Python dict literal, e.g. {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }
-    std::smatch m;
-    if (key == "shape") {
-        if (std::regex_search(header, m, std::regex("'shape'\\s*:\\s*\\(([^)]*)\\)"))) return m[1];
-    } else if (std::regex_search(header, m, std::regex("'" + key + "'\\s*:\\s*('([^']*)'|True|False)"))) {
-        return m[2].matched ? std::string(m[2]) : std::string(m[1]);
+// Text from a file or the command line, made safe for a one-line message: control characters
+// (and, with `ascii_only`, every byte outside ASCII) as \xNN, cut to `max` characters.
+std::string printable(const std::string& s, bool ascii_only, size_t max = 200) {
+    std::string o;
+    for (unsigned char c : s) {
+        if (o.size() >= max) return o + "...";
+        if (c < 0x20 || c == 0x7f || (ascii_only && c >= 0x80)) {
+            char esc[5];
+            std::snprintf(esc, sizeof esc, "\\x%02x", c);
+            o += esc;
+        } else {
+            o += char(c);
+        }
     }
-    return "\x01";  // absent
+    return o;
 }
+
+[[noreturn]] void bad(const std::string& path, const std::string& what) {
+    throw UsageError(printable(path, false, 4096) + ": " + what);
+}
+
+// --- the header: a Python dict literal, read as numpy reads it (ast.literal_eval) -------------
+//
+// numpy writes {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), } and reads any Python
+// literal with exactly these three keys. This parser takes Python's syntax for what such a dict
+// can hold: strings in ' or ", True and False, decimal integers with an optional sign (and
+// Python's rules: no leading zeros, single underscores between digits), tuples with an optional
+// trailing comma, redundant parentheses, whitespace and comments between tokens, a duplicated
+// key keeping its last value. It refuses the rest, including Python spellings numpy never writes
+// (escapes and prefixes in strings, 0x/0o/0b integers): numpy accepts those, the tool does not.
+
+struct HeaderError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+struct Value {
+    enum Kind { Str, Bool, Int, Tuple } kind = Int;
+    std::string str;
+    bool flag = false;        // Bool
+    int64_t num = 0;          // Int, when it fits
+    bool huge = false;        // Int beyond int64
+    bool signed_ = false;     // Int written with a sign (Python takes one sign, not two)
+    std::vector<Value> items; // Tuple
+};
+
+class HeaderParser {
+public:
+    explicit HeaderParser(const std::string& text) : t_(text) {}
+
+    std::map<std::string, Value> dict() {
+        if (t_.find('\0') != std::string::npos) fail("a NUL byte");
+        leading_space();
+        expect('{');
+        std::map<std::string, Value> d;
+        skip_space();
+        while (peek() != '}') {
+            const Value key = value();
+            if (key.kind != Value::Str) fail("a key that is not a string");
+            skip_space();
+            expect(':');
+            d[key.str] = value();  // a repeated key keeps its last value, as in Python
+            skip_space();
+            if (peek() == ',') ++i_, skip_space();
+            else if (peek() != '}') fail("expected ',' or '}'");
+        }
+        ++i_;
+        skip_space();
+        if (i_ != t_.size()) fail("text after the dict");
+        return d;
+    }
+
+private:
+    const std::string& t_;
+    size_t i_ = 0;
+
+    [[noreturn]] void fail(const std::string& what) const {
+        throw HeaderError(what + " at character " + std::to_string(i_));
+    }
+    char peek() const { return i_ < t_.size() ? t_[i_] : '\0'; }  // NUL is refused up front
+    void expect(char c) {
+        if (peek() != c) fail(std::string("expected '") + c + "'");
+        ++i_;
+    }
+    static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\f' || c == '\n' || c == '\r'; }
+    void skip_comment() {
+        if (peek() == '#')
+            while (i_ < t_.size() && t_[i_] != '\n' && t_[i_] != '\r') ++i_;
+    }
+    // Between tokens: whitespace, newlines and comments (Python, inside brackets and after them).
+    void skip_space() {
+        for (;;) {
+            while (is_space(peek())) ++i_;
+            if (peek() != '#') return;
+            skip_comment();
+        }
+    }
+    // Before the dict: literal_eval strips leading spaces and tabs; blank and comment lines may
+    // follow, but the line holding '{' may not be indented (Python: "unexpected indent").
+    void leading_space() {
+        while (peek() == ' ' || peek() == '\t') ++i_;
+        size_t indent_from = i_;
+        for (;;) {
+            while (peek() == ' ' || peek() == '\t' || peek() == '\f')
+                if (t_[i_++] == '\f') indent_from = i_;  // a form feed resets the column
+            skip_comment();
+            if (peek() != '\n' && peek() != '\r') break;
+            indent_from = ++i_;
+        }
+        if (indent_from != i_) fail("an indented line");
+    }
+
+    Value value() {
+        skip_space();
+        const char c = peek();
+        if (c == '+' || c == '-') {
+            ++i_;
+            Value v = value();
+            if (v.kind != Value::Int || v.signed_) fail("a sign before something other than a number");
+            v.signed_ = true;
+            if (c == '-') v.num = -v.num;
+            return v;
+        }
+        if (c == '(') return parenthesized();
+        if (c == '\'' || c == '"') return string();
+        if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') return word();
+        fail("unexpected character");
+    }
+
+    // "()" is an empty tuple, "(x)" is x, "(x,)" and "(x, y)" are tuples.
+    Value parenthesized() {
+        ++i_;
+        skip_space();
+        Value tuple;
+        tuple.kind = Value::Tuple;
+        if (peek() == ')') return ++i_, tuple;
+        tuple.items.push_back(value());
+        bool comma = false;
+        for (skip_space(); peek() == ','; skip_space()) {
+            ++i_, comma = true;
+            skip_space();
+            if (peek() == ')') break;
+            tuple.items.push_back(value());
+        }
+        expect(')');
+        return comma ? tuple : tuple.items.front();
+    }
+
+    Value string() {
+        const char quote = t_[i_++];
+        Value v;
+        v.kind = Value::Str;
+        for (;; ++i_) {
+            const char c = peek();
+            if (c == quote) break;
+            if (c == '\\') fail("an escape sequence (not supported)");
+            if (c == '\0' || c == '\n' || c == '\r') fail("an unterminated string");
+            v.str += c;
+        }
+        ++i_;
+        return v;
+    }
+
+    // True, False or a decimal integer (digits, single underscores between them, no leading zero).
+    Value word() {
+        const size_t start = i_;
+        while (std::isalnum(static_cast<unsigned char>(peek())) || peek() == '_' || peek() == '.') ++i_;
+        const std::string w = t_.substr(start, i_ - start);
+        Value v;
+        if (w == "True" || w == "False") {
+            v.kind = Value::Bool, v.flag = w == "True";
+            return v;
+        }
+        const bool zeros_only = w.find_first_not_of("0_") == std::string::npos;
+        bool ok = std::isdigit(static_cast<unsigned char>(w[0])) && w.back() != '_' &&
+                  w.find("__") == std::string::npos && (w[0] != '0' || zeros_only);
+        for (char c : w) {
+            if (c == '_') continue;
+            ok = ok && std::isdigit(static_cast<unsigned char>(c));
+            if (ok && !v.huge && (__builtin_mul_overflow(v.num, 10, &v.num) || __builtin_add_overflow(v.num, c - '0', &v.num)))
+                v.huge = true;
+        }
+        i_ = start;
+        if (!ok) fail("'" + printable(w, true, 40) + "', which is not a decimal integer, True or False");
+        i_ += w.size();
+        return v;
+    }
+};
+
+// The dtype strings numpy reads as float32 or float64 (np.dtype(descr)): numpy's names, or an
+// optional byte order (<, >, = or |) and 'f' or 'd' alone, or 'f' and a size that C's strtol reads
+// as 4 or 8 ('f4', 'f 4', 'f04' all are float32 to numpy). Returns the element size, 0 otherwise.
+int float_size(const std::string& descr, bool& big_endian) {
+    big_endian = false;
+    if (descr == "float32" || descr == "single") return 4;
+    if (descr == "float64" || descr == "double" || descr == "float") return 8;
+    std::string code = descr;
+    if (!code.empty() && std::strchr("<>=|", code[0])) big_endian = code[0] == '>', code.erase(0, 1);
+    if (code == "f") return 4;
+    if (code == "d") return 8;
+    if (code.size() < 2 || code[0] != 'f') return 0;
+    char* end = nullptr;
+    const long size = std::strtol(code.c_str() + 1, &end, 10);
+    return end == code.c_str() + code.size() && (size == 4 || size == 8) ? int(size) : 0;
+}
+
+// Closes the file descriptor on every path out of read_npy_stack.
+struct Fd {
+    int fd;
+    ~Fd() {
+        if (fd >= 0) close(fd);
+    }
+};
+
+// Reads up to `n` bytes; returns how many the file had.
+size_t read_some(int fd, void* buf, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        const ssize_t r = ::read(fd, static_cast<char*>(buf) + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += size_t(r);
+    }
+    return got;
+}
+
+constexpr size_t kMaxHeader = 10000;  // np.load's max_header_size: it refuses longer headers
 
 }  // namespace
 
 Stack read_npy_stack(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) bad(path, std::string("cannot open file (") + std::strerror(errno) + ")");
-    char magic[8] = {};
-    f.read(magic, 8);
-    if (f.gcount() != 8 || std::memcmp(magic, "\x93NUMPY", 6) != 0) bad(path, "not a .npy file (bad magic)");
-    const int major = static_cast<unsigned char>(magic[6]);
-    uint32_t hlen = 0;
-    if (major == 1) {
-        unsigned char b[2];
-        f.read(reinterpret_cast<char*>(b), 2);
-        hlen = b[0] | (b[1] << 8);
-    } else if (major == 2 || major == 3) {
-        unsigned char b[4];
-        f.read(reinterpret_cast<char*>(b), 4);
-        hlen = b[0] | (b[1] << 8) | (b[2] << 16) | (uint32_t(b[3]) << 24);
-    } else {
-        bad(path, "unsupported .npy version " + std::to_string(major));
-    }
-    if (!f || hlen > (1u << 20)) bad(path, "truncated or corrupt .npy header");
+    Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+    if (f.fd < 0) bad(path, std::string("cannot open file (") + std::strerror(errno) + ")");
+    struct stat st{};
+    if (fstat(f.fd, &st) != 0) bad(path, std::string("cannot read file (") + std::strerror(errno) + ")");
+    // The size check below needs the file's size before anything is allocated.
+    if (!S_ISREG(st.st_mode)) bad(path, S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
+
+    // Magic, version (1.0: 2-byte header length; 2.0 and 3.0: 4 bytes), header, data.
+    unsigned char pre[12] = {};
+    if (read_some(f.fd, pre, 8) < 8 || std::memcmp(pre, "\x93NUMPY", 6) != 0) bad(path, "not a .npy file (bad magic)");
+    const int major = pre[6], minor = pre[7];
+    if ((major != 1 && major != 2 && major != 3) || minor != 0)
+        bad(path, "unsupported .npy version " + std::to_string(major) + "." + std::to_string(minor) +
+                      " (numpy reads 1.0, 2.0 and 3.0)");
+    const size_t prefix = major == 1 ? 10 : 12;
+    if (read_some(f.fd, pre + 8, prefix - 8) < prefix - 8) bad(path, "truncated .npy header");
+    const size_t hlen = pre[8] | pre[9] << 8 | (major == 1 ? 0 : pre[10] << 16 | size_t(pre[11]) << 24);
+    if (hlen > kMaxHeader)
+        bad(path, "a .npy header of " + std::to_string(hlen) + " bytes (numpy reads at most " +
+                      std::to_string(kMaxHeader) + ")");
     std::string header(hlen, '\0');
-    f.read(header.data(), hlen);
-    if (!f) bad(path, "truncated .npy header");
+    if (read_some(f.fd, header.data(), hlen) < hlen) bad(path, "truncated .npy header");
+    // Version 3.0 headers are UTF-8 (1.0 and 2.0 latin-1); only comments may hold non-ASCII text,
+    // and in 3.0 the tool takes none (a byte flipped into one is never valid UTF-8 anyway).
+    if (major == 3)
+        for (unsigned char c : header)
+            if (c >= 0x80) bad(path, "non-ASCII byte in a version 3.0 .npy header");
 
-    const std::string descr = field(header, "descr"), order = field(header, "fortran_order"),
-                      shape_text = field(header, "shape");
-    if (descr == "\x01" || order == "\x01" || shape_text == "\x01") bad(path, "malformed .npy header: " + header);
-    int elem = 0;
-    bool swap = false;
-    Stack s;
-    if (descr == "<f4" || descr == "=f4" || descr == ">f4") {
-        elem = 4, s.source_dtype = "float32", swap = descr[0] == '>';
-    } else if (descr == "<f8" || descr == "=f8" || descr == ">f8") {
-        elem = 8, s.source_dtype = "float64", swap = descr[0] == '>';
-    } else {
-        bad(path, "wrong dtype '" + descr + "': expected float32 or float64");
+    std::map<std::string, Value> d;
+    try {
+        d = HeaderParser(header).dict();
+    } catch (const HeaderError& e) {
+        bad(path, std::string("malformed .npy header (") + e.what() + "): " + printable(header, true, 120));
     }
-    if (order != "False") bad(path, "Fortran-ordered arrays are not supported: save a C-ordered array");
-
+    if (d.size() != 3 || !d.count("descr") || !d.count("fortran_order") || !d.count("shape"))
+        bad(path, "malformed .npy header: the keys must be exactly 'descr', 'fortran_order' and 'shape': " +
+                      printable(header, true, 120));
+    const Value &descr = d["descr"], &order = d["fortran_order"], &shape_v = d["shape"];
+    if (order.kind != Value::Bool) bad(path, "malformed .npy header: fortran_order is not True or False");
+    if (shape_v.kind != Value::Tuple) bad(path, "malformed .npy header: the shape is not a tuple");
     std::vector<int64_t> shape;
-    std::regex num("\\s*(\\d+)\\s*");
-    for (std::sregex_iterator it(shape_text.begin(), shape_text.end(), num), end; it != end; ++it)
-        shape.push_back(std::stoll((*it)[1]));
+    for (const Value& dim : shape_v.items) {
+        if (dim.kind != Value::Int) bad(path, "malformed .npy header: the shape holds something other than integers");
+        if (dim.num < 0 && !dim.huge) bad(path, "negative dimension in the shape");
+        if (dim.huge || dim.num > (1 << 30)) bad(path, "dimension too large (over 2^30)");
+        shape.push_back(dim.num);
+    }
+
+    if (descr.kind != Value::Str) bad(path, "wrong dtype (descr is not a string): expected float32 or float64");
+    bool swap = false;
+    const int elem = float_size(descr.str, swap);
+    if (!elem) bad(path, "wrong dtype '" + printable(descr.str, true, 40) + "': expected float32 or float64");
+    Stack s;
+    s.source_dtype = elem == 4 ? "float32" : "float64";
+    if (order.flag) bad(path, "Fortran-ordered arrays are not supported: save a C-ordered array");
     if (shape.size() != 2 && shape.size() != 3)
         bad(path, "wrong rank " + std::to_string(shape.size()) + ": expected a matrix (h, w) or a stack (count, h, w)");
     if (shape.size() == 2) shape.insert(shape.begin(), 1);
-    for (int64_t d : shape)
-        if (d == 0) bad(path, "empty array (a dimension is 0)");
-    for (int64_t d : shape)
-        if (d > (1 << 30)) bad(path, "dimension too large");
-    const int64_t n = shape[0] * shape[1] * shape[2];
-    if (n > (int64_t(1) << 34)) bad(path, "array too large");
+    for (int64_t dim : shape)
+        if (dim == 0) bad(path, "empty array (a dimension is 0)");
+    // Dimensions are at most 2^30: 3 of them may overflow int64, so every product is checked.
+    int64_t n = 1;
+    for (int64_t dim : shape)
+        if (__builtin_mul_overflow(n, dim, &n)) n = INT64_MAX;
+    if (n > (int64_t(1) << 34)) bad(path, "array too large (over 2^34 elements)");
+    const int64_t bytes = n * elem;
+
+    // Compare with the file's size before allocating: a 193-byte file may declare 40 GB. np.load
+    // reads the declared count and ignores what follows; the tool refuses trailing bytes, which
+    // mean that the shape does not match the data (or that the file holds more than one array).
+    const int64_t offset = int64_t(prefix + hlen), have = int64_t(st.st_size) - offset;
+    if (have < bytes)
+        bad(path, "truncated data: the header declares " + std::to_string(bytes) + " bytes of data, the file holds " +
+                      std::to_string(have));
+    if (have > bytes)
+        bad(path, std::to_string(have - bytes) + " bytes after the " + std::to_string(bytes) +
+                      " bytes of data the header declares (a shape that does not match the data?)");
     s.count = int(shape[0]), s.h = int(shape[1]), s.w = int(shape[2]);
 
-    std::vector<char> raw(size_t(n) * elem);
-    f.read(raw.data(), std::streamsize(raw.size()));
-    if (f.gcount() != std::streamsize(raw.size()))
-        bad(path, "truncated data: expected " + std::to_string(raw.size()) + " bytes after the header");
+    std::vector<char> raw(static_cast<size_t>(bytes));
+    if (read_some(f.fd, raw.data(), raw.size()) != raw.size())
+        bad(path, "truncated data (the file changed while it was read)");
     if (swap)
         for (size_t i = 0; i < raw.size(); i += elem) std::reverse(raw.begin() + i, raw.begin() + i + elem);
     s.data.resize(size_t(n));
@@ -96,9 +336,9 @@ Stack read_npy_stack(const std::string& path) {
         std::memcpy(s.data.data(), raw.data(), raw.size());
     } else {
         for (int64_t i = 0; i < n; ++i) {
-            double d;
-            std::memcpy(&d, raw.data() + i * 8, 8);
-            s.data[size_t(i)] = float(d);
+            double v;
+            std::memcpy(&v, raw.data() + i * 8, 8);
+            s.data[size_t(i)] = float(v);
         }
     }
     return s;

@@ -1,12 +1,17 @@
 // xcorr: the command-line tool.
 //   xcorr list [--json]
 //   xcorr info
-//   xcorr run --algorithm NAME --form FORM [--param KEY=VALUE ...] LEFT.npy RIGHT.npy --out OUT.npy [--validate]
+//   xcorr help, xcorr --help, xcorr COMMAND --help
+//   xcorr run --algorithm NAME --form FORM [--param KEY=VALUE ...] LEFT.npy RIGHT.npy --out OUT.npy
+//             [--validate [--tolerance X]]
 // Exit status: 0 success; 1 validation failed or a CUDA failure; 2 bad usage or bad input
 // (including a problem too large for GPU memory); 3 no usable GPU, or a GPU the binary was not
 // built for. Every failure prints one line on stderr.
+#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <exception>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -26,12 +31,45 @@ namespace {
 const char* kUsage =
     "usage:\n"
     "  xcorr list [--json]            every variant with its forms and parameters\n"
-    "  xcorr info                     the GPU found and this build (JSON)\n"
+    "  xcorr info                     the GPU found and this build (JSON; without a usable GPU,\n"
+    "                                 this build and the reason, and exit 3)\n"
+    "  xcorr help                     this text (also --help after any command)\n"
     "  xcorr run --algorithm NAME --form FORM [--param KEY=VALUE ...] LEFT.npy RIGHT.npy\n"
-    "            --out OUT.npy [--validate]\n"
+    "            --out OUT.npy [--validate [--tolerance X]]\n"
     "      FORM: one-to-one, one-to-many, n-to-mn, n-to-m; NAME: a variant from `xcorr list`\n"
     "      or `reference` (float64 on the CPU). --validate prints the relative error against the\n"
-    "      float64 reference and fails (exit 1, no output written) above the variant's bound.\n";
+    "      float64 reference and fails (exit 1, no output written) above the variant's bound\n"
+    "      (`xcorr list`; the reference's float32 output: 2^-24), or above X with --tolerance.\n";
+
+// The shortest text that reads back as the same double: a reported error can be given back
+// as a --tolerance exactly.
+std::string shortest(double x) {
+    char buf[32];
+    return std::string(buf, std::to_chars(buf, buf + sizeof buf, x).ptr);
+}
+
+double parse_tolerance(const std::string& text) {
+    char* end = nullptr;
+    const double x = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !std::isfinite(x) || x < 0)
+        throw UsageError("--tolerance takes a finite number >= 0, got '" + text + "'");
+    return x;
+}
+
+// --validate: prints the relative error of `out` against the float64 reference and whether it is
+// within `bound` (passes, the verdict of xcorr_validate and xcorr_bench too).
+bool validation_passes(const std::vector<float>& out, const std::vector<double>& ref, double bound,
+                       const std::string& what, const std::string& out_path) {
+    const Comparison c = compare_to_reference(out.data(), ref.data(), out.size());
+    const bool ok = passes(c, bound);
+    std::printf("relative error %s (bound %s), %zu non-finite elements: %s\n", shortest(c.rel_error).c_str(),
+                shortest(bound).c_str(), c.nonfinite, ok ? "ok" : "FAILED");
+    std::fflush(stdout);
+    if (!ok)
+        std::fprintf(stderr, "xcorr: validation failed: %s is off the float64 reference; %s not written\n",
+                     what.c_str(), out_path.c_str());
+    return ok;
+}
 
 std::string json_escape(const std::string& s) {
     std::string o;
@@ -78,15 +116,25 @@ int cmd_list(bool json) {
     return 0;
 }
 
+// The GPU and this build as JSON. Without a usable GPU: this build and the reason
+// (xcorr_no_gpu_reason), then the NoGpuError again (exit 3, one line on stderr).
 int cmd_info() {
-    GpuInfo g = require_gpu();
-    std::cout << "{";
-    bool first = true;
-    for (const auto& [k, v] : context_entries(g)) {
-        std::cout << (first ? "" : ", ") << '"' << k << "\": \"" << json_escape(v) << '"';
-        first = false;
+    std::vector<std::pair<std::string, std::string>> entries;
+    std::exception_ptr no_gpu;
+    try {
+        entries = context_entries(require_gpu());
+    } catch (const NoGpuError& e) {
+        no_gpu = std::current_exception();
+        entries = build_entries();
+        entries.emplace_back("xcorr_no_gpu_reason", e.what());
     }
-    std::cout << "}\n";
+    std::cout << "{";
+    for (const auto& [k, v] : entries) std::cout << '"' << k << "\": \"" << json_escape(v) << "\", ";
+    std::cout << "\"xcorr_variants\": [";
+    for (size_t i = 0; i < variants().size(); ++i)
+        std::cout << (i ? ", " : "") << '"' << json_escape(variants()[i].name) << '"';
+    std::cout << "]}\n" << std::flush;
+    if (no_gpu) std::rethrow_exception(no_gpu);
     return 0;
 }
 
@@ -95,6 +143,7 @@ int cmd_run(int argc, char** argv) {
     std::vector<std::string> inputs;
     Params given;
     bool validate = false;
+    double tolerance = -1;  // the variant's own bound unless --tolerance is given
     for (int i = 0; i < argc; ++i) {
         std::string a = argv[i];
         auto value = [&](const std::string& flag) -> std::string {
@@ -111,6 +160,7 @@ int cmd_run(int argc, char** argv) {
             if (eq == std::string::npos || eq == 0) throw UsageError("--param takes KEY=VALUE, got '" + kv + "'");
             given[kv.substr(0, eq)] = kv.substr(eq + 1);
         } else if (a == "--validate") validate = true;
+        else if (a == "--tolerance" || a.rfind("--tolerance=", 0) == 0) tolerance = parse_tolerance(value("--tolerance"));
         else if (a.rfind("--", 0) == 0) throw UsageError("unknown option " + a);
         else inputs.push_back(a);
     }
@@ -118,6 +168,7 @@ int cmd_run(int argc, char** argv) {
     if (form_text.empty()) throw UsageError("missing --form");
     if (out_path.empty()) throw UsageError("missing --out");
     if (inputs.size() != 2) throw UsageError("expected two input files (LEFT.npy RIGHT.npy), got " + std::to_string(inputs.size()));
+    if (tolerance >= 0 && !validate) throw UsageError("--tolerance applies to --validate, which is not given");
 
     const Form form = parse_form(form_text);
     const Variant* variant = nullptr;
@@ -151,6 +202,9 @@ int cmd_run(int argc, char** argv) {
         std::vector<double> ref(out.size());
         reference_cpu(p, left.data.data(), right.data.data(), ref.data());
         for (size_t i = 0; i < out.size(); ++i) out[i] = float(ref[i]);
+        // Validated, the reference's float32 output is held to the float32 rounding of its sums.
+        if (validate && !validation_passes(out, ref, tolerance >= 0 ? tolerance : kReferenceFloat32Bound, algorithm, out_path))
+            return 1;
         write_npy_atomic(out_path, out_shape, out.data());
         return 0;
     }
@@ -175,15 +229,8 @@ int cmd_run(int argc, char** argv) {
             reference_gpu(p, dl.get(), dr.get(), dref.get(), nullptr);
             XC_CUDA_CHECK(cudaMemcpy(ref.data(), dref.get(), dref.bytes(), cudaMemcpyDeviceToHost));
         }
-        const auto [err, nonfinite] = compare_to_reference(out.data(), ref.data(), out.size());
-        const bool ok = nonfinite == 0 && err <= variant->tolerance;
-        std::printf("relative error %.3e (bound %.1e), %zu non-finite elements: %s\n", err, variant->tolerance,
-                    nonfinite, ok ? "ok" : "FAILED");
-        if (!ok) {
-            std::fprintf(stderr, "xcorr: validation failed: %s is off the float64 reference; %s not written\n",
-                         algorithm.c_str(), out_path.c_str());
+        if (!validation_passes(out, ref, tolerance >= 0 ? tolerance : variant->tolerance, algorithm, out_path))
             return 1;
-        }
     }
     write_npy_atomic(out_path, out_shape, out.data());
     return 0;
@@ -193,10 +240,15 @@ int cmd_run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
     try {
-        if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+        if (argc < 2) {
             std::cout << kUsage;
-            return argc < 2 ? 2 : 0;
+            return 2;
         }
+        for (int i = 1; i < argc; ++i)
+            if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h" || (i == 1 && std::string(argv[1]) == "help")) {
+                std::cout << kUsage;
+                return 0;
+            }
         const std::string cmd = argv[1];
         if (cmd == "list") {
             if (argc > 3 || (argc == 3 && std::string(argv[2]) != "--json")) throw UsageError("usage: xcorr list [--json]");
@@ -204,7 +256,7 @@ int main(int argc, char** argv) {
         }
         if (cmd == "info") return cmd_info();
         if (cmd == "run") return cmd_run(argc - 2, argv + 2);
-        throw UsageError("unknown command '" + cmd + "' (expected list, info or run)");
+        throw UsageError("unknown command '" + cmd + "' (expected list, info, run or help)");
     } catch (const UsageError& e) {
         std::fprintf(stderr, "xcorr: error: %s\n", e.what());
         return 2;

@@ -4,7 +4,9 @@ The binaries come from the Meson build directory named by $XCORR_BUILD (default:
 scripts/test builds it before running pytest."""
 import json
 import os
+import re
 import subprocess
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +40,8 @@ def gpu_info():
     r = run([binary("xcorr"), "info"])
     if r.returncode == 0:
         return json.loads(r.stdout), ""
-    return None, r.stderr.strip()
+    lines = r.stderr.strip().splitlines() or [f"xcorr info exited with status {r.returncode}"]
+    return None, lines[-1].removeprefix("xcorr: no GPU: ")
 
 
 @pytest.fixture(scope="session")
@@ -66,6 +69,23 @@ def require_variant(registry, name):
 def overlap_wise(registry):
     """Tests that run overlap-wise (the baseline) need it in the build."""
     require_variant(registry, "overlap-wise")
+
+
+def reported_error(r):
+    """(error, bound, "ok" or "FAILED") from the line `xcorr run --validate` prints."""
+    m = re.search(r"relative error (\S+) \(bound (\S+)\), (\d+) non-finite elements: (ok|FAILED)", r.stdout)
+    assert m, (r.stdout, r.stderr)
+    return float(m.group(1)), float(m.group(2)), m.group(4)
+
+
+def seeded_rng(seed):
+    """A numpy Generator with a fixed seed: an int, or one derived from a key such as a test's
+    parameters (crc32 of its repr, the same in every process, unlike hash()). The seed is printed,
+    so that a failing test shows it."""
+    if not isinstance(seed, int):
+        seed = zlib.crc32(repr(seed).encode())
+    print(f"rng seed {seed}")
+    return np.random.default_rng(seed)
 
 
 def save(path, array):

@@ -37,6 +37,15 @@ def test_bad_case(case, needle, overlap_wise):
     assert r.returncode == 2 and needle in r.stderr, r.stderr
 
 
+def test_help_lists_its_own_options_then_google_benchmarks():
+    r = run([binary("xcorr_bench"), "--help"])
+    assert r.returncode == 0, r.stderr
+    ours = [r.stdout.find(o) for o in ["--case", "--cases", "--min-time", "--batch", "--cold", "--launch-floor",
+                                       "--seed"]]
+    assert -1 not in ours, r.stdout
+    assert max(ours) < r.stdout.find("--benchmark_filter"), r.stdout
+
+
 def test_smoke_json(gpu, tmp_path, overlap_wise):
     out = tmp_path / "b.json"
     r = run([binary("xcorr_bench"), "--case", "variant=overlap-wise form=one-to-many size=17 nL=1 nR=3",

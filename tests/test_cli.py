@@ -1,13 +1,18 @@
 """The `xcorr` tool on the CPU: .npy round trips, `xcorr list`, and every kind of bad input,
 each with exit status 2 and one clear line on stderr (never a crash or a half-written file)."""
 
+import ctypes
 import json
+import math
+import os
+import resource
+import signal
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import run, save
+from conftest import reported_error, run, save, seeded_rng
 
 
 def xrun(xcorr, *args):
@@ -24,7 +29,7 @@ def one_line_error(r, status, *needles):
 
 @pytest.fixture
 def pair(tmp_path):
-    rng = np.random.default_rng(7)
+    rng = seeded_rng(7)
     return (save(tmp_path / "l.npy", rng.random((5, 6), dtype=np.float32)),
             save(tmp_path / "r.npy", rng.random((3, 4), dtype=np.float32)))
 
@@ -34,7 +39,7 @@ def pair(tmp_path):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, ">f4"])
 @pytest.mark.parametrize("rank", [2, 3])
 def test_npy_round_trip(xcorr, tmp_path, dtype, rank):
-    rng = np.random.default_rng(3)
+    rng = seeded_rng(3)
     left = rng.random((4, 5)).astype(dtype)
     right = rng.random((2, 3)).astype(dtype)
     if rank == 3:
@@ -51,13 +56,73 @@ def test_npy_round_trip(xcorr, tmp_path, dtype, rank):
     np.testing.assert_allclose(got[0], want, rtol=1e-6)
 
 
+def temp_files(directory):
+    return [p.name for p in directory.iterdir() if ".tmp." in p.name]
+
+
 def test_output_overwrites_atomically(xcorr, tmp_path, pair):
-    out = tmp_path / "o.npy"
+    """The output goes to a temporary file renamed over the old one, so the old file's inode is
+    never written: a second hard link to it keeps the old bytes. A writer that truncates and
+    rewrites the file in place changes what the link sees."""
+    out, link = tmp_path / "o.npy", tmp_path / "link.npy"
     out.write_bytes(b"old")
+    os.link(out, link)
     r = xrun(xcorr, "--algorithm", "reference", "--form", "one-to-one", *pair, "--out", out)
-    assert r.returncode == 0
+    assert r.returncode == 0, r.stderr
     assert np.load(out).shape == (1, 7, 9)
-    assert [p.name for p in tmp_path.iterdir() if ".tmp." in p.name] == []
+    assert link.read_bytes() == b"old"
+    assert temp_files(tmp_path) == []
+
+
+# --- --validate and --tolerance on the CPU ---------------------------------------------------
+# The reference validated is its own float32 output against its float64 sums: a real error (the
+# float32 rounding, within 2^-24), measured and decided by the code a variant's --validate uses.
+
+def test_validate_decision_is_strict(xcorr, tmp_path, pair):
+    """err <= tolerance passes, err > tolerance fails (exit 1, one line, nothing written), the
+    error printed exactly enough to be given back as the tolerance."""
+    def validate(out, *tolerance):
+        return xrun(xcorr, "--algorithm", "reference", "--form", "one-to-one", *pair, "--out", out,
+                    "--validate", *tolerance)
+    r = validate(tmp_path / "o.npy")
+    assert r.returncode == 0, r.stderr
+    err, bound, verdict = reported_error(r)
+    assert 0 < err <= bound == 2.0 ** -24 and verdict == "ok"
+
+    below = tmp_path / "below.npy"
+    r = validate(below, "--tolerance", repr(math.nextafter(err, 0)))
+    one_line_error(r, 1, "validation failed", "below.npy")
+    assert reported_error(r)[2] == "FAILED" and not below.exists()
+
+    for name, tol in [("equal.npy", err), ("above.npy", math.nextafter(err, 1))]:
+        r = validate(tmp_path / name, "--tolerance", repr(tol))
+        assert r.returncode == 0 and reported_error(r) == (err, tol, "ok"), (r.stdout, r.stderr)
+        assert np.load(tmp_path / name).shape == (1, 7, 9)
+
+
+def test_validate_fails_a_nan_whatever_the_tolerance(xcorr, tmp_path):
+    left = np.ones((4, 4), np.float32)
+    left[1, 1] = np.nan
+    out = tmp_path / "o.npy"
+    r = xrun(xcorr, "--algorithm", "reference", "--form", "one-to-one", save(tmp_path / "l.npy", left),
+             save(tmp_path / "r.npy", np.ones((3, 3), np.float32)), "--out", out, "--validate", "--tolerance", "1e300")
+    one_line_error(r, 1, "validation failed")
+    assert reported_error(r)[2] == "FAILED" and not out.exists()
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--validate", "--tolerance", "-1"], "--tolerance"),
+    (["--validate", "--tolerance", "nan"], "--tolerance"),
+    (["--validate", "--tolerance", "inf"], "--tolerance"),
+    (["--validate", "--tolerance", "1e-5x"], "--tolerance"),
+    (["--validate", "--tolerance"], "needs a value"),
+    (["--tolerance", "1e-5"], "--validate"),
+])
+def test_bad_tolerance(xcorr, tmp_path, pair, args, needle):
+    out = tmp_path / "o.npy"
+    r = xrun(xcorr, "--algorithm", "reference", "--form", "one-to-one", *pair, "--out", out, *args)
+    one_line_error(r, 2, needle)
+    assert not out.exists()
 
 
 # --- xcorr list ----------------------------------------------------------------------------
@@ -88,6 +153,48 @@ def test_list_text(xcorr, registry):
     assert r.returncode == 0
     for v in registry:
         assert v["name"] in r.stdout
+
+
+# --- help and info -------------------------------------------------------------------------
+
+RUN_OPTIONS = ["--algorithm", "--form", "--param", "--out", "--validate", "--tolerance"]
+
+
+@pytest.mark.parametrize("args", [["--help"], ["-h"], ["help"], ["run", "--help"],
+                                  ["run", "--algorithm", "reference", "--help"], ["list", "--help"], ["info", "--help"]])
+def test_help(xcorr, args):
+    r = run([xcorr, *args])
+    assert r.returncode == 0 and r.stderr == "", (r.returncode, r.stderr)
+    for word in ["usage", "list", "info", "run", *RUN_OPTIONS]:
+        assert word in r.stdout, word
+
+
+def test_info_reports_the_build_with_or_without_a_gpu(xcorr, registry):
+    """`xcorr info` prints this build (and the GPU) as JSON; without a usable GPU it still prints
+    the build, with the reason, and exits 3 with that reason as one line on stderr."""
+    r = run([xcorr, "info"])
+    info = json.loads(r.stdout)
+    for key in ["xcorr_build_archs", "xcorr_nvcc_version", "xcorr_build_type", "xcorr_git_revision"]:
+        assert info[key], key
+    assert info["xcorr_variants"] == sorted(v["name"] for v in registry)
+    if r.returncode == 0:
+        assert info["xcorr_gpu_name"] and "xcorr_no_gpu_reason" not in info
+    else:
+        one_line_error(r, 3, info["xcorr_no_gpu_reason"])
+        assert "xcorr_gpu_name" not in info
+
+
+def test_no_driver_is_named_as_such(xcorr, gpu_info):
+    """Without an NVIDIA driver, CUDA says "driver version is insufficient"; the tool and the GPU
+    tests' skip reason say that there is no driver or GPU instead."""
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        pytest.skip("an NVIDIA driver (libcuda.so.1) is installed here")
+    except OSError:
+        pass
+    info, reason = gpu_info
+    assert info is None and reason.startswith("no NVIDIA driver / no GPU on this machine"), reason
+    one_line_error(run([xcorr, "info"]), 3, "no NVIDIA driver / no GPU on this machine")
 
 
 # --- bad input -----------------------------------------------------------------------------
@@ -216,11 +323,22 @@ def test_output_directory_missing(xcorr, tmp_path, pair):
 
 
 def test_failed_run_leaves_existing_output_untouched(xcorr, tmp_path, pair):
+    """A write that fails half-way (the file size limit: write() returns EFBIG once 200 bytes are
+    written, of the output's 380) leaves the old output byte for byte and no temporary file. A
+    writer that truncates the output in place, or deletes it when a write fails, loses it."""
     out = tmp_path / "o.npy"
-    out.write_bytes(b"precious")
-    r = xrun(xcorr, "--algorithm", "nope", "--form", "one-to-one", *pair, "--out", out)
-    assert r.returncode == 2
-    assert out.read_bytes() == b"precious"
+    old = b"precious" * 64
+    out.write_bytes(old)
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of being killed
+
+    r = run([xcorr, "run", "--algorithm", "reference", "--form", "one-to-one", *pair, "--out", str(out)],
+            preexec_fn=small_files)
+    one_line_error(r, 2, "o.npy", "write failed")
+    assert out.read_bytes() == old
+    assert temp_files(tmp_path) == []
 
 
 def test_output_too_large_for_host_memory(xcorr, tmp_path):
@@ -240,6 +358,6 @@ def test_no_gpu_gives_exit_3(xcorr, gpu_info, tmp_path, pair, overlap_wise):
         pytest.skip("a GPU is present: the no-GPU path cannot be exercised here")
     out = tmp_path / "o.npy"
     r = xrun(xcorr, "--algorithm", "overlap-wise", "--form", "one-to-one", *pair, "--out", out)
-    one_line_error(r, 3, "no usable cuda gpu")
+    one_line_error(r, 3, "no gpu")
     assert not out.exists()
     one_line_error(run([xcorr, "info"]), 3, "gpu")

@@ -3,12 +3,13 @@ random sizes (1x1 up to 512x512, odd and unequal), against the float64 reference
 output (xcorr_validate); plus end-to-end `xcorr run --validate` on .npy files checked against
 scipy. Skipped, with the reason, where there is no usable GPU."""
 import json
+import math
 import re
 
 import numpy as np
 import pytest
 
-from conftest import binary, require_variant, run, save
+from conftest import binary, reported_error, require_variant, run, save, seeded_rng
 from xcorr_np import correlate, counts, rel_error
 
 
@@ -37,7 +38,7 @@ def test_validator(gpu, name):
 @pytest.mark.parametrize("name", variant_names())
 def test_run_validate_end_to_end(gpu, registry, tmp_path, name):
     v = next(v for v in registry if v["name"] == name)
-    rng = np.random.default_rng(abs(hash(name)) % 2**32)
+    rng = seeded_rng(name)
     for form in v["forms"]:
         hL, wL, hR, wR = (int(x) for x in rng.integers(3, 40, size=4))
         nL, nR = counts(form, rng)
@@ -65,6 +66,34 @@ def test_validate_catches_a_wrong_result(gpu, tmp_path, overlap_wise):
              save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right), "--out", str(out)])
     assert r.returncode == 1 and "FAILED" in r.stdout
     assert not out.exists()
+
+
+def test_validate_tolerance_just_below_and_above_the_error(gpu, tmp_path, overlap_wise):
+    """--validate holds a variant to --tolerance when given: a tolerance one step below the error
+    the run reports fails (exit 1, one line, nothing written), one step above passes. overlap-wise
+    sums each output in a fixed order, so every run reports the same error."""
+    rng = seeded_rng(2025)
+    l = save(tmp_path / "l.npy", rng.random((40, 40), dtype=np.float32))
+    r_ = save(tmp_path / "r.npy", rng.random((24, 24), dtype=np.float32))
+
+    def validate(out, *tolerance):
+        return run([binary("xcorr"), "run", "--algorithm", "overlap-wise", "--form", "one-to-one", "--validate",
+                    l, r_, "--out", str(out), *tolerance])
+    r = validate(tmp_path / "o.npy")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    err, bound, _ = reported_error(r)
+    assert 0 < err <= bound
+
+    below = tmp_path / "below.npy"
+    r = validate(below, "--tolerance", repr(math.nextafter(err, 0)))
+    assert r.returncode == 1 and reported_error(r)[2] == "FAILED", (r.stdout, r.stderr)
+    assert len(r.stderr.strip().splitlines()) == 1 and "validation failed" in r.stderr
+    assert not below.exists()
+
+    above = tmp_path / "above.npy"
+    r = validate(above, "--tolerance", repr(math.nextafter(err, 1)))
+    assert r.returncode == 0 and reported_error(r)[0] == err, (r.stdout, r.stderr)
+    assert np.load(above).shape == (1, 63, 63)
 
 
 def test_problem_too_large_for_gpu_memory(gpu, tmp_path, overlap_wise):
@@ -130,7 +159,7 @@ def test_fft_fused_size_limit(gpu, registry, tmp_path):
     pointer to fft, and no output file is written."""
     require_variant(registry, "fft-fused")
     v = next(v for v in registry if v["name"] == "fft-fused")
-    rng = np.random.default_rng(96)
+    rng = seeded_rng(96)
     for n in (96, 97):
         for form in v["forms"]:
             nL, nR = {"one-to-one": (1, 1), "one-to-many": (1, 3), "n-to-mn": (2, 4), "n-to-m": (2, 3)}[form]

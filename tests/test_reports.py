@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import seeded_rng
 from suite_helpers import FIXTURES, ROOT, make_fake_build
 
 import aggregate
@@ -225,7 +226,7 @@ def test_application_convention_and_recovery(tmp_path):
     import application as app
     from scipy import signal
 
-    rng = np.random.default_rng(0)
+    rng = seeded_rng(0)
     L = rng.random((1, 96, 96)).astype(np.float32)
     R = np.roll(L[0], shift=(-2, 3), axis=(0, 1))[None]  # R[r][c] = L[r+2][c-3]
     C, _ = app.correlate(L, R, "scipy", None)

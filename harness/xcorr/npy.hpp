@@ -1,6 +1,14 @@
 // Reading and writing NumPy .npy files (CONVENTIONS.md, "Files"): float32 or float64 input
 // (converted to float32), C order, rank 2 (one matrix) or 3 (a stack). Every malformed file is a
-// UsageError with a message that names the file and what is wrong.
+// UsageError with a one-line message that names the file and what is wrong.
+//
+// The reader follows numpy's format (numpy/lib/format.py, versions 1.0, 2.0 and 3.0, the header
+// read as np.load reads it) and refuses every file np.load refuses, before allocating anything
+// for the data. Beyond that it refuses by design: other dtypes, ranks and Fortran order, empty
+// dimensions, bytes after the data (np.load ignores them; here they mean that the shape does not
+// match the data), and header spellings numpy never writes (escapes or prefixes in strings,
+// adjacent strings, 0x/0o/0b integers, True/False as a dimension). tests/test_npy.py checks it
+// against np.load.
 #pragma once
 
 #include <cstdint>

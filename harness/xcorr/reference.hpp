@@ -20,9 +20,16 @@ struct Comparison {
     size_t nonfinite;
 };
 Comparison compare_to_reference(const float* out, const double* ref, size_t n);
-// The verdict every checker gives (xcorr_validate, xcorr_bench): every element finite and the
-// relative error within the bound (a NaN error, from a non-finite reference, fails too).
-inline bool passes(const Comparison& c, double tolerance) { return c.nonfinite == 0 && c.rel_error <= tolerance; }
 Comparison compare_to_reference(const double* out, const double* ref, size_t n);
+
+// The verdict of every check (xcorr run --validate, xcorr_validate, xcorr_bench): every element
+// finite and the relative error at most the bound. An error above the bound fails, and so does
+// a NaN error (a non-finite reference).
+inline bool passes(const Comparison& c, double bound) { return c.nonfinite == 0 && c.rel_error <= bound; }
+
+// The bound of the reference's own float32 output against its float64 sums (xcorr run
+// --algorithm reference --validate): rounding to the nearest float32 moves each element by at
+// most 2^-24 of itself, outside float32's subnormal and overflow ranges.
+inline constexpr double kReferenceFloat32Bound = 0x1p-24;
 
 }  // namespace xcorr
