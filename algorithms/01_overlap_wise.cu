@@ -11,11 +11,11 @@
 // costs one multiply-add, the centre one min(hL,hR) * min(wL,wR).
 //
 // This file is the model for every variant: kernel(s), launch wrapper, parameter space and
-// registration, depending only on the harness API (xcorr/*.hpp) and xcorr/device.cuh.
+// registration, depending only on the harness API (xcorr/*.hpp) and common/device.cuh.
 #include <algorithm>
 
+#include "common/device.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
 

@@ -5,7 +5,7 @@
 // rows. Each lane loops over the whole rows of its overlap (no split); all lanes of a warp share
 // the same overlap rows, and they walk the union of their overlap columns (the right matrix's
 // columns that any lane needs) in 32-wide chunks. Per row and chunk, the left row sits in a 64-item
-// warp-wise window (two registers per lane, see xcorr/warp_buffer.cuh) and the right row in a
+// warp-wise window (two registers per lane, see common/warp_buffer.cuh) and the right row in a
 // 32-item buffer (one register per lane), both filled by coalesced, bounds-checked loads that put
 // zeros outside the matrices; then 32 fully unrolled steps, each one FMA per lane fed by a
 // shuffle of the left window and a broadcast of the right buffer (left_shuffle=index, default;
@@ -18,11 +18,11 @@
 #include <algorithm>
 #include <string>
 
+#include "common/device.cuh"
+#include "common/warp_buffer.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
-#include "xcorr/warp_buffer.cuh"
 
 namespace xcorr {
 namespace {

@@ -7,11 +7,11 @@
 // sums the 32 partial sums.
 #include <algorithm>
 
+#include "common/device.cuh"
+#include "common/warp_buffer.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
-#include "xcorr/warp_buffer.cuh"
 
 namespace xcorr {
 namespace {

@@ -7,8 +7,8 @@
 // reads it, instead of each warp reading global memory on its own.
 #include <algorithm>
 
+#include "common/device.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
 

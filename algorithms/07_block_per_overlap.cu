@@ -5,8 +5,8 @@
 // small corner overlaps); it is kept here for the comparison.
 #include <algorithm>
 
+#include "common/device.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
 

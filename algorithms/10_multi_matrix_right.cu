@@ -5,11 +5,11 @@
 // y, for a group of R right matrices that share one left matrix: each lane keeps R sums, and every
 // left value it receives is used R times. The warps of a 4-warp block take 4 adjacent output rows;
 // grid x covers the output columns, y the (left, right group) pairs (strided past 65535), z the row
-// blocks, centre rows first when the grid runs in several waves (xcorr/multi_matrix.cuh says
+// blocks, centre rows first when the grid runs in several waves (common/multi_matrix.cuh says
 // why). Per right row of the overlap the warp walks the right columns it needs in chunks of
 // 32: the left row sits in a 64-item warp-wise window (2 registers per lane), read with one shuffle
 // per step, the R right rows in 32-item buffers read by broadcast shuffles, values outside the
-// matrices loaded as zeros (xcorr/warp_buffer.cuh, xcorr/multi_matrix.cuh). Per step: 1 + R
+// matrices loaded as zeros (common/warp_buffer.cuh, common/multi_matrix.cuh). Per step: 1 + R
 // shuffles, R FMAs (the paper's rotated window: 2 + R). Matrices of the right stack that do not
 // fill a group of R run as a second launch (or more) with a smaller R: the group sizes R, R/2, ...,
 // 1 are all instantiated, nothing is padded. n-to-mn and n-to-m run as one one-to-many per left
@@ -18,10 +18,11 @@
 #include <memory>
 #include <optional>
 
+#include "common/device.cuh"
+#include "common/multi_matrix.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/dispatch.hpp"
-#include "xcorr/multi_matrix.cuh"
+#include "xcorr/multi_matrix_launch.cuh"
 #include "xcorr/registry.hpp"
 
 namespace xcorr {

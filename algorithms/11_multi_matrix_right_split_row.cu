@@ -6,7 +6,7 @@
 // a warp is a stripe of at most `rows` right rows of those overlaps, so a small problem still
 // gives enough warps to fill the GPU. Each warp-row of the grid is one worker: grid x counts
 // workers (4 per block), y the output column blocks, z the (left, right group) pairs. The worker
-// -> (output row, stripe) map is the `distribution` (xcorr/multi_matrix.cuh: none, rectangle,
+// -> (output row, stripe) map is the `distribution` (common/multi_matrix.cuh: none, rectangle,
 // triangle). Stripes of one overlap add their partial sums with atomicAdd into an output that is
 // zeroed first (cudaMemsetAsync, inside the timed region); when no overlap is split (rows=n, or
 // rows >= the tallest overlap) the sums are stored and nothing is zeroed. The rest of the right
@@ -14,10 +14,11 @@
 #include <memory>
 #include <optional>
 
+#include "common/device.cuh"
+#include "common/multi_matrix.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/dispatch.hpp"
-#include "xcorr/multi_matrix.cuh"
+#include "xcorr/multi_matrix_launch.cuh"
 #include "xcorr/registry.hpp"
 
 namespace xcorr {

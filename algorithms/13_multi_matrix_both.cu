@@ -12,10 +12,11 @@
 // padded, every launch is one rectangle of full groups.
 #include <memory>
 
+#include "common/device.cuh"
+#include "common/multi_matrix.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/dispatch.hpp"
-#include "xcorr/multi_matrix.cuh"
+#include "xcorr/multi_matrix_launch.cuh"
 #include "xcorr/registry.hpp"
 
 namespace xcorr {

@@ -7,16 +7,17 @@
 // FMAs), but the job of a warp is a stripe of at most `rows` right rows of those overlaps. Each
 // warp-row of the grid is one worker: grid x counts workers (4 per block), y the output column
 // blocks, z the (left group, right group) pairs. The worker -> (output row, stripe) map is the
-// `distribution` (xcorr/multi_matrix.cuh: none, rectangle, triangle). Stripes of one overlap add
+// `distribution` (common/multi_matrix.cuh: none, rectangle, triangle). Stripes of one overlap add
 // their partial sums with atomicAdd into an output zeroed first (cudaMemsetAsync, timed); with no
 // split (rows=n, or rows >= the tallest overlap) the sums are stored and nothing is zeroed.
 // Counts that do not fill a group run their rest with groups of 1 (no padding).
 #include <memory>
 
+#include "common/device.cuh"
+#include "common/multi_matrix.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/dispatch.hpp"
-#include "xcorr/multi_matrix.cuh"
+#include "xcorr/multi_matrix_launch.cuh"
 #include "xcorr/registry.hpp"
 
 namespace xcorr {

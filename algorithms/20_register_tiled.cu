@@ -59,11 +59,12 @@
 #include <string>
 #include <vector>
 
+#include "common/device.cuh"
+#include "common/pdl.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/dispatch.hpp"
-#include "xcorr/pdl.cuh"
+#include "xcorr/launch.cuh"
 #include "xcorr/registry.hpp"
 
 namespace xcorr {

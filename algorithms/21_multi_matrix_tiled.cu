@@ -46,12 +46,13 @@
 #include <utility>
 #include <vector>
 
+#include "common/device.cuh"
+#include "common/shift_tiles.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
-#include "xcorr/shift_tiles.cuh"
+#include "xcorr/shift_tiles_launch.cuh"
 
 namespace xcorr {
 namespace {

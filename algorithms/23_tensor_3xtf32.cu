@@ -25,7 +25,7 @@
 // warp clips its rows to the union of its own shift rows.
 //
 // Precision. 3xtf32: x = big + small, big = rna_tf32(x), small = x - big fed unrounded (the MMA
-// truncates it to TF32: <= 2^-21 |x|; xcorr/mma_tf32.cuh); three MMAs big*big + big*small +
+// truncates it to TF32: <= 2^-21 |x|; common/mma_tf32.cuh); three MMAs big*big + big*small +
 // small*big (small*small, <= 2^-22 relative, dropped). Per product the split error is
 // <= 2^-21 + 2^-21 + 2^-22 ~ 1.2e-6 relative. The tensor cores' FP32 accumulation truncates
 // (round toward zero, Fasi et al. 2021 for V100/A100; assumed for H100): over 65536 terms (256^2)
@@ -79,13 +79,15 @@
 #include <utility>
 #include <vector>
 
+#include "common/device.cuh"
+#include "common/mma_tf32.cuh"
+#include "common/shift_tiles.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/dispatch.hpp"
+#include "xcorr/launch.cuh"
 #include "xcorr/registry.hpp"
-#include "xcorr/mma_tf32.cuh"
-#include "xcorr/shift_tiles.cuh"
+#include "xcorr/shift_tiles_launch.cuh"
 
 namespace xcorr {
 namespace {

@@ -28,13 +28,13 @@
 //     ms per pair against 143.2), so the simplest stays.
 // Block: 4 warps stacked along dy, each 2 shift rows x 32 shifts x 16 rights; block tile 8 dy x
 // 32 dx x 16 rights of one left. Blocks stride over the work items (shift tile, left and group of
-// 16 rights), heaviest tile first across the groups (TileSchedule, xcorr/shift_tiles.cuh). The K
+// 16 rights), heaviest tile first across the groups (TileSchedule, xcorr/shift_tiles_launch.cuh). The K
 // loop walks the union of the block's overlaps in chunks of 4 R rows x 32 columns,
 // double-buffered: the next chunk's global loads are issued into registers before the MMAs of this
 // one and split and stored after them, one barrier per chunk. Each warp clips its R rows to the
 // union of its own two shift rows.
 //
-// Precision: as tensor-tiled's 3xTF32 (xcorr/mma_tf32.cuh): big = rna-rounded TF32, small = the
+// Precision: as tensor-tiled's 3xTF32 (common/mma_tf32.cuh): big = rna-rounded TF32, small = the
 // exact rest, fed unrounded (the MMA truncates it); three MMAs big*big + big*small + small*big; the
 // truncating tensor-core accumulation is flushed every chunk (4 rows x 4 k steps x 3 = 48 products
 // per accumulator) into an FP32 round-to-nearest total. Bound 1e-5 as every FP32 variant.
@@ -67,11 +67,13 @@
 #include <cstdint>
 #include <memory>
 
+#include "common/device.cuh"
+#include "common/mma_tf32.cuh"
+#include "common/shift_tiles.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
-#include "xcorr/mma_tf32.cuh"
+#include "xcorr/launch.cuh"
 #include "xcorr/registry.hpp"
-#include "xcorr/shift_tiles.cuh"
+#include "xcorr/shift_tiles_launch.cuh"
 
 namespace xcorr {
 namespace {
@@ -126,7 +128,7 @@ __global__ void __launch_bounds__(kThreads, 3)
 
     const int out_h = hL + hR - 1, out_w = wL + wR - 1;
     const int64_t lsize = int64_t(hL) * wL, rsize = int64_t(hR) * wR;
-    // Work items (shift tile, pair group) heaviest tile first across the groups (xcorr/shift_tiles.cuh).
+    // Work items (shift tile, pair group) heaviest tile first across the groups (common/shift_tiles.cuh).
     for (int64_t w = blockIdx.x; w < int64_t(W.ntiles) * W.ngroups; w += gridDim.x) {
         int64_t z;
         const ShiftTile tile = work_item(W, w, kTDY, kTDX, hR, wR, z);

@@ -24,14 +24,14 @@
 //   * Work item = (shift tile, pair group), ordered tile-major inside windows of pair groups whose
 //     inputs fit in half the L2: with blockIdx.x over tiles and blockIdx.z over groups (24), the
 //     heaviest tiles of the last groups started late and the SMs idled 19% of 1-to-32 at 256
-//     (5.55 ms, now 4.58; TileSchedule in xcorr/shift_tiles.cuh, which 24 now uses too).
+//     (5.55 ms, now 4.58; TileSchedule in xcorr/shift_tiles_launch.cuh, which 24 now uses too).
 // Block: 4 warps, 2 along dy x 2 along dx; block tile 16 dy x 32 dx x 8 rights of one left. The K
 // loop walks the union of the block's overlaps in chunks of 4 row pairs x 32 columns,
 // double-buffered as in 24: the next chunk's global loads are issued into registers before the
 // MMAs of this one (one load per left value, its neighbour by shuffle) and split and stored after
 // them, one barrier per chunk. Each warp clips its rows to the union of its own 8 shift rows.
 //
-// Precision: as 24 (xcorr/mma_tf32.cuh): 3xTF32, small parts fed unrounded, the truncating
+// Precision: as 24 (common/mma_tf32.cuh): 3xTF32, small parts fed unrounded, the truncating
 // accumulator flushed every chunk (48 products) into an FP32 round-to-nearest total. Bound 1e-5.
 //
 // Forms: one-to-many, n-to-mn, n-to-m (8 rights per block; one-to-one would use 1/8 of each MMA).
@@ -60,11 +60,13 @@
 #include <cstdint>
 #include <memory>
 
+#include "common/device.cuh"
+#include "common/mma_tf32.cuh"
+#include "common/shift_tiles.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
-#include "xcorr/mma_tf32.cuh"
+#include "xcorr/launch.cuh"
 #include "xcorr/registry.hpp"
-#include "xcorr/shift_tiles.cuh"
+#include "xcorr/shift_tiles_launch.cuh"
 
 namespace xcorr {
 namespace {
@@ -112,7 +114,7 @@ __global__ void __launch_bounds__(kThreads, 3)
 
     const int out_h = hL + hR - 1, out_w = wL + wR - 1;
     const int64_t lsize = int64_t(hL) * wL, rsize = int64_t(hR) * wR;
-    // Work items (shift tile, pair group) heaviest tile first across the groups (xcorr/shift_tiles.cuh).
+    // Work items (shift tile, pair group) heaviest tile first across the groups (common/shift_tiles.cuh).
     for (int64_t w = blockIdx.x; w < int64_t(W.ntiles) * W.ngroups; w += gridDim.x) {
         int64_t z;
         const ShiftTile tile = work_item(W, w, kTDY, kTDX, hR, wR, z);

@@ -12,7 +12,7 @@
 // moved by one R row, so B is staged once per R row (not per shift row) and addressed by a
 // descriptor. Warp w of the block (one warpgroup) owns shift columns 16 (w % 2) .. + 15 (its 16
 // rows of A) and shift rows 8 (w / 2) .. + 7 (its L row r + D_{w/2}); block tile 16 dy x 32 dx x
-// 8 rights of one left, work items as 24 and 25 (TileSchedule, xcorr/shift_tiles.cuh).
+// 8 rights of one left, work items as 24 and 25 (TileSchedule, xcorr/shift_tiles_launch.cuh).
 // K loop: the union of the block's overlaps, from 7 R rows before it (row q = 7 of the first
 // step), in chunks of 8 steps r x 32 columns (4 k steps), double-buffered: the next chunk's global
 // loads are issued into registers before this chunk's MMAs and split and stored after them.
@@ -23,7 +23,7 @@
 // small parts apart. Per step: 2 shared loads per thread, 3 wgmmas (big*big, big*small,
 // small*big) on one accumulator, then a commit; the chunk ends with a wait for all of them.
 //
-// Precision: 3xTF32 as 24 (xcorr/mma_tf32.cuh), the truncating accumulator flushed every chunk
+// Precision: 3xTF32 as 24 (common/mma_tf32.cuh), the truncating accumulator flushed every chunk
 // into an FP32 round-to-nearest total. Bound 1e-5.
 //
 // Forms: one-to-many, n-to-mn, n-to-m (8 rights per block). Needs compute capability 9.0 and a
@@ -47,12 +47,14 @@
 #include <cstdint>
 #include <memory>
 
+#include "common/device.cuh"
+#include "common/mma_tf32.cuh"
+#include "common/shift_tiles.cuh"
+#include "common/wgmma.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
-#include "xcorr/mma_tf32.cuh"
+#include "xcorr/launch.cuh"
 #include "xcorr/registry.hpp"
-#include "xcorr/shift_tiles.cuh"
-#include "xcorr/wgmma.cuh"
+#include "xcorr/shift_tiles_launch.cuh"
 
 namespace xcorr {
 namespace {

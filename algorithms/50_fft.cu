@@ -115,8 +115,8 @@
 #include <mutex>
 #include <string>
 
+#include "common/device.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/registry.hpp"
 

@@ -78,11 +78,12 @@
 #include <type_traits>
 #include <utility>
 
+#include "common/device.cuh"
+#include "common/pdl.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/dispatch.hpp"
-#include "xcorr/pdl.cuh"
+#include "xcorr/launch.cuh"
 #include "xcorr/registry.hpp"
 
 namespace xcorr {

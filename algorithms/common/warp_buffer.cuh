@@ -29,7 +29,7 @@
 
 #include <cstdint>
 
-#include "xcorr/device.cuh"
+#include "common/device.cuh"
 
 namespace xcorr {
 
