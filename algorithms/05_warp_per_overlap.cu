@@ -16,12 +16,6 @@
 namespace xcorr {
 namespace {
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int offset = kWarp / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
-    return v;
-}
-
 // Loads in flight per lane and loop trip. 4, not 8: with 8 the loop needs 40 registers (48 before
 // the pointers were made opaque, see below), which caps residency at 48 of 64 warps per SM, and
 // from 64 x 64 up this kernel hides its load latency by occupancy, not by loads in flight (sm_90

@@ -7,6 +7,7 @@
 // reads it, instead of each warp reading global memory on its own.
 #include <algorithm>
 
+#include "common/cp_async.cuh"
 #include "common/device.cuh"
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/dispatch.hpp"
@@ -15,12 +16,6 @@
 namespace xcorr {
 namespace {
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int offset = kWarp / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
-    return v;
-}
-
 // Position of one thread in a staged tile of row stride P, and the constant step of THREADS
 // elements, so the staging loop walks the tile with no division.
 struct TileWalk {
@@ -28,23 +23,13 @@ struct TileWalk {
     int step_r, step_c;
 };
 
-// Asynchronous 4-byte copy global -> shared (cp.async, sm_80+), cached in L1 since neighbouring
-// blocks stage overlapping rows. With valid == false it reads nothing and writes a zero (src-size 0);
-// the source address is then the matrix base, so no address outside the matrix is ever formed.
-__device__ __forceinline__ void copy_async_4(float* dst, const float* src, bool valid) {
-    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0)
-                 : "memory");
-}
-__device__ __forceinline__ void copy_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-
 // Strided loading (thesis 3.6.4): element i of the staged rows goes to thread i mod THREADS.
 // Copies global rows [lo, hi) of columns [col0, col0 + nc) of M (row length w) into buf, whose
 // row 0 is global row `base`, at row stride P >= nc; the padding columns [nc, P) get zeros, so
 // that a padded product is 0 * 0. The rows lo..hi are contiguous in buf, so element i lands at
 // buf[(lo - base) * P + i] and only the global address needs the row/column walk. The copies are
 // asynchronous: a thread issues all of its copies back to back (one memory latency per chunk, not
-// one per element) and copy_async_wait_all() before the barrier completes them.
+// one per element) and cp_async_wait_all() before the barrier completes them.
 template <int THREADS>
 __device__ __forceinline__ void stage_rows(float* __restrict__ buf, const float* __restrict__ M, int w,
                                            int lo, int hi, int base, int col0, int nc, int P,
@@ -59,7 +44,7 @@ __device__ __forceinline__ void stage_rows(float* __restrict__ buf, const float*
 #pragma unroll 1  // the copies are asynchronous: unrolling buys no overlap, only registers
     for (int i = threadIdx.x; i < n; i += THREADS) {
         const bool valid = c < nc;
-        copy_async_4(dst + i, src + (valid ? off : to_base), valid);
+        cp_async4(dst + i, src + (valid ? off : to_base), valid);
         off += step;
         c += walk.step_c;
         if (c >= P) {
@@ -160,7 +145,7 @@ __global__ void __launch_bounds__(kWarp * WARPS, 32 / WARPS)
                 stage_rows<THREADS>(Ltop, L, wL, max(l_lo, top), min(l_hi, top + buf_rows), top,
                                     c0 + dx, nc, P, walk);
                 stage_rows<THREADS>(Rs, R, wR, r0, min(re, r0 + buf_rows), r0, c0, nc, P, walk);
-                copy_async_wait_all();
+                cp_async_wait_all();
                 __syncthreads();
                 if (active) {
                     const int ib = max(mine.begin, r0) - r0, ie = min(mine.end, r0 + buf_rows) - r0;

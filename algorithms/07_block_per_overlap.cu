@@ -13,12 +13,6 @@
 namespace xcorr {
 namespace {
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int offset = kWarp / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
-    return v;
-}
-
 constexpr int kUnroll = 4;  // loads in flight per thread and loop trip
 
 // Work mapping. Block blockIdx.x computes output element blockIdx.x (row-major), i.e. one shift.

@@ -59,6 +59,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cp_async.cuh"
 #include "common/device.cuh"
 #include "common/pdl.cuh"
 #include "xcorr/cuda_check.hpp"
@@ -107,14 +108,6 @@ __device__ __forceinline__ float comp(const float4& v) {
     else if constexpr (D == 2) return v.z;
     else return v.w;
 }
-
-// 4-byte asynchronous copy global -> shared; writes zero when !valid (src is then not read).
-__device__ __forceinline__ void cp_async_f32(float* dst, const float* src, bool valid) {
-    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0)
-                 : "memory");
-}
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
 __host__ __device__ constexpr int floor4(int v) { return v >= 0 ? v & ~3 : -((-v + 3) & ~3); }
 __host__ __device__ constexpr int ceil4(int v) { return -floor4(-v); }
@@ -226,13 +219,13 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB)
                 for (int idx = threadIdx.x; idx < C::NLR * C::NLC; idx += C::THREADS) {
                     const int r = idx / C::NLC, q = idx % C::NLC, gr = lr0 + r, gc = lc0 + q;
                     const bool in = unsigned(gr) < unsigned(hL) && unsigned(gc) < unsigned(wL);
-                    cp_async_f32(Ls + ls_index<C>(r, q), in ? L + int64_t(gr) * wL + gc : L, in);
+                    cp_async4(Ls + ls_index<C>(r, q), in ? L + int64_t(gr) * wL + gc : L, in);
                 }
 #pragma unroll 2
                 for (int idx = threadIdx.x; idx < C::NRR * C::KC; idx += C::THREADS) {
                     const int r = idx / C::KC, q = idx % C::KC, gr = rr0 + r, gc = c1 + q;
                     const bool in = unsigned(gr) < unsigned(hR) && gc < wR;
-                    cp_async_f32(Rs + r * C::PR + q, in ? R + int64_t(gr) * wR + gc : R, in);
+                    cp_async4(Rs + r * C::PR + q, in ? R + int64_t(gr) * wR + gc : R, in);
                 }
                 cp_async_wait_all();
                 __syncthreads();

@@ -46,6 +46,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/cp_async.cuh"
 #include "common/device.cuh"
 #include "common/shift_tiles.cuh"
 #include "xcorr/cuda_check.hpp"

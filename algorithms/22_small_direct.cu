@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <string>
 
+#include "common/cp_async.cuh"
 #include "common/device.cuh"
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/dispatch.hpp"
@@ -35,13 +36,6 @@ namespace {
 
 constexpr int kXT = 4;                   // output columns per lane
 constexpr int kPass = kWarp * kXT;       // output columns per pass of a warp
-
-// 4-byte asynchronous copy global -> shared; writes zero when !valid (src is then not read).
-__device__ __forceinline__ void cp_async_f32(float* dst, const float* src, bool valid) {
-    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0)
-                 : "memory");
-}
 
 __host__ __device__ constexpr int round4(int v) { return (v + 3) & ~3; }
 
@@ -84,12 +78,12 @@ __global__ void __launch_bounds__(kWarp * kWarps)
             for (int v = lane; v < lc; v += kWarp) {
                 const int gc = v - (wR - 1);
                 const bool in = row_in && gc >= 0 && gc < wL;
-                cp_async_f32(Ls + r * lay.pl + v, in ? L + int64_t(gr) * wL + gc : L, in);
+                cp_async4(Ls + r * lay.pl + v, in ? L + int64_t(gr) * wL + gc : L, in);
             }
             for (int c = lane; c < lay.wR4; c += kWarp)
-                cp_async_f32(Rs + r * lay.wR4 + c, c < wR ? R + int64_t(r) * wR + c : R, c < wR);
+                cp_async4(Rs + r * lay.wR4 + c, c < wR ? R + int64_t(r) * wR + c : R, c < wR);
         }
-        asm volatile("cp.async.wait_all;\n" ::: "memory");
+        cp_async_wait_all();
         __syncthreads();
 
         for (int xp = 0; xp < lay.ow4; xp += kPass) {

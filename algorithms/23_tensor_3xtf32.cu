@@ -79,6 +79,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/cp_async.cuh"
 #include "common/device.cuh"
 #include "common/mma_tf32.cuh"
 #include "common/shift_tiles.cuh"

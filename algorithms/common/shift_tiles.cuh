@@ -1,7 +1,7 @@
 // Shared by the shared-memory tiled kernels (algorithms/21_multi_matrix_tiled.cu,
 // 23_tensor_3xtf32.cu, 24_tensor_presplit.cu, 25_tensor_rowpair.cu, 26_tensor_wgmma.cu), device
-// side: the pair geometry of a stack, 4-byte asynchronous copies into shared memory with zero
-// fill, the union of the overlaps of a range of shifts, a pair group's slot table, the
+// side: the pair geometry of a stack (and, from common/cp_async.cuh, the 4-byte asynchronous
+// copies with zero fill), the union of the overlaps of a range of shifts, a pair group's slot table, the
 // register-pipelined chunk loop, and the decoding of shift tiles and (shift tile, pair group) work
 // items. The host side (the order of the shift tiles, the work-item schedule, the GroupTiled
 // launcher) is harness/xcorr/shift_tiles_launch.cuh.
@@ -11,20 +11,11 @@
 
 #include <cstdint>
 
+#include "common/cp_async.cuh"
 #include "common/device.cuh"
 #include "xcorr/core.hpp"
 
 namespace xcorr {
-
-// One float global -> shared, asynchronous (cp.async, sm_80+); `valid` false stores 0 instead of
-// reading (the zero padding outside the matrices, with no branch around the copy).
-__device__ __forceinline__ void cp_async4(float* dst, const float* src, bool valid) {
-    const unsigned d = unsigned(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 // Pair geometry of the tiled kernels: N lefts, M rights per left (n-to-mn) or in total; the right
 // matrix of pair (i, j) is i*rsi + j*rsj and its output i*osi + j*osj. groupsI, groupsJ: the pair
