@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(kWarp * WARPS, 64 / WARPS)
     if (y >= out_h) return;  // a whole warp: shuffles below need all 32 lanes
 
     const int k = k0 + int(blockIdx.z);
-    const PairIndex pi = pair_index(pairs, k);
+    const PairMap::Pair pi = pairs.pair32(k);
     const float* L = opaque_ptr(left + int64_t(pi.left) * hL * wL);
     const float* R = opaque_ptr(right + int64_t(pi.right) * hR * wR);
 

@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(kWarp * WARPS, 64 / WARPS)
     const int lane = lane_id();
     const int x0 = int(blockIdx.x) * kWarp;
     const int k = k0 + int(blockIdx.z);
-    const PairIndex pi = pair_index(pairs, k);
+    const PairMap::Pair pi = pairs.pair32(k);
     const float* L = opaque_ptr(left + int64_t(pi.left) * hL * wL);
     const float* R = opaque_ptr(right + int64_t(pi.right) * hR * wR);
     const WarpColumns cols = warp_columns(x0, wL, wR);

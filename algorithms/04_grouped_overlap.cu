@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(kWarp * kWarps, min_blocks(S, LR, U))
     if (y0 >= out_h) return;  // a whole warp
 
     const int k = k0 + int(blockIdx.z);
-    const PairIndex pi = pair_index(pairs, k);
+    const PairMap::Pair pi = pairs.pair32(k);
     const float* L = opaque_ptr(left + int64_t(pi.left) * hL * wL);
     const float* R = opaque_ptr(right + int64_t(pi.right) * hR * wR);
 

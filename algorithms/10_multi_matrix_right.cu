@@ -33,7 +33,7 @@ using namespace multi;
 template <int R>
 __global__ void __launch_bounds__(kWarp * kWarps, (kMinBlocks<1, R, 1, 1>))
     multi_right_kernel(const float* __restrict__ left, const float* __restrict__ right, float* __restrict__ out,
-                       Geometry g, JobMap map, int i_begin, int n_lefts, int j_begin, int n_groups, bool centre_first) {
+                       Geometry g, PairGrid pairs, int i_begin, int n_lefts, int j_begin, int n_groups, bool centre_first) {
     const int y = row_block(centre_first) * kWarps + threadIdx.y;
     if (y >= g.out_h) return;  // whole warps only
     const int x0 = blockIdx.x * kWarp;
@@ -47,8 +47,8 @@ __global__ void __launch_bounds__(kWarp * kWarps, (kMinBlocks<1, R, 1, 1>))
         const int i = i_begin + int(z / n_groups);
         const int j0 = j_begin + int(z % n_groups) * R;
         const float* L = opaque_ptr(left + int64_t(i) * g.left_size);
-        const float* Rm = opaque_ptr(right + (int64_t(i) * map.right_i + int64_t(j0) * map.right_j) * g.right_size);
-        int64_t rstep = map.right_j * g.right_size;
+        const float* Rm = opaque_ptr(right + pairs.right(i, j0) * g.right_size);
+        int64_t rstep = int64_t(pairs.rsj) * g.right_size;
         asm("" : "+l"(rstep));  // kept in a register, not rebuilt from the parameters per load (see opaque_ptr)
         float acc[1][1][R] = {};
         for (int r = rows.begin; r < rows.end; ++r)
@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(kWarp * kWarps, (kMinBlocks<1, R, 1, 1>))
         if (x < g.out_w) {
 #pragma unroll
             for (int k = 0; k < R; ++k) {
-                const int64_t o = int64_t(i) * map.out_i + int64_t(j0 + k) * map.out_j;
+                const int64_t o = pairs.output(i, j0 + k);
                 out[(o * g.out_h + y) * g.out_w + x] = acc[0][0][k];
             }
         }
@@ -66,25 +66,25 @@ __global__ void __launch_bounds__(kWarp * kWarps, (kMinBlocks<1, R, 1, 1>))
 class MultiRight final : public Instance {
 public:
     MultiRight(const Problem& p, int rights, int streams)
-        : g_(geometry(p)), jobs_(jobs_of(p)), rights_(rights) {
+        : g_(geometry(p)), pairs_(pair_map(p).grid()), rights_(rights) {
         require_grid(p, kWarps);
         if (streams > 0) fan_.emplace(streams);
     }
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
-        for_lefts(fan_, stream, jobs_.lefts,
+        for_lefts(fan_, stream, pairs_.N,
                   [&](int i_begin, int n_lefts, cudaStream_t s) { launch(left, right, out, i_begin, n_lefts, s); });
     }
 
 private:
     void launch(const float* left, const float* right, float* out, int i_begin, int n_lefts, cudaStream_t s) {
-        for (const Piece& pc : cut(jobs_.rights, rights_, {8, 4, 2, 1})) {
+        for (const Piece& pc : cut(pairs_.M, rights_, {8, 4, 2, 1})) {
             dispatch<8, 4, 2, 1>(pc.size, [&](auto r) {
                 constexpr int R = decltype(r)::value;
                 const dim3 grid(ceil_div(g_.out_w, kWarp), grid_groups(int64_t(n_lefts) * pc.groups),
                                 ceil_div(g_.out_h, kWarps));
                 const bool centre = order_.centre_first(multi_right_kernel<R>, grid);
-                multi_right_kernel<R><<<grid, dim3(kWarp, kWarps), 0, s>>>(left, right, out, g_, jobs_.map, i_begin,
+                multi_right_kernel<R><<<grid, dim3(kWarp, kWarps), 0, s>>>(left, right, out, g_, pairs_, i_begin,
                                                                             n_lefts, pc.begin, pc.groups, centre);
                 XC_CHECK_LAUNCH();
             }, "rights");
@@ -92,7 +92,7 @@ private:
     }
 
     Geometry g_;
-    Jobs jobs_;
+    PairGrid pairs_;
     int rights_;
     BlockOrder order_;
     std::optional<StreamFan> fan_;

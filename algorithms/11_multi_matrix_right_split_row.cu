@@ -29,7 +29,7 @@ using namespace multi;
 template <int R>
 __global__ void __launch_bounds__(kWarp * kWarps, (kMinBlocks<1, R, 1, 1>))
     multi_right_split_kernel(const float* __restrict__ left, const float* __restrict__ right,
-                             float* __restrict__ out, Geometry g, JobMap map, SplitView split, bool atomic,
+                             float* __restrict__ out, Geometry g, PairGrid pairs, SplitView split, bool atomic,
                              int i_begin, int n_lefts, int j_begin, int n_groups) {
     int y, r_begin, r_end;
     if (!split.job(int64_t(blockIdx.x) * kWarps + threadIdx.y, y, r_begin, r_end)) return;  // whole warps
@@ -43,15 +43,15 @@ __global__ void __launch_bounds__(kWarp * kWarps, (kMinBlocks<1, R, 1, 1>))
         const int i = i_begin + int(z / n_groups);
         const int j0 = j_begin + int(z % n_groups) * R;
         const float* L = left + int64_t(i) * g.left_size;
-        const float* Rm = right + (int64_t(i) * map.right_i + int64_t(j0) * map.right_j) * g.right_size;
+        const float* Rm = right + pairs.right(i, j0) * g.right_size;
         float acc[1][1][R] = {};
         for (int r = r_begin; r < r_end; ++r)
-            accumulate_band<1, R, 1, 1>(acc, L, 0, Rm, map.right_j * g.right_size, g.wL, g.hR, g.wR, r + dy, r,
+            accumulate_band<1, R, 1, 1>(acc, L, 0, Rm, int64_t(pairs.rsj) * g.right_size, g.wL, g.hR, g.wR, r + dy, r,
                                         cols);
         if (x < g.out_w) {
 #pragma unroll
             for (int k = 0; k < R; ++k) {
-                const int64_t o = int64_t(i) * map.out_i + int64_t(j0 + k) * map.out_j;
+                const int64_t o = pairs.output(i, j0 + k);
                 emit(out + (o * g.out_h + y) * g.out_w + x, acc[0][0][k], atomic);
             }
         }
@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(kWarp * kWarps, (kMinBlocks<1, R, 1, 1>))
 class MultiRightSplit final : public Instance {
 public:
     MultiRightSplit(const Problem& p, int rights, const Params& ps)
-        : g_(geometry(p)), jobs_(jobs_of(p)), rights_(rights), split_(p, ps.at("distribution"), ps.at("rows")),
+        : g_(geometry(p)), pairs_(pair_map(p).grid()), rights_(rights), split_(p, ps.at("distribution"), ps.at("rows")),
           out_elems_(p.out_elems()) {
         require_grid(p, kWarps);
         if (const int k = parse_launch(ps.at("launch")); k > 0) fan_.emplace(k);
@@ -69,19 +69,19 @@ public:
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
         if (split_.atomic()) XC_CUDA_CHECK(cudaMemsetAsync(out, 0, size_t(out_elems_) * sizeof(float), stream));
-        for_lefts(fan_, stream, jobs_.lefts,
+        for_lefts(fan_, stream, pairs_.N,
                   [&](int i_begin, int n_lefts, cudaStream_t s) { launch(left, right, out, i_begin, n_lefts, s); });
     }
 
 private:
     void launch(const float* left, const float* right, float* out, int i_begin, int n_lefts, cudaStream_t s) {
-        for (const Piece& pc : cut(jobs_.rights, rights_, {8, 4, 2, 1})) {
+        for (const Piece& pc : cut(pairs_.M, rights_, {8, 4, 2, 1})) {
             dispatch<8, 4, 2, 1>(pc.size, [&](auto r) {
                 constexpr int R = decltype(r)::value;
                 const dim3 grid(split_.worker_blocks(), ceil_div(g_.out_w, kWarp),
                                 grid_groups(int64_t(n_lefts) * pc.groups));
                 multi_right_split_kernel<R><<<grid, dim3(kWarp, kWarps), 0, s>>>(
-                    left, right, out, g_, jobs_.map, split_.view(), split_.atomic(), i_begin, n_lefts, pc.begin,
+                    left, right, out, g_, pairs_, split_.view(), split_.atomic(), i_begin, n_lefts, pc.begin,
                     pc.groups);
                 XC_CHECK_LAUNCH();
             }, "rights");
@@ -89,7 +89,7 @@ private:
     }
 
     Geometry g_;
-    Jobs jobs_;
+    PairGrid pairs_;
     int rights_;
     SplitPlan split_;
     int64_t out_elems_;

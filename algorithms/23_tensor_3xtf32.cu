@@ -398,7 +398,7 @@ std::unique_ptr<Instance> make_tensor_tiled(const Problem& p, const Params& ps, 
     if (nmap == "rows" && rights != "auto")
         throw UsageError("tensor-tiled: rights applies to n_map=rights (rows holds one pair per block)");
     require_mma_tf32("tensor-tiled");
-    const int M = pairs_of(p).M;  // rights per left
+    const int M = pair_map(p).grid().M;  // rights per left
     const int mode = nmap == "rows" || (nmap == "auto" && M == 1) ? kRows : kRights;
     const int nt = rights == "auto" ? (M <= 8 ? 1 : 2) : std::stoi(rights) / 8;
     return std::make_unique<TensorTiled>(p, split, mode, nt);

@@ -51,25 +51,6 @@ inline Geometry geometry(const Problem& p) {
                     int64_t(p.hR) * p.wR, int64_t(p.out_h()) * p.out_w()};
 }
 
-// Every multi-matrix form is "for each left i, a one-to-many over its M right slots j":
-//   one-to-many  N = 1,  M = nR:     right j,          output j
-//   n-to-mn      N = nL, M = nR/nL:  right i + N*j,    output i + N*j
-//   n-to-m       N = nL, M = nR:     right j,          output i*M + j
-struct JobMap {
-    int64_t right_i, right_j, out_i, out_j;  // right = i*right_i + j*right_j, output likewise
-};
-struct Jobs {
-    int lefts, rights;  // N and M
-    JobMap map;
-};
-inline Jobs jobs_of(const Problem& p) {
-    switch (p.form) {
-        case Form::NToMn: return Jobs{p.nL, p.nR / p.nL, JobMap{1, p.nL, 1, p.nL}};
-        case Form::NToM: return Jobs{p.nL, p.nR, JobMap{0, 1, p.nR, 1}};
-        default: return Jobs{1, p.nR, JobMap{0, 1, 0, 1}};
-    }
-}
-
 // Row-block order of the non-split kernels: the grid's slowest index runs over the row blocks
 // from the centre outwards (middle_out, common/warp_buffer.cuh). The overlaps are tallest at the
 // centre rows, so the longest blocks start first and the last wave holds the shortest ones; in

@@ -17,32 +17,15 @@
 
 namespace xcorr {
 
-// Pair geometry of the tiled kernels: N lefts, M rights per left (n-to-mn) or in total; the right
-// matrix of pair (i, j) is i*rsi + j*rsj and its output i*osi + j*osj. groupsI, groupsJ: the pair
-// groups (blocks along i and j) that the kernel sets.
-struct Pairs {
-    int N, M;
-    int rsi, rsj, osi, osj;
+// The pairs of the tiled kernels: the stack's pair grid (PairGrid, xcorr/core.hpp: N lefts, M
+// rights per left) and the pair groups (blocks along i and j) that the kernel sets, `lefts` x
+// `rights` pairs per block.
+struct Pairs : PairGrid {
     int groupsI, groupsJ;
-    // Index of the right matrix and of the output of pair (i, j) in their stacks.
-    __host__ __device__ int64_t right(int i, int j) const { return int64_t(i) * rsi + int64_t(j) * rsj; }
-    __host__ __device__ int64_t output(int i, int j) const { return int64_t(i) * osi + int64_t(j) * osj; }
 };
-inline Pairs pairs_of(const Problem& p) {
-    switch (p.form) {
-        case Form::OneToOne: return {1, 1, 0, 1, 0, 1, 0, 0};
-        case Form::OneToMany: return {1, p.nR, 0, 1, 0, 1, 0, 0};
-        case Form::NToMn: return {p.nL, p.nR / p.nL, 1, p.nL, 1, p.nL, 0, 0};
-        case Form::NToM: return {p.nL, p.nR, 0, 1, p.nR, 1, 0, 0};
-    }
-    return {};
-}
-// The same, with the pairs grouped `lefts` x `rights` per block.
 inline Pairs pairs_of(const Problem& p, int lefts, int rights) {
-    Pairs P = pairs_of(p);
-    P.groupsI = ceil_div(P.N, lefts);
-    P.groupsJ = ceil_div(P.M, rights);
-    return P;
+    const PairGrid G = pair_map(p).grid();
+    return Pairs{G, ceil_div(G.N, lefts), ceil_div(G.M, rights)};
 }
 
 // Rows r of R for which some shift dy in [d0, d1] overlaps L: the union of the overlaps.
