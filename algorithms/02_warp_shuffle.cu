@@ -53,12 +53,15 @@ __global__ void __launch_bounds__(kWarp * WARPS, 64 / WARPS)
     if (x0 + lane < out_w) out[(int64_t(k) * out_h + y) * out_w + x0 + lane] = sum;
 }
 
+// The instantiated values of the tuning parameters (xcorr/dispatch.hpp), the first the default.
+using Warps = Values<4, 8>;
+
 class WarpShuffle final : public Instance {
 public:
     WarpShuffle(const Problem& p, int warps, LeftMode mode) : p_(p), warps_(warps), mode_(mode) {}
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
-        dispatch<4, 8>(warps_, [&](auto w) {
+        Warps::dispatch(warps_, [&](auto w) {
             constexpr int W = decltype(w)::value;
             auto kernel = mode_ == LeftMode::Index ? warp_shuffle_kernel<W, LeftMode::Index>
                                                    : warp_shuffle_kernel<W, LeftMode::Rotate>;
@@ -88,7 +91,7 @@ XCORR_REGISTER_VARIANT(Variant{
                "row broadcast by shuffles (paper 4.1)",
     .timed = "kernel",
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
-    .params = {{"warps", {"4", "8"}, "warps per block (block = 32 x warps threads)"},
+    .params = {Warps::param("warps", "warps per block (block = 32 x warps threads)"),
                {"left_shuffle", {"index", "rotate"},
                 "how lanes read the left window: index = 1 shuffle per step (window stays, the "
                 "source lane advances), rotate = the paper's 2 shuffles per step (window shifts)"}},

@@ -85,12 +85,15 @@ __global__ void __launch_bounds__(kWarp * OVERLAPS)
     }
 }
 
+// The instantiated values of the tuning parameters (xcorr/dispatch.hpp), the first the default.
+using OverlapsPerBlock = Values<4, 8, 16, 32>;
+
 class WarpPerOverlap final : public Instance {
 public:
     WarpPerOverlap(const Problem& p, int overlaps) : p_(p), overlaps_(overlaps) {}
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
-        dispatch<4, 8, 16, 32>(overlaps_, [&](auto o) {
+        OverlapsPerBlock::dispatch(overlaps_, [&](auto o) {
             constexpr int O = decltype(o)::value;
             const int64_t elems = int64_t(p_.out_h()) * p_.out_w();
             const dim3 block(kWarp, O);
@@ -113,7 +116,7 @@ XCORR_REGISTER_VARIANT(Variant{
     .summary = "one warp per output element, products round-robin over the lanes, shuffle reduction",
     .timed = "kernel",
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
-    .params = {{"overlaps_per_block", {"4", "8", "16", "32"}, "warps (= overlaps) per block"}},
+    .params = {OverlapsPerBlock::param("overlaps_per_block", "warps (= overlaps) per block")},
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
         return std::make_unique<WarpPerOverlap>(p, param_int(ps, "overlaps_per_block"));
     },

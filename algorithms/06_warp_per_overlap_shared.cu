@@ -177,6 +177,9 @@ __global__ void __launch_bounds__(kWarp * WARPS, 32 / WARPS)
 // Largest staging buffers of the instantiated values: 3 buffers x 64 rows x 128 columns.
 constexpr size_t kMaxSmemBytes = size_t(3) * 64 * 128 * sizeof(float);
 
+// The instantiated values of the tuning parameters (xcorr/dispatch.hpp), the first the default.
+using Warps = Values<16, 8, 4>;
+
 class WarpPerOverlapShared final : public Instance {
 public:
     WarpPerOverlapShared(const Problem& p, int warps, int group_cols, int buf_rows, bool group_per_block)
@@ -192,7 +195,7 @@ public:
         zero_first_ = group_per_block && max_groups_ > 1;
         // The opt-in limit is per kernel and process-wide: set it to what the largest configuration
         // needs, so that instances that coexist cannot lower it under one another.
-        dispatch<16, 8, 4>(warps_, [&](auto w) {
+        Warps::dispatch(warps_, [&](auto w) {
             XC_CUDA_CHECK(cudaFuncSetAttribute(warp_per_overlap_shared_kernel<decltype(w)::value>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxSmemBytes)));
         }, "warps");
@@ -201,7 +204,7 @@ public:
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
         if (zero_first_)
             XC_CUDA_CHECK(cudaMemsetAsync(out, 0, size_t(p_.out_elems()) * sizeof(float), stream));
-        dispatch<16, 8, 4>(warps_, [&](auto w) {
+        Warps::dispatch(warps_, [&](auto w) {
             constexpr int W = decltype(w)::value;
             const int y_blocks = ceil_div(p_.out_h(), W);
             const int64_t blocks = int64_t(p_.out_w()) * y_blocks * (group_per_block_ ? max_groups_ : 1);
@@ -228,7 +231,7 @@ XCORR_REGISTER_VARIANT(Variant{
     .summary = "warp per output element, a block's vertically adjacent overlaps staged in shared memory",
     .timed = "kernel (group_per_block=yes with several column groups: zero output + kernel)",
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
-    .params = {{"warps", {"16", "8", "4"}, "warps per block = vertically adjacent overlaps sharing one staging"},
+    .params = {Warps::param("warps", "warps per block = vertically adjacent overlaps sharing one staging"),
                {"col_group", {"64", "32", "128"}, "columns per column group (thesis: shared_mem_row_size)"},
                {"rows", {"64", "32"}, "rows per staged chunk, >= warps (thesis: shared_mem_rows)"},
                {"group_per_block", {"no", "yes"},

@@ -63,6 +63,9 @@ __global__ void __launch_bounds__(kWarp * kWarps, (kMinBlocks<1, R, 1, 1>))
     }
 }
 
+// The instantiated values of the tuning parameters (xcorr/dispatch.hpp), the first the default.
+using Rights = Values<8, 1, 2, 4>;
+
 class MultiRight final : public Instance {
 public:
     MultiRight(const Problem& p, int rights, int streams)
@@ -78,8 +81,8 @@ public:
 
 private:
     void launch(const float* left, const float* right, float* out, int i_begin, int n_lefts, cudaStream_t s) {
-        for (const Piece& pc : cut(pairs_.M, rights_, {8, 4, 2, 1})) {
-            dispatch<8, 4, 2, 1>(pc.size, [&](auto r) {
+        for (const Piece& pc : cut<Rights>(pairs_.M, rights_)) {
+            Rights::dispatch(pc.size, [&](auto r) {
                 constexpr int R = decltype(r)::value;
                 const dim3 grid(ceil_div(g_.out_w, kWarp), grid_groups(int64_t(n_lefts) * pc.groups),
                                 ceil_div(g_.out_h, kWarps));
@@ -104,7 +107,7 @@ XCORR_REGISTER_VARIANT(Variant{
     .summary = "warp-shuffle, each thread one overlap of R right matrices sharing its left values",
     .timed = "kernel (one launch per group size; launch=streamsK: one per left matrix, K streams)",
     .forms = {Form::OneToMany, Form::NToMn, Form::NToM},
-    .params = {{"rights", {"8", "1", "2", "4"}, "right matrices per thread (R)"},
+    .params = {Rights::param("rights", "right matrices per thread (R)"),
                kLaunchParam},
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
         return std::make_unique<MultiRight>(p, param_int(ps, "rights"), parse_launch(ps.at("launch")));

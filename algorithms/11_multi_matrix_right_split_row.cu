@@ -58,6 +58,9 @@ __global__ void __launch_bounds__(kWarp * kWarps, (kMinBlocks<1, R, 1, 1>))
     }
 }
 
+// The instantiated values of the tuning parameters (xcorr/dispatch.hpp), the first the default.
+using Rights = Values<8, 1, 2, 4>;
+
 class MultiRightSplit final : public Instance {
 public:
     MultiRightSplit(const Problem& p, int rights, const Params& ps)
@@ -75,8 +78,8 @@ public:
 
 private:
     void launch(const float* left, const float* right, float* out, int i_begin, int n_lefts, cudaStream_t s) {
-        for (const Piece& pc : cut(pairs_.M, rights_, {8, 4, 2, 1})) {
-            dispatch<8, 4, 2, 1>(pc.size, [&](auto r) {
+        for (const Piece& pc : cut<Rights>(pairs_.M, rights_)) {
+            Rights::dispatch(pc.size, [&](auto r) {
                 constexpr int R = decltype(r)::value;
                 const dim3 grid(split_.worker_blocks(), ceil_div(g_.out_w, kWarp),
                                 grid_groups(int64_t(n_lefts) * pc.groups));
@@ -102,7 +105,7 @@ XCORR_REGISTER_VARIANT(Variant{
     .summary = "multi-matrix-right with overlaps split into stripes of rows, one stripe per warp",
     .timed = "zero output (cudaMemsetAsync, only when a stripe is shorter than an overlap) + kernel(s)",
     .forms = {Form::OneToMany, Form::NToMn, Form::NToM},
-    .params = {{"rights", {"8", "1", "2", "4"}, "right matrices per thread (R)"},
+    .params = {Rights::param("rights", "right matrices per thread (R)"),
                {"rows", {"1", "2", "4", "8", "16", "n"}, "overlap rows per job (n: the whole overlap, no split)"},
                {"distribution", {"triangle", "rectangle", "none"},
                 "worker -> job map: exact (triangle), m per output row (rectangle), no split (none, rows=n)"},

@@ -67,6 +67,11 @@ __global__ void __launch_bounds__(kWarp * kWarps, (kMinBlocks<1, R, S, LR>))
     }
 }
 
+// The instantiated values of the tuning parameters (xcorr/dispatch.hpp), the first the default.
+// left_rows takes the values of overlaps (the two must be equal).
+using Overlaps = Values<4, 1, 2>;
+using Rights = Values<4, 1, 2>;
+
 class MultiRightGrouped final : public Instance {
 public:
     MultiRightGrouped(const Problem& p, int rights, int overlaps, int left_rows, int streams)
@@ -86,10 +91,10 @@ public:
 
 private:
     void launch(const float* left, const float* right, float* out, int i_begin, int n_lefts, cudaStream_t s) {
-        dispatch<4, 2, 1>(overlaps_, [&](auto sv) {
+        Overlaps::dispatch(overlaps_, [&](auto sv) {
             constexpr int S = decltype(sv)::value;
-            for (const Piece& pc : cut(pairs_.M, rights_, {4, 2, 1})) {
-                dispatch<4, 2, 1>(pc.size, [&](auto r) {
+            for (const Piece& pc : cut<Rights>(pairs_.M, rights_)) {
+                Rights::dispatch(pc.size, [&](auto r) {
                     constexpr int R = decltype(r)::value;
                     const dim3 grid(ceil_div(g_.out_w, kWarp), grid_groups(int64_t(n_lefts) * pc.groups),
                                     ceil_div(g_.out_h, kWarps * S));
@@ -115,9 +120,9 @@ XCORR_REGISTER_VARIANT(Variant{
     .summary = "multi-matrix-right with S adjacent overlaps per thread and LR left rows per step",
     .timed = "kernel (one launch per group size; launch=streamsK: one per left matrix, K streams)",
     .forms = {Form::OneToMany, Form::NToMn, Form::NToM},
-    .params = {{"overlaps", {"4", "1", "2"}, "vertically adjacent overlaps per thread (S); must equal left_rows"},
-               {"rights", {"4", "1", "2"}, "right matrices per thread (R)"},
-               {"left_rows", {"4", "1", "2"}, "left rows per main-phase step (LR); must equal overlaps"},
+    .params = {Overlaps::param("overlaps", "vertically adjacent overlaps per thread (S); must equal left_rows"),
+               Rights::param("rights", "right matrices per thread (R)"),
+               Overlaps::param("left_rows", "left rows per main-phase step (LR); must equal overlaps"),
                kLaunchParam},
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
         return std::make_unique<MultiRightGrouped>(p, param_int(ps, "rights"), param_int(ps, "overlaps"),

@@ -447,6 +447,9 @@ private:
     int n_items_ = 0, n_split_ = 0, n_parts_ = 0;
 };
 
+// The instantiated values of the tuning parameters (xcorr/dispatch.hpp), the first the default.
+using Rows = Values<4, 8>;
+
 std::unique_ptr<Instance> make_register_tiled(const Problem& p, const Params& ps) {
     const int rows = param_int(ps, "rows");
     // auto: more rounds (finer split-K, better balance, a larger reduction) pay only when the
@@ -457,7 +460,7 @@ std::unique_ptr<Instance> make_register_tiled(const Problem& p, const Params& ps
     if (p.out_h() > (1 << 30) / std::max(p.out_w(), 1))
         throw UsageError("register-tiled: output matrix too large for 32-bit tile indices");
     std::unique_ptr<Instance> inst;
-    dispatch<8, 4>(rows, [&](auto r) {
+    Rows::dispatch(rows, [&](auto r) {
         constexpr int TY = decltype(r)::value;
         // 64 x 64 shift tiles: 8 x 8 per thread in 2 warps, or 4 x 8 per thread in 4 warps.
         using C = Cfg<TY, 8, 2, 8 / TY>;
@@ -473,7 +476,7 @@ XCORR_REGISTER_VARIANT(Variant{
                "zero regions skipped per warp, split-K with a deterministic reduction for small problems",
     .timed = "kernel + split-K reduction kernel (only when split)",
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
-    .params = {{"rows", {"4", "8"}, "shift rows per thread (8 columns each)"},
+    .params = {Rows::param("rows", "shift rows per thread (8 columns each)"),
                {"waves", {"auto", "1", "2", "4", "0"},
                 "split-K until about this many full waves of blocks (0: never split; "
                 "auto: 1 below 1e9 FMAs, 2 below 3e9, else 4)"}},

@@ -269,6 +269,12 @@ __global__ void __launch_bounds__(kThreads, Tile<MODE, AT, DY, BT, RPL>::ACC > 6
     }
 }
 
+// The instantiated values of the tuning parameters (xcorr/dispatch.hpp), the first the default.
+// rights: 4 and 1 with both lefts, 7 with lefts=1 only (select() below).
+using Rows = Values<2, 4>;
+using Lefts = Values<1, 2>;
+using Rights = Values<4, 1, 7>;
+
 class MultiTiled final : public Instance {
 public:
     MultiTiled(const Problem& p, int mode, int lefts, int rows, int rights)
@@ -289,8 +295,8 @@ private:
     // Picks the instantiation once, untimed, and raises its shared-memory limit.
     void select(bool rpl) {
         if (mode_ == kLanesRights) {
-            dispatch<1, 2>(at_, [&](auto a) {
-                dispatch<2, 4>(dy_, [&](auto d) {
+            Lefts::dispatch(at_, [&](auto a) {
+                Rows::dispatch(dy_, [&](auto d) {
                     constexpr int A = decltype(a)::value, D = decltype(d)::value;
                     if (bt_ == 4) use<kLanesRights, A, D, 4, false>();
                     else if (bt_ == 1) use<kLanesRights, A, D, 1, false>();
@@ -299,7 +305,7 @@ private:
                 }, "rows");
             }, "lefts");
         } else {
-            dispatch<2, 4>(dy_, [&](auto d) {
+            Rows::dispatch(dy_, [&](auto d) {
                 if (rpl)
                     use<kLanesLefts, 1, decltype(d)::value, 4, true>();
                 else
@@ -336,9 +342,9 @@ XCORR_REGISTER_VARIANT(Variant{
     .params = {{"lanes", {"auto", "rights", "lefts"},
                 "what the 8 pair lanes of a warp take: 8 rights (x4 per thread, lefts shared) or 8 "
                 "lefts (x4 rights per thread); auto picks by slot use"},
-               {"rows", {"2", "4"}, "shift rows per thread (block = 2*rows x 32 shifts)"},
-               {"lefts", {"1", "2"}, "lefts per thread with lanes=rights (2: n-to-m only)"},
-               {"rights", {"4", "1", "7"}, "rights per thread with lanes=rights (block: 8 x rights)"}},
+               Rows::param("rows", "shift rows per thread (block = 2*rows x 32 shifts)"),
+               Lefts::param("lefts", "lefts per thread with lanes=rights (2: n-to-m only)"),
+               Rights::param("rights", "rights per thread with lanes=rights (block: 8 x rights)")},
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
         const std::string lanes = ps.at("lanes");
         const int lefts = param_int(ps, "lefts"), rows = param_int(ps, "rows"), rights = param_int(ps, "rights");

@@ -120,6 +120,9 @@ __global__ void __launch_bounds__(kWarp * kWarps)
 
 constexpr size_t kMaxSmem = 200 * 1024;
 
+// The instantiated values of the tuning parameters (xcorr/dispatch.hpp), the first the default.
+using Warps = Values<8, 4>;
+
 class SmallDirect final : public Instance {
 public:
     SmallDirect(const Problem& p, int warps)
@@ -127,7 +130,7 @@ public:
         if (bytes_ > kMaxSmem)
             throw UsageError("small-direct: " + p.describe() + " needs " + std::to_string(bytes_ / 1024) +
                              " KB of shared memory per block (at most 200 KB; meant for sizes up to ~100)");
-        dispatch<8, 4>(warps_, [&](auto w) {
+        Warps::dispatch(warps_, [&](auto w) {
             XC_CUDA_CHECK(cudaFuncSetAttribute(small_direct_kernel<decltype(w)::value>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes_)));
         }, "warps");
@@ -135,7 +138,7 @@ public:
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
         const dim3 grid(unsigned(p_.out_h()), unsigned(std::min<int64_t>(p_.out_count(), 65535)));
-        dispatch<8, 4>(warps_, [&](auto w) {
+        Warps::dispatch(warps_, [&](auto w) {
             constexpr int W = decltype(w)::value;
             small_direct_kernel<W><<<grid, kWarp * W, bytes_, stream>>>(left, right, out, p_.hL, p_.wL, p_.hR,
                                                                         p_.wR, p_.out_count(), pair_map(p_));
@@ -155,7 +158,7 @@ XCORR_REGISTER_VARIANT(Variant{
     .summary = "tiny problems: a block per output row, staged zero-padded inputs, 4 outputs per lane",
     .timed = "kernel",
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
-    .params = {{"warps", {"8", "4"}, "warps per block; warp w sums the R rows r = w (mod warps)"}},
+    .params = {Warps::param("warps", "warps per block; warp w sums the R rows r = w (mod warps)")},
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
         return std::make_unique<SmallDirect>(p, param_int(ps, "warps"));
     },

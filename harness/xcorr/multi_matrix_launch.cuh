@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <initializer_list>
 #include <optional>
 #include <string>
 #include <utility>
@@ -19,6 +18,7 @@
 #include "xcorr/core.hpp"
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/device_buffer.hpp"
+#include "xcorr/dispatch.hpp"
 #include "xcorr/launch.cuh"
 #include "xcorr/registry.hpp"
 
@@ -37,12 +37,14 @@ struct Piece {
     int begin, groups, size;
 };
 // Cuts `count` matrices into groups of `size`; the rest, which does not fill a group, into groups
-// of the next smaller instantiated size, and so on (`sizes`: the instantiated group sizes,
-// descending, ending with 1). No padding: every group is full, every piece one launch.
-inline std::vector<Piece> cut(int count, int size, std::initializer_list<int> sizes) {
+// of the next smaller instantiated size, and so on (Sizes: the instantiated group sizes, a Values
+// type that holds 1). No padding: every group is full, every piece one launch.
+template <class Sizes>
+std::vector<Piece> cut(int count, int size) {
+    static_assert(Sizes::has(1), "groups of 1 must be instantiated: they take the rest");
     std::vector<Piece> out;
     int begin = 0;
-    for (int s : sizes) {
+    for (int s : Sizes::descending()) {
         if (s > size) continue;
         const int groups = (count - begin) / s;
         if (groups > 0) out.push_back(Piece{begin, groups, s});
