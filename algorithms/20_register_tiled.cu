@@ -27,12 +27,7 @@
 // item in chunks of KS x KC (s, c), staging the L rows/columns the chunk needs (halo included)
 // and the R rows s-TY+1 .. s+KS-1 in shared memory, zero outside the matrices.
 //
-// Split-K history, one-to-one 128 x 128 on the H200 (16 tiles of 64 x 64 shifts, 528 block slots):
-// the first planner rounded each tile's piece count, made 548 items (a second round of 20 blocks)
-// and combined pieces with atomicAdd into a memset output: 52.8 us, kernel 50.8 us at 38% issue
-// utilisation (ncu). Fitting the count into one round and ordering heaviest first, the partial
-// tiles with a separate reduction (4.0 us by ncu, overlapped by PDL) now take 38.8 us (kernel
-// 36.1 us); 96 x 96 went from 40 to 22.7 us, 64 x 64 from 11.0 to 9.7 us.
+// Measurements, probes and history: results/nvidia-h200/notes/20_register_tiled.md.
 //
 // Staging uses 4-byte cp.async with zero fill, every copy of a chunk in flight at once.
 //

@@ -31,10 +31,9 @@
 // a warp needs <= 12 wavefronts (R vectors broadcast or conflict-free: slot stride 132 = 4 mod 8
 // floats; 4 distinct contiguous L vectors) against the 64 clocks its 256 FFMA occupy a scheduler,
 // so bandwidth is not the limit with lanes=rights; with lanes=lefts 8 lefts x 4 dx groups are 32
-// distinct vectors (4 wavefronts each), which is why that mapping is slower. Measured (H200):
-// n-to-m 32x32 at 256 reaches 62% of the FP32 peak, 1-to-32 at 256 55%: the rest is padding,
-// the per-chunk barrier and staging (~3-5% of issue), LDS latency at 4 warps per scheduler,
-// and the tail of the grid.
+// distinct vectors (4 wavefronts each), which is why that mapping is slower.
+// Measurements, probes and history: results/nvidia-h200/notes/21_multi_matrix_tiled.md.
+//
 // Resource report (ptxas, sm_90; no spills, no stack frame in any instantiation), registers:
 //   lanes=rights: lefts=1 rows=2: rights 1/4/7 = 89/96/112; rows=4: 116/128/254;
 //                 lefts=2 rows=2: rights 1/4 = 128/128; rows=4: 116/254.

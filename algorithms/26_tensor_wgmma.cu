@@ -33,17 +33,7 @@
 // memory (2 stages of 48 KB); 2 blocks (2 warpgroups) per SM. The wgmmas of a step chain on one
 // accumulator; the A registers of the 4 unrolled k steps are distinct, so ptxas needs no wait
 // inside a chunk (SASS: one WARPGROUP.DEPBAR per chunk).
-// Bottleneck (ncu, H200; real-data and 1-to-32 at 256): shared memory, 78-81% of its bandwidth
-// (L1/TEX throughput; DRAM 0-2%, SM 60%): each of a step's 3 wgmmas reads its 2 KB of B there,
-// beside the A fragments (4 KB per step) and the staging stores. Fewer B reads per product (two L
-// rows per warp against one B, or N = 128) would be the next step.
-// In the suite (results/nvidia-h200, revision 38dfefb6c06a; the best mma.sync kernel beside):
-// real-data 14.5 ms (tensor-rowpair 17.1; 75% of the FP32 peak), 1-to-32 at 256 3.47 ms
-// (tensor-presplit 4.51; 118%), 32-to-32 at 256 110 ms (144; 120%), 8-to-8 at 256 6.94 ms (9.08),
-// 1-to-8 and 1-to-32 at 512 133%, 1-to-8 at 256 1.29 ms (tensor-tiled 1.83, one pair group),
-// 32-to-32 at 64 0.815 ms (0.833). Median over the 68 cases both ran: 1.01x the best other new
-// kernel; slower where 8 right slots per block are mostly empty (1-to-2, 2-to-2: 2.6-5.3x
-// register-tiled) or the problem is 32 x 32 and below (small-direct).
+// Measurements, probes and history: results/nvidia-h200/notes/26_tensor_wgmma.md.
 #include <cstdint>
 #include <memory>
 
