@@ -11,11 +11,11 @@
 // costs one multiply-add, the centre one min(hL,hR) * min(wL,wR).
 //
 // This file is the model for every variant: kernel(s), launch wrapper, parameter space and
-// registration, depending only on the harness API (xcorr/*.hpp) and xcorr/device.cuh.
+// registration, depending only on the harness API (xcorr/*.hpp) and common/device.cuh.
 #include <algorithm>
 
+#include "common/device.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
 
@@ -50,12 +50,15 @@ __global__ void __launch_bounds__(kWarp * WARPS)
     }
 }
 
+// The instantiated values of the tuning parameters (xcorr/dispatch.hpp), the first the default.
+using Warps = Values<4, 8>;
+
 class OverlapWise final : public Instance {
 public:
     OverlapWise(const Problem& p, int warps) : p_(p), warps_(warps) {}
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
-        dispatch<4, 8>(warps_, [&](auto w) {
+        Warps::dispatch(warps_, [&](auto w) {
             constexpr int W = decltype(w)::value;
             const dim3 block(kWarp, W);
             const dim3 grid(ceil_div(p_.out_w(), kWarp), ceil_div(p_.out_h(), W),
@@ -77,7 +80,7 @@ XCORR_REGISTER_VARIANT(Variant{
     .summary = "one thread per output element, no data reuse (the paper's baseline)",
     .timed = "kernel",
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
-    .params = {{"warps", {"4", "8"}, "warps per block (block = 32 x warps threads)"}},
+    .params = {Warps::param("warps", "warps per block (block = 32 x warps threads)")},
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
         return std::make_unique<OverlapWise>(p, param_int(ps, "warps"));
     },

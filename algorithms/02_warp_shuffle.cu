@@ -5,7 +5,7 @@
 // rows. Each lane loops over the whole rows of its overlap (no split); all lanes of a warp share
 // the same overlap rows, and they walk the union of their overlap columns (the right matrix's
 // columns that any lane needs) in 32-wide chunks. Per row and chunk, the left row sits in a 64-item
-// warp-wise window (two registers per lane, see xcorr/warp_buffer.cuh) and the right row in a
+// warp-wise window (two registers per lane, see common/warp_buffer.cuh) and the right row in a
 // 32-item buffer (one register per lane), both filled by coalesced, bounds-checked loads that put
 // zeros outside the matrices; then 32 fully unrolled steps, each one FMA per lane fed by a
 // shuffle of the left window and a broadcast of the right buffer (left_shuffle=index, default;
@@ -18,11 +18,11 @@
 #include <algorithm>
 #include <string>
 
+#include "common/device.cuh"
+#include "common/warp_buffer.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
-#include "xcorr/warp_buffer.cuh"
 
 namespace xcorr {
 namespace {
@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(kWarp * WARPS, 64 / WARPS)
     if (y >= out_h) return;  // a whole warp: shuffles below need all 32 lanes
 
     const int k = k0 + int(blockIdx.z);
-    const PairIndex pi = pair_index(pairs, k);
+    const PairMap::Pair pi = pairs.pair32(k);
     const float* L = opaque_ptr(left + int64_t(pi.left) * hL * wL);
     const float* R = opaque_ptr(right + int64_t(pi.right) * hR * wR);
 
@@ -53,12 +53,15 @@ __global__ void __launch_bounds__(kWarp * WARPS, 64 / WARPS)
     if (x0 + lane < out_w) out[(int64_t(k) * out_h + y) * out_w + x0 + lane] = sum;
 }
 
+// The instantiated values of the tuning parameters (xcorr/dispatch.hpp), the first the default.
+using Warps = Values<4, 8>;
+
 class WarpShuffle final : public Instance {
 public:
     WarpShuffle(const Problem& p, int warps, LeftMode mode) : p_(p), warps_(warps), mode_(mode) {}
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
-        dispatch<4, 8>(warps_, [&](auto w) {
+        Warps::dispatch(warps_, [&](auto w) {
             constexpr int W = decltype(w)::value;
             auto kernel = mode_ == LeftMode::Index ? warp_shuffle_kernel<W, LeftMode::Index>
                                                    : warp_shuffle_kernel<W, LeftMode::Rotate>;
@@ -88,7 +91,7 @@ XCORR_REGISTER_VARIANT(Variant{
                "row broadcast by shuffles (paper 4.1)",
     .timed = "kernel",
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
-    .params = {{"warps", {"4", "8"}, "warps per block (block = 32 x warps threads)"},
+    .params = {Warps::param("warps", "warps per block (block = 32 x warps threads)"),
                {"left_shuffle", {"index", "rotate"},
                 "how lanes read the left window: index = 1 shuffle per step (window stays, the "
                 "source lane advances), rotate = the paper's 2 shuffles per step (window shifts)"}},

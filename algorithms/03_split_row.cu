@@ -5,7 +5,7 @@
 // with n rows has ceil(n / rows) jobs. A warp (a worker) computes one job for 32 adjacent overlaps
 // of one output row, with the base algorithm's buffers: lane t takes output column x0 + t, the
 // 64-item left window and the 32-item right buffer are refilled by coalesced zero-guarded loads,
-// and each 32-step block costs 2 shuffles per FMA (xcorr/warp_buffer.cuh, Index mode). Workers
+// and each 32-step block costs 2 shuffles per FMA (common/warp_buffer.cuh, Index mode). Workers
 // add their partial sums to the zeroed output with atomicAdd. The block is 32 x 4 threads; grid x
 // takes the 32-column groups of the output, and the worker id blockIdx.y * 4 + threadIdx.y (the
 // same for a whole warp, so idle workers are whole warps) is mapped to (output row, job) by the
@@ -23,10 +23,10 @@
 #include <algorithm>
 #include <string>
 
+#include "common/device.cuh"
+#include "common/warp_buffer.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/registry.hpp"
-#include "xcorr/warp_buffer.cuh"
 
 namespace xcorr {
 namespace {
@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(kWarp * WARPS, 64 / WARPS)
     const int lane = lane_id();
     const int x0 = int(blockIdx.x) * kWarp;
     const int k = k0 + int(blockIdx.z);
-    const PairIndex pi = pair_index(pairs, k);
+    const PairMap::Pair pi = pairs.pair32(k);
     const float* L = opaque_ptr(left + int64_t(pi.left) * hL * wL);
     const float* R = opaque_ptr(right + int64_t(pi.right) * hR * wR);
     const WarpColumns cols = warp_columns(x0, wL, wR);

@@ -8,7 +8,7 @@
 // 32-wide chunks. Per step and chunk it caches L left rows (L 64-item warp-wise windows) and the
 // S + L - 1 right rows they pair with: left row l meets overlap o through right row slot
 // l + S - 1 - o. Each of the 32 steps then costs L left shuffles + (S + L - 1) right broadcasts
-// for S * L FMAs (Index mode, xcorr/warp_buffer.cuh; the paper's rotating windows cost L more),
+// for S * L FMAs (Index mode, common/warp_buffer.cuh; the paper's rotating windows cost L more),
 // e.g. 23 shuffles per 64 FMAs for S = L = 8, against 3 per FMA in the paper's base algorithm.
 // Each left row is loaded once per warp; right rows S + L - 1 times per L rows.
 //
@@ -30,10 +30,10 @@
 #include <algorithm>
 #include <string>
 
+#include "common/device.cuh"
+#include "common/warp_buffer.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/registry.hpp"
-#include "xcorr/warp_buffer.cuh"
 
 namespace xcorr {
 namespace {
@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(kWarp * kWarps, min_blocks(S, LR, U))
     if (y0 >= out_h) return;  // a whole warp
 
     const int k = k0 + int(blockIdx.z);
-    const PairIndex pi = pair_index(pairs, k);
+    const PairMap::Pair pi = pairs.pair32(k);
     const float* L = opaque_ptr(left + int64_t(pi.left) * hL * wL);
     const float* R = opaque_ptr(right + int64_t(pi.right) * hR * wR);
 

@@ -7,20 +7,14 @@
 // sums the 32 partial sums.
 #include <algorithm>
 
+#include "common/device.cuh"
+#include "common/warp_buffer.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
-#include "xcorr/warp_buffer.cuh"
 
 namespace xcorr {
 namespace {
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int offset = kWarp / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
-    return v;
-}
 
 // Loads in flight per lane and loop trip. 4, not 8: with 8 the loop needs 40 registers (48 before
 // the pointers were made opaque, see below), which caps residency at 48 of 64 warps per SM, and
@@ -91,12 +85,15 @@ __global__ void __launch_bounds__(kWarp * OVERLAPS)
     }
 }
 
+// The instantiated values of the tuning parameters (xcorr/dispatch.hpp), the first the default.
+using OverlapsPerBlock = Values<4, 8, 16, 32>;
+
 class WarpPerOverlap final : public Instance {
 public:
     WarpPerOverlap(const Problem& p, int overlaps) : p_(p), overlaps_(overlaps) {}
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
-        dispatch<4, 8, 16, 32>(overlaps_, [&](auto o) {
+        OverlapsPerBlock::dispatch(overlaps_, [&](auto o) {
             constexpr int O = decltype(o)::value;
             const int64_t elems = int64_t(p_.out_h()) * p_.out_w();
             const dim3 block(kWarp, O);
@@ -119,7 +116,7 @@ XCORR_REGISTER_VARIANT(Variant{
     .summary = "one warp per output element, products round-robin over the lanes, shuffle reduction",
     .timed = "kernel",
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
-    .params = {{"overlaps_per_block", {"4", "8", "16", "32"}, "warps (= overlaps) per block"}},
+    .params = {OverlapsPerBlock::param("overlaps_per_block", "warps (= overlaps) per block")},
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
         return std::make_unique<WarpPerOverlap>(p, param_int(ps, "overlaps_per_block"));
     },

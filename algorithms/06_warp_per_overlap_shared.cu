@@ -7,19 +7,14 @@
 // reads it, instead of each warp reading global memory on its own.
 #include <algorithm>
 
+#include "common/cp_async.cuh"
+#include "common/device.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
 
 namespace xcorr {
 namespace {
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int offset = kWarp / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
-    return v;
-}
 
 // Position of one thread in a staged tile of row stride P, and the constant step of THREADS
 // elements, so the staging loop walks the tile with no division.
@@ -28,23 +23,13 @@ struct TileWalk {
     int step_r, step_c;
 };
 
-// Asynchronous 4-byte copy global -> shared (cp.async, sm_80+), cached in L1 since neighbouring
-// blocks stage overlapping rows. With valid == false it reads nothing and writes a zero (src-size 0);
-// the source address is then the matrix base, so no address outside the matrix is ever formed.
-__device__ __forceinline__ void copy_async_4(float* dst, const float* src, bool valid) {
-    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0)
-                 : "memory");
-}
-__device__ __forceinline__ void copy_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-
 // Strided loading (thesis 3.6.4): element i of the staged rows goes to thread i mod THREADS.
 // Copies global rows [lo, hi) of columns [col0, col0 + nc) of M (row length w) into buf, whose
 // row 0 is global row `base`, at row stride P >= nc; the padding columns [nc, P) get zeros, so
 // that a padded product is 0 * 0. The rows lo..hi are contiguous in buf, so element i lands at
 // buf[(lo - base) * P + i] and only the global address needs the row/column walk. The copies are
 // asynchronous: a thread issues all of its copies back to back (one memory latency per chunk, not
-// one per element) and copy_async_wait_all() before the barrier completes them.
+// one per element) and cp_async_wait_all() before the barrier completes them.
 template <int THREADS>
 __device__ __forceinline__ void stage_rows(float* __restrict__ buf, const float* __restrict__ M, int w,
                                            int lo, int hi, int base, int col0, int nc, int P,
@@ -59,7 +44,7 @@ __device__ __forceinline__ void stage_rows(float* __restrict__ buf, const float*
 #pragma unroll 1  // the copies are asynchronous: unrolling buys no overlap, only registers
     for (int i = threadIdx.x; i < n; i += THREADS) {
         const bool valid = c < nc;
-        copy_async_4(dst + i, src + (valid ? off : to_base), valid);
+        cp_async4(dst + i, src + (valid ? off : to_base), valid);
         off += step;
         c += walk.step_c;
         if (c >= P) {
@@ -160,7 +145,7 @@ __global__ void __launch_bounds__(kWarp * WARPS, 32 / WARPS)
                 stage_rows<THREADS>(Ltop, L, wL, max(l_lo, top), min(l_hi, top + buf_rows), top,
                                     c0 + dx, nc, P, walk);
                 stage_rows<THREADS>(Rs, R, wR, r0, min(re, r0 + buf_rows), r0, c0, nc, P, walk);
-                copy_async_wait_all();
+                cp_async_wait_all();
                 __syncthreads();
                 if (active) {
                     const int ib = max(mine.begin, r0) - r0, ie = min(mine.end, r0 + buf_rows) - r0;
@@ -192,6 +177,9 @@ __global__ void __launch_bounds__(kWarp * WARPS, 32 / WARPS)
 // Largest staging buffers of the instantiated values: 3 buffers x 64 rows x 128 columns.
 constexpr size_t kMaxSmemBytes = size_t(3) * 64 * 128 * sizeof(float);
 
+// The instantiated values of the tuning parameters (xcorr/dispatch.hpp), the first the default.
+using Warps = Values<16, 8, 4>;
+
 class WarpPerOverlapShared final : public Instance {
 public:
     WarpPerOverlapShared(const Problem& p, int warps, int group_cols, int buf_rows, bool group_per_block)
@@ -207,7 +195,7 @@ public:
         zero_first_ = group_per_block && max_groups_ > 1;
         // The opt-in limit is per kernel and process-wide: set it to what the largest configuration
         // needs, so that instances that coexist cannot lower it under one another.
-        dispatch<16, 8, 4>(warps_, [&](auto w) {
+        Warps::dispatch(warps_, [&](auto w) {
             XC_CUDA_CHECK(cudaFuncSetAttribute(warp_per_overlap_shared_kernel<decltype(w)::value>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxSmemBytes)));
         }, "warps");
@@ -216,7 +204,7 @@ public:
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
         if (zero_first_)
             XC_CUDA_CHECK(cudaMemsetAsync(out, 0, size_t(p_.out_elems()) * sizeof(float), stream));
-        dispatch<16, 8, 4>(warps_, [&](auto w) {
+        Warps::dispatch(warps_, [&](auto w) {
             constexpr int W = decltype(w)::value;
             const int y_blocks = ceil_div(p_.out_h(), W);
             const int64_t blocks = int64_t(p_.out_w()) * y_blocks * (group_per_block_ ? max_groups_ : 1);
@@ -243,7 +231,7 @@ XCORR_REGISTER_VARIANT(Variant{
     .summary = "warp per output element, a block's vertically adjacent overlaps staged in shared memory",
     .timed = "kernel (group_per_block=yes with several column groups: zero output + kernel)",
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
-    .params = {{"warps", {"16", "8", "4"}, "warps per block = vertically adjacent overlaps sharing one staging"},
+    .params = {Warps::param("warps", "warps per block = vertically adjacent overlaps sharing one staging"),
                {"col_group", {"64", "32", "128"}, "columns per column group (thesis: shared_mem_row_size)"},
                {"rows", {"64", "32"}, "rows per staged chunk, >= warps (thesis: shared_mem_rows)"},
                {"group_per_block", {"no", "yes"},

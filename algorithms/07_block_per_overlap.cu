@@ -5,19 +5,13 @@
 // small corner overlaps); it is kept here for the comparison.
 #include <algorithm>
 
+#include "common/device.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
 
 namespace xcorr {
 namespace {
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int offset = kWarp / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
-    return v;
-}
 
 constexpr int kUnroll = 4;  // loads in flight per thread and loop trip
 
@@ -88,12 +82,15 @@ __global__ void __launch_bounds__(THREADS)
     }
 }
 
+// The instantiated values of the tuning parameters (xcorr/dispatch.hpp), the first the default.
+using Threads = Values<256, 128>;
+
 class BlockPerOverlap final : public Instance {
 public:
     BlockPerOverlap(const Problem& p, int threads) : p_(p), threads_(threads) {}
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
-        dispatch<128, 256>(threads_, [&](auto t) {
+        Threads::dispatch(threads_, [&](auto t) {
             constexpr int T = decltype(t)::value;
             const dim3 grid(unsigned(int64_t(p_.out_h()) * p_.out_w()),
                             unsigned(std::min<int64_t>(p_.out_count(), 65535)));
@@ -114,7 +111,7 @@ XCORR_REGISTER_VARIANT(Variant{
     .summary = "one thread block per output element, block-stride loop, block-wide reduction",
     .timed = "kernel",
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
-    .params = {{"threads", {"256", "128"}, "threads per block (one block per output element)"}},
+    .params = {Threads::param("threads", "threads per block (one block per output element)")},
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
         return std::make_unique<BlockPerOverlap>(p, param_int(ps, "threads"));
     },

@@ -18,10 +18,11 @@
 #include <memory>
 #include <optional>
 
+#include "common/device.cuh"
+#include "common/multi_matrix.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/dispatch.hpp"
-#include "xcorr/multi_matrix.cuh"
+#include "xcorr/multi_matrix_launch.cuh"
 #include "xcorr/registry.hpp"
 
 namespace xcorr {
@@ -32,7 +33,7 @@ using namespace multi;
 template <int R, int S, int LR>
 __global__ void __launch_bounds__(kWarp * kWarps, (kMinBlocks<1, R, S, LR>))
     multi_right_grouped_kernel(const float* __restrict__ left, const float* __restrict__ right,
-                               float* __restrict__ out, Geometry g, JobMap map, int i_begin, int n_lefts,
+                               float* __restrict__ out, Geometry g, PairGrid pairs, int i_begin, int n_lefts,
                                int j_begin, int n_groups, bool centre_first) {
     const int y0 = (row_block(centre_first) * kWarps + threadIdx.y) * S;
     if (y0 >= g.out_h) return;  // whole warps only
@@ -47,8 +48,8 @@ __global__ void __launch_bounds__(kWarp * kWarps, (kMinBlocks<1, R, S, LR>))
         const int i = i_begin + int(z / n_groups);
         const int j0 = j_begin + int(z % n_groups) * R;
         const float* L = opaque_ptr(left + int64_t(i) * g.left_size);
-        const float* Rm = opaque_ptr(right + (int64_t(i) * map.right_i + int64_t(j0) * map.right_j) * g.right_size);
-        int64_t rstep = map.right_j * g.right_size;
+        const float* Rm = opaque_ptr(right + pairs.right(i, j0) * g.right_size);
+        int64_t rstep = int64_t(pairs.rsj) * g.right_size;
         asm("" : "+l"(rstep));  // kept in a register, not rebuilt from the parameters per load (see opaque_ptr)
         float acc[S][1][R] = {};
         accumulate_group<1, R, S, LR>(acc, L, 0, Rm, rstep, g, dy0, rows, cols);
@@ -58,7 +59,7 @@ __global__ void __launch_bounds__(kWarp * kWarps, (kMinBlocks<1, R, S, LR>))
                 if (y0 + s >= g.out_h) break;
 #pragma unroll
                 for (int k = 0; k < R; ++k) {
-                    const int64_t o = int64_t(i) * map.out_i + int64_t(j0 + k) * map.out_j;
+                    const int64_t o = pairs.output(i, j0 + k);
                     out[(o * g.out_h + y0 + s) * g.out_w + x] = acc[s][0][k];
                 }
             }
@@ -66,10 +67,15 @@ __global__ void __launch_bounds__(kWarp * kWarps, (kMinBlocks<1, R, S, LR>))
     }
 }
 
+// The instantiated values of the tuning parameters (xcorr/dispatch.hpp), the first the default.
+// left_rows takes the values of overlaps (the two must be equal).
+using Overlaps = Values<4, 1, 2>;
+using Rights = Values<4, 1, 2>;
+
 class MultiRightGrouped final : public Instance {
 public:
     MultiRightGrouped(const Problem& p, int rights, int overlaps, int left_rows, int streams)
-        : g_(geometry(p)), jobs_(jobs_of(p)), rights_(rights), overlaps_(overlaps) {
+        : g_(geometry(p)), pairs_(pair_map(p).grid()), rights_(rights), overlaps_(overlaps) {
         if (overlaps != left_rows)
             throw UsageError("multi-matrix-right+grouped-overlap instantiates overlaps = left_rows only: "
                              "(overlaps, left_rows) in {(1,1), (2,2), (4,4)}, rights in {1, 2, 4}; got overlaps=" +
@@ -79,22 +85,22 @@ public:
     }
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
-        for_lefts(fan_, stream, jobs_.lefts,
+        for_lefts(fan_, stream, pairs_.N,
                   [&](int i_begin, int n_lefts, cudaStream_t s) { launch(left, right, out, i_begin, n_lefts, s); });
     }
 
 private:
     void launch(const float* left, const float* right, float* out, int i_begin, int n_lefts, cudaStream_t s) {
-        dispatch<4, 2, 1>(overlaps_, [&](auto sv) {
+        Overlaps::dispatch(overlaps_, [&](auto sv) {
             constexpr int S = decltype(sv)::value;
-            for (const Piece& pc : cut(jobs_.rights, rights_, {4, 2, 1})) {
-                dispatch<4, 2, 1>(pc.size, [&](auto r) {
+            for (const Piece& pc : cut<Rights>(pairs_.M, rights_)) {
+                Rights::dispatch(pc.size, [&](auto r) {
                     constexpr int R = decltype(r)::value;
                     const dim3 grid(ceil_div(g_.out_w, kWarp), grid_groups(int64_t(n_lefts) * pc.groups),
                                     ceil_div(g_.out_h, kWarps * S));
                     const bool centre = order_.centre_first(multi_right_grouped_kernel<R, S, S>, grid);
                     multi_right_grouped_kernel<R, S, S><<<grid, dim3(kWarp, kWarps), 0, s>>>(
-                        left, right, out, g_, jobs_.map, i_begin, n_lefts, pc.begin, pc.groups, centre);
+                        left, right, out, g_, pairs_, i_begin, n_lefts, pc.begin, pc.groups, centre);
                     XC_CHECK_LAUNCH();
                 }, "rights");
             }
@@ -102,7 +108,7 @@ private:
     }
 
     Geometry g_;
-    Jobs jobs_;
+    PairGrid pairs_;
     int rights_, overlaps_;
     BlockOrder order_;
     std::optional<StreamFan> fan_;
@@ -114,9 +120,9 @@ XCORR_REGISTER_VARIANT(Variant{
     .summary = "multi-matrix-right with S adjacent overlaps per thread and LR left rows per step",
     .timed = "kernel (one launch per group size; launch=streamsK: one per left matrix, K streams)",
     .forms = {Form::OneToMany, Form::NToMn, Form::NToM},
-    .params = {{"overlaps", {"4", "1", "2"}, "vertically adjacent overlaps per thread (S); must equal left_rows"},
-               {"rights", {"4", "1", "2"}, "right matrices per thread (R)"},
-               {"left_rows", {"4", "1", "2"}, "left rows per main-phase step (LR); must equal overlaps"},
+    .params = {Overlaps::param("overlaps", "vertically adjacent overlaps per thread (S); must equal left_rows"),
+               Rights::param("rights", "right matrices per thread (R)"),
+               Overlaps::param("left_rows", "left rows per main-phase step (LR); must equal overlaps"),
                kLaunchParam},
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
         return std::make_unique<MultiRightGrouped>(p, param_int(ps, "rights"), param_int(ps, "overlaps"),

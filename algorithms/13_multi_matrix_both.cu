@@ -12,10 +12,11 @@
 // padded, every launch is one rectangle of full groups.
 #include <memory>
 
+#include "common/device.cuh"
+#include "common/multi_matrix.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/dispatch.hpp"
-#include "xcorr/multi_matrix.cuh"
+#include "xcorr/multi_matrix_launch.cuh"
 #include "xcorr/registry.hpp"
 
 namespace xcorr {
@@ -57,6 +58,10 @@ __global__ void __launch_bounds__(kWarp * kWarps, (kMinBlocks<NL, NR, 1, 1>))
     }
 }
 
+// The instantiated values of the tuning parameters (xcorr/dispatch.hpp), the first the default.
+using Lefts = Values<4, 1>;
+using Rights = Values<4, 1>;
+
 class MultiBoth final : public Instance {
 public:
     MultiBoth(const Problem& p, int lefts, int rights)
@@ -65,10 +70,10 @@ public:
     }
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
-        for (const Piece& lp : cut(n_lefts_, lefts_, {4, 1}))
-            for (const Piece& rp : cut(n_rights_, rights_, {4, 1}))
-                dispatch<4, 1>(lp.size, [&](auto lv) {
-                    dispatch<4, 1>(rp.size, [&](auto rv) {
+        for (const Piece& lp : cut<Lefts>(n_lefts_, lefts_))
+            for (const Piece& rp : cut<Rights>(n_rights_, rights_))
+                Lefts::dispatch(lp.size, [&](auto lv) {
+                    Rights::dispatch(rp.size, [&](auto rv) {
                         constexpr int NL = decltype(lv)::value, NR = decltype(rv)::value;
                         const dim3 grid(ceil_div(g_.out_w, kWarp), grid_groups(int64_t(lp.groups) * rp.groups),
                                         ceil_div(g_.out_h, kWarps));
@@ -92,8 +97,8 @@ XCORR_REGISTER_VARIANT(Variant{
     .summary = "warp-shuffle, each thread one overlap of l left x r right matrices (n-to-m)",
     .timed = "kernel (one launch per rectangle of equal group sizes)",
     .forms = {Form::NToM},
-    .params = {{"lefts", {"4", "1"}, "left matrices per thread (l)"},
-               {"rights", {"4", "1"}, "right matrices per thread (r)"}},
+    .params = {Lefts::param("lefts", "left matrices per thread (l)"),
+               Rights::param("rights", "right matrices per thread (r)")},
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
         return std::make_unique<MultiBoth>(p, param_int(ps, "lefts"), param_int(ps, "rights"));
     },

@@ -7,16 +7,17 @@
 // FMAs), but the job of a warp is a stripe of at most `rows` right rows of those overlaps. Each
 // warp-row of the grid is one worker: grid x counts workers (4 per block), y the output column
 // blocks, z the (left group, right group) pairs. The worker -> (output row, stripe) map is the
-// `distribution` (xcorr/multi_matrix.cuh: none, rectangle, triangle). Stripes of one overlap add
+// `distribution` (common/multi_matrix.cuh: none, rectangle, triangle). Stripes of one overlap add
 // their partial sums with atomicAdd into an output zeroed first (cudaMemsetAsync, timed); with no
 // split (rows=n, or rows >= the tallest overlap) the sums are stored and nothing is zeroed.
 // Counts that do not fill a group run their rest with groups of 1 (no padding).
 #include <memory>
 
+#include "common/device.cuh"
+#include "common/multi_matrix.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/dispatch.hpp"
-#include "xcorr/multi_matrix.cuh"
+#include "xcorr/multi_matrix_launch.cuh"
 #include "xcorr/registry.hpp"
 
 namespace xcorr {
@@ -57,6 +58,10 @@ __global__ void __launch_bounds__(kWarp * kWarps, (kMinBlocks<NL, NR, 1, 1>))
     }
 }
 
+// The instantiated values of the tuning parameters (xcorr/dispatch.hpp), the first the default.
+using Lefts = Values<4, 1>;
+using Rights = Values<4, 1>;
+
 class MultiBothSplit final : public Instance {
 public:
     MultiBothSplit(const Problem& p, int lefts, int rights, const Params& ps)
@@ -67,10 +72,10 @@ public:
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
         if (split_.atomic()) XC_CUDA_CHECK(cudaMemsetAsync(out, 0, size_t(out_elems_) * sizeof(float), stream));
-        for (const Piece& lp : cut(n_lefts_, lefts_, {4, 1}))
-            for (const Piece& rp : cut(n_rights_, rights_, {4, 1}))
-                dispatch<4, 1>(lp.size, [&](auto lv) {
-                    dispatch<4, 1>(rp.size, [&](auto rv) {
+        for (const Piece& lp : cut<Lefts>(n_lefts_, lefts_))
+            for (const Piece& rp : cut<Rights>(n_rights_, rights_))
+                Lefts::dispatch(lp.size, [&](auto lv) {
+                    Rights::dispatch(rp.size, [&](auto rv) {
                         constexpr int NL = decltype(lv)::value, NR = decltype(rv)::value;
                         const dim3 grid(split_.worker_blocks(), ceil_div(g_.out_w, kWarp),
                                         grid_groups(int64_t(lp.groups) * rp.groups));
@@ -95,8 +100,8 @@ XCORR_REGISTER_VARIANT(Variant{
     .summary = "multi-matrix-both with overlaps split into stripes of rows, one stripe per warp (n-to-m)",
     .timed = "zero output (cudaMemsetAsync, only when a stripe is shorter than an overlap) + kernel(s)",
     .forms = {Form::NToM},
-    .params = {{"lefts", {"4", "1"}, "left matrices per thread (l)"},
-               {"rights", {"4", "1"}, "right matrices per thread (r)"},
+    .params = {Lefts::param("lefts", "left matrices per thread (l)"),
+               Rights::param("rights", "right matrices per thread (r)"),
                {"rows", {"1", "2", "4", "8", "16", "n"}, "overlap rows per job (n: the whole overlap, no split)"},
                {"distribution", {"triangle", "rectangle", "none"},
                 "worker -> job map: exact (triangle), m per output row (rectangle), no split (none, rows=n)"}},

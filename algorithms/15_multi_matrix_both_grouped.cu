@@ -15,10 +15,11 @@
 // rest with groups of 1, the other instantiated size (no padding).
 #include <memory>
 
+#include "common/device.cuh"
+#include "common/multi_matrix.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/dispatch.hpp"
-#include "xcorr/multi_matrix.cuh"
+#include "xcorr/multi_matrix_launch.cuh"
 #include "xcorr/registry.hpp"
 
 namespace xcorr {
@@ -63,6 +64,12 @@ __global__ void __launch_bounds__(kWarp * kWarps, (kMinBlocks<NL, NR, S, LR>))
     }
 }
 
+// The instantiated values of the tuning parameters (xcorr/dispatch.hpp), the first the default.
+using Lefts = Values<4, 1>;
+using Rights = Values<4, 1>;
+// left_rows takes the values of overlaps (the two must be equal).
+using Overlaps = Values<4, 1, 2>;
+
 class MultiBothGrouped final : public Instance {
 public:
     MultiBothGrouped(const Problem& p, int lefts, int rights, int overlaps, int left_rows)
@@ -75,12 +82,12 @@ public:
     }
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
-        dispatch<4, 2, 1>(overlaps_, [&](auto sv) {
+        Overlaps::dispatch(overlaps_, [&](auto sv) {
             constexpr int S = decltype(sv)::value;
-            for (const Piece& lp : cut(n_lefts_, lefts_, {4, 1}))
-                for (const Piece& rp : cut(n_rights_, rights_, {4, 1}))
-                    dispatch<4, 1>(lp.size, [&](auto lv) {
-                        dispatch<4, 1>(rp.size, [&](auto rv) {
+            for (const Piece& lp : cut<Lefts>(n_lefts_, lefts_))
+                for (const Piece& rp : cut<Rights>(n_rights_, rights_))
+                    Lefts::dispatch(lp.size, [&](auto lv) {
+                        Rights::dispatch(rp.size, [&](auto rv) {
                             constexpr int NL = decltype(lv)::value, NR = decltype(rv)::value;
                             const dim3 grid(ceil_div(g_.out_w, kWarp), grid_groups(int64_t(lp.groups) * rp.groups),
                                             ceil_div(g_.out_h, kWarps * S));
@@ -105,10 +112,10 @@ XCORR_REGISTER_VARIANT(Variant{
     .summary = "multi-matrix-both with S adjacent overlaps per thread and LR left rows per step (n-to-m)",
     .timed = "kernel (one launch per rectangle of equal group sizes)",
     .forms = {Form::NToM},
-    .params = {{"lefts", {"4", "1"}, "left matrices per thread (l)"},
-               {"overlaps", {"4", "1", "2"}, "vertically adjacent overlaps per thread (S); must equal left_rows"},
-               {"rights", {"4", "1"}, "right matrices per thread (r)"},
-               {"left_rows", {"4", "1", "2"}, "left rows per main-phase step (LR); must equal overlaps"}},
+    .params = {Lefts::param("lefts", "left matrices per thread (l)"),
+               Overlaps::param("overlaps", "vertically adjacent overlaps per thread (S); must equal left_rows"),
+               Rights::param("rights", "right matrices per thread (r)"),
+               Overlaps::param("left_rows", "left rows per main-phase step (LR); must equal overlaps")},
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
         return std::make_unique<MultiBothGrouped>(p, param_int(ps, "lefts"), param_int(ps, "rights"),
                                                   param_int(ps, "overlaps"), param_int(ps, "left_rows"));

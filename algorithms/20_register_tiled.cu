@@ -27,12 +27,7 @@
 // item in chunks of KS x KC (s, c), staging the L rows/columns the chunk needs (halo included)
 // and the R rows s-TY+1 .. s+KS-1 in shared memory, zero outside the matrices.
 //
-// Split-K history, one-to-one 128 x 128 on the H200 (16 tiles of 64 x 64 shifts, 528 block slots):
-// the first planner rounded each tile's piece count, made 548 items (a second round of 20 blocks)
-// and combined pieces with atomicAdd into a memset output: 52.8 us, kernel 50.8 us at 38% issue
-// utilisation (ncu). Fitting the count into one round and ordering heaviest first, the partial
-// tiles with a separate reduction (4.0 us by ncu, overlapped by PDL) now take 38.8 us (kernel
-// 36.1 us); 96 x 96 went from 40 to 22.7 us, 64 x 64 from 11.0 to 9.7 us.
+// Measurements, probes and history: results/nvidia-h200/notes/20_register_tiled.md.
 //
 // Staging uses 4-byte cp.async with zero fill, every copy of a chunk in flight at once.
 //
@@ -59,11 +54,13 @@
 #include <string>
 #include <vector>
 
+#include "common/cp_async.cuh"
+#include "common/device.cuh"
+#include "common/pdl.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/dispatch.hpp"
-#include "xcorr/pdl.cuh"
+#include "xcorr/launch.cuh"
 #include "xcorr/registry.hpp"
 
 namespace xcorr {
@@ -106,14 +103,6 @@ __device__ __forceinline__ float comp(const float4& v) {
     else if constexpr (D == 2) return v.z;
     else return v.w;
 }
-
-// 4-byte asynchronous copy global -> shared; writes zero when !valid (src is then not read).
-__device__ __forceinline__ void cp_async_f32(float* dst, const float* src, bool valid) {
-    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0)
-                 : "memory");
-}
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
 __host__ __device__ constexpr int floor4(int v) { return v >= 0 ? v & ~3 : -((-v + 3) & ~3); }
 __host__ __device__ constexpr int ceil4(int v) { return -floor4(-v); }
@@ -225,13 +214,13 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB)
                 for (int idx = threadIdx.x; idx < C::NLR * C::NLC; idx += C::THREADS) {
                     const int r = idx / C::NLC, q = idx % C::NLC, gr = lr0 + r, gc = lc0 + q;
                     const bool in = unsigned(gr) < unsigned(hL) && unsigned(gc) < unsigned(wL);
-                    cp_async_f32(Ls + ls_index<C>(r, q), in ? L + int64_t(gr) * wL + gc : L, in);
+                    cp_async4(Ls + ls_index<C>(r, q), in ? L + int64_t(gr) * wL + gc : L, in);
                 }
 #pragma unroll 2
                 for (int idx = threadIdx.x; idx < C::NRR * C::KC; idx += C::THREADS) {
                     const int r = idx / C::KC, q = idx % C::KC, gr = rr0 + r, gc = c1 + q;
                     const bool in = unsigned(gr) < unsigned(hR) && gc < wR;
-                    cp_async_f32(Rs + r * C::PR + q, in ? R + int64_t(gr) * wR + gc : R, in);
+                    cp_async4(Rs + r * C::PR + q, in ? R + int64_t(gr) * wR + gc : R, in);
                 }
                 cp_async_wait_all();
                 __syncthreads();
@@ -453,6 +442,9 @@ private:
     int n_items_ = 0, n_split_ = 0, n_parts_ = 0;
 };
 
+// The instantiated values of the tuning parameters (xcorr/dispatch.hpp), the first the default.
+using Rows = Values<4, 8>;
+
 std::unique_ptr<Instance> make_register_tiled(const Problem& p, const Params& ps) {
     const int rows = param_int(ps, "rows");
     // auto: more rounds (finer split-K, better balance, a larger reduction) pay only when the
@@ -463,7 +455,7 @@ std::unique_ptr<Instance> make_register_tiled(const Problem& p, const Params& ps
     if (p.out_h() > (1 << 30) / std::max(p.out_w(), 1))
         throw UsageError("register-tiled: output matrix too large for 32-bit tile indices");
     std::unique_ptr<Instance> inst;
-    dispatch<8, 4>(rows, [&](auto r) {
+    Rows::dispatch(rows, [&](auto r) {
         constexpr int TY = decltype(r)::value;
         // 64 x 64 shift tiles: 8 x 8 per thread in 2 warps, or 4 x 8 per thread in 4 warps.
         using C = Cfg<TY, 8, 2, 8 / TY>;
@@ -479,7 +471,7 @@ XCORR_REGISTER_VARIANT(Variant{
                "zero regions skipped per warp, split-K with a deterministic reduction for small problems",
     .timed = "kernel + split-K reduction kernel (only when split)",
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
-    .params = {{"rows", {"4", "8"}, "shift rows per thread (8 columns each)"},
+    .params = {Rows::param("rows", "shift rows per thread (8 columns each)"),
                {"waves", {"auto", "1", "2", "4", "0"},
                 "split-K until about this many full waves of blocks (0: never split; "
                 "auto: 1 below 1e9 FMAs, 2 below 3e9, else 4)"}},

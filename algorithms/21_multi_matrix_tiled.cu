@@ -31,10 +31,9 @@
 // a warp needs <= 12 wavefronts (R vectors broadcast or conflict-free: slot stride 132 = 4 mod 8
 // floats; 4 distinct contiguous L vectors) against the 64 clocks its 256 FFMA occupy a scheduler,
 // so bandwidth is not the limit with lanes=rights; with lanes=lefts 8 lefts x 4 dx groups are 32
-// distinct vectors (4 wavefronts each), which is why that mapping is slower. Measured (H200):
-// n-to-m 32x32 at 256 reaches 62% of the FP32 peak, 1-to-32 at 256 55%: the rest is padding,
-// the per-chunk barrier and staging (~3-5% of issue), LDS latency at 4 warps per scheduler,
-// and the tail of the grid.
+// distinct vectors (4 wavefronts each), which is why that mapping is slower.
+// Measurements, probes and history: results/nvidia-h200/notes/21_multi_matrix_tiled.md.
+//
 // Resource report (ptxas, sm_90; no spills, no stack frame in any instantiation), registers:
 //   lanes=rights: lefts=1 rows=2: rights 1/4/7 = 89/96/112; rows=4: 116/128/254;
 //                 lefts=2 rows=2: rights 1/4 = 128/128; rows=4: 116/254.
@@ -46,12 +45,14 @@
 #include <utility>
 #include <vector>
 
+#include "common/cp_async.cuh"
+#include "common/device.cuh"
+#include "common/shift_tiles.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
-#include "xcorr/shift_tiles.cuh"
+#include "xcorr/shift_tiles_launch.cuh"
 
 namespace xcorr {
 namespace {
@@ -267,6 +268,12 @@ __global__ void __launch_bounds__(kThreads, Tile<MODE, AT, DY, BT, RPL>::ACC > 6
     }
 }
 
+// The instantiated values of the tuning parameters (xcorr/dispatch.hpp), the first the default.
+// rights: 4 and 1 with both lefts, 7 with lefts=1 only (select() below).
+using Rows = Values<2, 4>;
+using Lefts = Values<1, 2>;
+using Rights = Values<4, 1, 7>;
+
 class MultiTiled final : public Instance {
 public:
     MultiTiled(const Problem& p, int mode, int lefts, int rows, int rights)
@@ -287,8 +294,8 @@ private:
     // Picks the instantiation once, untimed, and raises its shared-memory limit.
     void select(bool rpl) {
         if (mode_ == kLanesRights) {
-            dispatch<1, 2>(at_, [&](auto a) {
-                dispatch<2, 4>(dy_, [&](auto d) {
+            Lefts::dispatch(at_, [&](auto a) {
+                Rows::dispatch(dy_, [&](auto d) {
                     constexpr int A = decltype(a)::value, D = decltype(d)::value;
                     if (bt_ == 4) use<kLanesRights, A, D, 4, false>();
                     else if (bt_ == 1) use<kLanesRights, A, D, 1, false>();
@@ -297,7 +304,7 @@ private:
                 }, "rows");
             }, "lefts");
         } else {
-            dispatch<2, 4>(dy_, [&](auto d) {
+            Rows::dispatch(dy_, [&](auto d) {
                 if (rpl)
                     use<kLanesLefts, 1, decltype(d)::value, 4, true>();
                 else
@@ -334,9 +341,9 @@ XCORR_REGISTER_VARIANT(Variant{
     .params = {{"lanes", {"auto", "rights", "lefts"},
                 "what the 8 pair lanes of a warp take: 8 rights (x4 per thread, lefts shared) or 8 "
                 "lefts (x4 rights per thread); auto picks by slot use"},
-               {"rows", {"2", "4"}, "shift rows per thread (block = 2*rows x 32 shifts)"},
-               {"lefts", {"1", "2"}, "lefts per thread with lanes=rights (2: n-to-m only)"},
-               {"rights", {"4", "1", "7"}, "rights per thread with lanes=rights (block: 8 x rights)"}},
+               Rows::param("rows", "shift rows per thread (block = 2*rows x 32 shifts)"),
+               Lefts::param("lefts", "lefts per thread with lanes=rights (2: n-to-m only)"),
+               Rights::param("rights", "rights per thread with lanes=rights (block: 8 x rights)")},
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
         const std::string lanes = ps.at("lanes");
         const int lefts = param_int(ps, "lefts"), rows = param_int(ps, "rows"), rights = param_int(ps, "rights");

@@ -25,8 +25,9 @@
 #include <algorithm>
 #include <string>
 
+#include "common/cp_async.cuh"
+#include "common/device.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
 
@@ -35,13 +36,6 @@ namespace {
 
 constexpr int kXT = 4;                   // output columns per lane
 constexpr int kPass = kWarp * kXT;       // output columns per pass of a warp
-
-// 4-byte asynchronous copy global -> shared; writes zero when !valid (src is then not read).
-__device__ __forceinline__ void cp_async_f32(float* dst, const float* src, bool valid) {
-    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0)
-                 : "memory");
-}
 
 __host__ __device__ constexpr int round4(int v) { return (v + 3) & ~3; }
 
@@ -84,12 +78,12 @@ __global__ void __launch_bounds__(kWarp * kWarps)
             for (int v = lane; v < lc; v += kWarp) {
                 const int gc = v - (wR - 1);
                 const bool in = row_in && gc >= 0 && gc < wL;
-                cp_async_f32(Ls + r * lay.pl + v, in ? L + int64_t(gr) * wL + gc : L, in);
+                cp_async4(Ls + r * lay.pl + v, in ? L + int64_t(gr) * wL + gc : L, in);
             }
             for (int c = lane; c < lay.wR4; c += kWarp)
-                cp_async_f32(Rs + r * lay.wR4 + c, c < wR ? R + int64_t(r) * wR + c : R, c < wR);
+                cp_async4(Rs + r * lay.wR4 + c, c < wR ? R + int64_t(r) * wR + c : R, c < wR);
         }
-        asm volatile("cp.async.wait_all;\n" ::: "memory");
+        cp_async_wait_all();
         __syncthreads();
 
         for (int xp = 0; xp < lay.ow4; xp += kPass) {
@@ -126,6 +120,9 @@ __global__ void __launch_bounds__(kWarp * kWarps)
 
 constexpr size_t kMaxSmem = 200 * 1024;
 
+// The instantiated values of the tuning parameters (xcorr/dispatch.hpp), the first the default.
+using Warps = Values<8, 4>;
+
 class SmallDirect final : public Instance {
 public:
     SmallDirect(const Problem& p, int warps)
@@ -133,7 +130,7 @@ public:
         if (bytes_ > kMaxSmem)
             throw UsageError("small-direct: " + p.describe() + " needs " + std::to_string(bytes_ / 1024) +
                              " KB of shared memory per block (at most 200 KB; meant for sizes up to ~100)");
-        dispatch<8, 4>(warps_, [&](auto w) {
+        Warps::dispatch(warps_, [&](auto w) {
             XC_CUDA_CHECK(cudaFuncSetAttribute(small_direct_kernel<decltype(w)::value>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes_)));
         }, "warps");
@@ -141,7 +138,7 @@ public:
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
         const dim3 grid(unsigned(p_.out_h()), unsigned(std::min<int64_t>(p_.out_count(), 65535)));
-        dispatch<8, 4>(warps_, [&](auto w) {
+        Warps::dispatch(warps_, [&](auto w) {
             constexpr int W = decltype(w)::value;
             small_direct_kernel<W><<<grid, kWarp * W, bytes_, stream>>>(left, right, out, p_.hL, p_.wL, p_.hR,
                                                                         p_.wR, p_.out_count(), pair_map(p_));
@@ -161,7 +158,7 @@ XCORR_REGISTER_VARIANT(Variant{
     .summary = "tiny problems: a block per output row, staged zero-padded inputs, 4 outputs per lane",
     .timed = "kernel",
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
-    .params = {{"warps", {"8", "4"}, "warps per block; warp w sums the R rows r = w (mod warps)"}},
+    .params = {Warps::param("warps", "warps per block; warp w sums the R rows r = w (mod warps)")},
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
         return std::make_unique<SmallDirect>(p, param_int(ps, "warps"));
     },

@@ -1,6 +1,6 @@
 // tensor-tiled: the many-matrix correlation on tensor cores, mma.sync m16n8k8 TF32 (sm_80+),
 // in 3xTF32 (FP32-class accuracy) or plain TF32 (beyond the paper). Drafted without a GPU; since
-// validated and measured on the H200 (see "Measured" at the end of this comment).
+// validated and measured on the H200 (the notes named at the end of this comment).
 //
 // Formulation (Toeplitz GEMM, after the TF32 1-D correlation of Kikuchi et al.). For one R row r
 // and one left row lr = r + dy, the row correlation sum_c L_i[lr][c + dx] * R_j[r][c] is the product
@@ -25,7 +25,7 @@
 // warp clips its rows to the union of its own shift rows.
 //
 // Precision. 3xtf32: x = big + small, big = rna_tf32(x), small = x - big fed unrounded (the MMA
-// truncates it to TF32: <= 2^-21 |x|; xcorr/mma_tf32.cuh); three MMAs big*big + big*small +
+// truncates it to TF32: <= 2^-21 |x|; common/mma_tf32.cuh); three MMAs big*big + big*small +
 // small*big (small*small, <= 2^-22 relative, dropped). Per product the split error is
 // <= 2^-21 + 2^-21 + 2^-22 ~ 1.2e-6 relative. The tensor cores' FP32 accumulation truncates
 // (round toward zero, Fasi et al. 2021 for V100/A100; assumed for H100): over 65536 terms (256^2)
@@ -56,36 +56,24 @@
 // Resource report (ptxas -v, sm_90, CUDA 13.0; no spills, no stack frame in any instantiation):
 //   3xtf32 (__launch_bounds__(128, 3)): rights NT=2 152 registers, NT=1 143; rows 129.
 //   tf32 (__launch_bounds__(128, 2)): rights NT=2 148, NT=1 144; rows 161.
-//   (Before the cheap rounding and the m-tile clipping: 3xtf32 160 / 128 / 98, tf32 200 / 128 /
-//   170.)
 //   Dynamic shared memory (2 stages): rights NT=2 22528 B, NT=1 14080 B; rows 12128 B.
-// Later changes, measured on the H200 (3 repetitions): TF32 rounding by bit arithmetic in 2
-// instructions instead of ptxas's 4-5 for cvt.rna.tf32, small parts fed unrounded, and k steps
-// skipped per 16-shift m tile (cM, sb/se): real-data 25.3 -> 23.0 ms, 1-to-32 at 256 6.05 ->
-// 5.56 ms, tf32 real-data 16.7 -> 11.4 ms; worst errors 1.24e-6 (3xtf32) and 4.2e-4 (tf32), as
-// before. ncu (real-data, before): 7.4 instructions per HMMA, ~1.6 of them moves that assemble A
-// fragments out of shared values, and a tensor pipe 46% busy; tensor-presplit (24) removes both.
-// Measured on the H200 (xcorr_validate at fd81a1d; the paper's protocol, results/nvidia-h200):
-// the fragment layouts hold (465 validator cases per variant pass), and the chunk flush keeps
-// 3xtf32 within 1e-5: worst relative error 1.24e-6 (tf32: 4.2e-4, bound 2e-3). 3xtf32 reaches
-// 68% of the FP32 peak on 1-to-32 at 256 (6.03 ms), 70% on 32-to-32 at 256 (189 ms), 75% on
-// 1-to-32 at 512, but 43% on the real-data n-to-mn shape (25.2 ms; not profiled, presumably the
-// 16-shift m tiles and 8-column k steps padding a 96 x 96 problem more); tf32 takes 16.6 ms
-// there (a probe of 3 repetitions, not in results/). All short of the ~100 TFLOP/s expected
-// above; the MMA rate of mma.sync on Hopper was not measured on its own.
+// Measurements, probes and history: results/nvidia-h200/notes/23_tensor_3xtf32.md.
 #include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/cp_async.cuh"
+#include "common/device.cuh"
+#include "common/mma_tf32.cuh"
+#include "common/shift_tiles.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/dispatch.hpp"
+#include "xcorr/launch.cuh"
 #include "xcorr/registry.hpp"
-#include "xcorr/mma_tf32.cuh"
-#include "xcorr/shift_tiles.cuh"
+#include "xcorr/shift_tiles_launch.cuh"
 
 namespace xcorr {
 namespace {
@@ -395,7 +383,7 @@ std::unique_ptr<Instance> make_tensor_tiled(const Problem& p, const Params& ps, 
     if (nmap == "rows" && rights != "auto")
         throw UsageError("tensor-tiled: rights applies to n_map=rights (rows holds one pair per block)");
     require_mma_tf32("tensor-tiled");
-    const int M = pairs_of(p).M;  // rights per left
+    const int M = pair_map(p).grid().M;  // rights per left
     const int mode = nmap == "rows" || (nmap == "auto" && M == 1) ? kRows : kRights;
     const int nt = rights == "auto" ? (M <= 8 ? 1 : 2) : std::stoi(rights) / 8;
     return std::make_unique<TensorTiled>(p, split, mode, nt);

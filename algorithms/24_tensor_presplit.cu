@@ -28,13 +28,13 @@
 //     ms per pair against 143.2), so the simplest stays.
 // Block: 4 warps stacked along dy, each 2 shift rows x 32 shifts x 16 rights; block tile 8 dy x
 // 32 dx x 16 rights of one left. Blocks stride over the work items (shift tile, left and group of
-// 16 rights), heaviest tile first across the groups (TileSchedule, xcorr/shift_tiles.cuh). The K
+// 16 rights), heaviest tile first across the groups (TileSchedule, xcorr/shift_tiles_launch.cuh). The K
 // loop walks the union of the block's overlaps in chunks of 4 R rows x 32 columns,
 // double-buffered: the next chunk's global loads are issued into registers before the MMAs of this
 // one and split and stored after them, one barrier per chunk. Each warp clips its R rows to the
 // union of its own two shift rows.
 //
-// Precision: as tensor-tiled's 3xTF32 (xcorr/mma_tf32.cuh): big = rna-rounded TF32, small = the
+// Precision: as tensor-tiled's 3xTF32 (common/mma_tf32.cuh): big = rna-rounded TF32, small = the
 // exact rest, fed unrounded (the MMA truncates it); three MMAs big*big + big*small + small*big; the
 // truncating tensor-core accumulation is flushed every chunk (4 rows x 4 k steps x 3 = 48 products
 // per accumulator) into an FP32 round-to-nearest total. Bound 1e-5 as every FP32 variant.
@@ -43,35 +43,17 @@
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0): 168 registers, no spills, no stack; 55296 B of dynamic
 // shared memory (2 stages); 3 blocks (12 warps) per SM. At 128 registers (4 blocks) it spills.
-// Bottleneck (ncu on the real-data shape, H200): the tensor pipe, 56-63% busy. ptxas issues a
-// warp's HMMA.1688.F32.TF32 at most every 6 cycles, the pipe's own rate for one SM sub-partition,
-// so one warp can keep its pipe busy only between branches, barriers and the staging; with 3 warps
-// per sub-partition the rest is those (stalls: wait, i.e. the 6-cycle issue spacing, then math-pipe
-// throttle and the chunk barrier). 4.6 instructions per executed HMMA (tensor-tiled: 6.7), of
-// which ~1 in the inner loop. Shared memory: 59% of the L1 bandwidth, 0.3% bank conflicts.
-// Measured on the H200 (the paper's protocol; before the clipping choice above was fixed, same
-// code otherwise): worst validator error 1.14e-6 (1416 cases with tensor-tiled and
-// multi-matrix-tiled); real-data n-to-mn 18.7 ms (tensor-tiled 23.0), 1-to-32 at 256 4.68 ms (88%
-// of the FP32 peak; tensor-tiled 5.56), 32-to-32 at 256 143 ms (92%; tensor-tiled 173), 1-to-32
-// at 512 67.0 ms (98%), 32-to-32 at 64 0.91 ms, 1-to-32 at 128 0.52 ms. What is left on the
-// real-data shape: 50 rights per left fill 4 groups of 16 (64 slots, 22% of the MMAs multiply
-// zeros) and the k steps of a 32-shift tile pad a 96 x 96 problem by 1.7x; M = 2 shift rows x 8
-// rights (A from two R rows) would cut the first to 56 slots.
-// In the suite (results/nvidia-h200, revision 8c5dced83686, with the TileSchedule order; before it,
-// at 59e2b9986048, in brackets): 1-to-32 at 256 4.51 ms, 91% (4.70), 32-to-32 at 256 144 ms, 92%
-// (142), 1-to-32 at 512 66.8 ms, 99% (66.3), 32-to-32 at 64 0.833 ms (0.914), real-data 18.4 ms
-// (18.5); over all 68 cases 0.98x the old times (0.74x to 1.11x: 1-to-32 at 128 0.571 ms against
-// 0.516). With 8 rights or fewer (1-to-2, 1-to-8, 2-to-2, 8-to-8) half or more of each MMA
-// multiplies empty slots: tensor-rowpair (25, 8 rights per MMA) or, where one pair group cannot
-// fill the GPU, tensor-tiled is faster (1-to-8 at 256: 2.45 against 2.20 and 1.83 ms).
+// Measurements, probes and history: results/nvidia-h200/notes/24_tensor_presplit.md.
 #include <cstdint>
 #include <memory>
 
+#include "common/device.cuh"
+#include "common/mma_tf32.cuh"
+#include "common/shift_tiles.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
-#include "xcorr/mma_tf32.cuh"
+#include "xcorr/launch.cuh"
 #include "xcorr/registry.hpp"
-#include "xcorr/shift_tiles.cuh"
+#include "xcorr/shift_tiles_launch.cuh"
 
 namespace xcorr {
 namespace {
@@ -126,7 +108,7 @@ __global__ void __launch_bounds__(kThreads, 3)
 
     const int out_h = hL + hR - 1, out_w = wL + wR - 1;
     const int64_t lsize = int64_t(hL) * wL, rsize = int64_t(hR) * wR;
-    // Work items (shift tile, pair group) heaviest tile first across the groups (xcorr/shift_tiles.cuh).
+    // Work items (shift tile, pair group) heaviest tile first across the groups (common/shift_tiles.cuh).
     for (int64_t w = blockIdx.x; w < int64_t(W.ntiles) * W.ngroups; w += gridDim.x) {
         int64_t z;
         const ShiftTile tile = work_item(W, w, kTDY, kTDX, hR, wR, z);

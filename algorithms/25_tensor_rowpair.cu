@@ -24,14 +24,14 @@
 //   * Work item = (shift tile, pair group), ordered tile-major inside windows of pair groups whose
 //     inputs fit in half the L2: with blockIdx.x over tiles and blockIdx.z over groups (24), the
 //     heaviest tiles of the last groups started late and the SMs idled 19% of 1-to-32 at 256
-//     (5.55 ms, now 4.58; TileSchedule in xcorr/shift_tiles.cuh, which 24 now uses too).
+//     (5.55 ms, now 4.58; TileSchedule in xcorr/shift_tiles_launch.cuh, which 24 now uses too).
 // Block: 4 warps, 2 along dy x 2 along dx; block tile 16 dy x 32 dx x 8 rights of one left. The K
 // loop walks the union of the block's overlaps in chunks of 4 row pairs x 32 columns,
 // double-buffered as in 24: the next chunk's global loads are issued into registers before the
 // MMAs of this one (one load per left value, its neighbour by shuffle) and split and stored after
 // them, one barrier per chunk. Each warp clips its rows to the union of its own 8 shift rows.
 //
-// Precision: as 24 (xcorr/mma_tf32.cuh): 3xTF32, small parts fed unrounded, the truncating
+// Precision: as 24 (common/mma_tf32.cuh): 3xTF32, small parts fed unrounded, the truncating
 // accumulator flushed every chunk (48 products) into an FP32 round-to-nearest total. Bound 1e-5.
 //
 // Forms: one-to-many, n-to-mn, n-to-m (8 rights per block; one-to-one would use 1/8 of each MMA).
@@ -39,32 +39,17 @@
 // Resources (ptxas -v, sm_90, CUDA 13.0): 158 registers, no spills; 69632 B of dynamic shared
 // memory (2 stages); 3 blocks (12 warps) per SM. Holding all 20 B pairs of a row spills (168
 // registers and 136 B), so k step s loads pairs s + 1 and carries them to step s + 1.
-// Measured and not kept (H200, probes): loading the next k step's operands before this step's
-// MMAs (no gain: 17.5 ms real-data, 5.58 ms 1-to-32 at 256, before the ordering fix); block tiles
-// of 16 dy x 16 dx, as 2 warps of 8 x 16 (2 row pairs per chunk, 5 blocks per SM) or as 4 warps of
-// 4 x 16: each pads less in the model, but staging a narrower tile and the loads per MMA cost more
-// (real-data 23.4 and 23.0 ms, 1-to-32 at 256 6.32 and 6.31 ms). Warps of 2 row pairs x 4 n
-// tiles (4 x 1: the block's columns shared, so the warps balance) that skip per (k step, n tile)
-// instead of per warp: the model's block-max padding falls from 1.76x to 1.43-1.54x, but with
-// each MMA predicated (up to 8 predicates, which ptxas juggles through a register) real-data took
-// 18.6-21.4 ms, with a branch per pair of n tiles 17.5 ms, and 32-to-32 at 256 2-20% longer: the
-// kernel is bound by the issue of its HMMAs, not by padding. tensor-wgmma (26) gets past that.
-// Bottleneck (ncu, real-data): tensor pipe 55% busy (24: 63%); stalls: the HMMA issue spacing,
-// then the chunk barrier (1.56 cycles per instruction, 24: 0.82) and short scoreboard.
-// In the suite (results/nvidia-h200, revision 8c5dced83686; tensor-presplit's times beside):
-// real-data 17.1 ms (18.4; 64% of the FP32 peak), 8-to-8 at 256 9.08 ms (17.5; 90%), 1-to-8 at 512
-// 16.9 ms (32.2; 97%), 1-to-32 at 256 4.57 ms (4.51; 90%), 32-to-32 at 256 145 ms (144), 32-to-32
-// at 64 0.907 ms (0.833). Slower up to 64 x 64 (5-20%: one more row pair per warp and a 16-row
-// block tile) and where one pair group cannot fill the GPU: 1-to-8 at 256 2.20 ms, 512 blocks for
-// 396 slots (tensor-tiled 1.83).
+// Measurements, probes and history: results/nvidia-h200/notes/25_tensor_rowpair.md.
 #include <cstdint>
 #include <memory>
 
+#include "common/device.cuh"
+#include "common/mma_tf32.cuh"
+#include "common/shift_tiles.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
-#include "xcorr/mma_tf32.cuh"
+#include "xcorr/launch.cuh"
 #include "xcorr/registry.hpp"
-#include "xcorr/shift_tiles.cuh"
+#include "xcorr/shift_tiles_launch.cuh"
 
 namespace xcorr {
 namespace {
@@ -112,7 +97,7 @@ __global__ void __launch_bounds__(kThreads, 3)
 
     const int out_h = hL + hR - 1, out_w = wL + wR - 1;
     const int64_t lsize = int64_t(hL) * wL, rsize = int64_t(hR) * wR;
-    // Work items (shift tile, pair group) heaviest tile first across the groups (xcorr/shift_tiles.cuh).
+    // Work items (shift tile, pair group) heaviest tile first across the groups (common/shift_tiles.cuh).
     for (int64_t w = blockIdx.x; w < int64_t(W.ntiles) * W.ngroups; w += gridDim.x) {
         int64_t z;
         const ShiftTile tile = work_item(W, w, kTDY, kTDX, hR, wR, z);

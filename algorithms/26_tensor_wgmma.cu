@@ -12,7 +12,7 @@
 // moved by one R row, so B is staged once per R row (not per shift row) and addressed by a
 // descriptor. Warp w of the block (one warpgroup) owns shift columns 16 (w % 2) .. + 15 (its 16
 // rows of A) and shift rows 8 (w / 2) .. + 7 (its L row r + D_{w/2}); block tile 16 dy x 32 dx x
-// 8 rights of one left, work items as 24 and 25 (TileSchedule, xcorr/shift_tiles.cuh).
+// 8 rights of one left, work items as 24 and 25 (TileSchedule, xcorr/shift_tiles_launch.cuh).
 // K loop: the union of the block's overlaps, from 7 R rows before it (row q = 7 of the first
 // step), in chunks of 8 steps r x 32 columns (4 k steps), double-buffered: the next chunk's global
 // loads are issued into registers before this chunk's MMAs and split and stored after them.
@@ -23,7 +23,7 @@
 // small parts apart. Per step: 2 shared loads per thread, 3 wgmmas (big*big, big*small,
 // small*big) on one accumulator, then a commit; the chunk ends with a wait for all of them.
 //
-// Precision: 3xTF32 as 24 (xcorr/mma_tf32.cuh), the truncating accumulator flushed every chunk
+// Precision: 3xTF32 as 24 (common/mma_tf32.cuh), the truncating accumulator flushed every chunk
 // into an FP32 round-to-nearest total. Bound 1e-5.
 //
 // Forms: one-to-many, n-to-mn, n-to-m (8 rights per block). Needs compute capability 9.0 and a
@@ -33,26 +33,18 @@
 // memory (2 stages of 48 KB); 2 blocks (2 warpgroups) per SM. The wgmmas of a step chain on one
 // accumulator; the A registers of the 4 unrolled k steps are distinct, so ptxas needs no wait
 // inside a chunk (SASS: one WARPGROUP.DEPBAR per chunk).
-// Bottleneck (ncu, H200; real-data and 1-to-32 at 256): shared memory, 78-81% of its bandwidth
-// (L1/TEX throughput; DRAM 0-2%, SM 60%): each of a step's 3 wgmmas reads its 2 KB of B there,
-// beside the A fragments (4 KB per step) and the staging stores. Fewer B reads per product (two L
-// rows per warp against one B, or N = 128) would be the next step.
-// In the suite (results/nvidia-h200, revision 38dfefb6c06a; the best mma.sync kernel beside):
-// real-data 14.5 ms (tensor-rowpair 17.1; 75% of the FP32 peak), 1-to-32 at 256 3.47 ms
-// (tensor-presplit 4.51; 118%), 32-to-32 at 256 110 ms (144; 120%), 8-to-8 at 256 6.94 ms (9.08),
-// 1-to-8 and 1-to-32 at 512 133%, 1-to-8 at 256 1.29 ms (tensor-tiled 1.83, one pair group),
-// 32-to-32 at 64 0.815 ms (0.833). Median over the 68 cases both ran: 1.01x the best other new
-// kernel; slower where 8 right slots per block are mostly empty (1-to-2, 2-to-2: 2.6-5.3x
-// register-tiled) or the problem is 32 x 32 and below (small-direct).
+// Measurements, probes and history: results/nvidia-h200/notes/26_tensor_wgmma.md.
 #include <cstdint>
 #include <memory>
 
+#include "common/device.cuh"
+#include "common/mma_tf32.cuh"
+#include "common/shift_tiles.cuh"
+#include "common/wgmma.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
-#include "xcorr/mma_tf32.cuh"
+#include "xcorr/launch.cuh"
 #include "xcorr/registry.hpp"
-#include "xcorr/shift_tiles.cuh"
-#include "xcorr/wgmma.cuh"
+#include "xcorr/shift_tiles_launch.cuh"
 
 namespace xcorr {
 namespace {

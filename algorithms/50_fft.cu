@@ -47,46 +47,7 @@
 // of the batch are not kept. The environment variable XCORR_FFT_MAX_CHUNK=K (read by the
 // factory) caps K, which forces this path in tests.
 //
-// Why the pad and the product are kernels of their own, not cuFFT callbacks. Moving them into
-// cuFFT LTO load callbacks (cufftXtSetJITCallback; the R2C reads the unpadded stacks, the C2R
-// computes the products on load) removes two full passes over the workspace, but cuFFT's
-// callback-enabled kernels were slower than the passes they save. Measured on the H200 (branch
-// fft-lto, revision 7cd5ad1; 32-bit index math with plan-time magic-number divisions), kernels
-// against callbacks, plans reused: one-to-one 16: 13.9 / 13.8 us, 64: 15.2 / 18.1 us, 256:
-// 22.2 / 23.1 us; 1-to-32 64: 20.2 / 23.0 us, 256: 128 / 148 us; 32-to-32 256: 2.04 / 2.49 ms;
-// the real-data n-to-mn shape: 2.22 / 2.55 ms (with 64-bit divisions per element the callbacks
-// were 1.4-2.1x slower). The product callback alone (pad kernel, plain R2C, C2R with the product
-// on load; probed at ff38595 + a switch, launch=stream) was no better: 1-to-32 at 256: 156 against
-// 136 us; the real-data shape: 2.40 against 2.23 ms. The callback-enabled C2R costs more than the
-// product pass it saves. Two traps on the way, for whoever tries again: cuFFT 12 (CUDA 13) fails
-// every plan with CUFFT_INTERNAL_ERROR when the callback is declared extern "C" (it looks the
-// symbol up under C++ linkage), and the caller_info array must outlive the planning call.
-//
-// Where the time goes (ncu kernel durations on the H200, clocks and caches left alone, one call;
-// revision 7627088, the n-to-m product by product_tile_kernel; pad: pad_window_kernel at
-// c67a294, in parentheses pad_kernel's full-slot writes before it):
-//     case           pad             R2C (2 kernels)  product  C2R (2 kernels)  sum w/o pad  paper's fft
-//     1-to-1 256     2.7 (4.0) us     4.0 +  5.3       3.2      4.8 +  3.4       20.7 us      20.8 us
-//     1-to-32 256    7.4 (13.2) us   26.1 + 27.2      14.4     23.5 + 24.9      116 us       115 us
-//     32-to-32 256   10.8 (24) us    48.6 + 50.0      369      692 + 703        1.86 ms      1.97 ms
-//     real-data      86 (232) us     452 + 363        358      359 + 467        2.00 ms      1.91 ms
-// The paper times R2C, product and C2R one by one and pads on the host, so its figure is the
-// sum without the pad; ours is one graph launch with the pad in it. cuFFT's four passes are the
-// bulk, each bandwidth-bound (3-3.6 TB/s); the product runs at 3.6-4.6 TB/s, except n-to-m, which
-// read both spectra per product (now tiled: 32-to-32 at 256 takes 1.91 ms in all, pad included).
-//
-// Two fusions that did not pay, measured on the H200 and kept on branches for the record:
-//  - L2-sized waves (branch fft-waves, 965b2b5): pad -> R2C -> product -> C2R per group of rights
-//    small enough to stay in the 50 MB L2. Slower at every budget tried (12, 25, 40 MiB): 1-to-32
-//    at 256: 305 / 181 / 177 us against 128 us for the whole batch; real-data: 4.71 / 3.35 / 2.99
-//    against 2.23 ms; 32-to-32: 2.63 against 2.04 ms. Smaller cuFFT batches lose more than the
-//    L2 saves.
-//  - The product fused into the inverse column DFT (branch fft-fused-probe): one kernel reads
-//    both spectra, multiplies and runs a shared-memory Stockham DFT (radices 8, 4, 2, 3, 5, 7) down
-//    every column, then a 1-D cuFFT C2R along the rows. Validated, but the fused kernel took
-//    2.03 ms for 32-to-32 at 256 (product + cuFFT's column pass: 0.52 + 0.69 ms) and 0.86 ms on the
-//    real-data shape (0.36 + 0.36 ms): narrow column tiles (32-64 B per row) do not stream like
-//    cuFFT's column kernel. A competitive version needs cuFFTDx-class device FFTs.
+// Measurements, probes and history: results/nvidia-h200/notes/50_fft.md.
 //
 // Plans. `fft` takes its plans from a process-wide cache keyed by (P, Q, batch, direction), so a
 // second instance of the same shape creates none. The cache is guarded by a mutex (instances may
@@ -97,13 +58,6 @@
 // the CUDA runtime shut down at exit is unsafe). `fft+plan` bypasses the cache: it creates its
 // plans (cufftCreate + cufftMakePlanMany64) and destroys them inside the timed run().
 //
-// Accuracy: relative error ||out - ref|| / ||ref|| against the float64 reference, inputs uniform
-// in [0, 1), one-to-one N x N, H200 (xcorr run --validate; batches give the same: one-to-many
-// 1x8 at 256: 1.4e-7, n-to-m 4x4 at 128: 1.6e-7; the validator's worst case was 2.4e-7):
-//     N      16     24     32     48     64     96    128    192    256    384    512
-//     err  2.0e-7 1.3e-7 1.7e-7 1.2e-7 1.5e-7 2.1e-7 1.4e-7 2.7e-7 1.7e-7 1.7e-7 2.8e-7
-// The bound is 2e-6 (about 7x the worst measurement). Inputs with a small mean relative to their
-// spread lose more relative accuracy in an FFT; the contract's inputs are [0, 1).
 #include <cufft.h>
 
 #include <algorithm>
@@ -115,8 +69,8 @@
 #include <mutex>
 #include <string>
 
+#include "common/device.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/registry.hpp"
 

@@ -59,18 +59,7 @@
 // fused / pair kernel: N = 32: 56 / 94 / 54 (256 threads), 64: 63 / 100 / 76 (256), 96: 95 / 128 /
 // 120 (256), 128: 86 / 112 / 90 (512), 192: 113 / 168 / 140 (384). Shared memory (dynamic):
 // (N (N/2 + 2) + N) x 8 bytes, 151 KB at N = 192 (one block per SM), 68 KB at 128.
-// Bottleneck (ncu, H200, real-data shape, fused kernel 0.85 ms): 12 warps per SM (registers and
-// shared memory), 45% issue utilisation, shared-memory pipe 52%: latency of the dependent
-// exchange steps with too few warps to hide it, then the ~92 K warp instructions per matrix
-// (FFT arithmetic, 170 M unfused FADD/FMUL of 236 M FP32 instructions). Single small problems
-// (one-to-one) are bound by one block's latency: 4.9 us at 16 x 16, 15.3 us at 64 x 64 (fft: 15.6).
-// Tried and not kept: packing the real columns 0 and N/2 into one work item of phase 2 (N/2
-// items instead of N/2 + 1, so 48 teams need two rounds instead of three for N = 192): it needs
-// 196 registers there, hence 8 warps instead of 12, and the real-data shape took 0.94 ms against
-// 0.87; at N = 128 (64 items for 64 teams) it gained nothing (18.9 against 18.4 us one-to-one).
-//
-// Accuracy: the validator's worst relative error against the float64 reference is 2.3e-7 (96 x 96
-// one-to-one; fft's is 2.4e-7); the bound is fft's, 2e-6.
+// Measurements, probes and history: results/nvidia-h200/notes/51_fft_fused.md.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -78,11 +67,12 @@
 #include <type_traits>
 #include <utility>
 
+#include "common/device.cuh"
+#include "common/pdl.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/dispatch.hpp"
-#include "xcorr/pdl.cuh"
+#include "xcorr/launch.cuh"
 #include "xcorr/registry.hpp"
 
 namespace xcorr {

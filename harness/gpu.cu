@@ -6,8 +6,8 @@
 #include <sstream>
 #include <vector>
 
+#include "common/device.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
 #include "xcorr/gpu.hpp"
 
 #ifndef XCORR_CUDA_ARCHS

@@ -67,7 +67,24 @@ struct Problem {
     std::string describe() const;  // "n-to-m 3x[17x23] * 5x[9x31]"
 };
 
-// Pair lookup usable on host and device: which left and right matrix output k correlates.
+// The pairs of a stack as a stride table: N lefts, each with a one-to-many over M right slots;
+// pair (i, j), i < N, j < M, correlates left i with right i*rsi + j*rsj into output i*osi + j*osj.
+// Kernels that take pairs in groups along i and j (the multi-matrix and tiled kernels) index it so:
+//   one-to-one   N = 1,  M = 1
+//   one-to-many  N = 1,  M = nR:     right j,          output j
+//   n-to-mn      N = nL, M = nR/nL:  right i + N*j,    output i + N*j
+//   n-to-m       N = nL, M = nR:     right j,          output i*M + j
+struct PairGrid {
+    int N, M;
+    int rsi, rsj, osi, osj;
+    // Index of the right matrix and of the output of pair (i, j) in their stacks.
+    XC_HD int64_t right(int i, int j) const { return int64_t(i) * rsi + int64_t(j) * rsj; }
+    XC_HD int64_t output(int i, int j) const { return int64_t(i) * osi + int64_t(j) * osj; }
+};
+
+// The pair map of a problem, usable on host and device: which left and right matrix output k
+// correlates (left_of, right_of; pair32 the same in 32-bit arithmetic), or, through grid(), the
+// same pairs as a stride table.
 struct PairMap {
     int form, nL, nR;
     XC_HD int left_of(int64_t k) const {
@@ -79,6 +96,29 @@ struct PairMap {
     }
     XC_HD int right_of(int64_t k) const {
         return form == int(Form::NToM) ? int(k % nR) : int(k);
+    }
+    // left_of and right_of in 32-bit arithmetic. A 64-bit division is a subroutine call in SASS
+    // whose register saves ptxas reports as spills in register-heavy kernels. Valid for output
+    // counts below 2^31: launchers check Problem::out_count() (fits_int32_count).
+    struct Pair {
+        int left, right;
+    };
+    XC_HD Pair pair32(int k) const {
+        const unsigned uk = unsigned(k);
+        if (form == int(Form::NToMn)) return Pair{int(uk % unsigned(nL)), k};
+        if (form == int(Form::NToM)) {
+            const unsigned q = uk / unsigned(nR);
+            return Pair{int(q), int(uk - q * unsigned(nR))};
+        }
+        return Pair{0, k};
+    }
+    XC_HD PairGrid grid() const {
+        switch (form) {
+            case int(Form::OneToOne): return PairGrid{1, 1, 0, 1, 0, 1};
+            case int(Form::NToMn): return PairGrid{nL, nR / nL, 1, nL, 1, nL};
+            case int(Form::NToM): return PairGrid{nL, nR, 0, 1, nR, 1};
+            default: return PairGrid{1, nR, 0, 1, 0, 1};
+        }
     }
 };
 inline PairMap pair_map(const Problem& p) { return PairMap{int(p.form), p.nL, p.nR}; }

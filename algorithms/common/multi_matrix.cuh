@@ -1,9 +1,10 @@
 // The multi-matrix warp-shuffle machinery shared by the six multi-matrix variants
-// (algorithms/10_* .. 15_*; paper sections 3.4 and 4.3, thesis 3.4.4 and 3.5): one register-blocked
-// band step that all of them run, and the host-side pieces they share: how a stack is cut into
-// matrix groups, the split-row work distributions, and the stream fan-out for n-to-mn.
+// (algorithms/10_* .. 15_*; paper sections 3.4 and 4.3, thesis 3.4.4 and 3.5), device side: one
+// register-blocked band step that all of them run, the grouped-overlap walk and the split-row
+// worker -> job map. The host side (how a stack is cut into matrix groups, the split-row plans,
+// the block order, the stream fan-out for n-to-mn) is harness/xcorr/multi_matrix_launch.cuh.
 //
-// The band step generalises the warp-shuffle inner loop (xcorr/warp_buffer.cuh) along the three
+// The band step generalises the warp-shuffle inner loop (common/warp_buffer.cuh) along the three
 // reuse axes of the paper at once, all compile-time:
 //   NL  left matrices   (multi-matrix-both)     each left value meets NR right matrices,
 //   NR  right matrices  (multi-matrix-right)    each right value meets NL left matrices,
@@ -19,18 +20,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <initializer_list>
-#include <optional>
-#include <string>
-#include <utility>
-#include <vector>
+#include <cstdint>
 
+#include "common/device.cuh"
+#include "common/warp_buffer.cuh"
 #include "xcorr/core.hpp"
-#include "xcorr/cuda_check.hpp"
-#include "xcorr/device.cuh"
-#include "xcorr/device_buffer.hpp"
-#include "xcorr/registry.hpp"
-#include "xcorr/warp_buffer.cuh"
 
 namespace xcorr::multi {
 
@@ -57,57 +51,8 @@ inline Geometry geometry(const Problem& p) {
                     int64_t(p.hR) * p.wR, int64_t(p.out_h()) * p.out_w()};
 }
 
-// Grid dimensions y and z are limited to 65535: row blocks (non-split kernels) and column blocks
-// (split-row kernels) must fit.
-inline void require_grid(const Problem& p, int rows_per_block) {
-    if (ceil_div(p.out_h(), rows_per_block) > 65535 || ceil_div(p.out_w(), kWarp) > 65535)
-        throw UsageError("multi-matrix kernels: output " + std::to_string(p.out_h()) + "x" +
-                         std::to_string(p.out_w()) + " needs more than 65535 row or column blocks");
-}
-
-// Every multi-matrix form is "for each left i, a one-to-many over its M right slots j":
-//   one-to-many  N = 1,  M = nR:     right j,          output j
-//   n-to-mn      N = nL, M = nR/nL:  right i + N*j,    output i + N*j
-//   n-to-m       N = nL, M = nR:     right j,          output i*M + j
-struct JobMap {
-    int64_t right_i, right_j, out_i, out_j;  // right = i*right_i + j*right_j, output likewise
-};
-struct Jobs {
-    int lefts, rights;  // N and M
-    JobMap map;
-};
-inline Jobs jobs_of(const Problem& p) {
-    switch (p.form) {
-        case Form::NToMn: return Jobs{p.nL, p.nR / p.nL, JobMap{1, p.nL, 1, p.nL}};
-        case Form::NToM: return Jobs{p.nL, p.nR, JobMap{0, 1, p.nR, 1}};
-        default: return Jobs{1, p.nR, JobMap{0, 1, 0, 1}};
-    }
-}
-
-// A run of `groups` consecutive matrix groups of `size` matrices starting at matrix `begin`.
-struct Piece {
-    int begin, groups, size;
-};
-// Cuts `count` matrices into groups of `size`; the rest, which does not fill a group, into groups
-// of the next smaller instantiated size, and so on (`sizes`: the instantiated group sizes,
-// descending, ending with 1). No padding: every group is full, every piece one launch.
-inline std::vector<Piece> cut(int count, int size, std::initializer_list<int> sizes) {
-    std::vector<Piece> out;
-    int begin = 0;
-    for (int s : sizes) {
-        if (s > size) continue;
-        const int groups = (count - begin) / s;
-        if (groups > 0) out.push_back(Piece{begin, groups, s});
-        begin += groups * s;
-    }
-    return out;
-}
-
-// Grid y (or z) holds the matrix groups; it is limited to 65535, so kernels stride over it.
-inline unsigned grid_groups(int64_t groups) { return unsigned(std::min<int64_t>(groups, 65535)); }
-
 // Row-block order of the non-split kernels: the grid's slowest index runs over the row blocks
-// from the centre outwards (middle_out, xcorr/warp_buffer.cuh). The overlaps are tallest at the
+// from the centre outwards (middle_out, common/warp_buffer.cuh). The overlaps are tallest at the
 // centre rows, so the longest blocks start first and the last wave holds the shortest ones; in
 // plain top-to-bottom order the tallest blocks of the last matrix group start last and leave most
 // of the GPU idle at the end (a simulated 27% for 1-to-32 at 256 x 256 with 4 rows per warp).
@@ -123,35 +68,11 @@ inline unsigned grid_groups(int64_t groups) { return unsigned(std::min<int64_t>(
 //    64   214 / 195 us (one wave)     151 / 133 us (one wave)
 //   128   1.74 / 1.88 ms              1.05 / 1.14 ms
 //   256   22.4 / 22.6 ms              11.9 / 12.0 ms
-// Row block of this block: blockIdx.z, centre-first or top-down as the host chose.
+// Row block of this block: blockIdx.z, centre-first or top-down as the host chose (BlockOrder,
+// harness/xcorr/multi_matrix_launch.cuh).
 __device__ __forceinline__ int row_block(bool centre_first) {
     return centre_first ? middle_out(int(blockIdx.z), int(gridDim.z)) : int(blockIdx.z);
 }
-// The host side: whether a launch of `grid` blocks of `kernel` runs centre-first. The resident
-// block count per kernel is asked once (cudaOccupancy*) and cached, so the timed calls make no
-// extra API calls.
-class BlockOrder {
-public:
-    template <class Kernel>
-    bool centre_first(Kernel* kernel, dim3 grid) {
-        const void* key = reinterpret_cast<const void*>(kernel);
-        int slots = -1;
-        for (const auto& [k, n] : slots_)
-            if (k == key) slots = n;
-        if (slots < 0) {
-            int dev = 0, sms = 0, per_sm = 0;
-            XC_CUDA_CHECK(cudaGetDevice(&dev));
-            XC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-            XC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarp * kWarps, 0));
-            slots = sms * std::max(per_sm, 1);
-            slots_.emplace_back(key, slots);
-        }
-        return int64_t(grid.x) * grid.y * grid.z > slots;
-    }
-
-private:
-    std::vector<std::pair<const void*, int>> slots_;
-};
 
 // ---------------------------------------------------------------------------------------------
 // The band step.
@@ -210,7 +131,7 @@ __device__ __forceinline__ void accumulate_band(float (&acc)[S][NL][NR], const f
             for (int u = 0; u < U; ++u) {
                 const int i = i0 + u;
                 // Lane t needs item t + i: lane (t + i) mod 32 offers lo when it is at or right of
-                // i, else hi (one shuffle per left row, see xcorr/warp_buffer.cuh, Index mode).
+                // i, else hi (one shuffle per left row, see common/warp_buffer.cuh, Index mode).
                 const bool offer_lo = lane >= i;
                 float lv[NL][LR];
 #pragma unroll
@@ -301,13 +222,6 @@ __device__ __forceinline__ void emit(float* p, float v, bool atomic) {
 //              assumes equal heights; the table costs one broadcast load per warp).
 enum class Distribution : int { None = 0, Rectangle = 1, Triangle = 2 };
 
-inline Distribution parse_distribution(const std::string& v) {
-    if (v == "none") return Distribution::None;
-    if (v == "rectangle") return Distribution::Rectangle;
-    if (v == "triangle") return Distribution::Triangle;
-    throw UsageError("distribution must be none, rectangle or triangle, not " + v);
-}
-
 struct SplitView {
     int dist, rows, out_h, hL, hR;
     int64_t workers;
@@ -328,128 +242,5 @@ struct SplitView {
         return r_begin < r_end;
     }
 };
-
-class SplitPlan {
-public:
-    // rows_text: "1", "2", ... or "n" (the whole overlap: no split).
-    SplitPlan(const Problem& p, const std::string& dist_text, const std::string& rows_text)
-        : dist_(parse_distribution(dist_text)) {
-        const int max_height = std::min(p.hL, p.hR);
-        if (rows_text == "n") rows_ = std::max(p.hL, p.hR);
-        else {
-            rows_ = std::atoi(rows_text.c_str());
-            if (rows_ <= 0) throw UsageError("rows must be a positive number or n, not " + rows_text);
-            if (dist_ == Distribution::None)
-                throw UsageError("distribution=none does not split overlaps: it needs rows=n (got rows=" +
-                                 rows_text + ")");
-        }
-        const int per_overlap = ceil_div(max_height, rows_);
-        atomic_ = per_overlap > 1;
-        if (dist_ == Distribution::Triangle) {
-            std::vector<int2> t;
-            for (int y = 0; y < p.out_h(); ++y) {
-                const Span s = overlap_span(y - (p.hR - 1), p.hL, p.hR);
-                for (int j = 0; j < ceil_div(s.end - s.begin, rows_); ++j) t.push_back(int2{y, j});
-            }
-            workers_ = int64_t(t.size());
-            table_ = DeviceBuffer<int2>(t.size());
-            XC_CUDA_CHECK(cudaMemcpy(table_.get(), t.data(), table_.bytes(), cudaMemcpyHostToDevice));
-        } else {
-            workers_ = int64_t(p.out_h()) * (dist_ == Distribution::None ? 1 : per_overlap);
-        }
-        if (ceil_div64(workers_, kWarps) > 0x7fffffff) throw UsageError("split-row: too many workers");
-        view_ = SplitView{int(dist_), rows_, p.out_h(), p.hL, p.hR, workers_, table_.get()};
-    }
-    // Several workers add into one output element: the output must be zeroed first.
-    bool atomic() const { return atomic_; }
-    unsigned worker_blocks() const { return unsigned(ceil_div64(workers_, kWarps)); }
-    const SplitView& view() const { return view_; }
-
-private:
-    Distribution dist_;
-    int rows_ = 1;
-    bool atomic_ = false;
-    int64_t workers_ = 0;
-    DeviceBuffer<int2> table_;
-    SplitView view_{};
-};
-
-// ---------------------------------------------------------------------------------------------
-// The "launch" parameter of the multi-matrix-right variants (n-to-mn both ways the paper names):
-//   grid       one launch per piece, the left index folded into grid z (default);
-//   streamsK   the problem as N one-to-many instances, one per left matrix, launched round-robin
-//              on K streams that the instance owns; they are forked from the caller's stream and
-//              joined back to it with events, so the caller's timing covers all of them.
-inline int parse_launch(const std::string& v) {
-    if (v == "grid") return 0;
-    if (v.rfind("streams", 0) == 0) {
-        const int k = std::atoi(v.c_str() + 7);
-        if (k > 0) return k;
-    }
-    throw UsageError("launch must be grid or streamsK (K streams), not " + v);
-}
-
-class StreamFan {
-public:
-    explicit StreamFan(int k) {
-        try {
-            XC_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
-            for (int i = 0; i < k; ++i) {
-                cudaStream_t s;
-                XC_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-                streams_.push_back(s);
-                cudaEvent_t e;
-                XC_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-                joins_.push_back(e);
-            }
-        } catch (...) {
-            release();
-            throw;
-        }
-    }
-    ~StreamFan() { release(); }
-    StreamFan(const StreamFan&) = delete;
-    StreamFan& operator=(const StreamFan&) = delete;
-
-    // launch(i, stream) for i in [0, n), round-robin over the streams, all after the work already
-    // on `caller` and all before the work enqueued on `caller` afterwards.
-    template <typename F>
-    void run(cudaStream_t caller, int n, F&& launch) {
-        const int used = std::min<int>(n, int(streams_.size()));
-        if (used <= 0) return;
-        XC_CUDA_CHECK(cudaEventRecord(fork_, caller));
-        for (int s = 0; s < used; ++s) XC_CUDA_CHECK(cudaStreamWaitEvent(streams_[s], fork_, 0));
-        for (int i = 0; i < n; ++i) launch(i, streams_[i % used]);
-        for (int s = 0; s < used; ++s) {
-            XC_CUDA_CHECK(cudaEventRecord(joins_[s], streams_[s]));
-            XC_CUDA_CHECK(cudaStreamWaitEvent(caller, joins_[s], 0));
-        }
-    }
-
-private:
-    void release() {
-        for (auto e : joins_) cudaEventDestroy(e);
-        for (auto s : streams_) cudaStreamDestroy(s);
-        if (fork_) cudaEventDestroy(fork_);
-        joins_.clear(), streams_.clear(), fork_ = nullptr;
-    }
-    std::vector<cudaStream_t> streams_;
-    std::vector<cudaEvent_t> joins_;
-    cudaEvent_t fork_ = nullptr;
-};
-
-// The left loop of the multi-matrix-right variants (n-to-mn, n-to-m): one launch over all N lefts
-// (launch=grid: no fan) or one launch per left on the fan's streams; launch(i_begin, n_lefts, s).
-template <class F>
-void for_lefts(std::optional<StreamFan>& fan, cudaStream_t stream, int lefts, F&& launch) {
-    if (fan)
-        fan->run(stream, lefts, [&](int i, cudaStream_t s) { launch(i, 1, s); });
-    else
-        launch(0, lefts, stream);
-}
-// Their `launch` parameter (parse_launch reads it).
-inline const ParamSpec kLaunchParam{
-    "launch", {"grid", "streams1", "streams20"},
-    "n-to-mn/n-to-m: left index in the grid, or one one-to-many launch per left on K streams"};
 
 }  // namespace xcorr::multi

@@ -2,28 +2,15 @@
 // 24_tensor_presplit.cu, 25_tensor_rowpair.cu; 26_tensor_wgmma.cu uses all but the MMA):
 // TF32 rounding, the 3xTF32 split of an FP32 value, the split left pairs of 25 and 26's staging,
 // the m16n8k8 MMA and the flush of a chunk's truncating accumulator.
-// Device code for sm_80 and newer only; callers guard their kernels the same way.
+// Device code for sm_80 and newer only; callers guard their kernels the same way. The host-side
+// check, require_mma_tf32(), is harness/xcorr/launch.cuh.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <string>
-
-#include "xcorr/core.hpp"
-#include "xcorr/cuda_check.hpp"
 
 namespace xcorr {
-
-// Host side: a UsageError naming the variant unless the current GPU has TF32 mma.sync (sm_80+).
-inline void require_mma_tf32(const std::string& variant) {
-    int dev = 0, major = 0;
-    XC_CUDA_CHECK(cudaGetDevice(&dev));
-    XC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    if (major < 8)
-        throw UsageError(variant + ": mma.sync TF32 needs compute capability 8.0 or newer (this GPU: " +
-                         std::to_string(major) + ".x)");
-}
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
 // Round to TF32 (10 explicit mantissa bits), to nearest, ties away: the operand format of the MMA.

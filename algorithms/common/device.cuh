@@ -13,6 +13,14 @@ namespace xcorr {
 inline constexpr int kWarp = 32;
 inline constexpr unsigned kFullMask = 0xffffffffu;
 
+// The sum of v over the 32 lanes of the warp, in every lane (butterfly of xor shuffles). Called by
+// all 32 lanes together.
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int offset = kWarp / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
+    return v;
+}
+
 // Bounds-checked load: a value outside the h x w matrix reads as zero, so that the loading step
 // holds the only boundary condition of a kernel (paper, section 4.1.2).
 __device__ __forceinline__ float load_or_zero(const float* __restrict__ m, int h, int w, int r, int c) {

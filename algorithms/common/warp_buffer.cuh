@@ -29,7 +29,7 @@
 
 #include <cstdint>
 
-#include "xcorr/device.cuh"
+#include "common/device.cuh"
 
 namespace xcorr {
 
@@ -164,21 +164,8 @@ __device__ __forceinline__ float warp_shuffle_rows(const float* L, int hL, int w
     return sum;
 }
 
-// PairMap lookups in 32-bit arithmetic. PairMap takes an int64 index, and a 64-bit division is a
-// subroutine call in SASS whose register saves ptxas reports as spills in register-heavy kernels.
-// Valid for output counts below 2^31: launchers check Problem::out_count() with fits_int32_count.
-struct PairIndex {
-    int left, right;
-};
-__device__ __forceinline__ PairIndex pair_index(const PairMap& p, int k) {
-    const unsigned uk = unsigned(k);
-    if (p.form == int(Form::NToMn)) return PairIndex{int(uk % unsigned(p.nL)), k};
-    if (p.form == int(Form::NToM)) {
-        const unsigned q = uk / unsigned(p.nR);
-        return PairIndex{int(q), int(uk - q * unsigned(p.nR))};
-    }
-    return PairIndex{0, k};
-}
+// The kernels that look pairs up with PairMap::pair32 (32-bit arithmetic) need fewer than 2^31
+// outputs.
 inline bool fits_int32_count(const Problem& p) { return p.out_count() < (int64_t(1) << 31); }
 // Every single matrix (left, right, output) has fewer than 2^31 elements: int32 offsets inside one.
 inline bool fits_int32_matrix(const Problem& p) {

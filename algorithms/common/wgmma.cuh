@@ -1,6 +1,7 @@
-// Hopper warpgroup MMA (wgmma, sm_90a) helpers for algorithms/26_tensor_wgmma.cu: the host-side
-// check that the GPU and the binary have it, the shared-memory matrix descriptor of a K-major
-// operand without swizzling, and the m64n64k8 TF32 MMA with A from registers.
+// Hopper warpgroup MMA (wgmma, sm_90a) helpers for algorithms/26_tensor_wgmma.cu: the
+// shared-memory matrix descriptor of a K-major operand without swizzling, and the m64n64k8 TF32
+// MMA with A from registers. The host-side check that the GPU and the binary have it,
+// require_wgmma(), is harness/xcorr/launch.cuh.
 // The device functions exist only where the compiler targets sm_90a (__CUDA_ARCH_FEAT_SM90_ALL);
 // callers guard their kernels the same way and trap elsewhere.
 #pragma once
@@ -8,27 +9,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <string>
-
-#include "xcorr/core.hpp"
-#include "xcorr/cuda_check.hpp"
 
 namespace xcorr {
-
-// Host side: a UsageError naming the variant unless the current GPU is compute capability 9.0 and
-// this binary holds 9.0 code (built as sm_90a, meson.build); wgmma exists on no other GPU.
-inline void require_wgmma(const std::string& variant) {
-    int dev = 0, major = 0, minor = 0;
-    XC_CUDA_CHECK(cudaGetDevice(&dev));
-    XC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    XC_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    if (major != 9 || minor != 0)
-        throw UsageError(variant + ": wgmma needs a compute capability 9.0 GPU (this GPU: " + std::to_string(major) +
-                         "." + std::to_string(minor) + ")");
-    const std::string archs = std::string(";") + XCORR_CUDA_ARCHS + ";";
-    if (archs.find(";90;") == std::string::npos)
-        throw UsageError(variant + ": this binary holds no compute capability 9.0 code; rebuild with -Dgpu_arch=9.0");
-}
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // Descriptor of a K-major operand in shared memory without swizzling (PTX ISA, "Matrix Descriptor

@@ -1,0 +1,114 @@
+// Host-side launch helpers shared by the variants: programmatic dependent launch, the checks that
+// the GPU (and this binary) has what a kernel needs, and the fan-out of launches over streams.
+// Their device-side counterparts are in algorithms/common/ (pdl.cuh, mma_tf32.cuh, wgmma.cuh).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "xcorr/core.hpp"
+#include "xcorr/cuda_check.hpp"
+
+namespace xcorr {
+
+// kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent launch (sm_90 and
+// later; common/pdl.cuh explains the kernel side).
+template <class... Params, class... Args>
+void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                      Args&&... args) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    XC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+    XC_CHECK_LAUNCH();
+}
+
+// Host side: a UsageError naming the variant unless the current GPU has TF32 mma.sync (sm_80+).
+inline void require_mma_tf32(const std::string& variant) {
+    int dev = 0, major = 0;
+    XC_CUDA_CHECK(cudaGetDevice(&dev));
+    XC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    if (major < 8)
+        throw UsageError(variant + ": mma.sync TF32 needs compute capability 8.0 or newer (this GPU: " +
+                         std::to_string(major) + ".x)");
+}
+
+// Host side: a UsageError naming the variant unless the current GPU is compute capability 9.0 and
+// this binary holds 9.0 code (built as sm_90a, meson.build); wgmma exists on no other GPU.
+inline void require_wgmma(const std::string& variant) {
+    int dev = 0, major = 0, minor = 0;
+    XC_CUDA_CHECK(cudaGetDevice(&dev));
+    XC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    XC_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    if (major != 9 || minor != 0)
+        throw UsageError(variant + ": wgmma needs a compute capability 9.0 GPU (this GPU: " + std::to_string(major) +
+                         "." + std::to_string(minor) + ")");
+    const std::string archs = std::string(";") + XCORR_CUDA_ARCHS + ";";
+    if (archs.find(";90;") == std::string::npos)
+        throw UsageError(variant + ": this binary holds no compute capability 9.0 code; rebuild with -Dgpu_arch=9.0");
+}
+
+// Launches fanned out round-robin over K streams that the object owns, forked from the caller's
+// stream and joined back to it with events, so the caller's timing covers all of them (the
+// streamsK `launch` of the multi-matrix-right variants, harness/xcorr/multi_matrix_launch.cuh).
+class StreamFan {
+public:
+    explicit StreamFan(int k) {
+        try {
+            XC_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+            for (int i = 0; i < k; ++i) {
+                cudaStream_t s;
+                XC_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+                streams_.push_back(s);
+                cudaEvent_t e;
+                XC_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+                joins_.push_back(e);
+            }
+        } catch (...) {
+            release();
+            throw;
+        }
+    }
+    ~StreamFan() { release(); }
+    StreamFan(const StreamFan&) = delete;
+    StreamFan& operator=(const StreamFan&) = delete;
+
+    // launch(i, stream) for i in [0, n), round-robin over the streams, all after the work already
+    // on `caller` and all before the work enqueued on `caller` afterwards.
+    template <typename F>
+    void run(cudaStream_t caller, int n, F&& launch) {
+        const int used = std::min<int>(n, int(streams_.size()));
+        if (used <= 0) return;
+        XC_CUDA_CHECK(cudaEventRecord(fork_, caller));
+        for (int s = 0; s < used; ++s) XC_CUDA_CHECK(cudaStreamWaitEvent(streams_[s], fork_, 0));
+        for (int i = 0; i < n; ++i) launch(i, streams_[i % used]);
+        for (int s = 0; s < used; ++s) {
+            XC_CUDA_CHECK(cudaEventRecord(joins_[s], streams_[s]));
+            XC_CUDA_CHECK(cudaStreamWaitEvent(caller, joins_[s], 0));
+        }
+    }
+
+private:
+    void release() {
+        for (auto e : joins_) cudaEventDestroy(e);
+        for (auto s : streams_) cudaStreamDestroy(s);
+        if (fork_) cudaEventDestroy(fork_);
+        joins_.clear(), streams_.clear(), fork_ = nullptr;
+    }
+    std::vector<cudaStream_t> streams_;
+    std::vector<cudaEvent_t> joins_;
+    cudaEvent_t fork_ = nullptr;
+};
+
+}  // namespace xcorr

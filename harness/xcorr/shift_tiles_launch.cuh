@@ -1,0 +1,103 @@
+// The host side of the shared-memory tiled kernels (algorithms/21_*, 23_* .. 26_*; their device
+// side is algorithms/common/shift_tiles.cuh): the order of the shift tiles by work, the schedule of
+// (shift tile, pair group) work items, and GroupTiled, the Instance that launches a kernel striding
+// over them.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/device.cuh"
+#include "common/shift_tiles.cuh"
+#include "xcorr/core.hpp"
+#include "xcorr/cuda_check.hpp"
+#include "xcorr/device_buffer.hpp"
+#include "xcorr/registry.hpp"
+
+namespace xcorr {
+
+// The (hL+hR-1) x (wL+wR-1) output shifts cut into tiles of tdy x tdx, listed by the size of the
+// union of their overlaps (the work), largest first, each as ty << 16 | tx (both below 65536, else
+// UsageError), and uploaded: a kernel maps blockIdx.x through this list, so the heaviest tiles
+// start in the first wave and the last wave holds the lightest ones (no long tail).
+inline DeviceBuffer<unsigned> shift_tiles_by_work(const Problem& p, int tdy, int tdx) {
+    const int nty = ceil_div(p.out_h(), tdy), ntx = ceil_div(p.out_w(), tdx);
+    if (nty > 0xffff || ntx > 0xffff)
+        throw UsageError("output of " + std::to_string(p.out_h()) + " x " + std::to_string(p.out_w()) +
+                         " has more than 65535 shift tiles per dimension");
+    // Rows (or columns) of the union of the overlaps of `tile` consecutive shifts from `first`.
+    auto extent = [](int first, int tile, int m, int n) {
+        const int d0 = first - (n - 1), d1 = std::min(d0 + tile - 1, m - 1);
+        return std::min(n, m - d0) - std::max(0, -d1);
+    };
+    std::vector<std::pair<int64_t, unsigned>> tiles;
+    for (int ty = 0; ty < nty; ++ty)
+        for (int tx = 0; tx < ntx; ++tx) {
+            const int64_t work = int64_t(extent(ty * tdy, tdy, p.hL, p.hR)) * extent(tx * tdx, tdx, p.wL, p.wR);
+            tiles.push_back({-work, unsigned(ty) << 16 | unsigned(tx)});
+        }
+    std::stable_sort(tiles.begin(), tiles.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<unsigned> order(tiles.size());
+    for (size_t k = 0; k < tiles.size(); ++k) order[k] = tiles[k].second;
+    DeviceBuffer<unsigned> out(order.size());
+    XC_CUDA_CHECK(cudaMemcpy(out.get(), order.data(), out.bytes(), cudaMemcpyHostToDevice));
+    return out;
+}
+
+// Host side: the tile order of a tdy x tdx block tile, the window of `ngroups` pair groups of
+// `group_bytes` of inputs each, and the grid (one block per item up to 2^31 - 1; blocks stride).
+class TileSchedule {
+public:
+    TileSchedule(const Problem& p, int tdy, int tdx, int64_t ngroups, int64_t group_bytes)
+        : order_(shift_tiles_by_work(p, tdy, tdx)), ngroups_(ngroups) {
+        int dev = 0, l2 = 0;
+        XC_CUDA_CHECK(cudaGetDevice(&dev));
+        XC_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+        zwin_ = std::clamp<int64_t>(int64_t(l2) / 2 / std::max<int64_t>(group_bytes, 1), 1, std::max<int64_t>(ngroups, 1));
+    }
+    WorkItems items() const { return WorkItems{order_.get(), int(order_.size()), ngroups_, zwin_}; }
+    unsigned grid() const {
+        return unsigned(std::clamp<int64_t>(int64_t(order_.size()) * ngroups_, 1, 0x7fffffff));
+    }
+
+private:
+    DeviceBuffer<unsigned> order_;
+    int64_t ngroups_, zwin_ = 1;
+};
+
+// The launch wrapper of a kernel that strides over TileSchedule work items with a block per (left,
+// group of `slots` rights) of a tdy x tdx shift tile (24_tensor_presplit.cu, 25_tensor_rowpair.cu,
+// 26_tensor_wgmma.cu):
+// kernel(left, right, out, hL, wL, hR, wR, pairs, items), `threads` threads, `smem` bytes of
+// dynamic shared memory.
+using GroupTiledKernel = void (*)(const float*, const float*, float*, int, int, int, int, Pairs, WorkItems);
+class GroupTiled final : public Instance {
+public:
+    GroupTiled(const Problem& p, GroupTiledKernel kernel, int threads, size_t smem, int tdy, int tdx, int slots)
+        : p_(p), kernel_(kernel), threads_(threads), smem_(smem), P_(pairs_of(p, 1, slots)),
+          sched_(p, tdy, tdx, int64_t(P_.groupsI) * P_.groupsJ,
+                 int64_t(sizeof(float)) * (int64_t(p.hL) * p.wL + int64_t(slots) * p.hR * p.wR)) {
+        XC_CUDA_CHECK(cudaFuncSetAttribute(kernel_, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_)));
+    }
+
+    void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
+        kernel_<<<sched_.grid(), threads_, smem_, stream>>>(left, right, out, p_.hL, p_.wL, p_.hR, p_.wR, P_,
+                                                            sched_.items());
+        XC_CHECK_LAUNCH();
+    }
+
+private:
+    Problem p_;
+    GroupTiledKernel kernel_;
+    int threads_;
+    size_t smem_;
+    Pairs P_;
+    TileSchedule sched_;
+};
+
+}  // namespace xcorr
