@@ -17,7 +17,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from xcsuite import paths  # noqa: E402
-from xcsuite.benchjson import entry_key, is_iteration, parse_label, parse_run_name, seconds  # noqa: E402
+from xcsuite.benchjson import parse_label, seconds  # noqa: E402
+from xcsuite.resultfile import dims_of, entries_of  # noqa: E402
 from xcsuite.stats import describe  # noqa: E402
 from xcsuite.results import exit_2_on_bad_results, incomplete_notes, load_results  # noqa: E402
 
@@ -43,30 +44,12 @@ def rows_of(path: Path) -> list[dict]:
     experiment = meta.get("experiment", Path(path).stem)
     families = {v["name"]: v.get("family", "") for v in meta.get("registry", [])}
     peak = _float(ctx.get("xcorr_fp32_peak_flops"))
-    groups: dict[str, list] = {}
-    for e in data.get("benchmarks", []):
-        if not is_iteration(e):
-            continue
-        try:
-            key = e.get("xcorr_case") or entry_key(e)
-        except ValueError as err:
-            warnings.warn(f"{path}: {err}")
-            continue
-        groups.setdefault(key, []).append(e)
-    statuses = data.get("cases", {})
     rows = []
-    for key in list(groups) + [k for k in statuses if k not in groups]:
-        entries = groups.get(key, [])
+    for key, info in data.get("cases", {}).items():
+        entries = entries_of(info)
         ok = [e for e in entries if not e.get("error_occurred")]
         errs = [e for e in entries if e.get("error_occurred")]
-        info = statuses.get(key, {})
-        if entries:
-            variant, dims, params = parse_run_name(entries[0].get("run_name") or entries[0]["name"])
-        else:  # a case that never produced an entry (rejected, crashed): from its line
-            kv = dict(p.split("=", 1) for p in info.get("line", "").split())
-            variant = kv.pop("variant", "?")
-            dims = (kv.pop("form", "?"),) + tuple(int(kv.pop(k, 0)) for k in ("hL", "wL", "hR", "wR", "nL", "nR"))
-            params = kv
+        variant, dims, params = info["variant"], dims_of(info), info["params"]
         form, hL, wL, hR, wR, nL, nR = dims
         try:
             shape = Shape(form, hL, wL, hR, wR, nL, nR)
@@ -80,7 +63,7 @@ def rows_of(path: Path) -> list[dict]:
                "size": hL if hL == wL == hR == wR else float("nan"), "hL": hL, "wL": wL, "hR": hR, "wR": wR,
                "nL": nL, "nR": nR, "pairs": pairs,
                "params": ",".join(f"{k}={params[k]}" for k in sorted(params)),
-               "cold": bool(info.get("cold", (entries or [{}])[0].get("cold", 0))),
+               "cold": info["cold"],
                "timed": label.get("timed", ""), "precision": label.get("precision", ""), "peak_flops": peak,
                "experiment_complete": bool(meta.get("complete"))}
         if ok and not errs:
@@ -108,7 +91,7 @@ def aggregate_dir(gpu_dir: Path) -> pd.DataFrame:
     for f in sorted(Path(gpu_dir).glob("*.json")):
         try:
             rows += rows_of(f)
-        except (ValueError, KeyError) as e:  # an entry of an unexpected form (a damaged file raises ResultsError)
+        except (ValueError, KeyError, TypeError) as e:  # a case of an unexpected form (a damaged file raises ResultsError)
             warnings.warn(f"{f}: skipped: {e}")
     df = pd.DataFrame(rows, columns=COLUMNS)
     out = Path(gpu_dir) / "summary.csv"
