@@ -186,7 +186,11 @@ def test_every_figure_is_drawn(fake_results, tmp_path, monkeypatch):
     assert names == {"fig15", "fig16", "fig17", "fig18", "fig19", "fig20", "fig21", "fig22", "fig23", "nmn",
                      "efficiency"}
     assert all(f.stat().st_size > 5_000 for f in files)
-    monkeypatch.delenv("XCORR_PLOT_FORMATS")
+    monkeypatch.delenv("XCORR_PLOT_FORMATS")  # the default: PNG only, the same bytes for the same data
+    files = plot.plot_gpu(fake_results, only=["fig16"], plots_root=tmp_path / "again")
+    assert [f.name for f in files] == ["fig16.png"]
+    assert files[0].read_bytes() == (tmp_path / fake_results.name / "fig16.png").read_bytes()
+    monkeypatch.setenv("XCORR_PLOT_FORMATS", "png,pdf")  # what --pdf asks for
     files = plot.plot_gpu(fake_results, only=["fig16"], plots_root=tmp_path / "pdf")
     assert sorted(f.name for f in files) == ["fig16.pdf", "fig16.png"] and files[1].stat().st_size > 5_000
 
@@ -217,7 +221,7 @@ def test_cross_gpu_figure_needs_two_gpus(fake_results, tmp_path):
     shutil.copy(fake_results / "fig17.json", other / "fig17.json")
     assert plot.plot_cross_gpu([fake_results], plots_root=tmp_path) == []
     files = plot.plot_cross_gpu([fake_results, other], plots_root=tmp_path)
-    assert [f.name for f in files] == ["cross-gpu.png", "cross-gpu.pdf"] and files[0].stat().st_size > 10_000
+    assert [f.name for f in files] == ["cross-gpu.png"] and files[0].stat().st_size > 10_000
 
 
 def test_application_convention_and_recovery(tmp_path):
