@@ -86,16 +86,21 @@ def rows_of(path: Path) -> list[dict]:
     return rows
 
 
-def aggregate_dir(gpu_dir: Path) -> pd.DataFrame:
+def summarize(gpu_dir: Path) -> pd.DataFrame:
+    """The summary of a GPU folder's results, computed (nothing is written)."""
     rows = []
     for f in sorted(Path(gpu_dir).glob("*.json")):
         try:
             rows += rows_of(f)
         except (ValueError, KeyError, TypeError) as e:  # a case of an unexpected form (a damaged file raises ResultsError)
             warnings.warn(f"{f}: skipped: {e}")
-    df = pd.DataFrame(rows, columns=COLUMNS)
-    out = Path(gpu_dir) / "summary.csv"
-    df.to_csv(out, index=False, float_format="%.6g")
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def aggregate_dir(gpu_dir: Path) -> pd.DataFrame:
+    """Writes results/<gpu>/summary.csv."""
+    df = summarize(gpu_dir)
+    df.to_csv(Path(gpu_dir) / "summary.csv", index=False, float_format="%.6g")
     return df
 
 
@@ -106,12 +111,13 @@ def gpu_name_of(summary: pd.DataFrame, gpu_dir: Path) -> str:
 
 
 def load_summary(gpu_dir: Path) -> pd.DataFrame:
-    """summary.csv of a GPU folder (regenerated when missing or older than a result file)."""
+    """summary.csv of a GPU folder; computed afresh, not written, when it is missing or older than
+    a results file (reading never writes: scripts/aggregate.py does)."""
     gpu_dir = Path(gpu_dir)
     csv = gpu_dir / "summary.csv"
     jsons = list(gpu_dir.glob("*.json"))
     if jsons and (not csv.exists() or max(j.stat().st_mtime for j in jsons) > csv.stat().st_mtime):
-        return aggregate_dir(gpu_dir)
+        return summarize(gpu_dir)
     if not csv.exists():
         return pd.DataFrame(columns=COLUMNS)
     df = pd.read_csv(csv, dtype={"params": str, "message": str, "timed": str, "precision": str, "family": str})
