@@ -17,7 +17,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from xcsuite import paths  # noqa: E402
-from xcsuite.benchjson import entry_key, is_iteration, parse_label, parse_run_name, seconds  # noqa: E402
+from xcsuite.benchjson import parse_label, seconds  # noqa: E402
+from xcsuite.resultfile import dims_of, entries_of  # noqa: E402
 from xcsuite.stats import describe  # noqa: E402
 from xcsuite.results import exit_2_on_bad_results, incomplete_notes, load_results  # noqa: E402
 
@@ -43,30 +44,12 @@ def rows_of(path: Path) -> list[dict]:
     experiment = meta.get("experiment", Path(path).stem)
     families = {v["name"]: v.get("family", "") for v in meta.get("registry", [])}
     peak = _float(ctx.get("xcorr_fp32_peak_flops"))
-    groups: dict[str, list] = {}
-    for e in data.get("benchmarks", []):
-        if not is_iteration(e):
-            continue
-        try:
-            key = e.get("xcorr_case") or entry_key(e)
-        except ValueError as err:
-            warnings.warn(f"{path}: {err}")
-            continue
-        groups.setdefault(key, []).append(e)
-    statuses = data.get("cases", {})
     rows = []
-    for key in list(groups) + [k for k in statuses if k not in groups]:
-        entries = groups.get(key, [])
+    for key, info in data.get("cases", {}).items():
+        entries = entries_of(info)
         ok = [e for e in entries if not e.get("error_occurred")]
         errs = [e for e in entries if e.get("error_occurred")]
-        info = statuses.get(key, {})
-        if entries:
-            variant, dims, params = parse_run_name(entries[0].get("run_name") or entries[0]["name"])
-        else:  # a case that never produced an entry (rejected, crashed): from its line
-            kv = dict(p.split("=", 1) for p in info.get("line", "").split())
-            variant = kv.pop("variant", "?")
-            dims = (kv.pop("form", "?"),) + tuple(int(kv.pop(k, 0)) for k in ("hL", "wL", "hR", "wR", "nL", "nR"))
-            params = kv
+        variant, dims, params = info["variant"], dims_of(info), info["params"]
         form, hL, wL, hR, wR, nL, nR = dims
         try:
             shape = Shape(form, hL, wL, hR, wR, nL, nR)
@@ -80,7 +63,7 @@ def rows_of(path: Path) -> list[dict]:
                "size": hL if hL == wL == hR == wR else float("nan"), "hL": hL, "wL": wL, "hR": hR, "wR": wR,
                "nL": nL, "nR": nR, "pairs": pairs,
                "params": ",".join(f"{k}={params[k]}" for k in sorted(params)),
-               "cold": bool(info.get("cold", (entries or [{}])[0].get("cold", 0))),
+               "cold": info["cold"],
                "timed": label.get("timed", ""), "precision": label.get("precision", ""), "peak_flops": peak,
                "experiment_complete": bool(meta.get("complete"))}
         if ok and not errs:
@@ -103,16 +86,21 @@ def rows_of(path: Path) -> list[dict]:
     return rows
 
 
-def aggregate_dir(gpu_dir: Path) -> pd.DataFrame:
+def summarize(gpu_dir: Path) -> pd.DataFrame:
+    """The summary of a GPU folder's results, computed (nothing is written)."""
     rows = []
     for f in sorted(Path(gpu_dir).glob("*.json")):
         try:
             rows += rows_of(f)
-        except (ValueError, KeyError) as e:  # an entry of an unexpected form (a damaged file raises ResultsError)
+        except (ValueError, KeyError, TypeError) as e:  # a case of an unexpected form (a damaged file raises ResultsError)
             warnings.warn(f"{f}: skipped: {e}")
-    df = pd.DataFrame(rows, columns=COLUMNS)
-    out = Path(gpu_dir) / "summary.csv"
-    df.to_csv(out, index=False, float_format="%.6g")
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def aggregate_dir(gpu_dir: Path) -> pd.DataFrame:
+    """Writes results/<gpu>/summary.csv."""
+    df = summarize(gpu_dir)
+    df.to_csv(Path(gpu_dir) / "summary.csv", index=False, float_format="%.6g")
     return df
 
 
@@ -123,12 +111,13 @@ def gpu_name_of(summary: pd.DataFrame, gpu_dir: Path) -> str:
 
 
 def load_summary(gpu_dir: Path) -> pd.DataFrame:
-    """summary.csv of a GPU folder (regenerated when missing or older than a result file)."""
+    """summary.csv of a GPU folder; computed afresh, not written, when it is missing or older than
+    a results file (reading never writes: scripts/aggregate.py does)."""
     gpu_dir = Path(gpu_dir)
     csv = gpu_dir / "summary.csv"
     jsons = list(gpu_dir.glob("*.json"))
     if jsons and (not csv.exists() or max(j.stat().st_mtime for j in jsons) > csv.stat().st_mtime):
-        return aggregate_dir(gpu_dir)
+        return summarize(gpu_dir)
     if not csv.exists():
         return pd.DataFrame(columns=COLUMNS)
     df = pd.read_csv(csv, dtype={"params": str, "message": str, "timed": str, "precision": str, "family": str})

@@ -179,12 +179,7 @@ def figure(ref, R, truth, found, geom, patterns, title, out_dir: Path) -> list[P
         ax.set_yticks([])
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    files = []
-    for ext in ("png", "pdf"):
-        f = out_dir / f"application.{ext}"
-        fig.savefig(f, dpi=120, bbox_inches="tight", metadata=paths.savefig_metadata(f))
-        files.append(f)
+    files = paths.save_figure(fig, out_dir, "application", dpi=120, bbox_inches="tight")
     plt.close(fig)
     return files
 

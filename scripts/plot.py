@@ -2,7 +2,7 @@
 """Draws every figure from the aggregated results: one per paper figure (Fig. 15-23, with the
 paper's choice of metric: time per FMA for 15/18/21, absolute time for 16/19/22, a comparison
 for 17/20/23), n-to-mn, efficiency (% of FP32 peak), and a cross-GPU figure when results/ holds
-more than one GPU. PNG and PDF in plots/<gpu>/.
+more than one GPU. PNG in plots/<gpu>/ (--pdf: a PDF beside each, not committed).
 
     scripts/plot.py [GPU_DIR ...] [--only fig17,fig20] [--quick]
 
@@ -57,12 +57,7 @@ def _strict() -> bool:
 
 
 def save(fig, out_dir: Path, name: str) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    files = []
-    for ext in os.environ.get("XCORR_PLOT_FORMATS", "png,pdf").split(","):
-        f = out_dir / f"{name}.{ext}"
-        fig.savefig(f, dpi=130, metadata=paths.savefig_metadata(f))  # the layout is tight already
-        files.append(f)
+    files = paths.save_figure(fig, out_dir, name, dpi=130)  # the layout is tight already
     plt.close(fig)
     return files
 
@@ -386,7 +381,10 @@ def main(argv=None) -> int:
     ap.add_argument("dirs", nargs="*", help="result folders (default: every GPU under results/)")
     ap.add_argument("--only", default="", help="comma-separated experiments")
     ap.add_argument("--quick", action="store_true", help="plot the quick-run folders instead")
+    ap.add_argument("--pdf", action="store_true", help="a PDF beside each PNG (not committed)")
     args = ap.parse_args(argv)
+    if args.pdf:
+        os.environ["XCORR_PLOT_FORMATS"] = "png,pdf"
     only = [x for x in args.only.split(",") if x] or None
     dirs = paths.selected_dirs(args.dirs, args.quick)
     if not dirs:

@@ -49,6 +49,8 @@ from xcsuite.cost import PROCESS_S, case_seconds, format_seconds  # noqa: E402
 from xcsuite.gpulock import GpuBusy, GpuLock, gpu_key  # noqa: E402
 from xcsuite.registry import NoGpu, gpu_info, load_registry  # noqa: E402
 from xcsuite.results import ResultsError, load_results  # noqa: E402
+from xcsuite import resultfile  # noqa: E402
+from xcsuite.resultfile import write_atomic  # noqa: E402,F401  (the tests check its atomicity here)
 
 import experiments as suite  # noqa: E402
 from experiments._spec import expand  # noqa: E402
@@ -90,21 +92,6 @@ def git_revision() -> str:
         return "unknown"
 
 
-def write_atomic(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1)
-            f.write("\n")
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are shared files
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 class State:
     """The merged results file of one experiment."""
 
@@ -113,7 +100,7 @@ class State:
         if path.exists():
             self.data = load_results(path)
         else:
-            self.data = {"context": {}, "xcorr_meta": {}, "cases": {}, "benchmarks": []}
+            self.data = resultfile.new_file()
         meta = self.data.setdefault("xcorr_meta", {})
         meta.update({"experiment": exp.name, "title": exp.title, "paper": exp.paper,
                      "protocol": {**protocol, "quick": quick, "outliers": "IQR rule (1.5 IQR), at aggregation",
@@ -122,8 +109,6 @@ class State:
         meta.setdefault("started", None)
         self.revision = None  # git revision of the binary measuring now (from its benchmark context)
         meta.setdefault("runs", [])
-        self.data.setdefault("cases", {})
-        self.data.setdefault("benchmarks", [])
 
     @property
     def meta(self) -> dict:
@@ -134,31 +119,28 @@ class State:
         """Cases that need no run. A case of a variant in `remeasure` counts only when it was
         measured at `revision` (its code changed since the older measurement)."""
         done = set()
-        counts = collections.Counter(b.get("xcorr_case") for b in self.data["benchmarks"]
-                                     if is_iteration(b) and not b.get("error_occurred"))
         for key, c in self.data["cases"].items():
             if key.split("|", 1)[0] in remeasure and c.get("revision") != revision:
                 continue
-            if c.get("status") == "ok" and counts.get(key, 0) >= repetitions:
+            reps = sum(1 for e in resultfile.entries_of(c) if not e.get("error_occurred"))
+            if c.get("status") == "ok" and reps >= repetitions:
                 done.add(key)
             elif c.get("status") in ("failed", "rejected") and not retry_failed:
                 done.add(key)
         return done
 
-    def drop(self, key: str) -> None:
-        self.data["benchmarks"] = [b for b in self.data["benchmarks"] if b.get("xcorr_case") != key]
-
     def record(self, case, status: str, entries: list, message: str = "") -> None:
-        self.drop(case.key)
-        for e in entries:
-            e["xcorr_case"] = case.key
-        self.data["benchmarks"].extend(entries)
-        self.data["cases"][case.key] = {"line": case.line(), "cold": case.cold, "status": status,
-                                        "message": message, "time": now(), "revision": self.revision}
+        """Files the case's result (its repetitions, status and the revision that measured it) in
+        place of any older one, at the end: the file lists cases in the order they were measured."""
+        self.data["cases"].pop(case.key, None)
+        info = {"status": status, "message": message, "time": now(), "revision": self.revision}
+        reps = [e for e in entries if is_iteration(e)]  # Google's aggregates are recomputed from these
+        self.data["cases"][case.key] = resultfile.encode(resultfile.identity_from_line(case.line()), case.cold,
+                                                         info, reps)
 
     def save(self) -> None:
         self.meta["updated"] = now()
-        write_atomic(self.path, self.data)
+        resultfile.write_atomic(self.path, self.data)
 
 
 class Runner:

@@ -9,7 +9,7 @@ fastest *different* variant). Four readings:
   fft-all        fft, with the new kernels
 
 Writes results/<gpu>/table1.md (all readings, beside the paper's table), table1_<reading>.csv
-and plots/<gpu>/table1_<reading>.png/pdf. Missing cells are left empty with a warning.
+and plots/<gpu>/table1_<reading>.png (--pdf: and .pdf). Missing cells are left empty with a warning.
 
     scripts/table.py [GPU_DIR ...]
 """
@@ -199,12 +199,7 @@ def figure(table: pd.DataFrame, reading: str, gpu_name: str, out_dir: Path) -> l
     ax.set_title(f"Table 1 on {gpu_name}: best algorithm per form and size, {READINGS[reading]['title']}\n"
                  "(time per call; xN = margin over the fastest other variant; corner note where the paper chose "
                  "differently)", fontsize=9, pad=24)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    files = []
-    for ext in os.environ.get("XCORR_PLOT_FORMATS", "png,pdf").split(","):
-        f = out_dir / f"table1_{reading}.{ext}"
-        fig.savefig(f, dpi=150, bbox_inches="tight", metadata=paths.savefig_metadata(f))
-        files.append(f)
+    files = paths.save_figure(fig, out_dir, f"table1_{reading}", dpi=150, bbox_inches="tight")
     plt.close(fig)
     return files
 
@@ -259,7 +254,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dirs", nargs="*", help="result folders (default: every GPU under results/)")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--pdf", action="store_true", help="a PDF beside each PNG (not committed)")
     args = ap.parse_args(argv)
+    if args.pdf:
+        os.environ["XCORR_PLOT_FORMATS"] = "png,pdf"
     dirs = paths.selected_dirs(args.dirs, args.quick)
     for d in dirs:
         tables = make_tables(d)

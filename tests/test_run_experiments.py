@@ -14,6 +14,7 @@ from suite_helpers import ROOT, clear_fake_env, log_lines, make_fake_build
 
 import run_experiments as rx
 from xcsuite import gpulock
+from xcsuite.resultfile import entries_of, line_of
 from experiments._spec import expand
 import experiments as suite
 
@@ -37,6 +38,11 @@ def load(results, exp, quick=False):
     return json.loads((results / ("fake-gpu-9000" + ("-quick" if quick else "")) / f"{exp}.json").read_text())
 
 
+def times(record):
+    """The measured repetitions of a case (Google Benchmark's real_time of each)."""
+    return [e["real_time"] for e in entries_of(record) if not e.get("error_occurred")]
+
+
 def cases_of(name):
     reg = json.loads((make_fake_build.__globals__["FIXTURES"] / "registry.json").read_text())
     return expand(suite.load(name), reg).cases
@@ -53,9 +59,7 @@ def test_full_protocol_merged_file_and_skip(env):
     assert "nvidia_smi" in meta and len(meta["runs"]) == 1
     assert data["context"]["xcorr_gpu_name"] == "Fake GPU 9000"
     assert len(data["cases"]) == n and all(c["status"] == "ok" for c in data["cases"].values())
-    iters = [b for b in data["benchmarks"] if b["run_type"] == "iteration"]
-    assert len(iters) == 10 * n  # every repetition kept
-    assert {b["xcorr_case"] for b in iters} == set(data["cases"])
+    assert all(len(times(c)) == 10 for c in data["cases"].values())  # every repetition kept
     calls = len(log_lines(log))
     assert run("fig22") == 0  # complete: skipped, nothing runs
     assert len(log_lines(log)) == calls
@@ -83,8 +87,9 @@ def test_remeasure_reruns_only_the_changed_variant_at_the_new_revision(env, caps
     for k, c in after["cases"].items():
         assert c["revision"] == ("new456" if k in changed else "fake123")
         assert c["status"] == "ok"
-    iters = [b for b in after["benchmarks"] if b["run_type"] == "iteration"]
-    assert len(iters) == 10 * len(after["cases"])  # the old repetitions of a re-measured case are replaced
+    # the old repetitions of a re-measured case are replaced, and it moves to the end (measurement order)
+    assert all(len(times(c)) == 10 for c in after["cases"].values())
+    assert set(list(after["cases"])[-len(changed):]) == changed
     assert after["xcorr_meta"]["git_revisions"] == ["fake123", "new456"]
     calls = len(log_lines(log))
     assert run("fig22", "--remeasure", "multi-matrix-both") == 0  # measured at this revision: nothing to do
@@ -104,8 +109,7 @@ def test_quick_goes_to_its_own_folder(env):
     assert data["xcorr_meta"]["protocol"] == {**rx.QUICK_PROTOCOL, "quick": True,
                                               "outliers": "IQR rule (1.5 IQR), at aggregation", "repetitions_kept": "all"}
     assert not (results / "fake-gpu-9000").exists()
-    iters = [b for b in data["benchmarks"] if b["run_type"] == "iteration"]
-    assert len(iters) == 3 * len(data["cases"])
+    assert all(len(times(c)) == 3 for c in data["cases"].values())
 
 
 def test_crash_marks_the_culprit_and_resumes_the_rest(env):
@@ -117,13 +121,13 @@ def test_crash_marks_the_culprit_and_resumes_the_rest(env):
     failed = {k: v for k, v in data["cases"].items() if v["status"] != "ok"}
     assert len(failed) == 1
     (only,) = failed.values()
-    assert only["line"].startswith(culprit) and "exit status 134" in only["message"]
+    assert line_of(only).startswith(culprit) and "exit status 134" in only["message"]
     assert len(data["cases"]) == len(cases_of("fig22"))  # the cases after the crash ran in a new process
     assert len(log_lines(log)) == 2
     mp.delenv("FAKE_CRASH_ON")
     assert run("fig22") == 0 and len(log_lines(log)) == 2  # failed cases are not retried by default
     assert run("fig22", "--retry-failed") == 0
-    assert log_lines(log)[-1] == [only["line"]]
+    assert log_lines(log)[-1] == [line_of(only)]
     assert all(c["status"] == "ok" for c in load(results, "fig22")["cases"].values())
 
 
@@ -134,7 +138,7 @@ def test_rejected_case_is_isolated(env):
     assert run("fig22") == 0
     data = load(results, "fig22")
     rejected = [c for c in data["cases"].values() if c["status"] == "rejected"]
-    assert len(rejected) == 1 and rejected[0]["line"].startswith(bad)
+    assert len(rejected) == 1 and line_of(rejected[0]).startswith(bad)
     assert sum(c["status"] == "ok" for c in data["cases"].values()) == len(data["cases"]) - 1
 
 
@@ -157,7 +161,7 @@ def test_a_case_that_fails_its_check_is_recorded_with_the_message(env):
     assert run("fig22") == 0
     cases = load(results, "fig22")["cases"].values()
     failed = [c for c in cases if c["status"] == "failed"]
-    assert failed and all(c["message"] == message and culprit in c["line"] for c in failed)
+    assert failed and all(c["message"] == message and culprit in line_of(c) for c in failed)
     assert any(c["status"] == "ok" for c in cases)
 
 
@@ -176,7 +180,7 @@ def test_budget_stops_cleanly_and_resume_finishes(env):
     data = load(results, "fig22")
     assert data["xcorr_meta"]["complete"] and len(data["xcorr_meta"]["runs"]) == 2
     ran_again = {l for call in log_lines(log)[1:] for l in call}
-    assert not {c["line"] for k, c in data["cases"].items() if k in done} & ran_again
+    assert not {line_of(c) for k, c in data["cases"].items() if k in done} & ran_again
 
 
 def test_budget_too_small_for_one_case_runs_nothing(env):

@@ -51,12 +51,24 @@ def plots_dir_for(gpu_dir: Path, plots: Path = None) -> Path:
     return d
 
 
-def savefig_metadata(path: Path) -> dict:
-    """Figure metadata without creation dates, so that regenerating an unchanged figure leaves
-    the committed file unchanged."""
-    suffix = Path(path).suffix.lower()
-    if suffix == ".pdf":
-        return {"CreationDate": None, "ModDate": None}
-    if suffix == ".svg":
-        return {"Date": None}
-    return {}
+def figure_formats() -> list[str]:
+    """PNG only unless asked (--pdf, or XCORR_PLOT_FORMATS=png,pdf): the committed figures are
+    PNG, so that a refresh adds little to the repository's history."""
+    return [f for f in os.environ.get("XCORR_PLOT_FORMATS", "png").split(",") if f]
+
+
+def save_figure(fig, out_dir: Path, name: str, dpi: int, **savefig_kw) -> list[Path]:
+    """Saves `fig` as out_dir/name.<format> for every figure format, without the metadata that
+    varies between runs or matplotlib versions: an unchanged figure gives unchanged bytes."""
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    files = []
+    for ext in figure_formats():
+        f = Path(out_dir) / f"{name}.{ext}"
+        fig.savefig(f, dpi=dpi, metadata=FIXED_METADATA.get(ext, {}), **savefig_kw)
+        files.append(f)
+    return files
+
+
+FIXED_METADATA = {"png": {"Software": None},
+                  "pdf": {"CreationDate": None, "ModDate": None, "Creator": None, "Producer": None},
+                  "svg": {"Date": None, "Creator": None}}

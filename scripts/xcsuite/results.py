@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from experiments._spec import expand
+from xcsuite import resultfile
 
 
 class ResultsError(Exception):
@@ -17,6 +18,8 @@ class ResultsError(Exception):
 
 
 def load_results(path: Path) -> dict:
+    """A results file in format 2 (xcsuite/resultfile.py); a file of format 1 (merged Google
+    Benchmark entries) is converted in memory, and the runner writes it back in format 2."""
     path = Path(path)
     try:
         data = json.loads(path.read_text())
@@ -25,14 +28,32 @@ def load_results(path: Path) -> dict:
     except UnicodeDecodeError:
         why = "not valid JSON (not UTF-8 text)"
     else:
-        if isinstance(data, dict) and isinstance(data.get("benchmarks", []), list) \
-                and isinstance(data.get("cases", {}), dict) and isinstance(data.get("xcorr_meta", {}), dict):
+        why = _check(data)
+        if why is None and "benchmarks" in data:
+            try:
+                return resultfile.from_google_merged(data)
+            except (resultfile.FormatError, KeyError, TypeError, ValueError) as e:
+                why = f"a format-1 file that cannot be converted ({e})"
+        elif why is None:
             return data
-        why = "not a results file (no benchmarks list, cases and xcorr_meta objects)"
     bak = path.with_suffix(".json.bak")
     keep = f"restore it from {bak.name} (the copy --force kept)" if bak.exists() else "restore it from git"
     raise ResultsError(f"{path}: {why}; {keep}, or move it aside and rerun scripts/run_experiments.py "
                        f"{path.stem} --force to measure the experiment afresh")
+
+
+def _check(data) -> str | None:
+    """Why `data` is not a results file, or None."""
+    if not (isinstance(data, dict) and isinstance(data.get("cases"), dict)
+            and isinstance(data.get("xcorr_meta", {}), dict)):
+        return "not a results file (no cases and xcorr_meta objects)"
+    if "benchmarks" in data:
+        return None if isinstance(data["benchmarks"], list) else "not a results file (benchmarks is no list)"
+    if data.get("format") != resultfile.FORMAT:
+        return f"format {data.get('format')!r}, not {resultfile.FORMAT!r}"
+    if not all(isinstance(r, dict) for r in data["cases"].values()):
+        return "not a results file (a case is no object)"
+    return None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,171 @@
+"""The results file format (results/<gpu>/<experiment>.json), version 2: one record per case
+holding every repetition, the provenance once per file. docs/RESULTS.md describes it for readers;
+this module is its only reader and writer.
+
+A record keeps the Google Benchmark entries of one case losslessly: the fields equal in all of
+them once ("same"), the fields that differ as one list per field ("reps", None where an entry
+lacks the field), and nothing that `entries_of` cannot re-derive from the case itself (the
+entry's name, run type, repetition index, case key, and the counters that repeat the case's
+dimensions). `encode` checks the round trip, so a field that does not follow these rules is
+kept instead of lost."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from xcsuite import paths  # noqa: F401  (puts the repository root, with experiments/, on sys.path)
+from experiments._spec import case_key  # noqa: E402
+
+FORMAT = "xcsuite-results/2"
+DIM_KEYS = ("hL", "wL", "hR", "wR", "nL", "nR")
+
+
+class FormatError(ValueError):
+    pass
+
+
+# ---- the case's identity -------------------------------------------------------------------
+
+def identity_from_line(line: str) -> dict:
+    """'variant=V form=F hL=.. wL=.. hR=.. wR=.. nL=.. nR=.. p=v ...' (a case line of
+    xcorr_bench --cases) -> the identity fields of a record."""
+    kv = dict(p.split("=", 1) for p in line.split())
+    try:
+        ident = {"variant": kv.pop("variant"), "form": kv.pop("form"), **{k: int(kv.pop(k)) for k in DIM_KEYS}}
+    except (KeyError, ValueError) as e:
+        raise FormatError(f"not a case line: {line!r}") from e
+    ident["params"] = dict(sorted(kv.items()))
+    return ident
+
+
+def line_of(rec: dict) -> str:
+    """The xcorr_bench case line of a record (the inverse of identity_from_line)."""
+    return " ".join([f"variant={rec['variant']}", f"form={rec['form']}", *(f"{k}={rec[k]}" for k in DIM_KEYS),
+                     *(f"{k}={v}" for k, v in rec["params"].items())])
+
+
+def dims_of(rec: dict) -> tuple:
+    return (rec["form"],) + tuple(rec[k] for k in DIM_KEYS)
+
+
+def key_of(rec: dict) -> str:
+    return case_key(rec["variant"], dims_of(rec), rec["params"], rec["cold"])
+
+
+# ---- entries <-> record --------------------------------------------------------------------
+
+def _derived(rec: dict, key: str, i: int, entry: dict) -> dict:
+    """What entry i of a case carries that the case determines. Google Benchmark drops the
+    counters of an errored entry, so those carry only the names."""
+    d = {"name": entry.get("run_name"), "run_type": "iteration", "repetition_index": i, "xcorr_case": key}
+    if not entry.get("error_occurred"):
+        d.update({k: float(rec[k]) for k in DIM_KEYS}, cold=float(rec["cold"]))
+    return d
+
+
+def _same_json(a, b) -> bool:
+    # exact: 16 and 16.0 differ, as they do in the file
+    return json.dumps(a) == json.dumps(b)
+
+
+def entries_of(rec: dict) -> list[dict]:
+    """The Google Benchmark "iteration" entries of a record, as xcorr_bench wrote them (plus
+    xcorr_case, the runner's tag)."""
+    key = key_of(rec)
+    same, reps = rec.get("same", {}), rec.get("reps", {})
+    out = []
+    for i in range(rec.get("n_reps", 0)):
+        e = dict(same)
+        e.update({k: v[i] for k, v in reps.items() if v[i] is not None})
+        out.append({**_derived(rec, key, i, e), **e})
+    return out
+
+
+def _strip(entry: dict, derived: dict) -> dict:
+    return {k: v for k, v in entry.items() if not (k in derived and _same_json(v, derived[k]))}
+
+
+def encode(identity: dict, cold: bool, info: dict, entries: list[dict]) -> dict:
+    """A record from the case's identity (identity_from_line), its cold flag, its status fields
+    (status, message, time, revision, ...) and its iteration entries, in repetition order.
+    Raises FormatError if the entries cannot be rebuilt exactly from the record."""
+    rec = {**identity, "cold": bool(cold), **info, "n_reps": len(entries)}
+    key = key_of(rec)
+    stripped = [_strip(e, _derived(rec, key, i, e)) for i, e in enumerate(entries)]
+    fields = list(dict.fromkeys(k for e in stripped for k in e))
+    if fields:
+        same = {k: stripped[0][k] for k in fields
+                if all(k in e and _same_json(e[k], stripped[0][k]) for e in stripped)}
+        rec["same"] = same
+        reps = {k: [e.get(k) for e in stripped] for k in fields if k not in same}
+        if reps:
+            rec["reps"] = reps
+    rebuilt = entries_of(rec)
+    bad = [i for i, (a, b) in enumerate(zip(rebuilt, entries)) if json.dumps(a, sort_keys=True)
+           != json.dumps({**b, "xcorr_case": key}, sort_keys=True)]
+    if bad or any(v is None for e in entries for v in e.values()):
+        raise FormatError(f"{key}: entry {bad[0] if bad else '?'} cannot be stored losslessly")
+    return rec
+
+
+# ---- files ---------------------------------------------------------------------------------
+
+def new_file() -> dict:
+    return {"format": FORMAT, "context": {}, "xcorr_meta": {}, "cases": {}}
+
+
+def from_google_merged(data: dict) -> dict:
+    """Converts a results file of format 1 (the merged Google Benchmark entries of every chunk in
+    "benchmarks", the cases' status in "cases") to format 2. Aggregate entries (Google's mean,
+    median, stddev and cv of the repetitions) are dropped: they are computed from the
+    repetitions kept, and the suite computes its own statistics (IQR rule)."""
+    by_case: dict[str, list] = {}
+    for e in data.get("benchmarks", []):
+        if e.get("run_type", "iteration") == "iteration":
+            by_case.setdefault(e["xcorr_case"], []).append(e)
+    out = {"format": FORMAT, "context": data.get("context", {}), "xcorr_meta": data.get("xcorr_meta", {}),
+           "cases": {}}
+    statuses = data.get("cases", {})
+    unknown = [k for k in by_case if k not in statuses]
+    if unknown:
+        raise FormatError(f"entries of {len(unknown)} case(s) without a status, e.g. {unknown[0]!r}")
+    # In measurement order, as format 2 keeps them (format 1 moved a re-measured case's entries
+    # to the end); cases that never produced an entry last, as aggregate.py listed them.
+    for key in list(by_case) + [k for k in statuses if k not in by_case]:
+        info = dict(statuses[key])
+        ident = identity_from_line(info.pop("line"))
+        cold = info.pop("cold")
+        entries = [{k: v for k, v in e.items() if k != "xcorr_case"} for e in by_case.get(key, [])]
+        rec = encode(ident, cold, info, entries)
+        if key_of(rec) != key:
+            raise FormatError(f"case {key!r} has the line of {key_of(rec)!r}")
+        out["cases"][key] = rec
+    return out
+
+
+def dumps(data: dict) -> str:
+    """Readable and compact: the provenance indented, then one case per line."""
+    parts = [f" {json.dumps(k)}: " + json.dumps(v, indent=1).replace("\n", "\n ") for k, v in data.items()
+             if k != "cases"]
+    if "cases" in data:
+        lines = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in data["cases"].items())
+        parts.append(' "cases": ' + ("{\n" + lines + "\n }" if lines else "{}"))
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
+def write_atomic(path: Path, data: dict) -> None:
+    """Replaces `path` with `data` at once: a reader (or a kill) sees the old file or the new one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(dumps(data))
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are shared files
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

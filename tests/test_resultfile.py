@@ -1,0 +1,118 @@
+"""The results file format 2 (scripts/xcsuite/resultfile.py, docs/RESULTS.md): the conversion
+from format 1 keeps every repetition's time and counters float-exact, and the committed results
+are format 2 and consistent with their case keys."""
+import json
+import statistics
+import subprocess
+import sys
+
+import pytest
+from suite_helpers import FIXTURES, ROOT
+
+from xcsuite import resultfile as rf
+from xcsuite.benchjson import entry_key, parse_run_name
+from xcsuite.results import ResultsError, load_results
+
+# a real committed file of format 1 (results/nvidia-h200/nmn.json at c54fa93, four of its cases:
+# fft with finish_time, fft-fused, tensor-wgmma, multi-matrix-right) and the synthetic one with
+# an errored case, a rejected case without entries and integer counters
+FORMAT1 = [FIXTURES / "h200_nmn_excerpt_format1.json", FIXTURES / "merged_fig17.json"]
+
+
+def iterations(old: dict) -> dict:
+    by = {}
+    for e in old["benchmarks"]:
+        if e["run_type"] == "iteration":
+            by.setdefault(e["xcorr_case"], []).append(e)
+    return by
+
+
+@pytest.mark.parametrize("path", FORMAT1, ids=lambda p: p.stem)
+def test_conversion_keeps_every_repetition_exactly(path):
+    old = json.loads(path.read_text())
+    new = json.loads(rf.dumps(rf.from_google_merged(old)))  # through the file's text, as a reader gets it
+    assert new["format"] == rf.FORMAT and new["context"] == old["context"] and new["xcorr_meta"] == old["xcorr_meta"]
+    assert set(new["cases"]) == set(old["cases"])
+    for key, entries in iterations(old).items():
+        rebuilt = rf.entries_of(new["cases"][key])
+        assert len(rebuilt) == len(entries)
+        for a, b in zip(rebuilt, entries):
+            assert set(a) == set(b)
+            for field, value in b.items():  # every time and counter, the same float (and int stays int)
+                assert a[field] == value and type(a[field]) is type(value), (key, field)
+    for key, info in old["cases"].items():
+        rec = new["cases"][key]
+        assert rf.line_of(rec) == info["line"] and rec["cold"] == info["cold"]
+        assert {k: rec.get(k) for k in info if k not in ("line", "cold")} == {k: v for k, v in info.items()
+                                                                             if k not in ("line", "cold")}
+
+
+def test_the_aggregates_dropped_are_recomputed_from_the_repetitions():
+    old = json.loads(FORMAT1[0].read_text())
+    new = rf.from_google_merged(old)
+    means = [e for e in old["benchmarks"] if e.get("aggregate_name") == "mean"]
+    assert means
+    for m in means:
+        reps = [e["real_time"] for e in rf.entries_of(new["cases"][m["xcorr_case"]])]
+        assert statistics.fmean(reps) == pytest.approx(m["real_time"], rel=1e-12)
+
+
+def test_a_real_file_shrinks_and_stays_readable_json():
+    text = FORMAT1[0].read_text()
+    converted = rf.dumps(rf.from_google_merged(json.loads(text)))
+    cases = json.loads(text)["cases"]
+    body = converted[converted.index('"cases"'):]
+    assert len(body.splitlines()) == len(cases) + 3  # one line per case, the braces
+    old_body = text[text.index('"cases"'):]
+    assert len(body) * 5 < len(old_body)
+
+
+def test_what_cannot_be_rebuilt_is_refused():
+    ident = rf.identity_from_line("variant=fft form=one-to-one hL=4 wL=4 hR=2 wR=2 nL=1 nR=1")
+    name = "fft/one-to-one/hL:4/wL:4/hR:2/wR:2/nL:1/nR:1/manual_time"
+    entry = {"name": name, "run_name": name, "run_type": "iteration", "repetition_index": 0, "real_time": 1.5,
+             **{k: float(ident[k]) for k in rf.DIM_KEYS}, "cold": 0.0}
+    rec = rf.encode(ident, False, {"status": "ok"}, [entry])
+    assert rec["same"] == {"run_name": name, "real_time": 1.5}  # the rest is derived
+    assert rf.entries_of(rec) == [{**entry, "xcorr_case": rf.key_of(rec)}]
+    assert rf.encode(ident, False, {}, [{**entry, "hL": 5.0}])["same"]["hL"] == 5.0  # not derivable: kept
+    lacking = dict(entry)
+    del lacking["name"]
+    with pytest.raises(rf.FormatError):  # rebuilding would invent a name
+        rf.encode(ident, False, {"status": "ok"}, [lacking])
+    with pytest.raises(rf.FormatError):  # null is how the format says "absent"
+        rf.encode(ident, False, {"status": "ok"}, [{**entry, "batch": None}])
+
+
+def test_a_file_of_an_unknown_format_is_one_clear_error(tmp_path):
+    f = tmp_path / "fig22.json"
+    f.write_text('{"format": "xcsuite-results/9", "cases": {}, "xcorr_meta": {}}')
+    with pytest.raises(ResultsError, match="format 'xcsuite-results/9'"):
+        load_results(f)
+
+
+def test_convert_results_rewrites_in_place_and_only_once(tmp_path):
+    f = tmp_path / "nmn.json"
+    f.write_text(FORMAT1[0].read_text())
+    expected = rf.dumps(rf.from_google_merged(json.loads(f.read_text())))
+    cmd = [sys.executable, str(ROOT / "scripts" / "convert_results.py"), str(f)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert f.read_text() == expected
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "already" in r.stdout and f.read_text() == expected
+    (tmp_path / "bad.json").write_text("[1]")
+    r = subprocess.run(cmd[:2] + [str(tmp_path / "bad.json")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_committed_results_are_format_2_and_match_their_keys():
+    files = sorted((ROOT / "results").glob("*/*.json"))
+    assert files
+    for f in files:
+        data = json.loads(f.read_text())
+        assert data["format"] == rf.FORMAT, f
+        for key, rec in data["cases"].items():
+            assert rf.key_of(rec) == key
+            for e in rf.entries_of(rec):
+                assert entry_key(e, rec["cold"]) == key and parse_run_name(e["run_name"])[0] == rec["variant"]
