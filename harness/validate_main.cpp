@@ -14,7 +14,8 @@
 //   xcorr_validate [--variant NAME]... [--form FORM]... [--quick] [--seed N] [--tolerance X]
 //                  [--shape HLxWL,HRxWR]... [--params all|covering]
 //
-// --shape replaces the built-in shapes with the given ones (every form, the small tier's counts);
+// --shape replaces the built-in shapes with the given ones (every form, the large tier's few
+// matrices: 1-to-3, 2x4 n-to-mn, 2x3 n-to-m);
 // --params covering runs each instantiated value of every parameter once instead of every
 // combination. Together they make the short runs that compute-sanitizer can afford
 // (scripts/device-check -s).
@@ -173,7 +174,7 @@ int main(int argc, char** argv) {
                     "  --quick         the small shapes only\n"
                     "  --seed N        first input seed (default 12345)\n"
                     "  --tolerance X   hold every variant to relative error X instead of its declared bound\n"
-                    "  --shape S       only these shapes (repeatable; every form, small counts), e.g. 37x53,29x41\n"
+                    "  --shape S       only these shapes (repeatable; every form, few matrices), e.g. 37x53,29x41\n"
                     "  --params P      all: every parameter combination on small shapes (default);\n"
                     "                  covering: each instantiated value once (short runs, e.g. under\n"
                     "                  compute-sanitizer)\n"
@@ -212,7 +213,7 @@ int main(int argc, char** argv) {
                     if (!only_forms.empty() && !only_forms.count(form)) continue;
                     // 512 x 512 only one-to-one: the other forms multiply its reference cost.
                     if (s.hL >= 512 && form != Form::OneToOne) continue;
-                    const Counts c = counts_for(form, tier == 2);
+                    const Counts c = counts_for(form, tier == 2 || !given_shapes.empty());
                     Problem p{form, s.hL, s.wL, s.hR, s.wR, c.nL, c.nR};
                     p.check();
                     bool any = false;

@@ -452,7 +452,7 @@ def main(argv=None) -> int:
         return 2
 
     smi = nvidia_smi()
-    lock = GpuLock(gpu_key(ctx, smi.get("gpus", [])))
+    lock = GpuLock(gpu_key(ctx, smi.get("gpus", [])), ctx.get("xcorr_gpu_name", ""))
     try:
         lock.acquire()
     except GpuBusy as e:

@@ -371,10 +371,13 @@ def test_regenerating_needs_no_cuda_toolkit(tmp_path):
 
     bindir = tmp_path / "bin"  # python and ninja only
     bindir.mkdir()
-    for tool in ("python3", "ninja"):
-        found = sh_.which(tool, path=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
-        if found:
-            os.symlink(found, bindir / tool)
+    # python3 is this interpreter (it has the suite's packages: setup-env must not go on to make a
+    # .venv/ in this checkout); a wrapper, since a symlink to a venv's python loses its venv.
+    (bindir / "python3").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (bindir / "python3").chmod(0o755)
+    ninja = sh_.which("ninja", path=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    if ninja:
+        os.symlink(ninja, bindir / "ninja")
     env = {"PATH": f"{bindir}:/usr/bin:/bin", "CUDA_HOME": str(tmp_path / "no-cuda"), "XCORR_SKIP_BUILD": "1"}
     assert not sh("bash", "-c", "command -v nvcc", env=env).stdout, "this machine has nvcc in /usr/bin"
     r = sh("bash", "-c", 'source scripts/setup-env && echo "PY=$PY"', env=env)

@@ -49,8 +49,9 @@ def gpu_key(ctx: dict, smi_gpus: list[dict], env=os.environ) -> str:
 
 
 class GpuLock:
-    def __init__(self, key: str):
+    def __init__(self, key: str, name: str = ""):
         self.key = key
+        self.label = f"{name} ({key})" if name and name not in key else key  # for messages
         name = re.sub(r"[^A-Za-z0-9._-]+", "_", key).strip("_") or "gpu"
         self.path = lock_dir() / f"{name}.lock"
         self.fd = None
@@ -80,7 +81,7 @@ class GpuLock:
             h = json.loads(holder_text)
             pid, started = int(h["pid"]), h.get("started", "?")
         except (ValueError, KeyError, TypeError):
-            return f"GPU {self.key} is in use by another runner (lock {self.path})"
+            return f"GPU {self.label} is in use by another runner (lock {self.path})"
         try:
             os.kill(pid, 0)
             alive = True
@@ -90,7 +91,7 @@ class GpuLock:
             alive = True
         who = (f"runner pid {pid}, started {started}" if alive else
                f"an xcorr_bench left running by runner pid {pid} (started {started}, now gone)")
-        return f"GPU {self.key} is in use by {who} (lock {self.path})"
+        return f"GPU {self.label} is in use by {who} (lock {self.path})"
 
     def release(self) -> None:
         if self.fd is not None:
