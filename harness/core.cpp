@@ -1,5 +1,7 @@
 #include "xcorr/core.hpp"
 
+#include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <sstream>
 
@@ -31,14 +33,162 @@ int64_t Problem::out_count() const {
     return 0;
 }
 
+namespace {
+
+// Sum over shifts s in [s0, s1] of one dimension's overlap length (left extent m, right n). Only
+// the shifts in [-(n - 1), m - 1] overlap, so the loop takes at most m + n - 1 steps.
+int64_t overlap_total(int s0, int s1, int m, int n) {
+    int64_t total = 0;
+    for (int s = std::max(s0, 1 - n), last = std::min(s1, m - 1); s <= last; ++s) {
+        const Span span = overlap_span(s, m, n);
+        total += span.end - span.begin;
+    }
+    return total;
+}
+
+// A whole decimal int (an optional minus, digits, nothing else), as from_chars reads it.
+bool parse_int(const std::string& text, int& out) {
+    const char* end = text.data() + text.size();
+    const auto [ptr, ec] = std::from_chars(text.data(), end, out);
+    return !text.empty() && ec == std::errc() && ptr == end;
+}
+
+// "a<sep>b" into two ints; false on anything else.
+bool parse_int_pair(const std::string& text, char sep, int& a, int& b) {
+    const auto at = text.find(sep);
+    return at != std::string::npos && parse_int(text.substr(0, at), a) && parse_int(text.substr(at + 1), b);
+}
+
+// The valid window, where one exists: the shifts between 0 and the size difference, of either
+// sign (the left inside the right gives negative shifts).
+std::optional<Window> valid_shifts(const Problem& p) {
+    const int dh = p.hL - p.hR, dw = p.wL - p.wR;
+    if ((dh < 0 && dw > 0) || (dh > 0 && dw < 0)) return std::nullopt;
+    return Window{std::min(0, dh), std::max(0, dh), std::min(0, dw), std::max(0, dw)};
+}
+
+}  // namespace
+
+double Window::fmas(int hL, int wL, int hR, int wR) const {
+    return double(overlap_total(dy0, dy1, hL, hR)) * double(overlap_total(dx0, dx1, wL, wR));
+}
+
+void Window::check() const {
+    if (dy0 > dy1 || dx0 > dx1)
+        throw UsageError("empty window " + text() + ": the first shift of a range comes after its last");
+    // Far beyond any matrix (an output holds at most 2^30 elements), and keeps m - shift in int.
+    constexpr int kLimit = 1 << 30;
+    for (int s : {dy0, dy1, dx0, dx1})
+        if (s <= -kLimit || s >= kLimit) throw UsageError("window " + text() + ": a shift is 2^30 or more away from 0");
+}
+
+std::string Window::text() const {
+    return std::to_string(dy0) + ":" + std::to_string(dy1) + "," + std::to_string(dx0) + ":" + std::to_string(dx1);
+}
+
+const char* window_kind_name(WindowKind k) {
+    switch (k) {
+        case WindowKind::Full: return "full";
+        case WindowKind::Valid: return "valid";
+        case WindowKind::Same: return "same";
+        case WindowKind::MaxShift: return "max-shift";
+        case WindowKind::Shifts: return "shifts";
+    }
+    return "?";
+}
+
+Window Problem::shifts() const { return window ? *window : full_window(*this); }
+
+bool Problem::full() const { return shifts() == full_window(*this); }
+
+Window full_window(const Problem& p) { return Window{-(p.hR - 1), p.hL - 1, -(p.wR - 1), p.wL - 1}; }
+
+Window valid_window(const Problem& p) {
+    if (auto w = valid_shifts(p)) return *w;
+    throw UsageError("no valid window: neither matrix is at least as large as the other in both dimensions (left " +
+                     std::to_string(p.hL) + "x" + std::to_string(p.wL) + ", right " + std::to_string(p.hR) + "x" +
+                     std::to_string(p.wR) + ")");
+}
+
+Window same_window(const Problem& p) {
+    // scipy's mode='same' takes the hL x wL block of the full output that starts at row hR / 2
+    // (column wR / 2), i.e. at shift hR / 2 - (hR - 1) = -((hR - 1) / 2): centred, and for an even
+    // right one shift towards the positive side (tests/test_windows.py checks it against scipy).
+    const int dy0 = -((p.hR - 1) / 2), dx0 = -((p.wR - 1) / 2);
+    return Window{dy0, dy0 + p.hL - 1, dx0, dx0 + p.wL - 1};
+}
+
+Window WindowRequest::resolve(const Problem& p) const {
+    switch (kind) {
+        case WindowKind::Full: return full_window(p);
+        case WindowKind::Valid: return valid_window(p);
+        case WindowKind::Same: return same_window(p);
+        case WindowKind::MaxShift:
+        case WindowKind::Shifts: return given;
+    }
+    return full_window(p);
+}
+
+std::string WindowRequest::describe() const {
+    switch (kind) {
+        case WindowKind::MaxShift: return "max-shift " + std::to_string(given.dy1) + "," + std::to_string(given.dx1);
+        case WindowKind::Shifts: return "shifts " + given.text();
+        default: return window_kind_name(kind);
+    }
+}
+
+WindowRequest parse_mode(const std::string& text) {
+    for (WindowKind k : {WindowKind::Full, WindowKind::Valid, WindowKind::Same})
+        if (text == window_kind_name(k)) return WindowRequest{k, {}};
+    throw UsageError("--mode takes full, valid or same, got '" + text + "'");
+}
+
+WindowRequest parse_max_shift(const std::string& text) {
+    int sy = 0, sx = 0;
+    const bool ok = text.find(',') == std::string::npos ? parse_int(text, sy) && parse_int(text, sx)
+                                                         : parse_int_pair(text, ',', sy, sx);
+    if (!ok || sy < 0 || sx < 0)
+        throw UsageError("--max-shift takes SY or SY,SX (integers >= 0, e.g. 8 or 8,4), got '" + text + "'");
+    const Window w{-sy, sy, -sx, sx};
+    w.check();
+    return WindowRequest{WindowKind::MaxShift, w};
+}
+
+WindowRequest parse_shifts(const std::string& text) {
+    Window w;
+    const auto comma = text.find(',');
+    if (comma == std::string::npos || !parse_int_pair(text.substr(0, comma), ':', w.dy0, w.dy1) ||
+        !parse_int_pair(text.substr(comma + 1), ':', w.dx0, w.dx1))
+        throw UsageError("--shifts takes DY0:DY1,DX0:DX1 (integers, e.g. -4:4,0:7), got '" + text + "'");
+    w.check();
+    return WindowRequest{WindowKind::Shifts, w};
+}
+
+bool window_is(WindowKind k, const Problem& p) {
+    const Window w = p.shifts();
+    switch (k) {
+        case WindowKind::Full: return w == full_window(p);
+        case WindowKind::Valid: return w == valid_shifts(p);
+        case WindowKind::Same: return w == same_window(p);
+        case WindowKind::MaxShift: return w.dy0 == -w.dy1 && w.dx0 == -w.dx1;
+        case WindowKind::Shifts: return true;
+    }
+    return false;
+}
+
 void Problem::check() const {
     if (hL <= 0 || wL <= 0 || hR <= 0 || wR <= 0)
         throw UsageError("empty matrix: left is " + std::to_string(hL) + "x" + std::to_string(wL) +
                          ", right is " + std::to_string(hR) + "x" + std::to_string(wR));
     if (nL <= 0 || nR <= 0) throw UsageError("empty stack: no left or no right matrix");
     // Output sizes are held in int: keep every single matrix comfortably inside that range.
-    if (int64_t(out_h()) * out_w() > (int64_t(1) << 30))
+    if (int64_t(hL + hR - 1) * (wL + wR - 1) > (int64_t(1) << 30))
         throw UsageError("matrix too large: one output matrix would exceed 2^30 elements");
+    if (window) {
+        window->check();
+        if (window->out_elems() > (int64_t(1) << 30))
+            throw UsageError("window " + window->text() + " too large: one output matrix would exceed 2^30 elements");
+    }
     const std::string counts = " (left stack has " + std::to_string(nL) + ", right stack " + std::to_string(nR) + ")";
     switch (form) {
         case Form::OneToOne:
@@ -58,6 +208,7 @@ void Problem::check() const {
 std::string Problem::describe() const {
     std::ostringstream s;
     s << form_name(form) << " " << nL << "x[" << hL << "x" << wL << "] * " << nR << "x[" << hR << "x" << wR << "]";
+    if (!full()) s << " shifts " << shifts().text();
     return s.str();
 }
 

@@ -27,16 +27,7 @@ __device__ __forceinline__ float load_or_zero(const float* __restrict__ m, int h
     return (r >= 0 && r < h && c >= 0 && c < w) ? __ldg(m + int64_t(r) * w + c) : 0.0f;
 }
 
-// The range of right-matrix indices i in [0, n) for which i + shift is inside [0, m):
-// max(0, -shift) <= i < min(n, m - shift). Used by kernels that iterate over one overlap exactly.
-struct Span {
-    int begin, end;
-};
-__host__ __device__ __forceinline__ Span overlap_span(int shift, int m, int n) {
-    int b = shift < 0 ? -shift : 0;
-    int e = m - shift < n ? m - shift : n;
-    return Span{b, e > b ? e : b};
-}
+// overlap_span (one overlap's range of right indices) is in xcorr/core.hpp: the host uses it too.
 
 // l * conj(r) * scale: the spectrum product of the FFT variants (correlation, not convolution).
 __device__ __forceinline__ float2 mul_conj(float2 l, float2 r, float scale) {

@@ -1,12 +1,13 @@
 // Core vocabulary shared by the harness, the algorithms and the tools: forms, problem shapes,
 // parameter sets and the error types that map onto the tools' exit codes.
-// The contract these encode is docs/CONVENTIONS.md (summarised in README.md): every variant
-// computes the full cross-correlation C[y][x] = sum_{r,c} L[r+dy][c+dx] * R[r][c] with
-// dy = y - (hR - 1), dx = x - (wR - 1), over stacks laid out as below.
+// The contract these encode is docs/CONVENTIONS.md (summarised in README.md): the cross-correlation
+// C(dy, dx) = sum_{r,c} L[r+dy][c+dx] * R[r][c] over a window of shifts (dy, dx), by default the full
+// output C[y][x] with dy = y - (hR - 1), dx = x - (wR - 1), over stacks laid out as below.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -14,8 +15,10 @@
 // Functions callable from host and device code; plain host functions under a C++ compiler.
 #if defined(__CUDACC__)
 #define XC_HD __host__ __device__
+#define XC_HD_INLINE __host__ __device__ __forceinline__
 #else
 #define XC_HD
+#define XC_HD_INLINE inline
 #endif
 
 namespace xcorr {
@@ -46,26 +49,95 @@ struct CudaError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-// The shape of one problem: sizes of a left and a right matrix and the stack counts.
+// The range of right-matrix indices i in [0, n) for which i + shift is inside [0, m):
+// max(0, -shift) <= i < min(n, m - shift), empty for a shift with no overlap. Used by the code
+// that iterates over one overlap exactly (kernels, the GPU reference, Window::fmas).
+struct Span {
+    int begin, end;
+};
+XC_HD_INLINE Span overlap_span(int shift, int m, int n) {
+    int b = shift < 0 ? -shift : 0;
+    int e = m - shift < n ? m - shift : n;
+    return Span{b, e > b ? e : b};
+}
+
+struct Problem;
+
+// Which shifts an output holds (CONVENTIONS.md, "Output windows"): the rectangle dy0..dy1,
+// dx0..dx1, inclusive. Output element (i, j) is C at shift (dy0 + i, dx0 + j); a shift with no
+// overlap gives 0. The named windows come from full_window, valid_window and same_window below,
+// or from a WindowRequest.
+struct Window {
+    int dy0 = 0, dy1 = 0, dx0 = 0, dx1 = 0;
+
+    // In 64 bits: an unchecked window may span more than an int (Problem::check refuses it).
+    XC_HD int64_t out_h() const { return int64_t(dy1) - dy0 + 1; }
+    XC_HD int64_t out_w() const { return int64_t(dx1) - dx0 + 1; }
+    int64_t out_elems() const { return out_h() * out_w(); }
+    // Multiply-adds of one pair's windowed output: the sum of the overlap areas over its shifts,
+    // i.e. (sum of overlap rows over dy) x (sum of overlap columns over dx), in O(h + w). The full
+    // window gives hL*wL*hR*wR (CONVENTIONS.md, "Cost").
+    double fmas(int hL, int wL, int hR, int wR) const;
+    // Throws UsageError when dy0 > dy1 or dx0 > dx1, or a shift is 2^30 or more away from 0.
+    void check() const;
+    std::string text() const;  // "dy0:dy1,dx0:dx1", as --shifts takes it
+    bool operator==(const Window&) const = default;
+};
+
+// The named windows, and how the user names them (xcorr run --mode, --max-shift, --shifts).
+enum class WindowKind : int { Full = 0, Valid = 1, Same = 2, MaxShift = 3, Shifts = 4 };
+inline constexpr WindowKind kAllWindowKinds[] = {WindowKind::Full, WindowKind::Valid, WindowKind::Same,
+                                                 WindowKind::MaxShift, WindowKind::Shifts};
+const char* window_kind_name(WindowKind k);  // "full", "valid", "same", "max-shift", "shifts"
+
+// The shape of one problem: sizes of a left and a right matrix, the stack counts and the window.
 struct Problem {
     Form form = Form::OneToOne;
     int hL = 0, wL = 0, hR = 0, wR = 0;
     int nL = 1, nR = 1;  // matrices in the left and the right stack (as in the files)
+    std::optional<Window> window;  // unset: the full output
 
-    int out_h() const { return hL + hR - 1; }
-    int out_w() const { return wL + wR - 1; }
+    // The shifts computed: `window`, or the full output's.
+    Window shifts() const;
+    bool full() const;  // shifts() is the full output's, however it was asked for
+    // The output as computed, i.e. the window's; with the full window (the default, and the only
+    // window a variant that declares no other ever gets: Variant::supports) the full output's.
+    int out_h() const { return int(shifts().out_h()); }  // check() bounds it
+    int out_w() const { return int(shifts().out_w()); }
     // Number of output matrices (see the table above).
     int64_t out_count() const;
     int64_t left_elems() const { return int64_t(nL) * hL * wL; }
     int64_t right_elems() const { return int64_t(nR) * hR * wR; }
     int64_t out_elems() const { return out_count() * int64_t(out_h()) * out_w(); }
-    // Multiply-adds of the full output: hL*wL*hR*wR per pair (CONVENTIONS.md, "Cost").
-    double fmas() const { return double(out_count()) * hL * wL * hR * wR; }
+    // Multiply-adds of the output (Window::fmas per pair).
+    double fmas() const { return double(out_count()) * shifts().fmas(hL, wL, hR, wR); }
 
-    // Throws UsageError when a size is not positive or the counts do not fit the form.
+    // Throws UsageError when a size is not positive, the counts do not fit the form or the
+    // window is malformed or too large.
     void check() const;
-    std::string describe() const;  // "n-to-m 3x[17x23] * 5x[9x31]"
+    std::string describe() const;  // "n-to-m 3x[17x23] * 5x[9x31]", then " shifts 0:8,-3:5" unless full
 };
+
+// The named windows of a problem's sizes. valid_window throws UsageError unless one matrix is at
+// least as large as the other in both dimensions (scipy's mode='valid' refuses the same).
+Window full_window(const Problem& p);
+Window valid_window(const Problem& p);
+Window same_window(const Problem& p);
+
+// A window as the user names it, before the sizes are known: the parsers check the text, resolve()
+// makes the rectangle for a problem's sizes.
+struct WindowRequest {
+    WindowKind kind = WindowKind::Full;
+    Window given;  // MaxShift and Shifts: the rectangle itself
+    Window resolve(const Problem& p) const;
+    std::string describe() const;  // "valid", "max-shift 3,2", "shifts -1:4,0:0"
+};
+WindowRequest parse_mode(const std::string& text);       // "full", "valid" or "same"
+WindowRequest parse_max_shift(const std::string& text);  // "SY[,SX]", SX = SY when left out
+WindowRequest parse_shifts(const std::string& text);     // "DY0:DY1,DX0:DX1"
+// Whether `p`'s shifts are the window of that kind for its sizes (MaxShift: symmetric about
+// shift (0, 0); Shifts: any), e.g. valid_window(p) == full_window(p) when the right is 1 x 1.
+bool window_is(WindowKind k, const Problem& p);
 
 // The pairs of a stack as a stride table: N lefts, each with a one-to-many over M right slots;
 // pair (i, j), i < N, j < M, correlates left i with right i*rsi + j*rsj into output i*osi + j*osj.
