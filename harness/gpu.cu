@@ -56,15 +56,16 @@ __global__ void fill_uniform_kernel(float* p, size_t n, uint64_t seed, float lo,
     }
 }
 
-// The float64 value of output element i of the stack (flat index: k * oh * ow + y * ow + x): the
-// CPU reference's loop restricted to the overlap (same terms, same order). The full and the
-// sampled reference kernels both call it, so they cannot disagree.
+// The float64 value of output element i of the stack (flat index: k * oh * ow + y * ow + x, the
+// window's sizes): the CPU reference's loop restricted to the overlap (same terms, same order; a
+// shift with none gives 0). The full and the sampled reference kernels both call it, so they
+// cannot disagree.
 __device__ double reference_element(const float* __restrict__ left, const float* __restrict__ right, int hL, int wL,
-                                    int hR, int wR, PairMap pairs, int64_t i) {
-    const int oh = hL + hR - 1, ow = wL + wR - 1;
+                                    int hR, int wR, Window win, PairMap pairs, int64_t i) {
+    const int oh = int(win.out_h()), ow = int(win.out_w());
     const int64_t k = i / (int64_t(oh) * ow);
     const int y = int(i / ow % oh), x = int(i % ow);
-    const int dy = y - (hR - 1), dx = x - (wR - 1);
+    const int dy = win.dy0 + y, dx = win.dx0 + x;
     const float* L = left + int64_t(pairs.left_of(k)) * hL * wL;
     const float* R = right + int64_t(pairs.right_of(k)) * hR * wR;
     const Span rows = overlap_span(dy, hL, hR), cols = overlap_span(dx, wL, wR);
@@ -76,18 +77,17 @@ __device__ double reference_element(const float* __restrict__ left, const float*
 }
 
 __global__ void reference_kernel(const float* __restrict__ left, const float* __restrict__ right,
-                                 double* __restrict__ out, int hL, int wL, int hR, int wR, int64_t count,
+                                 double* __restrict__ out, int hL, int wL, int hR, int wR, Window win, int64_t total,
                                  PairMap pairs) {
-    const int64_t total = count * (hL + hR - 1) * (wL + wR - 1);
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
-        out[i] = reference_element(left, right, hL, wL, hR, wR, pairs, i);
+        out[i] = reference_element(left, right, hL, wL, hR, wR, win, pairs, i);
 }
 
 __global__ void reference_at_kernel(const float* __restrict__ left, const float* __restrict__ right,
                                     const int64_t* __restrict__ positions, size_t n, double* __restrict__ out,
-                                    int hL, int wL, int hR, int wR, PairMap pairs) {
+                                    int hL, int wL, int hR, int wR, Window win, PairMap pairs) {
     for (size_t j = blockIdx.x * size_t(blockDim.x) + threadIdx.x; j < n; j += size_t(gridDim.x) * blockDim.x)
-        out[j] = reference_element(left, right, hL, wL, hR, wR, pairs, positions[j]);
+        out[j] = reference_element(left, right, hL, wL, hR, wR, win, pairs, positions[j]);
 }
 
 __global__ void gather_kernel(const float* __restrict__ src, const int64_t* __restrict__ positions, size_t n,
@@ -208,7 +208,7 @@ void L2Flusher::flush(cudaStream_t stream) {
 
 void reference_gpu(const Problem& p, const float* left, const float* right, double* out, cudaStream_t stream) {
     reference_kernel<<<blocks_for(size_t(p.out_elems()), 256), 256, 0, stream>>>(
-        left, right, out, p.hL, p.wL, p.hR, p.wR, p.out_count(), pair_map(p));
+        left, right, out, p.hL, p.wL, p.hR, p.wR, p.shifts(), p.out_elems(), pair_map(p));
     XC_CHECK_LAUNCH();
 }
 
@@ -216,7 +216,7 @@ void reference_gpu_at(const Problem& p, const float* left, const float* right, c
                       double* out, cudaStream_t stream) {
     if (!n) return;
     reference_at_kernel<<<blocks_for(n, 128), 128, 0, stream>>>(left, right, positions, n, out, p.hL, p.wL, p.hR,
-                                                               p.wR, pair_map(p));
+                                                               p.wR, p.shifts(), pair_map(p));
     XC_CHECK_LAUNCH();
 }
 

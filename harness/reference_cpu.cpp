@@ -6,13 +6,15 @@ namespace xcorr {
 
 void reference_cpu(const Problem& p, const float* left, const float* right, double* out) {
     const PairMap pairs = pair_map(p);
+    const Window win = p.shifts();
     const int oh = p.out_h(), ow = p.out_w();
     for (int64_t k = 0; k < p.out_count(); ++k) {
         const float* L = left + int64_t(pairs.left_of(k)) * p.hL * p.wL;
         const float* R = right + int64_t(pairs.right_of(k)) * p.hR * p.wR;
         for (int y = 0; y < oh; ++y)
             for (int x = 0; x < ow; ++x) {
-                const int dy = y - (p.hR - 1), dx = x - (p.wR - 1);
+                // A shift beyond the full range finds no (r, c) in both matrices: 0.
+                const int dy = win.dy0 + y, dx = win.dx0 + x;
                 double sum = 0.0;
                 for (int r = 0; r < p.hR; ++r)
                     for (int c = 0; c < p.wR; ++c) {
