@@ -37,6 +37,10 @@ const Variant& find_variant(const std::string& name) {
 
 bool Variant::supports(Form f) const { return std::find(forms.begin(), forms.end(), f) != forms.end(); }
 
+bool Variant::supports_window(const Problem& p) const {
+    return std::any_of(windows.begin(), windows.end(), [&](WindowKind k) { return window_is(k, p); });
+}
+
 Params Variant::resolve(const Params& given) const {
     Params out;
     for (const auto& [key, value] : given) {

@@ -3,6 +3,7 @@
 //   xcorr info
 //   xcorr help, xcorr --help, xcorr COMMAND --help
 //   xcorr run --algorithm NAME --form FORM [--param KEY=VALUE ...] LEFT.npy RIGHT.npy --out OUT.npy
+//             [--mode full|valid|same | --max-shift SY[,SX] | --shifts DY0:DY1,DX0:DX1]
 //             [--validate [--tolerance X]]
 // Exit status: 0 success; 1 validation failed or a CUDA failure; 2 bad usage or bad input
 // (including a problem too large for GPU memory); 3 no usable GPU, or a GPU the binary was not
@@ -14,6 +15,7 @@
 #include <exception>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "xcorr/context.hpp"
@@ -35,11 +37,17 @@ const char* kUsage =
     "                                 this build and the reason, and exit 3)\n"
     "  xcorr help                     this text (also --help after any command)\n"
     "  xcorr run --algorithm NAME --form FORM [--param KEY=VALUE ...] LEFT.npy RIGHT.npy\n"
-    "            --out OUT.npy [--validate [--tolerance X]]\n"
+    "            --out OUT.npy [WINDOW] [--validate [--tolerance X]]\n"
     "      FORM: one-to-one, one-to-many, n-to-mn, n-to-m; NAME: a variant from `xcorr list`\n"
     "      or `reference` (float64 on the CPU). --validate prints the relative error against the\n"
     "      float64 reference and fails (exit 1, no output written) above the variant's bound\n"
-    "      (`xcorr list`; the reference's float32 output: 2^-24), or above X with --tolerance.\n";
+    "      (`xcorr list`; the reference's float32 output: 2^-24), or above X with --tolerance.\n"
+    "      WINDOW, the shifts (dy, dx) computed (at most one; default the full output):\n"
+    "        --mode full|valid|same       as scipy.signal.correlate2d's mode\n"
+    "        --max-shift SY[,SX]          dy in -SY..SY, dx in -SX..SX (SX = SY if left out)\n"
+    "        --shifts DY0:DY1,DX0:DX1     dy in DY0..DY1, dx in DX0..DX1 (inclusive)\n"
+    "      Output (i, j) is shift (first dy + i, first dx + j); a shift without overlap gives 0.\n"
+    "      A variant computes only the windows `xcorr list` shows for it; the reference, all.\n";
 
 // The shortest text that reads back as the same double: a reported error can be given back
 // as a --tolerance exactly.
@@ -71,6 +79,13 @@ bool validation_passes(const std::vector<float>& out, const std::vector<double>&
     return ok;
 }
 
+// "full, valid": a variant's declared windows.
+std::string window_kinds_text(const Variant& v, const char* separator) {
+    std::string s;
+    for (WindowKind k : v.windows) s += (s.empty() ? "" : separator) + std::string(window_kind_name(k));
+    return s;
+}
+
 std::string json_escape(const std::string& s) {
     std::string o;
     for (char c : s) {
@@ -90,7 +105,7 @@ int cmd_list(bool json) {
                       << "\", \"timed\": \"" << json_escape(v.timed) << "\", \"precision\": \"" << v.precision
                       << "\", \"tolerance\": " << v.tolerance << ", \"forms\": [";
             for (size_t i = 0; i < v.forms.size(); ++i) std::cout << (i ? ", " : "") << '"' << form_name(v.forms[i]) << '"';
-            std::cout << "], \"params\": {";
+            std::cout << "], \"windows\": [\"" << window_kinds_text(v, "\", \"") << "\"], \"params\": {";
             for (size_t i = 0; i < v.params.size(); ++i) {
                 std::cout << (i ? ", " : "") << '"' << v.params[i].name << "\": [";
                 for (size_t j = 0; j < v.params[i].values.size(); ++j)
@@ -106,7 +121,7 @@ int cmd_list(bool json) {
     for (const auto& v : variants()) {
         std::cout << v.name << "  [" << v.family << ", " << v.precision << "]\n    " << v.summary << "\n    forms:";
         for (Form f : v.forms) std::cout << ' ' << form_name(f);
-        std::cout << "\n    timed: " << v.timed << '\n';
+        std::cout << "\n    windows: " << window_kinds_text(v, " ") << "\n    timed: " << v.timed << '\n';
         for (const auto& p : v.params) {
             std::cout << "    --param " << p.name << "=";
             for (size_t j = 0; j < p.values.size(); ++j) std::cout << (j ? "|" : "") << p.values[j];
@@ -138,12 +153,22 @@ int cmd_info() {
     return 0;
 }
 
+// The window option that argument `a` gives (--mode, --max-shift, --shifts, alone or as
+// --flag=value), or null.
+const char* window_option(const std::string& a) {
+    for (const char* flag : {"--mode", "--max-shift", "--shifts"})
+        if (a == flag || a.rfind(std::string(flag) + "=", 0) == 0) return flag;
+    return nullptr;
+}
+
 int cmd_run(int argc, char** argv) {
     std::string algorithm, form_text, out_path;
     std::vector<std::string> inputs;
     Params given;
     bool validate = false;
     double tolerance = -1;  // the variant's own bound unless --tolerance is given
+    std::optional<WindowRequest> window;  // unset: the full output
+    std::string window_flag;              // the option that set it
     for (int i = 0; i < argc; ++i) {
         std::string a = argv[i];
         auto value = [&](const std::string& flag) -> std::string {
@@ -161,7 +186,13 @@ int cmd_run(int argc, char** argv) {
             given[kv.substr(0, eq)] = kv.substr(eq + 1);
         } else if (a == "--validate") validate = true;
         else if (a == "--tolerance" || a.rfind("--tolerance=", 0) == 0) tolerance = parse_tolerance(value("--tolerance"));
-        else if (a.rfind("--", 0) == 0) throw UsageError("unknown option " + a);
+        else if (const char* flag = window_option(a)) {
+            if (window) throw UsageError(window_flag + " and " + flag + " both choose the window: give one of --mode, --max-shift, --shifts");
+            const std::string text = value(flag);
+            window = std::string(flag) == "--mode" ? parse_mode(text)
+                     : std::string(flag) == "--max-shift" ? parse_max_shift(text) : parse_shifts(text);
+            window_flag = flag;
+        } else if (a.rfind("--", 0) == 0) throw UsageError("unknown option " + a);
         else inputs.push_back(a);
     }
     if (algorithm.empty()) throw UsageError("missing --algorithm");
@@ -185,6 +216,15 @@ int cmd_run(int argc, char** argv) {
     Stack right = read_npy_stack(inputs[1]);
     Problem p{form, left.h, left.w, right.h, right.w, left.count, right.count};
     p.check();
+    if (window) {
+        p.window = window->resolve(p);
+        p.check();
+    }
+    // Refused before the GPU is needed: a variant never computes a window it does not declare.
+    if (variant && !variant->supports_window(p))
+        throw UsageError(algorithm + " does not compute the " + (window ? window->describe() : "full") + " window (shifts " +
+                         p.shifts().text() + ") of this problem, only: " + window_kinds_text(*variant, ", ") +
+                         " (the reference computes every window)");
     const std::vector<int64_t> out_shape{p.out_count(), p.out_h(), p.out_w()};
     // Refuse what does not fit before allocating anything (a 400 GB output must be an error
     // message, not the out-of-memory killer).

@@ -65,8 +65,14 @@ struct Variant {
     // The definition's FMA count, from which the benchmark sizes its batch, overstates this
     // variant's work by orders of magnitude (fft): the batch comes from a timed pilot call instead.
     bool pilot_batch = false;
+    // The windows it computes (CONVENTIONS.md, "Output windows"): a problem whose shifts are none
+    // of these is refused before make() (supports_window). Every variant computes the full output.
+    std::vector<WindowKind> windows = {WindowKind::Full};
 
     bool supports(Form f) const;
+    // Whether p's shifts are a window of a declared kind for p's sizes: a window asked for by
+    // another name that is the same rectangle (valid with a 1 x 1 right is full) is supported.
+    bool supports_window(const Problem& p) const;
     // Fills in defaults and rejects unknown parameters and values outside the allowed set
     // with a UsageError naming the allowed values.
     Params resolve(const Params& given) const;
