@@ -21,6 +21,9 @@
 // (scripts/device-check -s).
 // --tolerance X replaces every variant's bound with X (tests use it to put the bound just
 // below and just above a measured error).
+// Where the CPU reference is quick, the GPU reference is checked against it on the full output and
+// on four windows (valid where it exists, same, partly and wholly beyond the full range; the
+// "window=" lines), reference_gpu_at included.
 // Prints one line per case (PASS / FAIL / SKIP) with the inputs' distribution and the error, and
 // closes with "N passed, N failed, N skipped".
 // Exit status: 0 all passed, 1 any failure, 2 bad usage, 3 no GPU.
@@ -31,6 +34,7 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <set>
 #include <string>
 #include <vector>
@@ -128,6 +132,55 @@ std::string params_text(const Params& p) {
 struct Tally {
     int passed = 0, failed = 0, skipped = 0;
 };
+
+// Windows of a problem for the reference checks: valid (where it exists), same, one partly and one
+// wholly beyond the full range of shifts (their outer elements must come out 0).
+std::vector<std::pair<std::string, Window>> test_windows(const Problem& p) {
+    std::vector<std::pair<std::string, Window>> out;
+    try {
+        out.emplace_back("valid", valid_window(p));
+    } catch (const UsageError&) {  // neither matrix contains the other: no valid window
+    }
+    out.emplace_back("same", same_window(p));
+    out.emplace_back("partly-beyond", Window{-(p.hR + 1), p.hL / 2, p.wL / 3 - 1, p.wL + 1});
+    out.emplace_back("wholly-beyond", Window{p.hL, p.hL + 2, -(p.wR + 3), -p.wR});
+    return out;
+}
+
+// Problem::fmas of a windowed problem counted the slow way: every shift's overlap, element by element.
+double counted_fmas(const Problem& p) {
+    const Window w = p.shifts();
+    double total = 0;
+    for (int dy = w.dy0; dy <= w.dy1; ++dy)
+        for (int dx = w.dx0; dx <= w.dx1; ++dx)
+            for (int r = 0; r < p.hR; ++r)
+                for (int c = 0; c < p.wR; ++c) total += (r + dy >= 0 && r + dy < p.hL && c + dx >= 0 && c + dx < p.wL);
+    return total * double(p.out_count());
+}
+
+// The windowed GPU references (reference_gpu, and reference_gpu_at at every position) against the
+// windowed CPU reference on the same inputs, and Problem::fmas against counted_fmas. One line each.
+void check_reference_windows(const Problem& full, const float* dl, const float* dr, const std::vector<float>& hl,
+                             const std::vector<float>& hr, const char* inputs, cudaStream_t stream, Tally& tally) {
+    for (const auto& [name, window] : test_windows(full)) {
+        Problem p = full;
+        p.window = window;
+        p.check();
+        std::vector<double> cpu(size_t(p.out_elems()));
+        reference_cpu(p, hl.data(), hr.data(), cpu.data());
+        std::vector<int64_t> every(cpu.size());
+        std::iota(every.begin(), every.end(), int64_t(0));
+        const Reference all = full_reference(p, dl, dr, stream), at = sampled_reference(p, dl, dr, every, stream);
+        const Comparison c_all = compare_to_reference(all.values.data(), cpu.data(), cpu.size());
+        const Comparison c_at = compare_to_reference(at.values.data(), cpu.data(), cpu.size());
+        const double fmas = p.fmas(), counted = counted_fmas(p);
+        const bool ok = passes(c_all, 1e-12) && passes(c_at, 1e-12) && fmas == counted;
+        std::printf("%s  reference-gpu  %s  window=%s  vs reference-cpu  inputs=%s  err=%.2e  err_at=%.2e  fmas=%.0f%s\n",
+                    ok ? "PASS" : "FAIL", p.describe().c_str(), name.c_str(), inputs, c_all.rel_error, c_at.rel_error,
+                    fmas, fmas == counted ? "" : (" counted=" + std::to_string(counted)).c_str());
+        ok ? ++tally.passed : ++tally.failed;
+    }
+}
 
 }  // namespace
 
@@ -245,6 +298,7 @@ int main(int argc, char** argv) {
                         std::printf("%s  reference-gpu  %s  vs reference-cpu  inputs=%s  err=%.2e\n", ok ? "PASS" : "FAIL",
                                     p.describe().c_str(), inputs.name, cmp.rel_error);
                         ok ? ++tally.passed : ++tally.failed;
+                        check_reference_windows(p, dl.get(), dr.get(), hl, hr, inputs.name, stream, tally);
                     }
 
                     for (const auto& v : variants()) {
