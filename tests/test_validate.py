@@ -60,3 +60,14 @@ def test_bad_tolerance_is_refused(value):
 def test_help_documents_tolerance():
     r = run([binary("xcorr_validate"), "--help"])
     assert r.returncode == 0 and "--tolerance X" in r.stdout
+
+
+def test_gpu_reference_computes_windows_as_the_cpu_reference_does(gpu, overlap_wise):
+    """xcorr_validate checks reference_gpu and reference_gpu_at on four windows of every quick case
+    against the CPU reference (which test_windows.py checks against scipy), and Problem::fmas
+    against a count of the overlaps: every such line is there and passes."""
+    r = run([binary("xcorr_validate"), "--variant", "overlap-wise", "--quick", "--form", "n-to-m", "--seed", "7"])
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr
+    lines = [l for l in r.stdout.splitlines() if l.split()[1:2] == ["reference-gpu"] and "window=" in l]
+    assert {re.search(r"window=(\S+)", l).group(1) for l in lines} == {"valid", "same", "partly-beyond", "wholly-beyond"}
+    assert all(l.startswith("PASS") for l in lines), "\n".join(l for l in lines if not l.startswith("PASS"))

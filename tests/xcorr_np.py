@@ -19,9 +19,9 @@ def pairs(form, n_left, n_right):
     raise ValueError(form)
 
 
-def correlate(form, left, right):
-    """Full cross-correlation of float64 stacks, shape (count, hL+hR-1, wL+wR-1)."""
-    return np.stack([correlate2d(left[i], right[j], mode="full") for i, j in pairs(form, len(left), len(right))])
+def correlate(form, left, right, mode="full"):
+    """Cross-correlation of float64 stacks, scipy's `mode` (full: shape (count, hL+hR-1, wL+wR-1))."""
+    return np.stack([correlate2d(left[i], right[j], mode=mode) for i, j in pairs(form, len(left), len(right))])
 
 
 def counts(form, rng):
