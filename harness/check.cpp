@@ -57,15 +57,22 @@ std::vector<int64_t> sample_positions(const Problem& p, size_t max_samples, uint
     }
     const int oh = p.out_h(), ow = p.out_w();
     const int64_t count = p.out_count(), per_matrix = int64_t(oh) * ow;
-    // Rows (and columns) where the overlap's extent changes: the first and last (one-element
-    // overlaps), shift 0 and shift hL - hR (the two ends of the plateau) and the centre.
-    const auto marks = [](int h_left, int h_right, int n) {
-        std::vector<int> m = {0, h_right - 1, h_left - 1, n / 2, n - 1};
+    // Rows (and columns) where the overlap's extent changes, those the window holds: the shifts
+    // -(hR - 1) and hL - 1 (one-element overlaps), 0 and hL - hR (the two ends of the plateau);
+    // and the window's first, last and centre row. For the full output: 0, hR - 1, hL - 1, the
+    // centre and the last.
+    const Window win = p.shifts();
+    const auto marks = [](int h_left, int h_right, int first_shift, int n) {
+        std::vector<int> m = {0, n / 2, n - 1};
+        for (int s : {1 - h_right, 0, h_left - h_right, h_left - 1}) {
+            const int64_t row = int64_t(s) - first_shift;
+            if (row >= 0 && row < n) m.push_back(int(row));
+        }
         std::sort(m.begin(), m.end());
         m.erase(std::unique(m.begin(), m.end()), m.end());
         return m;
     };
-    const std::vector<int> ys = marks(p.hL, p.hR, oh), xs = marks(p.wL, p.wR, ow);
+    const std::vector<int> ys = marks(p.hL, p.hR, win.dy0, oh), xs = marks(p.wL, p.wR, win.dx0, ow);
     std::vector<std::pair<int, int>> grid, corners;
     for (int y : ys)
         for (int x : xs) {

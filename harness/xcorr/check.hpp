@@ -51,8 +51,8 @@ Reference sampled_reference(const Problem& p, const float* left, const float* ri
 
 // Output positions for a sampled check, sorted and distinct, at most max_samples: every element
 // when the output has no more; else the structured points of each output matrix (its corners,
-// whose overlap is one element, the rows and columns where the overlap stops growing or shrinking,
-// and the centre; only the corners when there are too many matrices, and only evenly spaced
+// whose overlap is one element in the full output, the rows and columns where the overlap stops
+// growing or shrinking, where the window holds them, and the centre; only the corners when there are too many matrices, and only evenly spaced
 // matrices, first and last included, when even that is too many), using up to half the budget,
 // and the rest uniformly random positions over the whole stack from `seed`.
 std::vector<int64_t> sample_positions(const Problem& p, size_t max_samples, uint64_t seed);
