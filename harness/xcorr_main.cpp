@@ -188,10 +188,10 @@ int cmd_run(int argc, char** argv) {
         else if (a == "--tolerance" || a.rfind("--tolerance=", 0) == 0) tolerance = parse_tolerance(value("--tolerance"));
         else if (const char* flag = window_option(a)) {
             if (window) throw UsageError(window_flag + " and " + flag + " both choose the window: give one of --mode, --max-shift, --shifts");
-            const std::string text = value(flag);
-            window = std::string(flag) == "--mode" ? parse_mode(text)
-                     : std::string(flag) == "--max-shift" ? parse_max_shift(text) : parse_shifts(text);
             window_flag = flag;
+            const std::string text = value(window_flag);
+            window = window_flag == "--mode" ? parse_mode(text)
+                     : window_flag == "--max-shift" ? parse_max_shift(text) : parse_shifts(text);
         } else if (a.rfind("--", 0) == 0) throw UsageError("unknown option " + a);
         else inputs.push_back(a);
     }

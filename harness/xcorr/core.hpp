@@ -86,8 +86,6 @@ struct Window {
 
 // The named windows, and how the user names them (xcorr run --mode, --max-shift, --shifts).
 enum class WindowKind : int { Full = 0, Valid = 1, Same = 2, MaxShift = 3, Shifts = 4 };
-inline constexpr WindowKind kAllWindowKinds[] = {WindowKind::Full, WindowKind::Valid, WindowKind::Same,
-                                                 WindowKind::MaxShift, WindowKind::Shifts};
 const char* window_kind_name(WindowKind k);  // "full", "valid", "same", "max-shift", "shifts"
 
 // The shape of one problem: sizes of a left and a right matrix, the stack counts and the window.
@@ -101,7 +99,7 @@ struct Problem {
     Window shifts() const;
     bool full() const;  // shifts() is the full output's, however it was asked for
     // The output as computed, i.e. the window's; with the full window (the default, and the only
-    // window a variant that declares no other ever gets: Variant::supports) the full output's.
+    // window a variant that declares no other ever gets: Variant::supports_window) the full output's.
     int out_h() const { return int(shifts().out_h()); }  // check() bounds it
     int out_w() const { return int(shifts().out_w()); }
     // Number of output matrices (see the table above).
