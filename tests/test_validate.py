@@ -60,3 +60,16 @@ def test_bad_tolerance_is_refused(value):
 def test_help_documents_tolerance():
     r = run([binary("xcorr_validate"), "--help"])
     assert r.returncode == 0 and "--tolerance X" in r.stdout
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--seed", "abc"], "--seed: not an integer"),
+    (["--seed", "1e3"], "--seed: not an integer"),
+    (["--shape", "3x4"], "--shape '3x4'"),
+    (["--shape", "3x4,0x2"], "--shape '3x4,0x2'"),
+    (["--params", "some"], "--params"),
+])
+def test_bad_arguments_are_usage_errors(args, needle):
+    """--seed abc threw std::invalid_argument past the usage handler (terminate, a crash)."""
+    r = run([binary("xcorr_validate"), *args])
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and needle in r.stderr, (r.returncode, r.stderr)
