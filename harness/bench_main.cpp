@@ -36,6 +36,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -60,7 +61,7 @@ namespace {
 // --help prints this, then Google Benchmark's own options (its --help, which exits).
 const char* kUsage =
     "usage: xcorr_bench [--case SPEC]... [--cases FILE] [--min-time SECONDS] [--batch N] [--cold]\n"
-    "                   [--launch-floor] [--seed N] [Google Benchmark options]\n"
+    "                   [--launch-floor] [--seed N] [--check-tolerance X] [Google Benchmark options]\n"
     "  --case SPEC      a case: space-separated key=value, variant= form= size= (or hL= wL= hR= wR=)\n"
     "                   nL= nR= batch= and the variant's parameters; without cases, every variant x\n"
     "                   form at 32 x 32\n"
@@ -70,6 +71,8 @@ const char* kUsage =
     "  --cold           flush the L2 cache before every iteration (batch 1)\n"
     "  --launch-floor   also time an empty kernel, the floor under every tiny problem\n"
     "  --seed N         seed of the generated inputs (default 42)\n"
+    "  --check-tolerance X  hold every case's check before timing to relative error X instead of\n"
+    "                   its variant's bound (tests)\n"
     "Google Benchmark's options:\n";
 
 struct Options {
@@ -113,14 +116,7 @@ Case parse_case(const std::string& spec, const Options& opt) {
     int batch = opt.batch;
     bool batch_given = opt.batch > 0;
     auto to_int = [&](const std::string& k, const std::string& v) {
-        try {
-            size_t used = 0;
-            int x = std::stoi(v, &used);
-            if (used != v.size()) throw std::invalid_argument(v);
-            return x;
-        } catch (const std::exception&) {
-            throw UsageError("case '" + spec + "': " + k + " is not an integer: " + v);
-        }
+        return int(parse_integer("case '" + spec + "': " + k, v, INT32_MIN + 1, INT32_MAX));
     };
     while (in >> tok) {
         auto eq = tok.find('=');
@@ -354,13 +350,6 @@ void run_launch_floor(benchmark::State& st, int batch) {
     }
 }
 
-double positive_number(const std::string& flag, const std::string& text) {
-    char* end = nullptr;
-    const double x = std::strtod(text.c_str(), &end);
-    if (text.empty() || *end != '\0' || !(x > 0)) throw UsageError(flag + " needs a positive number, got '" + text + "'");
-    return x;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -386,10 +375,10 @@ int main(int argc, char** argv) {
                     line = line.substr(0, line.find('#'));
                     if (line.find_first_not_of(" \t\r") != std::string::npos) specs.push_back(line);
                 }
-            } else if (is("--min-time")) opt.min_time = std::stod(value("--min-time"));
-            else if (is("--batch")) opt.batch = std::stoi(value("--batch"));
-            else if (is("--seed")) opt.seed = std::stoull(value("--seed"));
-            else if (is("--check-tolerance")) opt.check_tolerance = positive_number("--check-tolerance", value("--check-tolerance"));
+            } else if (is("--min-time")) opt.min_time = parse_positive("--min-time", value("--min-time"));
+            else if (is("--batch")) opt.batch = int(parse_integer("--batch", value("--batch"), 1, 1 << 20));
+            else if (is("--seed")) opt.seed = uint64_t(parse_integer("--seed", value("--seed"), 0, INT64_MAX));
+            else if (is("--check-tolerance")) opt.check_tolerance = parse_positive("--check-tolerance", value("--check-tolerance"));
             else if (a == "--cold") opt.cold = true;
             else if (a == "--launch-floor") launch_floor = true;
             else if (a == "--help" || a == "-h") {

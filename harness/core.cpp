@@ -1,7 +1,11 @@
 #include "xcorr/core.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <charconv>
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <sstream>
 
@@ -215,20 +219,34 @@ std::string Problem::describe() const {
 int fft_max_chunk_from_env() {
     const char* v = std::getenv("XCORR_FFT_MAX_CHUNK");
     if (!v || !*v) return 0;
-    char* end = nullptr;
-    const long k = std::strtol(v, &end, 10);
-    if (*end != '\0' || k < 1 || k > (1L << 30))
-        throw UsageError(std::string("XCORR_FFT_MAX_CHUNK must be a positive integer, got '") + v + "'");
-    return int(k);
+    return int(parse_integer("XCORR_FFT_MAX_CHUNK", v, 1, int64_t(1) << 30));
 }
 
 int param_int(const Params& params, const std::string& name) {
     auto it = params.find(name);
     if (it == params.end()) throw UsageError("missing parameter '" + name + "'");
+    return int(parse_integer("parameter '" + name + "'", it->second, INT32_MIN, INT32_MAX));
+}
+
+int64_t parse_integer(const std::string& what, const std::string& text, int64_t lo, int64_t hi) {
+    errno = 0;
     char* end = nullptr;
-    long v = std::strtol(it->second.c_str(), &end, 10);
-    if (it->second.empty() || *end != '\0') throw UsageError("parameter '" + name + "' is not an integer: " + it->second);
-    return int(v);
+    const long long v = std::strtoll(text.c_str(), &end, 10);
+    // strtoll skips leading blanks and takes a sign: only a plain optional '-' and digits pass.
+    const bool digits = !text.empty() && text.find_first_not_of("-0123456789") == std::string::npos;
+    if (!digits || *end != '\0' || errno == ERANGE || v < lo || v > hi)
+        throw UsageError(what + ": not an integer from " + std::to_string(lo) + " to " + std::to_string(hi) + ": '" +
+                         text + "'");
+    return v;
+}
+
+double parse_positive(const std::string& what, const std::string& text, bool zero_ok) {
+    char* end = nullptr;
+    const bool blank = text.empty() || std::isspace(static_cast<unsigned char>(text[0]));
+    const double x = blank ? NAN : std::strtod(text.c_str(), &end);
+    if (blank || *end != '\0' || !std::isfinite(x) || x < 0 || (x == 0 && !zero_ok))
+        throw UsageError(what + " needs a " + (zero_ok ? "finite number >= 0" : "positive number") + ", got '" + text + "'");
+    return x;
 }
 
 }  // namespace xcorr

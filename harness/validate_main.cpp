@@ -28,7 +28,7 @@
 // closes with "N passed, N failed, N skipped".
 // Exit status: 0 all passed, 1 any failure, 2 bad usage, 3 no GPU.
 #include <algorithm>
-#include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -201,24 +201,14 @@ int main(int argc, char** argv) {
             if (a == "--variant") only_variants.insert(find_variant(next()).name);
             else if (a == "--form") only_forms.insert(parse_form(next()));
             else if (a == "--quick") quick = true;
-            else if (a == "--seed") {
-                const std::string v = next();
-                char* end = nullptr;
-                errno = 0;
-                seed = std::strtoull(v.c_str(), &end, 10);
-                if (v.empty() || v[0] == '-' || *end || errno) throw UsageError("--seed: not a non-negative integer: " + v);
-            } else if (a == "--shape") given_shapes.push_back(parse_shape(next()));
+            else if (a == "--seed") seed = uint64_t(parse_integer("--seed", next(), 0, INT64_MAX));
+            else if (a == "--shape") given_shapes.push_back(parse_shape(next()));
             else if (a == "--params") {
                 const std::string v = next();
                 if (v != "all" && v != "covering") throw UsageError("--params: expected all or covering, got " + v);
                 covering_only = v == "covering";
-            } else if (a == "--tolerance") {
-                const std::string v = next();
-                char* end = nullptr;
-                tolerance_override = std::strtod(v.c_str(), &end);
-                if (v.empty() || *end != '\0' || !(tolerance_override > 0))
-                    throw UsageError("--tolerance needs a positive number, got '" + v + "'");
-            } else if (a == "--help" || a == "-h") {
+            } else if (a == "--tolerance") tolerance_override = parse_positive("--tolerance", next());
+            else if (a == "--help" || a == "-h") {
                 std::printf(
                     "usage: xcorr_validate [--variant NAME]... [--form FORM]... [--quick] [--seed N] [--tolerance X]\n"
                     "                      [--shape HLxWL,HRxWR]... [--params all|covering]\n"

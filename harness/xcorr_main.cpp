@@ -56,14 +56,6 @@ std::string shortest(double x) {
     return std::string(buf, std::to_chars(buf, buf + sizeof buf, x).ptr);
 }
 
-double parse_tolerance(const std::string& text) {
-    char* end = nullptr;
-    const double x = std::strtod(text.c_str(), &end);
-    if (text.empty() || *end != '\0' || !std::isfinite(x) || x < 0)
-        throw UsageError("--tolerance takes a finite number >= 0, got '" + text + "'");
-    return x;
-}
-
 // --validate: prints the relative error of `out` against the float64 reference and whether it is
 // within `bound` (passes, the verdict of xcorr_validate and xcorr_bench too).
 bool validation_passes(const std::vector<float>& out, const std::vector<double>& ref, double bound,
@@ -185,7 +177,7 @@ int cmd_run(int argc, char** argv) {
             if (eq == std::string::npos || eq == 0) throw UsageError("--param takes KEY=VALUE, got '" + kv + "'");
             given[kv.substr(0, eq)] = kv.substr(eq + 1);
         } else if (a == "--validate") validate = true;
-        else if (a == "--tolerance" || a.rfind("--tolerance=", 0) == 0) tolerance = parse_tolerance(value("--tolerance"));
+        else if (a == "--tolerance" || a.rfind("--tolerance=", 0) == 0) tolerance = parse_positive("--tolerance", value("--tolerance"), true);
         else if (const char* flag = window_option(a)) {
             if (window) throw UsageError(window_flag + " and " + flag + " both choose the window: give one of --mode, --max-shift, --shifts");
             window_flag = flag;

@@ -31,6 +31,8 @@ def test_list_registers_every_variant_and_form(registry):
     ("variant=overlap-wise form=one-to-one size=0", "empty"),
     ("variant=overlap-wise form=n-to-mn size=8 nL=3 nR=4", "multiple"),
     ("variant=overlap-wise form=one-to-one size=eight", "not an integer"),
+    ("variant=overlap-wise form=one-to-one size=8x", "not an integer"),
+    ("variant=overlap-wise form=one-to-one size=99999999999", "not an integer"),
 ])
 def test_bad_case(case, needle, overlap_wise):
     r = run([binary("xcorr_bench"), "--case", case, "--benchmark_list_tests"])
@@ -41,7 +43,7 @@ def test_help_lists_its_own_options_then_google_benchmarks():
     r = run([binary("xcorr_bench"), "--help"])
     assert r.returncode == 0, r.stderr
     ours = [r.stdout.find(o) for o in ["--case", "--cases", "--min-time", "--batch", "--cold", "--launch-floor",
-                                       "--seed"]]
+                                       "--seed", "--check-tolerance"]]
     assert -1 not in ours, r.stdout
     assert max(ours) < r.stdout.find("--benchmark_filter"), r.stdout
 
@@ -156,6 +158,22 @@ def test_check_tolerance_below_the_error_fails_the_case_untimed(gpu, tmp_path, o
 def test_bad_check_tolerance_is_refused(value):
     r = run([binary("xcorr_bench"), "--check-tolerance", value, "--benchmark_list_tests"])
     assert r.returncode == 2 and "--check-tolerance needs a positive number" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--min-time", "abc"], "--min-time needs a positive number"),
+    (["--min-time", "0"], "--min-time needs a positive number"),
+    (["--min-time", "inf"], "--min-time needs a positive number"),
+    (["--batch", "1x"], "--batch: not an integer"),
+    (["--batch", "0"], "--batch: not an integer"),
+    (["--seed", "-1"], "--seed: not an integer"),
+    (["--seed", "99999999999999999999"], "--seed: not an integer"),
+])
+def test_bad_numbers_are_usage_errors(args, needle):
+    """Before, std::stod/stoi/stoull read '1x' as 1, and threw for 'abc' past the usage handler
+    (exit 1, "failed")."""
+    r = run([binary("xcorr_bench"), *args, "--benchmark_list_tests"])
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and needle in r.stderr, r.stderr
 
 
 def test_list_tests_with_check_tolerance_needs_no_gpu(overlap_wise):

@@ -62,6 +62,19 @@ def test_help_documents_tolerance():
     assert r.returncode == 0 and "--tolerance X" in r.stdout
 
 
+@pytest.mark.parametrize("args,needle", [
+    (["--seed", "abc"], "--seed: not an integer"),
+    (["--seed", "1e3"], "--seed: not an integer"),
+    (["--shape", "3x4"], "--shape '3x4'"),
+    (["--shape", "3x4,0x2"], "--shape '3x4,0x2'"),
+    (["--params", "some"], "--params"),
+])
+def test_bad_arguments_are_usage_errors(args, needle):
+    """--seed abc threw std::invalid_argument past the usage handler (terminate, a crash)."""
+    r = run([binary("xcorr_validate"), *args])
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and needle in r.stderr, (r.returncode, r.stderr)
+
+
 def test_gpu_reference_computes_windows_as_the_cpu_reference_does(gpu, overlap_wise):
     """xcorr_validate checks reference_gpu and reference_gpu_at on four windows of every quick case
     against the CPU reference (which test_windows.py checks against scipy), and Problem::fmas

@@ -199,6 +199,14 @@ using Params = std::map<std::string, std::string>;
 // Reads an integer parameter that the registry has already validated.
 int param_int(const Params& params, const std::string& name);
 
+// Numbers from the command line and the environment: the whole of `text` or a UsageError naming
+// `what` (std::stoi and friends accept "12abc", throw exceptions that are not usage errors, and
+// wrap out-of-range values).
+// A decimal integer in [lo, hi]: "<what>: not an integer from lo to hi: 'text'".
+int64_t parse_integer(const std::string& what, const std::string& text, int64_t lo, int64_t hi);
+// A finite number above 0 (at least 0 with zero_ok): "<what> needs a positive number, got 'text'".
+double parse_positive(const std::string& what, const std::string& text, bool zero_ok = false);
+
 // XCORR_FFT_MAX_CHUNK: the most right matrices the FFT variants (fft, fft-fused) process per
 // chunk, forcing their memory-bounded chunked path in tests; 0 when unset. Throws UsageError
 // when it is not a positive integer.
