@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -50,17 +49,16 @@ int64_t overlap_total(int s0, int s1, int m, int n) {
     return total;
 }
 
-// A whole decimal int (an optional minus, digits, nothing else), as from_chars reads it.
-bool parse_int(const std::string& text, int& out) {
-    const char* end = text.data() + text.size();
-    const auto [ptr, ec] = std::from_chars(text.data(), end, out);
-    return !text.empty() && ec == std::errc() && ptr == end;
-}
+// Far beyond any matrix (an output holds at most 2^30 elements), and keeps m - shift in an int.
+constexpr int kMaxShift = (1 << 30) - 1;
 
-// "a<sep>b" into two ints; false on anything else.
-bool parse_int_pair(const std::string& text, char sep, int& a, int& b) {
+// Splits text at its first `sep` into a and b; false, leaving them, when there is none.
+bool split_at(const std::string& text, char sep, std::string& a, std::string& b) {
     const auto at = text.find(sep);
-    return at != std::string::npos && parse_int(text.substr(0, at), a) && parse_int(text.substr(at + 1), b);
+    if (at == std::string::npos) return false;
+    a = text.substr(0, at);
+    b = text.substr(at + 1);
+    return true;
 }
 
 // The valid window, where one exists: the shifts between 0 and the size difference, of either
@@ -80,10 +78,8 @@ double Window::fmas(int hL, int wL, int hR, int wR) const {
 void Window::check() const {
     if (dy0 > dy1 || dx0 > dx1)
         throw UsageError("empty window " + text() + ": the first shift of a range comes after its last");
-    // Far beyond any matrix (an output holds at most 2^30 elements), and keeps m - shift in int.
-    constexpr int kLimit = 1 << 30;
     for (int s : {dy0, dy1, dx0, dx1})
-        if (s <= -kLimit || s >= kLimit) throw UsageError("window " + text() + ": a shift is 2^30 or more away from 0");
+        if (s < -kMaxShift || s > kMaxShift) throw UsageError("window " + text() + ": a shift is 2^30 or more away from 0");
 }
 
 std::string Window::text() const {
@@ -148,22 +144,21 @@ WindowRequest parse_mode(const std::string& text) {
 }
 
 WindowRequest parse_max_shift(const std::string& text) {
-    int sy = 0, sx = 0;
-    const bool ok = text.find(',') == std::string::npos ? parse_int(text, sy) && parse_int(text, sx)
-                                                         : parse_int_pair(text, ',', sy, sx);
-    if (!ok || sy < 0 || sx < 0)
-        throw UsageError("--max-shift takes SY or SY,SX (integers >= 0, e.g. 8 or 8,4), got '" + text + "'");
-    const Window w{-sy, sy, -sx, sx};
-    w.check();
-    return WindowRequest{WindowKind::MaxShift, w};
+    std::string sy = text, sx = text;  // no comma: SX = SY
+    split_at(text, ',', sy, sx);
+    const auto shift = [](const std::string& t) { return int(parse_integer("--max-shift SY[,SX]", t, 0, kMaxShift)); };
+    const int y = shift(sy), x = shift(sx);
+    return WindowRequest{WindowKind::MaxShift, Window{-y, y, -x, x}};
 }
 
 WindowRequest parse_shifts(const std::string& text) {
-    Window w;
-    const auto comma = text.find(',');
-    if (comma == std::string::npos || !parse_int_pair(text.substr(0, comma), ':', w.dy0, w.dy1) ||
-        !parse_int_pair(text.substr(comma + 1), ':', w.dx0, w.dx1))
+    std::string dy, dx, dy0, dy1, dx0, dx1;
+    if (!split_at(text, ',', dy, dx) || !split_at(dy, ':', dy0, dy1) || !split_at(dx, ':', dx0, dx1))
         throw UsageError("--shifts takes DY0:DY1,DX0:DX1 (integers, e.g. -4:4,0:7), got '" + text + "'");
+    const auto shift = [](const std::string& t) {
+        return int(parse_integer("--shifts DY0:DY1,DX0:DX1", t, -kMaxShift, kMaxShift));
+    };
+    const Window w{shift(dy0), shift(dy1), shift(dx0), shift(dx1)};
     w.check();
     return WindowRequest{WindowKind::Shifts, w};
 }

@@ -129,24 +129,30 @@ def test_one_window_in_four_spellings(xcorr, tmp_path):
     np.testing.assert_allclose(outs[0], want, rtol=1e-6)
 
 
+SHIFTS_NUMBER = "--shifts DY0:DY1,DX0:DX1: not an integer from -1073741823 to 1073741823"
+MAX_SHIFT_NUMBER = "--max-shift SY[,SX]: not an integer from 0 to 1073741823"
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--shifts", "3:1,0:0"], "empty window 3:1,0:0"),
     (["--shifts", "0:0,2:1"], "empty window 0:0,2:1"),
-    (["--shifts", "1:2"], "--shifts takes"),
-    (["--shifts", "1:2,3"], "--shifts takes"),
-    (["--shifts", "1:2,3:4,5:6"], "--shifts takes"),
-    (["--shifts", "a:1,0:0"], "--shifts takes"),
-    (["--shifts", "+1:2,0:0"], "--shifts takes"),
-    (["--shifts", " 1:2,0:0"], "--shifts takes"),
-    (["--shifts", ""], "--shifts takes"),
-    (["--shifts", "0:0,0:2147483648"], "--shifts takes"),
-    (["--shifts", "0:0,0:1073741824"], "2^30"),
+    (["--shifts", "1:2"], "--shifts takes DY0:DY1,DX0:DX1"),
+    (["--shifts", "1:2,3"], "--shifts takes DY0:DY1,DX0:DX1"),
+    (["--shifts", ""], "--shifts takes DY0:DY1,DX0:DX1"),
+    (["--shifts", "1:2,3:4,5:6"], SHIFTS_NUMBER),
+    (["--shifts", "a:1,0:0"], SHIFTS_NUMBER),
+    (["--shifts", "+1:2,0:0"], SHIFTS_NUMBER),
+    (["--shifts", " 1:2,0:0"], SHIFTS_NUMBER),
+    (["--shifts", "1.0:2,0:0"], SHIFTS_NUMBER),
+    (["--shifts", "0:0,0:1073741824"], SHIFTS_NUMBER),
+    (["--shifts", "0:0,0:99999999999999999999"], SHIFTS_NUMBER),
     (["--shifts", "-1073741823:1073741823,0:9"], "too large"),
-    (["--max-shift", "-1"], "--max-shift takes"),
-    (["--max-shift", "1,-2"], "--max-shift takes"),
-    (["--max-shift", "1,"], "--max-shift takes"),
-    (["--max-shift", "1,2,3"], "--max-shift takes"),
-    (["--max-shift", "x"], "--max-shift takes"),
+    (["--max-shift", "-1"], MAX_SHIFT_NUMBER),
+    (["--max-shift", "1,-2"], MAX_SHIFT_NUMBER),
+    (["--max-shift", "1,"], MAX_SHIFT_NUMBER),
+    (["--max-shift", "1,2,3"], MAX_SHIFT_NUMBER),
+    (["--max-shift", "x"], MAX_SHIFT_NUMBER),
+    (["--max-shift", ""], MAX_SHIFT_NUMBER),
     (["--mode", "bogus"], "--mode takes full, valid or same"),
     (["--mode", "Valid"], "--mode takes full, valid or same"),
     (["--mode"], "needs a value"),
