@@ -269,10 +269,11 @@ __global__ void __launch_bounds__(kThreads, Tile<MODE, AT, DY, BT, RPL>::ACC > 6
 }
 
 // The instantiated values of the tuning parameters (xcorr/dispatch.hpp), the first the default.
-// rights: 4 and 1 with both lefts, 7 with lefts=1 only (select() below).
+// (lefts, rights) with lanes=rights: rights=7 fits the registers with lefts=1 only.
 using Rows = Values<2, 4>;
-using Lefts = Values<1, 2>;
-using Rights = Values<4, 1, 7>;
+using LeftsRights = Combos<Default<1, 4>, Row<1, 1>, Row<1, 7>, Row<2, 4>, Row<2, 1>>;
+enum class Lanes { Auto, Rights, Lefts };
+constexpr auto kLanes = choices<Lanes>({{Lanes::Auto, "auto"}, {Lanes::Rights, "rights"}, {Lanes::Lefts, "lefts"}});
 
 class MultiTiled final : public Instance {
 public:
@@ -294,15 +295,12 @@ private:
     // Picks the instantiation once, untimed, and raises its shared-memory limit.
     void select(bool rpl) {
         if (mode_ == kLanesRights) {
-            Lefts::dispatch(at_, [&](auto a) {
+            LeftsRights::dispatch(std::array{at_, bt_}, [&](auto ab) {
+                using AB = decltype(ab);
                 Rows::dispatch(dy_, [&](auto d) {
-                    constexpr int A = decltype(a)::value, D = decltype(d)::value;
-                    if (bt_ == 4) use<kLanesRights, A, D, 4, false>();
-                    else if (bt_ == 1) use<kLanesRights, A, D, 1, false>();
-                    else if constexpr (A == 1) dispatch<7>(bt_, [&](auto) { use<kLanesRights, 1, D, 7, false>(); }, "rights");
-                    else throw UsageError("multi-matrix-tiled: rights=7 needs lefts=1");
+                    use<kLanesRights, AB::at(0), decltype(d)::value, AB::at(1), false>();
                 }, "rows");
-            }, "lefts");
+            }, "lefts x rights");
         } else {
             Rows::dispatch(dy_, [&](auto d) {
                 if (rpl)
@@ -338,29 +336,29 @@ XCORR_REGISTER_VARIANT(Variant{
     .summary = "shared-memory tiles + register tile over shifts x lefts x rights (FMA-bound SIMT)",
     .timed = "kernel",
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
-    .params = {{"lanes", {"auto", "rights", "lefts"},
-                "what the 8 pair lanes of a warp take: 8 rights (x4 per thread, lefts shared) or 8 "
-                "lefts (x4 rights per thread); auto picks by slot use"},
+    .params = {kLanes.param("lanes", "what the 8 pair lanes of a warp take: 8 rights (x4 per thread, lefts "
+                                     "shared) or 8 lefts (x4 rights per thread); auto picks by slot use"),
                Rows::param("rows", "shift rows per thread (block = 2*rows x 32 shifts)"),
-               Lefts::param("lefts", "lefts per thread with lanes=rights (2: n-to-m only)"),
-               Rights::param("rights", "rights per thread with lanes=rights (block: 8 x rights)")},
+               LeftsRights::param(0, "lefts", "lefts per thread with lanes=rights (2: n-to-m only)"),
+               LeftsRights::param(1, "rights", "rights per thread with lanes=rights (block: 8 x rights)")},
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
-        const std::string lanes = ps.at("lanes");
+        const Lanes lanes = kLanes.parse(ps.at("lanes"), "lanes");
         const int lefts = param_int(ps, "lefts"), rows = param_int(ps, "rows"), rights = param_int(ps, "rights");
         int nL = p.nL, M = p.form == Form::NToMn ? p.nR / std::max(1, p.nL) : p.nR;
         if (p.form == Form::OneToOne || p.form == Form::OneToMany) nL = 1;
         if (lefts == 2 && p.form != Form::NToM)
             throw UsageError("multi-matrix-tiled: lefts=2 shares rights between two lefts: n-to-m only");
-        if (lanes == "lefts" && nL == 1)
+        if (lanes == Lanes::Lefts && nL == 1)
             throw UsageError("multi-matrix-tiled: lanes=lefts needs several lefts (n-to-mn or n-to-m)");
-        if (lanes == "lefts" && lefts != 1)
+        if (lanes == Lanes::Lefts && lefts != 1)
             throw UsageError("multi-matrix-tiled: lefts=2 needs lanes=rights");
-        if (lefts == 2 && rights == 7)
-            throw UsageError("multi-matrix-tiled: rights=7 with lefts=2 does not fit the registers");
-        if (lanes == "lefts" && rights != 4)
+        if (!LeftsRights::has(std::array{lefts, rights}))
+            throw UsageError("multi-matrix-tiled: rights=" + std::to_string(rights) + " with lefts=" +
+                             std::to_string(lefts) + " does not fit the registers");
+        if (lanes == Lanes::Lefts && rights != 4)
             throw UsageError("multi-matrix-tiled: lanes=lefts holds 4 rights per thread (rights=4)");
-        int mode = lanes == "lefts" ? kLanesLefts : kLanesRights;
-        if (lanes == "auto" && nL > 1 && lefts == 1 && rights == 4) {
+        int mode = lanes == Lanes::Lefts ? kLanesLefts : kLanesRights;
+        if (lanes == Lanes::Auto && nL > 1 && lefts == 1 && rights == 4) {
             // Fraction of the pair slots that hold real pairs under each mapping. lanes=lefts reads
             // 32 distinct L values per warp load and is shared-memory bound: on the real-data shape
             // (86 lefts x 50 groups, 96x96) it ran 40.8 ms against 28.4 ms for lanes=rights although
