@@ -10,9 +10,10 @@
 // zeros outside the matrices; then 32 fully unrolled steps, each one FMA per lane fed by a
 // shuffle of the left window and a broadcast of the right buffer (left_shuffle=index, default;
 // left_shuffle=rotate shifts the window by two shuffles per step as the paper's code does, 3
-// shuffles per FMA instead of 2: 2.70 vs 2.06 ms at 256 x 256 on the H200). Lanes whose overlap
-// is narrower than the warp's column range multiply zeros instead of branching. The next chunk's
-// three loads are issued before the current chunk's 32 steps (prefetch across rows and chunks).
+// shuffles per FMA instead of 2; timings: results/nvidia-h200/notes/02_warp_shuffle.md). Lanes
+// whose overlap is narrower than the warp's column range multiply zeros instead of branching. The
+// next chunk's three loads are issued before the current chunk's 32 steps (prefetch across rows
+// and chunks).
 // Blocks are issued centre-out (heaviest overlaps first). The z grid dimension indexes the output
 // matrices (PairMap picks each output's inputs), so every form is one launch per 65535 outputs.
 #include <algorithm>

@@ -360,9 +360,8 @@ XCORR_REGISTER_VARIANT(Variant{
         int mode = lanes == Lanes::Lefts ? kLanesLefts : kLanesRights;
         if (lanes == Lanes::Auto && nL > 1 && lefts == 1 && rights == 4) {
             // Fraction of the pair slots that hold real pairs under each mapping. lanes=lefts reads
-            // 32 distinct L values per warp load and is shared-memory bound: on the real-data shape
-            // (86 lefts x 50 groups, 96x96) it ran 40.8 ms against 28.4 ms for lanes=rights although
-            // it fills 94% of its slots against 78%, so it must win on slot use by a clear margin.
+            // 32 distinct L values per warp load and is shared-memory bound, so it must win on slot
+            // use by a clear margin (measured: results/nvidia-h200/notes/21_multi_matrix_tiled.md).
             auto use = [](int n, int g) { return double(n) / (ceil_div(n, g) * g); };
             const double by_rights = use(M, 32), by_lefts = use(nL, 8) * use(M, 4);
             if (by_lefts > 1.5 * by_rights) mode = kLanesLefts;

@@ -225,7 +225,7 @@ __global__ void __launch_bounds__(kThreads) product_kernel(ProductArgs a) {
 // pairs. A thread owns one 16-byte element pair of every slot of one tile: it loads TL left and
 // TR right float4 once and writes TL * TR products, so a product costs 16 bytes of writes and
 // (TL + TR) / (TL * TR) x 16 bytes of reads instead of 32 (product_kernel reads both spectra per
-// product: 0.52 ms of the 2.04 ms of 32-to-32 at 256 on the H200). blockIdx.y walks the tiles,
+// product; its share of the time: results/nvidia-h200/notes/50_fft.md). blockIdx.y walks the tiles,
 // left tiles fastest (strided beyond 65535); the x dimension of the grid walks the elements.
 // Product slot of left i and chunk right jj: jj * nL + i (right-major, as output_of_slot expects).
 constexpr int kTileL = 4, kTileR = 4;
@@ -714,9 +714,9 @@ private:
 // factor of ~7 for other seeds, shapes and sizes.
 constexpr double kTolerance = 2e-6;
 
-// Defaults from the H200 measurements: with cached plans out-of-place is as fast or faster on
-// large batches (n-to-mn real-data shape 2.31 vs 2.44 ms); creating the plans of the in-place
-// layout costs ~0.3 ms less at small sizes, which dominates fft+plan there.
+// Defaults from the H200 measurements (results/nvidia-h200/notes/50_fft.md): with cached plans
+// out-of-place is as fast or faster on large batches; creating the plans of the in-place layout
+// costs less at small sizes, which dominates fft+plan there.
 enum class Launch { Graph, Stream };
 constexpr auto kLaunches = choices<Launch>({{Launch::Graph, "graph"}, {Launch::Stream, "stream"}});
 enum class Layout { OutOfPlace, InPlace };

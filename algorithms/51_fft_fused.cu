@@ -43,8 +43,7 @@
 // segments, a transpose: the exchange is stored rotated (row r shifted by r), the row pitch is
 // Qh + 1, and in phases 1 and 3 the two teams of a half-warp take row pairs p and p + 2. A bank
 // model of every access pattern (64-bit accesses, per half-warp) gives no conflicts for N = 64,
-// 128, 192; ncu on the real-data shape: 2.1 M conflicts in 79.7 M shared wavefronts (33 M in
-// 110.6 M before, and 1.12 against 0.87 ms).
+// 128, 192 (ncu counts: results/nvidia-h200/notes/51_fft_fused.md).
 //
 // Why this beats five cuFFT passes: per 96 x 96 right matrix of the real-data shape it moves
 // 36 KB in and 146 KB out of DRAM plus 149 KB of left spectrum from L2 (the fft variant moves
