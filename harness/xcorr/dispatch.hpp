@@ -120,9 +120,10 @@ struct Combos {
         return v;
     }
     static constexpr std::size_t default_row() {
-        std::size_t i = 0, d = 0;
-        ((Rows::is_default ? (d = i) : 0, ++i), ...);
-        return d;
+        constexpr std::array<bool, rows> flags{Rows::is_default...};
+        for (std::size_t r = 0; r < rows; ++r)
+            if (flags[r]) return r;
+        return 0;
     }
 
     // Parameter i (column i): its values as text, the default row's first, then as they appear.
