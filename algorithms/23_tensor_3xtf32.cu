@@ -362,30 +362,19 @@ public:
     }
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
-        kernel_<<<grid_, kThreads, smem_, stream>>>(left, right, out, p_.hL, p_.wL, p_.hR, p_.wR, P_, order_.get());
-        XC_CHECK_LAUNCH();
+        launch_.run(p_, P_, left, right, out, stream);
     }
 
 private:
-    using KernelFn = void (*)(const float*, const float*, float*, int, int, int, int, Pairs, const unsigned*);
-
     template <int MODE, int NT, bool SPLIT>
     void use() {
         using T = Tile<MODE, NT>;
-        kernel_ = tensor_tiled_kernel<MODE, NT, SPLIT>;
-        smem_ = T::SMEM;
-        XC_CUDA_CHECK(cudaFuncSetAttribute(kernel_, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_)));
-        order_ = shift_tiles_by_work(p_, T::TDY, kTDX);  // largest work first
-        const int64_t nz = int64_t(P_.groupsI) * P_.groupsJ;
-        grid_ = dim3(unsigned(order_.size()), 1, unsigned(std::min<int64_t>(nz, 65535)));
+        launch_.set(p_, P_, tensor_tiled_kernel<MODE, NT, SPLIT>, kThreads, T::SMEM, T::TDY, kTDX);
     }
 
     Problem p_;
     Pairs P_{};
-    DeviceBuffer<unsigned> order_;
-    KernelFn kernel_ = nullptr;
-    size_t smem_ = 0;
-    dim3 grid_;
+    TileOrderedLaunch launch_;
 };
 
 // Shared by both precisions: checks the device, resolves auto, builds the instance.
