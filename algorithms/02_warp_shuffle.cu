@@ -10,9 +10,10 @@
 // zeros outside the matrices; then 32 fully unrolled steps, each one FMA per lane fed by a
 // shuffle of the left window and a broadcast of the right buffer (left_shuffle=index, default;
 // left_shuffle=rotate shifts the window by two shuffles per step as the paper's code does, 3
-// shuffles per FMA instead of 2: 2.70 vs 2.06 ms at 256 x 256 on the H200). Lanes whose overlap
-// is narrower than the warp's column range multiply zeros instead of branching. The next chunk's
-// three loads are issued before the current chunk's 32 steps (prefetch across rows and chunks).
+// shuffles per FMA instead of 2; timings: results/nvidia-h200/notes/02_warp_shuffle.md). Lanes
+// whose overlap is narrower than the warp's column range multiply zeros instead of branching. The
+// next chunk's three loads are issued before the current chunk's 32 steps (prefetch across rows
+// and chunks).
 // Blocks are issued centre-out (heaviest overlaps first). The z grid dimension indexes the output
 // matrices (PairMap picks each output's inputs), so every form is one launch per 65535 outputs.
 #include <algorithm>
@@ -55,6 +56,7 @@ __global__ void __launch_bounds__(kWarp * WARPS, 64 / WARPS)
 
 // The instantiated values of the tuning parameters (xcorr/dispatch.hpp), the first the default.
 using Warps = Values<4, 8>;
+constexpr auto kLeftShuffles = choices<LeftMode>({{LeftMode::Index, "index"}, {LeftMode::Rotate, "rotate"}});
 
 class WarpShuffle final : public Instance {
 public:
@@ -63,8 +65,8 @@ public:
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
         Warps::dispatch(warps_, [&](auto w) {
             constexpr int W = decltype(w)::value;
-            auto kernel = mode_ == LeftMode::Index ? warp_shuffle_kernel<W, LeftMode::Index>
-                                                   : warp_shuffle_kernel<W, LeftMode::Rotate>;
+            decltype(&warp_shuffle_kernel<W, LeftMode::Index>) kernel = nullptr;
+            dispatch_choice<kLeftShuffles>(mode_, [&](auto m) { kernel = warp_shuffle_kernel<W, decltype(m)::value>; });
             // One output matrix per grid-z index; more than 65535 outputs take several launches.
             const int count = int(p_.out_count());
             for (int k0 = 0; k0 < count; k0 += 65535) {
@@ -92,9 +94,9 @@ XCORR_REGISTER_VARIANT(Variant{
     .timed = "kernel",
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
     .params = {Warps::param("warps", "warps per block (block = 32 x warps threads)"),
-               {"left_shuffle", {"index", "rotate"},
-                "how lanes read the left window: index = 1 shuffle per step (window stays, the "
-                "source lane advances), rotate = the paper's 2 shuffles per step (window shifts)"}},
+               kLeftShuffles.param("left_shuffle",
+                                   "how lanes read the left window: index = 1 shuffle per step (window stays, the "
+                                   "source lane advances), rotate = the paper's 2 shuffles per step (window shifts)")},
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
         const int warps = param_int(ps, "warps");
         if (!fits_int32_count(p)) throw UsageError("warp-shuffle: more than 2^31 - 1 output matrices");
@@ -102,8 +104,7 @@ XCORR_REGISTER_VARIANT(Variant{
         if (ceil_div(p.out_h(), warps) > 65535)
             throw UsageError("warp-shuffle: output height " + std::to_string(p.out_h()) +
                              " needs more than 65535 block rows");
-        return std::make_unique<WarpShuffle>(
-            p, warps, ps.at("left_shuffle") == "rotate" ? LeftMode::Rotate : LeftMode::Index);
+        return std::make_unique<WarpShuffle>(p, warps, kLeftShuffles.parse(ps.at("left_shuffle"), "left_shuffle"));
     },
 });
 

@@ -26,6 +26,7 @@
 #include "common/device.cuh"
 #include "common/warp_buffer.cuh"
 #include "xcorr/cuda_check.hpp"
+#include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
 
 namespace xcorr {
@@ -34,6 +35,8 @@ namespace {
 constexpr int kWarps = 4;
 
 enum Distribution : int { kNone = 0, kRectangle = 1, kTriangle = 2 };
+// Its names (the `distribution` parameter, xcorr/dispatch.hpp), the first the default.
+constexpr auto kDistributions = choices<Distribution>({{kTriangle, "triangle"}, {kRectangle, "rectangle"}, {kNone, "none"}});
 
 // How worker ids map onto (output row, job); computed on the host.
 struct Jobs {
@@ -153,7 +156,7 @@ Jobs plan_jobs(const Problem& p, const std::string& rows, const std::string& dis
     Jobs J{};
     J.m = std::min(p.hL, p.hR);
     const int M = std::max(p.hL, p.hR), out_h = p.out_h();
-    J.dist = dist == "triangle" ? kTriangle : dist == "rectangle" ? kRectangle : kNone;
+    J.dist = kDistributions.parse(dist, "distribution");
     J.shift = 30;
     if (rows != "n") {
         const int r = std::stoi(rows);
@@ -188,10 +191,10 @@ XCORR_REGISTER_VARIANT(Variant{
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
     .params = {{"rows", {"1", "2", "4", "8", "16", "n"},
                 "overlap rows per job (stripe height); n = no split"},
-               {"distribution", {"triangle", "rectangle", "none"},
-                "worker-to-job mapping: triangle = one worker per job, rectangle = max jobs "
-                "workers per output row (idle ones exit), none = one job per overlap (rows ignored)"},
-               {"warps", {"4"}, "warps per block (fixed at 4, as in the paper's experiments)"}},
+               kDistributions.param("distribution",
+                                    "worker-to-job mapping: triangle = one worker per job, rectangle = max jobs "
+                                    "workers per output row (idle ones exit), none = one job per overlap (rows ignored)"),
+               Values<kWarps>::param("warps", "warps per block (fixed at 4, as in the paper's experiments)")},
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
         if (!fits_int32_count(p)) throw UsageError("split-row: more than 2^31 - 1 output matrices");
         if (!fits_int32_matrix(p)) throw UsageError("split-row: a matrix of 2^31 or more elements");

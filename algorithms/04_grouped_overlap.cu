@@ -21,10 +21,10 @@
 // S + L - 2 zero rows per task, about what the paper's one-row init/final steps cost in shuffles.
 //
 // Unrolling. The paper unrolls all 32 steps. A fully unrolled S8 L8 body is ~3100 instructions
-// (50 KB), likely more than the instruction cache holds (not profiled). Measured on the H200,
-// unrolling 8 steps (runtime broadcast and source lanes, one more shuffle per 32 steps) is 12%
-// faster at 256 x 256 and 25% faster saturated, so U, the steps per unrolled iteration, is
-// chosen per (S, L) below.
+// (50 KB), likely more than the instruction cache holds (not profiled), so U, the steps per
+// unrolled iteration (U < 32: runtime broadcast and source lanes, one more shuffle per 32
+// steps), is chosen per (S, L) in the table below (measurements:
+// results/nvidia-h200/notes/04_grouped_overlap.md).
 // Loads for the next (row group, chunk) are issued before the current 32 steps. Blocks are issued
 // centre-out (heaviest first). The z grid dimension indexes the output matrices.
 #include <algorithm>
@@ -33,6 +33,7 @@
 #include "common/device.cuh"
 #include "common/warp_buffer.cuh"
 #include "xcorr/cuda_check.hpp"
+#include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
 
 namespace xcorr {
@@ -140,17 +141,9 @@ __global__ void __launch_bounds__(kWarp * kWarps, min_blocks(S, LR, U))
 
 using Kernel = void (*)(const float*, const float*, float*, int, int, int, int, int, PairMap);
 
-// The instantiated (overlaps, left rows) pairs: Fig. 15 (S = L) and Fig. 17 / ANCHORS (S2 L8),
-// each with its measured best unroll (H200, one-to-one 64..256 and 4000 x 64x64: S8 L8 unroll 8 is
-// 12-32% faster than 32, S2 L8 unroll 16 up to 12%; 32 is best for the smaller groupings).
-Kernel pick_kernel(int s, int l) {
-    if (s == 1 && l == 1) return grouped_overlap_kernel<1, 1, 32>;
-    if (s == 2 && l == 2) return grouped_overlap_kernel<2, 2, 32>;
-    if (s == 4 && l == 4) return grouped_overlap_kernel<4, 4, 32>;
-    if (s == 8 && l == 8) return grouped_overlap_kernel<8, 8, 8>;
-    if (s == 2 && l == 8) return grouped_overlap_kernel<2, 8, 16>;
-    return nullptr;
-}
+// The instantiated (S = overlaps, L = left rows, U = unroll) rows (xcorr/dispatch.hpp): Fig. 15
+// (S = L) and Fig. 17 / ANCHORS (S2 L8), each with its measured best unroll (notes file).
+using Groupings = Combos<Row<1, 1, 32>, Row<2, 2, 32>, Row<4, 4, 32>, Default<8, 8, 8>, Row<2, 8, 16>>;
 
 class GroupedOverlap final : public Instance {
 public:
@@ -181,17 +174,21 @@ XCORR_REGISTER_VARIANT(Variant{
                "rows cached per step (paper 4.2.2)",
     .timed = "kernel",
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
-    .params = {{"overlaps", {"8", "1", "2", "4"},
-                "S, overlaps per thread (vertically adjacent outputs). Instantiated (S, L) pairs: "
-                "(1,1) (2,2) (4,4) (8,8) (2,8); other pairs are rejected"},
-               {"left_rows", {"8", "1", "2", "4"}, "L, left rows per step (see overlaps for the pairs)"},
-               {"warps", {"4"}, "warps per block (fixed at 4, as in the paper's experiments)"}},
+    .params = {Groupings::param(0, "overlaps",
+                                "S, overlaps per thread (vertically adjacent outputs). Instantiated (S, L) pairs: " +
+                                    Groupings::listing(2, "(", ",", ")") + "; other pairs are rejected"),
+               Groupings::param(1, "left_rows", "L, left rows per step (see overlaps for the pairs)"),
+               Values<kWarps>::param("warps", "warps per block (fixed at 4, as in the paper's experiments)")},
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
         const int s = param_int(ps, "overlaps"), l = param_int(ps, "left_rows");
-        const Kernel kernel = pick_kernel(s, l);
-        if (!kernel)
-            throw UsageError("grouped-overlap: overlaps=" + std::to_string(s) + " left_rows=" +
-                             std::to_string(l) + " is not instantiated; pairs: 1/1 2/2 4/4 8/8 2/8");
+        if (!Groupings::has(std::array{s, l}))
+            throw UsageError("grouped-overlap: overlaps=" + std::to_string(s) + " left_rows=" + std::to_string(l) +
+                             " is not instantiated; pairs: " + Groupings::listing(2, "", "/", ""));
+        Kernel kernel = nullptr;
+        Groupings::dispatch(std::array{s, l}, [&](auto row) {
+            using G = decltype(row);
+            kernel = grouped_overlap_kernel<G::at(0), G::at(1), G::at(2)>;
+        });
         if (!fits_int32_count(p)) throw UsageError("grouped-overlap: more than 2^31 - 1 output matrices");
         if (!fits_int32_matrix(p)) throw UsageError("grouped-overlap: a matrix of 2^31 or more elements");
         return std::make_unique<GroupedOverlap>(p, s, kernel);

@@ -179,6 +179,7 @@ constexpr size_t kMaxSmemBytes = size_t(3) * 64 * 128 * sizeof(float);
 
 // The instantiated values of the tuning parameters (xcorr/dispatch.hpp), the first the default.
 using Warps = Values<16, 8, 4>;
+constexpr auto kGroupPerBlock = choices<bool>({{false, "no"}, {true, "yes"}});
 
 class WarpPerOverlapShared final : public Instance {
 public:
@@ -234,12 +235,12 @@ XCORR_REGISTER_VARIANT(Variant{
     .params = {Warps::param("warps", "warps per block = vertically adjacent overlaps sharing one staging"),
                {"col_group", {"64", "32", "128"}, "columns per column group (thesis: shared_mem_row_size)"},
                {"rows", {"64", "32"}, "rows per staged chunk, >= warps (thesis: shared_mem_rows)"},
-               {"group_per_block", {"no", "yes"},
-                "one column group per block, partial sums added atomically (thesis 3.6.6)"}},
+               kGroupPerBlock.param("group_per_block",
+                                    "one column group per block, partial sums added atomically (thesis 3.6.6)")},
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
-        const std::string gpb = ps.at("group_per_block");
+        const bool gpb = kGroupPerBlock.parse(ps.at("group_per_block"), "group_per_block");
         return std::make_unique<WarpPerOverlapShared>(p, param_int(ps, "warps"), param_int(ps, "col_group"),
-                                                      param_int(ps, "rows"), gpb == "yes");
+                                                      param_int(ps, "rows"), gpb);
     },
 });
 

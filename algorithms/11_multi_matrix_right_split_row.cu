@@ -106,9 +106,7 @@ XCORR_REGISTER_VARIANT(Variant{
     .timed = "zero output (cudaMemsetAsync, only when a stripe is shorter than an overlap) + kernel(s)",
     .forms = {Form::OneToMany, Form::NToMn, Form::NToM},
     .params = {Rights::param("rights", "right matrices per thread (R)"),
-               {"rows", {"1", "2", "4", "8", "16", "n"}, "overlap rows per job (n: the whole overlap, no split)"},
-               {"distribution", {"triangle", "rectangle", "none"},
-                "worker -> job map: exact (triangle), m per output row (rectangle), no split (none, rows=n)"},
+               kSplitRowsParam, kDistributionParam,
                kLaunchParam},
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
         return std::make_unique<MultiRightSplit>(p, param_int(ps, "rights"), ps);

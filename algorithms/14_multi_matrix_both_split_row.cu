@@ -102,9 +102,7 @@ XCORR_REGISTER_VARIANT(Variant{
     .forms = {Form::NToM},
     .params = {Lefts::param("lefts", "left matrices per thread (l)"),
                Rights::param("rights", "right matrices per thread (r)"),
-               {"rows", {"1", "2", "4", "8", "16", "n"}, "overlap rows per job (n: the whole overlap, no split)"},
-               {"distribution", {"triangle", "rectangle", "none"},
-                "worker -> job map: exact (triangle), m per output row (rectangle), no split (none, rows=n)"}},
+               kSplitRowsParam, kDistributionParam},
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
         return std::make_unique<MultiBothSplit>(p, param_int(ps, "lefts"), param_int(ps, "rights"), ps);
     },

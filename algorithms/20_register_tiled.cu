@@ -448,8 +448,7 @@ using Rows = Values<4, 8>;
 std::unique_ptr<Instance> make_register_tiled(const Problem& p, const Params& ps) {
     const int rows = param_int(ps, "rows");
     // auto: more rounds (finer split-K, better balance, a larger reduction) pay only when the
-    // problem is large. H200, one-to-one, waves 1 / 2 / 4: 128: 38.8 / 44.4 us; 192: 121 / 115 us;
-    // 256: 297 (2) / 289 (4) us.
+    // problem is large (thresholds measured: results/nvidia-h200/notes/20_register_tiled.md).
     const double f = p.fmas();
     const int waves = ps.at("waves") == "auto" ? (f < 1e9 ? 1 : f < 3e9 ? 2 : 4) : param_int(ps, "waves");
     if (p.out_h() > (1 << 30) / std::max(p.out_w(), 1))

@@ -269,10 +269,11 @@ __global__ void __launch_bounds__(kThreads, Tile<MODE, AT, DY, BT, RPL>::ACC > 6
 }
 
 // The instantiated values of the tuning parameters (xcorr/dispatch.hpp), the first the default.
-// rights: 4 and 1 with both lefts, 7 with lefts=1 only (select() below).
+// (lefts, rights) with lanes=rights: rights=7 fits the registers with lefts=1 only.
 using Rows = Values<2, 4>;
-using Lefts = Values<1, 2>;
-using Rights = Values<4, 1, 7>;
+using LeftsRights = Combos<Default<1, 4>, Row<1, 1>, Row<1, 7>, Row<2, 4>, Row<2, 1>>;
+enum class Lanes { Auto, Rights, Lefts };
+constexpr auto kLanes = choices<Lanes>({{Lanes::Auto, "auto"}, {Lanes::Rights, "rights"}, {Lanes::Lefts, "lefts"}});
 
 class MultiTiled final : public Instance {
 public:
@@ -283,26 +284,20 @@ public:
     }
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
-        kernel_<<<grid_, kThreads, smem_, stream>>>(left, right, out, p_.hL, p_.wL, p_.hR, p_.wR, P_,
-                                                    order_.get());
-        XC_CHECK_LAUNCH();
+        launch_.run(p_, P_, left, right, out, stream);
     }
 
 private:
-    using KernelFn = void (*)(const float*, const float*, float*, int, int, int, int, Pairs, const unsigned*);
 
     // Picks the instantiation once, untimed, and raises its shared-memory limit.
     void select(bool rpl) {
         if (mode_ == kLanesRights) {
-            Lefts::dispatch(at_, [&](auto a) {
+            LeftsRights::dispatch(std::array{at_, bt_}, [&](auto ab) {
+                using AB = decltype(ab);
                 Rows::dispatch(dy_, [&](auto d) {
-                    constexpr int A = decltype(a)::value, D = decltype(d)::value;
-                    if (bt_ == 4) use<kLanesRights, A, D, 4, false>();
-                    else if (bt_ == 1) use<kLanesRights, A, D, 1, false>();
-                    else if constexpr (A == 1) dispatch<7>(bt_, [&](auto) { use<kLanesRights, 1, D, 7, false>(); }, "rights");
-                    else throw UsageError("multi-matrix-tiled: rights=7 needs lefts=1");
+                    use<kLanesRights, AB::at(0), decltype(d)::value, AB::at(1), false>();
                 }, "rows");
-            }, "lefts");
+            }, "lefts x rights");
         } else {
             Rows::dispatch(dy_, [&](auto d) {
                 if (rpl)
@@ -315,21 +310,13 @@ private:
     template <int MODE, int AT, int DY, int BT, bool RPL>
     void use() {
         using T = Tile<MODE, AT, DY, BT, RPL>;
-        kernel_ = multi_tiled_kernel<MODE, AT, DY, BT, RPL>;
-        smem_ = T::SMEM;
-        XC_CUDA_CHECK(cudaFuncSetAttribute(kernel_, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_)));
-        order_ = shift_tiles_by_work(p_, T::TDY, kTDX);  // largest work first
-        const int64_t nz = int64_t(P_.groupsI) * P_.groupsJ;
-        grid_ = dim3(unsigned(order_.size()), 1, unsigned(std::min<int64_t>(nz, 65535)));
+        launch_.set(p_, P_, multi_tiled_kernel<MODE, AT, DY, BT, RPL>, kThreads, T::SMEM, T::TDY, kTDX);
     }
 
     Problem p_;
     Pairs P_{};
     int mode_, at_, dy_, bt_;
-    DeviceBuffer<unsigned> order_;
-    KernelFn kernel_ = nullptr;
-    size_t smem_ = 0;
-    dim3 grid_;
+    TileOrderedLaunch launch_;
 };
 
 XCORR_REGISTER_VARIANT(Variant{
@@ -338,33 +325,32 @@ XCORR_REGISTER_VARIANT(Variant{
     .summary = "shared-memory tiles + register tile over shifts x lefts x rights (FMA-bound SIMT)",
     .timed = "kernel",
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
-    .params = {{"lanes", {"auto", "rights", "lefts"},
-                "what the 8 pair lanes of a warp take: 8 rights (x4 per thread, lefts shared) or 8 "
-                "lefts (x4 rights per thread); auto picks by slot use"},
+    .params = {kLanes.param("lanes", "what the 8 pair lanes of a warp take: 8 rights (x4 per thread, lefts "
+                                     "shared) or 8 lefts (x4 rights per thread); auto picks by slot use"),
                Rows::param("rows", "shift rows per thread (block = 2*rows x 32 shifts)"),
-               Lefts::param("lefts", "lefts per thread with lanes=rights (2: n-to-m only)"),
-               Rights::param("rights", "rights per thread with lanes=rights (block: 8 x rights)")},
+               LeftsRights::param(0, "lefts", "lefts per thread with lanes=rights (2: n-to-m only)"),
+               LeftsRights::param(1, "rights", "rights per thread with lanes=rights (block: 8 x rights)")},
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
-        const std::string lanes = ps.at("lanes");
+        const Lanes lanes = kLanes.parse(ps.at("lanes"), "lanes");
         const int lefts = param_int(ps, "lefts"), rows = param_int(ps, "rows"), rights = param_int(ps, "rights");
         int nL = p.nL, M = p.form == Form::NToMn ? p.nR / std::max(1, p.nL) : p.nR;
         if (p.form == Form::OneToOne || p.form == Form::OneToMany) nL = 1;
         if (lefts == 2 && p.form != Form::NToM)
             throw UsageError("multi-matrix-tiled: lefts=2 shares rights between two lefts: n-to-m only");
-        if (lanes == "lefts" && nL == 1)
+        if (lanes == Lanes::Lefts && nL == 1)
             throw UsageError("multi-matrix-tiled: lanes=lefts needs several lefts (n-to-mn or n-to-m)");
-        if (lanes == "lefts" && lefts != 1)
+        if (lanes == Lanes::Lefts && lefts != 1)
             throw UsageError("multi-matrix-tiled: lefts=2 needs lanes=rights");
-        if (lefts == 2 && rights == 7)
-            throw UsageError("multi-matrix-tiled: rights=7 with lefts=2 does not fit the registers");
-        if (lanes == "lefts" && rights != 4)
+        if (!LeftsRights::has(std::array{lefts, rights}))
+            throw UsageError("multi-matrix-tiled: rights=" + std::to_string(rights) + " with lefts=" +
+                             std::to_string(lefts) + " does not fit the registers");
+        if (lanes == Lanes::Lefts && rights != 4)
             throw UsageError("multi-matrix-tiled: lanes=lefts holds 4 rights per thread (rights=4)");
-        int mode = lanes == "lefts" ? kLanesLefts : kLanesRights;
-        if (lanes == "auto" && nL > 1 && lefts == 1 && rights == 4) {
+        int mode = lanes == Lanes::Lefts ? kLanesLefts : kLanesRights;
+        if (lanes == Lanes::Auto && nL > 1 && lefts == 1 && rights == 4) {
             // Fraction of the pair slots that hold real pairs under each mapping. lanes=lefts reads
-            // 32 distinct L values per warp load and is shared-memory bound: on the real-data shape
-            // (86 lefts x 50 groups, 96x96) it ran 40.8 ms against 28.4 ms for lanes=rights although
-            // it fills 94% of its slots against 78%, so it must win on slot use by a clear margin.
+            // 32 distinct L values per warp load and is shared-memory bound, so it must win on slot
+            // use by a clear margin (measured: results/nvidia-h200/notes/21_multi_matrix_tiled.md).
             auto use = [](int n, int g) { return double(n) / (ceil_div(n, g) * g); };
             const double by_rights = use(M, 32), by_lefts = use(nL, 8) * use(M, 4);
             if (by_lefts > 1.5 * by_rights) mode = kLanesLefts;

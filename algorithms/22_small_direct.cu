@@ -17,9 +17,10 @@
 // warps=4: 40 registers. Shared memory is dynamic:
 // 4 * (hR * (ow4 + wR4 + 4) + hR * wR4 + warps * ow4) bytes (ow4 = out_w rounded up to 128,
 // wR4 = wR rounded up to 4); problems needing more than 200 KB (about 100 x 100) are refused.
-// Bottleneck: latency (launch, one global round trip, two barriers): 3.5 us at 16 x 16 on the
-// H200; from 64 x 64 on, the 2 LDS.128 + 1 broadcast per 16 FMAs with 2 warps per SMSP and a
-// 4-deep FMA chain per accumulator make it slower than register-tiled beyond ~80 x 80.
+// Bottleneck: latency (launch, one global round trip, two barriers; timings:
+// results/nvidia-h200/notes/22_small_direct.md); from 64 x 64 on, the 2 LDS.128 + 1 broadcast per
+// 16 FMAs with 2 warps per SMSP and a 4-deep FMA chain per accumulator make it slower than
+// register-tiled beyond ~80 x 80.
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -333,16 +333,27 @@ __global__ void __launch_bounds__(kThreads, SPLIT ? 3 : 2)
 #endif
 }
 
+// The instantiated values (xcorr/dispatch.hpp): rights per block with n_map=rights, 8 per n tile
+// (an MMA's N), the first the default when a left has more than 8 rights.
+using Rights = Values<16, 8>;
+static_assert([] {
+    for (int r : Rights::list)
+        if (r % 8 != 0) return false;
+    return true;
+}(), "rights come in n tiles of 8");
+enum class NMap { Auto, Rights, Rows };
+constexpr auto kNMaps = choices<NMap>({{NMap::Auto, "auto"}, {NMap::Rights, "rights"}, {NMap::Rows, "rows"}});
+
 class TensorTiled final : public Instance {
 public:
-    TensorTiled(const Problem& p, bool split, int mode, int nt) : p_(p) {
-        P_ = pairs_of(p, 1, mode == kRows ? 1 : 8 * nt);
+    TensorTiled(const Problem& p, bool split, int mode, int rights) : p_(p) {
+        P_ = pairs_of(p, 1, mode == kRows ? 1 : rights);
         auto pick = [&](auto s) {
             constexpr bool S = decltype(s)::value;
             if (mode == kRows)
                 use<kRows, 1, S>();
             else
-                dispatch<1, 2>(nt, [&](auto n) { use<kRights, decltype(n)::value, S>(); }, "n tiles");
+                Rights::dispatch(rights, [&](auto r) { use<kRights, decltype(r)::value / 8, S>(); }, "rights");
         };
         if (split)
             pick(std::true_type{});
@@ -351,51 +362,42 @@ public:
     }
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
-        kernel_<<<grid_, kThreads, smem_, stream>>>(left, right, out, p_.hL, p_.wL, p_.hR, p_.wR, P_, order_.get());
-        XC_CHECK_LAUNCH();
+        launch_.run(p_, P_, left, right, out, stream);
     }
 
 private:
-    using KernelFn = void (*)(const float*, const float*, float*, int, int, int, int, Pairs, const unsigned*);
-
     template <int MODE, int NT, bool SPLIT>
     void use() {
         using T = Tile<MODE, NT>;
-        kernel_ = tensor_tiled_kernel<MODE, NT, SPLIT>;
-        smem_ = T::SMEM;
-        XC_CUDA_CHECK(cudaFuncSetAttribute(kernel_, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_)));
-        order_ = shift_tiles_by_work(p_, T::TDY, kTDX);  // largest work first
-        const int64_t nz = int64_t(P_.groupsI) * P_.groupsJ;
-        grid_ = dim3(unsigned(order_.size()), 1, unsigned(std::min<int64_t>(nz, 65535)));
+        launch_.set(p_, P_, tensor_tiled_kernel<MODE, NT, SPLIT>, kThreads, T::SMEM, T::TDY, kTDX);
     }
 
     Problem p_;
     Pairs P_{};
-    DeviceBuffer<unsigned> order_;
-    KernelFn kernel_ = nullptr;
-    size_t smem_ = 0;
-    dim3 grid_;
+    TileOrderedLaunch launch_;
 };
 
 // Shared by both precisions: checks the device, resolves auto, builds the instance.
 std::unique_ptr<Instance> make_tensor_tiled(const Problem& p, const Params& ps, bool split) {
-    const std::string nmap = ps.at("n_map"), rights = ps.at("rights");
-    if (nmap == "rows" && rights != "auto")
+    const NMap nmap = kNMaps.parse(ps.at("n_map"), "n_map");
+    const std::string rights = ps.at("rights");
+    if (nmap == NMap::Rows && rights != "auto")
         throw UsageError("tensor-tiled: rights applies to n_map=rights (rows holds one pair per block)");
     require_mma_tf32("tensor-tiled");
     const int M = pair_map(p).grid().M;  // rights per left
-    const int mode = nmap == "rows" || (nmap == "auto" && M == 1) ? kRows : kRights;
-    const int nt = rights == "auto" ? (M <= 8 ? 1 : 2) : std::stoi(rights) / 8;
-    return std::make_unique<TensorTiled>(p, split, mode, nt);
+    const int mode = nmap == NMap::Rows || (nmap == NMap::Auto && M == 1) ? kRows : kRights;
+    // auto: the fewest n tiles that hold a left's rights (all of them past the largest)
+    const int r = rights == "auto" ? Rights::at_least(std::min(M, Rights::max())) : std::stoi(rights);
+    return std::make_unique<TensorTiled>(p, split, mode, r);
 }
 
 const std::vector<ParamSpec> kParams = {
-    {"n_map", {"auto", "rights", "rows"},
-     "what the MMA's 8 N columns take: 8 rights of one left (rights) or 8 shift rows of one pair "
-     "(rows); auto: rows when every left has one right"},
-    {"rights", {"auto", "16", "8"},
-     "rights per block with n_map=rights (8 per n tile, 4 warps share them); auto: 8 when a left "
-     "has at most 8 rights"},
+    kNMaps.param("n_map", "what the MMA's 8 N columns take: 8 rights of one left (rights) or 8 shift rows of one pair "
+                          "(rows); auto: rows when every left has one right"),
+    Rights::param("rights",
+                  "rights per block with n_map=rights (8 per n tile, 4 warps share them); auto: 8 when a left "
+                  "has at most 8 rights",
+                  "auto"),
 };
 
 XCORR_REGISTER_VARIANT(Variant{

@@ -23,9 +23,8 @@
 //     around their 24 MMAs. Skipping per (k step, n tile of 8 shifts) instead would drop 1/5 of
 //     the real-data shape's MMAs, but ptxas predicates each HMMA and puts a WARPSYNC with a
 //     5-cycle stall before it, and per pair of n tiles it drains the pipe at every branch (an
-//     HMMA result is waited for 24 cycles): measured, both were no faster (real-data 18.4 and
-//     18.4 ms against 18.7; 1-to-32 at 256 4.68 and 4.89 ms against 4.68; 32-to-32 at 256 145.7
-//     ms per pair against 143.2), so the simplest stays.
+//     HMMA result is waited for 24 cycles): measured, both were no faster (notes file), so the
+//     simplest stays.
 // Block: 4 warps stacked along dy, each 2 shift rows x 32 shifts x 16 rights; block tile 8 dy x
 // 32 dx x 16 rights of one left. Blocks stride over the work items (shift tile, left and group of
 // 16 rights), heaviest tile first across the groups (TileSchedule, xcorr/shift_tiles_launch.cuh). The K

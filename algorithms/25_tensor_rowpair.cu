@@ -23,8 +23,8 @@
 //     warp's skipped k steps only free the tensor pipe for the other blocks on its SM.
 //   * Work item = (shift tile, pair group), ordered tile-major inside windows of pair groups whose
 //     inputs fit in half the L2: with blockIdx.x over tiles and blockIdx.z over groups (24), the
-//     heaviest tiles of the last groups started late and the SMs idled 19% of 1-to-32 at 256
-//     (5.55 ms, now 4.58; TileSchedule in xcorr/shift_tiles_launch.cuh, which 24 now uses too).
+//     heaviest tiles of the last groups started late and the SMs idled (timings: notes file;
+//     TileSchedule in xcorr/shift_tiles_launch.cuh, which 24 now uses too).
 // Block: 4 warps, 2 along dy x 2 along dx; block tile 16 dy x 32 dx x 8 rights of one left. The K
 // loop walks the union of the block's overlaps in chunks of 4 row pairs x 32 columns,
 // double-buffered as in 24: the next chunk's global loads are issued into registers before the

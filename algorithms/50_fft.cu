@@ -72,6 +72,7 @@
 #include "common/device.cuh"
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/device_buffer.hpp"
+#include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
 
 namespace xcorr {
@@ -224,7 +225,7 @@ __global__ void __launch_bounds__(kThreads) product_kernel(ProductArgs a) {
 // pairs. A thread owns one 16-byte element pair of every slot of one tile: it loads TL left and
 // TR right float4 once and writes TL * TR products, so a product costs 16 bytes of writes and
 // (TL + TR) / (TL * TR) x 16 bytes of reads instead of 32 (product_kernel reads both spectra per
-// product: 0.52 ms of the 2.04 ms of 32-to-32 at 256 on the H200). blockIdx.y walks the tiles,
+// product; its share of the time: results/nvidia-h200/notes/50_fft.md). blockIdx.y walks the tiles,
 // left tiles fastest (strided beyond 65535); the x dimension of the grid walks the elements.
 // Product slot of left i and chunk right jj: jj * nL + i (right-major, as output_of_slot expects).
 constexpr int kTileL = 4, kTileR = 4;
@@ -713,9 +714,13 @@ private:
 // factor of ~7 for other seeds, shapes and sizes.
 constexpr double kTolerance = 2e-6;
 
-// Defaults from the H200 measurements: with cached plans out-of-place is as fast or faster on
-// large batches (n-to-mn real-data shape 2.31 vs 2.44 ms); creating the plans of the in-place
-// layout costs ~0.3 ms less at small sizes, which dominates fft+plan there.
+// Defaults from the H200 measurements (results/nvidia-h200/notes/50_fft.md): with cached plans
+// out-of-place is as fast or faster on large batches; creating the plans of the in-place layout
+// costs less at small sizes, which dominates fft+plan there.
+enum class Launch { Graph, Stream };
+constexpr auto kLaunches = choices<Launch>({{Launch::Graph, "graph"}, {Launch::Stream, "stream"}});
+enum class Layout { OutOfPlace, InPlace };
+constexpr auto kLayouts = choices<Layout>({{Layout::OutOfPlace, "outofplace"}, {Layout::InPlace, "inplace"}});
 const char* const kLayoutHelp =
     "outofplace: separate real and complex slots; inplace: the spectrum overwrites its padded real slot "
     "(half the workspace)";
@@ -729,11 +734,12 @@ XCORR_REGISTER_VARIANT(Variant{
     .precision = "fp32",
     .tolerance = kTolerance,
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
-    .params = {{"launch", {"graph", "stream"},
-                "graph: steps captured once into a CUDA graph at factory time; stream: plain launches"},
-               {"layout", {"outofplace", "inplace"}, kLayoutHelp}},
+    .params = {kLaunches.param("launch",
+                               "graph: steps captured once into a CUDA graph at factory time; stream: plain launches"),
+               kLayouts.param("layout", kLayoutHelp)},
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
-        return std::make_unique<Fft>(p, true, ps.at("launch") == "graph", ps.at("layout") == "inplace");
+        return std::make_unique<Fft>(p, true, kLaunches.parse(ps.at("launch"), "launch") == Launch::Graph,
+                                     kLayouts.parse(ps.at("layout"), "layout") == Layout::InPlace);
     },
     .pilot_batch = true,  // microseconds where the definition's FMA count says milliseconds
 });
@@ -747,9 +753,9 @@ XCORR_REGISTER_VARIANT(Variant{
     .precision = "fp32",
     .tolerance = kTolerance,
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
-    .params = {{"layout", {"inplace", "outofplace"}, kLayoutHelp}},
+    .params = {kLayouts.param("layout", kLayoutHelp, Layout::InPlace)},
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
-        return std::make_unique<Fft>(p, false, false, ps.at("layout") == "inplace");
+        return std::make_unique<Fft>(p, false, false, kLayouts.parse(ps.at("layout"), "layout") == Layout::InPlace);
     },
     .max_batch = 1,  // a call is dominated by host-side plan creation
 });

@@ -26,8 +26,7 @@
 // every spectrum: spectrum_kernel transforms all N + M matrices and pair_kernel runs phases 2
 // (product and inverse only) and 3 per output pair. The second kernel is a programmatic
 // dependent launch: it starts while spectrum_kernel runs and waits for the spectra only before
-// phase 2, so its launch and the right's row DFTs overlap the left's transform (one-to-one
-// 16 x 16: 6.5 -> 4.9 us, 64 x 64: 18.4 -> 15.3 us on the H200).
+// phase 2, so its launch and the right's row DFTs overlap the left's transform (gain: notes file).
 //
 // Mapping of work to threads. Every length-N DFT belongs to one team of T = N / E threads inside
 // a warp (E = 8, 8, 24, 16, 24 elements per thread for N = 32, 64, 96, 128, 192, so T = 4 or 8);
@@ -44,15 +43,14 @@
 // segments, a transpose: the exchange is stored rotated (row r shifted by r), the row pitch is
 // Qh + 1, and in phases 1 and 3 the two teams of a half-warp take row pairs p and p + 2. A bank
 // model of every access pattern (64-bit accesses, per half-warp) gives no conflicts for N = 64,
-// 128, 192; ncu on the real-data shape: 2.1 M conflicts in 79.7 M shared wavefronts (33 M in
-// 110.6 M before, and 1.12 against 0.87 ms).
+// 128, 192 (ncu counts: results/nvidia-h200/notes/51_fft_fused.md).
 //
 // Why this beats five cuFFT passes: per 96 x 96 right matrix of the real-data shape it moves
 // 36 KB in and 146 KB out of DRAM plus 149 KB of left spectrum from L2 (the fft variant moves
 // about 1.7 MB); the transforms run out of shared memory at one block per SM. The half spectrum
 // must fit in shared memory (N <= 192, 151 KB with the twiddles); beyond, the staged path, up to
 // N = 1024; larger problems are refused with a pointer to `fft`. Sizes are compile-time (the
-// register arrays and the unrolled DFTs); adding one means one TeamPlan line and one dispatch
+// register arrays and the unrolled DFTs); adding one means one TeamPlan line and one `Sizes`
 // value (N = 384 and 768 have no two-stage plan with T | E, so 257 .. 511 take N = 512).
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0; no spills, no stack frame), registers of spectrum /
@@ -610,14 +608,7 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a) {
 // correlate, pair) / out_rows registers: N = 256: 61 / 64, 128, 64 / 62; 512: 100 / 102, 128, 104 /
 // 103; 1024: 115 / 121, 175, 122 / 101. Shared memory: rows and out_rows (teams N + N) x 8 bytes
 // (68 KB at N = 512), cols (N (TC + 1) + N) x 8 bytes (74 KB at N = 512).
-// Measured (H200, results/ at 0a72535c556e): 1-to-32 at 256 (N = 512) 97 us (cuFFT pipeline 122,
-// the paper's fft 115); 32-to-32 at 256 1.72 ms (1.91; 1.97); one-to-one 256 30 us against 20.6:
-// a single pair is 5 launches of a few blocks each, latency-bound. ncu at 1-to-32 256 (before the
-// overlapped row pass, 102 us): left rows 7.4 + left columns 7.6 (8 and 17 blocks: latency),
-// right rows 12.1, columns with product and inverse 46.7 (544 blocks, 32% issue, 12% of DRAM:
-// each block loads its tile, then computes, then stores, with nothing to overlap them), output
-// rows 28.2 us (2.4 TB/s). The estimate above (4.4 MB per right at 3 TB/s: ~50 us) leaves about
-// 2x, mostly in the column pass: a double-buffered tile would be the next step.
+// Measurements of the staged path: results/nvidia-h200/notes/51_fft_fused.md.
 
 template <int N>
 struct Staged {
@@ -770,27 +761,26 @@ __global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs
 // The instance
 // ---------------------------------------------------------------------------------------------
 
-constexpr int kSizes[] = {32, 64, 96, 128, 192, 256, 512, 1024};
+// The instantiated transform sizes N (xcorr/dispatch.hpp): a problem takes the smallest that holds
+// its output.
+using Sizes = Values<32, 64, 96, 128, 192, 256, 512, 1024>;
 constexpr int kMaxOneBlock = 192;  // larger transforms take the staged path
+static_assert(Sizes::has(kMaxOneBlock), "the one-block path's largest size is instantiated");
 
 template <class F>
 void for_size(int n, F&& f) {
-    dispatch<32, 64, 96, 128, 192, 256, 512, 1024>(n, f, "fft-fused transform size");
+    Sizes::dispatch(n, f, "fft-fused transform size");
 }
 
 class FftFused final : public Instance {
 public:
     explicit FftFused(const Problem& p) : p_(p) {
-        const int need = std::max(p.out_h(), p.out_w());
-        for (int s : kSizes)
-            if (s >= need) {
-                N_ = s;
-                break;
-            }
+        N_ = Sizes::at_least(std::max(p.out_h(), p.out_w()));
         if (N_ == 0)
             throw UsageError("fft-fused: " + p.describe() + " has a " + std::to_string(p.out_h()) + " x " +
-                             std::to_string(p.out_w()) + " output; transforms go up to 1024 (outputs up to 1023 x "
-                             "1023; use fft)");
+                             std::to_string(p.out_w()) + " output; transforms go up to " +
+                             std::to_string(Sizes::max()) + " (outputs up to " + std::to_string(Sizes::max() - 1) +
+                             " x " + std::to_string(Sizes::max() - 1) + "; use fft)");
         int dev = 0;
         XC_CUDA_CHECK(cudaGetDevice(&dev));
         XC_CUDA_CHECK(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, dev));

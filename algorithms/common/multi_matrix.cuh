@@ -62,12 +62,8 @@ inline Geometry geometry(const Problem& p) {
 // an SM, and the block scheduler's round-robin then gives each SM blocks of similar height (all
 // tall or all short); top-down order mixes heights better (a round-robin model of the shuffles per
 // SM: busiest / average 1.65 centre-first against 1.375 top-down). So the kernels run centre-first
-// only when the grid exceeds one wave of resident blocks. Measured on the H200 with both orders
-// forced (1-to-32; revisions e120703 and 81d2bcb, results/nvidia-h200/probes/README.md):
-//   size  multi-matrix-right R8       mm-right+grouped 4/4/4      (centre-first / top-down)
-//    64   214 / 195 us (one wave)     151 / 133 us (one wave)
-//   128   1.74 / 1.88 ms              1.05 / 1.14 ms
-//   256   22.4 / 22.6 ms              11.9 / 12.0 ms
+// only when the grid exceeds one wave of resident blocks (measured with both orders forced:
+// results/nvidia-h200/notes/10_multi_matrix_right.md).
 // Row block of this block: blockIdx.z, centre-first or top-down as the host chose (BlockOrder,
 // harness/xcorr/multi_matrix_launch.cuh).
 __device__ __forceinline__ int row_block(bool centre_first) {

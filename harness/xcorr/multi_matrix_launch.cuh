@@ -85,18 +85,15 @@ private:
 
 // ---------------------------------------------------------------------------------------------
 // Split-row plans (the distributions: common/multi_matrix.cuh, SplitView).
-inline Distribution parse_distribution(const std::string& v) {
-    if (v == "none") return Distribution::None;
-    if (v == "rectangle") return Distribution::Rectangle;
-    if (v == "triangle") return Distribution::Triangle;
-    throw UsageError("distribution must be none, rectangle or triangle, not " + v);
-}
+// The distribution's names, the first the default (xcorr/dispatch.hpp).
+inline constexpr auto kDistributions = choices<Distribution>(
+    {{Distribution::Triangle, "triangle"}, {Distribution::Rectangle, "rectangle"}, {Distribution::None, "none"}});
 
 class SplitPlan {
 public:
     // rows_text: "1", "2", ... or "n" (the whole overlap: no split).
     SplitPlan(const Problem& p, const std::string& dist_text, const std::string& rows_text)
-        : dist_(parse_distribution(dist_text)) {
+        : dist_(kDistributions.parse(dist_text, "distribution")) {
         const int max_height = std::min(p.hL, p.hR);
         if (rows_text == "n") rows_ = std::max(p.hL, p.hR);
         else {
@@ -160,6 +157,12 @@ void for_lefts(std::optional<StreamFan>& fan, cudaStream_t stream, int lefts, F&
     else
         launch(0, lefts, stream);
 }
+// The split-row variants' `rows` and `distribution` parameters (SplitPlan reads them).
+inline const ParamSpec kSplitRowsParam{
+    "rows", {"1", "2", "4", "8", "16", "n"}, "overlap rows per job (n: the whole overlap, no split)"};
+inline const ParamSpec kDistributionParam = kDistributions.param(
+    "distribution", "worker -> job map: exact (triangle), m per output row (rectangle), no split (none, rows=n)");
+
 // Their `launch` parameter (parse_launch reads it).
 inline const ParamSpec kLaunchParam{
     "launch", {"grid", "streams1", "streams20"},

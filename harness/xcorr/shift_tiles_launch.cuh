@@ -1,7 +1,7 @@
 // The host side of the shared-memory tiled kernels (algorithms/21_*, 23_* .. 26_*; their device
 // side is algorithms/common/shift_tiles.cuh): the order of the shift tiles by work, the schedule of
-// (shift tile, pair group) work items, and GroupTiled, the Instance that launches a kernel striding
-// over them.
+// (shift tile, pair group) work items, TileOrderedLaunch (a block per shift tile and pair group),
+// and GroupTiled, the Instance that launches a kernel striding over the work items.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -68,6 +68,35 @@ public:
 private:
     DeviceBuffer<unsigned> order_;
     int64_t ngroups_, zwin_ = 1;
+};
+
+// The launch of a kernel with a block per (shift tile, pair group): blockIdx.x through the shift
+// tiles by work (shift_tiles_by_work), blockIdx.z over the pair groups (the kernel strides beyond
+// 65535) (21_multi_matrix_tiled.cu, 23_tensor_3xtf32.cu):
+// kernel(left, right, out, hL, wL, hR, wR, pairs, order). set() takes the instantiation once,
+// untimed, raises its shared-memory limit and builds the tile order; run() enqueues it.
+using TileOrderedKernel = void (*)(const float*, const float*, float*, int, int, int, int, Pairs, const unsigned*);
+class TileOrderedLaunch {
+public:
+    void set(const Problem& p, const Pairs& P, TileOrderedKernel kernel, int threads, size_t smem, int tdy, int tdx) {
+        kernel_ = kernel, threads_ = threads, smem_ = smem;
+        XC_CUDA_CHECK(cudaFuncSetAttribute(kernel_, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_)));
+        order_ = shift_tiles_by_work(p, tdy, tdx);  // largest work first
+        const int64_t nz = int64_t(P.groupsI) * P.groupsJ;
+        grid_ = dim3(unsigned(order_.size()), 1, unsigned(std::min<int64_t>(nz, 65535)));
+    }
+    void run(const Problem& p, const Pairs& P, const float* left, const float* right, float* out,
+             cudaStream_t stream) const {
+        kernel_<<<grid_, threads_, smem_, stream>>>(left, right, out, p.hL, p.wL, p.hR, p.wR, P, order_.get());
+        XC_CHECK_LAUNCH();
+    }
+
+private:
+    TileOrderedKernel kernel_ = nullptr;
+    int threads_ = 0;
+    size_t smem_ = 0;
+    DeviceBuffer<unsigned> order_;
+    dim3 grid_;
 };
 
 // The launch wrapper of a kernel that strides over TileSchedule work items with a block per (left,
