@@ -15,8 +15,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from xcsuite import paths  # noqa: F401  (puts the repository root, with experiments/, on sys.path)
-from experiments._spec import case_key  # noqa: E402
+from experiments._spec import case_key
 
 FORMAT = "xcsuite-results/2"
 DIM_KEYS = ("hL", "wL", "hR", "wR", "nL", "nR")
