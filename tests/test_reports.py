@@ -394,3 +394,36 @@ def test_application_without_a_build_says_which_fallback_it_uses(tmp_path, capsy
     assert app.main(["--algorithm", "reference", "--build", str(tmp_path / "no-build")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "needs" in err[0] and "no-build" in err[0]
+
+
+# --- the figure plan stored with the results (docs/RESULTS.md, "members") ---
+
+def test_figures_are_drawn_from_the_members_the_runner_stored(fake_results, tmp_path):
+    """The runner stores the expansion once; the reader takes it from the file, and derives the
+    same for a file written before it was stored (without writing anything)."""
+    from xcsuite import figdata, resultfile
+    from xcsuite.results import load_results
+    import experiments as suite
+
+    s = summary.load_summary(fake_results)
+    fig16 = suite.load("fig16")
+    stored = load_results(fake_results / "fig16.json")["members"]
+    assert stored and all(m["keys"] for m in stored)
+    d = tmp_path / "gpu"
+    shutil.copytree(fake_results, d)
+    data = load_results(d / "fig16.json")
+    del data["members"]  # an older file
+    resultfile.write_atomic(d / "fig16.json", data)
+    before = (d / "fig16.json").read_bytes()
+    assert figdata.members(fig16, s, d) == resultfile.decode_members(stored)
+    assert (d / "fig16.json").read_bytes() == before
+    full, _ = figdata.points(fig16, s, fake_results)
+    # a file whose runner planned fewer points: the figure follows the file, not the definition
+    data["members"] = stored[1:]
+    resultfile.write_atomic(d / "fig16.json", data)
+    fewer, _ = figdata.points(fig16, s, d)
+    assert len(fewer) == len(full) - 1 and len(full) > 1
+    data["members"] = "not a list"
+    (d / "fig16.json").write_text(json.dumps(data))
+    with pytest.raises(Exception, match="members is no list"):
+        figdata.points(fig16, s, d)

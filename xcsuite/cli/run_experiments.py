@@ -510,6 +510,7 @@ def run_plans(args, ctx, exps, registry, protocol, max_fmas, remeasure, smi, run
         state.meta["max_fmas"] = max_fmas
         state.meta["unavailable"] = [{"series": s, "shape": (list(sh.dims()) if sh else None), "reason": r}
                                      for s, sh, r in ex.unavailable]
+        state.data["members"] = resultfile.encode_members(ex.members)  # what the figures draw: no reader expands
         done = state.done_keys(protocol["repetitions"], args.retry_failed, remeasure, ctx.get("xcorr_git_revision"))
         pending = [c for c in ex.cases if c.key not in done]
         if not pending:
