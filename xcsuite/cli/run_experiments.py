@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import datetime as dt
 import json
 import os
@@ -39,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from xcsuite import paths
@@ -370,7 +372,35 @@ def estimate(exps, registry, protocol, results_dir: Path | None, max_fmas=None, 
     return total_pending
 
 
-def main(argv=None) -> int:
+class Stop(Exception):
+    """Ends the command with one line on stderr and the given exit status."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class Setup:
+    """What the command line selects, checked against the build's registry."""
+
+    exps: list
+    registry: list
+    protocol: dict
+    max_fmas: float | None
+    remeasure: frozenset
+
+
+@dataclass
+class Plan:
+    """One experiment's work left: its results file and the cases to run, in definition order."""
+
+    exp: object
+    state: State
+    pending: list
+
+
+def parse_args(argv) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("experiments", nargs="*", help="experiments to run (names or comma lists; default: all)")
     ap.add_argument("--build", default=str(paths.ROOT / "build"), help="build directory (default: build/)")
@@ -391,127 +421,147 @@ def main(argv=None) -> int:
     ap.add_argument("--allow-dirty", action="store_true",
                     help="record measurements of a build whose git revision is '-dirty' or unknown")
     ap.add_argument("--no-progress", action="store_true")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
 
-    if args.list:
-        for e in suite.load_all():
-            print(f"{e.name:<12} {e.paper:<28} {e.title}")
-        return 0
+
+def setup(args) -> Setup:
     exps = select(args.experiments)
-    protocol = QUICK_PROTOCOL if args.quick else PROTOCOL
-    max_fmas = args.max_fmas if args.max_fmas is not None else (QUICK_MAX_FMAS if args.quick else None)
     try:
         registry = load_registry(args.build, args.registry)
     except (FileNotFoundError, RuntimeError) as e:
-        print(f"run_experiments: {e}", file=sys.stderr)
-        return 2
-
+        raise Stop(2, str(e)) from None
     remeasure = frozenset(v.strip() for v in args.remeasure.split(",") if v.strip())
     unknown = sorted(remeasure - {v["name"] for v in registry})
     if unknown:
-        print(f"run_experiments: --remeasure: unknown variant(s) {', '.join(unknown)}", file=sys.stderr)
-        return 2
+        raise Stop(2, f"--remeasure: unknown variant(s) {', '.join(unknown)}")
+    max_fmas = args.max_fmas if args.max_fmas is not None else (QUICK_MAX_FMAS if args.quick else None)
+    return Setup(exps, registry, QUICK_PROTOCOL if args.quick else PROTOCOL, max_fmas, remeasure)
 
-    if args.estimate:
-        results_dir = None
-        ctx = {}
-        try:
-            ctx = gpu_info(args.build)
-            results_dir = Path(args.results) / (paths.gpu_slug(ctx["xcorr_gpu_name"]) + (paths.QUICK_SUFFIX if args.quick else ""))
-        except (NoGpu, FileNotFoundError, RuntimeError, KeyError):
-            pass
-        try:
-            estimate(exps, registry, protocol, results_dir, max_fmas, remeasure, ctx.get("xcorr_git_revision"))
-        except ResultsError as e:
-            print(f"run_experiments: {e}", file=sys.stderr)
-            return 2
-        return 0
 
+def print_estimate(args, su: Setup) -> None:
+    """--estimate: the cost of every selected experiment, and of what its results file lacks
+    where a GPU tells which results folder is meant."""
+    results_dir = None
+    ctx = {}
+    try:
+        ctx = gpu_info(args.build)
+        results_dir = Path(args.results) / (paths.gpu_slug(ctx["xcorr_gpu_name"]) + (paths.QUICK_SUFFIX if args.quick else ""))
+    except (NoGpu, FileNotFoundError, RuntimeError, KeyError):
+        pass
+    estimate(su.exps, su.registry, su.protocol, results_dir, su.max_fmas, su.remeasure, ctx.get("xcorr_git_revision"))
+
+
+def measuring_gpu(args) -> dict:
+    """The benchmark context of the GPU the build will measure; refused where there is none or
+    where its measurements could not be traced to a commit."""
     try:
         ctx = gpu_info(args.build)
     except NoGpu as e:
-        print(f"run_experiments: no GPU: {e}", file=sys.stderr)
-        return 3
+        raise Stop(3, f"no GPU: {e}") from None
     except (FileNotFoundError, RuntimeError) as e:
-        print(f"run_experiments: {e}", file=sys.stderr)
-        return 2
+        raise Stop(2, str(e)) from None
     if not (Path(args.build) / "xcorr_bench").exists():
-        print(f"run_experiments: {args.build}/xcorr_bench not found: build first", file=sys.stderr)
-        return 2
+        raise Stop(2, f"{args.build}/xcorr_bench not found: build first")
     rev = str(ctx.get("xcorr_git_revision", "unknown"))
     if not args.quick and not args.allow_dirty and (rev.endswith("-dirty") or rev == "unknown"):
         # Results name the revision they measured; "-dirty" or "unknown" names no code anyone can
         # check out (scripts/git-revision says how the revision is found on a copied tree).
-        print(f"run_experiments: the binary in {args.build} reports git revision '{rev}': its sources are not a "
-              "commit, so its measurements could not be traced. Commit and rebuild (on a copied tree, set "
-              "XCORR_GIT_REVISION to the copied commit's hash before building), or pass --allow-dirty",
-              file=sys.stderr)
-        return 2
+        raise Stop(2, f"the binary in {args.build} reports git revision '{rev}': its sources are not a "
+                      "commit, so its measurements could not be traced. Commit and rebuild (on a copied tree, set "
+                      "XCORR_GIT_REVISION to the copied commit's hash before building), or pass --allow-dirty")
+    return ctx
 
-    smi = nvidia_smi()
+
+@contextlib.contextmanager
+def gpu_lock(ctx: dict, smi: dict):
+    """Holds the GPU's lock (xcsuite/gpulock.py) for the measuring run."""
     lock = GpuLock(gpu_key(ctx, smi.get("gpus", [])), ctx.get("xcorr_gpu_name", ""))
     try:
         lock.acquire()
     except GpuBusy as e:
-        print(f"run_experiments: {e}: wait until it ends, or stop it", file=sys.stderr)
-        return 2
+        raise Stop(2, f"{e}: wait until it ends, or stop it") from None
     except OSError as e:
-        print(f"run_experiments: cannot take the GPU lock {lock.path}: {e} (set XCORR_LOCK_DIR to a writable "
-              "folder shared by every runner of this machine)", file=sys.stderr)
-        return 2
+        raise Stop(2, f"cannot take the GPU lock {lock.path}: {e} (set XCORR_LOCK_DIR to a writable "
+                      "folder shared by every runner of this machine)") from None
     try:
-        return measure(args, ctx, exps, registry, protocol, max_fmas, remeasure, smi, lock)
-    except ResultsError as e:
-        print(f"run_experiments: {e}", file=sys.stderr)
-        return 2
+        yield lock
     finally:
         lock.release()
 
 
-def measure(args, ctx, exps, registry, protocol, max_fmas, remeasure, smi, lock) -> int:
-    """The measuring run, under the GPU lock: plans the pending cases and runs them."""
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.list:
+        for e in suite.load_all():
+            print(f"{e.name:<12} {e.paper:<28} {e.title}")
+        return 0
+    try:
+        su = setup(args)
+        if args.estimate:
+            print_estimate(args, su)
+            return 0
+        ctx = measuring_gpu(args)
+        smi = nvidia_smi()
+        with gpu_lock(ctx, smi) as lock:
+            return measure(args, su, ctx, smi, lock)
+    except (Stop, ResultsError) as e:
+        print(f"run_experiments: {e}", file=sys.stderr)
+        return e.status if isinstance(e, Stop) else 2
+
+
+def measure(args, su: Setup, ctx: dict, smi: dict, lock) -> int:
+    """The measuring run, under the GPU lock: plans the pending cases, runs them, reports."""
     slug = paths.gpu_slug(ctx.get("xcorr_gpu_name", "unknown")) + (paths.QUICK_SUFFIX if args.quick else "")
     out_dir = Path(args.results) / slug
     log_dir = out_dir / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     start = time.time()
     deadline = start + args.max_minutes * 60 if args.max_minutes else None
-    runner = Runner(args, registry, protocol, deadline, log_dir)
+    runner = Runner(args, su.registry, su.protocol, deadline, log_dir)
     runner.pass_fds = (lock.fd,)
     saved_handlers = {s: signal.signal(s, runner.stop) for s in STOP_SIGNALS}
     try:
-        return run_plans(args, ctx, exps, registry, protocol, max_fmas, remeasure, smi, runner, out_dir, start)
+        plans = plan(args, su, ctx, out_dir)
+        total_est = sum(runner.est(c) for p in plans for c in p.pending)
+        print(f"GPU: {ctx.get('xcorr_gpu_name')} -> {out_dir}; {sum(len(p.pending) for p in plans)} cases pending in "
+              f"{len(plans)} experiment(s), estimated {format_seconds(total_est)}"
+              + (f"; budget {args.max_minutes:g} min" if args.max_minutes else ""))
+        if not plans:
+            return 0
+        run_all(plans, runner, args, ctx, smi, total_est)
+        return report(plans, runner, args, start)
     finally:
         runner.kill_child()
         for s, h in saved_handlers.items():
             signal.signal(s, h)
 
 
-def run_plans(args, ctx, exps, registry, protocol, max_fmas, remeasure, smi, runner, out_dir, start) -> int:
-    """Plans the pending cases of every experiment, then runs them chunk by chunk."""
+def plan(args, su: Setup, ctx: dict, out_dir: Path) -> list[Plan]:
+    """Each experiment's cases not yet measured; records the plan in its results file, and marks
+    an experiment with nothing left complete."""
     plans = []
-    for e in exps:
+    for e in su.exps:
         if e.derived_from or not e.shapes:
             print(f"{e.name}: derived from {', '.join(e.derived_from)}: nothing to run")
             continue
-        ex = expand_capped(e, registry, max_fmas)
+        ex = expand_capped(e, su.registry, su.max_fmas)
         for w in ex.warnings:
             print(f"warning: {w}", file=sys.stderr)
         path = out_dir / f"{e.name}.json"
         if args.force and path.exists():
             shutil.copy2(path, path.with_suffix(".json.bak"))
             path.unlink()
-        state = State(path, e, protocol, args.quick, registry)
+        state = State(path, e, su.protocol, args.quick, su.registry)
         state.meta["cases_planned"] = len(ex.cases)  # for "incomplete: 12 of 105 cases" on the pages
         old = state.data.get("context", {}).get("xcorr_gpu_name")
         if old and old != ctx.get("xcorr_gpu_name"):
-            print(f"run_experiments: {path} holds results of {old}, not {ctx.get('xcorr_gpu_name')}", file=sys.stderr)
-            return 2
-        state.meta["max_fmas"] = max_fmas
+            raise Stop(2, f"{path} holds results of {old}, not {ctx.get('xcorr_gpu_name')}")
+        state.meta["max_fmas"] = su.max_fmas
         state.meta["unavailable"] = [{"series": s, "shape": (list(sh.dims()) if sh else None), "reason": r}
                                      for s, sh, r in ex.unavailable]
         state.data["members"] = resultfile.encode_members(ex.members)  # what the figures draw: no reader expands
-        done = state.done_keys(protocol["repetitions"], args.retry_failed, remeasure, ctx.get("xcorr_git_revision"))
+        done = state.done_keys(su.protocol["repetitions"], args.retry_failed, su.remeasure,
+                               ctx.get("xcorr_git_revision"))
         pending = [c for c in ex.cases if c.key not in done]
         if not pending:
             if not state.meta.get("complete"):
@@ -520,83 +570,96 @@ def run_plans(args, ctx, exps, registry, protocol, max_fmas, remeasure, smi, run
                 state.save()
             print(f"{e.name}: complete ({len(ex.cases)} cases), skipped; --force reruns it")
             continue
-        plans.append((e, ex, state, pending))
+        plans.append(Plan(e, state, pending))
+    return plans
 
-    total_est = sum(runner.est(c) for _, _, _, p in plans for c in p)
-    print(f"GPU: {ctx.get('xcorr_gpu_name')} -> {out_dir}; {sum(len(p) for *_, p in plans)} cases pending in "
-          f"{len(plans)} experiment(s), estimated {format_seconds(total_est)}"
-          + (f"; budget {args.max_minutes:g} min" if args.max_minutes else ""))
-    if not plans:
-        return 0
 
+def progress_bar(total_est: float, disable: bool):
     try:
         from tqdm import tqdm
-        bar = tqdm(total=round(total_est), unit="s", disable=args.no_progress, dynamic_ncols=True,
-                   bar_format="{desc} {percentage:3.0f}%|{bar}| est. {n_fmt}/{total_fmt} s [{elapsed}<{remaining}]")
     except ImportError:  # pragma: no cover
-        bar = None
+        return None
+    return tqdm(total=round(total_est), unit="s", disable=disable, dynamic_ncols=True,
+                bar_format="{desc} {percentage:3.0f}%|{bar}| est. {n_fmt}/{total_fmt} s [{elapsed}<{remaining}]")
 
+
+def run_all(plans: list[Plan], runner: Runner, args, ctx: dict, smi: dict, total_est: float) -> None:
+    """Runs the plans one experiment after another, until done, a stop signal or the budget."""
+    bar = progress_bar(total_est, args.no_progress)
     revision = git_revision()
     try:
-        for e, ex, state, pending in plans:
+        for p in plans:
             if runner.signal is not None:
                 break
-            meta = state.meta
-            meta["started"] = meta.get("started") or now()
-            meta["complete"] = False
-            meta["finished"] = None
-            meta["git_revision"] = ctx.get("xcorr_git_revision") or revision
-            meta.setdefault("nvidia_smi", {}).setdefault("first", smi)
-            run = {"started": now(), "nvidia_smi_start": smi, "cases_pending": len(pending), "chunks": 0,
-                   "budget_min": args.max_minutes}
-            meta["runs"].append(run)
-            state.save()
-            queue = collections.deque(pending)
-            while queue and runner.signal is None:
-                # the next chunk: as many cases as fit the chunk size
-                chunk = chunks(list(queue), runner.est, args.chunk_seconds)[0]
-                est = sum(runner.est(c) for c in chunk) + PROCESS_S
-                if runner.time_left() < est:
-                    # try a smaller chunk that fits the budget
-                    fit, acc = [], PROCESS_S
-                    for c in chunk:
-                        if acc + runner.est(c) > runner.time_left():
-                            break
-                        fit.append(c)
-                        acc += runner.est(c)
-                    if not fit:
-                        runner.stopped_for_budget = True
-                        break
-                    chunk = fit
-                for _ in chunk:
-                    queue.popleft()
-                if bar is not None:
-                    bar.set_description_str(f"{e.name} ({len(queue) + len(chunk)} left)")
-                rest = runner.run_chunk(chunk, state, e.name)
-                run["chunks"] += 1
-                for c in reversed(rest):
-                    queue.appendleft(c)
-                if bar is not None:
-                    bar.update(round(sum(runner.est(c) for c in chunk if c not in rest)))
-                if runner.stopped_for_budget or runner.signal is not None:
-                    break
-            run["ended"] = now()
-            run["nvidia_smi_end"] = nvidia_smi()
-            meta["nvidia_smi"]["last"] = run["nvidia_smi_end"]
-            if not queue and not runner.stopped_for_budget:  # (a signal leaves a queue)
-                meta["complete"] = True
-                meta["finished"] = now()
-            state.save()
+            run_experiment(p, runner, args, ctx.get("xcorr_git_revision") or revision, smi, bar)
             if runner.stopped_for_budget:
                 break
     finally:
         if bar is not None:
             bar.close()
+
+
+def next_chunk(queue, runner: Runner, chunk_seconds: float) -> list | None:
+    """The cases of the next benchmark process: as many as fit the chunk size and the time left
+    (None: not even one fits the budget)."""
+    chunk = chunks(list(queue), runner.est, chunk_seconds)[0]
+    if runner.time_left() >= sum(runner.est(c) for c in chunk) + PROCESS_S:
+        return chunk
+    fit, acc = [], PROCESS_S
+    for c in chunk:
+        if acc + runner.est(c) > runner.time_left():
+            break
+        fit.append(c)
+        acc += runner.est(c)
+    return fit or None
+
+
+def run_experiment(p: Plan, runner: Runner, args, git_rev: str, smi: dict, bar) -> None:
+    """Runs one experiment's pending cases chunk by chunk, recording the run in its file."""
+    meta = p.state.meta
+    meta["started"] = meta.get("started") or now()
+    meta["complete"] = False
+    meta["finished"] = None
+    meta["git_revision"] = git_rev
+    meta.setdefault("nvidia_smi", {}).setdefault("first", smi)
+    run = {"started": now(), "nvidia_smi_start": smi, "cases_pending": len(p.pending), "chunks": 0,
+           "budget_min": args.max_minutes}
+    meta["runs"].append(run)
+    p.state.save()
+    queue = collections.deque(p.pending)
+    while queue and runner.signal is None:
+        chunk = next_chunk(queue, runner, args.chunk_seconds)
+        if chunk is None:
+            runner.stopped_for_budget = True
+            break
+        for _ in chunk:
+            queue.popleft()
+        if bar is not None:
+            bar.set_description_str(f"{p.exp.name} ({len(queue) + len(chunk)} left)")
+        rest = runner.run_chunk(chunk, p.state, p.exp.name)
+        run["chunks"] += 1
+        for c in reversed(rest):
+            queue.appendleft(c)
+        if bar is not None:
+            bar.update(round(sum(runner.est(c) for c in chunk if c not in rest)))
+        if runner.stopped_for_budget or runner.signal is not None:
+            break
+    run["ended"] = now()
+    run["nvidia_smi_end"] = nvidia_smi()
+    meta["nvidia_smi"]["last"] = run["nvidia_smi_end"]
+    if not queue and not runner.stopped_for_budget:  # (a signal leaves a queue)
+        meta["complete"] = True
+        meta["finished"] = now()
+    p.state.save()
+
+
+def report(plans: list[Plan], runner: Runner, args, start: float) -> int:
+    """The run's last line and exit status: stopped by a signal, by the budget, or done."""
     if runner.signal is not None:
         print(f"run_experiments: stopped by {signal.Signals(runner.signal).name}; the finished cases are saved, "
               "rerun to resume", file=sys.stderr)
         return 128 + runner.signal
-    failed = sum(1 for _, _, st, _ in plans for c in st.data["cases"].values() if c["status"] != "ok")
+    failed = sum(1 for p in plans for c in p.state.data["cases"].values() if c["status"] != "ok")
     elapsed = time.time() - start
     if runner.stopped_for_budget:
         print(f"run_experiments: stopped after {format_seconds(elapsed)} (--max-minutes {args.max_minutes:g}); "
@@ -605,4 +668,3 @@ def run_plans(args, ctx, exps, registry, protocol, max_fmas, remeasure, smi, run
     print(f"run_experiments: done in {format_seconds(elapsed)}" + (f"; {failed} case(s) failed (see the files' "
                                                                    "\"cases\" and logs/)" if failed else ""))
     return 0
-
