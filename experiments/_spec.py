@@ -8,8 +8,8 @@ the `xcorr_bench` binary, checked against the registry that the build actually h
 (`xcorr list --json`): unknown variants, unsupported forms and parameter values that were not
 instantiated are left out with a reason instead of making the binary refuse the whole run.
 
-Nothing here talks to a GPU or reads files: the scripts (scripts/run_experiments.py, plot.py,
-table.py, ...) and the tests share it.
+Nothing here talks to a GPU or reads files: the xcsuite package (the runner, the figures, the
+tables) and the tests share it.
 """
 from __future__ import annotations
 
@@ -234,7 +234,7 @@ class Case:
 
 def case_key(variant: str, dims: Iterable, params: Mapping[str, str], cold: bool = False) -> str:
     """The canonical identity of one configuration, identical whether built from a definition
-    or parsed back from a benchmark's run_name (see scripts/xcsuite/benchjson.py)."""
+    or parsed back from a benchmark's run_name (see xcsuite/benchjson.py)."""
     form, hL, wL, hR, wR, nL, nR = dims
     p = ",".join(f"{k}={params[k]}" for k in sorted(params))
     return f"{variant}|{form}|{int(hL)}x{int(wL)}|{int(hR)}x{int(wR)}|{int(nL)}|{int(nR)}|{p}|{'cold' if cold else 'warm'}"

@@ -1,4 +1,5 @@
-"""Helpers of the experiment-suite tests (CPU only): import paths and a fake build directory whose
+"""Helpers of the experiment-suite tests (CPU only): the import path of the xcsuite package and
+of experiments/ (the repository root: neither is installed) and a fake build directory whose
 xcorr / xcorr_bench are tests/fake_xcorr.py."""
 import os
 import sys
@@ -6,9 +7,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-for p in (ROOT / "scripts", ROOT):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
 FAKE_ENV = ("FAKE_NO_GPU", "FAKE_LOG", "FAKE_CRASH_ON", "FAKE_REJECT", "FAKE_ERROR_ON", "FAKE_ERROR_MESSAGE", "FAKE_SLEEP",
             "FAKE_GPU_NAME", "FAKE_REGISTRY", "FAKE_REVISION", "FAKE_HANG_ON", "FAKE_PIDFILE", "XCORR_LOCK_DIR")

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from suite_helpers import FIXTURES
 
-from aggregate import aggregate_dir, load_summary
 from xcsuite.benchjson import load_bench_json
 from xcsuite.stats import describe, iqr_mask
+from xcsuite.summary import aggregate_dir, load_summary
 
 
 def test_iqr_mask_removes_points_beyond_one_and_a_half_iqr():

@@ -11,12 +11,11 @@ import pytest
 from conftest import seeded_rng
 from suite_helpers import FIXTURES, ROOT, make_fake_build
 
-import aggregate
-import anchors
-import claims
-import plot
-import run_experiments as rx
-import table
+from xcsuite import summary
+from xcsuite.tables import READINGS, build_table
+from xcsuite import cli
+from xcsuite.cli import anchors, claims, plot, table
+from xcsuite.cli import run_experiments as rx
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +34,7 @@ def fake_results(tmp_path_factory):
         del os.environ["XCORR_LOCK_DIR"]
         os.environ.update(saved)
     gpu = tmp / "results" / "fake-gpu-9000-quick"
-    aggregate.aggregate_dir(gpu)
+    summary.aggregate_dir(gpu)
     return gpu
 
 
@@ -68,7 +67,7 @@ def cell(t, row, size):
 
 
 def test_table_best_runner_up_and_margin():
-    t = table.build_table(SYNTH, "fftplan-paper")
+    t = build_table(SYNTH, "fftplan-paper")
     c = cell(t, "1-to-1", 16)
     assert c["best_variant"] == "warp-per-overlap" and c["best_params"] == "overlaps_per_block=4"
     assert c["runner_up_variant"] == "split-row" and c["runner_up_params"] == "rows=2"
@@ -81,32 +80,32 @@ def test_table_best_runner_up_and_margin():
 
 
 def test_table_readings_split_fft_and_new_kernels():
-    t = table.build_table(SYNTH, "fft-paper")
+    t = build_table(SYNTH, "fft-paper")
     c = cell(t, "1-to-1", 512)
     assert c["best_variant"] == "fft" and c["margin"] == pytest.approx(9000 / 30)
     assert "fft+plan" not in set(t["best_variant"].dropna()) | set(t["runner_up_variant"].dropna())
-    t = table.build_table(SYNTH, "fftplan-all")
+    t = build_table(SYNTH, "fftplan-all")
     c = cell(t, "1-to-1", 16)
     assert c["best_variant"] == "register-tiled" and c["runner_up_variant"] == "warp-per-overlap"
     assert c["margin"] == pytest.approx(1.5) and not c["agrees_with_paper"]
-    assert "fft" not in set(table.build_table(SYNTH, "fftplan-all")["best_variant"].dropna())
-    assert "register-tiled" not in set(table.build_table(SYNTH, "fft-paper")["runner_up_variant"].dropna())
+    assert "fft" not in set(build_table(SYNTH, "fftplan-all")["best_variant"].dropna())
+    assert "register-tiled" not in set(build_table(SYNTH, "fft-paper")["runner_up_variant"].dropna())
 
 
 def test_table_files_from_fake_results(fake_results, tmp_path, monkeypatch):
     monkeypatch.setenv("XCORR_PLOT_FORMATS", "png")
     tables = table.make_tables(fake_results, plots_root=tmp_path)
-    assert set(tables) == set(table.READINGS)
+    assert set(tables) == set(READINGS)
     md = (fake_results / "table1.md").read_text()
     assert md.count("| 1-to-1 |") == 5  # four readings and the paper's table
-    for reading in table.READINGS:
+    for reading in READINGS:
         csv = pd.read_csv(fake_results / f"table1_{reading}.csv")
         assert len(csv) == 56 and csv["best_variant"].notna().all()
         png = tmp_path / fake_results.name / f"table1_{reading}.png"
         assert png.stat().st_size > 10_000
     t = tables["fftplan-paper"]
     assert not (t["best_variant"] == "fft").any() and (t["best_variant"] == "fft+plan").any()
-    s = aggregate.load_summary(fake_results)
+    s = summary.load_summary(fake_results)
     rows = s[(s["experiment"] == "table1") & (s["counts"] == "8-to-8") & (s["size"] == 64) & (s["family"] != "hopper")
              & (s["variant"] != "fft")]
     assert cell(t, "8-to-8", 64)["best_time_us"] == pytest.approx(rows["time_us"].min())
@@ -131,7 +130,7 @@ def test_ratio_verdict():
 def test_claims_page(fake_results):
     res = claims.evaluate(fake_results)
     assert len(res) == 14 and not [r for r in res if r.verdict == "not measured"]
-    s = aggregate.load_summary(fake_results)
+    s = summary.load_summary(fake_results)
     f17 = s[(s["experiment"] == "fig17") & (s["size"] == 256) & (s["status"] == "ok")]
     base = f17[f17["variant"] == "overlap-wise"]["time_us"].min()
     paper = f17[~f17["variant"].isin(["overlap-wise", "fft", "fft+plan"]) & (f17["family"] != "hopper")]["time_us"].min()
@@ -226,7 +225,7 @@ def test_cross_gpu_figure_needs_two_gpus(fake_results, tmp_path):
 
 
 def test_application_convention_and_recovery(tmp_path):
-    import application as app
+    from xcsuite.cli import application as app
     from scipy import signal
 
     rng = seeded_rng(0)
@@ -250,8 +249,7 @@ def test_a_damaged_results_file_stops_every_report_with_one_line(tool, tmp_path,
     shutil.copy(FIXTURES / "merged_fig17.json", d / "fig17.json")
     (d / "fig22.json").write_text('{"xcorr_meta": {"experiment": "fig22"}, "benchmarks": [{"name": ')
     capsys.readouterr()
-    assert {"aggregate": aggregate, "plot": plot, "table": table, "claims": claims, "anchors": anchors}[tool].main(
-        [str(d)]) == 2
+    assert cli.run(tool, [str(d)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"{tool}: {d / 'fig22.json'}: not valid JSON"), err
     assert "restore it from git" in err[0]
@@ -278,7 +276,7 @@ def test_an_incomplete_experiment_says_so_wherever_its_numbers_appear(fake_resul
                for n in ("fig17", "table1")}
     assert planned["fig17"] > 12 and planned["table1"] > 12
     note17 = f"fig17 (incomplete: 12 of {planned['fig17']} cases)"
-    s = aggregate.aggregate_dir(d)
+    s = summary.aggregate_dir(d)
     assert not s[s["experiment"].isin(["fig17", "table1"])]["experiment_complete"].any()
     assert s[~s["experiment"].isin(["fig17", "table1"])]["experiment_complete"].all()
     monkeypatch.setenv("XCORR_PLOT_FORMATS", "png")
@@ -310,10 +308,10 @@ def test_regenerated_pages_are_byte_identical(fake_results, tmp_path, monkeypatc
     was made (claims.md carried today's date), and nothing else varies between runs."""
     monkeypatch.setenv("XCORR_PLOT_FORMATS", "png")
     d = copy_results(fake_results, tmp_path / "fake-gpu-9000")
-    pages = ["summary.csv", "table1.md", *(f"table1_{r}.csv" for r in table.READINGS), "claims.md", "anchors.md"]
+    pages = ["summary.csv", "table1.md", *(f"table1_{r}.csv" for r in READINGS), "claims.md", "anchors.md"]
 
     def regenerate():
-        aggregate.aggregate_dir(d)
+        summary.aggregate_dir(d)
         table.make_tables(d, plots_root=tmp_path / "plots")
         claims.write_page(d, claims.evaluate(d))
         assert anchors.main([str(d)]) == 0
@@ -387,7 +385,7 @@ def test_regenerating_needs_no_cuda_toolkit(tmp_path):
 
 
 def test_application_without_a_build_says_which_fallback_it_uses(tmp_path, capsys):
-    import application as app
+    from xcsuite.cli import application as app
 
     assert app.main(["--build", str(tmp_path / "no-build"), "--patterns", "1", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
@@ -396,3 +394,36 @@ def test_application_without_a_build_says_which_fallback_it_uses(tmp_path, capsy
     assert app.main(["--algorithm", "reference", "--build", str(tmp_path / "no-build")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "needs" in err[0] and "no-build" in err[0]
+
+
+# --- the figure plan stored with the results (docs/RESULTS.md, "members") ---
+
+def test_figures_are_drawn_from_the_members_the_runner_stored(fake_results, tmp_path):
+    """The runner stores the expansion once; the reader takes it from the file, and derives the
+    same for a file written before it was stored (without writing anything)."""
+    from xcsuite import figdata, resultfile
+    from xcsuite.results import load_results
+    import experiments as suite
+
+    s = summary.load_summary(fake_results)
+    fig16 = suite.load("fig16")
+    stored = load_results(fake_results / "fig16.json")["members"]
+    assert stored and all(m["keys"] for m in stored)
+    d = tmp_path / "gpu"
+    shutil.copytree(fake_results, d)
+    data = load_results(d / "fig16.json")
+    del data["members"]  # an older file
+    resultfile.write_atomic(d / "fig16.json", data)
+    before = (d / "fig16.json").read_bytes()
+    assert figdata.members(fig16, s, d) == resultfile.decode_members(stored)
+    assert (d / "fig16.json").read_bytes() == before
+    full, _ = figdata.points(fig16, s, fake_results)
+    # a file whose runner planned fewer points: the figure follows the file, not the definition
+    data["members"] = stored[1:]
+    resultfile.write_atomic(d / "fig16.json", data)
+    fewer, _ = figdata.points(fig16, s, d)
+    assert len(fewer) == len(full) - 1 and len(full) > 1
+    data["members"] = "not a list"
+    (d / "fig16.json").write_text(json.dumps(data))
+    with pytest.raises(Exception, match="members is no list"):
+        figdata.points(fig16, s, d)

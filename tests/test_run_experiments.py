@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from suite_helpers import ROOT, clear_fake_env, log_lines, make_fake_build
 
-import run_experiments as rx
 from xcsuite import gpulock
-from xcsuite.resultfile import entries_of, line_of
+from xcsuite.cli import run_experiments as rx
+from xcsuite.resultfile import entries_of, line_of, write_atomic
 from experiments._spec import expand
 import experiments as suite
 
@@ -376,10 +376,10 @@ def test_a_damaged_results_file_is_named_and_left_alone(env, capsys):
 
 def test_write_atomic_leaves_the_old_file_when_serialisation_fails(tmp_path):
     f = tmp_path / "fig22.json"
-    rx.write_atomic(f, {"cases": {"a": 1}})
+    write_atomic(f, {"cases": {"a": 1}})
     old = f.read_bytes()
     with pytest.raises(TypeError):
-        rx.write_atomic(f, {"cases": {"a": 2}, "benchmarks": ["x" * 100_000, object()]})  # fails mid-way
+        write_atomic(f, {"cases": {"a": 2}, "benchmarks": ["x" * 100_000, object()]})  # fails mid-way
     assert f.read_bytes() == old and os.listdir(tmp_path) == ["fig22.json"]  # no temporary left
 
 
@@ -387,14 +387,15 @@ def test_write_atomic_leaves_the_old_file_when_the_disk_fills(tmp_path):
     """A write that fails part-way (here: RLIMIT_FSIZE, as a full disk or quota would) must not
     touch the file: a plain write would have truncated it first."""
     f = tmp_path / "fig22.json"
-    rx.write_atomic(f, {"cases": {"a": 1}})
+    write_atomic(f, {"cases": {"a": 1}})
     old = f.read_bytes()
-    code = ("import resource, signal, sys; sys.path.insert(0, sys.argv[2]); import run_experiments as rx\n"
+    code = ("import resource, signal, sys; sys.path.insert(0, sys.argv[2])\n"
+            "from xcsuite.resultfile import write_atomic\n"
             "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
             "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))\n"
-            "try:\n    rx.write_atomic(__import__('pathlib').Path(sys.argv[1]), {'cases': {'b': 'x' * 100000}})\n"
+            "try:\n    write_atomic(__import__('pathlib').Path(sys.argv[1]), {'cases': {'b': 'x' * 100000}})\n"
             "except OSError as e:\n    print(e.errno); sys.exit(0)\nsys.exit(1)\n")
-    r = subprocess.run([sys.executable, "-c", code, str(f), str(ROOT / "scripts")], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-c", code, str(f), str(ROOT)], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr  # the write failed, as intended
     assert f.read_bytes() == old and os.listdir(tmp_path) == ["fig22.json"]
@@ -404,9 +405,9 @@ def test_write_atomic_replaces_the_entry_not_the_contents(tmp_path):
     """A reader that opened the old file (here: a hard link to it) keeps reading the old version
     whole: the new file is a new inode renamed over the name."""
     f = tmp_path / "fig22.json"
-    rx.write_atomic(f, {"cases": {"a": 1}})
+    write_atomic(f, {"cases": {"a": 1}})
     os.link(f, tmp_path / "reader")
-    rx.write_atomic(f, {"cases": {"a": 2}})
+    write_atomic(f, {"cases": {"a": 2}})
     assert json.loads((tmp_path / "reader").read_text()) == {"cases": {"a": 1}}
     assert json.loads(f.read_text()) == {"cases": {"a": 2}}
     assert f.stat().st_mode & 0o777 == 0o644  # not mkstemp's 0600: results are shared files

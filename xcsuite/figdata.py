@@ -1,31 +1,21 @@
-"""From an experiment definition and a GPU's summary.csv to the points of its figure: for every
-(panel, series, shape) of the definition the measured configuration (the fastest one where the
-series tunes parameters). Missing measurements are reported, never fatal."""
+"""From an experiment's results and a GPU's summary.csv to the points of its figure: for every
+(panel, series, shape) the runner planned (the "members" it stores with the results) the measured
+configuration (the fastest one where the series tunes parameters). Missing measurements are
+reported, never fatal."""
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 
 import pandas as pd
 
 from experiments._spec import Experiment, expand
+from xcsuite import resultfile
+from xcsuite.results import load_results
 
 POINT_COLUMNS = ["experiment", "panel", "shape_panel", "series", "group", "variant", "params", "form", "counts",
                  "size", "hL", "wL", "hR", "wR", "nL", "nR", "time_us", "std_us", "cv", "time_per_fma_ps", "flops",
                  "peak_pct", "tuned", "n_candidates"]
-
-
-def registry_of(gpu_dir: Path, name: str, fallback: list | None = None) -> list | None:
-    f = Path(gpu_dir) / f"{name}.json"
-    if f.exists():
-        try:
-            reg = json.loads(f.read_text()).get("xcorr_meta", {}).get("registry")
-            if reg:
-                return reg
-        except (ValueError, OSError):
-            pass
-    return fallback
 
 
 def registry_from_summary(summary: pd.DataFrame, name: str) -> list:
@@ -47,27 +37,36 @@ def registry_from_summary(summary: pd.DataFrame, name: str) -> list:
     return list(reg.values())
 
 
-def points(exp: Experiment, summary: pd.DataFrame, gpu_dir: Path, source: str | None = None) -> tuple[pd.DataFrame, list]:
-    """Points of `exp` measured under experiment `source` (default: exp itself)."""
-    source = source or exp.name
+def members(exp: Experiment, summary: pd.DataFrame, gpu_dir: Path) -> list[resultfile.Member]:
+    """The figure's members as the runner stored them with the results. A file written before it
+    stored them gets them here, in memory, as the runner would have: from the definition and the
+    registry the file carries (else the variants and parameters the summary shows)."""
+    f = Path(gpu_dir) / f"{exp.name}.json"
+    data = load_results(f) if f.exists() else {}
+    if "members" in data:
+        return resultfile.decode_members(data["members"])
+    registry = data.get("xcorr_meta", {}).get("registry") or registry_from_summary(summary, exp.name)
+    return resultfile.decode_members(resultfile.encode_members(expand(exp, registry).members))
+
+
+def points(exp: Experiment, summary: pd.DataFrame, gpu_dir: Path) -> tuple[pd.DataFrame, list]:
+    """The points of `exp`'s figure, from its results alone (the definition gives only its name)."""
     notes = []
-    rows = summary[(summary["experiment"] == source)]
+    rows = summary[(summary["experiment"] == exp.name)]
     if rows.empty:
-        return pd.DataFrame(columns=POINT_COLUMNS), [f"{exp.name}: no results for {source}"]
-    registry = registry_of(gpu_dir, source) or registry_from_summary(summary, source)
-    ex = expand(exp, registry)
+        return pd.DataFrame(columns=POINT_COLUMNS), [f"{exp.name}: no results for {exp.name}"]
     ok = rows[rows["status"] == "ok"].drop_duplicates("case").set_index("case")
     out = []
     missing = {}
-    for m in ex.members:
+    for m in members(exp, summary, gpu_dir):
         have = [k for k in m.keys if k in ok.index]
         if not have:
-            missing.setdefault(m.series.label, []).append(m.shape)
+            missing.setdefault(m.series, []).append(m.shape)
             continue
         cand = ok.loc[have]
         best = cand.loc[cand["time_us"].idxmin()]
         s = m.shape
-        out.append({"experiment": exp.name, "panel": m.panel, "shape_panel": s.panel, "series": m.series.label,
+        out.append({"experiment": exp.name, "panel": m.panel, "shape_panel": s.panel, "series": m.series,
                     "group": m.group, "variant": best["variant"], "params": best["params"], "form": s.form,
                     "counts": s.count_label, "size": s.size if s.size else s.hL, "hL": s.hL, "wL": s.wL, "hR": s.hR,
                     "wR": s.wR, "nL": s.nL, "nR": s.nR, "time_us": best["time_us"], "std_us": best["std_us"],

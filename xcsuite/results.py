@@ -53,6 +53,8 @@ def _check(data) -> str | None:
         return f"format {data.get('format')!r}, not {resultfile.FORMAT!r}"
     if not all(isinstance(r, dict) for r in data["cases"].values()):
         return "not a results file (a case is no object)"
+    if not isinstance(data.get("members", []), list):
+        return "not a results file (members is no list)"
     return None
 
 

@@ -3,12 +3,9 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:  # the experiment definitions are the package experiments/ at the root
-    sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[1]
 
 RESULTS = Path(os.environ.get("XCORR_RESULTS", ROOT / "results"))
 PLOTS = Path(os.environ.get("XCORR_PLOTS", ROOT / "plots"))

@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
-from xcsuite import paths  # noqa: F401  (puts the repository root, with experiments/, on sys.path)
-from experiments._spec import case_key  # noqa: E402
+from experiments._spec import Shape, case_key
 
 FORMAT = "xcsuite-results/2"
 DIM_KEYS = ("hL", "wL", "hR", "wR", "nL", "nR")
@@ -110,6 +110,31 @@ def encode(identity: dict, cold: bool, info: dict, entries: list[dict]) -> dict:
     return rec
 
 
+# ---- the figure plan: the experiment as the runner expanded it ----------------------------
+
+@dataclass(frozen=True)
+class Member:
+    """One point of an experiment's figure: the cases measured for a series at one shape (more
+    than one where the series tunes parameters; the figure takes the fastest)."""
+
+    panel: str  # the series' panel ("" where the figure has one per shape panel only)
+    series: str  # the series' label
+    group: str  # baseline | paper | new | fft
+    shape: Shape
+    keys: tuple  # case keys
+
+
+def encode_members(members) -> list[dict]:
+    """The "members" of a results file from the runner's expansion (experiments._spec.Member)."""
+    return [{"panel": m.panel, "series": m.series.label, "group": m.group,
+             "shape": {"form": m.shape.form, **{k: getattr(m.shape, k) for k in DIM_KEYS}, "group": m.shape.group},
+             "keys": list(m.keys)} for m in members]
+
+
+def decode_members(stored: list[dict]) -> list[Member]:
+    return [Member(m["panel"], m["series"], m["group"], Shape(**m["shape"]), tuple(m["keys"])) for m in stored]
+
+
 # ---- files ---------------------------------------------------------------------------------
 
 def new_file() -> dict:
@@ -146,9 +171,12 @@ def from_google_merged(data: dict) -> dict:
 
 
 def dumps(data: dict) -> str:
-    """Readable and compact: the provenance indented, then one case per line."""
+    """Readable and compact: the provenance indented, then one figure member and one case per line."""
     parts = [f" {json.dumps(k)}: " + json.dumps(v, indent=1).replace("\n", "\n ") for k, v in data.items()
-             if k != "cases"]
+             if k not in ("members", "cases")]
+    if "members" in data:
+        lines = ",\n".join(f"  {json.dumps(m)}" for m in data["members"])
+        parts.append(' "members": ' + ("[\n" + lines + "\n ]" if lines else "[]"))
     if "cases" in data:
         lines = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in data["cases"].items())
         parts.append(' "cases": ' + ("{\n" + lines + "\n }" if lines else "{}"))

@@ -1,2 +1,0 @@
-"""Shared code of the experiment scripts (run_experiments, aggregate, plot, table, claims,
-application): paths, the registry, the benchmark JSON format, the cost model and statistics."""

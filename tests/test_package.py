@@ -1,0 +1,51 @@
+"""The xcsuite package and its command-line forms (CPU only): `python -m xcsuite`, the
+scripts/<command>.py shims from any directory, and the package's own import rules."""
+import ast
+import subprocess
+import sys
+
+import pytest
+from suite_helpers import ROOT
+
+from xcsuite.cli import COMMANDS
+
+
+def sh(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_help_lists_every_command_and_a_bad_one_is_one_line():
+    r = sh("-m", "xcsuite", "--help")
+    assert r.returncode == 0
+    listed = [line.split()[0] for line in r.stdout.splitlines() if line.startswith("  ") and line[2] != " "]
+    assert listed == list(COMMANDS)
+    assert {p.stem for p in (ROOT / "xcsuite" / "cli").glob("[!_]*.py")} == set(COMMANDS)
+    r = sh("-m", "xcsuite", "plots")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "unknown command 'plots'" in r.stderr
+    assert sh("-m", "xcsuite").returncode == 2
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_script_runs_its_command_from_another_directory(command, tmp_path):
+    script = ROOT / "scripts" / f"{command}.py"
+    r = sh(str(script), "--help", cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.startswith(f"usage: {command}.py"), r.stderr
+    r = sh("-m", "xcsuite", command, "--help")
+    assert r.returncode == 0 and r.stdout.startswith(f"usage: python -m xcsuite {command}"), r.stderr
+
+
+def imports_of(path):
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            yield from ([node.module] if node.level == 0 else [])
+            if node.module == "xcsuite.cli":
+                yield from (f"xcsuite.cli.{a.name}" for a in node.names)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "xcsuite").rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_package_edits_no_path_and_no_command_imports_another(path):
+    assert "sys.path" not in path.read_text()
+    commands = {f"xcsuite.cli.{c}" for c in COMMANDS}
+    assert not commands & set(imports_of(path)), "shared code belongs in a library module of xcsuite"

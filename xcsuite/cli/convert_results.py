@@ -1,0 +1,37 @@
+"""Rewrites results files of format 1 (merged Google Benchmark JSON) in format 2 (one record per
+case with every repetition; docs/RESULTS.md), in place and atomically. Lossless: each case's
+entries are rebuilt from its record and compared before anything is written. Files already in
+format 2 are left alone. Reading needs no conversion (the scripts read format 1 too); this
+shrinks the files (results/nvidia-h200: 34 MB to 4 MB).
+
+    scripts/convert_results.py FILE.json ...
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from xcsuite import resultfile
+from xcsuite.results import ResultsError, load_results
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("files", nargs="+", type=Path)
+    args = ap.parse_args(argv)
+    for f in args.files:
+        try:
+            if json.loads(f.read_text()).get("format") == resultfile.FORMAT:
+                print(f"{f}: already {resultfile.FORMAT}")
+                continue
+            data = load_results(f)  # converts, checking every case's round trip
+        except (OSError, ValueError, AttributeError, ResultsError) as e:
+            print(f"convert_results: {e if isinstance(e, ResultsError) else f'{f}: {e}'}", file=sys.stderr)
+            return 2
+        before = f.stat().st_size
+        resultfile.write_atomic(f, data)
+        print(f"{f}: {len(data['cases'])} cases, {before / 1e6:.1f} MB -> {f.stat().st_size / 1e6:.1f} MB")
+    return 0
+

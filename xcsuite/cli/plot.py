@@ -1,0 +1,399 @@
+"""Draws every figure from the aggregated results: one per paper figure (Fig. 15-23, with the
+paper's choice of metric: time per FMA for 15/18/21, absolute time for 16/19/22, a comparison
+for 17/20/23), n-to-mn, efficiency (% of FP32 peak), and a cross-GPU figure when results/ holds
+more than one GPU. PNG in plots/<gpu>/ (--pdf: a PDF beside each, not committed).
+
+    scripts/plot.py [GPU_DIR ...] [--only fig17,fig20] [--quick]
+
+Missing experiments, series or points are skipped with a warning; nothing here needs a GPU.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from xcsuite.summary import gpu_name_of as gpu_title, load_summary
+from xcsuite import paths
+from xcsuite.figdata import points
+from xcsuite.results import exit_2_on_bad_results, progress
+
+import experiments as suite
+
+METRICS = {
+    "time": ("time_us", "time per call [µs]"),
+    "time_per_fma_ps": ("time_per_fma_ps", "time per FMA [ps] (saturated GPU)"),
+    "time_per_fma": ("time_per_fma_ps", "time per FMA [ps] (saturated GPU)"),
+    "peak_pct": ("peak_pct", "% of FP32 FMA peak"),
+}
+GROUP_STYLE = {"baseline": dict(color="0.35", ls=":", marker="x"), "fft": dict(ls="--", marker="s"),
+               "new": dict(ls="-", marker="D", lw=2.2), "paper": dict(ls="-", marker="o")}
+SHARED_LEGEND_FROM = 6  # more series than this: one figure legend, so no panel's data is covered
+
+
+def suptitle(fig, text: str, fontsize: float = 10) -> None:
+    """Figure title wrapped to the figure's width (about 13 characters per inch at 10 pt), so
+    that a long experiment title is never cut off at the edges of a one-panel figure."""
+    width = max(30, int(fig.get_figwidth() * 130 / fontsize))
+    lines = [w for line in text.split("\n") for w in (textwrap.wrap(line, width) or [""])]
+    fig.suptitle("\n".join(lines), fontsize=fontsize)
+
+
+def _strict() -> bool:
+    return os.environ.get("XCORR_PLOT_STRICT") == "1"
+
+
+def save(fig, out_dir: Path, name: str) -> list[Path]:
+    files = paths.save_figure(fig, out_dir, name, dpi=130)  # the layout is tight already
+    plt.close(fig)
+    return files
+
+
+def size_axis(ax, sizes) -> None:
+    sizes = sorted({int(s) for s in sizes if s == s})
+    ax.set_xscale("log", base=2)
+    if sizes:
+        ax.set_xticks(sizes)
+        ax.set_xticklabels([str(s) for s in sizes], fontsize=7, rotation=45 if len(sizes) > 6 else 0)
+        ax.minorticks_off()
+
+
+def value_axis(ax, values, metric: str) -> None:
+    v = np.asarray([x for x in values if x == x and x > 0])
+    if metric == "time" or (v.size and v.max() / v.min() > 30):
+        ax.set_yscale("log")
+    elif metric == "peak_pct":
+        ax.set_ylim(bottom=0)
+
+
+def grid_of(n: int, ncols: int = 3, w: float = 4.6, h: float = 3.4):
+    ncols = min(ncols, n)
+    nrows = math.ceil(n / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(w * ncols, h * nrows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:n])
+
+
+# Beyond the 10 default colours: dark ones that no default colour resembles (a figure with 11 or
+# more series would otherwise repeat C0, C1, ... with only the marker to tell them apart).
+EXTRA_COLORS = ["navy", "maroon", "darkgoldenrod", "darkslategray", "magenta", "lime"]
+
+
+def series_color(i: int) -> str:
+    return f"C{i}" if i < 10 else EXTRA_COLORS[(i - 10) % len(EXTRA_COLORS)]
+
+
+def style_for(group: str, i: int) -> dict:
+    st = dict(GROUP_STYLE.get(group, GROUP_STYLE["paper"]))
+    st.setdefault("color", series_color(i))
+    return st
+
+
+def series_label(label: str, s: pd.DataFrame) -> str:
+    return label + (" (best tuning)" if s["tuned"].any() else "")
+
+
+def bar_panel(ax, sub: pd.DataFrame, series_order: list, col: str, label: str, metric: str) -> None:
+    """Horizontal bars, one per series, fastest at the top, each with its value: a panel of a
+    single problem size, where lines would collapse to a column of overlapping markers."""
+    rows = []
+    for i, name in enumerate(series_order):
+        s = sub[sub["series"] == name]
+        if not s.empty:
+            rows.append((series_label(name, s), float(s[col].iloc[0]),
+                         style_for(s["group"].iloc[0], i).get("color")))
+    rows.sort(key=lambda r: r[1], reverse=metric == "peak_pct")
+    y = np.arange(len(rows))[::-1]
+    ax.barh(y, [r[1] for r in rows], color=[r[2] for r in rows], alpha=0.85)
+    ax.set_yticks(y, [r[0] for r in rows], fontsize=6.5)
+    if metric != "peak_pct":
+        ax.set_xscale("log")
+    for yi, (_, v, _) in zip(y, rows):
+        ax.text(v, yi, f" {v:.3g}", va="center", fontsize=6)
+    ax.set_xlabel(f"{label} (N = {int(sub['size'].iloc[0])})", fontsize=8)
+    ax.grid(True, axis="x", which="major", alpha=0.3)
+
+
+def plot_lines(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
+    col, ylabel = METRICS[exp.metric]
+    series_panels = list(dict.fromkeys(pts["panel"]))
+    shape_panels = list(dict.fromkeys(pts["shape_panel"]))
+    cells = [(sp, hp) for hp in shape_panels for sp in series_panels]
+    if len(series_panels) > 1 and len(shape_panels) > 1:  # rows: shapes (counts), columns: series panels
+        fig, axes = plt.subplots(len(shape_panels), len(series_panels),
+                                 figsize=(4.6 * len(series_panels), 3.4 * len(shape_panels)), squeeze=False)
+        axes = list(axes.flat)
+    else:
+        fig, axes = grid_of(len(cells))
+    series_order = list(dict.fromkeys(s.label for s in exp.series))
+    for ax, (sp, hp) in zip(axes, cells):
+        sub = pts[(pts["panel"] == sp) & (pts["shape_panel"] == hp)]
+        if sub.empty:
+            ax.set_visible(False)
+            continue
+        ax.set_title(" / ".join(x for x in (sp, hp) if x) if len(cells) > 1 else hp, fontsize=9)
+        if sub["size"].nunique() == 1:  # one size (the real-data shape): a bar per series reads better
+            bar_panel(ax, sub, series_order, col, ylabel, exp.metric)
+            continue
+        for i, label in enumerate(series_order):
+            s = sub[sub["series"] == label].sort_values("size")
+            if s.empty:
+                continue
+            ax.plot(s["size"], s[col], label=series_label(label, s), markersize=4, **style_for(s["group"].iloc[0], i))
+        size_axis(ax, sub["size"])
+        value_axis(ax, sub[col], exp.metric)
+        ax.set_xlabel(exp.xlabel, fontsize=8)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.grid(True, which="major", alpha=0.3)
+        if len(series_order) <= SHARED_LEGEND_FROM:
+            ax.legend(fontsize=6.5, loc="best")
+    suptitle(fig, f"{exp.paper}: {exp.title}\n{title}")
+    if len(series_order) > SHARED_LEGEND_FROM:  # one legend below the panels instead of one over each
+        shared_legend(fig, axes)
+    else:
+        fig.tight_layout()
+    return save(fig, out_dir, exp.name)
+
+
+def shared_legend(fig, axes) -> None:
+    handles = {}
+    for ax in axes:
+        if ax.get_visible():
+            for h, lab in zip(*ax.get_legend_handles_labels()):
+                handles.setdefault(lab, h)
+    ncol = min(4, len(handles))
+    rows = math.ceil(len(handles) / ncol)
+    bottom = (0.25 + 0.2 * rows) / fig.get_figheight()  # inches -> figure fraction
+    fig.tight_layout(rect=(0, bottom, 1, 1))
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=ncol, fontsize=7.5, frameon=False)
+
+
+def best_by_group(sub: pd.DataFrame, col: str) -> dict:
+    """Per group: the fastest point per size (the best kernel of the paper, of this project,
+    the baseline); fft and fft+plan stay separate lines."""
+    lines = {}
+    for (group, variant), g in sub.groupby(["group", "variant"]):
+        if group == "fft":  # named by its series label ("fft-fused (new, fused FFT)")
+            lines[str(g["series"].iloc[0])] = g.sort_values("size")
+    for group, name in (("baseline", "overlap-wise (baseline)"), ("paper", "best of the paper's kernels"),
+                        ("new", "best new kernel")):
+        g = sub[sub["group"] == group]
+        if g.empty:
+            continue
+        idx = g.groupby("size")["time_us"].idxmin()
+        lines[name] = g.loc[idx].sort_values("size")
+    return lines
+
+
+def plot_comparison(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
+    col, ylabel = METRICS[exp.metric]
+    panels = list(dict.fromkeys(pts["shape_panel"]))
+    fig, axes = plt.subplots(len(panels), 2, figsize=(11, 3.8 * len(panels)), squeeze=False)
+    order = [s.label for s in exp.series]
+    for row, pk in enumerate(panels):
+        sub = pts[pts["shape_panel"] == pk]
+        ax = axes[row][0]
+        for i, label in enumerate(order):
+            s = sub[(sub["series"] == label) & (sub["group"] != "fft")].sort_values("size")
+            if s.empty:
+                continue
+            ax.plot(s["size"], s[col], label=label, markersize=4, **style_for(s["group"].iloc[0], i))
+        ax.set_title(f"{pk}: definition-based algorithms", fontsize=9)
+        ax2 = axes[row][1]
+        for i, (name, s) in enumerate(best_by_group(sub, col).items()):
+            group = s["group"].iloc[0]
+            ax2.plot(s["size"], s[col], label=name, markersize=4, **style_for(group, i))
+            if name.startswith("best"):  # name the winner at the largest size
+                for _, r in s.iloc[[-1]].iterrows():
+                    ax2.annotate(r["variant"], (r["size"], r[col]), fontsize=5, alpha=0.7,
+                                 xytext=(2, 2), textcoords="offset points")
+        ax2.set_title(f"{pk}: best definition-based vs FFT", fontsize=9)
+        for a in (ax, ax2):
+            size_axis(a, sub["size"])
+            value_axis(a, sub[col], exp.metric)
+            a.set_xlabel(exp.xlabel, fontsize=8)
+            a.set_ylabel(ylabel, fontsize=8)
+            a.grid(True, which="major", alpha=0.3)
+            a.legend(fontsize=6.5, loc="best")
+    suptitle(fig, f"{exp.paper}: {exp.title}\n{title}")
+    fig.tight_layout()
+    return save(fig, out_dir, exp.name)
+
+
+def plot_efficiency(exp, summary: pd.DataFrame, gpu_dir: Path, title: str, out_dir: Path) -> list[Path]:
+    frames = []
+    for src in exp.derived_from:
+        try:
+            pts, notes = points(suite.load(src), summary, gpu_dir)
+        except Exception as e:  # noqa: BLE001
+            if _strict():
+                raise
+            warnings.warn(f"efficiency: {src}: {e}")
+            continue
+        for n in notes:
+            warnings.warn(n)
+        frames.append(pts)
+    pts = pd.concat([f for f in frames if not f.empty], ignore_index=True) if any(not f.empty for f in frames) else None
+    if pts is None:
+        warnings.warn("efficiency: no results of " + ", ".join(exp.derived_from))
+        return []
+    pts = pts[pts["group"].isin(["paper", "baseline", "new"]) & pts["peak_pct"].notna()]
+    panels = list(dict.fromkeys(pts["shape_panel"]))
+    fig, axes = grid_of(len(panels), ncols=4, w=3.8, h=3.0)
+    for ax, pk in zip(axes, panels):
+        sub = pts[pts["shape_panel"] == pk]
+        for i, (name, groups, st) in enumerate([("best of the paper's kernels", ["paper", "baseline"], GROUP_STYLE["paper"]),
+                                                  ("best new kernel", ["new"], GROUP_STYLE["new"])]):
+            g = sub[sub["group"].isin(groups)]
+            if g.empty:
+                continue
+            best = g.loc[g.groupby("size")["time_us"].idxmin()].sort_values("size")
+            ax.plot(best["size"], best["peak_pct"], label=name, color=series_color(i), markersize=4,
+                    **{k: v for k, v in st.items() if k != "color"})
+            r = best.iloc[-1]
+            ax.annotate(f"{r['peak_pct']:.0f}% {r['variant']}", (r["size"], r["peak_pct"]), fontsize=5,
+                        xytext=(-40, 4), textcoords="offset points")
+        size_axis(ax, sub["size"])
+        top = max(5, sub["peak_pct"].max() * 1.25)
+        ax.set_ylim(0, top)
+        if top > 100:  # the tensor-core kernels do FP32-accurate work past the FP32 FMA peak
+            ax.axhline(100, color="0.5", linestyle=":", linewidth=0.8)
+            ax.annotate("FP32 FMA peak", (0.02, 100), xycoords=("axes fraction", "data"), fontsize=5,
+                        color="0.4", xytext=(0, 2), textcoords="offset points")
+        ax.set_title(pk, fontsize=8)
+        ax.set_xlabel("matrix size N", fontsize=7)
+        ax.set_ylabel("% of FP32 FMA peak", fontsize=7)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=6)
+    suptitle(fig, f"{exp.title} (2 x FMAs / time / peak)\n{title}")
+    fig.tight_layout()
+    return save(fig, out_dir, exp.name)
+
+
+def plot_gpu(gpu_dir: Path, only: list | None = None, plots_root: Path | None = None) -> list[Path]:
+    gpu_dir = Path(gpu_dir)
+    summary = load_summary(gpu_dir)
+    out_dir = paths.plots_dir_for(gpu_dir, plots_root)
+    gpu_name = gpu_title(summary, gpu_dir)
+    states = progress(gpu_dir)
+    files = []
+    for exp in suite.load_all():
+        if only and exp.name not in only:
+            continue
+        # an experiment stopped part-way says so on its figure
+        stopped = [f"{s}: {states[s].note()}" for s in (exp.derived_from or [exp.name]) if s in states and states[s].note()]
+        title = gpu_name + (f"; {', '.join(stopped)}" if stopped else "")
+        try:
+            if exp.plot == "none":
+                continue
+            if exp.plot == "efficiency":
+                files += plot_efficiency(exp, summary, gpu_dir, title, out_dir)
+                continue
+            pts, notes = points(exp, summary, gpu_dir)
+            for n in notes:
+                warnings.warn(n)
+            if pts.empty:
+                continue
+            if exp.plot == "comparison":
+                files += plot_comparison(exp, pts, title, out_dir)
+            else:
+                files += plot_lines(exp, pts, title, out_dir)
+        except Exception as e:  # noqa: BLE001  (a broken figure must not stop the others)
+            if _strict():
+                raise
+            warnings.warn(f"{exp.name}: figure skipped: {type(e).__name__}: {e}")
+    return files
+
+
+def plot_cross_gpu(gpu_dirs: list, plots_root: Path | None = None) -> list[Path]:
+    """One-to-one comparison (Fig. 17) and % of peak across GPUs; only with two or more GPUs."""
+    if len(gpu_dirs) < 2:
+        return []
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    fig17 = suite.load("fig17")
+    any_data = False
+    for i, d in enumerate(gpu_dirs):
+        summary = load_summary(d)
+        name = gpu_title(summary, d)
+        try:
+            pts, _ = points(fig17, summary, d)
+        except Exception as e:  # noqa: BLE001
+            warnings.warn(f"cross-gpu: {d}: {e}")
+            continue
+        if pts.empty:
+            continue
+        any_data = True
+        lines = best_by_group(pts, "time_us")
+        for key, ls in (("best of the paper's kernels", "-"), ("best new kernel", "--"), ("fft+plan", ":")):
+            if key in lines:
+                s = lines[key]
+                axes[0].plot(s["size"], s["time_us"], ls=ls, color=series_color(i), marker="o", markersize=3,
+                             label=f"{name}: {key}")
+        if "overlap-wise (baseline)" in lines and "best of the paper's kernels" in lines:
+            b = lines["overlap-wise (baseline)"].set_index("size")["time_us"]
+            p = lines["best of the paper's kernels"].set_index("size")["time_us"]
+            sp = (b / p).dropna()
+            axes[1].plot(sp.index, sp.values, color=series_color(i), marker="o", markersize=3, label=name)
+        for key, ls in (("best of the paper's kernels", "-"), ("best new kernel", "--")):
+            if key in lines:
+                s = lines[key]
+                axes[2].plot(s["size"], s["peak_pct"], ls=ls, color=series_color(i), marker="o", markersize=3,
+                             label=f"{name}: {key}")
+    if not any_data:
+        plt.close(fig)
+        warnings.warn("cross-gpu: no GPU has fig17 results")
+        return []
+    titles = ["one-to-one: time per call [µs]", "one-to-one: speedup of the paper's best over the baseline",
+              "one-to-one: % of FP32 FMA peak"]
+    for ax, t in zip(axes, titles):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("matrix size N", fontsize=8)
+        ax.set_title(t, fontsize=9)
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize=6)
+    axes[0].set_yscale("log")
+    axes[0].set_ylabel("µs")
+    axes[1].set_ylabel("x")
+    axes[2].set_ylabel("%")
+    fig.suptitle("Across GPUs (Fig. 17 experiment)", fontsize=10)
+    fig.tight_layout()
+    root = Path(plots_root or paths.PLOTS)
+    return save(fig, root, "cross-gpu")
+
+
+@exit_2_on_bad_results("plot")
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dirs", nargs="*", help="result folders (default: every GPU under results/)")
+    ap.add_argument("--only", default="", help="comma-separated experiments")
+    ap.add_argument("--quick", action="store_true", help="plot the quick-run folders instead")
+    ap.add_argument("--pdf", action="store_true", help="a PDF beside each PNG (not committed)")
+    args = ap.parse_args(argv)
+    if args.pdf:
+        os.environ["XCORR_PLOT_FORMATS"] = "png,pdf"
+    only = [x for x in args.only.split(",") if x] or None
+    dirs = paths.selected_dirs(args.dirs, args.quick)
+    if not dirs:
+        print("plot: no results found", file=sys.stderr)
+        return 0
+    for d in dirs:
+        files = plot_gpu(d, only)
+        print(f"plot: {d.name}: {len({f.stem for f in files})} figure(s) in {paths.plots_dir_for(d)}")
+    if not args.dirs and not args.quick:
+        files = plot_cross_gpu(dirs)
+        if files:
+            print(f"plot: cross-GPU figure {files[0]}")
+    return 0
+

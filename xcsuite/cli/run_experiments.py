@@ -1,0 +1,670 @@
+"""Runs the experiment suite (experiments/*.py) with build/xcorr_bench under the paper's protocol
+and merges the results into results/<gpu>/<experiment>.json.
+
+    scripts/run_experiments.py [EXPERIMENT ...] [--quick] [--force] [--remeasure VARIANTS]
+                               [--max-minutes M] [--build DIR] [--estimate] [--list]
+
+Protocol: 10 repetitions per case, each running back-to-back calls for >= 0.1 s of GPU time,
+every repetition kept (outliers are removed later, by scripts/aggregate.py). --quick: 3
+repetitions of 0.01 s and no case above 1e11 FMAs per call (--max-fmas), written to
+results/<gpu>-quick/ so that smoke tests never mix with real results.
+
+Resumable: the cases run in chunks (one xcorr_bench process each, a few minutes at most); after
+every chunk the experiment's file is rewritten atomically, and a later run skips the cases it
+already holds. A complete experiment is skipped unless --force (which starts it afresh, keeping
+the old file as .bak). --max-minutes stops cleanly before a chunk would overrun the budget, so a
+lent GPU can be used in slices. A case the binary rejects or that crashes it is recorded as
+failed and not retried (--retry-failed retries them). Every case records the git revision of the
+binary that measured it; --remeasure V1,V2 runs again the cases of those variants measured at
+another revision (after a change to their code), without rerunning the rest of the experiment.
+
+One runner per GPU: a second one on the same GPU is refused (exit 2, naming the holder; see
+xcsuite/gpulock.py). SIGINT, SIGTERM, SIGHUP and SIGQUIT stop the running xcorr_bench (its whole
+process group), keep every case it finished and exit with 128 + the signal's number; rerun to resume.
+
+Exit status: 0 all selected experiments complete; 4 stopped by --max-minutes with work left;
+3 no GPU (one line on stderr); 2 bad usage, no build, an unreadable results file or the GPU in use
+by another runner; 128 + N stopped by signal N; 1 other failure.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import datetime as dt
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from xcsuite import paths
+from xcsuite.benchjson import entry_key, is_iteration, load_bench_json
+from xcsuite.cost import PROCESS_S, case_seconds, format_seconds
+from xcsuite.gpulock import GpuBusy, GpuLock, gpu_key
+from xcsuite.registry import NoGpu, gpu_info, load_registry
+from xcsuite.results import ResultsError, load_results
+from xcsuite import resultfile
+
+import experiments as suite
+from experiments._spec import expand
+
+PROTOCOL = {"repetitions": 10, "min_time_s": 0.1}
+QUICK_PROTOCOL = {"repetitions": 3, "min_time_s": 0.01}
+QUICK_MAX_FMAS = 1e11
+MAX_CASES_PER_CHUNK = 200
+EXIT_BUDGET = 4
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def nvidia_smi() -> dict:
+    fields = ["index", "name", "uuid", "pci.bus_id", "driver_version", "clocks.sm", "clocks.max.sm", "clocks.mem", "clocks.max.mem",
+              "clocks.applications.graphics", "temperature.gpu", "power.draw", "power.limit", "pstate",
+              "persistence_mode", "compute_mode"]
+    try:
+        r = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {"error": str(e)}
+    if r.returncode != 0:
+        return {"error": (r.stderr or r.stdout).strip()[-300:]}
+    gpus = []
+    for line in r.stdout.strip().splitlines():
+        gpus.append(dict(zip(fields, [v.strip() for v in line.split(",")])))
+    return {"time": now(), "gpus": gpus}
+
+
+def git_revision() -> str:
+    try:
+        r = subprocess.run([str(paths.ROOT / "scripts" / "git-revision")], capture_output=True, text=True, timeout=30)
+        return r.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+class State:
+    """The merged results file of one experiment."""
+
+    def __init__(self, path: Path, exp, protocol: dict, quick: bool, registry: list):
+        self.path = path
+        if path.exists():
+            self.data = load_results(path)
+        else:
+            self.data = resultfile.new_file()
+        meta = self.data.setdefault("xcorr_meta", {})
+        meta.update({"experiment": exp.name, "title": exp.title, "paper": exp.paper,
+                     "protocol": {**protocol, "quick": quick, "outliers": "IQR rule (1.5 IQR), at aggregation",
+                                  "repetitions_kept": "all"},
+                     "registry": registry})
+        meta.setdefault("started", None)
+        self.revision = None  # git revision of the binary measuring now (from its benchmark context)
+        meta.setdefault("runs", [])
+
+    @property
+    def meta(self) -> dict:
+        return self.data["xcorr_meta"]
+
+    def done_keys(self, repetitions: int, retry_failed: bool, remeasure: frozenset = frozenset(),
+                  revision: str | None = None) -> set:
+        """Cases that need no run. A case of a variant in `remeasure` counts only when it was
+        measured at `revision` (its code changed since the older measurement)."""
+        done = set()
+        for key, c in self.data["cases"].items():
+            if key.split("|", 1)[0] in remeasure and c.get("revision") != revision:
+                continue
+            reps = sum(1 for e in resultfile.entries_of(c) if not e.get("error_occurred"))
+            if c.get("status") == "ok" and reps >= repetitions:
+                done.add(key)
+            elif c.get("status") in ("failed", "rejected") and not retry_failed:
+                done.add(key)
+        return done
+
+    def record(self, case, status: str, entries: list, message: str = "") -> None:
+        """Files the case's result (its repetitions, status and the revision that measured it) in
+        place of any older one, at the end: the file lists cases in the order they were measured."""
+        self.data["cases"].pop(case.key, None)
+        info = {"status": status, "message": message, "time": now(), "revision": self.revision}
+        reps = [e for e in entries if is_iteration(e)]  # Google's aggregates are recomputed from these
+        self.data["cases"][case.key] = resultfile.encode(resultfile.identity_from_line(case.line()), case.cold,
+                                                         info, reps)
+
+    def save(self) -> None:
+        self.meta["updated"] = now()
+        resultfile.write_atomic(self.path, self.data)
+
+
+class Runner:
+    def __init__(self, args, registry: list, protocol: dict, deadline: float | None, log_dir: Path):
+        self.args = args
+        self.bench = Path(args.build) / "xcorr_bench"
+        self.registry = registry
+        self.families = {v["name"]: v.get("family") for v in registry}
+        self.protocol = protocol
+        self.deadline = deadline
+        self.log_dir = log_dir
+        self.stopped_for_budget = False
+        self.proc = None
+        self.crashes = 0
+        self.signal = None  # the stop signal received, if any
+        self.pass_fds = ()  # the GPU lock: each benchmark holds it too (xcsuite/gpulock.py)
+
+    def stop(self, signum, _frame=None) -> None:
+        """Signal handler: no new chunk starts, and the running benchmark is killed (it runs in
+        a session of its own, so nothing else would reach it)."""
+        self.signal = self.signal or signum
+        self.kill_child()
+
+    def kill_child(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def est(self, case) -> float:
+        return case_seconds(case, self.protocol["repetitions"], self.protocol["min_time_s"],
+                            self.families.get(case.variant))
+
+    def time_left(self) -> float:
+        return float("inf") if self.deadline is None else self.deadline - time.time()
+
+    def invoke(self, cases: list, exp_name: str, timeout: float) -> tuple[int, dict | None, str, bool]:
+        """Runs one xcorr_bench process on `cases`: (rc, json or None, stderr tail, timed out)."""
+        with tempfile.TemporaryDirectory(prefix="xcorr-chunk-") as tmp:
+            cases_file = Path(tmp) / "cases.txt"
+            cases_file.write_text("".join(c.line() + "\n" for c in cases))
+            out = Path(tmp) / "out.json"
+            cmd = [str(self.bench), "--cases", str(cases_file), "--min-time", str(self.protocol["min_time_s"]),
+                   f"--benchmark_repetitions={self.protocol['repetitions']}",
+                   "--benchmark_report_aggregates_only=false", "--benchmark_display_aggregates_only=true",
+                   f"--benchmark_out={out}",
+                   "--benchmark_out_format=json"]
+            if cases[0].cold:
+                cmd.insert(3, "--cold")
+            log = self.log_dir / f"{exp_name}.log"
+            with open(log, "a") as lf:
+                lf.write(f"\n== {now()} {' '.join(cmd)}\n" + "".join("   " + c.line() + "\n" for c in cases))
+                lf.flush()
+                timed_out = False
+                self.proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                             pass_fds=self.pass_fds)
+                if self.signal is not None:  # arrived while the process was being started
+                    self.kill_child()
+                try:
+                    _, err = self.proc.communicate(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+                    self.kill_child()
+                    _, err = self.proc.communicate()
+                rc = self.proc.returncode
+                self.proc = None
+                lf.write(err or "")
+                lf.write(f"== rc={rc}{' (killed: time limit)' if timed_out else ''}\n")
+            data = None
+            if out.exists() and out.stat().st_size:
+                try:
+                    data = load_bench_json(out)
+                except (ValueError, json.JSONDecodeError):
+                    data = None
+        tail = " | ".join((err or "").strip().splitlines()[-3:])
+        return rc, data, tail, timed_out
+
+    def run_chunk(self, cases: list, state: State, exp_name: str) -> list:
+        """Runs `cases`, records what finished; returns the cases still to run (after a crash)."""
+        est = sum(self.est(c) for c in cases) + PROCESS_S
+        own_limit = est * 4 + 120
+        budget_bound = self.time_left() < own_limit
+        timeout = min(self.time_left(), own_limit)
+        rc, data, tail, timed_out = self.invoke(cases, exp_name, timeout)
+        if self.signal is not None:
+            pass  # killed by the runner's stop: not the binary's failure
+        elif rc != 0 and data is None and rc != 2:
+            self.crashes += 1
+            if self.crashes >= 3:
+                raise SystemExit(f"run_experiments: xcorr_bench failed three times in a row without a result "
+                                 f"(last: exit status {rc}: {tail}); see {self.log_dir}")
+        else:
+            self.crashes = 0
+        by_key = collections.defaultdict(list)
+        if data is not None:
+            ctx = data.get("context", {})
+            self.merge_context(state, ctx)
+            for e in data.get("benchmarks", []):
+                try:
+                    by_key[entry_key(e, ctx.get("xcorr_cold") == "1")].append(e)
+                except ValueError as err:
+                    print(f"warning: {exp_name}: unexpected benchmark entry: {err}", file=sys.stderr)
+        reps = self.protocol["repetitions"]
+        rest = []
+        culprit_found = False
+        for c in cases:
+            entries = by_key.get(c.key, [])
+            errors = [e for e in entries if e.get("error_occurred")]
+            iters = [e for e in entries if is_iteration(e) and not e.get("error_occurred")]
+            if errors:
+                state.record(c, "failed", entries, errors[0].get("error_message", "error"))
+            elif len(iters) >= reps:
+                state.record(c, "ok", entries)
+            elif self.signal is not None:
+                rest.append(c)  # stopped by a signal: still pending
+            elif rc == 2 and data is None:
+                if len(cases) > 1:
+                    rest = list(cases)  # refused before running: isolate the offender(s) one by one
+                    return self.isolate(rest, state, exp_name)
+                state.record(c, "rejected", [], tail or "xcorr_bench exit status 2")
+            elif timed_out and budget_bound:
+                rest.append(c)  # killed by the --max-minutes budget: leave it pending
+                self.stopped_for_budget = True
+            elif not culprit_found and rc != 0:
+                culprit_found = True
+                why = "killed after exceeding its time limit" if timed_out else f"xcorr_bench exit status {rc}"
+                state.record(c, "failed", entries, f"{why}: {tail}".strip(": "))
+            elif rc != 0:
+                rest.append(c)  # never started: the process died on an earlier case
+            else:
+                state.record(c, "failed", entries, f"xcorr_bench gave {len(iters)} of {reps} repetitions")
+        state.save()
+        return rest
+
+    def isolate(self, cases: list, state: State, exp_name: str) -> list:
+        """The binary refused a chunk (exit 2): run its cases one by one to find the offenders."""
+        for i, c in enumerate(cases):
+            if self.signal is not None:
+                return cases[i:]
+            if self.time_left() < self.est(c) + PROCESS_S:
+                self.stopped_for_budget = True
+                return cases[i:]
+            self.run_chunk([c], state, exp_name)
+            if i == 2 and all(state.data["cases"].get(x.key, {}).get("status") == "rejected" for x in cases[:3]):
+                # three refusals in a row: the command line, not the cases (keep them pending)
+                msg = state.data["cases"][cases[0].key]["message"]
+                for x in cases[:3]:
+                    state.data["cases"].pop(x.key, None)
+                state.save()
+                raise SystemExit(f"run_experiments: xcorr_bench refuses every case: {msg}")
+        return []
+
+    @staticmethod
+    def merge_context(state: State, ctx: dict) -> None:
+        if not ctx:
+            return
+        old = state.data.get("context") or {}
+        if old.get("xcorr_gpu_name") and ctx.get("xcorr_gpu_name") and old["xcorr_gpu_name"] != ctx["xcorr_gpu_name"]:
+            raise SystemExit(f"run_experiments: {state.path} holds results of {old['xcorr_gpu_name']}, "
+                             f"this GPU is {ctx['xcorr_gpu_name']}")
+        if not old:
+            state.data["context"] = ctx
+        revs = state.meta.setdefault("git_revisions", [])
+        rev = ctx.get("xcorr_git_revision")
+        state.revision = rev
+        if rev and rev not in revs:
+            revs.append(rev)
+
+
+def chunks(cases: list, est, limit_s: float) -> list:
+    out, cur, acc = [], [], 0.0
+    for c in cases:
+        t = est(c)
+        if cur and (acc + t > limit_s or len(cur) >= MAX_CASES_PER_CHUNK or c.cold != cur[0].cold):
+            out.append(cur)
+            cur, acc = [], 0.0
+        cur.append(c)
+        acc += t
+    if cur:
+        out.append(cur)
+    return out
+
+
+def select(names: list[str]) -> list:
+    known = suite.names()
+    picked = []
+    for n in names or known:
+        for part in n.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if part not in known:
+                raise SystemExit(f"run_experiments: unknown experiment {part!r} (known: {', '.join(known)})")
+            picked.append(part)
+    return [suite.load(n) for n in dict.fromkeys(picked)]
+
+
+def expand_capped(e, registry, max_fmas):
+    ex = expand(e, registry)
+    if max_fmas:
+        ex.cases = [c for c in ex.cases if c.fmas <= max_fmas]
+    return ex
+
+
+def estimate(exps, registry, protocol, results_dir: Path | None, max_fmas=None, remeasure: frozenset = frozenset(),
+             revision: str | None = None) -> float:
+    fam = {v["name"]: v.get("family") for v in registry}
+    total = total_pending = 0.0
+    print(f"{'experiment':<12} {'cases':>6} {'pending':>8} {'estimate':>10} {'pending':>10}")
+    for e in exps:
+        if e.derived_from:
+            print(f"{e.name:<12} {'derived from ' + ', '.join(e.derived_from):>38}")
+            continue
+        ex = expand_capped(e, registry, max_fmas)
+        done = set()
+        if results_dir is not None and (results_dir / f"{e.name}.json").exists():
+            st = load_results(results_dir / f"{e.name}.json")
+            done = {k for k, v in st.get("cases", {}).items()
+                    if v.get("status") and not (k.split("|", 1)[0] in remeasure and v.get("revision") != revision)}
+        t = sum(case_seconds(c, protocol["repetitions"], protocol["min_time_s"], fam.get(c.variant)) for c in ex.cases)
+        tp = sum(case_seconds(c, protocol["repetitions"], protocol["min_time_s"], fam.get(c.variant))
+                 for c in ex.cases if c.key not in done)
+        npend = sum(1 for c in ex.cases if c.key not in done)
+        total += t
+        total_pending += tp
+        print(f"{e.name:<12} {len(ex.cases):>6} {npend:>8} {format_seconds(t):>10} {format_seconds(tp):>10}")
+    print(f"{'total':<12} {'':>6} {'':>8} {format_seconds(total):>10} {format_seconds(total_pending):>10}"
+          f"   (GPU time, {protocol['repetitions']} x {protocol['min_time_s']} s protocol; a model, not a measurement)")
+    return total_pending
+
+
+class Stop(Exception):
+    """Ends the command with one line on stderr and the given exit status."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class Setup:
+    """What the command line selects, checked against the build's registry."""
+
+    exps: list
+    registry: list
+    protocol: dict
+    max_fmas: float | None
+    remeasure: frozenset
+
+
+@dataclass
+class Plan:
+    """One experiment's work left: its results file and the cases to run, in definition order."""
+
+    exp: object
+    state: State
+    pending: list
+
+
+def parse_args(argv) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("experiments", nargs="*", help="experiments to run (names or comma lists; default: all)")
+    ap.add_argument("--build", default=str(paths.ROOT / "build"), help="build directory (default: build/)")
+    ap.add_argument("--results", default=str(paths.RESULTS), help="results root (default: results/)")
+    ap.add_argument("--quick", action="store_true", help="smoke test: 3 repetitions of 0.01 s, to results/<gpu>-quick/")
+    ap.add_argument("--force", action="store_true", help="rerun selected experiments from scratch")
+    ap.add_argument("--retry-failed", action="store_true", help="run again the cases recorded as failed")
+    ap.add_argument("--remeasure", default="", metavar="VARIANTS",
+                    help="comma-separated variants whose code changed: their cases measured at another git "
+                         "revision are run again (resumable; the old measurement stays until replaced)")
+    ap.add_argument("--max-minutes", type=float, default=None, help="stop cleanly before this budget is exceeded")
+    ap.add_argument("--chunk-seconds", type=float, default=150.0, help="estimated GPU seconds per bench process")
+    ap.add_argument("--max-fmas", type=float, default=None,
+                    help="skip cases above this many FMAs per call (default: none; --quick: 1e11)")
+    ap.add_argument("--estimate", action="store_true", help="print the cost of the selected experiments and exit")
+    ap.add_argument("--registry", default=None, help="registry JSON for --estimate without a build")
+    ap.add_argument("--list", action="store_true", help="list the experiments and exit")
+    ap.add_argument("--allow-dirty", action="store_true",
+                    help="record measurements of a build whose git revision is '-dirty' or unknown")
+    ap.add_argument("--no-progress", action="store_true")
+    return ap.parse_args(argv)
+
+
+def setup(args) -> Setup:
+    exps = select(args.experiments)
+    try:
+        registry = load_registry(args.build, args.registry)
+    except (FileNotFoundError, RuntimeError) as e:
+        raise Stop(2, str(e)) from None
+    remeasure = frozenset(v.strip() for v in args.remeasure.split(",") if v.strip())
+    unknown = sorted(remeasure - {v["name"] for v in registry})
+    if unknown:
+        raise Stop(2, f"--remeasure: unknown variant(s) {', '.join(unknown)}")
+    max_fmas = args.max_fmas if args.max_fmas is not None else (QUICK_MAX_FMAS if args.quick else None)
+    return Setup(exps, registry, QUICK_PROTOCOL if args.quick else PROTOCOL, max_fmas, remeasure)
+
+
+def print_estimate(args, su: Setup) -> None:
+    """--estimate: the cost of every selected experiment, and of what its results file lacks
+    where a GPU tells which results folder is meant."""
+    results_dir = None
+    ctx = {}
+    try:
+        ctx = gpu_info(args.build)
+        results_dir = Path(args.results) / (paths.gpu_slug(ctx["xcorr_gpu_name"]) + (paths.QUICK_SUFFIX if args.quick else ""))
+    except (NoGpu, FileNotFoundError, RuntimeError, KeyError):
+        pass
+    estimate(su.exps, su.registry, su.protocol, results_dir, su.max_fmas, su.remeasure, ctx.get("xcorr_git_revision"))
+
+
+def measuring_gpu(args) -> dict:
+    """The benchmark context of the GPU the build will measure; refused where there is none or
+    where its measurements could not be traced to a commit."""
+    try:
+        ctx = gpu_info(args.build)
+    except NoGpu as e:
+        raise Stop(3, f"no GPU: {e}") from None
+    except (FileNotFoundError, RuntimeError) as e:
+        raise Stop(2, str(e)) from None
+    if not (Path(args.build) / "xcorr_bench").exists():
+        raise Stop(2, f"{args.build}/xcorr_bench not found: build first")
+    rev = str(ctx.get("xcorr_git_revision", "unknown"))
+    if not args.quick and not args.allow_dirty and (rev.endswith("-dirty") or rev == "unknown"):
+        # Results name the revision they measured; "-dirty" or "unknown" names no code anyone can
+        # check out (scripts/git-revision says how the revision is found on a copied tree).
+        raise Stop(2, f"the binary in {args.build} reports git revision '{rev}': its sources are not a "
+                      "commit, so its measurements could not be traced. Commit and rebuild (on a copied tree, set "
+                      "XCORR_GIT_REVISION to the copied commit's hash before building), or pass --allow-dirty")
+    return ctx
+
+
+@contextlib.contextmanager
+def gpu_lock(ctx: dict, smi: dict):
+    """Holds the GPU's lock (xcsuite/gpulock.py) for the measuring run."""
+    lock = GpuLock(gpu_key(ctx, smi.get("gpus", [])), ctx.get("xcorr_gpu_name", ""))
+    try:
+        lock.acquire()
+    except GpuBusy as e:
+        raise Stop(2, f"{e}: wait until it ends, or stop it") from None
+    except OSError as e:
+        raise Stop(2, f"cannot take the GPU lock {lock.path}: {e} (set XCORR_LOCK_DIR to a writable "
+                      "folder shared by every runner of this machine)") from None
+    try:
+        yield lock
+    finally:
+        lock.release()
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.list:
+        for e in suite.load_all():
+            print(f"{e.name:<12} {e.paper:<28} {e.title}")
+        return 0
+    try:
+        su = setup(args)
+        if args.estimate:
+            print_estimate(args, su)
+            return 0
+        ctx = measuring_gpu(args)
+        smi = nvidia_smi()
+        with gpu_lock(ctx, smi) as lock:
+            return measure(args, su, ctx, smi, lock)
+    except (Stop, ResultsError) as e:
+        print(f"run_experiments: {e}", file=sys.stderr)
+        return e.status if isinstance(e, Stop) else 2
+
+
+def measure(args, su: Setup, ctx: dict, smi: dict, lock) -> int:
+    """The measuring run, under the GPU lock: plans the pending cases, runs them, reports."""
+    slug = paths.gpu_slug(ctx.get("xcorr_gpu_name", "unknown")) + (paths.QUICK_SUFFIX if args.quick else "")
+    out_dir = Path(args.results) / slug
+    log_dir = out_dir / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    deadline = start + args.max_minutes * 60 if args.max_minutes else None
+    runner = Runner(args, su.registry, su.protocol, deadline, log_dir)
+    runner.pass_fds = (lock.fd,)
+    saved_handlers = {s: signal.signal(s, runner.stop) for s in STOP_SIGNALS}
+    try:
+        plans = plan(args, su, ctx, out_dir)
+        total_est = sum(runner.est(c) for p in plans for c in p.pending)
+        print(f"GPU: {ctx.get('xcorr_gpu_name')} -> {out_dir}; {sum(len(p.pending) for p in plans)} cases pending in "
+              f"{len(plans)} experiment(s), estimated {format_seconds(total_est)}"
+              + (f"; budget {args.max_minutes:g} min" if args.max_minutes else ""))
+        if not plans:
+            return 0
+        run_all(plans, runner, args, ctx, smi, total_est)
+        return report(plans, runner, args, start)
+    finally:
+        runner.kill_child()
+        for s, h in saved_handlers.items():
+            signal.signal(s, h)
+
+
+def plan(args, su: Setup, ctx: dict, out_dir: Path) -> list[Plan]:
+    """Each experiment's cases not yet measured; records the plan in its results file, and marks
+    an experiment with nothing left complete."""
+    plans = []
+    for e in su.exps:
+        if e.derived_from or not e.shapes:
+            print(f"{e.name}: derived from {', '.join(e.derived_from)}: nothing to run")
+            continue
+        ex = expand_capped(e, su.registry, su.max_fmas)
+        for w in ex.warnings:
+            print(f"warning: {w}", file=sys.stderr)
+        path = out_dir / f"{e.name}.json"
+        if args.force and path.exists():
+            shutil.copy2(path, path.with_suffix(".json.bak"))
+            path.unlink()
+        state = State(path, e, su.protocol, args.quick, su.registry)
+        state.meta["cases_planned"] = len(ex.cases)  # for "incomplete: 12 of 105 cases" on the pages
+        old = state.data.get("context", {}).get("xcorr_gpu_name")
+        if old and old != ctx.get("xcorr_gpu_name"):
+            raise Stop(2, f"{path} holds results of {old}, not {ctx.get('xcorr_gpu_name')}")
+        state.meta["max_fmas"] = su.max_fmas
+        state.meta["unavailable"] = [{"series": s, "shape": (list(sh.dims()) if sh else None), "reason": r}
+                                     for s, sh, r in ex.unavailable]
+        state.data["members"] = resultfile.encode_members(ex.members)  # what the figures draw: no reader expands
+        done = state.done_keys(su.protocol["repetitions"], args.retry_failed, su.remeasure,
+                               ctx.get("xcorr_git_revision"))
+        pending = [c for c in ex.cases if c.key not in done]
+        if not pending:
+            if not state.meta.get("complete"):
+                state.meta["complete"] = True
+                state.meta["finished"] = state.meta.get("finished") or now()
+                state.save()
+            print(f"{e.name}: complete ({len(ex.cases)} cases), skipped; --force reruns it")
+            continue
+        plans.append(Plan(e, state, pending))
+    return plans
+
+
+def progress_bar(total_est: float, disable: bool):
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover
+        return None
+    return tqdm(total=round(total_est), unit="s", disable=disable, dynamic_ncols=True,
+                bar_format="{desc} {percentage:3.0f}%|{bar}| est. {n_fmt}/{total_fmt} s [{elapsed}<{remaining}]")
+
+
+def run_all(plans: list[Plan], runner: Runner, args, ctx: dict, smi: dict, total_est: float) -> None:
+    """Runs the plans one experiment after another, until done, a stop signal or the budget."""
+    bar = progress_bar(total_est, args.no_progress)
+    revision = git_revision()
+    try:
+        for p in plans:
+            if runner.signal is not None:
+                break
+            run_experiment(p, runner, args, ctx.get("xcorr_git_revision") or revision, smi, bar)
+            if runner.stopped_for_budget:
+                break
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def next_chunk(queue, runner: Runner, chunk_seconds: float) -> list | None:
+    """The cases of the next benchmark process: as many as fit the chunk size and the time left
+    (None: not even one fits the budget)."""
+    chunk = chunks(list(queue), runner.est, chunk_seconds)[0]
+    if runner.time_left() >= sum(runner.est(c) for c in chunk) + PROCESS_S:
+        return chunk
+    fit, acc = [], PROCESS_S
+    for c in chunk:
+        if acc + runner.est(c) > runner.time_left():
+            break
+        fit.append(c)
+        acc += runner.est(c)
+    return fit or None
+
+
+def run_experiment(p: Plan, runner: Runner, args, git_rev: str, smi: dict, bar) -> None:
+    """Runs one experiment's pending cases chunk by chunk, recording the run in its file."""
+    meta = p.state.meta
+    meta["started"] = meta.get("started") or now()
+    meta["complete"] = False
+    meta["finished"] = None
+    meta["git_revision"] = git_rev
+    meta.setdefault("nvidia_smi", {}).setdefault("first", smi)
+    run = {"started": now(), "nvidia_smi_start": smi, "cases_pending": len(p.pending), "chunks": 0,
+           "budget_min": args.max_minutes}
+    meta["runs"].append(run)
+    p.state.save()
+    queue = collections.deque(p.pending)
+    while queue and runner.signal is None:
+        chunk = next_chunk(queue, runner, args.chunk_seconds)
+        if chunk is None:
+            runner.stopped_for_budget = True
+            break
+        for _ in chunk:
+            queue.popleft()
+        if bar is not None:
+            bar.set_description_str(f"{p.exp.name} ({len(queue) + len(chunk)} left)")
+        rest = runner.run_chunk(chunk, p.state, p.exp.name)
+        run["chunks"] += 1
+        for c in reversed(rest):
+            queue.appendleft(c)
+        if bar is not None:
+            bar.update(round(sum(runner.est(c) for c in chunk if c not in rest)))
+        if runner.stopped_for_budget or runner.signal is not None:
+            break
+    run["ended"] = now()
+    run["nvidia_smi_end"] = nvidia_smi()
+    meta["nvidia_smi"]["last"] = run["nvidia_smi_end"]
+    if not queue and not runner.stopped_for_budget:  # (a signal leaves a queue)
+        meta["complete"] = True
+        meta["finished"] = now()
+    p.state.save()
+
+
+def report(plans: list[Plan], runner: Runner, args, start: float) -> int:
+    """The run's last line and exit status: stopped by a signal, by the budget, or done."""
+    if runner.signal is not None:
+        print(f"run_experiments: stopped by {signal.Signals(runner.signal).name}; the finished cases are saved, "
+              "rerun to resume", file=sys.stderr)
+        return 128 + runner.signal
+    failed = sum(1 for p in plans for c in p.state.data["cases"].values() if c["status"] != "ok")
+    elapsed = time.time() - start
+    if runner.stopped_for_budget:
+        print(f"run_experiments: stopped after {format_seconds(elapsed)} (--max-minutes {args.max_minutes:g}); "
+              f"rerun the same command to resume")
+        return EXIT_BUDGET
+    print(f"run_experiments: done in {format_seconds(elapsed)}" + (f"; {failed} case(s) failed (see the files' "
+                                                                   "\"cases\" and logs/)" if failed else ""))
+    return 0

@@ -1,0 +1,117 @@
+"""A GPU folder's results as one table, summary.csv (written by the aggregate command): one row
+per configuration and experiment, with its parameters, the mean time per call after IQR outlier
+removal (paper protocol), std, cv, time per FMA, FLOP/s and % of the FP32 peak;
+experiment_complete is false for the rows of an experiment whose run stopped part-way."""
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pandas as pd
+
+from experiments._spec import Shape, count_label
+from xcsuite.benchjson import parse_label, seconds
+from xcsuite.resultfile import dims_of, entries_of
+from xcsuite.results import load_results
+from xcsuite.stats import describe
+
+COLUMNS = ["gpu", "gpu_name", "experiment", "case", "variant", "family", "form", "counts", "size", "hL", "wL",
+           "hR", "wR", "nL", "nR", "pairs", "params", "cold", "status", "message", "n_reps", "n_kept",
+           "n_outliers", "time_us", "std_us", "cv", "median_us", "min_us", "finish_time_us", "batch", "fmas",
+           "time_per_fma_ps", "flops", "peak_flops", "peak_pct", "timed", "precision", "experiment_complete"]
+
+
+def _float(x, default=float("nan")):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return default
+
+
+def rows_of(path: Path) -> list[dict]:
+    data = load_results(path)
+    ctx = data.get("context", {})
+    meta = data.get("xcorr_meta", {})
+    experiment = meta.get("experiment", Path(path).stem)
+    families = {v["name"]: v.get("family", "") for v in meta.get("registry", [])}
+    peak = _float(ctx.get("xcorr_fp32_peak_flops"))
+    rows = []
+    for key, info in data.get("cases", {}).items():
+        entries = entries_of(info)
+        ok = [e for e in entries if not e.get("error_occurred")]
+        errs = [e for e in entries if e.get("error_occurred")]
+        variant, dims, params = info["variant"], dims_of(info), info["params"]
+        form, hL, wL, hR, wR, nL, nR = dims
+        try:
+            shape = Shape(form, hL, wL, hR, wR, nL, nR)
+            pairs, fmas_default = shape.pairs, shape.fmas
+        except ValueError:
+            pairs, fmas_default = float("nan"), float("nan")
+        label = parse_label((ok or entries or [{}])[0].get("label", ""))
+        row = {"gpu": Path(path).parent.name, "gpu_name": ctx.get("xcorr_gpu_name", ""), "experiment": experiment,
+               "case": key, "variant": variant, "family": label.get("family") or families.get(variant, ""),
+               "form": form, "counts": count_label(form, nL, nR) if form != "?" else "",
+               "size": hL if hL == wL == hR == wR else float("nan"), "hL": hL, "wL": wL, "hR": hR, "wR": wR,
+               "nL": nL, "nR": nR, "pairs": pairs,
+               "params": ",".join(f"{k}={params[k]}" for k in sorted(params)),
+               "cold": info["cold"],
+               "timed": label.get("timed", ""), "precision": label.get("precision", ""), "peak_flops": peak,
+               "experiment_complete": bool(meta.get("complete"))}
+        if ok and not errs:
+            st = describe([seconds(e) for e in ok])
+            fmas = _float(ok[0].get("fmas"), fmas_default)
+            fin = [_float(e.get("finish_time")) for e in ok if "finish_time" in e]  # seconds
+            row.update(status="ok", message="", n_reps=st["n_reps"], n_kept=st["n_kept"],
+                       n_outliers=st["n_outliers"], time_us=st["mean"] * 1e6, std_us=st["std"] * 1e6, cv=st["cv"],
+                       median_us=st["median"] * 1e6, min_us=st["min"] * 1e6,
+                       finish_time_us=(sum(fin) / len(fin) * 1e6) if fin else float("nan"),
+                       batch=_float(ok[0].get("batch")), fmas=fmas,
+                       time_per_fma_ps=st["mean"] / fmas * 1e12 if fmas else float("nan"),
+                       flops=2 * fmas / st["mean"] if st["mean"] > 0 else float("nan"))
+            row["peak_pct"] = 100 * row["flops"] / peak if peak == peak and peak > 0 else float("nan")
+        else:
+            msg = (errs[0].get("error_message") if errs else "") or info.get("message", "") or "no result"
+            row.update(status=info.get("status", "failed") if info.get("status") != "ok" else "failed",
+                       message=msg, n_reps=len(ok), fmas=fmas_default)
+        rows.append(row)
+    return rows
+
+
+def summarize(gpu_dir: Path) -> pd.DataFrame:
+    """The summary of a GPU folder's results, computed (nothing is written)."""
+    rows = []
+    for f in sorted(Path(gpu_dir).glob("*.json")):
+        try:
+            rows += rows_of(f)
+        except (ValueError, KeyError, TypeError) as e:  # a case of an unexpected form (a damaged file raises ResultsError)
+            warnings.warn(f"{f}: skipped: {e}")
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def aggregate_dir(gpu_dir: Path) -> pd.DataFrame:
+    """Writes results/<gpu>/summary.csv."""
+    df = summarize(gpu_dir)
+    df.to_csv(Path(gpu_dir) / "summary.csv", index=False, float_format="%.6g")
+    return df
+
+
+def gpu_name_of(summary: pd.DataFrame, gpu_dir: Path) -> str:
+    """The GPU a result folder was measured on: the first recorded name, else the folder's name."""
+    names = [n for n in summary.get("gpu_name", pd.Series(dtype=str)).dropna().unique() if n]
+    return names[0] if names else Path(gpu_dir).name
+
+
+def load_summary(gpu_dir: Path) -> pd.DataFrame:
+    """summary.csv of a GPU folder; computed afresh, not written, when it is missing or older than
+    a results file (reading never writes: scripts/aggregate.py does)."""
+    gpu_dir = Path(gpu_dir)
+    csv = gpu_dir / "summary.csv"
+    jsons = list(gpu_dir.glob("*.json"))
+    if jsons and (not csv.exists() or max(j.stat().st_mtime for j in jsons) > csv.stat().st_mtime):
+        return summarize(gpu_dir)
+    if not csv.exists():
+        return pd.DataFrame(columns=COLUMNS)
+    df = pd.read_csv(csv, dtype={"params": str, "message": str, "timed": str, "precision": str, "family": str})
+    for c in ("params", "message", "timed", "precision", "family"):
+        df[c] = df[c].fillna("")
+    return df
