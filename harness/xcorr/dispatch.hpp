@@ -139,8 +139,13 @@ struct Combos {
     static std::string listing(std::size_t n, const char* open, const char* sep, const char* close) {
         std::string s;
         for (std::size_t r = 0; r < rows; ++r) {
-            s += (r ? " " : "") + std::string(open);
-            for (std::size_t c = 0; c < n; ++c) s += (c ? sep : "") + std::to_string(cell(r, c));
+            // Appends only: GCC 12 warns (-Wrestrict, a false positive) on const char* + string here.
+            if (r) s += ' ';
+            s += open;
+            for (std::size_t c = 0; c < n; ++c) {
+                if (c) s += sep;
+                s += std::to_string(cell(r, c));
+            }
             s += close;
         }
         return s;
