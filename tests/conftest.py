@@ -29,6 +29,20 @@ def run(args, **kw):
     return subprocess.run(args, capture_output=True, text=True, timeout=kw.pop("timeout", 600), **kw)
 
 
+def xrun(xcorr, *args):
+    """`xcorr run ARGS`."""
+    return run([xcorr, "run", *map(str, args)])
+
+
+def one_line_error(r, status, *needles):
+    """The run failed with `status` and exactly one line on stderr holding every needle."""
+    assert r.returncode == status, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    for n in needles:
+        assert n.lower() in lines[0].lower(), lines[0]
+
+
 @pytest.fixture(scope="session")
 def xcorr():
     return binary("xcorr")

@@ -12,19 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import reported_error, run, save, seeded_rng
+from conftest import one_line_error, reported_error, run, save, seeded_rng, xrun
 
-
-def xrun(xcorr, *args):
-    return run([xcorr, "run", *map(str, args)])
-
-
-def one_line_error(r, status, *needles):
-    assert r.returncode == status, (r.returncode, r.stdout, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1, r.stderr
-    for n in needles:
-        assert n.lower() in lines[0].lower(), lines[0]
 
 
 @pytest.fixture

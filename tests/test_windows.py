@@ -7,20 +7,9 @@ before the GPU is needed. The GPU reference's windows are checked by xcorr_valid
 import numpy as np
 import pytest
 
-from conftest import run, save, seeded_rng
+from conftest import one_line_error, run, save, seeded_rng, xrun
 from xcorr_np import FORMS, correlate, counts, rel_error
 
-
-def xrun(xcorr, *args):
-    return run([xcorr, "run", *map(str, args)])
-
-
-def one_line_error(r, status, *needles):
-    assert r.returncode == status, (r.returncode, r.stdout, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1, r.stderr
-    for n in needles:
-        assert n.lower() in lines[0].lower(), lines[0]
 
 
 def signed_stacks(rng, form, shape):

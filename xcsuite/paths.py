@@ -18,6 +18,13 @@ def gpu_slug(name: str) -> str:
     return s or "unknown-gpu"
 
 
+def add_dirs_arguments(ap) -> None:
+    """The report commands' common arguments: result folders, or every GPU's (--quick: the
+    quick-run folders); selected_dirs(args.dirs, args.quick) resolves them."""
+    ap.add_argument("dirs", nargs="*", help="result folders (default: every GPU under results/)")
+    ap.add_argument("--quick", action="store_true", help="the quick-run folders instead")
+
+
 def selected_dirs(given: list, quick: bool) -> list[Path]:
     """The result folders a report script works on: those named on its command line, else every
     GPU's folder under results/ (only the quick-run folders with --quick, never mixed)."""

@@ -18,8 +18,7 @@ from xcsuite.summary import aggregate_dir
 @exit_2_on_bad_results("aggregate")
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("dirs", nargs="*", help="result folders (default: every GPU under results/)")
-    ap.add_argument("--quick", action="store_true", help="the quick-run folders instead")
+    paths.add_dirs_arguments(ap)
     args = ap.parse_args(argv)
     dirs = paths.selected_dirs(args.dirs, args.quick)
     if not dirs:

@@ -227,8 +227,7 @@ def build_page(summary, gpu_name: str, stopped: list = ()) -> tuple[str, dict]:
 @exit_2_on_bad_results("anchors")
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("dirs", nargs="*", help="result folders (default: every GPU under results/)")
-    ap.add_argument("--quick", action="store_true", help="the quick-run folders instead")
+    paths.add_dirs_arguments(ap)
     args = ap.parse_args(argv)
     for d in paths.selected_dirs(args.dirs, args.quick):
         summary = load_summary(d)

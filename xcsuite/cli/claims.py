@@ -296,8 +296,7 @@ def write_page(gpu_dir: Path, results: list[Result]) -> Path:
 @exit_2_on_bad_results("claims")
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("dirs", nargs="*")
-    ap.add_argument("--quick", action="store_true")
+    paths.add_dirs_arguments(ap)
     args = ap.parse_args(argv)
     dirs = paths.selected_dirs(args.dirs, args.quick)
     for d in dirs:

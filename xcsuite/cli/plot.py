@@ -376,9 +376,8 @@ def plot_cross_gpu(gpu_dirs: list, plots_root: Path | None = None) -> list[Path]
 @exit_2_on_bad_results("plot")
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("dirs", nargs="*", help="result folders (default: every GPU under results/)")
+    paths.add_dirs_arguments(ap)
     ap.add_argument("--only", default="", help="comma-separated experiments")
-    ap.add_argument("--quick", action="store_true", help="plot the quick-run folders instead")
     ap.add_argument("--pdf", action="store_true", help="a PDF beside each PNG (not committed)")
     args = ap.parse_args(argv)
     if args.pdf:

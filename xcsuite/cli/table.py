@@ -121,8 +121,7 @@ def make_tables(gpu_dir: Path, plots_root: Path | None = None) -> dict:
 @exit_2_on_bad_results("table")
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("dirs", nargs="*", help="result folders (default: every GPU under results/)")
-    ap.add_argument("--quick", action="store_true")
+    paths.add_dirs_arguments(ap)
     ap.add_argument("--pdf", action="store_true", help="a PDF beside each PNG (not committed)")
     args = ap.parse_args(argv)
     if args.pdf:
