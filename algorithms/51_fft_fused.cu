@@ -1,14 +1,16 @@
 // fft-fused: the FFT-based cross-correlation with hand-written DFTs, fused so that a right matrix is
-// read once (unpadded) and its output written once, in the final layout. Up to outputs of 191 x 191
-// (transform sizes 32, 64, 96, 128, 192) one block per matrix does everything in shared memory;
-// larger transforms (256, 512, 1024: outputs up to 1023 x 1023) take the staged path at the end
-// of this file, the same phases as kernels of their own. Beyond the paper: its fft (and ours,
-// 50_fft.cu) is five passes over a global workspace (pad, cuFFT's two R2C kernels, the product,
-// cuFFT's two C2R kernels), each bound by DRAM bandwidth; for the real-data shape that is 7.6 GB.
+// read once (unpadded) and its output written once, in the final layout. Up to full outputs of
+// 191 x 191 (transform sizes 32, 64, 96, 128, 192) one block per matrix does everything in shared
+// memory; larger transforms (256, 512, 1024: full outputs up to 1023 x 1023; a window may need a
+// smaller transform, see "Output windows") take the staged path at the end of this file, the same
+// phases as kernels of their own. Beyond the paper: its fft (and ours, 50_fft.cu) is five passes
+// over a global workspace (pad, cuFFT's two R2C kernels, the product, cuFFT's two C2R kernels),
+// each bound by DRAM bandwidth; for the real-data shape that is 7.6 GB.
 //
 // Algorithm (the same transform as fft: both matrices at the top left of an N x N zero-padded
-// slot, C = F^-1(F(L) conj(F(R))) / N^2, output (y, x) at circular position ((y - hR + 1) mod N,
-// (x - wR + 1) mod N)); N is the smallest instantiated size >= both output dimensions. A block holds
+// slot, C = F^-1(F(L) conj(F(R))) / N^2, shift (dy, dx) at circular position (dy mod N, dx mod N));
+// N is the smallest instantiated size that holds the window's shifts without aliasing (output
+// windows, below; for the full window: >= both output dimensions). A block holds
 // one half spectrum S of N rows x (N/2 + 1) columns in shared memory (149 KB at N = 192) and works
 // in three phases separated by barriers:
 //   1. rows: the real rows of the matrix are packed in pairs as one complex row (row a + i row b,
@@ -18,15 +20,30 @@
 //   2. columns: the forward DFT down each of the N/2 + 1 columns (the rows below the matrix are
 //      zero and never written), the product with the left spectrum's column (read from global,
 //      L2-resident), and the inverse DFT, all in registers but one exchange per DFT;
-//   3. rows: each pair of needed output rows (the quadrant swap is just the choice of rows) packed
-//      as H_a + i H_b, extended by Hermitian symmetry to length N, one inverse complex DFT, the real
-//      and imaginary parts written as the two output rows, rotated by wR - 1 columns.
+//   3. rows: each pair of needed output rows (the quadrant swap, and the window's cut, are just the
+//      choice of rows) packed as H_a + i H_b, extended by Hermitian symmetry to length N, one
+//      inverse complex DFT, the real and imaginary parts written as the two output rows, rotated
+//      (full window: by wR - 1 columns) and cut to the window's columns.
 // The left spectra are computed first by spectrum_kernel (phases 1 and 2's forward part), stored
 // column-major ([column][row]: phase 2 reads a column as consecutive addresses). n-to-m reuses
 // every spectrum: spectrum_kernel transforms all N + M matrices and pair_kernel runs phases 2
 // (product and inverse only) and 3 per output pair. The second kernel is a programmatic
 // dependent launch: it starts while spectrum_kernel runs and waits for the spectra only before
 // phase 2, so its launch and the right's row DFTs overlap the left's transform (gain: notes file).
+//
+// Output windows (CONVENTIONS.md; any rectangle of shifts dy0..dy1 x dx0..dx1). Its shifts with
+// overlap are the rectangle clamped to the full range, [s0y, s1y] x [s0x, s1x]; a circular
+// correlation of period P holds shift s unaliased iff the shifts s + jP (j != 0) lie outside the
+// full range, i.e. P >= max(hL - s0, s1 + hR) over [s0, s1] (the full window: hL + hR - 1). N is
+// the smallest instantiated size >= that bound in both dimensions and >= every matrix dimension
+// (the matrices go into the slot unfolded; that binds only for narrow windows off the centre):
+// the valid window of 64 x 64 * 32 x 32 (PIV) takes N = 64 where its full output takes 96. Only
+// phase 3 knows the window (OutMap): it writes the clamped block, each circular row and column at
+// most once (the block is at most N x N), and skips row pairs that hold no row of it. Shifts
+// without overlap (a window reaching beyond the full range) are exact zeros written by
+// zero_outside_kernel before the transforms; a window with no overlap at all runs only that kernel.
+// The spectrum, row and column kernels do not depend on the window (same machine code as before
+// windows); the output kernels take the map as a separate parameter.
 //
 // Mapping of work to threads. Every length-N DFT belongs to one team of T = N / E threads inside
 // a warp (E = 8, 8, 24, 16, 24 elements per thread for N = 32, 64, 96, 128, 192, so T = 4 or 8);
@@ -54,8 +71,9 @@
 // value (N = 384 and 768 have no two-stage plan with T | E, so 257 .. 511 take N = 512).
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0; no spills, no stack frame), registers of spectrum /
-// fused / pair kernel: N = 32: 56 / 94 / 54 (256 threads), 64: 63 / 100 / 76 (256), 96: 95 / 128 /
-// 120 (256), 128: 86 / 112 / 90 (512), 192: 113 / 168 / 140 (384). Shared memory (dynamic):
+// fused / pair kernel: N = 32: 56 / 79 / 55 (256 threads), 64: 64 / 96 / 56 (256), 96: 95 / 128 /
+// 120 (256), 128: 78 / 107 / 88 (512), 192: 112 / 154 / 136 (384); zero_outside_kernel 31
+// (256). Shared memory (dynamic):
 // (N (N/2 + 2) + N) x 8 bytes, 151 KB at N = 192 (one block per SM), 68 KB at 128.
 // Measurements, probes and history: results/nvidia-h200/notes/51_fft_fused.md.
 #include <cuda_runtime.h>
@@ -482,7 +500,7 @@ __device__ __forceinline__ void inverse_rows(float2* S, float* __restrict__ out,
 // Kernels
 // ---------------------------------------------------------------------------------------------
 
-// Where the window's output comes from (CONVENTIONS.md, "Output windows"; FftFused::out_map).
+// Where the window's output comes from (header, "Output windows"; built by FftFused's constructor).
 // The window is an oh x ow matrix of shifts; the shifts with overlap, [s0y, s1y] x [s0x, s1x]
 // (the window clamped to the full range), are its cy x cx block at row oy, column ox, computed
 // from the circular correlation of period N; every other element is 0 (zero_outside_kernel).
@@ -624,8 +642,8 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a, O
 // row pass overlaps the left spectra (rows_kernel).
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0; 256 threads, no spills): rows / cols (forward,
-// correlate, pair) / out_rows registers: N = 256: 61 / 64, 128, 64 / 62; 512: 100 / 102, 128, 104 /
-// 103; 1024: 115 / 121, 175, 122 / 101. Shared memory: rows and out_rows (teams N + N) x 8 bytes
+// correlate, pair) / out_rows registers: N = 256: 61 / 64, 128, 64 / 64; 512: 100 / 102, 132, 108 /
+// 94; 1024: 115 / 121, 178, 125 / 102. Shared memory: rows and out_rows (teams N + N) x 8 bytes
 // (68 KB at N = 512), cols (N (TC + 1) + N) x 8 bytes (74 KB at N = 512).
 // Measurements of the staged path: results/nvidia-h200/notes/51_fft_fused.md.
 
@@ -757,7 +775,7 @@ __global__ void __launch_bounds__(Staged<N>::threads) cols_kernel(StagedArgs a) 
     }
 }
 
-// Phase 3: one team per row pair of chunk outputs [0, count).
+// Phase 3: one team per row pair of chunk outputs [0, count), written through the window's map.
 template <int N>
 __global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs a, OutMap m) {
     using G = Staged<N>;
