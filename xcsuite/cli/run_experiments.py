@@ -9,6 +9,10 @@ every repetition kept (outliers are removed later, by scripts/aggregate.py). --q
 repetitions of 0.01 s and no case above 1e11 FMAs per call (--max-fmas), written to
 results/<gpu>-quick/ so that smoke tests never mix with real results.
 
+Peers: the registry that experiments are expanded with is `xcorr list --json` plus the peers that
+can run here (`python -m xcsuite.peerbench list --json`: PyTorch, CuPy); a peer's cases run in
+chunks of their own through `python -m xcsuite.peerbench`, with the flags xcorr_bench gets.
+
 Resumable: the cases run in chunks (one xcorr_bench process each, a few minutes at most); after
 every chunk the experiment's file is rewritten atomically, and a later run skips the cases it
 already holds. A complete experiment is skipped unless --force (which starts it afresh, keeping
