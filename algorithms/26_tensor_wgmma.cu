@@ -23,10 +23,18 @@
 // small parts apart. Per step: 2 shared loads per thread, 3 wgmmas (big*big, big*small,
 // small*big) on one accumulator, then a commit; the chunk ends with a wait for all of them.
 //
+// Windows (CONVENTIONS.md, "Output windows"): any rectangle of shifts. The block tiles cut the
+// window's out_h x out_w outputs from its first shift (WorkItems::shifts, TileSchedule), so tile
+// (ty, tx) holds shifts dy0 + 16 ty .., dx0 + 32 tx ..; its K loop is the union of the overlaps of
+// its shifts up to the window's last (and L's last), the same clipping as the full output's, and a
+// tile without overlap runs no chunk and writes its accumulators' zeros. Only the window's
+// elements are written. The full output has its own instantiation (kWindow = false), whose code
+// is that of the kernel before windows (scripts/sass-diff).
+//
 // Precision: 3xTF32 as 24 (common/mma_tf32.cuh), the truncating accumulator flushed every chunk
 // into an FP32 round-to-nearest total. Bound 1e-5.
 //
-// Forms: one-to-many, n-to-mn, n-to-m (8 rights per block). Needs compute capability 9.0 and a
+// Forms: one-to-many, n-to-mn, n-to-m (8 rights per block), each with any window. Needs compute capability 9.0 and a
 // binary built for it (meson.build builds 9.0 as sm_90a); elsewhere the factory refuses.
 //
 // Resources (ptxas -v, sm_90a, CUDA 13.0): 178 registers, no spills; 98304 B of dynamic shared
@@ -78,6 +86,7 @@ struct Raw {
     float b[kBIters][4];  // B quad tid + 128 i
 };
 
+template <bool kWindow>
 __global__ void __launch_bounds__(kThreads, 2)
     tensor_wgmma_kernel(const float* __restrict__ left, const float* __restrict__ right, float* __restrict__ out,
                         int hL, int wL, int hR, int wR, Pairs P, WorkItems W) {
@@ -90,21 +99,26 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int g = lane >> 2, t = lane & 3;
     const int wx = warp % kWarpsX, wy = warp / kWarpsX;
 
-    const int out_h = hL + hR - 1, out_w = wL + wR - 1;
+    // The output's rows and columns, and its last shifts (past them a tile computes nothing).
+    const int out_h = kWindow ? int(W.shifts.out_h()) : hL + hR - 1, out_w = kWindow ? int(W.shifts.out_w()) : wL + wR - 1;
+    const int dylast = kWindow ? min(W.shifts.dy1, hL - 1) : hL - 1, dxlast = kWindow ? min(W.shifts.dx1, wL - 1) : wL - 1;
     const int64_t lsize = int64_t(hL) * wL, rsize = int64_t(hR) * wR;
     for (int64_t w = blockIdx.x; w < int64_t(W.ntiles) * W.ngroups; w += gridDim.x) {
         int64_t z;
-        const ShiftTile tile = work_item(W, w, kTDY, kTDX, hR, wR, z);
+        const ShiftTile tile = kWindow ? window_work_item(W, w, kTDY, kTDX, z) : work_item(W, w, kTDY, kTDX, hR, wR, z);
         const int y0 = tile.y0, x0 = tile.x0, dyb = tile.dyb, dxb = tile.dxb;
 
         // Row group j holds shift rows dyb + 8j .. + 7; its MMA row q is dy = D_j - q with
         // D_j = dyb + 8j + 7, and its L row at step r is r + D_j. Steps r: from 7 before the union
-        // of the block's overlaps (row q = 7 reaches its first R row) to its end.
-        const Span rB = union_span(dyb, min(dyb + kTDY - 1, hL - 1), hL, hR);
-        const Span cB = union_span(dxb, min(dxb + kTDX - 1, wL - 1), wL, wR);
+        // of the block's overlaps (row q = 7 reaches its first R row) to its end. The union is that
+        // of the tile's shifts up to the output's last; a window's tile may have none (no chunk:
+        // its outputs are written as 0), in the full output every tile has some.
+        const Span rB = union_span(dyb, min(dyb + kTDY - 1, dylast), hL, hR);
+        const Span cB = union_span(dxb, min(dxb + kTDX - 1, dxlast), wL, wR);
         const int rbegin = rB.begin - (kQ - 1);
         const int ncc = ceil_div(cB.end - cB.begin, kKC);
-        const int nchunks = rB.end > rB.begin ? ceil_div(rB.end - rbegin, kKR) * ncc : 0;
+        const bool overlaps = kWindow ? rB.end > rB.begin && cB.end > cB.begin : rB.end > rB.begin;
+        const int nchunks = overlaps ? ceil_div(rB.end - rbegin, kKR) * ncc : 0;
 
         const auto [i0, j0] = fill_slots(P, z, lsize, rsize, rslot, lslot);
 
@@ -183,7 +197,9 @@ __global__ void __launch_bounds__(kThreads, 2)
         });
 
         // Accumulator 4q + v: R row q, right slot 2t + (v & 1), A row g + 8 (v >> 1) of the warp,
-        // i.e. shift row D_wy - q and shift column dxb + 16 wx + g + 8 (v >> 1).
+        // i.e. shift row D_wy - q and shift column dxb + 16 wx + g + 8 (v >> 1): output row y0 + 8 wy
+        // + 7 - q and column x0 + 16 wx + g + 8 (v >> 1). A shift without overlap sums products of
+        // zeros only (fetch reads 0 outside the matrices), so it is written as 0.
 #pragma unroll
         for (int q = 0; q < kQ; ++q)
 #pragma unroll
@@ -213,8 +229,11 @@ XCORR_REGISTER_VARIANT(Variant{
     .params = {},
     .make = [](const Problem& p, const Params&) -> std::unique_ptr<Instance> {
         require_wgmma("tensor-wgmma");
-        return std::make_unique<GroupTiled>(p, tensor_wgmma_kernel, kThreads, kSmem, kTDY, kTDX, kSlots);
+        // The full output keeps its own instantiation (its code is the one measured before windows).
+        return std::make_unique<GroupTiled>(p, p.full() ? tensor_wgmma_kernel<false> : tensor_wgmma_kernel<true>,
+                                            kThreads, kSmem, kTDY, kTDX, kSlots);
     },
+    .windows = {WindowKind::Full, WindowKind::Valid, WindowKind::Same, WindowKind::MaxShift, WindowKind::Shifts},
 });
 
 }  // namespace
