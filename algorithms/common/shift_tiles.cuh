@@ -103,6 +103,7 @@ struct WorkItems {
     int ntiles;
     int64_t ngroups, zwin;
     Window shifts;  // the output's shifts (Problem::shifts()): tile (0, 0) starts at (dy0, dx0)
+    int ksplit;     // slices of each item's K loop (GroupTiled's ksplit; 1: none)
 };
 // Item w: the rank of its shift tile in W.order, and its pair group in z.
 __device__ __forceinline__ int work_item_rank(const WorkItems& W, int64_t w, int64_t& z) {

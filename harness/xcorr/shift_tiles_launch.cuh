@@ -55,25 +55,27 @@ inline DeviceBuffer<unsigned> shift_tiles_by_work(const Problem& p, int tdy, int
 }
 
 // Host side: the tile order of a tdy x tdx block tile, the window of `ngroups` pair groups of
-// `group_bytes` of inputs each, and the grid (one block per item up to 2^31 - 1; blocks stride).
+// `group_bytes` of inputs each, the K slices per item (`ksplit`), and the grid (one block per item
+// and slice up to 2^31 - 1; blocks stride).
 class TileSchedule {
 public:
-    TileSchedule(const Problem& p, int tdy, int tdx, int64_t ngroups, int64_t group_bytes)
-        : order_(shift_tiles_by_work(p, tdy, tdx)), ngroups_(ngroups), shifts_(p.shifts()) {
+    TileSchedule(const Problem& p, int tdy, int tdx, int64_t ngroups, int64_t group_bytes, int ksplit = 1)
+        : order_(shift_tiles_by_work(p, tdy, tdx)), ngroups_(ngroups), shifts_(p.shifts()), ksplit_(ksplit) {
         int dev = 0, l2 = 0;
         XC_CUDA_CHECK(cudaGetDevice(&dev));
         XC_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
         zwin_ = std::clamp<int64_t>(int64_t(l2) / 2 / std::max<int64_t>(group_bytes, 1), 1, std::max<int64_t>(ngroups, 1));
     }
-    WorkItems items() const { return WorkItems{order_.get(), int(order_.size()), ngroups_, zwin_, shifts_}; }
+    WorkItems items() const { return WorkItems{order_.get(), int(order_.size()), ngroups_, zwin_, shifts_, ksplit_}; }
     unsigned grid() const {
-        return unsigned(std::clamp<int64_t>(int64_t(order_.size()) * ngroups_, 1, 0x7fffffff));
+        return unsigned(std::clamp<int64_t>(int64_t(order_.size()) * ngroups_ * ksplit_, 1, 0x7fffffff));
     }
 
 private:
     DeviceBuffer<unsigned> order_;
     int64_t ngroups_, zwin_ = 1;
     Window shifts_;
+    int ksplit_;
 };
 
 // The launch of a kernel with a block per (shift tile, pair group): blockIdx.x through the shift
@@ -109,18 +111,22 @@ private:
 // group of `slots` rights) of a tdy x tdx shift tile (24_tensor_presplit.cu, 25_tensor_rowpair.cu,
 // 26_tensor_wgmma.cu):
 // kernel(left, right, out, hL, wL, hR, wR, pairs, items), `threads` threads, `smem` bytes of
-// dynamic shared memory.
+// dynamic shared memory. With ksplit > 1 each item is `ksplit` blocks that each take a slice of its
+// K loop and add their partial sums into the output, which run() zeroes first (26's windows).
 using GroupTiledKernel = void (*)(const float*, const float*, float*, int, int, int, int, Pairs, WorkItems);
 class GroupTiled final : public Instance {
 public:
-    GroupTiled(const Problem& p, GroupTiledKernel kernel, int threads, size_t smem, int tdy, int tdx, int slots)
+    GroupTiled(const Problem& p, GroupTiledKernel kernel, int threads, size_t smem, int tdy, int tdx, int slots,
+               int ksplit = 1)
         : p_(p), kernel_(kernel), threads_(threads), smem_(smem), P_(pairs_of(p, 1, slots)),
           sched_(p, tdy, tdx, int64_t(P_.groupsI) * P_.groupsJ,
-                 int64_t(sizeof(float)) * (int64_t(p.hL) * p.wL + int64_t(slots) * p.hR * p.wR)) {
+                 int64_t(sizeof(float)) * (int64_t(p.hL) * p.wL + int64_t(slots) * p.hR * p.wR), ksplit),
+          ksplit_(ksplit) {
         XC_CUDA_CHECK(cudaFuncSetAttribute(kernel_, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_)));
     }
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
+        if (ksplit_ > 1) XC_CUDA_CHECK(cudaMemsetAsync(out, 0, size_t(p_.out_elems()) * sizeof(float), stream));
         kernel_<<<sched_.grid(), threads_, smem_, stream>>>(left, right, out, p_.hL, p_.wL, p_.hR, p_.wR, P_,
                                                             sched_.items());
         XC_CHECK_LAUNCH();
@@ -133,6 +139,7 @@ private:
     size_t smem_;
     Pairs P_;
     TileSchedule sched_;
+    int ksplit_;
 };
 
 }  // namespace xcorr
