@@ -308,8 +308,8 @@ int main(int argc, char** argv) {
                     "  --windows W     also: the full output and, for every variant that declares more windows\n"
                     "                  (xcorr list), the windows it computes of valid, same, max-shift-2,3, a\n"
                     "                  max-shift beyond the matrices, partly-beyond, wholly-beyond (default);\n"
-                    "                  only: just those windows (and the reference's windows); none: just the\n"
-                    "                  full output\n"
+                    "                  only: just those windows (and the reference's windows); none: no\n"
+                    "                  variant on a window (the full output and the reference's windows)\n"
                     "Inputs rotate over [0,1), [-1,1) and 4+[-1,1) by case. Exit status: 0 all passed,\n"
                     "1 any failure, 2 bad usage, 3 no GPU.\n");
                 return 0;
@@ -321,6 +321,11 @@ int main(int argc, char** argv) {
                     full_checks ? (window_checks ? "" : ", full output only") : ", windows only");
         if (tolerance_override > 0) std::printf(", tolerance %.3e for every variant", tolerance_override);
         std::printf("\n");
+        if (!full_checks) {
+            bool any = false;
+            for (const auto& v : variants()) any |= has_windows(v) && (only_variants.empty() || only_variants.count(v.name));
+            if (!any) std::printf("# no selected variant declares a window besides full: nothing to run\n");
+        }
     } catch (const UsageError& e) {
         std::fprintf(stderr, "xcorr_validate: error: %s\n", e.what());
         return 2;
