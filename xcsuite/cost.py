@@ -31,7 +31,7 @@ PROCESS_S = 2.0  # start of one benchmark process (CUDA context, cuFFT load)
 
 def call_seconds(case: Case, family: str | None = None) -> float:
     s = case.shape
-    if case.variant.startswith("fft"):
+    if case.variant.startswith("fft") or case.variant == "torch-fft":  # torch-fft: the same cuFFT passes
         padded = float((s.hL + s.hR) * (s.wL + s.wR))
         t = 3e-5 + s.pairs * padded * 48 / 4e12  # a few memory passes over complex data
         return t + (PLAN_S if case.variant == "fft+plan" else 0.0)
