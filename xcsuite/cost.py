@@ -25,18 +25,23 @@ RATES = {
 }
 DEFAULT_RATE = 3.0e12  # unknown and new variants: assume no better than the paper's
 FAMILY_RATES = {"hopper": 12e12, "baseline": 1.3e12}
+# Other libraries (family "peer", xcsuite.peerbench): cuDNN's direct convolution, CuPy's
+# correlate2d (a generic direct kernel, one call per pair: PEER_PAIR_S each); torch-fft is an FFT.
+PEER_RATES = {"torch-conv2d": 4.0e12, "cupy-correlate2d": 0.5e12}
+PEER_PAIR_S = {"cupy-correlate2d": 2e-5}
+FFT_PEERS = ("torch-fft",)
 PLAN_S = 0.025  # cuFFT plan creation, 1-33 ms (docs/ANCHORS.md)
 PROCESS_S = 2.0  # start of one benchmark process (CUDA context, cuFFT load)
 
 
 def call_seconds(case: Case, family: str | None = None) -> float:
     s = case.shape
-    if case.variant.startswith("fft"):
-        padded = float((s.hL + s.hR) * (s.wL + s.wR))
+    if case.variant.startswith("fft") or case.variant in FFT_PEERS:
+        padded = float((s.hL + s.hR) * (s.wL + s.wR))  # the full output's, whatever the window
         t = 3e-5 + s.pairs * padded * 48 / 4e12  # a few memory passes over complex data
         return t + (PLAN_S if case.variant == "fft+plan" else 0.0)
-    rate = RATES.get(case.variant) or FAMILY_RATES.get(family or "", DEFAULT_RATE)
-    return LAUNCH_S + case.fmas / rate
+    rate = RATES.get(case.variant) or PEER_RATES.get(case.variant) or FAMILY_RATES.get(family or "", DEFAULT_RATE)
+    return LAUNCH_S + s.pairs * PEER_PAIR_S.get(case.variant, 0.0) + case.fmas / rate  # the window's FMAs
 
 
 def case_seconds(case: Case, repetitions: int, min_time: float, family: str | None = None) -> float:
