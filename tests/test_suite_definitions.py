@@ -15,7 +15,7 @@ REGISTRY = json.loads((FIXTURES / "registry.json").read_text())
 def test_every_experiment_loads_and_expands():
     names = suite.names()
     for required in ["fig15", "fig16", "fig17", "fig18", "fig19", "fig20", "fig21", "fig22", "fig23", "nmn",
-                     "table1", "efficiency"]:
+                     "table1", "efficiency", "windows", "piv", "autocorr", "window_table"]:
         assert required in names
     allowed = {v["name"]: v for v in REGISTRY}
     for exp in suite.load_all():

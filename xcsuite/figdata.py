@@ -57,7 +57,7 @@ def points(exp: Experiment, summary: pd.DataFrame, gpu_dir: Path) -> tuple[pd.Da
     notes = []
     rows = summary[(summary["experiment"] == exp.name)]
     if rows.empty:
-        return pd.DataFrame(columns=POINT_COLUMNS), [f"{exp.name}: no results for {exp.name}"]
+        return pd.DataFrame(columns=POINT_COLUMNS), [f"{exp.name}: no results for {exp.name} (not measured yet)"]
     ok = rows[rows["status"] == "ok"].drop_duplicates("case").set_index("case")
     fin = ok["finish_time_us"].astype(float) if "finish_time_us" in ok else pd.Series(float("nan"), index=ok.index)
     ok = ok.assign(total_us=ok["time_us"].astype(float) + fin.fillna(0.0))
