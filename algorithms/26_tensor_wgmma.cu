@@ -23,17 +23,31 @@
 // small parts apart. Per step: 2 shared loads per thread, 3 wgmmas (big*big, big*small,
 // small*big) on one accumulator, then a commit; the chunk ends with a wait for all of them.
 //
+// Windows (CONVENTIONS.md, "Output windows"): any rectangle of shifts. The block tiles cut the
+// window's out_h x out_w outputs from its first shift (WorkItems::shifts, TileSchedule), so tile
+// (ty, tx) holds shifts dy0 + 16 ty .., dx0 + 32 tx ..; its K loop is the union of the overlaps of
+// its shifts up to the window's last (and L's last), the same clipping as the full output's, and a
+// tile without overlap runs no chunk and writes its accumulators' zeros (a shift without overlap
+// only sums products with a zero factor: exactly 0). Only the window's elements are written. A
+// small window of large matrices has too few (tile, pair group) items to fill the GPU: k_slices
+// then cuts each item's chunks into ksplit slices, one block each, that add their partial sums
+// into the output, zeroed first (GroupTiled; the order of the adds varies from run to run in the
+// last bits). The full output has its own instantiation (kWindow = false), without slices, whose
+// code is that of the kernel before windows (scripts/sass-diff: identical).
+//
 // Precision: 3xTF32 as 24 (common/mma_tf32.cuh), the truncating accumulator flushed every chunk
 // into an FP32 round-to-nearest total. Bound 1e-5.
 //
-// Forms: one-to-many, n-to-mn, n-to-m (8 rights per block). Needs compute capability 9.0 and a
-// binary built for it (meson.build builds 9.0 as sm_90a); elsewhere the factory refuses.
+// Forms: one-to-many, n-to-mn, n-to-m (8 rights per block), each with any window. Needs compute
+// capability 9.0 and a binary built for it (meson.build builds 9.0 as sm_90a); elsewhere the
+// factory refuses.
 //
-// Resources (ptxas -v, sm_90a, CUDA 13.0): 178 registers, no spills; 98304 B of dynamic shared
-// memory (2 stages of 48 KB); 2 blocks (2 warpgroups) per SM. The wgmmas of a step chain on one
-// accumulator; the A registers of the 4 unrolled k steps are distinct, so ptxas needs no wait
-// inside a chunk (SASS: one WARPGROUP.DEPBAR per chunk).
+// Resources (ptxas -v, sm_90a, CUDA 13.0): 178 registers (the windows' instantiation: 173), no
+// spills; 98304 B of dynamic shared memory (2 stages of 48 KB); 2 blocks (2 warpgroups) per SM.
+// The wgmmas of a step chain on one accumulator; the A registers of the 4 unrolled k steps are
+// distinct, so ptxas needs no wait inside a chunk (SASS: one WARPGROUP.DEPBAR per chunk).
 // Measurements, probes and history: results/nvidia-h200/notes/26_tensor_wgmma.md.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 
@@ -78,6 +92,7 @@ struct Raw {
     float b[kBIters][4];  // B quad tid + 128 i
 };
 
+template <bool kWindow>
 __global__ void __launch_bounds__(kThreads, 2)
     tensor_wgmma_kernel(const float* __restrict__ left, const float* __restrict__ right, float* __restrict__ out,
                         int hL, int wL, int hR, int wR, Pairs P, WorkItems W) {
@@ -90,21 +105,35 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int g = lane >> 2, t = lane & 3;
     const int wx = warp % kWarpsX, wy = warp / kWarpsX;
 
-    const int out_h = hL + hR - 1, out_w = wL + wR - 1;
+    // The output's rows and columns, and its last shifts (past them a tile computes nothing).
+    const int out_h = kWindow ? int(W.shifts.out_h()) : hL + hR - 1;
+    const int out_w = kWindow ? int(W.shifts.out_w()) : wL + wR - 1;
+    const int dylast = kWindow ? min(W.shifts.dy1, hL - 1) : hL - 1;
+    const int dxlast = kWindow ? min(W.shifts.dx1, wL - 1) : wL - 1;
     const int64_t lsize = int64_t(hL) * wL, rsize = int64_t(hR) * wR;
-    for (int64_t w = blockIdx.x; w < int64_t(W.ntiles) * W.ngroups; w += gridDim.x) {
+    // A window's block w is slice w % ksplit of item w / ksplit (GroupTiled); the full output's, item w.
+    for (int64_t w = blockIdx.x; w < int64_t(W.ntiles) * W.ngroups * (kWindow ? W.ksplit : 1); w += gridDim.x) {
         int64_t z;
-        const ShiftTile tile = work_item(W, w, kTDY, kTDX, hR, wR, z);
+        const int slice = kWindow ? int(w % W.ksplit) : 0;
+        const ShiftTile tile =
+            kWindow ? window_work_item(W, w / W.ksplit, kTDY, kTDX, z) : work_item(W, w, kTDY, kTDX, hR, wR, z);
         const int y0 = tile.y0, x0 = tile.x0, dyb = tile.dyb, dxb = tile.dxb;
 
         // Row group j holds shift rows dyb + 8j .. + 7; its MMA row q is dy = D_j - q with
         // D_j = dyb + 8j + 7, and its L row at step r is r + D_j. Steps r: from 7 before the union
-        // of the block's overlaps (row q = 7 reaches its first R row) to its end.
-        const Span rB = union_span(dyb, min(dyb + kTDY - 1, hL - 1), hL, hR);
-        const Span cB = union_span(dxb, min(dxb + kTDX - 1, wL - 1), wL, wR);
+        // of the block's overlaps (row q = 7 reaches its first R row) to its end. The union is that
+        // of the tile's shifts up to the output's last; a window's tile may have none (no chunk:
+        // its outputs are written as 0), in the full output every tile has some.
+        const Span rB = union_span(dyb, min(dyb + kTDY - 1, dylast), hL, hR);
+        const Span cB = union_span(dxb, min(dxb + kTDX - 1, dxlast), wL, wR);
         const int rbegin = rB.begin - (kQ - 1);
         const int ncc = ceil_div(cB.end - cB.begin, kKC);
-        const int nchunks = rB.end > rB.begin ? ceil_div(rB.end - rbegin, kKR) * ncc : 0;
+        const bool overlaps = kWindow ? rB.end > rB.begin && cB.end > cB.begin : rB.end > rB.begin;
+        const int nchunks = overlaps ? ceil_div(rB.end - rbegin, kKR) * ncc : 0;
+        // This block's chunks kb .. ke - 1 (its slice; all of them without a split).
+        const int per = kWindow ? ceil_div(nchunks, W.ksplit) : nchunks;
+        const int kb = kWindow ? min(nchunks, slice * per) : 0, ke = kWindow ? min(nchunks, kb + per) : nchunks;
+        const bool adds = kWindow && W.ksplit > 1;  // partial sums into the zeroed output
 
         const auto [i0, j0] = fill_slots(P, z, lsize, rsize, rslot, lslot);
 
@@ -113,7 +142,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         // neighbours come by shuffle in commit). B: thread tid fetches quads tid + 128 i: right
         // tid % 8, half (tid / 8) % 2, k step (tid / 16) % 4, R row r0 + tid / 64 + 2i.
         const int qb = tid & 7, qh = (tid >> 3) & 1, qs = (tid >> 4) & 3, qr = tid >> 6;
-        auto fetch = [&](int k, Raw& raw) {
+        auto fetch = [&](int n, Raw& raw) {
+            const int k = kb + n;
             const int r0 = rbegin + (k / ncc) * kKR, c0 = cB.begin + (k % ncc) * kKC;
 #pragma unroll
             for (int i = 0; i < kLIters; ++i) {
@@ -158,7 +188,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
         for (int v = 0; v < 32; ++v) acc[v] = part[v] = 0.0f;
 
-        register_pipelined_chunks<Raw>(nchunks, stages, fetch, commit, [&](int k, Stage& st) {
+        register_pipelined_chunks<Raw>(ke - kb, stages, fetch, commit, [&](int n, Stage& st) {
+            const int k = kb + n;
             const int r0 = rbegin + (k / ncc) * kKR, c0 = cB.begin + (k % ncc) * kKC;
             const int re = min(kKR, rB.end - r0), ke = min(kKS, ceil_div(cB.end - c0, 8));
 #pragma unroll 1
@@ -183,22 +214,66 @@ __global__ void __launch_bounds__(kThreads, 2)
         });
 
         // Accumulator 4q + v: R row q, right slot 2t + (v & 1), A row g + 8 (v >> 1) of the warp,
-        // i.e. shift row D_wy - q and shift column dxb + 16 wx + g + 8 (v >> 1).
+        // i.e. shift row D_wy - q and shift column dxb + 16 wx + g + 8 (v >> 1): output row y0 + 8 wy
+        // + 7 - q and column x0 + 16 wx + g + 8 (v >> 1). A shift without overlap sums products of
+        // zeros only (fetch reads 0 outside the matrices), so it is written as 0.
+        // A slice adds its partial sums (an empty one adds nothing).
+        if (!adds || ke > kb) {
 #pragma unroll
-        for (int q = 0; q < kQ; ++q)
+            for (int q = 0; q < kQ; ++q)
 #pragma unroll
-            for (int v = 0; v < 4; ++v) {
-                const int j = j0 + 2 * t + (v & 1);
-                const int y = y0 + kQ * wy + kQ - 1 - q;
-                const int x = x0 + 16 * wx + g + 8 * (v >> 1);
-                if (j < P.M && y < out_h && x < out_w)
-                    out[P.output(i0, j) * out_h * out_w + int64_t(y) * out_w + x] = acc[4 * q + v];
-            }
+                for (int v = 0; v < 4; ++v) {
+                    const int j = j0 + 2 * t + (v & 1);
+                    const int y = y0 + kQ * wy + kQ - 1 - q;
+                    const int x = x0 + 16 * wx + g + 8 * (v >> 1);
+                    if (j < P.M && y < out_h && x < out_w) {
+                        float* o = out + P.output(i0, j) * out_h * out_w + int64_t(y) * out_w + x;
+                        if (adds)
+                            atomicAdd(o, acc[4 * q + v]);
+                        else
+                            *o = acc[4 * q + v];
+                    }
+                }
+        }
         __syncthreads();  // the slot table is refilled for the next work item
     }
 #else
     __trap();  // never launched: the factory requires compute capability 9.0 and sm_90a code
 #endif
+}
+
+// K slices per work item of a window (GroupTiled's ksplit). A small window of large matrices has
+// few tiles (max-shift 16: 3 x 2 per pair group), each with a long K loop: fewer blocks than one
+// wave (2 per SM) leave SMs idle. Then each item's K loop is cut into ks slices, ks minimising the
+// modelled time waves(ks) x (1 / ks + kSliceOverhead / chunks) in units of an item's time (waves:
+// ceil(items x ks / wave); the overhead per block, its first chunk's load and its atomic adds, is
+// counted as kSliceOverhead chunks of the heaviest tile's), and at most chunks / kMinSliceChunks.
+// The full output, and a window with a wave of items, are not split.
+constexpr int kMinSliceChunks = 8;
+constexpr double kSliceOverhead = 2.0;
+int k_slices(const Problem& p) {
+    if (p.full()) return 1;
+    int dev = 0, sms = 0;
+    XC_CUDA_CHECK(cudaGetDevice(&dev));
+    XC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    const Pairs P = pairs_of(p, 1, kSlots);
+    const int64_t wave = 2 * int64_t(sms);
+    const int64_t items =
+        int64_t(ceil_div(p.out_h(), kTDY)) * ceil_div(p.out_w(), kTDX) * int64_t(P.groupsI) * P.groupsJ;
+    if (items >= wave) return 1;
+    // A tile's union of overlaps has at most min(hR, hL + kTDY - 1) R rows (walked from kQ - 1
+    // rows before it) and min(wR, wL + kTDX - 1) columns.
+    const int64_t chunks = int64_t(ceil_div(std::min(p.hR, p.hL + kTDY - 1) + kQ - 1, kKR)) *
+                           ceil_div(std::min(p.wR, p.wL + kTDX - 1), kKC);
+    const int64_t most = std::max<int64_t>(1, chunks / kMinSliceChunks);
+    int best = 1;
+    double best_time = 0;
+    for (int64_t ks = 1; ks <= most; ++ks) {
+        const double waves = double(ceil_div64(items * ks, wave));
+        const double time = waves * (1.0 / double(ks) + kSliceOverhead / double(chunks));
+        if (ks == 1 || time < best_time) best = int(ks), best_time = time;
+    }
+    return best;
 }
 
 XCORR_REGISTER_VARIANT(Variant{
@@ -213,8 +288,11 @@ XCORR_REGISTER_VARIANT(Variant{
     .params = {},
     .make = [](const Problem& p, const Params&) -> std::unique_ptr<Instance> {
         require_wgmma("tensor-wgmma");
-        return std::make_unique<GroupTiled>(p, tensor_wgmma_kernel, kThreads, kSmem, kTDY, kTDX, kSlots);
+        // The full output keeps its own instantiation (its code is the one measured before windows).
+        return std::make_unique<GroupTiled>(p, p.full() ? tensor_wgmma_kernel<false> : tensor_wgmma_kernel<true>,
+                                            kThreads, kSmem, kTDY, kTDX, kSlots, k_slices(p));
     },
+    .windows = {WindowKind::Full, WindowKind::Valid, WindowKind::Same, WindowKind::MaxShift, WindowKind::Shifts},
 });
 
 }  // namespace

@@ -1,28 +1,62 @@
 // fft and fft+plan: the FFT-based cross-correlation with cuFFT, the paper's asymptotically better
 // comparison point (section 2.3 and 5.1.1; "fft" and "fft+plan" in Fig. 17, 20 and 23, Table 1).
 //
-// Algorithm. Both matrices of a pair are zero-padded to one P x Q transform size with
-// P >= hL + hR - 1 and Q >= wL + wR - 1, so that the circular correlation holds the linear one
-// without wrap-around. P is the smallest integer >= hL + hR - 1 whose only prime factors are
-// 2, 3, 5 and 7 (the sizes cuFFT has fast kernels for; 31 -> 32, 127 -> 128, 191 -> 192,
-// 511 -> 512, 63 -> 63), Q the smallest even such integer (an even last dimension lets R2C run
-// as a half-length complex FFT). Both matrices sit at the top left of their padded slots. With F
-// the unnormalised DFT,
+// Algorithm. Both matrices of a pair are zero-padded to one P x Q transform size, so that the
+// circular correlation holds the shifts of the output window without wrap-around (sizes: "Windows"
+// below; the full window needs P >= hL + hR - 1 and Q >= wL + wR - 1). P is the smallest integer
+// >= the size needed whose only prime factors are 2, 3, 5 and 7 (the sizes cuFFT has fast kernels
+// for; 31 -> 32, 127 -> 128, 191 -> 192, 511 -> 512, 63 -> 63), Q the smallest even such integer
+// (an even last dimension lets R2C run as a half-length complex FFT). Both matrices sit at the top
+// left of their padded slots. With F the unnormalised DFT,
 //     C = F^-1( F(L) * conj(F(R)) ) / (P Q)        (correlation, not convolution)
-// holds shift (dy, dx) at (dy mod P, dx mod Q), and the crop reads output (y, x) of CONVENTIONS.md
-// (shift (y - hR + 1, x - wR + 1)) from there: the quadrant swap, untimed as in the paper. (The
-// right could instead be stored circularly shifted by (hR-1, wR-1), making the result the top-left
-// window; that is how this variant started, but the shift costs the pad its 16-byte alignment.)
+// holds shift (dy, dx) at (dy mod P, dx mod Q), and the crop reads output (i, j), shift
+// (dy0 + i, dx0 + j), from there: the quadrant swap, untimed as in the paper. (The right could
+// instead be stored circularly shifted by (hR-1, wR-1), making the result the top-left window; that
+// is how this variant started, but the shift costs the pad its 16-byte alignment.)
+//
+// Windows (CONVENTIONS.md, "Output windows"; any rectangle of shifts dy0..dy1, dx0..dx1). Per
+// dimension (rows shown; columns alike, AxisFit/fit_axis):
+//  - Clamp: only shifts s in [lo, hi] = [dy0, dy1] n [-(hR-1), hL-1] overlap; the rest of the
+//    output is 0. If [lo, hi] is empty in either dimension the whole output is 0: run() is one
+//    cudaMemsetAsync, with no workspace, plan or transform (and no finish).
+//  - Crop the inputs: C(s) = sum_r L[r+s] R[r] for s in [lo, hi] reads only left rows
+//    [l0, l0 + ln) = [max(0, lo), min(hL, hi + hR)) and right rows [r0, r0 + rn) =
+//    [max(0, -hi), min(hR, hL - lo)); the pad copies just these parts to the top left of the slots
+//    (for the full window, valid, and same with the left at least as large: the whole matrices).
+//    With L' and R' the parts, C(s) = C'(s + r0 - l0), C' the correlation of L' and R'.
+//  - Period. The circular correlation of period P of L' and R' (each in [0, P) and zero-padded) is
+//    c[t] = sum_k C'(t + kP), and C'(s') != 0 only for s' in [-(rn-1), ln-1]. Shift s' of
+//    [lo', hi'] = [lo, hi] + r0 - l0 is read without aliasing iff no alias s' + kP, k != 0,
+//    overlaps: s' + P > ln - 1 for every s' >= lo' and s' - P < -(rn-1) for every s' <= hi'
+//    (|k| = 1 is the closest alias), i.e.
+//        P >= max(ln - lo', hi' + rn) = max(l0 + ln - r0 - lo, hi + r0 + rn - l0) =: need,
+//    and necessary for generic data since lo' and hi' lie in [-(rn-1), ln-1] (the crop keeps the
+//    window's end shifts overlapping). need >= max(ln, rn), so the parts fit; need <= max(hL - lo,
+//    hi + hR) (the bound without the crop) <= hL + hR - 1. Full window: nothing cropped, need =
+//    hL + hR - 1, P as before windows. Valid with L >= R (shifts [0, hL - hR]): need = hL, no
+//    padding beyond the left. Max-shift S < hR with hL >= hR + S: left rows [0, hR + S), need =
+//    hR + 2S (the crop matters: without it hL + S).
+//  - P = fft_size(need) and Q = fft_size(need_x, even) as above; the workspace, plans, chunks and the
+//    graph all follow from P and Q. The product scale stays 1 / (P Q).
+//  - Crop (crop_kernel): output (i, j) with dy0 + i in [lo, hi] and dx0 + j in [lo_x, hi_x] is read
+//    at ((dy0 + i + r0 - l0) mod P, ...), wrapped once (the argument lies in (-P, P)); every other
+//    element is written 0.
+//  - A pruned inverse (computing only the window's (hi - lo + 1) x (hi_x - lo_x + 1) outputs of the
+//    C2R) is not worth it: P >= max(ln, rn) already, so a tiny window does not shrink the transforms
+//    below the cropped inputs, the two forward transforms of every pair remain, and cuFFT has no
+//    pruned C2R (a hand-written one would lose cuFFT's bandwidth: notes, fused probe). For a few
+//    shifts the direct variants, O(shifts x hR x wR), win by far anyway.
+//
 // Every transform is a batched 2-D R2C / C2R over "slots": a real slot of P x Q floats and a
 // complex slot of P x (Q/2+1) (layout=outofplace), or one real slot of P x 2(Q/2+1) floats that
 // the spectrum overwrites (layout=inplace: half the workspace).
 //
 // Work per run, whole batch at once (the default):
 //   1. pad: all lefts and all rights into consecutive real slots, one launch (the paper pads on
-//      the host, untimed; here it is timed). Out of place only the data windows are written
-//      (pad_window_kernel; the zeros around them are written once at factory time and nothing
-//      else writes these slots); in place the R2C overwrites the slots, so pad_kernel writes all
-//      of every slot;
+//      the host, untimed; here it is timed). Out of place only the data windows (the parts the
+//      output window uses) are written (pad_window_kernel; the zeros around them are written once
+//      at factory time and nothing else writes these slots); in place the R2C overwrites the
+//      slots, so pad_kernel writes all of every slot;
 //   2. one batched R2C over the nL + nR slots (lefts and rights share the transform size);
 //   3. product_kernel: spectrum products, indexed by PairMap, so every left and every right
 //      spectrum is computed once and reused for all its pairs (one-to-many: 1 left spectrum for
@@ -32,8 +66,8 @@
 //      product_tile_kernel (4 x 4 pairs per thread, each spectrum element loaded once per tile);
 //   4. one batched C2R over the product slots into real result slots of their own (in place: back
 //      into the rights' slots, except n-to-m's, which has its own product slots either way);
-//   5. crop_kernel (Instance::finish, untimed, reported as finish_time): top-left window of every
-//      result slot into `out`, the paper's untimed quadrant-swap step.
+//   5. crop_kernel (Instance::finish, untimed, reported as finish_time): the output window of every
+//      result slot into `out` (zeros where no shift overlaps), the paper's untimed quadrant-swap step.
 // In `fft` with launch=graph, steps 1-4 are captured once at factory time into a CUDA graph
 // (cuFFT supports stream capture) and run() is one cudaGraphLaunch; only the pad node's input
 // pointers are patched when the caller's buffers change. launch=stream issues the same work as
@@ -85,6 +119,12 @@ constexpr int kWarpsPerBlock = kThreads / kWarp;
 // Kernels
 // ---------------------------------------------------------------------------------------------
 
+// The part of one matrix that the pad copies to the top left of its slot: rows [y0, y0 + h) and
+// columns [x0, x0 + w) of a matrix of `pitch` columns (the whole matrix for the full window).
+struct PadPart {
+    int y0, x0, h, w, pitch;
+};
+
 struct PadArgs {
     const float* left;   // left stack (all nL matrices)
     const float* right;  // right stack
@@ -92,25 +132,31 @@ struct PadArgs {
     int n_left;          // slots [0, n_left) take left s
     int n_right;         // slots [n_left, n_left + n_right) take right r0 + s - n_left
     int r0;
-    int hL, wL, hR, wR, P, Q;
+    int64_t left_floats, right_floats;  // hL*wL, hR*wR: matrix strides in the stacks
+    PadPart lpart, rpart;
+    int P;
     int pitch;            // floats per padded row: Q (out-of-place) or 2(Q/2+1) (in-place)
     int64_t slot_floats;  // P * pitch
     int vec4;             // pad_window_kernel: float4 accesses (see vec4_ok())
 };
 
-// Slot s of a pad: its source matrix (left s, or right r0 + s - n_left), its size and its real slot.
+// Slot s of a pad: the first element copied from its source matrix (left s, or right
+// r0 + s - n_left), the size and row pitch of the part copied, and its real slot.
 struct PadSlot {
     const float* src;
     float* dst;
-    int h, w;
+    int h, w, spitch;
 };
 __device__ __forceinline__ PadSlot pad_slot(const PadArgs& a, int s) {
     const bool is_left = s < a.n_left;
-    return PadSlot{is_left ? a.left + int64_t(s) * a.hL * a.wL : a.right + (int64_t(a.r0) + s - a.n_left) * a.hR * a.wR,
-                   a.dst + int64_t(s) * a.slot_floats, is_left ? a.hL : a.hR, is_left ? a.wL : a.wR};
+    const PadPart& p = is_left ? a.lpart : a.rpart;
+    const float* m = is_left ? a.left + int64_t(s) * a.left_floats
+                             : a.right + (int64_t(a.r0) + s - a.n_left) * a.right_floats;
+    return PadSlot{m + int64_t(p.y0) * p.pitch + p.x0, a.dst + int64_t(s) * a.slot_floats, p.h, p.w, p.pitch};
 }
 
-// pad_kernel (layout=inplace): every matrix zero-padded into the top left of its real slot.
+// pad_kernel (layout=inplace): the part of every matrix that the window uses (PadPart; the whole
+// matrix for the full window) zero-padded into the top left of its real slot.
 // blockIdx.y strides over the slots; each warp takes one padded row at
 // a time (rows strided over the x dimension of the grid and the block's warps), its lanes 64
 // consecutive floats of the row as float2 pairs (the pitch is even, so every row is 8-byte
@@ -124,7 +170,7 @@ __global__ void __launch_bounds__(kThreads) pad_kernel(PadArgs a) {
         const PadSlot t = pad_slot(a, s);
         for (int y = blockIdx.x * kWarpsPerBlock + warp; y < a.P; y += gridDim.x * kWarpsPerBlock) {
             const int w = t.w;
-            const float* row = t.src + int64_t(y) * w;
+            const float* row = t.src + int64_t(y) * t.spitch;
             float2* drow = reinterpret_cast<float2*>(t.dst) + int64_t(y) * half;
             for (int xp = lane; xp < half; xp += kWarp) {
                 const int x = 2 * xp;
@@ -140,21 +186,22 @@ __global__ void __launch_bounds__(kThreads) pad_kernel(PadArgs a) {
 }
 
 // pad_window_kernel (layout=outofplace): writes only the data window of every slot (its top-left
-// h x w). Out of place nothing else writes the left and right real slots (the R2C reads them, the
-// C2R writes its own result slots), so the zeros around the window, written once when the
-// workspace is allocated, persist from call to call: the pass moves h*w floats per matrix each
-// way instead of writing all P*pitch (real-data shape: 324 MB instead of 809 MB). blockIdx.y
-// strides over the slots, the x dimension of the grid over the window's elements, as float4 when
-// a.vec4 (set per call: every row of both stacks and of the slots starts 16-byte aligned).
+// h x w: the part of the matrix that the output window uses). Out of place nothing else writes the
+// left and right real slots (the R2C reads them, the C2R writes its own result slots), so the
+// zeros around the window, written once when the workspace is allocated, persist from call to
+// call: the pass moves h*w floats per matrix each way instead of writing all P*pitch (real-data
+// shape: 324 MB instead of 809 MB). blockIdx.y strides over the slots, the x dimension of the
+// grid over the window's elements, as float4 when a.vec4 (set per call: every row copied, in both
+// stacks and in the slots, starts 16-byte aligned and is a whole number of float4).
 template <class V>
-__device__ __forceinline__ void copy_window(const float* src_f, float* dst_f, int h, int w, int pitch) {
+__device__ __forceinline__ void copy_window(const float* src_f, float* dst_f, int h, int w, int spitch, int pitch) {
     constexpr int VEC = sizeof(V) / sizeof(float);
-    const int wv = w / VEC, pv = pitch / VEC;
+    const int wv = w / VEC, spv = spitch / VEC, pv = pitch / VEC;
     const V* src = reinterpret_cast<const V*>(src_f);
     V* dst = reinterpret_cast<V*>(dst_f);
     for (int e = blockIdx.x * kThreads + threadIdx.x; e < h * wv; e += gridDim.x * kThreads) {
-        const int r = e / wv;
-        dst[r * pv + (e - r * wv)] = __ldg(src + e);
+        const int r = e / wv, c = e - r * wv;
+        dst[r * pv + c] = __ldg(src + r * spv + c);
     }
 }
 
@@ -162,8 +209,8 @@ __global__ void __launch_bounds__(kThreads) pad_window_kernel(PadArgs a) {
     const int nslots = a.n_left + a.n_right;
     for (int s = blockIdx.y; s < nslots; s += gridDim.y) {
         const PadSlot t = pad_slot(a, s);
-        if (a.vec4) copy_window<float4>(t.src, t.dst, t.h, t.w, a.pitch);
-        else copy_window<float>(t.src, t.dst, t.h, t.w, a.pitch);
+        if (a.vec4) copy_window<float4>(t.src, t.dst, t.h, t.w, t.spitch, a.pitch);
+        else copy_window<float>(t.src, t.dst, t.h, t.w, t.spitch, a.pitch);
     }
 }
 
@@ -265,24 +312,34 @@ struct CropArgs {
     int64_t rho0;
     PairMap pairs;
     int oh, ow, pitch;
-    int sy, sx, P, Q;  // output (y, x) is shift (y - sy, x - sx), at ((y - sy) mod P, (x - sx) mod Q)
+    // Output (y, x) with y in [y0, y1] and x in [x0, x1] (the shifts that overlap) is read at
+    // circular position (y - sy, x - sx), which lies in (-P, P) x (-Q, Q), wrapped once; every
+    // other output element is 0. Full window: y0 = x0 = 0, y1 = oh - 1, x1 = ow - 1.
+    int y0, y1, x0, x1;
+    int sy, sx, P, Q;
     int64_t slot_floats;
 };
 
 // crop_kernel: output (y, x) of every result slot from circular position ((y - sy) mod P,
-// (x - sx) mod Q), the quadrant swap. blockIdx.y strides over the slots; each warp takes one output
-// row at a time (rows strided over the grid's x dimension and the block's warps), its lanes
-// consecutive columns: coalesced row segments on both sides, split once where the row wraps.
+// (x - sx) mod Q), the quadrant swap; 0 outside the overlapping shifts. blockIdx.y strides over the
+// slots; each warp takes one output row at a time (rows strided over the grid's x dimension and the
+// block's warps), its lanes consecutive columns: coalesced row segments on both sides, split once
+// where the row wraps (rows and columns without overlap: coalesced zero writes, no reads).
 __global__ void __launch_bounds__(kThreads) crop_kernel(CropArgs a) {
     const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
     for (int64_t s = blockIdx.y; s < a.slots; s += gridDim.y) {
         const float* src = a.res + s * a.slot_floats;
         float* dst = a.out + output_of_slot(a.pairs, a.rho0 + s) * a.oh * a.ow;
         for (int y = blockIdx.x * kWarpsPerBlock + warp; y < a.oh; y += gridDim.x * kWarpsPerBlock) {
+            float* drow = dst + int64_t(y) * a.ow;
+            if (y < a.y0 || y > a.y1) {
+                for (int x = lane; x < a.ow; x += kWarp) drow[x] = 0.0f;
+                continue;
+            }
             const int ry = y < a.sy ? y - a.sy + a.P : y - a.sy;
             const float* srow = src + int64_t(ry) * a.pitch;
-            float* drow = dst + int64_t(y) * a.ow;
-            for (int x = lane; x < a.ow; x += kWarp) drow[x] = __ldg(srow + (x < a.sx ? x - a.sx + a.Q : x - a.sx));
+            for (int x = lane; x < a.ow; x += kWarp)
+                drow[x] = x < a.x0 || x > a.x1 ? 0.0f : __ldg(srow + (x < a.sx ? x - a.sx + a.Q : x - a.sx));
         }
     }
 }
@@ -313,6 +370,28 @@ int fft_size(int need, bool even) {
     int n = std::max(need, 2);
     while (!is_7_smooth(n) || (even && n % 2)) ++n;
     return n;
+}
+
+// One dimension of a windowed problem (header comment, "Windows"): the shifts [s0, s1] of the window
+// clamped to those that overlap, [lo, hi]; the rows (columns) of the left, [l0, l0 + ln), and of the
+// right, [r0, r0 + rn), that those shifts use; and the period `need` without aliasing. Shift s is
+// shift s + r0 - l0 of the cropped parts. Empty (ln = 0) when no shift of the window overlaps.
+struct AxisFit {
+    int lo = 0, hi = -1, l0 = 0, ln = 0, r0 = 0, rn = 0, need = 0;
+    bool empty() const { return ln == 0; }
+};
+AxisFit fit_axis(int s0, int s1, int hl, int hr) {
+    AxisFit f;
+    f.lo = std::max(s0, -(hr - 1));
+    f.hi = std::min(s1, hl - 1);
+    if (f.lo > f.hi) return f;  // no shift of the window overlaps: the output is all zeros
+    f.l0 = std::max(0, f.lo);
+    f.ln = std::min(hl, f.hi + hr) - f.l0;
+    f.r0 = std::max(0, -f.hi);
+    f.rn = std::min(hr, hl - f.lo) - f.r0;
+    // max(ln - lo', hi' + rn) for the cropped parts' shifts lo' = lo + r0 - l0, hi' = hi + r0 - l0.
+    f.need = std::max(f.l0 + f.ln - f.r0 - f.lo, f.hi + f.r0 + f.rn - f.l0);
+    return f;
 }
 
 enum PlanKind : int { kR2C = 0, kC2R = 1 };
@@ -409,8 +488,16 @@ class Fft final : public Instance {
 public:
     Fft(const Problem& p, bool cached_plans, bool use_graph, bool inplace)
         : p_(p), cached_(cached_plans), inplace_(inplace) {
-        P_ = fft_size(p.out_h(), false);
-        Q_ = fft_size(p.out_w(), true);
+        const Window w = p.shifts();
+        fy_ = fit_axis(w.dy0, w.dy1, p.hL, p.hR);
+        fx_ = fit_axis(w.dx0, w.dx1, p.wL, p.wR);
+        if (fy_.empty() || fx_.empty()) {  // no shift overlaps: run() writes zeros, no transform
+            empty_ = true;
+            return;
+        }
+        // The full window gives today's sizes: need = hL + hR - 1 (wL + wR - 1), nothing cropped.
+        P_ = fft_size(fy_.need, false);
+        Q_ = fft_size(fx_.need, true);
         pitch_ = inplace_ ? 2 * (Q_ / 2 + 1) : Q_;
         real_floats_ = int64_t(P_) * pitch_;
         E_ = int64_t(P_) * (Q_ / 2 + 1);
@@ -444,6 +531,10 @@ public:
     }
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
+        if (empty_) {
+            XC_CUDA_CHECK(cudaMemsetAsync(out, 0, size_t(p_.out_elems()) * sizeof(float), stream));
+            return;
+        }
         if (use_graph_) {
             if (!graph_bound_ || left != pad_args_.left || right != pad_args_.right) {
                 pad_args_.left = left;
@@ -485,7 +576,7 @@ public:
             }
     }
 
-    bool has_finish() const override { return !chunked_; }
+    bool has_finish() const override { return !chunked_ && !empty_; }
 
     // Untimed crop of the whole batch (whole-batch mode only).
     void finish(float* out, cudaStream_t stream) override {
@@ -560,22 +651,28 @@ private:
         return reinterpret_cast<float2*>(base) + i * E_;
     }
 
+    // The parts of the left and the right matrices the window uses (the whole matrices when full).
+    PadPart left_part() const { return PadPart{fy_.l0, fx_.l0, fy_.ln, fx_.ln, p_.wL}; }
+    PadPart right_part() const { return PadPart{fy_.r0, fx_.r0, fy_.rn, fx_.rn, p_.wR}; }
     PadArgs pad_args(const float* left, const float* right, float* dst, int n_left, int n_right, int r0) const {
-        return PadArgs{left, right, dst,    n_left, n_right, r0,           p_.hL,
-                       p_.wL, p_.hR, p_.wR, P_,     Q_,      pitch_,       real_floats_,
+        return PadArgs{left,         right,        dst, n_left, n_right,      r0, int64_t(p_.hL) * p_.wL,
+                       int64_t(p_.hR) * p_.wR, left_part(), right_part(), P_, pitch_, real_floats_,
                        vec4_ok(left, right) ? 1 : 0};
     }
-    // pad_window_kernel may move float4: rows of both stacks and of the slots 16-byte aligned.
+    // pad_window_kernel may move float4: every row copied starts 16-byte aligned in both stacks and
+    // in the slots, and is a whole number of float4.
     bool vec4_ok(const float* left, const float* right) const {
         const auto a16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
-        return p_.wL % 4 == 0 && p_.wR % 4 == 0 && pitch_ % 4 == 0 && a16(ws_.get()) && a16(left) && a16(right);
+        const auto part4 = [](const PadPart& t) { return t.pitch % 4 == 0 && t.x0 % 4 == 0 && t.w % 4 == 0; };
+        return part4(left_part()) && part4(right_part()) && pitch_ % 4 == 0 && a16(ws_.get()) && a16(left) &&
+               a16(right);
     }
     void launch_pad(const PadArgs& a, cudaStream_t stream) {
         const int slots = a.n_left + a.n_right;
         if (inplace_) {
             pad_kernel<<<row_grid(P_, slots), kThreads, 0, stream>>>(a);
         } else {
-            const int64_t window = std::max(p_.hL * p_.wL, p_.hR * p_.wR);
+            const int64_t window = std::max(int64_t(fy_.ln) * fx_.ln, int64_t(fy_.rn) * fx_.rn);
             pad_window_kernel<<<element_grid(a.vec4 ? window / 4 : window, slots), kThreads, 0, stream>>>(a);
         }
         XC_CHECK_LAUNCH();
@@ -593,9 +690,27 @@ private:
         else product_kernel<false><<<element_grid(E_, slots), kThreads, 0, stream>>>(a);
         XC_CHECK_LAUNCH();
     }
+    // Output (y, x) is shift (dy0 + y, dx0 + x), i.e. shift dy0 + y + r0 - l0 of the cropped parts,
+    // at row (y - sy) mod P with sy = l0 - r0 - dy0 (full window: hR - 1), likewise for columns.
     void launch_crop(const float* res, float* out, int64_t slots, int64_t rho0, cudaStream_t stream) {
-        const CropArgs a{res,       out,     slots,         rho0,          pairs_, p_.out_h(), p_.out_w(),
-                         pitch_,    p_.hR - 1, p_.wR - 1,   P_,            Q_,     real_floats_};
+        const Window w = p_.shifts();
+        const CropArgs a{res,
+                         out,
+                         slots,
+                         rho0,
+                         pairs_,
+                         p_.out_h(),
+                         p_.out_w(),
+                         pitch_,
+                         fy_.lo - w.dy0,
+                         fy_.hi - w.dy0,
+                         fx_.lo - w.dx0,
+                         fx_.hi - w.dx0,
+                         fy_.l0 - fy_.r0 - w.dy0,
+                         fx_.l0 - fx_.r0 - w.dx0,
+                         P_,
+                         Q_,
+                         real_floats_};
         crop_kernel<<<row_grid(p_.out_h(), slots), kThreads, 0, stream>>>(a);
         XC_CHECK_LAUNCH();
     }
@@ -690,6 +805,8 @@ private:
     }
 
     Problem p_;
+    AxisFit fy_, fx_;  // rows and columns of the window (header comment, "Windows")
+    bool empty_ = false;
     bool cached_;
     bool inplace_;
     bool use_graph_ = false;
@@ -717,6 +834,11 @@ constexpr double kTolerance = 2e-6;
 // Defaults from the H200 measurements (results/nvidia-h200/notes/50_fft.md): with cached plans
 // out-of-place is as fast or faster on large batches; creating the plans of the in-place layout
 // costs less at small sizes, which dominates fft+plan there.
+// Any rectangle of shifts (header comment, "Windows"); the named kinds are listed as well so that
+// `xcorr list` shows them.
+const std::vector<WindowKind> kWindows = {WindowKind::Full, WindowKind::Valid, WindowKind::Same, WindowKind::MaxShift,
+                                          WindowKind::Shifts};
+
 enum class Launch { Graph, Stream };
 constexpr auto kLaunches = choices<Launch>({{Launch::Graph, "graph"}, {Launch::Stream, "stream"}});
 enum class Layout { OutOfPlace, InPlace };
@@ -742,6 +864,7 @@ XCORR_REGISTER_VARIANT(Variant{
                                      kLayouts.parse(ps.at("layout"), "layout") == Layout::InPlace);
     },
     .pilot_batch = true,  // microseconds where the definition's FMA count says milliseconds
+    .windows = kWindows,
 });
 
 XCORR_REGISTER_VARIANT(Variant{
@@ -758,6 +881,7 @@ XCORR_REGISTER_VARIANT(Variant{
         return std::make_unique<Fft>(p, false, false, kLayouts.parse(ps.at("layout"), "layout") == Layout::InPlace);
     },
     .max_batch = 1,  // a call is dominated by host-side plan creation
+    .windows = kWindows,
 });
 
 }  // namespace

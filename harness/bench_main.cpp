@@ -6,6 +6,11 @@
 //
 // A case SPEC is space-separated key=value: variant=, form=, size= (sets hL, wL, hR, wR) or
 // hL= wL= hR= wR=, nL= nR= (stack counts as in CONVENTIONS.md), batch=, and variant parameters.
+// At most one window key chooses the shifts computed (CONVENTIONS.md, "Output windows"; default
+// the full output): window=full|valid|same, max_shift=SY[,SX] (dy in -SY..SY, dx in -SX..SX) or
+// shifts=DY0:DY1,DX0:DX1 (inclusive), as xcorr run's --mode, --max-shift, --shifts. A window the
+// variant does not declare (xcorr list) is refused, like every bad case, before the GPU is needed.
+// A window that is the full output's rectangle (valid with a 1 x 1 right, say) is the full case.
 // Without cases, a smoke set runs: every variant x every form it supports, defaults, 32 x 32.
 //
 // Timing protocol (the paper's): one Google Benchmark iteration is a batch of back-to-back calls
@@ -20,9 +25,9 @@
 // --launch-floor adds "launch-floor/empty-kernel": an empty kernel timed the same way, the floor
 // under every tiny problem (launch throughput, not arithmetic).
 //
-// Every case's output is checked once, before it is timed (after the warm-up, in the first
-// repetition, on the case's own buffers and instance, output poisoned with NaN, finish() applied
-// when the variant has one): on inputs uniform in [-1, 1) from seeds N + 2 and N + 3, against
+// Every case's output (its window's) is checked once, before it is timed (after the warm-up, in
+// the first repetition, on the case's own buffers and instance, output poisoned with NaN, finish()
+// applied when the variant has one): on inputs uniform in [-1, 1) from seeds N + 2 and N + 3, against
 // the float64 reference at every output element where that costs at most 1e10 multiply-adds, else
 // at 65536 sampled outputs (xcorr/check.hpp: every matrix's corners and edges, seeded random
 // positions; seed N + 4). Relative error ||out - ref|| / ||ref|| over the compared outputs above
@@ -30,12 +35,15 @@
 // "validation failed: ...", never timed. --check-tolerance X replaces every variant's tolerance
 // with X (tests). Then the inputs are refilled with [0, 1) from seeds N, N + 1 and timed.
 //
-// Name:     <variant>/<form>/hL:../wL:../hR:../wR:../nL:../nR:..[/<param>:<value>...]
-// Counters: hL wL hR wR nL nR batch fmas FLOPS cold check_err check_samples [finish_time];
+// Name:     <variant>/<form>/hL:../wL:../hR:../wR:../nL:../nR:..[/shifts:DY0:DY1,DX0:DX1][/<param>:<value>...]
+//           (the shifts segment only for a window other than the full output)
+// Counters: hL wL hR wR nL nR batch fmas FLOPS cold check_err check_samples [finish_time]
+//           [dy0 dy1 dx0 dx1: a windowed case only; fmas, and the batch, are then the window's];
 //           label: family, timed, precision.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -64,7 +72,12 @@ const char* kUsage =
     "                   [--launch-floor] [--seed N] [--check-tolerance X] [Google Benchmark options]\n"
     "  --case SPEC      a case: space-separated key=value, variant= form= size= (or hL= wL= hR= wR=)\n"
     "                   nL= nR= batch= and the variant's parameters; without cases, every variant x\n"
-    "                   form at 32 x 32\n"
+    "                   form at 32 x 32. At most one window key (default: the full output):\n"
+    "                     window=full|valid|same     as scipy.signal.correlate2d's mode\n"
+    "                     max_shift=SY[,SX]          dy in -SY..SY, dx in -SX..SX (SX = SY if left out)\n"
+    "                     shifts=DY0:DY1,DX0:DX1     dy in DY0..DY1, dx in DX0..DX1 (inclusive)\n"
+    "                   only a window the variant computes (`xcorr list`); a windowed case's name\n"
+    "                   holds /shifts:DY0:DY1,DX0:DX1 and its counters dy0 dy1 dx0 dx1\n"
     "  --cases FILE     one SPEC per line (# starts a comment)\n"
     "  --min-time S     GPU time per repetition in seconds (default 0.1)\n"
     "  --batch N        calls per timed iteration (default: from the problem size)\n"
@@ -108,9 +121,39 @@ struct Case {
     mutable std::optional<CheckResult> check = {};
 };
 
+// "full, valid": a variant's declared windows.
+std::string window_kinds_text(const Variant& v) {
+    std::string s;
+    for (WindowKind k : v.windows) s += (s.empty() ? "" : ", ") + std::string(window_kind_name(k));
+    return s;
+}
+
+// A case's window key (window=, max_shift=, shifts=) parsed as xcorr run's option of the same
+// meaning; the parsers' messages name the option, so they are reworded to name the key.
+WindowRequest parse_window_key(const std::string& key, const std::string& value) {
+    static const std::pair<const char*, const char*> kOptionOfKey[] = {
+        {"window", "--mode"}, {"max_shift", "--max-shift"}, {"shifts", "--shifts"}};
+    try {
+        if (key == "window") return parse_mode(value);
+        if (key == "max_shift") return parse_max_shift(value);
+        return parse_shifts(value);
+    } catch (const UsageError& e) {
+        std::string msg = e.what();
+        for (const auto& [k, option] : kOptionOfKey) {
+            const std::string o = option;
+            if (k != key || msg.rfind(o, 0) != 0) continue;
+            std::string rest = msg.substr(o.size());  // "--shifts DY0:..." -> "shifts=DY0:..."
+            if (rest.size() > 1 && rest[0] == ' ' && std::isupper(static_cast<unsigned char>(rest[1]))) rest.erase(0, 1);
+            msg = k + std::string("=") + rest;
+        }
+        throw UsageError(msg);
+    }
+}
+
 Case parse_case(const std::string& spec, const Options& opt) {
     std::istringstream in(spec);
-    std::string tok, variant_name, form_text;
+    std::string tok, variant_name, form_text, window_key;
+    std::optional<WindowRequest> window;
     Params given;
     Problem p;
     int batch = opt.batch;
@@ -132,18 +175,43 @@ Case parse_case(const std::string& spec, const Options& opt) {
         else if (k == "nL") p.nL = to_int(k, v);
         else if (k == "nR") p.nR = to_int(k, v);
         else if (k == "batch") batch = to_int(k, v), batch_given = true;
-        else given[k] = v;
+        else if (k == "window" || k == "max_shift" || k == "shifts") {
+            if (window)
+                throw UsageError("case '" + spec + "': " + window_key + "= and " + k +
+                                 "= both choose the window: give one of window=, max_shift=, shifts=");
+            window_key = k;
+            try {
+                window = parse_window_key(k, v);
+            } catch (const UsageError& e) {
+                throw UsageError("case '" + spec + "': " + e.what());
+            }
+        } else given[k] = v;
     }
     if (variant_name.empty() || form_text.empty()) throw UsageError("case '" + spec + "': needs variant= and form=");
     const Variant& v = find_variant(variant_name);
     p.form = parse_form(form_text);
     if (!v.supports(p.form)) throw UsageError("case '" + spec + "': " + v.name + " does not support " + form_text);
     p.check();
+    if (window) {
+        try {
+            p.window = window->resolve(p);
+            p.check();
+        } catch (const UsageError& e) {
+            throw UsageError("case '" + spec + "': " + e.what());
+        }
+        // The full output's rectangle, however named, is the full case: same problem, same name.
+        if (p.full()) p.window.reset();
+    }
+    if (!v.supports_window(p))
+        throw UsageError("case '" + spec + "': " + v.name + " does not compute the " +
+                         (window ? window->describe() : std::string("full")) +
+                         " window (shifts " + p.shifts().text() + ") of this problem, only: " + window_kinds_text(v));
     Params params = v.resolve(given);
     if (opt.cold) batch = 1;
     if (batch <= 0) {
         // Enough calls per event pair that one iteration takes well over the event/launch gaps even
-        // at peak speed (~3e9 multiply-adds per batch), capped by the variant.
+        // at peak speed (~3e9 multiply-adds per batch; the window's: none at all for a window wholly
+        // beyond the full range, which gets the cap), capped by the variant.
         batch = int(std::clamp(std::ceil(3e9 / p.fmas()), 1.0, 256.0));
     }
     batch = std::min(batch, v.max_batch);
@@ -168,6 +236,7 @@ std::string bench_name(const Case& c) {
     std::ostringstream s;
     s << c.variant->name << '/' << form_name(p.form) << "/hL:" << p.hL << "/wL:" << p.wL << "/hR:" << p.hR
       << "/wR:" << p.wR << "/nL:" << p.nL << "/nR:" << p.nR;
+    if (p.window) s << "/shifts:" << p.window->text();  // parse_case leaves it unset for the full output
     for (const auto& [k, v] : c.params) s << '/' << k << ':' << v;  // std::map: sorted by name
     return s.str();
 }
@@ -300,7 +369,11 @@ void run_case(benchmark::State& st, const Case& c, const Options& opt, const Gpu
         st.counters["nL"] = p.nL, st.counters["nR"] = p.nR;
         st.counters["batch"] = c.batch;
         st.counters["cold"] = opt.cold ? 1 : 0;
-        st.counters["fmas"] = p.fmas();
+        st.counters["fmas"] = p.fmas();  // the window's
+        if (p.window) {
+            const Window w = *p.window;
+            st.counters["dy0"] = w.dy0, st.counters["dy1"] = w.dy1, st.counters["dx0"] = w.dx0, st.counters["dx1"] = w.dx1;
+        }
         st.counters["check_err"] = c.check->cmp.rel_error;
         st.counters["check_samples"] = double(c.check->samples);
         // Google Benchmark's own rate counters divide by CPU time; the rate here is per GPU time.

@@ -88,6 +88,20 @@ std::vector<int64_t> sample_positions(const Problem& p, size_t max_samples, uint
         for (const auto& [y, x] : points) out.push_back(k * per_matrix + int64_t(y) * ow + x);
     }
     std::mt19937_64 rng(seed);
+    // A window reaching beyond the full range is 0 there: half the random positions go to its part
+    // within the full range (where the sums are), if it has one. The full window draws as before.
+    const Window full = full_window(p);
+    const Window in{std::max(win.dy0, full.dy0), std::min(win.dy1, full.dy1), std::max(win.dx0, full.dx0),
+                    std::min(win.dx1, full.dx1)};
+    if (!(in == win) && in.dy0 <= in.dy1 && in.dx0 <= in.dx1) {
+        std::uniform_int_distribution<int64_t> matrix(0, count - 1);
+        std::uniform_int_distribution<int> row(in.dy0 - win.dy0, in.dy1 - win.dy0), col(in.dx0 - win.dx0, in.dx1 - win.dx0);
+        for (size_t half = out.size() + (max_samples - out.size()) / 2; out.size() < half;) {
+            const int64_t k = matrix(rng);
+            const int y = row(rng), x = col(rng);
+            out.push_back(k * per_matrix + int64_t(y) * ow + x);
+        }
+    }
     std::uniform_int_distribution<int64_t> anywhere(0, total - 1);
     while (out.size() < max_samples) out.push_back(anywhere(rng));
     std::sort(out.begin(), out.end());  // also puts neighbouring positions in neighbouring threads

@@ -12,7 +12,7 @@
 // Every variant is held to its own declared tolerance on all three.
 //
 //   xcorr_validate [--variant NAME]... [--form FORM]... [--quick] [--seed N] [--tolerance X]
-//                  [--shape HLxWL,HRxWR]... [--params all|covering]
+//                  [--shape HLxWL,HRxWR]... [--params all|covering] [--windows only|also|none]
 //
 // --shape replaces the built-in shapes with the given ones (every form, the large tier's few
 // matrices: 1-to-3, 2x4 n-to-mn, 2x3 n-to-m);
@@ -23,7 +23,16 @@
 // below and just above a measured error).
 // Where the CPU reference is quick, the GPU reference is checked against it on the full output and
 // on four windows (valid where it exists, same, partly and wholly beyond the full range; the
-// "window=" lines), reference_gpu_at included.
+// "window=" lines of reference-gpu), reference_gpu_at included.
+// A variant that declares windows beyond the full output (xcorr list) is also run on windows of
+// every case, each parameter combination: valid (where it exists), same, max-shift-2,3 (inside the
+// full range for most shapes), max-shift-SY,SX (SY = max(hL, hR) + 1, SX = max(wL, wR) + 2: beyond
+// every edge), partly-beyond and wholly-beyond (the rectangles of the reference checks; the second's
+// output must be all 0) -- each only where the variant computes it (Variant::supports_window) --
+// output poisoned, twice as above, against the float64 reference of that window and held to the
+// variant's tolerance: lines "PASS  <variant>  <case> shifts ..  window=<name>  <params>  ...".
+// --windows only runs just the window checks (the variants' and the reference's), none just the
+// full-output ones (default: also, both).
 // Prints one line per case (PASS / FAIL / SKIP) with the inputs' distribution and the error, and
 // closes with "N passed, N failed, N skipped".
 // Exit status: 0 all passed, 1 any failure, 2 bad usage, 3 no GPU.
@@ -34,7 +43,9 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <memory>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -147,6 +158,24 @@ std::vector<std::pair<std::string, Window>> test_windows(const Problem& p) {
     return out;
 }
 
+// Whether a variant computes some window besides the full output (xcorr_validate then runs it on
+// variant_windows too).
+bool has_windows(const Variant& v) {
+    return std::any_of(v.windows.begin(), v.windows.end(), [](WindowKind k) { return k != WindowKind::Full; });
+}
+
+// The windows a variant that declares more than full is run on (see the header): test_windows'
+// four and two max-shifts, one mostly inside the full range and one beyond every edge.
+std::vector<std::pair<std::string, Window>> variant_windows(const Problem& p) {
+    std::vector<std::pair<std::string, Window>> out = test_windows(p);
+    const auto max_shift = [&](int sy, int sx) {
+        out.emplace(out.end() - 2, "max-shift-" + std::to_string(sy) + "," + std::to_string(sx), Window{-sy, sy, -sx, sx});
+    };
+    max_shift(2, 3);
+    max_shift(std::max(p.hL, p.hR) + 1, std::max(p.wL, p.wR) + 2);
+    return out;
+}
+
 // Problem::fmas of a windowed problem counted the slow way: every shift's overlap, element by element.
 double counted_fmas(const Problem& p) {
     const Window w = p.shifts();
@@ -182,12 +211,61 @@ void check_reference_windows(const Problem& full, const float* dl, const float* 
     }
 }
 
+enum class Verdict { Pass, Fail, Skip };
+
+void count(Verdict v, Tally& tally) {
+    switch (v) {
+        case Verdict::Pass: ++tally.passed; break;
+        case Verdict::Fail: ++tally.failed; break;
+        case Verdict::Skip: ++tally.skipped; break;
+    }
+}
+
+// The buffers of a case's two runs: aligned inputs and output, then the misaligned copies.
+struct Runs {
+    const float *left, *right;
+    float* out;
+    const float *left_off, *right_off;
+    float* out_off;
+};
+
+// One variant x parameter combination on problem `p` (the full output, or the window named
+// `window`): make, two runs against `ref` (poisoned output; the worse counts), one line.
+Verdict check_variant(const Variant& v, const Params& params, const Problem& p, const char* window,
+                      const Reference& ref, const Runs& runs, double tolerance, InputRange inputs,
+                      cudaStream_t stream) {
+    const std::string where = p.describe() + (window ? std::string("  window=") + window : std::string());
+    std::unique_ptr<Instance> inst;
+    try {
+        inst = v.make(p, v.resolve(params));
+    } catch (const UsageError& e) {
+        // A combination the variant refuses for this problem (not instantiated, or beyond a
+        // documented limit): printed with the variant's reason.
+        std::printf("SKIP  %s  %s  %s  %s\n", v.name.c_str(), where.c_str(), params_text(params).c_str(), e.what());
+        return Verdict::Skip;
+    }
+    // The worse of the two runs (a NaN error counts as the worse).
+    Comparison worst{0, 0};
+    for (int rep = 0; rep < 2; ++rep) {
+        const Comparison cmp = run_and_compare(*inst, rep ? runs.left_off : runs.left, rep ? runs.right_off : runs.right,
+                                               rep ? runs.out_off : runs.out, ref, stream);
+        if (!(cmp.rel_error <= worst.rel_error)) worst.rel_error = cmp.rel_error;
+        worst.nonfinite = std::max(worst.nonfinite, cmp.nonfinite);
+    }
+    const bool ok = passes(worst, tolerance);
+    std::printf("%s  %s  %s  %s  inputs=%s  err=%.2e%s\n", ok ? "PASS" : "FAIL", v.name.c_str(), where.c_str(),
+                params_text(params).c_str(), inputs.name, worst.rel_error,
+                worst.nonfinite ? (" unwritten=" + std::to_string(worst.nonfinite)).c_str() : "");
+    return ok ? Verdict::Pass : Verdict::Fail;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     std::set<std::string> only_variants;
     std::set<Form> only_forms;
     bool quick = false, covering_only = false;
+    bool full_checks = true, window_checks = true;  // --windows also
     uint64_t seed = 12345;
     std::vector<Shape> given_shapes;
     double tolerance_override = 0;  // 0: each variant's own
@@ -207,11 +285,17 @@ int main(int argc, char** argv) {
                 const std::string v = next();
                 if (v != "all" && v != "covering") throw UsageError("--params: expected all or covering, got " + v);
                 covering_only = v == "covering";
+            } else if (a == "--windows") {
+                const std::string v = next();
+                if (v != "only" && v != "also" && v != "none")
+                    throw UsageError("--windows: expected only, also or none, got " + v);
+                full_checks = v != "only";
+                window_checks = v != "none";
             } else if (a == "--tolerance") tolerance_override = parse_positive("--tolerance", next());
             else if (a == "--help" || a == "-h") {
                 std::printf(
                     "usage: xcorr_validate [--variant NAME]... [--form FORM]... [--quick] [--seed N] [--tolerance X]\n"
-                    "                      [--shape HLxWL,HRxWR]... [--params all|covering]\n"
+                    "                      [--shape HLxWL,HRxWR]... [--params all|covering] [--windows only|also|none]\n"
                     "  --variant NAME  only this variant (repeatable)\n"
                     "  --form FORM     only this form (repeatable)\n"
                     "  --quick         the small shapes only\n"
@@ -221,16 +305,27 @@ int main(int argc, char** argv) {
                     "  --params P      all: every parameter combination on small shapes (default);\n"
                     "                  covering: each instantiated value once (short runs, e.g. under\n"
                     "                  compute-sanitizer)\n"
+                    "  --windows W     also: the full output and, for every variant that declares more windows\n"
+                    "                  (xcorr list), the windows it computes of valid, same, max-shift-2,3, a\n"
+                    "                  max-shift beyond the matrices, partly-beyond, wholly-beyond (default);\n"
+                    "                  only: just those windows (and the reference's windows); none: no\n"
+                    "                  variant on a window (the full output and the reference's windows)\n"
                     "Inputs rotate over [0,1), [-1,1) and 4+[-1,1) by case. Exit status: 0 all passed,\n"
                     "1 any failure, 2 bad usage, 3 no GPU.\n");
                 return 0;
             } else throw UsageError("unknown argument " + a);
         }
         GpuInfo gpu = require_gpu();
-        std::printf("# %s (cc %d.%d, %d SMs), seed %llu%s", gpu.name.c_str(), gpu.cc_major, gpu.cc_minor,
-                    gpu.sm_count, (unsigned long long)seed, quick ? ", quick" : "");
+        std::printf("# %s (cc %d.%d, %d SMs), seed %llu%s%s", gpu.name.c_str(), gpu.cc_major, gpu.cc_minor,
+                    gpu.sm_count, (unsigned long long)seed, quick ? ", quick" : "",
+                    full_checks ? (window_checks ? "" : ", full output only") : ", windows only");
         if (tolerance_override > 0) std::printf(", tolerance %.3e for every variant", tolerance_override);
         std::printf("\n");
+        if (!full_checks) {
+            bool any = false;
+            for (const auto& v : variants()) any |= has_windows(v) && (only_variants.empty() || only_variants.count(v.name));
+            if (!any) std::printf("# no selected variant declares a window besides full: nothing to run\n");
+        }
     } catch (const UsageError& e) {
         std::fprintf(stderr, "xcorr_validate: error: %s\n", e.what());
         return 2;
@@ -240,7 +335,7 @@ int main(int argc, char** argv) {
     }
 
     Tally tally;
-    std::map<std::string, int> passes_per_variant_form;
+    std::map<std::string, int> passes_per_variant_form, window_tries_per_variant_form, window_passes_per_variant_form;
     uint64_t case_seed = seed;
     try {
         cudaStream_t stream;
@@ -259,13 +354,22 @@ int main(int argc, char** argv) {
                     const Counts c = counts_for(form, tier == 2 || !given_shapes.empty());
                     Problem p{form, s.hL, s.wL, s.hR, s.wR, c.nL, c.nR};
                     p.check();
-                    bool any = false;
-                    for (const auto& v : variants())
-                        any |= v.supports(form) && (only_variants.empty() || only_variants.count(v.name));
+                    const auto selected = [&](const Variant& v) {
+                        return v.supports(form) && (only_variants.empty() || only_variants.count(v.name));
+                    };
+                    bool any = false, any_windows = false;
+                    for (const auto& v : variants()) {
+                        any |= selected(v);
+                        any_windows |= selected(v) && has_windows(v);
+                    }
                     if (!any) continue;
+                    if (!full_checks && !any_windows) {
+                        case_seed += 2;  // the seeds of --windows also, case for case
+                        continue;
+                    }
 
                     DeviceBuffer<float> dl(size_t(p.left_elems())), dr(size_t(p.right_elems())),
-                        dout(size_t(p.out_elems()));
+                        dout(size_t(full_checks ? p.out_elems() : 0));
                     const InputRange inputs = inputs_for(shape_number, form);
                     fill_inputs(p, dl.get(), dr.get(), case_seed + 1, inputs, stream);  // the seeds of before
                     case_seed += 2;
@@ -273,62 +377,76 @@ int main(int argc, char** argv) {
                     DeviceBuffer<float> dl_off(dl.size() + 1), dr_off(dr.size() + 1), dout_off(dout.size() + 1);
                     XC_CUDA_CHECK(cudaMemcpyAsync(dl_off.get() + 1, dl.get(), dl.bytes(), cudaMemcpyDeviceToDevice, stream));
                     XC_CUDA_CHECK(cudaMemcpyAsync(dr_off.get() + 1, dr.get(), dr.bytes(), cudaMemcpyDeviceToDevice, stream));
-                    const Reference reference = full_reference(p, dl.get(), dr.get(), stream);  // synchronises
-                    const std::vector<double>& ref = reference.values;
+                    XC_CUDA_CHECK(cudaStreamSynchronize(stream));
+                    Reference reference;
+                    if (full_checks) reference = full_reference(p, dl.get(), dr.get(), stream);  // synchronises
 
                     // The GPU reference must agree with the CPU one wherever the CPU one is quick.
                     if (p.fmas() < 5e7) {
                         std::vector<float> hl(dl.size()), hr(dr.size());
                         XC_CUDA_CHECK(cudaMemcpy(hl.data(), dl.get(), dl.bytes(), cudaMemcpyDeviceToHost));
                         XC_CUDA_CHECK(cudaMemcpy(hr.data(), dr.get(), dr.bytes(), cudaMemcpyDeviceToHost));
-                        std::vector<double> cpu(ref.size());
-                        reference_cpu(p, hl.data(), hr.data(), cpu.data());
-                        const Comparison cmp = compare_to_reference(ref.data(), cpu.data(), cpu.size());
-                        const bool ok = passes(cmp, 1e-12);
-                        std::printf("%s  reference-gpu  %s  vs reference-cpu  inputs=%s  err=%.2e\n", ok ? "PASS" : "FAIL",
-                                    p.describe().c_str(), inputs.name, cmp.rel_error);
-                        ok ? ++tally.passed : ++tally.failed;
+                        if (full_checks) {
+                            const std::vector<double>& ref = reference.values;
+                            std::vector<double> cpu(ref.size());
+                            reference_cpu(p, hl.data(), hr.data(), cpu.data());
+                            const Comparison cmp = compare_to_reference(ref.data(), cpu.data(), cpu.size());
+                            const bool ok = passes(cmp, 1e-12);
+                            std::printf("%s  reference-gpu  %s  vs reference-cpu  inputs=%s  err=%.2e\n",
+                                        ok ? "PASS" : "FAIL", p.describe().c_str(), inputs.name, cmp.rel_error);
+                            ok ? ++tally.passed : ++tally.failed;
+                        }
                         check_reference_windows(p, dl.get(), dr.get(), hl, hr, inputs.name, stream, tally);
                     }
 
+                    // The windows of this case (variant_windows), each with its reference and an output
+                    // buffer one element longer (the second run's misaligned output), made on first use.
+                    struct WindowCase {
+                        std::string name;
+                        Problem problem;
+                        std::optional<Reference> reference = {};
+                        DeviceBuffer<float> out = {};
+                    };
+                    std::vector<WindowCase> windows;
+                    if (window_checks && any_windows)
+                        for (const auto& [name, window] : variant_windows(p)) {
+                            Problem pw = p;
+                            pw.window = window;
+                            pw.check();
+                            windows.push_back(WindowCase{name, pw});
+                        }
+                    const Runs full_runs{dl.get(), dr.get(), dout.get(), dl_off.get() + 1, dr_off.get() + 1,
+                                         dout_off.get() + 1};
+
                     for (const auto& v : variants()) {
-                        if (!v.supports(form) || (!only_variants.empty() && !only_variants.count(v.name))) continue;
+                        if (!selected(v)) continue;
                         const auto all = all_combinations(v);
                         const bool everything =
                             !covering_only && (tier == 0 ? !quick : (tier == 1 && all.size() <= 16));
                         const auto combos = everything ? all : covering_set(v);
+                        const double tolerance = tolerance_override > 0 ? tolerance_override : v.tolerance;
+                        const std::string key = v.name + " " + form_name(form);
                         for (const Params& params : combos) {
-                            std::unique_ptr<Instance> inst;
-                            try {
-                                inst = v.make(p, v.resolve(params));
-                            } catch (const UsageError& e) {
-                                // A combination the variant refuses for this problem (not instantiated,
-                                // or beyond a documented limit): printed with the variant's reason.
-                                ++tally.skipped;
-                                std::printf("SKIP  %s  %s  %s  %s\n", v.name.c_str(), p.describe().c_str(),
-                                            params_text(params).c_str(), e.what());
-                                continue;
+                            if (full_checks) {
+                                const Verdict verdict = check_variant(v, params, p, nullptr, reference, full_runs,
+                                                                      tolerance, inputs, stream);
+                                count(verdict, tally);
+                                if (verdict == Verdict::Pass) ++passes_per_variant_form[key];
                             }
-                            // The worse of the two runs (a NaN error counts as the worse).
-                            Comparison worst{0, 0};
-                            for (int rep = 0; rep < 2; ++rep) {
-                                const float* in_l = rep ? dl_off.get() + 1 : dl.get();
-                                const float* in_r = rep ? dr_off.get() + 1 : dr.get();
-                                float* o = rep ? dout_off.get() + 1 : dout.get();
-                                const Comparison cmp = run_and_compare(*inst, in_l, in_r, o, reference, stream);
-                                if (!(cmp.rel_error <= worst.rel_error)) worst.rel_error = cmp.rel_error;
-                                worst.nonfinite = std::max(worst.nonfinite, cmp.nonfinite);
-                            }
-                            const double tolerance = tolerance_override > 0 ? tolerance_override : v.tolerance;
-                            const bool ok = passes(worst, tolerance);
-                            std::printf("%s  %s  %s  %s  inputs=%s  err=%.2e%s\n", ok ? "PASS" : "FAIL", v.name.c_str(),
-                                        p.describe().c_str(), params_text(params).c_str(), inputs.name, worst.rel_error,
-                                        worst.nonfinite ? (" unwritten=" + std::to_string(worst.nonfinite)).c_str() : "");
-                            if (ok) {
-                                ++tally.passed;
-                                ++passes_per_variant_form[v.name + " " + form_name(form)];
-                            } else {
-                                ++tally.failed;
+                            if (!has_windows(v)) continue;
+                            for (WindowCase& w : windows) {
+                                if (!v.supports_window(w.problem)) continue;
+                                if (!w.reference) {
+                                    w.reference = full_reference(w.problem, dl.get(), dr.get(), stream);
+                                    w.out = DeviceBuffer<float>(size_t(w.problem.out_elems()) + 1);
+                                }
+                                const Runs runs{dl.get(), dr.get(), w.out.get(), dl_off.get() + 1, dr_off.get() + 1,
+                                                w.out.get() + 1};
+                                const Verdict verdict = check_variant(v, params, w.problem, w.name.c_str(), *w.reference,
+                                                                      runs, tolerance, inputs, stream);
+                                count(verdict, tally);
+                                ++window_tries_per_variant_form[key];
+                                if (verdict == Verdict::Pass) ++window_passes_per_variant_form[key];
                             }
                         }
                     }
@@ -336,13 +454,20 @@ int main(int argc, char** argv) {
                 }
             }
         }
-        // A variant that skipped every case of a form it declares has not been validated at all.
+        // A variant that skipped every case of a form it declares has not been validated at all;
+        // nor its windows, when it computes some that the cases had but passed none of them.
         for (const auto& v : variants()) {
             if (!only_variants.empty() && !only_variants.count(v.name)) continue;
             for (Form f : v.forms) {
                 if (!only_forms.empty() && !only_forms.count(f)) continue;
-                if (!passes_per_variant_form[v.name + " " + form_name(f)]) {
+                const std::string key = v.name + " " + form_name(f);
+                if (full_checks && !passes_per_variant_form[key]) {
                     std::printf("FAIL  %s  %s  no case passed (every combination was rejected or failed)\n",
+                                v.name.c_str(), form_name(f));
+                    ++tally.failed;
+                }
+                if (window_tries_per_variant_form[key] && !window_passes_per_variant_form[key]) {
+                    std::printf("FAIL  %s  %s  no window case passed (every window was rejected or failed)\n",
                                 v.name.c_str(), form_name(f));
                     ++tally.failed;
                 }

@@ -3,6 +3,7 @@
 
     fake_xcorr.py xcorr list --json | info
     fake_xcorr.py xcorr_bench --cases FILE --min-time S --benchmark_repetitions=N ... --benchmark_out=F
+    fake_xcorr.py peerbench list --json | --cases FILE ...   (python -m xcsuite.peerbench: the peers)
 
 It writes Google Benchmark JSON in the format of the real binary (context with xcorr_* strings,
 one "iteration" entry per repetition, then mean/median/stddev/cv aggregates), with times from a
@@ -15,7 +16,8 @@ repetition of that case reports error_occurred with FAKE_ERROR_MESSAGE, default:
 memory), FAKE_SLEEP=seconds (per case),
 FAKE_HANG_ON=substring (on reaching a matching case, writes its pid to FAKE_PIDFILE and sleeps for
 an hour, like a hung kernel: everything before it is in the output file), FAKE_GPU_NAME,
-FAKE_REVISION (the git revision the binary reports; default fake123).
+FAKE_REVISION (the git revision the binary reports; default fake123). The peerbench role lists
+PEERS (FAKE_PEERS_UNAVAILABLE=name,... marks those unavailable) and logs to FAKE_PEER_LOG instead.
 Windows (window=, max_shift=, shifts=) as xcorr_bench takes them: a window the variant does not
 declare is refused (exit 2); a windowed case is named with /shifts:DY0:DY1,DX0:DX1 after nR and
 carries the counters dy0 dy1 dx0 dx1, its fmas the window's (resolved by experiments._spec.Shape).
@@ -33,6 +35,16 @@ from experiments._spec import Shape, supports_window  # noqa: E402  (the reposit
 
 WINDOW_KEYS = ("window", "max_shift", "shifts")
 REGISTRY = Path(os.environ.get("FAKE_REGISTRY", HERE / "fixtures" / "registry.json"))
+PEERS = [{"name": n, "family": "peer", "summary": "a peer", "timed": "everything", "precision": "fp32",
+          "tolerance": 1e-05, "forms": ["one-to-one", "one-to-many", "n-to-mn", "n-to-m"],
+          "windows": ["full", "valid", "same", "max-shift", "shifts"], "params": {}}
+         for n in ("torch-conv2d", "torch-fft", "cupy-correlate2d")]
+
+
+def peers():
+    off = set(os.environ.get("FAKE_PEERS_UNAVAILABLE", "").split(","))
+    return [{**p, "available": p["name"] not in off, "unavailable_reason": "not installed" if p["name"] in off else ""}
+            for p in PEERS]
 GPU = os.environ.get("FAKE_GPU_NAME", "Fake GPU 9000")
 PEAK = 66.9e12
 RATES = {"overlap-wise": 1.3e12, "warp-per-overlap": 1.0e12, "split-row": 2.5e12, "grouped-overlap": 4e12,
@@ -79,7 +91,7 @@ def run_name(kv, params, shape):
     return f"{kv['variant']}/{kv['form']}/{dims}{w}{ps}"
 
 
-def bench(args):
+def bench(args, role="xcorr_bench"):
     opts = {}
     for a in args:
         if a.startswith("--") and "=" in a:
@@ -97,10 +109,11 @@ def bench(args):
     reps = int(opts.get("benchmark_repetitions", 1))
     out = opts["benchmark_out"]
     lines = [l.strip() for l in Path(cases_file).read_text().splitlines() if l.strip() and not l.startswith("#")]
-    if os.environ.get("FAKE_LOG"):
-        with open(os.environ["FAKE_LOG"], "a") as f:
+    log = os.environ.get("FAKE_PEER_LOG" if role == "peerbench" else "FAKE_LOG")
+    if log:
+        with open(log, "a") as f:
             f.write(json.dumps(lines) + "\n")
-    registry = {v["name"]: v for v in json.loads(REGISTRY.read_text())}
+    registry = {v["name"]: v for v in (peers() if role == "peerbench" else json.loads(REGISTRY.read_text()))}
     cases = []
     for line in lines:
         kv = dict(p.split("=", 1) for p in line.split())
@@ -128,7 +141,7 @@ def bench(args):
         cases.append((line, kv, params, shape))
     f = open(out, "w")
     f.write(json.dumps({"context": {"date": "2026-11-21T03:00:00+00:00", "host_name": "fake",
-                                    "executable": "xcorr_bench", "num_cpus": 16, "library_build_type": "release",
+                                    "executable": role, "num_cpus": 16, "library_build_type": "release",
                                     **context(), "xcorr_cold": "1" if cold else "0"}}, indent=2)[:-2] + ',\n  "benchmarks": [\n')
     first = True
     for i, (line, kv, params, shape) in enumerate(cases):
@@ -196,7 +209,10 @@ def main():
             print(json.dumps(context()))
             return 0
         return 2
-    return bench(args)
+    if role == "peerbench" and args[:1] == ["list"]:
+        print(json.dumps(peers()))
+        return 0
+    return bench(args, role)
 
 
 if __name__ == "__main__":

@@ -11,14 +11,15 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 FAKE_ENV = ("FAKE_NO_GPU", "FAKE_LOG", "FAKE_CRASH_ON", "FAKE_REJECT", "FAKE_ERROR_ON", "FAKE_ERROR_MESSAGE", "FAKE_SLEEP",
-            "FAKE_GPU_NAME", "FAKE_REGISTRY", "FAKE_REVISION", "FAKE_HANG_ON", "FAKE_PIDFILE", "XCORR_LOCK_DIR")
+            "FAKE_GPU_NAME", "FAKE_REGISTRY", "FAKE_REVISION", "FAKE_HANG_ON", "FAKE_PIDFILE", "XCORR_LOCK_DIR",
+            "XCORR_PEERBENCH", "FAKE_PEER_LOG", "FAKE_PEERS_UNAVAILABLE")
 
 
 def make_fake_build(directory: Path) -> Path:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     fake = Path(__file__).resolve().parent / "fake_xcorr.py"
-    for role in ("xcorr", "xcorr_bench"):
+    for role in ("xcorr", "xcorr_bench", "peerbench"):  # peerbench: XCORR_PEERBENCH points there when a test wants it
         exe = directory / role
         exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{fake}" {role} "$@"\n')
         exe.chmod(0o755)

@@ -182,3 +182,180 @@ def test_list_tests_with_check_tolerance_needs_no_gpu(overlap_wise):
     names = r.stdout.split()
     assert r.returncode == 0 and len(names) == 1, r.stdout + r.stderr
     assert names[0].startswith("overlap-wise/one-to-many/hL:256/wL:256/hR:256/wR:256/nL:1/nR:33/"), names
+
+
+# Output windows (docs/CONVENTIONS.md "Output windows"; the case keys and the name of the lead's
+# conventions): window=full|valid|same, max_shift=SY[,SX], shifts=DY0:DY1,DX0:DX1.
+WINDOWED_NAME = re.compile(r"^(?P<head>[^/]+/[^/]+/hL:\d+/wL:\d+/hR:\d+/wR:\d+/nL:\d+/nR:\d+)"
+                           r"/shifts:(?P<dy0>-?\d+):(?P<dy1>-?\d+),(?P<dx0>-?\d+):(?P<dx1>-?\d+)"
+                           r"(?P<params>(/[\w+-]+:[\w.+-]+)*)$")
+SHAPE = (9, 7, 5, 6)  # hL, wL, hR, wR: every named window is a different rectangle, none the full one
+DIMS = "hL=9 wL=7 hR=5 wR=6"
+
+
+def registry_now():
+    r = run([binary("xcorr"), "list", "--json"])
+    return json.loads(r.stdout)
+
+
+def windowed_variants():
+    """Variants that declare windows beyond full (collected from the build's registry, so that
+    kernels gaining windows are covered without touching this file)."""
+    return [v["name"] for v in registry_now() if set(v["windows"]) - {"full"}]
+
+
+def window_key_cases(shape):
+    """(window kind, case key, rectangle) for every kind, on `shape`."""
+    from xcorr_np import full_window, same_window, valid_window
+    hL, wL, hR, wR = shape
+    out = [("same", "window=same", same_window(*shape)),
+           ("max-shift", "max_shift=2,3", (-2, 2, -3, 3)),
+           ("shifts", f"shifts={-(hR + 1)}:{hL // 2},{wL // 3 - 1}:{wL + 1}", (-(hR + 1), hL // 2, wL // 3 - 1, wL + 1))]
+    if valid_window(*shape):
+        out.insert(0, ("valid", "window=valid", valid_window(*shape)))
+    assert all(rect != full_window(*shape) for *_, rect in out)
+    return out
+
+
+def list_names(*cases):
+    r = run([binary("xcorr_bench"), *[a for c in cases for a in ("--case", c)], "--benchmark_list_tests"])
+    assert r.returncode == 0, r.stderr
+    return [n.split("/min_time:")[0].removesuffix("/manual_time") for n in r.stdout.split()]
+
+
+@pytest.mark.parametrize("window,needle", [
+    ("window=same max_shift=2", "window= and max_shift= both choose the window"),
+    ("shifts=0:1,0:1 window=valid", "shifts= and window= both choose the window"),
+    ("max_shift=1 max_shift=2", "max_shift= and max_shift= both choose the window"),
+    ("window=full shifts=0:0,0:0", "give one of window=, max_shift=, shifts="),
+    ("shifts=1:2", "shifts= takes DY0:DY1,DX0:DX1"),
+    ("shifts=1:2,3", "shifts= takes DY0:DY1,DX0:DX1"),
+    ("shifts=", "shifts= takes DY0:DY1,DX0:DX1"),
+    ("shifts=a:1,0:0", "shifts=DY0:DY1,DX0:DX1: not an integer"),
+    ("shifts=1:2,3:4,5:6", "shifts=DY0:DY1,DX0:DX1: not an integer"),
+    ("shifts=0:0,0:1073741824", "shifts=DY0:DY1,DX0:DX1: not an integer"),
+    ("shifts=3:1,0:0", "empty window 3:1,0:0"),
+    ("shifts=-1073741823:1073741823,0:9", "too large"),
+    ("max_shift=-1", "max_shift=SY[,SX]: not an integer"),
+    ("max_shift=1,", "max_shift=SY[,SX]: not an integer"),
+    ("max_shift=x", "max_shift=SY[,SX]: not an integer"),
+    ("window=Valid", "window= takes full, valid or same"),
+    ("window=", "window= takes full, valid or same"),
+])
+def test_bad_window_case(window, needle, overlap_wise):
+    """Refused with exit 2 and one line naming the case, also in a timing run (no
+    --benchmark_list_tests): before the GPU is needed, so without one too (not exit 3)."""
+    case = f"variant=overlap-wise form=one-to-one {DIMS} {window}"
+    for extra in (["--benchmark_list_tests"], ["--min-time", "0.001"]):
+        r = run([binary("xcorr_bench"), "--case", case, *extra])
+        assert r.returncode == 2, (extra, r.returncode, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"case '{case}'" in lines[0] and needle in lines[0], r.stderr
+
+
+@pytest.mark.parametrize("dims", ["hL=5 wL=6 hR=3 wR=7", "hL=3 wL=7 hR=5 wR=6"])
+def test_valid_window_case_needs_one_matrix_inside_the_other(dims, overlap_wise):
+    for extra in (["--benchmark_list_tests"], []):
+        r = run([binary("xcorr_bench"), "--case", f"variant=overlap-wise form=one-to-one {dims} window=valid", *extra])
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert "no valid window" in r.stderr and "neither matrix" in r.stderr, r.stderr
+
+
+def test_window_the_variant_does_not_declare_is_refused_before_the_gpu(registry):
+    """Every variant x every window kind it does not declare (on a shape where each kind names a
+    rectangle of its own): exit 2, one line, "does not compute", the declared kinds listed; in a
+    timing run too, so before the GPU is needed."""
+    tried = 0
+    for v in registry:
+        form = v["forms"][0]
+        counts = {"one-to-one": "", "one-to-many": "nR=2", "n-to-mn": "nL=2 nR=4", "n-to-m": "nL=2 nR=3"}[form]
+        for kind, key, _ in window_key_cases(SHAPE):
+            if kind in v["windows"] or "shifts" in v["windows"]:
+                continue
+            case = f"variant={v['name']} form={form} {DIMS} {counts} {key}"
+            for extra in (["--benchmark_list_tests"], ["--min-time", "0.001"]):
+                r = run([binary("xcorr_bench"), "--case", case, *extra])
+                assert r.returncode == 2, (case, extra, r.returncode, r.stderr)
+                lines = r.stderr.strip().splitlines()
+                assert len(lines) == 1 and "does not compute the" in lines[0], r.stderr
+                assert "only: " + ", ".join(v["windows"]) in lines[0], lines[0]
+            tried += 1
+    if not tried:
+        pytest.skip("every variant in this build computes every window")
+
+
+def test_a_window_that_is_the_full_output_is_the_full_case(overlap_wise):
+    """window=full, valid with a 1 x 1 right, shifts= and max_shift= naming exactly the full range:
+    the full case, name unchanged (no /shifts:), for any variant (support is by rectangle)."""
+    base = "variant=overlap-wise form=n-to-m nL=2 nR=3 warps=8"
+    names = list_names(f"{base} {DIMS}", f"{base} {DIMS} window=full", f"{base} {DIMS} shifts=-4:8,-5:6",
+                       f"{base} hL=9 wL=7 hR=1 wR=1", f"{base} hL=9 wL=7 hR=1 wR=1 window=valid",
+                       f"{base} size=5 max_shift=4")
+    assert names[0] == names[1] == names[2] == "overlap-wise/n-to-m/hL:9/wL:7/hR:5/wR:6/nL:2/nR:3/warps:8", names
+    assert names[3] == names[4], names
+    assert names[5] == "overlap-wise/n-to-m/hL:5/wL:5/hR:5/wR:5/nL:2/nR:3/warps:8", names
+
+
+@pytest.mark.parametrize("name", windowed_variants())
+def test_windowed_case_names(registry, name):
+    """A windowed case's name inserts /shifts:DY0:DY1,DX0:DX1 (the resolved rectangle) right after
+    /nR:.., before the parameters; every window kind the variant declares, every form."""
+    v = next(v for v in registry if v["name"] == name)
+    counts = {"one-to-one": "", "one-to-many": "nR=2", "n-to-mn": "nL=2 nR=4", "n-to-m": "nL=2 nR=3"}
+    for form in v["forms"]:
+        for kind, key, rect in window_key_cases(SHAPE):
+            if kind not in v["windows"] and "shifts" not in v["windows"]:
+                continue
+            plain, = list_names(f"variant={name} form={form} {DIMS} {counts[form]}")
+            named, = list_names(f"variant={name} form={form} {DIMS} {counts[form]} {key}")
+            m = WINDOWED_NAME.match(named)
+            assert m, named
+            assert tuple(int(m.group(k)) for k in ("dy0", "dy1", "dx0", "dx1")) == rect, (key, named)
+            assert m.group("head") + m.group("params") == plain, (named, plain)
+
+
+def test_help_documents_the_window_keys():
+    r = run([binary("xcorr_bench"), "--help"])
+    assert r.returncode == 0, r.stderr
+    for key in ["window=full|valid|same", "max_shift=SY[,SX]", "shifts=DY0:DY1,DX0:DX1", "/shifts:DY0:DY1,DX0:DX1"]:
+        assert key in r.stdout, key
+    assert r.stdout.find("shifts=DY0") < r.stdout.find("--benchmark_filter")
+
+
+@pytest.mark.parametrize("name", windowed_variants())
+def test_windowed_case_json(gpu, registry, tmp_path, name):
+    """One windowed case per declared kind, timed: the name of the conventions, counters dy0 dy1
+    dx0 dx1 (the rectangle), fmas the window's (not the full output's), the check on every output
+    of the window within the variant's tolerance; a full case in the same run has none of the
+    window counters."""
+    from xcorr_np import window_fmas
+    v = next(v for v in registry if v["name"] == name)
+    form = "n-to-m" if "n-to-m" in v["forms"] else v["forms"][0]
+    counts = {"one-to-one": (1, 1), "one-to-many": (1, 3), "n-to-mn": (2, 4), "n-to-m": (2, 3)}[form]
+    shape = (37, 45, 29, 23)
+    dims = "hL=37 wL=45 hR=29 wR=23 nL=%d nR=%d" % counts
+    wanted = [(key, rect) for kind, key, rect in window_key_cases(shape)
+              if kind in v["windows"] or "shifts" in v["windows"]]
+    assert wanted, v["windows"]
+    cases = [f"variant={name} form={form} {dims}"] + [f"variant={name} form={form} {dims} {key}" for key, _ in wanted]
+    _, reps = bench_json([a for c in cases for a in ("--case", c)], tmp_path / "w.json")
+    count = counts[1] * (counts[0] if form == "n-to-m" else 1)
+    seen = set()
+    for b in reps:
+        base = b["run_name"].split("/min_time:")[0].removesuffix("/manual_time")
+        assert not b.get("error_occurred"), (base, b.get("error_message"))
+        m = WINDOWED_NAME.match(base)
+        if not m:
+            assert NAME.match(base) and not {"dy0", "dy1", "dx0", "dx1"} & set(b), b
+            assert b["fmas"] == count * window_fmas(shape, (-28, 36, -22, 44))
+            continue
+        rect = tuple(int(m.group(k)) for k in ("dy0", "dy1", "dx0", "dx1"))
+        assert rect in [r for _, r in wanted], base
+        assert tuple(b[k] for k in ("dy0", "dy1", "dx0", "dx1")) == rect, b
+        assert (b["hL"], b["wL"], b["hR"], b["wR"], b["nL"], b["nR"]) == shape + counts, b
+        assert b["fmas"] == count * window_fmas(shape, rect), b
+        oh, ow = rect[1] - rect[0] + 1, rect[3] - rect[2] + 1
+        assert b["check_samples"] == count * oh * ow, b  # every output of the window
+        assert 0 <= b["check_err"] <= v["tolerance"] and b["real_time"] > 0, b
+        seen.add(rect)
+    assert seen == {r for _, r in wanted}, (seen, wanted)

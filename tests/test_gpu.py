@@ -1,7 +1,9 @@
 """GPU tests: every registered variant x every form it supports x its parameter combinations x
 random sizes (1x1 up to 512x512, odd and unequal), against the float64 reference, with poisoned
 output (xcorr_validate); plus end-to-end `xcorr run --validate` on .npy files checked against
-scipy. Skipped, with the reason, where there is no usable GPU."""
+scipy; the same for the windows of every variant that declares some. Skipped, with the reason,
+where there is no usable GPU (but for test_reference_windows_end_to_end, which checks the window
+test's own helper on the CPU reference)."""
 import json
 import math
 import re
@@ -10,7 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import binary, reported_error, require_variant, run, save, seeded_rng
-from xcorr_np import correlate, counts, rel_error
+from xcorr_np import FORMS, correlate, counts, rel_error
 
 
 def variant_names():
@@ -204,3 +206,91 @@ def test_sanitizer_finds_nothing(gpu, tool):
         assert r.returncode != 99, "\n".join(findings[:40])
         assert re.search(r"(ERROR|RACECHECK) SUMMARY: 0 ", r.stdout), r.stdout[-2000:]
         assert_validator_passed(r)
+
+
+def windowed_variants():
+    """Variants that declare windows beyond full, from the build's registry: kernels that gain
+    windows are covered here without a change to this file."""
+    r = run([binary("xcorr"), "list", "--json"])
+    return [v["name"] for v in json.loads(r.stdout) if set(v["windows"]) - {"full"}]
+
+
+# Odd, unequal shapes (hL, wL, hR, wR): the left larger in both dimensions, the right larger in
+# both (valid at negative shifts), and neither (no valid window).
+WINDOW_SHAPES = [(13, 17, 5, 8), (6, 9, 11, 14), (7, 12, 10, 5)]
+
+
+def window_options(shape):
+    """(option, rectangle) of every window tried: valid (where it exists), same, max-shift 2,3
+    (inside), a max-shift beyond every edge, a rectangle partly and one wholly beyond the full range."""
+    from xcorr_np import same_window, valid_window
+    hL, wL, hR, wR = shape
+    sy, sx = max(hL, hR) + 1, max(wL, wR) + 2
+    out = [(["--mode", "same"], same_window(*shape)),
+           (["--max-shift", "2,3"], (-2, 2, -3, 3)),
+           (["--max-shift", f"{sy},{sx}"], (-sy, sy, -sx, sx)),
+           (["--shifts", f"{-(hR + 1)}:{hL // 2},{wL // 3 - 1}:{wL + 1}"], (-(hR + 1), hL // 2, wL // 3 - 1, wL + 1)),
+           (["--shifts", f"{hL}:{hL + 2},{-(wR + 3)}:{-wR}"], (hL, hL + 2, -(wR + 3), -wR))]
+    if valid_window(*shape):
+        out.insert(0, (["--mode", "valid"], valid_window(*shape)))
+    return out
+
+
+def check_windows_end_to_end(tmp_path, name, forms, declared, tolerance):
+    """`xcorr run --algorithm NAME --validate` on every window of window_options in every form
+    against scipy (see test_run_windows_end_to_end); a window NAME does not declare: exit 2."""
+    from xcorr_np import crop, supports_window
+    ran = 0
+    for form in forms:
+        for shape in WINDOW_SHAPES:
+            rng = seeded_rng((name, form, shape))
+            hL, wL, hR, wR = shape
+            nL, nR = counts(form, rng)
+            left = rng.random((nL, hL, wL), dtype=np.float32)
+            right = rng.random((nR, hR, wR), dtype=np.float32)
+            l, r_ = save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right)
+            left64, right64 = left.astype(np.float64), right.astype(np.float64)
+            full = correlate(form, left64, right64)
+            for option, rect in window_options(shape):
+                out = tmp_path / "o.npy"
+                out.unlink(missing_ok=True)
+                r = run([binary("xcorr"), "run", "--algorithm", name, "--form", form, "--validate", l, r_,
+                         "--out", str(out), *option])
+                what = (form, shape, option)
+                if not supports_window(declared, shape, rect):
+                    assert r.returncode == 2 and "does not compute the" in r.stderr, (what, r.stderr)
+                    assert not out.exists()
+                    continue
+                assert r.returncode == 0, (what, r.stdout, r.stderr)
+                got = np.load(out)
+                if option[0] == "--mode":
+                    want = correlate(form, left64, right64, option[1])
+                    np.testing.assert_allclose(want, crop(full, hR, wR, *rect), rtol=1e-12, atol=1e-12)
+                else:
+                    want = crop(full, hR, wR, *rect)
+                assert got.shape == want.shape, (what, got.shape, want.shape)
+                if not want.any():
+                    assert not got.any(), what  # wholly beyond: every element exactly 0
+                else:
+                    assert rel_error(got, want) <= tolerance, what
+                    np.testing.assert_array_equal(got[want == 0], 0)  # rows/columns without overlap
+                ran += 1
+    return ran
+
+
+@pytest.mark.parametrize("name", windowed_variants())
+def test_run_windows_end_to_end(gpu, registry, tmp_path, name):
+    """`xcorr run --validate` on every window the variant declares (and a refusal, exit 2, of every
+    one it does not), on odd unequal shapes in every form it supports, the output compared with
+    scipy.signal.correlate2d in float64: mode valid/same directly, the shift rectangles as the full
+    output cropped with zero extension (a window wholly beyond the full range: exactly 0)."""
+    v = next(v for v in registry if v["name"] == name)
+    assert check_windows_end_to_end(tmp_path, name, v["forms"], v["windows"], v["tolerance"]), \
+        "no window of this variant was run"
+
+
+def test_reference_windows_end_to_end(xcorr, tmp_path):
+    """The same on the CPU reference (every window), so that the check above is itself checked
+    where there is no GPU: its windows, crops and comparisons agree with the reference's output."""
+    every = ["full", "valid", "same", "max-shift", "shifts"]
+    assert check_windows_end_to_end(tmp_path, "reference", FORMS, every, 1e-7) == 4 * 17

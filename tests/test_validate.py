@@ -84,3 +84,62 @@ def test_gpu_reference_computes_windows_as_the_cpu_reference_does(gpu, overlap_w
     lines = [l for l in r.stdout.splitlines() if l.split()[1:2] == ["reference-gpu"] and "window=" in l]
     assert {re.search(r"window=(\S+)", l).group(1) for l in lines} == {"valid", "same", "partly-beyond", "wholly-beyond"}
     assert all(l.startswith("PASS") for l in lines), "\n".join(l for l in lines if not l.startswith("PASS"))
+
+
+def windowed_variants():
+    """Variants that declare windows beyond full, from the build's registry."""
+    import json
+    r = run([binary("xcorr"), "list", "--json"])
+    return [v for v in json.loads(r.stdout) if set(v["windows"]) - {"full"}]
+
+
+# The windows xcorr_validate runs a windowed variant on (its header), by the kind they are.
+WINDOW_KINDS = {"valid": "valid", "same": "same", "partly-beyond": "shifts", "wholly-beyond": "shifts"}
+
+
+def window_kind(name):
+    return "max-shift" if name.startswith("max-shift-") else WINDOW_KINDS[name]
+
+
+@pytest.mark.parametrize("v", windowed_variants(), ids=lambda v: v["name"])
+def test_variant_windows_are_checked(gpu, v):
+    """--windows only: the variant itself on windows of every quick case, every form it supports,
+    no line FAIL; every window kind it declares is there (in the shapes of --quick, each kind
+    names a rectangle of its own somewhere), the rectangles beyond the full range only if it
+    declares shifts; --windows none runs the variant on no window, also (the default) on both."""
+    name = v["name"]
+    line = re.compile(rf"^(PASS|FAIL|SKIP)  {re.escape(name)}  (?P<form>\S+) .*?  window=(?P<window>\S+)  ")
+    r = run([binary("xcorr_validate"), "--variant", name, "--quick", "--windows", "only"], timeout=1800)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+    lines = [(m.group(1), m.group("form"), m.group("window")) for m in map(line.match, r.stdout.splitlines()) if m]
+    assert lines and all(verdict != "FAIL" for verdict, *_ in lines), r.stdout[-3000:]
+    assert {form for verdict, form, _ in lines if verdict == "PASS"} == set(v["forms"]), lines
+    kinds = {window_kind(w) for verdict, _, w in lines if verdict == "PASS"}
+    declared = set(v["windows"]) - {"full"}
+    # A window of another kind may be run where its rectangle is one the variant declares (same is
+    # a max-shift for equal odd sizes), but the rectangles beyond the full range are shifts only.
+    assert declared <= kinds, (declared, kinds)
+    assert ("shifts" in kinds) == ("shifts" in declared), (declared, kinds)
+    # The variant's full-output lines are not there; the reference's window checks are.
+    assert not [l for l in r.stdout.splitlines() if l.startswith(("PASS  " + name, "FAIL  " + name))
+                and "window=" not in l]
+    assert any(l.split()[1:2] == ["reference-gpu"] and "window=" in l for l in r.stdout.splitlines())
+    none = run([binary("xcorr_validate"), "--variant", name, "--quick", "--form", v["forms"][0], "--windows", "none"])
+    assert none.returncode == 0 and not any(map(line.match, none.stdout.splitlines())), none.stdout[-2000:]
+    also = run([binary("xcorr_validate"), "--variant", name, "--quick", "--form", v["forms"][0]], timeout=1800)
+    assert also.returncode == 0 and any(map(line.match, also.stdout.splitlines())), also.stdout[-2000:]
+    assert re.match(r"\d+ passed, 0 failed", also.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("value", ["", "some", "ONLY"])
+def test_bad_windows_option_is_refused(value):
+    r = run([binary("xcorr_validate"), "--windows", value])
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, (r.returncode, r.stderr)
+    assert "--windows: expected only, also or none" in r.stderr
+
+
+def test_help_documents_windows():
+    r = run([binary("xcorr_validate"), "--help"])
+    assert r.returncode == 0
+    for text in ["--windows only|also|none", "valid", "same", "max-shift", "partly-beyond", "wholly-beyond"]:
+        assert text in r.stdout, text

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import signal
+from fake_xcorr import PEERS
 from suite_helpers import FIXTURES, clear_fake_env, log_lines, make_fake_build
 
 import experiments as suite
@@ -23,6 +24,7 @@ from xcsuite.cost import call_seconds
 from xcsuite.summary import aggregate_dir, load_summary
 
 REGISTRY = json.loads((FIXTURES / "registry.json").read_text())
+WITH_PEERS = REGISTRY + PEERS  # the runner's registry: the build's and the peers' (peerbench list)
 
 # (hL, wL, hR, wR) as tests/test_windows.py: valid needs one matrix inside the other
 VALID_SHAPES = [(9, 13, 4, 11), (4, 11, 9, 13), (7, 5, 7, 2), (3, 3, 8, 3), (1, 1, 5, 6), (6, 6, 6, 6)]
@@ -182,7 +184,7 @@ def test_window_experiments_are_defined_as_issue_20_asks():
         assert n in names and suite.load(n).metric == "time_with_finish"
     piv = suite.load("piv").shapes
     assert len(piv) == 1 and piv[0].out_shape == (33, 33) and piv[0].pairs == 3969 and piv[0].form == "n-to-mn"
-    w = expand(suite.load("windows"), REGISTRY)
+    w = expand(suite.load("windows"), WITH_PEERS)
     assert {c.variant for c in w.cases} == {"register-tiled", "small-direct", "tensor-wgmma", "overlap-wise", "fft",
                                             "fft-fused", "torch-conv2d", "torch-fft", "cupy-correlate2d"}
     sweep = sorted(s.half_width for s in suite.load("windows").shapes if s.hL == 256)
@@ -190,7 +192,7 @@ def test_window_experiments_are_defined_as_issue_20_asks():
     assert max(c.fmas for c in w.cases if c.variant == "register-tiled") <= 3e11
     auto = suite.load("autocorr").shapes
     assert [s.half_width for s in auto] == [16, 64, 128] and all(s.hL == s.hR == 2048 for s in auto)
-    t = expand(suite.load("window_table"), REGISTRY)
+    t = expand(suite.load("window_table"), WITH_PEERS)
     assert {(c.shape.hL, c.shape.hR) for c in t.cases if c.shape.window == "valid"} == {
         (n, n // 4) for n in (64, 128, 256, 512, 1024, 2048)}
     assert call_seconds(next(c for c in t.cases if c.variant == "torch-fft")) < 0.01  # an FFT, not direct
@@ -214,6 +216,8 @@ def env(tmp_path, monkeypatch):
     build = make_fake_build(tmp_path / "build")
     log = tmp_path / "bench.log"
     monkeypatch.setenv("FAKE_LOG", str(log))
+    monkeypatch.setenv("FAKE_PEER_LOG", str(tmp_path / "peer.log"))
+    monkeypatch.setenv("XCORR_PEERBENCH", str(build / "peerbench"))  # the peers, faked like the bench
     monkeypatch.setenv("XCORR_LOCK_DIR", str(tmp_path / "locks"))
     results = tmp_path / "results"
 
@@ -227,14 +231,18 @@ def env(tmp_path, monkeypatch):
 def test_window_experiments_run_resume_aggregate_plot_and_table(env, monkeypatch):
     run, gpu, log, tmp = env
     assert run("piv,autocorr") == 0
-    calls = len(log_lines(log))
+    calls = len(log_lines(log)), len(log_lines(tmp / "peer.log"))
     lines = [l for call in log_lines(log) for l in call]
     assert any(" window=valid " in l for l in lines) and any(" max_shift=128 " in l for l in lines)
+    peer_lines = [l for call in log_lines(tmp / "peer.log") for l in call]  # windowed peer cases: peerbench
+    assert any(l.startswith("variant=torch-fft ") and " window=valid " in l for l in peer_lines)
     data = json.loads((gpu / "piv.json").read_text())
     assert data["xcorr_meta"]["complete"] and all(c["status"] == "ok" for c in data["cases"].values())
     assert all(c["shifts"] == "0:32,0:32" and "|shifts:0:32,0:32|" in k for k, c in data["cases"].items())
+    assert {"torch-conv2d", "torch-fft", "cupy-correlate2d"} <= {c["variant"] for c in data["cases"].values()}
     assert all(m["shape"]["window"] == "valid" for m in data["members"])
-    assert run("piv,autocorr") == 0 and len(log_lines(log)) == calls  # every windowed case found again: resumed
+    assert run("piv,autocorr") == 0  # every windowed case found again: resumed, nothing runs
+    assert (len(log_lines(log)), len(log_lines(tmp / "peer.log"))) == calls
     df = aggregate_dir(gpu)
     assert list(df.columns)[-1] == "shifts" and set(df["shifts"]) >= {"0:32,0:32", "-16:16,-16:16"}
     piv = df[df["experiment"] == "piv"]

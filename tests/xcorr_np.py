@@ -38,3 +38,55 @@ def counts(form, rng):
 
 def rel_error(out, ref):
     return float(np.linalg.norm((out.astype(np.float64) - ref).ravel()) / np.linalg.norm(ref.ravel()))
+
+
+# Output windows (CONVENTIONS.md, "Output windows"): rectangles of shifts (dy0, dy1, dx0, dx1),
+# inclusive, for a problem of sizes (hL, wL, hR, wR); computed here independently of the harness.
+
+def full_window(hL, wL, hR, wR):
+    return (-(hR - 1), hL - 1, -(wR - 1), wL - 1)
+
+
+def valid_window(hL, wL, hR, wR):
+    """None where neither matrix is at least as large as the other in both dimensions."""
+    dh, dw = hL - hR, wL - wR
+    if (dh < 0 < dw) or (dw < 0 < dh):
+        return None
+    return (min(0, dh), max(0, dh), min(0, dw), max(0, dw))
+
+
+def same_window(hL, wL, hR, wR):
+    dy0, dx0 = -((hR - 1) // 2), -((wR - 1) // 2)
+    return (dy0, dy0 + hL - 1, dx0, dx0 + wL - 1)
+
+
+def supports_window(declared, shape, rect):
+    """Variant::supports_window: whether a variant declaring the window kinds `declared` (as
+    `xcorr list --json` names them) computes rectangle `rect` of a problem of sizes `shape`."""
+    dy0, dy1, dx0, dx1 = rect
+    return ("shifts" in declared or rect == full_window(*shape)
+            or ("valid" in declared and rect == valid_window(*shape))
+            or ("same" in declared and rect == same_window(*shape))
+            or ("max-shift" in declared and dy0 == -dy1 and dx0 == -dx1))
+
+
+def crop(full, hR, wR, dy0, dy1, dx0, dx1):
+    """Shifts dy0..dy1, dx0..dx1 of full outputs (count, hL+hR-1, wL+wR-1), 0 beyond them."""
+    count, oh, ow = full.shape
+    out = np.zeros((count, dy1 - dy0 + 1, dx1 - dx0 + 1), full.dtype)
+    ys = [(i, dy + hR - 1) for i, dy in enumerate(range(dy0, dy1 + 1)) if 0 <= dy + hR - 1 < oh]
+    xs = [(j, dx + wR - 1) for j, dx in enumerate(range(dx0, dx1 + 1)) if 0 <= dx + wR - 1 < ow]
+    for i, y in ys:
+        for j, x in xs:
+            out[:, i, j] = full[:, y, x]
+    return out
+
+
+def window_fmas(shape, rect):
+    """Multiply-adds of one pair's windowed output: the overlap areas summed over the shifts."""
+    hL, wL, hR, wR = shape
+    dy0, dy1, dx0, dx1 = rect
+
+    def total(s0, s1, m, n):
+        return sum(max(0, min(n, m - s) - max(0, -s)) for s in range(s0, s1 + 1))
+    return total(dy0, dy1, hL, hR) * total(dx0, dx1, wL, wR)

@@ -34,10 +34,31 @@ PLAN_S = 0.025  # cuFFT plan creation, 1-33 ms (docs/ANCHORS.md)
 PROCESS_S = 2.0  # start of one benchmark process (CUDA context, cuFFT load)
 
 
+def fft_need(s0: int, s1: int, m: int, n: int) -> int:
+    """One dimension of fft's transform for the shifts s0..s1 (algorithms/50_fft.cu, "Windows"):
+    the least period that holds them without aliasing once the inputs are cropped to the parts
+    the window reads; m + n - 1 for the full window, 0 when no shift overlaps."""
+    lo, hi = max(s0, 1 - n), min(s1, m - 1)
+    if lo > hi:
+        return 0
+    l0, r0 = max(0, lo), max(0, -hi)
+    ln, rn = min(m, hi + n) - l0, min(n, m - lo) - r0
+    return max(l0 + ln - r0 - lo, hi + r0 + rn - l0)
+
+
+def fft_points(case: Case) -> float:
+    """Points of a pair's padded transform: fft and fft+plan size it from the window."""
+    s = case.shape
+    if s.full or case.variant not in ("fft", "fft+plan"):
+        return float((s.hL + s.hR) * (s.wL + s.wR))
+    dy0, dy1, dx0, dx1 = s.shifts()
+    return float(fft_need(dy0, dy1, s.hL, s.hR) * fft_need(dx0, dx1, s.wL, s.wR))
+
+
 def call_seconds(case: Case, family: str | None = None) -> float:
     s = case.shape
-    if case.variant.startswith("fft") or case.variant in FFT_PEERS:
-        padded = float((s.hL + s.hR) * (s.wL + s.wR))  # the full output's, whatever the window
+    if case.variant.startswith("fft") or case.variant in FFT_PEERS:  # torch-fft: the same cuFFT passes
+        padded = fft_points(case)
         t = 3e-5 + s.pairs * padded * 48 / 4e12  # a few memory passes over complex data
         return t + (PLAN_S if case.variant == "fft+plan" else 0.0)
     rate = RATES.get(case.variant) or PEER_RATES.get(case.variant) or FAMILY_RATES.get(family or "", DEFAULT_RATE)

@@ -41,3 +41,43 @@ def gpu_info(build: Path) -> dict:
 
 def by_name(registry: list[dict]) -> dict:
     return {v["name"]: v for v in registry}
+
+
+# --- the peers (xcsuite/peerbench.py): PyTorch and CuPy, measured by a Python program with
+# xcorr_bench's interface -------------------------------------------------------------------------
+
+PEER_FAMILY = "peer"
+
+
+def peer_command() -> list[str]:
+    """The peers' benchmark command: `python -m xcsuite.peerbench`, run from the repository root
+    (XCORR_PEERBENCH replaces it, e.g. with a fake in the tests)."""
+    import os
+    import shlex
+    import sys
+
+    env = os.environ.get("XCORR_PEERBENCH")
+    return shlex.split(env) if env else [sys.executable, "-m", "xcsuite.peerbench"]
+
+
+def load_peer_registry() -> list[dict]:
+    """The peers that can run here (`peerbench list --json`, available ones only): a peer whose
+    packages are missing stays out, so experiments leave its series out with a reason instead of
+    failing every case."""
+    from xcsuite import paths
+
+    r = subprocess.run([*peer_command(), "list", "--json"], capture_output=True, text=True, timeout=120,
+                       cwd=paths.ROOT)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(peer_command())} list --json failed ({r.returncode}): {r.stderr.strip()}")
+    return [v for v in json.loads(r.stdout) if v.get("available", True)]
+
+
+def with_peers(registry: list[dict]) -> list[dict]:
+    """The build's registry and the available peers, one list (names are distinct)."""
+    names = {v["name"] for v in registry}
+    return registry + [v for v in load_peer_registry() if v["name"] not in names]
+
+
+def is_peer(entry: dict | None) -> bool:
+    return bool(entry) and entry.get("family") == PEER_FAMILY

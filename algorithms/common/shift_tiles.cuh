@@ -102,14 +102,28 @@ struct WorkItems {
     const unsigned* order;  // shift tiles, heaviest first (shift_tiles_by_work)
     int ntiles;
     int64_t ngroups, zwin;
+    Window shifts;  // the output's shifts (Problem::shifts()): tile (0, 0) starts at (dy0, dx0)
+    int ksplit;     // slices of each item's K loop (GroupTiled's ksplit; 1: none)
 };
-// Item w: its shift tile, and its pair group in z.
+// Item w: the rank of its shift tile in W.order, and its pair group in z.
+__device__ __forceinline__ int work_item_rank(const WorkItems& W, int64_t w, int64_t& z) {
+    const int64_t span = int64_t(W.ntiles) * W.zwin, win = w / span, in = w - win * span;
+    const int64_t zc = min(W.zwin, W.ngroups - win * W.zwin);  // pair groups in this z window (the last is short)
+    z = win * W.zwin + in % zc;
+    return int(in / zc);
+}
+// Item w of the full output: its shift tile, and its pair group in z.
 __device__ __forceinline__ ShiftTile work_item(const WorkItems& W, int64_t w, int tdy, int tdx, int hR, int wR,
                                                int64_t& z) {
-    const int64_t span = int64_t(W.ntiles) * W.zwin, win = w / span, in = w - win * span;
-    const int64_t zc = min(W.zwin, W.ngroups - win * W.zwin);  // groups in this window (the last is short)
-    z = win * W.zwin + in % zc;
-    return shift_tile(W.order, int(in / zc), tdy, tdx, hR, wR);
+    return shift_tile(W.order, work_item_rank(W, w, z), tdy, tdx, hR, wR);
+}
+// Item w of any window (W.shifts): its shift tile, (y0, x0) the window element of its first shift
+// (dyb, dxb) = (dy0 + y0, dx0 + x0), and its pair group in z. For the full window this is
+// work_item's tile; kernels keep work_item there, whose code is today's.
+__device__ __forceinline__ ShiftTile window_work_item(const WorkItems& W, int64_t w, int tdy, int tdx, int64_t& z) {
+    const unsigned tile = W.order[work_item_rank(W, w, z)];
+    const int y0 = int(tile >> 16) * tdy, x0 = int(tile & 0xffffu) * tdx;
+    return ShiftTile{y0, x0, W.shifts.dy0 + y0, W.shifts.dx0 + x0};
 }
 
 }  // namespace xcorr

@@ -54,7 +54,10 @@ Reference sampled_reference(const Problem& p, const float* left, const float* ri
 // whose overlap is one element in the full output, the rows and columns where the overlap stops
 // growing or shrinking, where the window holds them, and the centre; only the corners when there are too many matrices, and only evenly spaced
 // matrices, first and last included, when even that is too many), using up to half the budget,
-// and the rest uniformly random positions over the whole stack from `seed`.
+// and the rest uniformly random positions over the whole stack from `seed` (for a window partly
+// beyond the full range of shifts, half of them within that range, where the outputs are not 0).
+// Positions are those of p's window: a window wholly beyond the full range gets them too (its
+// outputs must all be 0).
 std::vector<int64_t> sample_positions(const Problem& p, size_t max_samples, uint64_t seed);
 
 // What xcorr_bench checks a case against: the full reference where it costs at most

@@ -21,24 +21,29 @@
 
 namespace xcorr {
 
-// The (hL+hR-1) x (wL+wR-1) output shifts cut into tiles of tdy x tdx, listed by the size of the
-// union of their overlaps (the work), largest first, each as ty << 16 | tx (both below 65536, else
-// UsageError), and uploaded: a kernel maps blockIdx.x through this list, so the heaviest tiles
-// start in the first wave and the last wave holds the lightest ones (no long tail).
+// The output's shifts (Problem::shifts(): the full output or a window) cut into tiles of tdy x tdx
+// from its first shift (dy0, dx0), listed by the size of the union of their overlaps (the work; a
+// tile's shifts past the window's last are left out, a tile without overlap has none), largest
+// first, each as ty << 16 | tx (both below 65536, else UsageError), and uploaded: a kernel maps
+// blockIdx.x through this list, so the heaviest tiles start in the first wave and the last wave
+// holds the lightest ones (no long tail).
 inline DeviceBuffer<unsigned> shift_tiles_by_work(const Problem& p, int tdy, int tdx) {
     const int nty = ceil_div(p.out_h(), tdy), ntx = ceil_div(p.out_w(), tdx);
     if (nty > 0xffff || ntx > 0xffff)
         throw UsageError("output of " + std::to_string(p.out_h()) + " x " + std::to_string(p.out_w()) +
                          " has more than 65535 shift tiles per dimension");
-    // Rows (or columns) of the union of the overlaps of `tile` consecutive shifts from `first`.
-    auto extent = [](int first, int tile, int m, int n) {
-        const int d0 = first - (n - 1), d1 = std::min(d0 + tile - 1, m - 1);
-        return std::min(n, m - d0) - std::max(0, -d1);
+    // Rows (or columns) of the union of the overlaps of the shifts d0 .. d1 (union_span's size; in
+    // 64 bits, as a window's shifts may lie far outside the full range).
+    auto extent = [](int64_t d0, int64_t d1, int64_t m, int64_t n) {
+        return std::max<int64_t>(0, std::min(n, m - d0) - std::max<int64_t>(0, -std::min(d1, m - 1)));
     };
+    const Window s = p.shifts();
     std::vector<std::pair<int64_t, unsigned>> tiles;
     for (int ty = 0; ty < nty; ++ty)
         for (int tx = 0; tx < ntx; ++tx) {
-            const int64_t work = int64_t(extent(ty * tdy, tdy, p.hL, p.hR)) * extent(tx * tdx, tdx, p.wL, p.wR);
+            const int64_t dy = int64_t(s.dy0) + int64_t(ty) * tdy, dx = int64_t(s.dx0) + int64_t(tx) * tdx;
+            const int64_t work = extent(dy, std::min<int64_t>(dy + tdy - 1, s.dy1), p.hL, p.hR) *
+                                 extent(dx, std::min<int64_t>(dx + tdx - 1, s.dx1), p.wL, p.wR);
             tiles.push_back({-work, unsigned(ty) << 16 | unsigned(tx)});
         }
     std::stable_sort(tiles.begin(), tiles.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -50,24 +55,27 @@ inline DeviceBuffer<unsigned> shift_tiles_by_work(const Problem& p, int tdy, int
 }
 
 // Host side: the tile order of a tdy x tdx block tile, the window of `ngroups` pair groups of
-// `group_bytes` of inputs each, and the grid (one block per item up to 2^31 - 1; blocks stride).
+// `group_bytes` of inputs each, the K slices per item (`ksplit`), and the grid (one block per item
+// and slice up to 2^31 - 1; blocks stride).
 class TileSchedule {
 public:
-    TileSchedule(const Problem& p, int tdy, int tdx, int64_t ngroups, int64_t group_bytes)
-        : order_(shift_tiles_by_work(p, tdy, tdx)), ngroups_(ngroups) {
+    TileSchedule(const Problem& p, int tdy, int tdx, int64_t ngroups, int64_t group_bytes, int ksplit = 1)
+        : order_(shift_tiles_by_work(p, tdy, tdx)), ngroups_(ngroups), shifts_(p.shifts()), ksplit_(ksplit) {
         int dev = 0, l2 = 0;
         XC_CUDA_CHECK(cudaGetDevice(&dev));
         XC_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
         zwin_ = std::clamp<int64_t>(int64_t(l2) / 2 / std::max<int64_t>(group_bytes, 1), 1, std::max<int64_t>(ngroups, 1));
     }
-    WorkItems items() const { return WorkItems{order_.get(), int(order_.size()), ngroups_, zwin_}; }
+    WorkItems items() const { return WorkItems{order_.get(), int(order_.size()), ngroups_, zwin_, shifts_, ksplit_}; }
     unsigned grid() const {
-        return unsigned(std::clamp<int64_t>(int64_t(order_.size()) * ngroups_, 1, 0x7fffffff));
+        return unsigned(std::clamp<int64_t>(int64_t(order_.size()) * ngroups_ * ksplit_, 1, 0x7fffffff));
     }
 
 private:
     DeviceBuffer<unsigned> order_;
     int64_t ngroups_, zwin_ = 1;
+    Window shifts_;
+    int ksplit_;
 };
 
 // The launch of a kernel with a block per (shift tile, pair group): blockIdx.x through the shift
@@ -103,18 +111,22 @@ private:
 // group of `slots` rights) of a tdy x tdx shift tile (24_tensor_presplit.cu, 25_tensor_rowpair.cu,
 // 26_tensor_wgmma.cu):
 // kernel(left, right, out, hL, wL, hR, wR, pairs, items), `threads` threads, `smem` bytes of
-// dynamic shared memory.
+// dynamic shared memory. With ksplit > 1 each item is `ksplit` blocks that each take a slice of its
+// K loop and add their partial sums into the output, which run() zeroes first (26's windows).
 using GroupTiledKernel = void (*)(const float*, const float*, float*, int, int, int, int, Pairs, WorkItems);
 class GroupTiled final : public Instance {
 public:
-    GroupTiled(const Problem& p, GroupTiledKernel kernel, int threads, size_t smem, int tdy, int tdx, int slots)
+    GroupTiled(const Problem& p, GroupTiledKernel kernel, int threads, size_t smem, int tdy, int tdx, int slots,
+               int ksplit = 1)
         : p_(p), kernel_(kernel), threads_(threads), smem_(smem), P_(pairs_of(p, 1, slots)),
           sched_(p, tdy, tdx, int64_t(P_.groupsI) * P_.groupsJ,
-                 int64_t(sizeof(float)) * (int64_t(p.hL) * p.wL + int64_t(slots) * p.hR * p.wR)) {
+                 int64_t(sizeof(float)) * (int64_t(p.hL) * p.wL + int64_t(slots) * p.hR * p.wR), ksplit),
+          ksplit_(ksplit) {
         XC_CUDA_CHECK(cudaFuncSetAttribute(kernel_, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_)));
     }
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
+        if (ksplit_ > 1) XC_CUDA_CHECK(cudaMemsetAsync(out, 0, size_t(p_.out_elems()) * sizeof(float), stream));
         kernel_<<<sched_.grid(), threads_, smem_, stream>>>(left, right, out, p_.hL, p_.wL, p_.hR, p_.wR, P_,
                                                             sched_.items());
         XC_CHECK_LAUNCH();
@@ -127,6 +139,7 @@ private:
     size_t smem_;
     Pairs P_;
     TileSchedule sched_;
+    int ksplit_;
 };
 
 }  // namespace xcorr

@@ -9,6 +9,10 @@ every repetition kept (outliers are removed later, by scripts/aggregate.py). --q
 repetitions of 0.01 s and no case above 1e11 FMAs per call (--max-fmas), written to
 results/<gpu>-quick/ so that smoke tests never mix with real results.
 
+Peers: the registry that experiments are expanded with is `xcorr list --json` plus the peers that
+can run here (`python -m xcsuite.peerbench list --json`: PyTorch, CuPy); a peer's cases run in
+chunks of their own through `python -m xcsuite.peerbench`, with the flags xcorr_bench gets.
+
 Resumable: the cases run in chunks (one xcorr_bench process each, a few minutes at most); after
 every chunk the experiment's file is rewritten atomically, and a later run skips the cases it
 already holds. A complete experiment is skipped unless --force (which starts it afresh, keeping
@@ -47,7 +51,7 @@ from xcsuite import paths
 from xcsuite.benchjson import entry_key, is_iteration, load_bench_json
 from xcsuite.cost import PROCESS_S, case_seconds, format_seconds
 from xcsuite.gpulock import GpuBusy, GpuLock, gpu_key
-from xcsuite.registry import NoGpu, gpu_info, load_registry
+from xcsuite.registry import NoGpu, gpu_info, is_peer, load_registry, peer_command, with_peers
 from xcsuite.results import ResultsError, load_results
 from xcsuite import resultfile
 
@@ -148,6 +152,7 @@ class Runner:
         self.bench = Path(args.build) / "xcorr_bench"
         self.registry = registry
         self.families = {v["name"]: v.get("family") for v in registry}
+        self.peers = frozenset(v["name"] for v in registry if is_peer(v))
         self.protocol = protocol
         self.deadline = deadline
         self.log_dir = log_dir
@@ -177,26 +182,34 @@ class Runner:
     def time_left(self) -> float:
         return float("inf") if self.deadline is None else self.deadline - time.time()
 
+    def tool(self, case) -> list[str]:
+        """The benchmark command of a case: xcorr_bench, or for a peer (PyTorch, CuPy) the Python
+        program with its interface (xcsuite/peerbench.py). A chunk holds cases of one tool."""
+        return peer_command() if case.variant in self.peers else [str(self.bench)]
+
     def invoke(self, cases: list, exp_name: str, timeout: float) -> tuple[int, dict | None, str, bool]:
-        """Runs one xcorr_bench process on `cases`: (rc, json or None, stderr tail, timed out)."""
+        """Runs one xcorr_bench (or peerbench) process on `cases`: (rc, json or None, stderr tail,
+        timed out)."""
         with tempfile.TemporaryDirectory(prefix="xcorr-chunk-") as tmp:
             cases_file = Path(tmp) / "cases.txt"
             cases_file.write_text("".join(c.line() + "\n" for c in cases))
             out = Path(tmp) / "out.json"
-            cmd = [str(self.bench), "--cases", str(cases_file), "--min-time", str(self.protocol["min_time_s"]),
+            tool = self.tool(cases[0])
+            cmd = [*tool, "--cases", str(cases_file), "--min-time", str(self.protocol["min_time_s"]),
                    f"--benchmark_repetitions={self.protocol['repetitions']}",
                    "--benchmark_report_aggregates_only=false", "--benchmark_display_aggregates_only=true",
                    f"--benchmark_out={out}",
                    "--benchmark_out_format=json"]
             if cases[0].cold:
-                cmd.insert(3, "--cold")
+                cmd.insert(len(tool) + 2, "--cold")
             log = self.log_dir / f"{exp_name}.log"
             with open(log, "a") as lf:
                 lf.write(f"\n== {now()} {' '.join(cmd)}\n" + "".join("   " + c.line() + "\n" for c in cases))
                 lf.flush()
                 timed_out = False
                 self.proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                                             pass_fds=self.pass_fds)
+                                             pass_fds=self.pass_fds,
+                                             cwd=paths.ROOT if cases[0].variant in self.peers else None)
                 if self.signal is not None:  # arrived while the process was being started
                     self.kill_child()
                 try:
@@ -310,11 +323,14 @@ class Runner:
             revs.append(rev)
 
 
-def chunks(cases: list, est, limit_s: float) -> list:
+def chunks(cases: list, est, limit_s: float, tool=lambda c: None) -> list:
+    """Consecutive cases in chunks of about limit_s estimated seconds; a chunk holds cases of one
+    tool (`tool(case)`: the benchmark command) and one cold setting."""
     out, cur, acc = [], [], 0.0
     for c in cases:
         t = est(c)
-        if cur and (acc + t > limit_s or len(cur) >= MAX_CASES_PER_CHUNK or c.cold != cur[0].cold):
+        if cur and (acc + t > limit_s or len(cur) >= MAX_CASES_PER_CHUNK or c.cold != cur[0].cold
+                    or tool(c) != tool(cur[0])):
             out.append(cur)
             cur, acc = [], 0.0
         cur.append(c)
@@ -428,7 +444,9 @@ def setup(args) -> Setup:
     exps = select(args.experiments)
     try:
         registry = load_registry(args.build, args.registry)
-    except (FileNotFoundError, RuntimeError) as e:
+        if args.registry is None:
+            registry = with_peers(registry)  # the peers run in the same runs (xcsuite/peerbench.py)
+    except (FileNotFoundError, RuntimeError, ValueError) as e:
         raise Stop(2, str(e)) from None
     remeasure = frozenset(v.strip() for v in args.remeasure.split(",") if v.strip())
     unknown = sorted(remeasure - {v["name"] for v in registry})
@@ -602,7 +620,7 @@ def run_all(plans: list[Plan], runner: Runner, args, ctx: dict, smi: dict, total
 def next_chunk(queue, runner: Runner, chunk_seconds: float) -> list | None:
     """The cases of the next benchmark process: as many as fit the chunk size and the time left
     (None: not even one fits the budget)."""
-    chunk = chunks(list(queue), runner.est, chunk_seconds)[0]
+    chunk = chunks(list(queue), runner.est, chunk_seconds, runner.tool)[0]
     if runner.time_left() >= sum(runner.est(c) for c in chunk) + PROCESS_S:
         return chunk
     fit, acc = [], PROCESS_S

@@ -1,0 +1,282 @@
+"""The peers (xcsuite/peerbench.py) on the CPU: the window, pad and crop arithmetic of torch-fft and
+torch-conv2d (as numpy, and through torch on the CPU where torch is installed) against
+scipy.signal.correlate2d, the case specs and benchmark names, the JSON entries as the runner reads
+them, the command line without torch or a GPU, and the runner's routing of peer cases to
+peerbench (with tests/fake_xcorr.py as both tools). The GPU runs are the lead's (see the
+module's docstring)."""
+import importlib.util
+import json
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+from scipy.signal import correlate2d
+from suite_helpers import ROOT, clear_fake_env, log_lines, make_fake_build
+
+from experiments._spec import Experiment, Series, Shape, case_key
+from xcsuite import peerbench as pb
+from xcsuite.benchjson import entry_key, parse_run_name
+from xcsuite.cli import run_experiments as rx
+
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+COUNTS = {"one-to-one": (1, 1), "one-to-many": (1, 3), "n-to-mn": (2, 6), "n-to-m": (2, 3)}
+
+
+def stacks(rng, form, hL, wL, hR, wR):
+    nL, nR = COUNTS[form]
+    return rng.uniform(-1, 1, (nL, hL, wL)), rng.uniform(-1, 1, (nR, hR, wR))
+
+
+def windows(rng, hL, wL, hR, wR):
+    """Named windows, and rectangles inside, across and wholly outside the full range."""
+    out = [pb.full_window(hL, wL, hR, wR), pb.same_window(hL, wL, hR, wR), (0, 0, 0, 0),
+           (-hR - 3, -hR, 0, 1), (hL, hL + 2, -wR - 2, wL + 2), (-hR - 2, hL + 1, -wR - 1, wL)]
+    try:
+        out.append(pb.valid_window(hL, wL, hR, wR))
+    except pb.UsageError:
+        pass
+    for _ in range(3):
+        a, b = sorted(rng.integers(-hR - 3, hL + 3, 2))
+        c, d = sorted(rng.integers(-wR - 3, wL + 3, 2))
+        out.append((int(a), int(b), int(c), int(d)))
+    return out
+
+
+SHAPES = [(8, 8, 8, 8), (7, 9, 4, 6), (5, 6, 8, 3), (1, 13, 1, 5), (6, 4, 6, 4), (3, 3, 9, 10), (10, 7, 2, 2)]
+
+
+@pytest.mark.parametrize("form", pb.FORMS)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_fft_and_conv_arithmetic_give_the_window_of_scipy(form, shape):
+    rng = np.random.default_rng(sum(shape) + len(form))
+    L, R = stacks(rng, form, *shape)
+    for w in windows(rng, *shape):
+        ref = pb.window_reference_np(form, L, R, w)
+        assert ref.shape == (len(pb.pairs(form, len(L), len(R))), w[1] - w[0] + 1, w[3] - w[2] + 1)
+        for f in (pb.fft_reference_np, pb.conv_reference_np):
+            got = f(form, L, R, w)
+            assert got.shape == ref.shape and np.allclose(got, ref, atol=1e-10), (f.__name__, w)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_the_reference_and_the_named_windows_are_scipys_modes(shape):
+    hL, wL, hR, wR = shape
+    rng = np.random.default_rng(3)
+    L, R = stacks(rng, "one-to-one", *shape)
+    modes = {"full": pb.full_window(*shape), "same": pb.same_window(*shape)}
+    try:
+        modes["valid"] = pb.valid_window(*shape)
+    except pb.UsageError:
+        assert (hL - hR) * (wL - wR) < 0
+    for mode, w in modes.items():
+        assert pb.scipy_mode(w, *shape) == mode or w == pb.full_window(*shape)
+        np.testing.assert_allclose(pb.window_reference_np("one-to-one", L, R, w)[0], correlate2d(L[0], R[0], mode=mode),
+                                   atol=1e-12)
+
+
+def test_fast_len_and_the_fft_size_avoid_aliasing():
+    assert [pb.fast_len(n) for n in (1, 11, 13, 17, 97, 127, 511, 1023)] == [1, 12, 14, 18, 98, 128, 512, 1024]
+    for n in range(1, 3000):
+        m = pb.fast_len(n)
+        assert m >= n and all(pb.fast_len(k) == m for k in (m,))
+    # the full window needs the linear size; a narrow window much less
+    assert pb.fft_axis(-63, 63, 64, 64).P == 128
+    assert pb.fft_axis(-4, 4, 64, 64).P == pb.fast_len(68)
+    assert pb.fft_axis(0, 32, 64, 32).P == 64  # valid: no padding at all
+    ax = pb.fft_axis(-70, -60, 64, 64)  # partly beyond the full range: clamped, zeros before
+    assert ax.clamped == (-63, -60) and ax.offset == 7 and ax.out_len == 11
+    assert pb.fft_axis(64, 70, 64, 64).clamped is None
+
+
+def test_conv_padding_is_symmetric_through_conv2d_and_only_the_rest_by_f_pad():
+    full = pb.conv_axis(-31, 31, 32, 32)
+    assert (full.conv_pad, full.extra_before, full.extra_after, full.crop0, full.crop1) == (31, 0, 0, 0, 32)
+    same = pb.conv_axis(*pb.same_window(32, 32, 32, 32)[:2], 32, 32)  # even right: one more zero after
+    assert (same.conv_pad, same.extra_before, same.extra_after) == (15, 0, 1)
+    valid = pb.conv_axis(0, 32, 64, 32)
+    assert (valid.conv_pad, valid.extra_before, valid.extra_after, valid.crop0, valid.crop1) == (0, 0, 0, 0, 64)
+    inner = pb.conv_axis(10, 12, 64, 8)  # a narrow window reads only rows 10..19
+    assert (inner.crop0, inner.crop1, inner.conv_pad) == (10, 20, 0)
+    assert pb.conv_axis(64, 70, 64, 8).empty and pb.conv_axis(-20, -8, 64, 8).empty
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (the peers' torch code runs on the GPU machine)")
+@pytest.mark.parametrize("form", pb.FORMS)
+def test_the_torch_peers_on_the_cpu(form):
+    import torch
+    torch.backends.cudnn.allow_tf32 = False
+    rng = np.random.default_rng(7)
+    for shape in SHAPES[:4]:
+        L, R = stacks(rng, form, *shape)
+        for w in windows(rng, *shape):
+            c = pb.parse_case(f"variant=torch-fft form={form} hL={shape[0]} wL={shape[1]} hR={shape[2]} wR={shape[3]} "
+                              f"nL={len(L)} nR={len(R)} shifts={pb.window_text(w)}")
+            ref = pb.window_reference_np(form, L, R, w)
+            for cls in (pb.TorchFft, pb.TorchConv2d):
+                got = cls(c, torch)(torch.from_numpy(L), torch.from_numpy(R)).numpy()
+                assert got.shape == ref.shape and np.allclose(got, ref, atol=1e-9), (cls.__name__, w)
+
+
+def test_case_specs_names_and_windows():
+    c = pb.parse_case("variant=torch-fft form=n-to-mn hL=64 wL=64 hR=32 wR=32 nL=3 nR=6")
+    assert c.full and c.name() == "torch-fft/n-to-mn/hL:64/wL:64/hR:32/wR:32/nL:3/nR:6"
+    assert c.fmas == 6 * 64 * 64 * 32 * 32 and c.out_shape == (6, 95, 95)
+    v = pb.parse_case("variant=torch-conv2d form=one-to-one size=16 window=valid")
+    assert v.window == (0, 0, 0, 0) and v.name().endswith("/nR:1/shifts:0:0,0:0") and v.fmas == 256
+    s = pb.parse_case("variant=torch-fft form=one-to-many size=32 nR=4 max_shift=16")
+    assert s.window == (-16, 16, -16, 16) and s.name().endswith("/nR:4/shifts:-16:16,-16:16")
+    assert pb.parse_case("variant=torch-fft form=one-to-one size=8 max_shift=7,7").full  # = the full window
+    assert pb.parse_case("variant=cupy-correlate2d form=one-to-one size=9 shifts=-2:3,0:0").window == (-2, 3, 0, 0)
+    assert pb.parse_case("variant=torch-fft form=one-to-one size=8 window=same").window == (-3, 4, -3, 4)
+    # the window's cost: the overlap areas (Window::fmas)
+    assert pb.window_fmas((-7, 7, -7, 7), 8, 8, 8, 8) == 8 ** 4
+    assert pb.window_fmas((20, 30, 0, 0), 8, 8, 8, 8) == 0
+    for bad in ("variant=torch-fft form=one-to-one size=8 window=valid max_shift=2",
+                "variant=torch-fft form=one-to-one size=8 shifts=3:2,0:0",
+                "variant=torch-fft form=one-to-one size=8 window=middle",
+                "variant=torch-fft form=one-to-one hL=8 wL=4 hR=4 wR=8 window=valid",
+                "variant=torch-fft form=one-to-one size=8 rows=2",
+                "variant=fft form=one-to-one size=8",
+                "variant=torch-fft form=n-to-mn size=8 nL=2 nR=3",
+                "variant=torch-fft size=8"):
+        with pytest.raises(pb.UsageError):
+            pb.parse_case(bad)
+
+
+def test_entries_are_xcorr_bench_entries_the_runner_reads():
+    opt = pb.Options(min_time=0.1, repetitions=3)
+    c = pb.parse_case("variant=torch-fft form=n-to-m size=16 nL=2 nR=3")
+    r = {"iterations": 40, "real_time": 2.5e-5, "total": 1e-3, "batch": 64, "err": 3e-7, "samples": 1000}
+    e = pb.entry(c, opt, 0, 1, r, "family=peer;timed=x;precision=fp32")
+    assert e["run_name"].startswith(c.name() + "/min_time:") and e["run_name"].endswith("/manual_time")
+    for k in ("hL", "wL", "hR", "wR", "nL", "nR", "batch", "fmas", "FLOPS", "cold", "check_err", "check_samples"):
+        assert k in e
+    assert not {"dy0", "dy1", "dx0", "dx1"} & set(e)
+    assert e["real_time"] == pytest.approx(25.0) and e["time_unit"] == "us" and e["repetition_index"] == 1
+    assert e["FLOPS"] == pytest.approx(2 * c.fmas * 40 / 1e-3)
+    assert entry_key(e) == case_key("torch-fft", ("n-to-m", 16, 16, 16, 16, 2, 3), {})
+    w = pb.entry(pb.parse_case("variant=torch-fft form=one-to-one size=16 max_shift=2"), opt, 0, 0, r, "")
+    assert (w["dy0"], w["dy1"], w["dx0"], w["dx1"]) == (-2, 2, -2, 2) and w["fmas"] == (14 + 15 + 16 + 15 + 14) ** 2
+    assert "/nR:1/shifts:-2:2,-2:2/min_time:" in w["run_name"]
+    assert parse_run_name(w["run_name"])[1] == ("one-to-one", 16, 16, 16, 16, 1, 1)
+    err = pb.entry(c, opt, 0, 0, {"error": "validation failed: err=1e-3 > tol=1e-5 (all 10 outputs)"}, "")
+    assert err["error_occurred"] and err["error_message"].startswith("validation failed") and "fmas" not in err
+    aggs = pb.aggregates(e, [25.0, 26.0, 24.0], 3)
+    assert [a["aggregate_name"] for a in aggs] == ["mean", "median", "stddev", "cv"]
+    assert aggs[0]["real_time"] == pytest.approx(25.0) and all(a["run_type"] == "aggregate" for a in aggs)
+
+
+def test_sample_positions_hold_the_corners():
+    pos = pb.sample_positions((5, 30, 40), 100, np.random.default_rng(1))
+    for k in (0, 4):
+        for y in (0, 29):
+            for x in (0, 39):
+                assert k * 1200 + y * 40 + x in pos
+    assert len(pb.sample_positions((1, 3, 3), 100, np.random.default_rng(1))) == 9
+
+
+def peerbench(*args):
+    return subprocess.run([sys.executable, "-m", "xcsuite.peerbench", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_list_works_without_torch_and_a_gpu():
+    r = peerbench("list", "--json")
+    assert r.returncode == 0, r.stderr
+    reg = json.loads(r.stdout)
+    assert [v["name"] for v in reg] == ["torch-conv2d", "torch-fft", "cupy-correlate2d"]
+    for v in reg:
+        assert v["family"] == "peer" and v["precision"] == "fp32" and v["tolerance"] == 1e-5 and v["params"] == {}
+        assert v["forms"] == list(pb.FORMS) and v["windows"] == ["full", "valid", "same", "max-shift", "shifts"]
+        assert v["available"] == (not v["unavailable_reason"])
+    assert reg[1]["available"] == HAS_TORCH
+    r = peerbench("list")
+    assert r.returncode == 0 and "torch-fft" in r.stdout
+
+
+def test_usage_errors_exit_2_and_no_torch_or_gpu_exits_3(tmp_path):
+    r = peerbench("--case", "variant=torch-fft form=one-to-one size=8 window=bogus")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "window=" in r.stderr
+    r = peerbench("--case", "variant=torch-fft form=one-to-one size=8", "--benchmark_nonsense=1")
+    assert r.returncode == 2 and "unrecognized" in r.stderr
+    r = peerbench("--case", "variant=torch-fft form=one-to-one size=8", "--benchmark_list_tests=true")
+    assert r.returncode == 0 and r.stdout.strip() == "torch-fft/one-to-one/hL:8/wL:8/hR:8/wR:8/nL:1/nR:1"
+    assert peerbench("--help").returncode == 0
+    if HAS_TORCH:
+        import torch
+        if torch.cuda.is_available():
+            pytest.skip("a GPU is present: the no-GPU exit is not reachable")
+    out = tmp_path / "o.json"
+    r = peerbench("--case", "variant=torch-fft form=one-to-one size=8", f"--benchmark_out={out}",
+                  "--benchmark_out_format=json")
+    assert r.returncode == 3 and r.stderr.startswith("peerbench: no GPU: ") and r.stderr.count("\n") == 1
+    assert not out.exists()
+
+
+# --- the runner ---------------------------------------------------------------------------------
+
+PEER_EXP = Experiment(name="peers", title="peers beside a kernel", paper="(test)",
+                      shapes=[Shape.one_to_one(16), Shape.n_to_m(32, 2, 3)],
+                      series=[Series("overlap-wise", "overlap-wise"), Series("torch-fft", "torch-fft"),
+                              Series("torch-conv2d", "torch-conv2d"), Series("cupy", "cupy-correlate2d")],
+                      plot="none")
+
+
+@pytest.fixture
+def peer_env(tmp_path, monkeypatch):
+    clear_fake_env(monkeypatch)
+    build = make_fake_build(tmp_path / "build")
+    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "bench.log"))
+    monkeypatch.setenv("FAKE_PEER_LOG", str(tmp_path / "peer.log"))
+    monkeypatch.setenv("XCORR_PEERBENCH", str(build / "peerbench"))
+    monkeypatch.setenv("FAKE_PEERS_UNAVAILABLE", "cupy-correlate2d")
+    monkeypatch.setenv("XCORR_LOCK_DIR", str(tmp_path / "locks"))
+    monkeypatch.setattr(rx, "suite", types.SimpleNamespace(names=lambda: ["peers"], load=lambda n: PEER_EXP,
+                                                            load_all=lambda: [PEER_EXP]))
+    results = tmp_path / "results"
+
+    def run(*args):
+        return rx.main(["peers", *args, "--build", str(build), "--results", str(results), "--no-progress"])
+
+    return run, results, tmp_path
+
+
+def test_the_runner_sends_peer_cases_to_peerbench(peer_env):
+    run, results, tmp = peer_env
+    assert run() == 0
+    kernel_lines = [l for chunk in log_lines(tmp / "bench.log") for l in chunk]
+    peer_chunks = log_lines(tmp / "peer.log")
+    peer_lines = [l for chunk in peer_chunks for l in chunk]
+    assert kernel_lines and all(l.startswith("variant=overlap-wise ") for l in kernel_lines)
+    assert sorted({l.split()[0] for l in peer_lines}) == ["variant=torch-conv2d", "variant=torch-fft"]
+    assert len(peer_lines) == 4 and all(len({l.split()[0] for l in c} - {"variant=torch-fft", "variant=torch-conv2d"})
+                                        == 0 for c in peer_chunks)
+    data = json.loads((results / "fake-gpu-9000" / "peers.json").read_text())
+    assert data["xcorr_meta"]["complete"] and len(data["cases"]) == 6
+    assert all(c["status"] == "ok" for c in data["cases"].values())
+    assert {k.split("|")[0] for k in data["cases"]} == {"overlap-wise", "torch-fft", "torch-conv2d"}
+    names = {v["name"] for v in data["xcorr_meta"]["registry"]}
+    assert {"torch-fft", "torch-conv2d", "overlap-wise"} <= names and "cupy-correlate2d" not in names
+    assert any(u["series"] == "cupy" for u in data["xcorr_meta"]["unavailable"])  # left out with a reason
+    assert run() == 0 and len(log_lines(tmp / "peer.log")) == len(peer_chunks)  # complete: nothing reruns
+
+
+def test_a_peer_case_that_fails_is_recorded_and_the_chunks_keep_one_tool(peer_env, monkeypatch):
+    run, results, tmp = peer_env
+    monkeypatch.setenv("FAKE_ERROR_ON", "variant=torch-conv2d form=one-to-one")
+    monkeypatch.setenv("FAKE_ERROR_MESSAGE", "validation failed: err=1.0e-03 > tol=1.0e-05 (all 961 outputs)")
+    assert run() == 0
+    cases = json.loads((results / "fake-gpu-9000" / "peers.json").read_text())["cases"]
+    failed = {k: c for k, c in cases.items() if c["status"] != "ok"}
+    assert list(failed) == [case_key("torch-conv2d", ("one-to-one", 16, 16, 16, 16, 1, 1), {})]
+    assert next(iter(failed.values()))["message"].startswith("validation failed")
+    runner = rx.Runner(types.SimpleNamespace(build=str(tmp / "build")),
+                       [{"name": "overlap-wise", "family": "baseline"}, {"name": "torch-fft", "family": "peer"}],
+                       rx.PROTOCOL, None, tmp)
+    mixed = [types.SimpleNamespace(variant=v, cold=False) for v in ("overlap-wise", "torch-fft", "torch-fft",
+                                                                     "overlap-wise")]
+    parts = rx.chunks(mixed, lambda c: 1.0, 1e9, runner.tool)
+    assert [[c.variant for c in p] for p in parts] == [["overlap-wise"], ["torch-fft", "torch-fft"], ["overlap-wise"]]
+    assert runner.tool(mixed[1]) == [str(tmp / "build" / "peerbench")]

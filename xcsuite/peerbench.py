@@ -1,0 +1,1071 @@
+"""peerbench: the peers of xcorr (PyTorch, CuPy) measured as a user would call them, with
+xcorr_bench's command line and Google Benchmark JSON, so that the runner measures them in the
+same runs as the kernels (issue #20).
+
+    python -m xcsuite.peerbench list [--json]
+    python -m xcsuite.peerbench [--case SPEC]... [--cases FILE] [--min-time S] [--batch N] [--cold]
+                                [--seed N] [--check-tolerance X] [--time-cap S]
+                                [--benchmark_repetitions=N] [--benchmark_out=F] [--benchmark_out_format=json]
+                                [--benchmark_filter=RE]
+
+Peers (family "peer", FP32, every form, every window):
+  torch-conv2d      torch.nn.functional.conv2d (a cross-correlation), TF32 off, cudnn.benchmark on;
+                    the left zero-padded so that the output is exactly the window's shifts (the
+                    symmetric part through conv2d's padding=, the rest with F.pad); one-to-many: the
+                    rights are out-channels; n-to-m: N images x M out-channels; n-to-mn: groups=N
+                    (rights regrouped by left, the output back to the contract's order)
+  torch-fft         rfft2 of both stacks at a 2,3,5,7-smooth size P x Q that no shift of the window
+                    aliases (P >= max(hL - s0, s1 + hR) over the window clamped to the overlapping
+                    shifts), product with the conjugate right spectrum broadcast over the form, irfft2,
+                    crop by indexing with the shifts mod P (zeros at shifts without overlap); cuFFT
+                    plans cached by torch
+  cupy-correlate2d  cupyx.scipy.signal.correlate2d, one call per pair (a user's loop), mode
+                    full/valid/same when the window is one, else full and a crop; a case predicted
+                    above --time-cap seconds per call (pilot of one pair) is reported as too slow
+
+A case SPEC is xcorr_bench's: variant= form= size= | hL= wL= hR= wR=, nL= nR=, batch=, and at most
+one window key: window=full|valid|same, max_shift=SY[,SX], shifts=DY0:DY1,DX0:DX1.
+
+Protocol (xcorr_bench's, harness/bench_main.cpp): inputs uniform [0, 1) from the seed (torch
+generator on the GPU, seeds N and N + 1); one warm-up call (cuDNN autotuning, plan creation, kernel
+compilation stay out of the numbers); the check: the case run once on inputs uniform [-1, 1)
+(seeds N + 2, N + 3) against a float64 reference (scipy on the CPU up to 3e8 multiply-adds, else
+65536 sampled outputs computed by the definition in float64 on the GPU, every 4 corners of the
+first and last output matrix included), relative error ||out - ref|| / ||ref|| above the
+tolerance (1e-5) or a non-finite output fails the case: "validation failed: ...", nothing timed.
+Then each repetition is Google Benchmark's: iterations of `batch` back-to-back calls between two
+CUDA events, until the repetition holds --min-time seconds of GPU time; the time per call is the
+manual time. The batch comes from a pilot (3 timed calls: enough calls for 100 us per iteration,
+at most 256). Every call takes the stacks in the contract's layout and returns the windowed
+output stack in the contract's layout; everything between is timed.
+
+Names and counters are xcorr_bench's: <variant>/<form>/hL:../wL:../hR:../wR:../nL:../nR:..
+[/shifts:DY0:DY1,DX0:DX1 unless full]; counters hL wL hR wR nL nR batch fmas FLOPS cold check_err
+check_samples (+ dy0 dy1 dx0 dx1 when windowed); the context has the xcorr_* keys and
+xcorr_peer_versions. Exit status: 0 done (failed cases are error entries), 2 bad usage,
+3 no torch or no usable GPU.
+
+The window, pad and crop arithmetic is in pure functions (numpy), tested on the CPU against
+scipy.signal.correlate2d (tests/test_peerbench.py); torch and cupy are imported only when a case
+runs, so `list` works anywhere.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import importlib.util
+import json
+import math
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+FORMS = ("one-to-one", "one-to-many", "n-to-mn", "n-to-m")
+WINDOW_KINDS = ["full", "valid", "same", "max-shift", "shifts"]
+TOLERANCE = 1e-5
+FULL_CHECK_FMAS_CPU = 3e8  # scipy on the CPU up to this; sampled definition on the GPU beyond
+CHECK_SAMPLES = 65536
+MIN_ITERATION_S = 1e-4  # xcorr_bench's kMinIterationSeconds
+MAX_BATCH = 256
+DEFAULT_TIME_CAP_S = 2.0
+ROOT = Path(__file__).resolve().parents[1]
+
+PEERS = [
+    {"name": "torch-conv2d", "needs": ("torch",),
+     "summary": "torch.nn.functional.conv2d (cuDNN, FP32, TF32 off, cudnn.benchmark), the left zero-padded to the "
+                "window; rights as out-channels, N images x M out-channels, groups=N for n-to-mn",
+     "timed": "F.pad + conv2d (+ the n-to-mn regrouping of rights and output)"},
+    {"name": "torch-fft", "needs": ("torch",),
+     "summary": "torch.fft rfft2 at a 2,3,5,7-smooth size without aliasing in the window, conjugate product "
+                "broadcast over the form, irfft2, crop by shift mod P",
+     "timed": "rfft2 of both stacks, product, irfft2, crop to the window (plans cached by torch)"},
+    {"name": "cupy-correlate2d", "needs": ("cupy", "torch"),
+     "summary": "cupyx.scipy.signal.correlate2d, one call per pair (a user's loop); full/valid/same mode or "
+                "full + crop",
+     "timed": "the loop of correlate2d calls into the output stack"},
+]
+PEER_NAMES = [p["name"] for p in PEERS]
+
+
+class UsageError(Exception):
+    """Bad usage or a bad case: exit status 2."""
+
+
+class NoGpuError(Exception):
+    """No torch, no CUDA, no GPU: exit status 3."""
+
+
+# --- the registry ------------------------------------------------------------------------------
+
+def missing_packages(peer: dict) -> list[str]:
+    return [m for m in peer["needs"] if importlib.util.find_spec(m) is None]
+
+
+def registry() -> list[dict]:
+    """`list --json`: entries like `xcorr list --json`, plus whether the peer can run here (its
+    Python packages are importable; the GPU is found only when a case runs)."""
+    out = []
+    for p in PEERS:
+        missing = missing_packages(p)
+        out.append({"name": p["name"], "family": "peer", "summary": p["summary"], "timed": p["timed"],
+                    "precision": "fp32", "tolerance": TOLERANCE, "forms": list(FORMS), "windows": list(WINDOW_KINDS),
+                    "params": {}, "available": not missing,
+                    "unavailable_reason": f"not installed: {', '.join(missing)}" if missing else ""})
+    return out
+
+
+# --- windows (harness/core.cpp, in Python) -----------------------------------------------------
+
+MAX_SHIFT = 1 << 30
+
+
+def full_window(hL, wL, hR, wR):
+    return (-(hR - 1), hL - 1, -(wR - 1), wL - 1)
+
+
+def valid_window(hL, wL, hR, wR):
+    dh, dw = hL - hR, wL - wR
+    if (dh < 0 < dw) or (dw < 0 < dh):
+        raise UsageError(f"no valid window: neither matrix is at least as large as the other in both dimensions "
+                         f"(left {hL}x{wL}, right {hR}x{wR})")
+    return (min(0, dh), max(0, dh), min(0, dw), max(0, dw))
+
+
+def same_window(hL, wL, hR, wR):
+    dy0, dx0 = -((hR - 1) // 2), -((wR - 1) // 2)
+    return (dy0, dy0 + hL - 1, dx0, dx0 + wL - 1)
+
+
+def _int(what, text, lo, hi):
+    if not re.fullmatch(r"[+-]?\d+", text.strip() if isinstance(text, str) else str(text)):
+        raise UsageError(f"{what}: not an integer from {lo} to {hi}: '{text}'")
+    v = int(text)
+    if not lo <= v <= hi:
+        raise UsageError(f"{what}: not an integer from {lo} to {hi}: '{text}'")
+    return v
+
+
+def resolve_window(key: str | None, value: str | None, hL, wL, hR, wR):
+    """The rectangle (dy0, dy1, dx0, dx1) of a case's window key (None: full)."""
+    if key is None or (key == "window" and value == "full"):
+        return full_window(hL, wL, hR, wR)
+    if key == "window":
+        if value == "valid":
+            return valid_window(hL, wL, hR, wR)
+        if value == "same":
+            return same_window(hL, wL, hR, wR)
+        raise UsageError(f"window= takes full, valid or same, got '{value}'")
+    if key == "max_shift":
+        sy, _, sx = value.partition(",")
+        y = _int("max_shift SY[,SX]", sy, 0, MAX_SHIFT - 1)
+        x = _int("max_shift SY[,SX]", sx if _ else sy, 0, MAX_SHIFT - 1)
+        return (-y, y, -x, x)
+    if key == "shifts":
+        m = re.fullmatch(r"([^:,]+):([^:,]+),([^:,]+):([^:,]+)", value)
+        if not m:
+            raise UsageError(f"shifts= takes DY0:DY1,DX0:DX1 (integers, e.g. -4:4,0:7), got '{value}'")
+        w = tuple(_int("shifts DY0:DY1,DX0:DX1", t, -(MAX_SHIFT - 1), MAX_SHIFT - 1) for t in m.groups())
+        if w[0] > w[1] or w[2] > w[3]:
+            raise UsageError(f"empty window {value}: the first shift of a range comes after its last")
+        return w
+    raise UsageError(f"unknown window key {key}")
+
+
+def window_text(w) -> str:
+    return f"{w[0]}:{w[1]},{w[2]}:{w[3]}"
+
+
+def overlap_total(s0, s1, m, n) -> int:
+    """Sum over shifts s0..s1 of the overlap length of a length-m left and a length-n right."""
+    return sum(max(0, min(n, m - s) - max(0, -s)) for s in range(max(s0, -(n - 1)), min(s1, m - 1) + 1))
+
+
+def window_fmas(w, hL, wL, hR, wR) -> float:
+    return float(overlap_total(w[0], w[1], hL, hR)) * float(overlap_total(w[2], w[3], wL, wR))
+
+
+def pairs(form, nL, nR):
+    """(left, right) of every output in output order (CONVENTIONS.md)."""
+    if form == "one-to-one":
+        return [(0, 0)]
+    if form == "one-to-many":
+        return [(0, k) for k in range(nR)]
+    if form == "n-to-mn":
+        return [(k % nL, k) for k in range(nR)]
+    return [(i, j) for i in range(nL) for j in range(nR)]
+
+
+def pair_count(form, nL, nR) -> int:
+    return nL * nR if form == "n-to-m" else (1 if form == "one-to-one" else nR)
+
+
+def clamp_range(s0, s1, m, n):
+    """The shifts of s0..s1 where a length-m left and a length-n right overlap, or None."""
+    a, b = max(s0, -(n - 1)), min(s1, m - 1)
+    return (a, b) if a <= b else None
+
+
+# --- torch-conv2d's padding --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ConvAxis:
+    """One dimension of torch-conv2d's input: rows crop0..crop1 of the left (a view), then
+    `extra_before`/`extra_after` zeros (F.pad), then `conv_pad` zeros on both sides (conv2d's
+    padding=). Its cross-correlation with a length-n right has exactly the window's shifts s0..s1:
+    output i is shift s0 + i. `empty`: no shift of the window overlaps (the output is zeros)."""
+
+    crop0: int
+    crop1: int
+    extra_before: int
+    extra_after: int
+    conv_pad: int
+    empty: bool
+
+
+def conv_axis(s0: int, s1: int, m: int, n: int) -> ConvAxis:
+    """The virtual input is left positions s0 .. s1 + n - 1 (zero outside 0..m-1): its valid
+    correlation with the right has s1 - s0 + 1 outputs, output i at shift s0 + i."""
+    lo, hi = s0, s1 + n  # half-open
+    c0, c1 = max(0, lo), min(m, hi)
+    if c0 >= c1:
+        return ConvAxis(0, 0, 0, 0, 0, True)
+    before, after = c0 - lo, hi - c1
+    sym = min(before, after)
+    return ConvAxis(c0, c1, before - sym, after - sym, sym, False)
+
+
+def conv_reference_np(form, L, R, w):
+    """torch-conv2d's arithmetic in numpy (float64): crop, pad, valid cross-correlation as
+    conv2d computes it. For the CPU tests."""
+    nL, hL, wL = L.shape
+    nR, hR, wR = R.shape
+    ay, ax = conv_axis(w[0], w[1], hL, hR), conv_axis(w[2], w[3], wL, wR)
+    oh, ow = w[1] - w[0] + 1, w[3] - w[2] + 1
+    out = np.zeros((pair_count(form, nL, nR), oh, ow))
+    if ay.empty or ax.empty:
+        return out
+    x = L[:, ay.crop0:ay.crop1, ax.crop0:ax.crop1]
+    x = np.pad(x, ((0, 0), (ay.extra_before + ay.conv_pad, ay.extra_after + ay.conv_pad),
+                   (ax.extra_before + ax.conv_pad, ax.extra_after + ax.conv_pad)))
+    win = np.lib.stride_tricks.sliding_window_view(x, (hR, wR), axis=(1, 2))  # (nL, oh, ow, hR, wR)
+    assert win.shape[1:3] == (oh, ow)
+    for k, (i, j) in enumerate(pairs(form, nL, nR)):
+        out[k] = np.einsum("yxrc,rc->yx", win[i], R[j])
+    return out
+
+
+# --- torch-fft's sizes and crop ----------------------------------------------------------------
+
+def fast_len(n: int) -> int:
+    """The smallest 2,3,5,7-smooth integer >= n (cuFFT's fast sizes)."""
+    n = max(1, int(n))
+    while True:
+        m = n
+        for p in (2, 3, 5, 7):
+            while m % p == 0:
+                m //= p
+        if m == 1:
+            return n
+        n += 1
+
+
+@dataclass(frozen=True)
+class FftAxis:
+    """One dimension of torch-fft: transform length P; the clamped shifts s0..s1 (None: no shift
+    of the window overlaps) are read at circular indices (s mod P) and land at output offset
+    `offset`; the window's other shifts are zeros."""
+
+    P: int
+    clamped: tuple | None
+    offset: int
+    out_len: int
+
+    def indices(self) -> np.ndarray:
+        if self.clamped is None:
+            return np.zeros(0, dtype=np.int64)
+        return np.arange(self.clamped[0], self.clamped[1] + 1, dtype=np.int64) % self.P
+
+
+def fft_axis(s0: int, s1: int, m: int, n: int) -> FftAxis:
+    """Circular correlation at length P equals the linear one at every shift s0..s1 when no term
+    wraps: for s in [s0, s1] the right positions r in [0, n) read left (r + s) mod P, which must
+    not alias into [0, m) unless r + s is itself in [0, m): P >= max(m - s0, s1 + n). rfft's
+    trimming of inputs longer than P drops only terms that are zero in these shifts."""
+    c = clamp_range(s0, s1, m, n)
+    if c is None:
+        return FftAxis(1, None, 0, s1 - s0 + 1)
+    P = fast_len(max(m - c[0], c[1] + n))
+    return FftAxis(P, c, c[0] - s0, s1 - s0 + 1)
+
+
+def fft_reference_np(form, L, R, w):
+    """torch-fft's arithmetic in numpy (float64): the same sizes, broadcast and crop. For the CPU
+    tests."""
+    nL, hL, wL = L.shape
+    nR, hR, wR = R.shape
+    ay, ax = fft_axis(w[0], w[1], hL, hR), fft_axis(w[2], w[3], wL, wR)
+    out = np.zeros((pair_count(form, nL, nR), ay.out_len, ax.out_len))
+    if ay.clamped is None or ax.clamped is None:
+        return out
+    s = (ay.P, ax.P)
+    FL = np.fft.rfft2(_fit(L, s), s=s)
+    FR = np.conj(np.fft.rfft2(_fit(R, s), s=s))
+    prod = fft_product(form, FL, FR, nL, nR, np)
+    C = np.fft.irfft2(prod, s=s)
+    iy, ix = ay.indices(), ax.indices()
+    out[:, ay.offset:ay.offset + len(iy), ax.offset:ax.offset + len(ix)] = C[:, iy[:, None], ix[None, :]]
+    return out
+
+
+def _fit(a, s):
+    """numpy's rfft2 pads but, unlike torch's, also trims: kept explicit for the tests."""
+    return a[:, :s[0], :s[1]]
+
+
+def fft_product(form, FL, FR, nL, nR, xp):
+    """The spectrum products of every pair in output order (FR already conjugated), by broadcast."""
+    if form == "n-to-m":
+        return (FL[:, None] * FR[None, :]).reshape((nL * nR,) + FL.shape[1:])
+    if form == "n-to-mn":
+        M = nR // nL
+        return (FR.reshape((M, nL) + FR.shape[1:]) * FL[None]).reshape((nR,) + FL.shape[1:])
+    return FL[0:1] * FR
+
+
+def window_reference_np(form, L, R, w):
+    """The float64 reference (independent of the peers): scipy's full correlation cropped,
+    zero-extended, to the window."""
+    from scipy.signal import correlate2d
+    nL, hL, wL = L.shape
+    nR, hR, wR = R.shape
+    oh, ow = w[1] - w[0] + 1, w[3] - w[2] + 1
+    out = np.zeros((pair_count(form, nL, nR), oh, ow))
+    # full output row y is shift y - (hR - 1); window row i is shift w[0] + i
+    fy0, fy1 = max(w[0], -(hR - 1)), min(w[1], hL - 1)
+    fx0, fx1 = max(w[2], -(wR - 1)), min(w[3], wL - 1)
+    if fy0 > fy1 or fx0 > fx1:
+        return out
+    for k, (i, j) in enumerate(pairs(form, nL, nR)):
+        full = correlate2d(L[i].astype(np.float64), R[j].astype(np.float64), mode="full")
+        out[k, fy0 - w[0]:fy1 - w[0] + 1, fx0 - w[2]:fx1 - w[2] + 1] = \
+            full[fy0 + hR - 1:fy1 + hR, fx0 + wR - 1:fx1 + wR]
+    return out
+
+
+def scipy_mode(w, hL, wL, hR, wR) -> str | None:
+    """The correlate2d mode whose output is exactly window w, or None (full + crop)."""
+    if w == full_window(hL, wL, hR, wR):
+        return "full"
+    if w == same_window(hL, wL, hR, wR):
+        return "same"
+    try:
+        if w == valid_window(hL, wL, hR, wR):
+            return "valid"
+    except UsageError:
+        pass
+    return None
+
+
+# --- cases -------------------------------------------------------------------------------------
+
+@dataclass
+class Case:
+    variant: str
+    form: str
+    hL: int
+    wL: int
+    hR: int
+    wR: int
+    nL: int
+    nR: int
+    window: tuple
+    full: bool
+    batch: int = 0  # 0: from the pilot
+
+    @property
+    def pairs(self) -> int:
+        return pair_count(self.form, self.nL, self.nR)
+
+    @property
+    def out_shape(self) -> tuple:
+        return (self.pairs, self.window[1] - self.window[0] + 1, self.window[3] - self.window[2] + 1)
+
+    @property
+    def fmas(self) -> float:
+        return self.pairs * window_fmas(self.window, self.hL, self.wL, self.hR, self.wR)
+
+    def name(self) -> str:
+        s = (f"{self.variant}/{self.form}/hL:{self.hL}/wL:{self.wL}/hR:{self.hR}/wR:{self.wR}"
+             f"/nL:{self.nL}/nR:{self.nR}")
+        return s if self.full else s + "/shifts:" + window_text(self.window)
+
+
+def parse_case(spec: str, batch: int = 0) -> Case:
+    kv, win = {}, []
+    for tok in spec.split():
+        k, eq, v = tok.partition("=")
+        if not eq or not k:
+            raise UsageError(f"case '{spec}': expected key=value, got {tok}")
+        if k in ("window", "max_shift", "shifts"):
+            win.append((k, v))
+        else:
+            kv[k] = v
+    if "variant" not in kv or "form" not in kv:
+        raise UsageError(f"case '{spec}': needs variant= and form=")
+    if kv["variant"] not in PEER_NAMES:
+        raise UsageError(f"case '{spec}': unknown peer '{kv['variant']}' (known: {', '.join(PEER_NAMES)})")
+    if kv["form"] not in FORMS:
+        raise UsageError(f"case '{spec}': unknown form '{kv['form']}' (expected one-to-one, one-to-many, n-to-mn or n-to-m)")
+    if len(win) > 1:
+        raise UsageError(f"case '{spec}': at most one of window=, max_shift=, shifts=")
+    d = {"hL": 0, "wL": 0, "hR": 0, "wR": 0, "nL": 1, "nR": 1}
+    for k, v in kv.items():
+        if k == "size":
+            d["hL"] = d["wL"] = d["hR"] = d["wR"] = _int(f"case '{spec}': size", v, 1, 2**31 - 1)
+        elif k in d:
+            d[k] = _int(f"case '{spec}': {k}", v, 1, 2**31 - 1)
+        elif k == "batch":
+            batch = _int(f"case '{spec}': batch", v, 1, 1 << 20)
+        elif k not in ("variant", "form"):
+            raise UsageError(f"unknown parameter '{k}' for {kv['variant']} (it takes none)")
+    if min(d["hL"], d["wL"], d["hR"], d["wR"]) <= 0:
+        raise UsageError(f"case '{spec}': empty matrix")
+    form, nL, nR = kv["form"], d["nL"], d["nR"]
+    if form == "one-to-one" and (nL, nR) != (1, 1):
+        raise UsageError(f"case '{spec}': one-to-one takes exactly one left and one right matrix")
+    if form == "one-to-many" and nL != 1:
+        raise UsageError(f"case '{spec}': one-to-many takes exactly one left matrix")
+    if form == "n-to-mn" and nR % nL:
+        raise UsageError(f"case '{spec}': n-to-mn needs a right count that is a multiple of the left count")
+    key, value = win[0] if win else (None, None)
+    w = resolve_window(key, value, d["hL"], d["wL"], d["hR"], d["wR"])
+    if (w[1] - w[0] + 1) * (w[3] - w[2] + 1) > (1 << 30):
+        raise UsageError(f"case '{spec}': window {window_text(w)} too large: one output matrix would exceed 2^30 elements")
+    full = w == full_window(d["hL"], d["wL"], d["hR"], d["wR"])
+    return Case(kv["variant"], form, d["hL"], d["wL"], d["hR"], d["wR"], nL, nR, w, full, batch)
+
+
+# --- the peers (torch; cupy) -------------------------------------------------------------------
+
+class TorchConv2d:
+    def __init__(self, c: Case, torch):
+        self.c, self.torch = c, torch
+        self.F = torch.nn.functional
+        self.ay = conv_axis(c.window[0], c.window[1], c.hL, c.hR)
+        self.ax = conv_axis(c.window[2], c.window[3], c.wL, c.wR)
+        self.extra = (self.ax.extra_before, self.ax.extra_after, self.ay.extra_before, self.ay.extra_after)
+
+    def __call__(self, L, R):
+        c, F = self.c, self.F
+        if self.ay.empty or self.ax.empty:
+            return L.new_zeros(c.out_shape)
+        x = L[:, self.ay.crop0:self.ay.crop1, self.ax.crop0:self.ax.crop1]
+        if any(self.extra):
+            x = F.pad(x, self.extra)  # zeros; only the asymmetric part (conv2d pads the rest)
+        pad = (self.ay.conv_pad, self.ax.conv_pad)
+        oh, ow = c.out_shape[1:]
+        if c.form == "n-to-mn":
+            N, M = c.nL, c.nR // c.nL
+            # groups=N: out-channel g*M + j reads input channel g, so the rights go group-major
+            # (k = i + N*j -> i*M + j) and the output back (views where N or M is 1)
+            w = R.view(M, N, c.hR, c.wR).transpose(0, 1).reshape(N * M, 1, c.hR, c.wR)
+            y = F.conv2d(x.unsqueeze(0), w, padding=pad, groups=N)
+            return y.view(N, M, oh, ow).transpose(0, 1).reshape(c.out_shape)
+        y = F.conv2d(x.unsqueeze(1), R.unsqueeze(1), padding=pad)  # (nL, nR, oh, ow): k = i*nR + j
+        return y.reshape(c.out_shape)
+
+
+class TorchFft:
+    def __init__(self, c: Case, torch):
+        self.c, self.torch = c, torch
+        self.ay = fft_axis(c.window[0], c.window[1], c.hL, c.hR)
+        self.ax = fft_axis(c.window[2], c.window[3], c.wL, c.wR)
+        self.empty = self.ay.clamped is None or self.ax.clamped is None
+        self.s = (self.ay.P, self.ax.P)
+        self.iy = self.ix = None
+        oh, ow = c.out_shape[1:]
+        ny, nx = len(self.ay.indices()), len(self.ax.indices())
+        # zeros around the clamped shifts (F.pad order: last dimension first)
+        self.pad = (self.ax.offset, ow - self.ax.offset - nx, self.ay.offset, oh - self.ay.offset - ny)
+
+    def __call__(self, L, R):
+        torch, c = self.torch, self.c
+        if self.empty:
+            return L.new_zeros(c.out_shape)
+        if self.iy is None:
+            self.iy = torch.as_tensor(self.ay.indices(), device=L.device)[:, None]
+            self.ix = torch.as_tensor(self.ax.indices(), device=L.device)[None, :]
+        FL = torch.fft.rfft2(L, s=self.s)
+        FR = torch.fft.rfft2(R, s=self.s).conj()
+        C = torch.fft.irfft2(fft_product(c.form, FL, FR, c.nL, c.nR, torch), s=self.s)
+        out = C[:, self.iy, self.ix]
+        if any(self.pad):
+            out = torch.nn.functional.pad(out, self.pad)
+        return out
+
+
+class CupyCorrelate2d:
+    def __init__(self, c: Case, torch):
+        import cupy
+        from cupyx.scipy.signal import correlate2d
+        self.c, self.torch, self.cupy, self.correlate2d = c, torch, cupy, correlate2d
+        self.mode = scipy_mode(c.window, c.hL, c.wL, c.hR, c.wR)
+        w = c.window
+        fy0, fy1 = max(w[0], -(c.hR - 1)), min(w[1], c.hL - 1)
+        fx0, fx1 = max(w[2], -(c.wR - 1)), min(w[3], c.wL - 1)
+        self.empty = fy0 > fy1 or fx0 > fx1
+        # full output rows/columns of the clamped window, and where they land in the window
+        self.src = (slice(fy0 + c.hR - 1, fy1 + c.hR), slice(fx0 + c.wR - 1, fx1 + c.wR))
+        self.dst = (slice(fy0 - w[0], fy1 - w[0] + 1), slice(fx0 - w[2], fx1 - w[2] + 1))
+        self.pairs = pairs(c.form, c.nL, c.nR)
+
+    def __call__(self, L, R, limit=None):
+        cp = self.cupy
+        Lc, Rc = cp.from_dlpack(L), cp.from_dlpack(R)
+        if self.mode is not None:
+            if self.empty:
+                return self.torch.zeros(self.c.out_shape, device=L.device)
+            out = cp.empty(self.c.out_shape, dtype=cp.float32)
+            for k, (i, j) in enumerate(self.pairs[:limit]):
+                out[k] = self.correlate2d(Lc[i], Rc[j], mode=self.mode)
+        else:
+            out = cp.zeros(self.c.out_shape, dtype=cp.float32)
+            if not self.empty:
+                for k, (i, j) in enumerate(self.pairs[:limit]):
+                    out[k][self.dst] = self.correlate2d(Lc[i], Rc[j], mode="full")[self.src]
+        return self.torch.from_dlpack(out)
+
+
+PEER_CLASSES = {"torch-conv2d": TorchConv2d, "torch-fft": TorchFft, "cupy-correlate2d": CupyCorrelate2d}
+
+
+# --- the check ---------------------------------------------------------------------------------
+
+def sample_positions(shape, n, rng) -> np.ndarray:
+    """Flat output positions: the 4 corners of the first and the last matrix, then random ones."""
+    K, oh, ow = shape
+    total = K * oh * ow
+    if total <= n:
+        return np.arange(total, dtype=np.int64)
+    fixed = [k * oh * ow + y * ow + x for k in {0, K - 1} for y in {0, oh - 1} for x in {0, ow - 1}]
+    rand = rng.integers(0, total, size=n - len(fixed), dtype=np.int64)
+    return np.unique(np.concatenate([np.array(fixed, dtype=np.int64), rand]))
+
+
+def sampled_reference(torch, c: Case, L, R, positions: np.ndarray) -> np.ndarray:
+    """The definition in float64 on the GPU at the given flat output positions: for each, the
+    right's window of the zero-padded left, dotted with the right."""
+    K, oh, ow = c.out_shape
+    pl = pairs(c.form, c.nL, c.nR)
+    k = positions // (oh * ow)
+    y = positions // ow % oh
+    x = positions % ow
+    li = torch.as_tensor(np.array([pl[i][0] for i in k]), device=L.device)
+    ri = torch.as_tensor(np.array([pl[i][1] for i in k]), device=L.device)
+    dy = torch.as_tensor(c.window[0] + y, device=L.device)
+    dx = torch.as_tensor(c.window[2] + x, device=L.device)
+    # pad the left by a right's size on every side; shifts beyond reach read only zeros
+    Lp = torch.nn.functional.pad(L.double(), (c.wR, c.wR, c.hR, c.hR))
+    R64 = R.double()
+    rr = torch.arange(c.hR, device=L.device)
+    cc = torch.arange(c.wR, device=L.device)
+    out = []
+    step = max(1, int(2**27 // (c.hR * c.wR)))
+    for a in range(0, len(positions), step):
+        b = slice(a, a + step)
+        rows = (dy[b, None] + rr[None, :] + c.hR).clamp(0, c.hL + 2 * c.hR - 1)
+        cols = (dx[b, None] + cc[None, :] + c.wR).clamp(0, c.wL + 2 * c.wR - 1)
+        # shifts wholly beyond the padding are clamped onto its zeros
+        far = ((dy[b] <= -c.hR) | (dy[b] >= c.hL) | (dx[b] <= -c.wR) | (dx[b] >= c.wL))
+        patch = Lp[li[b][:, None, None], rows[:, :, None], cols[:, None, :]]
+        v = (patch * R64[ri[b]]).sum(dim=(1, 2))
+        out.append(torch.where(far, torch.zeros_like(v), v))
+    return torch.cat(out).cpu().numpy()
+
+
+def compare(out: np.ndarray, ref: np.ndarray) -> tuple[float, int]:
+    """(relative error over the finite outputs, number of non-finite outputs)."""
+    out = np.asarray(out, dtype=np.float64)
+    bad = int(np.count_nonzero(~np.isfinite(out)))
+    ok = np.isfinite(out)
+    num = np.linalg.norm((out[ok] - ref[ok]).ravel())
+    den = np.linalg.norm(ref.ravel())
+    return (float(num / den) if den > 0 else float(num)), bad
+
+
+# --- the benchmark -----------------------------------------------------------------------------
+
+@dataclass
+class Options:
+    min_time: float = 0.1
+    batch: int = 0
+    cold: bool = False
+    seed: int = 42
+    check_tolerance: float = 0.0
+    time_cap: float = DEFAULT_TIME_CAP_S
+    repetitions: int = 1
+    out: str | None = None
+    out_format: str = "json"
+    filter: str | None = None
+    list_tests: bool = False
+
+
+class Gpu:
+    """torch (and cupy where a case needs it) on device 0, with xcorr_bench's timing primitive."""
+
+    def __init__(self):
+        if importlib.util.find_spec("torch") is None:
+            raise NoGpuError("torch is not installed (the peers need PyTorch with CUDA)")
+        import torch
+        if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
+            raise NoGpuError("no usable CUDA GPU found (torch.cuda.is_available() is False)")
+        self.torch = torch
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.benchmark = True
+        torch.cuda.set_device(0)
+        self.device = torch.device("cuda", 0)
+        self.props = torch.cuda.get_device_properties(0)
+        self.stream = torch.cuda.current_stream()
+        self.start = torch.cuda.Event(enable_timing=True)
+        self.stop = torch.cuda.Event(enable_timing=True)
+        self.flush_buf = None
+
+    def seconds_per_call(self, calls: int, work) -> float:
+        self.start.record()
+        for _ in range(calls):
+            work()
+        self.stop.record()
+        self.stop.synchronize()
+        return self.start.elapsed_time(self.stop) * 1e-3 / calls
+
+    def flush_l2(self):
+        if self.flush_buf is None:
+            l2 = int(getattr(self.props, "L2_cache_size", 0) or 64 << 20)
+            self.flush_buf = self.torch.empty(2 * l2, dtype=self.torch.uint8, device=self.device)
+        self.flush_buf.fill_(1)
+
+    def uniform(self, shape, seed, lo=0.0, hi=1.0):
+        g = self.torch.Generator(device=self.device)
+        g.manual_seed(int(seed))
+        t = self.torch.rand(shape, generator=g, device=self.device, dtype=self.torch.float32)
+        return t if (lo, hi) == (0.0, 1.0) else t.mul_(hi - lo).add_(lo)
+
+
+def _smi(field: str) -> str:
+    try:
+        r = subprocess.run(["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader,nounits", "-i", "0"],
+                           capture_output=True, text=True, timeout=30)
+        return r.stdout.strip().splitlines()[0].strip() if r.returncode == 0 and r.stdout.strip() else ""
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def _kernel_driver_version() -> str:
+    try:
+        line = Path("/proc/driver/nvidia/version").read_text().splitlines()[0]
+    except (OSError, IndexError):
+        return "unknown"
+    for word in line.split():
+        if re.fullmatch(r"\d+(\.\d+)+", word):
+            return word
+    return "unknown"
+
+
+def git_revision() -> str:
+    try:
+        r = subprocess.run([str(ROOT / "scripts" / "git-revision")], capture_output=True, text=True, timeout=30)
+        return r.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def fp32_lanes(major: int, minor: int) -> int:
+    """harness/gpu.cu's table: FP32 FMA units per SM."""
+    if (major, minor) == (8, 0):
+        return 64
+    return 128 if major >= 8 else 64
+
+
+def context(gpu: Gpu, opt: Options) -> dict:
+    """xcorr_bench's context keys, from torch, cupy and nvidia-smi."""
+    torch, p = gpu.torch, gpu.props
+    sm_mhz = mem_mhz = 0
+    versions = {"torch": torch.__version__, "torch_cuda": str(torch.version.cuda),
+                "cudnn": str(torch.backends.cudnn.version())}
+    driver_api = runtime = cufft = "unknown"
+    try:
+        import cupy
+        rt = cupy.cuda.runtime
+        sm_mhz = rt.deviceGetAttribute(13, 0) // 1000  # cudaDevAttrClockRate (kHz)
+        mem_mhz = rt.deviceGetAttribute(36, 0) // 1000  # cudaDevAttrMemoryClockRate (kHz)
+        ver = lambda v: f"{v // 1000}.{v % 1000 // 10}"
+        driver_api, runtime = ver(rt.driverGetVersion()), ver(rt.runtimeGetVersion())
+        cufft = str(cupy.cuda.cufft.getVersion())
+        versions["cupy"] = cupy.__version__
+    except Exception:  # cupy missing or partial: nvidia-smi and torch instead
+        sm_mhz = int(float(_smi("clocks.max.sm") or 0))
+        mem_mhz = int(float(_smi("clocks.max.mem") or 0))
+        runtime = str(torch.version.cuda)
+    peak = 2.0 * p.multi_processor_count * fp32_lanes(p.major, p.minor) * sm_mhz * 1e6
+    return {
+        "xcorr_gpu_name": p.name,
+        "xcorr_compute_capability": f"{p.major}.{p.minor}",
+        "xcorr_sm_count": str(p.multi_processor_count),
+        "xcorr_sm_clock_mhz": str(sm_mhz),
+        "xcorr_mem_clock_mhz": str(mem_mhz),
+        "xcorr_l2_bytes": str(int(getattr(p, "L2_cache_size", 0))),
+        "xcorr_total_mem_bytes": str(int(p.total_memory)),
+        "xcorr_fp32_peak_flops": f"{peak:.6f}",
+        "xcorr_driver_version": _kernel_driver_version(),
+        "xcorr_cuda_driver_api_version": driver_api,
+        "xcorr_cuda_runtime_version": runtime,
+        "xcorr_cufft_version": cufft,
+        "xcorr_git_revision": git_revision(),
+        "xcorr_build_archs": " ".join(torch.cuda.get_arch_list()),
+        "xcorr_build_type": "python",
+        "xcorr_nvcc_version": "none (python -m xcsuite.peerbench)",
+        "xcorr_cuda_flags": "none",
+        "xcorr_peer_versions": "; ".join(f"{k}={v}" for k, v in versions.items()),
+        "xcorr_min_time_s": f"{opt.min_time:.6f}",
+        "xcorr_cold": "1" if opt.cold else "0",
+        "xcorr_check": (f"inputs uniform [-1, 1) seeds {opt.seed + 2}, {opt.seed + 3}; full float64 reference "
+                        f"(scipy, CPU) up to {int(FULL_CHECK_FMAS_CPU)} FMAs, else {CHECK_SAMPLES} sampled outputs "
+                        f"(seed {opt.seed + 4})"),
+        **({"xcorr_check_tolerance": f"{opt.check_tolerance:.6e}"} if opt.check_tolerance > 0 else {}),
+    }
+
+
+class CaseError(Exception):
+    """A case that cannot be timed: its repetitions are error entries with this message."""
+
+
+class Bench:
+    def __init__(self, gpu: Gpu, opt: Options):
+        self.gpu, self.opt, self.torch = gpu, opt, gpu.torch
+
+    def inputs(self, c: Case, seed: int, lo=0.0, hi=1.0):
+        return (self.gpu.uniform((c.nL, c.hL, c.wL), seed, lo, hi),
+                self.gpu.uniform((c.nR, c.hR, c.wR), seed + 1, lo, hi))
+
+    def check(self, c: Case, peer):
+        """(rel_error, samples) or CaseError("validation failed: ...")."""
+        torch, opt = self.torch, self.opt
+        L, R = self.inputs(c, opt.seed + 2, -1.0, 1.0)
+        out = peer(L, R)
+        torch.cuda.synchronize()
+        if tuple(out.shape) != c.out_shape:
+            raise CaseError(f"validation failed: output shape {tuple(out.shape)}, expected {c.out_shape}")
+        if c.fmas <= FULL_CHECK_FMAS_CPU:
+            ref = window_reference_np(c.form, L.cpu().double().numpy(), R.cpu().double().numpy(), c.window)
+            got = out.float().cpu().numpy()
+            what = f"all {ref.size} outputs"
+        else:
+            pos = sample_positions(c.out_shape, CHECK_SAMPLES, np.random.default_rng(opt.seed + 4))
+            ref = sampled_reference(torch, c, L, R, pos)
+            got = out.reshape(-1)[torch.as_tensor(pos, device=out.device)].float().cpu().numpy()
+            what = f"{len(pos)} sampled outputs"
+        err, bad = compare(got, ref)
+        tol = opt.check_tolerance if opt.check_tolerance > 0 else TOLERANCE
+        if bad:
+            raise CaseError(f"validation failed: {bad} non-finite of {what} (err={err:.3e} over the rest, tol={tol:.3e})")
+        if not err <= tol:
+            raise CaseError(f"validation failed: err={err:.3e} > tol={tol:.3e} ({what})")
+        return err, int(ref.size)
+
+    def pilot_batch(self, c: Case, call) -> int:
+        if self.opt.cold:
+            return 1
+        if c.batch:
+            return c.batch
+        t = self.gpu.seconds_per_call(3, call)
+        return int(min(MAX_BATCH, max(1, math.ceil(MIN_ITERATION_S / t)))) if t > 0 else 1
+
+    def run(self, c: Case):
+        """Yields one entry dict per repetition (counters and times, or an error message)."""
+        torch, opt = self.torch, self.opt
+        try:
+            if c.variant == "cupy-correlate2d" and importlib.util.find_spec("cupy") is None:
+                raise CaseError("cupy is not installed")
+            out_bytes = 4 * (c.nL * c.hL * c.wL + c.nR * c.hR * c.wR + c.pairs * c.out_shape[1] * c.out_shape[2])
+            free, total = torch.cuda.mem_get_info()
+            if out_bytes + (64 << 20) > free:
+                raise CaseError(f"not enough GPU memory: this case needs {out_bytes / 2**30:.3g} GiB, "
+                                f"{free / 2**30:.3g} GiB free of {total / 2**30:.3g}")
+            peer = PEER_CLASSES[c.variant](c, torch)
+            if isinstance(peer, CupyCorrelate2d):
+                self.cap_cupy(c, peer)
+            L, R = self.inputs(c, opt.seed)
+            peer(L, R)  # warm-up: cuDNN autotuning, plans, kernel compilation
+            torch.cuda.synchronize()
+            err, samples = self.check(c, peer)
+            L, R = self.inputs(c, opt.seed)
+            torch.cuda.synchronize()
+            call = lambda: peer(L, R)  # noqa: E731
+            batch = self.pilot_batch(c, call)
+            target = opt.min_time / batch  # per-call time summed over iterations (manual time)
+            iters = None
+            for rep in range(opt.repetitions):
+                per_calls = []
+                n = iters or 1
+                while True:
+                    per_calls = []
+                    for _ in range(n):
+                        if opt.cold:
+                            self.gpu.flush_l2()
+                        per_calls.append(self.gpu.seconds_per_call(batch, call))
+                    s = sum(per_calls)
+                    if iters is not None or s >= target or n >= 10**9:
+                        break
+                    # Google Benchmark's growth: aim 40% over, at most 10x per round
+                    n = int(min(10 * n, max(n + 1, math.ceil(n * 1.4 * target / max(s, 1e-12)))))
+                iters = n
+                yield {"iterations": n, "real_time": s / n, "total": s, "batch": batch, "err": err, "samples": samples}
+        except CaseError as e:
+            yield from ({"error": str(e)} for _ in range(opt.repetitions))
+        except torch.cuda.OutOfMemoryError as e:
+            torch.cuda.empty_cache()
+            msg = str(e).splitlines()[0] if str(e) else "out of memory"
+            yield from ({"error": f"not enough GPU memory: {msg}"} for _ in range(opt.repetitions))
+        except Exception as e:  # a library refusing the case: an error entry, like SkipWithError
+            torch.cuda.empty_cache()
+            yield from ({"error": f"{type(e).__name__}: {e}".splitlines()[0]} for _ in range(opt.repetitions))
+
+    def cap_cupy(self, c: Case, peer):
+        """Refuses a case whose loop is predicted above the time cap per call (one pair, timed)."""
+        L, R = self.inputs(c, self.opt.seed)
+        one = lambda: peer(L, R, limit=1)  # noqa: E731
+        one()
+        self.torch.cuda.synchronize()
+        t = self.gpu.seconds_per_call(1, one) * c.pairs
+        if t > self.opt.time_cap:
+            raise CaseError(f"too slow: predicted {t:.3g} s per call ({c.pairs} pairs, one correlate2d call each) "
+                            f"> --time-cap {self.opt.time_cap:g} s")
+
+
+def entry(c: Case, opt: Options, index: int, rep: int, r: dict, label: str) -> dict:
+    run_name = f"{c.name()}/min_time:{opt.min_time / max(1, r.get('batch', 1)):.3f}/manual_time"
+    e = {"name": run_name, "family_index": index, "per_family_instance_index": 0, "run_name": run_name,
+         "run_type": "iteration", "repetitions": opt.repetitions, "repetition_index": rep, "threads": 1}
+    if "error" in r:
+        e.update({"error_occurred": True, "error_message": r["error"]})
+        return e
+    e.update({"iterations": r["iterations"], "real_time": r["real_time"] * 1e6, "cpu_time": r.get("cpu", 0.0) * 1e6,
+              "time_unit": "us", "hL": c.hL, "wL": c.wL, "hR": c.hR, "wR": c.wR, "nL": c.nL, "nR": c.nR,
+              "batch": r["batch"], "cold": 1 if opt.cold else 0, "fmas": c.fmas,
+              "FLOPS": 2.0 * c.fmas * r["iterations"] / r["total"] if r["total"] > 0 else 0.0,
+              "check_err": r["err"], "check_samples": r["samples"]})
+    if not c.full:
+        e.update(dict(zip(("dy0", "dy1", "dx0", "dx1"), c.window)))
+    e["label"] = label
+    return e
+
+
+def aggregates(base: dict, times: list[float], reps: int) -> list[dict]:
+    """Google Benchmark's mean/median/stddev/cv over the repetitions (the runner recomputes them)."""
+    if not times:
+        return []
+    a = np.array(times)
+    vals = {"mean": a.mean(), "median": float(np.median(a)), "stddev": a.std(ddof=1) if len(a) > 1 else 0.0}
+    vals["cv"] = vals["stddev"] / vals["mean"] if vals["mean"] else 0.0
+    out = []
+    for k, v in vals.items():
+        out.append({"name": f"{base['run_name']}_{k}", "family_index": base["family_index"],
+                    "per_family_instance_index": 0, "run_name": base["run_name"], "run_type": "aggregate",
+                    "repetitions": reps, "threads": 1, "aggregate_name": k,
+                    "aggregate_unit": "percentage" if k == "cv" else "time", "iterations": reps,
+                    "real_time": float(v), "cpu_time": 0.0, "time_unit": "us" if k != "cv" else ""})
+    return out
+
+
+class JsonOut:
+    """Google Benchmark's JSON, streamed: a killed process leaves complete entries behind
+    (xcsuite.benchjson.load_bench_json repairs the end)."""
+
+    def __init__(self, path, ctx: dict):
+        self.f = open(path, "w") if path else None
+        self.first = True
+        if self.f:
+            head = json.dumps({"context": ctx}, indent=2)[:-2]
+            self.f.write(head + ',\n  "benchmarks": [\n')
+            self.f.flush()
+
+    def add(self, e: dict):
+        if self.f:
+            self.f.write(("" if self.first else ",\n") + "    " + json.dumps(e))
+            self.f.flush()
+            self.first = False
+
+    def close(self):
+        if self.f:
+            self.f.write("\n  ]\n}\n")
+            self.f.close()
+
+
+def base_context() -> dict:
+    return {"date": dt.datetime.now(dt.timezone.utc).astimezone().isoformat(timespec="seconds"),
+            "host_name": socket.gethostname(), "executable": "python -m xcsuite.peerbench",
+            "num_cpus": os.cpu_count(), "mhz_per_cpu": 0, "cpu_scaling_enabled": False, "caches": [],
+            "load_avg": list(os.getloadavg()), "library_build_type": "release"}
+
+
+USAGE = """usage: python -m xcsuite.peerbench list [--json]
+       python -m xcsuite.peerbench [--case SPEC]... [--cases FILE] [--min-time SECONDS] [--batch N] [--cold]
+                                   [--seed N] [--check-tolerance X] [--time-cap S] [--benchmark_repetitions=N]
+                                   [--benchmark_out=FILE] [--benchmark_out_format=json] [--benchmark_filter=RE]
+  --case SPEC      variant= form= size= (or hL= wL= hR= wR=) nL= nR= batch= and at most one of window=,
+                   max_shift=, shifts=; without cases, every peer x form at 32 x 32
+  --cases FILE     one SPEC per line (# starts a comment)
+  --min-time S     GPU time per repetition in seconds (default 0.1)
+  --batch N        calls per timed iteration (default: from a pilot)
+  --cold           flush the L2 cache before every iteration (batch 1)
+  --seed N         seed of the generated inputs (default 42)
+  --check-tolerance X  hold every check to relative error X instead of 1e-5
+  --time-cap S     cupy-correlate2d: a case predicted above S seconds per call is not run (default 2)
+Peers: torch-conv2d, torch-fft, cupy-correlate2d (the module's docstring says what each computes and times).
+"""
+
+
+def parse_args(argv: list[str]) -> tuple[Options, list[str]]:
+    opt, specs = Options(), []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+
+        def value(flag):
+            nonlocal i
+            if a.startswith(flag + "="):
+                return a[len(flag) + 1:]
+            if i + 1 >= len(argv):
+                raise UsageError(f"{flag} needs a value")
+            i += 1
+            return argv[i]
+
+        def is_(flag):
+            return a == flag or a.startswith(flag + "=")
+
+        def positive(flag, text):
+            try:
+                v = float(text)
+            except ValueError:
+                v = float("nan")
+            if not (v > 0 and math.isfinite(v)):
+                raise UsageError(f"{flag} needs a positive number, got '{text}'")
+            return v
+
+        if is_("--case"):
+            specs.append(value("--case"))
+        elif is_("--cases"):
+            path = value("--cases")
+            try:
+                text = Path(path).read_text()
+            except OSError:
+                raise UsageError(f"cannot read cases file {path}") from None
+            specs += [ln.split("#", 1)[0] for ln in text.splitlines() if ln.split("#", 1)[0].strip()]
+        elif is_("--min-time"):
+            opt.min_time = positive("--min-time", value("--min-time"))
+        elif is_("--batch"):
+            opt.batch = _int("--batch", value("--batch"), 1, 1 << 20)
+        elif is_("--seed"):
+            opt.seed = _int("--seed", value("--seed"), 0, 2**63 - 1)
+        elif is_("--check-tolerance"):
+            opt.check_tolerance = positive("--check-tolerance", value("--check-tolerance"))
+        elif is_("--time-cap"):
+            opt.time_cap = positive("--time-cap", value("--time-cap"))
+        elif a == "--cold":
+            opt.cold = True
+        elif a.startswith("--benchmark_repetitions="):
+            opt.repetitions = _int("--benchmark_repetitions", a.split("=", 1)[1], 1, 10**6)
+        elif a.startswith("--benchmark_out="):
+            opt.out = a.split("=", 1)[1]
+        elif a.startswith("--benchmark_out_format="):
+            opt.out_format = a.split("=", 1)[1]
+            if opt.out_format != "json":
+                raise UsageError("--benchmark_out_format: only json is written")
+        elif a.startswith("--benchmark_filter="):
+            opt.filter = a.split("=", 1)[1]
+        elif a.startswith("--benchmark_list_tests"):
+            opt.list_tests = a in ("--benchmark_list_tests", "--benchmark_list_tests=true", "--benchmark_list_tests=1")
+        elif a.startswith(("--benchmark_report_aggregates_only", "--benchmark_display_aggregates_only")):
+            pass  # every repetition and the aggregates go to the file; the console shows them all
+        else:
+            raise UsageError(f"unrecognized argument '{a}'")
+        i += 1
+    return opt, specs
+
+
+def smoke_specs() -> list[str]:
+    counts = {"one-to-one": (1, 1), "one-to-many": (1, 4), "n-to-mn": (2, 4), "n-to-m": (2, 2)}
+    return [f"variant={p} form={f} size=32 nL={counts[f][0]} nR={counts[f][1]}" for p in PEER_NAMES for f in FORMS]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["list"]:
+        if argv[1:] == ["--json"]:
+            print(json.dumps(registry(), indent=1))
+        elif not argv[1:]:
+            for v in registry():
+                state = "available" if v["available"] else v["unavailable_reason"]
+                print(f"{v['name']}  [peer, fp32, {state}]\n    {v['summary']}\n    forms: {' '.join(v['forms'])}\n"
+                      f"    windows: {' '.join(v['windows'])}\n    timed: {v['timed']}")
+        else:
+            print("peerbench: error: list takes only --json", file=sys.stderr)
+            return 2
+        return 0
+    if any(a in ("-h", "--help") for a in argv):
+        print(USAGE, end="")
+        return 0
+    try:
+        opt, specs = parse_args(argv)
+        cases = [parse_case(s, opt.batch) for s in (specs or smoke_specs())]
+        if opt.filter:
+            try:
+                rx = re.compile(opt.filter)
+            except re.error as e:
+                raise UsageError(f"--benchmark_filter: {e}") from None
+            cases = [c for c in cases if rx.search(c.name())]
+        if opt.list_tests:
+            for c in cases:
+                print(c.name())
+            return 0
+        gpu = Gpu()
+    except UsageError as e:
+        print(f"peerbench: error: {e}", file=sys.stderr)
+        return 2
+    except NoGpuError as e:
+        print(f"peerbench: no GPU: {e}", file=sys.stderr)
+        return 3
+    ctx = {**base_context(), **context(gpu, opt)}
+    out = JsonOut(opt.out, ctx)
+    bench = Bench(gpu, opt)
+    labels = {p["name"]: f"family=peer;timed={p['timed']};precision=fp32" for p in PEERS}
+    print(f"{'Benchmark':<90} {'Time':>14} {'Iterations':>10}")
+    try:
+        for idx, c in enumerate(cases):
+            times = []
+            base = None
+            for rep, r in enumerate(bench.run(c)):
+                e = entry(c, opt, idx, rep, r, labels[c.variant])
+                base = e
+                out.add(e)
+                if "error" in r:
+                    print(f"{e['name']:<90} ERROR OCCURRED: '{r['error']}'", flush=True)
+                else:
+                    times.append(e["real_time"])
+                    print(f"{e['name']:<90} {e['real_time']:>11.3f} us {e['iterations']:>10}", flush=True)
+            for a in aggregates(base, times, opt.repetitions) if base and times else []:
+                out.add(a)
+    finally:
+        out.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
