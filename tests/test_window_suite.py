@@ -235,7 +235,7 @@ def test_window_experiments_run_resume_aggregate_plot_and_table(env, monkeypatch
     lines = [l for call in log_lines(log) for l in call]
     assert any(" window=valid " in l for l in lines) and any(" max_shift=128 " in l for l in lines)
     peer_lines = [l for call in log_lines(tmp / "peer.log") for l in call]  # windowed peer cases: peerbench
-    assert any(l.startswith("variant=torch-fft ") and " window=valid " in l for l in peer_lines)
+    assert any(l.startswith("variant=torch-fft ") and l.endswith(" window=valid") for l in peer_lines)
     data = json.loads((gpu / "piv.json").read_text())
     assert data["xcorr_meta"]["complete"] and all(c["status"] == "ok" for c in data["cases"].values())
     assert all(c["shifts"] == "0:32,0:32" and "|shifts:0:32,0:32|" in k for k, c in data["cases"].items())
