@@ -40,6 +40,9 @@ __global__ void __launch_bounds__(kWarp * WARPS)
     // Shift of this output element, and the rows/columns of R that overlap L under it (none
     // beyond the full range: the loops are empty and the element is 0).
     const int dy = win.dy0 + y, dx = win.dx0 + x;
+    // Where the element lies in every output matrix (hoisted: in the loop ptxas spilled at warps=4).
+    const int yx = y * out_w + x;
+    const int64_t out_elems = int64_t(out_h) * out_w;
     const Span rows = overlap_span(dy, hL, hR);
     const Span cols = overlap_span(dx, wL, wR);
 
@@ -52,7 +55,7 @@ __global__ void __launch_bounds__(kWarp * WARPS)
             const float* Rrow = R + int64_t(r) * wR;
             for (int c = cols.begin; c < cols.end; ++c) sum = fmaf(Lrow[c], Rrow[c], sum);
         }
-        out[(k * out_h + y) * out_w + x] = sum;
+        out[k * out_elems + yx] = sum;
     }
 }
 

@@ -19,7 +19,7 @@
 //
 // Staging is 4-byte cp.async with zero fill, every copy in flight at once.
 //
-// Resources (ptxas -v, sm_90, CUDA 13.0; 0 spills, 0 stack frame): warps=8: 51 registers,
+// Resources (ptxas -v, sm_90, CUDA 13.0; 0 spills, 0 stack frame): warps=8: 48 registers,
 // warps=4: 40 registers. Shared memory is dynamic:
 // 4 * (hR * (ow4 + wR4 + 4) + hR * wR4 + warps * ow4) bytes (ow4 = the window's out_w rounded up
 // to 128, wR4 = wR rounded up to 4), independent of the window's height; problems needing more
@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(kWarp * kWarps)
             *reinterpret_cast<float4*>(red + warp * lay.ow4 + x0) = make_float4(acc[0], acc[1], acc[2], acc[3]);
         }
         __syncthreads();
-        float* O = out + (k * out_h + y) * out_w;
+        float* O = out + k * (int64_t(out_h) * out_w) + int64_t(y) * out_w;
         for (int x = threadIdx.x; x < out_w; x += kWarp * kWarps) {
             float sum = 0.0f;
 #pragma unroll
