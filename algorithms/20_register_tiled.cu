@@ -42,7 +42,8 @@
 //
 // Staging uses 4-byte cp.async with zero fill, every copy of a chunk in flight at once.
 //
-// Resources (ptxas -v, sm_90, CUDA 13.0; 0 spills, 0 stack frame in all three):
+// Resources (ptxas -v, sm_90, CUDA 13.0; 0 spills, 0 stack frame in all five; the windowed
+// instantiations use what the full ones do):
 //   rows=4 (4 x 8 per thread, 4 warps, KS=32): 128 registers (cap from __launch_bounds__(128, 4)),
 //          41280 B static shared memory -> 4 blocks = 16 warps per SM (register limited).
 //   rows=8 (8 x 8 per thread, 2 warps, KS=24): 168 registers (cap from __launch_bounds__(64, 6)),
@@ -57,7 +58,9 @@
 // at 64, 128, 256, 512 = 2.34, 1.60, 1.28, 1.14 for rows=4; 3.09, 1.91, 1.42, 1.20 for rows=8),
 // the staging between the two __syncthreads of each chunk (hidden only by other resident
 // blocks), the piece-size round-off of the last round (about 1.35x the mean at 128 x 128 by the
-// planner's own model), and for split tiles the reduction kernel.
+// planner's own model), and for split tiles the reduction kernel. A window pays for whole
+// 64 x 64 tiles: a window narrower than a tile (or a few shifts past a multiple of 64) computes
+// every shift of the tiles it touches, less only the warps that hold none of its shifts.
 #include <cuda_runtime.h>
 
 #include <algorithm>
