@@ -10,6 +10,11 @@
 // overlap (no zero padding), which is the load imbalance the paper describes: a corner output
 // costs one multiply-add, the centre one min(hL,hR) * min(wL,wR).
 //
+// Windows (CONVENTIONS.md, "Output windows"). The grid covers the window's out_h x out_w
+// elements, and thread (y, x) computes shift (dy0 + y, dx0 + x); the full output is the window
+// dy0 = -(hR - 1), dx0 = -(wR - 1). A shift beyond the full range has an empty overlap span, so
+// its thread writes the 0 the contract asks for without a special case.
+//
 // This file is the model for every variant: kernel(s), launch wrapper, parameter space and
 // registration, depending only on the harness API (xcorr/*.hpp) and common/device.cuh.
 #include <algorithm>
@@ -25,15 +30,19 @@ namespace {
 template <int WARPS>
 __global__ void __launch_bounds__(kWarp * WARPS)
     overlap_wise_kernel(const float* __restrict__ left, const float* __restrict__ right,
-                        float* __restrict__ out, int hL, int wL, int hR, int wR, int64_t count,
-                        PairMap pairs) {
-    const int out_h = hL + hR - 1, out_w = wL + wR - 1;
+                        float* __restrict__ out, int hL, int wL, int hR, int wR, Window win,
+                        int64_t count, PairMap pairs) {
+    const int out_h = int(win.out_h()), out_w = int(win.out_w());
     const int x = blockIdx.x * kWarp + threadIdx.x;
     const int y = blockIdx.y * WARPS + threadIdx.y;
     if (x >= out_w || y >= out_h) return;
 
-    // Shift of this output element, and the rows/columns of R that overlap L under it.
-    const int dy = y - (hR - 1), dx = x - (wR - 1);
+    // Shift of this output element, and the rows/columns of R that overlap L under it (none
+    // beyond the full range: the loops are empty and the element is 0).
+    const int dy = win.dy0 + y, dx = win.dx0 + x;
+    // Where the element lies in every output matrix (hoisted: in the loop ptxas spilled at warps=4).
+    const int yx = y * out_w + x;
+    const int64_t out_elems = int64_t(out_h) * out_w;
     const Span rows = overlap_span(dy, hL, hR);
     const Span cols = overlap_span(dx, wL, wR);
 
@@ -46,7 +55,7 @@ __global__ void __launch_bounds__(kWarp * WARPS)
             const float* Rrow = R + int64_t(r) * wR;
             for (int c = cols.begin; c < cols.end; ++c) sum = fmaf(Lrow[c], Rrow[c], sum);
         }
-        out[(k * out_h + y) * out_w + x] = sum;
+        out[k * out_elems + yx] = sum;
     }
 }
 
@@ -63,8 +72,8 @@ public:
             const dim3 block(kWarp, W);
             const dim3 grid(ceil_div(p_.out_w(), kWarp), ceil_div(p_.out_h(), W),
                             unsigned(std::min<int64_t>(p_.out_count(), 65535)));
-            overlap_wise_kernel<W><<<grid, block, 0, stream>>>(left, right, out, p_.hL, p_.wL, p_.hR,
-                                                               p_.wR, p_.out_count(), pair_map(p_));
+            overlap_wise_kernel<W><<<grid, block, 0, stream>>>(left, right, out, p_.hL, p_.wL, p_.hR, p_.wR,
+                                                               p_.shifts(), p_.out_count(), pair_map(p_));
             XC_CHECK_LAUNCH();
         }, "warps");
     }
@@ -84,6 +93,7 @@ XCORR_REGISTER_VARIANT(Variant{
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
         return std::make_unique<OverlapWise>(p, param_int(ps, "warps"));
     },
+    .windows = {WindowKind::Full, WindowKind::Valid, WindowKind::Same, WindowKind::MaxShift, WindowKind::Shifts},
 });
 
 }  // namespace

@@ -30,18 +30,27 @@ constexpr int kUnroll = 4;
 // the loop holds no division, and the index of product i is never formed. blockIdx.y strides over
 // the output matrices of the stack (PairMap picks each one's left and right matrix), reusing the
 // geometry computed once per warp.
+//
+// Windows (CONVENTIONS.md, "Output windows"): e runs over the window's out_h x out_w elements and
+// element (y, x) is shift (dy0 + y, dx0 + x) (the full output: dy0 = -(hR - 1), dx0 = -(wR - 1)).
+// A shift beyond the full range has no products: its warp takes the geometry of an empty overlap
+// at shift (0, 0) (no division by a zero width, no overflowing offsets), runs no trip and writes
+// the 0 the contract asks for.
 template <int OVERLAPS>
 __global__ void __launch_bounds__(kWarp * OVERLAPS)
     warp_per_overlap_kernel(const float* __restrict__ left, const float* __restrict__ right,
-                            float* __restrict__ out, int hL, int wL, int hR, int wR, int64_t count,
-                            PairMap pairs) {
-    const int out_h = hL + hR - 1, out_w = wL + wR - 1;
+                            float* __restrict__ out, int hL, int wL, int hR, int wR, Window win,
+                            int64_t count, PairMap pairs) {
+    const int out_h = int(win.out_h()), out_w = int(win.out_w());
     const int e = blockIdx.x * OVERLAPS + threadIdx.y;
     if (e >= out_h * out_w) return;  // uniform per warp: the shuffles below see full warps
     const int lane = threadIdx.x;
     const int y = e / out_w, x = e - y * out_w;
-    const int dy = y - (hR - 1), dx = x - (wR - 1);
-    const Span rows = overlap_span(dy, hL, hR), cols = overlap_span(dx, wL, wR);
+    const int64_t out_elems = int64_t(out_h) * out_w;  // hoisted: 32 registers, not 39-40 (ptxas)
+    int dy = win.dy0 + y, dx = win.dx0 + x;
+    Span rows = overlap_span(dy, hL, hR), cols = overlap_span(dx, wL, wR);
+    if (rows.begin == rows.end || cols.begin == cols.end)  // beyond the full range
+        dy = dx = 0, rows = Span{0, 0}, cols = Span{0, 1};
     const int nc = cols.end - cols.begin;
     const int total = (rows.end - rows.begin) * nc;
     const int trips = total > lane ? (total - lane + kWarp - 1) / kWarp : 0;
@@ -81,7 +90,7 @@ __global__ void __launch_bounds__(kWarp * OVERLAPS)
             for (int u = 0; u < kUnroll; ++u) acc[u % 4] = fmaf(a[u], b[u], acc[u % 4]);
         }
         const float sum = warp_sum((acc[0] + acc[1]) + (acc[2] + acc[3]));
-        if (lane == 0) out[(k * out_h + y) * out_w + x] = sum;
+        if (lane == 0) out[k * out_elems + e] = sum;
     }
 }
 
@@ -99,8 +108,8 @@ public:
             const dim3 block(kWarp, O);
             const dim3 grid(unsigned(ceil_div64(elems, O)),
                             unsigned(std::min<int64_t>(p_.out_count(), 65535)));
-            warp_per_overlap_kernel<O><<<grid, block, 0, stream>>>(left, right, out, p_.hL, p_.wL, p_.hR,
-                                                                   p_.wR, p_.out_count(), pair_map(p_));
+            warp_per_overlap_kernel<O><<<grid, block, 0, stream>>>(
+                left, right, out, p_.hL, p_.wL, p_.hR, p_.wR, p_.shifts(), p_.out_count(), pair_map(p_));
             XC_CHECK_LAUNCH();
         }, "overlaps_per_block");
     }
@@ -120,6 +129,7 @@ XCORR_REGISTER_VARIANT(Variant{
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
         return std::make_unique<WarpPerOverlap>(p, param_int(ps, "overlaps_per_block"));
     },
+    .windows = {WindowKind::Full, WindowKind::Valid, WindowKind::Same, WindowKind::MaxShift, WindowKind::Shifts},
 });
 
 }  // namespace

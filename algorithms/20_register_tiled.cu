@@ -27,11 +27,23 @@
 // item in chunks of KS x KC (s, c), staging the L rows/columns the chunk needs (halo included)
 // and the R rows s-TY+1 .. s+KS-1 in shared memory, zero outside the matrices.
 //
+// Windows (CONVENTIONS.md, "Output windows"). The tiles cover the window's out_h x out_w shifts,
+// tile (ty, tx) starting at shift (dy0 + ty * BY, dx0 + tx * BX); the full output is the window
+// whose origin is (-(hR - 1), -(wR - 1)). Tile and warp unions are taken over the thread origins
+// and columns up to the window's last shift, and a warp with no shift of the window skips its
+// loops. Invariants that make every element of the window come out right: (a) every shift
+// without overlap sums only staged zeros, so an element beyond the full range is 0 whatever
+// (s, c) its warp visits; (b) every tile is at least one item, also when its union is empty, and
+// every item writes its whole tile (the output part clipped to the window, or the whole partial
+// tile for the reduction), so every element is written once per run. The full window runs its
+// own kernel instantiation (WINDOW = false), the code and the plan as before windows existed.
+//
 // Measurements, probes and history: results/nvidia-h200/notes/20_register_tiled.md.
 //
 // Staging uses 4-byte cp.async with zero fill, every copy of a chunk in flight at once.
 //
-// Resources (ptxas -v, sm_90, CUDA 13.0; 0 spills, 0 stack frame in all three):
+// Resources (ptxas -v, sm_90, CUDA 13.0; 0 spills, 0 stack frame in all five; the windowed
+// instantiations use what the full ones do):
 //   rows=4 (4 x 8 per thread, 4 warps, KS=32): 128 registers (cap from __launch_bounds__(128, 4)),
 //          41280 B static shared memory -> 4 blocks = 16 warps per SM (register limited).
 //   rows=8 (8 x 8 per thread, 2 warps, KS=24): 168 registers (cap from __launch_bounds__(64, 6)),
@@ -46,7 +58,9 @@
 // at 64, 128, 256, 512 = 2.34, 1.60, 1.28, 1.14 for rows=4; 3.09, 1.91, 1.42, 1.20 for rows=8),
 // the staging between the two __syncthreads of each chunk (hidden only by other resident
 // blocks), the piece-size round-off of the last round (about 1.35x the mean at 128 x 128 by the
-// planner's own model), and for split tiles the reduction kernel.
+// planner's own model), and for split tiles the reduction kernel. A window pays for whole
+// 64 x 64 tiles: a window narrower than a tile (or a few shifts past a multiple of 64) computes
+// every shift of the tiles it touches, less only the warps that hold none of its shifts.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -167,12 +181,15 @@ __device__ __forceinline__ void step4x4(const float* __restrict__ Lrow, int q0, 
     }
 }
 
-template <class C>
+// WINDOW: the output is the window `win` (any rectangle of shifts). Without it the output is the
+// full one, whose origin and size come from the matrix sizes and `win` is not read: that
+// instantiation is the kernel as it was before windows existed, instruction for instruction.
+template <class C, bool WINDOW>
 __global__ void __launch_bounds__(C::THREADS, C::MINB)
     register_tiled_kernel(const float* __restrict__ left, const float* __restrict__ right,
                           float* __restrict__ out, int hL, int wL, int hR, int wR, int64_t count,
                           PairMap pairs, const WorkItem* __restrict__ items, float* __restrict__ partials,
-                          int n_parts) {
+                          int n_parts, Window win) {
     constexpr int TY = C::TY, TX = C::TX, BY = C::BY, BX = C::BX;
     __shared__ __align__(16) float Ls[C::NLR * C::PL];
     __shared__ __align__(16) float Rs[C::NRR * C::PR];
@@ -185,13 +202,28 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB)
     const int wx = warp % C::WX, wy = warp / C::WX;
     const int oy = (wy * C::LY + lane / C::LX) * TY;  // thread origin inside the block tile
     const int ox = (wx * C::LX + lane % C::LX) * TX;
-    const int DY = it.ty * BY - (hR - 1), DX = it.tx * BX - (wR - 1);  // block's first shift
-    const int out_h = hL + hR - 1, out_w = wL + wR - 1;
+    int DY, DX, out_h, out_w;  // block's first shift; output size
+    if constexpr (WINDOW) {
+        DY = it.ty * BY + win.dy0, DX = it.tx * BX + win.dx0;
+        out_h = int(win.out_h()), out_w = int(win.out_w());
+    } else {
+        DY = it.ty * BY - (hR - 1), DX = it.tx * BX - (wR - 1);
+        out_h = hL + hR - 1, out_w = wL + wR - 1;
+    }
 
     // This warp's own (s, c) ranges; warp-uniform, so clipping costs no divergence.
     const int wdy = DY + wy * C::LY * TY, wdx = DX + wx * C::LX * TX;
-    const Span ws = s_union(wdy, wdy + (C::LY - 1) * TY, TY, hL, hR);
-    const Span wc = c_union(wdx, wdx + C::LX * TX - 1, wL, wR);
+    int wdyB = wdy + (C::LY - 1) * TY, wdxB = wdx + C::LX * TX - 1;  // last thread origin, column
+    if constexpr (WINDOW) {
+        // Thread origins and columns past the window's last shift are never written: leave them out
+        // of the union (its clipping is conservative for any bound above the origins kept), and
+        // skip a warp that holds no shift of the window at all (it writes its zeros or nothing).
+        wdyB = min(wdyB, win.dy1), wdxB = min(wdxB, win.dx1);
+    }
+    Span ws = s_union(wdy, wdyB, TY, hL, hR);
+    const Span wc = c_union(wdx, wdxB, wL, wR);
+    if constexpr (WINDOW)
+        if (wdy > win.dy1 || wdx > win.dx1) ws.end = ws.begin;
 
     for (int64_t k = blockIdx.y; k < count; k += gridDim.y) {
         const float* L = left + int64_t(pairs.left_of(k)) * hL * wL;
@@ -331,7 +363,12 @@ std::vector<int> cut(int lo, int hi, int n) {
 template <class C>
 class RegisterTiled final : public Instance {
 public:
-    RegisterTiled(const Problem& p, int waves) : p_(p) {
+    RegisterTiled(const Problem& p, int waves) : p_(p), win_(p.shifts()), windowed_(!p.full()) {
+        // Tiles cover the window from its first shift; tile (ty, tx) starts at shift
+        // (dy0 + ty * BY, dx0 + tx * BX). A windowed tile's union leaves out the thread origins and
+        // columns past the window's last shift (as the kernel's warps do); a tile whose union is
+        // empty (no shift with an overlap) is still one item, whose block writes its zeros. The full
+        // window keeps exactly the plan it always had.
         const int ny = ceil_div(p.out_h(), C::BY), nx = ceil_div(p.out_w(), C::BX);
         struct Tile {
             int ty, tx;
@@ -341,9 +378,10 @@ public:
         std::vector<Tile> tiles;
         for (int ty = 0; ty < ny; ++ty)
             for (int tx = 0; tx < nx; ++tx) {
-                const int DY = ty * C::BY - (p.hR - 1), DX = tx * C::BX - (p.wR - 1);
-                Tile t{ty, tx, s_union(DY, DY + C::BY - C::TY, C::TY, p.hL, p.hR),
-                       c_union(DX, DX + C::BX - 1, p.wL, p.wR), 0};
+                const int DY = ty * C::BY + win_.dy0, DX = tx * C::BX + win_.dx0;
+                int dyB = DY + C::BY - C::TY, dxB = DX + C::BX - 1;
+                if (windowed_) dyB = std::min(dyB, win_.dy1), dxB = std::min(dxB, win_.dx1);
+                Tile t{ty, tx, s_union(DY, dyB, C::TY, p.hL, p.hR), c_union(DX, dxB, p.wL, p.wR), 0};
                 t.work = double(t.s.end - t.s.begin) * (t.c.end - t.c.begin);
                 tiles.push_back(t);
             }
@@ -352,8 +390,8 @@ public:
         int dev = 0, sms = 0, per_sm = 0;
         XC_CUDA_CHECK(cudaGetDevice(&dev));
         XC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-        XC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, register_tiled_kernel<C>,
-                                                                    C::THREADS, 0));
+        XC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_sm, windowed_ ? register_tiled_kernel<C, true> : register_tiled_kernel<C, false>, C::THREADS, 0));
         // Items per output matrix: `waves` rounds of resident blocks, shared by the output matrices,
         // but at least one per tile.
         const double wanted = double(waves) * sms * std::max(per_sm, 1);
@@ -421,9 +459,10 @@ public:
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
         const unsigned gy = unsigned(std::min<int64_t>(p_.out_count(), 65535));
-        register_tiled_kernel<C><<<dim3(unsigned(n_items_), gy), C::THREADS, 0, stream>>>(
-            left, right, out, p_.hL, p_.wL, p_.hR, p_.wR, p_.out_count(), pair_map(p_), items_.get(),
-            partials_.get(), n_parts_);
+        (windowed_ ? register_tiled_kernel<C, true> : register_tiled_kernel<C, false>)
+            <<<dim3(unsigned(n_items_), gy), C::THREADS, 0, stream>>>(left, right, out, p_.hL, p_.wL, p_.hR,
+                                                                       p_.wR, p_.out_count(), pair_map(p_),
+                                                                       items_.get(), partials_.get(), n_parts_, win_);
         XC_CHECK_LAUNCH();
         if (n_split_) {
             constexpr int kBlocksPerTile = C::BY * C::BX / 4 / kReduceVec;
@@ -436,6 +475,8 @@ public:
 
 private:
     Problem p_;
+    Window win_;     // p_.shifts()
+    bool windowed_;  // not the full window: the kernel instantiation that reads win_
     DeviceBuffer<WorkItem> items_;
     DeviceBuffer<SplitTile> split_tiles_;
     DeviceBuffer<float> partials_;  // n_parts x out_count partial tiles (split-K only)
@@ -475,6 +516,7 @@ XCORR_REGISTER_VARIANT(Variant{
                 "split-K until about this many full waves of blocks (0: never split; "
                 "auto: 1 below 1e9 FMAs, 2 below 3e9, else 4)"}},
     .make = make_register_tiled,
+    .windows = {WindowKind::Full, WindowKind::Valid, WindowKind::Same, WindowKind::MaxShift, WindowKind::Shifts},
 });
 
 }  // namespace

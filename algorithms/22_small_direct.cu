@@ -11,12 +11,19 @@
 // L feed 16 FMAs. The per-warp partial sums of each output go through shared memory and the
 // block adds them in a fixed order (deterministic) and writes the row.
 //
+// Windows (CONVENTIONS.md, "Output windows"). Rows and columns are those of the window: block y
+// computes shift dy = dy0 + y and output column x shift dx = dx0 + x, so the staged L rows are
+// dy .. dy + hR - 1 and staged column v holds L column v + dx0 (the full output is dy0 = -(hR - 1),
+// dx0 = -(wR - 1)). Staging zero-fills everything outside L, so a shift beyond the full range
+// sums only zeros and is written as 0 with no special case.
+//
 // Staging is 4-byte cp.async with zero fill, every copy in flight at once.
 //
-// Resources (ptxas -v, sm_90, CUDA 13.0; 0 spills, 0 stack frame): warps=8: 51 registers,
+// Resources (ptxas -v, sm_90, CUDA 13.0; 0 spills, 0 stack frame): warps=8: 48 registers,
 // warps=4: 40 registers. Shared memory is dynamic:
-// 4 * (hR * (ow4 + wR4 + 4) + hR * wR4 + warps * ow4) bytes (ow4 = out_w rounded up to 128,
-// wR4 = wR rounded up to 4); problems needing more than 200 KB (about 100 x 100) are refused.
+// 4 * (hR * (ow4 + wR4 + 4) + hR * wR4 + warps * ow4) bytes (ow4 = the window's out_w rounded up
+// to 128, wR4 = wR rounded up to 4), independent of the window's height; problems needing more
+// than 200 KB (about 100 x 100 with the full window) are refused.
 // Bottleneck: latency (launch, one global round trip, two barriers; timings:
 // results/nvidia-h200/notes/22_small_direct.md); from 64 x 64 on, the 2 LDS.128 + 1 broadcast per
 // 16 FMAs with 2 warps per SMSP and a 4-deep FMA chain per accumulator make it slower than
@@ -54,17 +61,17 @@ struct Layout {
 template <int kWarps>
 __global__ void __launch_bounds__(kWarp * kWarps)
     small_direct_kernel(const float* __restrict__ left, const float* __restrict__ right,
-                        float* __restrict__ out, int hL, int wL, int hR, int wR, int64_t count,
-                        PairMap pairs) {
+                        float* __restrict__ out, int hL, int wL, int hR, int wR, Window win,
+                        int64_t count, PairMap pairs) {
     extern __shared__ __align__(16) float smem[];
-    const int out_h = hL + hR - 1, out_w = wL + wR - 1;
+    const int out_h = int(win.out_h()), out_w = int(win.out_w());
     const Layout lay(hR, wR, out_w, kWarps);
-    float* Ls = smem;                  // Ls[r][v] = L[y - hR + 1 + r][v - (wR - 1)]
+    float* Ls = smem;                  // Ls[r][v] = L[dy0 + y + r][v + dx0]
     float* Rs = Ls + lay.l_floats;     // Rs[r][c] = R[r][c], zero for c >= wR
     float* red = Rs + lay.r_floats;    // red[w][x]: warp w's partial sum of output x
     const int y = blockIdx.x;
     const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-    const int row0 = y - hR + 1;
+    const int row0 = win.dy0 + y;      // the shift of this row
 
     for (int64_t k = blockIdx.y; k < count; k += gridDim.y) {
         const float* L = left + int64_t(pairs.left_of(k)) * hL * wL;
@@ -77,7 +84,7 @@ __global__ void __launch_bounds__(kWarp * kWarps)
             const int gr = row0 + r;
             const bool row_in = gr >= 0 && gr < hL;
             for (int v = lane; v < lc; v += kWarp) {
-                const int gc = v - (wR - 1);
+                const int gc = v + win.dx0;
                 const bool in = row_in && gc >= 0 && gc < wL;
                 cp_async4(Ls + r * lay.pl + v, in ? L + int64_t(gr) * wL + gc : L, in);
             }
@@ -109,7 +116,7 @@ __global__ void __launch_bounds__(kWarp * kWarps)
             *reinterpret_cast<float4*>(red + warp * lay.ow4 + x0) = make_float4(acc[0], acc[1], acc[2], acc[3]);
         }
         __syncthreads();
-        float* O = out + (k * out_h + y) * out_w;
+        float* O = out + k * (int64_t(out_h) * out_w) + int64_t(y) * out_w;
         for (int x = threadIdx.x; x < out_w; x += kWarp * kWarps) {
             float sum = 0.0f;
 #pragma unroll
@@ -124,13 +131,21 @@ constexpr size_t kMaxSmem = 200 * 1024;
 // The instantiated values of the tuning parameters (xcorr/dispatch.hpp), the first the default.
 using Warps = Values<8, 4>;
 
+// Layout::bytes in 64 bits, so that a tall right matrix or a wide window is refused, not wrapped
+// around in Layout's int fields.
+int64_t smem_bytes(const Problem& p, int warps) {
+    const int64_t wR4 = round4(p.wR), ow4 = ceil_div64(p.out_w(), kPass) * kPass;
+    return int64_t(sizeof(float)) * (p.hR * (ow4 + wR4 + 4) + p.hR * wR4 + warps * ow4);
+}
+
 class SmallDirect final : public Instance {
 public:
-    SmallDirect(const Problem& p, int warps)
-        : p_(p), warps_(warps), bytes_(Layout(p.hR, p.wR, p.out_w(), warps).bytes()) {
-        if (bytes_ > kMaxSmem)
-            throw UsageError("small-direct: " + p.describe() + " needs " + std::to_string(bytes_ / 1024) +
+    SmallDirect(const Problem& p, int warps) : p_(p), warps_(warps) {
+        const int64_t bytes = smem_bytes(p, warps);
+        if (bytes > int64_t(kMaxSmem))
+            throw UsageError("small-direct: " + p.describe() + " needs " + std::to_string(bytes / 1024) +
                              " KB of shared memory per block (at most 200 KB; meant for sizes up to ~100)");
+        bytes_ = Layout(p.hR, p.wR, p.out_w(), warps).bytes();  // the same number, now known to fit
         Warps::dispatch(warps_, [&](auto w) {
             XC_CUDA_CHECK(cudaFuncSetAttribute(small_direct_kernel<decltype(w)::value>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes_)));
@@ -141,8 +156,8 @@ public:
         const dim3 grid(unsigned(p_.out_h()), unsigned(std::min<int64_t>(p_.out_count(), 65535)));
         Warps::dispatch(warps_, [&](auto w) {
             constexpr int W = decltype(w)::value;
-            small_direct_kernel<W><<<grid, kWarp * W, bytes_, stream>>>(left, right, out, p_.hL, p_.wL, p_.hR,
-                                                                        p_.wR, p_.out_count(), pair_map(p_));
+            small_direct_kernel<W><<<grid, kWarp * W, bytes_, stream>>>(
+                left, right, out, p_.hL, p_.wL, p_.hR, p_.wR, p_.shifts(), p_.out_count(), pair_map(p_));
             XC_CHECK_LAUNCH();
         }, "warps");
     }
@@ -150,7 +165,7 @@ public:
 private:
     Problem p_;
     int warps_;
-    size_t bytes_;
+    size_t bytes_ = 0;
 };
 
 XCORR_REGISTER_VARIANT(Variant{
@@ -163,6 +178,7 @@ XCORR_REGISTER_VARIANT(Variant{
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
         return std::make_unique<SmallDirect>(p, param_int(ps, "warps"));
     },
+    .windows = {WindowKind::Full, WindowKind::Valid, WindowKind::Same, WindowKind::MaxShift, WindowKind::Shifts},
 });
 
 }  // namespace

@@ -32,8 +32,9 @@
 // small window of large matrices has too few (tile, pair group) items to fill the GPU: k_slices
 // then cuts each item's chunks into ksplit slices, one block each, that add their partial sums
 // into the output, zeroed first (GroupTiled; the order of the adds varies from run to run in the
-// last bits). The full output has its own instantiation (kWindow = false), without slices, whose
-// code is that of the kernel before windows (scripts/sass-diff: identical).
+// last bits); XCORR_WGMMA_KSPLIT=N overrides the choice for windows (1: no slices), for A/B runs.
+// The full output has its own instantiation (kWindow = false), without slices and without the
+// window's bounds.
 //
 // Precision: 3xTF32 as 24 (common/mma_tf32.cuh), the truncating accumulator flushed every chunk
 // into an FP32 round-to-nearest total. Bound 1e-5.
@@ -45,10 +46,16 @@
 // Resources (ptxas -v, sm_90a, CUDA 13.0): 178 registers (the windows' instantiation: 173), no
 // spills; 98304 B of dynamic shared memory (2 stages of 48 KB); 2 blocks (2 warpgroups) per SM.
 // The wgmmas of a step chain on one accumulator; the A registers of the 4 unrolled k steps are
-// distinct, so ptxas needs no wait inside a chunk (SASS: one WARPGROUP.DEPBAR per chunk).
+// distinct, but the next R row of the chunk rewrites them, and PTX leaves a wgmma's A registers
+// undefined until a wait on its group (ptxas inserts none: it even reuses them as scratch at the
+// top of the row loop). So before step s loads its A, the kernel waits for step s of the previous
+// row (wgmma.wait_group ke - 1: the 3 later steps stay in flight). Before windows the kernel had
+// no such wait (one WARPGROUP.DEPBAR per chunk) and passed by timing alone: under
+// compute-sanitizer, warps running apart gave errors of 1e-5 (results/nvidia-h200/notes).
 // Measurements, probes and history: results/nvidia-h200/notes/26_tensor_wgmma.md.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 
 #include "common/device.cuh"
@@ -91,6 +98,21 @@ struct Raw {
     float l[kLIters][2];  // window row warp + 4 i, columns lane + 32 h
     float b[kBIters][4];  // B quad tid + 128 i
 };
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Wait until fewer than n (1 .. kKS, block-uniform) committed wgmma groups are in flight.
+static_assert(kKS == 4, "wait_groups_below covers 1 .. 4 groups");
+__device__ __forceinline__ void wait_groups_below(int n) {
+    if (n >= 4)
+        wgmma_wait<3>();
+    else if (n == 3)
+        wgmma_wait<2>();
+    else if (n == 2)
+        wgmma_wait<1>();
+    else
+        wgmma_wait<0>();
+}
+#endif
 
 template <bool kWindow>
 __global__ void __launch_bounds__(kThreads, 2)
@@ -198,6 +220,12 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
                 for (int s = 0; s < kKS; ++s) {
                     if (s >= ke) break;  // block-uniform
+                    // The A registers of step s are rewritten here, row after row: the wgmmas of
+                    // step s of the previous row must have read them (PTX: a wgmma's A registers
+                    // may not be written before a wait on its group). ke - 1 groups were committed
+                    // after that one. Without this wait the full output passed only by timing (a
+                    // warp running ahead under compute-sanitizer gave 1e-5 errors).
+                    wait_groups_below(ke);
                     const uint4 p = lrow[8 * s], q = lrow[8 * s + 8];
                     const uint32_t abig[4] = {p.x, q.x, p.y, q.y}, asmall[4] = {p.z, q.z, p.w, q.w};
                     const int off = (rr * kKS + s) * 2 * 8;
@@ -276,6 +304,15 @@ int k_slices(const Problem& p) {
     return best;
 }
 
+// XCORR_WGMMA_KSPLIT=N (N >= 1) replaces k_slices' choice for every window (1: no slices), for
+// A/B runs; the full output is never split.
+int k_slices_or_env(const Problem& p) {
+    if (p.full()) return 1;
+    const char* v = std::getenv("XCORR_WGMMA_KSPLIT");
+    if (v && *v) return int(parse_integer("XCORR_WGMMA_KSPLIT", v, 1, 1 << 16));
+    return k_slices(p);
+}
+
 XCORR_REGISTER_VARIANT(Variant{
     .name = "tensor-wgmma",
     .family = "hopper",
@@ -290,7 +327,7 @@ XCORR_REGISTER_VARIANT(Variant{
         require_wgmma("tensor-wgmma");
         // The full output keeps its own instantiation (its code is the one measured before windows).
         return std::make_unique<GroupTiled>(p, p.full() ? tensor_wgmma_kernel<false> : tensor_wgmma_kernel<true>,
-                                            kThreads, kSmem, kTDY, kTDX, kSlots, k_slices(p));
+                                            kThreads, kSmem, kTDY, kTDX, kSlots, k_slices_or_env(p));
     },
     .windows = {WindowKind::Full, WindowKind::Valid, WindowKind::Same, WindowKind::MaxShift, WindowKind::Shifts},
 });

@@ -1,4 +1,5 @@
-"""The experiment suite: one module per experiment (fig15.py ... table1.py, efficiency.py), each
+"""The experiment suite: one module per experiment (fig15.py ... table1.py, efficiency.py, and the
+output-window experiments windows.py, piv.py, autocorr.py, window_table.py), each
 defining EXPERIMENT (see _spec.py). `load(name)` and `load_all()` find them; the order of
 `ORDER` is the order in which scripts/run_experiments.py runs them."""
 from __future__ import annotations
@@ -9,7 +10,7 @@ import pkgutil
 from ._spec import Experiment
 
 ORDER = ["fig15", "fig16", "fig17", "fig18", "fig19", "fig20", "nmn", "fig21", "fig22", "fig23",
-         "table1", "efficiency"]
+         "table1", "efficiency", "windows", "piv", "autocorr", "window_table"]
 
 
 def names() -> list[str]:

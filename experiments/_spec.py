@@ -13,8 +13,10 @@ tables) and the tests share it.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+import re
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Mapping, Sequence, Union
 
@@ -49,11 +51,78 @@ MAX_FULL_GRID = 24
 
 ParamValue = Union[str, int, Callable[["Shape"], Union[str, int, None]]]
 
+# Output windows (docs/CONVENTIONS.md, "Output windows"), as harness/core.cpp parses and resolves
+# them: a Shape's window is "full", "valid", "same", "max_shift=SY[,SX]" or "shifts=DY0:DY1,DX0:DX1"
+# and resolves to a rectangle of shifts (dy0, dy1, dx0, dx1), inclusive.
+WINDOW_MODES = ("full", "valid", "same")
+MAX_SHIFT = (1 << 30) - 1  # core.cpp's kMaxShift: a shift 2^30 or more away from 0 is refused
+MAX_OUT_ELEMS = 1 << 30  # one output matrix at most (Problem::check)
+# The window kinds a variant declares (`xcorr list --json` "windows"); a registry without them
+# (files written before windows existed) declares the full output only.
+WINDOW_KINDS = ("full", "valid", "same", "max-shift", "shifts")
+
+
+def _window_int(what: str, text: str, lo: int, hi: int) -> int:
+    """core.cpp's parse_integer: an optional '-' and digits, within [lo, hi]."""
+    if not re.fullmatch(r"-?[0-9]+", text) or not lo <= int(text) <= hi:
+        raise ValueError(f"{what}: not an integer from {lo} to {hi}: {text!r}")
+    return int(text)
+
+
+def parse_window(window: str) -> tuple[str, tuple | None]:
+    """'full' | 'valid' | 'same' | 'max_shift=SY[,SX]' | 'shifts=DY0:DY1,DX0:DX1' -> (kind, the
+    given rectangle or None), kind one of WINDOW_KINDS; ValueError names what is wrong."""
+    if window in WINDOW_MODES:
+        return window, None
+    key, eq, value = window.partition("=")
+    if eq and key == "max_shift":
+        sy, _, sx = value.partition(",")
+        y = _window_int("max_shift=SY[,SX]", sy, 0, MAX_SHIFT)
+        x = _window_int("max_shift=SY[,SX]", sx if "," in value else sy, 0, MAX_SHIFT)
+        return "max-shift", (-y, y, -x, x)
+    if eq and key == "shifts":
+        m = re.fullmatch(r"([^:,]+):([^:,]+),([^:,]+):([^:,]+)", value)
+        if not m:
+            raise ValueError(f"shifts= takes DY0:DY1,DX0:DX1 (integers, e.g. -4:4,0:7), got {value!r}")
+        w = tuple(_window_int("shifts=DY0:DY1,DX0:DX1", t, -MAX_SHIFT, MAX_SHIFT) for t in m.groups())
+        if w[0] > w[1] or w[2] > w[3]:
+            raise ValueError(f"empty window {value}: the first shift of a range comes after its last")
+        return "shifts", w
+    raise ValueError(f"unknown window {window!r}: full, valid, same, max_shift=SY[,SX] or shifts=DY0:DY1,DX0:DX1")
+
+
+def full_shifts(hL: int, wL: int, hR: int, wR: int) -> tuple:
+    return (-(hR - 1), hL - 1, -(wR - 1), wL - 1)
+
+
+def valid_shifts(hL: int, wL: int, hR: int, wR: int) -> tuple | None:
+    """The shifts where one matrix lies wholly inside the other (either may be the larger), or
+    None where neither contains the other (scipy's mode='valid' refuses the same)."""
+    dh, dw = hL - hR, wL - wR
+    if (dh < 0 < dw) or (dh > 0 > dw):
+        return None
+    return (min(0, dh), max(0, dh), min(0, dw), max(0, dw))
+
+
+def same_shifts(hL: int, wL: int, hR: int, wR: int) -> tuple:
+    """scipy's mode='same': the hL x wL block of the full output centred on it, an even right one
+    shift towards the positive side."""
+    dy0, dx0 = -((hR - 1) // 2), -((wR - 1) // 2)
+    return (dy0, dy0 + hL - 1, dx0, dx0 + wL - 1)
+
+
+@functools.lru_cache(maxsize=4096)
+def overlap_total(s0: int, s1: int, m: int, n: int) -> int:
+    """Sum over shifts s0..s1 of one dimension's overlap length (left extent m, right n), as
+    core.cpp's overlap_total: only shifts in [-(n - 1), m - 1] overlap."""
+    return sum(min(n, m - s) - max(0, -s) for s in range(max(s0, 1 - n), min(s1, m - 1) + 1))
+
 
 @dataclass(frozen=True)
 class Shape:
-    """One problem shape: sizes of a left and a right matrix and the stack counts (nL, nR as in
-    docs/CONVENTIONS.md: for n-to-mn nR = N*M)."""
+    """One problem shape: sizes of a left and a right matrix, the stack counts (nL, nR as in
+    docs/CONVENTIONS.md: for n-to-mn nR = N*M) and the output window ("full", "valid", "same",
+    "max_shift=SY[,SX]" or "shifts=DY0:DY1,DX0:DX1"; checked here, resolved by shifts())."""
 
     form: str
     hL: int
@@ -63,6 +132,7 @@ class Shape:
     nL: int = 1
     nR: int = 1
     group: str = ""  # panel label; computed from the counts when empty
+    window: str = "full"
 
     def __post_init__(self):
         if self.form not in FORMS:
@@ -73,23 +143,80 @@ class Shape:
             raise ValueError("one-to-many takes nL = 1")
         if self.form == "n-to-mn" and self.nR % self.nL:
             raise ValueError("n-to-mn needs nR = N*M, a multiple of nL")
+        if self.window != "full":
+            kind, _ = parse_window(self.window)  # a malformed window raises here
+            if kind == "valid" and valid_shifts(self.hL, self.wL, self.hR, self.wR) is None:
+                raise ValueError(f"no valid window: neither matrix is at least as large as the other in both "
+                                 f"dimensions (left {self.hL}x{self.wL}, right {self.hR}x{self.wR})")
+            dy0, dy1, dx0, dx1 = self.shifts()
+            if (dy1 - dy0 + 1) * (dx1 - dx0 + 1) > MAX_OUT_ELEMS:
+                raise ValueError(f"window {self.window}: one output matrix would exceed 2^30 elements")
 
     # --- constructors -----------------------------------------------------------------------
     @staticmethod
-    def one_to_one(size: int, group: str = "") -> "Shape":
-        return Shape("one-to-one", size, size, size, size, 1, 1, group)
+    def one_to_one(size: int, group: str = "", window: str = "full") -> "Shape":
+        return Shape("one-to-one", size, size, size, size, 1, 1, group, window)
 
     @staticmethod
-    def one_to_many(size: int, rights: int, group: str = "") -> "Shape":
-        return Shape("one-to-many", size, size, size, size, 1, rights, group)
+    def one_to_many(size: int, rights: int, group: str = "", window: str = "full") -> "Shape":
+        return Shape("one-to-many", size, size, size, size, 1, rights, group, window)
 
     @staticmethod
-    def n_to_m(size: int, lefts: int, rights: int, group: str = "") -> "Shape":
-        return Shape("n-to-m", size, size, size, size, lefts, rights, group)
+    def n_to_m(size: int, lefts: int, rights: int, group: str = "", window: str = "full") -> "Shape":
+        return Shape("n-to-m", size, size, size, size, lefts, rights, group, window)
 
     @staticmethod
-    def n_to_mn(size: int, lefts: int, rights_per_left: int, group: str = "") -> "Shape":
-        return Shape("n-to-mn", size, size, size, size, lefts, lefts * rights_per_left, group)
+    def n_to_mn(size: int, lefts: int, rights_per_left: int, group: str = "", window: str = "full") -> "Shape":
+        return Shape("n-to-mn", size, size, size, size, lefts, lefts * rights_per_left, group, window)
+
+    # --- the window -------------------------------------------------------------------------
+    def shifts(self) -> tuple:
+        """The window's rectangle (dy0, dy1, dx0, dx1), inclusive, resolved for these sizes as
+        harness/core.cpp's WindowRequest::resolve does."""
+        sizes = (self.hL, self.wL, self.hR, self.wR)
+        kind, given = parse_window(self.window)
+        if kind == "full":
+            return full_shifts(*sizes)
+        if kind == "valid":
+            w = valid_shifts(*sizes)
+            if w is None:
+                raise ValueError(f"no valid window for left {self.hL}x{self.wL}, right {self.hR}x{self.wR}")
+            return w
+        if kind == "same":
+            return same_shifts(*sizes)
+        return given
+
+    @property
+    def full(self) -> bool:
+        """The window is the full output's rectangle, however it was named (xcorr_bench then runs
+        and names the full case)."""
+        return self.window == "full" or self.shifts() == full_shifts(self.hL, self.wL, self.hR, self.wR)
+
+    @property
+    def shifts_text(self) -> str:
+        """'dy0:dy1,dx0:dx1' (Window::text, the benchmark name's /shifts: segment), '' when full."""
+        if self.full:
+            return ""
+        dy0, dy1, dx0, dx1 = self.shifts()
+        return f"{dy0}:{dy1},{dx0}:{dx1}"
+
+    @property
+    def out_shape(self) -> tuple:
+        """(rows, columns) of one output matrix."""
+        dy0, dy1, dx0, dx1 = self.shifts()
+        return (dy1 - dy0 + 1, dx1 - dx0 + 1)
+
+    @property
+    def half_width(self) -> int:
+        """The largest |shift| of the window (S for max_shift=S; hL - 1 for the full output of
+        equal sizes): the x axis of the window sweeps."""
+        return max(abs(v) for v in self.shifts())
+
+    def window_line(self) -> str:
+        """The case line's window key (xcorr_bench --case): '' for the full output."""
+        if self.full:
+            return ""
+        return f"window={self.window}" if self.window in WINDOW_MODES else self.window
 
     # --- derived quantities -----------------------------------------------------------------
     @property
@@ -103,7 +230,13 @@ class Shape:
 
     @property
     def fmas(self) -> float:
-        return float(self.pairs) * self.hL * self.wL * self.hR * self.wR
+        """Multiply-adds of one call: per pair the sum of the overlap areas over the window's
+        shifts (Window::fmas), hL*wL*hR*wR for the full output."""
+        if self.window == "full":
+            return float(self.pairs) * self.hL * self.wL * self.hR * self.wR
+        dy0, dy1, dx0, dx1 = self.shifts()
+        return float(self.pairs) * float(overlap_total(dy0, dy1, self.hL, self.hR)
+                                         * overlap_total(dx0, dx1, self.wL, self.wR))
 
     @property
     def rights_per_left(self) -> int:
@@ -119,6 +252,28 @@ class Shape:
 
     def dims(self) -> tuple:
         return (self.form, self.hL, self.wL, self.hR, self.wR, self.nL, self.nR)
+
+
+def window_is(kind: str, shape: Shape) -> bool:
+    """Whether `shape`'s shifts are the window of that kind for its sizes (core.cpp's window_is:
+    max-shift means symmetric about (0, 0), shifts any rectangle)."""
+    w = shape.shifts()
+    sizes = (shape.hL, shape.wL, shape.hR, shape.wR)
+    if kind == "full":
+        return w == full_shifts(*sizes)
+    if kind == "valid":
+        return w == valid_shifts(*sizes)
+    if kind == "same":
+        return w == same_shifts(*sizes)
+    if kind == "max-shift":
+        return w[0] == -w[1] and w[2] == -w[3]
+    return kind == "shifts"
+
+
+def supports_window(kinds: Sequence[str], shape: Shape) -> bool:
+    """Variant::supports_window: a declared kind gives exactly this rectangle (a window asked for
+    by another name that is the same rectangle counts)."""
+    return any(window_is(k, shape) for k in kinds)
 
 
 def count_label(form: str, nL: int, nR: int) -> str:
@@ -176,8 +331,8 @@ class Series:
     """One line of a figure: a variant with fixed parameters; `tune` names parameters to sweep
     (a list of values, or "*" for every value the build instantiates) and the line then shows the
     fastest setting per shape. `group` classifies the line for comparisons: "baseline", "paper"
-    (the paper's kernels), "new" (this project's Hopper variants) or "fft"; by default it comes
-    from the variant's family. `alt` is tried when the variant (or a value) is not in the build."""
+    (the paper's kernels), "new" (this project's Hopper variants), "fft" or "peer" (another
+    library: PyTorch, CuPy); by default it comes from the variant's family. `alt` is tried when the variant (or a value) is not in the build."""
 
     label: str
     variant: str
@@ -199,8 +354,12 @@ class Experiment:
     paper: str  # where the paper shows it
     shapes: Sequence[Shape]
     series: Sequence[Series]
-    metric: str = "time"  # time | time_per_fma | peak_pct
-    plot: str = "lines"  # lines | comparison | efficiency | none
+    # time | time_per_fma | peak_pct | time_with_finish (time per call + the untimed finish_time,
+    # fft's crop to the output layout: the window experiments compare every variant so)
+    metric: str = "time"
+    # lines | comparison | efficiency | none, and for the window experiments: windows (time against
+    # the window's half-width, the direct/FFT crossover marked) | bars | grouped_bars
+    plot: str = "lines"
     cold: bool = False
     notes: str = ""
     derived_from: Sequence[str] = ()  # an analysis of other experiments' results: no cases of its own
@@ -218,12 +377,13 @@ class Case:
 
     @property
     def key(self) -> str:
-        return case_key(self.variant, self.shape.dims(), dict(self.params), self.cold)
+        return case_key(self.variant, self.shape.dims(), dict(self.params), self.cold, self.shape.shifts_text)
 
     def line(self) -> str:
         s = self.shape
         parts = [f"variant={self.variant}", f"form={s.form}", f"hL={s.hL}", f"wL={s.wL}", f"hR={s.hR}",
                  f"wR={s.wR}", f"nL={s.nL}", f"nR={s.nR}"]
+        parts += [s.window_line()] if s.window_line() else []
         parts += [f"{k}={v}" for k, v in self.params]
         return " ".join(parts)
 
@@ -232,12 +392,16 @@ class Case:
         return self.shape.fmas
 
 
-def case_key(variant: str, dims: Iterable, params: Mapping[str, str], cold: bool = False) -> str:
+def case_key(variant: str, dims: Iterable, params: Mapping[str, str], cold: bool = False, shifts: str = "") -> str:
     """The canonical identity of one configuration, identical whether built from a definition
-    or parsed back from a benchmark's run_name (see xcsuite/benchjson.py)."""
+    or parsed back from a benchmark's run_name (see xcsuite/benchjson.py). A window other than the
+    full output adds a segment "shifts:DY0:DY1,DX0:DX1" after nR, as the benchmark name does (the
+    resolved rectangle: two names of one rectangle are one case)."""
     form, hL, wL, hR, wR, nL, nR = dims
     p = ",".join(f"{k}={params[k]}" for k in sorted(params))
-    return f"{variant}|{form}|{int(hL)}x{int(wL)}|{int(hR)}x{int(wR)}|{int(nL)}|{int(nR)}|{p}|{'cold' if cold else 'warm'}"
+    w = f"shifts:{shifts}|" if shifts else ""
+    return (f"{variant}|{form}|{int(hL)}x{int(wL)}|{int(hR)}x{int(wR)}|{int(nL)}|{int(nR)}|{w}{p}|"
+            f"{'cold' if cold else 'warm'}")
 
 
 @dataclass
@@ -264,6 +428,8 @@ def _registry_map(registry: Sequence[Mapping]) -> dict:
 
 
 def default_group(variant: str, family: str | None) -> str:
+    if family == "peer":  # other libraries (PyTorch, CuPy) measured by xcsuite.peerbench
+        return "peer"
     if variant == "overlap-wise" or family == "baseline":
         return "baseline"
     if variant.startswith("fft") or family == "fft":
@@ -285,6 +451,10 @@ def _series_cases(exp: Experiment, s: Series, shape: Shape, info: Mapping) -> tu
     """Cases of one series at one shape, or ([], reason)."""
     if shape.form not in info.get("forms", []):
         return [], f"{s.variant} does not support {shape.form}"
+    kinds = info.get("windows", ["full"])
+    if not supports_window(kinds, shape):
+        return [], (f"{s.variant} does not compute the {shape.window} window (shifts {shape.shifts_text}), "
+                    f"only: {', '.join(kinds)}")
     allowed = {k: [str(x) for x in v] for k, v in info.get("params", {}).items()}
     fixed = {}
     for name, value in s.params.items():

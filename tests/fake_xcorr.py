@@ -18,6 +18,9 @@ FAKE_HANG_ON=substring (on reaching a matching case, writes its pid to FAKE_PIDF
 an hour, like a hung kernel: everything before it is in the output file), FAKE_GPU_NAME,
 FAKE_REVISION (the git revision the binary reports; default fake123). The peerbench role lists
 PEERS (FAKE_PEERS_UNAVAILABLE=name,... marks those unavailable) and logs to FAKE_PEER_LOG instead.
+Windows (window=, max_shift=, shifts=) as xcorr_bench takes them: a window the variant does not
+declare is refused (exit 2); a windowed case is named with /shifts:DY0:DY1,DX0:DX1 after nR and
+carries the counters dy0 dy1 dx0 dx1, its fmas the window's (resolved by experiments._spec.Shape).
 """
 import hashlib
 import json
@@ -27,6 +30,10 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from experiments._spec import Shape, supports_window  # noqa: E402  (the repository root is not installed)
+
+WINDOW_KEYS = ("window", "max_shift", "shifts")
 REGISTRY = Path(os.environ.get("FAKE_REGISTRY", HERE / "fixtures" / "registry.json"))
 PEERS = [{"name": n, "family": "peer", "summary": "a peer", "timed": "everything", "precision": "fp32",
           "tolerance": 1e-05, "forms": ["one-to-one", "one-to-many", "n-to-mn", "n-to-m"],
@@ -54,13 +61,16 @@ def context():
             "xcorr_nvcc_version": "13.0", "xcorr_cuda_flags": "-O3"}
 
 
-def call_time(kv):
+def shape_of(kv, window="full"):
+    return Shape(kv["form"], *(int(kv[k]) for k in ("hL", "wL", "hR", "wR", "nL", "nR")), window=window)
+
+
+def call_time(kv, shape):
     h = {k: int(kv[k]) for k in ("hL", "wL", "hR", "wR", "nL", "nR")}
-    form = kv["form"]
-    pairs = {"one-to-one": 1, "one-to-many": h["nR"], "n-to-mn": h["nR"], "n-to-m": h["nL"] * h["nR"]}[form]
-    fmas = pairs * h["hL"] * h["wL"] * h["hR"] * h["wR"]
+    pairs = shape.pairs
+    fmas = shape.fmas  # the window's
     v = kv["variant"]
-    if v.startswith("fft"):
+    if v.startswith("fft") or v == "torch-fft":
         t = 2e-5 + pairs * (h["hL"] + h["hR"]) * (h["wL"] + h["wR"]) * 8e-12
         if v == "fft+plan":
             t += 5e-3
@@ -74,10 +84,11 @@ def call_time(kv):
     return 3e-6 + fmas / rate, fmas
 
 
-def run_name(kv, params):
+def run_name(kv, params, shape):
     dims = "/".join(f"{k}:{kv[k]}" for k in ("hL", "wL", "hR", "wR", "nL", "nR"))
+    w = f"/shifts:{shape.shifts_text}" if shape.shifts_text else ""
     ps = "".join(f"/{k}:{params[k]}" for k in sorted(params))
-    return f"{kv['variant']}/{kv['form']}/{dims}{ps}"
+    return f"{kv['variant']}/{kv['form']}/{dims}{w}{ps}"
 
 
 def bench(args, role="xcorr_bench"):
@@ -110,17 +121,30 @@ def bench(args, role="xcorr_bench"):
         if var is None or (os.environ.get("FAKE_REJECT") and os.environ["FAKE_REJECT"] in line):
             print(f"xcorr_bench: error: unknown or bad case '{line}'", file=sys.stderr)
             return 2
+        given = [k for k in WINDOW_KEYS if k in kv]
+        window = "full" if not given else (kv[given[0]] if given[0] == "window" else f"{given[0]}={kv[given[0]]}")
+        try:
+            if len(given) > 1:
+                raise ValueError("more than one window key")
+            shape = shape_of(kv, window)
+        except ValueError as e:
+            print(f"xcorr_bench: error: case '{line}': {e}", file=sys.stderr)
+            return 2
+        if not supports_window(var.get("windows", ["full"]), shape):
+            print(f"xcorr_bench: error: case '{line}': {kv['variant']} does not compute the {window} window",
+                  file=sys.stderr)
+            return 2
         params = {k: v[0] for k, v in var["params"].items()}
         for k in list(kv):
             if k in var["params"]:
                 params[k] = kv.pop(k)
-        cases.append((line, kv, params))
+        cases.append((line, kv, params, shape))
     f = open(out, "w")
     f.write(json.dumps({"context": {"date": "2026-11-21T03:00:00+00:00", "host_name": "fake",
                                     "executable": role, "num_cpus": 16, "library_build_type": "release",
                                     **context(), "xcorr_cold": "1" if cold else "0"}}, indent=2)[:-2] + ',\n  "benchmarks": [\n')
     first = True
-    for i, (line, kv, params) in enumerate(cases):
+    for i, (line, kv, params, shape) in enumerate(cases):
         if os.environ.get("FAKE_CRASH_ON") and os.environ["FAKE_CRASH_ON"] in line:
             f.close()
             print("xcorr_bench: CUDA error: an illegal memory access was encountered", file=sys.stderr)
@@ -132,7 +156,7 @@ def bench(args, role="xcorr_bench"):
                 os.replace(tmp, os.environ["FAKE_PIDFILE"])  # whole or absent for the test that polls it
             time.sleep(3600)
         time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
-        name = run_name(kv, params) + f"/min_time:{min_time:.3f}/repeats:{reps}/manual_time"
+        name = run_name(kv, params, shape) + f"/min_time:{min_time:.3f}/repeats:{reps}/manual_time"
         base = {"name": name, "family_index": i, "per_family_instance_index": 0, "run_name": name,
                 "run_type": "iteration", "repetitions": reps, "threads": 1}
         entries = []
@@ -142,7 +166,7 @@ def bench(args, role="xcorr_bench"):
             entries += [{**base, "repetition_index": r, "error_occurred": True, "error_message": message}
                         for r in range(reps)]
         else:
-            t, fmas = call_time(kv)
+            t, fmas = call_time(kv, shape)
             seed = int(hashlib.sha256(line.encode()).hexdigest()[:8], 16)
             times = []
             for r in range(reps):
@@ -153,6 +177,8 @@ def bench(args, role="xcorr_bench"):
                      "cpu_time": 1.0, "time_unit": "us", "FLOPS": 2 * fmas / tr, "batch": 1, "cold": int(cold),
                      "fmas": float(fmas), **{k: int(kv[k]) for k in ("hL", "wL", "hR", "wR", "nL", "nR")},
                      "label": f"family={registry[kv['variant']]['family']};timed=kernel;precision=fp32"}
+                if shape.shifts_text:
+                    e.update(zip(("dy0", "dy1", "dx0", "dx1"), map(int, shape.shifts())))
                 if kv["variant"].startswith("fft"):
                     e["finish_time"] = 1e-6
                 entries.append(e)

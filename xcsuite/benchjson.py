@@ -1,6 +1,7 @@
 """The benchmark binary's output: Google Benchmark JSON with xcorr_* context strings, one
 "iteration" entry per repetition whose run_name is
-    <variant>/<form>/hL:<n>/wL:<n>/hR:<n>/wR:<n>/nL:<n>/nR:<n>[/<param>:<value>...][google suffixes]
+    <variant>/<form>/hL:<n>/wL:<n>/hR:<n>/wR:<n>/nL:<n>/nR:<n>[/shifts:DY0:DY1,DX0:DX1][/<param>:<value>...][google suffixes]
+(the shifts segment only for a window other than the full output: docs/CONVENTIONS.md).
 """
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ class RunNameError(ValueError):
 
 
 def parse_run_name(run_name: str) -> tuple[str, tuple, dict]:
-    """-> (variant, (form, hL, wL, hR, wR, nL, nR), {param: value})."""
+    """-> (variant, (form, hL, wL, hR, wR, nL, nR), {param: value}); a windowed case's shifts are
+    in params under "shifts" ("DY0:DY1,DX0:DX1"), as parse_bench_name separates them."""
     parts = run_name.split("/")
     if len(parts) < 8:
         raise RunNameError(f"not an xcorr run name: {run_name!r}")
@@ -45,6 +47,13 @@ def parse_run_name(run_name: str) -> tuple[str, tuple, dict]:
     return variant, (form,) + tuple(dims[k] for k in DIM_KEYS), params
 
 
+def parse_bench_name(run_name: str) -> tuple[str, tuple, str, dict]:
+    """-> (variant, dims, shifts, params): shifts 'DY0:DY1,DX0:DX1' for a windowed case, else ''."""
+    variant, dims, params = parse_run_name(run_name)
+    shifts = params.pop("shifts", "")
+    return variant, dims, shifts, params
+
+
 def entry_run_name(entry: dict) -> str:
     return entry.get("run_name") or entry.get("name", "")
 
@@ -52,8 +61,8 @@ def entry_run_name(entry: dict) -> str:
 def entry_key(entry: dict, cold: bool = False) -> str:
     """The case an entry belongs to. Google Benchmark drops every counter of an errored entry,
     `cold` included, so the caller passes the run's own setting (context xcorr_cold) as default."""
-    variant, dims, params = parse_run_name(entry_run_name(entry))
-    return case_key(variant, dims, params, bool(entry.get("cold", cold)))
+    variant, dims, shifts, params = parse_bench_name(entry_run_name(entry))
+    return case_key(variant, dims, params, bool(entry.get("cold", cold)), shifts)
 
 
 def is_iteration(entry: dict) -> bool:

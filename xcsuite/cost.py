@@ -25,18 +25,44 @@ RATES = {
 }
 DEFAULT_RATE = 3.0e12  # unknown and new variants: assume no better than the paper's
 FAMILY_RATES = {"hopper": 12e12, "baseline": 1.3e12}
+# Other libraries (family "peer", xcsuite.peerbench): cuDNN's direct convolution, CuPy's
+# correlate2d (a generic direct kernel, one call per pair: PEER_PAIR_S each); torch-fft is an FFT.
+PEER_RATES = {"torch-conv2d": 4.0e12, "cupy-correlate2d": 0.5e12}
+PEER_PAIR_S = {"cupy-correlate2d": 2e-5}
+FFT_PEERS = ("torch-fft",)
 PLAN_S = 0.025  # cuFFT plan creation, 1-33 ms (docs/ANCHORS.md)
 PROCESS_S = 2.0  # start of one benchmark process (CUDA context, cuFFT load)
 
 
+def fft_need(s0: int, s1: int, m: int, n: int) -> int:
+    """One dimension of fft's transform for the shifts s0..s1 (algorithms/50_fft.cu, "Windows"):
+    the least period that holds them without aliasing once the inputs are cropped to the parts
+    the window reads; m + n - 1 for the full window, 0 when no shift overlaps."""
+    lo, hi = max(s0, 1 - n), min(s1, m - 1)
+    if lo > hi:
+        return 0
+    l0, r0 = max(0, lo), max(0, -hi)
+    ln, rn = min(m, hi + n) - l0, min(n, m - lo) - r0
+    return max(l0 + ln - r0 - lo, hi + r0 + rn - l0)
+
+
+def fft_points(case: Case) -> float:
+    """Points of a pair's padded transform: fft and fft+plan size it from the window."""
+    s = case.shape
+    if s.full or case.variant not in ("fft", "fft+plan"):
+        return float((s.hL + s.hR) * (s.wL + s.wR))
+    dy0, dy1, dx0, dx1 = s.shifts()
+    return float(fft_need(dy0, dy1, s.hL, s.hR) * fft_need(dx0, dx1, s.wL, s.wR))
+
+
 def call_seconds(case: Case, family: str | None = None) -> float:
     s = case.shape
-    if case.variant.startswith("fft") or case.variant == "torch-fft":  # torch-fft: the same cuFFT passes
-        padded = float((s.hL + s.hR) * (s.wL + s.wR))
+    if case.variant.startswith("fft") or case.variant in FFT_PEERS:  # torch-fft: the same cuFFT passes
+        padded = fft_points(case)
         t = 3e-5 + s.pairs * padded * 48 / 4e12  # a few memory passes over complex data
         return t + (PLAN_S if case.variant == "fft+plan" else 0.0)
-    rate = RATES.get(case.variant) or FAMILY_RATES.get(family or "", DEFAULT_RATE)
-    return LAUNCH_S + case.fmas / rate
+    rate = RATES.get(case.variant) or PEER_RATES.get(case.variant) or FAMILY_RATES.get(family or "", DEFAULT_RATE)
+    return LAUNCH_S + s.pairs * PEER_PAIR_S.get(case.variant, 0.0) + case.fmas / rate  # the window's FMAs
 
 
 def case_seconds(case: Case, repetitions: int, min_time: float, family: str | None = None) -> float:

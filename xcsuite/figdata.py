@@ -9,13 +9,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments._spec import Experiment, expand
+from experiments._spec import WINDOW_KINDS, Experiment, expand
 from xcsuite import resultfile
 from xcsuite.results import load_results
 
 POINT_COLUMNS = ["experiment", "panel", "shape_panel", "series", "group", "variant", "params", "form", "counts",
                  "size", "hL", "wL", "hR", "wR", "nL", "nR", "time_us", "std_us", "cv", "time_per_fma_ps", "flops",
-                 "peak_pct", "tuned", "n_candidates"]
+                 "peak_pct", "tuned", "n_candidates", "window", "shifts", "half_width", "finish_time_us", "total_us"]
+# The experiment's metric that picks a tuned series' best configuration (and is drawn): time per
+# call, or for the window experiments time per call + finish_time (fft's untimed crop).
+RANK_COLUMN = {"time_with_finish": "total_us"}
 
 
 def registry_from_summary(summary: pd.DataFrame, name: str) -> list:
@@ -25,7 +28,7 @@ def registry_from_summary(summary: pd.DataFrame, name: str) -> list:
     reg = {}
     for _, r in rows.iterrows():
         v = reg.setdefault(r["variant"], {"name": r["variant"], "family": r.get("family", ""), "forms": set(),
-                                          "params": {}})
+                                          "params": {}, "windows": list(WINDOW_KINDS)})  # measured: computed
         v["forms"].add(r["form"])
         for kv in filter(None, str(r["params"]).split(",")):
             k, val = kv.split("=", 1)
@@ -54,8 +57,11 @@ def points(exp: Experiment, summary: pd.DataFrame, gpu_dir: Path) -> tuple[pd.Da
     notes = []
     rows = summary[(summary["experiment"] == exp.name)]
     if rows.empty:
-        return pd.DataFrame(columns=POINT_COLUMNS), [f"{exp.name}: no results for {exp.name}"]
+        return pd.DataFrame(columns=POINT_COLUMNS), [f"{exp.name}: no results for {exp.name} (not measured yet)"]
     ok = rows[rows["status"] == "ok"].drop_duplicates("case").set_index("case")
+    fin = ok["finish_time_us"].astype(float) if "finish_time_us" in ok else pd.Series(float("nan"), index=ok.index)
+    ok = ok.assign(total_us=ok["time_us"].astype(float) + fin.fillna(0.0))
+    rank = RANK_COLUMN.get(exp.metric, "time_us")
     out = []
     missing = {}
     for m in members(exp, summary, gpu_dir):
@@ -64,14 +70,16 @@ def points(exp: Experiment, summary: pd.DataFrame, gpu_dir: Path) -> tuple[pd.Da
             missing.setdefault(m.series, []).append(m.shape)
             continue
         cand = ok.loc[have]
-        best = cand.loc[cand["time_us"].idxmin()]
+        best = cand.loc[cand[rank].idxmin()]
         s = m.shape
         out.append({"experiment": exp.name, "panel": m.panel, "shape_panel": s.panel, "series": m.series,
                     "group": m.group, "variant": best["variant"], "params": best["params"], "form": s.form,
                     "counts": s.count_label, "size": s.size if s.size else s.hL, "hL": s.hL, "wL": s.wL, "hR": s.hR,
                     "wR": s.wR, "nL": s.nL, "nR": s.nR, "time_us": best["time_us"], "std_us": best["std_us"],
                     "cv": best["cv"], "time_per_fma_ps": best["time_per_fma_ps"], "flops": best["flops"],
-                    "peak_pct": best["peak_pct"], "tuned": len(m.keys) > 1, "n_candidates": len(have)})
+                    "peak_pct": best["peak_pct"], "tuned": len(m.keys) > 1, "n_candidates": len(have),
+                    "window": s.window, "shifts": s.shifts_text, "half_width": s.half_width,
+                    "finish_time_us": best["finish_time_us"], "total_us": best["total_us"]})
     for label, shapes in missing.items():
         notes.append(f"{exp.name}: '{label}': {len(shapes)} point(s) without results")
     if not out:

@@ -28,14 +28,29 @@ class FormatError(ValueError):
 
 # ---- the case's identity -------------------------------------------------------------------
 
+WINDOW_KEYS = ("window", "max_shift", "shifts")  # a case line's window (xcorr_bench), at most one
+
+
 def identity_from_line(line: str) -> dict:
-    """'variant=V form=F hL=.. wL=.. hR=.. wR=.. nL=.. nR=.. p=v ...' (a case line of
-    xcorr_bench --cases) -> the identity fields of a record."""
+    """'variant=V form=F hL=.. wL=.. hR=.. wR=.. nL=.. nR=.. [window key] p=v ...' (a case line of
+    xcorr_bench --cases) -> the identity fields of a record. A window other than the full output
+    is kept as "shifts": its rectangle 'DY0:DY1,DX0:DX1', as the benchmark names the case."""
     kv = dict(p.split("=", 1) for p in line.split())
     try:
         ident = {"variant": kv.pop("variant"), "form": kv.pop("form"), **{k: int(kv.pop(k)) for k in DIM_KEYS}}
+        given = [k for k in WINDOW_KEYS if k in kv]
+        if len(given) > 1:
+            raise ValueError("more than one window key")
+        window = "full"
+        if given:
+            k = given[0]
+            v = kv.pop(k)
+            window = v if k == "window" else f"{k}={v}"
+        shifts = Shape(ident["form"], *(ident[k] for k in DIM_KEYS), window=window).shifts_text
     except (KeyError, ValueError) as e:
-        raise FormatError(f"not a case line: {line!r}") from e
+        raise FormatError(f"not a case line: {line!r} ({e})") from e
+    if shifts:
+        ident["shifts"] = shifts
     ident["params"] = dict(sorted(kv.items()))
     return ident
 
@@ -43,6 +58,7 @@ def identity_from_line(line: str) -> dict:
 def line_of(rec: dict) -> str:
     """The xcorr_bench case line of a record (the inverse of identity_from_line)."""
     return " ".join([f"variant={rec['variant']}", f"form={rec['form']}", *(f"{k}={rec[k]}" for k in DIM_KEYS),
+                     *([f"shifts={rec['shifts']}"] if rec.get("shifts") else []),
                      *(f"{k}={v}" for k, v in rec["params"].items())])
 
 
@@ -50,8 +66,13 @@ def dims_of(rec: dict) -> tuple:
     return (rec["form"],) + tuple(rec[k] for k in DIM_KEYS)
 
 
+def window_of(rec: dict) -> str:
+    """The record's window as a Shape takes it: 'full', or 'shifts=DY0:DY1,DX0:DX1'."""
+    return f"shifts={rec['shifts']}" if rec.get("shifts") else "full"
+
+
 def key_of(rec: dict) -> str:
-    return case_key(rec["variant"], dims_of(rec), rec["params"], rec["cold"])
+    return case_key(rec["variant"], dims_of(rec), rec["params"], rec["cold"], rec.get("shifts", ""))
 
 
 # ---- entries <-> record --------------------------------------------------------------------
@@ -62,7 +83,17 @@ def _derived(rec: dict, key: str, i: int, entry: dict) -> dict:
     d = {"name": entry.get("run_name"), "run_type": "iteration", "repetition_index": i, "xcorr_case": key}
     if not entry.get("error_occurred"):
         d.update({k: float(rec[k]) for k in DIM_KEYS}, cold=float(rec["cold"]))
+        if rec.get("shifts"):  # a windowed case's counters dy0 dy1 dx0 dx1
+            d.update(zip(SHIFT_KEYS, (float(v) for v in _shift_values(rec["shifts"]))))
     return d
+
+
+SHIFT_KEYS = ("dy0", "dy1", "dx0", "dx1")
+
+
+def _shift_values(text: str) -> list[int]:
+    dy, dx = text.split(",")
+    return [int(v) for part in (dy, dx) for v in part.split(":")]
 
 
 def _same_json(a, b) -> bool:
@@ -119,7 +150,7 @@ class Member:
 
     panel: str  # the series' panel ("" where the figure has one per shape panel only)
     series: str  # the series' label
-    group: str  # baseline | paper | new | fft
+    group: str  # baseline | paper | new | fft | peer
     shape: Shape
     keys: tuple  # case keys
 
@@ -127,7 +158,8 @@ class Member:
 def encode_members(members) -> list[dict]:
     """The "members" of a results file from the runner's expansion (experiments._spec.Member)."""
     return [{"panel": m.panel, "series": m.series.label, "group": m.group,
-             "shape": {"form": m.shape.form, **{k: getattr(m.shape, k) for k in DIM_KEYS}, "group": m.shape.group},
+             "shape": {"form": m.shape.form, **{k: getattr(m.shape, k) for k in DIM_KEYS}, "group": m.shape.group,
+                       **({"window": m.shape.window} if m.shape.window != "full" else {})},
              "keys": list(m.keys)} for m in members]
 
 

@@ -1,7 +1,10 @@
 """A GPU folder's results as one table, summary.csv (written by the aggregate command): one row
 per configuration and experiment, with its parameters, the mean time per call after IQR outlier
 removal (paper protocol), std, cv, time per FMA, FLOP/s and % of the FP32 peak;
-experiment_complete is false for the rows of an experiment whose run stopped part-way."""
+experiment_complete is false for the rows of an experiment whose run stopped part-way. Where a
+folder holds a windowed case (docs/CONVENTIONS.md, "Output windows"), a last column `shifts` gives
+each row's window ('DY0:DY1,DX0:DX1', empty for the full output; fmas and everything derived from
+it are the window's): folders without one keep the columns above only."""
 from __future__ import annotations
 
 import warnings
@@ -11,7 +14,7 @@ import pandas as pd
 
 from experiments._spec import Shape, count_label
 from xcsuite.benchjson import parse_label, seconds
-from xcsuite.resultfile import dims_of, entries_of
+from xcsuite.resultfile import dims_of, entries_of, window_of
 from xcsuite.results import load_results
 from xcsuite.stats import describe
 
@@ -19,6 +22,7 @@ COLUMNS = ["gpu", "gpu_name", "experiment", "case", "variant", "family", "form",
            "hR", "wR", "nL", "nR", "pairs", "params", "cold", "status", "message", "n_reps", "n_kept",
            "n_outliers", "time_us", "std_us", "cv", "median_us", "min_us", "finish_time_us", "batch", "fmas",
            "time_per_fma_ps", "flops", "peak_flops", "peak_pct", "timed", "precision", "experiment_complete"]
+WINDOW_COLUMNS = ["shifts"]  # only in a folder with a windowed case
 
 
 def _float(x, default=float("nan")):
@@ -43,7 +47,7 @@ def rows_of(path: Path) -> list[dict]:
         variant, dims, params = info["variant"], dims_of(info), info["params"]
         form, hL, wL, hR, wR, nL, nR = dims
         try:
-            shape = Shape(form, hL, wL, hR, wR, nL, nR)
+            shape = Shape(form, hL, wL, hR, wR, nL, nR, window=window_of(info))
             pairs, fmas_default = shape.pairs, shape.fmas
         except ValueError:
             pairs, fmas_default = float("nan"), float("nan")
@@ -56,7 +60,7 @@ def rows_of(path: Path) -> list[dict]:
                "params": ",".join(f"{k}={params[k]}" for k in sorted(params)),
                "cold": info["cold"],
                "timed": label.get("timed", ""), "precision": label.get("precision", ""), "peak_flops": peak,
-               "experiment_complete": bool(meta.get("complete"))}
+               "experiment_complete": bool(meta.get("complete")), "shifts": info.get("shifts", "")}
         if ok and not errs:
             st = describe([seconds(e) for e in ok])
             fmas = _float(ok[0].get("fmas"), fmas_default)
@@ -85,7 +89,8 @@ def summarize(gpu_dir: Path) -> pd.DataFrame:
             rows += rows_of(f)
         except (ValueError, KeyError, TypeError) as e:  # a case of an unexpected form (a damaged file raises ResultsError)
             warnings.warn(f"{f}: skipped: {e}")
-    return pd.DataFrame(rows, columns=COLUMNS)
+    windowed = any(r["shifts"] for r in rows)
+    return pd.DataFrame(rows, columns=COLUMNS + (WINDOW_COLUMNS if windowed else []))
 
 
 def aggregate_dir(gpu_dir: Path) -> pd.DataFrame:
@@ -108,10 +113,15 @@ def load_summary(gpu_dir: Path) -> pd.DataFrame:
     csv = gpu_dir / "summary.csv"
     jsons = list(gpu_dir.glob("*.json"))
     if jsons and (not csv.exists() or max(j.stat().st_mtime for j in jsons) > csv.stat().st_mtime):
-        return summarize(gpu_dir)
-    if not csv.exists():
-        return pd.DataFrame(columns=COLUMNS)
-    df = pd.read_csv(csv, dtype={"params": str, "message": str, "timed": str, "precision": str, "family": str})
-    for c in ("params", "message", "timed", "precision", "family"):
-        df[c] = df[c].fillna("")
+        df = summarize(gpu_dir)
+    elif not csv.exists():
+        df = pd.DataFrame(columns=COLUMNS)
+    else:
+        text = ("params", "message", "timed", "precision", "family", "shifts")
+        df = pd.read_csv(csv, dtype={c: str for c in text})
+        for c in text:
+            if c in df.columns:
+                df[c] = df[c].fillna("")
+    if "shifts" not in df.columns:  # no windowed case in this folder: every row is the full output
+        df["shifts"] = ""
     return df

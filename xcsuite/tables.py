@@ -135,3 +135,72 @@ def paper_markdown() -> str:
     head = "| | " + " | ".join(f"{COLUMN_LABELS.get(c, c)}" for c in COLUMNS) + " |\n"
     head += "|---" * (len(COLUMNS) + 1) + "|\n"
     return head + "\n".join(f"| {r} | " + " | ".join(PAPER_TABLE[r]) + " |" for r in ROWS) + "\n"
+
+
+# ---- the window table (experiment window_table): the best algorithm per size and window ---------
+
+WINDOW_TABLE_COLUMNS = ["size", "column", "window", "shifts", "best_variant", "best_params", "best_time_us",
+                        "best_cv", "runner_up_variant", "runner_up_time_us", "margin", "best_peer",
+                        "best_peer_time_us", "peer_ratio", "candidates"]
+# A light colour per winning algorithm (the figure's cells).
+WINDOW_CELL_COLORS = {"register-tiled": "#fdb462", "small-direct": "#bebada", "tensor-wgmma": "#fb8072",
+                      "overlap-wise": "#d9d9d9", "fft": "#80b1d3", "fft+plan": "#b3de69", "fft-fused": "#8dd3c7"}
+
+
+def window_columns() -> list[tuple[str, str]]:
+    """(label, window) of the window table's columns, from its definition."""
+    from experiments.window_table import WINDOWS
+
+    return list(WINDOWS)
+
+
+def build_window_table(pts: pd.DataFrame) -> pd.DataFrame:
+    """One row per (size, window column) from the window_table experiment's points (figdata):
+    the fastest variant of this project (time per call + finish_time), the fastest different one
+    with the margin, and the fastest peer (another library) with its time over the winner's: the
+    peers are listed, never the winner."""
+    out = []
+    for size in sorted({int(x) for x in pts["hL"]}):
+        for label, window in window_columns():
+            cell = pts[(pts["hL"] == size) & (pts["window"] == window)]
+            rec = {"size": size, "column": label, "window": window,
+                   "shifts": cell["shifts"].iloc[0] if not cell.empty else "", "candidates": len(cell)}
+            own = cell[cell["group"] != "peer"].sort_values("total_us")
+            peers = cell[cell["group"] == "peer"].sort_values("total_us")
+            if not own.empty:
+                best = own.iloc[0]
+                rec.update(best_variant=best["variant"], best_params=best["params"], best_time_us=best["total_us"],
+                           best_cv=best["cv"])
+                other = own[own["variant"] != best["variant"]]
+                if not other.empty:
+                    rec.update(runner_up_variant=other.iloc[0]["variant"], runner_up_time_us=other.iloc[0]["total_us"],
+                               margin=other.iloc[0]["total_us"] / best["total_us"])
+            if not peers.empty:
+                rec.update(best_peer=peers.iloc[0]["variant"], best_peer_time_us=peers.iloc[0]["total_us"])
+                if not own.empty:
+                    rec["peer_ratio"] = peers.iloc[0]["total_us"] / own.iloc[0]["total_us"]
+            out.append(rec)
+    return pd.DataFrame(out).reindex(columns=WINDOW_TABLE_COLUMNS)
+
+
+def window_markdown(table: pd.DataFrame) -> str:
+    cols = window_columns()
+    head = "| N x N | " + " | ".join(label for label, _ in cols) + " |\n" + "|---" * (len(cols) + 1) + "|\n"
+    lines = []
+    for size in sorted(table["size"].unique()):
+        cells = []
+        for label, _ in cols:
+            r = table[(table["size"] == size) & (table["column"] == label)]
+            if r.empty or pd.isna(r.iloc[0]["best_variant"]):
+                cells.append("–")
+                continue
+            r = r.iloc[0]
+            text = f"**{r['best_variant']}** {fmt_time(r['best_time_us'])}"
+            if r["margin"] == r["margin"]:
+                text += f"<br>x{r['margin']:.2f} over {r['runner_up_variant']}"
+            if isinstance(r["best_peer"], str):
+                faster = " **faster**" if r["peer_ratio"] < 1 else ""
+                text += f"<br>peer: {r['best_peer']} {fmt_time(r['best_peer_time_us'])} (x{r['peer_ratio']:.2f}){faster}"
+            cells.append(text)
+        lines.append(f"| {int(size)} | " + " | ".join(cells) + " |")
+    return head + "\n".join(lines) + "\n"

@@ -1,7 +1,9 @@
 """Draws every figure from the aggregated results: one per paper figure (Fig. 15-23, with the
 paper's choice of metric: time per FMA for 15/18/21, absolute time for 16/19/22, a comparison
-for 17/20/23), n-to-mn, efficiency (% of FP32 peak), and a cross-GPU figure when results/ holds
-more than one GPU. PNG in plots/<gpu>/ (--pdf: a PDF beside each, not committed).
+for 17/20/23), n-to-mn, efficiency (% of FP32 peak), the output-window experiments (windows:
+time against the window's half-width with the direct/FFT crossover; piv: bars; autocorr: grouped
+bars), and a cross-GPU figure when results/ holds more than one GPU. PNG in plots/<gpu>/ (--pdf:
+a PDF beside each, not committed).
 
     scripts/plot.py [GPU_DIR ...] [--only fig17,fig20] [--quick]
 
@@ -21,6 +23,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import matplotlib.ticker
 import numpy as np
 import pandas as pd
 
@@ -36,9 +39,17 @@ METRICS = {
     "time_per_fma_ps": ("time_per_fma_ps", "time per FMA [ps] (saturated GPU)"),
     "time_per_fma": ("time_per_fma_ps", "time per FMA [ps] (saturated GPU)"),
     "peak_pct": ("peak_pct", "% of FP32 FMA peak"),
+    "time_with_finish": ("total_us", "time per call + finish_time [µs]"),
 }
 GROUP_STYLE = {"baseline": dict(color="0.35", ls=":", marker="x"), "fft": dict(ls="--", marker="s"),
-               "new": dict(ls="-", marker="D", lw=2.2), "paper": dict(ls="-", marker="o")}
+               "new": dict(ls="-", marker="D", lw=2.2), "paper": dict(ls="-", marker="o"),
+               "peer": dict(ls="-.", marker="v", lw=1.2, mfc="none")}
+# The window experiments' colour per algorithm, the same in all of their figures; the peers
+# (other libraries) also drawn dash-dotted with hollow markers (lines) or hatched (bars).
+VARIANT_COLORS = {"register-tiled": "C3", "small-direct": "C4", "tensor-wgmma": "C5", "overlap-wise": "0.35",
+                  "fft": "C0", "fft+plan": "C9", "fft-fused": "C1", "torch-conv2d": "olive", "torch-fft": "teal",
+                  "cupy-correlate2d": "purple"}
+FINISH_NOTE = "time per call + finish_time (fft's untimed crop to the window), mean of the repetitions (IQR outliers removed)"
 SHARED_LEGEND_FROM = 6  # more series than this: one figure legend, so no panel's data is covered
 
 
@@ -282,6 +293,146 @@ def plot_efficiency(exp, summary: pd.DataFrame, gpu_dir: Path, title: str, out_d
     return save(fig, out_dir, exp.name)
 
 
+# ---- the output-window experiments ------------------------------------------------------------
+
+def window_style(variant: str, group: str, i: int) -> dict:
+    st = style_for(group, i)
+    st["color"] = VARIANT_COLORS.get(variant, st["color"])
+    return st
+
+
+def crossover(sub: pd.DataFrame, col: str) -> tuple[float | None, str]:
+    """Where the best direct series of this project becomes slower than its best FFT series (peers
+    not counted): the half-width S, interpolated on log axes between the measured S around the
+    change, and a phrase for the figure."""
+    from experiments._windows import method
+
+    own = sub[sub["group"] != "peer"]
+    kinds = own.assign(kind=own["variant"].map(method))
+    best = {k: g.groupby("half_width")[col].min() for k, g in kinds.groupby("kind")}
+    if "direct" not in best or "fft" not in best:
+        return None, ""
+    both = pd.concat({"direct": best["direct"], "fft": best["fft"]}, axis=1).dropna().sort_index()
+    if both.empty:
+        return None, ""
+    ratio = np.log(both["direct"] / both["fft"])  # < 0: direct faster
+    if (ratio < 0).all():
+        return None, f"direct faster at every measured S (to {int(both.index[-1])})"
+    if (ratio >= 0).all():
+        return None, "FFT faster at every measured S"
+    for (s0, r0), (s1, r1) in zip(ratio.items(), list(ratio.items())[1:]):
+        if r0 < 0 <= r1:  # the first change from direct to FFT
+            x = math.exp(math.log(s0) + (math.log(s1) - math.log(s0)) * (-r0) / (r1 - r0))
+            return x, f"crossover S ≈ {x:.3g}"
+    return None, "direct and FFT alternate"
+
+
+def plot_windows(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
+    """Time against the half-width S, a panel per shape; per panel the S where the best direct
+    series of this project becomes slower than its best FFT series."""
+    col, ylabel = METRICS[exp.metric]
+    panels = list(dict.fromkeys(pts["shape_panel"]))
+    fig, axes = grid_of(len(panels), ncols=2, w=5.6, h=3.8)
+    series_order = list(dict.fromkeys(s.label for s in exp.series))
+    for ax, pk in zip(axes, panels):
+        sub = pts[pts["shape_panel"] == pk]
+        for i, label in enumerate(series_order):
+            s = sub[sub["series"] == label].sort_values("half_width")
+            if s.empty:
+                continue
+            ax.plot(s["half_width"], s[col], label=series_label(label, s), markersize=4,
+                    **window_style(s["variant"].iloc[0], s["group"].iloc[0], i))
+        x, text = crossover(sub, col)
+        if x is not None:
+            ax.axvline(x, color="0.3", ls=":", lw=1)
+        if text:
+            ax.annotate(text, (0.02, 0.97), xycoords="axes fraction", va="top", fontsize=7,
+                        bbox=dict(boxstyle="round", fc="white", ec="0.7", alpha=0.9))
+        size_axis(ax, sub["half_width"])
+        full = {int(v) for v in sub.loc[sub["shifts"] == "", "half_width"]}  # the full output's S
+        ax.set_xticklabels([f"{int(t)}" + (" (full)" if int(t) in full else "") for t in ax.get_xticks()],
+                           fontsize=7, rotation=45)
+        value_axis(ax, sub[col], "time")
+        ax.set_title(pk, fontsize=9)
+        ax.set_xlabel(exp.xlabel, fontsize=7)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.grid(True, which="major", alpha=0.3)
+    suptitle(fig, f"{exp.title}\n{title}; {FINISH_NOTE}; dotted line: the best direct kernel of this project "
+                  "becomes slower than its best FFT (peers, dash-dotted, not counted)")
+    shared_legend(fig, axes)
+    return save(fig, out_dir, exp.name)
+
+
+def window_bars(ax, sub: pd.DataFrame, series_order: list, col: str) -> None:
+    """Horizontal bars, fastest at the top, coloured per algorithm, the peers hatched."""
+    rows = []
+    for i, name in enumerate(series_order):
+        s = sub[sub["series"] == name]
+        if not s.empty:
+            r = s.iloc[0]
+            rows.append((series_label(name, s), float(r[col]), window_style(r["variant"], r["group"], i)["color"],
+                         r["group"] == "peer"))
+    rows.sort(key=lambda r: r[1])
+    y = np.arange(len(rows))[::-1]
+    for yi, (_, v, color, peer) in zip(y, rows):
+        ax.barh(yi, v, color=color, alpha=0.85, hatch="//" if peer else None, edgecolor="white" if peer else None)
+        ax.text(v, yi, f" {fmt_us(v)}", va="center", fontsize=6.5)
+    ax.set_yticks(y, [r[0] for r in rows], fontsize=7)
+    ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # labels at powers of ten only
+    ax.margins(x=0.12)  # room for the value beside the longest bar
+    ax.grid(True, axis="x", which="major", alpha=0.3)
+
+
+def fmt_us(us: float) -> str:
+    return f"{us:.3g} µs" if us < 1000 else f"{us / 1000:.3g} ms"
+
+
+def plot_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
+    col, ylabel = METRICS[exp.metric]
+    panels = list(dict.fromkeys(pts["shape_panel"]))
+    fig, axes = grid_of(len(panels), ncols=1, w=8.0, h=0.32 * pts["series"].nunique() + 1.6)
+    series_order = list(dict.fromkeys(s.label for s in exp.series))
+    for ax, pk in zip(axes, panels):
+        window_bars(ax, pts[pts["shape_panel"] == pk], series_order, col)
+        ax.set_title(pk, fontsize=9)
+        ax.set_xlabel(f"{ylabel}, log scale; hatched: other libraries", fontsize=8)
+    suptitle(fig, f"{exp.title}\n{title}; {FINISH_NOTE}")
+    fig.tight_layout()
+    return save(fig, out_dir, exp.name)
+
+
+def plot_grouped_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
+    """A group of bars per window (half-width S), a bar per series; log time axis."""
+    col, ylabel = METRICS[exp.metric]
+    groups = sorted(pts["half_width"].unique())
+    series_order = [s for s in dict.fromkeys(s.label for s in exp.series) if (pts["series"] == s).any()]
+    width = 0.8 / max(1, len(series_order))
+    fig, ax = plt.subplots(figsize=(max(7.0, 2.0 + 0.32 * len(groups) * len(series_order)), 4.4))
+    for i, label in enumerate(series_order):
+        s = pts[pts["series"] == label]
+        r0 = s.iloc[0]
+        st = window_style(r0["variant"], r0["group"], i)
+        xs = [groups.index(g) + (i - (len(series_order) - 1) / 2) * width for g in s["half_width"]]
+        peer = r0["group"] == "peer"
+        ax.bar(xs, s[col], width=width, color=st["color"], alpha=0.85, label=series_label(label, s),
+               hatch="//" if peer else None, edgecolor="white" if peer else None)
+        for x, v in zip(xs, s[col]):
+            ax.text(x, v, fmt_us(v), ha="center", va="bottom", fontsize=5, rotation=90)
+    ax.set_xticks(range(len(groups)), [f"S = {int(g)}" for g in groups], fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel(f"{ylabel}; hatched: other libraries", fontsize=8)
+    ax.set_xlabel(exp.xlabel, fontsize=8)
+    ax.grid(True, axis="y", which="major", alpha=0.3)
+    ax.margins(y=0.15)
+    suptitle(fig, f"{exp.title}\n{title}; {FINISH_NOTE}")
+    shared_legend(fig, [ax])
+    return save(fig, out_dir, exp.name)
+
+
+WINDOW_PLOTS = {"windows": plot_windows, "bars": plot_bars, "grouped_bars": plot_grouped_bars}
+
+
 def plot_gpu(gpu_dir: Path, only: list | None = None, plots_root: Path | None = None) -> list[Path]:
     gpu_dir = Path(gpu_dir)
     summary = load_summary(gpu_dir)
@@ -308,6 +459,8 @@ def plot_gpu(gpu_dir: Path, only: list | None = None, plots_root: Path | None = 
                 continue
             if exp.plot == "comparison":
                 files += plot_comparison(exp, pts, title, out_dir)
+            elif exp.plot in WINDOW_PLOTS:
+                files += WINDOW_PLOTS[exp.plot](exp, pts, title, out_dir)
             else:
                 files += plot_lines(exp, pts, title, out_dir)
         except Exception as e:  # noqa: BLE001  (a broken figure must not stop the others)

@@ -10,6 +10,11 @@ fastest *different* variant). Four readings:
 Writes results/<gpu>/table1.md (all readings, beside the paper's table), table1_<reading>.csv
 and plots/<gpu>/table1_<reading>.png (--pdf: and .pdf). Missing cells are left empty with a warning.
 
+The window table (experiment window_table, issue #20): per size (row) and output window (column)
+the fastest variant of this project by time per call + finish_time, its margin over the fastest
+other one, and the fastest peer (PyTorch, CuPy) beside it: results/<gpu>/window_table.md,
+window_table.csv and plots/<gpu>/window_table.png; nothing but a line when it is not measured yet.
+
     scripts/table.py [GPU_DIR ...]
 """
 from __future__ import annotations
@@ -25,8 +30,9 @@ import pandas as pd
 from xcsuite import paths
 from xcsuite.results import exit_2_on_bad_results, progress
 from xcsuite.summary import gpu_name_of, load_summary
-from xcsuite.tables import (CATEGORY_COLORS, COLUMNS, READINGS, ROWS, build_table, fmt_time, markdown,
-                            paper_markdown, short_name)
+from xcsuite.tables import (CATEGORY_COLORS, COLUMNS, READINGS, ROWS, WINDOW_CELL_COLORS, build_table,
+                            build_window_table, fmt_time, markdown, paper_markdown, short_name, window_columns,
+                            window_markdown)
 
 
 def figure(table: pd.DataFrame, reading: str, gpu_name: str, out_dir: Path) -> list[Path]:
@@ -118,6 +124,92 @@ def make_tables(gpu_dir: Path, plots_root: Path | None = None) -> dict:
     return tables
 
 
+def window_figure(table: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
+    """The window table as a grid of coloured cells (the winner's colour), like Table 1's."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = window_columns()
+    sizes = sorted(int(x) for x in table["size"].unique())
+    fig, ax = plt.subplots(figsize=(2.1 * len(cols) + 1.2, 0.95 * len(sizes) + 1.5))
+    ax.set_xlim(0, len(cols))
+    ax.set_ylim(0, len(sizes))
+    ax.invert_yaxis()
+    for i, size in enumerate(sizes):
+        for j, (label, _) in enumerate(cols):
+            r = table[(table["size"] == size) & (table["column"] == label)]
+            if r.empty or pd.isna(r.iloc[0]["best_variant"]):
+                ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor="white", edgecolor="0.7"))
+                ax.text(j + 0.5, i + 0.5, "not measured", ha="center", va="center", fontsize=6, color="0.5")
+                continue
+            r = r.iloc[0]
+            ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor=WINDOW_CELL_COLORS.get(r["best_variant"], "#eeeeee"),
+                                       edgecolor="white", lw=2))
+            margin = f"  x{r['margin']:.2f}" if r["margin"] == r["margin"] else ""
+            ax.text(j + 0.5, i + 0.22, short_name(r["best_variant"]), ha="center", va="center", fontsize=6.2,
+                    weight="bold")
+            ax.text(j + 0.5, i + 0.5, f"{fmt_time(r['best_time_us'])}{margin}", ha="center", va="center", fontsize=5.8)
+            if isinstance(r["best_peer"], str):
+                ax.text(j + 0.5, i + 0.78, f"peer {r['best_peer']}: x{r['peer_ratio']:.2f}", ha="center",
+                        va="center", fontsize=4.8, color="0.25", style="italic")
+    ax.set_xticks([j + 0.5 for j in range(len(cols))])
+    ax.set_xticklabels([label for label, _ in cols], fontsize=8)
+    ax.xaxis.tick_top()
+    ax.set_yticks([i + 0.5 for i in range(len(sizes))])
+    ax.set_yticklabels([f"{n} x {n}" for n in sizes], fontsize=8)
+    ax.tick_params(length=0)
+    for sp in ax.spines.values():
+        sp.set_visible(False)
+    ax.set_title(f"Best algorithm per size and output window on {title}\n(one-to-one; time per call + finish_time; "
+                 "xN = margin over the fastest other variant; peer: the fastest other library's time over the "
+                 "winner's)", fontsize=9, pad=24)
+    files = paths.save_figure(fig, out_dir, "window_table", dpi=150, bbox_inches="tight")
+    plt.close(fig)
+    return files
+
+
+def make_window_table(gpu_dir: Path, plots_root: Path | None = None) -> pd.DataFrame | None:
+    """results/<gpu>/window_table.md (+ .csv, plots/<gpu>/window_table.png) from the window_table
+    experiment; None, writing nothing, when it has no results yet."""
+    import experiments as suite
+    from xcsuite.figdata import points
+
+    gpu_dir = Path(gpu_dir)
+    summary = load_summary(gpu_dir)
+    if summary.empty or not (summary["experiment"] == "window_table").any():
+        return None
+    pts, notes = points(suite.load("window_table"), summary, gpu_dir)
+    for n in notes:
+        warnings.warn(n)
+    if pts.empty:
+        return None
+    gpu_name = gpu_name_of(summary, gpu_dir)
+    stopped = progress(gpu_dir, ["window_table"]).get("window_table")
+    stopped = stopped.note() if stopped else ""
+    t = build_window_table(pts)
+    t.to_csv(gpu_dir / "window_table.csv", index=False, float_format="%.6g")
+    md = [f"# Best algorithm per size and output window on {gpu_name}\n",
+          "Generated by scripts/table.py from the `window_table` experiment (experiments/window_table.py): "
+          "one-to-one N x N, each cell the fastest variant of this project by time per call + finish_time "
+          "(fft's untimed crop to the window; 10 repetitions of >= 0.1 s, IQR outliers removed, default "
+          "parameters), its margin over the fastest *different* variant, and the fastest peer (another "
+          "library: PyTorch, CuPy) with its time over the winner's — listed, never the winner. Columns: "
+          "max_shift S (±S), same, full, and valid with an N/4 x N/4 right (template matching). – : no "
+          "measurement; direct kernels are not measured above 3e11 multiply-adds per call.\n"]
+    if stopped:
+        md.append(f"**The window_table experiment is {stopped}: cells may change when it is finished.**\n")
+    md.append(window_markdown(t))
+    (gpu_dir / "window_table.md").write_text("\n".join(md))
+    try:
+        window_figure(t, gpu_name + (f" (window_table {stopped})" if stopped else ""),
+                      paths.plots_dir_for(gpu_dir, plots_root))
+    except Exception as e:  # noqa: BLE001
+        warnings.warn(f"window_table figure skipped: {e}")
+    return t
+
+
 @exit_2_on_bad_results("table")
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -131,5 +223,9 @@ def main(argv=None) -> int:
         tables = make_tables(d)
         if tables:
             print(f"table: {d}/table1.md ({', '.join(tables)})")
+        if make_window_table(d) is not None:
+            print(f"table: {d}/window_table.md")
+        else:
+            print(f"table: {d.name}: window_table not measured yet")
     return 0
 

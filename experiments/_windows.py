@@ -1,0 +1,61 @@
+"""What the window experiments (windows.py, piv.py, autocorr.py, window_table.py) share: their
+series, with one label per algorithm in all four, and the caps that keep them to minutes.
+
+A series runs a windowed shape only where the build's registry declares that window for its
+variant (`xcorr list --json` "windows"; the peers' from `python -m xcsuite.peerbench list --json`):
+the others are left out with a reason, as an unsupported form is. The figures and tables of these
+experiments compare time per call + finish_time (fft's untimed crop to the output layout, 0 for
+the variants that time everything): metric "time_with_finish".
+"""
+from experiments._spec import Series
+
+# This project's direct kernels (~1e13 FMA/s): at most ~30 ms per call. The crossover with FFT lies
+# one to two orders of magnitude below (an FFT of a 2048 x 2048 pair takes well under 1 ms), so
+# the curves still show where direct stops paying off.
+DIRECT_MAX_FMAS = 3e11
+# The baseline (overlap-wise, ~1.3e12 FMA/s) and CuPy's generic direct kernel: ~20 ms per call.
+SLOW_MAX_FMAS = 2e10
+# fft-fused holds a pair's padded spectra in shared memory or in a global staging buffer: outputs
+# up to 1023 x 1023, i.e. N x N pairs up to 512.
+FFT_FUSED_MAX_SIZE = 512
+# small-direct keeps an output row of a pair in one block: sizes up to ~100.
+SMALL_DIRECT_MAX_SIZE = 96
+
+LABELS = {
+    "overlap-wise": "overlap-wise (baseline)",
+    "register-tiled": "register-tiled (new)",
+    "small-direct": "small-direct (new)",
+    "tensor-wgmma": "tensor-wgmma (new, 3xTF32 warpgroup MMA)",
+    "fft": "fft (cuFFT, plans reused)",
+    "fft+plan": "fft+plan (cuFFT, plan timed)",
+    "fft-fused": "fft-fused (new, fused FFT)",
+    "torch-conv2d": "torch-conv2d (PyTorch, cuDNN)",
+    "torch-fft": "torch-fft (PyTorch FFT)",
+    "cupy-correlate2d": "cupy-correlate2d (CuPy)",
+}
+# How each variant computes: direct (over the window's shifts) or by FFT (the full output, then
+# the window): the figures' crossover compares the best of each kind among this project's series.
+FFT_VARIANTS = ("fft", "fft+plan", "fft-fused", "torch-fft")
+
+
+def method(variant: str) -> str:
+    return "fft" if variant in FFT_VARIANTS else "direct"
+
+
+def series(variant: str, **kw) -> Series:
+    """The series of `variant` with its label and caps (keyword arguments override them)."""
+    caps = {"overlap-wise": dict(params={"warps": 4}, max_fmas=SLOW_MAX_FMAS),
+            "register-tiled": dict(max_fmas=DIRECT_MAX_FMAS),
+            "small-direct": dict(max_fmas=DIRECT_MAX_FMAS, max_size=SMALL_DIRECT_MAX_SIZE),
+            "tensor-wgmma": dict(max_fmas=DIRECT_MAX_FMAS),
+            "fft-fused": dict(max_size=FFT_FUSED_MAX_SIZE),
+            "torch-conv2d": dict(max_fmas=DIRECT_MAX_FMAS),
+            "cupy-correlate2d": dict(max_fmas=SLOW_MAX_FMAS)}.get(variant, {})
+    return Series(LABELS[variant], variant, **{**caps, **kw})
+
+
+PEERS = ("torch-conv2d", "torch-fft", "cupy-correlate2d")
+
+
+def peer_series() -> list:
+    return [series(v) for v in PEERS]

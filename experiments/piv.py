@@ -1,0 +1,35 @@
+"""PIV (particle image velocimetry), the shape of issue #20: every interrogation window of one
+frame against its search area in the next, only the shifts where the window lies inside the area.
+
+n-to-mn with 3969 pairs (a 63 x 63 grid of interrogation windows): each left is a 64 x 64 search
+area, its right a 32 x 32 interrogation window, window valid: 33 x 33 shifts per pair (dy, dx in
+0..32). Every variant that declares the valid window (xcorr list) and the peers (PyTorch, CuPy);
+register-tiled and small-direct over their tile sizes (the application's shape: tuning matters),
+the others at their defaults. Metric: time per call + finish_time (fft's untimed crop). A bar per
+series.
+"""
+from experiments._spec import Experiment, Shape
+from experiments._windows import peer_series, series
+
+PAIRS, SEARCH, INTERROGATION = 3969, 64, 32
+
+EXPERIMENT = Experiment(
+    name="piv",
+    title=(f"PIV: {PAIRS} pairs, {SEARCH} x {SEARCH} search areas with {INTERROGATION} x {INTERROGATION} "
+           f"interrogation windows, valid window ({SEARCH - INTERROGATION + 1} x {SEARCH - INTERROGATION + 1} shifts)"),
+    paper="Issue #20 (not in the paper)",
+    metric="time_with_finish",
+    plot="bars",
+    shapes=[Shape("n-to-mn", SEARCH, SEARCH, INTERROGATION, INTERROGATION, PAIRS, PAIRS,
+                  group=f"n-to-mn, {PAIRS} pairs, valid", window="valid")],
+    series=[
+        series("register-tiled", tune={"rows": "*"}),
+        series("small-direct", tune={"warps": "*"}),
+        series("tensor-wgmma"),
+        series("overlap-wise"),
+        series("fft"),
+        series("fft+plan"),
+        series("fft-fused"),
+        *peer_series(),
+    ],
+)

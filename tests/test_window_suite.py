@@ -1,0 +1,283 @@
+"""Output windows in the experiment suite (CPU only): Shape.window parsed and resolved as
+harness/core.cpp does (checked against scipy.signal.correlate2d), its multiply-adds against a
+brute-force count, the case line and key of a windowed case against the benchmark's name, the
+registry's declared windows at expansion, the window experiments' definitions, and the whole path
+(run, resume, aggregate, figures, window table) with tests/fake_xcorr.py."""
+import json
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import signal
+from fake_xcorr import PEERS
+from suite_helpers import FIXTURES, clear_fake_env, log_lines, make_fake_build
+
+import experiments as suite
+from experiments._spec import (Case, Experiment, Series, Shape, case_key, expand, full_shifts, supports_window,
+                               window_is)
+from xcsuite import resultfile as rf
+from xcsuite.benchjson import entry_key, parse_bench_name
+from xcsuite.cli import plot, table
+from xcsuite.cli import run_experiments as rx
+from xcsuite.cost import call_seconds
+from xcsuite.summary import aggregate_dir, load_summary
+
+REGISTRY = json.loads((FIXTURES / "registry.json").read_text())
+WITH_PEERS = REGISTRY + PEERS  # the runner's registry: the build's and the peers' (peerbench list)
+
+# (hL, wL, hR, wR) as tests/test_windows.py: valid needs one matrix inside the other
+VALID_SHAPES = [(9, 13, 4, 11), (4, 11, 9, 13), (7, 5, 7, 2), (3, 3, 8, 3), (1, 1, 5, 6), (6, 6, 6, 6)]
+SAME_SHAPES = [(8, 6, 4, 2), (7, 9, 4, 6), (6, 8, 5, 3), (4, 6, 9, 7), (3, 5, 8, 10), (5, 4, 6, 9), (1, 1, 2, 2)]
+
+
+def crop(full, hR, wR, window):
+    """Shifts dy0..dy1, dx0..dx1 of a full correlate2d output, 0 where there is no overlap."""
+    dy0, dy1, dx0, dx1 = window
+    out = np.zeros((dy1 - dy0 + 1, dx1 - dx0 + 1))
+    for i, dy in enumerate(range(dy0, dy1 + 1)):
+        for j, dx in enumerate(range(dx0, dx1 + 1)):
+            y, x = dy + hR - 1, dx + wR - 1
+            if 0 <= y < full.shape[0] and 0 <= x < full.shape[1]:
+                out[i, j] = full[y, x]
+    return out
+
+
+def scipy_pair(hL, wL, hR, wR):
+    rng = np.random.default_rng(hL * 1000 + wL * 100 + hR * 10 + wR)
+    left, right = rng.standard_normal((hL, wL)), rng.standard_normal((hR, wR))
+    return left, right, signal.correlate2d(left, right, mode="full")
+
+
+@pytest.mark.parametrize("mode,sizes", [("valid", s) for s in VALID_SHAPES] + [("same", s) for s in SAME_SHAPES],
+                         ids=lambda x: "%dx%d*%dx%d" % x if isinstance(x, tuple) else x)
+def test_shifts_are_scipys_window(mode, sizes):
+    hL, wL, hR, wR = sizes
+    left, right, full = scipy_pair(*sizes)
+    want = signal.correlate2d(left, right, mode=mode)
+    shape = Shape("one-to-one", *sizes, window=mode)
+    assert shape.out_shape == want.shape
+    np.testing.assert_allclose(crop(full, hR, wR, shape.shifts()), want, rtol=1e-12, atol=1e-12)
+
+
+def test_full_and_max_shift_and_general_rectangles():
+    left, right, full = scipy_pair(5, 7, 3, 4)
+    s = Shape("one-to-one", 5, 7, 3, 4)
+    assert s.shifts() == (-2, 4, -3, 6) == full_shifts(5, 7, 3, 4) and s.out_shape == full.shape and s.full
+    m = Shape("one-to-one", 5, 7, 3, 4, window="max_shift=3,1")
+    assert m.shifts() == (-3, 3, -1, 1) and m.half_width == 3
+    assert Shape("one-to-one", 5, 7, 3, 4, window="max_shift=2").shifts() == (-2, 2, -2, 2)
+    g = Shape("one-to-one", 5, 7, 3, 4, window="shifts=-9:-1,2:30")  # partly beyond the full range
+    assert g.shifts() == (-9, -1, 2, 30) and g.shifts_text == "-9:-1,2:30" and not g.full
+    assert crop(full, 3, 4, g.shifts())[:6].sum() == 0  # dy < -2: no overlap, zeros
+    # the full output's rectangle, however named, is the full case
+    assert Shape.one_to_one(8, window="max_shift=7").full and Shape.one_to_one(8, window="max_shift=7").shifts_text == ""
+    assert Shape("one-to-one", 8, 8, 1, 1, window="valid").full  # valid with a 1 x 1 right
+    assert not Shape.one_to_one(8, window="max_shift=8").full  # beyond the full range: a larger window
+
+
+@pytest.mark.parametrize("window,why", [
+    ("max_shift=-1", "not an integer"), ("max_shift=a", "not an integer"), ("max_shift=3,", "not an integer"),
+    ("max_shift= 3", "not an integer"), ("max_shift=+3", "not an integer"), ("shifts=1:0,0:0", "empty window"),
+    ("shifts=1:2", "DY0:DY1,DX0:DX1"), ("shifts=0:1,2:3,4", "DY0:DY1,DX0:DX1"), ("window=valid", "unknown window"),
+    ("Valid", "unknown window"), ("max_shift=1073741824", "not an integer"), ("shifts=0:40000,0:40000", "2^30"),
+])
+def test_a_bad_window_is_refused_at_construction(window, why):
+    with pytest.raises(ValueError, match=why.replace("^", r"\^")):
+        Shape.one_to_one(16, window=window)
+
+
+def test_valid_needs_one_matrix_inside_the_other():
+    with pytest.raises(ValueError, match="no valid window"):
+        Shape("one-to-one", 4, 11, 9, 3, window="valid")
+    Shape("one-to-one", 4, 11, 9, 11, window="valid")  # the right contains the left: negative shifts
+    assert Shape("one-to-one", 4, 11, 9, 11, window="valid").shifts() == (-5, 0, 0, 0)
+
+
+def brute_force_fmas(hL, wL, hR, wR, window):
+    dy0, dy1, dx0, dx1 = window
+    n = 0
+    for dy in range(dy0, dy1 + 1):
+        rows = sum(1 for r in range(hR) if 0 <= r + dy < hL)
+        for dx in range(dx0, dx1 + 1):
+            n += rows * sum(1 for c in range(wR) if 0 <= c + dx < wL)
+    return n
+
+
+@pytest.mark.parametrize("sizes,window", [
+    ((9, 13, 4, 11), "full"), ((9, 13, 4, 11), "valid"), ((4, 6, 9, 7), "same"), ((8, 8, 8, 8), "max_shift=3"),
+    ((8, 8, 8, 8), "max_shift=20,1"), ((5, 7, 3, 4), "shifts=-9:-1,2:30"), ((5, 7, 3, 4), "shifts=10:12,0:0"),
+    ((1, 9, 1, 4), "max_shift=0,2"),
+])
+def test_fmas_are_the_sum_of_the_overlap_areas(sizes, window):
+    shape = Shape("one-to-one", *sizes, window=window)
+    assert shape.fmas == brute_force_fmas(*sizes, shape.shifts())
+    stack = Shape("n-to-m", *sizes, 2, 3, window=window)
+    assert stack.fmas == 6 * shape.fmas
+
+
+def test_declared_windows_follow_core_cpps_window_is():
+    same = Shape.one_to_one(8, window="same")
+    assert window_is("same", same) and window_is("shifts", same) and not window_is("max-shift", same)
+    sym = Shape.one_to_one(8, window="shifts=-2:2,-5:5")
+    assert window_is("max-shift", sym) and not window_is("same", sym)
+    one = Shape("one-to-one", 8, 8, 1, 1, window="valid")
+    assert supports_window(["full"], one)  # that valid is the full output
+    assert not supports_window(["full", "valid"], Shape.one_to_one(8, window="max_shift=2"))
+    assert supports_window(["full", "max-shift"], Shape.one_to_one(8, window="max_shift=2"))
+
+
+def test_case_line_key_and_benchmark_name_agree():
+    shape = Shape("n-to-mn", 64, 64, 32, 32, 3, 6, window="valid")
+    case = Case("register-tiled", shape, (("rows", "4"), ("waves", "auto")))
+    assert case.line() == ("variant=register-tiled form=n-to-mn hL=64 wL=64 hR=32 wR=32 nL=3 nR=6 window=valid "
+                           "rows=4 waves=auto")
+    name = "register-tiled/n-to-mn/hL:64/wL:64/hR:32/wR:32/nL:3/nR:6/shifts:0:32,0:32/rows:4/waves:auto"
+    assert parse_bench_name(name + "/min_time:0.100/repeats:10/manual_time") == (
+        "register-tiled", ("n-to-mn", 64, 64, 32, 32, 3, 6), "0:32,0:32", {"rows": "4", "waves": "auto"})
+    assert entry_key({"run_name": name}) == case.key == (
+        "register-tiled|n-to-mn|64x64|32x32|3|6|shifts:0:32,0:32|rows=4,waves=auto|warm")
+    ident = rf.identity_from_line(case.line())
+    assert ident["shifts"] == "0:32,0:32" and "window" not in ident["params"]
+    rec = {**ident, "cold": False}
+    assert rf.key_of(rec) == case.key and rf.key_of({**rf.identity_from_line(rf.line_of(rec)), "cold": False}) == case.key
+    assert Case("fft", Shape.one_to_one(16, window="max_shift=4"), ()).line().endswith("nR=1 max_shift=4")
+    # the full output's rectangle: the full case's line and key, unchanged
+    full = Case("fft", Shape.one_to_one(16), (("launch", "graph"),))
+    named = Case("fft", Shape.one_to_one(16, window="max_shift=15"), (("launch", "graph"),))
+    assert named.line() == full.line() and named.key == full.key == case_key(
+        "fft", ("one-to-one", 16, 16, 16, 16, 1, 1), {"launch": "graph"})
+
+
+def test_a_windowed_record_round_trips_with_its_shift_counters():
+    line = "variant=fft form=one-to-one hL=8 wL=8 hR=8 wR=8 nL=1 nR=1 max_shift=2 launch=graph"
+    ident = rf.identity_from_line(line)
+    name = "fft/one-to-one/hL:8/wL:8/hR:8/wR:8/nL:1/nR:1/shifts:-2:2,-2:2/launch:graph"
+    entries = [{"name": name, "run_name": name, "run_type": "iteration", "repetition_index": i, "real_time": 1.5 + i,
+                "time_unit": "us", "fmas": 1600.0, "finish_time": 1e-6, "dy0": -2.0, "dy1": 2.0, "dx0": -2.0,
+                "dx1": 2.0, **{k: 8.0 for k in ("hL", "wL", "hR", "wR")}, "nL": 1.0, "nR": 1.0, "cold": 0.0}
+               for i in range(3)]
+    rec = rf.encode(ident, False, {"status": "ok"}, entries)
+    assert "dy0" not in rec["same"]  # derived from the case, not stored
+    assert rf.entries_of(rec) == [{**e, "xcorr_case": rf.key_of(rec)} for e in entries]
+    assert entry_key(entries[0]) == rf.key_of(rec)
+
+
+def test_expansion_leaves_out_an_undeclared_window_with_a_reason():
+    exp = Experiment("t", "t", "t", [Shape.one_to_one(32, window="same"), Shape.one_to_one(32)],
+                     [Series("a", "split-row"), Series("b", "fft-fused"), Series("c", "register-tiled")])
+    ex = expand(exp, REGISTRY)
+    by = {(c.variant, c.shape.window) for c in ex.cases}
+    assert ("split-row", "full") in by and ("split-row", "same") not in by  # declares the full output only
+    assert ("fft-fused", "same") in by and ("register-tiled", "same") in by
+    assert any("split-row does not compute the same window" in r for _, _, r in ex.unavailable)
+    reg = [{**v, "windows": ["full"]} if v["name"] == "fft-fused" else v for v in REGISTRY]
+    reg = [{k: x for k, x in v.items() if k != "windows"} if v["name"] == "register-tiled" else v for v in reg]
+    ex = expand(exp, reg)  # no "windows" (a registry of an older build): the full output only
+    assert {(c.variant, c.shape.window) for c in ex.cases} == {("split-row", "full"), ("fft-fused", "full"),
+                                                                ("register-tiled", "full")}
+
+
+def test_window_experiments_are_defined_as_issue_20_asks():
+    names = suite.names()
+    for n in ("windows", "piv", "autocorr", "window_table"):
+        assert n in names and suite.load(n).metric == "time_with_finish"
+    piv = suite.load("piv").shapes
+    assert len(piv) == 1 and piv[0].out_shape == (33, 33) and piv[0].pairs == 3969 and piv[0].form == "n-to-mn"
+    w = expand(suite.load("windows"), WITH_PEERS)
+    assert {c.variant for c in w.cases} == {"register-tiled", "small-direct", "tensor-wgmma", "overlap-wise", "fft",
+                                            "fft-fused", "torch-conv2d", "torch-fft", "cupy-correlate2d"}
+    sweep = sorted(s.half_width for s in suite.load("windows").shapes if s.hL == 256)
+    assert sweep == [1, 2, 4, 8, 16, 32, 64, 128, 255]
+    assert max(c.fmas for c in w.cases if c.variant == "register-tiled") <= 3e11
+    auto = suite.load("autocorr").shapes
+    assert [s.half_width for s in auto] == [16, 64, 128] and all(s.hL == s.hR == 2048 for s in auto)
+    t = expand(suite.load("window_table"), WITH_PEERS)
+    assert {(c.shape.hL, c.shape.hR) for c in t.cases if c.shape.window == "valid"} == {
+        (n, n // 4) for n in (64, 128, 256, 512, 1024, 2048)}
+    assert call_seconds(next(c for c in t.cases if c.variant == "torch-fft")) < 0.01  # an FFT, not direct
+
+
+def test_crossover_is_where_the_best_direct_becomes_slower_than_the_best_fft():
+    rows = [("register-tiled", "new", s, 2.0 * s) for s in (1, 2, 4, 8, 16)]
+    rows += [("overlap-wise", "baseline", s, 50.0 * s) for s in (1, 2, 4, 8, 16)]
+    rows += [("fft", "fft", s, 10.0) for s in (1, 2, 4, 8, 16)]
+    rows += [("torch-conv2d", "peer", s, 0.1) for s in (1, 2, 4, 8, 16)]  # a peer never counts
+    pts = pd.DataFrame(rows, columns=["variant", "group", "half_width", "total_us"])
+    x, text = plot.crossover(pts, "total_us")
+    assert x == pytest.approx(5.0) and "crossover S" in text  # 2S = 10 between S = 4 and 8, on log axes
+    x, text = plot.crossover(pts[pts["variant"] != "fft"], "total_us")
+    assert x is None and text == ""
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    clear_fake_env(monkeypatch)
+    build = make_fake_build(tmp_path / "build")
+    log = tmp_path / "bench.log"
+    monkeypatch.setenv("FAKE_LOG", str(log))
+    monkeypatch.setenv("FAKE_PEER_LOG", str(tmp_path / "peer.log"))
+    monkeypatch.setenv("XCORR_PEERBENCH", str(build / "peerbench"))  # the peers, faked like the bench
+    monkeypatch.setenv("XCORR_LOCK_DIR", str(tmp_path / "locks"))
+    results = tmp_path / "results"
+
+    def run(*args):
+        return rx.main([*args, "--build", str(build), "--results", str(results), "--no-progress", "--quick",
+                        "--max-fmas", "1e20"])
+
+    return run, results / "fake-gpu-9000-quick", log, tmp_path
+
+
+def test_window_experiments_run_resume_aggregate_plot_and_table(env, monkeypatch):
+    run, gpu, log, tmp = env
+    assert run("piv,autocorr") == 0
+    calls = len(log_lines(log)), len(log_lines(tmp / "peer.log"))
+    lines = [l for call in log_lines(log) for l in call]
+    assert any(" window=valid " in l for l in lines) and any(" max_shift=128 " in l for l in lines)
+    peer_lines = [l for call in log_lines(tmp / "peer.log") for l in call]  # windowed peer cases: peerbench
+    assert any(l.startswith("variant=torch-fft ") and l.endswith(" window=valid") for l in peer_lines)
+    data = json.loads((gpu / "piv.json").read_text())
+    assert data["xcorr_meta"]["complete"] and all(c["status"] == "ok" for c in data["cases"].values())
+    assert all(c["shifts"] == "0:32,0:32" and "|shifts:0:32,0:32|" in k for k, c in data["cases"].items())
+    assert {"torch-conv2d", "torch-fft", "cupy-correlate2d"} <= {c["variant"] for c in data["cases"].values()}
+    assert all(m["shape"]["window"] == "valid" for m in data["members"])
+    assert run("piv,autocorr") == 0  # every windowed case found again: resumed, nothing runs
+    assert (len(log_lines(log)), len(log_lines(tmp / "peer.log"))) == calls
+    df = aggregate_dir(gpu)
+    assert list(df.columns)[-1] == "shifts" and set(df["shifts"]) >= {"0:32,0:32", "-16:16,-16:16"}
+    piv = df[df["experiment"] == "piv"]
+    assert (piv["fmas"] == 3969 * 33 * 33 * 32 * 32).all()  # the window's multiply-adds
+    fft = piv[piv["variant"] == "fft"].iloc[0]
+    assert fft["finish_time_us"] > 0
+    assert (load_summary(gpu)["shifts"] != "").all()
+    monkeypatch.setenv("XCORR_PLOT_STRICT", "1")
+    monkeypatch.setenv("XCORR_PLOT_FORMATS", "png")
+    files = plot.plot_gpu(gpu, only=["piv", "autocorr", "windows"], plots_root=tmp / "plots")
+    assert sorted(f.name for f in files) == ["autocorr.png", "piv.png"]  # windows: not measured, no figure
+    again = plot.plot_gpu(gpu, only=["piv"], plots_root=tmp / "again")
+    assert again[0].read_bytes() == (tmp / "plots" / gpu.name / "piv.png").read_bytes()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        assert table.make_window_table(gpu, plots_root=tmp / "plots") is None  # not measured yet
+    assert not (gpu / "window_table.md").exists()
+
+
+def test_window_sweep_and_table_from_the_fake_bench(env, monkeypatch):
+    run, gpu, log, tmp = env
+    assert run("windows,window_table") == 0
+    monkeypatch.setenv("XCORR_PLOT_STRICT", "1")
+    monkeypatch.setenv("XCORR_PLOT_FORMATS", "png")
+    files = plot.plot_gpu(gpu, only=["windows"], plots_root=tmp / "plots")
+    assert [f.name for f in files] == ["windows.png"] and files[0].stat().st_size > 20_000
+    t = table.make_window_table(gpu, plots_root=tmp / "plots")
+    assert len(t) == 36 and t["best_variant"].notna().all()
+    assert not t["best_variant"].isin(["torch-conv2d", "torch-fft", "cupy-correlate2d"]).any()  # peers: beside
+    md = (gpu / "window_table.md").read_text()
+    assert "| 2048 |" in md and "peer: " in md and (tmp / "plots" / gpu.name / "window_table.png").exists()
+    # max_shift=64 at 64 is a larger window than the full output (a ring of zeros): a case of its own
+    row = t[t["size"] == 64].set_index("column")
+    assert row.loc["±64", "shifts"] == "-64:64,-64:64" and row.loc["full", "shifts"] == ""
+    # max_shift=63 at 64, the sweep's last point, is the full output: its case has the full key
+    members = json.loads((gpu / "windows.json").read_text())["members"]
+    last = [m for m in members if m["shape"]["hL"] == 64 and m["shape"]["window"] == "max_shift=63"]
+    assert last and all("|shifts:" not in k for m in last for k in m["keys"])
