@@ -1,14 +1,16 @@
 // fft-fused: the FFT-based cross-correlation with hand-written DFTs, fused so that a right matrix is
-// read once (unpadded) and its output written once, in the final layout. Up to outputs of 191 x 191
-// (transform sizes 32, 64, 96, 128, 192) one block per matrix does everything in shared memory;
-// larger transforms (256, 512, 1024: outputs up to 1023 x 1023) take the staged path at the end
-// of this file, the same phases as kernels of their own. Beyond the paper: its fft (and ours,
-// 50_fft.cu) is five passes over a global workspace (pad, cuFFT's two R2C kernels, the product,
-// cuFFT's two C2R kernels), each bound by DRAM bandwidth; for the real-data shape that is 7.6 GB.
+// read once (unpadded) and its output written once, in the final layout. Up to full outputs of
+// 191 x 191 (transform sizes 32, 64, 96, 128, 192) one block per matrix does everything in shared
+// memory; larger transforms (256, 512, 1024: full outputs up to 1023 x 1023; a window may need a
+// smaller transform, see "Output windows") take the staged path at the end of this file, the same
+// phases as kernels of their own. Beyond the paper: its fft (and ours, 50_fft.cu) is five passes
+// over a global workspace (pad, cuFFT's two R2C kernels, the product, cuFFT's two C2R kernels),
+// each bound by DRAM bandwidth; for the real-data shape that is 7.6 GB.
 //
 // Algorithm (the same transform as fft: both matrices at the top left of an N x N zero-padded
-// slot, C = F^-1(F(L) conj(F(R))) / N^2, output (y, x) at circular position ((y - hR + 1) mod N,
-// (x - wR + 1) mod N)); N is the smallest instantiated size >= both output dimensions. A block holds
+// slot, C = F^-1(F(L) conj(F(R))) / N^2, shift (dy, dx) at circular position (dy mod N, dx mod N));
+// N is the smallest instantiated size that holds the window's shifts without aliasing (output
+// windows, below; for the full window: >= both output dimensions). A block holds
 // one half spectrum S of N rows x (N/2 + 1) columns in shared memory (149 KB at N = 192) and works
 // in three phases separated by barriers:
 //   1. rows: the real rows of the matrix are packed in pairs as one complex row (row a + i row b,
@@ -18,15 +20,30 @@
 //   2. columns: the forward DFT down each of the N/2 + 1 columns (the rows below the matrix are
 //      zero and never written), the product with the left spectrum's column (read from global,
 //      L2-resident), and the inverse DFT, all in registers but one exchange per DFT;
-//   3. rows: each pair of needed output rows (the quadrant swap is just the choice of rows) packed
-//      as H_a + i H_b, extended by Hermitian symmetry to length N, one inverse complex DFT, the real
-//      and imaginary parts written as the two output rows, rotated by wR - 1 columns.
+//   3. rows: each pair of needed output rows (the quadrant swap, and the window's cut, are just the
+//      choice of rows) packed as H_a + i H_b, extended by Hermitian symmetry to length N, one
+//      inverse complex DFT, the real and imaginary parts written as the two output rows, rotated
+//      (full window: by wR - 1 columns) and cut to the window's columns.
 // The left spectra are computed first by spectrum_kernel (phases 1 and 2's forward part), stored
 // column-major ([column][row]: phase 2 reads a column as consecutive addresses). n-to-m reuses
 // every spectrum: spectrum_kernel transforms all N + M matrices and pair_kernel runs phases 2
 // (product and inverse only) and 3 per output pair. The second kernel is a programmatic
 // dependent launch: it starts while spectrum_kernel runs and waits for the spectra only before
 // phase 2, so its launch and the right's row DFTs overlap the left's transform (gain: notes file).
+//
+// Output windows (CONVENTIONS.md; any rectangle of shifts dy0..dy1 x dx0..dx1). Its shifts with
+// overlap are the rectangle clamped to the full range, [s0y, s1y] x [s0x, s1x]; a circular
+// correlation of period P holds shift s unaliased iff the shifts s + jP (j != 0) lie outside the
+// full range, i.e. P >= max(hL - s0, s1 + hR) over [s0, s1] (the full window: hL + hR - 1). N is
+// the smallest instantiated size >= that bound in both dimensions and >= every matrix dimension
+// (the matrices go into the slot unfolded; that binds only for narrow windows off the centre):
+// the valid window of 64 x 64 * 32 x 32 (PIV) takes N = 64 where its full output takes 96. Only
+// phase 3 knows the window (OutMap): it writes the clamped block, each circular row and column at
+// most once (the block is at most N x N), and skips row pairs that hold no row of it. Shifts
+// without overlap (a window reaching beyond the full range) are exact zeros written by
+// zero_outside_kernel before the transforms; a window with no overlap at all runs only that kernel.
+// The spectrum, row and column kernels do not depend on the window (same machine code as before
+// windows); the output kernels take the map as a separate parameter.
 //
 // Mapping of work to threads. Every length-N DFT belongs to one team of T = N / E threads inside
 // a warp (E = 8, 8, 24, 16, 24 elements per thread for N = 32, 64, 96, 128, 192, so T = 4 or 8);
@@ -54,8 +71,9 @@
 // value (N = 384 and 768 have no two-stage plan with T | E, so 257 .. 511 take N = 512).
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0; no spills, no stack frame), registers of spectrum /
-// fused / pair kernel: N = 32: 56 / 94 / 54 (256 threads), 64: 63 / 100 / 76 (256), 96: 95 / 128 /
-// 120 (256), 128: 86 / 112 / 90 (512), 192: 113 / 168 / 140 (384). Shared memory (dynamic):
+// fused / pair kernel: N = 32: 56 / 79 / 55 (256 threads), 64: 64 / 96 / 56 (256), 96: 95 / 128 /
+// 120 (256), 128: 78 / 107 / 88 (512), 192: 112 / 154 / 136 (384); zero_outside_kernel 31
+// (256). Shared memory (dynamic):
 // (N (N/2 + 2) + N) x 8 bytes, 151 KB at N = 192 (one block per SM), 68 KB at 128.
 // Measurements, probes and history: results/nvidia-h200/notes/51_fft_fused.md.
 #include <cuda_runtime.h>
@@ -417,12 +435,12 @@ __device__ __forceinline__ void inverse_column(float2 (&v)[TeamPlan<N>::E], floa
 
 // One row pair, inverse: rows A and B of the column-inverted product H (N/2 + 1 columns each),
 // Z = H_a + i H_b extended to length N by Hermitian symmetry, one inverse DFT through `slot`
-// (which may be A itself), real and imaginary parts to output rows ya and yb (each if < oh),
-// rotated by sx columns.
+// (which may be A itself), real and imaginary parts to rows ya and yb of the computed block
+// (each if < cy; `out` is its first element, rows ow apart), rotated by sx columns (those < cx).
 template <int N>
 __device__ __forceinline__ void inverse_row_pair(const float2* A, const float2* B, float2* slot, int ya, int yb,
-                                                 float* __restrict__ out, int oh, int ow, int sx, const Team& tm,
-                                                 const float2* tw) {
+                                                 float* __restrict__ out, int cy, int cx, int ow, int sx,
+                                                 const Team& tm, const float2* tw) {
     constexpr int E = TeamShape<N>::E, T = TeamShape<N>::T, H = N / 2;
     float2 v[E];
 #pragma unroll
@@ -445,40 +463,60 @@ __device__ __forceinline__ void inverse_row_pair(const float2* A, const float2* 
     for (int e = 0; e < E; ++e) {
         const int n = tm.t + T * e;
         const int x = n + sx >= N ? n + sx - N : n + sx;
-        if (x < ow) {
-            if (ya < oh) oa[x] = v[e].x;
-            if (yb < oh) ob[x] = v[e].y;
+        if (x < cx) {
+            if (ya < cy) oa[x] = v[e].x;
+            if (yb < cy) ob[x] = v[e].y;
         }
     }
 }
 
-// Output rows of row pair p: output (y, x) is at circular position ((y - sy) mod N, (x - sx) mod N),
-// so rows 2p and 2p + 1 of H hold output rows (2p + sy) mod N and (2p + 1 + sy) mod N; false when
-// neither is below oh (the pair is skipped: the quadrant swap is this choice of rows).
+// Rows of the computed block held by row pair p: block (y, x) is at circular position
+// ((y - sy) mod N, (x - sx) mod N) (OutMap), so rows 2p and 2p + 1 of H hold block rows
+// (2p + sy) mod N and (2p + 1 + sy) mod N; false when neither is below cy (the pair is skipped:
+// the quadrant swap, and a window's cut, are this choice of rows).
 template <int N>
-__device__ __forceinline__ bool output_rows(int p, int sy, int oh, int& ya, int& yb) {
+__device__ __forceinline__ bool output_rows(int p, int sy, int cy, int& ya, int& yb) {
     ya = 2 * p + sy >= N ? 2 * p + sy - N : 2 * p + sy;
     yb = ya + 1 == N ? 0 : ya + 1;
-    return ya < oh || yb < oh;
+    return ya < cy || yb < cy;
 }
 
-// Phase 3: the rows of the oh x ow output from S, which holds the column-inverted product H.
+// Phase 3: the computed block (cy x cx, first element at `out`, rows ow apart) from S, which holds
+// the column-inverted product H.
 template <int N>
-__device__ __forceinline__ void inverse_rows(float2* S, float* __restrict__ out, int oh, int ow, int sy, int sx,
-                                             const float2* tw) {
+__device__ __forceinline__ void inverse_rows(float2* S, float* __restrict__ out, int cy, int cx, int ow, int sy,
+                                             int sx, const float2* tw) {
     using G = Geometry<N>;
     const Team tm = this_team<N>();
     for (int p = row_team<N>(tm); p < N / 2; p += G::teams) {
         int ya, yb;
-        if (!output_rows<N>(p, sy, oh, ya, yb)) continue;
+        if (!output_rows<N>(p, sy, cy, ya, yb)) continue;
         float2* row = S + 2 * p * G::pitch;  // rows 2p and 2p + 1: 2 pitch >= N contiguous slots
-        inverse_row_pair<N>(row, row + G::pitch, row, ya, yb, out, oh, ow, sx, tm, tw);
+        inverse_row_pair<N>(row, row + G::pitch, row, ya, yb, out, cy, cx, ow, sx, tm, tw);
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Kernels
 // ---------------------------------------------------------------------------------------------
+
+// Where the window's output comes from (header, "Output windows"; built by FftFused's constructor).
+// The window is an oh x ow matrix of shifts; the shifts with overlap, [s0y, s1y] x [s0x, s1x]
+// (the window clamped to the full range), are its cy x cx block at row oy, column ox, computed
+// from the circular correlation of period N; every other element is 0 (zero_outside_kernel).
+// Block (y, x) is shift (s0y + y, s0x + x), at circular position ((y - sy) mod N, (x - sx) mod N)
+// with sy = -s0y mod N, sx = -s0x mod N. cy, cx <= N: each circular row and column lands once.
+// The full window: oy = ox = 0, cy = oh = hL + hR - 1, cx = ow, sy = hR - 1, sx = wR - 1.
+struct OutMap {
+    int oh, ow;  // the window (ow: the row pitch of an output matrix)
+    int oy, ox;  // the computed block's first row and column in it
+    int cy, cx;  // the computed block's size (0 x 0 when no shift of the window has overlap)
+    int sy, sx;  // its rotation in the circular result
+    // The computed block's first element in output matrix k.
+    __device__ __forceinline__ float* block(float* out, int64_t k) const {
+        return out + k * int64_t(oh) * ow + (int64_t(oy) * ow + ox);
+    }
+};
 
 struct Args {
     const float* left;
@@ -507,9 +545,8 @@ __device__ __forceinline__ BlockSmem block_smem() {
 
 // Phase 3 for output k.
 template <int N>
-__device__ __forceinline__ void write_output(float2* S, const Args& a, int64_t k, const float2* tw) {
-    const int oh = a.hL + a.hR - 1, ow = a.wL + a.wR - 1;
-    inverse_rows<N>(S, a.out + k * int64_t(oh) * ow, oh, ow, a.hR - 1, a.wR - 1, tw);
+__device__ __forceinline__ void write_output(float2* S, float* out, const OutMap& m, int64_t k, const float2* tw) {
+    inverse_rows<N>(S, m.block(out, k), m.cy, m.cx, m.ow, m.sy, m.sx, tw);
 }
 
 // spectrum_kernel: the spectra of matrices [0, count): lefts first, then rights (n-to-m).
@@ -539,7 +576,7 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) spectrum_kernel(Args 
 
 // fused_kernel (one-to-one, one-to-many, n-to-mn): output k = right k, whose left spectrum is ready.
 template <int N>
-__global__ void __launch_bounds__(Geometry<N>::threads, 1) fused_kernel(Args a) {
+__global__ void __launch_bounds__(Geometry<N>::threads, 1) fused_kernel(Args a, OutMap m) {
     using G = Geometry<N>;
     const auto [S, tw] = block_smem<N>();
     const Team tm = this_team<N>();
@@ -557,13 +594,13 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) fused_kernel(Args a) 
             inverse_column<N>(v, S + c, G::pitch, tm, tw);
         }
         __syncthreads();
-        write_output<N>(S, a, k, tw);
+        write_output<N>(S, a.out, m, k, tw);
     }
 }
 
 // pair_kernel (n-to-m): output k = (left k / M, right k mod M), both spectra ready.
 template <int N>
-__global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a) {
+__global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a, OutMap m) {
     using G = Geometry<N>;
     const auto [S, tw] = block_smem<N>();
     const Team tm = this_team<N>();
@@ -583,7 +620,7 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a) {
             inverse_column<N>(v, S + c, G::pitch, tm, tw);
         }
         __syncthreads();
-        write_output<N>(S, a, k, tw);
+        write_output<N>(S, a.out, m, k, tw);
     }
 }
 
@@ -605,8 +642,8 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a) {
 // row pass overlaps the left spectra (rows_kernel).
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0; 256 threads, no spills): rows / cols (forward,
-// correlate, pair) / out_rows registers: N = 256: 61 / 64, 128, 64 / 62; 512: 100 / 102, 128, 104 /
-// 103; 1024: 115 / 121, 175, 122 / 101. Shared memory: rows and out_rows (teams N + N) x 8 bytes
+// correlate, pair) / out_rows registers: N = 256: 61 / 64, 128, 64 / 64; 512: 100 / 102, 132, 108 /
+// 94; 1024: 115 / 121, 178, 125 / 102. Shared memory: rows and out_rows (teams N + N) x 8 bytes
 // (68 KB at N = 512), cols (N (TC + 1) + N) x 8 bytes (74 KB at N = 512).
 // Measurements of the staged path: results/nvidia-h200/notes/51_fft_fused.md.
 
@@ -738,9 +775,9 @@ __global__ void __launch_bounds__(Staged<N>::threads) cols_kernel(StagedArgs a) 
     }
 }
 
-// Phase 3: one team per row pair of chunk outputs [0, count).
+// Phase 3: one team per row pair of chunk outputs [0, count), written through the window's map.
 template <int N>
-__global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs a) {
+__global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs a, OutMap m) {
     using G = Staged<N>;
     extern __shared__ float2 smem[];
     const float2* tw = staged_twiddles<N>(smem + G::teams * N);
@@ -749,12 +786,34 @@ __global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs
     if (item >= a.count * (N / 2)) return;
     const int64_t s = item / (N / 2);
     const int p = int(item - s * (N / 2));
-    const int oh = a.hL + a.hR - 1, ow = a.wL + a.wR - 1;
     int ya, yb;
-    if (!output_rows<N>(p, a.hR - 1, oh, ya, yb)) return;
+    if (!output_rows<N>(p, m.sy, m.cy, ya, yb)) return;
     const float2* rows = a.H + (s * N + 2 * p) * G::rpitch;
-    inverse_row_pair<N>(rows, rows + G::rpitch, smem + tm.id * N, ya, yb,
-                        a.out + chunk_output(a, s) * int64_t(oh) * ow, oh, ow, a.wR - 1, tm, tw);
+    inverse_row_pair<N>(rows, rows + G::rpitch, smem + tm.id * N, ya, yb, m.block(a.out, chunk_output(a, s)), m.cy,
+                        m.cx, m.ow, m.sx, tm, tw);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Windows reaching beyond the full range
+// ---------------------------------------------------------------------------------------------
+
+// The window's elements outside the computed block (shifts without overlap): exact zeros, one
+// warp per output row (whole rows outside the block's rows, else the columns left and right of
+// it), lanes on consecutive columns. Launched, as an ordinary launch before the transforms, only
+// for a window that reaches beyond the full range; it writes no element that phase 3 writes.
+constexpr int kZeroThreads = 256;
+__global__ void __launch_bounds__(kZeroThreads) zero_outside_kernel(float* __restrict__ out, int64_t count,
+                                                                    OutMap m) {
+    const int lane = int(threadIdx.x % kWarp);
+    const int64_t rows = count * m.oh, step = int64_t(gridDim.x) * (kZeroThreads / kWarp);
+    for (int64_t r = (int64_t(blockIdx.x) * kZeroThreads + threadIdx.x) / kWarp; r < rows; r += step) {
+        float* row = out + r * m.ow;  // output matrix r / oh, row r mod oh
+        const int y = int(r % m.oh);
+        const bool in_block = y >= m.oy && y < m.oy + m.cy;
+        const int left_end = in_block ? m.ox : m.ow, right_begin = in_block ? m.ox + m.cx : m.ow;
+        for (int x = lane; x < left_end; x += kWarp) row[x] = 0.0f;
+        for (int x = right_begin + lane; x < m.ow; x += kWarp) row[x] = 0.0f;
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -775,29 +834,50 @@ void for_size(int n, F&& f) {
 class FftFused final : public Instance {
 public:
     explicit FftFused(const Problem& p) : p_(p) {
-        N_ = Sizes::at_least(std::max(p.out_h(), p.out_w()));
-        if (N_ == 0)
-            throw UsageError("fft-fused: " + p.describe() + " has a " + std::to_string(p.out_h()) + " x " +
-                             std::to_string(p.out_w()) + " output; transforms go up to " +
-                             std::to_string(Sizes::max()) + " (outputs up to " + std::to_string(Sizes::max() - 1) +
-                             " x " + std::to_string(Sizes::max() - 1) + "; use fft)");
         int dev = 0;
         XC_CUDA_CHECK(cudaGetDevice(&dev));
         XC_CUDA_CHECK(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, dev));
+        // The window's shifts with overlap: the window clamped to the full range.
+        const Window w = p.shifts();
+        const int s0y = std::max(w.dy0, -(p.hR - 1)), s1y = std::min(w.dy1, p.hL - 1);
+        const int s0x = std::max(w.dx0, -(p.wR - 1)), s1x = std::min(w.dx1, p.wL - 1);
+        map_ = OutMap{p.out_h(), p.out_w(), 0, 0, 0, 0, 0, 0};
+        if (s0y > s1y || s0x > s1x) return;  // no shift has overlap: N_ = 0, zeros only
+        // A circular correlation of period P holds shift s unaliased iff the other shifts s + jP lie
+        // outside the full range, i.e. P >= hL - s and P >= s + hR; over [s0, s1] that is
+        // P >= max(hL - s0, s1 + hR) (the full window: hL + hR - 1, today's size). Both matrices
+        // must also fit the slot unfolded (binds only for narrow windows off the centre).
+        const int need = std::max({p.hL - s0y, s1y + p.hR, p.wL - s0x, s1x + p.wR, p.hL, p.wL, p.hR, p.wR});
+        N_ = Sizes::at_least(need);
+        if (N_ == 0) {
+            const std::string limit = "transforms go up to " + std::to_string(Sizes::max()) + " (outputs up to " +
+                                      std::to_string(Sizes::max() - 1) + " x " + std::to_string(Sizes::max() - 1);
+            if (p.full())
+                throw UsageError("fft-fused: " + p.describe() + " has a " + std::to_string(p.out_h()) + " x " +
+                                 std::to_string(p.out_w()) + " output; " + limit + "; use fft)");
+            throw UsageError("fft-fused: " + p.describe() + " needs a transform of size " + std::to_string(need) +
+                             " (the shifts with overlap, " + Window{s0y, s1y, s0x, s1x}.text() +
+                             ", without aliasing); " + limit + " in full; use fft)");
+        }
+        map_ = OutMap{p.out_h(), p.out_w(), s0y - w.dy0, s0x - w.dx0, s1y - s0y + 1, s1x - s0x + 1,
+                      s0y <= 0 ? -s0y : N_ - s0y, s0x <= 0 ? -s0x : N_ - s0x};
         for_size(N_, [&](auto n) {
             constexpr int NN = decltype(n)::value;
             if constexpr (NN <= kMaxOneBlock) {
                 using G = Geometry<NN>;
-                for (auto kernel : {spectrum_kernel<NN>, fused_kernel<NN>, pair_kernel<NN>})
+                XC_CUDA_CHECK(cudaFuncSetAttribute(spectrum_kernel<NN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   int(G::smem_bytes)));
+                for (auto kernel : {fused_kernel<NN>, pair_kernel<NN>})
                     XC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                        int(G::smem_bytes)));
                 XC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_, fused_kernel<NN>, G::threads,
                                                                             G::smem_bytes));
             } else {
                 using G = Staged<NN>;
-                for (auto kernel : {rows_kernel<NN>, out_rows_kernel<NN>})
-                    XC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                       int(G::row_smem)));
+                XC_CUDA_CHECK(cudaFuncSetAttribute(rows_kernel<NN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   int(G::row_smem)));
+                XC_CUDA_CHECK(cudaFuncSetAttribute(out_rows_kernel<NN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   int(G::row_smem)));
                 for (auto kernel : {cols_kernel<NN, kForward>, cols_kernel<NN, kCorrelate>, cols_kernel<NN, kPair>})
                     XC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                        int(G::col_smem)));
@@ -809,6 +889,14 @@ public:
     }
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
+        const OutMap& m = map_;
+        if (m.oy > 0 || m.ox > 0 || m.cy < m.oh || m.cx < m.ow) {  // the window reaches beyond the full range
+            const int64_t warps = p_.out_count() * m.oh, per_block = kZeroThreads / kWarp;
+            const int64_t blocks = std::min<int64_t>(ceil_div64(warps, per_block), int64_t(sms_) * 16);
+            zero_outside_kernel<<<unsigned(blocks), kZeroThreads, 0, stream>>>(out, p_.out_count(), m);
+            XC_CHECK_LAUNCH();
+        }
+        if (N_ == 0) return;
         for_size(N_, [&](auto n) {
             constexpr int NN = decltype(n)::value;
             if constexpr (NN <= kMaxOneBlock) run_one_block<NN>(left, right, out, stream);
@@ -867,7 +955,7 @@ private:
         XC_CHECK_LAUNCH();
         a.count = p_.out_count();
         launch_dependent(p_.form == Form::NToM ? pair_kernel<NN> : fused_kernel<NN>, dim3(grid(a.count)),
-                         dim3(G::threads), G::smem_bytes, stream, a);
+                         dim3(G::threads), G::smem_bytes, stream, a, map_);
     }
 
     template <int NN>
@@ -908,7 +996,7 @@ private:
                                  stream, a);
             }
             launch_dependent(out_rows_kernel<NN>, rows_grid(a.count * (NN / 2)), dim3(G::threads), G::row_smem, stream,
-                             a);
+                             a, map_);
         }
     }
 
@@ -918,7 +1006,8 @@ private:
     }
 
     Problem p_;
-    int N_ = 0, K_ = 0;
+    OutMap map_{};
+    int N_ = 0, K_ = 0;  // N_ = 0: no shift of the window has overlap (zero_outside_kernel only)
     int sms_ = 0, per_sm_ = 0;
     DeviceBuffer<float2> spec_, rows_, H_;
 };
@@ -939,6 +1028,8 @@ XCORR_REGISTER_VARIANT(Variant{
         return std::make_unique<FftFused>(p);
     },
     .pilot_batch = true,
+    // Any rectangle of shifts (OutMap): the named windows are rectangles too.
+    .windows = {WindowKind::Full, WindowKind::Valid, WindowKind::Same, WindowKind::MaxShift, WindowKind::Shifts},
 });
 
 }  // namespace
