@@ -281,3 +281,14 @@ def test_window_sweep_and_table_from_the_fake_bench(env, monkeypatch):
     members = json.loads((gpu / "windows.json").read_text())["members"]
     last = [m for m in members if m["shape"]["hL"] == 64 and m["shape"]["window"] == "max_shift=63"]
     assert last and all("|shifts:" not in k for m in last for k in m["keys"])
+
+
+def test_paper_pages_read_only_the_papers_full_outputs():
+    """claims.md and anchors.md set our results beside the paper's: a windowed case (another
+    problem) or a row of a window experiment must never stand for a paper case."""
+    import pandas as pd
+    from xcsuite.summary import paper_rows
+    df = pd.DataFrame({"experiment": ["fig17", "fig17", "windows", "piv", "table1"],
+                       "shifts": ["", "-4:4,-4:4", "", "0:32,0:32", ""],
+                       "time_us": [1.0, 2.0, 3.0, 4.0, 5.0]})
+    assert paper_rows(df)["time_us"].tolist() == [1.0, 5.0]

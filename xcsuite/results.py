@@ -112,10 +112,10 @@ def incomplete_notes(gpu_dir: Path, names=None) -> list[str]:
     return [f"{n} ({p.note()})" for n, p in progress(gpu_dir, names).items() if p.note()]
 
 
-def results_date(gpu_dir: Path) -> str | None:
+def results_date(gpu_dir: Path, names=None) -> str | None:
     """The day of the latest write of any results file: a date for generated pages that changes
     only when the results do (regenerating leaves them byte-identical)."""
-    days = [p.updated[:10] for p in progress(gpu_dir).values() if p.updated]
+    days = [p.updated[:10] for p in progress(gpu_dir, names).values() if p.updated]
     return max(days) if days else None
 
 

@@ -100,6 +100,20 @@ def aggregate_dir(gpu_dir: Path) -> pd.DataFrame:
     return df
 
 
+def paper_rows(summary: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the paper's evaluation: full outputs, measured by an experiment that is not one
+    of the output-window experiments (a window's time is another problem's)."""
+    from experiments import WINDOW_EXPERIMENTS
+    keep = ~summary["experiment"].isin(WINDOW_EXPERIMENTS) & (summary["shifts"] == "")
+    return summary[keep]
+
+
+def paper_experiments(gpu_dir: Path) -> list[str]:
+    """The experiments with a results file in gpu_dir that belong to the paper's evaluation."""
+    from experiments import WINDOW_EXPERIMENTS
+    return [f.stem for f in sorted(Path(gpu_dir).glob("*.json")) if f.stem not in WINDOW_EXPERIMENTS]
+
+
 def gpu_name_of(summary: pd.DataFrame, gpu_dir: Path) -> str:
     """The GPU a result folder was measured on: the first recorded name, else the folder's name."""
     names = [n for n in summary.get("gpu_name", pd.Series(dtype=str)).dropna().unique() if n]

@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from xcsuite.summary import gpu_name_of, load_summary
+from xcsuite.summary import gpu_name_of, load_summary, paper_experiments, paper_rows
 from xcsuite.tables import fmt_time
 from xcsuite import paths
 from xcsuite.results import exit_2_on_bad_results, incomplete_notes
@@ -234,7 +234,7 @@ def main(argv=None) -> int:
         if summary.empty:
             continue
         gpu = gpu_name_of(summary, d)
-        page, counts = build_page(summary, gpu, incomplete_notes(d))
+        page, counts = build_page(paper_rows(summary), gpu, incomplete_notes(d, paper_experiments(d)))
         out = Path(d) / "anchors.md"
         tmp = out.with_suffix(".md.tmp")
         tmp.write_text(page)
