@@ -35,6 +35,20 @@ from xcsuite.tables import (CATEGORY_COLORS, COLUMNS, READINGS, ROWS, WINDOW_CEL
                             window_markdown)
 
 
+def cell_grid(ax, columns: int, rows: int) -> None:
+    """Axes of a table figure: one unit square per cell, the first row at the top."""
+    ax.set_xlim(0, columns)
+    ax.set_ylim(0, rows)
+    ax.invert_yaxis()
+
+
+def not_measured_cell(ax, i: int, j: int) -> None:
+    import matplotlib.pyplot as plt  # figure() chose the backend
+
+    ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor="white", edgecolor="0.7"))
+    ax.text(j + 0.5, i + 0.5, "not measured", ha="center", va="center", fontsize=6, color="0.5")
+
+
 def figure(table: pd.DataFrame, reading: str, gpu_name: str, out_dir: Path) -> list[Path]:
     import matplotlib
 
@@ -42,15 +56,12 @@ def figure(table: pd.DataFrame, reading: str, gpu_name: str, out_dir: Path) -> l
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(2.0 * len(COLUMNS) + 1.2, 0.95 * len(ROWS) + 1.4))
-    ax.set_xlim(0, len(COLUMNS))
-    ax.set_ylim(0, len(ROWS))
-    ax.invert_yaxis()
+    cell_grid(ax, len(COLUMNS), len(ROWS))
     for i, row in enumerate(ROWS):
         for j, size in enumerate(COLUMNS):
             r = table[(table["row"] == row) & (table["size"] == size)]
             if r.empty or pd.isna(r.iloc[0]["best_variant"]):
-                ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor="white", edgecolor="0.7"))
-                ax.text(j + 0.5, i + 0.5, "not measured", ha="center", va="center", fontsize=6, color="0.5")
+                not_measured_cell(ax, i, j)
                 continue
             r = r.iloc[0]
             color = CATEGORY_COLORS.get(r["best_category"], "#eeeeee")
@@ -134,15 +145,12 @@ def window_figure(table: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
     cols = window_columns()
     sizes = sorted(int(x) for x in table["size"].unique())
     fig, ax = plt.subplots(figsize=(2.1 * len(cols) + 1.2, 0.95 * len(sizes) + 1.5))
-    ax.set_xlim(0, len(cols))
-    ax.set_ylim(0, len(sizes))
-    ax.invert_yaxis()
+    cell_grid(ax, len(cols), len(sizes))
     for i, size in enumerate(sizes):
         for j, (label, _) in enumerate(cols):
             r = table[(table["size"] == size) & (table["column"] == label)]
             if r.empty or pd.isna(r.iloc[0]["best_variant"]):
-                ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor="white", edgecolor="0.7"))
-                ax.text(j + 0.5, i + 0.5, "not measured", ha="center", va="center", fontsize=6, color="0.5")
+                not_measured_cell(ax, i, j)
                 continue
             r = r.iloc[0]
             ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor=WINDOW_CELL_COLORS.get(r["best_variant"], "#eeeeee"),
