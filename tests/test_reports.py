@@ -427,3 +427,16 @@ def test_figures_are_drawn_from_the_members_the_runner_stored(fake_results, tmp_
     (d / "fig16.json").write_text(json.dumps(data))
     with pytest.raises(Exception, match="members is no list"):
         figdata.points(fig16, s, d)
+
+
+def test_setup_env_gives_the_caller_its_shell_options_back():
+    """scripts/setup-env runs under set -euo pipefail and is sourced: a caller that handles a
+    non-zero status itself (a device script copying results after run_experiments' exit 4 at its
+    time budget) must keep running after it, with its own options."""
+    import subprocess
+    script = ('set +e +o pipefail; XCORR_SKIP_BUILD=1 source scripts/setup-env >/dev/null; '
+              'false; false | true; echo "survived $(set -o | grep -E "^(errexit|pipefail|nounset)" | tr -s " \\t" " ")"')
+    r = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "survived" in r.stdout
+    assert "errexit off" in r.stdout and "pipefail off" in r.stdout and "nounset off" in r.stdout
