@@ -433,6 +433,19 @@ def plot_grouped_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list
 WINDOW_PLOTS = {"windows": plot_windows, "bars": plot_bars, "grouped_bars": plot_grouped_bars}
 
 
+def not_drawn_note(summary: pd.DataFrame, exp_name: str) -> str:
+    """'not drawn: overlap-wise (13 cases: failed the check before timing), ...': the cases of an
+    experiment that were measured but have no time, so a missing bar or point is explained."""
+    rows = summary[(summary["experiment"] == exp_name) & (summary["status"] != "ok")]
+    parts = []
+    for variant, g in rows.groupby("variant", sort=True):
+        msgs = g["message"].astype(str)
+        why = ("failed the check before timing" if msgs.str.contains("validation failed").all()
+               else "too slow to time" if msgs.str.contains("too slow").all() else "failed")
+        parts.append(f"{variant} ({len(g)} case{'s' if len(g) > 1 else ''}: {why})")
+    return "not drawn: " + ", ".join(parts) if parts else ""
+
+
 def plot_gpu(gpu_dir: Path, only: list | None = None, plots_root: Path | None = None) -> list[Path]:
     gpu_dir = Path(gpu_dir)
     summary = load_summary(gpu_dir)
@@ -460,7 +473,8 @@ def plot_gpu(gpu_dir: Path, only: list | None = None, plots_root: Path | None = 
             if exp.plot == "comparison":
                 files += plot_comparison(exp, pts, title, out_dir)
             elif exp.plot in WINDOW_PLOTS:
-                files += WINDOW_PLOTS[exp.plot](exp, pts, title, out_dir)
+                note = not_drawn_note(summary, exp.name)
+                files += WINDOW_PLOTS[exp.plot](exp, pts, title + (f"\n{note}" if note else ""), out_dir)
             else:
                 files += plot_lines(exp, pts, title, out_dir)
         except Exception as e:  # noqa: BLE001  (a broken figure must not stop the others)
