@@ -318,7 +318,7 @@ XCORR_REGISTER_VARIANT(Variant{
     .family = "hopper",
     .summary = "Toeplitz GEMM on Hopper's warpgroup MMA (wgmma m64n64k8), 3xTF32 (FP32-class accuracy): A = "
                "the Toeplitz of an L row from registers, B = 8 R rows x 8 rights from shared memory (sm_90a)",
-    .timed = "kernel",
+    .timed = "kernel (a window cut into K slices: zero output + kernel)",
     .precision = "3xtf32",
     .tolerance = 1e-5,
     .forms = {Form::OneToMany, Form::NToMn, Form::NToM},
