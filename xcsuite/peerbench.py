@@ -66,6 +66,9 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments._spec import (WINDOW_MODES, full_shifts, overlap_total, parse_window, same_shifts,
+                              valid_shifts)
+
 FORMS = ("one-to-one", "one-to-many", "n-to-mn", "n-to-m")
 WINDOW_KINDS = ["full", "valid", "same", "max-shift", "shifts"]
 TOLERANCE = 1e-5
@@ -120,26 +123,18 @@ def registry() -> list[dict]:
     return out
 
 
-# --- windows (harness/core.cpp, in Python) -----------------------------------------------------
+# --- windows: experiments/_spec.py's parsing and named rectangles (harness/core.cpp's, in Python) --
 
-MAX_SHIFT = 1 << 30
-
-
-def full_window(hL, wL, hR, wR):
-    return (-(hR - 1), hL - 1, -(wR - 1), wL - 1)
+full_window = full_shifts
+same_window = same_shifts
 
 
 def valid_window(hL, wL, hR, wR):
-    dh, dw = hL - hR, wL - wR
-    if (dh < 0 < dw) or (dw < 0 < dh):
+    w = valid_shifts(hL, wL, hR, wR)
+    if w is None:
         raise UsageError(f"no valid window: neither matrix is at least as large as the other in both dimensions "
                          f"(left {hL}x{wL}, right {hR}x{wR})")
-    return (min(0, dh), max(0, dh), min(0, dw), max(0, dw))
-
-
-def same_window(hL, wL, hR, wR):
-    dy0, dx0 = -((hR - 1) // 2), -((wR - 1) // 2)
-    return (dy0, dy0 + hL - 1, dx0, dx0 + wL - 1)
+    return w
 
 
 def _int(what, text, lo, hi):
@@ -152,38 +147,22 @@ def _int(what, text, lo, hi):
 
 
 def resolve_window(key: str | None, value: str | None, hL, wL, hR, wR):
-    """The rectangle (dy0, dy1, dx0, dx1) of a case's window key (None: full)."""
-    if key is None or (key == "window" and value == "full"):
+    """The rectangle (dy0, dy1, dx0, dx1) of a case's window key (None: full), parsed as a Shape's
+    window is (xcorr_bench's keys and rules)."""
+    if key is None:
         return full_window(hL, wL, hR, wR)
-    if key == "window":
-        if value == "valid":
-            return valid_window(hL, wL, hR, wR)
-        if value == "same":
-            return same_window(hL, wL, hR, wR)
+    if key == "window" and value not in WINDOW_MODES:
         raise UsageError(f"window= takes full, valid or same, got '{value}'")
-    if key == "max_shift":
-        sy, _, sx = value.partition(",")
-        y = _int("max_shift SY[,SX]", sy, 0, MAX_SHIFT - 1)
-        x = _int("max_shift SY[,SX]", sx if _ else sy, 0, MAX_SHIFT - 1)
-        return (-y, y, -x, x)
-    if key == "shifts":
-        m = re.fullmatch(r"([^:,]+):([^:,]+),([^:,]+):([^:,]+)", value)
-        if not m:
-            raise UsageError(f"shifts= takes DY0:DY1,DX0:DX1 (integers, e.g. -4:4,0:7), got '{value}'")
-        w = tuple(_int("shifts DY0:DY1,DX0:DX1", t, -(MAX_SHIFT - 1), MAX_SHIFT - 1) for t in m.groups())
-        if w[0] > w[1] or w[2] > w[3]:
-            raise UsageError(f"empty window {value}: the first shift of a range comes after its last")
-        return w
-    raise UsageError(f"unknown window key {key}")
+    try:
+        kind, given = parse_window(value if key == "window" else f"{key}={value}")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    named = {"full": full_window, "valid": valid_window, "same": same_window}
+    return named[kind](hL, wL, hR, wR) if kind in named else given
 
 
 def window_text(w) -> str:
     return f"{w[0]}:{w[1]},{w[2]}:{w[3]}"
-
-
-def overlap_total(s0, s1, m, n) -> int:
-    """Sum over shifts s0..s1 of the overlap length of a length-m left and a length-n right."""
-    return sum(max(0, min(n, m - s) - max(0, -s)) for s in range(max(s0, -(n - 1)), min(s1, m - 1) + 1))
 
 
 def window_fmas(w, hL, wL, hR, wR) -> float:
