@@ -43,7 +43,6 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <cctype>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -121,33 +120,12 @@ struct Case {
     mutable std::optional<CheckResult> check = {};
 };
 
-// "full, valid": a variant's declared windows.
-std::string window_kinds_text(const Variant& v) {
-    std::string s;
-    for (WindowKind k : v.windows) s += (s.empty() ? "" : ", ") + std::string(window_kind_name(k));
-    return s;
-}
-
-// A case's window key (window=, max_shift=, shifts=) parsed as xcorr run's option of the same
-// meaning; the parsers' messages name the option, so they are reworded to name the key.
+// A case's window key (window=, max_shift=, shifts=), parsed as xcorr run's option of the same
+// meaning, its messages naming the key.
 WindowRequest parse_window_key(const std::string& key, const std::string& value) {
-    static const std::pair<const char*, const char*> kOptionOfKey[] = {
-        {"window", "--mode"}, {"max_shift", "--max-shift"}, {"shifts", "--shifts"}};
-    try {
-        if (key == "window") return parse_mode(value);
-        if (key == "max_shift") return parse_max_shift(value);
-        return parse_shifts(value);
-    } catch (const UsageError& e) {
-        std::string msg = e.what();
-        for (const auto& [k, option] : kOptionOfKey) {
-            const std::string o = option;
-            if (k != key || msg.rfind(o, 0) != 0) continue;
-            std::string rest = msg.substr(o.size());  // "--shifts DY0:..." -> "shifts=DY0:..."
-            if (rest.size() > 1 && rest[0] == ' ' && std::isupper(static_cast<unsigned char>(rest[1]))) rest.erase(0, 1);
-            msg = k + std::string("=") + rest;
-        }
-        throw UsageError(msg);
-    }
+    if (key == "window") return parse_mode(value, "window=");
+    if (key == "max_shift") return parse_max_shift(value, "max_shift=");
+    return parse_shifts(value, "shifts=");
 }
 
 Case parse_case(const std::string& spec, const Options& opt) {
@@ -203,9 +181,7 @@ Case parse_case(const std::string& spec, const Options& opt) {
         if (p.full()) p.window.reset();
     }
     if (!v.supports_window(p))
-        throw UsageError("case '" + spec + "': " + v.name + " does not compute the " +
-                         (window ? window->describe() : std::string("full")) +
-                         " window (shifts " + p.shifts().text() + ") of this problem, only: " + window_kinds_text(v));
+        throw UsageError("case '" + spec + "': " + v.window_refusal(p, window ? window->describe() : "full"));
     Params params = v.resolve(given);
     if (opt.cold) batch = 1;
     if (batch <= 0) {

@@ -137,26 +137,33 @@ std::string WindowRequest::describe() const {
     }
 }
 
-WindowRequest parse_mode(const std::string& text) {
+namespace {
+// "--shifts DY0:DY1,DX0:DX1" for an option, "shifts=DY0:DY1,DX0:DX1" for a case key.
+std::string spelled(const std::string& name, const char* value) {
+    return name + (!name.empty() && name.back() == '=' ? "" : " ") + value;
+}
+}  // namespace
+
+WindowRequest parse_mode(const std::string& text, const std::string& name) {
     for (WindowKind k : {WindowKind::Full, WindowKind::Valid, WindowKind::Same})
         if (text == window_kind_name(k)) return WindowRequest{k, {}};
-    throw UsageError("--mode takes full, valid or same, got '" + text + "'");
+    throw UsageError(name + " takes full, valid or same, got '" + text + "'");
 }
 
-WindowRequest parse_max_shift(const std::string& text) {
+WindowRequest parse_max_shift(const std::string& text, const std::string& name) {
     std::string sy = text, sx = text;  // no comma: SX = SY
     split_at(text, ',', sy, sx);
-    const auto shift = [](const std::string& t) { return int(parse_integer("--max-shift SY[,SX]", t, 0, kMaxShift)); };
+    const auto shift = [&](const std::string& t) { return int(parse_integer(spelled(name, "SY[,SX]"), t, 0, kMaxShift)); };
     const int y = shift(sy), x = shift(sx);
     return WindowRequest{WindowKind::MaxShift, Window{-y, y, -x, x}};
 }
 
-WindowRequest parse_shifts(const std::string& text) {
+WindowRequest parse_shifts(const std::string& text, const std::string& name) {
     std::string dy, dx, dy0, dy1, dx0, dx1;
     if (!split_at(text, ',', dy, dx) || !split_at(dy, ':', dy0, dy1) || !split_at(dx, ':', dx0, dx1))
-        throw UsageError("--shifts takes DY0:DY1,DX0:DX1 (integers, e.g. -4:4,0:7), got '" + text + "'");
-    const auto shift = [](const std::string& t) {
-        return int(parse_integer("--shifts DY0:DY1,DX0:DX1", t, -kMaxShift, kMaxShift));
+        throw UsageError(name + " takes DY0:DY1,DX0:DX1 (integers, e.g. -4:4,0:7), got '" + text + "'");
+    const auto shift = [&](const std::string& t) {
+        return int(parse_integer(spelled(name, "DY0:DY1,DX0:DX1"), t, -kMaxShift, kMaxShift));
     };
     const Window w{shift(dy0), shift(dy1), shift(dx0), shift(dx1)};
     w.check();

@@ -41,6 +41,17 @@ bool Variant::supports_window(const Problem& p) const {
     return std::any_of(windows.begin(), windows.end(), [&](WindowKind k) { return window_is(k, p); });
 }
 
+std::string Variant::windows_text(const char* separator) const {
+    std::string s;
+    for (WindowKind k : windows) s += (s.empty() ? "" : separator) + std::string(window_kind_name(k));
+    return s;
+}
+
+std::string Variant::window_refusal(const Problem& p, const std::string& asked) const {
+    return name + " does not compute the " + asked + " window (shifts " + p.shifts().text() +
+           ") of this problem, only: " + windows_text();
+}
+
 Params Variant::resolve(const Params& given) const {
     Params out;
     for (const auto& [key, value] : given) {

@@ -72,13 +72,6 @@ bool validation_passes(const std::vector<float>& out, const std::vector<double>&
     return ok;
 }
 
-// "full, valid": a variant's declared windows.
-std::string window_kinds_text(const Variant& v, const char* separator) {
-    std::string s;
-    for (WindowKind k : v.windows) s += (s.empty() ? "" : separator) + std::string(window_kind_name(k));
-    return s;
-}
-
 std::string json_escape(const std::string& s) {
     std::string o;
     for (char c : s) {
@@ -98,7 +91,7 @@ int cmd_list(bool json) {
                       << "\", \"timed\": \"" << json_escape(v.timed) << "\", \"precision\": \"" << v.precision
                       << "\", \"tolerance\": " << v.tolerance << ", \"forms\": [";
             for (size_t i = 0; i < v.forms.size(); ++i) std::cout << (i ? ", " : "") << '"' << form_name(v.forms[i]) << '"';
-            std::cout << "], \"windows\": [\"" << window_kinds_text(v, "\", \"") << "\"], \"params\": {";
+            std::cout << "], \"windows\": [\"" << v.windows_text("\", \"") << "\"], \"params\": {";
             for (size_t i = 0; i < v.params.size(); ++i) {
                 std::cout << (i ? ", " : "") << '"' << v.params[i].name << "\": [";
                 for (size_t j = 0; j < v.params[i].values.size(); ++j)
@@ -114,7 +107,7 @@ int cmd_list(bool json) {
     for (const auto& v : variants()) {
         std::cout << v.name << "  [" << v.family << ", " << v.precision << "]\n    " << v.summary << "\n    forms:";
         for (Form f : v.forms) std::cout << ' ' << form_name(f);
-        std::cout << "\n    windows: " << window_kinds_text(v, " ") << "\n    timed: " << v.timed << '\n';
+        std::cout << "\n    windows: " << v.windows_text(" ") << "\n    timed: " << v.timed << '\n';
         for (const auto& p : v.params) {
             std::cout << "    --param " << p.name << "=";
             for (size_t j = 0; j < p.values.size(); ++j) std::cout << (j ? "|" : "") << p.values[j];
@@ -215,8 +208,7 @@ int cmd_run(int argc, char** argv) {
     }
     // Refused before the GPU is needed: a variant never computes a window it does not declare.
     if (variant && !variant->supports_window(p))
-        throw UsageError(algorithm + " does not compute the " + (window ? window->describe() : "full") + " window (shifts " +
-                         p.shifts().text() + ") of this problem, only: " + window_kinds_text(*variant, ", ") +
+        throw UsageError(variant->window_refusal(p, window ? window->describe() : "full") +
                          " (the reference computes every window)");
     const std::vector<int64_t> out_shape{p.out_count(), p.out_h(), p.out_w()};
     // Refuse what does not fit before allocating anything (a 400 GB output must be an error

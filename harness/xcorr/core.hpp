@@ -130,9 +130,11 @@ struct WindowRequest {
     Window resolve(const Problem& p) const;
     std::string describe() const;  // "valid", "max-shift 3,2", "shifts -1:4,0:0"
 };
-WindowRequest parse_mode(const std::string& text);       // "full", "valid" or "same"
-WindowRequest parse_max_shift(const std::string& text);  // "SY[,SX]", SX = SY when left out
-WindowRequest parse_shifts(const std::string& text);     // "DY0:DY1,DX0:DX1"
+// `name` is how the messages call what is parsed: xcorr run's option ("--shifts"), or a case key
+// of xcorr_bench ending in '=' ("shifts=").
+WindowRequest parse_mode(const std::string& text, const std::string& name = "--mode");  // "full", "valid" or "same"
+WindowRequest parse_max_shift(const std::string& text, const std::string& name = "--max-shift");  // "SY[,SX]"; SX = SY if left out
+WindowRequest parse_shifts(const std::string& text, const std::string& name = "--shifts");  // "DY0:DY1,DX0:DX1"
 // Whether `p`'s shifts are the window of that kind for its sizes (MaxShift: symmetric about
 // shift (0, 0); Shifts: any), e.g. valid_window(p) == full_window(p) when the right is 1 x 1.
 bool window_is(WindowKind k, const Problem& p);

@@ -73,6 +73,11 @@ struct Variant {
     // Whether p's shifts are a window of a declared kind for p's sizes: a window asked for by
     // another name that is the same rectangle (valid with a 1 x 1 right is full) is supported.
     bool supports_window(const Problem& p) const;
+    // Its window kinds, "full, valid, ..." (`separator` between them).
+    std::string windows_text(const char* separator = ", ") const;
+    // Why p's window is refused: "<name> does not compute the <asked> window (shifts ...) of this
+    // problem, only: full, ..." (xcorr run and xcorr_bench).
+    std::string window_refusal(const Problem& p, const std::string& asked) const;
     // Fills in defaults and rejects unknown parameters and values outside the allowed set
     // with a UsageError naming the allowed values.
     Params resolve(const Params& given) const;
