@@ -26,6 +26,17 @@ def make_fake_build(directory: Path) -> Path:
     return directory
 
 
+def no_peers_env(build: Path) -> dict:
+    """The environment that gives the runner the fake peerbench with every peer unavailable: what a
+    machine without PyTorch and CuPy sees. A test of the runner or the reports must not reach the
+    real peers where they are installed (the GPU machine), or it measures real GPUs and depends on
+    the machine it runs on."""
+    import fake_xcorr
+
+    return {"XCORR_PEERBENCH": str(Path(build) / "peerbench"),
+            "FAKE_PEERS_UNAVAILABLE": ",".join(p["name"] for p in fake_xcorr.PEERS)}
+
+
 def clear_fake_env(monkeypatch):
     for k in FAKE_ENV:
         monkeypatch.delenv(k, raising=False)

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import seeded_rng
-from suite_helpers import FIXTURES, ROOT, make_fake_build
+from suite_helpers import FIXTURES, ROOT, make_fake_build, no_peers_env
 
 from xcsuite import summary
 from xcsuite.tables import READINGS, build_table
@@ -27,11 +27,13 @@ def fake_results(tmp_path_factory):
     build = make_fake_build(tmp / "build")
     saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("FAKE_") or k == "XCORR_LOCK_DIR"}
     os.environ["XCORR_LOCK_DIR"] = str(tmp / "locks")  # not the machine's: tests run side by side
+    os.environ.update(no_peers_env(build))
     try:
         assert rx.main(["--quick", "--max-fmas", "1e20", "--build", str(build), "--results", str(tmp / "results"),
                         "--no-progress"]) == 0
     finally:
-        del os.environ["XCORR_LOCK_DIR"]
+        for k in ["XCORR_LOCK_DIR", *no_peers_env(build)]:
+            os.environ.pop(k, None)
         os.environ.update(saved)
     gpu = tmp / "results" / "fake-gpu-9000-quick"
     summary.aggregate_dir(gpu)

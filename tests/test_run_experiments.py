@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from suite_helpers import ROOT, clear_fake_env, log_lines, make_fake_build
+from suite_helpers import ROOT, clear_fake_env, log_lines, make_fake_build, no_peers_env
 
 from xcsuite import gpulock
 from xcsuite.cli import run_experiments as rx
@@ -23,6 +23,8 @@ import experiments as suite
 def env(tmp_path, monkeypatch):
     clear_fake_env(monkeypatch)
     build = make_fake_build(tmp_path / "build")
+    for k, v in no_peers_env(build).items():
+        monkeypatch.setenv(k, v)
     log = tmp_path / "bench.log"
     monkeypatch.setenv("FAKE_LOG", str(log))
     monkeypatch.setenv("XCORR_LOCK_DIR", str(tmp_path / "locks"))  # not the machine's: tests run side by side
@@ -264,9 +266,11 @@ def hung_runner(tmp_path, monkeypatch):
     pidfile = tmp_path / "bench.pid"
     hang = cases_of("fig22")[2].line()
     env = {**os.environ, "FAKE_HANG_ON": hang, "FAKE_PIDFILE": str(pidfile), "FAKE_LOG": str(tmp_path / "bench.log"),
-           "XCORR_LOCK_DIR": str(tmp_path / "locks")}
+           "XCORR_LOCK_DIR": str(tmp_path / "locks"), **no_peers_env(build)}
     monkeypatch.setenv("XCORR_LOCK_DIR", env["XCORR_LOCK_DIR"])
     monkeypatch.setenv("FAKE_LOG", env["FAKE_LOG"])
+    for k, v in no_peers_env(build).items():
+        monkeypatch.setenv(k, v)
     started = []
 
     def start():
