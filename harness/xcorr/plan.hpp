@@ -1,0 +1,112 @@
+// The library's public C++ API: a plan is built once from a problem (form, counts, sizes, window,
+// normalization, precision policy, algorithm name or "auto", parameters) and executed many times on
+// device pointers and a CUDA stream. Everything it needs on the device is allocated when the plan
+// is built, so workspace_bytes() is known before the first execute().
+//
+//   xcorr::PlanSpec s;
+//   s.form = xcorr::Form::OneToMany;  s.nR = 32;  s.hL = s.wL = 256;  s.hR = s.wR = 64;
+//   s.window = xcorr::parse_mode("valid");
+//   xcorr::Plan plan(s);                 // "auto": chooses from this GPU's measured tables
+//   plan.execute(d_left, d_right, d_out, stream);   // as often as needed; no host synchronisation
+//
+// The inputs and the output are float32 stacks laid out as in CONVENTIONS.md (row-major matrices,
+// one after another; output k is the pair the form maps it to; each output matrix out_h() x
+// out_w()). Errors are the exceptions of core.hpp: UsageError (bad spec, unsupported problem,
+// too large for the GPU), NoGpuError, CudaError.
+//
+// The C API over this (xcorr.h) is for other languages; the tools (xcorr, xcorr_bench,
+// xcorr_validate) and the Python package go through this same class.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "xcorr/core.hpp"
+
+namespace xcorr {
+
+struct Variant;
+class Instance;
+
+// What a plan computes and how it may compute it.
+struct PlanSpec {
+    Form form = Form::OneToOne;
+    int nL = 1, nR = 1;  // matrices in the left and the right stack
+    int hL = 0, wL = 0, hR = 0, wR = 0;
+    WindowRequest window;  // default: the full output (parse_mode, parse_max_shift, parse_shifts)
+    // "none" (plain cross-correlation). Normalized modes (ZNCC, zero-lag) come with their issue;
+    // until then anything else is a UsageError naming what exists.
+    std::string normalize = "none";
+    // "fp32": only algorithms whose error bound is FP32-class (1e-5 relative to float64: the FP32
+    // kernels, 3xTF32, FFT); "tf32": single-pass TF32 tensor cores allowed too (2e-3).
+    std::string precision = "fp32";
+    // A variant name (`xcorr list`) or "auto" (auto.hpp: the measured tables of this GPU, else a
+    // cost model).
+    std::string algorithm = "auto";
+    // Tuning parameters of a named algorithm (unset ones take their defaults); with "auto" they
+    // must be empty (auto sets its own).
+    Params params;
+};
+
+// Why "auto" picked what it picked, and what it would try next.
+struct AutoChoice {
+    std::string algorithm;
+    Params params;
+    std::string reason;         // one line: "measured on NVIDIA H200: n-to-m 256x256 ... 41.2 us" or "cost model: ..."
+    double predicted_us = -1;   // the time it expects (measured or modelled); -1 when unknown
+};
+
+class Plan {
+public:
+    // Builds the plan on the current CUDA device: resolves the window, chooses the algorithm,
+    // allocates the workspace and creates whatever the algorithm prepares once (cuFFT plans,
+    // tables). Throws UsageError, NoGpuError or CudaError.
+    explicit Plan(const PlanSpec& spec);
+    ~Plan();
+    Plan(Plan&&) noexcept;
+    Plan& operator=(Plan&&) noexcept;
+    Plan(const Plan&) = delete;
+    Plan& operator=(const Plan&) = delete;
+
+    // Enqueues the whole computation on `stream`: every output element is written. No host
+    // synchronisation; the pointers are device (or managed) memory of the plan's device. A plan
+    // may be executed on any stream, but not concurrently with itself (its workspace is one).
+    void execute(const float* left, const float* right, float* out, cudaStream_t stream = nullptr);
+
+    const Problem& problem() const;       // sizes, counts and the resolved window
+    const std::string& algorithm() const; // the variant that runs
+    const Params& params() const;         // its parameters, defaults filled in
+    const Variant& variant() const;
+    // Device memory the plan holds (allocated when it was built), in bytes.
+    size_t workspace_bytes() const;
+    // Why this algorithm: the auto choice's reason, or "asked for by name".
+    std::string explain() const;
+    int device() const;  // the CUDA device it was built on
+
+    int64_t out_h() const { return problem().out_h(); }
+    int64_t out_w() const { return problem().out_w(); }
+    int64_t out_count() const { return problem().out_count(); }
+
+    // The instance itself, for the tools that time run() and finish() apart (xcorr_bench).
+    Instance& instance();
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+// The problem a spec describes (window resolved, checked): no GPU needed.
+Problem problem_of(const PlanSpec& spec);
+
+// "auto"'s candidates for a problem, best first: from the compact table of the GPU named
+// `gpu_name` (auto_table.cpp, generated from results/<gpu>/), else from the cost model. Only
+// variants that declare the problem's form and window and meet the precision policy appear.
+// No GPU needed (the tests and xcorr.explain() call it on any machine).
+std::vector<AutoChoice> auto_candidates(const Problem& p, const std::string& precision, const std::string& gpu_name);
+
+}  // namespace xcorr
