@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Where an FFT case's time goes, from Nsight Compute: reads the CSVs that scripts/ncu-fft-account
+writes (one per case, `ncu --csv --page raw`), keeps one call's kernels (the last full repetition of
+the launch sequence), and prints per kernel its duration, DRAM bytes, DRAM throughput and issue
+use, with the call's sum beside the benchmark's time per call (results/<gpu>/summary.csv) and the
+output's write time at the memory floor.
+
+    scripts/ncu_account.py DIR [--summary results/nvidia-h200/summary.csv] [--reduced OUTDIR]
+
+--reduced writes the columns used here (one small CSV per case) for committing beside the notes.
+ncu runs each kernel alone with a flushed L2 (--cache-control all): kernels of small cases are
+slower there than back to back in the benchmark, so their sum can exceed the time per call.
+"""
+import argparse
+import io
+import re
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+COLS = ["Kernel Name", "gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum",
+        "dram__throughput.avg.pct_of_peak_sustained_elapsed", "sm__inst_issued.avg.pct_of_peak_sustained_active",
+        "sm__warps_active.avg.pct_of_peak_sustained_active", "launch__grid_size", "launch__registers_per_thread"]
+# The harness's own kernels (inputs, poisoning, the check against the float64 reference).
+HARNESS = re.compile(r"fill|poison|reference|gather|flush|empty|compare", re.I)
+FLOOR_TBS = 4.3  # sustained DRAM write bandwidth taken as the floor (TB/s, H200)
+
+
+def read(path: Path) -> pd.DataFrame:
+    text = path.read_text()
+    if '"ID"' in text:  # ncu's own CSV: the program's output comes first, then a units row
+        d = pd.read_csv(io.StringIO(text[text.index('"ID"'):])).iloc[1:]
+    else:  # a reduced CSV
+        d = pd.read_csv(path)
+    d = d[~d["Kernel Name"].str.contains(HARNESS)][COLS].reset_index(drop=True)
+    for c in COLS[1:]:
+        d[c] = pd.to_numeric(d[c].astype(str).str.replace(",", ""), errors="coerce")
+    return d
+
+
+def one_call(d: pd.DataFrame) -> pd.DataFrame:
+    names = list(d["Kernel Name"])
+    for p in range(1, len(names) // 2 + 1):
+        if names[-p:] == names[-2 * p:-p]:
+            return d.iloc[-p:]
+    raise ValueError("no repeated launch sequence: profile more launches (--launch-count)")
+
+
+def case_of(err: Path) -> dict:
+    """The benchmark's name line of the profiled run (its .err file holds the program's output)."""
+    for line in err.read_text().splitlines() if err.exists() else []:
+        if "/manual_time" in line:
+            return {"name": line.split()[0]}
+    return {}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dir", type=Path)
+    ap.add_argument("--summary", type=Path, default=Path("results/nvidia-h200/summary.csv"))
+    ap.add_argument("--reduced", type=Path)
+    a = ap.parse_args(argv)
+    summ = pd.read_csv(a.summary) if a.summary.exists() else None
+    cases = (a.dir / "cases.txt").read_text().splitlines() if (a.dir / "cases.txt").exists() else []
+    specs = dict(line.split(None, 1) for line in cases if line.strip())
+    for f in sorted(a.dir.glob("ncu-*.csv")):
+        key = f.stem[4:]
+        d = read(f)
+        if a.reduced:
+            a.reduced.mkdir(parents=True, exist_ok=True)
+            d.to_csv(a.reduced / f.name, index=False)
+        call = one_call(d)
+        t = call["gpu__time_duration.sum"].sum() / 1e3
+        rd, wr = call["dram__bytes_read.sum"].sum(), call["dram__bytes_write.sum"].sum()
+        spec = dict(kv.split("=", 1) for kv in specs.get(key, "").split())
+        line = f"### {key}: `{specs.get(key, '?')}`\n"
+        per_call = None
+        if summ is not None and spec:
+            s = summ[(summ.variant == spec["variant"]) & (summ.form == spec["form"]) & (summ.hL == int(spec["size"]))
+                     & (summ.hR == int(spec["size"])) & (summ.nL == int(spec.get("nL", 1)))
+                     & (summ.nR == int(spec.get("nR", 1))) & (summ.status == "ok") & summ.shifts.isna()]
+            if "launch" in spec:
+                s = s[s.params.astype(str).str.contains(f"launch={spec['launch']}")]
+            if len(s):
+                r = s.sort_values("time_us").iloc[0]
+                per_call = r.time_us + (0 if pd.isna(r.finish_time_us) else r.finish_time_us)
+                out = int(r.pairs) * (2 * int(spec["size"]) - 1) ** 2 * 4
+                line += (f"benchmark: {per_call:.1f} µs per call (+ finish); output {out / 1e6:.1f} MB, "
+                         f"{out / FLOOR_TBS / 1e6:.1f} µs to write at {FLOOR_TBS} TB/s\n")
+        line += (f"ncu: {len(call)} kernels, {t:.1f} µs; DRAM {rd / 1e6:.1f} MB read + {wr / 1e6:.1f} MB written "
+                 f"({(rd + wr) / t / 1e6:.2f} TB/s over the kernels)\n\n")
+        line += "| kernel | µs | DRAM read MB | DRAM write MB | DRAM % peak | issue % | grid |\n|---|---|---|---|---|---|---|\n"
+        for _, r in call.iterrows():
+            n = re.sub(r"\(.*", "", r["Kernel Name"]).replace("void ", "").replace("xcorr::<unnamed>::", "")
+            n = n.replace("<unnamed>::", "")[:44]
+            line += (f"| `{n}` | {r['gpu__time_duration.sum'] / 1e3:.1f} | {r['dram__bytes_read.sum'] / 1e6:.1f} | "
+                     f"{r['dram__bytes_write.sum'] / 1e6:.1f} | {r['dram__throughput.avg.pct_of_peak_sustained_elapsed']:.0f} | "
+                     f"{r['sm__inst_issued.avg.pct_of_peak_sustained_active']:.0f} | {int(r['launch__grid_size'])} |\n")
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
