@@ -11,6 +11,10 @@
 // shifts=DY0:DY1,DX0:DX1 (inclusive), as xcorr run's --mode, --max-shift, --shifts. A window the
 // variant does not declare (xcorr list) is refused, like every bad case, before the GPU is needed.
 // A window that is the full output's rectangle (valid with a 1 x 1 right, say) is the full case.
+// normalize=none|zncc|zero-lag (CONVENTIONS.md, "Normalization"; default none): the variant's raw
+// correlation inside the normalization's fast path (xcorr/normalize.hpp); the timed call is then
+// the whole normalized computation (means, shifted copies, summed-area tables, the raw run with
+// the variant's finish(), the epilogue; zero-lag: C(0, 0), the raw run, the division).
 // Without cases, a smoke set runs: every variant x every form it supports, defaults, 32 x 32.
 //
 // Timing protocol (the paper's): one Google Benchmark iteration is a batch of back-to-back calls
@@ -34,9 +38,13 @@
 // the variant's tolerance, or any non-finite output, fails the case: it is skipped with the error
 // "validation failed: ...", never timed. --check-tolerance X replaces every variant's tolerance
 // with X (tests). Then the inputs are refilled with [0, 1) from seeds N, N + 1 and timed.
+// A normalized case is checked on 1000 + [-8, 8) (zncc: the cancellation case) or 4 + [-1, 1)
+// (zero-lag: C(0, 0) away from 0) instead, by the largest absolute error against the bound
+// max(1e-4, the variant's tolerance) (CONVENTIONS.md, "Accuracy for normalized outputs").
 //
-// Name:     <variant>/<form>/hL:../wL:../hR:../wR:../nL:../nR:..[/shifts:DY0:DY1,DX0:DX1][/<param>:<value>...]
-//           (the shifts segment only for a window other than the full output)
+// Name:     <variant>/<form>/hL:../wL:../hR:../wR:../nL:../nR:..[/shifts:DY0:DY1,DX0:DX1][/norm:<mode>]
+//           [/<param>:<value>...] (the shifts segment only for a window other than the full output,
+//           the norm segment only for a normalization other than none: plain names are unchanged)
 // Counters: hL wL hR wR nL nR batch fmas FLOPS cold check_err check_samples [finish_time]
 //           [dy0 dy1 dx0 dx1: a windowed case only; fmas, and the batch, are then the window's];
 //           label: family, timed, precision.
@@ -59,6 +67,7 @@
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/gpu.hpp"
+#include "xcorr/normalize.hpp"
 #include "xcorr/registry.hpp"
 
 using namespace xcorr;
@@ -77,6 +86,8 @@ const char* kUsage =
     "                     shifts=DY0:DY1,DX0:DX1     dy in DY0..DY1, dx in DX0..DX1 (inclusive)\n"
     "                   only a window the variant computes (`xcorr list`); a windowed case's name\n"
     "                   holds /shifts:DY0:DY1,DX0:DX1 and its counters dy0 dy1 dx0 dx1\n"
+    "                   normalize=none|zncc|zero-lag: the normalized output (CONVENTIONS.md), timed\n"
+    "                   whole; the name gains /norm:zncc (or /norm:zero-lag)\n"
     "  --cases FILE     one SPEC per line (# starts a comment)\n"
     "  --min-time S     GPU time per repetition in seconds (default 0.1)\n"
     "  --batch N        calls per timed iteration (default: from the problem size)\n"
@@ -153,6 +164,13 @@ Case parse_case(const std::string& spec, const Options& opt) {
         else if (k == "nL") p.nL = to_int(k, v);
         else if (k == "nR") p.nR = to_int(k, v);
         else if (k == "batch") batch = to_int(k, v), batch_given = true;
+        else if (k == "normalize") {
+            try {
+                p.normalize = parse_normalize(v);
+            } catch (const UsageError& e) {
+                throw UsageError("case '" + spec + "': normalize=: " + e.what());
+            }
+        }
         else if (k == "window" || k == "max_shift" || k == "shifts") {
             if (window)
                 throw UsageError("case '" + spec + "': " + window_key + "= and " + k +
@@ -213,6 +231,7 @@ std::string bench_name(const Case& c) {
     s << c.variant->name << '/' << form_name(p.form) << "/hL:" << p.hL << "/wL:" << p.wL << "/hR:" << p.hR
       << "/wR:" << p.wR << "/nL:" << p.nL << "/nR:" << p.nR;
     if (p.window) s << "/shifts:" << p.window->text();  // parse_case leaves it unset for the full output
+    if (p.normalize != Normalize::None) s << "/norm:" << normalize_name(p.normalize);
     for (const auto& [k, v] : c.params) s << '/' << k << ':' << v;  // std::map: sorted by name
     return s.str();
 }
@@ -294,24 +313,28 @@ struct CaseBuffers {
 // timed inputs in `buf`.
 CheckResult check_case(const Case& c, const Options& opt, Instance& inst, CaseBuffers& buf, cudaStream_t stream) {
     const Problem& p = c.problem;
-    fill_inputs(p, buf.left.get(), buf.right.get(), opt.seed + 2, kCheckRange, stream);
+    const InputRange range = p.normalize == Normalize::None   ? kCheckRange
+                             : p.normalize == Normalize::Zncc ? kLargeMeanRange
+                                                              : kOffsetRange;
+    fill_inputs(p, buf.left.get(), buf.right.get(), opt.seed + 2, range, stream);
     const Reference ref = check_reference(p, buf.left.get(), buf.right.get(), opt.seed + 4, stream);
     const Comparison cmp = run_and_compare(inst, buf.left.get(), buf.right.get(), buf.out.get(), ref, stream);
     fill_inputs(p, buf.left.get(), buf.right.get(), opt.seed, kUnitRange, stream);
     XC_CUDA_CHECK(cudaStreamSynchronize(stream));
-    CheckResult r{cmp, ref.values.size(), opt.check_tolerance > 0 ? opt.check_tolerance : c.variant->tolerance,
-                  false, ""};
-    r.ok = passes(cmp, r.tolerance);
+    CheckResult r{cmp, ref.values.size(),
+                  opt.check_tolerance > 0 ? opt.check_tolerance : bound_for(c.variant->tolerance, p.normalize), false, ""};
+    r.ok = passes(cmp, r.tolerance, p.normalize);
+    const double err = error_of(cmp, p.normalize);
     if (!r.ok) {
         char text[256];
         const std::string what = ref.full() ? "all " + std::to_string(r.samples) + " outputs"
                                             : std::to_string(r.samples) + " sampled outputs";
         if (cmp.nonfinite)
             std::snprintf(text, sizeof text, "validation failed: %zu non-finite of %s (err=%.3e over the rest, tol=%.3e)",
-                          cmp.nonfinite, what.c_str(), cmp.rel_error, r.tolerance);
+                          cmp.nonfinite, what.c_str(), err, r.tolerance);
         else
-            std::snprintf(text, sizeof text, "validation failed: err=%.3e > tol=%.3e (%s)", cmp.rel_error, r.tolerance,
-                          what.c_str());
+            std::snprintf(text, sizeof text, "validation failed: %s %.3e > tol=%.3e (%s)", error_name(p.normalize), err,
+                          r.tolerance, what.c_str());
         r.message = text;
     }
     return r;
@@ -327,7 +350,7 @@ void run_case(benchmark::State& st, const Case& c, const Options& opt, const Gpu
         std::unique_ptr<L2Flusher> flusher;
         if (opt.cold) flusher = std::make_unique<L2Flusher>(gpu.l2_bytes);
 
-        std::unique_ptr<Instance> inst = c.variant->make(p, c.params);
+        std::unique_ptr<Instance> inst = make_instance(*c.variant, p, c.params);
         // Warm-up: module load, first touch, lazy initialisation stay out of the numbers.
         inst->run(dl, dr, dout, stream);
         if (inst->has_finish()) inst->finish(dout, stream);
@@ -350,7 +373,7 @@ void run_case(benchmark::State& st, const Case& c, const Options& opt, const Gpu
             const Window w = *p.window;
             st.counters["dy0"] = w.dy0, st.counters["dy1"] = w.dy1, st.counters["dx0"] = w.dx0, st.counters["dx1"] = w.dx1;
         }
-        st.counters["check_err"] = c.check->cmp.rel_error;
+        st.counters["check_err"] = error_of(c.check->cmp, p.normalize);  // absolute for a normalized case
         st.counters["check_samples"] = double(c.check->samples);
         // Google Benchmark's own rate counters divide by CPU time; the rate here is per GPU time.
         if (total_per_call > 0) st.counters["FLOPS"] = 2.0 * p.fmas() * double(st.iterations()) / total_per_call;
@@ -358,7 +381,12 @@ void run_case(benchmark::State& st, const Case& c, const Options& opt, const Gpu
             // The untimed post-processing, timed on its own so that it is reported, not hidden.
             st.counters["finish_time"] = timer.seconds_per_call(10, [&] { inst->finish(dout, stream); });
         }
-        st.SetLabel("family=" + c.variant->family + ";timed=" + c.variant->timed + ";precision=" + c.variant->precision);
+        const std::string timed =
+            p.normalize == Normalize::None
+                ? c.variant->timed
+                : std::string("normalize ") + normalize_name(p.normalize) + ": the whole normalized computation around " +
+                      c.variant->timed + " (its finish included)";
+        st.SetLabel("family=" + c.variant->family + ";timed=" + timed + ";precision=" + c.variant->precision);
     } catch (const std::exception& e) {
         st.SkipWithError(e.what());
     }
@@ -373,7 +401,7 @@ int pilot_batch(const Case& c, const Options& opt) {
         BatchTimer timer;
         const cudaStream_t stream = timer.stream();
         CaseBuffers buf(c.problem, opt, stream);
-        std::unique_ptr<Instance> inst = c.variant->make(c.problem, c.params);
+        std::unique_ptr<Instance> inst = make_instance(*c.variant, c.problem, c.params);
         const auto call = [&] { inst->run(buf.left.get(), buf.right.get(), buf.out.get(), stream); };
         call();  // warm-up
         XC_CUDA_CHECK(cudaStreamSynchronize(stream));

@@ -26,6 +26,21 @@ Form parse_form(const std::string& name) {
     throw UsageError("unknown form '" + name + "' (expected one-to-one, one-to-many, n-to-mn or n-to-m)");
 }
 
+const char* normalize_name(Normalize n) {
+    switch (n) {
+        case Normalize::None: return "none";
+        case Normalize::Zncc: return "zncc";
+        case Normalize::ZeroLag: return "zero-lag";
+    }
+    return "?";
+}
+
+Normalize parse_normalize(const std::string& name) {
+    for (Normalize n : kAllNormalizations)
+        if (name == normalize_name(n)) return n;
+    throw UsageError("unknown normalization '" + name + "' (expected none, zncc or zero-lag)");
+}
+
 int64_t Problem::out_count() const {
     switch (form) {
         case Form::OneToOne: return 1;
@@ -215,6 +230,7 @@ std::string Problem::describe() const {
     std::ostringstream s;
     s << form_name(form) << " " << nL << "x[" << hL << "x" << wL << "] * " << nR << "x[" << hR << "x" << wR << "]";
     if (!full()) s << " shifts " << shifts().text();
+    if (normalize != Normalize::None) s << " normalize " << normalize_name(normalize);
     return s.str();
 }
 

@@ -9,6 +9,7 @@
 #include "common/device.cuh"
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/gpu.hpp"
+#include "xcorr/reference_element.hpp"
 
 #ifndef XCORR_CUDA_ARCHS
 #error "XCORR_CUDA_ARCHS must be defined by the build (e.g. \"90\" or \"80;90\")"
@@ -57,37 +58,31 @@ __global__ void fill_uniform_kernel(float* p, size_t n, uint64_t seed, float lo,
 }
 
 // The float64 value of output element i of the stack (flat index: k * oh * ow + y * ow + x, the
-// window's sizes): the CPU reference's loop restricted to the overlap (same terms, same order; a
-// shift with none gives 0). The full and the sampled reference kernels both call it, so they
-// cannot disagree.
+// window's sizes): reference_at (reference_element.hpp), the very function of the CPU reference
+// (same terms, same order; a shift without overlap gives 0). The full and the sampled reference
+// kernels both call it, so they cannot disagree.
 __device__ double reference_element(const float* __restrict__ left, const float* __restrict__ right, int hL, int wL,
-                                    int hR, int wR, Window win, PairMap pairs, int64_t i) {
+                                    int hR, int wR, Window win, PairMap pairs, Normalize mode, int64_t i) {
     const int oh = int(win.out_h()), ow = int(win.out_w());
     const int64_t k = i / (int64_t(oh) * ow);
     const int y = int(i / ow % oh), x = int(i % ow);
-    const int dy = win.dy0 + y, dx = win.dx0 + x;
     const float* L = left + int64_t(pairs.left_of(k)) * hL * wL;
     const float* R = right + int64_t(pairs.right_of(k)) * hR * wR;
-    const Span rows = overlap_span(dy, hL, hR), cols = overlap_span(dx, wL, wR);
-    double sum = 0.0;
-    for (int r = rows.begin; r < rows.end; ++r)
-        for (int c = cols.begin; c < cols.end; ++c)
-            sum += double(L[int64_t(r + dy) * wL + c + dx]) * double(R[int64_t(r) * wR + c]);
-    return sum;
+    return reference_at(mode, L, R, hL, wL, hR, wR, win.dy0 + y, win.dx0 + x);
 }
 
 __global__ void reference_kernel(const float* __restrict__ left, const float* __restrict__ right,
                                  double* __restrict__ out, int hL, int wL, int hR, int wR, Window win, int64_t total,
-                                 PairMap pairs) {
+                                 PairMap pairs, Normalize mode) {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
-        out[i] = reference_element(left, right, hL, wL, hR, wR, win, pairs, i);
+        out[i] = reference_element(left, right, hL, wL, hR, wR, win, pairs, mode, i);
 }
 
 __global__ void reference_at_kernel(const float* __restrict__ left, const float* __restrict__ right,
                                     const int64_t* __restrict__ positions, size_t n, double* __restrict__ out,
-                                    int hL, int wL, int hR, int wR, Window win, PairMap pairs) {
+                                    int hL, int wL, int hR, int wR, Window win, PairMap pairs, Normalize mode) {
     for (size_t j = blockIdx.x * size_t(blockDim.x) + threadIdx.x; j < n; j += size_t(gridDim.x) * blockDim.x)
-        out[j] = reference_element(left, right, hL, wL, hR, wR, win, pairs, positions[j]);
+        out[j] = reference_element(left, right, hL, wL, hR, wR, win, pairs, mode, positions[j]);
 }
 
 __global__ void gather_kernel(const float* __restrict__ src, const int64_t* __restrict__ positions, size_t n,
@@ -208,7 +203,7 @@ void L2Flusher::flush(cudaStream_t stream) {
 
 void reference_gpu(const Problem& p, const float* left, const float* right, double* out, cudaStream_t stream) {
     reference_kernel<<<blocks_for(size_t(p.out_elems()), 256), 256, 0, stream>>>(
-        left, right, out, p.hL, p.wL, p.hR, p.wR, p.shifts(), p.out_elems(), pair_map(p));
+        left, right, out, p.hL, p.wL, p.hR, p.wR, p.shifts(), p.out_elems(), pair_map(p), p.normalize);
     XC_CHECK_LAUNCH();
 }
 
@@ -216,7 +211,7 @@ void reference_gpu_at(const Problem& p, const float* left, const float* right, c
                       double* out, cudaStream_t stream) {
     if (!n) return;
     reference_at_kernel<<<blocks_for(n, 128), 128, 0, stream>>>(left, right, positions, n, out, p.hL, p.wL, p.hR,
-                                                               p.wR, p.shifts(), pair_map(p));
+                                                               p.wR, p.shifts(), pair_map(p), p.normalize);
     XC_CHECK_LAUNCH();
 }
 

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "xcorr/reference_element.hpp"
+
 namespace xcorr {
 
 void reference_cpu(const Problem& p, const float* left, const float* right, double* out) {
@@ -12,18 +14,9 @@ void reference_cpu(const Problem& p, const float* left, const float* right, doub
         const float* L = left + int64_t(pairs.left_of(k)) * p.hL * p.wL;
         const float* R = right + int64_t(pairs.right_of(k)) * p.hR * p.wR;
         for (int y = 0; y < oh; ++y)
-            for (int x = 0; x < ow; ++x) {
-                // A shift beyond the full range finds no (r, c) in both matrices: 0.
-                const int dy = win.dy0 + y, dx = win.dx0 + x;
-                double sum = 0.0;
-                for (int r = 0; r < p.hR; ++r)
-                    for (int c = 0; c < p.wR; ++c) {
-                        const int lr = r + dy, lc = c + dx;
-                        if (lr < 0 || lr >= p.hL || lc < 0 || lc >= p.wL) continue;
-                        sum += double(L[int64_t(lr) * p.wL + lc]) * double(R[int64_t(r) * p.wR + c]);
-                    }
-                out[(k * oh + y) * ow + x] = sum;
-            }
+            for (int x = 0; x < ow; ++x)  // a shift beyond the full range has no overlap: 0
+                out[(k * oh + y) * ow + x] =
+                    reference_at(p.normalize, L, R, p.hL, p.wL, p.hR, p.wR, win.dy0 + y, win.dx0 + x);
     }
 }
 
@@ -32,15 +25,18 @@ template <typename T>
 Comparison compare(const T* out, const double* ref, size_t n) {
     double num = 0, den = 0;
     size_t nonfinite = 0;
+    double abs_error = 0;
     for (size_t i = 0; i < n; ++i) {
         if (!std::isfinite(out[i])) {
             ++nonfinite;
             continue;
         }
-        num += (out[i] - ref[i]) * (out[i] - ref[i]);
+        const double d = double(out[i]) - ref[i];
+        num += d * d;
         den += ref[i] * ref[i];
+        if (!(std::fabs(d) <= abs_error)) abs_error = std::fabs(d);  // a NaN reference makes it NaN
     }
-    return {den > 0 ? std::sqrt(num / den) : std::sqrt(num), nonfinite};
+    return {den > 0 ? std::sqrt(num / den) : std::sqrt(num), nonfinite, abs_error};
 }
 }  // namespace
 

@@ -13,6 +13,15 @@
 //
 //   xcorr_validate [--variant NAME]... [--form FORM]... [--quick] [--seed N] [--tolerance X]
 //                  [--shape HLxWL,HRxWR]... [--params all|covering] [--windows only|also|none]
+//                  [--normalize none|zncc|zero-lag|all]
+//
+// --normalize runs every case (variants, windows and the reference checks) with that normalization
+// (all: none, zncc and zero-lag, one after another; default none): the variant inside the
+// normalization's fast path (xcorr/normalize.hpp), against the float64 reference of the normalized
+// output, held to the largest absolute error max(1e-4, the variant's tolerance). Normalized cases
+// draw their inputs from 1000 + [-8, 8) too (the cancellation case); zero-lag ones only from the
+// positive ranges ([0, 1), 4 + [-1, 1), 1000 + [-8, 8)), where C(0, 0) is far from 0 (a signed
+// C(0, 0) near 0 turns any rounding into an unbounded ratio: not an error of the algorithm).
 //
 // --shape replaces the built-in shapes with the given ones (every form, the large tier's few
 // matrices: 1-to-3, 2x4 n-to-mn, 2x3 n-to-m);
@@ -54,6 +63,7 @@
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/gpu.hpp"
+#include "xcorr/normalize.hpp"
 #include "xcorr/reference.hpp"
 #include "xcorr/registry.hpp"
 
@@ -88,9 +98,15 @@ Shape parse_shape(const std::string& text) {
 
 // The inputs of the case of the shape numbered `shape` (over all tiers) in form `form`: for a
 // fixed form, consecutive shapes rotate through the three, whichever forms are selected.
-InputRange inputs_for(int shape, Form form) {
+InputRange inputs_for(int shape, Form form, Normalize mode = Normalize::None) {
     static constexpr InputRange kRanges[] = {kUnitRange, kSignedRange, kOffsetRange};
-    return kRanges[(shape + int(form)) % 3];
+    static constexpr InputRange kZncc[] = {kUnitRange, kSignedRange, kOffsetRange, kLargeMeanRange};
+    static constexpr InputRange kZeroLag[] = {kUnitRange, kOffsetRange, kLargeMeanRange};
+    switch (mode) {
+        case Normalize::Zncc: return kZncc[(shape + int(form)) % 4];
+        case Normalize::ZeroLag: return kZeroLag[(shape + int(form)) % 3];
+        default: return kRanges[(shape + int(form)) % 3];
+    }
 }
 
 struct Counts {
@@ -237,24 +253,25 @@ Verdict check_variant(const Variant& v, const Params& params, const Problem& p, 
     const std::string where = p.describe() + (window ? std::string("  window=") + window : std::string());
     std::unique_ptr<Instance> inst;
     try {
-        inst = v.make(p, v.resolve(params));
+        inst = make_instance(v, p, v.resolve(params));
     } catch (const UsageError& e) {
         // A combination the variant refuses for this problem (not instantiated, or beyond a
         // documented limit): printed with the variant's reason.
         std::printf("SKIP  %s  %s  %s  %s\n", v.name.c_str(), where.c_str(), params_text(params).c_str(), e.what());
         return Verdict::Skip;
     }
-    // The worse of the two runs (a NaN error counts as the worse).
-    Comparison worst{0, 0};
+    // The worse of the two runs (a NaN error counts as the worse); absolute errors for a normalized output.
+    Comparison worst{0, 0, 0};
     for (int rep = 0; rep < 2; ++rep) {
         const Comparison cmp = run_and_compare(*inst, rep ? runs.left_off : runs.left, rep ? runs.right_off : runs.right,
                                                rep ? runs.out_off : runs.out, ref, stream);
         if (!(cmp.rel_error <= worst.rel_error)) worst.rel_error = cmp.rel_error;
+        if (!(cmp.abs_error <= worst.abs_error)) worst.abs_error = cmp.abs_error;
         worst.nonfinite = std::max(worst.nonfinite, cmp.nonfinite);
     }
-    const bool ok = passes(worst, tolerance);
+    const bool ok = passes(worst, tolerance, p.normalize);
     std::printf("%s  %s  %s  %s  inputs=%s  err=%.2e%s\n", ok ? "PASS" : "FAIL", v.name.c_str(), where.c_str(),
-                params_text(params).c_str(), inputs.name, worst.rel_error,
+                params_text(params).c_str(), inputs.name, error_of(worst, p.normalize),
                 worst.nonfinite ? (" unwritten=" + std::to_string(worst.nonfinite)).c_str() : "");
     return ok ? Verdict::Pass : Verdict::Fail;
 }
@@ -269,6 +286,7 @@ int main(int argc, char** argv) {
     uint64_t seed = 12345;
     std::vector<Shape> given_shapes;
     double tolerance_override = 0;  // 0: each variant's own
+    std::vector<Normalize> modes = {Normalize::None};
     try {
         for (int i = 1; i < argc; ++i) {
             std::string a = argv[i];
@@ -291,16 +309,24 @@ int main(int argc, char** argv) {
                     throw UsageError("--windows: expected only, also or none, got " + v);
                 full_checks = v != "only";
                 window_checks = v != "none";
+            } else if (a == "--normalize") {
+                const std::string v = next();
+                modes = v == "all" ? std::vector<Normalize>(std::begin(kAllNormalizations), std::end(kAllNormalizations))
+                                   : std::vector<Normalize>{parse_normalize(v)};
             } else if (a == "--tolerance") tolerance_override = parse_positive("--tolerance", next());
             else if (a == "--help" || a == "-h") {
                 std::printf(
                     "usage: xcorr_validate [--variant NAME]... [--form FORM]... [--quick] [--seed N] [--tolerance X]\n"
                     "                      [--shape HLxWL,HRxWR]... [--params all|covering] [--windows only|also|none]\n"
+                    "                      [--normalize none|zncc|zero-lag|all]\n"
                     "  --variant NAME  only this variant (repeatable)\n"
                     "  --form FORM     only this form (repeatable)\n"
                     "  --quick         the small shapes only\n"
                     "  --seed N        first input seed (default 12345)\n"
-                    "  --tolerance X   hold every variant to relative error X instead of its declared bound\n"
+                    "  --tolerance X   hold every variant to error X instead of its declared bound (relative;\n"
+                    "                  absolute for normalized outputs)\n"
+                    "  --normalize N   run every case normalized so (all: none, zncc, zero-lag in turn; default\n"
+                    "                  none); normalized outputs are held to absolute error max(1e-4, tolerance)\n"
                     "  --shape S       only these shapes (repeatable; every form, few matrices), e.g. 37x53,29x41\n"
                     "  --params P      all: every parameter combination on small shapes (default);\n"
                     "                  covering: each instantiated value once (short runs, e.g. under\n"
@@ -347,12 +373,14 @@ int main(int argc, char** argv) {
             if (quick && tier > 0) break;
             for (const Shape& s : *shapes) {
                 ++shape_number;
-                for (Form form : kAllForms) {
+                for (Form form : kAllForms)
+                for (Normalize mode : modes) {
                     if (!only_forms.empty() && !only_forms.count(form)) continue;
                     // 512 x 512 only one-to-one: the other forms multiply its reference cost.
                     if (s.hL >= 512 && form != Form::OneToOne) continue;
                     const Counts c = counts_for(form, tier == 2 || !given_shapes.empty());
                     Problem p{form, s.hL, s.wL, s.hR, s.wR, c.nL, c.nR};
+                    p.normalize = mode;
                     p.check();
                     const auto selected = [&](const Variant& v) {
                         return v.supports(form) && (only_variants.empty() || only_variants.count(v.name));
@@ -370,7 +398,7 @@ int main(int argc, char** argv) {
 
                     DeviceBuffer<float> dl(size_t(p.left_elems())), dr(size_t(p.right_elems())),
                         dout(size_t(full_checks ? p.out_elems() : 0));
-                    const InputRange inputs = inputs_for(shape_number, form);
+                    const InputRange inputs = inputs_for(shape_number, form, mode);
                     fill_inputs(p, dl.get(), dr.get(), case_seed + 1, inputs, stream);  // the seeds of before
                     case_seed += 2;
                     // The second run's misaligned copies (one float into an allocation one longer).
@@ -424,7 +452,8 @@ int main(int argc, char** argv) {
                         const bool everything =
                             !covering_only && (tier == 0 ? !quick : (tier == 1 && all.size() <= 16));
                         const auto combos = everything ? all : covering_set(v);
-                        const double tolerance = tolerance_override > 0 ? tolerance_override : v.tolerance;
+                        const double tolerance =
+                            tolerance_override > 0 ? tolerance_override : bound_for(v.tolerance, mode);
                         const std::string key = v.name + " " + form_name(form);
                         for (const Params& params : combos) {
                             if (full_checks) {

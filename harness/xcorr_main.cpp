@@ -4,10 +4,11 @@
 //   xcorr help, xcorr --help, xcorr COMMAND --help
 //   xcorr run --algorithm NAME --form FORM [--param KEY=VALUE ...] LEFT.npy RIGHT.npy --out OUT.npy
 //             [--mode full|valid|same | --max-shift SY[,SX] | --shifts DY0:DY1,DX0:DX1]
-//             [--validate [--tolerance X]]
+//             [--normalize none|zncc|zero-lag] [--validate [--tolerance X]]
 // Exit status: 0 success; 1 validation failed or a CUDA failure; 2 bad usage or bad input
 // (including a problem too large for GPU memory); 3 no usable GPU, or a GPU the binary was not
 // built for. Every failure prints one line on stderr.
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -23,6 +24,7 @@
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/gpu.hpp"
+#include "xcorr/normalize.hpp"
 #include "xcorr/npy.hpp"
 #include "xcorr/reference.hpp"
 #include "xcorr/registry.hpp"
@@ -38,7 +40,7 @@ const char* kUsage =
     "                                 this build and the reason, and exit 3)\n"
     "  xcorr help                     this text (also --help after any command)\n"
     "  xcorr run --algorithm NAME --form FORM [--param KEY=VALUE ...] LEFT.npy RIGHT.npy\n"
-    "            --out OUT.npy [WINDOW] [--validate [--tolerance X]]\n"
+    "            --out OUT.npy [WINDOW] [--normalize MODE] [--validate [--tolerance X]]\n"
     "      FORM: one-to-one, one-to-many, n-to-mn, n-to-m; NAME: a variant from `xcorr list`\n"
     "      or `reference` (float64 on the CPU). --validate prints the relative error against the\n"
     "      float64 reference and fails (exit 1, no output written) above the variant's bound\n"
@@ -48,7 +50,12 @@ const char* kUsage =
     "        --max-shift SY[,SX]          dy in -SY..SY, dx in -SX..SX (SX = SY if left out)\n"
     "        --shifts DY0:DY1,DX0:DX1     dy in DY0..DY1, dx in DX0..DX1 (inclusive)\n"
     "      Output (i, j) is shift (first dy + i, first dx + j); a shift without overlap gives 0.\n"
-    "      A variant computes only the windows `xcorr list` shows for it; the reference, all.\n";
+    "      A variant computes only the windows `xcorr list` shows for it; the reference, all.\n"
+    "      --normalize MODE (CONVENTIONS.md, \"Normalization\"; any algorithm, form and window):\n"
+    "        none (default) the sums; zncc: per shift, Pearson's coefficient of the overlapping\n"
+    "        parts (0 where the overlap is empty or constant); zero-lag: C(dy, dx) / C(0, 0)\n"
+    "        (0 everywhere where C(0, 0) = 0). A normalized output is validated by its largest\n"
+    "        absolute error, bound max(1e-4, the variant's).\n";
 
 // The shortest text that reads back as the same double: a reported error can be given back
 // as a --tolerance exactly.
@@ -57,14 +64,15 @@ std::string shortest(double x) {
     return std::string(buf, std::to_chars(buf, buf + sizeof buf, x).ptr);
 }
 
-// --validate: prints the relative error of `out` against the float64 reference and whether it is
-// within `bound` (passes, the verdict of xcorr_validate and xcorr_bench too).
-bool validation_passes(const std::vector<float>& out, const std::vector<double>& ref, double bound,
+// --validate: prints the error of `out` against the float64 reference (relative; absolute for a
+// normalized output) and whether it is within `bound` (passes, the verdict of xcorr_validate and
+// xcorr_bench too).
+bool validation_passes(const std::vector<float>& out, const std::vector<double>& ref, double bound, Normalize mode,
                        const std::string& what, const std::string& out_path) {
     const Comparison c = compare_to_reference(out.data(), ref.data(), out.size());
-    const bool ok = passes(c, bound);
-    std::printf("relative error %s (bound %s), %zu non-finite elements: %s\n", shortest(c.rel_error).c_str(),
-                shortest(bound).c_str(), c.nonfinite, ok ? "ok" : "FAILED");
+    const bool ok = passes(c, bound, mode);
+    std::printf("%s %s (bound %s), %zu non-finite elements: %s\n", error_name(mode),
+                shortest(error_of(c, mode)).c_str(), shortest(bound).c_str(), c.nonfinite, ok ? "ok" : "FAILED");
     std::fflush(stdout);
     if (!ok)
         std::fprintf(stderr, "xcorr: validation failed: %s is off the float64 reference; %s not written\n",
@@ -155,6 +163,7 @@ int cmd_run(int argc, char** argv) {
     double tolerance = -1;  // the variant's own bound unless --tolerance is given
     std::optional<WindowRequest> window;  // unset: the full output
     std::string window_flag;              // the option that set it
+    Normalize normalize = Normalize::None;
     for (int i = 0; i < argc; ++i) {
         std::string a = argv[i];
         auto value = [&](const std::string& flag) -> std::string {
@@ -171,6 +180,7 @@ int cmd_run(int argc, char** argv) {
             if (eq == std::string::npos || eq == 0) throw UsageError("--param takes KEY=VALUE, got '" + kv + "'");
             given[kv.substr(0, eq)] = kv.substr(eq + 1);
         } else if (a == "--validate") validate = true;
+        else if (a == "--normalize" || a.rfind("--normalize=", 0) == 0) normalize = parse_normalize(value("--normalize"));
         else if (a == "--tolerance" || a.rfind("--tolerance=", 0) == 0) tolerance = parse_positive("--tolerance", value("--tolerance"), true);
         else if (const char* flag = window_option(a)) {
             if (window) throw UsageError(window_flag + " and " + flag + " both choose the window: give one of --mode, --max-shift, --shifts");
@@ -201,6 +211,7 @@ int cmd_run(int argc, char** argv) {
     Stack left = read_npy_stack(inputs[0]);
     Stack right = read_npy_stack(inputs[1]);
     Problem p{form, left.h, left.w, right.h, right.w, left.count, right.count};
+    p.normalize = normalize;
     p.check();
     if (window) {
         p.window = window->resolve(p);
@@ -227,8 +238,12 @@ int cmd_run(int argc, char** argv) {
         std::vector<double> ref(out.size());
         reference_cpu(p, left.data.data(), right.data.data(), ref.data());
         for (size_t i = 0; i < out.size(); ++i) out[i] = float(ref[i]);
-        // Validated, the reference's float32 output is held to the float32 rounding of its sums.
-        if (validate && !validation_passes(out, ref, tolerance >= 0 ? tolerance : kReferenceFloat32Bound, algorithm, out_path))
+        // Validated, the reference's float32 output is held to the float32 rounding of its values
+        // (normalized: absolute, so the rounding of the largest magnitude, at least 1's).
+        double bound = kReferenceFloat32Bound;
+        if (normalize != Normalize::None)
+            for (double v : ref) bound = std::max(bound, kReferenceFloat32Bound * std::fabs(v));
+        if (validate && !validation_passes(out, ref, tolerance >= 0 ? tolerance : bound, normalize, algorithm, out_path))
             return 1;
         write_npy_atomic(out_path, out_shape, out.data());
         return 0;
@@ -238,7 +253,7 @@ int cmd_run(int argc, char** argv) {
     XC_CUDA_CHECK(cudaMemcpy(dl.get(), left.data.data(), dl.bytes(), cudaMemcpyHostToDevice));
     XC_CUDA_CHECK(cudaMemcpy(dr.get(), right.data.data(), dr.bytes(), cudaMemcpyHostToDevice));
     poison(dout.get(), dout.size(), nullptr);
-    std::unique_ptr<Instance> inst = variant->make(p, params);
+    std::unique_ptr<Instance> inst = make_instance(*variant, p, params);
     inst->run(dl.get(), dr.get(), dout.get(), nullptr);
     if (inst->has_finish()) inst->finish(dout.get(), nullptr);
     XC_CUDA_CHECK(cudaDeviceSynchronize());
@@ -253,7 +268,8 @@ int cmd_run(int argc, char** argv) {
         } else {
             ref = full_reference(p, dl.get(), dr.get(), nullptr).values;
         }
-        if (!validation_passes(out, ref, tolerance >= 0 ? tolerance : variant->tolerance, algorithm, out_path))
+        if (!validation_passes(out, ref, tolerance >= 0 ? tolerance : bound_for(variant->tolerance, normalize), normalize,
+                               algorithm, out_path))
             return 1;
     }
     write_npy_atomic(out_path, out_shape, out.data());

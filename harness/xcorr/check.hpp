@@ -31,6 +31,10 @@ inline constexpr InputRange kSignedRange{"[-1,1)", -1.0f, 1.0f};
 // is about 0.2 / sqrt(overlap) here (4e-4 at 512 x 512, 40x the 1e-5 bound: a kernel that got them
 // wrong still fails) but 4e-4 / sqrt(overlap) with an offset of 1000 (8e-7 at 512: invisible).
 inline constexpr InputRange kOffsetRange{"4+[-1,1)", 3.0f, 5.0f};
+// Images of 1000 + noise: the normalized outputs' hard case, where n·ΣX² - (ΣX)² cancels ~6
+// digits (normalize.hpp). The noise is wide enough (variance 21, 2e-5 of the mean square) that no
+// overlap but a tiny one comes near the contract's constant-overlap threshold of 1e-6.
+inline constexpr InputRange kLargeMeanRange{"1000+[-8,8)", 992.0f, 1008.0f};
 
 // Fills a problem's left stack from `seed` and its right stack from `seed + 1`.
 void fill_inputs(const Problem& p, float* left, float* right, uint64_t seed, InputRange range, cudaStream_t stream);
@@ -70,7 +74,8 @@ inline constexpr size_t kCheckSamples = 65536;
 Reference check_reference(const Problem& p, const float* left, const float* right, uint64_t seed,
                           cudaStream_t stream);
 
-// One checked run: poisons `out` (NaN), runs `inst` on (left, right) with finish() after it
+// One checked run: poisons `out` (NaN), runs `inst` (make_instance's, for a normalized problem) on
+// (left, right) with finish() after it
 // when the variant has one (the complete result, as a caller sees it), reads the output at ref's
 // positions and compares it with ref (compare_to_reference).
 Comparison run_and_compare(Instance& inst, const float* left, const float* right, float* out, const Reference& ref,

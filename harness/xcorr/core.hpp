@@ -35,6 +35,16 @@ inline constexpr Form kAllForms[] = {Form::OneToOne, Form::OneToMany, Form::NToM
 const char* form_name(Form f);                 // "one-to-one", ...
 Form parse_form(const std::string& name);      // throws UsageError on an unknown name
 
+// What an output element holds (CONVENTIONS.md, "Normalization"): the raw sum C(dy, dx); zncc, the
+// Pearson coefficient of the two overlapping parts; zero-lag, C(dy, dx) / C(0, 0) (0 everywhere
+// where C(0, 0) = 0).
+enum class Normalize : int { None = 0, Zncc = 1, ZeroLag = 2 };
+
+inline constexpr Normalize kAllNormalizations[] = {Normalize::None, Normalize::Zncc, Normalize::ZeroLag};
+
+const char* normalize_name(Normalize n);            // "none", "zncc", "zero-lag"
+Normalize parse_normalize(const std::string& name);  // throws UsageError listing the known names
+
 // Bad usage or bad input: exit status 2 in the tools.
 struct UsageError : std::runtime_error {
     using std::runtime_error::runtime_error;
@@ -94,6 +104,9 @@ struct Problem {
     int hL = 0, wL = 0, hR = 0, wR = 0;
     int nL = 1, nR = 1;  // matrices in the left and the right stack (as in the files)
     std::optional<Window> window;  // unset: the full output
+    // Variants compute the raw sums only: a normalized problem runs a variant on its raw() problem
+    // inside a Normalizer (normalize.hpp), which the tools and the plan put around it.
+    Normalize normalize = Normalize::None;
 
     // The shifts computed: `window`, or the full output's.
     Window shifts() const;
@@ -113,7 +126,14 @@ struct Problem {
     // Throws UsageError when a size is not positive, the counts do not fit the form or the
     // window is malformed or too large.
     void check() const;
-    std::string describe() const;  // "n-to-m 3x[17x23] * 5x[9x31]", then " shifts 0:8,-3:5" unless full
+    // "n-to-m 3x[17x23] * 5x[9x31]", then " shifts 0:8,-3:5" unless full, " normalize zncc" unless none
+    std::string describe() const;
+    // The same problem without normalization: what the variant under a Normalizer computes.
+    Problem raw() const {
+        Problem p = *this;
+        p.normalize = Normalize::None;
+        return p;
+    }
 };
 
 // The named windows of a problem's sizes. valid_window throws UsageError unless one matrix is at

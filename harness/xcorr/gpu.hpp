@@ -59,7 +59,8 @@ private:
 };
 
 // The float64 GPU reference: the same obviously-correct loop as the CPU reference
-// (reference.hpp), one thread per output element, accumulating in double, for any window.
+// (reference.hpp), one thread per output element, accumulating in double, for any window and
+// normalization (p.normalize; reference_element.hpp).
 void reference_gpu(const Problem& p, const float* left, const float* right, double* out, cudaStream_t stream);
 // The same values at n chosen output elements only (device array `positions` of flat indices into
 // the output stack): out[j] is the reference at positions[j]. The same device function computes

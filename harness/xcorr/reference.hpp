@@ -1,5 +1,5 @@
 // The float64 reference on the CPU: a direct transcription of the definition in CONVENTIONS.md,
-// for all four forms and any window. Obviously correct first, fast never; tests check it against
+// for all four forms, any window and every normalization (reference_element.hpp). Obviously correct first, fast never; tests check it against
 // scipy.signal.correlate2d, and the GPU reference (gpu.hpp) against it.
 #pragma once
 
@@ -14,11 +14,13 @@ namespace xcorr {
 void reference_cpu(const Problem& p, const float* left, const float* right, double* out);
 
 // How far a result is from the reference: ||out - ref|| / ||ref|| over the finite elements of
-// `out`, and how many elements of `out` are not finite (an unwritten, NaN-poisoned element, or a
-// NaN the inputs produced). A result passes only with nonfinite == 0 and rel_error within bound.
+// `out`, the largest |out - ref| over them, and how many elements of `out` are not finite (an
+// unwritten, NaN-poisoned element, or a NaN the inputs produced). A result passes only with
+// nonfinite == 0 and its error (error_of) within bound.
 struct Comparison {
     double rel_error;
     size_t nonfinite;
+    double abs_error = 0;
 };
 Comparison compare_to_reference(const float* out, const double* ref, size_t n);
 Comparison compare_to_reference(const double* out, const double* ref, size_t n);
@@ -27,6 +29,24 @@ Comparison compare_to_reference(const double* out, const double* ref, size_t n);
 // finite and the relative error at most the bound. An error above the bound fails, and so does
 // a NaN error (a non-finite reference).
 inline bool passes(const Comparison& c, double bound) { return c.nonfinite == 0 && c.rel_error <= bound; }
+
+// Normalized outputs (values in [-1, 1]) are held to an absolute error (CONVENTIONS.md, "Accuracy
+// for normalized outputs"), plain sums to a relative one: the error that decides for `mode`, its
+// name in messages, and the verdict.
+inline double error_of(const Comparison& c, Normalize mode) { return mode == Normalize::None ? c.rel_error : c.abs_error; }
+inline const char* error_name(Normalize mode) { return mode == Normalize::None ? "relative error" : "absolute error"; }
+inline bool passes(const Comparison& c, double bound, Normalize mode) {
+    const double e = error_of(c, mode);
+    return c.nonfinite == 0 && e <= bound;
+}
+// The contract's bound on a normalized output's absolute error against float64.
+inline constexpr double kNormalizedBound = 1e-4;
+// The bound of a variant with relative-error bound `tolerance` on a problem normalized by `mode`:
+// the tolerance itself for plain sums; kNormalizedBound for normalized outputs, or the tolerance
+// where it is looser (a TF32 variant's 2e-3 relative error moves a coefficient by about as much).
+inline double bound_for(double tolerance, Normalize mode) {
+    return mode == Normalize::None ? tolerance : (tolerance > kNormalizedBound ? tolerance : kNormalizedBound);
+}
 
 // The bound of the reference's own float32 output against its float64 sums (xcorr run
 // --algorithm reference --validate): rounding to the nearest float32 moves each element by at

@@ -1,0 +1,349 @@
+// The normalized outputs' fast path (normalize.hpp explains the method): the kernels before and
+// after a variant's raw correlation, and the Instance that puts them around it.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "common/device.cuh"
+#include "xcorr/cuda_check.hpp"
+#include "xcorr/normalize.hpp"
+#include "xcorr/reference_element.hpp"
+
+namespace xcorr {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxGridY = 65535;  // gridDim.y and .z limit: kernels stride over the matrices beyond it
+constexpr int kMaxPartials = 64;  // blocks per matrix of the mean reduction
+constexpr int kColSegments = 8;   // row segments per column in col_scan_kernel (blockDim.y)
+
+// One stack as the zncc kernels see it; blockIdx.z picks the left (0) or the right (1) stack.
+struct StackRef {
+    const float* x;    // count x h x w inputs
+    float* xs;         // count x h x w shifted copies x - mean
+    double2* sat;      // count x (h+1) x (w+1) tables of (Σx', Σx'²)
+    double* partial;   // count x partials partial sums of x
+    double* mean;      // count means
+    int count, h, w;
+};
+struct Stacks {
+    StackRef left, right;
+    // blockIdx.z's stack. A select, not st.s[blockIdx.z]: indexing a parameter array at run time
+    // copies it to local memory.
+    __device__ __forceinline__ StackRef pick() const { return blockIdx.z ? right : left; }
+};
+
+// Sum of v over the block, valid in thread 0. Called by every thread of a block of kThreads.
+__device__ double block_sum(double v) {
+    __shared__ double warp_sums[kThreads / kWarp];
+#pragma unroll
+    for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+    const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+    __syncthreads();  // warp_sums is reused by consecutive calls
+    if (lane == 0) warp_sums[warp] = v;
+    __syncthreads();
+    double total = 0;
+    if (threadIdx.x == 0)
+        for (int i = 0; i < kThreads / kWarp; ++i) total += warp_sums[i];
+    return total;
+}
+
+// Mean, first level. Algorithm: block b of matrix m sums the b-th of `partials` equal slices of
+// the matrix in double, in a fixed order (no atomics: the means, hence the outputs, are the same
+// on every run). Mapping: grid (partials, min(count, 65535), 2 stacks), kThreads threads;
+// blockIdx.y strides over the matrices. Writes partial[m * partials + b]. Resources: 256 bytes
+// of shared memory.
+__global__ void partial_sums_kernel(Stacks st, int partials) {
+    const StackRef s = st.pick();
+    const int64_t elems = int64_t(s.h) * s.w;
+    const int64_t begin = elems * blockIdx.x / partials, end = elems * (blockIdx.x + 1) / partials;
+    for (int m = blockIdx.y; m < s.count; m += gridDim.y) {
+        const float* x = s.x + int64_t(m) * elems;
+        double v = 0;
+        for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) v += double(x[i]);
+        v = block_sum(v);
+        if (threadIdx.x == 0) s.partial[int64_t(m) * partials + blockIdx.x] = v;
+    }
+}
+
+// Mean, second level: thread m adds its matrix's partials in order and divides by h·w.
+// Mapping: grid (ceil(count / 256), 1, 2 stacks), kThreads threads.
+__global__ void means_kernel(Stacks st, int partials) {
+    const StackRef s = st.pick();
+    const int64_t m = blockIdx.x * int64_t(kThreads) + threadIdx.x;
+    if (m >= s.count) return;
+    double v = 0;
+    for (int b = 0; b < partials; ++b) v += s.partial[m * partials + b];
+    s.mean[m] = v / (double(s.h) * s.w);
+}
+
+// Shifted copy and row pass of the tables. Algorithm: one warp per row r of matrix m: each lane
+// takes one column of a 32-column strip, x' = float(x - mean) (written to xs: the raw correlation
+// reads it, so the tables must hold exactly these float values), then an inclusive warp scan of
+// (x', x'²) in double plus the carry of the strips before gives table row r + 1, columns 1..w;
+// column 0 is 0, and the warp of row 0 also writes table row 0 (all 0). Invariant after it: table
+// (r + 1, c + 1) = Σ over columns <= c of row r. Mapping: warps stride over count·h rows;
+// kThreads threads, grid (blocks, 1, 2 stacks). Resources: registers only.
+__global__ void row_scan_kernel(Stacks st) {
+    const StackRef s = st.pick();
+    const int lane = threadIdx.x % kWarp;
+    const int64_t rows = int64_t(s.count) * s.h, w1 = s.w + 1;
+    const int64_t warps = int64_t(gridDim.x) * (kThreads / kWarp);
+    for (int64_t g = (blockIdx.x * int64_t(kThreads) + threadIdx.x) / kWarp; g < rows; g += warps) {
+        const int64_t m = g / s.h;
+        const int r = int(g % s.h);
+        const double mean = s.mean[m];
+        const float* x = s.x + g * s.w;
+        float* xs = s.xs + g * s.w;
+        double2* table = s.sat + m * (s.h + 1) * w1;
+        if (r == 0)
+            for (int c = lane; c <= s.w; c += kWarp) table[c] = make_double2(0, 0);
+        double2* row = table + (r + 1) * w1;
+        if (lane == 0) row[0] = make_double2(0, 0);
+        double carry_a = 0, carry_q = 0;
+        for (int c0 = 0; c0 < s.w; c0 += kWarp) {
+            const int c = c0 + lane;
+            const float v = c < s.w ? float(double(x[c]) - mean) : 0.0f;
+            if (c < s.w) xs[c] = v;
+            double a = v, q = double(v) * double(v);
+#pragma unroll
+            for (int o = 1; o < kWarp; o <<= 1) {
+                const double pa = __shfl_up_sync(kFullMask, a, o), pq = __shfl_up_sync(kFullMask, q, o);
+                if (lane >= o) {
+                    a += pa;
+                    q += pq;
+                }
+            }
+            a += carry_a;
+            q += carry_q;
+            if (c < s.w) row[c + 1] = make_double2(a, q);
+            carry_a = __shfl_sync(kFullMask, a, kWarp - 1);
+            carry_q = __shfl_sync(kFullMask, q, kWarp - 1);
+        }
+    }
+}
+
+// Column pass of the tables. Algorithm: after the row pass, table (r, c) holds row sums; adding
+// them down each column makes table (r, c) = Σ over rows < r, columns < c (the summed-area table).
+// Each column's rows 1..h are cut into kColSegments segments: pass 1 sums each segment, the
+// segment totals before it (shared memory) give each segment its start, pass 2 writes the running
+// sums. Mapping: block (32 columns, kColSegments segments), grid (ceil((w+1) / 32), min(count,
+// 65535), 2 stacks), blockIdx.y striding over the matrices; a warp reads 32 adjacent columns of
+// one row (coalesced). Resources: 32 x 8 x 16 bytes of shared memory.
+__global__ void col_scan_kernel(Stacks st) {
+    const StackRef s = st.pick();
+    __shared__ double2 seg_total[kColSegments][kWarp];
+    const int w1 = s.w + 1;
+    const int c = blockIdx.x * kWarp + threadIdx.x;
+    const int seg = (s.h + kColSegments - 1) / kColSegments;
+    const int r0 = 1 + threadIdx.y * seg, r1 = min(s.h + 1, r0 + seg);
+    for (int m = blockIdx.y; m < s.count; m += gridDim.y) {
+        double2* table = s.sat + int64_t(m) * (s.h + 1) * w1;
+        double2 acc = make_double2(0, 0);
+        if (c < w1)
+            for (int r = r0; r < r1; ++r) {
+                const double2 v = table[int64_t(r) * w1 + c];
+                acc.x += v.x;
+                acc.y += v.y;
+            }
+        __syncthreads();  // seg_total is reused by the next matrix
+        seg_total[threadIdx.y][threadIdx.x] = acc;
+        __syncthreads();
+        double2 run = make_double2(0, 0);
+        for (int i = 0; i < int(threadIdx.y); ++i) {
+            run.x += seg_total[i][threadIdx.x].x;
+            run.y += seg_total[i][threadIdx.x].y;
+        }
+        if (c < w1)
+            for (int r = r0; r < r1; ++r) {
+                double2& v = table[int64_t(r) * w1 + c];
+                run.x += v.x;
+                run.y += v.y;
+                v = run;
+            }
+    }
+}
+
+// (Σx', Σx'²) over rows [r0, r1), columns [c0, c1) of one matrix's table (row stride w1).
+__device__ __forceinline__ double2 box_sum(const double2* __restrict__ t, int64_t w1, int r0, int r1, int c0, int c1) {
+    const double2 a = t[r1 * w1 + c1], b = t[r0 * w1 + c1], c = t[r1 * w1 + c0], d = t[r0 * w1 + c0];
+    return make_double2(a.x - b.x - c.x + d.x, a.y - b.y - c.y + d.y);
+}
+
+// The zncc epilogue. Algorithm: for output element i at shift (dy, dx) of pair (left l, right q):
+// the overlap's n and its (ΣL', ΣL'²), (ΣR', ΣR'²) from four table entries each; C' = the raw
+// output (or a direct double sum over L', R' when n <= kDirectOverlap); the coefficient
+// (n·C' - ΣL'·ΣR') / sqrt(fL·fR), f = n·ΣX'² - (ΣX')², all in double, clamped to [-1, 1]
+// (Pearson's range; rounding can step past it), or 0 where n = 0 or a factor is at most
+// 1e-6·n·ΣX² of the original data, ΣX² = ΣX'² + 2m·ΣX' + n·m² (the contract). In place: each
+// thread reads and writes only its own element. Mapping: one thread per output element,
+// grid-stride. Resources: registers only; reads 8 double2 of the tables per element.
+__global__ void zncc_epilogue_kernel(float* __restrict__ out, const double2* __restrict__ lsat,
+                                     const double2* __restrict__ rsat, const double* __restrict__ lmean,
+                                     const double* __restrict__ rmean, const float* __restrict__ ls,
+                                     const float* __restrict__ rs, int hL, int wL, int hR, int wR, Window win,
+                                     PairMap pairs, int64_t total) {
+    const int oh = int(win.out_h()), ow = int(win.out_w());
+    const int64_t lw1 = wL + 1, rw1 = wR + 1;
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t k = i / (int64_t(oh) * ow);
+        const int dy = win.dy0 + int(i / ow % oh), dx = win.dx0 + int(i % ow);
+        const Span rows = overlap_span(dy, hL, hR), cols = overlap_span(dx, wL, wR);
+        const int nr = rows.end - rows.begin, nc = cols.end - cols.begin;
+        if (nr == 0 || nc == 0) {
+            out[i] = 0.0f;
+            continue;
+        }
+        const int64_t l = pairs.left_of(k), q = pairs.right_of(k);
+        const double n = double(nr) * nc;
+        const double2 sl = box_sum(lsat + l * (hL + 1) * lw1, lw1, rows.begin + dy, rows.end + dy, cols.begin + dx,
+                                   cols.end + dx);
+        const double2 sr = box_sum(rsat + q * (hR + 1) * rw1, rw1, rows.begin, rows.end, cols.begin, cols.end);
+        double c = 0;
+        if (int64_t(nr) * nc <= kDirectOverlap) {
+            const float* L = ls + l * hL * wL;
+            const float* R = rs + q * hR * wR;
+            c = raw_at(L, R, hL, wL, hR, wR, dy, dx);
+        } else {
+            c = double(out[i]);
+        }
+        const double ml = lmean[l], mr = rmean[q];
+        const double fl = n * sl.y - sl.x * sl.x, fr = n * sr.y - sr.x * sr.x;
+        const double ql = sl.y + 2 * ml * sl.x + n * ml * ml, qr = sr.y + 2 * mr * sr.x + n * mr * mr;
+        double v = 0;
+        if (fl > kConstantOverlap * n * ql && fr > kConstantOverlap * n * qr)
+            v = fmin(1.0, fmax(-1.0, (n * c - sl.x * sr.x) / sqrt(fl * fr)));
+        out[i] = float(v);
+    }
+}
+
+// zero-lag, C(0, 0) of every output's pair: the sum over r < min(hL, hR), c < min(wL, wR) of
+// L[r][c]·R[r][c] in double (the overlap at shift (0, 0); the same terms as raw_at). Mapping: one
+// block of kThreads per output, blocks striding over the outputs; block_sum. Resources: 256
+// bytes of shared memory.
+__global__ void c00_kernel(const float* __restrict__ left, const float* __restrict__ right, int hL, int wL, int hR,
+                           int wR, PairMap pairs, int64_t count, double* __restrict__ c00) {
+    const int h = min(hL, hR), w = min(wL, wR);
+    const int64_t n = int64_t(h) * w;
+    for (int64_t k = blockIdx.x; k < count; k += gridDim.x) {
+        const float* L = left + int64_t(pairs.left_of(k)) * hL * wL;
+        const float* R = right + int64_t(pairs.right_of(k)) * hR * wR;
+        double v = 0;
+        for (int64_t i = threadIdx.x; i < n; i += kThreads) {
+            const int r = int(i / w), c = int(i % w);
+            v += double(L[int64_t(r) * wL + c]) * double(R[int64_t(r) * wR + c]);
+        }
+        v = block_sum(v);
+        if (threadIdx.x == 0) c00[k] = v;
+    }
+}
+
+// zero-lag: out = C / C(0, 0) of its pair, in double then rounded; 0 where C(0, 0) = 0. In place,
+// one thread per element, grid-stride. Resources: registers only.
+__global__ void zero_lag_kernel(float* __restrict__ out, const double* __restrict__ c00, int64_t per_matrix,
+                                int64_t total) {
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+        const double d = c00[i / per_matrix];
+        out[i] = d == 0 ? 0.0f : float(double(out[i]) / d);
+    }
+}
+
+int blocks_for(int64_t n, int threads) { return int(std::min<int64_t>((n + threads - 1) / threads, 65536)); }
+
+// The Instance of a normalized problem: the variant's instance of the raw problem inside a Normalizer.
+class NormalizedInstance final : public Instance {
+public:
+    NormalizedInstance(std::unique_ptr<Instance> raw, Normalizer norm) : raw_(std::move(raw)), norm_(std::move(norm)) {}
+    void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
+        norm_.apply(left, right, out, stream, [&](const float* l, const float* r, float* o) {
+            raw_->run(l, r, o, stream);
+            if (raw_->has_finish()) raw_->finish(o, stream);
+        });
+    }
+
+private:
+    std::unique_ptr<Instance> raw_;
+    Normalizer norm_;
+};
+
+}  // namespace
+
+Normalizer::Normalizer(const Problem& p) : p_(p) {
+    if (p.normalize == Normalize::None) throw UsageError("Normalizer: the problem is not normalized (normalize none)");
+    p.check();
+    if (p.normalize == Normalize::ZeroLag) {
+        c00_ = DeviceBuffer<double>(size_t(p.out_count()));
+        return;
+    }
+    const int64_t most = std::max(int64_t(p.hL) * p.wL, int64_t(p.hR) * p.wR);
+    partials_ = int(std::clamp<int64_t>(most / (kThreads * 16), 1, kMaxPartials));
+    lshift_ = DeviceBuffer<float>(size_t(p.left_elems()));
+    rshift_ = DeviceBuffer<float>(size_t(p.right_elems()));
+    partial_ = DeviceBuffer<double>(size_t(p.nL + int64_t(p.nR)) * partials_);
+    mean_ = DeviceBuffer<double>(size_t(p.nL) + p.nR);
+    lsat_ = DeviceBuffer<double2>(size_t(p.nL) * (p.hL + 1) * (p.wL + 1));
+    rsat_ = DeviceBuffer<double2>(size_t(p.nR) * (p.hR + 1) * (p.wR + 1));
+}
+
+size_t Normalizer::workspace_bytes() const {
+    return lshift_.bytes() + rshift_.bytes() + partial_.bytes() + mean_.bytes() + lsat_.bytes() + rsat_.bytes() +
+           c00_.bytes();
+}
+
+void Normalizer::prepare(const float* left, const float* right, cudaStream_t stream) {
+    if (p_.normalize == Normalize::ZeroLag) {
+        const int64_t count = p_.out_count();
+        c00_kernel<<<int(std::min<int64_t>(count, 65536)), kThreads, 0, stream>>>(left, right, p_.hL, p_.wL, p_.hR,
+                                                                                   p_.wR, pair_map(p_), count, c00_.get());
+        XC_CHECK_LAUNCH();
+        return;
+    }
+    Stacks st{};
+    st.left = StackRef{left, lshift_.get(), lsat_.get(), partial_.get(), mean_.get(), p_.nL, p_.hL, p_.wL};
+    st.right = StackRef{right, rshift_.get(), rsat_.get(), partial_.get() + int64_t(p_.nL) * partials_,
+                       mean_.get() + p_.nL, p_.nR, p_.hR, p_.wR};
+    const int most = std::max(p_.nL, p_.nR);
+    const int gy = std::min(most, kMaxGridY);
+    partial_sums_kernel<<<dim3(partials_, gy, 2), kThreads, 0, stream>>>(st, partials_);
+    XC_CHECK_LAUNCH();
+    means_kernel<<<dim3(ceil_div(most, kThreads), 1, 2), kThreads, 0, stream>>>(st, partials_);
+    XC_CHECK_LAUNCH();
+    const int64_t rows = std::max(int64_t(p_.nL) * p_.hL, int64_t(p_.nR) * p_.hR);
+    row_scan_kernel<<<dim3(blocks_for(rows, kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(st);
+    XC_CHECK_LAUNCH();
+    const int cols = std::max(p_.wL, p_.wR) + 1;
+    col_scan_kernel<<<dim3(ceil_div(cols, kWarp), gy, 2), dim3(kWarp, kColSegments), 0, stream>>>(st);
+    XC_CHECK_LAUNCH();
+}
+
+void Normalizer::finish(float* out, cudaStream_t stream) {
+    const int64_t total = p_.out_elems();
+    if (!total) return;
+    if (p_.normalize == Normalize::ZeroLag) {
+        zero_lag_kernel<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
+            out, c00_.get(), int64_t(p_.out_h()) * p_.out_w(), total);
+        XC_CHECK_LAUNCH();
+        return;
+    }
+    zncc_epilogue_kernel<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
+        out, lsat_.get(), rsat_.get(), mean_.get(), mean_.get() + p_.nL, lshift_.get(), rshift_.get(), p_.hL, p_.wL,
+        p_.hR, p_.wR, p_.shifts(), pair_map(p_), total);
+    XC_CHECK_LAUNCH();
+}
+
+void Normalizer::apply(const float* left, const float* right, float* out, cudaStream_t stream,
+                       const std::function<void(const float*, const float*, float*)>& raw) {
+    prepare(left, right, stream);
+    raw(raw_left(left), raw_right(right), out);
+    finish(out, stream);
+}
+
+std::unique_ptr<Instance> make_instance(const Variant& variant, const Problem& p, const Params& params) {
+    if (p.normalize == Normalize::None) return variant.make(p, params);
+    std::unique_ptr<Instance> raw = variant.make(p.raw(), params);
+    if (!raw) throw CudaError(variant.name + ": make() returned no instance");
+    return std::make_unique<NormalizedInstance>(std::move(raw), Normalizer(p));
+}
+
+}  // namespace xcorr

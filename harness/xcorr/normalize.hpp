@@ -1,0 +1,78 @@
+// The fast path of the normalized outputs (CONVENTIONS.md, "Normalization"): the raw correlation
+// of any variant, with the steps before and after it that turn its sums into zncc coefficients or
+// zero-lag ratios. Composes with every algorithm and window, because the variant only ever sees a
+// plain (raw) problem.
+//
+// zncc. Pearson's coefficient is unchanged when a constant is added to either matrix, so:
+//   1. the mean m of every matrix of both stacks, in double (deterministic two-level reduction);
+//   2. shifted float32 copies L' = L - m, R' = R - m (workspace), fused with the row pass of
+//      3. summed-area tables of (X', X'^2) in double, (h+1) x (w+1) per matrix (row scan, column scan);
+//   4. the variant's raw correlation C' of L' with R' (the caller runs it: raw_left/raw_right);
+//   5. an epilogue per output element: n, ΣL', ΣL'², ΣR', ΣR'² of the overlap from the tables and
+//      (n·C' - ΣL'·ΣR') / sqrt((n·ΣL'² - ΣL'²)(n·ΣR'² - ΣR'²)), 0 where n = 0 or a factor is at most
+//      1e-6·n·ΣX² of the original data (ΣX² = ΣX'² + 2mΣX' + n·m²).
+//   Why shifted data: on images of 1000 + noise the naive n·ΣX² - (ΣX)² in float32 cancels every
+//   digit, and C itself is 1e6·n large with the information in its 7th digit; on L', R' the raw
+//   correlation carries the fluctuations at full float32 precision and the moments in double have
+//   nothing left to cancel (tests/test_normalize.py shows both).
+//   Small overlaps (n <= kDirectOverlap) take C' from a direct double sum over L', R' instead of
+//   the variant's output: the coefficient divides by about n·σ², so an algorithm whose absolute
+//   error is spread evenly over the output (FFT) would be amplified most exactly there.
+// zero-lag. The raw correlation of the inputs themselves; C(0, 0) of every pair in double (a block
+// reduction over the overlap at shift (0, 0), whether or not the window holds it), then every
+// output element divided by it; 0 everywhere where C(0, 0) = 0.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+#include "xcorr/core.hpp"
+#include "xcorr/device_buffer.hpp"
+#include "xcorr/registry.hpp"
+
+namespace xcorr {
+
+// Overlaps of at most this many elements get their zncc numerator from a direct sum (above).
+inline constexpr int kDirectOverlap = 64;
+
+class Normalizer {
+public:
+    // p.normalize must not be None (UsageError). Allocates the whole workspace on the current
+    // device (UsageError when it does not fit).
+    explicit Normalizer(const Problem& p);
+
+    // The stacks the raw correlation must read: the shifted copies (zncc) or the inputs (zero-lag).
+    const float* raw_left(const float* left) const { return lshift_.size() ? lshift_.get() : left; }
+    const float* raw_right(const float* right) const { return rshift_.size() ? rshift_.get() : right; }
+
+    // Before the raw run: means, shifted copies and summed-area tables (zncc); C(0, 0) of every
+    // pair (zero-lag). Enqueued on `stream`, no host synchronisation.
+    void prepare(const float* left, const float* right, cudaStream_t stream);
+    // After the raw run, in place on `out` (the raw output of p.raw()): the normalized output.
+    void finish(float* out, cudaStream_t stream);
+    // The whole normalized computation: prepare, raw(raw_left, raw_right, out), finish.
+    void apply(const float* left, const float* right, float* out, cudaStream_t stream,
+               const std::function<void(const float*, const float*, float*)>& raw);
+
+    const Problem& problem() const { return p_; }
+    size_t workspace_bytes() const;
+
+private:
+    Problem p_;
+    int partials_ = 1;                // blocks per matrix of the mean reduction
+    DeviceBuffer<float> lshift_, rshift_;
+    DeviceBuffer<double> partial_;    // (nL + nR) x partials_ partial sums
+    DeviceBuffer<double> mean_;       // nL + nR means, lefts first
+    DeviceBuffer<double2> lsat_, rsat_;  // (Σx', Σx'²) tables, (h+1) x (w+1) per matrix
+    DeviceBuffer<double> c00_;        // zero-lag: C(0, 0) per output
+};
+
+// variant.make(p, params) for a plain problem; for a normalized one the variant's instance of
+// p.raw() inside a Normalizer, as one Instance whose run() is the whole normalized computation
+// (a variant's untimed finish() included: the normalization needs the finished raw output).
+std::unique_ptr<Instance> make_instance(const Variant& variant, const Problem& p, const Params& params);
+
+}  // namespace xcorr
