@@ -1,0 +1,335 @@
+"""Normalized outputs (CONVENTIONS.md, "Normalization"; issue #21): zncc and zero-lag.
+
+CPU (runs everywhere): the float64 reference (`xcorr run --algorithm reference --normalize ...`)
+against an independent NumPy float64 implementation (box sums by correlation with ones, the
+contract's formula) for every form and window, and against OpenCV's matchTemplate
+(TM_CCOEFF_NORMED) on the valid window; bad inputs (constant matrices, C(0, 0) = 0) give 0s;
+unknown names exit 2 with one line; and the cancellation the fast path is built to avoid, shown on
+a NumPy emulation of it (float32 raw correlation of shifted data, double summed-area tables).
+GPU (skipped without one): every variant of the build under --normalize, forms and windows, odd
+shapes, 1000 + noise, output poisoned (xcorr run poisons it), against float64 at 1e-4; and
+xcorr_validate --normalize all."""
+import numpy as np
+import pytest
+from scipy.signal import correlate2d
+
+from conftest import binary, one_line_error, run, save, seeded_rng, xrun
+from xcorr_np import FORMS, counts, crop, full_window, pairs, same_window, supports_window, valid_window
+
+MODES = ["zncc", "zero-lag"]
+CONSTANT_OVERLAP = 1e-6  # the contract's threshold
+BOUND = 1e-4             # the contract's absolute error bound for normalized outputs
+
+
+def zncc_full(L, R):
+    """Full zncc output of one pair in float64: every overlap's sums as correlations with ones."""
+    L, R = L.astype(np.float64), R.astype(np.float64)
+    oL, oR = np.ones_like(L), np.ones_like(R)
+    n = correlate2d(oL, oR)
+    sl, sr = correlate2d(L, oR), correlate2d(oL, R)
+    sll, srr = correlate2d(L * L, oR), correlate2d(oL, R * R)
+    slr = correlate2d(L, R)
+    fl, fr = n * sll - sl * sl, n * srr - sr * sr
+    ok = (n > 0) & (fl > CONSTANT_OVERLAP * n * sll) & (fr > CONSTANT_OVERLAP * n * srr)
+    out = np.zeros_like(n)
+    out[ok] = (n * slr - sl * sr)[ok] / np.sqrt(fl[ok] * fr[ok])
+    return out
+
+
+def zero_lag_full(L, R):
+    c = correlate2d(L.astype(np.float64), R.astype(np.float64))
+    c00 = c[R.shape[0] - 1, R.shape[1] - 1]  # shift (0, 0)
+    return np.zeros_like(c) if c00 == 0 else c / c00
+
+
+def normalized(mode, form, left, right, rect=None):
+    """The normalized output stack of the pairs of `form`, cropped to shifts `rect` (0 beyond)."""
+    f = zncc_full if mode == "zncc" else zero_lag_full
+    full = np.stack([f(left[i], right[j]) for i, j in pairs(form, len(left), len(right))])
+    if rect is None:
+        return full
+    return crop(full, right.shape[1], right.shape[2], *rect)
+
+
+def windows(shape):
+    """(xcorr run options, rectangle) of the windows of a problem's sizes."""
+    hL, wL, hR, wR = shape
+    out = [([], full_window(*shape)), (["--mode", "same"], same_window(*shape)),
+           (["--max-shift", "2,3"], (-2, 2, -3, 3)),
+           (["--shifts", f"{-(hR + 1)}:{hL // 2},{wL // 3 - 1}:{wL + 1}"], (-(hR + 1), hL // 2, wL // 3 - 1, wL + 1))]
+    if valid_window(*shape):
+        out.append((["--mode", "valid"], valid_window(*shape)))
+    return out
+
+
+def inputs(kind, rng, shape):
+    """unit: [0, 1); signed: normal; large: 1000 + [-8, 8) (the cancellation case)."""
+    if kind == "unit":
+        return rng.random(shape, dtype=np.float32)
+    if kind == "signed":
+        return rng.standard_normal(shape).astype(np.float32)
+    return (1000 + rng.uniform(-8, 8, shape)).astype(np.float32)
+
+
+def run_normalized(xcorr, tmp_path, algorithm, form, mode, left, right, window_args=(), extra=()):
+    out = tmp_path / "out.npy"
+    r = xrun(xcorr, "--algorithm", algorithm, "--form", form, "--normalize", mode, *window_args, *extra,
+             save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right), "--out", out)
+    assert r.returncode == 0, r.stderr
+    return np.load(out), r
+
+
+SHAPES = [(1, 7, 1, 3), (5, 1, 2, 1), (9, 13, 4, 11), (3, 5, 7, 2), (23, 31, 19, 7), (17, 16, 16, 17)]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "%dx%d*%dx%d" % s)
+def test_reference_matches_numpy(xcorr, tmp_path, mode, form, shape):
+    rng = seeded_rng((mode, form, shape))
+    hL, wL, hR, wR = shape
+    nL, nR = counts(form, rng)
+    # zero-lag on positive inputs (a signed C(0, 0) near 0 makes any ratio huge); zncc signed too.
+    kinds = ("unit", "large") if mode == "zero-lag" else ("signed", "large")
+    for kind in kinds:
+        left = inputs(kind, rng, (nL, hL, wL))
+        right = inputs("unit" if kind == "signed" else kind, rng, (nR, hR, wR))
+        for args, rect in windows(shape):
+            got, r = run_normalized(xcorr, tmp_path, "reference", form, mode, left, right, args, ["--validate"])
+            assert "absolute error" in r.stdout and "ok" in r.stdout, r.stdout
+            expected = normalized(mode, form, left, right, rect)
+            assert got.shape == expected.shape
+            assert np.isfinite(got).all()
+            # float64 values rounded once to float32: the two float64 computations agree far below that.
+            scale = max(1.0, float(np.abs(expected).max()))
+            np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6 * scale, err_msg=f"{kind} {args}")
+            if mode == "zncc":
+                assert np.abs(got).max() <= 1 + 1e-6
+
+
+@pytest.fixture(scope="module")
+def cv2():
+    return pytest.importorskip("cv2", reason="opencv-python-headless is not installed (requirements.txt)")
+
+
+@pytest.mark.parametrize("shape", [(37, 41, 9, 13), (20, 17, 20, 5), (33, 8, 1, 8), (12, 29, 11, 3)],
+                         ids=lambda s: "%dx%d*%dx%d" % s)
+@pytest.mark.parametrize("form", ["one-to-one", "one-to-many"])
+def test_reference_matches_opencv_valid(xcorr, tmp_path, cv2, shape, form):
+    """OpenCV's TM_CCOEFF_NORMED (image L, template R) is the zncc of the valid window: its
+    element (y, x) is shift (y, x)."""
+    rng = seeded_rng(("opencv", form, shape))
+    hL, wL, hR, wR = shape
+    nR = 1 if form == "one-to-one" else 3
+    left = rng.random((1, hL, wL), dtype=np.float32)
+    right = rng.standard_normal((nR, hR, wR)).astype(np.float32)
+    got, _ = run_normalized(xcorr, tmp_path, "reference", form, "zncc", left, right, ["--mode", "valid"])
+    assert got.shape == (nR, hL - hR + 1, wL - wR + 1)
+    for k in range(nR):
+        expected = cv2.matchTemplate(left[0], right[k], cv2.TM_CCOEFF_NORMED)
+        assert expected.shape == got[k].shape
+        np.testing.assert_allclose(got[k], expected, rtol=0, atol=BOUND)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_constant_matrices_give_zeros(xcorr, tmp_path, form):
+    """zncc of a constant matrix (or an all-zero one) is 0 at every shift, on either side, never NaN."""
+    rng = seeded_rng(("constant", form))
+    nL, nR = counts(form, rng)
+    varying_l, varying_r = rng.random((nL, 5, 7), dtype=np.float32), rng.random((nR, 3, 4), dtype=np.float32)
+    for left, right in [(np.full((nL, 5, 7), 1000.25, np.float32), varying_r),
+                        (varying_l, np.full((nR, 3, 4), -3.5, np.float32)),
+                        (np.zeros((nL, 5, 7), np.float32), np.zeros((nR, 3, 4), np.float32))]:
+        for args in ([], ["--mode", "valid"], ["--shifts", "-5:6,-6:9"]):
+            got, r = run_normalized(xcorr, tmp_path, "reference", form, "zncc", left, right, args, ["--validate"])
+            assert (got == 0).all(), (args, got)
+
+
+def test_constant_overlaps_give_zeros_where_the_rest_does_not(xcorr, tmp_path):
+    """A left constant in its top half: shifts whose overlap lies inside that half are 0, others not."""
+    rng = seeded_rng("constant-part")
+    left = rng.random((1, 12, 9), dtype=np.float32)
+    left[0, :6] = 7.0
+    right = rng.random((1, 3, 3), dtype=np.float32)
+    got, _ = run_normalized(xcorr, tmp_path, "reference", "one-to-one", "zncc", left, right, ["--mode", "valid"])
+    expected = normalized("zncc", "one-to-one", left, right, valid_window(12, 9, 3, 3))
+    assert (got[0, :4] == 0).all() and (expected[0, :4] == 0).all()  # shifts 0..3: rows 0..5 only
+    assert (got[0, 4:] != 0).all()
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_zero_lag_with_zero_c00_gives_zeros(xcorr, tmp_path, form):
+    """C(0, 0) = 0 (the overlap at shift (0, 0) holds only zeros of the left): the whole output of
+    that pair is 0, this project's defined value, never NaN or Inf; the other pairs are normal."""
+    rng = seeded_rng(("c00", form))
+    nL, nR = counts(form, rng)
+    left = rng.random((nL, 6, 7), dtype=np.float32)
+    left[0, :4, :5] = 0  # shift (0, 0) overlaps rows < 4, columns < 5 of a 4 x 5 right
+    right = rng.random((nR, 4, 5), dtype=np.float32) + 0.5
+    for args in ([], ["--shifts", "1:3,-2:4"]):
+        got, _ = run_normalized(xcorr, tmp_path, "reference", form, "zero-lag", left, right, args, ["--validate"])
+        assert np.isfinite(got).all()
+        for k, (i, _) in enumerate(pairs(form, nL, nR)):
+            assert (got[k] == 0).all() if i == 0 else (got[k] != 0).any()
+    got, _ = run_normalized(xcorr, tmp_path, "reference", form, "zero-lag", np.zeros_like(left), right)
+    assert (got == 0).all()
+
+
+def test_unknown_normalization_is_a_usage_error(xcorr, tmp_path):
+    left, right = np.ones((3, 3), np.float32), np.ones((2, 2), np.float32)
+    for name in ["ncc", "ZNCC", ""]:
+        r = xrun(xcorr, "--algorithm", "reference", "--form", "one-to-one", "--normalize", name,
+                 save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right), "--out", tmp_path / "o.npy")
+        one_line_error(r, 2, "unknown normalization", "none", "zncc", "zero-lag")
+        assert not (tmp_path / "o.npy").exists()
+    r = run([binary("xcorr_validate"), "--normalize", "ncc"])
+    one_line_error(r, 2, "unknown normalization", "zero-lag")
+    r = run([binary("xcorr_bench"), "--case", "variant=overlap-wise form=one-to-one size=8 normalize=ncc",
+             "--benchmark_list_tests"])
+    one_line_error(r, 2, "normalize=", "unknown normalization")
+
+
+def test_bench_case_names_gain_a_norm_segment_only_when_normalized(registry):
+    v = registry[0]
+    form = v["forms"][0]
+    base = f"variant={v['name']} form={form} size=8 nL=2 nR=2" if form in ("n-to-mn", "n-to-m") \
+        else f"variant={v['name']} form={form} size=8 nL=1 nR=1"
+    r = run([binary("xcorr_bench"), "--case", base, "--case", base + " normalize=none", "--case",
+             base + " normalize=zncc", "--case", base + " normalize=zero-lag", "--benchmark_list_tests"])
+    assert r.returncode == 0, r.stderr
+    names = [n.split("/min_time:")[0].removesuffix("/manual_time") for n in r.stdout.split()]
+    assert len(names) == 4
+    assert names[0] == names[1] and "/norm:" not in names[0]
+    for name, mode in zip(names[2:], MODES):
+        assert f"/nR:2/norm:{mode}" in name or f"/nR:1/norm:{mode}" in name, name
+        assert name.replace(f"/norm:{mode}", "") == names[0]
+
+
+def test_help_texts_document_normalize():
+    assert "--normalize" in run([binary("xcorr"), "run", "--help"]).stdout
+    assert "--normalize" in run([binary("xcorr_validate"), "--help"]).stdout
+    assert "normalize=" in run([binary("xcorr_bench"), "--help"]).stdout
+
+
+# --- the cancellation: why the fast path shifts the data -------------------------------------------
+
+def span(s, m, n):
+    """overlap_span: right indices i in [b, e) with i + s in [0, m), per shift (arrays)."""
+    b = np.maximum(0, -s)
+    e = np.minimum(n, m - s)
+    return b, np.maximum(e, b)
+
+
+def table(x):
+    """(h+1) x (w+1) summed-area table in double, row 0 and column 0 zero (normalize.cu's)."""
+    t = np.zeros((x.shape[0] + 1, x.shape[1] + 1))
+    t[1:, 1:] = np.cumsum(np.cumsum(x.astype(np.float64), 0), 1)
+    return t
+
+
+def box(t, r0, r1, c0, c1):
+    return t[r1, c1] - t[r0, c1] - t[r1, c0] + t[r0, c0]
+
+
+def zncc_fast_emulated(L, R):
+    """normalize.cu's zncc on the full window, in NumPy: global means in double, float32 shifted
+    copies, the raw correlation in float32 (scipy on float32 arrays), tables of (X', X'^2) in
+    double, the epilogue in double with the threshold on the recovered original ΣX²."""
+    hL, wL = L.shape
+    hR, wR = R.shape
+    ml, mr = L.astype(np.float64).mean(), R.astype(np.float64).mean()
+    Ls, Rs = (L - ml).astype(np.float32), (R - mr).astype(np.float32)
+    c = correlate2d(Ls, Rs).astype(np.float64)  # float32 in, float32 arithmetic
+    assert correlate2d(Ls, Rs).dtype == np.float32
+    dy = np.arange(-(hR - 1), hL)[:, None]
+    dx = np.arange(-(wR - 1), wL)[None, :]
+    rb, re = span(dy, hL, hR)
+    cb, ce = span(dx, wL, wR)
+    n = ((re - rb) * (ce - cb)).astype(np.float64)
+    tl, tl2, tr, tr2 = table(Ls), table(Ls.astype(np.float64) ** 2), table(Rs), table(Rs.astype(np.float64) ** 2)
+    sl, ql = box(tl, rb + dy, re + dy, cb + dx, ce + dx), box(tl2, rb + dy, re + dy, cb + dx, ce + dx)
+    sr, qr = box(tr, rb, re, cb, ce), box(tr2, rb, re, cb, ce)
+    fl, fr = n * ql - sl * sl, n * qr - sr * sr
+    orig_l, orig_r = ql + 2 * ml * sl + n * ml * ml, qr + 2 * mr * sr + n * mr * mr
+    ok = (n > 0) & (fl > CONSTANT_OVERLAP * n * orig_l) & (fr > CONSTANT_OVERLAP * n * orig_r)
+    out = np.zeros_like(n)
+    out[ok] = np.clip((n * c - sl * sr)[ok] / np.sqrt(fl[ok] * fr[ok]), -1, 1)
+    return out
+
+
+def zncc_naive_float32(L, R):
+    """The textbook formula with every sum and the formula itself in float32."""
+    f = np.float32
+    oL, oR = np.ones_like(L), np.ones_like(R)
+    n = correlate2d(oL, oR)
+    sl, sr = correlate2d(L, oR), correlate2d(oL, R)
+    sll, srr = correlate2d(L * L, oR), correlate2d(oL, R * R)
+    slr = correlate2d(L, R)
+    assert slr.dtype == sll.dtype == f
+    fl, fr = n * sll - sl * sl, n * srr - sr * sr
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = (n * slr - sl * sr) / np.sqrt(fl * fr)
+    return np.where((n > 0) & (fl > f(CONSTANT_OVERLAP) * n * sll) & (fr > f(CONSTANT_OVERLAP) * n * srr), out, f(0))
+
+
+@pytest.mark.parametrize("shape", [(40, 37, 13, 11), (64, 64, 16, 16)], ids=lambda s: "%dx%d*%dx%d" % s)
+def test_cancellation_naive_float32_fails_shifted_moments_pass(shape):
+    """Images of 1000 + noise: the naive float32 formula misses 1e-4 by orders of magnitude (its
+    n·ΣX² - (ΣX)² cancels ~6 of float32's 7 digits); the fast path's shifted-moment formula meets it
+    at every shift of the full output, on unit-range inputs as well."""
+    hL, wL, hR, wR = shape
+    rng = seeded_rng(("cancellation", shape))
+    L = (1000 + rng.uniform(-8, 8, (hL, wL))).astype(np.float32)
+    R = (1000 + rng.uniform(-8, 8, (hR, wR))).astype(np.float32)
+    exact = zncc_full(L, R)
+    naive = zncc_naive_float32(L, R).astype(np.float64)
+    naive_err = np.nanmax(np.abs(np.where(np.isfinite(naive), naive, 10) - exact))
+    assert naive_err > 10 * BOUND, naive_err
+    fast_err = np.abs(zncc_fast_emulated(L, R) - exact).max()
+    assert fast_err <= BOUND, fast_err
+    assert fast_err < naive_err / 1000
+    Lu, Ru = rng.random((hL, wL), dtype=np.float32), rng.random((hR, wR), dtype=np.float32)
+    assert np.abs(zncc_fast_emulated(Lu, Ru) - zncc_full(Lu, Ru)).max() <= BOUND
+
+
+# --- GPU: every variant under the fast path ---------------------------------------------------------
+
+GPU_SHAPES = [(17, 23, 9, 31), (33, 29, 7, 5), (1, 41, 1, 9), (64, 64, 64, 64)]
+
+
+def gpu_variant_names():
+    import json
+    r = run([binary("xcorr"), "list", "--json"])
+    return [v["name"] for v in json.loads(r.stdout)] if r.returncode == 0 else []
+
+
+@pytest.mark.parametrize("name", gpu_variant_names())
+@pytest.mark.parametrize("mode", MODES)
+def test_gpu_variants_normalized(gpu, xcorr, registry, tmp_path, name, mode):
+    """Every form and window the variant computes, odd shapes, 1000 + noise and [0, 1): the output
+    (poisoned before the run by xcorr run) within 1e-4 of NumPy's float64, and --validate passes."""
+    v = next(v for v in registry if v["name"] == name)
+    bound = max(BOUND, v["tolerance"])
+    for form in v["forms"]:
+        for shape in GPU_SHAPES:
+            rng = seeded_rng(("gpu", name, mode, form, shape))
+            hL, wL, hR, wR = shape
+            nL, nR = counts(form, rng)
+            for kind in ("large", "unit"):
+                left, right = inputs(kind, rng, (nL, hL, wL)), inputs(kind, rng, (nR, hR, wR))
+                for args, rect in windows(shape):
+                    if not supports_window(v["windows"], shape, rect):
+                        continue
+                    got, r = run_normalized(xcorr, tmp_path, name, form, mode, left, right, args, ["--validate"])
+                    expected = normalized(mode, form, left, right, rect)
+                    assert np.isfinite(got).all()
+                    err = np.abs(got - expected).max()
+                    assert err <= bound, (form, shape, kind, args, err)
+
+
+def test_gpu_validate_normalize_all(gpu):
+    r = run([binary("xcorr_validate"), "--normalize", "all", "--quick", "--params", "covering"], timeout=3000)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr
+    assert "normalize zncc" in r.stdout and "normalize zero-lag" in r.stdout
+    assert "inputs=1000+[-8,8)" in r.stdout
