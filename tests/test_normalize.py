@@ -206,6 +206,21 @@ def test_bench_case_names_gain_a_norm_segment_only_when_normalized(registry):
         assert name.replace(f"/norm:{mode}", "") == names[0]
 
 
+def test_suite_reads_the_norm_segment_as_the_case_lines_normalize_key():
+    """xcsuite: a normalized case's bench name and its case line give the same identity."""
+    import sys
+    from conftest import ROOT
+    sys.path.insert(0, str(ROOT))
+    from xcsuite.benchjson import parse_bench_name
+    from xcsuite.resultfile import identity_from_line, line_of
+    line = "variant=fft form=one-to-many hL=64 wL=64 hR=16 wR=16 nL=1 nR=4 normalize=zncc"
+    ident = identity_from_line(line)
+    variant, dims, shifts, params = parse_bench_name(
+        "fft/one-to-many/hL:64/wL:64/hR:16/wR:16/nL:1/nR:4/norm:zncc/manual_time")
+    assert params == ident["params"] == {"normalize": "zncc"} and shifts == ""
+    assert line_of({**ident, "params": params}) == line
+
+
 def test_help_texts_document_normalize():
     assert "--normalize" in run([binary("xcorr"), "run", "--help"]).stdout
     assert "--normalize" in run([binary("xcorr_validate"), "--help"]).stdout
@@ -333,3 +348,14 @@ def test_gpu_validate_normalize_all(gpu):
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr
     assert "normalize zncc" in r.stdout and "normalize zero-lag" in r.stdout
     assert "inputs=1000+[-8,8)" in r.stdout
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_gpu_auto_normalized(gpu, xcorr, tmp_path, mode):
+    """--algorithm auto goes through the plan, which wraps whatever it picks in the normalization."""
+    rng = seeded_rng(("auto", mode))
+    left, right = inputs("large", rng, (1, 200, 150)), inputs("large", rng, (5, 31, 17))
+    for args, rect in [([], full_window(200, 150, 31, 17)), (["--mode", "valid"], valid_window(200, 150, 31, 17))]:
+        got, r = run_normalized(xcorr, tmp_path, "auto", "one-to-many", mode, left, right, args, ["--validate"])
+        assert "auto chose" in r.stderr
+        assert np.abs(got - normalized(mode, "one-to-many", left, right, rect)).max() <= BOUND

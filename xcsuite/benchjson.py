@@ -25,7 +25,8 @@ class RunNameError(ValueError):
 
 def parse_run_name(run_name: str) -> tuple[str, tuple, dict]:
     """-> (variant, (form, hL, wL, hR, wR, nL, nR), {param: value}); a windowed case's shifts are
-    in params under "shifts" ("DY0:DY1,DX0:DX1"), as parse_bench_name separates them."""
+    in params under "shifts" ("DY0:DY1,DX0:DX1"), as parse_bench_name separates them; a normalized
+    case's /norm:MODE under "normalize", the key of its case line (so identities match)."""
     parts = run_name.split("/")
     if len(parts) < 8:
         raise RunNameError(f"not an xcorr run name: {run_name!r}")
@@ -39,6 +40,8 @@ def parse_run_name(run_name: str) -> tuple[str, tuple, dict]:
             break  # Google's suffixes from here on
         if k in DIM_KEYS:
             dims[k] = int(v)
+        elif k == "norm":  # the name's /norm:MODE is the case line's normalize=MODE
+            params["normalize"] = v
         else:
             params[k] = v
     missing = [k for k in DIM_KEYS if k not in dims]
