@@ -578,6 +578,18 @@ public:
 
     bool has_finish() const override { return !chunked_ && !empty_; }
 
+    // The work areas of the cached cuFFT plans it holds (cuFFT allocates them itself; a plan of the
+    // same key is shared with other instances, so its area is counted by each). fft+plan creates
+    // its plans inside run(): nothing held between runs.
+    size_t external_device_bytes() const override {
+        size_t total = 0;
+        for (int i = 0; i < kPlans; ++i) {
+            size_t work = 0;
+            if (acquired_[i] && cufftGetSize(handles_[i], &work) == CUFFT_SUCCESS) total += work;
+        }
+        return total;
+    }
+
     // Untimed crop of the whole batch (whole-batch mode only).
     void finish(float* out, cudaStream_t stream) override {
         launch_crop(real_slot(res_base_), out, p_.out_count(), 0, stream);

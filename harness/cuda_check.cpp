@@ -1,8 +1,15 @@
 #include "xcorr/cuda_check.hpp"
 
+#include "xcorr/device_buffer.hpp"
+
 #include <string>
 
 namespace xcorr {
+
+int64_t& device_buffer_bytes() {
+    static thread_local int64_t bytes = 0;
+    return bytes;
+}
 
 void throw_cuda_error(cudaError_t err, const char* what, const char* file, int line) {
     cudaGetLastError();  // clear a sticky-free error so that later calls are not blamed for it

@@ -115,17 +115,13 @@ std::string no_gpu_reason(cudaError_t err) {
 
 }  // namespace
 
-GpuInfo require_gpu() {
-    int count = 0;
-    cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess || count == 0) {
-        cudaGetLastError();
-        throw NoGpuError(no_gpu_reason(err));
-    }
+namespace {
+// The checks of require_gpu for `device` (the count already checked), which is left as it is.
+GpuInfo check_device(int device) {
     GpuInfo g;
-    XC_CUDA_CHECK(cudaSetDevice(0));
+    g.device = device;
     cudaDeviceProp prop{};
-    XC_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    XC_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     g.name = prop.name;
     g.cc_major = prop.major;
     g.cc_minor = prop.minor;
@@ -133,9 +129,9 @@ GpuInfo require_gpu() {
     g.l2_bytes = prop.l2CacheSize;
     g.total_mem = int64_t(prop.totalGlobalMem);
     int khz = 0;
-    XC_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
+    XC_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device));
     g.sm_clock_mhz = khz / 1000;
-    XC_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, 0));
+    XC_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, device));
     g.mem_clock_mhz = khz / 1000;
     XC_CUDA_CHECK(cudaDriverGetVersion(&g.driver_version));
     XC_CUDA_CHECK(cudaRuntimeGetVersion(&g.runtime_version));
@@ -151,6 +147,29 @@ GpuInfo require_gpu() {
                          g.name + ") is " + std::to_string(cc / 10) + "." + std::to_string(cc % 10) +
                          "; rebuild with -Dgpu_arch=" + std::to_string(cc / 10) + "." + std::to_string(cc % 10));
     return g;
+}
+
+void require_device_count() {
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+        cudaGetLastError();
+        throw NoGpuError(no_gpu_reason(err));
+    }
+}
+}  // namespace
+
+GpuInfo require_gpu() {
+    require_device_count();
+    XC_CUDA_CHECK(cudaSetDevice(0));
+    return check_device(0);
+}
+
+GpuInfo require_current_gpu() {
+    require_device_count();
+    int device = 0;
+    XC_CUDA_CHECK(cudaGetDevice(&device));
+    return check_device(device);
 }
 
 void require_free_memory(size_t bytes, const std::string& what) {

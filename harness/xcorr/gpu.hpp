@@ -31,6 +31,9 @@ std::string built_archs();
 // Throws NoGpuError unless a CUDA GPU is present and this binary holds code for it.
 // Selects device 0 (use CUDA_VISIBLE_DEVICES to choose another).
 GpuInfo require_gpu();
+// The same checks for the calling thread's current device, which stays current (the library's
+// plans: a caller's cudaSetDevice is respected).
+GpuInfo require_current_gpu();
 // Checks that `bytes` of device memory can be allocated now; throws UsageError saying how much
 // the problem needs and how much is free.
 void require_free_memory(size_t bytes, const std::string& what);

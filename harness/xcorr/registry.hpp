@@ -34,6 +34,9 @@ public:
     // Untimed post-processing (see above). Only called when has_finish() is true.
     virtual bool has_finish() const { return false; }
     virtual void finish(float* /*out*/, cudaStream_t /*stream*/) {}
+    // Device memory the instance holds that its DeviceBuffers do not count (device_buffer.hpp):
+    // cuFFT work areas, which cuFFT allocates itself. Plan::workspace_bytes adds it.
+    virtual size_t external_device_bytes() const { return 0; }
 };
 
 // One tuning parameter and every value that is instantiated for it. values[0] is the default.

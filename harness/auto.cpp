@@ -1,0 +1,246 @@
+// "auto" (plan.hpp, auto.hpp): which variant a plan runs when none is named.
+//
+// With a table for the GPU (auto_table.cpp, measured results of results/<gpu>/):
+//  1. the problem itself measured: its variants, fastest first (each with its fastest parameters);
+//  2. every other admissible variant, predicted from its nearest measured problems of the same
+//     form: distance in log2 of the sizes, the counts and the output extent (plus a penalty for
+//     another window kind), the measured times scaled by the variant's cost model from there to
+//     here, averaged in log space with weights 1/d^2 over the two nearest; ranked by prediction.
+// Without a table (a GPU nobody measured), or with no measured neighbour: the cost model alone,
+// time = floor + units * cost per unit, fitted by the script on the measured GPUs (multiply-adds
+// for the direct variants, FFT slot elements for the fft family).
+// Only variants that declare the form and the window and meet the precision policy are candidates;
+// fft+plan (the benchmark of plan creation inside the timed run) never is, fft computes the same.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "xcorr/auto.hpp"
+#include "xcorr/registry.hpp"
+
+namespace xcorr {
+
+std::string gpu_key(const std::string& name) {
+    std::string s;
+    for (char c : name) {
+        const char l = char(std::tolower(static_cast<unsigned char>(c)));
+        const bool keep = (l >= 'a' && l <= 'z') || (l >= '0' && l <= '9');
+        if (keep) s += l;
+        else if (!s.empty() && s.back() != '-') s += '-';
+    }
+    while (!s.empty() && s.back() == '-') s.pop_back();
+    return s.empty() ? "unknown-gpu" : s;
+}
+
+namespace {
+
+using autotab::Case;
+using autotab::Model;
+using autotab::Row;
+using autotab::Table;
+
+constexpr double kMaxDistance = 4.0;        // log2 units: farther measurements do not predict
+constexpr double kKindPenalty = 1.5;        // another window kind counts as this far
+constexpr int kNeighbours = 2;
+
+std::string fmt(double x, const char* f = "%.3g") {
+    char b[64];
+    std::snprintf(b, sizeof b, f, x);
+    return b;
+}
+
+Params parse_params(const std::string& text) {
+    Params out;
+    std::stringstream s(text);
+    std::string kv;
+    while (std::getline(s, kv, ','))
+        if (auto eq = kv.find('='); eq != std::string::npos) out[kv.substr(0, eq)] = kv.substr(eq + 1);
+    return out;
+}
+
+Problem case_problem(const Case& c) {
+    Problem p{Form(c.form), c.hL, c.wL, c.hR, c.wR, c.nL, c.nR};
+    const Window w{c.dy0, c.dy1, c.dx0, c.dx1};
+    if (!(w == full_window(p))) p.window = w;
+    return p;
+}
+
+bool same_problem(const Problem& a, const Problem& b) {
+    return a.form == b.form && a.hL == b.hL && a.wL == b.wL && a.hR == b.hR && a.wR == b.wR && a.nL == b.nL &&
+           a.nR == b.nR && a.shifts() == b.shifts();
+}
+
+WindowKind kind_of(const Problem& p) {
+    for (WindowKind k : {WindowKind::Full, WindowKind::Valid, WindowKind::Same, WindowKind::MaxShift})
+        if (window_is(k, p)) return k;
+    return WindowKind::Shifts;
+}
+
+double distance(const Problem& a, const Problem& b) {
+    auto l = [](double x) { return std::log2(std::max(x, 1.0)); };
+    const double fa[] = {l(a.hL), l(a.wL), l(a.hR), l(a.wR), l(a.nL), l(a.nR), l(a.out_h()), l(a.out_w())};
+    const double fb[] = {l(b.hL), l(b.wL), l(b.hR), l(b.wR), l(b.nL), l(b.nR), l(b.out_h()), l(b.out_w())};
+    double d2 = 0;
+    for (int i = 0; i < 8; ++i) d2 += (fa[i] - fb[i]) * (fa[i] - fb[i]);
+    return std::sqrt(d2) + (kind_of(a) == kind_of(b) ? 0.0 : kKindPenalty);
+}
+
+// The rows the shifts of one axis need (50_fft.cu, fit_axis): the cropped extent a transform spans.
+int fft_need(int s0, int s1, int hl, int hr) {
+    const int lo = std::max(s0, -(hr - 1)), hi = std::min(s1, hl - 1);
+    if (lo > hi) return 1;
+    const int l0 = std::max(0, lo), ln = std::min(hl, hi + hr) - l0;
+    const int r0 = std::max(0, -hi), rn = std::min(hr, hl - lo) - r0;
+    return std::max(l0 + ln - r0 - lo, hi + r0 + rn - l0);
+}
+
+// The work a variant's time scales with: multiply-adds, or for the fft family the elements of the
+// transform slots it pads, transforms, multiplies and inverts (lefts + rights + products).
+double work_units(const Problem& p, bool fft) {
+    if (!fft) return std::max(p.fmas(), 1.0);
+    const Window w = p.shifts();
+    const double slot = double(fft_need(w.dy0, w.dy1, p.hL, p.hR)) * fft_need(w.dx0, w.dx1, p.wL, p.wR);
+    return double(p.nL + p.nR + p.out_count()) * slot;
+}
+
+const Model* model_of(const std::string& variant, Form form) {
+    const Model* any = nullptr;
+    for (int i = 0; i < autotab::kNumModels; ++i) {
+        const Model& m = autotab::kModels[i];
+        if (variant != m.variant) continue;
+        if (m.form == int(form)) return &m;
+        if (m.form == -1) any = &m;
+    }
+    return any;
+}
+
+double model_us(const Model& m, const Problem& p) { return m.floor_us + work_units(p, m.fft) * m.us_per_unit; }
+
+const Table* table_of(const std::string& gpu_name) {
+    const std::string key = gpu_key(gpu_name);
+    for (int i = 0; i < autotab::kNumTables; ++i)
+        if (key == autotab::kTables[i].key) return &autotab::kTables[i];
+    return nullptr;
+}
+
+bool candidate(const Variant& v, const Problem& p, const std::string& precision) {
+    return v.name != "fft+plan" && v.supports(p.form) && v.supports_window(p) && precision_admits(precision, v);
+}
+
+std::vector<AutoChoice> from_model(const Problem& p, const std::vector<const Variant*>& vs, const std::string& why) {
+    std::vector<AutoChoice> out, unknown;
+    for (const Variant* v : vs) {
+        const Model* m = model_of(v->name, p.form);
+        if (!m) {
+            unknown.push_back({v->name, {}, why + "no measurement or model of " + v->name + ": tried last", -1});
+            continue;
+        }
+        const double units = work_units(p, m->fft);
+        const double t = model_us(*m, p);
+        out.push_back({v->name, {}, why + "cost model: " + v->name + " floor " + fmt(m->floor_us) + " us + " +
+                                        fmt(units) + (m->fft ? " FFT slot elements" : " multiply-adds") + " x " +
+                                        fmt(m->us_per_unit * 1e6) + " ps = " + fmt(t) + " us",
+                       t});
+    }
+    std::stable_sort(out.begin(), out.end(), [](const AutoChoice& a, const AutoChoice& b) { return a.predicted_us < b.predicted_us; });
+    out.insert(out.end(), unknown.begin(), unknown.end());
+    return out;
+}
+
+}  // namespace
+
+std::vector<AutoChoice> auto_candidates(const Problem& p, const std::string& precision, const std::string& gpu_name,
+                                        const AutoOptions& options) {
+    check_precision(precision);
+    std::vector<const Variant*> vs;
+    for (const Variant& v : variants())
+        if (candidate(v, p, precision)) vs.push_back(&v);
+    const Table* table = options.model_only ? nullptr : table_of(gpu_name);
+    if (!table)
+        return from_model(p, vs, options.model_only ? "" : "no measurements of " + gpu_name + " (" + gpu_key(gpu_name) + "): ");
+
+    std::vector<AutoChoice> out;
+    auto listed = [&](const std::string& name) {
+        return std::any_of(out.begin(), out.end(), [&](const AutoChoice& c) { return c.algorithm == name; });
+    };
+    auto admissible = [&](const std::string& name) {
+        return std::any_of(vs.begin(), vs.end(), [&](const Variant* v) { return v->name == name; });
+    };
+    // 1. This very problem, measured.
+    for (int i = 0; i < table->n_cases; ++i) {
+        const Case& c = table->cases[i];
+        if (c.form != int(p.form)) continue;
+        const Problem q = case_problem(c);
+        if (!same_problem(p, q) || options.leave_out_self) continue;
+        for (int r = c.first; r < c.first + c.count; ++r) {
+            const Row& row = table->rows[r];
+            if (!admissible(row.variant) || listed(row.variant)) continue;
+            out.push_back({row.variant, parse_params(row.params),
+                           std::string("measured on ") + table->gpu_name + ": " + q.describe() + " " + fmt(row.us) + " us",
+                           row.us});
+        }
+    }
+    const size_t measured = out.size();
+    // 2. The others, from their nearest measured problems.
+    std::vector<AutoChoice> predicted;
+    std::vector<const Variant*> unpredicted;
+    for (const Variant* v : vs) {
+        if (listed(v->name)) continue;
+        struct Near {
+            double d;
+            const Case* c;
+            const Row* row;
+        };
+        std::vector<Near> near;
+        for (int i = 0; i < table->n_cases; ++i) {
+            const Case& c = table->cases[i];
+            if (c.form != int(p.form)) continue;
+            const Problem q = case_problem(c);
+            if (same_problem(p, q)) continue;  // left out (or already listed above)
+            for (int r = c.first; r < c.first + c.count; ++r)
+                if (v->name == table->rows[r].variant) {
+                    const double d = distance(p, q);
+                    if (d <= kMaxDistance) near.push_back({d, &c, &table->rows[r]});
+                    break;
+                }
+        }
+        if (near.empty()) {
+            unpredicted.push_back(v);
+            continue;
+        }
+        std::sort(near.begin(), near.end(), [](const Near& a, const Near& b) { return a.d < b.d; });
+        if (near.size() > kNeighbours) near.resize(kNeighbours);
+        const Model* m = model_of(v->name, p.form);
+        double wsum = 0, lsum = 0;
+        for (const Near& n : near) {
+            const Problem q = case_problem(*n.c);
+            const double scale = m ? model_us(*m, p) / model_us(*m, q)
+                                   : work_units(p, v->name.rfind("fft", 0) == 0) / work_units(q, v->name.rfind("fft", 0) == 0);
+            const double w = 1.0 / (n.d * n.d + 1e-3);
+            wsum += w;
+            lsum += w * std::log(n.row->us * scale);
+        }
+        const double t = std::exp(lsum / wsum);
+        const Problem q0 = case_problem(*near[0].c);
+        predicted.push_back({v->name, parse_params(near[0].row->params),
+                             std::string("predicted for ") + table->gpu_name + " from " + q0.describe() + " (" +
+                                 fmt(near[0].row->us) + " us" + (near.size() > 1 ? " and 1 more" : "") +
+                                 ", scaled by the cost model): " + fmt(t) + " us",
+                             t});
+    }
+    std::stable_sort(predicted.begin(), predicted.end(),
+                     [](const AutoChoice& a, const AutoChoice& b) { return a.predicted_us < b.predicted_us; });
+    out.insert(out.end(), predicted.begin(), predicted.end());
+    // 3. What no measurement near enough covers: the cost model's order, after the rest.
+    for (AutoChoice& c : from_model(p, unpredicted, "nothing measured near on " + std::string(table->gpu_name) + "; "))
+        out.push_back(std::move(c));
+    (void)measured;
+    return out;
+}
+
+std::vector<AutoChoice> auto_candidates(const Problem& p, const std::string& precision, const std::string& gpu_name) {
+    return auto_candidates(p, precision, gpu_name, AutoOptions{});
+}
+
+}  // namespace xcorr

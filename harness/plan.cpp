@@ -1,0 +1,137 @@
+// The plan (plan.hpp): a problem resolved and checked once, the variant chosen (by name or by
+// "auto"), its instance made, then executed as often as the caller likes.
+#include "xcorr/plan.hpp"
+
+#include <utility>
+
+#include "xcorr/auto.hpp"
+#include "xcorr/cuda_check.hpp"
+#include "xcorr/device_buffer.hpp"
+#include "xcorr/gpu.hpp"
+#include "xcorr/registry.hpp"
+
+namespace xcorr {
+
+bool precision_admits(const std::string& precision, const Variant& v) {
+    return precision == "tf32" || v.tolerance <= kFp32Tolerance;
+}
+
+void check_precision(const std::string& precision) {
+    if (precision != "fp32" && precision != "tf32")
+        throw UsageError("unknown precision '" + precision +
+                         "' (known: fp32: error within 1e-5 of float64, the default; tf32: single-pass TF32 "
+                         "tensor cores allowed too, 2e-3)");
+}
+
+Problem problem_of(const PlanSpec& s) {
+    if (s.normalize != "none")
+        throw UsageError("normalize='" + s.normalize +
+                         "' is not available: only 'none' (plain cross-correlation) exists so far; the normalized "
+                         "modes (zncc, ...) come with issue #21");
+    check_precision(s.precision);
+    Problem p{s.form, s.hL, s.wL, s.hR, s.wR, s.nL, s.nR};
+    p.check();
+    // The full window stays unset, as the tools have always passed it to the variants.
+    if (s.window.kind != WindowKind::Full) {
+        p.window = s.window.resolve(p);
+        p.check();
+    }
+    return p;
+}
+
+// Why a named variant cannot compute `p` under `precision`, or "" when it can.
+std::string refusal(const Variant& v, const Problem& p, const std::string& precision, const WindowRequest& w) {
+    if (!v.supports(p.form)) return v.name + " does not support form " + form_name(p.form);
+    if (!v.supports_window(p)) return v.window_refusal(p, w.describe());
+    if (!precision_admits(precision, v))
+        return v.name + " is " + v.precision + " (error bound " + std::to_string(v.tolerance) +
+               "), outside precision='" + precision + "' (1e-5); ask for precision='tf32' to allow it";
+    return "";
+}
+
+struct Plan::Impl {
+    Problem problem;
+    const Variant* variant = nullptr;
+    Params params;
+    std::unique_ptr<Instance> instance;
+    size_t workspace = 0;
+    std::string reason;
+    int device = 0;
+};
+
+Plan::Plan(const PlanSpec& spec) : impl_(std::make_unique<Impl>()) {
+    Impl& im = *impl_;
+    // make() with the device memory it allocates counted (device_buffer.hpp, Instance::external_device_bytes).
+    auto make_instance = [&im] {
+        const int64_t before = device_buffer_bytes();
+        im.instance = im.variant->make(im.problem, im.params);
+        if (!im.instance) throw CudaError(im.variant->name + ": make() returned no instance");
+        const int64_t held = device_buffer_bytes() - before;
+        im.workspace = size_t(held > 0 ? held : 0) + im.instance->external_device_bytes();
+    };
+    im.problem = problem_of(spec);
+    const bool is_auto = spec.algorithm == "auto";
+    if (spec.algorithm == "reference")
+        throw UsageError("the reference is the float64 CPU loop (reference_cpu, reference.hpp), not a GPU plan: "
+                         "name a variant (xcorr list) or auto");
+    if (is_auto && !spec.params.empty())
+        throw UsageError("auto sets its own parameters: give no parameters with algorithm auto, or name the algorithm");
+    if (!is_auto) {
+        // Everything a name can get wrong is refused before the GPU is needed.
+        im.variant = &find_variant(spec.algorithm);
+        const std::string why = refusal(*im.variant, im.problem, spec.precision, spec.window);
+        if (!why.empty()) throw UsageError(why);
+        im.params = im.variant->resolve(spec.params);
+    }
+    const GpuInfo gpu = require_current_gpu();
+    im.device = gpu.device;
+    if (!is_auto) {
+        im.reason = "asked for by name";
+        make_instance();
+        return;
+    }
+    const std::vector<AutoChoice> candidates = auto_candidates(im.problem, spec.precision, gpu.name);
+    if (candidates.empty())
+        throw UsageError("no algorithm of this build computes " + im.problem.describe() + " with precision " +
+                         spec.precision);
+    // A variant may refuse a problem in make() (a size its kernel cannot take): the next one is tried.
+    std::string refused;
+    for (const AutoChoice& c : candidates) {
+        try {
+            im.variant = &find_variant(c.algorithm);
+            im.params = im.variant->resolve(c.params);
+            make_instance();
+            im.reason = c.reason + (refused.empty() ? "" : " (refused before it: " + refused + ")");
+            return;
+        } catch (const UsageError& e) {
+            refused += (refused.empty() ? "" : "; ") + c.algorithm + ": " + e.what();
+        }
+    }
+    throw UsageError("auto: every candidate refused " + im.problem.describe() + ": " + refused);
+}
+
+Plan::~Plan() = default;
+Plan::Plan(Plan&&) noexcept = default;
+Plan& Plan::operator=(Plan&&) noexcept = default;
+
+void Plan::execute(const float* left, const float* right, float* out, cudaStream_t stream) {
+    if (!left || !right || !out) throw UsageError("Plan::execute: a null device pointer");
+    int current = 0;
+    XC_CUDA_CHECK(cudaGetDevice(&current));
+    if (current != impl_->device)
+        throw UsageError("Plan::execute: the plan was built on device " + std::to_string(impl_->device) +
+                         " but device " + std::to_string(current) + " is current");
+    impl_->instance->run(left, right, out, stream);
+    if (impl_->instance->has_finish()) impl_->instance->finish(out, stream);
+}
+
+const Problem& Plan::problem() const { return impl_->problem; }
+const std::string& Plan::algorithm() const { return impl_->variant->name; }
+const Params& Plan::params() const { return impl_->params; }
+const Variant& Plan::variant() const { return *impl_->variant; }
+size_t Plan::workspace_bytes() const { return impl_->workspace; }
+std::string Plan::explain() const { return impl_->reason; }
+int Plan::device() const { return impl_->device; }
+Instance& Plan::instance() { return *impl_->instance; }
+
+}  // namespace xcorr
