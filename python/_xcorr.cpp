@@ -109,8 +109,13 @@ nb::list algorithm_list() {
         d["forms"] = forms;
         d["windows"] = windows;
         nb::dict params;
-        for (const xcorr::ParamSpec& ps : v.params)
-            params[nb::str(ps.name.c_str())] = nb::dict("values"_a = ps.values, "default"_a = ps.values.at(0), "help"_a = ps.help);
+        for (const xcorr::ParamSpec& ps : v.params) {
+            nb::dict p;
+            p["values"] = ps.values;
+            p["default"] = ps.values.at(0);
+            p["help"] = ps.help;
+            params[ps.name.c_str()] = p;
+        }
         d["params"] = params;
         out.append(d);
     }
