@@ -387,3 +387,15 @@ def test_numpy_round_trip_and_gpu_out_checks(gpu, torch):
         xcorr.correlate2d(ta, tb, form="n-to-mn", out=torch.empty(3, device="cuda"))
     with pytest.raises(ValueError, match="float32"):
         xcorr.correlate2d(ta, tb, form="n-to-mn", out=torch.empty(ref.shape, device="cuda", dtype=torch.float64))
+
+
+@pytest.mark.parametrize("example", ["piv.py", "template_matching.py"])
+def test_examples_run_on_the_cpu_reference(example):
+    import subprocess
+    import sys
+    from conftest import ROOT
+    r = subprocess.run([sys.executable, str(ROOT / "examples" / example), "--small", "--reference"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "xcorr: reference" in r.stdout
+    assert "100.0%" in r.stdout, r.stdout  # every displacement / template found (and as scipy finds them)
