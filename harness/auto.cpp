@@ -12,6 +12,7 @@
 // Only variants that declare the form and the window and meet the precision policy are candidates;
 // fft+plan (the benchmark of plan creation inside the timed run) never is, fft computes the same.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -158,7 +159,8 @@ std::vector<AutoChoice> auto_candidates(const Problem& p, const std::string& pre
         if (candidate(v, p, precision)) vs.push_back(&v);
     const Table* table = options.model_only ? nullptr : table_of(gpu_name);
     if (!table)
-        return from_model(p, vs, options.model_only ? "" : "no measurements of " + gpu_name + " (" + gpu_key(gpu_name) + "): ");
+        return from_model(p, vs, options.model_only || gpu_name.empty() ? ""
+                                 : "no measurements of " + gpu_name + " (results/" + gpu_key(gpu_name) + "): ");
 
     std::vector<AutoChoice> out;
     auto listed = [&](const std::string& name) {
@@ -181,7 +183,6 @@ std::vector<AutoChoice> auto_candidates(const Problem& p, const std::string& pre
                            row.us});
         }
     }
-    const size_t measured = out.size();
     // 2. The others, from their nearest measured problems.
     std::vector<AutoChoice> predicted;
     std::vector<const Variant*> unpredicted;
@@ -235,7 +236,6 @@ std::vector<AutoChoice> auto_candidates(const Problem& p, const std::string& pre
     // 3. What no measurement near enough covers: the cost model's order, after the rest.
     for (AutoChoice& c : from_model(p, unpredicted, "nothing measured near on " + std::string(table->gpu_name) + "; "))
         out.push_back(std::move(c));
-    (void)measured;
     return out;
 }
 

@@ -59,6 +59,7 @@
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/gpu.hpp"
+#include "xcorr/plan.hpp"
 #include "xcorr/registry.hpp"
 
 using namespace xcorr;
@@ -327,7 +328,8 @@ void run_case(benchmark::State& st, const Case& c, const Options& opt, const Gpu
         std::unique_ptr<L2Flusher> flusher;
         if (opt.cold) flusher = std::make_unique<L2Flusher>(gpu.l2_bytes);
 
-        std::unique_ptr<Instance> inst = c.variant->make(p, c.params);
+        Plan plan(spec_of(p, c.variant->name, c.params));
+        Instance* inst = &plan.instance();
         // Warm-up: module load, first touch, lazy initialisation stay out of the numbers.
         inst->run(dl, dr, dout, stream);
         if (inst->has_finish()) inst->finish(dout, stream);
@@ -373,7 +375,8 @@ int pilot_batch(const Case& c, const Options& opt) {
         BatchTimer timer;
         const cudaStream_t stream = timer.stream();
         CaseBuffers buf(c.problem, opt, stream);
-        std::unique_ptr<Instance> inst = c.variant->make(c.problem, c.params);
+        Plan plan(spec_of(c.problem, c.variant->name, c.params));
+        Instance* inst = &plan.instance();
         const auto call = [&] { inst->run(buf.left.get(), buf.right.get(), buf.out.get(), stream); };
         call();  // warm-up
         XC_CUDA_CHECK(cudaStreamSynchronize(stream));

@@ -39,6 +39,18 @@ Problem problem_of(const PlanSpec& s) {
     return p;
 }
 
+PlanSpec spec_of(const Problem& p, const std::string& algorithm, const Params& params, const std::string& precision) {
+    PlanSpec s;
+    s.form = p.form;
+    s.nL = p.nL, s.nR = p.nR;
+    s.hL = p.hL, s.wL = p.wL, s.hR = p.hR, s.wR = p.wR;
+    if (p.window) s.window = WindowRequest{WindowKind::Shifts, *p.window};
+    s.precision = precision;
+    s.algorithm = algorithm;
+    s.params = params;
+    return s;
+}
+
 // Why a named variant cannot compute `p` under `precision`, or "" when it can.
 std::string refusal(const Variant& v, const Problem& p, const std::string& precision, const WindowRequest& w) {
     if (!v.supports(p.form)) return v.name + " does not support form " + form_name(p.form);

@@ -55,6 +55,7 @@
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/gpu.hpp"
 #include "xcorr/reference.hpp"
+#include "xcorr/plan.hpp"
 #include "xcorr/registry.hpp"
 
 using namespace xcorr;
@@ -235,9 +236,9 @@ Verdict check_variant(const Variant& v, const Params& params, const Problem& p, 
                       const Reference& ref, const Runs& runs, double tolerance, InputRange inputs,
                       cudaStream_t stream) {
     const std::string where = p.describe() + (window ? std::string("  window=") + window : std::string());
-    std::unique_ptr<Instance> inst;
+    std::optional<Plan> plan;
     try {
-        inst = v.make(p, v.resolve(params));
+        plan.emplace(spec_of(p, v.name, params));
     } catch (const UsageError& e) {
         // A combination the variant refuses for this problem (not instantiated, or beyond a
         // documented limit): printed with the variant's reason.
@@ -247,7 +248,7 @@ Verdict check_variant(const Variant& v, const Params& params, const Problem& p, 
     // The worse of the two runs (a NaN error counts as the worse).
     Comparison worst{0, 0};
     for (int rep = 0; rep < 2; ++rep) {
-        const Comparison cmp = run_and_compare(*inst, rep ? runs.left_off : runs.left, rep ? runs.right_off : runs.right,
+        const Comparison cmp = run_and_compare(plan->instance(), rep ? runs.left_off : runs.left, rep ? runs.right_off : runs.right,
                                                rep ? runs.out_off : runs.out, ref, stream);
         if (!(cmp.rel_error <= worst.rel_error)) worst.rel_error = cmp.rel_error;
         worst.nonfinite = std::max(worst.nonfinite, cmp.nonfinite);

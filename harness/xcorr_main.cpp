@@ -2,9 +2,10 @@
 //   xcorr list [--json]
 //   xcorr info
 //   xcorr help, xcorr --help, xcorr COMMAND --help
-//   xcorr run --algorithm NAME --form FORM [--param KEY=VALUE ...] LEFT.npy RIGHT.npy --out OUT.npy
+//   xcorr run --algorithm NAME|auto --form FORM [--param KEY=VALUE ...] LEFT.npy RIGHT.npy --out OUT.npy
 //             [--mode full|valid|same | --max-shift SY[,SX] | --shifts DY0:DY1,DX0:DX1]
-//             [--validate [--tolerance X]]
+//             [--precision fp32|tf32] [--validate [--tolerance X]]
+//   xcorr explain --form FORM --left [N:]HxW --right [M:]HxW [WINDOW] [--precision P] [--gpu NAME] [--json]
 // Exit status: 0 success; 1 validation failed or a CUDA failure; 2 bad usage or bad input
 // (including a problem too large for GPU memory); 3 no usable GPU, or a GPU the binary was not
 // built for. Every failure prints one line on stderr.
@@ -24,6 +25,8 @@
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/gpu.hpp"
 #include "xcorr/npy.hpp"
+#include "xcorr/plan.hpp"
+#include "xcorr/auto.hpp"
 #include "xcorr/reference.hpp"
 #include "xcorr/registry.hpp"
 
@@ -38,9 +41,12 @@ const char* kUsage =
     "                                 this build and the reason, and exit 3)\n"
     "  xcorr help                     this text (also --help after any command)\n"
     "  xcorr run --algorithm NAME --form FORM [--param KEY=VALUE ...] LEFT.npy RIGHT.npy\n"
-    "            --out OUT.npy [WINDOW] [--validate [--tolerance X]]\n"
-    "      FORM: one-to-one, one-to-many, n-to-mn, n-to-m; NAME: a variant from `xcorr list`\n"
-    "      or `reference` (float64 on the CPU). --validate prints the relative error against the\n"
+    "            --out OUT.npy [WINDOW] [--precision fp32|tf32] [--validate [--tolerance X]]\n"
+    "      FORM: one-to-one, one-to-many, n-to-mn, n-to-m; NAME: a variant from `xcorr list`,\n"
+    "      `auto` (chosen from this GPU's measurements, else a cost model; the choice is printed\n"
+    "      on stderr) or `reference` (float64 on the CPU). --precision: fp32 (default) allows only\n"
+    "      algorithms within 1e-5 of float64, tf32 also single-pass TF32 tensor cores (2e-3).\n"
+    "      --validate prints the relative error against the\n"
     "      float64 reference and fails (exit 1, no output written) above the variant's bound\n"
     "      (`xcorr list`; the reference's float32 output: 2^-24), or above X with --tolerance.\n"
     "      WINDOW, the shifts (dy, dx) computed (at most one; default the full output):\n"
@@ -48,7 +54,12 @@ const char* kUsage =
     "        --max-shift SY[,SX]          dy in -SY..SY, dx in -SX..SX (SX = SY if left out)\n"
     "        --shifts DY0:DY1,DX0:DX1     dy in DY0..DY1, dx in DX0..DX1 (inclusive)\n"
     "      Output (i, j) is shift (first dy + i, first dx + j); a shift without overlap gives 0.\n"
-    "      A variant computes only the windows `xcorr list` shows for it; the reference, all.\n";
+    "      A variant computes only the windows `xcorr list` shows for it; the reference, all.\n"
+    "  xcorr explain --form FORM --left [N:]HxW --right [M:]HxW [WINDOW] [--precision fp32|tf32]\n"
+    "                [--gpu NAME] [--json]\n"
+    "      What --algorithm auto runs for that problem (N lefts, M rights; default 1) and why, with\n"
+    "      the candidates it would try next. No GPU needed: --gpu names the GPU whose measurements\n"
+    "      to use (default: the GPU found, else none, i.e. the cost model).\n";
 
 // The shortest text that reads back as the same double: a reported error can be given back
 // as a --tolerance exactly.
@@ -148,7 +159,7 @@ const char* window_option(const std::string& a) {
 }
 
 int cmd_run(int argc, char** argv) {
-    std::string algorithm, form_text, out_path;
+    std::string algorithm, form_text, out_path, precision = "fp32";
     std::vector<std::string> inputs;
     Params given;
     bool validate = false;
@@ -165,6 +176,7 @@ int cmd_run(int argc, char** argv) {
         if (a == "--algorithm" || a.rfind("--algorithm=", 0) == 0) algorithm = value("--algorithm");
         else if (a == "--form" || a.rfind("--form=", 0) == 0) form_text = value("--form");
         else if (a == "--out" || a.rfind("--out=", 0) == 0) out_path = value("--out");
+        else if (a == "--precision" || a.rfind("--precision=", 0) == 0) precision = value("--precision");
         else if (a == "--param" || a.rfind("--param=", 0) == 0) {
             std::string kv = value("--param");
             auto eq = kv.find('=');
@@ -188,34 +200,42 @@ int cmd_run(int argc, char** argv) {
     if (tolerance >= 0 && !validate) throw UsageError("--tolerance applies to --validate, which is not given");
 
     const Form form = parse_form(form_text);
-    const Variant* variant = nullptr;
-    Params params;
-    if (algorithm != "reference") {
-        variant = &find_variant(algorithm);
-        if (!variant->supports(form)) throw UsageError(algorithm + " does not support form " + form_text);
-        params = variant->resolve(given);
-    } else if (!given.empty()) {
-        throw UsageError("the reference takes no parameters");
+    check_precision(precision);
+    // A named variant's form and parameters are checked before the files are read.
+    const bool is_auto = algorithm == "auto", is_ref = algorithm == "reference";
+    if (is_ref && !given.empty()) throw UsageError("the reference takes no parameters");
+    if (is_auto && !given.empty())
+        throw UsageError("auto sets its own parameters: give no --param with --algorithm auto, or name the algorithm");
+    if (!is_auto && !is_ref) {
+        const Variant& v = find_variant(algorithm);
+        if (!v.supports(form)) throw UsageError(algorithm + " does not support form " + form_text);
+        v.resolve(given);
     }
 
     Stack left = read_npy_stack(inputs[0]);
     Stack right = read_npy_stack(inputs[1]);
-    Problem p{form, left.h, left.w, right.h, right.w, left.count, right.count};
-    p.check();
-    if (window) {
-        p.window = window->resolve(p);
-        p.check();
-    }
+    PlanSpec spec;
+    spec.form = form;
+    spec.nL = left.count, spec.nR = right.count;
+    spec.hL = left.h, spec.wL = left.w, spec.hR = right.h, spec.wR = right.w;
+    if (window) spec.window = *window;
+    spec.precision = precision;
+    spec.algorithm = algorithm;
+    spec.params = given;
+    const Problem p = problem_of(spec);
+    const bool gpu = !is_ref;
     // Refused before the GPU is needed: a variant never computes a window it does not declare.
-    if (variant && !variant->supports_window(p))
-        throw UsageError(variant->window_refusal(p, window ? window->describe() : "full") +
-                         " (the reference computes every window)");
+    if (!is_auto && !is_ref) {
+        const std::string why = refusal(find_variant(algorithm), p, precision, spec.window);
+        if (!why.empty())
+            throw UsageError(why + (find_variant(algorithm).supports_window(p) ? "" : " (the reference computes every window)"));
+    }
     const std::vector<int64_t> out_shape{p.out_count(), p.out_h(), p.out_w()};
     // Refuse what does not fit before allocating anything (a 400 GB output must be an error
     // message, not the out-of-memory killer).
     const size_t out_elems = size_t(p.out_elems());
-    const bool need_ref = !variant || validate;
-    if (variant) {
+    const bool need_ref = !gpu || validate;
+    if (gpu) {
         require_gpu();
         const size_t io_bytes = sizeof(float) * size_t(p.left_elems() + p.right_elems() + p.out_elems());
         require_free_memory(io_bytes + (validate && p.fmas() >= 2e8 ? sizeof(double) * out_elems : 0), "this problem");
@@ -223,7 +243,7 @@ int cmd_run(int argc, char** argv) {
     require_host_memory(out_elems * (sizeof(float) + (need_ref ? sizeof(double) : 0)), "this problem's output");
     std::vector<float> out(out_elems);
 
-    if (!variant) {
+    if (!gpu) {
         std::vector<double> ref(out.size());
         reference_cpu(p, left.data.data(), right.data.data(), ref.data());
         for (size_t i = 0; i < out.size(); ++i) out[i] = float(ref[i]);
@@ -238,9 +258,13 @@ int cmd_run(int argc, char** argv) {
     XC_CUDA_CHECK(cudaMemcpy(dl.get(), left.data.data(), dl.bytes(), cudaMemcpyHostToDevice));
     XC_CUDA_CHECK(cudaMemcpy(dr.get(), right.data.data(), dr.bytes(), cudaMemcpyHostToDevice));
     poison(dout.get(), dout.size(), nullptr);
-    std::unique_ptr<Instance> inst = variant->make(p, params);
-    inst->run(dl.get(), dr.get(), dout.get(), nullptr);
-    if (inst->has_finish()) inst->finish(dout.get(), nullptr);
+    Plan plan(spec);
+    if (is_auto) {
+        std::string ps;
+        for (const auto& [k, v] : plan.params()) ps += (ps.empty() ? " " : ",") + k + "=" + v;
+        std::fprintf(stderr, "xcorr: auto chose %s%s: %s\n", plan.algorithm().c_str(), ps.c_str(), plan.explain().c_str());
+    }
+    plan.execute(dl.get(), dr.get(), dout.get(), nullptr);
     XC_CUDA_CHECK(cudaDeviceSynchronize());
     XC_CUDA_CHECK(cudaMemcpy(out.data(), dout.get(), dout.bytes(), cudaMemcpyDeviceToHost));
 
@@ -253,10 +277,110 @@ int cmd_run(int argc, char** argv) {
         } else {
             ref = full_reference(p, dl.get(), dr.get(), nullptr).values;
         }
-        if (!validation_passes(out, ref, tolerance >= 0 ? tolerance : variant->tolerance, algorithm, out_path))
+        if (!validation_passes(out, ref, tolerance >= 0 ? tolerance : plan.variant().tolerance, plan.algorithm(), out_path))
             return 1;
     }
     write_npy_atomic(out_path, out_shape, out.data());
+    return 0;
+}
+
+// "[N:]HxW" (--left, --right of xcorr explain): count and sizes.
+void parse_stack_shape(const std::string& flag, const std::string& text, int& n, int& h, int& w) {
+    std::string rest = text;
+    n = 1;
+    if (auto colon = rest.find(':'); colon != std::string::npos) {
+        n = int(parse_integer(flag + " count", rest.substr(0, colon), 1, INT32_MAX));
+        rest = rest.substr(colon + 1);
+    }
+    const auto x = rest.find('x');
+    if (x == std::string::npos) throw UsageError(flag + " takes [N:]HxW, got '" + text + "'");
+    h = int(parse_integer(flag + " height", rest.substr(0, x), 1, INT32_MAX));
+    w = int(parse_integer(flag + " width", rest.substr(x + 1), 1, INT32_MAX));
+}
+
+// "name k=v,k=v" of a candidate.
+std::string choice_text(const AutoChoice& c) {
+    std::string s = c.algorithm;
+    char sep = ' ';
+    for (const auto& [k, v] : c.params) {
+        s += sep;
+        s += k;
+        s += '=';
+        s += v;
+        sep = ',';
+    }
+    return s;
+}
+
+int cmd_explain(int argc, char** argv) {
+    PlanSpec spec;
+    bool json = false, have_left = false, have_right = false, have_form = false;
+    std::optional<std::string> gpu_name;
+    AutoOptions options;
+    std::string window_flag;
+    bool have_window = false;
+    for (int i = 0; i < argc; ++i) {
+        std::string a = argv[i];
+        auto value = [&](const std::string& flag) -> std::string {
+            if (a.rfind(flag + "=", 0) == 0) return a.substr(flag.size() + 1);
+            if (i + 1 >= argc) throw UsageError(flag + " needs a value");
+            return argv[++i];
+        };
+        auto is = [&](const char* flag) { return a == flag || a.rfind(std::string(flag) + "=", 0) == 0; };
+        if (is("--form")) spec.form = parse_form(value("--form")), have_form = true;
+        else if (is("--left")) parse_stack_shape("--left", value("--left"), spec.nL, spec.hL, spec.wL), have_left = true;
+        else if (is("--right")) parse_stack_shape("--right", value("--right"), spec.nR, spec.hR, spec.wR), have_right = true;
+        else if (is("--precision")) spec.precision = value("--precision");
+        else if (is("--gpu")) gpu_name = value("--gpu");
+        else if (a == "--json") json = true;
+        // Evaluation (scripts/auto_report.py): leave this problem's own measurements out, or use the
+        // cost model alone.
+        else if (a == "--leave-out") options.leave_out_self = true;
+        else if (a == "--model-only") options.model_only = true;
+        else if (const char* flag = window_option(a)) {
+            if (have_window) throw UsageError(window_flag + " and " + flag + " both choose the window: give one of --mode, --max-shift, --shifts");
+            window_flag = flag;
+            have_window = true;
+            const std::string text = value(window_flag);
+            spec.window = window_flag == "--mode" ? parse_mode(text)
+                          : window_flag == "--max-shift" ? parse_max_shift(text) : parse_shifts(text);
+        } else throw UsageError("unknown argument " + a + " (xcorr explain --help)");
+    }
+    if (!have_form) throw UsageError("missing --form");
+    if (!have_left || !have_right) throw UsageError("missing --left or --right ([N:]HxW)");
+    const Problem p = problem_of(spec);
+    if (!gpu_name) {
+        try {
+            gpu_name = require_gpu().name;
+        } catch (const NoGpuError&) {
+            gpu_name = "";  // no GPU here: the cost model
+        }
+    }
+    const std::vector<AutoChoice> cs = auto_candidates(p, spec.precision, *gpu_name, options);
+    if (cs.empty())
+        throw UsageError("no algorithm of this build computes " + p.describe() + " with precision " + spec.precision);
+    if (json) {
+        std::cout << "{\"problem\": \"" << json_escape(p.describe()) << "\", \"gpu\": \"" << json_escape(*gpu_name)
+                  << "\", \"table\": \"" << json_escape(gpu_name->empty() ? "" : gpu_key(*gpu_name)) << "\", \"precision\": \""
+                  << json_escape(spec.precision) << "\", \"candidates\": [";
+        for (size_t i = 0; i < cs.size(); ++i) {
+            std::cout << (i ? ", " : "") << "{\"algorithm\": \"" << json_escape(cs[i].algorithm) << "\", \"params\": {";
+            bool first = true;
+            for (const auto& [k, v] : cs[i].params) {
+                std::cout << (first ? "" : ", ") << '"' << json_escape(k) << "\": \"" << json_escape(v) << '"';
+                first = false;
+            }
+            std::cout << "}, \"predicted_us\": " << cs[i].predicted_us << ", \"reason\": \"" << json_escape(cs[i].reason) << "\"}";
+        }
+        std::cout << "]}\n";
+        return 0;
+    }
+    std::cout << "problem: " << p.describe() << "\nprecision: " << spec.precision << "\ngpu: "
+              << (gpu_name->empty() ? "none (cost model)" : *gpu_name) << "\nauto runs: " << choice_text(cs[0])
+              << "\n  because " << cs[0].reason
+              << "\ncandidates, in the order tried (a variant may refuse the problem when the plan is built):\n";
+    for (size_t i = 0; i < cs.size(); ++i)
+        std::cout << "  " << i + 1 << ". " << choice_text(cs[i]) << ": " << cs[i].reason << '\n';
     return 0;
 }
 
@@ -280,7 +404,8 @@ int main(int argc, char** argv) {
         }
         if (cmd == "info") return cmd_info();
         if (cmd == "run") return cmd_run(argc - 2, argv + 2);
-        throw UsageError("unknown command '" + cmd + "' (expected list, info, run or help)");
+        if (cmd == "explain") return cmd_explain(argc - 2, argv + 2);
+        throw UsageError("unknown command '" + cmd + "' (expected list, info, run, explain or help)");
     } catch (const UsageError& e) {
         std::fprintf(stderr, "xcorr: error: %s\n", e.what());
         return 2;

@@ -82,7 +82,11 @@ public:
     const std::string& algorithm() const; // the variant that runs
     const Params& params() const;         // its parameters, defaults filled in
     const Variant& variant() const;
-    // Device memory the plan holds (allocated when it was built), in bytes.
+    // Device memory the plan holds (allocated when it was built), in bytes: its variant's
+    // DeviceBuffers and the work areas of the cuFFT plans it holds (a cached cuFFT plan shared with
+    // other plans of the same transform sizes is counted by each). Not counted: what cuFFT keeps
+    // besides its work area, CUDA graph executables, and fft+plan's cuFFT plans, which it creates
+    // and destroys inside every execute().
     size_t workspace_bytes() const;
     // Why this algorithm: the auto choice's reason, or "asked for by name".
     std::string explain() const;
@@ -102,6 +106,12 @@ private:
 
 // The problem a spec describes (window resolved, checked): no GPU needed.
 Problem problem_of(const PlanSpec& spec);
+
+// The spec of an already resolved problem (its window, if set, as the rectangle it is) run by a
+// named variant with `params`, under precision "tf32" unless told (every variant admitted): how
+// xcorr_bench and xcorr_validate build their plans.
+PlanSpec spec_of(const Problem& p, const std::string& algorithm, const Params& params,
+                 const std::string& precision = "tf32");
 
 // "auto"'s candidates for a problem, best first: from the compact table of the GPU named
 // `gpu_name` (auto_table.cpp, generated from results/<gpu>/), else from the cost model. Only

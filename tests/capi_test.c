@@ -1,0 +1,103 @@
+/* The C API from C (built by meson as xcorr_capi_test; run by tests/test_plan.py).
+ * Checks the errors that need no GPU, then either the no-GPU status (exit 3) or, with a GPU,
+ * one plan executed and compared with a direct sum (exit 0). Any other outcome: exit 1. */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "xcorr/xcorr.h"
+
+static int expect_usage(const xcorr_spec* s, const char* needle) {
+    xcorr_plan* p = NULL;
+    xcorr_status st = xcorr_plan_create(s, &p);
+    if (st != XCORR_ERROR_USAGE || p != NULL || !strstr(xcorr_last_error(), needle)) {
+        fprintf(stderr, "expected a usage error naming '%s', got status %d: %s\n", needle, (int)st, xcorr_last_error());
+        return 0;
+    }
+    printf("usage error: %s\n", xcorr_last_error());
+    return 1;
+}
+
+int main(void) {
+    xcorr_spec s;
+    xcorr_spec_init(&s);
+    s.h_left = s.w_left = 7;
+    s.h_right = s.w_right = 3;
+
+    xcorr_spec bad = s;
+    bad.normalize = "zncc";
+    if (!expect_usage(&bad, "normalize")) return 1;
+    bad = s;
+    bad.precision = "fp16";
+    if (!expect_usage(&bad, "precision")) return 1;
+    bad = s;
+    bad.algorithm = "no-such-algorithm";
+    if (!expect_usage(&bad, "unknown algorithm")) return 1;
+    bad = s;
+    bad.params = "rows=4";
+    if (!expect_usage(&bad, "auto")) return 1;
+    bad = s;
+    bad.h_left = 0;
+    if (!expect_usage(&bad, "")) return 1;
+    if (xcorr_plan_create(NULL, NULL) != XCORR_ERROR_USAGE) return 1;
+
+    xcorr_plan* plan = NULL;
+    xcorr_status st = xcorr_plan_create(&s, &plan);
+    if (st == XCORR_ERROR_NO_GPU) {
+        if (plan != NULL || strlen(xcorr_last_error()) == 0) return 1;
+        printf("no GPU: %s\n", xcorr_last_error());
+        return 3;
+    }
+    if (st != XCORR_OK) {
+        fprintf(stderr, "xcorr_plan_create failed (%d): %s\n", (int)st, xcorr_last_error());
+        return 1;
+    }
+    int64_t n = 0, h = 0, w = 0;
+    if (xcorr_plan_out_shape(plan, &n, &h, &w) != XCORR_OK || n != 1 || h != 9 || w != 9) return 1;
+    float L[49], R[9], out[81];
+    for (int i = 0; i < 49; ++i) L[i] = (float)((i * 7) % 11) - 5.0f;
+    for (int i = 0; i < 9; ++i) R[i] = (float)((i * 5) % 7) - 3.0f;
+    float *dl = NULL, *dr = NULL, *dout = NULL;
+    if (cudaMalloc((void**)&dl, sizeof L) || cudaMalloc((void**)&dr, sizeof R) || cudaMalloc((void**)&dout, sizeof out)) return 1;
+    if (cudaMemcpy(dl, L, sizeof L, cudaMemcpyHostToDevice) || cudaMemcpy(dr, R, sizeof R, cudaMemcpyHostToDevice)) return 1;
+    if (xcorr_plan_execute(plan, dl, dr, dout, NULL) != XCORR_OK) {
+        fprintf(stderr, "execute: %s\n", xcorr_last_error());
+        return 1;
+    }
+    if (cudaMemcpy(out, dout, sizeof out, cudaMemcpyDeviceToHost)) return 1;
+    for (int y = 0; y < 9; ++y)
+        for (int x = 0; x < 9; ++x) {
+            const int dy = y - 2, dx = x - 2;
+            double ref = 0;
+            for (int r = 0; r < 3; ++r)
+                for (int c = 0; c < 3; ++c)
+                    if (r + dy >= 0 && r + dy < 7 && c + dx >= 0 && c + dx < 7) ref += L[(r + dy) * 7 + c + dx] * R[r * 3 + c];
+            if (fabs(out[y * 9 + x] - ref) > 1e-3) {
+                fprintf(stderr, "out[%d][%d] = %g, expected %g\n", y, x, out[y * 9 + x], ref);
+                return 1;
+            }
+        }
+    xcorr_plan_destroy(plan);
+    /* fft holds its workspace and cuFFT work areas: counted up front. */
+    xcorr_spec f = s;
+    f.algorithm = "fft";
+    xcorr_plan* fp = NULL;
+    st = xcorr_plan_create(&f, &fp);
+    if (st == XCORR_OK) {
+        size_t bytes = 0;
+        if (xcorr_plan_workspace_bytes(fp, &bytes) != XCORR_OK || bytes == 0) return 1;
+        printf("fft workspace %zu bytes\n", bytes);
+        xcorr_plan_destroy(fp);
+    } else if (st == XCORR_ERROR_USAGE && strstr(xcorr_last_error(), "unknown algorithm")) {
+        printf("fft not in this build\n");
+    } else {
+        fprintf(stderr, "fft plan: %s\n", xcorr_last_error());
+        return 1;
+    }
+    printf("ok: auto ran %s\n", "a plan");
+    cudaFree(dl);
+    cudaFree(dr);
+    cudaFree(dout);
+    return 0;
+}
