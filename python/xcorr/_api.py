@@ -203,6 +203,8 @@ class Plan:
                              f"got {_arrays.dtype_name(x, kind)}")
         if kind == "numpy":
             return np.ascontiguousarray(x)
+        if kind == "torch" and x.requires_grad:
+            x = x.detach()  # DLPack refuses tensors that require grad; no gradient flows through xcorr
         # A strided GPU view is copied to a dense one (the kernels read dense stacks).
         return x if _arrays.is_contiguous(x, kind) else _arrays.contiguous(x, kind)
 
