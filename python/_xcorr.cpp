@@ -1,0 +1,327 @@
+// xcorr._xcorr: the Python binding of the plan API (xcorr/plan.hpp). Thin on purpose: shapes,
+// forms, dtypes and the choice of output array are decided in Python (xcorr/_api.py); this file
+// checks again what would otherwise crash (dtype, contiguity, sizes, device), moves host arrays to
+// and from the GPU, and turns every C++ exception into a Python one.
+//   UsageError -> ValueError, NoGpuError -> xcorr.NoGPUError, CudaError -> xcorr.CudaError (both
+//   RuntimeError subclasses); anything else -> nanobind's default (RuntimeError, MemoryError).
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "xcorr/core.hpp"
+#include "xcorr/cuda_check.hpp"
+#include "xcorr/device_buffer.hpp"
+#include "xcorr/gpu.hpp"
+#include "xcorr/plan.hpp"
+#include "xcorr/reference.hpp"
+#include "xcorr/registry.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+using InArray = nb::ndarray<nb::ro>;  // any DLPack or buffer-protocol array, read only
+using OutArray = nb::ndarray<>;       // the output, written
+
+cudaStream_t as_stream(uintptr_t handle) { return reinterpret_cast<cudaStream_t>(handle); }
+
+// The plan's device current for the duration of a call, the caller's restored afterwards
+// (CuPy and PyTorch keep their own notion of the current device).
+class DeviceGuard {
+public:
+    explicit DeviceGuard(int device) {
+        XC_CUDA_CHECK(cudaGetDevice(&prev_));
+        if (prev_ != device) XC_CUDA_CHECK(cudaSetDevice(device));
+        else prev_ = -1;
+    }
+    ~DeviceGuard() {
+        if (prev_ >= 0) cudaSetDevice(prev_);
+    }
+    DeviceGuard(const DeviceGuard&) = delete;
+    DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+private:
+    int prev_ = -1;
+};
+
+xcorr::WindowRequest window_request(const std::string& kind, const std::string& text) {
+    if (kind == "mode") return xcorr::parse_mode(text, "mode");
+    if (kind == "max_shift") return xcorr::parse_max_shift(text, "max_shift=");
+    if (kind == "shifts") return xcorr::parse_shifts(text, "shifts=");
+    throw xcorr::UsageError("unknown window kind '" + kind + "'");
+}
+
+xcorr::PlanSpec make_spec(const std::string& form, int nL, int nR, int hL, int wL, int hR, int wR,
+                          const std::string& window_kind, const std::string& window_text,
+                          const std::string& normalize, const std::string& precision,
+                          const std::string& algorithm, const xcorr::Params& params) {
+    xcorr::PlanSpec s;
+    s.form = xcorr::parse_form(form);
+    s.nL = nL, s.nR = nR, s.hL = hL, s.wL = wL, s.hR = hR, s.wR = wR;
+    s.window = window_request(window_kind, window_text);
+    s.normalize = normalize;
+    s.precision = precision;
+    s.algorithm = algorithm;
+    s.params = params;
+    return s;
+}
+
+// (dy0, dy1, dx0, dx1, out_count, description) of a spec's problem: no GPU needed.
+nb::tuple resolve(const xcorr::PlanSpec& s) {
+    const xcorr::Problem p = xcorr::problem_of(s);
+    const xcorr::Window w = p.shifts();
+    return nb::make_tuple(w.dy0, w.dy1, w.dx0, w.dx1, p.out_count(), p.describe());
+}
+
+nb::dict choice_dict(const xcorr::AutoChoice& c) {
+    nb::dict d;
+    d["algorithm"] = c.algorithm;
+    d["params"] = c.params;
+    d["reason"] = c.reason;
+    d["predicted_us"] = c.predicted_us >= 0 ? nb::cast(c.predicted_us) : nb::none();
+    return d;
+}
+
+nb::list algorithm_list() {
+    nb::list out;
+    for (const xcorr::Variant& v : xcorr::variants()) {
+        nb::dict d;
+        d["name"] = v.name;
+        d["family"] = v.family;
+        d["summary"] = v.summary;
+        d["timed"] = v.timed;
+        d["precision"] = v.precision;
+        d["tolerance"] = v.tolerance;
+        nb::list forms, windows;
+        for (xcorr::Form f : v.forms) forms.append(xcorr::form_name(f));
+        for (xcorr::WindowKind k : v.windows) windows.append(xcorr::window_kind_name(k));
+        d["forms"] = forms;
+        d["windows"] = windows;
+        nb::dict params;
+        for (const xcorr::ParamSpec& ps : v.params) {
+            nb::dict p;
+            p["values"] = ps.values;
+            p["default"] = ps.values.at(0);
+            p["help"] = ps.help;
+            params[ps.name.c_str()] = p;
+        }
+        d["params"] = params;
+        out.append(d);
+    }
+    return out;
+}
+
+nb::dict gpu_info() {
+    int prev = -1;
+    if (cudaGetDevice(&prev) != cudaSuccess) {
+        cudaGetLastError();
+        prev = -1;
+    }
+    const xcorr::GpuInfo g = xcorr::require_gpu();  // selects device 0
+    if (prev > 0) XC_CUDA_CHECK(cudaSetDevice(prev));
+    nb::dict d;
+    d["device"] = g.device;
+    d["name"] = g.name;
+    d["compute_capability"] = nb::make_tuple(g.cc_major, g.cc_minor);
+    d["sm_count"] = g.sm_count;
+    d["sm_clock_mhz"] = g.sm_clock_mhz;
+    d["memory_bytes"] = g.total_mem;
+    d["l2_bytes"] = g.l2_bytes;
+    d["driver_version"] = g.driver_version;
+    d["runtime_version"] = g.runtime_version;
+    d["cufft_version"] = g.cufft_version;
+    d["built_archs"] = xcorr::built_archs();
+    return d;
+}
+
+// One array argument of execute(): where its data is and whether it must travel through a
+// temporary device buffer (host memory).
+struct Operand {
+    const void* data = nullptr;
+    bool host = false;
+};
+
+template <typename A>
+Operand operand(const A& a, const char* what, int64_t elems, int device) {
+    if (a.dtype() != nb::dtype<float>())
+        throw xcorr::UsageError(std::string(what) + " must be float32");
+    if (int64_t(a.size()) != elems)
+        throw xcorr::UsageError(std::string(what) + " has " + std::to_string(a.size()) + " elements, the plan needs " +
+                                std::to_string(elems));
+    // C-contiguous: the kernels index dense row-major stacks (size-1 dimensions may have any stride).
+    int64_t expect = 1;
+    for (size_t i = a.ndim(); i-- > 0;) {
+        if (a.shape(i) != 1 && a.stride(i) != expect)
+            throw xcorr::UsageError(std::string(what) + " is not C-contiguous");
+        expect *= int64_t(a.shape(i));
+    }
+    const int32_t type = a.device_type();
+    if (type == nb::device::cpu::value) return Operand{a.data(), true};
+    if (type == nb::device::cuda::value || type == nb::device::cuda_managed::value) {
+        if (a.device_id() != device)
+            throw xcorr::UsageError(std::string(what) + " is on CUDA device " + std::to_string(a.device_id()) +
+                                    ", the plan on device " + std::to_string(device));
+        return Operand{a.data(), false};
+    }
+    throw xcorr::UsageError(std::string(what) + " is neither in host memory nor on a CUDA device (DLPack device type " +
+                            std::to_string(type) + ")");
+}
+
+class PyPlan {
+public:
+    PyPlan(const xcorr::PlanSpec& spec, int device) {
+        if (device < 0) {
+            plan_ = std::make_unique<xcorr::Plan>(spec);
+        } else {
+            int count = 0;
+            if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+                cudaGetLastError();
+                xcorr::require_gpu();  // throws NoGpuError with the reason
+            }
+            DeviceGuard guard(device);
+            plan_ = std::make_unique<xcorr::Plan>(spec);
+        }
+        const xcorr::Problem& p = plan_->problem();
+        left_ = p.left_elems();
+        right_ = p.right_elems();
+        out_ = p.out_elems();
+    }
+
+    // Zero-copy for device arrays; host arrays go through temporary device buffers, and then the
+    // call waits for the result (it returns in the host array).
+    void execute(const InArray& left, const InArray& right, const OutArray& out, uintptr_t stream) {
+        const int dev = plan_->device();
+        const Operand l = operand(left, "left", left_, dev), r = operand(right, "right", right_, dev),
+                      o = operand(out, "out", out_, dev);
+        const cudaStream_t s = as_stream(stream);
+        nb::gil_scoped_release release;  // a host round trip can take long; device work is enqueued only
+        DeviceGuard guard(dev);
+        if (!l.host && !r.host && !o.host) {
+            plan_->execute(static_cast<const float*>(l.data), static_cast<const float*>(r.data),
+                           static_cast<float*>(const_cast<void*>(o.data)), s);
+            return;
+        }
+        xcorr::DeviceBuffer<float> dl(l.host ? left_ : 0), dr(r.host ? right_ : 0), dout(o.host ? out_ : 0);
+        const float* pl = static_cast<const float*>(l.data);
+        const float* pr = static_cast<const float*>(r.data);
+        float* po = static_cast<float*>(const_cast<void*>(o.data));
+        if (l.host) {
+            XC_CUDA_CHECK(cudaMemcpyAsync(dl.get(), pl, dl.bytes(), cudaMemcpyHostToDevice, s));
+            pl = dl.get();
+        }
+        if (r.host) {
+            XC_CUDA_CHECK(cudaMemcpyAsync(dr.get(), pr, dr.bytes(), cudaMemcpyHostToDevice, s));
+            pr = dr.get();
+        }
+        plan_->execute(pl, pr, o.host ? dout.get() : po, s);
+        if (o.host) XC_CUDA_CHECK(cudaMemcpyAsync(po, dout.get(), dout.bytes(), cudaMemcpyDeviceToHost, s));
+        // The temporaries are freed on return and the host buffers are the caller's again.
+        XC_CUDA_CHECK(cudaStreamSynchronize(s));
+    }
+
+    // The same on raw device pointers (no DLPack): what a caller that manages its own memory uses,
+    // and the floor scripts/python_overhead.py compares the array call with.
+    void execute_ptr(uintptr_t left, uintptr_t right, uintptr_t out, uintptr_t stream) {
+        if (!left || !right || !out) throw xcorr::UsageError("execute_ptr: a null pointer");
+        DeviceGuard guard(plan_->device());
+        plan_->execute(reinterpret_cast<const float*>(left), reinterpret_cast<const float*>(right),
+                       reinterpret_cast<float*>(out), as_stream(stream));
+    }
+
+    // Milliseconds of `calls` back-to-back execute()s from C++ (CUDA events on `stream`): the
+    // bare execute that the Python call's overhead is measured against.
+    double time_execute_ptr(uintptr_t left, uintptr_t right, uintptr_t out, uintptr_t stream, int calls) {
+        if (!left || !right || !out) throw xcorr::UsageError("time_execute_ptr: a null pointer");
+        if (calls <= 0) throw xcorr::UsageError("time_execute_ptr: calls must be positive");
+        nb::gil_scoped_release release;
+        DeviceGuard guard(plan_->device());
+        const cudaStream_t s = as_stream(stream);
+        cudaEvent_t start = nullptr, stop = nullptr;
+        XC_CUDA_CHECK(cudaEventCreate(&start));
+        cudaError_t err = cudaEventCreate(&stop);
+        float ms = 0;
+        if (err == cudaSuccess) err = cudaEventRecord(start, s);
+        for (int i = 0; err == cudaSuccess && i < calls; ++i)
+            plan_->execute(reinterpret_cast<const float*>(left), reinterpret_cast<const float*>(right),
+                           reinterpret_cast<float*>(out), s);
+        if (err == cudaSuccess) err = cudaEventRecord(stop, s);
+        if (err == cudaSuccess) err = cudaEventSynchronize(stop);
+        if (err == cudaSuccess) err = cudaEventElapsedTime(&ms, start, stop);
+        cudaEventDestroy(start);
+        if (stop) cudaEventDestroy(stop);
+        XC_CUDA_CHECK(err);
+        return ms;
+    }
+
+    const xcorr::Plan& plan() const { return *plan_; }
+
+private:
+    std::unique_ptr<xcorr::Plan> plan_;
+    int64_t left_ = 0, right_ = 0, out_ = 0;
+};
+
+}  // namespace
+
+NB_MODULE(_xcorr, m) {
+    m.doc() = "The C++ plan API of xcorr (use the package xcorr, not this module)";
+
+    // RuntimeError subclasses, so that `except RuntimeError` still catches them.
+    nb::exception<xcorr::NoGpuError>(m, "NoGPUError", PyExc_RuntimeError);
+    nb::exception<xcorr::CudaError>(m, "CudaError", PyExc_RuntimeError);
+    nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+        try {
+            std::rethrow_exception(p);
+        } catch (const xcorr::UsageError& e) {
+            PyErr_SetString(PyExc_ValueError, e.what());
+        }
+    });
+
+    nb::class_<xcorr::PlanSpec>(m, "PlanSpec");
+    m.def("spec", &make_spec, "form"_a, "nL"_a, "nR"_a, "hL"_a, "wL"_a, "hR"_a, "wR"_a, "window_kind"_a,
+          "window_text"_a, "normalize"_a, "precision"_a, "algorithm"_a, "params"_a,
+          "A checked PlanSpec (window text parsed as xcorr run parses it).");
+    m.def("resolve", &resolve, "spec"_a,
+          "(dy0, dy1, dx0, dx1, out_count, description) of the spec's problem; no GPU needed.");
+    m.def("auto_candidates", [](const xcorr::PlanSpec& s, const std::string& gpu_name) {
+        const xcorr::Problem p = xcorr::problem_of(s);
+        nb::list out;
+        for (const xcorr::AutoChoice& c : xcorr::auto_candidates(p, s.precision, gpu_name)) out.append(choice_dict(c));
+        return out;
+    }, "spec"_a, "gpu_name"_a, "auto's candidates for the spec's problem on the GPU named gpu_name, best first.");
+    m.def("algorithms", &algorithm_list, "Every registered algorithm variant.");
+    m.def("gpu_info", &gpu_info, "Device 0 as the harness sees it; raises NoGPUError without a usable GPU.");
+    m.def("built_archs", &xcorr::built_archs);
+    m.def("reference_cpu", [](const xcorr::PlanSpec& s, nb::ndarray<const float, nb::c_contig, nb::device::cpu> left,
+                              nb::ndarray<const float, nb::c_contig, nb::device::cpu> right,
+                              nb::ndarray<double, nb::c_contig, nb::device::cpu> out) {
+        const xcorr::Problem p = xcorr::problem_of(s);
+        if (int64_t(left.size()) != p.left_elems() || int64_t(right.size()) != p.right_elems() ||
+            int64_t(out.size()) != p.out_elems())
+            throw xcorr::UsageError("reference_cpu: array sizes do not match the problem " + p.describe());
+        nb::gil_scoped_release release;
+        xcorr::reference_cpu(p, left.data(), right.data(), out.data());
+    }, "spec"_a, "left"_a, "right"_a, "out"_a, "The harness's float64 CPU reference (tests compare the NumPy one with it).");
+
+    nb::class_<PyPlan>(m, "Plan")
+        .def(nb::init<const xcorr::PlanSpec&, int>(), "spec"_a, "device"_a = -1)
+        .def("execute", &PyPlan::execute, "left"_a, "right"_a, "out"_a, "stream"_a = 0)
+        .def("execute_ptr", &PyPlan::execute_ptr, "left"_a, "right"_a, "out"_a, "stream"_a = 0)
+        .def("time_execute_ptr", &PyPlan::time_execute_ptr, "left"_a, "right"_a, "out"_a, "stream"_a, "calls"_a)
+        .def_prop_ro("algorithm", [](const PyPlan& p) { return p.plan().algorithm(); })
+        .def_prop_ro("params", [](const PyPlan& p) { return p.plan().params(); })
+        .def_prop_ro("workspace_bytes", [](const PyPlan& p) { return p.plan().workspace_bytes(); })
+        .def_prop_ro("device", [](const PyPlan& p) { return p.plan().device(); })
+        .def_prop_ro("description", [](const PyPlan& p) { return p.plan().problem().describe(); })
+        .def("explain", [](const PyPlan& p) { return p.plan().explain(); });
+}

@@ -1,0 +1,344 @@
+"""correlate2d, Plan, explain: shapes, forms and windows in Python; the work in xcorr._xcorr.
+
+Shapes. A left is (h, w) or a stack (nL, h, w); a right (h, w) or (nR, h, w). The form:
+  left 2-D, right 2-D          one-to-one     result (oh, ow)
+  left 2-D, right (nR, h, w)   one-to-many    result (nR, oh, ow)
+  left (nL, h, w), right 2-D   n-to-m, M = 1  result (nL, oh, ow)
+  left (1, h, w), right 3-D    one-to-many    result (1, nR, oh, ow)
+  left (nL, h, w), right (nR, h, w), both counts above 1: ambiguous, form= must say which:
+      form="n-to-m"   every left with every right   result (nL, nR, oh, ow), out[i, j] = corr(L[i], R[j])
+      form="n-to-mn"  right k with left k mod nL    result (nR, oh, ow) (nR a multiple of nL)
+The result's leading dimensions are the left's stack dimension then the right's (an outer product),
+except for n-to-mn, whose outputs pair with the rights; in memory this is CONVENTIONS.md's output
+stack in every case (n-to-m: k = i*nR + j).
+"""
+import numpy as np
+
+from . import _arrays, _reference, _xcorr
+from ._xcorr import CudaError, NoGPUError
+
+FORMS = ("one-to-one", "one-to-many", "n-to-mn", "n-to-m")
+MODES = ("full", "valid", "same")
+PRECISIONS = ("fp32", "tf32")
+
+
+def _shape_of(x, what):
+    shape = tuple(x.shape) if hasattr(x, "shape") else tuple(x)
+    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in shape):
+        raise ValueError(f"{what}: a shape is a tuple of integers, got {shape!r}")
+    shape = tuple(int(d) for d in shape)
+    if len(shape) not in (2, 3):
+        raise ValueError(f"{what} must be 2-D (h, w) or a 3-D stack (count, h, w), got shape {shape}")
+    if any(d <= 0 for d in shape):
+        raise ValueError(f"{what} has an empty dimension: shape {shape}")
+    return shape
+
+
+def _window(mode, max_shift, shifts):
+    """(kind, text) of the window as xcorr run's parsers take it; they check the values."""
+    if not isinstance(mode, str) or mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    given = [n for n, v in (("mode", None if mode == "full" else mode), ("max_shift", max_shift),
+                             ("shifts", shifts)) if v is not None]
+    if len(given) > 1:
+        raise ValueError(f"give one window: {' and '.join(given)} were both given")
+
+    def integer(v, what):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise ValueError(f"{what} takes integers, got {v!r}")
+        return int(v)
+
+    if max_shift is not None:
+        if isinstance(max_shift, (tuple, list)):
+            if len(max_shift) != 2:
+                raise ValueError(f"max_shift takes an integer or a pair (sy, sx), got {max_shift!r}")
+            sy, sx = max_shift
+        else:
+            sy = sx = max_shift
+        return "max_shift", f"{integer(sy, 'max_shift')},{integer(sx, 'max_shift')}"
+    if shifts is not None:
+        try:
+            (dy0, dy1), (dx0, dx1) = shifts
+        except (TypeError, ValueError):
+            raise ValueError(f"shifts takes ((dy0, dy1), (dx0, dx1)), got {shifts!r}") from None
+        dy0, dy1, dx0, dx1 = (integer(v, "shifts") for v in (dy0, dy1, dx0, dx1))
+        return "shifts", f"{dy0}:{dy1},{dx0}:{dx1}"
+    return "mode", mode
+
+
+def _form(form, lshape, rshape):
+    nL = lshape[0] if len(lshape) == 3 else 1
+    nR = rshape[0] if len(rshape) == 3 else 1
+    if form is not None:
+        if form not in FORMS:
+            raise ValueError(f"form must be one of {', '.join(FORMS)}, got {form!r}")
+        return form
+    if len(lshape) == 2:
+        return "one-to-one" if len(rshape) == 2 else "one-to-many"
+    if len(rshape) == 2 or nR == 1:
+        return "n-to-m"
+    if nL == 1:
+        return "one-to-many"
+    raise ValueError(f"a stack of {nL} lefts and a stack of {nR} rights: say form='n-to-m' (every left with "
+                     f"every right) or form='n-to-mn' (right k with left k mod {nL})")
+
+
+def _lead(form, lshape, rshape):
+    """The result's leading (stack) dimensions (module docstring)."""
+    if form == "n-to-mn":
+        return (rshape[0],) if len(rshape) == 3 else ()
+    return lshape[:-2] + rshape[:-2]
+
+
+def _normalize(normalize):
+    if normalize is None or normalize == "none":
+        return "none"
+    raise ValueError(f"normalize={normalize!r} does not exist yet: only None ('none'); 'zncc' and 'zero-lag' "
+                     f"come with issue #21")
+
+
+class Plan:
+    """A correlation built once for given shapes and executed many times.
+
+        plan = xcorr.Plan(left.shape, right.shape, mode="valid")
+        out = plan(left, right)               # or plan(left, right, out=buf, stream=s)
+
+    Arguments as correlate2d's. algorithm="auto" chooses from this GPU's measured results (see
+    explain()); precision="fp32" admits only algorithms with FP32-class error (1e-5), "tf32" also
+    single-pass TF32 tensor cores. device: the CUDA device (default: the current one). The plan
+    holds its device workspace (workspace_bytes) until it is deleted. One plan must not run on two
+    streams at once (its workspace is one).
+    """
+
+    def __init__(self, left_shape, right_shape, mode="full", *, max_shift=None, shifts=None, normalize=None,
+                 form=None, algorithm="auto", precision="fp32", params=None, device=None):
+        self.left_shape = _shape_of(left_shape, "left")
+        self.right_shape = _shape_of(right_shape, "right")
+        self.form = _form(form, self.left_shape, self.right_shape)
+        if not isinstance(algorithm, str):
+            raise ValueError(f"algorithm must be a name (xcorr.algorithms()), 'auto' or 'reference', got {algorithm!r}")
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        params = {str(k): str(v) for k, v in (params or {}).items()}
+        if params and algorithm in ("auto", "reference"):
+            raise ValueError(f"params= are for a named algorithm, not {algorithm!r}")
+        if algorithm not in ("auto", "reference") and algorithm not in _names():
+            raise ValueError(f"unknown algorithm {algorithm!r}: 'auto', 'reference' or one of {', '.join(_names())}")
+        kind, text = _window(mode, max_shift, shifts)
+        nL = self.left_shape[0] if len(self.left_shape) == 3 else 1
+        nR = self.right_shape[0] if len(self.right_shape) == 3 else 1
+        self._spec = _xcorr.spec(self.form, nL, nR, *self.left_shape[-2:], *self.right_shape[-2:], kind, text,
+                                 _normalize(normalize), precision,
+                                 "auto" if algorithm == "reference" else algorithm, params)
+        dy0, dy1, dx0, dx1, count, self.description = _xcorr.resolve(self._spec)
+        self.shifts = ((dy0, dy1), (dx0, dx1))
+        self.out_shape = _lead(self.form, self.left_shape, self.right_shape) + (dy1 - dy0 + 1, dx1 - dx0 + 1)
+        assert int(np.prod(self.out_shape[:-2], dtype=np.int64)) == count, (self.out_shape, count)
+        self.reference = algorithm == "reference"
+        if self.reference:
+            self._plan = None
+        else:
+            if device is not None and (isinstance(device, bool) or not isinstance(device, (int, np.integer))
+                                       or device < 0):
+                raise ValueError(f"device must be a CUDA device index, got {device!r}")
+            self._plan = _xcorr.Plan(self._spec, -1 if device is None else int(device))
+
+    @property
+    def algorithm(self):
+        return "reference" if self.reference else self._plan.algorithm
+
+    @property
+    def params(self):
+        return {} if self.reference else dict(self._plan.params)
+
+    @property
+    def workspace_bytes(self):
+        return 0 if self.reference else self._plan.workspace_bytes
+
+    @property
+    def device(self):
+        return None if self.reference else self._plan.device
+
+    def explain(self):
+        """Why this algorithm: auto's reason, or 'asked for by name'."""
+        return "the float64 CPU reference, asked for by name" if self.reference else self._plan.explain()
+
+    def __repr__(self):
+        return f"xcorr.Plan({self.description}, algorithm={self.algorithm!r})"
+
+    def __call__(self, left, right, out=None, stream=None):
+        """The correlation of `left` with `right` (the plan's shapes), written into `out` when
+        given, else into a new array of the inputs' kind; enqueued on `stream` (default: the
+        current stream of the inputs' library; 0 for NumPy). With CuPy or PyTorch arrays the call
+        returns without waiting for the GPU; with NumPy arrays it waits and returns NumPy."""
+        kl, kr = _arrays.kind_of(left), _arrays.kind_of(right)
+        if kl == "numpy":
+            left = np.asarray(left)
+        if kr == "numpy":
+            right = np.asarray(right)
+        for x, what, want in ((left, "left", self.left_shape), (right, "right", self.right_shape)):
+            if tuple(x.shape) != want:
+                raise ValueError(f"{what} has shape {tuple(x.shape)}, the plan was built for {want}")
+        if self.reference:
+            return self._reference(left, kl, right, kr, out)
+        dl, dr = _arrays.device_of(left, kl), _arrays.device_of(right, kr)
+        left, right = self._input(left, kl, dl, "left"), self._input(right, kr, dr, "right")
+        # The result is of the first GPU input's kind, else NumPy.
+        kind, device, like = next(((k, d, x) for k, d, x in ((kl, dl, left), (kr, dr, right)) if d is not None),
+                                  ("numpy", None, left))
+        if out is None:
+            out = _arrays.empty_like_kind(kind, self.out_shape, device, like)
+        else:
+            self._check_out(out)
+        self._plan.execute(left, right, out, _arrays.stream_handle(stream, kind, device))
+        return out
+
+    execute = __call__
+
+    def _input(self, x, kind, device, what):
+        if not _arrays.is_float32(x, kind):
+            if kind == "numpy" and np.issubdtype(x.dtype, np.floating) and x.dtype.itemsize <= 8:
+                return np.ascontiguousarray(x, dtype=np.float32)
+            raise ValueError(f"{what} must be float32{' (float64 NumPy is converted)' if kind == 'numpy' else ''}, "
+                             f"got {_arrays.dtype_name(x, kind)}")
+        if kind == "numpy":
+            return np.ascontiguousarray(x)
+        if kind == "torch" and x.requires_grad:
+            x = x.detach()  # DLPack refuses tensors that require grad; no gradient flows through xcorr
+        # A strided GPU view is copied to a dense one (the kernels read dense stacks).
+        return x if _arrays.is_contiguous(x, kind) else _arrays.contiguous(x, kind)
+
+    def _check_out(self, out):
+        kind = _arrays.kind_of(out)
+        if not hasattr(out, "shape") or tuple(out.shape) != self.out_shape:
+            raise ValueError(f"out must have shape {self.out_shape}, got {getattr(out, 'shape', type(out).__name__)}")
+        if not _arrays.is_float32(out, kind):
+            raise ValueError(f"out must be float32, got {_arrays.dtype_name(out, kind)}")
+        if not _arrays.is_contiguous(out, kind):
+            raise ValueError("out must be C-contiguous (the result is written in place)")
+        if kind == "numpy" and not out.flags.writeable:
+            raise ValueError("out is read-only")
+
+    def _reference(self, left, kl, right, kr, out):
+        def host(x, kind, what):
+            x = _arrays.to_numpy(x, kind)
+            if not np.issubdtype(x.dtype, np.floating) or x.dtype.itemsize > 8:
+                raise ValueError(f"{what} must be float32 or float64, got {x.dtype}")
+            return x.reshape((-1,) + x.shape[-2:])
+        (dy0, dy1), (dx0, dx1) = self.shifts
+        result = _reference.correlate(self.form, host(left, kl, "left"), host(right, kr, "right"),
+                                      (dy0, dy1, dx0, dx1)).reshape(self.out_shape)
+        if out is None:
+            return result
+        if not isinstance(out, np.ndarray) or out.shape != self.out_shape or not np.issubdtype(out.dtype, np.floating):
+            raise ValueError(f"out for the reference must be a floating NumPy array of shape {self.out_shape}")
+        np.copyto(out, result)
+        return out
+
+
+_algorithm_names = []
+
+
+def _names():
+    if not _algorithm_names:
+        _algorithm_names.extend(v["name"] for v in _xcorr.algorithms())
+    return _algorithm_names
+
+
+_plans = {}
+_PLAN_CACHE = 16
+
+
+def clear_cache():
+    """Frees the plans correlate2d keeps for repeated calls (and their device workspace)."""
+    _plans.clear()
+
+
+def correlate2d(left, right, mode="full", *, max_shift=None, shifts=None, normalize=None, form=None,
+                algorithm="auto", precision="fp32", params=None, out=None, stream=None):
+    """Cross-correlation of 2-D arrays or stacks of them, as scipy.signal.correlate2d(left, right, mode):
+
+        C[y, x] = sum_{r,c} left[r + dy, c + dx] * right[r, c],  dy = y - (hR - 1), dx = x - (wR - 1)
+
+    i.e. correlate2d(a, b) == scipy.signal.correlate2d(a, b) for 2-D a, b (mode full, valid or same).
+    max_shift=s or (sy, sx): only the shifts |dy| <= sy, |dx| <= sx (the full output cropped,
+    zero-extended); shifts=((dy0, dy1), (dx0, dx1)): any rectangle of shifts. Stacks as leading
+    dimensions; the form and the result's shape as the module docstring says.
+
+    Arrays: CuPy and PyTorch CUDA float32 arrays are used in place (non-contiguous ones are copied
+    first) and the result is the same kind of array, computed on the current stream unless stream=
+    names another; NumPy arrays (float32 or float64) are copied to the GPU and the float32 result
+    back. out= is a preallocated result (shape, float32, C-contiguous; it is returned).
+    algorithm: "auto" (xcorr.explain says what it picks), a name from xcorr.algorithms(), or
+    "reference": the float64 CPU reference, on any machine, returning float64 NumPy.
+
+    Raises ValueError for bad shapes, dtypes, windows or names, xcorr.NoGPUError without a usable
+    GPU, xcorr.CudaError when CUDA fails.
+    """
+    kl, kr = _arrays.kind_of(left), _arrays.kind_of(right)
+    if kl == "numpy":
+        left = np.asarray(left)
+    if kr == "numpy":
+        right = np.asarray(right)
+    lshape, rshape = _shape_of(left, "left"), _shape_of(right, "right")
+    device = None if algorithm == "reference" else next(
+        (d for d in (_arrays.device_of(left, kl), _arrays.device_of(right, kr)) if d is not None), None)
+    kind = kl if _arrays.device_of(left, kl) is not None else kr
+    handle = None if algorithm == "reference" else _arrays.stream_handle(stream, kind, device)
+    key = (lshape, rshape, mode, _hashable(max_shift), _hashable(shifts), normalize, form, algorithm, precision,
+           _hashable(params), device, handle)
+    plan = _plans.get(key)
+    if plan is None:
+        plan = Plan(lshape, rshape, mode, max_shift=max_shift, shifts=shifts, normalize=normalize, form=form,
+                    algorithm=algorithm, precision=precision, params=params, device=device)
+        if len(_plans) >= _PLAN_CACHE:
+            _plans.pop(next(iter(_plans)))
+        _plans[key] = plan  # one plan per stream: a plan must not run on two streams at once
+    return plan(left, right, out=out, stream=handle)
+
+
+def _hashable(v):
+    if isinstance(v, dict):
+        return tuple(sorted((str(k), str(x)) for k, x in v.items()))
+    if isinstance(v, (list, tuple)):
+        return tuple(_hashable(x) for x in v)
+    return v
+
+
+def correlate1d(*args, **kwargs):
+    """1-D signals (scipy.signal.correlate per pair) are not there yet."""
+    raise NotImplementedError("1-D signals come with issue #22")
+
+
+def algorithms():
+    """Every algorithm of this build: name, family, summary, forms, windows, precision, tolerance
+    and its tuning parameters (values, default, help)."""
+    return _xcorr.algorithms()
+
+
+def gpu_info():
+    """The GPU the plans run on (device 0 as the harness sees it); NoGPUError without one."""
+    return _xcorr.gpu_info()
+
+
+def explain(left, right, mode="full", *, max_shift=None, shifts=None, normalize=None, form=None, precision="fp32",
+            gpu=None):
+    """What algorithm="auto" picks for these arrays (or shapes) and why, without running anything:
+    {"algorithm", "params", "reason", "predicted_us", "gpu", "candidates"}. gpu: the GPU name to
+    decide for (default: this machine's; with no GPU, the cost model for an unmeasured one)."""
+    p = Plan(left if not hasattr(left, "shape") else left.shape, right if not hasattr(right, "shape") else right.shape,
+             mode, max_shift=max_shift, shifts=shifts, normalize=normalize, form=form, algorithm="reference",
+             precision=precision)
+    if gpu is None:
+        try:
+            gpu = _xcorr.gpu_info()["name"]
+        except NoGPUError:
+            gpu = ""
+    candidates = _xcorr.auto_candidates(p._spec, gpu)
+    if not candidates:
+        raise ValueError(f"no algorithm of this build computes {p.description} at precision {precision}")
+    return dict(candidates[0], gpu=gpu or None, problem=p.description, candidates=candidates)
+
+
+__all__ = ["CudaError", "NoGPUError", "Plan", "algorithms", "clear_cache", "correlate1d", "correlate2d", "explain",
+           "gpu_info"]

@@ -1,0 +1,113 @@
+"""Which kind of array the caller gave (NumPy, PyTorch, CuPy), where it lives, which stream is
+current for it, and how to allocate a result of the same kind. PyTorch and CuPy are never
+imported here unless the caller's arrays come from them."""
+
+import numpy as np
+
+# DLPack device types (dlpack.h).
+DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED = 1, 2, 3, 13
+
+
+def kind_of(x):
+    """'torch', 'cupy', 'numpy', or 'dlpack' (another array with __dlpack__)."""
+    module = type(x).__module__.split(".")[0]
+    if module == "torch":
+        return "torch"
+    if module == "cupy":
+        return "cupy"
+    if isinstance(x, np.ndarray) or not hasattr(x, "__dlpack_device__"):
+        return "numpy"
+    return "dlpack"
+
+
+def device_of(x, kind):
+    """The CUDA device index of a GPU array, or None for host memory."""
+    if kind == "numpy":
+        return None
+    dev_type, dev_id = x.__dlpack_device__()
+    if int(dev_type) in (DL_CUDA, DL_CUDA_MANAGED):
+        return int(dev_id)
+    if int(dev_type) in (DL_CPU, DL_CUDA_HOST):
+        return None
+    raise ValueError(f"arrays on DLPack device type {int(dev_type)} are not supported (CUDA or host memory only)")
+
+
+def dtype_name(x, kind):
+    if kind == "torch":
+        return str(x.dtype).removeprefix("torch.")
+    return np.dtype(x.dtype).name if hasattr(x, "dtype") else type(x).__name__
+
+
+def is_float32(x, kind):
+    if kind == "torch":
+        import torch
+        return x.dtype == torch.float32
+    return np.dtype(x.dtype) == np.float32
+
+
+def is_contiguous(x, kind):
+    if kind == "torch":
+        return x.is_contiguous()
+    if kind in ("numpy", "cupy"):
+        return x.flags.c_contiguous
+    return True  # nanobind checks the strides of other DLPack arrays (ValueError when not dense)
+
+
+def contiguous(x, kind):
+    """A C-contiguous copy of a strided GPU array (the kernels read dense row-major stacks)."""
+    if kind == "torch":
+        return x.contiguous()
+    if kind == "cupy":
+        import cupy
+        return cupy.ascontiguousarray(x)
+    raise ValueError("a non-contiguous array of this kind cannot be copied here: pass a C-contiguous one")
+
+
+def stream_handle(stream, kind, device):
+    """The cudaStream_t as an integer: `stream` as given (an int, a torch.cuda.Stream, a
+    cupy.cuda.Stream), else the caller's current stream for its arrays' library, else 0 (the
+    legacy default stream)."""
+    if stream is not None:
+        if isinstance(stream, bool):
+            raise ValueError("stream= takes an integer handle, a torch.cuda.Stream or a cupy.cuda.Stream")
+        if isinstance(stream, int):
+            if stream < 0:
+                raise ValueError(f"stream= must be a non-negative handle, got {stream}")
+            return stream
+        for attr in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream
+            if hasattr(stream, attr):
+                return int(getattr(stream, attr))
+        raise ValueError(f"stream= takes an integer handle, a torch.cuda.Stream or a cupy.cuda.Stream, "
+                         f"got {type(stream).__name__}")
+    if kind == "torch" and device is not None:
+        import torch
+        return torch.cuda.current_stream(device).cuda_stream
+    if kind == "cupy" and device is not None:
+        import cupy
+        return cupy.cuda.get_current_stream().ptr
+    return 0
+
+
+def empty_like_kind(kind, shape, device, like):
+    """A float32 array of `shape` of the caller's kind on `device` (NumPy for host inputs)."""
+    if kind == "torch" and device is not None:
+        import torch
+        return torch.empty(shape, dtype=torch.float32, device=like.device)
+    if kind == "cupy" and device is not None:
+        import cupy
+        with cupy.cuda.Device(device):
+            return cupy.empty(shape, dtype=cupy.float32)
+    if device is not None:
+        raise ValueError("a result for this kind of GPU array cannot be allocated here: pass out=")
+    return np.empty(shape, dtype=np.float32)
+
+
+def to_numpy(x, kind):
+    """A host copy of any array (the reference runs on the CPU)."""
+    if kind == "torch":
+        return x.detach().cpu().numpy()
+    if kind == "cupy":
+        return x.get()
+    if kind == "dlpack":
+        return np.from_dlpack(x)
+    return np.asarray(x)

@@ -1,0 +1,401 @@
+"""The Python package xcorr (python/, installed by scripts/setup-env from the build directory).
+
+CPU (CI): it imports, the float64 reference equals scipy.signal.correlate2d and the harness's C++
+reference, forms are inferred as documented, every bad call raises the documented exception, and
+without a GPU the GPU path raises NoGPUError. GPU (skipped here with the reason): every algorithm
+through PyTorch and CuPy arrays against the reference, zero-copy, streams, out=, strided input,
+NumPy round trip."""
+import os
+
+import numpy as np
+import pytest
+from conftest import seeded_rng
+
+scipy_signal = pytest.importorskip("scipy.signal")
+
+try:
+    import xcorr
+    from xcorr import _xcorr
+except ImportError as e:
+    if os.environ.get("XCORR_NO_PYTHON_PACKAGE"):
+        pytest.skip(f"the package xcorr is not installed (XCORR_NO_PYTHON_PACKAGE): {e}", allow_module_level=True)
+    raise ImportError(f"the package xcorr does not import ({e}): scripts/setup-env installs it") from e
+
+
+def rand(rng, *shape):
+    return rng.standard_normal(shape)  # both signs
+
+
+def rel_err(got, ref):
+    return float(np.linalg.norm(np.asarray(got, dtype=np.float64) - ref) / np.linalg.norm(ref))
+
+
+# --- CPU: package, reference, forms ------------------------------------------------------------
+
+def test_imports_without_a_gpu_and_has_its_version():
+    assert xcorr.__version__ == "0.1.0"  # meson.build's project version
+    assert issubclass(xcorr.NoGPUError, RuntimeError) and issubclass(xcorr.CudaError, RuntimeError)
+    names = [a["name"] for a in xcorr.algorithms()]
+    assert names and names == sorted(names)
+    for a in xcorr.algorithms():
+        assert set(a) >= {"name", "family", "forms", "windows", "precision", "tolerance", "params"}
+        assert "full" in a["windows"] and set(a["forms"]) <= set(xcorr._api.FORMS)
+        for p in a["params"].values():
+            assert p["default"] == p["values"][0]
+
+
+SHAPES = [((7, 9), (3, 5)), ((3, 5), (7, 9)), ((11, 4), (5, 6)), ((1, 13), (1, 3)), ((6, 8), (6, 8))]
+
+
+@pytest.mark.parametrize("mode", ["full", "valid", "same"])
+@pytest.mark.parametrize("ls,rs", SHAPES)
+def test_reference_equals_scipy_correlate2d(ls, rs, mode):
+    rng = seeded_rng((ls, rs, mode))
+    a, b = rand(rng, *ls), rand(rng, *rs)
+    valid_ok = (ls[0] >= rs[0] and ls[1] >= rs[1]) or (ls[0] <= rs[0] and ls[1] <= rs[1])
+    if mode == "valid" and not valid_ok:
+        with pytest.raises(ValueError, match="no valid window"):
+            xcorr.correlate2d(a, b, mode, algorithm="reference")
+        return
+    got = xcorr.correlate2d(a, b, mode, algorithm="reference")
+    want = scipy_signal.correlate2d(a, b, mode)
+    assert got.dtype == np.float64 and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def cropped(full, hR, wR, dy0, dy1, dx0, dx1):
+    """The full output at shifts dy0..dy1, dx0..dx1, zero outside it."""
+    out = np.zeros((dy1 - dy0 + 1, dx1 - dx0 + 1))
+    for i, dy in enumerate(range(dy0, dy1 + 1)):
+        for j, dx in enumerate(range(dx0, dx1 + 1)):
+            y, x = dy + hR - 1, dx + wR - 1
+            if 0 <= y < full.shape[0] and 0 <= x < full.shape[1]:
+                out[i, j] = full[y, x]
+    return out
+
+
+@pytest.mark.parametrize("window", [dict(max_shift=2), dict(max_shift=(0, 5)), dict(max_shift=30),
+                                    dict(shifts=((-9, -4), (3, 40))), dict(shifts=((50, 60), (0, 0)))])
+def test_reference_windows_crop_the_full_output(window):
+    rng = seeded_rng(repr(window))
+    a, b = rand(rng, 9, 12), rand(rng, 5, 7)
+    full = scipy_signal.correlate2d(a, b, "full")
+    if "max_shift" in window:
+        s = window["max_shift"]
+        sy, sx = (s, s) if isinstance(s, int) else s
+        dy0, dy1, dx0, dx1 = -sy, sy, -sx, sx
+    else:
+        (dy0, dy1), (dx0, dx1) = window["shifts"]
+    got = xcorr.correlate2d(a, b, algorithm="reference", **window)
+    np.testing.assert_allclose(got, cropped(full, 5, 7, dy0, dy1, dx0, dx1), rtol=1e-12, atol=1e-12)
+
+
+FORM_CASES = [  # left shape, right shape, form given, form inferred, result's leading dims
+    ((5, 6), (3, 4), None, "one-to-one", ()),
+    ((5, 6), (4, 3, 4), None, "one-to-many", (4,)),
+    ((2, 5, 6), (3, 4), None, "n-to-m", (2,)),
+    ((1, 5, 6), (4, 3, 4), None, "one-to-many", (1, 4)),
+    ((3, 5, 6), (1, 3, 4), None, "n-to-m", (3, 1)),
+    ((2, 5, 6), (3, 3, 4), "n-to-m", "n-to-m", (2, 3)),
+    ((2, 5, 6), (6, 3, 4), "n-to-mn", "n-to-mn", (6,)),
+    ((1, 5, 6), (1, 3, 4), "one-to-one", "one-to-one", (1, 1)),
+]
+
+
+@pytest.mark.parametrize("ls,rs,form,inferred,lead", FORM_CASES)
+def test_forms_are_inferred_and_pair_as_conventions_md_says(ls, rs, form, inferred, lead):
+    rng = seeded_rng((ls, rs, form))
+    a, b = rand(rng, *ls), rand(rng, *rs)
+    plan = xcorr.Plan(a.shape, b.shape, form=form, algorithm="reference")
+    assert plan.form == inferred
+    got = plan(a, b)
+    assert got.shape == lead + (ls[-2] + rs[-2] - 1, ls[-1] + rs[-1] - 1)
+    A, B = a.reshape((-1,) + ls[-2:]), b.reshape((-1,) + rs[-2:])
+    flat = got.reshape((-1,) + got.shape[-2:])
+    nL, nR = len(A), len(B)
+    pairs = {"one-to-one": [(0, 0)], "one-to-many": [(0, k) for k in range(nR)],
+             "n-to-mn": [(k % nL, k) for k in range(nR)],
+             "n-to-m": [(i, j) for i in range(nL) for j in range(nR)]}[inferred]
+    assert len(flat) == len(pairs)
+    for k, (i, j) in enumerate(pairs):
+        np.testing.assert_allclose(flat[k], scipy_signal.correlate2d(A[i], B[j]), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("form", ["one-to-many", "n-to-mn", "n-to-m"])
+@pytest.mark.parametrize("window", [dict(), dict(mode="same"), dict(shifts=((-3, 9), (-12, 2)))])
+def test_numpy_reference_equals_the_harness_cpu_reference(form, window):
+    """The package's NumPy reference and harness/reference_cpu.cpp (through the binding) agree."""
+    rng = seeded_rng((form, repr(window)))
+    nL = 1 if form == "one-to-many" else 2
+    a, b = rand(rng, nL, 9, 13).astype(np.float32), rand(rng, 4, 6, 5).astype(np.float32)
+    plan = xcorr.Plan(a.shape, b.shape, form=form, algorithm="reference", **window)
+    got = plan(a, b)
+    cpp = np.empty(got.shape, dtype=np.float64)
+    _xcorr.reference_cpu(plan._spec, a, b, cpp)
+    np.testing.assert_allclose(got, cpp, rtol=1e-12, atol=1e-12)
+
+
+def test_reference_accepts_out_and_lists():
+    a, b = [[1.0, 2.0], [3.0, 4.0]], [[1.0]]
+    out = np.full((2, 2), np.nan)
+    assert xcorr.correlate2d(a, b, algorithm="reference", out=out) is out
+    np.testing.assert_array_equal(out, [[1, 2], [3, 4]])
+
+
+def test_ambiguous_stacks_need_a_form():
+    with pytest.raises(ValueError, match="form='n-to-m'.*form='n-to-mn'"):
+        xcorr.Plan((2, 5, 5), (2, 3, 3), algorithm="reference")
+
+
+def test_explain_names_an_algorithm_of_this_build_and_why():
+    e = xcorr.explain((64, 64), (16, 16), mode="valid")
+    names = {a["name"] for a in xcorr.algorithms()}
+    assert e["algorithm"] in names and e["reason"] and e["candidates"][0]["algorithm"] == e["algorithm"]
+    assert {c["algorithm"] for c in e["candidates"]} <= names
+    e = xcorr.explain(np.zeros((4, 64, 64), np.float32), np.zeros((4, 16, 16), np.float32), form="n-to-m",
+                      gpu="NVIDIA H200")
+    assert e["algorithm"] in names and e["gpu"] == "NVIDIA H200"
+
+
+# --- CPU: every error path --------------------------------------------------------------------
+
+A, B = np.zeros((6, 7)), np.zeros((3, 3))
+ERRORS = [  # kwargs of correlate2d with the reference (no GPU needed), exception, message
+    (dict(left=np.zeros(5), right=B), ValueError, "2-D"),
+    (dict(left=np.zeros((2, 2, 3, 3)), right=B), ValueError, "2-D"),
+    (dict(left=np.zeros((0, 3)), right=B), ValueError, "empty"),
+    (dict(left=np.zeros((2, 6, 7)), right=np.zeros((3, 3, 3)), form="n-to-mn"), ValueError, "multiple"),
+    (dict(left=np.zeros((2, 6, 7)), right=np.zeros((2, 3, 3)), form="one-to-one"), ValueError, "one-to-one"),
+    (dict(left=np.zeros((2, 6, 7)), right=B, form="one-to-many"), ValueError, "one left"),
+    (dict(form="two-to-one"), ValueError, "form must be"),
+    (dict(mode="fulll"), ValueError, "mode must be"),
+    (dict(mode=3), ValueError, "mode must be"),
+    (dict(max_shift=-1), ValueError, "max_shift"),
+    (dict(max_shift=1.5), ValueError, "integers"),
+    (dict(max_shift=(1, 2, 3)), ValueError, "pair"),
+    (dict(max_shift=True), ValueError, "integers"),
+    (dict(max_shift=2, mode="valid"), ValueError, "one window"),
+    (dict(shifts=((3, 1), (0, 0))), ValueError, "empty window"),
+    (dict(shifts=(1, 2)), ValueError, "shifts takes"),
+    (dict(normalize="zncc"), ValueError, "#21"),
+    (dict(algorithm="no-such-algorithm"), ValueError, "unknown algorithm"),
+    (dict(algorithm=None), ValueError, "algorithm must be"),
+    (dict(precision="fp16"), ValueError, "precision"),
+    (dict(params={"x": 1}), ValueError, "params"),
+    (dict(out=np.zeros((8, 8))), ValueError, "shape"),
+    (dict(left=np.zeros((6, 7), dtype=np.int32)), ValueError, "float32 or float64"),
+    (dict(left=np.zeros((6, 7), dtype=np.complex64)), ValueError, "float32 or float64"),
+]
+
+
+@pytest.mark.parametrize("kw,exc,match", ERRORS, ids=[f"{i}-{e[2]}" for i, e in enumerate(ERRORS)])
+def test_bad_calls_raise_the_documented_exception(kw, exc, match):
+    kw = dict(kw)
+    left, right = kw.pop("left", A), kw.pop("right", B)
+    kw.setdefault("algorithm", "reference")
+    with pytest.raises(exc, match=match):
+        xcorr.correlate2d(left, right, **kw)
+
+
+def test_plan_refuses_arrays_of_other_shapes_and_1d_signals_wait_for_issue_22():
+    plan = xcorr.Plan((6, 7), (3, 3), algorithm="reference")
+    with pytest.raises(ValueError, match="built for"):
+        plan(np.zeros((7, 6)), B)
+    with pytest.raises(NotImplementedError, match="#22"):
+        xcorr.correlate1d(np.zeros(5), np.zeros(3))
+
+
+def has_gpu():
+    try:
+        xcorr.gpu_info()
+        return True
+    except xcorr.NoGPUError:
+        return False
+
+
+def test_without_a_gpu_the_gpu_path_raises_no_gpu_error():
+    if has_gpu():
+        pytest.skip("a GPU is present (this test checks the machine without one)")
+    for call in (lambda: xcorr.correlate2d(np.ones((5, 5), np.float32), np.ones((3, 3), np.float32)),
+                 lambda: xcorr.Plan((5, 5), (3, 3), algorithm="overlap-wise"),
+                 xcorr.gpu_info):
+        with pytest.raises(xcorr.NoGPUError) as e:
+            call()
+        assert isinstance(e.value, RuntimeError) and len(str(e.value)) > 10, str(e.value)
+
+
+# --- GPU ----------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def gpu():
+    try:
+        return xcorr.gpu_info()
+    except xcorr.NoGPUError as e:
+        pytest.skip(f"no usable GPU: {e}")
+
+
+@pytest.fixture(scope="module")
+def torch(gpu):
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch has no CUDA")
+    return torch
+
+
+@pytest.fixture(scope="module")
+def cupy(gpu):
+    return pytest.importorskip("cupy", reason="CuPy is not installed")
+
+
+def lib_array(lib, x):
+    return lib.asarray(x) if lib.__name__ == "cupy" else lib.as_tensor(x, device="cuda")
+
+
+def host(x):
+    return x.get() if type(x).__module__.startswith("cupy") else x.cpu().numpy()
+
+
+GPU_CASES = {  # form -> (left shape, right shape): odd, unequal sizes
+    "one-to-one": ((37, 29), (11, 13)),
+    "one-to-many": ((37, 29), (3, 11, 13)),
+    "n-to-mn": ((2, 37, 29), (4, 11, 13)),
+    "n-to-m": ((2, 37, 29), (3, 11, 13)),
+}
+WINDOWS = {"full": {}, "valid": dict(mode="valid"), "same": dict(mode="same"), "max-shift": dict(max_shift=(3, 5)),
+           "shifts": dict(shifts=((-4, 20), (-12, 1)))}
+ALGORITHMS = [a["name"] for a in xcorr.algorithms()]
+
+
+@pytest.mark.parametrize("lib", ["torch", "cupy"])
+@pytest.mark.parametrize("name", ALGORITHMS)
+def test_every_algorithm_through_torch_and_cupy_matches_the_reference(name, lib, request):
+    module = request.getfixturevalue(lib)
+    algo = next(a for a in xcorr.algorithms() if a["name"] == name)
+    rng = seeded_rng((name, lib))
+    ran, refused = 0, []
+    for form in algo["forms"]:
+        ls, rs = GPU_CASES[form]
+        a, b = rng.random(ls, dtype=np.float32), rng.random(rs, dtype=np.float32)
+        for wname in algo["windows"]:
+            window = WINDOWS[wname]
+            try:
+                plan = xcorr.Plan(ls, rs, form=form, algorithm=name, precision=algo["precision"] if
+                                  algo["precision"] == "tf32" else "fp32", **window)
+            except ValueError as e:  # a size or parameter this variant does not take
+                refused.append(f"{form} {wname}: {e}")
+                continue
+            got = plan(lib_array(module, a), lib_array(module, b))
+            assert type(got).__module__.split(".")[0] == lib
+            ref = xcorr.correlate2d(a, b, form=form, algorithm="reference", **window)
+            assert tuple(got.shape) == ref.shape
+            assert rel_err(host(got), ref) <= algo["tolerance"], (form, wname)
+            ran += 1
+    if not ran:
+        pytest.skip(f"{name} refused every case: {refused}")
+
+
+def test_zero_copy_torch(torch):
+    a = torch.rand(3, 37, 29, device="cuda")
+    b = torch.rand(4, 11, 13, device="cuda")
+    plan = xcorr.Plan(a.shape, b.shape, form="n-to-m")
+    out = torch.full(plan.out_shape, float("nan"), device="cuda")
+    plan(a, b, out=out)  # warm: anything lazily created is created now
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    assert plan(a, b, out=out) is out
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() == before  # no copy of the inputs, the output in place
+    got = plan(a, b)  # the only new allocation is the result
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() - before == (got.numel() * 4 + 511) // 512 * 512
+    ref = xcorr.correlate2d(a.cpu().numpy(), b.cpu().numpy(), form="n-to-m", algorithm="reference")
+    assert rel_err(out.cpu().numpy(), ref) < 1e-5 and rel_err(got.cpu().numpy(), ref) < 1e-5
+
+
+def test_zero_copy_cupy(cupy):
+    pool = cupy.get_default_memory_pool()
+    a = cupy.random.rand(37, 29, dtype=cupy.float32)
+    b = cupy.random.rand(5, 11, 13, dtype=cupy.float32)
+    plan = xcorr.Plan(a.shape, b.shape, mode="valid")
+    out = cupy.full(plan.out_shape, cupy.nan, dtype=cupy.float32)
+    plan(a, b, out=out)
+    cupy.cuda.Device().synchronize()
+    before = pool.used_bytes()
+    assert plan(a, b, out=out) is out
+    cupy.cuda.Device().synchronize()
+    assert pool.used_bytes() == before
+    ref = xcorr.correlate2d(a.get(), b.get(), mode="valid", algorithm="reference")
+    assert rel_err(out.get(), ref) < 1e-5
+
+
+def test_torch_streams_current_and_given(torch):
+    """Work queued behind a sleep on a non-blocking stream: a result computed on any other stream
+    would read the inputs before they are written."""
+    src_a, src_b = torch.rand(64, 64, device="cuda"), torch.rand(9, 7, device="cuda")
+    ref = xcorr.correlate2d(src_a.cpu().numpy(), src_b.cpu().numpy(), algorithm="reference")
+    for given in (False, True):
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            torch.cuda._sleep(50_000_000)
+            a, b = src_a * 1, src_b * 1  # written on s after the sleep
+            if not given:
+                out = xcorr.correlate2d(a, b)  # s is current
+        if given:
+            out = xcorr.correlate2d(a, b, stream=s)
+        s.synchronize()
+        assert rel_err(out.cpu().numpy(), ref) < 1e-5, given
+
+
+def test_cupy_stream(cupy):
+    a = cupy.random.rand(40, 33, dtype=cupy.float32)
+    b = cupy.random.rand(3, 9, 7, dtype=cupy.float32)
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        out = xcorr.correlate2d(a, b, max_shift=4)
+    s.synchronize()
+    ref = xcorr.correlate2d(a.get(), b.get(), max_shift=4, algorithm="reference")
+    assert rel_err(out.get(), ref) < 1e-5
+
+
+def test_non_contiguous_input_is_copied_first(torch, cupy):
+    big = np.random.default_rng(5).random((41, 60), dtype=np.float32)
+    ref = xcorr.correlate2d(big[:, ::2], big[3:10, 1:8].T, algorithm="reference")
+    for lib in (torch, cupy):
+        x = lib_array(lib, big)
+        got = xcorr.correlate2d(x[:, ::2], x[3:10, 1:8].T)
+        assert rel_err(host(got), ref) < 1e-5
+    out = torch.empty(tuple(ref.shape) + (2,), device="cuda")[..., 0]
+    with pytest.raises(ValueError, match="C-contiguous"):
+        xcorr.correlate2d(lib_array(torch, big[:, ::2]), lib_array(torch, big[3:10, 1:8].T), out=out)
+
+
+def test_numpy_round_trip_and_gpu_out_checks(gpu, torch):
+    rng = np.random.default_rng(6)
+    a, b = rng.random((2, 33, 31)), rng.random((2, 5, 9))  # float64: converted to float32
+    got = xcorr.correlate2d(a, b, form="n-to-mn")
+    assert isinstance(got, np.ndarray) and got.dtype == np.float32
+    ref = xcorr.correlate2d(a, b, form="n-to-mn", algorithm="reference")
+    assert rel_err(got, ref) < 1e-5
+    out = np.empty(ref.shape, np.float32)
+    assert xcorr.correlate2d(a.astype(np.float32), b, form="n-to-mn", out=out) is out
+    assert rel_err(out, ref) < 1e-5
+    ta, tb = torch.as_tensor(a, device="cuda"), torch.as_tensor(b, device="cuda")
+    with pytest.raises(ValueError, match="float32"):
+        xcorr.correlate2d(ta, tb, form="n-to-mn")  # float64 on the GPU is not converted silently
+    ta, tb = ta.float(), tb.float()
+    with pytest.raises(ValueError, match="shape"):
+        xcorr.correlate2d(ta, tb, form="n-to-mn", out=torch.empty(3, device="cuda"))
+    with pytest.raises(ValueError, match="float32"):
+        xcorr.correlate2d(ta, tb, form="n-to-mn", out=torch.empty(ref.shape, device="cuda", dtype=torch.float64))
+
+
+@pytest.mark.parametrize("example", ["piv.py", "template_matching.py"])
+def test_examples_run_on_the_cpu_reference(example):
+    import subprocess
+    import sys
+    from conftest import ROOT
+    r = subprocess.run([sys.executable, str(ROOT / "examples" / example), "--small", "--reference"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "xcorr: reference" in r.stdout
+    assert "100.0%" in r.stdout, r.stdout  # every displacement / template found (and as scipy finds them)
