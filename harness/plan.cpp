@@ -51,6 +51,19 @@ PlanSpec spec_of(const Problem& p, const std::string& algorithm, const Params& p
     return s;
 }
 
+std::string normalization_note(Normalize n) {
+    switch (n) {
+        case Normalize::Zncc:
+            return "normalized (zncc): this algorithm's raw correlation of the mean-shifted inputs, then the zncc "
+                   "epilogue (per-matrix means, summed-area tables of X' and X'^2 in double, the coefficient per "
+                   "shift; 0 on constant overlaps)";
+        case Normalize::ZeroLag:
+            return "normalized (zero-lag): this algorithm's raw correlation, then the zero-lag epilogue (C(0, 0) of "
+                   "every pair in double, every output divided by it; 0 where C(0, 0) = 0)";
+        default: return "";
+    }
+}
+
 // Why a named variant cannot compute `p` under `precision`, or "" when it can.
 std::string refusal(const Variant& v, const Problem& p, const std::string& precision, const WindowRequest& w) {
     if (!v.supports(p.form)) return v.name + " does not support form " + form_name(p.form);
@@ -143,7 +156,10 @@ const std::string& Plan::algorithm() const { return impl_->variant->name; }
 const Params& Plan::params() const { return impl_->params; }
 const Variant& Plan::variant() const { return *impl_->variant; }
 size_t Plan::workspace_bytes() const { return impl_->workspace; }
-std::string Plan::explain() const { return impl_->reason; }
+std::string Plan::explain() const {
+    const std::string note = normalization_note(impl_->problem.normalize);
+    return note.empty() ? impl_->reason : impl_->reason + "; " + note;
+}
 int Plan::device() const { return impl_->device; }
 Instance& Plan::instance() { return *impl_->instance; }
 

@@ -5,7 +5,8 @@
 //   xcorr run --algorithm NAME|auto --form FORM [--param KEY=VALUE ...] LEFT.npy RIGHT.npy --out OUT.npy
 //             [--mode full|valid|same | --max-shift SY[,SX] | --shifts DY0:DY1,DX0:DX1]
 //             [--precision fp32|tf32] [--normalize none|zncc|zero-lag] [--validate [--tolerance X]]
-//   xcorr explain --form FORM --left [N:]HxW --right [M:]HxW [WINDOW] [--precision P] [--gpu NAME] [--json]
+//   xcorr explain --form FORM --left [N:]HxW --right [M:]HxW [WINDOW] [--precision P] [--normalize MODE]
+//                 [--gpu NAME] [--json]
 // Exit status: 0 success; 1 validation failed or a CUDA failure; 2 bad usage or bad input
 // (including a problem too large for GPU memory); 3 no usable GPU, or a GPU the binary was not
 // built for. Every failure prints one line on stderr.
@@ -63,10 +64,11 @@ const char* kUsage =
     "        (0 everywhere where C(0, 0) = 0). A normalized output is validated by its largest\n"
     "        absolute error, bound max(1e-4, the variant's).\n"
     "  xcorr explain --form FORM --left [N:]HxW --right [M:]HxW [WINDOW] [--precision fp32|tf32]\n"
-    "                [--gpu NAME] [--json]\n"
+    "                [--normalize MODE] [--gpu NAME] [--json]\n"
     "      What --algorithm auto runs for that problem (N lefts, M rights; default 1) and why, with\n"
     "      the candidates it would try next. No GPU needed: --gpu names the GPU whose measurements\n"
-    "      to use (default: the GPU found, else none, i.e. the cost model).\n";
+    "      to use (default: the GPU found, else none, i.e. the cost model). --normalize: auto picks\n"
+    "      the raw correlation as without it, and the normalization's epilogue runs after it.\n";
 
 // The shortest text that reads back as the same double: a reported error can be given back
 // as a --tolerance exactly.
@@ -347,6 +349,7 @@ int cmd_explain(int argc, char** argv) {
         else if (is("--left")) parse_stack_shape("--left", value("--left"), spec.nL, spec.hL, spec.wL), have_left = true;
         else if (is("--right")) parse_stack_shape("--right", value("--right"), spec.nR, spec.hR, spec.wR), have_right = true;
         else if (is("--precision")) spec.precision = value("--precision");
+        else if (is("--normalize")) spec.normalize = normalize_name(parse_normalize(value("--normalize")));
         else if (is("--gpu")) gpu_name = value("--gpu");
         else if (a == "--json") json = true;
         // Evaluation (scripts/auto_report.py): leave this problem's own measurements out, or use the
@@ -375,10 +378,12 @@ int cmd_explain(int argc, char** argv) {
     const std::vector<AutoChoice> cs = auto_candidates(p, spec.precision, *gpu_name, options);
     if (cs.empty())
         throw UsageError("no algorithm of this build computes " + p.describe() + " with precision " + spec.precision);
+    const std::string note = normalization_note(p.normalize);
     if (json) {
         std::cout << "{\"problem\": \"" << json_escape(p.describe()) << "\", \"gpu\": \"" << json_escape(*gpu_name)
                   << "\", \"table\": \"" << json_escape(gpu_name->empty() ? "" : gpu_key(*gpu_name)) << "\", \"precision\": \""
-                  << json_escape(spec.precision) << "\", \"candidates\": [";
+                  << json_escape(spec.precision) << "\", \"normalize\": \"" << normalize_name(p.normalize)
+                  << "\", \"normalization\": \"" << json_escape(note) << "\", \"candidates\": [";
         for (size_t i = 0; i < cs.size(); ++i) {
             std::cout << (i ? ", " : "") << "{\"algorithm\": \"" << json_escape(cs[i].algorithm) << "\", \"params\": {";
             bool first = true;
@@ -393,7 +398,7 @@ int cmd_explain(int argc, char** argv) {
     }
     std::cout << "problem: " << p.describe() << "\nprecision: " << spec.precision << "\ngpu: "
               << (gpu_name->empty() ? "none (cost model)" : *gpu_name) << "\nauto runs: " << choice_text(cs[0])
-              << "\n  because " << cs[0].reason
+              << "\n  because " << cs[0].reason << (note.empty() ? "" : "\n  " + note)
               << "\ncandidates, in the order tried (a variant may refuse the problem when the plan is built):\n";
     for (size_t i = 0; i < cs.size(); ++i)
         std::cout << "  " << i + 1 << ". " << choice_text(cs[i]) << ": " << cs[i].reason << '\n';

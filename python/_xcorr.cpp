@@ -299,6 +299,8 @@ NB_MODULE(_xcorr, m) {
         for (const xcorr::AutoChoice& c : xcorr::auto_candidates(p, s.precision, gpu_name)) out.append(choice_dict(c));
         return out;
     }, "spec"_a, "gpu_name"_a, "auto's candidates for the spec's problem on the GPU named gpu_name, best first.");
+    m.def("normalization_note", [](const std::string& name) { return xcorr::normalization_note(xcorr::parse_normalize(name)); },
+          "name"_a, "What a plan normalized by `name` runs around its raw correlation (\"\" for none).");
     m.def("algorithms", &algorithm_list, "Every registered algorithm variant.");
     m.def("gpu_info", &gpu_info, "Device 0 as the harness sees it; raises NoGPUError without a usable GPU.");
     m.def("built_archs", &xcorr::built_archs);

@@ -14,41 +14,11 @@ import pytest
 from scipy.signal import correlate2d
 
 from conftest import binary, one_line_error, run, save, seeded_rng, xrun
-from xcorr_np import FORMS, counts, crop, full_window, pairs, same_window, supports_window, valid_window
+from xcorr_np import (CONSTANT_OVERLAP, FORMS, counts, full_window, normalized, pairs, same_window, supports_window,
+                      valid_window, zncc_full)
 
 MODES = ["zncc", "zero-lag"]
-CONSTANT_OVERLAP = 1e-6  # the contract's threshold
 BOUND = 1e-4             # the contract's absolute error bound for normalized outputs
-
-
-def zncc_full(L, R):
-    """Full zncc output of one pair in float64: every overlap's sums as correlations with ones."""
-    L, R = L.astype(np.float64), R.astype(np.float64)
-    oL, oR = np.ones_like(L), np.ones_like(R)
-    n = correlate2d(oL, oR)
-    sl, sr = correlate2d(L, oR), correlate2d(oL, R)
-    sll, srr = correlate2d(L * L, oR), correlate2d(oL, R * R)
-    slr = correlate2d(L, R)
-    fl, fr = n * sll - sl * sl, n * srr - sr * sr
-    ok = (n > 0) & (fl > CONSTANT_OVERLAP * n * sll) & (fr > CONSTANT_OVERLAP * n * srr)
-    out = np.zeros_like(n)
-    out[ok] = (n * slr - sl * sr)[ok] / np.sqrt(fl[ok] * fr[ok])
-    return out
-
-
-def zero_lag_full(L, R):
-    c = correlate2d(L.astype(np.float64), R.astype(np.float64))
-    c00 = c[R.shape[0] - 1, R.shape[1] - 1]  # shift (0, 0)
-    return np.zeros_like(c) if c00 == 0 else c / c00
-
-
-def normalized(mode, form, left, right, rect=None):
-    """The normalized output stack of the pairs of `form`, cropped to shifts `rect` (0 beyond)."""
-    f = zncc_full if mode == "zncc" else zero_lag_full
-    full = np.stack([f(left[i], right[j]) for i, j in pairs(form, len(left), len(right))])
-    if rect is None:
-        return full
-    return crop(full, right.shape[1], right.shape[2], *rect)
 
 
 def windows(shape):

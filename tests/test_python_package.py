@@ -2,14 +2,17 @@
 
 CPU (CI): it imports, the float64 reference equals scipy.signal.correlate2d and the harness's C++
 reference, forms are inferred as documented, every bad call raises the documented exception, and
-without a GPU the GPU path raises NoGPUError. GPU (skipped here with the reason): every algorithm
-through PyTorch and CuPy arrays against the reference, zero-copy, streams, out=, strided input,
-NumPy round trip."""
+without a GPU the GPU path raises NoGPUError; normalize="zncc"/"zero-lag" in the reference equal
+the C++ reference (`xcorr run --algorithm reference --normalize`) and tests/xcorr_np.py's oracle.
+GPU (skipped here with the reason): every algorithm through PyTorch and CuPy arrays against the
+reference, zero-copy, streams, out=, strided input, NumPy round trip; normalized outputs of auto
+and of every algorithm within 1e-4 of the reference."""
 import os
 
 import numpy as np
 import pytest
-from conftest import seeded_rng
+from conftest import binary, run, save, seeded_rng, xrun
+from xcorr_np import counts, normalized
 
 scipy_signal = pytest.importorskip("scipy.signal")
 
@@ -157,6 +160,147 @@ def test_explain_names_an_algorithm_of_this_build_and_why():
     assert e["algorithm"] in names and e["gpu"] == "NVIDIA H200"
 
 
+# --- CPU: normalize ---------------------------------------------------------------------------
+
+NORM_FORMS = {  # form -> (left shape, right shape): odd, unequal; the form inferred or said
+    "one-to-one": ((13, 9), (5, 7)),
+    "one-to-many": ((1, 13, 9), (3, 5, 7)),
+    "n-to-mn": ((2, 11, 17), (4, 7, 3)),
+    "n-to-m": ((3, 6, 5), (2, 9, 11)),  # the right larger than the left
+}
+NORM_WINDOWS = {"full": {}, "valid": dict(mode="valid"), "max_shift": dict(max_shift=(2, 3)),
+                "shifts": dict(shifts=((-12, 4), (2, 14)))}  # partly beyond the full output
+
+
+@pytest.fixture(scope="module")
+def xcorr_cli():
+    """The tool `xcorr` of $XCORR_BUILD (conftest's fixture of that name would hide the package)."""
+    return binary("xcorr")
+
+
+def norm_inputs(kind, rng, shape):
+    """signed: normal (both signs); large: 1000 + U[-8, 8) (the cancellation case); unit: [0, 1)."""
+    if kind == "signed":
+        return rng.standard_normal(shape).astype(np.float32)
+    if kind == "unit":
+        return rng.random(shape, dtype=np.float32)
+    return (1000 + rng.uniform(-8, 8, shape)).astype(np.float32)
+
+
+def window_args(window):
+    if "mode" in window:
+        return ["--mode", window["mode"]]
+    if "max_shift" in window:
+        return ["--max-shift", "%d,%d" % window["max_shift"]]
+    if "shifts" in window:
+        (dy0, dy1), (dx0, dx1) = window["shifts"]
+        return ["--shifts", f"{dy0}:{dy1},{dx0}:{dx1}"]
+    return []
+
+
+def stack(x):
+    return x.reshape((-1,) + x.shape[-2:])
+
+
+@pytest.mark.parametrize("kind", ["signed", "large"])
+@pytest.mark.parametrize("wname", list(NORM_WINDOWS))
+@pytest.mark.parametrize("form", list(NORM_FORMS))
+@pytest.mark.parametrize("normalize", ["zncc", "zero-lag"])
+def test_reference_normalize_equals_the_cpp_reference(xcorr_cli, tmp_path, normalize, form, wname, kind):
+    """algorithm="reference" with normalize= against `xcorr run --algorithm reference --normalize`
+    (harness/reference_element.hpp: direct two-pass sums) and tests/xcorr_np.py (scipy sums with
+    ones): three float64 computations, each different, agree far below the 1e-4 bound."""
+    ls, rs = NORM_FORMS[form]
+    window = NORM_WINDOWS[wname]
+    rng = seeded_rng((normalize, form, wname, kind))
+    left = norm_inputs(kind, rng, ls)
+    # zero-lag on signed data: C(0, 0) near 0 makes any ratio huge (CONVENTIONS.md); a positive right
+    # keeps it away from 0 while the left keeps both signs.
+    right = norm_inputs("unit" if kind == "signed" and normalize == "zero-lag" else kind, rng, rs)
+    got = xcorr.correlate2d(left, right, form=form if form in ("n-to-mn", "n-to-m") else None,
+                            normalize=normalize, algorithm="reference", **window)
+    assert got.dtype == np.float64 and np.isfinite(got).all()
+    out = tmp_path / "out.npy"
+    r = xrun(xcorr_cli, "--algorithm", "reference", "--form", form, "--normalize", normalize, *window_args(window),
+             save(tmp_path / "l.npy", stack(left)), save(tmp_path / "r.npy", stack(right)), "--out", out)
+    assert r.returncode == 0, r.stderr
+    cpp = np.load(out)  # float32: the float64 reference rounded once
+    flat = stack(got)
+    assert flat.shape == cpp.shape, (flat.shape, cpp.shape)
+    scale = max(1.0, float(np.abs(flat).max()))
+    np.testing.assert_allclose(flat, cpp, rtol=0, atol=1e-6 * scale)
+    plan = xcorr.Plan(left.shape, right.shape, form=form if form in ("n-to-mn", "n-to-m") else None,
+                      normalize=normalize, algorithm="reference", **window)
+    cpp64 = np.empty(plan.out_shape)
+    _xcorr.reference_cpu(plan._spec, left, right, cpp64)  # the same C++ reference, unrounded
+    np.testing.assert_allclose(got, cpp64, rtol=0, atol=1e-10 * scale)
+    (dy0, dy1), (dx0, dx1) = plan.shifts
+    oracle = normalized(normalize, form, stack(left), stack(right), (dy0, dy1, dx0, dx1))
+    np.testing.assert_allclose(flat, oracle, rtol=0, atol=1e-9 * scale)
+    if normalize == "zncc":
+        assert np.abs(got).max() <= 1 and (got != 0).any()
+    else:
+        assert (got != 0).any()
+
+
+def test_reference_zncc_is_opencv_tm_ccoeff_normed_in_the_valid_window():
+    cv2 = pytest.importorskip("cv2", reason="opencv-python-headless is not installed (requirements.txt)")
+    rng = seeded_rng("opencv")
+    image, templ = norm_inputs("large", rng, (41, 37)), norm_inputs("signed", rng, (3, 9, 13))
+    got = xcorr.correlate2d(image, templ, mode="valid", normalize="zncc", algorithm="reference")
+    for k in range(3):
+        np.testing.assert_allclose(got[k], cv2.matchTemplate(image, templ[k], cv2.TM_CCOEFF_NORMED), atol=1e-4)
+
+
+@pytest.mark.parametrize("form", list(NORM_FORMS))
+def test_reference_normalize_constant_and_zero_inputs_give_zeros_not_nan(form):
+    ls, rs = NORM_FORMS[form]
+    f = form if form in ("n-to-mn", "n-to-m") else None
+    rng = seeded_rng(("constant", form))
+    varying_l, varying_r = rng.random(ls), rng.random(rs)
+    with np.errstate(all="raise"):  # no division by zero, no invalid value, anywhere
+        for left, right in [(np.full(ls, 1000.25, np.float32), varying_r), (varying_l, np.full(rs, -3.5)),
+                            (np.zeros(ls), np.zeros(rs))]:
+            for window in NORM_WINDOWS.values():
+                got = xcorr.correlate2d(left, right, form=f, normalize="zncc", algorithm="reference", **window)
+                assert (got == 0).all(), window
+        for window in NORM_WINDOWS.values():  # C(0, 0) = 0
+            got = xcorr.correlate2d(np.zeros(ls), varying_r, form=f, normalize="zero-lag", algorithm="reference",
+                                    **window)
+            assert (got == 0).all(), window
+
+
+def test_normalize_none_is_the_default_and_explain_says_what_normalization_adds():
+    rng = seeded_rng("none")
+    a, b = rng.random((9, 8)), rng.random((4, 3))
+    np.testing.assert_array_equal(xcorr.correlate2d(a, b, normalize="none", algorithm="reference"),
+                                  xcorr.correlate2d(a, b, algorithm="reference"))
+    raw = xcorr.explain((64, 64), (16, 16), mode="valid", gpu="NVIDIA H200")
+    assert raw["normalize"] == "none" and "epilogue" not in raw["reason"]
+    for mode in ("zncc", "zero-lag"):
+        e = xcorr.explain((64, 64), (16, 16), mode="valid", normalize=mode, gpu="NVIDIA H200")
+        assert e["normalize"] == mode and f"normalize {mode}" in e["problem"]
+        # auto's pick is the raw one; the normalization's epilogue follows it
+        assert e["algorithm"] == raw["algorithm"] and e["candidates"] == raw["candidates"]
+        assert e["reason"].startswith(raw["reason"]) and f"({mode})" in e["reason"] and "epilogue" in e["reason"]
+    p = xcorr.Plan((9, 8), (4, 3), normalize="zero-lag", algorithm="reference")
+    assert p.normalize == "zero-lag" and "zero-lag" in p.explain()
+
+
+def test_cli_explain_normalize(xcorr_cli):
+    base = [xcorr_cli, "explain", "--form", "one-to-many", "--left", "256x256", "--right", "8:31x31", "--mode", "valid",
+            "--gpu", "NVIDIA H200"]
+    raw = run(base)
+    assert raw.returncode == 0, raw.stderr
+    for mode in ("zncc", "zero-lag"):
+        r = run(base + ["--normalize", mode])
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.splitlines()[3] == raw.stdout.splitlines()[3]  # "auto runs: ..." unchanged
+        assert f"normalized ({mode}): this algorithm's raw correlation" in r.stdout and "epilogue" in r.stdout
+    r = run(base + ["--normalize", "ncc"])
+    assert r.returncode == 2 and "unknown normalization" in r.stderr
+
+
 # --- CPU: every error path --------------------------------------------------------------------
 
 A, B = np.zeros((6, 7)), np.zeros((3, 3))
@@ -177,7 +321,11 @@ ERRORS = [  # kwargs of correlate2d with the reference (no GPU needed), exceptio
     (dict(max_shift=2, mode="valid"), ValueError, "one window"),
     (dict(shifts=((3, 1), (0, 0))), ValueError, "empty window"),
     (dict(shifts=(1, 2)), ValueError, "shifts takes"),
-    (dict(normalize="zncc"), ValueError, "#21"),
+    (dict(normalize="ncc"), ValueError, "'none', 'zncc', 'zero-lag'"),
+    (dict(normalize="ZNCC"), ValueError, "normalize must be"),
+    (dict(normalize=""), ValueError, "normalize must be"),
+    (dict(normalize=1), ValueError, "normalize must be"),
+    (dict(normalize=["zncc"]), ValueError, "normalize must be"),
     (dict(algorithm="no-such-algorithm"), ValueError, "unknown algorithm"),
     (dict(algorithm=None), ValueError, "algorithm must be"),
     (dict(precision="fp16"), ValueError, "precision"),
@@ -292,6 +440,66 @@ def test_every_algorithm_through_torch_and_cupy_matches_the_reference(name, lib,
             ran += 1
     if not ran:
         pytest.skip(f"{name} refused every case: {refused}")
+
+
+NORM_BOUND = 1e-4  # CONVENTIONS.md: normalized outputs within 1e-4 (absolute) of float64
+
+
+@pytest.mark.parametrize("lib", ["torch", "cupy"])
+@pytest.mark.parametrize("name", ["auto"] + ALGORITHMS)
+def test_normalized_through_torch_and_cupy_matches_the_reference(name, lib, request):
+    """normalize="zncc" (1000 + U[-8, 8) and both signs) and "zero-lag" (positive inputs: [0, 1) and
+    1000 + U[-8, 8)) for every form and window the algorithm computes (auto: all of them), odd
+    unequal shapes, the output poisoned with NaN first: within 1e-4 of the float64 reference
+    (max(1e-4, its bound) for a TF32 algorithm, as tests/test_normalize.py)."""
+    module = request.getfixturevalue(lib)
+    algo = None if name == "auto" else next(a for a in xcorr.algorithms() if a["name"] == name)
+    forms = list(GPU_CASES) if algo is None else algo["forms"]
+    windows = list(WINDOWS) if algo is None else algo["windows"]
+    precision = "tf32" if algo is not None and algo["precision"] == "tf32" else "fp32"
+    bound = NORM_BOUND if algo is None else max(NORM_BOUND, algo["tolerance"])
+    rng = seeded_rng(("normalized", name, lib))
+    ran, refused = 0, []
+    for normalize, kinds in (("zncc", ("large", "signed")), ("zero-lag", ("unit", "large"))):
+        for form in forms:
+            ls, rs = GPU_CASES[form]
+            for kind in kinds:
+                a, b = norm_inputs(kind, rng, ls), norm_inputs(kind, rng, rs)
+                for wname in windows:
+                    window = WINDOWS[wname]
+                    try:
+                        plan = xcorr.Plan(ls, rs, form=form, algorithm=name, precision=precision,
+                                          normalize=normalize, **window)
+                    except ValueError as e:  # a size or parameter this variant does not take
+                        refused.append(f"{normalize} {form} {wname}: {e}")
+                        continue
+                    out = lib_array(module, np.full(plan.out_shape, np.nan, np.float32))
+                    got = plan(lib_array(module, a), lib_array(module, b), out=out)
+                    assert got is out
+                    ref = xcorr.correlate2d(a, b, form=form, normalize=normalize, algorithm="reference", **window)
+                    g = host(got)
+                    assert g.shape == ref.shape and np.isfinite(g).all(), (normalize, form, wname, kind)
+                    err = float(np.abs(g - ref).max())
+                    assert err <= bound, (normalize, form, wname, kind, plan.algorithm, err)
+                    ran += 1
+    if not ran:
+        pytest.skip(f"{name} refused every normalized case: {refused}")
+
+
+def test_normalized_auto_says_what_it_runs_and_correlate2d_caches_per_normalization(torch):
+    a = torch.as_tensor(norm_inputs("large", seeded_rng("auto-norm"), (1, 200, 150)), device="cuda")
+    b = torch.as_tensor(norm_inputs("large", seeded_rng("auto-norm-r"), (5, 31, 17)), device="cuda")
+    results = {}
+    for normalize in (None, "zncc", "zero-lag"):
+        plan = xcorr.Plan(a.shape, b.shape, mode="valid", normalize=normalize)
+        if normalize:
+            assert f"normalized ({normalize})" in plan.explain() and "epilogue" in plan.explain()
+        results[normalize] = xcorr.correlate2d(a, b, mode="valid", normalize=normalize).cpu().numpy()
+    for normalize in ("zncc", "zero-lag"):
+        ref = xcorr.correlate2d(a.cpu().numpy(), b.cpu().numpy(), mode="valid", normalize=normalize,
+                                algorithm="reference")
+        assert np.abs(results[normalize] - ref).max() <= NORM_BOUND
+    assert np.abs(results[None]).max() > 1e6  # the raw sums: not served from a normalized plan
 
 
 def test_zero_copy_torch(torch):

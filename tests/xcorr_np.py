@@ -90,3 +90,40 @@ def window_fmas(shape, rect):
     def total(s0, s1, m, n):
         return sum(max(0, min(n, m - s) - max(0, -s)) for s in range(s0, s1 + 1))
     return total(dy0, dy1, hL, hR) * total(dx0, dx1, wL, wR)
+
+
+# Normalization (CONVENTIONS.md, "Normalization"): the contract's formula with every overlap sum
+# a correlation with ones (scipy), so independent of the package's summed-area tables
+# (python/xcorr/_reference.py) and of the C++ reference's two-pass direct sums.
+
+CONSTANT_OVERLAP = 1e-6  # the contract's threshold
+
+
+def zncc_full(L, R):
+    """Full zncc output of one pair in float64: every overlap's sums as correlations with ones."""
+    L, R = L.astype(np.float64), R.astype(np.float64)
+    oL, oR = np.ones_like(L), np.ones_like(R)
+    n = correlate2d(oL, oR)
+    sl, sr = correlate2d(L, oR), correlate2d(oL, R)
+    sll, srr = correlate2d(L * L, oR), correlate2d(oL, R * R)
+    slr = correlate2d(L, R)
+    fl, fr = n * sll - sl * sl, n * srr - sr * sr
+    ok = (n > 0) & (fl > CONSTANT_OVERLAP * n * sll) & (fr > CONSTANT_OVERLAP * n * srr)
+    out = np.zeros_like(n)
+    out[ok] = (n * slr - sl * sr)[ok] / np.sqrt(fl[ok] * fr[ok])
+    return out
+
+
+def zero_lag_full(L, R):
+    c = correlate2d(L.astype(np.float64), R.astype(np.float64))
+    c00 = c[R.shape[0] - 1, R.shape[1] - 1]  # shift (0, 0)
+    return np.zeros_like(c) if c00 == 0 else c / c00
+
+
+def normalized(mode, form, left, right, rect=None):
+    """The normalized output stack of the pairs of `form`, cropped to shifts `rect` (0 beyond)."""
+    f = zncc_full if mode == "zncc" else zero_lag_full
+    full = np.stack([f(left[i], right[j]) for i, j in pairs(form, len(left), len(right))])
+    if rect is None:
+        return full
+    return crop(full, right.shape[1], right.shape[2], *rect)

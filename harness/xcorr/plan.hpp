@@ -90,7 +90,8 @@ public:
     // besides its work area, CUDA graph executables, and fft+plan's cuFFT plans, which it creates
     // and destroys inside every execute().
     size_t workspace_bytes() const;
-    // Why this algorithm: the auto choice's reason, or "asked for by name".
+    // Why this algorithm: the auto choice's reason, or "asked for by name"; for a normalized
+    // problem followed by "; " and normalization_note().
     std::string explain() const;
     int device() const;  // the CUDA device it was built on
 
@@ -108,6 +109,11 @@ private:
 
 // The problem a spec describes (window resolved, checked): no GPU needed.
 Problem problem_of(const PlanSpec& spec);
+
+// What a normalized plan runs around its algorithm's raw correlation (normalize.hpp), in one
+// sentence for explanations ("" for Normalize::None). auto chooses the raw correlation exactly as
+// for the unnormalized problem; this says that the normalization's epilogue follows it.
+std::string normalization_note(Normalize n);
 
 // The spec of an already resolved problem (its window, if set, as the rectangle it is) run by a
 // named variant with `params`, under precision "tf32" unless told (every variant admitted): how

@@ -20,6 +20,7 @@ from ._xcorr import CudaError, NoGPUError
 FORMS = ("one-to-one", "one-to-many", "n-to-mn", "n-to-m")
 MODES = ("full", "valid", "same")
 PRECISIONS = ("fp32", "tf32")
+NORMALIZATIONS = _reference.NORMALIZATIONS  # ("none", "zncc", "zero-lag"); None means "none"
 
 
 def _shape_of(x, what):
@@ -91,10 +92,12 @@ def _lead(form, lshape, rshape):
 
 
 def _normalize(normalize):
-    if normalize is None or normalize == "none":
+    if normalize is None:
         return "none"
-    raise ValueError(f"normalize={normalize!r} does not exist yet: only None ('none'); 'zncc' and 'zero-lag' "
-                     f"come with issue #21")
+    if not isinstance(normalize, str) or normalize not in NORMALIZATIONS:
+        raise ValueError(f"normalize must be None or one of {', '.join(repr(n) for n in NORMALIZATIONS)}, "
+                         f"got {normalize!r}")
+    return normalize
 
 
 class Plan:
@@ -103,9 +106,9 @@ class Plan:
         plan = xcorr.Plan(left.shape, right.shape, mode="valid")
         out = plan(left, right)               # or plan(left, right, out=buf, stream=s)
 
-    Arguments as correlate2d's. algorithm="auto" chooses from this GPU's measured results (see
-    explain()); precision="fp32" admits only algorithms with FP32-class error (1e-5), "tf32" also
-    single-pass TF32 tensor cores. device: the CUDA device (default: the current one). The plan
+    Arguments as correlate2d's (normalize: None/"none", "zncc" or "zero-lag"). algorithm="auto"
+    chooses from this GPU's measured results (see explain()); precision="fp32" admits only
+    algorithms with FP32-class error (1e-5), "tf32" also single-pass TF32 tensor cores. device: the CUDA device (default: the current one). The plan
     holds its device workspace (workspace_bytes) until it is deleted. One plan must not run on two
     streams at once (its workspace is one).
     """
@@ -125,10 +128,11 @@ class Plan:
         if algorithm not in ("auto", "reference") and algorithm not in _names():
             raise ValueError(f"unknown algorithm {algorithm!r}: 'auto', 'reference' or one of {', '.join(_names())}")
         kind, text = _window(mode, max_shift, shifts)
+        self.normalize = _normalize(normalize)
         nL = self.left_shape[0] if len(self.left_shape) == 3 else 1
         nR = self.right_shape[0] if len(self.right_shape) == 3 else 1
         self._spec = _xcorr.spec(self.form, nL, nR, *self.left_shape[-2:], *self.right_shape[-2:], kind, text,
-                                 _normalize(normalize), precision,
+                                 self.normalize, precision,
                                  "auto" if algorithm == "reference" else algorithm, params)
         dy0, dy1, dx0, dx1, count, self.description = _xcorr.resolve(self._spec)
         self.shifts = ((dy0, dy1), (dx0, dx1))
@@ -160,8 +164,12 @@ class Plan:
         return None if self.reference else self._plan.device
 
     def explain(self):
-        """Why this algorithm: auto's reason, or 'asked for by name'."""
-        return "the float64 CPU reference, asked for by name" if self.reference else self._plan.explain()
+        """Why this algorithm: auto's reason, or 'asked for by name'; for a normalized plan, what runs
+        around the algorithm's raw correlation."""
+        if self.reference:
+            why = "the float64 CPU reference, asked for by name"
+            return why if self.normalize == "none" else f"{why}, normalize={self.normalize!r} in float64"
+        return self._plan.explain()  # the C++ plan's, which says what a normalization adds
 
     def __repr__(self):
         return f"xcorr.Plan({self.description}, algorithm={self.algorithm!r})"
@@ -226,8 +234,8 @@ class Plan:
                 raise ValueError(f"{what} must be float32 or float64, got {x.dtype}")
             return x.reshape((-1,) + x.shape[-2:])
         (dy0, dy1), (dx0, dx1) = self.shifts
-        result = _reference.correlate(self.form, host(left, kl, "left"), host(right, kr, "right"),
-                                      (dy0, dy1, dx0, dx1)).reshape(self.out_shape)
+        result = _reference.normalized(self.normalize, self.form, host(left, kl, "left"), host(right, kr, "right"),
+                                       (dy0, dy1, dx0, dx1)).reshape(self.out_shape)
         if out is None:
             return result
         if not isinstance(out, np.ndarray) or out.shape != self.out_shape or not np.issubdtype(out.dtype, np.floating):
@@ -265,6 +273,13 @@ def correlate2d(left, right, mode="full", *, max_shift=None, shifts=None, normal
     zero-extended); shifts=((dy0, dy1), (dx0, dx1)): any rectangle of shifts. Stacks as leading
     dimensions; the form and the result's shape as the module docstring says.
 
+    normalize (docs/CONVENTIONS.md, "Normalization"): None or "none", the sums above; "zncc", per
+    shift the Pearson correlation coefficient of the two overlapping parts (in [-1, 1]; 0 where
+    the overlap is empty or either part is constant; in the valid window, OpenCV's
+    TM_CCOEFF_NORMED); "zero-lag", C / C(0, 0) per pair (0 everywhere where C(0, 0) = 0). Any
+    algorithm computes them: its raw correlation, then the normalization's epilogue on the GPU;
+    within 1e-4 (absolute) of float64.
+
     Arrays: CuPy and PyTorch CUDA float32 arrays are used in place (non-contiguous ones are copied
     first) and the result is the same kind of array, computed on the current stream unless stream=
     names another; NumPy arrays (float32 or float64) are copied to the GPU and the float32 result
@@ -285,8 +300,8 @@ def correlate2d(left, right, mode="full", *, max_shift=None, shifts=None, normal
         (d for d in (_arrays.device_of(left, kl), _arrays.device_of(right, kr)) if d is not None), None)
     kind = kl if _arrays.device_of(left, kl) is not None else kr
     handle = None if algorithm == "reference" else _arrays.stream_handle(stream, kind, device)
-    key = (lshape, rshape, mode, _hashable(max_shift), _hashable(shifts), normalize, form, algorithm, precision,
-           _hashable(params), device, handle)
+    key = (lshape, rshape, _hashable(mode), _hashable(max_shift), _hashable(shifts), _normalize(normalize),
+           _hashable(form), _hashable(algorithm), _hashable(precision), _hashable(params), device, handle)
     plan = _plans.get(key)
     if plan is None:
         plan = Plan(lshape, rshape, mode, max_shift=max_shift, shifts=shifts, normalize=normalize, form=form,
@@ -324,8 +339,11 @@ def gpu_info():
 def explain(left, right, mode="full", *, max_shift=None, shifts=None, normalize=None, form=None, precision="fp32",
             gpu=None):
     """What algorithm="auto" picks for these arrays (or shapes) and why, without running anything:
-    {"algorithm", "params", "reason", "predicted_us", "gpu", "candidates"}. gpu: the GPU name to
-    decide for (default: this machine's; with no GPU, the cost model for an unmeasured one)."""
+    {"algorithm", "params", "reason", "predicted_us", "gpu", "problem", "normalize", "candidates"}.
+    gpu: the GPU name to decide for (default: this machine's; with no GPU, the cost model for an
+    unmeasured one). Normalized (normalize="zncc" or "zero-lag"): auto picks the raw correlation
+    as for normalize=None (the candidates and their times are the raw ones) and the reason says
+    that the normalization's epilogue runs after it."""
     p = Plan(left if not hasattr(left, "shape") else left.shape, right if not hasattr(right, "shape") else right.shape,
              mode, max_shift=max_shift, shifts=shifts, normalize=normalize, form=form, algorithm="reference",
              precision=precision)
@@ -337,7 +355,11 @@ def explain(left, right, mode="full", *, max_shift=None, shifts=None, normalize=
     candidates = _xcorr.auto_candidates(p._spec, gpu)
     if not candidates:
         raise ValueError(f"no algorithm of this build computes {p.description} at precision {precision}")
-    return dict(candidates[0], gpu=gpu or None, problem=p.description, candidates=candidates)
+    best = dict(candidates[0])
+    note = _xcorr.normalization_note(p.normalize)
+    if note:
+        best["reason"] = f"{best['reason']}; {note}"
+    return dict(best, gpu=gpu or None, problem=p.description, normalize=p.normalize, candidates=candidates)
 
 
 __all__ = ["CudaError", "NoGPUError", "Plan", "algorithms", "clear_cache", "correlate1d", "correlate2d", "explain",

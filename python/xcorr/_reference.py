@@ -1,8 +1,10 @@
 """The float64 reference on the CPU in NumPy: the definition of docs/CONVENTIONS.md,
-C(dy, dx) = sum_{r,c} L[r+dy][c+dx] * R[r][c], for every form and any window, as
-harness/reference_cpu.cpp computes it (the tests check the two against each other and against
-scipy.signal.correlate2d). Vectorised over the pairs and the shifts; it loops over the smaller
-matrix's elements, so it is meant for tests and small examples, not for speed."""
+C(dy, dx) = sum_{r,c} L[r+dy][c+dx] * R[r][c], for every form and any window, and its two
+normalizations (zncc, zero-lag; CONVENTIONS.md, "Normalization"), as harness/reference_cpu.cpp
+computes them (the tests check the two against each other, against scipy.signal.correlate2d and
+against tests/xcorr_np.py's independent normalization). Vectorised over the pairs and the shifts;
+it loops over the smaller matrix's elements, so it is meant for tests and small examples, not for
+speed."""
 import numpy as np
 
 
@@ -23,6 +25,11 @@ def correlate(form, left, right, window):
     left = np.asarray(left, dtype=np.float64)
     right = np.asarray(right, dtype=np.float64)
     li, ri = pair_indices(form, left.shape[0], right.shape[0])
+    return correlate_pairs(left, right, li, ri, window)
+
+
+def correlate_pairs(left, right, li, ri, window):
+    """correlate() for explicit pair indices (output k: left li[k] with right ri[k])."""
     if left.shape[1] * left.shape[2] < right.shape[1] * right.shape[2]:
         # Loop over the smaller matrix: C_LR(dy, dx) = C_RL(-dy, -dx).
         dy0, dy1, dx0, dx1 = window
@@ -53,3 +60,84 @@ def _pairs(lsel, rsel, window):
             x = c + ax0 + wR - 1
             acc += rsel[:, r, c, None, None] * pad[:, y:y + ny, x:x + nx]
     return out
+
+
+NORMALIZATIONS = ("none", "zncc", "zero-lag")
+CONSTANT_OVERLAP = 1e-6  # CONVENTIONS.md: a factor at most 1e-6·n·ΣX² marks a constant overlap
+
+
+def normalized(normalize, form, left, right, window):
+    """correlate()'s result under `normalize` ("none", "zncc" or "zero-lag"), float64."""
+    if normalize == "none":
+        return correlate(form, left, right, window)
+    if normalize not in NORMALIZATIONS:
+        raise ValueError(f"normalize must be one of {', '.join(NORMALIZATIONS)}, got {normalize!r}")
+    left = np.asarray(left, dtype=np.float64)
+    right = np.asarray(right, dtype=np.float64)
+    li, ri = pair_indices(form, left.shape[0], right.shape[0])
+    if normalize == "zero-lag":
+        return _zero_lag(left, right, li, ri, window)
+    return _zncc(left, right, li, ri, window)
+
+
+def _zero_lag(left, right, li, ri, window):
+    """C / C(0, 0) per pair; C(0, 0) is the sum over the overlap at shift (0, 0), whether or not
+    the window holds it; the whole output of a pair with C(0, 0) = 0 is 0."""
+    raw = correlate_pairs(left, right, li, ri, window)
+    h, w = min(left.shape[1], right.shape[1]), min(left.shape[2], right.shape[2])
+    c00 = np.einsum("kij,kij->k", left[:, :h, :w][li], right[:, :h, :w][ri])
+    out = np.zeros_like(raw)
+    nz = c00 != 0
+    out[nz] = raw[nz] / c00[nz, None, None]
+    return out
+
+
+def _spans(d0, d1, m, n):
+    """For shifts d0..d1 along one axis of a left of size m and a right of size n: the right's
+    overlapping index range [b, e) and the left's [b + d, e + d), all 0 where nothing overlaps."""
+    d = np.arange(d0, d1 + 1)
+    b, e = np.maximum(0, -d), np.minimum(n, m - d)
+    ok = e > b
+    b, e = np.where(ok, b, 0), np.where(ok, e, 0)
+    return b, e, np.where(ok, b + d, 0), np.where(ok, e + d, 0)
+
+
+def _tables(x):
+    """Summed-area tables (count, h + 1, w + 1) of a float64 stack, row 0 and column 0 zero."""
+    t = np.zeros((x.shape[0], x.shape[1] + 1, x.shape[2] + 1))
+    t[:, 1:, 1:] = x.cumsum(1).cumsum(2)
+    return t
+
+
+def _box(t, r0, r1, c0, c1):
+    """Sums of boxes rows [r0, r1) x columns [c0, c1) (1-D index arrays, outer product) of tables t."""
+    r0, r1, c0, c1 = r0[:, None], r1[:, None], c0[None, :], c1[None, :]
+    return t[:, r1, c1] - t[:, r0, c1] - t[:, r1, c0] + t[:, r0, c0]
+
+
+def _zncc(left, right, li, ri, window):
+    """Pearson's coefficient of the two overlapping parts per shift: (n·ΣLR - ΣL·ΣR) /
+    sqrt((n·ΣL² - (ΣL)²)(n·ΣR² - (ΣR)²)), 0 where n = 0 or a factor is at most 1e-6·n·ΣX².
+
+    The coefficient does not change when a constant is added to a matrix, so every matrix is first
+    shifted by its own mean (L' = L - mean(L)): the sums are then of the fluctuations, and the two
+    factors n·ΣX'² - (ΣX')², which equal the original ones exactly, cancel nothing on data such as
+    1000 + noise. ΣLR' comes from the direct correlation of L' with R'; the overlap sums ΣX', ΣX'²
+    from summed-area tables; the threshold uses the original ΣX² = ΣX'² + 2m·ΣX' + n·m²."""
+    dy0, dy1, dx0, dx1 = window
+    (_, hL, wL), (_, hR, wR) = left.shape, right.shape
+    ml, mr = left.mean(axis=(1, 2)), right.mean(axis=(1, 2))
+    ls, rs = left - ml[:, None, None], right - mr[:, None, None]
+    raw = correlate_pairs(ls, rs, li, ri, window)
+    rb, re, lrb, lre = _spans(dy0, dy1, hL, hR)
+    cb, ce, lcb, lce = _spans(dx0, dx1, wL, wR)
+    n = ((re - rb)[:, None] * (ce - cb)[None, :]).astype(np.float64)
+    sl, ql = _box(_tables(ls), lrb, lre, lcb, lce)[li], _box(_tables(ls * ls), lrb, lre, lcb, lce)[li]
+    sr, qr = _box(_tables(rs), rb, re, cb, ce)[ri], _box(_tables(rs * rs), rb, re, cb, ce)[ri]
+    fl, fr = n * ql - sl * sl, n * qr - sr * sr
+    m_l, m_r = ml[li, None, None], mr[ri, None, None]
+    orig_l, orig_r = ql + 2 * m_l * sl + n * m_l * m_l, qr + 2 * m_r * sr + n * m_r * m_r
+    ok = (n > 0) & (fl > CONSTANT_OVERLAP * n * orig_l) & (fr > CONSTANT_OVERLAP * n * orig_r)
+    out = np.zeros_like(raw)
+    out[ok] = (n * raw - sl * sr)[ok] / np.sqrt(fl[ok] * fr[ok])
+    return np.clip(out, -1.0, 1.0, out=out)  # a coefficient; rounding may step past ±1 by an ulp
