@@ -39,8 +39,9 @@
 // "validation failed: ...", never timed. --check-tolerance X replaces every variant's tolerance
 // with X (tests). Then the inputs are refilled with [0, 1) from seeds N, N + 1 and timed.
 // A normalized case is checked on 1000 + [-8, 8) (zncc: the cancellation case) or 4 + [-1, 1)
-// (zero-lag: C(0, 0) away from 0) instead, by the largest absolute error against the bound
-// max(1e-4, the variant's tolerance) (CONVENTIONS.md, "Accuracy for normalized outputs").
+// (zero-lag: C(0, 0) away from 0) instead; zncc by the largest absolute error against
+// max(1e-4, the variant's tolerance) (CONVENTIONS.md, "Accuracy for normalized outputs"), zero-lag
+// by the relative error against the variant's tolerance (reference.hpp, bound_for).
 //
 // Name:     <variant>/<form>/hL:../wL:../hR:../wR:../nL:../nR:..[/shifts:DY0:DY1,DX0:DX1][/norm:<mode>]
 //           [/<param>:<value>...] (the shifts segment only for a window other than the full output,
@@ -333,8 +334,8 @@ CheckResult check_case(const Case& c, const Options& opt, Instance& inst, CaseBu
             std::snprintf(text, sizeof text, "validation failed: %zu non-finite of %s (err=%.3e over the rest, tol=%.3e)",
                           cmp.nonfinite, what.c_str(), err, r.tolerance);
         else
-            std::snprintf(text, sizeof text, "validation failed: %s %.3e > tol=%.3e (%s)", error_name(p.normalize), err,
-                          r.tolerance, what.c_str());
+            std::snprintf(text, sizeof text, "validation failed: err=%.3e > tol=%.3e (%s, %s)", err, r.tolerance,
+                          what.c_str(), error_name(p.normalize));
         r.message = text;
     }
     return r;

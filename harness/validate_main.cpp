@@ -18,7 +18,8 @@
 // --normalize runs every case (variants, windows and the reference checks) with that normalization
 // (all: none, zncc and zero-lag, one after another; default none): the variant inside the
 // normalization's fast path (xcorr/normalize.hpp), against the float64 reference of the normalized
-// output, held to the largest absolute error max(1e-4, the variant's tolerance). Normalized cases
+// output (zncc: the largest absolute error, bound max(1e-4, the variant's tolerance); zero-lag: the
+// relative error, bound the variant's tolerance, as C(0, 0) is exact). Normalized cases
 // draw their inputs from 1000 + [-8, 8) too (the cancellation case); zero-lag ones only from the
 // positive ranges ([0, 1), 4 + [-1, 1), 1000 + [-8, 8)), where C(0, 0) is far from 0 (a signed
 // C(0, 0) near 0 turns any rounding into an unbounded ratio: not an error of the algorithm).
@@ -326,7 +327,8 @@ int main(int argc, char** argv) {
                     "  --tolerance X   hold every variant to error X instead of its declared bound (relative;\n"
                     "                  absolute for normalized outputs)\n"
                     "  --normalize N   run every case normalized so (all: none, zncc, zero-lag in turn; default\n"
-                    "                  none); normalized outputs are held to absolute error max(1e-4, tolerance)\n"
+                    "                  none); zncc outputs are held to absolute error max(1e-4, tolerance),\n"
+                    "                  zero-lag ones to the relative error of their variant\n"
                     "  --shape S       only these shapes (repeatable; every form, few matrices), e.g. 37x53,29x41\n"
                     "  --params P      all: every parameter combination on small shapes (default);\n"
                     "                  covering: each instantiated value once (short runs, e.g. under\n"

@@ -61,8 +61,8 @@ const char* kUsage =
     "      --normalize MODE (CONVENTIONS.md, \"Normalization\"; any algorithm, form and window):\n"
     "        none (default) the sums; zncc: per shift, Pearson's coefficient of the overlapping\n"
     "        parts (0 where the overlap is empty or constant); zero-lag: C(dy, dx) / C(0, 0)\n"
-    "        (0 everywhere where C(0, 0) = 0). A normalized output is validated by its largest\n"
-    "        absolute error, bound max(1e-4, the variant's).\n"
+    "        (0 everywhere where C(0, 0) = 0). --validate holds zncc to its largest absolute\n"
+    "        error, bound max(1e-4, the variant's), and zero-lag to the variant's relative bound.\n"
     "  xcorr explain --form FORM --left [N:]HxW --right [M:]HxW [WINDOW] [--precision fp32|tf32]\n"
     "                [--normalize MODE] [--gpu NAME] [--json]\n"
     "      What --algorithm auto runs for that problem (N lefts, M rights; default 1) and why, with\n"
@@ -261,9 +261,9 @@ int cmd_run(int argc, char** argv) {
         reference_cpu(p, left.data.data(), right.data.data(), ref.data());
         for (size_t i = 0; i < out.size(); ++i) out[i] = float(ref[i]);
         // Validated, the reference's float32 output is held to the float32 rounding of its values
-        // (normalized: absolute, so the rounding of the largest magnitude, at least 1's).
+        // (zncc: absolute, so the rounding of the largest magnitude, at least 1's).
         double bound = kReferenceFloat32Bound;
-        if (normalize != Normalize::None)
+        if (absolute_error_for(normalize))
             for (double v : ref) bound = std::max(bound, kReferenceFloat32Bound * std::fabs(v));
         if (validate && !validation_passes(out, ref, tolerance >= 0 ? tolerance : bound, normalize, algorithm, out_path))
             return 1;
