@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,7 +17,8 @@
 namespace xcorr {
 
 // kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent launch (sm_90 and
-// later; common/pdl.cuh explains the kernel side).
+// later; common/pdl.cuh explains the kernel side). XCORR_NO_PDL=1 in the environment launches it
+// as an ordinary kernel instead (a diagnostic: the kernel side's wait is then a no-op).
 template <class... Params, class... Args>
 void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                       Args&&... args) {
@@ -28,8 +30,12 @@ void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t s
     cudaLaunchAttribute attr{};
     attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr.val.programmaticStreamSerializationAllowed = 1;
+    static const bool no_pdl = [] {
+        const char* e = std::getenv("XCORR_NO_PDL");
+        return e && *e && std::string(e) != "0";
+    }();
     cfg.attrs = &attr;
-    cfg.numAttrs = 1;
+    cfg.numAttrs = no_pdl ? 0 : 1;
     XC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
     XC_CHECK_LAUNCH();
 }
