@@ -334,7 +334,7 @@ CheckResult check_case(const Case& c, const Options& opt, Instance& inst, CaseBu
             std::snprintf(text, sizeof text, "validation failed: %zu non-finite of %s (err=%.3e over the rest, tol=%.3e)",
                           cmp.nonfinite, what.c_str(), err, r.tolerance);
         else
-            std::snprintf(text, sizeof text, "validation failed: err=%.3e > tol=%.3e (%s, %s)", err, r.tolerance,
+            std::snprintf(text, sizeof text, "validation failed: err=%.3e > tol=%.3e (%s), %s", err, r.tolerance,
                           what.c_str(), error_name(p.normalize));
         r.message = text;
     }
