@@ -440,11 +440,7 @@ int main(int argc, char** argv) {
     try {
         for (int i = 1; i < argc; ++i) {
             std::string a = argv[i];
-            auto value = [&](const std::string& flag) -> std::string {
-                if (a.rfind(flag + "=", 0) == 0) return a.substr(flag.size() + 1);
-                if (i + 1 >= argc) throw UsageError(flag + " needs a value");
-                return argv[++i];
-            };
+            auto value = [&](const std::string& flag) { return option_value(argc, argv, i, flag); };
             auto is = [&](const std::string& flag) { return a == flag || a.rfind(flag + "=", 0) == 0; };
             if (is("--case")) specs.push_back(value("--case"));
             else if (is("--cases")) {

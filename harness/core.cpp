@@ -267,4 +267,11 @@ double parse_positive(const std::string& what, const std::string& text, bool zer
     return x;
 }
 
+std::string option_value(int argc, char** argv, int& i, const std::string& flag) {
+    const std::string a = argv[i];
+    if (a.rfind(flag + "=", 0) == 0) return a.substr(flag.size() + 1);
+    if (i + 1 >= argc) throw UsageError(flag + " needs a value");
+    return argv[++i];
+}
+
 }  // namespace xcorr

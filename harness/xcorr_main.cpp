@@ -179,11 +179,7 @@ int cmd_run(int argc, char** argv) {
     Normalize normalize = Normalize::None;
     for (int i = 0; i < argc; ++i) {
         std::string a = argv[i];
-        auto value = [&](const std::string& flag) -> std::string {
-            if (a.rfind(flag + "=", 0) == 0) return a.substr(flag.size() + 1);
-            if (i + 1 >= argc) throw UsageError(flag + " needs a value");
-            return argv[++i];
-        };
+        auto value = [&](const std::string& flag) { return option_value(argc, argv, i, flag); };
         if (a == "--algorithm" || a.rfind("--algorithm=", 0) == 0) algorithm = value("--algorithm");
         else if (a == "--form" || a.rfind("--form=", 0) == 0) form_text = value("--form");
         else if (a == "--out" || a.rfind("--out=", 0) == 0) out_path = value("--out");
@@ -339,11 +335,7 @@ int cmd_explain(int argc, char** argv) {
     bool have_window = false;
     for (int i = 0; i < argc; ++i) {
         std::string a = argv[i];
-        auto value = [&](const std::string& flag) -> std::string {
-            if (a.rfind(flag + "=", 0) == 0) return a.substr(flag.size() + 1);
-            if (i + 1 >= argc) throw UsageError(flag + " needs a value");
-            return argv[++i];
-        };
+        auto value = [&](const std::string& flag) { return option_value(argc, argv, i, flag); };
         auto is = [&](const char* flag) { return a == flag || a.rfind(std::string(flag) + "=", 0) == 0; };
         if (is("--form")) spec.form = parse_form(value("--form")), have_form = true;
         else if (is("--left")) parse_stack_shape("--left", value("--left"), spec.nL, spec.hL, spec.wL), have_left = true;

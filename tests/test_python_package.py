@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pytest
 from conftest import binary, run, save, seeded_rng, xrun
-from xcorr_np import counts, normalized
+from xcorr_np import counts, crop, normalized
 
 scipy_signal = pytest.importorskip("scipy.signal")
 
@@ -66,17 +66,6 @@ def test_reference_equals_scipy_correlate2d(ls, rs, mode):
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
-def cropped(full, hR, wR, dy0, dy1, dx0, dx1):
-    """The full output at shifts dy0..dy1, dx0..dx1, zero outside it."""
-    out = np.zeros((dy1 - dy0 + 1, dx1 - dx0 + 1))
-    for i, dy in enumerate(range(dy0, dy1 + 1)):
-        for j, dx in enumerate(range(dx0, dx1 + 1)):
-            y, x = dy + hR - 1, dx + wR - 1
-            if 0 <= y < full.shape[0] and 0 <= x < full.shape[1]:
-                out[i, j] = full[y, x]
-    return out
-
-
 @pytest.mark.parametrize("window", [dict(max_shift=2), dict(max_shift=(0, 5)), dict(max_shift=30),
                                     dict(shifts=((-9, -4), (3, 40))), dict(shifts=((50, 60), (0, 0)))])
 def test_reference_windows_crop_the_full_output(window):
@@ -90,7 +79,7 @@ def test_reference_windows_crop_the_full_output(window):
     else:
         (dy0, dy1), (dx0, dx1) = window["shifts"]
     got = xcorr.correlate2d(a, b, algorithm="reference", **window)
-    np.testing.assert_allclose(got, cropped(full, 5, 7, dy0, dy1, dx0, dx1), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got, crop(full, 5, 7, dy0, dy1, dx0, dx1), rtol=1e-12, atol=1e-12)
 
 
 FORM_CASES = [  # left shape, right shape, form given, form inferred, result's leading dims

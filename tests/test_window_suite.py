@@ -12,6 +12,7 @@ import pytest
 from scipy import signal
 from fake_xcorr import PEERS
 from suite_helpers import FIXTURES, clear_fake_env, log_lines, make_fake_build
+from xcorr_np import crop
 
 import experiments as suite
 from experiments._spec import (Case, Experiment, Series, Shape, case_key, expand, full_shifts, supports_window,
@@ -31,18 +32,6 @@ VALID_SHAPES = [(9, 13, 4, 11), (4, 11, 9, 13), (7, 5, 7, 2), (3, 3, 8, 3), (1, 
 SAME_SHAPES = [(8, 6, 4, 2), (7, 9, 4, 6), (6, 8, 5, 3), (4, 6, 9, 7), (3, 5, 8, 10), (5, 4, 6, 9), (1, 1, 2, 2)]
 
 
-def crop(full, hR, wR, window):
-    """Shifts dy0..dy1, dx0..dx1 of a full correlate2d output, 0 where there is no overlap."""
-    dy0, dy1, dx0, dx1 = window
-    out = np.zeros((dy1 - dy0 + 1, dx1 - dx0 + 1))
-    for i, dy in enumerate(range(dy0, dy1 + 1)):
-        for j, dx in enumerate(range(dx0, dx1 + 1)):
-            y, x = dy + hR - 1, dx + wR - 1
-            if 0 <= y < full.shape[0] and 0 <= x < full.shape[1]:
-                out[i, j] = full[y, x]
-    return out
-
-
 def scipy_pair(hL, wL, hR, wR):
     rng = np.random.default_rng(hL * 1000 + wL * 100 + hR * 10 + wR)
     left, right = rng.standard_normal((hL, wL)), rng.standard_normal((hR, wR))
@@ -57,7 +46,7 @@ def test_shifts_are_scipys_window(mode, sizes):
     want = signal.correlate2d(left, right, mode=mode)
     shape = Shape("one-to-one", *sizes, window=mode)
     assert shape.out_shape == want.shape
-    np.testing.assert_allclose(crop(full, hR, wR, shape.shifts()), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(crop(full, hR, wR, *shape.shifts()), want, rtol=1e-12, atol=1e-12)
 
 
 def test_full_and_max_shift_and_general_rectangles():
@@ -69,7 +58,7 @@ def test_full_and_max_shift_and_general_rectangles():
     assert Shape("one-to-one", 5, 7, 3, 4, window="max_shift=2").shifts() == (-2, 2, -2, 2)
     g = Shape("one-to-one", 5, 7, 3, 4, window="shifts=-9:-1,2:30")  # partly beyond the full range
     assert g.shifts() == (-9, -1, 2, 30) and g.shifts_text == "-9:-1,2:30" and not g.full
-    assert crop(full, 3, 4, g.shifts())[:6].sum() == 0  # dy < -2: no overlap, zeros
+    assert crop(full, 3, 4, *g.shifts())[:6].sum() == 0  # dy < -2: no overlap, zeros
     # the full output's rectangle, however named, is the full case
     assert Shape.one_to_one(8, window="max_shift=7").full and Shape.one_to_one(8, window="max_shift=7").shifts_text == ""
     assert Shape("one-to-one", 8, 8, 1, 1, window="valid").full  # valid with a 1 x 1 right

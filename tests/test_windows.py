@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import one_line_error, run, save, seeded_rng, xrun
-from xcorr_np import FORMS, correlate, counts, rel_error
+from xcorr_np import FORMS, correlate, counts, crop, rel_error
 
 
 
@@ -29,18 +29,6 @@ def reference(xcorr, tmp_path, form, left, right, *window):
     got = np.load(out)
     assert got.dtype == np.float32
     return got
-
-
-def crop(full, hR, wR, dy0, dy1, dx0, dx1):
-    """Shifts dy0..dy1, dx0..dx1 of full outputs (count, hL+hR-1, wL+wR-1), 0 beyond them."""
-    count, oh, ow = full.shape
-    out = np.zeros((count, dy1 - dy0 + 1, dx1 - dx0 + 1), full.dtype)
-    for i, dy in enumerate(range(dy0, dy1 + 1)):
-        for j, dx in enumerate(range(dx0, dx1 + 1)):
-            y, x = dy + hR - 1, dx + wR - 1
-            if 0 <= y < oh and 0 <= x < ow:
-                out[:, i, j] = full[:, y, x]
-    return out
 
 
 # (hL, wL, hR, wR): odd and unequal, left larger and right larger, equal in one dimension.

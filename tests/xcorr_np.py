@@ -71,7 +71,10 @@ def supports_window(declared, shape, rect):
 
 
 def crop(full, hR, wR, dy0, dy1, dx0, dx1):
-    """Shifts dy0..dy1, dx0..dx1 of full outputs (count, hL+hR-1, wL+wR-1), 0 beyond them."""
+    """Shifts dy0..dy1, dx0..dx1 of full outputs (count, hL+hR-1, wL+wR-1), or of one (hL+hR-1,
+    wL+wR-1), 0 beyond them."""
+    if full.ndim == 2:
+        return crop(full[None], hR, wR, dy0, dy1, dx0, dx1)[0]
     count, oh, ow = full.shape
     out = np.zeros((count, dy1 - dy0 + 1, dx1 - dx0 + 1), full.dtype)
     ys = [(i, dy + hR - 1) for i, dy in enumerate(range(dy0, dy1 + 1)) if 0 <= dy + hR - 1 < oh]

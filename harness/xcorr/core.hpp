@@ -226,6 +226,9 @@ int param_int(const Params& params, const std::string& name);
 // wrap out-of-range values).
 // A decimal integer in [lo, hi]: "<what>: not an integer from lo to hi: 'text'".
 int64_t parse_integer(const std::string& what, const std::string& text, int64_t lo, int64_t hi);
+// The value of the command-line option `flag` at argv[i], given as "FLAG=VALUE" or "FLAG VALUE"
+// (then i moves onto VALUE): "FLAG needs a value" (UsageError) when it is missing.
+std::string option_value(int argc, char** argv, int& i, const std::string& flag);
 // A finite number above 0 (at least 0 with zero_ok): "<what> needs a positive number, got 'text'".
 double parse_positive(const std::string& what, const std::string& text, bool zero_ok = false);
 
