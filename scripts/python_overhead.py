@@ -3,10 +3,16 @@
 
 For a few cases, on one stream, CUDA events around `calls` back-to-back calls of:
   bare        Plan.execute from C++ (the binding's time_execute_ptr loop: no Python per call)
-  plan        xcorr.Plan.__call__(left, right, out=out, stream=s)  (PyTorch tensors, DLPack)
+  plan        xcorr.Plan.__call__(left, right, out=out, stream=s)  (PyTorch tensors: the fast path,
+              raw pointers to execute_ptr)
+  plan_current xcorr.Plan.__call__(left, right, out=out)           (the current stream looked up)
+  dlpack      the plan's general path (Plan._call: DLPack export and import of the three arrays),
+              what every call took before the fast path
   correlate2d xcorr.correlate2d(left, right, out=out)               (plan cache, current stream)
   alloc       xcorr.correlate2d(left, right)                        (a new result each call)
-and the host time per call (time.perf_counter) of each. Added time = (mode - bare) / calls.
+and the host time per call (time.perf_counter) of each. Added time = (mode - bare) / calls on
+the GPU's clock (*_added_us), and host time per call less the bare loop's GPU time per call
+(*_host_added_us: issue #23's measure, since a launch-bound caller waits on the host).
 Small cases are launch-bound, so there the host time is what the caller sees. Prints JSON.
 Usage: python scripts/python_overhead.py [--calls N] [--out FILE]; needs a GPU and PyTorch."""
 import argparse
@@ -59,6 +65,8 @@ def main():
 
         modes = {
             "plan": lambda: plan(a, b, out=out, stream=h),
+            "plan_current": lambda: plan(a, b, out=out),
+            "dlpack": lambda: plan._call(a, b, out, h),
             "correlate2d": lambda: xcorr.correlate2d(a, b, form=form, out=out, **window),
             "alloc": lambda: xcorr.correlate2d(a, b, form=form, **window),
         }
@@ -68,6 +76,7 @@ def main():
             case[f"{name}_us"] = gpu_ms * 1e3
             case[f"{name}_host_us"] = host_s * 1e6
             case[f"{name}_added_us"] = gpu_ms * 1e3 - bare_ms * 1e3
+            case[f"{name}_host_added_us"] = host_s * 1e6 - bare_ms * 1e3
         results["cases"].append(case)
     text = json.dumps(results, indent=1)
     print(text)

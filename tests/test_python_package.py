@@ -342,6 +342,17 @@ def test_plan_refuses_arrays_of_other_shapes_and_1d_signals_wait_for_issue_22():
         xcorr.correlate1d(np.zeros(5), np.zeros(3))
 
 
+def test_correlate2d_cache_key_keeps_the_type_of_numbers():
+    """The plan cache must not let max_shift=True or 1.0 find the plan of max_shift=1 (they are
+    refused), nor fail on an unhashable option (a ValueError says what is wrong)."""
+    xcorr.correlate2d(A, B, max_shift=1, algorithm="reference")
+    for bad in (True, 1.0, (1, True)):
+        with pytest.raises(ValueError, match="integers"):
+            xcorr.correlate2d(A, B, max_shift=bad, algorithm="reference")
+    with pytest.raises(ValueError, match="mode must be"):
+        xcorr.correlate2d(A, B, ["full"], algorithm="reference")
+
+
 def has_gpu():
     try:
         xcorr.gpu_info()
@@ -523,6 +534,51 @@ def test_zero_copy_cupy(cupy):
     assert pool.used_bytes() == before
     ref = xcorr.correlate2d(a.get(), b.get(), mode="valid", algorithm="reference")
     assert rel_err(out.get(), ref) < 1e-5
+
+
+class NoDLPack:
+    """A plan's binding object whose DLPack entry (execute) fails: a call that still works took
+    the pointer path (execute_ptr)."""
+
+    def __init__(self, plan):
+        self._plan = plan
+
+    def execute(self, *args):
+        raise AssertionError("the DLPack path was taken")
+
+    def __getattr__(self, name):
+        return getattr(self._plan, name)
+
+
+@pytest.mark.parametrize("lib", ["torch", "cupy"])
+def test_arrays_as_the_kernels_read_them_take_the_pointer_path(lib, request):
+    """Issue #23: float32 C-contiguous arrays of the plan's shapes on its device go to the binding
+    as raw pointers (no DLPack per call), through Plan and correlate2d's cache, with and without
+    out=; anything else (a strided view) still takes the general path, which copies it."""
+    module = request.getfixturevalue(lib)
+    rng = seeded_rng(("pointer path", lib))
+    an, bn = rng.random((2, 37, 29), dtype=np.float32), rng.random((3, 11, 13), dtype=np.float32)
+    a, b = lib_array(module, an), lib_array(module, bn)
+    window = dict(form="n-to-m", max_shift=(3, 5))
+    ref = xcorr.correlate2d(an, bn, algorithm="reference", **window)
+    plan = xcorr.Plan(a.shape, b.shape, **window)
+    plan._plan = NoDLPack(plan._plan)
+    out = lib_array(module, np.full(plan.out_shape, np.nan, np.float32))
+    assert plan(a, b, out=out) is out and rel_err(host(out), ref) < 1e-5
+    got = plan(a, b)
+    assert type(got) is type(a) and rel_err(host(got), ref) < 1e-5
+    if lib == "torch":
+        assert rel_err(host(plan(a.clone().requires_grad_(True), b)), ref) < 1e-5
+    with pytest.raises(AssertionError, match="DLPack"):
+        plan(module.swapaxes(lib_array(module, np.ascontiguousarray(an.transpose(0, 2, 1))), 1, 2), b)
+    xcorr.clear_cache()
+    xcorr.correlate2d(a, b, **window)  # the first call fills the cache
+    for p in xcorr._api._plans.values():
+        p._plan = NoDLPack(p._plan)
+    assert rel_err(host(xcorr.correlate2d(a, b, **window)), ref) < 1e-5
+    out[...] = float("nan")
+    assert xcorr.correlate2d(a, b, out=out, **window) is out and rel_err(host(out), ref) < 1e-5
+    xcorr.clear_cache()
 
 
 def test_torch_streams_current_and_given(torch):

@@ -146,6 +146,7 @@ class Plan:
                                        or device < 0):
                 raise ValueError(f"device must be a CUDA device index, got {device!r}")
             self._plan = _xcorr.Plan(self._spec, -1 if device is None else int(device))
+        self._device = None if self.reference else self._plan.device  # the fast paths compare with it
 
     @property
     def algorithm(self):
@@ -179,6 +180,71 @@ class Plan:
         given, else into a new array of the inputs' kind; enqueued on `stream` (default: the
         current stream of the inputs' library; 0 for NumPy). With CuPy or PyTorch arrays the call
         returns without waiting for the GPU; with NumPy arrays it waits and returns NumPy."""
+        t = type(left)
+        if t is type(right):
+            T = _arrays.TORCH
+            if T is not None and t is T.Tensor:
+                result = self._torch(T, left, right, out, stream)
+                if result is not None:
+                    return result
+            else:
+                C = _arrays.CUPY
+                if C is not None and t is C.ndarray:
+                    result = self._cupy(C, left, right, out, stream)
+                    if result is not None:
+                        return result
+        return self._call(left, right, out, stream)
+
+    execute = __call__
+
+    # The fast paths: PyTorch or CuPy arrays on the plan's device that are already what the kernels
+    # read (float32, the plan's shapes, C-contiguous) go to the binding as raw device pointers, the
+    # caller's own memory (zero-copy), with no DLPack export and import per call. Any check that
+    # fails returns None and the general path (_call) handles the call: it copies a strided input,
+    # converts NumPy, and raises the ValueError that says what is wrong.
+
+    def _torch(self, T, left, right, out, stream):
+        dev, f32 = self._device, T.float32
+        if not (left.dtype is f32 and right.dtype is f32 and left.is_cuda and right.is_cuda
+                and left.get_device() == dev and right.get_device() == dev
+                and left.shape == self.left_shape and right.shape == self.right_shape
+                and left.layout is T.strided and right.layout is T.strided
+                and left.is_contiguous() and right.is_contiguous()):
+            return None
+        if out is None:
+            out = T.empty(self.out_shape, dtype=f32, device=T.device(dev))
+        elif not (type(out) is T.Tensor and out.dtype is f32 and out.is_cuda and out.get_device() == dev
+                  and out.shape == self.out_shape and out.layout is T.strided and out.is_contiguous()):
+            return None
+        if stream is None:
+            stream = T.stream(dev)  # the caller's current stream on the plan's device
+        elif type(stream) is not int or stream < 0:
+            stream = _arrays.stream_handle(stream, "torch", dev)
+        self._plan.execute_ptr(left.data_ptr(), right.data_ptr(), out.data_ptr(), stream)
+        return out
+
+    def _cupy(self, C, left, right, out, stream):
+        dev, f32 = self._device, C.float32
+        ml, mr = left.data, right.data
+        if not (left.dtype is f32 and right.dtype is f32 and ml.device_id == dev and mr.device_id == dev
+                and left.shape == self.left_shape and right.shape == self.right_shape
+                and left.flags.c_contiguous and right.flags.c_contiguous):
+            return None
+        if out is None:
+            out = (C.empty(self.out_shape, dtype=f32) if C.get_device() == dev
+                   else _arrays.empty_like_kind("cupy", self.out_shape, dev, left))
+        elif not (type(out) is C.ndarray and out.dtype is f32 and out.data.device_id == dev
+                  and out.shape == self.out_shape and out.flags.c_contiguous):
+            return None
+        if stream is None:
+            stream = C.current_stream().ptr  # CuPy's current stream, as the general path takes it
+        elif type(stream) is not int or stream < 0:
+            stream = _arrays.stream_handle(stream, "cupy", dev)
+        self._plan.execute_ptr(ml.ptr, mr.ptr, out.data.ptr, stream)
+        return out
+
+    def _call(self, left, right, out, stream):
+        """The general path: any kinds of arrays (NumPy, PyTorch, CuPy, DLPack), through DLPack."""
         kl, kr = _arrays.kind_of(left), _arrays.kind_of(right)
         if kl == "numpy":
             left = np.asarray(left)
@@ -200,8 +266,6 @@ class Plan:
             self._check_out(out)
         self._plan.execute(left, right, out, _arrays.stream_handle(stream, kind, device))
         return out
-
-    execute = __call__
 
     def _input(self, x, kind, device, what):
         if not _arrays.is_float32(x, kind):
@@ -290,34 +354,91 @@ def correlate2d(left, right, mode="full", *, max_shift=None, shifts=None, normal
     Raises ValueError for bad shapes, dtypes, windows or names, xcorr.NoGPUError without a usable
     GPU, xcorr.CudaError when CUDA fails.
     """
+    t = type(left)
+    if t is type(right) and algorithm != "reference":
+        # The fast path: a plan of the cache for the same arrays' shapes, device and stream and
+        # the same options, found without the general path's checks (the plan's call checks the
+        # arrays; a miss goes the general way, which checks everything and fills the cache).
+        T, C, dev = _arrays.TORCH, _arrays.CUPY, None
+        if T is not None and t is T.Tensor:
+            dev = left.get_device()
+            if dev < 0 or right.get_device() != dev:
+                dev = None
+            elif stream is None:
+                stream = T.stream(dev)  # the caller's current stream, as stream_handle takes it
+            elif type(stream) is not int or stream < 0:
+                stream = _arrays.stream_handle(stream, "torch", dev)
+        elif C is not None and t is C.ndarray:
+            dev = left.data.device_id
+            if right.data.device_id != dev:
+                dev = None
+            elif stream is None:
+                stream = C.current_stream().ptr
+            elif type(stream) is not int or stream < 0:
+                stream = _arrays.stream_handle(stream, "cupy", dev)
+        if dev is not None:
+            try:
+                plan = _plans.get((mode, normalize, form, algorithm, precision, left.shape, right.shape, dev, stream)
+                                  if max_shift is None and shifts is None and params is None else  # _key, inlined
+                                  _key(mode, max_shift, shifts, normalize, form, algorithm, precision, params,
+                                       left.shape, right.shape, dev, stream))
+            except TypeError:  # an unhashable option: the general path says what is wrong with it
+                plan = None
+            if plan is not None:
+                result = plan._torch(T, left, right, out, stream) if C is None or t is not C.ndarray else \
+                    plan._cupy(C, left, right, out, stream)
+                # None: an array the fast path does not take as it is; the plan's general path
+                # copies it or says what is wrong.
+                return result if result is not None else plan._call(left, right, out, stream)
     kl, kr = _arrays.kind_of(left), _arrays.kind_of(right)
     if kl == "numpy":
         left = np.asarray(left)
     if kr == "numpy":
         right = np.asarray(right)
     lshape, rshape = _shape_of(left, "left"), _shape_of(right, "right")
-    device = None if algorithm == "reference" else next(
-        (d for d in (_arrays.device_of(left, kl), _arrays.device_of(right, kr)) if d is not None), None)
-    kind = kl if _arrays.device_of(left, kl) is not None else kr
+    dl = _arrays.device_of(left, kl)
+    dr = _arrays.device_of(right, kr)
+    device = None if algorithm == "reference" else (dl if dl is not None else dr)
+    kind = kl if dl is not None else kr
     handle = None if algorithm == "reference" else _arrays.stream_handle(stream, kind, device)
-    key = (lshape, rshape, _hashable(mode), _hashable(max_shift), _hashable(shifts), _normalize(normalize),
-           _hashable(form), _hashable(algorithm), _hashable(precision), _hashable(params), device, handle)
-    plan = _plans.get(key)
+    # The arrays' own shape objects (torch.Size, tuples) as the fast path looks them up.
+    key = _key(mode, max_shift, shifts, normalize, form, algorithm, precision, params, left.shape, right.shape,
+               device, handle)
+    try:
+        plan = _plans.get(key)
+    except TypeError:  # an unhashable option (mode=["full"]): no valid plan has it, Plan() says why
+        key = plan = None
     if plan is None:
         plan = Plan(lshape, rshape, mode, max_shift=max_shift, shifts=shifts, normalize=normalize, form=form,
                     algorithm=algorithm, precision=precision, params=params, device=device)
+        if key is None:
+            return plan(left, right, out=out, stream=handle)
         if len(_plans) >= _PLAN_CACHE:
             _plans.pop(next(iter(_plans)))
         _plans[key] = plan  # one plan per stream: a plan must not run on two streams at once
     return plan(left, right, out=out, stream=handle)
 
 
+def _key(mode, max_shift, shifts, normalize, form, algorithm, precision, params, lshape, rshape, device, handle):
+    """correlate2d's plan cache key: the options, the arrays' shapes (their own shape objects,
+    torch.Size or tuples), the device and the stream. Equal only for options that mean the same
+    plan: strings and None as they are (nothing else equals a string; an unhashable option raises
+    TypeError when looked up), a number with its type, so that max_shift=True or 1.0 never finds
+    the plan of a valid 1 and skips the check that refuses it."""
+    if max_shift is None and shifts is None and params is None:  # the fast path inlines this case
+        return (mode, normalize, form, algorithm, precision, lshape, rshape, device, handle)
+    return (mode, normalize, form, algorithm, precision, lshape, rshape, device, handle, _hashable(max_shift),
+            _hashable(shifts), _hashable(params))
+
+
 def _hashable(v):
+    if v is None or type(v) is str:
+        return v
     if isinstance(v, dict):
         return tuple(sorted((str(k), str(x)) for k, x in v.items()))
     if isinstance(v, (list, tuple)):
         return tuple(_hashable(x) for x in v)
-    return v
+    return (type(v), v)
 
 
 def correlate1d(*args, **kwargs):

@@ -7,13 +7,49 @@ import numpy as np
 # DLPack device types (dlpack.h).
 DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED = 1, 2, 3, 13
 
+# What the fast call path (Plan.__call__, correlate2d) needs of PyTorch and CuPy: filled in by
+# kind_of when it first meets one of their arrays (the library is imported by then), so that
+# afterwards `type(x) is TORCH.Tensor` recognizes a tensor without importing anything.
+TORCH = None
+CUPY = None
+
+
+class _Torch:
+    def __init__(self, torch):
+        self.Tensor, self.float32, self.strided, self.empty = torch.Tensor, torch.float32, torch.strided, torch.empty
+        # The current stream's handle without building a torch.cuda.Stream (what
+        # torch.cuda.current_stream(device).cuda_stream returns; inductor's generated code calls it).
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        self.stream = raw if raw is not None else (lambda device: torch.cuda.current_stream(device).cuda_stream)
+        self._devices = {}
+        self._torch = torch
+
+    def device(self, index):
+        d = self._devices.get(index)
+        if d is None:
+            d = self._devices[index] = self._torch.device("cuda", index)
+        return d
+
+
+class _Cupy:
+    def __init__(self, cupy):
+        self.ndarray, self.float32, self.empty = cupy.ndarray, np.dtype(np.float32), cupy.empty
+        self.current_stream, self.get_device = cupy.cuda.get_current_stream, cupy.cuda.runtime.getDevice
+
 
 def kind_of(x):
     """'torch', 'cupy', 'numpy', or 'dlpack' (another array with __dlpack__)."""
+    global TORCH, CUPY
     module = type(x).__module__.split(".")[0]
     if module == "torch":
+        if TORCH is None:
+            import torch
+            TORCH = _Torch(torch)
         return "torch"
     if module == "cupy":
+        if CUPY is None:
+            import cupy
+            CUPY = _Cupy(cupy)
         return "cupy"
     if isinstance(x, np.ndarray) or not hasattr(x, "__dlpack_device__"):
         return "numpy"
@@ -80,11 +116,9 @@ def stream_handle(stream, kind, device):
         raise ValueError(f"stream= takes an integer handle, a torch.cuda.Stream or a cupy.cuda.Stream, "
                          f"got {type(stream).__name__}")
     if kind == "torch" and device is not None:
-        import torch
-        return torch.cuda.current_stream(device).cuda_stream
+        return TORCH.stream(device)
     if kind == "cupy" and device is not None:
-        import cupy
-        return cupy.cuda.get_current_stream().ptr
+        return CUPY.current_stream().ptr
     return 0
 
 
