@@ -449,12 +449,15 @@ public:
         if (n_split_) {
             partials_ = DeviceBuffer<float>(size_t(n_parts_) * size_t(p.out_count()) * C::BY * C::BX);
             split_tiles_ = DeviceBuffer<SplitTile>(split.size());
-            XC_CUDA_CHECK(cudaMemcpy(split_tiles_.get(), split.data(), split.size() * sizeof(SplitTile),
-                                     cudaMemcpyHostToDevice));
+            upload(split_tiles_, split.data(), split.size());
         }
+        // Uploaded before the constructor returns (upload(), xcorr/device_buffer.hpp): run() launches
+        // on the caller's stream, which need not wait for a cudaMemcpy's DMA. With a plain cudaMemcpy
+        // the kernels could read a previous allocation's items and split tiles (partial slots left
+        // unwritten or summed twice): the likely cause of the wrong windows seen beside another
+        // process on the GPU, whose copies can hold this one's DMA back.
         items_ = DeviceBuffer<WorkItem>(items.size());
-        XC_CUDA_CHECK(cudaMemcpy(items_.get(), items.data(), items.size() * sizeof(WorkItem),
-                                 cudaMemcpyHostToDevice));
+        upload(items_, items.data(), items.size());
     }
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {

@@ -52,4 +52,20 @@ private:
     size_t count_ = 0;
 };
 
+// Copies `n` elements from host memory into the start of `dst` and returns only once they are in
+// device memory: how a plan uploads its tables (work items, tile orders) when it is built. A plain
+// cudaMemcpy from pageable memory does not do that: it returns once the data is staged, "but the
+// DMA to final destination may not have completed" (CUDA, "API synchronization behavior"), and the
+// copy is ordered only on the default stream, which a non-blocking stream does not wait for (the
+// tools run on one; so may any caller). A kernel launched there right after could read the
+// allocation's previous contents: the one explanation left (host emulation, no GPU repro yet) for
+// register-tiled's wrong windows beside another process on the GPU. Synchronising the default stream (the per-thread one where the
+// build makes it the default, as cudaMemcpy then uses it) waits for the copy itself.
+template <typename T>
+void upload(DeviceBuffer<T>& dst, const T* src, size_t n) {
+    if (n == 0) return;
+    XC_CUDA_CHECK(cudaMemcpy(dst.get(), src, n * sizeof(T), cudaMemcpyHostToDevice));
+    XC_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+}
+
 }  // namespace xcorr

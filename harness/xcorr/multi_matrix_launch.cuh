@@ -113,7 +113,7 @@ public:
             }
             workers_ = int64_t(t.size());
             table_ = DeviceBuffer<int2>(t.size());
-            XC_CUDA_CHECK(cudaMemcpy(table_.get(), t.data(), table_.bytes(), cudaMemcpyHostToDevice));
+            upload(table_, t.data(), t.size());  // in device memory before any stream's kernel reads it
         } else {
             workers_ = int64_t(p.out_h()) * (dist_ == Distribution::None ? 1 : per_overlap);
         }

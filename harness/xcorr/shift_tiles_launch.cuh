@@ -50,7 +50,7 @@ inline DeviceBuffer<unsigned> shift_tiles_by_work(const Problem& p, int tdy, int
     std::vector<unsigned> order(tiles.size());
     for (size_t k = 0; k < tiles.size(); ++k) order[k] = tiles[k].second;
     DeviceBuffer<unsigned> out(order.size());
-    XC_CUDA_CHECK(cudaMemcpy(out.get(), order.data(), out.bytes(), cudaMemcpyHostToDevice));
+    upload(out, order.data(), order.size());  // in device memory before any stream's kernel reads it
     return out;
 }
 
