@@ -223,3 +223,36 @@ def test_explain_bad_signal_sizes(xcorr, args, needles):
 def test_explain_lag_windows_need_dims_1(xcorr):
     r = run([xcorr, "explain", "--form", "one-to-one", "--left", "9x9", "--right", "4x4", "--lags", "0:2"])
     one_line_error(r, 2, "--lags", "--dims 1")
+
+
+# --- GPU (skipped without one, with the reason) -------------------------------------------------
+
+def test_every_variant_and_auto_run_signals_on_the_gpu(xcorr, tmp_path, gpu, registry):
+    """`xcorr run --dims 1 --validate` for auto and each variant on each form it takes (odd unequal
+    lengths, the full window and a lag window): the output equals scipy.signal.correlate per pair
+    within the variant's bound; a refusal (exit 2, one line) is allowed, a failure is not."""
+    rng = seeded_rng("cli1d-gpu")
+    refused, ran = [], 0
+    for name in ["auto"] + [v["name"] for v in registry]:
+        forms = FORMS if name == "auto" else next(v["forms"] for v in registry if v["name"] == name)
+        tol = 1e-5 if name == "auto" else next(v["tolerance"] for v in registry if v["name"] == name)
+        tf32 = name != "auto" and next(v["precision"] for v in registry if v["name"] == name) == "tf32"
+        precision = ["--precision", "tf32"] if tf32 else []
+        for form in forms:
+            left, right = signals(rng, form, 1001, 45)
+            left, right = left.astype(np.float32), right.astype(np.float32)
+            for window, lags in (((), None), (("--lags", "-30:12"), (-30, 12))):
+                out = tmp_path / "o.npy"
+                r = xrun(xcorr, "--dims", "1", "--algorithm", name, "--form", form, save(tmp_path / "l.npy", left),
+                         save(tmp_path / "r.npy", right), "--out", out, "--validate", *window, *precision)
+                if r.returncode == 2 and name != "auto":
+                    one_line_error(r, 2)
+                    refused.append(f"{name} {form} {window}: {r.stderr.strip()}")
+                    continue
+                assert r.returncode == 0, (name, form, window, r.stdout, r.stderr)
+                want = per_pair(form, left.astype(np.float64), right.astype(np.float64), "full", lags)
+                got = np.load(out)
+                assert got.shape == want.shape
+                assert np.linalg.norm(got - want) / np.linalg.norm(want) <= max(tol, 1e-5), (name, form, window)
+                ran += 1
+    assert ran >= 2 * len(FORMS), refused  # auto ran every form and window
