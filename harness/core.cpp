@@ -185,6 +185,28 @@ WindowRequest parse_shifts(const std::string& text, const std::string& name) {
     return WindowRequest{WindowKind::Shifts, w};
 }
 
+WindowRequest parse_max_lag(const std::string& text, const std::string& name) {
+    const int s = int(parse_integer(spelled(name, "S"), text, 0, kMaxShift));
+    return WindowRequest{WindowKind::MaxShift, Window{0, 0, -s, s}};
+}
+
+WindowRequest parse_lags(const std::string& text, const std::string& name) {
+    std::string d0, d1;
+    if (!split_at(text, ':', d0, d1))
+        throw UsageError(name + " takes D0:D1 (integers, e.g. -4:7), got '" + text + "'");
+    const auto lag = [&](const std::string& t) { return int(parse_integer(spelled(name, "D0:D1"), t, -kMaxShift, kMaxShift)); };
+    const Window w{0, 0, lag(d0), lag(d1)};
+    if (w.dx0 > w.dx1) throw UsageError(name + " " + text + ": an empty range (D0 comes after D1)");
+    return WindowRequest{WindowKind::Shifts, w};
+}
+
+WindowRequest signal_same(int n, int m) {
+    // scipy.signal.correlate centres 'same' at (n + m - 1 - n) / 2 of the full output, i.e. lag
+    // -(m / 2); scipy.signal.correlate2d (same_window) at lag -((m - 1) / 2). Equal for odd m.
+    if (m % 2) return WindowRequest{WindowKind::Same, {}};
+    return WindowRequest{WindowKind::Shifts, Window{0, 0, -(m / 2), -(m / 2) + n - 1}};
+}
+
 bool window_is(WindowKind k, const Problem& p) {
     const Window w = p.shifts();
     switch (k) {

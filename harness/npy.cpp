@@ -246,7 +246,7 @@ constexpr size_t kMaxHeader = 10000;  // np.load's max_header_size: it refuses l
 
 }  // namespace
 
-Stack read_npy_stack(const std::string& path) {
+Stack read_npy_stack(const std::string& path, int dims) {
     Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
     if (f.fd < 0) bad(path, std::string("cannot open file (") + std::strerror(errno) + ")");
     struct stat st{};
@@ -302,9 +302,20 @@ Stack read_npy_stack(const std::string& path) {
     Stack s;
     s.source_dtype = elem == 4 ? "float32" : "float64";
     if (order.flag) bad(path, "Fortran-ordered arrays are not supported: save a C-ordered array");
-    if (shape.size() != 2 && shape.size() != 3)
-        bad(path, "wrong rank " + std::to_string(shape.size()) + ": expected a matrix (h, w) or a stack (count, h, w)");
-    if (shape.size() == 2) shape.insert(shape.begin(), 1);
+    if (dims == 1) {
+        // Signals (CONVENTIONS.md, "One-dimensional signals"): (n) is one, (count, n) a stack;
+        // either is read as 1 x n matrices.
+        if (shape.size() != 1 && shape.size() != 2)
+            bad(path, "wrong rank " + std::to_string(shape.size()) +
+                          " for --dims 1: expected a signal (n) or a stack of signals (count, n)");
+        shape.insert(shape.end() - 1, 1);
+        if (shape.size() == 2) shape.insert(shape.begin(), 1);
+    } else {
+        if (shape.size() != 2 && shape.size() != 3)
+            bad(path, "wrong rank " + std::to_string(shape.size()) + ": expected a matrix (h, w) or a stack (count, h, w)" +
+                          (shape.size() == 1 ? " (a 1-D signal: give --dims 1)" : ""));
+        if (shape.size() == 2) shape.insert(shape.begin(), 1);
+    }
     for (int64_t dim : shape)
         if (dim == 0) bad(path, "empty array (a dimension is 0)");
     // Dimensions are at most 2^30: 3 of them may overflow int64, so every product is checked.

@@ -5,8 +5,10 @@
 //   xcorr run --algorithm NAME|auto --form FORM [--param KEY=VALUE ...] LEFT.npy RIGHT.npy --out OUT.npy
 //             [--mode full|valid|same | --max-shift SY[,SX] | --shifts DY0:DY1,DX0:DX1]
 //             [--precision fp32|tf32] [--normalize none|zncc|zero-lag] [--validate [--tolerance X]]
+//   xcorr run --dims 1 ... [--mode full|valid|same | --max-lag S | --lags D0:D1]   (1-D signals)
 //   xcorr explain --form FORM --left [N:]HxW --right [M:]HxW [WINDOW] [--precision P] [--normalize MODE]
 //                 [--gpu NAME] [--json]
+//   xcorr explain --dims 1 --form FORM --left [N:]n --right [M:]m ...
 // Exit status: 0 success; 1 validation failed or a CUDA failure; 2 bad usage or bad input
 // (including a problem too large for GPU memory); 3 no usable GPU, or a GPU the binary was not
 // built for. Every failure prints one line on stderr.
@@ -63,8 +65,19 @@ const char* kUsage =
     "        parts (0 where the overlap is empty or constant); zero-lag: C(dy, dx) / C(0, 0)\n"
     "        (0 everywhere where C(0, 0) = 0). --validate holds zncc to its largest absolute\n"
     "        error, bound max(1e-4, the variant's), and zero-lag to the variant's relative bound.\n"
+    "      --dims 1: 1-D signals, each a 1 x n matrix (CONVENTIONS.md, \"One-dimensional\n"
+    "      signals\"); output k equals scipy.signal.correlate(L, R, mode) of its pair, lag d = sum\n"
+    "      over t of L[t + d] * R[t]. A file holds one signal (n) or a stack (count, n); the output\n"
+    "      is always a stack (count, n_out), (1, n_out) for one pair, as 2-D outputs always are\n"
+    "      (count, h, w). Forms, --normalize and --validate as in 2-D. WINDOW with --dims 1:\n"
+    "        --mode full|valid|same       as scipy.signal.correlate's mode; same: LEFT's length,\n"
+    "                                     lags -(m/2)..-(m/2)+n-1 (n, m: LEFT's, RIGHT's length;\n"
+    "                                     for an even m one lag below 2-D same's centring)\n"
+    "        --max-lag S                  lags -S..S\n"
+    "        --lags D0:D1                 lags D0..D1 (inclusive; --shifts 0:0,D0:D1 is the same)\n"
     "  xcorr explain --form FORM --left [N:]HxW --right [M:]HxW [WINDOW] [--precision fp32|tf32]\n"
     "                [--normalize MODE] [--gpu NAME] [--json]\n"
+    "  xcorr explain --dims 1 --form FORM --left [N:]n --right [M:]m [WINDOW] ...  (1-D signals)\n"
     "      What --algorithm auto runs for that problem (N lefts, M rights; default 1) and why, with\n"
     "      the candidates it would try next. No GPU needed: --gpu names the GPU whose measurements\n"
     "      to use (default: the GPU found, else none, i.e. the cost model). --normalize: auto picks\n"
@@ -160,12 +173,39 @@ int cmd_info() {
     return 0;
 }
 
-// The window option that argument `a` gives (--mode, --max-shift, --shifts, alone or as
-// --flag=value), or null.
+// The window option that argument `a` gives (--mode, --max-shift, --shifts, and for signals
+// --max-lag, --lags; alone or as --flag=value), or null.
 const char* window_option(const std::string& a) {
-    for (const char* flag : {"--mode", "--max-shift", "--shifts"})
+    for (const char* flag : {"--mode", "--max-shift", "--shifts", "--max-lag", "--lags"})
         if (a == flag || a.rfind(std::string(flag) + "=", 0) == 0) return flag;
     return nullptr;
+}
+
+WindowRequest parse_window(const std::string& flag, const std::string& text) {
+    if (flag == "--mode") return parse_mode(text);
+    if (flag == "--max-shift") return parse_max_shift(text);
+    if (flag == "--shifts") return parse_shifts(text);
+    if (flag == "--max-lag") return parse_max_lag(text);
+    return parse_lags(text);
+}
+
+// --dims: 2 (matrices, the default) or 1 (signals).
+int parse_dims(const std::string& text) {
+    if (text != "1" && text != "2") throw UsageError("--dims takes 1 (signals) or 2 (matrices), got '" + text + "'");
+    return text[0] - '0';
+}
+
+// Refuses a window option that does not belong to `dims` (checked once every option is read: the
+// order of --dims and the window is free).
+void check_window_dims(int dims, const std::string& flag, const WindowRequest& w) {
+    if (flag.empty() || flag == "--mode") return;
+    if (dims == 2 && (flag == "--max-lag" || flag == "--lags"))
+        throw UsageError(flag + " is a window of 1-D signals: give --dims 1 (matrices: --max-shift, --shifts)");
+    if (dims == 1 && flag == "--max-shift")
+        throw UsageError("--max-shift SY[,SX] is a window of matrices: with --dims 1 give --max-lag S");
+    if (dims == 1 && flag == "--shifts" && (w.given.dy0 != 0 || w.given.dy1 != 0))
+        throw UsageError("--shifts " + w.given.text() + " with --dims 1: a signal has one row, so DY0:DY1 must be 0:0 "
+                         "(--lags D0:D1 gives the lags alone)");
 }
 
 int cmd_run(int argc, char** argv) {
@@ -177,6 +217,7 @@ int cmd_run(int argc, char** argv) {
     std::optional<WindowRequest> window;  // unset: the full output
     std::string window_flag;              // the option that set it
     Normalize normalize = Normalize::None;
+    int dims = 2;
     for (int i = 0; i < argc; ++i) {
         std::string a = argv[i];
         auto value = [&](const std::string& flag) { return option_value(argc, argv, i, flag); };
@@ -192,12 +233,11 @@ int cmd_run(int argc, char** argv) {
         } else if (a == "--validate") validate = true;
         else if (a == "--normalize" || a.rfind("--normalize=", 0) == 0) normalize = parse_normalize(value("--normalize"));
         else if (a == "--tolerance" || a.rfind("--tolerance=", 0) == 0) tolerance = parse_positive("--tolerance", value("--tolerance"), true);
+        else if (a == "--dims" || a.rfind("--dims=", 0) == 0) dims = parse_dims(value("--dims"));
         else if (const char* flag = window_option(a)) {
-            if (window) throw UsageError(window_flag + " and " + flag + " both choose the window: give one of --mode, --max-shift, --shifts");
+            if (window) throw UsageError(window_flag + " and " + flag + " both choose the window: give one of --mode, --max-shift, --shifts (--dims 1: --mode, --max-lag, --lags)");
             window_flag = flag;
-            const std::string text = value(window_flag);
-            window = window_flag == "--mode" ? parse_mode(text)
-                     : window_flag == "--max-shift" ? parse_max_shift(text) : parse_shifts(text);
+            window = parse_window(window_flag, value(window_flag));
         } else if (a.rfind("--", 0) == 0) throw UsageError("unknown option " + a);
         else inputs.push_back(a);
     }
@@ -206,6 +246,7 @@ int cmd_run(int argc, char** argv) {
     if (out_path.empty()) throw UsageError("missing --out");
     if (inputs.size() != 2) throw UsageError("expected two input files (LEFT.npy RIGHT.npy), got " + std::to_string(inputs.size()));
     if (tolerance >= 0 && !validate) throw UsageError("--tolerance applies to --validate, which is not given");
+    if (window) check_window_dims(dims, window_flag, *window);
 
     const Form form = parse_form(form_text);
     check_precision(precision);
@@ -220,8 +261,9 @@ int cmd_run(int argc, char** argv) {
         v.resolve(given);
     }
 
-    Stack left = read_npy_stack(inputs[0]);
-    Stack right = read_npy_stack(inputs[1]);
+    Stack left = read_npy_stack(inputs[0], dims);
+    Stack right = read_npy_stack(inputs[1], dims);
+    if (dims == 1 && window && window->kind == WindowKind::Same) window = signal_same(left.w, right.w);
     PlanSpec spec;
     spec.form = form;
     spec.nL = left.count, spec.nR = right.count;
@@ -239,7 +281,9 @@ int cmd_run(int argc, char** argv) {
         if (!why.empty())
             throw UsageError(why + (find_variant(algorithm).supports_window(p) ? "" : " (the reference computes every window)"));
     }
-    const std::vector<int64_t> out_shape{p.out_count(), p.out_h(), p.out_w()};
+    // Signals: (count, n_out); every 1-D window has the one row dy = 0.
+    const std::vector<int64_t> out_shape =
+        dims == 1 ? std::vector<int64_t>{p.out_count(), p.out_w()} : std::vector<int64_t>{p.out_count(), p.out_h(), p.out_w()};
     // Refuse what does not fit before allocating anything (a 400 GB output must be an error
     // message, not the out-of-memory killer).
     const size_t out_elems = size_t(p.out_elems());
@@ -298,13 +342,19 @@ int cmd_run(int argc, char** argv) {
     return 0;
 }
 
-// "[N:]HxW" (--left, --right of xcorr explain): count and sizes.
-void parse_stack_shape(const std::string& flag, const std::string& text, int& n, int& h, int& w) {
+// "[N:]HxW" (--left, --right of xcorr explain), "[N:]n" with --dims 1: count and sizes.
+void parse_stack_shape(const std::string& flag, const std::string& text, int dims, int& n, int& h, int& w) {
     std::string rest = text;
     n = 1;
     if (auto colon = rest.find(':'); colon != std::string::npos) {
         n = int(parse_integer(flag + " count", rest.substr(0, colon), 1, INT32_MAX));
         rest = rest.substr(colon + 1);
+    }
+    if (dims == 1) {
+        if (rest.find('x') != std::string::npos) throw UsageError(flag + " takes [N:]n with --dims 1 (a signal's length), got '" + text + "'");
+        h = 1;
+        w = int(parse_integer(flag + " length", rest, 1, INT32_MAX));
+        return;
     }
     const auto x = rest.find('x');
     if (x == std::string::npos) throw UsageError(flag + " takes [N:]HxW, got '" + text + "'");
@@ -333,13 +383,16 @@ int cmd_explain(int argc, char** argv) {
     AutoOptions options;
     std::string window_flag;
     bool have_window = false;
+    int dims = 2;
+    std::string left_text, right_text;  // parsed once --dims is known
     for (int i = 0; i < argc; ++i) {
         std::string a = argv[i];
         auto value = [&](const std::string& flag) { return option_value(argc, argv, i, flag); };
         auto is = [&](const char* flag) { return a == flag || a.rfind(std::string(flag) + "=", 0) == 0; };
         if (is("--form")) spec.form = parse_form(value("--form")), have_form = true;
-        else if (is("--left")) parse_stack_shape("--left", value("--left"), spec.nL, spec.hL, spec.wL), have_left = true;
-        else if (is("--right")) parse_stack_shape("--right", value("--right"), spec.nR, spec.hR, spec.wR), have_right = true;
+        else if (is("--left")) left_text = value("--left"), have_left = true;
+        else if (is("--right")) right_text = value("--right"), have_right = true;
+        else if (is("--dims")) dims = parse_dims(value("--dims"));
         else if (is("--precision")) spec.precision = value("--precision");
         else if (is("--normalize")) spec.normalize = normalize_name(parse_normalize(value("--normalize")));
         else if (is("--gpu")) gpu_name = value("--gpu");
@@ -349,16 +402,18 @@ int cmd_explain(int argc, char** argv) {
         else if (a == "--leave-out") options.leave_out_self = true;
         else if (a == "--model-only") options.model_only = true;
         else if (const char* flag = window_option(a)) {
-            if (have_window) throw UsageError(window_flag + " and " + flag + " both choose the window: give one of --mode, --max-shift, --shifts");
+            if (have_window) throw UsageError(window_flag + " and " + flag + " both choose the window: give one of --mode, --max-shift, --shifts (--dims 1: --mode, --max-lag, --lags)");
             window_flag = flag;
             have_window = true;
-            const std::string text = value(window_flag);
-            spec.window = window_flag == "--mode" ? parse_mode(text)
-                          : window_flag == "--max-shift" ? parse_max_shift(text) : parse_shifts(text);
+            spec.window = parse_window(window_flag, value(window_flag));
         } else throw UsageError("unknown argument " + a + " (xcorr explain --help)");
     }
     if (!have_form) throw UsageError("missing --form");
-    if (!have_left || !have_right) throw UsageError("missing --left or --right ([N:]HxW)");
+    if (!have_left || !have_right) throw UsageError(dims == 1 ? "missing --left or --right ([N:]n)" : "missing --left or --right ([N:]HxW)");
+    parse_stack_shape("--left", left_text, dims, spec.nL, spec.hL, spec.wL);
+    parse_stack_shape("--right", right_text, dims, spec.nR, spec.hR, spec.wR);
+    if (have_window) check_window_dims(dims, window_flag, spec.window);
+    if (dims == 1 && spec.window.kind == WindowKind::Same) spec.window = signal_same(spec.wL, spec.wR);
     const Problem p = problem_of(spec);
     if (!gpu_name) {
         try {

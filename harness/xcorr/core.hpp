@@ -155,6 +155,14 @@ struct WindowRequest {
 WindowRequest parse_mode(const std::string& text, const std::string& name = "--mode");  // "full", "valid" or "same"
 WindowRequest parse_max_shift(const std::string& text, const std::string& name = "--max-shift");  // "SY[,SX]"; SX = SY if left out
 WindowRequest parse_shifts(const std::string& text, const std::string& name = "--shifts");  // "DY0:DY1,DX0:DX1"
+// The windows of signals (CONVENTIONS.md, "One-dimensional signals": h = 1, so dy is 0):
+// "S" -> lags -S..S (MaxShift 0,S), "D0:D1" -> lags D0..D1 (Shifts 0:0,D0:D1).
+WindowRequest parse_max_lag(const std::string& text, const std::string& name = "--max-lag");
+WindowRequest parse_lags(const std::string& text, const std::string& name = "--lags");
+// mode='same' of signals of lengths n (left) and m (right) as scipy.signal.correlate takes it: lags
+// -(m/2) .. -(m/2) + n - 1. For an even m that is one lag below same_window's (scipy.signal.
+// correlate2d's), so it comes as Shifts; for an odd m it is Same.
+WindowRequest signal_same(int n, int m);
 // Whether `p`'s shifts are the window of that kind for its sizes (MaxShift: symmetric about
 // shift (0, 0); Shifts: any), e.g. valid_window(p) == full_window(p) when the right is 1 x 1.
 bool window_is(WindowKind k, const Problem& p);

@@ -1,5 +1,6 @@
 // Reading and writing NumPy .npy files (CONVENTIONS.md, "Files"): float32 or float64 input
-// (converted to float32), C order, rank 2 (one matrix) or 3 (a stack). Every malformed file is a
+// (converted to float32), C order, rank 2 (one matrix) or 3 (a stack); for signals (dims 1) rank 1
+// (one signal) or 2 (a stack). Every malformed file is a
 // UsageError with a one-line message that names the file and what is wrong.
 //
 // The reader follows numpy's format (numpy/lib/format.py, versions 1.0, 2.0 and 3.0, the header
@@ -23,7 +24,8 @@ struct Stack {
     std::string source_dtype; // "float32" or "float64"
 };
 
-Stack read_npy_stack(const std::string& path);
+// dims 2: (h, w) or (count, h, w). dims 1 (signals): (n) or (count, n), read as count matrices 1 x n.
+Stack read_npy_stack(const std::string& path, int dims = 2);
 
 // Writes a float32 array of the given shape. The file appears completely or not at all:
 // the data go to a temporary file in the same directory, which is renamed over `path`.

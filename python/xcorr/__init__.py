@@ -1,7 +1,8 @@
-"""xcorr: GPU cross-correlation of 2-D arrays and stacks of them (NumPy, CuPy, PyTorch).
+"""xcorr: GPU cross-correlation of 2-D arrays, 1-D signals and stacks of them (NumPy, CuPy, PyTorch).
 
     import xcorr
     out = xcorr.correlate2d(left, right, mode="valid")   # as scipy.signal.correlate2d, on the GPU
+    out = xcorr.correlate1d(x, y, max_lag=50)              # as scipy.signal.correlate, lags -50..50
     plan = xcorr.Plan(left.shape, right.shape, max_shift=8)
     out = plan(left, right)                                # repeated calls on the same shapes
     xcorr.explain(left, right)                             # which algorithm "auto" picks, and why

@@ -11,6 +11,12 @@ Shapes. A left is (h, w) or a stack (nL, h, w); a right (h, w) or (nR, h, w). Th
 The result's leading dimensions are the left's stack dimension then the right's (an outer product),
 except for n-to-mn, whose outputs pair with the rights; in memory this is CONVENTIONS.md's output
 stack in every case (n-to-m: k = i*nR + j).
+
+1-D signals (correlate1d, Plan(..., dims=1); CONVENTIONS.md, "One-dimensional signals"): a signal
+(n,) is the matrix (1, n) and a stack (count, n) the stack (count, 1, n), so the table above holds
+with (n,) for (h, w) and (count, n) for (count, h, w), and the result drops the row dimension:
+(nL, nR, n_out) for n-to-m and so on. The memory is the same, so 1-D arrays go to the GPU as they
+are (no copy); only the plan's spec and the reference see the 1 x n matrices.
 """
 import numpy as np
 
@@ -33,6 +39,66 @@ def _shape_of(x, what):
     if any(d <= 0 for d in shape):
         raise ValueError(f"{what} has an empty dimension: shape {shape}")
     return shape
+
+
+MAX_SHIFT = (1 << 30) - 1  # harness/core.cpp's kMaxShift: a shift is less than 2^30 away from 0
+
+
+def _signal_shape(x, what):
+    """The shape of a signal (n,) or a stack of signals (count, n), checked."""
+    shape = tuple(x.shape) if hasattr(x, "shape") else tuple(x)
+    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in shape):
+        raise ValueError(f"{what}: a shape is a tuple of integers, got {shape!r}")
+    shape = tuple(int(d) for d in shape)
+    if len(shape) not in (1, 2):
+        raise ValueError(f"{what} must be a 1-D signal (n,) or a 2-D stack of signals (count, n), got shape {shape}"
+                         + (" (matrices: correlate2d)" if len(shape) == 3 else ""))
+    if any(d <= 0 for d in shape):
+        raise ValueError(f"{what} has an empty dimension: shape {shape}")
+    return shape
+
+
+def _as_matrices(shape):
+    """A signal shape as CONVENTIONS.md's matrix shape: (n,) -> (1, n), (count, n) -> (count, 1, n)."""
+    return shape[:-1] + (1, shape[-1])
+
+
+def _integer(v, what):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise ValueError(f"{what} takes integers, got {v!r}")
+    return int(v)
+
+
+def _lag_window(mode, max_lag, lags, n, m):
+    """_window for signals of lengths n (left) and m (right): (kind, text) of the 1 x n window,
+    dy = 0 (max_lag S: lags -S..S; lags (d0, d1): d0..d1 inclusive). mode="same" is
+    scipy.signal.correlate's, lags -(m // 2) .. -(m // 2) + n - 1: for an even m one lag below
+    correlate2d's "same" (harness/core.cpp, signal_same), so it goes as explicit lags."""
+    if not isinstance(mode, str) or mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    given = [n for n, v in (("mode", None if mode == "full" else mode), ("max_lag", max_lag), ("lags", lags))
+             if v is not None]
+    if len(given) > 1:
+        raise ValueError(f"give one window: {' and '.join(given)} were both given")
+    if max_lag is not None:
+        s = _integer(max_lag, "max_lag")
+        if not 0 <= s <= MAX_SHIFT:
+            raise ValueError(f"max_lag must be an integer from 0 to {MAX_SHIFT}, got {s}")
+        return "max_shift", f"0,{s}"
+    if lags is not None:
+        try:
+            d0, d1 = lags
+        except (TypeError, ValueError):
+            raise ValueError(f"lags takes a pair (d0, d1), got {lags!r}") from None
+        d0, d1 = _integer(d0, "lags"), _integer(d1, "lags")
+        if not (-MAX_SHIFT <= d0 <= MAX_SHIFT and -MAX_SHIFT <= d1 <= MAX_SHIFT):
+            raise ValueError(f"lags {d0}:{d1}: a lag is 2^30 or more away from 0")
+        if d0 > d1:
+            raise ValueError(f"empty window: lags ({d0}, {d1}) has its first lag after its last")
+        return "shifts", f"0:0,{d0}:{d1}"
+    if mode == "same" and m % 2 == 0:
+        return "shifts", f"0:0,{-(m // 2)}:{-(m // 2) + n - 1}"
+    return "mode", mode
 
 
 def _window(mode, max_shift, shifts):
@@ -106,6 +172,9 @@ class Plan:
         plan = xcorr.Plan(left.shape, right.shape, mode="valid")
         out = plan(left, right)               # or plan(left, right, out=buf, stream=s)
 
+    dims=1: 1-D signals, shapes (n,) or (count, n), windows mode, max_lag= or lags= (correlate1d's
+    arguments); the plan's shapes and out_shape are then the 1-D ones, and lags its (d0, d1).
+
     Arguments as correlate2d's (normalize: None/"none", "zncc" or "zero-lag"). algorithm="auto"
     chooses from this GPU's measured results (see explain()); precision="fp32" admits only
     algorithms with FP32-class error (1e-5), "tf32" also single-pass TF32 tensor cores. device: the CUDA device (default: the current one). The plan
@@ -114,10 +183,25 @@ class Plan:
     """
 
     def __init__(self, left_shape, right_shape, mode="full", *, max_shift=None, shifts=None, normalize=None,
-                 form=None, algorithm="auto", precision="fp32", params=None, device=None):
-        self.left_shape = _shape_of(left_shape, "left")
-        self.right_shape = _shape_of(right_shape, "right")
-        self.form = _form(form, self.left_shape, self.right_shape)
+                 form=None, algorithm="auto", precision="fp32", params=None, device=None, dims=2, max_lag=None,
+                 lags=None):
+        if isinstance(dims, bool) or dims not in (1, 2):
+            raise ValueError(f"dims must be 1 (signals) or 2 (matrices), got {dims!r}")
+        self.dims = dims
+        if dims == 2:
+            if max_lag is not None or lags is not None:
+                raise ValueError("max_lag= and lags= are windows of 1-D signals (dims=1); matrices take max_shift= "
+                                 "and shifts=")
+            self.left_shape = lshape = _shape_of(left_shape, "left")
+            self.right_shape = rshape = _shape_of(right_shape, "right")
+        else:
+            if max_shift is not None or shifts is not None:
+                raise ValueError("max_shift= and shifts= are windows of matrices: 1-D signals take max_lag= and lags=")
+            self.left_shape = _signal_shape(left_shape, "left")
+            self.right_shape = _signal_shape(right_shape, "right")
+            lshape, rshape = _as_matrices(self.left_shape), _as_matrices(self.right_shape)
+        self._matrix_shapes = (lshape, rshape)  # what the reference computes on: (..., h, w)
+        self.form = _form(form, lshape, rshape)
         if not isinstance(algorithm, str):
             raise ValueError(f"algorithm must be a name (xcorr.algorithms()), 'auto' or 'reference', got {algorithm!r}")
         if precision not in PRECISIONS:
@@ -127,17 +211,22 @@ class Plan:
             raise ValueError(f"params= are for a named algorithm, not {algorithm!r}")
         if algorithm not in ("auto", "reference") and algorithm not in _names():
             raise ValueError(f"unknown algorithm {algorithm!r}: 'auto', 'reference' or one of {', '.join(_names())}")
-        kind, text = _window(mode, max_shift, shifts)
+        kind, text = _window(mode, max_shift, shifts) if dims == 2 else _lag_window(mode, max_lag, lags, lshape[-1], rshape[-1])
         self.normalize = _normalize(normalize)
-        nL = self.left_shape[0] if len(self.left_shape) == 3 else 1
-        nR = self.right_shape[0] if len(self.right_shape) == 3 else 1
-        self._spec = _xcorr.spec(self.form, nL, nR, *self.left_shape[-2:], *self.right_shape[-2:], kind, text,
+        nL = lshape[0] if len(lshape) == 3 else 1
+        nR = rshape[0] if len(rshape) == 3 else 1
+        self._spec = _xcorr.spec(self.form, nL, nR, *lshape[-2:], *rshape[-2:], kind, text,
                                  self.normalize, precision,
                                  "auto" if algorithm == "reference" else algorithm, params)
         dy0, dy1, dx0, dx1, count, self.description = _xcorr.resolve(self._spec)
         self.shifts = ((dy0, dy1), (dx0, dx1))
-        self.out_shape = _lead(self.form, self.left_shape, self.right_shape) + (dy1 - dy0 + 1, dx1 - dx0 + 1)
-        assert int(np.prod(self.out_shape[:-2], dtype=np.int64)) == count, (self.out_shape, count)
+        # Signals: every 1-D window has the one row dy = 0, which the result drops.
+        self.out_shape = _lead(self.form, lshape, rshape) + (
+            (dy1 - dy0 + 1, dx1 - dx0 + 1) if dims == 2 else (dx1 - dx0 + 1,))
+        if dims == 1:
+            assert dy0 == dy1 == 0, self.shifts
+            self.lags = (dx0, dx1)
+        assert int(np.prod(self.out_shape[:-dims], dtype=np.int64)) == count, (self.out_shape, count)
         self.reference = algorithm == "reference"
         if self.reference:
             self._plan = None
@@ -292,14 +381,15 @@ class Plan:
             raise ValueError("out is read-only")
 
     def _reference(self, left, kl, right, kr, out):
-        def host(x, kind, what):
+        def host(x, kind, what, shape):
             x = _arrays.to_numpy(x, kind)
             if not np.issubdtype(x.dtype, np.floating) or x.dtype.itemsize > 8:
                 raise ValueError(f"{what} must be float32 or float64, got {x.dtype}")
-            return x.reshape((-1,) + x.shape[-2:])
+            return x.reshape((-1,) + shape[-2:])  # a stack of matrices (signals: of 1 x n ones)
         (dy0, dy1), (dx0, dx1) = self.shifts
-        result = _reference.normalized(self.normalize, self.form, host(left, kl, "left"), host(right, kr, "right"),
-                                       (dy0, dy1, dx0, dx1)).reshape(self.out_shape)
+        lshape, rshape = self._matrix_shapes
+        result = _reference.normalized(self.normalize, self.form, host(left, kl, "left", lshape),
+                                       host(right, kr, "right", rshape), (dy0, dy1, dx0, dx1)).reshape(self.out_shape)
         if out is None:
             return result
         if not isinstance(out, np.ndarray) or out.shape != self.out_shape or not np.issubdtype(out.dtype, np.floating):
@@ -441,9 +531,55 @@ def _hashable(v):
     return (type(v), v)
 
 
-def correlate1d(*args, **kwargs):
-    """1-D signals (scipy.signal.correlate per pair) are not there yet."""
-    raise NotImplementedError("1-D signals come with issue #22")
+def correlate1d(left, right, mode="full", *, max_lag=None, lags=None, normalize=None, form=None, algorithm="auto",
+                precision="fp32", params=None, out=None, stream=None):
+    """Cross-correlation of 1-D signals or stacks of them, as scipy.signal.correlate(left, right, mode):
+
+        C[k] = sum_t left[t + d] * right[t],  d = k - (len(right) - 1)
+
+    i.e. correlate1d(a, b) == scipy.signal.correlate(a, b) for 1-D a, b (left is in1, nothing is
+    flipped; mode "full", "valid" or "same"). "same" is len(left) long and scipy.signal.correlate's:
+    lags -(m // 2) .. -(m // 2) + n - 1 (n, m = len(left), len(right)), which for an even m is one
+    lag below correlate2d's "same" of the 1 x n matrices.
+    max_lag=s: only the lags -s..s (the full output cropped, zero-extended: 2s + 1 values, lag 0 in
+    the middle); lags=(d0, d1): the lags d0..d1 inclusive. A signal is a 1 x n matrix
+    (CONVENTIONS.md, "One-dimensional signals"), so every form, window and normalization is
+    correlate2d's: stacks (count, n) as leading dimensions, with the same form inference (1-D x
+    (nR, n) one-to-many, result (nR, n_out); (nL, n) x 1-D n-to-m, result (nL, n_out); two stacks
+    need form="n-to-m", result (nL, nR, n_out), or form="n-to-mn", result (nR, n_out)).
+
+    normalize None, "zncc" (Pearson's coefficient per lag of the overlapping parts) or "zero-lag"
+    (C / C(0) per pair), algorithm, precision, params, out and stream as correlate2d's. CuPy and
+    PyTorch arrays are used in place (a 1-D array needs no reshaping copy); algorithm="reference"
+    is the float64 NumPy reference on any machine. Raises ValueError for bad shapes (a 3-D array:
+    use correlate2d), dtypes, windows or names, xcorr.NoGPUError, xcorr.CudaError.
+    """
+    kl, kr = _arrays.kind_of(left), _arrays.kind_of(right)
+    if kl == "numpy":
+        left = np.asarray(left)
+    if kr == "numpy":
+        right = np.asarray(right)
+    lshape, rshape = _signal_shape(left, "left"), _signal_shape(right, "right")
+    dl = _arrays.device_of(left, kl)
+    dr = _arrays.device_of(right, kr)
+    device = None if algorithm == "reference" else (dl if dl is not None else dr)
+    kind = kl if dl is not None else kr
+    handle = None if algorithm == "reference" else _arrays.stream_handle(stream, kind, device)
+    # Its own keys in correlate2d's cache: a (count, n) stack has the shape of a matrix.
+    key = ("correlate1d",) + _key(mode, max_lag, lags, normalize, form, algorithm, precision, params, left.shape,
+                                  right.shape, device, handle)
+    try:
+        plan = _plans.get(key)
+    except TypeError:  # an unhashable option: Plan() says what is wrong with it
+        key = plan = None
+    if plan is None:
+        plan = Plan(lshape, rshape, mode, max_lag=max_lag, lags=lags, normalize=normalize, form=form,
+                    algorithm=algorithm, precision=precision, params=params, device=device, dims=1)
+        if key is not None:
+            if len(_plans) >= _PLAN_CACHE:
+                _plans.pop(next(iter(_plans)))
+            _plans[key] = plan
+    return plan(left, right, out=out, stream=handle)
 
 
 def algorithms():
@@ -458,16 +594,17 @@ def gpu_info():
 
 
 def explain(left, right, mode="full", *, max_shift=None, shifts=None, normalize=None, form=None, precision="fp32",
-            gpu=None):
+            gpu=None, dims=2, max_lag=None, lags=None):
     """What algorithm="auto" picks for these arrays (or shapes) and why, without running anything:
     {"algorithm", "params", "reason", "predicted_us", "gpu", "problem", "normalize", "candidates"}.
     gpu: the GPU name to decide for (default: this machine's; with no GPU, the cost model for an
     unmeasured one). Normalized (normalize="zncc" or "zero-lag"): auto picks the raw correlation
     as for normalize=None (the candidates and their times are the raw ones) and the reason says
-    that the normalization's epilogue runs after it."""
+    that the normalization's epilogue runs after it. dims=1: 1-D signals (correlate1d's shapes and
+    windows, max_lag= or lags=)."""
     p = Plan(left if not hasattr(left, "shape") else left.shape, right if not hasattr(right, "shape") else right.shape,
              mode, max_shift=max_shift, shifts=shifts, normalize=normalize, form=form, algorithm="reference",
-             precision=precision)
+             precision=precision, dims=dims, max_lag=max_lag, lags=lags)
     if gpu is None:
         try:
             gpu = _xcorr.gpu_info()["name"]
