@@ -64,6 +64,7 @@ QUICK_MAX_FMAS = 1e11
 MAX_CASES_PER_CHUNK = 200
 EXIT_BUDGET = 4
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+ISOLATE = object()  # Runner.file_chunk: the binary refused the chunk before running it
 
 
 def now() -> str:
@@ -132,11 +133,13 @@ class State:
                 done.add(key)
         return done
 
-    def record(self, case, status: str, entries: list, message: str = "") -> None:
-        """Files the case's result (its repetitions, status and the revision that measured it) in
-        place of any older one, at the end: the file lists cases in the order they were measured."""
+    def record(self, case, status: str, entries: list, message: str = "", device: dict | None = None) -> None:
+        """Files the case's result (its repetitions, status, the revision that measured it and,
+        where known, the device: nvidia-smi's index and UUID) in place of any older one, at the
+        end: the file lists cases in the order they were measured."""
         self.data["cases"].pop(case.key, None)
-        info = {"status": status, "message": message, "time": now(), "revision": self.revision}
+        info = {"status": status, "message": message, "time": now(), "revision": self.revision,
+                **({"device": device} if device else {})}
         reps = [e for e in entries if is_iteration(e)]  # Google's aggregates are recomputed from these
         self.data["cases"][case.key] = resultfile.encode(resultfile.identity_from_line(case.line()), case.cold,
                                                          info, reps)
@@ -161,6 +164,9 @@ class Runner:
         self.crashes = 0
         self.signal = None  # the stop signal received, if any
         self.pass_fds = ()  # the GPU lock: each benchmark holds it too (xcsuite/gpulock.py)
+        self.device = None  # {"index", "uuid"} recorded with each case, where known
+        self.env = None  # the benchmarks' environment (None: this process's)
+        self.state_lock = contextlib.nullcontext()  # held while a chunk's results go into the shared State
 
     def stop(self, signum, _frame=None) -> None:
         """Signal handler: no new chunk starts, and the running benchmark is killed (it runs in
@@ -208,7 +214,7 @@ class Runner:
                 lf.flush()
                 timed_out = False
                 self.proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                                             pass_fds=self.pass_fds,
+                                             pass_fds=self.pass_fds, env=self.env,
                                              cwd=paths.ROOT if cases[0].variant in self.peers else None)
                 if self.signal is not None:  # arrived while the process was being started
                     self.kill_child()
@@ -238,6 +244,13 @@ class Runner:
         budget_bound = self.time_left() < own_limit
         timeout = min(self.time_left(), own_limit)
         rc, data, tail, timed_out = self.invoke(cases, exp_name, timeout)
+        with self.state_lock:  # several GPUs' runners file into one State: one at a time
+            rest = self.file_chunk(cases, state, exp_name, rc, data, tail, timed_out, budget_bound)
+        if rest is ISOLATE:  # refused before running: isolate the offender(s) one by one
+            return self.isolate(list(cases), state, exp_name)
+        return rest
+
+    def file_chunk(self, cases, state, exp_name, rc, data, tail, timed_out, budget_bound) -> list:
         if self.signal is not None:
             pass  # killed by the runner's stop: not the binary's failure
         elif rc != 0 and data is None and rc != 2:
@@ -264,27 +277,26 @@ class Runner:
             errors = [e for e in entries if e.get("error_occurred")]
             iters = [e for e in entries if is_iteration(e) and not e.get("error_occurred")]
             if errors:
-                state.record(c, "failed", entries, errors[0].get("error_message", "error"))
+                state.record(c, "failed", entries, errors[0].get("error_message", "error"), self.device)
             elif len(iters) >= reps:
-                state.record(c, "ok", entries)
+                state.record(c, "ok", entries, device=self.device)
             elif self.signal is not None:
                 rest.append(c)  # stopped by a signal: still pending
             elif rc == 2 and data is None:
                 if len(cases) > 1:
-                    rest = list(cases)  # refused before running: isolate the offender(s) one by one
-                    return self.isolate(rest, state, exp_name)
-                state.record(c, "rejected", [], tail or "xcorr_bench exit status 2")
+                    return ISOLATE
+                state.record(c, "rejected", [], tail or "xcorr_bench exit status 2", self.device)
             elif timed_out and budget_bound:
                 rest.append(c)  # killed by the --max-minutes budget: leave it pending
                 self.stopped_for_budget = True
             elif not culprit_found and rc != 0:
                 culprit_found = True
                 why = "killed after exceeding its time limit" if timed_out else f"xcorr_bench exit status {rc}"
-                state.record(c, "failed", entries, f"{why}: {tail}".strip(": "))
+                state.record(c, "failed", entries, f"{why}: {tail}".strip(": "), self.device)
             elif rc != 0:
                 rest.append(c)  # never started: the process died on an earlier case
             else:
-                state.record(c, "failed", entries, f"xcorr_bench gave {len(iters)} of {reps} repetitions")
+                state.record(c, "failed", entries, f"xcorr_bench gave {len(iters)} of {reps} repetitions", self.device)
         state.save()
         return rest
 
@@ -297,13 +309,14 @@ class Runner:
                 self.stopped_for_budget = True
                 return cases[i:]
             self.run_chunk([c], state, exp_name)
-            if i == 2 and all(state.data["cases"].get(x.key, {}).get("status") == "rejected" for x in cases[:3]):
-                # three refusals in a row: the command line, not the cases (keep them pending)
-                msg = state.data["cases"][cases[0].key]["message"]
-                for x in cases[:3]:
-                    state.data["cases"].pop(x.key, None)
-                state.save()
-                raise SystemExit(f"run_experiments: xcorr_bench refuses every case: {msg}")
+            with self.state_lock:
+                if i == 2 and all(state.data["cases"].get(x.key, {}).get("status") == "rejected" for x in cases[:3]):
+                    # three refusals in a row: the command line, not the cases (keep them pending)
+                    msg = state.data["cases"][cases[0].key]["message"]
+                    for x in cases[:3]:
+                        state.data["cases"].pop(x.key, None)
+                    state.save()
+                    raise SystemExit(f"run_experiments: xcorr_bench refuses every case: {msg}")
         return []
 
     @staticmethod
