@@ -16,7 +16,12 @@ repetition of that case reports error_occurred with FAKE_ERROR_MESSAGE, default:
 memory), FAKE_SLEEP=seconds (per case),
 FAKE_HANG_ON=substring (on reaching a matching case, writes its pid to FAKE_PIDFILE and sleeps for
 an hour, like a hung kernel: everything before it is in the output file), FAKE_GPU_NAME,
-FAKE_REVISION (the git revision the binary reports; default fake123). The peerbench role lists
+FAKE_REVISION (the git revision the binary reports; default fake123).
+Several GPUs: FAKE_GPUS=N (default 1, or as many as FAKE_GPU_NAMES names) and FAKE_GPU_NAMES=A,B,...
+(each device's name; default FAKE_GPU_NAME for all); the device a process uses is the first entry
+of CUDA_VISIBLE_DEVICES (an index or the fake UUID GPU-fake-<i>, default 0); the nvidia-smi role
+(`fake_xcorr.py nvidia-smi --query-gpu=F,... --format=csv,noheader` or `-L`) lists them. With
+FAKE_ONLY_DEVICE=i, FAKE_CRASH_ON and FAKE_HANG_ON act on device i only. The peerbench role lists
 PEERS (FAKE_PEERS_UNAVAILABLE=name,... marks those unavailable) and logs to FAKE_PEER_LOG instead.
 Windows (window=, max_shift=, shifts=) as xcorr_bench takes them: a window the variant does not
 declare is refused (exit 2); a windowed case is named with /shifts:DY0:DY1,DX0:DX1 after nR and
@@ -45,7 +50,48 @@ def peers():
     off = set(os.environ.get("FAKE_PEERS_UNAVAILABLE", "").split(","))
     return [{**p, "available": p["name"] not in off, "unavailable_reason": "not installed" if p["name"] in off else ""}
             for p in PEERS]
-GPU = os.environ.get("FAKE_GPU_NAME", "Fake GPU 9000")
+def gpu_names():
+    default = os.environ.get("FAKE_GPU_NAME", "Fake GPU 9000")
+    names = [n for n in os.environ.get("FAKE_GPU_NAMES", "").split(",") if n]
+    n = int(os.environ.get("FAKE_GPUS") or len(names) or 1)
+    return [names[i] if i < len(names) else default for i in range(n)]
+
+
+def uuid(i: int) -> str:
+    return f"GPU-fake-{i}"
+
+
+def device_index() -> int:
+    """The device this process measures: CUDA's device 0 of CUDA_VISIBLE_DEVICES."""
+    first = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip()
+    if first.startswith("GPU-fake-"):
+        first = first[len("GPU-fake-"):]
+    i = int(first) if first.isdigit() else -1
+    if not 0 <= i < len(gpu_names()):
+        print(f"fake: no such device {first!r}", file=sys.stderr)
+        sys.exit(3)
+    return i
+
+
+def nvidia_smi(args):
+    names = gpu_names()
+    if args[:1] == ["-L"]:
+        for i, n in enumerate(names):
+            print(f"GPU {i}: {n} (UUID: {uuid(i)})")
+        return 0
+    fields = next(a.split("=", 1)[1] for a in args if a.startswith("--query-gpu=")).split(",")
+    for i, n in enumerate(names):
+        known = {"index": str(i), "name": n, "uuid": uuid(i), "pci.bus_id": f"00000000:{i + 1:02X}:00.0"}
+        print(", ".join(known.get(f, "[N/A]") for f in fields))
+    return 0
+
+
+def on_this_device() -> bool:
+    only = os.environ.get("FAKE_ONLY_DEVICE")
+    return not only or int(only) == device_index()
+
+
+GPU = gpu_names()[0]
 PEAK = 66.9e12
 RATES = {"overlap-wise": 1.3e12, "warp-per-overlap": 1.0e12, "split-row": 2.5e12, "grouped-overlap": 4e12,
          "multi-matrix-right+split-row": 5e12, "multi-matrix-right+grouped-overlap": 9e12,
@@ -145,11 +191,11 @@ def bench(args, role="xcorr_bench"):
                                     **context(), "xcorr_cold": "1" if cold else "0"}}, indent=2)[:-2] + ',\n  "benchmarks": [\n')
     first = True
     for i, (line, kv, params, shape) in enumerate(cases):
-        if os.environ.get("FAKE_CRASH_ON") and os.environ["FAKE_CRASH_ON"] in line:
+        if os.environ.get("FAKE_CRASH_ON") and os.environ["FAKE_CRASH_ON"] in line and on_this_device():
             f.close()
             print("xcorr_bench: CUDA error: an illegal memory access was encountered", file=sys.stderr)
             os._exit(134)
-        if os.environ.get("FAKE_HANG_ON") and os.environ["FAKE_HANG_ON"] in line:
+        if os.environ.get("FAKE_HANG_ON") and os.environ["FAKE_HANG_ON"] in line and on_this_device():
             if os.environ.get("FAKE_PIDFILE"):
                 tmp = os.environ["FAKE_PIDFILE"] + ".tmp"
                 Path(tmp).write_text(str(os.getpid()))
@@ -197,7 +243,12 @@ def bench(args, role="xcorr_bench"):
 
 
 def main():
+    global GPU
     role, args = sys.argv[1], sys.argv[2:]
+    if role == "nvidia-smi":
+        return nvidia_smi(args)
+    if role in ("xcorr", "xcorr_bench", "peerbench"):
+        GPU = gpu_names()[device_index()]
     if role == "xcorr":
         if args[:1] == ["list"]:
             print(REGISTRY.read_text())

@@ -12,14 +12,15 @@ if str(ROOT) not in sys.path:
 
 FAKE_ENV = ("FAKE_NO_GPU", "FAKE_LOG", "FAKE_CRASH_ON", "FAKE_REJECT", "FAKE_ERROR_ON", "FAKE_ERROR_MESSAGE", "FAKE_SLEEP",
             "FAKE_GPU_NAME", "FAKE_REGISTRY", "FAKE_REVISION", "FAKE_HANG_ON", "FAKE_PIDFILE", "XCORR_LOCK_DIR",
-            "XCORR_PEERBENCH", "FAKE_PEER_LOG", "FAKE_PEERS_UNAVAILABLE")
+            "XCORR_PEERBENCH", "FAKE_PEER_LOG", "FAKE_PEERS_UNAVAILABLE",
+            "FAKE_GPUS", "FAKE_GPU_NAMES", "FAKE_ONLY_DEVICE", "XCORR_NVIDIA_SMI", "CUDA_VISIBLE_DEVICES")
 
 
 def make_fake_build(directory: Path) -> Path:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     fake = Path(__file__).resolve().parent / "fake_xcorr.py"
-    for role in ("xcorr", "xcorr_bench", "peerbench"):  # peerbench: XCORR_PEERBENCH points there when a test wants it
+    for role in ("xcorr", "xcorr_bench", "peerbench", "nvidia-smi"):  # peerbench: XCORR_PEERBENCH points there when a test wants it
         exe = directory / role
         exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{fake}" {role} "$@"\n')
         exe.chmod(0o755)
@@ -28,12 +29,13 @@ def make_fake_build(directory: Path) -> Path:
 
 def no_peers_env(build: Path) -> dict:
     """The environment that gives the runner the fake peerbench with every peer unavailable: what a
-    machine without PyTorch and CuPy sees. A test of the runner or the reports must not reach the
-    real peers where they are installed (the GPU machine), or it measures real GPUs and depends on
-    the machine it runs on."""
+    machine without PyTorch and CuPy sees, and the fake nvidia-smi (one GPU unless FAKE_GPUS says
+    otherwise). A test of the runner or the reports must not reach the real peers or the real
+    GPUs where they are installed (the GPU machine), or it measures real GPUs and depends on the
+    machine it runs on."""
     import fake_xcorr
 
-    return {"XCORR_PEERBENCH": str(Path(build) / "peerbench"),
+    return {"XCORR_PEERBENCH": str(Path(build) / "peerbench"), "XCORR_NVIDIA_SMI": str(Path(build) / "nvidia-smi"),
             "FAKE_PEERS_UNAVAILABLE": ",".join(p["name"] for p in fake_xcorr.PEERS)}
 
 

@@ -97,3 +97,18 @@ class GpuLock:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+
+
+class FolderLock(GpuLock):
+    """One writer per results folder (a runner, several GPUs' runner, or a merge): each rewrites
+    whole files from what it holds in memory, so two at once would lose each other's cases."""
+
+    def __init__(self, folder):
+        import hashlib
+
+        folder = Path(folder).resolve()
+        super().__init__("results-" + hashlib.sha1(str(folder).encode()).hexdigest()[:16] + "-" + folder.name)
+        self.label = str(folder)
+
+    def describe(self, holder_text: str) -> str:
+        return super().describe(holder_text).replace(f"GPU {self.label}", f"results folder {self.label}", 1)

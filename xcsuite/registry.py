@@ -26,12 +26,13 @@ def load_registry(build: Path = None, path: Path = None) -> list[dict]:
     return json.loads(r.stdout)
 
 
-def gpu_info(build: Path) -> dict:
-    """The GPU context (xcorr_* keys); raises NoGpu with the tool's one-line reason."""
+def gpu_info(build: Path, env: dict | None = None) -> dict:
+    """The GPU context (xcorr_* keys) of the GPU `env` (default: this process's environment) makes
+    CUDA's device 0; raises NoGpu with the tool's one-line reason."""
     exe = binary(build, "xcorr")
     if not exe.exists():
         raise FileNotFoundError(f"{exe} not found: build first")
-    r = subprocess.run([str(exe), "info"], capture_output=True, text=True, timeout=120)
+    r = subprocess.run([str(exe), "info"], capture_output=True, text=True, timeout=120, env=env)
     if r.returncode == 3:
         raise NoGpu((r.stderr.strip().splitlines() or ["no GPU"])[-1])
     if r.returncode != 0:

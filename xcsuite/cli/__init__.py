@@ -8,7 +8,8 @@ import importlib.util
 import sys
 
 # In the order a full run uses them (scripts/reproduce).
-COMMANDS = ("run_experiments", "aggregate", "plot", "table", "claims", "anchors", "application", "convert_results")
+COMMANDS = ("run_experiments", "aggregate", "plot", "table", "claims", "anchors", "application", "convert_results",
+            "slurm_sweep")
 
 
 def summary(command: str) -> str:

@@ -43,6 +43,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +51,8 @@ from pathlib import Path
 from xcsuite import paths
 from xcsuite.benchjson import entry_key, is_iteration, load_bench_json
 from xcsuite.cost import PROCESS_S, case_seconds, format_seconds
-from xcsuite.gpulock import GpuBusy, GpuLock, gpu_key
+from xcsuite import gpus, merge
+from xcsuite.gpulock import FolderLock, GpuBusy, GpuLock, gpu_key
 from xcsuite.registry import NoGpu, gpu_info, is_peer, load_registry, peer_command, with_peers
 from xcsuite.results import ResultsError, load_results
 from xcsuite import resultfile
@@ -64,6 +66,7 @@ QUICK_MAX_FMAS = 1e11
 MAX_CASES_PER_CHUNK = 200
 EXIT_BUDGET = 4
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+ISOLATE = object()  # Runner.file_chunk: the binary refused the chunk before running it
 
 
 def now() -> str:
@@ -132,11 +135,13 @@ class State:
                 done.add(key)
         return done
 
-    def record(self, case, status: str, entries: list, message: str = "") -> None:
-        """Files the case's result (its repetitions, status and the revision that measured it) in
-        place of any older one, at the end: the file lists cases in the order they were measured."""
+    def record(self, case, status: str, entries: list, message: str = "", device: dict | None = None) -> None:
+        """Files the case's result (its repetitions, status, the revision that measured it and,
+        where known, the device: nvidia-smi's index and UUID) in place of any older one, at the
+        end: the file lists cases in the order they were measured."""
         self.data["cases"].pop(case.key, None)
-        info = {"status": status, "message": message, "time": now(), "revision": self.revision}
+        info = {"status": status, "message": message, "time": now(), "revision": self.revision,
+                **({"device": device} if device else {})}
         reps = [e for e in entries if is_iteration(e)]  # Google's aggregates are recomputed from these
         self.data["cases"][case.key] = resultfile.encode(resultfile.identity_from_line(case.line()), case.cold,
                                                          info, reps)
@@ -161,6 +166,11 @@ class Runner:
         self.crashes = 0
         self.signal = None  # the stop signal received, if any
         self.pass_fds = ()  # the GPU lock: each benchmark holds it too (xcsuite/gpulock.py)
+        self.device = None  # {"index", "uuid"} recorded with each case, where known
+        self.env = None  # the benchmarks' environment (None: this process's)
+        self.state_lock = contextlib.nullcontext()  # held while a chunk's results go into the shared State
+        self.log_suffix = ""  # several GPUs: each its own log of an experiment (logs/fig22.gpu1.log)
+        self.failure = None  # several GPUs: why this GPU's worker stopped early (its message)
 
     def stop(self, signum, _frame=None) -> None:
         """Signal handler: no new chunk starts, and the running benchmark is killed (it runs in
@@ -202,13 +212,13 @@ class Runner:
                    "--benchmark_out_format=json"]
             if cases[0].cold:
                 cmd.insert(len(tool) + 2, "--cold")
-            log = self.log_dir / f"{exp_name}.log"
+            log = self.log_dir / f"{exp_name}{self.log_suffix}.log"
             with open(log, "a") as lf:
                 lf.write(f"\n== {now()} {' '.join(cmd)}\n" + "".join("   " + c.line() + "\n" for c in cases))
                 lf.flush()
                 timed_out = False
                 self.proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                                             pass_fds=self.pass_fds,
+                                             pass_fds=self.pass_fds, env=self.env,
                                              cwd=paths.ROOT if cases[0].variant in self.peers else None)
                 if self.signal is not None:  # arrived while the process was being started
                     self.kill_child()
@@ -238,6 +248,13 @@ class Runner:
         budget_bound = self.time_left() < own_limit
         timeout = min(self.time_left(), own_limit)
         rc, data, tail, timed_out = self.invoke(cases, exp_name, timeout)
+        with self.state_lock:  # several GPUs' runners file into one State: one at a time
+            rest = self.file_chunk(cases, state, exp_name, rc, data, tail, timed_out, budget_bound)
+        if rest is ISOLATE:  # refused before running: isolate the offender(s) one by one
+            return self.isolate(list(cases), state, exp_name)
+        return rest
+
+    def file_chunk(self, cases, state, exp_name, rc, data, tail, timed_out, budget_bound) -> list:
         if self.signal is not None:
             pass  # killed by the runner's stop: not the binary's failure
         elif rc != 0 and data is None and rc != 2:
@@ -264,27 +281,26 @@ class Runner:
             errors = [e for e in entries if e.get("error_occurred")]
             iters = [e for e in entries if is_iteration(e) and not e.get("error_occurred")]
             if errors:
-                state.record(c, "failed", entries, errors[0].get("error_message", "error"))
+                state.record(c, "failed", entries, errors[0].get("error_message", "error"), self.device)
             elif len(iters) >= reps:
-                state.record(c, "ok", entries)
+                state.record(c, "ok", entries, device=self.device)
             elif self.signal is not None:
                 rest.append(c)  # stopped by a signal: still pending
             elif rc == 2 and data is None:
                 if len(cases) > 1:
-                    rest = list(cases)  # refused before running: isolate the offender(s) one by one
-                    return self.isolate(rest, state, exp_name)
-                state.record(c, "rejected", [], tail or "xcorr_bench exit status 2")
+                    return ISOLATE
+                state.record(c, "rejected", [], tail or "xcorr_bench exit status 2", self.device)
             elif timed_out and budget_bound:
                 rest.append(c)  # killed by the --max-minutes budget: leave it pending
                 self.stopped_for_budget = True
             elif not culprit_found and rc != 0:
                 culprit_found = True
                 why = "killed after exceeding its time limit" if timed_out else f"xcorr_bench exit status {rc}"
-                state.record(c, "failed", entries, f"{why}: {tail}".strip(": "))
+                state.record(c, "failed", entries, f"{why}: {tail}".strip(": "), self.device)
             elif rc != 0:
                 rest.append(c)  # never started: the process died on an earlier case
             else:
-                state.record(c, "failed", entries, f"xcorr_bench gave {len(iters)} of {reps} repetitions")
+                state.record(c, "failed", entries, f"xcorr_bench gave {len(iters)} of {reps} repetitions", self.device)
         state.save()
         return rest
 
@@ -297,13 +313,14 @@ class Runner:
                 self.stopped_for_budget = True
                 return cases[i:]
             self.run_chunk([c], state, exp_name)
-            if i == 2 and all(state.data["cases"].get(x.key, {}).get("status") == "rejected" for x in cases[:3]):
-                # three refusals in a row: the command line, not the cases (keep them pending)
-                msg = state.data["cases"][cases[0].key]["message"]
-                for x in cases[:3]:
-                    state.data["cases"].pop(x.key, None)
-                state.save()
-                raise SystemExit(f"run_experiments: xcorr_bench refuses every case: {msg}")
+            with self.state_lock:
+                if i == 2 and all(state.data["cases"].get(x.key, {}).get("status") == "rejected" for x in cases[:3]):
+                    # three refusals in a row: the command line, not the cases (keep them pending)
+                    msg = state.data["cases"][cases[0].key]["message"]
+                    for x in cases[:3]:
+                        state.data["cases"].pop(x.key, None)
+                    state.save()
+                    raise SystemExit(f"run_experiments: xcorr_bench refuses every case: {msg}")
         return []
 
     @staticmethod
@@ -405,6 +422,8 @@ class Setup:
     protocol: dict
     max_fmas: float | None
     remeasure: frozenset
+    shard: tuple | None = None  # (K, N): --shard K/N
+    shard_keys: frozenset | None = None  # (experiment, case key) of the shard's cases
 
 
 @dataclass
@@ -437,6 +456,19 @@ def parse_args(argv) -> argparse.Namespace:
     ap.add_argument("--allow-dirty", action="store_true",
                     help="record measurements of a build whose git revision is '-dirty' or unknown")
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--gpus", default="all", metavar="all|I,J,...",
+                    help="the GPUs to measure on at once, one benchmark process each: 'all' visible (default; "
+                         "CUDA_VISIBLE_DEVICES limits them) or nvidia-smi indices or UUIDs; cases are dealt out by "
+                         "estimated cost, the variants of one shape to one GPU")
+    ap.add_argument("--shard", default=None, metavar="K/N",
+                    help="only shard K of N (0 <= K < N) of the selected cases, dealt by estimated cost "
+                         "(scripts/slurm-sweep: one per task of a job array)")
+    ap.add_argument("--merge", nargs="+", default=None, metavar="DIR",
+                    help="merge the results under DIR... (results roots or <gpu> folders, e.g. a sweep's shards) "
+                         "into --results, and exit")
+    ap.add_argument("--on-conflict", choices=("error", "keep", "replace"), default="error",
+                    help="--merge: two different measurements of a case: refuse the merge (default), keep the "
+                         "target's, or take the source's")
     return ap.parse_args(argv)
 
 
@@ -453,7 +485,38 @@ def setup(args) -> Setup:
     if unknown:
         raise Stop(2, f"--remeasure: unknown variant(s) {', '.join(unknown)}")
     max_fmas = args.max_fmas if args.max_fmas is not None else (QUICK_MAX_FMAS if args.quick else None)
-    return Setup(exps, registry, QUICK_PROTOCOL if args.quick else PROTOCOL, max_fmas, remeasure)
+    su = Setup(exps, registry, QUICK_PROTOCOL if args.quick else PROTOCOL, max_fmas, remeasure)
+    if args.shard:
+        try:
+            su.shard = gpus.parse_shard(args.shard)
+        except gpus.GpuSelectionError as e:
+            raise Stop(2, str(e)) from None
+        su.shard_keys = shard_keys(su, *su.shard)
+    return su
+
+
+def point_of(exp_name: str, case) -> tuple:
+    """The figure point a case belongs to: the variants compared at one shape, dealt whole to
+    one GPU or shard where the balance allows (xcsuite/gpus.py deal)."""
+    return exp_name, case.shape.form, tuple(case.shape.dims()), case.shape.window, case.cold
+
+
+def case_cost(su: Setup, families: dict):
+    return lambda item: case_seconds(item[1], su.protocol["repetitions"], su.protocol["min_time_s"],
+                                     families.get(item[1].variant))
+
+
+def shard_keys(su: Setup, k: int, n: int) -> frozenset:
+    """The (experiment, case key) pairs of shard k of n: every selected case (measured or not, so
+    that a shard is the same whenever it runs) dealt into n shards of about equal estimated cost."""
+    items = []
+    for e in su.exps:
+        if e.derived_from or not e.shapes:
+            continue
+        items += [(e.name, c) for c in expand_capped(e, su.registry, su.max_fmas).cases]
+    fam = {v["name"]: v.get("family") for v in su.registry}
+    bins = gpus.deal(items, n, case_cost(su, fam), lambda it: point_of(*it))
+    return frozenset((name, c.key) for name, c in bins[k])
 
 
 def print_estimate(args, su: Setup) -> None:
@@ -469,11 +532,11 @@ def print_estimate(args, su: Setup) -> None:
     estimate(su.exps, su.registry, su.protocol, results_dir, su.max_fmas, su.remeasure, ctx.get("xcorr_git_revision"))
 
 
-def measuring_gpu(args) -> dict:
-    """The benchmark context of the GPU the build will measure; refused where there is none or
-    where its measurements could not be traced to a commit."""
+def measuring_gpu(args, env: dict | None = None) -> dict:
+    """The benchmark context of the GPU the build will measure (under `env`); refused where there
+    is none or where its measurements could not be traced to a commit."""
     try:
-        ctx = gpu_info(args.build)
+        ctx = gpu_info(args.build, env)
     except NoGpu as e:
         raise Stop(3, f"no GPU: {e}") from None
     except (FileNotFoundError, RuntimeError) as e:
@@ -491,9 +554,9 @@ def measuring_gpu(args) -> dict:
 
 
 @contextlib.contextmanager
-def gpu_lock(ctx: dict, smi: dict):
+def gpu_lock(ctx: dict, smi: dict, env=None):
     """Holds the GPU's lock (xcsuite/gpulock.py) for the measuring run."""
-    lock = GpuLock(gpu_key(ctx, smi.get("gpus", [])), ctx.get("xcorr_gpu_name", ""))
+    lock = GpuLock(gpu_key(ctx, smi.get("gpus", []), os.environ if env is None else env), ctx.get("xcorr_gpu_name", ""))
     try:
         lock.acquire()
     except GpuBusy as e:
@@ -514,31 +577,60 @@ def main(argv=None) -> int:
             print(f"{e.name:<12} {e.paper:<28} {e.title}")
         return 0
     try:
+        if args.merge:
+            return merge_results(args)
         su = setup(args)
         if args.estimate:
             print_estimate(args, su)
             return 0
-        ctx = measuring_gpu(args)
+        devices, env = choose_devices(args)
+        if len(devices) > 1:
+            return measure_multi(args, su, devices)
+        ctx = measuring_gpu(args, env)
         smi = nvidia_smi()
-        with gpu_lock(ctx, smi) as lock:
-            return measure(args, su, ctx, smi, lock)
-    except (Stop, ResultsError) as e:
+        with gpu_lock(ctx, smi, env) as lock:
+            return measure(args, su, ctx, smi, lock, devices[0] if devices else None, env)
+    except (Stop, ResultsError, merge.MergeError) as e:
         print(f"run_experiments: {e}", file=sys.stderr)
         return e.status if isinstance(e, Stop) else 2
 
 
-def measure(args, su: Setup, ctx: dict, smi: dict, lock) -> int:
+def choose_devices(args) -> tuple[list, dict | None]:
+    """The GPUs --gpus selects among those visible (nvidia-smi's list, CUDA_VISIBLE_DEVICES), and
+    the benchmarks' environment where one of several is selected. ([], None): nvidia-smi cannot
+    tell, so the run measures CUDA's device 0 as it always did."""
+    listed = gpus.list_devices()
+    shown = gpus.visible(listed) if listed else None
+    if shown is None:
+        if args.gpus != "all":
+            why = ("nvidia-smi lists no GPU here" if not listed else
+                   f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')} names GPUs nvidia-smi does not list")
+            raise Stop(2, f"--gpus {args.gpus}: {why}; leave --gpus out to measure CUDA's device 0")
+        return [], None
+    try:
+        chosen = gpus.select(args.gpus, shown)
+    except gpus.GpuSelectionError as e:
+        raise Stop(2, str(e)) from None
+    if len(chosen) == 1 and len(shown) > 1:  # one of several: its benchmarks see that one only
+        return chosen, {**os.environ, "CUDA_VISIBLE_DEVICES": chosen[0].uuid}
+    return chosen, None
+
+
+def measure(args, su: Setup, ctx: dict, smi: dict, lock, device=None, env=None) -> int:
     """The measuring run, under the GPU lock: plans the pending cases, runs them, reports."""
-    slug = paths.gpu_slug(ctx.get("xcorr_gpu_name", "unknown")) + (paths.QUICK_SUFFIX if args.quick else "")
-    out_dir = Path(args.results) / slug
+    out_dir = results_folder(args, ctx)
     log_dir = out_dir / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     start = time.time()
     deadline = start + args.max_minutes * 60 if args.max_minutes else None
     runner = Runner(args, su.registry, su.protocol, deadline, log_dir)
     runner.pass_fds = (lock.fd,)
+    runner.device = device.record() if device else None
+    runner.env = env
     saved_handlers = {s: signal.signal(s, runner.stop) for s in STOP_SIGNALS}
+    folder_lock = FolderLock(out_dir)
     try:
+        take_folder_lock(folder_lock)
         plans = plan(args, su, ctx, out_dir)
         total_est = sum(runner.est(c) for p in plans for c in p.pending)
         print(f"GPU: {ctx.get('xcorr_gpu_name')} -> {out_dir}; {sum(len(p.pending) for p in plans)} cases pending in "
@@ -552,6 +644,22 @@ def measure(args, su: Setup, ctx: dict, smi: dict, lock) -> int:
         runner.kill_child()
         for s, h in saved_handlers.items():
             signal.signal(s, h)
+        folder_lock.release()
+
+
+def results_folder(args, ctx: dict) -> Path:
+    return Path(args.results) / (paths.gpu_slug(ctx.get("xcorr_gpu_name", "unknown"))
+                                 + (paths.QUICK_SUFFIX if args.quick else ""))
+
+
+def take_folder_lock(lock: FolderLock) -> None:
+    try:
+        lock.acquire()
+    except GpuBusy as e:
+        raise Stop(2, f"{e}: one writer per results folder; to measure on several GPUs of one model, "
+                      "run one runner with --gpus") from None
+    except OSError as e:
+        raise Stop(2, f"cannot take the lock {lock.path}: {e} (set XCORR_LOCK_DIR to a writable folder)") from None
 
 
 def plan(args, su: Setup, ctx: dict, out_dir: Path) -> list[Plan]:
@@ -581,6 +689,10 @@ def plan(args, su: Setup, ctx: dict, out_dir: Path) -> list[Plan]:
         done = state.done_keys(su.protocol["repetitions"], args.retry_failed, su.remeasure,
                                ctx.get("xcorr_git_revision"))
         pending = [c for c in ex.cases if c.key not in done]
+        if su.shard_keys is not None:
+            mine = [c for c in ex.cases if (e.name, c.key) in su.shard_keys]
+            state.meta["shard"] = {"index": su.shard[0], "count": su.shard[1], "cases": len(mine)}
+            pending = [c for c in mine if c.key not in done]
         if not pending:
             if not state.meta.get("complete"):
                 state.meta["complete"] = True
@@ -685,4 +797,202 @@ def report(plans: list[Plan], runner: Runner, args, start: float) -> int:
         return EXIT_BUDGET
     print(f"run_experiments: done in {format_seconds(elapsed)}" + (f"; {failed} case(s) failed (see the files' "
                                                                    "\"cases\" and logs/)" if failed else ""))
+    return 0
+
+
+# ---- several GPUs at once (--gpus) --------------------------------------------------------------
+
+@dataclass
+class Worker:
+    """One GPU's share of the run: its runner (benchmarks with CUDA_VISIBLE_DEVICES=<its UUID>)
+    and the cases dealt to it, per experiment, in definition order."""
+
+    device: object
+    runner: Runner
+    work: list  # [(Plan, [case, ...]), ...]
+    thread: threading.Thread | None = None
+
+
+def measure_multi(args, su: Setup, devices: list) -> int:
+    """Measures on several GPUs at once: one thread per GPU drives that GPU's benchmark processes
+    (one at a time, as a single-GPU run does), and every result is filed by this process into
+    the State of its experiment under one lock, so the results files have a single writer. GPUs
+    of one model share their results folder (each case records its device); another model gets
+    its own folder."""
+    smi = nvidia_smi()
+    with contextlib.ExitStack() as stack:
+        groups: dict[Path, list] = {}
+        for d in devices:
+            env = {**os.environ, "CUDA_VISIBLE_DEVICES": d.uuid}
+            ctx = measuring_gpu(args, env)
+            try:
+                lock = stack.enter_context(gpu_lock(ctx, smi, env))
+            except Stop as e:
+                print(f"warning: {d.label()}: {e}; measuring on the others", file=sys.stderr)
+                continue
+            groups.setdefault(results_folder(args, ctx), []).append((d, env, ctx, lock))
+        if not groups:
+            raise Stop(2, "every selected GPU is in use by another runner")
+        start = time.time()
+        deadline = start + args.max_minutes * 60 if args.max_minutes else None
+        state_lock = threading.Lock()
+        families = {v["name"]: v.get("family") for v in su.registry}
+        workers, all_plans, runs = [], [], {}
+        for out_dir, members in groups.items():
+            take_folder_lock(_entered_folder_lock(stack, out_dir))
+            log_dir = out_dir / "logs"
+            log_dir.mkdir(parents=True, exist_ok=True)
+            plans = plan(args, su, members[0][2], out_dir)
+            all_plans += plans
+            items = [(p, c) for p in plans for c in p.pending]
+            cost = case_cost(su, families)
+            bins = gpus.deal(items, len(members), cost, lambda it: point_of(it[0].exp.name, it[1]))
+            for (d, env, ctx, lock), share in zip(members, bins):
+                r = Runner(args, su.registry, su.protocol, deadline, log_dir)
+                r.pass_fds, r.device, r.env, r.state_lock = (lock.fd,), d.record(), env, state_lock
+                r.log_suffix = f".gpu{d.index}"
+                work = [(p, [c for q, c in share if q is p]) for p in plans]
+                workers.append(Worker(d, r, [(p, cs) for p, cs in work if cs]))
+            total = sum(cost(it) for it in items)
+            print(f"GPUs: {', '.join(d.index for d, *_ in members)} ({members[0][2].get('xcorr_gpu_name')}) -> "
+                  f"{out_dir}; {len(items)} cases pending in {len(plans)} experiment(s), estimated "
+                  f"{format_seconds(total)} of GPU time, {format_seconds(max((sum(cost(it) for it in b) for b in bins), default=0))} "
+                  f"on the busiest GPU" + (f"; budget {args.max_minutes:g} min" if args.max_minutes else ""))
+            for p in plans:
+                runs[id(p)] = start_run(p, args, members[0][2], smi, [d.record() for d, *_ in members])
+        if not all_plans:
+            return 0
+        return run_workers(workers, all_plans, runs, state_lock, args, su, start)
+
+
+def _entered_folder_lock(stack: contextlib.ExitStack, out_dir: Path) -> FolderLock:
+    lock = FolderLock(out_dir)
+    stack.callback(lock.release)
+    return lock
+
+
+def start_run(p: Plan, args, ctx: dict, smi: dict, devices: list) -> dict:
+    """Marks the experiment started and records this run in its file (as run_experiment does)."""
+    meta = p.state.meta
+    meta["started"] = meta.get("started") or now()
+    meta["complete"] = False
+    meta["finished"] = None
+    meta["git_revision"] = ctx.get("xcorr_git_revision") or git_revision()
+    meta.setdefault("nvidia_smi", {}).setdefault("first", smi)
+    run = {"started": now(), "nvidia_smi_start": smi, "cases_pending": len(p.pending), "chunks": 0,
+           "budget_min": args.max_minutes, "devices": devices}
+    meta["runs"].append(run)
+    p.state.save()
+    return run
+
+
+def work(w: Worker, runs: dict, state_lock, args) -> None:
+    """A GPU's thread: its cases chunk by chunk until done, a stop signal, the budget or three
+    crashes in a row (then w.runner.failure says why; the other GPUs go on)."""
+    r = w.runner
+    try:
+        for p, cases in w.work:
+            queue = collections.deque(cases)
+            while queue and r.signal is None and not r.stopped_for_budget:
+                chunk = next_chunk(queue, r, args.chunk_seconds)
+                if chunk is None:
+                    r.stopped_for_budget = True
+                    break
+                for _ in chunk:
+                    queue.popleft()
+                rest = r.run_chunk(chunk, p.state, p.exp.name)
+                with state_lock:
+                    runs[id(p)]["chunks"] += 1
+                queue.extendleft(reversed(rest))
+            if r.signal is not None or r.stopped_for_budget:
+                break
+    except SystemExit as e:
+        r.failure = f"{w.device.label()}: {e.code}"
+    except Exception as e:  # noqa: BLE001  (reported with the others' results saved)
+        r.failure = f"{w.device.label()}: {type(e).__name__}: {e}"
+
+
+def run_workers(workers: list, plans: list, runs: dict, state_lock, args, su: Setup, start: float) -> int:
+    def stop(signum, _frame=None):
+        for w in workers:
+            w.runner.stop(signum)
+
+    saved = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
+    try:
+        for w in workers:
+            w.thread = threading.Thread(target=work, args=(w, runs, state_lock, args), name=f"gpu{w.device.index}",
+                                        daemon=True)
+            w.thread.start()
+        for w in workers:
+            while w.thread.is_alive():
+                w.thread.join(0.2)  # wakes for signals, which Python runs in this thread
+    finally:
+        for w in workers:
+            w.runner.kill_child()
+        for s, h in saved.items():
+            signal.signal(s, h)
+    smi_end = nvidia_smi()
+    sig = next((w.runner.signal for w in workers if w.runner.signal is not None), None)
+    budget = any(w.runner.stopped_for_budget for w in workers)
+    failures = [w.runner.failure for w in workers if w.runner.failure]
+    with state_lock:
+        for p in plans:
+            run, meta = runs[id(p)], p.state.meta
+            run["ended"] = now()
+            run["nvidia_smi_end"] = smi_end
+            meta["nvidia_smi"]["last"] = smi_end
+            done = p.state.done_keys(su.protocol["repetitions"], False, su.remeasure, p.state.revision)
+            if all(c.key in done for c in p.pending):
+                meta["complete"] = True
+                meta["finished"] = now()
+            p.state.save()
+    if sig is not None:
+        print(f"run_experiments: stopped by {signal.Signals(sig).name}; the finished cases are saved, "
+              "rerun to resume", file=sys.stderr)
+        return 128 + sig
+    for f in failures:
+        print(f"run_experiments: {f}", file=sys.stderr)
+    if failures:
+        print("run_experiments: the other GPUs' cases are saved; rerun to resume", file=sys.stderr)
+        return 1
+    elapsed = time.time() - start
+    if budget:
+        print(f"run_experiments: stopped after {format_seconds(elapsed)} (--max-minutes {args.max_minutes:g}); "
+              f"rerun the same command to resume")
+        return EXIT_BUDGET
+    failed = sum(1 for p in plans for c in p.state.data["cases"].values() if c["status"] != "ok")
+    print(f"run_experiments: done in {format_seconds(elapsed)} on {len(workers)} GPUs"
+          + (f"; {failed} case(s) failed (see the files' \"cases\" and logs/)" if failed else ""))
+    return 0
+
+
+# ---- merging (--merge) -----------------------------------------------------------------------------
+
+def merge_results(args) -> int:
+    """--merge DIR...: the results under each DIR into --results (xcsuite/merge.py); nothing is
+    written if any source is refused or two measurements of a case conflict (--on-conflict)."""
+    root = Path(args.results).resolve()
+    locks = []
+    try:
+        for name in sorted({f.name for s in args.merge for f in merge.source_folders(s)}):
+            lock = FolderLock(root / name)  # read, merged and written by this process alone
+            take_folder_lock(lock)
+            locks.append(lock)
+        merges = merge.plan_merge(args.merge, root, args.on_conflict)
+        conflicts = [c for fm in merges for c in fm.conflicts]
+        if conflicts:
+            for c in conflicts[:5]:
+                print(f"run_experiments: conflict: {c}", file=sys.stderr)
+            raise Stop(2, f"--merge: {len(conflicts)} case(s) measured differently in two places; nothing written "
+                          "(--on-conflict keep keeps the target's, --on-conflict replace takes the source's)")
+        for fm in merges:
+            if fm.changed:
+                merge.write(fm)
+            print(f"{fm.target}: {'+' + str(fm.added) + ' case(s)' if fm.added else 'no new case'}"
+                  + (f", {fm.replaced} replaced" if fm.replaced else "")
+                  + (", complete" if fm.data['xcorr_meta'].get('complete') else ", incomplete")
+                  + ("" if fm.changed else " (unchanged)"))
+    finally:
+        for lock in locks:
+            lock.release()
     return 0

@@ -1,0 +1,267 @@
+"""Several GPUs (--gpus), shards (--shard K/N), merging (--merge) and the Slurm route
+(scripts/slurm-sweep), against the fake bench pretending to be several GPUs (FAKE_GPUS,
+FAKE_GPU_NAMES): issue #24, on the CPU."""
+import collections
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from suite_helpers import ROOT, clear_fake_env, log_lines, make_fake_build, no_peers_env
+from test_run_experiments import alive, cases_of, wait_for
+
+from xcsuite import gpus
+from xcsuite.cli import run_experiments as rx
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    clear_fake_env(monkeypatch)
+    build = make_fake_build(tmp_path / "build")
+    for k, v in no_peers_env(build).items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "bench.log"))
+    monkeypatch.setenv("XCORR_LOCK_DIR", str(tmp_path / "locks"))
+    monkeypatch.setenv("FAKE_GPUS", "2")
+    results = tmp_path / "results"
+
+    def run(*args, results=results):
+        return rx.main([*args, "--build", str(build), "--results", str(results), "--no-progress"])
+
+    run.build, run.results, run.log, run.mp, run.tmp = build, results, tmp_path / "bench.log", monkeypatch, tmp_path
+    return run
+
+
+def load(path):
+    return json.loads(Path(path).read_text())
+
+
+def check_complete(data, exp):
+    keys = {c.key for c in cases_of(exp)}
+    assert set(data["cases"]) == keys and data["xcorr_meta"]["complete"]
+    assert all(c["status"] == "ok" for c in data["cases"].values())
+
+
+def test_two_gpus_of_one_model_fill_one_file_each_case_once(env):
+    assert env("fig22", "fig16") == 0
+    for exp in ("fig22", "fig16"):
+        data = load(env.results / "fake-gpu-9000" / f"{exp}.json")
+        check_complete(data, exp)
+        assert {c["device"]["uuid"] for c in data["cases"].values()} == {"GPU-fake-0", "GPU-fake-1"}
+        assert data["xcorr_meta"]["runs"][-1]["devices"] == [{"index": "0", "uuid": "GPU-fake-0"},
+                                                            {"index": "1", "uuid": "GPU-fake-1"}]
+    ran = [l for call in log_lines(env.log) for l in call]
+    assert len(ran) == len(set(ran)) == len(cases_of("fig22")) + len(cases_of("fig16"))
+    assert env("fig22") == 0 and len([l for c in log_lines(env.log) for l in c]) == len(ran)  # complete: skipped
+
+
+def test_the_variants_of_one_shape_go_to_one_gpu(env):
+    assert env("fig22") == 0
+    by_point = collections.defaultdict(set)
+    cases = {c.key: c for c in cases_of("fig22")}
+    for k, rec in load(env.results / "fake-gpu-9000" / "fig22.json")["cases"].items():
+        by_point[rx.point_of("fig22", cases[k])].add(rec["device"]["index"])
+    assert all(len(v) == 1 for v in by_point.values())
+
+
+def test_two_models_get_two_folders(env):
+    env.mp.setenv("FAKE_GPU_NAMES", "Fake GPU 9000,Fake GPU 7000")
+    assert env("fig22") == 0
+    for slug, dev in (("fake-gpu-9000", "0"), ("fake-gpu-7000", "1")):
+        data = load(env.results / slug / "fig22.json")
+        check_complete(data, "fig22")
+        assert {c["device"]["index"] for c in data["cases"].values()} == {dev}
+
+
+def test_gpus_selects_one_of_several(env):
+    assert env("fig22", "--gpus", "1") == 0
+    data = load(env.results / "fake-gpu-9000" / "fig22.json")
+    check_complete(data, "fig22")
+    assert {c["device"]["uuid"] for c in data["cases"].values()} == {"GPU-fake-1"}
+    assert env("fig22", "--gpus", "7") == 2
+
+
+def test_a_crashing_gpu_loses_nothing_of_the_other(env):
+    env.mp.setenv("FAKE_CRASH_ON", "variant=")  # every case, on device 1 only
+    env.mp.setenv("FAKE_ONLY_DEVICE", "1")
+    assert env("fig22") in (0, 1)  # each crash blames one case (as on one GPU), or three in a row stop GPU 1
+    data = load(env.results / "fake-gpu-9000" / "fig22.json")
+    on0 = [c for c in data["cases"].values() if c["device"]["index"] == "0"]
+    assert on0 and all(c["status"] == "ok" for c in on0)
+    on1 = [c for c in data["cases"].values() if c["device"]["index"] == "1"]
+    assert on1 and all(c["status"] == "failed" and "134" in c["message"] for c in on1)
+    env.mp.delenv("FAKE_CRASH_ON")
+    assert env("fig22", "--retry-failed") == 0
+    check_complete(load(env.results / "fake-gpu-9000" / "fig22.json"), "fig22")
+
+
+def test_sigterm_keeps_the_finished_cases_and_a_rerun_completes(env):
+    hang = cases_of("fig22")[-1].line()
+    pidfile = env.tmp / "bench.pid"
+    e = {**os.environ, "FAKE_HANG_ON": hang, "FAKE_PIDFILE": str(pidfile)}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "run_experiments.py"), "fig22", "--build",
+                             str(env.build), "--results", str(env.results), "--no-progress"],
+                            env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    bench = None
+    try:
+        wait_for(lambda: pidfile.exists() or proc.poll() is not None, "the benchmark to hang")
+        bench = int(pidfile.read_text())
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 128 + signal.SIGTERM, err
+        assert not alive(bench)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if bench and alive(bench):
+            os.kill(bench, signal.SIGKILL)
+    data = load(env.results / "fake-gpu-9000" / "fig22.json")
+    assert data["cases"] and all(c["status"] == "ok" for c in data["cases"].values())
+    assert cases_of("fig22")[-1].key not in data["cases"] and not data["xcorr_meta"]["complete"]
+    done = {rec_line for rec_line in data["cases"]}
+    calls = len(log_lines(env.log))
+    assert env("fig22") == 0
+    check_complete(load(env.results / "fake-gpu-9000" / "fig22.json"), "fig22")
+    rerun = {l for call in log_lines(env.log)[calls:] for l in call}
+    keys = {c.line(): c.key for c in cases_of("fig22")}
+    assert hang in rerun and not {keys[l] for l in rerun} & done
+
+
+def test_dealing_balances_the_estimated_cost():
+    costs = [float(c) for c in (90, 70, 50, 40, 35, 30, 20, 10, 5, 5, 3, 1)]
+    items = list(range(len(costs)))
+    for n in (1, 2, 3, 4):
+        bins = gpus.deal(items, n, lambda i: costs[i])
+        assert sorted(i for b in bins for i in b) == items  # each once
+        loads = [sum(costs[i] for i in b) for b in bins]
+        assert max(loads) <= sum(costs) / n + max(costs)  # LPT's bound
+        assert all(b == sorted(b) for b in bins)  # definition order within a bin
+        assert gpus.deal(items, n, lambda i: costs[i]) == bins  # deterministic
+    assert [sum(costs[i] for i in b) for b in gpus.deal(items, 2, lambda i: costs[i])] == [180, 179]
+
+
+def test_two_gpus_balance_a_real_sweep(env):
+    """The wall time of two GPUs is about half of one's: the deal of fig16+fig22's cases has its
+    busiest GPU within one figure point of half the estimated total."""
+    reg = json.loads((make_fake_build.__globals__["FIXTURES"] / "registry.json").read_text())
+    su = rx.Setup([__import__("experiments").load(n) for n in ("fig16", "fig22")], reg, rx.PROTOCOL, None,
+                  frozenset())
+    items = [(e, c) for e in ("fig16", "fig22") for c in cases_of(e)]
+    cost = rx.case_cost(su, {v["name"]: v.get("family") for v in reg})
+    bins = gpus.deal(items, 2, cost, lambda it: rx.point_of(*it))
+    loads = sorted(sum(cost(i) for i in b) for b in bins)
+    total = sum(loads)
+    biggest_point = max(sum(cost(i) for i in items if rx.point_of(*i) == p) for p in {rx.point_of(*i) for i in items})
+    assert loads[1] <= total / 2 + biggest_point and loads[1] < 0.75 * total
+
+
+# --- shards and merging ---
+
+def test_shards_cover_every_case_once_and_merge_idempotently(env, capsys):
+    env.mp.setenv("FAKE_GPUS", "1")
+    n = 3
+    for k in range(n):
+        assert env("fig22", "fig16", "--shard", f"{k}/{n}", results=env.tmp / f"shard-{k}") == 0
+    seen = collections.Counter()
+    for k in range(n):
+        for exp in ("fig22", "fig16"):
+            data = load(env.tmp / f"shard-{k}" / "fake-gpu-9000" / f"{exp}.json")
+            assert data["xcorr_meta"]["shard"]["index"] == k
+            seen.update((exp, key) for key in data["cases"])
+    assert set(seen) == {(e, c.key) for e in ("fig22", "fig16") for c in cases_of(e)}
+    assert set(seen.values()) == {1}
+    shards = [str(env.tmp / f"shard-{k}") for k in range(n)]
+    assert rx.main(["--merge", *shards, "--results", str(env.results)]) == 0
+    for exp in ("fig22", "fig16"):
+        check_complete(load(env.results / "fake-gpu-9000" / f"{exp}.json"), exp)
+    before = {f.name: f.read_bytes() for f in (env.results / "fake-gpu-9000").glob("*.json")}
+    assert rx.main(["--merge", *shards, "--results", str(env.results)]) == 0  # again: nothing changes
+    assert {f.name: f.read_bytes() for f in (env.results / "fake-gpu-9000").glob("*.json")} == before
+    # a shard's folder itself is a source as well
+    assert rx.main(["--merge", str(env.tmp / "shard-0" / "fake-gpu-9000"), "--results", str(env.results)]) == 0
+
+
+def test_merge_refuses_conflicting_measurements(env, capsys):
+    env.mp.setenv("FAKE_GPUS", "1")
+    assert env("fig22", results=env.tmp / "a") == 0
+    env.mp.setenv("FAKE_REVISION", "other99")
+    assert env("fig22", "--force", results=env.tmp / "b") == 0
+    assert rx.main(["--merge", str(env.tmp / "a"), "--results", str(env.results)]) == 0
+    target = env.results / "fake-gpu-9000" / "fig22.json"
+    before = target.read_bytes()
+    capsys.readouterr()
+    assert rx.main(["--merge", str(env.tmp / "b"), "--results", str(env.results)]) == 2
+    err = capsys.readouterr().err
+    assert "conflict" in err and "nothing written" in err
+    assert target.read_bytes() == before
+    assert rx.main(["--merge", str(env.tmp / "b"), "--results", str(env.results), "--on-conflict", "keep"]) == 0
+    assert {c["revision"] for c in load(target)["cases"].values()} == {"fake123"}
+    assert rx.main(["--merge", str(env.tmp / "b"), "--results", str(env.results), "--on-conflict", "replace"]) == 0
+    assert {c["revision"] for c in load(target)["cases"].values()} == {"other99"}
+
+
+def test_merge_refuses_another_gpu(env, capsys):
+    env.mp.setenv("FAKE_GPUS", "1")
+    assert env("fig22", results=env.tmp / "a") == 0
+    src = env.tmp / "a" / "fake-gpu-9000" / "fig22.json"
+    data = load(src)
+    data["context"]["xcorr_gpu_name"] = "Other GPU"
+    src.write_text(json.dumps(data))
+    assert env("fig22") == 0
+    capsys.readouterr()
+    assert rx.main(["--merge", str(env.tmp / "a"), "--results", str(env.results)]) == 2
+    assert "Other GPU" in capsys.readouterr().err
+
+
+def test_a_failure_is_replaced_by_a_measurement_not_the_reverse(env):
+    env.mp.setenv("FAKE_GPUS", "1")
+    env.mp.setenv("FAKE_ERROR_ON", "hL=256 wL=256 hR=256 wR=256 nL=8 nR=8")
+    assert env("fig22", results=env.tmp / "bad") == 0
+    env.mp.delenv("FAKE_ERROR_ON")
+    shutil.copytree(env.tmp / "bad", env.tmp / "good")
+    assert env("fig22", "--retry-failed", results=env.tmp / "good") == 0  # the failures measured, the rest as they were
+    for order in (("bad", "good"), ("good", "bad")):
+        out = env.tmp / ("merged-" + "-".join(order))
+        assert rx.main(["--merge", *(str(env.tmp / o) for o in order), "--results", str(out)]) == 0
+        check_complete(load(out / "fake-gpu-9000" / "fig22.json"), "fig22")
+
+
+# --- Slurm ---
+
+def test_slurm_sweep_writes_an_array_and_a_merge(tmp_path, capsys):
+    from xcsuite.cli import slurm_sweep
+    assert slurm_sweep.main(["fig22", "--shards", "4", "--dir", str(tmp_path / "sw"), "--no-submit",
+                             "--", "--quick"]) == 0
+    task = (tmp_path / "sw" / "sweep.sbatch").read_text()
+    assert "#SBATCH --array=0-3" in task and "#SBATCH --gres=gpu:1" in task
+    assert '--shard "$SLURM_ARRAY_TASK_ID/4"' in task and "--quick" in task and " fig22 " in task
+    assert "--merge" in (tmp_path / "sw" / "merge.sbatch").read_text()
+    assert "afterany" in capsys.readouterr().out
+
+
+def slurm_ready() -> str:
+    if not shutil.which("sbatch"):
+        return "no sbatch here"
+    r = subprocess.run(["scontrol", "ping"], capture_output=True, text=True)
+    if r.returncode != 0 or "UP" not in r.stdout:
+        return f"no Slurm controller answers: {(r.stdout + r.stderr).strip()[-200:]}"
+    return ""
+
+
+@pytest.mark.skipif(bool(slurm_ready()), reason=slurm_ready() or "")
+def test_a_sweep_on_a_real_slurm(env):
+    """A single-node Slurm (e.g. Debian's slurm-wlm with slurmctld and slurmd on localhost): the
+    array runs the fake bench, the merge job fills results/ with every case once."""
+    sw = env.tmp / "sweep"
+    env.mp.setenv("FAKE_GPUS", "1")
+    from xcsuite.cli import slurm_sweep
+    assert slurm_sweep.main(["fig22", "--shards", "2", "--dir", str(sw), "--gres", "", "--results", str(env.results),
+                             "--build", str(env.build)]) == 0
+    target = env.results / "fake-gpu-9000" / "fig22.json"
+    wait_for(lambda: target.exists() and load(target)["xcorr_meta"].get("complete"), "the merge job", 600)
+    check_complete(load(target), "fig22")

@@ -1,0 +1,140 @@
+"""The GPUs of this host that a run may use, and the cost-balanced dealing of cases among GPUs
+(scripts/run_experiments.py --gpus) or among the tasks of a Slurm job array (--shard K/N).
+
+Discovery is nvidia-smi's (`--query-gpu=index,name,uuid,pci.bus_id`; $XCORR_NVIDIA_SMI replaces
+the command, e.g. with the tests' fake), restricted to CUDA_VISIBLE_DEVICES where that is set.
+Each device is then handed to its benchmarks by UUID (CUDA_VISIBLE_DEVICES=GPU-...), which means
+the same GPU whatever CUDA_DEVICE_ORDER is: nvidia-smi numbers GPUs by PCI bus, CUDA by default
+fastest first, and the two differ on a host with GPUs of different models."""
+from __future__ import annotations
+
+import heapq
+import os
+import shlex
+import subprocess
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Device:
+    index: str  # nvidia-smi's index (PCI bus order)
+    name: str  # nvidia-smi's name (the results folder is named after the benchmark's own name)
+    uuid: str
+
+    def record(self) -> dict:
+        """What a result records of the device that measured it."""
+        return {"index": self.index, "uuid": self.uuid}
+
+    def label(self) -> str:
+        return f"GPU {self.index} ({self.name}, {self.uuid})"
+
+
+class GpuSelectionError(ValueError):
+    pass
+
+
+def smi_command() -> list[str]:
+    return shlex.split(os.environ.get("XCORR_NVIDIA_SMI") or "nvidia-smi")
+
+
+def list_devices() -> list[Device] | None:
+    """Every GPU nvidia-smi lists, or None where it cannot say (no nvidia-smi, no driver)."""
+    try:
+        r = subprocess.run([*smi_command(), "--query-gpu=index,name,uuid,pci.bus_id", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if r.returncode != 0:
+        return None
+    out = []
+    for line in r.stdout.strip().splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) >= 3 and parts[2].startswith(("GPU-", "MIG-")):
+            out.append(Device(parts[0], parts[1], parts[2]))
+    return out or None
+
+
+def visible(devices: list[Device], env=os.environ) -> list[Device] | None:
+    """The devices CUDA_VISIBLE_DEVICES leaves visible, in its order (all where it is unset);
+    None where its entries do not all name a listed device (then only CUDA knows what they mean)."""
+    spec = env.get("CUDA_VISIBLE_DEVICES")
+    if spec is None:
+        return list(devices)
+    out = []
+    for entry in (e.strip() for e in spec.split(",")):
+        if not entry:
+            continue
+        match = [d for d in devices if d.index == entry or (entry.startswith(("GPU-", "MIG-")) and d.uuid.startswith(entry))]
+        if len(match) != 1:
+            return None
+        out.append(match[0])
+    return out
+
+
+def select(spec: str, devices: list[Device]) -> list[Device]:
+    """--gpus: "all", or a comma list of nvidia-smi indices or UUIDs, among `devices` (the
+    visible ones)."""
+    if spec.strip() == "all":
+        return list(devices)
+    out = []
+    for entry in (e.strip() for e in spec.split(",")):
+        if not entry:
+            continue
+        match = [d for d in devices if d.index == entry or (entry.startswith(("GPU-", "MIG-")) and d.uuid.startswith(entry))]
+        if len(match) != 1:
+            raise GpuSelectionError(f"--gpus: no visible GPU {entry!r} (visible: "
+                                    f"{', '.join(d.index + ' ' + d.uuid for d in devices) or 'none'})")
+        if match[0] not in out:
+            out.append(match[0])
+    if not out:
+        raise GpuSelectionError("--gpus: no GPU selected")
+    return out
+
+
+# ---- dealing cases out by estimated cost ----------------------------------------------------
+
+def units(items: list, cost, group, n: int) -> list[list]:
+    """The items in units dealt whole: those with one `group` key together (the cases of one
+    figure point, so that the variants compared at a shape are measured on one GPU), unless a
+    group costs more than a 1/n share of the whole, which is split into single items."""
+    total = sum(cost(x) for x in items)
+    groups: dict = {}
+    for x in items:
+        groups.setdefault(group(x), []).append(x)
+    out = []
+    for g in groups.values():
+        if len(g) > 1 and n > 1 and sum(cost(x) for x in g) > total / n:
+            out.extend([x] for x in g)
+        else:
+            out.append(g)
+    return out
+
+
+def deal(items: list, n: int, cost, group=lambda x: id(x)) -> list[list]:
+    """Deals `items` into n bins of about equal estimated cost: the units (see `units`) by
+    decreasing cost, each to the least loaded bin (the LPT rule: the largest bin is at most 4/3 of
+    the best possible, and at most the mean plus one unit). Deterministic: ties go to the unit
+    seen first and the lowest bin. Within a bin, items keep their order in `items`."""
+    if n < 1:
+        raise ValueError("n must be >= 1")
+    order = {id(x): i for i, x in enumerate(items)}
+    us = units(items, cost, group, n)
+    us.sort(key=lambda u: (-sum(cost(x) for x in u), order[id(u[0])]))
+    heap = [(0.0, b) for b in range(n)]
+    bins: list[list] = [[] for _ in range(n)]
+    for u in us:
+        load, b = heapq.heappop(heap)
+        bins[b].extend(u)
+        heapq.heappush(heap, (load + sum(cost(x) for x in u), b))
+    return [sorted(b, key=lambda x: order[id(x)]) for b in bins]
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """--shard K/N (0 <= K < N)."""
+    try:
+        k, n = (int(v) for v in text.split("/"))
+    except ValueError:
+        raise GpuSelectionError(f"--shard {text!r}: expected K/N, e.g. 0/4") from None
+    if not (n >= 1 and 0 <= k < n):
+        raise GpuSelectionError(f"--shard {text!r}: need 0 <= K < N")
+    return k, n
