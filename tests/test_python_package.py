@@ -374,33 +374,7 @@ def test_without_a_gpu_the_gpu_path_raises_no_gpu_error():
 
 # --- GPU ----------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def gpu():
-    try:
-        return xcorr.gpu_info()
-    except xcorr.NoGPUError as e:
-        pytest.skip(f"no usable GPU: {e}")
-
-
-@pytest.fixture(scope="module")
-def torch(gpu):
-    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
-    if not torch.cuda.is_available():
-        pytest.skip("PyTorch has no CUDA")
-    return torch
-
-
-@pytest.fixture(scope="module")
-def cupy(gpu):
-    return pytest.importorskip("cupy", reason="CuPy is not installed")
-
-
-def lib_array(lib, x):
-    return lib.asarray(x) if lib.__name__ == "cupy" else lib.as_tensor(x, device="cuda")
-
-
-def host(x):
-    return x.get() if type(x).__module__.startswith("cupy") else x.cpu().numpy()
+from array_libs import cupy, gpu, host, lib_array, torch  # noqa: E402,F401 (fixtures)
 
 
 GPU_CASES = {  # form -> (left shape, right shape): odd, unequal sizes
