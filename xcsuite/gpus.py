@@ -54,6 +54,16 @@ def list_devices() -> list[Device] | None:
     return out or None
 
 
+def _entries(spec: str) -> list[str]:
+    """The non-empty entries of a comma list (CUDA_VISIBLE_DEVICES, --gpus)."""
+    return [e for e in (e.strip() for e in spec.split(",")) if e]
+
+
+def _matching(entry: str, devices: list[Device]) -> list[Device]:
+    """The devices an entry names: an nvidia-smi index, or a (prefix of a) GPU-/MIG- UUID."""
+    return [d for d in devices if d.index == entry or (entry.startswith(("GPU-", "MIG-")) and d.uuid.startswith(entry))]
+
+
 def visible(devices: list[Device], env=os.environ) -> list[Device] | None:
     """The devices CUDA_VISIBLE_DEVICES leaves visible, in its order (all where it is unset);
     None where its entries do not all name a listed device (then only CUDA knows what they mean)."""
@@ -61,10 +71,8 @@ def visible(devices: list[Device], env=os.environ) -> list[Device] | None:
     if spec is None:
         return list(devices)
     out = []
-    for entry in (e.strip() for e in spec.split(",")):
-        if not entry:
-            continue
-        match = [d for d in devices if d.index == entry or (entry.startswith(("GPU-", "MIG-")) and d.uuid.startswith(entry))]
+    for entry in _entries(spec):
+        match = _matching(entry, devices)
         if len(match) != 1:
             return None
         out.append(match[0])
@@ -77,10 +85,8 @@ def select(spec: str, devices: list[Device]) -> list[Device]:
     if spec.strip() == "all":
         return list(devices)
     out = []
-    for entry in (e.strip() for e in spec.split(",")):
-        if not entry:
-            continue
-        match = [d for d in devices if d.index == entry or (entry.startswith(("GPU-", "MIG-")) and d.uuid.startswith(entry))]
+    for entry in _entries(spec):
+        match = _matching(entry, devices)
         if len(match) != 1:
             raise GpuSelectionError(f"--gpus: no visible GPU {entry!r} (visible: "
                                     f"{', '.join(d.index + ' ' + d.uuid for d in devices) or 'none'})")
