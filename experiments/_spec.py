@@ -57,6 +57,9 @@ ParamValue = Union[str, int, Callable[["Shape"], Union[str, int, None]]]
 WINDOW_MODES = ("full", "valid", "same")
 MAX_SHIFT = (1 << 30) - 1  # core.cpp's kMaxShift: a shift 2^30 or more away from 0 is refused
 MAX_OUT_ELEMS = 1 << 30  # one output matrix at most (Problem::check)
+# Normalizations (docs/CONVENTIONS.md, "Normalization"; xcorr_bench's case key normalize=): any variant,
+# form and window; "none" is the raw correlation (the key is then left out of the case line and name).
+NORMALIZATIONS = ("none", "zncc", "zero-lag")
 # The window kinds a variant declares (`xcorr list --json` "windows"); a registry without them
 # (files written before windows existed) declares the full output only.
 WINDOW_KINDS = ("full", "valid", "same", "max-shift", "shifts")
@@ -121,8 +124,10 @@ def overlap_total(s0: int, s1: int, m: int, n: int) -> int:
 @dataclass(frozen=True)
 class Shape:
     """One problem shape: sizes of a left and a right matrix, the stack counts (nL, nR as in
-    docs/CONVENTIONS.md: for n-to-mn nR = N*M) and the output window ("full", "valid", "same",
-    "max_shift=SY[,SX]" or "shifts=DY0:DY1,DX0:DX1"; checked here, resolved by shifts())."""
+    docs/CONVENTIONS.md: for n-to-mn nR = N*M), the output window ("full", "valid", "same",
+    "max_shift=SY[,SX]" or "shifts=DY0:DY1,DX0:DX1"; checked here, resolved by shifts()) and the
+    normalization (NORMALIZATIONS: "none", the raw correlation, or "zncc" | "zero-lag", the case
+    key normalize= and the benchmark name's /norm:MODE segment)."""
 
     form: str
     hL: int
@@ -133,8 +138,11 @@ class Shape:
     nR: int = 1
     group: str = ""  # panel label; computed from the counts when empty
     window: str = "full"
+    normalize: str = "none"
 
     def __post_init__(self):
+        if self.normalize not in NORMALIZATIONS:
+            raise ValueError(f"unknown normalization {self.normalize!r}: one of {', '.join(NORMALIZATIONS)}")
         if self.form not in FORMS:
             raise ValueError(f"unknown form {self.form!r}")
         if self.form == "one-to-one" and (self.nL, self.nR) != (1, 1):
@@ -154,8 +162,8 @@ class Shape:
 
     # --- constructors -----------------------------------------------------------------------
     @staticmethod
-    def one_to_one(size: int, group: str = "", window: str = "full") -> "Shape":
-        return Shape("one-to-one", size, size, size, size, 1, 1, group, window)
+    def one_to_one(size: int, group: str = "", window: str = "full", normalize: str = "none") -> "Shape":
+        return Shape("one-to-one", size, size, size, size, 1, 1, group, window, normalize)
 
     @staticmethod
     def one_to_many(size: int, rights: int, group: str = "", window: str = "full") -> "Shape":
@@ -217,6 +225,10 @@ class Shape:
         if self.full:
             return ""
         return f"window={self.window}" if self.window in WINDOW_MODES else self.window
+
+    def normalize_line(self) -> str:
+        """The case line's normalize key: '' for the raw correlation (none)."""
+        return "" if self.normalize == "none" else f"normalize={self.normalize}"
 
     # --- derived quantities -----------------------------------------------------------------
     @property
@@ -377,13 +389,19 @@ class Case:
 
     @property
     def key(self) -> str:
-        return case_key(self.variant, self.shape.dims(), dict(self.params), self.cold, self.shape.shifts_text)
+        """The case's identity; a normalized case's mode is among its parameters as "normalize",
+        as xcsuite.benchjson parses the name's /norm:MODE and resultfile the case line's key."""
+        params = dict(self.params)
+        if self.shape.normalize != "none":
+            params["normalize"] = self.shape.normalize
+        return case_key(self.variant, self.shape.dims(), params, self.cold, self.shape.shifts_text)
 
     def line(self) -> str:
         s = self.shape
         parts = [f"variant={self.variant}", f"form={s.form}", f"hL={s.hL}", f"wL={s.wL}", f"hR={s.hR}",
                  f"wR={s.wR}", f"nL={s.nL}", f"nR={s.nR}"]
         parts += [s.window_line()] if s.window_line() else []
+        parts += [s.normalize_line()] if s.normalize_line() else []
         parts += [f"{k}={v}" for k, v in self.params]
         return " ".join(parts)
 
@@ -455,6 +473,8 @@ def _series_cases(exp: Experiment, s: Series, shape: Shape, info: Mapping) -> tu
     if not supports_window(kinds, shape):
         return [], (f"{s.variant} does not compute the {shape.window} window (shifts {shape.shifts_text}), "
                     f"only: {', '.join(kinds)}")
+    if shape.normalize != "none" and info.get("family") == "peer":
+        return [], f"{s.variant}: the peers (xcsuite.peerbench) do not normalize ({shape.normalize})"
     allowed = {k: [str(x) for x in v] for k, v in info.get("params", {}).items()}
     fixed = {}
     for name, value in s.params.items():

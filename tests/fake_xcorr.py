@@ -26,6 +26,9 @@ PEERS (FAKE_PEERS_UNAVAILABLE=name,... marks those unavailable) and logs to FAKE
 Windows (window=, max_shift=, shifts=) as xcorr_bench takes them: a window the variant does not
 declare is refused (exit 2); a windowed case is named with /shifts:DY0:DY1,DX0:DX1 after nR and
 carries the counters dy0 dy1 dx0 dx1, its fmas the window's (resolved by experiments._spec.Shape).
+normalize=none|zncc|zero-lag as xcorr_bench takes it (any variant, form and window; another value
+exits 2): a normalized case is named with /norm:MODE after the shifts segment and takes longer
+(the normalization's means, sums and epilogue around the raw run); the peerbench role refuses it.
 """
 import hashlib
 import json
@@ -36,7 +39,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from experiments._spec import Shape, supports_window  # noqa: E402  (the repository root is not installed)
+from experiments._spec import NORMALIZATIONS, Shape, supports_window  # noqa: E402  (the repository root is not installed)
 
 WINDOW_KEYS = ("window", "max_shift", "shifts")
 REGISTRY = Path(os.environ.get("FAKE_REGISTRY", HERE / "fixtures" / "registry.json"))
@@ -108,7 +111,8 @@ def context():
 
 
 def shape_of(kv, window="full"):
-    return Shape(kv["form"], *(int(kv[k]) for k in ("hL", "wL", "hR", "wR", "nL", "nR")), window=window)
+    return Shape(kv["form"], *(int(kv[k]) for k in ("hL", "wL", "hR", "wR", "nL", "nR")), window=window,
+                 normalize=kv.get("normalize", "none"))
 
 
 def call_time(kv, shape):
@@ -120,19 +124,25 @@ def call_time(kv, shape):
         t = 2e-5 + pairs * (h["hL"] + h["hR"]) * (h["wL"] + h["wR"]) * 8e-12
         if v == "fft+plan":
             t += 5e-3
-        return t, fmas
+        return t * norm_factor(shape), fmas
     rate = RATES.get(v, 2e12)
     for p in ("overlaps", "rights", "lefts"):  # bigger groupings are faster in this model
         if p in kv and kv[p].isdigit():
             rate *= 1 + 0.1 * int(kv[p])
     if kv.get("rows") == "1":
         rate *= 1.2
-    return 3e-6 + fmas / rate, fmas
+    return (3e-6 + fmas / rate) * norm_factor(shape), fmas
+
+
+def norm_factor(shape):
+    """The normalized computation around the raw run costs more in this model."""
+    return {"none": 1.0, "zncc": 1.5, "zero-lag": 1.1}[shape.normalize]
 
 
 def run_name(kv, params, shape):
     dims = "/".join(f"{k}:{kv[k]}" for k in ("hL", "wL", "hR", "wR", "nL", "nR"))
     w = f"/shifts:{shape.shifts_text}" if shape.shifts_text else ""
+    w += f"/norm:{shape.normalize}" if shape.normalize != "none" else ""
     ps = "".join(f"/{k}:{params[k]}" for k in sorted(params))
     return f"{kv['variant']}/{kv['form']}/{dims}{w}{ps}"
 
@@ -166,6 +176,9 @@ def bench(args, role="xcorr_bench"):
         var = registry.get(kv["variant"])
         if var is None or (os.environ.get("FAKE_REJECT") and os.environ["FAKE_REJECT"] in line):
             print(f"xcorr_bench: error: unknown or bad case '{line}'", file=sys.stderr)
+            return 2
+        if kv.get("normalize", "none") not in NORMALIZATIONS or (role == "peerbench" and "normalize" in kv):
+            print(f"xcorr_bench: error: case '{line}': normalize=: unknown or unsupported mode", file=sys.stderr)
             return 2
         given = [k for k in WINDOW_KEYS if k in kv]
         window = "full" if not given else (kv[given[0]] if given[0] == "window" else f"{given[0]}={kv[given[0]]}")

@@ -15,7 +15,8 @@ from xcsuite.results import load_results
 
 POINT_COLUMNS = ["experiment", "panel", "shape_panel", "series", "group", "variant", "params", "form", "counts",
                  "size", "hL", "wL", "hR", "wR", "nL", "nR", "time_us", "std_us", "cv", "time_per_fma_ps", "flops",
-                 "peak_pct", "tuned", "n_candidates", "window", "shifts", "half_width", "finish_time_us", "total_us"]
+                 "peak_pct", "tuned", "n_candidates", "window", "shifts", "half_width", "finish_time_us", "total_us",
+                 "normalize"]  # none | zncc | zero-lag (docs/CONVENTIONS.md, "Normalization")
 # The experiment's metric that picks a tuned series' best configuration (and is drawn): time per
 # call, or for the window experiments time per call + finish_time (fft's untimed crop).
 RANK_COLUMN = {"time_with_finish": "total_us"}
@@ -79,7 +80,8 @@ def points(exp: Experiment, summary: pd.DataFrame, gpu_dir: Path) -> tuple[pd.Da
                     "cv": best["cv"], "time_per_fma_ps": best["time_per_fma_ps"], "flops": best["flops"],
                     "peak_pct": best["peak_pct"], "tuned": len(m.keys) > 1, "n_candidates": len(have),
                     "window": s.window, "shifts": s.shifts_text, "half_width": s.half_width,
-                    "finish_time_us": best["finish_time_us"], "total_us": best["total_us"]})
+                    "finish_time_us": best["finish_time_us"], "total_us": best["total_us"],
+                    "normalize": s.normalize})
     for label, shapes in missing.items():
         notes.append(f"{exp.name}: '{label}': {len(shapes)} point(s) without results")
     if not out:

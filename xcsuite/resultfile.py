@@ -159,7 +159,8 @@ def encode_members(members) -> list[dict]:
     """The "members" of a results file from the runner's expansion (experiments._spec.Member)."""
     return [{"panel": m.panel, "series": m.series.label, "group": m.group,
              "shape": {"form": m.shape.form, **{k: getattr(m.shape, k) for k in DIM_KEYS}, "group": m.shape.group,
-                       **({"window": m.shape.window} if m.shape.window != "full" else {})},
+                       **({"window": m.shape.window} if m.shape.window != "full" else {}),
+                       **({"normalize": m.shape.normalize} if m.shape.normalize != "none" else {})},
              "keys": list(m.keys)} for m in members]
 
 

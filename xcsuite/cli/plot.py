@@ -384,6 +384,20 @@ def window_bars(ax, sub: pd.DataFrame, series_order: list, col: str) -> None:
     ax.grid(True, axis="x", which="major", alpha=0.3)
 
 
+NORM_NAMES = {"zncc": "ZNCC", "zero-lag": "zero-lag normalized", "none": "raw correlation"}
+
+
+def quantity_label(pts: pd.DataFrame, ylabel: str, everything: pd.DataFrame | None = None) -> str:
+    """The time axis' label of `pts` (a panel's points, of the figure's `everything`), naming what
+    is timed where a normalized case is in the figure ("ZNCC: time per call + finish_time [µs]",
+    "raw correlation: ..." beside it); the plain label where all are raw."""
+    def modes(df):
+        return list(dict.fromkeys(df["normalize"])) if df is not None and "normalize" in df.columns else []
+    if all(m == "none" for m in modes(pts) + modes(everything)):
+        return ylabel
+    return f"{' / '.join(NORM_NAMES.get(m, m) for m in modes(pts))}: {ylabel}"
+
+
 def fmt_us(us: float) -> str:
     return f"{us:.3g} µs" if us < 1000 else f"{us / 1000:.3g} ms"
 
@@ -396,7 +410,8 @@ def plot_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
     for ax, pk in zip(axes, panels):
         window_bars(ax, pts[pts["shape_panel"] == pk], series_order, col)
         ax.set_title(pk, fontsize=9)
-        ax.set_xlabel(f"{ylabel}, log scale; hatched: other libraries", fontsize=8)
+        ax.set_xlabel(f"{quantity_label(pts[pts['shape_panel'] == pk], ylabel, pts)}, log scale; hatched: other libraries",
+                      fontsize=8)
     suptitle(fig, f"{exp.title}\n{title}; {FINISH_NOTE}")
     fig.tight_layout()
     return save(fig, out_dir, exp.name)
@@ -421,7 +436,7 @@ def plot_grouped_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list
             ax.text(x, v, fmt_us(v), ha="center", va="bottom", fontsize=5, rotation=90)
     ax.set_xticks(range(len(groups)), [f"S = {int(g)}" for g in groups], fontsize=8)
     ax.set_yscale("log")
-    ax.set_ylabel(f"{ylabel}; hatched: other libraries", fontsize=8)
+    ax.set_ylabel(f"{quantity_label(pts, ylabel)}; hatched: other libraries", fontsize=8)
     ax.set_xlabel(exp.xlabel, fontsize=8)
     ax.grid(True, axis="y", which="major", alpha=0.3)
     ax.margins(y=0.15)

@@ -498,7 +498,7 @@ def setup(args) -> Setup:
 def point_of(exp_name: str, case) -> tuple:
     """The figure point a case belongs to: the variants compared at one shape, dealt whole to
     one GPU or shard where the balance allows (xcsuite/gpus.py deal)."""
-    return exp_name, case.shape.form, tuple(case.shape.dims()), case.shape.window, case.cold
+    return exp_name, case.shape.form, tuple(case.shape.dims()), case.shape.window, case.shape.normalize, case.cold
 
 
 def case_cost(su: Setup, families: dict):
