@@ -1,5 +1,6 @@
-"""The experiment suite: one module per experiment (fig15.py ... table1.py, efficiency.py, and the
-output-window experiments windows.py, piv.py, autocorr.py, window_table.py), each
+"""The experiment suite: one module per experiment (fig15.py ... table1.py, efficiency.py, the
+output-window experiments windows.py, piv.py, autocorr.py, window_table.py, and the normalized
+ones zncc_frames.py, zncc_match.py, zncc_autocorr.py), each
 defining EXPERIMENT (see _spec.py). `load(name)` and `load_all()` find them; the order of
 `ORDER` is the order in which scripts/run_experiments.py runs them."""
 from __future__ import annotations
@@ -12,9 +13,14 @@ from ._spec import Experiment
 # The output-window experiments (issue #20): not the paper's evaluation. The pages that set our
 # results beside the paper's (claims, anchors) read every other experiment, and full outputs only.
 WINDOW_EXPERIMENTS = ("windows", "piv", "autocorr", "window_table")
+# The normalized experiments (issue #21: ZNCC, zero-lag): another quantity than the paper's raw
+# correlation, so the paper pages leave them out too.
+NORMALIZED_EXPERIMENTS = ("zncc_frames", "zncc_match", "zncc_autocorr")
+# Every experiment that claims and anchors do not read.
+NOT_PAPER_EXPERIMENTS = WINDOW_EXPERIMENTS + NORMALIZED_EXPERIMENTS
 
 ORDER = ["fig15", "fig16", "fig17", "fig18", "fig19", "fig20", "nmn", "fig21", "fig22", "fig23",
-         "table1", "efficiency", "windows", "piv", "autocorr", "window_table"]
+         "table1", "efficiency", "windows", "piv", "autocorr", "window_table", "zncc_frames", "zncc_match", "zncc_autocorr"]
 
 
 def names() -> list[str]:

@@ -101,17 +101,20 @@ def aggregate_dir(gpu_dir: Path) -> pd.DataFrame:
 
 
 def paper_rows(summary: pd.DataFrame) -> pd.DataFrame:
-    """The rows of the paper's evaluation: full outputs, measured by an experiment that is not one
-    of the output-window experiments (a window's time is another problem's)."""
-    from experiments import WINDOW_EXPERIMENTS
-    keep = ~summary["experiment"].isin(WINDOW_EXPERIMENTS) & (summary["shifts"] == "")
+    """The rows of the paper's evaluation: full, raw outputs, measured by an experiment that is not
+    one of the output-window or normalized experiments (a window's time is another problem's, a
+    normalized case's another quantity's)."""
+    from experiments import NOT_PAPER_EXPERIMENTS
+    keep = ~summary["experiment"].isin(NOT_PAPER_EXPERIMENTS) & (summary["shifts"] == "")
+    if "params" in summary.columns:  # a normalized case carries normalize=MODE among its parameters
+        keep &= ~summary["params"].astype(str).str.contains("normalize=", regex=False)
     return summary[keep]
 
 
 def paper_experiments(gpu_dir: Path) -> list[str]:
     """The experiments with a results file in gpu_dir that belong to the paper's evaluation."""
-    from experiments import WINDOW_EXPERIMENTS
-    return [f.stem for f in sorted(Path(gpu_dir).glob("*.json")) if f.stem not in WINDOW_EXPERIMENTS]
+    from experiments import NOT_PAPER_EXPERIMENTS
+    return [f.stem for f in sorted(Path(gpu_dir).glob("*.json")) if f.stem not in NOT_PAPER_EXPERIMENTS]
 
 
 def gpu_name_of(summary: pd.DataFrame, gpu_dir: Path) -> str:

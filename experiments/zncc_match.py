@@ -1,0 +1,29 @@
+"""Template matching with ZNCC (issue #21): one image, one template (one-to-one), the valid
+window (every placement of the template inside the image), normalize=zncc, as OpenCV's
+TM_CCOEFF_NORMED and MATLAB's normxcorr2 (valid part) compute it.
+
+Images 1024 x 1024 and 4096 x 4096; templates 16, 32, 64, 128 and 256 square. Series: this
+project's direct kernels that declare the valid window and run one-to-one at these sizes
+(register-tiled; the baseline overlap-wise where its cap allows) against fft and fft+plan.
+Not here: fft-fused (outputs up to 1023 x 1023, pairs up to 512), small-direct (up to ~100) and
+tensor-wgmma (no one-to-one). The direct kernels skip calls above 3e11 raw multiply-adds
+(the baseline above 2e10): the 4096 image with the largest templates is FFT only. No peers:
+xcsuite.peerbench does not normalize. Metric: time per call + finish_time; a bar per series, a
+panel per image and template.
+"""
+from experiments._spec import Experiment, Shape
+from experiments._windows import normalized_series
+
+IMAGES = (1024, 4096)
+TEMPLATES = (16, 32, 64, 128, 256)
+
+EXPERIMENT = Experiment(
+    name="zncc_match",
+    title="Template matching: ZNCC of one image and one template, valid window",
+    paper="Issue #21 (not in the paper)",
+    metric="time_with_finish",
+    plot="bars",
+    shapes=[Shape("one-to-one", n, n, t, t, group=f"image {n} x {n}, template {t} x {t}, ZNCC",
+                  window="valid", normalize="zncc") for n in IMAGES for t in TEMPLATES],
+    series=normalized_series("register-tiled", "overlap-wise", "fft", "fft+plan"),
+)
