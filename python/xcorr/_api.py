@@ -334,11 +334,7 @@ class Plan:
 
     def _call(self, left, right, out, stream):
         """The general path: any kinds of arrays (NumPy, PyTorch, CuPy, DLPack), through DLPack."""
-        kl, kr = _arrays.kind_of(left), _arrays.kind_of(right)
-        if kl == "numpy":
-            left = np.asarray(left)
-        if kr == "numpy":
-            right = np.asarray(right)
+        left, right, kl, kr = _as_arrays(left, right)
         for x, what, want in ((left, "left", self.left_shape), (right, "right", self.right_shape)):
             if tuple(x.shape) != want:
                 raise ValueError(f"{what} has shape {tuple(x.shape)}, the plan was built for {want}")
@@ -480,33 +476,54 @@ def correlate2d(left, right, mode="full", *, max_shift=None, shifts=None, normal
                 # None: an array the fast path does not take as it is; the plan's general path
                 # copies it or says what is wrong.
                 return result if result is not None else plan._call(left, right, out, stream)
+    left, right, kl, kr = _as_arrays(left, right)
+    lshape, rshape = _shape_of(left, "left"), _shape_of(right, "right")
+    device, handle = _device_and_stream(left, right, kl, kr, algorithm, stream)
+    # The arrays' own shape objects (torch.Size, tuples) as the fast path looks them up.
+    key = _key(mode, max_shift, shifts, normalize, form, algorithm, precision, params, left.shape, right.shape,
+               device, handle)
+    plan = _cached_plan(key, lambda: Plan(lshape, rshape, mode, max_shift=max_shift, shifts=shifts, normalize=normalize,
+                                          form=form, algorithm=algorithm, precision=precision, params=params,
+                                          device=device))
+    return plan(left, right, out=out, stream=handle)
+
+
+def _as_arrays(left, right):
+    """The two arrays with their kinds ("numpy", "torch", "cupy", ...); anything NumPy reads as
+    an array becomes one."""
     kl, kr = _arrays.kind_of(left), _arrays.kind_of(right)
     if kl == "numpy":
         left = np.asarray(left)
     if kr == "numpy":
         right = np.asarray(right)
-    lshape, rshape = _shape_of(left, "left"), _shape_of(right, "right")
-    dl = _arrays.device_of(left, kl)
-    dr = _arrays.device_of(right, kr)
-    device = None if algorithm == "reference" else (dl if dl is not None else dr)
-    kind = kl if dl is not None else kr
-    handle = None if algorithm == "reference" else _arrays.stream_handle(stream, kind, device)
-    # The arrays' own shape objects (torch.Size, tuples) as the fast path looks them up.
-    key = _key(mode, max_shift, shifts, normalize, form, algorithm, precision, params, left.shape, right.shape,
-               device, handle)
+    return left, right, kl, kr
+
+
+def _device_and_stream(left, right, kl, kr, algorithm, stream):
+    """The device the call runs on (the first GPU array's; None for the reference) and the stream
+    handle (`stream`, or that array library's current stream)."""
+    dl, dr = _arrays.device_of(left, kl), _arrays.device_of(right, kr)
+    if algorithm == "reference":
+        return None, None
+    device = dl if dl is not None else dr
+    return device, _arrays.stream_handle(stream, kl if dl is not None else kr, device)
+
+
+def _cached_plan(key, make):
+    """The plan cached under `key`, else make() (cached unless the key is unhashable: an option no
+    valid plan has, and make() says what is wrong with it). One plan per stream: a plan must not
+    run on two streams at once (the stream is in the key)."""
     try:
         plan = _plans.get(key)
-    except TypeError:  # an unhashable option (mode=["full"]): no valid plan has it, Plan() says why
+    except TypeError:
         key = plan = None
     if plan is None:
-        plan = Plan(lshape, rshape, mode, max_shift=max_shift, shifts=shifts, normalize=normalize, form=form,
-                    algorithm=algorithm, precision=precision, params=params, device=device)
-        if key is None:
-            return plan(left, right, out=out, stream=handle)
-        if len(_plans) >= _PLAN_CACHE:
-            _plans.pop(next(iter(_plans)))
-        _plans[key] = plan  # one plan per stream: a plan must not run on two streams at once
-    return plan(left, right, out=out, stream=handle)
+        plan = make()
+        if key is not None:
+            if len(_plans) >= _PLAN_CACHE:
+                _plans.pop(next(iter(_plans)))
+            _plans[key] = plan
+    return plan
 
 
 def _key(mode, max_shift, shifts, normalize, form, algorithm, precision, params, lshape, rshape, device, handle):
@@ -554,31 +571,15 @@ def correlate1d(left, right, mode="full", *, max_lag=None, lags=None, normalize=
     is the float64 NumPy reference on any machine. Raises ValueError for bad shapes (a 3-D array:
     use correlate2d), dtypes, windows or names, xcorr.NoGPUError, xcorr.CudaError.
     """
-    kl, kr = _arrays.kind_of(left), _arrays.kind_of(right)
-    if kl == "numpy":
-        left = np.asarray(left)
-    if kr == "numpy":
-        right = np.asarray(right)
+    left, right, kl, kr = _as_arrays(left, right)
     lshape, rshape = _signal_shape(left, "left"), _signal_shape(right, "right")
-    dl = _arrays.device_of(left, kl)
-    dr = _arrays.device_of(right, kr)
-    device = None if algorithm == "reference" else (dl if dl is not None else dr)
-    kind = kl if dl is not None else kr
-    handle = None if algorithm == "reference" else _arrays.stream_handle(stream, kind, device)
+    device, handle = _device_and_stream(left, right, kl, kr, algorithm, stream)
     # Its own keys in correlate2d's cache: a (count, n) stack has the shape of a matrix.
     key = ("correlate1d",) + _key(mode, max_lag, lags, normalize, form, algorithm, precision, params, left.shape,
                                   right.shape, device, handle)
-    try:
-        plan = _plans.get(key)
-    except TypeError:  # an unhashable option: Plan() says what is wrong with it
-        key = plan = None
-    if plan is None:
-        plan = Plan(lshape, rshape, mode, max_lag=max_lag, lags=lags, normalize=normalize, form=form,
-                    algorithm=algorithm, precision=precision, params=params, device=device, dims=1)
-        if key is not None:
-            if len(_plans) >= _PLAN_CACHE:
-                _plans.pop(next(iter(_plans)))
-            _plans[key] = plan
+    plan = _cached_plan(key, lambda: Plan(lshape, rshape, mode, max_lag=max_lag, lags=lags, normalize=normalize,
+                                          form=form, algorithm=algorithm, precision=precision, params=params,
+                                          device=device, dims=1))
     return plan(left, right, out=out, stream=handle)
 
 
