@@ -55,3 +55,25 @@ def log_lines(path: Path) -> list:
 def env_set(**kw):
     for k, v in kw.items():
         os.environ[k] = v
+
+
+def quick_suite_env(tmp_path: Path, monkeypatch):
+    """The experiment runner on the fake bench and the fake peers (their logs in tmp_path), quick
+    protocol, every size: returns (run(*args) -> exit status, the results folder, the bench's log,
+    tmp_path)."""
+    from xcsuite.cli import run_experiments as rx
+
+    clear_fake_env(monkeypatch)
+    build = make_fake_build(tmp_path / "build")
+    log = tmp_path / "bench.log"
+    monkeypatch.setenv("FAKE_LOG", str(log))
+    monkeypatch.setenv("FAKE_PEER_LOG", str(tmp_path / "peer.log"))
+    monkeypatch.setenv("XCORR_PEERBENCH", str(build / "peerbench"))  # the peers, faked like the bench
+    monkeypatch.setenv("XCORR_LOCK_DIR", str(tmp_path / "locks"))
+    results = tmp_path / "results"
+
+    def run(*args):
+        return rx.main([*args, "--build", str(build), "--results", str(results), "--no-progress", "--quick",
+                        "--max-fmas", "1e20"])
+
+    return run, results / "fake-gpu-9000-quick", log, tmp_path

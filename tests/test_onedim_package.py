@@ -292,7 +292,7 @@ def test_without_a_gpu_correlate1d_raises_no_gpu_error():
 
 # --- GPU ----------------------------------------------------------------------------------------
 
-from array_libs import cupy, gpu, host, lib_array, torch  # noqa: E402,F401 (fixtures)
+from array_libs import NoDLPack, cupy, gpu, host, lib_array, torch  # noqa: E402,F401 (fixtures)
 
 
 GPU_CASES = {  # form -> [(left shape, right shape)]: odd unequal lengths, and a left shorter than an even right
@@ -360,17 +360,6 @@ def test_normalized_auto_through_torch_and_cupy(lib, normalize, request):
                                     **window)
             ref = xcorr.correlate1d(a, b, form=form, normalize=normalize, algorithm="reference", **window)
             assert np.abs(host(got) - ref).max() <= 1e-4, (form, window)
-
-
-class NoDLPack:
-    def __init__(self, plan):
-        self._plan = plan
-
-    def execute(self, *args):
-        raise AssertionError("the DLPack path was taken")
-
-    def __getattr__(self, name):
-        return getattr(self._plan, name)
 
 
 @pytest.mark.parametrize("lib", ["torch", "cupy"])

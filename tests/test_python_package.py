@@ -374,7 +374,7 @@ def test_without_a_gpu_the_gpu_path_raises_no_gpu_error():
 
 # --- GPU ----------------------------------------------------------------------------------------
 
-from array_libs import cupy, gpu, host, lib_array, torch  # noqa: E402,F401 (fixtures)
+from array_libs import NoDLPack, cupy, gpu, host, lib_array, torch  # noqa: E402,F401 (fixtures)
 
 
 GPU_CASES = {  # form -> (left shape, right shape): odd, unequal sizes
@@ -508,20 +508,6 @@ def test_zero_copy_cupy(cupy):
     assert pool.used_bytes() == before
     ref = xcorr.correlate2d(a.get(), b.get(), mode="valid", algorithm="reference")
     assert rel_err(out.get(), ref) < 1e-5
-
-
-class NoDLPack:
-    """A plan's binding object whose DLPack entry (execute) fails: a call that still works took
-    the pointer path (execute_ptr)."""
-
-    def __init__(self, plan):
-        self._plan = plan
-
-    def execute(self, *args):
-        raise AssertionError("the DLPack path was taken")
-
-    def __getattr__(self, name):
-        return getattr(self._plan, name)
 
 
 @pytest.mark.parametrize("lib", ["torch", "cupy"])

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from scipy import signal
 from fake_xcorr import PEERS
-from suite_helpers import FIXTURES, clear_fake_env, log_lines, make_fake_build
+from suite_helpers import FIXTURES, log_lines, quick_suite_env
 from xcorr_np import crop
 
 import experiments as suite
@@ -20,7 +20,6 @@ from experiments._spec import (Case, Experiment, Series, Shape, case_key, expand
 from xcsuite import resultfile as rf
 from xcsuite.benchjson import entry_key, parse_bench_name
 from xcsuite.cli import plot, table
-from xcsuite.cli import run_experiments as rx
 from xcsuite.cost import call_seconds
 from xcsuite.summary import aggregate_dir, load_summary
 
@@ -201,20 +200,7 @@ def test_crossover_is_where_the_best_direct_becomes_slower_than_the_best_fft():
 
 @pytest.fixture
 def env(tmp_path, monkeypatch):
-    clear_fake_env(monkeypatch)
-    build = make_fake_build(tmp_path / "build")
-    log = tmp_path / "bench.log"
-    monkeypatch.setenv("FAKE_LOG", str(log))
-    monkeypatch.setenv("FAKE_PEER_LOG", str(tmp_path / "peer.log"))
-    monkeypatch.setenv("XCORR_PEERBENCH", str(build / "peerbench"))  # the peers, faked like the bench
-    monkeypatch.setenv("XCORR_LOCK_DIR", str(tmp_path / "locks"))
-    results = tmp_path / "results"
-
-    def run(*args):
-        return rx.main([*args, "--build", str(build), "--results", str(results), "--no-progress", "--quick",
-                        "--max-fmas", "1e20"])
-
-    return run, results / "fake-gpu-9000-quick", log, tmp_path
+    return quick_suite_env(tmp_path, monkeypatch)
 
 
 def test_window_experiments_run_resume_aggregate_plot_and_table(env, monkeypatch):

@@ -6,14 +6,13 @@ import json
 
 import pytest
 from fake_xcorr import PEERS
-from suite_helpers import FIXTURES, clear_fake_env, log_lines, make_fake_build
+from suite_helpers import FIXTURES, log_lines, quick_suite_env
 
 import experiments as suite
 from experiments._spec import Case, Experiment, Series, Shape, expand
 from xcsuite import resultfile as rf
 from xcsuite.benchjson import entry_key, parse_bench_name
 from xcsuite.cli import plot
-from xcsuite.cli import run_experiments as rx
 from xcsuite.summary import aggregate_dir, paper_experiments, paper_rows
 
 REGISTRY = json.loads((FIXTURES / "registry.json").read_text())
@@ -70,20 +69,7 @@ def test_normalized_experiments_are_defined_as_issue_21_asks():
 
 @pytest.fixture
 def env(tmp_path, monkeypatch):
-    clear_fake_env(monkeypatch)
-    build = make_fake_build(tmp_path / "build")
-    log = tmp_path / "bench.log"
-    monkeypatch.setenv("FAKE_LOG", str(log))
-    monkeypatch.setenv("FAKE_PEER_LOG", str(tmp_path / "peer.log"))
-    monkeypatch.setenv("XCORR_PEERBENCH", str(build / "peerbench"))
-    monkeypatch.setenv("XCORR_LOCK_DIR", str(tmp_path / "locks"))
-    results = tmp_path / "results"
-
-    def run(*args):
-        return rx.main([*args, "--build", str(build), "--results", str(results), "--no-progress", "--quick",
-                        "--max-fmas", "1e20"])
-
-    return run, results / "fake-gpu-9000-quick", log, tmp_path
+    return quick_suite_env(tmp_path, monkeypatch)
 
 
 def test_normalized_experiments_run_resume_aggregate_and_plot(env, monkeypatch):
