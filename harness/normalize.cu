@@ -18,7 +18,7 @@ constexpr int kMaxGridY = 65535;  // gridDim.y and .z limit: kernels stride over
 constexpr int kMaxPartials = 64;  // blocks per matrix of the mean reduction
 constexpr int kColSegments = 8;   // row segments per column in col_scan_kernel (blockDim.y)
 
-// One stack as the zncc kernels see it; blockIdx.z picks the left (0) or the right (1) stack.
+// One stack as the preparing kernels see it; blockIdx.z picks the left (0) or the right (1) stack.
 struct StackRef {
     const float* x;    // count x h x w inputs
     float* xs;         // count x h x w shifted copies x - mean
@@ -171,19 +171,23 @@ __device__ __forceinline__ double2 box_sum(const double2* __restrict__ t, int64_
     return make_double2(a.x - b.x - c.x + d.x, a.y - b.y - c.y + d.y);
 }
 
-// The zncc epilogue. Algorithm: for output element i at shift (dy, dx) of pair (left l, right q):
-// the overlap's n and its (ΣL', ΣL'²), (ΣR', ΣR'²) from four table entries each; C' = the raw
-// output (or a direct double sum over L', R' when n <= kDirectOverlap); the coefficient
-// (n·C' - ΣL'·ΣR') / sqrt(fL·fR), f = n·ΣX'² - (ΣX')², all in double, clamped to [-1, 1]
-// (Pearson's range; rounding can step past it), or 0 where n = 0 or a factor is at most
-// 1e-6·n·ΣX² of the original data, ΣX² = ΣX'² + 2m·ΣX' + n·m² (the contract). In place: each
-// thread reads and writes only its own element. Mapping: one thread per output element,
-// grid-stride. Resources: registers only; reads 8 double2 of the tables per element.
-__global__ void zncc_epilogue_kernel(float* __restrict__ out, const double2* __restrict__ lsat,
-                                     const double2* __restrict__ rsat, const double* __restrict__ lmean,
-                                     const double* __restrict__ rmean, const float* __restrict__ ls,
-                                     const float* __restrict__ rs, int hL, int wL, int hR, int wR, Window win,
-                                     PairMap pairs, int64_t total) {
+// The epilogue of both normalizations. Algorithm: for output element i at shift (dy, dx) of pair
+// (left l, right q): the overlap's n and its (ΣL', ΣL'²), (ΣR', ΣR'²) from four table entries
+// each; C' = the raw output (or a direct double sum over L', R' when n <= kDirectOverlap); then, in
+// double,
+//   zncc: the coefficient (n·C' - ΣL'·ΣR') / sqrt(fL·fR), f = n·ΣX'² - (ΣX')², clamped to [-1, 1]
+//     (Pearson's range; rounding can step past it), or 0 where n = 0 or a factor is at most
+//     1e-6·n·ΣX² of the original data, ΣX² = ΣX'² + 2m·ΣX' + n·m² (the contract);
+//   zero-lag: C = C' + mR·ΣL' + mL·ΣR' + n·mL·mR (the raw sum of the original data, since
+//     X = X' + m), divided by C(0, 0) of the pair; 0 where n = 0 or C(0, 0) = 0.
+// In place: each thread reads and writes only its own element. Mapping: one thread per output
+// element, grid-stride. Resources: registers only; reads 8 double2 of the tables per element.
+template <Normalize kMode>
+__global__ void epilogue_kernel(float* __restrict__ out, const double2* __restrict__ lsat,
+                                const double2* __restrict__ rsat, const double* __restrict__ lmean,
+                                const double* __restrict__ rmean, const float* __restrict__ ls,
+                                const float* __restrict__ rs, const double* __restrict__ c00, int hL, int wL, int hR,
+                                int wR, Window win, PairMap pairs, int64_t total) {
     const int oh = int(win.out_h()), ow = int(win.out_w());
     const int64_t lw1 = wL + 1, rw1 = wR + 1;
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
@@ -209,11 +213,16 @@ __global__ void zncc_epilogue_kernel(float* __restrict__ out, const double2* __r
             c = double(out[i]);
         }
         const double ml = lmean[l], mr = rmean[q];
-        const double fl = n * sl.y - sl.x * sl.x, fr = n * sr.y - sr.x * sr.x;
-        const double ql = sl.y + 2 * ml * sl.x + n * ml * ml, qr = sr.y + 2 * mr * sr.x + n * mr * mr;
         double v = 0;
-        if (fl > kConstantOverlap * n * ql && fr > kConstantOverlap * n * qr)
-            v = fmin(1.0, fmax(-1.0, (n * c - sl.x * sr.x) / sqrt(fl * fr)));
+        if constexpr (kMode == Normalize::ZeroLag) {
+            const double d = c00[k];
+            if (d != 0) v = (c + mr * sl.x + ml * sr.x + n * ml * mr) / d;
+        } else {
+            const double fl = n * sl.y - sl.x * sl.x, fr = n * sr.y - sr.x * sr.x;
+            const double ql = sl.y + 2 * ml * sl.x + n * ml * ml, qr = sr.y + 2 * mr * sr.x + n * mr * mr;
+            if (fl > kConstantOverlap * n * ql && fr > kConstantOverlap * n * qr)
+                v = fmin(1.0, fmax(-1.0, (n * c - sl.x * sr.x) / sqrt(fl * fr)));
+        }
         out[i] = float(v);
     }
 }
@@ -236,16 +245,6 @@ __global__ void c00_kernel(const float* __restrict__ left, const float* __restri
         }
         v = block_sum(v);
         if (threadIdx.x == 0) c00[k] = v;
-    }
-}
-
-// zero-lag: out = C / C(0, 0) of its pair, in double then rounded; 0 where C(0, 0) = 0. In place,
-// one thread per element, grid-stride. Resources: registers only.
-__global__ void zero_lag_kernel(float* __restrict__ out, const double* __restrict__ c00, int64_t per_matrix,
-                                int64_t total) {
-    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-        const double d = c00[i / per_matrix];
-        out[i] = d == 0 ? 0.0f : float(double(out[i]) / d);
     }
 }
 
@@ -272,10 +271,7 @@ private:
 Normalizer::Normalizer(const Problem& p) : p_(p) {
     if (p.normalize == Normalize::None) throw UsageError("Normalizer: the problem is not normalized (normalize none)");
     p.check();
-    if (p.normalize == Normalize::ZeroLag) {
-        c00_ = DeviceBuffer<double>(size_t(p.out_count()));
-        return;
-    }
+    if (p.normalize == Normalize::ZeroLag) c00_ = DeviceBuffer<double>(size_t(p.out_count()));
     const int64_t most = std::max(int64_t(p.hL) * p.wL, int64_t(p.hR) * p.wR);
     partials_ = int(std::clamp<int64_t>(most / (kThreads * 16), 1, kMaxPartials));
     lshift_ = DeviceBuffer<float>(size_t(p.left_elems()));
@@ -297,7 +293,6 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
         c00_kernel<<<int(std::min<int64_t>(count, 65536)), kThreads, 0, stream>>>(left, right, p_.hL, p_.wL, p_.hR,
                                                                                    p_.wR, pair_map(p_), count, c00_.get());
         XC_CHECK_LAUNCH();
-        return;
     }
     Stacks st{};
     st.left = StackRef{left, lshift_.get(), lsat_.get(), partial_.get(), mean_.get(), p_.nL, p_.hL, p_.wL};
@@ -320,15 +315,11 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
 void Normalizer::finish(float* out, cudaStream_t stream) {
     const int64_t total = p_.out_elems();
     if (!total) return;
-    if (p_.normalize == Normalize::ZeroLag) {
-        zero_lag_kernel<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
-            out, c00_.get(), int64_t(p_.out_h()) * p_.out_w(), total);
-        XC_CHECK_LAUNCH();
-        return;
-    }
-    zncc_epilogue_kernel<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
-        out, lsat_.get(), rsat_.get(), mean_.get(), mean_.get() + p_.nL, lshift_.get(), rshift_.get(), p_.hL, p_.wL,
-        p_.hR, p_.wR, p_.shifts(), pair_map(p_), total);
+    auto epilogue = p_.normalize == Normalize::ZeroLag ? epilogue_kernel<Normalize::ZeroLag>
+                                                       : epilogue_kernel<Normalize::Zncc>;
+    epilogue<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
+        out, lsat_.get(), rsat_.get(), mean_.get(), mean_.get() + p_.nL, lshift_.get(), rshift_.get(), c00_.get(),
+        p_.hL, p_.wL, p_.hR, p_.wR, p_.shifts(), pair_map(p_), total);
     XC_CHECK_LAUNCH();
 }
 

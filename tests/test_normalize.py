@@ -279,6 +279,37 @@ def test_cancellation_naive_float32_fails_shifted_moments_pass(shape):
     assert np.abs(zncc_fast_emulated(Lu, Ru) - zncc_full(Lu, Ru)).max() <= BOUND
 
 
+def sequential_float32_sum(terms):
+    """A float32 sum in one running accumulator (np.cumsum keeps the order): the inner loop of
+    overlap-wise, or of register-tiled without split-K."""
+    return float(np.cumsum(terms.astype(np.float32).ravel(), dtype=np.float32)[-1])
+
+
+def test_zero_lag_shifted_sum_keeps_the_precision_the_raw_sum_loses():
+    """zero-lag of 512 x 512 images of 1000 + noise near shift 0: C itself summed in float32 loses
+    ~1e-6 of itself in one sequential accumulator (262144 terms of ~1e6; the GPU's long per-thread
+    sums lost 1.1e-5, past the contract's 1e-5); the fast path's C = C' + mR·ΣL' + mL·ΣR' + n·mL·mR,
+    with C' the same float32 sum of the shifted data and the rest in double, stays below 1e-8, a
+    hundredth of it at least (normalize.hpp)."""
+    rng = seeded_rng("zero-lag-shifted")
+    L = (1000 + rng.uniform(-8, 8, (512, 512))).astype(np.float32)
+    R = (1000 + rng.uniform(-8, 8, (512, 512))).astype(np.float32)
+    ml, mr = L.astype(np.float64).mean(), R.astype(np.float64).mean()
+    Ls, Rs = (L - ml).astype(np.float32), (R - mr).astype(np.float32)
+    for dy, dx in [(0, 0), (1, -2), (-2, 3)]:
+        l = L[max(0, dy):512 + min(0, dy), max(0, dx):512 + min(0, dx)]
+        r = R[max(0, -dy):512 - max(0, dy), max(0, -dx):512 - max(0, dx)]
+        ls = Ls[max(0, dy):512 + min(0, dy), max(0, dx):512 + min(0, dx)]
+        rs = Rs[max(0, -dy):512 - max(0, dy), max(0, -dx):512 - max(0, dx)]
+        exact = float((l.astype(np.float64) * r).sum())
+        naive = sequential_float32_sum(l * r)
+        shifted = (sequential_float32_sum(ls * rs) + mr * ls.astype(np.float64).sum() + ml * rs.astype(np.float64).sum()
+                   + l.size * ml * mr)
+        naive_err, shifted_err = abs(naive - exact) / exact, abs(shifted - exact) / exact
+        assert naive_err > 1e-7, naive_err
+        assert shifted_err < min(1e-8, naive_err / 100), (shifted_err, naive_err)
+
+
 # --- GPU: every variant under the fast path ---------------------------------------------------------
 
 GPU_SHAPES = [(17, 23, 9, 31), (33, 29, 7, 5), (1, 41, 1, 9), (64, 64, 64, 64)]
@@ -312,6 +343,24 @@ def test_gpu_variants_normalized(gpu, xcorr, registry, tmp_path, name, mode):
                     assert np.isfinite(got).all()
                     err = np.abs(got - expected).max()
                     assert err <= bound, (form, shape, kind, args, err)
+
+
+def test_gpu_zero_lag_large_mean_keeps_float64_precision(gpu, xcorr, registry, tmp_path):
+    """The long sequential sums (overlap-wise; register-tiled without split-K) on 512 x 512 images
+    of 1000 + noise, shifts within 2, 3 of 0: zero-lag within 1e-7 of float64 (the raw float32 sum
+    alone misses it by ~1e-5; the fast path sums the shifted data)."""
+    names = {v["name"] for v in registry}
+    runs = [(n, extra) for n, extra in [("overlap-wise", []), ("register-tiled", ["--param", "waves=0"])] if n in names]
+    if not runs:
+        pytest.skip("neither overlap-wise nor register-tiled is in this build")
+    rng = seeded_rng("zero-lag-large-gpu")
+    left, right = inputs("large", rng, (1, 512, 512)), inputs("large", rng, (1, 512, 512))
+    expected = normalized("zero-lag", "one-to-one", left, right, (-2, 2, -3, 3))
+    for name, extra in runs:
+        got, _ = run_normalized(xcorr, tmp_path, name, "one-to-one", "zero-lag", left, right,
+                                ["--max-shift", "2,3"], extra)
+        err = np.linalg.norm(got - expected) / np.linalg.norm(expected)
+        assert err <= 1e-7, (name, err)
 
 
 def test_gpu_validate_normalize_all(gpu):
