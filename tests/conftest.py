@@ -73,6 +73,12 @@ def registry(xcorr):
     return json.loads(r.stdout)
 
 
+def precision_args(variant):
+    """The --precision a run of `variant` (its registry entry) needs: a reduced-precision variant
+    (TF32) is refused without --precision tf32, which allows it."""
+    return ["--precision", "tf32"] if variant["precision"] == "tf32" else []
+
+
 def require_variant(registry, name):
     """Skips the test, with the reason, when a build configured with -Dvariants=... left `name` out."""
     if not any(v["name"] == name for v in registry):

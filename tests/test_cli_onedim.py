@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy.signal import correlate
 
-from conftest import one_line_error, run, save, seeded_rng, xrun
+from conftest import one_line_error, precision_args, run, save, seeded_rng, xrun
 from xcorr_np import FORMS, counts, normalized, pairs
 
 # (left length, right length): odd unequal both ways, even rights both ways (where 1-D 'same'
@@ -236,8 +236,7 @@ def test_every_variant_and_auto_run_signals_on_the_gpu(xcorr, tmp_path, gpu, reg
     for name in ["auto"] + [v["name"] for v in registry]:
         forms = FORMS if name == "auto" else next(v["forms"] for v in registry if v["name"] == name)
         tol = 1e-5 if name == "auto" else next(v["tolerance"] for v in registry if v["name"] == name)
-        tf32 = name != "auto" and next(v["precision"] for v in registry if v["name"] == name) == "tf32"
-        precision = ["--precision", "tf32"] if tf32 else []
+        precision = [] if name == "auto" else precision_args(next(v for v in registry if v["name"] == name))
         for form in forms:
             left, right = signals(rng, form, 1001, 45)
             left, right = left.astype(np.float32), right.astype(np.float32)

@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 
-from conftest import binary, reported_error, require_variant, run, save, seeded_rng
+from conftest import binary, precision_args, reported_error, require_variant, run, save, seeded_rng
 from xcorr_np import FORMS, correlate, counts, rel_error
 
 
@@ -47,7 +47,7 @@ def test_run_validate_end_to_end(gpu, registry, tmp_path, name):
         left = rng.random((nL, hL, wL), dtype=np.float32)
         right = rng.random((nR, hR, wR), dtype=np.float32)
         out = tmp_path / f"{form}.npy"
-        r = run([binary("xcorr"), "run", "--algorithm", name, "--form", form, "--validate",
+        r = run([binary("xcorr"), "run", "--algorithm", name, "--form", form, "--validate", *precision_args(v),
                  save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right), "--out", str(out)])
         assert r.returncode == 0, (form, r.stdout, r.stderr)
         assert "ok" in r.stdout
@@ -236,7 +236,7 @@ def window_options(shape):
     return out
 
 
-def check_windows_end_to_end(tmp_path, name, forms, declared, tolerance):
+def check_windows_end_to_end(tmp_path, name, forms, declared, tolerance, extra=()):
     """`xcorr run --algorithm NAME --validate` on every window of window_options in every form
     against scipy (see test_run_windows_end_to_end); a window NAME does not declare: exit 2."""
     from xcorr_np import crop, supports_window
@@ -255,7 +255,7 @@ def check_windows_end_to_end(tmp_path, name, forms, declared, tolerance):
                 out = tmp_path / "o.npy"
                 out.unlink(missing_ok=True)
                 r = run([binary("xcorr"), "run", "--algorithm", name, "--form", form, "--validate", l, r_,
-                         "--out", str(out), *option])
+                         "--out", str(out), *option, *extra])
                 what = (form, shape, option)
                 if not supports_window(declared, shape, rect):
                     assert r.returncode == 2 and "does not compute the" in r.stderr, (what, r.stderr)
@@ -285,7 +285,7 @@ def test_run_windows_end_to_end(gpu, registry, tmp_path, name):
     scipy.signal.correlate2d in float64: mode valid/same directly, the shift rectangles as the full
     output cropped with zero extension (a window wholly beyond the full range: exactly 0)."""
     v = next(v for v in registry if v["name"] == name)
-    assert check_windows_end_to_end(tmp_path, name, v["forms"], v["windows"], v["tolerance"]), \
+    assert check_windows_end_to_end(tmp_path, name, v["forms"], v["windows"], v["tolerance"], precision_args(v)), \
         "no window of this variant was run"
 
 

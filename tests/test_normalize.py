@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy.signal import correlate2d
 
-from conftest import binary, one_line_error, run, save, seeded_rng, xrun
+from conftest import binary, one_line_error, precision_args, run, save, seeded_rng, xrun
 from xcorr_np import (CONSTANT_OVERLAP, FORMS, counts, full_window, normalized, pairs, same_window, supports_window,
                       valid_window, zncc_full)
 
@@ -338,7 +338,8 @@ def test_gpu_variants_normalized(gpu, xcorr, registry, tmp_path, name, mode):
                 for args, rect in windows(shape):
                     if not supports_window(v["windows"], shape, rect):
                         continue
-                    got, r = run_normalized(xcorr, tmp_path, name, form, mode, left, right, args, ["--validate"])
+                    got, r = run_normalized(xcorr, tmp_path, name, form, mode, left, right, args,
+                                            ["--validate", *precision_args(v)])
                     expected = normalized(mode, form, left, right, rect)
                     assert np.isfinite(got).all()
                     err = np.abs(got - expected).max()
