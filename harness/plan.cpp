@@ -58,8 +58,9 @@ std::string normalization_note(Normalize n) {
                    "epilogue (per-matrix means, summed-area tables of X' and X'^2 in double, the coefficient per "
                    "shift; 0 on constant overlaps)";
         case Normalize::ZeroLag:
-            return "normalized (zero-lag): this algorithm's raw correlation, then the zero-lag epilogue (C(0, 0) of "
-                   "every pair in double, every output divided by it; 0 where C(0, 0) = 0)";
+            return "normalized (zero-lag): this algorithm's raw correlation of the mean-shifted inputs, then the "
+                   "zero-lag epilogue (the raw sum restored in double from summed-area tables, divided by C(0, 0) of "
+                   "its pair, computed in double; 0 where C(0, 0) = 0)";
         default: return "";
     }
 }

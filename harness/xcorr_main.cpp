@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -31,6 +32,7 @@
 #include "xcorr/npy.hpp"
 #include "xcorr/plan.hpp"
 #include "xcorr/auto.hpp"
+#include "xcorr/batch.hpp"
 #include "xcorr/reference.hpp"
 #include "xcorr/registry.hpp"
 
@@ -46,7 +48,7 @@ const char* kUsage =
     "  xcorr help                     this text (also --help after any command)\n"
     "  xcorr run --algorithm NAME --form FORM [--param KEY=VALUE ...] LEFT.npy RIGHT.npy\n"
     "            --out OUT.npy [WINDOW] [--precision fp32|tf32] [--normalize MODE]\n"
-    "            [--validate [--tolerance X]]\n"
+    "            [--validate [--tolerance X]] [--gpus all|I,J,...] [--chunk N]\n"
     "      FORM: one-to-one, one-to-many, n-to-mn, n-to-m; NAME: a variant from `xcorr list`,\n"
     "      `auto` (chosen from this GPU's measurements, else a cost model; the choice is printed\n"
     "      on stderr) or `reference` (float64 on the CPU). --precision: fp32 (default) allows only\n"
@@ -65,6 +67,12 @@ const char* kUsage =
     "        parts (0 where the overlap is empty or constant); zero-lag: C(dy, dx) / C(0, 0)\n"
     "        (0 everywhere where C(0, 0) = 0). --validate holds zncc to its largest absolute\n"
     "        error, bound max(1e-4, the variant's), and zero-lag to the variant's relative bound.\n"
+    "      --gpus all|I,J,...: split the batch across those GPUs (equal contiguous runs of\n"
+    "      output matrices, one host thread and one plan per GPU and piece shape); --chunk N: at\n"
+    "      most N output matrices per piece (default: as many as fit, halving on out-of-memory),\n"
+    "      so a batch larger than a GPU's memory runs piece by piece. Either one runs the batch from\n"
+    "      host memory (the reference too, with --chunk: the same pieces on the CPU); --validate\n"
+    "      then compares with the CPU reference. The pieces are printed on stderr.\n"
     "      --dims 1: 1-D signals, each a 1 x n matrix (CONVENTIONS.md, \"One-dimensional\n"
     "      signals\"); output k equals scipy.signal.correlate(L, R, mode) of its pair, lag d = sum\n"
     "      over t of L[t + d] * R[t]. A file holds one signal (n) or a stack (count, n); the output\n"
@@ -76,12 +84,14 @@ const char* kUsage =
     "        --max-lag S                  lags -S..S\n"
     "        --lags D0:D1                 lags D0..D1 (inclusive; --shifts 0:0,D0:D1 is the same)\n"
     "  xcorr explain --form FORM --left [N:]HxW --right [M:]HxW [WINDOW] [--precision fp32|tf32]\n"
-    "                [--normalize MODE] [--gpu NAME] [--json]\n"
+    "                [--normalize MODE] [--gpu NAME] [--gpus I,J,...] [--chunk N] [--json]\n"
     "  xcorr explain --dims 1 --form FORM --left [N:]n --right [M:]m [WINDOW] ...  (1-D signals)\n"
     "      What --algorithm auto runs for that problem (N lefts, M rights; default 1) and why, with\n"
     "      the candidates it would try next. No GPU needed: --gpu names the GPU whose measurements\n"
     "      to use (default: the GPU found, else none, i.e. the cost model). --normalize: auto picks\n"
-    "      the raw correlation as without it, and the normalization's epilogue runs after it.\n";
+    "      the raw correlation as without it, and the normalization's epilogue runs after it.\n"
+    "      --gpus I,J,... and/or --chunk N: also the pieces `xcorr run` would split the batch into\n"
+    "      (without --chunk, one piece per GPU's run here; run halves it where memory is short).\n";
 
 // The shortest text that reads back as the same double: a reported error can be given back
 // as a --tolerance exactly.
@@ -208,6 +218,47 @@ void check_window_dims(int dims, const std::string& flag, const WindowRequest& w
                          "(--lags D0:D1 gives the lags alone)");
 }
 
+// xcorr run --gpus / --chunk: the batch from host memory through run_batch (batch.hpp), the pieces
+// on stderr, --validate against the CPU reference (the inputs need not fit one GPU).
+int run_batched(const PlanSpec& spec, const Problem& p, const Stack& left, const Stack& right, std::vector<float>& out,
+                const std::string& gpus_text, int64_t chunk, bool validate, double tolerance,
+                const std::string& out_path, const std::vector<int64_t>& out_shape) {
+    BatchOptions options;
+    if (!gpus_text.empty()) options.devices = parse_devices(gpus_text);
+    options.max_outputs = chunk;
+    const BatchReport report = run_batch(spec, left.data.data(), right.data.data(), out.data(), options);
+    std::map<int, int> per_device;
+    for (const Piece& c : report.pieces) ++per_device[c.device];
+    std::string where;
+    for (const auto& [d, n] : per_device)
+        where += (where.empty() ? "" : ", ") + std::to_string(n) + " on " +
+                 (spec.algorithm == "reference" ? std::string("the CPU")
+                                                : "GPU " + std::to_string(options.devices.empty() ? 0 : options.devices[d])) +
+                 " (" + report.algorithms[size_t(d)] + ")";
+    std::fprintf(stderr, "xcorr: %zu pieces of at most %lld output matrices: %s\n", report.pieces.size(),
+                 (long long)std::max_element(report.pieces.begin(), report.pieces.end(), [](const Piece& a, const Piece& b) {
+                     return a.problem.out_count() < b.problem.out_count();
+                 })->problem.out_count(), where.c_str());
+    if (validate) {
+        std::vector<double> ref(out.size());
+        reference_cpu(p, left.data.data(), right.data.data(), ref.data());
+        double bound = kReferenceFloat32Bound;
+        if (spec.algorithm == "reference") {
+            if (absolute_error_for(p.normalize))
+                for (double v : ref) bound = std::max(bound, kReferenceFloat32Bound * std::fabs(v));
+        } else {
+            double tol = 0;  // the loosest bound of the algorithms the devices ran (auto may differ per piece shape)
+            for (const std::string& a : report.algorithms)
+                if (!a.empty()) tol = std::max(tol, find_variant(a).tolerance);
+            bound = bound_for(tol, p.normalize);
+        }
+        if (!validation_passes(out, ref, tolerance >= 0 ? tolerance : bound, p.normalize, spec.algorithm, out_path))
+            return 1;
+    }
+    write_npy_atomic(out_path, out_shape, out.data());
+    return 0;
+}
+
 int cmd_run(int argc, char** argv) {
     std::string algorithm, form_text, out_path, precision = "fp32";
     std::vector<std::string> inputs;
@@ -218,6 +269,8 @@ int cmd_run(int argc, char** argv) {
     std::string window_flag;              // the option that set it
     Normalize normalize = Normalize::None;
     int dims = 2;
+    std::string gpus_text;  // --gpus: the batch split across these GPUs
+    int64_t chunk = 0;      // --chunk: at most this many output matrices per piece
     for (int i = 0; i < argc; ++i) {
         std::string a = argv[i];
         auto value = [&](const std::string& flag) { return option_value(argc, argv, i, flag); };
@@ -234,6 +287,11 @@ int cmd_run(int argc, char** argv) {
         else if (a == "--normalize" || a.rfind("--normalize=", 0) == 0) normalize = parse_normalize(value("--normalize"));
         else if (a == "--tolerance" || a.rfind("--tolerance=", 0) == 0) tolerance = parse_positive("--tolerance", value("--tolerance"), true);
         else if (a == "--dims" || a.rfind("--dims=", 0) == 0) dims = parse_dims(value("--dims"));
+        else if (a == "--gpus" || a.rfind("--gpus=", 0) == 0) {
+            gpus_text = value("--gpus");
+            if (gpus_text.empty()) parse_devices(gpus_text, false);  // throws: an empty list names no GPU
+        }
+        else if (a == "--chunk" || a.rfind("--chunk=", 0) == 0) chunk = parse_integer("--chunk", value("--chunk"), 1, int64_t(1) << 40);
         else if (const char* flag = window_option(a)) {
             if (window) throw UsageError(window_flag + " and " + flag + " both choose the window: give one of --mode, --max-shift, --shifts (--dims 1: --mode, --max-lag, --lags)");
             window_flag = flag;
@@ -247,6 +305,7 @@ int cmd_run(int argc, char** argv) {
     if (inputs.size() != 2) throw UsageError("expected two input files (LEFT.npy RIGHT.npy), got " + std::to_string(inputs.size()));
     if (tolerance >= 0 && !validate) throw UsageError("--tolerance applies to --validate, which is not given");
     if (window) check_window_dims(dims, window_flag, *window);
+    if (!gpus_text.empty() && gpus_text != "all") parse_devices(gpus_text, false);  // its form, before any file is read
 
     const Form form = parse_form(form_text);
     check_precision(precision);
@@ -275,6 +334,8 @@ int cmd_run(int argc, char** argv) {
     spec.params = given;
     const Problem p = problem_of(spec);
     const bool gpu = !is_ref;
+    const bool batch = !gpus_text.empty() || chunk > 0;
+    if (is_ref && !gpus_text.empty()) throw UsageError("--gpus: the reference runs on the CPU (give --chunk N to split it)");
     // Refused before the GPU is needed: a variant never computes a window it does not declare.
     if (!is_auto && !is_ref) {
         const std::string why = refusal(find_variant(algorithm), p, precision, spec.window);
@@ -288,7 +349,8 @@ int cmd_run(int argc, char** argv) {
     // message, not the out-of-memory killer).
     const size_t out_elems = size_t(p.out_elems());
     const bool need_ref = !gpu || validate;
-    if (gpu) {
+    if (gpu && batch) require_gpu();
+    if (gpu && !batch) {
         require_gpu();
         const size_t io_bytes = sizeof(float) * size_t(p.left_elems() + p.right_elems() + p.out_elems());
         require_free_memory(io_bytes + (validate && p.fmas() >= 2e8 ? sizeof(double) * out_elems : 0), "this problem");
@@ -296,6 +358,7 @@ int cmd_run(int argc, char** argv) {
     require_host_memory(out_elems * (sizeof(float) + (need_ref ? sizeof(double) : 0)), "this problem's output");
     std::vector<float> out(out_elems);
 
+    if (batch) return run_batched(spec, p, left, right, out, gpus_text, chunk, validate, tolerance, out_path, out_shape);
     if (!gpu) {
         std::vector<double> ref(out.size());
         reference_cpu(p, left.data.data(), right.data.data(), ref.data());
@@ -385,6 +448,8 @@ int cmd_explain(int argc, char** argv) {
     bool have_window = false;
     int dims = 2;
     std::string left_text, right_text;  // parsed once --dims is known
+    std::string gpus_text;               // --gpus / --chunk: show how xcorr run would split the batch
+    int64_t chunk = 0;
     for (int i = 0; i < argc; ++i) {
         std::string a = argv[i];
         auto value = [&](const std::string& flag) { return option_value(argc, argv, i, flag); };
@@ -396,6 +461,8 @@ int cmd_explain(int argc, char** argv) {
         else if (is("--precision")) spec.precision = value("--precision");
         else if (is("--normalize")) spec.normalize = normalize_name(parse_normalize(value("--normalize")));
         else if (is("--gpu")) gpu_name = value("--gpu");
+        else if (is("--gpus")) gpus_text = value("--gpus");
+        else if (is("--chunk")) chunk = parse_integer("--chunk", value("--chunk"), 1, int64_t(1) << 40);
         else if (a == "--json") json = true;
         // Evaluation (scripts/auto_report.py): leave this problem's own measurements out, or use the
         // cost model alone.
@@ -426,6 +493,13 @@ int cmd_explain(int argc, char** argv) {
     if (cs.empty())
         throw UsageError("no algorithm of this build computes " + p.describe() + " with precision " + spec.precision);
     const std::string note = normalization_note(p.normalize);
+    // The split of xcorr run --gpus/--chunk (with --chunk alone, one device); the sizes a piece
+    // would fit in memory are not known here, so without --chunk a device's run is one piece.
+    std::vector<int> devices;
+    if (!gpus_text.empty()) devices = parse_devices(gpus_text, false);
+    std::vector<Piece> pieces;
+    if (!gpus_text.empty() || chunk) pieces = split_batch(p, std::max<int>(1, int(devices.size())), chunk);
+    auto device_of = [&](const Piece& c) { return devices.empty() ? 0 : devices[size_t(c.device)]; };
     if (json) {
         std::cout << "{\"problem\": \"" << json_escape(p.describe()) << "\", \"gpu\": \"" << json_escape(*gpu_name)
                   << "\", \"table\": \"" << json_escape(gpu_name->empty() ? "" : gpu_key(*gpu_name)) << "\", \"precision\": \""
@@ -440,7 +514,17 @@ int cmd_explain(int argc, char** argv) {
             }
             std::cout << "}, \"predicted_us\": " << cs[i].predicted_us << ", \"reason\": \"" << json_escape(cs[i].reason) << "\"}";
         }
-        std::cout << "]}\n";
+        std::cout << "]";
+        if (!pieces.empty()) {
+            std::cout << ", \"pieces\": [";
+            for (size_t i = 0; i < pieces.size(); ++i)
+                std::cout << (i ? ", " : "") << "{\"device\": " << device_of(pieces[i]) << ", \"problem\": \""
+                          << json_escape(pieces[i].problem.describe()) << "\", \"left0\": " << pieces[i].left0
+                          << ", \"right0\": " << pieces[i].right0 << ", \"out0\": " << pieces[i].out0
+                          << ", \"outputs\": " << pieces[i].problem.out_count() << "}";
+            std::cout << "]";
+        }
+        std::cout << "}\n";
         return 0;
     }
     std::cout << "problem: " << p.describe() << "\nprecision: " << spec.precision << "\ngpu: "
@@ -449,6 +533,12 @@ int cmd_explain(int argc, char** argv) {
               << "\ncandidates, in the order tried (a variant may refuse the problem when the plan is built):\n";
     for (size_t i = 0; i < cs.size(); ++i)
         std::cout << "  " << i + 1 << ". " << choice_text(cs[i]) << ": " << cs[i].reason << '\n';
+    if (!pieces.empty()) {
+        std::cout << "pieces (xcorr run --gpus/--chunk), outputs first..last:\n";
+        for (const Piece& c : pieces)
+            std::cout << "  GPU " << device_of(c) << ": outputs " << c.out0 << ".." << c.out0 + c.problem.out_count() - 1
+                      << ": " << c.problem.describe() << " (lefts from " << c.left0 << ", rights from " << c.right0 << ")\n";
+    }
     return 0;
 }
 

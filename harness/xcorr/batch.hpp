@@ -1,0 +1,67 @@
+// A batch of pairs split across the GPUs of a host and into pieces that fit each GPU's memory
+// (issue #24): the inputs and the output live in host memory; every piece is an ordinary problem
+// of its own (a Plan on one device), and its outputs are a contiguous run of the batch's.
+//
+// Split. The output matrices of the batch are dealt to the devices as contiguous, equal runs
+// (every pair costs the same: the sizes and the window are the batch's); each device's run is
+// cut into pieces of at most `max_outputs` matrices that are problems of the contract's forms:
+//   one-to-one   the one pair (nothing to split);
+//   one-to-many  a run of rights: one-to-many with the left and those rights;
+//   n-to-m       output k = l·M + q: whole lefts (n-to-m with those lefts and every right), or part
+//                of one left's M outputs (one-to-many with that left and a run of rights);
+//   n-to-mn      output k = corr(L[k mod N], R[k]): whole groups of N rights (n-to-mn with every
+//                left), or part of one group (n-to-mn with the lefts a..b-1 and rights k0..k0+b-a-1,
+//                M = 1: output j pairs L[a + j] with R[k0 + j], and k0 mod N = a).
+// Pairs are independent in every normalization (means, tables and C(0, 0) are per matrix or per
+// pair), so a piece's output equals that part of the whole batch's output.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "xcorr/core.hpp"
+#include "xcorr/plan.hpp"
+
+namespace xcorr {
+
+struct Piece {
+    Problem problem;                 // the piece's own problem (same sizes, window, normalization)
+    int64_t left0 = 0, right0 = 0;   // its first left and right matrix in the batch's stacks
+    int64_t out0 = 0;                // its first output matrix in the batch's output
+    int device = 0;                  // index into the device list it runs on
+};
+
+// The pieces of `p` over `devices` devices, each at most `max_outputs` output matrices (0: no
+// limit), in output order. Devices get equal contiguous runs of outputs (a device with nothing to
+// do gets no piece). Pure: no GPU needed (xcorr explain --gpus shows it; tests check it).
+std::vector<Piece> split_batch(const Problem& p, int devices, int64_t max_outputs = 0);
+
+struct BatchOptions {
+    // CUDA device ordinals to spread the batch over; empty: the current device alone.
+    std::vector<int> devices;
+    // At most this many output matrices per piece; 0: as many as fit in the device's memory (the
+    // plan's workspace included), found by building the plan and halving on out-of-memory.
+    int64_t max_outputs = 0;
+};
+
+// What a run did: the pieces as run (after any halving) and the algorithm of each device's first
+// plan ("reference" on the CPU path).
+struct BatchReport {
+    std::vector<Piece> pieces;
+    std::vector<std::string> algorithms;  // per device in BatchOptions::devices order
+};
+
+// Computes the whole output of `spec` from host stacks into the host output `out` (laid out as the
+// contract says), piece by piece, one host thread per device. With spec.algorithm "reference" the
+// pieces run on the CPU in float64 (rounded to float32) one after another and `devices` must be
+// empty: the split and assembly, checked without a GPU. Throws what Plan throws; a piece that does
+// not fit even alone (one output matrix) is a UsageError naming it.
+BatchReport run_batch(const PlanSpec& spec, const float* left, const float* right, float* out,
+                      const BatchOptions& options = {});
+
+// "all" -> every visible device; "0,2" -> those ordinals (checked against the device count when
+// `check` is set). UsageError on anything else.
+std::vector<int> parse_devices(const std::string& text, bool check = true);
+
+}  // namespace xcorr

@@ -1,0 +1,165 @@
+"""A batch split across GPUs and into pieces (issue #24; harness/xcorr/batch.hpp): `xcorr run
+--gpus LIST --chunk N` and `xcorr explain --gpus/--chunk`.
+
+CPU (runs everywhere): the split itself, from `xcorr explain --json` (no GPU needed): the pieces
+cover every output exactly once, in order, each within --chunk, the devices' runs equal to within
+one output, and every output of every piece pairs the same left and right matrices as the whole
+batch does (the pair map of each piece's own form, offset by its first left and right); the
+reference run piece by piece on the CPU (`--algorithm reference --chunk N`) equals the whole
+reference bit for bit in every form, window and normalization; bad --gpus/--chunk exit 2 with one
+line and write nothing.
+GPU (skipped without one): named variants and auto, pieces on every GPU found, --validate against
+the CPU reference; with two GPUs or more, both get pieces."""
+import json
+import re
+
+import numpy as np
+import pytest
+
+from conftest import one_line_error, run, save, seeded_rng, xrun
+from xcorr_np import FORMS, pairs
+
+DESCRIBE = re.compile(r"^(one-to-one|one-to-many|n-to-mn|n-to-m) (\d+)x\[(\d+)x(\d+)\] \* (\d+)x\[(\d+)x(\d+)\]")
+
+STACKS = {"one-to-one": (1, 1), "one-to-many": (1, 7), "n-to-mn": (3, 12), "n-to-m": (4, 5)}
+
+
+def explain_pieces(xcorr, form, nL, nR, *extra):
+    r = run([xcorr, "explain", "--form", form, "--left", f"{nL}:9x11", "--right", f"{nR}:4x5", "--json", *extra])
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)["pieces"]
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("devices", ["0", "0,1", "3,1,2"])
+@pytest.mark.parametrize("chunk", [None, 1, 2, 3, 5, 8])
+def test_split_covers_every_output_once_with_the_batchs_pairs(xcorr, form, devices, chunk):
+    nL, nR = STACKS[form]
+    extra = ["--gpus", devices] + (["--chunk", str(chunk)] if chunk else [])
+    pieces = explain_pieces(xcorr, form, nL, nR, *extra)
+    whole = pairs(form, nL, nR)
+    expected_out = 0
+    per_device = {}
+    for c in pieces:
+        m = DESCRIBE.match(c["problem"])
+        assert m, c["problem"]
+        pform, pnL, pnR = m.group(1), int(m.group(2)), int(m.group(5))
+        assert (m.group(3), m.group(4), m.group(6), m.group(7)) == ("9", "11", "4", "5")  # sizes unchanged
+        assert c["out0"] == expected_out, pieces  # contiguous, in order
+        assert c["outputs"] == len(pairs(pform, pnL, pnR)) >= 1
+        if chunk:
+            assert c["outputs"] <= chunk
+        for i, (pl, pq) in enumerate(pairs(pform, pnL, pnR)):
+            assert (c["left0"] + pl, c["right0"] + pq) == whole[c["out0"] + i], (c, i)
+        expected_out += c["outputs"]
+        per_device[c["device"]] = per_device.get(c["device"], 0) + c["outputs"]
+    assert expected_out == len(whole)
+    ordinals = [int(d) for d in devices.split(",")]
+    assert set(per_device) <= set(ordinals)
+    if len(whole) >= len(ordinals):  # every device works, runs equal to within one output
+        assert sorted(per_device) == sorted(ordinals)
+        assert max(per_device.values()) - min(per_device.values()) <= 1
+    # Devices take the runs in the order given.
+    firsts = [next(c["out0"] for c in pieces if c["device"] == d) for d in ordinals if d in per_device]
+    assert firsts == sorted(firsts)
+
+
+def windows(hL, wL, hR, wR):
+    return [[], ["--mode", "same"], ["--max-shift", "2,3"], ["--shifts", f"{-hR}:{hL // 2},1:{wL + 2}"]]
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("normalize", ["none", "zncc", "zero-lag"])
+def test_chunked_reference_equals_the_whole_reference(xcorr, tmp_path, form, normalize):
+    rng = seeded_rng(("batch", form, normalize))
+    nL, nR = STACKS[form]
+    hL, wL, hR, wR = 9, 13, 5, 4
+    left = (rng.random((nL, hL, wL), dtype=np.float32) + (1 if normalize == "zero-lag" else -0.5)).astype(np.float32)
+    right = rng.random((nR, hR, wR), dtype=np.float32)
+    lp, rp = save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right)
+    for window in windows(hL, wL, hR, wR):
+        base = ["--algorithm", "reference", "--form", form, "--normalize", normalize, *window, lp, rp]
+        r = xrun(xcorr, *base, "--out", tmp_path / "whole.npy")
+        assert r.returncode == 0, r.stderr
+        whole = np.load(tmp_path / "whole.npy")
+        for chunk in (1, 2, 3, 5):
+            out = tmp_path / f"c{chunk}.npy"
+            r = xrun(xcorr, *base, "--out", out, "--chunk", str(chunk), "--validate")
+            assert r.returncode == 0, r.stderr
+            m = re.search(r"(\d+) pieces of at most (\d+) output matrices: \d+ on the CPU \(reference\)", r.stderr)
+            assert m and int(m.group(2)) <= chunk and int(m.group(1)) >= whole.shape[0] / chunk, r.stderr
+            got = np.load(out)
+            assert got.shape == whole.shape and got.dtype == np.float32
+            np.testing.assert_array_equal(got, whole, err_msg=f"chunk {chunk} {window}")
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--chunk", "0"], "--chunk"),
+    (["--chunk", "two"], "--chunk"),
+    (["--chunk", "-3"], "--chunk"),
+    (["--gpus", "0,0"], "given twice"),
+    (["--gpus", "gpu0"], "expected all or device ordinals"),
+    (["--gpus", "0,,1"], "expected all or device ordinals"),
+    (["--gpus", ""], "expected all or device ordinals"),
+])
+def test_bad_split_options_exit_2(xcorr, tmp_path, args, needle):
+    rng = seeded_rng(("bad-batch", *args))
+    lp = save(tmp_path / "l.npy", rng.random((9, 9), dtype=np.float32))
+    rp = save(tmp_path / "r.npy", rng.random((3, 3, 3), dtype=np.float32))
+    out = tmp_path / "o.npy"
+    r = xrun(xcorr, "--algorithm", "overlap-wise", "--form", "one-to-many", lp, rp, "--out", out, *args)
+    one_line_error(r, 2, needle)
+    assert not out.exists()
+
+
+def test_reference_takes_no_gpus(xcorr, tmp_path):
+    rng = seeded_rng("ref-gpus")
+    lp = save(tmp_path / "l.npy", rng.random((9, 9), dtype=np.float32))
+    rp = save(tmp_path / "r.npy", rng.random((3, 3, 3), dtype=np.float32))
+    out = tmp_path / "o.npy"
+    r = xrun(xcorr, "--algorithm", "reference", "--form", "one-to-many", lp, rp, "--out", out, "--gpus", "0")
+    one_line_error(r, 2, "reference runs on the cpu")
+    assert not out.exists()
+
+
+# --- GPU ---------------------------------------------------------------------------------------------
+
+def gpu_count():
+    """GPUs visible to CUDA: `xcorr run --gpus all` uses every one of them."""
+    import shutil
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    r = run(["nvidia-smi", "-L"])
+    return sum(line.startswith("GPU ") for line in r.stdout.splitlines()) if r.returncode == 0 else 0
+
+
+@pytest.mark.parametrize("algorithm", ["auto", "overlap-wise", "fft"])
+@pytest.mark.parametrize("form", FORMS)
+def test_gpu_pieces_on_every_gpu_match_the_reference(gpu, xcorr, registry, tmp_path, algorithm, form):
+    if algorithm != "auto" and algorithm not in {v["name"] for v in registry}:
+        pytest.skip(f"{algorithm} is not in this build")
+    rng = seeded_rng(("gpu-batch", algorithm, form))
+    nL, nR = STACKS[form]
+    left, right = rng.random((nL, 37, 29), dtype=np.float32) - 0.5, rng.random((nR, 11, 6), dtype=np.float32)
+    lp, rp = save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right)
+    ref = tmp_path / "ref.npy"
+    assert xrun(xcorr, "--algorithm", "reference", "--form", form, lp, rp, "--out", ref).returncode == 0
+    for extra in (["--gpus", "all"], ["--gpus", "all", "--chunk", "2"], ["--chunk", "3"]):
+        out = tmp_path / "o.npy"
+        r = xrun(xcorr, "--algorithm", algorithm, "--form", form, lp, rp, "--out", out, "--validate", *extra)
+        assert r.returncode == 0, (extra, r.stdout, r.stderr)
+        want = np.load(ref).astype(np.float64)
+        got = np.load(out)
+        assert np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want), extra
+
+
+def test_gpu_two_gpus_both_get_pieces(gpu, xcorr, tmp_path):
+    if gpu_count() < 2:
+        pytest.skip(f"needs two GPUs ({gpu_count()} found)")
+    rng = seeded_rng("two-gpus")
+    left, right = rng.random((4, 64, 64), dtype=np.float32), rng.random((6, 16, 16), dtype=np.float32)
+    lp, rp = save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right)
+    out = tmp_path / "o.npy"
+    r = xrun(xcorr, "--algorithm", "auto", "--form", "n-to-m", lp, rp, "--out", out, "--validate", "--gpus", "0,1")
+    assert r.returncode == 0, r.stderr
+    assert "on GPU 0" in r.stderr and "on GPU 1" in r.stderr, r.stderr
