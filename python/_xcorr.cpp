@@ -18,6 +18,7 @@
 #include <string>
 #include <utility>
 
+#include "xcorr/batch.hpp"
 #include "xcorr/core.hpp"
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/device_buffer.hpp"
@@ -315,6 +316,30 @@ NB_MODULE(_xcorr, m) {
         xcorr::reference_cpu(p, left.data(), right.data(), out.data());
     }, "spec"_a, "left"_a, "right"_a, "out"_a, "The harness's float64 CPU reference (tests compare the NumPy one with it).");
 
+    m.def("run_batch", [](const xcorr::PlanSpec& s, nb::ndarray<const float, nb::c_contig, nb::device::cpu> left,
+                          nb::ndarray<const float, nb::c_contig, nb::device::cpu> right,
+                          nb::ndarray<float, nb::c_contig, nb::device::cpu> out, const std::string& devices,
+                          int64_t max_outputs) {
+        const xcorr::Problem p = xcorr::problem_of(s);
+        if (int64_t(left.size()) != p.left_elems() || int64_t(right.size()) != p.right_elems() ||
+            int64_t(out.size()) != p.out_elems())
+            throw xcorr::UsageError("run_batch: array sizes do not match the problem " + p.describe());
+        xcorr::BatchOptions o;
+        if (!devices.empty()) o.devices = xcorr::parse_devices(devices);
+        o.max_outputs = max_outputs;
+        xcorr::BatchReport r;
+        {
+            nb::gil_scoped_release release;
+            r = xcorr::run_batch(s, left.data(), right.data(), out.data(), o);
+        }
+        nb::list pieces;
+        for (const xcorr::Piece& c : r.pieces)
+            pieces.append(nb::make_tuple(o.devices.empty() ? -1 : o.devices[size_t(c.device)], c.out0,
+                                         c.problem.out_count(), r.algorithms[size_t(c.device)]));
+        return pieces;
+    }, "spec"_a, "left"_a, "right"_a, "out"_a, "devices"_a, "max_outputs"_a,
+       "The whole output from host stacks, split across `devices` (\"all\", \"0,1\"; \"\": the current one) in "
+       "pieces of at most max_outputs matrices (0: what fits): (device, first output, outputs, algorithm) per piece.");
     nb::class_<PyPlan>(m, "Plan")
         .def(nb::init<const xcorr::PlanSpec&, int>(), "spec"_a, "device"_a = -1)
         .def("execute", &PyPlan::execute, "left"_a, "right"_a, "out"_a, "stream"_a = 0)

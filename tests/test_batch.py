@@ -163,3 +163,58 @@ def test_gpu_two_gpus_both_get_pieces(gpu, xcorr, tmp_path):
     r = xrun(xcorr, "--algorithm", "auto", "--form", "n-to-m", lp, rp, "--out", out, "--validate", "--gpus", "0,1")
     assert r.returncode == 0, r.stderr
     assert "on GPU 0" in r.stderr and "on GPU 1" in r.stderr, r.stderr
+
+
+# --- the Python package: correlate2d/correlate1d(devices=, chunk=) --------------------------------
+
+def _package():
+    return pytest.importorskip("xcorr", reason="the package xcorr is not installed (XCORR_NO_PYTHON_PACKAGE)")
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    (dict(devices="most"), "devices must be 'all'"),
+    (dict(devices=[]), "non-empty list"),
+    (dict(devices=[0, -1]), "non-empty list"),
+    (dict(devices=[True]), "non-empty list"),
+    (dict(devices=3), "devices must be 'all'"),
+    (dict(chunk=0), "chunk must be a positive"),
+    (dict(chunk=2.5), "chunk must be a positive"),
+    (dict(chunk=2, algorithm="reference"), "the reference runs on the CPU"),
+    (dict(chunk=2, stream=0), "give no stream="),
+    (dict(chunk=2, out=np.empty((3, 3), np.float32)), "out= must be"),
+])
+def test_package_batch_options_are_checked(kwargs, needle):
+    """Refused with a ValueError before any GPU is needed (so also in CI)."""
+    xcorr = _package()
+    rng = seeded_rng(("pkg-batch", needle))
+    left, right = rng.random((2, 9, 8), dtype=np.float32), rng.random((3, 4, 5), dtype=np.float32)
+    with pytest.raises(ValueError, match=re.escape(needle)):
+        xcorr.correlate2d(left, right, form="n-to-m", **kwargs)
+
+
+def test_package_batch_refuses_integer_arrays():
+    xcorr = _package()
+    with pytest.raises(ValueError, match="float32 or float64"):
+        xcorr.correlate2d(np.ones((2, 9, 8), np.int32), np.ones((3, 4, 5), np.float32), form="n-to-m", chunk=1)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_gpu_package_batch_matches_the_reference(gpu, form):
+    xcorr = _package()
+    rng = seeded_rng(("pkg-gpu-batch", form))
+    nL, nR = STACKS[form]
+    left, right = rng.random((nL, 33, 27)) - 0.5, rng.random((nR, 9, 12)).astype(np.float32)
+    for kwargs in (dict(devices="all"), dict(devices="all", chunk=2), dict(chunk=1, mode="same"),
+                   dict(chunk=3, normalize="zncc", max_shift=(4, 6))):
+        opts = {k: v for k, v in kwargs.items() if k not in ("devices", "chunk")}
+        want = xcorr.correlate2d(left, right, form=form, algorithm="reference", **opts)
+        got = xcorr.correlate2d(left, right, form=form, **kwargs)
+        assert got.dtype == np.float32 and got.shape == want.shape, kwargs
+        if "normalize" in kwargs:
+            assert np.abs(got - want).max() <= 1e-4, kwargs
+        else:
+            assert np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want), kwargs
+    sig_l, sig_r = rng.random((3, 200)), rng.random((5, 31))
+    want = xcorr.correlate1d(sig_l, sig_r, form="n-to-m", algorithm="reference", max_lag=20)
+    got = xcorr.correlate1d(sig_l, sig_r, form="n-to-m", max_lag=20, chunk=4, devices="all")
+    assert got.shape == want.shape and np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want)

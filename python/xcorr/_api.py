@@ -185,6 +185,20 @@ class Plan:
     def __init__(self, left_shape, right_shape, mode="full", *, max_shift=None, shifts=None, normalize=None,
                  form=None, algorithm="auto", precision="fp32", params=None, device=None, dims=2, max_lag=None,
                  lags=None):
+        self._setup(left_shape, right_shape, mode, max_shift, shifts, normalize, form, algorithm, precision, params,
+                    dims, max_lag, lags)
+        if self.reference:
+            self._plan = None
+        else:
+            if device is not None and (isinstance(device, bool) or not isinstance(device, (int, np.integer))
+                                       or device < 0):
+                raise ValueError(f"device must be a CUDA device index, got {device!r}")
+            self._plan = _xcorr.Plan(self._spec, -1 if device is None else int(device))
+        self._device = None if self.reference else self._plan.device  # the fast paths compare with it
+
+    def _setup(self, left_shape, right_shape, mode, max_shift, shifts, normalize, form, algorithm, precision, params,
+               dims, max_lag, lags):
+        """Everything but the device plan: the checked spec, shapes, form, window and out_shape."""
         if isinstance(dims, bool) or dims not in (1, 2):
             raise ValueError(f"dims must be 1 (signals) or 2 (matrices), got {dims!r}")
         self.dims = dims
@@ -228,14 +242,6 @@ class Plan:
             self.lags = (dx0, dx1)
         assert int(np.prod(self.out_shape[:-dims], dtype=np.int64)) == count, (self.out_shape, count)
         self.reference = algorithm == "reference"
-        if self.reference:
-            self._plan = None
-        else:
-            if device is not None and (isinstance(device, bool) or not isinstance(device, (int, np.integer))
-                                       or device < 0):
-                raise ValueError(f"device must be a CUDA device index, got {device!r}")
-            self._plan = _xcorr.Plan(self._spec, -1 if device is None else int(device))
-        self._device = None if self.reference else self._plan.device  # the fast paths compare with it
 
     @property
     def algorithm(self):
@@ -413,7 +419,7 @@ def clear_cache():
 
 
 def correlate2d(left, right, mode="full", *, max_shift=None, shifts=None, normalize=None, form=None,
-                algorithm="auto", precision="fp32", params=None, out=None, stream=None):
+                algorithm="auto", precision="fp32", params=None, out=None, stream=None, devices=None, chunk=None):
     """Cross-correlation of 2-D arrays or stacks of them, as scipy.signal.correlate2d(left, right, mode):
 
         C[y, x] = sum_{r,c} left[r + dy, c + dx] * right[r, c],  dy = y - (hR - 1), dx = x - (wR - 1)
@@ -437,9 +443,19 @@ def correlate2d(left, right, mode="full", *, max_shift=None, shifts=None, normal
     algorithm: "auto" (xcorr.explain says what it picks), a name from xcorr.algorithms(), or
     "reference": the float64 CPU reference, on any machine, returning float64 NumPy.
 
+    devices= "all" or a list of CUDA device indices, and/or chunk=N: a batch in host (NumPy) arrays
+    split across those GPUs (equal runs of output matrices, one thread per GPU) and into pieces of
+    at most N output matrices (default: what fits in each GPU's memory), so batches larger than one
+    GPU's memory run piece by piece; returns float32 NumPy (out= a NumPy array, or None).
+
     Raises ValueError for bad shapes, dtypes, windows or names, xcorr.NoGPUError without a usable
     GPU, xcorr.CudaError when CUDA fails.
     """
+    if devices is not None or chunk is not None:
+        return _batched(left, right, out, devices, chunk, dict(mode=mode, max_shift=max_shift, shifts=shifts,
+                                                                normalize=normalize, form=form, algorithm=algorithm,
+                                                                precision=precision, params=params, dims=2,
+                                                                max_lag=None, lags=None), stream)
     t = type(left)
     if t is type(right) and algorithm != "reference":
         # The fast path: a plan of the cache for the same arrays' shapes, device and stream and
@@ -549,7 +565,7 @@ def _hashable(v):
 
 
 def correlate1d(left, right, mode="full", *, max_lag=None, lags=None, normalize=None, form=None, algorithm="auto",
-                precision="fp32", params=None, out=None, stream=None):
+                precision="fp32", params=None, out=None, stream=None, devices=None, chunk=None):
     """Cross-correlation of 1-D signals or stacks of them, as scipy.signal.correlate(left, right, mode):
 
         C[k] = sum_t left[t + d] * right[t],  d = k - (len(right) - 1)
@@ -571,6 +587,11 @@ def correlate1d(left, right, mode="full", *, max_lag=None, lags=None, normalize=
     is the float64 NumPy reference on any machine. Raises ValueError for bad shapes (a 3-D array:
     use correlate2d), dtypes, windows or names, xcorr.NoGPUError, xcorr.CudaError.
     """
+    if devices is not None or chunk is not None:
+        return _batched(left, right, out, devices, chunk, dict(mode=mode, max_shift=None, shifts=None,
+                                                                normalize=normalize, form=form, algorithm=algorithm,
+                                                                precision=precision, params=params, dims=1,
+                                                                max_lag=max_lag, lags=lags), stream)
     left, right, kl, kr = _as_arrays(left, right)
     lshape, rshape = _signal_shape(left, "left"), _signal_shape(right, "right")
     device, handle = _device_and_stream(left, right, kl, kr, algorithm, stream)
@@ -581,6 +602,57 @@ def correlate1d(left, right, mode="full", *, max_lag=None, lags=None, normalize=
                                           form=form, algorithm=algorithm, precision=precision, params=params,
                                           device=device, dims=1))
     return plan(left, right, out=out, stream=handle)
+
+
+def _batched(left, right, out, devices, chunk, options, stream):
+    """correlate2d/correlate1d with devices= or chunk=: host arrays through run_batch (batch.hpp)."""
+    if options["algorithm"] == "reference":
+        raise ValueError("devices= and chunk= split a GPU run; the reference runs on the CPU (leave them out)")
+    if stream is not None:
+        raise ValueError("devices= and chunk= run from host arrays on streams of their own: give no stream=")
+    left, right, kl, kr = _as_arrays(left, right)
+    if kl != "numpy" or kr != "numpy":
+        raise ValueError(f"devices= and chunk= take host (NumPy) arrays, got {kl} and {kr}: a batch on one GPU "
+                         "already is one call without them")
+    if devices is None:
+        text = ""
+    elif isinstance(devices, str):
+        if devices != "all":
+            raise ValueError(f"devices must be 'all' or a list of CUDA device indices, got {devices!r}")
+        text = "all"
+    else:
+        try:
+            devs = list(devices)
+        except TypeError:
+            raise ValueError(f"devices must be 'all' or a list of CUDA device indices, got {devices!r}") from None
+        if not devs or any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0 for d in devs):
+            raise ValueError(f"devices must be 'all' or a non-empty list of CUDA device indices, got {devices!r}")
+        text = ",".join(str(int(d)) for d in devs)
+    if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1):
+        raise ValueError(f"chunk must be a positive number of output matrices, got {chunk!r}")
+    left = _float32_host(left, "left")
+    right = _float32_host(right, "right")
+    plan = Plan.__new__(Plan)
+    dims = options["dims"]
+    shapes = (_shape_of(left, "left"), _shape_of(right, "right")) if dims == 2 else \
+        (_signal_shape(left, "left"), _signal_shape(right, "right"))
+    plan._setup(*shapes, options["mode"], options["max_shift"], options["shifts"], options["normalize"],
+                options["form"], options["algorithm"], options["precision"], options["params"], dims,
+                options["max_lag"], options["lags"])
+    if out is None:
+        out = np.empty(plan.out_shape, np.float32)
+    elif not (isinstance(out, np.ndarray) and out.dtype == np.float32 and out.shape == plan.out_shape
+              and out.flags.c_contiguous):
+        raise ValueError(f"out= must be a C-contiguous float32 NumPy array of shape {plan.out_shape}")
+    _xcorr.run_batch(plan._spec, left.reshape(-1), right.reshape(-1), out.reshape(-1), text,
+                     0 if chunk is None else int(chunk))
+    return out
+
+
+def _float32_host(a, name):
+    if a.dtype not in (np.float32, np.float64):
+        raise ValueError(f"{name}: float32 or float64 arrays, got {a.dtype}")
+    return np.ascontiguousarray(a, dtype=np.float32)
 
 
 def algorithms():
