@@ -233,12 +233,16 @@ def test_a_failure_is_replaced_by_a_measurement_not_the_reverse(env):
 
 # --- Slurm ---
 
-def test_slurm_sweep_writes_an_array_and_a_merge(tmp_path, capsys):
+def test_slurm_sweep_writes_an_array_and_a_merge(tmp_path, capsys, monkeypatch):
     from xcsuite.cli import slurm_sweep
-    assert slurm_sweep.main(["fig22", "--shards", "4", "--dir", str(tmp_path / "sw"), "--no-submit",
+    monkeypatch.chdir(tmp_path)
+    assert slurm_sweep.main(["fig22", "--shards", "4", "--dir", "sw", "--build", "mybuild", "--no-submit",
                              "--", "--quick"]) == 0
     task = (tmp_path / "sw" / "sweep.sbatch").read_text()
     assert "#SBATCH --array=0-3" in task and "#SBATCH --gres=gpu:1" in task
+    # the task runs from the repository root: a relative --build is the caller's, made absolute
+    assert f"--build {tmp_path / 'mybuild'} " in task and f"--results {tmp_path / 'sw'}/shard-" in task
+    assert "#SBATCH --open-mode=append" in task  # a resubmission keeps the log of the attempt before
     assert '--shard "$SLURM_ARRAY_TASK_ID/4"' in task and "--quick" in task and " fig22 " in task
     assert "--merge" in (tmp_path / "sw" / "merge.sbatch").read_text()
     assert "afterany" in capsys.readouterr().out
