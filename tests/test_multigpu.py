@@ -4,10 +4,13 @@ FAKE_GPU_NAMES): issue #24, on the CPU."""
 import collections
 import json
 import os
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -233,35 +236,174 @@ def test_a_failure_is_replaced_by_a_measurement_not_the_reverse(env):
 
 # --- Slurm ---
 
-def test_slurm_sweep_writes_an_array_and_a_merge(tmp_path, capsys):
+def test_slurm_sweep_writes_an_array_and_a_merge(tmp_path, capsys, monkeypatch):
     from xcsuite.cli import slurm_sweep
-    assert slurm_sweep.main(["fig22", "--shards", "4", "--dir", str(tmp_path / "sw"), "--no-submit",
+    monkeypatch.chdir(tmp_path)
+    assert slurm_sweep.main(["fig22", "--shards", "4", "--dir", "sw", "--build", "mybuild", "--no-submit",
                              "--", "--quick"]) == 0
     task = (tmp_path / "sw" / "sweep.sbatch").read_text()
     assert "#SBATCH --array=0-3" in task and "#SBATCH --gres=gpu:1" in task
+    # the task runs from the repository root: a relative --build is the caller's, made absolute
+    assert f"--build {tmp_path / 'mybuild'} " in task and f"--results {tmp_path / 'sw'}/shard-" in task
+    assert "#SBATCH --open-mode=append" in task  # a resubmission keeps the log of the attempt before
     assert '--shard "$SLURM_ARRAY_TASK_ID/4"' in task and "--quick" in task and " fig22 " in task
     assert "--merge" in (tmp_path / "sw" / "merge.sbatch").read_text()
     assert "afterany" in capsys.readouterr().out
 
 
-def slurm_ready() -> str:
-    if not shutil.which("sbatch"):
-        return "no sbatch here"
-    r = subprocess.run(["scontrol", "ping"], capture_output=True, text=True)
-    if r.returncode != 0 or "UP" not in r.stdout:
-        return f"no Slurm controller answers: {(r.stdout + r.stderr).strip()[-200:]}"
-    return ""
+SLURM_TOOLS = ("slurmctld", "slurmd", "sbatch", "scontrol", "squeue", "scancel", "sinfo")
 
 
-@pytest.mark.skipif(bool(slurm_ready()), reason=slurm_ready() or "")
-def test_a_sweep_on_a_real_slurm(env):
-    """A single-node Slurm (e.g. Debian's slurm-wlm with slurmctld and slurmd on localhost): the
-    array runs the fake bench, the merge job fills results/ with every case once."""
-    sw = env.tmp / "sweep"
-    env.mp.setenv("FAKE_GPUS", "1")
+def find_tool(name):
+    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def controller_answers(env=None) -> bool:
+    try:
+        r = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=20, env=env)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return r.returncode == 0 and "UP" in r.stdout
+
+
+@pytest.fixture(scope="session")
+def slurm():
+    """A Slurm to submit to: as root, a single-node one of its own (scripts/slurm-local on free
+    ports, in a fresh folder, with two fake GPUs; stopped at the end of the session); otherwise a
+    controller that already answers (SLURM_CONF as set), asked for no GPUs. Skips, with the reason,
+    where Slurm is not installed or neither works. Yields {"env": what the submitting process needs,
+    "own": whether it is ours, "gres": the --gres to ask for}."""
+    missing = [t for t in SLURM_TOOLS if not find_tool(t)]
+    if missing:
+        pytest.skip(f"Slurm is not installed here ({', '.join(missing)} not found; Debian: apt-get install "
+                    "slurm-wlm munge)")
+    if os.geteuid() != 0:
+        if controller_answers():
+            yield {"env": {}, "own": False, "gres": ""}
+            return
+        pytest.skip("no Slurm controller answers and scripts/slurm-local needs root to start one (slurmd "
+                    "starts each job as its user)")
+    d = Path(tempfile.mkdtemp(prefix="xcorr-slurm-"))  # short: munged's socket is there (at most 107 bytes)
+    script = ROOT / "scripts" / "slurm-local"
+    ports = {free_port() for _ in range(5)}
+    env = {**os.environ, "XCORR_SLURMCTLD_PORT": str(ports.pop()), "XCORR_SLURMD_PORT": str(ports.pop()),
+           "XCORR_SLURM_GPUS": "2", "XCORR_SLURM_WAIT": "60"}
+    try:
+        r = subprocess.run([str(script), "start", str(d)], capture_output=True, text=True, timeout=120, env=env)
+    except subprocess.TimeoutExpired as e:
+        r = subprocess.CompletedProcess(e.cmd, 124, "", f"timed out after 120 s: {e.stderr or ''}")
+    try:
+        if r.returncode != 0:
+            pytest.skip(f"scripts/slurm-local could not start a Slurm here: {r.stderr.strip()[-400:]}")
+        conf = {"SLURM_CONF": str(d / "slurm.conf")}
+        assert controller_answers({**os.environ, **conf}), "the local Slurm started but its controller does not answer"
+        yield {"env": conf, "own": True, "gres": "gpu:1", "dir": d}
+    finally:
+        subprocess.run([str(script), "stop", str(d)], capture_output=True, text=True, timeout=120, env=env)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def submit(capsys, *argv) -> list:
+    """slurm-sweep ARGV; the ids of the array job and the merge job it printed."""
     from xcsuite.cli import slurm_sweep
-    assert slurm_sweep.main(["fig22", "--shards", "2", "--dir", str(sw), "--gres", "", "--results", str(env.results),
-                             "--build", str(env.build)]) == 0
+
+    capsys.readouterr()
+    assert slurm_sweep.main(list(argv)) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    m = re.search(r"array job (\d+) .*merge job (\d+)", out)
+    assert m, out
+    return [m.group(1), m.group(2)]
+
+
+def job_states(jobs) -> dict:
+    """{job id (array tasks as ID_K): (state, exit code)} of the jobs Slurm still knows."""
+    states = {}
+    for job in jobs:
+        r = subprocess.run(["scontrol", "-o", "show", "job", job], capture_output=True, text=True, timeout=30)
+        for line in r.stdout.splitlines():
+            f = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+            name = f"{f['ArrayJobId']}_{f['ArrayTaskId']}" if f.get("ArrayTaskId") else f["JobId"]
+            states[name] = (f.get("JobState"), f.get("ExitCode"))
+    return states
+
+
+def wait_for_jobs(jobs, sweep_dir, limit_s=300.0) -> dict:
+    """Waits until every job (and array task) has ended; fails after limit_s with the queue and the logs."""
+    end = time.monotonic() + limit_s
+    running = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING")
+    while True:
+        states = job_states(jobs)
+        if states and not any(s in running for s, _ in states.values()):
+            return states
+        if time.monotonic() > end:
+            q = subprocess.run(["squeue"], capture_output=True, text=True, timeout=30).stdout
+            logs = {p.name: p.read_text()[-500:] for p in (Path(sweep_dir) / "logs").glob("*")}
+            pytest.fail(f"the sweep's jobs did not end within {limit_s:.0f} s: {states}\n{q}\n{logs}")
+        time.sleep(0.5)
+
+
+def test_a_sweep_on_a_real_slurm(env, slurm, capsys):
+    """A real Slurm (scripts/slurm-local's, see the fixture): the array's two tasks run the fake
+    bench, each on the GPU Slurm gave it, into a shard of their own; the merge job after them fills
+    results/ with every case once, each with its device; submitting the same sweep again resumes
+    (nothing to measure) and merges again without changing a byte."""
+    for k, v in slurm["env"].items():
+        env.mp.setenv(k, v)
+    env.mp.setenv("FAKE_GPUS", "2")
+    sw = env.tmp / "sweep"
+    argv = ["fig22", "--shards", "2", "--dir", str(sw), "--gres", slurm["gres"], "--time", "00:10:00",
+            "--results", str(env.results), "--build", str(env.build)]
+    jobs = submit(capsys, *argv)
+    try:
+        states = wait_for_jobs(jobs, sw)
+    finally:
+        subprocess.run(["scancel", *jobs], capture_output=True, timeout=30)
+    logs = {p.name: p.read_text() for p in (sw / "logs").glob("*.out")}
+    assert set(states) == {f"{jobs[0]}_0", f"{jobs[0]}_1", jobs[1]}, states
+    assert all(s == ("COMPLETED", "0:0") for s in states.values()), (states, logs)
+
+    keys = {c.key for c in cases_of("fig22")}
+    shard_cases = {}
+    for k in (0, 1):
+        data = load(sw / f"shard-{k}" / "fake-gpu-9000" / "fig22.json")
+        assert data["xcorr_meta"]["shard"] == {"index": k, "count": 2, "cases": len(data["cases"])}
+        assert data["xcorr_meta"]["complete"] and all(c["status"] == "ok" for c in data["cases"].values())
+        devices = {c["device"]["uuid"] for c in data["cases"].values()}
+        assert devices <= {"GPU-fake-0", "GPU-fake-1"}
+        if slurm["own"]:  # --gres=gpu:1: the task sees the one GPU Slurm gave it (CUDA_VISIBLE_DEVICES)
+            assert len(devices) == 1, devices
+        shard_cases[k] = data["cases"]
+    assert not set(shard_cases[0]) & set(shard_cases[1]) and set(shard_cases[0]) | set(shard_cases[1]) == keys
+
     target = env.results / "fake-gpu-9000" / "fig22.json"
-    wait_for(lambda: target.exists() and load(target)["xcorr_meta"].get("complete"), "the merge job", 600)
-    check_complete(load(target), "fig22")
+    merged = load(target)
+    check_complete(merged, "fig22")
+    for k, cases in shard_cases.items():
+        for key, rec in cases.items():
+            assert merged["cases"][key] == rec  # each case as its shard measured it, device included
+    assert sorted(merged["xcorr_meta"]["merged_from"]) == [str(sw / f"shard-{k}" / "fake-gpu-9000" / "fig22.json")
+                                                          for k in (0, 1)]
+    ran = [l for call in log_lines(env.log) for l in call]
+    assert len(ran) == len(set(ran)) == len(keys)  # each case measured once
+    leftovers = [p for p in [*env.results.rglob("*"), *sw.rglob("*")] if p.name.endswith(".tmp")]
+    assert not leftovers, leftovers  # nothing half-written
+    assert "complete" in logs["merge.out"], logs
+
+    before = target.read_bytes()
+    jobs = submit(capsys, *argv)  # again: the shards are complete, the merge changes nothing
+    try:
+        states = wait_for_jobs(jobs, sw)
+    finally:
+        subprocess.run(["scancel", *jobs], capture_output=True, timeout=30)
+    assert all(s == ("COMPLETED", "0:0") for s in states.values()), states
+    assert len([l for call in log_lines(env.log) for l in call]) == len(keys)
+    assert target.read_bytes() == before
+    merge_log = (sw / "logs" / "merge.out").read_text().splitlines()
+    assert [l.split(": ", 1)[1] for l in merge_log] == [f"+{len(keys)} case(s), complete",
+                                                           "no new case, complete (unchanged)"]

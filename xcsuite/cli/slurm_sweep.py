@@ -46,7 +46,8 @@ def parse_args(argv):
 
 
 def header(args, name: str, log: str) -> list[str]:
-    lines = ["#!/bin/bash", f"#SBATCH --job-name={name}", f"#SBATCH --output={log}"]
+    # append: a resubmitted sweep keeps the log of the attempt before (why a shard stopped)
+    lines = ["#!/bin/bash", f"#SBATCH --job-name={name}", f"#SBATCH --output={log}", "#SBATCH --open-mode=append"]
     if args.partition:
         lines.append(f"#SBATCH --partition={args.partition}")
     if args.time:
@@ -57,6 +58,7 @@ def header(args, name: str, log: str) -> list[str]:
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     d = Path(args.dir).resolve()
+    build = Path(args.build).resolve()  # the tasks run from the repository root, not from here
     (d / "logs").mkdir(parents=True, exist_ok=True)
     runner = [args.python, str(paths.ROOT / "scripts" / "run_experiments.py")]
     q = shlex.join
@@ -66,7 +68,7 @@ def main(argv=None) -> int:
         *([f"#SBATCH --gres={args.gres}"] if args.gres else []),
         "set -u", f"cd {shlex.quote(str(paths.ROOT))}",
         f"exec {q(runner + exps)} --shard \"$SLURM_ARRAY_TASK_ID/{args.shards}\" "
-        f"--results {shlex.quote(str(d))}/shard-\"$SLURM_ARRAY_TASK_ID\" --build {shlex.quote(str(args.build))} "
+        f"--results {shlex.quote(str(d))}/shard-\"$SLURM_ARRAY_TASK_ID\" --build {shlex.quote(str(build))} "
         f"--no-progress {q(args.extra)}".rstrip()]
     merge = header(args, "xcorr-sweep-merge", str(d / "logs" / "merge.out")) + [
         "#SBATCH --ntasks=1", "set -u", f"cd {shlex.quote(str(paths.ROOT))}",
