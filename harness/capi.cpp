@@ -1,6 +1,7 @@
 // The C API (xcorr.h) over Plan: every entry point catches everything, so no exception crosses
 // into C, and turns it into a status and this thread's last error message.
 #include "xcorr/xcorr.h"
+#include "xcorr/batch.hpp"
 
 #include <exception>
 #include <new>
@@ -110,6 +111,19 @@ xcorr_status xcorr_plan_execute(xcorr_plan* plan, const float* left, const float
 }
 
 void xcorr_plan_destroy(xcorr_plan* plan) { delete plan; }
+
+xcorr_status xcorr_run_batch(const xcorr_spec* spec, const float* left, const float* right, float* out,
+                             const int* devices, int n_devices, int64_t max_outputs) {
+    if (!spec || !left || !right || !out) return fail(XCORR_ERROR_USAGE, "xcorr_run_batch: NULL argument");
+    if (n_devices < 0 || (n_devices > 0 && !devices))
+        return fail(XCORR_ERROR_USAGE, "xcorr_run_batch: n_devices must be 0 or the length of devices");
+    return guarded([&] {
+        xcorr::BatchOptions o;
+        o.devices.assign(devices, devices + n_devices);
+        o.max_outputs = max_outputs;
+        xcorr::run_batch(to_spec(*spec), left, right, out, o);
+    });
+}
 
 xcorr_status xcorr_plan_workspace_bytes(const xcorr_plan* plan, size_t* bytes) {
     if (!plan || !bytes) return fail(XCORR_ERROR_USAGE, "xcorr_plan_workspace_bytes: NULL argument");

@@ -42,6 +42,46 @@ int main(void) {
     if (!expect_usage(&bad, "")) return 1;
     if (xcorr_plan_create(NULL, NULL) != XCORR_ERROR_USAGE) return 1;
 
+    /* A batch in pieces on the CPU (the reference): n-to-m, 2 x 3 pairs of 7 x 7 * 3 x 3 in pieces of at
+     * most 2 outputs (one-to-many pieces: each left's 3 outputs are cut 2 + 1), against a direct sum. */
+    {
+        xcorr_spec b = s;
+        b.form = XCORR_N_TO_M;
+        b.n_left = 2;
+        b.n_right = 3;
+        b.algorithm = "reference";
+        float BL[2 * 49], BR[3 * 9], BO[6 * 81];
+        for (int i = 0; i < 2 * 49; ++i) BL[i] = (float)((i * 7) % 13) - 6.0f;
+        for (int i = 0; i < 3 * 9; ++i) BR[i] = (float)((i * 5) % 11) - 5.0f;
+        const int two[2] = {0, 1};
+        if (xcorr_run_batch(&b, BL, BR, BO, two, 2, 2) != XCORR_ERROR_USAGE ||
+            !strstr(xcorr_last_error(), "reference runs on the CPU")) {
+            fprintf(stderr, "the reference with devices: expected a usage error, got: %s\n", xcorr_last_error());
+            return 1;
+        }
+        if (xcorr_run_batch(&b, BL, BR, BO, NULL, 0, 2) != XCORR_OK) {
+            fprintf(stderr, "xcorr_run_batch: %s\n", xcorr_last_error());
+            return 1;
+        }
+        for (int k = 0; k < 6; ++k)
+            for (int y = 0; y < 9; ++y)
+                for (int x = 0; x < 9; ++x) {
+                    const int dy = y - 2, dx = x - 2;
+                    const float* Lk = BL + (k / 3) * 49;
+                    const float* Rk = BR + (k % 3) * 9;
+                    double ref = 0;
+                    for (int r = 0; r < 3; ++r)
+                        for (int c = 0; c < 3; ++c)
+                            if (r + dy >= 0 && r + dy < 7 && c + dx >= 0 && c + dx < 7)
+                                ref += Lk[(r + dy) * 7 + c + dx] * Rk[r * 3 + c];
+                    if (BO[k * 81 + y * 9 + x] != (float)ref) {
+                        fprintf(stderr, "batch out[%d][%d][%d] = %g, expected %g\n", k, y, x, BO[k * 81 + y * 9 + x], ref);
+                        return 1;
+                    }
+                }
+        printf("batch of 6 in pieces on the CPU: ok\n");
+    }
+
     xcorr_plan* plan = NULL;
     xcorr_status st = xcorr_plan_create(&s, &plan);
     if (st == XCORR_ERROR_NO_GPU) {

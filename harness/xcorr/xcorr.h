@@ -73,6 +73,14 @@ xcorr_status xcorr_plan_out_shape(const xcorr_plan* plan, int64_t* count, int64_
 const char* xcorr_plan_algorithm(const xcorr_plan* plan);
 const char* xcorr_plan_explain(const xcorr_plan* plan);
 
+/* A batch from HOST memory into a host `out` (synchronous): the output matrices split into equal
+ * runs over the CUDA devices devices[0 .. n_devices) (n_devices 0: the current device), each run
+ * in pieces of at most max_outputs output matrices (0: as many as fit, halved on out-of-memory),
+ * one host thread per device (xcorr/batch.hpp). algorithm "reference" runs the same pieces on the
+ * CPU in float64 (n_devices must be 0). */
+xcorr_status xcorr_run_batch(const xcorr_spec* spec, const float* left, const float* right, float* out,
+                             const int* devices, int n_devices, int64_t max_outputs);
+
 /* The message of this thread's last failure ("" if none). */
 const char* xcorr_last_error(void);
 
