@@ -1387,7 +1387,8 @@ def main(argv: list[str] | None = None) -> int:
             for v in registry():
                 state = "available" if v["available"] else v["unavailable_reason"]
                 print(f"{v['name']}  [peer, fp32, {state}]\n    {v['summary']}\n    forms: {' '.join(v['forms'])}\n"
-                      f"    windows: {' '.join(v['windows'])}\n    timed: {v['timed']}")
+                      f"    windows: {' '.join(v['windows'])}\n    normalize: {' '.join(v['normalizations'])}\n"
+                      f"    timed: {v['timed']}")
         else:
             print("peerbench: error: list takes only --json", file=sys.stderr)
             return 2
