@@ -473,8 +473,11 @@ def _series_cases(exp: Experiment, s: Series, shape: Shape, info: Mapping) -> tu
     if not supports_window(kinds, shape):
         return [], (f"{s.variant} does not compute the {shape.window} window (shifts {shape.shifts_text}), "
                     f"only: {', '.join(kinds)}")
-    if shape.normalize != "none" and info.get("family") == "peer":
-        return [], f"{s.variant}: the peers (xcsuite.peerbench) do not normalize ({shape.normalize})"
+    # The normalizations a variant computes: a peer's from `peerbench list --json` ("normalizations";
+    # a peer that does not say computes none), every variant of xcorr all of them.
+    modes = info.get("normalizations") or (("none",) if info.get("family") == "peer" else NORMALIZATIONS)
+    if shape.normalize not in modes:
+        return [], f"{s.variant} does not compute normalize={shape.normalize} (only: {', '.join(modes)})"
     allowed = {k: [str(x) for x in v] for k, v in info.get("params", {}).items()}
     fixed = {}
     for name, value in s.params.items():

@@ -64,13 +64,17 @@ def peer_series() -> list:
 # The normalized experiments (issue #21: zncc_frames, zncc_match, zncc_autocorr): this project's
 # variants that declare windows, each at its defaults with its caps (the caps count the raw run's
 # multiply-adds; the normalization adds O(output + input) work). A shape whose window a variant
-# does not declare is left out at expansion with a reason. No peers: xcsuite.peerbench has no
-# normalize= (expansion refuses a normalized shape for a peer).
+# does not declare is left out at expansion with a reason. The peers that normalize
+# (xcsuite.peerbench normalize=: torch-fft with float64 summed-area tables, torch-conv2d with
+# avg_pool2d / conv2d box sums) stand beside them; cupy-correlate2d computes no normalization (its
+# registry entry says so and expansion leaves it out with a reason).
 OWN_WINDOWED = ("register-tiled", "small-direct", "tensor-wgmma", "overlap-wise", "fft", "fft+plan", "fft-fused")
+NORMALIZED_PEERS = ("torch-conv2d", "torch-fft")
 
 
 def normalized_series(*variants: str) -> list:
-    """The series of `variants` (default: all of OWN_WINDOWED); an experiment names those that can
-    run its shapes, as the suite's definitions expand without a series left empty."""
-    assert set(variants) <= set(OWN_WINDOWED), variants
-    return [series(v) for v in (variants or OWN_WINDOWED)]
+    """The series of `variants` (default: all of OWN_WINDOWED and NORMALIZED_PEERS); an experiment
+    names those that can run its shapes, as the suite's definitions expand without a series left
+    empty."""
+    assert set(variants) <= set(OWN_WINDOWED + NORMALIZED_PEERS), variants
+    return [series(v) for v in (variants or OWN_WINDOWED + NORMALIZED_PEERS)]

@@ -5,8 +5,10 @@ One-to-one; the benchmark's left and right are two different random images (the 
 autocorrelation, as in experiments/autocorr.py). Series: this project's variants that declare the
 max-shift window and run one-to-one 2048 x 2048, at their defaults: register-tiled, fft, fft+plan
 (small-direct and fft-fused stop below 2048, tensor-wgmma has no one-to-one, the baseline's
-6.8e10 multiply-adds are over its 2e10 cap). No
-peers: xcsuite.peerbench does not normalize. Metric: time per call + finish_time; a bar per
+6.8e10 multiply-adds are over its 2e10 cap). Peers
+(xcsuite.peerbench normalize=zero-lag, and raw): torch-fft and torch-conv2d, their raw output times
+1 / C(0, 0) (a float64 dot product of the two images); cupy-correlate2d is capped (CuPy's direct
+kernel) and computes no normalization. Metric: time per call + finish_time; a bar per
 series, a panel per normalization.
 """
 from experiments._spec import Experiment, Shape
@@ -23,5 +25,5 @@ EXPERIMENT = Experiment(
     plot="bars",
     shapes=[Shape.one_to_one(SIZE, group=f"{SIZE} x {SIZE}, {label}", window=f"max_shift={MAX_SHIFT}", normalize=n)
             for n, label in (("zero-lag", "zero-lag normalized"), ("none", "raw correlation"))],
-    series=normalized_series("register-tiled", "fft", "fft+plan"),
+    series=normalized_series("register-tiled", "fft", "fft+plan", "torch-fft", "torch-conv2d"),
 )

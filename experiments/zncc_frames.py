@@ -6,7 +6,10 @@ chooses 256 x 256) against one right (a template: 23 x 21, 53 x 54 or 156 x 116;
 a stack holds one size), window max_shift=16 (33 x 33 shifts per pair), normalize=zncc and the raw
 correlation (none). Series: every variant of this project that declares the max-shift window
 (register-tiled, tensor-wgmma, overlap-wise, fft, fft+plan, fft-fused) at its default parameters,
-the same in both halves; small-direct stops at ~100 x 100 lefts (not 256 x 256 frames). No peers: xcsuite.peerbench does not normalize.
+the same in both halves; small-direct stops at ~100 x 100 lefts (not 256 x 256 frames). Peers
+(xcsuite.peerbench normalize=zncc, as a PyTorch user writes it): torch-fft (FFT of the
+mean-subtracted frames, float64 summed-area tables for the overlap sums) and torch-conv2d (conv2d,
+avg_pool2d / conv2d box sums), in both halves too; cupy-correlate2d computes no ZNCC.
 Metric: time per call + finish_time; a bar per series, a panel per template and normalization.
 """
 from experiments._spec import Experiment, Shape
@@ -31,5 +34,6 @@ EXPERIMENT = Experiment(
     metric="time_with_finish",
     plot="bars",
     shapes=[shape(h, w, n) for h, w in TEMPLATES for n in ("zncc", "none")],
-    series=normalized_series("register-tiled", "tensor-wgmma", "overlap-wise", "fft", "fft+plan", "fft-fused"),
+    series=normalized_series("register-tiled", "tensor-wgmma", "overlap-wise", "fft", "fft+plan", "fft-fused",
+                             "torch-fft", "torch-conv2d"),
 )

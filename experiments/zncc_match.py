@@ -7,9 +7,12 @@ project's direct kernels that declare the valid window and run one-to-one at the
 (register-tiled; the baseline overlap-wise where its cap allows) against fft and fft+plan.
 Not here: fft-fused (outputs up to 1023 x 1023, pairs up to 512), small-direct (up to ~100) and
 tensor-wgmma (no one-to-one). The direct kernels skip calls above 3e11 raw multiply-adds
-(the baseline above 2e10): the 4096 image with the largest templates is FFT only. No peers:
-xcsuite.peerbench does not normalize. Metric: time per call + finish_time; a bar per series, a
-panel per image and template.
+(the baseline above 2e10): the 4096 image with the largest templates is FFT only. Peers
+(xcsuite.peerbench normalize=zncc): torch-fft (FFT of the mean-subtracted inputs, float64
+summed-area tables) and torch-conv2d (the textbook formula: conv2d for the numerator, avg_pool2d /
+conv2d box sums, as examples/template_matching.py's torch formula), the latter under the direct
+kernels' 3e11 cap; cupy-correlate2d computes no ZNCC. Metric: time per call + finish_time; a bar
+per series, a panel per image and template.
 """
 from experiments._spec import Experiment, Shape
 from experiments._windows import normalized_series
@@ -25,5 +28,5 @@ EXPERIMENT = Experiment(
     plot="bars",
     shapes=[Shape("one-to-one", n, n, t, t, group=f"image {n} x {n}, template {t} x {t}, ZNCC",
                   window="valid", normalize="zncc") for n in IMAGES for t in TEMPLATES],
-    series=normalized_series("register-tiled", "overlap-wise", "fft", "fft+plan"),
+    series=normalized_series("register-tiled", "overlap-wise", "fft", "fft+plan", "torch-fft", "torch-conv2d"),
 )

@@ -28,7 +28,8 @@ declare is refused (exit 2); a windowed case is named with /shifts:DY0:DY1,DX0:D
 carries the counters dy0 dy1 dx0 dx1, its fmas the window's (resolved by experiments._spec.Shape).
 normalize=none|zncc|zero-lag as xcorr_bench takes it (any variant, form and window; another value
 exits 2): a normalized case is named with /norm:MODE after the shifts segment and takes longer
-(the normalization's means, sums and epilogue around the raw run); the peerbench role refuses it.
+(the normalization's means, sums and epilogue around the raw run); the peerbench role takes the
+modes of each peer's "normalizations" (cupy-correlate2d: none) and refuses the others.
 """
 import hashlib
 import json
@@ -45,7 +46,8 @@ WINDOW_KEYS = ("window", "max_shift", "shifts")
 REGISTRY = Path(os.environ.get("FAKE_REGISTRY", HERE / "fixtures" / "registry.json"))
 PEERS = [{"name": n, "family": "peer", "summary": "a peer", "timed": "everything", "precision": "fp32",
           "tolerance": 1e-05, "forms": ["one-to-one", "one-to-many", "n-to-mn", "n-to-m"],
-          "windows": ["full", "valid", "same", "max-shift", "shifts"], "params": {}}
+          "windows": ["full", "valid", "same", "max-shift", "shifts"], "params": {},
+          "normalizations": ["none"] if n == "cupy-correlate2d" else ["none", "zncc", "zero-lag"]}
          for n in ("torch-conv2d", "torch-fft", "cupy-correlate2d")]
 
 
@@ -177,7 +179,7 @@ def bench(args, role="xcorr_bench"):
         if var is None or (os.environ.get("FAKE_REJECT") and os.environ["FAKE_REJECT"] in line):
             print(f"xcorr_bench: error: unknown or bad case '{line}'", file=sys.stderr)
             return 2
-        if kv.get("normalize", "none") not in NORMALIZATIONS or (role == "peerbench" and "normalize" in kv):
+        if kv.get("normalize", "none") not in var.get("normalizations", NORMALIZATIONS):
             print(f"xcorr_bench: error: case '{line}': normalize=: unknown or unsupported mode", file=sys.stderr)
             return 2
         given = [k for k in WINDOW_KEYS if k in kv]

@@ -1,6 +1,8 @@
 """The peers (xcsuite/peerbench.py) on the CPU: the window, pad and crop arithmetic of torch-fft and
 torch-conv2d (as numpy, and through torch on the CPU where torch is installed) against
-scipy.signal.correlate2d, the case specs and benchmark names, the JSON entries as the runner reads
+scipy.signal.correlate2d; the normalized peers' pieces (zncc, zero-lag; issue #21) run by numpy
+against the float64 references (tests/xcorr_np.py, python/xcorr/_reference.py), in float64 for
+the arithmetic and in float32 for the contract's bounds; the case specs and benchmark names, the JSON entries as the runner reads
 them, the command line without torch or a GPU, and the runner's routing of peer cases to
 peerbench (with tests/fake_xcorr.py as both tools). The GPU runs are the lead's (see the
 module's docstring)."""
@@ -12,10 +14,11 @@ import types
 
 import numpy as np
 import pytest
+import xcorr_np
 from scipy.signal import correlate2d
 from suite_helpers import ROOT, clear_fake_env, log_lines, make_fake_build
 
-from experiments._spec import Experiment, Series, Shape, case_key
+from experiments._spec import Case, Experiment, Series, Shape, case_key
 from xcsuite import peerbench as pb
 from xcsuite.benchjson import entry_key, parse_run_name
 from xcsuite.cli import run_experiments as rx
@@ -192,6 +195,7 @@ def test_list_works_without_torch_and_a_gpu():
         assert v["forms"] == list(pb.FORMS) and v["windows"] == ["full", "valid", "same", "max-shift", "shifts"]
         assert v["available"] == (not v["unavailable_reason"])
     assert reg[1]["available"] == HAS_TORCH
+    assert [v["normalizations"] for v in reg] == [["none", "zncc", "zero-lag"]] * 2 + [["none"]]
     r = peerbench("list")
     assert r.returncode == 0 and "torch-fft" in r.stdout
 
@@ -213,6 +217,171 @@ def test_usage_errors_exit_2_and_no_torch_or_gpu_exits_3(tmp_path):
                   "--benchmark_out_format=json")
     assert r.returncode == 3 and r.stderr.startswith("peerbench: no GPU: ") and r.stderr.count("\n") == 1
     assert not out.exists()
+
+
+# --- normalized peers (issue #21) -------------------------------------------------------------------
+
+NORM_SHAPES = [(7, 9, 4, 6), (5, 6, 8, 3), (1, 13, 1, 5), (3, 3, 9, 10), (10, 7, 2, 2), (19, 17, 6, 7)]
+PEER_VARIANTS = ("torch-fft", "torch-conv2d")
+
+
+def norm_windows(rng, hL, wL, hR, wR):
+    """The full, same and valid windows, a window wholly outside the overlaps, one across its edge,
+    one around shift (0, 0) and a random one."""
+    out = [pb.full_window(hL, wL, hR, wR), pb.same_window(hL, wL, hR, wR), (-hR - 3, -hR, 0, 1),
+           (-hR - 2, hL + 1, -wR - 1, wL), (-1, 1, -2, 2)]
+    try:
+        out.append(pb.valid_window(hL, wL, hR, wR))
+    except pb.UsageError:
+        pass
+    a, b = sorted(rng.integers(-hR - 2, hL + 2, 2))
+    c, d = sorted(rng.integers(-wR - 2, wL + 2, 2))
+    return out + [(int(a), int(b), int(c), int(d))]
+
+
+def signed_stacks(rng, form, shape, lo, hi, dtype=np.float64):
+    L, R = stacks(rng, form, *shape)
+    return ((L + 1) / 2 * (hi - lo) + lo).astype(dtype), ((R + 1) / 2 * (hi - lo) + lo).astype(dtype)
+
+
+@pytest.mark.parametrize("form", pb.FORMS)
+@pytest.mark.parametrize("shape", NORM_SHAPES)
+def test_the_normalized_peers_arithmetic_is_the_float64_reference(form, shape):
+    """The torch peers' normalized pieces run by numpy in float64 (no float32 rounding) equal
+    tests/xcorr_np.py's normalization (correlations with ones, independent of the peers' tables,
+    pooling and padding), and so does peerbench's check reference (python/xcorr/_reference.py)."""
+    rng = np.random.default_rng(sum(shape) + len(form))
+    for lo, hi in ((-1, 1), (992, 1008), (3, 5)):
+        L, R = signed_stacks(rng, form, shape, lo, hi)
+        for w in norm_windows(rng, *shape):
+            for mode in ("zncc", "zero-lag"):
+                ref = xcorr_np.normalized(mode, form, L, R, w)
+                got = pb.normalized_reference_np(mode, form, L, R, w)
+                assert got.shape == ref.shape and np.allclose(got, ref, atol=1e-9), (mode, w, "reference")
+                for v in PEER_VARIANTS:
+                    got = pb.normalized_peer_np(v, mode, form, L, R, w, dtype=np.float64)
+                    assert got.shape == ref.shape and np.allclose(got, ref, atol=1e-8), (v, mode, w, lo)
+
+
+@pytest.mark.parametrize("form", pb.FORMS)
+def test_the_normalized_peers_in_float32_meet_the_contract_on_the_checks_data(form):
+    """In float32 as the peers compute (numpy's float32 FFT for cuFFT): zncc within 1e-4 absolute
+    on 1000 + [-8, 8) (the check's cancellation case: without the means subtracted it fails by
+    far), zero-lag within 1e-5 relative on 4 + [-1, 1) and [-1, 1)."""
+    rng = np.random.default_rng(11 + len(form))
+    for shape in NORM_SHAPES + [(40, 33, 9, 12)]:
+        for w in norm_windows(rng, *shape):
+            L, R = signed_stacks(rng, form, shape, 992, 1008, np.float32)
+            ref = xcorr_np.normalized("zncc", form, L.astype(np.float64), R.astype(np.float64), w)
+            for v in PEER_VARIANTS:
+                got = pb.normalized_peer_np(v, "zncc", form, L, R, w)
+                assert got.dtype == np.float32 and np.all(np.isfinite(got))
+                err, bad = pb.compare(got, ref, "zncc")
+                assert bad == 0 and err <= pb.ZNCC_TOLERANCE, (v, shape, w, err)
+            for lo, hi in ((3, 5), (-1, 1)):
+                L, R = signed_stacks(rng, form, shape, lo, hi, np.float32)
+                ref = xcorr_np.normalized("zero-lag", form, L.astype(np.float64), R.astype(np.float64), w)
+                for v in PEER_VARIANTS:
+                    err, bad = pb.compare(pb.normalized_peer_np(v, "zero-lag", form, L, R, w), ref, "zero-lag")
+                    assert bad == 0 and err <= pb.TOLERANCE, (v, shape, w, lo, err)
+
+
+def test_zncc_without_the_means_subtracted_cancels_on_1000_plus_noise():
+    """Why the peers subtract the means: the same formula on the raw float32 sums misses by O(1)."""
+    rng = np.random.default_rng(5)
+    shape, w = (24, 24, 8, 8), (-7, 23, -7, 23)
+    L, R = signed_stacks(rng, "one-to-one", shape, 992, 1008, np.float32)
+    ref = xcorr_np.normalized("zncc", "one-to-one", L.astype(np.float64), R.astype(np.float64), w)
+    zero = np.zeros((1, 1, 1), np.float32)
+    _, _, n, (sl, sll, _), (sr, srr, _) = pb.zncc_sums_conv_np(L, R, w)
+    # the unshifted sums: the conv route's pieces with the means put back, in float32
+    ml, mr = L.mean(dtype=np.float32), R.mean(dtype=np.float32)
+    sl0, sr0 = sl + n * ml, sr + n * mr
+    sll0, srr0 = sll + 2 * ml * sl + n * ml * ml, srr + 2 * mr * sr + n * mr * mr
+    raw0 = pb.conv_reference_np("one-to-one", L, R, w).astype(np.float32)
+    naive = pb.zncc_coefficient(np, n, raw0, sl0, sll0, zero, sr0, srr0, zero)
+    assert pb.compare(naive, ref, "zncc")[0] > 1e-2
+    assert pb.compare(pb.normalized_peer_np("torch-conv2d", "zncc", "one-to-one", L, R, w), ref, "zncc")[0] < 1e-5
+
+
+def test_overlap_spans_box_sums_and_pair_layouts():
+    rb, re, lb, le = pb.overlap_spans(-4, 6, 5, 3)  # shifts -4..6 of a length-5 left and a length-3 right
+    for i, s in enumerate(range(-4, 7)):
+        idx = [r for r in range(3) if 0 <= r + s < 5]
+        assert re[i] - rb[i] == len(idx) and (not idx or (rb[i], re[i], lb[i], le[i]) == (
+            idx[0], idx[-1] + 1, idx[0] + s, idx[-1] + s + 1))
+    x = np.random.default_rng(1).uniform(-1, 1, (2, 5, 4))
+    t = pb.sat_np(x)
+    r0, r1, c0, c1 = np.array([0, 1, 2]), np.array([5, 3, 2]), np.array([0, 3]), np.array([4, 4])
+    got = pb.box_sums(t, r0, r1, c0, c1)
+    want = np.array([[[x[k, a:b, c:d].sum() for c, d in zip(c0, c1)] for a, b in zip(r0, r1)] for k in range(2)])
+    np.testing.assert_allclose(got, want, atol=1e-12)
+    rng = np.random.default_rng(2)
+    for form, (nL, nR) in COUNTS.items():
+        A, B = rng.uniform(size=(nL, 7)), rng.uniform(size=(nR, 7))
+        np.testing.assert_allclose(pb.pair_dots(form, A, B), [A[i] @ B[j] for i, j in pb.pairs(form, nL, nR)])
+        raw = rng.uniform(size=(pb.pair_count(form, nL, nR), 2, 3))
+        raw4, (l4,), (r4,) = pb.by_pairs(form, nL, nR, raw, [A[:, :2, None]], [B[:, :2, None]])
+        grid = np.broadcast_to(raw4 * 0 + l4 * 10 + r4, raw4.shape).reshape(raw.shape)
+        for k, (i, j) in enumerate(pb.pairs(form, nL, nR)):
+            np.testing.assert_allclose(grid[k, :, 0], A[i, :2] * 10 + B[j, :2])
+    assert list(pb.zero_lag_scale(np, np.array([2.0, 0.0, -4.0]))) == [0.5, 0.0, -0.25]
+
+
+def test_normalized_cases_names_keys_and_refusals():
+    c = pb.parse_case("variant=torch-fft form=n-to-m hL=256 wL=256 hR=23 wR=21 nL=10 nR=1 max_shift=16 normalize=zncc")
+    assert c.normalize == "zncc" and c.name() == ("torch-fft/n-to-m/hL:256/wL:256/hR:23/wR:21/nL:10/nR:1"
+                                                  "/shifts:-16:16,-16:16/norm:zncc")
+    assert c.fmas == 10 * pb.window_fmas(c.window, 256, 256, 23, 21)  # the raw window's, as xcorr_bench's
+    # the identity the suite gives the same shape (experiments/_spec.py Case.key), from the entry's name
+    shape = Shape("n-to-m", 256, 256, 23, 21, 10, 1, window="max_shift=16", normalize="zncc")
+    r = {"iterations": 4, "real_time": 1e-4, "total": 4e-4, "batch": 8, "err": 3e-7, "samples": 10890}
+    e = pb.entry(c, pb.Options(), 0, 0, r, pb.label(c))
+    assert entry_key(e) == Case("torch-fft", shape, ()).key
+    assert "timed=normalize zncc: " in e["label"] and e["label"].startswith("family=peer;")
+    z = pb.parse_case("variant=torch-conv2d form=one-to-one size=64 normalize=zero-lag")
+    assert z.full and z.name() == "torch-conv2d/one-to-one/hL:64/wL:64/hR:64/wR:64/nL:1/nR:1/norm:zero-lag"
+    assert pb.parse_case("variant=cupy-correlate2d form=one-to-one size=8 normalize=none").name().endswith("/nR:1")
+    for bad, needle in (("variant=torch-fft form=one-to-one size=8 normalize=ncc", "normalize="),
+                        ("variant=torch-fft form=one-to-one size=8 normalize=", "normalize="),
+                        ("variant=cupy-correlate2d form=one-to-one size=8 normalize=zncc", "does not compute"),
+                        ("variant=cupy-correlate2d form=one-to-one size=8 normalize=zero-lag", "does not compute")):
+        with pytest.raises(pb.UsageError, match=needle):
+            pb.parse_case(bad)
+    assert pb.check_range("zncc") == (992.0, 1008.0) and pb.check_range("zero-lag") == (3.0, 5.0)
+    assert pb.tolerance_for("zncc") == 1e-4 and pb.tolerance_for("zero-lag") == pb.tolerance_for("none") == 1e-5
+    got, ref = np.array([0.5, -0.2, np.nan]), np.array([0.5, -0.2002, 0.0])
+    assert pb.compare(got, ref, "zncc") == (pytest.approx(2e-4), 1)
+
+
+def test_normalize_usage_errors_exit_2_with_one_line():
+    for case, needle in (("variant=torch-fft form=one-to-one size=8 normalize=bogus", "normalize="),
+                         ("variant=cupy-correlate2d form=one-to-one size=8 normalize=zncc", "does not compute")):
+        r = peerbench("--case", case)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and needle in r.stderr, r.stderr
+        assert r.stderr.startswith("peerbench: error: ")
+    r = peerbench("--case", "variant=torch-conv2d form=one-to-one size=8 window=valid normalize=zncc",
+                  "--benchmark_list_tests=true")
+    assert r.returncode == 0 and r.stdout.strip() == ("torch-conv2d/one-to-one/hL:8/wL:8/hR:8/wR:8/nL:1/nR:1"
+                                                  "/shifts:0:0,0:0/norm:zncc")
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (the peers' torch code runs on the GPU machine)")
+@pytest.mark.parametrize("form", pb.FORMS)
+def test_the_normalized_torch_peers_on_the_cpu(form):
+    import torch
+    rng = np.random.default_rng(9)
+    for shape in NORM_SHAPES[:4]:
+        for w in norm_windows(rng, *shape):
+            for mode, (lo, hi) in (("zncc", (992, 1008)), ("zero-lag", (3, 5))):
+                L, R = signed_stacks(rng, form, shape, lo, hi, np.float32)
+                ref = xcorr_np.normalized(mode, form, L.astype(np.float64), R.astype(np.float64), w)
+                for v in PEER_VARIANTS:
+                    c = pb.parse_case(f"variant={v} form={form} hL={shape[0]} wL={shape[1]} hR={shape[2]} "
+                                      f"wR={shape[3]} nL={len(L)} nR={len(R)} shifts={pb.window_text(w)} normalize={mode}")
+                    got = pb.make_peer(c, torch)(torch.from_numpy(L), torch.from_numpy(R)).numpy()
+                    err, bad = pb.compare(got, ref, mode)
+                    assert got.shape == ref.shape and bad == 0 and err <= pb.tolerance_for(mode), (v, mode, w, err)
 
 
 # --- the runner ---------------------------------------------------------------------------------

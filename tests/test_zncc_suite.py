@@ -1,6 +1,7 @@
 """The normalized experiments of issue #21 (zncc_frames, zncc_match, zncc_autocorr) in the suite
 (CPU only): a Shape's normalization in the case line, the key and the benchmark name
-(/norm:MODE), the definitions as the issue asks, peers left out, and the whole path (run, resume,
+(/norm:MODE), the definitions as the issue asks, the torch peers beside the kernels (cupy left
+out: it computes no normalization), and the whole path (run, resume,
 aggregate, figures) with tests/fake_xcorr.py taking normalize=."""
 import json
 
@@ -38,12 +39,22 @@ def test_normalization_is_in_the_case_line_key_and_name():
         Shape.one_to_one(16, normalize="ncc")
 
 
-def test_peers_do_not_normalize():
-    exp = Experiment("t", "t", "t", [Shape.one_to_one(32, window="valid", normalize="zncc"), Shape.one_to_one(32)],
-                     [Series("p", "torch-fft"), Series("f", "fft")])
+def test_a_peer_normalizes_only_as_its_registry_says():
+    exp = Experiment("t", "t", "t", [Shape.one_to_one(32, window="valid", normalize="zncc"), Shape.one_to_one(32),
+                                     Shape.one_to_one(32, normalize="zero-lag")],
+                     [Series("p", "torch-fft"), Series("c", "cupy-correlate2d"), Series("f", "fft")])
     ex = expand(exp, WITH_PEERS)
-    assert {(c.variant, c.shape.normalize) for c in ex.cases} == {("torch-fft", "none"), ("fft", "zncc"), ("fft", "none")}
-    assert any("do not normalize" in r for _, _, r in ex.unavailable)
+    assert {(c.variant, c.shape.normalize) for c in ex.cases} == {
+        (v, m) for v in ("torch-fft", "fft") for m in ("zncc", "none", "zero-lag")} | {("cupy-correlate2d", "none")}
+    why = [r for label, _, r in ex.unavailable if label == "c"]
+    assert len(why) == 2 and all("does not compute normalize=" in r for r in why)
+    # a peer whose entry predates "normalizations" computes the raw correlation only
+    old = [{k: v for k, v in p.items() if k != "normalizations"} for p in PEERS]
+    ex = expand(exp, REGISTRY + old)
+    assert {c.variant for c in ex.cases if c.shape.normalize != "none"} == {"fft"}
+    with_key = expand(suite.load("zncc_match"), WITH_PEERS)
+    keys = {c.key for c in with_key.cases if c.variant == "torch-fft"}
+    assert all("|normalize=zncc|" in k for k in keys) and keys
 
 
 def test_normalized_experiments_are_defined_as_issue_21_asks():
@@ -63,8 +74,11 @@ def test_normalized_experiments_are_defined_as_issue_21_asks():
     auto = expand(suite.load("zncc_autocorr"), WITH_PEERS)
     assert {c.shape.normalize for c in auto.cases} == {"zero-lag", "none"}
     assert all(c.shape.hL == 2048 and c.shape.half_width == 64 for c in auto.cases)
-    for ex in (frames, match, auto):  # no peers: peerbench has no normalize=
-        assert not {c.variant for c in ex.cases} & {p["name"] for p in PEERS}
+    for ex in (frames, match, auto):  # the torch peers beside the kernels, in every panel they can run
+        assert {c.variant for c in ex.cases} & {p["name"] for p in PEERS} == {"torch-fft", "torch-conv2d"}
+        assert {c.shape.normalize for c in ex.cases if c.variant == "torch-fft"} == {
+            c.shape.normalize for c in ex.cases}
+    assert by_mode["zncc"] >= {("torch-fft", h) for h in (23, 53, 156)} | {("torch-conv2d", h) for h in (23, 53, 156)}
 
 
 @pytest.fixture
@@ -78,7 +92,9 @@ def test_normalized_experiments_run_resume_aggregate_and_plot(env, monkeypatch):
     calls = len(log_lines(log))
     lines = [l for call in log_lines(log) for l in call]
     assert any(" normalize=zncc " in l for l in lines) and any(" normalize=zero-lag " in l for l in lines)
-    assert not log_lines(tmp / "peer.log")  # no peer case
+    peer_lines = [l for call in log_lines(tmp / "peer.log") for l in call]  # the torch peers, normalized too
+    assert {l.split()[0] for l in peer_lines} == {"variant=torch-fft", "variant=torch-conv2d"}
+    assert any(" normalize=zncc" in l for l in peer_lines) and any(" normalize=zero-lag" in l for l in peer_lines)
     data = json.loads((gpu / "zncc_frames.json").read_text())
     assert data["xcorr_meta"]["complete"] and all(c["status"] == "ok" for c in data["cases"].values())
     modes = {c["params"].get("normalize", "none") for c in data["cases"].values()}

@@ -23,8 +23,26 @@ Peers (family "peer", FP32, every form, every window):
                     full/valid/same when the window is one, else full and a crop; a case predicted
                     above --time-cap seconds per call (pilot of one pair) is reported as too slow
 
-A case SPEC is xcorr_bench's: variant= form= size= | hL= wL= hR= wR=, nL= nR=, batch=, and at most
-one window key: window=full|valid|same, max_shift=SY[,SX], shifts=DY0:DY1,DX0:DX1.
+A case SPEC is xcorr_bench's: variant= form= size= | hL= wL= hR= wR=, nL= nR=, batch=, at most
+one window key: window=full|valid|same, max_shift=SY[,SX], shifts=DY0:DY1,DX0:DX1, and
+normalize=none|zncc|zero-lag (CONVENTIONS.md, "Normalization"; issue #21).
+
+Normalized peers (torch-conv2d and torch-fft; cupy-correlate2d refuses normalize= other than none,
+exit 2, as a peer refuses what it does not compute), timed whole, inputs to normalized window:
+  zncc      every matrix minus its mean first (on 1000 + noise the raw factors cancel every float32
+            digit), the raw correlation of the shifted copies by the peer's own route, the overlap's
+            n (from the 1-D overlap counts), ΣX', ΣX'², and the contract's coefficient:
+            torch-fft: means, copies and summed-area tables (cumsum) in float64, box sums gathered
+            per shift, the coefficient in float64 (OpenCV's matchTemplate takes its sums from
+            double integral images too; FFT correlations with ones would spread ~1e-7 of the
+            largest sum over every shift and drown the small overlaps' tiny factors);
+            torch-conv2d: the textbook formula in float32: avg_pool2d (divisor 1) over the padded
+            (L', L'^2), conv2d of the padded ones with (R', R'^2) as weights.
+            Neither treats small overlaps specially (xcorr's normalize.hpp sums n <= 64 directly):
+            on zero-mean data a shift overlapping a few elements can miss 1e-4 (numpy emulation:
+            ~7e-4 at n = 2); the check's 1000 + noise, as xcorr_bench's, does not show it.
+  zero-lag  the raw peer output times 1 / C(0, 0) (0 where C(0, 0) = 0), C(0, 0) of every pair a
+            float64 dot product of the overlapping corners (a matrix product over the form).
 
 Protocol (xcorr_bench's, harness/bench_main.cpp): inputs uniform [0, 1) from the seed (torch
 generator on the GPU, seeds N and N + 1); one warm-up call (cuDNN autotuning, plan creation, kernel
@@ -33,6 +51,10 @@ compilation stay out of the numbers); the check: the case run once on inputs uni
 65536 sampled outputs computed by the definition in float64 on the GPU, every 4 corners of the
 first and last output matrix included), relative error ||out - ref|| / ||ref|| above the
 tolerance (1e-5) or a non-finite output fails the case: "validation failed: ...", nothing timed.
+A normalized case is checked as xcorr_bench checks it: zncc on inputs 1000 + [-8, 8), by the largest
+absolute error against 1e-4; zero-lag on 4 + [-1, 1), by the relative error against 1e-5; the
+float64 reference is python/xcorr/_reference.py on the CPU up to 3e8 of its multiply-adds, else the
+sampled outputs' sums in float64 on the GPU.
 Then each repetition is Google Benchmark's: iterations of `batch` back-to-back calls between two
 CUDA events, until the repetition holds --min-time seconds of GPU time; the time per call is the
 manual time. The batch comes from a pilot (3 timed calls: enough calls for 100 us per iteration,
@@ -40,14 +62,16 @@ at most 256). Every call takes the stacks in the contract's layout and returns t
 output stack in the contract's layout; everything between is timed.
 
 Names and counters are xcorr_bench's: <variant>/<form>/hL:../wL:../hR:../wR:../nL:../nR:..
-[/shifts:DY0:DY1,DX0:DX1 unless full]; counters hL wL hR wR nL nR batch fmas FLOPS cold check_err
+[/shifts:DY0:DY1,DX0:DX1 unless full][/norm:MODE unless none]; counters hL wL hR wR nL nR batch fmas FLOPS cold check_err
 check_samples (+ dy0 dy1 dx0 dx1 when windowed); the context has the xcorr_* keys and
 xcorr_peer_versions. Exit status: 0 done (failed cases are error entries), 2 bad usage,
 3 no torch or no usable GPU.
 
 The window, pad and crop arithmetic is in pure functions (numpy), tested on the CPU against
-scipy.signal.correlate2d (tests/test_peerbench.py); torch and cupy are imported only when a case
-runs, so `list` works anywhere.
+scipy.signal.correlate2d (tests/test_peerbench.py); so are the normalized peers' pieces (spans, box
+sums, pair layout, coefficient, C(0, 0)), which the torch code calls with torch tensors and
+normalized_peer_np with numpy arrays. torch and cupy are imported only when a case runs, so `list`
+works anywhere; `list --json` says which normalizations each peer computes ("normalizations").
 """
 from __future__ import annotations
 
@@ -71,7 +95,10 @@ from experiments._spec import (WINDOW_MODES, full_shifts, overlap_total, parse_w
 
 FORMS = ("one-to-one", "one-to-many", "n-to-mn", "n-to-m")
 WINDOW_KINDS = ["full", "valid", "same", "max-shift", "shifts"]
+NORMALIZATIONS = ("none", "zncc", "zero-lag")  # xcorr_bench's normalize= (CONVENTIONS.md, "Normalization")
 TOLERANCE = 1e-5
+ZNCC_TOLERANCE = 1e-4  # absolute, on values in [-1, 1] (reference.hpp's kNormalizedBound)
+CONSTANT_OVERLAP = 1e-6  # the contract: a factor at most 1e-6·n·ΣX² of its matrix is a constant overlap
 FULL_CHECK_FMAS_CPU = 3e8  # scipy on the CPU up to this; sampled definition on the GPU beyond
 CHECK_SAMPLES = 65536
 MIN_ITERATION_S = 1e-4  # xcorr_bench's kMinIterationSeconds
@@ -83,17 +110,31 @@ PEERS = [
     {"name": "torch-conv2d", "needs": ("torch",),
      "summary": "torch.nn.functional.conv2d (cuDNN, FP32, TF32 off, cudnn.benchmark), the left zero-padded to the "
                 "window; rights as out-channels, N images x M out-channels, groups=N for n-to-mn",
-     "timed": "F.pad + conv2d (+ the n-to-mn regrouping of rights and output)"},
+     "timed": "F.pad + conv2d (+ the n-to-mn regrouping of rights and output)",
+     "normalizations": NORMALIZATIONS,
+     "normalized": {"zncc": "means subtracted (float32), conv2d of the shifted inputs, the overlap sums by "
+                            "avg_pool2d (divisor 1) of the padded (L', L'^2) and conv2d of the padded ones with "
+                            "(R', R'^2), n from the 1-D overlaps; the coefficient in float32",
+                    "zero-lag": "the raw conv2d output times 1 / C(0, 0), C(0, 0) of every pair in float64 "
+                                "(einsum of the overlapping corners)"}},
     {"name": "torch-fft", "needs": ("torch",),
      "summary": "torch.fft rfft2 at a 2,3,5,7-smooth size without aliasing in the window, conjugate product "
                 "broadcast over the form, irfft2, crop by shift mod P",
-     "timed": "rfft2 of both stacks, product, irfft2, crop to the window (plans cached by torch)"},
+     "timed": "rfft2 of both stacks, product, irfft2, crop to the window (plans cached by torch)",
+     "normalizations": NORMALIZATIONS,
+     "normalized": {"zncc": "means and mean-subtracted copies in float64, summed-area tables (cumsum) of "
+                            "(L', L'^2, R', R'^2) in float64, the raw torch-fft correlation of the float32 "
+                            "copies, box sums gathered per shift, the coefficient in float64",
+                    "zero-lag": "the raw torch-fft output times 1 / C(0, 0), C(0, 0) of every pair in float64 "
+                                "(einsum of the overlapping corners)"}},
     {"name": "cupy-correlate2d", "needs": ("cupy", "torch"),
      "summary": "cupyx.scipy.signal.correlate2d, one call per pair (a user's loop); full/valid/same mode or "
                 "full + crop",
-     "timed": "the loop of correlate2d calls into the output stack"},
+     "timed": "the loop of correlate2d calls into the output stack",
+     "normalizations": ("none",)},  # cupyx.scipy.signal has no normalized correlation: refused
 ]
 PEER_NAMES = [p["name"] for p in PEERS]
+PEER_BY_NAME = {p["name"]: p for p in PEERS}
 
 
 class UsageError(Exception):
@@ -118,7 +159,7 @@ def registry() -> list[dict]:
         missing = missing_packages(p)
         out.append({"name": p["name"], "family": "peer", "summary": p["summary"], "timed": p["timed"],
                     "precision": "fp32", "tolerance": TOLERANCE, "forms": list(FORMS), "windows": list(WINDOW_KINDS),
-                    "params": {}, "available": not missing,
+                    "params": {}, "normalizations": list(p["normalizations"]), "available": not missing,
                     "unavailable_reason": f"not installed: {', '.join(missing)}" if missing else ""})
     return out
 
@@ -351,6 +392,197 @@ def scipy_mode(w, hL, wL, hR, wR) -> str | None:
     return None
 
 
+# --- normalized outputs: the pieces shared by the torch peers and their numpy emulation ------------
+#
+# zncc (CONVENTIONS.md): per shift, (n·ΣLR - ΣL·ΣR) / sqrt((n·ΣL² - (ΣL)²)(n·ΣR² - (ΣR)²)) over the
+# overlap, 0 where n = 0 or a factor is at most 1e-6·n·ΣX² of its matrix. As a competent user writes
+# it: every matrix minus its own mean first (the coefficient does not change; on 1000 + noise the
+# factors of the raw data cancel every float32 digit and ΣLR holds the signal in its 7th digit), then
+# the raw correlation of the shifted inputs (the peer's own route: FFT or conv2d) and the overlap's
+# n, ΣX', ΣX'² per shift:
+#   torch-fft: box sums of summed-area tables (cumsum) in float64, as OpenCV's matchTemplate takes
+#     them from integral images in double. Not FFT correlations with ones: an FFT's error is spread
+#     evenly over the output (~1e-7 of the largest sum), and a small overlap's factor n·ΣX'² - (ΣX')²
+#     is tiny, so its coefficient would be noise; a float32 table would lose the small boxes to the
+#     large running sums. Tables are O(h·w) per matrix, so the sums cost nothing beside the FFT.
+#   torch-conv2d: the textbook conv2d formula (examples/template_matching.py), float32: avg_pool2d
+#     with divisor 1 (a box sum) over the padded (L', L'²), conv2d of the padded ones with (R', R'²)
+#     as weights (the right's part under the overlap), n from the 1-D overlap counts (exact).
+# zero-lag: the raw peer output times 1 / C(0, 0) (0 where C(0, 0) = 0), C(0, 0) of every pair
+# accumulated in float64 from the inputs' overlapping corners (einsum / matmul), in the same call.
+# The functions below take `xp` (numpy or torch) where the two spell an operation alike.
+
+def overlap_spans(s0: int, s1: int, m: int, n: int):
+    """For shifts s0..s1 along one axis (left length m, right length n): the right's overlapping
+    index range [b, e) and the left's [b + s, e + s) per shift, all 0 where nothing overlaps
+    (int64 numpy arrays)."""
+    d = np.arange(s0, s1 + 1, dtype=np.int64)
+    b, e = np.maximum(0, -d), np.minimum(n, m - d)
+    ok = e > b
+    b, e = np.where(ok, b, 0), np.where(ok, e, 0)
+    return b, e, np.where(ok, b + d, 0), np.where(ok, e + d, 0)
+
+
+def box_sums(t, r0, r1, c0, c1):
+    """Sums over rows [r0, r1) x columns [c0, c1) (1-D index arrays: an outer product of boxes)
+    from summed-area tables t (count, h + 1, w + 1): (count, len(r0), len(c0))."""
+    r0, r1, c0, c1 = r0[:, None], r1[:, None], c0[None, :], c1[None, :]
+    return t[:, r1, c1] - t[:, r0, c1] - t[:, r1, c0] + t[:, r0, c0]
+
+
+def sat_np(x):
+    """Summed-area tables of a stack in float64, row 0 and column 0 zero (numpy)."""
+    t = np.zeros((x.shape[0], x.shape[1] + 1, x.shape[2] + 1))
+    t[:, 1:, 1:] = np.asarray(x, dtype=np.float64).cumsum(1).cumsum(2)
+    return t
+
+
+def by_pairs(form, nL, nR, raw, left, right):
+    """raw (pairs, ...) and per-left / per-right stacks (nL, ...), (nR, ...) as broadcastable views
+    on a grid of the pairs: n-to-mn (M, N) with output k = j·N + i, every other form (nL, nR) with
+    k = i·nR + j (one-to-one and one-to-many: nL = 1). Reshape the result to (pairs, ...)."""
+    rest = tuple(raw.shape[1:])
+    if form == "n-to-mn":
+        M = nR // nL
+        return raw.reshape((M, nL) + rest), [x[None] for x in left], [x.reshape((M, nL) + tuple(x.shape[1:]))
+                                                                          for x in right]
+    return raw.reshape((nL, nR) + rest), [x[:, None] for x in left], [x[None] for x in right]
+
+
+def zncc_coefficient(xp, n, raw, sl, sll, ml, sr, srr, mr):
+    """The contract's coefficient from the sums of the mean-shifted data: raw = ΣL'R', sl = ΣL',
+    sll = ΣL'², likewise sr, srr; ml, mr the means that were subtracted (for the threshold on the
+    original ΣX² = ΣX'² + 2m·ΣX' + n·m²). All broadcastable; xp is numpy or torch."""
+    fl, fr = n * sll - sl * sl, n * srr - sr * sr
+    orig_l = sll + 2 * ml * sl + n * ml * ml
+    orig_r = srr + 2 * mr * sr + n * mr * mr
+    ok = (n > 0) & (fl > CONSTANT_OVERLAP * n * orig_l) & (fr > CONSTANT_OVERLAP * n * orig_r)
+    # sqrt of each factor apart: their product overflows float32 for large overlaps of large values
+    den = xp.sqrt(xp.where(ok, fl, 1.0)) * xp.sqrt(xp.where(ok, fr, 1.0))
+    return xp.clip(xp.where(ok, (n * raw - sl * sr) / den, 0.0), -1.0, 1.0)
+
+
+def pair_dots(form, A, B):
+    """Per output pair (in output order) the dot product of its left row of A (nL, K) and its right
+    row of B (nR, K): a matrix product, not the broadcast product of every pair."""
+    nL, nR = A.shape[0], B.shape[0]
+    if form == "n-to-mn":
+        return (B.reshape(nR // nL, nL, -1) * A[None]).sum(-1).reshape(-1)
+    return (A @ B.T).reshape(-1)
+
+
+def c00_parts(L, R):
+    """The parts of the inputs that overlap at shift (0, 0): the top-left min(hL, hR) x min(wL, wR)."""
+    h, w = min(L.shape[1], R.shape[1]), min(L.shape[2], R.shape[2])
+    return L[:, :h, :w].reshape(L.shape[0], -1), R[:, :h, :w].reshape(R.shape[0], -1)
+
+
+def zero_lag_scale(xp, c00):
+    """1 / C(0, 0) per pair, 0 where C(0, 0) = 0 (the contract: that pair's whole output is 0)."""
+    nz = c00 != 0
+    return xp.where(nz, 1.0 / xp.where(nz, c00, 1.0), 0.0)
+
+
+def zncc_sums_fft_np(L, R, w, dtype=np.float32):
+    """torch-fft's zncc pieces in numpy: means and shifted copies in float64, the sums from float64
+    tables. -> (Ls, Rs as `dtype`, the FFT's input, n, (sl, sll, ml), (sr, srr, mr)), stats per
+    left / per right."""
+    nL, hL, wL = L.shape
+    nR, hR, wR = R.shape
+    L64, R64 = np.asarray(L, np.float64), np.asarray(R, np.float64)
+    ml, mr = L64.mean(axis=(1, 2), keepdims=True), R64.mean(axis=(1, 2), keepdims=True)
+    Ls, Rs = L64 - ml, R64 - mr
+    rb, re, lrb, lre = overlap_spans(w[0], w[1], hL, hR)
+    cb, ce, lcb, lce = overlap_spans(w[2], w[3], wL, wR)
+    n = ((re - rb)[:, None] * (ce - cb)[None, :]).astype(np.float64)
+    left = (box_sums(sat_np(Ls), lrb, lre, lcb, lce), box_sums(sat_np(Ls * Ls), lrb, lre, lcb, lce), ml)
+    right = (box_sums(sat_np(Rs), rb, re, cb, ce), box_sums(sat_np(Rs * Rs), rb, re, cb, ce), mr)
+    return Ls.astype(dtype), Rs.astype(dtype), n, left, right
+
+
+def _padded_np(x, ay, ax):
+    """torch-conv2d's input (crop, F.pad, conv2d's padding) of a stack, all padding explicit."""
+    x = x[:, ay.crop0:ay.crop1, ax.crop0:ax.crop1]
+    return np.pad(x, ((0, 0), (ay.extra_before + ay.conv_pad, ay.extra_after + ay.conv_pad),
+                      (ax.extra_before + ax.conv_pad, ax.extra_after + ax.conv_pad)))
+
+
+def zncc_sums_conv_np(L, R, w, dtype=np.float32):
+    """torch-conv2d's zncc pieces in numpy, float32 as the peer computes them: means, shifted
+    copies, box sums of the padded (L', L'²) (avg_pool2d), the padded ones correlated with (R', R'²)
+    (conv2d). -> as zncc_sums_fft_np (raw not included); None for an empty window."""
+    nL, hL, wL = L.shape
+    nR, hR, wR = R.shape
+    L32, R32 = np.asarray(L, dtype), np.asarray(R, dtype)
+    ml, mr = L32.mean(axis=(1, 2), keepdims=True, dtype=dtype), R32.mean(axis=(1, 2), keepdims=True, dtype=dtype)
+    Ls, Rs = L32 - ml, R32 - mr
+    ay, ax = conv_axis(w[0], w[1], hL, hR), conv_axis(w[2], w[3], wL, wR)
+    if ay.empty or ax.empty:
+        return None
+    x = _padded_np(Ls, ay, ax)
+    win = np.lib.stride_tricks.sliding_window_view(x, (hR, wR), axis=(1, 2))
+    sl, sll = win.sum(axis=(3, 4), dtype=dtype), (win * win).sum(axis=(3, 4), dtype=dtype)
+    mask = np.lib.stride_tricks.sliding_window_view(_padded_np(np.ones((1, hL, wL), dtype), ay, ax)[0], (hR, wR))
+    sr = np.einsum("yxrc,krc->kyx", mask, Rs).astype(dtype)
+    srr = np.einsum("yxrc,krc->kyx", mask, Rs * Rs).astype(dtype)
+    rb, re, _, _ = overlap_spans(w[0], w[1], hL, hR)
+    cb, ce, _, _ = overlap_spans(w[2], w[3], wL, wR)
+    n = ((re - rb)[:, None] * (ce - cb)[None, :]).astype(dtype)
+    return Ls, Rs, n, (sl, sll, ml), (sr, srr, mr)
+
+
+def normalized_peer_np(variant, mode, form, L, R, w, dtype=np.float32):
+    """A torch peer's normalized output computed by numpy with the same pieces and precisions
+    (the raw part by fft_reference_np / conv_reference_np on float32 inputs, numpy's float32 FFT
+    standing in for cuFFT): for the CPU tests. dtype=np.float64 runs the float32 steps in float64
+    (the arithmetic alone, without float32's rounding)."""
+    nL, nR = L.shape[0], R.shape[0]
+    raw_np = fft_reference_np if variant == "torch-fft" else conv_reference_np
+    if mode == "zero-lag":
+        L32, R32 = np.asarray(L, dtype), np.asarray(R, dtype)
+        raw = raw_np(form, L32, R32, w).astype(dtype)
+        A, B = c00_parts(L32, R32)
+        scale = zero_lag_scale(np, pair_dots(form, A.astype(np.float64), B.astype(np.float64)))
+        return raw * scale.astype(dtype)[:, None, None]
+    parts = (zncc_sums_fft_np if variant == "torch-fft" else zncc_sums_conv_np)(L, R, w, dtype)
+    shape = (pair_count(form, nL, nR), w[1] - w[0] + 1, w[3] - w[2] + 1)
+    if parts is None:
+        return np.zeros(shape, dtype)
+    Ls, Rs, n, left, right = parts
+    raw = raw_np(form, Ls, Rs, w)
+    raw = raw.astype(dtype) if variant == "torch-conv2d" else raw
+    raw4, (sl, sll, ml), (sr, srr, mr) = by_pairs(form, nL, nR, raw, left, right)
+    return zncc_coefficient(np, n, raw4, sl, sll, ml, sr, srr, mr).reshape(shape).astype(dtype)
+
+
+_REFERENCE = None
+
+
+def reference_module():
+    """python/xcorr/_reference.py (the package's float64 reference, numpy only), loaded by path so
+    that the compiled package is not needed."""
+    global _REFERENCE
+    if _REFERENCE is None:
+        spec = importlib.util.spec_from_file_location("xcorr_reference_np", ROOT / "python" / "xcorr" / "_reference.py")
+        _REFERENCE = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(_REFERENCE)
+    return _REFERENCE
+
+
+def normalized_reference_np(mode, form, L, R, w):
+    """The float64 reference of a normalized output (python/xcorr/_reference.py: direct sums over
+    the window and summed-area tables, independent of the peers' FFT and conv2d)."""
+    return reference_module().normalized(mode, form, np.asarray(L, np.float64), np.asarray(R, np.float64), tuple(w))
+
+
+def normalized_reference_cost(c) -> float:
+    """_reference.py's work: per pair, the clamped window times the smaller matrix's area."""
+    fy, fx = clamp_range(c.window[0], c.window[1], c.hL, c.hR), clamp_range(c.window[2], c.window[3], c.wL, c.wR)
+    if fy is None or fx is None:
+        return 0.0
+    return float(c.pairs) * (fy[1] - fy[0] + 1) * (fx[1] - fx[0] + 1) * min(c.hL * c.wL, c.hR * c.wR)
+
+
 # --- cases -------------------------------------------------------------------------------------
 
 @dataclass
@@ -366,6 +598,7 @@ class Case:
     window: tuple
     full: bool
     batch: int = 0  # 0: from the pilot
+    normalize: str = "none"  # none | zncc | zero-lag (xcorr_bench's normalize=)
 
     @property
     def pairs(self) -> int:
@@ -382,7 +615,9 @@ class Case:
     def name(self) -> str:
         s = (f"{self.variant}/{self.form}/hL:{self.hL}/wL:{self.wL}/hR:{self.hR}/wR:{self.wR}"
              f"/nL:{self.nL}/nR:{self.nR}")
-        return s if self.full else s + "/shifts:" + window_text(self.window)
+        s = s if self.full else s + "/shifts:" + window_text(self.window)
+        # bench_main.cpp's name: /norm:MODE after the shifts, only for a normalization other than none
+        return s if self.normalize == "none" else s + "/norm:" + self.normalize
 
 
 def parse_case(spec: str, batch: int = 0) -> Case:
@@ -411,6 +646,10 @@ def parse_case(spec: str, batch: int = 0) -> Case:
             d[k] = _int(f"case '{spec}': {k}", v, 1, 2**31 - 1)
         elif k == "batch":
             batch = _int(f"case '{spec}': batch", v, 1, 1 << 20)
+        elif k == "normalize":
+            if v not in NORMALIZATIONS:
+                raise UsageError(f"case '{spec}': normalize=: unknown normalization '{v}' (expected none, zncc or "
+                                 f"zero-lag)")
         elif k not in ("variant", "form"):
             raise UsageError(f"unknown parameter '{k}' for {kv['variant']} (it takes none)")
     if min(d["hL"], d["wL"], d["hR"], d["wR"]) <= 0:
@@ -427,7 +666,12 @@ def parse_case(spec: str, batch: int = 0) -> Case:
     if (w[1] - w[0] + 1) * (w[3] - w[2] + 1) > (1 << 30):
         raise UsageError(f"case '{spec}': window {window_text(w)} too large: one output matrix would exceed 2^30 elements")
     full = w == full_window(d["hL"], d["wL"], d["hR"], d["wR"])
-    return Case(kv["variant"], form, d["hL"], d["wL"], d["hR"], d["wR"], nL, nR, w, full, batch)
+    normalize = kv.get("normalize", "none")
+    supported = PEER_BY_NAME[kv["variant"]]["normalizations"]
+    if normalize not in supported:  # refused like a window a variant does not declare: nothing else computed
+        raise UsageError(f"case '{spec}': {kv['variant']} does not compute normalize={normalize} "
+                         f"(it computes: {', '.join(supported)})")
+    return Case(kv["variant"], form, d["hL"], d["wL"], d["hR"], d["wR"], nL, nR, w, full, batch, normalize)
 
 
 # --- the peers (torch; cupy) -------------------------------------------------------------------
@@ -440,13 +684,19 @@ class TorchConv2d:
         self.ax = conv_axis(c.window[2], c.window[3], c.wL, c.wR)
         self.extra = (self.ax.extra_before, self.ax.extra_after, self.ay.extra_before, self.ay.extra_after)
 
+    def padded(self, L):
+        """The left cropped to the rows and columns the window reads, and F.pad's zeros (conv2d's
+        padding= adds conv_pad on both sides)."""
+        x = L[:, self.ay.crop0:self.ay.crop1, self.ax.crop0:self.ax.crop1]
+        if any(self.extra):
+            x = self.F.pad(x, self.extra)  # zeros; only the asymmetric part (conv2d pads the rest)
+        return x
+
     def __call__(self, L, R):
         c, F = self.c, self.F
         if self.ay.empty or self.ax.empty:
             return L.new_zeros(c.out_shape)
-        x = L[:, self.ay.crop0:self.ay.crop1, self.ax.crop0:self.ax.crop1]
-        if any(self.extra):
-            x = F.pad(x, self.extra)  # zeros; only the asymmetric part (conv2d pads the rest)
+        x = self.padded(L)
         pad = (self.ay.conv_pad, self.ax.conv_pad)
         oh, ow = c.out_shape[1:]
         if c.form == "n-to-mn":
@@ -524,6 +774,75 @@ class CupyCorrelate2d:
 PEER_CLASSES = {"torch-conv2d": TorchConv2d, "torch-fft": TorchFft, "cupy-correlate2d": CupyCorrelate2d}
 
 
+class TorchZeroLag:
+    """zero-lag: the raw peer's output times 1 / C(0, 0) of its pair, C(0, 0) accumulated in
+    float64 (a matrix product of the overlapping corners), all in the one timed call."""
+
+    def __init__(self, c: Case, torch):
+        self.c, self.torch = c, torch
+        self.raw = PEER_CLASSES[c.variant](c, torch)
+
+    def __call__(self, L, R):
+        torch = self.torch
+        A, B = c00_parts(L, R)
+        scale = zero_lag_scale(torch, pair_dots(self.c.form, A.double(), B.double()))
+        return self.raw(L, R) * scale.float()[:, None, None]
+
+
+class TorchZncc:
+    """zncc by the peer's route (the comment above overlap_spans): torch-fft with float64
+    summed-area tables, torch-conv2d with avg_pool2d and conv2d box sums in float32."""
+
+    def __init__(self, c: Case, torch):
+        self.c, self.torch, self.F = c, torch, torch.nn.functional
+        self.raw = PEER_CLASSES[c.variant](c, torch)
+        w = c.window
+        self.spans = overlap_spans(w[0], w[1], c.hL, c.hR) + overlap_spans(w[2], w[3], c.wL, c.wR)
+        self.idx = None
+
+    def __call__(self, L, R):
+        torch, F, c = self.torch, self.F, self.c
+        if self.idx is None:  # index tensors on the inputs' device, made once (the warm-up)
+            self.idx = [torch.as_tensor(a, device=L.device) for a in self.spans]
+        rb, re, lrb, lre, cb, ce, lcb, lce = self.idx
+        n = ((re - rb)[:, None] * (ce - cb)[None, :]).double()  # the overlap's element count
+        if c.variant == "torch-fft":
+            L64, R64 = L.double(), R.double()
+            ml, mr = L64.mean(dim=(1, 2), keepdim=True), R64.mean(dim=(1, 2), keepdim=True)
+            Ls, Rs = L64 - ml, R64 - mr
+
+            def sat(x):
+                return F.pad(x.cumsum(1).cumsum(2), (1, 0, 1, 0))
+            left = (box_sums(sat(Ls), lrb, lre, lcb, lce), box_sums(sat(Ls * Ls), lrb, lre, lcb, lce), ml)
+            right = (box_sums(sat(Rs), rb, re, cb, ce), box_sums(sat(Rs * Rs), rb, re, cb, ce), mr)
+            raw = self.raw(Ls.float(), Rs.float())
+        else:
+            r = self.raw
+            if r.ay.empty or r.ax.empty:
+                return L.new_zeros(c.out_shape)
+            ml, mr = L.mean(dim=(1, 2), keepdim=True), R.mean(dim=(1, 2), keepdim=True)
+            Ls, Rs = L - ml, R - mr
+            n = n.float()
+            full = (r.ax.conv_pad, r.ax.conv_pad, r.ay.conv_pad, r.ay.conv_pad)
+            x = F.pad(r.padded(Ls), full)  # (nL, H, W), every zero explicit
+            s = F.avg_pool2d(torch.stack([x, x * x], 1), (c.hR, c.wR), stride=1, divisor_override=1)
+            mask = F.pad(r.padded(torch.ones_like(L[:1])), full)  # (1, H, W): 1 where the left exists
+            t = F.conv2d(mask[None], torch.cat([Rs, Rs * Rs])[:, None])[0]  # (2 nR, oh, ow)
+            left, right = (s[:, 0], s[:, 1], ml), (t[:c.nR], t[c.nR:], mr)
+            raw = r(Ls, Rs)
+        raw4, (sl, sll, ml), (sr, srr, mr) = by_pairs(c.form, c.nL, c.nR, raw, left, right)
+        return zncc_coefficient(torch, n, raw4, sl, sll, ml, sr, srr, mr).reshape(c.out_shape).float()
+
+
+def make_peer(c: Case, torch):
+    """The timed callable of a case: the raw peer, or its normalization around it."""
+    if c.normalize == "zncc":
+        return TorchZncc(c, torch)
+    if c.normalize == "zero-lag":
+        return TorchZeroLag(c, torch)
+    return PEER_CLASSES[c.variant](c, torch)
+
+
 # --- the check ---------------------------------------------------------------------------------
 
 def sample_positions(shape, n, rng) -> np.ndarray:
@@ -568,14 +887,69 @@ def sampled_reference(torch, c: Case, L, R, positions: np.ndarray) -> np.ndarray
     return torch.cat(out).cpu().numpy()
 
 
-def compare(out: np.ndarray, ref: np.ndarray) -> tuple[float, int]:
-    """(relative error over the finite outputs, number of non-finite outputs)."""
+def compare(out: np.ndarray, ref: np.ndarray, normalize: str = "none") -> tuple[float, int]:
+    """(the error over the finite outputs, number of non-finite outputs): relative
+    ||out - ref|| / ||ref||, for zncc the largest absolute difference (reference.hpp's error_of)."""
     out = np.asarray(out, dtype=np.float64)
     bad = int(np.count_nonzero(~np.isfinite(out)))
     ok = np.isfinite(out)
+    if normalize == "zncc":
+        return (float(np.abs(out[ok] - ref[ok]).max()) if ok.any() else 0.0), bad
     num = np.linalg.norm((out[ok] - ref[ok]).ravel())
     den = np.linalg.norm(ref.ravel())
     return (float(num / den) if den > 0 else float(num)), bad
+
+
+def check_range(normalize: str) -> tuple[float, float]:
+    """The check's input range (check.hpp's, as bench_main.cpp picks it): signed [-1, 1) for the
+    raw sums, 1000 + [-8, 8) for zncc (the cancellation case), 4 + [-1, 1) for zero-lag (C(0, 0)
+    away from 0)."""
+    return {"none": (-1.0, 1.0), "zncc": (992.0, 1008.0), "zero-lag": (3.0, 5.0)}[normalize]
+
+
+def tolerance_for(normalize: str) -> float:
+    """reference.hpp's bound_for(1e-5, mode): absolute 1e-4 for zncc, relative 1e-5 otherwise."""
+    return ZNCC_TOLERANCE if normalize == "zncc" else TOLERANCE
+
+
+def sampled_normalized_reference(torch, c: Case, L, R, positions: np.ndarray) -> np.ndarray:
+    """The normalized definition in float64 on the GPU at the given flat output positions.
+    zero-lag: sampled_reference over C(0, 0) of the pair (float64 dot products). zncc: per
+    position the overlap's n, ΣL', ΣL'², ΣR', ΣR'², ΣL'R' as direct float64 sums over the right's
+    window of the zero-padded left (and of a padded ones mask), the data minus its float64 mean."""
+    K, oh, ow = c.out_shape
+    pl = pairs(c.form, c.nL, c.nR)
+    k = positions // (oh * ow)
+    if c.normalize == "zero-lag":
+        A, B = c00_parts(L.double(), R.double())
+        c00 = pair_dots(c.form, A, B).cpu().numpy()
+        scale = zero_lag_scale(np, c00)
+        return sampled_reference(torch, c, L, R, positions) * scale[k]
+    y, x = positions // ow % oh, positions % ow
+    dev = L.device
+    li = torch.as_tensor(np.array([pl[i][0] for i in k]), device=dev)
+    ri = torch.as_tensor(np.array([pl[i][1] for i in k]), device=dev)
+    dy, dx = torch.as_tensor(c.window[0] + y, device=dev), torch.as_tensor(c.window[2] + x, device=dev)
+    L64, R64 = L.double(), R.double()
+    ml, mr = L64.mean(dim=(1, 2)), R64.mean(dim=(1, 2))
+    Lp = torch.nn.functional.pad(L64 - ml[:, None, None], (c.wR, c.wR, c.hR, c.hR))
+    Mp = torch.nn.functional.pad(torch.ones((c.hL, c.wL), dtype=torch.float64, device=dev), (c.wR, c.wR, c.hR, c.hR))
+    Rs = R64 - mr[:, None, None]
+    rr, cc = torch.arange(c.hR, device=dev), torch.arange(c.wR, device=dev)
+    out = []
+    step = max(1, int(2**25 // (c.hR * c.wR)))
+    for a in range(0, len(positions), step):
+        b = slice(a, a + step)
+        # shifts beyond the padding clamp onto its zeros (mask 0: n = 0, coefficient 0)
+        rows = (dy[b, None] + rr[None, :] + c.hR).clamp(0, c.hL + 2 * c.hR - 1)
+        cols = (dx[b, None] + cc[None, :] + c.wR).clamp(0, c.wL + 2 * c.wR - 1)
+        far = ((dy[b] <= -c.hR) | (dy[b] >= c.hL) | (dx[b] <= -c.wR) | (dx[b] >= c.wL))
+        m = Mp[rows[:, :, None], cols[:, None, :]] * (~far).double()[:, None, None]
+        p = Lp[li[b][:, None, None], rows[:, :, None], cols[:, None, :]] * m
+        r = Rs[ri[b]] * m
+        sums = [t.sum(dim=(1, 2)) for t in (m, p, p * p, r, r * r, p * r)]
+        out.append(zncc_coefficient(torch, sums[0], sums[5], sums[1], sums[2], ml[li[b]], sums[3], sums[4], mr[ri[b]]))
+    return torch.cat(out).cpu().numpy()
 
 
 # --- the benchmark -----------------------------------------------------------------------------
@@ -716,7 +1090,9 @@ def context(gpu: Gpu, opt: Options) -> dict:
         "xcorr_cold": "1" if opt.cold else "0",
         "xcorr_check": (f"inputs uniform [-1, 1) seeds {opt.seed + 2}, {opt.seed + 3}; full float64 reference "
                         f"(scipy, CPU) up to {int(FULL_CHECK_FMAS_CPU)} FMAs, else {CHECK_SAMPLES} sampled outputs "
-                        f"(seed {opt.seed + 4})"),
+                        f"(seed {opt.seed + 4}); normalize=zncc on 1000 + [-8, 8), absolute error <= "
+                        f"{ZNCC_TOLERANCE:g}, zero-lag on 4 + [-1, 1), relative error (python/xcorr/_reference.py "
+                        f"on the CPU, else sampled float64 sums on the GPU)"),
         **({"xcorr_check_tolerance": f"{opt.check_tolerance:.6e}"} if opt.check_tolerance > 0 else {}),
     }
 
@@ -734,31 +1110,38 @@ class Bench:
                 self.gpu.uniform((c.nR, c.hR, c.wR), seed + 1, lo, hi))
 
     def check(self, c: Case, peer):
-        """(rel_error, samples) or CaseError("validation failed: ...")."""
+        """(error, samples) or CaseError("validation failed: ..."): the relative error, for zncc
+        the largest absolute error."""
         torch, opt = self.torch, self.opt
-        L, R = self.inputs(c, opt.seed + 2, -1.0, 1.0)
+        L, R = self.inputs(c, opt.seed + 2, *check_range(c.normalize))
         out = peer(L, R)
         torch.cuda.synchronize()
         if tuple(out.shape) != c.out_shape:
             raise CaseError(f"validation failed: output shape {tuple(out.shape)}, expected {c.out_shape}")
         # window_reference_np crops scipy's full correlation: its cost is the full output's
         # (pairs x hL wL hR wR), not the window's, which a small window of large matrices hides.
+        # A normalized case's reference (_reference.py) loops over the smaller matrix per output.
         full_fmas = float(c.pairs) * c.hL * c.wL * c.hR * c.wR
-        if full_fmas <= FULL_CHECK_FMAS_CPU:
-            ref = window_reference_np(c.form, L.cpu().double().numpy(), R.cpu().double().numpy(), c.window)
+        cost = full_fmas if c.normalize == "none" else normalized_reference_cost(c)
+        if cost <= FULL_CHECK_FMAS_CPU:
+            Lh, Rh = L.cpu().double().numpy(), R.cpu().double().numpy()
+            ref = (window_reference_np(c.form, Lh, Rh, c.window) if c.normalize == "none"
+                   else normalized_reference_np(c.normalize, c.form, Lh, Rh, c.window))
             got = out.float().cpu().numpy()
             what = f"all {ref.size} outputs"
         else:
             pos = sample_positions(c.out_shape, CHECK_SAMPLES, np.random.default_rng(opt.seed + 4))
-            ref = sampled_reference(torch, c, L, R, pos)
+            ref = (sampled_reference(torch, c, L, R, pos) if c.normalize == "none"
+                   else sampled_normalized_reference(torch, c, L, R, pos))
             got = out.reshape(-1)[torch.as_tensor(pos, device=out.device)].float().cpu().numpy()
             what = f"{len(pos)} sampled outputs"
-        err, bad = compare(got, ref)
-        tol = opt.check_tolerance if opt.check_tolerance > 0 else TOLERANCE
+        err, bad = compare(got, ref, c.normalize)
+        tol = opt.check_tolerance if opt.check_tolerance > 0 else tolerance_for(c.normalize)
+        kind = "" if c.normalize == "none" else (", absolute error" if c.normalize == "zncc" else ", relative error")
         if bad:
             raise CaseError(f"validation failed: {bad} non-finite of {what} (err={err:.3e} over the rest, tol={tol:.3e})")
         if not err <= tol:
-            raise CaseError(f"validation failed: err={err:.3e} > tol={tol:.3e} ({what})")
+            raise CaseError(f"validation failed: err={err:.3e} > tol={tol:.3e} ({what}){kind}")
         return err, int(ref.size)
 
     def pilot_batch(self, c: Case, call) -> int:
@@ -780,7 +1163,7 @@ class Bench:
             if out_bytes + (64 << 20) > free:
                 raise CaseError(f"not enough GPU memory: this case needs {out_bytes / 2**30:.3g} GiB, "
                                 f"{free / 2**30:.3g} GiB free of {total / 2**30:.3g}")
-            peer = PEER_CLASSES[c.variant](c, torch)
+            peer = make_peer(c, torch)
             if isinstance(peer, CupyCorrelate2d):
                 self.cap_cupy(c, peer)
             L, R = self.inputs(c, opt.seed)
@@ -829,6 +1212,13 @@ class Bench:
         if t > self.opt.time_cap:
             raise CaseError(f"too slow: predicted {t:.3g} s per call ({c.pairs} pairs, one correlate2d call each) "
                             f"> --time-cap {self.opt.time_cap:g} s")
+
+
+def label(c: Case) -> str:
+    """family, timed, precision; a normalized case's timed names the whole normalized computation."""
+    p = PEER_BY_NAME[c.variant]
+    timed = p["timed"] if c.normalize == "none" else f"normalize {c.normalize}: {p['normalized'][c.normalize]}"
+    return f"family=peer;timed={timed};precision=fp32"
 
 
 def entry(c: Case, opt: Options, index: int, rep: int, r: dict, label: str) -> dict:
@@ -901,8 +1291,9 @@ USAGE = """usage: python -m xcsuite.peerbench list [--json]
        python -m xcsuite.peerbench [--case SPEC]... [--cases FILE] [--min-time SECONDS] [--batch N] [--cold]
                                    [--seed N] [--check-tolerance X] [--time-cap S] [--benchmark_repetitions=N]
                                    [--benchmark_out=FILE] [--benchmark_out_format=json] [--benchmark_filter=RE]
-  --case SPEC      variant= form= size= (or hL= wL= hR= wR=) nL= nR= batch= and at most one of window=,
-                   max_shift=, shifts=; without cases, every peer x form at 32 x 32
+  --case SPEC      variant= form= size= (or hL= wL= hR= wR=) nL= nR= batch=, at most one of window=,
+                   max_shift=, shifts=, and normalize=none|zncc|zero-lag (torch peers; the name gains
+                   /norm:MODE); without cases, every peer x form at 32 x 32
   --cases FILE     one SPEC per line (# starts a comment)
   --min-time S     GPU time per repetition in seconds (default 0.1)
   --batch N        calls per timed iteration (default: from a pilot)
@@ -996,7 +1387,8 @@ def main(argv: list[str] | None = None) -> int:
             for v in registry():
                 state = "available" if v["available"] else v["unavailable_reason"]
                 print(f"{v['name']}  [peer, fp32, {state}]\n    {v['summary']}\n    forms: {' '.join(v['forms'])}\n"
-                      f"    windows: {' '.join(v['windows'])}\n    timed: {v['timed']}")
+                      f"    windows: {' '.join(v['windows'])}\n    normalize: {' '.join(v['normalizations'])}\n"
+                      f"    timed: {v['timed']}")
         else:
             print("peerbench: error: list takes only --json", file=sys.stderr)
             return 2
@@ -1027,14 +1419,13 @@ def main(argv: list[str] | None = None) -> int:
     ctx = {**base_context(), **context(gpu, opt)}
     out = JsonOut(opt.out, ctx)
     bench = Bench(gpu, opt)
-    labels = {p["name"]: f"family=peer;timed={p['timed']};precision=fp32" for p in PEERS}
     print(f"{'Benchmark':<90} {'Time':>14} {'Iterations':>10}")
     try:
         for idx, c in enumerate(cases):
             times = []
             base = None
             for rep, r in enumerate(bench.run(c)):
-                e = entry(c, opt, idx, rep, r, labels[c.variant])
+                e = entry(c, opt, idx, rep, r, label(c))
                 base = e
                 out.add(e)
                 if "error" in r:
