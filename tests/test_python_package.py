@@ -603,7 +603,7 @@ def test_numpy_round_trip_and_gpu_out_checks(gpu, torch):
         xcorr.correlate2d(ta, tb, form="n-to-mn", out=torch.empty(ref.shape, device="cuda", dtype=torch.float64))
 
 
-@pytest.mark.parametrize("example", ["piv.py", "template_matching.py", "cryoem_search.py"])
+@pytest.mark.parametrize("example", ["piv.py", "template_matching.py", "cryoem_search.py", "ambient_noise.py"])
 def test_examples_run_on_the_cpu_reference(example):
     import subprocess
     import sys
@@ -612,4 +612,4 @@ def test_examples_run_on_the_cpu_reference(example):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "xcorr: reference" in r.stdout
-    assert re.search(r"(found|displacements)[^\n]*: 100(\.0)?%", r.stdout), r.stdout  # every displacement / template / particle found
+    assert re.search(r"(found|displacements|true lag)[^\n]*: 100(\.0)?%", r.stdout), r.stdout  # every displacement / template / particle / lag found
