@@ -340,6 +340,8 @@ NB_MODULE(_xcorr, m) {
     }, "spec"_a, "left"_a, "right"_a, "out"_a, "devices"_a, "max_outputs"_a,
        "The whole output from host stacks, split across `devices` (\"all\", \"0,1\"; \"\": the current one) in "
        "pieces of at most max_outputs matrices (0: what fits): (device, first output, outputs, algorithm) per piece.");
+    m.def("parse_devices", [](const std::string& text) { return xcorr::parse_devices(text); }, "text"_a,
+          "CUDA device indices of \"all\" or \"0,1\", checked against the devices visible.");
     nb::class_<PyPlan>(m, "Plan")
         .def(nb::init<const xcorr::PlanSpec&, int>(), "spec"_a, "device"_a = -1)
         .def("execute", &PyPlan::execute, "left"_a, "right"_a, "out"_a, "stream"_a = 0)

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""How a host batch scales over the GPUs of a host (issue #24's second target: a 2-GPU n-to-m batch
+at least 1.8x one GPU's throughput): xcorr.correlate2d(left, right, devices=[...]) on NumPy arrays,
+timed as a user calls it (host in, host out: the copies are part of it), on the first 1, 2, ...
+GPUs of --gpus; the best of --repeat calls after one warm-up call each, and the result checked
+against the one-GPU result (they must agree to 1e-5). Prints and writes JSON with the GPUs, the
+driver, the package's build and the git revision.
+
+    python scripts/batch_scaling.py [--form n-to-m] [--left 64:96x96] [--right 4096:96x96]
+                                    [--max-shift 16] [--gpus all] [--chunk N] [--repeat 3] [--out F]
+Needs a GPU (exit 3 without one, with the reason)."""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def stack(text, what):
+    """"N:HxW" -> (N, H, W)."""
+    try:
+        n, hw = text.split(":") if ":" in text else ("1", text)
+        h, w = hw.lower().split("x")
+        shape = (int(n), int(h), int(w))
+    except ValueError:
+        raise ValueError(f"{what} {text!r}: expected N:HxW, e.g. 64:96x96") from None
+    if min(shape) < 1:
+        raise ValueError(f"{what} {text!r}: every size must be positive")
+    return shape
+
+
+def git_revision():
+    rev = os.environ.get("XCORR_GIT_REVISION")
+    if rev:
+        return rev
+    r = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                       cwd=os.path.dirname(os.path.abspath(__file__)))
+    return r.stdout.strip() if r.returncode == 0 else "unknown"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--form", default="n-to-m", choices=["one-to-many", "n-to-m", "n-to-mn"])
+    ap.add_argument("--left", default="64:96x96")
+    ap.add_argument("--right", default="4096:96x96")
+    ap.add_argument("--max-shift", type=int, default=16, help="the window (-1: the full output)")
+    ap.add_argument("--gpus", default="all", help="'all' or device indices, e.g. 0,1")
+    ap.add_argument("--chunk", type=int, default=None, help="at most this many output matrices per piece")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--out", help="also write the JSON here")
+    args = ap.parse_args(argv)
+    try:
+        ls, rs = stack(args.left, "--left"), stack(args.right, "--right")
+    except ValueError as e:
+        ap.error(str(e))
+    if args.repeat < 1:
+        ap.error("--repeat must be at least 1")
+    import xcorr
+    try:
+        info = xcorr.gpu_info()
+    except xcorr.NoGPUError as e:
+        print(f"batch_scaling: no GPU: {e}", file=sys.stderr)
+        return 3
+    try:
+        devices = xcorr._xcorr.parse_devices(args.gpus)
+    except ValueError as e:
+        ap.error(str(e))
+    rng = np.random.default_rng(0)
+    left = rng.random(ls, dtype=np.float32)
+    right = rng.random(rs, dtype=np.float32)
+    window = {} if args.max_shift < 0 else {"max_shift": args.max_shift}
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=index,name,driver_version,clocks.sm,clocks.mem",
+                          "--format=csv,noheader"], capture_output=True, text=True)
+    result = {"gpu": info["name"], "nvidia_smi": smi.stdout.strip().splitlines(), "git_revision": git_revision(),
+              "form": args.form, "left": list(ls), "right": list(rs), "window": window, "chunk": args.chunk,
+              "repeat": args.repeat, "runs": []}
+    one = None
+    for k in range(1, len(devices) + 1):
+        def call():
+            return xcorr.correlate2d(left, right, form=args.form, devices=devices[:k], chunk=args.chunk, **window)
+        out = call()  # warm-up: plans, cuFFT, contexts
+        best = float("inf")
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            out = call()
+            best = min(best, time.perf_counter() - t0)
+        if one is None:
+            one, err = out, 0.0
+        else:
+            err = float(np.linalg.norm(out - one) / np.linalg.norm(one))
+        run = {"devices": devices[:k], "seconds": best, "speedup": result["runs"][0]["seconds"] / best if k > 1 else 1.0,
+               "pairs_per_second": out.shape[0] / best if out.ndim == 3 else 1 / best, "difference_to_one_gpu": err,
+               "output_gb": out.nbytes / 1e9}
+        result["runs"].append(run)
+        print(f"{k} GPU(s) {devices[:k]}: {best * 1e3:9.1f} ms, speed-up {run['speedup']:.2f}x, "
+              f"difference to one GPU {err:.1e}", flush=True)
+        if err > 1e-5:
+            print("batch_scaling: the split result differs from the one-GPU result", file=sys.stderr)
+            return 1
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.out:
+        tmp = args.out + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text + "\n")
+        os.replace(tmp, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
