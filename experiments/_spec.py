@@ -369,6 +369,10 @@ class Series:
     max_fmas: float | None = None
     max_size: int | None = None
     forms: Sequence[str] = ()  # only these forms (default: every form the variant supports)
+    # only shapes with these windows, as written in the Shape (e.g. ("full",)); default: every window
+    # the variant declares. The signal experiments run a full-output companion of seed 004's case
+    # for the variants that compute only the full output, and not for the others.
+    windows: Sequence[str] = ()
     alt: "Series | None" = None
     note: str = ""
 
@@ -390,6 +394,10 @@ class Experiment:
     notes: str = ""
     derived_from: Sequence[str] = ()  # an analysis of other experiments' results: no cases of its own
     xlabel: str = "matrix size N (N x N left and right)"
+    # A published rate to draw beside the measured ones (plot "signal_bars"): TFLOP/s, and what it is
+    # (e.g. seed 004's 53.56 TFLOP/s on an A100 in TF32); None: no reference.
+    reference_tflops: float | None = None
+    reference_label: str = ""
 
 
 @dataclass(frozen=True)
@@ -557,9 +565,12 @@ def expand(exp: Experiment, registry: Sequence[Mapping]) -> Expansion:
         count = 0
         reasons = []
         for shape in exp.shapes:
-            if s0.max_size is not None and (shape.size or max(shape.hL, shape.hR)) > s0.max_size:
+            # the largest extent of either matrix: N for N x N, n for a 1 x n signal
+            if s0.max_size is not None and max(shape.hL, shape.wL, shape.hR, shape.wR) > s0.max_size:
                 continue
             if s0.forms and shape.form not in s0.forms:
+                continue
+            if s0.windows and shape.window not in s0.windows:
                 continue
             if s0.max_fmas is not None and shape.fmas > s0.max_fmas:
                 unavailable.append((s0.label, shape, f"capped: {shape.fmas:.3g} FMAs per call > {s0.max_fmas:.3g}"))
