@@ -2,8 +2,9 @@
 paper's choice of metric: time per FMA for 15/18/21, absolute time for 16/19/22, a comparison
 for 17/20/23), n-to-mn, efficiency (% of FP32 peak), the output-window experiments (windows:
 time against the window's half-width with the direct/FFT crossover; piv: bars; autocorr: grouped
-bars), and a cross-GPU figure when results/ holds more than one GPU. PNG in plots/<gpu>/ (--pdf:
-a PDF beside each, not committed).
+bars), the one-dimensional signals (bars with TFLOP/s, seed 004's rate beside them), and a cross-GPU
+figure when results/ holds more than one GPU. PNG in plots/<gpu>/ (--pdf: a PDF beside each, not
+committed).
 
     scripts/plot.py [GPU_DIR ...] [--only fig17,fig20] [--quick]
 
@@ -48,7 +49,7 @@ GROUP_STYLE = {"baseline": dict(color="0.35", ls=":", marker="x"), "fft": dict(l
 # (other libraries) also drawn dash-dotted with hollow markers (lines) or hatched (bars).
 VARIANT_COLORS = {"register-tiled": "C3", "small-direct": "C4", "tensor-wgmma": "C5", "overlap-wise": "0.35",
                   "fft": "C0", "fft+plan": "C9", "fft-fused": "C1", "torch-conv2d": "olive", "torch-fft": "teal",
-                  "cupy-correlate2d": "purple"}
+                  "cupy-correlate2d": "purple", "tensor-tiled": "C2", "tensor-tiled-tf32": "C6"}
 FINISH_NOTE = "time per call + finish_time (fft's untimed crop to the window), mean of the repetitions (IQR outliers removed)"
 SHARED_LEGEND_FROM = 6  # more series than this: one figure legend, so no panel's data is covered
 
@@ -363,20 +364,21 @@ def plot_windows(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path
     return save(fig, out_dir, exp.name)
 
 
-def window_bars(ax, sub: pd.DataFrame, series_order: list, col: str) -> None:
-    """Horizontal bars, fastest at the top, coloured per algorithm, the peers hatched."""
+def window_bars(ax, sub: pd.DataFrame, series_order: list, col: str, text=None) -> None:
+    """Horizontal bars, fastest at the top, coloured per algorithm, the peers hatched; beside each
+    its time, or text(point) where given."""
     rows = []
     for i, name in enumerate(series_order):
         s = sub[sub["series"] == name]
         if not s.empty:
             r = s.iloc[0]
             rows.append((series_label(name, s), float(r[col]), window_style(r["variant"], r["group"], i)["color"],
-                         r["group"] == "peer"))
+                         r["group"] == "peer", r))
     rows.sort(key=lambda r: r[1])
     y = np.arange(len(rows))[::-1]
-    for yi, (_, v, color, peer) in zip(y, rows):
+    for yi, (_, v, color, peer, r) in zip(y, rows):
         ax.barh(yi, v, color=color, alpha=0.85, hatch="//" if peer else None, edgecolor="white" if peer else None)
-        ax.text(v, yi, f" {fmt_us(v)}", va="center", fontsize=6.5)
+        ax.text(v, yi, f" {text(r) if text else fmt_us(v)}", va="center", fontsize=6.5)
     ax.set_yticks(y, [r[0] for r in rows], fontsize=7)
     ax.set_xscale("log")
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # labels at powers of ten only
@@ -445,7 +447,47 @@ def plot_grouped_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list
     return save(fig, out_dir, exp.name)
 
 
-WINDOW_PLOTS = {"windows": plot_windows, "bars": plot_bars, "grouped_bars": plot_grouped_bars}
+def tflops_of(row) -> float:
+    """TFLOP/s of a point at its drawn time (time per call + finish_time): 2 x the window's
+    multiply-adds per second, from the summary's rate over the timed part alone."""
+    total, timed, flops = float(row["total_us"]), float(row["time_us"]), float(row["flops"])
+    return flops * timed / total / 1e12 if total > 0 and flops == flops else float("nan")
+
+
+def plot_signal_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
+    """The one-dimensional signal experiments (issue #22): a panel per shape, a bar per series
+    (time per call + finish_time, log scale), each labelled with its time and TFLOP/s; where the
+    experiment gives a published rate (exp.reference_tflops: seed 004's), a dashed line at the
+    time that rate takes for the panel's multiply-adds."""
+    col, ylabel = METRICS[exp.metric]
+    panels = list(dict.fromkeys(pts["shape_panel"]))
+    fig, axes = grid_of(len(panels), ncols=1, w=8.5, h=0.34 * pts["series"].nunique() + 1.8)
+    series_order = list(dict.fromkeys(s.label for s in exp.series))
+    for ax, pk in zip(axes, panels):
+        sub = pts[pts["shape_panel"] == pk]
+        window_bars(ax, sub, series_order, col, text=lambda r: f"{fmt_us(float(r[col]))}, {tflops_of(r):.3g} TFLOP/s")
+        if exp.reference_tflops:
+            r = sub.iloc[0]
+            fmas = float(r["flops"]) * float(r["time_us"]) * 1e-6 / 2  # the window's, as measured
+            if fmas == fmas and fmas > 0:
+                ref_us = 2 * fmas / (exp.reference_tflops * 1e12) * 1e6
+                ax.axvline(ref_us, color="k", ls="--", lw=1)
+                ax.text(ref_us, ax.get_ylim()[1], f" {exp.reference_label}: {fmt_us(ref_us)}", fontsize=6.5,
+                        va="bottom", ha="left")
+        ax.set_title("\n".join(textwrap.wrap(pk, 72)), fontsize=9, pad=12 if exp.reference_tflops else 6)
+        ax.set_xlabel(f"{quantity_label(sub, ylabel, pts)}, log scale; hatched: other libraries\n"
+                      "TFLOP/s = 2 x the window's multiply-adds per second (for the FFTs a direct-equivalent rate)",
+                      fontsize=7.5)
+        # from a third of the shortest bar (bars of similar times stay apart) to room for the time
+        # and rate beside the longest
+        ax.set_xlim(float(sub[col].min()) / 3, float(sub[col].max()) * 12)
+    suptitle(fig, f"{exp.title}\n{title}; {FINISH_NOTE}")
+    fig.tight_layout()
+    return save(fig, out_dir, exp.name)
+
+
+WINDOW_PLOTS = {"windows": plot_windows, "bars": plot_bars, "grouped_bars": plot_grouped_bars,
+                "signal_bars": plot_signal_bars}
 
 
 def not_drawn_note(summary: pd.DataFrame, exp_name: str) -> str:
