@@ -1,6 +1,7 @@
 """The experiment suite: one module per experiment (fig15.py ... table1.py, efficiency.py, the
 output-window experiments windows.py, piv.py, autocorr.py, window_table.py, and the normalized
-ones zncc_frames.py, zncc_match.py, zncc_autocorr.py), each
+ones zncc_frames.py, zncc_match.py, zncc_autocorr.py, and the one-dimensional signals
+signals_seed004.py, signals_matched.py, signals_ambient.py), each
 defining EXPERIMENT (see _spec.py). `load(name)` and `load_all()` find them; the order of
 `ORDER` is the order in which scripts/run_experiments.py runs them."""
 from __future__ import annotations
@@ -16,11 +17,16 @@ WINDOW_EXPERIMENTS = ("windows", "piv", "autocorr", "window_table")
 # The normalized experiments (issue #21: ZNCC, zero-lag): another quantity than the paper's raw
 # correlation, so the paper pages leave them out too.
 NORMALIZED_EXPERIMENTS = ("zncc_frames", "zncc_match", "zncc_autocorr")
+# The one-dimensional signals (issue #22: seed 004's case, matched filtering, ambient noise): 1 x n
+# matrices, not the paper's squares (seed 004's full-output companion has no shifts segment, so the
+# paper pages must leave them out by name).
+SIGNAL_EXPERIMENTS = ("signals_seed004", "signals_matched", "signals_ambient")
 # Every experiment that claims and anchors do not read.
-NOT_PAPER_EXPERIMENTS = WINDOW_EXPERIMENTS + NORMALIZED_EXPERIMENTS
+NOT_PAPER_EXPERIMENTS = WINDOW_EXPERIMENTS + NORMALIZED_EXPERIMENTS + SIGNAL_EXPERIMENTS
 
 ORDER = ["fig15", "fig16", "fig17", "fig18", "fig19", "fig20", "nmn", "fig21", "fig22", "fig23",
-         "table1", "efficiency", "windows", "piv", "autocorr", "window_table", "zncc_frames", "zncc_match", "zncc_autocorr"]
+         "table1", "efficiency", "windows", "piv", "autocorr", "window_table", "zncc_frames", "zncc_match", "zncc_autocorr",
+         "signals_seed004", "signals_matched", "signals_ambient"]
 
 
 def names() -> list[str]:

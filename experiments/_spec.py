@@ -388,7 +388,8 @@ class Experiment:
     # fft's crop to the output layout: the window experiments compare every variant so)
     metric: str = "time"
     # lines | comparison | efficiency | none, and for the window experiments: windows (time against
-    # the window's half-width, the direct/FFT crossover marked) | bars | grouped_bars
+    # the window's half-width, the direct/FFT crossover marked) | bars | grouped_bars, and for the
+    # one-dimensional signals signal_bars (bars labelled with time and TFLOP/s, reference_tflops beside)
     plot: str = "lines"
     cold: bool = False
     notes: str = ""

@@ -1,0 +1,42 @@
+"""Matched filtering (issue #22): 300 templates of 600 samples (6 s at 100 Hz) against one day of a
+100 Hz trace (8.64e6 samples), the valid window (8639401 lags): one-to-many, signals as 1 x n
+matrices. Raw correlation, and as a second group ZNCC (normalize=zncc: what matched-filter
+detectors threshold), the same variants.
+
+1.56e12 multiply-adds per call: 46 ms at the H200's FP32 peak, so every direct series is over its
+cap and left out: this project's direct kernels (register-tiled, tensor-wgmma) and torch-conv2d
+stop at 3e11 per call, overlap-wise and CuPy at 2e10 (experiments/_windows.py); on a 1 x n problem
+the 2-D kernels also leave most rows of their shift tiles idle (experiments/_signals.py), so a
+direct call could take seconds. The tensor-tiled variants compute the full output only. What
+remains is FFT: fft and fft+plan (cuFFT, the transform sized to the window), and the peer
+torch-fft for the raw correlation (the peers do not normalize). Not here either: fft-fused
+(transforms up to 1024 points) and small-direct (a row in shared memory). Seed 004's case
+(signals_seed004) measures the direct kernels on signals: its rate says what a direct series would
+cost here (at 20 TFLOP/s, 160 ms per call) before a later session raises a cap for one.
+Memory: the output stack alone is 300 x 8639401 floats, 10.4 GB (fft chunks its spectra to fit).
+Metric: time per call + finish_time (fft's untimed crop of 10 GB), and the TFLOP/s beside each bar
+(2 x the window's multiply-adds per second: a direct-equivalent rate for the FFTs).
+Device time (xcsuite/cost.py's model, full protocol, H200): about 61 s for 5 cases (31-62 ms per
+call; most of it the model's setup of the inputs and the 10 GB output, ~10 s a case).
+"""
+from experiments._signals import series, signal
+from experiments._spec import Experiment
+
+TEMPLATES, TEMPLATE = 300, 600  # 6 s at 100 Hz
+TRACE = 8_640_000  # one day at 100 Hz
+LAGS = TRACE - TEMPLATE + 1
+GROUPS = (("none", "raw correlation"), ("zncc", "ZNCC"))
+
+EXPERIMENT = Experiment(
+    name="signals_matched",
+    title=(f"Matched filtering: {TEMPLATES} templates of {TEMPLATE} samples against a 8.64e6-sample day "
+           f"(100 Hz), valid window ({LAGS} lags)"),
+    paper="Issue #22 (not in the paper)",
+    metric="time_with_finish",
+    plot="signal_bars",
+    xlabel="signals as 1 x n matrices",
+    shapes=[signal("one-to-many", TRACE, TEMPLATE, 1, TEMPLATES, window="valid", normalize=mode,
+                   group=f"{what}: {TEMPLATES} templates x {TEMPLATE} samples, 1 trace of 8.64e6, valid")
+            for mode, what in GROUPS],
+    series=[series("fft"), series("fft+plan"), series("torch-fft")],
+)
