@@ -186,7 +186,8 @@ def test_every_figure_is_drawn(fake_results, tmp_path, monkeypatch):
     files = plot.plot_gpu(fake_results, plots_root=tmp_path)
     names = {f.stem for f in files}
     assert names == {"fig15", "fig16", "fig17", "fig18", "fig19", "fig20", "fig21", "fig22", "fig23", "nmn",
-                     "efficiency", "windows", "piv", "autocorr", "zncc_frames", "zncc_match", "zncc_autocorr"}
+                     "efficiency", "windows", "piv", "autocorr", "zncc_frames", "zncc_match", "zncc_autocorr",
+                     "signals_seed004", "signals_matched", "signals_ambient"}
     assert all(f.stat().st_size > 5_000 for f in files)
     monkeypatch.delenv("XCORR_PLOT_FORMATS")  # the default: PNG only, the same bytes for the same data
     files = plot.plot_gpu(fake_results, only=["fig16"], plots_root=tmp_path / "again")
