@@ -9,14 +9,17 @@ stop at 3e11 per call, overlap-wise and CuPy at 2e10 (experiments/_windows.py); 
 the 2-D kernels also leave most rows of their shift tiles idle (experiments/_signals.py), so a
 direct call could take seconds. The tensor-tiled variants compute the full output only. What
 remains is FFT: fft and fft+plan (cuFFT, the transform sized to the window), and the peer
-torch-fft for the raw correlation (the peers do not normalize). Not here either: fft-fused
+torch-fft in both groups (its ZNCC: float64 means, summed-area tables and coefficient around the
+raw torch-fft correlation, xcsuite.peerbench; cupy-correlate2d computes no ZNCC and is capped anyway). Not here either: fft-fused
 (transforms up to 1024 points) and small-direct (a row in shared memory). Seed 004's case
 (signals_seed004) measures the direct kernels on signals: its rate says what a direct series would
 cost here (at 20 TFLOP/s, 160 ms per call) before a later session raises a cap for one.
-Memory: the output stack alone is 300 x 8639401 floats, 10.4 GB (fft chunks its spectra to fit).
+Memory: the output stack alone is 300 x 8639401 floats, 10.4 GB (fft chunks its spectra to fit);
+torch-fft's ZNCC holds the coefficient in float64 (another 20.7 GB) beside its spectra: an H200's
+141 GB hold it, a smaller GPU may record it as failed for memory.
 Metric: time per call + finish_time (fft's untimed crop of 10 GB), and the TFLOP/s beside each bar
 (2 x the window's multiply-adds per second: a direct-equivalent rate for the FFTs).
-Device time (xcsuite/cost.py's model, full protocol, H200): about 61 s for 5 cases (31-62 ms per
+Device time (xcsuite/cost.py's model, full protocol, H200): about 76 s for 6 cases (31-62 ms per
 call; most of it the model's setup of the inputs and the 10 GB output, ~10 s a case).
 """
 from experiments._signals import series, signal
