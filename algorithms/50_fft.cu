@@ -83,8 +83,8 @@
 //
 // Measurements, probes and history: results/nvidia-h200/notes/50_fft.md.
 //
-// Plans. `fft` takes its plans from a process-wide cache keyed by (P, Q, batch, direction), so a
-// second instance of the same shape creates none. The cache is guarded by a mutex (instances may
+// Plans. `fft` takes its plans from a process-wide cache keyed by (P, Q, batch, direction, device),
+// so a second instance of the same shape on the same GPU creates none. The cache is guarded by a mutex (instances may
 // be created from several threads), but a cached plan holds one cuFFT work area and one stream
 // setting: instances sharing a plan must not run concurrently (the harness and the tools run one
 // instance at a time). Plans no instance holds stay cached up to 32 plans / 2 GiB of cuFFT work
@@ -401,6 +401,7 @@ struct PlanKey {
     long long batch = 0;  // 0: plan not used
     int kind = kR2C;
     int inplace = 0;      // real slots of P x 2(Q/2+1) floats shared with the spectrum, else P x Q
+    int device = 0;       // the CUDA device the plan lives on (run_batch builds plans on several at once)
     auto operator<=>(const PlanKey&) const = default;
 };
 
@@ -504,6 +505,9 @@ public:
         G_ = p.form == Form::NToM ? p.nL : 1;
         pairs_ = pair_map(p);
         plan_layout();
+        int device = 0;
+        XC_CUDA_CHECK(cudaGetDevice(&device));
+        for (PlanKey& k : keys_) k.device = device;
         // Real slots [0, n_real), then (out of place) complex slots [0, spec_slots(K)). Zeroed once: out of
         // place the pad writes only the data windows (pad_window_kernel) and relies on the zeros.
         ws_ = DeviceBuffer<float>(size_t(workspace_floats(K_)));
