@@ -368,6 +368,7 @@ class Series:
     group: str = ""
     max_fmas: float | None = None
     max_size: int | None = None
+    max_shifts: int | None = None  # only windows of at most this many shifts per pair (small-window)
     forms: Sequence[str] = ()  # only these forms (default: every form the variant supports)
     # only shapes with these windows, as written in the Shape (e.g. ("full",)); default: every window
     # the variant declares. The signal experiments run a full-output companion of seed 004's case
@@ -573,6 +574,10 @@ def expand(exp: Experiment, registry: Sequence[Mapping]) -> Expansion:
                 continue
             if s0.windows and shape.window not in s0.windows:
                 continue
+            if s0.max_shifts is not None:
+                dy0, dy1, dx0, dx1 = shape.shifts()
+                if (dy1 - dy0 + 1) * (dx1 - dx0 + 1) > s0.max_shifts:
+                    continue
             if s0.max_fmas is not None and shape.fmas > s0.max_fmas:
                 unavailable.append((s0.label, shape, f"capped: {shape.fmas:.3g} FMAs per call > {s0.max_fmas:.3g}"))
                 continue

@@ -20,11 +20,14 @@ SLOW_MAX_FMAS = 2e10
 FFT_FUSED_MAX_SIZE = 512
 # small-direct keeps an output row of a pair in one block: sizes up to ~100.
 SMALL_DIRECT_MAX_SIZE = 96
+# small-window computes windows of at most 1089 shifts per pair (±16) (its make() refuses more).
+SMALL_WINDOW_MAX_SHIFTS = 1089
 
 LABELS = {
     "overlap-wise": "overlap-wise (baseline)",
     "register-tiled": "register-tiled (new)",
     "small-direct": "small-direct (new)",
+    "small-window": "small-window (new, few shifts)",
     "tensor-wgmma": "tensor-wgmma (new, 3xTF32 warpgroup MMA)",
     "fft": "fft (cuFFT, plans reused)",
     "fft+plan": "fft+plan (cuFFT, plan timed)",
@@ -47,6 +50,7 @@ def series(variant: str, **kw) -> Series:
     caps = {"overlap-wise": dict(params={"warps": 4}, max_fmas=SLOW_MAX_FMAS),
             "register-tiled": dict(max_fmas=DIRECT_MAX_FMAS),
             "small-direct": dict(max_fmas=DIRECT_MAX_FMAS, max_size=SMALL_DIRECT_MAX_SIZE),
+            "small-window": dict(max_fmas=DIRECT_MAX_FMAS, max_shifts=SMALL_WINDOW_MAX_SHIFTS),
             "tensor-wgmma": dict(max_fmas=DIRECT_MAX_FMAS),
             "fft-fused": dict(max_size=FFT_FUSED_MAX_SIZE),
             "torch-conv2d": dict(max_fmas=DIRECT_MAX_FMAS),

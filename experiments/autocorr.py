@@ -26,6 +26,7 @@ EXPERIMENT = Experiment(
             for s in HALF_WIDTHS],
     series=[
         series("register-tiled"),
+        series("small-window"),
         series("overlap-wise"),
         series("fft"),
         series("fft+plan"),

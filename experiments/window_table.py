@@ -36,6 +36,7 @@ EXPERIMENT = Experiment(
     shapes=[shape(n, w) for n in SIZES for _, w in WINDOWS],
     series=[
         series("register-tiled"),
+        series("small-window"),
         series("small-direct"),
         series("fft"),
         series("fft-fused"),

@@ -45,6 +45,7 @@ EXPERIMENT = Experiment(
     shapes=shapes,
     series=[
         series("register-tiled"),
+        series("small-window"),
         series("small-direct"),
         series("tensor-wgmma"),
         series("overlap-wise"),

@@ -173,7 +173,7 @@ def test_window_experiments_are_defined_as_issue_20_asks():
     piv = suite.load("piv").shapes
     assert len(piv) == 1 and piv[0].out_shape == (33, 33) and piv[0].pairs == 3969 and piv[0].form == "n-to-mn"
     w = expand(suite.load("windows"), WITH_PEERS)
-    assert {c.variant for c in w.cases} == {"register-tiled", "small-direct", "tensor-wgmma", "overlap-wise", "fft",
+    assert {c.variant for c in w.cases} == {"register-tiled", "small-window", "small-direct", "tensor-wgmma", "overlap-wise", "fft",
                                             "fft-fused", "torch-conv2d", "torch-fft", "cupy-correlate2d"}
     sweep = sorted(s.half_width for s in suite.load("windows").shapes if s.hL == 256)
     assert sweep == [1, 2, 4, 8, 16, 32, 64, 128, 255]
