@@ -37,3 +37,14 @@ def timed(fn, repeat=3):
             pass
         best = min(best, time.perf_counter() - t0)
     return result, best
+
+
+def torch_or_none(label):
+    """(torch, "cuda" or "cpu") for the PyTorch comparison, or None after printing `label` with
+    the reason (PyTorch is not installed)."""
+    try:
+        import torch
+    except ImportError:
+        print(f"{label:<21} (PyTorch is not installed)")
+        return None
+    return torch, "cuda" if torch.cuda.is_available() else "cpu"

@@ -18,7 +18,7 @@ import numpy as np
 from scipy.signal import correlate
 
 import xcorr
-from _common import timed, xcorr_setup
+from _common import timed, torch_or_none, xcorr_setup
 
 
 def traces(rng, stations, n, max_delay, noise):
@@ -79,12 +79,10 @@ def main():
     timing = "" if len(few) == len(pairs) else f", extrapolated from {len(few)}"
     print(f"scipy.signal.correlate {tm * 1e3 * len(pairs) / len(few):8.2f} ms   (all {len(pairs)} pairs{timing}) "
           f"max |difference| {np.abs(ref - cc[k]).max() / scale:.1e} of the largest")
-    try:
-        import torch
-    except ImportError:
-        print("torch.fft pairs       (PyTorch is not installed)")
+    found_torch = torch_or_none("torch.fft pairs")
+    if found_torch is None:
         return
-    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    torch, dev = found_torch
     X = torch.as_tensor(x, device=dev)
     if dev == "cuda" or args.small:
         t_cc, tm = timed(lambda: torch_pairs(torch, X, max_lag))

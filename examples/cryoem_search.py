@@ -24,7 +24,7 @@ import numpy as np
 from scipy.ndimage import gaussian_filter
 
 import xcorr
-from _common import timed, xcorr_setup
+from _common import timed, torch_or_none, xcorr_setup
 
 
 def particle_templates(rng, count, t):
@@ -130,12 +130,10 @@ def main():
           f"xcorr: {plan.algorithm} ({plan.explain()})")
     print(f"xcorr, mode same     {tm * 1e3:9.2f} ms   particles found with the right template: "
           f"{found(best, best_k, centres, which, t):.0%}")
-    try:
-        import torch
-    except ImportError:
-        print("torch.fft search     (PyTorch is not installed)")
+    found_torch = torch_or_none("torch.fft search")
+    if found_torch is None:
         return
-    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    torch, dev = found_torch
     I, T = torch.as_tensor(image, device=dev), torch.as_tensor(templates, device=dev)
     (ref, ref_k), tm = timed(lambda: search_torch_fft(torch, I, T, chunk), repeat=1 if dev == "cpu" else 3)
     ref, ref_k = to_numpy(ref), to_numpy(ref_k)
