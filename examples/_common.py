@@ -1,5 +1,7 @@
-"""Shared by the examples: which way to run xcorr here, and a timer."""
+"""Shared by the examples: which way to run xcorr here, a timer, and results back to NumPy."""
 import time
+
+import numpy as np
 
 import xcorr
 
@@ -48,3 +50,8 @@ def torch_or_none(label):
         print(f"{label:<21} (PyTorch is not installed)")
         return None
     return torch, "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def to_numpy(x):
+    """A PyTorch tensor (on any device) or an array NumPy reads, as NumPy."""
+    return x.cpu().numpy() if hasattr(x, "cpu") else np.asarray(x)

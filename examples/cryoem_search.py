@@ -24,7 +24,7 @@ import numpy as np
 from scipy.ndimage import gaussian_filter
 
 import xcorr
-from _common import timed, torch_or_none, xcorr_setup
+from _common import timed, to_numpy, torch_or_none, xcorr_setup
 
 
 def particle_templates(rng, count, t):
@@ -103,10 +103,6 @@ def found(best, best_k, centres, which, t):
         py, px = np.unravel_index(np.argmax(win), win.shape)
         ok += (py, px) == (t // 2, t // 2) and best_k[y, x] == k
     return ok / len(centres)
-
-
-def to_numpy(x):
-    return x.cpu().numpy() if hasattr(x, "cpu") else np.asarray(x)
 
 
 def main():

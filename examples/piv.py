@@ -14,7 +14,7 @@ import argparse
 import numpy as np
 
 import xcorr
-from _common import timed, xcorr_setup
+from _common import timed, to_numpy, xcorr_setup
 
 
 def particle_images(size, rng, shift_field):
@@ -68,7 +68,7 @@ def main():
     plan = xcorr.Plan(left.shape, right.shape, form="n-to-mn", max_shift=s, algorithm=algorithm)
     print(f"xcorr: {plan.algorithm} ({plan.explain()})")
     corr, t = timed(lambda: plan(left_x, right_x))
-    corr = corr.cpu().numpy() if hasattr(corr, "cpu") else np.asarray(corr)
+    corr = to_numpy(corr)
     ours = displacement(corr, s)
     print(f"xcorr            {t * 1e3:9.2f} ms")
 

@@ -17,7 +17,7 @@ import argparse
 import numpy as np
 
 import xcorr
-from _common import timed, xcorr_setup
+from _common import timed, to_numpy, xcorr_setup
 
 
 def peaks(scores):
@@ -25,10 +25,6 @@ def peaks(scores):
     s = np.asarray(scores)
     k = s.reshape(len(s), -1).argmax(axis=1)
     return np.stack([k // s.shape[2], k % s.shape[2]], axis=1)
-
-
-def to_numpy(x):
-    return x.cpu().numpy() if hasattr(x, "cpu") else np.asarray(x)
 
 
 def torch_zncc(torch, image, templates):

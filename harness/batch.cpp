@@ -100,6 +100,22 @@ int64_t fitting_outputs(const Problem& p, size_t free_bytes) {
 
 size_t matrix_elems(int h, int w) { return size_t(h) * size_t(w); }
 
+// Where piece c's stacks and output sit in the batch's (host) stacks.
+struct PieceData {
+    const float* left;
+    const float* right;
+    float* out;
+};
+PieceData data_of(const Problem& p, const Piece& c, const float* left, const float* right, float* out) {
+    return {left + c.left0 * matrix_elems(p.hL, p.wL), right + c.right0 * matrix_elems(p.hR, p.wR),
+            out + c.out0 * matrix_elems(p.out_h(), p.out_w())};
+}
+
+// Pieces of one shape share a plan.
+std::tuple<int, int, int> shape_key(const Piece& c) {
+    return {int(c.problem.form), c.problem.nL, c.problem.nR};
+}
+
 // One device's run: pieces of at most m outputs (halving m while the GPU runs out of memory),
 // a plan per piece shape, buffers for the largest piece, copies on one stream.
 void run_device(const PlanSpec& spec, const Problem& p, const float* left, const float* right, float* out, int device,
@@ -112,7 +128,6 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
         XC_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
         m = fitting_outputs(p, free_b);
     }
-    const size_t out_matrix = matrix_elems(p.out_h(), p.out_w());
     for (;;) {
         std::vector<Piece> pieces;
         split_range(p, k0, k1, m, index, pieces);
@@ -120,7 +135,7 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
             std::map<std::tuple<int, int, int>, Plan> plans;
             size_t most_l = 0, most_r = 0, most_o = 0;
             for (const Piece& c : pieces) {
-                const auto key = std::make_tuple(int(c.problem.form), c.problem.nL, c.problem.nR);
+                const auto key = shape_key(c);
                 if (!plans.count(key))
                     plans.emplace(key, Plan(spec_of(c.problem, spec.algorithm, spec.params, spec.precision)));
                 most_l = std::max(most_l, size_t(c.problem.left_elems()));
@@ -136,13 +151,13 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
             } guard{stream};
             algorithm = plans.begin()->second.algorithm();
             for (const Piece& c : pieces) {
-                Plan& plan = plans.at(std::make_tuple(int(c.problem.form), c.problem.nL, c.problem.nR));
-                const float* l = left + c.left0 * matrix_elems(p.hL, p.wL);
-                const float* r = right + c.right0 * matrix_elems(p.hR, p.wR);
-                XC_CUDA_CHECK(cudaMemcpyAsync(dl.get(), l, sizeof(float) * c.problem.left_elems(), cudaMemcpyHostToDevice, stream));
-                XC_CUDA_CHECK(cudaMemcpyAsync(dr.get(), r, sizeof(float) * c.problem.right_elems(), cudaMemcpyHostToDevice, stream));
-                plan.execute(dl.get(), dr.get(), dout.get(), stream);
-                XC_CUDA_CHECK(cudaMemcpyAsync(out + c.out0 * out_matrix, dout.get(), sizeof(float) * c.problem.out_elems(),
+                const PieceData d = data_of(p, c, left, right, out);
+                XC_CUDA_CHECK(cudaMemcpyAsync(dl.get(), d.left, sizeof(float) * c.problem.left_elems(),
+                                              cudaMemcpyHostToDevice, stream));
+                XC_CUDA_CHECK(cudaMemcpyAsync(dr.get(), d.right, sizeof(float) * c.problem.right_elems(),
+                                              cudaMemcpyHostToDevice, stream));
+                plans.at(shape_key(c)).execute(dl.get(), dr.get(), dout.get(), stream);
+                XC_CUDA_CHECK(cudaMemcpyAsync(d.out, dout.get(), sizeof(float) * c.problem.out_elems(),
                                               cudaMemcpyDeviceToHost, stream));
                 XC_CUDA_CHECK(cudaStreamSynchronize(stream));
             }
@@ -220,13 +235,11 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
     if (spec.algorithm == "reference") {
         if (!options.devices.empty()) throw UsageError("the reference runs on the CPU: it takes no GPUs");
         report.pieces = split_batch(p, 1, options.max_outputs);
-        const size_t out_matrix = matrix_elems(p.out_h(), p.out_w());
         for (const Piece& c : report.pieces) {
+            const PieceData d = data_of(p, c, left, right, out);
             std::vector<double> ref(size_t(c.problem.out_elems()));
-            reference_cpu(c.problem, left + c.left0 * matrix_elems(p.hL, p.wL),
-                          right + c.right0 * matrix_elems(p.hR, p.wR), ref.data());
-            float* o = out + c.out0 * out_matrix;
-            for (size_t i = 0; i < ref.size(); ++i) o[i] = float(ref[i]);
+            reference_cpu(c.problem, d.left, d.right, ref.data());
+            for (size_t i = 0; i < ref.size(); ++i) d.out[i] = float(ref[i]);
         }
         report.algorithms = {"reference"};
         return report;

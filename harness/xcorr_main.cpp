@@ -218,13 +218,22 @@ void check_window_dims(int dims, const std::string& flag, const WindowRequest& w
                          "(--lags D0:D1 gives the lags alone)");
 }
 
+// The bound of the reference's float32 output against its float64 values: their float32 rounding
+// (zncc: absolute, so the rounding of the largest magnitude, at least 1's).
+double reference_output_bound(const std::vector<double>& ref, Normalize normalize) {
+    double bound = kReferenceFloat32Bound;
+    if (absolute_error_for(normalize))
+        for (double v : ref) bound = std::max(bound, kReferenceFloat32Bound * std::fabs(v));
+    return bound;
+}
+
 // xcorr run --gpus / --chunk: the batch from host memory through run_batch (batch.hpp), the pieces
 // on stderr, --validate against the CPU reference (the inputs need not fit one GPU).
 int run_batched(const PlanSpec& spec, const Problem& p, const Stack& left, const Stack& right, std::vector<float>& out,
-                const std::string& gpus_text, int64_t chunk, bool validate, double tolerance,
+                const std::optional<std::string>& gpus, int64_t chunk, bool validate, double tolerance,
                 const std::string& out_path, const std::vector<int64_t>& out_shape) {
     BatchOptions options;
-    if (!gpus_text.empty()) options.devices = parse_devices(gpus_text);
+    if (gpus) options.devices = parse_devices(*gpus);
     options.max_outputs = chunk;
     const BatchReport report = run_batch(spec, left.data.data(), right.data.data(), out.data(), options);
     std::map<int, int> per_device;
@@ -242,10 +251,9 @@ int run_batched(const PlanSpec& spec, const Problem& p, const Stack& left, const
     if (validate) {
         std::vector<double> ref(out.size());
         reference_cpu(p, left.data.data(), right.data.data(), ref.data());
-        double bound = kReferenceFloat32Bound;
+        double bound = 0;
         if (spec.algorithm == "reference") {
-            if (absolute_error_for(p.normalize))
-                for (double v : ref) bound = std::max(bound, kReferenceFloat32Bound * std::fabs(v));
+            bound = reference_output_bound(ref, p.normalize);
         } else {
             double tol = 0;  // the loosest bound of the algorithms the devices ran (auto may differ per piece shape)
             for (const std::string& a : report.algorithms)
@@ -269,8 +277,8 @@ int cmd_run(int argc, char** argv) {
     std::string window_flag;              // the option that set it
     Normalize normalize = Normalize::None;
     int dims = 2;
-    std::string gpus_text;  // --gpus: the batch split across these GPUs
-    int64_t chunk = 0;      // --chunk: at most this many output matrices per piece
+    std::optional<std::string> gpus;  // --gpus: the batch split across these GPUs
+    int64_t chunk = 0;                 // --chunk: at most this many output matrices per piece
     for (int i = 0; i < argc; ++i) {
         std::string a = argv[i];
         auto value = [&](const std::string& flag) { return option_value(argc, argv, i, flag); };
@@ -287,10 +295,7 @@ int cmd_run(int argc, char** argv) {
         else if (a == "--normalize" || a.rfind("--normalize=", 0) == 0) normalize = parse_normalize(value("--normalize"));
         else if (a == "--tolerance" || a.rfind("--tolerance=", 0) == 0) tolerance = parse_positive("--tolerance", value("--tolerance"), true);
         else if (a == "--dims" || a.rfind("--dims=", 0) == 0) dims = parse_dims(value("--dims"));
-        else if (a == "--gpus" || a.rfind("--gpus=", 0) == 0) {
-            gpus_text = value("--gpus");
-            if (gpus_text.empty()) parse_devices(gpus_text, false);  // throws: an empty list names no GPU
-        }
+        else if (a == "--gpus" || a.rfind("--gpus=", 0) == 0) gpus = value("--gpus");
         else if (a == "--chunk" || a.rfind("--chunk=", 0) == 0) chunk = parse_integer("--chunk", value("--chunk"), 1, int64_t(1) << 40);
         else if (const char* flag = window_option(a)) {
             if (window) throw UsageError(window_flag + " and " + flag + " both choose the window: give one of --mode, --max-shift, --shifts (--dims 1: --mode, --max-lag, --lags)");
@@ -305,7 +310,7 @@ int cmd_run(int argc, char** argv) {
     if (inputs.size() != 2) throw UsageError("expected two input files (LEFT.npy RIGHT.npy), got " + std::to_string(inputs.size()));
     if (tolerance >= 0 && !validate) throw UsageError("--tolerance applies to --validate, which is not given");
     if (window) check_window_dims(dims, window_flag, *window);
-    if (!gpus_text.empty() && gpus_text != "all") parse_devices(gpus_text, false);  // its form, before any file is read
+    if (gpus && *gpus != "all") parse_devices(*gpus, false);  // its form, before any file is read
 
     const Form form = parse_form(form_text);
     check_precision(precision);
@@ -334,8 +339,8 @@ int cmd_run(int argc, char** argv) {
     spec.params = given;
     const Problem p = problem_of(spec);
     const bool gpu = !is_ref;
-    const bool batch = !gpus_text.empty() || chunk > 0;
-    if (is_ref && !gpus_text.empty()) throw UsageError("--gpus: the reference runs on the CPU (give --chunk N to split it)");
+    const bool batch = gpus || chunk > 0;
+    if (is_ref && gpus) throw UsageError("--gpus: the reference runs on the CPU (give --chunk N to split it)");
     // Refused before the GPU is needed: a variant never computes a window it does not declare.
     if (!is_auto && !is_ref) {
         const std::string why = refusal(find_variant(algorithm), p, precision, spec.window);
@@ -349,26 +354,21 @@ int cmd_run(int argc, char** argv) {
     // message, not the out-of-memory killer).
     const size_t out_elems = size_t(p.out_elems());
     const bool need_ref = !gpu || validate;
-    if (gpu && batch) require_gpu();
-    if (gpu && !batch) {
-        require_gpu();
+    if (gpu) require_gpu();
+    if (gpu && !batch) {  // a batch is run in pieces that fit
         const size_t io_bytes = sizeof(float) * size_t(p.left_elems() + p.right_elems() + p.out_elems());
         require_free_memory(io_bytes + (validate && p.fmas() >= 2e8 ? sizeof(double) * out_elems : 0), "this problem");
     }
     require_host_memory(out_elems * (sizeof(float) + (need_ref ? sizeof(double) : 0)), "this problem's output");
     std::vector<float> out(out_elems);
 
-    if (batch) return run_batched(spec, p, left, right, out, gpus_text, chunk, validate, tolerance, out_path, out_shape);
+    if (batch) return run_batched(spec, p, left, right, out, gpus, chunk, validate, tolerance, out_path, out_shape);
     if (!gpu) {
         std::vector<double> ref(out.size());
         reference_cpu(p, left.data.data(), right.data.data(), ref.data());
         for (size_t i = 0; i < out.size(); ++i) out[i] = float(ref[i]);
-        // Validated, the reference's float32 output is held to the float32 rounding of its values
-        // (zncc: absolute, so the rounding of the largest magnitude, at least 1's).
-        double bound = kReferenceFloat32Bound;
-        if (absolute_error_for(normalize))
-            for (double v : ref) bound = std::max(bound, kReferenceFloat32Bound * std::fabs(v));
-        if (validate && !validation_passes(out, ref, tolerance >= 0 ? tolerance : bound, normalize, algorithm, out_path))
+        if (validate && !validation_passes(out, ref, tolerance >= 0 ? tolerance : reference_output_bound(ref, normalize),
+                                           normalize, algorithm, out_path))
             return 1;
         write_npy_atomic(out_path, out_shape, out.data());
         return 0;
@@ -448,7 +448,7 @@ int cmd_explain(int argc, char** argv) {
     bool have_window = false;
     int dims = 2;
     std::string left_text, right_text;  // parsed once --dims is known
-    std::string gpus_text;               // --gpus / --chunk: show how xcorr run would split the batch
+    std::optional<std::string> gpus;     // --gpus / --chunk: show how xcorr run would split the batch
     int64_t chunk = 0;
     for (int i = 0; i < argc; ++i) {
         std::string a = argv[i];
@@ -461,7 +461,7 @@ int cmd_explain(int argc, char** argv) {
         else if (is("--precision")) spec.precision = value("--precision");
         else if (is("--normalize")) spec.normalize = normalize_name(parse_normalize(value("--normalize")));
         else if (is("--gpu")) gpu_name = value("--gpu");
-        else if (is("--gpus")) gpus_text = value("--gpus");
+        else if (is("--gpus")) gpus = value("--gpus");
         else if (is("--chunk")) chunk = parse_integer("--chunk", value("--chunk"), 1, int64_t(1) << 40);
         else if (a == "--json") json = true;
         // Evaluation (scripts/auto_report.py): leave this problem's own measurements out, or use the
@@ -496,9 +496,9 @@ int cmd_explain(int argc, char** argv) {
     // The split of xcorr run --gpus/--chunk (with --chunk alone, one device); the sizes a piece
     // would fit in memory are not known here, so without --chunk a device's run is one piece.
     std::vector<int> devices;
-    if (!gpus_text.empty()) devices = parse_devices(gpus_text, false);
+    if (gpus) devices = parse_devices(*gpus, false);
     std::vector<Piece> pieces;
-    if (!gpus_text.empty() || chunk) pieces = split_batch(p, std::max<int>(1, int(devices.size())), chunk);
+    if (gpus || chunk) pieces = split_batch(p, std::max<int>(1, int(devices.size())), chunk);
     auto device_of = [&](const Piece& c) { return devices.empty() ? 0 : devices[size_t(c.device)]; };
     if (json) {
         std::cout << "{\"problem\": \"" << json_escape(p.describe()) << "\", \"gpu\": \"" << json_escape(*gpu_name)

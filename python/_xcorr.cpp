@@ -272,6 +272,14 @@ private:
     int64_t left_ = 0, right_ = 0, out_ = 0;
 };
 
+// The spec's problem, its stacks' and output's element counts checked against the arrays' sizes.
+xcorr::Problem checked_problem(const xcorr::PlanSpec& s, size_t left, size_t right, size_t out, const char* what) {
+    const xcorr::Problem p = xcorr::problem_of(s);
+    if (int64_t(left) != p.left_elems() || int64_t(right) != p.right_elems() || int64_t(out) != p.out_elems())
+        throw xcorr::UsageError(std::string(what) + ": array sizes do not match the problem " + p.describe());
+    return p;
+}
+
 }  // namespace
 
 NB_MODULE(_xcorr, m) {
@@ -308,10 +316,7 @@ NB_MODULE(_xcorr, m) {
     m.def("reference_cpu", [](const xcorr::PlanSpec& s, nb::ndarray<const float, nb::c_contig, nb::device::cpu> left,
                               nb::ndarray<const float, nb::c_contig, nb::device::cpu> right,
                               nb::ndarray<double, nb::c_contig, nb::device::cpu> out) {
-        const xcorr::Problem p = xcorr::problem_of(s);
-        if (int64_t(left.size()) != p.left_elems() || int64_t(right.size()) != p.right_elems() ||
-            int64_t(out.size()) != p.out_elems())
-            throw xcorr::UsageError("reference_cpu: array sizes do not match the problem " + p.describe());
+        const xcorr::Problem p = checked_problem(s, left.size(), right.size(), out.size(), "reference_cpu");
         nb::gil_scoped_release release;
         xcorr::reference_cpu(p, left.data(), right.data(), out.data());
     }, "spec"_a, "left"_a, "right"_a, "out"_a, "The harness's float64 CPU reference (tests compare the NumPy one with it).");
@@ -320,10 +325,7 @@ NB_MODULE(_xcorr, m) {
                           nb::ndarray<const float, nb::c_contig, nb::device::cpu> right,
                           nb::ndarray<float, nb::c_contig, nb::device::cpu> out, const std::string& devices,
                           int64_t max_outputs) {
-        const xcorr::Problem p = xcorr::problem_of(s);
-        if (int64_t(left.size()) != p.left_elems() || int64_t(right.size()) != p.right_elems() ||
-            int64_t(out.size()) != p.out_elems())
-            throw xcorr::UsageError("run_batch: array sizes do not match the problem " + p.describe());
+        checked_problem(s, left.size(), right.size(), out.size(), "run_batch");
         xcorr::BatchOptions o;
         if (!devices.empty()) o.devices = xcorr::parse_devices(devices);
         o.max_outputs = max_outputs;

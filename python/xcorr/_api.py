@@ -452,10 +452,9 @@ def correlate2d(left, right, mode="full", *, max_shift=None, shifts=None, normal
     GPU, xcorr.CudaError when CUDA fails.
     """
     if devices is not None or chunk is not None:
-        return _batched(left, right, out, devices, chunk, dict(mode=mode, max_shift=max_shift, shifts=shifts,
-                                                                normalize=normalize, form=form, algorithm=algorithm,
-                                                                precision=precision, params=params, dims=2,
-                                                                max_lag=None, lags=None), stream)
+        return _batched(left, right, out, stream, devices, chunk, mode=mode, max_shift=max_shift, shifts=shifts,
+                        normalize=normalize, form=form, algorithm=algorithm, precision=precision, params=params,
+                        dims=2, max_lag=None, lags=None)
     t = type(left)
     if t is type(right) and algorithm != "reference":
         # The fast path: a plan of the cache for the same arrays' shapes, device and stream and
@@ -588,10 +587,9 @@ def correlate1d(left, right, mode="full", *, max_lag=None, lags=None, normalize=
     use correlate2d), dtypes, windows or names, xcorr.NoGPUError, xcorr.CudaError.
     """
     if devices is not None or chunk is not None:
-        return _batched(left, right, out, devices, chunk, dict(mode=mode, max_shift=None, shifts=None,
-                                                                normalize=normalize, form=form, algorithm=algorithm,
-                                                                precision=precision, params=params, dims=1,
-                                                                max_lag=max_lag, lags=lags), stream)
+        return _batched(left, right, out, stream, devices, chunk, mode=mode, max_shift=None, shifts=None,
+                        normalize=normalize, form=form, algorithm=algorithm, precision=precision, params=params,
+                        dims=1, max_lag=max_lag, lags=lags)
     left, right, kl, kr = _as_arrays(left, right)
     lshape, rshape = _signal_shape(left, "left"), _signal_shape(right, "right")
     device, handle = _device_and_stream(left, right, kl, kr, algorithm, stream)
@@ -604,9 +602,10 @@ def correlate1d(left, right, mode="full", *, max_lag=None, lags=None, normalize=
     return plan(left, right, out=out, stream=handle)
 
 
-def _batched(left, right, out, devices, chunk, options, stream):
-    """correlate2d/correlate1d with devices= or chunk=: host arrays through run_batch (batch.hpp)."""
-    if options["algorithm"] == "reference":
+def _batched(left, right, out, stream, devices, chunk, **setup):
+    """correlate2d/correlate1d with devices= or chunk=: host arrays through run_batch (batch.hpp);
+    `setup` is Plan._setup's keywords."""
+    if setup["algorithm"] == "reference":
         raise ValueError("devices= and chunk= split a GPU run; the reference runs on the CPU (leave them out)")
     if stream is not None:
         raise ValueError("devices= and chunk= run from host arrays on streams of their own: give no stream=")
@@ -630,29 +629,19 @@ def _batched(left, right, out, devices, chunk, options, stream):
         text = ",".join(str(int(d)) for d in devs)
     if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1):
         raise ValueError(f"chunk must be a positive number of output matrices, got {chunk!r}")
-    left = _float32_host(left, "left")
-    right = _float32_host(right, "right")
-    plan = Plan.__new__(Plan)
-    dims = options["dims"]
-    shapes = (_shape_of(left, "left"), _shape_of(right, "right")) if dims == 2 else \
-        (_signal_shape(left, "left"), _signal_shape(right, "right"))
-    plan._setup(*shapes, options["mode"], options["max_shift"], options["shifts"], options["normalize"],
-                options["form"], options["algorithm"], options["precision"], options["params"], dims,
-                options["max_lag"], options["lags"])
+    plan = Plan.__new__(Plan)  # the spec and shapes only: run_batch builds the plans on each GPU
+    shape_of = _shape_of if setup["dims"] == 2 else _signal_shape
+    plan._setup(shape_of(left, "left"), shape_of(right, "right"), **setup)
+    left, right = plan._input(left, "numpy", None, "left"), plan._input(right, "numpy", None, "right")
     if out is None:
         out = np.empty(plan.out_shape, np.float32)
-    elif not (isinstance(out, np.ndarray) and out.dtype == np.float32 and out.shape == plan.out_shape
-              and out.flags.c_contiguous):
-        raise ValueError(f"out= must be a C-contiguous float32 NumPy array of shape {plan.out_shape}")
+    elif _arrays.kind_of(out) != "numpy":
+        raise ValueError(f"out= with devices= or chunk= must be a NumPy array, got {_arrays.kind_of(out)}")
+    else:
+        plan._check_out(out)
     _xcorr.run_batch(plan._spec, left.reshape(-1), right.reshape(-1), out.reshape(-1), text,
                      0 if chunk is None else int(chunk))
     return out
-
-
-def _float32_host(a, name):
-    if a.dtype not in (np.float32, np.float64):
-        raise ValueError(f"{name}: float32 or float64 arrays, got {a.dtype}")
-    return np.ascontiguousarray(a, dtype=np.float32)
 
 
 def algorithms():
