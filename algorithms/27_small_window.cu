@@ -126,11 +126,7 @@ class SmallWindow final : public Instance {
 public:
     explicit SmallWindow(const Problem& p) : p_(p), geo_(1, 1) {
         const Window w = p.shifts();
-        const int64_t ns = w.out_h() * w.out_w();
-        if (ns > kMaxShifts)
-            throw UsageError("small-window: " + p.describe() + " has " + std::to_string(ns) +
-                             " shifts per pair (at most " + std::to_string(kMaxShifts) +
-                             ": it is meant for small windows, up to --max-shift 16)");
+        // At most kMaxShifts shifts: the registry refuses more before make() (Variant::max_shifts).
         geo_ = Geometry(int(w.out_h()), int(w.out_w()));
         bytes_ = size_t(geo_.smem_floats()) * sizeof(float);
         if (bytes_ > kMaxSmem)
@@ -183,6 +179,7 @@ XCORR_REGISTER_VARIANT(Variant{
         return std::make_unique<SmallWindow>(p);
     },
     .windows = {WindowKind::Full, WindowKind::Valid, WindowKind::Same, WindowKind::MaxShift, WindowKind::Shifts},
+    .max_shifts = kMaxShifts,
 });
 
 }  // namespace

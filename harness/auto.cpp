@@ -126,7 +126,7 @@ const Table* table_of(const std::string& gpu_name) {
 }
 
 bool candidate(const Variant& v, const Problem& p, const std::string& precision) {
-    return v.name != "fft+plan" && v.supports(p.form) && v.supports_window(p) && precision_admits(precision, v);
+    return v.name != "fft+plan" && v.supports_problem(p) && precision_admits(precision, v);
 }
 
 std::vector<AutoChoice> from_model(const Problem& p, const std::vector<const Variant*>& vs, const std::string& why) {

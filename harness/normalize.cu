@@ -331,6 +331,8 @@ void Normalizer::apply(const float* left, const float* right, float* out, cudaSt
 }
 
 std::unique_ptr<Instance> make_instance(const Variant& variant, const Problem& p, const Params& params) {
+    // The one place every instance is made: a shape the variant is not built for never reaches make().
+    if (std::string why = variant.shape_refusal(p); !why.empty()) throw UsageError(why);
     if (p.normalize == Normalize::None) return variant.make(p, params);
     std::unique_ptr<Instance> raw = variant.make(p.raw(), params);
     if (!raw) throw CudaError(variant.name + ": make() returned no instance");

@@ -69,6 +69,7 @@ std::string normalization_note(Normalize n) {
 std::string refusal(const Variant& v, const Problem& p, const std::string& precision, const WindowRequest& w) {
     if (!v.supports(p.form)) return v.name + " does not support form " + form_name(p.form);
     if (!v.supports_window(p)) return v.window_refusal(p, w.describe());
+    if (std::string why = v.shape_refusal(p); !why.empty()) return why;
     if (!precision_admits(precision, v))
         return v.name + " is " + v.precision + " (error bound " + std::to_string(v.tolerance) +
                "), outside precision='" + precision + "' (1e-5); ask for precision='tf32' to allow it";

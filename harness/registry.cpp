@@ -52,6 +52,20 @@ std::string Variant::window_refusal(const Problem& p, const std::string& asked) 
            ") of this problem, only: " + windows_text();
 }
 
+std::string Variant::shape_refusal(const Problem& p) const {
+    if (signals_only && (p.hL != 1 || p.hR != 1))
+        return name + " computes one-dimensional signals only (1 x n matrices), not " + p.describe();
+    const int64_t shifts = p.out_h() * p.out_w();
+    if (max_shifts > 0 && shifts > max_shifts)
+        return name + ": " + p.describe() + " has " + std::to_string(shifts) + " shifts per pair (at most " +
+               std::to_string(max_shifts) + ": it is meant for small windows)";
+    return "";
+}
+
+bool Variant::supports_problem(const Problem& p) const {
+    return supports(p.form) && supports_window(p) && shape_refusal(p).empty();
+}
+
 Params Variant::resolve(const Params& given) const {
     Params out;
     for (const auto& [key, value] : given) {

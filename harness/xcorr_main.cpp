@@ -135,7 +135,8 @@ int cmd_list(bool json) {
                       << "\", \"timed\": \"" << json_escape(v.timed) << "\", \"precision\": \"" << v.precision
                       << "\", \"tolerance\": " << v.tolerance << ", \"forms\": [";
             for (size_t i = 0; i < v.forms.size(); ++i) std::cout << (i ? ", " : "") << '"' << form_name(v.forms[i]) << '"';
-            std::cout << "], \"windows\": [\"" << v.windows_text("\", \"") << "\"], \"params\": {";
+            std::cout << "], \"windows\": [\"" << v.windows_text("\", \"") << "\"], \"signals_only\": "
+                      << (v.signals_only ? "true" : "false") << ", \"max_shifts\": " << v.max_shifts << ", \"params\": {";
             for (size_t i = 0; i < v.params.size(); ++i) {
                 std::cout << (i ? ", " : "") << '"' << v.params[i].name << "\": [";
                 for (size_t j = 0; j < v.params[i].values.size(); ++j)
@@ -151,7 +152,10 @@ int cmd_list(bool json) {
     for (const auto& v : variants()) {
         std::cout << v.name << "  [" << v.family << ", " << v.precision << "]\n    " << v.summary << "\n    forms:";
         for (Form f : v.forms) std::cout << ' ' << form_name(f);
-        std::cout << "\n    windows: " << v.windows_text(" ") << "\n    timed: " << v.timed << '\n';
+        std::cout << "\n    windows: " << v.windows_text(" ");
+        if (v.max_shifts > 0) std::cout << " (at most " << v.max_shifts << " shifts per pair)";
+        if (v.signals_only) std::cout << "\n    signals only (1 x n)";
+        std::cout << "\n    timed: " << v.timed << '\n';
         for (const auto& p : v.params) {
             std::cout << "    --param " << p.name << "=";
             for (size_t j = 0; j < p.values.size(); ++j) std::cout << (j ? "|" : "") << p.values[j];

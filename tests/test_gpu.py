@@ -217,7 +217,7 @@ def windowed_variants():
 
 # Odd, unequal shapes (hL, wL, hR, wR): the left larger in both dimensions, the right larger in
 # both (valid at negative shifts), and neither (no valid window).
-WINDOW_SHAPES = [(13, 17, 5, 8), (6, 9, 11, 14), (7, 12, 10, 5)]
+WINDOW_SHAPES = [(13, 17, 5, 8), (6, 9, 11, 14), (7, 12, 10, 5), (1, 29, 1, 11)]  # the last: signals
 
 
 def window_options(shape):
@@ -236,10 +236,12 @@ def window_options(shape):
     return out
 
 
-def check_windows_end_to_end(tmp_path, name, forms, declared, tolerance, extra=()):
+def check_windows_end_to_end(tmp_path, v, extra=()):
     """`xcorr run --algorithm NAME --validate` on every window of window_options in every form
-    against scipy (see test_run_windows_end_to_end); a window NAME does not declare: exit 2."""
-    from xcorr_np import crop, supports_window
+    against scipy (see test_run_windows_end_to_end), v being NAME's `xcorr list --json` entry; a
+    window it does not declare, or a shape it refuses (shape_refusal): exit 2, nothing written."""
+    from xcorr_np import crop, shape_refusal, supports_window
+    name, forms, declared, tolerance = v["name"], v["forms"], v["windows"], v["tolerance"]
     ran = 0
     for form in forms:
         for shape in WINDOW_SHAPES:
@@ -257,8 +259,10 @@ def check_windows_end_to_end(tmp_path, name, forms, declared, tolerance, extra=(
                 r = run([binary("xcorr"), "run", "--algorithm", name, "--form", form, "--validate", l, r_,
                          "--out", str(out), *option, *extra])
                 what = (form, shape, option)
-                if not supports_window(declared, shape, rect):
-                    assert r.returncode == 2 and "does not compute the" in r.stderr, (what, r.stderr)
+                refused = ("does not compute the" if not supports_window(declared, shape, rect)
+                           else shape_refusal(v, shape, rect))
+                if refused:
+                    assert r.returncode == 2 and refused in r.stderr, (what, r.stderr)
                     assert not out.exists()
                     continue
                 assert r.returncode == 0, (what, r.stdout, r.stderr)
@@ -285,12 +289,12 @@ def test_run_windows_end_to_end(gpu, registry, tmp_path, name):
     scipy.signal.correlate2d in float64: mode valid/same directly, the shift rectangles as the full
     output cropped with zero extension (a window wholly beyond the full range: exactly 0)."""
     v = next(v for v in registry if v["name"] == name)
-    assert check_windows_end_to_end(tmp_path, name, v["forms"], v["windows"], v["tolerance"], precision_args(v)), \
-        "no window of this variant was run"
+    assert check_windows_end_to_end(tmp_path, v, precision_args(v)), "no window of this variant was run"
 
 
 def test_reference_windows_end_to_end(xcorr, tmp_path):
     """The same on the CPU reference (every window), so that the check above is itself checked
     where there is no GPU: its windows, crops and comparisons agree with the reference's output."""
     every = ["full", "valid", "same", "max-shift", "shifts"]
-    assert check_windows_end_to_end(tmp_path, "reference", FORMS, every, 1e-7) == 4 * 17
+    reference = {"name": "reference", "forms": FORMS, "windows": every, "tolerance": 1e-7}
+    assert check_windows_end_to_end(tmp_path, reference) == 4 * (17 + 6)

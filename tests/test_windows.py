@@ -208,3 +208,28 @@ def test_variant_takes_a_window_that_is_its_full_output(xcorr, registry, gpu_inf
     else:
         assert r.returncode == 0, r.stderr
         np.testing.assert_allclose(np.load(out), left * right[0, 0, 0], rtol=1e-6)
+
+
+def test_variant_refuses_a_shape_it_is_not_built_for(xcorr, registry, tmp_path):
+    """Variant::shape_refusal, before the GPU is needed: a small-window kernel asked for more shifts
+    than its max_shifts, a signals-only kernel asked for a matrix; exit 2, nothing written. The
+    same limits reach `xcorr list --json`, from which the tests and the experiments read them."""
+    limited = [v for v in registry if v.get("max_shifts")]
+    signals = [v for v in registry if v.get("signals_only")]
+    assert all(v["max_shifts"] >= 9 for v in limited)  # a window of ±1 at least
+    if not limited and not signals:
+        pytest.skip("no variant in this build declares a max_shifts or signals_only limit")
+    rng = seeded_rng("shape-refusal")
+    left, right = signed_stacks(rng, "one-to-one", (6, 70, 3, 40))
+    out = tmp_path / "o.npy"
+    l, r_ = save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right)
+    for v in limited:
+        side = int(v["max_shifts"] ** 0.5) // 2 + 1  # (2·side + 1)² > max_shifts
+        r = xrun(xcorr, "--algorithm", v["name"], "--form", "one-to-one", l, r_, "--out", out,
+                 "--max-shift", str(side))
+        one_line_error(r, 2, f"has {(2 * side + 1) ** 2} shifts per pair", f"at most {v['max_shifts']}")
+        assert not out.exists()
+    for v in signals:
+        r = xrun(xcorr, "--algorithm", v["name"], "--form", "one-to-one", l, r_, "--out", out)
+        one_line_error(r, 2, "one-dimensional signals only")
+        assert not out.exists()

@@ -70,6 +70,18 @@ def supports_window(declared, shape, rect):
             or ("max-shift" in declared and dy0 == -dy1 and dx0 == -dx1))
 
 
+def shape_refusal(variant, shape, rect):
+    """Variant::shape_refusal: the words of the refusal when the `xcorr list --json` entry
+    `variant` is not built for a problem of sizes `shape` and window `rect`, else None."""
+    hL, wL, hR, wR = shape
+    dy0, dy1, dx0, dx1 = rect
+    if variant.get("signals_only") and (hL != 1 or hR != 1):
+        return "one-dimensional signals only"
+    if variant.get("max_shifts") and (dy1 - dy0 + 1) * (dx1 - dx0 + 1) > variant["max_shifts"]:
+        return "shifts per pair"
+    return None
+
+
 def crop(full, hR, wR, dy0, dy1, dx0, dx1):
     """Shifts dy0..dy1, dx0..dx1 of full outputs (count, hL+hR-1, wL+wR-1), or of one (hL+hR-1,
     wL+wR-1), 0 beyond them."""

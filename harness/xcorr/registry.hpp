@@ -71,6 +71,12 @@ struct Variant {
     // The windows it computes (CONVENTIONS.md, "Output windows"): a problem whose shifts are none
     // of these is refused before make() (supports_window). Every variant computes the full output.
     std::vector<WindowKind> windows = {WindowKind::Full};
+    // Problems it is built for beyond its forms and windows, also refused before make()
+    // (shape_refusal): a kernel for one-dimensional signals only (hL == hR == 1, CONVENTIONS.md,
+    // "One-dimensional signals"), and a kernel for small windows (at most max_shifts shifts per
+    // pair; 0: no limit). The tests, the validator and the experiments read both from `xcorr list`.
+    bool signals_only = false;
+    int64_t max_shifts = 0;
 
     bool supports(Form f) const;
     // Whether p's shifts are a window of a declared kind for p's sizes: a window asked for by
@@ -81,6 +87,10 @@ struct Variant {
     // Why p's window is refused: "<name> does not compute the <asked> window (shifts ...) of this
     // problem, only: full, ..." (xcorr run and xcorr_bench).
     std::string window_refusal(const Problem& p, const std::string& asked) const;
+    // Why p's shape is refused (signals_only, max_shifts), or "" when it is not.
+    std::string shape_refusal(const Problem& p) const;
+    // supports(p.form), supports_window(p) and no shape_refusal(p): what make() may be asked.
+    bool supports_problem(const Problem& p) const;
     // Fills in defaults and rejects unknown parameters and values outside the allowed set
     // with a UsageError naming the allowed values.
     Params resolve(const Params& given) const;
