@@ -92,7 +92,7 @@ def main(argv=None):
         else:
             err = float(np.linalg.norm(out - one) / np.linalg.norm(one))
         run = {"devices": devices[:k], "seconds": best, "speedup": result["runs"][0]["seconds"] / best if k > 1 else 1.0,
-               "pairs_per_second": out.shape[0] / best if out.ndim == 3 else 1 / best, "difference_to_one_gpu": err,
+               "pairs_per_second": out.size // (out.shape[-2] * out.shape[-1]) / best, "difference_to_one_gpu": err,
                "output_gb": out.nbytes / 1e9}
         result["runs"].append(run)
         print(f"{k} GPU(s) {devices[:k]}: {best * 1e3:9.1f} ms, speed-up {run['speedup']:.2f}x, "
