@@ -140,11 +140,12 @@ __global__ void row_scan_kernel(Stacks st) {
 
 // Column pass of the tables (over the crops: h, w below are ch, cw). Algorithm: after the row
 // pass, table (r, c) holds row sums; adding them down each column makes table (r, c) = Σ over
-// rows < r, columns < c (the summed-area table). Each column's rows 1..h are cut into kColSegments segments: pass 1 sums each segment, the
-// segment totals before it (shared memory) give each segment its start, pass 2 writes the running
-// sums. Mapping: block (32 columns, kColSegments segments), grid (ceil((w+1) / 32), min(count,
-// 65535), 2 stacks), blockIdx.y striding over the matrices; a warp reads 32 adjacent columns of
-// one row (coalesced). Resources: 32 x 8 x 16 bytes of shared memory.
+// rows < r, columns < c (the summed-area table). Each column's rows 1..h are cut into
+// kColSegments segments: pass 1 sums each segment, the segment totals before it (shared memory)
+// give each segment its start, pass 2 writes the running sums. Mapping: block (32 columns,
+// kColSegments segments), grid (ceil((w+1) / 32), min(count, 65535), 2 stacks), blockIdx.y
+// striding over the matrices; a warp reads 32 adjacent columns of one row (coalesced).
+// Resources: 32 x 8 x 16 bytes of shared memory.
 __global__ void col_scan_kernel(Stacks st) {
     const StackRef s = st.pick();
     __shared__ double2 seg_total[kColSegments][kWarp];
@@ -180,8 +181,11 @@ __global__ void col_scan_kernel(Stacks st) {
 }
 
 // (Σx', Σx'²) over rows [r0, r1), columns [c0, c1) of one matrix's table (row stride w1).
-__device__ __forceinline__ double2 box_sum(const double2* __restrict__ t, int64_t w1, int r0, int r1, int c0, int c1) {
-    const double2 a = t[r1 * w1 + c1], b = t[r0 * w1 + c1], c = t[r1 * w1 + c0], d = t[r0 * w1 + c0];
+// Through the read-only cache (__ldg): the epilogue writes `out` in place, so the compiler cannot
+// prove by itself that the tables do not alias it.
+__device__ __forceinline__ double2 box_sum(const double2* t, int64_t w1, int r0, int r1, int c0, int c1) {
+    const double2 a = __ldg(t + r1 * w1 + c1), b = __ldg(t + r0 * w1 + c1), c = __ldg(t + r1 * w1 + c0),
+                  d = __ldg(t + r0 * w1 + c0);
     return make_double2(a.x - b.x - c.x + d.x, a.y - b.y - c.y + d.y);
 }
 
