@@ -29,6 +29,7 @@
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/gpu.hpp"
+#include "xcorr/normalize_crop.hpp"
 #include "xcorr/npy.hpp"
 #include "xcorr/plan.hpp"
 #include "xcorr/auto.hpp"
@@ -89,7 +90,8 @@ const char* kUsage =
     "      What --algorithm auto runs for that problem (N lefts, M rights; default 1) and why, with\n"
     "      the candidates it would try next. No GPU needed: --gpu names the GPU whose measurements\n"
     "      to use (default: the GPU found, else none, i.e. the cost model). --normalize: auto picks\n"
-    "      the raw correlation as without it, and the normalization's epilogue runs after it.\n"
+    "      the raw correlation as without it, and the normalization's epilogue runs after it;\n"
+    "      the part of each input the window touches, where the prepass and the raw correlation run.\n"
     "      --gpus I,J,... and/or --chunk N: also the pieces `xcorr run` would split the batch into\n"
     "      (without --chunk, one piece per GPU's run here; run halves it where memory is short).\n";
 
@@ -497,6 +499,8 @@ int cmd_explain(int argc, char** argv) {
     if (cs.empty())
         throw UsageError("no algorithm of this build computes " + p.describe() + " with precision " + spec.precision);
     const std::string note = normalization_note(p.normalize);
+    // Where the normalization's prepass and raw correlation run (normalize_crop.hpp).
+    const std::string crop_note = p.normalize == Normalize::None ? "" : describe_crop(p);
     // The split of xcorr run --gpus/--chunk (with --chunk alone, one device); the sizes a piece
     // would fit in memory are not known here, so without --chunk a device's run is one piece.
     std::vector<int> devices;
@@ -508,7 +512,21 @@ int cmd_explain(int argc, char** argv) {
         std::cout << "{\"problem\": \"" << json_escape(p.describe()) << "\", \"gpu\": \"" << json_escape(*gpu_name)
                   << "\", \"table\": \"" << json_escape(gpu_name->empty() ? "" : gpu_key(*gpu_name)) << "\", \"precision\": \""
                   << json_escape(spec.precision) << "\", \"normalize\": \"" << normalize_name(p.normalize)
-                  << "\", \"normalization\": \"" << json_escape(note) << "\", \"candidates\": [";
+                  << "\", \"normalization\": \"" << json_escape(note) << "\"";
+        if (!crop_note.empty()) {
+            // The regions as [row0, row1, column0, column1), and the raw problem the variant is given.
+            const NormalizeCrop c = touched_crop(p);
+            auto region = [](const Region& r) {
+                return "[" + std::to_string(r.r0) + ", " + std::to_string(r.r1) + ", " + std::to_string(r.c0) + ", " +
+                       std::to_string(r.c1) + "]";
+            };
+            std::cout << ", \"normalization_crop\": {\"left\": " << region(c.left) << ", \"right\": "
+                      << region(c.right) << ", \"empty\": " << (c.empty() ? "true" : "false") << ", \"whole\": "
+                      << (c.whole(p) ? "true" : "false") << ", \"raw\": \""
+                      << json_escape(c.empty() ? "" : c.raw(p).describe()) << "\", \"note\": \""
+                      << json_escape(crop_note) << "\"}";
+        }
+        std::cout << ", \"candidates\": [";
         for (size_t i = 0; i < cs.size(); ++i) {
             std::cout << (i ? ", " : "") << "{\"algorithm\": \"" << json_escape(cs[i].algorithm) << "\", \"params\": {";
             bool first = true;
@@ -534,6 +552,7 @@ int cmd_explain(int argc, char** argv) {
     std::cout << "problem: " << p.describe() << "\nprecision: " << spec.precision << "\ngpu: "
               << (gpu_name->empty() ? "none (cost model)" : *gpu_name) << "\nauto runs: " << choice_text(cs[0])
               << "\n  because " << cs[0].reason << (note.empty() ? "" : "\n  " + note)
+              << (crop_note.empty() ? "" : "\n  " + crop_note)
               << "\ncandidates, in the order tried (a variant may refuse the problem when the plan is built):\n";
     for (size_t i = 0; i < cs.size(); ++i)
         std::cout << "  " << i + 1 << ". " << choice_text(cs[i]) << ": " << cs[i].reason << '\n';

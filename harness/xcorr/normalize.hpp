@@ -3,12 +3,21 @@
 // zero-lag ratios. Composes with every algorithm and window, because the variant only ever sees a
 // plain (raw) problem.
 //
+// The crop. Steps 1-3 and 4 below run on the part of each matrix that the window touches
+// (normalize_crop.hpp: touched_crop), e.g. 39 x 37 of a 256 x 256 frame for a 23 x 21 template
+// within ±16: the crops are cut out of the inputs by the prepass itself, and the variant computes
+// the crops' correlation over the window translated by (rR0 - rL0, cR0 - cL0), which holds the same
+// sums. Where the variant does not compute that translated window (Variant::supports_problem) or
+// refuses the cropped problem in make(), the crops are the whole matrices, as they are anyway when
+// the window touches everything (full, valid, same). A window that overlaps nowhere: the output is
+// set to 0 and nothing else runs.
 // zncc. Pearson's coefficient is unchanged when a constant is added to either matrix, so:
-//   1. the mean m of every matrix of both stacks, in double (deterministic two-level reduction);
-//   2. shifted float32 copies L' = L - m, R' = R - m (workspace), fused with the row pass of
-//      3. summed-area tables of (X', X'^2) in double, (h+1) x (w+1) per matrix (row scan, column scan);
+//   1. the mean m of every crop of both stacks, in double (deterministic two-level reduction; any
+//      constant keeps the formulas below exact, the crop's own mean keeps the shifted data smallest);
+//   2. shifted float32 copies L' = L - m, R' = R - m of the crops (workspace), fused with the row pass of
+//      3. summed-area tables of (X', X'^2) in double, (h+1) x (w+1) per crop (row scan, column scan);
 //   4. the variant's raw correlation C' of L' with R' (the caller runs it: raw_left/raw_right);
-//   5. an epilogue per output element: n, ΣL', ΣL'², ΣR', ΣR'² of the overlap from the tables and
+//   5. an epilogue per output element: n, ΣL', ΣL'², ΣR', ΣR'² of the overlap (in crop coordinates) from the tables and
 //      (n·C' - ΣL'·ΣR') / sqrt((n·ΣL'² - ΣL'²)(n·ΣR'² - ΣR'²)), 0 where n = 0 or a factor is at most
 //      1e-6·n·ΣX² of the original data (ΣX² = ΣX'² + 2mΣX' + n·m²).
 //   Why shifted data: on images of 1000 + noise the naive n·ΣX² - (ΣX)² in float32 cancels every
@@ -36,6 +45,7 @@
 
 #include "xcorr/core.hpp"
 #include "xcorr/device_buffer.hpp"
+#include "xcorr/normalize_crop.hpp"
 #include "xcorr/registry.hpp"
 
 namespace xcorr {
@@ -45,9 +55,10 @@ inline constexpr int kDirectOverlap = 64;
 
 class Normalizer {
 public:
-    // p.normalize must not be None (UsageError). Allocates the whole workspace on the current
-    // device (UsageError when it does not fit).
-    explicit Normalizer(const Problem& p);
+    // p.normalize must not be None (UsageError). `crop`: touched_crop(p) or whole_crop(p), and the
+    // caller's variant computes crop.raw(p) (unless crop.empty()). Allocates the whole workspace on
+    // the current device (UsageError when it does not fit); none for an empty crop.
+    Normalizer(const Problem& p, const NormalizeCrop& crop);
 
     // The stacks the raw correlation must read: the shifted copies.
     const float* raw_left(const float* left) const { return lshift_.size() ? lshift_.get() : left; }
@@ -58,26 +69,30 @@ public:
     void prepare(const float* left, const float* right, cudaStream_t stream);
     // After the raw run, in place on `out` (the raw output of p.raw()): the normalized output.
     void finish(float* out, cudaStream_t stream);
-    // The whole normalized computation: prepare, raw(raw_left, raw_right, out), finish.
+    // The whole normalized computation: prepare, raw(raw_left, raw_right, out), finish; for an
+    // empty crop only out = 0 (raw is not called).
     void apply(const float* left, const float* right, float* out, cudaStream_t stream,
                const std::function<void(const float*, const float*, float*)>& raw);
 
     const Problem& problem() const { return p_; }
+    const NormalizeCrop& crop() const { return crop_; }
     size_t workspace_bytes() const;
 
 private:
     Problem p_;
+    NormalizeCrop crop_;
     int partials_ = 1;                // blocks per matrix of the mean reduction
-    DeviceBuffer<float> lshift_, rshift_;
+    DeviceBuffer<float> lshift_, rshift_;  // shifted crops, count x crop h x crop w
     DeviceBuffer<double> partial_;    // (nL + nR) x partials_ partial sums
-    DeviceBuffer<double> mean_;       // nL + nR means, lefts first
-    DeviceBuffer<double2> lsat_, rsat_;  // (Σx', Σx'²) tables, (h+1) x (w+1) per matrix
+    DeviceBuffer<double> mean_;       // nL + nR means of the crops, lefts first
+    DeviceBuffer<double2> lsat_, rsat_;  // (Σx', Σx'²) tables, (h+1) x (w+1) per crop
     DeviceBuffer<double> c00_;        // zero-lag: C(0, 0) per output
 };
 
 // variant.make(p, params) for a plain problem; for a normalized one the variant's instance of
-// p.raw() inside a Normalizer, as one Instance whose run() is the whole normalized computation
-// (a variant's untimed finish() included: the normalization needs the finished raw output).
+// the cropped raw problem (touched_crop(p).raw(p), else p.raw(): above) inside a Normalizer, as one
+// Instance whose run() is the whole normalized computation (a variant's untimed finish() included:
+// the normalization needs the finished raw output); no variant instance where the crop is empty.
 std::unique_ptr<Instance> make_instance(const Variant& variant, const Problem& p, const Params& params);
 
 }  // namespace xcorr
