@@ -613,3 +613,19 @@ def test_examples_run_on_the_cpu_reference(example):
     assert r.returncode == 0, r.stderr
     assert "xcorr: reference" in r.stdout
     assert re.search(r"(found|displacements|true lag)[^\n]*: 100(\.0)?%", r.stdout), r.stdout  # every displacement / template / particle / lag found
+
+
+@pytest.mark.parametrize("example", ["piv.py", "template_matching.py", "cryoem_search.py", "ambient_noise.py"])
+def test_examples_run_on_the_gpu(example):
+    """The examples as a user runs them (algorithm auto on the GPU), small sizes: every displacement,
+    template, particle or lag found; with a GPU only (the CPU reference path is the test above)."""
+    import subprocess
+    import sys
+    from conftest import ROOT
+    if not has_gpu():
+        pytest.skip("no usable GPU: the examples' GPU path is run on the device")
+    r = subprocess.run([sys.executable, str(ROOT / "examples" / example), "--small"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "xcorr: reference" not in r.stdout
+    assert re.search(r"(found|displacements|true lag)[^\n]*: 100(\.0)?%", r.stdout), r.stdout
