@@ -405,19 +405,21 @@ struct PlanKey {
     auto operator<=>(const PlanKey&) const = default;
 };
 
-// A batched 2-D plan: real slots of P x pitch floats, complex slots of P x (Q/2+1).
+// A batched 2-D plan: real slots of P x pitch floats, complex slots of P x (Q/2+1). Signals (P = 1)
+// get a 1-D plan of the same slots: a 2-D plan with a dimension of 1 is not promised cuFFT's 1-D kernels.
 cufftHandle create_plan(const PlanKey& k) {
     cufftHandle h;
     XC_CUFFT_CHECK(cufftCreate(&h));
     long long n[2] = {k.P, k.Q};
     long long real_embed[2] = {k.P, k.inplace ? 2LL * (k.Q / 2 + 1) : k.Q}, cplx_embed[2] = {k.P, k.Q / 2 + 1};
     const long long real_dist = real_embed[0] * real_embed[1], cplx_dist = cplx_embed[0] * cplx_embed[1];
+    const int rank = k.P == 1 ? 1 : 2, first = 2 - rank;  // the dimensions n[first..1]
     size_t work = 0;
     const cufftResult r =
-        k.kind == kR2C ? cufftMakePlanMany64(h, 2, n, real_embed, 1, real_dist, cplx_embed, 1, cplx_dist,
-                                             CUFFT_R2C, k.batch, &work)
-                       : cufftMakePlanMany64(h, 2, n, cplx_embed, 1, cplx_dist, real_embed, 1, real_dist,
-                                             CUFFT_C2R, k.batch, &work);
+        k.kind == kR2C ? cufftMakePlanMany64(h, rank, n + first, real_embed + first, 1, real_dist, cplx_embed + first,
+                                             1, cplx_dist, CUFFT_R2C, k.batch, &work)
+                       : cufftMakePlanMany64(h, rank, n + first, cplx_embed + first, 1, cplx_dist, real_embed + first,
+                                             1, real_dist, CUFFT_C2R, k.batch, &work);
     if (r != CUFFT_SUCCESS) {
         cufftDestroy(h);
         throw_cufft_error(int(r), "cufftMakePlanMany64", __FILE__, __LINE__);
