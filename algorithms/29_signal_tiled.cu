@@ -41,16 +41,20 @@
 // sum over all t in [0, K) of the staged products, in one fixed order (chunks ascending; with a
 // split, partial sums added in piece order).
 //
-// Shared-memory layout: the staged L window is read as LDS.128 at word TL * lane + 4q; with one
-// pad float4 after every 32 words (ls_index) the 8 lanes of a quarter warp hit 8 different bank
-// quads for TL = 8 and TL = 32 (for TL = 16 it would be at most 2-way). The templates are staged
-// t-major, Rs[k * TT + m], so one LDS.128 gives 4 templates at one t; the staging copies walk
-// (m, k) with 4 consecutive k per template per lane group, conflict-free and 16-byte segments.
+// Shared-memory layout: the staged L window is read as LDS.128 at word TL * lane + 4q (q any, since
+// k0 is a multiple of 8). Its float4 slots are swizzled within each 32-word row (ls_index: slot XOR
+// row & SWZ): for TL = 8 a quarter warp's 8 lanes span 15 slots over up to three rows, the middle
+// row of the other parity, and XOR 1 on odd rows puts them in 8 different bank quads; for TL = 32
+// each lane is in its own row at the same slot, and XOR (row & 7) spreads the 8 rows over the 8
+// quads (tests/test_signal_tiled_mapping.py checks both for every k0 and q). The templates are
+// staged t-major, Rs[k * TT + m], so one LDS.128 gives 4 templates at one t; the staging copies
+// walk (m, k) with 4 consecutive k per template per lane group (32 different banks, 16-byte
+// segments of global memory).
 //
 // Resources (designed for, not yet measured: ptxas -v on sm_90a decides): templates=8: 64
 // accumulators + 16 L + 8 R registers, <= 128 registers from __launch_bounds__(128, 4);
-// (1024 + 256) * 9/8 * 4 + 256 * 8 * 4 = 13952 B static shared memory; 4 blocks = 16 warps per
-// SM. templates=1: 32 + 40 + 8 registers, (4096 + 256) * 9/8 * 4 + 1024 = 20608 B.
+// (1024 + 256) * 4 + 256 * 8 * 4 = 13312 B static shared memory; 4 blocks = 16 warps per SM.
+// templates=1: 32 + 40 + 8 registers, (4096 + 256) * 4 + 1024 = 18432 B.
 // Expected bottleneck: the FFMA pipe. Per 8 t a warp of templates=8 issues 512 FFMA and 20 LDS
 // (4%); its shared-memory wavefronts, 4 x 4 for the L window and 16 broadcasts, are 32 per 512
 // FFMA cycles of its SMSP, 25% of the SM's 1 wavefront per cycle with four SMSPs busy. The
@@ -87,13 +91,14 @@ struct Cfg {
     static constexpr int BL = THREADS * TL;  // lags per block tile
     static constexpr int KC = 256;           // t per staged chunk
     static constexpr int NL = BL + KC;       // staged L samples (the last one is never read)
-    static constexpr int LS = NL + NL / 8;   // padded: one float4 after every 32 words
+    static constexpr int SWZ = TL == 8 ? 1 : 7;  // ls_index's row mask (see the header)
     static_assert(TL % 8 == 0 && NL % 32 == 0 && KC % 8 == 0 && (TT == 1 || TT % 4 == 0), "aligned float4 slots");
 };
 
-// Padded position of staged L sample p: one pad float4 after every 32 words. A float4-aligned p
-// stays float4-aligned and its 4 samples stay contiguous (they never straddle a pad).
-__device__ __forceinline__ int ls_index(int p) { return p + ((p >> 5) << 2); }
+// Position of staged L sample p: its float4 slot within its 32-word row XOR (row & SWZ). Only bits
+// 2-4 change, so a float4-aligned group of 4 samples stays one aligned float4.
+template <class C>
+__device__ __forceinline__ int ls_index(int p) { return p ^ (((p >> 5) & C::SWZ) << 2); }
 
 __host__ __device__ constexpr int ceil8(int v) { return (v + 7) & ~7; }
 
@@ -114,7 +119,7 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB)
     signal_tiled_kernel(const float* __restrict__ left, const float* __restrict__ right, float* __restrict__ out,
                         float* __restrict__ partials, Geometry g) {
     constexpr int TL = C::TL, TT = C::TT, BL = C::BL, KC = C::KC;
-    __shared__ __align__(16) float Ls[C::LS];
+    __shared__ __align__(16) float Ls[C::NL];
     __shared__ __align__(16) float Rs[KC * TT];
 
     pdl_launch_dependents();  // reduce_kernel (when split) may be scheduled; it waits for this grid
@@ -147,7 +152,7 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB)
             for (int p = threadIdx.x; p < C::NL; p += C::THREADS) {
                 const int64_t gl = l0 + p;
                 const bool in = gl >= 0 && gl < g.wL;
-                cp_async4(Ls + ls_index(p), in ? L + gl : L, in);
+                cp_async4(Ls + ls_index<C>(p), in ? L + gl : L, in);
             }
             // R_m[t1 + k] at Rs[k * TT + m]; lanes take 4 consecutive k of each of 8 templates
             // (TT = 8): banks 8 * (k % 4) + m, all different.
@@ -167,7 +172,7 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB)
                 float a[TL + 8];
 #pragma unroll
                 for (int q = 0; q < (TL + 8) / 4; ++q) {
-                    const float4 v = *reinterpret_cast<const float4*>(Ls + ls_index(lb + k0 + 4 * q));
+                    const float4 v = *reinterpret_cast<const float4*>(Ls + ls_index<C>(lb + k0 + 4 * q));
                     a[4 * q + 0] = v.x;
                     a[4 * q + 1] = v.y;
                     a[4 * q + 2] = v.z;
