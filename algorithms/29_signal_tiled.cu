@@ -38,8 +38,8 @@
 // whose clipped t range is empty (or a window without row 0) writes zeros without a chunk.
 // Invariants: every (lag, template) of the window is written exactly once per run (the last
 // tile's lags past out_w and templates past M are not written), and each output element is the
-// sum over all t in [0, K) of the staged products, in one fixed order (chunks ascending; with a
-// split, partial sums added in piece order).
+// sum over all t in [0, K) of the staged products, in one fixed order (t ascending within a chunk,
+// chunk sums ascending, see "Accuracy"; with a split, partial sums added in piece order).
 //
 // Shared-memory layout: the staged L window is read as LDS.128 at word TL * lane + 4q (q any, since
 // k0 is a multiple of 8). Its float4 slots are swizzled within each 32-word row (ls_index: slot XOR
@@ -51,10 +51,17 @@
 // walk (m, k) with 4 consecutive k per template per lane group (32 different banks, 16-byte
 // segments of global memory).
 //
-// Resources (designed for, not yet measured: ptxas -v on sm_90a decides): templates=8: 64
-// accumulators + 16 L + 8 R registers, <= 128 registers from __launch_bounds__(128, 4);
-// (1024 + 256) * 4 + 256 * 8 * 4 = 13312 B static shared memory; 4 blocks = 16 warps per SM.
-// templates=1: 32 + 40 + 8 registers, (4096 + 256) * 4 + 1024 = 18432 B.
+// Accuracy: a thread's sums run in two levels, at most KC = 256 products per chunk in registers,
+// then the chunk sums added in order into the thread's own running totals in shared memory (Ts):
+// one float32 chain over K = 144000 products (ambient noise) drifts by 7e-6 relative (rms) on
+// [0, 1) inputs, too close to the 1e-5 bound; chunked, 2.6e-7 (both in NumPy, sequential sums).
+//
+// Resources (ptxas -v, sm_90a, CUDA 13.0 on the build machine; 0 spills, 0 stack frame; not yet
+// profiled): templates=8: 123 registers (64 accumulators + 16 L + 8 R; cap 128 from
+// __launch_bounds__(128, 4)), 46080 B static shared memory ((1024 + 256) * 4 L + 256 * 8 * 4 R
+// + 8192 * 4 totals) -> 4 blocks = 16 warps per SM. templates=1: 87 registers, 34816 B -> 5
+// blocks. reduce_kernel: 32 registers. The staging loops are unrolled only twice: at 4 the 8 x 8
+// kernel spilled (its 64 accumulators are live across the staging).
 // Expected bottleneck: the FFMA pipe. Per 8 t a warp of templates=8 issues 512 FFMA and 20 LDS
 // (4%); its shared-memory wavefronts, 4 x 4 for the L window and 16 broadcasts, are 32 per 512
 // FFMA cycles of its SMSP, 25% of the SM's 1 wavefront per cycle with four SMSPs busy. The
@@ -121,6 +128,8 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB)
     constexpr int TL = C::TL, TT = C::TT, BL = C::BL, KC = C::KC;
     __shared__ __align__(16) float Ls[C::NL];
     __shared__ __align__(16) float Rs[KC * TT];
+    // Running totals over chunks, element e of thread x at Ts[e * THREADS + x] (conflict-free).
+    __shared__ float Ts[TL * TT * C::THREADS];
 
     pdl_launch_dependents();  // reduce_kernel (when split) may be scheduled; it waits for this grid
     const int lb = threadIdx.x * TL;                 // the thread's first lag inside the tile
@@ -133,6 +142,7 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB)
     const int c_lo = t_lo / KC, c_n = t_hi > t_lo ? ceil_div(t_hi, KC) - c_lo : 0;
     const int piece = blockIdx.z;
     const int c_a = c_lo + int(int64_t(c_n) * piece / g.pieces), c_b = c_lo + int(int64_t(c_n) * (piece + 1) / g.pieces);
+    const bool multi = c_b - c_a > 1;  // sums in two levels (see the header, "Accuracy")
 
     for (int grp = blockIdx.y; grp < g.n_groups; grp += gridDim.y) {
         const int i = grp / g.groups_per_left, j0 = (grp - i * g.groups_per_left) * TT;
@@ -148,7 +158,7 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB)
             __syncthreads();  // the previous chunk's (or group's) readers are done
             // L[D + t1 + p], p < NL, zero outside [0, wL); 64-bit: D + t1 may pass 2^31.
             const int64_t l0 = int64_t(D) + t1;
-#pragma unroll 4
+#pragma unroll 2
             for (int p = threadIdx.x; p < C::NL; p += C::THREADS) {
                 const int64_t gl = l0 + p;
                 const bool in = gl >= 0 && gl < g.wL;
@@ -156,7 +166,7 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB)
             }
             // R_m[t1 + k] at Rs[k * TT + m]; lanes take 4 consecutive k of each of 8 templates
             // (TT = 8): banks 8 * (k % 4) + m, all different.
-#pragma unroll 4
+#pragma unroll 2
             for (int idx = threadIdx.x; idx < KC * TT; idx += C::THREADS) {
                 const int kq = idx / (4 * TT), rem = idx % (4 * TT);
                 const int m = rem / 4, k = 4 * kq + rem % 4, t = t1 + k, j = j0 + m;
@@ -205,7 +215,23 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB)
                     }
                 }
             }
+            if (multi) {
+                // The chunk's sums join the thread's running totals (its own slots: no barrier).
+#pragma unroll
+                for (int j = 0; j < TL; ++j)
+#pragma unroll
+                    for (int m = 0; m < TT; ++m) {
+                        float& total = Ts[(j * TT + m) * C::THREADS + threadIdx.x];
+                        total = (c == c_a ? 0.0f : total) + acc[j][m];
+                        acc[j][m] = 0.0f;
+                    }
+            }
         }
+        if (multi)
+#pragma unroll
+            for (int j = 0; j < TL; ++j)
+#pragma unroll
+                for (int m = 0; m < TT; ++m) acc[j][m] = Ts[(j * TT + m) * C::THREADS + threadIdx.x];
 
         const int xb = x0 + lb;  // the thread's first output column
 #pragma unroll

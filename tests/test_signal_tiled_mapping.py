@@ -59,6 +59,8 @@ def emulate(form, lefts, rights, rect, tt, pieces, gy_cap=65535):
                     i, j0 = grp // gpl, (grp % gpl) * tt
                     L = lefts[i]
                     acc = np.zeros((bl, tt))  # lag in the tile x template
+                    total = np.zeros((bl, tt))  # the running totals in shared memory (Ts)
+                    multi = c_b - c_a > 1
                     for c in range(c_a, c_b):
                         t1 = c * KC
                         gl = D + t1 + np.arange(nl)
@@ -87,6 +89,11 @@ def emulate(form, lefts, rights, rect, tt, pieces, gy_cap=65535):
                                 # acc[thread lag j][m] += a[kk + j] * R_m[k0 + kk]
                                 contrib = a[:, kk:kk + tl, None] * Rs[k0 + kk][None, None, :]
                                 acc += contrib.reshape(bl, tt)
+                        if multi:  # the chunk's sums join the totals, in chunk order
+                            total = (0.0 if c == c_a else total) + acc
+                            acc = np.zeros((bl, tt))
+                    if multi:
+                        acc = total
                     for mm in range(tt):
                         if j0 + mm >= M:
                             break
