@@ -40,7 +40,8 @@ SEED004_LABEL = "seed 004: 53.56 TFLOP/s (A100, TF32)"
 
 LABELS = {**WINDOW_LABELS,
           "tensor-tiled": "tensor-tiled (new, 3xTF32 mma.sync; full output)",
-          "tensor-tiled-tf32": "tensor-tiled-tf32 (new, TF32 mma.sync as seed 004; full output)"}
+          "tensor-tiled-tf32": "tensor-tiled-tf32 (new, TF32 mma.sync as seed 004; full output)",
+          "signal-tiled": "signal-tiled (new, FP32 register tiles of lags x templates, 1-D only)"}
 
 
 def signal(form: str, left: int, right: int, nL: int = 1, nR: int = 1, group: str = "", window: str = "valid",
@@ -59,7 +60,11 @@ def series(variant: str, **kw) -> Series:
 
 # The caps of the signal experiments' direct series (multiply-adds per call; the FFTs have none).
 # tests/test_signal_suite.py checks every case against them.
-CAPS = {"register-tiled": DIRECT_MAX_FMAS, "tensor-wgmma": DIRECT_MAX_FMAS, "tensor-tiled": DIRECT_MAX_FMAS,
+# signal-tiled is built for signals (tiles of lags x templates, no idle shift rows: ~2e13 FMA/s
+# by design): 3e12, so that matched filtering (1.56e12) and ambient noise (2.8e12) run it, ~0.15 s
+# per call at most.
+SIGNAL_TILED_MAX_FMAS = 3e12
+CAPS = {"signal-tiled": SIGNAL_TILED_MAX_FMAS, "register-tiled": DIRECT_MAX_FMAS, "tensor-wgmma": DIRECT_MAX_FMAS, "tensor-tiled": DIRECT_MAX_FMAS,
         "tensor-tiled-tf32": DIRECT_MAX_FMAS, "torch-conv2d": DIRECT_MAX_FMAS, "overlap-wise": SLOW_MAX_FMAS,
         "cupy-correlate2d": SLOW_MAX_FMAS}
 NEVER = ("fft-fused", "small-direct")  # see the module's docstring

@@ -10,8 +10,8 @@ Panels: the valid window (seed 004's case exactly), and its full-output companio
 and templates, 4.32e6 + 510 shifts, 0.006% more multiply-adds) for the tensor-core variants that
 compute only the full output: tensor-tiled-tf32 (TF32, seed 004's arithmetic; tolerance 2e-3) and
 tensor-tiled (3xTF32), with fft beside them.
-Series (valid): this project's register-tiled and tensor-wgmma (3xTF32 warpgroup MMA: one-to-many
-with any window), the baseline overlap-wise, fft and fft+plan (cuFFT), and the peers torch-conv2d
+Series (valid): this project's register-tiled, signal-tiled (FP32 tiles of 8 lags x 8 templates,
+built for 1-D signals) and tensor-wgmma (3xTF32 warpgroup MMA: one-to-many with any window), the baseline overlap-wise, fft and fft+plan (cuFFT), and the peers torch-conv2d
 (cuDNN, FP32), torch-fft and cupy-correlate2d, each at its default parameters.
 Caps: direct kernels and torch-conv2d 3e11 multiply-adds per call, overlap-wise and CuPy 2e10;
 the case's 1.77e10 is within all of them. Not here: fft-fused (transforms up to 1024 points, the
@@ -19,7 +19,7 @@ output row has 4.32e6 lags) and small-direct (a row of the input in shared memor
 experiments/_signals.py.
 Metric: time per call + finish_time (fft's untimed crop), and beside each bar the TFLOP/s it gives
 (2 x the window's multiply-adds per second; for the FFTs a direct-equivalent rate).
-Device time (xcsuite/cost.py's model, full protocol, H200): about 47 s for 11 cases, of which
+Device time (xcsuite/cost.py's model, full protocol, H200): about 49 s for 12 cases, of which
 ~25 s is torch-conv2d's cuDNN autotuning and float64 check (the model's per-case cost); the model's
 square-matrix rates put the direct kernels at 1.5-14 ms per call, and one that runs the single
 shift row at 1/64 of its rate (register-tiled: ~94 ms per call) adds about 1 s.
@@ -49,6 +49,7 @@ EXPERIMENT = Experiment(
             signal("one-to-many", CHANNEL, TEMPLATE, 1, TEMPLATES, group=FULL, window="full")],
     series=[
         series("register-tiled", windows=VALID_ONLY),
+        series("signal-tiled", windows=VALID_ONLY),
         series("tensor-wgmma", windows=VALID_ONLY),
         series("tensor-tiled-tf32", windows=("full",)),
         series("tensor-tiled", windows=("full",)),

@@ -191,6 +191,11 @@ WINDOWED_NAME = re.compile(r"^(?P<head>[^/]+/[^/]+/hL:\d+/wL:\d+/hR:\d+/wR:\d+/n
                            r"(?P<params>(/[\w+-]+:[\w.+-]+)*)$")
 SHAPE = (9, 7, 5, 6)  # hL, wL, hR, wR: every named window is a different rectangle, none the full one
 DIMS = "hL=9 wL=7 hR=5 wR=6"
+SIGNAL_SHAPE = (1, 17, 1, 6)  # the same for a kernel built for signals (Variant::signals_only)
+
+
+def dims_text(shape):
+    return "hL=%d wL=%d hR=%d wR=%d" % shape
 
 
 def registry_now():
@@ -302,12 +307,14 @@ def test_windowed_case_names(registry, name):
     /nR:.., before the parameters; every window kind the variant declares, every form."""
     v = next(v for v in registry if v["name"] == name)
     counts = {"one-to-one": "", "one-to-many": "nR=2", "n-to-mn": "nL=2 nR=4", "n-to-m": "nL=2 nR=3"}
+    shape = SIGNAL_SHAPE if v.get("signals_only") else SHAPE
+    dims = dims_text(shape)
     for form in v["forms"]:
-        for kind, key, rect in window_key_cases(SHAPE):
+        for kind, key, rect in window_key_cases(shape):
             if kind not in v["windows"] and "shifts" not in v["windows"]:
                 continue
-            plain, = list_names(f"variant={name} form={form} {DIMS} {counts[form]}")
-            named, = list_names(f"variant={name} form={form} {DIMS} {counts[form]} {key}")
+            plain, = list_names(f"variant={name} form={form} {dims} {counts[form]}")
+            named, = list_names(f"variant={name} form={form} {dims} {counts[form]} {key}")
             m = WINDOWED_NAME.match(named)
             assert m, named
             assert tuple(int(m.group(k)) for k in ("dy0", "dy1", "dx0", "dx1")) == rect, (key, named)
@@ -332,8 +339,9 @@ def test_windowed_case_json(gpu, registry, tmp_path, name):
     v = next(v for v in registry if v["name"] == name)
     form = "n-to-m" if "n-to-m" in v["forms"] else v["forms"][0]
     counts = {"one-to-one": (1, 1), "one-to-many": (1, 3), "n-to-mn": (2, 4), "n-to-m": (2, 3)}[form]
-    shape = (37, 45, 29, 23)
-    dims = "hL=37 wL=45 hR=29 wR=23 nL=%d nR=%d" % counts
+    shape = (1, 45, 1, 23) if v.get("signals_only") else (37, 45, 29, 23)
+    dims = dims_text(shape) + " nL=%d nR=%d" % counts
+    hL, wL, hR, wR = shape
     wanted = [(key, rect) for kind, key, rect in window_key_cases(shape)
               if kind in v["windows"] or "shifts" in v["windows"]]
     assert wanted, v["windows"]
@@ -347,7 +355,7 @@ def test_windowed_case_json(gpu, registry, tmp_path, name):
         m = WINDOWED_NAME.match(base)
         if not m:
             assert NAME.match(base) and not {"dy0", "dy1", "dx0", "dx1"} & set(b), b
-            assert b["fmas"] == count * window_fmas(shape, (-28, 36, -22, 44))
+            assert b["fmas"] == count * window_fmas(shape, (1 - hR, hL - 1, 1 - wR, wL - 1))
             continue
         rect = tuple(int(m.group(k)) for k in ("dy0", "dy1", "dx0", "dx1"))
         assert rect in [r for _, r in wanted], base
