@@ -15,7 +15,8 @@
 // correlation inside the normalization's fast path (xcorr/normalize.hpp); the timed call is then
 // the whole normalized computation (means, shifted copies, summed-area tables, the raw run with
 // the variant's finish(), the epilogue; zero-lag: C(0, 0), the raw run, the division).
-// Without cases, a smoke set runs: every variant x every form it supports, defaults, 32 x 32.
+// Without cases, a smoke set runs: every variant x every form it supports, defaults, 32 x 32 (a
+// kernel for signals only: 1 x 1024).
 //
 // Timing protocol (the paper's): one Google Benchmark iteration is a batch of back-to-back calls
 // of the variant's timed step between one pair of CUDA events on one stream; the iteration's time
@@ -221,7 +222,9 @@ std::vector<Case> smoke_cases(const Options& opt) {
         for (Form f : v.forms) {
             const auto [nL, nR] = counts[int(f)];
             std::ostringstream s;
-            s << "variant=" << v.name << " form=" << form_name(f) << " size=32 nL=" << nL << " nR=" << nR;
+            // A kernel for signals only (Variant::signals_only) gets the same number of elements in one row.
+            s << "variant=" << v.name << " form=" << form_name(f)
+              << (v.signals_only ? " hL=1 wL=1024 hR=1 wR=1024" : " size=32") << " nL=" << nL << " nR=" << nR;
             out.push_back(parse_case(s.str(), opt));
         }
     return out;

@@ -79,6 +79,13 @@ CHECKED_CASES = [
     ("n-to-mn", "size=96 nL=4 nR=48"),
     ("one-to-many", "size=256 nL=1 nR=33"),  # 1.4e11 FMAs: 65536 sampled outputs
 ]
+# The same for the kernels of signals only (Variant::signals_only): 1 x n, the last one sampled.
+SIGNAL_CHECKED_CASES = [
+    ("one-to-many", "hL=1 wL=4099 hR=1 wR=256 nL=1 nR=33"),
+    ("n-to-m", "hL=1 wL=1001 hR=1 wR=777 nL=5 nR=7"),
+    ("n-to-mn", "hL=1 wL=3000 hR=1 wR=300 nL=4 nR=48"),
+    ("one-to-many", "hL=1 wL=1000000 hR=1 wR=600 nL=1 nR=33"),  # 2e10 FMAs: sampled
+]
 FULL_CHECK_FMAS = 1e10  # harness/xcorr/check.hpp, kFullCheckFmas
 
 
@@ -108,7 +115,8 @@ def test_every_timed_case_was_checked(gpu, registry, tmp_path, name):
     "validation failed". A case the variant's factory refuses (a limit of its own, its reason as
     the message) is allowed, but not every case, and a CUDA or cuFFT error is not."""
     v = next(v for v in registry if v["name"] == name)
-    cases = [f"variant={name} form={form} {dims}" for form, dims in CHECKED_CASES if form in v["forms"]]
+    cases = [f"variant={name} form={form} {dims}"
+             for form, dims in (SIGNAL_CHECKED_CASES if v.get("signals_only") else CHECKED_CASES) if form in v["forms"]]
     assert cases, v["forms"]
     data, reps = bench_json([a for c in cases for a in ("--case", c)], tmp_path / "b.json")
     assert "-1,1" in data["context"]["xcorr_check"], data["context"]["xcorr_check"]
@@ -191,6 +199,8 @@ WINDOWED_NAME = re.compile(r"^(?P<head>[^/]+/[^/]+/hL:\d+/wL:\d+/hR:\d+/wR:\d+/n
                            r"(?P<params>(/[\w+-]+:[\w.+-]+)*)$")
 SHAPE = (9, 7, 5, 6)  # hL, wL, hR, wR: every named window is a different rectangle, none the full one
 DIMS = "hL=9 wL=7 hR=5 wR=6"
+SIGNAL_SHAPE = (1, 23, 1, 6)  # the same for the kernels of signals only (Variant::signals_only)
+SIGNAL_DIMS = "hL=1 wL=23 hR=1 wR=6"
 
 
 def registry_now():
@@ -302,12 +312,13 @@ def test_windowed_case_names(registry, name):
     /nR:.., before the parameters; every window kind the variant declares, every form."""
     v = next(v for v in registry if v["name"] == name)
     counts = {"one-to-one": "", "one-to-many": "nR=2", "n-to-mn": "nL=2 nR=4", "n-to-m": "nL=2 nR=3"}
+    shape, dims = (SIGNAL_SHAPE, SIGNAL_DIMS) if v.get("signals_only") else (SHAPE, DIMS)
     for form in v["forms"]:
-        for kind, key, rect in window_key_cases(SHAPE):
+        for kind, key, rect in window_key_cases(shape):
             if kind not in v["windows"] and "shifts" not in v["windows"]:
                 continue
-            plain, = list_names(f"variant={name} form={form} {DIMS} {counts[form]}")
-            named, = list_names(f"variant={name} form={form} {DIMS} {counts[form]} {key}")
+            plain, = list_names(f"variant={name} form={form} {dims} {counts[form]}")
+            named, = list_names(f"variant={name} form={form} {dims} {counts[form]} {key}")
             m = WINDOWED_NAME.match(named)
             assert m, named
             assert tuple(int(m.group(k)) for k in ("dy0", "dy1", "dx0", "dx1")) == rect, (key, named)
@@ -332,8 +343,8 @@ def test_windowed_case_json(gpu, registry, tmp_path, name):
     v = next(v for v in registry if v["name"] == name)
     form = "n-to-m" if "n-to-m" in v["forms"] else v["forms"][0]
     counts = {"one-to-one": (1, 1), "one-to-many": (1, 3), "n-to-mn": (2, 4), "n-to-m": (2, 3)}[form]
-    shape = (37, 45, 29, 23)
-    dims = "hL=37 wL=45 hR=29 wR=23 nL=%d nR=%d" % counts
+    shape = (1, 301, 1, 23) if v.get("signals_only") else (37, 45, 29, 23)
+    dims = "hL=%d wL=%d hR=%d wR=%d nL=%d nR=%d" % (shape + counts)
     wanted = [(key, rect) for kind, key, rect in window_key_cases(shape)
               if kind in v["windows"] or "shifts" in v["windows"]]
     assert wanted, v["windows"]
@@ -347,7 +358,7 @@ def test_windowed_case_json(gpu, registry, tmp_path, name):
         m = WINDOWED_NAME.match(base)
         if not m:
             assert NAME.match(base) and not {"dy0", "dy1", "dx0", "dx1"} & set(b), b
-            assert b["fmas"] == count * window_fmas(shape, (-28, 36, -22, 44))
+            assert b["fmas"] == count * window_fmas(shape, (1 - shape[2], shape[0] - 1, 1 - shape[3], shape[1] - 1))
             continue
         rect = tuple(int(m.group(k)) for k in ("dy0", "dy1", "dx0", "dx1"))
         assert rect in [r for _, r in wanted], base
