@@ -12,8 +12,9 @@ compute only the full output: tensor-tiled-tf32 (TF32, seed 004's arithmetic; to
 tensor-tiled (3xTF32), with fft beside them.
 Series (valid): this project's register-tiled and tensor-wgmma (3xTF32 warpgroup MMA: one-to-many
 with any window), tensor-hankel and tensor-hankel-tf32 (seed 004's method for signals: a left window
-read once per block of 256 or 512 lags x 16 templates, 3xTF32 and TF32 mma.sync), the baseline overlap-wise, fft and fft+plan (cuFFT), and the peers torch-conv2d
-(cuDNN, FP32), torch-fft and cupy-correlate2d, each at its default parameters.
+read once per block of 256 or 512 lags x 16 templates, 3xTF32 and TF32 mma.sync), the baseline
+overlap-wise, fft and fft+plan (cuFFT), and the peers torch-conv2d (cuDNN, FP32), torch-fft and
+cupy-correlate2d, each at its default parameters.
 Caps: direct kernels and torch-conv2d 3e11 multiply-adds per call, overlap-wise and CuPy 2e10;
 the case's 1.77e10 is within all of them. Not here: fft-fused (transforms up to 1024 points, the
 output row has 4.32e6 lags) and small-direct (a row of the input in shared memory), see
