@@ -234,23 +234,30 @@ __global__ void __launch_bounds__(kThreads, 3)
                         E b[kNT];
 #pragma unroll
                         for (int n = 0; n < kNT; ++n) b[n] = rp[n * 8 * kRStride + 4 * s];
+                        // 3xtf32: the passes outermost, so that 2 MT independent accumulators lie between
+                        // the dependent MMAs of one (big*big, big*small, small*big).
 #pragma unroll
-                        for (int m = 0; m < MT; ++m) {
-                            const E& p0 = pr[2 * m + ss];
-                            const E& p1 = pr[2 * m + ss + 1];
-                            const uint32_t a[4] = {p0.x, p1.x, p0.y, p1.y};  // big (or tf32) parts
+                        for (int pass = 0; pass < (SPLIT ? 3 : 1); ++pass)
 #pragma unroll
-                            for (int n = 0; n < kNT; ++n) {
+                            for (int m = 0; m < MT; ++m) {
+                                const E& p0 = pr[2 * m + ss];
+                                const E& p1 = pr[2 * m + ss + 1];
+                                uint32_t a[4] = {p0.x, p1.x, p0.y, p1.y};  // big (or tf32) parts
                                 if constexpr (SPLIT) {
-                                    const uint32_t as[4] = {p0.z, p1.z, p0.w, p1.w};  // small parts
-                                    mma_tf32(part_store[m][n], a, b[n].x, b[n].y);    // big * big
-                                    mma_tf32(part_store[m][n], a, b[n].z, b[n].w);    // big * small
-                                    mma_tf32(part_store[m][n], as, b[n].x, b[n].y);   // small * big
-                                } else {
-                                    mma_tf32(acc[m][n], a, b[n].x, b[n].y);
+                                    if (pass == 2) a[0] = p0.z, a[1] = p1.z, a[2] = p0.w, a[3] = p1.w;  // small
+                                }
+#pragma unroll
+                                for (int n = 0; n < kNT; ++n) {
+                                    if constexpr (SPLIT) {
+                                        if (pass == 1)
+                                            mma_tf32(part_store[m][n], a, b[n].z, b[n].w);  // big * small
+                                        else
+                                            mma_tf32(part_store[m][n], a, b[n].x, b[n].y);  // big*big, small*big
+                                    } else {
+                                        mma_tf32(acc[m][n], a, b[n].x, b[n].y);
+                                    }
                                 }
                             }
-                        }
                     }
                     if constexpr (SPLIT) {
                         if (((s0 / kGS) % kFlush) == kFlush - 1) flush_partial(acc, part_store);
