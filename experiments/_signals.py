@@ -41,6 +41,8 @@ SEED004_LABEL = "seed 004: 53.56 TFLOP/s (A100, TF32)"
 LABELS = {**WINDOW_LABELS,
           "tensor-tiled": "tensor-tiled (new, 3xTF32 mma.sync; full output)",
           "tensor-tiled-tf32": "tensor-tiled-tf32 (new, TF32 mma.sync as seed 004; full output)",
+          "tensor-hankel": "tensor-hankel (new, signals: seed 004's Hankel GEMM, 3xTF32)",
+          "tensor-hankel-tf32": "tensor-hankel-tf32 (new, signals: seed 004's Hankel GEMM, TF32)",
           "signal-tiled": "signal-tiled (new, FP32 register tiles of lags x templates, 1-D only)"}
 
 
@@ -58,6 +60,11 @@ def series(variant: str, **kw) -> Series:
     return replace(base, label=LABELS[variant], **kw)
 
 
+# tensor-hankel and tensor-hankel-tf32 (algorithms/28_tensor_hankel.cu) are built for signals (a
+# left window per block of 256/512 lags x 16 templates, no idle shift rows): expected 70-250
+# TFLOP/s, so matched filtering (1.56e12 multiply-adds) and ambient noise (2.8e12) take 20-80 ms per
+# call; xcsuite/cost.py's hopper rate (12e12 FMA/s) models them at 130-235 ms.
+HANKEL_MAX_FMAS = 3e12
 # The caps of the signal experiments' direct series (multiply-adds per call; the FFTs have none).
 # tests/test_signal_suite.py checks every case against them.
 # signal-tiled is built for signals (tiles of lags x templates, no idle shift rows: ~2e13 FMA/s
@@ -66,5 +73,5 @@ def series(variant: str, **kw) -> Series:
 SIGNAL_TILED_MAX_FMAS = 3e12
 CAPS = {"signal-tiled": SIGNAL_TILED_MAX_FMAS, "register-tiled": DIRECT_MAX_FMAS, "tensor-wgmma": DIRECT_MAX_FMAS, "tensor-tiled": DIRECT_MAX_FMAS,
         "tensor-tiled-tf32": DIRECT_MAX_FMAS, "torch-conv2d": DIRECT_MAX_FMAS, "overlap-wise": SLOW_MAX_FMAS,
-        "cupy-correlate2d": SLOW_MAX_FMAS}
+        "cupy-correlate2d": SLOW_MAX_FMAS, "tensor-hankel": HANKEL_MAX_FMAS, "tensor-hankel-tf32": HANKEL_MAX_FMAS}
 NEVER = ("fft-fused", "small-direct")  # see the module's docstring

@@ -3,19 +3,20 @@ samples), every pair n-to-m 64 x 64 (the 2016 distinct pairs, their mirror image
 autocorrelations), lags within ±60 s (±2400 samples: window shifts=0:0,-2400:2400, 4801 lags).
 
 2.8e12 multiply-adds per call (4096 pairs x ~6.9e8): 84 ms at the H200's FP32 peak (the issue's
-target for the 2016 pairs: 5 ms), so every direct series but signal-tiled (built for 1-D signals,
-its cap 3e12: ~120 ms per call at 70% of peak) is over its cap and left out: this
+target for the 2016 pairs: 5 ms), so every direct series is over its cap and left out but for
+signal-tiled (FP32 register tiles, built for 1-D signals, capped at 3e12), tensor-hankel and tensor-hankel-tf32 (seed 004's method built for signals, capped at 3e12: K = 144000
+in chunks of 256 against 16 rights per block; 40-80 ms per call expected): this
 project's direct kernels (register-tiled, tensor-wgmma) and torch-conv2d stop at 3e11 per call,
 overlap-wise and CuPy at 2e10 (experiments/_windows.py), and a 1 x n problem leaves most rows of
 the 2-D kernels' shift tiles idle (experiments/_signals.py). The tensor-tiled variants compute
-the full output only. What remains is the FFT route the issue expects to win: fft and fft+plan
+the full output only. Beside tensor-hankel, the FFT route the issue expects to win: fft and fft+plan
 (cuFFT, the transform sized to the lag window: ~146400 points per pair, not 287999) and the peer
 torch-fft, at their default parameters. Not here: fft-fused (transforms up to 1024 points) and
 small-direct (a row in shared memory).
 Metric: time per call + finish_time (fft's untimed crop), and the TFLOP/s beside each bar
 (2 x the window's multiply-adds per second: a direct-equivalent rate for the FFTs).
-Device time (xcsuite/cost.py's model, full protocol, H200): about 28 s for 4 cases (7-32 ms per
-call for the FFTs).
+Device time (xcsuite/cost.py's model, full protocol, H200): about 43 s for 6 cases (7-234 ms per
+call, the tensor-hankel series at the model's hopper rate).
 """
 from experiments._signals import series, signal
 from experiments._spec import Experiment
@@ -35,6 +36,12 @@ EXPERIMENT = Experiment(
     xlabel="signals as 1 x n matrices",
     shapes=[signal("n-to-m", SAMPLES, SAMPLES, STATIONS, STATIONS, window=WINDOW,
                    group=f"n-to-m {STATIONS} x {STATIONS}, {SAMPLES} samples, lags ±{MAX_LAG} ({2 * MAX_LAG + 1})")],
-    series=[series("fft"), series("fft+plan"), series("torch-fft"),
-            series("signal-tiled")],
+    series=[
+        series("fft"),
+        series("fft+plan"),
+        series("torch-fft"),
+        series("tensor-hankel"),
+        series("tensor-hankel-tf32"),
+        series("signal-tiled"),
+    ],
 )

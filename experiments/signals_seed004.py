@@ -11,15 +11,18 @@ and templates, 4.32e6 + 510 shifts, 0.006% more multiply-adds) for the tensor-co
 compute only the full output: tensor-tiled-tf32 (TF32, seed 004's arithmetic; tolerance 2e-3) and
 tensor-tiled (3xTF32), with fft beside them.
 Series (valid): this project's register-tiled, signal-tiled (FP32 tiles of 8 lags x 8 templates,
-built for 1-D signals) and tensor-wgmma (3xTF32 warpgroup MMA: one-to-many with any window), the baseline overlap-wise, fft and fft+plan (cuFFT), and the peers torch-conv2d
-(cuDNN, FP32), torch-fft and cupy-correlate2d, each at its default parameters.
+built for 1-D signals) and tensor-wgmma (3xTF32 warpgroup MMA: one-to-many
+with any window), tensor-hankel and tensor-hankel-tf32 (seed 004's method for signals: a left window
+read once per block of 256 or 512 lags x 16 templates, 3xTF32 and TF32 mma.sync), the baseline
+overlap-wise, fft and fft+plan (cuFFT), and the peers torch-conv2d (cuDNN, FP32), torch-fft and
+cupy-correlate2d, each at its default parameters.
 Caps: direct kernels and torch-conv2d 3e11 multiply-adds per call, overlap-wise and CuPy 2e10;
 the case's 1.77e10 is within all of them. Not here: fft-fused (transforms up to 1024 points, the
 output row has 4.32e6 lags) and small-direct (a row of the input in shared memory), see
 experiments/_signals.py.
 Metric: time per call + finish_time (fft's untimed crop), and beside each bar the TFLOP/s it gives
 (2 x the window's multiply-adds per second; for the FFTs a direct-equivalent rate).
-Device time (xcsuite/cost.py's model, full protocol, H200): about 49 s for 12 cases, of which
+Device time (xcsuite/cost.py's model, full protocol, H200): about 52 s for 14 cases, of which
 ~25 s is torch-conv2d's cuDNN autotuning and float64 check (the model's per-case cost); the model's
 square-matrix rates put the direct kernels at 1.5-14 ms per call, and one that runs the single
 shift row at 1/64 of its rate (register-tiled: ~94 ms per call) adds about 1 s.
@@ -51,6 +54,8 @@ EXPERIMENT = Experiment(
         series("register-tiled", windows=VALID_ONLY),
         series("signal-tiled", windows=VALID_ONLY),
         series("tensor-wgmma", windows=VALID_ONLY),
+        series("tensor-hankel", windows=VALID_ONLY),
+        series("tensor-hankel-tf32", windows=VALID_ONLY),
         series("tensor-tiled-tf32", windows=("full",)),
         series("tensor-tiled", windows=("full",)),
         series("overlap-wise", windows=VALID_ONLY),

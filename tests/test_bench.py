@@ -9,7 +9,7 @@ import pytest
 
 from conftest import binary, run
 
-NAME = re.compile(r"^(?P<variant>[^/]+)/(?P<form>[^/]+)/hL:\d+/wL:\d+/hR:\d+/wR:\d+/nL:\d+/nR:\d+(/[\w+-]+:[\w.+-]+)*$")
+NAME = re.compile(r"^(?P<variant>[^/]+)/(?P<form>[^/]+)/hL:\d+/wL:\d+/hR:\d+/wR:\d+/nL:\d+/nR:\d+(/[\w+-]+:[\w.+,:-]+)*$")
 
 
 def test_list_registers_every_variant_and_form(registry):
@@ -79,6 +79,13 @@ CHECKED_CASES = [
     ("n-to-mn", "size=96 nL=4 nR=48"),
     ("one-to-many", "size=256 nL=1 nR=33"),  # 1.4e11 FMAs: 65536 sampled outputs
 ]
+# The same for the kernels of signals only (Variant::signals_only): 1 x n, the last one sampled.
+SIGNAL_CHECKED_CASES = [
+    ("one-to-many", "hL=1 wL=4099 hR=1 wR=256 nL=1 nR=33"),
+    ("n-to-m", "hL=1 wL=1001 hR=1 wR=777 nL=5 nR=7"),
+    ("n-to-mn", "hL=1 wL=3000 hR=1 wR=300 nL=4 nR=48"),
+    ("one-to-many", "hL=1 wL=1000000 hR=1 wR=600 nL=1 nR=33"),  # 2e10 FMAs: sampled
+]
 FULL_CHECK_FMAS = 1e10  # harness/xcorr/check.hpp, kFullCheckFmas
 
 
@@ -108,7 +115,8 @@ def test_every_timed_case_was_checked(gpu, registry, tmp_path, name):
     "validation failed". A case the variant's factory refuses (a limit of its own, its reason as
     the message) is allowed, but not every case, and a CUDA or cuFFT error is not."""
     v = next(v for v in registry if v["name"] == name)
-    cases = [f"variant={name} form={form} {dims}" for form, dims in CHECKED_CASES if form in v["forms"]]
+    cases = [f"variant={name} form={form} {dims}"
+             for form, dims in (SIGNAL_CHECKED_CASES if v.get("signals_only") else CHECKED_CASES) if form in v["forms"]]
     assert cases, v["forms"]
     data, reps = bench_json([a for c in cases for a in ("--case", c)], tmp_path / "b.json")
     assert "-1,1" in data["context"]["xcorr_check"], data["context"]["xcorr_check"]

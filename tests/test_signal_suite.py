@@ -25,6 +25,7 @@ from xcsuite.summary import aggregate_dir, paper_experiments, paper_rows
 REGISTRY = json.loads((FIXTURES / "registry.json").read_text())
 WITH_PEERS = REGISTRY + PEERS  # the runner's registry: the build's and the peers' (peerbench list)
 NAMES = ("signals_seed004", "signals_matched", "signals_ambient")
+HANKEL = {"tensor-hankel", "tensor-hankel-tf32"}  # built for signals: in all three (their cap is 3e12)
 PEER_NAMES = {p["name"] for p in PEERS}
 
 
@@ -85,8 +86,8 @@ def test_matched_filtering_is_the_issues_shape():
     ex = cases_of("signals_matched")
     raw = {c.variant for c in ex.cases if c.shape.normalize == "none"}
     zncc = {c.variant for c in ex.cases if c.shape.normalize == "zncc"}
-    # torch-fft computes ZNCC (peerbench's normalize=); signal-tiled under the harness's Normalizer
-    assert raw == zncc == {"fft", "fft+plan", "torch-fft", "signal-tiled"}
+    # torch-fft computes ZNCC (peerbench's normalize=); signal-tiled and tensor-hankel under the harness's Normalizer
+    assert raw == zncc == {"fft", "fft+plan", "torch-fft", "signal-tiled"} | HANKEL
 
 
 def test_ambient_noise_is_the_issues_shape():
@@ -101,9 +102,9 @@ def test_every_series_runs_its_cases_with_a_declared_form_and_window():
     info = {v["name"]: v for v in WITH_PEERS}
     expected = {
         "signals_seed004": {"register-tiled", "signal-tiled", "tensor-wgmma", "tensor-tiled-tf32", "tensor-tiled",
-                            "overlap-wise", "fft", "fft+plan", "torch-conv2d", "torch-fft", "cupy-correlate2d"},
-        "signals_matched": {"fft", "fft+plan", "torch-fft", "signal-tiled"},
-        "signals_ambient": {"fft", "fft+plan", "torch-fft", "signal-tiled"},
+                            "overlap-wise", "fft", "fft+plan", "torch-conv2d", "torch-fft", "cupy-correlate2d"} | HANKEL,
+        "signals_matched": {"fft", "fft+plan", "torch-fft", "signal-tiled"} | HANKEL,
+        "signals_ambient": {"fft", "fft+plan", "torch-fft", "signal-tiled"} | HANKEL,
     }
     for name in NAMES:
         exp = suite.load(name)
@@ -140,12 +141,13 @@ def test_direct_cases_are_within_their_caps_and_the_rest_are_left_out_with_a_rea
         for c in cases_of(name).cases:
             if c.variant in sig.CAPS:
                 assert c.fmas <= sig.CAPS[c.variant], c.line()
-    # matched filtering and ambient noise are over every direct cap but signal-tiled's (built for
-    # signals): listing another direct series there would leave it without a case; each docstring
-    # says why they are not listed
+    # matched filtering and ambient noise are over every direct cap but those of the kernels built for
+    # signals (signal-tiled, tensor-hankel): listing another direct series there would leave it without
+    # a case; each docstring says why they are not listed
     for name in ("signals_matched", "signals_ambient"):
         exp = suite.load(name)
-        probe = Experiment("probe", "t", "t", exp.shapes, [sig.series(v) for v in sig.CAPS])
+        assert all(c.fmas <= sig.HANKEL_MAX_FMAS for c in cases_of(name).cases if c.variant in HANKEL)
+        probe = Experiment("probe", "t", "t", exp.shapes, [sig.series(v) for v in sig.CAPS if v not in HANKEL])
         ex = expand(probe, WITH_PEERS)
         assert {c.variant for c in ex.cases} == {"signal-tiled"}
         assert all("capped" in why or "does not" in why for _, _, why in ex.unavailable)
