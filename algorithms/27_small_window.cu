@@ -20,9 +20,10 @@
 // Mapping. Thread t: shift block b = t % NB (by = b / NBX, bx = b % NBX), slice t / NB (slices =
 // 256 / NB, blockDim = slices·NB rounded up to a warp; the threads past slices·NB only stage).
 // The slices take the segments of the block's tiles round robin, continuing across tiles (carry),
-// so their counts differ by at most one. (SY, SX) is chosen per window from 3 x 11 (2-D windows;
-// ±16 is exactly 11 x 3 blocks), 1 x 15 (1-D lag windows), 5 x 3 and 15 x 1 (tall ones) by a cost
-// model (FMA, shared-load and issue bounds per block; NB <= 256). Banks: lanes of one slice hold
+// so their counts differ by at most one. (SY, SX) is chosen per problem from 3 x 11 (2-D windows
+// of ±4 and more; ±16 is exactly 11 x 3 blocks), 1 x 15 (1-D lag windows), 5 x 3 (±1, ±2) and
+// 15 x 1 (tall, narrow windows) by a cost model (cost(): FMA, shared-load and issue bounds per
+// block of shifts, times R's area padded to whole tiles; NB <= 256). Banks: lanes of one slice hold
 // consecutive b; the L row stride LWS is chosen with LWS·SY ≡ NBX·SX (mod 32), so lane b reads
 // word SX·b + const: distinct banks for 32 consecutive b, as SX is odd; R is one broadcast word.
 // Grid (blocks per pair gx, min(pairs, 65535)): gx fills the GPU once (SMs x resident blocks,
@@ -244,11 +245,12 @@ Geometry geometry(const Problem& p, const Config& c) {
     return g;
 }
 
-// Cycles per R element of a block of shifts, in units of warp instructions per SM and clock: the
-// FMA pipe (4 per clock), the shared-load pipe (1) and issue (4), the largest of the three.
+// Cost of a pair: per R element and block of shifts, warp instructions per SM and clock of the
+// FMA pipe (4 per clock), the shared-load pipe (1) and issue (4), the largest of the three, times
+// the blocks and the tiles' area (R padded to whole tiles: a narrow R wastes most of a segment).
 double cost(const Geometry& g, const Config& c) {
     const double fma = c.sy * c.sx, lds = c.sy + 1;
-    return g.nb * std::max({fma / 4, lds, (fma + lds + 1) / 4});
+    return g.nb * std::max({fma / 4, lds, (fma + lds + 1) / 4}) * (double(g.tiles) * g.tr * g.tc);
 }
 
 class SmallWindow final : public Instance {

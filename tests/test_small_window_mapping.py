@@ -59,7 +59,7 @@ def geometry(hR, wR, oh, ow, sy, sx):
 
 def cost(g):
     fma, lds = g["sy"] * g["sx"], g["sy"] + 1
-    return g["nb"] * max(fma / 4, lds, (fma + lds + 1) / 4)
+    return g["nb"] * max(fma / 4, lds, (fma + lds + 1) / 4) * (g["tiles"] * g["tr"] * g["tc"])
 
 
 def choose(hR, wR, oh, ow):
@@ -152,9 +152,10 @@ def definition(L, R, rect):
 CASES = [
     ((40, 150, 37, 140), (-1, 1, -1, 1)),        # ±1: one 5 x 3 block, 256 slices, two tile rows
     ((33, 200, 20, 130), (-3, 3, -2, 2)),        # 7 x 5: four 5 x 3 blocks, 64 slices
-    ((20, 20, 20, 20), (0, 0, 0, 0)),            # one shift (a 1 x 15 block)
+    ((20, 20, 20, 20), (0, 0, 0, 0)),            # one shift (a 5 x 3 block)
     ((70, 300, 66, 290), (-4, 4, -4, 4)),        # ±4: three 3 x 11 blocks, 3 x 3 tiles (the carry at work)
-    ((17, 260, 17, 260), (-16, 16, -16, 16)),    # ±16, 1089 shifts: 11 x 3 blocks of 3 x 11, 7 slices
+    ((40, 280, 40, 264), (-16, 16, -16, 16)),    # ±16, 1089 shifts: 11 x 3 blocks of 3 x 11, 7 slices, 4 tiles
+    ((17, 260, 17, 260), (-16, 16, -16, 16)),    # ±16 on a small R: 1 x 15 blocks (less padding of R)
     ((30, 90, 40, 70), (-8, 8, -8, 8)),          # ±8: padded blocks (18 x 22), several tiles
     ((50, 60, 9, 7), (3, 5, -40, 66)),           # a window partly beyond the full range
     ((12, 12, 5, 5), (20, 22, 0, 3)),            # wholly beyond: zeros
