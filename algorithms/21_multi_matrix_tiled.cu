@@ -85,7 +85,7 @@ template <int MODE, int AT, int DY, int BT, bool RPL>
 __global__ void __launch_bounds__(kThreads, Tile<MODE, AT, DY, BT, RPL>::ACC > 64 ? 2 : 4)
     multi_tiled_kernel(const float* __restrict__ left, const float* __restrict__ right,
                        float* __restrict__ out, int hL, int wL, int hR, int wR, Pairs P,
-                       const unsigned* __restrict__ order) {
+                       const ShiftTileIndex* __restrict__ order) {
     using T = Tile<MODE, AT, DY, BT, RPL>;
     constexpr int TDY = T::TDY, LR = T::LR, NL = T::NL, NS = T::NS, SL = T::SL, ST = T::STAGES;
     extern __shared__ __align__(16) float smem[];

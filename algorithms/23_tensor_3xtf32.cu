@@ -114,7 +114,7 @@ template <int MODE, int NT, bool SPLIT>
 __global__ void __launch_bounds__(kThreads, SPLIT ? 3 : 2)
     tensor_tiled_kernel(const float* __restrict__ left, const float* __restrict__ right,
                         float* __restrict__ out, int hL, int wL, int hR, int wR, Pairs P,
-                        const unsigned* __restrict__ order) {
+                        const ShiftTileIndex* __restrict__ order) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
     using T = Tile<MODE, NT>;
     constexpr int DY = T::DY, WDY = T::WDY, TDY = T::TDY, NS = T::NS;

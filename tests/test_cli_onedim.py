@@ -255,3 +255,31 @@ def test_every_variant_and_auto_run_signals_on_the_gpu(xcorr, tmp_path, gpu, reg
                 assert np.linalg.norm(got - want) / np.linalg.norm(want) <= max(tol, 1e-5), (name, form, window)
                 ran += 1
     assert ran >= 2 * len(FORMS), refused  # auto ran every form and window
+
+
+def test_tiled_kernels_take_outputs_of_more_than_65535_shift_tiles(xcorr, tmp_path, gpu, registry):
+    """The shared-memory tiled kernels (shift tiles of 32 columns, harness/xcorr/shift_tiles_launch.cuh)
+    on a 1-D output of 2.2 M lags, i.e. more than 65535 tiles along x (seed 004's case, refused when
+    each tile was packed as ty << 16 | tx): every variant runs it and matches scipy per pair."""
+    rng = seeded_rng("cli1d-long-tiles")
+    left = rng.standard_normal((1, 2_200_001)).astype(np.float32)
+    right = rng.standard_normal((3, 256)).astype(np.float32)
+    want = np.stack([correlate(left[0].astype(np.float64), r.astype(np.float64), "valid", method="fft") for r in right])
+    names = ["multi-matrix-tiled", "tensor-tiled", "tensor-tiled-tf32", "tensor-presplit", "tensor-rowpair",
+             "tensor-wgmma"]
+    ran = 0
+    for v in registry:
+        if v["name"] not in names or "one-to-many" not in v["forms"]:
+            continue
+        out = tmp_path / "o.npy"
+        r = xrun(xcorr, "--dims", "1", "--algorithm", v["name"], "--form", "one-to-many",
+                 save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right), "--out", out, "--mode", "valid",
+                 *precision_args(v))
+        if r.returncode == 2 and "compute capability" in r.stderr:  # tensor-wgmma off sm_90
+            continue
+        assert r.returncode == 0, (v["name"], r.stderr)
+        got = np.load(out)
+        assert got.shape == want.shape, (v["name"], got.shape)
+        assert np.linalg.norm(got - want) / np.linalg.norm(want) <= max(v["tolerance"], 1e-5), v["name"]
+        ran += 1
+    assert ran > 0

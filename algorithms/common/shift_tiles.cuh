@@ -76,19 +76,24 @@ __device__ __forceinline__ void register_pipelined_chunks(int nchunks, Stage* st
     }
 }
 
+// A shift tile's column and row in the output's grid of tdy x tdx tiles: x = tx, y = ty (a pair,
+// not a packed word, so neither is limited to 16 bits: 1-D outputs have millions of columns).
+using ShiftTileIndex = uint2;
+
 // A block's shift tile, decoded from its entry of the list of shift_tiles_by_work()
 // (harness/xcorr/shift_tiles_launch.cuh): first output row y0 and column x0, and the shift
 // (dyb, dxb) = (y0 - (hR-1), x0 - (wR-1)) of its first element.
 struct ShiftTile {
     int y0, x0, dyb, dxb;
 };
-__device__ __forceinline__ ShiftTile shift_tile(const unsigned* __restrict__ order, int rank, int tdy, int tdx, int hR,
-                                                int wR) {
-    const unsigned tile = order[rank];
-    const int y0 = int(tile >> 16) * tdy, x0 = int(tile & 0xffffu) * tdx;
+__device__ __forceinline__ ShiftTile shift_tile(const ShiftTileIndex* __restrict__ order, int rank, int tdy, int tdx,
+                                                int hR, int wR) {
+    const ShiftTileIndex tile = order[rank];
+    const int y0 = int(tile.y) * tdy, x0 = int(tile.x) * tdx;
     return ShiftTile{y0, x0, y0 - (hR - 1), x0 - (wR - 1)};
 }
-__device__ __forceinline__ ShiftTile shift_tile(const unsigned* __restrict__ order, int tdy, int tdx, int hR, int wR) {
+__device__ __forceinline__ ShiftTile shift_tile(const ShiftTileIndex* __restrict__ order, int tdy, int tdx, int hR,
+                                                int wR) {
     return shift_tile(order, int(blockIdx.x), tdy, tdx, hR, wR);
 }
 
@@ -99,7 +104,7 @@ __device__ __forceinline__ ShiftTile shift_tile(const unsigned* __restrict__ ord
 // tiles on x and the groups on z starts the last groups' heaviest tiles late: the SMs idled 19% of
 // tensor-rowpair's 1-to-32 at 256, 4 groups of 8 rights.)
 struct WorkItems {
-    const unsigned* order;  // shift tiles, heaviest first (shift_tiles_by_work)
+    const ShiftTileIndex* order;  // shift tiles, heaviest first (shift_tiles_by_work)
     int ntiles;
     int64_t ngroups, zwin;
     Window shifts;  // the output's shifts (Problem::shifts()): tile (0, 0) starts at (dy0, dx0)
@@ -121,8 +126,8 @@ __device__ __forceinline__ ShiftTile work_item(const WorkItems& W, int64_t w, in
 // (dyb, dxb) = (dy0 + y0, dx0 + x0), and its pair group in z. For the full window this is
 // work_item's tile; kernels keep work_item there, whose code is today's.
 __device__ __forceinline__ ShiftTile window_work_item(const WorkItems& W, int64_t w, int tdy, int tdx, int64_t& z) {
-    const unsigned tile = W.order[work_item_rank(W, w, z)];
-    const int y0 = int(tile >> 16) * tdy, x0 = int(tile & 0xffffu) * tdx;
+    const ShiftTileIndex tile = W.order[work_item_rank(W, w, z)];
+    const int y0 = int(tile.y) * tdy, x0 = int(tile.x) * tdx;
     return ShiftTile{y0, x0, W.shifts.dy0 + y0, W.shifts.dx0 + x0};
 }
 

@@ -24,32 +24,34 @@ namespace xcorr {
 // The output's shifts (Problem::shifts(): the full output or a window) cut into tiles of tdy x tdx
 // from its first shift (dy0, dx0), listed by the size of the union of their overlaps (the work; a
 // tile's shifts past the window's last are left out, a tile without overlap has none), largest
-// first, each as ty << 16 | tx (both below 65536, else UsageError), and uploaded: a kernel maps
-// blockIdx.x through this list, so the heaviest tiles start in the first wave and the last wave
-// holds the lightest ones (no long tail).
-inline DeviceBuffer<unsigned> shift_tiles_by_work(const Problem& p, int tdy, int tdx) {
+// first, each as the pair (tx, ty) (ShiftTileIndex: a long 1-D output, 1 x 4.3 M, has more than
+// 65535 tiles along x, which a 16-bit packing refused), and uploaded: a kernel maps blockIdx.x
+// through this list, so the heaviest tiles start in the first wave and the last wave holds the
+// lightest ones (no long tail). At most 2^31 - 1 tiles (grid x, WorkItems::ntiles), else UsageError.
+inline DeviceBuffer<ShiftTileIndex> shift_tiles_by_work(const Problem& p, int tdy, int tdx) {
     const int nty = ceil_div(p.out_h(), tdy), ntx = ceil_div(p.out_w(), tdx);
-    if (nty > 0xffff || ntx > 0xffff)
+    if (int64_t(nty) * ntx > 0x7fffffff)
         throw UsageError("output of " + std::to_string(p.out_h()) + " x " + std::to_string(p.out_w()) +
-                         " has more than 65535 shift tiles per dimension");
+                         " has more than 2^31 - 1 shift tiles");
     // Rows (or columns) of the union of the overlaps of the shifts d0 .. d1 (union_span's size; in
     // 64 bits, as a window's shifts may lie far outside the full range).
     auto extent = [](int64_t d0, int64_t d1, int64_t m, int64_t n) {
         return std::max<int64_t>(0, std::min(n, m - d0) - std::max<int64_t>(0, -std::min(d1, m - 1)));
     };
     const Window s = p.shifts();
-    std::vector<std::pair<int64_t, unsigned>> tiles;
+    std::vector<std::pair<int64_t, ShiftTileIndex>> tiles;
+    tiles.reserve(size_t(nty) * size_t(ntx));
     for (int ty = 0; ty < nty; ++ty)
         for (int tx = 0; tx < ntx; ++tx) {
             const int64_t dy = int64_t(s.dy0) + int64_t(ty) * tdy, dx = int64_t(s.dx0) + int64_t(tx) * tdx;
             const int64_t work = extent(dy, std::min<int64_t>(dy + tdy - 1, s.dy1), p.hL, p.hR) *
                                  extent(dx, std::min<int64_t>(dx + tdx - 1, s.dx1), p.wL, p.wR);
-            tiles.push_back({-work, unsigned(ty) << 16 | unsigned(tx)});
+            tiles.push_back({-work, ShiftTileIndex{unsigned(tx), unsigned(ty)}});
         }
     std::stable_sort(tiles.begin(), tiles.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    std::vector<unsigned> order(tiles.size());
+    std::vector<ShiftTileIndex> order(tiles.size());
     for (size_t k = 0; k < tiles.size(); ++k) order[k] = tiles[k].second;
-    DeviceBuffer<unsigned> out(order.size());
+    DeviceBuffer<ShiftTileIndex> out(order.size());
     upload(out, order.data(), order.size());  // in device memory before any stream's kernel reads it
     return out;
 }
@@ -72,7 +74,7 @@ public:
     }
 
 private:
-    DeviceBuffer<unsigned> order_;
+    DeviceBuffer<ShiftTileIndex> order_;
     int64_t ngroups_, zwin_ = 1;
     Window shifts_;
     int ksplit_;
@@ -83,7 +85,8 @@ private:
 // 65535) (21_multi_matrix_tiled.cu, 23_tensor_3xtf32.cu):
 // kernel(left, right, out, hL, wL, hR, wR, pairs, order). set() takes the instantiation once,
 // untimed, raises its shared-memory limit and builds the tile order; run() enqueues it.
-using TileOrderedKernel = void (*)(const float*, const float*, float*, int, int, int, int, Pairs, const unsigned*);
+using TileOrderedKernel = void (*)(const float*, const float*, float*, int, int, int, int, Pairs,
+                                   const ShiftTileIndex*);
 class TileOrderedLaunch {
 public:
     void set(const Problem& p, const Pairs& P, TileOrderedKernel kernel, int threads, size_t smem, int tdy, int tdx) {
@@ -103,7 +106,7 @@ private:
     TileOrderedKernel kernel_ = nullptr;
     int threads_ = 0;
     size_t smem_ = 0;
-    DeviceBuffer<unsigned> order_;
+    DeviceBuffer<ShiftTileIndex> order_;
     dim3 grid_;
 };
 
