@@ -45,6 +45,9 @@ def test_run_validate_end_to_end(gpu, registry, tmp_path, name):
         hL, wL, hR, wR = (int(x) for x in rng.integers(3, 40, size=4))
         if v.get("signals_only"):  # a kernel built for signals: 1 x n (its refusal is tested elsewhere)
             hL, hR = 1, 1
+        if v.get("max_shifts"):  # a kernel for small windows: a full output within its shift count
+            side = int(v["max_shifts"] ** 0.5)
+            hL, hR, wL, wR = (max(1, min(x, (side + 1) // 2)) for x in (hL, hR, wL, wR))
         nL, nR = counts(form, rng)
         left = rng.random((nL, hL, wL), dtype=np.float32)
         right = rng.random((nR, hR, wR), dtype=np.float32)
