@@ -63,7 +63,11 @@ def read_summary(path: Path, ours: dict) -> tuple[str, dict]:
     gpu_name = ""
     with open(path, newline="") as f:
         for r in csv.DictReader(f):
-            if r["status"] != "ok" or r["variant"] not in ours or r.get("cold", "False") == "True":
+            # Raw correlations only: a normalized row times the normalization around the variant (on
+            # cropped inputs, so it can beat the same variant's raw row) and is not this problem's raw
+            # time; auto picks a normalized problem's raw algorithm from these rows.
+            normalized = any(kv.startswith("normalize=") for kv in r["params"].split(","))
+            if r["status"] != "ok" or r["variant"] not in ours or r.get("cold", "False") == "True" or normalized:
                 continue
             gpu_name = gpu_name or r["gpu_name"]
             hL, wL, hR, wR = (int(r[k]) for k in ("hL", "wL", "hR", "wR"))

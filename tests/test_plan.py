@@ -50,6 +50,31 @@ def test_auto_table_is_up_to_date():
     assert r.returncode == 0, r.stderr
 
 
+def test_auto_table_holds_raw_times_only(tmp_path):
+    """A normalized row (normalize= in its parameters) times the normalization around the variant,
+    on cropped inputs, and can be faster than the same variant's raw row of the problem (fft-fused on
+    zncc_frames: 125 us normalized, 1.9 ms raw): it must not become the problem's raw time, nor hand
+    auto a 'normalize' parameter the variant does not take."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import make_auto_table as mat
+    finally:
+        sys.path.pop(0)
+    fields = ["gpu_name", "status", "variant", "cold", "form", "hL", "wL", "hR", "wR", "nL", "nR", "shifts",
+              "time_us", "finish_time_us", "params"]
+    row = dict(gpu_name="NVIDIA H200", status="ok", variant="fft-fused", cold="False", form="n-to-m", hL=256, wL=256,
+               hR=23, wR=21, nL=1000, nR=1, shifts="-16:16,-16:16", finish_time_us="")
+    summary = tmp_path / "summary.csv"
+    with open(summary, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerow(dict(row, time_us=1895.0, params="tile=auto"))
+        w.writerow(dict(row, time_us=125.0, params="normalize=zncc,tile=auto"))
+    _, problems = mat.read_summary(summary, {"fft-fused": "fft"})
+    (times,) = problems.values()
+    assert times == {"fft-fused": (1895.0, "tile=auto")}
+
+
 def test_explain_picks_the_measured_best_of_every_table1_cell(xcorr, registry):
     best = table1_best(registry)
     assert len(best) >= 50
