@@ -1,0 +1,68 @@
+"""scripts/batch_scaling.py without a GPU: its bookkeeping (speed-ups against the one-GPU run, the
+reused out= array, the pair count of 4-D outputs, the check against the one-GPU result) through a
+stand-in for the package whose "GPUs" compute the float64 reference; the real runs are on the device."""
+import importlib.util
+import json
+import sys
+import types
+
+import numpy as np
+
+from conftest import ROOT
+from xcorr_np import correlate
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("batch_scaling", ROOT / "scripts" / "batch_scaling.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def fake_xcorr(calls, wrong_on=None):
+    """A package whose correlate2d computes the reference full output (windows ignored: the script
+    passes the same one every time), into out= when given; device lists are recorded, and the run on
+    `wrong_on` devices returns a perturbed result."""
+    m = types.ModuleType("xcorr")
+    m.NoGPUError = RuntimeError
+    m.gpu_info = lambda: {"name": "Fake GPU"}
+    m._xcorr = types.SimpleNamespace(parse_devices=lambda text: [0, 1, 2])
+
+    def correlate2d(left, right, form, devices, chunk=None, out=None, **window):
+        calls.append((tuple(devices), out is not None))
+        res = correlate(form, left.astype(np.float64), right.astype(np.float64)).astype(np.float32)
+        if wrong_on is not None and len(devices) == wrong_on:
+            res = res + 1.0
+        if out is None:
+            return res
+        out[...] = res
+        return out
+    m.correlate2d = correlate2d
+    return m
+
+
+def test_every_gpu_count_is_timed_fresh_and_into_a_reused_array(monkeypatch, tmp_path):
+    calls = []
+    monkeypatch.setitem(sys.modules, "xcorr", fake_xcorr(calls))
+    out = tmp_path / "s.json"
+    assert load_script().main(["--left", "2:5x6", "--right", "3:4x3", "--max-shift", "-1", "--repeat", "2",
+                               "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    runs = result["runs"]
+    assert [r["devices"] for r in runs] == [[0], [0, 1], [0, 1, 2]]
+    for r in runs:
+        assert r["pairs_per_second"] == 6 / r["seconds"]  # n-to-m 2 x 3: six output matrices, not one call
+        assert r["difference_to_one_gpu"] == 0.0
+        assert r["seconds"] > 0 and r["seconds_out_reused"] > 0
+    assert runs[0]["speedup"] == runs[0]["speedup_out_reused"] == 1.0
+    assert runs[2]["speedup_out_reused"] == runs[0]["seconds_out_reused"] / runs[2]["seconds_out_reused"]
+    # per GPU count: a warm-up and --repeat calls each way, fresh arrays first
+    for k in (1, 2, 3):
+        mine = [o for d, o in calls if len(d) == k]
+        assert mine == [False] * 3 + [True] * 3
+
+
+def test_a_split_that_differs_from_one_gpu_fails(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "xcorr", fake_xcorr([], wrong_on=2))
+    assert load_script().main(["--left", "2:5x6", "--right", "3:4x3", "--repeat", "1"]) == 1
+    assert "differs from the one-GPU result" in capsys.readouterr().err
