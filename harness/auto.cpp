@@ -45,7 +45,7 @@ using autotab::Table;
 
 constexpr double kMaxDistance = 4.0;        // log2 units: farther measurements do not predict
 constexpr double kKindPenalty = 1.5;        // another window kind counts as this far
-constexpr double kRawPenalty = 1.5;         // a normalized problem predicted from a raw measurement
+constexpr double kNormalizePenalty = 1.5;   // another normalization (a normalized problem from a raw one)
 constexpr int kNeighbours = 2;
 
 std::string fmt(double x, const char* f = "%.3g") {
@@ -89,7 +89,7 @@ double distance(const Problem& a, const Problem& b) {
     double d2 = 0;
     for (int i = 0; i < 8; ++i) d2 += (fa[i] - fb[i]) * (fa[i] - fb[i]);
     return std::sqrt(d2) + (kind_of(a) == kind_of(b) ? 0.0 : kKindPenalty) +
-           (a.normalize == b.normalize ? 0.0 : kRawPenalty);
+           (a.normalize == b.normalize ? 0.0 : kNormalizePenalty);
 }
 
 // The rows the shifts of one axis need (50_fft.cu, fit_axis): the cropped extent a transform spans.

@@ -468,7 +468,7 @@ int main(int argc, char** argv) {
                             }
                             if (!has_windows(v)) continue;
                             for (WindowCase& w : windows) {
-                                if (!v.supports_window(w.problem) || !v.shape_refusal(w.problem).empty()) continue;
+                                if (!v.supports_problem(w.problem)) continue;
                                 if (!w.reference) {
                                     w.reference = full_reference(w.problem, dl.get(), dr.get(), stream);
                                     w.out = DeviceBuffer<float>(size_t(w.problem.out_elems()) + 1);

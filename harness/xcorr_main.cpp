@@ -90,8 +90,10 @@ const char* kUsage =
     "      What --algorithm auto runs for that problem (N lefts, M rights; default 1) and why, with\n"
     "      the candidates it would try next. No GPU needed: --gpu names the GPU whose measurements\n"
     "      to use (default: the GPU found, else none, i.e. the cost model). --normalize: auto picks\n"
-    "      the raw correlation as without it, and the normalization's epilogue runs after it;\n"
-    "      the part of each input the window touches, where the prepass and the raw correlation run.\n"
+    "      the raw algorithm from that GPU's normalized measurements of the problem (else predicts it\n"
+    "      from its nearest ones, raw ones counting farther), the normalization's epilogue runs after\n"
+    "      it; also the part of each input the window touches, where the prepass and the raw\n"
+    "      correlation run.\n"
     "      --gpus I,J,... and/or --chunk N: also the pieces `xcorr run` would split the batch into\n"
     "      (without --chunk, one piece per GPU's run here; run halves it where memory is short).\n";
 

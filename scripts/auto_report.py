@@ -23,6 +23,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from make_auto_table import split_normalize  # scripts/, beside this file
+
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = ("table1", "windows", "window_table", "piv", "autocorr")
 NORMALIZED_AND_SIGNALS = ("zncc_frames", "zncc_match", "zncc_autocorr", "signals_seed004", "signals_matched",
@@ -42,9 +44,7 @@ def load(summary: Path, ours: dict):
             if r["status"] != "ok" or v not in ours or v == "fft+plan" or ours[v] > 1e-5:
                 continue
             gpu = gpu or r["gpu_name"]
-            params = [kv for kv in r["params"].split(",") if kv]
-            norm = next((kv.split("=", 1)[1] for kv in params if kv.startswith("normalize=")), "none")
-            params = ",".join(kv for kv in params if not kv.startswith("normalize="))
+            norm, params = split_normalize(r["params"])
             key = (r["form"], int(r["hL"]), int(r["wL"]), int(r["hR"]), int(r["wR"]), int(r["nL"]), int(r["nR"]), r["shifts"],
                    norm)
             t = float(r["time_us"]) + (float(r["finish_time_us"]) if r["finish_time_us"] else 0.0)

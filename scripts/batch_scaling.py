@@ -82,21 +82,22 @@ def main(argv=None):
     result = {"gpu": info["name"], "nvidia_smi": smi, "git_revision": git_revision(),
               "form": args.form, "left": list(ls), "right": list(rs), "window": window, "chunk": args.chunk,
               "repeat": args.repeat, "runs": []}
+    def best_of(fn):
+        """(the best of --repeat timed calls after a warm-up call: plans, cuFFT, contexts, the last result)"""
+        res = fn()
+        best = float("inf")
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            res = fn()
+            best = min(best, time.perf_counter() - t0)
+        return best, res
+
     one = None
     reused = None  # the out= array of the reused-output timing
     for k in range(1, len(devices) + 1):
         def call(out=None):
             return xcorr.correlate2d(left, right, form=args.form, devices=devices[:k], chunk=args.chunk, out=out,
                                      **window)
-
-        def best_of(fn):
-            res = fn()  # warm-up: plans, cuFFT, contexts
-            best = float("inf")
-            for _ in range(args.repeat):
-                t0 = time.perf_counter()
-                res = fn()
-                best = min(best, time.perf_counter() - t0)
-            return best, res
         best, out = best_of(call)
         if reused is None:
             reused = np.empty_like(out)

@@ -58,6 +58,14 @@ def parse_shifts(text: str, hL, wL, hR, wR):
     return (int(y0), int(y1), int(x0), int(x1))
 
 
+def split_normalize(params: str) -> tuple[str, str]:
+    """A summary row's parameters "normalize=zncc,rows=4" -> ("zncc", "rows=4"): the normalization
+    ("none" without one) and the variant's own parameters."""
+    kvs = [kv for kv in params.split(",") if kv]
+    norm = next((kv.split("=", 1)[1] for kv in kvs if kv.startswith("normalize=")), "none")
+    return norm, ",".join(kv for kv in kvs if not kv.startswith("normalize="))
+
+
 def read_summary(path: Path, ours: dict) -> tuple[str, dict]:
     """gpu_name, {problem: {variant: (time_us, params)}}: per problem the fastest parameters of each
     variant, time = run + finish (what Plan::execute costs)."""
@@ -70,13 +78,11 @@ def read_summary(path: Path, ours: dict) -> tuple[str, dict]:
             # not that problem's raw time. Its parameters are the variant's, without normalize=.
             if r["status"] != "ok" or r["variant"] not in ours or r.get("cold", "False") == "True":
                 continue
-            kvs = [kv for kv in r["params"].split(",") if kv]
-            norm = next((NORMALIZE[kv.split("=", 1)[1]] for kv in kvs if kv.startswith("normalize=")), 0)
-            params = ",".join(kv for kv in kvs if not kv.startswith("normalize="))
+            norm, params = split_normalize(r["params"])
             gpu_name = gpu_name or r["gpu_name"]
             hL, wL, hR, wR = (int(r[k]) for k in ("hL", "wL", "hR", "wR"))
             key = (FORMS[r["form"]], hL, wL, hR, wR, int(r["nL"]), int(r["nR"])) + parse_shifts(r["shifts"], hL, wL, hR, wR) \
-                + (norm,)
+                + (NORMALIZE[norm],)
             t = float(r["time_us"]) + (float(r["finish_time_us"]) if r.get("finish_time_us") else 0.0)
             best = problems[key].get(r["variant"])
             if best is None or t < best[0]:

@@ -660,9 +660,10 @@ def explain(left, right, mode="full", *, max_shift=None, shifts=None, normalize=
     """What algorithm="auto" picks for these arrays (or shapes) and why, without running anything:
     {"algorithm", "params", "reason", "predicted_us", "gpu", "problem", "normalize", "candidates"}.
     gpu: the GPU name to decide for (default: this machine's; with no GPU, the cost model for an
-    unmeasured one). Normalized (normalize="zncc" or "zero-lag"): auto picks the raw correlation
-    as for normalize=None (the candidates and their times are the raw ones) and the reason says
-    that the normalization's epilogue runs after it. dims=1: 1-D signals (correlate1d's shapes and
+    unmeasured one). Normalized (normalize="zncc" or "zero-lag"): auto picks the raw algorithm from
+    the GPU's normalized measurements of the problem (else predicts it from the nearest ones, raw
+    measurements counting farther), and the reason says that the normalization's epilogue runs
+    after it. dims=1: 1-D signals (correlate1d's shapes and
     windows, max_lag= or lags=)."""
     p = Plan(left if not hasattr(left, "shape") else left.shape, right if not hasattr(right, "shape") else right.shape,
              mode, max_shift=max_shift, shifts=shifts, normalize=normalize, form=form, algorithm="reference",
