@@ -322,23 +322,31 @@ struct CropArgs {
 
 // crop_kernel: output (y, x) of every result slot from circular position ((y - sy) mod P,
 // (x - sx) mod Q), the quadrant swap; 0 outside the overlapping shifts. blockIdx.y strides over the
-// slots; each warp takes one output row at a time (rows strided over the grid's x dimension and the
-// block's warps), its lanes consecutive columns: coalesced row segments on both sides, split once
-// where the row wraps (rows and columns without overlap: coalesced zero writes, no reads).
+// slots; each warp takes one segment of kCropSegment columns of one output row at a time (segments
+// strided over the grid's x dimension and the block's warps), its lanes consecutive columns:
+// coalesced row segments on both sides, split once where the row wraps (rows and columns without
+// overlap: coalesced zero writes, no reads). Segments rather than whole rows, so that a signal's
+// single row of millions of lags is spread over the GPU instead of one warp per slot.
+constexpr int kCropSegment = 64 * kWarp;
 __global__ void __launch_bounds__(kThreads) crop_kernel(CropArgs a) {
     const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    const int segments = (a.ow + kCropSegment - 1) / kCropSegment;
+    const int64_t items = int64_t(a.oh) * segments;
     for (int64_t s = blockIdx.y; s < a.slots; s += gridDim.y) {
         const float* src = a.res + s * a.slot_floats;
         float* dst = a.out + output_of_slot(a.pairs, a.rho0 + s) * a.oh * a.ow;
-        for (int y = blockIdx.x * kWarpsPerBlock + warp; y < a.oh; y += gridDim.x * kWarpsPerBlock) {
+        for (int64_t it = int64_t(blockIdx.x) * kWarpsPerBlock + warp; it < items;
+             it += int64_t(gridDim.x) * kWarpsPerBlock) {
+            const int y = int(it / segments), xb = int(it % segments) * kCropSegment;
+            const int xe = min(a.ow, xb + kCropSegment);
             float* drow = dst + int64_t(y) * a.ow;
             if (y < a.y0 || y > a.y1) {
-                for (int x = lane; x < a.ow; x += kWarp) drow[x] = 0.0f;
+                for (int x = xb + lane; x < xe; x += kWarp) drow[x] = 0.0f;
                 continue;
             }
             const int ry = y < a.sy ? y - a.sy + a.P : y - a.sy;
             const float* srow = src + int64_t(ry) * a.pitch;
-            for (int x = lane; x < a.ow; x += kWarp)
+            for (int x = xb + lane; x < xe; x += kWarp)
                 drow[x] = x < a.x0 || x > a.x1 ? 0.0f : __ldg(srow + (x < a.sx ? x - a.sx + a.Q : x - a.sx));
         }
     }
@@ -347,6 +355,13 @@ __global__ void __launch_bounds__(kThreads) crop_kernel(CropArgs a) {
 // Grid for "blockIdx.y over slots, x over rows of a slot (one warp per row)".
 dim3 row_grid(int rows, int64_t slots) {
     return dim3(unsigned(std::min(ceil_div(rows, kWarpsPerBlock), 64)), unsigned(std::min<int64_t>(slots, 65535)));
+}
+
+// Grid for crop_kernel: x over the row segments of a slot (one warp per segment), at most 1024 blocks.
+dim3 segment_grid(int rows, int cols, int64_t slots) {
+    const int64_t items = int64_t(rows) * ceil_div(cols, kCropSegment);
+    return dim3(unsigned(std::clamp<int64_t>(ceil_div64(items, kWarpsPerBlock), 1, 1024)),
+                unsigned(std::min<int64_t>(slots, 65535)));
 }
 
 // Grid for "blockIdx.y over slots, x over the elements of a slot", about 4 elements per thread.
@@ -729,7 +744,7 @@ private:
                          P_,
                          Q_,
                          real_floats_};
-        crop_kernel<<<row_grid(p_.out_h(), slots), kThreads, 0, stream>>>(a);
+        crop_kernel<<<segment_grid(p_.out_h(), p_.out_w(), slots), kThreads, 0, stream>>>(a);
         XC_CHECK_LAUNCH();
     }
     void r2c(cufftHandle h, int64_t slot, cudaStream_t stream) {
