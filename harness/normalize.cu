@@ -276,11 +276,17 @@ __global__ void __launch_bounds__(kThreads) fused_prepass_kernel(Stacks st) {
 }
 
 // (Σx', Σx'²) over rows [r0, r1), columns [c0, c1) of one matrix's table (row stride w1).
-// Through the read-only cache (__ldg): the epilogue writes `out` in place, so the compiler cannot
-// prove by itself that the tables do not alias it.
+// From global memory through the read-only cache (__ldg): the epilogue writes `out` in place, so
+// the compiler cannot prove by itself that the tables do not alias it; kShared: a table staged in
+// shared memory (plain loads). The same four entries and the same arithmetic either way.
+template <bool kShared>
 __device__ __forceinline__ double2 box_sum(const double2* t, int64_t w1, int r0, int r1, int c0, int c1) {
-    const double2 a = __ldg(t + r1 * w1 + c1), b = __ldg(t + r0 * w1 + c1), c = __ldg(t + r1 * w1 + c0),
-                  d = __ldg(t + r0 * w1 + c0);
+    auto ld = [](const double2* p) {
+        if constexpr (kShared) return *p;
+        else return __ldg(p);
+    };
+    const double2 a = ld(t + r1 * w1 + c1), b = ld(t + r0 * w1 + c1), c = ld(t + r1 * w1 + c0),
+                  d = ld(t + r0 * w1 + c0);
     return make_double2(a.x - b.x - c.x + d.x, a.y - b.y - c.y + d.y);
 }
 
@@ -315,15 +321,38 @@ struct EpilogueArgs {
 // elements of one output in 32-bit arithmetic (oh·ow <= 2^30 by Problem::check; a 64-bit division
 // per element was most of the old one-dimensional mapping's index cost). Resources: registers
 // only; reads 8 double2 of the tables per element.
-template <Normalize kMode>
+// kStaged (use_staged_epilogue: small tables, many outputs, each table entry read several times):
+// gridDim.x = 1, and the block first copies its output's two tables (left then right, coalesced
+// double2) into dynamic shared memory, staged_epilogue_bytes, and reads them there: each table
+// crosses L2 once per output instead of once per block of 256 elements and per L1 miss (zncc_frames:
+// 32 KB per output against ~55 KB), and the 8 reads per element are shared-memory loads. The copy
+// of the right table is skipped when the block's previous output had the same right (n-to-m with
+// one template: once per block). The same entries and the same source arithmetic as unstaged
+// (each path deterministic; across the two the bits agree unless the compiler contracts the two
+// instantiations' double expressions differently, which nothing here relies on).
+template <Normalize kMode, bool kStaged>
 __global__ void epilogue_kernel(const EpilogueArgs a) {
+    extern __shared__ double2 staged[];  // kStaged: the left table, then the right one
     const int ow = int(a.win.out_w()), per = int(a.win.out_h()) * ow;
     const int64_t lw1 = a.lw + 1, rw1 = a.rw + 1;
     const int ty = a.rr0 - a.lr0, tx = a.rc0 - a.lc0;  // shift on the crops = shift + (ty, tx)
+    // kStaged: the tables' cells (they fit in shared memory, so int); unused (0) otherwise.
+    const int lcells = kStaged ? (a.lh + 1) * int(lw1) : 0, rcells = kStaged ? (a.rh + 1) * int(rw1) : 0;
+    int64_t staged_right = -1;  // the right whose table is in staged[lcells..]
     for (int64_t k = blockIdx.y; k < a.count; k += gridDim.y) {
         const int64_t l = a.pairs.left_of(k), q = a.pairs.right_of(k);
         const double2* lsat = a.lsat + l * (a.lh + 1) * lw1;
         const double2* rsat = a.rsat + q * (a.rh + 1) * rw1;
+        if constexpr (kStaged) {
+            __syncthreads();  // the previous output's reads of staged[] are done (q, l: uniform per block)
+            for (int i = threadIdx.x; i < lcells; i += blockDim.x) staged[i] = __ldg(lsat + i);
+            if (q != staged_right)
+                for (int i = threadIdx.x; i < rcells; i += blockDim.x) staged[lcells + i] = __ldg(rsat + i);
+            staged_right = q;
+            __syncthreads();
+            lsat = staged;
+            rsat = staged + lcells;
+        }
         const double ml = a.lmean[l], mr = a.rmean[q];
         float* out = a.out + k * per;
         for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < per; j += gridDim.x * blockDim.x) {
@@ -336,10 +365,10 @@ __global__ void epilogue_kernel(const EpilogueArgs a) {
                 continue;
             }
             const double n = double(nr) * nc;
-            const double2 sl = box_sum(lsat, lw1, rows.begin + dy - a.lr0, rows.end + dy - a.lr0,
-                                       cols.begin + dx - a.lc0, cols.end + dx - a.lc0);
-            const double2 sr = box_sum(rsat, rw1, rows.begin - a.rr0, rows.end - a.rr0, cols.begin - a.rc0,
-                                       cols.end - a.rc0);
+            const double2 sl = box_sum<kStaged>(lsat, lw1, rows.begin + dy - a.lr0, rows.end + dy - a.lr0,
+                                                cols.begin + dx - a.lc0, cols.end + dx - a.lc0);
+            const double2 sr = box_sum<kStaged>(rsat, rw1, rows.begin - a.rr0, rows.end - a.rr0,
+                                                cols.begin - a.rc0, cols.end - a.rc0);
             double c = 0;
             if (int64_t(nr) * nc <= kDirectOverlap) {
                 c = raw_at(a.ls + l * a.lh * a.lw, a.rs + q * a.rh * a.rw, a.lh, a.lw, a.rh, a.rw, dy + ty, dx + tx);
@@ -384,6 +413,23 @@ __global__ void c00_kernel(const float* __restrict__ left, const float* __restri
 
 int blocks_for(int64_t n, int threads) { return int(std::min<int64_t>((n + threads - 1) / threads, 65536)); }
 
+// The staged epilogue (epilogue_kernel<, true>): dynamic shared memory for the two tables, the
+// limit on it, and when it pays: the tables fit; every output reads its tables' entries at least
+// twice over on average (8 per element against the cells staged), else staging would move more
+// bytes than it saves (a window of a few shifts on large crops); and outputs enough to fill the
+// GPU with one block per output (fewer run on fewer SMs than the unstaged kernel's blocks).
+constexpr size_t kStagedEpilogueBytes = 64 * 1024;
+constexpr int64_t kStagedMinOutputs = 256;
+size_t staged_epilogue_bytes(const NormalizeCrop& c) {
+    return (size_t(c.left.h() + 1) * size_t(c.left.w() + 1) + size_t(c.right.h() + 1) * size_t(c.right.w() + 1)) *
+           sizeof(double2);
+}
+bool use_staged_epilogue(const Problem& p, const NormalizeCrop& c) {
+    const size_t bytes = staged_epilogue_bytes(c);
+    const int64_t cells = int64_t(bytes / sizeof(double2)), per = int64_t(p.out_h()) * p.out_w();
+    return bytes <= kStagedEpilogueBytes && 8 * per >= 2 * cells && p.out_count() >= kStagedMinOutputs;
+}
+
 // The Instance of a normalized problem: the variant's instance of the (cropped) raw problem inside
 // a Normalizer; no raw instance where the crop is empty (the output is 0).
 class NormalizedInstance final : public Instance {
@@ -413,13 +459,23 @@ Normalizer::Normalizer(const Problem& p, const NormalizeCrop& crop) : p_(p), cro
     rpartials_ = partials_for(int64_t(cr.h()) * cr.w());
     lfused_ = fits_fused(cl.h(), cl.w());
     rfused_ = fits_fused(cr.h(), cr.w());
-    fused_smem_ = std::max(lfused_ ? fused_smem_bytes(cl.h(), cl.w()) : 0, rfused_ ? fused_smem_bytes(cr.h(), cr.w()) : 0);
+    fused_smem_ = std::max(lfused_ ? fused_smem_bytes(cl.h(), cl.w()) : 0,
+                           rfused_ ? fused_smem_bytes(cr.h(), cr.w()) : 0);
     if (fused_smem_ > 48 * 1024)  // past the default limit of dynamic shared memory: opt in (per device)
         XC_CUDA_CHECK(cudaFuncSetAttribute(fused_prepass_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            int(fused_smem_)));
+    staged_epilogue_ = use_staged_epilogue(p, crop);
+    if (staged_epilogue_ && staged_epilogue_bytes(crop) > 48 * 1024) {
+        const int bytes = int(staged_epilogue_bytes(crop));
+        XC_CUDA_CHECK(cudaFuncSetAttribute(epilogue_kernel<Normalize::Zncc, true>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+        XC_CUDA_CHECK(cudaFuncSetAttribute(epilogue_kernel<Normalize::ZeroLag, true>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    }
     lshift_ = DeviceBuffer<float>(size_t(p.nL) * cl.h() * cl.w());
     rshift_ = DeviceBuffer<float>(size_t(p.nR) * cr.h() * cr.w());
-    partial_ = DeviceBuffer<double>((lfused_ ? 0 : size_t(p.nL) * lpartials_) + (rfused_ ? 0 : size_t(p.nR) * rpartials_));
+    partial_ = DeviceBuffer<double>((lfused_ ? 0 : size_t(p.nL) * lpartials_) +
+                                    (rfused_ ? 0 : size_t(p.nR) * rpartials_));
     mean_ = DeviceBuffer<double>(size_t(p.nL) + p.nR);
     lsat_ = DeviceBuffer<double2>(size_t(p.nL) * (cl.h() + 1) * (cl.w() + 1));
     rsat_ = DeviceBuffer<double2>(size_t(p.nR) * (cr.h() + 1) * (cr.w() + 1));
@@ -489,10 +545,15 @@ void Normalizer::finish(float* out, cudaStream_t stream) {
     a.pairs = pair_map(p_);
     a.count = p_.out_count();
     const int64_t per = int64_t(p_.out_h()) * p_.out_w();
-    const dim3 grid(blocks_for(per, kThreads), unsigned(std::min<int64_t>(a.count, kMaxGridY)));
-    auto epilogue = p_.normalize == Normalize::ZeroLag ? epilogue_kernel<Normalize::ZeroLag>
-                                                       : epilogue_kernel<Normalize::Zncc>;
-    epilogue<<<grid, kThreads, 0, stream>>>(a);
+    const unsigned gy = unsigned(std::min<int64_t>(a.count, kMaxGridY));
+    const bool zl = p_.normalize == Normalize::ZeroLag;
+    if (staged_epilogue_) {
+        auto epilogue = zl ? epilogue_kernel<Normalize::ZeroLag, true> : epilogue_kernel<Normalize::Zncc, true>;
+        epilogue<<<dim3(1, gy), kThreads, staged_epilogue_bytes(crop_), stream>>>(a);
+    } else {
+        auto epilogue = zl ? epilogue_kernel<Normalize::ZeroLag, false> : epilogue_kernel<Normalize::Zncc, false>;
+        epilogue<<<dim3(blocks_for(per, kThreads), gy), kThreads, 0, stream>>>(a);
+    }
     XC_CHECK_LAUNCH();
 }
 

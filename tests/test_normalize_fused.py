@@ -306,3 +306,46 @@ def test_model_constants_match_the_source():
     assert (THREADS, SEGMENTS, ELEMS_PER_PARTIAL) == (256, 8, 4096)
     assert "fused_smem_bytes(ch, cw) <= kFusedSmemBytes" in SOURCE
     assert "size_t(ch + 1) * size_t(cw + 1) * sizeof(double2) + size_t(ch) * size_t(cw) * sizeof(float)" in SOURCE
+
+
+STAGED_BYTES = constant("kStagedEpilogueBytes")
+STAGED_MIN_OUTPUTS = int(re.search(r"constexpr int64_t kStagedMinOutputs = (\d+);", SOURCE).group(1))
+
+
+def use_staged_epilogue(crop_l, crop_r, out_hw, count):
+    """normalize.cu's use_staged_epilogue: (h, w) of the crops and of one output, outputs."""
+    cells = (crop_l[0] + 1) * (crop_l[1] + 1) + (crop_r[0] + 1) * (crop_r[1] + 1)
+    per = out_hw[0] * out_hw[1]
+    return cells * 16 <= STAGED_BYTES and 8 * per >= 2 * cells and count >= STAGED_MIN_OUTPUTS
+
+
+def test_path_choices_on_zncc_frames_and_neighbours():
+    """zncc_frames (1000 frames of 256 x 256, a 23 x 21 template within ±16: crops 39 x 37 and
+    23 x 21): both stacks take the fused prepass (the frames' 30 KB, no opt-in past 48 KB needed) and
+    the epilogue stages its 32 KB of tables; a window of one shift, a handful of outputs, or tables
+    past the limit keep the unstaged epilogue."""
+    assert fits_fused(39, 37) and fits_fused(23, 21) and fused_smem_bytes(39, 37) <= 48 * 1024
+    assert use_staged_epilogue((39, 37), (23, 21), (33, 33), 1000)
+    assert not use_staged_epilogue((23, 21), (23, 21), (1, 1), 1000)  # max_shift 0: 8 reads of 1056 cells
+    assert not use_staged_epilogue((39, 37), (23, 21), (33, 33), 8)
+    assert not use_staged_epilogue((70, 70), (40, 40), (31, 31), 1000)  # 113 KB of tables
+    assert not fits_fused(256, 256)  # the whole frames (full window): the four-kernel path
+
+
+def test_staged_copy_covers_both_tables_once():
+    """The staged epilogue's copy: threads striding over the left cells, then the right ones, each
+    cell of staged[] written exactly once, from the same offset of its table (the n-to-m reuse of
+    the right table skips the second copy only: the cells stay where the first put them)."""
+    for lh, lw, rh, rw in [(39, 37, 23, 21), (1, 100, 1, 20), (60, 1, 9, 1), (3, 4, 5, 6)]:
+        lcells, rcells = (lh + 1) * (lw + 1), (rh + 1) * (rw + 1)
+        src = np.concatenate([np.arange(lcells), 10**6 + np.arange(rcells)])
+        staged = np.full(lcells + rcells, -1)
+        writes = np.zeros(lcells + rcells, int)
+        for t in range(THREADS):
+            for i in range(t, lcells, THREADS):
+                staged[i] = src[i]
+                writes[i] += 1
+            for i in range(t, rcells, THREADS):
+                staged[lcells + i] = src[lcells + i]
+                writes[lcells + i] += 1
+        assert (writes == 1).all() and (staged == src).all()

@@ -23,6 +23,8 @@
 //   5. an epilogue per output element: n, ΣL', ΣL'², ΣR', ΣR'² of the overlap (in crop coordinates) from the tables and
 //      (n·C' - ΣL'·ΣR') / sqrt((n·ΣL'² - ΣL'²)(n·ΣR'² - ΣR'²)), 0 where n = 0 or a factor is at most
 //      1e-6·n·ΣX² of the original data (ΣX² = ΣX'² + 2mΣX' + n·m²).
+//      Where the two tables of an output are small and read many times (normalize.cu:
+//      use_staged_epilogue), one block per output stages them in shared memory first (same bits).
 //   Why shifted data: on images of 1000 + noise the naive n·ΣX² - (ΣX)² in float32 cancels every
 //   digit, and C itself is 1e6·n large with the information in its 7th digit; on L', R' the raw
 //   correlation carries the fluctuations at full float32 precision and the moments in double have
@@ -87,6 +89,7 @@ private:
     int lpartials_ = 1, rpartials_ = 1;  // blocks per matrix of the two-level mean, per stack
     bool lfused_ = false, rfused_ = false;  // the stack's prepass is the fused kernel (small crops)
     size_t fused_smem_ = 0;           // its dynamic shared memory (the larger fused crop's)
+    bool staged_epilogue_ = false;    // the epilogue reads the tables from shared memory (normalize.cu)
     DeviceBuffer<float> lshift_, rshift_;  // shifted crops, count x crop h x crop w
     DeviceBuffer<double> partial_;    // partial sums of the two-level mean: nL x lpartials_, then nR x
                                       // rpartials_ (a fused stack has none)
