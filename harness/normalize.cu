@@ -20,7 +20,7 @@ constexpr int kColSegments = 8;   // row segments per column of the column pass 
 constexpr int kElemsPerPartial = kThreads * 16;  // crop elements per block of the two-level mean
 // Dynamic shared memory of the fused prepass at most (a crop's table and its floats): crops that
 // fit take fused_prepass_kernel, larger ones the four-kernel path. 96 KB: two blocks per SM at the
-// limit, and the 39 x 37 crop of zncc_frames (30 KB) runs seven per SM.
+// limit; the 39 x 37 crop of zncc_frames (30 KB, 34 KB with the static 4 KB) runs six per SM.
 constexpr size_t kFusedSmemBytes = 96 * 1024;
 
 // Partial sums per matrix of a crop of `elems` elements (a function of the crop's size alone, per
@@ -81,7 +81,7 @@ __device__ double block_sum(double v) {
 // is at crop row i / cw, column i % cw (32-bit: ch·cw <= 2^30 by Problem::check). Mapping: grid
 // (max partials of the stacks, min(count, 65535), 2 stacks), kThreads threads; blockIdx.y strides
 // over the matrices; blocks past their stack's partials return at once. Writes
-// partial[m * partials + b]. Resources: 256 bytes of shared memory.
+// partial[m * partials + b]. Resources: 64 bytes of shared memory (block_sum).
 __global__ void partial_sums_kernel(Stacks st) {
     const StackRef s = st.pick();
     if (int(blockIdx.x) >= s.partials) return;  // the whole block: block_sum's barriers stay uniform
@@ -234,7 +234,7 @@ __global__ void col_scan_kernel(Stacks st) {
 // striding over the matrices of both stacks (lefts first; a stack of count 0 is not this
 // kernel's); the stack is a per-matrix select. Resources: dynamic shared memory
 // fused_smem_bytes(ch, cw) of the larger fused crop (<= kFusedSmemBytes, set by
-// cudaFuncSetAttribute in the Normalizer), static 4 KB seg_total + 256 B block_sum + 8 B mean.
+// cudaFuncSetAttribute in the Normalizer), static 4 KB seg_total + 64 B block_sum + 8 B mean; 40 registers.
 __global__ void __launch_bounds__(kThreads) fused_prepass_kernel(Stacks st) {
     extern __shared__ double2 smem[];
     __shared__ double2 seg_total[kColSegments][kWarp];
@@ -392,7 +392,7 @@ __global__ void epilogue_kernel(const EpilogueArgs a) {
 
 // zero-lag, C(0, 0) of every output's pair: the sum over r < min(hL, hR), c < min(wL, wR) of
 // L[r][c]·R[r][c] in double (the overlap at shift (0, 0); the same terms as raw_at). Mapping: one
-// block of kThreads per output, blocks striding over the outputs; block_sum. Resources: 256
+// block of kThreads per output, blocks striding over the outputs; block_sum. Resources: 64
 // bytes of shared memory.
 __global__ void c00_kernel(const float* __restrict__ left, const float* __restrict__ right, int hL, int wL, int hR,
                            int wR, PairMap pairs, int64_t count, double* __restrict__ c00) {
