@@ -18,6 +18,7 @@ constexpr int kMaxGridY = 65535;  // gridDim.y and .z limit: kernels stride over
 constexpr int kMaxPartials = 64;  // blocks per matrix of the mean reduction
 constexpr int kColSegments = 8;   // row segments per column of the column pass (blockDim.y of col_scan_kernel)
 constexpr int kElemsPerPartial = kThreads * 16;  // crop elements per block of the two-level mean
+static_assert(kThreads / kWarp == kColSegments, "scan_columns: one warp per column segment");
 // Dynamic shared memory of the fused prepass at most (a crop's table and its floats): crops that
 // fit take fused_prepass_kernel, larger ones the four-kernel path. 96 KB: two blocks per SM at the
 // limit; the 39 x 37 crop of zncc_frames (30 KB, 34 KB with the static 4 KB) runs six per SM.
