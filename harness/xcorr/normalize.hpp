@@ -96,6 +96,8 @@ private:
     DeviceBuffer<double> mean_;       // nL + nR means of the crops, lefts first
     DeviceBuffer<double2> lsat_, rsat_;  // (Σx', Σx'²) tables, (h+1) x (w+1) per crop
     DeviceBuffer<double> c00_;        // zero-lag: C(0, 0) per output
+    DeviceBuffer<double> c00_partial_;  // zero-lag: its partial sums, c00_parts_ per output
+    int c00_parts_ = 1;
 };
 
 // variant.make(p, params) for a plain problem; for a normalized one the variant's instance of
