@@ -16,7 +16,26 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxGridY = 65535;  // gridDim.y and .z limit: kernels stride over the matrices beyond it
 constexpr int kMaxPartials = 64;  // blocks per matrix of the mean reduction
-constexpr int kColSegments = 8;   // row segments per column in col_scan_kernel (blockDim.y)
+constexpr int kColSegments = 8;   // row segments per column of the column pass (blockDim.y of col_scan_kernel)
+constexpr int kElemsPerPartial = kThreads * 16;  // crop elements per block of the two-level mean
+static_assert(kThreads / kWarp == kColSegments, "scan_columns: one warp per column segment");
+// Dynamic shared memory of the fused prepass at most (a crop's table and its floats): crops that
+// fit take fused_prepass_kernel, larger ones the four-kernel path. 96 KB: two blocks per SM at the
+// limit; the 39 x 37 crop of zncc_frames (30 KB, 34 KB with the static 4 KB) runs six per SM.
+constexpr size_t kFusedSmemBytes = 96 * 1024;
+
+// Partial sums per matrix of a crop of `elems` elements (a function of the crop's size alone, per
+// stack: a crop's mean does not depend on the other stack's size).
+int partials_for(int64_t elems) { return int(std::clamp<int64_t>(elems / kElemsPerPartial, 1, kMaxPartials)); }
+// Dynamic shared memory of fused_prepass_kernel for a ch x cw crop: the table, then the crop.
+size_t fused_smem_bytes(int ch, int cw) {
+    return size_t(ch + 1) * size_t(cw + 1) * sizeof(double2) + size_t(ch) * size_t(cw) * sizeof(float);
+}
+bool fits_fused(int ch, int cw) { return fused_smem_bytes(ch, cw) <= kFusedSmemBytes; }
+// The fused kernel's mean is the two-level path's with one partial (the same order, hence the
+// same bits): every crop that fits it must be one for which partials_for gives 1.
+static_assert(kFusedSmemBytes / (sizeof(double2) + sizeof(float)) < 2 * kElemsPerPartial,
+              "a crop that fits the fused prepass would take more than one partial sum");
 
 // One stack as the preparing kernels see it; blockIdx.z picks the left (0) or the right (1) stack.
 // Everything but x is over the crop of each matrix: rows r0 .. r0 + ch - 1, columns c0 .. c0 + cw - 1.
@@ -26,8 +45,9 @@ struct StackRef {
     double2* sat;      // count x (ch+1) x (cw+1) tables of (Σx', Σx'²)
     double* partial;   // count x partials partial sums of the crops
     double* mean;      // count means of the crops
-    int count, h, w;   // the inputs' sizes
+    int count, h, w;   // the inputs' sizes (count 0: the stack is not this launch's, it does nothing)
     int r0, c0, ch, cw;  // the crop
+    int partials;        // partial sums per matrix of the two-level mean (partials_for(ch·cw))
     // Row r of matrix m's crop, in the inputs.
     __device__ __forceinline__ const float* crop_row(int64_t m, int r) const {
         return x + (m * h + r0 + r) * int64_t(w) + c0;
@@ -57,14 +77,17 @@ __device__ double block_sum(double v) {
 
 // Mean, first level. Algorithm: block b of matrix m sums the b-th of `partials` equal slices of
 // the crop (row-major element order) in double, in a fixed order (no atomics: the means, hence the
-// outputs, are the same on every run). A crop of whole rows is contiguous in the input; otherwise
-// element i is at crop row i / cw, column i % cw (32-bit: ch·cw <= 2^30 by Problem::check).
-// Mapping: grid (partials, min(count, 65535), 2 stacks), kThreads threads; blockIdx.y strides over
-// the matrices. Writes partial[m * partials + b]. Resources: 256 bytes of shared memory.
-__global__ void partial_sums_kernel(Stacks st, int partials) {
+// outputs, are the same on every run): thread t adds elements begin + t, begin + t + 256, ... in
+// turn to 0, then block_sum. A crop of whole rows is contiguous in the input; otherwise element i
+// is at crop row i / cw, column i % cw (32-bit: ch·cw <= 2^30 by Problem::check). Mapping: grid
+// (max partials of the stacks, min(count, 65535), 2 stacks), kThreads threads; blockIdx.y strides
+// over the matrices; blocks past their stack's partials return at once. Writes
+// partial[m * partials + b]. Resources: 64 bytes of shared memory (block_sum).
+__global__ void partial_sums_kernel(Stacks st) {
     const StackRef s = st.pick();
+    if (int(blockIdx.x) >= s.partials) return;  // the whole block: block_sum's barriers stay uniform
     const int64_t elems = int64_t(s.ch) * s.cw;
-    const int64_t begin = elems * blockIdx.x / partials, end = elems * (blockIdx.x + 1) / partials;
+    const int64_t begin = elems * blockIdx.x / s.partials, end = elems * (blockIdx.x + 1) / s.partials;
     for (int m = blockIdx.y; m < s.count; m += gridDim.y) {
         const float* x = s.crop_row(m, 0);
         double v = 0;
@@ -77,28 +100,63 @@ __global__ void partial_sums_kernel(Stacks st, int partials) {
             }
         }
         v = block_sum(v);
-        if (threadIdx.x == 0) s.partial[int64_t(m) * partials + blockIdx.x] = v;
+        if (threadIdx.x == 0) s.partial[int64_t(m) * s.partials + blockIdx.x] = v;
     }
+}
+
+// The mean of a crop from its partial sums: added in order to 0, divided by ch·cw. Shared by
+// means_kernel and fused_prepass_kernel (one partial there), so both give the same bits.
+__device__ __forceinline__ double mean_of(const double* partial, int partials, int ch, int cw) {
+    double v = 0;
+    for (int b = 0; b < partials; ++b) v += partial[b];
+    return v / (double(ch) * cw);
 }
 
 // Mean, second level: thread m adds its matrix's partials in order and divides by ch·cw.
 // Mapping: grid (ceil(count / 256), 1, 2 stacks), kThreads threads.
-__global__ void means_kernel(Stacks st, int partials) {
+__global__ void means_kernel(Stacks st) {
     const StackRef s = st.pick();
     const int64_t m = blockIdx.x * int64_t(kThreads) + threadIdx.x;
     if (m >= s.count) return;
-    double v = 0;
-    for (int b = 0; b < partials; ++b) v += s.partial[m * partials + b];
-    s.mean[m] = v / (double(s.ch) * s.cw);
+    s.mean[m] = mean_of(s.partial + m * s.partials, s.partials, s.ch, s.cw);
 }
 
-// Shifted copy and row pass of the tables. Algorithm: one warp per row r of matrix m's crop: each
-// lane takes one column of a 32-column strip, x' = float(x - mean) (written to xs: the raw
-// correlation reads it, so the tables must hold exactly these float values), then an inclusive
-// warp scan of (x', x'²) in double plus the carry of the strips before gives table row r + 1,
-// columns 1..cw; column 0 is 0, and the warp of row 0 also writes table row 0 (all 0). Invariant
-// after it: table (r + 1, c + 1) = Σ over columns <= c of crop row r. Mapping: warps stride over
-// count·ch rows; kThreads threads, grid (blocks, 1, 2 stacks). Resources: registers only.
+// One crop row's shifted copy and row pass, by one warp (all 32 lanes call it): each lane takes
+// one column of a 32-column strip, x' = float(x - mean) (written to xs: the raw correlation reads
+// it, so the tables must hold exactly these float values), then an inclusive warp scan
+// (Hillis-Steele: lanes add the partial sum 1, 2, 4, 8, 16 lanes back) of (x', x'²) in double plus
+// the carry of the strips before gives row[c + 1], c < cw; row[0] = 0. Explicit _rn operations:
+// no contraction into fma, so the sums are the ones tests/test_normalize_fused.py models. `x`, `row`
+// may be global or shared memory (row_scan_kernel, fused_prepass_kernel: the same code, the same
+// bits).
+__device__ __forceinline__ void scan_row(const float* x, float* xs, double2* row, int cw, double mean, int lane) {
+    if (lane == 0) row[0] = make_double2(0, 0);
+    double carry_a = 0, carry_q = 0;
+    for (int c0 = 0; c0 < cw; c0 += kWarp) {
+        const int c = c0 + lane;
+        const float v = c < cw ? float(__dsub_rn(double(x[c]), mean)) : 0.0f;
+        if (c < cw) xs[c] = v;
+        double a = v, q = __dmul_rn(double(v), double(v));
+#pragma unroll
+        for (int o = 1; o < kWarp; o <<= 1) {
+            const double pa = __shfl_up_sync(kFullMask, a, o), pq = __shfl_up_sync(kFullMask, q, o);
+            if (lane >= o) {
+                a = __dadd_rn(a, pa);
+                q = __dadd_rn(q, pq);
+            }
+        }
+        a = __dadd_rn(a, carry_a);
+        q = __dadd_rn(q, carry_q);
+        if (c < cw) row[c + 1] = make_double2(a, q);
+        carry_a = __shfl_sync(kFullMask, a, kWarp - 1);
+        carry_q = __shfl_sync(kFullMask, q, kWarp - 1);
+    }
+}
+
+// Shifted copy and row pass of the tables: scan_row per crop row, one warp per row r of matrix m;
+// the warp of row 0 also writes table row 0 (all 0). Invariant after it: table (r + 1, c + 1) =
+// Σ over columns <= c of crop row r. Mapping: warps stride over count·ch rows; kThreads threads,
+// grid (blocks, 1, 2 stacks). Resources: registers only.
 __global__ void row_scan_kernel(Stacks st) {
     const StackRef s = st.pick();
     const int lane = threadIdx.x % kWarp;
@@ -107,85 +165,129 @@ __global__ void row_scan_kernel(Stacks st) {
     for (int64_t g = (blockIdx.x * int64_t(kThreads) + threadIdx.x) / kWarp; g < rows; g += warps) {
         const int64_t m = g / s.ch;
         const int r = int(g % s.ch);
-        const double mean = s.mean[m];
-        const float* x = s.crop_row(m, r);
-        float* xs = s.xs + g * s.cw;
         double2* table = s.sat + m * (s.ch + 1) * w1;
         if (r == 0)
             for (int c = lane; c <= s.cw; c += kWarp) table[c] = make_double2(0, 0);
-        double2* row = table + (r + 1) * w1;
-        if (lane == 0) row[0] = make_double2(0, 0);
-        double carry_a = 0, carry_q = 0;
-        for (int c0 = 0; c0 < s.cw; c0 += kWarp) {
-            const int c = c0 + lane;
-            const float v = c < s.cw ? float(double(x[c]) - mean) : 0.0f;
-            if (c < s.cw) xs[c] = v;
-            double a = v, q = double(v) * double(v);
-#pragma unroll
-            for (int o = 1; o < kWarp; o <<= 1) {
-                const double pa = __shfl_up_sync(kFullMask, a, o), pq = __shfl_up_sync(kFullMask, q, o);
-                if (lane >= o) {
-                    a += pa;
-                    q += pq;
-                }
-            }
-            a += carry_a;
-            q += carry_q;
-            if (c < s.cw) row[c + 1] = make_double2(a, q);
-            carry_a = __shfl_sync(kFullMask, a, kWarp - 1);
-            carry_q = __shfl_sync(kFullMask, q, kWarp - 1);
-        }
+        scan_row(s.crop_row(m, r), s.xs + g * s.cw, table + (r + 1) * w1, s.cw, s.mean[m], lane);
     }
 }
 
-// Column pass of the tables (over the crops: h, w below are ch, cw). Algorithm: after the row
-// pass, table (r, c) holds row sums; adding them down each column makes table (r, c) = Σ over
-// rows < r, columns < c (the summed-area table). Each column's rows 1..h are cut into
-// kColSegments segments: pass 1 sums each segment, the segment totals before it (shared memory)
-// give each segment its start, pass 2 writes the running sums. Mapping: block (32 columns,
-// kColSegments segments), grid (ceil((w+1) / 32), min(count, 65535), 2 stacks), blockIdx.y
-// striding over the matrices; a warp reads 32 adjacent columns of one row (coalesced).
-// Resources: 32 x 8 x 16 bytes of shared memory.
+// Column pass of 32 adjacent columns c (< w1 counts) of one table of ch + 1 rows (row stride w1),
+// by kColSegments warps (all kThreads threads call it: it holds barriers). After the row pass
+// table (r, c) holds row sums; adding them down each column makes table (r, c) = Σ over rows < r,
+// columns < c (the summed-area table). Each column's rows 1..ch are cut into kColSegments segments
+// of ceil(ch / kColSegments) rows, segment `seg` (the warp) of column c (the lane): pass 1 adds
+// the segment's rows in order to 0, the segment totals before it (seg_total) are added in order
+// to 0 to give its start, pass 2 adds the rows in order to it and writes the running sums. A warp
+// reads 32 adjacent columns of one row (coalesced, or no bank conflicts in shared memory). Shared
+// by col_scan_kernel (global tables) and fused_prepass_kernel (in shared memory): the same bits.
+__device__ __forceinline__ void scan_columns(double2* table, int ch, int w1, int c, int seg,
+                                             double2 (*seg_total)[kWarp]) {
+    const int lane = threadIdx.x % kWarp;
+    const int len = (ch + kColSegments - 1) / kColSegments;
+    const int r0 = 1 + seg * len, r1 = min(ch + 1, r0 + len);
+    double2 acc = make_double2(0, 0);
+    if (c < w1)
+        for (int r = r0; r < r1; ++r) {
+            const double2 v = table[int64_t(r) * w1 + c];
+            acc.x = __dadd_rn(acc.x, v.x);
+            acc.y = __dadd_rn(acc.y, v.y);
+        }
+    __syncthreads();  // seg_total is reused by the next call
+    seg_total[seg][lane] = acc;
+    __syncthreads();
+    double2 run = make_double2(0, 0);
+    for (int i = 0; i < seg; ++i) {
+        run.x = __dadd_rn(run.x, seg_total[i][lane].x);
+        run.y = __dadd_rn(run.y, seg_total[i][lane].y);
+    }
+    if (c < w1)
+        for (int r = r0; r < r1; ++r) {
+            double2& v = table[int64_t(r) * w1 + c];
+            run.x = __dadd_rn(run.x, v.x);
+            run.y = __dadd_rn(run.y, v.y);
+            v = run;
+        }
+}
+
+// Column pass of the tables (scan_columns). Mapping: block (32 columns, kColSegments segments)
+// flattened to kThreads threads, grid (ceil((cw+1) / 32), min(count, 65535), 2 stacks),
+// blockIdx.y striding over the matrices. Resources: 32 x 8 x 16 bytes of shared memory.
 __global__ void col_scan_kernel(Stacks st) {
     const StackRef s = st.pick();
     __shared__ double2 seg_total[kColSegments][kWarp];
-    const int w1 = s.cw + 1;
-    const int c = blockIdx.x * kWarp + threadIdx.x;
-    const int seg = (s.ch + kColSegments - 1) / kColSegments;
-    const int r0 = 1 + threadIdx.y * seg, r1 = min(s.ch + 1, r0 + seg);
-    for (int m = blockIdx.y; m < s.count; m += gridDim.y) {
-        double2* table = s.sat + int64_t(m) * (s.ch + 1) * w1;
-        double2 acc = make_double2(0, 0);
-        if (c < w1)
-            for (int r = r0; r < r1; ++r) {
-                const double2 v = table[int64_t(r) * w1 + c];
-                acc.x += v.x;
-                acc.y += v.y;
-            }
-        __syncthreads();  // seg_total is reused by the next matrix
-        seg_total[threadIdx.y][threadIdx.x] = acc;
-        __syncthreads();
-        double2 run = make_double2(0, 0);
-        for (int i = 0; i < int(threadIdx.y); ++i) {
-            run.x += seg_total[i][threadIdx.x].x;
-            run.y += seg_total[i][threadIdx.x].y;
+    const int c = blockIdx.x * kWarp + threadIdx.x % kWarp, seg = threadIdx.x / kWarp;
+    for (int m = blockIdx.y; m < s.count; m += gridDim.y)
+        scan_columns(s.sat + int64_t(m) * (s.ch + 1) * (s.cw + 1), s.ch, s.cw + 1, c, seg, seg_total);
+}
+
+// The whole prepass of one small crop in one kernel (fits_fused: its table and floats in shared
+// memory), for the fixed cost of many small crops (zncc_frames: 1000 crops of 39 x 37), where the
+// four kernels above are mostly launches, tails and table round trips through L2. Algorithm, per
+// matrix: load the crop into shared memory while each thread adds its elements i = t, t + 256, ...
+// to 0 in double, block_sum, mean_of one partial: exactly partial_sums_kernel's and means_kernel's
+// order with one partial (static_assert above), so the mean has the same bits; then scan_row per
+// crop row (a warp per row, warps striding over the rows) into the table in shared memory, row 0
+// zero; scan_columns over the table's column chunks; then the table is written out (coalesced
+// double2). The shifted copy is written by scan_row, from the same float values the table sums.
+// So means, shifted copies and tables are bit-identical to the four-kernel path's (tests/
+// test_normalize_fused.py models both). Mapping: one block of kThreads per matrix, blocks
+// striding over the matrices of both stacks (lefts first; a stack of count 0 is not this
+// kernel's); the stack is a per-matrix select. Resources: dynamic shared memory
+// fused_smem_bytes(ch, cw) of the larger fused crop (<= kFusedSmemBytes, set by
+// cudaFuncSetAttribute in the Normalizer), static 4 KB seg_total + 64 B block_sum + 8 B mean; 40 registers.
+__global__ void __launch_bounds__(kThreads) fused_prepass_kernel(Stacks st) {
+    extern __shared__ double2 smem[];
+    __shared__ double2 seg_total[kColSegments][kWarp];
+    __shared__ double mean_sh;
+    const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+    const int64_t total = int64_t(st.left.count) + st.right.count;
+    for (int64_t g = blockIdx.x; g < total; g += gridDim.x) {
+        const bool right = g >= st.left.count;
+        const StackRef s = right ? st.right : st.left;
+        const int64_t m = right ? g - st.left.count : g;
+        const int ch = s.ch, cw = s.cw, w1 = cw + 1, elems = ch * cw, cells = (ch + 1) * w1;
+        double2* table = smem;                                   // (ch + 1) x w1
+        float* crop = reinterpret_cast<float*>(smem + cells);   // ch x cw, row-major
+        const float* x = s.crop_row(m, 0);
+        double v = 0;
+        for (int i = threadIdx.x; i < elems; i += kThreads) {
+            const int r = i / cw;
+            const float e = x[int64_t(r) * s.w + (i - r * cw)];
+            crop[i] = e;
+            v += double(e);
         }
-        if (c < w1)
-            for (int r = r0; r < r1; ++r) {
-                double2& v = table[int64_t(r) * w1 + c];
-                run.x += v.x;
-                run.y += v.y;
-                v = run;
-            }
+        v = block_sum(v);  // its barriers also publish crop[]
+        if (threadIdx.x == 0) {
+            mean_sh = mean_of(&v, 1, ch, cw);
+            s.mean[m] = mean_sh;
+        }
+        __syncthreads();
+        const double mean = mean_sh;
+        for (int c = threadIdx.x; c < w1; c += kThreads) table[c] = make_double2(0, 0);
+        for (int r = warp; r < ch; r += kThreads / kWarp)
+            scan_row(crop + r * cw, s.xs + (m * ch + r) * cw, table + (r + 1) * w1, cw, mean, lane);
+        __syncthreads();  // rows before columns
+        for (int c0 = 0; c0 < w1; c0 += kWarp) scan_columns(table, ch, w1, c0 + lane, warp, seg_total);
+        __syncthreads();
+        double2* out = s.sat + m * cells;
+        for (int i = threadIdx.x; i < cells; i += kThreads) out[i] = table[i];
+        __syncthreads();  // the next matrix's crop and mean overwrite this one's shared memory
     }
 }
 
 // (Σx', Σx'²) over rows [r0, r1), columns [c0, c1) of one matrix's table (row stride w1).
-// Through the read-only cache (__ldg): the epilogue writes `out` in place, so the compiler cannot
-// prove by itself that the tables do not alias it.
+// From global memory through the read-only cache (__ldg): the epilogue writes `out` in place, so
+// the compiler cannot prove by itself that the tables do not alias it; kShared: a table staged in
+// shared memory (plain loads). The same four entries and the same arithmetic either way.
+template <bool kShared>
 __device__ __forceinline__ double2 box_sum(const double2* t, int64_t w1, int r0, int r1, int c0, int c1) {
-    const double2 a = __ldg(t + r1 * w1 + c1), b = __ldg(t + r0 * w1 + c1), c = __ldg(t + r1 * w1 + c0),
-                  d = __ldg(t + r0 * w1 + c0);
+    auto ld = [](const double2* p) {
+        if constexpr (kShared) return *p;
+        else return __ldg(p);
+    };
+    const double2 a = ld(t + r1 * w1 + c1), b = ld(t + r0 * w1 + c1), c = ld(t + r1 * w1 + c0),
+                  d = ld(t + r0 * w1 + c0);
     return make_double2(a.x - b.x - c.x + d.x, a.y - b.y - c.y + d.y);
 }
 
@@ -220,15 +322,38 @@ struct EpilogueArgs {
 // elements of one output in 32-bit arithmetic (oh·ow <= 2^30 by Problem::check; a 64-bit division
 // per element was most of the old one-dimensional mapping's index cost). Resources: registers
 // only; reads 8 double2 of the tables per element.
-template <Normalize kMode>
+// kStaged (use_staged_epilogue: small tables, many outputs, each table entry read several times):
+// gridDim.x = 1, and the block first copies its output's two tables (left then right, coalesced
+// double2) into dynamic shared memory, staged_epilogue_bytes, and reads them there: each table
+// crosses L2 once per output instead of once per block of 256 elements and per L1 miss (zncc_frames:
+// 32 KB per output against ~55 KB), and the 8 reads per element are shared-memory loads. The copy
+// of the right table is skipped when the block's previous output had the same right (n-to-m with
+// one template: once per block). The same entries and the same source arithmetic as unstaged
+// (each path deterministic; across the two the bits agree unless the compiler contracts the two
+// instantiations' double expressions differently, which nothing here relies on).
+template <Normalize kMode, bool kStaged>
 __global__ void epilogue_kernel(const EpilogueArgs a) {
+    extern __shared__ double2 staged[];  // kStaged: the left table, then the right one
     const int ow = int(a.win.out_w()), per = int(a.win.out_h()) * ow;
     const int64_t lw1 = a.lw + 1, rw1 = a.rw + 1;
     const int ty = a.rr0 - a.lr0, tx = a.rc0 - a.lc0;  // shift on the crops = shift + (ty, tx)
+    // kStaged: the tables' cells (they fit in shared memory, so int); unused (0) otherwise.
+    const int lcells = kStaged ? (a.lh + 1) * int(lw1) : 0, rcells = kStaged ? (a.rh + 1) * int(rw1) : 0;
+    int64_t staged_right = -1;  // the right whose table is in staged[lcells..]
     for (int64_t k = blockIdx.y; k < a.count; k += gridDim.y) {
         const int64_t l = a.pairs.left_of(k), q = a.pairs.right_of(k);
         const double2* lsat = a.lsat + l * (a.lh + 1) * lw1;
         const double2* rsat = a.rsat + q * (a.rh + 1) * rw1;
+        if constexpr (kStaged) {
+            __syncthreads();  // the previous output's reads of staged[] are done (q, l: uniform per block)
+            for (int i = threadIdx.x; i < lcells; i += blockDim.x) staged[i] = __ldg(lsat + i);
+            if (q != staged_right)
+                for (int i = threadIdx.x; i < rcells; i += blockDim.x) staged[lcells + i] = __ldg(rsat + i);
+            staged_right = q;
+            __syncthreads();
+            lsat = staged;
+            rsat = staged + lcells;
+        }
         const double ml = a.lmean[l], mr = a.rmean[q];
         float* out = a.out + k * per;
         for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < per; j += gridDim.x * blockDim.x) {
@@ -241,10 +366,10 @@ __global__ void epilogue_kernel(const EpilogueArgs a) {
                 continue;
             }
             const double n = double(nr) * nc;
-            const double2 sl = box_sum(lsat, lw1, rows.begin + dy - a.lr0, rows.end + dy - a.lr0,
-                                       cols.begin + dx - a.lc0, cols.end + dx - a.lc0);
-            const double2 sr = box_sum(rsat, rw1, rows.begin - a.rr0, rows.end - a.rr0, cols.begin - a.rc0,
-                                       cols.end - a.rc0);
+            const double2 sl = box_sum<kStaged>(lsat, lw1, rows.begin + dy - a.lr0, rows.end + dy - a.lr0,
+                                                cols.begin + dx - a.lc0, cols.end + dx - a.lc0);
+            const double2 sr = box_sum<kStaged>(rsat, rw1, rows.begin - a.rr0, rows.end - a.rr0,
+                                                cols.begin - a.rc0, cols.end - a.rc0);
             double c = 0;
             if (int64_t(nr) * nc <= kDirectOverlap) {
                 c = raw_at(a.ls + l * a.lh * a.lw, a.rs + q * a.rh * a.rw, a.lh, a.lw, a.rh, a.rw, dy + ty, dx + tx);
@@ -267,27 +392,56 @@ __global__ void epilogue_kernel(const EpilogueArgs a) {
 }
 
 // zero-lag, C(0, 0) of every output's pair: the sum over r < min(hL, hR), c < min(wL, wR) of
-// L[r][c]·R[r][c] in double (the overlap at shift (0, 0); the same terms as raw_at). Mapping: one
-// block of kThreads per output, blocks striding over the outputs; block_sum. Resources: 256
-// bytes of shared memory.
-__global__ void c00_kernel(const float* __restrict__ left, const float* __restrict__ right, int hL, int wL, int hR,
-                           int wR, PairMap pairs, int64_t count, double* __restrict__ c00) {
+// L[r][c]·R[r][c] in double (the overlap at shift (0, 0); the same terms as raw_at), in two levels
+// so that one pair's millions of products are spread over the GPU (one block per pair took 8.9 ms
+// for a 2048 x 2048 pair on the H200) and the sum is the same on every run (no atomics).
+// First level: block b of pair k sums rows b, b + parts, ... (a row's columns over the threads: no
+// 64-bit division per element) and writes partial[k * parts + b]. Mapping: grid (parts, min(count,
+// 65535)), blockIdx.y striding over the pairs; block_sum. Resources: 64 bytes of shared memory.
+__global__ void c00_partial_kernel(const float* __restrict__ left, const float* __restrict__ right, int hL, int wL,
+                                   int hR, int wR, PairMap pairs, int64_t count, int parts,
+                                   double* __restrict__ partial) {
     const int h = min(hL, hR), w = min(wL, wR);
-    const int64_t n = int64_t(h) * w;
-    for (int64_t k = blockIdx.x; k < count; k += gridDim.x) {
+    for (int64_t k = blockIdx.y; k < count; k += gridDim.y) {
         const float* L = left + int64_t(pairs.left_of(k)) * hL * wL;
         const float* R = right + int64_t(pairs.right_of(k)) * hR * wR;
         double v = 0;
-        for (int64_t i = threadIdx.x; i < n; i += kThreads) {
-            const int r = int(i / w), c = int(i % w);
-            v += double(L[int64_t(r) * wL + c]) * double(R[int64_t(r) * wR + c]);
-        }
+        for (int r = blockIdx.x; r < h; r += parts)
+            for (int c = threadIdx.x; c < w; c += kThreads)
+                v += double(L[int64_t(r) * wL + c]) * double(R[int64_t(r) * wR + c]);
         v = block_sum(v);
-        if (threadIdx.x == 0) c00[k] = v;
+        if (threadIdx.x == 0) partial[k * parts + blockIdx.x] = v;
+    }
+}
+
+// Second level: thread k adds pair k's partials in order. Mapping: one thread per pair, grid-stride.
+__global__ void c00_final_kernel(const double* __restrict__ partial, int64_t count, int parts,
+                                 double* __restrict__ c00) {
+    for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < count; k += int64_t(gridDim.x) * blockDim.x) {
+        double v = 0;
+        for (int b = 0; b < parts; ++b) v += partial[k * parts + b];
+        c00[k] = v;
     }
 }
 
 int blocks_for(int64_t n, int threads) { return int(std::min<int64_t>((n + threads - 1) / threads, 65536)); }
+
+// The staged epilogue (epilogue_kernel<, true>): dynamic shared memory for the two tables, the
+// limit on it, and when it pays: the tables fit; every output reads its tables' entries at least
+// twice over on average (8 per element against the cells staged), else staging would move more
+// bytes than it saves (a window of a few shifts on large crops); and outputs enough to fill the
+// GPU with one block per output (fewer run on fewer SMs than the unstaged kernel's blocks).
+constexpr size_t kStagedEpilogueBytes = 64 * 1024;
+constexpr int64_t kStagedMinOutputs = 256;
+size_t staged_epilogue_bytes(const NormalizeCrop& c) {
+    return (size_t(c.left.h() + 1) * size_t(c.left.w() + 1) + size_t(c.right.h() + 1) * size_t(c.right.w() + 1)) *
+           sizeof(double2);
+}
+bool use_staged_epilogue(const Problem& p, const NormalizeCrop& c) {
+    const size_t bytes = staged_epilogue_bytes(c);
+    const int64_t cells = int64_t(bytes / sizeof(double2)), per = int64_t(p.out_h()) * p.out_w();
+    return bytes <= kStagedEpilogueBytes && 8 * per >= 2 * cells && p.out_count() >= kStagedMinOutputs;
+}
 
 // The Instance of a normalized problem: the variant's instance of the (cropped) raw problem inside
 // a Normalizer; no raw instance where the crop is empty (the output is 0).
@@ -313,12 +467,36 @@ Normalizer::Normalizer(const Problem& p, const NormalizeCrop& crop) : p_(p), cro
     p.check();
     if (crop.empty()) return;  // the output is 0: nothing to prepare
     const Region &cl = crop.left, &cr = crop.right;
-    if (p.normalize == Normalize::ZeroLag) c00_ = DeviceBuffer<double>(size_t(p.out_count()));
-    const int64_t most = std::max(int64_t(cl.h()) * cl.w(), int64_t(cr.h()) * cr.w());
-    partials_ = int(std::clamp<int64_t>(most / (kThreads * 16), 1, kMaxPartials));
+    if (p.normalize == Normalize::ZeroLag) {
+        // C(0, 0)'s partial sums: about 16 rows' worth of work per block, at most kMaxPartials blocks
+        // per pair, and at most 16 Mi partials in all (many small pairs need no more than one each).
+        const int64_t rows = std::min(p.hL, p.hR), cols = std::min(p.wL, p.wR), count = p.out_count();
+        c00_parts_ = int(std::clamp<int64_t>(std::min(rows, rows * cols / (kThreads * 16)), 1, kMaxPartials));
+        c00_parts_ = int(std::max<int64_t>(1, std::min<int64_t>(c00_parts_, (int64_t(16) << 20) / count)));
+        c00_ = DeviceBuffer<double>(size_t(count));
+        c00_partial_ = DeviceBuffer<double>(size_t(count) * c00_parts_);
+    }
+    lpartials_ = partials_for(int64_t(cl.h()) * cl.w());
+    rpartials_ = partials_for(int64_t(cr.h()) * cr.w());
+    lfused_ = fits_fused(cl.h(), cl.w());
+    rfused_ = fits_fused(cr.h(), cr.w());
+    fused_smem_ = std::max(lfused_ ? fused_smem_bytes(cl.h(), cl.w()) : 0,
+                           rfused_ ? fused_smem_bytes(cr.h(), cr.w()) : 0);
+    if (fused_smem_ > 48 * 1024)  // past the default limit of dynamic shared memory: opt in (per device)
+        XC_CUDA_CHECK(cudaFuncSetAttribute(fused_prepass_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           int(fused_smem_)));
+    staged_epilogue_ = use_staged_epilogue(p, crop);
+    if (staged_epilogue_ && staged_epilogue_bytes(crop) > 48 * 1024) {
+        const int bytes = int(staged_epilogue_bytes(crop));
+        XC_CUDA_CHECK(cudaFuncSetAttribute(epilogue_kernel<Normalize::Zncc, true>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+        XC_CUDA_CHECK(cudaFuncSetAttribute(epilogue_kernel<Normalize::ZeroLag, true>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    }
     lshift_ = DeviceBuffer<float>(size_t(p.nL) * cl.h() * cl.w());
     rshift_ = DeviceBuffer<float>(size_t(p.nR) * cr.h() * cr.w());
-    partial_ = DeviceBuffer<double>(size_t(p.nL + int64_t(p.nR)) * partials_);
+    partial_ = DeviceBuffer<double>((lfused_ ? 0 : size_t(p.nL) * lpartials_) +
+                                    (rfused_ ? 0 : size_t(p.nR) * rpartials_));
     mean_ = DeviceBuffer<double>(size_t(p.nL) + p.nR);
     lsat_ = DeviceBuffer<double2>(size_t(p.nL) * (cl.h() + 1) * (cl.w() + 1));
     rsat_ = DeviceBuffer<double2>(size_t(p.nR) * (cr.h() + 1) * (cr.w() + 1));
@@ -326,7 +504,7 @@ Normalizer::Normalizer(const Problem& p, const NormalizeCrop& crop) : p_(p), cro
 
 size_t Normalizer::workspace_bytes() const {
     return lshift_.bytes() + rshift_.bytes() + partial_.bytes() + mean_.bytes() + lsat_.bytes() + rsat_.bytes() +
-           c00_.bytes();
+           c00_.bytes() + c00_partial_.bytes();
 }
 
 void Normalizer::prepare(const float* left, const float* right, cudaStream_t stream) {
@@ -334,27 +512,40 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
     if (p_.normalize == Normalize::ZeroLag) {
         // C(0, 0) from the whole inputs: shift (0, 0) need not be in the window, nor its overlap in the crops.
         const int64_t count = p_.out_count();
-        c00_kernel<<<int(std::min<int64_t>(count, 65536)), kThreads, 0, stream>>>(left, right, p_.hL, p_.wL, p_.hR,
-                                                                                   p_.wR, pair_map(p_), count, c00_.get());
+        c00_partial_kernel<<<dim3(c00_parts_, unsigned(std::min<int64_t>(count, kMaxGridY))), kThreads, 0, stream>>>(
+            left, right, p_.hL, p_.wL, p_.hR, p_.wR, pair_map(p_), count, c00_parts_, c00_partial_.get());
+        XC_CHECK_LAUNCH();
+        c00_final_kernel<<<blocks_for(count, kThreads), kThreads, 0, stream>>>(c00_partial_.get(), count, c00_parts_,
+                                                                             c00_.get());
         XC_CHECK_LAUNCH();
     }
     const Region &cl = crop_.left, &cr = crop_.right;
-    Stacks st{};
-    st.left = StackRef{left, lshift_.get(), lsat_.get(), partial_.get(), mean_.get(), p_.nL, p_.hL, p_.wL,
-                       cl.r0, cl.c0, cl.h(), cl.w()};
-    st.right = StackRef{right, rshift_.get(), rsat_.get(), partial_.get() + int64_t(p_.nL) * partials_,
-                        mean_.get() + p_.nL, p_.nR, p_.hR, p_.wR, cr.r0, cr.c0, cr.h(), cr.w()};
-    const int most = std::max(p_.nL, p_.nR);
+    double* const rpartial = partial_.get() + (lfused_ ? 0 : int64_t(p_.nL) * lpartials_);
+    const StackRef l{left, lshift_.get(), lsat_.get(), partial_.get(), mean_.get(), p_.nL, p_.hL, p_.wL,
+                     cl.r0, cl.c0, cl.h(), cl.w(), lpartials_};
+    const StackRef r{right, rshift_.get(), rsat_.get(), rpartial, mean_.get() + p_.nL, p_.nR, p_.hR, p_.wR,
+                     cr.r0, cr.c0, cr.h(), cr.w(), rpartials_};
+    // Each stack in one of the two paths; in the other its count is 0 (it does nothing there).
+    Stacks fused{l, r}, split{l, r};
+    (lfused_ ? split.left : fused.left).count = 0;
+    (rfused_ ? split.right : fused.right).count = 0;
+    if (lfused_ || rfused_) {
+        const int64_t total = int64_t(fused.left.count) + fused.right.count;
+        fused_prepass_kernel<<<blocks_for(total, 1), kThreads, fused_smem_, stream>>>(fused);
+        XC_CHECK_LAUNCH();
+    }
+    if (lfused_ && rfused_) return;
+    const int most = std::max(split.left.count, split.right.count);
     const int gy = std::min(most, kMaxGridY);
-    partial_sums_kernel<<<dim3(partials_, gy, 2), kThreads, 0, stream>>>(st, partials_);
+    partial_sums_kernel<<<dim3(std::max(lpartials_, rpartials_), gy, 2), kThreads, 0, stream>>>(split);
     XC_CHECK_LAUNCH();
-    means_kernel<<<dim3(ceil_div(most, kThreads), 1, 2), kThreads, 0, stream>>>(st, partials_);
+    means_kernel<<<dim3(ceil_div(most, kThreads), 1, 2), kThreads, 0, stream>>>(split);
     XC_CHECK_LAUNCH();
-    const int64_t rows = std::max(int64_t(p_.nL) * cl.h(), int64_t(p_.nR) * cr.h());
-    row_scan_kernel<<<dim3(blocks_for(rows, kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(st);
+    const int64_t rows = std::max(int64_t(split.left.count) * cl.h(), int64_t(split.right.count) * cr.h());
+    row_scan_kernel<<<dim3(blocks_for(rows, kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(split);
     XC_CHECK_LAUNCH();
-    const int cols = std::max(cl.w(), cr.w()) + 1;
-    col_scan_kernel<<<dim3(ceil_div(cols, kWarp), gy, 2), dim3(kWarp, kColSegments), 0, stream>>>(st);
+    const int cols = std::max(lfused_ ? 0 : cl.w(), rfused_ ? 0 : cr.w()) + 1;
+    col_scan_kernel<<<dim3(ceil_div(cols, kWarp), gy, 2), kThreads, 0, stream>>>(split);
     XC_CHECK_LAUNCH();
 }
 
@@ -378,10 +569,15 @@ void Normalizer::finish(float* out, cudaStream_t stream) {
     a.pairs = pair_map(p_);
     a.count = p_.out_count();
     const int64_t per = int64_t(p_.out_h()) * p_.out_w();
-    const dim3 grid(blocks_for(per, kThreads), unsigned(std::min<int64_t>(a.count, kMaxGridY)));
-    auto epilogue = p_.normalize == Normalize::ZeroLag ? epilogue_kernel<Normalize::ZeroLag>
-                                                       : epilogue_kernel<Normalize::Zncc>;
-    epilogue<<<grid, kThreads, 0, stream>>>(a);
+    const unsigned gy = unsigned(std::min<int64_t>(a.count, kMaxGridY));
+    const bool zl = p_.normalize == Normalize::ZeroLag;
+    if (staged_epilogue_) {
+        auto epilogue = zl ? epilogue_kernel<Normalize::ZeroLag, true> : epilogue_kernel<Normalize::Zncc, true>;
+        epilogue<<<dim3(1, gy), kThreads, staged_epilogue_bytes(crop_), stream>>>(a);
+    } else {
+        auto epilogue = zl ? epilogue_kernel<Normalize::ZeroLag, false> : epilogue_kernel<Normalize::Zncc, false>;
+        epilogue<<<dim3(blocks_for(per, kThreads), gy), kThreads, 0, stream>>>(a);
+    }
     XC_CHECK_LAUNCH();
 }
 

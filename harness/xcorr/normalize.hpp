@@ -16,10 +16,15 @@
 //      constant keeps the formulas below exact, the crop's own mean keeps the shifted data smallest);
 //   2. shifted float32 copies L' = L - m, R' = R - m of the crops (workspace), fused with the row pass of
 //      3. summed-area tables of (X', X'^2) in double, (h+1) x (w+1) per crop (row scan, column scan);
+//   1-3 run as one kernel per stack whose crop's table fits in shared memory (about 4900 elements:
+//   one block per crop, everything on chip), else as four kernels; both give the same bits (the same
+//   sums in the same order: normalize.cu, tests/test_normalize_fused.py), deterministic run to run;
 //   4. the variant's raw correlation C' of L' with R' (the caller runs it: raw_left/raw_right);
 //   5. an epilogue per output element: n, ΣL', ΣL'², ΣR', ΣR'² of the overlap (in crop coordinates) from the tables and
 //      (n·C' - ΣL'·ΣR') / sqrt((n·ΣL'² - ΣL'²)(n·ΣR'² - ΣR'²)), 0 where n = 0 or a factor is at most
 //      1e-6·n·ΣX² of the original data (ΣX² = ΣX'² + 2mΣX' + n·m²).
+//      Where the two tables of an output are small and read many times (normalize.cu:
+//      use_staged_epilogue), one block per output stages them in shared memory first (same bits).
 //   Why shifted data: on images of 1000 + noise the naive n·ΣX² - (ΣX)² in float32 cancels every
 //   digit, and C itself is 1e6·n large with the information in its 7th digit; on L', R' the raw
 //   correlation carries the fluctuations at full float32 precision and the moments in double have
@@ -81,12 +86,18 @@ public:
 private:
     Problem p_;
     NormalizeCrop crop_;
-    int partials_ = 1;                // blocks per matrix of the mean reduction
+    int lpartials_ = 1, rpartials_ = 1;  // blocks per matrix of the two-level mean, per stack
+    bool lfused_ = false, rfused_ = false;  // the stack's prepass is the fused kernel (small crops)
+    size_t fused_smem_ = 0;           // its dynamic shared memory (the larger fused crop's)
+    bool staged_epilogue_ = false;    // the epilogue reads the tables from shared memory (normalize.cu)
     DeviceBuffer<float> lshift_, rshift_;  // shifted crops, count x crop h x crop w
-    DeviceBuffer<double> partial_;    // (nL + nR) x partials_ partial sums
+    DeviceBuffer<double> partial_;    // partial sums of the two-level mean: nL x lpartials_, then nR x
+                                      // rpartials_ (a fused stack has none)
     DeviceBuffer<double> mean_;       // nL + nR means of the crops, lefts first
     DeviceBuffer<double2> lsat_, rsat_;  // (Σx', Σx'²) tables, (h+1) x (w+1) per crop
     DeviceBuffer<double> c00_;        // zero-lag: C(0, 0) per output
+    DeviceBuffer<double> c00_partial_;  // zero-lag: its partial sums, c00_parts_ per output
+    int c00_parts_ = 1;
 };
 
 // variant.make(p, params) for a plain problem; for a normalized one the variant's instance of

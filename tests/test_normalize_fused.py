@@ -1,0 +1,351 @@
+"""The normalization prepass's two paths (harness/normalize.cu; issue #21), emulated on the CPU:
+fused_prepass_kernel (one block per small crop, its table in shared memory) against the
+four-kernel path (partial_sums_kernel, means_kernel, row_scan_kernel, col_scan_kernel), each
+modelled with its own mapping of work to threads and the exact order of its double additions
+(Python floats are IEEE doubles; NumPy float64 adds element-wise in the same rounding). Proves:
+
+- the mean, the shifted float32 copy and the (h+1) x (w+1) tables of (x', x'^2) are bit-identical
+  between the paths for every crop the fused kernel takes (odd sizes, 1 x n, n x 1, both sides of
+  the shared-memory threshold), and deterministic (a fixed order, no atomics);
+- the fused mapping writes every crop element, every shifted-copy element and every table cell
+  exactly once, and reads no table cell before it is written;
+- every crop that fits the fused kernel takes one partial sum in the four-kernel path (the
+  static_assert), and the tables of both paths, for any crop, equal float64 summed-area tables of
+  the same float32 x' to rounding (tests/test_normalize_crop.py's model builds those).
+
+It checks the design (orders and index arithmetic), not the CUDA code itself: the GPU tests
+(tests/test_normalize.py, xcorr_validate --normalize all) run that. The constants are read from
+normalize.cu, so a change there is modelled here."""
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import seeded_rng
+
+SOURCE = (Path(__file__).resolve().parent.parent / "harness" / "normalize.cu").read_text()
+
+
+def constant(name, **known):
+    """A constexpr of normalize.cu: an integer expression of integers and the `known` names."""
+    m = re.search(r"constexpr\s+(?:int|size_t)\s+" + name + r"\s*=\s*([^;]+);", SOURCE)
+    assert m, name
+    expr = m.group(1)
+    assert re.fullmatch(r"[\w\s*+]+", expr), expr
+    return int(eval(expr, {"__builtins__": {}}, known))  # noqa: S307 (checked: names, digits, * and +)
+
+
+THREADS = constant("kThreads")
+WARP = 32
+WARPS = THREADS // WARP
+SEGMENTS = constant("kColSegments")
+ELEMS_PER_PARTIAL = constant("kElemsPerPartial", kThreads=THREADS)
+MAX_PARTIALS = constant("kMaxPartials")
+FUSED_SMEM = constant("kFusedSmemBytes")
+
+
+def partials_for(elems):
+    return int(min(max(elems // ELEMS_PER_PARTIAL, 1), MAX_PARTIALS))
+
+
+def fused_smem_bytes(ch, cw):
+    return (ch + 1) * (cw + 1) * 16 + ch * cw * 4
+
+
+def fits_fused(ch, cw):
+    return fused_smem_bytes(ch, cw) <= FUSED_SMEM
+
+
+# ---- shared device functions (the same code in both paths) -----------------------------------
+
+def block_sum(v):
+    """block_sum: v[t] per thread (THREADS doubles); xor-butterfly per warp, then thread 0 adds
+    the warp sums in order to 0."""
+    v = np.array(v, dtype=np.float64).reshape(WARPS, WARP)
+    lanes = np.arange(WARP)
+    o = WARP // 2
+    while o:
+        v = v + v[:, lanes ^ o]  # every lane: own + partner (IEEE addition commutes)
+        o //= 2
+    total = 0.0
+    for w in range(WARPS):
+        total += float(v[w, 0])
+    return total
+
+
+def mean_of(partials, ch, cw):
+    v = 0.0
+    for p in partials:
+        v += p
+    return v / (float(ch) * cw)
+
+
+def scan_row(x, mean, cw):
+    """scan_row of one crop row x (float32, cw): (x' float32, row of cw + 1 (a, q) pairs)."""
+    xs = np.zeros(cw, np.float32)
+    row = np.zeros((cw + 1, 2))
+    carry_a = carry_q = 0.0
+    for c0 in range(0, cw, WARP):
+        c = c0 + np.arange(WARP)
+        valid = c < cw
+        v = np.zeros(WARP, np.float32)
+        v[valid] = (x[c[valid]].astype(np.float64) - mean).astype(np.float32)
+        xs[c[valid]] = v[valid]
+        a = v.astype(np.float64)
+        q = a * a
+        o = 1
+        while o < WARP:
+            pa, pq = np.roll(a, o), np.roll(q, o)  # __shfl_up_sync: the values before this step
+            up = np.arange(WARP) >= o
+            a = np.where(up, a + pa, a)
+            q = np.where(up, q + pq, q)
+            o <<= 1
+        a = a + carry_a
+        q = q + carry_q
+        row[c[valid] + 1, 0] = a[valid]
+        row[c[valid] + 1, 1] = q[valid]
+        carry_a, carry_q = float(a[-1]), float(q[-1])
+    return xs, row
+
+
+def scan_columns(table, ch, c):
+    """scan_columns of the columns c (one per lane; < w1 counts) of table ((ch+1) x w1 x 2), in
+    place; returns the cells it wrote. All SEGMENTS warps: segment = warp."""
+    w1 = table.shape[1]
+    length = -(-ch // SEGMENTS)
+    valid = c < w1
+    cv = c[valid]
+    seg_total = np.zeros((SEGMENTS, WARP, 2))
+    bounds = []
+    for seg in range(SEGMENTS):
+        r0 = 1 + seg * length
+        r1 = min(ch + 1, r0 + length)
+        bounds.append((r0, r1))
+        acc = np.zeros((WARP, 2))
+        for r in range(r0, r1):
+            acc[valid] = acc[valid] + table[r, cv]
+        seg_total[seg] = acc
+    written = []
+    for seg, (r0, r1) in enumerate(bounds):
+        run = np.zeros((WARP, 2))
+        for i in range(seg):
+            run = run + seg_total[i]
+        for r in range(r0, r1):
+            run[valid] = run[valid] + table[r, cv]
+            table[r, cv] = run[valid]
+            written += [(r, int(k)) for k in cv]
+    return written
+
+
+# ---- the four-kernel path ----------------------------------------------------------------------
+
+def split_path(x):
+    """partial_sums_kernel, means_kernel, row_scan_kernel, col_scan_kernel on one crop x (ch x cw
+    float32): (mean, x' float32, table (ch+1) x (cw+1) x 2)."""
+    ch, cw = x.shape
+    flat = x.reshape(-1)
+    elems = ch * cw
+    P = partials_for(elems)
+    partial = []
+    for b in range(P):
+        begin, end = elems * b // P, elems * (b + 1) // P
+        v = [0.0] * THREADS
+        for t in range(THREADS):
+            for i in range(begin + t, end, THREADS):
+                v[t] += float(flat[i])
+        partial.append(block_sum(v))
+    mean = mean_of(partial, ch, cw)
+    table = np.zeros((ch + 1, cw + 1, 2))
+    xs = np.zeros((ch, cw), np.float32)
+    for r in range(ch):  # one warp per row (any order: rows are independent)
+        xs[r], table[r + 1] = scan_row(x[r], mean, cw)
+    for bx in range(-(-(cw + 1) // WARP)):  # col_scan_kernel's blocks of 32 columns
+        scan_columns(table, ch, bx * WARP + np.arange(WARP))
+    return mean, xs, table
+
+
+# ---- fused_prepass_kernel ------------------------------------------------------------------------
+
+def fused_path(x, stride_w=None):
+    """fused_prepass_kernel on one crop x (ch x cw float32) of an input of width stride_w (the crop
+    at column 0): (mean, x', table), checking its mapping's coverage."""
+    ch, cw = x.shape
+    assert fits_fused(ch, cw)
+    w = stride_w or cw
+    src = np.zeros((ch, w), np.float32)
+    src[:, :cw] = x
+    src_flat = src.reshape(-1)
+    elems, w1 = ch * cw, cw + 1
+    crop = np.full(elems, np.nan, np.float32)  # shared memory, poisoned
+    loads = np.zeros(elems, int)
+    v = [0.0] * THREADS
+    for t in range(THREADS):
+        for i in range(t, elems, THREADS):
+            r = i // cw
+            e = src_flat[r * w + (i - r * cw)]
+            crop[i] = e
+            loads[i] += 1
+            v[t] += float(e)
+    assert (loads == 1).all()
+    mean = mean_of([block_sum(v)], ch, cw)
+    table = np.full((ch + 1, w1, 2), np.nan)  # shared memory, poisoned: a read before a write shows
+    xs = np.full((ch, cw), np.nan, np.float32)
+    table[0, :] = 0  # threads over row 0
+    rows_done = np.zeros(ch, int)
+    for warp in range(WARPS):
+        for r in range(warp, ch, WARPS):
+            xs[r], table[r + 1] = scan_row(crop[r * cw:(r + 1) * cw], mean, cw)
+            rows_done[r] += 1
+    assert (rows_done == 1).all()
+    assert not np.isnan(table).any() and not np.isnan(xs).any()
+    cells = {}
+    for c0 in range(0, w1, WARP):
+        for cell in scan_columns(table, ch, c0 + np.arange(WARP)):
+            cells[cell] = cells.get(cell, 0) + 1
+    assert all(n == 1 for n in cells.values())
+    assert set(cells) == {(r, c) for r in range(1, ch + 1) for c in range(w1)}
+    out = np.full(((ch + 1) * w1, 2), np.nan)  # the copy-out, threads striding over the cells
+    flat = table.reshape(-1, 2)
+    written = np.zeros(len(out), int)
+    for t in range(THREADS):
+        for i in range(t, len(out), THREADS):
+            out[i] = flat[i]
+            written[i] += 1
+    assert (written == 1).all()
+    return mean, xs, out.reshape(ch + 1, w1, 2)
+
+
+def exact_tables(xs):
+    """float64 summed-area tables of the float32 x' (tests/test_normalize_crop.py's tables())."""
+    x = xs.astype(np.float64)
+    t = np.zeros((x.shape[0] + 1, x.shape[1] + 1, 2))
+    t[1:, 1:, 0] = np.cumsum(np.cumsum(x, 0), 1)
+    t[1:, 1:, 1] = np.cumsum(np.cumsum(x * x, 0), 1)
+    return t
+
+
+def largest(fits):
+    """The largest n with fits(n) (fits monotone)."""
+    n = 1
+    while fits(n + 1):
+        n += 1
+    return n
+
+
+EDGE_1XN = largest(lambda n: fits_fused(1, n))
+EDGE_NX1 = largest(lambda n: fits_fused(n, 1))
+EDGE_SQ = largest(lambda n: fits_fused(n, n))
+FUSED_SHAPES = [(1, 1), (1, 2), (2, 1), (1, 31), (1, 32), (1, 33), (1, 97), (5, 1), (64, 1), (65, 1), (3, 5),
+                (7, 8), (8, 7), (9, 9), (17, 31), (23, 21), (39, 37), (33, 64), (40, 95),
+                (1, EDGE_1XN), (EDGE_NX1, 1), (EDGE_SQ, EDGE_SQ), (EDGE_SQ - 1, EDGE_SQ + 1)]
+
+
+def test_threshold_edges_and_one_partial():
+    """The edges the shapes below sit on, and the static_assert: no crop that fits the fused
+    kernel takes more than one partial sum in the four-kernel path (so its mean is the same sum)."""
+    assert fits_fused(39, 37) and fits_fused(1, EDGE_1XN) and not fits_fused(1, EDGE_1XN + 1)
+    assert fits_fused(EDGE_NX1, 1) and not fits_fused(EDGE_NX1 + 1, 1)
+    assert fits_fused(EDGE_SQ, EDGE_SQ) and not fits_fused(EDGE_SQ + 1, EDGE_SQ + 1)
+    for ch in range(1, EDGE_NX1 + 1):
+        cw = largest(lambda n: fits_fused(ch, n)) if fits_fused(ch, 1) else 0
+        if cw:
+            assert partials_for(ch * cw) == 1, (ch, cw)
+            assert not fits_fused(ch, cw + 1)
+    assert FUSED_SMEM // 20 < 2 * ELEMS_PER_PARTIAL
+
+
+def crop_values(rng, shape, kind):
+    if kind == "large":  # 1000 + noise: the cancellation case
+        return (1000 + rng.uniform(-8, 8, shape)).astype(np.float32)
+    if kind == "wide":  # magnitudes 1e-15 .. 1e15: double sums of these round, so the order shows
+        return (rng.standard_normal(shape) * 10.0 ** rng.uniform(-15, 15, shape)).astype(np.float32)
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("shape", FUSED_SHAPES, ids=lambda s: "%dx%d" % s)
+def test_fused_prepass_equals_the_four_kernel_path(shape):
+    rng = seeded_rng(("fused-prepass", shape))
+    for kind in ("signed", "large", "wide"):
+        x = crop_values(rng, shape, kind)
+        m1, xs1, t1 = split_path(x)
+        m2, xs2, t2 = fused_path(x, stride_w=shape[1] + 3)
+        assert m1 == m2 or (np.isnan(m1) and np.isnan(m2)), (kind, m1, m2)
+        assert np.array_equal(xs1.view(np.uint32), xs2.view(np.uint32)), kind
+        assert np.array_equal(t1.view(np.uint64), t2.view(np.uint64)), kind  # bit-identical, signs of 0 too
+        if kind == "wide":
+            continue  # rounding relative to the largest terms: the bounds below are for data of one scale
+        # Against float64 summed-area tables of the same x' (rounding only).
+        want = exact_tables(xs1)
+        scale = np.abs(xs1.astype(np.float64)).sum() + 1e-300
+        assert np.abs(t1[..., 0] - want[..., 0]).max() <= 1e-13 * scale, kind
+        scale2 = (xs1.astype(np.float64) ** 2).sum() + 1e-300
+        assert np.abs(t1[..., 1] - want[..., 1]).max() <= 1e-13 * scale2, kind
+        assert abs(m1 - x.astype(np.float64).mean()) <= 1e-13 * max(1.0, abs(m1)), kind
+
+
+@pytest.mark.parametrize("shape", [(91, 91), (100, 100), (1, 9000), (9000, 1), (130, 257)], ids=lambda s: "%dx%d" % s)
+def test_four_kernel_path_on_large_crops(shape):
+    """Crops past the threshold (one or more partial sums): the four-kernel path alone, against
+    float64 (its order is still fixed: the same input gives the same bits)."""
+    assert not fits_fused(*shape)
+    rng = seeded_rng(("split-prepass", shape))
+    x = crop_values(rng, shape, "large")
+    m, xs, t = split_path(x)
+    assert partials_for(x.size) == max(1, min(x.size // ELEMS_PER_PARTIAL, MAX_PARTIALS))
+    assert abs(m - x.astype(np.float64).mean()) <= 1e-13 * abs(m)
+    want = exact_tables(xs)
+    assert np.abs(t[..., 0] - want[..., 0]).max() <= 1e-13 * np.abs(xs.astype(np.float64)).sum()
+    assert np.abs(t[..., 1] - want[..., 1]).max() <= 1e-13 * (xs.astype(np.float64) ** 2).sum()
+    m2, xs2, t2 = split_path(x)
+    assert m == m2 and np.array_equal(t.view(np.uint64), t2.view(np.uint64))
+
+
+def test_model_constants_match_the_source():
+    """The model's constants are the kernel file's, and its C++ threshold is the one modelled."""
+    assert (THREADS, SEGMENTS, ELEMS_PER_PARTIAL) == (256, 8, 4096)
+    assert "fused_smem_bytes(ch, cw) <= kFusedSmemBytes" in SOURCE
+    assert "size_t(ch + 1) * size_t(cw + 1) * sizeof(double2) + size_t(ch) * size_t(cw) * sizeof(float)" in SOURCE
+
+
+STAGED_BYTES = constant("kStagedEpilogueBytes")
+STAGED_MIN_OUTPUTS = int(re.search(r"constexpr int64_t kStagedMinOutputs = (\d+);", SOURCE).group(1))
+
+
+def use_staged_epilogue(crop_l, crop_r, out_hw, count):
+    """normalize.cu's use_staged_epilogue: (h, w) of the crops and of one output, outputs."""
+    cells = (crop_l[0] + 1) * (crop_l[1] + 1) + (crop_r[0] + 1) * (crop_r[1] + 1)
+    per = out_hw[0] * out_hw[1]
+    return cells * 16 <= STAGED_BYTES and 8 * per >= 2 * cells and count >= STAGED_MIN_OUTPUTS
+
+
+def test_path_choices_on_zncc_frames_and_neighbours():
+    """zncc_frames (1000 frames of 256 x 256, a 23 x 21 template within ±16: crops 39 x 37 and
+    23 x 21): both stacks take the fused prepass (the frames' 30 KB, no opt-in past 48 KB needed) and
+    the epilogue stages its 32 KB of tables; a window of one shift, a handful of outputs, or tables
+    past the limit keep the unstaged epilogue."""
+    assert fits_fused(39, 37) and fits_fused(23, 21) and fused_smem_bytes(39, 37) <= 48 * 1024
+    assert use_staged_epilogue((39, 37), (23, 21), (33, 33), 1000)
+    assert not use_staged_epilogue((23, 21), (23, 21), (1, 1), 1000)  # max_shift 0: 8 reads of 1056 cells
+    assert not use_staged_epilogue((39, 37), (23, 21), (33, 33), 8)
+    assert not use_staged_epilogue((70, 70), (40, 40), (31, 31), 1000)  # 113 KB of tables
+    assert not fits_fused(256, 256)  # the whole frames (full window): the four-kernel path
+
+
+def test_staged_copy_covers_both_tables_once():
+    """The staged epilogue's copy: threads striding over the left cells, then the right ones, each
+    cell of staged[] written exactly once, from the same offset of its table (the n-to-m reuse of
+    the right table skips the second copy only: the cells stay where the first put them)."""
+    for lh, lw, rh, rw in [(39, 37, 23, 21), (1, 100, 1, 20), (60, 1, 9, 1), (3, 4, 5, 6)]:
+        lcells, rcells = (lh + 1) * (lw + 1), (rh + 1) * (rw + 1)
+        src = np.concatenate([np.arange(lcells), 10**6 + np.arange(rcells)])
+        staged = np.full(lcells + rcells, -1)
+        writes = np.zeros(lcells + rcells, int)
+        for t in range(THREADS):
+            for i in range(t, lcells, THREADS):
+                staged[i] = src[i]
+                writes[i] += 1
+            for i in range(t, rcells, THREADS):
+                staged[lcells + i] = src[lcells + i]
+                writes[lcells + i] += 1
+        assert (writes == 1).all() and (staged == src).all()
