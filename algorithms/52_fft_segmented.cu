@@ -389,12 +389,12 @@ public:
         ws_ = DeviceBuffer<float>(size_t((r_slots_ + l_slots_ + p_slots_) * pitch_));
 
         try {
-            plans_[kRight] = create_plan(g_.N, r_slots_, kR2C);
-            plans_[kLeft] = create_plan(g_.N, l_slots_, kR2C);
-            plans_[kProd] = create_plan(g_.N, p_slots_, kC2R);
+            make_plan(kRight, r_slots_, kR2C);
+            make_plan(kLeft, l_slots_, kR2C);
+            make_plan(kProd, p_slots_, kC2R);
             if (tail_ != npc_) {
-                plans_[kLeftTail] = create_plan(g_.N, int64_t(p.nL) * tail_ * g_.NB, kR2C);
-                plans_[kProdTail] = create_plan(g_.N, out_count_ * tail_, kC2R);
+                make_plan(kLeftTail, int64_t(p.nL) * tail_ * g_.NB, kR2C);
+                make_plan(kProdTail, out_count_ * tail_, kC2R);
             }
         } catch (...) {
             destroy_plans();  // the destructor does not run for a throwing constructor
@@ -457,9 +457,9 @@ public:
     // cuFFT's work areas (cuFFT allocates them itself).
     size_t external_device_bytes() const override {
         size_t total = 0;
-        for (const cufftHandle h : plans_) {
+        for (int i = 0; i < kPlans; ++i) {
             size_t work = 0;
-            if (h && cufftGetSize(h, &work) == CUFFT_SUCCESS) total += work;
+            if (live_[i] && cufftGetSize(plans_[i], &work) == CUFFT_SUCCESS) total += work;
         }
         return total;
     }
@@ -467,11 +467,15 @@ public:
 private:
     enum { kRight = 0, kLeft, kProd, kLeftTail, kProdTail, kPlans };
 
+    void make_plan(int i, int64_t batch, PlanKind kind) {
+        plans_[i] = create_plan(g_.N, batch, kind);
+        live_[i] = true;
+    }
     void destroy_plans() noexcept {
-        for (cufftHandle& h : plans_)
-            if (h) {
-                cufftDestroy(h);
-                h = 0;
+        for (int i = 0; i < kPlans; ++i)
+            if (live_[i]) {
+                cufftDestroy(plans_[i]);
+                live_[i] = false;
             }
     }
 
@@ -517,6 +521,7 @@ private:
     PairGrid pairs_{};
     DeviceBuffer<float> ws_;
     std::array<cufftHandle, kPlans> plans_{};
+    std::array<bool, kPlans> live_{};  // a cufftHandle has no invalid value
 };
 
 XCORR_REGISTER_VARIANT(Variant{

@@ -43,7 +43,8 @@ LABELS = {**WINDOW_LABELS,
           "tensor-tiled-tf32": "tensor-tiled-tf32 (new, TF32 mma.sync as seed 004; full output)",
           "tensor-hankel": "tensor-hankel (new, signals: seed 004's Hankel GEMM, 3xTF32)",
           "tensor-hankel-tf32": "tensor-hankel-tf32 (new, signals: seed 004's Hankel GEMM, TF32)",
-          "signal-tiled": "signal-tiled (new, FP32 register tiles of lags x templates, 1-D only)"}
+          "signal-tiled": "signal-tiled (new, FP32 register tiles of lags x templates, 1-D only)",
+          "fft-segmented": "fft-segmented (new, signals: cuFFT in segments, lag window cropped per segment)"}
 
 
 def signal(form: str, left: int, right: int, nL: int = 1, nR: int = 1, group: str = "", window: str = "valid",
