@@ -57,8 +57,9 @@
 // lefts x TR right slots of the PairGrid and one piece, TL x TR complex accumulators per thread,
 // and walks b = 0 .. NB-1 in order (deterministic, no atomics): per b it loads TL left and TR right
 // float2 (each a 256-byte coalesced row per warp) for TL * TR complex multiply-adds. (TL, TR) =
-// (4, 8) when the right of pair (i, j) does not depend on i (rsi == 0: n-to-m, one-to-many) and
-// there are at least 4 lefts, else (1, 8) (right(i0, j) is then exact). Warp work items are
+// (4, 8) when the right of pair (i, j) does not depend on i (rsi == 0: n-to-m) and there are at
+// least 2 lefts (so that the validator's n-to-m stacks of 2 and 3 lefts run it, with partial
+// subtiles), else (1, 8) (right(i0, j) is then exact). Warp work items are
 // flattened subtile-fastest (the 8 warps of a block share a frequency range and mostly their right
 // rows, in L1; blocks in flight share frequency ranges in L2), then frequency chunk, then piece.
 // Resources (ptxas -v, sm_90a, CUDA 13.0 on the build machine, 0 spills): (4, 8) 124 registers
@@ -373,7 +374,7 @@ public:
         int64_t k = std::min<int64_t>(int64_t(std::min(fit, 1e9)), g_.NP);
         if (const int cap = fft_max_chunk_from_env()) k = std::min<int64_t>(k, cap);
         // 32-bit indices in the kernels: accumulation work items, and a left's slots (npc NB).
-        wide_ = pairs_.rsi == 0 && pairs_.N >= 4;
+        wide_ = pairs_.rsi == 0 && pairs_.N >= 2;
         const int64_t per_piece_items =
             int64_t(ceil_div(pairs_.N, wide_ ? 4 : 1)) * ceil_div(pairs_.M, 8) * ceil_div64(E_, kWarp);
         k = std::min<int64_t>(k, std::min(kInt32Max / per_piece_items, kInt32Max / g_.NB));

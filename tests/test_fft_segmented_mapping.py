@@ -119,7 +119,7 @@ def emulate(form, lefts, rights, rect, N, npc_cap=None, split=None):
         lslots = pad(lefts, n, nL * npc * NB, npc * NB, r0 + lo + p0 * Wp, Wp, B, N, n)
         lspec = np.fft.rfft(lslots, axis=1)
         # Accumulation: the warp work items of accumulate_kernel.
-        wide = rsi == 0 and Ng >= 4
+        wide = rsi == 0 and Ng >= 2
         TL, TR = (4, 8) if wide else (1, 8)
         tiles_l, tiles_r, fchunks = ceil_div(Ng, TL), ceil_div(Mg, TR), ceil_div(E, 32)
         items = tiles_l * tiles_r * fchunks * npc
