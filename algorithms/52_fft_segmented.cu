@@ -66,8 +66,10 @@
 // (2 blocks of 8 warps per SM), (1, 8) 48; seg_pad_kernel 24, crop_kernel 25; no shared memory.
 //
 // Invariants: every (pair, lag) of [lo, hi] sums every block b < NB exactly once, in b order;
-// product slots past the last piece or pair of a subtile are not written (their loads are clamped
-// to valid rows); every output element is written by the first chunk's crop.
+// rows of a subtile past the last left or right are neither loaded nor written; every output
+// element is written by the first chunk's crop. Not shared with fft: its plan cache (plans here
+// are owned per instance, created at factory time) and its 2-D create_plan and fft_size (here a
+// 1-D in-place plan and smooth_even, a few lines each, kept local rather than moving fft's).
 //
 // Workspace (one allocation, in-place slots of 2E floats): nR NB right slots, nL npc NB left
 // segment slots, out_count npc product slots (the C2R writes real results over them); npc is the
