@@ -61,6 +61,13 @@ def series(variant: str, **kw) -> Series:
     return replace(base, label=LABELS[variant], **kw)
 
 
+def long_signal_series() -> list[Series]:
+    """The series of the long-signal experiments (matched filtering, ambient noise), where every
+    2-D direct kernel is over its cap: the FFTs, PyTorch's FFT and the kernels built for signals."""
+    return [series(v) for v in ("fft", "fft-segmented", "fft+plan", "torch-fft", "tensor-hankel", "tensor-hankel-tf32",
+                                "signal-tiled")]
+
+
 # tensor-hankel and tensor-hankel-tf32 (algorithms/28_tensor_hankel.cu) are built for signals (a
 # left window per block of 256/512 lags x 16 templates, no idle shift rows): expected 70-250
 # TFLOP/s, so matched filtering (1.56e12 multiply-adds) and ambient noise (2.8e12) take 20-80 ms per

@@ -20,7 +20,7 @@ Metric: time per call + finish_time (fft's untimed crop), and the TFLOP/s beside
 Device time (xcsuite/cost.py's model, full protocol, H200): about 49 s for 7 cases (7-234 ms per
 call, the tensor-hankel series at the model's hopper rate).
 """
-from experiments._signals import series, signal
+from experiments._signals import long_signal_series, signal
 from experiments._spec import Experiment
 
 STATIONS = 64
@@ -38,13 +38,5 @@ EXPERIMENT = Experiment(
     xlabel="signals as 1 x n matrices",
     shapes=[signal("n-to-m", SAMPLES, SAMPLES, STATIONS, STATIONS, window=WINDOW,
                    group=f"n-to-m {STATIONS} x {STATIONS}, {SAMPLES} samples, lags ±{MAX_LAG} ({2 * MAX_LAG + 1})")],
-    series=[
-        series("fft"),
-        series("fft-segmented"),
-        series("fft+plan"),
-        series("torch-fft"),
-        series("tensor-hankel"),
-        series("tensor-hankel-tf32"),
-        series("signal-tiled"),
-    ],
+    series=long_signal_series(),
 )

@@ -28,7 +28,7 @@ Device time (xcsuite/cost.py's model, full protocol, H200): about 171 s for 14 c
 call, the tensor-hankel series at the model's hopper rate; most of it the model's setup of the
 inputs and the 10 GB output, ~10 s a case).
 """
-from experiments._signals import series, signal
+from experiments._signals import long_signal_series, signal
 from experiments._spec import Experiment
 
 TEMPLATES, TEMPLATE = 300, 600  # 6 s at 100 Hz
@@ -47,13 +47,5 @@ EXPERIMENT = Experiment(
     shapes=[signal("one-to-many", TRACE, TEMPLATE, 1, TEMPLATES, window="valid", normalize=mode,
                    group=f"{what}: {TEMPLATES} templates x {TEMPLATE} samples, 1 trace of 8.64e6, valid")
             for mode, what in GROUPS],
-    series=[
-        series("fft"),
-        series("fft-segmented"),
-        series("fft+plan"),
-        series("torch-fft"),
-        series("tensor-hankel"),
-        series("tensor-hankel-tf32"),
-        series("signal-tiled"),
-    ],
+    series=long_signal_series(),
 )

@@ -4,8 +4,10 @@
 //  1. the problem itself measured: its variants, fastest first (each with its fastest parameters);
 //  2. every other admissible variant, predicted from its nearest measured problems of the same
 //     form: distance in log2 of the sizes, the counts and the output extent (plus a penalty for
-//     another window kind), the measured times scaled by the variant's cost model from there to
-//     here, averaged in log space with weights 1/d^2 over the two nearest; ranked by prediction.
+//     another window kind, and for a normalized problem one measured raw), the measured times
+//     scaled by the variant's cost model from there to here, averaged in log space with weights
+//     1/d^2 over the two nearest; ranked by prediction. A normalized problem (zncc, zero-lag) is a
+//     problem of its own in the table; a raw one is never predicted from normalized measurements.
 // Without a table (a GPU nobody measured), or with no measured neighbour: the cost model alone,
 // time = floor + units * cost per unit, fitted by the script on the measured GPUs (multiply-adds
 // for the direct variants, FFT slot elements for the fft family).
@@ -43,6 +45,7 @@ using autotab::Table;
 
 constexpr double kMaxDistance = 4.0;        // log2 units: farther measurements do not predict
 constexpr double kKindPenalty = 1.5;        // another window kind counts as this far
+constexpr double kRawPenalty = 1.5;         // a normalized problem predicted from a raw measurement
 constexpr int kNeighbours = 2;
 
 std::string fmt(double x, const char* f = "%.3g") {
@@ -64,12 +67,13 @@ Problem case_problem(const Case& c) {
     Problem p{Form(c.form), c.hL, c.wL, c.hR, c.wR, c.nL, c.nR};
     const Window w{c.dy0, c.dy1, c.dx0, c.dx1};
     if (!(w == full_window(p))) p.window = w;
+    p.normalize = Normalize(c.normalize);
     return p;
 }
 
 bool same_problem(const Problem& a, const Problem& b) {
     return a.form == b.form && a.hL == b.hL && a.wL == b.wL && a.hR == b.hR && a.wR == b.wR && a.nL == b.nL &&
-           a.nR == b.nR && a.shifts() == b.shifts();
+           a.nR == b.nR && a.shifts() == b.shifts() && a.normalize == b.normalize;
 }
 
 WindowKind kind_of(const Problem& p) {
@@ -84,7 +88,8 @@ double distance(const Problem& a, const Problem& b) {
     const double fb[] = {l(b.hL), l(b.wL), l(b.hR), l(b.wR), l(b.nL), l(b.nR), l(b.out_h()), l(b.out_w())};
     double d2 = 0;
     for (int i = 0; i < 8; ++i) d2 += (fa[i] - fb[i]) * (fa[i] - fb[i]);
-    return std::sqrt(d2) + (kind_of(a) == kind_of(b) ? 0.0 : kKindPenalty);
+    return std::sqrt(d2) + (kind_of(a) == kind_of(b) ? 0.0 : kKindPenalty) +
+           (a.normalize == b.normalize ? 0.0 : kRawPenalty);
 }
 
 // The rows the shifts of one axis need (50_fft.cu, fit_axis): the cropped extent a transform spans.
@@ -199,6 +204,7 @@ std::vector<AutoChoice> auto_candidates(const Problem& p, const std::string& pre
             if (c.form != int(p.form)) continue;
             const Problem q = case_problem(c);
             if (same_problem(p, q)) continue;  // left out (or already listed above)
+            if (p.normalize == Normalize::None && q.normalize != Normalize::None) continue;  // not a raw time
             for (int r = c.first; r < c.first + c.count; ++r)
                 if (v->name == table->rows[r].variant) {
                     const double d = distance(p, q);

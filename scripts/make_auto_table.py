@@ -26,7 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 FORMS = {"one-to-one": 0, "one-to-many": 1, "n-to-mn": 2, "n-to-m": 3}
 # Never candidates of auto (auto.cpp): fft+plan times plan creation, which a plan does once.
 NOT_CANDIDATES = {"fft+plan"}
-TSV_HEADER = ["form", "hL", "wL", "hR", "wR", "nL", "nR", "dy0", "dy1", "dx0", "dx1", "variant", "params", "time_us"]
+TSV_HEADER = ["form", "hL", "wL", "hR", "wR", "nL", "nR", "dy0", "dy1", "dx0", "dx1", "normalize", "variant", "params",
+              "time_us"]
+NORMALIZE = {"none": 0, "zncc": 1, "zero-lag": 2}  # xcorr::Normalize
 
 
 def registered_variants() -> dict[str, str]:
@@ -63,15 +65,22 @@ def read_summary(path: Path, ours: dict) -> tuple[str, dict]:
     gpu_name = ""
     with open(path, newline="") as f:
         for r in csv.DictReader(f):
+            # A normalized row is a problem of its own (the normalize column): it times the normalization
+            # around the variant, on cropped inputs, so it can beat the same variant's raw row, and it is
+            # not that problem's raw time. Its parameters are the variant's, without normalize=.
             if r["status"] != "ok" or r["variant"] not in ours or r.get("cold", "False") == "True":
                 continue
+            kvs = [kv for kv in r["params"].split(",") if kv]
+            norm = next((NORMALIZE[kv.split("=", 1)[1]] for kv in kvs if kv.startswith("normalize=")), 0)
+            params = ",".join(kv for kv in kvs if not kv.startswith("normalize="))
             gpu_name = gpu_name or r["gpu_name"]
             hL, wL, hR, wR = (int(r[k]) for k in ("hL", "wL", "hR", "wR"))
-            key = (FORMS[r["form"]], hL, wL, hR, wR, int(r["nL"]), int(r["nR"])) + parse_shifts(r["shifts"], hL, wL, hR, wR)
+            key = (FORMS[r["form"]], hL, wL, hR, wR, int(r["nL"]), int(r["nR"])) + parse_shifts(r["shifts"], hL, wL, hR, wR) \
+                + (norm,)
             t = float(r["time_us"]) + (float(r["finish_time_us"]) if r.get("finish_time_us") else 0.0)
             best = problems[key].get(r["variant"])
             if best is None or t < best[0]:
-                problems[key][r["variant"]] = (t, r["params"])
+                problems[key][r["variant"]] = (t, params)
     return gpu_name, problems
 
 
@@ -112,7 +121,7 @@ def out_count(form, nL, nR):
 
 
 def work_units(key, fft: bool) -> float:
-    form, hL, wL, hR, wR, nL, nR, dy0, dy1, dx0, dx1 = key
+    form, hL, wL, hR, wR, nL, nR, dy0, dy1, dx0, dx1 = key[:11]
     if not fft:
         return max(1.0, float(out_count(form, nL, nR)) * overlap_sum(dy0, dy1, hL, hR) * overlap_sum(dx0, dx1, wL, wR))
     slot = fft_need(dy0, dy1, hL, hR) * fft_need(dx0, dx1, wL, wR)
@@ -138,6 +147,8 @@ def fit_models(tables: list, families: dict) -> list:
     by_vf: dict = defaultdict(list)
     for _, problems in tables:
         for key, vs in problems.items():
+            if key[11]:
+                continue  # the cost model is the raw correlation's
             for v, (t, _) in vs.items():
                 if v in NOT_CANDIDATES:
                     continue
@@ -213,7 +224,7 @@ def _parse_tsv_text(text: str):
     problems: dict = defaultdict(dict)
     for line in lines[2:]:
         f = line.split("\t")
-        problems[tuple(int(x) for x in f[:11])][f[11]] = (float(f[13]), f[12])
+        problems[tuple(int(x) for x in f[:12])][f[12]] = (float(f[14]), f[13])
     return gpu_name, problems
 
 

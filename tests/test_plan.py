@@ -50,6 +50,44 @@ def test_auto_table_is_up_to_date():
     assert r.returncode == 0, r.stderr
 
 
+def test_auto_table_keeps_normalized_problems_apart(tmp_path):
+    """A normalized row (normalize= in its parameters) times the normalization around the variant,
+    on cropped inputs, and can be faster than the same variant's raw row of the problem (fft-fused on
+    zncc_frames: 125 us normalized, 1.9 ms raw): it is a problem of its own in auto's table (the
+    normalize column), never the problem's raw time, and its parameters are the variant's alone (no
+    'normalize' parameter, which the variant would refuse)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import make_auto_table as mat
+    finally:
+        sys.path.pop(0)
+    fields = ["gpu_name", "status", "variant", "cold", "form", "hL", "wL", "hR", "wR", "nL", "nR", "shifts",
+              "time_us", "finish_time_us", "params"]
+    row = dict(gpu_name="NVIDIA H200", status="ok", variant="fft-fused", cold="False", form="n-to-m", hL=256, wL=256,
+               hR=23, wR=21, nL=1000, nR=1, shifts="-16:16,-16:16", finish_time_us="")
+    summary = tmp_path / "summary.csv"
+    with open(summary, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerow(dict(row, time_us=1895.0, params="tile=auto"))
+        w.writerow(dict(row, time_us=125.0, params="normalize=zncc,tile=auto"))
+        w.writerow(dict(row, time_us=150.0, params="normalize=zero-lag,tile=auto"))
+    _, problems = mat.read_summary(summary, {"fft-fused": "fft"})
+    by_norm = {key[11]: times for key, times in problems.items()}
+    assert by_norm == {0: {"fft-fused": (1895.0, "tile=auto")}, 1: {"fft-fused": (125.0, "tile=auto")},
+                       2: {"fft-fused": (150.0, "tile=auto")}}
+
+
+def test_explain_picks_the_measured_normalized_best(xcorr):
+    """auto on a normalized problem takes that problem's measured normalized times: seed 003's frames
+    with ZNCC run fastest on fft-fused (its cropped frames), whose raw run of the same problem is slow."""
+    e = explain(xcorr, "n-to-m", "1000:256x256", "1:23x21", "--max-shift", "16", "--normalize", "zncc", "--gpu", H200)
+    assert "normalize zncc" in e["candidates"][0]["reason"], e["candidates"][0]
+    raw = explain(xcorr, "n-to-m", "1000:256x256", "1:23x21", "--max-shift", "16", "--gpu", H200)
+    assert "normalize" not in raw["candidates"][0]["reason"]
+    assert not any("normalize" in c["params"] for c in e["candidates"] + raw["candidates"])
+
+
 def test_explain_picks_the_measured_best_of_every_table1_cell(xcorr, registry):
     best = table1_best(registry)
     assert len(best) >= 50

@@ -31,6 +31,7 @@ struct Row {
 struct Case {
     int form, hL, wL, hR, wR, nL, nR;
     int dy0, dy1, dx0, dx1;  // its shifts (the full window's when it was measured in full)
+    int normalize;           // xcorr::Normalize: a normalized problem is measured (and looked up) apart
     int first, count;
 };
 struct Table {
