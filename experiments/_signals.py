@@ -43,7 +43,8 @@ LABELS = {**WINDOW_LABELS,
           "tensor-tiled-tf32": "tensor-tiled-tf32 (new, TF32 mma.sync as seed 004; full output)",
           "tensor-hankel": "tensor-hankel (new, signals: seed 004's Hankel GEMM, 3xTF32)",
           "tensor-hankel-tf32": "tensor-hankel-tf32 (new, signals: seed 004's Hankel GEMM, TF32)",
-          "signal-tiled": "signal-tiled (new, FP32 register tiles of lags x templates, 1-D only)"}
+          "signal-tiled": "signal-tiled (new, FP32 register tiles of lags x templates, 1-D only)",
+          "fft-segmented": "fft-segmented (new, signals: cuFFT in segments, lag window cropped per segment)"}
 
 
 def signal(form: str, left: int, right: int, nL: int = 1, nR: int = 1, group: str = "", window: str = "valid",
@@ -63,7 +64,8 @@ def series(variant: str, **kw) -> Series:
 def long_signal_series() -> list[Series]:
     """The series of the long-signal experiments (matched filtering, ambient noise), where every
     2-D direct kernel is over its cap: the FFTs, PyTorch's FFT and the kernels built for signals."""
-    return [series(v) for v in ("fft", "fft+plan", "torch-fft", "tensor-hankel", "tensor-hankel-tf32", "signal-tiled")]
+    return [series(v) for v in ("fft", "fft-segmented", "fft+plan", "torch-fft", "tensor-hankel", "tensor-hankel-tf32",
+                                "signal-tiled")]
 
 
 # tensor-hankel and tensor-hankel-tf32 (algorithms/28_tensor_hankel.cu) are built for signals (a

@@ -10,12 +10,14 @@ project's direct kernels (register-tiled, tensor-wgmma) and torch-conv2d stop at
 overlap-wise and CuPy at 2e10 (experiments/_windows.py), and a 1 x n problem leaves most rows of
 the 2-D kernels' shift tiles idle (experiments/_signals.py). The tensor-tiled variants compute
 the full output only. Beside tensor-hankel, the FFT route the issue expects to win: fft and fft+plan
-(cuFFT, the transform sized to the lag window: ~146400 points per pair, not 287999) and the peer
-torch-fft, at their default parameters. Not here: fft-fused (transforms up to 1024 points) and
-small-direct (a row in shared memory).
+(cuFFT, the transform sized to the lag window: ~146400 points per pair, not 287999), fft-segmented
+(1-D signals: transforms of N = 16384 points, the rights in 13 blocks, one left segment per block,
+the 13 block spectra of a pair summed before one inverse per pair; ~1.3 GB of memory traffic,
+0.4-0.6 ms expected) and the peer torch-fft, at their default parameters. Not here: fft-fused
+(transforms up to 1024 points) and small-direct (a row in shared memory).
 Metric: time per call + finish_time (fft's untimed crop), and the TFLOP/s beside each bar
 (2 x the window's multiply-adds per second: a direct-equivalent rate for the FFTs).
-Device time (xcsuite/cost.py's model, full protocol, H200): about 43 s for 6 cases (7-234 ms per
+Device time (xcsuite/cost.py's model, full protocol, H200): about 49 s for 7 cases (7-234 ms per
 call, the tensor-hankel series at the model's hopper rate).
 """
 from experiments._signals import long_signal_series, signal

@@ -146,11 +146,12 @@ def test_binary_not_built_for_this_gpu(gpu, tmp_path):
     assert not (tmp_path / "o.npy").exists()
 
 
-@pytest.mark.parametrize("name", ["fft", "fft-fused"])
+@pytest.mark.parametrize("name", ["fft", "fft-fused", "fft-segmented"])
 def test_fft_memory_chunks(gpu, registry, name):
     """The FFT variants' memory-bounded path (rights in chunks; fft: each chunk's crop timed;
-    fft-fused: its staged path) is taken only when the workspace does not fit in GPU memory;
-    XCORR_FFT_MAX_CHUNK forces it, with tail chunks, on the validator's shapes."""
+    fft-fused: its staged path; fft-segmented: lag pieces in chunks, the first chunk's crop writing
+    the zeros) is taken only when the workspace does not fit in GPU memory; XCORR_FFT_MAX_CHUNK
+    forces it, with tail chunks, on the validator's shapes."""
     import os
     require_variant(registry, name)
     r = run([binary("xcorr_validate"), "--variant", name], env={**os.environ, "XCORR_FFT_MAX_CHUNK": "2"},

@@ -87,7 +87,7 @@ def test_matched_filtering_is_the_issues_shape():
     raw = {c.variant for c in ex.cases if c.shape.normalize == "none"}
     zncc = {c.variant for c in ex.cases if c.shape.normalize == "zncc"}
     # torch-fft computes ZNCC (peerbench's normalize=); signal-tiled and tensor-hankel under the harness's Normalizer
-    assert raw == zncc == {"fft", "fft+plan", "torch-fft", "signal-tiled"} | HANKEL
+    assert raw == zncc == {"fft", "fft+plan", "fft-segmented", "torch-fft", "signal-tiled"} | HANKEL
 
 
 def test_ambient_noise_is_the_issues_shape():
@@ -102,9 +102,10 @@ def test_every_series_runs_its_cases_with_a_declared_form_and_window():
     info = {v["name"]: v for v in WITH_PEERS}
     expected = {
         "signals_seed004": {"register-tiled", "signal-tiled", "tensor-wgmma", "tensor-tiled-tf32", "tensor-tiled",
-                            "overlap-wise", "fft", "fft+plan", "torch-conv2d", "torch-fft", "cupy-correlate2d"} | HANKEL,
-        "signals_matched": {"fft", "fft+plan", "torch-fft", "signal-tiled"} | HANKEL,
-        "signals_ambient": {"fft", "fft+plan", "torch-fft", "signal-tiled"} | HANKEL,
+                            "overlap-wise", "fft", "fft+plan", "fft-segmented", "torch-conv2d", "torch-fft",
+                            "cupy-correlate2d"} | HANKEL,
+        "signals_matched": {"fft", "fft+plan", "fft-segmented", "torch-fft", "signal-tiled"} | HANKEL,
+        "signals_ambient": {"fft", "fft+plan", "fft-segmented", "torch-fft", "signal-tiled"} | HANKEL,
     }
     for name in NAMES:
         exp = suite.load(name)

@@ -145,7 +145,8 @@ WINDOW_TABLE_COLUMNS = ["size", "column", "window", "shifts", "best_variant", "b
 # A light colour per winning algorithm (the figure's cells).
 WINDOW_CELL_COLORS = {"register-tiled": "#fdb462", "small-direct": "#bebada", "tensor-wgmma": "#fb8072",
                       "overlap-wise": "#d9d9d9", "fft": "#80b1d3", "fft+plan": "#b3de69", "fft-fused": "#8dd3c7",
-                      "signal-tiled": "#fccde5", "tensor-hankel": "#ccebc5", "tensor-hankel-tf32": "#ffffb3"}
+                      "signal-tiled": "#fccde5", "tensor-hankel": "#ccebc5", "tensor-hankel-tf32": "#ffffb3",
+                      "fft-segmented": "#bc80bd"}
 
 
 def window_columns() -> list[tuple[str, str]]:

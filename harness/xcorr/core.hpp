@@ -241,8 +241,8 @@ std::string option_value(int argc, char** argv, int& i, const std::string& flag)
 double parse_positive(const std::string& what, const std::string& text, bool zero_ok = false);
 
 // XCORR_FFT_MAX_CHUNK: the most right matrices the FFT variants (fft, fft-fused) process per
-// chunk, forcing their memory-bounded chunked path in tests; 0 when unset. Throws UsageError
-// when it is not a positive integer.
+// chunk (fft-segmented: the most lag pieces), forcing their memory-bounded chunked path in tests;
+// 0 when unset. Throws UsageError when it is not a positive integer.
 int fft_max_chunk_from_env();
 
 }  // namespace xcorr

@@ -50,7 +50,8 @@ GROUP_STYLE = {"baseline": dict(color="0.35", ls=":", marker="x"), "fft": dict(l
 VARIANT_COLORS = {"register-tiled": "C3", "small-direct": "C4", "tensor-wgmma": "C5", "overlap-wise": "0.35",
                   "fft": "C0", "fft+plan": "C9", "fft-fused": "C1", "torch-conv2d": "olive", "torch-fft": "teal",
                   "cupy-correlate2d": "purple", "tensor-tiled": "C2", "tensor-tiled-tf32": "C6",
-                  "signal-tiled": "firebrick", "tensor-hankel": "navy", "tensor-hankel-tf32": "goldenrod"}
+                  "signal-tiled": "firebrick", "tensor-hankel": "navy", "tensor-hankel-tf32": "goldenrod",
+                  "fft-segmented": "black"}
 FINISH_NOTE = "time per call + finish_time (fft's untimed crop to the window), mean of the repetitions (IQR outliers removed)"
 SHARED_LEGEND_FROM = 6  # more series than this: one figure legend, so no panel's data is covered
 

@@ -1,0 +1,553 @@
+// fft-segmented: FFT cross-correlation of one-dimensional signals in segments, the lag window
+// cropped per segment and the spectra of all segments of a pair accumulated before one inverse
+// (issue #22: ambient-noise interferometry, every pair of 64 x 144000 samples within ±2400 lags).
+// `fft` transforms each whole signal at a size >= n + the window and writes one full-length
+// product and inverse per pair; here every transform has N points, N set by the window and a cost
+// rule, not by the signal length.
+//
+// Algebra (CONVENTIONS.md, "One-dimensional signals"): C(d) = sum_t L[t + d] R[t], L of n samples,
+// R of m, zero outside. Only lags d in [lo, hi] = [dx0, dx1] n [-(m-1), n-1] can be non-zero, and
+// they read only R[r0, r0 + rn) with r0 = max(0, -hi), r0 + rn = min(m, n - lo) (as fft's AxisFit).
+//  - Lag pieces: [lo, hi] is cut into NP pieces of Wp lags, piece p = lags lo + p Wp + [0, Wp)
+//    (the last one may be shorter).
+//  - Blocks: R[r0, r0 + rn) is cut into NB blocks of B samples, block b = R[r0 + bB, r0 + bB + B)
+//    (the last one zero-filled past r0 + rn).
+//  - Segments: for piece p and block b only S_pb[u] = L[r0 + bB + lo + p Wp + u], u in
+//    [0, B + Wp - 1), meets block b (zero outside [0, n)). With B + Wp - 1 <= N, the circular
+//    correlation of period N of S_pb with block b (zero-padded to N) holds lag lo + p Wp + k at
+//    position k < Wp without wrap-around (u + k <= B - 1 + Wp - 1 < N). The segment's positions
+//    from B + Wp - 1 to N - 1 are never read by those k, so the pad fills all N with L (no zeroing
+//    needed); a block's positions from B on must be zero, and are.
+//  - Linearity: C(lo + p Wp + k) = IFFT( sum_b FFT(S_pb) conj(FFT(R_b)) )[k] / N, one inverse per
+//    (pair, piece), not per block. For a stack, per frequency f the accumulation is a small complex
+//    matrix product over the blocks: P[i][j](f) = sum_b A[i][p][b](f) conj(Bm[right(i,j)][b](f)),
+//    so every left segment spectrum and every right block spectrum is computed once.
+//  - Geometry for a transform size N (for_each_geometry): B + Wp = N + 1, or one piece and one
+//    block if rn + W - 1 <= N. The splits tried: one piece (Wp = W, B = N + 1 - W) if W < N (ambient
+//    noise: N = 8192, B = 3392, 43 blocks); one block (B = rn) if rn < N (seed 004: 256-sample
+//    templates, 4.32e6 lags: classic overlap-save over the lag range); halves (Wp = N/2); the
+//    cheapest by cost() wins. N <= 2^22 always suffices, so no window is refused for its width;
+//    memory is bounded by processing the pieces in chunks (below).
+//  - N (parameter n): auto takes the cheapest of the powers of two 2^8 .. 2^22 and of the single-
+//    segment size (smallest even 7-smooth >= rn + W - 1, as fft's) by a bandwidth model in cost():
+//    bytes = 16 N (left segments + right blocks) [pad write, R2C read + write, accumulation read]
+//    + 12 N (pairs x pieces) [accumulation write, C2R read + write], transforms above 16384 points
+//    counted twice (two passes), plus 4 FMA per complex multiply-add at 25e12 FMA/s, bytes at 3.5e12
+//    B/s. Ambient case: N = 8192 (one piece, B = 3392, NB = 43) 0.44 ms, N = 16384 (B = 11584,
+//    NB = 13) 0.42 ms by the model, 4096 (3 pieces, 71 blocks) 0.8 ms: auto picks 16384; n=8192 and
+//    n=16384 measure both. Seed 004's case and matched filtering: auto takes 16384 with one block
+//    (268 and 548 lag pieces). n=256 is for the validator: many pieces and blocks on its signals.
+//
+// Work per run (all timed, one stream; no finish step):
+//   1. seg_pad_kernel: the NB blocks of every right into in-place real slots (N floats of 2E, E =
+//      N/2 + 1 complex), then one batched in-place R2C (nR * NB transforms of N points).
+//   Per chunk of npc pieces (one chunk unless memory is short):
+//   2. seg_pad_kernel: the segments of every left for the chunk's pieces, slot (i npc + pc) NB + b,
+//      then one batched in-place R2C;
+//   3. accumulate_kernel: P[(k npc + pc)](f) for output k = PairGrid output (i, j), into in-place
+//      product slots;
+//   4. one batched in-place C2R over the out_count * npc product slots;
+//   5. crop_kernel: output (k, y, x), lag d = dx0 + x, from position (d - lo) mod Wp of slot
+//      (k npc + (d - lo) div Wp - p0), scaled 1/N; zero in rows dy != 0 and for lags outside
+//      [lo, hi]. The first chunk's crop writes every element of the output (zeros outside its own
+//      lags), later chunks overwrite their lags, so the poisoned output is entirely written.
+//   A window without dy = 0 or without any overlapping lag is one cudaMemsetAsync.
+//
+// accumulate_kernel mapping: a warp owns 32 consecutive frequencies (lane = f) of a subtile of TL
+// lefts x TR right slots of the PairGrid and one piece, TL x TR complex accumulators per thread,
+// and walks b = 0 .. NB-1 in order (deterministic, no atomics): per b it loads TL left and TR right
+// float2 (each a 256-byte coalesced row per warp) for TL * TR complex multiply-adds. (TL, TR) =
+// (4, 8) when the right of pair (i, j) does not depend on i (rsi == 0: n-to-m) and there are at
+// least 2 lefts (so that the validator's n-to-m stacks of 2 and 3 lefts run it, with partial
+// subtiles), else (1, 8) (right(i0, j) is then exact). Warp work items are
+// flattened subtile-fastest (the 8 warps of a block share a frequency range and mostly their right
+// rows, in L1; blocks in flight share frequency ranges in L2), then frequency chunk, then piece.
+// Resources (ptxas -v, sm_90a, CUDA 13.0 on the build machine, 0 spills): (4, 8) 124 registers
+// (2 blocks of 8 warps per SM), (1, 8) 48; seg_pad_kernel 24, crop_kernel 25; no shared memory.
+//
+// Invariants: every (pair, lag) of [lo, hi] sums every block b < NB exactly once, in b order;
+// rows of a subtile past the last left or right are neither loaded nor written; every output
+// element is written by the first chunk's crop. Not shared with fft: its plan cache (plans here
+// are owned per instance, created at factory time) and its 2-D create_plan and fft_size (here a
+// 1-D in-place plan and smooth_even, a few lines each, kept local rather than moving fft's).
+//
+// Workspace (one allocation, in-place slots of 2E floats): nR NB right slots, nL npc NB left
+// segment slots, out_count npc product slots (the C2R writes real results over them); npc is the
+// number of pieces that fits in 45% of the free GPU memory (as fft), XCORR_FFT_MAX_CHUNK caps it
+// (tests force chunks with it). cuFFT's work areas come on top (external_device_bytes()).
+// Ambient case, N = 16384 (E = 8193, 65.5 KB a slot): 64 * 13 right + 64 * 13 left + 4096 product
+// slots, 378 MB; N = 8192: 64 * 43 * 2 + 4096 slots, 315 MB.
+// Traffic estimate, ambient (N = 8192): pad 90 + 90 MB written (L read ~2.4x from L2: segments
+// overlap), R2C 180 MB read and written, accumulation 180 MB read from DRAM (repeated reads among
+// subtiles from L2: about 0.9 GB) and 134 MB written, C2R 134 + 134 MB, crop 79 MB read and
+// written: about 1.3 GB of DRAM traffic (0.3-0.4 ms at 3.5-4.8 TB/s) and 7.2e8 complex
+// multiply-adds (2.9e9 FMA, ~0.1 ms): expected 0.4-0.6 ms against 125 ms direct (2.8e12 FMA).
+//
+// Accuracy: float32 transforms of N points (error ~ eps log N of the correlation's norm) and sums
+// of NB complex products per frequency; the tolerance (5e-6) is fft's (2e-6, measured below 3e-7)
+// with room for the block sums, not measured yet on a GPU.
+#include <cufft.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/device.cuh"
+#include "xcorr/cuda_check.hpp"
+#include "xcorr/device_buffer.hpp"
+#include "xcorr/registry.hpp"
+
+namespace xcorr {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarpsPerBlock = kThreads / kWarp;
+
+// ---------------------------------------------------------------------------------------------
+// Kernels
+// ---------------------------------------------------------------------------------------------
+
+// Slot s of a pad holds N floats of matrix s / per_matrix, read from offset
+// base + pc * piece_step + b * block_step (rem = s % per_matrix, pc = rem / NB, b = rem % NB):
+// element u < take with source index in [0, limit), else 0. Lefts: per_matrix = npc NB,
+// take = N, limit = n. Rights: per_matrix = NB, piece_step = 0, take = B, limit = r0 + rn.
+struct SegPadArgs {
+    const float* src;
+    int64_t src_len;  // floats per matrix in the stack
+    float* dst;
+    int64_t slots;
+    int per_matrix, NB;
+    int64_t base, piece_step, block_step;
+    int take;
+    int64_t limit;
+    int N;
+    int64_t pitch;  // floats per slot: 2E
+};
+
+// blockIdx.y strides over the slots, x over the slot's N elements: coalesced writes and reads.
+__global__ void __launch_bounds__(kThreads) seg_pad_kernel(SegPadArgs a) {
+    for (int64_t s = blockIdx.y; s < a.slots; s += gridDim.y) {
+        const int64_t mtx = s / a.per_matrix;
+        const int rem = int(s - mtx * a.per_matrix);
+        const int pc = rem / a.NB, b = rem - pc * a.NB;
+        const int64_t off = a.base + pc * a.piece_step + b * a.block_step;
+        const float* src = a.src + mtx * a.src_len;
+        float* dst = a.dst + s * a.pitch;
+        for (int u = blockIdx.x * kThreads + threadIdx.x; u < a.N; u += gridDim.x * kThreads) {
+            const int64_t idx = off + u;
+            dst[u] = (u < a.take && idx >= 0 && idx < a.limit) ? __ldg(src + idx) : 0.0f;
+        }
+    }
+}
+
+struct AccArgs {
+    const float2* lspec;  // left segment spectra, slot (i npc + pc) NB + b, E complex each
+    const float2* rspec;  // right block spectra, slot r NB + b
+    float2* prod;         // product slots k npc + pc
+    int E, NB, npc;
+    PairGrid grid;
+    int tiles_l, tiles_r, fchunks;
+    int64_t items;  // tiles_l * tiles_r * fchunks * npc warp work items
+};
+
+// The header's "accumulate_kernel mapping". Only valid with TL == 1 or grid.rsi == 0 (the rights of
+// a subtile are taken at its first left i0).
+// 32-bit work decomposition (the host keeps items below 2^31): a 64-bit division is a subroutine
+// whose register saves ptxas reports as spills. Rows of a subtile past the last left or right are
+// neither loaded nor written. (4, 8) holds 64 accumulator registers and 12 loaded values.
+template <int TL, int TR>
+__global__ void __launch_bounds__(kThreads) accumulate_kernel(AccArgs a) {
+    const int lane = threadIdx.x % kWarp;
+    const unsigned subtiles = unsigned(a.tiles_l) * unsigned(a.tiles_r);
+    const unsigned stride = gridDim.x * kWarpsPerBlock;
+    for (unsigned w = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarp; w < unsigned(a.items); w += stride) {
+        const unsigned rest = w / subtiles, st = w - rest * subtiles;
+        const unsigned pc = rest / unsigned(a.fchunks), fc = rest - pc * unsigned(a.fchunks);
+        const unsigned ti = st % unsigned(a.tiles_l), tj = st / unsigned(a.tiles_l);
+        const int i0 = int(ti) * TL, j0 = int(tj) * TR;
+        const int f = int(fc) * kWarp + lane;
+        if (f >= a.E) continue;  // no warp-wide operations below
+        const int nl = min(TL, a.grid.N - i0), nr = min(TR, a.grid.M - j0);
+        const int64_t bstride = int64_t(a.NB) * a.E;  // float2 from one matrix's first slot to the next's
+        // Left i0 + u, piece pc: slot ((i0 + u) npc + pc) NB; right (i0, j0 + v): slot right(i0, j0 + v) NB.
+        const float2* lp = a.lspec + (int64_t(i0) * a.npc + pc) * bstride + f;
+        const int64_t lstride = int64_t(a.npc) * bstride;
+        const float2* rp = a.rspec + a.grid.right(i0, j0) * bstride + f;
+        const int64_t rstride = int64_t(a.grid.rsj) * bstride;
+        float2 acc[TL][TR];
+#pragma unroll
+        for (int u = 0; u < TL; ++u)
+#pragma unroll
+            for (int v = 0; v < TR; ++v) acc[u][v] = make_float2(0.0f, 0.0f);
+        for (int b = 0; b < a.NB; ++b, lp += a.E, rp += a.E) {
+            float2 l[TL], r[TR];
+#pragma unroll
+            for (int u = 0; u < TL; ++u) l[u] = u < nl ? __ldg(lp + u * lstride) : make_float2(0.0f, 0.0f);
+#pragma unroll
+            for (int v = 0; v < TR; ++v) r[v] = v < nr ? __ldg(rp + v * rstride) : make_float2(0.0f, 0.0f);
+#pragma unroll
+            for (int u = 0; u < TL; ++u)
+#pragma unroll
+                for (int v = 0; v < TR; ++v) {  // l * conj(r)
+                    acc[u][v].x = fmaf(l[u].x, r[v].x, fmaf(l[u].y, r[v].y, acc[u][v].x));
+                    acc[u][v].y = fmaf(l[u].y, r[v].x, fmaf(-l[u].x, r[v].y, acc[u][v].y));
+                }
+        }
+#pragma unroll
+        for (int u = 0; u < TL; ++u)
+#pragma unroll
+            for (int v = 0; v < TR; ++v)
+                if (u < nl && v < nr)
+                    a.prod[(a.grid.output(i0 + u, j0 + v) * a.npc + pc) * int64_t(a.E) + f] = acc[u][v];
+    }
+}
+
+struct CropArgs {
+    const float* res;  // C2R results, slot k npc + (p - p0), pitch floats each
+    float* out;
+    int64_t rows;  // out_count * out_h
+    int out_h, out_w, row0;
+    int xa, xb;    // columns filled from this chunk's results: [xa, xb)
+    int xlo;       // column of lag lo
+    int Wp, p0, npc;
+    int64_t pitch;
+    float scale;   // 1 / N
+    int all;       // first chunk: write every element of every row (zeros outside [xa, xb))
+};
+
+// blockIdx.y strides over the output rows (k, y), x over the columns: coalesced writes, and reads
+// of consecutive positions of one slot within a piece.
+__global__ void __launch_bounds__(kThreads) crop_kernel(CropArgs a) {
+    for (int64_t r = blockIdx.y; r < a.rows; r += gridDim.y) {
+        const int64_t k = r / a.out_h;
+        const int y = int(r - k * a.out_h);
+        float* drow = a.out + r * a.out_w;
+        const bool data = y == a.row0;
+        if (!data && !a.all) continue;
+        const int x_begin = a.all ? 0 : a.xa, x_end = a.all ? a.out_w : a.xb;
+        for (int x = x_begin + blockIdx.x * kThreads + threadIdx.x; x < x_end; x += gridDim.x * kThreads) {
+            float v = 0.0f;
+            if (data && x >= a.xa && x < a.xb) {
+                const int q = x - a.xlo, p = q / a.Wp, t = q - p * a.Wp;
+                v = __ldg(a.res + (k * a.npc + (p - a.p0)) * a.pitch + t) * a.scale;
+            }
+            drow[x] = v;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sizes and plans
+// ---------------------------------------------------------------------------------------------
+
+bool is_7_smooth(int64_t n) {
+    for (int f : {2, 3, 5, 7})
+        while (n % f == 0) n /= f;
+    return n == 1;
+}
+// Smallest even n >= need with prime factors 2, 3, 5, 7 only (fft's fft_size(need, true)).
+int64_t smooth_even(int64_t need) {
+    int64_t n = std::max<int64_t>(need, 2);
+    while (!is_7_smooth(n) || n % 2) ++n;
+    return n;
+}
+
+constexpr int64_t kMaxN = int64_t(1) << 22;
+constexpr int64_t kInt32Max = 0x7fffffff;
+
+// Pieces and blocks for transform size N (header, "Geometry").
+struct Geometry {
+    int64_t N = 0, Wp = 0, B = 0, NP = 0, NB = 0;
+};
+Geometry make_geometry(int64_t N, int64_t Wp, int64_t B, int64_t W, int64_t rn) {
+    return Geometry{N, Wp, B, ceil_div64(W, Wp), ceil_div64(rn, B)};
+}
+// Calls f with every split of N + 1 = B + Wp that the header lists.
+template <typename F>
+void for_each_geometry(int64_t N, int64_t W, int64_t rn, F&& f) {
+    if (rn + W - 1 <= N) {
+        f(make_geometry(N, W, rn, W, rn));
+        return;
+    }
+    if (W < N) f(make_geometry(N, W, N + 1 - W, W, rn));     // one piece
+    if (rn < N) f(make_geometry(N, N + 1 - rn, rn, W, rn));  // one block
+    f(make_geometry(N, N / 2, N + 1 - N / 2, W, rn));
+}
+
+// Modelled seconds of a run (header, "N"): bandwidth of the passes plus the accumulation's FMAs.
+double cost(const Geometry& g, double nL, double nR, double pairs) {
+    const double N = double(g.N), passes = g.N > 16384 ? 2.0 : 1.0;
+    const double segs = nL * double(g.NP) * double(g.NB) + nR * double(g.NB), prods = pairs * double(g.NP);
+    const double bytes = 4.0 * N * (segs * (2.0 + 2.0 * passes) + prods * (1.0 + 2.0 * passes));
+    const double cmacs = pairs * double(g.NP) * double(g.NB) * (N / 2 + 1);
+    return bytes / 3.5e12 + 4.0 * cmacs / 25e12;
+}
+
+// The cheapest geometry of transform size n_param, or (n_param = 0, auto) of any candidate size.
+Geometry choose_geometry(int64_t n_param, int64_t W, int64_t rn, const Problem& p) {
+    const double nL = p.nL, nR = p.nR, pairs = double(p.out_count());
+    Geometry best;
+    double best_cost = 0;
+    const auto consider = [&](int64_t N) {
+        for_each_geometry(N, W, rn, [&](const Geometry& g) {
+            const double c = cost(g, nL, nR, pairs);
+            if (best.N == 0 || c < best_cost) {
+                best = g;
+                best_cost = c;
+            }
+        });
+    };
+    if (n_param > 0) {
+        consider(n_param);
+        return best;
+    }
+    if (rn + W - 1 <= kMaxN) consider(smooth_even(rn + W - 1));
+    for (int64_t N = 256; N <= kMaxN; N *= 2) consider(N);
+    return best;
+}
+
+enum PlanKind : int { kR2C = 0, kC2R = 1 };
+
+// A batched in-place 1-D plan: real slots of 2E floats (N used), complex slots of E.
+cufftHandle create_plan(int64_t N, int64_t batch, PlanKind kind) {
+    cufftHandle h;
+    XC_CUFFT_CHECK(cufftCreate(&h));
+    long long n[1] = {N}, real_embed[1] = {2 * (N / 2 + 1)}, cplx_embed[1] = {N / 2 + 1};
+    size_t work = 0;
+    const cufftResult r =
+        kind == kR2C ? cufftMakePlanMany64(h, 1, n, real_embed, 1, real_embed[0], cplx_embed, 1, cplx_embed[0],
+                                           CUFFT_R2C, batch, &work)
+                     : cufftMakePlanMany64(h, 1, n, cplx_embed, 1, cplx_embed[0], real_embed, 1, real_embed[0],
+                                           CUFFT_C2R, batch, &work);
+    if (r != CUFFT_SUCCESS) {
+        cufftDestroy(h);
+        throw_cufft_error(int(r), "cufftMakePlanMany64", __FILE__, __LINE__);
+    }
+    return h;
+}
+
+// Grid for "blockIdx.y over slots or rows, x over `per` elements of one".
+dim3 slot_grid(int64_t per, int64_t slots, int64_t max_x) {
+    const int64_t bx = std::clamp<int64_t>(ceil_div64(per, kThreads), 1, max_x);
+    return dim3(unsigned(bx), unsigned(std::min<int64_t>(slots, 65535)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The instance
+// ---------------------------------------------------------------------------------------------
+
+class FftSegmented final : public Instance {
+public:
+    FftSegmented(const Problem& p, int64_t n_param) : p_(p) {
+        const Window w = p.shifts();
+        const int n = p.wL, m = p.wR;
+        lo_ = std::max(w.dx0, -(m - 1));
+        hi_ = std::min(w.dx1, n - 1);
+        row0_ = (w.dy0 <= 0 && 0 <= w.dy1) ? -w.dy0 : -1;
+        if (lo_ > hi_ || row0_ < 0) {
+            empty_ = true;
+            return;
+        }
+        r0_ = std::max(0, -hi_);
+        rn_ = std::min(m, n - lo_) - r0_;  // >= 1: lo <= n - 1 and hi >= -(m - 1)
+        const int64_t W = int64_t(hi_) - lo_ + 1;
+        g_ = choose_geometry(n_param, W, rn_, p);
+        E_ = g_.N / 2 + 1;
+        pitch_ = 2 * E_;
+        pairs_ = pair_map(p).grid();
+        out_count_ = p.out_count();
+
+        // Pieces per chunk: the most that fit in 45% of the free memory (fft's budget).
+        size_t free_b = 0, total_b = 0;
+        XC_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+        const double slot_bytes = double(pitch_) * sizeof(float);
+        const double fixed = double(p.nR) * double(g_.NB) * slot_bytes;
+        const double per_piece = (double(p.nL) * double(g_.NB) + double(out_count_)) * slot_bytes;
+        const double usable = 0.45 * double(free_b);
+        const double fit = (usable - fixed) / per_piece;
+        if (fit < 1)
+            throw UsageError("not enough GPU memory for fft-segmented: " + p.describe() + " with N = " +
+                             std::to_string(g_.N) + " needs " + std::to_string((fixed + per_piece) / double(1 << 30)) +
+                             " GiB of workspace for one lag piece, 45% of the free " +
+                             std::to_string(double(free_b) / double(1 << 30)) + " GiB is usable");
+        int64_t k = std::min<int64_t>(int64_t(std::min(fit, 1e9)), g_.NP);
+        if (const int cap = fft_max_chunk_from_env()) k = std::min<int64_t>(k, cap);
+        // 32-bit indices in the kernels: accumulation work items, and a left's slots (npc NB).
+        wide_ = pairs_.rsi == 0 && pairs_.N >= 2;
+        const int64_t per_piece_items =
+            int64_t(ceil_div(pairs_.N, wide_ ? 4 : 1)) * ceil_div(pairs_.M, 8) * ceil_div64(E_, kWarp);
+        k = std::min<int64_t>(k, std::min(kInt32Max / per_piece_items, kInt32Max / g_.NB));
+        if (k < 1)
+            throw UsageError("fft-segmented: " + p.describe() + " has too many pairs or blocks for one lag piece");
+        npc_ = k;
+        chunks_ = ceil_div64(g_.NP, npc_);
+        tail_ = g_.NP - (chunks_ - 1) * npc_;
+
+        r_slots_ = int64_t(p.nR) * g_.NB;
+        l_slots_ = int64_t(p.nL) * npc_ * g_.NB;
+        p_slots_ = out_count_ * npc_;
+        ws_ = DeviceBuffer<float>(size_t((r_slots_ + l_slots_ + p_slots_) * pitch_));
+
+        try {
+            make_plan(kRight, r_slots_, kR2C);
+            make_plan(kLeft, l_slots_, kR2C);
+            make_plan(kProd, p_slots_, kC2R);
+            if (tail_ != npc_) {
+                make_plan(kLeftTail, int64_t(p.nL) * tail_ * g_.NB, kR2C);
+                make_plan(kProdTail, out_count_ * tail_, kC2R);
+            }
+        } catch (...) {
+            destroy_plans();  // the destructor does not run for a throwing constructor
+            throw;
+        }
+    }
+
+    ~FftSegmented() override { destroy_plans(); }
+
+    void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
+        if (empty_) {
+            XC_CUDA_CHECK(cudaMemsetAsync(out, 0, size_t(p_.out_elems()) * sizeof(float), stream));
+            return;
+        }
+        // 1. Right blocks: R[r0 + bB + u], u < B, zero past r0 + rn.
+        pad(SegPadArgs{right, int64_t(p_.wR), right_slot(0), r_slots_, int(g_.NB), int(g_.NB), r0_, 0, g_.B,
+                       int(g_.B), int64_t(r0_) + rn_, int(g_.N), pitch_},
+            stream);
+        r2c(plans_[kRight], right_slot(0), stream);
+        for (int64_t c = 0; c < chunks_; ++c) {
+            const int64_t p0 = c * npc_;
+            const int npc = int(c + 1 < chunks_ ? npc_ : tail_);
+            const bool tail = npc != npc_;
+            // 2. Left segments of pieces p0 .. p0 + npc - 1.
+            pad(SegPadArgs{left, int64_t(p_.wL), left_slot(0), int64_t(p_.nL) * npc * g_.NB, int(npc * g_.NB),
+                           int(g_.NB), int64_t(r0_) + lo_ + p0 * g_.Wp, g_.Wp, g_.B, int(g_.N), int64_t(p_.wL),
+                           int(g_.N), pitch_},
+                stream);
+            r2c(plans_[tail ? kLeftTail : kLeft], left_slot(0), stream);
+            // 3. Accumulation over the blocks.
+            accumulate(npc, stream);
+            // 4. One inverse per (pair, piece), in place.
+            XC_CUFFT_CHECK(cufftSetStream(plans_[tail ? kProdTail : kProd], stream));
+            XC_CUFFT_CHECK(cufftExecC2R(plans_[tail ? kProdTail : kProd],
+                                        reinterpret_cast<cufftComplex*>(prod_slot(0)), prod_slot(0)));
+            // 5. Crop this chunk's lags; the first chunk writes the rest of the output too.
+            const int64_t lag_a = lo_ + p0 * g_.Wp, lag_b = std::min<int64_t>(hi_, lag_a + int64_t(npc) * g_.Wp - 1);
+            const Window w = p_.shifts();
+            const CropArgs a{prod_slot(0),
+                             out,
+                             out_count_ * p_.out_h(),
+                             p_.out_h(),
+                             p_.out_w(),
+                             row0_,
+                             int(lag_a - w.dx0),
+                             int(lag_b - w.dx0 + 1),
+                             lo_ - w.dx0,
+                             int(g_.Wp),
+                             int(p0),
+                             npc,
+                             pitch_,
+                             float(1.0 / double(g_.N)),
+                             c == 0 ? 1 : 0};
+            const int64_t cols = c == 0 ? p_.out_w() : a.xb - a.xa;
+            crop_kernel<<<slot_grid(cols, a.rows, 1024), kThreads, 0, stream>>>(a);
+            XC_CHECK_LAUNCH();
+        }
+    }
+
+    // cuFFT's work areas (cuFFT allocates them itself).
+    size_t external_device_bytes() const override {
+        size_t total = 0;
+        for (int i = 0; i < kPlans; ++i) {
+            size_t work = 0;
+            if (live_[i] && cufftGetSize(plans_[i], &work) == CUFFT_SUCCESS) total += work;
+        }
+        return total;
+    }
+
+private:
+    enum { kRight = 0, kLeft, kProd, kLeftTail, kProdTail, kPlans };
+
+    void make_plan(int i, int64_t batch, PlanKind kind) {
+        plans_[i] = create_plan(g_.N, batch, kind);
+        live_[i] = true;
+    }
+    void destroy_plans() noexcept {
+        for (int i = 0; i < kPlans; ++i)
+            if (live_[i]) {
+                cufftDestroy(plans_[i]);
+                live_[i] = false;
+            }
+    }
+
+    // Slot areas: rights, then left segments, then products (each slot 2E floats).
+    float* right_slot(int64_t s) const { return ws_.get() + s * pitch_; }
+    float* left_slot(int64_t s) const { return ws_.get() + (r_slots_ + s) * pitch_; }
+    float* prod_slot(int64_t s) const { return ws_.get() + (r_slots_ + l_slots_ + s) * pitch_; }
+
+    void pad(const SegPadArgs& a, cudaStream_t stream) {
+        seg_pad_kernel<<<slot_grid(a.N, a.slots, 64), kThreads, 0, stream>>>(a);
+        XC_CHECK_LAUNCH();
+    }
+    void r2c(cufftHandle h, float* slots, cudaStream_t stream) {
+        XC_CUFFT_CHECK(cufftSetStream(h, stream));
+        XC_CUFFT_CHECK(cufftExecR2C(h, slots, reinterpret_cast<cufftComplex*>(slots)));
+    }
+    void accumulate(int npc, cudaStream_t stream) {
+        const int tl = wide_ ? 4 : 1, tr = 8;
+        AccArgs a{reinterpret_cast<const float2*>(left_slot(0)),
+                  reinterpret_cast<const float2*>(right_slot(0)),
+                  reinterpret_cast<float2*>(prod_slot(0)),
+                  int(E_),
+                  int(g_.NB),
+                  npc,
+                  pairs_,
+                  ceil_div(pairs_.N, tl),
+                  ceil_div(pairs_.M, tr),
+                  int(ceil_div64(E_, kWarp)),
+                  0};
+        a.items = int64_t(a.tiles_l) * a.tiles_r * a.fchunks * npc;
+        const unsigned blocks = unsigned(std::min<int64_t>(ceil_div64(a.items, kWarpsPerBlock), int64_t(1) << 30));
+        if (wide_) accumulate_kernel<4, 8><<<blocks, kThreads, 0, stream>>>(a);
+        else accumulate_kernel<1, 8><<<blocks, kThreads, 0, stream>>>(a);
+        XC_CHECK_LAUNCH();
+    }
+
+    Problem p_;
+    bool empty_ = false, wide_ = false;
+    int lo_ = 0, hi_ = -1, row0_ = -1, r0_ = 0, rn_ = 0;
+    Geometry g_;
+    int64_t E_ = 0, pitch_ = 0, out_count_ = 0;
+    int64_t npc_ = 0, chunks_ = 0, tail_ = 0, r_slots_ = 0, l_slots_ = 0, p_slots_ = 0;
+    PairGrid pairs_{};
+    DeviceBuffer<float> ws_;
+    std::array<cufftHandle, kPlans> plans_{};
+    std::array<bool, kPlans> live_{};  // a cufftHandle has no invalid value
+};
+
+XCORR_REGISTER_VARIANT(Variant{
+    .name = "fft-segmented",
+    .family = "fft",
+    .summary = "1-D signals: cuFFT over segments of N points, lag window cropped per segment, block spectra "
+               "accumulated per pair (tiled over pairs) before one inverse per pair and lag piece",
+    .timed = "pad + R2C of right blocks and left segments + accumulation + C2R + crop (everything)",
+    .precision = "fp32",
+    .tolerance = 5e-6,
+    .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
+    .params = {{"n",
+                {"auto", "8192", "16384", "256"},
+                "transform size N (auto: the cheapest by the header's cost model; 256: many pieces and blocks, "
+                "for tests)"}},
+    .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
+        const std::string& v = ps.at("n");
+        return std::make_unique<FftSegmented>(p, v == "auto" ? 0 : int64_t(std::stoll(v)));
+    },
+    .pilot_batch = true,  // microseconds where the definition's FMA count says milliseconds
+    .windows = {WindowKind::Full, WindowKind::Valid, WindowKind::Same, WindowKind::MaxShift, WindowKind::Shifts},
+    .signals_only = true,
+});
+
+}  // namespace
+}  // namespace xcorr
