@@ -17,6 +17,9 @@ constexpr int kThreads = 256;
 constexpr int kMaxGridY = 65535;  // gridDim.y and .z limit: kernels stride over the matrices beyond it
 constexpr int kMaxPartials = 64;  // blocks per matrix of the mean reduction
 constexpr int kColSegments = 8;   // row segments per column of the column pass (blockDim.y of col_scan_kernel)
+constexpr int kMaxC00Parts = 256; // blocks per pair of zero-lag's C(0, 0) at most
+constexpr int kRowStrips = 4;     // 32-column strips of a row whose loads scan_row issues together
+constexpr int kColBatch = 8;      // rows of a column segment whose loads scan_columns issues together
 constexpr int kElemsPerPartial = kThreads * 16;  // crop elements per block of the two-level mean
 static_assert(kThreads / kWarp == kColSegments, "scan_columns: one warp per column segment");
 // Dynamic shared memory of the fused prepass at most (a crop's table and its floats): crops that
@@ -132,24 +135,36 @@ __global__ void means_kernel(Stacks st) {
 __device__ __forceinline__ void scan_row(const float* x, float* xs, double2* row, int cw, double mean, int lane) {
     if (lane == 0) row[0] = make_double2(0, 0);
     double carry_a = 0, carry_q = 0;
-    for (int c0 = 0; c0 < cw; c0 += kWarp) {
-        const int c = c0 + lane;
-        const float v = c < cw ? float(__dsub_rn(double(x[c]), mean)) : 0.0f;
-        if (c < cw) xs[c] = v;
-        double a = v, q = __dmul_rn(double(v), double(v));
+    for (int b0 = 0; b0 < cw; b0 += kRowStrips * kWarp) {
+        // The batch's loads first (they do not depend on the carry), so that a long row's strips
+        // wait for memory kRowStrips at a time rather than one after another.
+        float raw[kRowStrips];
 #pragma unroll
-        for (int o = 1; o < kWarp; o <<= 1) {
-            const double pa = __shfl_up_sync(kFullMask, a, o), pq = __shfl_up_sync(kFullMask, q, o);
-            if (lane >= o) {
-                a = __dadd_rn(a, pa);
-                q = __dadd_rn(q, pq);
-            }
+        for (int i = 0; i < kRowStrips; ++i) {
+            const int c = b0 + i * kWarp + lane;
+            raw[i] = c < cw ? x[c] : 0.0f;
         }
-        a = __dadd_rn(a, carry_a);
-        q = __dadd_rn(q, carry_q);
-        if (c < cw) row[c + 1] = make_double2(a, q);
-        carry_a = __shfl_sync(kFullMask, a, kWarp - 1);
-        carry_q = __shfl_sync(kFullMask, q, kWarp - 1);
+#pragma unroll
+        for (int i = 0; i < kRowStrips; ++i) {
+            const int c = b0 + i * kWarp + lane;
+            if (b0 + i * kWarp >= cw) break;  // warp-uniform
+            const float v = c < cw ? float(__dsub_rn(double(raw[i]), mean)) : 0.0f;
+            if (c < cw) xs[c] = v;
+            double a = v, q = __dmul_rn(double(v), double(v));
+#pragma unroll
+            for (int o = 1; o < kWarp; o <<= 1) {
+                const double pa = __shfl_up_sync(kFullMask, a, o), pq = __shfl_up_sync(kFullMask, q, o);
+                if (lane >= o) {
+                    a = __dadd_rn(a, pa);
+                    q = __dadd_rn(q, pq);
+                }
+            }
+            a = __dadd_rn(a, carry_a);
+            q = __dadd_rn(q, carry_q);
+            if (c < cw) row[c + 1] = make_double2(a, q);
+            carry_a = __shfl_sync(kFullMask, a, kWarp - 1);
+            carry_q = __shfl_sync(kFullMask, q, kWarp - 1);
+        }
     }
 }
 
@@ -186,12 +201,21 @@ __device__ __forceinline__ void scan_columns(double2* table, int ch, int w1, int
     const int lane = threadIdx.x % kWarp;
     const int len = (ch + kColSegments - 1) / kColSegments;
     const int r0 = 1 + seg * len, r1 = min(ch + 1, r0 + len);
+    // Both passes load kColBatch rows before adding them in order (the same sums): a tall
+    // column's rows then wait for memory a batch at a time, not one after another.
     double2 acc = make_double2(0, 0);
     if (c < w1)
-        for (int r = r0; r < r1; ++r) {
-            const double2 v = table[int64_t(r) * w1 + c];
-            acc.x = __dadd_rn(acc.x, v.x);
-            acc.y = __dadd_rn(acc.y, v.y);
+        for (int b = r0; b < r1; b += kColBatch) {
+            double2 v[kColBatch];
+#pragma unroll
+            for (int i = 0; i < kColBatch; ++i)
+                if (b + i < r1) v[i] = table[int64_t(b + i) * w1 + c];
+#pragma unroll
+            for (int i = 0; i < kColBatch; ++i)
+                if (b + i < r1) {
+                    acc.x = __dadd_rn(acc.x, v[i].x);
+                    acc.y = __dadd_rn(acc.y, v[i].y);
+                }
         }
     __syncthreads();  // seg_total is reused by the next call
     seg_total[seg][lane] = acc;
@@ -202,11 +226,18 @@ __device__ __forceinline__ void scan_columns(double2* table, int ch, int w1, int
         run.y = __dadd_rn(run.y, seg_total[i][lane].y);
     }
     if (c < w1)
-        for (int r = r0; r < r1; ++r) {
-            double2& v = table[int64_t(r) * w1 + c];
-            run.x = __dadd_rn(run.x, v.x);
-            run.y = __dadd_rn(run.y, v.y);
-            v = run;
+        for (int b = r0; b < r1; b += kColBatch) {
+            double2 v[kColBatch];
+#pragma unroll
+            for (int i = 0; i < kColBatch; ++i)
+                if (b + i < r1) v[i] = table[int64_t(b + i) * w1 + c];
+#pragma unroll
+            for (int i = 0; i < kColBatch; ++i)
+                if (b + i < r1) {
+                    run.x = __dadd_rn(run.x, v[i].x);
+                    run.y = __dadd_rn(run.y, v[i].y);
+                    table[int64_t(b + i) * w1 + c] = run;
+                }
         }
 }
 
@@ -468,10 +499,11 @@ Normalizer::Normalizer(const Problem& p, const NormalizeCrop& crop) : p_(p), cro
     if (crop.empty()) return;  // the output is 0: nothing to prepare
     const Region &cl = crop.left, &cr = crop.right;
     if (p.normalize == Normalize::ZeroLag) {
-        // C(0, 0)'s partial sums: about 16 rows' worth of work per block, at most kMaxPartials blocks
-        // per pair, and at most 16 Mi partials in all (many small pairs need no more than one each).
+        // C(0, 0)'s partial sums: about 16 products per thread, at most kMaxC00Parts blocks per pair
+        // (a 2048 x 2048 pair: 256 blocks of 8 rows; 64 left half the H200 idle), and at most
+        // 16 Mi partials in all (many small pairs need no more than one each).
         const int64_t rows = std::min(p.hL, p.hR), cols = std::min(p.wL, p.wR), count = p.out_count();
-        c00_parts_ = int(std::clamp<int64_t>(std::min(rows, rows * cols / (kThreads * 16)), 1, kMaxPartials));
+        c00_parts_ = int(std::clamp<int64_t>(std::min(rows, rows * cols / (kThreads * 16)), 1, kMaxC00Parts));
         c00_parts_ = int(std::max<int64_t>(1, std::min<int64_t>(c00_parts_, (int64_t(16) << 20) / count)));
         c00_ = DeviceBuffer<double>(size_t(count));
         c00_partial_ = DeviceBuffer<double>(size_t(count) * c00_parts_);
