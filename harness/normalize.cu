@@ -18,8 +18,12 @@ constexpr int kMaxGridY = 65535;  // gridDim.y and .z limit: kernels stride over
 constexpr int kMaxPartials = 64;  // blocks per matrix of the mean reduction
 constexpr int kColSegments = 8;   // row segments per column of the column pass (blockDim.y of col_scan_kernel)
 constexpr int kMaxC00Parts = 256; // blocks per pair of zero-lag's C(0, 0) at most
-constexpr int kRowStrips = 4;     // 32-column strips of a row whose loads scan_row issues together
-constexpr int kColBatch = 8;      // rows of a column segment whose loads scan_columns issues together
+// Long rows and columns of the four-kernel path (a 2048 x 2048 crop: one warp per row walks 64
+// strips, a column segment 256 rows) issue several loads before adding them in order (the same
+// sums): kRowStrips strips of a row, kColBatch rows of a column segment. Short ones (zncc_frames'
+// 85 x 86 crops, the fused prepass) keep one load at a time, where batching measured slower.
+constexpr int kRowStrips = 4, kLongRow = 16 * kWarp;
+constexpr int kColBatch = 8, kLongColumn = 64 * kColSegments;
 constexpr int kElemsPerPartial = kThreads * 16;  // crop elements per block of the two-level mean
 static_assert(kThreads / kWarp == kColSegments, "scan_columns: one warp per column segment");
 // Dynamic shared memory of the fused prepass at most (a crop's table and its floats): crops that
@@ -132,20 +136,21 @@ __global__ void means_kernel(Stacks st) {
 // no contraction into fma, so the sums are the ones tests/test_normalize_fused.py models. `x`, `row`
 // may be global or shared memory (row_scan_kernel, fused_prepass_kernel: the same code, the same
 // bits).
+template <int kStrips>
 __device__ __forceinline__ void scan_row(const float* x, float* xs, double2* row, int cw, double mean, int lane) {
     if (lane == 0) row[0] = make_double2(0, 0);
     double carry_a = 0, carry_q = 0;
-    for (int b0 = 0; b0 < cw; b0 += kRowStrips * kWarp) {
+    for (int b0 = 0; b0 < cw; b0 += kStrips * kWarp) {
         // The batch's loads first (they do not depend on the carry), so that a long row's strips
-        // wait for memory kRowStrips at a time rather than one after another.
-        float raw[kRowStrips];
+        // wait for memory kStrips at a time rather than one after another.
+        float raw[kStrips];
 #pragma unroll
-        for (int i = 0; i < kRowStrips; ++i) {
+        for (int i = 0; i < kStrips; ++i) {
             const int c = b0 + i * kWarp + lane;
             raw[i] = c < cw ? x[c] : 0.0f;
         }
 #pragma unroll
-        for (int i = 0; i < kRowStrips; ++i) {
+        for (int i = 0; i < kStrips; ++i) {
             const int c = b0 + i * kWarp + lane;
             if (b0 + i * kWarp >= cw) break;  // warp-uniform
             const float v = c < cw ? float(__dsub_rn(double(raw[i]), mean)) : 0.0f;
@@ -183,7 +188,10 @@ __global__ void row_scan_kernel(Stacks st) {
         double2* table = s.sat + m * (s.ch + 1) * w1;
         if (r == 0)
             for (int c = lane; c <= s.cw; c += kWarp) table[c] = make_double2(0, 0);
-        scan_row(s.crop_row(m, r), s.xs + g * s.cw, table + (r + 1) * w1, s.cw, s.mean[m], lane);
+        if (s.cw >= kLongRow)
+            scan_row<kRowStrips>(s.crop_row(m, r), s.xs + g * s.cw, table + (r + 1) * w1, s.cw, s.mean[m], lane);
+        else
+            scan_row<1>(s.crop_row(m, r), s.xs + g * s.cw, table + (r + 1) * w1, s.cw, s.mean[m], lane);
     }
 }
 
@@ -196,22 +204,23 @@ __global__ void row_scan_kernel(Stacks st) {
 // to 0 to give its start, pass 2 adds the rows in order to it and writes the running sums. A warp
 // reads 32 adjacent columns of one row (coalesced, or no bank conflicts in shared memory). Shared
 // by col_scan_kernel (global tables) and fused_prepass_kernel (in shared memory): the same bits.
+template <int kBatch>
 __device__ __forceinline__ void scan_columns(double2* table, int ch, int w1, int c, int seg,
                                              double2 (*seg_total)[kWarp]) {
     const int lane = threadIdx.x % kWarp;
     const int len = (ch + kColSegments - 1) / kColSegments;
     const int r0 = 1 + seg * len, r1 = min(ch + 1, r0 + len);
-    // Both passes load kColBatch rows before adding them in order (the same sums): a tall
+    // Both passes load kBatch rows before adding them in order (the same sums): a tall
     // column's rows then wait for memory a batch at a time, not one after another.
     double2 acc = make_double2(0, 0);
     if (c < w1)
-        for (int b = r0; b < r1; b += kColBatch) {
-            double2 v[kColBatch];
+        for (int b = r0; b < r1; b += kBatch) {
+            double2 v[kBatch];
 #pragma unroll
-            for (int i = 0; i < kColBatch; ++i)
+            for (int i = 0; i < kBatch; ++i)
                 if (b + i < r1) v[i] = table[int64_t(b + i) * w1 + c];
 #pragma unroll
-            for (int i = 0; i < kColBatch; ++i)
+            for (int i = 0; i < kBatch; ++i)
                 if (b + i < r1) {
                     acc.x = __dadd_rn(acc.x, v[i].x);
                     acc.y = __dadd_rn(acc.y, v[i].y);
@@ -226,13 +235,13 @@ __device__ __forceinline__ void scan_columns(double2* table, int ch, int w1, int
         run.y = __dadd_rn(run.y, seg_total[i][lane].y);
     }
     if (c < w1)
-        for (int b = r0; b < r1; b += kColBatch) {
-            double2 v[kColBatch];
+        for (int b = r0; b < r1; b += kBatch) {
+            double2 v[kBatch];
 #pragma unroll
-            for (int i = 0; i < kColBatch; ++i)
+            for (int i = 0; i < kBatch; ++i)
                 if (b + i < r1) v[i] = table[int64_t(b + i) * w1 + c];
 #pragma unroll
-            for (int i = 0; i < kColBatch; ++i)
+            for (int i = 0; i < kBatch; ++i)
                 if (b + i < r1) {
                     run.x = __dadd_rn(run.x, v[i].x);
                     run.y = __dadd_rn(run.y, v[i].y);
@@ -249,7 +258,10 @@ __global__ void col_scan_kernel(Stacks st) {
     __shared__ double2 seg_total[kColSegments][kWarp];
     const int c = blockIdx.x * kWarp + threadIdx.x % kWarp, seg = threadIdx.x / kWarp;
     for (int m = blockIdx.y; m < s.count; m += gridDim.y)
-        scan_columns(s.sat + int64_t(m) * (s.ch + 1) * (s.cw + 1), s.ch, s.cw + 1, c, seg, seg_total);
+        if (s.ch >= kLongColumn)
+            scan_columns<kColBatch>(s.sat + int64_t(m) * (s.ch + 1) * (s.cw + 1), s.ch, s.cw + 1, c, seg, seg_total);
+        else
+            scan_columns<1>(s.sat + int64_t(m) * (s.ch + 1) * (s.cw + 1), s.ch, s.cw + 1, c, seg, seg_total);
 }
 
 // The whole prepass of one small crop in one kernel (fits_fused: its table and floats in shared
@@ -297,9 +309,9 @@ __global__ void __launch_bounds__(kThreads) fused_prepass_kernel(Stacks st) {
         const double mean = mean_sh;
         for (int c = threadIdx.x; c < w1; c += kThreads) table[c] = make_double2(0, 0);
         for (int r = warp; r < ch; r += kThreads / kWarp)
-            scan_row(crop + r * cw, s.xs + (m * ch + r) * cw, table + (r + 1) * w1, cw, mean, lane);
+            scan_row<1>(crop + r * cw, s.xs + (m * ch + r) * cw, table + (r + 1) * w1, cw, mean, lane);
         __syncthreads();  // rows before columns
-        for (int c0 = 0; c0 < w1; c0 += kWarp) scan_columns(table, ch, w1, c0 + lane, warp, seg_total);
+        for (int c0 = 0; c0 < w1; c0 += kWarp) scan_columns<1>(table, ch, w1, c0 + lane, warp, seg_total);
         __syncthreads();
         double2* out = s.sat + m * cells;
         for (int i = threadIdx.x; i < cells; i += kThreads) out[i] = table[i];
