@@ -21,7 +21,7 @@ constexpr int kMaxC00Parts = 256; // blocks per pair of zero-lag's C(0, 0) at mo
 // Long rows and columns of the four-kernel path (a 2048 x 2048 crop: one warp per row walks 64
 // strips, a column segment 256 rows) issue several loads before adding them in order (the same
 // sums): kRowStrips strips of a row, kColBatch rows of a column segment. Short ones (zncc_frames'
-// 85 x 86 crops, the fused prepass) keep one load at a time, where batching measured slower.
+// 85 x 86 crops, the fused prepass) keep one load at a time: batching measured slower there.
 constexpr int kRowStrips = 4, kLongRow = 16 * kWarp;
 constexpr int kColBatch = 8, kLongColumn = 64 * kColSegments;
 constexpr int kElemsPerPartial = kThreads * 16;  // crop elements per block of the two-level mean
@@ -177,6 +177,7 @@ __device__ __forceinline__ void scan_row(const float* x, float* xs, double2* row
 // the warp of row 0 also writes table row 0 (all 0). Invariant after it: table (r + 1, c + 1) =
 // Σ over columns <= c of crop row r. Mapping: warps stride over count·ch rows; kThreads threads,
 // grid (blocks, 1, 2 stacks). Resources: registers only.
+template <int kStrips>
 __global__ void row_scan_kernel(Stacks st) {
     const StackRef s = st.pick();
     const int lane = threadIdx.x % kWarp;
@@ -188,10 +189,7 @@ __global__ void row_scan_kernel(Stacks st) {
         double2* table = s.sat + m * (s.ch + 1) * w1;
         if (r == 0)
             for (int c = lane; c <= s.cw; c += kWarp) table[c] = make_double2(0, 0);
-        if (s.cw >= kLongRow)
-            scan_row<kRowStrips>(s.crop_row(m, r), s.xs + g * s.cw, table + (r + 1) * w1, s.cw, s.mean[m], lane);
-        else
-            scan_row<1>(s.crop_row(m, r), s.xs + g * s.cw, table + (r + 1) * w1, s.cw, s.mean[m], lane);
+        scan_row<kStrips>(s.crop_row(m, r), s.xs + g * s.cw, table + (r + 1) * w1, s.cw, s.mean[m], lane);
     }
 }
 
@@ -253,15 +251,13 @@ __device__ __forceinline__ void scan_columns(double2* table, int ch, int w1, int
 // Column pass of the tables (scan_columns). Mapping: block (32 columns, kColSegments segments)
 // flattened to kThreads threads, grid (ceil((cw+1) / 32), min(count, 65535), 2 stacks),
 // blockIdx.y striding over the matrices. Resources: 32 x 8 x 16 bytes of shared memory.
+template <int kBatch>
 __global__ void col_scan_kernel(Stacks st) {
     const StackRef s = st.pick();
     __shared__ double2 seg_total[kColSegments][kWarp];
     const int c = blockIdx.x * kWarp + threadIdx.x % kWarp, seg = threadIdx.x / kWarp;
     for (int m = blockIdx.y; m < s.count; m += gridDim.y)
-        if (s.ch >= kLongColumn)
-            scan_columns<kColBatch>(s.sat + int64_t(m) * (s.ch + 1) * (s.cw + 1), s.ch, s.cw + 1, c, seg, seg_total);
-        else
-            scan_columns<1>(s.sat + int64_t(m) * (s.ch + 1) * (s.cw + 1), s.ch, s.cw + 1, c, seg, seg_total);
+        scan_columns<kBatch>(s.sat + int64_t(m) * (s.ch + 1) * (s.cw + 1), s.ch, s.cw + 1, c, seg, seg_total);
 }
 
 // The whole prepass of one small crop in one kernel (fits_fused: its table and floats in shared
@@ -586,10 +582,15 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
     means_kernel<<<dim3(ceil_div(most, kThreads), 1, 2), kThreads, 0, stream>>>(split);
     XC_CHECK_LAUNCH();
     const int64_t rows = std::max(int64_t(split.left.count) * cl.h(), int64_t(split.right.count) * cr.h());
-    row_scan_kernel<<<dim3(blocks_for(rows, kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(split);
+    // The batched scans where the crops are long (one kernel each way: a run-time choice inside one
+    // kernel gave the short crops the batched code's registers and halved their occupancy).
+    const bool long_rows = std::max(cl.w(), cr.w()) >= kLongRow, long_cols = std::max(cl.h(), cr.h()) >= kLongColumn;
+    auto row_scan = long_rows ? row_scan_kernel<kRowStrips> : row_scan_kernel<1>;
+    row_scan<<<dim3(blocks_for(rows, kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(split);
     XC_CHECK_LAUNCH();
     const int cols = std::max(lfused_ ? 0 : cl.w(), rfused_ ? 0 : cr.w()) + 1;
-    col_scan_kernel<<<dim3(ceil_div(cols, kWarp), gy, 2), kThreads, 0, stream>>>(split);
+    auto col_scan = long_cols ? col_scan_kernel<kColBatch> : col_scan_kernel<1>;
+    col_scan<<<dim3(ceil_div(cols, kWarp), gy, 2), kThreads, 0, stream>>>(split);
     XC_CHECK_LAUNCH();
 }
 
