@@ -206,3 +206,120 @@ def window_markdown(table: pd.DataFrame) -> str:
             cells.append(text)
         lines.append(f"| {int(size)} | " + " | ".join(cells) + " |")
     return head + "\n".join(lines) + "\n"
+
+
+# The normalization table (issues #21): per experiment with normalized cases and per problem, each
+# algorithm's raw time, its normalized time and their ratio (the issue's target: the normalized
+# call at most 1.25 x the raw one of the same algorithm), then the best of each half and the
+# fastest peer. Times are time per call + finish_time (figdata's total_us).
+NORMALIZATION_TARGET = 1.25
+NORMALIZATION_TABLE_COLUMNS = ["experiment", "problem", "normalize", "variant", "peer", "raw_us", "normalized_us",
+                               "ratio", "meets_target"]
+
+
+def problem_key(p: pd.Series) -> str:
+    """The problem a point computes, normalization aside, as xcorr explain writes it: form, stacks,
+    sizes and the window's shifts."""
+    window = f"shifts {p['shifts']}" if p["shifts"] else (p["window"] or "full")
+    return (f"{p['form']} {int(p['nL'])}x[{int(p['hL'])}x{int(p['wL'])}] * "
+            f"{int(p['nR'])}x[{int(p['hR'])}x{int(p['wR'])}] {window}")
+
+
+def build_normalization_table(pts: pd.DataFrame) -> pd.DataFrame:
+    """One row per (experiment, problem, normalization, variant) measured normalized, from the
+    points (figdata) of the experiments with normalized cases; raw_us is the same variant's time on
+    the same problem unnormalized where that is measured (else NaN), ratio = normalized / raw."""
+    out = []
+    if pts.empty:
+        return pd.DataFrame(columns=NORMALIZATION_TABLE_COLUMNS)
+    pts = pts.assign(problem=[problem_key(p) for _, p in pts.iterrows()])
+    raw = {(r["experiment"], r["problem"], r["variant"]): r["total_us"]
+           for _, r in pts[pts["normalize"].isin(["none", ""])].iterrows()}
+    for _, r in pts[~pts["normalize"].isin(["none", ""])].iterrows():
+        base = raw.get((r["experiment"], r["problem"], r["variant"]), float("nan"))
+        ratio = r["total_us"] / base if base == base else float("nan")
+        out.append({"experiment": r["experiment"], "problem": r["problem"], "normalize": r["normalize"],
+                    "variant": r["variant"], "peer": r["group"] == "peer", "raw_us": base,
+                    "normalized_us": r["total_us"], "ratio": ratio,
+                    "meets_target": (ratio <= NORMALIZATION_TARGET) if ratio == ratio else None})
+    return pd.DataFrame(out, columns=NORMALIZATION_TABLE_COLUMNS)
+
+
+def normalization_markdown(table: pd.DataFrame, pts: pd.DataFrame) -> str:
+    """Per problem: a row per algorithm (ours first, fastest normalized first), then the best
+    normalized against the best raw of ours and the fastest peer against our best."""
+    lines = []
+    pts = pts.assign(problem=[problem_key(p) for _, p in pts.iterrows()]) if not pts.empty else pts
+    for (exp, problem, mode), t in table.groupby(["experiment", "problem", "normalize"], sort=False):
+        t = t.sort_values(["peer", "normalized_us"])
+        lines.append(f"### {exp}: {problem}, {mode}\n")
+        lines.append("| algorithm | raw | normalized | normalized / raw |\n|---|---|---|---|")
+        for _, r in t.iterrows():
+            name = f"{r['variant']} (peer)" if r["peer"] else r["variant"]
+            if r["ratio"] == r["ratio"]:
+                ratio = f"x{r['ratio']:.2f}" + ("" if r["meets_target"] else f" (> {NORMALIZATION_TARGET})")
+            else:
+                ratio = "–"
+            lines.append(f"| {name} | {fmt_time(r['raw_us']) or '–'} | {fmt_time(r['normalized_us'])} | {ratio} |")
+        own = t[~t["peer"]]
+        raw_own = pts[(pts["experiment"] == exp) & (pts["problem"] == problem) & pts["normalize"].isin(["none", ""])
+                      & (pts["group"] != "peer")].sort_values("total_us")
+        peers = t[t["peer"]]
+        notes = []
+        if not own.empty:
+            best = own.iloc[0]
+            text = f"Fastest normalized: **{best['variant']}** {fmt_time(best['normalized_us'])}"
+            if not raw_own.empty:
+                b = raw_own.iloc[0]
+                text += (f"; fastest raw: {b['variant']} {fmt_time(b['total_us'])} "
+                         f"(x{best['normalized_us'] / b['total_us']:.2f})")
+            notes.append(text)
+            if not peers.empty:
+                p = peers.iloc[0]
+                notes.append(f"fastest peer: {p['variant']} {fmt_time(p['normalized_us'])}, "
+                             f"x{p['normalized_us'] / best['normalized_us']:.1f} our fastest's time")
+        lines.append("\n" + "; ".join(notes) + ".\n" if notes else "")
+    return "\n".join(lines) + "\n"
+
+
+# The signal table (issue #22): per signal experiment and problem, every series by time per call +
+# finish_time, with its precision class and its direct-equivalent rate (2 x the window's
+# multiply-adds per second, an FFT's included), and each time over the fastest peer's.
+SIGNAL_TABLE_COLUMNS = ["experiment", "problem", "normalize", "variant", "peer", "precision", "total_us", "tflops",
+                        "vs_best_peer"]
+
+
+def build_signal_table(pts: pd.DataFrame, precision: dict) -> pd.DataFrame:
+    out = []
+    if pts.empty:
+        return pd.DataFrame(columns=SIGNAL_TABLE_COLUMNS)
+    pts = pts.assign(problem=[problem_key(p) for _, p in pts.iterrows()])
+    for (exp, problem, mode), t in pts.groupby(["experiment", "problem", "normalize"], sort=False):
+        peers = t[t["group"] == "peer"]
+        best_peer = peers["total_us"].min() if not peers.empty else float("nan")
+        for _, r in t.sort_values("total_us").iterrows():
+            out.append({"experiment": exp, "problem": problem, "normalize": mode, "variant": r["variant"],
+                        "peer": r["group"] == "peer", "precision": precision.get(r["variant"], ""),
+                        "total_us": r["total_us"], "tflops": r["flops"] / 1e12 if r["flops"] == r["flops"] else
+                        float("nan"), "vs_best_peer": r["total_us"] / best_peer if best_peer == best_peer else
+                        float("nan")})
+    return pd.DataFrame(out, columns=SIGNAL_TABLE_COLUMNS)
+
+
+def signal_markdown(table: pd.DataFrame) -> str:
+    lines = []
+    for (exp, problem, mode), t in table.groupby(["experiment", "problem", "normalize"], sort=False):
+        lines.append(f"### {exp}: {problem}" + ("" if mode in ("none", "") else f", {mode}") + "\n")
+        lines.append("| algorithm | precision | time per call | TFLOP/s (direct-equivalent) | time / fastest peer's |\n"
+                     "|---|---|---|---|---|")
+        own = t[~t["peer"]]
+        fastest = {c: own[own["precision"] == c]["total_us"].min() for c in own["precision"].unique()}
+        for _, r in t.iterrows():
+            name = f"{r['variant']} (peer)" if r["peer"] else r["variant"]
+            if not r["peer"] and r["total_us"] == fastest.get(r["precision"]):
+                name = f"**{name}**"  # the fastest of ours at its precision
+            rate = f"{r['tflops']:.3g}" if r["tflops"] == r["tflops"] else "–"
+            vs = f"x{r['vs_best_peer']:.2f}" if r["vs_best_peer"] == r["vs_best_peer"] else "–"
+            lines.append(f"| {name} | {r['precision'] or '–'} | {fmt_time(r['total_us'])} | {rate} | {vs} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
