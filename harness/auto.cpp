@@ -44,6 +44,7 @@ using autotab::Row;
 using autotab::Table;
 
 constexpr double kMaxDistance = 4.0;        // log2 units: farther measurements do not predict
+constexpr int kSignalsModel = -2;             // Model::form of a model fitted on 1-D problems
 constexpr double kKindPenalty = 1.5;        // another window kind counts as this far
 constexpr double kNormalizePenalty = 1.5;   // another normalization (a normalized problem from a raw one)
 constexpr int kNeighbours = 2;
@@ -110,15 +111,20 @@ double work_units(const Problem& p, bool fft) {
     return double(p.nL + p.nR + p.out_count()) * slot;
 }
 
-const Model* model_of(const std::string& variant, Form form) {
-    const Model* any = nullptr;
+// The model of a variant for p: for a one-dimensional problem (hL == hR == 1) its signals model
+// (form -2, fitted on signals only) where it has one; else the one of p's form, else of all forms
+// (both fitted on 2-D problems).
+const Model* model_of(const std::string& variant, const Problem& p) {
+    const bool signal = p.hL == 1 && p.hR == 1;
+    const Model *any = nullptr, *of_form = nullptr;
     for (int i = 0; i < autotab::kNumModels; ++i) {
         const Model& m = autotab::kModels[i];
         if (variant != m.variant) continue;
-        if (m.form == int(form)) return &m;
+        if (m.form == kSignalsModel && signal) return &m;
+        if (m.form == int(p.form)) of_form = &m;
         if (m.form == -1) any = &m;
     }
-    return any;
+    return of_form ? of_form : any;
 }
 
 double model_us(const Model& m, const Problem& p) { return m.floor_us + work_units(p, m.fft) * m.us_per_unit; }
@@ -137,7 +143,7 @@ bool candidate(const Variant& v, const Problem& p, const std::string& precision)
 std::vector<AutoChoice> from_model(const Problem& p, const std::vector<const Variant*>& vs, const std::string& why) {
     std::vector<AutoChoice> out, unknown;
     for (const Variant* v : vs) {
-        const Model* m = model_of(v->name, p.form);
+        const Model* m = model_of(v->name, p);
         if (!m) {
             unknown.push_back({v->name, {}, why + "no measurement or model of " + v->name + ": tried last", -1});
             continue;
@@ -218,7 +224,7 @@ std::vector<AutoChoice> auto_candidates(const Problem& p, const std::string& pre
         }
         std::sort(near.begin(), near.end(), [](const Near& a, const Near& b) { return a.d < b.d; });
         if (near.size() > kNeighbours) near.resize(kNeighbours);
-        const Model* m = model_of(v->name, p.form);
+        const Model* m = model_of(v->name, p);
         double wsum = 0, lsum = 0;
         for (const Near& n : near) {
             const Problem q = case_problem(*n.c);

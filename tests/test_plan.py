@@ -120,6 +120,41 @@ def test_explain_without_a_table_uses_the_cost_model(xcorr, registry):
     assert times == sorted(times)
 
 
+def test_signals_have_cost_models_of_their_own():
+    """A variant's model of signals (form -2) is fitted on its one-dimensional rows alone, with the
+    floor of its 2-D rows (0 without any): register-tiled on a 1 x n signal runs one row of its
+    64 x 64 shift tiles, so a model from its 2-D rate predicts a signal 180x too fast."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import make_auto_table as mat
+    finally:
+        sys.path.pop(0)
+    def key(hL, wL, hR, wR):  # one-to-one, full output, raw
+        return (0, hL, wL, hR, wR, 1, 1, -(hR - 1), hL - 1, -(wR - 1), wL - 1, 0)
+    problems = {key(64, 64, 64, 64): {"a": (10.0, ""), "s": (99.0, "")},
+                key(256, 256, 256, 256): {"a": (1010.0, "")},
+                key(1, 100000, 1, 1000): {"a": (50000.0, ""), "s": (700.0, "")}}
+    models = {(v, form): (floor, cost) for v, form, _, floor, cost, _ in mat.fit_models([("gpu", problems)], {})}
+    sig = mat.work_units(key(1, 100000, 1, 1000), False)
+    assert models[("a", mat.SIGNALS)] == (10.0, pytest.approx((50000.0 - 10.0) / sig))
+    assert models[("s", mat.SIGNALS)] == (99.0, pytest.approx((700.0 - 99.0) / sig))
+    only = {(v, f): m for v, f, _, *m in mat.fit_models([("gpu", {key(1, 100000, 1, 1000): {"t": (700.0, "")}})], {})}
+    assert only[("t", mat.SIGNALS)][:2] == [0.0, pytest.approx(700.0 / sig)]  # signals only: no floor
+    assert models[("a", -1)][0] == 10.0  # the all-forms model still sees every row
+
+
+def test_the_cost_model_keeps_2d_kernels_off_signals(xcorr):
+    """On a GPU without measurements, seed 004's case and ambient noise go to a kernel built for
+    signals or an FFT, not to register-tiled (whose 2-D rate predicted 1.3 ms for 242 ms measured)."""
+    for args in (["--left", "4320255", "--right", "16:256", "--mode", "valid", "--form", "one-to-many"],
+                 ["--left", "64:144000", "--right", "64:144000", "--shifts", "0:0,-2400:2400", "--form", "n-to-m"]):
+        r = run([xcorr, "explain", "--dims", "1", "--json", "--gpu", "Some Future GPU", *args])
+        assert r.returncode == 0, r.stderr
+        top = json.loads(r.stdout)["candidates"][0]
+        assert top["algorithm"] not in ("register-tiled", "tensor-wgmma", "overlap-wise"), top
+        assert "cost model" in top["reason"]
+
+
 def test_explain_filters_by_form_window_and_precision(xcorr, registry):
     by_name = {v["name"]: v for v in registry}
     e = explain(xcorr, "n-to-m", "3:40x40", "5:9x9", "--mode", "valid", "--gpu", H200)

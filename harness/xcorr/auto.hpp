@@ -41,7 +41,8 @@ struct Table {
     int n_cases;
     const Row* rows;
 };
-// The cost model of one variant (for one form, or form -1: all forms): time = floor_us + units *
+// The cost model of one variant (for one form, form -1: all forms, both fitted on 2-D problems, or
+// form -2: one-dimensional problems, every form, fitted on those): time = floor_us + units *
 // us_per_unit, where units are multiply-adds (direct variants) or FFT slot elements (fft family:
 // work_units in auto.cpp). Fitted by the script on every measured GPU's table.
 struct Model {
