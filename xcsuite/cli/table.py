@@ -189,16 +189,8 @@ def window_figure(table: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
 def make_window_table(gpu_dir: Path, plots_root: Path | None = None) -> pd.DataFrame | None:
     """results/<gpu>/window_table.md (+ .csv, plots/<gpu>/window_table.png) from the window_table
     experiment; None, writing nothing, when it has no results yet."""
-    import experiments as suite
-    from xcsuite.figdata import points
-
     gpu_dir = Path(gpu_dir)
-    summary = load_summary(gpu_dir)
-    if summary.empty or not (summary["experiment"] == "window_table").any():
-        return None
-    pts, notes = points(suite.load("window_table"), summary, gpu_dir)
-    for n in notes:
-        warnings.warn(n)
+    pts, summary, _ = experiment_points(gpu_dir, ["window_table"], warn_missing=False)
     if pts.empty:
         return None
     gpu_name = gpu_name_of(summary, gpu_dir)
@@ -230,9 +222,11 @@ NORMALIZATION_EXPERIMENTS = ("zncc_frames", "zncc_match", "zncc_autocorr", "sign
 SIGNAL_EXPERIMENTS = ("signals_seed004", "signals_matched", "signals_ambient")
 
 
-def experiment_points(gpu_dir: Path, names) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
-    """The figure points of the named experiments that have results, the summary, and the names
-    measured (the ones without results are left out with a warning)."""
+def experiment_points(gpu_dir: Path, names,
+                      warn_missing: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """The figure points of the named experiments that have results (their notes warned), the
+    summary, and the names measured; an experiment without results is left out, with a warning
+    unless warn_missing is False."""
     import experiments as suite
     from xcsuite.figdata import points
 
@@ -240,7 +234,8 @@ def experiment_points(gpu_dir: Path, names) -> tuple[pd.DataFrame, pd.DataFrame,
     frames, measured = [], []
     for name in names:
         if summary.empty or not (summary["experiment"] == name).any():
-            warnings.warn(f"{gpu_dir.name}: {name} not measured yet")
+            if warn_missing:
+                warnings.warn(f"{gpu_dir.name}: {name} not measured yet")
             continue
         pts, notes = points(suite.load(name), summary, gpu_dir)
         for n in notes:
