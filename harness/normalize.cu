@@ -30,7 +30,8 @@ constexpr int kElemsPerPartial = kThreads * 16;  // crop elements per block of t
 // seg_carry_kernel, seg_add_kernel): rows of more than kSegRow columns are cut into segments of
 // kSegCols columns, one warp each. A function of the crop's width alone, so the sums' order is a
 // function of the problem; rows up to kSegRow keep scan_row (their bits unchanged).
-constexpr int kSegCols = 64 * kWarp, kSegRow = 4 * kSegCols;
+constexpr int kSegCols = 64 * kWarp;
+constexpr int kSegRow = 4 * kSegCols;
 constexpr int kSegBatch = 4;  // chunks of 32 segment totals loaded at once by seg_carry_kernel
 static_assert(kSegCols % (kRowStrips * kWarp) == 0, "segments of whole batches of strips");
 static_assert(kThreads / kWarp == kColSegments, "scan_columns: one warp per column segment");
@@ -194,7 +195,8 @@ __device__ __forceinline__ void scan_row(const float* x, float* xs, double2* row
     scan_span<kStrips>(x, xs, row + 1, cw, mean, lane);
 }
 
-// Shifted copy and row pass of the tables: scan_row per crop row, one warp per row r of matrix m;
+// Shifted copy and row pass of the tables (crops of rows up to kSegRow columns; longer ones take
+// the segmented pass below): scan_row per crop row, one warp per row r of matrix m;
 // the warp of row 0 also writes table row 0 (all 0). Invariant after it: table (r + 1, c + 1) =
 // Σ over columns <= c of crop row r. Mapping: warps stride over count·ch rows; kThreads threads,
 // grid (blocks, 1, 2 stacks). Resources: registers only.
