@@ -759,8 +759,9 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
     const int64_t rows = std::max(int64_t(rowwise.left.count) * cl.h(), int64_t(rowwise.right.count) * cr.h());
     if (rows) {
         // The batched scans where the crops are long (one kernel each way: a run-time choice inside one
-        // kernel gave the short crops the batched code's registers and halved their occupancy).
-        const bool long_rows = std::max(rowwise.left.count ? cl.w() : 0, rowwise.right.count ? cr.w() : 0) >= kLongRow;
+        // kernel gave the short crops the batched code's registers and halved their occupancy). The
+        // same choice as before the segmented pass, a segmented stack's width left out.
+        const bool long_rows = std::max(lsegs ? 0 : cl.w(), rsegs ? 0 : cr.w()) >= kLongRow;
         auto row_scan = long_rows ? row_scan_kernel<kRowStrips> : row_scan_kernel<1>;
         row_scan<<<dim3(blocks_for(rows, kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(rowwise);
         XC_CHECK_LAUNCH();
