@@ -685,8 +685,12 @@ Normalizer::Normalizer(const Problem& p, const NormalizeCrop& crop) : p_(p), cro
     }
     lpartials_ = partials_for(int64_t(cl.h()) * cl.w());
     rpartials_ = partials_for(int64_t(cr.h()) * cr.w());
-    lfused_ = fits_fused(cl.h(), cl.w());
-    rfused_ = fits_fused(cr.h(), cr.w());
+    // The fused prepass where both stacks' crops fit it; where one stack needs the four-kernel path,
+    // the other rides along in those launches (a stack per blockIdx.z) rather than paying a fused
+    // launch of its own, a few blocks' latency for a stack of a few matrices (zncc_frames' 53 x 54
+    // template: 15 us on one block, after the frames' 85 x 86 crops took the four kernels). The two
+    // paths give the same bits (tests/test_normalize_fused.py).
+    lfused_ = rfused_ = fits_fused(cl.h(), cl.w()) && fits_fused(cr.h(), cr.w());
     fused_smem_ = std::max(lfused_ ? fused_smem_bytes(cl.h(), cl.w()) : 0,
                            rfused_ ? fused_smem_bytes(cr.h(), cr.w()) : 0);
     if (fused_smem_ > 48 * 1024)  // past the default limit of dynamic shared memory: opt in (per device)

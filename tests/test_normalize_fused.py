@@ -427,6 +427,12 @@ def use_staged_epilogue(crop_l, crop_r, out_hw, count):
     return cells * 16 <= STAGED_BYTES and 8 * per >= 2 * cells and count >= STAGED_MIN_OUTPUTS
 
 
+def prepass_paths(crop_l, crop_r):
+    """(left fused, right fused) as the Normalizer chooses (normalize.cu): both or neither."""
+    both = fits_fused(*crop_l) and fits_fused(*crop_r)
+    return both, both
+
+
 def test_path_choices_on_zncc_frames_and_neighbours():
     """zncc_frames (1000 frames of 256 x 256, a 23 x 21 template within ±16: crops 39 x 37 and
     23 x 21): both stacks take the fused prepass (the frames' 30 KB, no opt-in past 48 KB needed) and
@@ -438,6 +444,9 @@ def test_path_choices_on_zncc_frames_and_neighbours():
     assert not use_staged_epilogue((39, 37), (23, 21), (33, 33), 8)
     assert not use_staged_epilogue((70, 70), (40, 40), (31, 31), 1000)  # 113 KB of tables
     assert not fits_fused(256, 256)  # the whole frames (full window): the four-kernel path
+    assert prepass_paths((39, 37), (23, 21)) == (True, True)
+    # the 53 x 54 template's frames (85 x 86 crops, 149 KB) take the four kernels: the template rides along
+    assert not fits_fused(85, 86) and fits_fused(53, 54) and prepass_paths((85, 86), (53, 54)) == (False, False)
 
 
 def test_staged_copy_covers_both_tables_once():
