@@ -336,28 +336,34 @@ __global__ void seg_add_kernel(Stacks st, SegScratch scratch) {
 // to 0 to give its start, pass 2 adds the rows in order to it and writes the running sums. A warp
 // reads 32 adjacent columns of one row (coalesced, or no bank conflicts in shared memory). Shared
 // by col_scan_kernel (global tables) and fused_prepass_kernel (in shared memory): the same bits.
+// Adds rows r0 .. r1 - 1 of column c to acc in order; kWrite: each entry becomes the running sum.
+// kBatch rows are loaded before they are added (the same sums): a tall column's rows then wait for
+// memory a batch at a time, not one after another.
+template <int kBatch, bool kWrite>
+__device__ __forceinline__ void add_down(double2* table, int r0, int r1, int w1, int c, double2& acc) {
+    for (int b = r0; b < r1; b += kBatch) {
+        double2 v[kBatch];
+#pragma unroll
+        for (int i = 0; i < kBatch; ++i)
+            if (b + i < r1) v[i] = table[int64_t(b + i) * w1 + c];
+#pragma unroll
+        for (int i = 0; i < kBatch; ++i)
+            if (b + i < r1) {
+                acc.x = __dadd_rn(acc.x, v[i].x);
+                acc.y = __dadd_rn(acc.y, v[i].y);
+                if constexpr (kWrite) table[int64_t(b + i) * w1 + c] = acc;
+            }
+    }
+}
+
 template <int kBatch>
 __device__ __forceinline__ void scan_columns(double2* table, int ch, int w1, int c, int seg,
                                              double2 (*seg_total)[kWarp]) {
     const int lane = threadIdx.x % kWarp;
     const int len = (ch + kColSegments - 1) / kColSegments;
     const int r0 = 1 + seg * len, r1 = min(ch + 1, r0 + len);
-    // Both passes load kBatch rows before adding them in order (the same sums): a tall
-    // column's rows then wait for memory a batch at a time, not one after another.
     double2 acc = make_double2(0, 0);
-    if (c < w1)
-        for (int b = r0; b < r1; b += kBatch) {
-            double2 v[kBatch];
-#pragma unroll
-            for (int i = 0; i < kBatch; ++i)
-                if (b + i < r1) v[i] = table[int64_t(b + i) * w1 + c];
-#pragma unroll
-            for (int i = 0; i < kBatch; ++i)
-                if (b + i < r1) {
-                    acc.x = __dadd_rn(acc.x, v[i].x);
-                    acc.y = __dadd_rn(acc.y, v[i].y);
-                }
-        }
+    if (c < w1) add_down<kBatch, false>(table, r0, r1, w1, c, acc);
     __syncthreads();  // seg_total is reused by the next call
     seg_total[seg][lane] = acc;
     __syncthreads();
@@ -366,20 +372,7 @@ __device__ __forceinline__ void scan_columns(double2* table, int ch, int w1, int
         run.x = __dadd_rn(run.x, seg_total[i][lane].x);
         run.y = __dadd_rn(run.y, seg_total[i][lane].y);
     }
-    if (c < w1)
-        for (int b = r0; b < r1; b += kBatch) {
-            double2 v[kBatch];
-#pragma unroll
-            for (int i = 0; i < kBatch; ++i)
-                if (b + i < r1) v[i] = table[int64_t(b + i) * w1 + c];
-#pragma unroll
-            for (int i = 0; i < kBatch; ++i)
-                if (b + i < r1) {
-                    run.x = __dadd_rn(run.x, v[i].x);
-                    run.y = __dadd_rn(run.y, v[i].y);
-                    table[int64_t(b + i) * w1 + c] = run;
-                }
-        }
+    if (c < w1) add_down<kBatch, true>(table, r0, r1, w1, c, run);
 }
 
 // Column pass of the tables (scan_columns). Mapping: block (32 columns, kColSegments segments)
