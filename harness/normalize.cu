@@ -25,6 +25,15 @@ constexpr int kMaxC00Parts = 256; // blocks per pair of zero-lag's C(0, 0) at mo
 constexpr int kRowStrips = 4, kLongRow = 16 * kWarp;
 constexpr int kColBatch = 8, kLongColumn = 64 * kColSegments;
 constexpr int kElemsPerPartial = kThreads * 16;  // crop elements per block of the two-level mean
+// Very long rows (a 1-D signal of millions of samples: one warp walking it strip by strip took
+// 133 ms for 8.64 M columns on the H200) take the segmented row pass instead (seg_scan_kernel,
+// seg_carry_kernel, seg_add_kernel): rows of more than kSegRow columns are cut into segments of
+// kSegCols columns, one warp each. A function of the crop's width alone, so the sums' order is a
+// function of the problem; rows up to kSegRow keep scan_row (their bits unchanged).
+constexpr int kSegCols = 64 * kWarp;
+constexpr int kSegRow = 4 * kSegCols;
+constexpr int kSegBatch = 4;  // chunks of 32 segment totals loaded at once by seg_carry_kernel
+static_assert(kSegCols % (kRowStrips * kWarp) == 0, "segments of whole batches of strips");
 static_assert(kThreads / kWarp == kColSegments, "scan_columns: one warp per column segment");
 // Dynamic shared memory of the fused prepass at most (a crop's table and its floats): crops that
 // fit take fused_prepass_kernel, larger ones the four-kernel path. 96 KB: two blocks per SM at the
@@ -43,6 +52,11 @@ bool fits_fused(int ch, int cw) { return fused_smem_bytes(ch, cw) <= kFusedSmemB
 // same bits): every crop that fits it must be one for which partials_for gives 1.
 static_assert(kFusedSmemBytes / (sizeof(double2) + sizeof(float)) < 2 * kElemsPerPartial,
               "a crop that fits the fused prepass would take more than one partial sum");
+// The fused prepass and the segmented row pass never meet: the smallest crop with a row past kSegRow
+// (1 x (kSegRow + 1)) does not fit the fused kernel, so its bits need not match a segmented row's.
+static_assert(2 * size_t(kSegRow + 2) * sizeof(double2) > kFusedSmemBytes, "a segmented crop would fit the fused prepass");
+// Segments per row of a stack's crop: 0 for rows that keep scan_row (fused or row_scan_kernel).
+int segs_for(int cw, bool fused) { return !fused && cw > kSegRow ? ceil_div(cw, kSegCols) : 0; }
 
 // One stack as the preparing kernels see it; blockIdx.z picks the left (0) or the right (1) stack.
 // Everything but x is over the crop of each matrix: rows r0 .. r0 + ch - 1, columns c0 .. c0 + cw - 1.
@@ -132,29 +146,28 @@ __global__ void means_kernel(Stacks st) {
 // one column of a 32-column strip, x' = float(x - mean) (written to xs: the raw correlation reads
 // it, so the tables must hold exactly these float values), then an inclusive warp scan
 // (Hillis-Steele: lanes add the partial sum 1, 2, 4, 8, 16 lanes back) of (x', x'²) in double plus
-// the carry of the strips before gives row[c + 1], c < cw; row[0] = 0. Explicit _rn operations:
-// no contraction into fma, so the sums are the ones tests/test_normalize_fused.py models. `x`, `row`
-// may be global or shared memory (row_scan_kernel, fused_prepass_kernel: the same code, the same
-// bits).
+// the carry of the strips before gives out[c] = Σ over columns <= c, c < n. Returns the sum of the
+// whole span (the last carry, in every lane). Explicit _rn operations: no contraction into fma, so
+// the sums are the ones tests/test_normalize_fused.py models. `x`, `out` may be global or shared
+// memory. scan_row (a whole row) and seg_scan_kernel (a segment of a long row) both use it.
 template <int kStrips>
-__device__ __forceinline__ void scan_row(const float* x, float* xs, double2* row, int cw, double mean, int lane) {
-    if (lane == 0) row[0] = make_double2(0, 0);
+__device__ __forceinline__ double2 scan_span(const float* x, float* xs, double2* out, int n, double mean, int lane) {
     double carry_a = 0, carry_q = 0;
-    for (int b0 = 0; b0 < cw; b0 += kStrips * kWarp) {
+    for (int b0 = 0; b0 < n; b0 += kStrips * kWarp) {
         // The batch's loads first (they do not depend on the carry), so that a long row's strips
         // wait for memory kStrips at a time rather than one after another.
         float raw[kStrips];
 #pragma unroll
         for (int i = 0; i < kStrips; ++i) {
             const int c = b0 + i * kWarp + lane;
-            raw[i] = c < cw ? x[c] : 0.0f;
+            raw[i] = c < n ? x[c] : 0.0f;
         }
 #pragma unroll
         for (int i = 0; i < kStrips; ++i) {
             const int c = b0 + i * kWarp + lane;
-            if (b0 + i * kWarp >= cw) break;  // warp-uniform
-            const float v = c < cw ? float(__dsub_rn(double(raw[i]), mean)) : 0.0f;
-            if (c < cw) xs[c] = v;
+            if (b0 + i * kWarp >= n) break;  // warp-uniform
+            const float v = c < n ? float(__dsub_rn(double(raw[i]), mean)) : 0.0f;
+            if (c < n) xs[c] = v;
             double a = v, q = __dmul_rn(double(v), double(v));
 #pragma unroll
             for (int o = 1; o < kWarp; o <<= 1) {
@@ -166,14 +179,24 @@ __device__ __forceinline__ void scan_row(const float* x, float* xs, double2* row
             }
             a = __dadd_rn(a, carry_a);
             q = __dadd_rn(q, carry_q);
-            if (c < cw) row[c + 1] = make_double2(a, q);
+            if (c < n) out[c] = make_double2(a, q);
             carry_a = __shfl_sync(kFullMask, a, kWarp - 1);
             carry_q = __shfl_sync(kFullMask, q, kWarp - 1);
         }
     }
+    return make_double2(carry_a, carry_q);
 }
 
-// Shifted copy and row pass of the tables: scan_row per crop row, one warp per row r of matrix m;
+// A whole crop row (scan_span over its cw columns): row[c + 1] = Σ over columns <= c, row[0] = 0.
+// row_scan_kernel and fused_prepass_kernel: the same code, the same bits.
+template <int kStrips>
+__device__ __forceinline__ void scan_row(const float* x, float* xs, double2* row, int cw, double mean, int lane) {
+    if (lane == 0) row[0] = make_double2(0, 0);
+    scan_span<kStrips>(x, xs, row + 1, cw, mean, lane);
+}
+
+// Shifted copy and row pass of the tables (crops of rows up to kSegRow columns; longer ones take
+// the segmented pass below): scan_row per crop row, one warp per row r of matrix m;
 // the warp of row 0 also writes table row 0 (all 0). Invariant after it: table (r + 1, c + 1) =
 // Σ over columns <= c of crop row r. Mapping: warps stride over count·ch rows; kThreads threads,
 // grid (blocks, 1, 2 stacks). Resources: registers only.
@@ -193,6 +216,117 @@ __global__ void row_scan_kernel(Stacks st) {
     }
 }
 
+// The segmented row pass (rows of more than kSegRow columns; the same invariant as row_scan_kernel
+// after its three kernels). Row g (matrix m = g / ch, crop row r = g % ch) of nseg = ceil(cw /
+// kSegCols) segments, segment j its columns [j·kSegCols, min(cw, (j + 1)·kSegCols)):
+//   (a) seg_scan_kernel: per segment, scan_span from 0 (the shifted copy written exactly as
+//       scan_row writes it) into the table's entries of its columns, and its total T_j (the last
+//       carry) into seg[g·nseg + j];
+//   (b) seg_carry_kernel: per row, the exclusive scan E_j of T_0 .. T_{nseg-1} in place of them, in
+//       chunks of 32 as scan_span scans strips (Hillis-Steele within the chunk, plus the chunk carry);
+//   (c) seg_add_kernel: every entry of segment j >= 1 gets E_j added (segment 0's entries are final).
+// So entry c of segment j = local inclusive sum of the segment up to c + E_j: a fixed order, a
+// function of the problem alone (tests/test_normalize_fused.py models it and checks that every
+// entry is written once per kernel and every segment counted once).
+struct SegScratch {
+    double2 *left, *right;  // count·ch·nseg segment totals (then carries) per stack
+    __device__ __forceinline__ double2* pick() const { return blockIdx.z ? right : left; }
+};
+__device__ __forceinline__ int segs_of(int cw) { return (cw + kSegCols - 1) / kSegCols; }
+
+// (a) Mapping: one warp per (row g, segment j), index g·nseg + j, warps striding over count·ch·nseg;
+// kThreads threads, grid (blocks, 1, 2 stacks). The warp of crop row 0 also zeroes table row 0's
+// cells [j·kSegCols, (j + 1)·kSegCols) (the last segment's through cw), the warp of segment 0 the
+// row's cell 0. Resources: registers only.
+__global__ void seg_scan_kernel(Stacks st, SegScratch scratch) {
+    const StackRef s = st.pick();
+    double2* const seg = scratch.pick();
+    const int lane = threadIdx.x % kWarp;
+    const int nseg = segs_of(s.cw);
+    const int64_t total = int64_t(s.count) * s.ch * nseg, w1 = s.cw + 1;
+    const int64_t warps = int64_t(gridDim.x) * (kThreads / kWarp);
+    for (int64_t i = (blockIdx.x * int64_t(kThreads) + threadIdx.x) / kWarp; i < total; i += warps) {
+        const int64_t g = i / nseg, m = g / s.ch;
+        const int j = int(i % nseg), r = int(g % s.ch);
+        const int c0 = j * kSegCols, n = min(kSegCols, s.cw - c0);
+        double2* table = s.sat + m * (s.ch + 1) * w1;
+        if (r == 0)
+            for (int c = c0 + lane; c < (j == nseg - 1 ? s.cw + 1 : c0 + kSegCols); c += kWarp)
+                table[c] = make_double2(0, 0);
+        double2* row = table + (r + 1) * w1;
+        if (j == 0 && lane == 0) row[0] = make_double2(0, 0);
+        const double2 t = scan_span<kRowStrips>(s.crop_row(m, r) + c0, s.xs + g * s.cw + c0, row + 1 + c0, n,
+                                                s.mean[m], lane);
+        if (lane == 0) seg[i] = t;
+    }
+}
+
+// (b) Mapping: one warp per row g, warps striding over count·ch rows; the warp loads kSegBatch
+// chunks of 32 totals (lanes past nseg load 0: they come after every real one) before scanning them
+// in order. Resources: registers only.
+__global__ void seg_carry_kernel(Stacks st, SegScratch scratch) {
+    const StackRef s = st.pick();
+    double2* const seg = scratch.pick();
+    const int lane = threadIdx.x % kWarp;
+    const int nseg = segs_of(s.cw);
+    const int64_t rows = int64_t(s.count) * s.ch;
+    const int64_t warps = int64_t(gridDim.x) * (kThreads / kWarp);
+    for (int64_t g = (blockIdx.x * int64_t(kThreads) + threadIdx.x) / kWarp; g < rows; g += warps) {
+        double2* t = seg + g * nseg;
+        double carry_a = 0, carry_q = 0;
+        for (int b0 = 0; b0 < nseg; b0 += kSegBatch * kWarp) {
+            double2 v[kSegBatch];
+#pragma unroll
+            for (int i = 0; i < kSegBatch; ++i) {
+                const int j = b0 + i * kWarp + lane;
+                v[i] = j < nseg ? t[j] : make_double2(0, 0);
+            }
+#pragma unroll
+            for (int i = 0; i < kSegBatch; ++i) {
+                const int j = b0 + i * kWarp + lane;
+                if (b0 + i * kWarp >= nseg) break;  // warp-uniform
+                double a = v[i].x, q = v[i].y;
+#pragma unroll
+                for (int o = 1; o < kWarp; o <<= 1) {
+                    const double pa = __shfl_up_sync(kFullMask, a, o), pq = __shfl_up_sync(kFullMask, q, o);
+                    if (lane >= o) {
+                        a = __dadd_rn(a, pa);
+                        q = __dadd_rn(q, pq);
+                    }
+                }
+                a = __dadd_rn(a, carry_a);
+                q = __dadd_rn(q, carry_q);
+                // Exclusive: segment j's carry is the inclusive sum through j - 1 (the chunk carry for lane 0).
+                double ea = __shfl_up_sync(kFullMask, a, 1), eq = __shfl_up_sync(kFullMask, q, 1);
+                if (lane == 0) ea = carry_a, eq = carry_q;
+                if (j < nseg) t[j] = make_double2(ea, eq);
+                carry_a = __shfl_sync(kFullMask, a, kWarp - 1);
+                carry_q = __shfl_sync(kFullMask, q, kWarp - 1);
+            }
+        }
+    }
+}
+
+// (c) Mapping: one block per (row g, segment j >= 1), index g·(nseg - 1) + j - 1, blocks striding
+// over count·ch·(nseg - 1); its threads stride over the segment's columns (coalesced double2).
+// Resources: registers only.
+__global__ void seg_add_kernel(Stacks st, SegScratch scratch) {
+    const StackRef s = st.pick();
+    const double2* const seg = scratch.pick();
+    const int nseg = segs_of(s.cw);
+    const int64_t total = int64_t(s.count) * s.ch * (nseg - 1), w1 = s.cw + 1;
+    for (int64_t i = blockIdx.x; i < total; i += gridDim.x) {
+        const int64_t g = i / (nseg - 1), m = g / s.ch;
+        const int j = 1 + int(i % (nseg - 1)), r = int(g % s.ch);
+        const double2 e = seg[g * nseg + j];
+        double2* row = s.sat + m * (s.ch + 1) * w1 + (r + 1) * w1 + 1;
+        for (int c = j * kSegCols + threadIdx.x; c < min(s.cw, (j + 1) * kSegCols); c += kThreads) {
+            const double2 v = row[c];
+            row[c] = make_double2(__dadd_rn(v.x, e.x), __dadd_rn(v.y, e.y));
+        }
+    }
+}
+
 // Column pass of 32 adjacent columns c (< w1 counts) of one table of ch + 1 rows (row stride w1),
 // by kColSegments warps (all kThreads threads call it: it holds barriers). After the row pass
 // table (r, c) holds row sums; adding them down each column makes table (r, c) = Σ over rows < r,
@@ -202,28 +336,34 @@ __global__ void row_scan_kernel(Stacks st) {
 // to 0 to give its start, pass 2 adds the rows in order to it and writes the running sums. A warp
 // reads 32 adjacent columns of one row (coalesced, or no bank conflicts in shared memory). Shared
 // by col_scan_kernel (global tables) and fused_prepass_kernel (in shared memory): the same bits.
+// Adds rows r0 .. r1 - 1 of column c to acc in order; kWrite: each entry becomes the running sum.
+// kBatch rows are loaded before they are added (the same sums): a tall column's rows then wait for
+// memory a batch at a time, not one after another.
+template <int kBatch, bool kWrite>
+__device__ __forceinline__ void add_down(double2* table, int r0, int r1, int w1, int c, double2& acc) {
+    for (int b = r0; b < r1; b += kBatch) {
+        double2 v[kBatch];
+#pragma unroll
+        for (int i = 0; i < kBatch; ++i)
+            if (b + i < r1) v[i] = table[int64_t(b + i) * w1 + c];
+#pragma unroll
+        for (int i = 0; i < kBatch; ++i)
+            if (b + i < r1) {
+                acc.x = __dadd_rn(acc.x, v[i].x);
+                acc.y = __dadd_rn(acc.y, v[i].y);
+                if constexpr (kWrite) table[int64_t(b + i) * w1 + c] = acc;
+            }
+    }
+}
+
 template <int kBatch>
 __device__ __forceinline__ void scan_columns(double2* table, int ch, int w1, int c, int seg,
                                              double2 (*seg_total)[kWarp]) {
     const int lane = threadIdx.x % kWarp;
     const int len = (ch + kColSegments - 1) / kColSegments;
     const int r0 = 1 + seg * len, r1 = min(ch + 1, r0 + len);
-    // Both passes load kBatch rows before adding them in order (the same sums): a tall
-    // column's rows then wait for memory a batch at a time, not one after another.
     double2 acc = make_double2(0, 0);
-    if (c < w1)
-        for (int b = r0; b < r1; b += kBatch) {
-            double2 v[kBatch];
-#pragma unroll
-            for (int i = 0; i < kBatch; ++i)
-                if (b + i < r1) v[i] = table[int64_t(b + i) * w1 + c];
-#pragma unroll
-            for (int i = 0; i < kBatch; ++i)
-                if (b + i < r1) {
-                    acc.x = __dadd_rn(acc.x, v[i].x);
-                    acc.y = __dadd_rn(acc.y, v[i].y);
-                }
-        }
+    if (c < w1) add_down<kBatch, false>(table, r0, r1, w1, c, acc);
     __syncthreads();  // seg_total is reused by the next call
     seg_total[seg][lane] = acc;
     __syncthreads();
@@ -232,20 +372,7 @@ __device__ __forceinline__ void scan_columns(double2* table, int ch, int w1, int
         run.x = __dadd_rn(run.x, seg_total[i][lane].x);
         run.y = __dadd_rn(run.y, seg_total[i][lane].y);
     }
-    if (c < w1)
-        for (int b = r0; b < r1; b += kBatch) {
-            double2 v[kBatch];
-#pragma unroll
-            for (int i = 0; i < kBatch; ++i)
-                if (b + i < r1) v[i] = table[int64_t(b + i) * w1 + c];
-#pragma unroll
-            for (int i = 0; i < kBatch; ++i)
-                if (b + i < r1) {
-                    run.x = __dadd_rn(run.x, v[i].x);
-                    run.y = __dadd_rn(run.y, v[i].y);
-                    table[int64_t(b + i) * w1 + c] = run;
-                }
-        }
+    if (c < w1) add_down<kBatch, true>(table, r0, r1, w1, c, run);
 }
 
 // Column pass of the tables (scan_columns). Mapping: block (32 columns, kColSegments segments)
@@ -434,19 +561,25 @@ __global__ void epilogue_kernel(const EpilogueArgs a) {
 // L[r][c]·R[r][c] in double (the overlap at shift (0, 0); the same terms as raw_at), in two levels
 // so that one pair's millions of products are spread over the GPU (one block per pair took 8.9 ms
 // for a 2048 x 2048 pair on the H200) and the sum is the same on every run (no atomics).
-// First level: block b of pair k sums rows b, b + parts, ... (a row's columns over the threads: no
-// 64-bit division per element) and writes partial[k * parts + b]. Mapping: grid (parts, min(count,
-// 65535)), blockIdx.y striding over the pairs; block_sum. Resources: 64 bytes of shared memory.
+// First level: parts = row_parts·col_parts blocks per pair (c00_split); block b = rb·col_parts + cb
+// of pair k sums rows rb, rb + row_parts, ... over the columns [w·cb / col_parts, w·(cb + 1) /
+// col_parts) (a row's columns over the threads: no 64-bit division per element) and writes
+// partial[k * parts + b]. The column chunks let a pair of few long rows (two 1-D signals of 2^20
+// samples) take many blocks; with col_parts 1 this is the row split alone (the sums of pairs with
+// enough rows unchanged). Mapping: grid (parts, min(count, 65535)), blockIdx.y striding over the
+// pairs; block_sum. Resources: 64 bytes of shared memory.
 __global__ void c00_partial_kernel(const float* __restrict__ left, const float* __restrict__ right, int hL, int wL,
-                                   int hR, int wR, PairMap pairs, int64_t count, int parts,
+                                   int hR, int wR, PairMap pairs, int64_t count, int row_parts, int col_parts,
                                    double* __restrict__ partial) {
-    const int h = min(hL, hR), w = min(wL, wR);
+    const int h = min(hL, hR), w = min(wL, wR), parts = row_parts * col_parts;
+    const int rb = int(blockIdx.x) / col_parts, cb = int(blockIdx.x) % col_parts;
+    const int c0 = int(int64_t(w) * cb / col_parts), c1 = int(int64_t(w) * (cb + 1) / col_parts);
     for (int64_t k = blockIdx.y; k < count; k += gridDim.y) {
         const float* L = left + int64_t(pairs.left_of(k)) * hL * wL;
         const float* R = right + int64_t(pairs.right_of(k)) * hR * wR;
         double v = 0;
-        for (int r = blockIdx.x; r < h; r += parts)
-            for (int c = threadIdx.x; c < w; c += kThreads)
+        for (int r = rb; r < h; r += row_parts)
+            for (int c = c0 + threadIdx.x; c < c1; c += kThreads)
                 v += double(L[int64_t(r) * wL + c]) * double(R[int64_t(r) * wR + c]);
         v = block_sum(v);
         if (threadIdx.x == 0) partial[k * parts + blockIdx.x] = v;
@@ -461,6 +594,37 @@ __global__ void c00_final_kernel(const double* __restrict__ partial, int64_t cou
         for (int b = 0; b < parts; ++b) v += partial[k * parts + b];
         c00[k] = v;
     }
+}
+
+// C(0, 0)'s partial sums per pair (c00_partial_kernel): about 16 products per thread, at most
+// kMaxC00Parts blocks per pair (a 2048 x 2048 pair: 256 blocks of 8 rows; 64 left half the H200
+// idle), and at most 16 Mi partials in all (many small pairs need no more than one each). Split
+// over the rows first (as many row parts as rows allow), then over column chunks: a 1 x 2^20 pair
+// takes 256 chunks of 4096 columns (a row split alone gave it one block).
+struct C00Split {
+    int row_parts = 1, col_parts = 1;
+    int parts() const { return row_parts * col_parts; }
+};
+C00Split c00_split(const Problem& p) {
+    const int64_t rows = std::min(p.hL, p.hR), cols = std::min(p.wL, p.wR), count = p.out_count();
+    int64_t want = std::clamp<int64_t>(rows * cols / (kThreads * 16), 1, kMaxC00Parts);
+    want = std::max<int64_t>(1, std::min<int64_t>(want, (int64_t(16) << 20) / count));
+    C00Split s;
+    s.row_parts = int(std::min(rows, want));
+    s.col_parts = int(std::clamp<int64_t>(want / s.row_parts, 1, std::max<int64_t>(cols, 1)));
+    return s;
+}
+
+// The segmented row pass's scratch (segment totals, then carries: double2 per row and segment of
+// each segmented stack, lefts first) lives in partial_ after the partial sums, at an even offset in
+// doubles (double2 alignment): the offset and the double2 entries.
+size_t seg_scratch_offset(const Problem& p, bool lfused, bool rfused, int lpartials, int rpartials) {
+    const size_t n = (lfused ? 0 : size_t(p.nL) * lpartials) + (rfused ? 0 : size_t(p.nR) * rpartials);
+    return (n + 1) / 2 * 2;
+}
+size_t seg_scratch_entries(const Problem& p, const NormalizeCrop& c, bool lfused, bool rfused) {
+    return size_t(p.nL) * c.left.h() * segs_for(c.left.w(), lfused) +
+           size_t(p.nR) * c.right.h() * segs_for(c.right.w(), rfused);
 }
 
 int blocks_for(int64_t n, int threads) { return int(std::min<int64_t>((n + threads - 1) / threads, 65536)); }
@@ -507,19 +671,19 @@ Normalizer::Normalizer(const Problem& p, const NormalizeCrop& crop) : p_(p), cro
     if (crop.empty()) return;  // the output is 0: nothing to prepare
     const Region &cl = crop.left, &cr = crop.right;
     if (p.normalize == Normalize::ZeroLag) {
-        // C(0, 0)'s partial sums: about 16 products per thread, at most kMaxC00Parts blocks per pair
-        // (a 2048 x 2048 pair: 256 blocks of 8 rows; 64 left half the H200 idle), and at most
-        // 16 Mi partials in all (many small pairs need no more than one each).
-        const int64_t rows = std::min(p.hL, p.hR), cols = std::min(p.wL, p.wR), count = p.out_count();
-        c00_parts_ = int(std::clamp<int64_t>(std::min(rows, rows * cols / (kThreads * 16)), 1, kMaxC00Parts));
-        c00_parts_ = int(std::max<int64_t>(1, std::min<int64_t>(c00_parts_, (int64_t(16) << 20) / count)));
+        const int64_t count = p.out_count();
+        c00_parts_ = c00_split(p).parts();
         c00_ = DeviceBuffer<double>(size_t(count));
         c00_partial_ = DeviceBuffer<double>(size_t(count) * c00_parts_);
     }
     lpartials_ = partials_for(int64_t(cl.h()) * cl.w());
     rpartials_ = partials_for(int64_t(cr.h()) * cr.w());
-    lfused_ = fits_fused(cl.h(), cl.w());
-    rfused_ = fits_fused(cr.h(), cr.w());
+    // The fused prepass where both stacks' crops fit it; where one stack needs the four-kernel path,
+    // the other rides along in those launches (a stack per blockIdx.z) rather than paying a fused
+    // launch of its own, a few blocks' latency for a stack of a few matrices (zncc_frames' 53 x 54
+    // template: 15 us on one block, after the frames' 85 x 86 crops took the four kernels). The two
+    // paths give the same bits (tests/test_normalize_fused.py).
+    lfused_ = rfused_ = fits_fused(cl.h(), cl.w()) && fits_fused(cr.h(), cr.w());
     fused_smem_ = std::max(lfused_ ? fused_smem_bytes(cl.h(), cl.w()) : 0,
                            rfused_ ? fused_smem_bytes(cr.h(), cr.w()) : 0);
     if (fused_smem_ > 48 * 1024)  // past the default limit of dynamic shared memory: opt in (per device)
@@ -535,8 +699,8 @@ Normalizer::Normalizer(const Problem& p, const NormalizeCrop& crop) : p_(p), cro
     }
     lshift_ = DeviceBuffer<float>(size_t(p.nL) * cl.h() * cl.w());
     rshift_ = DeviceBuffer<float>(size_t(p.nR) * cr.h() * cr.w());
-    partial_ = DeviceBuffer<double>((lfused_ ? 0 : size_t(p.nL) * lpartials_) +
-                                    (rfused_ ? 0 : size_t(p.nR) * rpartials_));
+    partial_ = DeviceBuffer<double>(seg_scratch_offset(p, lfused_, rfused_, lpartials_, rpartials_) +
+                                    2 * seg_scratch_entries(p, crop, lfused_, rfused_));
     mean_ = DeviceBuffer<double>(size_t(p.nL) + p.nR);
     lsat_ = DeviceBuffer<double2>(size_t(p.nL) * (cl.h() + 1) * (cl.w() + 1));
     rsat_ = DeviceBuffer<double2>(size_t(p.nR) * (cr.h() + 1) * (cr.w() + 1));
@@ -552,8 +716,10 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
     if (p_.normalize == Normalize::ZeroLag) {
         // C(0, 0) from the whole inputs: shift (0, 0) need not be in the window, nor its overlap in the crops.
         const int64_t count = p_.out_count();
-        c00_partial_kernel<<<dim3(c00_parts_, unsigned(std::min<int64_t>(count, kMaxGridY))), kThreads, 0, stream>>>(
-            left, right, p_.hL, p_.wL, p_.hR, p_.wR, pair_map(p_), count, c00_parts_, c00_partial_.get());
+        const C00Split split = c00_split(p_);
+        c00_partial_kernel<<<dim3(split.parts(), unsigned(std::min<int64_t>(count, kMaxGridY))), kThreads, 0, stream>>>(
+            left, right, p_.hL, p_.wL, p_.hR, p_.wR, pair_map(p_), count, split.row_parts, split.col_parts,
+            c00_partial_.get());
         XC_CHECK_LAUNCH();
         c00_final_kernel<<<blocks_for(count, kThreads), kThreads, 0, stream>>>(c00_partial_.get(), count, c00_parts_,
                                                                              c00_.get());
@@ -581,17 +747,51 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
     XC_CHECK_LAUNCH();
     means_kernel<<<dim3(ceil_div(most, kThreads), 1, 2), kThreads, 0, stream>>>(split);
     XC_CHECK_LAUNCH();
-    const int64_t rows = std::max(int64_t(split.left.count) * cl.h(), int64_t(split.right.count) * cr.h());
-    // The batched scans where the crops are long (one kernel each way: a run-time choice inside one
-    // kernel gave the short crops the batched code's registers and halved their occupancy).
-    const bool long_rows = std::max(cl.w(), cr.w()) >= kLongRow, long_cols = std::max(cl.h(), cr.h()) >= kLongColumn;
-    auto row_scan = long_rows ? row_scan_kernel<kRowStrips> : row_scan_kernel<1>;
-    row_scan<<<dim3(blocks_for(rows, kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(split);
-    XC_CHECK_LAUNCH();
-    const int cols = std::max(lfused_ ? 0 : cl.w(), rfused_ ? 0 : cr.w()) + 1;
-    auto col_scan = long_cols ? col_scan_kernel<kColBatch> : col_scan_kernel<1>;
-    col_scan<<<dim3(ceil_div(cols, kWarp), gy, 2), kThreads, 0, stream>>>(split);
-    XC_CHECK_LAUNCH();
+    // The row pass: row_scan_kernel for rows up to kSegRow columns, the segmented pass for longer
+    // ones (per stack; the other stack's count is 0 in each).
+    const int lsegs = segs_for(cl.w(), lfused_), rsegs = segs_for(cr.w(), rfused_);
+    Stacks rowwise = split, segmented = split;
+    (lsegs ? rowwise.left : segmented.left).count = 0;
+    (rsegs ? rowwise.right : segmented.right).count = 0;
+    const int64_t rows = std::max(int64_t(rowwise.left.count) * cl.h(), int64_t(rowwise.right.count) * cr.h());
+    if (rows) {
+        // The batched scans where the crops are long (one kernel each way: a run-time choice inside one
+        // kernel gave the short crops the batched code's registers and halved their occupancy). The
+        // same choice as before the segmented pass, a segmented stack's width left out.
+        const bool long_rows = std::max(lsegs ? 0 : cl.w(), rsegs ? 0 : cr.w()) >= kLongRow;
+        auto row_scan = long_rows ? row_scan_kernel<kRowStrips> : row_scan_kernel<1>;
+        row_scan<<<dim3(blocks_for(rows, kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(rowwise);
+        XC_CHECK_LAUNCH();
+    }
+    if (lsegs || rsegs) {
+        double2* const lseg = reinterpret_cast<double2*>(
+            partial_.get() + seg_scratch_offset(p_, lfused_, rfused_, lpartials_, rpartials_));
+        const SegScratch scratch{lseg, lseg + int64_t(segmented.left.count) * cl.h() * lsegs};
+        const int64_t lrows = int64_t(segmented.left.count) * cl.h(), rrows = int64_t(segmented.right.count) * cr.h();
+        const int64_t segs = std::max(lrows * lsegs, rrows * rsegs);
+        const int64_t adds = std::max(lrows * std::max(lsegs - 1, 0), rrows * std::max(rsegs - 1, 0));
+        seg_scan_kernel<<<dim3(blocks_for(segs, kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(segmented, scratch);
+        XC_CHECK_LAUNCH();
+        seg_carry_kernel<<<dim3(blocks_for(std::max(lrows, rrows), kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(
+            segmented, scratch);
+        XC_CHECK_LAUNCH();
+        seg_add_kernel<<<dim3(blocks_for(adds, 1), 1, 2), kThreads, 0, stream>>>(segmented, scratch);
+        XC_CHECK_LAUNCH();
+    }
+    // The column pass, but not of one-row crops: there it would write table (1, c) = +0 + table
+    // (1, c), the same bits (no row entry is -0: each is a sum with a carry that starts at +0, and
+    // round-to-nearest gives -0 only for -0 + -0), and a 1-D signal of 8.64 M samples would cost
+    // 270 k blocks of which one warp in 8 has a row to add.
+    Stacks colwise = split;
+    if (cl.h() == 1) colwise.left.count = 0;
+    if (cr.h() == 1) colwise.right.count = 0;
+    if (colwise.left.count || colwise.right.count) {
+        const bool long_cols = std::max(cl.h(), cr.h()) >= kLongColumn;
+        const int cols = std::max(colwise.left.count ? cl.w() : 0, colwise.right.count ? cr.w() : 0) + 1;
+        auto col_scan = long_cols ? col_scan_kernel<kColBatch> : col_scan_kernel<1>;
+        col_scan<<<dim3(ceil_div(cols, kWarp), gy, 2), kThreads, 0, stream>>>(colwise);
+        XC_CHECK_LAUNCH();
+    }
 }
 
 void Normalizer::finish(float* out, cudaStream_t stream) {

@@ -1,6 +1,7 @@
 """The normalization prepass's two paths (harness/normalize.cu; issue #21), emulated on the CPU:
 fused_prepass_kernel (one block per small crop, its table in shared memory) against the
-four-kernel path (partial_sums_kernel, means_kernel, row_scan_kernel, col_scan_kernel), each
+four-kernel path (partial_sums_kernel, means_kernel, row_scan_kernel or the segmented row pass,
+col_scan_kernel), each
 modelled with its own mapping of work to threads and the exact order of its double additions
 (Python floats are IEEE doubles; NumPy float64 adds element-wise in the same rounding). Proves:
 
@@ -11,7 +12,13 @@ modelled with its own mapping of work to threads and the exact order of its doub
   exactly once, and reads no table cell before it is written;
 - every crop that fits the fused kernel takes one partial sum in the four-kernel path (the
   static_assert), and the tables of both paths, for any crop, equal float64 summed-area tables of
-  the same float32 x' to rounding (tests/test_normalize_crop.py's model builds those).
+  the same float32 x' to rounding (tests/test_normalize_crop.py's model builds those);
+- rows past kSegRow columns take the segmented row pass (seg_scan_kernel, seg_carry_kernel,
+  seg_add_kernel; a 1-D signal of millions of samples): its mapping writes every cell once, counts
+  every segment once (a model with a segment's carry skipped or doubled fails the same check), its
+  order is fixed, and rows up to kSegRow keep scan_row's bits;
+- zero-lag's C(0, 0) partial sums (c00_split, c00_partial_kernel) cover the overlap once, over
+  rows and column chunks.
 
 It checks the design (orders and index arithmetic), not the CUDA code itself: the GPU tests
 (tests/test_normalize.py, xcorr_validate --normalize all) run that. The constants are read from
@@ -43,6 +50,9 @@ SEGMENTS = constant("kColSegments")
 ELEMS_PER_PARTIAL = constant("kElemsPerPartial", kThreads=THREADS)
 MAX_PARTIALS = constant("kMaxPartials")
 FUSED_SMEM = constant("kFusedSmemBytes")
+SEG_COLS = constant("kSegCols", kWarp=WARP)
+SEG_ROW = constant("kSegRow", kSegCols=SEG_COLS)
+MAX_C00_PARTS = constant("kMaxC00Parts")
 
 
 def partials_for(elems):
@@ -81,32 +91,124 @@ def mean_of(partials, ch, cw):
     return v / (float(ch) * cw)
 
 
-def scan_row(x, mean, cw):
-    """scan_row of one crop row x (float32, cw): (x' float32, row of cw + 1 (a, q) pairs)."""
-    xs = np.zeros(cw, np.float32)
-    row = np.zeros((cw + 1, 2))
+def warp_inclusive(a, q):
+    """The Hillis-Steele inclusive scan of one strip (32 lanes) of (a, q) in double: lanes add the
+    partial sum 1, 2, 4, 8, 16 lanes back (scan_span, seg_carry_kernel)."""
+    o = 1
+    while o < WARP:
+        pa, pq = np.roll(a, o), np.roll(q, o)  # __shfl_up_sync: the values before this step
+        up = np.arange(WARP) >= o
+        a = np.where(up, a + pa, a)
+        q = np.where(up, q + pq, q)
+        o <<= 1
+    return a, q
+
+
+def scan_span(x, mean, n):
+    """scan_span over n columns of x (float32) from carry 0: (x' float32, out (n, 2): the inclusive
+    sums, total (a, q): the last carry)."""
+    xs = np.zeros(n, np.float32)
+    out = np.zeros((n, 2))
     carry_a = carry_q = 0.0
-    for c0 in range(0, cw, WARP):
+    for c0 in range(0, n, WARP):
         c = c0 + np.arange(WARP)
-        valid = c < cw
+        valid = c < n
         v = np.zeros(WARP, np.float32)
         v[valid] = (x[c[valid]].astype(np.float64) - mean).astype(np.float32)
         xs[c[valid]] = v[valid]
         a = v.astype(np.float64)
-        q = a * a
-        o = 1
-        while o < WARP:
-            pa, pq = np.roll(a, o), np.roll(q, o)  # __shfl_up_sync: the values before this step
-            up = np.arange(WARP) >= o
-            a = np.where(up, a + pa, a)
-            q = np.where(up, q + pq, q)
-            o <<= 1
+        a, q = warp_inclusive(a, a * a)
         a = a + carry_a
         q = q + carry_q
-        row[c[valid] + 1, 0] = a[valid]
-        row[c[valid] + 1, 1] = q[valid]
+        out[c[valid], 0] = a[valid]
+        out[c[valid], 1] = q[valid]
         carry_a, carry_q = float(a[-1]), float(q[-1])
+    return xs, out, (carry_a, carry_q)
+
+
+def scan_row(x, mean, cw):
+    """scan_row of one crop row x (float32, cw): (x' float32, row of cw + 1 (a, q) pairs)."""
+    row = np.zeros((cw + 1, 2))
+    xs, row[1:], _ = scan_span(x, mean, cw)
     return xs, row
+
+
+def segs_for(cw, fused=False):
+    """normalize.cu's segs_for: segments per row of the segmented row pass, 0 for scan_row's rows."""
+    return -(-cw // SEG_COLS) if not fused and cw > SEG_ROW else 0
+
+
+def segmented_rows(x, mean, mutate=None):
+    """seg_scan_kernel, seg_carry_kernel, seg_add_kernel on one crop x (ch x cw float32, cw > SEG_ROW):
+    (x' float32, table (ch+1) x (cw+1) x 2), each modelled with its mapping (a warp per (row,
+    segment), a warp per row, a block per (row, segment >= 1)) and checking that every table cell
+    and shifted-copy element is written once by (a), every scratch entry once by (a) and once by (b),
+    every entry of a segment >= 1 once by (c), none of segment 0. `mutate`: a deliberate fault
+    ("skip": the last segment's carry not added; "double": segment 1's added twice), to show that the
+    checks of the tests catch it."""
+    ch, cw = x.shape
+    nseg = segs_for(cw)
+    assert nseg > 1
+    w1 = cw + 1
+    table = np.full((ch + 1, w1, 2), np.nan)  # poisoned: a cell (a) misses stays NaN
+    xs = np.full((ch, cw), np.nan, np.float32)
+    cell_writes = np.zeros((ch + 1, w1), int)
+    xs_writes = np.zeros((ch, cw), int)
+    seg = np.full((ch * nseg, 2), np.nan)
+    seg_writes = np.zeros(ch * nseg, int)
+    for i in range(ch * nseg):  # (a): warp i (any order: the warps are independent)
+        g, j = divmod(i, nseg)
+        r = g % ch
+        c0 = j * SEG_COLS
+        n = min(SEG_COLS, cw - c0)
+        if r == 0:
+            hi = cw + 1 if j == nseg - 1 else c0 + SEG_COLS
+            table[0, c0:hi] = 0
+            cell_writes[0, c0:hi] += 1
+        if j == 0:
+            table[r + 1, 0] = 0
+            cell_writes[r + 1, 0] += 1
+        xs_seg, out, total = scan_span(x[r, c0:c0 + n], mean, n)
+        xs[r, c0:c0 + n] = xs_seg
+        xs_writes[r, c0:c0 + n] += 1
+        table[r + 1, 1 + c0:1 + c0 + n] = out
+        cell_writes[r + 1, 1 + c0:1 + c0 + n] += 1
+        seg[i] = total
+        seg_writes[i] += 1
+    assert (cell_writes == 1).all() and (xs_writes == 1).all() and (seg_writes == 1).all()
+    assert not np.isnan(table).any() and not np.isnan(xs).any()
+    for g in range(ch):  # (b): the warp of row g, chunks of 32 totals (lanes past nseg hold 0)
+        t = seg[g * nseg:(g + 1) * nseg]
+        carry_a = carry_q = 0.0
+        for b0 in range(0, nseg, WARP):
+            j = b0 + np.arange(WARP)
+            valid = j < nseg
+            a = np.zeros(WARP)
+            q = np.zeros(WARP)
+            a[valid], q[valid] = t[j[valid], 0], t[j[valid], 1]
+            a, q = warp_inclusive(a, q)
+            a, q = a + carry_a, q + carry_q
+            ea, eq = np.roll(a, 1), np.roll(q, 1)  # __shfl_up_sync by 1; lane 0 the chunk carry
+            ea[0], eq[0] = carry_a, carry_q
+            t[j[valid], 0], t[j[valid], 1] = ea[valid], eq[valid]
+            seg_writes[g * nseg + j[valid]] += 1
+            carry_a, carry_q = float(a[-1]), float(q[-1])
+    assert (seg_writes == 2).all()
+    add_writes = np.zeros((ch, cw), int)
+    for i in range(ch * (nseg - 1)):  # (c): block i, its threads over the segment's columns
+        g, k = divmod(i, nseg - 1)
+        j = 1 + k
+        r = g % ch
+        if mutate == "skip" and j == nseg - 1:
+            continue
+        e = seg[g * nseg + j]
+        cols = np.arange(j * SEG_COLS, min(cw, (j + 1) * SEG_COLS))
+        for _ in range(2 if mutate == "double" and j == 1 else 1):
+            table[r + 1, 1 + cols] = table[r + 1, 1 + cols] + e
+        add_writes[r, cols] += 1
+    if mutate is None:
+        assert (add_writes[:, :SEG_COLS] == 0).all() and (add_writes[:, SEG_COLS:] == 1).all()
+    return xs, table
 
 
 def scan_columns(table, ch, c):
@@ -156,12 +258,18 @@ def split_path(x):
                 v[t] += float(flat[i])
         partial.append(block_sum(v))
     mean = mean_of(partial, ch, cw)
-    table = np.zeros((ch + 1, cw + 1, 2))
-    xs = np.zeros((ch, cw), np.float32)
-    for r in range(ch):  # one warp per row (any order: rows are independent)
-        xs[r], table[r + 1] = scan_row(x[r], mean, cw)
+    if segs_for(cw):  # rows past kSegRow: the segmented row pass
+        xs, table = segmented_rows(x, mean)
+    else:
+        table = np.zeros((ch + 1, cw + 1, 2))
+        xs = np.zeros((ch, cw), np.float32)
+        for r in range(ch):  # one warp per row (any order: rows are independent)
+            xs[r], table[r + 1] = scan_row(x[r], mean, cw)
+    before = table.copy()
     for bx in range(-(-(cw + 1) // WARP)):  # col_scan_kernel's blocks of 32 columns
         scan_columns(table, ch, bx * WARP + np.arange(WARP))
+    if ch == 1:  # the host skips the column pass of one-row crops: it must change no bit
+        assert np.array_equal(before.view(np.uint64), table.view(np.uint64))
     return mean, xs, table
 
 
@@ -319,6 +427,12 @@ def use_staged_epilogue(crop_l, crop_r, out_hw, count):
     return cells * 16 <= STAGED_BYTES and 8 * per >= 2 * cells and count >= STAGED_MIN_OUTPUTS
 
 
+def prepass_paths(crop_l, crop_r):
+    """(left fused, right fused) as the Normalizer chooses (normalize.cu): both or neither."""
+    both = fits_fused(*crop_l) and fits_fused(*crop_r)
+    return both, both
+
+
 def test_path_choices_on_zncc_frames_and_neighbours():
     """zncc_frames (1000 frames of 256 x 256, a 23 x 21 template within ±16: crops 39 x 37 and
     23 x 21): both stacks take the fused prepass (the frames' 30 KB, no opt-in past 48 KB needed) and
@@ -330,6 +444,9 @@ def test_path_choices_on_zncc_frames_and_neighbours():
     assert not use_staged_epilogue((39, 37), (23, 21), (33, 33), 8)
     assert not use_staged_epilogue((70, 70), (40, 40), (31, 31), 1000)  # 113 KB of tables
     assert not fits_fused(256, 256)  # the whole frames (full window): the four-kernel path
+    assert prepass_paths((39, 37), (23, 21)) == (True, True)
+    # the 53 x 54 template's frames (85 x 86 crops, 149 KB) take the four kernels: the template rides along
+    assert not fits_fused(85, 86) and fits_fused(53, 54) and prepass_paths((85, 86), (53, 54)) == (False, False)
 
 
 def test_staged_copy_covers_both_tables_once():
@@ -349,3 +466,134 @@ def test_staged_copy_covers_both_tables_once():
                 staged[lcells + i] = src[lcells + i]
                 writes[lcells + i] += 1
         assert (writes == 1).all() and (staged == src).all()
+
+
+# ---- the segmented row pass (rows past kSegRow columns) --------------------------------------------
+
+def check_tables(x, mean, xs, t):
+    """x' is exactly float(x - mean) (as scan_row writes it), and the tables of x' are float64
+    summed-area tables of it to rounding: a segment skipped or counted twice is off by a whole
+    segment's sum, far past the bound."""
+    assert np.array_equal(xs.view(np.uint32), (x.astype(np.float64) - mean).astype(np.float32).view(np.uint32))
+    # The reference in long double (x86: 64-bit mantissa): float64's own cumsum of a long row
+    # rounds n times in sequence, past the bound below, which the scans' short chains meet.
+    x1 = xs.astype(np.longdouble)
+    want = np.zeros(t.shape, np.longdouble)
+    want[1:, 1:, 0] = np.cumsum(np.cumsum(x1, 0), 1)
+    want[1:, 1:, 1] = np.cumsum(np.cumsum(x1 * x1, 0), 1)
+    err_a = float(np.abs(t[..., 0] - want[..., 0]).max())
+    err_q = float(np.abs(t[..., 1] - want[..., 1]).max())
+    return bool(err_a <= 1e-13 * np.abs(xs.astype(np.float64)).sum() and
+                err_q <= 1e-13 * (xs.astype(np.float64) ** 2).sum())
+
+
+SEGMENTED_SHAPES = [
+    (1, SEG_ROW + 1),                     # just past the threshold: the last segment one column
+    (1, 5 * SEG_COLS),                    # a segment boundary exactly at the row's end
+    (1, 5 * SEG_COLS + 1),
+    (1, 7 * SEG_COLS - 33),               # odd, the last segment ending mid-strip
+    (3, SEG_ROW + 2 * SEG_COLS + 777),    # several rows (row 0's zero cells per segment)
+    (2, 33 * SEG_COLS + 5),               # 34 segments: the carry scan crosses a chunk of 32
+]
+
+
+@pytest.mark.parametrize("shape", SEGMENTED_SHAPES, ids=lambda s: "%dx%d" % s)
+def test_segmented_row_pass(shape):
+    """Long rows: the segmented row pass's mapping writes everything once (segmented_rows' asserts),
+    its tables are float64 summed-area tables of x' to rounding, its shifted copy is exactly
+    float(x - mean) (as scan_row writes it), and the order is fixed (the same bits twice)."""
+    ch, cw = shape
+    assert segs_for(cw) == -(-cw // SEG_COLS) > SEG_ROW // SEG_COLS and not fits_fused(ch, cw)
+    rng = seeded_rng(("segmented-rows", shape))
+    for kind in ("signed", "large"):
+        x = crop_values(rng, shape, kind)
+        m, xs, t = split_path(x)
+        assert check_tables(x, m, xs, t), kind
+        # The entries of segment 0 are scan_row's own (the same strips from carry 0).
+        xs0, row0 = scan_row(x[0], m, cw)
+        assert np.array_equal(row0[:SEG_COLS + 1].view(np.uint64), t[1, :SEG_COLS + 1].view(np.uint64))
+        assert np.array_equal(xs0.view(np.uint32), xs[0].view(np.uint32))
+        m2, xs2, t2 = split_path(x)
+        assert m == m2 and np.array_equal(t.view(np.uint64), t2.view(np.uint64))
+
+
+@pytest.mark.parametrize("mutate", ["skip", "double"])
+def test_segmented_faults_are_caught(mutate):
+    """The check above fails on a segmented pass that skips a segment's carry or adds one twice."""
+    shape = (2, SEG_ROW + 2 * SEG_COLS + 5)
+    x = crop_values(seeded_rng(("segmented-fault", mutate)), shape, "signed")
+    m = split_path(x)[0]
+    for fault in (None, mutate):  # the same pass without the fault passes
+        xs, t = segmented_rows(x, m, mutate=fault)
+        for c in range(-(-(shape[1] + 1) // WARP)):
+            scan_columns(t, shape[0], c * WARP + np.arange(WARP))
+        assert check_tables(x, m, xs, t) == (fault is None)
+
+
+def test_rows_up_to_the_threshold_keep_scan_row():
+    """A row of exactly kSegRow columns is not segmented (scan_row's bits, as before), one more
+    column is; no crop the fused prepass takes has a segmented row; the host picks the path per
+    stack by this width test."""
+    assert segs_for(SEG_ROW) == 0 and segs_for(SEG_ROW + 1) == SEG_ROW // SEG_COLS + 1
+    assert not fits_fused(1, SEG_ROW + 1) and segs_for(SEG_ROW + 1, fused=True) == 0
+    assert SEG_COLS % (4 * WARP) == 0
+    assert "!fused && cw > kSegRow ? ceil_div(cw, kSegCols) : 0" in SOURCE
+    x = crop_values(seeded_rng("seg-threshold"), (1, SEG_ROW), "signed")
+    m, xs, t = split_path(x)
+    xs1, row = scan_row(x[0], m, SEG_ROW)
+    assert np.array_equal(row.view(np.uint64), t[1].view(np.uint64))
+
+
+# ---- zero-lag's C(0, 0): partial sums over rows and column chunks ----------------------------------
+
+def c00_split(rows, cols, count):
+    """normalize.cu's c00_split: (row_parts, col_parts)."""
+    want = min(max(rows * cols // (THREADS * 16), 1), MAX_C00_PARTS)
+    want = max(1, min(want, (16 << 20) // count))
+    row_parts = min(rows, want)
+    col_parts = min(max(want // row_parts, 1), max(cols, 1))
+    return row_parts, col_parts
+
+
+def c00_parts_before(rows, cols, count):
+    """The row split alone (before the column chunks)."""
+    parts = min(max(min(rows, rows * cols // (THREADS * 16)), 1), MAX_C00_PARTS)
+    return max(1, min(parts, (16 << 20) // count))
+
+
+@pytest.mark.parametrize("h,w,count", [(1, 1 << 20, 1), (1, 8640000, 4), (3, 100000, 1), (64, 8192, 2),
+                                        (2048, 2048, 1), (1, 5000, 1), (7, 4097, 3), (1, 600, 300),
+                                        (1, 1 << 20, 1 << 17), (5, 3, 1)])
+def test_c00_partials_cover_the_overlap_once(h, w, count):
+    """c00_partial_kernel's mapping: block b = rb·col_parts + cb sums rows rb, rb + row_parts, ...
+    over columns [w·cb / col_parts, w·(cb + 1) / col_parts), its threads striding over them: every
+    product of the h x w overlap in exactly one block and one thread; at most kMaxC00Parts blocks per
+    pair and 16 Mi partials; a long 1-row pair gets many blocks; with one column chunk the split is
+    the rows' alone (the sums of pairs with rows enough unchanged)."""
+    rp, cp = c00_split(h, w, count)
+    parts = rp * cp
+    assert 1 <= parts <= MAX_C00_PARTS and (parts == 1 or parts * count <= 16 << 20)
+    if cp == 1:
+        assert rp == c00_parts_before(h, w, count)
+    if h == 1 and w >= MAX_C00_PARTS * THREADS * 16 and count == 1:
+        assert parts == MAX_C00_PARTS
+    # Each column of [c0, c1) is thread (c - c0) % THREADS's, once: the block's union is the chunk.
+    cover = np.zeros((h, w), int)
+    for b in range(parts):
+        rb, cb = divmod(b, cp)
+        c0, c1 = w * cb // cp, w * (cb + 1) // cp
+        cover[rb::rp, c0:c1] += 1
+    assert (cover == 1).all()
+    assert "c00_partial_kernel<<<dim3(split.parts()" in SOURCE
+
+
+@pytest.mark.parametrize("cw", [40, 5000, SEG_ROW + SEG_COLS + 3])
+def test_one_row_column_pass_changes_nothing(cw):
+    """The host skips the column pass of one-row crops (split_path asserts it would write the same
+    bits): here on rows of signed zeros, exact means (x' = +0) and -0.0 inputs, where a -0 entry
+    would show (0 + -0 = +0)."""
+    rng = seeded_rng(("one-row", cw))
+    for x in (np.full((1, cw), -0.0, np.float32), np.full((1, cw), 3.0, np.float32),
+              np.where(rng.random((1, cw)) < 0.5, np.float32(-0.0), crop_values(rng, (1, cw), "signed"))):
+        split_path(x)
+    assert "if (cl.h() == 1) colwise.left.count = 0;" in SOURCE and "if (cr.h() == 1) colwise.right.count = 0;" in SOURCE

@@ -19,6 +19,8 @@
 //   1-3 run as one kernel per stack whose crop's table fits in shared memory (about 4900 elements:
 //   one block per crop, everything on chip), else as four kernels; both give the same bits (the same
 //   sums in the same order: normalize.cu, tests/test_normalize_fused.py), deterministic run to run;
+//   rows of more than 8192 columns (1-D signals) take a segmented row pass instead of one warp per
+//   row: segments of 2048 columns scanned at once, then their carries (a fixed order too);
 //   4. the variant's raw correlation C' of L' with R' (the caller runs it: raw_left/raw_right);
 //   5. an epilogue per output element: n, ΣL', ΣL'², ΣR', ΣR'² of the overlap (in crop coordinates) from the tables and
 //      (n·C' - ΣL'·ΣR') / sqrt((n·ΣL'² - ΣL'²)(n·ΣR'² - ΣR'²)), 0 where n = 0 or a factor is at most
@@ -33,7 +35,8 @@
 //   the variant's output: the coefficient divides by about n·σ², so an algorithm whose absolute
 //   error is spread evenly over the output (FFT) would be amplified most exactly there.
 // zero-lag. Steps 1-4 as for zncc, plus C(0, 0) of every pair in double from the inputs themselves
-// (a block reduction over the overlap at shift (0, 0), whether or not the window holds it); the
+// (a two-level reduction over the overlap at shift (0, 0), whether or not the window holds it,
+// split over rows and, for pairs of few long rows, column chunks); the
 // epilogue restores the raw sum C = C' + mR·ΣL' + mL·ΣR' + n·mL·mR in double and divides it by
 // C(0, 0) (0 where C(0, 0) = 0). Why not the variant's C directly: on images of 1000 + noise a
 // float32 sum of n terms of ~1e6 loses ~n·2^-24 of itself in the long sequential sums of
@@ -92,7 +95,8 @@ private:
     bool staged_epilogue_ = false;    // the epilogue reads the tables from shared memory (normalize.cu)
     DeviceBuffer<float> lshift_, rshift_;  // shifted crops, count x crop h x crop w
     DeviceBuffer<double> partial_;    // partial sums of the two-level mean: nL x lpartials_, then nR x
-                                      // rpartials_ (a fused stack has none)
+                                      // rpartials_ (a fused stack has none); then the segmented row
+                                      // pass's scratch (normalize.cu: seg_scratch_offset)
     DeviceBuffer<double> mean_;       // nL + nR means of the crops, lefts first
     DeviceBuffer<double2> lsat_, rsat_;  // (Σx', Σx'²) tables, (h+1) x (w+1) per crop
     DeviceBuffer<double> c00_;        // zero-lag: C(0, 0) per output
