@@ -1030,6 +1030,9 @@ XCORR_REGISTER_VARIANT(Variant{
     .pilot_batch = true,
     // Any rectangle of shifts (OutMap): the named windows are rectangles too.
     .windows = {WindowKind::Full, WindowKind::Valid, WindowKind::Same, WindowKind::MaxShift, WindowKind::Shifts},
+    // Its transform size follows the inputs: a small window in large inputs (a template searched
+    // within a few shifts) runs on the parts the window touches, often on the one-block path.
+    .crop_windows = true,
 });
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/device.cuh"
+#include "xcorr/crop.hpp"
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/normalize.hpp"
 #include "xcorr/reference_element.hpp"
@@ -838,29 +839,14 @@ void Normalizer::apply(const float* left, const float* right, float* out, cudaSt
 std::unique_ptr<Instance> make_instance(const Variant& variant, const Problem& p, const Params& params) {
     // The one place every instance is made: a shape the variant is not built for never reaches make().
     if (std::string why = variant.shape_refusal(p); !why.empty()) throw UsageError(why);
-    if (p.normalize == Normalize::None) return variant.make(p, params);
+    if (p.normalize == Normalize::None) return make_raw_instance(variant, p, params);
     const NormalizeCrop touched = touched_crop(p);
     if (touched.empty()) return std::make_unique<NormalizedInstance>(nullptr, Normalizer(p, touched));
-    if (!touched.whole(p)) {
-        // The cropped raw problem where the variant computes its (translated) window; else the whole
-        // inputs, as before the crop. A refusal in make() (a size its kernel cannot take) falls back
-        // too: the uncropped problem is what the variant was asked for.
-        const Problem raw = touched.raw(p);
-        bool supported = false;
-        try {
-            raw.check();
-            supported = variant.supports_problem(raw);
-        } catch (const UsageError&) {
-        }
-        if (supported) {
-            std::unique_ptr<Instance> inst;
-            try {
-                inst = variant.make(raw, params);
-            } catch (const UsageError&) {
-            }
-            if (inst) return std::make_unique<NormalizedInstance>(std::move(inst), Normalizer(p, touched));
-        }
-    }
+    // The cropped raw problem where the variant computes its (translated) window; else the whole
+    // inputs, as before the crop.
+    if (!touched.whole(p))
+        if (std::unique_ptr<Instance> inst = make_on_crops(variant, touched.raw(p), params))
+            return std::make_unique<NormalizedInstance>(std::move(inst), Normalizer(p, touched));
     std::unique_ptr<Instance> raw = variant.make(p.raw(), params);
     if (!raw) throw CudaError(variant.name + ": make() returned no instance");
     return std::make_unique<NormalizedInstance>(std::move(raw), Normalizer(p, whole_crop(p)));

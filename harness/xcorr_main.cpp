@@ -26,6 +26,7 @@
 
 #include "xcorr/check.hpp"
 #include "xcorr/context.hpp"
+#include "xcorr/crop.hpp"
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/gpu.hpp"
@@ -140,7 +141,8 @@ int cmd_list(bool json) {
                       << "\", \"tolerance\": " << v.tolerance << ", \"forms\": [";
             for (size_t i = 0; i < v.forms.size(); ++i) std::cout << (i ? ", " : "") << '"' << form_name(v.forms[i]) << '"';
             std::cout << "], \"windows\": [\"" << v.windows_text("\", \"") << "\"], \"signals_only\": "
-                      << (v.signals_only ? "true" : "false") << ", \"max_shifts\": " << v.max_shifts << ", \"params\": {";
+                      << (v.signals_only ? "true" : "false") << ", \"max_shifts\": " << v.max_shifts
+                      << ", \"crop_windows\": " << (v.crop_windows ? "true" : "false") << ", \"params\": {";
             for (size_t i = 0; i < v.params.size(); ++i) {
                 std::cout << (i ? ", " : "") << '"' << v.params[i].name << "\": [";
                 for (size_t j = 0; j < v.params[i].values.size(); ++j)
@@ -159,6 +161,7 @@ int cmd_list(bool json) {
         std::cout << "\n    windows: " << v.windows_text(" ");
         if (v.max_shifts > 0) std::cout << " (at most " << v.max_shifts << " shifts per pair)";
         if (v.signals_only) std::cout << "\n    signals only (1 x n)";
+        if (v.crop_windows) std::cout << "\n    a window runs on the parts of the inputs it touches (copied first, timed)";
         std::cout << "\n    timed: " << v.timed << '\n';
         for (const auto& p : v.params) {
             std::cout << "    --param " << p.name << "=";
@@ -503,6 +506,15 @@ int cmd_explain(int argc, char** argv) {
     const std::string note = normalization_note(p.normalize);
     // Where the normalization's prepass and raw correlation run (normalize_crop.hpp).
     const std::string crop_note = p.normalize == Normalize::None ? "" : describe_crop(p);
+    // Where a candidate runs a raw problem on the parts its window touches (crop.hpp): "" if not.
+    auto raw_crop_of = [&p](const AutoChoice& c) -> std::string {
+        if (p.normalize != Normalize::None || !tries_raw_crop(find_variant(c.algorithm), p)) return "";
+        const NormalizeCrop crop = touched_crop(p);
+        return "the window touches " + describe_regions(p, crop) + ": " + c.algorithm +
+               " runs on these (copied first, timed) as " + crop.raw(p).describe() +
+               " (on the whole inputs where it does not compute that window)";
+    };
+    const std::string raw_crop_note = raw_crop_of(cs[0]);
     // The split of xcorr run --gpus/--chunk (with --chunk alone, one device); the sizes a piece
     // would fit in memory are not known here, so without --chunk a device's run is one piece.
     std::vector<int> devices;
@@ -536,7 +548,10 @@ int cmd_explain(int argc, char** argv) {
                 std::cout << (first ? "" : ", ") << '"' << json_escape(k) << "\": \"" << json_escape(v) << '"';
                 first = false;
             }
-            std::cout << "}, \"predicted_us\": " << cs[i].predicted_us << ", \"reason\": \"" << json_escape(cs[i].reason) << "\"}";
+            std::cout << "}, \"predicted_us\": " << cs[i].predicted_us << ", \"reason\": \"" << json_escape(cs[i].reason) << '"';
+            if (const std::string crop = raw_crop_of(cs[i]); !crop.empty())
+                std::cout << ", \"raw_crop\": \"" << json_escape(crop) << '"';
+            std::cout << "}";
         }
         std::cout << "]";
         if (!pieces.empty()) {
@@ -554,7 +569,7 @@ int cmd_explain(int argc, char** argv) {
     std::cout << "problem: " << p.describe() << "\nprecision: " << spec.precision << "\ngpu: "
               << (gpu_name->empty() ? "none (cost model)" : *gpu_name) << "\nauto runs: " << choice_text(cs[0])
               << "\n  because " << cs[0].reason << (note.empty() ? "" : "\n  " + note)
-              << (crop_note.empty() ? "" : "\n  " + crop_note)
+              << (crop_note.empty() ? "" : "\n  " + crop_note) << (raw_crop_note.empty() ? "" : "\n  " + raw_crop_note)
               << "\ncandidates, in the order tried (a variant may refuse the problem when the plan is built):\n";
     for (size_t i = 0; i < cs.size(); ++i)
         std::cout << "  " << i + 1 << ". " << choice_text(cs[i]) << ": " << cs[i].reason << '\n';

@@ -304,3 +304,33 @@ def test_reference_windows_end_to_end(xcorr, tmp_path):
     every = ["full", "valid", "same", "max-shift", "shifts"]
     reference = {"name": "reference", "forms": FORMS, "windows": every, "tolerance": 1e-7}
     assert check_windows_end_to_end(tmp_path, reference) == 4 * (17 + 6)
+
+
+def test_raw_windows_on_touched_parts(gpu, registry, tmp_path):
+    """Variants that declare crop_windows run a raw window on the parts of the inputs it touches
+    (harness/crop.cu): a template searched within ±4 in 200 x 190 images, a rectangle of shifts in
+    the middle of the images, and one at their far corner, in every form, equal scipy's full output
+    cropped; explain names the cropped problem (tests/test_normalize_crop.py checks its regions)."""
+    from xcorr_np import crop
+    names = [v for v in registry if v.get("crop_windows")]
+    if not names:
+        pytest.skip("no variant of this build declares crop_windows")
+    hL, wL, hR, wR = 200, 190, 23, 21
+    rects = [(-4, 4, -4, 4), (100, 104, 50, 57), (hL - 3, hL - 1, wL - 5, wL - 1)]
+    for v in names:
+        for form in v["forms"]:
+            rng = seeded_rng(("raw-crop", v["name"], form))
+            nL, nR = counts(form, rng)
+            left = rng.random((nL, hL, wL), dtype=np.float32) * 2 - 1
+            right = rng.random((nR, hR, wR), dtype=np.float32) * 2 - 1
+            full = correlate(form, left.astype(np.float64), right.astype(np.float64))
+            l, r_ = save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right)
+            for dy0, dy1, dx0, dx1 in rects:
+                out = tmp_path / "o.npy"
+                out.unlink(missing_ok=True)
+                r = run([binary("xcorr"), "run", "--algorithm", v["name"], "--form", form, "--validate", l, r_,
+                         "--out", str(out), "--shifts", f"{dy0}:{dy1},{dx0}:{dx1}"])
+                assert r.returncode == 0, (v["name"], form, (dy0, dy1, dx0, dx1), r.stdout, r.stderr)
+                want = crop(full, hR, wR, dy0, dy1, dx0, dx1)
+                got = np.load(out)
+                assert got.shape == want.shape and rel_error(got, want) <= v["tolerance"], (v["name"], form)

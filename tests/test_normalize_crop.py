@@ -289,3 +289,32 @@ def test_explain_crop_matches_the_emulation(xcorr, shape):
             ty, tx = r[0] - l[0], r[2] - l[2]
             assert c["raw"] == (f"one-to-one 1x[{l[1] - l[0]}x{l[3] - l[2]}] * 1x[{r[1] - r[0]}x{r[3] - r[2]}] "
                                 f"shifts {dy0 + ty}:{dy1 + ty},{dx0 + tx}:{dx1 + tx}"), (name, c)
+
+
+def test_explain_reports_the_raw_crop_of_a_variant_that_asks_for_it(xcorr):
+    """A raw problem whose window touches part of the inputs: every candidate of explain that
+    declares crop_windows (`xcorr list --json`) says it runs on the touched parts (the crops and the
+    translated window of touched_crop); the others, and every candidate where the window touches the
+    whole inputs, say nothing of it."""
+    crops = {v["name"]: v["crop_windows"] for v in json.loads(run([xcorr, "list", "--json"]).stdout)}
+    if not any(crops.values()):
+        pytest.skip("no variant of this build declares crop_windows")
+    seen = 0
+    for left, right, window in [("256x256", "23x21", ["--max-shift", "4"]), ("300x280", "16x16", ["--shifts", "100:104,50:57"]),
+                                ("64x64", "64x64", ["--max-shift", "4"])]:
+        e = explain_crop(xcorr, "--form", "one-to-one", "--left", left, "--right", right, *window)
+        hL, wL = map(int, left.split("x"))
+        hR, wR = map(int, right.split("x"))
+        dy0, dy1, dx0, dx1 = ((-4, 4, -4, 4) if window[0] == "--max-shift" else (100, 104, 50, 57))
+        l, r = touched_crop((hL, wL, hR, wR), (dy0, dy1, dx0, dx1))
+        whole = l == (0, hL, 0, wL) and r == (0, hR, 0, wR)
+        ty, tx = r[0] - l[0], r[2] - l[2]
+        raw = (f"one-to-one 1x[{l[1] - l[0]}x{l[3] - l[2]}] * 1x[{r[1] - r[0]}x{r[3] - r[2]}] "
+               f"shifts {dy0 + ty}:{dy1 + ty},{dx0 + tx}:{dx1 + tx}")
+        for c in e["candidates"]:
+            if crops[c["algorithm"]] and not whole:
+                assert f"{c['algorithm']} runs on these (copied first, timed) as {raw}" in c["raw_crop"], c
+                seen += 1
+            else:
+                assert "raw_crop" not in c, (left, right, window, c)
+    assert seen == 2 * sum(crops.values()), "a variant that crops is missing from the candidates"

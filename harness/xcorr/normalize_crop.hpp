@@ -71,18 +71,22 @@ inline NormalizeCrop touched_crop(const Problem& p) {
     return c;
 }
 
+// "left rows a..b, columns c..d of HxW, right ...": the regions of c (not empty) for explanations.
+inline std::string describe_regions(const Problem& p, const NormalizeCrop& c) {
+    auto region = [](const Region& r, int h, int w) {
+        return "rows " + std::to_string(r.r0) + ".." + std::to_string(r.r1 - 1) + ", columns " + std::to_string(r.c0) +
+               ".." + std::to_string(r.c1 - 1) + " of " + std::to_string(h) + "x" + std::to_string(w);
+    };
+    return "left " + region(c.left, p.hL, p.wL) + ", right " + region(c.right, p.hR, p.wR);
+}
+
 // One line for explanations: where the prepass and the raw correlation of a normalized problem run.
 inline std::string describe_crop(const Problem& p) {
     const NormalizeCrop c = touched_crop(p);
     if (c.empty()) return "no shift of the window overlaps: the output is 0 and nothing else runs";
     if (c.whole(p)) return "the window touches the whole inputs: the prepass covers them";
-    auto region = [](const Region& r, int h, int w) {
-        return "rows " + std::to_string(r.r0) + ".." + std::to_string(r.r1 - 1) + ", columns " + std::to_string(r.c0) +
-               ".." + std::to_string(r.c1 - 1) + " of " + std::to_string(h) + "x" + std::to_string(w);
-    };
-    return "the window touches left " + region(c.left, p.hL, p.wL) + ", right " + region(c.right, p.hR, p.wR) +
-           ": the prepass covers these and the raw correlation is " + c.raw(p).describe() +
-           " (the whole inputs where the algorithm does not compute that window)";
+    return "the window touches " + describe_regions(p, c) + ": the prepass covers these and the raw correlation is " +
+           c.raw(p).describe() + " (the whole inputs where the algorithm does not compute that window)";
 }
 
 }  // namespace xcorr

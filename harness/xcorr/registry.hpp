@@ -77,6 +77,11 @@ struct Variant {
     // pair; 0: no limit). The tests, the validator and the experiments read both from `xcorr list`.
     bool signals_only = false;
     int64_t max_shifts = 0;
+    // A variant whose cost follows its inputs' sizes rather than its window's (fft-fused: the
+    // transform size) sets this: where a raw problem's window touches only part of the inputs, the
+    // harness runs it on those parts with the window translated (xcorr/crop.hpp), copying them
+    // first (timed). Normalized problems are always cropped (normalize.hpp).
+    bool crop_windows = false;
 
     bool supports(Form f) const;
     // Whether p's shifts are a window of a declared kind for p's sizes: a window asked for by
