@@ -972,14 +972,15 @@ def npp_stream_context(npp: NppLib, torch, stream) -> NppStreamContext:
     dev = torch.cuda.current_device()
     props = torch.cuda.get_device_properties(dev)
     ctx = NppStreamContext()
+    ok = False
     if hasattr(npp.core, "nppGetStreamContext"):
-        npp_status("nppGetStreamContext", npp.core.nppGetStreamContext(ctypes.byref(ctx)))
-        if ((ctx.nCudaDevAttrComputeCapabilityMajor, ctx.nCudaDevAttrComputeCapabilityMinor) != (props.major, props.minor)
-                or ctx.nMultiProcessorCount != props.multi_processor_count or ctx.nCudaDeviceId != dev):
-            raise NppError(f"nppGetStreamContext: device {ctx.nCudaDeviceId} sm_{ctx.nCudaDevAttrComputeCapabilityMajor}"
-                           f"{ctx.nCudaDevAttrComputeCapabilityMinor} with {ctx.nMultiProcessorCount} SMs, PyTorch's "
-                           f"is device {dev} sm_{props.major}{props.minor} with {props.multi_processor_count} SMs")
-    else:
+        # NPP's own answer where it gives one for PyTorch's device (13.x's header no longer declares
+        # the function: an error or another device falls back to the header's recipe below)
+        ok = (npp.core.nppGetStreamContext(ctypes.byref(ctx)) == 0 and ctx.nCudaDeviceId == dev
+              and (ctx.nCudaDevAttrComputeCapabilityMajor, ctx.nCudaDevAttrComputeCapabilityMinor) == (props.major, props.minor)
+              and ctx.nMultiProcessorCount == props.multi_processor_count and ctx.nMaxThreadsPerBlock > 0)
+    if not ok:
+        ctx = NppStreamContext()
         ctx.nCudaDeviceId = dev
         ctx.nMultiProcessorCount = props.multi_processor_count
         ctx.nMaxThreadsPerMultiProcessor = int(getattr(props, "max_threads_per_multi_processor", 2048))
@@ -1032,27 +1033,39 @@ class NppNormLevel:
         self.stream = torch.cuda.current_stream()
         self.ctx = npp_stream_context(self.npp, torch, self.stream)
         self.warnings: set = set()
-        size = ctypes.c_size_t(0)
-        # oSizeROI: the source ROI (the size the scratch scales with; NPP's samples pass it)
-        npp_status("nppiValidNormLevelGetBufferHostSize_32f_C1R_Ctx",
-                   self.npp.ist.nppiValidNormLevelGetBufferHostSize_32f_C1R_Ctx(self.src, ctypes.byref(size), self.ctx))
-        self.buffer = torch.empty(max(1, size.value), dtype=torch.uint8, device=torch.device("cuda", torch.cuda.current_device()))
-        self.pairs = pairs(c.form, c.nL, c.nR)
+        # The header names the size "oSizeROI" without saying whose: the larger of the source's and
+        # the destination's answers (the source's, as NPP's samples pass it, where it is monotone)
+        nbytes = 0
+        for roi in (self.src, NppiSize(self.ow, self.oh)):
+            size = ctypes.c_size_t(0)
+            npp_status("nppiValidNormLevelGetBufferHostSize_32f_C1R_Ctx",
+                       self.npp.ist.nppiValidNormLevelGetBufferHostSize_32f_C1R_Ctx(roi, ctypes.byref(size), self.ctx))
+            nbytes = max(nbytes, size.value)
+        self.buffer = torch.empty(max(1, nbytes), dtype=torch.uint8,
+                                  device=torch.device("cuda", torch.cuda.current_device()))
 
     def __call__(self, L, R):
         torch, c = self.torch, self.c
         Ls = (L - L.mean(dim=(1, 2), keepdim=True)).contiguous()
         Rs = (R - R.mean(dim=(1, 2), keepdim=True)).contiguous()
         out = torch.empty(c.out_shape, dtype=torch.float32, device=L.device)
-        lp, rp, op = Ls.data_ptr(), Rs.data_ptr(), out.data_ptr()
-        ls, rs, os_ = 4 * c.hL * c.wL, 4 * c.hR * c.wR, 4 * self.oh * self.ow
         buf, fn, ctx = self.buffer.data_ptr(), self.fn, self.ctx
-        for k, (i, j) in enumerate(self.pairs):
-            st = fn(lp + i * ls, 4 * c.wL, self.src, rp + j * rs, 4 * c.wR, self.tpl,
-                    op + k * os_, 4 * self.ow, buf, ctx)
+        for sp, ss, tp, ts, dp, ds in npp_pair_calls(c, Ls.data_ptr(), Rs.data_ptr(), out.data_ptr()):
+            st = fn(sp, ss, self.src, tp, ts, self.tpl, dp, ds, buf, ctx)
             if st:
                 npp_status("nppiCrossCorrValid_NormLevel_32f_C1R_Ctx", st, self.warnings)
         return out
+
+
+def npp_pair_calls(c: Case, lp: int, rp: int, op: int) -> list[tuple]:
+    """Per output pair in output order: (pSrc, nSrcStep, pTpl, nTplStep, pDst, nDstStep) of its NPP
+    call, pointers into contiguous float32 stacks (nL, hL, wL), (nR, hR, wR) and the output
+    (pairs, hL - hR + 1, wL - wR + 1) at addresses lp, rp, op; steps in bytes. Pure: the CPU tests
+    emulate NPP on a flat buffer with it."""
+    oh, ow = c.hL - c.hR + 1, c.wL - c.wR + 1
+    ls, rs, os_ = 4 * c.hL * c.wL, 4 * c.hR * c.wR, 4 * oh * ow
+    return [(lp + i * ls, 4 * c.wL, rp + j * rs, 4 * c.wR, op + k * os_, 4 * ow)
+            for k, (i, j) in enumerate(pairs(c.form, c.nL, c.nR))]
 
 
 PEER_CLASSES = {"torch-conv2d": TorchConv2d, "torch-fft": TorchFft, "cupy-correlate2d": CupyCorrelate2d,
@@ -1472,6 +1485,7 @@ class Bench:
             batch = self.pilot_batch(c, call)
             target = opt.min_time / batch  # per-call time summed over iterations (manual time)
             iters = None
+            noted: set = set()
             for rep in range(opt.repetitions):
                 per_calls = []
                 n = iters or 1
@@ -1487,11 +1501,11 @@ class Bench:
                     # Google Benchmark's growth: aim 40% over, at most 10x per round
                     n = int(min(10 * n, max(n + 1, math.ceil(n * 1.4 * target / max(s, 1e-12)))))
                 iters = n
-                for st in sorted(getattr(peer, "warnings", ()) or ()):  # NPP's positive NppStatus: noted, not fatal
+                # NPP's positive NppStatus (e.g. a misaligned destination's slower path): noted once per case
+                for st in sorted(set(getattr(peer, "warnings", ())) - noted):
+                    noted.add(st)
                     print(f"peerbench: {c.name()}: NPP warning NppStatus {st} ({NPP_STATUS_NAMES.get(st, 'unknown')})",
                           file=sys.stderr)
-                if getattr(peer, "warnings", None):
-                    peer.warnings.clear()
                 yield {"iterations": n, "real_time": s / n, "total": s, "batch": batch, "err": err, "samples": samples}
         except CaseError as e:
             yield from ({"error": str(e)} for _ in range(opt.repetitions))
