@@ -48,7 +48,8 @@ def test_the_valid_window_with_zncc_is_a_case_with_the_contract_layout():
                           f"normalize=zncc")
         assert c.out_shape == (c.pairs, 17, 17)
     # equal sizes: one shift
-    assert pb.parse_case("variant=npp-normlevel form=one-to-one size=16 window=valid normalize=zncc").out_shape == (1, 1, 1)
+    one = pb.parse_case("variant=npp-normlevel form=one-to-one size=16 window=valid normalize=zncc")
+    assert one.out_shape == (1, 1, 1)
 
 
 @pytest.mark.parametrize("window", ["", "window=full", "window=same", "max_shift=3", "shifts=0:55,0:43",
@@ -284,9 +285,9 @@ gpu = pytest.mark.skipif(bool(GPU_REASON), reason=f"npp-normlevel on the GPU: {G
 
 
 @gpu
-@pytest.mark.parametrize("form,nL,nR,hL,wL,hR,wR", [("one-to-one", 1, 1, 64, 48, 8, 5), ("one-to-one", 1, 1, 37, 37, 37, 37),
-                                                    ("one-to-many", 1, 3, 40, 33, 7, 9), ("n-to-mn", 2, 4, 30, 30, 5, 5),
-                                                    ("n-to-m", 2, 3, 29, 31, 6, 4)])
+@pytest.mark.parametrize("form,nL,nR,hL,wL,hR,wR", [
+    ("one-to-one", 1, 1, 64, 48, 8, 5), ("one-to-one", 1, 1, 37, 37, 37, 37), ("one-to-many", 1, 3, 40, 33, 7, 9),
+    ("n-to-mn", 2, 4, 30, 30, 5, 5), ("n-to-m", 2, 3, 29, 31, 6, 4)])
 def test_npp_matches_the_reference_on_the_gpu(form, nL, nR, hL, wL, hR, wR):
     import torch
     c = pb.parse_case(f"variant=npp-normlevel form={form} hL={hL} wL={wL} hR={hR} wR={wR} nL={nL} nR={nR} "
@@ -308,9 +309,9 @@ def test_npp_matches_the_reference_on_the_gpu(form, nL, nR, hL, wL, hR, wR):
 @gpu
 def test_npp_runs_through_the_command_line(tmp_path):
     out = tmp_path / "npp.json"
-    r = peerbench("--case", "variant=npp-normlevel form=one-to-one hL=256 wL=256 hR=16 wR=16 window=valid normalize=zncc",
-                  "--case", "variant=npp-normlevel form=one-to-many hL=128 wL=128 hR=16 wR=16 nR=4 window=valid "
-                            "normalize=zncc", "--min-time", "0.01", f"--benchmark_out={out}")
+    one = "variant=npp-normlevel form=one-to-one hL=256 wL=256 hR=16 wR=16 window=valid normalize=zncc"
+    many = "variant=npp-normlevel form=one-to-many hL=128 wL=128 hR=16 wR=16 nR=4 window=valid normalize=zncc"
+    r = peerbench("--case", one, "--case", many, "--min-time", "0.01", f"--benchmark_out={out}")
     assert r.returncode == 0, r.stderr
     data = json.loads(out.read_text())
     runs = [b for b in data["benchmarks"] if b["run_type"] == "iteration"]

@@ -36,7 +36,8 @@ one window key: window=full|valid|same, max_shift=SY[,SX], shifts=DY0:DY1,DX0:DX
 normalize=none|zncc|zero-lag (CONVENTIONS.md, "Normalization"; issue #21).
 
 Normalized peers (torch-conv2d and torch-fft; cupy-correlate2d refuses normalize= other than none,
-exit 2, as a peer refuses what it does not compute), timed whole, inputs to normalized window:
+exit 2, as a peer refuses what it does not compute; npp-normlevel computes zncc of the valid window
+only, by NPP, see above), timed whole, inputs to normalized window:
   zncc      every matrix minus its mean first (on 1000 + noise the raw factors cancel every float32
             digit), the raw correlation of the shifted copies by the peer's own route, the overlap's
             n (from the 1-D overlap counts), ΣX', ΣX'², and the contract's coefficient:
@@ -976,8 +977,9 @@ def npp_stream_context(npp: NppLib, torch, stream) -> NppStreamContext:
     if hasattr(npp.core, "nppGetStreamContext"):
         # NPP's own answer where it gives one for PyTorch's device (13.x's header no longer declares
         # the function: an error or another device falls back to the header's recipe below)
+        cc = (props.major, props.minor)
         ok = (npp.core.nppGetStreamContext(ctypes.byref(ctx)) == 0 and ctx.nCudaDeviceId == dev
-              and (ctx.nCudaDevAttrComputeCapabilityMajor, ctx.nCudaDevAttrComputeCapabilityMinor) == (props.major, props.minor)
+              and (ctx.nCudaDevAttrComputeCapabilityMajor, ctx.nCudaDevAttrComputeCapabilityMinor) == cc
               and ctx.nMultiProcessorCount == props.multi_processor_count and ctx.nMaxThreadsPerBlock > 0)
     if not ok:
         ctx = NppStreamContext()
