@@ -35,6 +35,7 @@ LABELS = {
     "torch-conv2d": "torch-conv2d (PyTorch, cuDNN)",
     "torch-fft": "torch-fft (PyTorch FFT)",
     "cupy-correlate2d": "cupy-correlate2d (CuPy)",
+    "npp-normlevel": "npp-normlevel (NPP)",
 }
 # How each variant computes: direct (over the window's shifts) or by FFT (the full output, then
 # the window): the figures' crossover compares the best of each kind among this project's series.

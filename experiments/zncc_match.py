@@ -11,11 +11,14 @@ tensor-wgmma (no one-to-one). The direct kernels skip calls above 3e11 raw multi
 (xcsuite.peerbench normalize=zncc): torch-fft (FFT of the mean-subtracted inputs, float64
 summed-area tables) and torch-conv2d (the textbook formula: conv2d for the numerator, avg_pool2d /
 conv2d box sums, as examples/template_matching.py's torch formula), the latter under the direct
-kernels' 3e11 cap; cupy-correlate2d computes no ZNCC. Metric: time per call + finish_time; a bar
-per series, a panel per image and template.
+kernels' 3e11 cap; cupy-correlate2d computes no ZNCC. npp-normlevel: NVIDIA NPP's
+nppiCrossCorrValid_NormLevel_32f_C1R_Ctx (its ZNCC in valid mode, exactly this window; one call per
+image through ctypes, the means subtracted first), under the same 3e11 cap (its kernel is direct as
+far as is known); left out with a reason where NPP does not load. Metric: time per call +
+finish_time; a bar per series, a panel per image and template.
 """
 from experiments._spec import Experiment, Shape
-from experiments._windows import normalized_series
+from experiments._windows import DIRECT_MAX_FMAS, normalized_series, series
 
 IMAGES = (1024, 4096)
 TEMPLATES = (16, 32, 64, 128, 256)
@@ -28,5 +31,6 @@ EXPERIMENT = Experiment(
     plot="bars",
     shapes=[Shape("one-to-one", n, n, t, t, group=f"image {n} x {n}, template {t} x {t}, ZNCC",
                   window="valid", normalize="zncc") for n in IMAGES for t in TEMPLATES],
-    series=normalized_series("register-tiled", "overlap-wise", "fft", "fft+plan", "torch-fft", "torch-conv2d"),
+    series=normalized_series("register-tiled", "overlap-wise", "fft", "fft+plan", "torch-fft", "torch-conv2d")
+    + [series("npp-normlevel", max_fmas=DIRECT_MAX_FMAS)],
 )

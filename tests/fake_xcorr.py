@@ -29,7 +29,8 @@ carries the counters dy0 dy1 dx0 dx1, its fmas the window's (resolved by experim
 normalize=none|zncc|zero-lag as xcorr_bench takes it (any variant, form and window; another value
 exits 2): a normalized case is named with /norm:MODE after the shifts segment and takes longer
 (the normalization's means, sums and epilogue around the raw run); the peerbench role takes the
-modes of each peer's "normalizations" (cupy-correlate2d: none) and refuses the others.
+modes of each peer's "normalizations" (cupy-correlate2d: none; npp-normlevel: zncc, and only the
+valid window) and refuses the others.
 """
 import hashlib
 import json
@@ -49,6 +50,8 @@ PEERS = [{"name": n, "family": "peer", "summary": "a peer", "timed": "everything
           "windows": ["full", "valid", "same", "max-shift", "shifts"], "params": {},
           "normalizations": ["none"] if n == "cupy-correlate2d" else ["none", "zncc", "zero-lag"]}
          for n in ("torch-conv2d", "torch-fft", "cupy-correlate2d")]
+# npp-normlevel: NPP's valid-mode ZNCC, the valid window and zncc only (xcsuite/peerbench.py)
+PEERS.append({**PEERS[0], "name": "npp-normlevel", "windows": ["valid"], "normalizations": ["zncc"]})
 
 
 def peers():

@@ -189,13 +189,15 @@ def test_list_works_without_torch_and_a_gpu():
     r = peerbench("list", "--json")
     assert r.returncode == 0, r.stderr
     reg = json.loads(r.stdout)
-    assert [v["name"] for v in reg] == ["torch-conv2d", "torch-fft", "cupy-correlate2d"]
+    assert [v["name"] for v in reg] == ["torch-conv2d", "torch-fft", "cupy-correlate2d", "npp-normlevel"]
     for v in reg:
         assert v["family"] == "peer" and v["precision"] == "fp32" and v["tolerance"] == 1e-5 and v["params"] == {}
-        assert v["forms"] == list(pb.FORMS) and v["windows"] == ["full", "valid", "same", "max-shift", "shifts"]
+        assert v["forms"] == list(pb.FORMS)
+        assert v["windows"] == (["valid"] if v["name"] == "npp-normlevel" else
+                                ["full", "valid", "same", "max-shift", "shifts"])
         assert v["available"] == (not v["unavailable_reason"])
     assert reg[1]["available"] == HAS_TORCH
-    assert [v["normalizations"] for v in reg] == [["none", "zncc", "zero-lag"]] * 2 + [["none"]]
+    assert [v["normalizations"] for v in reg] == [["none", "zncc", "zero-lag"]] * 2 + [["none"], ["zncc"]]
     r = peerbench("list")
     assert r.returncode == 0 and "torch-fft" in r.stdout
 

@@ -75,7 +75,8 @@ def test_normalized_experiments_are_defined_as_issue_21_asks():
     assert {c.shape.normalize for c in auto.cases} == {"zero-lag", "none"}
     assert all(c.shape.hL == 2048 and c.shape.half_width == 64 for c in auto.cases)
     for ex in (frames, match, auto):  # the torch peers beside the kernels, in every panel they can run
-        assert {c.variant for c in ex.cases} & {p["name"] for p in PEERS} == {"torch-fft", "torch-conv2d"}
+        npp = {"npp-normlevel"} if ex is match else set()  # NPP: valid-window ZNCC, template matching only
+        assert {c.variant for c in ex.cases} & {p["name"] for p in PEERS} == {"torch-fft", "torch-conv2d"} | npp
         assert {c.shape.normalize for c in ex.cases if c.variant == "torch-fft"} == {
             c.shape.normalize for c in ex.cases}
     assert by_mode["zncc"] >= {("torch-fft", h) for h in (23, 53, 156)} | {("torch-conv2d", h) for h in (23, 53, 156)}
@@ -93,7 +94,8 @@ def test_normalized_experiments_run_resume_aggregate_and_plot(env, monkeypatch):
     lines = [l for call in log_lines(log) for l in call]
     assert any(" normalize=zncc " in l for l in lines) and any(" normalize=zero-lag " in l for l in lines)
     peer_lines = [l for call in log_lines(tmp / "peer.log") for l in call]  # the torch peers, normalized too
-    assert {l.split()[0] for l in peer_lines} == {"variant=torch-fft", "variant=torch-conv2d"}
+    assert {l.split()[0] for l in peer_lines} == {"variant=torch-fft", "variant=torch-conv2d", "variant=npp-normlevel"}
+    assert all(" window=valid normalize=zncc" in l for l in peer_lines if l.startswith("variant=npp-normlevel "))
     assert any(" normalize=zncc" in l for l in peer_lines) and any(" normalize=zero-lag" in l for l in peer_lines)
     data = json.loads((gpu / "zncc_frames.json").read_text())
     assert data["xcorr_meta"]["complete"] and all(c["status"] == "ok" for c in data["cases"].values())

@@ -8,7 +8,7 @@ same runs as the kernels (issue #20).
                                 [--benchmark_repetitions=N] [--benchmark_out=F] [--benchmark_out_format=json]
                                 [--benchmark_filter=RE]
 
-Peers (family "peer", FP32, every form, every window):
+Peers (family "peer", FP32, every form, every window but npp-normlevel's valid only):
   torch-conv2d      torch.nn.functional.conv2d (a cross-correlation), TF32 off, cudnn.benchmark on;
                     the left zero-padded so that the output is exactly the window's shifts (the
                     symmetric part through conv2d's padding=, the rest with F.pad); one-to-many: the
@@ -22,13 +22,22 @@ Peers (family "peer", FP32, every form, every window):
   cupy-correlate2d  cupyx.scipy.signal.correlate2d, one call per pair (a user's loop), mode
                     full/valid/same when the window is one, else full and a crop; a case predicted
                     above --time-cap seconds per call (pilot of one pair) is reported as too slow
+  npp-normlevel     NVIDIA NPP's nppiCrossCorrValid_NormLevel_32f_C1R_Ctx (its ZNCC in valid mode)
+                    through ctypes on PyTorch's device pointers, one call per pair on the timed stream,
+                    every matrix minus its mean first; computes ONLY window=valid (the right inside
+                    the left) with normalize=zncc and refuses every other case (exit 2). NPP is looked
+                    up as libnppist.so / .so.13 / .so.12 by the loader, then in XCORR_NPP_DIR,
+                    build-npp/, the CUDA toolkit's lib64 and targets/x86_64-linux/lib, the nvidia-npp
+                    wheel (nvidia/npp/lib, nvidia/cu13/lib); where it does not load the peer is listed
+                    unavailable with the reason, as a peer whose package is missing
 
 A case SPEC is xcorr_bench's: variant= form= size= | hL= wL= hR= wR=, nL= nR=, batch=, at most
 one window key: window=full|valid|same, max_shift=SY[,SX], shifts=DY0:DY1,DX0:DX1, and
 normalize=none|zncc|zero-lag (CONVENTIONS.md, "Normalization"; issue #21).
 
 Normalized peers (torch-conv2d and torch-fft; cupy-correlate2d refuses normalize= other than none,
-exit 2, as a peer refuses what it does not compute), timed whole, inputs to normalized window:
+exit 2, as a peer refuses what it does not compute; npp-normlevel computes zncc of the valid window
+only, by NPP, see above), timed whole, inputs to normalized window:
   zncc      every matrix minus its mean first (on 1000 + noise the raw factors cancel every float32
             digit), the raw correlation of the shifted copies by the peer's own route, the overlap's
             n (from the 1-D overlap counts), ΣX', ΣX'², and the contract's coefficient:
@@ -75,6 +84,7 @@ works anywhere; `list --json` says which normalizations each peer computes ("nor
 """
 from __future__ import annotations
 
+import ctypes
 import datetime as dt
 import gc
 import importlib.util
@@ -133,6 +143,16 @@ PEERS = [
                 "full + crop",
      "timed": "the loop of correlate2d calls into the output stack",
      "normalizations": ("none",)},  # cupyx.scipy.signal has no normalized correlation: refused
+    {"name": "npp-normlevel", "needs": ("torch",), "libraries": "NPP (libnppc, libnppist)",
+     "summary": "NVIDIA NPP's nppiCrossCorrValid_NormLevel_32f_C1R_Ctx through ctypes on PyTorch's device "
+                "pointers, one call per pair (a user's loop), on the timed stream; ZNCC of the valid window only",
+     "timed": "the means subtracted (torch, float32), then the loop of NPP calls into the output stack",
+     "windows": ("valid",),  # NPP's Full/Same NormLevel pad and anchor differently from CONVENTIONS.md
+     "normalizations": ("zncc",),
+     "normalized": {"zncc": "every matrix minus its mean (torch, float32; the coefficient does not change), "
+                            "then nppiCrossCorrValid_NormLevel_32f_C1R_Ctx per pair (NPP's own sums), scratch "
+                            "buffer allocated once per case"},
+     "smoke": "hL=32 wL=32 hR=8 wR=8 window=valid normalize=zncc"},
 ]
 PEER_NAMES = [p["name"] for p in PEERS]
 PEER_BY_NAME = {p["name"]: p for p in PEERS}
@@ -152,16 +172,30 @@ def missing_packages(peer: dict) -> list[str]:
     return [m for m in peer["needs"] if importlib.util.find_spec(m) is None]
 
 
+def unavailable_reason(peer: dict) -> str:
+    """Why the peer cannot run here ("" if it can): a Python package that is not installed, or a
+    shared library that does not load (npp-normlevel's NPP)."""
+    missing = missing_packages(peer)
+    if missing:
+        return f"not installed: {', '.join(missing)}"
+    if peer.get("libraries"):
+        try:
+            load_npp()
+        except NppUnavailable as e:
+            return f"not loadable: {peer['libraries']}: {e}"
+    return ""
+
+
 def registry() -> list[dict]:
     """`list --json`: entries like `xcorr list --json`, plus whether the peer can run here (its
-    Python packages are importable; the GPU is found only when a case runs)."""
+    Python packages are importable, its libraries load; the GPU is found only when a case runs)."""
     out = []
     for p in PEERS:
-        missing = missing_packages(p)
+        why = unavailable_reason(p)
         out.append({"name": p["name"], "family": "peer", "summary": p["summary"], "timed": p["timed"],
-                    "precision": "fp32", "tolerance": TOLERANCE, "forms": list(FORMS), "windows": list(WINDOW_KINDS),
-                    "params": {}, "normalizations": list(p["normalizations"]), "available": not missing,
-                    "unavailable_reason": f"not installed: {', '.join(missing)}" if missing else ""})
+                    "precision": "fp32", "tolerance": TOLERANCE, "forms": list(FORMS),
+                    "windows": list(p.get("windows", WINDOW_KINDS)), "params": {},
+                    "normalizations": list(p["normalizations"]), "available": not why, "unavailable_reason": why})
     return out
 
 
@@ -672,6 +706,10 @@ def parse_case(spec: str, batch: int = 0) -> Case:
     if normalize not in supported:  # refused like a window a variant does not declare: nothing else computed
         raise UsageError(f"case '{spec}': {kv['variant']} does not compute normalize={normalize} "
                          f"(it computes: {', '.join(supported)})")
+    if kv["variant"] == "npp-normlevel":
+        why = npp_valid_refusal(w, d["hL"], d["wL"], d["hR"], d["wR"])
+        if why:
+            raise UsageError(f"case '{spec}': npp-normlevel: {why}")
     return Case(kv["variant"], form, d["hL"], d["wL"], d["hR"], d["wR"], nL, nR, w, full, batch, normalize)
 
 
@@ -772,7 +810,268 @@ class CupyCorrelate2d:
         return self.torch.from_dlpack(out)
 
 
-PEER_CLASSES = {"torch-conv2d": TorchConv2d, "torch-fft": TorchFft, "cupy-correlate2d": CupyCorrelate2d}
+# --- npp-normlevel: NVIDIA NPP through ctypes ------------------------------------------------------
+#
+# nppiCrossCorrValid_NormLevel_32f_C1R_Ctx (nppi_statistics_functions.h, "CrossCorrValid_NormLevel")
+# is NPP's correlation coefficient in valid mode: the template wholly inside the source image,
+# dst (Ws - Wt + 1) x (Hs - Ht + 1), dst(r, c) = the coefficient of the template and the source
+# block whose top-left corner is (r, c). With source = left and template = right that is shift
+# (dy, dx) = (r, c) of CONVENTIONS.md (C[dy][dx] = Σ L[r + dy][c + dx]·R[r][c]): our valid window
+# (0..hL-hR, 0..wL-wR) in our layout, row-major, as the checker compares it. NPP's Full and Same
+# modes anchor the template at its centre and zero-pad the source: other edges than our windows,
+# so the peer computes the valid window only (a right larger than the left, our valid window's
+# negative shifts, is refused: NPP's template must fit inside its image). The signatures and the
+# NppStreamContext layout are the headers' of the nvidia-npp 13.2 wheel (nppdefs.h, nppcore.h,
+# nppi_statistics_functions.h); CUDA 12's differ only in the last int's name (nReserved0, in 13 a
+# union with the Npp32u hWorkspace, 0 = none).
+
+NPP_STATUS_NAMES = {-1000: "NPP_NOT_SUPPORTED_MODE_ERROR", -1: "NPP_NOT_IMPLEMENTED_ERROR",
+                    -2: "NPP_INVALID_HOST_POINTER_ERROR", -3: "NPP_INVALID_DEVICE_POINTER_ERROR",
+                    -4: "NPP_LUT_PALETTE_BITSIZE_ERROR", -5: "NPP_ZC_MODE_NOT_SUPPORTED_ERROR",
+                    -6: "NPP_NOT_SUFFICIENT_COMPUTE_CAPABILITY", -7: "NPP_TEXTURE_BIND_ERROR",
+                    -8: "NPP_WRONG_INTERSECTION_ROI_ERROR", -9: "NPP_HAAR_CLASSIFIER_PIXEL_MATCH_ERROR",
+                    -10: "NPP_MEMFREE_ERROR", -11: "NPP_MEMSET_ERROR", -12: "NPP_MEMCPY_ERROR",
+                    -13: "NPP_ALIGNMENT_ERROR", -14: "NPP_CUDA_KERNEL_EXECUTION_ERROR",
+                    -17: "NPP_STEP_ERROR", -19: "NPP_SIZE_ERROR", -20: "NPP_MEMORY_ALLOCATION_ERR",
+                    -21: "NPP_NULL_POINTER_ERROR", -22: "NPP_RANGE_ERROR", -23: "NPP_BAD_ARGUMENT_ERROR",
+                    -28: "NPP_DIVIDE_BY_ZERO_ERROR", -33: "NPP_NO_MEMORY_ERROR", -34: "NPP_RESIZE_FACTOR_ERROR",
+                    -35: "NPP_INTERPOLATION_ERROR", -36: "NPP_MIRROR_FLIP_ERROR", -37: "NPP_DATA_TYPE_ERROR",
+                    -38: "NPP_STRIDE_ERROR", -39: "NPP_CHANNEL_ORDER_ERROR", -40: "NPP_CHANNEL_ERROR",
+                    -41: "NPP_ANCHOR_ERROR", -42: "NPP_MASK_SIZE_ERROR", -1002: "NPP_CUDA_KERNEL_EXECUTION_ERROR",
+                    1: "NPP_NO_OPERATION_WARNING", 6: "NPP_DIVIDE_BY_ZERO_WARNING",
+                    10000: "NPP_MISALIGNED_DST_ROI_WARNING"}
+
+
+class NppiSize(ctypes.Structure):
+    _fields_ = [("width", ctypes.c_int), ("height", ctypes.c_int)]
+
+
+class NppStreamContext(ctypes.Structure):
+    """nppdefs.h's NppStreamContext (x86-64: 48 bytes; hStream at 0, nSharedMemPerBlock at 24,
+    nStreamFlags at 40, nReserved0 / hWorkspace at 44)."""
+    _fields_ = [("hStream", ctypes.c_void_p),  # cudaStream_t
+                ("nCudaDeviceId", ctypes.c_int),
+                ("nMultiProcessorCount", ctypes.c_int),
+                ("nMaxThreadsPerMultiProcessor", ctypes.c_int),
+                ("nMaxThreadsPerBlock", ctypes.c_int),
+                ("nSharedMemPerBlock", ctypes.c_size_t),
+                ("nCudaDevAttrComputeCapabilityMajor", ctypes.c_int),
+                ("nCudaDevAttrComputeCapabilityMinor", ctypes.c_int),
+                ("nStreamFlags", ctypes.c_uint),
+                ("nReserved0", ctypes.c_uint)]  # 13.x: union { NppWorkspace hWorkspace; Npp32u nReserved0; }
+
+
+class NppLibraryVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_int), ("minor", ctypes.c_int), ("build", ctypes.c_int)]
+
+
+class NppUnavailable(Exception):
+    """NPP's libraries cannot be loaded here: the peer is unavailable, with this reason."""
+
+
+class NppError(Exception):
+    """An NPP call returned an error status (negative NppStatus)."""
+
+
+@dataclass
+class NppLib:
+    core: object  # ctypes.CDLL of libnppc
+    ist: object  # libnppist (image statistics: the proximity functions)
+    where: str
+
+    def version(self) -> str:
+        v = self.core.nppGetLibVersion()
+        return f"{v.contents.major}.{v.contents.minor}.{v.contents.build}" if v else "unknown"
+
+
+NPP_MAJORS = ("", ".13", ".12")  # libnppist.so, then the sonames of CUDA 13 and 12
+
+
+def npp_dirs() -> list[str]:
+    """Where NPP may live besides the loader's own path: XCORR_NPP_DIR (colon-separated; e.g. the
+    two libraries copied from the nvidia-npp wheel into build-npp/ and carried to the GPU machine),
+    the repository's build-npp/, the CUDA toolkit's library directories, and the nvidia-npp pip
+    packages (cu12: nvidia/npp/lib, cu13: nvidia/cu13/lib)."""
+    dirs = [d for d in os.environ.get("XCORR_NPP_DIR", "").split(":") if d]
+    dirs += [str(ROOT / "build-npp")]
+    cuda = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    for base in ([cuda] if cuda else []) + ["/usr/local/cuda"]:
+        dirs += [f"{base}/lib64", f"{base}/targets/x86_64-linux/lib"]
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        spec = None
+    for loc in (spec.submodule_search_locations or []) if spec else []:
+        dirs += [os.path.join(loc, "npp", "lib"), os.path.join(loc, "cu13", "lib"), os.path.join(loc, "cu12", "lib")]
+    return list(dict.fromkeys(dirs))
+
+
+def npp_candidates() -> list[tuple[str, str]]:
+    """(libnppc, libnppist) pairs to try, in order: the dynamic loader's search path by name, then
+    each directory of npp_dirs(); the two of one pair come from one place and one major version."""
+    out = [(f"libnppc.so{m}", f"libnppist.so{m}") for m in NPP_MAJORS]
+    for d in npp_dirs():
+        out += [(os.path.join(d, f"libnppc.so{m}"), os.path.join(d, f"libnppist.so{m}")) for m in NPP_MAJORS
+                if os.path.exists(os.path.join(d, f"libnppist.so{m}"))]
+    return out
+
+
+_NPP: NppLib | NppUnavailable | None = None
+
+
+def _bind(core, ist):
+    """Declares the signatures used (ctypes checks the arguments; NppStatus is an int)."""
+    core.nppGetLibVersion.restype = ctypes.POINTER(NppLibraryVersion)
+    core.nppGetLibVersion.argtypes = []
+    if hasattr(core, "nppGetStreamContext"):  # CUDA 12's nppcore.h; 13's library still exports it
+        core.nppGetStreamContext.restype = ctypes.c_int
+        core.nppGetStreamContext.argtypes = [ctypes.POINTER(NppStreamContext)]
+    f = ist.nppiValidNormLevelGetBufferHostSize_32f_C1R_Ctx
+    f.restype, f.argtypes = ctypes.c_int, [NppiSize, ctypes.POINTER(ctypes.c_size_t), NppStreamContext]
+    f = ist.nppiCrossCorrValid_NormLevel_32f_C1R_Ctx
+    f.restype = ctypes.c_int
+    f.argtypes = [ctypes.c_void_p, ctypes.c_int, NppiSize, ctypes.c_void_p, ctypes.c_int, NppiSize,
+                  ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, NppStreamContext]
+
+
+def load_npp() -> NppLib:
+    """NPP's libnppc and libnppist (cached), or NppUnavailable saying what was tried."""
+    global _NPP
+    if _NPP is None:
+        errors = []
+        for core_path, ist_path in npp_candidates():
+            try:
+                core = ctypes.CDLL(core_path, mode=ctypes.RTLD_GLOBAL)  # libnppist needs libnppc's soname
+                ist = ctypes.CDLL(ist_path)
+                _bind(core, ist)
+            except (OSError, AttributeError) as e:
+                errors.append(str(e).splitlines()[0] if str(e) else f"{ist_path}: {type(e).__name__}")
+                continue
+            _NPP = NppLib(core, ist, ist_path)
+            break
+        else:
+            tried = "; ".join(errors[:3]) + (f"; ... {len(errors) - 3} more" if len(errors) > 3 else "")
+            _NPP = NppUnavailable(f"libnppist/libnppc not found (set XCORR_NPP_DIR, or install CUDA's NPP or "
+                                  f"the nvidia-npp wheel): {tried}")
+    if isinstance(_NPP, NppUnavailable):
+        raise _NPP
+    return _NPP
+
+
+def npp_status(what: str, st: int, warnings: set | None = None) -> None:
+    """Raises NppError for a negative NppStatus; a positive one (a warning) goes into `warnings`."""
+    if st < 0:
+        raise NppError(f"{what} returned NppStatus {st} ({NPP_STATUS_NAMES.get(st, 'unknown')})")
+    if st > 0 and warnings is not None:
+        warnings.add(st)
+
+
+def npp_stream_context(npp: NppLib, torch, stream) -> NppStreamContext:
+    """The context of `stream` on the current device: NPP's own (nppGetStreamContext, where the
+    library exports it) or nppdefs.h's recipe from the device's properties, then hStream and
+    nStreamFlags set to the stream the peer is timed on."""
+    dev = torch.cuda.current_device()
+    props = torch.cuda.get_device_properties(dev)
+    ctx = NppStreamContext()
+    ok = False
+    if hasattr(npp.core, "nppGetStreamContext"):
+        # NPP's own answer where it gives one for PyTorch's device (13.x's header no longer declares
+        # the function: an error or another device falls back to the header's recipe below)
+        cc = (props.major, props.minor)
+        ok = (npp.core.nppGetStreamContext(ctypes.byref(ctx)) == 0 and ctx.nCudaDeviceId == dev
+              and (ctx.nCudaDevAttrComputeCapabilityMajor, ctx.nCudaDevAttrComputeCapabilityMinor) == cc
+              and ctx.nMultiProcessorCount == props.multi_processor_count and ctx.nMaxThreadsPerBlock > 0)
+    if not ok:
+        ctx = NppStreamContext()
+        ctx.nCudaDeviceId = dev
+        ctx.nMultiProcessorCount = props.multi_processor_count
+        ctx.nMaxThreadsPerMultiProcessor = int(getattr(props, "max_threads_per_multi_processor", 2048))
+        ctx.nMaxThreadsPerBlock = int(getattr(props, "max_threads_per_block", 1024))
+        ctx.nSharedMemPerBlock = int(getattr(props, "shared_memory_per_block", 48 << 10))
+        ctx.nCudaDevAttrComputeCapabilityMajor, ctx.nCudaDevAttrComputeCapabilityMinor = props.major, props.minor
+    ctx.hStream = stream.cuda_stream or None
+    # PyTorch's default stream is the legacy stream 0 (flags 0); its other streams are created
+    # cudaStreamNonBlocking (c10's CUDAStream.cpp)
+    ctx.nStreamFlags = 0 if not stream.cuda_stream else 1
+    ctx.nReserved0 = 0  # hWorkspace: none
+    return ctx
+
+
+def npp_valid_refusal(w, hL, wL, hR, wR) -> str:
+    """"" if npp-normlevel computes window w (the valid window with the right inside the left),
+    else why not."""
+    if w[0] == 0 and w[2] == 0 and (w[1], w[3]) == (hL - hR, wL - wR) and hR <= hL and wR <= wL:
+        return ""
+    if hR > hL or wR > wL:
+        vs = valid_shifts(hL, wL, hR, wR)
+        if vs is not None and tuple(w) == vs:
+            return (f"NPP's template (the right, {hR}x{wR}) must fit inside its image (the left, {hL}x{wL}): "
+                    f"the valid window with a larger right is not computed")
+    return (f"only the valid window is computed (window=valid, the right wholly inside the left: NPP's "
+            f"nppiCrossCorrValid_NormLevel; NPP's Full and Same modes anchor and pad otherwise than "
+            f"CONVENTIONS.md's windows), got shifts {window_text(w)}")
+
+
+class NppNormLevel:
+    """ZNCC of the valid window by NPP, one nppiCrossCorrValid_NormLevel_32f_C1R_Ctx call per pair
+    on PyTorch's device pointers (steps in bytes: width·4; rows contiguous), on the stream the
+    benchmark times; every matrix minus its mean first (torch, in the timed call), as the torch
+    peers do: the coefficient does not change and NPP's sums do not cancel on 1000 + noise. The
+    scratch buffer is allocated once per case (like a plan)."""
+
+    def __init__(self, c: Case, torch):
+        try:
+            self.npp = load_npp()
+        except NppUnavailable as e:
+            raise CaseError(f"npp-normlevel unavailable: {e}") from None
+        why = npp_valid_refusal(c.window, c.hL, c.wL, c.hR, c.wR)
+        if why:
+            raise CaseError(f"npp-normlevel: {why}")
+        self.c, self.torch = c, torch
+        self.fn = self.npp.ist.nppiCrossCorrValid_NormLevel_32f_C1R_Ctx
+        self.src, self.tpl = NppiSize(c.wL, c.hL), NppiSize(c.wR, c.hR)
+        self.oh, self.ow = c.hL - c.hR + 1, c.wL - c.wR + 1
+        assert (self.oh, self.ow) == tuple(c.out_shape[1:])
+        self.stream = torch.cuda.current_stream()
+        self.ctx = npp_stream_context(self.npp, torch, self.stream)
+        self.warnings: set = set()
+        # The header names the size "oSizeROI" without saying whose: the larger of the source's and
+        # the destination's answers (the source's, as NPP's samples pass it, where it is monotone)
+        nbytes = 0
+        for roi in (self.src, NppiSize(self.ow, self.oh)):
+            size = ctypes.c_size_t(0)
+            npp_status("nppiValidNormLevelGetBufferHostSize_32f_C1R_Ctx",
+                       self.npp.ist.nppiValidNormLevelGetBufferHostSize_32f_C1R_Ctx(roi, ctypes.byref(size), self.ctx))
+            nbytes = max(nbytes, size.value)
+        self.buffer = torch.empty(max(1, nbytes), dtype=torch.uint8,
+                                  device=torch.device("cuda", torch.cuda.current_device()))
+
+    def __call__(self, L, R):
+        torch, c = self.torch, self.c
+        Ls = (L - L.mean(dim=(1, 2), keepdim=True)).contiguous()
+        Rs = (R - R.mean(dim=(1, 2), keepdim=True)).contiguous()
+        out = torch.empty(c.out_shape, dtype=torch.float32, device=L.device)
+        buf, fn, ctx = self.buffer.data_ptr(), self.fn, self.ctx
+        for sp, ss, tp, ts, dp, ds in npp_pair_calls(c, Ls.data_ptr(), Rs.data_ptr(), out.data_ptr()):
+            st = fn(sp, ss, self.src, tp, ts, self.tpl, dp, ds, buf, ctx)
+            if st:
+                npp_status("nppiCrossCorrValid_NormLevel_32f_C1R_Ctx", st, self.warnings)
+        return out
+
+
+def npp_pair_calls(c: Case, lp: int, rp: int, op: int) -> list[tuple]:
+    """Per output pair in output order: (pSrc, nSrcStep, pTpl, nTplStep, pDst, nDstStep) of its NPP
+    call, pointers into contiguous float32 stacks (nL, hL, wL), (nR, hR, wR) and the output
+    (pairs, hL - hR + 1, wL - wR + 1) at addresses lp, rp, op; steps in bytes. Pure: the CPU tests
+    emulate NPP on a flat buffer with it."""
+    oh, ow = c.hL - c.hR + 1, c.wL - c.wR + 1
+    ls, rs, os_ = 4 * c.hL * c.wL, 4 * c.hR * c.wR, 4 * oh * ow
+    return [(lp + i * ls, 4 * c.wL, rp + j * rs, 4 * c.wR, op + k * os_, 4 * ow)
+            for k, (i, j) in enumerate(pairs(c.form, c.nL, c.nR))]
+
+
+PEER_CLASSES = {"torch-conv2d": TorchConv2d, "torch-fft": TorchFft, "cupy-correlate2d": CupyCorrelate2d,
+                "npp-normlevel": NppNormLevel}
 
 
 class TorchZeroLag:
@@ -837,6 +1136,8 @@ class TorchZncc:
 
 def make_peer(c: Case, torch):
     """The timed callable of a case: the raw peer, or its normalization around it."""
+    if c.variant == "npp-normlevel":  # NPP normalizes itself (zncc only; parse_case refuses the rest)
+        return NppNormLevel(c, torch)
     if c.normalize == "zncc":
         return TorchZncc(c, torch)
     if c.normalize == "zero-lag":
@@ -1067,6 +1368,11 @@ def context(gpu: Gpu, opt: Options) -> dict:
         sm_mhz = int(float(_smi("clocks.max.sm") or 0))
         mem_mhz = int(float(_smi("clocks.max.mem") or 0))
         runtime = str(torch.version.cuda)
+    try:
+        npp = load_npp()
+        versions["npp"] = f"{npp.version()} ({npp.where})"
+    except NppUnavailable:
+        pass
     peak = 2.0 * p.multi_processor_count * fp32_lanes(p.major, p.minor) * sm_mhz * 1e6
     return {
         "xcorr_gpu_name": p.name,
@@ -1181,6 +1487,7 @@ class Bench:
             batch = self.pilot_batch(c, call)
             target = opt.min_time / batch  # per-call time summed over iterations (manual time)
             iters = None
+            noted: set = set()
             for rep in range(opt.repetitions):
                 per_calls = []
                 n = iters or 1
@@ -1196,6 +1503,11 @@ class Bench:
                     # Google Benchmark's growth: aim 40% over, at most 10x per round
                     n = int(min(10 * n, max(n + 1, math.ceil(n * 1.4 * target / max(s, 1e-12)))))
                 iters = n
+                # NPP's positive NppStatus (e.g. a misaligned destination's slower path): noted once per case
+                for st in sorted(set(getattr(peer, "warnings", ())) - noted):
+                    noted.add(st)
+                    print(f"peerbench: {c.name()}: NPP warning NppStatus {st} ({NPP_STATUS_NAMES.get(st, 'unknown')})",
+                          file=sys.stderr)
                 yield {"iterations": n, "real_time": s / n, "total": s, "batch": batch, "err": err, "samples": samples}
         except CaseError as e:
             yield from ({"error": str(e)} for _ in range(opt.repetitions))
@@ -1306,7 +1618,9 @@ USAGE = """usage: python -m xcsuite.peerbench list [--json]
   --seed N         seed of the generated inputs (default 42)
   --check-tolerance X  hold every check to relative error X instead of 1e-5
   --time-cap S     cupy-correlate2d: a case predicted above S seconds per call is not run (default 2)
-Peers: torch-conv2d, torch-fft, cupy-correlate2d (the module's docstring says what each computes and times).
+Peers: torch-conv2d, torch-fft, cupy-correlate2d, npp-normlevel (window=valid normalize=zncc only; NPP from
+XCORR_NPP_DIR, build-npp/, the CUDA toolkit or the nvidia-npp wheel) (the module's docstring says what each
+computes and times).
 """
 
 
@@ -1380,7 +1694,8 @@ def parse_args(argv: list[str]) -> tuple[Options, list[str]]:
 
 def smoke_specs() -> list[str]:
     counts = {"one-to-one": (1, 1), "one-to-many": (1, 4), "n-to-mn": (2, 4), "n-to-m": (2, 2)}
-    return [f"variant={p} form={f} size=32 nL={counts[f][0]} nR={counts[f][1]}" for p in PEER_NAMES for f in FORMS]
+    return [f"variant={p['name']} form={f} {p.get('smoke', 'size=32')} nL={counts[f][0]} nR={counts[f][1]}"
+            for p in PEERS for f in FORMS]
 
 
 def main(argv: list[str] | None = None) -> int:

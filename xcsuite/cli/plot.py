@@ -51,7 +51,7 @@ VARIANT_COLORS = {"register-tiled": "C3", "small-direct": "C4", "tensor-wgmma": 
                   "fft": "C0", "fft+plan": "C9", "fft-fused": "C1", "torch-conv2d": "olive", "torch-fft": "teal",
                   "cupy-correlate2d": "purple", "tensor-tiled": "C2", "tensor-tiled-tf32": "C6",
                   "signal-tiled": "firebrick", "tensor-hankel": "navy", "tensor-hankel-tf32": "goldenrod",
-                  "fft-segmented": "black"}
+                  "fft-segmented": "black", "npp-normlevel": "saddlebrown"}
 FINISH_NOTE = "time per call + finish_time (fft's untimed crop to the window), mean of the repetitions (IQR outliers removed)"
 SHARED_LEGEND_FROM = 6  # more series than this: one figure legend, so no panel's data is covered
 
