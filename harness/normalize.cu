@@ -143,6 +143,20 @@ __global__ void means_kernel(Stacks st) {
     s.mean[m] = mean_of(s.partial + m * s.partials, s.partials, s.ch, s.cw);
 }
 
+// Inclusive warp scan of a pair of doubles (Hillis-Steele: lanes add the partial sums 1, 2, 4, 8, 16
+// lanes back), explicit _rn adds in that order: the row pass (scan_span) and the segments' carries
+// (seg_carry_kernel) both scan this way, as tests/test_normalize_fused.py models. All 32 lanes call it.
+__device__ __forceinline__ void warp_scan_pair(double& a, double& q, int lane) {
+#pragma unroll
+    for (int o = 1; o < kWarp; o <<= 1) {
+        const double pa = __shfl_up_sync(kFullMask, a, o), pq = __shfl_up_sync(kFullMask, q, o);
+        if (lane >= o) {
+            a = __dadd_rn(a, pa);
+            q = __dadd_rn(q, pq);
+        }
+    }
+}
+
 // One crop row's shifted copy and row pass, by one warp (all 32 lanes call it): each lane takes
 // one column of a 32-column strip, x' = float(x - mean) (written to xs: the raw correlation reads
 // it, so the tables must hold exactly these float values), then an inclusive warp scan
@@ -170,14 +184,7 @@ __device__ __forceinline__ double2 scan_span(const float* x, float* xs, double2*
             const float v = c < n ? float(__dsub_rn(double(raw[i]), mean)) : 0.0f;
             if (c < n) xs[c] = v;
             double a = v, q = __dmul_rn(double(v), double(v));
-#pragma unroll
-            for (int o = 1; o < kWarp; o <<= 1) {
-                const double pa = __shfl_up_sync(kFullMask, a, o), pq = __shfl_up_sync(kFullMask, q, o);
-                if (lane >= o) {
-                    a = __dadd_rn(a, pa);
-                    q = __dadd_rn(q, pq);
-                }
-            }
+            warp_scan_pair(a, q, lane);
             a = __dadd_rn(a, carry_a);
             q = __dadd_rn(q, carry_q);
             if (c < n) out[c] = make_double2(a, q);
@@ -287,14 +294,7 @@ __global__ void seg_carry_kernel(Stacks st, SegScratch scratch) {
                 const int j = b0 + i * kWarp + lane;
                 if (b0 + i * kWarp >= nseg) break;  // warp-uniform
                 double a = v[i].x, q = v[i].y;
-#pragma unroll
-                for (int o = 1; o < kWarp; o <<= 1) {
-                    const double pa = __shfl_up_sync(kFullMask, a, o), pq = __shfl_up_sync(kFullMask, q, o);
-                    if (lane >= o) {
-                        a = __dadd_rn(a, pa);
-                        q = __dadd_rn(q, pq);
-                    }
-                }
+                warp_scan_pair(a, q, lane);
                 a = __dadd_rn(a, carry_a);
                 q = __dadd_rn(q, carry_q);
                 // Exclusive: segment j's carry is the inclusive sum through j - 1 (the chunk carry for lane 0).
