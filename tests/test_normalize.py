@@ -321,14 +321,27 @@ def gpu_variant_names():
     return [v["name"] for v in json.loads(r.stdout)] if r.returncode == 0 else []
 
 
+def plan_window(args, rect):
+    """The package's window arguments for a case of windows(): its rectangle as shifts=."""
+    dy0, dy1, dx0, dx1 = rect
+    return {"shifts": ((dy0, dy1), (dx0, dx1))}
+
+
 @pytest.mark.parametrize("name", gpu_variant_names())
 @pytest.mark.parametrize("mode", MODES)
 def test_gpu_variants_normalized(gpu, xcorr, registry, tmp_path, name, mode):
     """Every form and window the variant computes, odd shapes, 1000 + noise and [0, 1): the output
-    (poisoned before the run by xcorr run) within 1e-4 of NumPy's float64, and --validate passes."""
+    (poisoned with NaN before the run) within 1e-4 of NumPy's float64. The cases run in this
+    process through the Python package's Plan (the C++ Plan that `xcorr run` uses: one CUDA
+    context for ~160 cases, where one `xcorr run` process per case took ~100 s per test); the first
+    case of each form also through `xcorr run --validate` (its own poisoning and GPU reference)."""
+    pkg = pytest.importorskip("xcorr", reason="the Python package is not installed (scripts/setup-env installs it)")
     v = next(v for v in registry if v["name"] == name)
     bound = max(BOUND, v["tolerance"])
+    precision = "tf32" if v["precision"] == "tf32" else "fp32"
+    cases = 0
     for form in v["forms"]:
+        cli_done = False
         for shape in GPU_SHAPES:
             rng = seeded_rng(("gpu", name, mode, form, shape))
             hL, wL, hR, wR = shape
@@ -339,13 +352,22 @@ def test_gpu_variants_normalized(gpu, xcorr, registry, tmp_path, name, mode):
                 for args, rect in windows(shape):
                     if not supports_window(v["windows"], shape, rect) or shape_refusal(v, shape, rect):
                         continue
-                    got, r = run_normalized(xcorr, tmp_path, name, form, mode, left, right, args,
-                                            ["--validate", *precision_args(v)])
                     full = normalized(mode, form, left, right) if full is None else full
                     expected = crop(full, hR, wR, *rect)
-                    assert np.isfinite(got).all()
+                    plan = pkg.Plan(left.shape, right.shape, form=form, normalize=mode, algorithm=name,
+                                    precision=precision, **plan_window(args, rect))
+                    out = np.full(plan.out_shape, np.nan, np.float32)
+                    got = plan(left, right, out=out).reshape(expected.shape)
+                    assert np.isfinite(got).all(), (form, shape, kind, args)
                     err = np.abs(got - expected).max()
                     assert err <= bound, (form, shape, kind, args, err)
+                    cases += 1
+                    if not cli_done:
+                        got, r = run_normalized(xcorr, tmp_path, name, form, mode, left, right, args,
+                                                ["--validate", *precision_args(v)])
+                        assert np.abs(got - expected).max() <= bound, (form, shape, kind, args, "xcorr run")
+                        cli_done = True
+    assert cases, f"{name} computed no case of {mode}"
 
 
 def test_gpu_zero_lag_large_mean_keeps_float64_precision(gpu, xcorr, registry, tmp_path):
