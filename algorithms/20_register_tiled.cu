@@ -520,6 +520,7 @@ XCORR_REGISTER_VARIANT(Variant{
                 "auto: 1 below 1e9 FMAs, 2 below 3e9, else 4)"}},
     .make = make_register_tiled,
     .windows = {WindowKind::Full, WindowKind::Valid, WindowKind::Same, WindowKind::MaxShift, WindowKind::Shifts},
+    .work_tile = {32, 32},  // a warp's shifts (rows=4: 32 x 32; rows=8 holds 64 x 32)
 });
 
 }  // namespace

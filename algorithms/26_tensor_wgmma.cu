@@ -313,6 +313,8 @@ int k_slices_or_env(const Problem& p) {
     return k_slices(p);
 }
 
+static_assert(kTDY == 16 && kTDX == 32, "the registration's work_tile is the block tile");
+
 XCORR_REGISTER_VARIANT(Variant{
     .name = "tensor-wgmma",
     .family = "hopper",
@@ -330,6 +332,7 @@ XCORR_REGISTER_VARIANT(Variant{
                                             kThreads, kSmem, kTDY, kTDX, kSlots, k_slices_or_env(p));
     },
     .windows = {WindowKind::Full, WindowKind::Valid, WindowKind::Same, WindowKind::MaxShift, WindowKind::Shifts},
+    .work_tile = {16, 32},  // the block tile, kTDY x kTDX (static_assert above); literal: make_auto_table.py reads it
 });
 
 }  // namespace

@@ -103,9 +103,18 @@ int fft_need(int s0, int s1, int hl, int hr) {
 }
 
 // The work a variant's time scales with: multiply-adds, or for the fft family the elements of the
-// transform slots it pads, transforms, multiplies and inverts (lefts + rights + products).
-double work_units(const Problem& p, bool fft) {
-    if (!fft) return std::max(p.fmas(), 1.0);
+// transform slots it pads, transforms, multiplies and inverts (lefts + rights + products). A direct
+// variant's window is first rounded up to whole work tiles (Variant::work_tile) from its first
+// shift: register-tiled on ±1 of 2048 x 2048 computes a warp's 32 x 32 shifts, 114 times the
+// window's multiply-adds (the padded shifts past the matrices add none, as their warps skip).
+double work_units(const Problem& p, bool fft, Variant::WorkTile tile = {}) {
+    if (!fft) {
+        Window w = p.shifts();
+        auto round_up = [](int64_t n, int t) { return (n + t - 1) / t * t; };
+        w.dy1 = int(w.dy0 + round_up(int64_t(w.dy1) - w.dy0 + 1, tile.dy) - 1);
+        w.dx1 = int(w.dx0 + round_up(int64_t(w.dx1) - w.dx0 + 1, tile.dx) - 1);
+        return std::max(double(p.out_count()) * w.fmas(p.hL, p.wL, p.hR, p.wR), 1.0);
+    }
     const Window w = p.shifts();
     const double slot = double(fft_need(w.dy0, w.dy1, p.hL, p.hR)) * fft_need(w.dx0, w.dx1, p.wL, p.wR);
     return double(p.nL + p.nR + p.out_count()) * slot;
@@ -127,7 +136,9 @@ const Model* model_of(const std::string& variant, const Problem& p) {
     return of_form ? of_form : any;
 }
 
-double model_us(const Model& m, const Problem& p) { return m.floor_us + work_units(p, m.fft) * m.us_per_unit; }
+double model_us(const Model& m, const Problem& p, Variant::WorkTile tile) {
+    return m.floor_us + work_units(p, m.fft, tile) * m.us_per_unit;
+}
 
 const Table* table_of(const std::string& gpu_name) {
     const std::string key = gpu_key(gpu_name);
@@ -148,8 +159,8 @@ std::vector<AutoChoice> from_model(const Problem& p, const std::vector<const Var
             unknown.push_back({v->name, {}, why + "no measurement or model of " + v->name + ": tried last", -1});
             continue;
         }
-        const double units = work_units(p, m->fft);
-        const double t = model_us(*m, p);
+        const double units = work_units(p, m->fft, v->work_tile);
+        const double t = model_us(*m, p, v->work_tile);
         out.push_back({v->name, {}, why + "cost model: " + v->name + " floor " + fmt(m->floor_us) + " us + " +
                                         fmt(units) + (m->fft ? " FFT slot elements" : " multiply-adds") + " x " +
                                         fmt(m->us_per_unit * 1e6) + " ps = " + fmt(t) + " us",
@@ -228,8 +239,9 @@ std::vector<AutoChoice> auto_candidates(const Problem& p, const std::string& pre
         double wsum = 0, lsum = 0;
         for (const Near& n : near) {
             const Problem q = case_problem(*n.c);
-            const double scale = m ? model_us(*m, p) / model_us(*m, q)
-                                   : work_units(p, v->name.rfind("fft", 0) == 0) / work_units(q, v->name.rfind("fft", 0) == 0);
+            const bool fft = v->name.rfind("fft", 0) == 0;
+            const double scale = m ? model_us(*m, p, v->work_tile) / model_us(*m, q, v->work_tile)
+                                   : work_units(p, fft, v->work_tile) / work_units(q, fft, v->work_tile);
             const double w = 1.0 / (n.d * n.d + 1e-3);
             wsum += w;
             lsum += w * std::log(n.row->us * scale);

@@ -142,7 +142,8 @@ int cmd_list(bool json) {
             for (size_t i = 0; i < v.forms.size(); ++i) std::cout << (i ? ", " : "") << '"' << form_name(v.forms[i]) << '"';
             std::cout << "], \"windows\": [\"" << v.windows_text("\", \"") << "\"], \"signals_only\": "
                       << (v.signals_only ? "true" : "false") << ", \"max_shifts\": " << v.max_shifts
-                      << ", \"crop_windows\": " << (v.crop_windows ? "true" : "false") << ", \"params\": {";
+                      << ", \"crop_windows\": " << (v.crop_windows ? "true" : "false") << ", \"work_tile\": ["
+                      << v.work_tile.dy << ", " << v.work_tile.dx << "], \"params\": {";
             for (size_t i = 0; i < v.params.size(); ++i) {
                 std::cout << (i ? ", " : "") << '"' << v.params[i].name << "\": [";
                 for (size_t j = 0; j < v.params[i].values.size(); ++j)

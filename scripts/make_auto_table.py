@@ -41,6 +41,21 @@ def registered_variants() -> dict[str, str]:
     return out
 
 
+def work_tiles() -> dict[str, tuple[int, int]]:
+    """name -> (dy, dx) of every variant that declares a work tile (registry.hpp: Variant::work_tile,
+    a literal `.work_tile = {dy, dx}` in its registration); the others compute their window's
+    shifts exactly, (1, 1)."""
+    out = {}
+    for f in sorted((ROOT / "algorithms").glob("*.cu")):
+        text = f.read_text()
+        for reg in re.finditer(r"XCORR_REGISTER_VARIANT\(Variant\{(.*?)\n\}\);", text, re.S):
+            name = re.search(r'\.name\s*=\s*"([^"]+)"', reg.group(1))
+            tile = re.search(r"\.work_tile\s*=\s*\{\s*(\d+)\s*,\s*(\d+)\s*\}", reg.group(1))
+            if name and tile:
+                out[name.group(1)] = (int(tile.group(1)), int(tile.group(2)))
+    return out
+
+
 def gpu_slug(name: str) -> str:
     s = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
     return s or "unknown-gpu"
@@ -126,9 +141,12 @@ def out_count(form, nL, nR):
     return nL * nR if form == FORMS["n-to-m"] else nR
 
 
-def work_units(key, fft: bool) -> float:
+def work_units(key, fft: bool, tile=(1, 1)) -> float:
     form, hL, wL, hR, wR, nL, nR, dy0, dy1, dx0, dx1 = key[:11]
     if not fft:
+        # The window rounded up to whole work tiles from its first shift (auto.cpp: work_units).
+        dy1 = dy0 + -(-(dy1 - dy0 + 1) // tile[0]) * tile[0] - 1
+        dx1 = dx0 + -(-(dx1 - dx0 + 1) // tile[1]) * tile[1] - 1
         return max(1.0, float(out_count(form, nL, nR)) * overlap_sum(dy0, dy1, hL, hR) * overlap_sum(dx0, dx1, wL, wR))
     slot = fft_need(dy0, dy1, hL, hR) * fft_need(dx0, dx1, wL, wR)
     return float(nL + nR + out_count(form, nL, nR)) * slot
@@ -156,7 +174,7 @@ def is_signal(key) -> bool:
     return key[1] == 1 and key[3] == 1
 
 
-def fit_models(tables: list, families: dict) -> list:
+def fit_models(tables: list, families: dict, tiles: dict | None = None) -> list:
     """Per variant: a model over all forms (-1) and one per form with at least 3 rows, fitted on every
     problem (as before signals had models of their own: fitted on the 2-D rows alone, the all-forms
     models picked worse on Table 1, 38 of 50 within 10% instead of 44); and one for signals (SIGNALS)
@@ -173,7 +191,7 @@ def fit_models(tables: list, families: dict) -> list:
             for v, (t, _) in vs.items():
                 if v in NOT_CANDIDATES:
                     continue
-                u = work_units(key, is_fft(v))
+                u = work_units(key, is_fft(v), (tiles or {}).get(v, (1, 1)))
                 if is_signal(key):
                     by_vf[(v, SIGNALS)].append((u, t))
                 else:
@@ -239,7 +257,7 @@ def generate(results: Path, tsv_dir: Path) -> dict[Path, str]:
     for key, _ in tables:
         gpu_name, problems = _parse_tsv_text(files[tsv_dir / f"{key}.tsv"])
         parsed.append((key, (gpu_name, problems)))
-    models = fit_models([t for _, t in parsed], ours)
+    models = fit_models([t for _, t in parsed], ours, work_tiles())
     files[ROOT / "harness" / "auto_table.cpp"] = write_cpp(parsed, models)
     return files
 

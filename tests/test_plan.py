@@ -16,6 +16,16 @@ from conftest import BUILD, ROOT, one_line_error, run, save, seeded_rng, xrun
 from xcorr_np import FORMS, correlate, counts, crop, full_window, rel_error
 
 H200 = "NVIDIA H200"
+
+
+def auto_table_script():
+    """scripts/make_auto_table.py as a module (its fit and work units)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import make_auto_table
+    finally:
+        sys.path.pop(0)
+    return make_auto_table
 SUMMARY = ROOT / "results" / "nvidia-h200" / "summary.csv"
 
 
@@ -56,11 +66,7 @@ def test_auto_table_keeps_normalized_problems_apart(tmp_path):
     zncc_frames: 125 us normalized, 1.9 ms raw): it is a problem of its own in auto's table (the
     normalize column), never the problem's raw time, and its parameters are the variant's alone (no
     'normalize' parameter, which the variant would refuse)."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import make_auto_table as mat
-    finally:
-        sys.path.pop(0)
+    mat = auto_table_script()
     fields = ["gpu_name", "status", "variant", "cold", "form", "hL", "wL", "hR", "wR", "nL", "nR", "shifts",
               "time_us", "finish_time_us", "params"]
     row = dict(gpu_name="NVIDIA H200", status="ok", variant="fft-fused", cold="False", form="n-to-m", hL=256, wL=256,
@@ -124,11 +130,7 @@ def test_signals_have_cost_models_of_their_own():
     """A variant's model of signals (form -2) is fitted on its one-dimensional rows alone, with the
     floor of its 2-D rows (0 without any): register-tiled on a 1 x n signal runs one row of its
     64 x 64 shift tiles, so a model from its 2-D rate predicts a signal 180x too fast."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import make_auto_table as mat
-    finally:
-        sys.path.pop(0)
+    mat = auto_table_script()
     def key(hL, wL, hR, wR):  # one-to-one, full output, raw
         return (0, hL, wL, hR, wR, 1, 1, -(hR - 1), hL - 1, -(wR - 1), wL - 1, 0)
     problems = {key(64, 64, 64, 64): {"a": (10.0, ""), "s": (99.0, "")},
@@ -153,6 +155,38 @@ def test_the_cost_model_keeps_2d_kernels_off_signals(xcorr):
         top = json.loads(r.stdout)["candidates"][0]
         assert top["algorithm"] not in ("register-tiled", "tensor-wgmma", "overlap-wise"), top
         assert "cost model" in top["reason"]
+
+
+def test_work_tiles_are_read_alike_by_the_library_and_the_fit(registry):
+    """The fit (make_auto_table.py) and auto.cpp round a window up to the same work tiles: the ones
+    each variant registers (`xcorr list --json`), parsed from the same registration."""
+    mat = auto_table_script()
+    declared = {v["name"]: tuple(v["work_tile"]) for v in registry if tuple(v["work_tile"]) != (1, 1)}
+    assert declared.get("register-tiled", (32, 32)) == (32, 32)
+    parsed = mat.work_tiles()
+    assert {n: t for n, t in parsed.items() if n in {v["name"] for v in registry}} == declared
+    # ±1 of 2048 x 2048: a 3 x 3 window is a 32 x 32 tile of shifts, each of ~2048^2 products.
+    key = (0, 2048, 2048, 2048, 2048, 1, 1, -1, 1, -1, 1, 0)
+    exact, tiled = mat.work_units(key, False), mat.work_units(key, False, (32, 32))
+    assert tiled / exact == pytest.approx(32 * 32 / 9, rel=0.02)
+    # A full output is not padded past the matrices: the tiles' extra shifts overlap nothing.
+    full = (0, 64, 64, 64, 64, 1, 1, -63, 63, -63, 63, 0)
+    assert mat.work_units(full, False, (32, 32)) == mat.work_units(full, False)
+
+
+def test_the_cost_model_pays_register_tiled_its_whole_tiles(xcorr):
+    """On a GPU without measurements, a few shifts of large matrices do not go to register-tiled,
+    which computes a warp's 32 x 32 shifts for a 3 x 3 window (measured on the H200: 331 us against
+    small-window's 27 us on 2048 x 2048 within ±1; the untiled model picked it, 12x slower)."""
+    for args in (["--left", "2048x2048", "--right", "2048x2048", "--max-shift", "1", "--form", "one-to-one"],
+                 ["--left", "4096:64x64", "--right", "4096:64x64", "--max-shift", "2", "--form", "n-to-mn"]):
+        r = run([xcorr, "explain", "--json", "--gpu", "Some Future GPU", *args])
+        assert r.returncode == 0, r.stderr
+        e = json.loads(r.stdout)
+        top = e["candidates"][0]
+        assert top["algorithm"] != "register-tiled", top
+        tiled = next(c for c in e["candidates"] if c["algorithm"] == "register-tiled")
+        assert tiled["predicted_us"] > 2 * top["predicted_us"], (top, tiled)
 
 
 def test_explain_filters_by_form_window_and_precision(xcorr, registry):

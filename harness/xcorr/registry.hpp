@@ -82,6 +82,13 @@ struct Variant {
     // harness runs it on those parts with the window translated (xcorr/crop.hpp), copying them
     // first (timed). Normalized problems are always cropped (normalize.hpp).
     bool crop_windows = false;
+    // The block of shifts its kernel computes as a whole (dy rows x dx columns): a window narrower
+    // than a tile still pays for the tile (register-tiled: 32 x 32 per warp). auto's cost model
+    // (auto.cpp: work_units) rounds the window up to whole tiles; 1 x 1 where the work follows the
+    // window's shifts exactly. Read from here by scripts/make_auto_table.py for the fit as well.
+    struct WorkTile {
+        int dy = 1, dx = 1;
+    } work_tile;
 
     bool supports(Form f) const;
     // Whether p's shifts are a window of a declared kind for p's sizes: a window asked for by
