@@ -8,7 +8,10 @@
 //     scaled by the variant's cost model from there to here, averaged in log space with weights
 //     1/d^2 over the two nearest; ranked by prediction. A normalized problem (zncc, zero-lag) is a
 //     problem of its own in the table; a raw one is never predicted from normalized measurements.
-// Without a table (a GPU nobody measured), or with no measured neighbour: the cost model alone,
+//  3. a variant with no measured neighbour near enough: its cost model's prediction, ranked among
+//     those of step 2 at kModelDoubt times its value (on the H200 tables 2 left more window picks
+//     unmeasured than 4, and 8 picked the same as 4: scripts/auto_report.py).
+// Without a table (a GPU nobody measured): the cost model alone,
 // time = floor + units * cost per unit, fitted by the script on the measured GPUs (multiply-adds
 // for the direct variants, FFT slot elements for the fft family).
 // Only variants that declare the form and the window and meet the precision policy are candidates;
@@ -48,6 +51,7 @@ constexpr int kSignalsModel = -2;             // Model::form of a model fitted o
 constexpr double kKindPenalty = 1.5;        // another window kind counts as this far
 constexpr double kNormalizePenalty = 1.5;   // another normalization (a normalized problem from a raw one)
 constexpr int kNeighbours = 2;
+constexpr double kModelDoubt = 4.0;          // a model-only prediction against measured neighbours' (step 3)
 
 std::string fmt(double x, const char* f = "%.3g") {
     char b[64];
@@ -254,12 +258,23 @@ std::vector<AutoChoice> auto_candidates(const Problem& p, const std::string& pre
                                  ", scaled by the cost model): " + fmt(t) + " us",
                              t});
     }
-    std::stable_sort(predicted.begin(), predicted.end(),
-                     [](const AutoChoice& a, const AutoChoice& b) { return a.predicted_us < b.predicted_us; });
-    out.insert(out.end(), predicted.begin(), predicted.end());
-    // 3. What no measurement near enough covers: the cost model's order, after the rest.
+    // 3. What no measurement near enough covers: the cost model's prediction, ranked with the
+    // neighbours' predictions but counted kModelDoubt times (the model alone is the less certain:
+    // it places a variant first only where it predicts under a quarter of what the neighbours say, as
+    // fft-segmented on seed 004's case, 9x faster than the fft its measured neighbour gave); a
+    // variant without any model goes last.
+    const size_t measured_near = predicted.size();
     for (AutoChoice& c : from_model(p, unpredicted, "nothing measured near on " + std::string(table->gpu_name) + "; "))
-        out.push_back(std::move(c));
+        predicted.push_back(std::move(c));
+    std::vector<double> key(predicted.size());
+    for (size_t i = 0; i < predicted.size(); ++i) {
+        const double t = predicted[i].predicted_us;
+        key[i] = t < 0 ? HUGE_VAL : i < measured_near ? t : kModelDoubt * t;
+    }
+    std::vector<size_t> order(predicted.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key[a] < key[b]; });
+    for (size_t i : order) out.push_back(std::move(predicted[i]));
     return out;
 }
 
