@@ -15,7 +15,7 @@ kernels' 3e11 cap; cupy-correlate2d computes no ZNCC. npp-normlevel: NVIDIA NPP'
 nppiCrossCorrValid_NormLevel_32f_C1R_Ctx (its ZNCC in valid mode, exactly this window; one call per
 image through ctypes, the means subtracted first), under the same 3e11 cap (its kernel is direct as
 far as is known); left out with a reason where NPP does not load. Metric: time per call +
-finish_time; a bar per series, a panel per image and template.
+finish_time against the template's side, a line per series, a panel per image.
 """
 from experiments._spec import Experiment, Shape
 from experiments._windows import DIRECT_MAX_FMAS, normalized_series, series
@@ -28,7 +28,8 @@ EXPERIMENT = Experiment(
     title="Template matching: ZNCC of one image and one template, valid window",
     paper="Issue #21 (not in the paper)",
     metric="time_with_finish",
-    plot="bars",
+    plot="template_lines",
+    xlabel="template side (square, pixels)",
     shapes=[Shape("one-to-one", n, n, t, t, group=f"image {n} x {n}, template {t} x {t}, ZNCC",
                   window="valid", normalize="zncc") for n in IMAGES for t in TEMPLATES],
     series=normalized_series("register-tiled", "overlap-wise", "fft", "fft+plan", "torch-fft", "torch-conv2d")

@@ -366,6 +366,33 @@ def plot_windows(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path
     return save(fig, out_dir, exp.name)
 
 
+def plot_template_lines(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
+    """Time against the template's side, a panel per image size, a line per series (log-log): where
+    the direct kernels stop keeping up with the FFTs as the template grows, and each peer's
+    distance, read at a glance (a bar panel per image and template took ten panels)."""
+    col, ylabel = METRICS[exp.metric]
+    images = sorted(pts["hL"].unique())
+    fig, axes = grid_of(len(images), ncols=2, w=5.6, h=4.0)
+    series_order = list(dict.fromkeys(s.label for s in exp.series))
+    for ax, n in zip(axes, images):
+        sub = pts[pts["hL"] == n]
+        for i, label in enumerate(series_order):
+            s = sub[sub["series"] == label].sort_values("hR")
+            if s.empty:
+                continue
+            ax.plot(s["hR"], s[col], label=series_label(label, s), markersize=4,
+                    **window_style(s["variant"].iloc[0], s["group"].iloc[0], i))
+        size_axis(ax, sub["hR"])
+        value_axis(ax, sub[col], "time")
+        ax.set_title(f"image {int(n)} x {int(n)}", fontsize=9)
+        ax.set_xlabel(exp.xlabel, fontsize=8)
+        ax.set_ylabel(quantity_label(sub, ylabel, pts), fontsize=8)
+        ax.grid(True, which="major", alpha=0.3)
+    suptitle(fig, f"{exp.title}\n{title}; {FINISH_NOTE}; peers dash-dotted")
+    shared_legend(fig, axes)
+    return save(fig, out_dir, exp.name)
+
+
 def window_bars(ax, sub: pd.DataFrame, series_order: list, col: str, text=None) -> None:
     """Horizontal bars, fastest at the top, coloured per algorithm, the peers hatched; beside each
     its time, or text(point) where given."""
@@ -493,7 +520,7 @@ def plot_signal_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[
 
 
 WINDOW_PLOTS = {"windows": plot_windows, "bars": plot_bars, "grouped_bars": plot_grouped_bars,
-                "signal_bars": plot_signal_bars}
+                "signal_bars": plot_signal_bars, "template_lines": plot_template_lines}
 
 
 def not_drawn_note(summary: pd.DataFrame, exp_name: str) -> str:
