@@ -391,7 +391,8 @@ class Experiment:
     # lines | comparison | efficiency | none, and for the window experiments: windows (time against
     # the window's half-width, the direct/FFT crossover marked) | bars | grouped_bars, and for the
     # one-dimensional signals signal_bars (bars labelled with time and TFLOP/s, reference_tflops beside),
-    # template_lines (time against the template side, a panel per image: zncc_match)
+    # template_lines (time against the template side, a panel per image: zncc_match), paired_bars
+    # (per series its raw and normalized time and their ratio, a panel per template: zncc_frames)
     plot: str = "lines"
     cold: bool = False
     notes: str = ""

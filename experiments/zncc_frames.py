@@ -10,7 +10,8 @@ the same in both halves; small-direct stops at ~100 x 100 lefts (not 256 x 256 f
 (xcsuite.peerbench normalize=zncc, as a PyTorch user writes it): torch-fft (FFT of the
 mean-subtracted frames, float64 summed-area tables for the overlap sums) and torch-conv2d (conv2d,
 avg_pool2d / conv2d box sums), in both halves too; cupy-correlate2d computes no ZNCC.
-Metric: time per call + finish_time; a bar per series, a panel per template and normalization.
+Metric: time per call + finish_time; a panel per template, per series its raw and ZNCC bars and
+their ratio.
 """
 from experiments._spec import Experiment, Shape
 from experiments._windows import normalized_series
@@ -32,7 +33,7 @@ EXPERIMENT = Experiment(
            f"({2 * MAX_SHIFT + 1} x {2 * MAX_SHIFT + 1} shifts), beside the raw correlation"),
     paper="Issue #21, seed 003 (not in the paper)",
     metric="time_with_finish",
-    plot="bars",
+    plot="paired_bars",
     shapes=[shape(h, w, n) for h, w in TEMPLATES for n in ("zncc", "none")],
     series=normalized_series("register-tiled", "tensor-wgmma", "overlap-wise", "fft", "fft+plan", "fft-fused",
                              "torch-fft", "torch-conv2d"),

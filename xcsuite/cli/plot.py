@@ -366,6 +366,59 @@ def plot_windows(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path
     return save(fig, out_dir, exp.name)
 
 
+def tight_under_title(fig) -> None:
+    """tight_layout below the figure's title (suptitle): its lines' height kept free at the top, so
+    the first panel's title never runs into it."""
+    lines = fig._suptitle.get_text().count("\n") + 1 if fig._suptitle else 0
+    fig.tight_layout(rect=(0, 0, 1, 1 - (0.02 * lines) / fig.get_figheight()))
+
+
+def plot_paired_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
+    """The normalization's cost (zncc_frames): a panel per template, per series a pair of bars, the
+    raw correlation (light) and the normalized one (dark) of the same case, labelled with both times
+    and their ratio (issue #21's target: at most x1.25 for the same algorithm); fastest normalized at
+    the top, log time axis."""
+    col, ylabel = METRICS[exp.metric]
+    shapes = list(dict.fromkeys(zip(pts["hR"], pts["wR"])))
+    series_order = list(dict.fromkeys(s.label for s in exp.series))
+    n_series = max(1, pts["series"].nunique())
+    fig, axes = grid_of(len(shapes), ncols=1, w=9.0, h=0.42 * n_series + 1.3)
+    for ax, (h, w) in zip(axes, shapes):
+        sub = pts[(pts["hR"] == h) & (pts["wR"] == w)]
+        rows = []
+        for i, name in enumerate(series_order):
+            s = sub[sub["series"] == name]
+            raw, norm = s[s["normalize"] == "none"], s[s["normalize"] != "none"]
+            if norm.empty and raw.empty:
+                continue
+            r0 = (norm if not norm.empty else raw).iloc[0]
+            rows.append((series_label(name, s), float(raw[col].iloc[0]) if not raw.empty else float("nan"),
+                         float(norm[col].iloc[0]) if not norm.empty else float("nan"),
+                         window_style(r0["variant"], r0["group"], i)["color"], r0["group"] == "peer"))
+        rows.sort(key=lambda r: (r[2] != r[2], r[2]))
+        y = np.arange(len(rows))[::-1]
+        for yi, (_, raw, norm, color, peer) in zip(y, rows):
+            hatch = "//" if peer else None
+            if raw == raw:
+                ax.barh(yi + 0.2, raw, height=0.38, color=color, alpha=0.35, hatch=hatch, edgecolor="white")
+            if norm == norm:
+                ax.barh(yi - 0.2, norm, height=0.38, color=color, alpha=0.9, hatch=hatch, edgecolor="white")
+            ratio = f"  x{norm / raw:.2f}" if raw == raw and norm == norm else ""
+            label = " " + " / ".join(fmt_us(v) for v in (raw, norm) if v == v) + ratio
+            ax.text(max(v for v in (raw, norm) if v == v), yi, label, va="center", fontsize=6.5)
+        ax.set_yticks(y, [r[0] for r in rows], fontsize=7)
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.margins(x=0.25)
+        ax.grid(True, axis="x", which="major", alpha=0.3)
+        ax.set_title(f"template {int(h)} x {int(w)}", fontsize=9)
+        ax.set_xlabel(f"{ylabel}, log scale", fontsize=8)
+    suptitle(fig, f"{exp.title}\n{title}; {FINISH_NOTE}\nper algorithm: raw correlation (light, upper) and "
+                  "ZNCC (dark, lower), raw / ZNCC and their ratio (target: at most x1.25); hatched: other libraries")
+    tight_under_title(fig)
+    return save(fig, out_dir, exp.name)
+
+
 def plot_template_lines(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
     """Time against the template's side, a panel per image size, a line per series (log-log): where
     the direct kernels stop keeping up with the FFTs as the template grows, and each peer's
@@ -444,7 +497,7 @@ def plot_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
         ax.set_xlabel(f"{quantity_label(pts[pts['shape_panel'] == pk], ylabel, pts)}, log scale; hatched: other libraries",
                       fontsize=8)
     suptitle(fig, f"{exp.title}\n{title}; {FINISH_NOTE}")
-    fig.tight_layout()
+    tight_under_title(fig)
     return save(fig, out_dir, exp.name)
 
 
@@ -520,7 +573,8 @@ def plot_signal_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[
 
 
 WINDOW_PLOTS = {"windows": plot_windows, "bars": plot_bars, "grouped_bars": plot_grouped_bars,
-                "signal_bars": plot_signal_bars, "template_lines": plot_template_lines}
+                "signal_bars": plot_signal_bars, "template_lines": plot_template_lines,
+                "paired_bars": plot_paired_bars}
 
 
 def not_drawn_note(summary: pd.DataFrame, exp_name: str) -> str:
