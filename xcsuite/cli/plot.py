@@ -382,6 +382,7 @@ def plot_paired_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[
     shapes = list(dict.fromkeys(zip(pts["hR"], pts["wR"])))
     series_order = list(dict.fromkeys(s.label for s in exp.series))
     n_series = max(1, pts["series"].nunique())
+    norm_name = NORM_NAMES[next((m for m in pts["normalize"] if m != "none"), "zncc")]
     fig, axes = grid_of(len(shapes), ncols=1, w=9.0, h=0.42 * n_series + 1.3)
     for ax, (h, w) in zip(axes, shapes):
         sub = pts[(pts["hR"] == h) & (pts["wR"] == w)]
@@ -412,9 +413,10 @@ def plot_paired_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[
         ax.margins(x=0.25)
         ax.grid(True, axis="x", which="major", alpha=0.3)
         ax.set_title(f"template {int(h)} x {int(w)}", fontsize=9)
-        ax.set_xlabel(f"{ylabel}, log scale", fontsize=8)
+        ax.set_xlabel(f"raw correlation (light) and {norm_name} (dark): {ylabel}, log scale", fontsize=8)
     suptitle(fig, f"{exp.title}\n{title}; {FINISH_NOTE}\nper algorithm: raw correlation (light, upper) and "
-                  "ZNCC (dark, lower), raw / ZNCC and their ratio (target: at most x1.25); hatched: other libraries")
+                  f"{norm_name} (dark, lower), both times and their ratio (target: at most x1.25); hatched: other "
+                  "libraries")
     tight_under_title(fig)
     return save(fig, out_dir, exp.name)
 
