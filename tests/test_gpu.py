@@ -1,12 +1,18 @@
 """GPU tests: every registered variant x every form it supports x its parameter combinations x
 random sizes (1x1 up to 512x512, odd and unequal), against the float64 reference, with poisoned
-output (xcorr_validate); plus end-to-end `xcorr run --validate` on .npy files checked against
-scipy; the same for the windows of every variant that declares some. Skipped, with the reason,
+output (xcorr_validate); plus end-to-end checks against scipy of every form and of the windows of every
+variant that declares some. Those run their cases in this process through the Python package's
+Plan (the C++ Plan that `xcorr run` uses: one CUDA context and cuFFT initialisation per test
+instead of one per case, which made one test take 50-110 s), each into a device output filled with
+NaN beforehand (run_poisoned), and one case per test (per variant) also through `xcorr run
+--validate` on .npy files (its own poisoning and GPU-reference check). Skipped, with the reason,
 where there is no usable GPU (but for test_reference_windows_end_to_end, which checks the window
 test's own helper on the CPU reference)."""
+import ctypes
 import json
 import math
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -18,6 +24,118 @@ from xcorr_np import FORMS, correlate, counts, rel_error
 def variant_names():
     r = run([binary("xcorr"), "list", "--json"])
     return [v["name"] for v in json.loads(r.stdout)]
+
+
+PACKAGE_MISSING = "the Python package xcorr is not installed (scripts/setup-env installs it)"
+
+
+def package(*names):
+    """The package xcorr (the test skips, with the reason, where it is not installed), checked to
+    know the variants `names` of this build: an installed package older than the build would
+    otherwise fail every case with "unknown algorithm" (scripts/setup-env reinstalls it)."""
+    pkg = pytest.importorskip("xcorr", reason=PACKAGE_MISSING)
+    known = {a["name"] for a in pkg.algorithms()}
+    missing = [n for n in names if n not in known]
+    assert not missing, (f"the installed package xcorr ({pkg.__file__}) does not know {', '.join(missing)} "
+                         "of this build: reinstall it from the build (scripts/setup-env)")
+    return pkg
+
+
+def plan_precision(v):
+    """The Plan's precision= for variant v (its registry entry): "tf32" admits a TF32 variant, as
+    --precision tf32 does (precision_args)."""
+    return "tf32" if v["precision"] == "tf32" else "fp32"
+
+
+def plan_window(option):
+    """The Plan's window arguments for an `xcorr run` window option (window_options), of the same
+    kind (a refusal names the kind asked for)."""
+    if not option:
+        return {}
+    flag, text = option
+    if flag == "--mode":
+        return {"mode": text}
+    if flag == "--max-shift":
+        sy, sx = (int(t) for t in text.split(","))
+        return {"max_shift": (sy, sx)}
+    assert flag == "--shifts", option
+    (dy0, dy1), (dx0, dx1) = (tuple(int(t) for t in part.split(":")) for part in text.split(","))
+    return {"shifts": ((dy0, dy1), (dx0, dx1))}
+
+
+_CUDART = []
+
+
+def cudart():
+    """The CUDA runtime library the package's binding is linked with, through ctypes (the one
+    already loaded in this process, so that its allocations are the binding's: same runtime, same
+    context), or None where it cannot be found."""
+    if not _CUDART:
+        import xcorr._xcorr  # noqa: F401  (loads the binding and its libcudart)
+        path = None
+        with open("/proc/self/maps") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) >= 6 and "/libcudart.so" in fields[-1]:
+                    path = fields[-1]
+                    break
+        lib = None
+        if path:
+            lib = ctypes.CDLL(path)
+            vp, size, i32 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
+            for fn, args in (("cudaMalloc", [ctypes.POINTER(vp), size]), ("cudaFree", [vp]),
+                             ("cudaMemset", [vp, i32, size]), ("cudaMemcpy", [vp, vp, size, i32]),
+                             ("cudaSetDevice", [i32]), ("cudaDeviceSynchronize", []), ("cudaGetErrorString", [i32])):
+                getattr(lib, fn).argtypes = args
+                getattr(lib, fn).restype = ctypes.c_char_p if fn == "cudaGetErrorString" else i32
+        _CUDART.append(lib)
+    return _CUDART[0]
+
+
+def run_poisoned(plan, left, right):
+    """plan(left, right) as a float32 NumPy array, computed into a device output whose every byte
+    was 0xff (a NaN, as xcorr run's poison()) beforehand: an element the kernels leave unwritten
+    comes back NaN. A NumPy out= filled with NaN would not do that: the binding then runs into a
+    fresh device buffer (whatever it held: zeros, a previous case's results) and copies all of it
+    back over the NaN. The reference plan (a CPU check of the same loops) writes into a NaN out=."""
+    out = np.full(plan.out_shape, np.nan, np.float32)
+    rt = None if plan.reference else cudart()
+    if rt is None:
+        if not plan.reference:
+            warnings.warn("libcudart not found in this process: the output is not poisoned on the device")
+        return plan(left, right, out=out)
+    left = np.ascontiguousarray(left, np.float32)
+    right = np.ascontiguousarray(right, np.float32)
+
+    def check(status, what):
+        assert status == 0, f"{what}: {rt.cudaGetErrorString(status).decode()}"
+
+    check(rt.cudaSetDevice(plan.device), "cudaSetDevice")
+    ptrs = []
+    try:
+        for n in (left.nbytes, right.nbytes, out.nbytes):
+            p = ctypes.c_void_p()
+            check(rt.cudaMalloc(ctypes.byref(p), n), "cudaMalloc")
+            ptrs.append(p.value)
+        dl, dr, do = ptrs
+        check(rt.cudaMemcpy(dl, left.ctypes.data, left.nbytes, 1), "cudaMemcpy to the device")
+        check(rt.cudaMemcpy(dr, right.ctypes.data, right.nbytes, 1), "cudaMemcpy to the device")
+        check(rt.cudaMemset(do, 0xff, out.nbytes), "cudaMemset")
+        check(rt.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
+        plan._plan.execute_ptr(dl, dr, do, 0)
+        check(rt.cudaDeviceSynchronize(), "the plan's kernels")
+        check(rt.cudaMemcpy(out.ctypes.data, do, out.nbytes, 2), "cudaMemcpy to the host")
+    finally:
+        for p in ptrs:
+            rt.cudaFree(p)
+    return out
+
+
+def as_output_stack(got, want):
+    """A Plan's result (leading dimensions per form, e.g. (nL, nR, oh, ow)) as xcorr run's output
+    stack (count, oh, ow), checked to hold as many matrices of want's shape."""
+    assert got.shape[-2:] == want.shape[-2:] and got.size == want.size, (got.shape, want.shape)
+    return got.reshape(want.shape)
 
 
 def assert_validator_passed(r):
@@ -39,8 +157,13 @@ def test_validator(gpu, name):
 
 @pytest.mark.parametrize("name", variant_names())
 def test_run_validate_end_to_end(gpu, registry, tmp_path, name):
+    """Every form the variant computes, on random odd sizes, against scipy in float64: in this
+    process through the package's Plan (into a NaN-poisoned device output), and the first form
+    also through `xcorr run --validate` (.npy files in and out, its own poisoning and GPU reference)."""
+    pkg = package(name)
     v = next(v for v in registry if v["name"] == name)
     rng = seeded_rng(name)
+    cli_done = False
     for form in v["forms"]:
         hL, wL, hR, wR = (int(x) for x in rng.integers(3, 40, size=4))
         if v.get("signals_only"):  # a kernel built for signals: 1 x n (its refusal is tested elsewhere)
@@ -51,15 +174,23 @@ def test_run_validate_end_to_end(gpu, registry, tmp_path, name):
         nL, nR = counts(form, rng)
         left = rng.random((nL, hL, wL), dtype=np.float32)
         right = rng.random((nR, hR, wR), dtype=np.float32)
+        want = correlate(form, left.astype(np.float64), right.astype(np.float64))
+        plan = pkg.Plan(left.shape, right.shape, form=form, algorithm=name, precision=plan_precision(v))
+        got = run_poisoned(plan, left, right)
+        assert np.isfinite(got).all(), form
+        got = as_output_stack(got, want)
+        assert rel_error(got, want) <= v["tolerance"], form
+        if cli_done:
+            continue
         out = tmp_path / f"{form}.npy"
         r = run([binary("xcorr"), "run", "--algorithm", name, "--form", form, "--validate", *precision_args(v),
                  save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right), "--out", str(out)])
         assert r.returncode == 0, (form, r.stdout, r.stderr)
         assert "ok" in r.stdout
         got = np.load(out)
-        want = correlate(form, left.astype(np.float64), right.astype(np.float64))
         assert got.shape == want.shape
-        assert rel_error(got, want) <= v["tolerance"], form
+        assert rel_error(got, want) <= v["tolerance"], (form, "xcorr run")
+        cli_done = True
 
 
 def test_validate_catches_a_wrong_result(gpu, tmp_path, overlap_wise):
@@ -163,30 +294,42 @@ def test_fft_fused_size_limit(gpu, registry, tmp_path):
     """fft-fused holds a whole transform in one block's shared memory up to outputs of 191 x 191
     (transform 192), and stages larger ones through global memory up to 1023 x 1023 (transform
     1024). 96 x 96 pairs (the largest one-block case) and 97 x 97 pairs (the smallest staged case)
-    match the float64 reference in every form; a 1025-row output is refused with exit 2 and a
-    pointer to fft, and no output file is written."""
+    match the float64 reference in every form (through the package's Plan; the first also through
+    `xcorr run --validate`); a 1025-row output is refused with a pointer to fft: by the Plan
+    (ValueError), and by xcorr run with exit 2 and no output file written."""
     require_variant(registry, "fft-fused")
+    pkg = package("fft-fused")
     v = next(v for v in registry if v["name"] == "fft-fused")
     rng = seeded_rng(96)
+    cli_done = False
     for n in (96, 97):
         for form in v["forms"]:
             nL, nR = {"one-to-one": (1, 1), "one-to-many": (1, 3), "n-to-mn": (2, 4), "n-to-m": (2, 3)}[form]
             left = rng.random((nL, n, n), dtype=np.float32)
             right = rng.random((nR, n, n), dtype=np.float32)
+            want = correlate(form, left.astype(np.float64), right.astype(np.float64))
+            plan = pkg.Plan(left.shape, right.shape, form=form, algorithm="fft-fused")
+            got = run_poisoned(plan, left, right)
+            assert np.isfinite(got).all(), (n, form)
+            assert rel_error(as_output_stack(got, want), want) <= v["tolerance"], (n, form)
+            if cli_done:
+                continue
             out = tmp_path / "o.npy"
             r = run([binary("xcorr"), "run", "--algorithm", "fft-fused", "--form", form, "--validate",
                      save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right), "--out", str(out)])
             assert r.returncode == 0, (n, form, r.stdout, r.stderr)
-            want = correlate(form, left.astype(np.float64), right.astype(np.float64))
-            assert rel_error(np.load(out), want) <= v["tolerance"], (n, form)
+            assert rel_error(np.load(out), want) <= v["tolerance"], (n, form, "xcorr run")
+            cli_done = True
     big = rng.random((1, 513, 8), dtype=np.float32)
+    with pytest.raises(ValueError, match="1025 x 15 output") as e:
+        pkg.Plan(big.shape, big.shape, form="one-to-one", algorithm="fft-fused")
+    assert "use fft" in str(e.value)
     out = tmp_path / "big.npy"
     r = run([binary("xcorr"), "run", "--algorithm", "fft-fused", "--form", "one-to-one",
              save(tmp_path / "l.npy", big), save(tmp_path / "r.npy", big), "--out", str(out)])
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert "1025 x 15 output" in r.stderr and "use fft" in r.stderr
     assert not out.exists()
-
 
 
 def compute_sanitizer():
@@ -242,13 +385,18 @@ def window_options(shape):
     return out
 
 
-def check_windows_end_to_end(tmp_path, v, extra=()):
-    """`xcorr run --algorithm NAME --validate` on every window of window_options in every form
-    against scipy (see test_run_windows_end_to_end), v being NAME's `xcorr list --json` entry; a
-    window it does not declare, or a shape it refuses (shape_refusal): exit 2, nothing written."""
+def check_windows_end_to_end(tmp_path, v, pkg=None, cli_every_case=False):
+    """Every window of window_options in every form against scipy (see test_run_windows_end_to_end),
+    v being the variant's `xcorr list --json` entry: through the package's Plan (pkg, the module
+    xcorr; None: not at all) into a NaN-poisoned device output, and through `xcorr run --algorithm
+    NAME --validate` for the first case computed (every case: cli_every_case). A window it does not
+    declare, or a shape it refuses (shape_refusal): the Plan raises ValueError with the reason, and
+    xcorr run (where run) exits 2 with it, nothing written. Returns the cases computed."""
     from xcorr_np import crop, shape_refusal, supports_window
     name, forms, declared, tolerance = v["name"], v["forms"], v["windows"], v["tolerance"]
+    precision = plan_precision(v)
     ran = 0
+    cli_done = False
     for form in forms:
         for shape in WINDOW_SHAPES:
             rng = seeded_rng((name, form, shape))
@@ -260,77 +408,119 @@ def check_windows_end_to_end(tmp_path, v, extra=()):
             left64, right64 = left.astype(np.float64), right.astype(np.float64)
             full = correlate(form, left64, right64)
             for option, rect in window_options(shape):
-                out = tmp_path / "o.npy"
-                out.unlink(missing_ok=True)
-                r = run([binary("xcorr"), "run", "--algorithm", name, "--form", form, "--validate", l, r_,
-                         "--out", str(out), *option, *extra])
                 what = (form, shape, option)
                 refused = ("does not compute the" if not supports_window(declared, shape, rect)
                            else shape_refusal(v, shape, rect))
+                plan = None
+                if pkg is not None:
+                    make = lambda: pkg.Plan(left.shape, right.shape, form=form, algorithm=name,  # noqa: E731
+                                            precision=precision, **plan_window(option))
+                    if refused:
+                        with pytest.raises(ValueError, match=re.escape(refused)):
+                            make()
+                    else:
+                        plan = make()
+                cli = cli_every_case or (not cli_done and not refused)
+                if cli:
+                    out = tmp_path / "o.npy"
+                    out.unlink(missing_ok=True)
+                    r = run([binary("xcorr"), "run", "--algorithm", name, "--form", form, "--validate", l, r_,
+                             "--out", str(out), *option, *precision_args(v)])
                 if refused:
-                    assert r.returncode == 2 and refused in r.stderr, (what, r.stderr)
-                    assert not out.exists()
+                    if cli:
+                        assert r.returncode == 2 and refused in r.stderr, (what, r.stderr)
+                        assert not out.exists()
                     continue
-                assert r.returncode == 0, (what, r.stdout, r.stderr)
-                got = np.load(out)
                 if option[0] == "--mode":
                     want = correlate(form, left64, right64, option[1])
                     np.testing.assert_allclose(want, crop(full, hR, wR, *rect), rtol=1e-12, atol=1e-12)
                 else:
                     want = crop(full, hR, wR, *rect)
-                assert got.shape == want.shape, (what, got.shape, want.shape)
-                if not want.any():
-                    assert not got.any(), what  # wholly beyond: every element exactly 0
-                else:
-                    assert rel_error(got, want) <= tolerance, what
-                    np.testing.assert_array_equal(got[want == 0], 0)  # rows/columns without overlap
+                results = []
+                if plan is not None:
+                    got = run_poisoned(plan, left, right)
+                    assert np.isfinite(got).all(), (what, "Plan: not every element written")
+                    results.append((as_output_stack(got, want), "Plan"))
+                if cli:
+                    assert r.returncode == 0, (what, r.stdout, r.stderr)
+                    results.append((np.load(out), "xcorr run"))
+                    cli_done = True
+                for got, source in results:
+                    assert got.shape == want.shape, (what, source, got.shape, want.shape)
+                    if not want.any():
+                        assert not got.any(), (what, source)  # wholly beyond: every element exactly 0
+                    else:
+                        assert rel_error(got, want) <= tolerance, (what, source)
+                        np.testing.assert_array_equal(got[want == 0], 0)  # rows/columns without overlap
                 ran += 1
+    assert cli_done, f"{name}: no case went through xcorr run"
     return ran
 
 
 @pytest.mark.parametrize("name", windowed_variants())
 def test_run_windows_end_to_end(gpu, registry, tmp_path, name):
-    """`xcorr run --validate` on every window the variant declares (and a refusal, exit 2, of every
-    one it does not), on odd unequal shapes in every form it supports, the output compared with
-    scipy.signal.correlate2d in float64: mode valid/same directly, the shift rectangles as the full
-    output cropped with zero extension (a window wholly beyond the full range: exactly 0)."""
+    """Every window the variant declares (and a refusal of every one it does not), on odd unequal
+    shapes in every form it supports, the output compared with scipy.signal.correlate2d in float64:
+    mode valid/same directly, the shift rectangles as the full output cropped with zero extension
+    (a window wholly beyond the full range: exactly 0). The cases run through the package's Plan
+    (one process), the first computed one also through `xcorr run --validate`."""
+    pkg = package(name)
     v = next(v for v in registry if v["name"] == name)
-    assert check_windows_end_to_end(tmp_path, v, precision_args(v)), "no window of this variant was run"
+    assert check_windows_end_to_end(tmp_path, v, pkg), "no window of this variant was run"
 
 
 def test_reference_windows_end_to_end(xcorr, tmp_path):
     """The same on the CPU reference (every window), so that the check above is itself checked
-    where there is no GPU: its windows, crops and comparisons agree with the reference's output."""
+    where there is no GPU: its windows, crops and comparisons agree with the reference's output,
+    `xcorr run --algorithm reference` in every case and, where the package is installed, the
+    package's float64 reference through the same Plan calls."""
     every = ["full", "valid", "same", "max-shift", "shifts"]
-    reference = {"name": "reference", "forms": FORMS, "windows": every, "tolerance": 1e-7}
-    assert check_windows_end_to_end(tmp_path, reference) == 4 * (17 + 6)
+    reference = {"name": "reference", "forms": FORMS, "windows": every, "tolerance": 1e-7, "precision": "fp32"}
+    try:
+        import xcorr as pkg
+    except ImportError:
+        pkg = None
+    assert check_windows_end_to_end(tmp_path, reference, pkg, cli_every_case=True) == 4 * (17 + 6)
 
 
 def test_raw_windows_on_touched_parts(gpu, registry, tmp_path):
     """Variants that declare crop_windows run a raw window on the parts of the inputs it touches
     (harness/crop.cu): a template searched within ±4 in 200 x 190 images, a rectangle of shifts in
     the middle of the images, and one at their far corner, in every form, equal scipy's full output
-    cropped; explain names the cropped problem (tests/test_normalize_crop.py checks its regions)."""
+    cropped; explain names the cropped problem (tests/test_normalize_crop.py checks its regions).
+    Through the package's Plan, and the first case of each variant also through xcorr run --validate."""
     from xcorr_np import crop
     names = [v for v in registry if v.get("crop_windows")]
     if not names:
         pytest.skip("no variant of this build declares crop_windows")
+    pkg = package(*(v["name"] for v in names))
     hL, wL, hR, wR = 200, 190, 23, 21
     rects = [(-4, 4, -4, 4), (100, 104, 50, 57), (hL - 3, hL - 1, wL - 5, wL - 1)]
     for v in names:
+        cli_done = False
         for form in v["forms"]:
             rng = seeded_rng(("raw-crop", v["name"], form))
             nL, nR = counts(form, rng)
             left = rng.random((nL, hL, wL), dtype=np.float32) * 2 - 1
             right = rng.random((nR, hR, wR), dtype=np.float32) * 2 - 1
             full = correlate(form, left.astype(np.float64), right.astype(np.float64))
-            l, r_ = save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right)
             for dy0, dy1, dx0, dx1 in rects:
+                what = (v["name"], form, (dy0, dy1, dx0, dx1))
+                want = crop(full, hR, wR, dy0, dy1, dx0, dx1)
+                plan = pkg.Plan(left.shape, right.shape, form=form, algorithm=v["name"],
+                                precision=plan_precision(v), shifts=((dy0, dy1), (dx0, dx1)))
+                got = run_poisoned(plan, left, right)
+                assert np.isfinite(got).all(), what
+                got = as_output_stack(got, want)
+                assert rel_error(got, want) <= v["tolerance"], what
+                if cli_done:
+                    continue
+                l, r_ = save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right)
                 out = tmp_path / "o.npy"
                 out.unlink(missing_ok=True)
                 r = run([binary("xcorr"), "run", "--algorithm", v["name"], "--form", form, "--validate", l, r_,
-                         "--out", str(out), "--shifts", f"{dy0}:{dy1},{dx0}:{dx1}"])
-                assert r.returncode == 0, (v["name"], form, (dy0, dy1, dx0, dx1), r.stdout, r.stderr)
-                want = crop(full, hR, wR, dy0, dy1, dx0, dx1)
+                         "--out", str(out), "--shifts", f"{dy0}:{dy1},{dx0}:{dx1}", *precision_args(v)])
+                assert r.returncode == 0, (*what, r.stdout, r.stderr)
                 got = np.load(out)
-                assert got.shape == want.shape and rel_error(got, want) <= v["tolerance"], (v["name"], form)
+                assert got.shape == want.shape and rel_error(got, want) <= v["tolerance"], (*what, "xcorr run")
+                cli_done = True
