@@ -2,10 +2,12 @@
 
 The binaries come from the Meson build directory named by $XCORR_BUILD (default: build/);
 scripts/test builds it before running pytest."""
+import ctypes
 import json
 import os
 import re
 import subprocess
+import warnings
 import zlib
 from pathlib import Path
 
@@ -111,3 +113,94 @@ def seeded_rng(seed):
 def save(path, array):
     np.save(path, array)
     return str(path)
+
+
+# --- In-process GPU cases through the Python package (tests/test_gpu.py, tests/test_normalize.py) --------
+
+PACKAGE_MISSING = "the Python package xcorr is not installed (scripts/setup-env installs it)"
+
+
+def package(*names):
+    """The package xcorr (the test skips, with the reason, where it is not installed), checked to
+    know the variants `names` of this build: an installed package older than the build would
+    otherwise fail every case with "unknown algorithm" (scripts/setup-env reinstalls it)."""
+    pkg = pytest.importorskip("xcorr", reason=PACKAGE_MISSING)
+    known = {a["name"] for a in pkg.algorithms()}
+    missing = [n for n in names if n not in known]
+    assert not missing, (f"the installed package xcorr ({pkg.__file__}) does not know {', '.join(missing)} "
+                         "of this build: reinstall it from the build (scripts/setup-env)")
+    return pkg
+
+
+def plan_precision(v):
+    """The Plan's precision= for variant v (its registry entry): "tf32" admits a TF32 variant, as
+    --precision tf32 does (precision_args)."""
+    return "tf32" if v["precision"] == "tf32" else "fp32"
+
+
+_CUDART = []
+
+
+def cudart():
+    """The CUDA runtime library the package's binding is linked with, through ctypes (the one
+    already loaded in this process, so that its allocations are the binding's: same runtime, same
+    context), or None where it cannot be found."""
+    if not _CUDART:
+        import xcorr._xcorr  # noqa: F401  (loads the binding and its libcudart)
+        path = None
+        with open("/proc/self/maps") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) >= 6 and "/libcudart.so" in fields[-1]:
+                    path = fields[-1]
+                    break
+        lib = None
+        if path:
+            lib = ctypes.CDLL(path)
+            vp, size, i32 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
+            for fn, args in (("cudaMalloc", [ctypes.POINTER(vp), size]), ("cudaFree", [vp]),
+                             ("cudaMemset", [vp, i32, size]), ("cudaMemcpy", [vp, vp, size, i32]),
+                             ("cudaSetDevice", [i32]), ("cudaDeviceSynchronize", []), ("cudaGetErrorString", [i32])):
+                getattr(lib, fn).argtypes = args
+                getattr(lib, fn).restype = ctypes.c_char_p if fn == "cudaGetErrorString" else i32
+        _CUDART.append(lib)
+    return _CUDART[0]
+
+
+def run_poisoned(plan, left, right):
+    """plan(left, right) as a float32 NumPy array, computed into a device output whose every byte
+    was 0xff (a NaN, as xcorr run's poison()) beforehand: an element the kernels leave unwritten
+    comes back NaN. A NumPy out= filled with NaN would not do that: the binding then runs into a
+    fresh device buffer (whatever it held: zeros, a previous case's results) and copies all of it
+    back over the NaN. The reference plan (a CPU check of the same loops) writes into a NaN out=."""
+    out = np.full(plan.out_shape, np.nan, np.float32)
+    rt = None if plan.reference else cudart()
+    if rt is None:
+        if not plan.reference:
+            warnings.warn("libcudart not found in this process: the output is not poisoned on the device")
+        return plan(left, right, out=out)
+    left = np.ascontiguousarray(left, np.float32)
+    right = np.ascontiguousarray(right, np.float32)
+
+    def check(status, what):
+        assert status == 0, f"{what}: {rt.cudaGetErrorString(status).decode()}"
+
+    check(rt.cudaSetDevice(plan.device), "cudaSetDevice")
+    ptrs = []
+    try:
+        for n in (left.nbytes, right.nbytes, out.nbytes):
+            p = ctypes.c_void_p()
+            check(rt.cudaMalloc(ctypes.byref(p), n), "cudaMalloc")
+            ptrs.append(p.value)
+        dl, dr, do = ptrs
+        check(rt.cudaMemcpy(dl, left.ctypes.data, left.nbytes, 1), "cudaMemcpy to the device")
+        check(rt.cudaMemcpy(dr, right.ctypes.data, right.nbytes, 1), "cudaMemcpy to the device")
+        check(rt.cudaMemset(do, 0xff, out.nbytes), "cudaMemset")
+        check(rt.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
+        plan._plan.execute_ptr(dl, dr, do, 0)
+        check(rt.cudaDeviceSynchronize(), "the plan's kernels")
+        check(rt.cudaMemcpy(out.ctypes.data, do, out.nbytes, 2), "cudaMemcpy to the host")
+    finally:
+        for p in ptrs:
+            rt.cudaFree(p)
+    return out

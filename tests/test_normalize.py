@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from scipy.signal import correlate2d
 
-from conftest import binary, one_line_error, precision_args, run, save, seeded_rng, xrun
+from conftest import (binary, one_line_error, package, plan_precision, precision_args, run, run_poisoned, save,
+                      seeded_rng, xrun)
 from xcorr_np import (CONSTANT_OVERLAP, FORMS, counts, crop, full_window, normalized, pairs, same_window,
                       shape_refusal, supports_window, valid_window, zncc_full)
 
@@ -331,14 +332,13 @@ def plan_window(args, rect):
 @pytest.mark.parametrize("mode", MODES)
 def test_gpu_variants_normalized(gpu, xcorr, registry, tmp_path, name, mode):
     """Every form and window the variant computes, odd shapes, 1000 + noise and [0, 1): the output
-    (poisoned with NaN before the run) within 1e-4 of NumPy's float64. The cases run in this
+    (a device buffer of NaN before the run: conftest.run_poisoned) within 1e-4 of NumPy's float64. The cases run in this
     process through the Python package's Plan (the C++ Plan that `xcorr run` uses: one CUDA
     context for ~160 cases, where one `xcorr run` process per case took ~100 s per test); the first
     case of each form also through `xcorr run --validate` (its own poisoning and GPU reference)."""
-    pkg = pytest.importorskip("xcorr", reason="the Python package is not installed (scripts/setup-env installs it)")
+    pkg = package(name)
     v = next(v for v in registry if v["name"] == name)
     bound = max(BOUND, v["tolerance"])
-    precision = "tf32" if v["precision"] == "tf32" else "fp32"
     cases = 0
     for form in v["forms"]:
         cli_done = False
@@ -355,9 +355,8 @@ def test_gpu_variants_normalized(gpu, xcorr, registry, tmp_path, name, mode):
                     full = normalized(mode, form, left, right) if full is None else full
                     expected = crop(full, hR, wR, *rect)
                     plan = pkg.Plan(left.shape, right.shape, form=form, normalize=mode, algorithm=name,
-                                    precision=precision, **plan_window(args, rect))
-                    out = np.full(plan.out_shape, np.nan, np.float32)
-                    got = plan(left, right, out=out).reshape(expected.shape)
+                                    precision=plan_precision(v), **plan_window(args, rect))
+                    got = run_poisoned(plan, left, right).reshape(expected.shape)
                     assert np.isfinite(got).all(), (form, shape, kind, args)
                     err = np.abs(got - expected).max()
                     assert err <= bound, (form, shape, kind, args, err)
