@@ -64,12 +64,13 @@ int segs_for(int cw, bool fused) { return !fused && cw > kSegRow ? ceil_div(cw, 
 struct StackRef {
     const float* x;    // count x h x w inputs
     float* xs;         // count x ch x cw shifted copies x - mean of the crops
-    double2* sat;      // count x (ch+1) x (cw+1) tables of (Σx', Σx'²)
+    double2* sat;      // count x (ch+1) x cols.width() tables of (Σx', Σx'²)
     double* partial;   // count x partials partial sums of the crops
     double* mean;      // count means of the crops
     int count, h, w;   // the inputs' sizes (count 0: the stack is not this launch's, it does nothing)
     int r0, c0, ch, cw;  // the crop
     int partials;        // partial sums per matrix of the two-level mean (partials_for(ch·cw))
+    TableColumns cols;   // the table's columns: all_columns(cw), or the epilogue's (sampled_table)
     // Row r of matrix m's crop, in the inputs.
     __device__ __forceinline__ const float* crop_row(int64_t m, int r) const {
         return x + (m * h + r0 + r) * int64_t(w) + c0;
@@ -161,12 +162,13 @@ __device__ __forceinline__ void warp_scan_pair(double& a, double& q, int lane) {
 // one column of a 32-column strip, x' = float(x - mean) (written to xs: the raw correlation reads
 // it, so the tables must hold exactly these float values), then an inclusive warp scan
 // (Hillis-Steele: lanes add the partial sum 1, 2, 4, 8, 16 lanes back) of (x', x'²) in double plus
-// the carry of the strips before gives out[c] = Σ over columns <= c, c < n. Returns the sum of the
-// whole span (the last carry, in every lane). Explicit _rn operations: no contraction into fma, so
-// the sums are the ones tests/test_normalize_fused.py models. `x`, `out` may be global or shared
-// memory. scan_row (a whole row) and seg_scan_kernel (a segment of a long row) both use it.
-template <int kStrips>
-__device__ __forceinline__ double2 scan_span(const float* x, float* xs, double2* out, int n, double mean, int lane) {
+// the carry of the strips before gives store(c, Σ over columns <= c) for every c < n. Returns the
+// sum of the whole span (the last carry, in every lane). Explicit _rn operations: no contraction
+// into fma, so the sums are the ones tests/test_normalize_fused.py models. `x` and what `store`
+// writes may be global or shared memory. scan_row (a whole row) and seg_scan_kernel (a segment of
+// a long row) both use it.
+template <int kStrips, class Store>
+__device__ __forceinline__ double2 scan_span(const float* x, float* xs, Store store, int n, double mean, int lane) {
     double carry_a = 0, carry_q = 0;
     for (int b0 = 0; b0 < n; b0 += kStrips * kWarp) {
         // The batch's loads first (they do not depend on the carry), so that a long row's strips
@@ -187,7 +189,7 @@ __device__ __forceinline__ double2 scan_span(const float* x, float* xs, double2*
             warp_scan_pair(a, q, lane);
             a = __dadd_rn(a, carry_a);
             q = __dadd_rn(q, carry_q);
-            if (c < n) out[c] = make_double2(a, q);
+            if (c < n) store(c, make_double2(a, q));
             carry_a = __shfl_sync(kFullMask, a, kWarp - 1);
             carry_q = __shfl_sync(kFullMask, q, kWarp - 1);
         }
@@ -196,31 +198,42 @@ __device__ __forceinline__ double2 scan_span(const float* x, float* xs, double2*
 }
 
 // A whole crop row (scan_span over its cw columns): row[c + 1] = Σ over columns <= c, row[0] = 0.
-// row_scan_kernel and fused_prepass_kernel: the same code, the same bits.
-template <int kStrips>
-__device__ __forceinline__ void scan_row(const float* x, float* xs, double2* row, int cw, double mean, int lane) {
-    if (lane == 0) row[0] = make_double2(0, 0);
-    scan_span<kStrips>(x, xs, row + 1, cw, mean, lane);
+// row_scan_kernel and fused_prepass_kernel: the same code, the same bits. kSampled: the table keeps
+// only the columns of `cols` (sampled_table), entry cols.at(c) for column c; the same sums.
+template <int kStrips, bool kSampled = false>
+__device__ __forceinline__ void scan_row(const float* x, float* xs, double2* row, int cw, double mean, int lane,
+                                         TableColumns cols = {}) {
+    if constexpr (kSampled) {
+        if (lane == 0 && cols.at(0) >= 0) row[cols.at(0)] = make_double2(0, 0);
+        scan_span<kStrips>(x, xs, [row, cols](int c, double2 v) {
+            if (const int k = cols.at(c + 1); k >= 0) row[k] = v;
+        }, cw, mean, lane);
+    } else {
+        if (lane == 0) row[0] = make_double2(0, 0);
+        scan_span<kStrips>(x, xs, [row](int c, double2 v) { row[c + 1] = v; }, cw, mean, lane);
+    }
 }
 
 // Shifted copy and row pass of the tables (crops of rows up to kSegRow columns; longer ones take
 // the segmented pass below): scan_row per crop row, one warp per row r of matrix m;
 // the warp of row 0 also writes table row 0 (all 0). Invariant after it: table (r + 1, c + 1) =
-// Σ over columns <= c of crop row r. Mapping: warps stride over count·ch rows; kThreads threads,
-// grid (blocks, 1, 2 stacks). Resources: registers only.
-template <int kStrips>
+// Σ over columns <= c of crop row r (kSampled: at table column cols.at(c + 1), for the columns
+// kept; a stack whose cols are all_columns gets the same table as without). Mapping: warps stride
+// over count·ch rows; kThreads threads, grid (blocks, 1, 2 stacks). Resources: registers only.
+template <int kStrips, bool kSampled>
 __global__ void row_scan_kernel(Stacks st) {
     const StackRef s = st.pick();
     const int lane = threadIdx.x % kWarp;
-    const int64_t rows = int64_t(s.count) * s.ch, w1 = s.cw + 1;
+    const int64_t rows = int64_t(s.count) * s.ch, w1 = kSampled ? s.cols.width() : s.cw + 1;
     const int64_t warps = int64_t(gridDim.x) * (kThreads / kWarp);
     for (int64_t g = (blockIdx.x * int64_t(kThreads) + threadIdx.x) / kWarp; g < rows; g += warps) {
         const int64_t m = g / s.ch;
         const int r = int(g % s.ch);
         double2* table = s.sat + m * (s.ch + 1) * w1;
         if (r == 0)
-            for (int c = lane; c <= s.cw; c += kWarp) table[c] = make_double2(0, 0);
-        scan_row<kStrips>(s.crop_row(m, r), s.xs + g * s.cw, table + (r + 1) * w1, s.cw, s.mean[m], lane);
+            for (int c = lane; c < w1; c += kWarp) table[c] = make_double2(0, 0);
+        scan_row<kStrips, kSampled>(s.crop_row(m, r), s.xs + g * s.cw, table + (r + 1) * w1, s.cw, s.mean[m], lane,
+                                    s.cols);
     }
 }
 
@@ -263,8 +276,9 @@ __global__ void seg_scan_kernel(Stacks st, SegScratch scratch) {
                 table[c] = make_double2(0, 0);
         double2* row = table + (r + 1) * w1;
         if (j == 0 && lane == 0) row[0] = make_double2(0, 0);
-        const double2 t = scan_span<kRowStrips>(s.crop_row(m, r) + c0, s.xs + g * s.cw + c0, row + 1 + c0, n,
-                                                s.mean[m], lane);
+        double2* const out = row + 1 + c0;
+        const double2 t = scan_span<kRowStrips>(s.crop_row(m, r) + c0, s.xs + g * s.cw + c0,
+                                                [out](int c, double2 v) { out[c] = v; }, n, s.mean[m], lane);
         if (lane == 0) seg[i] = t;
     }
 }
@@ -376,16 +390,18 @@ __device__ __forceinline__ void scan_columns(double2* table, int ch, int w1, int
     if (c < w1) add_down<kBatch, true>(table, r0, r1, w1, c, run);
 }
 
-// Column pass of the tables (scan_columns). Mapping: block (32 columns, kColSegments segments)
-// flattened to kThreads threads, grid (ceil((cw+1) / 32), min(count, 65535), 2 stacks),
+// Column pass of the tables (scan_columns), of whichever columns they keep (cols.width(): cw + 1
+// or the sampled ones; the same sums per column). Mapping: block (32 columns, kColSegments
+// segments) flattened to kThreads threads, grid (ceil(width / 32), min(count, 65535), 2 stacks),
 // blockIdx.y striding over the matrices. Resources: 32 x 8 x 16 bytes of shared memory.
 template <int kBatch>
 __global__ void col_scan_kernel(Stacks st) {
     const StackRef s = st.pick();
     __shared__ double2 seg_total[kColSegments][kWarp];
     const int c = blockIdx.x * kWarp + threadIdx.x % kWarp, seg = threadIdx.x / kWarp;
+    const int w1 = s.cols.width();
     for (int m = blockIdx.y; m < s.count; m += gridDim.y)
-        scan_columns<kBatch>(s.sat + int64_t(m) * (s.ch + 1) * (s.cw + 1), s.ch, s.cw + 1, c, seg, seg_total);
+        scan_columns<kBatch>(s.sat + int64_t(m) * (s.ch + 1) * w1, s.ch, w1, c, seg, seg_total);
 }
 
 // The whole prepass of one small crop in one kernel (fits_fused: its table and floats in shared
@@ -468,6 +484,7 @@ struct EpilogueArgs {
     const float *ls, *rs;
     int hL, wL, hR, wR;
     int lr0, lc0, lh, lw, rr0, rc0, rh, rw;
+    TableColumns lcols, rcols;  // the tables' columns (kSampled; all_columns otherwise)
     Window win;
     PairMap pairs;
     int64_t count;  // output matrices
@@ -498,11 +515,17 @@ struct EpilogueArgs {
 // one template: once per block). The same entries and the same source arithmetic as unstaged
 // (each path deterministic; across the two the bits agree unless the compiler contracts the two
 // instantiations' double expressions differently, which nothing here relies on).
-template <Normalize kMode, bool kStaged>
+// kSampled (sampled_table: a window of a few shifts on large crops): the tables keep only the
+// columns the epilogue reads (lcols, rcols), and a crop column c is table column cols.at(c); the
+// same entries' values, so the same bits as the whole tables give. Never staged.
+template <Normalize kMode, bool kStaged, bool kSampled = false>
 __global__ void epilogue_kernel(const EpilogueArgs a) {
+    static_assert(!(kStaged && kSampled), "the sampled tables are read from global memory");
     extern __shared__ double2 staged[];  // kStaged: the left table, then the right one
     const int ow = int(a.win.out_w()), per = int(a.win.out_h()) * ow;
-    const int64_t lw1 = a.lw + 1, rw1 = a.rw + 1;
+    const int64_t lw1 = kSampled ? a.lcols.width() : a.lw + 1, rw1 = kSampled ? a.rcols.width() : a.rw + 1;
+    auto lcol = [&a](int c) { return kSampled ? a.lcols.at(c) : c; };
+    auto rcol = [&a](int c) { return kSampled ? a.rcols.at(c) : c; };
     const int ty = a.rr0 - a.lr0, tx = a.rc0 - a.lc0;  // shift on the crops = shift + (ty, tx)
     // kStaged: the tables' cells (they fit in shared memory, so int); unused (0) otherwise.
     const int lcells = kStaged ? (a.lh + 1) * int(lw1) : 0, rcells = kStaged ? (a.rh + 1) * int(rw1) : 0;
@@ -534,9 +557,9 @@ __global__ void epilogue_kernel(const EpilogueArgs a) {
             }
             const double n = double(nr) * nc;
             const double2 sl = box_sum<kStaged>(lsat, lw1, rows.begin + dy - a.lr0, rows.end + dy - a.lr0,
-                                                cols.begin + dx - a.lc0, cols.end + dx - a.lc0);
+                                                lcol(cols.begin + dx - a.lc0), lcol(cols.end + dx - a.lc0));
             const double2 sr = box_sum<kStaged>(rsat, rw1, rows.begin - a.rr0, rows.end - a.rr0,
-                                                cols.begin - a.rc0, cols.end - a.rc0);
+                                                rcol(cols.begin - a.rc0), rcol(cols.end - a.rc0));
             double c = 0;
             if (int64_t(nr) * nc <= kDirectOverlap) {
                 c = raw_at(a.ls + l * a.lh * a.lw, a.rs + q * a.rh * a.rw, a.lh, a.lw, a.rh, a.rw, dy + ty, dx + tx);
@@ -647,6 +670,14 @@ bool use_staged_epilogue(const Problem& p, const NormalizeCrop& c) {
     return bytes <= kStagedEpilogueBytes && 8 * per >= 2 * cells && p.out_count() >= kStagedMinOutputs;
 }
 
+// Whether a stack's tables keep only the columns the epilogue reads (read_columns): where that is
+// at most a quarter of them, and the stack takes row_scan_kernel (the fused prepass keeps whole
+// tables in shared memory, the segmented row pass whole rows of 1-D signals). Seed 002's ±64 on
+// 2048 x 2048: 130 of 2049 columns, 4.3 MB of tables per input instead of 67 MB.
+bool sampled_table(const TableColumns& read, int cw, bool fused) {
+    return !fused && segs_for(cw, fused) == 0 && 4 * int64_t(read.width()) <= int64_t(cw) + 1;
+}
+
 // The Instance of a normalized problem: the variant's instance of the (cropped) raw problem inside
 // a Normalizer; no raw instance where the crop is empty (the output is 0).
 class NormalizedInstance final : public Instance {
@@ -690,7 +721,11 @@ Normalizer::Normalizer(const Problem& p, const NormalizeCrop& crop) : p_(p), cro
     if (fused_smem_ > 48 * 1024)  // past the default limit of dynamic shared memory: opt in (per device)
         XC_CUDA_CHECK(cudaFuncSetAttribute(fused_prepass_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            int(fused_smem_)));
-    staged_epilogue_ = use_staged_epilogue(p, crop);
+    const TableColumnsPair read = read_columns(p, crop);
+    lcols_ = sampled_table(read.left, cl.w(), lfused_) ? read.left : all_columns(cl.w());
+    rcols_ = sampled_table(read.right, cr.w(), rfused_) ? read.right : all_columns(cr.w());
+    sampled_ = !(lcols_ == all_columns(cl.w())) || !(rcols_ == all_columns(cr.w()));
+    staged_epilogue_ = !sampled_ && use_staged_epilogue(p, crop);
     if (staged_epilogue_ && staged_epilogue_bytes(crop) > 48 * 1024) {
         const int bytes = int(staged_epilogue_bytes(crop));
         XC_CUDA_CHECK(cudaFuncSetAttribute(epilogue_kernel<Normalize::Zncc, true>,
@@ -703,8 +738,8 @@ Normalizer::Normalizer(const Problem& p, const NormalizeCrop& crop) : p_(p), cro
     partial_ = DeviceBuffer<double>(seg_scratch_offset(p, lfused_, rfused_, lpartials_, rpartials_) +
                                     2 * seg_scratch_entries(p, crop, lfused_, rfused_));
     mean_ = DeviceBuffer<double>(size_t(p.nL) + p.nR);
-    lsat_ = DeviceBuffer<double2>(size_t(p.nL) * (cl.h() + 1) * (cl.w() + 1));
-    rsat_ = DeviceBuffer<double2>(size_t(p.nR) * (cr.h() + 1) * (cr.w() + 1));
+    lsat_ = DeviceBuffer<double2>(size_t(p.nL) * (cl.h() + 1) * lcols_.width());
+    rsat_ = DeviceBuffer<double2>(size_t(p.nR) * (cr.h() + 1) * rcols_.width());
 }
 
 size_t Normalizer::workspace_bytes() const {
@@ -729,9 +764,9 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
     const Region &cl = crop_.left, &cr = crop_.right;
     double* const rpartial = partial_.get() + (lfused_ ? 0 : int64_t(p_.nL) * lpartials_);
     const StackRef l{left, lshift_.get(), lsat_.get(), partial_.get(), mean_.get(), p_.nL, p_.hL, p_.wL,
-                     cl.r0, cl.c0, cl.h(), cl.w(), lpartials_};
+                     cl.r0, cl.c0, cl.h(), cl.w(), lpartials_, lcols_};
     const StackRef r{right, rshift_.get(), rsat_.get(), rpartial, mean_.get() + p_.nL, p_.nR, p_.hR, p_.wR,
-                     cr.r0, cr.c0, cr.h(), cr.w(), rpartials_};
+                     cr.r0, cr.c0, cr.h(), cr.w(), rpartials_, rcols_};
     // Each stack in one of the two paths; in the other its count is 0 (it does nothing there).
     Stacks fused{l, r}, split{l, r};
     (lfused_ ? split.left : fused.left).count = 0;
@@ -760,7 +795,8 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
         // kernel gave the short crops the batched code's registers and halved their occupancy). The
         // same choice as before the segmented pass, a segmented stack's width left out.
         const bool long_rows = std::max(lsegs ? 0 : cl.w(), rsegs ? 0 : cr.w()) >= kLongRow;
-        auto row_scan = long_rows ? row_scan_kernel<kRowStrips> : row_scan_kernel<1>;
+        auto row_scan = sampled_ ? (long_rows ? row_scan_kernel<kRowStrips, true> : row_scan_kernel<1, true>)
+                                 : (long_rows ? row_scan_kernel<kRowStrips, false> : row_scan_kernel<1, false>);
         row_scan<<<dim3(blocks_for(rows, kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(rowwise);
         XC_CHECK_LAUNCH();
     }
@@ -788,7 +824,7 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
     if (cr.h() == 1) colwise.right.count = 0;
     if (colwise.left.count || colwise.right.count) {
         const bool long_cols = std::max(cl.h(), cr.h()) >= kLongColumn;
-        const int cols = std::max(colwise.left.count ? cl.w() : 0, colwise.right.count ? cr.w() : 0) + 1;
+        const int cols = std::max(colwise.left.count ? lcols_.width() : 0, colwise.right.count ? rcols_.width() : 0);
         auto col_scan = long_cols ? col_scan_kernel<kColBatch> : col_scan_kernel<1>;
         col_scan<<<dim3(ceil_div(cols, kWarp), gy, 2), kThreads, 0, stream>>>(colwise);
         XC_CHECK_LAUNCH();
@@ -811,6 +847,7 @@ void Normalizer::finish(float* out, cudaStream_t stream) {
     a.hL = p_.hL, a.wL = p_.wL, a.hR = p_.hR, a.wR = p_.wR;
     a.lr0 = cl.r0, a.lc0 = cl.c0, a.lh = cl.h(), a.lw = cl.w();
     a.rr0 = cr.r0, a.rc0 = cr.c0, a.rh = cr.h(), a.rw = cr.w();
+    a.lcols = lcols_, a.rcols = rcols_;
     a.win = p_.shifts();
     a.pairs = pair_map(p_);
     a.count = p_.out_count();
@@ -821,7 +858,9 @@ void Normalizer::finish(float* out, cudaStream_t stream) {
         auto epilogue = zl ? epilogue_kernel<Normalize::ZeroLag, true> : epilogue_kernel<Normalize::Zncc, true>;
         epilogue<<<dim3(1, gy), kThreads, staged_epilogue_bytes(crop_), stream>>>(a);
     } else {
-        auto epilogue = zl ? epilogue_kernel<Normalize::ZeroLag, false> : epilogue_kernel<Normalize::Zncc, false>;
+        auto epilogue = sampled_ ? (zl ? epilogue_kernel<Normalize::ZeroLag, false, true>
+                                       : epilogue_kernel<Normalize::Zncc, false, true>)
+                                 : (zl ? epilogue_kernel<Normalize::ZeroLag, false> : epilogue_kernel<Normalize::Zncc, false>);
         epilogue<<<dim3(blocks_for(per, kThreads), gy), kThreads, 0, stream>>>(a);
     }
     XC_CHECK_LAUNCH();

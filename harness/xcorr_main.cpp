@@ -539,7 +539,18 @@ int cmd_explain(int argc, char** argv) {
                       << region(c.right) << ", \"empty\": " << (c.empty() ? "true" : "false") << ", \"whole\": "
                       << (c.whole(p) ? "true" : "false") << ", \"raw\": \""
                       << json_escape(c.empty() ? "" : c.raw(p).describe()) << "\", \"note\": \""
-                      << json_escape(crop_note) << "\"}";
+                      << json_escape(crop_note) << "\"";
+            if (!c.empty()) {
+                // The table columns the epilogue reads, as [first, count] runs (normalize_crop.hpp).
+                const TableColumnsPair tc = read_columns(p, c);
+                auto runs = [](const TableColumns& t) {
+                    return "[[" + std::to_string(t.a0) + ", " + std::to_string(t.n1) + "], [" + std::to_string(t.b0) +
+                           ", " + std::to_string(t.n2) + "]]";
+                };
+                std::cout << ", \"table_columns\": {\"left\": " << runs(tc.left) << ", \"right\": " << runs(tc.right)
+                          << "}";
+            }
+            std::cout << "}";
         }
         std::cout << ", \"candidates\": [";
         for (size_t i = 0; i < cs.size(); ++i) {

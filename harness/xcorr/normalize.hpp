@@ -21,6 +21,9 @@
 //   sums in the same order: normalize.cu, tests/test_normalize_fused.py), deterministic run to run;
 //   rows of more than 8192 columns (1-D signals) take a segmented row pass instead of one warp per
 //   row: segments of 2048 columns scanned at once, then their carries (a fixed order too);
+//   where the epilogue reads few of a table's columns (a window of a few shifts on large crops:
+//   normalize_crop.hpp, read_columns) and the crop takes the four kernels, the tables keep only
+//   those columns, every row (the same sums, so the same bits; normalize.cu: sampled_table);
 //   4. the variant's raw correlation C' of L' with R' (the caller runs it: raw_left/raw_right);
 //   5. an epilogue per output element: n, ΣL', ΣL'², ΣR', ΣR'² of the overlap (in crop coordinates) from the tables and
 //      (n·C' - ΣL'·ΣR') / sqrt((n·ΣL'² - ΣL'²)(n·ΣR'² - ΣR'²)), 0 where n = 0 or a factor is at most
@@ -93,12 +96,14 @@ private:
     bool lfused_ = false, rfused_ = false;  // the stack's prepass is the fused kernel (small crops)
     size_t fused_smem_ = 0;           // its dynamic shared memory (the larger fused crop's)
     bool staged_epilogue_ = false;    // the epilogue reads the tables from shared memory (normalize.cu)
+    TableColumns lcols_, rcols_;      // the tables' columns: all of them, or the epilogue's (sampled_table)
+    bool sampled_ = false;            // either stack's table keeps only some columns
     DeviceBuffer<float> lshift_, rshift_;  // shifted crops, count x crop h x crop w
     DeviceBuffer<double> partial_;    // partial sums of the two-level mean: nL x lpartials_, then nR x
                                       // rpartials_ (a fused stack has none); then the segmented row
                                       // pass's scratch (normalize.cu: seg_scratch_offset)
     DeviceBuffer<double> mean_;       // nL + nR means of the crops, lefts first
-    DeviceBuffer<double2> lsat_, rsat_;  // (Σx', Σx'²) tables, (h+1) x (w+1) per crop
+    DeviceBuffer<double2> lsat_, rsat_;  // (Σx', Σx'²) tables, (h+1) x cols.width() per crop
     DeviceBuffer<double> c00_;        // zero-lag: C(0, 0) per output
     DeviceBuffer<double> c00_partial_;  // zero-lag: its partial sums, c00_parts_ per output
     int c00_parts_ = 1;

@@ -80,6 +80,50 @@ inline std::string describe_regions(const Problem& p, const NormalizeCrop& c) {
     return "left " + region(c.left, p.hL, p.wL) + ", right " + region(c.right, p.hR, p.wR);
 }
 
+// The columns of a crop's summed-area table that the epilogue reads. Output (dy, dx) reads the
+// table columns of its overlap's first and one-past-last columns (normalize.cu: box_sum), in crop
+// coordinates: for the left, max(0, dx) - c0 and min(wL, wR + dx) - c0; for the right,
+// max(0, -dx) - c0 and min(wR, wL - dx) - c0; over the window's dx that overlap at all
+// (-(wR - 1) <= dx <= wL - 1; the others read nothing). Each of the two is a run of consecutive
+// columns as dx steps (it moves by 0 or 1), the first never past the second, so the set is two
+// runs, or one where they meet: [a0, a0 + n1) and [b0, b0 + n2). A window of a few shifts on
+// large inputs (seed 002's ±64 on 2048 x 2048: 130 of 2049 columns) reads few of them, and a table
+// of those columns alone (all rows) is what the prepass then writes (normalize.hpp).
+struct TableColumns {
+    int a0 = 0, n1 = 0, b0 = 0, n2 = 0;
+    XC_HD_INLINE int width() const { return n1 + n2; }
+    // The table column that holds crop column c (0 .. cw), -1 where none does.
+    XC_HD_INLINE int at(int c) const {
+        if (c >= a0 && c - a0 < n1) return c - a0;
+        if (c >= b0 && c - b0 < n2) return n1 + c - b0;
+        return -1;
+    }
+    bool operator==(const TableColumns&) const = default;
+};
+// Every column of a crop cw wide: the whole table, at(c) = c.
+inline TableColumns all_columns(int cw) { return TableColumns{0, cw + 1, 0, 0}; }
+
+struct TableColumnsPair {
+    TableColumns left, right;
+};
+
+// The columns the epilogue reads of the left and right tables of crop c (not empty) (above).
+inline TableColumnsPair read_columns(const Problem& p, const NormalizeCrop& c) {
+    const Window w = p.shifts();
+    const int lo = std::max(w.dx0, 1 - p.wR), hi = std::min(w.dx1, p.wL - 1);
+    if (lo > hi) return {all_columns(c.left.w()), all_columns(c.right.w())};  // nothing overlaps
+    // Two runs [b_lo, b_hi], [e_lo, e_hi] (b_lo <= e_lo, b_hi <= e_hi) as TableColumns.
+    auto runs = [](int b_lo, int b_hi, int e_lo, int e_hi) {
+        if (e_lo <= b_hi + 1) return TableColumns{b_lo, std::max(b_hi, e_hi) - b_lo + 1, 0, 0};
+        return TableColumns{b_lo, b_hi - b_lo + 1, e_lo, e_hi - e_lo + 1};
+    };
+    const int lc0 = c.left.c0, rc0 = c.right.c0;
+    return {runs(std::max(0, lo) - lc0, std::max(0, hi) - lc0, std::min(p.wL, p.wR + lo) - lc0,
+                 std::min(p.wL, p.wR + hi) - lc0),
+            runs(std::max(0, -hi) - rc0, std::max(0, -lo) - rc0, std::min(p.wR, p.wL - hi) - rc0,
+                 std::min(p.wR, p.wL - lo) - rc0)};
+}
+
 // One line for explanations: where the prepass and the raw correlation of a normalized problem run.
 inline std::string describe_crop(const Problem& p) {
     const NormalizeCrop c = touched_crop(p);
