@@ -1,14 +1,49 @@
-// A batch split across GPUs and into pieces that fit (batch.hpp explains the split).
+// A batch split across GPUs and into pieces that fit (batch.hpp explains the split), each device's
+// pieces pipelined so that their copies overlap their kernels.
+//
+// Pipeline (one per device, run by that device's host thread; run_pipeline below is the schedule,
+// the same for the GPU and for the CPU reference, which is how the CPU tests check it).
+//   Slots. kSlots sets of buffers: device left/right/output buffers and a pinned host staging
+//   buffer for the output, each sized for the device's largest piece, allocated once per run.
+//   Piece i uses slot i mod kSlots, so piece i reuses what piece i - kSlots used.
+//   Streams. H2D copies on `up`, plan.execute on `compute`, D2H copies on `down`; per slot three
+//   events: uploaded (its inputs are on the device), computed (its kernels are done: inputs free,
+//   output ready), downloaded (its output is in the pinned staging: device output free).
+//   Issue order for piece i in slot s (host thread):
+//     drain(i - kSlots)  host waits on downloaded[s], then copies staging[s] into the caller's
+//                        output (memcpy, split over two threads when large): staging[s] is free;
+//     upload(i)          `up` waits on computed[s] (piece i - kSlots no longer reads the inputs),
+//                        copies the inputs the slot does not already hold, records uploaded[s];
+//     compute(i)         `compute` waits on uploaded[s] and downloaded[s] (piece i - kSlots's output
+//                        copied out of the device buffer), executes, records computed[s];
+//     download(i)        `down` waits on computed[s], copies into staging[s], records downloaded[s].
+//   After the last piece, the pieces still in slots are drained, oldest first.
+//   So while the host copies piece i - 2 out of staging, the GPU runs piece i - 1's kernels and
+//   piece i's upload (and piece i - 1's download as soon as its kernels end). Each event is waited
+//   on only after the record it is meant to see and before the next record of it (host issue
+//   order), so every wait sees the right piece. Plans run on one stream, one piece after the other
+//   (a plan's workspace is one), and the pieces and plans are those of the unpipelined version, so
+//   every output is computed by the same kernels on the same data: only the scheduling changed.
+//   Inputs are copied from the caller's (pageable) stacks directly: they are small next to the
+//   outputs, and a slot that already holds a piece's left or right matrices (n-to-m pieces of whole
+//   lefts all take every right) does not copy them again.
+//   On any exception the streams are synchronised before the buffers are freed.
 #include "xcorr/batch.hpp"
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 #include <map>
+#include <memory>
 #include <set>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/device_buffer.hpp"
@@ -88,14 +123,35 @@ bool out_of_memory(const std::exception& e) {
            w.find("ALLOC_FAILED") != std::string::npos;
 }
 
-// Output matrices that plausibly fit in `free_bytes` at once: the piece's stacks and output, and
-// about as much again for the algorithm's workspace (FFT spectra); halved on failure after that.
+// Pieces in flight per device (the pipeline's slots; see the header comment).
+constexpr int kSlots = 2;
+
+// Output matrices that plausibly fit in `free_bytes` at once: kSlots pieces' stacks and outputs,
+// and about as much again as one piece for the algorithm's workspace (FFT spectra), in 80% of the
+// free memory; halved on failure after that.
 int64_t fitting_outputs(const Problem& p, size_t free_bytes) {
     const double per_output =
         4.0 * (double(p.out_h()) * p.out_w() + double(p.hR) * p.wR + (p.form == Form::NToMn ? double(p.hL) * p.wL : 0));
     const double fixed = 4.0 * double(p.hL) * p.wL * (p.form == Form::NToMn ? 0 : 1);
-    const double usable = 0.4 * double(free_bytes) - fixed;
+    const double usable = 0.8 / (kSlots + 1) * double(free_bytes) - fixed;
     return std::max<int64_t>(1, int64_t(usable / per_output));
+}
+
+// About this many bytes of output per piece by default: pieces small enough that a device's run is
+// several of them (their copies overlap their neighbours' kernels) and the pinned staging
+// (kSlots pieces' outputs per device, allocated every run) stays cheap, large enough that a
+// piece's fixed costs (launches, n-to-m's transforms of every right) are spread over many outputs.
+constexpr double kPieceOutputBytes = 64.0 * (1 << 20);
+
+// The default piece size (outputs) for pipelining: kPieceOutputBytes of output, rounded to whole
+// lefts of n-to-m (whole groups of n-to-mn) when one of them is no more than 4x that, so pieces
+// keep the batch's form (the plan of a whole left is the one the unpipelined run used for more).
+int64_t pipelined_outputs(const Problem& p) {
+    const double out_bytes = 4.0 * double(p.out_h()) * p.out_w();
+    int64_t n = std::max<int64_t>(1, int64_t(kPieceOutputBytes / out_bytes));
+    const int64_t unit = p.form == Form::NToM ? p.nR : p.form == Form::NToMn ? p.nL : 1;
+    if (unit > 1 && double(unit) * out_bytes <= 4 * kPieceOutputBytes) n = std::max(unit, n / unit * unit);
+    return n;
 }
 
 size_t matrix_elems(int h, int w) { return size_t(h) * size_t(w); }
@@ -116,8 +172,195 @@ std::tuple<int, int, int> shape_key(const Piece& c) {
     return {int(c.problem.form), c.problem.nL, c.problem.nR};
 }
 
+// The pipeline's schedule (header comment): calls ops.drain(j, slot), ops.upload(i, slot,
+// copy_left, copy_right), ops.compute(i, slot) and ops.download(i, slot) in the host's issue order,
+// piece i in slot i mod `slots`; copy_left/right are false when the slot's buffer already holds
+// exactly those matrices of the stack (from piece i - slots). Every piece is drained exactly once,
+// after its download and before its slot is uploaded to again (checked: std::logic_error).
+template <typename Ops>
+void run_pipeline(const std::vector<Piece>& pieces, int slots, Ops& ops) {
+    struct Held {  // matrices [first, first + count) of one stack
+        int64_t first = -1, count = 0;
+        bool operator==(const Held& o) const { return first == o.first && count == o.count; }
+    };
+    const int n = int(pieces.size());
+    std::vector<Held> lefts(static_cast<size_t>(slots)), rights(static_cast<size_t>(slots));
+    std::vector<int> pending(static_cast<size_t>(slots), -1);  // per slot: the piece downloaded and not drained yet
+    std::vector<char> drained(static_cast<size_t>(n), 0);
+    auto drain = [&](int s) {
+        const int j = pending[size_t(s)];
+        if (j < 0) return;
+        if (drained[size_t(j)]) throw std::logic_error("batch pipeline: piece " + std::to_string(j) + " drained twice");
+        ops.drain(j, s);
+        drained[size_t(j)] = 1;
+        pending[size_t(s)] = -1;
+    };
+    for (int i = 0; i < n; ++i) {
+        const int s = i % slots;
+        drain(s);  // piece i - slots: its output leaves the slot before piece i's may arrive
+        if (pending[size_t(s)] >= 0) throw std::logic_error("batch pipeline: slot reused before it was drained");
+        const Piece& c = pieces[size_t(i)];
+        const Held l{c.left0, c.problem.nL}, r{c.right0, c.problem.nR};
+        ops.upload(i, s, !(lefts[size_t(s)] == l), !(rights[size_t(s)] == r));
+        lefts[size_t(s)] = l, rights[size_t(s)] = r;
+        ops.compute(i, s);
+        ops.download(i, s);
+        pending[size_t(s)] = i;
+    }
+    for (int k = 0; k < slots; ++k) drain((n + k) % slots);  // the last pieces, oldest first
+    for (int j = 0; j < n; ++j)
+        if (!drained[size_t(j)]) throw std::logic_error("batch pipeline: piece " + std::to_string(j) + " never drained");
+}
+
+// Copies `n` floats between host buffers, in two threads when large (the copy out of the pinned
+// staging into the caller's output is where a fresh output's first-touch page faults are paid).
+void host_copy(float* dst, const float* src, size_t n) {
+    constexpr size_t kSplit = size_t(4) << 20;  // floats (16 MB): below twice that, one thread
+    if (n < 2 * kSplit) {
+        std::memcpy(dst, src, n * sizeof(float));
+        return;
+    }
+    const size_t half = n / 2;
+    std::thread helper([=] { std::memcpy(dst, src, half * sizeof(float)); });
+    std::memcpy(dst + half, src + half, (n - half) * sizeof(float));
+    helper.join();
+}
+
+// Owning pinned host memory (RAII).
+class PinnedBuffer {
+public:
+    explicit PinnedBuffer(size_t count) {
+        if (count) XC_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&ptr_), count * sizeof(float)));
+    }
+    ~PinnedBuffer() {
+        if (ptr_) cudaFreeHost(ptr_);
+    }
+    PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)) {}
+    PinnedBuffer(const PinnedBuffer&) = delete;
+    PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+    PinnedBuffer& operator=(PinnedBuffer&&) = delete;
+    float* get() const { return ptr_; }
+
+private:
+    float* ptr_ = nullptr;
+};
+
+struct Stream {
+    cudaStream_t s = nullptr;
+    Stream() { XC_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
+    ~Stream() {
+        cudaStreamSynchronize(s);  // nothing in flight touches the buffers freed after this
+        cudaStreamDestroy(s);
+    }
+    Stream(const Stream&) = delete;
+    Stream& operator=(const Stream&) = delete;
+};
+
+struct Event {
+    cudaEvent_t e = nullptr;
+    Event() { XC_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming)); }
+    ~Event() { cudaEventDestroy(e); }
+    Event(const Event&) = delete;
+    Event& operator=(const Event&) = delete;
+};
+
+// One slot's buffers and events (header comment).
+struct Slot {
+    DeviceBuffer<float> left, right, out;
+    PinnedBuffer staging;
+    Event uploaded, computed, downloaded;
+    Slot(size_t l, size_t r, size_t o) : left(l), right(r), out(o), staging(o) {}
+};
+
+// The pipeline's steps on a GPU (the header comment says which event guards what).
+struct GpuSteps {
+    const Problem& p;
+    const std::vector<Piece>& pieces;
+    std::map<std::tuple<int, int, int>, Plan>& plans;
+    const float *left, *right;
+    float* out;
+    std::vector<std::unique_ptr<Slot>>& slots;
+    cudaStream_t up, compute_stream, down;
+
+    void upload(int i, int s, bool copy_left, bool copy_right) {
+        const Piece& c = pieces[size_t(i)];
+        const PieceData d = data_of(p, c, left, right, out);
+        Slot& b = *slots[size_t(s)];
+        XC_CUDA_CHECK(cudaStreamWaitEvent(up, b.computed.e, 0));  // piece i - kSlots no longer reads them
+        if (copy_left)
+            XC_CUDA_CHECK(cudaMemcpyAsync(b.left.get(), d.left, sizeof(float) * c.problem.left_elems(),
+                                          cudaMemcpyHostToDevice, up));
+        if (copy_right)
+            XC_CUDA_CHECK(cudaMemcpyAsync(b.right.get(), d.right, sizeof(float) * c.problem.right_elems(),
+                                          cudaMemcpyHostToDevice, up));
+        XC_CUDA_CHECK(cudaEventRecord(b.uploaded.e, up));
+    }
+    void compute(int i, int s) {
+        const Piece& c = pieces[size_t(i)];
+        Slot& b = *slots[size_t(s)];
+        XC_CUDA_CHECK(cudaStreamWaitEvent(compute_stream, b.uploaded.e, 0));    // piece i's inputs
+        XC_CUDA_CHECK(cudaStreamWaitEvent(compute_stream, b.downloaded.e, 0));  // piece i - kSlots's output out
+        plans.at(shape_key(c)).execute(b.left.get(), b.right.get(), b.out.get(), compute_stream);
+        XC_CUDA_CHECK(cudaEventRecord(b.computed.e, compute_stream));
+    }
+    void download(int i, int s) {
+        const Piece& c = pieces[size_t(i)];
+        Slot& b = *slots[size_t(s)];
+        XC_CUDA_CHECK(cudaStreamWaitEvent(down, b.computed.e, 0));
+        XC_CUDA_CHECK(cudaMemcpyAsync(b.staging.get(), b.out.get(), sizeof(float) * c.problem.out_elems(),
+                                      cudaMemcpyDeviceToHost, down));
+        XC_CUDA_CHECK(cudaEventRecord(b.downloaded.e, down));
+    }
+    void drain(int j, int s) {
+        const Piece& c = pieces[size_t(j)];
+        Slot& b = *slots[size_t(s)];
+        XC_CUDA_CHECK(cudaEventSynchronize(b.downloaded.e));
+        host_copy(data_of(p, c, left, right, out).out, b.staging.get(), size_t(c.problem.out_elems()));
+    }
+};
+
+// The same steps on the CPU for the reference (float64, rounded to float32 into the staging):
+// slots of host buffers, copies done when the schedule says and only then, so a schedule that
+// skipped a needed copy, or drained a slot before its piece or twice, changes the output.
+struct CpuSteps {
+    const Problem& p;
+    const std::vector<Piece>& pieces;
+    const float *left, *right;
+    float* out;
+    std::vector<std::vector<float>> lefts, rights, staging;
+    std::vector<std::vector<double>> outs;
+
+    CpuSteps(const Problem& p, const std::vector<Piece>& pieces, const float* left, const float* right, float* out,
+             int slots)
+        : p(p), pieces(pieces), left(left), right(right), out(out), lefts(size_t(slots)), rights(size_t(slots)),
+          staging(size_t(slots)), outs(size_t(slots)) {}
+
+    void upload(int i, int s, bool copy_left, bool copy_right) {
+        const Piece& c = pieces[size_t(i)];
+        const PieceData d = data_of(p, c, left, right, out);
+        if (copy_left) lefts[size_t(s)].assign(d.left, d.left + c.problem.left_elems());
+        if (copy_right) rights[size_t(s)].assign(d.right, d.right + c.problem.right_elems());
+    }
+    void compute(int i, int s) {
+        const Piece& c = pieces[size_t(i)];
+        outs[size_t(s)].assign(size_t(c.problem.out_elems()), 0.0);
+        reference_cpu(c.problem, lefts[size_t(s)].data(), rights[size_t(s)].data(), outs[size_t(s)].data());
+    }
+    void download(int, int s) {
+        const std::vector<double>& o = outs[size_t(s)];
+        staging[size_t(s)].resize(o.size());
+        for (size_t k = 0; k < o.size(); ++k) staging[size_t(s)][k] = float(o[k]);
+    }
+    void drain(int j, int s) {
+        const Piece& c = pieces[size_t(j)];
+        const std::vector<float>& st = staging[size_t(s)];
+        if (st.size() != size_t(c.problem.out_elems())) throw std::logic_error("batch pipeline: slot holds another piece");
+        host_copy(data_of(p, c, left, right, out).out, st.data(), st.size());
+    }
+};
+
 // One device's run: pieces of at most m outputs (halving m while the GPU runs out of memory),
-// a plan per piece shape, buffers for the largest piece, copies on one stream.
+// a plan per piece shape, kSlots slots of buffers for the largest piece, pipelined (header comment).
 void run_device(const PlanSpec& spec, const Problem& p, const float* left, const float* right, float* out, int device,
                 int index, int64_t k0, int64_t k1, int64_t max_outputs, std::vector<Piece>& done, std::string& algorithm) {
     XC_CUDA_CHECK(cudaSetDevice(device));
@@ -126,7 +369,7 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
     if (m <= 0) {
         size_t free_b = 0, total_b = 0;
         XC_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-        m = fitting_outputs(p, free_b);
+        m = std::min(fitting_outputs(p, free_b), pipelined_outputs(p));
     }
     for (;;) {
         std::vector<Piece> pieces;
@@ -142,25 +385,16 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
                 most_r = std::max(most_r, size_t(c.problem.right_elems()));
                 most_o = std::max(most_o, size_t(c.problem.out_elems()));
             }
-            DeviceBuffer<float> dl(most_l), dr(most_r), dout(most_o);
-            cudaStream_t stream = nullptr;
-            XC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-            struct StreamGuard {
-                cudaStream_t s;
-                ~StreamGuard() { cudaStreamDestroy(s); }
-            } guard{stream};
+            // A run of one piece needs one slot. Declared before the streams: the streams are
+            // destroyed (synchronised) first, so nothing in flight outlives the buffers.
+            std::vector<std::unique_ptr<Slot>> slots;
+            for (size_t s = 0; s < std::min<size_t>(kSlots, pieces.size()); ++s)
+                slots.push_back(std::make_unique<Slot>(most_l, most_r, most_o));
+            Stream up, compute_stream, down;
             algorithm = plans.begin()->second.algorithm();
-            for (const Piece& c : pieces) {
-                const PieceData d = data_of(p, c, left, right, out);
-                XC_CUDA_CHECK(cudaMemcpyAsync(dl.get(), d.left, sizeof(float) * c.problem.left_elems(),
-                                              cudaMemcpyHostToDevice, stream));
-                XC_CUDA_CHECK(cudaMemcpyAsync(dr.get(), d.right, sizeof(float) * c.problem.right_elems(),
-                                              cudaMemcpyHostToDevice, stream));
-                plans.at(shape_key(c)).execute(dl.get(), dr.get(), dout.get(), stream);
-                XC_CUDA_CHECK(cudaMemcpyAsync(d.out, dout.get(), sizeof(float) * c.problem.out_elems(),
-                                              cudaMemcpyDeviceToHost, stream));
-                XC_CUDA_CHECK(cudaStreamSynchronize(stream));
-            }
+            GpuSteps steps{p, pieces, plans, left, right, out, slots, up.s, compute_stream.s, down.s};
+            run_pipeline(pieces, int(slots.size()), steps);
+            XC_CUDA_CHECK(cudaStreamSynchronize(compute_stream.s));  // surfaces an asynchronous fault here
             done = std::move(pieces);
             return;
         } catch (const std::exception& e) {
@@ -235,12 +469,9 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
     if (spec.algorithm == "reference") {
         if (!options.devices.empty()) throw UsageError("the reference runs on the CPU: it takes no GPUs");
         report.pieces = split_batch(p, 1, options.max_outputs);
-        for (const Piece& c : report.pieces) {
-            const PieceData d = data_of(p, c, left, right, out);
-            std::vector<double> ref(size_t(c.problem.out_elems()));
-            reference_cpu(c.problem, d.left, d.right, ref.data());
-            for (size_t i = 0; i < ref.size(); ++i) d.out[i] = float(ref[i]);
-        }
+        // Through the GPU's schedule (run_pipeline): the CPU tests of the chunked reference check it.
+        CpuSteps steps(p, report.pieces, left, right, out, kSlots);
+        run_pipeline(report.pieces, kSlots, steps);
         report.algorithms = {"reference"};
         return report;
     }
