@@ -25,8 +25,9 @@
 //   (a plan's workspace is one), and the pieces and plans are those of the unpipelined version, so
 //   every output is computed by the same kernels on the same data: only the scheduling changed.
 //   Inputs are copied from the caller's (pageable) stacks directly: they are small next to the
-//   outputs, and a slot that already holds a piece's left or right matrices (n-to-m pieces of whole
-//   lefts all take every right) does not copy them again.
+//   outputs, and are copied from the host once: a slot that already holds a piece's left or right
+//   matrices (n-to-m pieces of whole lefts all take every right) does not copy them again, and one
+//   whose neighbour holds them copies them from its buffer (device to device, on `up`).
 //   On any exception the streams are synchronised before the buffers are freed.
 #include "xcorr/batch.hpp"
 
@@ -172,11 +173,16 @@ std::tuple<int, int, int> shape_key(const Piece& c) {
     return {int(c.problem.form), c.problem.nL, c.problem.nR};
 }
 
+// Where upload() takes a piece's left (right) matrices from: nowhere (the slot's buffer already
+// holds exactly those, from piece i - slots), the caller's host stack, or slot t >= 0's buffer
+// (holding exactly those: a device-to-device copy, on the same stream as every upload, so it reads
+// them after they arrived and before anything overwrites them).
+constexpr int kHeld = -1, kFromHost = -2;
+
 // The pipeline's schedule (header comment): calls ops.drain(j, slot), ops.upload(i, slot,
-// copy_left, copy_right), ops.compute(i, slot) and ops.download(i, slot) in the host's issue order,
-// piece i in slot i mod `slots`; copy_left/right are false when the slot's buffer already holds
-// exactly those matrices of the stack (from piece i - slots). Every piece is drained exactly once,
-// after its download and before its slot is uploaded to again (checked: std::logic_error).
+// left_from, right_from), ops.compute(i, slot) and ops.download(i, slot) in the host's issue order,
+// piece i in slot i mod `slots`. Every piece is drained exactly once, after its download and before
+// its slot is uploaded to again (checked: std::logic_error).
 template <typename Ops>
 void run_pipeline(const std::vector<Piece>& pieces, int slots, Ops& ops) {
     struct Held {  // matrices [first, first + count) of one stack
@@ -195,13 +201,19 @@ void run_pipeline(const std::vector<Piece>& pieces, int slots, Ops& ops) {
         drained[size_t(j)] = 1;
         pending[size_t(s)] = -1;
     };
+    auto from = [&](const std::vector<Held>& held, const Held& want, int s) {
+        if (held[size_t(s)] == want) return kHeld;
+        for (int t = 0; t < slots; ++t)
+            if (held[size_t(t)] == want) return t;
+        return kFromHost;
+    };
     for (int i = 0; i < n; ++i) {
         const int s = i % slots;
         drain(s);  // piece i - slots: its output leaves the slot before piece i's may arrive
         if (pending[size_t(s)] >= 0) throw std::logic_error("batch pipeline: slot reused before it was drained");
         const Piece& c = pieces[size_t(i)];
         const Held l{c.left0, c.problem.nL}, r{c.right0, c.problem.nR};
-        ops.upload(i, s, !(lefts[size_t(s)] == l), !(rights[size_t(s)] == r));
+        ops.upload(i, s, from(lefts, l, s), from(rights, r, s));
         lefts[size_t(s)] = l, rights[size_t(s)] = r;
         ops.compute(i, s);
         ops.download(i, s);
@@ -282,17 +294,21 @@ struct GpuSteps {
     std::vector<std::unique_ptr<Slot>>& slots;
     cudaStream_t up, compute_stream, down;
 
-    void upload(int i, int s, bool copy_left, bool copy_right) {
+    void upload(int i, int s, int left_from, int right_from) {
         const Piece& c = pieces[size_t(i)];
         const PieceData d = data_of(p, c, left, right, out);
         Slot& b = *slots[size_t(s)];
         XC_CUDA_CHECK(cudaStreamWaitEvent(up, b.computed.e, 0));  // piece i - kSlots no longer reads them
-        if (copy_left)
-            XC_CUDA_CHECK(cudaMemcpyAsync(b.left.get(), d.left, sizeof(float) * c.problem.left_elems(),
-                                          cudaMemcpyHostToDevice, up));
-        if (copy_right)
-            XC_CUDA_CHECK(cudaMemcpyAsync(b.right.get(), d.right, sizeof(float) * c.problem.right_elems(),
-                                          cudaMemcpyHostToDevice, up));
+        auto put = [&](float* dst, const float* host, int from, DeviceBuffer<float> Slot::*buffer, int64_t elems) {
+            if (from == kHeld) return;
+            if (from == kFromHost)
+                XC_CUDA_CHECK(cudaMemcpyAsync(dst, host, sizeof(float) * elems, cudaMemcpyHostToDevice, up));
+            else
+                XC_CUDA_CHECK(cudaMemcpyAsync(dst, ((*slots[size_t(from)]).*buffer).get(), sizeof(float) * elems,
+                                              cudaMemcpyDeviceToDevice, up));
+        };
+        put(b.left.get(), d.left, left_from, &Slot::left, c.problem.left_elems());
+        put(b.right.get(), d.right, right_from, &Slot::right, c.problem.right_elems());
         XC_CUDA_CHECK(cudaEventRecord(b.uploaded.e, up));
     }
     void compute(int i, int s) {
@@ -335,11 +351,15 @@ struct CpuSteps {
         : p(p), pieces(pieces), left(left), right(right), out(out), lefts(size_t(slots)), rights(size_t(slots)),
           staging(size_t(slots)), outs(size_t(slots)) {}
 
-    void upload(int i, int s, bool copy_left, bool copy_right) {
+    void upload(int i, int s, int left_from, int right_from) {
         const Piece& c = pieces[size_t(i)];
         const PieceData d = data_of(p, c, left, right, out);
-        if (copy_left) lefts[size_t(s)].assign(d.left, d.left + c.problem.left_elems());
-        if (copy_right) rights[size_t(s)].assign(d.right, d.right + c.problem.right_elems());
+        auto put = [&](std::vector<std::vector<float>>& slot, const float* host, int from, int64_t elems) {
+            if (from == kFromHost) slot[size_t(s)].assign(host, host + elems);
+            if (from >= 0) slot[size_t(s)].assign(slot[size_t(from)].begin(), slot[size_t(from)].begin() + elems);
+        };
+        put(lefts, d.left, left_from, c.problem.left_elems());
+        put(rights, d.right, right_from, c.problem.right_elems());
     }
     void compute(int i, int s) {
         const Piece& c = pieces[size_t(i)];
