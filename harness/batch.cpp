@@ -11,7 +11,7 @@
 //   output ready), downloaded (its output is in the pinned staging: device output free).
 //   Issue order for piece i in slot s (host thread):
 //     drain(i - kSlots)  host waits on downloaded[s], then copies staging[s] into the caller's
-//                        output (memcpy, split over two threads when large): staging[s] is free;
+//                        output (memcpy, split over up to 4 threads when large): staging[s] free;
 //     upload(i)          `up` waits on computed[s] (piece i - kSlots no longer reads the inputs),
 //                        copies the inputs the slot does not already hold, records uploaded[s];
 //     compute(i)         `compute` waits on uploaded[s] and downloaded[s] (piece i - kSlots's output
@@ -41,6 +41,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -224,18 +225,27 @@ void run_pipeline(const std::vector<Piece>& pieces, int slots, Ops& ops) {
         if (!drained[size_t(j)]) throw std::logic_error("batch pipeline: piece " + std::to_string(j) + " never drained");
 }
 
-// Copies `n` floats between host buffers, in two threads when large (the copy out of the pinned
-// staging into the caller's output is where a fresh output's first-touch page faults are paid).
+// Copies `n` floats between host buffers, in up to kCopyThreads threads (the calling one included)
+// of at least kCopyPerThread floats each: the copy out of the pinned staging into the caller's
+// output is where a fresh output's first-touch page faults are paid, and one thread pays them
+// serially.
+constexpr int kCopyThreads = 4;
+constexpr size_t kCopyPerThread = size_t(4) << 20;  // floats (16 MB)
 void host_copy(float* dst, const float* src, size_t n) {
-    constexpr size_t kSplit = size_t(4) << 20;  // floats (16 MB): below twice that, one thread
-    if (n < 2 * kSplit) {
-        std::memcpy(dst, src, n * sizeof(float));
-        return;
+    const size_t parts = std::clamp<size_t>(n / kCopyPerThread, 1, kCopyThreads);
+    auto part = [=](size_t k) {
+        const size_t a = n * k / parts, b = n * (k + 1) / parts;
+        std::memcpy(dst + a, src + a, (b - a) * sizeof(float));
+    };
+    std::vector<std::thread> helpers;
+    size_t k = 1;
+    try {
+        for (; k < parts; ++k) helpers.emplace_back(part, k);
+    } catch (const std::system_error&) {  // no thread to spare: the parts left are copied here
     }
-    const size_t half = n / 2;
-    std::thread helper([=] { std::memcpy(dst, src, half * sizeof(float)); });
-    std::memcpy(dst + half, src + half, (n - half) * sizeof(float));
-    helper.join();
+    for (size_t rest = k; rest < parts; ++rest) part(rest);
+    part(0);
+    for (std::thread& t : helpers) t.join();
 }
 
 // Owning pinned host memory (RAII).

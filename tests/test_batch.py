@@ -11,7 +11,7 @@ line and write nothing. The chunked reference runs through the GPU's pipeline sc
 run_pipeline: two slots, inputs copied only when the slot does not hold them, taken from the other
 slot when it does, outputs drained through a staging buffer), so those tests check the schedule:
 piece counts odd, even, below the slots, pieces of different shapes (plans), and a piece large
-enough that its copy out of staging is split over two threads.
+enough that its copy out of staging is split over threads.
 GPU (skipped without one): named variants and auto, pieces on every GPU found, --validate against
 the CPU reference; with two GPUs or more, both get pieces."""
 import json
@@ -125,8 +125,9 @@ def test_pipelined_reference_equals_the_whole_for_every_piece_count(xcorr, tmp_p
 
 
 def test_pipelined_reference_large_piece_copied_out_by_two_threads(xcorr, tmp_path):
-    """One piece of 34 x 513 x 513 floats (past the 8 Mi floats at which batch.cpp's host_copy splits
-    the copy out of staging) equals 34 pieces copied by one thread each, and the float64 reference."""
+    """One piece of 34 x 513 x 513 floats (past the 8 Mi floats from which batch.cpp's host_copy
+    splits the copy out of staging: two parts of 4 Mi floats or more) equals 34 pieces copied by one
+    thread each, and the float64 reference."""
     rng = seeded_rng("pipeline-large")
     left, right = rng.random((1, 512, 512), dtype=np.float32), rng.random((34, 2, 2), dtype=np.float32)
     assert 34 * 513 * 513 >= 2 * (4 << 20)
