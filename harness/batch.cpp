@@ -10,20 +10,21 @@
 //   events: uploaded (its inputs are on the device), computed (its kernels are done: inputs free,
 //   output ready), downloaded (its output is in the pinned staging: device output free).
 //   Issue order for piece i in slot s (host thread):
-//     drain(i - kSlots)  host waits on downloaded[s], then copies staging[s] into the caller's
-//                        output (memcpy, split over up to 4 threads when large): staging[s] free;
 //     upload(i)          `up` waits on computed[s] (piece i - kSlots no longer reads the inputs),
 //                        copies the inputs the slot does not already hold, records uploaded[s];
 //     compute(i)         `compute` waits on uploaded[s] and downloaded[s] (piece i - kSlots's output
 //                        copied out of the device buffer), executes, records computed[s];
+//     drain(i - kSlots)  host waits on downloaded[s], then copies staging[s] into the caller's
+//                        output (memcpy, split over up to 4 threads when large): staging[s] free;
 //     download(i)        `down` waits on computed[s], copies into staging[s], records downloaded[s].
 //   After the last piece, the pieces still in slots are drained, oldest first.
-//   So while the host copies piece i - 2 out of staging, the GPU runs piece i - 1's kernels and
-//   piece i's upload (and piece i - 1's download as soon as its kernels end). Each event is waited
-//   on only after the record it is meant to see and before the next record of it (host issue
-//   order), so every wait sees the right piece. Plans run on one stream, one piece after the other
-//   (a plan's workspace is one), and the pieces and plans are those of the unpipelined version, so
-//   every output is computed by the same kernels on the same data: only the scheduling changed.
+//   So while the host copies piece i - 2 out of staging, the GPU runs piece i - 1's download and
+//   piece i's upload and kernels. Each event is waited on only after the record it is meant to see
+//   and before the next record of it (host issue order: drain(i - kSlots) comes before download(i)
+//   records downloaded[s] again), so every wait sees the right piece. Plans run on one stream, one
+//   piece after the other (a plan's workspace is one). With a given chunk (max_outputs) the pieces
+//   and plans are those of the unpipelined version, so every output is computed by the same kernels
+//   on the same data: only the scheduling changed.
 //   Inputs are copied from the caller's (pageable) stacks directly: they are small next to the
 //   outputs, and are copied from the host once: a slot that already holds a piece's left or right
 //   matrices (n-to-m pieces of whole lefts all take every right) does not copy them again, and one
@@ -180,10 +181,10 @@ std::tuple<int, int, int> shape_key(const Piece& c) {
 // them after they arrived and before anything overwrites them).
 constexpr int kHeld = -1, kFromHost = -2;
 
-// The pipeline's schedule (header comment): calls ops.drain(j, slot), ops.upload(i, slot,
-// left_from, right_from), ops.compute(i, slot) and ops.download(i, slot) in the host's issue order,
-// piece i in slot i mod `slots`. Every piece is drained exactly once, after its download and before
-// its slot is uploaded to again (checked: std::logic_error).
+// The pipeline's schedule (header comment): calls ops.upload(i, slot, left_from, right_from),
+// ops.compute(i, slot), ops.drain(i - slots, slot) and ops.download(i, slot) in the host's issue
+// order, piece i in slot i mod `slots`. Every piece is drained exactly once, after its download and
+// before its slot's staging is downloaded into again (checked: std::logic_error).
 template <typename Ops>
 void run_pipeline(const std::vector<Piece>& pieces, int slots, Ops& ops) {
     struct Held {  // matrices [first, first + count) of one stack
@@ -210,13 +211,13 @@ void run_pipeline(const std::vector<Piece>& pieces, int slots, Ops& ops) {
     };
     for (int i = 0; i < n; ++i) {
         const int s = i % slots;
-        drain(s);  // piece i - slots: its output leaves the slot before piece i's may arrive
-        if (pending[size_t(s)] >= 0) throw std::logic_error("batch pipeline: slot reused before it was drained");
         const Piece& c = pieces[size_t(i)];
         const Held l{c.left0, c.problem.nL}, r{c.right0, c.problem.nR};
         ops.upload(i, s, from(lefts, l, s), from(rights, r, s));
         lefts[size_t(s)] = l, rights[size_t(s)] = r;
-        ops.compute(i, s);
+        ops.compute(i, s);  // (on the GPU it waits for piece i - slots's download, not its drain)
+        drain(s);           // piece i - slots: the host copies it out while the GPU runs piece i
+        if (pending[size_t(s)] >= 0) throw std::logic_error("batch pipeline: slot reused before it was drained");
         ops.download(i, s);
         pending[size_t(s)] = i;
     }
