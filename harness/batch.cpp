@@ -1,8 +1,10 @@
 // A batch split across GPUs and into pieces that fit (batch.hpp explains the split), each device's
 // pieces pipelined so that their copies overlap their kernels.
 //
-// Pipeline (one per device, run by that device's host thread; run_pipeline below is the schedule,
-// the same for the GPU and for the CPU reference, which is how the CPU tests check it).
+// Pipeline (one per device, run by that device's host thread). run_pipeline below is the schedule,
+// every wait and record included; it drives the GPU (GpuSteps) and the CPU reference (CpuSteps: an
+// emulated asynchronous machine whose queues run behind the host in random orders the waits allow),
+// which is how the CPU tests check it: a missing wait, copy or drain changes the chunked reference.
 //   Slots. kSlots sets of buffers: device left/right/output buffers and a pinned host staging
 //   buffer for the output, each sized for the device's largest piece, allocated once per run.
 //   Piece i uses slot i mod kSlots, so piece i reuses what piece i - kSlots used.
@@ -35,6 +37,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
+#include <deque>
+#include <functional>
+#include <random>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -181,10 +187,18 @@ std::tuple<int, int, int> shape_key(const Piece& c) {
 // them after they arrived and before anything overwrites them).
 constexpr int kHeld = -1, kFromHost = -2;
 
-// The pipeline's schedule (header comment): calls ops.upload(i, slot, left_from, right_from),
-// ops.compute(i, slot), ops.drain(i - slots, slot) and ops.download(i, slot) in the host's issue
-// order, piece i in slot i mod `slots`. Every piece is drained exactly once, after its download and
-// before its slot's staging is downloaded into again (checked: std::logic_error).
+// The pipeline's queues (CUDA streams on the GPU) and per-slot events (header comment).
+enum Queue { kUp, kCompute, kDown, kQueues };
+enum EventKind { kUploaded, kComputed, kDownloaded, kEventKinds };
+
+// The pipeline's schedule (header comment), in the host's issue order, piece i in slot i mod
+// `slots`: ops.upload/compute/download(i, slot) enqueue a step on their queue (kUp, kCompute,
+// kDown), ops.wait(queue, event, slot) makes the queue's next steps wait for the event's latest
+// record, ops.record(queue, event, slot) records it, ops.host_wait(event, slot) blocks the host
+// until its latest record, and ops.drain(j, slot) copies piece j out of the slot's staging (host).
+// The waits and records are made here only, for the GPU and for the CPU reference alike. Every piece
+// is drained exactly once, after its download and before its slot's staging is downloaded into
+// again (checked: std::logic_error).
 template <typename Ops>
 void run_pipeline(const std::vector<Piece>& pieces, int slots, Ops& ops) {
     struct Held {  // matrices [first, first + count) of one stack
@@ -199,6 +213,7 @@ void run_pipeline(const std::vector<Piece>& pieces, int slots, Ops& ops) {
         const int j = pending[size_t(s)];
         if (j < 0) return;
         if (drained[size_t(j)]) throw std::logic_error("batch pipeline: piece " + std::to_string(j) + " drained twice");
+        ops.host_wait(kDownloaded, s);  // piece j's output is in the staging
         ops.drain(j, s);
         drained[size_t(j)] = 1;
         pending[size_t(s)] = -1;
@@ -213,12 +228,19 @@ void run_pipeline(const std::vector<Piece>& pieces, int slots, Ops& ops) {
         const int s = i % slots;
         const Piece& c = pieces[size_t(i)];
         const Held l{c.left0, c.problem.nL}, r{c.right0, c.problem.nR};
+        ops.wait(kUp, kComputed, s);  // piece i - slots no longer reads the slot's inputs
         ops.upload(i, s, from(lefts, l, s), from(rights, r, s));
+        ops.record(kUp, kUploaded, s);
         lefts[size_t(s)] = l, rights[size_t(s)] = r;
-        ops.compute(i, s);  // (on the GPU it waits for piece i - slots's download, not its drain)
-        drain(s);           // piece i - slots: the host copies it out while the GPU runs piece i
+        ops.wait(kCompute, kUploaded, s);    // piece i's inputs
+        ops.wait(kCompute, kDownloaded, s);  // piece i - slots's output is out of the device buffer
+        ops.compute(i, s);
+        ops.record(kCompute, kComputed, s);
+        drain(s);  // piece i - slots: the host copies it out while the GPU runs piece i
         if (pending[size_t(s)] >= 0) throw std::logic_error("batch pipeline: slot reused before it was drained");
+        ops.wait(kDown, kComputed, s);  // piece i's output
         ops.download(i, s);
+        ops.record(kDown, kDownloaded, s);
         pending[size_t(s)] = i;
     }
     for (int k = 0; k < slots; ++k) drain((n + k) % slots);  // the last pieces, oldest first
@@ -303,91 +325,158 @@ struct GpuSteps {
     const float *left, *right;
     float* out;
     std::vector<std::unique_ptr<Slot>>& slots;
-    cudaStream_t up, compute_stream, down;
+    cudaStream_t streams[kQueues];
+
+    cudaEvent_t event(EventKind e, int s) const {
+        const Slot& b = *slots[size_t(s)];
+        return e == kUploaded ? b.uploaded.e : e == kComputed ? b.computed.e : b.downloaded.e;
+    }
+    void wait(Queue q, EventKind e, int s) { XC_CUDA_CHECK(cudaStreamWaitEvent(streams[q], event(e, s), 0)); }
+    void record(Queue q, EventKind e, int s) { XC_CUDA_CHECK(cudaEventRecord(event(e, s), streams[q])); }
+    void host_wait(EventKind e, int s) { XC_CUDA_CHECK(cudaEventSynchronize(event(e, s))); }
 
     void upload(int i, int s, int left_from, int right_from) {
         const Piece& c = pieces[size_t(i)];
         const PieceData d = data_of(p, c, left, right, out);
         Slot& b = *slots[size_t(s)];
-        XC_CUDA_CHECK(cudaStreamWaitEvent(up, b.computed.e, 0));  // piece i - kSlots no longer reads them
         auto put = [&](float* dst, const float* host, int from, DeviceBuffer<float> Slot::*buffer, int64_t elems) {
             if (from == kHeld) return;
             if (from == kFromHost)
-                XC_CUDA_CHECK(cudaMemcpyAsync(dst, host, sizeof(float) * elems, cudaMemcpyHostToDevice, up));
+                XC_CUDA_CHECK(cudaMemcpyAsync(dst, host, sizeof(float) * elems, cudaMemcpyHostToDevice, streams[kUp]));
             else
                 XC_CUDA_CHECK(cudaMemcpyAsync(dst, ((*slots[size_t(from)]).*buffer).get(), sizeof(float) * elems,
-                                              cudaMemcpyDeviceToDevice, up));
+                                              cudaMemcpyDeviceToDevice, streams[kUp]));
         };
         put(b.left.get(), d.left, left_from, &Slot::left, c.problem.left_elems());
         put(b.right.get(), d.right, right_from, &Slot::right, c.problem.right_elems());
-        XC_CUDA_CHECK(cudaEventRecord(b.uploaded.e, up));
     }
     void compute(int i, int s) {
-        const Piece& c = pieces[size_t(i)];
         Slot& b = *slots[size_t(s)];
-        XC_CUDA_CHECK(cudaStreamWaitEvent(compute_stream, b.uploaded.e, 0));    // piece i's inputs
-        XC_CUDA_CHECK(cudaStreamWaitEvent(compute_stream, b.downloaded.e, 0));  // piece i - kSlots's output out
-        plans.at(shape_key(c)).execute(b.left.get(), b.right.get(), b.out.get(), compute_stream);
-        XC_CUDA_CHECK(cudaEventRecord(b.computed.e, compute_stream));
+        plans.at(shape_key(pieces[size_t(i)])).execute(b.left.get(), b.right.get(), b.out.get(), streams[kCompute]);
     }
     void download(int i, int s) {
-        const Piece& c = pieces[size_t(i)];
         Slot& b = *slots[size_t(s)];
-        XC_CUDA_CHECK(cudaStreamWaitEvent(down, b.computed.e, 0));
-        XC_CUDA_CHECK(cudaMemcpyAsync(b.staging.get(), b.out.get(), sizeof(float) * c.problem.out_elems(),
-                                      cudaMemcpyDeviceToHost, down));
-        XC_CUDA_CHECK(cudaEventRecord(b.downloaded.e, down));
+        XC_CUDA_CHECK(cudaMemcpyAsync(b.staging.get(), b.out.get(), sizeof(float) * pieces[size_t(i)].problem.out_elems(),
+                                      cudaMemcpyDeviceToHost, streams[kDown]));
     }
     void drain(int j, int s) {
         const Piece& c = pieces[size_t(j)];
-        Slot& b = *slots[size_t(s)];
-        XC_CUDA_CHECK(cudaEventSynchronize(b.downloaded.e));
-        host_copy(data_of(p, c, left, right, out).out, b.staging.get(), size_t(c.problem.out_elems()));
+        host_copy(data_of(p, c, left, right, out).out, slots[size_t(s)]->staging.get(), size_t(c.problem.out_elems()));
     }
 };
 
-// The same steps on the CPU for the reference (float64, rounded to float32 into the staging):
-// slots of host buffers, copies done when the schedule says and only then, so a schedule that
-// skipped a needed copy, or drained a slot before its piece or twice, changes the output.
-struct CpuSteps {
-    const Problem& p;
-    const std::vector<Piece>& pieces;
-    const float *left, *right;
-    float* out;
-    std::vector<std::vector<float>> lefts, rights, staging;
-    std::vector<std::vector<double>> outs;
-
+// The same schedule on the CPU for the reference (float64, rounded to float32 into the staging),
+// on an emulated asynchronous machine: slots of host buffers, and queues whose steps run later, in
+// an order drawn at random among those the waits allow (a queue's steps in order, a wait only past
+// the event's record it saw when issued), the host blocking only where it waits. So a schedule
+// that lacked a wait, skipped a needed copy, or drained a slot before its piece's download or
+// twice would change the output of the CPU tests (the chunked reference equal to the whole).
+class CpuSteps {
+public:
     CpuSteps(const Problem& p, const std::vector<Piece>& pieces, const float* left, const float* right, float* out,
              int slots)
-        : p(p), pieces(pieces), left(left), right(right), out(out), lefts(size_t(slots)), rights(size_t(slots)),
-          staging(size_t(slots)), outs(size_t(slots)) {}
+        : p_(p), pieces_(pieces), left_(left), right_(right), out_(out), lefts_(size_t(slots)),
+          rights_(size_t(slots)), staging_(size_t(slots)), outs_(size_t(slots)),
+          issued_(size_t(slots)), done_(size_t(slots)), random_(uint32_t(pieces.size()) * 2654435761u + 1) {}
 
+    void wait(Queue q, EventKind e, int s) {
+        queues_[q].push_back({nullptr, e, s, issued_[size_t(s)][e]});
+        progress();
+    }
+    void record(Queue q, EventKind e, int s) {
+        queues_[q].push_back({nullptr, e, s, ++issued_[size_t(s)][e], true});
+        progress();
+    }
+    void host_wait(EventKind e, int s) {
+        while (done_[size_t(s)][e] < issued_[size_t(s)][e])
+            if (!step()) throw std::logic_error("batch pipeline: the host waits on an event no queue can reach");
+    }
     void upload(int i, int s, int left_from, int right_from) {
-        const Piece& c = pieces[size_t(i)];
-        const PieceData d = data_of(p, c, left, right, out);
-        auto put = [&](std::vector<std::vector<float>>& slot, const float* host, int from, int64_t elems) {
+        const Piece& c = pieces_[size_t(i)];
+        const PieceData d = data_of(p_, c, left_, right_, out_);
+        auto put = [this, s](std::vector<std::vector<float>>& slot, const float* host, int from, int64_t elems) {
             if (from == kFromHost) slot[size_t(s)].assign(host, host + elems);
             if (from >= 0) slot[size_t(s)].assign(slot[size_t(from)].begin(), slot[size_t(from)].begin() + elems);
         };
-        put(lefts, d.left, left_from, c.problem.left_elems());
-        put(rights, d.right, right_from, c.problem.right_elems());
+        enqueue(kUp, [this, put, d, left_from, right_from, &c] {
+            put(lefts_, d.left, left_from, c.problem.left_elems());
+            put(rights_, d.right, right_from, c.problem.right_elems());
+        });
     }
     void compute(int i, int s) {
-        const Piece& c = pieces[size_t(i)];
-        outs[size_t(s)].assign(size_t(c.problem.out_elems()), 0.0);
-        reference_cpu(c.problem, lefts[size_t(s)].data(), rights[size_t(s)].data(), outs[size_t(s)].data());
+        const Piece& c = pieces_[size_t(i)];
+        enqueue(kCompute, [this, s, &c] {
+            outs_[size_t(s)].assign(size_t(c.problem.out_elems()), 0.0);
+            reference_cpu(c.problem, lefts_[size_t(s)].data(), rights_[size_t(s)].data(), outs_[size_t(s)].data());
+        });
     }
     void download(int, int s) {
-        const std::vector<double>& o = outs[size_t(s)];
-        staging[size_t(s)].resize(o.size());
-        for (size_t k = 0; k < o.size(); ++k) staging[size_t(s)][k] = float(o[k]);
+        enqueue(kDown, [this, s] {
+            const std::vector<double>& o = outs_[size_t(s)];
+            staging_[size_t(s)].resize(o.size());
+            for (size_t k = 0; k < o.size(); ++k) staging_[size_t(s)][k] = float(o[k]);
+        });
     }
     void drain(int j, int s) {
-        const Piece& c = pieces[size_t(j)];
-        const std::vector<float>& st = staging[size_t(s)];
+        const Piece& c = pieces_[size_t(j)];
+        const std::vector<float>& st = staging_[size_t(s)];
         if (st.size() != size_t(c.problem.out_elems())) throw std::logic_error("batch pipeline: slot holds another piece");
-        host_copy(data_of(p, c, left, right, out).out, st.data(), st.size());
+        host_copy(data_of(p_, c, left_, right_, out_).out, st.data(), st.size());
     }
+    // Runs what is left in the queues (at the end of a run, as the GPU path synchronises).
+    void finish() {
+        while (step()) {
+        }
+        for (const auto& q : queues_)
+            if (!q.empty()) throw std::logic_error("batch pipeline: a queue waits on an event never reached");
+    }
+
+private:
+    struct Item {
+        std::function<void()> run;  // a step; or, without one, a wait (for `gen`) or a record (`gen`)
+        EventKind event;
+        int slot;
+        int64_t gen;
+        bool record = false;
+    };
+    void enqueue(Queue q, std::function<void()> f) {
+        queues_[q].push_back({std::move(f), kUploaded, 0, 0});
+        progress();
+    }
+    // A step after one call in four: the queues fall behind the host (as a GPU's do) until the host
+    // waits, and then run in a random order, so steps the waits leave unordered do overtake each other.
+    void progress() {
+        if (random_() % 4 == 0) step();
+    }
+    bool ready(const Item& it) const {
+        return it.run || it.record || done_[size_t(it.slot)][it.event] >= it.gen;
+    }
+    // Runs the head of a random queue that can run, and up to 7 more of its items while they can
+    // (bursts: one queue running ahead of another); false when none can.
+    bool step() {
+        int heads[kQueues], n = 0;
+        for (int q = 0; q < kQueues; ++q)
+            if (!queues_[q].empty() && ready(queues_[q].front())) heads[n++] = q;
+        if (n == 0) return false;
+        std::deque<Item>& q = queues_[heads[random_() % uint32_t(n)]];
+        for (int burst = 1 + int(random_() % 8); burst > 0 && !q.empty() && ready(q.front()); --burst) {
+            Item it = std::move(q.front());
+            q.pop_front();
+            if (it.run) it.run();
+            if (it.record) done_[size_t(it.slot)][it.event] = it.gen;
+        }
+        return true;
+    }
+
+    const Problem& p_;
+    const std::vector<Piece>& pieces_;
+    const float *left_, *right_;
+    float* out_;
+    std::vector<std::vector<float>> lefts_, rights_, staging_;
+    std::vector<std::vector<double>> outs_;
+    std::deque<Item> queues_[kQueues];
+    std::vector<std::array<int64_t, kEventKinds>> issued_, done_;  // per slot and event: records issued, run
+    std::minstd_rand random_;
 };
 
 // One device's run: pieces of at most m outputs (halving m while the GPU runs out of memory),
@@ -423,9 +512,9 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
                 slots.push_back(std::make_unique<Slot>(most_l, most_r, most_o));
             Stream up, compute_stream, down;
             algorithm = plans.begin()->second.algorithm();
-            GpuSteps steps{p, pieces, plans, left, right, out, slots, up.s, compute_stream.s, down.s};
+            GpuSteps steps{p, pieces, plans, left, right, out, slots, {up.s, compute_stream.s, down.s}};
             run_pipeline(pieces, int(slots.size()), steps);
-            XC_CUDA_CHECK(cudaStreamSynchronize(compute_stream.s));  // surfaces an asynchronous fault here
+            for (cudaStream_t st : steps.streams) XC_CUDA_CHECK(cudaStreamSynchronize(st));  // surfaces a fault here
             done = std::move(pieces);
             return;
         } catch (const std::exception& e) {
@@ -503,6 +592,7 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
         // Through the GPU's schedule (run_pipeline): the CPU tests of the chunked reference check it.
         CpuSteps steps(p, report.pieces, left, right, out, kSlots);
         run_pipeline(report.pieces, kSlots, steps);
+        steps.finish();
         report.algorithms = {"reference"};
         return report;
     }

@@ -9,9 +9,11 @@ reference run piece by piece on the CPU (`--algorithm reference --chunk N`) equa
 reference bit for bit in every form, window and normalization; bad --gpus/--chunk exit 2 with one
 line and write nothing. The chunked reference runs through the GPU's pipeline schedule (batch.cpp's
 run_pipeline: two slots, inputs copied only when the slot does not hold them, taken from the other
-slot when it does, outputs drained through a staging buffer), so those tests check the schedule:
-piece counts odd, even, below the slots, pieces of different shapes (plans), and a piece large
-enough that its copy out of staging is split over threads.
+slot when it does, outputs drained through a staging buffer, every event wait and record) on an
+emulated asynchronous machine (queues running behind the host, in random orders the waits allow),
+so those tests check the schedule (removing any one of its waits fails a dozen of them): piece
+counts odd, even, below the slots, pieces of different shapes (plans), and a piece large enough
+that its copy out of staging is split over threads.
 GPU (skipped without one): named variants and auto, pieces on every GPU found, --validate against
 the CPU reference; with two GPUs or more, both get pieces."""
 import json
