@@ -1,14 +1,58 @@
-// A batch split across GPUs and into pieces that fit (batch.hpp explains the split).
+// A batch split across GPUs and into pieces that fit (batch.hpp explains the split), each device's
+// pieces pipelined so that their copies overlap their kernels.
+//
+// Pipeline (one per device, run by that device's host thread). run_pipeline below is the schedule,
+// every wait and record included; it drives the GPU (GpuSteps) and the CPU reference (CpuSteps: an
+// emulated asynchronous machine whose queues run behind the host in random orders the waits allow),
+// which is how the CPU tests check it: a missing wait, copy or drain changes the chunked reference.
+//   Slots. kSlots sets of buffers: device left/right/output buffers and a pinned host staging
+//   buffer for the output, each sized for the device's largest piece, allocated once per run.
+//   Piece i uses slot i mod kSlots, so piece i reuses what piece i - kSlots used.
+//   Streams. H2D copies on `up`, plan.execute on `compute`, D2H copies on `down`; per slot three
+//   events: uploaded (its inputs are on the device), computed (its kernels are done: inputs free,
+//   output ready), downloaded (its output is in the pinned staging: device output free).
+//   Issue order for piece i in slot s (host thread):
+//     upload(i)          `up` waits on computed[s] (piece i - kSlots no longer reads the inputs),
+//                        copies the inputs the slot does not already hold, records uploaded[s];
+//     compute(i)         `compute` waits on uploaded[s] and downloaded[s] (piece i - kSlots's output
+//                        copied out of the device buffer), executes, records computed[s];
+//     drain(i - kSlots)  host waits on downloaded[s], then copies staging[s] into the caller's
+//                        output (memcpy, split over up to 4 threads when large): staging[s] free;
+//     download(i)        `down` waits on computed[s], copies into staging[s], records downloaded[s].
+//   After the last piece, the pieces still in slots are drained, oldest first.
+//   So while the host copies piece i - 2 out of staging, the GPU runs piece i - 1's download and
+//   piece i's upload and kernels. Each event is waited on only after the record it is meant to see
+//   and before the next record of it (host issue order: drain(i - kSlots) comes before download(i)
+//   records downloaded[s] again), so every wait sees the right piece. Plans run on one stream, one
+//   piece after the other (a plan's workspace is one). With a given chunk (max_outputs) the pieces
+//   and plans are those of the unpipelined version, so every output is computed by the same kernels
+//   on the same data: only the scheduling changed.
+//   Inputs are copied from the caller's (pageable) stacks directly: they are small next to the
+//   outputs, and are copied from the host once: a slot that already holds a piece's left or right
+//   matrices (n-to-m pieces of whole lefts all take every right) does not copy them again, and one
+//   whose neighbour holds them copies them from its buffer (device to device, on `up`).
+//   On any exception the streams are synchronised before the buffers are freed.
 #include "xcorr/batch.hpp"
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
+#include <deque>
+#include <functional>
+#include <random>
+#include <cstring>
 #include <exception>
 #include <map>
+#include <memory>
 #include <set>
+#include <stdexcept>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/device_buffer.hpp"
@@ -88,14 +132,35 @@ bool out_of_memory(const std::exception& e) {
            w.find("ALLOC_FAILED") != std::string::npos;
 }
 
-// Output matrices that plausibly fit in `free_bytes` at once: the piece's stacks and output, and
-// about as much again for the algorithm's workspace (FFT spectra); halved on failure after that.
+// Pieces in flight per device (the pipeline's slots; see the header comment).
+constexpr int kSlots = 2;
+
+// Output matrices that plausibly fit in `free_bytes` at once: kSlots pieces' stacks and outputs,
+// and about as much again as one piece for the algorithm's workspace (FFT spectra), in 80% of the
+// free memory; halved on failure after that.
 int64_t fitting_outputs(const Problem& p, size_t free_bytes) {
     const double per_output =
         4.0 * (double(p.out_h()) * p.out_w() + double(p.hR) * p.wR + (p.form == Form::NToMn ? double(p.hL) * p.wL : 0));
     const double fixed = 4.0 * double(p.hL) * p.wL * (p.form == Form::NToMn ? 0 : 1);
-    const double usable = 0.4 * double(free_bytes) - fixed;
+    const double usable = 0.8 / (kSlots + 1) * double(free_bytes) - fixed;
     return std::max<int64_t>(1, int64_t(usable / per_output));
+}
+
+// About this many bytes of output per piece by default: pieces small enough that a device's run is
+// several of them (their copies overlap their neighbours' kernels) and the pinned staging
+// (kSlots pieces' outputs per device, allocated every run) stays cheap, large enough that a
+// piece's fixed costs (launches, n-to-m's transforms of every right) are spread over many outputs.
+constexpr double kPieceOutputBytes = 64.0 * (1 << 20);
+
+// The default piece size (outputs) for pipelining: kPieceOutputBytes of output, rounded to whole
+// lefts of n-to-m (whole groups of n-to-mn) when one of them is no more than 4x that, so pieces
+// keep the batch's form (the plan of a whole left is the one the unpipelined run used for more).
+int64_t pipelined_outputs(const Problem& p) {
+    const double out_bytes = 4.0 * double(p.out_h()) * p.out_w();
+    int64_t n = std::max<int64_t>(1, int64_t(kPieceOutputBytes / out_bytes));
+    const int64_t unit = p.form == Form::NToM ? p.nR : p.form == Form::NToMn ? p.nL : 1;
+    if (unit > 1 && double(unit) * out_bytes <= 4 * kPieceOutputBytes) n = std::max(unit, n / unit * unit);
+    return n;
 }
 
 size_t matrix_elems(int h, int w) { return size_t(h) * size_t(w); }
@@ -116,8 +181,306 @@ std::tuple<int, int, int> shape_key(const Piece& c) {
     return {int(c.problem.form), c.problem.nL, c.problem.nR};
 }
 
+// Where upload() takes a piece's left (right) matrices from: nowhere (the slot's buffer already
+// holds exactly those, from piece i - slots), the caller's host stack, or slot t >= 0's buffer
+// (holding exactly those: a device-to-device copy, on the same stream as every upload, so it reads
+// them after they arrived and before anything overwrites them).
+constexpr int kHeld = -1, kFromHost = -2;
+
+// The pipeline's queues (CUDA streams on the GPU) and per-slot events (header comment).
+enum Queue { kUp, kCompute, kDown, kQueues };
+enum EventKind { kUploaded, kComputed, kDownloaded, kEventKinds };
+
+// The pipeline's schedule (header comment), in the host's issue order, piece i in slot i mod
+// `slots`: ops.upload/compute/download(i, slot) enqueue a step on their queue (kUp, kCompute,
+// kDown), ops.wait(queue, event, slot) makes the queue's next steps wait for the event's latest
+// record, ops.record(queue, event, slot) records it, ops.host_wait(event, slot) blocks the host
+// until its latest record, and ops.drain(j, slot) copies piece j out of the slot's staging (host).
+// The waits and records are made here only, for the GPU and for the CPU reference alike. Every piece
+// is drained exactly once, after its download and before its slot's staging is downloaded into
+// again (checked: std::logic_error).
+template <typename Ops>
+void run_pipeline(const std::vector<Piece>& pieces, int slots, Ops& ops) {
+    struct Held {  // matrices [first, first + count) of one stack
+        int64_t first = -1, count = 0;
+        bool operator==(const Held& o) const { return first == o.first && count == o.count; }
+    };
+    const int n = int(pieces.size());
+    std::vector<Held> lefts(static_cast<size_t>(slots)), rights(static_cast<size_t>(slots));
+    std::vector<int> pending(static_cast<size_t>(slots), -1);  // per slot: the piece downloaded and not drained yet
+    std::vector<char> drained(static_cast<size_t>(n), 0);
+    auto drain = [&](int s) {
+        const int j = pending[size_t(s)];
+        if (j < 0) return;
+        if (drained[size_t(j)]) throw std::logic_error("batch pipeline: piece " + std::to_string(j) + " drained twice");
+        ops.host_wait(kDownloaded, s);  // piece j's output is in the staging
+        ops.drain(j, s);
+        drained[size_t(j)] = 1;
+        pending[size_t(s)] = -1;
+    };
+    auto from = [&](const std::vector<Held>& held, const Held& want, int s) {
+        if (held[size_t(s)] == want) return kHeld;
+        for (int t = 0; t < slots; ++t)
+            if (held[size_t(t)] == want) return t;
+        return kFromHost;
+    };
+    for (int i = 0; i < n; ++i) {
+        const int s = i % slots;
+        const Piece& c = pieces[size_t(i)];
+        const Held l{c.left0, c.problem.nL}, r{c.right0, c.problem.nR};
+        ops.wait(kUp, kComputed, s);  // piece i - slots no longer reads the slot's inputs
+        ops.upload(i, s, from(lefts, l, s), from(rights, r, s));
+        ops.record(kUp, kUploaded, s);
+        lefts[size_t(s)] = l, rights[size_t(s)] = r;
+        ops.wait(kCompute, kUploaded, s);    // piece i's inputs
+        ops.wait(kCompute, kDownloaded, s);  // piece i - slots's output is out of the device buffer
+        ops.compute(i, s);
+        ops.record(kCompute, kComputed, s);
+        drain(s);  // piece i - slots: the host copies it out while the GPU runs piece i
+        if (pending[size_t(s)] >= 0) throw std::logic_error("batch pipeline: slot reused before it was drained");
+        ops.wait(kDown, kComputed, s);  // piece i's output
+        ops.download(i, s);
+        ops.record(kDown, kDownloaded, s);
+        pending[size_t(s)] = i;
+    }
+    for (int k = 0; k < slots; ++k) drain((n + k) % slots);  // the last pieces, oldest first
+    for (int j = 0; j < n; ++j)
+        if (!drained[size_t(j)]) throw std::logic_error("batch pipeline: piece " + std::to_string(j) + " never drained");
+}
+
+// Copies `n` floats between host buffers, in up to kCopyThreads threads (the calling one included)
+// of at least kCopyPerThread floats each: the copy out of the pinned staging into the caller's
+// output is where a fresh output's first-touch page faults are paid, and one thread pays them
+// serially.
+constexpr int kCopyThreads = 4;
+constexpr size_t kCopyPerThread = size_t(4) << 20;  // floats (16 MB)
+void host_copy(float* dst, const float* src, size_t n) {
+    const size_t parts = std::clamp<size_t>(n / kCopyPerThread, 1, kCopyThreads);
+    auto part = [=](size_t k) {
+        const size_t a = n * k / parts, b = n * (k + 1) / parts;
+        std::memcpy(dst + a, src + a, (b - a) * sizeof(float));
+    };
+    std::vector<std::thread> helpers;
+    size_t k = 1;
+    try {
+        for (; k < parts; ++k) helpers.emplace_back(part, k);
+    } catch (const std::system_error&) {  // no thread to spare: the parts left are copied here
+    }
+    for (size_t rest = k; rest < parts; ++rest) part(rest);
+    part(0);
+    for (std::thread& t : helpers) t.join();
+}
+
+// Owning pinned host memory (RAII).
+class PinnedBuffer {
+public:
+    explicit PinnedBuffer(size_t count) {
+        if (count) XC_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&ptr_), count * sizeof(float)));
+    }
+    ~PinnedBuffer() {
+        if (ptr_) cudaFreeHost(ptr_);
+    }
+    PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)) {}
+    PinnedBuffer(const PinnedBuffer&) = delete;
+    PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+    PinnedBuffer& operator=(PinnedBuffer&&) = delete;
+    float* get() const { return ptr_; }
+
+private:
+    float* ptr_ = nullptr;
+};
+
+struct Stream {
+    cudaStream_t s = nullptr;
+    Stream() { XC_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
+    ~Stream() {
+        cudaStreamSynchronize(s);  // nothing in flight touches the buffers freed after this
+        cudaStreamDestroy(s);
+    }
+    Stream(const Stream&) = delete;
+    Stream& operator=(const Stream&) = delete;
+};
+
+struct Event {
+    cudaEvent_t e = nullptr;
+    Event() { XC_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming)); }
+    ~Event() { cudaEventDestroy(e); }
+    Event(const Event&) = delete;
+    Event& operator=(const Event&) = delete;
+};
+
+// One slot's buffers and events (header comment).
+struct Slot {
+    DeviceBuffer<float> left, right, out;
+    PinnedBuffer staging;
+    Event uploaded, computed, downloaded;
+    Slot(size_t l, size_t r, size_t o) : left(l), right(r), out(o), staging(o) {}
+};
+
+// The pipeline's steps on a GPU (the header comment says which event guards what).
+struct GpuSteps {
+    const Problem& p;
+    const std::vector<Piece>& pieces;
+    std::map<std::tuple<int, int, int>, Plan>& plans;
+    const float *left, *right;
+    float* out;
+    std::vector<std::unique_ptr<Slot>>& slots;
+    cudaStream_t streams[kQueues];
+
+    cudaEvent_t event(EventKind e, int s) const {
+        const Slot& b = *slots[size_t(s)];
+        return e == kUploaded ? b.uploaded.e : e == kComputed ? b.computed.e : b.downloaded.e;
+    }
+    void wait(Queue q, EventKind e, int s) { XC_CUDA_CHECK(cudaStreamWaitEvent(streams[q], event(e, s), 0)); }
+    void record(Queue q, EventKind e, int s) { XC_CUDA_CHECK(cudaEventRecord(event(e, s), streams[q])); }
+    void host_wait(EventKind e, int s) { XC_CUDA_CHECK(cudaEventSynchronize(event(e, s))); }
+
+    void upload(int i, int s, int left_from, int right_from) {
+        const Piece& c = pieces[size_t(i)];
+        const PieceData d = data_of(p, c, left, right, out);
+        Slot& b = *slots[size_t(s)];
+        auto put = [&](float* dst, const float* host, int from, DeviceBuffer<float> Slot::*buffer, int64_t elems) {
+            if (from == kHeld) return;
+            if (from == kFromHost)
+                XC_CUDA_CHECK(cudaMemcpyAsync(dst, host, sizeof(float) * elems, cudaMemcpyHostToDevice, streams[kUp]));
+            else
+                XC_CUDA_CHECK(cudaMemcpyAsync(dst, ((*slots[size_t(from)]).*buffer).get(), sizeof(float) * elems,
+                                              cudaMemcpyDeviceToDevice, streams[kUp]));
+        };
+        put(b.left.get(), d.left, left_from, &Slot::left, c.problem.left_elems());
+        put(b.right.get(), d.right, right_from, &Slot::right, c.problem.right_elems());
+    }
+    void compute(int i, int s) {
+        Slot& b = *slots[size_t(s)];
+        plans.at(shape_key(pieces[size_t(i)])).execute(b.left.get(), b.right.get(), b.out.get(), streams[kCompute]);
+    }
+    void download(int i, int s) {
+        Slot& b = *slots[size_t(s)];
+        XC_CUDA_CHECK(cudaMemcpyAsync(b.staging.get(), b.out.get(), sizeof(float) * pieces[size_t(i)].problem.out_elems(),
+                                      cudaMemcpyDeviceToHost, streams[kDown]));
+    }
+    void drain(int j, int s) {
+        const Piece& c = pieces[size_t(j)];
+        host_copy(data_of(p, c, left, right, out).out, slots[size_t(s)]->staging.get(), size_t(c.problem.out_elems()));
+    }
+};
+
+// The same schedule on the CPU for the reference (float64, rounded to float32 into the staging),
+// on an emulated asynchronous machine: slots of host buffers, and queues whose steps run later, in
+// an order drawn at random among those the waits allow (a queue's steps in order, a wait only past
+// the event's record it saw when issued), the host blocking only where it waits. So a schedule
+// that lacked a wait, skipped a needed copy, or drained a slot before its piece's download or
+// twice would change the output of the CPU tests (the chunked reference equal to the whole).
+class CpuSteps {
+public:
+    CpuSteps(const Problem& p, const std::vector<Piece>& pieces, const float* left, const float* right, float* out,
+             int slots)
+        : p_(p), pieces_(pieces), left_(left), right_(right), out_(out), lefts_(size_t(slots)),
+          rights_(size_t(slots)), staging_(size_t(slots)), outs_(size_t(slots)),
+          issued_(size_t(slots)), done_(size_t(slots)), random_(uint32_t(pieces.size()) * 2654435761u + 1) {}
+
+    void wait(Queue q, EventKind e, int s) {
+        queues_[q].push_back({nullptr, e, s, issued_[size_t(s)][e]});
+        progress();
+    }
+    void record(Queue q, EventKind e, int s) {
+        queues_[q].push_back({nullptr, e, s, ++issued_[size_t(s)][e], true});
+        progress();
+    }
+    void host_wait(EventKind e, int s) {
+        while (done_[size_t(s)][e] < issued_[size_t(s)][e])
+            if (!step()) throw std::logic_error("batch pipeline: the host waits on an event no queue can reach");
+    }
+    void upload(int i, int s, int left_from, int right_from) {
+        const Piece& c = pieces_[size_t(i)];
+        const PieceData d = data_of(p_, c, left_, right_, out_);
+        auto put = [this, s](std::vector<std::vector<float>>& slot, const float* host, int from, int64_t elems) {
+            if (from == kFromHost) slot[size_t(s)].assign(host, host + elems);
+            if (from >= 0) slot[size_t(s)].assign(slot[size_t(from)].begin(), slot[size_t(from)].begin() + elems);
+        };
+        enqueue(kUp, [this, put, d, left_from, right_from, &c] {
+            put(lefts_, d.left, left_from, c.problem.left_elems());
+            put(rights_, d.right, right_from, c.problem.right_elems());
+        });
+    }
+    void compute(int i, int s) {
+        const Piece& c = pieces_[size_t(i)];
+        enqueue(kCompute, [this, s, &c] {
+            outs_[size_t(s)].assign(size_t(c.problem.out_elems()), 0.0);
+            reference_cpu(c.problem, lefts_[size_t(s)].data(), rights_[size_t(s)].data(), outs_[size_t(s)].data());
+        });
+    }
+    void download(int, int s) {
+        enqueue(kDown, [this, s] {
+            const std::vector<double>& o = outs_[size_t(s)];
+            staging_[size_t(s)].resize(o.size());
+            for (size_t k = 0; k < o.size(); ++k) staging_[size_t(s)][k] = float(o[k]);
+        });
+    }
+    void drain(int j, int s) {
+        const Piece& c = pieces_[size_t(j)];
+        const std::vector<float>& st = staging_[size_t(s)];
+        if (st.size() != size_t(c.problem.out_elems())) throw std::logic_error("batch pipeline: slot holds another piece");
+        host_copy(data_of(p_, c, left_, right_, out_).out, st.data(), st.size());
+    }
+    // Runs what is left in the queues (at the end of a run, as the GPU path synchronises).
+    void finish() {
+        while (step()) {
+        }
+        for (const auto& q : queues_)
+            if (!q.empty()) throw std::logic_error("batch pipeline: a queue waits on an event never reached");
+    }
+
+private:
+    struct Item {
+        std::function<void()> run;  // a step; or, without one, a wait (for `gen`) or a record (`gen`)
+        EventKind event;
+        int slot;
+        int64_t gen;
+        bool record = false;
+    };
+    void enqueue(Queue q, std::function<void()> f) {
+        queues_[q].push_back({std::move(f), kUploaded, 0, 0});
+        progress();
+    }
+    // A step after one call in four: the queues fall behind the host (as a GPU's do) until the host
+    // waits, and then run in a random order, so steps the waits leave unordered do overtake each other.
+    void progress() {
+        if (random_() % 4 == 0) step();
+    }
+    bool ready(const Item& it) const {
+        return it.run || it.record || done_[size_t(it.slot)][it.event] >= it.gen;
+    }
+    // Runs the head of a random queue that can run, and up to 7 more of its items while they can
+    // (bursts: one queue running ahead of another); false when none can.
+    bool step() {
+        int heads[kQueues], n = 0;
+        for (int q = 0; q < kQueues; ++q)
+            if (!queues_[q].empty() && ready(queues_[q].front())) heads[n++] = q;
+        if (n == 0) return false;
+        std::deque<Item>& q = queues_[heads[random_() % uint32_t(n)]];
+        for (int burst = 1 + int(random_() % 8); burst > 0 && !q.empty() && ready(q.front()); --burst) {
+            Item it = std::move(q.front());
+            q.pop_front();
+            if (it.run) it.run();
+            if (it.record) done_[size_t(it.slot)][it.event] = it.gen;
+        }
+        return true;
+    }
+
+    const Problem& p_;
+    const std::vector<Piece>& pieces_;
+    const float *left_, *right_;
+    float* out_;
+    std::vector<std::vector<float>> lefts_, rights_, staging_;
+    std::vector<std::vector<double>> outs_;
+    std::deque<Item> queues_[kQueues];
+    std::vector<std::array<int64_t, kEventKinds>> issued_, done_;  // per slot and event: records issued, run
+    std::minstd_rand random_;
+};
+
 // One device's run: pieces of at most m outputs (halving m while the GPU runs out of memory),
-// a plan per piece shape, buffers for the largest piece, copies on one stream.
+// a plan per piece shape, kSlots slots of buffers for the largest piece, pipelined (header comment).
 void run_device(const PlanSpec& spec, const Problem& p, const float* left, const float* right, float* out, int device,
                 int index, int64_t k0, int64_t k1, int64_t max_outputs, std::vector<Piece>& done, std::string& algorithm) {
     XC_CUDA_CHECK(cudaSetDevice(device));
@@ -126,7 +489,7 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
     if (m <= 0) {
         size_t free_b = 0, total_b = 0;
         XC_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-        m = fitting_outputs(p, free_b);
+        m = std::min(fitting_outputs(p, free_b), pipelined_outputs(p));
     }
     for (;;) {
         std::vector<Piece> pieces;
@@ -142,25 +505,16 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
                 most_r = std::max(most_r, size_t(c.problem.right_elems()));
                 most_o = std::max(most_o, size_t(c.problem.out_elems()));
             }
-            DeviceBuffer<float> dl(most_l), dr(most_r), dout(most_o);
-            cudaStream_t stream = nullptr;
-            XC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-            struct StreamGuard {
-                cudaStream_t s;
-                ~StreamGuard() { cudaStreamDestroy(s); }
-            } guard{stream};
+            // A run of one piece needs one slot. Declared before the streams: the streams are
+            // destroyed (synchronised) first, so nothing in flight outlives the buffers.
+            std::vector<std::unique_ptr<Slot>> slots;
+            for (size_t s = 0; s < std::min<size_t>(kSlots, pieces.size()); ++s)
+                slots.push_back(std::make_unique<Slot>(most_l, most_r, most_o));
+            Stream up, compute_stream, down;
             algorithm = plans.begin()->second.algorithm();
-            for (const Piece& c : pieces) {
-                const PieceData d = data_of(p, c, left, right, out);
-                XC_CUDA_CHECK(cudaMemcpyAsync(dl.get(), d.left, sizeof(float) * c.problem.left_elems(),
-                                              cudaMemcpyHostToDevice, stream));
-                XC_CUDA_CHECK(cudaMemcpyAsync(dr.get(), d.right, sizeof(float) * c.problem.right_elems(),
-                                              cudaMemcpyHostToDevice, stream));
-                plans.at(shape_key(c)).execute(dl.get(), dr.get(), dout.get(), stream);
-                XC_CUDA_CHECK(cudaMemcpyAsync(d.out, dout.get(), sizeof(float) * c.problem.out_elems(),
-                                              cudaMemcpyDeviceToHost, stream));
-                XC_CUDA_CHECK(cudaStreamSynchronize(stream));
-            }
+            GpuSteps steps{p, pieces, plans, left, right, out, slots, {up.s, compute_stream.s, down.s}};
+            run_pipeline(pieces, int(slots.size()), steps);
+            for (cudaStream_t st : steps.streams) XC_CUDA_CHECK(cudaStreamSynchronize(st));  // surfaces a fault here
             done = std::move(pieces);
             return;
         } catch (const std::exception& e) {
@@ -235,12 +589,10 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
     if (spec.algorithm == "reference") {
         if (!options.devices.empty()) throw UsageError("the reference runs on the CPU: it takes no GPUs");
         report.pieces = split_batch(p, 1, options.max_outputs);
-        for (const Piece& c : report.pieces) {
-            const PieceData d = data_of(p, c, left, right, out);
-            std::vector<double> ref(size_t(c.problem.out_elems()));
-            reference_cpu(c.problem, d.left, d.right, ref.data());
-            for (size_t i = 0; i < ref.size(); ++i) d.out[i] = float(ref[i]);
-        }
+        // Through the GPU's schedule (run_pipeline): the CPU tests of the chunked reference check it.
+        CpuSteps steps(p, report.pieces, left, right, out, kSlots);
+        run_pipeline(report.pieces, kSlots, steps);
+        steps.finish();
         report.algorithms = {"reference"};
         return report;
     }

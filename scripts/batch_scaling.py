@@ -5,8 +5,11 @@ timed as a user calls it (host in, host out: the copies are part of it), on the 
 GPUs of --gpus; the best of --repeat calls after one warm-up call each, and the result checked
 against the one-GPU result (they must agree to 1e-5). Twice per GPU count: a fresh result array per
 call (what a plain call costs, first-touch page faults of the new array included) and out= a
-result array reused from call to call (what a loop over batches costs). Prints and writes JSON with the GPUs, the
-driver, the package's build and the git revision.
+result array reused from call to call (what a loop over batches costs: the GPUs' throughput with the
+copies, no page faults); their difference per GPU count is `fresh_overhead_seconds`. Beside them,
+`first_touch_seconds`: a fresh NumPy array of the result's size written once by one host thread (the
+page-fault cost the fresh calls pay, spread over the devices' threads). Prints and writes JSON with
+the GPUs, the driver, the package's build and the git revision.
 
     python scripts/batch_scaling.py [--form n-to-m] [--left 64:96x96] [--right 4096:96x96]
                                     [--max-shift 16] [--gpus all] [--chunk N] [--repeat 3] [--out F]
@@ -92,6 +95,12 @@ def main(argv=None):
             best = min(best, time.perf_counter() - t0)
         return best, res
 
+    def first_touch(shape):
+        """(seconds to allocate and write a fresh float32 array of `shape` once, one thread)"""
+        t0 = time.perf_counter()
+        np.empty(shape, np.float32).fill(0)
+        return time.perf_counter() - t0
+
     one = None
     reused = None  # the out= array of the reused-output timing
     for k in range(1, len(devices) + 1):
@@ -101,17 +110,23 @@ def main(argv=None):
         best, out = best_of(call)
         if reused is None:
             reused = np.empty_like(out)
+            result["first_touch_seconds"] = min(first_touch(out.shape) for _ in range(args.repeat))
         best_reused, got = best_of(lambda: call(reused))
         if one is None:
             one = out.copy()
         err = max(float(np.linalg.norm(r - one) / np.linalg.norm(one)) for r in (out, got))
         first = result["runs"][0] if result["runs"] else None
+        pairs = out.size // (out.shape[-2] * out.shape[-1])
         run = {"devices": devices[:k], "seconds": best, "speedup": first["seconds"] / best if first else 1.0,
                "seconds_out_reused": best_reused,
                "speedup_out_reused": first["seconds_out_reused"] / best_reused if first else 1.0,
-               "pairs_per_second": out.size // (out.shape[-2] * out.shape[-1]) / best, "difference_to_one_gpu": err,
-               "output_gb": out.nbytes / 1e9}
+               "fresh_overhead_seconds": best - best_reused,
+               "pairs_per_second": pairs / best, "pairs_per_second_out_reused": pairs / best_reused,
+               "difference_to_one_gpu": err, "output_gb": out.nbytes / 1e9}
         result["runs"].append(run)
+        if k == 1:
+            print(f"fresh {run['output_gb']:.2f} GB array written once (one thread): "
+                  f"{result['first_touch_seconds'] * 1e3:.1f} ms", flush=True)
         print(f"{k} GPU(s) {devices[:k]}: {best * 1e3:9.1f} ms (out= reused: {best_reused * 1e3:9.1f} ms), speed-up "
               f"{run['speedup']:.2f}x ({run['speedup_out_reused']:.2f}x), difference to one GPU {err:.1e}", flush=True)
         if err > 1e-5:

@@ -7,7 +7,13 @@ one output, and every output of every piece pairs the same left and right matric
 batch does (the pair map of each piece's own form, offset by its first left and right); the
 reference run piece by piece on the CPU (`--algorithm reference --chunk N`) equals the whole
 reference bit for bit in every form, window and normalization; bad --gpus/--chunk exit 2 with one
-line and write nothing.
+line and write nothing. The chunked reference runs through the GPU's pipeline schedule (batch.cpp's
+run_pipeline: two slots, inputs copied only when the slot does not hold them, taken from the other
+slot when it does, outputs drained through a staging buffer, every event wait and record) on an
+emulated asynchronous machine (queues running behind the host, in random orders the waits allow),
+so those tests check the schedule (removing any one of its waits fails a dozen of them): piece
+counts odd, even, below the slots, pieces of different shapes (plans), and a piece large enough
+that its copy out of staging is split over threads.
 GPU (skipped without one): named variants and auto, pieces on every GPU found, --validate against
 the CPU reference; with two GPUs or more, both get pieces."""
 import json
@@ -17,7 +23,7 @@ import numpy as np
 import pytest
 
 from conftest import one_line_error, run, save, seeded_rng, xrun
-from xcorr_np import FORMS, pairs
+from xcorr_np import FORMS, correlate, pairs
 
 DESCRIBE = re.compile(r"^(one-to-one|one-to-many|n-to-mn|n-to-m) (\d+)x\[(\d+)x(\d+)\] \* (\d+)x\[(\d+)x(\d+)\]")
 
@@ -93,6 +99,50 @@ def test_chunked_reference_equals_the_whole_reference(xcorr, tmp_path, form, nor
             np.testing.assert_array_equal(got, whole, err_msg=f"chunk {chunk} {window}")
 
 
+# (form, lefts, rights): n-to-m whose pieces of whole lefts take every right (held by a slot, or
+# copied from the other slot) and end on a smaller piece; n-to-mn in whole groups (every left, held)
+# or parts of groups (the same first left every other piece); one-to-many.
+PIPELINE_STACKS = [("n-to-m", 7, 3), ("n-to-mn", 4, 12), ("one-to-many", 1, 9)]
+
+
+@pytest.mark.parametrize("form,nL,nR", PIPELINE_STACKS)
+def test_pipelined_reference_equals_the_whole_for_every_piece_count(xcorr, tmp_path, form, nL, nR):
+    rng = seeded_rng(("pipeline", form))
+    left = rng.random((nL, 9, 13), dtype=np.float32) - 0.5
+    right = rng.random((nR, 5, 4), dtype=np.float32)
+    lp, rp = save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right)
+    base = ["--algorithm", "reference", "--form", form, "--max-shift", "3,2", lp, rp]
+    assert xrun(xcorr, *base, "--out", tmp_path / "whole.npy").returncode == 0
+    whole = np.load(tmp_path / "whole.npy")
+    counts = set()
+    for chunk in (1, 2, 3, 4, 5, 6, 7, 8, 14, 21, 1000):
+        pieces = explain_pieces(xcorr, form, nL, nR, "--chunk", str(chunk))
+        counts.add(len(pieces))
+        out = tmp_path / f"c{chunk}.npy"
+        r = xrun(xcorr, *base, "--out", out, "--chunk", str(chunk))
+        assert r.returncode == 0, r.stderr
+        assert f"{len(pieces)} pieces of at most" in r.stderr, r.stderr
+        np.testing.assert_array_equal(np.load(out), whole, err_msg=f"chunk {chunk}: {len(pieces)} pieces")
+    assert 1 in counts and any(c % 2 for c in counts if c > 1) and any(c % 2 == 0 for c in counts)
+
+
+def test_pipelined_reference_large_piece_copied_out_by_two_threads(xcorr, tmp_path):
+    """One piece of 34 x 513 x 513 floats (past the 8 Mi floats from which batch.cpp's host_copy
+    splits the copy out of staging: two parts of 4 Mi floats or more) equals 34 pieces copied by one
+    thread each, and the float64 reference."""
+    rng = seeded_rng("pipeline-large")
+    left, right = rng.random((1, 512, 512), dtype=np.float32), rng.random((34, 2, 2), dtype=np.float32)
+    assert 34 * 513 * 513 >= 2 * (4 << 20)
+    lp, rp = save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right)
+    base = ["--algorithm", "reference", "--form", "one-to-many", lp, rp]
+    assert xrun(xcorr, *base, "--out", tmp_path / "one.npy", "--chunk", "34").returncode == 0
+    assert xrun(xcorr, *base, "--out", tmp_path / "many.npy", "--chunk", "1").returncode == 0
+    one, many = np.load(tmp_path / "one.npy"), np.load(tmp_path / "many.npy")
+    np.testing.assert_array_equal(one, many)
+    want = correlate("one-to-many", left.astype(np.float64), right.astype(np.float64))
+    np.testing.assert_allclose(one, want, rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--chunk", "0"], "--chunk"),
     (["--chunk", "two"], "--chunk"),
@@ -151,6 +201,23 @@ def test_gpu_pieces_on_every_gpu_match_the_reference(gpu, xcorr, registry, tmp_p
         want = np.load(ref).astype(np.float64)
         got = np.load(out)
         assert np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want), extra
+
+
+def test_gpu_default_pieces_are_pipelined(gpu, xcorr, registry, tmp_path):
+    """Without --chunk a device's run is cut into pieces of about 64 MB of output (whole lefts of
+    n-to-m), so that their copies overlap each other's kernels: 8 lefts x 64 rights of full 257 x 257
+    outputs (135 MB) are at least two pieces of at most 3 lefts, and still equal the reference."""
+    if "fft" not in {v["name"] for v in registry}:
+        pytest.skip("fft is not in this build")
+    rng = seeded_rng("gpu-pipelined")
+    left, right = rng.random((8, 256, 256), dtype=np.float32) - 0.5, rng.random((64, 2, 2), dtype=np.float32)
+    lp, rp = save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right)
+    out = tmp_path / "o.npy"
+    for gpus in ("0", "all"):
+        r = xrun(xcorr, "--algorithm", "fft", "--form", "n-to-m", lp, rp, "--out", out, "--validate", "--gpus", gpus)
+        assert r.returncode == 0, r.stderr
+        m = re.search(r"(\d+) pieces of at most (\d+) output matrices", r.stderr)
+        assert m and int(m.group(1)) >= 2 and int(m.group(2)) <= 3 * 64 and int(m.group(2)) % 64 == 0, r.stderr
 
 
 def test_gpu_two_gpus_both_get_pieces(gpu, xcorr, tmp_path):

@@ -1,5 +1,6 @@
 """scripts/batch_scaling.py without a GPU: its bookkeeping (speed-ups against the one-GPU run, the
-reused out= array, the pair count of 4-D outputs, the check against the one-GPU result) through a
+reused out= array and the fresh call's overhead over it, the pair count of 4-D outputs, the
+first-touch timing, the check against the one-GPU result) through a
 stand-in for the package whose "GPUs" compute the float64 reference; the real runs are on the device."""
 import importlib.util
 import json
@@ -41,19 +42,26 @@ def fake_xcorr(calls, wrong_on=None):
     return m
 
 
-def test_every_gpu_count_is_timed_fresh_and_into_a_reused_array(monkeypatch, tmp_path):
+def test_every_gpu_count_is_timed_fresh_and_into_a_reused_array(monkeypatch, tmp_path, capsys):
     calls = []
     monkeypatch.setitem(sys.modules, "xcorr", fake_xcorr(calls))
     out = tmp_path / "s.json"
     assert load_script().main(["--left", "2:5x6", "--right", "3:4x3", "--max-shift", "-1", "--repeat", "2",
                                "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "fresh 0.00 GB array written once (one thread)" in printed
+    assert json.loads(printed[printed.index("{"):]) == json.loads(out.read_text())  # the JSON printed is the file's
     result = json.loads(out.read_text())
     runs = result["runs"]
     assert [r["devices"] for r in runs] == [[0], [0, 1], [0, 1, 2]]
     for r in runs:
         assert r["pairs_per_second"] == 6 / r["seconds"]  # n-to-m 2 x 3: six output matrices, not one call
+        assert r["pairs_per_second_out_reused"] == 6 / r["seconds_out_reused"]
+        assert r["fresh_overhead_seconds"] == r["seconds"] - r["seconds_out_reused"]
         assert r["difference_to_one_gpu"] == 0.0
         assert r["seconds"] > 0 and r["seconds_out_reused"] > 0
+        assert r["output_gb"] == 6 * 8 * 8 * 4 / 1e9  # full outputs of 5x6 and 4x3: 8 x 8
+    assert result["first_touch_seconds"] > 0
     assert runs[0]["speedup"] == runs[0]["speedup_out_reused"] == 1.0
     assert runs[2]["speedup_out_reused"] == runs[0]["seconds_out_reused"] / runs[2]["seconds_out_reused"]
     # per GPU count: a warm-up and --repeat calls each way, fresh arrays first

@@ -40,8 +40,10 @@ std::vector<Piece> split_batch(const Problem& p, int devices, int64_t max_output
 struct BatchOptions {
     // CUDA device ordinals to spread the batch over; empty: the current device alone.
     std::vector<int> devices;
-    // At most this many output matrices per piece; 0: as many as fit in the device's memory (the
-    // plan's workspace included), found by building the plan and halving on out-of-memory.
+    // At most this many output matrices per piece; 0: about 64 MB of output per piece (whole lefts
+    // of n-to-m, whole groups of n-to-mn; so that a device's pieces overlap each other's copies and
+    // kernels) or fewer if that does not fit the device's memory next to a second piece in flight
+    // (the plan's workspace included), found by building the plan and halving on out-of-memory.
     int64_t max_outputs = 0;
 };
 
@@ -53,7 +55,9 @@ struct BatchReport {
 };
 
 // Computes the whole output of `spec` from host stacks into the host output `out` (laid out as the
-// contract says), piece by piece, one host thread per device. With spec.algorithm "reference" the
+// contract says), piece by piece, one host thread per device, each device's pieces pipelined: piece
+// i's upload and piece i-1's download overlap piece i's kernels, the outputs staged in pinned memory
+// and copied into `out` by the host while the GPU runs the next piece (batch.cpp's header says how). With spec.algorithm "reference" the
 // pieces run on the CPU in float64 (rounded to float32) one after another and `devices` must be
 // empty: the split and assembly, checked without a GPU. Throws what Plan throws; a piece that does
 // not fit even alone (one output matrix) is a UsageError naming it.
