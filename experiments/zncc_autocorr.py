@@ -8,8 +8,8 @@ max-shift window and run one-to-one 2048 x 2048, at their defaults: register-til
 6.8e10 multiply-adds are over its 2e10 cap). Peers
 (xcsuite.peerbench normalize=zero-lag, and raw): torch-fft and torch-conv2d, their raw output times
 1 / C(0, 0) (a float64 dot product of the two images); cupy-correlate2d is capped (CuPy's direct
-kernel) and computes no normalization. Metric: time per call + finish_time; a bar per
-series, a panel per normalization.
+kernel) and computes no normalization. Metric: time per call + finish_time; per series its raw and
+zero-lag bars and their ratio.
 """
 from experiments._spec import Experiment, Shape
 from experiments._windows import normalized_series
@@ -22,7 +22,7 @@ EXPERIMENT = Experiment(
            "beside the raw correlation"),
     paper="Issue #21, seed 002 (not in the paper)",
     metric="time_with_finish",
-    plot="bars",
+    plot="paired_bars",
     shapes=[Shape.one_to_one(SIZE, group=f"{SIZE} x {SIZE}, {label}", window=f"max_shift={MAX_SHIFT}", normalize=n)
             for n, label in (("zero-lag", "zero-lag normalized"), ("none", "raw correlation"))],
     series=normalized_series("register-tiled", "fft", "fft+plan", "torch-fft", "torch-conv2d"),

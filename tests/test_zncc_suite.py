@@ -130,4 +130,4 @@ def test_normalized_experiments_run_resume_aggregate_and_plot(env, monkeypatch):
     # zncc_frames pairs each algorithm's raw and ZNCC bars, with their ratio beside them.
     assert "raw correlation (light) and ZNCC (dark): time per call" in seen["zncc_frames"]
     assert "ratio" in seen["zncc_frames"]
-    assert "zero-lag normalized: time per call" in seen["zncc_autocorr"]
+    assert "raw correlation (light) and zero-lag normalized (dark): time per call" in seen["zncc_autocorr"]

@@ -374,7 +374,7 @@ def tight_under_title(fig) -> None:
 
 
 def plot_paired_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
-    """The normalization's cost (zncc_frames): a panel per template, per series a pair of bars, the
+    """The normalization's cost (zncc_frames, zncc_autocorr): a panel per shape, per series a pair of bars, the
     raw correlation (light) and the normalized one (dark) of the same case, labelled with both times
     and their ratio (issue #21's target: at most x1.25 for the same algorithm); fastest normalized at
     the top, log time axis."""
@@ -383,7 +383,8 @@ def plot_paired_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[
     series_order = list(dict.fromkeys(s.label for s in exp.series))
     n_series = max(1, pts["series"].nunique())
     norm_name = NORM_NAMES[next((m for m in pts["normalize"] if m != "none"), "zncc")]
-    fig, axes = grid_of(len(shapes), ncols=1, w=9.0, h=0.42 * n_series + 1.3)
+    # Per panel a bar pair per series; a lone panel also carries the title's lines.
+    fig, axes = grid_of(len(shapes), ncols=1, w=9.0, h=0.42 * n_series + 1.3 + (1.3 if len(shapes) == 1 else 0))
     for ax, (h, w) in zip(axes, shapes):
         sub = pts[(pts["hR"] == h) & (pts["wR"] == w)]
         rows = []
@@ -412,7 +413,8 @@ def plot_paired_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.margins(x=0.25)
         ax.grid(True, axis="x", which="major", alpha=0.3)
-        ax.set_title(f"template {int(h)} x {int(w)}", fontsize=9)
+        hl, wl = int(sub["hL"].iloc[0]), int(sub["wL"].iloc[0])
+        ax.set_title(f"{hl} x {wl}" if (hl, wl) == (int(h), int(w)) else f"template {int(h)} x {int(w)}", fontsize=9)
         ax.set_xlabel(f"raw correlation (light) and {norm_name} (dark): {ylabel}, log scale", fontsize=8)
     suptitle(fig, f"{exp.title}\n{title}; {FINISH_NOTE}\nper algorithm: raw correlation (light, upper) and "
                   f"{norm_name} (dark, lower), both times and their ratio (target: at most x1.25); hatched: other "
