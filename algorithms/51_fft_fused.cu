@@ -45,6 +45,15 @@
 // The spectrum, row and column kernels do not depend on the window (same machine code as before
 // windows); the output kernels take the map as a separate parameter.
 //
+// Which instantiation runs: the output kernels (fused_kernel, pair_kernel, out_rows_kernel) have a
+// compile-time kWindow. The full output (Problem::full(), however it was asked for) takes
+// kWindow = false: the code from before windows (same PTX bodies; registers: Resources), the
+// oh x ow output and its rotation (hR - 1, wR - 1) computed from the sizes, the map passed but not
+// read. Every other window takes kWindow = true, phase 3 through OutMap (the full map would give
+// the same elements: oy = ox = 0, cy x cx = oh x ow, (sy, sx) = (hR - 1, wR - 1)). Both write
+// the same values (same floating-point instruction sequence); only addresses and skip tests
+// differ. The host picks one per instance (FftFused::for_window); the other is never launched.
+//
 // Mapping of work to threads. Every length-N DFT belongs to one team of T = N / E threads inside
 // a warp (E = 8, 8, 24, 16, 24 elements per thread for N = 32, 64, 96, 128, 192, so T = 4 or 8);
 // teams take rows or columns round-robin and synchronise with __syncwarp only. Thread t of a team
@@ -71,9 +80,10 @@
 // value (N = 384 and 768 have no two-stage plan with T | E, so 257 .. 511 take N = 512).
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0; no spills, no stack frame), registers of spectrum /
-// fused / pair kernel: N = 32: 56 / 79 / 55 (256 threads), 64: 64 / 96 / 56 (256), 96: 95 / 128 /
-// 120 (256), 128: 78 / 107 / 88 (512), 192: 112 / 154 / 136 (384); zero_outside_kernel 31
-// (256). Shared memory (dynamic):
+// fused / pair kernel, kWindow = false (full output) | true: N = 32: 56 / 92 / 54 | 79 / 55
+// (256 threads), 64: 64 / 96 / 56 | 96 / 56 (256), 96: 95 / 128 / 120 | 128 / 120 (256),
+// 128: 78 / 117 / 90 | 107 / 88 (512), 192: 112 / 168 / 140 | 154 / 136 (384);
+// zero_outside_kernel 31 (256). Shared memory (dynamic):
 // (N (N/2 + 2) + N) x 8 bytes, 151 KB at N = 192 (one block per SM), 68 KB at 128.
 // Measurements, probes and history: results/nvidia-h200/notes/51_fft_fused.md.
 #include <cuda_runtime.h>
@@ -543,10 +553,17 @@ __device__ __forceinline__ BlockSmem block_smem() {
     return BlockSmem{smem, tw};
 }
 
-// Phase 3 for output k.
-template <int N>
-__device__ __forceinline__ void write_output(float2* S, float* out, const OutMap& m, int64_t k, const float2* tw) {
-    inverse_rows<N>(S, m.block(out, k), m.cy, m.cx, m.ow, m.sy, m.sx, tw);
+// Phase 3 for output k. kWindow: the window's block through the map. Without (the full output,
+// the pre-window code): the oh x ow output rotated by (hR - 1, wR - 1), from the sizes alone; the
+// map (then the full map, OutMap's last line) is not read.
+template <int N, bool kWindow>
+__device__ __forceinline__ void write_output(float2* S, const Args& a, const OutMap& m, int64_t k, const float2* tw) {
+    if constexpr (kWindow) {
+        inverse_rows<N>(S, m.block(a.out, k), m.cy, m.cx, m.ow, m.sy, m.sx, tw);
+    } else {
+        const int oh = a.hL + a.hR - 1, ow = a.wL + a.wR - 1;
+        inverse_rows<N>(S, a.out + k * int64_t(oh) * ow, oh, ow, ow, a.hR - 1, a.wR - 1, tw);
+    }
 }
 
 // spectrum_kernel: the spectra of matrices [0, count): lefts first, then rights (n-to-m).
@@ -575,7 +592,8 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) spectrum_kernel(Args 
 }
 
 // fused_kernel (one-to-one, one-to-many, n-to-mn): output k = right k, whose left spectrum is ready.
-template <int N>
+// kWindow = false (the full output) does not read m (write_output).
+template <int N, bool kWindow>
 __global__ void __launch_bounds__(Geometry<N>::threads, 1) fused_kernel(Args a, OutMap m) {
     using G = Geometry<N>;
     const auto [S, tw] = block_smem<N>();
@@ -594,12 +612,13 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) fused_kernel(Args a, 
             inverse_column<N>(v, S + c, G::pitch, tm, tw);
         }
         __syncthreads();
-        write_output<N>(S, a.out, m, k, tw);
+        write_output<N, kWindow>(S, a, m, k, tw);
     }
 }
 
-// pair_kernel (n-to-m): output k = (left k / M, right k mod M), both spectra ready.
-template <int N>
+// pair_kernel (n-to-m): output k = (left k / M, right k mod M), both spectra ready. kWindow: as
+// fused_kernel.
+template <int N, bool kWindow>
 __global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a, OutMap m) {
     using G = Geometry<N>;
     const auto [S, tw] = block_smem<N>();
@@ -620,7 +639,7 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a, O
             inverse_column<N>(v, S + c, G::pitch, tm, tw);
         }
         __syncthreads();
-        write_output<N>(S, a.out, m, k, tw);
+        write_output<N, kWindow>(S, a, m, k, tw);
     }
 }
 
@@ -642,9 +661,10 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a, O
 // row pass overlaps the left spectra (rows_kernel).
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0; 256 threads, no spills): rows / cols (forward,
-// correlate, pair) / out_rows registers: N = 256: 61 / 64, 128, 64 / 64; 512: 100 / 102, 132, 108 /
-// 94; 1024: 115 / 121, 178, 125 / 102. Shared memory: rows and out_rows (teams N + N) x 8 bytes
-// (68 KB at N = 512), cols (N (TC + 1) + N) x 8 bytes (74 KB at N = 512).
+// correlate, pair) / out_rows (kWindow = false | true) registers: N = 256: 61 / 64, 128, 64 /
+// 62 | 64; 512: 100 / 102, 132, 108 / 103 | 94; 1024: 115 / 121, 178, 125 / 101 | 102. Shared
+// memory: rows and out_rows (teams N + N) x 8 bytes (68 KB at N = 512), cols (N (TC + 1) + N) x 8
+// bytes (74 KB at N = 512).
 // Measurements of the staged path: results/nvidia-h200/notes/51_fft_fused.md.
 
 template <int N>
@@ -775,8 +795,10 @@ __global__ void __launch_bounds__(Staged<N>::threads) cols_kernel(StagedArgs a) 
     }
 }
 
-// Phase 3: one team per row pair of chunk outputs [0, count), written through the window's map.
-template <int N>
+// Phase 3: one team per row pair of chunk outputs [0, count), written through the window's map
+// (kWindow), or, for the full output, as before windows: the oh x ow output rotated by
+// (hR - 1, wR - 1), m not read.
+template <int N, bool kWindow>
 __global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs a, OutMap m) {
     using G = Staged<N>;
     extern __shared__ float2 smem[];
@@ -787,10 +809,18 @@ __global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs
     const int64_t s = item / (N / 2);
     const int p = int(item - s * (N / 2));
     int ya, yb;
-    if (!output_rows<N>(p, m.sy, m.cy, ya, yb)) return;
-    const float2* rows = a.H + (s * N + 2 * p) * G::rpitch;
-    inverse_row_pair<N>(rows, rows + G::rpitch, smem + tm.id * N, ya, yb, m.block(a.out, chunk_output(a, s)), m.cy,
-                        m.cx, m.ow, m.sx, tm, tw);
+    if constexpr (kWindow) {
+        if (!output_rows<N>(p, m.sy, m.cy, ya, yb)) return;
+        const float2* rows = a.H + (s * N + 2 * p) * G::rpitch;
+        inverse_row_pair<N>(rows, rows + G::rpitch, smem + tm.id * N, ya, yb, m.block(a.out, chunk_output(a, s)),
+                            m.cy, m.cx, m.ow, m.sx, tm, tw);
+    } else {
+        const int oh = a.hL + a.hR - 1, ow = a.wL + a.wR - 1;
+        if (!output_rows<N>(p, a.hR - 1, oh, ya, yb)) return;
+        const float2* rows = a.H + (s * N + 2 * p) * G::rpitch;
+        inverse_row_pair<N>(rows, rows + G::rpitch, smem + tm.id * N, ya, yb,
+                            a.out + chunk_output(a, s) * int64_t(oh) * ow, oh, ow, ow, a.wR - 1, tm, tw);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -833,7 +863,7 @@ void for_size(int n, F&& f) {
 
 class FftFused final : public Instance {
 public:
-    explicit FftFused(const Problem& p) : p_(p) {
+    explicit FftFused(const Problem& p) : p_(p), full_(p.full()) {
         int dev = 0;
         XC_CUDA_CHECK(cudaGetDevice(&dev));
         XC_CUDA_CHECK(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, dev));
@@ -867,17 +897,23 @@ public:
                 using G = Geometry<NN>;
                 XC_CUDA_CHECK(cudaFuncSetAttribute(spectrum_kernel<NN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    int(G::smem_bytes)));
-                for (auto kernel : {fused_kernel<NN>, pair_kernel<NN>})
-                    XC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                       int(G::smem_bytes)));
-                XC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_, fused_kernel<NN>, G::threads,
-                                                                            G::smem_bytes));
+                for_window([&](auto win) {
+                    constexpr bool W = decltype(win)::value;
+                    for (auto kernel : {fused_kernel<NN, W>, pair_kernel<NN, W>})
+                        XC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                           int(G::smem_bytes)));
+                    // The persistent grid follows the instantiation that runs (their registers differ).
+                    XC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_, fused_kernel<NN, W>,
+                                                                                G::threads, G::smem_bytes));
+                });
             } else {
                 using G = Staged<NN>;
                 XC_CUDA_CHECK(cudaFuncSetAttribute(rows_kernel<NN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    int(G::row_smem)));
-                XC_CUDA_CHECK(cudaFuncSetAttribute(out_rows_kernel<NN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   int(G::row_smem)));
+                for_window([&](auto win) {
+                    XC_CUDA_CHECK(cudaFuncSetAttribute(out_rows_kernel<NN, decltype(win)::value>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(G::row_smem)));
+                });
                 for (auto kernel : {cols_kernel<NN, kForward>, cols_kernel<NN, kCorrelate>, cols_kernel<NN, kPair>})
                     XC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                        int(G::col_smem)));
@@ -954,8 +990,11 @@ private:
         spectrum_kernel<NN><<<grid(a.count), G::threads, G::smem_bytes, stream>>>(a);
         XC_CHECK_LAUNCH();
         a.count = p_.out_count();
-        launch_dependent(p_.form == Form::NToM ? pair_kernel<NN> : fused_kernel<NN>, dim3(grid(a.count)),
-                         dim3(G::threads), G::smem_bytes, stream, a, map_);
+        for_window([&](auto win) {
+            constexpr bool W = decltype(win)::value;
+            launch_dependent(p_.form == Form::NToM ? pair_kernel<NN, W> : fused_kernel<NN, W>, dim3(grid(a.count)),
+                             dim3(G::threads), G::smem_bytes, stream, a, map_);
+        });
     }
 
     template <int NN>
@@ -995,9 +1034,20 @@ private:
                 launch_dependent(cols_kernel<NN, kCorrelate>, cols_grid(a.count), dim3(G::threads), G::col_smem,
                                  stream, a);
             }
-            launch_dependent(out_rows_kernel<NN>, rows_grid(a.count * (NN / 2)), dim3(G::threads), G::row_smem, stream,
-                             a, map_);
+            for_window([&](auto win) {
+                launch_dependent(out_rows_kernel<NN, decltype(win)::value>, rows_grid(a.count * (NN / 2)),
+                                 dim3(G::threads), G::row_smem, stream, a, map_);
+            });
         }
+    }
+
+    // The output kernels' instantiation, f(integral_constant<bool, kWindow>): the full output
+    // (p.full()) takes kWindow = false, the code before windows (no map read); every other window
+    // kWindow = true (phase 3 through OutMap).
+    template <class F>
+    void for_window(F&& f) const {
+        if (full_) f(std::false_type{});
+        else f(std::true_type{});
     }
 
     // Persistent blocks of the one-block path: as many as fit at once, each striding over the matrices.
@@ -1006,6 +1056,7 @@ private:
     }
 
     Problem p_;
+    bool full_ = false;  // p_.full(): the output kernels' kWindow = false (for_window)
     OutMap map_{};
     int N_ = 0, K_ = 0;  // N_ = 0: no shift of the window has overlap (zero_outside_kernel only)
     int sms_ = 0, per_sm_ = 0;
