@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <utility>
 
 #include "xcorr/auto.hpp"
 #include "xcorr/registry.hpp"
@@ -263,18 +264,12 @@ std::vector<AutoChoice> auto_candidates(const Problem& p, const std::string& pre
     // it places a variant first only where it predicts under a quarter of what the neighbours say, as
     // fft-segmented on seed 004's case, 9x faster than the fft its measured neighbour gave); a
     // variant without any model goes last.
-    const size_t measured_near = predicted.size();
+    std::vector<std::pair<double, AutoChoice>> ranked;  // (rank key, choice)
+    for (AutoChoice& c : predicted) ranked.emplace_back(c.predicted_us, std::move(c));
     for (AutoChoice& c : from_model(p, unpredicted, "nothing measured near on " + std::string(table->gpu_name) + "; "))
-        predicted.push_back(std::move(c));
-    std::vector<double> key(predicted.size());
-    for (size_t i = 0; i < predicted.size(); ++i) {
-        const double t = predicted[i].predicted_us;
-        key[i] = t < 0 ? HUGE_VAL : i < measured_near ? t : kModelDoubt * t;
-    }
-    std::vector<size_t> order(predicted.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key[a] < key[b]; });
-    for (size_t i : order) out.push_back(std::move(predicted[i]));
+        ranked.emplace_back(c.predicted_us < 0 ? HUGE_VAL : kModelDoubt * c.predicted_us, std::move(c));
+    std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (auto& [key, c] : ranked) out.push_back(std::move(c));
     return out;
 }
 

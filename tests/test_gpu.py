@@ -41,10 +41,13 @@ def plan_window(option):
     return {"shifts": ((dy0, dy1), (dx0, dx1))}
 
 
-def as_output_stack(got, want):
-    """A Plan's result (leading dimensions per form, e.g. (nL, nR, oh, ow)) as xcorr run's output
-    stack (count, oh, ow), checked to hold as many matrices of want's shape."""
-    assert got.shape[-2:] == want.shape[-2:] and got.size == want.size, (got.shape, want.shape)
+def plan_output(plan, left, right, want, what):
+    """The plan's result into a poisoned device output (run_poisoned), every element written
+    (finite), as xcorr run's output stack (count, oh, ow): a Plan's leading dimensions are the
+    form's (e.g. (nL, nR, oh, ow)), checked to hold as many matrices of want's shape."""
+    got = run_poisoned(plan, left, right)
+    assert np.isfinite(got).all(), (what, "Plan: not every element written")
+    assert got.shape[-2:] == want.shape[-2:] and got.size == want.size, (what, got.shape, want.shape)
     return got.reshape(want.shape)
 
 
@@ -86,9 +89,7 @@ def test_run_validate_end_to_end(gpu, registry, tmp_path, name):
         right = rng.random((nR, hR, wR), dtype=np.float32)
         want = correlate(form, left.astype(np.float64), right.astype(np.float64))
         plan = pkg.Plan(left.shape, right.shape, form=form, algorithm=name, precision=plan_precision(v))
-        got = run_poisoned(plan, left, right)
-        assert np.isfinite(got).all(), form
-        got = as_output_stack(got, want)
+        got = plan_output(plan, left, right, want, form)
         assert rel_error(got, want) <= v["tolerance"], form
         if cli_done:
             continue
@@ -219,9 +220,8 @@ def test_fft_fused_size_limit(gpu, registry, tmp_path):
             right = rng.random((nR, n, n), dtype=np.float32)
             want = correlate(form, left.astype(np.float64), right.astype(np.float64))
             plan = pkg.Plan(left.shape, right.shape, form=form, algorithm="fft-fused")
-            got = run_poisoned(plan, left, right)
-            assert np.isfinite(got).all(), (n, form)
-            assert rel_error(as_output_stack(got, want), want) <= v["tolerance"], (n, form)
+            got = plan_output(plan, left, right, want, (n, form))
+            assert rel_error(got, want) <= v["tolerance"], (n, form)
             if cli_done:
                 continue
             out = tmp_path / "o.npy"
@@ -348,9 +348,7 @@ def check_windows_end_to_end(tmp_path, v, pkg=None, cli_every_case=False):
                     want = crop(full, hR, wR, *rect)
                 results = []
                 if plan is not None:
-                    got = run_poisoned(plan, left, right)
-                    assert np.isfinite(got).all(), (what, "Plan: not every element written")
-                    results.append((as_output_stack(got, want), "Plan"))
+                    results.append((plan_output(plan, left, right, want, what), "Plan"))
                 if cli:
                     assert r.returncode == 0, (what, r.stdout, r.stderr)
                     results.append((np.load(out), "xcorr run"))
@@ -419,9 +417,7 @@ def test_raw_windows_on_touched_parts(gpu, registry, tmp_path):
                 want = crop(full, hR, wR, dy0, dy1, dx0, dx1)
                 plan = pkg.Plan(left.shape, right.shape, form=form, algorithm=v["name"],
                                 precision=plan_precision(v), shifts=((dy0, dy1), (dx0, dx1)))
-                got = run_poisoned(plan, left, right)
-                assert np.isfinite(got).all(), what
-                got = as_output_stack(got, want)
+                got = plan_output(plan, left, right, want, what)
                 assert rel_error(got, want) <= v["tolerance"], what
                 if cli_done:
                     continue

@@ -322,8 +322,8 @@ def gpu_variant_names():
     return [v["name"] for v in json.loads(r.stdout)] if r.returncode == 0 else []
 
 
-def plan_window(args, rect):
-    """The package's window arguments for a case of windows(): its rectangle as shifts=."""
+def plan_shifts(rect):
+    """The package's window argument for a case of windows(): its rectangle as shifts=."""
     dy0, dy1, dx0, dx1 = rect
     return {"shifts": ((dy0, dy1), (dx0, dx1))}
 
@@ -355,7 +355,7 @@ def test_gpu_variants_normalized(gpu, xcorr, registry, tmp_path, name, mode):
                     full = normalized(mode, form, left, right) if full is None else full
                     expected = crop(full, hR, wR, *rect)
                     plan = pkg.Plan(left.shape, right.shape, form=form, normalize=mode, algorithm=name,
-                                    precision=plan_precision(v), **plan_window(args, rect))
+                                    precision=plan_precision(v), **plan_shifts(rect))
                     got = run_poisoned(plan, left, right).reshape(expected.shape)
                     assert np.isfinite(got).all(), (form, shape, kind, args)
                     err = np.abs(got - expected).max()

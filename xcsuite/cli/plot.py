@@ -330,6 +330,17 @@ def crossover(sub: pd.DataFrame, col: str) -> tuple[float | None, str]:
     return None, "direct and FFT alternate"
 
 
+def window_lines(ax, sub: pd.DataFrame, series_order: list, x: str, col: str) -> None:
+    """One line per series of `sub` (in series_order), `col` against column `x`, in the window
+    experiments' styles (a colour per algorithm, the peers dash-dotted)."""
+    for i, label in enumerate(series_order):
+        s = sub[sub["series"] == label].sort_values(x)
+        if s.empty:
+            continue
+        ax.plot(s[x], s[col], label=series_label(label, s), markersize=4,
+                **window_style(s["variant"].iloc[0], s["group"].iloc[0], i))
+
+
 def plot_windows(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
     """Time against the half-width S, a panel per shape; per panel the S where the best direct
     series of this project becomes slower than its best FFT series."""
@@ -339,12 +350,7 @@ def plot_windows(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path
     series_order = list(dict.fromkeys(s.label for s in exp.series))
     for ax, pk in zip(axes, panels):
         sub = pts[pts["shape_panel"] == pk]
-        for i, label in enumerate(series_order):
-            s = sub[sub["series"] == label].sort_values("half_width")
-            if s.empty:
-                continue
-            ax.plot(s["half_width"], s[col], label=series_label(label, s), markersize=4,
-                    **window_style(s["variant"].iloc[0], s["group"].iloc[0], i))
+        window_lines(ax, sub, series_order, "half_width", col)
         x, text = crossover(sub, col)
         if x is not None:
             ax.axvline(x, color="0.3", ls=":", lw=1)
@@ -433,12 +439,7 @@ def plot_template_lines(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> li
     series_order = list(dict.fromkeys(s.label for s in exp.series))
     for ax, n in zip(axes, images):
         sub = pts[pts["hL"] == n]
-        for i, label in enumerate(series_order):
-            s = sub[sub["series"] == label].sort_values("hR")
-            if s.empty:
-                continue
-            ax.plot(s["hR"], s[col], label=series_label(label, s), markersize=4,
-                    **window_style(s["variant"].iloc[0], s["group"].iloc[0], i))
+        window_lines(ax, sub, series_order, "hR", col)
         size_axis(ax, sub["hR"])
         value_axis(ax, sub[col], "time")
         ax.set_title(f"image {int(n)} x {int(n)}", fontsize=9)
