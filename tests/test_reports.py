@@ -443,3 +443,20 @@ def test_setup_env_gives_the_caller_its_shell_options_back():
     assert r.returncode == 0, r.stderr
     assert "survived" in r.stdout
     assert "errexit off" in r.stdout and "pipefail off" in r.stdout and "nounset off" in r.stdout
+
+
+def test_bench_summary_reads_aggregates_only_files():
+    """scripts/bench-summary of a file written with --benchmark_report_aggregates_only (the probes'):
+    each case's mean, with its cv from the stddev row; before, such a file printed an empty table."""
+    import subprocess
+    src = ROOT / "results" / "nvidia-h200" / "probes" / "fused-fullmap-d5197a9.json"
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench-summary"), str(src)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    rows = [l.split() for l in r.stdout.splitlines()[2:]]
+    data = json.load(open(src))
+    means = {b["run_name"]: b for b in data["benchmarks"] if b.get("aggregate_name") == "mean"}
+    assert len(rows) == len(means) == 8
+    one = next(row for row in rows if row[0] == "fft-fused/n-to-m/hL:256/wL:256/hR:256/wR:256/nL:32/nR:32")
+    mean = means[next(n for n in means if n.startswith(one[0] + "/"))]
+    assert float(one[1]) == pytest.approx(mean["real_time"] / 1e3, abs=1e-3) and one[2] == "ms"
+    assert float(one[3].rstrip("%")) > 0
