@@ -18,7 +18,7 @@ constexpr int kThreads = 256;
 constexpr int kMaxGridY = 65535;  // gridDim.y and .z limit: kernels stride over the matrices beyond it
 constexpr int kMaxPartials = 64;  // blocks per matrix of the mean reduction
 constexpr int kColSegments = 8;   // row segments per column of the column pass (blockDim.y of col_scan_kernel)
-constexpr int kMaxC00Parts = 256; // blocks per pair of zero-lag's C(0, 0) at most
+constexpr int kMaxC00Parts = 1024;  // blocks per pair of zero-lag's C(0, 0) at most
 // Long rows and columns of the four-kernel path (a 2048 x 2048 crop: one warp per row walks 64
 // strips, a column segment 256 rows) issue several loads before adding them in order (the same
 // sums): kRowStrips strips of a row, kColBatch rows of a column segment. Short ones (zncc_frames'
@@ -26,6 +26,13 @@ constexpr int kMaxC00Parts = 256; // blocks per pair of zero-lag's C(0, 0) at mo
 constexpr int kRowStrips = 4, kLongRow = 16 * kWarp;
 constexpr int kColBatch = 8, kLongColumn = 64 * kColSegments;
 constexpr int kElemsPerPartial = kThreads * 16;  // crop elements per block of the two-level mean
+// Tall tables of few columns (seed 002's sampled tables: 130 columns of 2049 rows, 10 blocks of
+// col_scan_kernel on the GPU, each walking 256 rows twice) take the banded column pass: the rows
+// cut into bands of kColSegments segments of about kBandSegRows rows, a block per band, enough
+// bands for about kColBlocks blocks in all, at most kMaxColBands.
+constexpr int kBandSegRows = 16;
+constexpr int kColBlocks = 1024;
+constexpr int kMaxColBands = 64;
 // Very long rows (a 1-D signal of millions of samples: one warp walking it strip by strip took
 // 133 ms for 8.64 M columns on the H200) take the segmented row pass instead (seg_scan_kernel,
 // seg_carry_kernel, seg_add_kernel): rows of more than kSegRow columns are cut into segments of
@@ -58,6 +65,16 @@ static_assert(kFusedSmemBytes / (sizeof(double2) + sizeof(float)) < 2 * kElemsPe
 static_assert(2 * size_t(kSegRow + 2) * sizeof(double2) > kFusedSmemBytes, "a segmented crop would fit the fused prepass");
 // Segments per row of a stack's crop: 0 for rows that keep scan_row (fused or row_scan_kernel).
 int segs_for(int cw, bool fused) { return !fused && cw > kSegRow ? ceil_div(cw, kSegCols) : 0; }
+// Row bands of a stack's column pass (count crops of ch rows, tables of width columns): 1 (the
+// kColSegments segments of col_scan_kernel, the fused prepass's order) for every crop that fits
+// the fused prepass, so both paths keep the same bits; otherwise as many as fill about kColBlocks
+// blocks, one per kBandSegRows·kColSegments rows at most. A function of the problem alone.
+int col_bands_for(int ch, int cw, int64_t count, int width) {
+    if (fits_fused(ch, cw)) return 1;
+    const int64_t blocks = std::max<int64_t>(1, count * ceil_div(width, kWarp));
+    const int64_t want = std::min<int64_t>(ceil_div(ch, kColSegments * kBandSegRows), ceil_div(kColBlocks, blocks));
+    return int(std::clamp<int64_t>(want, 1, kMaxColBands));
+}
 
 // One stack as the preparing kernels see it; blockIdx.z picks the left (0) or the right (1) stack.
 // Everything but x is over the crop of each matrix: rows r0 .. r0 + ch - 1, columns c0 .. c0 + cw - 1.
@@ -71,6 +88,7 @@ struct StackRef {
     int r0, c0, ch, cw;  // the crop
     int partials;        // partial sums per matrix of the two-level mean (partials_for(ch·cw))
     TableColumns cols;   // the table's columns: all_columns(cw), or the epilogue's (sampled_table)
+    int col_bands;       // row bands of the column pass (col_bands_for)
     // Row r of matrix m's crop, in the inputs.
     __device__ __forceinline__ const float* crop_row(int64_t m, int r) const {
         return x + (m * h + r0 + r) * int64_t(w) + c0;
@@ -404,6 +422,76 @@ __global__ void col_scan_kernel(Stacks st) {
         scan_columns<kBatch>(s.sat + int64_t(m) * (s.ch + 1) * w1, s.ch, w1, c, seg, seg_total);
 }
 
+// The banded column pass (col_bands_for > 1): the same sums as scan_columns with S = kColSegments ·
+// bands segments of len = ceil(ch / S) rows instead of kColSegments: segment s of column c holds
+// rows 1 + s·len .. min(ch, (s + 1)·len); its entries are (Σ_{i<s} T_i in order from 0) + its rows in
+// order, T_i = segment i's rows added in order to 0. Two kernels, so a segment's start need not wait
+// inside one block: col_totals_kernel writes every T_i (total[(m·S + s)·width + c]), then
+// col_band_scan_kernel adds them up and writes the running sums. Mapping of both: block (32 columns,
+// kColSegments warps), warp w of band b the segment s = b·kColSegments + w; grid (ceil(width / 32),
+// min(count·bands, 65535), 2 stacks), blockIdx.y striding over (matrix m, band b) = divmod(i, bands).
+// Resources: registers only.
+struct ColScratch {
+    double2 *left, *right;  // count·S·width segment totals per stack
+    __device__ __forceinline__ double2* pick() const { return blockIdx.z ? right : left; }
+};
+struct ColSegment {
+    int64_t m;   // the matrix
+    int seg, S;  // the segment of this warp, of S
+    int r0, r1;  // its rows [r0, r1) of the table (row 0 is the zero row)
+};
+__device__ __forceinline__ ColSegment col_segment(const StackRef& s, int64_t i) {
+    const int S = s.col_bands * kColSegments, len = (s.ch + S - 1) / S;
+    ColSegment g;
+    g.m = i / s.col_bands;
+    g.S = S;
+    g.seg = int(i % s.col_bands) * kColSegments + int(threadIdx.x) / kWarp;
+    g.r0 = min(s.ch + 1, 1 + g.seg * len);
+    g.r1 = min(s.ch + 1, g.r0 + len);
+    return g;
+}
+
+template <int kBatch>
+__global__ void col_totals_kernel(Stacks st, ColScratch scratch) {
+    const StackRef s = st.pick();
+    double2* const total = scratch.pick();
+    const int c = blockIdx.x * kWarp + threadIdx.x % kWarp, w1 = s.cols.width();
+    if (c >= w1) return;  // no barriers here
+    for (int64_t i = blockIdx.y; i < int64_t(s.count) * s.col_bands; i += gridDim.y) {
+        const ColSegment g = col_segment(s, i);
+        double2 acc = make_double2(0, 0);
+        add_down<kBatch, false>(s.sat + g.m * (s.ch + 1) * w1, g.r0, g.r1, w1, c, acc);
+        total[(g.m * g.S + g.seg) * w1 + c] = acc;
+    }
+}
+
+template <int kBatch>
+__global__ void col_band_scan_kernel(Stacks st, ColScratch scratch) {
+    const StackRef s = st.pick();
+    const double2* const total = scratch.pick();
+    const int c = blockIdx.x * kWarp + threadIdx.x % kWarp, w1 = s.cols.width();
+    if (c >= w1) return;
+    for (int64_t i = blockIdx.y; i < int64_t(s.count) * s.col_bands; i += gridDim.y) {
+        const ColSegment g = col_segment(s, i);
+        // The totals before this segment, kBatch loads at a time, added in order to 0.
+        const double2* t = total + g.m * g.S * w1 + c;
+        double2 run = make_double2(0, 0);
+        for (int j0 = 0; j0 < g.seg; j0 += kBatch) {
+            double2 v[kBatch];
+#pragma unroll
+            for (int k = 0; k < kBatch; ++k)
+                if (j0 + k < g.seg) v[k] = t[int64_t(j0 + k) * w1];
+#pragma unroll
+            for (int k = 0; k < kBatch; ++k)
+                if (j0 + k < g.seg) {
+                    run.x = __dadd_rn(run.x, v[k].x);
+                    run.y = __dadd_rn(run.y, v[k].y);
+                }
+        }
+        add_down<kBatch, true>(s.sat + g.m * (s.ch + 1) * w1, g.r0, g.r1, w1, c, run);
+    }
+}
+
 // The whole prepass of one small crop in one kernel (fits_fused: its table and floats in shared
 // memory), for the fixed cost of many small crops (zncc_frames: 1000 crops of 39 x 37), where the
 // four kernels above are mostly launches, tails and table round trips through L2. Algorithm, per
@@ -610,19 +698,26 @@ __global__ void c00_partial_kernel(const float* __restrict__ left, const float* 
     }
 }
 
-// Second level: thread k adds pair k's partials in order. Mapping: one thread per pair, grid-stride.
+// Second level: one warp per pair; lane i adds partials i, i + 32, ... in order to 0 (coalesced
+// loads, 32 at a time: one thread walking a pair's 256 partials was 21 us of dependent loads on
+// the H200), then the xor butterfly of block_sum; a fixed order, so the same bits on every run.
+// Mapping: warps striding over the pairs, kThreads threads.
 __global__ void c00_final_kernel(const double* __restrict__ partial, int64_t count, int parts,
                                  double* __restrict__ c00) {
-    for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < count; k += int64_t(gridDim.x) * blockDim.x) {
+    const int lane = threadIdx.x % kWarp;
+    const int64_t warps = int64_t(gridDim.x) * (kThreads / kWarp);
+    for (int64_t k = (blockIdx.x * int64_t(kThreads) + threadIdx.x) / kWarp; k < count; k += warps) {
         double v = 0;
-        for (int b = 0; b < parts; ++b) v += partial[k * parts + b];
-        c00[k] = v;
+        for (int b = lane; b < parts; b += kWarp) v += partial[k * parts + b];
+#pragma unroll
+        for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+        if (lane == 0) c00[k] = v;
     }
 }
 
 // C(0, 0)'s partial sums per pair (c00_partial_kernel): about 16 products per thread, at most
-// kMaxC00Parts blocks per pair (a 2048 x 2048 pair: 256 blocks of 8 rows; 64 left half the H200
-// idle), and at most 16 Mi partials in all (many small pairs need no more than one each). Split
+// kMaxC00Parts blocks per pair (a 2048 x 2048 pair: 1024 blocks of 2 rows, about 8 per SM of the
+// H200: 64 left half of it idle, and 256 of 8 rows a quarter), and at most 16 Mi partials in all (many small pairs need no more than one each). Split
 // over the rows first (as many row parts as rows allow), then over column chunks: a 1 x 2^20 pair
 // takes 256 chunks of 4096 columns (a row split alone gave it one block).
 struct C00Split {
@@ -740,11 +835,17 @@ Normalizer::Normalizer(const Problem& p, const NormalizeCrop& crop) : p_(p), cro
     mean_ = DeviceBuffer<double>(size_t(p.nL) + p.nR);
     lsat_ = DeviceBuffer<double2>(size_t(p.nL) * (cl.h() + 1) * lcols_.width());
     rsat_ = DeviceBuffer<double2>(size_t(p.nR) * (cr.h() + 1) * rcols_.width());
+    // One-row crops skip the column pass (prepare), so they need no bands.
+    lbands_ = lfused_ || cl.h() == 1 ? 1 : col_bands_for(cl.h(), cl.w(), p.nL, lcols_.width());
+    rbands_ = rfused_ || cr.h() == 1 ? 1 : col_bands_for(cr.h(), cr.w(), p.nR, rcols_.width());
+    const size_t ltotals = lbands_ > 1 ? size_t(p.nL) * lbands_ * kColSegments * lcols_.width() : 0;
+    const size_t rtotals = rbands_ > 1 ? size_t(p.nR) * rbands_ * kColSegments * rcols_.width() : 0;
+    col_total_ = DeviceBuffer<double2>(ltotals + rtotals);
 }
 
 size_t Normalizer::workspace_bytes() const {
     return lshift_.bytes() + rshift_.bytes() + partial_.bytes() + mean_.bytes() + lsat_.bytes() + rsat_.bytes() +
-           c00_.bytes() + c00_partial_.bytes();
+           col_total_.bytes() + c00_.bytes() + c00_partial_.bytes();
 }
 
 void Normalizer::prepare(const float* left, const float* right, cudaStream_t stream) {
@@ -757,16 +858,16 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
             left, right, p_.hL, p_.wL, p_.hR, p_.wR, pair_map(p_), count, split.row_parts, split.col_parts,
             c00_partial_.get());
         XC_CHECK_LAUNCH();
-        c00_final_kernel<<<blocks_for(count, kThreads), kThreads, 0, stream>>>(c00_partial_.get(), count, c00_parts_,
+        c00_final_kernel<<<blocks_for(count, kThreads / kWarp), kThreads, 0, stream>>>(c00_partial_.get(), count, c00_parts_,
                                                                              c00_.get());
         XC_CHECK_LAUNCH();
     }
     const Region &cl = crop_.left, &cr = crop_.right;
     double* const rpartial = partial_.get() + (lfused_ ? 0 : int64_t(p_.nL) * lpartials_);
     const StackRef l{left, lshift_.get(), lsat_.get(), partial_.get(), mean_.get(), p_.nL, p_.hL, p_.wL,
-                     cl.r0, cl.c0, cl.h(), cl.w(), lpartials_, lcols_};
+                     cl.r0, cl.c0, cl.h(), cl.w(), lpartials_, lcols_, lbands_};
     const StackRef r{right, rshift_.get(), rsat_.get(), rpartial, mean_.get() + p_.nL, p_.nR, p_.hR, p_.wR,
-                     cr.r0, cr.c0, cr.h(), cr.w(), rpartials_, rcols_};
+                     cr.r0, cr.c0, cr.h(), cr.w(), rpartials_, rcols_, rbands_};
     // Each stack in one of the two paths; in the other its count is 0 (it does nothing there).
     Stacks fused{l, r}, split{l, r};
     (lfused_ ? split.left : fused.left).count = 0;
@@ -822,11 +923,26 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
     Stacks colwise = split;
     if (cl.h() == 1) colwise.left.count = 0;
     if (cr.h() == 1) colwise.right.count = 0;
-    if (colwise.left.count || colwise.right.count) {
-        const bool long_cols = std::max(cl.h(), cr.h()) >= kLongColumn;
-        const int cols = std::max(colwise.left.count ? lcols_.width() : 0, colwise.right.count ? rcols_.width() : 0);
+    // A stack of one band takes col_scan_kernel, one of more the banded pair (the other's count 0 in each).
+    Stacks plain = colwise, banded = colwise;
+    (lbands_ > 1 ? plain.left : banded.left).count = 0;
+    (rbands_ > 1 ? plain.right : banded.right).count = 0;
+    auto width = [](const Stacks& s) { return std::max(s.left.count ? s.left.cols.width() : 0,
+                                                       s.right.count ? s.right.cols.width() : 0); };
+    if (plain.left.count || plain.right.count) {
+        const bool long_cols = std::max(plain.left.count ? cl.h() : 0, plain.right.count ? cr.h() : 0) >= kLongColumn;
         auto col_scan = long_cols ? col_scan_kernel<kColBatch> : col_scan_kernel<1>;
-        col_scan<<<dim3(ceil_div(cols, kWarp), gy, 2), kThreads, 0, stream>>>(colwise);
+        col_scan<<<dim3(ceil_div(width(plain), kWarp), gy, 2), kThreads, 0, stream>>>(plain);
+        XC_CHECK_LAUNCH();
+    }
+    if (banded.left.count || banded.right.count) {
+        const ColScratch scratch{col_total_.get(),
+                                 col_total_.get() + size_t(banded.left.count) * lbands_ * kColSegments * lcols_.width()};
+        const int64_t slices = std::max(int64_t(banded.left.count) * lbands_, int64_t(banded.right.count) * rbands_);
+        const dim3 grid(ceil_div(width(banded), kWarp), unsigned(std::min<int64_t>(slices, kMaxGridY)), 2);
+        col_totals_kernel<kColBatch><<<grid, kThreads, 0, stream>>>(banded, scratch);
+        XC_CHECK_LAUNCH();
+        col_band_scan_kernel<kColBatch><<<grid, kThreads, 0, stream>>>(banded, scratch);
         XC_CHECK_LAUNCH();
     }
 }

@@ -18,7 +18,10 @@ modelled with its own mapping of work to threads and the exact order of its doub
   every segment once (a model with a segment's carry skipped or doubled fails the same check), its
   order is fixed, and rows up to kSegRow keep scan_row's bits;
 - zero-lag's C(0, 0) partial sums (c00_split, c00_partial_kernel) cover the overlap once, over
-  rows and column chunks.
+  rows and column chunks;
+- tall tables of few columns take the banded column pass (col_totals_kernel, col_band_scan_kernel):
+  the same sums as col_scan_kernel's over more, shorter segments, every cell written once, one band
+  (so the fused prepass's bits) for every crop the fused kernel takes.
 
 It checks the design (orders and index arithmetic), not the CUDA code itself: the GPU tests
 (tests/test_normalize.py, xcorr_validate --normalize all) run that. The constants are read from
@@ -53,6 +56,9 @@ FUSED_SMEM = constant("kFusedSmemBytes")
 SEG_COLS = constant("kSegCols", kWarp=WARP)
 SEG_ROW = constant("kSegRow", kSegCols=SEG_COLS)
 MAX_C00_PARTS = constant("kMaxC00Parts")
+BAND_SEG_ROWS = constant("kBandSegRows")
+COL_BLOCKS = constant("kColBlocks")
+MAX_COL_BANDS = constant("kMaxColBands")
 
 
 def partials_for(elems):
@@ -211,17 +217,29 @@ def segmented_rows(x, mean, mutate=None):
     return xs, table
 
 
-def scan_columns(table, ch, c):
+def col_bands_for(ch, cw, count, width):
+    """normalize.cu's col_bands_for: row bands of the column pass (1: col_scan_kernel's order)."""
+    if fits_fused(ch, cw):
+        return 1
+    blocks = max(1, count * -(-width // WARP))
+    want = min(-(-ch // (SEGMENTS * BAND_SEG_ROWS)), -(-COL_BLOCKS // blocks))
+    return min(max(want, 1), MAX_COL_BANDS)
+
+
+def scan_columns(table, ch, c, segments=SEGMENTS, skip=None):
     """scan_columns of the columns c (one per lane; < w1 counts) of table ((ch+1) x w1 x 2), in
-    place; returns the cells it wrote. All SEGMENTS warps: segment = warp."""
+    place; returns the cells it wrote. All SEGMENTS warps: segment = warp. With segments =
+    SEGMENTS · bands, the banded pass (col_totals_kernel, then col_band_scan_kernel): the same sums
+    over more, shorter segments. skip: a segment whose total the starts leave out (a fault the
+    tests must catch)."""
     w1 = table.shape[1]
-    length = -(-ch // SEGMENTS)
+    length = -(-ch // segments)
     valid = c < w1
     cv = c[valid]
-    seg_total = np.zeros((SEGMENTS, WARP, 2))
+    seg_total = np.zeros((segments, WARP, 2))
     bounds = []
-    for seg in range(SEGMENTS):
-        r0 = 1 + seg * length
+    for seg in range(segments):
+        r0 = min(ch + 1, 1 + seg * length)
         r1 = min(ch + 1, r0 + length)
         bounds.append((r0, r1))
         acc = np.zeros((WARP, 2))
@@ -232,7 +250,8 @@ def scan_columns(table, ch, c):
     for seg, (r0, r1) in enumerate(bounds):
         run = np.zeros((WARP, 2))
         for i in range(seg):
-            run = run + seg_total[i]
+            if i != skip:
+                run = run + seg_total[i]
         for r in range(r0, r1):
             run[valid] = run[valid] + table[r, cv]
             table[r, cv] = run[valid]
@@ -242,9 +261,10 @@ def scan_columns(table, ch, c):
 
 # ---- the four-kernel path ----------------------------------------------------------------------
 
-def split_path(x):
-    """partial_sums_kernel, means_kernel, row_scan_kernel, col_scan_kernel on one crop x (ch x cw
-    float32): (mean, x' float32, table (ch+1) x (cw+1) x 2)."""
+def split_path(x, count=1, skip=None):
+    """partial_sums_kernel, means_kernel, row_scan_kernel, col_scan_kernel (or the banded column
+    pass, for a stack of `count` such crops) on one crop x (ch x cw float32): (mean, x' float32,
+    table (ch+1) x (cw+1) x 2)."""
     ch, cw = x.shape
     flat = x.reshape(-1)
     elems = ch * cw
@@ -266,8 +286,13 @@ def split_path(x):
         for r in range(ch):  # one warp per row (any order: rows are independent)
             xs[r], table[r + 1] = scan_row(x[r], mean, cw)
     before = table.copy()
+    bands = col_bands_for(ch, cw, count, cw + 1)
+    cells = {}
     for bx in range(-(-(cw + 1) // WARP)):  # col_scan_kernel's blocks of 32 columns
-        scan_columns(table, ch, bx * WARP + np.arange(WARP))
+        for cell in scan_columns(table, ch, bx * WARP + np.arange(WARP), SEGMENTS * bands, skip):
+            cells[cell] = cells.get(cell, 0) + 1
+    assert set(cells) == {(r, c) for r in range(1, ch + 1) for c in range(cw + 1)}
+    assert all(n == 1 for n in cells.values())
     if ch == 1:  # the host skips the column pass of one-row crops: it must change no bit
         assert np.array_equal(before.view(np.uint64), table.view(np.uint64))
     return mean, xs, table
@@ -325,12 +350,15 @@ def fused_path(x, stride_w=None):
 
 
 def exact_tables(xs):
-    """float64 summed-area tables of the float32 x' (tests/test_normalize_crop.py's tables())."""
-    x = xs.astype(np.float64)
-    t = np.zeros((x.shape[0] + 1, x.shape[1] + 1, 2))
+    """Summed-area tables of the float32 x', summed in extended precision (x86's 64-bit-mantissa long
+    double) and rounded to float64: a float64 cumsum down 9000 rows is itself off by 1.4e-13 of the
+    total, more than the kernels' orders are (3e-15)."""
+    assert np.finfo(np.longdouble).nmant >= 63, "needs an extended-precision long double"
+    x = xs.astype(np.longdouble)
+    t = np.zeros((x.shape[0] + 1, x.shape[1] + 1, 2), np.longdouble)
     t[1:, 1:, 0] = np.cumsum(np.cumsum(x, 0), 1)
     t[1:, 1:, 1] = np.cumsum(np.cumsum(x * x, 0), 1)
-    return t
+    return t.astype(np.float64)
 
 
 def largest(fits):
@@ -597,3 +625,39 @@ def test_one_row_column_pass_changes_nothing(cw):
               np.where(rng.random((1, cw)) < 0.5, np.float32(-0.0), crop_values(rng, (1, cw), "signed"))):
         split_path(x)
     assert "if (cl.h() == 1) colwise.left.count = 0;" in SOURCE and "if (cr.h() == 1) colwise.right.count = 0;" in SOURCE
+
+
+# ---- the banded column pass (tall tables of few columns) -------------------------------------------
+
+def test_band_counts():
+    """col_bands_for: one band (col_scan_kernel's order, so the fused prepass's bits) for every crop
+    the fused prepass takes, whatever the stack; seed 002's sampled tables (2048 rows, 130 columns,
+    one matrix) 16 bands of 8 segments of 16 rows, 160 blocks per stack where col_scan_kernel had
+    5; zncc_frames' 85 x 86 crops of 1000 frames keep one band; never more than kMaxColBands."""
+    for ch, cw in FUSED_SHAPES:
+        assert col_bands_for(ch, cw, 1, cw + 1) == 1
+    assert col_bands_for(2048, 2048, 1, 130) == 16
+    assert col_bands_for(85, 86, 1000, 87) == 1
+    assert col_bands_for(300, 300, 1000, 301) == 1  # many matrices fill the GPU already
+    assert col_bands_for(1 << 20, 3, 1, 4) == MAX_COL_BANDS
+    assert "if (fits_fused(ch, cw)) return 1;" in SOURCE
+
+
+@pytest.mark.parametrize("shape,count", [((1500, 9), 1), ((2049, 3), 1), ((1000, 40), 2), ((333, 70), 3)],
+                         ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
+def test_banded_column_pass(shape, count):
+    """Crops that take the banded column pass: every cell written once (split_path checks), the
+    tables equal float64 summed-area tables of the same x' to rounding, the order fixed (the same
+    bits twice); and a model whose starts leave one segment's total out fails that comparison."""
+    ch, cw = shape
+    bands = col_bands_for(ch, cw, count, cw + 1)
+    assert bands > 1
+    x = crop_values(seeded_rng(("banded", shape)), shape, "large")
+    m, xs, t = split_path(x, count)
+    want = exact_tables(xs)
+    assert np.abs(t[..., 0] - want[..., 0]).max() <= 1e-13 * np.abs(xs.astype(np.float64)).sum()
+    assert np.abs(t[..., 1] - want[..., 1]).max() <= 1e-13 * (xs.astype(np.float64) ** 2).sum()
+    _, _, t2 = split_path(x, count)
+    assert np.array_equal(t.view(np.uint64), t2.view(np.uint64))
+    _, _, bad = split_path(x, count, skip=SEGMENTS * bands // 2)
+    assert np.abs(bad[..., 1] - want[..., 1]).max() > 1e-6 * (xs.astype(np.float64) ** 2).sum()

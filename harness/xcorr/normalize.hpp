@@ -104,6 +104,8 @@ private:
                                       // pass's scratch (normalize.cu: seg_scratch_offset)
     DeviceBuffer<double> mean_;       // nL + nR means of the crops, lefts first
     DeviceBuffer<double2> lsat_, rsat_;  // (Σx', Σx'²) tables, (h+1) x cols.width() per crop
+    int lbands_ = 1, rbands_ = 1;     // row bands of the column pass per stack (normalize.cu: col_bands_for)
+    DeviceBuffer<double2> col_total_;  // banded column pass: segment totals, lefts then rights
     DeviceBuffer<double> c00_;        // zero-lag: C(0, 0) per output
     DeviceBuffer<double> c00_partial_;  // zero-lag: its partial sums, c00_parts_ per output
     int c00_parts_ = 1;
