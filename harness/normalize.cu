@@ -23,7 +23,8 @@ constexpr int kMaxC00Parts = 1024;  // blocks per pair of zero-lag's C(0, 0) at 
 // strips, a column segment 256 rows) issue several loads before adding them in order (the same
 // sums): kRowStrips strips of a row, kColBatch rows of a column segment. Short ones (zncc_frames'
 // 85 x 86 crops, the fused prepass) keep one load at a time: batching measured slower there.
-constexpr int kRowStrips = 4, kLongRow = 16 * kWarp;
+constexpr int kRowStrips = 4;
+constexpr int kLongRow = 16 * kWarp;
 constexpr int kColBatch = 8, kLongColumn = 64 * kColSegments;
 constexpr int kElemsPerPartial = kThreads * 16;  // crop elements per block of the two-level mean
 // Tall tables of few columns (seed 002's sampled tables: 130 columns of 2049 rows, 10 blocks of
@@ -65,6 +66,9 @@ static_assert(kFusedSmemBytes / (sizeof(double2) + sizeof(float)) < 2 * kElemsPe
 static_assert(2 * size_t(kSegRow + 2) * sizeof(double2) > kFusedSmemBytes, "a segmented crop would fit the fused prepass");
 // Segments per row of a stack's crop: 0 for rows that keep scan_row (fused or row_scan_kernel).
 int segs_for(int cw, bool fused) { return !fused && cw > kSegRow ? ceil_div(cw, kSegCols) : 0; }
+// Whether a stack's rows take scan_span_chunked: long rows, not segmented, of a crop the fused
+// prepass cannot take (so a crop that fits it has scan_span's bits on either path).
+bool chunked_rows(int ch, int cw) { return cw >= kLongRow && cw <= kSegRow && !fits_fused(ch, cw); }
 // Row bands of a stack's column pass (count crops of ch rows, tables of width columns): 1 (the
 // kColSegments segments of col_scan_kernel, the fused prepass's order) for every crop that fits
 // the fused prepass, so both paths keep the same bits; otherwise as many as fill about kColBlocks
@@ -215,20 +219,69 @@ __device__ __forceinline__ double2 scan_span(const float* x, float* xs, Store st
     return make_double2(carry_a, carry_q);
 }
 
+// Long rows of crops past the fused prepass (chunked_rows): lane l adds the kChunk consecutive
+// columns c = b0 + l·kChunk + j of a chunk of 32·kChunk in order in registers, and one warp scan of
+// the lanes' totals serves the chunk, where scan_span scans every 32 columns (its shuffles were the
+// row pass's limit: 53 us for seed 002's 2 x 2048 rows of 2048 on the H200, 8x the memory's).
+// Sums: s_j = ((+0 + v_0) + v_1) ... + v_j in double (v the float x', v² by __dmul_rn), E_l the
+// Hillis-Steele inclusive scan of the lanes' s_{kChunk-1} one lane back (+0 for lane 0), p = carry +
+// E_l, store(c, p + s_j); the next chunk's carry is lane 31's p + s_{kChunk-1}. Returns the span's
+// total. tests/test_normalize_fused.py models this order; crops that fit the fused prepass never
+// take it (their bits stay scan_span's, whichever path they take).
+constexpr int kChunk = 8;
+template <class Store>
+__device__ __forceinline__ double2 scan_span_chunked(const float* x, float* xs, Store store, int n, double mean,
+                                                     int lane) {
+    double carry_a = 0, carry_q = 0;
+    for (int b0 = 0; b0 < n; b0 += kChunk * kWarp) {
+        const int c0 = b0 + lane * kChunk;
+        float raw[kChunk];
+#pragma unroll
+        for (int j = 0; j < kChunk; ++j) raw[j] = c0 + j < n ? x[c0 + j] : 0.0f;
+        double sa[kChunk], sq[kChunk];
+        double a = 0, q = 0;
+#pragma unroll
+        for (int j = 0; j < kChunk; ++j) {
+            const bool in = c0 + j < n;
+            const float v = in ? float(__dsub_rn(double(raw[j]), mean)) : 0.0f;
+            if (in) xs[c0 + j] = v;
+            a = __dadd_rn(a, double(v));
+            q = __dadd_rn(q, __dmul_rn(double(v), double(v)));
+            sa[j] = a;
+            sq[j] = q;
+        }
+        warp_scan_pair(a, q, lane);  // a, q: the lanes' totals, now scanned
+        double ea = __shfl_up_sync(kFullMask, a, 1), eq = __shfl_up_sync(kFullMask, q, 1);
+        if (lane == 0) ea = 0, eq = 0;
+        const double pa = __dadd_rn(carry_a, ea), pq = __dadd_rn(carry_q, eq);
+#pragma unroll
+        for (int j = 0; j < kChunk; ++j)
+            if (c0 + j < n) store(c0 + j, make_double2(__dadd_rn(pa, sa[j]), __dadd_rn(pq, sq[j])));
+        carry_a = __shfl_sync(kFullMask, __dadd_rn(pa, sa[kChunk - 1]), kWarp - 1);
+        carry_q = __shfl_sync(kFullMask, __dadd_rn(pq, sq[kChunk - 1]), kWarp - 1);
+    }
+    return make_double2(carry_a, carry_q);
+}
+
 // A whole crop row (scan_span over its cw columns): row[c + 1] = Σ over columns <= c, row[0] = 0.
 // row_scan_kernel and fused_prepass_kernel: the same code, the same bits. kSampled: the table keeps
 // only the columns of `cols` (sampled_table), entry cols.at(c) for column c; the same sums.
-template <int kStrips, bool kSampled = false>
+// kChunked: scan_span_chunked's order instead (chunked_rows).
+template <int kStrips, bool kSampled = false, bool kChunked = false>
 __device__ __forceinline__ void scan_row(const float* x, float* xs, double2* row, int cw, double mean, int lane,
                                          TableColumns cols = {}) {
+    auto span = [&](auto store) {
+        if constexpr (kChunked) scan_span_chunked(x, xs, store, cw, mean, lane);
+        else scan_span<kStrips>(x, xs, store, cw, mean, lane);
+    };
     if constexpr (kSampled) {
         if (lane == 0 && cols.at(0) >= 0) row[cols.at(0)] = make_double2(0, 0);
-        scan_span<kStrips>(x, xs, [row, cols](int c, double2 v) {
+        span([row, cols](int c, double2 v) {
             if (const int k = cols.at(c + 1); k >= 0) row[k] = v;
-        }, cw, mean, lane);
+        });
     } else {
         if (lane == 0) row[0] = make_double2(0, 0);
-        scan_span<kStrips>(x, xs, [row](int c, double2 v) { row[c + 1] = v; }, cw, mean, lane);
+        span([row](int c, double2 v) { row[c + 1] = v; });
     }
 }
 
@@ -238,7 +291,7 @@ __device__ __forceinline__ void scan_row(const float* x, float* xs, double2* row
 // Σ over columns <= c of crop row r (kSampled: at table column cols.at(c + 1), for the columns
 // kept; a stack whose cols are all_columns gets the same table as without). Mapping: warps stride
 // over count·ch rows; kThreads threads, grid (blocks, 1, 2 stacks). Resources: registers only.
-template <int kStrips, bool kSampled>
+template <int kStrips, bool kSampled, bool kChunked = false>
 __global__ void row_scan_kernel(Stacks st) {
     const StackRef s = st.pick();
     const int lane = threadIdx.x % kWarp;
@@ -250,8 +303,8 @@ __global__ void row_scan_kernel(Stacks st) {
         double2* table = s.sat + m * (s.ch + 1) * w1;
         if (r == 0)
             for (int c = lane; c < w1; c += kWarp) table[c] = make_double2(0, 0);
-        scan_row<kStrips, kSampled>(s.crop_row(m, r), s.xs + g * s.cw, table + (r + 1) * w1, s.cw, s.mean[m], lane,
-                                    s.cols);
+        scan_row<kStrips, kSampled, kChunked>(s.crop_row(m, r), s.xs + g * s.cw, table + (r + 1) * w1, s.cw, s.mean[m],
+                                              lane, s.cols);
     }
 }
 
@@ -891,14 +944,22 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
     (lsegs ? rowwise.left : segmented.left).count = 0;
     (rsegs ? rowwise.right : segmented.right).count = 0;
     const int64_t rows = std::max(int64_t(rowwise.left.count) * cl.h(), int64_t(rowwise.right.count) * cr.h());
-    if (rows) {
-        // The batched scans where the crops are long (one kernel each way: a run-time choice inside one
-        // kernel gave the short crops the batched code's registers and halved their occupancy). The
-        // same choice as before the segmented pass, a segmented stack's width left out.
-        const bool long_rows = std::max(lsegs ? 0 : cl.w(), rsegs ? 0 : cr.w()) >= kLongRow;
-        auto row_scan = sampled_ ? (long_rows ? row_scan_kernel<kRowStrips, true> : row_scan_kernel<1, true>)
+    // One launch per kind of row among the stacks: chunked (chunked_rows), else scan_span's, batched
+    // where the crops are long (one kernel each way: a run-time choice inside one kernel gave the
+    // short crops the batched code's registers and halved their occupancy).
+    const bool lchunk = chunked_rows(cl.h(), cl.w()), rchunk = chunked_rows(cr.h(), cr.w());
+    for (const bool chunk : {false, true}) {
+        if (!rows) break;
+        Stacks part = rowwise;
+        if (lchunk != chunk) part.left.count = 0;
+        if (rchunk != chunk) part.right.count = 0;
+        const int64_t prows = std::max(int64_t(part.left.count) * cl.h(), int64_t(part.right.count) * cr.h());
+        if (!prows) continue;
+        const bool long_rows = std::max(part.left.count ? cl.w() : 0, part.right.count ? cr.w() : 0) >= kLongRow;
+        auto row_scan = chunk ? (sampled_ ? row_scan_kernel<1, true, true> : row_scan_kernel<1, false, true>)
+                      : sampled_ ? (long_rows ? row_scan_kernel<kRowStrips, true> : row_scan_kernel<1, true>)
                                  : (long_rows ? row_scan_kernel<kRowStrips, false> : row_scan_kernel<1, false>);
-        row_scan<<<dim3(blocks_for(rows, kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(rowwise);
+        row_scan<<<dim3(blocks_for(prows, kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(part);
         XC_CHECK_LAUNCH();
     }
     if (lsegs || rsegs) {
