@@ -19,6 +19,46 @@ if not BUILD.is_absolute():
     BUILD = ROOT / BUILD
 
 
+def pytest_addoption(parser):
+    parser.addoption("--gpu-only", action="store_true",
+                     help="run only the tests that need a GPU (those using the gpu fixture or marked gpu): "
+                          "what a device run is for; the CPU tests run in CI")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: the test needs a usable GPU (for --gpu-only; the gpu fixture implies it)")
+
+
+def needs_gpu(item):
+    """A test that needs a GPU: it uses a `gpu` fixture (conftest's, array_libs'), directly or through
+    another fixture, or carries the gpu marker."""
+    return "gpu" in getattr(item, "fixturenames", ()) or item.get_closest_marker("gpu") is not None
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--gpu-only"):
+        return
+    keep = [i for i in items if needs_gpu(i)]
+    dropped = [i for i in items if not needs_gpu(i)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test skipped for want of a GPU must be one --gpu-only selects (fixture or marker): else the
+    device runs would leave it out unseen. Such a test fails here, on the machine without a GPU (CI),
+    saying what to add."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and isinstance(report.longrepr, tuple) and "no usable GPU" in str(report.longrepr[-1]):
+        if not needs_gpu(item):
+            report.outcome = "failed"
+            report.longrepr = (f"{item.nodeid} skips for want of a GPU but --gpu-only would not select it: "
+                               "give it the gpu fixture or @pytest.mark.gpu")
+
+
 def binary(name):
     path = BUILD / name
     if not path.exists():

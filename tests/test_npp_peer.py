@@ -281,7 +281,11 @@ def _gpu_npp_reason() -> str:
 
 
 GPU_REASON = _gpu_npp_reason()
-gpu = pytest.mark.skipif(bool(GPU_REASON), reason=f"npp-normlevel on the GPU: {GPU_REASON}")
+
+
+def gpu(test):
+    """Skipped with the reason where NPP cannot run on a GPU; marked gpu (--gpu-only keeps it)."""
+    return pytest.mark.gpu(pytest.mark.skipif(bool(GPU_REASON), reason=f"npp-normlevel on the GPU: {GPU_REASON}")(test))
 
 
 @gpu

@@ -306,6 +306,7 @@ GPU_WINDOWS = {"full": {}, "valid": dict(mode="valid"), "same": dict(mode="same"
 ALGORITHMS = [a["name"] for a in xcorr.algorithms()]
 
 
+@pytest.mark.gpu  # its torch or cupy fixture is taken by name at run time
 @pytest.mark.parametrize("lib", ["torch", "cupy"])
 @pytest.mark.parametrize("name", ["auto"] + ALGORITHMS)
 def test_every_algorithm_through_torch_and_cupy_matches_the_reference(name, lib, request):
@@ -346,6 +347,7 @@ def test_every_algorithm_through_torch_and_cupy_matches_the_reference(name, lib,
         pytest.skip(f"{name} refused every 1-D case: {refused}")
 
 
+@pytest.mark.gpu  # its torch or cupy fixture is taken by name at run time
 @pytest.mark.parametrize("lib", ["torch", "cupy"])
 @pytest.mark.parametrize("normalize", ["zncc", "zero-lag"])
 def test_normalized_auto_through_torch_and_cupy(lib, normalize, request):
@@ -362,6 +364,7 @@ def test_normalized_auto_through_torch_and_cupy(lib, normalize, request):
             assert np.abs(host(got) - ref).max() <= 1e-4, (form, window)
 
 
+@pytest.mark.gpu  # its torch or cupy fixture is taken by name at run time
 @pytest.mark.parametrize("lib", ["torch", "cupy"])
 def test_signals_take_the_pointer_path_without_copies(lib, request):
     """1-D arrays are already what the kernels read (1 x n rows): no reshape copy, no DLPack per

@@ -395,6 +395,7 @@ WINDOWS = {"full": {}, "valid": dict(mode="valid"), "same": dict(mode="same"), "
 ALGORITHMS = [a["name"] for a in xcorr.algorithms()]
 
 
+@pytest.mark.gpu  # its torch or cupy fixture is taken by name at run time
 @pytest.mark.parametrize("lib", ["torch", "cupy"])
 @pytest.mark.parametrize("name", ALGORITHMS)
 def test_every_algorithm_through_torch_and_cupy_matches_the_reference(name, lib, request):
@@ -426,6 +427,7 @@ def test_every_algorithm_through_torch_and_cupy_matches_the_reference(name, lib,
 NORM_BOUND = 1e-4  # CONVENTIONS.md: normalized outputs within 1e-4 (absolute) of float64
 
 
+@pytest.mark.gpu  # its torch or cupy fixture is taken by name at run time
 @pytest.mark.parametrize("lib", ["torch", "cupy"])
 @pytest.mark.parametrize("name", ["auto"] + ALGORITHMS)
 def test_normalized_through_torch_and_cupy_matches_the_reference(name, lib, request):
@@ -517,6 +519,7 @@ def test_zero_copy_cupy(cupy):
     assert rel_err(out.get(), ref) < 1e-5
 
 
+@pytest.mark.gpu  # its torch or cupy fixture is taken by name at run time
 @pytest.mark.parametrize("lib", ["torch", "cupy"])
 def test_arrays_as_the_kernels_read_them_take_the_pointer_path(lib, request):
     """Issue #23: float32 C-contiguous arrays of the plan's shapes on its device go to the binding
@@ -621,6 +624,7 @@ def test_examples_run_on_the_cpu_reference(example):
     assert re.search(r"(found|displacements|true lag)[^\n]*: 100(\.0)?%", r.stdout), r.stdout  # every displacement / template / particle / lag found
 
 
+@pytest.mark.gpu  # its torch or cupy fixture is taken by name at run time
 @pytest.mark.parametrize("example", ["piv.py", "template_matching.py", "cryoem_search.py", "ambient_noise.py"])
 def test_examples_run_on_the_gpu(example):
     """The examples as a user runs them (algorithm auto on the GPU), small sizes: every displacement,
