@@ -16,7 +16,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kMaxGridY = 65535;  // gridDim.y and .z limit: kernels stride over the matrices beyond it
-constexpr int kMaxPartials = 64;  // blocks per matrix of the mean reduction
+constexpr int kMaxPartials = 1024;  // blocks per matrix of the mean reduction (a 2048 x 2048 crop: 1024)
 constexpr int kColSegments = 8;   // row segments per column of the column pass (blockDim.y of col_scan_kernel)
 constexpr int kMaxC00Parts = 1024;  // blocks per pair of zero-lag's C(0, 0) at most
 // Long rows and columns of the four-kernel path (a 2048 x 2048 crop: one warp per row walks 64
@@ -157,13 +157,28 @@ __device__ __forceinline__ double mean_of(const double* partial, int partials, i
     return v / (double(ch) * cw);
 }
 
-// Mean, second level: thread m adds its matrix's partials in order and divides by ch·cw.
-// Mapping: grid (ceil(count / 256), 1, 2 stacks), kThreads threads.
+// Mean, second level. One partial (every crop the fused prepass could take, and small ones):
+// mean_of, the fused kernel's own sum. More: a warp per matrix, lane i adding partials i, i + 32,
+// ... in order to 0, then the xor butterfly of block_sum, divided by ch·cw (one thread walking a
+// 2048 x 2048 crop's partials was a chain of dependent loads; the order is still fixed, the same
+// bits on every run). Mapping: warps striding over the matrices (one matrix per warp), grid (blocks, 1,
+// 2 stacks), kThreads threads.
 __global__ void means_kernel(Stacks st) {
     const StackRef s = st.pick();
-    const int64_t m = blockIdx.x * int64_t(kThreads) + threadIdx.x;
-    if (m >= s.count) return;
-    s.mean[m] = mean_of(s.partial + m * s.partials, s.partials, s.ch, s.cw);
+    const int lane = threadIdx.x % kWarp;
+    const int64_t warps = int64_t(gridDim.x) * (kThreads / kWarp);
+    for (int64_t m = (blockIdx.x * int64_t(kThreads) + threadIdx.x) / kWarp; m < s.count; m += warps) {
+        const double* partial = s.partial + m * s.partials;
+        if (s.partials == 1) {  // uniform per stack
+            if (lane == 0) s.mean[m] = mean_of(partial, 1, s.ch, s.cw);
+            continue;
+        }
+        double v = 0;
+        for (int b = lane; b < s.partials; b += kWarp) v += partial[b];
+#pragma unroll
+        for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+        if (lane == 0) s.mean[m] = v / (double(s.ch) * s.cw);
+    }
 }
 
 // Inclusive warp scan of a pair of doubles (Hillis-Steele: lanes add the partial sums 1, 2, 4, 8, 16
@@ -935,7 +950,7 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
     const int gy = std::min(most, kMaxGridY);
     partial_sums_kernel<<<dim3(std::max(lpartials_, rpartials_), gy, 2), kThreads, 0, stream>>>(split);
     XC_CHECK_LAUNCH();
-    means_kernel<<<dim3(ceil_div(most, kThreads), 1, 2), kThreads, 0, stream>>>(split);
+    means_kernel<<<dim3(blocks_for(most, kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(split);
     XC_CHECK_LAUNCH();
     // The row pass: row_scan_kernel for rows up to kSegRow columns, the segmented pass for longer
     // ones (per stack; the other stack's count is 0 in each).

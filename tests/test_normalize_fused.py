@@ -95,10 +95,20 @@ def block_sum(v):
 
 
 def mean_of(partials, ch, cw):
-    v = 0.0
-    for p in partials:
-        v += p
-    return v / (float(ch) * cw)
+    """The crop's mean from its partial sums: one (mean_of, shared by the fused kernel and
+    means_kernel) added to 0; more (means_kernel's warp) lane i adding partials i, i + 32, ... in
+    order to 0, then the xor butterfly; over ch·cw."""
+    if len(partials) == 1:
+        return (0.0 + partials[0]) / (float(ch) * cw)
+    v = np.zeros(WARP)
+    for i, p in enumerate(partials):
+        v[i % WARP] += p
+    lanes = np.arange(WARP)
+    o = WARP // 2
+    while o:
+        v = v + v[lanes ^ o]
+        o //= 2
+    return float(v[0]) / (float(ch) * cw)
 
 
 def warp_inclusive(a, q):
@@ -750,3 +760,16 @@ def test_four_kernel_path_with_chunked_rows(shape):
     assert np.abs(t[..., 0] - want[..., 0]).max() <= 1e-13 * np.abs(xs.astype(np.float64)).sum()
     assert np.abs(t[..., 1] - want[..., 1]).max() <= 1e-13 * (xs.astype(np.float64) ** 2).sum()
     assert np.array_equal(t.view(np.uint64), split_path(x)[2].view(np.uint64))
+
+
+def test_means_of_large_crops_take_many_partials():
+    """A 2048 x 2048 crop takes 1024 partial sums (1024 blocks of partial_sums_kernel, not 64), and
+    means_kernel's warp adds them (lanes in order, then the butterfly): within rounding of the exact
+    mean of the partials, and a one-partial mean is mean_of's (the fused kernel's) exactly."""
+    import math
+    assert partials_for(2048 * 2048) == 1024 == MAX_PARTIALS
+    rng = seeded_rng("many-partials")
+    parts = list(rng.uniform(4e6, 4.2e6, 1024))
+    assert abs(mean_of(parts, 2048, 2048) - math.fsum(parts) / 2048**2) <= 1e-15 * (math.fsum(parts) / 2048**2)
+    assert mean_of([-0.0], 3, 5) == 0.0 and math.copysign(1, mean_of([-0.0], 3, 5)) == 1  # 0 + -0 = +0, as in C++
+    assert "if (s.partials == 1) {" in SOURCE
