@@ -860,35 +860,58 @@ private:
 
 }  // namespace
 
-Normalizer::Normalizer(const Problem& p, const NormalizeCrop& crop) : p_(p), crop_(crop) {
-    if (p.normalize == Normalize::None) throw UsageError("Normalizer: the problem is not normalized (normalize none)");
-    p.check();
-    if (crop.empty()) return;  // the output is 0: nothing to prepare
+Prepass prepass_of(const Problem& p, const NormalizeCrop& crop) {
+    if (crop.empty()) throw UsageError("prepass_of: the crop is empty (the output is 0: nothing is prepared)");
     const Region &cl = crop.left, &cr = crop.right;
-    if (p.normalize == Normalize::ZeroLag) {
-        const int64_t count = p.out_count();
-        c00_parts_ = c00_split(p).parts();
-        c00_ = DeviceBuffer<double>(size_t(count));
-        c00_partial_ = DeviceBuffer<double>(size_t(count) * c00_parts_);
-    }
-    lpartials_ = partials_for(int64_t(cl.h()) * cl.w());
-    rpartials_ = partials_for(int64_t(cr.h()) * cr.w());
+    Prepass pp;
     // The fused prepass where both stacks' crops fit it; where one stack needs the four-kernel path,
     // the other rides along in those launches (a stack per blockIdx.z) rather than paying a fused
     // launch of its own, a few blocks' latency for a stack of a few matrices (zncc_frames' 53 x 54
     // template: 15 us on one block, after the frames' 85 x 86 crops took the four kernels). The two
     // paths give the same bits (tests/test_normalize_fused.py).
-    lfused_ = rfused_ = fits_fused(cl.h(), cl.w()) && fits_fused(cr.h(), cr.w());
+    const bool fused = fits_fused(cl.h(), cl.w()) && fits_fused(cr.h(), cr.w());
+    const TableColumnsPair read = read_columns(p, crop);
+    auto stack = [&](const Region& c, const TableColumns& reads, int count) {
+        StackPrepass s;
+        s.fused = fused;
+        s.partials = partials_for(int64_t(c.h()) * c.w());
+        s.row_segments = segs_for(c.w(), fused);
+        s.chunked_rows = !fused && chunked_rows(c.h(), c.w());
+        s.cols = sampled_table(reads, c.w(), fused) ? reads : all_columns(c.w());
+        // One-row crops skip the column pass (prepare), so they need no bands.
+        s.col_bands = fused || c.h() == 1 ? 1 : col_bands_for(c.h(), c.w(), count, s.cols.width());
+        return s;
+    };
+    pp.left = stack(cl, read.left, p.nL);
+    pp.right = stack(cr, read.right, p.nR);
+    pp.staged_epilogue = !pp.left.sampled(cl.w()) && !pp.right.sampled(cr.w()) && use_staged_epilogue(p, crop);
+    pp.c00_parts = p.normalize == Normalize::ZeroLag ? c00_split(p).parts() : 0;
+    return pp;
+}
+
+Normalizer::Normalizer(const Problem& p, const NormalizeCrop& crop) : p_(p), crop_(crop) {
+    if (p.normalize == Normalize::None) throw UsageError("Normalizer: the problem is not normalized (normalize none)");
+    p.check();
+    if (crop.empty()) return;  // the output is 0: nothing to prepare
+    const Region &cl = crop.left, &cr = crop.right;
+    prepass_ = prepass_of(p, crop);
+    const StackPrepass &L = prepass_.left, &R = prepass_.right;
+    if (p.normalize == Normalize::ZeroLag) {
+        const int64_t count = p.out_count();
+        c00_parts_ = prepass_.c00_parts;
+        c00_ = DeviceBuffer<double>(size_t(count));
+        c00_partial_ = DeviceBuffer<double>(size_t(count) * c00_parts_);
+    }
+    lpartials_ = L.partials, rpartials_ = R.partials;
+    lfused_ = L.fused, rfused_ = R.fused;
     fused_smem_ = std::max(lfused_ ? fused_smem_bytes(cl.h(), cl.w()) : 0,
                            rfused_ ? fused_smem_bytes(cr.h(), cr.w()) : 0);
     if (fused_smem_ > 48 * 1024)  // past the default limit of dynamic shared memory: opt in (per device)
         XC_CUDA_CHECK(cudaFuncSetAttribute(fused_prepass_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            int(fused_smem_)));
-    const TableColumnsPair read = read_columns(p, crop);
-    lcols_ = sampled_table(read.left, cl.w(), lfused_) ? read.left : all_columns(cl.w());
-    rcols_ = sampled_table(read.right, cr.w(), rfused_) ? read.right : all_columns(cr.w());
-    sampled_ = !(lcols_ == all_columns(cl.w())) || !(rcols_ == all_columns(cr.w()));
-    staged_epilogue_ = !sampled_ && use_staged_epilogue(p, crop);
+    lcols_ = L.cols, rcols_ = R.cols;
+    sampled_ = L.sampled(cl.w()) || R.sampled(cr.w());
+    staged_epilogue_ = prepass_.staged_epilogue;
     if (staged_epilogue_ && staged_epilogue_bytes(crop) > 48 * 1024) {
         const int bytes = int(staged_epilogue_bytes(crop));
         XC_CUDA_CHECK(cudaFuncSetAttribute(epilogue_kernel<Normalize::Zncc, true>,
@@ -903,9 +926,7 @@ Normalizer::Normalizer(const Problem& p, const NormalizeCrop& crop) : p_(p), cro
     mean_ = DeviceBuffer<double>(size_t(p.nL) + p.nR);
     lsat_ = DeviceBuffer<double2>(size_t(p.nL) * (cl.h() + 1) * lcols_.width());
     rsat_ = DeviceBuffer<double2>(size_t(p.nR) * (cr.h() + 1) * rcols_.width());
-    // One-row crops skip the column pass (prepare), so they need no bands.
-    lbands_ = lfused_ || cl.h() == 1 ? 1 : col_bands_for(cl.h(), cl.w(), p.nL, lcols_.width());
-    rbands_ = rfused_ || cr.h() == 1 ? 1 : col_bands_for(cr.h(), cr.w(), p.nR, rcols_.width());
+    lbands_ = L.col_bands, rbands_ = R.col_bands;
     const size_t ltotals = lbands_ > 1 ? size_t(p.nL) * lbands_ * kColSegments * lcols_.width() : 0;
     const size_t rtotals = rbands_ > 1 ? size_t(p.nR) * rbands_ * kColSegments * rcols_.width() : 0;
     col_total_ = DeviceBuffer<double2>(ltotals + rtotals);
@@ -954,7 +975,7 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
     XC_CHECK_LAUNCH();
     // The row pass: row_scan_kernel for rows up to kSegRow columns, the segmented pass for longer
     // ones (per stack; the other stack's count is 0 in each).
-    const int lsegs = segs_for(cl.w(), lfused_), rsegs = segs_for(cr.w(), rfused_);
+    const int lsegs = prepass_.left.row_segments, rsegs = prepass_.right.row_segments;
     Stacks rowwise = split, segmented = split;
     (lsegs ? rowwise.left : segmented.left).count = 0;
     (rsegs ? rowwise.right : segmented.right).count = 0;
@@ -962,7 +983,7 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
     // One launch per kind of row among the stacks: chunked (chunked_rows), else scan_span's, batched
     // where the crops are long (one kernel each way: a run-time choice inside one kernel gave the
     // short crops the batched code's registers and halved their occupancy).
-    const bool lchunk = chunked_rows(cl.h(), cl.w()), rchunk = chunked_rows(cr.h(), cr.w());
+    const bool lchunk = prepass_.left.chunked_rows, rchunk = prepass_.right.chunked_rows;
     for (const bool chunk : {false, true}) {
         if (!rows) break;
         Stacks part = rowwise;

@@ -30,6 +30,7 @@
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/gpu.hpp"
+#include "xcorr/normalize.hpp"
 #include "xcorr/normalize_crop.hpp"
 #include "xcorr/npy.hpp"
 #include "xcorr/plan.hpp"
@@ -549,6 +550,20 @@ int cmd_explain(int argc, char** argv) {
                 };
                 std::cout << ", \"table_columns\": {\"left\": " << runs(tc.left) << ", \"right\": " << runs(tc.right)
                           << "}";
+                // How the Normalizer prepares these crops (normalize.hpp: prepass_of).
+                const Prepass pp = prepass_of(p, c);
+                auto stack = [&](const StackPrepass& s, const Region& r) {
+                    return "{\"fused\": " + std::string(s.fused ? "true" : "false") +
+                           ", \"partials\": " + std::to_string(s.partials) +
+                           ", \"row_segments\": " + std::to_string(s.row_segments) +
+                           ", \"chunked_rows\": " + (s.chunked_rows ? "true" : "false") +
+                           ", \"col_bands\": " + std::to_string(s.col_bands) +
+                           ", \"table_columns\": " + std::to_string(s.cols.width()) +
+                           ", \"sampled\": " + (s.sampled(r.w()) ? "true" : "false") + "}";
+                };
+                std::cout << ", \"prepass\": {\"left\": " << stack(pp.left, c.left) << ", \"right\": "
+                          << stack(pp.right, c.right) << ", \"staged_epilogue\": "
+                          << (pp.staged_epilogue ? "true" : "false") << ", \"c00_parts\": " << pp.c00_parts << "}";
             }
             std::cout << "}";
         }

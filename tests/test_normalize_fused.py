@@ -773,3 +773,65 @@ def test_means_of_large_crops_take_many_partials():
     assert abs(mean_of(parts, 2048, 2048) - math.fsum(parts) / 2048**2) <= 1e-15 * (math.fsum(parts) / 2048**2)
     assert mean_of([-0.0], 3, 5) == 0.0 and math.copysign(1, mean_of([-0.0], 3, 5)) == 1  # 0 + -0 = +0, as in C++
     assert "if (s.partials == 1) {" in SOURCE
+
+
+# ---- the C++ choice of paths, through `xcorr explain --json` ----------------------------------------
+
+def explain_prepass(*args):
+    import json
+    import subprocess
+    from conftest import binary
+    r = subprocess.run([binary("xcorr"), "explain", "--gpu", "none", "--json", *map(str, args)], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)["normalization_crop"]["prepass"]
+
+
+@pytest.mark.parametrize("left,right,window,mode", [
+    ("2048x2048", "2048x2048", ["--max-shift", 64], "zero-lag"),   # seed 002: chunked, banded, sampled, 1024 partials
+    ("1000:256x256", "23x21", ["--max-shift", 16], "zncc"),        # zncc_frames: the fused prepass, staged epilogue
+    ("1000:256x256", "53x54", ["--max-shift", 16], "zncc"),        # 85 x 86 crops: four kernels, one band
+    ("1300x9", "1200x7", [], "zncc"),                              # tall: banded columns
+    ("130x600", "3:100x520", [], "zero-lag"),                      # long rows: chunked
+    ("1x20000", "5:1x300", ["--mode", "valid"], "zncc"),           # a 1-D signal: segmented rows
+    ("600x700", "500x650", ["--max-shift", "2,3"], "zncc"),        # sampled tables of a few columns
+])
+def test_explain_reports_the_modelled_prepass(left, right, window, mode):
+    """The C++ choice (normalize.cu's prepass_of, which the Normalizer runs) agrees with this file's
+    model of it on every stack: fused or not, partial sums, segmented rows, chunked rows, column bands
+    of the table's width, and zero-lag's C(0, 0) blocks; zncc_frames keeps the fused prepass and the
+    staged epilogue, seed 002 takes every new path."""
+    pp = explain_prepass("--form", "one-to-one" if ":" not in left + right else
+                         ("n-to-m" if ":" in left else "one-to-many"),
+                         "--left", left, "--right", right, *window, "--normalize", mode)
+    crops = [pp["left"], pp["right"]]
+    assert crops[0]["fused"] == crops[1]["fused"]  # both stacks or neither
+    for s in crops:
+        assert 1 <= s["col_bands"] <= MAX_COL_BANDS and 1 <= s["partials"] <= MAX_PARTIALS
+        if s["fused"]:
+            assert s["col_bands"] == 1 and not s["chunked_rows"] and s["row_segments"] == 0
+    if left == "2048x2048":
+        for s in crops:
+            assert s == {"fused": False, "partials": 1024, "row_segments": 0, "chunked_rows": True, "col_bands": 16,
+                         "table_columns": 130, "sampled": True}
+        assert pp["c00_parts"] == 1024 and not pp["staged_epilogue"]
+    if right == "23x21":
+        assert crops[0]["fused"] and pp["staged_epilogue"] and pp["c00_parts"] == 0
+    if right == "53x54":  # 85 x 86 crops and the template: one band, short rows
+        assert not crops[0]["fused"] and crops[0]["col_bands"] == col_bands_for(85, 86, 1000, 87) == 1
+        assert not crops[0]["chunked_rows"] and crops[0]["partials"] == partials_for(85 * 86)
+    if left == "1300x9":
+        assert crops[0]["col_bands"] == col_bands_for(1300, 9, 1, 10) == 11
+        assert crops[1]["col_bands"] == col_bands_for(1200, 7, 1, 8) == 10
+        assert not crops[0]["chunked_rows"] and crops[0]["partials"] == partials_for(1300 * 9)
+    if left == "130x600":
+        assert crops[0]["chunked_rows"] and crops[1]["chunked_rows"] == chunked_rows(100, 520)
+        assert crops[0]["col_bands"] == col_bands_for(130, 600, 1, 601)
+        assert crops[1]["col_bands"] == col_bands_for(100, 520, 3, 521)
+        assert pp["c00_parts"] >= 1
+    if left == "1x20000":
+        assert crops[0]["row_segments"] == segs_for(20000) and not crops[0]["chunked_rows"]
+        assert crops[0]["col_bands"] == 1  # one-row crops skip the column pass
+    if left == "600x700":
+        for s in crops:
+            assert s["sampled"] and s["table_columns"] < 20 and s["chunked_rows"]

@@ -21,6 +21,11 @@
 //   sums in the same order: normalize.cu, tests/test_normalize_fused.py), deterministic run to run;
 //   rows of more than 8192 columns (1-D signals) take a segmented row pass instead of one warp per
 //   row: segments of 2048 columns scanned at once, then their carries (a fixed order too);
+//   rows of 512 columns or more of a crop past the fused prepass take a chunked order (each lane
+//   adds 8 consecutive columns in registers, one warp scan per 256 columns), and tall tables of
+//   few columns a banded column pass (more, shorter column segments, in two kernels); crops that
+//   fit the fused prepass keep its order on either path; prepass_of below says which path a
+//   problem takes (`xcorr explain --json` prints it);
 //   where the epilogue reads few of a table's columns (a window of a few shifts on large crops:
 //   normalize_crop.hpp, read_columns) and the crop takes the four kernels, the tables keep only
 //   those columns, every row (the same sums, so the same bits; normalize.cu: sampled_table);
@@ -64,6 +69,25 @@ namespace xcorr {
 // Overlaps of at most this many elements get their zncc numerator from a direct sum (above).
 inline constexpr int kDirectOverlap = 64;
 
+// How the Normalizer prepares a problem (normalize.cu decides it in one place, prepass_of; the
+// Normalizer runs it, `xcorr explain --json` reports it).
+struct StackPrepass {
+    bool fused = false;        // the fused prepass (every stack's crop fits it), else the four-kernel path
+    int partials = 1;          // partial sums of the two-level mean (four-kernel path)
+    int row_segments = 0;      // segments per row of the segmented row pass; 0: one warp per row
+    bool chunked_rows = false; // the rows take scan_span_chunked's order (long rows past the fused prepass)
+    int col_bands = 1;         // row bands of the column pass; 1: col_scan_kernel (or the fused kernel's)
+    TableColumns cols;         // the table's columns: all of them, or those the epilogue reads
+    bool sampled(int cw) const { return !(cols == all_columns(cw)); }
+};
+struct Prepass {
+    StackPrepass left, right;
+    bool staged_epilogue = false;  // one block per output reads its two tables from shared memory
+    int c00_parts = 0;             // zero-lag: first-level blocks per pair of C(0, 0); 0 otherwise
+};
+// The prepass of normalized problem p on crop (not empty: UsageError otherwise).
+Prepass prepass_of(const Problem& p, const NormalizeCrop& crop);
+
 class Normalizer {
 public:
     // p.normalize must not be None (UsageError). `crop`: touched_crop(p) or whole_crop(p), and the
@@ -92,6 +116,7 @@ public:
 private:
     Problem p_;
     NormalizeCrop crop_;
+    Prepass prepass_;                 // prepass_of(p_, crop_)
     int lpartials_ = 1, rpartials_ = 1;  // blocks per matrix of the two-level mean, per stack
     bool lfused_ = false, rfused_ = false;  // the stack's prepass is the fused kernel (small crops)
     size_t fused_smem_ = 0;           // its dynamic shared memory (the larger fused crop's)
