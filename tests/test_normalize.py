@@ -15,8 +15,8 @@ from scipy.signal import correlate2d
 
 from conftest import (binary, one_line_error, package, plan_precision, precision_args, run, run_poisoned, save,
                       seeded_rng, xrun)
-from xcorr_np import (CONSTANT_OVERLAP, FORMS, counts, crop, full_window, normalized, pairs, same_window,
-                      shape_refusal, supports_window, valid_window, zncc_full)
+from xcorr_np import (CONSTANT_OVERLAP, FORMS, counts, crop, full_window, normalized, normalized_window, pairs,
+                      same_window, shape_refusal, supports_window, valid_window, zncc_full)
 
 MODES = ["zncc", "zero-lag"]
 BOUND = 1e-4             # the contract's absolute error bound for normalized outputs
@@ -385,6 +385,65 @@ def test_gpu_zero_lag_large_mean_keeps_float64_precision(gpu, xcorr, registry, t
                                 ["--max-shift", "2,3"], extra)
         err = np.linalg.norm(got - expected) / np.linalg.norm(expected)
         assert err <= 1e-7, (name, err)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_window_reference_equals_the_full_one_cropped(mode):
+    """normalized_window (direct float64 sums per shift, for large matrices) against normalized (scipy
+    correlations with ones, cropped), windows inside, across and beyond the full range, 1000 + noise."""
+    rng = seeded_rng(("window-reference", mode))
+    for (hL, wL, hR, wR), form, rect in [((13, 17, 5, 8), "one-to-many", (-6, 14, -9, 18)),
+                                         ((6, 9, 11, 14), "n-to-m", (-12, 3, -2, 5)),
+                                         ((9, 4, 9, 4), "one-to-one", (-2, 2, -3, 3))]:
+        nL, nR = counts(form, rng)
+        left, right = inputs("large", rng, (nL, hL, wL)), inputs("large", rng, (nR, hR, wR))
+        want = normalized(mode, form, left, right, rect)
+        assert np.abs(normalized_window(mode, form, left, right, rect) - want).max() <= 1e-9
+
+
+# The prepass's paths for large crops (normalize.cu's prepass_of; `xcorr explain --json` prints which a
+# problem takes): (shape, form, window rectangle or None for the full output, the paths it must take).
+PREPASS_CASES = [
+    ((130, 600, 100, 520), "one-to-many", (-3, 3, -40, 40), {"chunked_rows": True, "sampled": True}),
+    ((1300, 9, 1200, 7), "one-to-one", None, {"chunked_rows": False, "sampled": False}),   # banded columns
+    ((1300, 9, 1200, 7), "n-to-m", (-2, 2, -3, 3), {"chunked_rows": False}),
+    ((600, 700, 500, 650), "one-to-one", (-2, 2, -3, 3), {"chunked_rows": True, "sampled": True}),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", ["fft", "register-tiled"])
+def test_gpu_prepass_paths_on_large_crops(gpu, registry, name, mode):
+    """Chunked rows, banded columns, many partial sums and sampled tables (the paths explain reports
+    for these problems), through the package in this process, output poisoned, 1000 + noise: within
+    1e-4 of float64 (direct sums per shift for windows, scipy for the tall full output)."""
+    import json
+    v = next((v for v in registry if v["name"] == name), None)
+    if v is None:
+        pytest.skip(f"{name} is not in this build")
+    pkg = package(name)
+    for shape, form, rect, paths in PREPASS_CASES:
+        hL, wL, hR, wR = shape
+        nL, nR = {"one-to-one": (1, 1), "one-to-many": (1, 3), "n-to-m": (2, 2)}[form]
+        win = [] if rect is None else ["--shifts", f"{rect[0]}:{rect[1]},{rect[2]}:{rect[3]}"]
+        r = run([binary("xcorr"), "explain", "--gpu", "none", "--json", "--form", form, "--left", f"{nL}:{hL}x{wL}",
+                 "--right", f"{nR}:{hR}x{wR}", *win, "--normalize", mode])
+        assert r.returncode == 0, r.stderr
+        pp = json.loads(r.stdout)["normalization_crop"]["prepass"]
+        assert not pp["left"]["fused"] and pp["left"]["partials"] > 1
+        assert all(pp["left"][k] == want for k, want in paths.items()), (shape, pp)
+        if hL > 1000:
+            assert pp["left"]["col_bands"] > 1 and pp["right"]["col_bands"] > 1, pp
+        rng = seeded_rng(("prepass-paths", name, mode, shape, form))
+        left, right = inputs("large", rng, (nL, hL, wL)), inputs("large", rng, (nR, hR, wR))
+        expected = (normalized(mode, form, left, right) if rect is None
+                    else normalized_window(mode, form, left, right, rect))
+        kw = {} if rect is None else plan_shifts(rect)
+        plan = pkg.Plan(left.shape, right.shape, form=form, normalize=mode, algorithm=name,
+                        precision=plan_precision(v), **kw)
+        got = run_poisoned(plan, left, right).reshape(expected.shape)
+        assert np.isfinite(got).all(), (shape, form)
+        assert np.abs(got - expected).max() <= max(BOUND, v["tolerance"]), (shape, form, np.abs(got - expected).max())
 
 
 def test_gpu_validate_normalize_all(gpu):

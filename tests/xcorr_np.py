@@ -114,19 +114,48 @@ def window_fmas(shape, rect):
 CONSTANT_OVERLAP = 1e-6  # the contract's threshold
 
 
-def zncc_full(L, R):
-    """Full zncc output of one pair in float64: every overlap's sums as correlations with ones."""
-    L, R = L.astype(np.float64), R.astype(np.float64)
-    oL, oR = np.ones_like(L), np.ones_like(R)
-    n = correlate2d(oL, oR)
-    sl, sr = correlate2d(L, oR), correlate2d(oL, R)
-    sll, srr = correlate2d(L * L, oR), correlate2d(oL, R * R)
-    slr = correlate2d(L, R)
+def zncc_of(n, sl, sr, sll, srr, slr):
+    """The contract's coefficient from each overlap's n, ΣL, ΣR, ΣL², ΣR², ΣLR (arrays, float64)."""
     fl, fr = n * sll - sl * sl, n * srr - sr * sr
     ok = (n > 0) & (fl > CONSTANT_OVERLAP * n * sll) & (fr > CONSTANT_OVERLAP * n * srr)
     out = np.zeros_like(n)
     out[ok] = (n * slr - sl * sr)[ok] / np.sqrt(fl[ok] * fr[ok])
     return out
+
+
+def zncc_full(L, R):
+    """Full zncc output of one pair in float64: every overlap's sums as correlations with ones."""
+    L, R = L.astype(np.float64), R.astype(np.float64)
+    oL, oR = np.ones_like(L), np.ones_like(R)
+    return zncc_of(correlate2d(oL, oR), correlate2d(L, oR), correlate2d(oL, R), correlate2d(L * L, oR),
+                   correlate2d(oL, R * R), correlate2d(L, R))
+
+
+def normalized_window(mode, form, left, right, rect):
+    """normalized(mode, form, left, right, rect) from direct float64 sums over each shift's overlap
+    (cheap for a window of few shifts on large matrices, where the full output is not)."""
+    dy0, dy1, dx0, dx1 = rect
+    _, hL, wL = left.shape
+    _, hR, wR = right.shape
+    out = []
+    for i, j in pairs(form, len(left), len(right)):
+        L, R = left[i].astype(np.float64), right[j].astype(np.float64)
+        h, w = min(hL, hR), min(wL, wR)
+        c00 = float((L[:h, :w] * R[:h, :w]).sum())
+        sums = np.zeros((6, dy1 - dy0 + 1, dx1 - dx0 + 1))
+        for a, dy in enumerate(range(dy0, dy1 + 1)):
+            r0, r1 = max(0, -dy), min(hR, hL - dy)
+            for b, dx in enumerate(range(dx0, dx1 + 1)):
+                c0, c1 = max(0, -dx), min(wR, wL - dx)
+                if r1 <= r0 or c1 <= c0:
+                    continue
+                lo, ro = L[r0 + dy:r1 + dy, c0 + dx:c1 + dx], R[r0:r1, c0:c1]
+                sums[:, a, b] = [lo.size, lo.sum(), ro.sum(), (lo * lo).sum(), (ro * ro).sum(), (lo * ro).sum()]
+        if mode == "zncc":
+            out.append(zncc_of(*sums))
+        else:
+            out.append(np.zeros_like(sums[5]) if c00 == 0 else sums[5] / c00)
+    return np.stack(out)
 
 
 def zero_lag_full(L, R):
