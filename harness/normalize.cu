@@ -785,9 +785,10 @@ __global__ void c00_final_kernel(const double* __restrict__ partial, int64_t cou
 
 // C(0, 0)'s partial sums per pair (c00_partial_kernel): about 16 products per thread, at most
 // kMaxC00Parts blocks per pair (a 2048 x 2048 pair: 1024 blocks of 2 rows, about 8 per SM of the
-// H200: 64 left half of it idle, and 256 of 8 rows a quarter), and at most 16 Mi partials in all (many small pairs need no more than one each). Split
-// over the rows first (as many row parts as rows allow), then over column chunks: a 1 x 2^20 pair
-// takes 256 chunks of 4096 columns (a row split alone gave it one block).
+// H200: 64 left half of it idle, and 256 of 8 rows a quarter), and at most 16 Mi partials in all
+// (many small pairs need no more than one each). Split over the rows first (as many row parts as
+// rows allow), then over column chunks: a 1 x 2^20 pair takes 256 chunks of 4096 columns (a row
+// split alone gave it one block).
 struct C00Split {
     int row_parts = 1, col_parts = 1;
     int parts() const { return row_parts * col_parts; }
@@ -833,13 +834,22 @@ bool use_staged_epilogue(const Problem& p, const NormalizeCrop& c) {
     return bytes <= kStagedEpilogueBytes && 8 * per >= 2 * cells && p.out_count() >= kStagedMinOutputs;
 }
 
-// Whether a stack's tables keep only the columns the epilogue reads (read_columns): where that is
-// at most a quarter of them, and the stack takes row_scan_kernel (the fused prepass keeps whole
-// tables in shared memory, the segmented row pass whole rows of 1-D signals). Seed 002's ±64 on
-// 2048 x 2048: 130 of 2049 columns, 4.3 MB of tables per input instead of 67 MB.
+// Whether a stack's tables keep only the columns the epilogue reads (read_columns): where that
+// leaves out at least an eighth of them, and the stack takes row_scan_kernel (the fused prepass
+// keeps whole tables in shared memory, the segmented row pass whole rows of 1-D signals). The
+// tables of the four-kernel path cross DRAM three times (row pass out, column pass in and out) at
+// 16 bytes per cell, four times the input: zncc_frames' 156 x 116 template within ±16 reads 50 of
+// the 133 columns of each 172 x 132 crop, 368 KB of table per frame otherwise (1000 frames: ~1.1
+// GB of traffic, most of the 475 us its ZNCC cost beyond the raw correlation). Seed 002's ±64 on
+// 2048 x 2048: 130 of 2049 columns, 4.3 MB of tables per input instead of 67 MB. Sampling costs
+// only a column lookup per store and read: the staged epilogue, which needs whole tables, never
+// applies where the four-kernel path runs (the stack past the fused prepass has a table of more
+// than 4/5 of kFusedSmemBytes, past kStagedEpilogueBytes alone).
 bool sampled_table(const TableColumns& read, int cw, bool fused) {
-    return !fused && segs_for(cw, fused) == 0 && 4 * int64_t(read.width()) <= int64_t(cw) + 1;
+    return !fused && segs_for(cw, fused) == 0 && 8 * int64_t(read.width()) <= 7 * (int64_t(cw) + 1);
 }
+static_assert(4 * kFusedSmemBytes > 5 * kStagedEpilogueBytes,
+              "a crop past the fused prepass (table + floats, floats < table / 4) has a table past the staged epilogue's limit");
 
 // The Instance of a normalized problem: the variant's instance of the (cropped) raw problem inside
 // a Normalizer; no raw instance where the crop is empty (the output is 0).

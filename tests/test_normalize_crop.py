@@ -335,7 +335,7 @@ def test_sampled_table_columns_are_exactly_what_the_epilogue_reads(xcorr, shape)
     """The columns of the summed-area tables that the epilogue reads (read_columns, through xcorr
     explain): every column a shift of the window reads is kept, none other, in increasing order; and
     the box sums through the sampled tables (TableColumns::at) equal the whole tables' on random
-    crops. normalize.cu keeps only these columns where they are at most a quarter of the table."""
+    crops. normalize.cu keeps only these columns where that leaves out at least an eighth of them."""
     hL, wL, hR, wR = shape
     rng = seeded_rng(("sampled-columns", shape))
     fy0, fy1, fx0, fx1 = full_window(*shape)

@@ -790,7 +790,8 @@ def explain_prepass(*args):
 @pytest.mark.parametrize("left,right,window,mode", [
     ("2048x2048", "2048x2048", ["--max-shift", 64], "zero-lag"),   # seed 002: chunked, banded, sampled, 1024 partials
     ("1000:256x256", "23x21", ["--max-shift", 16], "zncc"),        # zncc_frames: the fused prepass, staged epilogue
-    ("1000:256x256", "53x54", ["--max-shift", 16], "zncc"),        # 85 x 86 crops: four kernels, one band
+    ("1000:256x256", "53x54", ["--max-shift", 16], "zncc"),        # 69 x 70 crops: four kernels, one band
+    ("1000:256x256", "156x116", ["--max-shift", 16], "zncc"),      # 172 x 132 crops: 50 of 133 columns kept
     ("1300x9", "1200x7", [], "zncc"),                              # tall: banded columns
     ("130x600", "3:100x520", [], "zero-lag"),                      # long rows: chunked
     ("1x20000", "5:1x300", ["--mode", "valid"], "zncc"),           # a 1-D signal: segmented rows
@@ -817,9 +818,13 @@ def test_explain_reports_the_modelled_prepass(left, right, window, mode):
         assert pp["c00_parts"] == 1024 and not pp["staged_epilogue"]
     if right == "23x21":
         assert crops[0]["fused"] and pp["staged_epilogue"] and pp["c00_parts"] == 0
-    if right == "53x54":  # 85 x 86 crops and the template: one band, short rows
-        assert not crops[0]["fused"] and crops[0]["col_bands"] == col_bands_for(85, 86, 1000, 87) == 1
-        assert not crops[0]["chunked_rows"] and crops[0]["partials"] == partials_for(85 * 86)
+    if right == "53x54":  # 69 x 70 crops and the template: one band, short rows
+        assert not crops[0]["fused"] and crops[0]["col_bands"] == col_bands_for(69, 70, 1000, 50) == 1
+        assert not crops[0]["chunked_rows"] and crops[0]["partials"] == partials_for(69 * 70)
+        assert [s["table_columns"] for s in crops] == [50, 18]  # of 71 and 55: an eighth or more left out
+    if right == "156x116":  # the frames' tables: 50 of 133 columns (368 KB a frame otherwise); the template's 18 of 117
+        assert [s["table_columns"] for s in crops] == [50, 18] and all(s["sampled"] for s in crops)
+        assert not pp["staged_epilogue"]
     if left == "1300x9":
         assert crops[0]["col_bands"] == col_bands_for(1300, 9, 1, 10) == 11
         assert crops[1]["col_bands"] == col_bands_for(1200, 7, 1, 8) == 10
