@@ -75,8 +75,9 @@ const char* xcorr_plan_explain(const xcorr_plan* plan);
 
 /* A batch from HOST memory into a host `out` (synchronous): the output matrices split into equal
  * runs over the CUDA devices devices[0 .. n_devices) (n_devices 0: the current device), each run
- * in pieces of at most max_outputs output matrices (0: as many as fit, halved on out-of-memory),
- * one host thread per device (xcorr/batch.hpp). algorithm "reference" runs the same pieces on the
+ * in pieces of at most max_outputs output matrices (0: about 64 MB of output, fewer where two pieces
+ * in flight do not fit: halved on out-of-memory), one host thread per device, each device's pieces
+ * pipelined (xcorr/batch.hpp). algorithm "reference" runs the same pieces on the
  * CPU in float64 (n_devices must be 0). */
 xcorr_status xcorr_run_batch(const xcorr_spec* spec, const float* left, const float* right, float* out,
                              const int* devices, int n_devices, int64_t max_outputs);

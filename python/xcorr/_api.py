@@ -445,7 +445,8 @@ def correlate2d(left, right, mode="full", *, max_shift=None, shifts=None, normal
 
     devices= "all" or a list of CUDA device indices, and/or chunk=N: a batch in host (NumPy) arrays
     split across those GPUs (equal runs of output matrices, one thread per GPU) and into pieces of
-    at most N output matrices (default: what fits in each GPU's memory), so batches larger than one
+    at most N output matrices (default: about 64 MB of output each, fewer where two in flight do not
+    fit; a GPU's copies of one piece overlap the kernels of the next), so batches larger than one
     GPU's memory run piece by piece; returns float32 NumPy (out= a NumPy array, or None).
 
     Raises ValueError for bad shapes, dtypes, windows or names, xcorr.NoGPUError without a usable
