@@ -31,6 +31,14 @@ constexpr int kElemsPerPartial = kThreads * 16;  // crop elements per block of t
 // col_scan_kernel on the GPU, each walking 256 rows twice) take the banded column pass: the rows
 // cut into bands of kColSegments segments of about kBandSegRows rows, a block per band, enough
 // bands for about kColBlocks blocks in all, at most kMaxColBands.
+// Many crops past the fused prepass whose tables are narrow (zncc_frames' 1000 crops of 69 x 70 or
+// 172 x 132 within ±16, 50 table columns each) take the strip prepass: row and column pass in one
+// kernel, one block per matrix, kStripRows rows at a time through shared memory, so a table
+// crosses DRAM once (written) instead of three times. Where: at least kStripMinCount matrices in
+// the stack (one block per matrix must fill the GPU), tables of at most kStripMaxWidth columns.
+constexpr int kStripRows = kThreads / kWarp;
+constexpr int kStripMinCount = 64;
+constexpr int kStripMaxWidth = 384;
 constexpr int kBandSegRows = 16;
 constexpr int kColBlocks = 1024;
 constexpr int kMaxColBands = 64;
@@ -69,6 +77,11 @@ int segs_for(int cw, bool fused) { return !fused && cw > kSegRow ? ceil_div(cw, 
 // Whether a stack's rows take scan_span_chunked: long rows, not segmented, of a crop the fused
 // prepass cannot take (so a crop that fits it has scan_span's bits on either path).
 bool chunked_rows(int ch, int cw) { return cw >= kLongRow && cw <= kSegRow && !fits_fused(ch, cw); }
+// Whether a stack of the four-kernel path takes the strip prepass (above) for its row and column
+// passes: count crops of ch x cw (more than one row, not segmented), tables `width` columns wide.
+bool strip_prepass(int ch, int cw, int64_t count, int width, bool fused) {
+    return !fused && ch > 1 && segs_for(cw, fused) == 0 && count >= kStripMinCount && width <= kStripMaxWidth;
+}
 // Row bands of a stack's column pass (count crops of ch rows, tables of width columns): 1 (the
 // kColSegments segments of col_scan_kernel, the fused prepass's order) for every crop that fits
 // the fused prepass, so both paths keep the same bits; otherwise as many as fill about kColBlocks
@@ -560,6 +573,58 @@ __global__ void col_band_scan_kernel(Stacks st, ColScratch scratch) {
     }
 }
 
+// The strip prepass (strip_prepass): the row and column passes of one matrix's table in one block,
+// kStripRows rows at a time. Per strip, warp w runs scan_row over crop row r0 + w (the row pass's
+// code and order: chunked where chunked_rows, kChunked; the shifted copy written to xs) into row w
+// of a shared strip buffer (kStripRows x width double2); then thread c of the table's width adds the
+// strip's rows in order to its column's running sum (a shared carry, +0 at first) and writes each
+// sum to the table: entry (r, c) = (((+0 + row 1) + row 2) ... + row r) down the column from the top,
+// in double. So a table is written once, never read back here. Table row 0 is 0. The means come
+// from partial_sums_kernel and means_kernel before it (the four-kernel path's bits).
+// tests/test_normalize_fused.py models it. Mapping: blocks striding over the matrices of both
+// stacks (lefts first; a stack of count 0 is not this launch's), kThreads threads. Resources:
+// dynamic shared memory (kStripRows + 1) x width double2 (<= 9 x 384 x 16 = 54 KB; set by the
+// Normalizer when past 48 KB).
+template <bool kSampled, bool kChunked>
+__global__ void __launch_bounds__(kThreads) strip_prepass_kernel(Stacks st) {
+    extern __shared__ double2 strip[];  // kStripRows rows of `width`, then the column carries
+    const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+    const int64_t total = int64_t(st.left.count) + st.right.count;
+    for (int64_t g = blockIdx.x; g < total; g += gridDim.x) {
+        const bool right = g >= st.left.count;
+        const StackRef s = right ? st.right : st.left;
+        const int64_t m = right ? g - st.left.count : g;
+        const int width = s.cols.width();
+        double2* const carry = strip + kStripRows * width;
+        double2* const table = s.sat + m * (s.ch + 1) * int64_t(width);
+        const double mean = s.mean[m];
+        for (int c = threadIdx.x; c < width; c += kThreads) {
+            carry[c] = make_double2(0, 0);
+            table[c] = make_double2(0, 0);
+        }
+        for (int r0 = 0; r0 < s.ch; r0 += kStripRows) {
+            const int rows = min(kStripRows, s.ch - r0);
+            __syncthreads();  // the previous strip's buffer is read (and the carries set)
+            if (warp < rows)
+                scan_row<1, kSampled, kChunked>(s.crop_row(m, r0 + warp), s.xs + (m * s.ch + r0 + warp) * s.cw,
+                                                strip + warp * width, s.cw, mean, lane, s.cols);
+            __syncthreads();  // the strip's rows are in shared memory
+            for (int c = threadIdx.x; c < width; c += kThreads) {
+                double2 acc = carry[c];
+                for (int k = 0; k < rows; ++k) {
+                    const double2 v = strip[k * width + c];
+                    acc.x = __dadd_rn(acc.x, v.x);
+                    acc.y = __dadd_rn(acc.y, v.y);
+                    table[int64_t(r0 + k + 1) * width + c] = acc;
+                }
+                carry[c] = acc;
+            }
+        }
+        __syncthreads();  // the next matrix's carries and strips overwrite these
+    }
+}
+size_t strip_smem_bytes(int width) { return size_t(kStripRows + 1) * size_t(width) * sizeof(double2); }
+
 // The whole prepass of one small crop in one kernel (fits_fused: its table and floats in shared
 // memory), for the fixed cost of many small crops (zncc_frames: 1000 crops of 39 x 37), where the
 // four kernels above are mostly launches, tails and table round trips through L2. Algorithm, per
@@ -888,8 +953,9 @@ Prepass prepass_of(const Problem& p, const NormalizeCrop& crop) {
         s.row_segments = segs_for(c.w(), fused);
         s.chunked_rows = !fused && chunked_rows(c.h(), c.w());
         s.cols = sampled_table(reads, c.w(), fused) ? reads : all_columns(c.w());
-        // One-row crops skip the column pass (prepare), so they need no bands.
-        s.col_bands = fused || c.h() == 1 ? 1 : col_bands_for(c.h(), c.w(), count, s.cols.width());
+        s.strip = strip_prepass(c.h(), c.w(), count, s.cols.width(), fused);
+        // One-row crops skip the column pass (prepare), and the strip prepass has its own: no bands.
+        s.col_bands = fused || s.strip || c.h() == 1 ? 1 : col_bands_for(c.h(), c.w(), count, s.cols.width());
         return s;
     };
     pp.left = stack(cl, read.left, p.nL);
@@ -937,6 +1003,11 @@ Normalizer::Normalizer(const Problem& p, const NormalizeCrop& crop) : p_(p), cro
     lsat_ = DeviceBuffer<double2>(size_t(p.nL) * (cl.h() + 1) * lcols_.width());
     rsat_ = DeviceBuffer<double2>(size_t(p.nR) * (cr.h() + 1) * rcols_.width());
     lbands_ = L.col_bands, rbands_ = R.col_bands;
+    strip_smem_ = std::max(L.strip ? strip_smem_bytes(lcols_.width()) : 0, R.strip ? strip_smem_bytes(rcols_.width()) : 0);
+    if (strip_smem_ > 48 * 1024)  // past the default limit of dynamic shared memory: opt in
+        for (auto kernel : {strip_prepass_kernel<false, false>, strip_prepass_kernel<false, true>,
+                            strip_prepass_kernel<true, false>, strip_prepass_kernel<true, true>})
+            XC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(strip_smem_)));
     const size_t ltotals = lbands_ > 1 ? size_t(p.nL) * lbands_ * kColSegments * lcols_.width() : 0;
     const size_t rtotals = rbands_ > 1 ? size_t(p.nR) * rbands_ * kColSegments * rcols_.width() : 0;
     col_total_ = DeviceBuffer<double2>(ltotals + rtotals);
@@ -983,10 +1054,26 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
     XC_CHECK_LAUNCH();
     means_kernel<<<dim3(blocks_for(most, kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(split);
     XC_CHECK_LAUNCH();
+    // The strip prepass's stacks: row and column passes in one kernel, one launch per kind of row
+    // (chunked or not, as the row pass below); the passes below skip them.
+    Stacks rest = split;
+    if (prepass_.left.strip) rest.left.count = 0;
+    if (prepass_.right.strip) rest.right.count = 0;
+    for (const bool chunk : {false, true}) {
+        Stacks part = split;
+        if (!prepass_.left.strip || prepass_.left.chunked_rows != chunk) part.left.count = 0;
+        if (!prepass_.right.strip || prepass_.right.chunked_rows != chunk) part.right.count = 0;
+        const int64_t matrices = int64_t(part.left.count) + part.right.count;
+        if (!matrices) continue;
+        auto strip = sampled_ ? (chunk ? strip_prepass_kernel<true, true> : strip_prepass_kernel<true, false>)
+                              : (chunk ? strip_prepass_kernel<false, true> : strip_prepass_kernel<false, false>);
+        strip<<<blocks_for(matrices, 1), kThreads, strip_smem_, stream>>>(part);
+        XC_CHECK_LAUNCH();
+    }
     // The row pass: row_scan_kernel for rows up to kSegRow columns, the segmented pass for longer
     // ones (per stack; the other stack's count is 0 in each).
     const int lsegs = prepass_.left.row_segments, rsegs = prepass_.right.row_segments;
-    Stacks rowwise = split, segmented = split;
+    Stacks rowwise = rest, segmented = rest;
     (lsegs ? rowwise.left : segmented.left).count = 0;
     (rsegs ? rowwise.right : segmented.right).count = 0;
     const int64_t rows = std::max(int64_t(rowwise.left.count) * cl.h(), int64_t(rowwise.right.count) * cr.h());
@@ -1027,7 +1114,7 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
     // (1, c), the same bits (no row entry is -0: each is a sum with a carry that starts at +0, and
     // round-to-nearest gives -0 only for -0 + -0), and a 1-D signal of 8.64 M samples would cost
     // 270 k blocks of which one warp in 8 has a row to add.
-    Stacks colwise = split;
+    Stacks colwise = rest;
     if (cl.h() == 1) colwise.left.count = 0;
     if (cr.h() == 1) colwise.right.count = 0;
     // A stack of one band takes col_scan_kernel, one of more the banded pair (the other's count 0 in each).

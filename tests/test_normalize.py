@@ -403,34 +403,36 @@ def test_window_reference_equals_the_full_one_cropped(mode):
 
 # The prepass's paths for large crops (normalize.cu's prepass_of; `xcorr explain --json` prints which a
 # problem takes): (shape, form, window rectangle or None for the full output, the paths it must take).
-PREPASS_CASES = [
-    ((130, 600, 100, 520), "one-to-many", (-3, 3, -40, 40), {"chunked_rows": True, "sampled": True}),
-    ((1300, 9, 1200, 7), "one-to-one", None, {"chunked_rows": False, "sampled": False}),   # banded columns
-    ((1300, 9, 1200, 7), "n-to-m", (-2, 2, -3, 3), {"chunked_rows": False}),
-    ((600, 700, 500, 650), "one-to-one", (-2, 2, -3, 3), {"chunked_rows": True, "sampled": True}),
+PREPASS_CASES = [  # (shape, form, nL, nR, window or None, the left stack's paths)
+    ((130, 600, 100, 520), "one-to-many", 1, 3, (-3, 3, -40, 40), {"chunked_rows": True, "sampled": True}),
+    ((1300, 9, 1200, 7), "one-to-one", 1, 1, None, {"chunked_rows": False, "sampled": False}),   # banded columns
+    ((1300, 9, 1200, 7), "n-to-m", 2, 2, (-2, 2, -3, 3), {"chunked_rows": False}),
+    ((600, 700, 500, 650), "one-to-one", 1, 1, (-2, 2, -3, 3), {"chunked_rows": True, "sampled": True}),
+    ((100, 90, 80, 70), "n-to-m", 70, 1, (-3, 3, -4, 4), {"strip": True, "sampled": True}),  # 70 crops of 83 x 74
+    ((80, 70, 5, 6), "n-to-m", 64, 2, None, {"strip": True, "sampled": False}),
+    ((100, 700, 80, 600), "n-to-m", 70, 1, (-2, 2, -3, 3), {"strip": True, "chunked_rows": True, "sampled": True}),
 ]
 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("name", ["fft", "register-tiled"])
 def test_gpu_prepass_paths_on_large_crops(gpu, registry, name, mode):
-    """Chunked rows, banded columns, many partial sums and sampled tables (the paths explain reports
-    for these problems), through the package in this process, output poisoned, 1000 + noise: within
-    1e-4 of float64 (direct sums per shift for windows, scipy for the tall full output)."""
+    """Chunked rows, banded columns, many partial sums, sampled tables and the strip prepass (the paths
+    explain reports for these problems), through the package in this process, output poisoned,
+    1000 + noise: within 1e-4 of float64 (direct sums per shift for windows, scipy for full outputs)."""
     import json
     v = next((v for v in registry if v["name"] == name), None)
     if v is None:
         pytest.skip(f"{name} is not in this build")
     pkg = package(name)
-    for shape, form, rect, paths in PREPASS_CASES:
+    for shape, form, nL, nR, rect, paths in PREPASS_CASES:
         hL, wL, hR, wR = shape
-        nL, nR = {"one-to-one": (1, 1), "one-to-many": (1, 3), "n-to-m": (2, 2)}[form]
         win = [] if rect is None else ["--shifts", f"{rect[0]}:{rect[1]},{rect[2]}:{rect[3]}"]
         r = run([binary("xcorr"), "explain", "--gpu", "none", "--json", "--form", form, "--left", f"{nL}:{hL}x{wL}",
                  "--right", f"{nR}:{hR}x{wR}", *win, "--normalize", mode])
         assert r.returncode == 0, r.stderr
         pp = json.loads(r.stdout)["normalization_crop"]["prepass"]
-        assert not pp["left"]["fused"] and pp["left"]["partials"] > 1
+        assert not pp["left"]["fused"] and (pp["left"]["partials"] > 1 or pp["left"]["strip"])
         assert all(pp["left"][k] == want for k, want in paths.items()), (shape, pp)
         if hL > 1000:
             assert pp["left"]["col_bands"] > 1 and pp["right"]["col_bands"] > 1, pp

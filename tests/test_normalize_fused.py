@@ -21,6 +21,8 @@ modelled with its own mapping of work to threads and the exact order of its doub
   rows and column chunks;
 - long rows of crops past the fused prepass take the chunked row pass (scan_span_chunked: one
   warp scan per 256 columns); every crop the fused kernel takes keeps scan_span's order;
+- many crops past the fused prepass with narrow tables take the strip prepass (row and column passes
+  in one kernel, the columns summed from the top in order), every cell written once;
 - tall tables of few columns take the banded column pass (col_totals_kernel, col_band_scan_kernel):
   the same sums as col_scan_kernel's over more, shorter segments, every cell written once, one band
   (so the fused prepass's bits) for every crop the fused kernel takes.
@@ -59,6 +61,9 @@ SEG_COLS = constant("kSegCols", kWarp=WARP)
 SEG_ROW = constant("kSegRow", kSegCols=SEG_COLS)
 MAX_C00_PARTS = constant("kMaxC00Parts")
 BAND_SEG_ROWS = constant("kBandSegRows")
+STRIP_ROWS = THREADS // WARP
+STRIP_MIN_COUNT = constant("kStripMinCount")
+STRIP_MAX_WIDTH = constant("kStripMaxWidth")
 CHUNK = constant("kChunk")
 LONG_ROW = constant("kLongRow", kWarp=WARP)
 COL_BLOCKS = constant("kColBlocks")
@@ -312,6 +317,31 @@ def scan_columns(table, ch, c, segments=SEGMENTS, skip=None):
 
 # ---- the four-kernel path ----------------------------------------------------------------------
 
+def strip_prepass(ch, cw, count, width, fused=False):
+    """normalize.cu's strip_prepass: row and column passes in one kernel for many narrow tables."""
+    return not fused and ch > 1 and segs_for(cw, fused) == 0 and count >= STRIP_MIN_COUNT and width <= STRIP_MAX_WIDTH
+
+
+def strip_columns(table, ch, skip=None):
+    """strip_prepass_kernel's column sums over a table of row sums ((ch+1) x width x 2), in place:
+    strips of STRIP_ROWS rows; thread c adds the strip's rows in order to its column's carry (+0 at
+    first) and writes each sum. Returns the cells written. skip: a strip whose carry is dropped (a
+    fault the tests must catch)."""
+    width = table.shape[1]
+    carry = np.zeros((width, 2))
+    written = []
+    for strip, r0 in enumerate(range(0, ch, STRIP_ROWS)):
+        rows = min(STRIP_ROWS, ch - r0)
+        buf = table[r0 + 1:r0 + 1 + rows].copy()  # the strip's row sums, in shared memory
+        acc = np.zeros((width, 2)) if strip == skip else carry
+        for k in range(rows):
+            acc = acc + buf[k]
+            table[r0 + k + 1] = acc
+            written += [(r0 + k + 1, c) for c in range(width)]
+        carry = acc
+    return written
+
+
 def split_path(x, count=1, skip=None):
     """partial_sums_kernel, means_kernel, row_scan_kernel, col_scan_kernel (or the banded column
     pass, for a stack of `count` such crops) on one crop x (ch x cw float32): (mean, x' float32,
@@ -337,11 +367,15 @@ def split_path(x, count=1, skip=None):
         for r in range(ch):  # one warp per row (any order: rows are independent)
             xs[r], table[r + 1] = scan_row(x[r], mean, cw, chunked_rows(ch, cw))
     before = table.copy()
-    bands = col_bands_for(ch, cw, count, cw + 1)
     cells = {}
-    for bx in range(-(-(cw + 1) // WARP)):  # col_scan_kernel's blocks of 32 columns
-        for cell in scan_columns(table, ch, bx * WARP + np.arange(WARP), SEGMENTS * bands, skip):
+    if strip_prepass(ch, cw, count, cw + 1):  # strip_prepass_kernel: the column sums in the same kernel
+        for cell in strip_columns(table, ch, skip):
             cells[cell] = cells.get(cell, 0) + 1
+    else:
+        bands = col_bands_for(ch, cw, count, cw + 1)
+        for bx in range(-(-(cw + 1) // WARP)):  # col_scan_kernel's blocks of 32 columns
+            for cell in scan_columns(table, ch, bx * WARP + np.arange(WARP), SEGMENTS * bands, skip):
+                cells[cell] = cells.get(cell, 0) + 1
     assert set(cells) == {(r, c) for r in range(1, ch + 1) for c in range(cw + 1)}
     assert all(n == 1 for n in cells.values())
     if ch == 1:  # the host skips the column pass of one-row crops: it must change no bit
@@ -814,7 +848,7 @@ def test_explain_reports_the_modelled_prepass(left, right, window, mode):
     if left == "2048x2048":
         for s in crops:
             assert s == {"fused": False, "partials": 1024, "row_segments": 0, "chunked_rows": True, "col_bands": 16,
-                         "table_columns": 130, "sampled": True}
+                         "strip": False, "table_columns": 130, "sampled": True}
         assert pp["c00_parts"] == 1024 and not pp["staged_epilogue"]
     if right == "23x21":
         assert crops[0]["fused"] and pp["staged_epilogue"] and pp["c00_parts"] == 0
@@ -822,8 +856,11 @@ def test_explain_reports_the_modelled_prepass(left, right, window, mode):
         assert not crops[0]["fused"] and crops[0]["col_bands"] == col_bands_for(69, 70, 1000, 50) == 1
         assert not crops[0]["chunked_rows"] and crops[0]["partials"] == partials_for(69 * 70)
         assert [s["table_columns"] for s in crops] == [50, 18]  # of 71 and 55: an eighth or more left out
+        assert crops[0]["strip"] and not crops[1]["strip"]
     if right == "156x116":  # the frames' tables: 50 of 133 columns (368 KB a frame otherwise); the template's 18 of 117
         assert [s["table_columns"] for s in crops] == [50, 18] and all(s["sampled"] for s in crops)
+        assert crops[0]["strip"] and not crops[1]["strip"]  # 1000 frames, one template
+        assert crops[0]["strip"] == strip_prepass(172, 132, 1000, 50) and crops[0]["col_bands"] == 1
         assert not pp["staged_epilogue"]
     if left == "1300x9":
         assert crops[0]["col_bands"] == col_bands_for(1300, 9, 1, 10) == 11
@@ -840,3 +877,33 @@ def test_explain_reports_the_modelled_prepass(left, right, window, mode):
     if left == "600x700":
         for s in crops:
             assert s["sampled"] and s["table_columns"] < 20 and s["chunked_rows"]
+
+
+# ---- the strip prepass (many narrow tables) ----------------------------------------------------------
+
+def test_strip_prepass_where():
+    """zncc_frames' 69 x 70 and 172 x 132 crops (1000 frames, 50 table columns) take it; one matrix,
+    a wide table, a one-row crop or a crop of the fused prepass do not; kStripRows is a block's warps."""
+    assert strip_prepass(69, 70, 1000, 50) and strip_prepass(172, 132, 1000, 50)
+    assert not strip_prepass(172, 132, 1, 50) and not strip_prepass(172, 132, 1000, STRIP_MAX_WIDTH + 1)
+    assert not strip_prepass(1, 600, 1000, 601) and not strip_prepass(39, 37, 1000, 38, fused=True)
+    assert "constexpr int kStripRows = kThreads / kWarp;" in SOURCE
+
+
+@pytest.mark.parametrize("shape", [(69, 70), (172, 132), (9, 100), (17, 300)], ids=lambda s: "%dx%d" % s)
+def test_strip_prepass_tables(shape):
+    """The strip prepass's tables (a stack of 1000 such crops): every cell written once, within rounding
+    of extended-precision tables, the same bits twice, the shifted copy as the row pass writes it; a
+    model that drops one strip's carry fails the comparison."""
+    ch, cw = shape
+    assert strip_prepass(ch, cw, 1000, cw + 1)
+    x = crop_values(seeded_rng(("strip", shape)), shape, "large")
+    m, xs, t = split_path(x, 1000)
+    want = exact_tables(xs)
+    assert np.abs(t[..., 0] - want[..., 0]).max() <= 1e-13 * np.abs(xs.astype(np.float64)).sum()
+    assert np.abs(t[..., 1] - want[..., 1]).max() <= 1e-13 * (xs.astype(np.float64) ** 2).sum()
+    m2, xs2, t2 = split_path(x, 1000)
+    assert m == m2 and np.array_equal(t.view(np.uint64), t2.view(np.uint64))
+    assert np.array_equal(xs.view(np.uint32), split_path(x, 1)[1].view(np.uint32))  # the row pass's x'
+    _, _, bad = split_path(x, 1000, skip=1)
+    assert np.abs(bad[..., 1] - want[..., 1]).max() > 1e-6 * (xs.astype(np.float64) ** 2).sum()

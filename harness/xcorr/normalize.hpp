@@ -77,6 +77,7 @@ struct StackPrepass {
     int row_segments = 0;      // segments per row of the segmented row pass; 0: one warp per row
     bool chunked_rows = false; // the rows take scan_span_chunked's order (long rows past the fused prepass)
     int col_bands = 1;         // row bands of the column pass; 1: col_scan_kernel (or the fused kernel's)
+    bool strip = false;        // row and column passes in one kernel (strip_prepass_kernel: many narrow tables)
     TableColumns cols;         // the table's columns: all of them, or those the epilogue reads
     bool sampled(int cw) const { return !(cols == all_columns(cw)); }
 };
@@ -130,6 +131,7 @@ private:
     DeviceBuffer<double> mean_;       // nL + nR means of the crops, lefts first
     DeviceBuffer<double2> lsat_, rsat_;  // (Σx', Σx'²) tables, (h+1) x cols.width() per crop
     int lbands_ = 1, rbands_ = 1;     // row bands of the column pass per stack (normalize.cu: col_bands_for)
+    size_t strip_smem_ = 0;           // the strip prepass's dynamic shared memory (the wider strip stack's)
     DeviceBuffer<double2> col_total_;  // banded column pass: segment totals, lefts then rights
     DeviceBuffer<double> c00_;        // zero-lag: C(0, 0) per output
     DeviceBuffer<double> c00_partial_;  // zero-lag: its partial sums, c00_parts_ per output
