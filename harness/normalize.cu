@@ -111,12 +111,24 @@ struct StackRef {
         return x + (m * h + r0 + r) * int64_t(w) + c0;
     }
 };
+struct StackMatrix;
 struct Stacks {
     StackRef left, right;
     // blockIdx.z's stack. A select, not st.s[blockIdx.z]: indexing a parameter array at run time
     // copies it to local memory.
     __device__ __forceinline__ StackRef pick() const { return blockIdx.z ? right : left; }
+    // The matrices of both stacks in one sequence, lefts first (kernels with a block per matrix).
+    __device__ __forceinline__ int64_t matrices() const { return int64_t(left.count) + right.count; }
+    __device__ __forceinline__ StackMatrix matrix(int64_t g) const;
 };
+// Matrix m of stack s: the g-th of Stacks::matrices().
+struct StackMatrix {
+    StackRef s;
+    int64_t m;
+};
+__device__ __forceinline__ StackMatrix Stacks::matrix(int64_t g) const {
+    return g < left.count ? StackMatrix{left, g} : StackMatrix{right, g - left.count};
+}
 
 // Sum of v over the block, valid in thread 0. Called by every thread of a block of kThreads.
 __device__ double block_sum(double v) {
@@ -589,11 +601,8 @@ template <bool kSampled, bool kChunked>
 __global__ void __launch_bounds__(kThreads) strip_prepass_kernel(Stacks st) {
     extern __shared__ double2 strip[];  // kStripRows rows of `width`, then the column carries
     const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-    const int64_t total = int64_t(st.left.count) + st.right.count;
-    for (int64_t g = blockIdx.x; g < total; g += gridDim.x) {
-        const bool right = g >= st.left.count;
-        const StackRef s = right ? st.right : st.left;
-        const int64_t m = right ? g - st.left.count : g;
+    for (int64_t g = blockIdx.x; g < st.matrices(); g += gridDim.x) {
+        const auto [s, m] = st.matrix(g);
         const int width = s.cols.width();
         double2* const carry = strip + kStripRows * width;
         double2* const table = s.sat + m * (s.ch + 1) * int64_t(width);
@@ -645,11 +654,8 @@ __global__ void __launch_bounds__(kThreads) fused_prepass_kernel(Stacks st) {
     __shared__ double2 seg_total[kColSegments][kWarp];
     __shared__ double mean_sh;
     const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-    const int64_t total = int64_t(st.left.count) + st.right.count;
-    for (int64_t g = blockIdx.x; g < total; g += gridDim.x) {
-        const bool right = g >= st.left.count;
-        const StackRef s = right ? st.right : st.left;
-        const int64_t m = right ? g - st.left.count : g;
+    for (int64_t g = blockIdx.x; g < st.matrices(); g += gridDim.x) {
+        const auto [s, m] = st.matrix(g);
         const int ch = s.ch, cw = s.cw, w1 = cw + 1, elems = ch * cw, cells = (ch + 1) * w1;
         double2* table = smem;                                   // (ch + 1) x w1
         float* crop = reinterpret_cast<float*>(smem + cells);   // ch x cw, row-major
