@@ -35,10 +35,13 @@ constexpr int kElemsPerPartial = kThreads * 16;  // crop elements per block of t
 // 172 x 132 within ±16, 50 table columns each) take the strip prepass: row and column pass in one
 // kernel, one block per matrix, kStripRows rows at a time through shared memory, so a table
 // crosses DRAM once (written) instead of three times. Where: at least kStripMinCount matrices in
-// the stack (one block per matrix must fill the GPU), tables of at most kStripMaxWidth columns.
+// the stack (one block per matrix must fill the GPU), tables of at most kStripMaxWidth columns, crops
+// of at most kStripMaxHeight rows (a block walks its matrix's strips one after another: ~0.5 us
+// each, so 1024 rows would cost what the four-kernel path's traffic does for 64 such matrices).
 constexpr int kStripRows = kThreads / kWarp;
 constexpr int kStripMinCount = 64;
 constexpr int kStripMaxWidth = 384;
+constexpr int kStripMaxHeight = 512;
 constexpr int kBandSegRows = 16;
 constexpr int kColBlocks = 1024;
 constexpr int kMaxColBands = 64;
@@ -80,7 +83,8 @@ bool chunked_rows(int ch, int cw) { return cw >= kLongRow && cw <= kSegRow && !f
 // Whether a stack of the four-kernel path takes the strip prepass (above) for its row and column
 // passes: count crops of ch x cw (more than one row, not segmented), tables `width` columns wide.
 bool strip_prepass(int ch, int cw, int64_t count, int width, bool fused) {
-    return !fused && ch > 1 && segs_for(cw, fused) == 0 && count >= kStripMinCount && width <= kStripMaxWidth;
+    return !fused && ch > 1 && ch <= kStripMaxHeight && segs_for(cw, fused) == 0 && count >= kStripMinCount &&
+           width <= kStripMaxWidth;
 }
 // Row bands of a stack's column pass (count crops of ch rows, tables of width columns): 1 (the
 // kColSegments segments of col_scan_kernel, the fused prepass's order) for every crop that fits

@@ -64,6 +64,7 @@ BAND_SEG_ROWS = constant("kBandSegRows")
 STRIP_ROWS = THREADS // WARP
 STRIP_MIN_COUNT = constant("kStripMinCount")
 STRIP_MAX_WIDTH = constant("kStripMaxWidth")
+STRIP_MAX_HEIGHT = constant("kStripMaxHeight")
 CHUNK = constant("kChunk")
 LONG_ROW = constant("kLongRow", kWarp=WARP)
 COL_BLOCKS = constant("kColBlocks")
@@ -319,7 +320,8 @@ def scan_columns(table, ch, c, segments=SEGMENTS, skip=None):
 
 def strip_prepass(ch, cw, count, width, fused=False):
     """normalize.cu's strip_prepass: row and column passes in one kernel for many narrow tables."""
-    return not fused and ch > 1 and segs_for(cw, fused) == 0 and count >= STRIP_MIN_COUNT and width <= STRIP_MAX_WIDTH
+    return (not fused and 1 < ch <= STRIP_MAX_HEIGHT and segs_for(cw, fused) == 0 and count >= STRIP_MIN_COUNT
+            and width <= STRIP_MAX_WIDTH)
 
 
 def strip_columns(table, ch, skip=None):
@@ -887,6 +889,7 @@ def test_strip_prepass_where():
     assert strip_prepass(69, 70, 1000, 50) and strip_prepass(172, 132, 1000, 50)
     assert not strip_prepass(172, 132, 1, 50) and not strip_prepass(172, 132, 1000, STRIP_MAX_WIDTH + 1)
     assert not strip_prepass(1, 600, 1000, 601) and not strip_prepass(39, 37, 1000, 38, fused=True)
+    assert strip_prepass(STRIP_MAX_HEIGHT, 9, 64, 10) and not strip_prepass(STRIP_MAX_HEIGHT + 1, 9, 64, 10)
     assert "constexpr int kStripRows = kThreads / kWarp;" in SOURCE
 
 
