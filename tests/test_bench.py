@@ -3,6 +3,7 @@ run whose JSON has what the experiment scripts parse (GPU), and the check of eve
 is timed (GPU): its counters on cases the validator does not cover, and a tolerance override
 that fails a case."""
 import json
+import math
 import re
 
 import pytest
@@ -100,7 +101,24 @@ def bench_json(args, out):
 def out_elems(b):
     count = {"one-to-one": 1, "one-to-many": b["nR"], "n-to-mn": b["nR"], "n-to-m": b["nL"] * b["nR"]}
     form = b["run_name"].split("/")[1]
+    if "dy0" in b:  # a windowed entry: its rectangle
+        return count[form] * (b["dy1"] - b["dy0"] + 1) * (b["dx1"] - b["dx0"] + 1)
     return count[form] * (b["hL"] + b["hR"] - 1) * (b["wL"] + b["wR"] - 1)
+
+
+def fits(v, rect):
+    """Whether the variant declares the shift rectangle (dy0, dy1, dx0, dx1): small-window computes
+    at most max_shifts shifts per pair and xcorr_bench refuses a case beyond that (exit 2)."""
+    return not v.get("max_shifts") or (rect[1] - rect[0] + 1) * (rect[3] - rect[2] + 1) <= v["max_shifts"]
+
+
+def bounded(v):
+    """The window key that keeps a case within the variant's declared shifts: the widest square
+    max_shift (±16 for small-window's 1089), or nothing for a variant that computes the full output."""
+    if not v.get("max_shifts"):
+        return ""
+    s = (math.isqrt(v["max_shifts"]) - 1) // 2
+    return f" max_shift={s}"
 
 
 def variant_names():
@@ -115,7 +133,7 @@ def test_every_timed_case_was_checked(gpu, registry, tmp_path, name):
     "validation failed". A case the variant's factory refuses (a limit of its own, its reason as
     the message) is allowed, but not every case, and a CUDA or cuFFT error is not."""
     v = next(v for v in registry if v["name"] == name)
-    cases = [f"variant={name} form={form} {dims}"
+    cases = [f"variant={name} form={form} {dims}{bounded(v)}"
              for form, dims in (SIGNAL_CHECKED_CASES if v.get("signals_only") else CHECKED_CASES) if form in v["forms"]]
     assert cases, v["forms"]
     data, reps = bench_json([a for c in cases for a in ("--case", c)], tmp_path / "b.json")
@@ -351,9 +369,10 @@ def test_windowed_case_json(gpu, registry, tmp_path, name):
     dims = dims_text(shape) + " nL=%d nR=%d" % counts
     hL, wL, hR, wR = shape
     wanted = [(key, rect) for kind, key, rect in window_key_cases(shape)
-              if kind in v["windows"] or "shifts" in v["windows"]]
+              if (kind in v["windows"] or "shifts" in v["windows"]) and fits(v, rect)]
     assert wanted, v["windows"]
-    cases = [f"variant={name} form={form} {dims}"] + [f"variant={name} form={form} {dims} {key}" for key, _ in wanted]
+    full = fits(v, (1 - hR, hL - 1, 1 - wR, wL - 1))
+    cases = [f"variant={name} form={form} {dims}"] * full + [f"variant={name} form={form} {dims} {key}" for key, _ in wanted]
     _, reps = bench_json([a for c in cases for a in ("--case", c)], tmp_path / "w.json")
     count = counts[1] * (counts[0] if form == "n-to-m" else 1)
     seen = set()
