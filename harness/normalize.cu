@@ -77,9 +77,6 @@ static_assert(kFusedSmemBytes / (sizeof(double2) + sizeof(float)) < 2 * kElemsPe
 static_assert(2 * size_t(kSegRow + 2) * sizeof(double2) > kFusedSmemBytes, "a segmented crop would fit the fused prepass");
 // Segments per row of a stack's crop: 0 for rows that keep scan_row (fused or row_scan_kernel).
 int segs_for(int cw, bool fused) { return !fused && cw > kSegRow ? ceil_div(cw, kSegCols) : 0; }
-// Whether a stack's rows take scan_span_chunked: long rows, not segmented, of a crop the fused
-// prepass cannot take (so a crop that fits it has scan_span's bits on either path).
-bool chunked_rows(int ch, int cw) { return cw >= kLongRow && cw <= kSegRow && !fits_fused(ch, cw); }
 // Whether a stack of the four-kernel path takes the strip prepass (above) for its row and column
 // passes: count crops of ch x cw (more than one row, not segmented), tables `width` columns wide.
 bool strip_prepass(int ch, int cw, int64_t count, int width, bool fused) {
@@ -263,61 +260,13 @@ __device__ __forceinline__ double2 scan_span(const float* x, float* xs, Store st
     return make_double2(carry_a, carry_q);
 }
 
-// Long rows of crops past the fused prepass (chunked_rows): lane l adds the kChunk consecutive
-// columns c = b0 + l·kChunk + j of a chunk of 32·kChunk in order in registers, and one warp scan of
-// the lanes' totals serves the chunk, where scan_span scans every 32 columns (its shuffles were the
-// row pass's limit: 53 us for seed 002's 2 x 2048 rows of 2048 on the H200, 8x the memory's).
-// Sums: s_j = ((+0 + v_0) + v_1) ... + v_j in double (v the float x', v² by __dmul_rn), E_l the
-// Hillis-Steele inclusive scan of the lanes' s_{kChunk-1} one lane back (+0 for lane 0), p = carry +
-// E_l, store(c, p + s_j); the next chunk's carry is lane 31's p + s_{kChunk-1}. Returns the span's
-// total. tests/test_normalize_fused.py models this order; crops that fit the fused prepass never
-// take it (their bits stay scan_span's, whichever path they take).
-constexpr int kChunk = 8;
-template <class Store>
-__device__ __forceinline__ double2 scan_span_chunked(const float* x, float* xs, Store store, int n, double mean,
-                                                     int lane) {
-    double carry_a = 0, carry_q = 0;
-    for (int b0 = 0; b0 < n; b0 += kChunk * kWarp) {
-        const int c0 = b0 + lane * kChunk;
-        float raw[kChunk];
-#pragma unroll
-        for (int j = 0; j < kChunk; ++j) raw[j] = c0 + j < n ? x[c0 + j] : 0.0f;
-        double sa[kChunk], sq[kChunk];
-        double a = 0, q = 0;
-#pragma unroll
-        for (int j = 0; j < kChunk; ++j) {
-            const bool in = c0 + j < n;
-            const float v = in ? float(__dsub_rn(double(raw[j]), mean)) : 0.0f;
-            if (in) xs[c0 + j] = v;
-            a = __dadd_rn(a, double(v));
-            q = __dadd_rn(q, __dmul_rn(double(v), double(v)));
-            sa[j] = a;
-            sq[j] = q;
-        }
-        warp_scan_pair(a, q, lane);  // a, q: the lanes' totals, now scanned
-        double ea = __shfl_up_sync(kFullMask, a, 1), eq = __shfl_up_sync(kFullMask, q, 1);
-        if (lane == 0) ea = 0, eq = 0;
-        const double pa = __dadd_rn(carry_a, ea), pq = __dadd_rn(carry_q, eq);
-#pragma unroll
-        for (int j = 0; j < kChunk; ++j)
-            if (c0 + j < n) store(c0 + j, make_double2(__dadd_rn(pa, sa[j]), __dadd_rn(pq, sq[j])));
-        carry_a = __shfl_sync(kFullMask, __dadd_rn(pa, sa[kChunk - 1]), kWarp - 1);
-        carry_q = __shfl_sync(kFullMask, __dadd_rn(pq, sq[kChunk - 1]), kWarp - 1);
-    }
-    return make_double2(carry_a, carry_q);
-}
-
 // A whole crop row (scan_span over its cw columns): row[c + 1] = Σ over columns <= c, row[0] = 0.
 // row_scan_kernel and fused_prepass_kernel: the same code, the same bits. kSampled: the table keeps
 // only the columns of `cols` (sampled_table), entry cols.at(c) for column c; the same sums.
-// kChunked: scan_span_chunked's order instead (chunked_rows).
-template <int kStrips, bool kSampled = false, bool kChunked = false>
+template <int kStrips, bool kSampled = false>
 __device__ __forceinline__ void scan_row(const float* x, float* xs, double2* row, int cw, double mean, int lane,
                                          TableColumns cols = {}) {
-    auto span = [&](auto store) {
-        if constexpr (kChunked) scan_span_chunked(x, xs, store, cw, mean, lane);
-        else scan_span<kStrips>(x, xs, store, cw, mean, lane);
-    };
+    auto span = [&](auto store) { scan_span<kStrips>(x, xs, store, cw, mean, lane); };
     if constexpr (kSampled) {
         if (lane == 0 && cols.at(0) >= 0) row[cols.at(0)] = make_double2(0, 0);
         span([row, cols](int c, double2 v) {
@@ -335,7 +284,7 @@ __device__ __forceinline__ void scan_row(const float* x, float* xs, double2* row
 // Σ over columns <= c of crop row r (kSampled: at table column cols.at(c + 1), for the columns
 // kept; a stack whose cols are all_columns gets the same table as without). Mapping: warps stride
 // over count·ch rows; kThreads threads, grid (blocks, 1, 2 stacks). Resources: registers only.
-template <int kStrips, bool kSampled, bool kChunked = false>
+template <int kStrips, bool kSampled>
 __global__ void row_scan_kernel(Stacks st) {
     const StackRef s = st.pick();
     const int lane = threadIdx.x % kWarp;
@@ -347,8 +296,8 @@ __global__ void row_scan_kernel(Stacks st) {
         double2* table = s.sat + m * (s.ch + 1) * w1;
         if (r == 0)
             for (int c = lane; c < w1; c += kWarp) table[c] = make_double2(0, 0);
-        scan_row<kStrips, kSampled, kChunked>(s.crop_row(m, r), s.xs + g * s.cw, table + (r + 1) * w1, s.cw, s.mean[m],
-                                              lane, s.cols);
+        scan_row<kStrips, kSampled>(s.crop_row(m, r), s.xs + g * s.cw, table + (r + 1) * w1, s.cw, s.mean[m], lane,
+                                    s.cols);
     }
 }
 
@@ -591,7 +540,7 @@ __global__ void col_band_scan_kernel(Stacks st, ColScratch scratch) {
 
 // The strip prepass (strip_prepass): the row and column passes of one matrix's table in one block,
 // kStripRows rows at a time. Per strip, warp w runs scan_row over crop row r0 + w (the row pass's
-// code and order: chunked where chunked_rows, kChunked; the shifted copy written to xs) into row w
+// code and order; the shifted copy written to xs) into row w
 // of a shared strip buffer (kStripRows x width double2); then thread c of the table's width adds the
 // strip's rows in order to its column's running sum (a shared carry, +0 at first) and writes each
 // sum to the table: entry (r, c) = (((+0 + row 1) + row 2) ... + row r) down the column from the top,
@@ -601,7 +550,7 @@ __global__ void col_band_scan_kernel(Stacks st, ColScratch scratch) {
 // stacks (lefts first; a stack of count 0 is not this launch's), kThreads threads. Resources:
 // dynamic shared memory (kStripRows + 1) x width double2 (<= 9 x 384 x 16 = 54 KB; set by the
 // Normalizer when past 48 KB).
-template <bool kSampled, bool kChunked>
+template <bool kSampled>
 __global__ void __launch_bounds__(kThreads) strip_prepass_kernel(Stacks st) {
     extern __shared__ double2 strip[];  // kStripRows rows of `width`, then the column carries
     const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
@@ -619,8 +568,8 @@ __global__ void __launch_bounds__(kThreads) strip_prepass_kernel(Stacks st) {
             const int rows = min(kStripRows, s.ch - r0);
             __syncthreads();  // the previous strip's buffer is read (and the carries set)
             if (warp < rows)
-                scan_row<1, kSampled, kChunked>(s.crop_row(m, r0 + warp), s.xs + (m * s.ch + r0 + warp) * s.cw,
-                                                strip + warp * width, s.cw, mean, lane, s.cols);
+                scan_row<1, kSampled>(s.crop_row(m, r0 + warp), s.xs + (m * s.ch + r0 + warp) * s.cw,
+                                      strip + warp * width, s.cw, mean, lane, s.cols);
             __syncthreads();  // the strip's rows are in shared memory
             for (int c = threadIdx.x; c < width; c += kThreads) {
                 double2 acc = carry[c];
@@ -961,7 +910,6 @@ Prepass prepass_of(const Problem& p, const NormalizeCrop& crop) {
         s.fused = fused;
         s.partials = partials_for(int64_t(c.h()) * c.w());
         s.row_segments = segs_for(c.w(), fused);
-        s.chunked_rows = !fused && chunked_rows(c.h(), c.w());
         s.cols = sampled_table(reads, c.w(), fused) ? reads : all_columns(c.w());
         s.strip = strip_prepass(c.h(), c.w(), count, s.cols.width(), fused);
         // One-row crops skip the column pass (prepare), and the strip prepass has its own: no bands.
@@ -1015,8 +963,7 @@ Normalizer::Normalizer(const Problem& p, const NormalizeCrop& crop) : p_(p), cro
     lbands_ = L.col_bands, rbands_ = R.col_bands;
     strip_smem_ = std::max(L.strip ? strip_smem_bytes(lcols_.width()) : 0, R.strip ? strip_smem_bytes(rcols_.width()) : 0);
     if (strip_smem_ > 48 * 1024)  // past the default limit of dynamic shared memory: opt in
-        for (auto kernel : {strip_prepass_kernel<false, false>, strip_prepass_kernel<false, true>,
-                            strip_prepass_kernel<true, false>, strip_prepass_kernel<true, true>})
+        for (auto kernel : {strip_prepass_kernel<false>, strip_prepass_kernel<true>})
             XC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(strip_smem_)));
     const size_t ltotals = lbands_ > 1 ? size_t(p.nL) * lbands_ * kColSegments * lcols_.width() : 0;
     const size_t rtotals = rbands_ > 1 ? size_t(p.nR) * rbands_ * kColSegments * rcols_.width() : 0;
@@ -1064,20 +1011,15 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
     XC_CHECK_LAUNCH();
     means_kernel<<<dim3(blocks_for(most, kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(split);
     XC_CHECK_LAUNCH();
-    // The strip prepass's stacks: row and column passes in one kernel, one launch per kind of row
-    // (chunked or not, as the row pass below); the passes below skip them.
-    Stacks rest = split;
+    // The strip prepass's stacks: row and column passes in one kernel; the passes below skip them.
+    Stacks rest = split, strips = split;
     if (prepass_.left.strip) rest.left.count = 0;
+    else strips.left.count = 0;
     if (prepass_.right.strip) rest.right.count = 0;
-    for (const bool chunk : {false, true}) {
-        Stacks part = split;
-        if (!prepass_.left.strip || prepass_.left.chunked_rows != chunk) part.left.count = 0;
-        if (!prepass_.right.strip || prepass_.right.chunked_rows != chunk) part.right.count = 0;
-        const int64_t matrices = int64_t(part.left.count) + part.right.count;
-        if (!matrices) continue;
-        auto strip = sampled_ ? (chunk ? strip_prepass_kernel<true, true> : strip_prepass_kernel<true, false>)
-                              : (chunk ? strip_prepass_kernel<false, true> : strip_prepass_kernel<false, false>);
-        strip<<<blocks_for(matrices, 1), kThreads, strip_smem_, stream>>>(part);
+    else strips.right.count = 0;
+    if (const int64_t matrices = int64_t(strips.left.count) + strips.right.count) {
+        auto strip = sampled_ ? strip_prepass_kernel<true> : strip_prepass_kernel<false>;
+        strip<<<blocks_for(matrices, 1), kThreads, strip_smem_, stream>>>(strips);
         XC_CHECK_LAUNCH();
     }
     // The row pass: row_scan_kernel for rows up to kSegRow columns, the segmented pass for longer
@@ -1087,22 +1029,13 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
     (lsegs ? rowwise.left : segmented.left).count = 0;
     (rsegs ? rowwise.right : segmented.right).count = 0;
     const int64_t rows = std::max(int64_t(rowwise.left.count) * cl.h(), int64_t(rowwise.right.count) * cr.h());
-    // One launch per kind of row among the stacks: chunked (chunked_rows), else scan_span's, batched
-    // where the crops are long (one kernel each way: a run-time choice inside one kernel gave the
-    // short crops the batched code's registers and halved their occupancy).
-    const bool lchunk = prepass_.left.chunked_rows, rchunk = prepass_.right.chunked_rows;
-    for (const bool chunk : {false, true}) {
-        if (!rows) break;
-        Stacks part = rowwise;
-        if (lchunk != chunk) part.left.count = 0;
-        if (rchunk != chunk) part.right.count = 0;
-        const int64_t prows = std::max(int64_t(part.left.count) * cl.h(), int64_t(part.right.count) * cr.h());
-        if (!prows) continue;
-        const bool long_rows = std::max(part.left.count ? cl.w() : 0, part.right.count ? cr.w() : 0) >= kLongRow;
-        auto row_scan = chunk ? (sampled_ ? row_scan_kernel<1, true, true> : row_scan_kernel<1, false, true>)
-                      : sampled_ ? (long_rows ? row_scan_kernel<kRowStrips, true> : row_scan_kernel<1, true>)
+    if (rows) {
+        // Batched where the crops are long (one kernel each way: a run-time choice inside one kernel
+        // gave the short crops the batched code's registers and halved their occupancy).
+        const bool long_rows = std::max(rowwise.left.count ? cl.w() : 0, rowwise.right.count ? cr.w() : 0) >= kLongRow;
+        auto row_scan = sampled_ ? (long_rows ? row_scan_kernel<kRowStrips, true> : row_scan_kernel<1, true>)
                                  : (long_rows ? row_scan_kernel<kRowStrips, false> : row_scan_kernel<1, false>);
-        row_scan<<<dim3(blocks_for(prows, kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(part);
+        row_scan<<<dim3(blocks_for(rows, kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(rowwise);
         XC_CHECK_LAUNCH();
     }
     if (lsegs || rsegs) {
