@@ -77,6 +77,11 @@ static_assert(kFusedSmemBytes / (sizeof(double2) + sizeof(float)) < 2 * kElemsPe
 static_assert(2 * size_t(kSegRow + 2) * sizeof(double2) > kFusedSmemBytes, "a segmented crop would fit the fused prepass");
 // Segments per row of a stack's crop: 0 for rows that keep scan_row (fused or row_scan_kernel).
 int segs_for(int cw, bool fused) { return !fused && cw > kSegRow ? ceil_div(cw, kSegCols) : 0; }
+// Whether a stack's rows take the chunked row pass (scan_span_chunked): long rows, not segmented, of
+// a crop that neither the fused prepass nor the strip prepass takes (those keep scan_span's order).
+bool chunked_rows(int ch, int cw, bool strip) {
+    return cw >= kLongRow && cw <= kSegRow && !fits_fused(ch, cw) && !strip;
+}
 // Whether a stack of the four-kernel path takes the strip prepass (above) for its row and column
 // passes: count crops of ch x cw (more than one row, not segmented), tables `width` columns wide.
 bool strip_prepass(int ch, int cw, int64_t count, int width, bool fused) {
@@ -260,13 +265,89 @@ __device__ __forceinline__ double2 scan_span(const float* x, float* xs, Store st
     return make_double2(carry_a, carry_q);
 }
 
+// The chunked order (chunked_rows: long rows of crops past the fused and strip prepasses): chunks of
+// kChunkCols = 32·kChunk columns; lane l owns the kChunk consecutive columns c = b0 + l·kChunk + j
+// of a chunk and adds them in order in registers, s_j = ((+0 + v_0) + v_1) ... + v_j in double (v
+// the float x', v² by __dmul_rn); one warp scan of the lanes' totals serves the chunk (scan_span
+// scans every 32 columns, 8x the shuffles): E_l is the Hillis-Steele inclusive scan one lane back
+// (+0 for lane 0), p = carry + E_l, entry c = p + s_j; the next chunk's carry is lane 31's
+// p + s_{kChunk-1}. Global memory is read and written in scan_span's coalesced order (lane l:
+// columns b0 + 32i + l) and transposed through the warp's ChunkStage in shared memory: lanes that
+// load and store their own 8 columns directly sit 32 B (floats) and 128 B (double2) apart, which
+// made a first version slower than scan_span (results/nvidia-h200/probes/chunked-rows-c6bd7c6/).
+// Stage layouts, both conflict-free for the owner's accesses: x' of column k of the chunk at
+// k + k / kChunk (owner lane l reads 9l + j: distinct banks), entry k at (k / kChunk)·(kChunk + 1)
+// + k % kChunk (16-byte accesses, 8 lanes a phase: distinct bank quads both ways). Returns the
+// span's total. tests/test_normalize_fused.py models the order.
+constexpr int kChunk = 8;
+constexpr int kChunkCols = kChunk * kWarp;
+struct ChunkStage {
+    float v[kChunkCols + kChunkCols / kChunk];
+    double2 e[kWarp * (kChunk + 1)];
+};
+static_assert(sizeof(ChunkStage) * (kThreads / kWarp) <= 48 * 1024, "a block's stages fit static shared memory");
+__device__ __forceinline__ int stage_v(int k) { return k + k / kChunk; }
+__device__ __forceinline__ int stage_e(int k) { return (k / kChunk) * (kChunk + 1) + k % kChunk; }
+template <class Store>
+__device__ __forceinline__ double2 scan_span_chunked(const float* x, float* xs, Store store, int n, double mean,
+                                                     int lane, ChunkStage& stage) {
+    double carry_a = 0, carry_q = 0;
+    for (int b0 = 0; b0 < n; b0 += kChunkCols) {
+        float raw[kChunk];
+#pragma unroll
+        for (int i = 0; i < kChunk; ++i) {
+            const int c = b0 + i * kWarp + lane;
+            raw[i] = c < n ? x[c] : 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < kChunk; ++i) {
+            const int c = b0 + i * kWarp + lane;
+            const float v = c < n ? float(__dsub_rn(double(raw[i]), mean)) : 0.0f;
+            if (c < n) xs[c] = v;
+            stage.v[stage_v(i * kWarp + lane)] = v;
+        }
+        __syncwarp();
+        double sa[kChunk], sq[kChunk];
+        double a = 0, q = 0;
+#pragma unroll
+        for (int j = 0; j < kChunk; ++j) {
+            const double v = double(stage.v[stage_v(lane * kChunk + j)]);
+            a = __dadd_rn(a, v);
+            q = __dadd_rn(q, __dmul_rn(v, v));
+            sa[j] = a;
+            sq[j] = q;
+        }
+        warp_scan_pair(a, q, lane);  // a, q: the lanes' totals, now scanned
+        double ea = __shfl_up_sync(kFullMask, a, 1), eq = __shfl_up_sync(kFullMask, q, 1);
+        if (lane == 0) ea = 0, eq = 0;
+        const double pa = __dadd_rn(carry_a, ea), pq = __dadd_rn(carry_q, eq);
+#pragma unroll
+        for (int j = 0; j < kChunk; ++j)
+            stage.e[lane * (kChunk + 1) + j] = make_double2(__dadd_rn(pa, sa[j]), __dadd_rn(pq, sq[j]));
+        carry_a = __shfl_sync(kFullMask, __dadd_rn(pa, sa[kChunk - 1]), kWarp - 1);
+        carry_q = __shfl_sync(kFullMask, __dadd_rn(pq, sq[kChunk - 1]), kWarp - 1);
+        __syncwarp();
+#pragma unroll
+        for (int i = 0; i < kChunk; ++i) {
+            const int c = b0 + i * kWarp + lane;
+            if (c < n) store(c, stage.e[stage_e(i * kWarp + lane)]);
+        }
+        __syncwarp();  // the next chunk's writes to the stage wait for these reads
+    }
+    return make_double2(carry_a, carry_q);
+}
+
 // A whole crop row (scan_span over its cw columns): row[c + 1] = Σ over columns <= c, row[0] = 0.
 // row_scan_kernel and fused_prepass_kernel: the same code, the same bits. kSampled: the table keeps
 // only the columns of `cols` (sampled_table), entry cols.at(c) for column c; the same sums.
-template <int kStrips, bool kSampled = false>
+// kChunked: scan_span_chunked's order instead, through the warp's stage (chunked_rows).
+template <int kStrips, bool kSampled = false, bool kChunked = false>
 __device__ __forceinline__ void scan_row(const float* x, float* xs, double2* row, int cw, double mean, int lane,
-                                         TableColumns cols = {}) {
-    auto span = [&](auto store) { scan_span<kStrips>(x, xs, store, cw, mean, lane); };
+                                         TableColumns cols = {}, ChunkStage* stage = nullptr) {
+    auto span = [&](auto store) {
+        if constexpr (kChunked) scan_span_chunked(x, xs, store, cw, mean, lane, *stage);
+        else scan_span<kStrips>(x, xs, store, cw, mean, lane);
+    };
     if constexpr (kSampled) {
         if (lane == 0 && cols.at(0) >= 0) row[cols.at(0)] = make_double2(0, 0);
         span([row, cols](int c, double2 v) {
@@ -284,10 +365,22 @@ __device__ __forceinline__ void scan_row(const float* x, float* xs, double2* row
 // Σ over columns <= c of crop row r (kSampled: at table column cols.at(c + 1), for the columns
 // kept; a stack whose cols are all_columns gets the same table as without). Mapping: warps stride
 // over count·ch rows; kThreads threads, grid (blocks, 1, 2 stacks). Resources: registers only.
-template <int kStrips, bool kSampled>
-__global__ void row_scan_kernel(Stacks st) {
+// kChunked: scan_row's chunked order, each warp with its ChunkStage (46 KB of static shared
+// memory a block).
+template <int kChunked>
+__device__ __forceinline__ ChunkStage* warp_stage() {
+    if constexpr (kChunked) {
+        __shared__ ChunkStage stages[kThreads / kWarp];
+        return stages + threadIdx.x / kWarp;
+    } else {
+        return nullptr;
+    }
+}
+template <int kStrips, bool kSampled, bool kChunked = false>
+__global__ void __launch_bounds__(kThreads) row_scan_kernel(Stacks st) {
     const StackRef s = st.pick();
     const int lane = threadIdx.x % kWarp;
+    ChunkStage* const stage = warp_stage<kChunked>();
     const int64_t rows = int64_t(s.count) * s.ch, w1 = kSampled ? s.cols.width() : s.cw + 1;
     const int64_t warps = int64_t(gridDim.x) * (kThreads / kWarp);
     for (int64_t g = (blockIdx.x * int64_t(kThreads) + threadIdx.x) / kWarp; g < rows; g += warps) {
@@ -296,8 +389,8 @@ __global__ void row_scan_kernel(Stacks st) {
         double2* table = s.sat + m * (s.ch + 1) * w1;
         if (r == 0)
             for (int c = lane; c < w1; c += kWarp) table[c] = make_double2(0, 0);
-        scan_row<kStrips, kSampled>(s.crop_row(m, r), s.xs + g * s.cw, table + (r + 1) * w1, s.cw, s.mean[m], lane,
-                                    s.cols);
+        scan_row<kStrips, kSampled, kChunked>(s.crop_row(m, r), s.xs + g * s.cw, table + (r + 1) * w1, s.cw,
+                                              s.mean[m], lane, s.cols, stage);
     }
 }
 
@@ -912,6 +1005,7 @@ Prepass prepass_of(const Problem& p, const NormalizeCrop& crop) {
         s.row_segments = segs_for(c.w(), fused);
         s.cols = sampled_table(reads, c.w(), fused) ? reads : all_columns(c.w());
         s.strip = strip_prepass(c.h(), c.w(), count, s.cols.width(), fused);
+        s.chunked_rows = chunked_rows(c.h(), c.w(), s.strip);
         // One-row crops skip the column pass (prepare), and the strip prepass has its own: no bands.
         s.col_bands = fused || s.strip || c.h() == 1 ? 1 : col_bands_for(c.h(), c.w(), count, s.cols.width());
         return s;
@@ -1028,14 +1122,20 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
     Stacks rowwise = rest, segmented = rest;
     (lsegs ? rowwise.left : segmented.left).count = 0;
     (rsegs ? rowwise.right : segmented.right).count = 0;
-    const int64_t rows = std::max(int64_t(rowwise.left.count) * cl.h(), int64_t(rowwise.right.count) * cr.h());
-    if (rows) {
-        // Batched where the crops are long (one kernel each way: a run-time choice inside one kernel
-        // gave the short crops the batched code's registers and halved their occupancy).
-        const bool long_rows = std::max(rowwise.left.count ? cl.w() : 0, rowwise.right.count ? cr.w() : 0) >= kLongRow;
-        auto row_scan = sampled_ ? (long_rows ? row_scan_kernel<kRowStrips, true> : row_scan_kernel<1, true>)
+    // One launch per kind of row among the stacks: chunked (chunked_rows), else scan_span's, batched
+    // where the crops are long (one kernel each way: a run-time choice inside one kernel gave the
+    // short crops the batched code's registers and halved their occupancy).
+    for (const bool chunk : {false, true}) {
+        Stacks part = rowwise;
+        if (prepass_.left.chunked_rows != chunk) part.left.count = 0;
+        if (prepass_.right.chunked_rows != chunk) part.right.count = 0;
+        const int64_t prows = std::max(int64_t(part.left.count) * cl.h(), int64_t(part.right.count) * cr.h());
+        if (!prows) continue;
+        const bool long_rows = std::max(part.left.count ? cl.w() : 0, part.right.count ? cr.w() : 0) >= kLongRow;
+        auto row_scan = chunk ? (sampled_ ? row_scan_kernel<1, true, true> : row_scan_kernel<1, false, true>)
+                      : sampled_ ? (long_rows ? row_scan_kernel<kRowStrips, true> : row_scan_kernel<1, true>)
                                  : (long_rows ? row_scan_kernel<kRowStrips, false> : row_scan_kernel<1, false>);
-        row_scan<<<dim3(blocks_for(rows, kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(rowwise);
+        row_scan<<<dim3(blocks_for(prows, kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(part);
         XC_CHECK_LAUNCH();
     }
     if (lsegs || rsegs) {

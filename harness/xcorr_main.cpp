@@ -556,6 +556,7 @@ int cmd_explain(int argc, char** argv) {
                     return "{\"fused\": " + std::string(s.fused ? "true" : "false") +
                            ", \"partials\": " + std::to_string(s.partials) +
                            ", \"row_segments\": " + std::to_string(s.row_segments) +
+                           ", \"chunked_rows\": " + (s.chunked_rows ? "true" : "false") +
                            ", \"col_bands\": " + std::to_string(s.col_bands) +
                            ", \"strip\": " + (s.strip ? "true" : "false") +
                            ", \"table_columns\": " + std::to_string(s.cols.width()) +

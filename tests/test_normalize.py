@@ -405,20 +405,20 @@ def test_window_reference_equals_the_full_one_cropped(mode):
 # The prepass's paths for large crops (normalize.cu's prepass_of; `xcorr explain --json` prints which a
 # problem takes): (shape, form, window rectangle or None for the full output, the paths it must take).
 PREPASS_CASES = [  # (shape, form, nL, nR, window or None, the left stack's paths)
-    ((130, 600, 100, 520), "one-to-many", 1, 3, (-3, 3, -40, 40), {"sampled": True}),
-    ((1300, 9, 1200, 7), "one-to-one", 1, 1, None, {"sampled": False}),   # banded columns
-    ((1300, 9, 1200, 7), "n-to-m", 2, 2, (-2, 2, -3, 3), {}),
-    ((600, 700, 500, 650), "one-to-one", 1, 1, (-2, 2, -3, 3), {"sampled": True}),
+    ((130, 600, 100, 520), "one-to-many", 1, 3, (-3, 3, -40, 40), {"chunked_rows": True, "sampled": True}),
+    ((1300, 9, 1200, 7), "one-to-one", 1, 1, None, {"chunked_rows": False, "sampled": False}),   # banded columns
+    ((1300, 9, 1200, 7), "n-to-m", 2, 2, (-2, 2, -3, 3), {"chunked_rows": False}),
+    ((600, 700, 500, 650), "one-to-one", 1, 1, (-2, 2, -3, 3), {"chunked_rows": True, "sampled": True}),
     ((100, 90, 80, 70), "n-to-m", 70, 1, (-3, 3, -4, 4), {"strip": True, "sampled": True}),  # 70 crops of 83 x 74
     ((80, 70, 5, 6), "n-to-m", 64, 2, None, {"strip": True, "sampled": False}),
-    ((100, 700, 80, 600), "n-to-m", 70, 1, (-2, 2, -3, 3), {"strip": True, "sampled": True}),
+    ((100, 700, 80, 600), "n-to-m", 70, 1, (-2, 2, -3, 3), {"strip": True, "chunked_rows": False, "sampled": True}),
 ]
 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("name", ["fft", "register-tiled"])
 def test_gpu_prepass_paths_on_large_crops(gpu, registry, name, mode):
-    """Long rows, banded columns, many partial sums, sampled tables and the strip prepass (the paths
+    """Chunked rows, banded columns, many partial sums, sampled tables and the strip prepass (the paths
     explain reports for these problems), through the package in this process, output poisoned,
     1000 + noise: within 1e-4 of float64 (direct sums per shift for windows, scipy for full outputs)."""
     import json

@@ -19,6 +19,10 @@ modelled with its own mapping of work to threads and the exact order of its doub
   order is fixed, and rows up to kSegRow keep scan_row's bits;
 - zero-lag's C(0, 0) partial sums (c00_split, c00_partial_kernel) cover the overlap once, over
   rows and column chunks;
+- long rows of crops past the fused and strip prepasses take the chunked row pass
+  (scan_span_chunked: one warp scan per 256 columns, the columns transposed through a shared-memory
+  stage whose layouts are bijective and bank-conflict-free); every crop the fused or the strip
+  kernel takes keeps scan_span's order;
 - many crops past the fused prepass with narrow tables take the strip prepass (row and column passes
   in one kernel, the columns summed from the top in order), every cell written once;
 - tall tables of few columns take the banded column pass (col_totals_kernel, col_band_scan_kernel):
@@ -63,6 +67,7 @@ STRIP_ROWS = THREADS // WARP
 STRIP_MIN_COUNT = constant("kStripMinCount")
 STRIP_MAX_WIDTH = constant("kStripMaxWidth")
 STRIP_MAX_HEIGHT = constant("kStripMaxHeight")
+CHUNK = constant("kChunk")
 LONG_ROW = constant("kLongRow", kWarp=WARP)
 COL_BLOCKS = constant("kColBlocks")
 MAX_COL_BANDS = constant("kMaxColBands")
@@ -149,10 +154,48 @@ def scan_span(x, mean, n):
     return xs, out, (carry_a, carry_q)
 
 
-def scan_row(x, mean, cw):
+def scan_span_chunked(x, mean, n):
+    """scan_span_chunked over n columns of x: lane l adds columns b0 + l·CHUNK + j in order from +0
+    (s_j), one warp scan of the lanes' totals per chunk of 32·CHUNK columns, p = carry + (that scan
+    one lane back, +0 for lane 0), entry p + s_j; the next carry lane 31's p + s_last. The same
+    returns as scan_span."""
+    xs = np.zeros(n, np.float32)
+    out = np.zeros((n, 2))
+    carry_a = carry_q = 0.0
+    for b0 in range(0, n, CHUNK * WARP):
+        c = b0 + np.arange(WARP)[:, None] * CHUNK + np.arange(CHUNK)[None, :]  # (lane, j)
+        valid = c < n
+        v = np.zeros((WARP, CHUNK), np.float32)
+        v[valid] = (x[c[valid]].astype(np.float64) - mean).astype(np.float32)
+        xs[c[valid]] = v[valid]
+        sa, sq = np.zeros((WARP, CHUNK)), np.zeros((WARP, CHUNK))
+        a, q = np.zeros(WARP), np.zeros(WARP)
+        for j in range(CHUNK):
+            vd = v[:, j].astype(np.float64)
+            a = a + vd
+            q = q + vd * vd
+            sa[:, j], sq[:, j] = a, q
+        ta, tq = warp_inclusive(a, q)
+        ea, eq = np.roll(ta, 1), np.roll(tq, 1)
+        ea[0] = eq[0] = 0.0
+        pa, pq = carry_a + ea, carry_q + eq
+        ent_a, ent_q = pa[:, None] + sa, pq[:, None] + sq
+        out[c[valid], 0] = ent_a[valid]
+        out[c[valid], 1] = ent_q[valid]
+        carry_a, carry_q = float(pa[-1] + sa[-1, -1]), float(pq[-1] + sq[-1, -1])
+    return xs, out, (carry_a, carry_q)
+
+
+def chunked_rows(ch, cw, strip=False):
+    """normalize.cu's chunked_rows: long rows, not segmented, of a crop that neither the fused prepass
+    nor the strip prepass takes."""
+    return LONG_ROW <= cw <= SEG_ROW and not fits_fused(ch, cw) and not strip
+
+
+def scan_row(x, mean, cw, chunked=False):
     """scan_row of one crop row x (float32, cw): (x' float32, row of cw + 1 (a, q) pairs)."""
     row = np.zeros((cw + 1, 2))
-    xs, row[1:], _ = scan_span(x, mean, cw)
+    xs, row[1:], _ = (scan_span_chunked if chunked else scan_span)(x, mean, cw)
     return xs, row
 
 
@@ -327,7 +370,7 @@ def split_path(x, count=1, skip=None):
         table = np.zeros((ch + 1, cw + 1, 2))
         xs = np.zeros((ch, cw), np.float32)
         for r in range(ch):  # one warp per row (any order: rows are independent)
-            xs[r], table[r + 1] = scan_row(x[r], mean, cw)
+            xs[r], table[r + 1] = scan_row(x[r], mean, cw, chunked_rows(ch, cw, strip_prepass(ch, cw, count, cw + 1)))
     before = table.copy()
     cells = {}
     if strip_prepass(ch, cw, count, cw + 1):  # strip_prepass_kernel: the column sums in the same kernel
@@ -606,8 +649,8 @@ def test_segmented_faults_are_caught(mutate):
 
 
 def test_rows_up_to_the_threshold_keep_scan_row():
-    """A row of exactly kSegRow columns is not segmented (row_scan_kernel's bits: scan_row), one more
-    column is; no crop the fused prepass takes has a segmented row; the host picks the path per
+    """A row of exactly kSegRow columns is not segmented (row_scan_kernel's bits: scan_row, chunked
+    as such a long row of a crop past the fused prepass is), one more column is; no crop the fused prepass takes has a segmented row; the host picks the path per
     stack by this width test."""
     assert segs_for(SEG_ROW) == 0 and segs_for(SEG_ROW + 1) == SEG_ROW // SEG_COLS + 1
     assert not fits_fused(1, SEG_ROW + 1) and segs_for(SEG_ROW + 1, fused=True) == 0
@@ -615,7 +658,8 @@ def test_rows_up_to_the_threshold_keep_scan_row():
     assert "!fused && cw > kSegRow ? ceil_div(cw, kSegCols) : 0" in SOURCE
     x = crop_values(seeded_rng("seg-threshold"), (1, SEG_ROW), "signed")
     m, xs, t = split_path(x)
-    xs1, row = scan_row(x[0], m, SEG_ROW)
+    assert chunked_rows(1, SEG_ROW)
+    xs1, row = scan_row(x[0], m, SEG_ROW, chunked=True)
     assert np.array_equal(row.view(np.uint64), t[1].view(np.uint64))
 
 
@@ -710,6 +754,96 @@ def test_banded_column_pass(shape, count):
     assert np.abs(bad[..., 1] - want[..., 1]).max() > 1e-6 * (xs.astype(np.float64) ** 2).sum()
 
 
+# ---- the chunked row pass (long rows of crops past the fused prepass) -------------------------------
+
+def test_chunked_rows_where():
+    """Rows of 512 to kSegRow columns of a crop the fused and strip prepasses do not take; seed 002's
+    2048 x 2048 crops; not zncc_frames' 85 x 86, not a 1 x 2000 signal that fits the fused kernel,
+    not past kSegRow, not a strip crop (70 crops of 84 x 606 with narrow sampled tables)."""
+    assert chunked_rows(2048, 2048) and chunked_rows(2, 4096) and chunked_rows(91, 600)
+    assert not chunked_rows(85, 86) and not chunked_rows(1, 2000) and fits_fused(1, 2000)
+    assert not chunked_rows(3, SEG_ROW + 1) and chunked_rows(3, SEG_ROW)
+    assert not any(chunked_rows(ch, cw) for ch, cw in FUSED_SHAPES)
+    assert strip_prepass(84, 606, 70, 11) and not chunked_rows(84, 606, strip_prepass(84, 606, 70, 11))
+    assert "cw >= kLongRow && cw <= kSegRow && !fits_fused(ch, cw) && !strip" in SOURCE
+
+
+def stage_v(k):
+    return k + k // CHUNK
+
+
+def stage_e(k):
+    return (k // CHUNK) * (CHUNK + 1) + k % CHUNK
+
+
+def test_chunk_stage_layouts():
+    """scan_span_chunked's shared-memory stage (ChunkStage): each layout puts the chunk's 256 columns
+    in distinct slots within its array; the owner lane's reads of x' (lane l, column 8l + j) hit 32
+    distinct banks for each j, and the coalesced writes at most 2 lanes per bank; the entries
+    (double2: 16-byte accesses, served 8 lanes a phase) hit distinct 16-byte bank quads within
+    each phase, written by owners and read in the coalesced order. A layout without the padding
+    (k for x', k for entries) fails the bank checks."""
+    assert "return k + k / kChunk;" in SOURCE and "return (k / kChunk) * (kChunk + 1) + k % kChunk;" in SOURCE
+    assert "float v[kChunkCols + kChunkCols / kChunk];" in SOURCE and "double2 e[kWarp * (kChunk + 1)];" in SOURCE
+    cols = CHUNK * WARP
+
+    def check(fv, fe):
+        ok = len({fv(k) for k in range(cols)}) == cols and max(fv(k) for k in range(cols)) < cols + cols // CHUNK
+        ok &= len({fe(k) for k in range(cols)}) == cols and max(fe(k) for k in range(cols)) < WARP * (CHUNK + 1)
+        lanes = np.arange(WARP)
+        for j in range(CHUNK):  # owner reads of x': one bank per lane
+            ok &= len({fv(l * CHUNK + j) % 32 for l in lanes}) == WARP
+        for i in range(CHUNK):  # coalesced writes of x': at most 2-way
+            banks = [fv(i * WARP + l) % 32 for l in lanes]
+            ok &= max(banks.count(b) for b in banks) <= 2
+        for phase in range(4):  # 16-byte entries: 8 lanes a phase, 8 bank quads
+            ph = lanes[phase * 8:(phase + 1) * 8]
+            for j in range(CHUNK):  # owner writes
+                ok &= len({fe(l * CHUNK + j) % 8 for l in ph}) == 8
+            for i in range(CHUNK):  # coalesced reads
+                ok &= len({fe(i * WARP + l) % 8 for l in ph}) == 8
+        return bool(ok)
+
+    assert check(stage_v, stage_e)
+    assert not check(lambda k: k, stage_e) and not check(stage_v, lambda k: k)
+
+
+@pytest.mark.parametrize("n", [1, 7, 255, 256, 257, 511, 2048, 2049, 3001])
+def test_chunked_span_against_extended_precision(n):
+    """scan_span_chunked: every column stored once, x' as scan_span writes it, the sums within 1e-14
+    of the extended-precision ones (seed-independent order: the same bits twice), and the total its
+    last entry; a model that drops a lane's prefix fails the comparison."""
+    rng = seeded_rng(("chunked", n))
+    x = (1000 + rng.uniform(-8, 8, n)).astype(np.float32)
+    mean = float(x.astype(np.float64).mean())
+    xs, out, total = scan_span_chunked(x, mean, n)
+    xs0, out0, total0 = scan_span(x, mean, n)
+    assert np.array_equal(xs.view(np.uint32), xs0.view(np.uint32))
+    want = np.cumsum(xs.astype(np.longdouble)), np.cumsum(xs.astype(np.longdouble) ** 2)
+    for k in (0, 1):
+        scale = float(np.abs(want[k]).max()) + 1e-300
+        assert np.abs(out[:, k] - want[k].astype(np.float64)).max() <= 1e-14 * max(scale, float(want[1][-1])), k
+    assert total == (out[-1, 0], out[-1, 1])
+    assert np.array_equal(out.view(np.uint64), scan_span_chunked(x, mean, n)[1].view(np.uint64))
+    if n > CHUNK:  # the same span with lane 1's prefix lost
+        bad = out.copy()
+        bad[CHUNK:2 * CHUNK] -= out[CHUNK - 1]
+        assert np.abs(bad[:, 1] - want[1].astype(np.float64)).max() > 1e-6 * float(want[1][-1])
+
+
+@pytest.mark.parametrize("shape", [(91, 600), (2, 4096), (130, 1030)], ids=lambda s: "%dx%d" % s)
+def test_four_kernel_path_with_chunked_rows(shape):
+    """Crops whose rows are chunked, through the whole four-kernel path: tables within rounding of
+    extended-precision ones, the same bits twice."""
+    assert chunked_rows(*shape)
+    x = crop_values(seeded_rng(("chunked-crop", shape)), shape, "large")
+    m, xs, t = split_path(x)
+    want = exact_tables(xs)
+    assert np.abs(t[..., 0] - want[..., 0]).max() <= 1e-13 * np.abs(xs.astype(np.float64)).sum()
+    assert np.abs(t[..., 1] - want[..., 1]).max() <= 1e-13 * (xs.astype(np.float64) ** 2).sum()
+    assert np.array_equal(t.view(np.uint64), split_path(x)[2].view(np.uint64))
+
+
 def test_means_of_large_crops_take_many_partials():
     """A 2048 x 2048 crop takes 1024 partial sums (1024 blocks of partial_sums_kernel, not 64), and
     means_kernel's warp adds them (lanes in order, then the butterfly): within rounding of the exact
@@ -736,18 +870,18 @@ def explain_prepass(*args):
 
 
 @pytest.mark.parametrize("left,right,window,mode", [
-    ("2048x2048", "2048x2048", ["--max-shift", 64], "zero-lag"),   # seed 002: banded, sampled, 1024 partials
+    ("2048x2048", "2048x2048", ["--max-shift", 64], "zero-lag"),   # seed 002: chunked, banded, sampled, 1024 partials
     ("1000:256x256", "23x21", ["--max-shift", 16], "zncc"),        # zncc_frames: the fused prepass, staged epilogue
     ("1000:256x256", "53x54", ["--max-shift", 16], "zncc"),        # 69 x 70 crops: four kernels, one band
     ("1000:256x256", "156x116", ["--max-shift", 16], "zncc"),      # 172 x 132 crops: 50 of 133 columns kept
     ("1300x9", "1200x7", [], "zncc"),                              # tall: banded columns
-    ("130x600", "3:100x520", [], "zero-lag"),                      # long rows
+    ("130x600", "3:100x520", [], "zero-lag"),                      # long rows: chunked
     ("1x20000", "5:1x300", ["--mode", "valid"], "zncc"),           # a 1-D signal: segmented rows
     ("600x700", "500x650", ["--max-shift", "2,3"], "zncc"),        # sampled tables of a few columns
 ])
 def test_explain_reports_the_modelled_prepass(left, right, window, mode):
     """The C++ choice (normalize.cu's prepass_of, which the Normalizer runs) agrees with this file's
-    model of it on every stack: fused or not, partial sums, segmented rows, column bands
+    model of it on every stack: fused or not, partial sums, segmented rows, chunked rows, column bands
     of the table's width, and zero-lag's C(0, 0) blocks; zncc_frames keeps the fused prepass and the
     staged epilogue, seed 002 takes every new path."""
     pp = explain_prepass("--form", "one-to-one" if ":" not in left + right else
@@ -758,17 +892,17 @@ def test_explain_reports_the_modelled_prepass(left, right, window, mode):
     for s in crops:
         assert 1 <= s["col_bands"] <= MAX_COL_BANDS and 1 <= s["partials"] <= MAX_PARTIALS
         if s["fused"]:
-            assert s["col_bands"] == 1 and s["row_segments"] == 0
+            assert s["col_bands"] == 1 and not s["chunked_rows"] and s["row_segments"] == 0
     if left == "2048x2048":
         for s in crops:
-            assert s == {"fused": False, "partials": 1024, "row_segments": 0, "col_bands": 16,
+            assert s == {"fused": False, "partials": 1024, "row_segments": 0, "chunked_rows": True, "col_bands": 16,
                          "strip": False, "table_columns": 130, "sampled": True}
         assert pp["c00_parts"] == 1024 and not pp["staged_epilogue"]
     if right == "23x21":
         assert crops[0]["fused"] and pp["staged_epilogue"] and pp["c00_parts"] == 0
     if right == "53x54":  # 69 x 70 crops and the template: one band, short rows
         assert not crops[0]["fused"] and crops[0]["col_bands"] == col_bands_for(69, 70, 1000, 50) == 1
-        assert crops[0]["partials"] == partials_for(69 * 70)
+        assert not crops[0]["chunked_rows"] and crops[0]["partials"] == partials_for(69 * 70)
         assert [s["table_columns"] for s in crops] == [50, 18]  # of 71 and 55: an eighth or more left out
         assert crops[0]["strip"] and not crops[1]["strip"]
     if right == "156x116":  # the frames' tables: 50 of 133 columns (368 KB a frame otherwise); the template's 18 of 117
@@ -779,17 +913,18 @@ def test_explain_reports_the_modelled_prepass(left, right, window, mode):
     if left == "1300x9":
         assert crops[0]["col_bands"] == col_bands_for(1300, 9, 1, 10) == 11
         assert crops[1]["col_bands"] == col_bands_for(1200, 7, 1, 8) == 10
-        assert crops[0]["partials"] == partials_for(1300 * 9)
+        assert not crops[0]["chunked_rows"] and crops[0]["partials"] == partials_for(1300 * 9)
     if left == "130x600":
+        assert crops[0]["chunked_rows"] and crops[1]["chunked_rows"] == chunked_rows(100, 520)
         assert crops[0]["col_bands"] == col_bands_for(130, 600, 1, 601)
         assert crops[1]["col_bands"] == col_bands_for(100, 520, 3, 521)
         assert pp["c00_parts"] >= 1
     if left == "1x20000":
-        assert crops[0]["row_segments"] == segs_for(20000)
+        assert crops[0]["row_segments"] == segs_for(20000) and not crops[0]["chunked_rows"]
         assert crops[0]["col_bands"] == 1  # one-row crops skip the column pass
     if left == "600x700":
         for s in crops:
-            assert s["sampled"] and s["table_columns"] < 20
+            assert s["sampled"] and s["table_columns"] < 20 and s["chunked_rows"]
 
 
 # ---- the strip prepass (many narrow tables) ----------------------------------------------------------

@@ -21,9 +21,11 @@
 //   sums in the same order: normalize.cu, tests/test_normalize_fused.py), deterministic run to run;
 //   rows of more than 8192 columns (1-D signals) take a segmented row pass instead of one warp per
 //   row: segments of 2048 columns scanned at once, then their carries (a fixed order too);
-//   tall tables of few columns take a banded column pass (more, shorter column segments, in two
-//   kernels), many narrow tables the strip prepass (row and column passes in one kernel); crops
-//   that fit the fused prepass keep its order on either path; prepass_of below says which path a
+//   rows of 512 columns or more of a crop past the fused and strip prepasses take a chunked order
+//   (each lane adds 8 consecutive columns in registers, one warp scan per 256 columns), tall tables
+//   of few columns a banded column pass (more, shorter column segments, in two kernels), many
+//   narrow tables the strip prepass (row and column passes in one kernel); crops that fit the
+//   fused prepass keep its order on either path; prepass_of below says which path a
 //   problem takes (`xcorr explain --json` prints it);
 //   where the epilogue reads few of a table's columns (a window of a few shifts on large crops:
 //   normalize_crop.hpp, read_columns) and the crop takes the four kernels, the tables keep only
@@ -74,6 +76,7 @@ struct StackPrepass {
     bool fused = false;        // the fused prepass (every stack's crop fits it), else the four-kernel path
     int partials = 1;          // partial sums of the two-level mean (four-kernel path)
     int row_segments = 0;      // segments per row of the segmented row pass; 0: one warp per row
+    bool chunked_rows = false; // the rows take the chunked order (long rows past the fused and strip prepasses)
     int col_bands = 1;         // row bands of the column pass; 1: col_scan_kernel (or the fused kernel's)
     bool strip = false;        // row and column passes in one kernel (strip_prepass_kernel: many narrow tables)
     TableColumns cols;         // the table's columns: all of them, or those the epilogue reads
