@@ -226,21 +226,6 @@ __device__ __forceinline__ void warp_scan_pair(double& a, double& q, int lane) {
     }
 }
 
-// The coalesced loads of kStrips strips of a span (lane l: columns b0 + 32i + l; 0 past n), issued
-// before anything that depends on a carry, so that a long row waits for memory a batch at a time.
-template <int kStrips>
-__device__ __forceinline__ void load_strips(const float* x, int n, int b0, int lane, float (&raw)[kStrips]) {
-#pragma unroll
-    for (int i = 0; i < kStrips; ++i) {
-        const int c = b0 + i * kWarp + lane;
-        raw[i] = c < n ? x[c] : 0.0f;
-    }
-}
-// x' of a loaded value: float(x - mean), the subtraction in double; 0 for a column past the span.
-__device__ __forceinline__ float shifted_value(float raw, double mean, bool in) {
-    return in ? float(__dsub_rn(double(raw), mean)) : 0.0f;
-}
-
 // One crop row's shifted copy and row pass, by one warp (all 32 lanes call it): each lane takes
 // one column of a 32-column strip, x' = float(x - mean) (written to xs: the raw correlation reads
 // it, so the tables must hold exactly these float values), then an inclusive warp scan
@@ -254,13 +239,19 @@ template <int kStrips, class Store>
 __device__ __forceinline__ double2 scan_span(const float* x, float* xs, Store store, int n, double mean, int lane) {
     double carry_a = 0, carry_q = 0;
     for (int b0 = 0; b0 < n; b0 += kStrips * kWarp) {
+        // The batch's loads first (they do not depend on the carry), so that a long row's strips
+        // wait for memory kStrips at a time rather than one after another.
         float raw[kStrips];
-        load_strips(x, n, b0, lane, raw);
+#pragma unroll
+        for (int i = 0; i < kStrips; ++i) {
+            const int c = b0 + i * kWarp + lane;
+            raw[i] = c < n ? x[c] : 0.0f;
+        }
 #pragma unroll
         for (int i = 0; i < kStrips; ++i) {
             const int c = b0 + i * kWarp + lane;
             if (b0 + i * kWarp >= n) break;  // warp-uniform
-            const float v = shifted_value(raw[i], mean, c < n);
+            const float v = c < n ? float(__dsub_rn(double(raw[i]), mean)) : 0.0f;
             if (c < n) xs[c] = v;
             double a = v, q = __dmul_rn(double(v), double(v));
             warp_scan_pair(a, q, lane);
@@ -303,11 +294,15 @@ __device__ __forceinline__ double2 scan_span_chunked(const float* x, float* xs, 
     double carry_a = 0, carry_q = 0;
     for (int b0 = 0; b0 < n; b0 += kChunkCols) {
         float raw[kChunk];
-        load_strips(x, n, b0, lane, raw);
 #pragma unroll
         for (int i = 0; i < kChunk; ++i) {
             const int c = b0 + i * kWarp + lane;
-            const float v = shifted_value(raw[i], mean, c < n);
+            raw[i] = c < n ? x[c] : 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < kChunk; ++i) {
+            const int c = b0 + i * kWarp + lane;
+            const float v = c < n ? float(__dsub_rn(double(raw[i]), mean)) : 0.0f;
             if (c < n) xs[c] = v;
             stage.v[stage_v(i * kWarp + lane)] = v;
         }
