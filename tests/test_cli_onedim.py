@@ -5,12 +5,13 @@ form, window (full, valid, same, --max-lag, --lags, --shifts 0:0,...), odd and e
 in both size orders and inputs of both signs; normalized outputs equal tests/xcorr_np.py's oracle
 with h = 1. Every bad input: exit 2, one line, no output file."""
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy.signal import correlate
 
-from conftest import one_line_error, precision_args, run, save, seeded_rng, xrun
+from conftest import one_line_error, precision_args, require_variant, run, save, seeded_rng, xrun
 from xcorr_np import FORMS, counts, normalized, pairs
 
 # (left length, right length): odd unequal both ways, even rights both ways (where 1-D 'same'
@@ -227,34 +228,44 @@ def test_explain_lag_windows_need_dims_1(xcorr):
 
 # --- GPU (skipped without one, with the reason) -------------------------------------------------
 
-def test_every_variant_and_auto_run_signals_on_the_gpu(xcorr, tmp_path, gpu, registry):
+# Every variant the project has (tests/test_cli.py keeps this copy of `xcorr list --json` in step
+# with the build): one test each, so that pytest -n spreads their few hundred CLI runs.
+REGISTRY_FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "registry.json").read_text())
+
+
+@pytest.mark.parametrize("name", ["auto"] + [v["name"] for v in REGISTRY_FIXTURE])
+def test_every_variant_and_auto_run_signals_on_the_gpu(xcorr, tmp_path, gpu, registry, name):
     """`xcorr run --dims 1 --validate` for auto and each variant on each form it takes (odd unequal
     lengths, the full window and a lag window): the output equals scipy.signal.correlate per pair
-    within the variant's bound; a refusal (exit 2, one line) is allowed, a failure is not."""
-    rng = seeded_rng("cli1d-gpu")
+    within the variant's bound; a variant's refusal (exit 2, one line) is allowed, a failure is not,
+    and auto runs every form and window."""
+    if name != "auto":
+        require_variant(registry, name)
+    v = None if name == "auto" else next(v for v in registry if v["name"] == name)
+    forms = FORMS if v is None else v["forms"]
+    tol = 1e-5 if v is None else v["tolerance"]
+    precision = [] if v is None else precision_args(v)
+    rng = seeded_rng(("cli1d-gpu", name))
     refused, ran = [], 0
-    for name in ["auto"] + [v["name"] for v in registry]:
-        forms = FORMS if name == "auto" else next(v["forms"] for v in registry if v["name"] == name)
-        tol = 1e-5 if name == "auto" else next(v["tolerance"] for v in registry if v["name"] == name)
-        precision = [] if name == "auto" else precision_args(next(v for v in registry if v["name"] == name))
-        for form in forms:
-            left, right = signals(rng, form, 1001, 45)
-            left, right = left.astype(np.float32), right.astype(np.float32)
-            for window, lags in (((), None), (("--lags", "-30:12"), (-30, 12))):
-                out = tmp_path / "o.npy"
-                r = xrun(xcorr, "--dims", "1", "--algorithm", name, "--form", form, save(tmp_path / "l.npy", left),
-                         save(tmp_path / "r.npy", right), "--out", out, "--validate", *window, *precision)
-                if r.returncode == 2 and name != "auto":
-                    one_line_error(r, 2)
-                    refused.append(f"{name} {form} {window}: {r.stderr.strip()}")
-                    continue
-                assert r.returncode == 0, (name, form, window, r.stdout, r.stderr)
-                want = per_pair(form, left.astype(np.float64), right.astype(np.float64), "full", lags)
-                got = np.load(out)
-                assert got.shape == want.shape
-                assert np.linalg.norm(got - want) / np.linalg.norm(want) <= max(tol, 1e-5), (name, form, window)
-                ran += 1
-    assert ran >= 2 * len(FORMS), refused  # auto ran every form and window
+    for form in forms:
+        left, right = signals(rng, form, 1001, 45)
+        left, right = left.astype(np.float32), right.astype(np.float32)
+        for window, lags in (((), None), (("--lags", "-30:12"), (-30, 12))):
+            out = tmp_path / "o.npy"
+            r = xrun(xcorr, "--dims", "1", "--algorithm", name, "--form", form, save(tmp_path / "l.npy", left),
+                     save(tmp_path / "r.npy", right), "--out", out, "--validate", *window, *precision)
+            if r.returncode == 2 and v is not None:
+                one_line_error(r, 2)
+                refused.append(f"{name} {form} {window}: {r.stderr.strip()}")
+                continue
+            assert r.returncode == 0, (name, form, window, r.stdout, r.stderr)
+            want = per_pair(form, left.astype(np.float64), right.astype(np.float64), "full", lags)
+            got = np.load(out)
+            assert got.shape == want.shape
+            assert np.linalg.norm(got - want) / np.linalg.norm(want) <= max(tol, 1e-5), (name, form, window)
+            ran += 1
+    if v is None:
+        assert ran == 2 * len(FORMS), refused
 
 
 def test_tiled_kernels_take_outputs_of_more_than_65535_shift_tiles(xcorr, tmp_path, gpu, registry):
