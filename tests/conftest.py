@@ -120,6 +120,13 @@ def precision_args(variant):
     return ["--precision", "tf32"] if variant["precision"] == "tf32" else []
 
 
+def fixture_variant_names():
+    """The variants of tests/fixtures/registry.json, a copy of `xcorr list --json` that tests/test_cli.py
+    keeps in step with the build: for one test per variant, parametrized at collection without running
+    anything (with require_variant where a build may lack one)."""
+    return [v["name"] for v in json.loads((ROOT / "tests" / "fixtures" / "registry.json").read_text())]
+
+
 def require_variant(registry, name):
     """Skips the test, with the reason, when a build configured with -Dvariants=... left `name` out."""
     if not any(v["name"] == name for v in registry):

@@ -5,13 +5,13 @@ form, window (full, valid, same, --max-lag, --lags, --shifts 0:0,...), odd and e
 in both size orders and inputs of both signs; normalized outputs equal tests/xcorr_np.py's oracle
 with h = 1. Every bad input: exit 2, one line, no output file."""
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy.signal import correlate
 
-from conftest import one_line_error, precision_args, require_variant, run, save, seeded_rng, xrun
+from conftest import (fixture_variant_names, one_line_error, precision_args, require_variant, run, save,
+                      seeded_rng, xrun)
 from xcorr_np import FORMS, counts, normalized, pairs
 
 # (left length, right length): odd unequal both ways, even rights both ways (where 1-D 'same'
@@ -228,12 +228,8 @@ def test_explain_lag_windows_need_dims_1(xcorr):
 
 # --- GPU (skipped without one, with the reason) -------------------------------------------------
 
-# Every variant the project has (tests/test_cli.py keeps this copy of `xcorr list --json` in step
-# with the build): one test each, so that pytest -n spreads their few hundred CLI runs.
-REGISTRY_FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "registry.json").read_text())
-
-
-@pytest.mark.parametrize("name", ["auto"] + [v["name"] for v in REGISTRY_FIXTURE])
+# One test per variant, so that pytest -n spreads their few hundred CLI runs.
+@pytest.mark.parametrize("name", ["auto"] + fixture_variant_names())
 def test_every_variant_and_auto_run_signals_on_the_gpu(xcorr, tmp_path, gpu, registry, name):
     """`xcorr run --dims 1 --validate` for auto and each variant on each form it takes (odd unequal
     lengths, the full window and a lag window): the output equals scipy.signal.correlate per pair

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from scipy.signal import correlate2d
 
-from conftest import (binary, one_line_error, package, plan_precision, precision_args, run, run_poisoned, save,
-                      seeded_rng, xrun)
+from conftest import (binary, fixture_variant_names, one_line_error, package, plan_precision, precision_args,
+                      require_variant, run, run_poisoned, save, seeded_rng, xrun)
 from xcorr_np import (CONSTANT_OVERLAP, FORMS, counts, crop, full_window, normalized, normalized_window, pairs,
                       same_window, shape_refusal, supports_window, valid_window, zncc_full)
 
@@ -449,10 +449,15 @@ def test_gpu_prepass_paths_on_large_crops(gpu, registry, name, mode):
         assert np.abs(got - expected).max() <= max(BOUND, v["tolerance"]), (shape, form, np.abs(got - expected).max())
 
 
-def test_gpu_validate_normalize_all(gpu):
-    r = run([binary("xcorr_validate"), "--normalize", "all", "--quick", "--params", "covering"], timeout=3000)
+@pytest.mark.parametrize("name", fixture_variant_names())
+def test_gpu_validate_normalize_all(gpu, registry, name):
+    """xcorr_validate --normalize all on the quick shapes, one variant per test (pytest -n spreads them;
+    each run also checks the references on its cases)."""
+    require_variant(registry, name)
+    r = run([binary("xcorr_validate"), "--variant", name, "--normalize", "all", "--quick", "--params", "covering"],
+            timeout=3000)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr
-    assert "normalize zncc" in r.stdout and "normalize zero-lag" in r.stdout
+    assert f"{name}  " in r.stdout and "normalize zncc" in r.stdout and "normalize zero-lag" in r.stdout
     assert "inputs=1000+[-8,8)" in r.stdout
 
 
