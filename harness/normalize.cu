@@ -134,8 +134,7 @@ __device__ __forceinline__ StackMatrix Stacks::matrix(int64_t g) const {
 // Sum of v over the block, valid in thread 0. Called by every thread of a block of kThreads.
 __device__ double block_sum(double v) {
     __shared__ double warp_sums[kThreads / kWarp];
-#pragma unroll
-    for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+    v = warp_sum(v);
     const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
     __syncthreads();  // warp_sums is reused by consecutive calls
     if (lane == 0) warp_sums[warp] = v;
@@ -185,7 +184,7 @@ __device__ __forceinline__ double mean_of(const double* partial, int partials, i
 
 // Mean, second level. One partial (every crop the fused prepass could take, and small ones):
 // mean_of, the fused kernel's own sum. More: a warp per matrix, lane i adding partials i, i + 32,
-// ... in order to 0, then the xor butterfly of block_sum, divided by ch·cw (one thread walking a
+// ... in order to 0, then warp_sum's xor butterfly (block_sum's), divided by ch·cw (one thread walking a
 // 2048 x 2048 crop's partials was a chain of dependent loads; the order is still fixed, the same
 // bits on every run). Mapping: warps striding over the matrices (one matrix per warp), grid (blocks, 1,
 // 2 stacks), kThreads threads.
@@ -201,8 +200,7 @@ __global__ void means_kernel(Stacks st) {
         }
         double v = 0;
         for (int b = lane; b < s.partials; b += kWarp) v += partial[b];
-#pragma unroll
-        for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+        v = warp_sum(v);
         if (lane == 0) s.mean[m] = v / (double(s.ch) * s.cw);
     }
 }
@@ -266,15 +264,14 @@ __device__ __forceinline__ double2 scan_span(const float* x, float* xs, Store st
 template <int kStrips, bool kSampled = false>
 __device__ __forceinline__ void scan_row(const float* x, float* xs, double2* row, int cw, double mean, int lane,
                                          TableColumns cols = {}) {
-    auto span = [&](auto store) { scan_span<kStrips>(x, xs, store, cw, mean, lane); };
     if constexpr (kSampled) {
         if (lane == 0 && cols.at(0) >= 0) row[cols.at(0)] = make_double2(0, 0);
-        span([row, cols](int c, double2 v) {
+        scan_span<kStrips>(x, xs, [row, cols](int c, double2 v) {
             if (const int k = cols.at(c + 1); k >= 0) row[k] = v;
-        });
+        }, cw, mean, lane);
     } else {
         if (lane == 0) row[0] = make_double2(0, 0);
-        span([row](int c, double2 v) { row[c + 1] = v; });
+        scan_span<kStrips>(x, xs, [row](int c, double2 v) { row[c + 1] = v; }, cw, mean, lane);
     }
 }
 
@@ -792,7 +789,7 @@ __global__ void c00_partial_kernel(const float* __restrict__ left, const float* 
 
 // Second level: one warp per pair; lane i adds partials i, i + 32, ... in order to 0 (coalesced
 // loads, 32 at a time: one thread walking a pair's 256 partials was 21 us of dependent loads on
-// the H200), then the xor butterfly of block_sum; a fixed order, so the same bits on every run.
+// the H200), then warp_sum's xor butterfly (block_sum's); a fixed order, so the same bits on every run.
 // Mapping: warps striding over the pairs, kThreads threads.
 __global__ void c00_final_kernel(const double* __restrict__ partial, int64_t count, int parts,
                                  double* __restrict__ c00) {
@@ -801,8 +798,7 @@ __global__ void c00_final_kernel(const double* __restrict__ partial, int64_t cou
     for (int64_t k = (blockIdx.x * int64_t(kThreads) + threadIdx.x) / kWarp; k < count; k += warps) {
         double v = 0;
         for (int b = lane; b < parts; b += kWarp) v += partial[k * parts + b];
-#pragma unroll
-        for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+        v = warp_sum(v);
         if (lane == 0) c00[k] = v;
     }
 }
