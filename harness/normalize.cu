@@ -951,7 +951,8 @@ Normalizer::Normalizer(const Problem& p, const NormalizeCrop& crop) : p_(p), cro
     mean_ = DeviceBuffer<double>(size_t(p.nL) + p.nR);
     lsat_ = DeviceBuffer<double2>(size_t(p.nL) * (cl.h() + 1) * L.cols.width());
     rsat_ = DeviceBuffer<double2>(size_t(p.nR) * (cr.h() + 1) * R.cols.width());
-    strip_smem_ = std::max(L.strip ? strip_smem_bytes(L.cols.width()) : 0, R.strip ? strip_smem_bytes(R.cols.width()) : 0);
+    strip_smem_ = std::max(L.strip ? strip_smem_bytes(L.cols.width()) : 0,
+                           R.strip ? strip_smem_bytes(R.cols.width()) : 0);
     if (strip_smem_ > 48 * 1024)  // past the default limit of dynamic shared memory: opt in
         for (auto kernel : {strip_prepass_kernel<false>, strip_prepass_kernel<true>})
             XC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(strip_smem_)));
@@ -976,8 +977,8 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
             left, right, p_.hL, p_.wL, p_.hR, p_.wR, pair_map(p_), count, split.row_parts, split.col_parts,
             c00_partial_.get());
         XC_CHECK_LAUNCH();
-        c00_final_kernel<<<blocks_for(count, kThreads / kWarp), kThreads, 0, stream>>>(c00_partial_.get(), count, prepass_.c00_parts,
-                                                                             c00_.get());
+        c00_final_kernel<<<blocks_for(count, kThreads / kWarp), kThreads, 0, stream>>>(
+            c00_partial_.get(), count, prepass_.c00_parts, c00_.get());
         XC_CHECK_LAUNCH();
     }
     const Region &cl = crop_.left, &cr = crop_.right;
@@ -1064,9 +1065,10 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
         XC_CHECK_LAUNCH();
     }
     if (banded.left.count || banded.right.count) {
-        const ColScratch scratch{col_total_.get(),
-                                 col_total_.get() + size_t(banded.left.count) * L.col_bands * kColSegments * L.cols.width()};
-        const int64_t slices = std::max(int64_t(banded.left.count) * L.col_bands, int64_t(banded.right.count) * R.col_bands);
+        const size_t ltotals = size_t(banded.left.count) * L.col_bands * kColSegments * L.cols.width();
+        const ColScratch scratch{col_total_.get(), col_total_.get() + ltotals};
+        const int64_t slices =
+            std::max(int64_t(banded.left.count) * L.col_bands, int64_t(banded.right.count) * R.col_bands);
         const dim3 grid(ceil_div(width(banded), kWarp), unsigned(std::min<int64_t>(slices, kMaxGridY)), 2);
         col_totals_kernel<kColBatch><<<grid, kThreads, 0, stream>>>(banded, scratch);
         XC_CHECK_LAUNCH();
