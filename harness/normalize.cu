@@ -139,8 +139,7 @@ __device__ __forceinline__ StackMatrix Stacks::matrix(int64_t g) const {
 // Sum of v over the block, valid in thread 0. Called by every thread of a block of kThreads.
 __device__ double block_sum(double v) {
     __shared__ double warp_sums[kThreads / kWarp];
-#pragma unroll
-    for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+    v = warp_sum(v);
     const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
     __syncthreads();  // warp_sums is reused by consecutive calls
     if (lane == 0) warp_sums[warp] = v;
@@ -190,7 +189,7 @@ __device__ __forceinline__ double mean_of(const double* partial, int partials, i
 
 // Mean, second level. One partial (every crop the fused prepass could take, and small ones):
 // mean_of, the fused kernel's own sum. More: a warp per matrix, lane i adding partials i, i + 32,
-// ... in order to 0, then the xor butterfly of block_sum, divided by ch·cw (one thread walking a
+// ... in order to 0, then warp_sum's xor butterfly (block_sum's), divided by ch·cw (one thread walking a
 // 2048 x 2048 crop's partials was a chain of dependent loads; the order is still fixed, the same
 // bits on every run). Mapping: warps striding over the matrices (one matrix per warp), grid (blocks, 1,
 // 2 stacks), kThreads threads.
@@ -206,8 +205,7 @@ __global__ void means_kernel(Stacks st) {
         }
         double v = 0;
         for (int b = lane; b < s.partials; b += kWarp) v += partial[b];
-#pragma unroll
-        for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+        v = warp_sum(v);
         if (lane == 0) s.mean[m] = v / (double(s.ch) * s.cw);
     }
 }
@@ -885,7 +883,7 @@ __global__ void c00_partial_kernel(const float* __restrict__ left, const float* 
 
 // Second level: one warp per pair; lane i adds partials i, i + 32, ... in order to 0 (coalesced
 // loads, 32 at a time: one thread walking a pair's 256 partials was 21 us of dependent loads on
-// the H200), then the xor butterfly of block_sum; a fixed order, so the same bits on every run.
+// the H200), then warp_sum's xor butterfly (block_sum's); a fixed order, so the same bits on every run.
 // Mapping: warps striding over the pairs, kThreads threads.
 __global__ void c00_final_kernel(const double* __restrict__ partial, int64_t count, int parts,
                                  double* __restrict__ c00) {
@@ -894,8 +892,7 @@ __global__ void c00_final_kernel(const double* __restrict__ partial, int64_t cou
     for (int64_t k = (blockIdx.x * int64_t(kThreads) + threadIdx.x) / kWarp; k < count; k += warps) {
         double v = 0;
         for (int b = lane; b < parts; b += kWarp) v += partial[k * parts + b];
-#pragma unroll
-        for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+        v = warp_sum(v);
         if (lane == 0) c00[k] = v;
     }
 }
@@ -1026,21 +1023,16 @@ Normalizer::Normalizer(const Problem& p, const NormalizeCrop& crop) : p_(p), cro
     const StackPrepass &L = prepass_.left, &R = prepass_.right;
     if (p.normalize == Normalize::ZeroLag) {
         const int64_t count = p.out_count();
-        c00_parts_ = prepass_.c00_parts;
         c00_ = DeviceBuffer<double>(size_t(count));
-        c00_partial_ = DeviceBuffer<double>(size_t(count) * c00_parts_);
+        c00_partial_ = DeviceBuffer<double>(size_t(count) * prepass_.c00_parts);
     }
-    lpartials_ = L.partials, rpartials_ = R.partials;
-    lfused_ = L.fused, rfused_ = R.fused;
-    fused_smem_ = std::max(lfused_ ? fused_smem_bytes(cl.h(), cl.w()) : 0,
-                           rfused_ ? fused_smem_bytes(cr.h(), cr.w()) : 0);
+    fused_smem_ = std::max(L.fused ? fused_smem_bytes(cl.h(), cl.w()) : 0,
+                           R.fused ? fused_smem_bytes(cr.h(), cr.w()) : 0);
     if (fused_smem_ > 48 * 1024)  // past the default limit of dynamic shared memory: opt in (per device)
         XC_CUDA_CHECK(cudaFuncSetAttribute(fused_prepass_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            int(fused_smem_)));
-    lcols_ = L.cols, rcols_ = R.cols;
     sampled_ = L.sampled(cl.w()) || R.sampled(cr.w());
-    staged_epilogue_ = prepass_.staged_epilogue;
-    if (staged_epilogue_ && staged_epilogue_bytes(crop) > 48 * 1024) {
+    if (prepass_.staged_epilogue && staged_epilogue_bytes(crop) > 48 * 1024) {
         const int bytes = int(staged_epilogue_bytes(crop));
         XC_CUDA_CHECK(cudaFuncSetAttribute(epilogue_kernel<Normalize::Zncc, true>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
@@ -1049,18 +1041,18 @@ Normalizer::Normalizer(const Problem& p, const NormalizeCrop& crop) : p_(p), cro
     }
     lshift_ = DeviceBuffer<float>(size_t(p.nL) * cl.h() * cl.w());
     rshift_ = DeviceBuffer<float>(size_t(p.nR) * cr.h() * cr.w());
-    partial_ = DeviceBuffer<double>(seg_scratch_offset(p, lfused_, rfused_, lpartials_, rpartials_) +
-                                    2 * seg_scratch_entries(p, crop, lfused_, rfused_));
+    partial_ = DeviceBuffer<double>(seg_scratch_offset(p, L.fused, R.fused, L.partials, R.partials) +
+                                    2 * seg_scratch_entries(p, crop, L.fused, R.fused));
     mean_ = DeviceBuffer<double>(size_t(p.nL) + p.nR);
-    lsat_ = DeviceBuffer<double2>(size_t(p.nL) * (cl.h() + 1) * lcols_.width());
-    rsat_ = DeviceBuffer<double2>(size_t(p.nR) * (cr.h() + 1) * rcols_.width());
-    lbands_ = L.col_bands, rbands_ = R.col_bands;
-    strip_smem_ = std::max(L.strip ? strip_smem_bytes(lcols_.width()) : 0, R.strip ? strip_smem_bytes(rcols_.width()) : 0);
+    lsat_ = DeviceBuffer<double2>(size_t(p.nL) * (cl.h() + 1) * L.cols.width());
+    rsat_ = DeviceBuffer<double2>(size_t(p.nR) * (cr.h() + 1) * R.cols.width());
+    strip_smem_ = std::max(L.strip ? strip_smem_bytes(L.cols.width()) : 0,
+                           R.strip ? strip_smem_bytes(R.cols.width()) : 0);
     if (strip_smem_ > 48 * 1024)  // past the default limit of dynamic shared memory: opt in
         for (auto kernel : {strip_prepass_kernel<false>, strip_prepass_kernel<true>})
             XC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(strip_smem_)));
-    const size_t ltotals = lbands_ > 1 ? size_t(p.nL) * lbands_ * kColSegments * lcols_.width() : 0;
-    const size_t rtotals = rbands_ > 1 ? size_t(p.nR) * rbands_ * kColSegments * rcols_.width() : 0;
+    const size_t ltotals = L.col_bands > 1 ? size_t(p.nL) * L.col_bands * kColSegments * L.cols.width() : 0;
+    const size_t rtotals = R.col_bands > 1 ? size_t(p.nR) * R.col_bands * kColSegments * R.cols.width() : 0;
     col_total_ = DeviceBuffer<double2>(ltotals + rtotals);
 }
 
@@ -1071,6 +1063,7 @@ size_t Normalizer::workspace_bytes() const {
 
 void Normalizer::prepare(const float* left, const float* right, cudaStream_t stream) {
     if (crop_.empty()) return;
+    const StackPrepass &L = prepass_.left, &R = prepass_.right;
     if (p_.normalize == Normalize::ZeroLag) {
         // C(0, 0) from the whole inputs: shift (0, 0) need not be in the window, nor its overlap in the crops.
         const int64_t count = p_.out_count();
@@ -1079,29 +1072,29 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
             left, right, p_.hL, p_.wL, p_.hR, p_.wR, pair_map(p_), count, split.row_parts, split.col_parts,
             c00_partial_.get());
         XC_CHECK_LAUNCH();
-        c00_final_kernel<<<blocks_for(count, kThreads / kWarp), kThreads, 0, stream>>>(c00_partial_.get(), count, c00_parts_,
-                                                                             c00_.get());
+        c00_final_kernel<<<blocks_for(count, kThreads / kWarp), kThreads, 0, stream>>>(
+            c00_partial_.get(), count, prepass_.c00_parts, c00_.get());
         XC_CHECK_LAUNCH();
     }
     const Region &cl = crop_.left, &cr = crop_.right;
-    double* const rpartial = partial_.get() + (lfused_ ? 0 : int64_t(p_.nL) * lpartials_);
+    double* const rpartial = partial_.get() + (L.fused ? 0 : int64_t(p_.nL) * L.partials);
     const StackRef l{left, lshift_.get(), lsat_.get(), partial_.get(), mean_.get(), p_.nL, p_.hL, p_.wL,
-                     cl.r0, cl.c0, cl.h(), cl.w(), lpartials_, lcols_, lbands_};
+                     cl.r0, cl.c0, cl.h(), cl.w(), L.partials, L.cols, L.col_bands};
     const StackRef r{right, rshift_.get(), rsat_.get(), rpartial, mean_.get() + p_.nL, p_.nR, p_.hR, p_.wR,
-                     cr.r0, cr.c0, cr.h(), cr.w(), rpartials_, rcols_, rbands_};
+                     cr.r0, cr.c0, cr.h(), cr.w(), R.partials, R.cols, R.col_bands};
     // Each stack in one of the two paths; in the other its count is 0 (it does nothing there).
     Stacks fused{l, r}, split{l, r};
-    (lfused_ ? split.left : fused.left).count = 0;
-    (rfused_ ? split.right : fused.right).count = 0;
-    if (lfused_ || rfused_) {
+    (L.fused ? split.left : fused.left).count = 0;
+    (R.fused ? split.right : fused.right).count = 0;
+    if (L.fused || R.fused) {
         const int64_t total = int64_t(fused.left.count) + fused.right.count;
         fused_prepass_kernel<<<blocks_for(total, 1), kThreads, fused_smem_, stream>>>(fused);
         XC_CHECK_LAUNCH();
     }
-    if (lfused_ && rfused_) return;
+    if (L.fused && R.fused) return;
     const int most = std::max(split.left.count, split.right.count);
     const int gy = std::min(most, kMaxGridY);
-    partial_sums_kernel<<<dim3(std::max(lpartials_, rpartials_), gy, 2), kThreads, 0, stream>>>(split);
+    partial_sums_kernel<<<dim3(std::max(L.partials, R.partials), gy, 2), kThreads, 0, stream>>>(split);
     XC_CHECK_LAUNCH();
     means_kernel<<<dim3(blocks_for(most, kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(split);
     XC_CHECK_LAUNCH();
@@ -1140,7 +1133,7 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
     }
     if (lsegs || rsegs) {
         double2* const lseg = reinterpret_cast<double2*>(
-            partial_.get() + seg_scratch_offset(p_, lfused_, rfused_, lpartials_, rpartials_));
+            partial_.get() + seg_scratch_offset(p_, L.fused, R.fused, L.partials, R.partials));
         const SegScratch scratch{lseg, lseg + int64_t(segmented.left.count) * cl.h() * lsegs};
         const int64_t lrows = int64_t(segmented.left.count) * cl.h(), rrows = int64_t(segmented.right.count) * cr.h();
         const int64_t segs = std::max(lrows * lsegs, rrows * rsegs);
@@ -1162,8 +1155,8 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
     if (cr.h() == 1) colwise.right.count = 0;
     // A stack of one band takes col_scan_kernel, one of more the banded pair (the other's count 0 in each).
     Stacks plain = colwise, banded = colwise;
-    (lbands_ > 1 ? plain.left : banded.left).count = 0;
-    (rbands_ > 1 ? plain.right : banded.right).count = 0;
+    (L.col_bands > 1 ? plain.left : banded.left).count = 0;
+    (R.col_bands > 1 ? plain.right : banded.right).count = 0;
     auto width = [](const Stacks& s) { return std::max(s.left.count ? s.left.cols.width() : 0,
                                                        s.right.count ? s.right.cols.width() : 0); };
     if (plain.left.count || plain.right.count) {
@@ -1173,9 +1166,10 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
         XC_CHECK_LAUNCH();
     }
     if (banded.left.count || banded.right.count) {
-        const ColScratch scratch{col_total_.get(),
-                                 col_total_.get() + size_t(banded.left.count) * lbands_ * kColSegments * lcols_.width()};
-        const int64_t slices = std::max(int64_t(banded.left.count) * lbands_, int64_t(banded.right.count) * rbands_);
+        const size_t ltotals = size_t(banded.left.count) * L.col_bands * kColSegments * L.cols.width();
+        const ColScratch scratch{col_total_.get(), col_total_.get() + ltotals};
+        const int64_t slices =
+            std::max(int64_t(banded.left.count) * L.col_bands, int64_t(banded.right.count) * R.col_bands);
         const dim3 grid(ceil_div(width(banded), kWarp), unsigned(std::min<int64_t>(slices, kMaxGridY)), 2);
         col_totals_kernel<kColBatch><<<grid, kThreads, 0, stream>>>(banded, scratch);
         XC_CHECK_LAUNCH();
@@ -1192,6 +1186,7 @@ void Normalizer::finish(float* out, cudaStream_t stream) {
         return;
     }
     const Region &cl = crop_.left, &cr = crop_.right;
+    const StackPrepass &L = prepass_.left, &R = prepass_.right;
     EpilogueArgs a{};
     a.out = out;
     a.lsat = lsat_.get(), a.rsat = rsat_.get();
@@ -1200,14 +1195,14 @@ void Normalizer::finish(float* out, cudaStream_t stream) {
     a.hL = p_.hL, a.wL = p_.wL, a.hR = p_.hR, a.wR = p_.wR;
     a.lr0 = cl.r0, a.lc0 = cl.c0, a.lh = cl.h(), a.lw = cl.w();
     a.rr0 = cr.r0, a.rc0 = cr.c0, a.rh = cr.h(), a.rw = cr.w();
-    a.lcols = lcols_, a.rcols = rcols_;
+    a.lcols = L.cols, a.rcols = R.cols;
     a.win = p_.shifts();
     a.pairs = pair_map(p_);
     a.count = p_.out_count();
     const int64_t per = int64_t(p_.out_h()) * p_.out_w();
     const unsigned gy = unsigned(std::min<int64_t>(a.count, kMaxGridY));
     const bool zl = p_.normalize == Normalize::ZeroLag;
-    if (staged_epilogue_) {
+    if (prepass_.staged_epilogue) {
         auto epilogue = zl ? epilogue_kernel<Normalize::ZeroLag, true> : epilogue_kernel<Normalize::Zncc, true>;
         epilogue<<<dim3(1, gy), kThreads, staged_epilogue_bytes(crop_), stream>>>(a);
     } else {

@@ -369,7 +369,8 @@ int main(int argc, char** argv) {
 
     Tally tally;
     std::map<std::string, int> passes_per_variant_form, window_tries_per_variant_form, window_passes_per_variant_form;
-    // Cases within the shapes a variant declares (Variant::shape_refusal): 1 x n signals, a shift cap.
+    // Cases within the shapes a variant declares (Variant::shape_refusal: 1 x n signals, a shift cap),
+    // and full cases that failed (not refused): with --shape, what decides SKIP over "no case passed".
     std::map<std::string, int> declared_per_variant_form, full_fails_per_variant_form;
     uint64_t case_seed = seed;
     try {

@@ -106,12 +106,6 @@ def out_elems(b):
     return count[form] * (b["hL"] + b["hR"] - 1) * (b["wL"] + b["wR"] - 1)
 
 
-def fits(v, rect):
-    """Whether the variant declares the shift rectangle (dy0, dy1, dx0, dx1): small-window computes
-    at most max_shifts shifts per pair and xcorr_bench refuses a case beyond that (exit 2)."""
-    return not v.get("max_shifts") or (rect[1] - rect[0] + 1) * (rect[3] - rect[2] + 1) <= v["max_shifts"]
-
-
 def bounded(v):
     """The window key that keeps a case within the variant's declared shifts: the widest square
     max_shift (±16 for small-window's 1089), or nothing for a variant that computes the full output."""
@@ -361,7 +355,7 @@ def test_windowed_case_json(gpu, registry, tmp_path, name):
     dx0 dx1 (the rectangle), fmas the window's (not the full output's), the check on every output
     of the window within the variant's tolerance; a full case in the same run has none of the
     window counters."""
-    from xcorr_np import window_fmas
+    from xcorr_np import full_window, shape_refusal, window_fmas
     v = next(v for v in registry if v["name"] == name)
     form = "n-to-m" if "n-to-m" in v["forms"] else v["forms"][0]
     counts = {"one-to-one": (1, 1), "one-to-many": (1, 3), "n-to-mn": (2, 4), "n-to-m": (2, 3)}[form]
@@ -369,9 +363,9 @@ def test_windowed_case_json(gpu, registry, tmp_path, name):
     dims = dims_text(shape) + " nL=%d nR=%d" % counts
     hL, wL, hR, wR = shape
     wanted = [(key, rect) for kind, key, rect in window_key_cases(shape)
-              if (kind in v["windows"] or "shifts" in v["windows"]) and fits(v, rect)]
+              if (kind in v["windows"] or "shifts" in v["windows"]) and shape_refusal(v, shape, rect) is None]
     assert wanted, v["windows"]
-    full = fits(v, (1 - hR, hL - 1, 1 - wR, wL - 1))
+    full = shape_refusal(v, shape, full_window(*shape)) is None  # small-window: at most 1089 shifts
     cases = [f"variant={name} form={form} {dims}"] * full + [f"variant={name} form={form} {dims} {key}" for key, _ in wanted]
     _, reps = bench_json([a for c in cases for a in ("--case", c)], tmp_path / "w.json")
     count = counts[1] * (counts[0] if form == "n-to-m" else 1)

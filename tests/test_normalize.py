@@ -422,9 +422,8 @@ def test_gpu_prepass_paths_on_large_crops(gpu, registry, name, mode):
     explain reports for these problems), through the package in this process, output poisoned,
     1000 + noise: within 1e-4 of float64 (direct sums per shift for windows, scipy for full outputs)."""
     import json
-    v = next((v for v in registry if v["name"] == name), None)
-    if v is None:
-        pytest.skip(f"{name} is not in this build")
+    require_variant(registry, name)
+    v = next(v for v in registry if v["name"] == name)
     pkg = package(name)
     for shape, form, nL, nR, rect, paths in PREPASS_CASES:
         hL, wL, hR, wR = shape

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from conftest import binary, run
+from conftest import binary, require_variant, run
 
 LINE = re.compile(r"^(PASS|FAIL)  overlap-wise  (?P<case>.+?)  inputs=(?P<inputs>\S+)  err=(?P<err>\S+)")
 # A shape with errors well above zero in every form, quick to run: --quick is the small tier.
@@ -135,8 +135,7 @@ def test_shape_whose_full_output_is_refused_passes_on_its_windows(gpu, registry)
     """--shape 130x600,100x520: fft-fused refuses the 229 x 1119 full output at run time (transforms
     of at most 1024 a side) but computes its windows. That is a SKIP naming the window passes, not
     "no case passed"; with --windows none nothing of it was validated, and that stays a failure."""
-    if "fft-fused" not in {v["name"] for v in registry}:
-        pytest.skip("fft-fused is not in this build")
+    require_variant(registry, "fft-fused")
     args = [binary("xcorr_validate"), "--variant", "fft-fused", "--shape", "130x600,100x520", "--form", "one-to-one",
             "--params", "covering"]
     r = run([*args, "--windows", "also"], timeout=600)

@@ -13,9 +13,10 @@ namespace xcorr {
 inline constexpr int kWarp = 32;
 inline constexpr unsigned kFullMask = 0xffffffffu;
 
-// The sum of v over the 32 lanes of the warp, in every lane (butterfly of xor shuffles). Called by
-// all 32 lanes together.
-__device__ __forceinline__ float warp_sum(float v) {
+// The sum of v over the 32 lanes of the warp, in every lane (butterfly of xor shuffles: a fixed
+// order, the same bits in every lane and on every run). Called by all 32 lanes together.
+template <class T>
+__device__ __forceinline__ T warp_sum(T v) {
 #pragma unroll
     for (int offset = kWarp / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
     return v;

@@ -118,25 +118,19 @@ public:
 private:
     Problem p_;
     NormalizeCrop crop_;
-    Prepass prepass_;                 // prepass_of(p_, crop_)
-    int lpartials_ = 1, rpartials_ = 1;  // blocks per matrix of the two-level mean, per stack
-    bool lfused_ = false, rfused_ = false;  // the stack's prepass is the fused kernel (small crops)
+    Prepass prepass_;                 // prepass_of(p_, crop_): every choice of path, per stack
     size_t fused_smem_ = 0;           // its dynamic shared memory (the larger fused crop's)
-    bool staged_epilogue_ = false;    // the epilogue reads the tables from shared memory (normalize.cu)
-    TableColumns lcols_, rcols_;      // the tables' columns: all of them, or the epilogue's (sampled_table)
     bool sampled_ = false;            // either stack's table keeps only some columns
     DeviceBuffer<float> lshift_, rshift_;  // shifted crops, count x crop h x crop w
-    DeviceBuffer<double> partial_;    // partial sums of the two-level mean: nL x lpartials_, then nR x
-                                      // rpartials_ (a fused stack has none); then the segmented row
+    DeviceBuffer<double> partial_;    // partial sums of the two-level mean: nL x the left's partials, then
+                                      // nR x the right's (a fused stack has none); then the segmented row
                                       // pass's scratch (normalize.cu: seg_scratch_offset)
     DeviceBuffer<double> mean_;       // nL + nR means of the crops, lefts first
     DeviceBuffer<double2> lsat_, rsat_;  // (Σx', Σx'²) tables, (h+1) x cols.width() per crop
-    int lbands_ = 1, rbands_ = 1;     // row bands of the column pass per stack (normalize.cu: col_bands_for)
     size_t strip_smem_ = 0;           // the strip prepass's dynamic shared memory (the wider strip stack's)
     DeviceBuffer<double2> col_total_;  // banded column pass: segment totals, lefts then rights
     DeviceBuffer<double> c00_;        // zero-lag: C(0, 0) per output
-    DeviceBuffer<double> c00_partial_;  // zero-lag: its partial sums, c00_parts_ per output
-    int c00_parts_ = 1;
+    DeviceBuffer<double> c00_partial_;  // zero-lag: its partial sums, prepass_.c00_parts per output
 };
 
 // variant.make(p, params) for a plain problem; for a normalized one the variant's instance of
