@@ -91,12 +91,13 @@ def read_summary(path: Path, ours: dict) -> tuple[str, dict]:
             # A normalized row is a problem of its own (the normalize column): it times the normalization
             # around the variant, on cropped inputs, so it can beat the same variant's raw row, and it is
             # not that problem's raw time. Its parameters are the variant's, without normalize=.
+            # A folder without a windowed case has no shifts column (xcsuite/summary.py): full outputs.
             if r["status"] != "ok" or r["variant"] not in ours or r.get("cold", "False") == "True":
                 continue
             norm, params = split_normalize(r["params"])
             gpu_name = gpu_name or r["gpu_name"]
             hL, wL, hR, wR = (int(r[k]) for k in ("hL", "wL", "hR", "wR"))
-            key = (FORMS[r["form"]], hL, wL, hR, wR, int(r["nL"]), int(r["nR"])) + parse_shifts(r["shifts"], hL, wL, hR, wR) \
+            key = (FORMS[r["form"]], hL, wL, hR, wR, int(r["nL"]), int(r["nR"])) + parse_shifts(r.get("shifts") or "", hL, wL, hR, wR) \
                 + (NORMALIZE[norm],)
             t = float(r["time_us"]) + (float(r["finish_time_us"]) if r.get("finish_time_us") else 0.0)
             best = problems[key].get(r["variant"])

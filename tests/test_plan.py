@@ -84,6 +84,25 @@ def test_auto_table_keeps_normalized_problems_apart(tmp_path):
                        2: {"fft-fused": (150.0, "tile=auto")}}
 
 
+def test_auto_table_reads_a_summary_of_full_outputs_only(tmp_path):
+    """A GPU folder whose experiments have no windowed case (the H100's first: fig17, fig20) writes
+    summary.csv without the shifts column (xcsuite/summary.py): its rows are full outputs, and the
+    table generator reads them as such instead of failing on the missing column."""
+    mat = auto_table_script()
+    fields = ["gpu_name", "status", "variant", "cold", "form", "hL", "wL", "hR", "wR", "nL", "nR",
+              "time_us", "finish_time_us", "params"]
+    summary = tmp_path / "summary.csv"
+    with open(summary, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerow(dict(gpu_name="NVIDIA H100 80GB HBM3", status="ok", variant="fft", cold="False", form="one-to-one",
+                        hL=64, wL=64, hR=64, wR=64, nL=1, nR=1, time_us=15.8, finish_time_us="", params="layout=inplace"))
+    gpu, problems = mat.read_summary(summary, {"fft": "fft"})
+    assert gpu == "NVIDIA H100 80GB HBM3"
+    (key, times), = problems.items()
+    assert key[7:11] == mat.full_window(64, 64, 64, 64) and times == {"fft": (15.8, "layout=inplace")}
+
+
 def test_explain_picks_the_measured_normalized_best(xcorr):
     """auto on a normalized problem takes that problem's measured normalized times: seed 003's frames
     with ZNCC run fastest on fft-fused (its cropped frames), whose raw run of the same problem is slow."""
