@@ -45,8 +45,8 @@ def load(summary: Path, ours: dict):
                 continue
             gpu = gpu or r["gpu_name"]
             norm, params = split_normalize(r["params"])
-            key = (r["form"], int(r["hL"]), int(r["wL"]), int(r["hR"]), int(r["wR"]), int(r["nL"]), int(r["nR"]), r["shifts"],
-                   norm)
+            key = (r["form"], int(r["hL"]), int(r["wL"]), int(r["hR"]), int(r["wR"]), int(r["nL"]), int(r["nR"]),
+                   r.get("shifts") or "", norm)  # no shifts column: a summary of full outputs only
             t = float(r["time_us"]) + (float(r["finish_time_us"]) if r["finish_time_us"] else 0.0)
             old = times[key].get((v, params))
             times[key][(v, params)] = t if old is None else min(old, t)
@@ -126,6 +126,10 @@ def main(argv=None) -> int:
               "window experiments": [k for k in sorted(times) if exps[k] & set(EXPERIMENTS[1:])],
               "normalization and signal experiments": [k for k in sorted(times) if exps[k] & set(NORMALIZED_AND_SIGNALS)]}
     every = EXPERIMENTS + NORMALIZED_AND_SIGNALS
+    if not any(groups.values()):  # e.g. a second GPU with only fig17 and fig20: a table of zeros says nothing
+        print(f"auto_report: {args.gpu_dir}: none of {', '.join(every)} measured there; no report written",
+              file=sys.stderr)
+        return 0
     settings = {"leave-one-out": ["--leave-out"], "in-sample": [], "cost model alone": ["--model-only"]}
     lines = [f"# auto on {gpu}: the pick against the fastest measured algorithm",
              "",

@@ -91,7 +91,7 @@ def read_summary(path: Path, ours: dict) -> tuple[str, dict]:
             # A normalized row is a problem of its own (the normalize column): it times the normalization
             # around the variant, on cropped inputs, so it can beat the same variant's raw row, and it is
             # not that problem's raw time. Its parameters are the variant's, without normalize=.
-            # A folder without a windowed case has no shifts column (xcsuite/summary.py): full outputs.
+            # A summary.csv without the shifts column (written before windows, or by hand): full outputs.
             if r["status"] != "ok" or r["variant"] not in ours or r.get("cold", "False") == "True":
                 continue
             norm, params = split_normalize(r["params"])

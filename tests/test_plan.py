@@ -85,9 +85,9 @@ def test_auto_table_keeps_normalized_problems_apart(tmp_path):
 
 
 def test_auto_table_reads_a_summary_of_full_outputs_only(tmp_path):
-    """A GPU folder whose experiments have no windowed case (the H100's first: fig17, fig20) writes
-    summary.csv without the shifts column (xcsuite/summary.py): its rows are full outputs, and the
-    table generator reads them as such instead of failing on the missing column."""
+    """A summary.csv without the shifts column (the aggregator wrote none for a folder without a
+    windowed case, as the H100's first results, fig17 and fig20; older files): its rows are full
+    outputs, and the table generator reads them as such instead of failing on the missing column."""
     mat = auto_table_script()
     fields = ["gpu_name", "status", "variant", "cold", "form", "hL", "wL", "hR", "wR", "nL", "nR",
               "time_us", "finish_time_us", "params"]

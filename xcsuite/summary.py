@@ -21,8 +21,8 @@ from xcsuite.stats import describe
 COLUMNS = ["gpu", "gpu_name", "experiment", "case", "variant", "family", "form", "counts", "size", "hL", "wL",
            "hR", "wR", "nL", "nR", "pairs", "params", "cold", "status", "message", "n_reps", "n_kept",
            "n_outliers", "time_us", "std_us", "cv", "median_us", "min_us", "finish_time_us", "batch", "fmas",
-           "time_per_fma_ps", "flops", "peak_flops", "peak_pct", "timed", "precision", "experiment_complete"]
-WINDOW_COLUMNS = ["shifts"]  # only in a folder with a windowed case
+           "time_per_fma_ps", "flops", "peak_flops", "peak_pct", "timed", "precision", "experiment_complete",
+           "shifts"]  # empty: the full output
 
 
 def _float(x, default=float("nan")):
@@ -89,8 +89,7 @@ def summarize(gpu_dir: Path) -> pd.DataFrame:
             rows += rows_of(f)
         except (ValueError, KeyError, TypeError) as e:  # a case of an unexpected form (a damaged file raises ResultsError)
             warnings.warn(f"{f}: skipped: {e}")
-    windowed = any(r["shifts"] for r in rows)
-    return pd.DataFrame(rows, columns=COLUMNS + (WINDOW_COLUMNS if windowed else []))
+    return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def aggregate_dir(gpu_dir: Path) -> pd.DataFrame:
@@ -139,6 +138,6 @@ def load_summary(gpu_dir: Path) -> pd.DataFrame:
         for c in text:
             if c in df.columns:
                 df[c] = df[c].fillna("")
-    if "shifts" not in df.columns:  # no windowed case in this folder: every row is the full output
+    if "shifts" not in df.columns:  # written before windows existed: every row is the full output
         df["shifts"] = ""
     return df
