@@ -23,7 +23,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from make_auto_table import split_normalize  # scripts/, beside this file
+from make_auto_table import shifts_of, split_normalize  # scripts/, beside this file
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = ("table1", "windows", "window_table", "piv", "autocorr")
@@ -46,7 +46,7 @@ def load(summary: Path, ours: dict):
             gpu = gpu or r["gpu_name"]
             norm, params = split_normalize(r["params"])
             key = (r["form"], int(r["hL"]), int(r["wL"]), int(r["hR"]), int(r["wR"]), int(r["nL"]), int(r["nR"]),
-                   r.get("shifts") or "", norm)  # no shifts column: a summary of full outputs only
+                   shifts_of(r), norm)
             t = float(r["time_us"]) + (float(r["finish_time_us"]) if r["finish_time_us"] else 0.0)
             old = times[key].get((v, params))
             times[key][(v, params)] = t if old is None else min(old, t)

@@ -73,6 +73,12 @@ def parse_shifts(text: str, hL, wL, hR, wR):
     return (int(y0), int(y1), int(x0), int(x1))
 
 
+def shifts_of(row: dict) -> str:
+    """A summary.csv row's window, "DY0:DY1,DX0:DX1", or "" for the full output, which is also what a
+    summary.csv without the shifts column holds (written before windows existed, or by hand)."""
+    return row.get("shifts") or ""
+
+
 def split_normalize(params: str) -> tuple[str, str]:
     """A summary row's parameters "normalize=zncc,rows=4" -> ("zncc", "rows=4"): the normalization
     ("none" without one) and the variant's own parameters."""
@@ -91,14 +97,13 @@ def read_summary(path: Path, ours: dict) -> tuple[str, dict]:
             # A normalized row is a problem of its own (the normalize column): it times the normalization
             # around the variant, on cropped inputs, so it can beat the same variant's raw row, and it is
             # not that problem's raw time. Its parameters are the variant's, without normalize=.
-            # A summary.csv without the shifts column (written before windows, or by hand): full outputs.
             if r["status"] != "ok" or r["variant"] not in ours or r.get("cold", "False") == "True":
                 continue
             norm, params = split_normalize(r["params"])
             gpu_name = gpu_name or r["gpu_name"]
             hL, wL, hR, wR = (int(r[k]) for k in ("hL", "wL", "hR", "wR"))
-            key = (FORMS[r["form"]], hL, wL, hR, wR, int(r["nL"]), int(r["nR"])) + parse_shifts(r.get("shifts") or "", hL, wL, hR, wR) \
-                + (NORMALIZE[norm],)
+            key = (FORMS[r["form"]], hL, wL, hR, wR, int(r["nL"]), int(r["nR"])) \
+                + parse_shifts(shifts_of(r), hL, wL, hR, wR) + (NORMALIZE[norm],)
             t = float(r["time_us"]) + (float(r["finish_time_us"]) if r.get("finish_time_us") else 0.0)
             best = problems[key].get(r["variant"])
             if best is None or t < best[0]:
