@@ -789,8 +789,11 @@ struct EpilogueArgs {
 // kSampled (sampled_table: a window of a few shifts on large crops): the tables keep only the
 // columns the epilogue reads (lcols, rcols), and a crop column c is table column cols.at(c); the
 // same entries' values, so the same bits as the whole tables give. Never staged.
+// Launch bounds: at most 64 registers, four blocks of kThreads per SM. Unbounded, the sampled
+// instantiation took 96 (two blocks per SM, a quarter of the warps): too few in flight to hide the
+// eight dependent table reads per element, so the kernel waited on latency, not on DRAM.
 template <Normalize kMode, bool kStaged, bool kSampled = false>
-__global__ void epilogue_kernel(const EpilogueArgs a) {
+__global__ void __launch_bounds__(kThreads, 4) epilogue_kernel(const EpilogueArgs a) {
     static_assert(!(kStaged && kSampled), "the sampled tables are read from global memory");
     extern __shared__ double2 staged[];  // kStaged: the left table, then the right one
     const int ow = int(a.win.out_w()), per = int(a.win.out_h()) * ow;
@@ -958,9 +961,16 @@ bool use_staged_epilogue(const Problem& p, const NormalizeCrop& c) {
 // 2048 x 2048: 130 of 2049 columns, 4.3 MB of tables per input instead of 67 MB. Sampling costs
 // only a column lookup per store and read: the staged epilogue, which needs whole tables, never
 // applies where the four-kernel path runs (the stack past the fused prepass has a table of more
-// than 4/5 of kFusedSmemBytes, past kStagedEpilogueBytes alone).
-bool sampled_table(const TableColumns& read, int cw, bool fused) {
-    return !fused && segs_for(cw, fused) == 0 && 8 * int64_t(read.width()) <= 7 * (int64_t(cw) + 1);
+// than 4/5 of kFusedSmemBytes, past kStagedEpilogueBytes alone). Only a stack whose whole tables
+// come to kSampledMinBytes or more: below that the traffic saved is a few microseconds, while
+// one sampled stack puts every output element through the sampled epilogue's column lookups
+// (zncc_match's 16 x 16 template, a 4.6 KB table, made the epilogue of a 4096 x 4096 image's valid
+// window the sampled one: more registers, half the occupancy).
+constexpr size_t kSampledMinBytes = 1024 * 1024;
+bool sampled_table(const TableColumns& read, int ch, int cw, int count, bool fused) {
+    const size_t whole = size_t(count) * size_t(ch + 1) * size_t(cw + 1) * sizeof(double2);
+    return !fused && segs_for(cw, fused) == 0 && whole >= kSampledMinBytes &&
+           8 * int64_t(read.width()) <= 7 * (int64_t(cw) + 1);
 }
 static_assert(4 * kFusedSmemBytes > 5 * kStagedEpilogueBytes,
               "a crop past the fused prepass (table + floats, floats < table / 4) has a table past the staged epilogue's limit");
@@ -1000,7 +1010,7 @@ Prepass prepass_of(const Problem& p, const NormalizeCrop& crop) {
         s.fused = fused;
         s.partials = partials_for(int64_t(c.h()) * c.w());
         s.row_segments = segs_for(c.w(), fused);
-        s.cols = sampled_table(reads, c.w(), fused) ? reads : all_columns(c.w());
+        s.cols = sampled_table(reads, c.h(), c.w(), count, fused) ? reads : all_columns(c.w());
         s.strip = strip_prepass(c.h(), c.w(), count, s.cols.width(), fused);
         s.chunked_rows = chunked_rows(c.h(), c.w(), s.strip);
         // One-row crops skip the column pass (prepare), and the strip prepass has its own: no bands.

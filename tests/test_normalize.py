@@ -405,7 +405,8 @@ def test_window_reference_equals_the_full_one_cropped(mode):
 # The prepass's paths for large crops (normalize.cu's prepass_of; `xcorr explain --json` prints which a
 # problem takes): (shape, form, window rectangle or None for the full output, the paths it must take).
 PREPASS_CASES = [  # (shape, form, nL, nR, window or None, the left stack's paths)
-    ((130, 600, 100, 520), "one-to-many", 1, 3, (-3, 3, -40, 40), {"chunked_rows": True, "sampled": True}),
+    # one left crop of 103 x 560 (a 0.93 MB table: whole, under kSampledMinBytes); the 3 rights sampled
+    ((130, 600, 100, 520), "one-to-many", 1, 3, (-3, 3, -40, 40), {"chunked_rows": True, "sampled": False}),
     ((1300, 9, 1200, 7), "one-to-one", 1, 1, None, {"chunked_rows": False, "sampled": False}),   # banded columns
     ((1300, 9, 1200, 7), "n-to-m", 2, 2, (-2, 2, -3, 3), {"chunked_rows": False}),
     ((600, 700, 500, 650), "one-to-one", 1, 1, (-2, 2, -3, 3), {"chunked_rows": True, "sampled": True}),

@@ -71,6 +71,7 @@ CHUNK = constant("kChunk")
 LONG_ROW = constant("kLongRow", kWarp=WARP)
 COL_BLOCKS = constant("kColBlocks")
 MAX_COL_BANDS = constant("kMaxColBands")
+SAMPLED_MIN_BYTES = constant("kSampledMinBytes")
 
 
 def partials_for(elems):
@@ -325,6 +326,46 @@ def strip_prepass(ch, cw, count, width, fused=False):
     """normalize.cu's strip_prepass: row and column passes in one kernel for many narrow tables."""
     return (not fused and 1 < ch <= STRIP_MAX_HEIGHT and segs_for(cw, fused) == 0 and count >= STRIP_MIN_COUNT
             and width <= STRIP_MAX_WIDTH)
+
+
+def sampled_table(read_width, ch, cw, count, fused=False):
+    """normalize.cu's sampled_table: a stack's tables keep only the columns the epilogue reads where
+    that leaves out an eighth or more and the whole tables (16 bytes a cell) come to at least
+    kSampledMinBytes."""
+    whole = count * (ch + 1) * (cw + 1) * 16
+    return (not fused and segs_for(cw, fused) == 0 and whole >= SAMPLED_MIN_BYTES
+            and 8 * read_width <= 7 * (cw + 1))
+
+
+@pytest.mark.parametrize("args,want", [
+    (["--left", "254x254", "--right", "254x254", "--max-shift", 1], (False, False)),  # 255 x 255 x 16 B < 1 MiB
+    (["--left", "255x255", "--right", "255x255", "--max-shift", 1], (True, True)),    # 256 x 256 x 16 B = 1 MiB
+    (["--form", "n-to-m", "--left", "16:100x100", "--right", "100x100", "--max-shift", 1], (True, False)),  # 16 tables of 163 KB, one
+    (["--left", "4096x4096", "--right", "16x16", "--mode", "valid"], (False, False)),  # reads most left columns
+])
+def test_sampled_tables_where(xcorr, args, want):
+    """Which stacks keep only the columns the epilogue reads (`xcorr explain`): the C++ choice equals
+    this file's model on each stack, from the crop and the columns read that explain reports, and
+    the threshold falls where the model puts it (a stack of tables under kSampledMinBytes stays
+    whole: sampling it saves little traffic and sends every element through the sampled epilogue)."""
+    import json
+    import subprocess
+    from conftest import binary
+    form = [] if "--form" in args else ["--form", "one-to-one"]
+    r = subprocess.run([binary("xcorr"), "explain", "--gpu", "none", "--json", *form, *map(str, args),
+                        "--normalize", "zncc"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    c = json.loads(r.stdout)["normalization_crop"]
+    counts = {"left": 16 if "16:100x100" in args else 1, "right": 1}
+    got = []
+    for side in ("left", "right"):
+        r0, r1, c0, c1 = c[side]
+        s = c["prepass"][side]
+        read = sum(n for _, n in c["table_columns"][side])
+        assert s["sampled"] == sampled_table(read, r1 - r0, c1 - c0, counts[side], s["fused"]), (side, c)
+        assert s["table_columns"] == (read if s["sampled"] else c1 - c0 + 1)
+        got.append(s["sampled"])
+    assert tuple(got) == want
 
 
 def strip_columns(table, ch, skip=None):
@@ -875,6 +916,7 @@ def explain_prepass(*args):
     ("130x600", "3:100x520", [], "zero-lag"),                      # long rows: chunked
     ("1x20000", "5:1x300", ["--mode", "valid"], "zncc"),           # a 1-D signal: segmented rows
     ("600x700", "500x650", ["--max-shift", "2,3"], "zncc"),        # sampled tables of a few columns
+    ("4096x4096", "16x16", ["--mode", "valid"], "zncc"),           # zncc_match: a tiny template stays whole
 ])
 def test_explain_reports_the_modelled_prepass(left, right, window, mode):
     """The C++ choice (normalize.cu's prepass_of, which the Normalizer runs) agrees with this file's
@@ -900,10 +942,12 @@ def test_explain_reports_the_modelled_prepass(left, right, window, mode):
     if right == "53x54":  # 69 x 70 crops and the template: one band, short rows
         assert not crops[0]["fused"] and crops[0]["col_bands"] == col_bands_for(69, 70, 1000, 50) == 1
         assert not crops[0]["chunked_rows"] and crops[0]["partials"] == partials_for(69 * 70)
-        assert [s["table_columns"] for s in crops] == [50, 18]  # of 71 and 55: an eighth or more left out
+        # The frames' tables: 50 of 71 columns (an eighth or more left out, 1000 tables); the template's
+        # whole (one 47 KB table: under kSampledMinBytes, not worth the sampled epilogue).
+        assert [s["table_columns"] for s in crops] == [50, 55] and [s["sampled"] for s in crops] == [True, False]
         assert crops[0]["strip"] and not crops[1]["strip"]
-    if right == "156x116":  # the frames' tables: 50 of 133 columns (368 KB a frame otherwise); the template's 18 of 117
-        assert [s["table_columns"] for s in crops] == [50, 18] and all(s["sampled"] for s in crops)
+    if right == "156x116":  # the frames' tables: 50 of 133 columns (368 KB a frame otherwise); the template's whole
+        assert [s["table_columns"] for s in crops] == [50, 117] and [s["sampled"] for s in crops] == [True, False]
         assert crops[0]["strip"] and not crops[1]["strip"]  # 1000 frames, one template
         assert crops[0]["strip"] == strip_prepass(172, 132, 1000, 50) and crops[0]["col_bands"] == 1
         assert not pp["staged_epilogue"]
@@ -922,6 +966,9 @@ def test_explain_reports_the_modelled_prepass(left, right, window, mode):
     if left == "600x700":
         for s in crops:
             assert s["sampled"] and s["table_columns"] < 20 and s["chunked_rows"]
+    if left == "4096x4096":  # the template's valid window reads 2 of its 17 columns; sampling its 4.6 KB
+        # table would put all 16 M outputs through the sampled epilogue, for nothing
+        assert [(s["sampled"], s["table_columns"]) for s in crops] == [(False, 4097), (False, 17)]
 
 
 # ---- the strip prepass (many narrow tables) ----------------------------------------------------------
