@@ -113,6 +113,26 @@ def test_table_files_from_fake_results(fake_results, tmp_path, monkeypatch):
     assert cell(t, "8-to-8", 64)["best_time_us"] == pytest.approx(rows["time_us"].min())
 
 
+def test_turning_claim_falls_back_to_the_figure_until_the_sweep_has_fft_plan():
+    """A Table 1 sweep resumed over several runs measures the direct kernels first: until it has
+    fft+plan for a row, that row's turning point comes from its comparison figure (a partial sweep
+    turned the H100's verdicts from the figures into 'not measured'); once it has both, from the sweep."""
+    data = object.__new__(claims.Data)
+    direct = [("1-to-2", n, "multi-matrix-right", "multi-matrix-right", "rights=2", 10.0 * n) for n in (128, 256, 384, 512)]
+    fig = pd.DataFrame([{"group": g, "series": v, "size": n, "time_us": t, "shape_panel": "1-to-2", "panel": "1-to-2",
+                         "variant": v, "params": ""}
+                        for n in (128, 256, 384, 512)
+                        for g, v, t in (("paper", "multi-matrix-right", 10.0 * n), ("fft", "fft+plan", 3000.0))])
+    data._pts = {"fig20": fig}
+    text = "1-to-2: fft+plan overtakes slightly beyond 256x256"
+    data.summary = summary_rows(direct)
+    r = claims.table_turning_claim(data, "1-to-2", [384, 512], "beyond 256", text)
+    assert (r.source, r.measured, r.verdict) == ("Fig. 20", "384x384", "confirmed")
+    data.summary = summary_rows(direct + [("1-to-2", n, "fft+plan", "fft", "", 2000.0) for n in (128, 256, 384, 512)])
+    r = claims.table_turning_claim(data, "1-to-2", [384, 512], "beyond 256", text)
+    assert (r.source, r.measured, r.verdict) == ("Table 1", "256x256", "not confirmed")
+
+
 def test_crossing():
     f = pd.Series({16: 20.0, 32: 21.0, 64: 22.0, 128: 25.0})
     d = pd.Series({16: 3.0, 32: 30.0, 64: 15.0, 128: 200.0})
