@@ -16,7 +16,8 @@ repetition of that case reports error_occurred with FAKE_ERROR_MESSAGE, default:
 memory), FAKE_SLEEP=seconds (per case),
 FAKE_HANG_ON=substring (on reaching a matching case, writes its pid to FAKE_PIDFILE and sleeps for
 an hour, like a hung kernel: everything before it is in the output file), FAKE_GPU_NAME,
-FAKE_REVISION (the git revision the binary reports; default fake123).
+FAKE_REVISION (the git revision the binary reports; default fake123), FAKE_TIME_SCALE=x (every
+time x times the model's: a slower build, for scripts/ab-bench's tests).
 Several GPUs: FAKE_GPUS=N (default 1, or as many as FAKE_GPU_NAMES names) and FAKE_GPU_NAMES=A,B,...
 (each device's name; default FAKE_GPU_NAME for all); the device a process uses is the first entry
 of CUDA_VISIBLE_DEVICES (an index or the fake UUID GPU-fake-<i>, default 0); the nvidia-smi role
@@ -231,6 +232,7 @@ def bench(args, role="xcorr_bench"):
                         for r in range(reps)]
         else:
             t, fmas = call_time(kv, shape)
+            t *= float(os.environ.get("FAKE_TIME_SCALE", "1"))
             seed = int(hashlib.sha256(line.encode()).hexdigest()[:8], 16)
             times = []
             for r in range(reps):

@@ -1,0 +1,128 @@
+"""scripts/ab-bench (CPU only): the alternation, the summary's medians and ratios, the files it
+writes, bad usage and failed runs, and the copied tree B builds from, with the fake bench."""
+import importlib.machinery
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from suite_helpers import ROOT, make_fake_build
+
+CASE = "variant=overlap-wise form=one-to-one hL=32 wL=32 hR=32 wR=32 nL=1 nR=1"
+
+
+def load():
+    path = ROOT / "scripts" / "ab-bench"
+    loader = importlib.machinery.SourceFileLoader("ab_bench", str(path))
+    spec = importlib.util.spec_from_loader("ab_bench", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+ab = load()
+
+
+@pytest.fixture
+def builds(tmp_path, monkeypatch):
+    for k in ("FAKE_TIME_SCALE", "FAKE_REJECT", "XCORR_GIT_REVISION", "OUT"):
+        monkeypatch.delenv(k, raising=False)
+    a, b = make_fake_build(tmp_path / "a"), make_fake_build(tmp_path / "b")
+    return a, b
+
+
+def test_b_twice_as_slow_reads_as_half(builds, tmp_path, capsys):
+    """B's times are twice A's (FAKE_TIME_SCALE=2 on B's runs): A / B is 0.5 for every case; the
+    rounds alternate (A first in odd rounds, B first in even ones); 2 rounds write 4 JSON and the
+    summary, no more (the device's 8 files)."""
+    a, b = builds
+    out = tmp_path / "out"
+    rc = ab.main(["--build-a", str(a), "--build-b", str(b), "--env-b", "FAKE_TIME_SCALE=2", "-b", CASE,
+                  "-b", "variant=overlap-wise form=one-to-one hL=64 wL=64 hR=64 wR=64 nL=1 nR=1", "-n", "2", "-r", "3", "--out", str(out)])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert printed.index("round 1: A") < printed.index("round 1: B")
+    assert printed.index("round 2: B") < printed.index("round 2: A")
+    assert sorted(p.name for p in out.iterdir()) == ["ab-a-1.json", "ab-a-2.json", "ab-b-1.json", "ab-b-2.json",
+                                                     "ab-summary.txt"]
+    rows, missing = ab.summarize([out / "ab-a-1.json", out / "ab-a-2.json"], [out / "ab-b-1.json", out / "ab-b-2.json"])
+    assert len(rows) == 2 and not missing
+    for name, ma, mb, ratio, sa, sb in rows:
+        assert ratio == pytest.approx(0.5, rel=1e-9) and mb == pytest.approx(2 * ma) and sa == sb == 0
+    summary = (out / "ab-summary.txt").read_text()
+    assert "Fake GPU 9000" in summary and "0.500" in summary and "FAKE_TIME_SCALE" in summary
+
+
+def test_summary_takes_medians_over_rounds_and_reports_one_sided_cases(tmp_path):
+    """The summary's numbers: per side the median over rounds of each run's median aggregate (or of
+    its repetitions where it has no aggregates), the spread (max - min) / median, cases seen on
+    one side only listed apart, errored cases left out."""
+    def run(path, cases):
+        bench = []
+        for name, times, agg in cases:
+            if agg:
+                bench.append({"name": name + "_median", "run_name": name, "run_type": "aggregate",
+                              "aggregate_name": "median", "real_time": times, "time_unit": "ms"})
+            else:
+                bench += [{"name": name, "run_name": name, "run_type": "iteration", "real_time": t,
+                           "time_unit": "us"} for t in times]
+        bench.append({"name": "broken", "run_name": "broken", "run_type": "iteration", "error_occurred": True,
+                      "real_time": 0.0, "time_unit": "us"})
+        path.write_text(json.dumps({"context": {}, "benchmarks": bench}))
+        return path
+    a = [run(tmp_path / f"a{i}.json", [("x", t, True), ("y", [1.0, 9.0, 2.0], False)]) for i, t in enumerate((1.0, 1.2, 1.1))]
+    b = [run(tmp_path / f"b{i}.json", [("x", t, True), ("z", [5.0], False)]) for i, t in enumerate((2.0, 2.0, 2.2))]
+    rows, missing = ab.summarize(a, b)
+    assert [r[0] for r in rows] == ["x"] and set(missing) == {"y", "z"}
+    name, ma, mb, ratio, sa, sb = rows[0]
+    assert (ma, mb) == (pytest.approx(1100.0), pytest.approx(2000.0))  # ms -> us, median of 3 rounds
+    assert ratio == pytest.approx(0.55) and sa == pytest.approx(0.2 / 1.1) and sb == pytest.approx(0.1)
+    assert ab.medians(a[0])["y"] == 2.0 and "broken" not in ab.medians(a[0])
+
+
+@pytest.mark.parametrize("argv,why", [
+    (["-b", CASE, "--env-b", "K=V", "-n", "0"], "positive"),
+    (["--env-b", "K=V"], "no cases"),
+    (["-b", CASE], "would be the same"),
+    (["-b", CASE, "--env-b", "KV"], "expected A=B"),
+    (["-b", CASE, "-s", "harness/normalize.cu=/nonexistent/old.cu"], "no such file"),
+    (["-b", CASE, "--build-a", "x"], "go together"),
+])
+def test_bad_usage_exits_2_with_one_line(argv, why, capsys, tmp_path):
+    assert ab.main([*argv, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert why in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_failed_run_exits_1_with_its_output(builds, tmp_path, capsys):
+    """B's binary refuses the case (FAKE_REJECT on B's runs only): exit 1, B's error printed, no summary."""
+    a, b = builds
+    out = tmp_path / "out"
+    rc = ab.main(["--build-a", str(a), "--build-b", str(b), "--env-b", "FAKE_REJECT=overlap-wise", "-b", CASE,
+                  "--out", str(out)])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert "B's run 1 failed" in err and "unknown or bad case" in err
+    assert not (out / "ab-summary.txt").exists()
+
+
+def test_b_tree_is_a_copy_with_the_swapped_files(tmp_path):
+    """B builds from a copy of the sources with -s's files swapped in: the working tree keeps its
+    file, builds, results and VCS are not copied, and a second copy refreshes the first."""
+    old = tmp_path / "old.cu"
+    old.write_text("// the old version\n")
+    dest = tmp_path / "tree"
+    ab.copy_tree(dest, [("harness/normalize.cu", str(old))])
+    assert (dest / "harness" / "normalize.cu").read_text() == "// the old version\n"
+    assert (ROOT / "harness" / "normalize.cu").read_text() != "// the old version\n"
+    assert (dest / "meson.build").read_text() == (ROOT / "meson.build").read_text()
+    for absent in (".git", "results", "plots", "build"):
+        assert not (dest / absent).exists(), absent
+    (dest / "build").mkdir()
+    (dest / "build" / "kept").write_text("incremental")
+    ab.copy_tree(dest, [])
+    assert (dest / "harness" / "normalize.cu").read_text() == (ROOT / "harness" / "normalize.cu").read_text()
+    assert (dest / "build" / "kept").read_text() == "incremental"
+    with pytest.raises(SystemExit, match="no such file in the repository"):
+        ab.copy_tree(tmp_path / "t2", [("harness/nothing.cu", str(old))])
