@@ -427,3 +427,39 @@ def test_an_errored_entry_of_a_cold_run_keeps_its_case():
     assert entry_key(entry, cold=True).endswith("|cold")
     assert entry_key(entry).endswith("|warm")
     assert entry_key({**entry, "cold": 1}).endswith("|cold")
+
+
+def test_estimate_reports_this_gpus_recorded_pace(env, capsys):
+    """--estimate on a GPU with results: beside the model, what the recorded runs took against it,
+    chunk by chunk (a chunk timed from its run's start or the previous chunk's filing; a chunk cut
+    by --max-minutes left out), and the pending cases at that pace."""
+    import datetime as dt
+    from xcsuite.cost import PROCESS_S, case_seconds
+    run, results, _, _ = env
+    assert run("fig22") == 0
+    path = results / "fake-gpu-9000" / "fig22.json"
+    data = json.loads(path.read_text())
+    keys = list(data["cases"])
+    first, second, pending = keys[:len(keys) // 2], keys[len(keys) // 2:-1], keys[-1]
+    t0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    at = lambda s: (t0 + dt.timedelta(seconds=s)).isoformat(timespec="seconds")  # noqa: E731
+    for k in first:
+        data["cases"][k]["time"] = at(40)   # a chunk of 40 s
+    for k in second:
+        data["cases"][k]["time"] = at(260)  # cut at its run's 1-minute budget: not counted
+    del data["cases"][pending]
+    data["xcorr_meta"]["runs"] = [{"started": at(0), "ended": at(100), "budget_min": 5.0},
+                                  {"started": at(200), "ended": at(260), "budget_min": 1.0}]
+    data["xcorr_meta"]["complete"] = False
+    path.write_text(json.dumps(data))
+    reg = json.loads((make_fake_build.__globals__["FIXTURES"] / "registry.json").read_text())
+    fam = {v["name"]: v.get("family") for v in reg}
+    by_key = {c.key: c for c in cases_of("fig22")}
+    model = PROCESS_S + sum(case_seconds(by_key[k], 10, 0.1, fam.get(by_key[k].variant)) for k in first)
+    capsys.readouterr()
+    assert run("fig22", "--estimate") == 0
+    out = capsys.readouterr().out
+    line = next(l for l in out.splitlines() if l.startswith("This GPU's recorded runs"))
+    assert f"took {40 / model:.2f}x the model (1 chunks" in line, line
+    want = case_seconds(by_key[pending], 10, 0.1, fam.get(by_key[pending].variant)) * 40 / model
+    assert line.rstrip(".").endswith(rx.format_seconds(want)), line

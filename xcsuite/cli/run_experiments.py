@@ -378,6 +378,55 @@ def expand_capped(e, registry, max_fmas):
     return ex
 
 
+def recorded_pace(exps, registry, results_dir: Path) -> tuple[float, float, int]:
+    """What this GPU's recorded runs of `exps` took against the model: (seconds, modelled seconds,
+    chunks) over the chunks that ran to their end. A chunk is the cases of one device filed at one
+    moment (their `time` stamps within 2 s of each other), timed from its run's start or that
+    device's previous chunk; a run's last chunk is left out where the run ended at its --max-minutes budget (cut
+    short), and so are files the model cannot read. The model of a chunk: its cases under the
+    file's protocol plus one process start, as the runner sizes chunks."""
+    fam = {v["name"]: v.get("family") for v in registry}
+    stamp = dt.datetime.fromisoformat
+    actual = modelled = 0.0
+    n = 0
+    for e in exps:
+        path = results_dir / f"{e.name}.json"
+        if e.derived_from or not path.exists():
+            continue
+        try:
+            st = load_results(path)
+            meta = st["xcorr_meta"]
+            reps, min_time = meta["protocol"]["repetitions"], meta["protocol"]["min_time_s"]
+            by_key = {c.key: c for c in expand_capped(e, registry, meta.get("max_fmas")).cases}
+            filed = collections.defaultdict(lambda: collections.defaultdict(list))  # device -> moment -> cases
+            for k, v in st.get("cases", {}).items():
+                if k in by_key and v.get("time"):
+                    filed[str((v.get("device") or {}).get("index", ""))][stamp(v["time"])].append(by_key[k])
+            runs = [(stamp(r["started"]), stamp(r["ended"]), r.get("budget_min")) for r in meta.get("runs", [])
+                    if r.get("started") and r.get("ended")]
+        except (ResultsError, KeyError, TypeError, ValueError):
+            continue
+        # Per device: the GPUs of a --gpus run each work through their own chunks at once.
+        for (start, end, budget), stamps in ((r, d) for r in runs for d in filed.values()):
+            moments = sorted(t for t in stamps if start < t <= end)
+            chunks = []
+            for t in moments:
+                if chunks and (t - chunks[-1][-1]).total_seconds() <= 2:
+                    chunks[-1].append(t)
+                else:
+                    chunks.append([t])
+            prev = start
+            for c in chunks:
+                took, prev = (c[-1] - prev).total_seconds(), c[-1]
+                if budget and abs((c[-1] - start).total_seconds() - 60 * budget) <= 2:
+                    continue  # cut by the budget
+                cases = [x for t in c for x in stamps[t]]
+                actual += took
+                modelled += PROCESS_S + sum(case_seconds(x, reps, min_time, fam.get(x.variant)) for x in cases)
+                n += 1
+    return actual, modelled, n
+
+
 def estimate(exps, registry, protocol, results_dir: Path | None, max_fmas=None, remeasure: frozenset = frozenset(),
              revision: str | None = None) -> float:
     fam = {v["name"]: v.get("family") for v in registry}
@@ -402,6 +451,13 @@ def estimate(exps, registry, protocol, results_dir: Path | None, max_fmas=None, 
         print(f"{e.name:<12} {len(ex.cases):>6} {npend:>8} {format_seconds(t):>10} {format_seconds(tp):>10}")
     print(f"{'total':<12} {'':>6} {'':>8} {format_seconds(total):>10} {format_seconds(total_pending):>10}"
           f"   (GPU time, {protocol['repetitions']} x {protocol['min_time_s']} s protocol; a model, not a measurement)")
+    if results_dir is not None and total_pending > 0:
+        took, modelled, n = recorded_pace(exps, registry, results_dir)
+        if n and modelled > 0:
+            pace = took / modelled
+            print(f"This GPU's recorded runs of these experiments took {pace:.2f}x the model ({n} chunks, "
+                  f"{format_seconds(took)} against {format_seconds(modelled)}): the pending cases at that pace, "
+                  f"about {format_seconds(total_pending * pace)}.")
     return total_pending
 
 
