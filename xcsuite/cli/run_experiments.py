@@ -378,39 +378,33 @@ def expand_capped(e, registry, max_fmas):
     return ex
 
 
-def recorded_pace(exps, registry, results_dir: Path) -> tuple[float, float, int]:
-    """What this GPU's recorded runs of `exps` took against the model: (seconds, modelled seconds,
-    chunks) over the chunks that ran to their end. A chunk is the cases of one device filed at one
-    moment (their `time` stamps within 2 s of each other), timed from its run's start or that
-    device's previous chunk; a run's last chunk is left out where the run ended at its --max-minutes budget (cut
-    short), and so are files the model cannot read. The model of a chunk: its cases under the
-    file's protocol plus one process start, as the runner sizes chunks."""
-    fam = {v["name"]: v.get("family") for v in registry}
+def recorded_pace(st: dict, cases: list, fam: dict) -> tuple[float, float, int]:
+    """What one results file's recorded runs took against the model: (seconds, modelled seconds,
+    chunks) over the chunks that ran to their end; `cases` the experiment's cases (every one of the
+    file is among them, whatever cap it was measured under). A chunk is the cases of one device
+    filed at one moment (their `time` stamps within 2 s of each other), timed from its run's start
+    or that device's previous chunk; a run's last chunk is left out where the run ended at its
+    --max-minutes budget (cut short), and a file the model cannot read counts nothing. The model of
+    a chunk: its cases under the file's protocol plus one process start, as the runner sizes chunks."""
     stamp = dt.datetime.fromisoformat
+    by_key = {c.key: c for c in cases}
+    try:
+        meta = st["xcorr_meta"]
+        reps, min_time = meta["protocol"]["repetitions"], meta["protocol"]["min_time_s"]
+        filed = collections.defaultdict(lambda: collections.defaultdict(list))  # device -> moment -> cases
+        for k, v in st.get("cases", {}).items():
+            if k in by_key and v.get("time"):
+                filed[str((v.get("device") or {}).get("index", ""))][stamp(v["time"])].append(by_key[k])
+        runs = [(stamp(r["started"]), stamp(r["ended"]), r.get("budget_min")) for r in meta.get("runs", [])
+                if r.get("started") and r.get("ended")]
+    except (KeyError, TypeError, ValueError):
+        return 0.0, 0.0, 0
     actual = modelled = 0.0
     n = 0
-    for e in exps:
-        path = results_dir / f"{e.name}.json"
-        if e.derived_from or not path.exists():
-            continue
-        try:
-            st = load_results(path)
-            meta = st["xcorr_meta"]
-            reps, min_time = meta["protocol"]["repetitions"], meta["protocol"]["min_time_s"]
-            by_key = {c.key: c for c in expand_capped(e, registry, meta.get("max_fmas")).cases}
-            filed = collections.defaultdict(lambda: collections.defaultdict(list))  # device -> moment -> cases
-            for k, v in st.get("cases", {}).items():
-                if k in by_key and v.get("time"):
-                    filed[str((v.get("device") or {}).get("index", ""))][stamp(v["time"])].append(by_key[k])
-            runs = [(stamp(r["started"]), stamp(r["ended"]), r.get("budget_min")) for r in meta.get("runs", [])
-                    if r.get("started") and r.get("ended")]
-        except (ResultsError, KeyError, TypeError, ValueError):
-            continue
-        # Per device: the GPUs of a --gpus run each work through their own chunks at once.
-        for (start, end, budget), stamps in ((r, d) for r in runs for d in filed.values()):
-            moments = sorted(t for t in stamps if start < t <= end)
+    for start, end, budget in runs:
+        for stamps in filed.values():  # per device: the GPUs of a --gpus run work through their chunks at once
             chunks = []
-            for t in moments:
+            for t in sorted(t for t in stamps if start < t <= end):
                 if chunks and (t - chunks[-1][-1]).total_seconds() <= 2:
                     chunks[-1].append(t)
                 else:
@@ -420,9 +414,9 @@ def recorded_pace(exps, registry, results_dir: Path) -> tuple[float, float, int]
                 took, prev = (c[-1] - prev).total_seconds(), c[-1]
                 if budget and abs((c[-1] - start).total_seconds() - 60 * budget) <= 2:
                     continue  # cut by the budget
-                cases = [x for t in c for x in stamps[t]]
                 actual += took
-                modelled += PROCESS_S + sum(case_seconds(x, reps, min_time, fam.get(x.variant)) for x in cases)
+                modelled += PROCESS_S + sum(case_seconds(x, reps, min_time, fam.get(x.variant))
+                                            for t in c for x in stamps[t])
                 n += 1
     return actual, modelled, n
 
@@ -431,33 +425,36 @@ def estimate(exps, registry, protocol, results_dir: Path | None, max_fmas=None, 
              revision: str | None = None) -> float:
     fam = {v["name"]: v.get("family") for v in registry}
     total = total_pending = 0.0
+    took = modelled = 0.0  # the recorded chunks' wall time and model (recorded_pace)
+    chunks = 0
     print(f"{'experiment':<12} {'cases':>6} {'pending':>8} {'estimate':>10} {'pending':>10}")
     for e in exps:
         if e.derived_from:
             print(f"{e.name:<12} {'derived from ' + ', '.join(e.derived_from):>38}")
             continue
-        ex = expand_capped(e, registry, max_fmas)
+        cases = expand(e, registry).cases  # every case: the recorded ones, whatever cap they ran under
+        secs = [(c, case_seconds(c, protocol["repetitions"], protocol["min_time_s"], fam.get(c.variant)))
+                for c in cases if not max_fmas or c.fmas <= max_fmas]  # expand_capped's cases
         done = set()
         if results_dir is not None and (results_dir / f"{e.name}.json").exists():
             st = load_results(results_dir / f"{e.name}.json")
             done = {k for k, v in st.get("cases", {}).items()
                     if v.get("status") and not (k.split("|", 1)[0] in remeasure and v.get("revision") != revision)}
-        t = sum(case_seconds(c, protocol["repetitions"], protocol["min_time_s"], fam.get(c.variant)) for c in ex.cases)
-        tp = sum(case_seconds(c, protocol["repetitions"], protocol["min_time_s"], fam.get(c.variant))
-                 for c in ex.cases if c.key not in done)
-        npend = sum(1 for c in ex.cases if c.key not in done)
+            a, m, n = recorded_pace(st, cases, fam)
+            took, modelled, chunks = took + a, modelled + m, chunks + n
+        t = sum(x for _, x in secs)
+        tp = sum(x for c, x in secs if c.key not in done)
+        npend = sum(1 for c, _ in secs if c.key not in done)
         total += t
         total_pending += tp
-        print(f"{e.name:<12} {len(ex.cases):>6} {npend:>8} {format_seconds(t):>10} {format_seconds(tp):>10}")
+        print(f"{e.name:<12} {len(secs):>6} {npend:>8} {format_seconds(t):>10} {format_seconds(tp):>10}")
     print(f"{'total':<12} {'':>6} {'':>8} {format_seconds(total):>10} {format_seconds(total_pending):>10}"
           f"   (GPU time, {protocol['repetitions']} x {protocol['min_time_s']} s protocol; a model, not a measurement)")
-    if results_dir is not None and total_pending > 0:
-        took, modelled, n = recorded_pace(exps, registry, results_dir)
-        if n and modelled > 0:
-            pace = took / modelled
-            print(f"This GPU's recorded runs of these experiments took {pace:.2f}x the model ({n} chunks, "
-                  f"{format_seconds(took)} against {format_seconds(modelled)}): the pending cases at that pace, "
-                  f"about {format_seconds(total_pending * pace)}.")
+    if chunks and modelled > 0 and total_pending > 0:
+        pace = took / modelled
+        print(f"This GPU's recorded runs of these experiments took {pace:.2f}x the model ({chunks} chunks, "
+              f"{format_seconds(took)} against {format_seconds(modelled)}): the pending cases at that pace, "
+              f"about {format_seconds(total_pending * pace)}.")
     return total_pending
 
 
