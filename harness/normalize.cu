@@ -63,10 +63,10 @@ constexpr size_t kFusedSmemBytes = 96 * 1024;
 // Partial sums per matrix of a crop of `elems` elements (a function of the crop's size alone, per
 // stack: a crop's mean does not depend on the other stack's size).
 int partials_for(int64_t elems) { return int(std::clamp<int64_t>(elems / kElemsPerPartial, 1, kMaxPartials)); }
+// A ch x cw crop's whole summed-area table: (ch + 1) x (cw + 1) cells of (Σx', Σx'²).
+size_t table_bytes(int ch, int cw) { return size_t(ch + 1) * size_t(cw + 1) * sizeof(double2); }
 // Dynamic shared memory of fused_prepass_kernel for a ch x cw crop: the table, then the crop.
-size_t fused_smem_bytes(int ch, int cw) {
-    return size_t(ch + 1) * size_t(cw + 1) * sizeof(double2) + size_t(ch) * size_t(cw) * sizeof(float);
-}
+size_t fused_smem_bytes(int ch, int cw) { return table_bytes(ch, cw) + size_t(ch) * size_t(cw) * sizeof(float); }
 bool fits_fused(int ch, int cw) { return fused_smem_bytes(ch, cw) <= kFusedSmemBytes; }
 // The fused kernel's mean is the two-level path's with one partial (the same order, hence the
 // same bits): every crop that fits it must be one for which partials_for gives 1.
@@ -942,8 +942,7 @@ int blocks_for(int64_t n, int threads) { return int(std::min<int64_t>((n + threa
 constexpr size_t kStagedEpilogueBytes = 64 * 1024;
 constexpr int64_t kStagedMinOutputs = 256;
 size_t staged_epilogue_bytes(const NormalizeCrop& c) {
-    return (size_t(c.left.h() + 1) * size_t(c.left.w() + 1) + size_t(c.right.h() + 1) * size_t(c.right.w() + 1)) *
-           sizeof(double2);
+    return table_bytes(c.left.h(), c.left.w()) + table_bytes(c.right.h(), c.right.w());
 }
 bool use_staged_epilogue(const Problem& p, const NormalizeCrop& c) {
     const size_t bytes = staged_epilogue_bytes(c);
@@ -968,8 +967,7 @@ bool use_staged_epilogue(const Problem& p, const NormalizeCrop& c) {
 // window the sampled one: more registers, half the occupancy).
 constexpr size_t kSampledMinBytes = 1024 * 1024;
 bool sampled_table(const TableColumns& read, int ch, int cw, int count, bool fused) {
-    const size_t whole = size_t(count) * size_t(ch + 1) * size_t(cw + 1) * sizeof(double2);
-    return !fused && segs_for(cw, fused) == 0 && whole >= kSampledMinBytes &&
+    return !fused && segs_for(cw, fused) == 0 && size_t(count) * table_bytes(ch, cw) >= kSampledMinBytes &&
            8 * int64_t(read.width()) <= 7 * (int64_t(cw) + 1);
 }
 static_assert(4 * kFusedSmemBytes > 5 * kStagedEpilogueBytes,

@@ -575,7 +575,9 @@ def test_model_constants_match_the_source():
     """The model's constants are the kernel file's, and its C++ threshold is the one modelled."""
     assert (THREADS, SEGMENTS, ELEMS_PER_PARTIAL) == (256, 8, 4096)
     assert "fused_smem_bytes(ch, cw) <= kFusedSmemBytes" in SOURCE
-    assert "size_t(ch + 1) * size_t(cw + 1) * sizeof(double2) + size_t(ch) * size_t(cw) * sizeof(float)" in SOURCE
+    assert "table_bytes(int ch, int cw) { return size_t(ch + 1) * size_t(cw + 1) * sizeof(double2); }" in SOURCE
+    assert "fused_smem_bytes(int ch, int cw) { return table_bytes(ch, cw) + size_t(ch) * size_t(cw) * sizeof(float); }" \
+        in SOURCE
 
 
 STAGED_BYTES = constant("kStagedEpilogueBytes")
