@@ -87,6 +87,7 @@ def test_summary_takes_medians_over_rounds_and_reports_one_sided_cases(tmp_path)
     (["-b", CASE], "would be the same"),
     (["-b", CASE, "--env-b", "KV"], "expected A=B"),
     (["-b", CASE, "-s", "harness/normalize.cu=/nonexistent/old.cu"], "no such file"),
+    (["-b", CASE, "-s", f"harness/nothing.cu={ROOT / 'meson.build'}"], "no such file in the repository"),
     (["-b", CASE, "--build-a", "x"], "go together"),
 ])
 def test_bad_usage_exits_2_with_one_line(argv, why, capsys, tmp_path):
