@@ -127,3 +127,19 @@ def test_b_tree_is_a_copy_with_the_swapped_files(tmp_path):
     assert (dest / "build" / "kept").read_text() == "incremental"
     with pytest.raises(SystemExit, match="no such file in the repository"):
         ab.copy_tree(tmp_path / "t2", [("harness/nothing.cu", str(old))])
+
+
+def test_sides_whose_batching_differs_are_one_case(tmp_path):
+    """xcorr_bench divides min_time by the calls it batches per iteration, picked by a pilot run in
+    each process: A can be named .../min_time:0.050/... where B is .../min_time:0.100/...; the
+    summary still pairs them (it listed both as one-sided before)."""
+    def run(path, name, t):
+        path.write_text(json.dumps({"context": {}, "benchmarks": [
+            {"name": name + "_median", "run_name": name, "run_type": "aggregate", "aggregate_name": "median",
+             "real_time": t, "time_unit": "us"}]}))
+        return path
+    a = run(tmp_path / "a.json", "fft-fused/one-to-many/nR:32/min_time:0.050/manual_time", 90.0)
+    b = run(tmp_path / "b.json", "fft-fused/one-to-many/nR:32/min_time:0.100/manual_time", 100.0)
+    rows, missing = ab.summarize([a], [b])
+    assert missing == [] and [r[0] for r in rows] == ["fft-fused/one-to-many/nR:32/manual_time"]
+    assert rows[0][3] == pytest.approx(0.9)
