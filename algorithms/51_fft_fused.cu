@@ -444,23 +444,11 @@ __device__ __forceinline__ void inverse_column(float2 (&v)[TeamPlan<N>::E], floa
     for (int e = 0; e < E; ++e) col[(tm.t + T * e) * pitch] = v[e];  // the thread's own slots
 }
 
-// How phase 3 reads H and writes the output: plainly, or (Streaming: the pipelined staged path)
-// reading H past L1 (another block wrote it during this kernel) and writing the output with
-// evict-first stores (it is not read again; the H slots still to be read stay in the L2).
-struct PlainAccess {
-    __device__ __forceinline__ static float2 load(const float2* p) { return *p; }
-    __device__ __forceinline__ static void store(float* p, float v) { *p = v; }
-};
-struct StreamingAccess {
-    __device__ __forceinline__ static float2 load(const float2* p) { return __ldcg(p); }
-    __device__ __forceinline__ static void store(float* p, float v) { __stcs(p, v); }
-};
-
 // One row pair, inverse: rows A and B of the column-inverted product H (N/2 + 1 columns each),
 // Z = H_a + i H_b extended to length N by Hermitian symmetry, one inverse DFT through `slot`
 // (which may be A itself), real and imaginary parts to rows ya and yb of the computed block
 // (each if < cy; `out` is its first element, rows ow apart), rotated by sx columns (those < cx).
-template <int N, class Access = PlainAccess>
+template <int N>
 __device__ __forceinline__ void inverse_row_pair(const float2* A, const float2* B, float2* slot, int ya, int yb,
                                                  float* __restrict__ out, int cy, int cx, int ow, int sx,
                                                  const Team& tm, const float2* tw) {
@@ -471,7 +459,7 @@ __device__ __forceinline__ void inverse_row_pair(const float2* A, const float2* 
         // H[N - k] = conj(H[k]); H[0] and H[N/2] are real.
         const int k = tm.t + T * e;
         const int kk = k <= H ? k : N - k;
-        float2 a = Access::load(A + kk), b = Access::load(B + kk);
+        float2 a = A[kk], b = B[kk];
         if (kk == 0 || kk == H) a.y = b.y = 0.0f;
         if (k > H) {
             a.y = -a.y;
@@ -487,8 +475,8 @@ __device__ __forceinline__ void inverse_row_pair(const float2* A, const float2* 
         const int n = tm.t + T * e;
         const int x = n + sx >= N ? n + sx - N : n + sx;
         if (x < cx) {
-            if (ya < cy) Access::store(oa + x, v[e].x);
-            if (yb < cy) Access::store(ob + x, v[e].y);
+            if (ya < cy) oa[x] = v[e].x;
+            if (yb < cy) ob[x] = v[e].y;
         }
     }
 }
@@ -675,7 +663,7 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a, O
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0; 256 threads, no spills): rows / cols (forward,
 // correlate, pair) / out_rows (kWindow = false | true) registers: N = 256: 61 / 64, 128, 64 /
-// 62 | 64; 512: 100 / 102, 132, 108 / 103 | 94; 1024: 115 / 121, 178, 125 / 101 | 102. Shared
+// 62 | 64; 512: 100 / 102, 132, 127 / 103 | 94; 1024: 115 / 121, 178, 125 / 101 | 102. Shared
 // memory: rows and out_rows (teams N + N) x 8 bytes (68 KB at N = 512), cols (N (TC + 1) + N) x 8
 // bytes (74 KB at N = 512).
 // Measurements of the staged path: results/nvidia-h200/notes/51_fft_fused.md.
@@ -752,94 +740,69 @@ __global__ void __launch_bounds__(Staged<N>::threads) rows_kernel(StagedArgs a) 
 
 enum ColMode : int { kForward = 0, kCorrelate = 1, kPair = 2 };
 
-// Phase 2 for one tile of TC columns (from c0) of the launch's matrix or output s: kForward writes
-// the spectra; kCorrelate and kPair write the column-inverted product to `dst`, output s's
-// N x rpitch slot of H. Every thread of the block calls it; it ends with a barrier.
+// Phase 2: blockIdx.x = tile of TC columns, blockIdx.y strides over the launch's matrices/outputs.
+// kPair at N = 512 is declared at two blocks per SM, which it runs at anyway: the bound lets ptxas
+// use up to 128 registers (127 where its default took 108), and the kernel runs faster (notes).
+// At 256 the same bound would raise 64 registers to 93 and halve the blocks per SM; at 1024 it
+// changes 125 to 128.
 template <int N, int MODE>
-__device__ __forceinline__ void column_tile(const StagedArgs& a, int64_t s, int c0, float2* tile, const float2* tw,
-                                            float2* __restrict__ dst) {
+__global__ void __launch_bounds__(Staged<N>::threads, MODE == kPair && N == 512 ? 2 : 1) cols_kernel(StagedArgs a) {
     using G = Staged<N>;
     constexpr int E = G::E, T = G::T, TC = G::TC, P = G::tpitch;
+    extern __shared__ float2 smem[];
+    float2* tile = smem;
+    const float2* tw = staged_twiddles<N>(smem + N * P);
     const Team tm = this_team<N>();
-    const int c = c0 + tm.id, ncols = min(TC, G::Qh - c0);
+    const int c0 = blockIdx.x * TC, c = c0 + tm.id, ncols = min(TC, G::Qh - c0);
     const int h_data = ((MODE == kForward ? a.h : a.hR) + 1) & ~1;  // rows of R written (even)
     float2* col = tile + tm.id;
-    if constexpr (MODE != kPair) {
-        const float2* src = a.R + s * N * G::rpitch + c0;
-        for (int i = threadIdx.x; i < h_data * TC; i += G::threads) {
-            const int r = i / TC, j = i - r * TC;
-            if (j < ncols) tile[r * P + j] = src[r * G::rpitch + j];
-        }
-        __syncthreads();
-    }
-    if (tm.id < ncols) {
-        float2 v[E];
-        if constexpr (MODE == kPair) {
-            const int64_t k = chunk_output(a, s);
-            const float2* L = a.spec + (int64_t(a.pairs.left_of(k)) * G::Qh + c) * N;
-            const float2* Rs = a.spec + ((a.pairs.nL + s % a.kc) * int64_t(G::Qh) + c) * N;
-#pragma unroll
-            for (int e = 0; e < E; ++e) {
-                const int n = tm.t + T * e;
-                v[e] = mul_conj(__ldg(L + n), __ldg(Rs + n), a.scale);
+    for (int64_t s = blockIdx.y; s < a.count; s += gridDim.y) {
+        if constexpr (MODE != kPair) {
+            const float2* src = a.R + s * N * G::rpitch + c0;
+            for (int i = threadIdx.x; i < h_data * TC; i += G::threads) {
+                const int r = i / TC, j = i - r * TC;
+                if (j < ncols) tile[r * P + j] = src[r * G::rpitch + j];
             }
-        } else if constexpr (MODE == kForward) {
-            forward_column<N>(v, col, P, h_data, tm, tw);
-            float2* sp = a.spec + ((a.spec0 + s) * G::Qh + c) * N;
+            __syncthreads();
+        }
+        if (tm.id < ncols) {
+            float2 v[E];
+            if constexpr (MODE == kPair) {
+                const int64_t k = chunk_output(a, s);
+                const float2* L = a.spec + (int64_t(a.pairs.left_of(k)) * G::Qh + c) * N;
+                const float2* Rs = a.spec + ((a.pairs.nL + s % a.kc) * int64_t(G::Qh) + c) * N;
 #pragma unroll
-            for (int e = 0; e < E; ++e) sp[tm.t + T * e] = v[e];
-        } else {
-            const float2* L = a.spec + (int64_t(a.pairs.left_of(chunk_output(a, s))) * G::Qh + c) * N;
-            forward_column<N>(v, col, P, h_data, tm, tw,
-                              [&](int n, float2 x) { return mul_conj(__ldg(L + n), x, a.scale); });
+                for (int e = 0; e < E; ++e) {
+                    const int n = tm.t + T * e;
+                    v[e] = mul_conj(__ldg(L + n), __ldg(Rs + n), a.scale);
+                }
+            } else if constexpr (MODE == kForward) {
+                forward_column<N>(v, col, P, h_data, tm, tw);
+                float2* dst = a.spec + ((a.spec0 + s) * G::Qh + c) * N;
+#pragma unroll
+                for (int e = 0; e < E; ++e) dst[tm.t + T * e] = v[e];
+            } else {
+                const float2* L = a.spec + (int64_t(a.pairs.left_of(chunk_output(a, s))) * G::Qh + c) * N;
+                forward_column<N>(v, col, P, h_data, tm, tw,
+                                  [&](int n, float2 x) { return mul_conj(__ldg(L + n), x, a.scale); });
+            }
+            if constexpr (MODE != kForward) inverse_column<N>(v, col, P, tm, tw);
         }
-        if constexpr (MODE != kForward) inverse_column<N>(v, col, P, tm, tw);
-    }
-    if constexpr (MODE != kForward) {
-        __syncthreads();
-        dst += c0;
-        for (int i = threadIdx.x; i < N * TC; i += G::threads) {
-            const int r = i / TC, j = i - r * TC;
-            if (j < ncols) dst[r * G::rpitch + j] = tile[r * P + j];
+        if constexpr (MODE != kForward) {
+            __syncthreads();
+            float2* dst = a.H + s * N * G::rpitch + c0;
+            for (int i = threadIdx.x; i < N * TC; i += G::threads) {
+                const int r = i / TC, j = i - r * TC;
+                if (j < ncols) dst[r * G::rpitch + j] = tile[r * P + j];
+            }
         }
-    }
-    __syncthreads();  // the tile is staged again for the next s
-}
-
-// Phase 2: blockIdx.x = tile of TC columns, blockIdx.y strides over the launch's matrices/outputs.
-// kPair is held to two blocks per SM (at most 128 registers; without the bound it takes 132 at
-// N = 512 and 178 at 1024, so one block of 8 warps per SM); kCorrelate would spill at that bound.
-template <int N, int MODE>
-__global__ void __launch_bounds__(Staged<N>::threads, MODE == kPair ? 2 : 1) cols_kernel(StagedArgs a) {
-    using G = Staged<N>;
-    extern __shared__ float2 smem[];
-    const float2* tw = staged_twiddles<N>(smem + N * G::tpitch);
-    for (int64_t s = blockIdx.y; s < a.count; s += gridDim.y)
-        column_tile<N, MODE>(a, s, blockIdx.x * G::TC, smem, tw, a.H + s * N * G::rpitch);
-}
-
-// Phase 3 for row pair p of chunk output s, whose column-inverted product is Hs: written through
-// the window's map (kWindow), or, for the full output, as before windows: the oh x ow output
-// rotated by (hR - 1, wR - 1), m not read.
-template <int N, bool kWindow, class Access = PlainAccess>
-__device__ __forceinline__ void output_row_pair(const StagedArgs& a, const OutMap& m, int64_t s, int p,
-                                                const float2* Hs, float2* slot, const Team& tm, const float2* tw) {
-    using G = Staged<N>;
-    int ya, yb;
-    const float2* rows = Hs + 2 * p * G::rpitch;
-    if constexpr (kWindow) {
-        if (!output_rows<N>(p, m.sy, m.cy, ya, yb)) return;
-        inverse_row_pair<N, Access>(rows, rows + G::rpitch, slot, ya, yb, m.block(a.out, chunk_output(a, s)), m.cy,
-                                    m.cx, m.ow, m.sx, tm, tw);
-    } else {
-        const int oh = a.hL + a.hR - 1, ow = a.wL + a.wR - 1;
-        if (!output_rows<N>(p, a.hR - 1, oh, ya, yb)) return;
-        inverse_row_pair<N, Access>(rows, rows + G::rpitch, slot, ya, yb,
-                                    a.out + chunk_output(a, s) * int64_t(oh) * ow, oh, ow, ow, a.wR - 1, tm, tw);
+        __syncthreads();  // the tile is staged again for the next s
     }
 }
 
-// Phase 3: one team per row pair of chunk outputs [0, count).
+// Phase 3: one team per row pair of chunk outputs [0, count), written through the window's map
+// (kWindow), or, for the full output, as before windows: the oh x ow output rotated by
+// (hR - 1, wR - 1), m not read.
 template <int N, bool kWindow>
 __global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs a, OutMap m) {
     using G = Staged<N>;
@@ -849,123 +812,19 @@ __global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs
     const int64_t item = int64_t(blockIdx.x) * G::teams + tm.id;
     if (item >= a.count * (N / 2)) return;
     const int64_t s = item / (N / 2);
-    output_row_pair<N, kWindow>(a, m, s, int(item - s * (N / 2)), a.H + s * N * G::rpitch, smem + tm.id * N, tm, tw);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Phases 2 and 3 as one pipeline (the staged path's product and inverse)
-// ---------------------------------------------------------------------------------------------
-//
-// With a kernel per phase, every output's column-inverted product (N x rpitch complex: 1 MB at
-// N = 512) is written to DRAM by cols_kernel and read back by out_rows_kernel: for 32-to-32 at
-// 256, 2.1 GB of traffic beside the 1.07 GB of output. pipe_kernel runs both phases from one
-// in-order queue, so that an output's product is consumed while it is still in the L2:
-//   - Work items: CT column tiles and RT row items (teams row pairs each) per output. The queue
-//     holds the column tiles of outputs 0 .. lag-1, then, per step t, the column tiles of output
-//     t and the row items of output t - lag, then the last lag outputs' row items. A block takes
-//     the next item with one atomicAdd; the grid is persistent (as many blocks as fit).
-//   - H is a ring of `slots` outputs (slots > lag: a column tile never waits for a row item
-//     queued after it). Output sigma (counted over the run's chunks) uses slot sigma mod slots,
-//     generation sigma / slots. Per slot two counters, monotonic over the run: col_done (column
-//     tiles finished) and row_done (row items finished). A row item of generation g waits for
-//     col_done >= CT (g + 1); a column tile of generation g waits for row_done >= RT g (the
-//     previous generation has been read). Thread 0 waits with acquire loads, the block's barrier
-//     passes that on; finishing, the block's barrier, then thread 0's release (CUTLASS's
-//     semaphore pattern). H is read past L1 (__ldcg): another SM wrote it during this kernel.
-//   - No deadlock: an item waits only for items queued before it, which blocks that are running
-//     have taken (a block takes an item only while running) and which wait only for earlier ones.
-//   - A row item, done reading its rows of H, discards their L2 lines (discard.global.L2: no
-//     write-back of data nobody reads again); lines shared with a neighbouring item's rows are
-//     left alone. The output is written with evict-first stores.
-// The slots (and so the lag) follow the L2's size: slots x slot bytes <= half of it.
-struct Pipe {
-    int* next;       // this launch's queue head (zeroed before the run)
-    int* col_done;   // per slot: column tiles finished, over the run
-    int* row_done;   // per slot: row items finished, over the run
-    int slots, lag;  // H's ring (slots outputs) and how many outputs the row items trail by
-    int64_t base;    // outputs of this run's earlier chunks
-    int discard;     // discard H's lines after reading them (XCORR_FFT_PIPE_DISCARD=0: not)
-};
-
-__device__ __forceinline__ void wait_count(const int* p, int target) {
-    if (threadIdx.x == 0) {
-        int v;
-        for (;;) {
-            asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-            if (v >= target) break;
-            __nanosleep(64);
-        }
-    }
-    __syncthreads();
-}
-__device__ __forceinline__ void signal_count(int* p) {
-    __syncthreads();
-    if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(p) : "memory");
-}
-
-template <int N>
-struct PipeShape {
-    static constexpr int CT = Staged<N>::col_tiles;                               // column tiles per output
-    static constexpr int RT = (N / 2 + Staged<N>::teams - 1) / Staged<N>::teams;  // row items per output
-};
-
-// Every form runs the pipeline as pairs of spectra (kPair): the rights' spectra come first
-// (cols_kernel kForward), which keeps it at two blocks per SM (kCorrelate's forward DFT of the
-// column in the same item takes about 200 registers here).
-template <int N, bool kWindow>
-__global__ void __launch_bounds__(Staged<N>::threads, 2) pipe_kernel(StagedArgs a, OutMap m, Pipe q) {
-    using G = Staged<N>;
-    constexpr int CT = PipeShape<N>::CT, RT = PipeShape<N>::RT, W = CT + RT;
-    extern __shared__ float2 smem[];  // column tile, or the teams' row slots; then the twiddles
-    __shared__ int taken;
-    const float2* tw = staged_twiddles<N>(smem + N * G::tpitch);
-    const Team tm = this_team<N>();
-    // 32-bit queue arithmetic: the host keeps count * W below 2^31.
-    const int count = int(a.count), lag = min(q.lag, count), total = count * W;
-    for (;;) {
-        if (threadIdx.x == 0) taken = atomicAdd(q.next, 1);
-        __syncthreads();
-        const int item = taken;
-        __syncthreads();  // everyone has read `taken`
-        if (item >= total) break;
-        // Decode: column tiles of outputs [0, lag); steps t in [lag, count) of W items; row items
-        // of outputs [count - lag, count).
-        bool is_col;
-        int s, idx;
-        if (item < lag * CT) {
-            is_col = true, s = item / CT, idx = item % CT;
-        } else if (item < lag * CT + (count - lag) * W) {
-            const int r = item - lag * CT, t = lag + r / W;
-            idx = r % W;
-            is_col = idx < CT;
-            s = is_col ? t : t - lag;
-            if (!is_col) idx -= CT;
-        } else {
-            const int r = item - lag * CT - (count - lag) * W;
-            is_col = false, s = count - lag + r / RT, idx = r % RT;
-        }
-        const int64_t sigma = q.base + s;
-        const int slot = int(sigma % q.slots), gen = int(sigma / q.slots);
-        float2* Hs = a.H + int64_t(slot) * N * G::rpitch;
-        if (is_col) {
-            wait_count(q.row_done + slot, RT * gen);
-            column_tile<N, kPair>(a, s, idx * G::TC, smem, tw, Hs);
-            signal_count(q.col_done + slot);
-        } else {
-            wait_count(q.col_done + slot, CT * (gen + 1));
-            const int p = idx * G::teams + tm.id;
-            if (p < N / 2) output_row_pair<N, kWindow, StreamingAccess>(a, m, s, p, Hs, smem + tm.id * N, tm, tw);
-            if (q.discard) {
-                // This item's rows [2 idx teams, r1) of Hs, whole 128-byte lines only.
-                __syncthreads();  // the block has read them
-                const int r1 = min(N, 2 * (idx + 1) * G::teams);
-                const uintptr_t b0 = reinterpret_cast<uintptr_t>(Hs + 2 * idx * G::teams * G::rpitch);
-                const uintptr_t b1 = reinterpret_cast<uintptr_t>(Hs + r1 * G::rpitch);
-                for (uintptr_t l = (b0 + 127) / 128 + threadIdx.x; l < b1 / 128; l += G::threads)
-                    asm volatile("discard.global.L2 [%0], 128;" ::"l"(l * 128) : "memory");
-            }
-            signal_count(q.row_done + slot);
-        }
+    const int p = int(item - s * (N / 2));
+    int ya, yb;
+    if constexpr (kWindow) {
+        if (!output_rows<N>(p, m.sy, m.cy, ya, yb)) return;
+        const float2* rows = a.H + (s * N + 2 * p) * G::rpitch;
+        inverse_row_pair<N>(rows, rows + G::rpitch, smem + tm.id * N, ya, yb, m.block(a.out, chunk_output(a, s)),
+                            m.cy, m.cx, m.ow, m.sx, tm, tw);
+    } else {
+        const int oh = a.hL + a.hR - 1, ow = a.wL + a.wR - 1;
+        if (!output_rows<N>(p, a.hR - 1, oh, ya, yb)) return;
+        const float2* rows = a.H + (s * N + 2 * p) * G::rpitch;
+        inverse_row_pair<N>(rows, rows + G::rpitch, smem + tm.id * N, ya, yb,
+                            a.out + chunk_output(a, s) * int64_t(oh) * ow, oh, ow, ow, a.wR - 1, tm, tw);
     }
 }
 
@@ -1012,18 +871,6 @@ void for_size(int n, F&& f) {
 bool windowed_full_from_env() {
     const char* v = std::getenv("XCORR_FUSED_WINDOWED_FULL");
     return v && std::string(v) == "1";
-}
-
-// A/B switches of the staged path's pipeline (pipe_kernel), read once per instance:
-// XCORR_FFT_PIPE=0 runs phases 2 and 3 as two kernels; XCORR_FFT_PIPE_SLOTS=n sets the ring's
-// slots (default: half the L2); XCORR_FFT_PIPE_DISCARD=0 keeps H's lines after reading them.
-int env_int(const char* name, int fallback) {
-    const char* v = std::getenv(name);
-    if (!v || !*v) return fallback;
-    char* end = nullptr;
-    const long x = std::strtol(v, &end, 10);
-    if (*end || x < 0 || x > 1 << 20) throw UsageError(std::string(name) + "=" + v + ": expected a count");
-    return int(x);
 }
 
 class FftFused final : public Instance {
@@ -1083,25 +930,6 @@ public:
                     XC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                        int(G::col_smem)));
                 per_sm_ = 1;
-                pipe_ = env_int("XCORR_FFT_PIPE", 1) != 0;
-                if (pipe_) {
-                    for_window([&](auto win) {
-                        constexpr bool W = decltype(win)::value;
-                        const auto kernel = pipe_kernel<NN, W>;
-                        XC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                           int(G::col_smem)));
-                        XC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&pipe_per_sm_, kernel, G::threads,
-                                                                                    G::col_smem));
-                    });
-                    if (pipe_per_sm_ < 1) throw UsageError("fft-fused: the pipeline kernel does not fit on this GPU's SMs");
-                    int l2 = 0;
-                    XC_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
-                    const int64_t slot_bytes = int64_t(NN) * G::rpitch * int64_t(sizeof(float2));
-                    slots_ = env_int("XCORR_FFT_PIPE_SLOTS", int(std::max<int64_t>(2, l2 / 2 / slot_bytes)));
-                    slots_ = std::max(slots_, 2);
-                    lag_ = slots_ / 2;  // < slots_: a column tile never waits for a row item queued after it
-                    discard_ = env_int("XCORR_FFT_PIPE_DISCARD", 1) != 0;
-                }
             }
         });
         if (per_sm_ < 1) throw UsageError("fft-fused: the kernel does not fit on this GPU's SMs");
@@ -1127,9 +955,8 @@ public:
 private:
     // Workspace: one-block path: the spectra (lefts; n-to-m: all). Staged path, with chunks of K
     // rights: row spectra of nL + K matrices (apart, so that the first chunk's row pass can run
-    // alongside the left spectra), spectra of the lefts (n-to-m: and K rights), the
-    // column-inverted products: the pipeline's ring of slots, else K * G (G = nL for n-to-m, else 1);
-    // the pipeline's counters. K = nR when everything fits in
+    // alongside the left spectra), spectra of the lefts (n-to-m: and K rights),
+    // K * G column-inverted products (G = nL for n-to-m, else 1). K = nR when everything fits in
     // 45% of the free memory (or XCORR_FFT_MAX_CHUNK caps it), else the most that fits.
     void plan_memory() {
         const int64_t nL = p_.nL, nR = p_.nR, G = p_.form == Form::NToM ? nL : 1;
@@ -1140,8 +967,7 @@ private:
             int64_t spec, rows, H;  // complex numbers
         };
         const auto sizes = [&](int64_t k) {
-            return staged ? Sizes{(nL + (ntom || pipe_ ? k : 0)) * spec_slot, (nL + k) * row_slot,
-                                  (pipe_ ? slots_ : k * G) * row_slot}
+            return staged ? Sizes{(nL + (ntom ? k : 0)) * spec_slot, (nL + k) * row_slot, k * G * row_slot}
                           : Sizes{(ntom ? nL + nR : nL) * spec_slot, 0, 0};
         };
         const auto bytes = [&](int64_t k) {
@@ -1154,10 +980,6 @@ private:
         int64_t k = nR;
         if (staged) {
             if (const int cap = fft_max_chunk_from_env()) k = std::min<int64_t>(k, cap);
-            if (pipe_) {  // the pipeline's 32-bit queue: a chunk's items (G k outputs) below 2^31
-                const int64_t per_output = G * (int64_t(Staged<1024>::col_tiles) + PipeShape<1024>::RT);
-                k = std::min<int64_t>(k, std::max<int64_t>(1, (int64_t(1) << 31) / per_output - 1));
-            }
             while (k > 1 && bytes(k) > usable) k = std::max<int64_t>(1, k * 3 / 4);
         }
         if (bytes(k) > usable)
@@ -1169,7 +991,6 @@ private:
         spec_ = DeviceBuffer<float2>(size_t(z.spec));
         rows_ = DeviceBuffer<float2>(size_t(z.rows));  // lefts, then the chunk's rights
         H_ = DeviceBuffer<float2>(size_t(z.H));
-        if (pipe_) sync_ = DeviceBuffer<int>(size_t(ceil_div64(nR, k) + 2 * slots_));  // next per chunk, col_done, row_done
     }
 
     template <int NN>
@@ -1198,9 +1019,6 @@ private:
         const auto cols_grid = [&](int64_t count) {
             return dim3(unsigned(G::col_tiles), unsigned(std::min<int64_t>(count, 65535)));
         };
-        const int chunks = int(ceil_div64(p_.nR, K_));
-        if (pipe_) XC_CUDA_CHECK(cudaMemsetAsync(sync_.get(), 0, sync_.bytes(), stream));
-        int64_t base = 0;  // outputs of the earlier chunks (the pipeline's slot generations)
         // The left spectra.
         rows_kernel<NN><<<rows_grid(a.count * ((a.h + 1) / 2)), G::threads, G::row_smem, stream>>>(a);
         XC_CHECK_LAUNCH();
@@ -1218,25 +1036,11 @@ private:
             launch_dependent(rows_kernel<NN>, rows_grid(a.count * ((a.h + 1) / 2)), dim3(G::threads), G::row_smem,
                              stream, a);
             a.wait_late = 0;
-            if (ntom || pipe_) {  // the rights' spectra
+            if (ntom) {
                 a.spec0 = p_.nL;
                 launch_dependent(cols_kernel<NN, kForward>, cols_grid(a.count), dim3(G::threads), G::col_smem, stream,
                                  a);
-                if (ntom) a.count = int64_t(p_.nL) * kc;
-            }
-            if (pipe_) {
-                Pipe q{sync_.get() + j0 / K_, sync_.get() + chunks, sync_.get() + chunks + slots_, slots_, lag_, base,
-                       discard_ ? 1 : 0};
-                const int64_t items = a.count * (PipeShape<NN>::CT + PipeShape<NN>::RT);
-                const dim3 grid(unsigned(std::min<int64_t>(items, int64_t(pipe_per_sm_) * sms_)));
-                for_window([&](auto win) {
-                    constexpr bool W = decltype(win)::value;
-                    launch_dependent(pipe_kernel<NN, W>, grid, dim3(G::threads), G::col_smem, stream, a, map_, q);
-                });
-                base += a.count;
-                continue;
-            }
-            if (ntom) {
+                a.count = int64_t(p_.nL) * kc;
                 launch_dependent(cols_kernel<NN, kPair>, cols_grid(a.count), dim3(G::threads), G::col_smem, stream, a);
             } else {
                 launch_dependent(cols_kernel<NN, kCorrelate>, cols_grid(a.count), dim3(G::threads), G::col_smem,
@@ -1269,10 +1073,7 @@ private:
     OutMap map_{};
     int N_ = 0, K_ = 0;  // N_ = 0: no shift of the window has overlap (zero_outside_kernel only)
     int sms_ = 0, per_sm_ = 0;
-    bool pipe_ = false, discard_ = true;  // the staged path's pipeline (pipe_kernel)
-    int slots_ = 0, lag_ = 0, pipe_per_sm_ = 0;
     DeviceBuffer<float2> spec_, rows_, H_;
-    DeviceBuffer<int> sync_;
 };
 
 XCORR_REGISTER_VARIANT(Variant{
