@@ -3,7 +3,8 @@
 // 191 x 191 (transform sizes 32, 64, 96, 128, 192) one block per matrix does everything in shared
 // memory; larger transforms (256, 512, 1024: full outputs up to 1023 x 1023; a window may need a
 // smaller transform, see "Output windows") take the staged path at the end of this file, the same
-// phases as kernels of their own. Beyond the paper: its fft (and ours, 50_fft.cu) is five passes
+// phases as kernels of their own, and so do problems of at most 32 outputs at N = 192 (at 256:
+// one block of 192 per matrix leaves the GPU idle; FftFused's constructor). Beyond the paper: its fft (and ours, 50_fft.cu) is five passes
 // over a global workspace (pad, cuFFT's two R2C kernels, the product, cuFFT's two C2R kernels),
 // each bound by DRAM bandwidth; for the real-data shape that is 7.6 GB.
 //
@@ -859,6 +860,7 @@ __global__ void __launch_bounds__(kZeroThreads) zero_outside_kernel(float* __res
 // its output.
 using Sizes = Values<32, 64, 96, 128, 192, 256, 512, 1024>;
 constexpr int kMaxOneBlock = 192;  // larger transforms take the staged path
+constexpr int64_t kStaged192Outputs = 32;  // ... and so do problems of up to this many outputs at 192
 static_assert(Sizes::has(kMaxOneBlock), "the one-block path's largest size is instantiated");
 
 template <class F>
@@ -891,6 +893,11 @@ public:
         // must also fit the slot unfolded (binds only for narrow windows off the centre).
         const int need = std::max({p.hL - s0y, s1y + p.hR, p.wL - s0x, s1x + p.wR, p.hL, p.wL, p.hR, p.wR});
         N_ = Sizes::at_least(need);
+        // A few outputs at N = 192 take the staged path at 256: one block per matrix is then all
+        // the GPU does, 12 warps on one SM for each of the two kernels (one-to-one 96 x 96: 31 us,
+        // against 19 us staged; at N <= 128, and from 64 outputs on, the one-block path is faster:
+        // notes). kStaged192Outputs is the largest count measured to gain.
+        if (N_ == kMaxOneBlock && p.out_count() <= kStaged192Outputs) N_ = Sizes::at_least(kMaxOneBlock + 1);
         if (N_ == 0) {
             const std::string limit = "transforms go up to " + std::to_string(Sizes::max()) + " (outputs up to " +
                                       std::to_string(Sizes::max() - 1) + " x " + std::to_string(Sizes::max() - 1);
