@@ -98,6 +98,45 @@ def test_remeasure_reruns_only_the_changed_variant_at_the_new_revision(env, caps
     assert len(log_lines(log)) == calls
 
 
+def test_remeasure_cases_narrows_it_to_the_matching_keys(env, capsys):
+    """--remeasure-cases REGEX: of the named variant's cases at another revision, only those whose
+    key matches run again (a change that touches one code path: fft-fused's N = 192 with few
+    outputs); the others keep their measurement and revision, in the estimate as in the run."""
+    run, results, log, monkeypatch = env
+    assert run("fig22") == 0
+    before = load(results, "fig22")
+    mine = [k for k in before["cases"] if k.startswith("multi-matrix-both|")]
+    sizes = sorted({k.split("|")[2] for k in mine})
+    assert len(sizes) > 1
+    pattern = r"\|" + sizes[0] + r"\|"
+    changed = {k for k in mine if f"|{sizes[0]}|" in k}
+    assert changed and len(changed) < len(mine)
+    monkeypatch.setenv("FAKE_REVISION", "new456")
+    capsys.readouterr()
+    assert run("fig22", "--estimate", "--remeasure", "multi-matrix-both", "--remeasure-cases", pattern) == 0
+    row = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("fig22"))
+    assert int(row.split()[2]) == len(changed)
+    calls = len(log_lines(log))
+    assert run("fig22", "--remeasure", "multi-matrix-both", "--remeasure-cases", pattern) == 0
+    rerun = [l for call in log_lines(log)[calls:] for l in call]
+    assert len(rerun) == len(changed)
+    after = load(results, "fig22")
+    for k, c in after["cases"].items():
+        assert c["revision"] == ("new456" if k in changed else "fake123"), k
+        if k not in changed:
+            assert c == before["cases"][k]
+
+
+@pytest.mark.parametrize("args,why", [
+    (["--remeasure-cases", "x"], "name the variants"),
+    (["--remeasure", "multi-matrix-both", "--remeasure-cases", "(unclosed"], "--remeasure-cases"),
+])
+def test_remeasure_cases_bad_usage_exits_2(env, capsys, args, why):
+    run, *_ = env
+    assert run("fig22", *args) == 2
+    assert why in capsys.readouterr().err
+
+
 def test_remeasure_refuses_an_unknown_variant(env, capsys):
     run, *_ = env
     assert run("fig22", "--remeasure", "no-such-variant") == 2

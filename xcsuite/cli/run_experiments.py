@@ -20,7 +20,8 @@ the old file as .bak). --max-minutes stops cleanly before a chunk would overrun 
 lent GPU can be used in slices. A case the binary rejects or that crashes it is recorded as
 failed and not retried (--retry-failed retries them). Every case records the git revision of the
 binary that measured it; --remeasure V1,V2 runs again the cases of those variants measured at
-another revision (after a change to their code), without rerunning the rest of the experiment.
+another revision (after a change to their code), without rerunning the rest of the experiment;
+--remeasure-cases REGEX narrows it to the case keys the expression matches (a change to one path).
 
 One runner per GPU: a second one on the same GPU is refused (exit 2, naming the holder; see
 xcsuite/gpulock.py). SIGINT, SIGTERM, SIGHUP and SIGQUIT stop the running xcorr_bench (its whole
@@ -38,6 +39,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -121,12 +123,13 @@ class State:
         return self.data["xcorr_meta"]
 
     def done_keys(self, repetitions: int, retry_failed: bool, remeasure: frozenset = frozenset(),
-                  revision: str | None = None) -> set:
-        """Cases that need no run. A case of a variant in `remeasure` counts only when it was
-        measured at `revision` (its code changed since the older measurement)."""
+                  revision: str | None = None, only: re.Pattern | None = None) -> set:
+        """Cases that need no run. A case of a variant in `remeasure` (and, with `only`, whose key
+        matches it) counts only when it was measured at `revision` (its code changed since the
+        older measurement)."""
         done = set()
         for key, c in self.data["cases"].items():
-            if key.split("|", 1)[0] in remeasure and c.get("revision") != revision:
+            if stale(key, c, remeasure, revision, only):
                 continue
             reps = sum(1 for e in resultfile.entries_of(c) if not e.get("error_occurred"))
             if c.get("status") == "ok" and reps >= repetitions:
@@ -422,6 +425,7 @@ def recorded_pace(st: dict, cases: list, fam: dict) -> tuple[float, float, int]:
 
 
 def estimate(exps, registry, protocol, results_dir: Path | None, max_fmas=None, remeasure: frozenset = frozenset(),
+             remeasure_only: re.Pattern | None = None,
              revision: str | None = None) -> float:
     fam = {v["name"]: v.get("family") for v in registry}
     total = total_pending = 0.0
@@ -439,7 +443,7 @@ def estimate(exps, registry, protocol, results_dir: Path | None, max_fmas=None, 
         if results_dir is not None and (results_dir / f"{e.name}.json").exists():
             st = load_results(results_dir / f"{e.name}.json")
             done = {k for k, v in st.get("cases", {}).items()
-                    if v.get("status") and not (k.split("|", 1)[0] in remeasure and v.get("revision") != revision)}
+                    if v.get("status") and not stale(k, v, remeasure, revision, remeasure_only)}
             a, m, n = recorded_pace(st, cases, fam)
             took, modelled, chunks = took + a, modelled + m, chunks + n
         t = sum(x for _, x in secs)
@@ -466,6 +470,13 @@ class Stop(Exception):
         self.status = status
 
 
+def stale(key: str, case: dict, remeasure: frozenset, revision: str | None, only: re.Pattern | None) -> bool:
+    """Whether --remeasure (narrowed by --remeasure-cases) asks for this recorded case again: its
+    variant is named, its key matches, and another revision measured it."""
+    return (key.split("|", 1)[0] in remeasure and case.get("revision") != revision
+            and (only is None or only.search(key) is not None))
+
+
 @dataclass
 class Setup:
     """What the command line selects, checked against the build's registry."""
@@ -475,7 +486,8 @@ class Setup:
     protocol: dict
     max_fmas: float | None
     remeasure: frozenset
-    shard: tuple | None = None  # (K, N): --shard K/N
+    shard: tuple | None = None
+    remeasure_only: re.Pattern | None = None  # --remeasure-cases  # (K, N): --shard K/N
     shard_keys: frozenset | None = None  # (experiment, case key) of the shard's cases
 
 
@@ -499,6 +511,9 @@ def parse_args(argv) -> argparse.Namespace:
     ap.add_argument("--remeasure", default="", metavar="VARIANTS",
                     help="comma-separated variants whose code changed: their cases measured at another git "
                          "revision are run again (resumable; the old measurement stays until replaced)")
+    ap.add_argument("--remeasure-cases", default=None, metavar="REGEX",
+                    help="with --remeasure: only the cases whose key matches (a regular expression, searched), "
+                         "e.g. the problems whose code path changed: '\\|96x96\\|' (keys as in the results files)")
     ap.add_argument("--max-minutes", type=float, default=None, help="stop cleanly before this budget is exceeded")
     ap.add_argument("--chunk-seconds", type=float, default=150.0, help="estimated GPU seconds per bench process")
     ap.add_argument("--max-fmas", type=float, default=None,
@@ -539,6 +554,13 @@ def setup(args) -> Setup:
         raise Stop(2, f"--remeasure: unknown variant(s) {', '.join(unknown)}")
     max_fmas = args.max_fmas if args.max_fmas is not None else (QUICK_MAX_FMAS if args.quick else None)
     su = Setup(exps, registry, QUICK_PROTOCOL if args.quick else PROTOCOL, max_fmas, remeasure)
+    if args.remeasure_cases is not None:
+        if not remeasure:
+            raise Stop(2, "--remeasure-cases narrows --remeasure: name the variants too")
+        try:
+            su.remeasure_only = re.compile(args.remeasure_cases)
+        except re.error as e:
+            raise Stop(2, f"--remeasure-cases {args.remeasure_cases!r}: {e}") from None
     if args.shard:
         try:
             su.shard = gpus.parse_shard(args.shard)
@@ -582,7 +604,8 @@ def print_estimate(args, su: Setup) -> None:
         results_dir = Path(args.results) / (paths.gpu_slug(ctx["xcorr_gpu_name"]) + (paths.QUICK_SUFFIX if args.quick else ""))
     except (NoGpu, FileNotFoundError, RuntimeError, KeyError):
         pass
-    estimate(su.exps, su.registry, su.protocol, results_dir, su.max_fmas, su.remeasure, ctx.get("xcorr_git_revision"))
+    estimate(su.exps, su.registry, su.protocol, results_dir, su.max_fmas, su.remeasure, su.remeasure_only,
+             ctx.get("xcorr_git_revision"))
 
 
 def measuring_gpu(args, env: dict | None = None) -> dict:
@@ -740,7 +763,7 @@ def plan(args, su: Setup, ctx: dict, out_dir: Path) -> list[Plan]:
                                      for s, sh, r in ex.unavailable]
         state.data["members"] = resultfile.encode_members(ex.members)  # what the figures draw: no reader expands
         done = state.done_keys(su.protocol["repetitions"], args.retry_failed, su.remeasure,
-                               ctx.get("xcorr_git_revision"))
+                               ctx.get("xcorr_git_revision"), su.remeasure_only)
         pending = [c for c in ex.cases if c.key not in done]
         if su.shard_keys is not None:
             mine = [c for c in ex.cases if (e.name, c.key) in su.shard_keys]
@@ -994,7 +1017,8 @@ def run_workers(workers: list, plans: list, runs: dict, state_lock, args, su: Se
             run["ended"] = now()
             run["nvidia_smi_end"] = smi_end
             meta["nvidia_smi"]["last"] = smi_end
-            done = p.state.done_keys(su.protocol["repetitions"], False, su.remeasure, p.state.revision)
+            done = p.state.done_keys(su.protocol["repetitions"], False, su.remeasure, p.state.revision,
+                                     su.remeasure_only)
             if all(c.key in done for c in p.pending):
                 meta["complete"] = True
                 meta["finished"] = now()
