@@ -24,7 +24,7 @@ EXPERIMENT = Experiment(
         Series("fft", "fft"),
         Series("fft+plan", "fft+plan"),
         Series("fft-fused (new, fused FFT)", "fft-fused",
-               note="one block per matrix in shared memory up to 96 x 96, staged through global memory beyond"),
+               note="one block per matrix in shared memory up to 96 x 96 (at 96 x 96 from 33 outputs on), staged through global memory beyond"),
         Series("register-tiled (new)", "register-tiled", max_fmas=NEW_MAX_FMAS),
         Series("small-direct (new)", "small-direct", max_fmas=NEW_MAX_FMAS, max_size=96,
                note="one block per output row in shared memory: sizes up to ~100 only"),

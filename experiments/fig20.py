@@ -21,7 +21,7 @@ EXPERIMENT = Experiment(
         Series("fft", "fft"),
         Series("fft+plan", "fft+plan"),
         Series("fft-fused (new, fused FFT)", "fft-fused",
-               note="one block per matrix in shared memory up to 96 x 96, staged through global memory beyond"),
+               note="one block per matrix in shared memory up to 96 x 96 (at 96 x 96 from 33 outputs on), staged through global memory beyond"),
         Series("multi-matrix-tiled (new)", "multi-matrix-tiled", max_fmas=NEW_MAX_FMAS),
         Series("register-tiled (new)", "register-tiled", max_fmas=NEW_MAX_FMAS),
         Series("tensor-tiled (new, 3xTF32 tensor cores)", "tensor-tiled", max_fmas=NEW_MAX_FMAS),
