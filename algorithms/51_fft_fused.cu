@@ -894,9 +894,9 @@ public:
         const int need = std::max({p.hL - s0y, s1y + p.hR, p.wL - s0x, s1x + p.wR, p.hL, p.wL, p.hR, p.wR});
         N_ = Sizes::at_least(need);
         // A few outputs at N = 192 take the staged path at 256: one block per matrix is then all
-        // the GPU does, 12 warps on one SM for each of the two kernels (one-to-one 96 x 96: 31 us,
-        // against 19 us staged; at N <= 128, and from 64 outputs on, the one-block path is faster:
-        // notes). kStaged192Outputs is the largest count measured to gain.
+        // the GPU does, 12 warps on one SM for each of the two kernels. At N <= 128, and from 64
+        // outputs on, the one-block path is the faster (A/B in the notes); kStaged192Outputs is
+        // the largest count measured to gain.
         if (N_ == kMaxOneBlock && p.out_count() <= kStaged192Outputs) N_ = Sizes::at_least(kMaxOneBlock + 1);
         if (N_ == 0) {
             const std::string limit = "transforms go up to " + std::to_string(Sizes::max()) + " (outputs up to " +
