@@ -41,7 +41,8 @@ def test_b_twice_as_slow_reads_as_half(builds, tmp_path, capsys):
     rc = ab.main(["--build-a", str(a), "--build-b", str(b), "--env-b", "FAKE_TIME_SCALE=2", "-b", CASE,
                   "-b", "variant=overlap-wise form=one-to-one hL=64 wL=64 hR=64 wR=64 nL=1 nR=1", "-n", "2", "-r", "3", "--out", str(out)])
     assert rc == 0
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     assert printed.index("round 1: A") < printed.index("round 1: B")
     assert printed.index("round 2: B") < printed.index("round 2: A")
     assert sorted(p.name for p in out.iterdir()) == ["ab-a-1.json", "ab-a-2.json", "ab-b-1.json", "ab-b-2.json",
@@ -52,6 +53,16 @@ def test_b_twice_as_slow_reads_as_half(builds, tmp_path, capsys):
         assert ratio == pytest.approx(0.5, rel=1e-9) and mb == pytest.approx(2 * ma) and sa == sb == 0
     summary = (out / "ab-summary.txt").read_text()
     assert "Fake GPU 9000" in summary and "0.500" in summary and "FAKE_TIME_SCALE" in summary
+    # without XCORR_GIT_REVISION the recorded revision is whatever the copy's git says: it warns
+    assert "XCORR_GIT_REVISION is not set" in captured.err
+
+
+def test_no_revision_warning_when_it_is_given(builds, tmp_path, capsys, monkeypatch):
+    a, b = builds
+    monkeypatch.setenv("XCORR_GIT_REVISION", "abc123")
+    assert ab.main(["--build-a", str(a), "--build-b", str(b), "--env-b", "FAKE_TIME_SCALE=2", "-b", CASE,
+                    "-n", "1", "-r", "1", "--out", str(tmp_path / "out")]) == 0
+    assert "XCORR_GIT_REVISION" not in capsys.readouterr().err
 
 
 def test_summary_takes_medians_over_rounds_and_reports_one_sided_cases(tmp_path):
