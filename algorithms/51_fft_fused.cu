@@ -4,9 +4,10 @@
 // memory; larger transforms (256, 512, 1024: full outputs up to 1023 x 1023; a window may need a
 // smaller transform, see "Output windows") take the staged path at the end of this file, the same
 // phases as kernels of their own, and so do problems of at most 32 outputs at N = 192 (at 256:
-// one block of 192 per matrix leaves the GPU idle; FftFused's constructor). Beyond the paper: its fft (and ours, 50_fft.cu) is five passes
-// over a global workspace (pad, cuFFT's two R2C kernels, the product, cuFFT's two C2R kernels),
-// each bound by DRAM bandwidth; for the real-data shape that is 7.6 GB.
+// one block of 192 per matrix leaves the GPU idle; FftFused's constructor). Beyond the paper: its
+// fft (and ours, 50_fft.cu) is five passes over a global workspace (pad, cuFFT's two R2C kernels,
+// the product, cuFFT's two C2R kernels), each bound by DRAM bandwidth; for the real-data shape
+// that is 7.6 GB.
 //
 // Algorithm (the same transform as fft: both matrices at the top left of an N x N zero-padded
 // slot, C = F^-1(F(L) conj(F(R))) / N^2, shift (dy, dx) at circular position (dy mod N, dx mod N));

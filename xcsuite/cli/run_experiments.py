@@ -122,14 +122,13 @@ class State:
     def meta(self) -> dict:
         return self.data["xcorr_meta"]
 
-    def done_keys(self, repetitions: int, retry_failed: bool, remeasure: frozenset = frozenset(),
-                  revision: str | None = None, only: re.Pattern | None = None) -> set:
-        """Cases that need no run. A case of a variant in `remeasure` (and, with `only`, whose key
-        matches it) counts only when it was measured at `revision` (its code changed since the
-        older measurement)."""
+    def done_keys(self, repetitions: int, retry_failed: bool, remeasure: "Remeasure | None" = None,
+                  revision: str | None = None) -> set:
+        """Cases that need no run. A case `remeasure` asks for counts only when it was measured at
+        `revision` (its code changed since the older measurement)."""
         done = set()
         for key, c in self.data["cases"].items():
-            if stale(key, c, remeasure, revision, only):
+            if remeasure and remeasure.asks(key, c, revision):
                 continue
             reps = sum(1 for e in resultfile.entries_of(c) if not e.get("error_occurred"))
             if c.get("status") == "ok" and reps >= repetitions:
@@ -374,10 +373,14 @@ def select(names: list[str]) -> list:
     return [suite.load(n) for n in dict.fromkeys(picked)]
 
 
+def within_cap(cases: list, max_fmas) -> list:
+    """The cases of at most max_fmas multiply-adds per call (all of them without a cap)."""
+    return [c for c in cases if not max_fmas or c.fmas <= max_fmas]
+
+
 def expand_capped(e, registry, max_fmas):
     ex = expand(e, registry)
-    if max_fmas:
-        ex.cases = [c for c in ex.cases if c.fmas <= max_fmas]
+    ex.cases = within_cap(ex.cases, max_fmas)
     return ex
 
 
@@ -424,9 +427,8 @@ def recorded_pace(st: dict, cases: list, fam: dict) -> tuple[float, float, int]:
     return actual, modelled, n
 
 
-def estimate(exps, registry, protocol, results_dir: Path | None, max_fmas=None, remeasure: frozenset = frozenset(),
-             remeasure_only: re.Pattern | None = None,
-             revision: str | None = None) -> float:
+def estimate(exps, registry, protocol, results_dir: Path | None, max_fmas=None,
+             remeasure: "Remeasure | None" = None, revision: str | None = None) -> float:
     fam = {v["name"]: v.get("family") for v in registry}
     total = total_pending = 0.0
     took = modelled = 0.0  # the recorded chunks' wall time and model (recorded_pace)
@@ -438,12 +440,12 @@ def estimate(exps, registry, protocol, results_dir: Path | None, max_fmas=None, 
             continue
         cases = expand(e, registry).cases  # every case: the recorded ones, whatever cap they ran under
         secs = [(c, case_seconds(c, protocol["repetitions"], protocol["min_time_s"], fam.get(c.variant)))
-                for c in cases if not max_fmas or c.fmas <= max_fmas]  # expand_capped's cases
+                for c in within_cap(cases, max_fmas)]
         done = set()
         if results_dir is not None and (results_dir / f"{e.name}.json").exists():
             st = load_results(results_dir / f"{e.name}.json")
             done = {k for k, v in st.get("cases", {}).items()
-                    if v.get("status") and not stale(k, v, remeasure, revision, remeasure_only)}
+                    if v.get("status") and not (remeasure and remeasure.asks(k, v, revision))}
             a, m, n = recorded_pace(st, cases, fam)
             took, modelled, chunks = took + a, modelled + m, chunks + n
         t = sum(x for _, x in secs)
@@ -470,11 +472,19 @@ class Stop(Exception):
         self.status = status
 
 
-def stale(key: str, case: dict, remeasure: frozenset, revision: str | None, only: re.Pattern | None) -> bool:
-    """Whether --remeasure (narrowed by --remeasure-cases) asks for this recorded case again: its
-    variant is named, its key matches, and another revision measured it."""
-    return (key.split("|", 1)[0] in remeasure and case.get("revision") != revision
-            and (only is None or only.search(key) is not None))
+@dataclass(frozen=True)
+class Remeasure:
+    """--remeasure: the variants whose code changed, narrowed by --remeasure-cases to the case keys
+    a pattern matches (a change to one code path)."""
+
+    variants: frozenset = frozenset()
+    only: re.Pattern | None = None
+
+    def asks(self, key: str, case: dict, revision: str | None) -> bool:
+        """Whether this recorded case runs again: its variant is named, its key matches, and
+        another revision measured it."""
+        return (key.split("|", 1)[0] in self.variants and case.get("revision") != revision
+                and (self.only is None or self.only.search(key) is not None))
 
 
 @dataclass
@@ -485,9 +495,8 @@ class Setup:
     registry: list
     protocol: dict
     max_fmas: float | None
-    remeasure: frozenset
-    shard: tuple | None = None
-    remeasure_only: re.Pattern | None = None  # --remeasure-cases  # (K, N): --shard K/N
+    remeasure: Remeasure
+    shard: tuple | None = None  # (K, N): --shard K/N
     shard_keys: frozenset | None = None  # (experiment, case key) of the shard's cases
 
 
@@ -548,19 +557,20 @@ def setup(args) -> Setup:
             registry = with_peers(registry)  # the peers run in the same runs (xcsuite/peerbench.py)
     except (FileNotFoundError, RuntimeError, ValueError) as e:
         raise Stop(2, str(e)) from None
-    remeasure = frozenset(v.strip() for v in args.remeasure.split(",") if v.strip())
-    unknown = sorted(remeasure - {v["name"] for v in registry})
+    variants = frozenset(v.strip() for v in args.remeasure.split(",") if v.strip())
+    unknown = sorted(variants - {v["name"] for v in registry})
     if unknown:
         raise Stop(2, f"--remeasure: unknown variant(s) {', '.join(unknown)}")
-    max_fmas = args.max_fmas if args.max_fmas is not None else (QUICK_MAX_FMAS if args.quick else None)
-    su = Setup(exps, registry, QUICK_PROTOCOL if args.quick else PROTOCOL, max_fmas, remeasure)
+    only = None
     if args.remeasure_cases is not None:
-        if not remeasure:
+        if not variants:
             raise Stop(2, "--remeasure-cases narrows --remeasure: name the variants too")
         try:
-            su.remeasure_only = re.compile(args.remeasure_cases)
+            only = re.compile(args.remeasure_cases)
         except re.error as e:
             raise Stop(2, f"--remeasure-cases {args.remeasure_cases!r}: {e}") from None
+    max_fmas = args.max_fmas if args.max_fmas is not None else (QUICK_MAX_FMAS if args.quick else None)
+    su = Setup(exps, registry, QUICK_PROTOCOL if args.quick else PROTOCOL, max_fmas, Remeasure(variants, only))
     if args.shard:
         try:
             su.shard = gpus.parse_shard(args.shard)
@@ -604,8 +614,7 @@ def print_estimate(args, su: Setup) -> None:
         results_dir = Path(args.results) / (paths.gpu_slug(ctx["xcorr_gpu_name"]) + (paths.QUICK_SUFFIX if args.quick else ""))
     except (NoGpu, FileNotFoundError, RuntimeError, KeyError):
         pass
-    estimate(su.exps, su.registry, su.protocol, results_dir, su.max_fmas, su.remeasure, su.remeasure_only,
-             ctx.get("xcorr_git_revision"))
+    estimate(su.exps, su.registry, su.protocol, results_dir, su.max_fmas, su.remeasure, ctx.get("xcorr_git_revision"))
 
 
 def measuring_gpu(args, env: dict | None = None) -> dict:
@@ -763,7 +772,7 @@ def plan(args, su: Setup, ctx: dict, out_dir: Path) -> list[Plan]:
                                      for s, sh, r in ex.unavailable]
         state.data["members"] = resultfile.encode_members(ex.members)  # what the figures draw: no reader expands
         done = state.done_keys(su.protocol["repetitions"], args.retry_failed, su.remeasure,
-                               ctx.get("xcorr_git_revision"), su.remeasure_only)
+                               ctx.get("xcorr_git_revision"))
         pending = [c for c in ex.cases if c.key not in done]
         if su.shard_keys is not None:
             mine = [c for c in ex.cases if (e.name, c.key) in su.shard_keys]
@@ -1017,8 +1026,7 @@ def run_workers(workers: list, plans: list, runs: dict, state_lock, args, su: Se
             run["ended"] = now()
             run["nvidia_smi_end"] = smi_end
             meta["nvidia_smi"]["last"] = smi_end
-            done = p.state.done_keys(su.protocol["repetitions"], False, su.remeasure, p.state.revision,
-                                     su.remeasure_only)
+            done = p.state.done_keys(su.protocol["repetitions"], False, su.remeasure, p.state.revision)
             if all(c.key in done for c in p.pending):
                 meta["complete"] = True
                 meta["finished"] = now()
