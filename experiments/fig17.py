@@ -4,9 +4,12 @@ fft (plans reused) and fft+plan (plan creation timed), plus this project's new k
 Sizes: the paper's one-to-one sizes plus 384 and 512, where fft+plan overtakes ("near 384").
 The baseline is capped at BASELINE_MAX_FMAS per call (it never is: 512 needs 6.9e10).
 Left panel: every algorithm; right panel: best definition-based (paper / new) vs fft, fft+plan.
+Peer (issue #25): torch-fft, PyTorch's FFT correlation as a user writes it (xcsuite.peerbench), in
+the same runs; the comparison figure draws it beside fft, fft+plan and fft-fused.
 """
 from experiments._spec import (BASELINE_MAX_FMAS, NEW_MAX_FMAS, SIZES_FFT_CROSSING, SIZES_ONE_TO_ONE, Experiment,
                                Series, Shape)
+from experiments._windows import series as peer
 
 EXPERIMENT = Experiment(
     name="fig17",
@@ -25,6 +28,7 @@ EXPERIMENT = Experiment(
         Series("fft+plan", "fft+plan"),
         Series("fft-fused (new, fused FFT)", "fft-fused",
                note="one block per matrix in shared memory up to 96 x 96 (at 96 x 96 from 33 outputs on), staged through global memory beyond"),
+        peer("torch-fft"),
         Series("register-tiled (new)", "register-tiled", max_fmas=NEW_MAX_FMAS),
         Series("small-direct (new)", "small-direct", max_fmas=NEW_MAX_FMAS, max_size=96,
                note="one block per output row in shared memory: sizes up to ~100 only"),

@@ -1,9 +1,13 @@
 """Fig. 20: comparison of the one-to-many algorithms on 1-to-2, 1-to-8 and 1-to-32 (the paper's
 tunings, docs/EXPERIMENTS.md) with fft and fft+plan, plus this project's new kernels.
 Sizes: the paper's plus 384 and 512 (fft+plan overtakes "slightly beyond 256" with 2 rights).
-The baseline is capped at BASELINE_MAX_FMAS per call: it skips 512 with 32 rights (2.2e12)."""
+The baseline is capped at BASELINE_MAX_FMAS per call: it skips 512 with 32 rights (2.2e12).
+Peer (issue #25): torch-fft, PyTorch's FFT correlation as a user writes it (xcsuite.peerbench), in
+the same runs; the comparison figure draws it beside fft, fft+plan and fft-fused.
+"""
 from experiments._spec import (BASELINE_MAX_FMAS, DEFINITION_MAX_FMAS, NEW_MAX_FMAS, SIZES_FFT_CROSSING, SIZES_MANY,
                                Experiment, Series, Shape, clamp_to_count)
+from experiments._windows import series as peer
 
 EXPERIMENT = Experiment(
     name="fig20",
@@ -22,6 +26,7 @@ EXPERIMENT = Experiment(
         Series("fft+plan", "fft+plan"),
         Series("fft-fused (new, fused FFT)", "fft-fused",
                note="one block per matrix in shared memory up to 96 x 96 (at 96 x 96 from 33 outputs on), staged through global memory beyond"),
+        peer("torch-fft"),
         Series("multi-matrix-tiled (new)", "multi-matrix-tiled", max_fmas=NEW_MAX_FMAS),
         Series("register-tiled (new)", "register-tiled", max_fmas=NEW_MAX_FMAS),
         Series("tensor-tiled (new, 3xTF32 tensor cores)", "tensor-tiled", max_fmas=NEW_MAX_FMAS),

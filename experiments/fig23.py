@@ -3,9 +3,13 @@ tunings) with fft and fft+plan, plus this project's new kernels. Sizes: the pape
 512. Claim: fft+plan overtakes at 64x64 for 32-to-32.
 Caps: definition-based kernels skip calls above DEFINITION_MAX_FMAS (32-to-32 at 384 and 512:
 2.2e13 and 7e13 FMAs, seconds per call, where fft+plan takes milliseconds); the baseline (not
-in the paper's figure, added for the speedups) stops at BASELINE_MAX_FMAS."""
+in the paper's figure, added for the speedups) stops at BASELINE_MAX_FMAS.
+Peer (issue #25): torch-fft, PyTorch's FFT correlation as a user writes it (xcsuite.peerbench), in
+the same runs; the comparison figure draws it beside fft, fft+plan and fft-fused.
+"""
 from experiments._spec import (BASELINE_MAX_FMAS, DEFINITION_MAX_FMAS, NEW_MAX_FMAS, SIZES_FFT_CROSSING, SIZES_MANY,
                                Experiment, Series, Shape, clamp_to_count)
+from experiments._windows import series as peer
 
 EXPERIMENT = Experiment(
     name="fig23",
@@ -26,6 +30,7 @@ EXPERIMENT = Experiment(
         Series("fft+plan", "fft+plan"),
         Series("fft-fused (new, fused FFT)", "fft-fused",
                note="one block per matrix in shared memory up to 96 x 96 (at 96 x 96 from 33 outputs on), staged through global memory beyond"),
+        peer("torch-fft"),
         Series("multi-matrix-tiled (new)", "multi-matrix-tiled", max_fmas=NEW_MAX_FMAS),
         Series("tensor-tiled (new, 3xTF32 tensor cores)", "tensor-tiled", max_fmas=NEW_MAX_FMAS),
         Series("tensor-presplit (new, 3xTF32 tensor cores, operands split once)", "tensor-presplit", max_fmas=NEW_MAX_FMAS),

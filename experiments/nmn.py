@@ -7,8 +7,11 @@ per left); and the real-data shape of section 5.6 (86 lefts, 50 x 86 rights, 96 
 which the paper reports 79 ms on an A100 with multi-matrix-right + grouped-overlap.
 Lines: multi-matrix-right launched as one grid with an extra index, or as one-to-many kernels on
 1 or 20 streams (the paper's question), the tuned mm-right variants, fft, and the new kernels.
+Peer (issue #25): torch-fft, PyTorch's FFT correlation as a user writes it (xcsuite.peerbench), in
+the same runs.
 """
 from experiments._spec import SIZES_MANY, Experiment, Series, Shape, clamp_to_count
+from experiments._windows import series as peer
 
 PACKAGE_SHAPES = [(2, 8), (4, 16), (8, 32), (100, 4000)]  # (nL, nR)
 
@@ -34,6 +37,7 @@ EXPERIMENT = Experiment(
         Series("fft", "fft"),
         Series("fft-fused (new, fused FFT)", "fft-fused",
                note="one block per matrix in shared memory up to 96 x 96 (at 96 x 96 from 33 outputs on), staged through global memory beyond"),
+        peer("torch-fft"),
         Series("multi-matrix-tiled (new)", "multi-matrix-tiled"),
         Series("register-tiled (new)", "register-tiled"),
         Series("tensor-tiled (new, 3xTF32 tensor cores)", "tensor-tiled"),

@@ -480,3 +480,30 @@ def test_bench_summary_reads_aggregates_only_files():
     mean = means[next(n for n in means if n.startswith(one[0] + "/"))]
     assert float(one[1]) == pytest.approx(mean["real_time"] / 1e3, abs=1e-3) and one[2] == "ms"
     assert float(one[3].rstrip("%")) > 0
+
+
+def test_comparison_figure_draws_a_peer_beside_the_fft_series_not_among_the_direct_kernels(tmp_path, monkeypatch):
+    """Issue #25: torch-fft, a peer computing by FFT, belongs in the right panel (best definition-
+    based vs FFT), in its colour of every figure, and not in the left one (definition-based)."""
+    rows = []
+    for size in (64, 128):
+        for series, group, variant, t in (("split-row", "paper", "split-row", 50.0),
+                                          ("register-tiled (new)", "new", "register-tiled", 20.0),
+                                          ("fft", "fft", "fft", 15.0),
+                                          ("torch-fft (PyTorch FFT)", "peer", "torch-fft", 120.0)):
+            rows.append(dict(shape_panel="one-to-one", series=series, group=group, variant=variant, size=size,
+                             time_us=t * size / 64, tuned=False))
+    pts = pd.DataFrame(rows)
+    exp = type("Exp", (), dict(name="figx", metric="time", paper="Fig. X", title="t", xlabel="N",
+                               series=[type("S", (), dict(label=r))() for r in
+                                       ("split-row", "register-tiled (new)", "fft", "torch-fft (PyTorch FFT)")]))()
+    drawn = {}
+    monkeypatch.setattr(plot, "save", lambda fig, out_dir, name: drawn.setdefault(name, fig) and [])
+    plot.plot_comparison(exp, pts, "GPU", tmp_path)
+    left, right = drawn["figx"].axes[:2]
+    left_labels = [ln.get_label() for ln in left.get_lines()]
+    right_lines = {ln.get_label(): ln for ln in right.get_lines()}
+    assert "torch-fft (PyTorch FFT)" not in left_labels and "split-row" in left_labels
+    assert "torch-fft (PyTorch FFT)" in right_lines and "fft" in right_lines
+    assert right_lines["torch-fft (PyTorch FFT)"].get_color() == plot.VARIANT_COLORS["torch-fft"]
+    assert right_lines["fft"].get_color() == plot.VARIANT_COLORS["fft"]

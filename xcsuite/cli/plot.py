@@ -196,10 +196,11 @@ def shared_legend(fig, axes) -> None:
 
 def best_by_group(sub: pd.DataFrame, col: str) -> dict:
     """Per group: the fastest point per size (the best kernel of the paper, of this project,
-    the baseline); fft and fft+plan stay separate lines."""
+    the baseline); fft, fft+plan, fft-fused and the peers (other libraries: torch-fft) stay
+    separate lines."""
     lines = {}
     for (group, variant), g in sub.groupby(["group", "variant"]):
-        if group == "fft":  # named by its series label ("fft-fused (new, fused FFT)")
+        if group in ("fft", "peer"):  # named by its series label ("fft-fused (new, fused FFT)")
             lines[str(g["series"].iloc[0])] = g.sort_values("size")
     for group, name in (("baseline", "overlap-wise (baseline)"), ("paper", "best of the paper's kernels"),
                         ("new", "best new kernel")):
@@ -211,6 +212,20 @@ def best_by_group(sub: pd.DataFrame, col: str) -> dict:
     return lines
 
 
+# The right panel of a comparison figure: its best-of lines in colours no FFT series or peer uses,
+# the FFT series and peers in their colour of every figure (VARIANT_COLORS).
+BEST_COLORS = {"baseline": "0.35", "paper": "C2", "new": "C3"}
+
+
+def comparison_style(s: pd.DataFrame, i: int) -> dict:
+    group, variant = s["group"].iloc[0], s["variant"].iloc[0]
+    if group in ("fft", "peer"):
+        return window_style(variant, group, i)
+    st = style_for(group, i)
+    st["color"] = BEST_COLORS.get(group, st["color"])
+    return st
+
+
 def plot_comparison(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
     col, ylabel = METRICS[exp.metric]
     panels = list(dict.fromkeys(pts["shape_panel"]))
@@ -220,15 +235,14 @@ def plot_comparison(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[P
         sub = pts[pts["shape_panel"] == pk]
         ax = axes[row][0]
         for i, label in enumerate(order):
-            s = sub[(sub["series"] == label) & (sub["group"] != "fft")].sort_values("size")
+            s = sub[(sub["series"] == label) & ~sub["group"].isin(["fft", "peer"])].sort_values("size")
             if s.empty:
                 continue
             ax.plot(s["size"], s[col], label=label, markersize=4, **style_for(s["group"].iloc[0], i))
         ax.set_title(f"{pk}: definition-based algorithms", fontsize=9)
         ax2 = axes[row][1]
         for i, (name, s) in enumerate(best_by_group(sub, col).items()):
-            group = s["group"].iloc[0]
-            ax2.plot(s["size"], s[col], label=name, markersize=4, **style_for(group, i))
+            ax2.plot(s["size"], s[col], label=name, markersize=4, **comparison_style(s, i))
             if name.startswith("best"):  # name the winner at the largest size
                 for _, r in s.iloc[[-1]].iterrows():
                     ax2.annotate(r["variant"], (r["size"], r[col]), fontsize=5, alpha=0.7,
