@@ -73,3 +73,80 @@ def test_tables_from_the_committed_h200_results(tmp_path):
     ambient = s[s["experiment"] == "signals_ambient"]
     assert ambient.iloc[0]["variant"] == "fft-segmented" and ambient.iloc[0]["vs_best_peer"] < 1
     assert "### signals_seed004" in (gpu / "signal_table.md").read_text()
+
+
+# --- the headline table (README's results table) --------------------------------------------------
+
+def srow(variant, family, time_us, counts="32-to-32", size=256, precision="fp32", shifts="", params="",
+         cold=False, status="ok", peak_pct=50.0):
+    return {"variant": variant, "family": family, "time_us": time_us, "counts": counts, "size": size,
+            "precision": precision, "shifts": shifts, "params": params, "cold": cold, "status": status,
+            "peak_pct": peak_pct}
+
+
+def test_headline_cells_take_the_fastest_raw_full_output_run_per_column():
+    s = pd.DataFrame([
+        srow("overlap-wise", "baseline", 9000.0),
+        srow("grouped-overlap", "warp-shuffle", 3000.0), srow("split-row", "warp-shuffle", 2500.0),
+        srow("multi-matrix-both+grouped-overlap", "multi-matrix", 2000.0),
+        srow("tensor-wgmma", "hopper", 1000.0, precision="3xtf32", peak_pct=116.0),  # FP32-class: counted
+        srow("tensor-tiled-tf32", "hopper", 400.0, precision="tf32"),                # one TF32 pass: not
+        srow("fft", "fft", 300.0), srow("fft", "fft", 280.0), srow("fft+plan", "fft", 600.0),  # fft: the faster of two
+        srow("fft-fused", "hopper", 200.0),                                          # its own column, not "new"
+        srow("fft-fused", "hopper", 50.0, shifts="-16:16,-16:16"),                   # a window: not headline
+        srow("fft-fused", "hopper", 40.0, params="normalize=zncc"),                  # normalized: not headline
+        srow("fft-fused", "hopper", 30.0, cold=True),                                # cold: not headline
+        srow("fft-fused", "hopper", 20.0, status="failed"),                          # failed: never
+        srow("torch-fft", "peer", 700.0),
+        srow("fft", "fft", 99.0, counts="1-to-32", size=64),                         # another problem
+    ])
+    c = tables.headline_cells(s)
+    assert list(zip(c["counts"], c["size"])) == [("1-to-32", 64), ("32-to-32", 256)]  # HEADLINE_ROWS' order
+    r = c[c["counts"] == "32-to-32"].iloc[0]
+    assert (r["overlap-wise"], r["paper"], r["paper_variant"]) == (9000.0, 2000.0, "multi-matrix-both+grouped-overlap")
+    assert (r["new"], r["new_variant"], r["new_peak_pct"]) == (1000.0, "tensor-wgmma", 116.0)
+    assert (r["fft"], r["fft-fused"], r["torch-fft"], r["ours_best"]) == (280.0, 200.0, 700.0, 200.0)
+    assert r["torch_over_ours"] == pytest.approx(3.5)
+    md = tables.headline_markdown(c)
+    line = next(x for x in md.splitlines() if x.startswith("| 32-to-32 |"))
+    assert "**200 µs**" in line and "| 3.5x |" in line and "116%" in line and "| – |" not in line
+    assert "| – |" in next(x for x in md.splitlines() if x.startswith("| 1-to-32 |"))  # unmeasured columns
+
+
+def test_readme_holds_the_committed_headline_table():
+    """The README's results table is results/nvidia-h200/headline.md's (scripts/table.py --readme)."""
+    from xcsuite.cli import table
+    readme = (ROOT / "README.md").read_text()
+    assert table.readme_with_headline(readme, ROOT / "results" / "nvidia-h200") == readme, \
+        "README.md's headline table differs from results/nvidia-h200/headline.md: run scripts/table.py --readme"
+    with pytest.raises(ValueError, match="no block"):
+        table.readme_with_headline("no markers here", ROOT / "results" / "nvidia-h200")
+
+
+def test_text_files_are_replaced_at_once(tmp_path, monkeypatch):
+    """A write that fails half-way leaves the old file whole and no temporary file beside it."""
+    import os
+    from xcsuite import paths
+    f = tmp_path / "headline.md"
+    f.write_text("old table\n")
+    real = os.fdopen
+
+    class Broken:
+        def __init__(self, fd, mode):
+            self.f = real(fd, mode)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def write(self, text):
+            self.f.write(text[:3])
+            self.f.flush()
+            raise OSError("disk full")
+
+    monkeypatch.setattr(os, "fdopen", Broken)
+    with pytest.raises(OSError, match="disk full"):
+        paths.write_text_atomic(f, "new table\n" * 100)
+    assert f.read_text() == "old table\n" and [p.name for p in tmp_path.iterdir()] == ["headline.md"]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,3 +77,19 @@ def save_figure(fig, out_dir: Path, name: str, dpi: int, **savefig_kw) -> list[P
 FIXED_METADATA = {"png": {"Software": None},
                   "pdf": {"CreationDate": None, "ModDate": None, "Creator": None, "Producer": None},
                   "svg": {"Date": None, "Creator": None}}
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Replaces `path` with `text` at once: a reader (or a kill) sees the old file or the new one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are shared files
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

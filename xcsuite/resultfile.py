@@ -11,12 +11,11 @@ kept instead of lost."""
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from experiments._spec import Shape, case_key
+from xcsuite import paths
 
 FORMAT = "xcsuite-results/2"
 DIM_KEYS = ("hL", "wL", "hR", "wR", "nL", "nR")
@@ -218,15 +217,4 @@ def dumps(data: dict) -> str:
 
 def write_atomic(path: Path, data: dict) -> None:
     """Replaces `path` with `data` at once: a reader (or a kill) sees the old file or the new one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(dumps(data))
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are shared files
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    paths.write_text_atomic(path, dumps(data))

@@ -323,3 +323,74 @@ def signal_markdown(table: pd.DataFrame) -> str:
             lines.append(f"| {name} | {r['precision'] or '–'} | {fmt_time(r['total_us'])} | {rate} | {vs} |")
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+# --- the headline table (README "Results on ..."; issue #25's PyTorch column) ---------------------
+#
+# Per headline problem (full output, raw, warm runs): the baseline, the best of the paper's
+# kernels, the best of this project's definition-based kernels (FP32-class precision), the FFT
+# series, PyTorch's FFT correlation as a user writes it (torch-fft, measured in the same runs),
+# and how many times slower that peer is than this project's fastest series. Each cell is the
+# fastest run over every experiment that measured the problem and every tuning it measured.
+
+HEADLINE_ROWS = [("1-to-1", s) for s in (16, 64, 128, 256, 512)] + [("1-to-32", s) for s in (16, 64, 256)] + \
+    [("32-to-32", s) for s in (64, 256)] + [("86 lefts x 50 rights each", 96)]
+HEADLINE_ROW_LABELS = {"86 lefts x 50 rights each": "real-data n-to-mn: 86 lefts x 50 rights each"}
+PAPER_FAMILIES = ("warp-per-overlap", "warp-shuffle", "multi-matrix")
+HEADLINE_FFT = ("fft", "fft+plan", "fft-fused")
+
+
+def headline_cells(summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per HEADLINE_ROWS problem measured: the time (µs) and variant of each column, the
+    best new kernel's % of the FP32 peak, and torch-fft's time over this project's fastest."""
+    s = summary[(summary["status"] == "ok") & (~summary["cold"].astype(bool)) & summary["time_us"].notna()]
+    s = s[s["shifts"].fillna("").astype(str).eq("") & ~s["params"].fillna("").astype(str).str.contains("normalize=")]
+    rows = []
+    for counts, size in HEADLINE_ROWS:
+        p = s[(s["counts"] == counts) & (s["size"] == size)]
+        if p.empty:
+            continue
+        fp32 = p["precision"].fillna("fp32").isin(["fp32", "3xtf32"])  # FP32-class: within 1e-5 of float64
+
+        def best(mask):
+            q = p[mask]
+            if q.empty:
+                return float("nan"), ""
+            r = q.loc[q["time_us"].idxmin()]
+            return float(r["time_us"]), str(r["variant"])
+
+        row = {"counts": counts, "size": int(size)}
+        row["overlap-wise"], _ = best(p["variant"] == "overlap-wise")
+        row["paper"], row["paper_variant"] = best(p["family"].isin(PAPER_FAMILIES))
+        row["new"], row["new_variant"] = best((p["family"] == "hopper") & ~p["variant"].isin(HEADLINE_FFT) & fp32)
+        q = p[(p["variant"] == row["new_variant"])]
+        row["new_peak_pct"] = float(q.loc[q["time_us"].idxmin(), "peak_pct"]) if not q.empty else float("nan")
+        for v in HEADLINE_FFT + ("torch-fft",):
+            row[v], _ = best(p["variant"] == v)
+        ours = [row[k] for k in ("overlap-wise", "paper", "new") + HEADLINE_FFT if row[k] == row[k]]
+        row["ours_best"] = min(ours) if ours else float("nan")
+        row["torch_over_ours"] = row["torch-fft"] / row["ours_best"] if ours else float("nan")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def headline_markdown(cells: pd.DataFrame) -> str:
+    head = ("| case | size | overlap-wise | best paper kernel | best new kernel | % of FP32 peak (new) | fft | fft+plan "
+            "| fft-fused (new) | PyTorch FFT (torch-fft) | PyTorch FFT / our best |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|\n")
+    out = []
+    for _, r in cells.iterrows():
+        def t(col, variant_col=None):
+            if r[col] != r[col]:
+                return "–"
+            cell = fmt_time(r[col])
+            if variant_col and r[variant_col]:
+                cell += f" ({r[variant_col]})"
+            return f"**{cell}**" if r[col] == r["ours_best"] else cell
+        v = r["new_peak_pct"]
+        pct = "–" if v != v else f"{v:.2g}%" if v < 10 else f"{v:.0f}%"
+        ratio = f"{r['torch_over_ours']:.3g}x" if r["torch_over_ours"] == r["torch_over_ours"] else "–"
+        out.append(f"| {HEADLINE_ROW_LABELS.get(r['counts'], r['counts'])} | {r['size']} | {t('overlap-wise')} | "
+                   f"{t('paper', 'paper_variant')} | {t('new', 'new_variant')} | {pct} | {t('fft')} | {t('fft+plan')} | "
+                   f"{t('fft-fused')} | {t('torch-fft')} | {ratio} |")
+    return head + "\n".join(out) + "\n"
