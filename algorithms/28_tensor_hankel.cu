@@ -4,36 +4,42 @@
 // (hL == hR == 1: the registry refuses other shapes before make()). Drafted without a GPU.
 //
 // Algorithm. C(d) = sum_k L[d + k] R[k], L zero outside [0, wL), k over the right signal (the
-// template, K = wR). For a block of M consecutive lags d0 .. d0 + M - 1 and the NB = 16 rights
-// R_0 .. R_15 of one left, C[d0 + m][q] = sum_k A[m][k] B[k][q] with the Hankel matrix
-// A[m][k] = L[d0 + m + k] and B[k][q] = R_q[k]: an M x K by K x 16 GEMM. The long signal is read
-// once per block: the window Ls[x] = L[d0 + k0 + x], x < M + KC (zero-filled outside L), and the
-// A fragment element (m, k) of K chunk k0 is Ls[m + k] (no M x K materialization). The templates
-// are staged per K chunk of KC = 256 (32 k steps; a template is zero-padded to whole groups of 4 k
-// steps past its end, so the padding multiplies zeros); a block keeps the staged chunk while its
-// next work item needs the same one (templates of at most KC samples: staged once per block and
-// pair group, as seed 004 keeps its templates resident).
+// template, K = wR). For the NB = 16 rights R_0 .. R_15 of one left and a block of consecutive
+// lags d0 .. d0 + BM - 1, C[q][d0 + n] = sum_k A[q][k] B[k][n] with A[q][k] = R_q[k] (the
+// templates: the MMA's 16 rows) and the Hankel matrix B[k][n] = L[d0 + n + k] (the lags: its
+// columns): a 16 x K by K x BM GEMM, the transpose of seed 004's Hankel-times-templates product. The
+// long signal is read once per block: the window Ls[x] = L[d0 + k0 + x], x < BM + KC (zero-filled
+// outside L), and the B fragment element (k, n) of K chunk k0 is Ls[n + k] (no K x BM
+// materialization). The templates are staged per K chunk of KC = 256 (32 k steps; a template is
+// zero-padded to whole groups of 4 k steps past its end, so the padding multiplies zeros); a block
+// keeps the staged chunk while its next work item needs the same one (templates of at most KC
+// samples: staged once per block and pair group, as seed 004 keeps its templates resident).
 //
-// Mapping. 128 threads = 4 warps stacked along the lags; warp w owns lags 16 MT w .. 16 MT w +
-// 16 MT - 1 of the block's BM = 64 MT lags (MT m tiles of 16 lags) x 2 n tiles of 8 rights.
-// MMA fragments (common/mma_tf32.cuh), lane (g, t) = (lane / 4, lane % 4): a0 = A[g][t],
-// a1 = A[g + 8][t], a2 = A[g][t + 4], a3 = A[g + 8][t + 4]; with A[m][k] = Ls[m + k], m tile mt and
-// k step s read Ls[16 mt + 8 s + g + t + {0, 8, 4, 12}] = pair P(2 mt + s) and P(2 mt + s + 1),
-// P(j) = (Ls[base + 8 j], Ls[base + 8 j + 4]), base = 16 MT w + g + t. The window is stored as those
-// pairs (slot x: L[x], L[x + 4]; 3xTF32: their big and small parts, one 16-byte load), so a group
-// of 4 k steps reads 2 MT + 3 slots per lane for 4 x MT x 2 MMAs (x 3 in 3xTF32). B: b0 = R_g[8 s
-// + t], b1 = R_g[8 s + t + 4] of the n tile's right g: the templates are stored as (right slot,
-// k step, t) entries (b0, b1[, small b0, small b1]), one 8- or 16-byte load per n tile and k step;
-// the slot stride is 4 x 33 entries (33 odd: lanes g, g + 1 .. of one load phase hit distinct
-// banks). C: c0 (lag g, right 2t), c1 (g, 2t + 1), c2 (g + 8, 2t), c3 (g + 8, 2t + 1): each store
-// instruction writes 8 consecutive lags of 4 rights, 4 full 32-byte sectors.
+// Why the templates are A. MMA fragments (common/mma_tf32.cuh), lane (g, t) = (lane / 4, lane % 4):
+// b0 = B[t][g], b1 = B[t + 4][g], so the B fragment of n tile nt and k step s is the window pair
+// P(nt + s) = (Ls[base + 8 (nt + s)], Ls[base + 8 (nt + s) + 4]), base = 8 NT w + g + t, the same
+// register pair for every (nt, s) with the same sum: a group of 4 k steps reads NT + 3 pairs for
+// 4 NT MMAs (x 3 in 3xTF32) and hands each MMA a pair as loaded. With the lags as A (the Hankel
+// rows as the MMA's rows) the fragment {A[g][t], A[g + 8][t], A[g][t + 4], A[g + 8][t + 4]} mixes
+// two shared pairs, and the compiler assembled every MMA's 4 consecutive A registers with moves:
+// 270 moves per 64 MMAs in SASS (3xTF32: 384 per 96), an instruction stream 8x the MMAs'.
+// A (templates): a0 = R_g[8s + t], a1 = R_{g+8}[8s + t], a2 = R_g[8s + t + 4], a3 = R_{g+8}[8s + t
+// + 4], staged in fragment order, entry (s, lane): one 16-byte load per k step (3xTF32: big and
+// small parts in two arrays, two loads), consecutive lanes on consecutive 16 bytes.
+//
+// Mapping. 128 threads = 4 warps side by side along the lags; warp w owns lags 8 NT w .. 8 NT w +
+// 8 NT - 1 of the block's BM = 32 NT lags (NT n tiles of 8 lags) x the 16 rights (one m tile).
+// The window is stored as pairs (slot x: L[x], L[x + 4]; 3xTF32: their big and small parts, one
+// 16-byte load). C: c0 (right g, lag 2t), c1 (g, 2t + 1), c2 (g + 8, 2t), c3 (g + 8, 2t + 1): one
+// store instruction (c0 and c1 as a float2 where the output allows 8-byte stores) writes 8
+// consecutive lags of each of 8 rights, 8 full 32-byte sectors.
 //
 // Work items: (pair group, lag tile); a pair group is left i of PairMap::grid() with rights j0 ..
 // j0 + 15 of its M (absent rights are zero templates whose outputs are not written), so all four
 // forms run through the same stride table. A persistent grid (resident blocks, at most 2^31 - 1)
 // strides over the items: group-major when the templates fit one chunk (consecutive items of a
 // block reuse the staged templates), lag-tile-major otherwise (the blocks running together share
-// the left window in L2). No grid dimension limit: 4.32e6 lags are 16875 tiles of 256.
+// the left window in L2). No grid dimension limit: 4.32e6 lags are 8438 tiles of 512.
 //
 // Windows (CONVENTIONS.md, "Output windows", "One-dimensional signals"). The output of a pair is
 // out_h x out_w, row r = shift dy0 + r, column j = lag dx0 + j. Only dy = 0 overlaps (hL = hR = 1):
@@ -41,7 +47,7 @@
 // zeros. A lag tile's K range is the union of its lags' overlaps, k in [max(0, -d_last), min(wR,
 // wL - d_first)); a tile with none (or a window without row 0) runs no chunk and writes zeros.
 // Lags beyond the full range sum products with L's zero fill: exactly 0.
-// Invariants: every (lag, right) of the tile sums each k of [0, wR) at most once (chunks
+// Invariants: every (right, lag) of the tile sums each k of [0, wR) at most once (chunks
 // partition the K range from its start; each chunk covers KC columns, its padded k steps are zero
 // templates); a term left out (k outside the union) has L = 0; every element of every output is
 // written by exactly one work item (rows, lags and rights beyond the output skipped, not wrapped).
@@ -57,18 +63,16 @@
 // declared bound 2e-3 as tensor-tiled-tf32 (rigorous for inputs of one sign; seed 004 reports an
 // absolute error of 2.0e-4 on real data).
 //
-// Resources. 3xtf32: MT = 4 (BM = 256 lags per block), 32 + 32 accumulator registers, 11 pair
-// slots of 4 registers per group; tf32: MT = 8 (BM = 512), 64 accumulators, 19 pair slots of 2.
-// __launch_bounds__(128, 3): at most 168 registers; ptxas -v (sm_90a, CUDA 13.0): 3xtf32 152, tf32
-// 146 registers, no spills, no stack frame (the build enforces it): 3 blocks (12 warps) per SM. Dynamic
-// shared memory: 3xtf32 (256 + 256) x 16 B + 16 x 132 x 16 B = 41984 B; tf32 (512 + 256) x 8 B +
-// 16 x 132 x 8 B = 23040 B.
+// Resources. 3xtf32: NT = 8 (BM = 256 lags per block), 32 + 32 accumulator registers, 11 pair
+// slots of 4 registers per group, 2 x 4 template registers; tf32: NT = 16 (BM = 512), 64
+// accumulators, 19 pair slots of 2, 4 template registers. __launch_bounds__(128, 3): at most 168
+// registers, no spills, no stack frame (the build enforces it): 3 blocks (12 warps) per SM.
+// Dynamic shared memory: 3xtf32 (256 + 256) x 16 B + 2 x 1024 x 16 B = 40960 B; tf32
+// (512 + 256) x 8 B + 1024 x 16 B = 22528 B.
 // Expected bottleneck (seed 004's case, K = 256: 1.77e10 multiply-adds, 276 MB of output). Per
-// group of 4 k steps a warp issues 8 MT MMAs (3x: 24 MT) against 2 MT + 3 pair loads and 8 B
-// loads: 3xtf32 96 MMAs per ~54 shared-memory wavefronts, tf32 64 per ~35, under the SM's one
-// m16n8k8 per clock, so the tensor pipe (mma.sync reaches ~60-70% of Hopper's dense TF32 peak) and
-// the output stores (276 MB, ~90 us at 4.8 TB/s, overlapped across the 3 resident blocks) bound
-// it: expected ~70-100 TFLOP/s in 3xTF32 and ~150-250 in TF32. Not yet measured.
+// group of 4 k steps a warp issues 4 NT MMAs (3x: 12 NT) against NT + 3 pair loads and 4 (3x: 8)
+// template loads: the tensor pipe (mma.sync reaches ~60-70% of Hopper's dense TF32 peak) and the
+// output stores (276 MB, ~70 us at 4 TB/s, overlapped across the 3 resident blocks) bound it.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -86,23 +90,22 @@ namespace xcorr {
 namespace {
 
 constexpr int kThreads = 128, kWarps = 4;
-constexpr int kNB = 16;              // rights per pair group: 2 n tiles of 8 (seed 004's 16 templates)
-constexpr int kNT = kNB / 8;
+constexpr int kNB = 16;              // rights per pair group: the MMA's 16 rows (seed 004's 16 templates)
 constexpr int kKC = 256;             // K chunk: template samples staged at once
 constexpr int kGS = 4;               // k steps per unrolled group
-constexpr int kKSP = kKC / 8 + 1;    // k step entries per right slot: 33, odd (bank spread)
-constexpr int kRStride = 4 * kKSP;   // entries per right slot (4 lanes t per k step)
+constexpr int kAEnt = kKC / 8 * 32;  // template fragment entries per part: (k step, lane)
 constexpr int kFlush = 2;            // groups of k steps per accumulator flush (3xtf32)
 static_assert(kKC % (8 * kGS) == 0, "a chunk holds whole groups of k steps");
 
 template <bool SPLIT>
 struct Cfg {
-    static constexpr int MT = SPLIT ? 4 : 8;         // m tiles (16 lags) per warp
-    static constexpr int BM = kWarps * 16 * MT;      // lags per block: 256 or 512
-    static constexpr int NP = 2 * MT + kGS - 1;      // pair slots a lane reads per group
-    using Entry = typename std::conditional<SPLIT, uint4, uint2>::type;  // (b, b+4[, small b, small b+4])
+    static constexpr int NT = SPLIT ? 8 : 16;        // n tiles (8 lags) per warp
+    static constexpr int BM = kWarps * 8 * NT;       // lags per block: 256 or 512
+    static constexpr int NP = NT + kGS - 1;          // pair slots a lane reads per group
+    static constexpr int PARTS = SPLIT ? 2 : 1;      // template parts: big (or tf32), small
+    using Pair = typename std::conditional<SPLIT, uint4, uint2>::type;  // (L[x], L[x+4][, small, small])
     static constexpr int LENT = BM + kKC;            // window slots
-    static constexpr size_t SMEM = size_t(LENT + kNB * kRStride) * sizeof(Entry);
+    static constexpr size_t SMEM = size_t(LENT) * sizeof(Pair) + size_t(PARTS) * kAEnt * sizeof(uint4);
 };
 
 // The geometry of one problem, as the kernel takes it.
@@ -119,8 +122,9 @@ struct Geo {
 };
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+// A window slot: (L[x], L[x + 4]) as TF32 operands, or their big and small parts.
 template <bool SPLIT>
-__device__ __forceinline__ typename Cfg<SPLIT>::Entry make_entry(float lo, float hi) {
+__device__ __forceinline__ typename Cfg<SPLIT>::Pair make_pair(float lo, float hi) {
     if constexpr (SPLIT) {
         uint32_t b0, s0, b1, s1;
         split(lo, b0, s0);
@@ -135,20 +139,21 @@ __device__ __forceinline__ typename Cfg<SPLIT>::Entry make_entry(float lo, float
 template <bool SPLIT>
 __global__ void __launch_bounds__(kThreads, 3)
     tensor_hankel_kernel(const float* __restrict__ left, const float* __restrict__ right, float* __restrict__ out,
-                         PairGrid P, Geo G) {
+                         PairGrid P, Geo G, bool vec) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
     using C = Cfg<SPLIT>;
-    using E = typename C::Entry;
-    constexpr int MT = C::MT, BM = C::BM, NP = C::NP;
+    using E = typename C::Pair;
+    constexpr int NT = C::NT, BM = C::BM, NP = C::NP;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    E* Ls = reinterpret_cast<E*>(smem_raw);  // window slots x: (L[x], L[x + 4]) of the chunk
-    E* Rs = Ls + C::LENT;                     // right slot n, k step s, lane t: n * kRStride + 4 s + t
+    uint4* Ab = reinterpret_cast<uint4*>(smem_raw);  // template fragments (k step s, lane): big (or tf32)
+    uint4* As = Ab + (SPLIT ? kAEnt : 0);             // small parts (3xtf32)
+    E* Ls = reinterpret_cast<E*>(Ab + C::PARTS * kAEnt);  // window slots x: (L[x], L[x + 4]) of the chunk
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3;
-    const int mw = warp * 16 * MT;  // the warp's first lag in the tile
+    const int nw = warp * 8 * NT;  // the warp's first lag in the tile
 
-    // The chunk the template slots hold (block-uniform): pair group, first k and k steps.
+    // The chunk the template entries hold (block-uniform): pair group, first k and k steps.
     int64_t staged_z = -1;
     int64_t staged_k0 = -1;
     int staged_steps = 0;
@@ -166,13 +171,11 @@ __global__ void __launch_bounds__(kThreads, 3)
         const int64_t kb = std::max<int64_t>(0, -db), ke = std::min<int64_t>(G.wR, int64_t(G.wL) - da);
         const bool any = G.row0 >= 0 && kb < ke;
 
-        float acc[MT][kNT][4];
+        float acc[NT][4];
 #pragma unroll
-        for (int m = 0; m < MT; ++m)
+        for (int n = 0; n < NT; ++n)
 #pragma unroll
-            for (int n = 0; n < kNT; ++n)
-#pragma unroll
-                for (int v = 0; v < 4; ++v) acc[m][n][v] = 0.0f;
+            for (int v = 0; v < 4; ++v) acc[n][v] = 0.0f;
 
         if (any) {
             for (int64_t k0 = kb; k0 < ke; k0 += kKC) {
@@ -181,20 +184,27 @@ __global__ void __launch_bounds__(kThreads, 3)
                 const int steps = ceil_div(cols, 8 * kGS) * kGS;
                 __syncthreads();  // the previous chunk's (or item's) readers are done
                 if (z != staged_z || k0 != staged_k0 || steps != staged_steps) {
-                    // Templates: entry (n, s, tt) = R_{j0+n}[k0 + 8s + tt], [.. + 4], zero past wR or
-                    // for an absent right.
-                    const int per = steps * 4;
-                    for (int e = tid; e < kNB * per; e += kThreads) {
-                        const int n = e / per, r = e - n * per, s = r >> 2, tt = r & 3;
-                        const int j = j0 + n;
-                        float lo = 0.0f, hi = 0.0f;
-                        if (j < P.M) {
-                            const float* R = right + P.right(i, j) * int64_t(G.wR);
-                            const int64_t k = k0 + 8 * s + tt;
-                            if (k < G.wR) lo = __ldg(R + k);
-                            if (k + 4 < G.wR) hi = __ldg(R + k + 4);
+                    // Template fragment (s, lane (gg, tt)): R_{j0+gg}[k], R_{j0+gg+8}[k], R_{j0+gg}[k + 4],
+                    // R_{j0+gg+8}[k + 4], k = k0 + 8s + tt; zero past wR or for an absent right.
+                    for (int e = tid; e < steps * 32; e += kThreads) {
+                        const int s = e >> 5, gg = (e >> 2) & 7, tt = e & 3;
+                        const int64_t k = k0 + 8 * s + tt;
+                        float v[4];
+#pragma unroll
+                        for (int q = 0; q < 4; ++q) {
+                            const int j = j0 + gg + 8 * (q & 1);
+                            const int64_t kk = k + 4 * (q >> 1);
+                            v[q] = j < P.M && kk < G.wR ? __ldg(right + P.right(i, j) * int64_t(G.wR) + kk) : 0.0f;
                         }
-                        Rs[n * kRStride + 4 * s + tt] = make_entry<SPLIT>(lo, hi);
+                        if constexpr (SPLIT) {
+                            uint32_t b[4], sm[4];
+#pragma unroll
+                            for (int q = 0; q < 4; ++q) split(v[q], b[q], sm[q]);
+                            Ab[e] = make_uint4(b[0], b[1], b[2], b[3]);
+                            As[e] = make_uint4(sm[0], sm[1], sm[2], sm[3]);
+                        } else {
+                            Ab[e] = make_uint4(tf32(v[0]), tf32(v[1]), tf32(v[2]), tf32(v[3]));
+                        }
                     }
                     staged_z = z, staged_k0 = k0, staged_steps = steps;
                 }
@@ -206,58 +216,45 @@ __global__ void __launch_bounds__(kThreads, 3)
                         const int64_t p = base + x;
                         const float lo = (p >= 0 && p < G.wL) ? __ldg(L + p) : 0.0f;
                         const float hi = (p + 4 >= 0 && p + 4 < G.wL) ? __ldg(L + p + 4) : 0.0f;
-                        Ls[x] = make_entry<SPLIT>(lo, hi);
+                        Ls[x] = make_pair<SPLIT>(lo, hi);
                     }
                 }
                 __syncthreads();
 
                 // The MMA accumulator of the current flush period (3xtf32), or acc itself (tf32).
-                float part_store[SPLIT ? MT : 1][kNT][4];
+                float part_store[SPLIT ? NT : 1][4];
                 if constexpr (SPLIT) {
 #pragma unroll
-                    for (int m = 0; m < MT; ++m)
+                    for (int n = 0; n < NT; ++n)
 #pragma unroll
-                        for (int n = 0; n < kNT; ++n)
-#pragma unroll
-                            for (int v = 0; v < 4; ++v) part_store[m][n][v] = 0.0f;
+                        for (int v = 0; v < 4; ++v) part_store[n][v] = 0.0f;
                 }
-                const E* lp = Ls + mw + g + t;
-                const E* rp = Rs + g * kRStride + t;
+                const E* lp = Ls + nw + g + t;
 #pragma unroll 1
                 for (int s0 = 0; s0 < steps; s0 += kGS) {
-                    E pr[NP];  // pair slots P(s0 + q)
+                    E pr[NP];  // pair slots P(s0 + q): the B fragments of this group
 #pragma unroll
                     for (int q = 0; q < NP; ++q) pr[q] = lp[8 * (s0 + q)];
 #pragma unroll
                     for (int ss = 0; ss < kGS; ++ss) {
                         const int s = s0 + ss;
-                        E b[kNT];
+                        const uint4 ab = Ab[32 * s + lane];
+                        const uint32_t a[4] = {ab.x, ab.y, ab.z, ab.w};
+                        if constexpr (SPLIT) {
+                            const uint4 as = As[32 * s + lane];
+                            const uint32_t a_small[4] = {as.x, as.y, as.z, as.w};
+                            // the passes outermost, so that NT independent accumulators lie between the
+                            // dependent MMAs of one (big*big, big*small, small*big)
 #pragma unroll
-                        for (int n = 0; n < kNT; ++n) b[n] = rp[n * 8 * kRStride + 4 * s];
-                        // 3xtf32: the passes outermost, so that 2 MT independent accumulators lie between
-                        // the dependent MMAs of one (big*big, big*small, small*big).
+                            for (int n = 0; n < NT; ++n) mma_tf32(part_store[n], a, pr[n + ss].x, pr[n + ss].y);
 #pragma unroll
-                        for (int pass = 0; pass < (SPLIT ? 3 : 1); ++pass)
+                            for (int n = 0; n < NT; ++n) mma_tf32(part_store[n], a, pr[n + ss].z, pr[n + ss].w);
 #pragma unroll
-                            for (int m = 0; m < MT; ++m) {
-                                const E& p0 = pr[2 * m + ss];
-                                const E& p1 = pr[2 * m + ss + 1];
-                                uint32_t a[4] = {p0.x, p1.x, p0.y, p1.y};  // big (or tf32) parts
-                                if constexpr (SPLIT) {
-                                    if (pass == 2) a[0] = p0.z, a[1] = p1.z, a[2] = p0.w, a[3] = p1.w;  // small
-                                }
+                            for (int n = 0; n < NT; ++n) mma_tf32(part_store[n], a_small, pr[n + ss].x, pr[n + ss].y);
+                        } else {
 #pragma unroll
-                                for (int n = 0; n < kNT; ++n) {
-                                    if constexpr (SPLIT) {
-                                        if (pass == 1)
-                                            mma_tf32(part_store[m][n], a, b[n].z, b[n].w);  // big * small
-                                        else
-                                            mma_tf32(part_store[m][n], a, b[n].x, b[n].y);  // big*big, small*big
-                                    } else {
-                                        mma_tf32(acc[m][n], a, b[n].x, b[n].y);
-                                    }
-                                }
-                            }
+                            for (int n = 0; n < NT; ++n) mma_tf32(acc[n], a, pr[n + ss].x, pr[n + ss].y);
+                        }
                     }
                     if constexpr (SPLIT) {
                         if (((s0 / kGS) % kFlush) == kFlush - 1) flush_partial(acc, part_store);
@@ -267,29 +264,31 @@ __global__ void __launch_bounds__(kThreads, 3)
             }
         }
 
-        // Store: row r0 gets the sums, the window's other rows zeros. Accumulator v of (m, n): lag
-        // mw + 16 m + g (+8 for v >= 2), right slot 8 n + 2 t + (v & 1).
+        // Store: row r0 gets the sums, the window's other rows zeros. Accumulator v of n tile nt:
+        // right slot g + 8 (v >> 1), lag nw + 8 nt + 2t + (v & 1).
         const int64_t plane = int64_t(G.out_h) * G.out_w;
 #pragma unroll
-        for (int n = 0; n < kNT; ++n)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int j = j0 + 8 * n + 2 * t + h;
-                if (j >= P.M) continue;
-                float* o = out + P.output(i, j) * plane;
+        for (int h = 0; h < 2; ++h) {
+            const int j = j0 + g + 8 * h;
+            if (j >= P.M) continue;
+            float* o = out + P.output(i, j) * plane;
 #pragma unroll 1
-                for (int r = 0; r < G.out_h; ++r) {
-                    const bool live = r == G.row0;
-                    float* orow = o + int64_t(r) * G.out_w;
+            for (int r = 0; r < G.out_h; ++r) {
+                const bool live = r == G.row0;
+                float* orow = o + int64_t(r) * G.out_w;
 #pragma unroll
-                    for (int m = 0; m < MT; ++m)
-#pragma unroll
-                        for (int hi = 0; hi < 2; ++hi) {
-                            const int64_t lag = int64_t(tile) * BM + mw + 16 * m + g + 8 * hi;
-                            if (lag < G.out_w) orow[lag] = live ? acc[m][n][2 * hi + h] : 0.0f;
-                        }
+                for (int n = 0; n < NT; ++n) {
+                    const int64_t lag = int64_t(tile) * BM + nw + 8 * n + 2 * t;
+                    const float v0 = live ? acc[n][2 * h] : 0.0f, v1 = live ? acc[n][2 * h + 1] : 0.0f;
+                    if (vec) {  // out_w even, out 8-byte aligned: lag even, so lag + 1 < out_w too
+                        if (lag < G.out_w) *reinterpret_cast<float2*>(orow + lag) = make_float2(v0, v1);
+                    } else {
+                        if (lag < G.out_w) orow[lag] = v0;
+                        if (lag + 1 < G.out_w) orow[lag + 1] = v1;
+                    }
                 }
             }
+        }
     }
 #else
     __trap();  // never launched: the factory requires compute capability 8.0
@@ -320,10 +319,12 @@ public:
     }
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
+        // float2 stores where every output row starts 8-byte aligned (out_w even, out aligned)
+        const bool vec = G_.out_w % 2 == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0;
         if (split_)
-            tensor_hankel_kernel<true><<<blocks_, kThreads, Cfg<true>::SMEM, stream>>>(left, right, out, P_, G_);
+            tensor_hankel_kernel<true><<<blocks_, kThreads, Cfg<true>::SMEM, stream>>>(left, right, out, P_, G_, vec);
         else
-            tensor_hankel_kernel<false><<<blocks_, kThreads, Cfg<false>::SMEM, stream>>>(left, right, out, P_, G_);
+            tensor_hankel_kernel<false><<<blocks_, kThreads, Cfg<false>::SMEM, stream>>>(left, right, out, P_, G_, vec);
         XC_CHECK_LAUNCH();
     }
 

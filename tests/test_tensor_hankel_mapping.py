@@ -16,13 +16,12 @@ from conftest import seeded_rng
 from xcorr_np import crop, pairs
 
 WARPS, NB, KC, GS = 4, 16, 256, 4
-KSP = KC // 8 + 1
-RSTRIDE = 4 * KSP
+AENT = KC // 8 * 32  # template fragment entries per part: (k step, lane)
 
 
 def cfg(split):
-    mt = 4 if split else 8
-    return mt, WARPS * 16 * mt  # m tiles per warp, lags per block
+    nt = 8 if split else 16
+    return nt, WARPS * 8 * nt  # n tiles (8 lags) per warp, lags per block
 
 
 def grid(form, nL, nR):
@@ -31,37 +30,32 @@ def grid(form, nL, nR):
             "n-to-mn": (nL, nR // nL, 1, nL, 1, nL), "n-to-m": (nL, nR, 0, 1, nR, 1)}[form]
 
 
-def fragment_reads(mt, steps):
-    """For every warp, m tile, k step and lane of a chunk: the A element (row, col) that each of its
-    4 registers holds and the window slot and half it reads (pair P(s + 2m [+1]) of the group's
-    register array, slot base + 8 j, half 0: L[x], 1: L[x + 4]); and the B element (k, n) of each
-    of its 2 registers per n tile with the template entry it reads."""
-    w, m, s, g, t = np.meshgrid(np.arange(WARPS), np.arange(mt), np.arange(steps), np.arange(8), np.arange(4),
+def fragment_reads(nt, steps):
+    """For every k step and lane of a chunk: the A element (right, k) that each of its 4 registers
+    holds and the template entry (32 s + lane) and component it reads; and for every warp, n tile,
+    k step and lane: the B element (k, lag) of each of its 2 registers with the window slot and half
+    it reads (pair P(nt + s) of the group's register array, slot base + 8 (s0 + q), half 0: L[x],
+    1: L[x + 4])."""
+    s, g, t = (a.ravel() for a in np.meshgrid(np.arange(steps), np.arange(8), np.arange(4), indexing="ij"))
+    entry = 32 * s + 4 * g + t
+    A = (np.concatenate([g, g + 8, g, g + 8]), np.concatenate([8 * s + t] * 2 + [8 * s + t + 4] * 2),
+         np.concatenate([entry] * 4), np.concatenate([np.full_like(g, q) for q in range(4)]))
+    w, n, s, g, t = np.meshgrid(np.arange(WARPS), np.arange(nt), np.arange(steps), np.arange(8), np.arange(4),
                                 indexing="ij")
-    w, m, s, g, t = (a.ravel() for a in (w, m, s, g, t))
-    mw = w * 16 * mt
+    w, n, s, g, t = (a.ravel() for a in (w, n, s, g, t))
+    nw = w * 8 * nt
     s0, ss = (s // GS) * GS, s % GS
-    a_rows, a_cols, a_slot, a_half = [], [], [], []
-    for reg, (dr, dc, dj, half) in enumerate([(0, 0, 0, 0), (8, 0, 1, 0), (0, 4, 0, 1), (8, 4, 1, 1)]):
-        q = 2 * m + ss + dj  # index into pr[NP], the group's pair registers
-        assert q.max() < 2 * mt + GS - 1
-        a_rows.append(mw + 16 * m + g + dr)
-        a_cols.append(8 * s + t + dc)
-        a_slot.append(mw + g + t + 8 * (s0 + q))
-        a_half.append(np.full_like(g, half))
-    A = tuple(np.concatenate(x) for x in (a_rows, a_cols, a_slot, a_half))
-    # B: n tile nt, lane (g, t): entry (8 nt + g) * RSTRIDE + 4 s + t, b0 (k 8s + t), b1 (k 8s + t + 4)
-    nt, s, g, t = (a.ravel() for a in np.meshgrid(np.arange(NB // 8), np.arange(steps), np.arange(8), np.arange(4),
-                                                   indexing="ij"))
-    entry = (8 * nt + g) * RSTRIDE + 4 * s + t
-    B = (np.concatenate([8 * s + t, 8 * s + t + 4]), np.concatenate([8 * nt + g] * 2), np.concatenate([entry] * 2),
+    q = n + ss  # index into pr[NP], the group's pair registers
+    assert q.max() < nt + GS - 1
+    slot = nw + g + t + 8 * (s0 + q)
+    B = (np.concatenate([8 * s + t, 8 * s + t + 4]), np.concatenate([nw + 8 * n + g] * 2), np.concatenate([slot] * 2),
          np.concatenate([np.zeros_like(t), np.ones_like(t)]))
     return A, B
 
 
 def emulate(form, lefts, rights, rect, split, blocks):
     """The kernel over stacks of signals (count, n) and a shift rectangle, blocks persistent blocks."""
-    mt, bm = cfg(split)
+    nt, bm = cfg(split)
     nL, wL = lefts.shape
     nR, wR = rights.shape
     dy0, dy1, dx0, dx1 = rect
@@ -77,56 +71,52 @@ def emulate(form, lefts, rights, rect, split, blocks):
     tile_major = wR > KC
     for b in range(min(blocks, items)):
         staged = None  # (z, k0, steps) of the template entries held
-        Rs = np.full(NB * RSTRIDE * 2, np.nan).reshape(NB * RSTRIDE, 2)
+        Ab = np.full((AENT, 4), np.nan)
         for w in range(b, items, min(blocks, items)):
             z, tile = (w % groups, w // groups) if tile_major else (w // tiles, w % tiles)
             i, j0 = z // jb, (z % jb) * NB
             da = dx0 + tile * bm
             db = min(da + bm - 1, dx1)
             kb, ke = max(0, -db), min(wR, wL - da)
-            acc = np.zeros((bm, NB))
+            acc = np.zeros((NB, bm))
             if row0 >= 0 and kb < ke:
                 for k0 in range(kb, ke, KC):
                     cols = min(KC, ke - k0)
                     steps = -(-cols // (8 * GS)) * GS
                     assert 8 * steps <= KC  # chunks never overlap: each covers [k0, k0 + KC) at most
                     if staged != (z, k0, steps):
-                        Rs[:] = np.nan
-                        for n in range(NB):
-                            for s in range(steps):
-                                for tt in range(4):
-                                    j = j0 + n
-                                    vals = [0.0, 0.0]
-                                    for h in range(2):
-                                        k = k0 + 8 * s + tt + 4 * h
-                                        if j < M and k < wR:
-                                            vals[h] = rights[i * rsi + j * rsj][k]
-                                    Rs[n * RSTRIDE + 4 * s + tt] = vals
+                        Ab[:] = np.nan
+                        for e in range(steps * 32):
+                            s, gg, tt = e >> 5, (e >> 2) & 7, e & 3
+                            for q in range(4):
+                                j, k = j0 + gg + 8 * (q & 1), k0 + 8 * s + tt + 4 * (q >> 1)
+                                Ab[e, q] = rights[i * rsi + j * rsj][k] if j < M and k < wR else 0.0
                         staged = (z, k0, steps)
                     # window slots x < BM + 8 steps: (L[da + k0 + x], L[da + k0 + x + 4]), 0 outside L
                     x = np.arange(bm + 8 * steps)
+                    assert len(x) <= bm + KC  # the slots the shared memory holds
                     Ls = np.zeros((len(x), 2))
                     for h in range(2):
                         p = da + k0 + x + 4 * h
                         ok = (p >= 0) & (p < wL)
                         Ls[ok, h] = lefts[i][p[ok]]
-                    (ar, ac, asl, ah), (bk, bn, be, bh) = fragment_reads(mt, steps)
-                    assert asl.max() < len(Ls), "a lane reads a window slot that was not staged"
-                    # the Hankel structure: element (m, k) of A is window position m + k
-                    np.testing.assert_array_equal(asl + 4 * ah, ar + ac)
-                    A = np.full((bm, 8 * steps), np.nan)
+                    (ar, ac, ae, aq), (bk, bn, bsl, bh) = fragment_reads(nt, steps)
+                    assert bsl.max() < len(Ls), "a lane reads a window slot that was not staged"
+                    # the Hankel structure: element (k, lag) of B is window position lag + k
+                    np.testing.assert_array_equal(bsl + 4 * bh, bn + bk)
+                    A = np.full((NB, 8 * steps), np.nan)
                     hits = np.zeros(A.shape, int)
                     np.add.at(hits, (ar, ac), 1)
                     assert (hits == 1).all(), "an element of A is held by no lane or by two"
-                    A[ar, ac] = Ls[asl, ah]
-                    Bm = np.full((8 * steps, NB), np.nan)
+                    A[ar, ac] = Ab[ae, aq]
+                    Bm = np.full((8 * steps, bm), np.nan)
                     hits = np.zeros(Bm.shape, int)
                     np.add.at(hits, (bk, bn), 1)
                     assert (hits == 1).all(), "an element of B is held by no lane or by two"
-                    Bm[bk, bn] = Rs[be, bh]
-                    assert not np.isnan(A).any() and not np.isnan(Bm).any(), "a fragment reads an unstaged slot"
+                    Bm[bk, bn] = Ls[bsl, bh]
+                    assert not np.isnan(A).any() and not np.isnan(Bm).any(), "a fragment reads an unstaged entry"
                     acc += A @ Bm
-            # stores: accumulator (lag, right slot), rows r: row0 holds the sums
+            # stores: accumulator (right slot, lag), rows r: row0 holds the sums
             for n in range(NB):
                 j = j0 + n
                 if j >= M:
@@ -135,7 +125,7 @@ def emulate(form, lefts, rights, rect, split, blocks):
                 for r in range(out_h):
                     lag = tile * bm + np.arange(bm)
                     keep = lag < out_w
-                    out[o, r, lag[keep]] = acc[keep, n] if r == row0 else 0.0
+                    out[o, r, lag[keep]] = acc[n, keep] if r == row0 else 0.0
                     writes[o, r, lag[keep]] += 1
     assert (writes == 1).all(), "an output element written never or twice"
     return out
@@ -197,18 +187,17 @@ def test_seed004_case_geometry():
         assert -(-out_w // bm) == tiles
         assert -(-wR // (8 * GS)) * GS == KC // 8 and wR <= KC  # group-major: the templates stay
     # shared memory of the two instantiations (the header's figures)
-    assert (256 + KC) * 16 + NB * RSTRIDE * 16 == 41984 and (512 + KC) * 8 + NB * RSTRIDE * 8 == 23040
+    assert (256 + KC) * 16 + 2 * AENT * 16 == 40960 and (512 + KC) * 8 + AENT * 16 == 22528
 
 
-def test_template_entries_spread_over_the_banks():
-    """One B load: 3xtf32 16-byte entries in phases of 8 lanes (g, g + 1), tf32 8-byte entries in
-    phases of 16 lanes (4 g): every phase touches 32 distinct 4-byte banks."""
-    for size, lanes in ((16, 8), (8, 16)):
-        for s in range(KC // 8):
-            for phase in range(32 // lanes):
-                banks = set()
-                for lane in range(phase * lanes, (phase + 1) * lanes):
-                    g, t = lane // 4, lane % 4
-                    byte = (g * RSTRIDE + 4 * s + t) * size
-                    banks |= {(byte // 4 + e) % 32 for e in range(size // 4)}
-                assert len(banks) == 32, (size, s, phase)
+def test_shared_memory_loads_take_the_fewest_wavefronts():
+    """A template load: 32 lanes on 32 consecutive 16-byte entries (4 wavefronts of 128 bytes, the
+    least a 512-byte warp load takes). A pair load: the lanes read slots base + g + t, 11 distinct
+    consecutive entries (8 or 16 bytes), the rest broadcasts: within 128 bytes (tf32) or 2
+    wavefronts (3xtf32), never a bank conflict."""
+    for s in range(KC // 8):
+        byte = [(32 * s + lane) * 16 for lane in range(32)]
+        assert sorted(byte) == list(range(byte[0], byte[0] + 512, 16))
+    for size in (8, 16):
+        slots = {g + t for g in range(8) for t in range(4)}
+        assert slots == set(range(11)) and len(slots) * size <= 2 * 128
