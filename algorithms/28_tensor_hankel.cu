@@ -1,7 +1,7 @@
 // tensor-hankel: one-dimensional signals on tensor cores, seed 004's method (Kikuchi et al., TF32
 // Hankel-matrix product) on mma.sync m16n8k8, in 3xTF32 (FP32-class accuracy, variant
 // tensor-hankel) or plain TF32 (tensor-hankel-tf32, seed 004's arithmetic). Signals only
-// (hL == hR == 1: the registry refuses other shapes before make()). Drafted without a GPU.
+// (hL == hR == 1: the registry refuses other shapes before make()).
 //
 // Algorithm. C(d) = sum_k L[d + k] R[k], L zero outside [0, wL), k over the right signal (the
 // template, K = wR). For the NB = 16 rights R_0 .. R_15 of one left and a block of consecutive
@@ -65,14 +65,16 @@
 //
 // Resources. 3xtf32: NT = 8 (BM = 256 lags per block), 32 + 32 accumulator registers, 11 pair
 // slots of 4 registers per group, 2 x 4 template registers; tf32: NT = 16 (BM = 512), 64
-// accumulators, 19 pair slots of 2, 4 template registers. __launch_bounds__(128, 3): at most 168
-// registers, no spills, no stack frame (the build enforces it): 3 blocks (12 warps) per SM.
+// accumulators, 19 pair slots of 2, 4 template registers. __launch_bounds__(128, 4): at most 128
+// registers (ptxas -v, sm_90a, CUDA 13.0: 3xtf32 121, tf32 126), no spills, no stack frame (the
+// build enforces it): 4 blocks (16 warps) per SM; 3 blocks at 144-148 registers took up to 12%
+// longer (A/B in results/nvidia-h200/probes/tensor-hankel-transposed/).
 // Dynamic shared memory: 3xtf32 (256 + 256) x 16 B + 2 x 1024 x 16 B = 40960 B; tf32
 // (512 + 256) x 8 B + 1024 x 16 B = 22528 B.
 // Expected bottleneck (seed 004's case, K = 256: 1.77e10 multiply-adds, 276 MB of output). Per
 // group of 4 k steps a warp issues 4 NT MMAs (3x: 12 NT) against NT + 3 pair loads and 4 (3x: 8)
 // template loads: the tensor pipe (mma.sync reaches ~60-70% of Hopper's dense TF32 peak) and the
-// output stores (276 MB, ~70 us at 4 TB/s, overlapped across the 3 resident blocks) bound it.
+// output stores (276 MB, ~70 us at 4 TB/s, overlapped across the 4 resident blocks) bound it.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -137,7 +139,7 @@ __device__ __forceinline__ typename Cfg<SPLIT>::Pair make_pair(float lo, float h
 #endif
 
 template <bool SPLIT>
-__global__ void __launch_bounds__(kThreads, 3)
+__global__ void __launch_bounds__(kThreads, 4)
     tensor_hankel_kernel(const float* __restrict__ left, const float* __restrict__ right, float* __restrict__ out,
                          PairGrid P, Geo G, bool vec) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
