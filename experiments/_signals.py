@@ -80,6 +80,7 @@ HANKEL_MAX_FMAS = 3e12
 # per call at most.
 SIGNAL_TILED_MAX_FMAS = 3e12
 CAPS = {"signal-tiled": SIGNAL_TILED_MAX_FMAS, "register-tiled": DIRECT_MAX_FMAS, "tensor-wgmma": DIRECT_MAX_FMAS, "tensor-tiled": DIRECT_MAX_FMAS,
-        "tensor-tiled-tf32": DIRECT_MAX_FMAS, "torch-conv2d": DIRECT_MAX_FMAS, "overlap-wise": SLOW_MAX_FMAS,
+        "tensor-tiled-tf32": DIRECT_MAX_FMAS, "torch-conv2d": DIRECT_MAX_FMAS,
+        "torch-conv2d-tf32": DIRECT_MAX_FMAS, "overlap-wise": SLOW_MAX_FMAS,
         "cupy-correlate2d": SLOW_MAX_FMAS, "tensor-hankel": HANKEL_MAX_FMAS, "tensor-hankel-tf32": HANKEL_MAX_FMAS}
 NEVER = ("fft-fused", "small-direct")  # see the module's docstring

@@ -33,6 +33,7 @@ LABELS = {
     "fft+plan": "fft+plan (cuFFT, plan timed)",
     "fft-fused": "fft-fused (new, fused FFT)",
     "torch-conv2d": "torch-conv2d (PyTorch, cuDNN)",
+    "torch-conv2d-tf32": "torch-conv2d-tf32 (PyTorch, cuDNN, TF32)",
     "torch-fft": "torch-fft (PyTorch FFT)",
     "cupy-correlate2d": "cupy-correlate2d (CuPy)",
     "npp-normlevel": "npp-normlevel (NPP)",
@@ -55,6 +56,7 @@ def series(variant: str, **kw) -> Series:
             "tensor-wgmma": dict(max_fmas=DIRECT_MAX_FMAS),
             "fft-fused": dict(max_size=FFT_FUSED_MAX_SIZE),
             "torch-conv2d": dict(max_fmas=DIRECT_MAX_FMAS),
+            "torch-conv2d-tf32": dict(max_fmas=DIRECT_MAX_FMAS),
             "cupy-correlate2d": dict(max_fmas=SLOW_MAX_FMAS)}.get(variant, {})
     return Series(LABELS[variant], variant, **{**caps, **kw})
 

@@ -16,15 +16,16 @@ with any window), tensor-hankel and tensor-hankel-tf32 (seed 004's method for si
 read once per block of 256 or 512 lags x 16 templates, 3xTF32 and TF32 mma.sync), the baseline
 overlap-wise, fft and fft+plan (cuFFT), fft-segmented (overlap-save for signals: 268 lag pieces of
 16129 lags against the 256-sample templates, transforms of 16384 points), and the peers
-torch-conv2d (cuDNN, FP32), torch-fft and cupy-correlate2d, each at its default parameters.
+torch-conv2d (cuDNN, FP32), torch-conv2d-tf32 (cuDNN with TF32 allowed, PyTorch's default for
+convolutions; beside tensor-hankel-tf32), torch-fft and cupy-correlate2d, each at its default parameters.
 Caps: direct kernels and torch-conv2d 3e11 multiply-adds per call, overlap-wise and CuPy 2e10;
 the case's 1.77e10 is within all of them. Not here: fft-fused (transforms up to 1024 points, the
 output row has 4.32e6 lags) and small-direct (a row of the input in shared memory), see
 experiments/_signals.py.
 Metric: time per call + finish_time (fft's untimed crop), and beside each bar the TFLOP/s it gives
 (2 x the window's multiply-adds per second; for the FFTs a direct-equivalent rate).
-Device time (xcsuite/cost.py's model, full protocol, H200): about 53 s for 15 cases, of which
-~25 s is torch-conv2d's cuDNN autotuning and float64 check (the model's per-case cost); the model's
+Device time (xcsuite/cost.py's model, full protocol, H200): about 80 s for 16 cases, of which
+~50 s is the two torch-conv2d peers' cuDNN autotuning and float64 check (the model's per-case cost); the model's
 square-matrix rates put the direct kernels at 1.5-14 ms per call, and one that runs the single
 shift row at 1/64 of its rate (register-tiled: ~94 ms per call) adds about 1 s.
 """
@@ -64,6 +65,7 @@ EXPERIMENT = Experiment(
         series("fft+plan", windows=VALID_ONLY),
         series("fft-segmented", windows=VALID_ONLY),
         series("torch-conv2d", windows=VALID_ONLY),
+        series("torch-conv2d-tf32", windows=VALID_ONLY),
         series("torch-fft", windows=VALID_ONLY),
         series("cupy-correlate2d", windows=VALID_ONLY),
     ],

@@ -53,6 +53,8 @@ PEERS = [{"name": n, "family": "peer", "summary": "a peer", "timed": "everything
          for n in ("torch-conv2d", "torch-fft", "cupy-correlate2d")]
 # npp-normlevel: NPP's valid-mode ZNCC, the valid window and zncc only (xcsuite/peerbench.py)
 PEERS.append({**PEERS[0], "name": "npp-normlevel", "windows": ["valid"], "normalizations": ["zncc"]})
+# torch-conv2d-tf32: cuDNN with TF32 allowed, raw sums only, its own precision and bound
+PEERS.append({**PEERS[0], "name": "torch-conv2d-tf32", "precision": "tf32", "tolerance": 2e-3, "normalizations": ["none"]})
 
 
 def peers():

@@ -189,15 +189,19 @@ def test_list_works_without_torch_and_a_gpu():
     r = peerbench("list", "--json")
     assert r.returncode == 0, r.stderr
     reg = json.loads(r.stdout)
-    assert [v["name"] for v in reg] == ["torch-conv2d", "torch-fft", "cupy-correlate2d", "npp-normlevel"]
+    assert [v["name"] for v in reg] == ["torch-conv2d", "torch-conv2d-tf32", "torch-fft", "cupy-correlate2d",
+                                        "npp-normlevel"]
     for v in reg:
-        assert v["family"] == "peer" and v["precision"] == "fp32" and v["tolerance"] == 1e-5 and v["params"] == {}
+        tf32 = v["name"] == "torch-conv2d-tf32"  # TF32: its own precision and bound, raw sums only
+        assert v["family"] == "peer" and v["params"] == {}
+        assert (v["precision"], v["tolerance"]) == (("tf32", 2e-3) if tf32 else ("fp32", 1e-5))
         assert v["forms"] == list(pb.FORMS)
         assert v["windows"] == (["valid"] if v["name"] == "npp-normlevel" else
                                 ["full", "valid", "same", "max-shift", "shifts"])
         assert v["available"] == (not v["unavailable_reason"])
-    assert reg[1]["available"] == HAS_TORCH
-    assert [v["normalizations"] for v in reg] == [["none", "zncc", "zero-lag"]] * 2 + [["none"], ["zncc"]]
+    assert reg[2]["available"] == HAS_TORCH
+    assert [v["normalizations"] for v in reg] == ([["none", "zncc", "zero-lag"], ["none"], ["none", "zncc", "zero-lag"],
+                                                   ["none"], ["zncc"]])
     r = peerbench("list")
     assert r.returncode == 0 and "torch-fft" in r.stdout
 
@@ -352,6 +356,9 @@ def test_normalized_cases_names_keys_and_refusals():
             pb.parse_case(bad)
     assert pb.check_range("zncc") == (992.0, 1008.0) and pb.check_range("zero-lag") == (3.0, 5.0)
     assert pb.tolerance_for("zncc") == 1e-4 and pb.tolerance_for("zero-lag") == pb.tolerance_for("none") == 1e-5
+    assert pb.tolerance_for("none", "torch-conv2d-tf32") == 2e-3 and pb.tolerance_for("none", "torch-fft") == 1e-5
+    with pytest.raises(pb.UsageError, match="zncc"):  # TF32 sums are no basis for ZNCC's 1e-4
+        pb.parse_case("variant=torch-conv2d-tf32 form=one-to-one size=16 normalize=zncc")
     got, ref = np.array([0.5, -0.2, np.nan]), np.array([0.5, -0.2002, 0.0])
     assert pb.compare(got, ref, "zncc") == (pytest.approx(2e-4), 1)
 

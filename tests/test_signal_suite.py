@@ -102,7 +102,7 @@ def test_every_series_runs_its_cases_with_a_declared_form_and_window():
     info = {v["name"]: v for v in WITH_PEERS}
     expected = {
         "signals_seed004": {"register-tiled", "signal-tiled", "tensor-wgmma", "tensor-tiled-tf32", "tensor-tiled",
-                            "overlap-wise", "fft", "fft+plan", "fft-segmented", "torch-conv2d", "torch-fft",
+                            "overlap-wise", "fft", "fft+plan", "fft-segmented", "torch-conv2d", "torch-conv2d-tf32", "torch-fft",
                             "cupy-correlate2d"} | HANKEL,
         "signals_matched": {"fft", "fft+plan", "fft-segmented", "torch-fft", "signal-tiled"} | HANKEL,
         "signals_ambient": {"fft", "fft+plan", "fft-segmented", "torch-fft", "signal-tiled"} | HANKEL,
@@ -195,7 +195,8 @@ def test_signal_experiments_run_resume_aggregate_and_plot(env, monkeypatch):
     assert any(" shifts=0:0,-2400:2400" in l and " nL=64 nR=64 " in l for l in lines)
     assert any(l.startswith("variant=tensor-tiled-tf32 ") and "window=" not in l for l in lines)  # the full output
     peer_lines = [l for call in log_lines(tmp / "peer.log") for l in call]
-    assert {l.split()[0] for l in peer_lines} == {"variant=torch-conv2d", "variant=torch-fft", "variant=cupy-correlate2d"}
+    assert {l.split()[0] for l in peer_lines} == {"variant=torch-conv2d", "variant=torch-conv2d-tf32", "variant=torch-fft",
+                                                  "variant=cupy-correlate2d"}
     assert {l.split()[0] for l in peer_lines if "normalize=zncc" in l} == {"variant=torch-fft"}
     for name in NAMES:
         data = json.loads((gpu / f"{name}.json").read_text())

@@ -14,6 +14,9 @@ Peers (family "peer", FP32, every form, every window but npp-normlevel's valid o
                     symmetric part through conv2d's padding=, the rest with F.pad); one-to-many: the
                     rights are out-channels; n-to-m: N images x M out-channels; n-to-mn: groups=N
                     (rights regrouped by left, the output back to the contract's order)
+  torch-conv2d-tf32 torch-conv2d with cuDNN's TF32 allowed (torch.backends.cudnn.allow_tf32 = True,
+                    PyTorch's default for convolutions): tensor cores at TF32 precision, checked to
+                    TF32_TOLERANCE (2e-3 relative, as tensor-hankel-tf32); raw correlations only
   torch-fft         rfft2 of both stacks at a 2,3,5,7-smooth size P x Q that no shift of the window
                     aliases (P >= max(hL - s0, s1 + hR) over the window clamped to the overlapping
                     shifts), product with the conjugate right spectrum broadcast over the form, irfft2,
@@ -109,6 +112,7 @@ WINDOW_KINDS = ["full", "valid", "same", "max-shift", "shifts"]
 NORMALIZATIONS = ("none", "zncc", "zero-lag")  # xcorr_bench's normalize= (CONVENTIONS.md, "Normalization")
 TOLERANCE = 1e-5
 ZNCC_TOLERANCE = 1e-4  # absolute, on values in [-1, 1] (reference.hpp's kNormalizedBound)
+TF32_TOLERANCE = 2e-3  # relative: one TF32 pass (the bound of tensor-hankel-tf32 and tensor-tiled-tf32)
 CONSTANT_OVERLAP = 1e-6  # the contract: a factor at most 1e-6·n·ΣX² of its matrix is a constant overlap
 FULL_CHECK_FMAS_CPU = 3e8  # scipy on the CPU up to this; sampled definition on the GPU beyond
 CHECK_SAMPLES = 65536
@@ -128,6 +132,12 @@ PEERS = [
                             "(R', R'^2), n from the 1-D overlaps; the coefficient in float32",
                     "zero-lag": "the raw conv2d output times 1 / C(0, 0), C(0, 0) of every pair in float64 "
                                 "(einsum of the overlapping corners)"}},
+    {"name": "torch-conv2d-tf32", "needs": ("torch",),
+     "summary": "torch-conv2d with cuDNN's TF32 allowed (torch.backends.cudnn.allow_tf32 = True, PyTorch's default "
+                "for convolutions): its tensor-core algorithms at TF32 precision",
+     "timed": "F.pad + conv2d (+ the n-to-mn regrouping of rights and output)",
+     "precision": "tf32", "tolerance": TF32_TOLERANCE,
+     "normalizations": ("none",)},  # a TF32 sum is no basis for ZNCC's 1e-4: refused
     {"name": "torch-fft", "needs": ("torch",),
      "summary": "torch.fft rfft2 at a 2,3,5,7-smooth size without aliasing in the window, conjugate product "
                 "broadcast over the form, irfft2, crop by shift mod P",
@@ -193,7 +203,8 @@ def registry() -> list[dict]:
     for p in PEERS:
         why = unavailable_reason(p)
         out.append({"name": p["name"], "family": "peer", "summary": p["summary"], "timed": p["timed"],
-                    "precision": "fp32", "tolerance": TOLERANCE, "forms": list(FORMS),
+                    "precision": p.get("precision", "fp32"), "tolerance": p.get("tolerance", TOLERANCE),
+                    "forms": list(FORMS),
                     "windows": list(p.get("windows", WINDOW_KINDS)), "params": {},
                     "normalizations": list(p["normalizations"]), "available": not why, "unavailable_reason": why})
     return out
@@ -749,6 +760,19 @@ class TorchConv2d:
         return y.reshape(c.out_shape)
 
 
+class TorchConv2dTf32(TorchConv2d):
+    """torch-conv2d with TF32 allowed for the call (the process default is off, as the FP32 peers
+    need it; a user who leaves PyTorch's default on gets this)."""
+
+    def __call__(self, L, R):
+        backend = self.torch.backends.cudnn
+        before, backend.allow_tf32 = backend.allow_tf32, True
+        try:
+            return super().__call__(L, R)
+        finally:
+            backend.allow_tf32 = before
+
+
 class TorchFft:
     def __init__(self, c: Case, torch):
         self.c, self.torch = c, torch
@@ -1070,8 +1094,8 @@ def npp_pair_calls(c: Case, lp: int, rp: int, op: int) -> list[tuple]:
             for k, (i, j) in enumerate(pairs(c.form, c.nL, c.nR))]
 
 
-PEER_CLASSES = {"torch-conv2d": TorchConv2d, "torch-fft": TorchFft, "cupy-correlate2d": CupyCorrelate2d,
-                "npp-normlevel": NppNormLevel}
+PEER_CLASSES = {"torch-conv2d": TorchConv2d, "torch-conv2d-tf32": TorchConv2dTf32, "torch-fft": TorchFft,
+                "cupy-correlate2d": CupyCorrelate2d, "npp-normlevel": NppNormLevel}
 
 
 class TorchZeroLag:
@@ -1209,9 +1233,12 @@ def check_range(normalize: str) -> tuple[float, float]:
     return {"none": (-1.0, 1.0), "zncc": (992.0, 1008.0), "zero-lag": (3.0, 5.0)}[normalize]
 
 
-def tolerance_for(normalize: str) -> float:
-    """reference.hpp's bound_for(1e-5, mode): absolute 1e-4 for zncc, relative 1e-5 otherwise."""
-    return ZNCC_TOLERANCE if normalize == "zncc" else TOLERANCE
+def tolerance_for(normalize: str, variant: str = "") -> float:
+    """reference.hpp's bound_for(tolerance, mode): absolute 1e-4 for zncc, otherwise the peer's
+    relative tolerance (1e-5; a TF32 peer's 2e-3)."""
+    if normalize == "zncc":
+        return ZNCC_TOLERANCE
+    return PEER_BY_NAME.get(variant, {}).get("tolerance", TOLERANCE)
 
 
 def sampled_normalized_reference(torch, c: Case, L, R, positions: np.ndarray) -> np.ndarray:
@@ -1443,7 +1470,7 @@ class Bench:
             got = out.reshape(-1)[torch.as_tensor(pos, device=out.device)].float().cpu().numpy()
             what = f"{len(pos)} sampled outputs"
         err, bad = compare(got, ref, c.normalize)
-        tol = opt.check_tolerance if opt.check_tolerance > 0 else tolerance_for(c.normalize)
+        tol = opt.check_tolerance if opt.check_tolerance > 0 else tolerance_for(c.normalize, c.variant)
         kind = "" if c.normalize == "none" else (", absolute error" if c.normalize == "zncc" else ", relative error")
         if bad:
             raise CaseError(f"validation failed: {bad} non-finite of {what} (err={err:.3e} over the rest, tol={tol:.3e})")

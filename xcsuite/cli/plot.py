@@ -48,7 +48,7 @@ GROUP_STYLE = {"baseline": dict(color="0.35", ls=":", marker="x"), "fft": dict(l
 # The window experiments' colour per algorithm, the same in all of their figures; the peers
 # (other libraries) also drawn dash-dotted with hollow markers (lines) or hatched (bars).
 VARIANT_COLORS = {"register-tiled": "C3", "small-direct": "C4", "tensor-wgmma": "C5", "overlap-wise": "0.35",
-                  "fft": "C0", "fft+plan": "C9", "fft-fused": "C1", "torch-conv2d": "olive", "torch-fft": "teal",
+                  "fft": "C0", "fft+plan": "C9", "fft-fused": "C1", "torch-conv2d": "olive", "torch-conv2d-tf32": "yellowgreen", "torch-fft": "teal",
                   "cupy-correlate2d": "purple", "tensor-tiled": "C2", "tensor-tiled-tf32": "C6",
                   "signal-tiled": "firebrick", "tensor-hankel": "navy", "tensor-hankel-tf32": "goldenrod",
                   "fft-segmented": "black", "npp-normlevel": "saddlebrown"}
