@@ -357,6 +357,9 @@ def test_normalized_cases_names_keys_and_refusals():
     assert pb.check_range("zncc") == (992.0, 1008.0) and pb.check_range("zero-lag") == (3.0, 5.0)
     assert pb.tolerance_for("zncc") == 1e-4 and pb.tolerance_for("zero-lag") == pb.tolerance_for("none") == 1e-5
     assert pb.tolerance_for("none", "torch-conv2d-tf32") == 2e-3 and pb.tolerance_for("none", "torch-fft") == 1e-5
+    # the measurement's label carries the peer's precision (summary.csv and the signal table read it there)
+    assert pb.label(pb.parse_case("variant=torch-conv2d-tf32 form=one-to-one size=16")).endswith(";precision=tf32")
+    assert pb.label(pb.parse_case("variant=torch-conv2d form=one-to-one size=16")).endswith(";precision=fp32")
     with pytest.raises(pb.UsageError, match="zncc"):  # TF32 sums are no basis for ZNCC's 1e-4
         pb.parse_case("variant=torch-conv2d-tf32 form=one-to-one size=16 normalize=zncc")
     got, ref = np.array([0.5, -0.2, np.nan]), np.array([0.5, -0.2002, 0.0])

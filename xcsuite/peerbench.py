@@ -1562,7 +1562,7 @@ def label(c: Case) -> str:
     """family, timed, precision; a normalized case's timed names the whole normalized computation."""
     p = PEER_BY_NAME[c.variant]
     timed = p["timed"] if c.normalize == "none" else f"normalize {c.normalize}: {p['normalized'][c.normalize]}"
-    return f"family=peer;timed={timed};precision=fp32"
+    return f"family=peer;timed={timed};precision={p.get('precision', 'fp32')}"
 
 
 def entry(c: Case, opt: Options, index: int, rep: int, r: dict, label: str) -> dict:
