@@ -54,6 +54,14 @@ def test_signal_table_orders_and_compares_with_the_fastest_peer():
     # bold: the fastest of ours at each precision (y for tf32, x for fp32), never a peer or a slower one
     assert "| **y** | tf32 | 10 µs |" in md and "| **x** | fp32 | 30 µs | 4 |" in md and "| z | fp32 |" in md
     assert "| torch (peer) | fp32 | 20 µs |" in md and "| cupy (peer) | – |" in md
+    assert t["peak_pct"].isna().all()  # no peaks given: no percentages
+    t = tables.build_signal_table(pts, {"x": "fp32", "y": "tf32", "z": "3xtf32"}, fp32_peak_tflops=8.0,
+                                  tf32_peak_tflops=100.0)
+    pct = t.set_index("variant")["peak_pct"]
+    # x: 4 TFLOP/s of the FP32 peak 8; y (tf32, 1 TFLOP/s) of the TF32 peak 100; z (3xtf32) of FP32's
+    assert pct["x"] == pytest.approx(50.0) and pct["y"] == pytest.approx(1.0) and pct["z"] == pytest.approx(12.5)
+    assert math.isnan(pct["cupy"])  # a precision not known
+    assert "| **x** | fp32 | 30 µs | 4 | 50% | x1.50 |" in tables.signal_markdown(t)
 
 
 def test_tables_from_the_committed_h200_results(tmp_path):

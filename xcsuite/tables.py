@@ -286,10 +286,21 @@ def normalization_markdown(table: pd.DataFrame, pts: pd.DataFrame) -> str:
 # finish_time, with its precision class and its direct-equivalent rate (2 x the window's
 # multiply-adds per second, an FFT's included), and each time over the fastest peer's.
 SIGNAL_TABLE_COLUMNS = ["experiment", "problem", "normalize", "variant", "peer", "precision", "total_us", "tflops",
-                        "vs_best_peer"]
+                        "peak_pct", "vs_best_peer"]
+# Dense TF32 tensor-core peaks (TFLOP/s, NVIDIA's datasheets: 989 with sparsity on the H100 SXM and
+# the H200), the peak a one-pass TF32 rate is measured against; a GPU not listed gets no percentage
+# for its TF32 rows. FP32-class rows (fp32, 3xtf32) are measured against the FP32 FMA peak of the
+# measurement itself (summary.csv's peak_flops): 3xTF32 does FP32-class work on the tensor cores
+# and may pass 100%.
+TF32_DENSE_PEAK_TFLOPS = {"NVIDIA H200": 494.7, "NVIDIA H100 80GB HBM3": 494.7}
 
 
-def build_signal_table(pts: pd.DataFrame, precision: dict) -> pd.DataFrame:
+def build_signal_table(pts: pd.DataFrame, precision: dict, fp32_peak_tflops: float = float("nan"),
+                       tf32_peak_tflops: float = float("nan")) -> pd.DataFrame:
+    """Per problem, every series fastest first: precision, time, direct-equivalent rate, % of the
+    peak of its precision (FP32 FMA for fp32 and 3xtf32, dense TF32 for tf32; NaN where unknown)
+    and time over the fastest peer's."""
+    peaks = {"fp32": fp32_peak_tflops, "3xtf32": fp32_peak_tflops, "tf32": tf32_peak_tflops}
     out = []
     if pts.empty:
         return pd.DataFrame(columns=SIGNAL_TABLE_COLUMNS)
@@ -298,11 +309,12 @@ def build_signal_table(pts: pd.DataFrame, precision: dict) -> pd.DataFrame:
         peers = t[t["group"] == "peer"]
         best_peer = peers["total_us"].min() if not peers.empty else float("nan")
         for _, r in t.sort_values("total_us").iterrows():
+            tflops = r["flops"] / 1e12 if r["flops"] == r["flops"] else float("nan")
             out.append({"experiment": exp, "problem": problem, "normalize": mode, "variant": r["variant"],
                         "peer": r["group"] == "peer", "precision": precision.get(r["variant"], ""),
-                        "total_us": r["total_us"], "tflops": r["flops"] / 1e12 if r["flops"] == r["flops"] else
-                        float("nan"), "vs_best_peer": r["total_us"] / best_peer if best_peer == best_peer else
-                        float("nan")})
+                        "total_us": r["total_us"], "tflops": tflops,
+                        "peak_pct": 100 * tflops / peaks.get(precision.get(r["variant"], ""), float("nan")),
+                        "vs_best_peer": r["total_us"] / best_peer if best_peer == best_peer else float("nan")})
     return pd.DataFrame(out, columns=SIGNAL_TABLE_COLUMNS)
 
 
@@ -310,8 +322,8 @@ def signal_markdown(table: pd.DataFrame) -> str:
     lines = []
     for (exp, problem, mode), t in table.groupby(["experiment", "problem", "normalize"], sort=False):
         lines.append(f"### {exp}: {problem}" + ("" if mode in ("none", "") else f", {mode}") + "\n")
-        lines.append("| algorithm | precision | time per call | TFLOP/s (direct-equivalent) | time / fastest peer's |\n"
-                     "|---|---|---|---|---|")
+        lines.append("| algorithm | precision | time per call | TFLOP/s (direct-equivalent) | % of its precision's peak "
+                     "| time / fastest peer's |\n|---|---|---|---|---|---|")
         own = t[~t["peer"]]
         fastest = {c: own[own["precision"] == c]["total_us"].min() for c in own["precision"].unique()}
         for _, r in t.iterrows():
@@ -320,7 +332,8 @@ def signal_markdown(table: pd.DataFrame) -> str:
                 name = f"**{name}**"  # the fastest of ours at its precision
             rate = f"{r['tflops']:.3g}" if r["tflops"] == r["tflops"] else "–"
             vs = f"x{r['vs_best_peer']:.2f}" if r["vs_best_peer"] == r["vs_best_peer"] else "–"
-            lines.append(f"| {name} | {r['precision'] or '–'} | {fmt_time(r['total_us'])} | {rate} | {vs} |")
+            pct = f"{r['peak_pct']:.3g}%" if r["peak_pct"] == r["peak_pct"] else "–"
+            lines.append(f"| {name} | {r['precision'] or '–'} | {fmt_time(r['total_us'])} | {rate} | {pct} | {vs} |")
         lines.append("")
     return "\n".join(lines) + "\n"
 
