@@ -363,7 +363,9 @@ def main(argv=None) -> int:
             else:
                 print(f"table: {d.name}: {name}: nothing measured yet")
         readme = paths.ROOT / "README.md"
-        if args.readme and (d / "headline.md").exists() and README_BEGIN.format(slug=d.name) in readme.read_text():
+        ours = Path(d).resolve().parent == (paths.ROOT / "results").resolve()  # never a test's or a copy's folder
+        if (args.readme and ours and (d / "headline.md").exists()
+                and README_BEGIN.format(slug=d.name) in readme.read_text()):
             paths.write_text_atomic(readme, readme_with_headline(readme.read_text(), d))
             print(f"table: README.md's headline table from {d}/headline.md")
     return 0
