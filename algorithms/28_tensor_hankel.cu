@@ -22,8 +22,8 @@
 // register pair for every (nt, s) with the same sum: a group of 4 k steps reads NT + 3 pairs for
 // 4 NT MMAs (x 3 in 3xTF32) and hands each MMA a pair as loaded. With the lags as A (the Hankel
 // rows as the MMA's rows) the fragment {A[g][t], A[g + 8][t], A[g][t + 4], A[g + 8][t + 4]} mixes
-// two shared pairs, and the compiler assembled every MMA's 4 consecutive A registers with moves:
-// 270 moves per 64 MMAs in SASS (3xTF32: 384 per 96), an instruction stream 8x the MMAs'.
+// two shared pairs, and the compiler assembled every MMA's 4 consecutive A registers with moves
+// (several per MMA: the notes have the SASS and ncu counts).
 // A (templates): a0 = R_g[8s + t], a1 = R_{g+8}[8s + t], a2 = R_g[8s + t + 4], a3 = R_{g+8}[8s + t
 // + 4], staged in fragment order, entry (s, lane): one 16-byte load per k step (3xTF32: big and
 // small parts in two arrays, two loads), consecutive lanes on consecutive 16 bytes.
@@ -68,8 +68,8 @@
 // slots of 4 registers per group, 2 x 4 template registers; tf32: NT = 16 (BM = 512), 64
 // accumulators, 19 pair slots of 2, 4 template registers. __launch_bounds__(128, 4): at most 128
 // registers (ptxas -v, sm_90a, CUDA 13.0: 3xtf32 121, tf32 126), no spills, no stack frame (the
-// build enforces it): 4 blocks (16 warps) per SM; 3 blocks at 144-148 registers took up to 12%
-// longer (A/B in results/nvidia-h200/probes/tensor-hankel-transposed/).
+// build enforces it): 4 blocks (16 warps) per SM (3 blocks, at 144-148 registers, measured slower:
+// see the notes).
 // Dynamic shared memory: 3xtf32 (256 + 256) x 16 B + 2 x 1024 x 16 B = 40960 B; tf32
 // (512 + 256) x 8 B + 1024 x 16 B = 22528 B.
 // Expected bottleneck (seed 004's case, K = 256: 1.77e10 multiply-adds, 276 MB of output). Per
