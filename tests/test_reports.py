@@ -507,3 +507,21 @@ def test_comparison_figure_draws_a_peer_beside_the_fft_series_not_among_the_dire
     assert "torch-fft (PyTorch FFT)" in right_lines and "fft" in right_lines
     assert right_lines["torch-fft (PyTorch FFT)"].get_color() == plot.VARIANT_COLORS["torch-fft"]
     assert right_lines["fft"].get_color() == plot.VARIANT_COLORS["fft"]
+
+
+def test_a_series_added_after_the_run_makes_a_complete_experiment_pending(fake_results, tmp_path):
+    """The runner marked fig17 complete; then the definition gained a series (issue #25 added
+    torch-fft to fig17 after the H100 had measured it). Its cases are pending, and every page
+    must say so: the recorded "complete" described the old definition."""
+    from xcsuite.results import progress
+
+    d = copy_results(fake_results, tmp_path / "fake-gpu-9000")
+    assert progress(d)["fig17"].note() == ""
+    data = json.loads((d / "fig17.json").read_text())
+    dropped = [k for k in data["cases"] if k.startswith("split-row|")]  # as if split-row were added later
+    assert dropped
+    data["cases"] = {k: v for k, v in data["cases"].items() if k not in dropped}
+    planned = data["xcorr_meta"]["cases_planned"] = len(data["cases"])  # the count of the run
+    (d / "fig17.json").write_text(json.dumps(data))
+    assert data["xcorr_meta"]["complete"] is True
+    assert progress(d)["fig17"].note() == f"incomplete: {planned} of {planned + len(dropped)} cases"

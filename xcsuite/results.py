@@ -73,27 +73,42 @@ class Progress:
         return f"incomplete: {self.recorded} of {self.planned if self.planned is not None else '?'} cases"
 
 
-def _planned(meta: dict) -> int | None:
-    """Cases of the experiment: as the runner recorded them, else from its definition and the
-    registry the file carries (files written before the runner recorded the count)."""
-    if isinstance(meta.get("cases_planned"), int):
-        return meta["cases_planned"]
+def _expected_keys(meta: dict) -> set | None:
+    """The case keys of the experiment as it is defined now, expanded with the registry the file
+    carries (the variants and peers of the GPU that ran it) and its cap; None where that cannot be
+    done (an unknown experiment, no registry)."""
     try:
         import experiments as suite
 
         ex = expand(suite.load(meta["experiment"]), meta["registry"])
         cap = meta.get("max_fmas")
-        return sum(1 for c in ex.cases if not cap or c.fmas <= cap)
-    except Exception:  # noqa: BLE001  (an unknown experiment or no registry: the count stays unknown)
+        return {c.key for c in ex.cases if not cap or c.fmas <= cap}
+    except Exception:  # noqa: BLE001  (the count stays unknown)
         return None
+
+
+def _planned(meta: dict, expected: set | None) -> int | None:
+    """Cases of the experiment: as the runner recorded them, else from its definition and the
+    registry the file carries (files written before the runner recorded the count)."""
+    if isinstance(meta.get("cases_planned"), int):
+        return meta["cases_planned"]
+    return len(expected) if expected is not None else None
 
 
 @functools.lru_cache(maxsize=64)
 def _progress(path: str, mtime_ns: int, size: int) -> Progress:
     data = load_results(Path(path))
     meta = data.get("xcorr_meta", {})
-    return Progress(meta.get("experiment", Path(path).stem), bool(meta.get("complete")),
-                    len(data.get("cases", {})), _planned(meta), meta.get("updated"))
+    cases = data.get("cases", {})
+    expected = _expected_keys(meta)
+    planned, complete = _planned(meta, expected), bool(meta.get("complete"))
+    # A series added to the definition after the run finished (issue #25's torch-fft in fig17):
+    # the runner's "complete" and count describe the old definition, the cases it lacks are pending.
+    missing = len(expected - set(cases)) if expected is not None else 0
+    if missing:
+        complete = False
+        planned = max(planned or 0, len(cases) + missing)
+    return Progress(meta.get("experiment", Path(path).stem), complete, len(cases), planned, meta.get("updated"))
 
 
 def progress(gpu_dir: Path, names=None) -> dict[str, Progress]:
@@ -102,9 +117,14 @@ def progress(gpu_dir: Path, names=None) -> dict[str, Progress]:
     for f in sorted(Path(gpu_dir).glob("*.json")):
         if names is not None and f.stem not in names:
             continue
-        st = f.stat()
-        out[f.stem] = _progress(str(f), st.st_mtime_ns, st.st_size)
+        out[f.stem] = progress_of(f)
     return out
+
+
+def progress_of(path: Path) -> Progress:
+    """Progress of one results file (see progress)."""
+    st = Path(path).stat()
+    return _progress(str(path), st.st_mtime_ns, st.st_size)
 
 
 def incomplete_notes(gpu_dir: Path, names=None) -> list[str]:
