@@ -164,6 +164,9 @@ PEERS = [
                             "buffer allocated once per case"},
      "smoke": "hL=32 wL=32 hR=8 wR=8 window=valid normalize=zncc"},
 ]
+for _p in PEERS:  # FP32 at xcorr's FP32 bound unless an entry says otherwise (torch-conv2d-tf32)
+    _p.setdefault("precision", "fp32")
+    _p.setdefault("tolerance", TOLERANCE)
 PEER_NAMES = [p["name"] for p in PEERS]
 PEER_BY_NAME = {p["name"]: p for p in PEERS}
 
@@ -203,7 +206,7 @@ def registry() -> list[dict]:
     for p in PEERS:
         why = unavailable_reason(p)
         out.append({"name": p["name"], "family": "peer", "summary": p["summary"], "timed": p["timed"],
-                    "precision": p.get("precision", "fp32"), "tolerance": p.get("tolerance", TOLERANCE),
+                    "precision": p["precision"], "tolerance": p["tolerance"],
                     "forms": list(FORMS),
                     "windows": list(p.get("windows", WINDOW_KINDS)), "params": {},
                     "normalizations": list(p["normalizations"]), "available": not why, "unavailable_reason": why})
@@ -1238,7 +1241,7 @@ def tolerance_for(normalize: str, variant: str = "") -> float:
     relative tolerance (1e-5; a TF32 peer's 2e-3)."""
     if normalize == "zncc":
         return ZNCC_TOLERANCE
-    return PEER_BY_NAME.get(variant, {}).get("tolerance", TOLERANCE)
+    return PEER_BY_NAME[variant]["tolerance"] if variant in PEER_BY_NAME else TOLERANCE
 
 
 def sampled_normalized_reference(torch, c: Case, L, R, positions: np.ndarray) -> np.ndarray:
@@ -1562,7 +1565,7 @@ def label(c: Case) -> str:
     """family, timed, precision; a normalized case's timed names the whole normalized computation."""
     p = PEER_BY_NAME[c.variant]
     timed = p["timed"] if c.normalize == "none" else f"normalize {c.normalize}: {p['normalized'][c.normalize]}"
-    return f"family=peer;timed={timed};precision={p.get('precision', 'fp32')}"
+    return f"family=peer;timed={timed};precision={p['precision']}"
 
 
 def entry(c: Case, opt: Options, index: int, rep: int, r: dict, label: str) -> dict:

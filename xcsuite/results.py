@@ -97,7 +97,11 @@ def _planned(meta: dict, expected: set | None) -> int | None:
 
 @functools.lru_cache(maxsize=64)
 def _progress(path: str, mtime_ns: int, size: int) -> Progress:
-    data = load_results(Path(path))
+    return progress_of_data(load_results(Path(path)), Path(path).stem)
+
+
+def progress_of_data(data: dict, stem: str) -> Progress:
+    """Progress of a loaded results file (`stem`: its name, for a file without an experiment)."""
     meta = data.get("xcorr_meta", {})
     cases = data.get("cases", {})
     expected = _expected_keys(meta)
@@ -108,7 +112,7 @@ def _progress(path: str, mtime_ns: int, size: int) -> Progress:
     if missing:
         complete = False
         planned = max(planned or 0, len(cases) + missing)
-    return Progress(meta.get("experiment", Path(path).stem), complete, len(cases), planned, meta.get("updated"))
+    return Progress(meta.get("experiment", stem), complete, len(cases), planned, meta.get("updated"))
 
 
 def progress(gpu_dir: Path, names=None) -> dict[str, Progress]:

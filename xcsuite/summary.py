@@ -15,7 +15,7 @@ import pandas as pd
 from experiments._spec import Shape, count_label
 from xcsuite.benchjson import parse_label, seconds
 from xcsuite.resultfile import dims_of, entries_of, window_of
-from xcsuite.results import load_results, progress_of
+from xcsuite.results import load_results, progress_of_data
 from xcsuite.stats import describe
 
 COLUMNS = ["gpu", "gpu_name", "experiment", "case", "variant", "family", "form", "counts", "size", "hL", "wL",
@@ -39,7 +39,7 @@ def rows_of(path: Path) -> list[dict]:
     experiment = meta.get("experiment", Path(path).stem)
     families = {v["name"]: v.get("family", "") for v in meta.get("registry", [])}
     peak = _float(ctx.get("xcorr_fp32_peak_flops"))
-    complete = progress_of(path).complete  # the runner's verdict, and no series of the definition left pending
+    complete = progress_of_data(data, Path(path).stem).complete  # the runner's verdict, and no case of the definition pending
     rows = []
     for key, info in data.get("cases", {}).items():
         entries = entries_of(info)

@@ -365,21 +365,20 @@ def headline_cells(summary: pd.DataFrame) -> pd.DataFrame:
             continue
         fp32 = p["precision"].fillna("fp32").isin(["fp32", "3xtf32"])  # FP32-class: within 1e-5 of float64
 
-        def best(mask):
+        def best(mask) -> pd.Series:
+            """The fastest run among `mask`'s (time_us NaN, variant "" where there is none)."""
             q = p[mask]
-            if q.empty:
-                return float("nan"), ""
-            r = q.loc[q["time_us"].idxmin()]
-            return float(r["time_us"]), str(r["variant"])
+            return q.loc[q["time_us"].idxmin()] if not q.empty else pd.Series({"time_us": float("nan"), "variant": "",
+                                                                               "peak_pct": float("nan")})
 
         row = {"counts": counts, "size": int(size)}
-        row["overlap-wise"], _ = best(p["variant"] == "overlap-wise")
-        row["paper"], row["paper_variant"] = best(p["family"].isin(PAPER_FAMILIES))
-        row["new"], row["new_variant"] = best((p["family"] == "hopper") & ~p["variant"].isin(HEADLINE_FFT) & fp32)
-        q = p[(p["variant"] == row["new_variant"])]
-        row["new_peak_pct"] = float(q.loc[q["time_us"].idxmin(), "peak_pct"]) if not q.empty else float("nan")
+        row["overlap-wise"] = best(p["variant"] == "overlap-wise")["time_us"]
+        paper = best(p["family"].isin(PAPER_FAMILIES))
+        row["paper"], row["paper_variant"] = paper["time_us"], paper["variant"]
+        new = best((p["family"] == "hopper") & ~p["variant"].isin(HEADLINE_FFT) & fp32)
+        row["new"], row["new_variant"], row["new_peak_pct"] = new["time_us"], new["variant"], new["peak_pct"]
         for v in HEADLINE_FFT + ("torch-fft",):
-            row[v], _ = best(p["variant"] == v)
+            row[v] = best(p["variant"] == v)["time_us"]
         ours = [row[k] for k in ("overlap-wise", "paper", "new") + HEADLINE_FFT if row[k] == row[k]]
         row["ours_best"] = min(ours) if ours else float("nan")
         row["torch_over_ours"] = row["torch-fft"] / row["ours_best"] if ours else float("nan")

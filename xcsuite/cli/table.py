@@ -141,7 +141,7 @@ def make_tables(gpu_dir: Path, plots_root: Path | None = None) -> dict:
               "warp-overlap = warp-per-overlap, split = split-row, grouped = grouped-overlap (with multi-matrix-right "
               "for one-to-many and multi-matrix-both for n-to-m), fft+p = fft+plan.\n")
     md.append(paper_markdown())
-    (gpu_dir / "table1.md").write_text("\n".join(md))
+    paths.write_text_atomic(gpu_dir / "table1.md", "\n".join(md))
     return tables
 
 
@@ -211,7 +211,7 @@ def make_window_table(gpu_dir: Path, plots_root: Path | None = None) -> pd.DataF
     if stopped:
         md.append(f"**The window_table experiment is {stopped}: cells may change when it is finished.**\n")
     md.append(window_markdown(t))
-    (gpu_dir / "window_table.md").write_text("\n".join(md))
+    paths.write_text_atomic(gpu_dir / "window_table.md", "\n".join(md))
     try:
         window_figure(t, gpu_name + (f" (window_table {stopped})" if stopped else ""),
                       paths.plots_dir_for(gpu_dir, plots_root))
@@ -272,7 +272,7 @@ def make_normalization_table(gpu_dir: Path) -> pd.DataFrame | None:
           "(PyTorch) compute the normalization as a PyTorch user writes it. – : not measured.\n",
           f"Within the target: {int(met['meets_target'].astype(bool).sum())} of {len(met)} algorithm-problem pairs "
           "measured both ways.\n", stopped_note(gpu_dir, measured), normalization_markdown(t, pts)]
-    (gpu_dir / "normalization_table.md").write_text("\n".join(md))
+    paths.write_text_atomic(gpu_dir / "normalization_table.md", "\n".join(md))
     return t
 
 
@@ -298,7 +298,7 @@ def make_signal_table(gpu_dir: Path) -> pd.DataFrame | None:
           "peak of NVIDIA's datasheet, – where not known) and its time over the fastest peer's (PyTorch, "
           "CuPy, as their users call them). Bold: the fastest of this project at its precision.\n",
           stopped_note(gpu_dir, measured), signal_markdown(t)]
-    (gpu_dir / "signal_table.md").write_text("\n".join(md))
+    paths.write_text_atomic(gpu_dir / "signal_table.md", "\n".join(md))
     return t
 
 
@@ -364,9 +364,10 @@ def main(argv=None) -> int:
                 print(f"table: {d.name}: {name}: nothing measured yet")
         readme = paths.ROOT / "README.md"
         ours = Path(d).resolve().parent == (paths.ROOT / "results").resolve()  # never a test's or a copy's folder
-        if (args.readme and ours and (d / "headline.md").exists()
-                and README_BEGIN.format(slug=d.name) in readme.read_text()):
-            paths.write_text_atomic(readme, readme_with_headline(readme.read_text(), d))
-            print(f"table: README.md's headline table from {d}/headline.md")
+        if args.readme and ours and (d / "headline.md").exists():
+            text = readme.read_text()
+            if README_BEGIN.format(slug=d.name) in text:
+                paths.write_text_atomic(readme, readme_with_headline(text, d))
+                print(f"table: README.md's headline table from {d}/headline.md")
     return 0
 
