@@ -16,6 +16,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kMaxGridY = 65535;  // gridDim.y and .z limit: kernels stride over the matrices beyond it
+constexpr int64_t kMaxGridX = 2147483647;  // gridDim.x limit (2^31 - 1)
 constexpr int kMaxPartials = 1024;  // blocks per matrix of the mean reduction (a 2048 x 2048 crop: 1024)
 constexpr int kColSegments = 8;   // row segments per column of the column pass (blockDim.y of col_scan_kernel)
 constexpr int kMaxC00Parts = 1024;  // blocks per pair of zero-lag's C(0, 0) at most
@@ -734,14 +735,20 @@ __global__ void __launch_bounds__(kThreads) fused_prepass_kernel(Stacks st) {
 // From global memory through the read-only cache (__ldg): the epilogue writes `out` in place, so
 // the compiler cannot prove by itself that the tables do not alias it; kShared: a table staged in
 // shared memory (plain loads). The same four entries and the same arithmetic either way.
+// Row 0 of a table is zero (the sums over no row), and where a box starts there (every box of a
+// one-row crop) its two entries of that row are read at cell (0, 0), one address for the whole
+// warp, instead of a line per warp each: half the table traffic of one-dimensional signals. (A
+// select of zero in place of the loads cost the sampled instantiation spills at 64 registers.)
 template <bool kShared>
 __device__ __forceinline__ double2 box_sum(const double2* t, int64_t w1, int r0, int r1, int c0, int c1) {
     auto ld = [](const double2* p) {
         if constexpr (kShared) return *p;
         else return __ldg(p);
     };
-    const double2 a = ld(t + r1 * w1 + c1), b = ld(t + r0 * w1 + c1), c = ld(t + r1 * w1 + c0),
-                  d = ld(t + r0 * w1 + c0);
+    const double2* t0 = t + r0 * w1;
+    const double2* t1 = t + r1 * w1;
+    const bool row0 = r0 == 0;
+    const double2 a = ld(t1 + c1), b = ld(t0 + (row0 ? 0 : c1)), c = ld(t1 + c0), d = ld(t0 + (row0 ? 0 : c0));
     return make_double2(a.x - b.x - c.x + d.x, a.y - b.y - c.y + d.y);
 }
 
@@ -757,6 +764,7 @@ struct EpilogueArgs {
     int lr0, lc0, lh, lw, rr0, rc0, rh, rw;
     TableColumns lcols, rcols;  // the tables' columns (kSampled; all_columns otherwise)
     Window win;
+    FastDiv out_w;  // division by the output's width: element -> row
     PairMap pairs;
     int64_t count;  // output matrices
 };
@@ -772,13 +780,18 @@ struct EpilogueArgs {
 //     1e-6·n·ΣX² of the original data, ΣX² = ΣX'² + 2m·ΣX' + n·m² (the contract; exact for any m);
 //   zero-lag: C = C' + mR·ΣL' + mL·ΣR' + n·mL·mR (the raw sum of the original data, since
 //     X = X' + m), divided by C(0, 0) of the pair; 0 where n = 0 or C(0, 0) = 0.
-// In place: each thread reads and writes only its own element. Mapping: blockIdx.y strides over the
-// outputs (l, q and the table bases uniform per block), threads of blockIdx.x stride over the
+// In place: each thread reads and writes only its own element. Mapping: blockIdx.x strides over the
+// outputs (l, q and the table bases uniform per block), the threads of blockIdx.y stride over the
 // elements of one output in 32-bit arithmetic (oh·ow <= 2^30 by Problem::check; a 64-bit division
-// per element was most of the old one-dimensional mapping's index cost). Resources: registers
-// only; reads 8 double2 of the tables per element.
+// per element was most of the old one-dimensional mapping's index cost). The output is the fast
+// grid index so that the blocks in flight together cover one stretch of elements of many outputs:
+// where outputs share a table (one-to-many: every template against one trace), that stretch of it
+// is read from DRAM once and from L2 by the rest, instead of the whole table streaming once per
+// output (matched filtering: 300 passes over a 276 MB table of an 8.64 M-sample trace when the
+// elements were the fast index). Resources: registers only; reads 8 double2 of the tables per
+// element.
 // kStaged (use_staged_epilogue: small tables, many outputs, each table entry read several times):
-// gridDim.x = 1, and the block first copies its output's two tables (left then right, coalesced
+// gridDim.y = 1, and the block first copies its output's two tables (left then right, coalesced
 // double2) into dynamic shared memory, staged_epilogue_bytes, and reads them there: each table
 // crosses L2 once per output instead of once per block of 256 elements and per L1 miss (zncc_frames:
 // 32 KB per output against ~55 KB), and the 8 reads per element are shared-memory loads. The copy
@@ -804,7 +817,7 @@ __global__ void __launch_bounds__(kThreads, 4) epilogue_kernel(const EpilogueArg
     // kStaged: the tables' cells (they fit in shared memory, so int); unused (0) otherwise.
     const int lcells = kStaged ? (a.lh + 1) * int(lw1) : 0, rcells = kStaged ? (a.rh + 1) * int(rw1) : 0;
     int64_t staged_right = -1;  // the right whose table is in staged[lcells..]
-    for (int64_t k = blockIdx.y; k < a.count; k += gridDim.y) {
+    for (int64_t k = blockIdx.x; k < a.count; k += gridDim.x) {
         const int64_t l = a.pairs.left_of(k), q = a.pairs.right_of(k);
         const double2* lsat = a.lsat + l * (a.lh + 1) * lw1;
         const double2* rsat = a.rsat + q * (a.rh + 1) * rw1;
@@ -820,8 +833,8 @@ __global__ void __launch_bounds__(kThreads, 4) epilogue_kernel(const EpilogueArg
         }
         const double ml = a.lmean[l], mr = a.rmean[q];
         float* out = a.out + k * per;
-        for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < per; j += gridDim.x * blockDim.x) {
-            const int y = j / ow;
+        for (int j = blockIdx.y * blockDim.x + threadIdx.x; j < per; j += gridDim.y * blockDim.x) {
+            const int y = int(a.out_w.div(unsigned(j)));
             const int dy = a.win.dy0 + y, dx = a.win.dx0 + (j - y * ow);
             const Span rows = overlap_span(dy, a.hL, a.hR), cols = overlap_span(dx, a.wL, a.wR);
             const int nr = rows.end - rows.begin, nc = cols.end - cols.begin;
@@ -830,10 +843,10 @@ __global__ void __launch_bounds__(kThreads, 4) epilogue_kernel(const EpilogueArg
                 continue;
             }
             const double n = double(nr) * nc;
-            const double2 sl = box_sum<kStaged>(lsat, lw1, rows.begin + dy - a.lr0, rows.end + dy - a.lr0,
-                                                lcol(cols.begin + dx - a.lc0), lcol(cols.end + dx - a.lc0));
-            const double2 sr = box_sum<kStaged>(rsat, rw1, rows.begin - a.rr0, rows.end - a.rr0,
-                                                rcol(cols.begin - a.rc0), rcol(cols.end - a.rc0));
+            const int lr = rows.begin + dy - a.lr0, lc = cols.begin + dx - a.lc0;
+            const int rr = rows.begin - a.rr0, rc = cols.begin - a.rc0;
+            const double2 sl = box_sum<kStaged>(lsat, lw1, lr, lr + nr, lcol(lc), lcol(lc + nc));
+            const double2 sr = box_sum<kStaged>(rsat, rw1, rr, rr + nr, rcol(rc), rcol(rc + nc));
             double c = 0;
             if (int64_t(nr) * nc <= kDirectOverlap) {
                 c = raw_at(a.ls + l * a.lh * a.lw, a.rs + q * a.rh * a.rw, a.lh, a.lw, a.rh, a.rw, dy + ty, dx + tx);
@@ -847,10 +860,93 @@ __global__ void __launch_bounds__(kThreads, 4) epilogue_kernel(const EpilogueArg
             } else {
                 const double fl = n * sl.y - sl.x * sl.x, fr = n * sr.y - sr.x * sr.x;
                 const double ql = sl.y + 2 * ml * sl.x + n * ml * ml, qr = sr.y + 2 * mr * sr.x + n * mr * mr;
+                // rsqrt (within 1 ulp) and a product rather than sqrt and a division: two fewer
+                // double-precision iterations with their slow-path branches per element
                 if (fl > kConstantOverlap * n * ql && fr > kConstantOverlap * n * qr)
-                    v = fmin(1.0, fmax(-1.0, (n * c - sl.x * sr.x) / sqrt(fl * fr)));
+                    v = fmin(1.0, fmax(-1.0, (n * c - sl.x * sr.x) * rsqrt(fl * fr)));
             }
             out[j] = float(v);
+        }
+    }
+}
+
+// The template epilogue (use_template_epilogue): where every shift of the window keeps the right
+// wholly inside the left (template matching's valid window, matched filtering), each overlap is the
+// whole right, so the right's terms are one constant per output (ΣR', its factor, mR, C(0, 0))
+// rather than four table reads and their arithmetic per element, and outputs with the same left
+// share the left's box sum at each shift. Mapping: blockIdx.x strides over groups of up to
+// kTemplateGroup consecutive outputs of one left (one-to-many: every output; n-to-m: the row of
+// left l; k = l·rights + q), whose constants the block puts in shared memory first; the threads
+// of blockIdx.y stride over the elements, each reading the left box once (four entries, as
+// box_sum) and then the group's outputs at that element. The same formulas as epilogue_kernel, but
+// zncc's root is rsqrt(fL)·rsqrt(fR) and zero-lag's division a product by 1 / C(0, 0) (each within
+// a few ulp of double, far below the contract's 1e-4). Resources: 3·kTemplateGroup doubles of
+// shared memory; at most 64 registers (launch bounds as epilogue_kernel's).
+constexpr int kTemplateGroup = 8;
+template <Normalize kMode, bool kSampled>
+__global__ void __launch_bounds__(kThreads, 4) template_epilogue_kernel(const EpilogueArgs a, int rights,
+                                                                        int groups_per_left, int64_t groups) {
+    // Per output of the group: ΣR'; zncc: 1 / sqrt(fR), 0 where R' is constant; zero-lag: 1 / C(0, 0),
+    // 0 where C(0, 0) = 0; mR.
+    __shared__ double r_sum[kTemplateGroup], r_scale[kTemplateGroup], r_mean[kTemplateGroup];
+    const int ow = int(a.win.out_w()), per = int(a.win.out_h()) * ow;
+    const int64_t lw1 = kSampled ? a.lcols.width() : a.lw + 1, rw1 = kSampled ? a.rcols.width() : a.rw + 1;
+    auto lcol = [&a](int c) { return kSampled ? a.lcols.at(c) : c; };
+    const int rh = a.rh, rw = a.rw;  // the right's crop is the whole right
+    const double n = double(rh) * rw;
+    for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+        const int l = int(g / groups_per_left), q0 = int(g % groups_per_left) * kTemplateGroup;
+        const int nq = min(kTemplateGroup, rights - q0);
+        const int64_t k0 = int64_t(l) * rights + q0;
+        __syncthreads();  // the previous group's reads of the constants are done
+        if (int(threadIdx.x) < nq) {
+            const int i = threadIdx.x, q = q0 + i;
+            const double2* rsat = a.rsat + int64_t(q) * (rh + 1) * rw1;
+            const double2 sr = box_sum<false>(rsat, rw1, 0, rh, kSampled ? a.rcols.at(0) : 0,
+                                              kSampled ? a.rcols.at(rw) : rw);
+            const double mr = a.rmean[q];
+            double scale = 0;
+            if constexpr (kMode == Normalize::ZeroLag) {
+                const double d = a.c00[k0 + i];
+                if (d != 0) scale = 1.0 / d;
+            } else {
+                const double fr = n * sr.y - sr.x * sr.x, qr = sr.y + 2 * mr * sr.x + n * mr * mr;
+                if (fr > kConstantOverlap * n * qr) scale = rsqrt(fr);
+            }
+            r_sum[i] = sr.x, r_scale[i] = scale, r_mean[i] = mr;
+        }
+        __syncthreads();
+        const double ml = a.lmean[l];
+        const double2* lsat = a.lsat + int64_t(l) * (a.lh + 1) * lw1;
+        float* out = a.out + k0 * per;
+        for (int j = blockIdx.y * blockDim.x + threadIdx.x; j < per; j += gridDim.y * blockDim.x) {
+            const int y = int(a.out_w.div(unsigned(j)));
+            const int lr = a.win.dy0 + y - a.lr0, lc = a.win.dx0 + (j - y * ow) - a.lc0;
+            const double2 sl = box_sum<false>(lsat, lw1, lr, lr + rh, lcol(lc), lcol(lc + rw));
+            double lscale = 0;  // zncc: 1 / sqrt(fL), 0 where L' is constant over the overlap
+            if constexpr (kMode == Normalize::Zncc) {
+                const double fl = n * sl.y - sl.x * sl.x, ql = sl.y + 2 * ml * sl.x + n * ml * ml;
+                if (fl > kConstantOverlap * n * ql) lscale = rsqrt(fl);
+            }
+            // The group's raw values first, then the results: a load after a store to the same
+            // buffer cannot move above it, and one load in flight per thread at a time left DRAM
+            // mostly idle (matched filtering's epilogue took 3x its traffic's time that way).
+            float raw[kTemplateGroup];
+#pragma unroll
+            for (int i = 0; i < kTemplateGroup; ++i) raw[i] = i < nq ? out[int64_t(i) * per + j] : 0.0f;
+#pragma unroll
+            for (int i = 0; i < kTemplateGroup; ++i) {
+                if (i >= nq) break;
+                const double c = double(raw[i]);
+                double v = 0;
+                if constexpr (kMode == Normalize::ZeroLag) {
+                    v = (c + r_mean[i] * sl.x + ml * r_sum[i] + n * ml * r_mean[i]) * r_scale[i];
+                } else {
+                    const double scale = lscale * r_scale[i];
+                    if (scale != 0) v = fmin(1.0, fmax(-1.0, (n * c - sl.x * r_sum[i]) * scale));
+                }
+                out[int64_t(i) * per + j] = float(v);
+            }
         }
     }
 }
@@ -950,6 +1046,17 @@ bool use_staged_epilogue(const Problem& p, const NormalizeCrop& c) {
     return bytes <= kStagedEpilogueBytes && 8 * per >= 2 * cells && p.out_count() >= kStagedMinOutputs;
 }
 
+// The template epilogue (template_epilogue_kernel) where the window keeps the right wholly inside
+// the left at every shift (0 <= dy, dy + hR <= hL, and so for the columns): template matching's
+// valid window, matched filtering. Not for n-to-mn (outputs of one left are not consecutive there)
+// nor where n <= kDirectOverlap (epilogue_kernel sums those overlaps directly); the staged epilogue
+// keeps the problems it takes.
+bool use_template_epilogue(const Problem& p) {
+    const Window w = p.shifts();
+    return p.form != Form::NToMn && w.dy0 >= 0 && w.dy1 <= p.hL - p.hR && w.dx0 >= 0 && w.dx1 <= p.wL - p.wR &&
+           int64_t(p.hR) * p.wR > kDirectOverlap;
+}
+
 // Whether a stack's tables keep only the columns the epilogue reads (read_columns): where that
 // leaves out at least an eighth of them, and the stack takes row_scan_kernel (the fused prepass
 // keeps whole tables in shared memory, the segmented row pass whole rows of 1-D signals). The
@@ -1018,6 +1125,7 @@ Prepass prepass_of(const Problem& p, const NormalizeCrop& crop) {
     pp.left = stack(cl, read.left, p.nL);
     pp.right = stack(cr, read.right, p.nR);
     pp.staged_epilogue = !pp.left.sampled(cl.w()) && !pp.right.sampled(cr.w()) && use_staged_epilogue(p, crop);
+    pp.template_epilogue = !pp.staged_epilogue && use_template_epilogue(p);
     pp.c00_parts = p.normalize == Normalize::ZeroLag ? c00_split(p).parts() : 0;
     return pp;
 }
@@ -1205,19 +1313,35 @@ void Normalizer::finish(float* out, cudaStream_t stream) {
     a.rr0 = cr.r0, a.rc0 = cr.c0, a.rh = cr.h(), a.rw = cr.w();
     a.lcols = L.cols, a.rcols = R.cols;
     a.win = p_.shifts();
+    a.out_w = FastDiv(unsigned(p_.out_w()));
     a.pairs = pair_map(p_);
     a.count = p_.out_count();
     const int64_t per = int64_t(p_.out_h()) * p_.out_w();
-    const unsigned gy = unsigned(std::min<int64_t>(a.count, kMaxGridY));
     const bool zl = p_.normalize == Normalize::ZeroLag;
     if (prepass_.staged_epilogue) {
+        // At most 65535 blocks, as before the outputs moved to x: a block of several outputs keeps
+        // the staged right table across those with the same right.
         auto epilogue = zl ? epilogue_kernel<Normalize::ZeroLag, true> : epilogue_kernel<Normalize::Zncc, true>;
-        epilogue<<<dim3(1, gy), kThreads, staged_epilogue_bytes(crop_), stream>>>(a);
+        const unsigned gx = unsigned(std::min<int64_t>(a.count, kMaxGridY));
+        epilogue<<<dim3(gx, 1), kThreads, staged_epilogue_bytes(crop_), stream>>>(a);
+    } else if (prepass_.template_epilogue) {
+        auto epilogue = sampled_ ? (zl ? template_epilogue_kernel<Normalize::ZeroLag, true>
+                                       : template_epilogue_kernel<Normalize::Zncc, true>)
+                                 : (zl ? template_epilogue_kernel<Normalize::ZeroLag, false>
+                                       : template_epilogue_kernel<Normalize::Zncc, false>);
+        const int lefts = p_.form == Form::NToM ? p_.nL : 1, rights = int(a.count / lefts);
+        const int groups_per_left = ceil_div(rights, kTemplateGroup);
+        const int64_t groups = int64_t(lefts) * groups_per_left;
+        const unsigned gx = unsigned(std::min<int64_t>(groups, kMaxGridX));
+        const unsigned gy = unsigned(std::min<int64_t>(ceil_div(per, int64_t(kThreads)), kMaxGridY));
+        epilogue<<<dim3(gx, gy), kThreads, 0, stream>>>(a, rights, groups_per_left, groups);
     } else {
         auto epilogue = sampled_ ? (zl ? epilogue_kernel<Normalize::ZeroLag, false, true>
                                        : epilogue_kernel<Normalize::Zncc, false, true>)
                                  : (zl ? epilogue_kernel<Normalize::ZeroLag, false> : epilogue_kernel<Normalize::Zncc, false>);
-        epilogue<<<dim3(blocks_for(per, kThreads), gy), kThreads, 0, stream>>>(a);
+        const unsigned gx = unsigned(std::min<int64_t>(a.count, kMaxGridX));
+        const unsigned gy = unsigned(std::min<int64_t>(ceil_div(per, int64_t(kThreads)), kMaxGridY));
+        epilogue<<<dim3(gx, gy), kThreads, 0, stream>>>(a);
     }
     XC_CHECK_LAUNCH();
 }

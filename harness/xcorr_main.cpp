@@ -564,7 +564,8 @@ int cmd_explain(int argc, char** argv) {
                 };
                 std::cout << ", \"prepass\": {\"left\": " << stack(pp.left, c.left) << ", \"right\": "
                           << stack(pp.right, c.right) << ", \"staged_epilogue\": "
-                          << (pp.staged_epilogue ? "true" : "false") << ", \"c00_parts\": " << pp.c00_parts << "}";
+                          << (pp.staged_epilogue ? "true" : "false") << ", \"template_epilogue\": "
+                          << (pp.template_epilogue ? "true" : "false") << ", \"c00_parts\": " << pp.c00_parts << "}";
             }
             std::cout << "}";
         }

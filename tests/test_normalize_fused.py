@@ -1001,3 +1001,39 @@ def test_strip_prepass_tables(shape):
     assert np.array_equal(xs.view(np.uint32), split_path(x, 1)[1].view(np.uint32))  # the row pass's x'
     _, _, bad = split_path(x, 1000, skip=1)
     assert np.abs(bad[..., 1] - want[..., 1]).max() > 1e-6 * (xs.astype(np.float64) ** 2).sum()
+
+
+def use_template_epilogue(form, shape, window):
+    """normalize.cu's use_template_epilogue: every shift of the window (dy0, dy1, dx0, dx1) keeps the
+    right wholly inside the left, not n-to-mn, and the overlap (the whole right) past kDirectOverlap."""
+    hL, wL, hR, wR = shape
+    dy0, dy1, dx0, dx1 = window
+    return (form != "n-to-mn" and dy0 >= 0 and dy1 <= hL - hR and dx0 >= 0 and dx1 <= wL - wR
+            and hR * wR > KDIRECT_OVERLAP)
+
+
+KDIRECT_OVERLAP = 64  # xcorr/normalize.hpp's kDirectOverlap
+
+
+@pytest.mark.parametrize("form,shape,window,staged", [
+    ("one-to-many", (1, 8640000, 1, 600), (0, 0, 0, 8639400), False),   # signals_matched: valid
+    ("one-to-one", (4096, 4096, 16, 16), (0, 4080, 0, 4080), False),    # zncc_match: valid
+    ("one-to-one", (4096, 4096, 8, 8), (0, 4088, 0, 4088), False),      # n = 64: the direct sums
+    ("n-to-m", (37, 53, 29, 41), (0, 8, 0, 12), False),                 # valid, unequal
+    ("n-to-m", (37, 53, 29, 41), (1, 5, 2, 12), False),                 # shifts inside valid
+    ("n-to-m", (37, 53, 29, 41), (-1, 5, 2, 12), False),                # one row of shifts past it
+    ("n-to-m", (37, 53, 29, 41), (0, 9, 0, 12), False),                 # dy 9: the right pokes out
+    ("n-to-mn", (37, 53, 29, 41), (0, 8, 0, 12), False),                # outputs of a left not consecutive
+    ("n-to-m", (256, 256, 23, 21), (-16, 16, -16, 16), True),          # zncc_frames: staged
+])
+def test_template_epilogue_where_the_right_stays_inside(form, shape, window, staged):
+    """explain reports the template epilogue exactly where the window keeps the right wholly inside the
+    left (the model above), never together with the staged one."""
+    hL, wL, hR, wR = shape
+    counts = {"one-to-one": (1, 1), "one-to-many": (1, 3), "n-to-m": (1000 if staged else 2, 1 if staged else 3),
+              "n-to-mn": (2, 4)}[form]
+    args = ["--form", form, "--left", f"{counts[0]}:{hL}x{wL}", "--right", f"{counts[1]}:{hR}x{wR}",
+            "--shifts", f"{window[0]}:{window[1]},{window[2]}:{window[3]}", "--normalize", "zncc"]
+    pp = explain_prepass(*args)
+    assert pp["staged_epilogue"] == staged
+    assert pp["template_epilogue"] == (use_template_epilogue(form, shape, window) and not staged), pp

@@ -71,6 +71,50 @@ XC_HD_INLINE Span overlap_span(int shift, int m, int n) {
     return Span{b, e > b ? e : b};
 }
 
+// n / d for a divisor d >= 1 fixed per launch and 0 <= n < 2^31, as a multiply-high, an add and a
+// shift (Granlund and Montgomery, "Division by invariant integers using multiplication", 1994):
+// m = floor(2^32·(2^s - d) / d) + 1 with s = ceil(log2 d) gives n / d = (umulhi(n, m) + n) >> s,
+// exact for every n below 2^31 (where umulhi(n, m) + n < 2^32). A kernel that maps a flat element
+// index to (row, column) pays this instead of an integer division (some twenty instructions) per
+// element. Host and device compute the same thing; the static_assert below checks the host one at
+// compile time on divisors and dividends at the edges.
+struct FastDiv {
+    unsigned d = 1, m = 1;
+    int s = 0;
+    constexpr FastDiv() = default;
+    constexpr explicit FastDiv(unsigned divisor) : d(divisor) {
+        if (divisor == 0 || divisor > (1u << 31)) throw std::invalid_argument("FastDiv: the divisor must be in 1 .. 2^31");
+        while ((uint64_t(1) << s) < d) ++s;
+        m = unsigned((uint64_t(1) << 32) * ((uint64_t(1) << s) - d) / d + 1);
+    }
+    XC_HD_INLINE constexpr unsigned div(unsigned n) const {
+#ifdef __CUDA_ARCH__
+        return (__umulhi(n, m) + n) >> s;
+#else
+        return unsigned(((uint64_t(n) * m >> 32) + n) >> s);
+#endif
+    }
+};
+namespace detail {
+constexpr bool fast_div_exact() {
+    constexpr unsigned divisors[] = {1, 2, 3, 7, 33, 255, 256, 257, 641, 4801, 65537, 8639401, 46340 * 46340u,
+                                     (1u << 30) + 1, (1u << 31) - 1, 1u << 31};
+    for (unsigned d : divisors) {
+        const FastDiv f(d);
+        for (uint64_t base : {uint64_t(0), uint64_t(d) * 3, uint64_t(d) * 12345, (uint64_t(1) << 31) - 64})
+            for (uint64_t n = base; n < base + 64 && n < (uint64_t(1) << 31); ++n)
+                if (f.div(unsigned(n)) != n / d) return false;
+        for (uint64_t q = 1; q < 64; ++q)  // each side of a multiple of d
+            for (uint64_t n : {q * d - 1, q * d, q * d + 1})
+                if (n < (uint64_t(1) << 31) && f.div(unsigned(n)) != n / d) return false;
+    }
+    return true;
+}
+#ifndef __CUDA_ARCH__  // the host path (the device one is the same arithmetic through __umulhi)
+static_assert(fast_div_exact(), "FastDiv is n / d for every n below 2^31");
+#endif
+}  // namespace detail
+
 struct Problem;
 
 // Which shifts an output holds (CONVENTIONS.md, "Output windows"): the rectangle dy0..dy1,

@@ -85,6 +85,7 @@ struct StackPrepass {
 struct Prepass {
     StackPrepass left, right;
     bool staged_epilogue = false;  // one block per output reads its two tables from shared memory
+    bool template_epilogue = false;  // the right wholly inside the left at every shift: its terms per output
     int c00_parts = 0;             // zero-lag: first-level blocks per pair of C(0, 0); 0 otherwise
 };
 // The prepass of normalized problem p on crop (not empty: UsageError otherwise).
