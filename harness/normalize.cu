@@ -17,6 +17,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxGridY = 65535;  // gridDim.y and .z limit: kernels stride over the matrices beyond it
 constexpr int64_t kMaxGridX = 2147483647;  // gridDim.x limit (2^31 - 1)
+constexpr int64_t kMaxPartialBlocks = 1 << 20;  // partial_sums_kernel: blocks stride past it
 constexpr int kMaxPartials = 1024;  // blocks per matrix of the mean reduction (a 2048 x 2048 crop: 1024)
 constexpr int kColSegments = 8;   // row segments per column of the column pass (blockDim.y of col_scan_kernel)
 constexpr int kMaxC00Parts = 1024;  // blocks per pair of zero-lag's C(0, 0) at most
@@ -156,15 +157,18 @@ __device__ double block_sum(double v) {
 // outputs, are the same on every run): thread t adds elements begin + t, begin + t + 256, ... in
 // turn to 0, then block_sum. A crop of whole rows is contiguous in the input; otherwise element i
 // is at crop row i / cw, column i % cw (32-bit: ch·cw <= 2^30 by Problem::check). Mapping: grid
-// (max partials of the stacks, min(count, 65535), 2 stacks), kThreads threads; blockIdx.y strides
-// over the matrices; blocks past their stack's partials return at once. Writes
+// (partial_sums_blocks, 1, 2 stacks), kThreads threads; blockIdx.x strides over the stack's
+// (matrix m, slice b) = divmod(i, partials), so a stack of one long signal (1024 slices) beside one
+// of 300 short templates (1 slice each) launches ~1024 blocks, not the 614 k of a (max partials,
+// max count) grid, nearly all of which returned at once (0.85 ms of matched filtering's prepass).
+// The loop bound is uniform per block: block_sum's barriers stay uniform. Writes
 // partial[m * partials + b]. Resources: 64 bytes of shared memory (block_sum).
 __global__ void partial_sums_kernel(Stacks st) {
     const StackRef s = st.pick();
-    if (int(blockIdx.x) >= s.partials) return;  // the whole block: block_sum's barriers stay uniform
-    const int64_t elems = int64_t(s.ch) * s.cw;
-    const int64_t begin = elems * blockIdx.x / s.partials, end = elems * (blockIdx.x + 1) / s.partials;
-    for (int m = blockIdx.y; m < s.count; m += gridDim.y) {
+    const int64_t elems = int64_t(s.ch) * s.cw, slices = int64_t(s.count) * s.partials;
+    for (int64_t i = blockIdx.x; i < slices; i += gridDim.x) {
+        const int m = int(i / s.partials), b = int(i - int64_t(m) * s.partials);
+        const int64_t begin = elems * b / s.partials, end = elems * (b + 1) / s.partials;
         const float* x = s.crop_row(m, 0);
         double v = 0;
         if (s.cw == s.w) {
@@ -176,7 +180,7 @@ __global__ void partial_sums_kernel(Stacks st) {
             }
         }
         v = block_sum(v);
-        if (threadIdx.x == 0) s.partial[int64_t(m) * s.partials + blockIdx.x] = v;
+        if (threadIdx.x == 0) s.partial[i] = v;  // i = m * partials + b
     }
 }
 
@@ -1210,7 +1214,8 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
     if (L.fused && R.fused) return;
     const int most = std::max(split.left.count, split.right.count);
     const int gy = std::min(most, kMaxGridY);
-    partial_sums_kernel<<<dim3(std::max(L.partials, R.partials), gy, 2), kThreads, 0, stream>>>(split);
+    const int64_t slices = std::max(int64_t(split.left.count) * L.partials, int64_t(split.right.count) * R.partials);
+    partial_sums_kernel<<<dim3(unsigned(std::min<int64_t>(slices, kMaxPartialBlocks)), 1, 2), kThreads, 0, stream>>>(split);
     XC_CHECK_LAUNCH();
     means_kernel<<<dim3(blocks_for(most, kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(split);
     XC_CHECK_LAUNCH();
