@@ -1037,3 +1037,46 @@ def test_template_epilogue_where_the_right_stays_inside(form, shape, window, sta
     pp = explain_prepass(*args)
     assert pp["staged_epilogue"] == staged
     assert pp["template_epilogue"] == (use_template_epilogue(form, shape, window) and not staged), pp
+
+
+NORMALIZE_PATHS = Path(__file__).resolve().parent.parent / "scripts" / "normalize-paths"
+
+
+def test_normalize_paths_cases_take_the_paths_they_name():
+    """scripts/normalize-paths (device-check -s runs it under each sanitizer) exists to run the
+    staged and template epilogues, sampled tables, chunked and segmented rows and C(0, 0): each of
+    its cases must still take the path it names, whatever the thresholds become."""
+    import json
+    import subprocess
+    from conftest import binary
+    r = subprocess.run(["bash", str(NORMALIZE_PATHS), "explain", binary("xcorr")], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    pp = {}
+    for line in r.stdout.splitlines():
+        if line.strip():
+            name, text = line.split(" ", 1)
+            pp[name] = json.loads(text)["normalization_crop"]["prepass"]
+    assert set(pp) == {"staged", "signals", "sampled", "zero-lag"}
+    assert pp["staged"]["staged_epilogue"] and not pp["staged"]["template_epilogue"]
+    assert pp["signals"]["template_epilogue"] and pp["signals"]["left"]["row_segments"] > 0
+    assert pp["sampled"]["left"]["sampled"] and pp["sampled"]["right"]["sampled"]
+    assert pp["sampled"]["left"]["chunked_rows"] and not pp["sampled"]["template_epilogue"]
+    assert pp["zero-lag"]["c00_parts"] > 0
+
+
+def test_normalize_paths_runs_its_cases_end_to_end():
+    """The script's own plumbing (inputs written, every case run and validated, the summary line
+    device-check sums, the exit status), with the CPU reference in place of a GPU variant; a case
+    that fails must fail the script."""
+    import subprocess
+    from conftest import binary
+    r = subprocess.run(["bash", str(NORMALIZE_PATHS), "none", binary("xcorr"), "reference"], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [l.split()[1] for l in r.stdout.splitlines() if l.startswith("ok ")] == ["staged", "signals", "sampled",
+                                                                                    "zero-lag"]
+    assert r.stdout.rstrip().splitlines()[-1] == "4 passed, 0 failed, 0 skipped"
+    bad = subprocess.run(["bash", str(NORMALIZE_PATHS), "none", binary("xcorr"), "no-such-variant"],
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 1 and bad.stdout.rstrip().splitlines()[-1] == "0 passed, 4 failed, 0 skipped"
