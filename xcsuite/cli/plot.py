@@ -562,30 +562,36 @@ def plot_signal_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[
     time that rate takes for the panel's multiply-adds."""
     col, ylabel = METRICS[exp.metric]
     panels = list(dict.fromkeys(pts["shape_panel"]))
-    fig, axes = grid_of(len(panels), ncols=1, w=8.5, h=0.34 * pts["series"].nunique() + 1.8)
+    # 11 inches: the series' labels take about half of the width, the bars and their values the rest
+    fig, axes = grid_of(len(panels), ncols=1, w=11, h=0.34 * pts["series"].nunique() + 2.0)
     series_order = list(dict.fromkeys(s.label for s in exp.series))
     for ax, pk in zip(axes, panels):
         sub = pts[pts["shape_panel"] == pk]
         window_bars(ax, sub, series_order, col, text=lambda r: f"{fmt_us(float(r[col]))}, {tflops_of(r):.3g} TFLOP/s")
         # from a third of the shortest bar (bars of similar times stay apart) to room for the time
-        # and rate beside the longest; the published rate's line inside it, wherever it falls
-        lo, hi = float(sub[col].min()) / 3, float(sub[col].max()) * 12
+        # and rate beside the longest: the last quarter of the axis's width, whatever the decades
+        # it spans (a fixed factor clipped the text of wide panels or wasted narrow ones); the
+        # published rate's line inside it, wherever it falls
+        lo, top = float(sub[col].min()) / 3, float(sub[col].max())
         ref_us = None
         if exp.reference_tflops:
             r = sub.iloc[0]
             fmas = float(r["flops"]) * float(r["time_us"]) * 1e-6 / 2  # the window's, as measured
             if fmas == fmas and fmas > 0:
                 ref_us = 2 * fmas / (exp.reference_tflops * 1e12) * 1e6
-                lo, hi = min(lo, ref_us / 2), max(hi, ref_us * 12)
+                lo, top = min(lo, ref_us / 2), max(top, ref_us)
+        text_share = 0.25
+        hi = 10 ** ((np.log10(top) - text_share * np.log10(lo)) / (1 - text_share))
         ax.set_xlim(lo, hi)
         if ref_us is not None:
             ax.axvline(ref_us, color="k", ls="--", lw=1)
             ax.text(ref_us, ax.get_ylim()[1], f" {exp.reference_label}: {fmt_us(ref_us)}", fontsize=6.5,
                     va="bottom", ha="left")
         ax.set_title("\n".join(textwrap.wrap(pk, 72)), fontsize=9, pad=12 if exp.reference_tflops else 6)
-        ax.set_xlabel(f"{quantity_label(sub, ylabel, pts)}, log scale; hatched: other libraries\n"
-                      "TFLOP/s = 2 x the window's multiply-adds per second (for the FFTs a direct-equivalent rate)",
-                      fontsize=7.5)
+        # wrapped: a line wider than the axes ran past the figure's right edge
+        ax.set_xlabel(textwrap.fill(f"{quantity_label(sub, ylabel, pts)}, log scale; hatched: other libraries. "
+                                    "TFLOP/s = 2 x the window's multiply-adds per second (for the FFTs a "
+                                    "direct-equivalent rate)", 90), fontsize=7.5)
     suptitle(fig, f"{exp.title}\n{title}; {FINISH_NOTE}")
     fig.tight_layout()
     return save(fig, out_dir, exp.name)
