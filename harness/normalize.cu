@@ -157,10 +157,11 @@ __device__ double block_sum(double v) {
 // outputs, are the same on every run): thread t adds elements begin + t, begin + t + 256, ... in
 // turn to 0, then block_sum. A crop of whole rows is contiguous in the input; otherwise element i
 // is at crop row i / cw, column i % cw (32-bit: ch·cw <= 2^30 by Problem::check). Mapping: grid
-// (partial_sums_blocks, 1, 2 stacks), kThreads threads; blockIdx.x strides over the stack's
-// (matrix m, slice b) = divmod(i, partials), so a stack of one long signal (1024 slices) beside one
-// of 300 short templates (1 slice each) launches ~1024 blocks, not the 614 k of a (max partials,
-// max count) grid, nearly all of which returned at once (0.85 ms of matched filtering's prepass).
+// (min(max over the stacks of count·partials, kMaxPartialBlocks), 1, 2 stacks), kThreads threads;
+// blockIdx.x strides over the stack's (matrix m, slice b) = divmod(i, partials), so a stack of one
+// long signal (1024 slices) beside one of 300 short templates (1 slice each) launches ~1024 blocks,
+// not the 614 k of a (max partials, max count) grid, nearly all of which returned at once (0.85 ms
+// of matched filtering's prepass).
 // The loop bound is uniform per block: block_sum's barriers stay uniform. Writes
 // partial[m * partials + b]. Resources: 64 bytes of shared memory (block_sum).
 __global__ void partial_sums_kernel(Stacks st) {
@@ -1323,6 +1324,8 @@ void Normalizer::finish(float* out, cudaStream_t stream) {
     a.count = p_.out_count();
     const int64_t per = int64_t(p_.out_h()) * p_.out_w();
     const bool zl = p_.normalize == Normalize::ZeroLag;
+    // The unstaged epilogues' blockIdx.y: the elements of an output, kThreads a block.
+    const unsigned elem_blocks = unsigned(std::min<int64_t>(ceil_div(per, int64_t(kThreads)), kMaxGridY));
     if (prepass_.staged_epilogue) {
         // At most 65535 blocks, as before the outputs moved to x: a block of several outputs keeps
         // the staged right table across those with the same right.
@@ -1338,15 +1341,13 @@ void Normalizer::finish(float* out, cudaStream_t stream) {
         const int groups_per_left = ceil_div(rights, kTemplateGroup);
         const int64_t groups = int64_t(lefts) * groups_per_left;
         const unsigned gx = unsigned(std::min<int64_t>(groups, kMaxGridX));
-        const unsigned gy = unsigned(std::min<int64_t>(ceil_div(per, int64_t(kThreads)), kMaxGridY));
-        epilogue<<<dim3(gx, gy), kThreads, 0, stream>>>(a, rights, groups_per_left, groups);
+        epilogue<<<dim3(gx, elem_blocks), kThreads, 0, stream>>>(a, rights, groups_per_left, groups);
     } else {
         auto epilogue = sampled_ ? (zl ? epilogue_kernel<Normalize::ZeroLag, false, true>
                                        : epilogue_kernel<Normalize::Zncc, false, true>)
                                  : (zl ? epilogue_kernel<Normalize::ZeroLag, false> : epilogue_kernel<Normalize::Zncc, false>);
         const unsigned gx = unsigned(std::min<int64_t>(a.count, kMaxGridX));
-        const unsigned gy = unsigned(std::min<int64_t>(ceil_div(per, int64_t(kThreads)), kMaxGridY));
-        epilogue<<<dim3(gx, gy), kThreads, 0, stream>>>(a);
+        epilogue<<<dim3(gx, elem_blocks), kThreads, 0, stream>>>(a);
     }
     XC_CHECK_LAUNCH();
 }
