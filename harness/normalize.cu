@@ -757,6 +757,19 @@ __device__ __forceinline__ double2 box_sum(const double2* t, int64_t w1, int r0,
     return make_double2(a.x - b.x - c.x + d.x, a.y - b.y - c.y + d.y);
 }
 
+// zncc's factor of one side of an overlap of n elements from its shifted sums s = (ΣX', ΣX'²),
+// X' = X - m: f = n·ΣX'² - (ΣX')² (n² times the variance; the shift leaves it unchanged), and whether
+// X varies there: the contract's constant-overlap test, f > kConstantOverlap·n·ΣX² with ΣX² of the
+// original data = ΣX'² + 2m·ΣX' + n·m² (exact for any m). The one spelling of that test on the GPU.
+struct ZnccFactor {
+    double f;
+    bool varies;
+};
+__device__ __forceinline__ ZnccFactor zncc_factor(double2 s, double n, double m) {
+    const double f = n * s.y - s.x * s.x, q = s.y + 2 * m * s.x + n * m * m;
+    return {f, f > kConstantOverlap * n * q};
+}
+
 // What the epilogue reads: the tables, means and shifted copies of the crops (count x h x w of
 // each crop: lh x lw for the lefts, rh x rw for the rights), the crops' origins in the inputs, the
 // inputs' sizes (the overlaps), C(0, 0) per output (zero-lag).
@@ -863,12 +876,10 @@ __global__ void __launch_bounds__(kThreads, 4) epilogue_kernel(const EpilogueArg
                 const double d = a.c00[k];
                 if (d != 0) v = (c + mr * sl.x + ml * sr.x + n * ml * mr) / d;
             } else {
-                const double fl = n * sl.y - sl.x * sl.x, fr = n * sr.y - sr.x * sr.x;
-                const double ql = sl.y + 2 * ml * sl.x + n * ml * ml, qr = sr.y + 2 * mr * sr.x + n * mr * mr;
+                const ZnccFactor fl = zncc_factor(sl, n, ml), fr = zncc_factor(sr, n, mr);
                 // rsqrt (within 1 ulp) and a product rather than sqrt and a division: two fewer
                 // double-precision iterations with their slow-path branches per element
-                if (fl > kConstantOverlap * n * ql && fr > kConstantOverlap * n * qr)
-                    v = fmin(1.0, fmax(-1.0, (n * c - sl.x * sr.x) * rsqrt(fl * fr)));
+                if (fl.varies && fr.varies) v = fmin(1.0, fmax(-1.0, (n * c - sl.x * sr.x) * rsqrt(fl.f * fr.f)));
             }
             out[j] = float(v);
         }
@@ -915,8 +926,8 @@ __global__ void __launch_bounds__(kThreads, 4) template_epilogue_kernel(const Ep
                 const double d = a.c00[k0 + i];
                 if (d != 0) scale = 1.0 / d;
             } else {
-                const double fr = n * sr.y - sr.x * sr.x, qr = sr.y + 2 * mr * sr.x + n * mr * mr;
-                if (fr > kConstantOverlap * n * qr) scale = rsqrt(fr);
+                const ZnccFactor fr = zncc_factor(sr, n, mr);
+                if (fr.varies) scale = rsqrt(fr.f);
             }
             r_sum[i] = sr.x, r_scale[i] = scale, r_mean[i] = mr;
         }
@@ -930,8 +941,8 @@ __global__ void __launch_bounds__(kThreads, 4) template_epilogue_kernel(const Ep
             const double2 sl = box_sum<false>(lsat, lw1, lr, lr + rh, lcol(lc), lcol(lc + rw));
             double lscale = 0;  // zncc: 1 / sqrt(fL), 0 where L' is constant over the overlap
             if constexpr (kMode == Normalize::Zncc) {
-                const double fl = n * sl.y - sl.x * sl.x, ql = sl.y + 2 * ml * sl.x + n * ml * ml;
-                if (fl > kConstantOverlap * n * ql) lscale = rsqrt(fl);
+                const ZnccFactor fl = zncc_factor(sl, n, ml);
+                if (fl.varies) lscale = rsqrt(fl.f);
             }
             // The group's raw values first, then the results: a load after a store to the same
             // buffer cannot move above it, and one load in flight per thread at a time left DRAM

@@ -79,11 +79,11 @@ XC_HD_INLINE Span overlap_span(int shift, int m, int n) {
 // element. Host and device compute the same thing; the static_assert below checks the host one at
 // compile time on divisors and dividends at the edges.
 struct FastDiv {
-    unsigned d = 1, m = 1;
+    unsigned m = 1;  // the divisor is not kept: div() needs only m and s
     int s = 0;
     constexpr FastDiv() = default;
-    constexpr explicit FastDiv(unsigned divisor) : d(divisor) {
-        if (divisor == 0 || divisor > (1u << 31)) throw std::invalid_argument("FastDiv: the divisor must be in 1 .. 2^31");
+    constexpr explicit FastDiv(unsigned d) {
+        if (d == 0 || d > (1u << 31)) throw std::invalid_argument("FastDiv: the divisor must be in 1 .. 2^31");
         while ((uint64_t(1) << s) < d) ++s;
         m = unsigned((uint64_t(1) << 32) * ((uint64_t(1) << s) - d) / d + 1);
     }
