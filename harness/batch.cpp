@@ -6,7 +6,8 @@
 // emulated asynchronous machine whose queues run behind the host in random orders the waits allow),
 // which is how the CPU tests check it: a missing wait, copy or drain changes the chunked reference.
 //   Slots. kSlots sets of buffers: device left/right/output buffers and a pinned host staging
-//   buffer for the output, each sized for the device's largest piece, allocated once per run.
+//   buffer for the output, each sized for the device's largest piece, allocated once per run (the
+//   staging taken from a pool kept between runs: StagingPool).
 //   Piece i uses slot i mod kSlots, so piece i reuses what piece i - kSlots used.
 //   Streams. H2D copies on `up`, plan.execute on `compute`, D2H copies on `down`; per slot three
 //   events: uploaded (its inputs are on the device), computed (its kernels are done: inputs free,
@@ -37,6 +38,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <array>
 #include <deque>
 #include <functional>
@@ -45,6 +47,7 @@
 #include <exception>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -148,7 +151,7 @@ int64_t fitting_outputs(const Problem& p, size_t free_bytes) {
 
 // About this many bytes of output per piece by default: pieces small enough that a device's run is
 // several of them (their copies overlap their neighbours' kernels) and the pinned staging
-// (kSlots pieces' outputs per device, allocated every run) stays cheap, large enough that a
+// (kSlots pieces' outputs per device, kept between runs) stays small, large enough that a
 // piece's fixed costs (launches, n-to-m's transforms of every right) are spread over many outputs.
 constexpr double kPieceOutputBytes = 64.0 * (1 << 20);
 
@@ -271,23 +274,86 @@ void host_copy(float* dst, const float* src, size_t n) {
     for (std::thread& t : helpers) t.join();
 }
 
-// Owning pinned host memory (RAII).
+// Owning pinned host memory (RAII), `count` floats at least (size() says how many).
 class PinnedBuffer {
 public:
-    explicit PinnedBuffer(size_t count) {
+    PinnedBuffer() = default;
+    explicit PinnedBuffer(size_t count) : count_(count) {
         if (count) XC_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&ptr_), count * sizeof(float)));
     }
     ~PinnedBuffer() {
         if (ptr_) cudaFreeHost(ptr_);
     }
-    PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)) {}
+    PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), count_(std::exchange(o.count_, 0)) {}
+    PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
+        std::swap(ptr_, o.ptr_);
+        std::swap(count_, o.count_);
+        return *this;
+    }
     PinnedBuffer(const PinnedBuffer&) = delete;
     PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-    PinnedBuffer& operator=(PinnedBuffer&&) = delete;
     float* get() const { return ptr_; }
+    size_t size() const { return count_; }
 
 private:
     float* ptr_ = nullptr;
+    size_t count_ = 0;
+};
+
+// The pinned staging kept from one run_batch call to the next, per device: pinning and unpinning
+// host memory is page-table work in the driver and the kernel (cudaFreeHost may also wait for the
+// GPUs), paid per call and per device when every call allocated its own. A run takes buffers out
+// (the smallest that is large enough, else a new one) and gives them back when its streams are done
+// with them; at most kSlots stay per device (the largest), the rest are freed. Calls on one device
+// from several threads at once each get buffers of their own. release_batch_buffers() frees them
+// all. Leaked at exit on purpose: freeing pinned memory after the CUDA runtime has shut down fails.
+class StagingPool {
+public:
+    static StagingPool& get() {
+        static StagingPool* pool = new StagingPool;
+        return *pool;
+    }
+    PinnedBuffer take(int device, size_t count) {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            std::vector<PinnedBuffer>& kept = kept_[device];
+            auto best = kept.end();
+            for (auto it = kept.begin(); it != kept.end(); ++it)
+                if (it->size() >= count && (best == kept.end() || it->size() < best->size())) best = it;
+            if (best != kept.end()) {
+                PinnedBuffer b = std::move(*best);
+                kept.erase(best);
+                return b;
+            }
+        }
+        return PinnedBuffer(count);  // outside the lock: pinning takes time
+    }
+    void give_back(int device, PinnedBuffer b) {
+        if (!b.get()) return;
+        std::lock_guard<std::mutex> lock(mutex_);
+        std::vector<PinnedBuffer>& kept = kept_[device];
+        kept.push_back(std::move(b));
+        std::sort(kept.begin(), kept.end(), [](const PinnedBuffer& x, const PinnedBuffer& y) { return x.size() > y.size(); });
+        while (kept.size() > size_t(kSlots)) kept.pop_back();  // frees the smallest
+    }
+    size_t bytes() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        size_t b = 0;
+        for (const auto& [device, kept] : kept_)
+            for (const PinnedBuffer& x : kept) b += x.size() * sizeof(float);
+        return b;
+    }
+    void release() {
+        std::map<int, std::vector<PinnedBuffer>> gone;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            gone.swap(kept_);
+        }
+    }
+
+private:
+    std::mutex mutex_;
+    std::map<int, std::vector<PinnedBuffer>> kept_;
 };
 
 struct Stream {
@@ -310,11 +376,18 @@ struct Event {
 };
 
 // One slot's buffers and events (header comment).
+// The staging comes from the StagingPool and goes back to it when the slot is destroyed, which is
+// after the streams that use it (run_device declares the slots first).
 struct Slot {
     DeviceBuffer<float> left, right, out;
     PinnedBuffer staging;
     Event uploaded, computed, downloaded;
-    Slot(size_t l, size_t r, size_t o) : left(l), right(r), out(o), staging(o) {}
+    int device;
+    Slot(size_t l, size_t r, size_t o, int dev)
+        : left(l), right(r), out(o), staging(StagingPool::get().take(dev, o)), device(dev) {}
+    ~Slot() { StagingPool::get().give_back(device, std::move(staging)); }
+    Slot(const Slot&) = delete;
+    Slot& operator=(const Slot&) = delete;
 };
 
 // The pipeline's steps on a GPU (the header comment says which event guards what).
@@ -481,8 +554,12 @@ private:
 
 // One device's run: pieces of at most m outputs (halving m while the GPU runs out of memory),
 // a plan per piece shape, kSlots slots of buffers for the largest piece, pipelined (header comment).
+// `seconds`: its phases by the host's clock (BatchReport::seconds).
 void run_device(const PlanSpec& spec, const Problem& p, const float* left, const float* right, float* out, int device,
-                int index, int64_t k0, int64_t k1, int64_t max_outputs, std::vector<Piece>& done, std::string& algorithm) {
+                int index, int64_t k0, int64_t k1, int64_t max_outputs, std::vector<Piece>& done, std::string& algorithm,
+                DeviceSeconds& seconds) {
+    using Clock = std::chrono::steady_clock;
+    auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
     XC_CUDA_CHECK(cudaSetDevice(device));
     if (k0 >= k1) return;
     int64_t m = max_outputs;
@@ -494,27 +571,36 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
     for (;;) {
         std::vector<Piece> pieces;
         split_range(p, k0, k1, m, index, pieces);
+        const Clock::time_point t0 = Clock::now();
+        Clock::time_point t_end;  // when the pipeline's streams were done (teardown from there)
         try {
-            std::map<std::tuple<int, int, int>, Plan> plans;
-            size_t most_l = 0, most_r = 0, most_o = 0;
-            for (const Piece& c : pieces) {
-                const auto key = shape_key(c);
-                if (!plans.count(key))
-                    plans.emplace(key, Plan(spec_of(c.problem, spec.algorithm, spec.params, spec.precision)));
-                most_l = std::max(most_l, size_t(c.problem.left_elems()));
-                most_r = std::max(most_r, size_t(c.problem.right_elems()));
-                most_o = std::max(most_o, size_t(c.problem.out_elems()));
-            }
-            // A run of one piece needs one slot. Declared before the streams: the streams are
-            // destroyed (synchronised) first, so nothing in flight outlives the buffers.
-            std::vector<std::unique_ptr<Slot>> slots;
-            for (size_t s = 0; s < std::min<size_t>(kSlots, pieces.size()); ++s)
-                slots.push_back(std::make_unique<Slot>(most_l, most_r, most_o));
-            Stream up, compute_stream, down;
-            algorithm = plans.begin()->second.algorithm();
-            GpuSteps steps{p, pieces, plans, left, right, out, slots, {up.s, compute_stream.s, down.s}};
-            run_pipeline(pieces, int(slots.size()), steps);
-            for (cudaStream_t st : steps.streams) XC_CUDA_CHECK(cudaStreamSynchronize(st));  // surfaces a fault here
+            {
+                std::map<std::tuple<int, int, int>, Plan> plans;
+                size_t most_l = 0, most_r = 0, most_o = 0;
+                for (const Piece& c : pieces) {
+                    const auto key = shape_key(c);
+                    if (!plans.count(key))
+                        plans.emplace(key, Plan(spec_of(c.problem, spec.algorithm, spec.params, spec.precision)));
+                    most_l = std::max(most_l, size_t(c.problem.left_elems()));
+                    most_r = std::max(most_r, size_t(c.problem.right_elems()));
+                    most_o = std::max(most_o, size_t(c.problem.out_elems()));
+                }
+                // A run of one piece needs one slot. Declared before the streams: the streams are
+                // destroyed (synchronised) first, so nothing in flight outlives the buffers.
+                std::vector<std::unique_ptr<Slot>> slots;
+                for (size_t s = 0; s < std::min<size_t>(kSlots, pieces.size()); ++s)
+                    slots.push_back(std::make_unique<Slot>(most_l, most_r, most_o, device));
+                Stream up, compute_stream, down;
+                algorithm = plans.begin()->second.algorithm();
+                GpuSteps steps{p, pieces, plans, left, right, out, slots, {up.s, compute_stream.s, down.s}};
+                seconds.setup += since(t0);
+                const Clock::time_point t1 = Clock::now();
+                run_pipeline(pieces, int(slots.size()), steps);
+                for (cudaStream_t st : steps.streams) XC_CUDA_CHECK(cudaStreamSynchronize(st));  // surfaces a fault here
+                seconds.pipeline += since(t1);
+                t_end = Clock::now();
+            }  // streams, slots (their staging back to the pool) and plans destroyed here
+            seconds.teardown += since(t_end);
             done = std::move(pieces);
             return;
         } catch (const std::exception& e) {
@@ -524,6 +610,7 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
                 throw UsageError("not enough GPU memory on device " + std::to_string(device) +
                                  " for one output matrix of " + p.describe() + ": " + e.what());
             m = std::max<int64_t>(1, m / 2);
+            seconds.setup += since(t0);  // the failed attempt counts as setup
         }
     }
 }
@@ -605,13 +692,15 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
     const int n = int(devices.size());
     std::vector<std::vector<Piece>> done(n);
     std::vector<std::string> algorithms(n);
+    std::vector<DeviceSeconds> seconds(n);
     std::vector<std::exception_ptr> errors(n);
     std::vector<std::thread> threads;
     for (int i = 0; i < n; ++i) {
         const auto [k0, k1] = device_run(p.out_count(), n, i);
         threads.emplace_back([&, i, k0 = k0, k1 = k1] {
             try {
-                run_device(spec, p, left, right, out, devices[i], i, k0, k1, options.max_outputs, done[i], algorithms[i]);
+                run_device(spec, p, left, right, out, devices[i], i, k0, k1, options.max_outputs, done[i], algorithms[i],
+                           seconds[i]);
             } catch (...) {
                 errors[i] = std::current_exception();
             }
@@ -622,7 +711,11 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
         if (e) std::rethrow_exception(e);
     for (auto& d : done) report.pieces.insert(report.pieces.end(), d.begin(), d.end());
     report.algorithms = algorithms;
+    report.seconds = seconds;
     return report;
 }
+
+void release_batch_buffers() { StagingPool::get().release(); }
+size_t batch_buffer_bytes() { return StagingPool::get().bytes(); }
 
 }  // namespace xcorr

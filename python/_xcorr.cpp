@@ -334,14 +334,26 @@ NB_MODULE(_xcorr, m) {
             nb::gil_scoped_release release;
             r = xcorr::run_batch(s, left.data(), right.data(), out.data(), o);
         }
-        nb::list pieces;
+        nb::list pieces, seconds;
         for (const xcorr::Piece& c : r.pieces)
             pieces.append(nb::make_tuple(o.devices.empty() ? -1 : o.devices[size_t(c.device)], c.out0,
                                          c.problem.out_count(), r.algorithms[size_t(c.device)]));
-        return pieces;
+        for (size_t d = 0; d < r.seconds.size(); ++d) {
+            nb::dict t;
+            t["device"] = o.devices.empty() ? -1 : o.devices[d];
+            t["setup"] = r.seconds[d].setup;
+            t["pipeline"] = r.seconds[d].pipeline;
+            t["teardown"] = r.seconds[d].teardown;
+            seconds.append(t);
+        }
+        return nb::make_tuple(pieces, seconds);
     }, "spec"_a, "left"_a, "right"_a, "out"_a, "devices"_a, "max_outputs"_a,
        "The whole output from host stacks, split across `devices` (\"all\", \"0,1\"; \"\": the current one) in "
-       "pieces of at most max_outputs matrices (0: what fits): (device, first output, outputs, algorithm) per piece.");
+       "pieces of at most max_outputs matrices (0: what fits): ([(device, first output, outputs, algorithm) per "
+       "piece], [{device, setup, pipeline, teardown} seconds per device]).");
+    m.def("release_batch_buffers", &xcorr::release_batch_buffers,
+          "Frees the pinned host staging run_batch keeps between calls.");
+    m.def("batch_buffer_bytes", &xcorr::batch_buffer_bytes, "Bytes of pinned host staging run_batch keeps now.");
     m.def("parse_devices", [](const std::string& text) { return xcorr::parse_devices(text); }, "text"_a,
           "CUDA device indices of \"all\" or \"0,1\", checked against the devices visible.");
     nb::class_<PyPlan>(m, "Plan")

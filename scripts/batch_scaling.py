@@ -6,7 +6,8 @@ GPUs of --gpus; the best of --repeat calls after one warm-up call each, and the 
 against the one-GPU result (they must agree to 1e-5). Twice per GPU count: a fresh result array per
 call (what a plain call costs, first-touch page faults of the new array included) and out= a
 result array reused from call to call (what a loop over batches costs: the GPUs' throughput with the
-copies, no page faults); their difference per GPU count is `fresh_overhead_seconds`. Beside them,
+copies, no page faults); their difference per GPU count is `fresh_overhead_seconds`; each best
+call's phases per device (setup, pipeline, teardown: xcorr._api.last_batch) as `phases_*`. Beside them,
 `first_touch_seconds`: a fresh NumPy array of the result's size written once by one host thread (the
 page-fault cost the fresh calls pay, spread over the devices' threads). Prints and writes JSON with
 the GPUs, the driver, the package's build and the git revision.
@@ -85,15 +86,25 @@ def main(argv=None):
     result = {"gpu": info["name"], "nvidia_smi": smi, "git_revision": git_revision(),
               "form": args.form, "left": list(ls), "right": list(rs), "window": window, "chunk": args.chunk,
               "repeat": args.repeat, "runs": []}
+    def phases():
+        """each device's setup/pipeline/teardown seconds of the package's last batch call (None where
+        the package does not record them)"""
+        api = getattr(xcorr, "_api", None)
+        last = getattr(api, "last_batch", None) if api is not None else None
+        return last["seconds"] if last else None
+
     def best_of(fn):
-        """(the best of --repeat timed calls after a warm-up call: plans, cuFFT, contexts, the last result)"""
+        """(the best of --repeat timed calls after a warm-up call: plans, cuFFT, contexts, the last
+        result, the best call's phases per device)"""
         res = fn()
-        best = float("inf")
+        best, best_phases = float("inf"), None
         for _ in range(args.repeat):
             t0 = time.perf_counter()
             res = fn()
-            best = min(best, time.perf_counter() - t0)
-        return best, res
+            took = time.perf_counter() - t0
+            if took < best:
+                best, best_phases = took, phases()
+        return best, res, best_phases
 
     def first_touch(shape):
         """(seconds to allocate and write a fresh float32 array of `shape` once, one thread)"""
@@ -107,11 +118,11 @@ def main(argv=None):
         def call(out=None):
             return xcorr.correlate2d(left, right, form=args.form, devices=devices[:k], chunk=args.chunk, out=out,
                                      **window)
-        best, out = best_of(call)
+        best, out, phases_fresh = best_of(call)
         if reused is None:
             reused = np.empty_like(out)
             result["first_touch_seconds"] = min(first_touch(out.shape) for _ in range(args.repeat))
-        best_reused, got = best_of(lambda: call(reused))
+        best_reused, got, phases_reused = best_of(lambda: call(reused))
         if one is None:
             one = out.copy()
         err = max(float(np.linalg.norm(r - one) / np.linalg.norm(one)) for r in (out, got))
@@ -122,13 +133,18 @@ def main(argv=None):
                "speedup_out_reused": first["seconds_out_reused"] / best_reused if first else 1.0,
                "fresh_overhead_seconds": best - best_reused,
                "pairs_per_second": pairs / best, "pairs_per_second_out_reused": pairs / best_reused,
-               "difference_to_one_gpu": err, "output_gb": out.nbytes / 1e9}
+               "difference_to_one_gpu": err, "output_gb": out.nbytes / 1e9,
+               "phases_fresh": phases_fresh, "phases_out_reused": phases_reused}
         result["runs"].append(run)
         if k == 1:
             print(f"fresh {run['output_gb']:.2f} GB array written once (one thread): "
                   f"{result['first_touch_seconds'] * 1e3:.1f} ms", flush=True)
         print(f"{k} GPU(s) {devices[:k]}: {best * 1e3:9.1f} ms (out= reused: {best_reused * 1e3:9.1f} ms), speed-up "
               f"{run['speedup']:.2f}x ({run['speedup_out_reused']:.2f}x), difference to one GPU {err:.1e}", flush=True)
+        for label, ph in (("fresh", phases_fresh), ("out= reused", phases_reused)):
+            for d in ph or []:
+                print(f"    {label:11s} GPU {d['device']}: setup {d['setup'] * 1e3:7.1f} ms, pipeline "
+                      f"{d['pipeline'] * 1e3:7.1f} ms, teardown {d['teardown'] * 1e3:7.1f} ms", flush=True)
         if err > 1e-5:
             print("batch_scaling: the split result differs from the one-GPU result", file=sys.stderr)
             return 1

@@ -4,6 +4,7 @@ first-touch timing, the check against the one-GPU result) through a
 stand-in for the package whose "GPUs" compute the float64 reference; the real runs are on the device."""
 import importlib.util
 import json
+import re
 import sys
 import types
 
@@ -74,3 +75,33 @@ def test_a_split_that_differs_from_one_gpu_fails(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "xcorr", fake_xcorr([], wrong_on=2))
     assert load_script().main(["--left", "2:5x6", "--right", "3:4x3", "--repeat", "1"]) == 1
     assert "differs from the one-GPU result" in capsys.readouterr().err
+
+
+def test_each_gpu_counts_best_call_records_its_phases(monkeypatch, tmp_path, capsys):
+    """The package's per-device phases of the fastest timed call (xcorr._api.last_batch) go into the
+    JSON and the printout: the call numbers make "which call" checkable."""
+    calls = []
+    m = fake_xcorr(calls)
+    m._api = types.SimpleNamespace(last_batch=None)
+    inner = m.correlate2d
+
+    def correlate2d(left, right, form, devices, chunk=None, out=None, **window):
+        res = inner(left, right, form, devices, chunk=chunk, out=out, **window)
+        n = len(calls)
+        m._api.last_batch = {"pieces": [], "seconds": [{"device": d, "setup": n, "pipeline": 2.0 * n,
+                                                        "teardown": 0.5} for d in devices]}
+        return res
+    m.correlate2d = correlate2d
+    monkeypatch.setitem(sys.modules, "xcorr", m)
+    out = tmp_path / "s.json"
+    assert load_script().main(["--left", "2:5x6", "--right", "3:4x3", "--repeat", "2", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    for r in json.loads(out.read_text())["runs"]:
+        for key in ("phases_fresh", "phases_out_reused"):
+            ph = r[key]
+            assert [d["device"] for d in ph] == r["devices"]
+            # one of the two timed calls of that kind (the warm-up is never the one recorded)
+            k = len(r["devices"])
+            first = [i + 1 for i, (d, o) in enumerate(calls) if len(d) == k and o == (key == "phases_out_reused")]
+            assert ph[0]["setup"] in first[1:] and ph[0]["pipeline"] == 2.0 * ph[0]["setup"]
+    assert re.search(r"out= reused GPU 2: setup +\d+\.\d ms, pipeline +\d+\.\d ms, teardown +500\.0 ms", printed)

@@ -47,11 +47,19 @@ struct BatchOptions {
     int64_t max_outputs = 0;
 };
 
-// What a run did: the pieces as run (after any halving) and the algorithm of each device's first
-// plan ("reference" on the CPU path).
+// One device's part of a run, in seconds by the host's clock: setup (plans, device buffers, the
+// pinned staging, streams; a failed attempt that halved the pieces included), pipeline (the first
+// upload to the last output copied into the caller's array), teardown (buffers and plans freed).
+struct DeviceSeconds {
+    double setup = 0, pipeline = 0, teardown = 0;
+};
+
+// What a run did: the pieces as run (after any halving), the algorithm of each device's first
+// plan ("reference" on the CPU path) and each device's phases (empty on the CPU path).
 struct BatchReport {
     std::vector<Piece> pieces;
     std::vector<std::string> algorithms;  // per device in BatchOptions::devices order
+    std::vector<DeviceSeconds> seconds;   // likewise
 };
 
 // Computes the whole output of `spec` from host stacks into the host output `out` (laid out as the
@@ -63,6 +71,13 @@ struct BatchReport {
 // not fit even alone (one output matrix) is a UsageError naming it.
 BatchReport run_batch(const PlanSpec& spec, const float* left, const float* right, float* out,
                       const BatchOptions& options = {});
+
+// Frees the pinned host staging that run_batch keeps between calls (two output pieces of ~64 MB
+// per device it ran on, so that a loop of batch calls does not pin and unpin memory every call).
+// Safe at any time: a run in progress keeps the buffers it holds and gives them back when it ends.
+void release_batch_buffers();
+// The bytes of pinned staging kept now (0 after release_batch_buffers or before the first run).
+size_t batch_buffer_bytes();
 
 // "all" -> every visible device; "0,2" -> those ordinals (checked against the device count when
 // `check` is set). UsageError on anything else.

@@ -414,8 +414,10 @@ _PLAN_CACHE = 16
 
 
 def clear_cache():
-    """Frees the plans correlate2d keeps for repeated calls (and their device workspace)."""
+    """Frees the plans correlate2d keeps for repeated calls (and their device workspace), and the
+    pinned host staging that calls with devices= or chunk= keep (two pieces of ~64 MB per GPU)."""
     _plans.clear()
+    _xcorr.release_batch_buffers()
 
 
 def correlate2d(left, right, mode="full", *, max_shift=None, shifts=None, normalize=None, form=None,
@@ -640,9 +642,17 @@ def _batched(left, right, out, stream, devices, chunk, **setup):
         raise ValueError(f"out= with devices= or chunk= must be a NumPy array, got {_arrays.kind_of(out)}")
     else:
         plan._check_out(out)
-    _xcorr.run_batch(plan._spec, left.reshape(-1), right.reshape(-1), out.reshape(-1), text,
-                     0 if chunk is None else int(chunk))
+    global last_batch
+    pieces, seconds = _xcorr.run_batch(plan._spec, left.reshape(-1), right.reshape(-1), out.reshape(-1), text,
+                                       0 if chunk is None else int(chunk))
+    last_batch = {"pieces": pieces, "seconds": seconds}
     return out
+
+
+# The last devices=/chunk= call's pieces [(device, first output, outputs, algorithm)] and each
+# device's phases in seconds [{device, setup, pipeline, teardown}] (scripts/batch_scaling.py records
+# them); None before the first. Module state: with calls from several threads, one of theirs.
+last_batch = None
 
 
 def algorithms():
