@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -407,3 +408,35 @@ def test_a_sweep_on_a_real_slurm(env, slurm, capsys):
     merge_log = (sw / "logs" / "merge.out").read_text().splitlines()
     assert [l.split(": ", 1)[1] for l in merge_log] == [f"+{len(keys)} case(s), complete",
                                                            "no new case, complete (unchanged)"]
+
+
+def test_two_gpus_measure_peers_one_at_a_time(env, monkeypatch):
+    """The GPUs' runners share one lock that a peer's chunk holds while it runs (Runner.peer_lock):
+    Python peers bound by host work slowed each other when two GPUs measured them at once (on two
+    H200s, torch-fft's one-to-one calls up to 2.1x). Every peer chunk here runs with that one lock
+    held, on both GPUs, never two at once; our own chunks do not take it."""
+    env.mp.delenv("FAKE_PEERS_UNAVAILABLE", raising=False)
+    seen, locks, in_flight, guard = [], set(), [0], threading.Lock()
+    real = rx.Runner.invoke
+
+    def invoke(self, cases, exp_name, timeout):
+        peer = cases[0].variant in self.peers
+        locks.add(id(self.peer_lock))
+        if peer:
+            with guard:
+                in_flight[0] += 1
+                n = in_flight[0]
+            seen.append((self.device["index"], self.peer_lock.locked(), n))
+            time.sleep(0.02)
+            with guard:
+                in_flight[0] -= 1
+        return real(self, cases, exp_name, timeout)
+
+    monkeypatch.setattr(rx.Runner, "invoke", invoke)
+    assert env("fig17") == 0
+    data = load(env.results / "fake-gpu-9000" / "fig17.json")
+    assert data["xcorr_meta"]["complete"] and all(c["status"] == "ok" for c in data["cases"].values())
+    assert any(k.startswith("torch-fft|") for k in data["cases"])
+    assert {d for d, *_ in seen} == {"0", "1"}, seen  # both GPUs measured peers
+    assert all(locked and n == 1 for _, locked, n in seen), seen
+    assert len(locks) == 1  # one lock for both runners

@@ -173,6 +173,11 @@ class Runner:
         self.state_lock = contextlib.nullcontext()  # held while a chunk's results go into the shared State
         self.log_suffix = ""  # several GPUs: each its own log of an experiment (logs/fig22.gpu1.log)
         self.failure = None  # several GPUs: why this GPU's worker stopped early (its message)
+        # Several GPUs: held while a peer's chunk runs, shared by the GPUs' runners, so that no two
+        # peers (PyTorch, CuPy: Python, host-bound at small sizes) are measured at once. On two
+        # H200s (results/nvidia-h200/probes/multi-gpu-62a7256) torch-fft's one-to-one calls took up
+        # to 2.1x as long while the other GPU's worker ran them too; ours, C++ and GPU-bound, did not.
+        self.peer_lock = contextlib.nullcontext()
 
     def stop(self, signum, _frame=None) -> None:
         """Signal handler: no new chunk starts, and the running benchmark is killed (it runs in
@@ -245,11 +250,12 @@ class Runner:
 
     def run_chunk(self, cases: list, state: State, exp_name: str) -> list:
         """Runs `cases`, records what finished; returns the cases still to run (after a crash)."""
-        est = sum(self.est(c) for c in cases) + PROCESS_S
-        own_limit = est * 4 + 120
-        budget_bound = self.time_left() < own_limit
-        timeout = min(self.time_left(), own_limit)
-        rc, data, tail, timed_out = self.invoke(cases, exp_name, timeout)
+        with self.peer_lock if cases[0].variant in self.peers else contextlib.nullcontext():  # a chunk: one tool
+            est = sum(self.est(c) for c in cases) + PROCESS_S
+            own_limit = est * 4 + 120
+            budget_bound = self.time_left() < own_limit
+            timeout = min(self.time_left(), own_limit)
+            rc, data, tail, timed_out = self.invoke(cases, exp_name, timeout)
         with self.state_lock:  # several GPUs' runners file into one State: one at a time
             rest = self.file_chunk(cases, state, exp_name, rc, data, tail, timed_out, budget_bound)
         if rest is ISOLATE:  # refused before running: isolate the offender(s) one by one
@@ -901,7 +907,8 @@ class Worker:
 def measure_multi(args, su: Setup, devices: list) -> int:
     """Measures on several GPUs at once: one thread per GPU drives that GPU's benchmark processes
     (one at a time, as a single-GPU run does), and every result is filed by this process into
-    the State of its experiment under one lock, so the results files have a single writer. GPUs
+    the State of its experiment under one lock, so the results files have a single writer; the
+    peers' chunks take turns across the GPUs (Runner.peer_lock). GPUs
     of one model share their results folder (each case records its device); another model gets
     its own folder."""
     smi = nvidia_smi()
@@ -920,7 +927,7 @@ def measure_multi(args, su: Setup, devices: list) -> int:
             raise Stop(2, "every selected GPU is in use by another runner")
         start = time.time()
         deadline = start + args.max_minutes * 60 if args.max_minutes else None
-        state_lock = threading.Lock()
+        state_lock, peer_lock = threading.Lock(), threading.Lock()
         families = {v["name"]: v.get("family") for v in su.registry}
         workers, all_plans, runs = [], [], {}
         for out_dir, members in groups.items():
@@ -935,6 +942,7 @@ def measure_multi(args, su: Setup, devices: list) -> int:
             for (d, env, ctx, lock), share in zip(members, bins):
                 r = Runner(args, su.registry, su.protocol, deadline, log_dir)
                 r.pass_fds, r.device, r.env, r.state_lock = (lock.fd,), d.record(), env, state_lock
+                r.peer_lock = peer_lock
                 r.log_suffix = f".gpu{d.index}"
                 work = [(p, [c for q, c in share if q is p]) for p in plans]
                 workers.append(Worker(d, r, [(p, cs) for p, cs in work if cs]))
