@@ -125,6 +125,8 @@ xcorr_status xcorr_run_batch(const xcorr_spec* spec, const float* left, const fl
     });
 }
 
+void xcorr_release_batch_buffers(void) { xcorr::release_batch_buffers(); }
+
 xcorr_status xcorr_plan_workspace_bytes(const xcorr_plan* plan, size_t* bytes) {
     if (!plan || !bytes) return fail(XCORR_ERROR_USAGE, "xcorr_plan_workspace_bytes: NULL argument");
     *bytes = plan->plan.workspace_bytes();

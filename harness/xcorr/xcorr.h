@@ -82,6 +82,10 @@ const char* xcorr_plan_explain(const xcorr_plan* plan);
 xcorr_status xcorr_run_batch(const xcorr_spec* spec, const float* left, const float* right, float* out,
                              const int* devices, int n_devices, int64_t max_outputs);
 
+/* Frees the pinned host staging that xcorr_run_batch keeps between calls (two pieces of ~64 MB of
+ * output per device it ran on). Safe at any time. */
+void xcorr_release_batch_buffers(void);
+
 /* The message of this thread's last failure ("" if none). */
 const char* xcorr_last_error(void);
 
