@@ -75,6 +75,7 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
 // Frees the pinned host staging that run_batch keeps between calls (two output pieces of ~64 MB
 // per device it ran on, so that a loop of batch calls does not pin and unpin memory every call).
 // Safe at any time: a run in progress keeps the buffers it holds and gives them back when it ends.
+// Call it before cudaDeviceReset, which frees them under the pool (as it does plans' memory).
 void release_batch_buffers();
 // The bytes of pinned staging kept now (0 after release_batch_buffers or before the first run).
 size_t batch_buffer_bytes();

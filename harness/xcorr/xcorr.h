@@ -83,7 +83,7 @@ xcorr_status xcorr_run_batch(const xcorr_spec* spec, const float* left, const fl
                              const int* devices, int n_devices, int64_t max_outputs);
 
 /* Frees the pinned host staging that xcorr_run_batch keeps between calls (two pieces of ~64 MB of
- * output per device it ran on). Safe at any time. */
+ * output per device it ran on). Safe at any time; call it before cudaDeviceReset. */
 void xcorr_release_batch_buffers(void);
 
 /* The message of this thread's last failure ("" if none). */
