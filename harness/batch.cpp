@@ -573,6 +573,7 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
         split_range(p, k0, k1, m, index, pieces);
         const Clock::time_point t0 = Clock::now();
         Clock::time_point t_end;  // when the pipeline's streams were done (teardown from there)
+        double setup = 0, pipeline = 0;  // this attempt's, added to `seconds` once it succeeds
         try {
             {
                 std::map<std::tuple<int, int, int>, Plan> plans;
@@ -593,13 +594,15 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
                 Stream up, compute_stream, down;
                 algorithm = plans.begin()->second.algorithm();
                 GpuSteps steps{p, pieces, plans, left, right, out, slots, {up.s, compute_stream.s, down.s}};
-                seconds.setup += since(t0);
+                setup = since(t0);
                 const Clock::time_point t1 = Clock::now();
                 run_pipeline(pieces, int(slots.size()), steps);
                 for (cudaStream_t st : steps.streams) XC_CUDA_CHECK(cudaStreamSynchronize(st));  // surfaces a fault here
-                seconds.pipeline += since(t1);
+                pipeline = since(t1);
                 t_end = Clock::now();
             }  // streams, slots (their staging back to the pool) and plans destroyed here
+            seconds.setup += setup;
+            seconds.pipeline += pipeline;
             seconds.teardown += since(t_end);
             done = std::move(pieces);
             return;
@@ -610,7 +613,7 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
                 throw UsageError("not enough GPU memory on device " + std::to_string(device) +
                                  " for one output matrix of " + p.describe() + ": " + e.what());
             m = std::max<int64_t>(1, m / 2);
-            seconds.setup += since(t0);  // the failed attempt counts as setup
+            seconds.setup += since(t0);  // the whole failed attempt counts as setup, once
         }
     }
 }
