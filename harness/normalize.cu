@@ -239,7 +239,7 @@ __device__ __forceinline__ void warp_scan_pair(double& a, double& q, int lane) {
 // into fma, so the sums are the ones tests/test_normalize_fused.py models. `x` and what `store`
 // writes may be global or shared memory. scan_row (a whole row) and seg_scan_kernel (a segment of
 // a long row) both use it.
-template <int kStrips, class Store>
+template <int kStrips, class Store, bool kWriteShifted = true>
 __device__ __forceinline__ double2 scan_span(const float* x, float* xs, Store store, int n, double mean, int lane) {
     double carry_a = 0, carry_q = 0;
     for (int b0 = 0; b0 < n; b0 += kStrips * kWarp) {
@@ -256,7 +256,8 @@ __device__ __forceinline__ double2 scan_span(const float* x, float* xs, Store st
             const int c = b0 + i * kWarp + lane;
             if (b0 + i * kWarp >= n) break;  // warp-uniform
             const float v = c < n ? float(__dsub_rn(double(raw[i]), mean)) : 0.0f;
-            if (c < n) xs[c] = v;
+            if constexpr (kWriteShifted)
+                if (c < n) xs[c] = v;
             double a = v, q = __dmul_rn(double(v), double(v));
             warp_scan_pair(a, q, lane);
             a = __dadd_rn(a, carry_a);
@@ -345,12 +346,15 @@ __device__ __forceinline__ double2 scan_span_chunked(const float* x, float* xs, 
 // row_scan_kernel and fused_prepass_kernel: the same code, the same bits. kSampled: the table keeps
 // only the columns of `cols` (sampled_table), entry cols.at(c) for column c; the same sums.
 // kChunked: scan_span_chunked's order instead, through the warp's stage (chunked_rows).
-template <int kStrips, bool kSampled = false, bool kChunked = false>
+// kWriteShifted false: xs is not written (the staged epilogue's rebuild of a table from the
+// shifted copy itself, with mean 0: float(x' - 0) is x', so the same values and sums).
+template <int kStrips, bool kSampled = false, bool kChunked = false, bool kWriteShifted = true>
 __device__ __forceinline__ void scan_row(const float* x, float* xs, double2* row, int cw, double mean, int lane,
                                          TableColumns cols = {}, ChunkStage* stage = nullptr) {
+    static_assert(kWriteShifted || (!kSampled && !kChunked), "only scan_span's whole rows are rebuilt");
     auto span = [&](auto store) {
         if constexpr (kChunked) scan_span_chunked(x, xs, store, cw, mean, lane, *stage);
-        else scan_span<kStrips>(x, xs, store, cw, mean, lane);
+        else scan_span<kStrips, decltype(store), kWriteShifted>(x, xs, store, cw, mean, lane);
     };
     if constexpr (kSampled) {
         if (lane == 0 && cols.at(0) >= 0) row[cols.at(0)] = make_double2(0, 0);
@@ -692,7 +696,9 @@ size_t strip_smem_bytes(int width) { return size_t(kStripRows + 1) * size_t(widt
 // order with one partial (static_assert above), so the mean has the same bits; then scan_row per
 // crop row (a warp per row, warps striding over the rows) into the table in shared memory, row 0
 // zero; scan_columns over the table's column chunks; then the table is written out (coalesced
-// double2). The shifted copy is written by scan_row, from the same float values the table sums.
+// double2). A stack without tables (sat null: Prepass::rebuild_left, the staged epilogue builds
+// them from the shifted copies) writes only the shifted copy, element by element, with scan_span's
+// expression float(x - mean) in double: the same floats. The shifted copy is written by scan_row, from the same float values the table sums.
 // So means, shifted copies and tables are bit-identical to the four-kernel path's (tests/
 // test_normalize_fused.py models both). Mapping: one block of kThreads per matrix, blocks
 // striding over the matrices of both stacks (lefts first; a stack of count 0 is not this
@@ -724,6 +730,13 @@ __global__ void __launch_bounds__(kThreads) fused_prepass_kernel(Stacks st) {
         }
         __syncthreads();
         const double mean = mean_sh;
+        if (!s.sat) {  // uniform per matrix. No table (Prepass::rebuild_left: the staged epilogue
+            // builds it): the shifted copy alone, scan_span's float(x - mean) element by element
+            float* xs = s.xs + m * elems;
+            for (int i = threadIdx.x; i < elems; i += kThreads) xs[i] = float(__dsub_rn(double(crop[i]), mean));
+            __syncthreads();  // the next matrix's crop and mean overwrite this one's shared memory
+            continue;
+        }
         for (int c = threadIdx.x; c < w1; c += kThreads) table[c] = make_double2(0, 0);
         for (int r = warp; r < ch; r += kThreads / kWarp)
             scan_row<1>(crop + r * cw, s.xs + (m * ch + r) * cw, table + (r + 1) * w1, cw, mean, lane);
@@ -785,6 +798,7 @@ struct EpilogueArgs {
     FastDiv out_w;  // division by the output's width: element -> row
     PairMap pairs;
     int64_t count;  // output matrices
+    bool rebuild_left;  // kStaged: each left table built in shared memory from ls (Prepass::rebuild_left)
 };
 
 // The epilogue of both normalizations. Algorithm: for output element (y, x) of output k, shift
@@ -814,7 +828,12 @@ struct EpilogueArgs {
 // crosses L2 once per output instead of once per block of 256 elements and per L1 miss (zncc_frames:
 // 32 KB per output against ~55 KB), and the 8 reads per element are shared-memory loads. The copy
 // of the right table is skipped when the block's previous output had the same right (n-to-m with
-// one template: once per block). The same entries and the same source arithmetic as unstaged
+// one template: once per block). With a.rebuild_left (Prepass::rebuild_left: the left crops take
+// the fused prepass) the left table is not copied but built in place from the output's shifted
+// left crop by fused_prepass_kernel's own table code (scan_row with mean 0, so the same floats,
+// then scan_columns): the same bits as the table the prepass would have written, from a quarter of
+// its bytes (float against double2), and the prepass writes none. Static shared memory: 4 KB of
+// scan_columns' segment totals. The same entries and the same source arithmetic as unstaged
 // (each path deterministic; across the two the bits agree unless the compiler contracts the two
 // instantiations' double expressions differently, which nothing here relies on).
 // kSampled (sampled_table: a window of a few shifts on large crops): the tables keep only the
@@ -827,6 +846,7 @@ template <Normalize kMode, bool kStaged, bool kSampled = false>
 __global__ void __launch_bounds__(kThreads, 4) epilogue_kernel(const EpilogueArgs a) {
     static_assert(!(kStaged && kSampled), "the sampled tables are read from global memory");
     extern __shared__ double2 staged[];  // kStaged: the left table, then the right one
+    const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
     const int ow = int(a.win.out_w()), per = int(a.win.out_h()) * ow;
     const int64_t lw1 = kSampled ? a.lcols.width() : a.lw + 1, rw1 = kSampled ? a.rcols.width() : a.rw + 1;
     auto lcol = [&a](int c) { return kSampled ? a.lcols.at(c) : c; };
@@ -840,12 +860,28 @@ __global__ void __launch_bounds__(kThreads, 4) epilogue_kernel(const EpilogueArg
         const double2* lsat = a.lsat + l * (a.lh + 1) * lw1;
         const double2* rsat = a.rsat + q * (a.rh + 1) * rw1;
         if constexpr (kStaged) {
+            __shared__ double2 seg_total[kColSegments][kWarp];  // scan_columns' segment totals
             __syncthreads();  // the previous output's reads of staged[] are done (q, l: uniform per block)
-            for (int i = threadIdx.x; i < lcells; i += blockDim.x) staged[i] = __ldg(lsat + i);
+            if (a.rebuild_left) {
+                // fused_prepass_kernel's table code on the shifted copy (mean 0: the same floats,
+                // hence the same sums and bits as the table it would have written): row 0 zero,
+                // scan_row per crop row (a warp per row), then scan_columns.
+                for (int c = threadIdx.x; c < lw1; c += blockDim.x) staged[c] = make_double2(0, 0);
+                const float* ls = a.ls + l * a.lh * a.lw;
+                for (int r = warp; r < a.lh; r += kThreads / kWarp)
+                    scan_row<1, false, false, false>(ls + r * a.lw, nullptr, staged + (r + 1) * lw1, a.lw, 0.0, lane);
+            } else {
+                for (int i = threadIdx.x; i < lcells; i += blockDim.x) staged[i] = __ldg(lsat + i);
+            }
             if (q != staged_right)
                 for (int i = threadIdx.x; i < rcells; i += blockDim.x) staged[lcells + i] = __ldg(rsat + i);
             staged_right = q;
             __syncthreads();
+            if (a.rebuild_left) {
+                for (int c0 = 0; c0 < lw1; c0 += kWarp)
+                    scan_columns<1>(staged, a.lh, int(lw1), c0 + lane, warp, seg_total);
+                __syncthreads();
+            }
             lsat = staged;
             rsat = staged + lcells;
         }
@@ -1142,6 +1178,7 @@ Prepass prepass_of(const Problem& p, const NormalizeCrop& crop) {
     pp.right = stack(cr, read.right, p.nR);
     pp.staged_epilogue = !pp.left.sampled(cl.w()) && !pp.right.sampled(cr.w()) && use_staged_epilogue(p, crop);
     pp.template_epilogue = !pp.staged_epilogue && use_template_epilogue(p);
+    pp.rebuild_left = pp.staged_epilogue && pp.left.fused;
     pp.c00_parts = p.normalize == Normalize::ZeroLag ? c00_split(p).parts() : 0;
     return pp;
 }
@@ -1176,7 +1213,7 @@ Normalizer::Normalizer(const Problem& p, const NormalizeCrop& crop) : p_(p), cro
     partial_ = DeviceBuffer<double>(seg_scratch_offset(p, L.fused, R.fused, L.partials, R.partials) +
                                     2 * seg_scratch_entries(p, crop, L.fused, R.fused));
     mean_ = DeviceBuffer<double>(size_t(p.nL) + p.nR);
-    lsat_ = DeviceBuffer<double2>(size_t(p.nL) * (cl.h() + 1) * L.cols.width());
+    if (!prepass_.rebuild_left) lsat_ = DeviceBuffer<double2>(size_t(p.nL) * (cl.h() + 1) * L.cols.width());
     rsat_ = DeviceBuffer<double2>(size_t(p.nR) * (cr.h() + 1) * R.cols.width());
     strip_smem_ = std::max(L.strip ? strip_smem_bytes(L.cols.width()) : 0,
                            R.strip ? strip_smem_bytes(R.cols.width()) : 0);
@@ -1333,6 +1370,7 @@ void Normalizer::finish(float* out, cudaStream_t stream) {
     a.out_w = FastDiv(unsigned(p_.out_w()));
     a.pairs = pair_map(p_);
     a.count = p_.out_count();
+    a.rebuild_left = prepass_.rebuild_left;
     const int64_t per = int64_t(p_.out_h()) * p_.out_w();
     const bool zl = p_.normalize == Normalize::ZeroLag;
     // The unstaged epilogues' blockIdx.y: the elements of an output, kThreads a block.

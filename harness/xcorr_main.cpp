@@ -569,7 +569,8 @@ int cmd_explain(int argc, char** argv) {
                 std::cout << ", \"prepass\": {\"left\": " << stack(pp.left, c.left) << ", \"right\": "
                           << stack(pp.right, c.right) << ", \"staged_epilogue\": "
                           << (pp.staged_epilogue ? "true" : "false") << ", \"template_epilogue\": "
-                          << (pp.template_epilogue ? "true" : "false") << ", \"c00_parts\": " << pp.c00_parts << "}";
+                          << (pp.template_epilogue ? "true" : "false") << ", \"rebuild_left\": "
+                          << (pp.rebuild_left ? "true" : "false") << ", \"c00_parts\": " << pp.c00_parts << "}";
             }
             std::cout << "}";
         }

@@ -556,6 +556,37 @@ def test_fused_prepass_equals_the_four_kernel_path(shape):
         assert abs(m1 - x.astype(np.float64).mean()) <= 1e-13 * max(1.0, abs(m1)), kind
 
 
+def rebuilt_table(xs):
+    """The staged epilogue's left table with rebuild_left (normalize.cu, epilogue_kernel): from the
+    shifted copy xs itself, scan_row with mean 0 per row (row 0 zero), then scan_columns; the
+    shifted copy is not written again."""
+    ch, cw = xs.shape
+    table = np.full((ch + 1, cw + 1, 2), np.nan)  # shared memory, poisoned
+    table[0, :] = 0
+    for r in range(ch):
+        again, table[r + 1] = scan_row(xs[r], 0.0, cw)
+        assert np.array_equal(again.view(np.uint32), xs[r].view(np.uint32))  # float(x' - 0) is x'
+    for c0 in range(0, cw + 1, WARP):
+        scan_columns(table, ch, c0 + np.arange(WARP))
+    return table
+
+
+@pytest.mark.parametrize("shape", FUSED_SHAPES, ids=lambda s: "%dx%d" % s)
+def test_epilogue_rebuilds_the_fused_prepass_tables_bit_for_bit(shape):
+    """Prepass::rebuild_left's premise: the table built from the shifted copy with mean 0 is the one
+    the fused prepass would have written, every bit (signs of zero too), on signed data, 1000 + noise
+    and magnitudes 1e-15 .. 1e15, and the prepass's element-by-element shifted copy is the one its
+    row pass writes; so skipping the prepass's table changes no output."""
+    rng = seeded_rng(("rebuild-left", shape))
+    for kind in ("signed", "large", "wide"):
+        x = crop_values(rng, shape, kind)
+        mean, xs, table = fused_path(x, stride_w=shape[1] + 3)
+        assert np.array_equal(rebuilt_table(xs).view(np.uint64), table.view(np.uint64)), kind
+        # and the prepass's shifted copy without a table (element by element) is scan_row's
+        alone = (x.astype(np.float64) - mean).astype(np.float32)
+        assert np.array_equal(alone.view(np.uint32), xs.view(np.uint32)), kind
+
+
 @pytest.mark.parametrize("shape", [(91, 91), (100, 100), (1, 9000), (9000, 1), (130, 257)], ids=lambda s: "%dx%d" % s)
 def test_four_kernel_path_on_large_crops(shape):
     """Crops past the threshold (one or more partial sums): the four-kernel path alone, against
@@ -939,8 +970,10 @@ def test_explain_reports_the_modelled_prepass(left, right, window, mode):
             assert s == {"fused": False, "partials": 1024, "row_segments": 0, "chunked_rows": True, "col_bands": 16,
                          "strip": False, "table_columns": 130, "sampled": True}
         assert pp["c00_parts"] == 1024 and not pp["staged_epilogue"]
+    # the staged epilogue builds the left tables itself exactly where those are the fused prepass's
+    assert pp["rebuild_left"] == (pp["staged_epilogue"] and crops[0]["fused"])
     if right == "23x21":
-        assert crops[0]["fused"] and pp["staged_epilogue"] and pp["c00_parts"] == 0
+        assert crops[0]["fused"] and pp["staged_epilogue"] and pp["c00_parts"] == 0 and pp["rebuild_left"]
     if right == "53x54":  # 69 x 70 crops and the template: one band, short rows
         assert not crops[0]["fused"] and crops[0]["col_bands"] == col_bands_for(69, 70, 1000, 50) == 1
         assert not crops[0]["chunked_rows"] and crops[0]["partials"] == partials_for(69 * 70)
@@ -1058,7 +1091,7 @@ def test_normalize_paths_cases_take_the_paths_they_name():
             name, text = line.split(" ", 1)
             pp[name] = json.loads(text)["normalization_crop"]["prepass"]
     assert set(pp) == {"staged", "signals", "sampled", "zero-lag"}
-    assert pp["staged"]["staged_epilogue"] and not pp["staged"]["template_epilogue"]
+    assert pp["staged"]["staged_epilogue"] and not pp["staged"]["template_epilogue"] and pp["staged"]["rebuild_left"]
     assert pp["signals"]["template_epilogue"] and pp["signals"]["left"]["row_segments"] > 0
     assert pp["sampled"]["left"]["sampled"] and pp["sampled"]["right"]["sampled"]
     assert pp["sampled"]["left"]["chunked_rows"] and not pp["sampled"]["template_epilogue"]

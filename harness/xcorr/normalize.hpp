@@ -35,7 +35,9 @@
 //      (n·C' - ΣL'·ΣR') / sqrt((n·ΣL'² - ΣL'²)(n·ΣR'² - ΣR'²)), 0 where n = 0 or a factor is at most
 //      1e-6·n·ΣX² of the original data (ΣX² = ΣX'² + 2mΣX' + n·m²).
 //      Where the two tables of an output are small and read many times (normalize.cu:
-//      use_staged_epilogue), one block per output stages them in shared memory first (same bits).
+//      use_staged_epilogue), one block per output stages them in shared memory first (same bits);
+//      a left table of the fused prepass is then built there from the shifted copy rather than
+//      written by the prepass and read back (Prepass::rebuild_left; same bits).
 //   Why shifted data: on images of 1000 + noise the naive n·ΣX² - (ΣX)² in float32 cancels every
 //   digit, and C itself is 1e6·n large with the information in its 7th digit; on L', R' the raw
 //   correlation carries the fluctuations at full float32 precision and the moments in double have
@@ -86,6 +88,11 @@ struct Prepass {
     StackPrepass left, right;
     bool staged_epilogue = false;  // one block per output reads its two tables from shared memory
     bool template_epilogue = false;  // the right wholly inside the left at every shift: its terms per output
+    // The staged epilogue builds each left table in shared memory from the shifted copy (the fused
+    // prepass's table code, so the same bits), and the prepass neither finishes nor writes the left
+    // tables: a crop's table is 4x its floats (double2 against float), and zncc_frames wrote and
+    // read back 24 MB of them for 1000 crops of 39 x 37. Where staged_epilogue and left.fused.
+    bool rebuild_left = false;
     int c00_parts = 0;             // zero-lag: first-level blocks per pair of C(0, 0); 0 otherwise
 };
 // The prepass of normalized problem p on crop (not empty: UsageError otherwise).
