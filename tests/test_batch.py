@@ -303,11 +303,14 @@ def test_gpu_package_batch_keeps_its_staging_between_calls(gpu):
     for shift in (0.0, 3.0):
         left = rng.random((4, 40, 33), dtype=np.float32) - 0.5 + np.float32(shift)
         want = xcorr.correlate2d(left, right, form="n-to-m", algorithm="reference")
-        got = xcorr.correlate2d(left, right, form="n-to-m", chunk=3, devices=[0])  # 7 pieces: both slots
+        got = xcorr.correlate2d(left, right, form="n-to-m", chunk=3, devices=[0])  # 8 pieces: both slots
         assert np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want), shift
         results.append(xcorr._xcorr.batch_buffer_bytes())
         last = xcorr._api.last_batch
-        assert len(last["pieces"]) == 7 and [d["device"] for d in last["seconds"]] == [0]
+        pieces = last["pieces"]  # (device, first pair, pairs, algorithm), at most `chunk` pairs each
+        assert [p[1] for p in pieces] == list(np.cumsum([0] + [p[2] for p in pieces[:-1]]))
+        assert sum(p[2] for p in pieces) == 20 and max(p[2] for p in pieces) <= 3 and len(pieces) > 2
+        assert [d["device"] for d in last["seconds"]] == [0]
         phases = last["seconds"][0]
         assert phases["pipeline"] > 0 and phases["setup"] >= 0 and phases["teardown"] >= 0
     assert results[0] > 0 and results[1] == results[0]  # two slots' staging, kept and reused
