@@ -346,7 +346,7 @@ __device__ __forceinline__ double2 scan_span_chunked(const float* x, float* xs, 
 // row_scan_kernel and fused_prepass_kernel: the same code, the same bits. kSampled: the table keeps
 // only the columns of `cols` (sampled_table), entry cols.at(c) for column c; the same sums.
 // kChunked: scan_span_chunked's order instead, through the warp's stage (chunked_rows).
-// kWriteShifted false: xs is not written (the staged epilogue's rebuild of a table from the
+// kWriteShifted false: xs is not written (the staged epilogue's rebuild of a wide crop's table from the
 // shifted copy itself, with mean 0: float(x' - 0) is x', so the same values and sums).
 template <int kStrips, bool kSampled = false, bool kChunked = false, bool kWriteShifted = true>
 __device__ __forceinline__ void scan_row(const float* x, float* xs, double2* row, int cw, double mean, int lane,
@@ -749,6 +749,35 @@ __global__ void __launch_bounds__(kThreads) fused_prepass_kernel(Stacks st) {
     }
 }
 
+// One table row from one crop row of the shifted copy, by one thread: row[c + 1] = (Σ x', Σ x'²)
+// over columns <= c, added in column order from +0 (x'² by __dmul_rn, exact for a float; no
+// contraction), row[0] left to the caller. The staged epilogue's rebuild of narrow crops (at most
+// kSeqRowCols columns): a fixed order of its own, not scan_row's (tests/test_normalize_fused.py:
+// seq_row). The loads are batched ahead of the dependent adds.
+constexpr int kSeqRowCols = 64;
+__device__ __forceinline__ void seq_row(const float* x, double2* row, int cw) {
+    double a = 0, q = 0;
+    int c = 0;
+    for (; c + 4 <= cw; c += 4) {
+        float v[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) v[i] = x[c + i];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const double d = v[i];
+            a = __dadd_rn(a, d);
+            q = __dadd_rn(q, __dmul_rn(d, d));
+            row[c + i + 1] = make_double2(a, q);
+        }
+    }
+    for (; c < cw; ++c) {
+        const double d = x[c];
+        a = __dadd_rn(a, d);
+        q = __dadd_rn(q, __dmul_rn(d, d));
+        row[c + 1] = make_double2(a, q);
+    }
+}
+
 // (Σx', Σx'²) over rows [r0, r1), columns [c0, c1) of one matrix's table (row stride w1).
 // From global memory through the read-only cache (__ldg): the epilogue writes `out` in place, so
 // the compiler cannot prove by itself that the tables do not alias it; kShared: a table staged in
@@ -824,18 +853,21 @@ struct EpilogueArgs {
 // element.
 // kStaged (use_staged_epilogue: small tables, many outputs, each table entry read several times):
 // gridDim.y = 1, and the block first copies its output's two tables (left then right, coalesced
-// double2) into dynamic shared memory, staged_epilogue_bytes, and reads them there: each table
-// crosses L2 once per output instead of once per block of 256 elements and per L1 miss (zncc_frames:
-// 32 KB per output against ~55 KB), and the 8 reads per element are shared-memory loads. The copy
-// of the right table is skipped when the block's previous output had the same right (n-to-m with
-// one template: once per block). With a.rebuild_left (Prepass::rebuild_left: the left crops take
-// the fused prepass) the left table is not copied but built in place from the output's shifted
-// left crop by fused_prepass_kernel's own table code (scan_row with mean 0, so the same floats,
-// then scan_columns): the same bits as the table the prepass would have written, from a quarter of
-// its bytes (float against double2), and the prepass writes none. Static shared memory: 4 KB of
-// scan_columns' segment totals. The same entries and the same source arithmetic as unstaged
-// (each path deterministic; across the two the bits agree unless the compiler contracts the two
-// instantiations' double expressions differently, which nothing here relies on).
+// double2) and its two shifted crops (floats) into dynamic shared memory, staged_smem_bytes, and
+// reads them there: each table crosses L2 once per output instead of once per block of 256
+// elements and per L1 miss (zncc_frames: 32 KB per output against ~55 KB), the 8 reads per element
+// are shared-memory loads, and so are the direct sums' (n <= kDirectOverlap: up to 2 x 64 dependent
+// global loads per element in a few threads had kept their whole block waiting). The copies of
+// the right table and crop are skipped when the block's previous output had the same right (n-to-m
+// with one template: once per block). With a.rebuild_left (Prepass::rebuild_left: the left crops
+// take the fused prepass) the left table is not copied but built in place from the staged left
+// crop: crops of at most kSeqRowCols columns one thread per row (seq_row), wider ones a warp per
+// row (scan_row with mean 0, the fused prepass's own code and bits), then scan_columns; from a
+// quarter of the table's bytes (float against double2), and the prepass writes none. Static shared
+// memory: 4 KB of scan_columns' segment totals. The same entries and the same source arithmetic
+// as unstaged (each path deterministic; across the two the bits agree where the tables do, unless
+// the compiler contracts the two instantiations' double expressions differently, which nothing
+// here relies on).
 // kSampled (sampled_table: a window of a few shifts on large crops): the tables keep only the
 // columns the epilogue reads (lcols, rcols), and a crop column c is table column cols.at(c); the
 // same entries' values, so the same bits as the whole tables give. Never staged.
@@ -861,23 +893,38 @@ __global__ void __launch_bounds__(kThreads, 4) epilogue_kernel(const EpilogueArg
         const double2* rsat = a.rsat + q * (a.rh + 1) * rw1;
         if constexpr (kStaged) {
             __shared__ double2 seg_total[kColSegments][kWarp];  // scan_columns' segment totals
+            // the shifted crops too, as floats after the tables (the rebuild and the direct sums read them)
+            float* lx_sh = reinterpret_cast<float*>(staged + lcells + rcells);
+            float* rx_sh = lx_sh + a.lh * a.lw;
+            const float* lx = a.ls + l * a.lh * a.lw;
+            const float* rx = a.rs + q * a.rh * a.rw;
             __syncthreads();  // the previous output's reads of staged[] are done (q, l: uniform per block)
-            if (a.rebuild_left) {
-                // fused_prepass_kernel's table code on the shifted copy (mean 0: the same floats,
-                // hence the same sums and bits as the table it would have written): row 0 zero,
-                // scan_row per crop row (a warp per row), then scan_columns.
-                for (int c = threadIdx.x; c < lw1; c += blockDim.x) staged[c] = make_double2(0, 0);
-                const float* ls = a.ls + l * a.lh * a.lw;
-                for (int r = warp; r < a.lh; r += kThreads / kWarp)
-                    scan_row<1, false, false, false>(ls + r * a.lw, nullptr, staged + (r + 1) * lw1, a.lw, 0.0, lane);
-            } else {
+            for (int i = threadIdx.x; i < a.lh * a.lw; i += blockDim.x) lx_sh[i] = __ldg(lx + i);
+            if (!a.rebuild_left)
                 for (int i = threadIdx.x; i < lcells; i += blockDim.x) staged[i] = __ldg(lsat + i);
-            }
-            if (q != staged_right)
+            if (q != staged_right) {
                 for (int i = threadIdx.x; i < rcells; i += blockDim.x) staged[lcells + i] = __ldg(rsat + i);
+                for (int i = threadIdx.x; i < a.rh * a.rw; i += blockDim.x) rx_sh[i] = __ldg(rx + i);
+            }
             staged_right = q;
             __syncthreads();
             if (a.rebuild_left) {
+                // The left table from the staged shifted crop: row 0 zero, the row pass, the column
+                // pass (scan_columns, as every table's). Narrow crops (at most kSeqRowCols columns,
+                // zncc_frames' 39 x 37) take one thread per row adding its columns in order: a
+                // warp's shuffle scan per 32 columns was 28% of this kernel's instructions and its
+                // longest waits; wider rows keep scan_row (mean 0: float(x' - 0) is x'). Both fixed
+                // orders (tests/test_normalize_fused.py models them).
+                for (int c = threadIdx.x; c < lw1; c += blockDim.x) staged[c] = make_double2(0, 0);
+                if (a.lw <= kSeqRowCols) {
+                    for (int r = threadIdx.x; r < a.lh; r += blockDim.x)
+                        seq_row(lx_sh + r * a.lw, staged + (r + 1) * lw1, a.lw);
+                } else {
+                    for (int r = warp; r < a.lh; r += kThreads / kWarp)
+                        scan_row<1, false, false, false>(lx_sh + r * a.lw, nullptr, staged + (r + 1) * lw1, a.lw, 0.0,
+                                                         lane);
+                }
+                __syncthreads();
                 for (int c0 = 0; c0 < lw1; c0 += kWarp)
                     scan_columns<1>(staged, a.lh, int(lw1), c0 + lane, warp, seg_total);
                 __syncthreads();
@@ -903,7 +950,10 @@ __global__ void __launch_bounds__(kThreads, 4) epilogue_kernel(const EpilogueArg
             const double2 sr = box_sum<kStaged>(rsat, rw1, rr, rr + nr, rcol(rc), rcol(rc + nc));
             double c = 0;
             if (int64_t(nr) * nc <= kDirectOverlap) {
-                c = raw_at(a.ls + l * a.lh * a.lw, a.rs + q * a.rh * a.rw, a.lh, a.lw, a.rh, a.rw, dy + ty, dx + tx);
+                // kStaged: the crops staged after the tables; else in global memory
+                const float* lx = kStaged ? reinterpret_cast<const float*>(staged + lcells + rcells) : a.ls + l * a.lh * a.lw;
+                const float* rx = kStaged ? lx + a.lh * a.lw : a.rs + q * a.rh * a.rw;
+                c = raw_at(lx, rx, a.lh, a.lw, a.rh, a.rw, dy + ty, dx + tx);
             } else {
                 c = double(out[j]);
             }
@@ -1092,6 +1142,10 @@ constexpr int64_t kStagedMinOutputs = 256;
 size_t staged_epilogue_bytes(const NormalizeCrop& c) {
     return table_bytes(c.left.h(), c.left.w()) + table_bytes(c.right.h(), c.right.w());
 }
+// Its dynamic shared memory: the two tables, then the two shifted crops as floats.
+size_t staged_smem_bytes(const NormalizeCrop& c) {
+    return staged_epilogue_bytes(c) + (size_t(c.left.h()) * c.left.w() + size_t(c.right.h()) * c.right.w()) * sizeof(float);
+}
 bool use_staged_epilogue(const Problem& p, const NormalizeCrop& c) {
     const size_t bytes = staged_epilogue_bytes(c);
     const int64_t cells = int64_t(bytes / sizeof(double2)), per = int64_t(p.out_h()) * p.out_w();
@@ -1201,8 +1255,8 @@ Normalizer::Normalizer(const Problem& p, const NormalizeCrop& crop) : p_(p), cro
         XC_CUDA_CHECK(cudaFuncSetAttribute(fused_prepass_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            int(fused_smem_)));
     sampled_ = L.sampled(cl.w()) || R.sampled(cr.w());
-    if (prepass_.staged_epilogue && staged_epilogue_bytes(crop) > 48 * 1024) {
-        const int bytes = int(staged_epilogue_bytes(crop));
+    if (prepass_.staged_epilogue && staged_smem_bytes(crop) > 48 * 1024) {
+        const int bytes = int(staged_smem_bytes(crop));
         XC_CUDA_CHECK(cudaFuncSetAttribute(epilogue_kernel<Normalize::Zncc, true>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
         XC_CUDA_CHECK(cudaFuncSetAttribute(epilogue_kernel<Normalize::ZeroLag, true>,
@@ -1380,7 +1434,7 @@ void Normalizer::finish(float* out, cudaStream_t stream) {
         // the staged right table across those with the same right.
         auto epilogue = zl ? epilogue_kernel<Normalize::ZeroLag, true> : epilogue_kernel<Normalize::Zncc, true>;
         const unsigned gx = unsigned(std::min<int64_t>(a.count, kMaxGridY));
-        epilogue<<<dim3(gx, 1), kThreads, staged_epilogue_bytes(crop_), stream>>>(a);
+        epilogue<<<dim3(gx, 1), kThreads, staged_smem_bytes(crop_), stream>>>(a);
     } else if (prepass_.template_epilogue) {
         auto epilogue = sampled_ ? (zl ? template_epilogue_kernel<Normalize::ZeroLag, true>
                                        : template_epilogue_kernel<Normalize::Zncc, true>)

@@ -556,32 +556,64 @@ def test_fused_prepass_equals_the_four_kernel_path(shape):
         assert abs(m1 - x.astype(np.float64).mean()) <= 1e-13 * max(1.0, abs(m1)), kind
 
 
+SEQ_ROW_COLS = constant("kSeqRowCols")
+
+
+def seq_row(x):
+    """normalize.cu's seq_row: one thread adds a crop row's x' in column order from +0, x'² exact
+    (a float's square fits a double), no contraction: entries 1..cw of its table row."""
+    a = q = np.float64(0)
+    out = np.empty((x.size, 2))
+    for c, v in enumerate(x.astype(np.float64)):
+        a = a + v
+        q = q + v * v
+        out[c] = a, q
+    return out
+
+
 def rebuilt_table(xs):
     """The staged epilogue's left table with rebuild_left (normalize.cu, epilogue_kernel): from the
-    shifted copy xs itself, scan_row with mean 0 per row (row 0 zero), then scan_columns; the
-    shifted copy is not written again."""
+    staged shifted copy xs itself, row 0 zero, the row pass (seq_row for crops of at most
+    kSeqRowCols columns, else scan_row with mean 0 per row), then scan_columns; the shifted copy is
+    not written again."""
     ch, cw = xs.shape
     table = np.full((ch + 1, cw + 1, 2), np.nan)  # shared memory, poisoned
     table[0, :] = 0
     for r in range(ch):
-        again, table[r + 1] = scan_row(xs[r], 0.0, cw)
-        assert np.array_equal(again.view(np.uint32), xs[r].view(np.uint32))  # float(x' - 0) is x'
+        if cw <= SEQ_ROW_COLS:
+            table[r + 1, 0] = 0
+            table[r + 1, 1:] = seq_row(xs[r])
+        else:
+            again, table[r + 1] = scan_row(xs[r], 0.0, cw)
+            assert np.array_equal(again.view(np.uint32), xs[r].view(np.uint32))  # float(x' - 0) is x'
     for c0 in range(0, cw + 1, WARP):
         scan_columns(table, ch, c0 + np.arange(WARP))
     return table
 
 
 @pytest.mark.parametrize("shape", FUSED_SHAPES, ids=lambda s: "%dx%d" % s)
-def test_epilogue_rebuilds_the_fused_prepass_tables_bit_for_bit(shape):
-    """Prepass::rebuild_left's premise: the table built from the shifted copy with mean 0 is the one
-    the fused prepass would have written, every bit (signs of zero too), on signed data, 1000 + noise
-    and magnitudes 1e-15 .. 1e15, and the prepass's element-by-element shifted copy is the one its
-    row pass writes; so skipping the prepass's table changes no output."""
+def test_epilogue_rebuilds_the_left_tables(shape):
+    """Prepass::rebuild_left's premise: the table the staged epilogue builds from the shifted copy
+    is a float64 summed-area table of it to rounding, in a fixed order (the same bits twice), on
+    signed data, 1000 + noise and magnitudes 1e-15 .. 1e15; for crops wider than kSeqRowCols (scan_row
+    with mean 0) it is the fused prepass's table bit for bit (signs of zero too), and for narrower
+    ones (seq_row) a model that skips a column's addition fails the check. And the prepass's
+    element-by-element shifted copy is the one its row pass writes."""
     rng = seeded_rng(("rebuild-left", shape))
     for kind in ("signed", "large", "wide"):
         x = crop_values(rng, shape, kind)
         mean, xs, table = fused_path(x, stride_w=shape[1] + 3)
-        assert np.array_equal(rebuilt_table(xs).view(np.uint64), table.view(np.uint64)), kind
+        rebuilt = rebuilt_table(xs)
+        assert check_tables(x, mean, xs, rebuilt), kind
+        assert np.array_equal(rebuilt.view(np.uint64), rebuilt_table(xs).view(np.uint64)), kind
+        if shape[1] > SEQ_ROW_COLS:
+            assert np.array_equal(rebuilt.view(np.uint64), table.view(np.uint64)), kind
+        elif shape[1] > 1 and kind == "signed":  # the check can fail: one column's term left out
+            broken = rebuilt.copy()
+            col = xs[:, 1].astype(np.float64)
+            broken[1:, 2:, 0] -= np.cumsum(col)[:, None]
+            broken[1:, 2:, 1] -= np.cumsum(col * col)[:, None]
+            assert not check_tables(x, mean, xs, broken), kind
         # and the prepass's shifted copy without a table (element by element) is scan_row's
         alone = (x.astype(np.float64) - mean).astype(np.float32)
         assert np.array_equal(alone.view(np.uint32), xs.view(np.uint32)), kind

@@ -37,7 +37,8 @@
 //      Where the two tables of an output are small and read many times (normalize.cu:
 //      use_staged_epilogue), one block per output stages them in shared memory first (same bits);
 //      a left table of the fused prepass is then built there from the shifted copy rather than
-//      written by the prepass and read back (Prepass::rebuild_left; same bits).
+//      written by the prepass and read back (Prepass::rebuild_left: a fixed order of its own for
+//      narrow crops, the prepass's for wider ones).
 //   Why shifted data: on images of 1000 + noise the naive n·ΣX² - (ΣX)² in float32 cancels every
 //   digit, and C itself is 1e6·n large with the information in its 7th digit; on L', R' the raw
 //   correlation carries the fluctuations at full float32 precision and the moments in double have
@@ -88,8 +89,9 @@ struct Prepass {
     StackPrepass left, right;
     bool staged_epilogue = false;  // one block per output reads its two tables from shared memory
     bool template_epilogue = false;  // the right wholly inside the left at every shift: its terms per output
-    // The staged epilogue builds each left table in shared memory from the shifted copy (the fused
-    // prepass's table code, so the same bits), and the prepass neither finishes nor writes the left
+    // The staged epilogue builds each left table in shared memory from the shifted copy (narrow
+    // crops in an order of its own, wider ones with the fused prepass's table code, so its bits),
+    // and the prepass neither finishes nor writes the left
     // tables: a crop's table is 4x its floats (double2 against float), and zncc_frames wrote and
     // read back 24 MB of them for 1000 crops of 39 x 37. Where staged_epilogue and left.fused.
     bool rebuild_left = false;
