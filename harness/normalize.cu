@@ -749,14 +749,15 @@ __global__ void __launch_bounds__(kThreads) fused_prepass_kernel(Stacks st) {
     }
 }
 
-// One table row from one crop row of the shifted copy, by one thread: row[c + 1] = (Σ x', Σ x'²)
-// over columns <= c, added in column order from +0 (x'² by __dmul_rn, exact for a float; no
-// contraction), row[0] left to the caller. The staged epilogue's rebuild of narrow crops (at most
+// One table row from one crop row of the shifted copy, by one thread: row[0] = 0 and
+// row[c + 1] = (Σ x', Σ x'²) over columns <= c, added in column order from +0 (x'² by __dmul_rn,
+// exact for a float; no contraction). The staged epilogue's rebuild of narrow crops (at most
 // kSeqRowCols columns): a fixed order of its own, not scan_row's (tests/test_normalize_fused.py:
 // seq_row). The loads are batched ahead of the dependent adds.
 constexpr int kSeqRowCols = 64;
 __device__ __forceinline__ void seq_row(const float* x, double2* row, int cw) {
     double a = 0, q = 0;
+    row[0] = make_double2(0, 0);
     int c = 0;
     for (; c + 4 <= cw; c += 4) {
         float v[4];

@@ -560,14 +560,15 @@ SEQ_ROW_COLS = constant("kSeqRowCols")
 
 
 def seq_row(x):
-    """normalize.cu's seq_row: one thread adds a crop row's x' in column order from +0, x'² exact
-    (a float's square fits a double), no contraction: entries 1..cw of its table row."""
+    """normalize.cu's seq_row: one thread writes its table row, entry 0 zero and then the crop row's
+    x' added in column order from +0, x'² exact (a float's square fits a double), no contraction."""
     a = q = np.float64(0)
-    out = np.empty((x.size, 2))
+    out = np.full((x.size + 1, 2), np.nan)
+    out[0] = 0
     for c, v in enumerate(x.astype(np.float64)):
         a = a + v
         q = q + v * v
-        out[c] = a, q
+        out[c + 1] = a, q
     return out
 
 
@@ -581,8 +582,7 @@ def rebuilt_table(xs):
     table[0, :] = 0
     for r in range(ch):
         if cw <= SEQ_ROW_COLS:
-            table[r + 1, 0] = 0
-            table[r + 1, 1:] = seq_row(xs[r])
+            table[r + 1] = seq_row(xs[r])
         else:
             again, table[r + 1] = scan_row(xs[r], 0.0, cw)
             assert np.array_equal(again.view(np.uint32), xs[r].view(np.uint32))  # float(x' - 0) is x'
@@ -1145,3 +1145,21 @@ def test_normalize_paths_runs_its_cases_end_to_end():
     bad = subprocess.run(["bash", str(NORMALIZE_PATHS), "none", binary("xcorr"), "no-such-variant"],
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode == 1 and bad.stdout.rstrip().splitlines()[-1] == "0 passed, 4 failed, 0 skipped"
+
+
+@pytest.mark.parametrize("variant", ["register-tiled", "fft-fused"])
+def test_gpu_normalize_paths_validate(gpu, variant):
+    """The paths only scripts/normalize-paths' problems take (the staged epilogue with its rebuilt
+    left tables needs >= 256 outputs; the validator's shapes have fewer), validated against the
+    float64 reference on the GPU, not only under the sanitizers: a left table row missing its zero
+    entry passed every other GPU test and failed here. register-tiled runs every case; fft-fused
+    (zncc_frames' fastest) the staged one, which it is for (not every case is a problem it takes)."""
+    import subprocess
+    from conftest import binary
+    r = subprocess.run(["bash", str(NORMALIZE_PATHS), "none", binary("xcorr"), variant], capture_output=True,
+                       text=True, timeout=600)
+    if variant == "register-tiled":
+        assert r.returncode == 0 and r.stdout.rstrip().splitlines()[-1] == "4 passed, 0 failed, 0 skipped", \
+            r.stdout + r.stderr
+    else:
+        assert "ok   staged" in r.stdout.splitlines(), r.stdout + r.stderr
