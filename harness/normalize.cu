@@ -779,6 +779,44 @@ __device__ __forceinline__ void seq_row(const float* x, double2* row, int cw) {
     }
 }
 
+// The staged epilogue's copies into shared memory, by the whole block: several loads per thread in
+// flight before their stores (one at a time, each thread waited on DRAM ~6 times per output for the
+// left crop alone).
+template <class T>
+__device__ __forceinline__ void stage_copy(T* dst, const T* __restrict__ src, int n) {
+    constexpr int kAhead = sizeof(T) <= 4 ? 4 : 2;  // 16 or 32 bytes a thread (64 registers at most)
+    for (int i0 = threadIdx.x; i0 < n; i0 += kAhead * blockDim.x) {
+        T v[kAhead];
+#pragma unroll
+        for (int u = 0; u < kAhead; ++u)
+            if (const int i = i0 + u * blockDim.x; i < n) v[u] = __ldg(src + i);
+#pragma unroll
+        for (int u = 0; u < kAhead; ++u)
+            if (const int i = i0 + u * blockDim.x; i < n) dst[i] = v[u];
+    }
+}
+
+// C' at shift (dy, dx) of two crops (L' of lh x lw, R' of rh x rw) whose overlap has at most
+// kDirectOverlap elements, by a whole warp: lane t takes the overlap's elements t and t + 32 in
+// row-major order (each product of two floats exact in double), then a butterfly over the lanes
+// (__shfl_xor_sync: a + b and b + a are the same double, so every lane ends with the same total).
+// A fixed order of its own (raw_at's sequential sum in one thread kept its block waiting on up to
+// 64 dependent loads, a quarter of the staged epilogue's instructions on zncc_frames).
+static_assert(kDirectOverlap <= 2 * kWarp, "warp_direct_sum: two elements per lane");
+__device__ __forceinline__ double warp_direct_sum(const float* L, const float* R, int lh, int lw, int rh, int rw,
+                                                  int dy, int dx, int lane) {
+    const Span rows = overlap_span(dy, lh, rh), cols = overlap_span(dx, lw, rw);
+    const int nc = cols.end - cols.begin, n = (rows.end - rows.begin) * nc;
+    double s = 0;
+    for (int t = lane; t < n; t += kWarp) {
+        const int r = rows.begin + t / nc, c = cols.begin + t % nc;
+        s = __dadd_rn(s, __dmul_rn(double(L[int64_t(r + dy) * lw + c + dx]), double(R[int64_t(r) * rw + c])));
+    }
+#pragma unroll
+    for (int o = kWarp / 2; o > 0; o /= 2) s = __dadd_rn(s, __shfl_xor_sync(kFullMask, s, o));
+    return s;
+}
+
 // (Σx', Σx'²) over rows [r0, r1), columns [c0, c1) of one matrix's table (row stride w1).
 // From global memory through the read-only cache (__ldg): the epilogue writes `out` in place, so
 // the compiler cannot prove by itself that the tables do not alias it; kShared: a table staged in
@@ -843,8 +881,9 @@ struct EpilogueArgs {
 //   zero-lag: C = C' + mR·ΣL' + mL·ΣR' + n·mL·mR (the raw sum of the original data, since
 //     X = X' + m), divided by C(0, 0) of the pair; 0 where n = 0 or C(0, 0) = 0.
 // In place: each thread reads and writes only its own element. Mapping: blockIdx.x strides over the
-// outputs (l, q and the table bases uniform per block), the threads of blockIdx.y stride over the
-// elements of one output in 32-bit arithmetic (oh·ow <= 2^30 by Problem::check; a 64-bit division
+// outputs (l, q and the table bases uniform per block), the warps of blockIdx.y stride over the
+// elements of one output, 32 consecutive ones a warp, every lane in every iteration (the direct
+// sums take the whole warp), in 32-bit arithmetic (oh·ow <= 2^30 by Problem::check; a 64-bit division
 // per element was most of the old one-dimensional mapping's index cost). The output is the fast
 // grid index so that the blocks in flight together cover one stretch of elements of many outputs:
 // where outputs share a table (one-to-many: every template against one trace), that stretch of it
@@ -900,12 +939,11 @@ __global__ void __launch_bounds__(kThreads, 4) epilogue_kernel(const EpilogueArg
             const float* lx = a.ls + l * a.lh * a.lw;
             const float* rx = a.rs + q * a.rh * a.rw;
             __syncthreads();  // the previous output's reads of staged[] are done (q, l: uniform per block)
-            for (int i = threadIdx.x; i < a.lh * a.lw; i += blockDim.x) lx_sh[i] = __ldg(lx + i);
-            if (!a.rebuild_left)
-                for (int i = threadIdx.x; i < lcells; i += blockDim.x) staged[i] = __ldg(lsat + i);
+            stage_copy(lx_sh, lx, a.lh * a.lw);
+            if (!a.rebuild_left) stage_copy(staged, lsat, lcells);
             if (q != staged_right) {
-                for (int i = threadIdx.x; i < rcells; i += blockDim.x) staged[lcells + i] = __ldg(rsat + i);
-                for (int i = threadIdx.x; i < a.rh * a.rw; i += blockDim.x) rx_sh[i] = __ldg(rx + i);
+                stage_copy(staged + lcells, rsat, rcells);
+                stage_copy(rx_sh, rx, a.rh * a.rw);
             }
             staged_right = q;
             __syncthreads();
@@ -935,11 +973,27 @@ __global__ void __launch_bounds__(kThreads, 4) epilogue_kernel(const EpilogueArg
         }
         const double ml = a.lmean[l], mr = a.rmean[q];
         float* out = a.out + k * per;
-        for (int j = blockIdx.y * blockDim.x + threadIdx.x; j < per; j += gridDim.y * blockDim.x) {
-            const int y = int(a.out_w.div(unsigned(j)));
-            const int dy = a.win.dy0 + y, dx = a.win.dx0 + (j - y * ow);
+        // kStaged: the crops staged after the tables; else in global memory
+        const float* lx = kStaged ? reinterpret_cast<const float*>(staged + lcells + rcells) : a.ls + l * a.lh * a.lw;
+        const float* rx = kStaged ? lx + a.lh * a.lw : a.rs + q * a.rh * a.rw;
+        // Warp-uniform: every lane runs every iteration (j past the end: `in` false), so that the
+        // warp can take its small overlaps' direct sums together.
+        for (int j0 = blockIdx.y * blockDim.x + warp * kWarp; j0 < per; j0 += gridDim.y * blockDim.x) {
+            const int j = j0 + lane;
+            const bool in = j < per;
+            const int y = int(a.out_w.div(unsigned(in ? j : j0)));
+            const int dy = a.win.dy0 + y, dx = a.win.dx0 + ((in ? j : j0) - y * ow);
             const Span rows = overlap_span(dy, a.hL, a.hR), cols = overlap_span(dx, a.wL, a.wR);
             const int nr = rows.end - rows.begin, nc = cols.end - cols.begin;
+            const bool direct = in && nr > 0 && nc > 0 && int64_t(nr) * nc <= kDirectOverlap;
+            double c = 0;
+            for (unsigned m = __ballot_sync(kFullMask, direct); m; m &= m - 1) {
+                const int src = __ffs(m) - 1;
+                const double sum = warp_direct_sum(lx, rx, a.lh, a.lw, a.rh, a.rw, __shfl_sync(kFullMask, dy + ty, src),
+                                                   __shfl_sync(kFullMask, dx + tx, src), lane);
+                if (lane == src) c = sum;
+            }
+            if (!in) continue;
             if (nr == 0 || nc == 0) {
                 out[j] = 0.0f;
                 continue;
@@ -949,15 +1003,7 @@ __global__ void __launch_bounds__(kThreads, 4) epilogue_kernel(const EpilogueArg
             const int rr = rows.begin - a.rr0, rc = cols.begin - a.rc0;
             const double2 sl = box_sum<kStaged>(lsat, lw1, lr, lr + nr, lcol(lc), lcol(lc + nc));
             const double2 sr = box_sum<kStaged>(rsat, rw1, rr, rr + nr, rcol(rc), rcol(rc + nc));
-            double c = 0;
-            if (int64_t(nr) * nc <= kDirectOverlap) {
-                // kStaged: the crops staged after the tables; else in global memory
-                const float* lx = kStaged ? reinterpret_cast<const float*>(staged + lcells + rcells) : a.ls + l * a.lh * a.lw;
-                const float* rx = kStaged ? lx + a.lh * a.lw : a.rs + q * a.rh * a.rw;
-                c = raw_at(lx, rx, a.lh, a.lw, a.rh, a.rw, dy + ty, dx + tx);
-            } else {
-                c = double(out[j]);
-            }
+            if (!direct) c = double(out[j]);
             double v = 0;
             if constexpr (kMode == Normalize::ZeroLag) {
                 const double d = a.c00[k];
