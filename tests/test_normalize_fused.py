@@ -1122,8 +1122,11 @@ def test_normalize_paths_cases_take_the_paths_they_name():
         if line.strip():
             name, text = line.split(" ", 1)
             pp[name] = json.loads(text)["normalization_crop"]["prepass"]
-    assert set(pp) == {"staged", "signals", "sampled", "zero-lag"}
-    assert pp["staged"]["staged_epilogue"] and not pp["staged"]["template_epilogue"] and pp["staged"]["rebuild_left"]
+    assert set(pp) == {"staged", "staged-wide", "signals", "sampled", "zero-lag"}
+    for name in ("staged", "staged-wide"):
+        assert pp[name]["staged_epilogue"] and not pp[name]["template_epilogue"] and pp[name]["rebuild_left"], name
+    # the rebuild's two row passes: seq_row for crops of at most kSeqRowCols columns, scan_row past it
+    assert pp["staged"]["left"]["table_columns"] - 1 <= SEQ_ROW_COLS < pp["staged-wide"]["left"]["table_columns"] - 1
     assert pp["signals"]["template_epilogue"] and pp["signals"]["left"]["row_segments"] > 0
     assert pp["sampled"]["left"]["sampled"] and pp["sampled"]["right"]["sampled"]
     assert pp["sampled"]["left"]["chunked_rows"] and not pp["sampled"]["template_epilogue"]
@@ -1139,12 +1142,12 @@ def test_normalize_paths_runs_its_cases_end_to_end():
     r = subprocess.run(["bash", str(NORMALIZE_PATHS), "none", binary("xcorr"), "reference"], capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert [l.split()[1] for l in r.stdout.splitlines() if l.startswith("ok ")] == ["staged", "signals", "sampled",
-                                                                                    "zero-lag"]
-    assert r.stdout.rstrip().splitlines()[-1] == "4 passed, 0 failed, 0 skipped"
+    assert [l.split()[1] for l in r.stdout.splitlines() if l.startswith("ok ")] == ["staged", "staged-wide", "signals",
+                                                                                    "sampled", "zero-lag"]
+    assert r.stdout.rstrip().splitlines()[-1] == "5 passed, 0 failed, 0 skipped"
     bad = subprocess.run(["bash", str(NORMALIZE_PATHS), "none", binary("xcorr"), "no-such-variant"],
                          capture_output=True, text=True, timeout=300)
-    assert bad.returncode == 1 and bad.stdout.rstrip().splitlines()[-1] == "0 passed, 4 failed, 0 skipped"
+    assert bad.returncode == 1 and bad.stdout.rstrip().splitlines()[-1] == "0 passed, 5 failed, 0 skipped"
 
 
 @pytest.mark.parametrize("variant", ["register-tiled", "fft-fused"])
@@ -1153,13 +1156,15 @@ def test_gpu_normalize_paths_validate(gpu, variant):
     left tables needs >= 256 outputs; the validator's shapes have fewer), validated against the
     float64 reference on the GPU, not only under the sanitizers: a left table row missing its zero
     entry passed every other GPU test and failed here. register-tiled runs every case; fft-fused
-    (zncc_frames' fastest) the staged one, which it is for (not every case is a problem it takes)."""
+    (zncc_frames' fastest) the two staged ones, which it is for (not every case is a problem it
+    takes)."""
     import subprocess
     from conftest import binary
     r = subprocess.run(["bash", str(NORMALIZE_PATHS), "none", binary("xcorr"), variant], capture_output=True,
                        text=True, timeout=600)
     if variant == "register-tiled":
-        assert r.returncode == 0 and r.stdout.rstrip().splitlines()[-1] == "4 passed, 0 failed, 0 skipped", \
+        assert r.returncode == 0 and r.stdout.rstrip().splitlines()[-1] == "5 passed, 0 failed, 0 skipped", \
             r.stdout + r.stderr
     else:
-        assert "ok   staged" in r.stdout.splitlines(), r.stdout + r.stderr
+        lines = r.stdout.splitlines()
+        assert "ok   staged" in lines and "ok   staged-wide" in lines, r.stdout + r.stderr
