@@ -230,6 +230,10 @@ __device__ __forceinline__ void warp_scan_pair(double& a, double& q, int lane) {
     }
 }
 
+// x' = float(x - mean), the shifted value every path writes and sums (in double, then rounded):
+// its one spelling, since the paths' bits agree only while they compute it alike.
+__device__ __forceinline__ float shifted(float x, double mean) { return float(__dsub_rn(double(x), mean)); }
+
 // One crop row's shifted copy and row pass, by one warp (all 32 lanes call it): each lane takes
 // one column of a 32-column strip, x' = float(x - mean) (written to xs: the raw correlation reads
 // it, so the tables must hold exactly these float values), then an inclusive warp scan
@@ -255,7 +259,7 @@ __device__ __forceinline__ double2 scan_span(const float* x, float* xs, Store st
         for (int i = 0; i < kStrips; ++i) {
             const int c = b0 + i * kWarp + lane;
             if (b0 + i * kWarp >= n) break;  // warp-uniform
-            const float v = c < n ? float(__dsub_rn(double(raw[i]), mean)) : 0.0f;
+            const float v = c < n ? shifted(raw[i], mean) : 0.0f;
             if constexpr (kWriteShifted)
                 if (c < n) xs[c] = v;
             double a = v, q = __dmul_rn(double(v), double(v));
@@ -307,7 +311,7 @@ __device__ __forceinline__ double2 scan_span_chunked(const float* x, float* xs, 
 #pragma unroll
         for (int i = 0; i < kChunk; ++i) {
             const int c = b0 + i * kWarp + lane;
-            const float v = c < n ? float(__dsub_rn(double(raw[i]), mean)) : 0.0f;
+            const float v = c < n ? shifted(raw[i], mean) : 0.0f;
             if (c < n) xs[c] = v;
             stage.v[stage_v(i * kWarp + lane)] = v;
         }
@@ -697,8 +701,8 @@ size_t strip_smem_bytes(int width) { return size_t(kStripRows + 1) * size_t(widt
 // crop row (a warp per row, warps striding over the rows) into the table in shared memory, row 0
 // zero; scan_columns over the table's column chunks; then the table is written out (coalesced
 // double2). A stack without tables (sat null: Prepass::rebuild_left, the staged epilogue builds
-// them from the shifted copies) writes only the shifted copy, element by element, with scan_span's
-// expression float(x - mean) in double: the same floats. The shifted copy is written by scan_row, from the same float values the table sums.
+// them from the shifted copies) writes only the shifted copy, element by element, with shifted()
+// as scan_row does: the same floats. Otherwise scan_row writes it, from the same floats the table sums.
 // So means, shifted copies and tables are bit-identical to the four-kernel path's (tests/
 // test_normalize_fused.py models both). Mapping: one block of kThreads per matrix, blocks
 // striding over the matrices of both stacks (lefts first; a stack of count 0 is not this
@@ -731,9 +735,9 @@ __global__ void __launch_bounds__(kThreads) fused_prepass_kernel(Stacks st) {
         __syncthreads();
         const double mean = mean_sh;
         if (!s.sat) {  // uniform per matrix. No table (Prepass::rebuild_left: the staged epilogue
-            // builds it): the shifted copy alone, scan_span's float(x - mean) element by element
+            // builds it): the shifted copy alone, element by element
             float* xs = s.xs + m * elems;
-            for (int i = threadIdx.x; i < elems; i += kThreads) xs[i] = float(__dsub_rn(double(crop[i]), mean));
+            for (int i = threadIdx.x; i < elems; i += kThreads) xs[i] = shifted(crop[i], mean);
             __syncthreads();  // the next matrix's crop and mean overwrite this one's shared memory
             continue;
         }
