@@ -935,13 +935,14 @@ __global__ void __launch_bounds__(kThreads, 4) epilogue_kernel(const EpilogueArg
         const int64_t l = a.pairs.left_of(k), q = a.pairs.right_of(k);
         const double2* lsat = a.lsat + l * (a.lh + 1) * lw1;
         const double2* rsat = a.rsat + q * (a.rh + 1) * rw1;
+        // The shifted crops (the direct sums read them): in global memory, or (kStaged) staged as
+        // floats after the tables, where the rebuild reads the left one too.
+        const float* lx = a.ls + l * a.lh * a.lw;
+        const float* rx = a.rs + q * a.rh * a.rw;
         if constexpr (kStaged) {
             __shared__ double2 seg_total[kColSegments][kWarp];  // scan_columns' segment totals
-            // the shifted crops too, as floats after the tables (the rebuild and the direct sums read them)
             float* lx_sh = reinterpret_cast<float*>(staged + lcells + rcells);
             float* rx_sh = lx_sh + a.lh * a.lw;
-            const float* lx = a.ls + l * a.lh * a.lw;
-            const float* rx = a.rs + q * a.rh * a.rw;
             __syncthreads();  // the previous output's reads of staged[] are done (q, l: uniform per block)
             stage_copy(lx_sh, lx, a.lh * a.lw);
             if (!a.rebuild_left) stage_copy(staged, lsat, lcells);
@@ -972,14 +973,11 @@ __global__ void __launch_bounds__(kThreads, 4) epilogue_kernel(const EpilogueArg
                     scan_columns<1>(staged, a.lh, int(lw1), c0 + lane, warp, seg_total);
                 __syncthreads();
             }
-            lsat = staged;
-            rsat = staged + lcells;
+            lsat = staged, rsat = staged + lcells;
+            lx = lx_sh, rx = rx_sh;
         }
         const double ml = a.lmean[l], mr = a.rmean[q];
         float* out = a.out + k * per;
-        // kStaged: the crops staged after the tables; else in global memory
-        const float* lx = kStaged ? reinterpret_cast<const float*>(staged + lcells + rcells) : a.ls + l * a.lh * a.lw;
-        const float* rx = kStaged ? lx + a.lh * a.lw : a.rs + q * a.rh * a.rw;
         // Warp-uniform: every lane runs every iteration (j past the end: `in` false), so that the
         // warp can take its small overlaps' direct sums together.
         for (int j0 = blockIdx.y * blockDim.x + warp * kWarp; j0 < per; j0 += gridDim.y * blockDim.x) {
