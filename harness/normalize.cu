@@ -708,7 +708,8 @@ size_t strip_smem_bytes(int width) { return size_t(kStripRows + 1) * size_t(widt
 // striding over the matrices of both stacks (lefts first; a stack of count 0 is not this
 // kernel's); the stack is a per-matrix select. Resources: dynamic shared memory
 // fused_smem_bytes(ch, cw) of the larger fused crop (<= kFusedSmemBytes, set by
-// cudaFuncSetAttribute in the Normalizer), static 4 KB seg_total + 64 B block_sum + 8 B mean; 40 registers.
+// cudaFuncSetAttribute in the Normalizer), static 4 KB seg_total + 64 B block_sum + 8 B mean; 47 registers.
+constexpr int kPrepassAhead = 4;
 __global__ void __launch_bounds__(kThreads) fused_prepass_kernel(Stacks st) {
     extern __shared__ double2 smem[];
     __shared__ double2 seg_total[kColSegments][kWarp];
@@ -720,12 +721,23 @@ __global__ void __launch_bounds__(kThreads) fused_prepass_kernel(Stacks st) {
         double2* table = smem;                                   // (ch + 1) x w1
         float* crop = reinterpret_cast<float*>(smem + cells);   // ch x cw, row-major
         const float* x = s.crop_row(m, 0);
+        // kPrepassAhead loads in flight before they are added: the same elements in the same order
+        // per thread as one at a time (so the same sum), without waiting on each load in turn
         double v = 0;
-        for (int i = threadIdx.x; i < elems; i += kThreads) {
-            const int r = i / cw;
-            const float e = x[int64_t(r) * s.w + (i - r * cw)];
-            crop[i] = e;
-            v += double(e);
+        for (int i0 = threadIdx.x; i0 < elems; i0 += kPrepassAhead * kThreads) {
+            float e[kPrepassAhead];
+#pragma unroll
+            for (int u = 0; u < kPrepassAhead; ++u)
+                if (const int i = i0 + u * kThreads; i < elems) {
+                    const int r = i / cw;
+                    e[u] = x[int64_t(r) * s.w + (i - r * cw)];
+                }
+#pragma unroll
+            for (int u = 0; u < kPrepassAhead; ++u)
+                if (const int i = i0 + u * kThreads; i < elems) {
+                    crop[i] = e[u];
+                    v += double(e[u]);
+                }
         }
         v = block_sum(v);  // its barriers also publish crop[]
         if (threadIdx.x == 0) {
