@@ -67,9 +67,13 @@
 // Resources. 3xtf32: NT = 8 (BM = 256 lags per block), 32 + 32 accumulator registers, 11 pair
 // slots of 4 registers per group, 2 x 4 template registers; tf32: NT = 16 (BM = 512), 64
 // accumulators, 19 pair slots of 2, 4 template registers. __launch_bounds__(128, 4): at most 128
-// registers (ptxas -v, sm_90a, CUDA 13.0: 3xtf32 121, tf32 126), no spills, no stack frame (the
-// build enforces it): 4 blocks (16 warps) per SM (3 blocks, at 144-148 registers, measured slower:
+// registers (ptxas -v, sm_90a, CUDA 13.0: 3xtf32 121, tf32 126; with zncc in the store 121, 125), no
+// spills, no stack frame (the build enforces it): 4 blocks (16 warps) per SM (3 blocks, at 144-148 registers, measured slower:
 // see the notes).
+// Normalized (zncc, the template epilogue's problems: every lag keeps the template inside the trace,
+// as matched filtering's valid window): the store writes the coefficient itself from per-lag and
+// per-template terms the Normalizer computes before the run (xcorr/store_norm.hpp; kNorm), the
+// same bits as the epilogue, which is then skipped; zero-lag keeps the epilogue.
 // Dynamic shared memory: 3xtf32 (256 + 256) x 16 B + 2 x 1024 x 16 B = 40960 B; tf32
 // (512 + 256) x 8 B + 1024 x 16 B = 22528 B.
 // Expected bottleneck (seed 004's case, K = 256: 1.77e10 multiply-adds, 276 MB of output). Per
@@ -139,10 +143,10 @@ __device__ __forceinline__ typename Cfg<SPLIT>::Pair make_pair(float lo, float h
 }
 #endif
 
-template <bool SPLIT>
+template <bool SPLIT, bool kNorm>
 __global__ void __launch_bounds__(kThreads, 4)
     tensor_hankel_kernel(const float* __restrict__ left, const float* __restrict__ right, float* __restrict__ out,
-                         PairGrid P, Geo G, bool vec) {
+                         PairGrid P, Geo G, bool vec, StoreNorm norm) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
     using C = Cfg<SPLIT>;
     using E = typename C::Pair;
@@ -268,13 +272,18 @@ __global__ void __launch_bounds__(kThreads, 4)
         }
 
         // Store: row r0 gets the sums, the window's other rows zeros. Accumulator v of n tile nt:
-        // right slot g + 8 (v >> 1), lag nw + 8 nt + 2t + (v & 1).
+        // right slot g + 8 (v >> 1), lag nw + 8 nt + 2t + (v & 1). kNorm: zncc's coefficient of the
+        // sum instead (StoreNorm: the template epilogue's value, its per-output terms hoisted).
         const int64_t plane = int64_t(G.out_h) * G.out_w;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const int j = j0 + g + 8 * h;
             if (j >= P.M) continue;
-            float* o = out + P.output(i, j) * plane;
+            const int64_t k = P.output(i, j);
+            float* o = out + k * plane;
+            double2 kt = make_double2(0, 0);
+            double ml = 0, mr = 0;
+            if constexpr (kNorm) kt = norm.kterm[k], ml = norm.lmean[i], mr = norm.rmean[P.right(i, j)];
 #pragma unroll 1
             for (int r = 0; r < G.out_h; ++r) {
                 const bool live = r == G.row0;
@@ -282,7 +291,11 @@ __global__ void __launch_bounds__(kThreads, 4)
 #pragma unroll
                 for (int n = 0; n < NT; ++n) {
                     const int64_t lag = int64_t(tile) * BM + nw + 8 * n + 2 * t;
-                    const float v0 = live ? acc[n][2 * h] : 0.0f, v1 = live ? acc[n][2 * h + 1] : 0.0f;
+                    float v0 = live ? acc[n][2 * h] : 0.0f, v1 = live ? acc[n][2 * h + 1] : 0.0f;
+                    if constexpr (kNorm) {  // the template epilogue's problems: one row, every lag live
+                        if (lag < G.out_w) v0 = norm.value<Normalize::Zncc>(v0, i, lag, kt, ml, mr);
+                        if (lag + 1 < G.out_w) v1 = norm.value<Normalize::Zncc>(v1, i, lag + 1, kt, ml, mr);
+                    }
                     if (vec) {  // out_w even, out 8-byte aligned: lag even, so lag + 1 < out_w too
                         if (lag < G.out_w) *reinterpret_cast<float2*>(orow + lag) = make_float2(v0, v1);
                     } else {
@@ -315,20 +328,28 @@ public:
         G_.groups = int64_t(P_.N) * G_.jb;
         G_.items = G_.groups * G_.tiles;
         G_.tile_major = p.wR > kKC;  // templates over one chunk: restaged per item anyway
-        if (split)
-            blocks_ = configure(tensor_hankel_kernel<true>, Cfg<true>::SMEM);
-        else
-            blocks_ = configure(tensor_hankel_kernel<false>, Cfg<false>::SMEM);
+        blocks_ = split ? configure(tensor_hankel_kernel<true, false>, Cfg<true>::SMEM)
+                        : configure(tensor_hankel_kernel<false, false>, Cfg<false>::SMEM);
     }
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
         // float2 stores where every output row starts 8-byte aligned (out_w even, out aligned)
         const bool vec = G_.out_w % 2 == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0;
-        if (split_)
-            tensor_hankel_kernel<true><<<blocks_, kThreads, Cfg<true>::SMEM, stream>>>(left, right, out, P_, G_, vec);
-        else
-            tensor_hankel_kernel<false><<<blocks_, kThreads, Cfg<false>::SMEM, stream>>>(left, right, out, P_, G_, vec);
+        auto kernel = split_ ? (norm_.mode != Normalize::None ? tensor_hankel_kernel<true, true> : tensor_hankel_kernel<true, false>)
+                             : (norm_.mode != Normalize::None ? tensor_hankel_kernel<false, true>
+                                                              : tensor_hankel_kernel<false, false>);
+        kernel<<<blocks_, kThreads, split_ ? Cfg<true>::SMEM : Cfg<false>::SMEM, stream>>>(left, right, out, P_, G_, vec,
+                                                                                          norm_);
         XC_CHECK_LAUNCH();
+    }
+
+    // zncc's coefficient in the store (matched filtering: the template epilogue's pass over the
+    // output, as large as the output itself, is gone); zero-lag keeps the epilogue (not instantiated).
+    bool takes_store_norm(Normalize mode) const override { return mode == Normalize::Zncc; }
+    void set_store_norm(const StoreNorm& s) override {
+        norm_ = s;
+        blocks_ = split_ ? configure(tensor_hankel_kernel<true, true>, Cfg<true>::SMEM)
+                         : configure(tensor_hankel_kernel<false, true>, Cfg<false>::SMEM);
     }
 
 private:
@@ -349,6 +370,7 @@ private:
     bool split_;
     PairGrid P_{};
     Geo G_{};
+    StoreNorm norm_{};  // mode None: raw sums
     unsigned blocks_ = 1;
 };
 

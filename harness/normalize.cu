@@ -2,12 +2,15 @@
 // after a variant's raw correlation, and the Instance that puts them around it.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <stdexcept>
 #include <string>
 
 #include "common/device.cuh"
 #include "xcorr/crop.hpp"
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/normalize.hpp"
+#include "xcorr/store_norm.hpp"
 #include "xcorr/reference_element.hpp"
 
 namespace xcorr {
@@ -1046,17 +1049,51 @@ __global__ void __launch_bounds__(kThreads, 4) epilogue_kernel(const EpilogueArg
 // a few ulp of double, far below the contract's 1e-4). Resources: 3·kTemplateGroup doubles of
 // shared memory; at most 64 registers (launch bounds as epilogue_kernel's).
 constexpr int kTemplateGroup = 8;
+
+// The template epilogue's per-output terms of output k (right q): (ΣR', zncc's 1 / sqrt(fR), 0
+// where R' is constant; zero-lag's 1 / C(0, 0), 0 where C(0, 0) = 0). n = rh·rw, the whole right.
+template <Normalize kMode, bool kSampled>
+__device__ __forceinline__ double2 template_right_terms(const EpilogueArgs& a, int64_t q, int64_t k, double n) {
+    const int64_t rw1 = kSampled ? a.rcols.width() : a.rw + 1;
+    const double2* rsat = a.rsat + q * (a.rh + 1) * rw1;
+    const double2 sr = box_sum<false>(rsat, rw1, 0, a.rh, kSampled ? a.rcols.at(0) : 0, kSampled ? a.rcols.at(a.rw) : a.rw);
+    double scale = 0;
+    if constexpr (kMode == Normalize::ZeroLag) {
+        const double d = a.c00[k];
+        if (d != 0) scale = 1.0 / d;
+    } else {
+        const ZnccFactor fr = zncc_factor(sr, n, a.rmean[q]);
+        if (fr.varies) scale = rsqrt(fr.f);
+    }
+    return make_double2(sr.x, scale);
+}
+
+// Its per-element terms of left l (table lsat, its mean ml) at output element j: (ΣL' over the
+// whole right's overlap, zncc's 1 / sqrt(fL), 0 where L' is constant there; zero-lag: 0).
+template <Normalize kMode, bool kSampled>
+__device__ __forceinline__ double2 template_left_terms(const EpilogueArgs& a, const double2* lsat, int j, double n,
+                                                       double ml) {
+    const int64_t lw1 = kSampled ? a.lcols.width() : a.lw + 1;
+    auto lcol = [&a](int c) { return kSampled ? a.lcols.at(c) : c; };
+    const int y = int(a.out_w.div(unsigned(j)));
+    const int lr = a.win.dy0 + y - a.lr0, lc = a.win.dx0 + (j - y * int(a.win.out_w())) - a.lc0;
+    const double2 sl = box_sum<false>(lsat, lw1, lr, lr + a.rh, lcol(lc), lcol(lc + a.rw));
+    double lscale = 0;
+    if constexpr (kMode == Normalize::Zncc) {
+        const ZnccFactor fl = zncc_factor(sl, n, ml);
+        if (fl.varies) lscale = rsqrt(fl.f);
+    }
+    return make_double2(sl.x, lscale);
+}
+
 template <Normalize kMode, bool kSampled>
 __global__ void __launch_bounds__(kThreads, 4) template_epilogue_kernel(const EpilogueArgs a, int rights,
                                                                         int groups_per_left, int64_t groups) {
-    // Per output of the group: ΣR'; zncc: 1 / sqrt(fR), 0 where R' is constant; zero-lag: 1 / C(0, 0),
-    // 0 where C(0, 0) = 0; mR.
+    // Per output of the group: template_right_terms and mR.
     __shared__ double r_sum[kTemplateGroup], r_scale[kTemplateGroup], r_mean[kTemplateGroup];
-    const int ow = int(a.win.out_w()), per = int(a.win.out_h()) * ow;
-    const int64_t lw1 = kSampled ? a.lcols.width() : a.lw + 1, rw1 = kSampled ? a.rcols.width() : a.rw + 1;
-    auto lcol = [&a](int c) { return kSampled ? a.lcols.at(c) : c; };
-    const int rh = a.rh, rw = a.rw;  // the right's crop is the whole right
-    const double n = double(rh) * rw;
+    const int per = int(a.win.out_h()) * int(a.win.out_w());
+    const int64_t lw1 = kSampled ? a.lcols.width() : a.lw + 1;
+    const double n = double(a.rh) * a.rw;  // the right's crop is the whole right
     for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
         const int l = int(g / groups_per_left), q0 = int(g % groups_per_left) * kTemplateGroup;
         const int nq = min(kTemplateGroup, rights - q0);
@@ -1064,33 +1101,15 @@ __global__ void __launch_bounds__(kThreads, 4) template_epilogue_kernel(const Ep
         __syncthreads();  // the previous group's reads of the constants are done
         if (int(threadIdx.x) < nq) {
             const int i = threadIdx.x, q = q0 + i;
-            const double2* rsat = a.rsat + int64_t(q) * (rh + 1) * rw1;
-            const double2 sr = box_sum<false>(rsat, rw1, 0, rh, kSampled ? a.rcols.at(0) : 0,
-                                              kSampled ? a.rcols.at(rw) : rw);
-            const double mr = a.rmean[q];
-            double scale = 0;
-            if constexpr (kMode == Normalize::ZeroLag) {
-                const double d = a.c00[k0 + i];
-                if (d != 0) scale = 1.0 / d;
-            } else {
-                const ZnccFactor fr = zncc_factor(sr, n, mr);
-                if (fr.varies) scale = rsqrt(fr.f);
-            }
-            r_sum[i] = sr.x, r_scale[i] = scale, r_mean[i] = mr;
+            const double2 rt = template_right_terms<kMode, kSampled>(a, q, k0 + i, n);
+            r_sum[i] = rt.x, r_scale[i] = rt.y, r_mean[i] = a.rmean[q];
         }
         __syncthreads();
         const double ml = a.lmean[l];
         const double2* lsat = a.lsat + int64_t(l) * (a.lh + 1) * lw1;
         float* out = a.out + k0 * per;
         for (int j = blockIdx.y * blockDim.x + threadIdx.x; j < per; j += gridDim.y * blockDim.x) {
-            const int y = int(a.out_w.div(unsigned(j)));
-            const int lr = a.win.dy0 + y - a.lr0, lc = a.win.dx0 + (j - y * ow) - a.lc0;
-            const double2 sl = box_sum<false>(lsat, lw1, lr, lr + rh, lcol(lc), lcol(lc + rw));
-            double lscale = 0;  // zncc: 1 / sqrt(fL), 0 where L' is constant over the overlap
-            if constexpr (kMode == Normalize::Zncc) {
-                const ZnccFactor fl = zncc_factor(sl, n, ml);
-                if (fl.varies) lscale = rsqrt(fl.f);
-            }
+            const double2 lt = template_left_terms<kMode, kSampled>(a, lsat, j, n, ml);
             // The group's raw values first, then the results: a load after a store to the same
             // buffer cannot move above it, and one load in flight per thread at a time left DRAM
             // mostly idle (matched filtering's epilogue took 3x its traffic's time that way).
@@ -1100,16 +1119,33 @@ __global__ void __launch_bounds__(kThreads, 4) template_epilogue_kernel(const Ep
 #pragma unroll
             for (int i = 0; i < kTemplateGroup; ++i) {
                 if (i >= nq) break;
-                const double c = double(raw[i]);
-                double v = 0;
-                if constexpr (kMode == Normalize::ZeroLag) {
-                    v = (c + r_mean[i] * sl.x + ml * r_sum[i] + n * ml * r_mean[i]) * r_scale[i];
-                } else {
-                    const double scale = lscale * r_scale[i];
-                    if (scale != 0) v = fmin(1.0, fmax(-1.0, (n * c - sl.x * r_sum[i]) * scale));
-                }
-                out[int64_t(i) * per + j] = float(v);
+                out[int64_t(i) * per + j] = float(template_value<kMode>(double(raw[i]), lt.x, lt.y, r_sum[i],
+                                                                        r_scale[i], ml, r_mean[i], n));
             }
+        }
+    }
+}
+
+// The terms of StoreNorm (xcorr/store_norm.hpp) for a variant that writes the template epilogue's
+// values itself: lterm[l][j] = template_left_terms for every left and output element, kterm[k] =
+// template_right_terms for every output (the same code, so the same doubles, as the epilogue).
+// Mapping: a grid-stride loop over nL·per + count items (lefts' elements, then outputs).
+// Resources: registers only.
+template <Normalize kMode, bool kSampled>
+__global__ void __launch_bounds__(kThreads) store_terms_kernel(const EpilogueArgs a, int lefts, int rights,
+                                                               double2* lterm, double2* kterm) {
+    const int per = int(a.win.out_h()) * int(a.win.out_w());
+    const int64_t lw1 = kSampled ? a.lcols.width() : a.lw + 1;
+    const double n = double(a.rh) * a.rw;
+    const int64_t litems = int64_t(lefts) * per, items = litems + a.count;
+    for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < items; t += int64_t(gridDim.x) * blockDim.x) {
+        if (t < litems) {
+            const int64_t l = t / per;
+            lterm[t] = template_left_terms<kMode, kSampled>(a, a.lsat + l * (a.lh + 1) * lw1, int(t - l * per), n,
+                                                            a.lmean[l]);
+        } else {
+            const int64_t k = t - litems;
+            kterm[k] = template_right_terms<kMode, kSampled>(a, k % rights, k, n);
         }
     }
 }
@@ -1218,6 +1254,10 @@ bool use_staged_epilogue(const Problem& p, const NormalizeCrop& c) {
 // valid window, matched filtering. Not for n-to-mn (outputs of one left are not consecutive there)
 // nor where n <= kDirectOverlap (epilogue_kernel sums those overlaps directly); the staged epilogue
 // keeps the problems it takes.
+// Outputs per left from which a variant's store takes the normalization (Normalizer::store_norm_possible):
+// its per-left terms are 16 bytes an element against 4 per output element it spares re-reading
+// and re-writing, so from 8 outputs per left they cost at most a quarter of what they save.
+constexpr int64_t kStoreNormMinRights = 8;
 bool use_template_epilogue(const Problem& p) {
     const Window w = p.shifts();
     return p.form != Form::NToMn && w.dy0 >= 0 && w.dy1 <= p.hL - p.hR && w.dx0 >= 0 && w.dx1 <= p.wL - p.wR &&
@@ -1251,7 +1291,10 @@ static_assert(4 * kFusedSmemBytes > 5 * kStagedEpilogueBytes,
 // a Normalizer; no raw instance where the crop is empty (the output is 0).
 class NormalizedInstance final : public Instance {
 public:
-    NormalizedInstance(std::unique_ptr<Instance> raw, Normalizer norm) : raw_(std::move(raw)), norm_(std::move(norm)) {}
+    NormalizedInstance(std::unique_ptr<Instance> raw, Normalizer norm) : raw_(std::move(raw)), norm_(std::move(norm)) {
+        if (raw_ && norm_.store_norm_possible() && raw_->takes_store_norm(norm_.problem().normalize))
+            raw_->set_store_norm(norm_.fuse_store());
+    }
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
         norm_.apply(left, right, out, stream, [&](const float* l, const float* r, float* o) {
             raw_->run(l, r, o, stream);
@@ -1342,7 +1385,7 @@ Normalizer::Normalizer(const Problem& p, const NormalizeCrop& crop) : p_(p), cro
 
 size_t Normalizer::workspace_bytes() const {
     return lshift_.bytes() + rshift_.bytes() + partial_.bytes() + mean_.bytes() + lsat_.bytes() + rsat_.bytes() +
-           col_total_.bytes() + c00_.bytes() + c00_partial_.bytes();
+           col_total_.bytes() + c00_.bytes() + c00_partial_.bytes() + lterm_.bytes() + kterm_.bytes();
 }
 
 void Normalizer::prepare(const float* left, const float* right, cudaStream_t stream) {
@@ -1463,7 +1506,12 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
     }
 }
 
-void Normalizer::finish(float* out, cudaStream_t stream) {
+void Normalizer::finish(float* out, cudaStream_t stream) { epilogue(out, stream, false); }
+void Normalizer::store_terms(cudaStream_t stream) { epilogue(nullptr, stream, true); }
+
+// The epilogue over `out`, or (terms) the StoreNorm terms of a variant that stores the template
+// epilogue's values itself: the same arguments either way.
+void Normalizer::epilogue(float* out, cudaStream_t stream, bool terms) {
     const int64_t total = p_.out_elems();
     if (!total) return;
     if (crop_.empty()) {
@@ -1490,7 +1538,14 @@ void Normalizer::finish(float* out, cudaStream_t stream) {
     const bool zl = p_.normalize == Normalize::ZeroLag;
     // The unstaged epilogues' blockIdx.y: the elements of an output, kThreads a block.
     const unsigned elem_blocks = unsigned(std::min<int64_t>(ceil_div(per, int64_t(kThreads)), kMaxGridY));
-    if (prepass_.staged_epilogue) {
+    if (terms) {  // fuse_store: the template epilogue's problems only
+        auto kernel = sampled_ ? (zl ? store_terms_kernel<Normalize::ZeroLag, true> : store_terms_kernel<Normalize::Zncc, true>)
+                               : (zl ? store_terms_kernel<Normalize::ZeroLag, false>
+                                     : store_terms_kernel<Normalize::Zncc, false>);
+        const int lefts = p_.form == Form::NToM ? p_.nL : 1, rights = int(a.count / lefts);
+        const int64_t items = int64_t(lefts) * per + a.count;
+        kernel<<<blocks_for(items, kThreads), kThreads, 0, stream>>>(a, lefts, rights, lterm_.get(), kterm_.get());
+    } else if (prepass_.staged_epilogue) {
         // At most 65535 blocks, as before the outputs moved to x: a block of several outputs keeps
         // the staged right table across those with the same right.
         auto epilogue = zl ? epilogue_kernel<Normalize::ZeroLag, true> : epilogue_kernel<Normalize::Zncc, true>;
@@ -1516,13 +1571,35 @@ void Normalizer::finish(float* out, cudaStream_t stream) {
     XC_CHECK_LAUNCH();
 }
 
+bool Normalizer::store_norm_possible() const {
+    if (crop_.empty() || !prepass_.template_epilogue || std::getenv("XCORR_NO_STORE_NORM")) return false;
+    const int lefts = p_.form == Form::NToM ? p_.nL : 1;
+    return p_.out_count() / lefts >= kStoreNormMinRights;
+}
+
+const StoreNorm& Normalizer::fuse_store() {
+    if (!store_norm_possible()) throw std::logic_error("Normalizer::fuse_store: not offered for this problem");
+    const int lefts = p_.form == Form::NToM ? p_.nL : 1;
+    const int64_t per = int64_t(p_.out_h()) * p_.out_w();
+    lterm_ = DeviceBuffer<double2>(size_t(lefts) * per);
+    kterm_ = DeviceBuffer<double2>(size_t(p_.out_count()));
+    store_norm_.mode = p_.normalize;
+    store_norm_.lterm = lterm_.get(), store_norm_.kterm = kterm_.get();
+    store_norm_.lmean = mean_.get(), store_norm_.rmean = mean_.get() + p_.nL;
+    store_norm_.per = per;
+    store_norm_.n = double(p_.hR) * p_.wR;
+    store_fused_ = true;
+    return store_norm_;
+}
+
 void Normalizer::apply(const float* left, const float* right, float* out, cudaStream_t stream,
                        const std::function<void(const float*, const float*, float*)>& raw) {
     if (!crop_.empty()) {
         prepare(left, right, stream);
+        if (store_fused_) store_terms(stream);
         raw(raw_left(left), raw_right(right), out);
     }
-    finish(out, stream);
+    if (!store_fused_) finish(out, stream);
 }
 
 std::unique_ptr<Instance> make_instance(const Variant& variant, const Problem& p, const Params& params) {

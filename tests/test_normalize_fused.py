@@ -1168,3 +1168,37 @@ def test_gpu_normalize_paths_validate(gpu, variant):
     else:
         lines = r.stdout.splitlines()
         assert "ok   staged" in lines and "ok   staged-wide" in lines, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("variant", ["tensor-hankel-tf32", "tensor-hankel"])
+@pytest.mark.parametrize("form,counts", [("one-to-many", (1, 12)), ("n-to-m", (2, 9))])
+def test_gpu_store_norm_writes_the_template_epilogues_bits(gpu, tmp_path, variant, form, counts):
+    """Matched filtering's ZNCC in tensor-hankel's store (xcorr/store_norm.hpp, offered where the
+    template epilogue would run with >= 8 outputs per left): validated against the float64
+    reference, and bit for bit the output of the same variant with the epilogue
+    (XCORR_NO_STORE_NORM), on signed data with a large mean."""
+    import os
+    import subprocess
+    from conftest import binary
+    rng = np.random.default_rng(20261124)
+    nl, nr = counts
+    left = (5.0 + rng.uniform(-1, 1, (nl, 3001))).astype(np.float32)
+    right = rng.uniform(-1, 1, (nr, 117)).astype(np.float32)
+    right[3] = 0.25  # a constant template: its coefficients are 0 (the contract)
+    if nl == 1:
+        left = left[0]
+    np.save(tmp_path / "l.npy", left)
+    np.save(tmp_path / "r.npy", right)
+    outs = []
+    for env in ({}, {"XCORR_NO_STORE_NORM": "1"}):
+        out = tmp_path / f"out{len(outs)}.npy"
+        r = subprocess.run([binary("xcorr"), "run", "--algorithm", variant, "--validate", "--form", form, "--dims", "1",
+                            str(tmp_path / "l.npy"), str(tmp_path / "r.npy"), "--out", str(out), "--mode", "valid",
+                            "--normalize", "zncc", "--precision", "tf32" if variant.endswith("tf32") else "fp32"],
+                           capture_output=True, text=True, timeout=300,
+                           env={**os.environ, **env})
+        assert r.returncode == 0, r.stdout + r.stderr
+        outs.append(np.load(out))
+    assert np.array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
+    per_pair = outs[0].reshape(nl, nr, -1)  # output k = l·nr + q (one-to-many: l = 0)
+    assert np.all(per_pair[:, 3] == 0) and np.any(per_pair[:, 4] != 0)

@@ -38,7 +38,10 @@
 //      use_staged_epilogue), one block per output stages them in shared memory first (same bits);
 //      a left table of the fused prepass is then built there from the shifted copy rather than
 //      written by the prepass and read back (Prepass::rebuild_left: a fixed order of its own for
-//      narrow crops, the prepass's for wider ones).
+//      narrow crops, the prepass's for wider ones). Where every shift keeps the right inside
+//      the left and the outputs per left are many, a variant may write the template epilogue's
+//      values in its own store instead (store_norm.hpp: Normalizer::fuse_store;
+//      tensor-hankel's zncc), and the epilogue's pass is skipped.
 //   Why shifted data: on images of 1000 + noise the naive n·ΣX² - (ΣX)² in float32 cancels every
 //   digit, and C itself is 1e6·n large with the information in its 7th digit; on L', R' the raw
 //   correlation carries the fluctuations at full float32 precision and the moments in double have
@@ -67,6 +70,7 @@
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/normalize_crop.hpp"
 #include "xcorr/registry.hpp"
+#include "xcorr/store_norm.hpp"
 
 namespace xcorr {
 
@@ -125,7 +129,20 @@ public:
     const NormalizeCrop& crop() const { return crop_; }
     size_t workspace_bytes() const;
 
+    // The normalization in the raw variant's store (xcorr/store_norm.hpp), where the template
+    // epilogue would run and the outputs per left are many (kStoreNormMinRights; else the per-left
+    // terms, 16 bytes an element, outweigh the output they spare re-reading), unless
+    // XCORR_NO_STORE_NORM is set (the epilogue, for comparisons): store_norm_possible() says so;
+    // fuse_store() allocates the terms and returns what the store reads: apply() then computes the
+    // terms after the tables and finish() writes nothing.
+    bool store_norm_possible() const;
+    const StoreNorm& fuse_store();
+    bool store_fused() const { return store_fused_; }
+    // apply()'s step before the raw run where the store is fused: the terms (store_terms_kernel).
+    void store_terms(cudaStream_t stream);
+
 private:
+    void epilogue(float* out, cudaStream_t stream, bool terms);  // finish() and store_terms()
     Problem p_;
     NormalizeCrop crop_;
     Prepass prepass_;                 // prepass_of(p_, crop_): every choice of path, per stack
@@ -140,6 +157,9 @@ private:
     size_t strip_smem_ = 0;           // the strip prepass's dynamic shared memory (the wider strip stack's)
     DeviceBuffer<double2> col_total_;  // banded column pass: segment totals, lefts then rights
     DeviceBuffer<double> c00_;        // zero-lag: C(0, 0) per output
+    StoreNorm store_norm_;            // fuse_store: what the raw variant's store reads
+    DeviceBuffer<double2> lterm_, kterm_;  // its terms (lefts x elements, outputs)
+    bool store_fused_ = false;        // the raw variant writes the normalized values
     DeviceBuffer<double> c00_partial_;  // zero-lag: its partial sums, prepass_.c00_parts per output
 };
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "xcorr/core.hpp"
+#include "xcorr/store_norm.hpp"
 
 namespace xcorr {
 
@@ -37,6 +38,12 @@ public:
     // Device memory the instance holds that its DeviceBuffers do not count (device_buffer.hpp):
     // cuFFT work areas, which cuFFT allocates itself. Plan::workspace_bytes adds it.
     virtual size_t external_device_bytes() const { return 0; }
+    // An instance of a normalized problem's raw correlation may write the normalized values itself
+    // (xcorr/store_norm.hpp: the template epilogue's problems). takes_store_norm: whether it would
+    // for this normalization; set_store_norm: from now on it does, in every run() (the Normalizer
+    // then skips its epilogue; the buffers `s` points to stay valid while it runs).
+    virtual bool takes_store_norm(Normalize /*mode*/) const { return false; }
+    virtual void set_store_norm(const StoreNorm& /*s*/) {}
 };
 
 // One tuning parameter and every value that is instantiated for it. values[0] is the default.
