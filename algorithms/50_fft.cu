@@ -79,7 +79,9 @@
 // then per chunk pad -> R2C -> product -> C2R -> crop, with workspaces sized for K (tail chunk
 // with its own plans). The crop of each chunk is then inside run() and TIMED, since the results
 // of the batch are not kept. The environment variable XCORR_FFT_MAX_CHUNK=K (read by the
-// factory) caps K, which forces this path in tests.
+// factory) caps K, which forces this path in tests. cuFFT's own work areas are outside that
+// estimate: where it cannot make a plan for want of memory (PlanTooLarge), the factory halves K
+// and plans again, down to one right per chunk (launch=graph then runs as plain launches).
 //
 // Measurements, probes and history: results/nvidia-h200/notes/50_fft.md.
 //
@@ -420,9 +422,34 @@ struct PlanKey {
     auto operator<=>(const PlanKey&) const = default;
 };
 
+// A plan cuFFT could not make for want of GPU memory: CUFFT_ALLOC_FAILED, or CUFFT_INTERNAL_ERROR,
+// which cuFFT also returns for a plan whose work area exceeds the free memory (300 transforms of an
+// 8.64 M-sample trace on an 80 GB H100; the 141 GB H200 makes it). The cached instance retries
+// with smaller chunks (Fft::Fft); elsewhere it becomes the plain cuFFT error (plan_error).
+struct PlanTooLarge : std::runtime_error {
+    explicit PlanTooLarge(int r) : std::runtime_error("cuFFT plan too large"), result(r) {}
+    int result;
+};
+[[noreturn]] void plan_error(const PlanTooLarge& e) {
+    throw_cufft_error(e.result, "cufftMakePlanMany64", __FILE__, __LINE__);
+}
+
+// XCORR_FFT_PLAN_BATCH_LIMIT=B (tests): plans of more than B transforms fail as PlanTooLarge with
+// CUFFT_ALLOC_FAILED, the way a GPU with too little memory for them fails, so that the retry in
+// smaller chunks runs on any GPU. 0 (unset): no limit.
+int64_t plan_batch_limit() {
+    static const int64_t limit = [] {
+        const char* v = std::getenv("XCORR_FFT_PLAN_BATCH_LIMIT");
+        return v && *v ? parse_integer("XCORR_FFT_PLAN_BATCH_LIMIT", v, 1, int64_t(1) << 40) : int64_t(0);
+    }();
+    return limit;
+}
+
 // A batched 2-D plan: real slots of P x pitch floats, complex slots of P x (Q/2+1). Signals (P = 1)
 // get a 1-D plan of the same slots: a 2-D plan with a dimension of 1 is not promised cuFFT's 1-D kernels.
+// Throws PlanTooLarge where cuFFT reports (or the test limit simulates) too little memory for it.
 cufftHandle create_plan(const PlanKey& k) {
+    if (const int64_t limit = plan_batch_limit(); limit && k.batch > limit) throw PlanTooLarge(CUFFT_ALLOC_FAILED);
     cufftHandle h;
     XC_CUFFT_CHECK(cufftCreate(&h));
     long long n[2] = {k.P, k.Q};
@@ -437,6 +464,7 @@ cufftHandle create_plan(const PlanKey& k) {
                                              1, real_dist, CUFFT_C2R, k.batch, &work);
     if (r != CUFFT_SUCCESS) {
         cufftDestroy(h);
+        if (r == CUFFT_ALLOC_FAILED || r == CUFFT_INTERNAL_ERROR) throw PlanTooLarge(int(r));
         throw_cufft_error(int(r), "cufftMakePlanMany64", __FILE__, __LINE__);
     }
     return h;
@@ -521,16 +549,20 @@ public:
         E_ = int64_t(P_) * (Q_ / 2 + 1);
         G_ = p.form == Form::NToM ? p.nL : 1;
         pairs_ = pair_map(p);
-        plan_layout();
         int device = 0;
         XC_CUDA_CHECK(cudaGetDevice(&device));
-        for (PlanKey& k : keys_) k.device = device;
-        // Real slots [0, n_real), then (out of place) complex slots [0, spec_slots(K)). Zeroed once: out of
-        // place the pad writes only the data windows (pad_window_kernel) and relies on the zeros.
-        ws_ = DeviceBuffer<float>(size_t(workspace_floats(K_)));
-        XC_CUDA_CHECK(cudaMemset(ws_.get(), 0, ws_.bytes()));
-        XC_CUDA_CHECK(cudaDeviceSynchronize());
-        if (cached_) {
+        // A plan cuFFT cannot make for want of memory (its work areas are not in the 45% estimate
+        // of plan_layout) halves the chunk and tries again, down to one right per chunk: the batch
+        // runs in chunks rather than being refused.
+        for (int64_t cap = 0;;) {
+            plan_layout(cap);
+            for (PlanKey& k : keys_) k.device = device;
+            // Real slots [0, n_real), then (out of place) complex slots [0, spec_slots(K)). Zeroed once: out
+            // of place the pad writes only the data windows (pad_window_kernel) and relies on the zeros.
+            ws_ = DeviceBuffer<float>(size_t(workspace_floats(K_)));
+            XC_CUDA_CHECK(cudaMemset(ws_.get(), 0, ws_.bytes()));
+            XC_CUDA_CHECK(cudaDeviceSynchronize());
+            if (!cached_) break;
             try {
                 for (int i = 0; i < kPlans; ++i)
                     if (keys_[i].batch) {
@@ -538,6 +570,12 @@ public:
                         acquired_[i] = true;
                     }
                 if (use_graph && !chunked_) use_graph_ = capture_graph();
+                break;
+            } catch (const PlanTooLarge& e) {
+                release_plans();  // idle plans this large leave the cache at once (kMaxIdleBytes)
+                ws_ = DeviceBuffer<float>();
+                if (K_ <= 1) plan_error(e);
+                cap = (K_ + 1) / 2;
             } catch (...) {
                 release_plans();  // the destructor does not run for a throwing constructor
                 throw;
@@ -584,11 +622,15 @@ public:
                     if (live[i]) cufftDestroy(h[i]);
             }
         } owned;
-        for (int i = 0; i < kPlans; ++i)
-            if (keys_[i].batch) {
-                owned.h[i] = create_plan(keys_[i]);
-                owned.live[i] = true;
-            }
+        try {
+            for (int i = 0; i < kPlans; ++i)
+                if (keys_[i].batch) {
+                    owned.h[i] = create_plan(keys_[i]);
+                    owned.live[i] = true;
+                }
+        } catch (const PlanTooLarge& e) {
+            plan_error(e);
+        }
         enqueue(left, right, out, owned.h, stream);
         for (int i = 0; i < kPlans; ++i)
             if (owned.live[i]) {
@@ -640,12 +682,15 @@ private:
     }
     int64_t workspace_floats(int64_t k) const { return real_slots(k) * real_floats_ + spec_slots(k) * 2 * E_; }
     double workspace_bytes(int64_t k) const { return double(workspace_floats(k)) * sizeof(float); }
-    void plan_layout() {
+    // cap > 0: at most cap rights per chunk (the retry after a plan too large for the memory).
+    void plan_layout(int64_t cap) {
         const int64_t nL = p_.nL, nR = p_.nR;
         size_t free_b = 0, total_b = 0;
         XC_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
         const double usable = 0.45 * double(free_b);
-        const int env_k = fft_max_chunk_from_env();
+        int64_t env_k = fft_max_chunk_from_env();
+        if (cap > 0) env_k = env_k > 0 ? std::min(env_k, cap) : cap;
+        keys_ = {};  // a retry's layout keeps none of the last one's plans
         const int ip = inplace_ ? 1 : 0;
         if (workspace_bytes(nR) <= usable && (env_k == 0 || env_k >= nR)) {
             chunked_ = false;

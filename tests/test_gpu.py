@@ -203,6 +203,38 @@ def test_fft_memory_chunks(gpu, registry, name):
     assert_validator_passed(r)
 
 
+@pytest.mark.parametrize("form,counts,limit,params", [
+    ("one-to-many", (1, 9), 4, "launch=graph,layout=outofplace"),
+    ("n-to-m", (3, 5), 6, "launch=stream,layout=inplace"),
+])
+def test_fft_plan_too_large_runs_in_chunks(gpu, registry, tmp_path, form, counts, limit, params):
+    """A cuFFT plan that does not fit the GPU's memory (cuFFT says CUFFT_ALLOC_FAILED, or
+    CUFFT_INTERNAL_ERROR as for 300 transforms of 8.64 M samples on an 80 GB H100) makes fft halve
+    its chunk of rights and plan again, so the batch runs in chunks rather than failing.
+    XCORR_FFT_PLAN_BATCH_LIMIT simulates such a GPU (plans of more transforms fail): the output
+    still matches the float64 reference. fft+plan, which makes its plans inside the timed call,
+    has no retry: the same limit is a clean out-of-memory error (exit 2, one line, no output)."""
+    import os
+    require_variant(registry, "fft")
+    v = next(v for v in registry if v["name"] == "fft")
+    rng = seeded_rng(7)
+    nl, nr = counts
+    left = rng.uniform(-1, 1, (nl, 37, 29)).astype(np.float32)
+    right = rng.uniform(-1, 1, (nr, 11, 14)).astype(np.float32)
+    want = correlate(form, left.astype(np.float64), right.astype(np.float64))
+    env = {**os.environ, "XCORR_FFT_PLAN_BATCH_LIMIT": str(limit)}
+    args = ["--form", form, save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right)]
+    out = tmp_path / "o.npy"
+    r = run([binary("xcorr"), "run", "--algorithm", "fft", *args, "--out", str(out), "--validate",
+             *[a for kv in params.split(",") for a in ("--param", kv)]], env=env)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert rel_error(np.load(out), want) <= v["tolerance"]
+    out2 = tmp_path / "o2.npy"
+    r = run([binary("xcorr"), "run", "--algorithm", "fft+plan", *args, "--out", str(out2)], env=env)
+    assert r.returncode == 2 and "not enough GPU memory for the cuFFT plan" in r.stderr, (r.stdout, r.stderr)
+    assert len(r.stderr.strip().splitlines()) == 1 and not out2.exists()
+
+
 def test_fft_fused_size_limit(gpu, registry, tmp_path):
     """fft-fused holds a whole transform in one block's shared memory up to outputs of 191 x 191
     (transform 192), and stages larger ones through global memory up to 1023 x 1023 (transform
