@@ -61,9 +61,12 @@ constexpr int kSegBatch = 4;  // chunks of 32 segment totals loaded at once by s
 static_assert(kSegCols % (kRowStrips * kWarp) == 0, "segments of whole batches of strips");
 static_assert(kThreads / kWarp == kColSegments, "scan_columns: one warp per column segment");
 // Dynamic shared memory of the fused prepass at most (a crop's table and its floats): crops that
-// fit take fused_prepass_kernel, larger ones the four-kernel path. 96 KB: two blocks per SM at the
-// limit; the 39 x 37 crop of zncc_frames (30 KB, 34 KB with the static 4 KB) runs six per SM.
-constexpr size_t kFusedSmemBytes = 96 * 1024;
+// fit take fused_prepass_kernel, larger ones the four-kernel path. 104 KB: two blocks per SM at the
+// limit (2 x (104 + 4 static + 1 reserved) of the SM's 228 KB); the 39 x 37 crop of zncc_frames
+// (30 KB, 34 KB with the static 4 KB) runs six per SM, and its 69 x 70 crops (53 x 54 template,
+// 98.8 KB) fit, where at 96 KB they took the two-level mean and the strip prepass (89 of the 112 us
+// their ZNCC added to the raw call on the H200, under ncu).
+constexpr size_t kFusedSmemBytes = 104 * 1024;
 
 // Partial sums per matrix of a crop of `elems` elements (a function of the crop's size alone, per
 // stack: a crop's mean does not depend on the other stack's size).

@@ -1006,13 +1006,12 @@ def test_explain_reports_the_modelled_prepass(left, right, window, mode):
     assert pp["rebuild_left"] == (pp["staged_epilogue"] and crops[0]["fused"])
     if right == "23x21":
         assert crops[0]["fused"] and pp["staged_epilogue"] and pp["c00_parts"] == 0 and pp["rebuild_left"]
-    if right == "53x54":  # 69 x 70 crops and the template: one band, short rows
-        assert not crops[0]["fused"] and crops[0]["col_bands"] == col_bands_for(69, 70, 1000, 50) == 1
-        assert not crops[0]["chunked_rows"] and crops[0]["partials"] == partials_for(69 * 70)
-        # The frames' tables: 50 of 71 columns (an eighth or more left out, 1000 tables); the template's
-        # whole (one 47 KB table: under kSampledMinBytes, not worth the sampled epilogue).
-        assert [s["table_columns"] for s in crops] == [50, 55] and [s["sampled"] for s in crops] == [True, False]
-        assert crops[0]["strip"] and not crops[1]["strip"]
+    if right == "53x54":  # 69 x 70 crops (98.8 KB with their table) and the template: the fused prepass
+        # for both (one kernel: mean, shifted copy and whole table per crop, where the two-level mean and
+        # the strip prepass had written sampled tables), the unstaged epilogue (127 KB of tables)
+        assert fits_fused(69, 70) and crops[0]["fused"] and crops[0]["col_bands"] == 1 == partials_for(69 * 70)
+        assert [s["table_columns"] for s in crops] == [71, 55] and [s["sampled"] for s in crops] == [False, False]
+        assert not crops[0]["strip"] and not crops[1]["strip"] and not pp["staged_epilogue"]
     if right == "156x116":  # the frames' tables: 50 of 133 columns (368 KB a frame otherwise); the template's whole
         assert [s["table_columns"] for s in crops] == [50, 117] and [s["sampled"] for s in crops] == [True, False]
         assert crops[0]["strip"] and not crops[1]["strip"]  # 1000 frames, one template
@@ -1122,7 +1121,7 @@ def test_normalize_paths_cases_take_the_paths_they_name():
         if line.strip():
             name, text = line.split(" ", 1)
             pp[name] = json.loads(text)["normalization_crop"]["prepass"]
-    assert set(pp) == {"staged", "staged-wide", "signals", "sampled", "zero-lag"}
+    assert set(pp) == {"staged", "staged-wide", "signals", "sampled", "zero-lag", "fused-large"}
     for name in ("staged", "staged-wide"):
         assert pp[name]["staged_epilogue"] and not pp[name]["template_epilogue"] and pp[name]["rebuild_left"], name
     # the rebuild's two row passes: seq_row for crops of at most kSeqRowCols columns, scan_row past it
@@ -1131,6 +1130,10 @@ def test_normalize_paths_cases_take_the_paths_they_name():
     assert pp["sampled"]["left"]["sampled"] and pp["sampled"]["right"]["sampled"]
     assert pp["sampled"]["left"]["chunked_rows"] and not pp["sampled"]["template_epilogue"]
     assert pp["zero-lag"]["c00_parts"] > 0
+    # the fused prepass near its shared-memory limit, its tables read by the unstaged epilogue
+    big = pp["fused-large"]
+    assert big["left"]["fused"] and not big["staged_epilogue"] and not big["template_epilogue"]
+    assert big["left"]["table_columns"] == 71 and FUSED_SMEM - 8 * 1024 < fused_smem_bytes(69, 70) <= FUSED_SMEM
 
 
 def test_normalize_paths_runs_its_cases_end_to_end():
@@ -1143,11 +1146,12 @@ def test_normalize_paths_runs_its_cases_end_to_end():
                        text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert [l.split()[1] for l in r.stdout.splitlines() if l.startswith("ok ")] == ["staged", "staged-wide", "signals",
-                                                                                    "sampled", "zero-lag"]
-    assert r.stdout.rstrip().splitlines()[-1] == "5 passed, 0 failed, 0 skipped"
+                                                                                    "sampled", "zero-lag",
+                                                                                    "fused-large"]
+    assert r.stdout.rstrip().splitlines()[-1] == "6 passed, 0 failed, 0 skipped"
     bad = subprocess.run(["bash", str(NORMALIZE_PATHS), "none", binary("xcorr"), "no-such-variant"],
                          capture_output=True, text=True, timeout=300)
-    assert bad.returncode == 1 and bad.stdout.rstrip().splitlines()[-1] == "0 passed, 5 failed, 0 skipped"
+    assert bad.returncode == 1 and bad.stdout.rstrip().splitlines()[-1] == "0 passed, 6 failed, 0 skipped"
 
 
 @pytest.mark.parametrize("variant", ["register-tiled", "fft-fused"])
@@ -1163,7 +1167,7 @@ def test_gpu_normalize_paths_validate(gpu, variant):
     r = subprocess.run(["bash", str(NORMALIZE_PATHS), "none", binary("xcorr"), variant], capture_output=True,
                        text=True, timeout=600)
     if variant == "register-tiled":
-        assert r.returncode == 0 and r.stdout.rstrip().splitlines()[-1] == "5 passed, 0 failed, 0 skipped", \
+        assert r.returncode == 0 and r.stdout.rstrip().splitlines()[-1] == "6 passed, 0 failed, 0 skipped", \
             r.stdout + r.stderr
     else:
         lines = r.stdout.splitlines()
