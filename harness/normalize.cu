@@ -64,8 +64,8 @@ static_assert(kThreads / kWarp == kColSegments, "scan_columns: one warp per colu
 // fit take fused_prepass_kernel, larger ones the four-kernel path. 104 KB: two blocks per SM at the
 // limit (2 x (104 + 4 static + 1 reserved) of the SM's 228 KB); the 39 x 37 crop of zncc_frames
 // (30 KB, 34 KB with the static 4 KB) runs six per SM, and its 69 x 70 crops (53 x 54 template,
-// 98.8 KB) fit, where at 96 KB they took the two-level mean and the strip prepass (89 of the 112 us
-// their ZNCC added to the raw call on the H200, under ncu).
+// 98.8 KB) fit, which at 96 KB took the two-level mean and the strip prepass, slower
+// (results/nvidia-h200/probes/zncc-frames-prepass-9957db0/).
 constexpr size_t kFusedSmemBytes = 104 * 1024;
 
 // Partial sums per matrix of a crop of `elems` elements (a function of the crop's size alone, per
