@@ -35,15 +35,15 @@ __global__ void gather_kernel(const float* __restrict__ x, int64_t count, int h,
 
 constexpr int kGatherThreads = 256;
 constexpr int kGatherAhead = 4;
+constexpr unsigned kGatherSlice = kGatherAhead * kGatherThreads;  // elements per block per step
 __global__ void __launch_bounds__(kGatherThreads) gather_flat_kernel(const float* __restrict__ x, int64_t count,
                                                                      int h, int w, int r0, int c0, int cw,
                                                                      unsigned n, FastDiv by_cw,
                                                                      float* __restrict__ y) {
-    constexpr unsigned kSlice = kGatherAhead * kGatherThreads;
     for (int64_t m = blockIdx.x; m < count; m += gridDim.x) {
         const float* src = x + (m * h + r0) * int64_t(w) + c0;
         float* dst = y + m * int64_t(n);
-        for (unsigned i0 = blockIdx.y * kSlice + threadIdx.x; i0 < n; i0 += gridDim.y * kSlice) {
+        for (unsigned i0 = blockIdx.y * kGatherSlice + threadIdx.x; i0 < n; i0 += gridDim.y * kGatherSlice) {
             float v[kGatherAhead];
 #pragma unroll
             for (int u = 0; u < kGatherAhead; ++u) {
@@ -64,8 +64,8 @@ void gather(const float* x, int count, int h, int w, const Region& r, float* y, 
     const int64_t n = int64_t(r.h()) * r.w();
     if (n == 0 || count == 0) return;  // nothing to copy (and no empty grid to launch)
     if (n < (int64_t(1) << 31)) {
-        constexpr int64_t slice = kGatherAhead * kGatherThreads;
-        const dim3 grid(unsigned(std::min(count, 65535)), unsigned(std::min<int64_t>(ceil_div(n, slice), 65535)));
+        const dim3 grid(unsigned(std::min(count, 65535)),
+                        unsigned(std::min<int64_t>(ceil_div(n, int64_t(kGatherSlice)), 65535)));
         gather_flat_kernel<<<grid, kGatherThreads, 0, stream>>>(x, count, h, w, r.r0, r.c0, r.w(), unsigned(n),
                                                                 FastDiv(unsigned(r.w())), y);
     } else {

@@ -1261,6 +1261,9 @@ bool use_staged_epilogue(const Problem& p, const NormalizeCrop& c) {
 // its per-left terms are 16 bytes an element against 4 per output element it spares re-reading
 // and re-writing, so from 8 outputs per left they cost at most a quarter of what they save.
 constexpr int64_t kStoreNormMinRights = 8;
+// The lefts the template epilogue's outputs are grouped by: nL for n-to-m (output k = l·nR + q),
+// 1 for the forms it takes with one left (one-to-one, one-to-many).
+int template_lefts(const Problem& p) { return p.form == Form::NToM ? p.nL : 1; }
 bool use_template_epilogue(const Problem& p) {
     const Window w = p.shifts();
     return p.form != Form::NToMn && w.dy0 >= 0 && w.dy1 <= p.hL - p.hR && w.dx0 >= 0 && w.dx1 <= p.wL - p.wR &&
@@ -1545,7 +1548,7 @@ void Normalizer::epilogue(float* out, cudaStream_t stream, bool terms) {
         auto kernel = sampled_ ? (zl ? store_terms_kernel<Normalize::ZeroLag, true> : store_terms_kernel<Normalize::Zncc, true>)
                                : (zl ? store_terms_kernel<Normalize::ZeroLag, false>
                                      : store_terms_kernel<Normalize::Zncc, false>);
-        const int lefts = p_.form == Form::NToM ? p_.nL : 1, rights = int(a.count / lefts);
+        const int lefts = template_lefts(p_), rights = int(a.count / lefts);
         const int64_t items = int64_t(lefts) * per + a.count;
         kernel<<<blocks_for(items, kThreads), kThreads, 0, stream>>>(a, lefts, rights, lterm_.get(), kterm_.get());
     } else if (prepass_.staged_epilogue) {
@@ -1559,7 +1562,7 @@ void Normalizer::epilogue(float* out, cudaStream_t stream, bool terms) {
                                        : template_epilogue_kernel<Normalize::Zncc, true>)
                                  : (zl ? template_epilogue_kernel<Normalize::ZeroLag, false>
                                        : template_epilogue_kernel<Normalize::Zncc, false>);
-        const int lefts = p_.form == Form::NToM ? p_.nL : 1, rights = int(a.count / lefts);
+        const int lefts = template_lefts(p_), rights = int(a.count / lefts);
         const int groups_per_left = ceil_div(rights, kTemplateGroup);
         const int64_t groups = int64_t(lefts) * groups_per_left;
         const unsigned gx = unsigned(std::min<int64_t>(groups, kMaxGridX));
@@ -1576,13 +1579,13 @@ void Normalizer::epilogue(float* out, cudaStream_t stream, bool terms) {
 
 bool Normalizer::store_norm_possible() const {
     if (crop_.empty() || !prepass_.template_epilogue || std::getenv("XCORR_NO_STORE_NORM")) return false;
-    const int lefts = p_.form == Form::NToM ? p_.nL : 1;
+    const int lefts = template_lefts(p_);
     return p_.out_count() / lefts >= kStoreNormMinRights;
 }
 
 const StoreNorm& Normalizer::fuse_store() {
     if (!store_norm_possible()) throw std::logic_error("Normalizer::fuse_store: not offered for this problem");
-    const int lefts = p_.form == Form::NToM ? p_.nL : 1;
+    const int lefts = template_lefts(p_);
     const int64_t per = int64_t(p_.out_h()) * p_.out_w();
     lterm_ = DeviceBuffer<double2>(size_t(lefts) * per);
     kterm_ = DeviceBuffer<double2>(size_t(p_.out_count()));

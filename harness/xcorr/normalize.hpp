@@ -138,10 +138,10 @@ public:
     bool store_norm_possible() const;
     const StoreNorm& fuse_store();
     bool store_fused() const { return store_fused_; }
-    // apply()'s step before the raw run where the store is fused: the terms (store_terms_kernel).
-    void store_terms(cudaStream_t stream);
 
 private:
+    // apply()'s step before the raw run where the store is fused: the terms (store_terms_kernel).
+    void store_terms(cudaStream_t stream);
     void epilogue(float* out, cudaStream_t stream, bool terms);  // finish() and store_terms()
     Problem p_;
     NormalizeCrop crop_;
