@@ -45,7 +45,7 @@ SOURCE = (Path(__file__).resolve().parent.parent / "harness" / "normalize.cu").r
 
 def constant(name, **known):
     """A constexpr of normalize.cu: an integer expression of integers and the `known` names."""
-    m = re.search(r"constexpr\s+(?:int|size_t)\s+" + name + r"\s*=\s*([^;]+);", SOURCE)
+    m = re.search(r"constexpr\s+(?:int|int64_t|size_t)\s+" + name + r"\s*=\s*([^;]+);", SOURCE)
     assert m, name
     expr = m.group(1)
     assert re.fullmatch(r"[\w\s*+]+", expr), expr
@@ -975,7 +975,7 @@ def explain_prepass(*args):
 @pytest.mark.parametrize("left,right,window,mode", [
     ("2048x2048", "2048x2048", ["--max-shift", 64], "zero-lag"),   # seed 002: chunked, banded, sampled, 1024 partials
     ("1000:256x256", "23x21", ["--max-shift", 16], "zncc"),        # zncc_frames: the fused prepass, staged epilogue
-    ("1000:256x256", "53x54", ["--max-shift", 16], "zncc"),        # 69 x 70 crops: four kernels, one band
+    ("1000:256x256", "53x54", ["--max-shift", 16], "zncc"),        # 69 x 70 crops: the fused prepass, whole tables
     ("1000:256x256", "156x116", ["--max-shift", 16], "zncc"),      # 172 x 132 crops: 50 of 133 columns kept
     ("1300x9", "1200x7", [], "zncc"),                              # tall: banded columns
     ("130x600", "3:100x520", [], "zero-lag"),                      # long rows: chunked
@@ -1186,6 +1186,11 @@ def test_gpu_store_norm_writes_the_template_epilogues_bits(gpu, tmp_path, varian
     from conftest import binary
     rng = np.random.default_rng(20261124)
     nl, nr = counts
+    # the store is offered here (else both runs would be the epilogue's and the bitwise check empty):
+    # the template epilogue's problem, with enough outputs per left
+    assert nr >= constant("kStoreNormMinRights")
+    assert explain_prepass("--dims", 1, "--form", form, "--left", f"{nl}:3001" if nl > 1 else "3001", "--right",
+                           f"{nr}:117", "--mode", "valid", "--normalize", "zncc")["template_epilogue"]
     left = (5.0 + rng.uniform(-1, 1, (nl, 3001))).astype(np.float32)
     right = rng.uniform(-1, 1, (nr, 117)).astype(np.float32)
     right[3] = 0.25  # a constant template: its coefficients are 0 (the contract)
