@@ -107,6 +107,7 @@
 
 #include "common/device.cuh"
 #include "xcorr/cuda_check.hpp"
+#include "xcorr/cufft_plan.hpp"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
@@ -422,52 +423,18 @@ struct PlanKey {
     auto operator<=>(const PlanKey&) const = default;
 };
 
-// A plan cuFFT could not make for want of GPU memory: CUFFT_ALLOC_FAILED, or CUFFT_INTERNAL_ERROR,
-// which cuFFT also returns for a plan whose work area exceeds the free memory (300 transforms of an
-// 8.64 M-sample trace on an 80 GB H100; the 141 GB H200 makes it). The cached instance retries
-// with smaller chunks (Fft::Fft); elsewhere it becomes the plain cuFFT error (plan_error).
-struct PlanTooLarge : std::runtime_error {
-    explicit PlanTooLarge(int r) : std::runtime_error("cuFFT plan too large"), result(r) {}
-    int result;
-};
-[[noreturn]] void plan_error(const PlanTooLarge& e) {
-    throw_cufft_error(e.result, "cufftMakePlanMany64", __FILE__, __LINE__);
-}
-
-// XCORR_FFT_PLAN_BATCH_LIMIT=B (tests): plans of more than B transforms fail as PlanTooLarge with
-// CUFFT_ALLOC_FAILED, the way a GPU with too little memory for them fails, so that the retry in
-// smaller chunks runs on any GPU. 0 (unset): no limit.
-int64_t plan_batch_limit() {
-    static const int64_t limit = [] {
-        const char* v = std::getenv("XCORR_FFT_PLAN_BATCH_LIMIT");
-        return v && *v ? parse_integer("XCORR_FFT_PLAN_BATCH_LIMIT", v, 1, int64_t(1) << 40) : int64_t(0);
-    }();
-    return limit;
-}
-
 // A batched 2-D plan: real slots of P x pitch floats, complex slots of P x (Q/2+1). Signals (P = 1)
 // get a 1-D plan of the same slots: a 2-D plan with a dimension of 1 is not promised cuFFT's 1-D kernels.
-// Throws PlanTooLarge where cuFFT reports (or the test limit simulates) too little memory for it.
+// Throws PlanTooLarge (xcorr/cufft_plan.hpp) where cuFFT has too little memory for it.
 cufftHandle create_plan(const PlanKey& k) {
-    if (const int64_t limit = plan_batch_limit(); limit && k.batch > limit) throw PlanTooLarge(CUFFT_ALLOC_FAILED);
-    cufftHandle h;
-    XC_CUFFT_CHECK(cufftCreate(&h));
     long long n[2] = {k.P, k.Q};
     long long real_embed[2] = {k.P, k.inplace ? 2LL * (k.Q / 2 + 1) : k.Q}, cplx_embed[2] = {k.P, k.Q / 2 + 1};
     const long long real_dist = real_embed[0] * real_embed[1], cplx_dist = cplx_embed[0] * cplx_embed[1];
     const int rank = k.P == 1 ? 1 : 2, first = 2 - rank;  // the dimensions n[first..1]
-    size_t work = 0;
-    const cufftResult r =
-        k.kind == kR2C ? cufftMakePlanMany64(h, rank, n + first, real_embed + first, 1, real_dist, cplx_embed + first,
-                                             1, cplx_dist, CUFFT_R2C, k.batch, &work)
-                       : cufftMakePlanMany64(h, rank, n + first, cplx_embed + first, 1, cplx_dist, real_embed + first,
-                                             1, real_dist, CUFFT_C2R, k.batch, &work);
-    if (r != CUFFT_SUCCESS) {
-        cufftDestroy(h);
-        if (r == CUFFT_ALLOC_FAILED || r == CUFFT_INTERNAL_ERROR) throw PlanTooLarge(int(r));
-        throw_cufft_error(int(r), "cufftMakePlanMany64", __FILE__, __LINE__);
-    }
-    return h;
+    return k.kind == kR2C ? make_plan_many(rank, n + first, real_embed + first, real_dist, cplx_embed + first,
+                                           cplx_dist, CUFFT_R2C, k.batch)
+                          : make_plan_many(rank, n + first, cplx_embed + first, cplx_dist, real_embed + first,
+                                           real_dist, CUFFT_C2R, k.batch);
 }
 
 // The process-wide plan cache of `fft` (thread-safety and eviction: see the header comment).

@@ -97,6 +97,7 @@
 
 #include "common/device.cuh"
 #include "xcorr/cuda_check.hpp"
+#include "xcorr/cufft_plan.hpp"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/registry.hpp"
 
@@ -311,22 +312,12 @@ Geometry choose_geometry(int64_t n_param, int64_t W, int64_t rn, const Problem& 
 
 enum PlanKind : int { kR2C = 0, kC2R = 1 };
 
-// A batched in-place 1-D plan: real slots of 2E floats (N used), complex slots of E.
+// A batched in-place 1-D plan: real slots of 2E floats (N used), complex slots of E. Throws
+// PlanTooLarge (xcorr/cufft_plan.hpp) where cuFFT has too little memory for it.
 cufftHandle create_plan(int64_t N, int64_t batch, PlanKind kind) {
-    cufftHandle h;
-    XC_CUFFT_CHECK(cufftCreate(&h));
     long long n[1] = {N}, real_embed[1] = {2 * (N / 2 + 1)}, cplx_embed[1] = {N / 2 + 1};
-    size_t work = 0;
-    const cufftResult r =
-        kind == kR2C ? cufftMakePlanMany64(h, 1, n, real_embed, 1, real_embed[0], cplx_embed, 1, cplx_embed[0],
-                                           CUFFT_R2C, batch, &work)
-                     : cufftMakePlanMany64(h, 1, n, cplx_embed, 1, cplx_embed[0], real_embed, 1, real_embed[0],
-                                           CUFFT_C2R, batch, &work);
-    if (r != CUFFT_SUCCESS) {
-        cufftDestroy(h);
-        throw_cufft_error(int(r), "cufftMakePlanMany64", __FILE__, __LINE__);
-    }
-    return h;
+    return kind == kR2C ? make_plan_many(1, n, real_embed, real_embed[0], cplx_embed, cplx_embed[0], CUFFT_R2C, batch)
+                        : make_plan_many(1, n, cplx_embed, cplx_embed[0], real_embed, real_embed[0], CUFFT_C2R, batch);
 }
 
 // Grid for "blockIdx.y over slots or rows, x over `per` elements of one".
@@ -382,26 +373,36 @@ public:
         k = std::min<int64_t>(k, std::min(kInt32Max / per_piece_items, kInt32Max / g_.NB));
         if (k < 1)
             throw UsageError("fft-segmented: " + p.describe() + " has too many pairs or blocks for one lag piece");
-        npc_ = k;
-        chunks_ = ceil_div64(g_.NP, npc_);
-        tail_ = g_.NP - (chunks_ - 1) * npc_;
+        // cuFFT's work areas are outside the 45% estimate: a plan cuFFT cannot make for want of
+        // memory halves the pieces per chunk and plans again, down to one (as fft does with its rights).
+        for (;;) {
+            npc_ = k;
+            chunks_ = ceil_div64(g_.NP, npc_);
+            tail_ = g_.NP - (chunks_ - 1) * npc_;
 
-        r_slots_ = int64_t(p.nR) * g_.NB;
-        l_slots_ = int64_t(p.nL) * npc_ * g_.NB;
-        p_slots_ = out_count_ * npc_;
-        ws_ = DeviceBuffer<float>(size_t((r_slots_ + l_slots_ + p_slots_) * pitch_));
+            r_slots_ = int64_t(p.nR) * g_.NB;
+            l_slots_ = int64_t(p.nL) * npc_ * g_.NB;
+            p_slots_ = out_count_ * npc_;
+            ws_ = DeviceBuffer<float>(size_t((r_slots_ + l_slots_ + p_slots_) * pitch_));
 
-        try {
-            make_plan(kRight, r_slots_, kR2C);
-            make_plan(kLeft, l_slots_, kR2C);
-            make_plan(kProd, p_slots_, kC2R);
-            if (tail_ != npc_) {
-                make_plan(kLeftTail, int64_t(p.nL) * tail_ * g_.NB, kR2C);
-                make_plan(kProdTail, out_count_ * tail_, kC2R);
+            try {
+                make_plan(kRight, r_slots_, kR2C);
+                make_plan(kLeft, l_slots_, kR2C);
+                make_plan(kProd, p_slots_, kC2R);
+                if (tail_ != npc_) {
+                    make_plan(kLeftTail, int64_t(p.nL) * tail_ * g_.NB, kR2C);
+                    make_plan(kProdTail, out_count_ * tail_, kC2R);
+                }
+                break;
+            } catch (const PlanTooLarge& e) {
+                destroy_plans();
+                ws_ = DeviceBuffer<float>();
+                if (npc_ <= 1) plan_error(e);
+                k = (npc_ + 1) / 2;
+            } catch (...) {
+                destroy_plans();  // the destructor does not run for a throwing constructor
+                throw;
             }
-        } catch (...) {
-            destroy_plans();  // the destructor does not run for a throwing constructor
-            throw;
         }
     }
 

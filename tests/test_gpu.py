@@ -235,6 +235,33 @@ def test_fft_plan_too_large_runs_in_chunks(gpu, registry, tmp_path, form, counts
     assert len(r.stderr.strip().splitlines()) == 1 and not out2.exists()
 
 
+def test_fft_segmented_plan_too_large_runs_in_smaller_chunks(gpu, registry, tmp_path):
+    """fft-segmented retries a plan cuFFT cannot make for want of memory as fft does, with half as
+    many lag pieces per chunk: under XCORR_FFT_PLAN_BATCH_LIMIT=64 (a simulated small GPU) a trace of
+    20000 samples against 6 templates of 300 (valid, N = 256: about 150 pieces of the lag window)
+    still matches float64. Where even the rights' plan (one per template block, no chunking) is
+    too large, the error is the clean out-of-memory one (exit 2, one line, no output)."""
+    import os
+    import scipy.signal
+    require_variant(registry, "fft-segmented")
+    v = next(v for v in registry if v["name"] == "fft-segmented")
+    rng = seeded_rng(11)
+    left = rng.uniform(-1, 1, 20000).astype(np.float32)
+    right = rng.uniform(-1, 1, (6, 300)).astype(np.float32)
+    want = np.stack([scipy.signal.correlate(left.astype(np.float64), r.astype(np.float64), mode="valid") for r in right])
+    args = ["--algorithm", "fft-segmented", "--dims", "1", "--form", "one-to-many", "--mode", "valid", "--param",
+            "n=256", save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right)]
+    out = tmp_path / "o.npy"
+    r = run([binary("xcorr"), "run", *args, "--out", str(out), "--validate"],
+            env={**os.environ, "XCORR_FFT_PLAN_BATCH_LIMIT": "64"})
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert rel_error(np.load(out).reshape(want.shape), want) <= v["tolerance"]
+    out2 = tmp_path / "o2.npy"
+    r = run([binary("xcorr"), "run", *args, "--out", str(out2)], env={**os.environ, "XCORR_FFT_PLAN_BATCH_LIMIT": "2"})
+    assert r.returncode == 2 and "not enough GPU memory for the cuFFT plan" in r.stderr, (r.stdout, r.stderr)
+    assert len(r.stderr.strip().splitlines()) == 1 and not out2.exists()
+
+
 def test_fft_fused_size_limit(gpu, registry, tmp_path):
     """fft-fused holds a whole transform in one block's shared memory up to outputs of 191 x 191
     (transform 192), and stages larger ones through global memory up to 1023 x 1023 (transform
