@@ -44,6 +44,7 @@ constexpr int kElemsPerPartial = kThreads * 16;  // crop elements per block of t
 // of at most kStripMaxHeight rows (a block walks its matrix's strips one after another: ~0.5 us
 // each, so 1024 rows would cost what the four-kernel path's traffic does for 64 such matrices).
 constexpr int kStripRows = kThreads / kWarp;
+constexpr int kStripLoads = 4;  // strips of a row the strip prepass loads a strip ahead (more: 80 registers, 3 blocks per SM)
 constexpr int kStripMinCount = 64;
 constexpr int kStripMaxWidth = 384;
 constexpr int kStripMaxHeight = 512;
@@ -170,6 +171,7 @@ __device__ double block_sum(double v) {
 // of matched filtering's prepass).
 // The loop bound is uniform per block: block_sum's barriers stay uniform. Writes
 // partial[m * partials + b]. Resources: 64 bytes of shared memory (block_sum).
+constexpr int kPartialAhead = 4;
 __global__ void partial_sums_kernel(Stacks st) {
     const StackRef s = st.pick();
     const int64_t elems = int64_t(s.ch) * s.cw, slices = int64_t(s.count) * s.partials;
@@ -177,14 +179,24 @@ __global__ void partial_sums_kernel(Stacks st) {
         const int m = int(i / s.partials), b = int(i - int64_t(m) * s.partials);
         const int64_t begin = elems * b / s.partials, end = elems * (b + 1) / s.partials;
         const float* x = s.crop_row(m, 0);
+        // kPartialAhead loads in flight, then added in order: thread t's elements and order as one
+        // at a time (the same sum), without waiting on each load in turn.
         double v = 0;
-        if (s.cw == s.w) {
-            for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) v += double(x[i]);
-        } else {
-            for (int i = int(begin) + threadIdx.x; i < int(end); i += kThreads) {
-                const int r = i / s.cw;
-                v += double(x[int64_t(r) * s.w + (i - r * s.cw)]);
-            }
+        for (int64_t i0 = begin + threadIdx.x; i0 < end; i0 += kPartialAhead * kThreads) {
+            float e[kPartialAhead];
+#pragma unroll
+            for (int u = 0; u < kPartialAhead; ++u)
+                if (const int64_t i = i0 + u * kThreads; i < end) {
+                    if (s.cw == s.w) {
+                        e[u] = x[i];
+                    } else {
+                        const int r = int(i) / s.cw;
+                        e[u] = x[int64_t(r) * s.w + (int(i) - r * s.cw)];
+                    }
+                }
+#pragma unroll
+            for (int u = 0; u < kPartialAhead; ++u)
+                if (i0 + u * kThreads < end) v += double(e[u]);
         }
         v = block_sum(v);
         if (threadIdx.x == 0) s.partial[i] = v;  // i = m * partials + b
@@ -249,18 +261,31 @@ __device__ __forceinline__ float shifted(float x, double mean) { return float(__
 // into fma, so the sums are the ones tests/test_normalize_fused.py models. `x` and what `store`
 // writes may be global or shared memory. scan_row (a whole row) and seg_scan_kernel (a segment of
 // a long row) both use it.
-template <int kStrips, class Store, bool kWriteShifted = true>
-__device__ __forceinline__ double2 scan_span(const float* x, float* xs, Store store, int n, double mean, int lane) {
-    double carry_a = 0, carry_q = 0;
-    for (int b0 = 0; b0 < n; b0 += kStrips * kWarp) {
-        // The batch's loads first (they do not depend on the carry), so that a long row's strips
-        // wait for memory kStrips at a time rather than one after another.
-        float raw[kStrips];
+// A batch of kStrips strips of a span as one lane loads them: x[b0 + 32i + lane], 0 past n. Its own
+// type so that a caller can load a span's first batch ahead of the scan (strip_prepass_kernel).
+template <int kStrips>
+struct SpanBatch {
+    float raw[kStrips];
+    __device__ __forceinline__ void load(const float* x, int b0, int n, int lane) {
 #pragma unroll
         for (int i = 0; i < kStrips; ++i) {
             const int c = b0 + i * kWarp + lane;
             raw[i] = c < n ? x[c] : 0.0f;
         }
+    }
+};
+// `first`, if given, is the span's first batch, already loaded (SpanBatch::load(x, 0, n, lane)).
+template <int kStrips, class Store, bool kWriteShifted = true>
+__device__ __forceinline__ double2 scan_span(const float* x, float* xs, Store store, int n, double mean, int lane,
+                                             const SpanBatch<kStrips>* first = nullptr) {
+    double carry_a = 0, carry_q = 0;
+    for (int b0 = 0; b0 < n; b0 += kStrips * kWarp) {
+        // The batch's loads first (they do not depend on the carry), so that a long row's strips
+        // wait for memory kStrips at a time rather than one after another.
+        SpanBatch<kStrips> batch;
+        if (first && b0 == 0) batch = *first;
+        else batch.load(x, b0, n, lane);
+        const float* const raw = batch.raw;
 #pragma unroll
         for (int i = 0; i < kStrips; ++i) {
             const int c = b0 + i * kWarp + lane;
@@ -358,13 +383,15 @@ __device__ __forceinline__ double2 scan_span_chunked(const float* x, float* xs, 
 // kChunked: scan_span_chunked's order instead, through the warp's stage (chunked_rows).
 // kWriteShifted false: xs is not written (the staged epilogue's rebuild of a wide crop's table from the
 // shifted copy itself, with mean 0: float(x' - 0) is x', so the same values and sums).
+// `first`: as scan_span's.
 template <int kStrips, bool kSampled = false, bool kChunked = false, bool kWriteShifted = true>
 __device__ __forceinline__ void scan_row(const float* x, float* xs, double2* row, int cw, double mean, int lane,
-                                         TableColumns cols = {}, ChunkStage* stage = nullptr) {
+                                         TableColumns cols = {}, ChunkStage* stage = nullptr,
+                                         const SpanBatch<kStrips>* first = nullptr) {
     static_assert(kWriteShifted || (!kSampled && !kChunked), "only scan_span's whole rows are rebuilt");
     auto span = [&](auto store) {
         if constexpr (kChunked) scan_span_chunked(x, xs, store, cw, mean, lane, *stage);
-        else scan_span<kStrips, decltype(store), kWriteShifted>(x, xs, store, cw, mean, lane);
+        else scan_span<kStrips, decltype(store), kWriteShifted>(x, xs, store, cw, mean, lane, first);
     };
     if constexpr (kSampled) {
         if (lane == 0 && cols.at(0) >= 0) row[cols.at(0)] = make_double2(0, 0);
@@ -675,12 +702,18 @@ __global__ void __launch_bounds__(kThreads) strip_prepass_kernel(Stacks st) {
             carry[c] = make_double2(0, 0);
             table[c] = make_double2(0, 0);
         }
+        // Each warp's next row is loaded (its first kStripLoads strips) a strip ahead: its loads are
+        // in flight while this strip is scanned and summed down the columns.
+        SpanBatch<kStripLoads> next;
+        if (warp < s.ch) next.load(s.crop_row(m, warp), 0, s.cw, lane);
         for (int r0 = 0; r0 < s.ch; r0 += kStripRows) {
             const int rows = min(kStripRows, s.ch - r0);
+            const SpanBatch<kStripLoads> row = next;
+            if (r0 + kStripRows + warp < s.ch) next.load(s.crop_row(m, r0 + kStripRows + warp), 0, s.cw, lane);
             __syncthreads();  // the previous strip's buffer is read (and the carries set)
             if (warp < rows)
-                scan_row<1, kSampled>(s.crop_row(m, r0 + warp), s.xs + (m * s.ch + r0 + warp) * s.cw,
-                                      strip + warp * width, s.cw, mean, lane, s.cols);
+                scan_row<kStripLoads, kSampled>(s.crop_row(m, r0 + warp), s.xs + (m * s.ch + r0 + warp) * s.cw,
+                                                strip + warp * width, s.cw, mean, lane, s.cols, nullptr, &row);
             __syncthreads();  // the strip's rows are in shared memory
             for (int c = threadIdx.x; c < width; c += kThreads) {
                 double2 acc = carry[c];

@@ -67,6 +67,7 @@ STRIP_ROWS = THREADS // WARP
 STRIP_MIN_COUNT = constant("kStripMinCount")
 STRIP_MAX_WIDTH = constant("kStripMaxWidth")
 STRIP_MAX_HEIGHT = constant("kStripMaxHeight")
+STRIP_LOADS = constant("kStripLoads")
 CHUNK = constant("kChunk")
 LONG_ROW = constant("kLongRow", kWarp=WARP)
 COL_BLOCKS = constant("kColBlocks")
@@ -1121,7 +1122,7 @@ def test_normalize_paths_cases_take_the_paths_they_name():
         if line.strip():
             name, text = line.split(" ", 1)
             pp[name] = json.loads(text)["normalization_crop"]["prepass"]
-    assert set(pp) == {"staged", "staged-wide", "signals", "sampled", "zero-lag", "fused-large"}
+    assert set(pp) == {"staged", "staged-wide", "signals", "sampled", "zero-lag", "fused-large", "strip"}
     for name in ("staged", "staged-wide"):
         assert pp[name]["staged_epilogue"] and not pp[name]["template_epilogue"] and pp[name]["rebuild_left"], name
     # the rebuild's two row passes: seq_row for crops of at most kSeqRowCols columns, scan_row past it
@@ -1134,6 +1135,9 @@ def test_normalize_paths_cases_take_the_paths_they_name():
     big = pp["fused-large"]
     assert big["left"]["fused"] and not big["staged_epilogue"] and not big["template_epilogue"]
     assert big["left"]["table_columns"] == 71 and FUSED_SMEM - 8 * 1024 < fused_smem_bytes(69, 70) <= FUSED_SMEM
+    # the strip prepass on rows of more strips than it loads a strip ahead (83 x 164 crops: 6 of 32)
+    assert pp["strip"]["left"]["strip"] and pp["strip"]["left"]["sampled"] and not pp["strip"]["right"]["strip"]
+    assert strip_prepass(83, 164, 70, pp["strip"]["left"]["table_columns"]) and 164 > STRIP_LOADS * 32
 
 
 def test_normalize_paths_runs_its_cases_end_to_end():
@@ -1147,11 +1151,11 @@ def test_normalize_paths_runs_its_cases_end_to_end():
     assert r.returncode == 0, r.stdout + r.stderr
     assert [l.split()[1] for l in r.stdout.splitlines() if l.startswith("ok ")] == ["staged", "staged-wide", "signals",
                                                                                     "sampled", "zero-lag",
-                                                                                    "fused-large"]
-    assert r.stdout.rstrip().splitlines()[-1] == "6 passed, 0 failed, 0 skipped"
+                                                                                    "fused-large", "strip"]
+    assert r.stdout.rstrip().splitlines()[-1] == "7 passed, 0 failed, 0 skipped"
     bad = subprocess.run(["bash", str(NORMALIZE_PATHS), "none", binary("xcorr"), "no-such-variant"],
                          capture_output=True, text=True, timeout=300)
-    assert bad.returncode == 1 and bad.stdout.rstrip().splitlines()[-1] == "0 passed, 6 failed, 0 skipped"
+    assert bad.returncode == 1 and bad.stdout.rstrip().splitlines()[-1] == "0 passed, 7 failed, 0 skipped"
 
 
 @pytest.mark.parametrize("variant", ["register-tiled", "fft-fused"])
@@ -1167,7 +1171,7 @@ def test_gpu_normalize_paths_validate(gpu, variant):
     r = subprocess.run(["bash", str(NORMALIZE_PATHS), "none", binary("xcorr"), variant], capture_output=True,
                        text=True, timeout=600)
     if variant == "register-tiled":
-        assert r.returncode == 0 and r.stdout.rstrip().splitlines()[-1] == "6 passed, 0 failed, 0 skipped", \
+        assert r.returncode == 0 and r.stdout.rstrip().splitlines()[-1] == "7 passed, 0 failed, 0 skipped", \
             r.stdout + r.stderr
     else:
         lines = r.stdout.splitlines()
