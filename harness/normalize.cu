@@ -44,7 +44,6 @@ constexpr int kElemsPerPartial = kThreads * 16;  // crop elements per block of t
 // of at most kStripMaxHeight rows (a block walks its matrix's strips one after another: ~0.5 us
 // each, so 1024 rows would cost what the four-kernel path's traffic does for 64 such matrices).
 constexpr int kStripRows = kThreads / kWarp;
-constexpr int kStripLoads = 4;  // strips of a row the strip prepass loads a strip ahead (more: 80 registers, 3 blocks per SM)
 constexpr int kStripMinCount = 64;
 constexpr int kStripMaxWidth = 384;
 constexpr int kStripMaxHeight = 512;
@@ -87,7 +86,8 @@ static_assert(2 * size_t(kSegRow + 2) * sizeof(double2) > kFusedSmemBytes, "a se
 // Segments per row of a stack's crop: 0 for rows that keep scan_row (fused or row_scan_kernel).
 int segs_for(int cw, bool fused) { return !fused && cw > kSegRow ? ceil_div(cw, kSegCols) : 0; }
 // Whether a stack's rows take the chunked row pass (scan_span_chunked): long rows, not segmented, of
-// a crop that neither the fused prepass nor the strip prepass takes (those keep scan_span's order).
+// a crop that neither the fused prepass nor the strip prepass takes (the fused prepass keeps
+// scan_span's order, the strip prepass takes its lane runs: scan_row_runs).
 bool chunked_rows(int ch, int cw, bool strip) {
     return cw >= kLongRow && cw <= kSegRow && !fits_fused(ch, cw) && !strip;
 }
@@ -261,31 +261,18 @@ __device__ __forceinline__ float shifted(float x, double mean) { return float(__
 // into fma, so the sums are the ones tests/test_normalize_fused.py models. `x` and what `store`
 // writes may be global or shared memory. scan_row (a whole row) and seg_scan_kernel (a segment of
 // a long row) both use it.
-// A batch of kStrips strips of a span as one lane loads them: x[b0 + 32i + lane], 0 past n. Its own
-// type so that a caller can load a span's first batch ahead of the scan (strip_prepass_kernel).
-template <int kStrips>
-struct SpanBatch {
-    float raw[kStrips];
-    __device__ __forceinline__ void load(const float* x, int b0, int n, int lane) {
+template <int kStrips, class Store, bool kWriteShifted = true>
+__device__ __forceinline__ double2 scan_span(const float* x, float* xs, Store store, int n, double mean, int lane) {
+    double carry_a = 0, carry_q = 0;
+    for (int b0 = 0; b0 < n; b0 += kStrips * kWarp) {
+        // The batch's loads first (they do not depend on the carry), so that a long row's strips
+        // wait for memory kStrips at a time rather than one after another.
+        float raw[kStrips];
 #pragma unroll
         for (int i = 0; i < kStrips; ++i) {
             const int c = b0 + i * kWarp + lane;
             raw[i] = c < n ? x[c] : 0.0f;
         }
-    }
-};
-// `first`, if given, is the span's first batch, already loaded (SpanBatch::load(x, 0, n, lane)).
-template <int kStrips, class Store, bool kWriteShifted = true>
-__device__ __forceinline__ double2 scan_span(const float* x, float* xs, Store store, int n, double mean, int lane,
-                                             const SpanBatch<kStrips>* first = nullptr) {
-    double carry_a = 0, carry_q = 0;
-    for (int b0 = 0; b0 < n; b0 += kStrips * kWarp) {
-        // The batch's loads first (they do not depend on the carry), so that a long row's strips
-        // wait for memory kStrips at a time rather than one after another.
-        SpanBatch<kStrips> batch;
-        if (first && b0 == 0) batch = *first;
-        else batch.load(x, b0, n, lane);
-        const float* const raw = batch.raw;
 #pragma unroll
         for (int i = 0; i < kStrips; ++i) {
             const int c = b0 + i * kWarp + lane;
@@ -383,15 +370,13 @@ __device__ __forceinline__ double2 scan_span_chunked(const float* x, float* xs, 
 // kChunked: scan_span_chunked's order instead, through the warp's stage (chunked_rows).
 // kWriteShifted false: xs is not written (the staged epilogue's rebuild of a wide crop's table from the
 // shifted copy itself, with mean 0: float(x' - 0) is x', so the same values and sums).
-// `first`: as scan_span's.
 template <int kStrips, bool kSampled = false, bool kChunked = false, bool kWriteShifted = true>
 __device__ __forceinline__ void scan_row(const float* x, float* xs, double2* row, int cw, double mean, int lane,
-                                         TableColumns cols = {}, ChunkStage* stage = nullptr,
-                                         const SpanBatch<kStrips>* first = nullptr) {
+                                         TableColumns cols = {}, ChunkStage* stage = nullptr) {
     static_assert(kWriteShifted || (!kSampled && !kChunked), "only scan_span's whole rows are rebuilt");
     auto span = [&](auto store) {
         if constexpr (kChunked) scan_span_chunked(x, xs, store, cw, mean, lane, *stage);
-        else scan_span<kStrips, decltype(store), kWriteShifted>(x, xs, store, cw, mean, lane, first);
+        else scan_span<kStrips, decltype(store), kWriteShifted>(x, xs, store, cw, mean, lane);
     };
     if constexpr (kSampled) {
         if (lane == 0 && cols.at(0) >= 0) row[cols.at(0)] = make_double2(0, 0);
@@ -676,10 +661,88 @@ __global__ void col_band_scan_kernel(Stacks st, ColScratch scratch) {
     }
 }
 
+// The strip prepass's row order (lane runs): scan_span_chunked's order with k = lane_run(cw) for
+// kChunk, k a function of the crop's width: chunks of 32·k columns, lane l owning the k consecutive
+// columns b0 + l·k + j, s_j = ((+0 + v_0) + v_1) ... + v_j in double, one warp scan of the lanes'
+// totals per chunk, p = carry + (that scan one lane back, +0 for lane 0), entry p + s_j, the next
+// carry lane 31's p + s_{k-1} (tests/test_normalize_fused.py models both with one function). Rows
+// of up to 192 columns take one chunk: one warp scan a row where scan_span's order takes one per 32
+// columns (its shuffles made the strip prepass issue-bound: results/nvidia-h200/probes/
+// strip-prepass-a38869d/). kLaneRunMax = 6 keeps the kernel at 64 registers, 4 blocks per SM (8: 80
+// registers, 3 blocks, slower). A lane reads and writes its run directly (k <= 6 floats 4·k bytes
+// apart: the short rows of this kernel, the loads cached; its table row is in shared memory), and
+// adds its run twice, for the total
+// before the warp scan and for the entries after it: the same sums from +0, so the same bits as
+// keeping them, in k float registers instead of 2k doubles. Columns past the span add nothing (+0
+// to a sum that is never -0 leaves it unchanged, as the model's zeros do).
+constexpr int kLaneRunMax = 6;
+__device__ __forceinline__ int lane_run(int cw) { return min((cw + kWarp - 1) / kWarp, kLaneRunMax); }
+// One lane's run of a chunk, loaded (its k <= kLaneRunMax columns from b0 + lane·k, those < n).
+struct RunChunk {
+    float v[kLaneRunMax];
+    __device__ __forceinline__ void load(const float* x, int b0, int n, int k, int lane) {
+        const int c0 = b0 + lane * k, m = min(k, n - c0);
+#pragma unroll
+        for (int j = 0; j < kLaneRunMax; ++j)
+            if (j < m) v[j] = x[c0 + j];
+    }
+};
+// scan_row in the lane-run order: row[0] (or the sampled table's column 0) = 0, row[c + 1] = Σ over
+// columns <= c (kSampled: entry cols.at(c + 1) where there is one, as scan_row keeps them).
+template <bool kSampled>
+__device__ __forceinline__ void scan_row_runs(const float* x, float* xs, double2* row, int cw, int k, double mean,
+                                              int lane, TableColumns cols) {
+    auto store = [row, cols](int c, double2 v) {  // column c's entry: table column c + 1
+        if constexpr (kSampled) {
+            if (const int t = cols.at(c + 1); t >= 0) row[t] = v;
+        } else {
+            row[c + 1] = v;
+        }
+    };
+    if (lane == 0) {
+        if constexpr (kSampled) {
+            if (cols.at(0) >= 0) row[cols.at(0)] = make_double2(0, 0);
+        } else {
+            row[0] = make_double2(0, 0);
+        }
+    }
+    double carry_a = 0, carry_q = 0;
+    for (int b0 = 0; b0 < cw; b0 += k * kWarp) {
+        RunChunk r;
+        r.load(x, b0, cw, k, lane);
+        const int c0 = b0 + lane * k, m = min(k, cw - c0);  // this lane's columns c0 .. c0 + m - 1
+        double a = 0, q = 0;
+#pragma unroll
+        for (int j = 0; j < kLaneRunMax; ++j)
+            if (j < m) {
+                r.v[j] = shifted(r.v[j], mean);
+                xs[c0 + j] = r.v[j];
+                const double d = r.v[j];
+                a = __dadd_rn(a, d);
+                q = __dadd_rn(q, __dmul_rn(d, d));
+            }
+        double ta = a, tq = q;
+        warp_scan_pair(ta, tq, lane);
+        double ea = __shfl_up_sync(kFullMask, ta, 1), eq = __shfl_up_sync(kFullMask, tq, 1);
+        if (lane == 0) ea = 0, eq = 0;
+        const double pa = __dadd_rn(carry_a, ea), pq = __dadd_rn(carry_q, eq);
+        double sa = 0, sq = 0;
+#pragma unroll
+        for (int j = 0; j < kLaneRunMax; ++j)
+            if (j < m) {
+                const double d = r.v[j];
+                sa = __dadd_rn(sa, d);
+                sq = __dadd_rn(sq, __dmul_rn(d, d));
+                store(c0 + j, make_double2(__dadd_rn(pa, sa), __dadd_rn(pq, sq)));
+            }
+        carry_a = __shfl_sync(kFullMask, __dadd_rn(pa, a), kWarp - 1);
+        carry_q = __shfl_sync(kFullMask, __dadd_rn(pq, q), kWarp - 1);
+    }
+}
+
 // The strip prepass (strip_prepass): the row and column passes of one matrix's table in one block,
-// kStripRows rows at a time. Per strip, warp w runs scan_row over crop row r0 + w (the row pass's
-// code and order; the shifted copy written to xs) into row w
-// of a shared strip buffer (kStripRows x width double2); then thread c of the table's width adds the
+// kStripRows rows at a time. Per strip, warp w runs scan_row_runs over crop row r0 + w (the lane-run
+// order above; the shifted copy written to xs) into row w of a shared strip buffer (kStripRows x width double2); then thread c of the table's width adds the
 // strip's rows in order to its column's running sum (a shared carry, +0 at first) and writes each
 // sum to the table: entry (r, c) = (((+0 + row 1) + row 2) ... + row r) down the column from the top,
 // in double. So a table is written once, never read back here. Table row 0 is 0. The means come
@@ -702,18 +765,13 @@ __global__ void __launch_bounds__(kThreads) strip_prepass_kernel(Stacks st) {
             carry[c] = make_double2(0, 0);
             table[c] = make_double2(0, 0);
         }
-        // Each warp's next row is loaded (its first kStripLoads strips) a strip ahead: its loads are
-        // in flight while this strip is scanned and summed down the columns.
-        SpanBatch<kStripLoads> next;
-        if (warp < s.ch) next.load(s.crop_row(m, warp), 0, s.cw, lane);
+        const int run = lane_run(s.cw);
         for (int r0 = 0; r0 < s.ch; r0 += kStripRows) {
             const int rows = min(kStripRows, s.ch - r0);
-            const SpanBatch<kStripLoads> row = next;
-            if (r0 + kStripRows + warp < s.ch) next.load(s.crop_row(m, r0 + kStripRows + warp), 0, s.cw, lane);
             __syncthreads();  // the previous strip's buffer is read (and the carries set)
             if (warp < rows)
-                scan_row<kStripLoads, kSampled>(s.crop_row(m, r0 + warp), s.xs + (m * s.ch + r0 + warp) * s.cw,
-                                                strip + warp * width, s.cw, mean, lane, s.cols, nullptr, &row);
+                scan_row_runs<kSampled>(s.crop_row(m, r0 + warp), s.xs + (m * s.ch + r0 + warp) * s.cw,
+                                        strip + warp * width, s.cw, run, mean, lane, s.cols);
             __syncthreads();  // the strip's rows are in shared memory
             for (int c = threadIdx.x; c < width; c += kThreads) {
                 double2 acc = carry[c];

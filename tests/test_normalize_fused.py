@@ -21,10 +21,12 @@ modelled with its own mapping of work to threads and the exact order of its doub
   rows and column chunks;
 - long rows of crops past the fused and strip prepasses take the chunked row pass
   (scan_span_chunked: one warp scan per 256 columns, the columns transposed through a shared-memory
-  stage whose layouts are bijective and bank-conflict-free); every crop the fused or the strip
-  kernel takes keeps scan_span's order;
+  stage whose layouts are bijective and bank-conflict-free); every crop the fused kernel takes
+  keeps scan_span's order;
 - many crops past the fused prepass with narrow tables take the strip prepass (row and column passes
-  in one kernel, the columns summed from the top in order), every cell written once;
+  in one kernel, the rows in the lane-run order: the chunked order with lane_run(cw) columns a lane,
+  one warp scan per row up to 32·kLaneRunMax columns; the columns summed from the top in order),
+  every cell written once;
 - tall tables of few columns take the banded column pass (col_totals_kernel, col_band_scan_kernel):
   the same sums as col_scan_kernel's over more, shorter segments, every cell written once, one band
   (so the fused prepass's bits) for every crop the fused kernel takes.
@@ -67,7 +69,7 @@ STRIP_ROWS = THREADS // WARP
 STRIP_MIN_COUNT = constant("kStripMinCount")
 STRIP_MAX_WIDTH = constant("kStripMaxWidth")
 STRIP_MAX_HEIGHT = constant("kStripMaxHeight")
-STRIP_LOADS = constant("kStripLoads")
+LANE_RUN_MAX = constant("kLaneRunMax")
 CHUNK = constant("kChunk")
 LONG_ROW = constant("kLongRow", kWarp=WARP)
 COL_BLOCKS = constant("kColBlocks")
@@ -156,23 +158,24 @@ def scan_span(x, mean, n):
     return xs, out, (carry_a, carry_q)
 
 
-def scan_span_chunked(x, mean, n):
-    """scan_span_chunked over n columns of x: lane l adds columns b0 + l·CHUNK + j in order from +0
-    (s_j), one warp scan of the lanes' totals per chunk of 32·CHUNK columns, p = carry + (that scan
+def scan_span_chunked(x, mean, n, chunk=CHUNK):
+    """scan_span_chunked over n columns of x: lane l adds columns b0 + l·chunk + j in order from +0
+    (s_j), one warp scan of the lanes' totals per chunk of 32·chunk columns, p = carry + (that scan
     one lane back, +0 for lane 0), entry p + s_j; the next carry lane 31's p + s_last. The same
-    returns as scan_span."""
+    returns as scan_span. chunk: kChunk (chunked rows), or lane_run(n) (the strip prepass's
+    scan_row_runs: the same order)."""
     xs = np.zeros(n, np.float32)
     out = np.zeros((n, 2))
     carry_a = carry_q = 0.0
-    for b0 in range(0, n, CHUNK * WARP):
-        c = b0 + np.arange(WARP)[:, None] * CHUNK + np.arange(CHUNK)[None, :]  # (lane, j)
+    for b0 in range(0, n, chunk * WARP):
+        c = b0 + np.arange(WARP)[:, None] * chunk + np.arange(chunk)[None, :]  # (lane, j)
         valid = c < n
-        v = np.zeros((WARP, CHUNK), np.float32)
+        v = np.zeros((WARP, chunk), np.float32)
         v[valid] = (x[c[valid]].astype(np.float64) - mean).astype(np.float32)
         xs[c[valid]] = v[valid]
-        sa, sq = np.zeros((WARP, CHUNK)), np.zeros((WARP, CHUNK))
+        sa, sq = np.zeros((WARP, chunk)), np.zeros((WARP, chunk))
         a, q = np.zeros(WARP), np.zeros(WARP)
-        for j in range(CHUNK):
+        for j in range(chunk):
             vd = v[:, j].astype(np.float64)
             a = a + vd
             q = q + vd * vd
@@ -194,10 +197,19 @@ def chunked_rows(ch, cw, strip=False):
     return LONG_ROW <= cw <= SEG_ROW and not fits_fused(ch, cw) and not strip
 
 
-def scan_row(x, mean, cw, chunked=False):
-    """scan_row of one crop row x (float32, cw): (x' float32, row of cw + 1 (a, q) pairs)."""
+def lane_run(cw):
+    """normalize.cu's lane_run: columns a lane owns in the strip prepass's row order."""
+    return min(-(-cw // WARP), LANE_RUN_MAX)
+
+
+def scan_row(x, mean, cw, chunked=False, runs=False):
+    """scan_row of one crop row x (float32, cw): (x' float32, row of cw + 1 (a, q) pairs). runs: the
+    strip prepass's scan_row_runs (the chunked order with lane_run(cw) columns a lane)."""
     row = np.zeros((cw + 1, 2))
-    xs, row[1:], _ = (scan_span_chunked if chunked else scan_span)(x, mean, cw)
+    if runs:
+        xs, row[1:], _ = scan_span_chunked(x, mean, cw, lane_run(cw))
+    else:
+        xs, row[1:], _ = (scan_span_chunked if chunked else scan_span)(x, mean, cw)
     return xs, row
 
 
@@ -412,7 +424,8 @@ def split_path(x, count=1, skip=None):
         table = np.zeros((ch + 1, cw + 1, 2))
         xs = np.zeros((ch, cw), np.float32)
         for r in range(ch):  # one warp per row (any order: rows are independent)
-            xs[r], table[r + 1] = scan_row(x[r], mean, cw, chunked_rows(ch, cw, strip_prepass(ch, cw, count, cw + 1)))
+            strip = strip_prepass(ch, cw, count, cw + 1)
+            xs[r], table[r + 1] = scan_row(x[r], mean, cw, chunked_rows(ch, cw, strip), runs=strip)
     before = table.copy()
     cells = {}
     if strip_prepass(ch, cw, count, cw + 1):  # strip_prepass_kernel: the column sums in the same kernel
@@ -937,6 +950,31 @@ def test_chunked_span_against_extended_precision(n):
         assert np.abs(bad[:, 1] - want[1].astype(np.float64)).max() > 1e-6 * float(want[1][-1])
 
 
+@pytest.mark.parametrize("n", [1, 5, 31, 32, 33, 132, 191, 192, 193, 224, 385])
+def test_lane_run_rows_against_extended_precision(n):
+    """The strip prepass's row order (scan_row_runs: lane_run(n) columns a lane, one warp scan a
+    chunk): one chunk for rows up to 32·kLaneRunMax columns, more past it; every column stored once,
+    x' as scan_span writes it, the sums within 1e-14 of the extended-precision ones, the same bits
+    twice; a model that drops a lane's prefix fails the comparison."""
+    k = lane_run(n)
+    assert k == min(-(-n // WARP), LANE_RUN_MAX) and (k * WARP >= n) == (n <= LANE_RUN_MAX * WARP)
+    rng = seeded_rng(("lane-run", n))
+    x = (1000 + rng.uniform(-8, 8, n)).astype(np.float32)
+    mean = float(x.astype(np.float64).mean())
+    xs, row = scan_row(x, mean, n, runs=True)
+    xs0, _ = scan_row(x, mean, n)
+    assert np.array_equal(xs.view(np.uint32), xs0.view(np.uint32)) and (row[0] == 0).all()
+    want = np.cumsum(xs.astype(np.longdouble)), np.cumsum(xs.astype(np.longdouble) ** 2)
+    for i in (0, 1):
+        scale = float(np.abs(want[i]).max()) + 1e-300
+        assert np.abs(row[1:, i] - want[i].astype(np.float64)).max() <= 1e-14 * max(scale, float(want[1][-1])), i
+    assert np.array_equal(row.view(np.uint64), scan_row(x, mean, n, runs=True)[1].view(np.uint64))
+    if n > k:  # lane 1's prefix lost
+        bad = row[1:].copy()
+        bad[k:2 * k] -= row[k]
+        assert np.abs(bad[:, 1] - want[1].astype(np.float64)).max() > 1e-6 * float(want[1][-1])
+
+
 @pytest.mark.parametrize("shape", [(91, 600), (2, 4096), (130, 1030)], ids=lambda s: "%dx%d" % s)
 def test_four_kernel_path_with_chunked_rows(shape):
     """Crops whose rows are chunked, through the whole four-kernel path: tables within rounding of
@@ -1135,9 +1173,9 @@ def test_normalize_paths_cases_take_the_paths_they_name():
     big = pp["fused-large"]
     assert big["left"]["fused"] and not big["staged_epilogue"] and not big["template_epilogue"]
     assert big["left"]["table_columns"] == 71 and FUSED_SMEM - 8 * 1024 < fused_smem_bytes(69, 70) <= FUSED_SMEM
-    # the strip prepass on rows of more strips than it loads a strip ahead (83 x 164 crops: 6 of 32)
+    # the strip prepass on rows of two lane-run chunks (83 x 224 crops: past 32·kLaneRunMax columns)
     assert pp["strip"]["left"]["strip"] and pp["strip"]["left"]["sampled"] and not pp["strip"]["right"]["strip"]
-    assert strip_prepass(83, 164, 70, pp["strip"]["left"]["table_columns"]) and 164 > STRIP_LOADS * 32
+    assert strip_prepass(83, 224, 70, pp["strip"]["left"]["table_columns"]) and 224 > LANE_RUN_MAX * WARP
 
 
 def test_normalize_paths_runs_its_cases_end_to_end():
