@@ -67,6 +67,14 @@ static_assert(kThreads / kWarp == kColSegments, "scan_columns: one warp per colu
 // 98.8 KB) fit, which at 96 KB took the two-level mean and the strip prepass, slower
 // (results/nvidia-h200/probes/zncc-frames-prepass-9957db0/).
 constexpr size_t kFusedSmemBytes = 104 * 1024;
+// But a stack the strip prepass would take (many crops, narrow tables) whose crops need more than
+// kStripOverFusedBytes of the fused prepass's shared memory (three blocks per SM or fewer) takes the
+// strip prepass, and the other stack the four-kernel path: zncc_frames' 1000 crops of 69 x 70
+// (98.8 KB, two blocks per SM, 42% of issue slots busy) took 89.6 us in the fused prepass, and the
+// whole ZNCC call 180.3 us against 173.1 this way; its 39 x 37 crops (34 KB, six blocks per SM) keep
+// the fused prepass: 63.3 us against 99.0 through the strip (results/nvidia-h200/probes/
+// strip-prepass-a38869d/).
+constexpr size_t kStripOverFusedBytes = 64 * 1024;
 
 // Partial sums per matrix of a crop of `elems` elements (a function of the crop's size alone, per
 // stack: a crop's mean does not depend on the other stack's size).
@@ -1415,8 +1423,15 @@ Prepass prepass_of(const Problem& p, const NormalizeCrop& crop) {
     // launch of its own, a few blocks' latency for a stack of a few matrices (zncc_frames' 53 x 54
     // template: 15 us on one block, after the frames' 85 x 86 crops took the four kernels). The two
     // paths give the same bits (tests/test_normalize_fused.py).
-    const bool fused = fits_fused(cl.h(), cl.w()) && fits_fused(cr.h(), cr.w());
     const TableColumnsPair read = read_columns(p, crop);
+    // A stack of crops past kStripOverFusedBytes that the strip prepass would take if not fused.
+    auto strip_over_fused = [&](const Region& c, const TableColumns& reads, int count) {
+        const int width = sampled_table(reads, c.h(), c.w(), count, false) ? reads.width() : c.w() + 1;
+        return fused_smem_bytes(c.h(), c.w()) > kStripOverFusedBytes &&
+               strip_prepass(c.h(), c.w(), count, width, false);
+    };
+    const bool fused = fits_fused(cl.h(), cl.w()) && fits_fused(cr.h(), cr.w()) &&
+                       !strip_over_fused(cl, read.left, p.nL) && !strip_over_fused(cr, read.right, p.nR);
     auto stack = [&](const Region& c, const TableColumns& reads, int count) {
         StackPrepass s;
         s.fused = fused;

@@ -413,6 +413,8 @@ PREPASS_CASES = [  # (shape, form, nL, nR, window or None, the left stack's path
     ((100, 90, 80, 70), "n-to-m", 70, 1, (-3, 3, -4, 4), {"strip": True, "sampled": True}),  # 70 crops of 83 x 74
     ((80, 70, 5, 6), "n-to-m", 64, 2, None, {"strip": True, "sampled": False}),
     ((100, 700, 80, 600), "n-to-m", 70, 1, (-2, 2, -3, 3), {"strip": True, "chunked_rows": False, "sampled": True}),
+    # 64 crops of 65 x 66 (88 KB in the fused prepass, past kStripOverFusedBytes): the strip prepass
+    ((80, 81, 60, 61), "n-to-m", 64, 1, (-5, 5, -5, 5), {"strip": True, "partials": 1}),
 ]
 
 

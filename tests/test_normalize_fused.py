@@ -61,6 +61,7 @@ SEGMENTS = constant("kColSegments")
 ELEMS_PER_PARTIAL = constant("kElemsPerPartial", kThreads=THREADS)
 MAX_PARTIALS = constant("kMaxPartials")
 FUSED_SMEM = constant("kFusedSmemBytes")
+STRIP_OVER_FUSED = constant("kStripOverFusedBytes")
 SEG_COLS = constant("kSegCols", kWarp=WARP)
 SEG_ROW = constant("kSegRow", kSegCols=SEG_COLS)
 MAX_C00_PARTS = constant("kMaxC00Parts")
@@ -668,9 +669,18 @@ def use_staged_epilogue(crop_l, crop_r, out_hw, count):
     return cells * 16 <= STAGED_BYTES and 8 * per >= 2 * cells and count >= STAGED_MIN_OUTPUTS
 
 
-def prepass_paths(crop_l, crop_r):
-    """(left fused, right fused) as the Normalizer chooses (normalize.cu): both or neither."""
-    both = fits_fused(*crop_l) and fits_fused(*crop_r)
+def strip_over_fused(ch, cw, count, width):
+    """normalize.cu's strip_over_fused: a stack of crops past kStripOverFusedBytes of the fused
+    prepass's shared memory that the strip prepass takes when not fused (tables `width` wide)."""
+    return fused_smem_bytes(ch, cw) > STRIP_OVER_FUSED and strip_prepass(ch, cw, count, width)
+
+
+def prepass_paths(crop_l, crop_r, counts=(1, 1), widths=None):
+    """(left fused, right fused) as the Normalizer chooses (normalize.cu): both or neither, and
+    neither where a stack would rather take the strip prepass. widths: the tables' when not fused."""
+    widths = widths or (crop_l[1] + 1, crop_r[1] + 1)
+    both = (fits_fused(*crop_l) and fits_fused(*crop_r) and
+            not any(strip_over_fused(*c, n, w) for c, n, w in zip((crop_l, crop_r), counts, widths)))
     return both, both
 
 
@@ -686,6 +696,9 @@ def test_path_choices_on_zncc_frames_and_neighbours():
     assert not use_staged_epilogue((70, 70), (40, 40), (31, 31), 1000)  # 113 KB of tables
     assert not fits_fused(256, 256)  # the whole frames (full window): the four-kernel path
     assert prepass_paths((39, 37), (23, 21)) == (True, True)
+    # its 1000 frames too: 39 x 37 crops need 34 KB of the fused prepass (six blocks per SM)
+    assert prepass_paths((39, 37), (23, 21), (1000, 1), (38, 22)) == (True, True)
+    assert fused_smem_bytes(39, 37) <= STRIP_OVER_FUSED < fused_smem_bytes(69, 70)
     # the 53 x 54 template's frames (85 x 86 crops, 149 KB) take the four kernels: the template rides along
     assert not fits_fused(85, 86) and fits_fused(53, 54) and prepass_paths((85, 86), (53, 54)) == (False, False)
 
@@ -1014,7 +1027,7 @@ def explain_prepass(*args):
 @pytest.mark.parametrize("left,right,window,mode", [
     ("2048x2048", "2048x2048", ["--max-shift", 64], "zero-lag"),   # seed 002: chunked, banded, sampled, 1024 partials
     ("1000:256x256", "23x21", ["--max-shift", 16], "zncc"),        # zncc_frames: the fused prepass, staged epilogue
-    ("1000:256x256", "53x54", ["--max-shift", 16], "zncc"),        # 69 x 70 crops: the fused prepass, whole tables
+    ("1000:256x256", "53x54", ["--max-shift", 16], "zncc"),        # 69 x 70 crops: the strip prepass over the fused
     ("1000:256x256", "156x116", ["--max-shift", 16], "zncc"),      # 172 x 132 crops: 50 of 133 columns kept
     ("1300x9", "1200x7", [], "zncc"),                              # tall: banded columns
     ("130x600", "3:100x520", [], "zero-lag"),                      # long rows: chunked
@@ -1045,12 +1058,13 @@ def test_explain_reports_the_modelled_prepass(left, right, window, mode):
     assert pp["rebuild_left"] == (pp["staged_epilogue"] and crops[0]["fused"])
     if right == "23x21":
         assert crops[0]["fused"] and pp["staged_epilogue"] and pp["c00_parts"] == 0 and pp["rebuild_left"]
-    if right == "53x54":  # 69 x 70 crops (98.8 KB with their table) and the template: the fused prepass
-        # for both (one kernel: mean, shifted copy and whole table per crop, where the two-level mean and
-        # the strip prepass had written sampled tables), the unstaged epilogue (127 KB of tables)
-        assert fits_fused(69, 70) and crops[0]["fused"] and crops[0]["col_bands"] == 1 == partials_for(69 * 70)
-        assert [s["table_columns"] for s in crops] == [71, 55] and [s["sampled"] for s in crops] == [False, False]
-        assert not crops[0]["strip"] and not crops[1]["strip"] and not pp["staged_epilogue"]
+    if right == "53x54":  # 69 x 70 crops (98.8 KB with their table: two fused blocks per SM) take the
+        # strip prepass (sampled tables, 50 columns), the template the four-kernel path, the unstaged epilogue
+        assert fits_fused(69, 70) and strip_over_fused(69, 70, 1000, 50) and not crops[0]["fused"]
+        assert prepass_paths((69, 70), (53, 54), (1000, 1), (50, 55)) == (False, False)
+        assert crops[0]["col_bands"] == 1 == partials_for(69 * 70) == crops[0]["partials"]
+        assert [s["table_columns"] for s in crops] == [50, 55] and [s["sampled"] for s in crops] == [True, False]
+        assert crops[0]["strip"] and not crops[1]["strip"] and not pp["staged_epilogue"]
     if right == "156x116":  # the frames' tables: 50 of 133 columns (368 KB a frame otherwise); the template's whole
         assert [s["table_columns"] for s in crops] == [50, 117] and [s["sampled"] for s in crops] == [True, False]
         assert crops[0]["strip"] and not crops[1]["strip"]  # 1000 frames, one template
