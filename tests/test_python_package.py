@@ -570,10 +570,12 @@ def test_torch_streams_current_and_given(torch):
 
 
 def test_cupy_stream(cupy):
-    a = cupy.random.rand(40, 33, dtype=cupy.float32)
-    b = cupy.random.rand(3, 9, 7, dtype=cupy.float32)
     s = cupy.cuda.Stream(non_blocking=True)
     with s:
+        # the inputs written on s as well: a non-blocking stream is not ordered after the default
+        # stream's random kernels (made there, this test raced them under a loaded GPU: 0.13 error)
+        a = cupy.random.rand(40, 33, dtype=cupy.float32)
+        b = cupy.random.rand(3, 9, 7, dtype=cupy.float32)
         out = xcorr.correlate2d(a, b, max_shift=4)
     s.synchronize()
     ref = xcorr.correlate2d(a.get(), b.get(), max_shift=4, algorithm="reference")
