@@ -101,9 +101,11 @@ bool chunked_rows(int ch, int cw, bool strip) {
 }
 // Whether a stack of the four-kernel path takes the strip prepass (above) for its row and column
 // passes: count crops of ch x cw (more than one row, not segmented), tables `width` columns wide.
-bool strip_prepass(int ch, int cw, int64_t count, int width, bool fused) {
-    return !fused && ch > 1 && ch <= kStripMaxHeight && segs_for(cw, fused) == 0 && count >= kStripMinCount &&
-           width <= kStripMaxWidth;
+// `rides`: the other stack takes it, so that this one, of any count, rides along in its launch
+// (its blocks beside the other's, instead of the row and column launches after them).
+bool strip_prepass(int ch, int cw, int64_t count, int width, bool fused, bool rides = false) {
+    return !fused && ch > 1 && ch <= kStripMaxHeight && segs_for(cw, fused) == 0 &&
+           (count >= kStripMinCount || rides) && width <= kStripMaxWidth;
 }
 // Row bands of a stack's column pass (count crops of ch rows, tables of width columns): 1 (the
 // kColSegments segments of col_scan_kernel, the fused prepass's order) for every crop that fits
@@ -1432,20 +1434,27 @@ Prepass prepass_of(const Problem& p, const NormalizeCrop& crop) {
     };
     const bool fused = fits_fused(cl.h(), cl.w()) && fits_fused(cr.h(), cr.w()) &&
                        !strip_over_fused(cl, read.left, p.nL) && !strip_over_fused(cr, read.right, p.nR);
-    auto stack = [&](const Region& c, const TableColumns& reads, int count) {
+    auto stack = [&](const Region& c, const TableColumns& reads, int count, bool rides) {
         StackPrepass s;
         s.fused = fused;
         s.partials = partials_for(int64_t(c.h()) * c.w());
         s.row_segments = segs_for(c.w(), fused);
         s.cols = sampled_table(reads, c.h(), c.w(), count, fused) ? reads : all_columns(c.w());
-        s.strip = strip_prepass(c.h(), c.w(), count, s.cols.width(), fused);
+        s.strip = strip_prepass(c.h(), c.w(), count, s.cols.width(), fused, rides);
         s.chunked_rows = chunked_rows(c.h(), c.w(), s.strip);
         // One-row crops skip the column pass (prepare), and the strip prepass has its own: no bands.
         s.col_bands = fused || s.strip || c.h() == 1 ? 1 : col_bands_for(c.h(), c.w(), count, s.cols.width());
         return s;
     };
-    pp.left = stack(cl, read.left, p.nL);
-    pp.right = stack(cr, read.right, p.nR);
+    pp.left = stack(cl, read.left, p.nL, false);
+    pp.right = stack(cr, read.right, p.nR, false);
+    // A stack of too few matrices for a strip launch of its own rides along in the other's:
+    // zncc_frames' one template otherwise took partial sums' and means' launches with the frames,
+    // then three small grids of its own (row pass, column totals and scan: 15 us at 156 x 116).
+    if (pp.left.strip != pp.right.strip) {
+        if (pp.right.strip) pp.left = stack(cl, read.left, p.nL, true);
+        else pp.right = stack(cr, read.right, p.nR, true);
+    }
     pp.staged_epilogue = !pp.left.sampled(cl.w()) && !pp.right.sampled(cr.w()) && use_staged_epilogue(p, crop);
     pp.template_epilogue = !pp.staged_epilogue && use_template_epilogue(p);
     pp.rebuild_left = pp.staged_epilogue && pp.left.fused;

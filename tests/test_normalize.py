@@ -437,6 +437,8 @@ def test_gpu_prepass_paths_on_large_crops(gpu, registry, name, mode):
         pp = json.loads(r.stdout)["normalization_crop"]["prepass"]
         assert not pp["left"]["fused"] and (pp["left"]["partials"] > 1 or pp["left"]["strip"])
         assert all(pp["left"][k] == want for k, want in paths.items()), (shape, pp)
+        if pp["left"]["strip"]:  # a right stack of narrow tables rides along (kStripMaxWidth: 384)
+            assert pp["right"]["strip"] == (pp["right"]["table_columns"] <= 384), (shape, pp)
         if hL > 1000:
             assert pp["left"]["col_bands"] > 1 and pp["right"]["col_bands"] > 1, pp
         rng = seeded_rng(("prepass-paths", name, mode, shape, form))

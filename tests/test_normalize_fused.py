@@ -336,10 +336,11 @@ def scan_columns(table, ch, c, segments=SEGMENTS, skip=None):
 
 # ---- the four-kernel path ----------------------------------------------------------------------
 
-def strip_prepass(ch, cw, count, width, fused=False):
-    """normalize.cu's strip_prepass: row and column passes in one kernel for many narrow tables."""
-    return (not fused and 1 < ch <= STRIP_MAX_HEIGHT and segs_for(cw, fused) == 0 and count >= STRIP_MIN_COUNT
-            and width <= STRIP_MAX_WIDTH)
+def strip_prepass(ch, cw, count, width, fused=False, rides=False):
+    """normalize.cu's strip_prepass: row and column passes in one kernel for many narrow tables;
+    rides: the other stack takes it, and this one (of any count) rides along in its launch."""
+    return (not fused and 1 < ch <= STRIP_MAX_HEIGHT and segs_for(cw, fused) == 0
+            and (count >= STRIP_MIN_COUNT or rides) and width <= STRIP_MAX_WIDTH)
 
 
 def sampled_table(read_width, ch, cw, count, fused=False):
@@ -1064,10 +1065,12 @@ def test_explain_reports_the_modelled_prepass(left, right, window, mode):
         assert prepass_paths((69, 70), (53, 54), (1000, 1), (50, 55)) == (False, False)
         assert crops[0]["col_bands"] == 1 == partials_for(69 * 70) == crops[0]["partials"]
         assert [s["table_columns"] for s in crops] == [50, 55] and [s["sampled"] for s in crops] == [True, False]
-        assert crops[0]["strip"] and not crops[1]["strip"] and not pp["staged_epilogue"]
+        # the template rides along in the frames' strip launch
+        assert crops[0]["strip"] and crops[1]["strip"] and not pp["staged_epilogue"]
+        assert not strip_prepass(53, 54, 1, 55) and strip_prepass(53, 54, 1, 55, rides=True)
     if right == "156x116":  # the frames' tables: 50 of 133 columns (368 KB a frame otherwise); the template's whole
         assert [s["table_columns"] for s in crops] == [50, 117] and [s["sampled"] for s in crops] == [True, False]
-        assert crops[0]["strip"] and not crops[1]["strip"]  # 1000 frames, one template
+        assert crops[0]["strip"] and crops[1]["strip"]  # 1000 frames; one template, riding along
         assert crops[0]["strip"] == strip_prepass(172, 132, 1000, 50) and crops[0]["col_bands"] == 1
         assert not pp["staged_epilogue"]
     if left == "1300x9":
@@ -1097,6 +1100,9 @@ def test_strip_prepass_where():
     a wide table, a one-row crop or a crop of the fused prepass do not; kStripRows is a block's warps."""
     assert strip_prepass(69, 70, 1000, 50) and strip_prepass(172, 132, 1000, 50)
     assert not strip_prepass(172, 132, 1, 50) and not strip_prepass(172, 132, 1000, STRIP_MAX_WIDTH + 1)
+    # a stack of one crop rides along in the other stack's launch, within the same shape limits
+    assert strip_prepass(156, 116, 1, 117, rides=True) and not strip_prepass(1, 600, 1, 601, rides=True)
+    assert not strip_prepass(156, 116, 1, 117, fused=True, rides=True)
     assert not strip_prepass(1, 600, 1000, 601) and not strip_prepass(39, 37, 1000, 38, fused=True)
     assert strip_prepass(STRIP_MAX_HEIGHT, 9, 64, 10) and not strip_prepass(STRIP_MAX_HEIGHT + 1, 9, 64, 10)
     assert "constexpr int kStripRows = kThreads / kWarp;" in SOURCE
@@ -1188,7 +1194,7 @@ def test_normalize_paths_cases_take_the_paths_they_name():
     assert big["left"]["fused"] and not big["staged_epilogue"] and not big["template_epilogue"]
     assert big["left"]["table_columns"] == 71 and FUSED_SMEM - 8 * 1024 < fused_smem_bytes(69, 70) <= FUSED_SMEM
     # the strip prepass on rows of two lane-run chunks (83 x 224 crops: past 32·kLaneRunMax columns)
-    assert pp["strip"]["left"]["strip"] and pp["strip"]["left"]["sampled"] and not pp["strip"]["right"]["strip"]
+    assert pp["strip"]["left"]["strip"] and pp["strip"]["left"]["sampled"] and pp["strip"]["right"]["strip"]
     assert strip_prepass(83, 224, 70, pp["strip"]["left"]["table_columns"]) and 224 > LANE_RUN_MAX * WARP
 
 
