@@ -3,7 +3,8 @@
 writes (one per case, `ncu --csv --page raw`), keeps one call's kernels (the last full repetition of
 the launch sequence), and prints per kernel its duration, DRAM bytes, DRAM throughput and issue
 use, with the call's sum beside the benchmark's time per call (results/<gpu>/summary.csv) and the
-output's write time at the memory floor.
+output's write time at the memory floor. Cases (DIR/cases.txt: `NAME variant=... form=...`) give
+`size=` or hL, wL, hR, wR, and may give nL, nR, max_shift, normalize and launch.
 
     scripts/ncu_account.py DIR [--summary results/nvidia-h200/summary.csv] [--reduced OUTDIR]
 
@@ -22,8 +23,9 @@ import pandas as pd
 COLS = ["Kernel Name", "gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum",
         "dram__throughput.avg.pct_of_peak_sustained_elapsed", "sm__inst_issued.avg.pct_of_peak_sustained_active",
         "sm__warps_active.avg.pct_of_peak_sustained_active", "launch__grid_size", "launch__registers_per_thread"]
-# The harness's own kernels (inputs, poisoning, the check against the float64 reference).
-HARNESS = re.compile(r"fill|poison|reference|gather|flush|empty|compare", re.I)
+# The harness's own kernels (inputs, poisoning, the check against the float64 reference and its
+# gather of sampled outputs). Not the window crop's gather_flat_kernel: a cropped call times it.
+HARNESS = re.compile(r"fill|poison|reference|(?<![a-z_])gather_kernel|flush|empty|compare", re.I)
 FLOOR_TBS = 4.3  # sustained DRAM write bandwidth taken as the floor (TB/s, H200)
 
 
@@ -55,6 +57,39 @@ def case_of(err: Path) -> dict:
     return {}
 
 
+def dims(spec: dict) -> tuple:
+    """(hL, wL, hR, wR) of a case spec: `size=` (square, equal) or the four sizes."""
+    if "size" in spec:
+        return (int(spec["size"]),) * 4
+    return tuple(int(spec[k]) for k in ("hL", "wL", "hR", "wR"))
+
+
+def out_elems(spec: dict) -> int:
+    """Elements of one output: (2m + 1)^2 within max_shift m, else the full (hL + hR - 1) x (wL + wR - 1)."""
+    if "max_shift" in spec:
+        return (2 * int(spec["max_shift"]) + 1) ** 2
+    hL, wL, hR, wR = dims(spec)
+    return (hL + hR - 1) * (wL + wR - 1)
+
+
+def matches(summ: pd.DataFrame, spec: dict) -> pd.Series:
+    """The summary rows of a case spec: variant, form, sizes, counts, window, normalization, launch."""
+    hL, wL, hR, wR = dims(spec)
+    m = ((summ.variant == spec["variant"]) & (summ.form == spec["form"]) & (summ.hL == hL) & (summ.wL == wL)
+         & (summ.hR == hR) & (summ.wR == wR) & (summ.nL == int(spec.get("nL", 1)))
+         & (summ.nR == int(spec.get("nR", 1))) & (summ.status == "ok"))
+    if "max_shift" in spec:
+        k = int(spec["max_shift"])
+        m &= summ.shifts.astype(str) == f"-{k}:{k},-{k}:{k}"
+    else:
+        m &= summ.shifts.isna()
+    params = summ.params.astype(str)
+    m &= params.str.contains(f"normalize={spec['normalize']}") if "normalize" in spec else ~params.str.contains("normalize=")
+    if "launch" in spec:
+        m &= params.str.contains(f"launch={spec['launch']}")
+    return m
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dir", type=Path)
@@ -77,15 +112,11 @@ def main(argv=None) -> int:
         line = f"### {key}: `{specs.get(key, '?')}`\n"
         per_call = None
         if summ is not None and spec:
-            s = summ[(summ.variant == spec["variant"]) & (summ.form == spec["form"]) & (summ.hL == int(spec["size"]))
-                     & (summ.hR == int(spec["size"])) & (summ.nL == int(spec.get("nL", 1)))
-                     & (summ.nR == int(spec.get("nR", 1))) & (summ.status == "ok") & summ.shifts.isna()]
-            if "launch" in spec:
-                s = s[s.params.astype(str).str.contains(f"launch={spec['launch']}")]
+            s = summ[matches(summ, spec)]
             if len(s):
                 r = s.sort_values("time_us").iloc[0]
                 per_call = r.time_us + (0 if pd.isna(r.finish_time_us) else r.finish_time_us)
-                out = int(r.pairs) * (2 * int(spec["size"]) - 1) ** 2 * 4
+                out = int(r.pairs) * out_elems(spec) * 4
                 line += (f"benchmark: {per_call:.1f} µs per call (+ finish); output {out / 1e6:.1f} MB, "
                          f"{out / FLOOR_TBS / 1e6:.1f} µs to write at {FLOOR_TBS} TB/s\n")
         line += (f"ncu: {len(call)} kernels, {t:.1f} µs; DRAM {rd / 1e6:.1f} MB read + {wr / 1e6:.1f} MB written "

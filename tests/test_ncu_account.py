@@ -29,3 +29,28 @@ def test_account_of_the_committed_probe():
     ff = next(s for s in sections if s.startswith("ff32x32"))
     assert "6 kernels" in ff and "1069.6 MB" in ff  # 1024 outputs of 511 x 511 floats
     assert "cols_kernel<512, 2>" in ff
+
+
+def test_account_of_named_cases_with_windows_and_normalization():
+    """Cases named by their four sizes, with a window and a normalization (zncc_frames' probe): each
+    finds its summary row (the benchmark line), and the window crop's gather_flat_kernel, timed in
+    a cropped raw call, counts among the call's kernels while the check's gather_kernel does not."""
+    probe = ROOT / "results" / "nvidia-h200" / "probes" / "strip-prepass-a38869d"
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "ncu_account.py"), str(probe),
+                        "--summary", str(ROOT / "results" / "nvidia-h200" / "summary.csv")],
+                       capture_output=True, text=True, check=True)
+    sections = {s.split(":", 1)[0]: s for s in r.stdout.split("### ")[1:]}
+    assert set(sections) == {"ffzncc156-44496c4", "ffraw156-44496c4", "ffzncc23-6fc3e0b", "ffzncc53-6fc3e0b",
+                             "ffraw53-6fc3e0b"}
+    assert all("benchmark:" in s and "output 4.4 MB" in s for s in sections.values())  # 1000 x 33 x 33 floats
+    raw = sections["ffraw53-6fc3e0b"]
+    assert "3 kernels" in raw and "gather_flat_kernel" in raw
+    assert "strip_prepass_kernel" in sections["ffzncc156-44496c4"]
+    assert ncu_account.HARNESS.search("xcorr::<unnamed>::gather_kernel(const float *)")
+    assert not ncu_account.HARNESS.search("xcorr::<unnamed>::gather_flat_kernel(const float *)")
+    spec = {"variant": "fft-fused", "form": "n-to-m", "hL": "256", "wL": "256", "hR": "53", "wR": "54",
+            "nL": "1000", "nR": "1", "max_shift": "16", "normalize": "zncc"}
+    summ = pd.read_csv(ROOT / "results" / "nvidia-h200" / "summary.csv")
+    rows = summ[ncu_account.matches(summ, spec)]
+    assert len(rows) == 1 and "normalize=zncc" in rows.iloc[0].params
+    assert len(summ[ncu_account.matches(summ, {k: v for k, v in spec.items() if k != "normalize"})]) == 1
