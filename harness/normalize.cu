@@ -1451,9 +1451,12 @@ Prepass prepass_of(const Problem& p, const NormalizeCrop& crop) {
     // A stack of too few matrices for a strip launch of its own rides along in the other's:
     // zncc_frames' one template otherwise took partial sums' and means' launches with the frames,
     // then three small grids of its own (row pass, column totals and scan: 15 us at 156 x 116).
+    // Only crops of at most the other stack's size: a block walks its matrix alone, so a larger one
+    // would outlast the launch it rides in.
+    auto elems = [](const Region& c) { return int64_t(c.h()) * c.w(); };
     if (pp.left.strip != pp.right.strip) {
-        if (pp.right.strip) pp.left = stack(cl, read.left, p.nL, true);
-        else pp.right = stack(cr, read.right, p.nR, true);
+        if (pp.right.strip && elems(cl) <= elems(cr)) pp.left = stack(cl, read.left, p.nL, true);
+        else if (pp.left.strip && elems(cr) <= elems(cl)) pp.right = stack(cr, read.right, p.nR, true);
     }
     pp.staged_epilogue = !pp.left.sampled(cl.w()) && !pp.right.sampled(cr.w()) && use_staged_epilogue(p, crop);
     pp.template_epilogue = !pp.staged_epilogue && use_template_epilogue(p);

@@ -1273,3 +1273,20 @@ def test_gpu_store_norm_writes_the_template_epilogues_bits(gpu, tmp_path, varian
     assert np.array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
     per_pair = outs[0].reshape(nl, nr, -1)  # output k = l·nr + q (one-to-many: l = 0)
     assert np.all(per_pair[:, 3] == 0) and np.any(per_pair[:, 4] != 0)
+
+
+@pytest.mark.parametrize("left,right,rides", [
+    ("1000:256x256", "1:156x116", True),   # zncc_frames: the template (156 x 116 crop) rides with the frames
+    ("1:80x80", "100:80x80", True),        # one-to-many, ±4: the image and the templates, 80 x 80 crops each
+    ("1:90x90", "100:80x80", False),       # the image's 84 x 84 crop, larger than the templates' 80 x 80
+])
+def test_a_stack_rides_along_only_with_crops_no_larger(left, right, rides):
+    """A stack of too few matrices for a strip launch of its own takes the other stack's, but only
+    with crops of at most that stack's elements: one block walks each matrix, so a larger crop
+    would outlast the launch (it takes the four-kernel path instead)."""
+    form = "n-to-m" if left.startswith("1000:") else "one-to-many"
+    window = ["--max-shift", 16 if form == "n-to-m" else 4]
+    pp = explain_prepass("--form", form, "--left", left, "--right", right, *window, "--normalize", "zncc")
+    many, few = ("left", "right") if form == "n-to-m" else ("right", "left")
+    assert pp[many]["strip"] and not pp[many]["fused"]
+    assert pp[few]["strip"] == rides, pp
