@@ -24,9 +24,12 @@
 //   rows of 512 columns or more of a crop past the fused and strip prepasses take a chunked order
 //   (each lane adds 8 consecutive columns in registers, one warp scan per 256 columns), tall tables
 //   of few columns a banded column pass (more, shorter column segments, in two kernels), many
-//   narrow tables the strip prepass (row and column passes in one kernel); crops that fit the
-//   fused prepass keep its order on either path; prepass_of below says which path a
-//   problem takes (`xcorr explain --json` prints it);
+//   narrow tables the strip prepass (row and column passes in one kernel, the rows in lane runs:
+//   up to 6 consecutive columns a lane, one warp scan a row of up to 192; also taken by crops that
+//   fit the fused prepass only at three blocks per SM or fewer, and by the other stack, of few
+//   matrices, riding along in its launch); crops that fit the fused prepass keep its order on the
+//   four-kernel path; prepass_of below says which path a problem takes (`xcorr explain --json`
+//   prints it);
 //   where the epilogue reads few of a table's columns (a window of a few shifts on large crops:
 //   normalize_crop.hpp, read_columns) and the crop takes the four kernels, the tables keep only
 //   those columns, every row (the same sums, so the same bits; normalize.cu: sampled_table);
