@@ -681,10 +681,10 @@ __global__ void col_band_scan_kernel(Stacks st, ColScratch scratch) {
 // strip-prepass-a38869d/). kLaneRunMax = 6 keeps the kernel at 64 registers, 4 blocks per SM (8: 80
 // registers, 3 blocks, slower). A lane reads and writes its run directly (k <= 6 floats 4·k bytes
 // apart: the short rows of this kernel, the loads cached; its table row is in shared memory), and
-// adds its run twice, for the total
-// before the warp scan and for the entries after it: the same sums from +0, so the same bits as
-// keeping them, in k float registers instead of 2k doubles. Columns past the span add nothing (+0
-// to a sum that is never -0 leaves it unchanged, as the model's zeros do).
+// adds its run twice, for the total before the warp scan and for the entries after it: the same
+// sums from +0, so the same bits as keeping them, in k float registers instead of 2k doubles.
+// Columns past the span add nothing (+0 to a sum that is never -0 leaves it unchanged, as the
+// model's zeros do).
 constexpr int kLaneRunMax = 6;
 __device__ __forceinline__ int lane_run(int cw) { return min((cw + kWarp - 1) / kWarp, kLaneRunMax); }
 // One lane's run of a chunk, loaded (its k <= kLaneRunMax columns from b0 + lane·k, those < n).
@@ -752,11 +752,12 @@ __device__ __forceinline__ void scan_row_runs(const float* x, float* xs, double2
 
 // The strip prepass (strip_prepass): the row and column passes of one matrix's table in one block,
 // kStripRows rows at a time. Per strip, warp w runs scan_row_runs over crop row r0 + w (the lane-run
-// order above; the shifted copy written to xs) into row w of a shared strip buffer (kStripRows x width double2); then thread c of the table's width adds the
-// strip's rows in order to its column's running sum (a shared carry, +0 at first) and writes each
-// sum to the table: entry (r, c) = (((+0 + row 1) + row 2) ... + row r) down the column from the top,
-// in double. So a table is written once, never read back here. Table row 0 is 0. The means come
-// from partial_sums_kernel and means_kernel before it (the four-kernel path's bits).
+// order above; the shifted copy written to xs) into row w of a shared strip buffer (kStripRows x
+// width double2); then thread c of the table's width adds the strip's rows in order to its
+// column's running sum (a shared carry, +0 at first) and writes each sum to the table: entry
+// (r, c) = (((+0 + row 1) + row 2) ... + row r) down the column from the top, in double. So a table
+// is written once, never read back here. Table row 0 is 0. The means come from
+// partial_sums_kernel and means_kernel before it (the four-kernel path's bits).
 // tests/test_normalize_fused.py models it. Mapping: blocks striding over the matrices of both
 // stacks (lefts first; a stack of count 0 is not this launch's), kThreads threads. Resources:
 // dynamic shared memory (kStripRows + 1) x width double2 (<= 9 x 384 x 16 = 54 KB; set by the
