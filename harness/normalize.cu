@@ -302,6 +302,16 @@ __device__ __forceinline__ double2 scan_span(const float* x, float* xs, Store st
     return make_double2(carry_a, carry_q);
 }
 
+// The chunked orders' prefix of a lane (scan_span_chunked, scan_row_runs): the Hillis-Steele
+// inclusive scan of the lanes' totals (a, q) one lane back, +0 for lane 0, added to the carry of
+// the chunks before. All 32 lanes call it.
+__device__ __forceinline__ double2 lane_prefix(double a, double q, double carry_a, double carry_q, int lane) {
+    warp_scan_pair(a, q, lane);
+    double ea = __shfl_up_sync(kFullMask, a, 1), eq = __shfl_up_sync(kFullMask, q, 1);
+    if (lane == 0) ea = 0, eq = 0;
+    return make_double2(__dadd_rn(carry_a, ea), __dadd_rn(carry_q, eq));
+}
+
 // The chunked order (chunked_rows: long rows of crops past the fused and strip prepasses): chunks of
 // kChunkCols = 32·kChunk columns; lane l owns the kChunk consecutive columns c = b0 + l·kChunk + j
 // of a chunk and adds them in order in registers, s_j = ((+0 + v_0) + v_1) ... + v_j in double (v
@@ -354,10 +364,8 @@ __device__ __forceinline__ double2 scan_span_chunked(const float* x, float* xs, 
             sa[j] = a;
             sq[j] = q;
         }
-        warp_scan_pair(a, q, lane);  // a, q: the lanes' totals, now scanned
-        double ea = __shfl_up_sync(kFullMask, a, 1), eq = __shfl_up_sync(kFullMask, q, 1);
-        if (lane == 0) ea = 0, eq = 0;
-        const double pa = __dadd_rn(carry_a, ea), pq = __dadd_rn(carry_q, eq);
+        const double2 p = lane_prefix(a, q, carry_a, carry_q, lane);  // a, q: the lanes' totals
+        const double pa = p.x, pq = p.y;
 #pragma unroll
         for (int j = 0; j < kChunk; ++j)
             stage.e[lane * (kChunk + 1) + j] = make_double2(__dadd_rn(pa, sa[j]), __dadd_rn(pq, sq[j]));
@@ -731,11 +739,8 @@ __device__ __forceinline__ void scan_row_runs(const float* x, float* xs, double2
                 a = __dadd_rn(a, d);
                 q = __dadd_rn(q, __dmul_rn(d, d));
             }
-        double ta = a, tq = q;
-        warp_scan_pair(ta, tq, lane);
-        double ea = __shfl_up_sync(kFullMask, ta, 1), eq = __shfl_up_sync(kFullMask, tq, 1);
-        if (lane == 0) ea = 0, eq = 0;
-        const double pa = __dadd_rn(carry_a, ea), pq = __dadd_rn(carry_q, eq);
+        const double2 p = lane_prefix(a, q, carry_a, carry_q, lane);
+        const double pa = p.x, pq = p.y;
         double sa = 0, sq = 0;
 #pragma unroll
         for (int j = 0; j < kLaneRunMax; ++j)
@@ -1427,15 +1432,7 @@ Prepass prepass_of(const Problem& p, const NormalizeCrop& crop) {
     // template: 15 us on one block, after the frames' 85 x 86 crops took the four kernels). The two
     // paths give the same bits (tests/test_normalize_fused.py).
     const TableColumnsPair read = read_columns(p, crop);
-    // A stack of crops past kStripOverFusedBytes that the strip prepass would take if not fused.
-    auto strip_over_fused = [&](const Region& c, const TableColumns& reads, int count) {
-        const int width = sampled_table(reads, c.h(), c.w(), count, false) ? reads.width() : c.w() + 1;
-        return fused_smem_bytes(c.h(), c.w()) > kStripOverFusedBytes &&
-               strip_prepass(c.h(), c.w(), count, width, false);
-    };
-    const bool fused = fits_fused(cl.h(), cl.w()) && fits_fused(cr.h(), cr.w()) &&
-                       !strip_over_fused(cl, read.left, p.nL) && !strip_over_fused(cr, read.right, p.nR);
-    auto stack = [&](const Region& c, const TableColumns& reads, int count, bool rides) {
+    auto stack = [&](const Region& c, const TableColumns& reads, int count, bool fused, bool rides) {
         StackPrepass s;
         s.fused = fused;
         s.partials = partials_for(int64_t(c.h()) * c.w());
@@ -1447,8 +1444,14 @@ Prepass prepass_of(const Problem& p, const NormalizeCrop& crop) {
         s.col_bands = fused || s.strip || c.h() == 1 ? 1 : col_bands_for(c.h(), c.w(), count, s.cols.width());
         return s;
     };
-    pp.left = stack(cl, read.left, p.nL, false);
-    pp.right = stack(cr, read.right, p.nR, false);
+    // A stack of crops past kStripOverFusedBytes that the strip prepass takes when not fused.
+    auto strip_over_fused = [&](const Region& c, const TableColumns& reads, int count) {
+        return fused_smem_bytes(c.h(), c.w()) > kStripOverFusedBytes && stack(c, reads, count, false, false).strip;
+    };
+    const bool fused = fits_fused(cl.h(), cl.w()) && fits_fused(cr.h(), cr.w()) &&
+                       !strip_over_fused(cl, read.left, p.nL) && !strip_over_fused(cr, read.right, p.nR);
+    pp.left = stack(cl, read.left, p.nL, fused, false);
+    pp.right = stack(cr, read.right, p.nR, fused, false);
     // A stack of too few matrices for a strip launch of its own rides along in the other's:
     // zncc_frames' one template otherwise took partial sums' and means' launches with the frames,
     // then three small grids of its own (row pass, column totals and scan: 15 us at 156 x 116).
@@ -1456,8 +1459,8 @@ Prepass prepass_of(const Problem& p, const NormalizeCrop& crop) {
     // would outlast the launch it rides in.
     auto elems = [](const Region& c) { return int64_t(c.h()) * c.w(); };
     if (pp.left.strip != pp.right.strip) {
-        if (pp.right.strip && elems(cl) <= elems(cr)) pp.left = stack(cl, read.left, p.nL, true);
-        else if (pp.left.strip && elems(cr) <= elems(cl)) pp.right = stack(cr, read.right, p.nR, true);
+        if (pp.right.strip && elems(cl) <= elems(cr)) pp.left = stack(cl, read.left, p.nL, fused, true);
+        else if (pp.left.strip && elems(cr) <= elems(cl)) pp.right = stack(cr, read.right, p.nR, fused, true);
     }
     pp.staged_epilogue = !pp.left.sampled(cl.w()) && !pp.right.sampled(cr.w()) && use_staged_epilogue(p, crop);
     pp.template_epilogue = !pp.staged_epilogue && use_template_epilogue(p);
