@@ -1,6 +1,7 @@
 // The normalized outputs' fast path (normalize.hpp explains the method): the kernels before and
 // after a variant's raw correlation, and the Instance that puts them around it.
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <stdexcept>
@@ -184,26 +185,33 @@ __device__ double block_sum(double v) {
 constexpr int kPartialAhead = 4;
 __global__ void partial_sums_kernel(Stacks st) {
     const StackRef s = st.pick();
-    const int64_t elems = int64_t(s.ch) * s.cw, slices = int64_t(s.count) * s.partials;
+    // 32-bit index arithmetic (ch·cw <= 2^30, partials <= kMaxPartials): each thread of a block
+    // worked out the block's slice with three 64-bit divisions, most of its instructions on short
+    // slices. Slice b is elements [⌊elems·b / P⌋, ⌊elems·(b + 1) / P⌋) with P = partials, written
+    // q·b + ⌊r·b / P⌋ for elems = q·P + r (the same integers).
+    const int elems = s.ch * s.cw, P = s.partials, q = elems / P, r = elems - q * P;
+    const int64_t slices = int64_t(s.count) * P;
     for (int64_t i = blockIdx.x; i < slices; i += gridDim.x) {
-        const int m = int(i / s.partials), b = int(i - int64_t(m) * s.partials);
-        const int64_t begin = elems * b / s.partials, end = elems * (b + 1) / s.partials;
+        const int m = i <= INT_MAX ? int(i) / P : int(i / P), b = int(i - int64_t(m) * P);
+        const int begin = q * b + r * b / P, end = q * (b + 1) + r * (b + 1) / P;
         const float* x = s.crop_row(m, 0);
+        // Crop row and column c of element i (not contiguous: cw < w) from one division per
+        // thread and slice, then stepped by kThreads elements: kThreads / cw rows and kThreads % cw
+        // columns, with one carry (a division per element, too, made this kernel issue-bound).
+        const int first = begin + int(threadIdx.x);
+        const int step_r = kThreads / s.cw, step_c = kThreads - step_r * s.cw;
+        int row = first / s.cw, c = first - row * s.cw;
         // kPartialAhead loads in flight, then added in order: thread t's elements and order as one
         // at a time (the same sum), without waiting on each load in turn.
         double v = 0;
-        for (int64_t i0 = begin + threadIdx.x; i0 < end; i0 += kPartialAhead * kThreads) {
+        for (int i0 = first; i0 < end; i0 += kPartialAhead * kThreads) {
             float e[kPartialAhead];
 #pragma unroll
-            for (int u = 0; u < kPartialAhead; ++u)
-                if (const int64_t i = i0 + u * kThreads; i < end) {
-                    if (s.cw == s.w) {
-                        e[u] = x[i];
-                    } else {
-                        const int r = int(i) / s.cw;
-                        e[u] = x[int64_t(r) * s.w + (int(i) - r * s.cw)];
-                    }
-                }
+            for (int u = 0; u < kPartialAhead; ++u) {
+                if (const int i = i0 + u * kThreads; i < end) e[u] = s.cw == s.w ? x[i] : x[int64_t(row) * s.w + c];
+                c += step_c, row += step_r;
+                if (c >= s.cw) c -= s.cw, ++row;
+            }
 #pragma unroll
             for (int u = 0; u < kPartialAhead; ++u)
                 if (i0 + u * kThreads < end) v += double(e[u]);
