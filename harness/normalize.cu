@@ -918,15 +918,16 @@ __device__ __forceinline__ void seq_row(const float* x, double2* row, int cw) {
 
 // The staged epilogue's copies into shared memory, by the whole block: several loads per thread in
 // flight before their stores (one at a time, each thread waited on DRAM ~6 times per output for the
-// left crop alone).
-template <class T>
+// left crop alone). kReadOnly: through the read-only cache (__ldg), for what the kernel never
+// writes; not the raw outputs, which it overwrites.
+template <class T, bool kReadOnly = true>
 __device__ __forceinline__ void stage_copy(T* dst, const T* __restrict__ src, int n) {
     constexpr int kAhead = sizeof(T) <= 4 ? 4 : 2;  // 16 or 32 bytes a thread (64 registers at most)
     for (int i0 = threadIdx.x; i0 < n; i0 += kAhead * blockDim.x) {
         T v[kAhead];
 #pragma unroll
         for (int u = 0; u < kAhead; ++u)
-            if (const int i = i0 + u * blockDim.x; i < n) v[u] = __ldg(src + i);
+            if (const int i = i0 + u * blockDim.x; i < n) v[u] = kReadOnly ? __ldg(src + i) : src[i];
 #pragma unroll
         for (int u = 0; u < kAhead; ++u)
             if (const int i = i0 + u * blockDim.x; i < n) dst[i] = v[u];
@@ -944,9 +945,14 @@ __device__ __forceinline__ double warp_direct_sum(const float* L, const float* R
                                                   int dy, int dx, int lane) {
     const Span rows = overlap_span(dy, lh, rh), cols = overlap_span(dx, lw, rw);
     const int nc = cols.end - cols.begin, n = (rows.end - rows.begin) * nc;
+    // t / nc as ⌊(t + 1/2)·(1/nc)⌋ in float: exact for t < 2·32 (the quotient is at least 1/(2·nc)
+    // from an integer, the rounding error under 1e-5), where an integer division took ~25
+    // instructions per element.
+    const float rnc = 1.0f / float(nc);
     double s = 0;
     for (int t = lane; t < n; t += kWarp) {
-        const int r = rows.begin + t / nc, c = cols.begin + t % nc;
+        const int dr = int((float(t) + 0.5f) * rnc);
+        const int r = rows.begin + dr, c = cols.begin + t - dr * nc;
         s = __dadd_rn(s, __dmul_rn(double(L[int64_t(r + dy) * lw + c + dx]), double(R[int64_t(r) * rw + c])));
     }
 #pragma unroll
@@ -1004,6 +1010,7 @@ struct EpilogueArgs {
     PairMap pairs;
     int64_t count;  // output matrices
     bool rebuild_left;  // kStaged: each left table built in shared memory from ls (Prepass::rebuild_left)
+    bool stage_out;     // kStaged: each output's raw values staged in shared memory first (stage_outputs)
 };
 
 // The epilogue of both normalizations. Algorithm: for output element (y, x) of output k, shift
@@ -1072,12 +1079,19 @@ __global__ void __launch_bounds__(kThreads, 4) epilogue_kernel(const EpilogueArg
         // floats after the tables, where the rebuild reads the left one too.
         const float* lx = a.ls + l * a.lh * a.lw;
         const float* rx = a.rs + q * a.rh * a.rw;
+        float* out = a.out + k * per;
+        const float* raw = out;  // C' (kStaged with a.stage_out: staged beside the crops)
         if constexpr (kStaged) {
             __shared__ double2 seg_total[kColSegments][kWarp];  // scan_columns' segment totals
             float* lx_sh = reinterpret_cast<float*>(staged + lcells + rcells);
             float* rx_sh = lx_sh + a.lh * a.lw;
+            float* raw_sh = rx_sh + a.rh * a.rw;
             __syncthreads();  // the previous output's reads of staged[] are done (q, l: uniform per block)
             stage_copy(lx_sh, lx, a.lh * a.lw);
+            if (a.stage_out) {
+                stage_copy<float, false>(raw_sh, out, per);
+                raw = raw_sh;
+            }
             if (!a.rebuild_left) stage_copy(staged, lsat, lcells);
             if (q != staged_right) {
                 stage_copy(staged + lcells, rsat, rcells);
@@ -1087,30 +1101,36 @@ __global__ void __launch_bounds__(kThreads, 4) epilogue_kernel(const EpilogueArg
             __syncthreads();
             if (a.rebuild_left) {
                 // The left table from the staged shifted crop: row 0 zero, the row pass, the column
-                // pass (scan_columns, as every table's). Narrow crops (at most kSeqRowCols columns,
-                // zncc_frames' 39 x 37) take one thread per row adding its columns in order: a
-                // warp's shuffle scan per 32 columns was 28% of this kernel's instructions and its
-                // longest waits; wider rows keep scan_row (mean 0: float(x' - 0) is x'). Both fixed
-                // orders (tests/test_normalize_fused.py models them).
+                // pass. Narrow crops (at most kSeqRowCols columns, zncc_frames' 39 x 37) take one
+                // thread per row adding its columns in order, then one thread per column adding its
+                // rows in order from +0 (add_down): a warp's shuffle scan per 32 columns was 28% of
+                // this kernel's instructions and its longest waits, and scan_columns' segments with
+                // their barriers 17%. Wider rows keep scan_row (mean 0: float(x' - 0) is x') and
+                // scan_columns, the fused prepass's own code and bits. Fixed orders
+                // (tests/test_normalize_fused.py models them).
                 for (int c = threadIdx.x; c < lw1; c += blockDim.x) staged[c] = make_double2(0, 0);
                 if (a.lw <= kSeqRowCols) {
                     for (int r = threadIdx.x; r < a.lh; r += blockDim.x)
                         seq_row(lx_sh + r * a.lw, staged + (r + 1) * lw1, a.lw);
+                    __syncthreads();
+                    for (int c = threadIdx.x; c < lw1; c += blockDim.x) {
+                        double2 acc = make_double2(0, 0);
+                        add_down<2, true>(staged, 1, a.lh + 1, int(lw1), c, acc);
+                    }
                 } else {
                     for (int r = warp; r < a.lh; r += kThreads / kWarp)
                         scan_row<1, false, false, false>(lx_sh + r * a.lw, nullptr, staged + (r + 1) * lw1, a.lw, 0.0,
                                                          lane);
+                    __syncthreads();
+                    for (int c0 = 0; c0 < lw1; c0 += kWarp)
+                        scan_columns<1>(staged, a.lh, int(lw1), c0 + lane, warp, seg_total);
                 }
-                __syncthreads();
-                for (int c0 = 0; c0 < lw1; c0 += kWarp)
-                    scan_columns<1>(staged, a.lh, int(lw1), c0 + lane, warp, seg_total);
                 __syncthreads();
             }
             lsat = staged, rsat = staged + lcells;
             lx = lx_sh, rx = rx_sh;
         }
         const double ml = a.lmean[l], mr = a.rmean[q];
-        float* out = a.out + k * per;
         // Warp-uniform: every lane runs every iteration (j past the end: `in` false), so that the
         // warp can take its small overlaps' direct sums together.
         for (int j0 = blockIdx.y * blockDim.x + warp * kWarp; j0 < per; j0 += gridDim.y * blockDim.x) {
@@ -1138,18 +1158,21 @@ __global__ void __launch_bounds__(kThreads, 4) epilogue_kernel(const EpilogueArg
             const int rr = rows.begin - a.rr0, rc = cols.begin - a.rc0;
             const double2 sl = box_sum<kStaged>(lsat, lw1, lr, lr + nr, lcol(lc), lcol(lc + nc));
             const double2 sr = box_sum<kStaged>(rsat, rw1, rr, rr + nr, rcol(rc), rcol(rc + nc));
-            if (!direct) c = double(out[j]);
-            double v = 0;
+            if (!direct) c = double(raw[j]);
+            float v = 0.0f;
             if constexpr (kMode == Normalize::ZeroLag) {
                 const double d = a.c00[k];
-                if (d != 0) v = (c + mr * sl.x + ml * sr.x + n * ml * mr) / d;
+                if (d != 0) v = float((c + mr * sl.x + ml * sr.x + n * ml * mr) / d);
             } else {
                 const ZnccFactor fl = zncc_factor(sl, n, ml), fr = zncc_factor(sr, n, mr);
                 // rsqrt (within 1 ulp) and a product rather than sqrt and a division: two fewer
-                // double-precision iterations with their slow-path branches per element
-                if (fl.varies && fr.varies) v = fmin(1.0, fmax(-1.0, (n * c - sl.x * sr.x) * rsqrt(fl.f * fr.f)));
+                // double-precision iterations with their slow-path branches per element. Clamped
+                // after the rounding to float (the same value: rounding is monotonic and +-1 are
+                // floats), one instruction a side where double fmin/fmax took six.
+                if (fl.varies && fr.varies)
+                    v = fminf(1.0f, fmaxf(-1.0f, float((n * c - sl.x * sr.x) * rsqrt(fl.f * fr.f))));
             }
-            out[j] = float(v);
+            out[j] = v;
         }
     }
 }
@@ -1357,9 +1380,18 @@ constexpr int64_t kStagedMinOutputs = 256;
 size_t staged_epilogue_bytes(const NormalizeCrop& c) {
     return table_bytes(c.left.h(), c.left.w()) + table_bytes(c.right.h(), c.right.w());
 }
-// Its dynamic shared memory: the two tables, then the two shifted crops as floats.
-size_t staged_smem_bytes(const NormalizeCrop& c) {
-    return staged_epilogue_bytes(c) + (size_t(c.left.h()) * c.left.w() + size_t(c.right.h()) * c.right.w()) * sizeof(float);
+// Whether the staged epilogue stages each output's raw values too (EpilogueArgs::stage_out): outputs
+// of at most kStagedOutBytes (zncc_frames' 33 x 33: 4.3 KB). Copied with the crop, the loads are
+// in flight together, where each element's own load, late in its iteration, was the staged
+// kernel's longest wait (17% of its stall samples on zncc_frames' 23 x 21 template).
+constexpr size_t kStagedOutBytes = 16 * 1024;
+bool stage_outputs(const Problem& p) { return size_t(p.out_h()) * p.out_w() * sizeof(float) <= kStagedOutBytes; }
+// Its dynamic shared memory: the two tables, then the two shifted crops as floats, then (stage_outputs)
+// an output's raw values.
+size_t staged_smem_bytes(const Problem& p, const NormalizeCrop& c) {
+    const size_t out = stage_outputs(p) ? size_t(p.out_h()) * p.out_w() : 0;
+    return staged_epilogue_bytes(c) +
+           (size_t(c.left.h()) * c.left.w() + size_t(c.right.h()) * c.right.w() + out) * sizeof(float);
 }
 bool use_staged_epilogue(const Problem& p, const NormalizeCrop& c) {
     const size_t bytes = staged_epilogue_bytes(c);
@@ -1495,8 +1527,8 @@ Normalizer::Normalizer(const Problem& p, const NormalizeCrop& crop) : p_(p), cro
         XC_CUDA_CHECK(cudaFuncSetAttribute(fused_prepass_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            int(fused_smem_)));
     sampled_ = L.sampled(cl.w()) || R.sampled(cr.w());
-    if (prepass_.staged_epilogue && staged_smem_bytes(crop) > 48 * 1024) {
-        const int bytes = int(staged_smem_bytes(crop));
+    if (prepass_.staged_epilogue && staged_smem_bytes(p, crop) > 48 * 1024) {
+        const int bytes = int(staged_smem_bytes(p, crop));
         XC_CUDA_CHECK(cudaFuncSetAttribute(epilogue_kernel<Normalize::Zncc, true>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
         XC_CUDA_CHECK(cudaFuncSetAttribute(epilogue_kernel<Normalize::ZeroLag, true>,
@@ -1670,6 +1702,7 @@ void Normalizer::epilogue(float* out, cudaStream_t stream, bool terms) {
     a.pairs = pair_map(p_);
     a.count = p_.out_count();
     a.rebuild_left = prepass_.rebuild_left;
+    a.stage_out = prepass_.staged_epilogue && stage_outputs(p_);
     const int64_t per = int64_t(p_.out_h()) * p_.out_w();
     const bool zl = p_.normalize == Normalize::ZeroLag;
     // The unstaged epilogues' blockIdx.y: the elements of an output, kThreads a block.
@@ -1686,7 +1719,7 @@ void Normalizer::epilogue(float* out, cudaStream_t stream, bool terms) {
         // the staged right table across those with the same right.
         auto epilogue = zl ? epilogue_kernel<Normalize::ZeroLag, true> : epilogue_kernel<Normalize::Zncc, true>;
         const unsigned gx = unsigned(std::min<int64_t>(a.count, kMaxGridY));
-        epilogue<<<dim3(gx, 1), kThreads, staged_smem_bytes(crop_), stream>>>(a);
+        epilogue<<<dim3(gx, 1), kThreads, staged_smem_bytes(p_, crop_), stream>>>(a);
     } else if (prepass_.template_epilogue) {
         auto epilogue = sampled_ ? (zl ? template_epilogue_kernel<Normalize::ZeroLag, true>
                                        : template_epilogue_kernel<Normalize::Zncc, true>)

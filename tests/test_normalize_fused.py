@@ -590,9 +590,9 @@ def seq_row(x):
 
 def rebuilt_table(xs):
     """The staged epilogue's left table with rebuild_left (normalize.cu, epilogue_kernel): from the
-    staged shifted copy xs itself, row 0 zero, the row pass (seq_row for crops of at most
-    kSeqRowCols columns, else scan_row with mean 0 per row), then scan_columns; the shifted copy is
-    not written again."""
+    staged shifted copy xs itself, row 0 zero; crops of at most kSeqRowCols columns: seq_row per
+    row, then one thread per column adding the rows in order from +0 (add_down); wider ones:
+    scan_row with mean 0 per row, then scan_columns. The shifted copy is not written again."""
     ch, cw = xs.shape
     table = np.full((ch + 1, cw + 1, 2), np.nan)  # shared memory, poisoned
     table[0, :] = 0
@@ -602,8 +602,14 @@ def rebuilt_table(xs):
         else:
             again, table[r + 1] = scan_row(xs[r], 0.0, cw)
             assert np.array_equal(again.view(np.uint32), xs[r].view(np.uint32))  # float(x' - 0) is x'
-    for c0 in range(0, cw + 1, WARP):
-        scan_columns(table, ch, c0 + np.arange(WARP))
+    if cw <= SEQ_ROW_COLS:
+        acc = np.zeros((cw + 1, 2))
+        for r in range(1, ch + 1):
+            acc = acc + table[r]
+            table[r] = acc
+    else:
+        for c0 in range(0, cw + 1, WARP):
+            scan_columns(table, ch, c0 + np.arange(WARP))
     return table
 
 
