@@ -26,8 +26,10 @@ from xcsuite.cli.plot import VARIANT_COLORS
 
 NPP = pb.PEER_BY_NAME["npp-normlevel"]
 VALID = "variant=npp-normlevel form=one-to-one hL=64 wL=48 hR=8 wR=5"
-# The wheel the lead unpacked (tests only read it): NPP loads on a machine without a GPU
-WHEEL_LIB = Path("/tmp/nppw/x/nvidia/cu13/lib")
+# An unpacked nvidia-npp wheel's library folder, where one is at hand (tests only read it: NPP loads
+# on a machine without a GPU): XCORR_TEST_NPP_WHEEL_LIB, e.g. after `pip download --no-deps
+# nvidia-npp -d w && unzip -q w/*.whl -d w/x`, w/x/nvidia/cu13/lib.
+WHEEL_LIB = Path(os.environ.get("XCORR_TEST_NPP_WHEEL_LIB", "/nonexistent/nvidia-npp-wheel"))
 
 
 def peerbench(*args, env=None):
@@ -145,7 +147,7 @@ def test_the_candidates_cover_the_sonames_the_toolkit_and_the_wheels(monkeypatch
     assert (str(tmp_path / "libnppc.so.12"), str(tmp_path / "libnppist.so.12")) in cands
 
 
-@pytest.mark.skipif(not (WHEEL_LIB / "libnppist.so.13").exists(), reason=f"no unpacked nvidia-npp wheel at {WHEEL_LIB}")
+@pytest.mark.skipif(not (WHEEL_LIB / "libnppist.so.13").exists(), reason="no unpacked nvidia-npp wheel (XCORR_TEST_NPP_WHEEL_LIB: its nvidia/cu13/lib folder)")
 def test_the_wheel_loads_without_a_gpu(monkeypatch):
     monkeypatch.setattr(pb, "_NPP", None)
     monkeypatch.setenv("XCORR_NPP_DIR", str(WHEEL_LIB))
