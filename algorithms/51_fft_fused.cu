@@ -664,8 +664,10 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a, O
 // row pass overlaps the left spectra (rows_kernel).
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0; 256 threads, no spills): rows / cols (forward,
-// correlate, pair) / out_rows (kWindow = false | true) registers: N = 256: 61 / 64, 128, 64 /
-// 62 | 64; 512: 100 / 102, 132, 127 / 103 | 94; 1024: 115 / 121, 178, 125 / 101 | 102. Shared
+// correlate, pair) / out_rows (kWindow = false | true) registers: N = 256: 61 / 80, 151, 89 /
+// 62 | 64; 512: 100 / 96, 165, 127 / 103 | 94; 1024: 115 / 128, 224, 157 / 101 | 102 (so the
+// correlate pass runs one block per SM; two, under a 128-register bound, measured no better:
+// notes). Shared
 // memory: rows and out_rows (teams N + N) x 8 bytes (68 KB at N = 512), cols (N (TC + 1) + N) x 8
 // bytes (74 KB at N = 512).
 // Measurements of the staged path: results/nvidia-h200/notes/51_fft_fused.md.
