@@ -2,6 +2,7 @@
 (scripts/slurm-sweep), against the fake bench pretending to be several GPUs (FAKE_GPUS,
 FAKE_GPU_NAMES): issue #24, on the CPU."""
 import collections
+import glob
 import json
 import os
 import re
@@ -308,6 +309,25 @@ def slurm():
     finally:
         subprocess.run([str(script), "stop", str(d)], capture_output=True, text=True, timeout=120, env=env)
         shutil.rmtree(d, ignore_errors=True)
+
+
+def test_slurm_local_refuses_a_bad_gpu_setting_and_leaves_nothing_running(tmp_path):
+    """XCORR_SLURM_GPUS is a number of fake GPUs or `real` (this machine's /dev/nvidiaN): anything
+    else, or `real` where there is no GPU, ends with a clear error before a daemon is started."""
+    missing = [t for t in SLURM_TOOLS if not find_tool(t)]
+    if missing or os.geteuid() != 0:
+        pytest.skip("scripts/slurm-local checks its GPU setting only as root with Slurm installed "
+                    f"({'not root' if os.geteuid() != 0 else ', '.join(missing) + ' not found'})")
+    settings = ["two", "-1"] + ([] if glob.glob("/dev/nvidia[0-9]*") else ["real"])
+    for value in settings:
+        d = tmp_path / f"s-{value}"
+        env = {**os.environ, "XCORR_SLURM_GPUS": value, "XCORR_SLURMCTLD_PORT": str(free_port()),
+               "XCORR_SLURMD_PORT": str(free_port())}
+        r = subprocess.run([str(ROOT / "scripts" / "slurm-local"), "start", str(d)], capture_output=True, text=True,
+                           timeout=60, env=env)
+        assert r.returncode == 1 and "XCORR_SLURM_GPUS" in r.stderr, (value, r.returncode, r.stderr)
+        assert r.stdout == "", r.stdout  # no SLURM_CONF to use
+        assert not (d / "munge" / "munged.pid").exists() and not (d / "slurmctld.pid").exists(), value
 
 
 def submit(capsys, *argv) -> list:
