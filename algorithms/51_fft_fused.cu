@@ -655,8 +655,9 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a, O
 // matrix never written), cols_kernel (phase 2: a block stages a tile of TC adjacent columns of R
 // in shared memory, one column per team; the forward DFT, then per mode: store the spectrum
 // (kForward), or multiply by the left spectrum and invert (kCorrelate), or multiply two stored
-// spectra and invert (kPair), the result written back as rows of H), and out_rows_kernel
-// (phase 3: row pairs of H -> output rows). Per 256 x 256 right of 1-to-32 at 256 (N = 512) that
+// spectra and invert (kPair), or, one-to-one, transform the left's staged column too and multiply
+// by it (kCorrelateBoth: no kForward launch for the left), the result written back as rows of H),
+// and out_rows_kernel (phase 3: row pairs of H -> output rows). Per 256 x 256 right of 1-to-32 at 256 (N = 512) that
 // moves about 4.4 MB (input 0.26, R 0.5 twice, H 1 twice, output 1, left spectrum from L2) where
 // the cuFFT pipeline moves about 11. Every kernel but the first of a run is a programmatic
 // dependent launch that waits for its predecessor before touching global memory (so each also
@@ -667,9 +668,9 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a, O
 // correlate, pair) / out_rows (kWindow = false | true) registers: N = 256: 61 / 80, 151, 89 /
 // 62 | 64; 512: 100 / 96, 165, 127 / 103 | 94; 1024: 115 / 128, 224, 157 / 101 | 102 (so the
 // correlate pass runs one block per SM; two, under a 128-register bound, measured no better:
-// notes). Shared
+// notes); kCorrelateBoth 142, 240, 254 (one-to-one: a few blocks in all). Shared
 // memory: rows and out_rows (teams N + N) x 8 bytes (68 KB at N = 512), cols (N (TC + 1) + N) x 8
-// bytes (74 KB at N = 512).
+// bytes (74 KB at N = 512), kCorrelateBoth (2 N (TC + 1) + N) x 8 bytes (143 KB at N = 512).
 // Measurements of the staged path: results/nvidia-h200/notes/51_fft_fused.md.
 
 template <int N>
@@ -684,6 +685,7 @@ struct Staged {
     static constexpr int col_tiles = (Qh + TC - 1) / TC;
     static constexpr size_t row_smem = (size_t(teams) * N + N) * sizeof(float2);  // team slots + twiddles
     static constexpr size_t col_smem = (size_t(N) * tpitch + N) * sizeof(float2);  // tile + twiddles
+    static constexpr size_t col_smem_both = (2 * size_t(N) * tpitch + N) * sizeof(float2);  // kCorrelateBoth
 };
 
 struct StagedArgs {
@@ -701,6 +703,7 @@ struct StagedArgs {
     int wait_late;      // rows_kernel: wait for the previous kernel after the work, not before
     PairMap pairs;
     float scale;
+    const float2* RL = nullptr;  // cols_kernel kCorrelateBoth: the lefts' row spectra (matrix i at RL + i N rpitch)
 };
 
 // Output index of chunk output s: one right per output (k = j0 + s), or for n-to-m left-major
@@ -742,7 +745,10 @@ __global__ void __launch_bounds__(Staged<N>::threads) rows_kernel(StagedArgs a) 
     if (a.wait_late) pdl_wait();
 }
 
-enum ColMode : int { kForward = 0, kCorrelate = 1, kPair = 2 };
+// kCorrelateBoth (one-to-one): kCorrelate with the left's column DFTs done in the same block, from
+// the left's row spectra staged beside the right's, instead of by a kForward launch before it: one
+// dependent launch fewer in a chain of a few small ones.
+enum ColMode : int { kForward = 0, kCorrelate = 1, kPair = 2, kCorrelateBoth = 3 };
 
 // Phase 2: blockIdx.x = tile of TC columns, blockIdx.y strides over the launch's matrices/outputs.
 // kPair at N = 512 is declared at two blocks per SM, which it runs at anyway: the bound lets ptxas
@@ -753,9 +759,11 @@ template <int N, int MODE>
 __global__ void __launch_bounds__(Staged<N>::threads, MODE == kPair && N == 512 ? 2 : 1) cols_kernel(StagedArgs a) {
     using G = Staged<N>;
     constexpr int E = G::E, T = G::T, TC = G::TC, P = G::tpitch;
+    constexpr bool kBoth = MODE == kCorrelateBoth;
     extern __shared__ float2 smem[];
     float2* tile = smem;
-    const float2* tw = staged_twiddles<N>(smem + N * P);
+    float2* tile_l = smem + N * P;  // kBoth: the left's tile
+    const float2* tw = staged_twiddles<N>(smem + (kBoth ? 2 : 1) * N * P);
     const Team tm = this_team<N>();
     const int c0 = blockIdx.x * TC, c = c0 + tm.id, ncols = min(TC, G::Qh - c0);
     const int h_data = ((MODE == kForward ? a.h : a.hR) + 1) & ~1;  // rows of R written (even)
@@ -766,6 +774,14 @@ __global__ void __launch_bounds__(Staged<N>::threads, MODE == kPair && N == 512 
             for (int i = threadIdx.x; i < h_data * TC; i += G::threads) {
                 const int r = i / TC, j = i - r * TC;
                 if (j < ncols) tile[r * P + j] = src[r * G::rpitch + j];
+            }
+            if constexpr (kBoth) {
+                const float2* src_l = a.RL + int64_t(a.pairs.left_of(chunk_output(a, s))) * N * G::rpitch + c0;
+                const int hl_data = (a.hL + 1) & ~1;
+                for (int i = threadIdx.x; i < hl_data * TC; i += G::threads) {
+                    const int r = i / TC, j = i - r * TC;
+                    if (j < ncols) tile_l[r * P + j] = src_l[r * G::rpitch + j];
+                }
             }
             __syncthreads();
         }
@@ -780,6 +796,17 @@ __global__ void __launch_bounds__(Staged<N>::threads, MODE == kPair && N == 512 
                     const int n = tm.t + T * e;
                     v[e] = mul_conj(__ldg(L + n), __ldg(Rs + n), a.scale);
                 }
+            } else if constexpr (kBoth) {
+                // The left column's spectrum, back into its own slots in natural layout (the
+                // thread's elements t + T e: exactly those `post` asks this thread for below), then
+                // the right's forward DFT with the product in its post step, as in kCorrelate.
+                float2* col_l = tile_l + tm.id;
+                forward_column<N>(v, col_l, P, (a.hL + 1) & ~1, tm, tw);
+                __syncwarp(tm.mask);  // the team has read its exchange (as in inverse_column)
+#pragma unroll
+                for (int e = 0; e < E; ++e) col_l[(tm.t + T * e) * P] = v[e];
+                forward_column<N>(v, col, P, h_data, tm, tw,
+                                  [&](int n, float2 x) { return mul_conj(col_l[n * P], x, a.scale); });
             } else if constexpr (MODE == kForward) {
                 forward_column<N>(v, col, P, h_data, tm, tw);
                 float2* dst = a.spec + ((a.spec0 + s) * G::Qh + c) * N;
@@ -939,6 +966,8 @@ public:
                 for (auto kernel : {cols_kernel<NN, kForward>, cols_kernel<NN, kCorrelate>, cols_kernel<NN, kPair>})
                     XC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                        int(G::col_smem)));
+                XC_CUDA_CHECK(cudaFuncSetAttribute(cols_kernel<NN, kCorrelateBoth>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(G::col_smem_both)));
                 per_sm_ = 1;
             }
         });
@@ -1029,10 +1058,13 @@ private:
         const auto cols_grid = [&](int64_t count) {
             return dim3(unsigned(G::col_tiles), unsigned(std::min<int64_t>(count, 65535)));
         };
-        // The left spectra.
+        // The left spectra (one-to-one: the left's row spectra only; its columns are transformed
+        // beside the right's, kCorrelateBoth).
+        const bool both = p_.form == Form::OneToOne;
         rows_kernel<NN><<<rows_grid(a.count * ((a.h + 1) / 2)), G::threads, G::row_smem, stream>>>(a);
         XC_CHECK_LAUNCH();
-        launch_dependent(cols_kernel<NN, kForward>, cols_grid(a.count), dim3(G::threads), G::col_smem, stream, a);
+        if (both) a.RL = rows_.get();
+        else launch_dependent(cols_kernel<NN, kForward>, cols_grid(a.count), dim3(G::threads), G::col_smem, stream, a);
         for (int j0 = 0; j0 < p_.nR; j0 += K_) {
             const int kc = std::min(K_, p_.nR - j0);
             a.src = right + int64_t(j0) * p_.hR * p_.wR;
@@ -1052,6 +1084,9 @@ private:
                                  a);
                 a.count = int64_t(p_.nL) * kc;
                 launch_dependent(cols_kernel<NN, kPair>, cols_grid(a.count), dim3(G::threads), G::col_smem, stream, a);
+            } else if (both) {
+                launch_dependent(cols_kernel<NN, kCorrelateBoth>, cols_grid(a.count), dim3(G::threads),
+                                 G::col_smem_both, stream, a);
             } else {
                 launch_dependent(cols_kernel<NN, kCorrelate>, cols_grid(a.count), dim3(G::threads), G::col_smem,
                                  stream, a);
@@ -1093,7 +1128,7 @@ XCORR_REGISTER_VARIANT(Variant{
                "output layout; one block per matrix in shared memory up to 191 x 191 outputs, staged through "
                "global memory up to 1023 x 1023",
     .timed = "everything, from the left spectra to the output layout (2 kernels up to 191 x 191 outputs, "
-             "5 or more beyond)",
+             "4 or more beyond)",
     .precision = "fp32",
     .tolerance = 2e-6,
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
