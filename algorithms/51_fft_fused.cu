@@ -770,19 +770,16 @@ __global__ void __launch_bounds__(Staged<N>::threads, MODE == kPair && N == 512 
     float2* col = tile + tm.id;
     for (int64_t s = blockIdx.y; s < a.count; s += gridDim.y) {
         if constexpr (MODE != kPair) {
-            const float2* src = a.R + s * N * G::rpitch + c0;
-            for (int i = threadIdx.x; i < h_data * TC; i += G::threads) {
-                const int r = i / TC, j = i - r * TC;
-                if (j < ncols) tile[r * P + j] = src[r * G::rpitch + j];
-            }
-            if constexpr (kBoth) {
-                const float2* src_l = a.RL + int64_t(a.pairs.left_of(chunk_output(a, s))) * N * G::rpitch + c0;
-                const int hl_data = (a.hL + 1) & ~1;
-                for (int i = threadIdx.x; i < hl_data * TC; i += G::threads) {
+            // rows [0, h) of the tile's columns of matrix m's row spectra at R
+            const auto stage = [&](float2* dst, const float2* R, int64_t m, int h) {
+                const float2* src = R + m * N * G::rpitch + c0;
+                for (int i = threadIdx.x; i < h * TC; i += G::threads) {
                     const int r = i / TC, j = i - r * TC;
-                    if (j < ncols) tile_l[r * P + j] = src_l[r * G::rpitch + j];
+                    if (j < ncols) dst[r * P + j] = src[r * G::rpitch + j];
                 }
-            }
+            };
+            stage(tile, a.R, s, h_data);
+            if constexpr (kBoth) stage(tile_l, a.RL, a.pairs.left_of(chunk_output(a, s)), (a.hL + 1) & ~1);
             __syncthreads();
         }
         if (tm.id < ncols) {
