@@ -657,12 +657,12 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a, O
 // (kForward), or multiply by the left spectrum and invert (kCorrelate), or multiply two stored
 // spectra and invert (kPair), or, one-to-one, transform the left's staged column too and multiply
 // by it (kCorrelateBoth: no kForward launch for the left), the result written back as rows of H),
-// and out_rows_kernel (phase 3: row pairs of H -> output rows). Per 256 x 256 right of 1-to-32 at 256 (N = 512) that
-// moves about 4.4 MB (input 0.26, R 0.5 twice, H 1 twice, output 1, left spectrum from L2) where
-// the cuFFT pipeline moves about 11. Every kernel but the first of a run is a programmatic
-// dependent launch that waits for its predecessor before touching global memory (so each also
-// covers everything before it): launch latency and twiddle tables overlap, and the first chunk's
-// row pass overlaps the left spectra (rows_kernel).
+// and out_rows_kernel (phase 3: row pairs of H -> output rows). Per 256 x 256 right of 1-to-32 at
+// 256 (N = 512) that moves about 4.4 MB (input 0.26, R 0.5 twice, H 1 twice, output 1, left
+// spectrum from L2) where the cuFFT pipeline moves about 11. Every kernel but the first of a run
+// is a programmatic dependent launch that waits for its predecessor before touching global memory
+// (so each also covers everything before it): launch latency and twiddle tables overlap, and the
+// first chunk's row pass overlaps the left spectra (rows_kernel).
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0; 256 threads, no spills): rows / cols (forward,
 // correlate, pair) / out_rows (kWindow = false | true) registers: N = 256: 61 / 80, 151, 89 /
@@ -989,9 +989,14 @@ public:
     }
 
 private:
+    // The staged path transforms the left's columns inside the correlate pass (kCorrelateBoth), so
+    // no left spectrum is stored: one-to-one, where each left has one right.
+    bool left_columns_in_correlate() const { return p_.form == Form::OneToOne; }
+
     // Workspace: one-block path: the spectra (lefts; n-to-m: all). Staged path, with chunks of K
     // rights: row spectra of nL + K matrices (apart, so that the first chunk's row pass can run
-    // alongside the left spectra), spectra of the lefts (n-to-m: and K rights),
+    // alongside the left spectra), spectra of the lefts (n-to-m: and K rights; none when
+    // left_columns_in_correlate()),
     // K * G column-inverted products (G = nL for n-to-m, else 1). K = nR when everything fits in
     // 45% of the free memory (or XCORR_FFT_MAX_CHUNK caps it), else the most that fits.
     void plan_memory() {
@@ -1003,7 +1008,8 @@ private:
             int64_t spec, rows, H;  // complex numbers
         };
         const auto sizes = [&](int64_t k) {
-            return staged ? Sizes{(nL + (ntom ? k : 0)) * spec_slot, (nL + k) * row_slot, k * G * row_slot}
+            const int64_t specs = left_columns_in_correlate() ? 0 : nL + (ntom ? k : 0);
+            return staged ? Sizes{specs * spec_slot, (nL + k) * row_slot, k * G * row_slot}
                           : Sizes{(ntom ? nL + nR : nL) * spec_slot, 0, 0};
         };
         const auto bytes = [&](int64_t k) {
@@ -1057,7 +1063,7 @@ private:
         };
         // The left spectra (one-to-one: the left's row spectra only; its columns are transformed
         // beside the right's, kCorrelateBoth).
-        const bool both = p_.form == Form::OneToOne;
+        const bool both = left_columns_in_correlate();
         rows_kernel<NN><<<rows_grid(a.count * ((a.h + 1) / 2)), G::threads, G::row_smem, stream>>>(a);
         XC_CHECK_LAUNCH();
         if (both) a.RL = rows_.get();
