@@ -32,6 +32,8 @@
 //   outputs, and are copied from the host once: a slot that already holds a piece's left or right
 //   matrices (n-to-m pieces of whole lefts all take every right) does not copy them again, and one
 //   whose neighbour holds them copies them from its buffer (device to device, on `up`).
+//   Direct. Where the caller's output is page-locked itself (page_locked), download(i) writes piece
+//   i straight into it and drain only waits: no staging, no host copy (the schedule is the same).
 //   On any exception the streams are synchronised before the buffers are freed.
 #include "xcorr/batch.hpp"
 
@@ -251,14 +253,13 @@ void run_pipeline(const std::vector<Piece>& pieces, int slots, Ops& ops) {
         if (!drained[size_t(j)]) throw std::logic_error("batch pipeline: piece " + std::to_string(j) + " never drained");
 }
 
-// Copies `n` floats between host buffers, in up to kCopyThreads threads (the calling one included)
-// of at least kCopyPerThread floats each: the copy out of the pinned staging into the caller's
-// output is where a fresh output's first-touch page faults are paid, and one thread pays them
-// serially.
-constexpr int kCopyThreads = 4;
-constexpr size_t kCopyPerThread = size_t(4) << 20;  // floats (16 MB)
-void host_copy(float* dst, const float* src, size_t n) {
-    const size_t parts = std::clamp<size_t>(n / kCopyPerThread, 1, kCopyThreads);
+// Copies `n` floats between host buffers, in up to `threads` threads (the calling one included) of
+// at least kCopyPerThread floats each: the copy out of the pinned staging into the caller's output
+// is where a fresh output's first-touch page faults are paid, and one thread pays them serially;
+// with several devices draining at once, a few threads each are what keeps the host's memory busy.
+constexpr size_t kCopyPerThread = size_t(1) << 20;  // floats (4 MB)
+void host_copy(float* dst, const float* src, size_t n, int threads) {
+    const size_t parts = std::clamp<size_t>(n / kCopyPerThread, 1, size_t(std::max(threads, 1)));
     auto part = [=](size_t k) {
         const size_t a = n * k / parts, b = n * (k + 1) / parts;
         std::memcpy(dst + a, src + a, (b - a) * sizeof(float));
@@ -272,6 +273,29 @@ void host_copy(float* dst, const float* src, size_t n) {
     for (size_t rest = k; rest < parts; ++rest) part(rest);
     part(0);
     for (std::thread& t : helpers) t.join();
+}
+
+// Host threads per device for host_copy: the host's cores shared among the devices draining at
+// once, at most 8 each (a memcpy's bandwidth stops growing well before that).
+int copy_threads(int devices) {
+    const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+    return std::clamp(cores / std::max(devices, 1), 1, 8);
+}
+
+// Whether the `bytes` at `p` are page-locked host memory (cudaMallocHost, cudaHostAlloc,
+// cudaHostRegister: PyTorch's pin_memory=True, cupyx.empty_pinned): then the GPU downloads a
+// piece straight into the caller's output and no staging copy is needed. Both ends are asked (a
+// pointer's attributes say nothing about the bytes after it); any doubt means the staged path.
+bool page_locked(const void* p, size_t bytes) {
+    auto locked = [](const void* q) {
+        cudaPointerAttributes a{};
+        if (cudaPointerGetAttributes(&a, q) != cudaSuccess) {
+            cudaGetLastError();  // not sticky; the staged path is always right
+            return false;
+        }
+        return a.type == cudaMemoryTypeHost;
+    };
+    return bytes > 0 && locked(p) && locked(static_cast<const char*>(p) + bytes - 1);
 }
 
 // Owning pinned host memory (RAII), `count` floats at least (size() says how many).
@@ -383,8 +407,8 @@ struct Slot {
     PinnedBuffer staging;
     Event uploaded, computed, downloaded;
     int device;
-    Slot(size_t l, size_t r, size_t o, int dev)
-        : left(l), right(r), out(o), staging(StagingPool::get().take(dev, o)), device(dev) {}
+    Slot(size_t l, size_t r, size_t o, int dev, bool staged)
+        : left(l), right(r), out(o), staging(staged ? StagingPool::get().take(dev, o) : PinnedBuffer()), device(dev) {}
     ~Slot() { StagingPool::get().give_back(device, std::move(staging)); }
     Slot(const Slot&) = delete;
     Slot& operator=(const Slot&) = delete;
@@ -399,6 +423,8 @@ struct GpuSteps {
     float* out;
     std::vector<std::unique_ptr<Slot>>& slots;
     cudaStream_t streams[kQueues];
+    bool direct;       // `out` is page-locked: download into it, nothing to drain
+    int copy_threads;  // host threads of a drain
 
     cudaEvent_t event(EventKind e, int s) const {
         const Slot& b = *slots[size_t(s)];
@@ -429,12 +455,16 @@ struct GpuSteps {
     }
     void download(int i, int s) {
         Slot& b = *slots[size_t(s)];
-        XC_CUDA_CHECK(cudaMemcpyAsync(b.staging.get(), b.out.get(), sizeof(float) * pieces[size_t(i)].problem.out_elems(),
-                                      cudaMemcpyDeviceToHost, streams[kDown]));
+        const Piece& c = pieces[size_t(i)];
+        float* to = direct ? data_of(p, c, left, right, out).out : b.staging.get();
+        XC_CUDA_CHECK(cudaMemcpyAsync(to, b.out.get(), sizeof(float) * c.problem.out_elems(), cudaMemcpyDeviceToHost,
+                                      streams[kDown]));
     }
     void drain(int j, int s) {
+        if (direct) return;  // the download wrote the caller's output (the host waited for it)
         const Piece& c = pieces[size_t(j)];
-        host_copy(data_of(p, c, left, right, out).out, slots[size_t(s)]->staging.get(), size_t(c.problem.out_elems()));
+        host_copy(data_of(p, c, left, right, out).out, slots[size_t(s)]->staging.get(), size_t(c.problem.out_elems()),
+                  copy_threads);
     }
 };
 
@@ -494,7 +524,7 @@ public:
         const Piece& c = pieces_[size_t(j)];
         const std::vector<float>& st = staging_[size_t(s)];
         if (st.size() != size_t(c.problem.out_elems())) throw std::logic_error("batch pipeline: slot holds another piece");
-        host_copy(data_of(p_, c, left_, right_, out_).out, st.data(), st.size());
+        host_copy(data_of(p_, c, left_, right_, out_).out, st.data(), st.size(), copy_threads(1));
     }
     // Runs what is left in the queues (at the end of a run, as the GPU path synchronises).
     void finish() {
@@ -556,12 +586,14 @@ private:
 // a plan per piece shape, kSlots slots of buffers for the largest piece, pipelined (header comment).
 // `seconds`: its phases by the host's clock (BatchReport::seconds).
 void run_device(const PlanSpec& spec, const Problem& p, const float* left, const float* right, float* out, int device,
-                int index, int64_t k0, int64_t k1, int64_t max_outputs, std::vector<Piece>& done, std::string& algorithm,
-                DeviceSeconds& seconds) {
+                int index, int devices, int64_t k0, int64_t k1, int64_t max_outputs, std::vector<Piece>& done,
+                std::string& algorithm, DeviceSeconds& seconds, char& direct) {
     using Clock = std::chrono::steady_clock;
     auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
     XC_CUDA_CHECK(cudaSetDevice(device));
     if (k0 >= k1) return;
+    const size_t out_elems = matrix_elems(p.out_h(), p.out_w());
+    direct = page_locked(out + size_t(k0) * out_elems, sizeof(float) * size_t(k1 - k0) * out_elems);
     int64_t m = max_outputs;
     if (m <= 0) {
         size_t free_b = 0, total_b = 0;
@@ -590,10 +622,11 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
                 // destroyed (synchronised) first, so nothing in flight outlives the buffers.
                 std::vector<std::unique_ptr<Slot>> slots;
                 for (size_t s = 0; s < std::min<size_t>(kSlots, pieces.size()); ++s)
-                    slots.push_back(std::make_unique<Slot>(most_l, most_r, most_o, device));
+                    slots.push_back(std::make_unique<Slot>(most_l, most_r, most_o, device, !direct));
                 Stream up, compute_stream, down;
                 algorithm = plans.begin()->second.algorithm();
-                GpuSteps steps{p, pieces, plans, left, right, out, slots, {up.s, compute_stream.s, down.s}};
+                GpuSteps steps{p,     pieces, plans, left, right, out, slots, {up.s, compute_stream.s, down.s},
+                               bool(direct), copy_threads(devices)};
                 setup = since(t0);
                 const Clock::time_point t1 = Clock::now();
                 run_pipeline(pieces, int(slots.size()), steps);
@@ -696,14 +729,15 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
     std::vector<std::vector<Piece>> done(n);
     std::vector<std::string> algorithms(n);
     std::vector<DeviceSeconds> seconds(n);
+    std::vector<char> direct(n, 0);
     std::vector<std::exception_ptr> errors(n);
     std::vector<std::thread> threads;
     for (int i = 0; i < n; ++i) {
         const auto [k0, k1] = device_run(p.out_count(), n, i);
         threads.emplace_back([&, i, k0 = k0, k1 = k1] {
             try {
-                run_device(spec, p, left, right, out, devices[i], i, k0, k1, options.max_outputs, done[i], algorithms[i],
-                           seconds[i]);
+                run_device(spec, p, left, right, out, devices[i], i, n, k0, k1, options.max_outputs, done[i],
+                           algorithms[i], seconds[i], direct[i]);
             } catch (...) {
                 errors[i] = std::current_exception();
             }
@@ -715,6 +749,7 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
     for (auto& d : done) report.pieces.insert(report.pieces.end(), d.begin(), d.end());
     report.algorithms = algorithms;
     report.seconds = seconds;
+    report.direct.assign(direct.begin(), direct.end());
     return report;
 }
 

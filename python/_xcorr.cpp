@@ -13,6 +13,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -344,13 +345,26 @@ NB_MODULE(_xcorr, m) {
             t["setup"] = r.seconds[d].setup;
             t["pipeline"] = r.seconds[d].pipeline;
             t["teardown"] = r.seconds[d].teardown;
+            t["direct"] = bool(r.direct[d]);
             seconds.append(t);
         }
         return nb::make_tuple(pieces, seconds);
     }, "spec"_a, "left"_a, "right"_a, "out"_a, "devices"_a, "max_outputs"_a,
        "The whole output from host stacks, split across `devices` (\"all\", \"0,1\"; \"\": the current one) in "
        "pieces of at most max_outputs matrices (0: what fits): ([(device, first output, outputs, algorithm) per "
-       "piece], [{device, setup, pipeline, teardown} seconds per device]).");
+       "piece], [{device, setup, pipeline, teardown} seconds per device, with direct: whether the device downloaded "
+       "straight into a page-locked out]).");
+    m.def("empty_pinned", [](size_t count) {
+        int devices = 0;
+        if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+            cudaGetLastError();
+            xcorr::require_gpu();  // throws NoGpuError with the reason, not a bare CUDA error
+        }
+        float* p = nullptr;
+        XC_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&p), std::max<size_t>(count, 1) * sizeof(float)));
+        nb::capsule owner(p, [](void* q) noexcept { cudaFreeHost(q); });
+        return nb::ndarray<nb::numpy, float, nb::ndim<1>>(p, {count}, owner);
+    }, "count"_a, "A NumPy float32 array of `count` elements in page-locked host memory (cudaMallocHost).");
     m.def("release_batch_buffers", &xcorr::release_batch_buffers,
           "Frees the pinned host staging run_batch keeps between calls.");
     m.def("batch_buffer_bytes", &xcorr::batch_buffer_bytes, "Bytes of pinned host staging run_batch keeps now.");

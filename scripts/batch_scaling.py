@@ -6,8 +6,9 @@ GPUs of --gpus; the best of --repeat calls after one warm-up call each, and the 
 against the one-GPU result (they must agree to 1e-5). Twice per GPU count: a fresh result array per
 call (what a plain call costs, first-touch page faults of the new array included) and out= a
 result array reused from call to call (what a loop over batches costs: the GPUs' throughput with the
-copies, no page faults); their difference per GPU count is `fresh_overhead_seconds`; each best
-call's phases per device (setup, pipeline, teardown: xcorr._api.last_batch) as `phases_*`. Beside them,
+copies, no page faults); their difference per GPU count is `fresh_overhead_seconds`; and out= in
+page-locked memory reused (xcorr.empty_pinned: the GPUs download into it directly, no host copy;
+`seconds_out_pinned`, where the package has empty_pinned); each best call's phases per device (setup, pipeline, teardown: xcorr._api.last_batch) as `phases_*`. Beside them,
 `first_touch_seconds`: a fresh NumPy array of the result's size written once by one host thread (the
 page-fault cost the fresh calls pay, spread over the devices' threads). Prints and writes JSON with
 the GPUs, the driver, the package's build and the git revision.
@@ -114,6 +115,7 @@ def main(argv=None):
 
     one = None
     reused = None  # the out= array of the reused-output timing
+    pinned = None  # the page-locked out= array (xcorr.empty_pinned), where the package has it
     for k in range(1, len(devices) + 1):
         def call(out=None):
             return xcorr.correlate2d(left, right, form=args.form, devices=devices[:k], chunk=args.chunk, out=out,
@@ -123,9 +125,12 @@ def main(argv=None):
             reused = np.empty_like(out)
             result["first_touch_seconds"] = min(first_touch(out.shape) for _ in range(args.repeat))
         best_reused, got, phases_reused = best_of(lambda: call(reused))
+        if pinned is None and hasattr(xcorr, "empty_pinned"):
+            pinned = xcorr.empty_pinned(out.shape)
+        best_pinned, got_pinned, phases_pinned = best_of(lambda: call(pinned)) if pinned is not None else (None, None, None)
         if one is None:
             one = out.copy()
-        err = max(float(np.linalg.norm(r - one) / np.linalg.norm(one)) for r in (out, got))
+        err = max(float(np.linalg.norm(r - one) / np.linalg.norm(one)) for r in (out, got, got_pinned) if r is not None)
         first = result["runs"][0] if result["runs"] else None
         pairs = out.size // (out.shape[-2] * out.shape[-1])
         run = {"devices": devices[:k], "seconds": best, "speedup": first["seconds"] / best if first else 1.0,
@@ -135,13 +140,20 @@ def main(argv=None):
                "pairs_per_second": pairs / best, "pairs_per_second_out_reused": pairs / best_reused,
                "difference_to_one_gpu": err, "output_gb": out.nbytes / 1e9,
                "phases_fresh": phases_fresh, "phases_out_reused": phases_reused}
+        if best_pinned is not None:
+            run.update({"seconds_out_pinned": best_pinned,
+                        "speedup_out_pinned": first["seconds_out_pinned"] / best_pinned if first else 1.0,
+                        "pairs_per_second_out_pinned": pairs / best_pinned, "phases_out_pinned": phases_pinned})
         result["runs"].append(run)
         if k == 1:
             print(f"fresh {run['output_gb']:.2f} GB array written once (one thread): "
                   f"{result['first_touch_seconds'] * 1e3:.1f} ms", flush=True)
         print(f"{k} GPU(s) {devices[:k]}: {best * 1e3:9.1f} ms (out= reused: {best_reused * 1e3:9.1f} ms), speed-up "
               f"{run['speedup']:.2f}x ({run['speedup_out_reused']:.2f}x), difference to one GPU {err:.1e}", flush=True)
-        for label, ph in (("fresh", phases_fresh), ("out= reused", phases_reused)):
+        if best_pinned is not None:
+            print(f"    out= page-locked, reused: {best_pinned * 1e3:9.1f} ms, speed-up {run['speedup_out_pinned']:.2f}x",
+                  flush=True)
+        for label, ph in (("fresh", phases_fresh), ("out= reused", phases_reused), ("out= pinned", phases_pinned)):
             for d in ph or []:
                 print(f"    {label:11s} GPU {d['device']}: setup {d['setup'] * 1e3:7.1f} ms, pipeline "
                       f"{d['pipeline'] * 1e3:7.1f} ms, teardown {d['teardown'] * 1e3:7.1f} ms", flush=True)

@@ -126,13 +126,13 @@ def test_pipelined_reference_equals_the_whole_for_every_piece_count(xcorr, tmp_p
     assert 1 in counts and any(c % 2 for c in counts if c > 1) and any(c % 2 == 0 for c in counts)
 
 
-def test_pipelined_reference_large_piece_copied_out_by_two_threads(xcorr, tmp_path):
-    """One piece of 34 x 513 x 513 floats (past the 8 Mi floats from which batch.cpp's host_copy
-    splits the copy out of staging: two parts of 4 Mi floats or more) equals 34 pieces copied by one
-    thread each, and the float64 reference."""
+def test_pipelined_reference_large_piece_copied_out_by_several_threads(xcorr, tmp_path):
+    """One piece of 34 x 513 x 513 floats (past the 2 Mi floats from which batch.cpp's host_copy
+    splits the copy out of staging: parts of 1 Mi floats or more, up to 8 threads) equals 34 pieces
+    copied by one thread each (263 Ki floats), and the float64 reference."""
     rng = seeded_rng("pipeline-large")
     left, right = rng.random((1, 512, 512), dtype=np.float32), rng.random((34, 2, 2), dtype=np.float32)
-    assert 34 * 513 * 513 >= 2 * (4 << 20)
+    assert 34 * 513 * 513 >= 8 * (1 << 20) and 513 * 513 < 2 * (1 << 20)
     lp, rp = save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right)
     base = ["--algorithm", "reference", "--form", "one-to-many", lp, rp]
     assert xrun(xcorr, *base, "--out", tmp_path / "one.npy", "--chunk", "34").returncode == 0
@@ -316,3 +316,41 @@ def test_gpu_package_batch_keeps_its_staging_between_calls(gpu):
     assert results[0] > 0 and results[1] == results[0]  # two slots' staging, kept and reused
     xcorr.clear_cache()
     assert xcorr._xcorr.batch_buffer_bytes() == 0
+
+
+@pytest.mark.parametrize("args,needle", [
+    (((2, -1),), "must not be negative"),
+    (("2x3",), "sequence of ints"),
+    (((2, 3), np.float64), "holds float32"),
+])
+def test_package_empty_pinned_checks_its_arguments(args, needle):
+    """Refused with a ValueError before any GPU is needed (so also in CI)."""
+    xcorr = _package()
+    with pytest.raises(ValueError, match=re.escape(needle)):
+        xcorr.empty_pinned(*args)
+
+
+def test_gpu_package_batch_downloads_into_a_page_locked_out(gpu):
+    """out= in page-locked memory (xcorr.empty_pinned): every device downloads its pieces straight
+    into it (last_batch says direct, no staging is pinned) and the result, poisoned beforehand, is
+    the reference's and bit for bit the staged path's (same pieces, same kernels); a pageable out=
+    goes through the staging (direct False)."""
+    xcorr = _package()
+    xcorr.clear_cache()
+    rng = seeded_rng("pkg-batch-direct")
+    left, right = rng.random((6, 40, 33), dtype=np.float32) - 0.5, rng.random((5, 9, 12), dtype=np.float32) - 0.5
+    want = xcorr.correlate2d(left, right, form="n-to-m", algorithm="reference", max_shift=(7, 5))
+    pinned = xcorr.empty_pinned(want.shape)
+    assert pinned.shape == want.shape and pinned.dtype == np.float32 and pinned.flags.c_contiguous
+    pinned.fill(np.nan)
+    got = xcorr.correlate2d(left, right, form="n-to-m", max_shift=(7, 5), chunk=4, devices="all", out=pinned)
+    assert got is pinned and np.isfinite(got).all()
+    assert np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want)
+    assert len(xcorr._api.last_batch["pieces"]) > 2  # both slots, more than once
+    assert all(d["direct"] for d in xcorr._api.last_batch["seconds"]), xcorr._api.last_batch
+    assert xcorr._xcorr.batch_buffer_bytes() == 0  # nothing staged
+    pageable = np.full(want.shape, np.nan, np.float32)
+    xcorr.correlate2d(left, right, form="n-to-m", max_shift=(7, 5), chunk=4, devices="all", out=pageable)
+    assert not any(d["direct"] for d in xcorr._api.last_batch["seconds"])
+    np.testing.assert_array_equal(pageable, pinned)
+    xcorr.clear_cache()

@@ -105,3 +105,44 @@ def test_each_gpu_counts_best_call_records_its_phases(monkeypatch, tmp_path, cap
             first = [i + 1 for i, (d, o) in enumerate(calls) if len(d) == k and o == (key == "phases_out_reused")]
             assert ph[0]["setup"] in first[1:] and ph[0]["pipeline"] == 2.0 * ph[0]["setup"]
     assert re.search(r"out= reused GPU 2: setup +\d+\.\d ms, pipeline +\d+\.\d ms, teardown +500\.0 ms", printed)
+
+
+def test_a_package_with_empty_pinned_is_also_timed_into_a_page_locked_array(monkeypatch, tmp_path, capsys):
+    """Where the package has empty_pinned, each GPU count is also timed into one page-locked out=
+    (allocated once, reused): its seconds, speed-up against one GPU and pair rate are recorded, and
+    a wrong result into it fails the run like any other."""
+    calls, allocated = [], []
+    m = fake_xcorr(calls)
+
+    def empty_pinned(shape):
+        allocated.append(shape)
+        return np.full(shape, np.nan, np.float32)
+    m.empty_pinned = empty_pinned
+    monkeypatch.setitem(sys.modules, "xcorr", m)
+    out = tmp_path / "s.json"
+    assert load_script().main(["--left", "2:5x6", "--right", "3:4x3", "--max-shift", "-1", "--repeat", "2",
+                               "--out", str(out)]) == 0
+    assert "out= page-locked, reused:" in capsys.readouterr().out
+    runs = json.loads(out.read_text())["runs"]
+    assert len(allocated) == 1 and tuple(allocated[0]) == (6, 8, 8)  # the result's shape, once
+    for r in runs:
+        assert r["seconds_out_pinned"] > 0 and r["pairs_per_second_out_pinned"] == 6 / r["seconds_out_pinned"]
+    assert runs[0]["speedup_out_pinned"] == 1.0
+    assert runs[1]["speedup_out_pinned"] == runs[0]["seconds_out_pinned"] / runs[1]["seconds_out_pinned"]
+    for k in (1, 2, 3):  # fresh, reused, page-locked: a warm-up and --repeat calls each
+        assert [o for d, o in calls if len(d) == k] == [False] * 3 + [True] * 6
+
+    # the page-locked array written wrong by the two-GPU run: that run fails
+    calls.clear()
+    inner = m.correlate2d
+
+    def wrong_into_pinned(left, right, form, devices, chunk=None, out=None, **window):
+        res = inner(left, right, form, devices, chunk=chunk, out=out, **window)
+        if pinned_seen and out is pinned_seen[0] and len(devices) == 2:
+            out += 1.0
+        return res
+    pinned_seen = []
+    m.empty_pinned = lambda shape: pinned_seen.append(empty_pinned(shape)) or pinned_seen[-1]
+    m.correlate2d = wrong_into_pinned
+    assert load_script().main(["--left", "2:5x6", "--right", "3:4x3", "--max-shift", "-1", "--repeat", "1"]) == 1
+    assert "differs from the one-GPU result" in capsys.readouterr().err

@@ -60,12 +60,17 @@ struct BatchReport {
     std::vector<Piece> pieces;
     std::vector<std::string> algorithms;  // per device in BatchOptions::devices order
     std::vector<DeviceSeconds> seconds;   // likewise
+    // Likewise: whether the device downloaded its pieces straight into `out` (page-locked host
+    // memory: cudaMallocHost, cudaHostRegister, PyTorch's pin_memory) instead of through the staging.
+    std::vector<bool> direct;
 };
 
 // Computes the whole output of `spec` from host stacks into the host output `out` (laid out as the
 // contract says), piece by piece, one host thread per device, each device's pieces pipelined: piece
 // i's upload and piece i-1's download overlap piece i's kernels, the outputs staged in pinned memory
-// and copied into `out` by the host while the GPU runs the next piece (batch.cpp's header says how). With spec.algorithm "reference" the
+// and copied into `out` by the host while the GPU runs the next piece (batch.cpp's header says how),
+// or, where `out` is page-locked host memory itself, downloaded straight into it (no host copy: the
+// fastest way to run a loop of batches is one page-locked `out` reused). With spec.algorithm "reference" the
 // pieces run on the CPU in float64 (rounded to float32) one after another and `devices` must be
 // empty: the split and assembly, checked without a GPU. Throws what Plan throws; a piece that does
 // not fit even alone (one output matrix) is a UsageError naming it.

@@ -9,8 +9,8 @@
 
 The definition, forms and windows are docs/CONVENTIONS.md of the repository.
 """
-from ._api import (CudaError, NoGPUError, Plan, algorithms, clear_cache, correlate1d, correlate2d, explain,
-                   gpu_info)
+from ._api import (CudaError, NoGPUError, Plan, algorithms, clear_cache, correlate1d, correlate2d, empty_pinned,
+                   explain, gpu_info)
 
 try:
     from importlib.metadata import PackageNotFoundError, version
@@ -18,5 +18,5 @@ try:
 except PackageNotFoundError:  # imported from a build directory, not installed
     __version__ = "unknown"
 
-__all__ = ["CudaError", "NoGPUError", "Plan", "algorithms", "clear_cache", "correlate1d", "correlate2d", "explain",
+__all__ = ["CudaError", "NoGPUError", "Plan", "algorithms", "clear_cache", "correlate1d", "correlate2d", "empty_pinned", "explain",
            "gpu_info", "__version__"]
