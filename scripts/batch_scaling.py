@@ -14,7 +14,8 @@ page-fault cost the fresh calls pay, spread over the devices' threads). Prints a
 the GPUs, the driver, the package's build and the git revision.
 
     python scripts/batch_scaling.py [--form n-to-m] [--left 64:96x96] [--right 4096:96x96]
-                                    [--max-shift 16] [--gpus all] [--chunk N] [--repeat 3] [--out F]
+                                    [--max-shift 16] [--algorithm auto] [--gpus all] [--chunk N]
+                                    [--repeat 3] [--out F]
 Needs a GPU (exit 3 without one, with the reason)."""
 import argparse
 import json
@@ -54,6 +55,7 @@ def main(argv=None):
     ap.add_argument("--left", default="64:96x96")
     ap.add_argument("--right", default="4096:96x96")
     ap.add_argument("--max-shift", type=int, default=16, help="the window (-1: the full output)")
+    ap.add_argument("--algorithm", default="auto", help="what each GPU runs (auto: what it picks)")
     ap.add_argument("--gpus", default="all", help="'all' or device indices, e.g. 0,1")
     ap.add_argument("--chunk", type=int, default=None, help="at most this many output matrices per piece")
     ap.add_argument("--repeat", type=int, default=3)
@@ -86,6 +88,7 @@ def main(argv=None):
         smi = [f"nvidia-smi not run: {e}"]
     result = {"gpu": info["name"], "nvidia_smi": smi, "git_revision": git_revision(),
               "form": args.form, "left": list(ls), "right": list(rs), "window": window, "chunk": args.chunk,
+              "algorithm": args.algorithm,
               "repeat": args.repeat, "runs": []}
     def phases():
         """each device's setup/pipeline/teardown seconds of the package's last batch call (None where
@@ -119,6 +122,7 @@ def main(argv=None):
     for k in range(1, len(devices) + 1):
         def call(out=None):
             return xcorr.correlate2d(left, right, form=args.form, devices=devices[:k], chunk=args.chunk, out=out,
+                                     algorithm=args.algorithm,
                                      **window)
         best, out, phases_fresh = best_of(call)
         if reused is None:
@@ -140,6 +144,9 @@ def main(argv=None):
                "pairs_per_second": pairs / best, "pairs_per_second_out_reused": pairs / best_reused,
                "difference_to_one_gpu": err, "output_gb": out.nbytes / 1e9,
                "phases_fresh": phases_fresh, "phases_out_reused": phases_reused}
+        last = getattr(getattr(xcorr, "_api", None), "last_batch", None)
+        if last and last.get("pieces"):  # what the GPUs ran (auto's pick per piece shape)
+            run["algorithms_run"] = sorted({piece[3] for piece in last["pieces"]})
         if best_pinned is not None:
             run.update({"seconds_out_pinned": best_pinned,
                         "speedup_out_pinned": first["seconds_out_pinned"] / best_pinned if first else 1.0,
