@@ -28,10 +28,11 @@
 //   piece after the other (a plan's workspace is one). With a given chunk (max_outputs) the pieces
 //   and plans are those of the unpipelined version, so every output is computed by the same kernels
 //   on the same data: only the scheduling changed.
-//   Inputs are copied from the caller's (pageable) stacks directly: they are small next to the
-//   outputs, and are copied from the host once: a slot that already holds a piece's left or right
-//   matrices (n-to-m pieces of whole lefts all take every right) does not copy them again, and one
-//   whose neighbour holds them copies them from its buffer (device to device, on `up`).
+//   Inputs are copied from the caller's stacks once: a slot that already holds a piece's left or
+//   right matrices (n-to-m pieces of whole lefts all take every right) does not copy them again,
+//   and one whose neighbour holds them copies them from its buffer (device to device, on `up`).
+//   A large pageable input goes through two pinned bounce buffers (Bounce: the driver's own way
+//   runs at a sixth of the link's rate), small or page-locked ones directly.
 //   Direct. Where the caller's output is page-locked itself (page_locked), download(i) writes piece
 //   i straight into it and drain only waits: no staging, no host copy (the schedule is the same).
 //   On any exception the streams are synchronised before the buffers are freed.
@@ -331,6 +332,7 @@ private:
 // with them; at most kSlots stay per device (the largest), the rest are freed. Calls on one device
 // from several threads at once each get buffers of their own. release_batch_buffers() frees them
 // all. Leaked at exit on purpose: freeing pinned memory after the CUDA runtime has shut down fails.
+// Keyed by device for the output staging, by bounce_key(device) for the upload bounce buffers.
 class StagingPool {
 public:
     static StagingPool& get() {
@@ -380,6 +382,8 @@ private:
     std::map<int, std::vector<PinnedBuffer>> kept_;
 };
 
+int bounce_key(int device) { return -1 - device; }
+
 struct Stream {
     cudaStream_t s = nullptr;
     Stream() { XC_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
@@ -414,6 +418,21 @@ struct Slot {
     Slot& operator=(const Slot&) = delete;
 };
 
+// Pageable host memory reaches a GPU at a fraction of the link's rate: the driver bounces it through
+// small pinned buffers of its own, on one thread (on the H200 hosts: ~8 GB/s from one GPU, ~5 each
+// from two at once, against ~54 from page-locked memory). So a large pageable input (n-to-m's right
+// stack, which every piece takes) is bounced here: the host copies a part into one of two pinned
+// buffers (host_copy, copy_threads threads) while the other's upload runs. From the StagingPool
+// (bounce_key); given back when destroyed, which is after the streams (run_device declares it first).
+constexpr size_t kBounceFloats = size_t(8) << 20;  // 32 MB per buffer
+constexpr size_t kBounceFrom = size_t(1) << 20;    // floats: smaller inputs go the driver's way
+struct Bounce {
+    PinnedBuffer buffer;
+    Event done;  // recorded on `up` after the upload that read the buffer
+    int device = 0;
+    ~Bounce() { StagingPool::get().give_back(bounce_key(device), std::move(buffer)); }
+};
+
 // The pipeline's steps on a GPU (the header comment says which event guards what).
 struct GpuSteps {
     const Problem& p;
@@ -424,7 +443,8 @@ struct GpuSteps {
     std::vector<std::unique_ptr<Slot>>& slots;
     cudaStream_t streams[kQueues];
     bool direct;       // `out` is page-locked: download into it, nothing to drain
-    int copy_threads;  // host threads of a drain
+    int copy_threads;  // host threads of a drain or a bounce
+    std::array<Bounce, 2>& bounces;
 
     cudaEvent_t event(EventKind e, int s) const {
         const Slot& b = *slots[size_t(s)];
@@ -441,13 +461,31 @@ struct GpuSteps {
         auto put = [&](float* dst, const float* host, int from, DeviceBuffer<float> Slot::*buffer, int64_t elems) {
             if (from == kHeld) return;
             if (from == kFromHost)
-                XC_CUDA_CHECK(cudaMemcpyAsync(dst, host, sizeof(float) * elems, cudaMemcpyHostToDevice, streams[kUp]));
+                from_host(dst, host, size_t(elems));
             else
                 XC_CUDA_CHECK(cudaMemcpyAsync(dst, ((*slots[size_t(from)]).*buffer).get(), sizeof(float) * elems,
                                               cudaMemcpyDeviceToDevice, streams[kUp]));
         };
         put(b.left.get(), d.left, left_from, &Slot::left, c.problem.left_elems());
         put(b.right.get(), d.right, right_from, &Slot::right, c.problem.right_elems());
+    }
+    // An upload on `up`, bounced (Bounce) where the input is large and pageable.
+    void from_host(float* dst, const float* host, size_t n) {
+        if (n < kBounceFrom || page_locked(host, n * sizeof(float))) {
+            XC_CUDA_CHECK(cudaMemcpyAsync(dst, host, sizeof(float) * n, cudaMemcpyHostToDevice, streams[kUp]));
+            return;
+        }
+        for (size_t a = 0, k = 0; a < n; a += kBounceFloats, ++k) {
+            Bounce& b = bounces[k % bounces.size()];
+            const size_t m = std::min(kBounceFloats, n - a);
+            if (!b.buffer.get())
+                b.buffer = StagingPool::get().take(bounce_key(b.device), kBounceFloats);
+            else
+                XC_CUDA_CHECK(cudaEventSynchronize(b.done.e));  // its last upload has read it
+            host_copy(b.buffer.get(), host + a, m, copy_threads);
+            XC_CUDA_CHECK(cudaMemcpyAsync(dst + a, b.buffer.get(), sizeof(float) * m, cudaMemcpyHostToDevice, streams[kUp]));
+            XC_CUDA_CHECK(cudaEventRecord(b.done.e, streams[kUp]));
+        }
     }
     void compute(int i, int s) {
         Slot& b = *slots[size_t(s)];
@@ -623,10 +661,12 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
                 std::vector<std::unique_ptr<Slot>> slots;
                 for (size_t s = 0; s < std::min<size_t>(kSlots, pieces.size()); ++s)
                     slots.push_back(std::make_unique<Slot>(most_l, most_r, most_o, device, !direct));
+                std::array<Bounce, 2> bounces;  // before the streams, like the slots
+                for (Bounce& b : bounces) b.device = device;
                 Stream up, compute_stream, down;
                 algorithm = plans.begin()->second.algorithm();
                 GpuSteps steps{p,     pieces, plans, left, right, out, slots, {up.s, compute_stream.s, down.s},
-                               bool(direct), copy_threads(devices)};
+                               bool(direct), copy_threads(devices), bounces};
                 setup = since(t0);
                 const Clock::time_point t1 = Clock::now();
                 run_pipeline(pieces, int(slots.size()), steps);

@@ -354,3 +354,23 @@ def test_gpu_package_batch_downloads_into_a_page_locked_out(gpu):
     assert not any(d["direct"] for d in xcorr._api.last_batch["seconds"])
     np.testing.assert_array_equal(pageable, pinned)
     xcorr.clear_cache()
+
+
+def test_gpu_package_batch_bounces_a_large_pageable_input(gpu):
+    """A right stack of 81 MB (pageable NumPy) is uploaded through batch.cpp's two pinned bounce
+    buffers (32 MB each: three parts, each buffer reused once its upload has read it), on every
+    GPU: the result, poisoned beforehand, is the reference's, and the same from a page-locked copy
+    of the inputs (uploaded directly)."""
+    xcorr = _package()
+    rng = seeded_rng("pkg-batch-bounce")
+    left = rng.random((2, 94, 93), dtype=np.float32) - 0.5
+    right = rng.random((2500, 90, 90), dtype=np.float32) - 0.5
+    assert right.nbytes > 2 * (32 << 20)
+    want = xcorr.correlate2d(left, right, form="n-to-m", algorithm="reference", max_shift=1)
+    got = np.full(want.shape, np.nan, np.float32)
+    xcorr.correlate2d(left, right, form="n-to-m", max_shift=1, devices="all", out=got)
+    assert np.isfinite(got).all() and np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want)
+    locked = xcorr.empty_pinned(right.shape)
+    locked[...] = right
+    again = xcorr.correlate2d(left, locked, form="n-to-m", max_shift=1, devices="all")
+    np.testing.assert_array_equal(again, got)
