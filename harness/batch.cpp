@@ -620,19 +620,112 @@ private:
     std::minstd_rand random_;
 };
 
+// What a device's run builds before its pipeline (plans per piece shape, the slots' buffers, the
+// bounce buffers, streams: ~3 ms per device and call on an H200, as much again to free) is kept
+// from one run_batch call to the next, one per device, and reused when the next call on that device
+// is the same problem, split and output kind (key): a loop of batches pays it once. Another
+// problem frees the kept one first (its memory may be what the new one needs).
+// release_batch_buffers() frees them all. Leaked at exit on purpose, like the StagingPool.
+struct DeviceKit {
+    std::string key;
+    int64_t m = 0;  // outputs per piece it was built for
+    std::map<std::tuple<int, int, int>, Plan> plans;
+    std::vector<std::unique_ptr<Slot>> slots;
+    std::array<Bounce, 2> bounces;
+    Stream up, compute, down;  // declared last: destroyed (synchronised) first
+};
+
+// Frees `kit` on its device (cudaFree, cufftDestroy and stream destruction want it current), the
+// caller's current device restored.
+void free_on_device(std::unique_ptr<DeviceKit> kit, int device) {
+    if (!kit) return;
+    int current = -1;
+    const bool known = cudaGetDevice(&current) == cudaSuccess;
+    if (!known || current != device) cudaSetDevice(device);
+    kit.reset();
+    if (known && current != device) cudaSetDevice(current);
+    cudaGetLastError();  // teardown is best effort; nothing to report to a caller
+}
+
+class KitCache {
+public:
+    static KitCache& get() {
+        static KitCache* cache = new KitCache;
+        return *cache;
+    }
+    // The kit kept for `device` if it was built for `key` (taken out: a concurrent run on the device
+    // builds its own), else nothing (a kept one for another key is freed).
+    std::unique_ptr<DeviceKit> take(int device, const std::string& key) {
+        std::unique_ptr<DeviceKit> kit;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            auto it = kept_.find(device);
+            if (it == kept_.end()) return nullptr;
+            kit = std::move(it->second);
+            kept_.erase(it);
+        }
+        if (kit && kit->key == key) return kit;
+        free_on_device(std::move(kit), device);
+        return nullptr;
+    }
+    void give_back(int device, std::unique_ptr<DeviceKit> kit) {
+        std::unique_ptr<DeviceKit> older;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            older = std::exchange(kept_[device], std::move(kit));
+        }
+        free_on_device(std::move(older), device);
+    }
+    size_t pinned_bytes() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        size_t b = 0;
+        for (const auto& [device, kit] : kept_) {
+            if (!kit) continue;
+            for (const auto& slot : kit->slots) b += slot->staging.size() * sizeof(float);
+            for (const Bounce& x : kit->bounces) b += x.buffer.size() * sizeof(float);
+        }
+        return b;
+    }
+    void release() {
+        std::map<int, std::unique_ptr<DeviceKit>> gone;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            gone.swap(kept_);
+        }
+        for (auto& [device, kit] : gone) free_on_device(std::move(kit), device);
+    }
+
+private:
+    std::mutex mutex_;
+    std::map<int, std::unique_ptr<DeviceKit>> kept_;
+};
+
+// What a kit is reused for: the problem, how it is computed, this device's share and split, and
+// whether the output is page-locked (no staging) or not.
+std::string kit_key(const PlanSpec& spec, const Problem& p, int64_t k0, int64_t k1, int64_t max_outputs, bool direct) {
+    std::string key = p.describe() + "|" + spec.algorithm + "|" + spec.precision + "|" + spec.normalize + "|";
+    for (const auto& [k, v] : spec.params) key += k + "=" + v + ",";
+    return key + "|" + std::to_string(k0) + ":" + std::to_string(k1) + "|" + std::to_string(max_outputs) + "|" +
+           (direct ? "direct" : "staged");
+}
+
 // One device's run: pieces of at most m outputs (halving m while the GPU runs out of memory),
-// a plan per piece shape, kSlots slots of buffers for the largest piece, pipelined (header comment).
+// a plan per piece shape, kSlots slots of buffers for the largest piece (a DeviceKit, kept for the
+// next call), pipelined (header comment).
 // `seconds`: its phases by the host's clock (BatchReport::seconds).
 void run_device(const PlanSpec& spec, const Problem& p, const float* left, const float* right, float* out, int device,
                 int index, int devices, int64_t k0, int64_t k1, int64_t max_outputs, std::vector<Piece>& done,
-                std::string& algorithm, DeviceSeconds& seconds, char& direct) {
+                std::string& algorithm, DeviceSeconds& seconds, char& direct, char& reused) {
     using Clock = std::chrono::steady_clock;
     auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
     XC_CUDA_CHECK(cudaSetDevice(device));
     if (k0 >= k1) return;
     const size_t out_elems = matrix_elems(p.out_h(), p.out_w());
     direct = page_locked(out + size_t(k0) * out_elems, sizeof(float) * size_t(k1 - k0) * out_elems);
-    int64_t m = max_outputs;
+    const std::string key = kit_key(spec, p, k0, k1, max_outputs, bool(direct));
+    std::unique_ptr<DeviceKit> kit = KitCache::get().take(device, key);  // before the free memory is read
+    reused = kit != nullptr;
+    int64_t m = kit ? kit->m : max_outputs;
     if (m <= 0) {
         size_t free_b = 0, total_b = 0;
         XC_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
@@ -642,44 +735,42 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
         std::vector<Piece> pieces;
         split_range(p, k0, k1, m, index, pieces);
         const Clock::time_point t0 = Clock::now();
-        Clock::time_point t_end;  // when the pipeline's streams were done (teardown from there)
-        double setup = 0, pipeline = 0;  // this attempt's, added to `seconds` once it succeeds
         try {
-            {
-                std::map<std::tuple<int, int, int>, Plan> plans;
+            if (!kit) {
+                kit = std::make_unique<DeviceKit>();
+                kit->key = key;
+                kit->m = m;
                 size_t most_l = 0, most_r = 0, most_o = 0;
                 for (const Piece& c : pieces) {
-                    const auto key = shape_key(c);
-                    if (!plans.count(key))
-                        plans.emplace(key, Plan(spec_of(c.problem, spec.algorithm, spec.params, spec.precision)));
+                    const auto shape = shape_key(c);
+                    if (!kit->plans.count(shape))
+                        kit->plans.emplace(shape, Plan(spec_of(c.problem, spec.algorithm, spec.params, spec.precision)));
                     most_l = std::max(most_l, size_t(c.problem.left_elems()));
                     most_r = std::max(most_r, size_t(c.problem.right_elems()));
                     most_o = std::max(most_o, size_t(c.problem.out_elems()));
                 }
-                // A run of one piece needs one slot. Declared before the streams: the streams are
-                // destroyed (synchronised) first, so nothing in flight outlives the buffers.
-                std::vector<std::unique_ptr<Slot>> slots;
+                // A run of one piece needs one slot.
                 for (size_t s = 0; s < std::min<size_t>(kSlots, pieces.size()); ++s)
-                    slots.push_back(std::make_unique<Slot>(most_l, most_r, most_o, device, !direct));
-                std::array<Bounce, 2> bounces;  // before the streams, like the slots
-                for (Bounce& b : bounces) b.device = device;
-                Stream up, compute_stream, down;
-                algorithm = plans.begin()->second.algorithm();
-                GpuSteps steps{p,     pieces, plans, left, right, out, slots, {up.s, compute_stream.s, down.s},
-                               bool(direct), copy_threads(devices), bounces};
-                setup = since(t0);
-                const Clock::time_point t1 = Clock::now();
-                run_pipeline(pieces, int(slots.size()), steps);
-                for (cudaStream_t st : steps.streams) XC_CUDA_CHECK(cudaStreamSynchronize(st));  // surfaces a fault here
-                pipeline = since(t1);
-                t_end = Clock::now();
-            }  // streams, slots (their staging back to the pool) and plans destroyed here
+                    kit->slots.push_back(std::make_unique<Slot>(most_l, most_r, most_o, device, !direct));
+                for (Bounce& b : kit->bounces) b.device = device;
+            }
+            algorithm = kit->plans.begin()->second.algorithm();
+            GpuSteps steps{p,           pieces, kit->plans, left, right, out, kit->slots,
+                           {kit->up.s, kit->compute.s, kit->down.s}, bool(direct), copy_threads(devices), kit->bounces};
+            const double setup = since(t0);
+            const Clock::time_point t1 = Clock::now();
+            run_pipeline(pieces, int(kit->slots.size()), steps);
+            for (cudaStream_t st : steps.streams) XC_CUDA_CHECK(cudaStreamSynchronize(st));  // surfaces a fault here
+            const double pipeline = since(t1);
+            const Clock::time_point t_end = Clock::now();
+            KitCache::get().give_back(device, std::move(kit));  // for the next call (an older kit freed)
             seconds.setup += setup;
             seconds.pipeline += pipeline;
             seconds.teardown += since(t_end);
             done = std::move(pieces);
             return;
         } catch (const std::exception& e) {
+            kit.reset();  // streams synchronised first, then the buffers and plans freed
             if (!out_of_memory(e)) throw;
             cudaGetLastError();  // an allocation failure is not sticky; clear it before retrying
             if (m == 1)
@@ -769,7 +860,7 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
     std::vector<std::vector<Piece>> done(n);
     std::vector<std::string> algorithms(n);
     std::vector<DeviceSeconds> seconds(n);
-    std::vector<char> direct(n, 0);
+    std::vector<char> direct(n, 0), reused(n, 0);
     std::vector<std::exception_ptr> errors(n);
     std::vector<std::thread> threads;
     for (int i = 0; i < n; ++i) {
@@ -777,7 +868,7 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
         threads.emplace_back([&, i, k0 = k0, k1 = k1] {
             try {
                 run_device(spec, p, left, right, out, devices[i], i, n, k0, k1, options.max_outputs, done[i],
-                           algorithms[i], seconds[i], direct[i]);
+                           algorithms[i], seconds[i], direct[i], reused[i]);
             } catch (...) {
                 errors[i] = std::current_exception();
             }
@@ -790,10 +881,14 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
     report.algorithms = algorithms;
     report.seconds = seconds;
     report.direct.assign(direct.begin(), direct.end());
+    report.reused.assign(reused.begin(), reused.end());
     return report;
 }
 
-void release_batch_buffers() { StagingPool::get().release(); }
-size_t batch_buffer_bytes() { return StagingPool::get().bytes(); }
+void release_batch_buffers() {
+    KitCache::get().release();  // first: its slots give their staging back to the pool
+    StagingPool::get().release();
+}
+size_t batch_buffer_bytes() { return StagingPool::get().bytes() + KitCache::get().pinned_bytes(); }
 
 }  // namespace xcorr

@@ -346,6 +346,7 @@ NB_MODULE(_xcorr, m) {
             t["pipeline"] = r.seconds[d].pipeline;
             t["teardown"] = r.seconds[d].teardown;
             t["direct"] = bool(r.direct[d]);
+            t["reused"] = bool(r.reused[d]);
             seconds.append(t);
         }
         return nb::make_tuple(pieces, seconds);
@@ -353,7 +354,7 @@ NB_MODULE(_xcorr, m) {
        "The whole output from host stacks, split across `devices` (\"all\", \"0,1\"; \"\": the current one) in "
        "pieces of at most max_outputs matrices (0: what fits): ([(device, first output, outputs, algorithm) per "
        "piece], [{device, setup, pipeline, teardown} seconds per device, with direct: whether the device downloaded "
-       "straight into a page-locked out]).");
+       "straight into a page-locked out, reused: whether it reused what it kept from the last call]).");
     m.def("empty_pinned", [](size_t count) {
         int devices = 0;
         if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -366,8 +367,8 @@ NB_MODULE(_xcorr, m) {
         return nb::ndarray<nb::numpy, float, nb::ndim<1>>(p, {count}, owner);
     }, "count"_a, "A NumPy float32 array of `count` elements in page-locked host memory (cudaMallocHost).");
     m.def("release_batch_buffers", &xcorr::release_batch_buffers,
-          "Frees the pinned host staging run_batch keeps between calls.");
-    m.def("batch_buffer_bytes", &xcorr::batch_buffer_bytes, "Bytes of pinned host staging run_batch keeps now.");
+          "Frees the plans, device buffers and pinned host staging run_batch keeps between calls.");
+    m.def("batch_buffer_bytes", &xcorr::batch_buffer_bytes, "Bytes of pinned host memory run_batch keeps now.");
     m.def("parse_devices", [](const std::string& text) { return xcorr::parse_devices(text); }, "text"_a,
           "CUDA device indices of \"all\" or \"0,1\", checked against the devices visible.");
     nb::class_<PyPlan>(m, "Plan")

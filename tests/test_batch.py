@@ -289,19 +289,20 @@ def test_gpu_package_batch_matches_the_reference(gpu, form):
     assert got.shape == want.shape and np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want)
 
 
-def test_gpu_package_batch_keeps_its_staging_between_calls(gpu):
-    """The pinned staging outlives a call (batch.cpp's StagingPool: pinning and unpinning it every
-    call cost each device its time): a second call of the same shapes pins nothing more and, on other
-    data, returns its own result, not what the first call left in the staging; each device's phases
-    are reported (xcorr._api.last_batch); clear_cache() frees the staging."""
+def test_gpu_package_batch_keeps_its_setup_between_calls(gpu):
+    """What a device's run builds (plans, device buffers, streams, the pinned staging: batch.cpp's
+    DeviceKit) outlives a call: a second call of the same problem reuses it (last_batch says so)
+    and pins nothing more and, on other data, returns its own result, not what the first call left
+    in the buffers; a call on another problem builds its own (the kept one freed first); each
+    device's phases are reported (xcorr._api.last_batch); clear_cache() frees it all."""
     xcorr = _package()
     xcorr.clear_cache()
     assert xcorr._xcorr.batch_buffer_bytes() == 0
     rng = seeded_rng("pkg-batch-staging")
     right = rng.random((5, 9, 12), dtype=np.float32) - 0.5
     results = []
-    for shift in (0.0, 3.0):
-        left = rng.random((4, 40, 33), dtype=np.float32) - 0.5 + np.float32(shift)
+    for call, (shift, width) in enumerate(((0.0, 33), (3.0, 33), (1.0, 31), (2.0, 31))):
+        left = rng.random((4, 40, width), dtype=np.float32) - 0.5 + np.float32(shift)
         want = xcorr.correlate2d(left, right, form="n-to-m", algorithm="reference")
         got = xcorr.correlate2d(left, right, form="n-to-m", chunk=3, devices=[0])  # 8 pieces: both slots
         assert np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want), shift
@@ -313,9 +314,13 @@ def test_gpu_package_batch_keeps_its_staging_between_calls(gpu):
         assert [d["device"] for d in last["seconds"]] == [0]
         phases = last["seconds"][0]
         assert phases["pipeline"] > 0 and phases["setup"] >= 0 and phases["teardown"] >= 0
+        assert phases["reused"] == (call in (1, 3)), (call, phases)  # a new problem at calls 0 and 2
     assert results[0] > 0 and results[1] == results[0]  # two slots' staging, kept and reused
     xcorr.clear_cache()
     assert xcorr._xcorr.batch_buffer_bytes() == 0
+    xcorr.correlate2d(left, right, form="n-to-m", chunk=3, devices=[0])
+    assert not xcorr._api.last_batch["seconds"][0]["reused"]  # cleared: built again
+    xcorr.clear_cache()
 
 
 @pytest.mark.parametrize("args,needle", [

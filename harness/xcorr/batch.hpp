@@ -48,8 +48,9 @@ struct BatchOptions {
 };
 
 // One device's part of a run, in seconds by the host's clock: setup (plans, device buffers, the
-// pinned staging, streams; a failed attempt that halved the pieces included), pipeline (the first
-// upload to the last output copied into the caller's array), teardown (buffers and plans freed).
+// pinned staging, streams, unless the device kept them from a call on the same problem; a failed
+// attempt that halved the pieces included), pipeline (the first upload to the last output copied
+// into the caller's array), teardown (keeping them for the next call; freeing what was kept before).
 struct DeviceSeconds {
     double setup = 0, pipeline = 0, teardown = 0;
 };
@@ -63,6 +64,8 @@ struct BatchReport {
     // Likewise: whether the device downloaded its pieces straight into `out` (page-locked host
     // memory: cudaMallocHost, cudaHostRegister, PyTorch's pin_memory) instead of through the staging.
     std::vector<bool> direct;
+    // Likewise: whether the device reused what it kept from the previous call (release_batch_buffers).
+    std::vector<bool> reused;
 };
 
 // Computes the whole output of `spec` from host stacks into the host output `out` (laid out as the
@@ -77,12 +80,13 @@ struct BatchReport {
 BatchReport run_batch(const PlanSpec& spec, const float* left, const float* right, float* out,
                       const BatchOptions& options = {});
 
-// Frees the pinned host staging that run_batch keeps between calls (two output pieces of ~64 MB
-// per device it ran on, so that a loop of batch calls does not pin and unpin memory every call).
-// Safe at any time: a run in progress keeps the buffers it holds and gives them back when it ends.
-// Call it before cudaDeviceReset, which frees them under the pool (as it does plans' memory).
+// Frees what run_batch keeps between calls so that a loop of batch calls does not pay it every
+// call: per device it ran on, the last problem's plans, device buffers (two pieces' inputs and
+// outputs) and streams, and the pinned host staging (two output pieces of ~64 MB, two 32 MB upload
+// bounce buffers). Safe at any time: a run in progress keeps what it holds and gives it back when
+// it ends. Call it before cudaDeviceReset, which frees them under the pool (as it does plans' memory).
 void release_batch_buffers();
-// The bytes of pinned staging kept now (0 after release_batch_buffers or before the first run).
+// The bytes of pinned host memory kept now (0 after release_batch_buffers or before the first run).
 size_t batch_buffer_bytes();
 
 // "all" -> every visible device; "0,2" -> those ordinals (checked against the device count when
