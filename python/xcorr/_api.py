@@ -468,7 +468,8 @@ def correlate2d(left, right, mode="full", *, max_shift=None, shifts=None, normal
     at most N output matrices (default: about 64 MB of output each, fewer where two in flight do not
     fit; a GPU's copies of one piece overlap the kernels of the next), so batches larger than one
     GPU's memory run piece by piece; returns float32 NumPy (out= a NumPy array, or None). An out=
-    in page-locked memory (xcorr.empty_pinned) is written by the GPUs directly, no host copy.
+    in page-locked memory (xcorr.empty_pinned) is written by the GPUs directly, no host copy. A
+    chunk below one left's outputs (n-to-m: M) uploads the rights again for every piece: slow.
 
     Raises ValueError for bad shapes, dtypes, windows or names, xcorr.NoGPUError without a usable
     GPU, xcorr.CudaError when CUDA fails.
