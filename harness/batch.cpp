@@ -6,8 +6,9 @@
 // emulated asynchronous machine whose queues run behind the host in random orders the waits allow),
 // which is how the CPU tests check it: a missing wait, copy or drain changes the chunked reference.
 //   Slots. kSlots sets of buffers: device left/right/output buffers and a pinned host staging
-//   buffer for the output, each sized for the device's largest piece, allocated once per run (the
-//   staging taken from a pool kept between runs: StagingPool).
+//   buffer for the output, each sized for the device's largest piece, built with the plans and
+//   streams into a DeviceKit that the device keeps for its next run of the same problem (the
+//   staging itself from a pool kept between runs: StagingPool).
 //   Piece i uses slot i mod kSlots, so piece i reuses what piece i - kSlots used.
 //   Streams. H2D copies on `up`, plan.execute on `compute`, D2H copies on `down`; per slot three
 //   events: uploaded (its inputs are on the device), computed (its kernels are done: inputs free,
@@ -18,7 +19,7 @@
 //     compute(i)         `compute` waits on uploaded[s] and downloaded[s] (piece i - kSlots's output
 //                        copied out of the device buffer), executes, records computed[s];
 //     drain(i - kSlots)  host waits on downloaded[s], then copies staging[s] into the caller's
-//                        output (memcpy, split over up to 4 threads when large): staging[s] free;
+//                        output (memcpy, split over up to 8 threads when large): staging[s] free;
 //     download(i)        `down` waits on computed[s], copies into staging[s], records downloaded[s].
 //   After the last piece, the pieces still in slots are drained, oldest first.
 //   So while the host copies piece i - 2 out of staging, the GPU runs piece i - 1's download and
@@ -35,7 +36,7 @@
 //   runs at a sixth of the link's rate), small or page-locked ones directly.
 //   Direct. Where the caller's output is page-locked itself (page_locked), download(i) writes piece
 //   i straight into it and drain only waits: no staging, no host copy (the schedule is the same).
-//   On any exception the streams are synchronised before the buffers are freed.
+//   On any exception the kit is dropped: its streams are synchronised before its buffers are freed.
 #include "xcorr/batch.hpp"
 
 #include <cuda_runtime.h>
