@@ -81,7 +81,8 @@ Piece make_piece(const Problem& p, Form form, int64_t nL, int64_t nR, int64_t le
 }
 
 // The pieces of outputs [k0, k1) of `p`, each at most m outputs (m >= 1), appended to `out`.
-void split_range(const Problem& p, int64_t k0, int64_t k1, int64_t m, int device, std::vector<Piece>& out) {
+void split_range(const Problem& p, int64_t k0, int64_t k1, int64_t m, int device, Split split,
+                 std::vector<Piece>& out) {
     int64_t k = k0;
     while (k < k1) {
         const int64_t left = k1 - k;
@@ -97,8 +98,15 @@ void split_range(const Problem& p, int64_t k0, int64_t k1, int64_t m, int device
                 break;
             }
             case Form::NToM: {  // output k = l·M + q
-                const int64_t M = p.nR, l = k / M, q = k % M;
-                if (q == 0 && left >= M && M <= m) {
+                const int64_t M = p.nR, l = k / M, q = k % M, whole = left / M;
+                // Blocks: all `whole` lefts with runs of `run` rights, where they take more than one
+                // piece and a block takes at least as many rights as lefts (batch.hpp).
+                const int64_t run = whole > 0 ? m / whole : 0;
+                if (split == Split::Blocks && q == 0 && whole * M > m && run >= whole) {
+                    for (int64_t r0 = 0; r0 < M; r0 += run)
+                        out.push_back(make_piece(p, Form::NToM, whole, std::min(run, M - r0), l, r0, k + r0, device));
+                    k += whole * M;
+                } else if (q == 0 && left >= M && M <= m) {
                     const int64_t lefts = std::min(left / M, m / M);
                     out.push_back(make_piece(p, Form::NToM, lefts, M, l, 0, k, device));
                     k += lefts * M;
@@ -273,6 +281,29 @@ void host_copy(float* dst, const float* src, size_t n, int threads) {
     } catch (const std::system_error&) {  // no thread to spare: the parts left are copied here
     }
     for (size_t rest = k; rest < parts; ++rest) part(rest);
+    part(0);
+    for (std::thread& t : helpers) t.join();
+}
+
+// Copies piece c's outputs, `staged` in the piece's own (contiguous) layout, to where they sit in
+// the batch's output (`at`: its first output; PieceLayout): one host_copy, or, for an n-to-m block,
+// its rows split over the threads.
+void copy_out(const Problem& p, const Piece& c, float* at, const float* staged, int threads) {
+    const PieceLayout L = layout_of(p, c);
+    const size_t e = size_t(p.out_h()) * size_t(p.out_w()), row = size_t(L.row) * e, pitch = size_t(L.pitch) * e;
+    if (L.rows == 1) return host_copy(at, staged, row, threads);
+    const int64_t parts = std::clamp<int64_t>(L.rows, 1, std::max(threads, 1));
+    auto part = [=](int64_t k) {
+        for (int64_t r = L.rows * k / parts; r < L.rows * (k + 1) / parts; ++r)
+            std::memcpy(at + size_t(r) * pitch, staged + size_t(r) * row, row * sizeof(float));
+    };
+    std::vector<std::thread> helpers;
+    int64_t k = 1;
+    try {
+        for (; k < parts; ++k) helpers.emplace_back(part, k);
+    } catch (const std::system_error&) {  // no thread to spare: the parts left are copied here
+    }
+    for (int64_t rest = k; rest < parts; ++rest) part(rest);
     part(0);
     for (std::thread& t : helpers) t.join();
 }
@@ -495,6 +526,13 @@ struct GpuSteps {
     void download(int i, int s) {
         Slot& b = *slots[size_t(s)];
         const Piece& c = pieces[size_t(i)];
+        const PieceLayout L = layout_of(p, c);
+        if (direct && L.rows > 1) {  // a block: its rows to their places in the caller's output
+            const size_t e = sizeof(float) * size_t(p.out_h()) * size_t(p.out_w());
+            XC_CUDA_CHECK(cudaMemcpy2DAsync(data_of(p, c, left, right, out).out, L.pitch * e, b.out.get(), L.row * e,
+                                            L.row * e, size_t(L.rows), cudaMemcpyDeviceToHost, streams[kDown]));
+            return;
+        }
         float* to = direct ? data_of(p, c, left, right, out).out : b.staging.get();
         XC_CUDA_CHECK(cudaMemcpyAsync(to, b.out.get(), sizeof(float) * c.problem.out_elems(), cudaMemcpyDeviceToHost,
                                       streams[kDown]));
@@ -502,8 +540,7 @@ struct GpuSteps {
     void drain(int j, int s) {
         if (direct) return;  // the download wrote the caller's output (the host waited for it)
         const Piece& c = pieces[size_t(j)];
-        host_copy(data_of(p, c, left, right, out).out, slots[size_t(s)]->staging.get(), size_t(c.problem.out_elems()),
-                  copy_threads);
+        copy_out(p, c, data_of(p, c, left, right, out).out, slots[size_t(s)]->staging.get(), copy_threads);
     }
 };
 
@@ -563,7 +600,7 @@ public:
         const Piece& c = pieces_[size_t(j)];
         const std::vector<float>& st = staging_[size_t(s)];
         if (st.size() != size_t(c.problem.out_elems())) throw std::logic_error("batch pipeline: slot holds another piece");
-        host_copy(data_of(p_, c, left_, right_, out_).out, st.data(), st.size(), copy_threads(1));
+        copy_out(p_, c, data_of(p_, c, left_, right_, out_).out, st.data(), copy_threads(1));
     }
     // Runs what is left in the queues (at the end of a run, as the GPU path synchronises).
     void finish() {
@@ -715,7 +752,7 @@ std::string kit_key(const PlanSpec& spec, const Problem& p, int64_t k0, int64_t 
 // next call), pipelined (header comment).
 // `seconds`: its phases by the host's clock (BatchReport::seconds).
 void run_device(const PlanSpec& spec, const Problem& p, const float* left, const float* right, float* out, int device,
-                int index, int devices, int64_t k0, int64_t k1, int64_t max_outputs, std::vector<Piece>& done,
+                int index, int devices, int64_t k0, int64_t k1, int64_t max_outputs, Split split, std::vector<Piece>& done,
                 std::string& algorithm, DeviceSeconds& seconds, char& direct, char& reused) {
     using Clock = std::chrono::steady_clock;
     auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
@@ -723,7 +760,7 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
     if (k0 >= k1) return;
     const size_t out_elems = matrix_elems(p.out_h(), p.out_w());
     direct = page_locked(out + size_t(k0) * out_elems, sizeof(float) * size_t(k1 - k0) * out_elems);
-    const std::string key = kit_key(spec, p, k0, k1, max_outputs, bool(direct));
+    const std::string key = kit_key(spec, p, k0, k1, max_outputs, bool(direct)) + (split == Split::Blocks ? "|blocks" : "");
     std::unique_ptr<DeviceKit> kit = KitCache::get().take(device, key);  // before the free memory is read
     reused = kit != nullptr;
     int64_t m = kit ? kit->m : max_outputs;
@@ -734,7 +771,7 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
     }
     for (;;) {
         std::vector<Piece> pieces;
-        split_range(p, k0, k1, m, index, pieces);
+        split_range(p, k0, k1, m, index, split, pieces);
         const Clock::time_point t0 = Clock::now();
         try {
             if (!kit) {
@@ -785,7 +822,19 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
 
 }  // namespace
 
-std::vector<Piece> split_batch(const Problem& p, int devices, int64_t max_outputs) {
+PieceLayout layout_of(const Problem& batch, const Piece& c) {
+    if (batch.form == Form::NToM && c.problem.form == Form::NToM && c.problem.nR < batch.nR)
+        return {c.problem.nL, c.problem.nR, batch.nR};  // a block: a row of its rights per left
+    return {1, c.problem.out_count(), c.problem.out_count()};
+}
+
+Split parse_split(const std::string& text) {
+    if (text == "lefts") return Split::Lefts;
+    if (text == "blocks") return Split::Blocks;
+    throw UsageError("--split '" + text + "': expected lefts or blocks");
+}
+
+std::vector<Piece> split_batch(const Problem& p, int devices, int64_t max_outputs, Split split) {
     if (devices < 1) throw UsageError("split_batch: at least one device");
     if (max_outputs < 0) throw UsageError("split_batch: max_outputs must be positive or 0 (no limit)");
     p.check();
@@ -793,7 +842,7 @@ std::vector<Piece> split_batch(const Problem& p, int devices, int64_t max_output
     std::vector<Piece> pieces;
     for (int d = 0; d < devices; ++d) {
         const auto [k0, k1] = device_run(total, devices, d);
-        split_range(p, k0, k1, m, d, pieces);
+        split_range(p, k0, k1, m, d, split, pieces);
     }
     return pieces;
 }
@@ -843,7 +892,7 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
     BatchReport report;
     if (spec.algorithm == "reference") {
         if (!options.devices.empty()) throw UsageError("the reference runs on the CPU: it takes no GPUs");
-        report.pieces = split_batch(p, 1, options.max_outputs);
+        report.pieces = split_batch(p, 1, options.max_outputs, options.split);
         // Through the GPU's schedule (run_pipeline): the CPU tests of the chunked reference check it.
         CpuSteps steps(p, report.pieces, left, right, out, kSlots);
         run_pipeline(report.pieces, kSlots, steps);
@@ -868,7 +917,7 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
         const auto [k0, k1] = device_run(p.out_count(), n, i);
         threads.emplace_back([&, i, k0 = k0, k1 = k1] {
             try {
-                run_device(spec, p, left, right, out, devices[i], i, n, k0, k1, options.max_outputs, done[i],
+                run_device(spec, p, left, right, out, devices[i], i, n, k0, k1, options.max_outputs, options.split, done[i],
                            algorithms[i], seconds[i], direct[i], reused[i]);
             } catch (...) {
                 errors[i] = std::current_exception();

@@ -51,7 +51,7 @@ const char* kUsage =
     "  xcorr help                     this text (also --help after any command)\n"
     "  xcorr run --algorithm NAME --form FORM [--param KEY=VALUE ...] LEFT.npy RIGHT.npy\n"
     "            --out OUT.npy [WINDOW] [--precision fp32|tf32] [--normalize MODE]\n"
-    "            [--validate [--tolerance X]] [--gpus all|I,J,...] [--chunk N]\n"
+    "            [--validate [--tolerance X]] [--gpus all|I,J,...] [--chunk N] [--split lefts|blocks]\n"
     "      FORM: one-to-one, one-to-many, n-to-mn, n-to-m; NAME: a variant from `xcorr list`,\n"
     "      `auto` (chosen from this GPU's measurements, else a cost model; the choice is printed\n"
     "      on stderr) or `reference` (float64 on the CPU). --precision: fp32 (default) allows only\n"
@@ -77,6 +77,9 @@ const char* kUsage =
     "      host memory (the reference too, with --chunk: the same pieces on the CPU); --validate\n"
     "      then compares with the CPU reference. The pieces are printed on stderr. A --chunk below\n"
     "      one left's outputs (n-to-m: M) uploads the rights again for every piece: slow.\n"
+    "      --split blocks (n-to-m): where a GPU's whole lefts take more than one piece, cut them\n"
+    "      into blocks of all those lefts and a run of the rights (each right uploaded once, the\n"
+    "      first piece waits for part of the rights only) instead of whole lefts (lefts, default).\n"
     "      --dims 1: 1-D signals, each a 1 x n matrix (CONVENTIONS.md, \"One-dimensional\n"
     "      signals\"); output k equals scipy.signal.correlate(L, R, mode) of its pair, lag d = sum\n"
     "      over t of L[t + d] * R[t]. A file holds one signal (n) or a stack (count, n); the output\n"
@@ -88,7 +91,7 @@ const char* kUsage =
     "        --max-lag S                  lags -S..S\n"
     "        --lags D0:D1                 lags D0..D1 (inclusive; --shifts 0:0,D0:D1 is the same)\n"
     "  xcorr explain --form FORM --left [N:]HxW --right [M:]HxW [WINDOW] [--precision fp32|tf32]\n"
-    "                [--normalize MODE] [--gpu NAME] [--gpus I,J,...] [--chunk N] [--json]\n"
+    "                [--normalize MODE] [--gpu NAME] [--gpus I,J,...] [--chunk N] [--split S] [--json]\n"
     "  xcorr explain --dims 1 --form FORM --left [N:]n --right [M:]m [WINDOW] ...  (1-D signals)\n"
     "      What --algorithm auto runs for that problem (N lefts, M rights; default 1) and why, with\n"
     "      the candidates it would try next. No GPU needed: --gpu names the GPU whose measurements\n"
@@ -98,7 +101,8 @@ const char* kUsage =
     "      it; also the part of each input the window touches, where the prepass and the raw\n"
     "      correlation run.\n"
     "      --gpus I,J,... and/or --chunk N: also the pieces `xcorr run` would split the batch into\n"
-    "      (without --chunk, one piece per GPU's run here; run halves it where memory is short).\n";
+    "      (without --chunk, one piece per GPU's run here; run halves it where memory is short);\n"
+    "      --split as in run. An n-to-m block's outputs are rows of its rights, one per left.\n";
 
 // The shortest text that reads back as the same double: a reported error can be given back
 // as a --tolerance exactly.
@@ -244,11 +248,12 @@ double reference_output_bound(const std::vector<double>& ref, Normalize normaliz
 // xcorr run --gpus / --chunk: the batch from host memory through run_batch (batch.hpp), the pieces
 // on stderr, --validate against the CPU reference (the inputs need not fit one GPU).
 int run_batched(const PlanSpec& spec, const Problem& p, const Stack& left, const Stack& right, std::vector<float>& out,
-                const std::optional<std::string>& gpus, int64_t chunk, bool validate, double tolerance,
+                const std::optional<std::string>& gpus, int64_t chunk, Split split, bool validate, double tolerance,
                 const std::string& out_path, const std::vector<int64_t>& out_shape) {
     BatchOptions options;
     if (gpus) options.devices = parse_devices(*gpus);
     options.max_outputs = chunk;
+    options.split = split;
     const BatchReport report = run_batch(spec, left.data.data(), right.data.data(), out.data(), options);
     std::map<int, int> per_device;
     for (const Piece& c : report.pieces) ++per_device[c.device];
@@ -297,6 +302,7 @@ int cmd_run(int argc, char** argv) {
     int dims = 2;
     std::optional<std::string> gpus;  // --gpus: the batch split across these GPUs
     int64_t chunk = 0;                 // --chunk: at most this many output matrices per piece
+    std::optional<Split> split;        // --split: how n-to-m runs of whole lefts are cut
     for (int i = 0; i < argc; ++i) {
         std::string a = argv[i];
         auto value = [&](const std::string& flag) { return option_value(argc, argv, i, flag); };
@@ -315,6 +321,7 @@ int cmd_run(int argc, char** argv) {
         else if (a == "--dims" || a.rfind("--dims=", 0) == 0) dims = parse_dims(value("--dims"));
         else if (a == "--gpus" || a.rfind("--gpus=", 0) == 0) gpus = value("--gpus");
         else if (a == "--chunk" || a.rfind("--chunk=", 0) == 0) chunk = parse_integer("--chunk", value("--chunk"), 1, int64_t(1) << 40);
+        else if (a == "--split" || a.rfind("--split=", 0) == 0) split = parse_split(value("--split"));
         else if (const char* flag = window_option(a)) {
             if (window) throw UsageError(window_flag + " and " + flag + " both choose the window: give one of --mode, --max-shift, --shifts (--dims 1: --mode, --max-lag, --lags)");
             window_flag = flag;
@@ -358,6 +365,7 @@ int cmd_run(int argc, char** argv) {
     const Problem p = problem_of(spec);
     const bool gpu = !is_ref;
     const bool batch = gpus || chunk > 0;
+    if (split && !batch) throw UsageError("--split cuts a batch run with --gpus or --chunk: give one of them");
     if (is_ref && gpus) throw UsageError("--gpus: the reference runs on the CPU (give --chunk N to split it)");
     // Refused before the GPU is needed: a variant never computes a window it does not declare.
     if (!is_auto && !is_ref) {
@@ -380,7 +388,9 @@ int cmd_run(int argc, char** argv) {
     require_host_memory(out_elems * (sizeof(float) + (need_ref ? sizeof(double) : 0)), "this problem's output");
     std::vector<float> out(out_elems);
 
-    if (batch) return run_batched(spec, p, left, right, out, gpus, chunk, validate, tolerance, out_path, out_shape);
+    if (batch)
+        return run_batched(spec, p, left, right, out, gpus, chunk, split.value_or(Split::Lefts), validate, tolerance,
+                           out_path, out_shape);
     if (!gpu) {
         std::vector<double> ref(out.size());
         reference_cpu(p, left.data.data(), right.data.data(), ref.data());
@@ -468,6 +478,7 @@ int cmd_explain(int argc, char** argv) {
     std::string left_text, right_text;  // parsed once --dims is known
     std::optional<std::string> gpus;     // --gpus / --chunk: show how xcorr run would split the batch
     int64_t chunk = 0;
+    std::optional<Split> split;
     for (int i = 0; i < argc; ++i) {
         std::string a = argv[i];
         auto value = [&](const std::string& flag) { return option_value(argc, argv, i, flag); };
@@ -481,6 +492,7 @@ int cmd_explain(int argc, char** argv) {
         else if (is("--gpu")) gpu_name = value("--gpu");
         else if (is("--gpus")) gpus = value("--gpus");
         else if (is("--chunk")) chunk = parse_integer("--chunk", value("--chunk"), 1, int64_t(1) << 40);
+        else if (is("--split")) split = parse_split(value("--split"));
         else if (a == "--json") json = true;
         // Evaluation (scripts/auto_report.py): leave this problem's own measurements out, or use the
         // cost model alone.
@@ -527,7 +539,8 @@ int cmd_explain(int argc, char** argv) {
     std::vector<int> devices;
     if (gpus) devices = parse_devices(*gpus, false);
     std::vector<Piece> pieces;
-    if (gpus || chunk) pieces = split_batch(p, std::max<int>(1, int(devices.size())), chunk);
+    if (split && !gpus && !chunk) throw UsageError("--split cuts a batch: give --gpus or --chunk with it");
+    if (gpus || chunk) pieces = split_batch(p, std::max<int>(1, int(devices.size())), chunk, split.value_or(Split::Lefts));
     auto device_of = [&](const Piece& c) { return devices.empty() ? 0 : devices[size_t(c.device)]; };
     if (json) {
         std::cout << "{\"problem\": \"" << json_escape(p.describe()) << "\", \"gpu\": \"" << json_escape(*gpu_name)
@@ -595,7 +608,8 @@ int cmd_explain(int argc, char** argv) {
                 std::cout << (i ? ", " : "") << "{\"device\": " << device_of(pieces[i]) << ", \"problem\": \""
                           << json_escape(pieces[i].problem.describe()) << "\", \"left0\": " << pieces[i].left0
                           << ", \"right0\": " << pieces[i].right0 << ", \"out0\": " << pieces[i].out0
-                          << ", \"outputs\": " << pieces[i].problem.out_count() << "}";
+                          << ", \"outputs\": " << pieces[i].problem.out_count() << ", \"rows\": " << layout_of(p, pieces[i]).rows
+                          << ", \"row\": " << layout_of(p, pieces[i]).row << ", \"pitch\": " << layout_of(p, pieces[i]).pitch << "}";
             std::cout << "]";
         }
         std::cout << "}\n";
@@ -610,9 +624,12 @@ int cmd_explain(int argc, char** argv) {
         std::cout << "  " << i + 1 << ". " << choice_text(cs[i]) << ": " << cs[i].reason << '\n';
     if (!pieces.empty()) {
         std::cout << "pieces (xcorr run --gpus/--chunk), outputs first..last:\n";
-        for (const Piece& c : pieces)
-            std::cout << "  GPU " << device_of(c) << ": outputs " << c.out0 << ".." << c.out0 + c.problem.out_count() - 1
-                      << ": " << c.problem.describe() << " (lefts from " << c.left0 << ", rights from " << c.right0 << ")\n";
+        for (const Piece& c : pieces) {
+            const PieceLayout L = layout_of(p, c);
+            std::cout << "  GPU " << device_of(c) << ": outputs " << c.out0 << ".." << c.out0 + (L.rows - 1) * L.pitch + L.row - 1;
+            if (L.rows > 1) std::cout << " (" << L.rows << " rows of " << L.row << ", " << L.pitch << " apart)";
+            std::cout << ": " << c.problem.describe() << " (lefts from " << c.left0 << ", rights from " << c.right0 << ")\n";
+        }
     }
     return 0;
 }

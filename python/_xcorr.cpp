@@ -325,11 +325,12 @@ NB_MODULE(_xcorr, m) {
     m.def("run_batch", [](const xcorr::PlanSpec& s, nb::ndarray<const float, nb::c_contig, nb::device::cpu> left,
                           nb::ndarray<const float, nb::c_contig, nb::device::cpu> right,
                           nb::ndarray<float, nb::c_contig, nb::device::cpu> out, const std::string& devices,
-                          int64_t max_outputs) {
+                          int64_t max_outputs, const std::string& split) {
         checked_problem(s, left.size(), right.size(), out.size(), "run_batch");
         xcorr::BatchOptions o;
         if (!devices.empty()) o.devices = xcorr::parse_devices(devices);
         o.max_outputs = max_outputs;
+        o.split = xcorr::parse_split(split);
         xcorr::BatchReport r;
         {
             nb::gil_scoped_release release;
@@ -350,9 +351,10 @@ NB_MODULE(_xcorr, m) {
             seconds.append(t);
         }
         return nb::make_tuple(pieces, seconds);
-    }, "spec"_a, "left"_a, "right"_a, "out"_a, "devices"_a, "max_outputs"_a,
+    }, "spec"_a, "left"_a, "right"_a, "out"_a, "devices"_a, "max_outputs"_a, "split"_a = "lefts",
        "The whole output from host stacks, split across `devices` (\"all\", \"0,1\"; \"\": the current one) in "
-       "pieces of at most max_outputs matrices (0: what fits): ([(device, first output, outputs, algorithm) per "
+       "pieces of at most max_outputs matrices (0: what fits), n-to-m runs cut as `split` says (\"lefts\", "
+       "\"blocks\"): ([(device, first output, outputs, algorithm) per "
        "piece], [{device, setup, pipeline, teardown} seconds per device, with direct: whether the device downloaded "
        "straight into a page-locked out, reused: whether it reused what it kept from the last call]).");
     m.def("empty_pinned", [](size_t count) {

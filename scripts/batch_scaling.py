@@ -15,7 +15,7 @@ the GPUs, the driver, the package's build and the git revision.
 
     python scripts/batch_scaling.py [--form n-to-m] [--left 64:96x96] [--right 4096:96x96]
                                     [--max-shift 16] [--algorithm auto] [--gpus all] [--chunk N]
-                                    [--repeat 3] [--out F]
+                                    [--split lefts|blocks] [--repeat 3] [--out F]
 Needs a GPU (exit 3 without one, with the reason)."""
 import argparse
 import json
@@ -58,6 +58,8 @@ def main(argv=None):
     ap.add_argument("--algorithm", default="auto", help="what each GPU runs (auto: what it picks)")
     ap.add_argument("--gpus", default="all", help="'all' or device indices, e.g. 0,1")
     ap.add_argument("--chunk", type=int, default=None, help="at most this many output matrices per piece")
+    ap.add_argument("--split", choices=["lefts", "blocks"], default=None,
+                    help="how n-to-m runs are cut (the package's default: lefts)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--out", help="also write the JSON here")
     args = ap.parse_args(argv)
@@ -88,7 +90,7 @@ def main(argv=None):
         smi = [f"nvidia-smi not run: {e}"]
     result = {"gpu": info["name"], "nvidia_smi": smi, "git_revision": git_revision(),
               "form": args.form, "left": list(ls), "right": list(rs), "window": window, "chunk": args.chunk,
-              "algorithm": args.algorithm,
+              "algorithm": args.algorithm, "split": args.split,
               "repeat": args.repeat, "runs": []}
     def phases():
         """each device's setup/pipeline/teardown seconds of the package's last batch call (None where
@@ -122,7 +124,7 @@ def main(argv=None):
     for k in range(1, len(devices) + 1):
         def call(out=None):
             return xcorr.correlate2d(left, right, form=args.form, devices=devices[:k], chunk=args.chunk, out=out,
-                                     algorithm=args.algorithm,
+                                     algorithm=args.algorithm, **({"split": args.split} if args.split else {}),
                                      **window)
         best, out, phases_fresh = best_of(call)
         if reused is None:

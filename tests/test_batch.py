@@ -13,7 +13,10 @@ slot when it does, outputs drained through a staging buffer, every event wait an
 emulated asynchronous machine (queues running behind the host, in random orders the waits allow),
 so those tests check the schedule (removing any one of its waits fails a dozen of them): piece
 counts odd, even, below the slots, pieces of different shapes (plans), and a piece large enough
-that its copy out of staging is split over threads.
+that its copy out of staging is split over threads. --split blocks: n-to-m blocks (all of a
+device's lefts x a run of rights, their outputs rows of the batch's) cover every output once and
+equal the whole reference bit for bit through the same schedule (their rows copied out to their
+places).
 GPU (skipped without one): named variants and auto, pieces on every GPU found, --validate against
 the CPU reference; with two GPUs or more, both get pieces."""
 import json
@@ -36,30 +39,31 @@ def explain_pieces(xcorr, form, nL, nR, *extra):
     return json.loads(r.stdout)["pieces"]
 
 
-@pytest.mark.parametrize("form", FORMS)
-@pytest.mark.parametrize("devices", ["0", "0,1", "3,1,2"])
-@pytest.mark.parametrize("chunk", [None, 1, 2, 3, 5, 8])
-def test_split_covers_every_output_once_with_the_batchs_pairs(xcorr, form, devices, chunk):
-    nL, nR = STACKS[form]
-    extra = ["--gpus", devices] + (["--chunk", str(chunk)] if chunk else [])
-    pieces = explain_pieces(xcorr, form, nL, nR, *extra)
+def check_split(form, nL, nR, pieces, chunk, devices):
+    """The pieces cover every output of the batch exactly once, each within `chunk`; output i of a
+    piece (its rows of `row` outputs, `pitch` apart) pairs the left and right that output pairs in
+    the whole batch; pieces come in order of their first output; devices' runs are equal to within
+    one output and taken in the order given. Returns the pieces' layouts."""
     whole = pairs(form, nL, nR)
-    expected_out = 0
+    seen = np.zeros(len(whole), int)
     per_device = {}
+    last_out0 = -1
     for c in pieces:
         m = DESCRIBE.match(c["problem"])
         assert m, c["problem"]
         pform, pnL, pnR = m.group(1), int(m.group(2)), int(m.group(5))
         assert (m.group(3), m.group(4), m.group(6), m.group(7)) == ("9", "11", "4", "5")  # sizes unchanged
-        assert c["out0"] == expected_out, pieces  # contiguous, in order
-        assert c["outputs"] == len(pairs(pform, pnL, pnR)) >= 1
+        assert c["out0"] > last_out0, pieces  # in order
+        last_out0 = c["out0"]
+        assert c["outputs"] == len(pairs(pform, pnL, pnR)) == c["rows"] * c["row"] >= 1
         if chunk:
             assert c["outputs"] <= chunk
         for i, (pl, pq) in enumerate(pairs(pform, pnL, pnR)):
-            assert (c["left0"] + pl, c["right0"] + pq) == whole[c["out0"] + i], (c, i)
-        expected_out += c["outputs"]
+            k = c["out0"] + (i // c["row"]) * c["pitch"] + i % c["row"]
+            assert (c["left0"] + pl, c["right0"] + pq) == whole[k], (c, i)
+            seen[k] += 1
         per_device[c["device"]] = per_device.get(c["device"], 0) + c["outputs"]
-    assert expected_out == len(whole)
+    assert (seen == 1).all(), seen
     ordinals = [int(d) for d in devices.split(",")]
     assert set(per_device) <= set(ordinals)
     if len(whole) >= len(ordinals):  # every device works, runs equal to within one output
@@ -68,6 +72,89 @@ def test_split_covers_every_output_once_with_the_batchs_pairs(xcorr, form, devic
     # Devices take the runs in the order given.
     firsts = [next(c["out0"] for c in pieces if c["device"] == d) for d in ordinals if d in per_device]
     assert firsts == sorted(firsts)
+    return [(c["rows"], c["row"], c["pitch"]) for c in pieces]
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("devices", ["0", "0,1", "3,1,2"])
+@pytest.mark.parametrize("chunk", [None, 1, 2, 3, 5, 8])
+def test_split_covers_every_output_once_with_the_batchs_pairs(xcorr, form, devices, chunk):
+    nL, nR = STACKS[form]
+    extra = ["--gpus", devices] + (["--chunk", str(chunk)] if chunk else [])
+    pieces = explain_pieces(xcorr, form, nL, nR, *extra)
+    layouts = check_split(form, nL, nR, pieces, chunk, devices)
+    assert all(rows == 1 for rows, _, _ in layouts)  # whole-left pieces: contiguous runs
+    assert [c["out0"] for c in pieces] == list(np.cumsum([0] + [c["outputs"] for c in pieces[:-1]]))
+
+
+@pytest.mark.parametrize("devices", ["0", "0,1", "3,1,2"])
+@pytest.mark.parametrize("nL,nR,chunk", [(4, 40, 16), (4, 40, 20), (4, 40, 33), (6, 50, 36), (6, 50, 200),
+                                         (7, 30, 49), (3, 64, 100), (4, 40, 15), (5, 9, 40)])
+def test_split_blocks_cover_every_output_once(xcorr, devices, nL, nR, chunk):
+    """--split blocks: a device's whole lefts that take more than one piece become blocks of all
+    of them and runs of at least as many rights (each right in one block of the device), the rest
+    as --split lefts cuts it; where a block would take fewer rights than lefts (4 x 40 by 15; 5 x 9
+    by 40 fits 4 lefts a piece) the pieces are --split lefts's."""
+    extra = ["--gpus", devices, "--chunk", str(chunk)]
+    pieces = explain_pieces(xcorr, "n-to-m", nL, nR, *extra, "--split", "blocks")
+    layouts = check_split("n-to-m", nL, nR, pieces, chunk, devices)
+    lefts = explain_pieces(xcorr, "n-to-m", nL, nR, *extra)
+    blocks = [c for c in pieces if c["rows"] > 1]
+    # On one device: at each left boundary the w whole lefts left become blocks where they take more
+    # than one piece and a block takes at least w rights: from the first left if w = nL qualifies.
+    cut = [w for w in range(1, nL + 1) if w * nR > chunk and chunk // w >= w]
+    if devices == "0":
+        if nL in cut:
+            assert blocks and all(c["problem"].startswith(f"n-to-m {nL}x") for c in blocks), pieces
+            assert sorted(c["right0"] for c in blocks) == list(range(0, nR, chunk // nL))  # each right once
+        elif not cut:
+            assert pieces == lefts
+    for c in blocks:  # all of a device's whole lefts, runs of chunk // lefts rights (the last shorter)
+        assert c["rows"] == int(DESCRIBE.match(c["problem"]).group(2)) and c["pitch"] == nR
+        run_ = chunk // c["rows"]
+        assert run_ >= c["rows"] and c["right0"] % run_ == 0 and c["row"] == min(run_, nR - c["right0"])
+    assert any(rows > 1 for rows, _, _ in layouts) == bool(blocks)
+
+
+def test_split_blocks_refused_where_nothing_is_cut(xcorr, tmp_path):
+    """--split needs --gpus or --chunk (run and explain); a value other than lefts or blocks exits 2."""
+    r = run([xcorr, "explain", "--form", "n-to-m", "--left", "4:9x11", "--right", "40:4x5", "--split", "blocks"])
+    one_line_error(r, 2, "--split")
+    r = run([xcorr, "explain", "--form", "n-to-m", "--left", "4:9x11", "--right", "40:4x5", "--chunk", "16",
+             "--split", "columns"])
+    one_line_error(r, 2, "expected lefts or blocks")
+    rng = seeded_rng("split-refused")
+    lp = save(tmp_path / "l.npy", rng.random((4, 9, 9), dtype=np.float32))
+    rp = save(tmp_path / "r.npy", rng.random((40, 3, 3), dtype=np.float32))
+    out = tmp_path / "o.npy"
+    r = xrun(xcorr, "--algorithm", "reference", "--form", "n-to-m", lp, rp, "--out", out, "--split", "blocks")
+    one_line_error(r, 2, "--split")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("normalize", ["none", "zncc", "zero-lag"])
+def test_blocks_reference_equals_the_whole_reference(xcorr, tmp_path, normalize):
+    """The reference cut into n-to-m blocks (rows of each block copied out of the staging to their
+    places, through the pipeline's schedule on the emulated machine) equals the whole, bit for bit,
+    in every window; block counts odd, even, with a shorter last block, and blocks beside
+    one-to-many pieces (the chunk not a multiple of the lefts)."""
+    rng = seeded_rng(("blocks", normalize))
+    nL, nR, hL, wL, hR, wR = 4, 29, 9, 13, 5, 4
+    left = (rng.random((nL, hL, wL), dtype=np.float32) + (1 if normalize == "zero-lag" else -0.5)).astype(np.float32)
+    right = rng.random((nR, hR, wR), dtype=np.float32)
+    lp, rp = save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right)
+    for window in windows(hL, wL, hR, wR):
+        base = ["--algorithm", "reference", "--form", "n-to-m", "--normalize", normalize, *window, lp, rp]
+        assert xrun(xcorr, *base, "--out", tmp_path / "whole.npy").returncode == 0
+        whole = np.load(tmp_path / "whole.npy")
+        for chunk in (16, 20, 29, 30, 58, 100):
+            rows = [c["rows"] for c in explain_pieces(xcorr, "n-to-m", nL, nR, "--chunk", str(chunk), "--split", "blocks")]
+            assert max(rows) == nL, (chunk, rows)  # blocks were cut
+            out = tmp_path / f"b{chunk}.npy"
+            r = xrun(xcorr, *base, "--out", out, "--chunk", str(chunk), "--split", "blocks", "--validate")
+            assert r.returncode == 0, r.stderr
+            assert f"{len(rows)} pieces of at most" in r.stderr, r.stderr
+            np.testing.assert_array_equal(np.load(out), whole, err_msg=f"chunk {chunk} {window}")
 
 
 def windows(hL, wL, hR, wR):
@@ -251,6 +338,9 @@ def _package():
     (dict(chunk=2, algorithm="reference"), "the reference runs on the CPU"),
     (dict(chunk=2, stream=0), "give no stream="),
     (dict(chunk=2, out=np.empty((3, 3), np.float32)), "out must have shape"),
+    (dict(chunk=2, split="columns"), "split must be 'lefts' or 'blocks'"),
+    (dict(split="blocks"), "split= cuts a batch run with devices= or chunk="),
+    (dict(split="blocks", algorithm="reference"), "split= cuts a batch run with devices= or chunk="),
 ])
 def test_package_batch_options_are_checked(kwargs, needle):
     """Refused with a ValueError before any GPU is needed (so also in CI)."""
@@ -379,3 +469,28 @@ def test_gpu_package_batch_bounces_a_large_pageable_input(gpu):
     locked[...] = right
     again = xcorr.correlate2d(left, locked, form="n-to-m", max_shift=1, devices="all")
     np.testing.assert_array_equal(again, got)
+
+
+def test_gpu_package_batch_blocks_match_the_reference(gpu):
+    """split="blocks": n-to-m runs cut into blocks of all a GPU's lefts and runs of rights (rows
+    of each block downloaded to their places: a pitched copy into a page-locked out=, a row-wise
+    host copy out of the staging into a pageable one), poisoned beforehand: both equal the
+    reference, and bit for bit each other and split="lefts" (same pairs, same algorithm)."""
+    xcorr = _package()
+    xcorr.clear_cache()
+    rng = seeded_rng("pkg-batch-blocks")
+    left, right = rng.random((5, 40, 33), dtype=np.float32) - 0.5, rng.random((37, 9, 12), dtype=np.float32) - 0.5
+    want = xcorr.correlate2d(left, right, form="n-to-m", algorithm="reference", max_shift=(6, 4))
+    kw = dict(form="n-to-m", max_shift=(6, 4), algorithm="overlap-wise", devices="all", chunk=60)
+    pageable = np.full(want.shape, np.nan, np.float32)
+    xcorr.correlate2d(left, right, split="blocks", out=pageable, **kw)
+    assert np.isfinite(pageable).all() and np.linalg.norm(pageable - want) <= 1e-5 * np.linalg.norm(want)
+    pieces = xcorr._api.last_batch["pieces"]
+    assert len(pieces) > 2  # blocks of 5 lefts x 12 rights (one GPU), more pieces with more GPUs
+    pinned = xcorr.empty_pinned(want.shape)
+    pinned.fill(np.nan)
+    xcorr.correlate2d(left, right, split="blocks", out=pinned, **kw)
+    assert all(d["direct"] for d in xcorr._api.last_batch["seconds"])
+    np.testing.assert_array_equal(pinned, pageable)
+    np.testing.assert_array_equal(xcorr.correlate2d(left, right, split="lefts", **kw), pageable)
+    xcorr.clear_cache()

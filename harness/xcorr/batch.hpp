@@ -1,6 +1,7 @@
 // A batch of pairs split across the GPUs of a host and into pieces that fit each GPU's memory
 // (issue #24): the inputs and the output live in host memory; every piece is an ordinary problem
-// of its own (a Plan on one device), and its outputs are a contiguous run of the batch's.
+// of its own (a Plan on one device), and its outputs are a contiguous run of the batch's (or, for
+// n-to-m blocks, rows of one: PieceLayout).
 //
 // Split. The output matrices of the batch are dealt to the devices as contiguous, equal runs
 // (every pair costs the same: the sizes and the window are the batch's); each device's run is
@@ -8,7 +9,13 @@
 //   one-to-one   the one pair (nothing to split);
 //   one-to-many  a run of rights: one-to-many with the left and those rights;
 //   n-to-m       output k = l·M + q: whole lefts (n-to-m with those lefts and every right), or part
-//                of one left's M outputs (one-to-many with that left and a run of rights);
+//                of one left's M outputs (one-to-many with that left and a run of rights); with
+//                Split::Blocks, a device's whole lefts that take more than one piece are cut the
+//                other way instead: blocks of all those lefts (at most max_outputs of them) and a
+//                run of the rights, so that each right is uploaded once per device and each piece
+//                needs a part of the right stack, not all of it (a block's outputs are one row of
+//                its rights per left: PieceLayout); only where a block takes at least as many
+//                rights as lefts, else the whole-left pieces.
 //   n-to-mn      output k = corr(L[k mod N], R[k]): whole groups of N rights (n-to-mn with every
 //                left), or part of one group (n-to-mn with the lefts a..b-1 and rights k0..k0+b-a-1,
 //                M = 1: output j pairs L[a + j] with R[k0 + j], and k0 mod N = a).
@@ -32,10 +39,24 @@ struct Piece {
     int device = 0;                  // index into the device list it runs on
 };
 
+// Where a piece's outputs sit in the batch's output: `rows` rows of `row` consecutive output
+// matrices, the first at out0, each `pitch` matrices after the one before. One row of all its
+// outputs, except an n-to-m block: a row of its rights per left, the batch's M apart.
+struct PieceLayout {
+    int64_t rows = 1, row = 0, pitch = 0;
+};
+PieceLayout layout_of(const Problem& batch, const Piece& c);
+
+// How a device's n-to-m run is cut when its whole lefts take more than one piece (header comment):
+// Lefts, pieces of whole lefts with every right; Blocks, all the lefts with a run of the rights.
+enum class Split { Lefts, Blocks };
+Split parse_split(const std::string& text);  // "lefts" or "blocks"; UsageError otherwise
+
 // The pieces of `p` over `devices` devices, each at most `max_outputs` output matrices (0: no
-// limit), in output order. Devices get equal contiguous runs of outputs (a device with nothing to
-// do gets no piece). Pure: no GPU needed (xcorr explain --gpus shows it; tests check it).
-std::vector<Piece> split_batch(const Problem& p, int devices, int64_t max_outputs = 0);
+// limit), in output order (rows of blocks: by their first output). Devices get equal contiguous
+// runs of outputs (a device with nothing to do gets no piece). Pure: no GPU needed (xcorr explain
+// --gpus shows it; tests check it).
+std::vector<Piece> split_batch(const Problem& p, int devices, int64_t max_outputs = 0, Split split = Split::Lefts);
 
 struct BatchOptions {
     // CUDA device ordinals to spread the batch over; empty: the current device alone.
@@ -45,6 +66,8 @@ struct BatchOptions {
     // kernels) or fewer if that does not fit the device's memory next to a second piece in flight
     // (the plan's workspace included), found by building the plan and halving on out-of-memory.
     int64_t max_outputs = 0;
+    // How n-to-m runs of whole lefts are cut (Split); Lefts until Blocks is measured on the GPUs.
+    Split split = Split::Lefts;
 };
 
 // One device's part of a run, in seconds by the host's clock: setup (plans, device buffers, the

@@ -439,7 +439,8 @@ def clear_cache():
 
 
 def correlate2d(left, right, mode="full", *, max_shift=None, shifts=None, normalize=None, form=None,
-                algorithm="auto", precision="fp32", params=None, out=None, stream=None, devices=None, chunk=None):
+                algorithm="auto", precision="fp32", params=None, out=None, stream=None, devices=None, chunk=None,
+                split=None):
     """Cross-correlation of 2-D arrays or stacks of them, as scipy.signal.correlate2d(left, right, mode):
 
         C[y, x] = sum_{r,c} left[r + dy, c + dx] * right[r, c],  dy = y - (hR - 1), dx = x - (wR - 1)
@@ -470,12 +471,15 @@ def correlate2d(left, right, mode="full", *, max_shift=None, shifts=None, normal
     GPU's memory run piece by piece; returns float32 NumPy (out= a NumPy array, or None). An out=
     in page-locked memory (xcorr.empty_pinned) is written by the GPUs directly, no host copy. A
     chunk below one left's outputs (n-to-m: M) uploads the rights again for every piece: slow.
+    split= (with devices= or chunk=, n-to-m): "lefts" (default) cuts a GPU's run into pieces of whole
+    lefts with every right; "blocks", where those take more than one piece, into blocks of all its
+    lefts and a run of the rights (each right uploaded once; the first piece needs part of them).
 
     Raises ValueError for bad shapes, dtypes, windows or names, xcorr.NoGPUError without a usable
     GPU, xcorr.CudaError when CUDA fails.
     """
-    if devices is not None or chunk is not None:
-        return _batched(left, right, out, stream, devices, chunk, mode=mode, max_shift=max_shift, shifts=shifts,
+    if devices is not None or chunk is not None or split is not None:
+        return _batched(left, right, out, stream, devices, chunk, split, mode=mode, max_shift=max_shift, shifts=shifts,
                         normalize=normalize, form=form, algorithm=algorithm, precision=precision, params=params,
                         dims=2, max_lag=None, lags=None)
     t = type(left)
@@ -587,7 +591,7 @@ def _hashable(v):
 
 
 def correlate1d(left, right, mode="full", *, max_lag=None, lags=None, normalize=None, form=None, algorithm="auto",
-                precision="fp32", params=None, out=None, stream=None, devices=None, chunk=None):
+                precision="fp32", params=None, out=None, stream=None, devices=None, chunk=None, split=None):
     """Cross-correlation of 1-D signals or stacks of them, as scipy.signal.correlate(left, right, mode):
 
         C[k] = sum_t left[t + d] * right[t],  d = k - (len(right) - 1)
@@ -604,13 +608,14 @@ def correlate1d(left, right, mode="full", *, max_lag=None, lags=None, normalize=
     need form="n-to-m", result (nL, nR, n_out), or form="n-to-mn", result (nR, n_out)).
 
     normalize None, "zncc" (Pearson's coefficient per lag of the overlapping parts) or "zero-lag"
-    (C / C(0) per pair), algorithm, precision, params, out and stream as correlate2d's. CuPy and
+    (C / C(0) per pair), algorithm, precision, params, out, stream, devices, chunk and split as
+    correlate2d's. CuPy and
     PyTorch arrays are used in place (a 1-D array needs no reshaping copy); algorithm="reference"
     is the float64 NumPy reference on any machine. Raises ValueError for bad shapes (a 3-D array:
     use correlate2d), dtypes, windows or names, xcorr.NoGPUError, xcorr.CudaError.
     """
-    if devices is not None or chunk is not None:
-        return _batched(left, right, out, stream, devices, chunk, mode=mode, max_shift=None, shifts=None,
+    if devices is not None or chunk is not None or split is not None:
+        return _batched(left, right, out, stream, devices, chunk, split, mode=mode, max_shift=None, shifts=None,
                         normalize=normalize, form=form, algorithm=algorithm, precision=precision, params=params,
                         dims=1, max_lag=max_lag, lags=lags)
     left, right, kl, kr = _as_arrays(left, right)
@@ -625,9 +630,13 @@ def correlate1d(left, right, mode="full", *, max_lag=None, lags=None, normalize=
     return plan(left, right, out=out, stream=handle)
 
 
-def _batched(left, right, out, stream, devices, chunk, **setup):
+def _batched(left, right, out, stream, devices, chunk, split, **setup):
     """correlate2d/correlate1d with devices= or chunk=: host arrays through run_batch (batch.hpp);
     `setup` is Plan._setup's keywords."""
+    if split is not None and split not in ("lefts", "blocks"):
+        raise ValueError(f"split must be 'lefts' or 'blocks', got {split!r}")
+    if split is not None and devices is None and chunk is None:
+        raise ValueError("split= cuts a batch run with devices= or chunk=: give one of them")
     if setup["algorithm"] == "reference":
         raise ValueError("devices= and chunk= split a GPU run; the reference runs on the CPU (leave them out)")
     if stream is not None:
@@ -664,7 +673,7 @@ def _batched(left, right, out, stream, devices, chunk, **setup):
         plan._check_out(out)
     global last_batch
     pieces, seconds = _xcorr.run_batch(plan._spec, left.reshape(-1), right.reshape(-1), out.reshape(-1), text,
-                                       0 if chunk is None else int(chunk))
+                                       0 if chunk is None else int(chunk), split or "lefts")
     last_batch = {"pieces": pieces, "seconds": seconds}
     return out
 
