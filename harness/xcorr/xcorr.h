@@ -77,13 +77,15 @@ const char* xcorr_plan_explain(const xcorr_plan* plan);
  * runs over the CUDA devices devices[0 .. n_devices) (n_devices 0: the current device), each run
  * in pieces of at most max_outputs output matrices (0: about 64 MB of output, fewer where two pieces
  * in flight do not fit: halved on out-of-memory), one host thread per device, each device's pieces
- * pipelined (xcorr/batch.hpp). algorithm "reference" runs the same pieces on the
- * CPU in float64 (n_devices must be 0). */
+ * pipelined (xcorr/batch.hpp). An `out` in page-locked memory (cudaMallocHost, cudaHostRegister)
+ * is written by the devices directly, without a host copy. algorithm "reference" runs the same
+ * pieces on the CPU in float64 (n_devices must be 0). */
 xcorr_status xcorr_run_batch(const xcorr_spec* spec, const float* left, const float* right, float* out,
                              const int* devices, int n_devices, int64_t max_outputs);
 
-/* Frees the pinned host staging that xcorr_run_batch keeps between calls (two pieces of ~64 MB of
- * output per device it ran on). Safe at any time; call it before cudaDeviceReset. */
+/* Frees what xcorr_run_batch keeps between calls: per device it ran on, the last problem's plans,
+ * device buffers and streams, and the pinned host staging (two pieces of ~64 MB of output, two
+ * 32 MB upload buffers). Safe at any time; call it before cudaDeviceReset. */
 void xcorr_release_batch_buffers(void);
 
 /* The message of this thread's last failure ("" if none). */
