@@ -263,6 +263,21 @@ void run_pipeline(const std::vector<Piece>& pieces, int slots, Ops& ops) {
         if (!drained[size_t(j)]) throw std::logic_error("batch pipeline: piece " + std::to_string(j) + " never drained");
 }
 
+// Runs part(0) .. part(parts - 1), parts - 1 of them on threads of their own and one on the calling
+// thread (those a thread cannot be made for, here too), and returns when all are done.
+template <class Part>
+void in_parallel(size_t parts, const Part& part) {
+    std::vector<std::thread> helpers;
+    size_t k = 1;
+    try {
+        for (; k < parts; ++k) helpers.emplace_back(part, k);
+    } catch (const std::system_error&) {  // no thread to spare: the parts left are run here
+    }
+    for (size_t rest = k; rest < parts; ++rest) part(rest);
+    part(0);
+    for (std::thread& t : helpers) t.join();
+}
+
 // Copies `n` floats between host buffers, in up to `threads` threads (the calling one included) of
 // at least kCopyPerThread floats each: the copy out of the pinned staging into the caller's output
 // is where a fresh output's first-touch page faults are paid, and one thread pays them serially;
@@ -270,19 +285,10 @@ void run_pipeline(const std::vector<Piece>& pieces, int slots, Ops& ops) {
 constexpr size_t kCopyPerThread = size_t(1) << 20;  // floats (4 MB)
 void host_copy(float* dst, const float* src, size_t n, int threads) {
     const size_t parts = std::clamp<size_t>(n / kCopyPerThread, 1, size_t(std::max(threads, 1)));
-    auto part = [=](size_t k) {
+    in_parallel(parts, [=](size_t k) {
         const size_t a = n * k / parts, b = n * (k + 1) / parts;
         std::memcpy(dst + a, src + a, (b - a) * sizeof(float));
-    };
-    std::vector<std::thread> helpers;
-    size_t k = 1;
-    try {
-        for (; k < parts; ++k) helpers.emplace_back(part, k);
-    } catch (const std::system_error&) {  // no thread to spare: the parts left are copied here
-    }
-    for (size_t rest = k; rest < parts; ++rest) part(rest);
-    part(0);
-    for (std::thread& t : helpers) t.join();
+    });
 }
 
 // Copies piece c's outputs, `staged` in the piece's own (contiguous) layout, to where they sit in
@@ -292,20 +298,11 @@ void copy_out(const Problem& p, const Piece& c, float* at, const float* staged, 
     const PieceLayout L = layout_of(p, c);
     const size_t e = size_t(p.out_h()) * size_t(p.out_w()), row = size_t(L.row) * e, pitch = size_t(L.pitch) * e;
     if (L.rows == 1) return host_copy(at, staged, row, threads);
-    const int64_t parts = std::clamp<int64_t>(L.rows, 1, std::max(threads, 1));
-    auto part = [=](int64_t k) {
-        for (int64_t r = L.rows * k / parts; r < L.rows * (k + 1) / parts; ++r)
-            std::memcpy(at + size_t(r) * pitch, staged + size_t(r) * row, row * sizeof(float));
-    };
-    std::vector<std::thread> helpers;
-    int64_t k = 1;
-    try {
-        for (; k < parts; ++k) helpers.emplace_back(part, k);
-    } catch (const std::system_error&) {  // no thread to spare: the parts left are copied here
-    }
-    for (int64_t rest = k; rest < parts; ++rest) part(rest);
-    part(0);
-    for (std::thread& t : helpers) t.join();
+    const size_t rows = size_t(L.rows), parts = std::clamp<size_t>(rows, 1, size_t(std::max(threads, 1)));
+    in_parallel(parts, [=](size_t k) {
+        for (size_t r = rows * k / parts; r < rows * (k + 1) / parts; ++r)
+            std::memcpy(at + r * pitch, staged + r * row, row * sizeof(float));
+    });
 }
 
 // Host threads per device for host_copy: the host's cores shared among the devices draining at
