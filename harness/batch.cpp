@@ -737,11 +737,12 @@ private:
 
 // What a kit is reused for: the problem, how it is computed, this device's share and split, and
 // whether the output is page-locked (no staging) or not.
-std::string kit_key(const PlanSpec& spec, const Problem& p, int64_t k0, int64_t k1, int64_t max_outputs, bool direct) {
+std::string kit_key(const PlanSpec& spec, const Problem& p, int64_t k0, int64_t k1, int64_t max_outputs, Split split,
+                    bool direct) {
     std::string key = p.describe() + "|" + spec.algorithm + "|" + spec.precision + "|" + spec.normalize + "|";
     for (const auto& [k, v] : spec.params) key += k + "=" + v + ",";
     return key + "|" + std::to_string(k0) + ":" + std::to_string(k1) + "|" + std::to_string(max_outputs) + "|" +
-           (direct ? "direct" : "staged");
+           (split == Split::Blocks ? "blocks|" : "lefts|") + (direct ? "direct" : "staged");
 }
 
 // One device's run: pieces of at most m outputs (halving m while the GPU runs out of memory),
@@ -757,7 +758,7 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
     if (k0 >= k1) return;
     const size_t out_elems = matrix_elems(p.out_h(), p.out_w());
     direct = page_locked(out + size_t(k0) * out_elems, sizeof(float) * size_t(k1 - k0) * out_elems);
-    const std::string key = kit_key(spec, p, k0, k1, max_outputs, bool(direct)) + (split == Split::Blocks ? "|blocks" : "");
+    const std::string key = kit_key(spec, p, k0, k1, max_outputs, split, bool(direct));
     std::unique_ptr<DeviceKit> kit = KitCache::get().take(device, key);  // before the free memory is read
     reused = kit != nullptr;
     int64_t m = kit ? kit->m : max_outputs;
