@@ -475,7 +475,8 @@ def test_gpu_package_batch_blocks_match_the_reference(gpu):
     """split="blocks": n-to-m runs cut into blocks of all a GPU's lefts and runs of rights (rows
     of each block downloaded to their places: a pitched copy into a page-locked out=, a row-wise
     host copy out of the staging into a pageable one), poisoned beforehand: both equal the
-    reference, and bit for bit each other and split="lefts" (same pairs, same algorithm)."""
+    reference, bit for bit each other (same pieces, same kernels), and split="lefts"'s within
+    float32 rounding."""
     xcorr = _package()
     xcorr.clear_cache()
     rng = seeded_rng("pkg-batch-blocks")
@@ -492,5 +493,6 @@ def test_gpu_package_batch_blocks_match_the_reference(gpu):
     xcorr.correlate2d(left, right, split="blocks", out=pinned, **kw)
     assert all(d["direct"] for d in xcorr._api.last_batch["seconds"])
     np.testing.assert_array_equal(pinned, pageable)
-    np.testing.assert_array_equal(xcorr.correlate2d(left, right, split="lefts", **kw), pageable)
+    lefts = xcorr.correlate2d(left, right, split="lefts", **kw)  # other pieces, other launches
+    np.testing.assert_allclose(lefts, pageable, rtol=0, atol=1e-6 * np.abs(want).max())
     xcorr.clear_cache()
