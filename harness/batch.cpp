@@ -434,7 +434,7 @@ struct Event {
 
 // One slot's buffers and events (header comment).
 // The staging comes from the StagingPool and goes back to it when the slot is destroyed, which is
-// after the streams that use it (run_device declares the slots first).
+// after the streams that use it (DeviceKit declares the slots first).
 struct Slot {
     DeviceBuffer<float> left, right, out;
     PinnedBuffer staging;
@@ -452,7 +452,7 @@ struct Slot {
 // from two at once, against ~54 from page-locked memory). So a large pageable input (n-to-m's right
 // stack, which every piece takes) is bounced here: the host copies a part into one of two pinned
 // buffers (host_copy, copy_threads threads) while the other's upload runs. From the StagingPool
-// (bounce_key); given back when destroyed, which is after the streams (run_device declares it first).
+// (bounce_key); given back when destroyed, which is after the streams (DeviceKit declares it first).
 constexpr size_t kBounceFloats = size_t(8) << 20;  // 32 MB per buffer
 constexpr size_t kBounceFrom = size_t(1) << 20;    // floats: smaller inputs go the driver's way
 struct Bounce {
@@ -663,11 +663,14 @@ private:
 // release_batch_buffers() frees them all. Leaked at exit on purpose, like the StagingPool.
 struct DeviceKit {
     std::string key;
-    int64_t m = 0;  // outputs per piece it was built for
+    int64_t m;  // outputs per piece it was built for
     std::map<std::tuple<int, int, int>, Plan> plans;
     std::vector<std::unique_ptr<Slot>> slots;
     std::array<Bounce, 2> bounces;
     Stream up, compute, down;  // declared last: destroyed (synchronised) first
+    DeviceKit(std::string k, int64_t m_, int device) : key(std::move(k)), m(m_) {
+        for (Bounce& b : bounces) b.device = device;
+    }
 };
 
 // Frees `kit` on its device (cudaFree, cufftDestroy and stream destruction want it current), the
@@ -745,23 +748,31 @@ std::string kit_key(const PlanSpec& spec, const Problem& p, int64_t k0, int64_t 
            (split == Split::Blocks ? "blocks|" : "lefts|") + (direct ? "direct" : "staged");
 }
 
+// What one device's run did (BatchReport's entries for it).
+struct DeviceRun {
+    std::vector<Piece> pieces;  // as run (after any halving)
+    std::string algorithm;      // of its first plan
+    DeviceSeconds seconds;
+    bool direct = false, reused = false;
+};
+
 // One device's run: pieces of at most m outputs (halving m while the GPU runs out of memory),
 // a plan per piece shape, kSlots slots of buffers for the largest piece (a DeviceKit, kept for the
 // next call), pipelined (header comment).
-// `seconds`: its phases by the host's clock (BatchReport::seconds).
+// `run.seconds`: its phases by the host's clock (BatchReport::seconds).
 void run_device(const PlanSpec& spec, const Problem& p, const float* left, const float* right, float* out, int device,
-                int index, int devices, int64_t k0, int64_t k1, int64_t max_outputs, Split split, std::vector<Piece>& done,
-                std::string& algorithm, DeviceSeconds& seconds, char& direct, char& reused) {
+                int index, int devices, int64_t k0, int64_t k1, const BatchOptions& options, DeviceRun& run) {
     using Clock = std::chrono::steady_clock;
     auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
     XC_CUDA_CHECK(cudaSetDevice(device));
     if (k0 >= k1) return;
     const size_t out_elems = matrix_elems(p.out_h(), p.out_w());
-    direct = page_locked(out + size_t(k0) * out_elems, sizeof(float) * size_t(k1 - k0) * out_elems);
-    const std::string key = kit_key(spec, p, k0, k1, max_outputs, split, bool(direct));
+    const bool direct = page_locked(out + size_t(k0) * out_elems, sizeof(float) * size_t(k1 - k0) * out_elems);
+    const std::string key = kit_key(spec, p, k0, k1, options.max_outputs, options.split, direct);
     std::unique_ptr<DeviceKit> kit = KitCache::get().take(device, key);  // before the free memory is read
-    reused = kit != nullptr;
-    int64_t m = kit ? kit->m : max_outputs;
+    run.direct = direct;
+    run.reused = kit != nullptr;
+    int64_t m = kit ? kit->m : options.max_outputs;
     if (m <= 0) {
         size_t free_b = 0, total_b = 0;
         XC_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
@@ -769,13 +780,11 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
     }
     for (;;) {
         std::vector<Piece> pieces;
-        split_range(p, k0, k1, m, index, split, pieces);
+        split_range(p, k0, k1, m, index, options.split, pieces);
         const Clock::time_point t0 = Clock::now();
         try {
             if (!kit) {
-                kit = std::make_unique<DeviceKit>();
-                kit->key = key;
-                kit->m = m;
+                kit = std::make_unique<DeviceKit>(key, m, device);
                 size_t most_l = 0, most_r = 0, most_o = 0;
                 for (const Piece& c : pieces) {
                     const auto shape = shape_key(c);
@@ -788,11 +797,10 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
                 // A run of one piece needs one slot.
                 for (size_t s = 0; s < std::min<size_t>(kSlots, pieces.size()); ++s)
                     kit->slots.push_back(std::make_unique<Slot>(most_l, most_r, most_o, device, !direct));
-                for (Bounce& b : kit->bounces) b.device = device;
             }
-            algorithm = kit->plans.begin()->second.algorithm();
+            run.algorithm = kit->plans.begin()->second.algorithm();
             GpuSteps steps{p,           pieces, kit->plans, left, right, out, kit->slots,
-                           {kit->up.s, kit->compute.s, kit->down.s}, bool(direct), copy_threads(devices), kit->bounces};
+                           {kit->up.s, kit->compute.s, kit->down.s}, direct, copy_threads(devices), kit->bounces};
             const double setup = since(t0);
             const Clock::time_point t1 = Clock::now();
             run_pipeline(pieces, int(kit->slots.size()), steps);
@@ -800,10 +808,10 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
             const double pipeline = since(t1);
             const Clock::time_point t_end = Clock::now();
             KitCache::get().give_back(device, std::move(kit));  // for the next call (an older kit freed)
-            seconds.setup += setup;
-            seconds.pipeline += pipeline;
-            seconds.teardown += since(t_end);
-            done = std::move(pieces);
+            run.seconds.setup += setup;
+            run.seconds.pipeline += pipeline;
+            run.seconds.teardown += since(t_end);
+            run.pieces = std::move(pieces);
             return;
         } catch (const std::exception& e) {
             kit.reset();  // streams synchronised first, then the buffers and plans freed
@@ -813,7 +821,7 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
                 throw UsageError("not enough GPU memory on device " + std::to_string(device) +
                                  " for one output matrix of " + p.describe() + ": " + e.what());
             m = std::max<int64_t>(1, m / 2);
-            seconds.setup += since(t0);  // the whole failed attempt counts as setup, once
+            run.seconds.setup += since(t0);  // the whole failed attempt counts as setup, once
         }
     }
 }
@@ -905,18 +913,14 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
         devices = {current};
     }
     const int n = int(devices.size());
-    std::vector<std::vector<Piece>> done(n);
-    std::vector<std::string> algorithms(n);
-    std::vector<DeviceSeconds> seconds(n);
-    std::vector<char> direct(n, 0), reused(n, 0);
+    std::vector<DeviceRun> runs(n);
     std::vector<std::exception_ptr> errors(n);
     std::vector<std::thread> threads;
     for (int i = 0; i < n; ++i) {
         const auto [k0, k1] = device_run(p.out_count(), n, i);
         threads.emplace_back([&, i, k0 = k0, k1 = k1] {
             try {
-                run_device(spec, p, left, right, out, devices[i], i, n, k0, k1, options.max_outputs, options.split, done[i],
-                           algorithms[i], seconds[i], direct[i], reused[i]);
+                run_device(spec, p, left, right, out, devices[i], i, n, k0, k1, options, runs[i]);
             } catch (...) {
                 errors[i] = std::current_exception();
             }
@@ -925,11 +929,13 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
     for (auto& t : threads) t.join();
     for (auto& e : errors)
         if (e) std::rethrow_exception(e);
-    for (auto& d : done) report.pieces.insert(report.pieces.end(), d.begin(), d.end());
-    report.algorithms = algorithms;
-    report.seconds = seconds;
-    report.direct.assign(direct.begin(), direct.end());
-    report.reused.assign(reused.begin(), reused.end());
+    for (DeviceRun& r : runs) {
+        report.pieces.insert(report.pieces.end(), r.pieces.begin(), r.pieces.end());
+        report.algorithms.push_back(r.algorithm);
+        report.seconds.push_back(r.seconds);
+        report.direct.push_back(r.direct);
+        report.reused.push_back(r.reused);
+    }
     return report;
 }
 

@@ -104,6 +104,9 @@ const char* kUsage =
     "      (without --chunk, one piece per GPU's run here; run halves it where memory is short);\n"
     "      --split as in run. An n-to-m block's outputs are rows of its rights, one per left.\n";
 
+// run and explain: --split without --gpus or --chunk.
+const char* const kSplitNeedsBatch = "--split cuts a batch run with --gpus or --chunk: give one of them";
+
 // The shortest text that reads back as the same double: a reported error can be given back
 // as a --tolerance exactly.
 std::string shortest(double x) {
@@ -365,7 +368,7 @@ int cmd_run(int argc, char** argv) {
     const Problem p = problem_of(spec);
     const bool gpu = !is_ref;
     const bool batch = gpus || chunk > 0;
-    if (split && !batch) throw UsageError("--split cuts a batch run with --gpus or --chunk: give one of them");
+    if (split && !batch) throw UsageError(kSplitNeedsBatch);
     if (is_ref && gpus) throw UsageError("--gpus: the reference runs on the CPU (give --chunk N to split it)");
     // Refused before the GPU is needed: a variant never computes a window it does not declare.
     if (!is_auto && !is_ref) {
@@ -539,7 +542,7 @@ int cmd_explain(int argc, char** argv) {
     std::vector<int> devices;
     if (gpus) devices = parse_devices(*gpus, false);
     std::vector<Piece> pieces;
-    if (split && !gpus && !chunk) throw UsageError("--split cuts a batch: give --gpus or --chunk with it");
+    if (split && !gpus && !chunk) throw UsageError(kSplitNeedsBatch);
     if (gpus || chunk) pieces = split_batch(p, std::max<int>(1, int(devices.size())), chunk, split.value_or(Split::Lefts));
     auto device_of = [&](const Piece& c) { return devices.empty() ? 0 : devices[size_t(c.device)]; };
     if (json) {
@@ -604,12 +607,14 @@ int cmd_explain(int argc, char** argv) {
         std::cout << "]";
         if (!pieces.empty()) {
             std::cout << ", \"pieces\": [";
-            for (size_t i = 0; i < pieces.size(); ++i)
+            for (size_t i = 0; i < pieces.size(); ++i) {
+                const PieceLayout L = layout_of(p, pieces[i]);
                 std::cout << (i ? ", " : "") << "{\"device\": " << device_of(pieces[i]) << ", \"problem\": \""
                           << json_escape(pieces[i].problem.describe()) << "\", \"left0\": " << pieces[i].left0
                           << ", \"right0\": " << pieces[i].right0 << ", \"out0\": " << pieces[i].out0
-                          << ", \"outputs\": " << pieces[i].problem.out_count() << ", \"rows\": " << layout_of(p, pieces[i]).rows
-                          << ", \"row\": " << layout_of(p, pieces[i]).row << ", \"pitch\": " << layout_of(p, pieces[i]).pitch << "}";
+                          << ", \"outputs\": " << pieces[i].problem.out_count() << ", \"rows\": " << L.rows
+                          << ", \"row\": " << L.row << ", \"pitch\": " << L.pitch << "}";
+            }
             std::cout << "]";
         }
         std::cout << "}\n";

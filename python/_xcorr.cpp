@@ -180,17 +180,23 @@ Operand operand(const A& a, const char* what, int64_t elems, int device) {
                             std::to_string(type) + ")");
 }
 
+// NoGpuError with the reason where no CUDA device is visible (not a bare CUDA error later), without
+// changing the current device where one is.
+void require_a_device() {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        cudaGetLastError();
+        xcorr::require_gpu();  // throws NoGpuError with the reason
+    }
+}
+
 class PyPlan {
 public:
     PyPlan(const xcorr::PlanSpec& spec, int device) {
         if (device < 0) {
             plan_ = std::make_unique<xcorr::Plan>(spec);
         } else {
-            int count = 0;
-            if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-                cudaGetLastError();
-                xcorr::require_gpu();  // throws NoGpuError with the reason
-            }
+            require_a_device();
             DeviceGuard guard(device);
             plan_ = std::make_unique<xcorr::Plan>(spec);
         }
@@ -358,11 +364,7 @@ NB_MODULE(_xcorr, m) {
        "piece], [{device, setup, pipeline, teardown} seconds per device, with direct: whether the device downloaded "
        "straight into a page-locked out, reused: whether it reused what it kept from the last call]).");
     m.def("empty_pinned", [](size_t count) {
-        int devices = 0;
-        if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-            cudaGetLastError();
-            xcorr::require_gpu();  // throws NoGpuError with the reason, not a bare CUDA error
-        }
+        require_a_device();
         float* p = nullptr;
         XC_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&p), std::max<size_t>(count, 1) * sizeof(float)));
         nb::capsule owner(p, [](void* q) noexcept { cudaFreeHost(q); });
