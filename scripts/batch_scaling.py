@@ -8,7 +8,8 @@ call (what a plain call costs, first-touch page faults of the new array included
 result array reused from call to call (what a loop over batches costs: the GPUs' throughput with the
 copies, no page faults); their difference per GPU count is `fresh_overhead_seconds`; and out= in
 page-locked memory reused (xcorr.empty_pinned: the GPUs download into it directly, no host copy;
-`seconds_out_pinned`, where the package has empty_pinned); each best call's phases per device (setup, pipeline, teardown: xcorr._api.last_batch) as `phases_*`. Beside them,
+`seconds_out_pinned`, where the package has empty_pinned); each best call's phases per device
+(setup, pipeline, teardown: xcorr._api.last_batch) as `phases_*`. Beside them,
 `first_touch_seconds`: a fresh NumPy array of the result's size written once by one host thread (the
 page-fault cost the fresh calls pay, spread over the devices' threads). Prints and writes JSON with
 the GPUs, the driver, the package's build and the git revision.
@@ -124,7 +125,7 @@ def main(argv=None):
     for k in range(1, len(devices) + 1):
         def call(out=None):
             return xcorr.correlate2d(left, right, form=args.form, devices=devices[:k], chunk=args.chunk, out=out,
-                                     algorithm=args.algorithm, **({"split": args.split} if args.split else {}),
+                                     algorithm=args.algorithm, split=args.split,
                                      **window)
         best, out, phases_fresh = best_of(call)
         if reused is None:
