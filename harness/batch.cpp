@@ -745,7 +745,7 @@ std::string kit_key(const PlanSpec& spec, const Problem& p, int64_t k0, int64_t 
     std::string key = p.describe() + "|" + spec.algorithm + "|" + spec.precision + "|" + spec.normalize + "|";
     for (const auto& [k, v] : spec.params) key += k + "=" + v + ",";
     return key + "|" + std::to_string(k0) + ":" + std::to_string(k1) + "|" + std::to_string(max_outputs) + "|" +
-           (split == Split::Blocks ? "blocks|" : "lefts|") + (direct ? "direct" : "staged");
+           split_name(split) + "|" + (direct ? "direct" : "staged");
 }
 
 // What one device's run did (BatchReport's entries for it).
@@ -754,6 +754,7 @@ struct DeviceRun {
     std::string algorithm;      // of its first plan
     DeviceSeconds seconds;
     bool direct = false, reused = false;
+    Split split = Split::Lefts;  // as resolved
 };
 
 // One device's run: pieces of at most m outputs (halving m while the GPU runs out of memory),
@@ -768,10 +769,13 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
     if (k0 >= k1) return;
     const size_t out_elems = matrix_elems(p.out_h(), p.out_w());
     const bool direct = page_locked(out + size_t(k0) * out_elems, sizeof(float) * size_t(k1 - k0) * out_elems);
-    const std::string key = kit_key(spec, p, k0, k1, options.max_outputs, options.split, direct);
+    const Split split =
+        resolve_split(options.split, direct, page_locked(right, sizeof(float) * size_t(p.right_elems())));
+    const std::string key = kit_key(spec, p, k0, k1, options.max_outputs, split, direct);
     std::unique_ptr<DeviceKit> kit = KitCache::get().take(device, key);  // before the free memory is read
     run.direct = direct;
     run.reused = kit != nullptr;
+    run.split = split;
     int64_t m = kit ? kit->m : options.max_outputs;
     if (m <= 0) {
         size_t free_b = 0, total_b = 0;
@@ -780,7 +784,7 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
     }
     for (;;) {
         std::vector<Piece> pieces;
-        split_range(p, k0, k1, m, index, options.split, pieces);
+        split_range(p, k0, k1, m, index, split, pieces);
         const Clock::time_point t0 = Clock::now();
         try {
             if (!kit) {
@@ -835,9 +839,19 @@ PieceLayout layout_of(const Problem& batch, const Piece& c) {
 }
 
 Split parse_split(const std::string& text) {
+    if (text == "auto") return Split::Auto;
     if (text == "lefts") return Split::Lefts;
     if (text == "blocks") return Split::Blocks;
-    throw UsageError("--split '" + text + "': expected lefts or blocks");
+    throw UsageError("--split '" + text + "': expected auto, lefts or blocks");
+}
+
+const char* split_name(Split split) {
+    return split == Split::Auto ? "auto" : split == Split::Blocks ? "blocks" : "lefts";
+}
+
+Split resolve_split(Split split, bool out_locked, bool rights_locked) {
+    if (split != Split::Auto) return split;
+    return out_locked || rights_locked ? Split::Blocks : Split::Lefts;
 }
 
 std::vector<Piece> split_batch(const Problem& p, int devices, int64_t max_outputs, Split split) {
@@ -848,7 +862,7 @@ std::vector<Piece> split_batch(const Problem& p, int devices, int64_t max_output
     std::vector<Piece> pieces;
     for (int d = 0; d < devices; ++d) {
         const auto [k0, k1] = device_run(total, devices, d);
-        split_range(p, k0, k1, m, d, split, pieces);
+        split_range(p, k0, k1, m, d, resolve_split(split, false, false), pieces);
     }
     return pieces;
 }
@@ -935,6 +949,7 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
         report.seconds.push_back(r.seconds);
         report.direct.push_back(r.direct);
         report.reused.push_back(r.reused);
+        report.split.push_back(r.split);
     }
     return report;
 }

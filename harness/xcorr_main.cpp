@@ -51,7 +51,7 @@ const char* kUsage =
     "  xcorr help                     this text (also --help after any command)\n"
     "  xcorr run --algorithm NAME --form FORM [--param KEY=VALUE ...] LEFT.npy RIGHT.npy\n"
     "            --out OUT.npy [WINDOW] [--precision fp32|tf32] [--normalize MODE]\n"
-    "            [--validate [--tolerance X]] [--gpus all|I,J,...] [--chunk N] [--split lefts|blocks]\n"
+    "            [--validate [--tolerance X]] [--gpus all|I,J,...] [--chunk N] [--split auto|lefts|blocks]\n"
     "      FORM: one-to-one, one-to-many, n-to-mn, n-to-m; NAME: a variant from `xcorr list`,\n"
     "      `auto` (chosen from this GPU's measurements, else a cost model; the choice is printed\n"
     "      on stderr) or `reference` (float64 on the CPU). --precision: fp32 (default) allows only\n"
@@ -77,9 +77,11 @@ const char* kUsage =
     "      host memory (the reference too, with --chunk: the same pieces on the CPU); --validate\n"
     "      then compares with the CPU reference. The pieces are printed on stderr. A --chunk below\n"
     "      one left's outputs (n-to-m: M) uploads the rights again for every piece: slow.\n"
-    "      --split blocks (n-to-m): where a GPU's whole lefts take more than one piece, cut them\n"
-    "      into blocks of all those lefts and a run of the rights (each right uploaded once, the\n"
-    "      first piece waits for part of the rights only) instead of whole lefts (lefts, default).\n"
+    "      --split (n-to-m), where a GPU's whole lefts take more than one piece: lefts, pieces of\n"
+    "      whole lefts with every right; blocks, blocks of all those lefts and a run of the rights\n"
+    "      (each right's upload and spectrum once, the first piece waits for its run only: faster\n"
+    "      where the host memory is page-locked); auto (default), blocks where the output or the\n"
+    "      rights are page-locked host memory (the library's empty_pinned), else lefts: lefts here.\n"
     "      --dims 1: 1-D signals, each a 1 x n matrix (CONVENTIONS.md, \"One-dimensional\n"
     "      signals\"); output k equals scipy.signal.correlate(L, R, mode) of its pair, lag d = sum\n"
     "      over t of L[t + d] * R[t]. A file holds one signal (n) or a stack (count, n); the output\n"
@@ -392,7 +394,7 @@ int cmd_run(int argc, char** argv) {
     std::vector<float> out(out_elems);
 
     if (batch)
-        return run_batched(spec, p, left, right, out, gpus, chunk, split.value_or(Split::Lefts), validate, tolerance,
+        return run_batched(spec, p, left, right, out, gpus, chunk, split.value_or(Split::Auto), validate, tolerance,
                            out_path, out_shape);
     if (!gpu) {
         std::vector<double> ref(out.size());
@@ -543,7 +545,7 @@ int cmd_explain(int argc, char** argv) {
     if (gpus) devices = parse_devices(*gpus, false);
     std::vector<Piece> pieces;
     if (split && !gpus && !chunk) throw UsageError(kSplitNeedsBatch);
-    if (gpus || chunk) pieces = split_batch(p, std::max<int>(1, int(devices.size())), chunk, split.value_or(Split::Lefts));
+    if (gpus || chunk) pieces = split_batch(p, std::max<int>(1, int(devices.size())), chunk, split.value_or(Split::Auto));
     auto device_of = [&](const Piece& c) { return devices.empty() ? 0 : devices[size_t(c.device)]; };
     if (json) {
         std::cout << "{\"problem\": \"" << json_escape(p.describe()) << "\", \"gpu\": \"" << json_escape(*gpu_name)

@@ -354,15 +354,16 @@ NB_MODULE(_xcorr, m) {
             t["teardown"] = r.seconds[d].teardown;
             t["direct"] = bool(r.direct[d]);
             t["reused"] = bool(r.reused[d]);
+            t["split"] = xcorr::split_name(r.split[d]);
             seconds.append(t);
         }
         return nb::make_tuple(pieces, seconds);
-    }, "spec"_a, "left"_a, "right"_a, "out"_a, "devices"_a, "max_outputs"_a, "split"_a = "lefts",
+    }, "spec"_a, "left"_a, "right"_a, "out"_a, "devices"_a, "max_outputs"_a, "split"_a = "auto",
        "The whole output from host stacks, split across `devices` (\"all\", \"0,1\"; \"\": the current one) in "
-       "pieces of at most max_outputs matrices (0: what fits), n-to-m runs cut as `split` says (\"lefts\", "
-       "\"blocks\"): ([(device, first output, outputs, algorithm) per "
+       "pieces of at most max_outputs matrices (0: what fits), n-to-m runs cut as `split` says (\"auto\", "
+       "\"lefts\", \"blocks\"): ([(device, first output, outputs, algorithm) per "
        "piece], [{device, setup, pipeline, teardown} seconds per device, with direct: whether the device downloaded "
-       "straight into a page-locked out, reused: whether it reused what it kept from the last call]).");
+       "straight into a page-locked out, reused: whether it reused what it kept from the last call, split: how its run was cut]).");
     m.def("empty_pinned", [](size_t count) {
         require_a_device();
         float* p = nullptr;

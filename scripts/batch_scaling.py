@@ -16,7 +16,7 @@ the GPUs, the driver, the package's build and the git revision.
 
     python scripts/batch_scaling.py [--form n-to-m] [--left 64:96x96] [--right 4096:96x96]
                                     [--max-shift 16] [--algorithm auto] [--gpus all] [--chunk N]
-                                    [--split lefts|blocks] [--repeat 3] [--out F]
+                                    [--split auto|lefts|blocks] [--repeat 3] [--out F]
 Needs a GPU (exit 3 without one, with the reason)."""
 import argparse
 import json
@@ -59,8 +59,8 @@ def main(argv=None):
     ap.add_argument("--algorithm", default="auto", help="what each GPU runs (auto: what it picks)")
     ap.add_argument("--gpus", default="all", help="'all' or device indices, e.g. 0,1")
     ap.add_argument("--chunk", type=int, default=None, help="at most this many output matrices per piece")
-    ap.add_argument("--split", choices=["lefts", "blocks"], default=None,
-                    help="how n-to-m runs are cut (the package's default: lefts)")
+    ap.add_argument("--split", choices=["auto", "lefts", "blocks"], default=None,
+                    help="how n-to-m runs are cut (the package's default: auto)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--out", help="also write the JSON here")
     args = ap.parse_args(argv)

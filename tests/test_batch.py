@@ -116,13 +116,26 @@ def test_split_blocks_cover_every_output_once(xcorr, devices, nL, nR, chunk):
     assert any(rows > 1 for rows, _, _ in layouts) == bool(blocks)
 
 
+@pytest.mark.parametrize("devices,chunk", [("0", 16), ("0,1", 20), ("3,1,2", 33)])
+def test_split_auto_is_lefts_for_pageable_memory(xcorr, devices, chunk):
+    """--split auto (the default) cuts as lefts where nothing is page-locked, which is all that
+    explain (no arrays) and xcorr run (its arrays are pageable) know; and it differs from blocks
+    here, so the default is not blocks."""
+    extra = ["--gpus", devices, "--chunk", str(chunk)]
+    auto = explain_pieces(xcorr, "n-to-m", 4, 40, *extra, "--split", "auto")
+    assert auto == explain_pieces(xcorr, "n-to-m", 4, 40, *extra)
+    assert auto == explain_pieces(xcorr, "n-to-m", 4, 40, *extra, "--split", "lefts")
+    assert auto != explain_pieces(xcorr, "n-to-m", 4, 40, *extra, "--split", "blocks")
+
+
 def test_split_blocks_refused_where_nothing_is_cut(xcorr, tmp_path):
-    """--split needs --gpus or --chunk (run and explain); a value other than lefts or blocks exits 2."""
+    """--split needs --gpus or --chunk (run and explain); a value other than auto, lefts or blocks
+    exits 2."""
     r = run([xcorr, "explain", "--form", "n-to-m", "--left", "4:9x11", "--right", "40:4x5", "--split", "blocks"])
     one_line_error(r, 2, "--split")
     r = run([xcorr, "explain", "--form", "n-to-m", "--left", "4:9x11", "--right", "40:4x5", "--chunk", "16",
              "--split", "columns"])
-    one_line_error(r, 2, "expected lefts or blocks")
+    one_line_error(r, 2, "expected auto, lefts or blocks")
     rng = seeded_rng("split-refused")
     lp = save(tmp_path / "l.npy", rng.random((4, 9, 9), dtype=np.float32))
     rp = save(tmp_path / "r.npy", rng.random((40, 3, 3), dtype=np.float32))
@@ -338,7 +351,7 @@ def _package():
     (dict(chunk=2, algorithm="reference"), "the reference runs on the CPU"),
     (dict(chunk=2, stream=0), "give no stream="),
     (dict(chunk=2, out=np.empty((3, 3), np.float32)), "out must have shape"),
-    (dict(chunk=2, split="columns"), "split must be 'lefts' or 'blocks'"),
+    (dict(chunk=2, split="columns"), "split must be 'auto', 'lefts' or 'blocks'"),
     (dict(split="blocks"), "split= cuts a batch run with devices= or chunk="),
     (dict(split="blocks", algorithm="reference"), "split= cuts a batch run with devices= or chunk="),
 ])
@@ -495,4 +508,25 @@ def test_gpu_package_batch_blocks_match_the_reference(gpu):
     np.testing.assert_array_equal(pinned, pageable)
     lefts = xcorr.correlate2d(left, right, split="lefts", **kw)  # other pieces, other launches
     np.testing.assert_allclose(lefts, pageable, rtol=0, atol=1e-6 * np.abs(want).max())
+    xcorr.clear_cache()
+
+
+def test_gpu_package_batch_auto_split_follows_page_locked_memory(gpu):
+    """split="auto" (the default): blocks on every device where out= or the rights are page-locked
+    (xcorr.empty_pinned), lefts where both are pageable (last_batch says per device), each result
+    the explicit split's bit for bit."""
+    xcorr = _package()
+    xcorr.clear_cache()
+    rng = seeded_rng("pkg-batch-auto-split")
+    left, right = rng.random((5, 40, 33), dtype=np.float32) - 0.5, rng.random((37, 9, 12), dtype=np.float32) - 0.5
+    kw = dict(form="n-to-m", max_shift=(6, 4), algorithm="overlap-wise", devices="all", chunk=60)
+    pinned_right = xcorr.empty_pinned(right.shape)
+    pinned_right[...] = right
+    pinned_out = xcorr.empty_pinned(xcorr.correlate2d(left, right, **kw).shape)
+    for r, out, want in ((right, None, "lefts"), (right, pinned_out, "blocks"), (pinned_right, None, "blocks")):
+        if out is not None:
+            out.fill(np.nan)
+        got = xcorr.correlate2d(left, r, out=out, **kw)
+        assert [d["split"] for d in xcorr._api.last_batch["seconds"]] == [want] * len(xcorr._api.last_batch["seconds"])
+        np.testing.assert_array_equal(got, xcorr.correlate2d(left, right, split=want, **kw))
     xcorr.clear_cache()

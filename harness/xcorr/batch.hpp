@@ -48,15 +48,25 @@ struct PieceLayout {
 PieceLayout layout_of(const Problem& batch, const Piece& c);
 
 // How a device's n-to-m run is cut when its whole lefts take more than one piece (header comment):
-// Lefts, pieces of whole lefts with every right; Blocks, all the lefts with a run of the rights.
-enum class Split { Lefts, Blocks };
-Split parse_split(const std::string& text);  // "lefts" or "blocks"; UsageError otherwise
+// Lefts, pieces of whole lefts with every right; Blocks, all the lefts with a run of the rights;
+// Auto, per device (resolve_split): Blocks where its output range or the right stack is page-locked
+// host memory, Lefts otherwise. Why: a block waits for its own run of rights only and each right's
+// spectrum is made once, which wins when the copies run at the link's rate; with both pageable,
+// every block's rights are bounced through host memory on the thread that also drains the outputs,
+// and whole lefts (one bounce of the right stack, at the start) win (measured:
+// results/nvidia-h200/probes/multi-gpu-c0fab6d/README.md, item 5).
+enum class Split { Auto, Lefts, Blocks };
+Split parse_split(const std::string& text);  // "auto", "lefts" or "blocks"; UsageError otherwise
+const char* split_name(Split split);
+// Auto's choice for a device whose output range is page-locked (`out_locked`) or not, with a
+// page-locked right stack or not; Lefts and Blocks as they are.
+Split resolve_split(Split split, bool out_locked, bool rights_locked);
 
 // The pieces of `p` over `devices` devices, each at most `max_outputs` output matrices (0: no
 // limit), in output order (rows of blocks: by their first output). Devices get equal contiguous
 // runs of outputs (a device with nothing to do gets no piece). Pure: no GPU needed (xcorr explain
-// --gpus shows it; tests check it).
-std::vector<Piece> split_batch(const Problem& p, int devices, int64_t max_outputs = 0, Split split = Split::Lefts);
+// --gpus shows it; tests check it). Auto is resolved as for pageable memory (what xcorr run uses).
+std::vector<Piece> split_batch(const Problem& p, int devices, int64_t max_outputs = 0, Split split = Split::Auto);
 
 struct BatchOptions {
     // CUDA device ordinals to spread the batch over; empty: the current device alone.
@@ -66,8 +76,8 @@ struct BatchOptions {
     // kernels) or fewer if that does not fit the device's memory next to a second piece in flight
     // (the plan's workspace included), found by building the plan and halving on out-of-memory.
     int64_t max_outputs = 0;
-    // How n-to-m runs of whole lefts are cut (Split); Lefts until Blocks is measured on the GPUs.
-    Split split = Split::Lefts;
+    // How n-to-m runs of whole lefts are cut (Split).
+    Split split = Split::Auto;
 };
 
 // One device's part of a run, in seconds by the host's clock: setup (plans, device buffers, the
@@ -89,6 +99,8 @@ struct BatchReport {
     std::vector<bool> direct;
     // Likewise: whether the device reused what it kept from the previous call (release_batch_buffers).
     std::vector<bool> reused;
+    // Likewise: how the device's run was cut (BatchOptions::split resolved: Lefts or Blocks).
+    std::vector<Split> split;
 };
 
 // Computes the whole output of `spec` from host stacks into the host output `out` (laid out as the

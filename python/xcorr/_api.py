@@ -471,9 +471,11 @@ def correlate2d(left, right, mode="full", *, max_shift=None, shifts=None, normal
     GPU's memory run piece by piece; returns float32 NumPy (out= a NumPy array, or None). An out=
     in page-locked memory (xcorr.empty_pinned) is written by the GPUs directly, no host copy. A
     chunk below one left's outputs (n-to-m: M) uploads the rights again for every piece: slow.
-    split= (with devices= or chunk=, n-to-m): "lefts" (default) cuts a GPU's run into pieces of whole
-    lefts with every right; "blocks", where those take more than one piece, into blocks of all its
-    lefts and a run of the rights (each right uploaded once; the first piece needs part of them).
+    split= (with devices= or chunk=, n-to-m), where a GPU's whole lefts take more than one piece:
+    "lefts" cuts its run into pieces of whole lefts with every right; "blocks" into blocks of all
+    its lefts and a run of the rights (each right uploaded and transformed once; the first piece
+    needs part of them: faster where the host memory is page-locked); "auto" (default, None)
+    blocks where out= or right is page-locked (xcorr.empty_pinned), lefts otherwise.
 
     Raises ValueError for bad shapes, dtypes, windows or names, xcorr.NoGPUError without a usable
     GPU, xcorr.CudaError when CUDA fails.
@@ -633,8 +635,8 @@ def correlate1d(left, right, mode="full", *, max_lag=None, lags=None, normalize=
 def _batched(left, right, out, stream, devices, chunk, split, **setup):
     """correlate2d/correlate1d with devices= or chunk=: host arrays through run_batch (batch.hpp);
     `setup` is Plan._setup's keywords."""
-    if split is not None and split not in ("lefts", "blocks"):
-        raise ValueError(f"split must be 'lefts' or 'blocks', got {split!r}")
+    if split is not None and split not in ("auto", "lefts", "blocks"):
+        raise ValueError(f"split must be 'auto', 'lefts' or 'blocks', got {split!r}")
     if split is not None and devices is None and chunk is None:
         raise ValueError("split= cuts a batch run with devices= or chunk=: give one of them")
     if setup["algorithm"] == "reference":
@@ -673,13 +675,13 @@ def _batched(left, right, out, stream, devices, chunk, split, **setup):
         plan._check_out(out)
     global last_batch
     pieces, seconds = _xcorr.run_batch(plan._spec, left.reshape(-1), right.reshape(-1), out.reshape(-1), text,
-                                       0 if chunk is None else int(chunk), split or "lefts")
+                                       0 if chunk is None else int(chunk), split or "auto")
     last_batch = {"pieces": pieces, "seconds": seconds}
     return out
 
 
 # The last devices=/chunk= call's pieces [(device, first output, outputs, algorithm)] and each
-# device's phases in seconds [{device, setup, pipeline, teardown}] (scripts/batch_scaling.py records
+# device's phases in seconds [{device, setup, pipeline, teardown}, with direct, reused and split] (scripts/batch_scaling.py records
 # them); None before the first. Module state: with calls from several threads, one of theirs.
 last_batch = None
 
