@@ -282,7 +282,7 @@ void in_parallel(size_t parts, const Part& part) {
 // at least kCopyPerThread floats each: the copy out of the pinned staging into the caller's output
 // is where a fresh output's first-touch page faults are paid, and one thread pays them serially;
 // with several devices draining at once, a few threads each are what keeps the host's memory busy.
-constexpr size_t kCopyPerThread = size_t(1) << 20;  // floats (4 MB)
+constexpr size_t kCopyPerThread = size_t(1) << 18;  // floats (1 MB: a thread's start costs ~1/10 of its copy)
 void host_copy(float* dst, const float* src, size_t n, int threads) {
     const size_t parts = std::clamp<size_t>(n / kCopyPerThread, 1, size_t(std::max(threads, 1)));
     in_parallel(parts, [=](size_t k) {
@@ -474,6 +474,7 @@ struct GpuSteps {
     bool direct;       // `out` is page-locked: download into it, nothing to drain
     int copy_threads;  // host threads of a drain or a bounce
     std::array<Bounce, 2>& bounces;
+    size_t next_bounce = 0;  // the buffers alternate across uploads too (an n-to-m block's run of rights)
 
     cudaEvent_t event(EventKind e, int s) const {
         const Slot& b = *slots[size_t(s)];
@@ -504,8 +505,8 @@ struct GpuSteps {
             XC_CUDA_CHECK(cudaMemcpyAsync(dst, host, sizeof(float) * n, cudaMemcpyHostToDevice, streams[kUp]));
             return;
         }
-        for (size_t a = 0, k = 0; a < n; a += kBounceFloats, ++k) {
-            Bounce& b = bounces[k % bounces.size()];
+        for (size_t a = 0; a < n; a += kBounceFloats) {
+            Bounce& b = bounces[next_bounce++ % bounces.size()];
             const size_t m = std::min(kBounceFloats, n - a);
             if (!b.buffer.get())
                 b.buffer = StagingPool::get().take(bounce_key(b.device), kBounceFloats);

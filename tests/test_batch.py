@@ -227,9 +227,9 @@ def test_pipelined_reference_equals_the_whole_for_every_piece_count(xcorr, tmp_p
 
 
 def test_pipelined_reference_large_piece_copied_out_by_several_threads(xcorr, tmp_path):
-    """One piece of 34 x 513 x 513 floats (past the 2 Mi floats from which batch.cpp's host_copy
-    splits the copy out of staging: parts of 1 Mi floats or more, up to 8 threads) equals 34 pieces
-    copied by one thread each (263 Ki floats), and the float64 reference."""
+    """One piece of 34 x 513 x 513 floats (past the 512 Ki floats from which batch.cpp's host_copy
+    splits the copy out of staging: parts of 256 Ki floats or more, up to 8 threads) equals 34
+    pieces copied by one thread each (263 Ki floats), and the float64 reference."""
     rng = seeded_rng("pipeline-large")
     left, right = rng.random((1, 512, 512), dtype=np.float32), rng.random((34, 2, 2), dtype=np.float32)
     assert 34 * 513 * 513 >= 8 * (1 << 20) and 513 * 513 < 2 * (1 << 20)
