@@ -681,8 +681,9 @@ def _batched(left, right, out, stream, devices, chunk, split, **setup):
 
 
 # The last devices=/chunk= call's pieces [(device, first output, outputs, algorithm)] and each
-# device's phases in seconds [{device, setup, pipeline, teardown}, with direct, reused and split] (scripts/batch_scaling.py records
-# them); None before the first. Module state: with calls from several threads, one of theirs.
+# device's phases in seconds [{device, setup, pipeline, teardown}, with direct, reused and split]
+# (scripts/batch_scaling.py records them); None before the first. Module state: with calls from
+# several threads, one of theirs.
 last_batch = None
 
 
