@@ -164,9 +164,10 @@ def main(argv=None):
             print(f"    out= page-locked, reused: {best_pinned * 1e3:9.1f} ms, speed-up {run['speedup_out_pinned']:.2f}x",
                   flush=True)
         for label, ph in (("fresh", phases_fresh), ("out= reused", phases_reused), ("out= pinned", phases_pinned)):
-            for d in ph or []:
+            for d in ph or []:  # with the split the device ran, where the package reports it
                 print(f"    {label:11s} GPU {d['device']}: setup {d['setup'] * 1e3:7.1f} ms, pipeline "
-                      f"{d['pipeline'] * 1e3:7.1f} ms, teardown {d['teardown'] * 1e3:7.1f} ms", flush=True)
+                      f"{d['pipeline'] * 1e3:7.1f} ms, teardown {d['teardown'] * 1e3:7.1f} ms"
+                      + (f", split {d['split']}" if "split" in d else ""), flush=True)
         if err > 1e-5:
             print("batch_scaling: the split result differs from the one-GPU result", file=sys.stderr)
             return 1

@@ -78,8 +78,9 @@ def test_a_split_that_differs_from_one_gpu_fails(monkeypatch, capsys):
 
 
 def test_each_gpu_counts_best_call_records_its_phases(monkeypatch, tmp_path, capsys):
-    """The package's per-device phases of the fastest timed call (xcorr._api.last_batch) go into the
-    JSON and the printout: the call numbers make "which call" checkable."""
+    """The package's per-device phases of the fastest timed call (xcorr._api.last_batch), with the
+    split each device ran, go into the JSON and the printout: the call numbers make "which call"
+    checkable."""
     calls = []
     m = fake_xcorr(calls)
     m._api = types.SimpleNamespace(last_batch=None)
@@ -89,7 +90,7 @@ def test_each_gpu_counts_best_call_records_its_phases(monkeypatch, tmp_path, cap
         res = inner(left, right, form, devices, chunk=chunk, out=out, **window)
         n = len(calls)
         m._api.last_batch = {"pieces": [], "seconds": [{"device": d, "setup": n, "pipeline": 2.0 * n,
-                                                        "teardown": 0.5} for d in devices]}
+                                                        "teardown": 0.5, "split": "blocks"} for d in devices]}
         return res
     m.correlate2d = correlate2d
     monkeypatch.setitem(sys.modules, "xcorr", m)
@@ -104,7 +105,9 @@ def test_each_gpu_counts_best_call_records_its_phases(monkeypatch, tmp_path, cap
             k = len(r["devices"])
             first = [i + 1 for i, (d, o) in enumerate(calls) if len(d) == k and o == (key == "phases_out_reused")]
             assert ph[0]["setup"] in first[1:] and ph[0]["pipeline"] == 2.0 * ph[0]["setup"]
-    assert re.search(r"out= reused GPU 2: setup +\d+\.\d ms, pipeline +\d+\.\d ms, teardown +500\.0 ms", printed)
+    assert re.search(r"out= reused GPU 2: setup +\d+\.\d ms, pipeline +\d+\.\d ms, teardown +500\.0 ms, split blocks",
+                     printed)
+    assert all(d["split"] == "blocks" for r in json.loads(out.read_text())["runs"] for d in r["phases_fresh"])
 
 
 def test_a_package_with_empty_pinned_is_also_timed_into_a_page_locked_array(monkeypatch, tmp_path, capsys):
