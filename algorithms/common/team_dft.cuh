@@ -1,0 +1,247 @@
+// One DFT of compile-time length N by a team of threads in registers (the building block of
+// fft-fused, 51_fft_fused.cu, whose header explains the mapping): in-register DFTs of radix 2, 3, 4
+// and their composites, the team's plan (E elements a thread, T threads), the exchange through
+// shared memory, the twiddle table. Device code; also compiled for the CPU by
+// tests/team_dft_host.cpp, which runs every instantiated size's team_dft with threads for lanes
+// (tests/test_team_dft.py): keep it free of anything but the intrinsics that test provides
+// (__syncwarp, lane_id's XCORR_TEAM_DFT_HOST, threadIdx / blockDim, sincospi).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <type_traits>
+#include <utility>
+
+#include "common/device.cuh"
+
+namespace xcorr {
+
+// ---------------------------------------------------------------------------------------------
+// In-register DFTs of compile-time length
+// ---------------------------------------------------------------------------------------------
+
+// Taylor series for |x| <= pi, evaluated at compile time only (the twiddles of the composite DFTs).
+__host__ __device__ constexpr double taylor_sin(double x) {
+    double term = x, sum = x;
+    for (int n = 1; n < 18; ++n) {
+        term *= -x * x / double((2 * n) * (2 * n + 1));
+        sum += term;
+    }
+    return sum;
+}
+__host__ __device__ constexpr double taylor_cos(double x) {
+    double term = 1.0, sum = 1.0;
+    for (int n = 1; n < 18; ++n) {
+        term *= -x * x / double((2 * n - 1) * (2 * n));
+        sum += term;
+    }
+    return sum;
+}
+// exp(Sign * 2 pi i * Num / Den) as compile-time constants.
+template <int Num, int Den, int Sign>
+struct Twiddle {
+    static constexpr int r = Num % Den;
+    static constexpr double angle = 2.0 * 3.14159265358979323846 * double(2 * r > Den ? r - Den : r) / Den;
+    static constexpr float c = float(taylor_cos(angle));
+    static constexpr float s = float(Sign * taylor_sin(angle));
+};
+
+__device__ __forceinline__ float2 cadd(float2 a, float2 b) { return make_float2(a.x + b.x, a.y + b.y); }
+__device__ __forceinline__ float2 csub(float2 a, float2 b) { return make_float2(a.x - b.x, a.y - b.y); }
+__device__ __forceinline__ float2 cmul(float2 a, float2 b) {
+    return make_float2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+}
+// a * (Sign i)
+template <int Sign>
+__device__ __forceinline__ float2 mul_i(float2 a) {
+    return Sign > 0 ? make_float2(-a.y, a.x) : make_float2(a.y, -a.x);
+}
+
+// f(integral_constant<int, 0>), ..., f(integral_constant<int, N - 1>): loops whose index must be a
+// constant expression (twiddle template arguments).
+template <class F, int... I>
+__device__ __forceinline__ void unroll_seq(F&& f, std::integer_sequence<int, I...>) {
+    (f(std::integral_constant<int, I>{}), ...);
+}
+template <int N, class F>
+__device__ __forceinline__ void unroll(F&& f) {
+    unroll_seq(f, std::make_integer_sequence<int, N>{});
+}
+
+// v[k] <- sum_n v[n] exp(Sign 2 pi i n k / R). Radices 2, 3, 4 directly; a composite R = A * B by
+// one Cooley-Tukey split, n = n1 + A n2, k = B k1 + k2: A DFTs of length B over n2, twiddles
+// W_R^{n1 k2}, B DFTs of length A over n1.
+template <int R, int Sign>
+__device__ __forceinline__ void dft(float2 (&v)[R]) {
+    if constexpr (R == 2) {
+        const float2 a = v[0], b = v[1];
+        v[0] = cadd(a, b);
+        v[1] = csub(a, b);
+    } else if constexpr (R == 3) {
+        constexpr float kS = 0.86602540378443865f;  // sin(2 pi / 3)
+        const float2 t = cadd(v[1], v[2]);
+        const float2 d = mul_i<Sign>(csub(v[1], v[2]));
+        const float2 m = make_float2(v[0].x - 0.5f * t.x, v[0].y - 0.5f * t.y);
+        v[0] = cadd(v[0], t);
+        v[1] = make_float2(m.x + kS * d.x, m.y + kS * d.y);
+        v[2] = make_float2(m.x - kS * d.x, m.y - kS * d.y);
+    } else if constexpr (R == 4) {
+        const float2 s02 = cadd(v[0], v[2]), d02 = csub(v[0], v[2]);
+        const float2 s13 = cadd(v[1], v[3]), d13 = mul_i<Sign>(csub(v[1], v[3]));
+        v[0] = cadd(s02, s13);
+        v[1] = cadd(d02, d13);
+        v[2] = csub(s02, s13);
+        v[3] = csub(d02, d13);
+    } else {
+        constexpr int A = R % 4 == 0 ? 4 : R % 2 == 0 ? 2 : 3;
+        constexpr int B = R / A;
+        static_assert(A * B == R && B > 1, "radix built from 2, 3 and 4");
+        float2 y[A][B];
+        unroll<A>([&](auto n1) {
+            float2 t[B];
+#pragma unroll
+            for (int n2 = 0; n2 < B; ++n2) t[n2] = v[n1 + A * n2];
+            dft<B, Sign>(t);
+            unroll<B>([&](auto k2) {
+                constexpr int idx = decltype(n1)::value * decltype(k2)::value;
+                if constexpr (idx % R == 0) {
+                    y[n1][k2] = t[k2];
+                } else if constexpr ((4 * idx) % R == 0) {  // a quarter turn: no multiplications
+                    constexpr int q = (4 * idx / R) % 4;
+                    y[n1][k2] = q == 1 ? mul_i<Sign>(t[k2])
+                              : q == 2 ? make_float2(-t[k2].x, -t[k2].y)
+                                       : mul_i<-Sign>(t[k2]);
+                } else {
+                    using W = Twiddle<idx, R, Sign>;
+                    y[n1][k2] = cmul(t[k2], make_float2(W::c, W::s));
+                }
+            });
+        });
+#pragma unroll
+        for (int k2 = 0; k2 < B; ++k2) {
+            float2 t[A];
+#pragma unroll
+            for (int n1 = 0; n1 < A; ++n1) t[n1] = y[n1][k2];
+            dft<A, Sign>(t);
+#pragma unroll
+            for (int k1 = 0; k1 < A; ++k1) v[B * k1 + k2] = t[k1];
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// One DFT of length N by a team of threads
+// ---------------------------------------------------------------------------------------------
+
+// E elements per thread; the second stage's radix is T = N / E, which must divide E.
+template <int N> struct TeamPlan;
+template <> struct TeamPlan<32> { static constexpr int E = 8; };
+template <> struct TeamPlan<64> { static constexpr int E = 8; };
+template <> struct TeamPlan<96> { static constexpr int E = 24; };
+template <> struct TeamPlan<128> { static constexpr int E = 16; };
+template <> struct TeamPlan<192> { static constexpr int E = 24; };
+template <> struct TeamPlan<256> { static constexpr int E = 16; };   // the staged path (below)
+template <> struct TeamPlan<512> { static constexpr int E = 32; };
+template <> struct TeamPlan<1024> { static constexpr int E = 32; };
+
+// A length-N DFT's team: E elements per thread, T threads.
+template <int N>
+struct TeamShape {
+    static constexpr int E = TeamPlan<N>::E;
+    static constexpr int T = N / E;
+    static_assert(E % T == 0, "the second stage's radix T must divide E");
+};
+
+// The N complex numbers a team exchanges through: a column of S (stride pitch) or one row pair
+// (stride 1: rows 2p and 2p + 1 are contiguous).
+struct StridedSlot {
+    float2* base;
+    int stride;
+    __device__ __forceinline__ float2& operator[](int n) const { return base[n * stride]; }
+};
+
+template <int T>
+__device__ __forceinline__ unsigned team_mask() {
+    const unsigned lane = threadIdx.x % kWarp;
+    return T == kWarp ? kFullMask : ((1u << T) - 1u) << (lane & ~unsigned(T - 1));
+}
+
+// Position of exchange element p = r E + c in the slot: row r of the T x E exchange rotated by r,
+// so that the stage-1 writes (a column of it: p = t E + m) and the reads (a row segment:
+// p = t + T e) both spread over the banks.
+template <int E>
+__device__ __forceinline__ int swizzle(int p) {
+    const int r = p / E, c = p - r * E;
+    return r * E + (c + r < E ? c + r : c + r - E);
+}
+
+// The calling thread's lane in its warp, read by an asm volatile (an opaque value: team_dft). The
+// CPU test of this file (XCORR_TEAM_DFT_HOST) runs lanes as threads and says which one this is.
+#ifdef XCORR_TEAM_DFT_HOST
+unsigned host_lane_id();
+#endif
+__device__ __forceinline__ unsigned lane_id() {
+#ifdef XCORR_TEAM_DFT_HOST
+    return host_lane_id();
+#else
+    unsigned lane;
+    asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
+    return lane;
+#endif
+}
+
+// The DFT (Sign -1 forward, +1 inverse, unnormalised) of the sequence the team holds in natural
+// layout: v[e] of thread t is element t + T e, on entry and on exit. tw[m E + j] = W_N^{jm}.
+// `post(n, x)` maps each output element n as soon as its butterfly is done (the spectrum product
+// goes there: its loads then spread over the butterflies instead of holding E values at once).
+struct Identity {
+    __device__ __forceinline__ float2 operator()(int, float2 x) const { return x; }
+};
+template <int N, int Sign, class Slot, class Post = Identity>
+__device__ __forceinline__ void team_dft(float2 (&v)[TeamPlan<N>::E], const Slot& slot, unsigned mask,
+                                         const float2* __restrict__ tw, Post post = Post{}) {
+    constexpr int E = TeamShape<N>::E, T = TeamShape<N>::T, G = E / T;
+    // The thread's place in the team, read here rather than passed in: an opaque value keeps the
+    // compiler from hoisting the 2E swizzled slot offsets out of the callers' loops (in the fused
+    // kernel that spills at 168 registers).
+    const int t = int(lane_id() % T);
+    // Stage 1 (Stockham, Ns = 1): butterfly t takes elements t + T m, writes t E + m.
+    dft<E, Sign>(v);
+    __syncwarp(mask);  // the team has read the slot (the caller may have loaded v from it)
+#pragma unroll
+    for (int m = 0; m < E; ++m) slot[t * E + (m + t < E ? m + t : m + t - E)] = v[m];  // swizzle(t E + m)
+    __syncwarp(mask);
+#pragma unroll
+    for (int e = 0; e < E; ++e) v[e] = slot[swizzle<E>(t + T * e)];
+    // Stage 2 (Ns = E, radix T): butterfly j = t + T i takes and writes elements j + E m, which
+    // are v[i + G m] of this thread: the output is in natural layout without another exchange.
+#pragma unroll
+    for (int i = 0; i < G; ++i) {
+        const int j = t + T * i;
+        float2 u[T];
+        u[0] = v[i];
+#pragma unroll
+        for (int m = 1; m < T; ++m) {
+            float2 w = tw[m * E + j];
+            if (Sign < 0) w.y = -w.y;
+            u[m] = cmul(v[i + G * m], w);
+        }
+        dft<T, Sign>(u);
+#pragma unroll
+        for (int m = 0; m < T; ++m) v[i + G * m] = post(j + E * m, u[m]);
+    }
+}
+
+// Twiddle table of the second stage: tw[m E + j] = exp(2 pi i j m / N), m < T, j < E (a warp's
+// loads of one m are consecutive: no bank conflicts).
+template <int N>
+__device__ __forceinline__ void fill_twiddles(float2* tw) {
+    constexpr int E = TeamShape<N>::E;
+    for (int i = threadIdx.x; i < N; i += blockDim.x) {
+        double s, c;
+        sincospi(2.0 * double((i % E) * (i / E)) / N, &s, &c);
+        tw[i] = make_float2(float(c), float(s));
+    }
+}
+
+}  // namespace xcorr

@@ -1,0 +1,138 @@
+// The team DFT of algorithms/common/team_dft.cuh (fft-fused's building block), compiled for the CPU
+// and run with one thread per lane: each instantiated size N (TeamPlan), forward and inverse,
+// through a unit-stride and a strided exchange slot, against a DFT in double precision; `post` is
+// given a factor per element index, so that an element delivered to the wrong index (or twice, or
+// never) fails. The lanes of a team are T std::threads; __syncwarp is a barrier of those T, and
+// every exchange slot starts poisoned (NaN). A race between the exchange's writes and reads, or a
+// wrong exchange position, shows as a wrong or NaN result here, without a GPU.
+// tests/test_team_dft.py runs it: exit 0 and a line per case; 1 and the failures otherwise.
+#include <barrier>
+#include <cmath>
+#include <complex>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include <cuda_runtime.h>  // float2, make_float2 (host-usable)
+
+// The device intrinsics team_dft.cuh uses, for std::threads standing in for the lanes of one team.
+struct HostIndex {
+    unsigned x = 0, y = 0, z = 0;
+};
+thread_local HostIndex threadIdx;  // the lane; team_mask reads threadIdx.x
+HostIndex blockDim;                // the team's lanes (fill_twiddles strides by it)
+thread_local unsigned host_lane = 0;
+thread_local std::barrier<>* host_team = nullptr;
+
+inline void __syncwarp(unsigned) { host_team->arrive_and_wait(); }
+inline void sincospi(double x, double* s, double* c) {
+    *s = std::sin(M_PI * x);
+    *c = std::cos(M_PI * x);
+}
+inline float __ldg(const float* p) { return *p; }  // device.cuh's load_or_zero
+
+#define XCORR_TEAM_DFT_HOST 1
+namespace xcorr {
+unsigned host_lane_id();
+}
+#include "common/team_dft.cuh"
+unsigned xcorr::host_lane_id() { return host_lane; }
+
+namespace {
+
+using cd = std::complex<double>;
+
+// f(lane) on T threads at once, each knowing its lane and the team's barrier.
+void on_team(int T, const std::function<void(int)>& f) {
+    std::barrier<> team(T);
+    std::vector<std::thread> lanes;
+    for (int t = 0; t < T; ++t)
+        lanes.emplace_back([&, t] {
+            threadIdx.x = unsigned(t);
+            host_lane = unsigned(t);
+            host_team = &team;
+            f(t);
+        });
+    for (auto& l : lanes) l.join();
+}
+
+// A per-index factor for `post`: element n of the result must arrive as n, once.
+float2 factor(int n) { return make_float2(1.0f + 0.001f * float(n % 97), 0.0005f * float(n % 13)); }
+
+template <int N, int Sign>
+bool check(int stride, std::mt19937& rng, int& failures) {
+    using Shape = xcorr::TeamShape<N>;
+    constexpr int E = Shape::E, T = Shape::T;
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float2> x(N);
+    for (auto& v : x) v = make_float2(u(rng), u(rng));
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float2> tw(N, make_float2(nan, nan)), slot(static_cast<size_t>(N) * stride, make_float2(nan, nan)), got(N);
+    blockDim.x = unsigned(T);
+    on_team(T, [&](int) { xcorr::fill_twiddles<N>(tw.data()); });
+    std::vector<int> seen(N, 0);
+    std::mutex seen_lock;
+    on_team(T, [&](int t) {
+        float2 v[E];
+        for (int e = 0; e < E; ++e) v[e] = x[size_t(t + T * e)];
+        const auto post = [&](int n, float2 z) {
+            {
+                std::lock_guard<std::mutex> g(seen_lock);
+                if (n >= 0 && n < N) ++seen[size_t(n)];
+            }
+            return xcorr::cmul(z, factor(n));
+        };
+        xcorr::team_dft<N, Sign>(v, xcorr::StridedSlot{slot.data(), stride}, xcorr::team_mask<T>(), tw.data(), post);
+        for (int e = 0; e < E; ++e) got[size_t(t + T * e)] = v[e];  // natural layout on exit
+    });
+    double err = 0, scale = 0;
+    for (int k = 0; k < N; ++k) {
+        cd want = 0;
+        for (int n = 0; n < N; ++n)
+            want += cd(x[size_t(n)].x, x[size_t(n)].y) * std::polar(1.0, Sign * 2.0 * M_PI * double(n) * k / N);
+        const float2 f = factor(k);
+        want *= cd(f.x, f.y);
+        const cd g(got[size_t(k)].x, got[size_t(k)].y);
+        err = std::max(err, std::isfinite(g.real()) && std::isfinite(g.imag()) ? std::abs(g - want) : INFINITY);
+        scale = std::max(scale, std::abs(want));
+    }
+    int wrong_post = 0;
+    for (int n = 0; n < N; ++n) wrong_post += seen[size_t(n)] != 1;
+    const double rel = err / scale;
+    const bool ok = rel <= 1e-5 && wrong_post == 0;
+    std::printf("%s  N = %4d (E = %2d, T = %2d%s)  %s  slot stride %d  relative error %.2e%s\n", ok ? "PASS" : "FAIL",
+                N, E, T, T > E ? ", three stages" : "", Sign < 0 ? "forward" : "inverse", stride, rel,
+                wrong_post ? "  (post saw some index not exactly once)" : "");
+    failures += !ok;
+    return ok;
+}
+
+template <int N>
+void check_size(std::mt19937& rng, int& failures) {
+    for (int stride : {1, 9}) {  // a row (unit stride) and a column of a tile (fft-fused's pitches are odd)
+        check<N, -1>(stride, rng, failures);
+        check<N, +1>(stride, rng, failures);
+    }
+}
+
+}  // namespace
+
+int main() {
+    std::mt19937 rng(20261125);
+    int failures = 0;
+    check_size<32>(rng, failures);
+    check_size<64>(rng, failures);
+    check_size<96>(rng, failures);
+    check_size<128>(rng, failures);
+    check_size<192>(rng, failures);
+    check_size<256>(rng, failures);
+    check_size<512>(rng, failures);
+    check_size<1024>(rng, failures);
+    std::printf("%d failed\n", failures);
+    return failures ? 1 : 0;
+}
