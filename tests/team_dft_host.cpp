@@ -3,9 +3,10 @@
 // through a unit-stride and a strided exchange slot, against a DFT in double precision; `post` is
 // given a factor per element index, so that an element delivered to the wrong index (or twice, or
 // never) fails. The lanes of a team are T std::threads; __syncwarp is a barrier of those T, and
-// every exchange slot starts poisoned (NaN). A race between the exchange's writes and reads, or a
-// wrong exchange position, shows as a wrong or NaN result here, without a GPU.
+// every exchange slot starts poisoned (NaN) and checks its indices. A race between the exchange's
+// writes and reads, a wrong exchange position or one outside the slot fails here, without a GPU.
 // tests/test_team_dft.py runs it: exit 0 and a line per case; 1 and the failures otherwise.
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <complex>
@@ -61,6 +62,23 @@ void on_team(int T, const std::function<void(int)>& f) {
     for (auto& l : lanes) l.join();
 }
 
+// The exchange slot as team_dft's Slot: element n at base[n * stride], n checked against [0, N)
+// (an index outside counts and lands in a NaN scratch element instead of outside the buffer).
+struct CheckedSlot {
+    float2* base;
+    int stride, n;
+    std::atomic<int>* outside;
+    float2* scratch;
+    float2& operator[](int i) const {
+        if (i < 0 || i >= n) {
+            ++*outside;
+            *scratch = make_float2(NAN, NAN);
+            return *scratch;
+        }
+        return base[size_t(i) * size_t(stride)];
+    }
+};
+
 // A per-index factor for `post`: element n of the result must arrive as n, once.
 float2 factor(int n) { return make_float2(1.0f + 0.001f * float(n % 97), 0.0005f * float(n % 13)); }
 
@@ -77,7 +95,9 @@ bool check(int stride, std::mt19937& rng, int& failures) {
     on_team(T, [&](int) { xcorr::fill_twiddles<N>(tw.data()); });
     std::vector<int> seen(N, 0);
     std::mutex seen_lock;
+    std::atomic<int> outside{0};
     on_team(T, [&](int t) {
+        float2 scratch;
         float2 v[E];
         for (int e = 0; e < E; ++e) v[e] = x[size_t(t + T * e)];
         const auto post = [&](int n, float2 z) {
@@ -87,7 +107,8 @@ bool check(int stride, std::mt19937& rng, int& failures) {
             }
             return xcorr::cmul(z, factor(n));
         };
-        xcorr::team_dft<N, Sign>(v, xcorr::StridedSlot{slot.data(), stride}, xcorr::team_mask<T>(), tw.data(), post);
+        xcorr::team_dft<N, Sign>(v, CheckedSlot{slot.data(), stride, N, &outside, &scratch}, xcorr::team_mask<T>(),
+                                 tw.data(), post);
         for (int e = 0; e < E; ++e) got[size_t(t + T * e)] = v[e];  // natural layout on exit
     });
     double err = 0, scale = 0;
@@ -104,10 +125,11 @@ bool check(int stride, std::mt19937& rng, int& failures) {
     int wrong_post = 0;
     for (int n = 0; n < N; ++n) wrong_post += seen[size_t(n)] != 1;
     const double rel = err / scale;
-    const bool ok = rel <= 1e-5 && wrong_post == 0;
-    std::printf("%s  N = %4d (E = %2d, T = %2d%s)  %s  slot stride %d  relative error %.2e%s\n", ok ? "PASS" : "FAIL",
+    const bool ok = rel <= 1e-5 && wrong_post == 0 && outside == 0;
+    std::printf("%s  N = %4d (E = %2d, T = %2d%s)  %s  slot stride %d  relative error %.2e%s%s\n", ok ? "PASS" : "FAIL",
                 N, E, T, T > E ? ", three stages" : "", Sign < 0 ? "forward" : "inverse", stride, rel,
-                wrong_post ? "  (post saw some index not exactly once)" : "");
+                wrong_post ? "  (post saw some index not exactly once)" : "",
+                outside ? "  (slot indices outside [0, N))" : "");
     failures += !ok;
     return ok;
 }
