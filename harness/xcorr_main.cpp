@@ -546,7 +546,10 @@ int cmd_explain(int argc, char** argv) {
     if (gpus) devices = parse_devices(*gpus, false);
     std::vector<Piece> pieces;
     if (split && !gpus && !chunk) throw UsageError(kSplitNeedsBatch);
-    if (gpus || chunk) pieces = split_batch(p, std::max<int>(1, int(devices.size())), chunk, split.value_or(Split::Auto));
+    // The split xcorr run uses: auto resolves for its pageable arrays (a library call with
+    // page-locked ones takes blocks: resolve_split).
+    const Split ran = resolve_split(split.value_or(Split::Auto), false, false);
+    if (gpus || chunk) pieces = split_batch(p, std::max<int>(1, int(devices.size())), chunk, ran);
     auto device_of = [&](const Piece& c) { return devices.empty() ? 0 : devices[size_t(c.device)]; };
     if (json) {
         std::cout << "{\"problem\": \"" << json_escape(p.describe()) << "\", \"gpu\": \"" << json_escape(*gpu_name)
@@ -609,7 +612,7 @@ int cmd_explain(int argc, char** argv) {
         }
         std::cout << "]";
         if (!pieces.empty()) {
-            std::cout << ", \"pieces\": [";
+            std::cout << ", \"split\": \"" << split_name(ran) << "\", \"pieces\": [";
             for (size_t i = 0; i < pieces.size(); ++i) {
                 const PieceLayout L = layout_of(p, pieces[i]);
                 std::cout << (i ? ", " : "") << "{\"device\": " << device_of(pieces[i]) << ", \"problem\": \""
@@ -631,7 +634,10 @@ int cmd_explain(int argc, char** argv) {
     for (size_t i = 0; i < cs.size(); ++i)
         std::cout << "  " << i + 1 << ". " << choice_text(cs[i]) << ": " << cs[i].reason << '\n';
     if (!pieces.empty()) {
-        std::cout << "pieces (xcorr run --gpus/--chunk), outputs first..last:\n";
+        std::cout << "pieces (xcorr run --gpus/--chunk, split " << split_name(ran)
+                  << (split.value_or(Split::Auto) == Split::Auto ? ": auto for pageable arrays; page-locked ones take blocks"
+                                                                 : "")
+                  << "), outputs first..last:\n";
         for (const Piece& c : pieces) {
             const PieceLayout L = layout_of(p, c);
             std::cout << "  GPU " << device_of(c) << ": outputs " << c.out0 << ".." << c.out0 + (L.rows - 1) * L.pitch + L.row - 1;

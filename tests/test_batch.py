@@ -122,6 +122,12 @@ def test_split_auto_is_lefts_for_pageable_memory(xcorr, devices, chunk):
     explain (no arrays) and xcorr run (its arrays are pageable) know; and it differs from blocks
     here, so the default is not blocks."""
     extra = ["--gpus", devices, "--chunk", str(chunk)]
+    for asked, ran in (("auto", "lefts"), ("lefts", "lefts"), ("blocks", "blocks")):  # explain says which
+        r = run([xcorr, "explain", "--form", "n-to-m", "--left", "4:9x11", "--right", "40:4x5", "--json", *extra,
+                 "--split", asked])
+        assert r.returncode == 0 and json.loads(r.stdout)["split"] == ran, (asked, r.stdout, r.stderr)
+    text = run([xcorr, "explain", "--form", "n-to-m", "--left", "4:9x11", "--right", "40:4x5", *extra]).stdout
+    assert "split lefts: auto for pageable arrays" in text, text
     auto = explain_pieces(xcorr, "n-to-m", 4, 40, *extra, "--split", "auto")
     assert auto == explain_pieces(xcorr, "n-to-m", 4, 40, *extra)
     assert auto == explain_pieces(xcorr, "n-to-m", 4, 40, *extra, "--split", "lefts")
