@@ -150,6 +150,20 @@ __device__ __forceinline__ int row_team(const Team& tm) {
     else return tm.id;
 }
 
+// The team's values back into its exchange slot in natural layout (thread t's v[e], element
+// t + T e, at slot[(t + T e) pitch]). The exchange left the slot holding other threads' elements
+// (swizzled), and a team's lanes need not leave the DFT together: without the barrier a lane's store
+// can overwrite a slot that a slower lane of its team has yet to read (racecheck: a WAR hazard,
+// seen at N = 96).
+template <int N>
+__device__ __forceinline__ void store_natural(const float2 (&v)[TeamPlan<N>::E], float2* slot, int pitch,
+                                              const Team& tm) {
+    constexpr int E = TeamShape<N>::E, T = TeamShape<N>::T;
+    __syncwarp(tm.mask);
+#pragma unroll
+    for (int e = 0; e < E; ++e) slot[(tm.t + T * e) * pitch] = v[e];
+}
+
 // One packed row pair, forward: rows a (ra) and b (ra + w; zero unless has_b) of a w-wide matrix,
 // Z = F(a + i b) by one DFT through `slot`, separated into the half spectra F(a) -> da and
 // F(b) -> db (k <= N/2). da and db may overlap the slot (the reads finish before the writes).
@@ -166,9 +180,7 @@ __device__ __forceinline__ void forward_row_pair(const float* __restrict__ ra, i
     team_dft<N, -1>(v, StridedSlot{slot, 1}, tm.mask, tw);
     // F(a)[k] = (Z[k] + conj Z[N - k]) / 2, F(b)[k] = (Z[k] - conj Z[N - k]) / 2i: Z[N - k] is
     // another thread's, so Z goes through the slot.
-    __syncwarp(tm.mask);
-#pragma unroll
-    for (int e = 0; e < E; ++e) slot[tm.t + T * e] = v[e];
+    store_natural<N>(v, slot, 1, tm);
     __syncwarp(tm.mask);
     constexpr int KE = (Qh + T - 1) / T;
     float2 fa[KE], fb[KE];
@@ -223,14 +235,8 @@ __device__ __forceinline__ void forward_column(float2 (&v)[TeamPlan<N>::E], floa
 template <int N>
 __device__ __forceinline__ void inverse_column(float2 (&v)[TeamPlan<N>::E], float2* col, int pitch, const Team& tm,
                                                const float2* tw) {
-    constexpr int E = TeamShape<N>::E, T = TeamShape<N>::T;
     team_dft<N, +1>(v, StridedSlot{col, pitch}, tm.mask, tw);
-    // The exchange left the column holding other threads' elements (swizzled), and a team's lanes
-    // need not leave the DFT together: without this barrier a lane's store can overwrite a slot that
-    // a slower lane of its team has yet to read (racecheck: a WAR hazard, seen at N = 96).
-    __syncwarp(tm.mask);
-#pragma unroll
-    for (int e = 0; e < E; ++e) col[(tm.t + T * e) * pitch] = v[e];  // the thread's own slots
+    store_natural<N>(v, col, pitch, tm);
 }
 
 // One row pair, inverse: rows A and B of the column-inverted product H (N/2 + 1 columns each),
@@ -586,9 +592,7 @@ __global__ void __launch_bounds__(Staged<N>::threads, MODE == kPair && N == 512 
                 // the right's forward DFT with the product in its post step, as in kCorrelate.
                 float2* col_l = tile_l + tm.id;
                 forward_column<N>(v, col_l, P, (a.hL + 1) & ~1, tm, tw);
-                __syncwarp(tm.mask);  // the team has read its exchange (as in inverse_column)
-#pragma unroll
-                for (int e = 0; e < E; ++e) col_l[(tm.t + T * e) * P] = v[e];
+                store_natural<N>(v, col_l, P, tm);
                 forward_column<N>(v, col, P, h_data, tm, tw,
                                   [&](int n, float2 x) { return mul_conj(col_l[n * P], x, a.scale); });
             } else if constexpr (MODE == kForward) {
