@@ -33,10 +33,14 @@ DESCRIBE = re.compile(r"^(one-to-one|one-to-many|n-to-mn|n-to-m) (\d+)x\[(\d+)x(
 STACKS = {"one-to-one": (1, 1), "one-to-many": (1, 7), "n-to-mn": (3, 12), "n-to-m": (4, 5)}
 
 
-def explain_pieces(xcorr, form, nL, nR, *extra):
+def explain_json(xcorr, form, nL, nR, *extra):
     r = run([xcorr, "explain", "--form", form, "--left", f"{nL}:9x11", "--right", f"{nR}:4x5", "--json", *extra])
     assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)["pieces"]
+    return json.loads(r.stdout)
+
+
+def explain_pieces(xcorr, form, nL, nR, *extra):
+    return explain_json(xcorr, form, nL, nR, *extra)["pieces"]
 
 
 def check_split(form, nL, nR, pieces, chunk, devices):
@@ -123,9 +127,7 @@ def test_split_auto_is_lefts_for_pageable_memory(xcorr, devices, chunk):
     here, so the default is not blocks."""
     extra = ["--gpus", devices, "--chunk", str(chunk)]
     for asked, ran in (("auto", "lefts"), ("lefts", "lefts"), ("blocks", "blocks")):  # explain says which
-        r = run([xcorr, "explain", "--form", "n-to-m", "--left", "4:9x11", "--right", "40:4x5", "--json", *extra,
-                 "--split", asked])
-        assert r.returncode == 0 and json.loads(r.stdout)["split"] == ran, (asked, r.stdout, r.stderr)
+        assert explain_json(xcorr, "n-to-m", 4, 40, *extra, "--split", asked)["split"] == ran, asked
     text = run([xcorr, "explain", "--form", "n-to-m", "--left", "4:9x11", "--right", "40:4x5", *extra]).stdout
     assert "split lefts: auto for pageable arrays" in text, text
     auto = explain_pieces(xcorr, "n-to-m", 4, 40, *extra, "--split", "auto")
