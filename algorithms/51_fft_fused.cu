@@ -67,6 +67,8 @@
 // thread with twiddles W_N^{jm} from a table in shared memory. The second stage leaves each
 // thread exactly the elements it needs next, so the forward DFT, the product and the inverse DFT
 // of a column follow one another in registers, and phase 3's results go straight to global memory.
+// The staged path's N = 512 takes three stages (radix 16, 16, 2; E = 16, T = 32: team_dft), whose
+// last stage leaves the thread the same natural-layout elements.
 //
 // Shared-memory banks. Stage 1 writes a column of the T x E exchange and the reads take row
 // segments, a transpose: the exchange is stored rotated (row r shifted by r), the row pitch is
@@ -459,18 +461,19 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a, O
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0; 256 threads, no spills): rows / cols (forward,
 // correlate, pair) / out_rows (kWindow = false | true) registers: N = 256: 61 / 80, 151, 89 /
-// 62 | 64; 512: 100 / 96, 165, 127 / 103 | 94; 1024: 115 / 128, 224, 157 / 101 | 102 (so the
-// correlate pass runs one block per SM; two, under a 128-register bound, measured no better:
-// notes); kCorrelateBoth 142, 240, 254 (one-to-one: a few blocks in all). Shared
-// memory: rows and out_rows (teams N + N) x 8 bytes (68 KB at N = 512), cols (N (TC + 1) + N) x 8
-// bytes (74 KB at N = 512), kCorrelateBoth (2 N (TC + 1) + N) x 8 bytes (143 KB at N = 512).
+// 62 | 64; 512 (three-stage DFT, a warp a team): 64 / 95, 128, 80 / 55 | 55; 1024: 115 / 128,
+// 224, 157 / 101 | 102 (so the correlate pass runs one block per SM; two, under a 128-register
+// bound, measured no better: notes); kCorrelateBoth 142, 130, 254 (one-to-one: a few blocks in
+// all). Shared memory: rows and out_rows (teams N + N) x 8 bytes (36 KB at N = 512), cols
+// (N (TC + 1) + N) x 8 bytes (40 KB at N = 512), kCorrelateBoth (2 N (TC + 1) + N) x 8 bytes
+// (76 KB at N = 512).
 // Measurements of the staged path: results/nvidia-h200/notes/51_fft_fused.md.
 
 template <int N>
 struct Staged {
     static constexpr int E = TeamShape<N>::E, T = TeamShape<N>::T;
     static constexpr int threads = 256;
-    static constexpr int teams = threads / T;  // 16 (N = 256, 512), 8 (N = 1024)
+    static constexpr int teams = threads / T;  // 16 (N = 256), 8 (N = 512, 1024)
     static constexpr int Qh = N / 2 + 1;
     static constexpr int rpitch = Qh + 1;      // complex numbers per row of R and H (8-byte aligned rows)
     static constexpr int TC = teams;           // columns per block of cols_kernel, one per team
@@ -544,12 +547,18 @@ __global__ void __launch_bounds__(Staged<N>::threads) rows_kernel(StagedArgs a) 
 enum ColMode : int { kForward = 0, kCorrelate = 1, kPair = 2, kCorrelateBoth = 3 };
 
 // Phase 2: blockIdx.x = tile of TC columns, blockIdx.y strides over the launch's matrices/outputs.
-// kPair at N = 512 is declared at two blocks per SM, which it runs at anyway: the bound lets ptxas
-// use up to 128 registers (127 where its default took 108), and the kernel runs faster (notes).
-// At 256 the same bound would raise 64 registers to 93 and halve the blocks per SM; at 1024 it
-// changes 125 to 128.
+// Blocks per SM declared at N = 512 (three-stage DFT, 16 values a thread): kPair three (80
+// registers; its default, 96, allows two), kCorrelate two (128; its default, 161, allows one).
+// Each measured faster than the default (results/nvidia-h200/notes/51_fft_fused.md). At 256
+// and 1024 the defaults stand: a bound there raised registers or measured no better.
 template <int N, int MODE>
-__global__ void __launch_bounds__(Staged<N>::threads, MODE == kPair && N == 512 ? 2 : 1) cols_kernel(StagedArgs a) {
+constexpr int cols_min_blocks() {
+    if (N != 512) return 1;
+    return MODE == kPair ? 3 : MODE == kCorrelate ? 2 : 1;
+}
+
+template <int N, int MODE>
+__global__ void __launch_bounds__(Staged<N>::threads, cols_min_blocks<N, MODE>()) cols_kernel(StagedArgs a) {
     using G = Staged<N>;
     constexpr int E = G::E, T = G::T, TC = G::TC, P = G::tpitch;
     constexpr bool kBoth = MODE == kCorrelateBoth;

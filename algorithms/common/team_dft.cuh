@@ -133,7 +133,10 @@ __device__ __forceinline__ void dft(float2 (&v)[R]) {
 // One DFT of length N by a team of threads
 // ---------------------------------------------------------------------------------------------
 
-// E elements per thread; the second stage's radix is T = N / E, which must divide E.
+// E elements per thread, T = N / E threads. Two stages (radix E, then radix T) where T divides
+// E; three (radix E, E, then 2) where N = 2 E^2, i.e. T = 2 E (N = 512: 16 elements a thread
+// and a whole warp a team, half the registers and twice the threads of E = 32: the staged
+// kernels at 512 are latency-bound, results/nvidia-h200/notes/51_fft_fused.md).
 template <int N> struct TeamPlan;
 template <> struct TeamPlan<32> { static constexpr int E = 8; };
 template <> struct TeamPlan<64> { static constexpr int E = 8; };
@@ -141,7 +144,7 @@ template <> struct TeamPlan<96> { static constexpr int E = 24; };
 template <> struct TeamPlan<128> { static constexpr int E = 16; };
 template <> struct TeamPlan<192> { static constexpr int E = 24; };
 template <> struct TeamPlan<256> { static constexpr int E = 16; };   // the staged path (below)
-template <> struct TeamPlan<512> { static constexpr int E = 32; };
+template <> struct TeamPlan<512> { static constexpr int E = 16; };  // three stages
 template <> struct TeamPlan<1024> { static constexpr int E = 32; };
 
 // A length-N DFT's team: E elements per thread, T threads.
@@ -149,7 +152,10 @@ template <int N>
 struct TeamShape {
     static constexpr int E = TeamPlan<N>::E;
     static constexpr int T = N / E;
-    static_assert(E % T == 0, "the second stage's radix T must divide E");
+    static constexpr bool three_stage = T == 2 * E;  // N = 2 E^2
+    static_assert(E % T == 0 || (three_stage && T <= kWarp && (E & (E - 1)) == 0),
+                  "two stages: the second stage's radix T divides E; three: T = 2 E (E a power of two), a team "
+                  "within a warp");
 };
 
 // The N complex numbers a team exchanges through: a column of S (stride pitch) or one row pair
@@ -200,7 +206,7 @@ struct Identity {
 template <int N, int Sign, class Slot, class Post = Identity>
 __device__ __forceinline__ void team_dft(float2 (&v)[TeamPlan<N>::E], const Slot& slot, unsigned mask,
                                          const float2* __restrict__ tw, Post post = Post{}) {
-    constexpr int E = TeamShape<N>::E, T = TeamShape<N>::T, G = E / T;
+    constexpr int E = TeamShape<N>::E, T = TeamShape<N>::T;
     // The thread's place in the team, read here rather than passed in: an opaque value keeps the
     // compiler from hoisting the 2E swizzled slot offsets out of the callers' loops (in the fused
     // kernel that spills at 168 registers).
@@ -208,38 +214,80 @@ __device__ __forceinline__ void team_dft(float2 (&v)[TeamPlan<N>::E], const Slot
     // Stage 1 (Stockham, Ns = 1): butterfly t takes elements t + T m, writes t E + m.
     dft<E, Sign>(v);
     __syncwarp(mask);  // the team has read the slot (the caller may have loaded v from it)
+    if constexpr (!TeamShape<N>::three_stage) {
 #pragma unroll
-    for (int m = 0; m < E; ++m) slot[t * E + (m + t < E ? m + t : m + t - E)] = v[m];  // swizzle(t E + m)
-    __syncwarp(mask);
+        for (int m = 0; m < E; ++m) slot[t * E + (m + t < E ? m + t : m + t - E)] = v[m];  // swizzle(t E + m)
+        __syncwarp(mask);
 #pragma unroll
-    for (int e = 0; e < E; ++e) v[e] = slot[swizzle<E>(t + T * e)];
-    // Stage 2 (Ns = E, radix T): butterfly j = t + T i takes and writes elements j + E m, which
-    // are v[i + G m] of this thread: the output is in natural layout without another exchange.
+        for (int e = 0; e < E; ++e) v[e] = slot[swizzle<E>(t + T * e)];
+        constexpr int G = E / T;
+        // Stage 2 (Ns = E, radix T): butterfly j = t + T i takes and writes elements j + E m, which
+        // are v[i + G m] of this thread: the output is in natural layout without another exchange.
 #pragma unroll
-    for (int i = 0; i < G; ++i) {
-        const int j = t + T * i;
-        float2 u[T];
-        u[0] = v[i];
+        for (int i = 0; i < G; ++i) {
+            const int j = t + T * i;
+            float2 u[T];
+            u[0] = v[i];
 #pragma unroll
-        for (int m = 1; m < T; ++m) {
-            float2 w = tw[m * E + j];
-            if (Sign < 0) w.y = -w.y;
-            u[m] = cmul(v[i + G * m], w);
+            for (int m = 1; m < T; ++m) {
+                float2 w = tw[m * E + j];
+                if (Sign < 0) w.y = -w.y;
+                u[m] = cmul(v[i + G * m], w);
+            }
+            dft<T, Sign>(u);
+#pragma unroll
+            for (int m = 0; m < T; ++m) v[i + G * m] = post(j + E * m, u[m]);
         }
-        dft<T, Sign>(u);
+    } else {
+        // The exchange's rows r = p / E go up to T - 1 >= E: the rotation is taken modulo E.
 #pragma unroll
-        for (int m = 0; m < T; ++m) v[i + G * m] = post(j + E * m, u[m]);
+        for (int m = 0; m < E; ++m) slot[t * E + ((m + t) & (E - 1))] = v[m];
+        __syncwarp(mask);
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            const int p = t + T * e, r = p / E;
+            v[e] = slot[r * E + ((p + r) & (E - 1))];
+        }
+        // Stage 2 (Ns = E, radix E): butterfly t (k = t mod E) takes elements t + T m, twiddled
+        // by W_{E^2}^{k m} (tw[m E + k]), and writes (t / E) E^2 + k + E m: unit stride.
+        const int k = t % E;
+#pragma unroll
+        for (int m = 1; m < E; ++m) {
+            float2 w = tw[m * E + k];
+            if (Sign < 0) w.y = -w.y;
+            v[m] = cmul(v[m], w);
+        }
+        dft<E, Sign>(v);
+        __syncwarp(mask);
+#pragma unroll
+        for (int m = 0; m < E; ++m) slot[(t / E) * E * E + k + E * m] = v[m];
+        __syncwarp(mask);
+        // Stage 3 (Ns = N/2, radix 2): butterfly j = t + T i (i < E/2) takes elements j and
+        // j + N/2, twiddled by W_N^j (tw[N/2 + j]), and writes the same two: elements t + T e of
+        // this thread (e = i, i + E/2), natural layout.
+#pragma unroll
+        for (int i = 0; i < E / 2; ++i) {
+            const int j = t + T * i;
+            float2 w = tw[N / 2 + j];
+            if (Sign < 0) w.y = -w.y;
+            const float2 a = slot[j], b = cmul(slot[j + N / 2], w);
+            v[i] = post(j, cadd(a, b));
+            v[i + E / 2] = post(j + N / 2, csub(a, b));
+        }
     }
 }
 
-// Twiddle table of the second stage: tw[m E + j] = exp(2 pi i j m / N), m < T, j < E (a warp's
-// loads of one m are consecutive: no bank conflicts).
+// Twiddle table (N entries; a warp's loads of one m are consecutive: no bank conflicts). Two
+// stages: tw[m E + j] = exp(2 pi i j m / N), m < T, j < E. Three: the second stage's
+// tw[m E + k] = exp(2 pi i k m / E^2) = exp(2 pi i 2 k m / N), m, k < E, then the third's
+// tw[N/2 + j] = exp(2 pi i j / N), j < N/2.
 template <int N>
 __device__ __forceinline__ void fill_twiddles(float2* tw) {
     constexpr int E = TeamShape<N>::E;
     for (int i = threadIdx.x; i < N; i += blockDim.x) {
+        const int turns = !TeamShape<N>::three_stage ? (i % E) * (i / E) : i < N / 2 ? 2 * (i % E) * (i / E) : i - N / 2;
         double s, c;
-        sincospi(2.0 * double((i % E) * (i / E)) / N, &s, &c);
+        sincospi(2.0 * double(turns) / N, &s, &c);
         tw[i] = make_float2(float(c), float(s));
     }
 }
