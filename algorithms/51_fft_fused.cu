@@ -67,8 +67,9 @@
 // thread with twiddles W_N^{jm} from a table in shared memory. The second stage leaves each
 // thread exactly the elements it needs next, so the forward DFT, the product and the inverse DFT
 // of a column follow one another in registers, and phase 3's results go straight to global memory.
-// The staged path's N = 512 takes three stages (radix 16, 16, 2; E = 16, T = 32: team_dft), whose
-// last stage leaves the thread the same natural-layout elements.
+// The staged path's N = 512 and 1024 take three stages (radix 16, 16, then 2 or 4; E = 16, T = 32
+// or 64: team_dft), whose last stage leaves the thread the same natural-layout elements; a team
+// of 64 (two warps) synchronises through a named barrier of its own (team_sync).
 //
 // Shared-memory banks. Stage 1 writes a column of the T x E exchange and the reads take row
 // segments, a transpose: the exchange is stored rotated (row r shifted by r), the row pitch is
@@ -161,7 +162,7 @@ template <int N>
 __device__ __forceinline__ void store_natural(const float2 (&v)[TeamPlan<N>::E], float2* slot, int pitch,
                                               const Team& tm) {
     constexpr int E = TeamShape<N>::E, T = TeamShape<N>::T;
-    __syncwarp(tm.mask);
+    team_sync<T>(tm.mask);
 #pragma unroll
     for (int e = 0; e < E; ++e) slot[(tm.t + T * e) * pitch] = v[e];
 }
@@ -183,7 +184,7 @@ __device__ __forceinline__ void forward_row_pair(const float* __restrict__ ra, i
     // F(a)[k] = (Z[k] + conj Z[N - k]) / 2, F(b)[k] = (Z[k] - conj Z[N - k]) / 2i: Z[N - k] is
     // another thread's, so Z goes through the slot.
     store_natural<N>(v, slot, 1, tm);
-    __syncwarp(tm.mask);
+    team_sync<T>(tm.mask);
     constexpr int KE = (Qh + T - 1) / T;
     float2 fa[KE], fb[KE];
 #pragma unroll
@@ -195,7 +196,7 @@ __device__ __forceinline__ void forward_row_pair(const float* __restrict__ ra, i
             fb[e] = make_float2(0.5f * (z.y + zm.y), 0.5f * (zm.x - z.x));
         }
     }
-    __syncwarp(tm.mask);
+    team_sync<T>(tm.mask);
 #pragma unroll
     for (int e = 0; e < KE; ++e) {
         const int k = tm.t + T * e;
@@ -461,19 +462,19 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a, O
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0; 256 threads, no spills): rows / cols (forward,
 // correlate, pair) / out_rows (kWindow = false | true) registers: N = 256: 61 / 80, 151, 89 /
-// 62 | 64; 512 (three-stage DFT, a warp a team): 64 / 95, 128, 80 / 55 | 55; 1024: 115 / 128,
-// 224, 157 / 101 | 102 (so the correlate pass runs one block per SM; two, under a 128-register
-// bound, measured no better: notes); kCorrelateBoth 142, 130, 254 (one-to-one: a few blocks in
-// all). Shared memory: rows and out_rows (teams N + N) x 8 bytes (36 KB at N = 512), cols
-// (N (TC + 1) + N) x 8 bytes (40 KB at N = 512), kCorrelateBoth (2 N (TC + 1) + N) x 8 bytes
-// (76 KB at N = 512).
+// 62 | 64; 512 (three-stage DFT, a warp a team): 60 / 95, 128, 80 / 55 | 55; 1024 (three
+// stages, two warps a team): 59 / 80, 122, 80 / 63 | 61; kCorrelateBoth 142, 130, 143
+// (one-to-one: a few blocks in all). Shared memory: rows and out_rows (teams N + N) x 8 bytes
+// (36 KB at N = 512, 40 KB at 1024), cols (N (TC + 1) + N) x 8 bytes (40 KB at N = 512, 48 KB at
+// 1024), kCorrelateBoth (2 N (TC + 1) + N) x 8 bytes (76 KB at N = 512, 88 KB at 1024).
 // Measurements of the staged path: results/nvidia-h200/notes/51_fft_fused.md.
 
 template <int N>
 struct Staged {
     static constexpr int E = TeamShape<N>::E, T = TeamShape<N>::T;
     static constexpr int threads = 256;
-    static constexpr int teams = threads / T;  // 16 (N = 256), 8 (N = 512, 1024)
+    static constexpr int teams = threads / T;  // 16 (N = 256), 8 (N = 512), 4 (N = 1024: two warps a team)
+    static_assert(T <= kWarp || teams <= kMaxWarpTeams, "a named barrier per team of whole warps");
     static constexpr int Qh = N / 2 + 1;
     static constexpr int rpitch = Qh + 1;      // complex numbers per row of R and H (8-byte aligned rows)
     static constexpr int TC = teams;           // columns per block of cols_kernel, one per team
@@ -547,13 +548,14 @@ __global__ void __launch_bounds__(Staged<N>::threads) rows_kernel(StagedArgs a) 
 enum ColMode : int { kForward = 0, kCorrelate = 1, kPair = 2, kCorrelateBoth = 3 };
 
 // Phase 2: blockIdx.x = tile of TC columns, blockIdx.y strides over the launch's matrices/outputs.
-// Blocks per SM declared at N = 512 (three-stage DFT, 16 values a thread): kPair three (80
-// registers; its default, 96, allows two), kCorrelate two (128; its default, 161, allows one).
-// Each measured faster than the default (results/nvidia-h200/notes/51_fft_fused.md). At 256
-// and 1024 the defaults stand: a bound there raised registers or measured no better.
+// Blocks per SM declared at N = 512 and 1024 (three-stage DFT, 16 values a thread): kPair three
+// (80 registers; its default, 96 / 118, allows two), kCorrelate two (at most 128; its default,
+// 161 / 148, allows one). Each measured faster than the default
+// (results/nvidia-h200/notes/51_fft_fused.md). At 256 the defaults stand: a bound there raised
+// registers.
 template <int N, int MODE>
 constexpr int cols_min_blocks() {
-    if (N != 512) return 1;
+    if (N < 512) return 1;
     return MODE == kPair ? 3 : MODE == kCorrelate ? 2 : 1;
 }
 
@@ -567,7 +569,15 @@ __global__ void __launch_bounds__(Staged<N>::threads, cols_min_blocks<N, MODE>()
     float2* tile_l = smem + N * P;  // kBoth: the left's tile
     const float2* tw = staged_twiddles<N>(smem + (kBoth ? 2 : 1) * N * P);
     const Team tm = this_team<N>();
-    const int c0 = blockIdx.x * TC, c = c0 + tm.id, ncols = min(TC, G::Qh - c0);
+    const int c0 = blockIdx.x * TC, ncols = min(TC, G::Qh - c0);
+    // Teams of whole warps (N = 1024) all transform a column, the last tile's surplus teams a copy
+    // of its last one (staged, read and written only inside the block), so that every warp passes
+    // the same named barriers before the block's: racecheck orders shared-memory accesses across
+    // __syncthreads only then (a race-free minimal kernel reproduces its false report:
+    // results/nvidia-h200/probes/three-stage-1024-d301b14). Smaller teams skip surplus columns.
+    constexpr bool kEveryTeam = T > kWarp;
+    const bool surplus = tm.id >= ncols;
+    const int c = kEveryTeam ? min(c0 + tm.id, G::Qh - 1) : c0 + tm.id;
     const int h_data = ((MODE == kForward ? a.h : a.hR) + 1) & ~1;  // rows of R written (even)
     float2* col = tile + tm.id;
     for (int64_t s = blockIdx.y; s < a.count; s += gridDim.y) {
@@ -577,14 +587,15 @@ __global__ void __launch_bounds__(Staged<N>::threads, cols_min_blocks<N, MODE>()
                 const float2* src = R + m * N * G::rpitch + c0;
                 for (int i = threadIdx.x; i < h * TC; i += G::threads) {
                     const int r = i / TC, j = i - r * TC;
-                    if (j < ncols) dst[r * P + j] = src[r * G::rpitch + j];
+                    if (kEveryTeam) dst[r * P + j] = src[r * G::rpitch + min(j, ncols - 1)];
+                    else if (j < ncols) dst[r * P + j] = src[r * G::rpitch + j];
                 }
             };
             stage(tile, a.R, s, h_data);
             if constexpr (kBoth) stage(tile_l, a.RL, a.pairs.left_of(chunk_output(a, s)), (a.hL + 1) & ~1);
             __syncthreads();
         }
-        if (tm.id < ncols) {
+        if (kEveryTeam || !surplus) {
             float2 v[E];
             if constexpr (MODE == kPair) {
                 const int64_t k = chunk_output(a, s);
@@ -607,8 +618,10 @@ __global__ void __launch_bounds__(Staged<N>::threads, cols_min_blocks<N, MODE>()
             } else if constexpr (MODE == kForward) {
                 forward_column<N>(v, col, P, h_data, tm, tw);
                 float2* dst = a.spec + ((a.spec0 + s) * G::Qh + c) * N;
+                if (!surplus) {
 #pragma unroll
-                for (int e = 0; e < E; ++e) dst[tm.t + T * e] = v[e];
+                    for (int e = 0; e < E; ++e) dst[tm.t + T * e] = v[e];
+                }
             } else {
                 const float2* L = a.spec + (int64_t(a.pairs.left_of(chunk_output(a, s))) * G::Qh + c) * N;
                 forward_column<N>(v, col, P, h_data, tm, tw,

@@ -55,7 +55,7 @@ void on_team(int T, const std::function<void(int)>& f) {
     for (int t = 0; t < T; ++t)
         lanes.emplace_back([&, t] {
             threadIdx.x = unsigned(t);
-            host_lane = unsigned(t);
+            host_lane = unsigned(t) % 32u;  // the lane in its warp (a team of T > 32 spans warps)
             host_team = &team;
             f(t);
         });

@@ -134,9 +134,9 @@ __device__ __forceinline__ void dft(float2 (&v)[R]) {
 // ---------------------------------------------------------------------------------------------
 
 // E elements per thread, T = N / E threads. Two stages (radix E, then radix T) where T divides
-// E; three (radix E, E, then 2) where N = 2 E^2, i.e. T = 2 E (N = 512: 16 elements a thread
-// and a whole warp a team, half the registers and twice the threads of E = 32: the staged
-// kernels at 512 are latency-bound, results/nvidia-h200/notes/51_fft_fused.md).
+// E; three (radix E, E, then R3 = T / E) where N = R3 E^2 (N = 512: E = 16, a warp a team,
+// R3 = 2; N = 1024: E = 16, two warps a team, R3 = 4): half the registers and twice the threads
+// of E = 32, for the staged kernels, which are latency-bound (results/nvidia-h200/notes/51_fft_fused.md).
 template <int N> struct TeamPlan;
 template <> struct TeamPlan<32> { static constexpr int E = 8; };
 template <> struct TeamPlan<64> { static constexpr int E = 8; };
@@ -145,17 +145,19 @@ template <> struct TeamPlan<128> { static constexpr int E = 16; };
 template <> struct TeamPlan<192> { static constexpr int E = 24; };
 template <> struct TeamPlan<256> { static constexpr int E = 16; };   // the staged path (below)
 template <> struct TeamPlan<512> { static constexpr int E = 16; };  // three stages
-template <> struct TeamPlan<1024> { static constexpr int E = 32; };
+template <> struct TeamPlan<1024> { static constexpr int E = 16; };  // three stages, two warps a team
 
 // A length-N DFT's team: E elements per thread, T threads.
 template <int N>
 struct TeamShape {
     static constexpr int E = TeamPlan<N>::E;
     static constexpr int T = N / E;
-    static constexpr bool three_stage = T == 2 * E;  // N = 2 E^2
-    static_assert(E % T == 0 || (three_stage && T <= kWarp && (E & (E - 1)) == 0),
-                  "two stages: the second stage's radix T divides E; three: T = 2 E (E a power of two), a team "
-                  "within a warp");
+    static constexpr bool three_stage = T > E;  // N = R3 E^2, R3 = T / E
+    static constexpr int R3 = three_stage ? T / E : 1;
+    static_assert(E % T == 0 || (three_stage && T % E == 0 && E % R3 == 0 && (E & (E - 1)) == 0 &&
+                                 (T <= kWarp || T % kWarp == 0)),
+                  "two stages: the second stage's radix T divides E; three: T = R3 E with R3 dividing E (E a "
+                  "power of two), a team within a warp or of whole warps");
 };
 
 // The N complex numbers a team exchanges through: a column of S (stride pitch) or one row pair
@@ -169,7 +171,32 @@ struct StridedSlot {
 template <int T>
 __device__ __forceinline__ unsigned team_mask() {
     const unsigned lane = threadIdx.x % kWarp;
-    return T == kWarp ? kFullMask : ((1u << T) - 1u) << (lane & ~unsigned(T - 1));
+    return T >= kWarp ? kFullMask : ((1u << T) - 1u) << (lane & ~unsigned(T - 1));
+}
+
+// A barrier of one team (and the ordering of its shared-memory accesses): __syncwarp of its lanes
+// for a team within a warp; for a team of whole warps the named barrier 1 + team (T threads;
+// barrier 0 is __syncthreads'), at most kMaxWarpTeams such teams a block. Each id is an
+// immediate of its own bar.sync (a warp-uniform branch picks it). The CPU test's __syncwarp is
+// its team's barrier whatever T.
+constexpr int kMaxWarpTeams = 4;  // ids 1-4 (the staged kernels: 256 threads, teams of 64)
+template <int Id, int T>
+__device__ __forceinline__ void named_barrier() {
+    asm volatile("bar.sync %0, %1;" ::"n"(Id), "n"(T) : "memory");
+}
+template <int T, int... I>
+__device__ __forceinline__ void team_barrier(int team, std::integer_sequence<int, I...>) {
+    ((team == I ? named_barrier<1 + I, T>() : void()), ...);
+}
+template <int T>
+__device__ __forceinline__ void team_sync(unsigned mask) {
+#ifndef XCORR_TEAM_DFT_HOST
+    if constexpr (T > kWarp) {
+        team_barrier<T>(int(threadIdx.x / T), std::make_integer_sequence<int, kMaxWarpTeams>{});
+        return;
+    }
+#endif
+    __syncwarp(mask);
 }
 
 // Position of exchange element p = r E + c in the slot: row r of the T x E exchange rotated by r,
@@ -210,14 +237,15 @@ __device__ __forceinline__ void team_dft(float2 (&v)[TeamPlan<N>::E], const Slot
     // The thread's place in the team, read here rather than passed in: an opaque value keeps the
     // compiler from hoisting the 2E swizzled slot offsets out of the callers' loops (in the fused
     // kernel that spills at 168 registers).
-    const int t = int(lane_id() % T);
+    int t = int(lane_id() % T);
+    if constexpr (T > kWarp) t += kWarp * int((threadIdx.x / kWarp) % (T / kWarp));
     // Stage 1 (Stockham, Ns = 1): butterfly t takes elements t + T m, writes t E + m.
     dft<E, Sign>(v);
-    __syncwarp(mask);  // the team has read the slot (the caller may have loaded v from it)
+    team_sync<T>(mask);  // the team has read the slot (the caller may have loaded v from it)
     if constexpr (!TeamShape<N>::three_stage) {
 #pragma unroll
         for (int m = 0; m < E; ++m) slot[t * E + (m + t < E ? m + t : m + t - E)] = v[m];  // swizzle(t E + m)
-        __syncwarp(mask);
+        team_sync<T>(mask);
 #pragma unroll
         for (int e = 0; e < E; ++e) v[e] = slot[swizzle<E>(t + T * e)];
         constexpr int G = E / T;
@@ -242,7 +270,7 @@ __device__ __forceinline__ void team_dft(float2 (&v)[TeamPlan<N>::E], const Slot
         // The exchange's rows r = p / E go up to T - 1 >= E: the rotation is taken modulo E.
 #pragma unroll
         for (int m = 0; m < E; ++m) slot[t * E + ((m + t) & (E - 1))] = v[m];
-        __syncwarp(mask);
+        team_sync<T>(mask);
 #pragma unroll
         for (int e = 0; e < E; ++e) {
             const int p = t + T * e, r = p / E;
@@ -258,34 +286,46 @@ __device__ __forceinline__ void team_dft(float2 (&v)[TeamPlan<N>::E], const Slot
             v[m] = cmul(v[m], w);
         }
         dft<E, Sign>(v);
-        __syncwarp(mask);
+        team_sync<T>(mask);
 #pragma unroll
         for (int m = 0; m < E; ++m) slot[(t / E) * E * E + k + E * m] = v[m];
-        __syncwarp(mask);
-        // Stage 3 (Ns = N/2, radix 2): butterfly j = t + T i (i < E/2) takes elements j and
-        // j + N/2, twiddled by W_N^j (tw[N/2 + j]), and writes the same two: elements t + T e of
-        // this thread (e = i, i + E/2), natural layout.
+        team_sync<T>(mask);
+        // Stage 3 (Ns = E^2, radix R3): butterfly j = t + T i (i < E / R3) takes elements
+        // j + E^2 m (m < R3), twiddled by W_N^{j m} (tw[E^2 m + j]), and writes the same ones:
+        // elements t + T (i + (E / R3) m) of this thread, natural layout.
+        constexpr int R3 = TeamShape<N>::R3, B = E / R3, S = E * E;
 #pragma unroll
-        for (int i = 0; i < E / 2; ++i) {
+        for (int i = 0; i < B; ++i) {
             const int j = t + T * i;
-            float2 w = tw[N / 2 + j];
-            if (Sign < 0) w.y = -w.y;
-            const float2 a = slot[j], b = cmul(slot[j + N / 2], w);
-            v[i] = post(j, cadd(a, b));
-            v[i + E / 2] = post(j + N / 2, csub(a, b));
+            float2 w[R3], u[R3];
+#pragma unroll
+            for (int m = 1; m < R3; ++m) {
+                w[m] = tw[S * m + j];
+                if (Sign < 0) w[m].y = -w[m].y;
+            }
+            u[0] = slot[j];
+#pragma unroll
+            for (int m = 1; m < R3; ++m) u[m] = cmul(slot[j + S * m], w[m]);
+            dft<R3, Sign>(u);
+#pragma unroll
+            for (int m = 0; m < R3; ++m) v[i + B * m] = post(j + S * m, u[m]);
         }
     }
 }
 
 // Twiddle table (N entries; a warp's loads of one m are consecutive: no bank conflicts). Two
 // stages: tw[m E + j] = exp(2 pi i j m / N), m < T, j < E. Three: the second stage's
-// tw[m E + k] = exp(2 pi i k m / E^2) = exp(2 pi i 2 k m / N), m, k < E, then the third's
-// tw[N/2 + j] = exp(2 pi i j / N), j < N/2.
+// tw[m E + k] = exp(2 pi i k m / E^2) = exp(2 pi i R3 k m / N), m, k < E, then the third's
+// tw[E^2 m + j] = exp(2 pi i j m / N), 1 <= m < R3, j < E^2 (E^2 R3 = N entries in all).
 template <int N>
 __device__ __forceinline__ void fill_twiddles(float2* tw) {
     constexpr int E = TeamShape<N>::E;
     for (int i = threadIdx.x; i < N; i += blockDim.x) {
-        const int turns = !TeamShape<N>::three_stage ? (i % E) * (i / E) : i < N / 2 ? 2 * (i % E) * (i / E) : i - N / 2;
+        constexpr int S = E * E, R3 = TeamShape<N>::R3;
+        const int turns = !TeamShape<N>::three_stage ? (i % E) * (i / E)
+                          : i < S                    ? R3 * (i % E) * (i / E)
+                          : R3 == 2                  ? i - S  // (the one m: N = 512's code as measured)
+                                                     : (i % S) * (i / S);
         double s, c;
         sincospi(2.0 * double(turns) / N, &s, &c);
         tw[i] = make_float2(float(c), float(s));
