@@ -957,6 +957,7 @@ XCORR_REGISTER_VARIANT(Variant{
     .windows = {WindowKind::Full, WindowKind::Valid, WindowKind::Same, WindowKind::MaxShift, WindowKind::Shifts},
     // Its transform size follows the inputs: a small window in large inputs (a template searched
     // within a few shifts) runs on the parts the window touches, often on the one-block path.
+    .max_transform = Sizes::max(),
     .crop_windows = true,
 });
 

@@ -98,15 +98,6 @@ double distance(const Problem& a, const Problem& b) {
            (a.normalize == b.normalize ? 0.0 : kNormalizePenalty);
 }
 
-// The rows the shifts of one axis need (50_fft.cu, fit_axis): the cropped extent a transform spans.
-int fft_need(int s0, int s1, int hl, int hr) {
-    const int lo = std::max(s0, -(hr - 1)), hi = std::min(s1, hl - 1);
-    if (lo > hi) return 1;
-    const int l0 = std::max(0, lo), ln = std::min(hl, hi + hr) - l0;
-    const int r0 = std::max(0, -hi), rn = std::min(hr, hl - lo) - r0;
-    return std::max(l0 + ln - r0 - lo, hi + r0 + rn - l0);
-}
-
 // The work a variant's time scales with: multiply-adds, or for the fft family the elements of the
 // transform slots it pads, transforms, multiplies and inverts (lefts + rights + products). A direct
 // variant's window is first rounded up to whole work tiles (Variant::work_tile) from its first
@@ -121,7 +112,7 @@ double work_units(const Problem& p, bool fft, Variant::WorkTile tile = {}) {
         return std::max(double(p.out_count()) * w.fmas(p.hL, p.wL, p.hR, p.wR), 1.0);
     }
     const Window w = p.shifts();
-    const double slot = double(fft_need(w.dy0, w.dy1, p.hL, p.hR)) * fft_need(w.dx0, w.dx1, p.wL, p.wR);
+    const double slot = double(transform_need(w.dy0, w.dy1, p.hL, p.hR)) * transform_need(w.dx0, w.dx1, p.wL, p.wR);
     return double(p.nL + p.nR + p.out_count()) * slot;
 }
 

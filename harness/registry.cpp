@@ -52,6 +52,14 @@ std::string Variant::window_refusal(const Problem& p, const std::string& asked) 
            ") of this problem, only: " + windows_text();
 }
 
+int transform_need(int s0, int s1, int hl, int hr) {
+    const int lo = std::max(s0, -(hr - 1)), hi = std::min(s1, hl - 1);
+    if (lo > hi) return 1;
+    const int l0 = std::max(0, lo), ln = std::min(hl, hi + hr) - l0;
+    const int r0 = std::max(0, -hi), rn = std::min(hr, hl - lo) - r0;
+    return std::max(l0 + ln - r0 - lo, hi + r0 + rn - l0);
+}
+
 std::string Variant::shape_refusal(const Problem& p) const {
     if (signals_only && (p.hL != 1 || p.hR != 1))
         return name + " computes one-dimensional signals only (1 x n matrices), not " + p.describe();
@@ -59,6 +67,14 @@ std::string Variant::shape_refusal(const Problem& p) const {
     if (max_shifts > 0 && shifts > max_shifts)
         return name + ": " + p.describe() + " has " + std::to_string(shifts) + " shifts per pair (at most " +
                std::to_string(max_shifts) + ": it is meant for small windows)";
+    if (max_transform > 0) {
+        const Window w = p.shifts();
+        const int need = std::max(transform_need(w.dy0, w.dy1, p.hL, p.hR), transform_need(w.dx0, w.dx1, p.wL, p.wR));
+        if (need > max_transform)
+            return name + ": " + p.describe() + " needs a transform of " + std::to_string(need) +
+                   " points (the shifts with overlap, unaliased; at most " + std::to_string(max_transform) +
+                   "): use fft";
+    }
     return "";
 }
 

@@ -507,8 +507,10 @@ int main(int argc, char** argv) {
                     // computes (a 1-D kernel among 2-D shapes): not run, said so. The default
                     // tiers hold a case of every declared shape, so there it stays a failure.
                     if (!given_shapes.empty() && !declared_per_variant_form[key]) {
-                        const std::string declared = v.signals_only ? std::string("1 x n signals only")
-                                                                    : "at most " + std::to_string(v.max_shifts) + " shifts per pair";
+                        const std::string declared =
+                            v.signals_only     ? std::string("1 x n signals only")
+                            : v.max_shifts > 0 ? "at most " + std::to_string(v.max_shifts) + " shifts per pair"
+                                               : "transforms up to " + std::to_string(v.max_transform) + " points";
                         std::printf("SKIP  %s  %s  no --shape within the shapes it declares (%s)\n", v.name.c_str(),
                                     form_name(f), declared.c_str());
                         ++tally.skipped;

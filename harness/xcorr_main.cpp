@@ -152,7 +152,7 @@ int cmd_list(bool json) {
                       << "\", \"tolerance\": " << v.tolerance << ", \"forms\": [";
             for (size_t i = 0; i < v.forms.size(); ++i) std::cout << (i ? ", " : "") << '"' << form_name(v.forms[i]) << '"';
             std::cout << "], \"windows\": [\"" << v.windows_text("\", \"") << "\"], \"signals_only\": "
-                      << (v.signals_only ? "true" : "false") << ", \"max_shifts\": " << v.max_shifts
+                      << (v.signals_only ? "true" : "false") << ", \"max_shifts\": " << v.max_shifts << ", \"max_transform\": " << v.max_transform
                       << ", \"crop_windows\": " << (v.crop_windows ? "true" : "false") << ", \"work_tile\": ["
                       << v.work_tile.dy << ", " << v.work_tile.dx << "], \"params\": {";
             for (size_t i = 0; i < v.params.size(); ++i) {
@@ -173,6 +173,7 @@ int cmd_list(bool json) {
         std::cout << "\n    windows: " << v.windows_text(" ");
         if (v.max_shifts > 0) std::cout << " (at most " << v.max_shifts << " shifts per pair)";
         if (v.signals_only) std::cout << "\n    signals only (1 x n)";
+        if (v.max_transform > 0) std::cout << "\n    transforms up to " << v.max_transform << " points per axis";
         if (v.crop_windows) std::cout << "\n    a window runs on the parts of the inputs it touches (copied first, timed)";
         std::cout << "\n    timed: " << v.timed << '\n';
         for (const auto& p : v.params) {

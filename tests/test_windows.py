@@ -216,9 +216,10 @@ def test_variant_refuses_a_shape_it_is_not_built_for(xcorr, registry, tmp_path):
     same limits reach `xcorr list --json`, from which the tests and the experiments read them."""
     limited = [v for v in registry if v.get("max_shifts")]
     signals = [v for v in registry if v.get("signals_only")]
+    bounded = [v for v in registry if v.get("max_transform")]
     assert all(v["max_shifts"] >= 9 for v in limited)  # a window of ±1 at least
-    if not limited and not signals:
-        pytest.skip("no variant in this build declares a max_shifts or signals_only limit")
+    if not limited and not signals and not bounded:
+        pytest.skip("no variant in this build declares a max_shifts, signals_only or max_transform limit")
     rng = seeded_rng("shape-refusal")
     left, right = signed_stacks(rng, "one-to-one", (6, 70, 3, 40))
     out = tmp_path / "o.npy"
@@ -232,4 +233,13 @@ def test_variant_refuses_a_shape_it_is_not_built_for(xcorr, registry, tmp_path):
     for v in signals:
         r = xrun(xcorr, "--algorithm", v["name"], "--form", "one-to-one", l, r_, "--out", out)
         one_line_error(r, 2, "one-dimensional signals only")
+        assert not out.exists()
+    for v in bounded:
+        # Rows m + 1 and 3 of each: the full output needs 2 m + 1 points down, one more than the
+        # limit m; the valid window of the same pair needs only 1 (and is not refused here).
+        m = v["max_transform"]
+        left, right = signed_stacks(rng, "one-to-one", (m // 2 + 1, 3, m // 2 + 1, 3))
+        l2, r2 = save(tmp_path / "l2.npy", left), save(tmp_path / "r2.npy", right)
+        r = xrun(xcorr, "--algorithm", v["name"], "--form", "one-to-one", l2, r2, "--out", out)
+        one_line_error(r, 2, f"needs a transform of {m + 1} points", f"at most {m}")
         assert not out.exists()

@@ -79,6 +79,10 @@ def shape_refusal(variant, shape, rect):
         return "one-dimensional signals only"
     if variant.get("max_shifts") and (dy1 - dy0 + 1) * (dx1 - dx0 + 1) > variant["max_shifts"]:
         return "shifts per pair"
+    if variant.get("max_transform"):
+        from xcsuite.cost import fft_need  # transform_need (registry.cpp), 0 where nothing overlaps
+        if max(fft_need(dy0, dy1, hL, hR), fft_need(dx0, dx1, wL, wR)) > variant["max_transform"]:
+            return "needs a transform of"
     return None
 
 

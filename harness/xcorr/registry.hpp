@@ -57,6 +57,12 @@ struct ParamSpec {
 
 using Factory = std::function<std::unique_ptr<Instance>(const Problem&, const Params&)>;
 
+// The extent a transform needs along one axis for shifts s0..s1 of an hl-long left and an hr-long
+// right: every shift with overlap unaliased, over the parts of the inputs those shifts touch (the
+// crop of xcorr/crop.hpp; the whole inputs for the full window: hl + hr - 1); 1 when none overlaps.
+// fft's transform (50_fft.cu: fit_axis), fft-fused's size, auto's FFT work (auto.cpp).
+int transform_need(int s0, int s1, int hl, int hr);
+
 struct Variant {
     std::string name;     // as in the paper where it has a name: "overlap-wise", "split-row", ...
     std::string family;   // groups variants in plots and tables: "baseline", "warp-shuffle", ...
@@ -84,6 +90,10 @@ struct Variant {
     // pair; 0: no limit). The tests, the validator and the experiments read both from `xcorr list`.
     bool signals_only = false;
     int64_t max_shifts = 0;
+    // The largest transform it holds (fft-fused: 1024), per axis over the parts of the inputs the
+    // window touches (transform_need): a problem that needs more is refused before make() too,
+    // so that auto never picks it there. 0: no limit.
+    int max_transform = 0;
     // A variant whose cost follows its inputs' sizes rather than its window's (fft-fused: the
     // transform size) sets this: where a raw problem's window touches only part of the inputs, the
     // harness runs it on those parts with the window translated (xcorr/crop.hpp), copying them
@@ -106,7 +116,7 @@ struct Variant {
     // Why p's window is refused: "<name> does not compute the <asked> window (shifts ...) of this
     // problem, only: full, ..." (xcorr run and xcorr_bench).
     std::string window_refusal(const Problem& p, const std::string& asked) const;
-    // Why p's shape is refused (signals_only, max_shifts), or "" when it is not.
+    // Why p's shape is refused (signals_only, max_shifts, max_transform), or "" when it is not.
     std::string shape_refusal(const Problem& p) const;
     // supports(p.form), supports_window(p) and no shape_refusal(p): what make() may be asked.
     bool supports_problem(const Problem& p) const;
