@@ -71,9 +71,12 @@ std::string Variant::shape_refusal(const Problem& p) const {
         const Window w = p.shifts();
         const int need = std::max(transform_need(w.dy0, w.dy1, p.hL, p.hR), transform_need(w.dx0, w.dx1, p.wL, p.wR));
         if (need > max_transform)
-            return name + ": " + p.describe() + " needs a transform of " + std::to_string(need) +
-                   " points (the shifts with overlap, unaliased; at most " + std::to_string(max_transform) +
-                   "): use fft";
+            return name + ": " + p.describe() +
+                   (p.full() ? " has a " + std::to_string(p.out_h()) + " x " + std::to_string(p.out_w()) + " output; it"
+                             : std::string()) +
+                   " needs a transform of " + std::to_string(need) +
+                   " points (the shifts with overlap, unaliased), at most " + std::to_string(max_transform) +
+                   " here: use fft";
     }
     return "";
 }

@@ -240,6 +240,15 @@ void count(Verdict v, Tally& tally) {
     }
 }
 
+// Whether p is refused only for the size of transform it needs (Variant::max_transform), not for
+// its shape (signals_only, max_shifts).
+bool transform_limited(const Variant& v, const Problem& p) {
+    if (v.max_transform == 0) return false;
+    Variant unlimited = v;
+    unlimited.max_transform = 0;
+    return unlimited.shape_refusal(p).empty();
+}
+
 // The buffers of a case's two runs: aligned inputs and output, then the misaligned copies.
 struct Runs {
     const float *left, *right;
@@ -465,7 +474,9 @@ int main(int argc, char** argv) {
                         const double tolerance =
                             tolerance_override > 0 ? tolerance_override : bound_for(v.tolerance, mode);
                         const std::string key = v.name + " " + form_name(form);
-                        if (v.shape_refusal(p).empty()) ++declared_per_variant_form[key];
+                        // A transform limit (max_transform) leaves the shape declared: its full
+                        // output refused, its windows may pass (the SKIP or FAIL below says which).
+                        if (v.shape_refusal(p).empty() || transform_limited(v, p)) ++declared_per_variant_form[key];
                         for (const Params& params : combos) {
                             if (full_checks) {
                                 const Verdict verdict = check_variant(v, params, p, nullptr, reference, full_runs,
