@@ -188,6 +188,29 @@ def test_signals_have_cost_models_of_their_own():
     assert models[("a", -1)][0] == 10.0  # the all-forms model still sees every row
 
 
+def test_fft_family_form_models_fit_their_floor():
+    """The fft family's per-form models take the floor that models their points best (fit_floor),
+    not the variant's fastest time anywhere: a variant whose one-to-one time is 13 us + work from
+    mid sizes on, but 5 us on one tiny problem, keeps a floor near 13 us, so that auto scales a
+    neighbour's time by the measured step (here 1.6x from 256 to 512), not by 3x; a direct
+    variant's per-form model keeps its fastest time as the floor."""
+    mat = auto_table_script()
+    def key(n):  # one-to-one n x n, full output, raw
+        return (0, n, n, n, n, 1, 1, -(n - 1), n - 1, -(n - 1), n - 1, 0)
+    def slot(n):
+        return mat.work_units(key(n), True)
+    true = {n: 13.0 + 2e-5 * slot(n) for n in (64, 96, 128, 192, 256, 384, 512)}
+    problems = {key(n): {"fft-x": (t, ""), "direct-x": (t, "")} for n, t in true.items()}
+    problems[key(16)] = {"fft-x": (5.0, ""), "direct-x": (5.0, "")}
+    models = {(v, form): (floor, cost) for v, form, _, floor, cost, _ in mat.fit_models([("gpu", problems)], {})}
+    floor, cost = models[("fft-x", 0)]
+    assert 12.0 <= floor <= 14.0, (floor, cost)
+    step = (floor + cost * slot(512)) / (floor + cost * slot(256))
+    assert step == pytest.approx(true[512] / true[256], rel=0.1)
+    assert models[("fft-x", -1)][0] == 5.0  # the all-forms model keeps the fastest time
+    assert models[("direct-x", 0)][0] == 5.0  # and so does a direct variant's per-form model
+
+
 def test_the_cost_model_keeps_2d_kernels_off_signals(xcorr):
     """On a GPU without measurements, seed 004's case and ambient noise go to a kernel built for
     signals or an FFT, not to register-tiled (whose 2-D rate predicted 1.3 ms for 242 ms measured)."""
