@@ -15,7 +15,7 @@
 // is how this variant started, but the shift costs the pad its 16-byte alignment.)
 //
 // Windows (CONVENTIONS.md, "Output windows"; any rectangle of shifts dy0..dy1, dx0..dx1). Per
-// dimension (rows shown; columns alike, AxisFit/fit_axis):
+// dimension (rows shown; columns alike, AxisFit/fit_axis in xcorr/registry.hpp):
 //  - Clamp: only shifts s in [lo, hi] = [dy0, dy1] n [-(hR-1), hL-1] overlap; the rest of the
 //    output is 0. If [lo, hi] is empty in either dimension the whole output is 0: run() is one
 //    cudaMemsetAsync, with no workspace, plan or transform (and no finish).
@@ -388,28 +388,6 @@ int fft_size(int need, bool even) {
     int n = std::max(need, 2);
     while (!is_7_smooth(n) || (even && n % 2)) ++n;
     return n;
-}
-
-// One dimension of a windowed problem (header comment, "Windows"): the shifts [s0, s1] of the window
-// clamped to those that overlap, [lo, hi]; the rows (columns) of the left, [l0, l0 + ln), and of the
-// right, [r0, r0 + rn), that those shifts use; and the period `need` without aliasing. Shift s is
-// shift s + r0 - l0 of the cropped parts. Empty (ln = 0) when no shift of the window overlaps.
-struct AxisFit {
-    int lo = 0, hi = -1, l0 = 0, ln = 0, r0 = 0, rn = 0, need = 0;
-    bool empty() const { return ln == 0; }
-};
-AxisFit fit_axis(int s0, int s1, int hl, int hr) {
-    AxisFit f;
-    f.lo = std::max(s0, -(hr - 1));
-    f.hi = std::min(s1, hl - 1);
-    if (f.lo > f.hi) return f;  // no shift of the window overlaps: the output is all zeros
-    f.l0 = std::max(0, f.lo);
-    f.ln = std::min(hl, f.hi + hr) - f.l0;
-    f.r0 = std::max(0, -f.hi);
-    f.rn = std::min(hr, hl - f.lo) - f.r0;
-    // max(ln - lo', hi' + rn) for the cropped parts' shifts lo' = lo + r0 - l0, hi' = hi + r0 - l0.
-    f.need = std::max(f.l0 + f.ln - f.r0 - f.lo, f.hi + f.r0 + f.rn - f.l0);
-    return f;
 }
 
 enum PlanKind : int { kR2C = 0, kC2R = 1 };

@@ -52,12 +52,23 @@ std::string Variant::window_refusal(const Problem& p, const std::string& asked) 
            ") of this problem, only: " + windows_text();
 }
 
+AxisFit fit_axis(int s0, int s1, int hl, int hr) {
+    AxisFit f;
+    f.lo = std::max(s0, -(hr - 1));
+    f.hi = std::min(s1, hl - 1);
+    if (f.lo > f.hi) return f;  // no shift of the window overlaps: the output is all zeros
+    f.l0 = std::max(0, f.lo);
+    f.ln = std::min(hl, f.hi + hr) - f.l0;
+    f.r0 = std::max(0, -f.hi);
+    f.rn = std::min(hr, hl - f.lo) - f.r0;
+    // max(ln - lo', hi' + rn) for the cropped parts' shifts lo' = lo + r0 - l0, hi' = hi + r0 - l0.
+    f.need = std::max(f.l0 + f.ln - f.r0 - f.lo, f.hi + f.r0 + f.rn - f.l0);
+    return f;
+}
+
 int transform_need(int s0, int s1, int hl, int hr) {
-    const int lo = std::max(s0, -(hr - 1)), hi = std::min(s1, hl - 1);
-    if (lo > hi) return 1;
-    const int l0 = std::max(0, lo), ln = std::min(hl, hi + hr) - l0;
-    const int r0 = std::max(0, -hi), rn = std::min(hr, hl - lo) - r0;
-    return std::max(l0 + ln - r0 - lo, hi + r0 + rn - l0);
+    const AxisFit f = fit_axis(s0, s1, hl, hr);
+    return f.empty() ? 1 : f.need;
 }
 
 std::string Variant::shape_refusal(const Problem& p) const {
@@ -67,18 +78,19 @@ std::string Variant::shape_refusal(const Problem& p) const {
     if (max_shifts > 0 && shifts > max_shifts)
         return name + ": " + p.describe() + " has " + std::to_string(shifts) + " shifts per pair (at most " +
                std::to_string(max_shifts) + ": it is meant for small windows)";
-    if (max_transform > 0) {
-        const Window w = p.shifts();
-        const int need = std::max(transform_need(w.dy0, w.dy1, p.hL, p.hR), transform_need(w.dx0, w.dx1, p.wL, p.wR));
-        if (need > max_transform)
-            return name + ": " + p.describe() +
-                   (p.full() ? " has a " + std::to_string(p.out_h()) + " x " + std::to_string(p.out_w()) + " output; it"
-                             : std::string()) +
-                   " needs a transform of " + std::to_string(need) +
-                   " points (the shifts with overlap, unaliased), at most " + std::to_string(max_transform) +
-                   " here: use fft";
-    }
-    return "";
+    return transform_refusal(p);
+}
+
+std::string Variant::transform_refusal(const Problem& p) const {
+    if (max_transform == 0) return "";
+    const Window w = p.shifts();
+    const int need = std::max(transform_need(w.dy0, w.dy1, p.hL, p.hR), transform_need(w.dx0, w.dx1, p.wL, p.wR));
+    if (need <= max_transform) return "";
+    return name + ": " + p.describe() +
+           (p.full() ? " has a " + std::to_string(p.out_h()) + " x " + std::to_string(p.out_w()) + " output; it"
+                     : std::string()) +
+           " needs a transform of " + std::to_string(need) + " points (the shifts with overlap, unaliased), at most " +
+           std::to_string(max_transform) + " here: use fft";
 }
 
 bool Variant::supports_problem(const Problem& p) const {

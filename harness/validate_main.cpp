@@ -240,13 +240,11 @@ void count(Verdict v, Tally& tally) {
     }
 }
 
-// Whether p is refused only for the size of transform it needs (Variant::max_transform), not for
-// its shape (signals_only, max_shifts).
-bool transform_limited(const Variant& v, const Problem& p) {
-    if (v.max_transform == 0) return false;
-    Variant unlimited = v;
-    unlimited.max_transform = 0;
-    return unlimited.shape_refusal(p).empty();
+// Whether p is within the shapes v is built for: refused, if at all, only for the size of transform
+// it needs (Variant::transform_refusal), not for its shape (signals_only, max_shifts).
+bool declares_shape(const Variant& v, const Problem& p) {
+    const std::string why = v.shape_refusal(p);
+    return why.empty() || why == v.transform_refusal(p);
 }
 
 // The buffers of a case's two runs: aligned inputs and output, then the misaligned copies.
@@ -476,7 +474,7 @@ int main(int argc, char** argv) {
                         const std::string key = v.name + " " + form_name(form);
                         // A transform limit (max_transform) leaves the shape declared: its full
                         // output refused, its windows may pass (the SKIP or FAIL below says which).
-                        if (v.shape_refusal(p).empty() || transform_limited(v, p)) ++declared_per_variant_form[key];
+                        if (declares_shape(v, p)) ++declared_per_variant_form[key];
                         for (const Params& params : combos) {
                             if (full_checks) {
                                 const Verdict verdict = check_variant(v, params, p, nullptr, reference, full_runs,

@@ -182,7 +182,7 @@ def fit_floor(points):
     fit moved their cost-model-alone picks to unmeasured kernels on small problems."""
     times = sorted(t for _, t in points)
     best = None
-    for floor in [0.0] + [t for t in times[: len(times) // 4 + 1]]:
+    for floor in [0.0] + times[: len(times) // 4 + 1]:
         f, cost = fit(points, floor)
         err = statistics.median(abs(math.log((f + u * cost) / t)) for u, t in points)
         if best is None or err < best[0]:

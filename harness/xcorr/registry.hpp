@@ -57,10 +57,19 @@ struct ParamSpec {
 
 using Factory = std::function<std::unique_ptr<Instance>(const Problem&, const Params&)>;
 
-// The extent a transform needs along one axis for shifts s0..s1 of an hl-long left and an hr-long
-// right: every shift with overlap unaliased, over the parts of the inputs those shifts touch (the
-// crop of xcorr/crop.hpp; the whole inputs for the full window: hl + hr - 1); 1 when none overlaps.
-// fft's transform (50_fft.cu: fit_axis), fft-fused's size, auto's FFT work (auto.cpp).
+// One dimension of a windowed problem (50_fft.cu's header comment, "Windows"): the shifts [s0, s1]
+// of the window clamped to those that overlap, [lo, hi]; the rows (columns) of the hl-long left,
+// [l0, l0 + ln), and of the hr-long right, [r0, r0 + rn), that those shifts use (the crop of
+// xcorr/crop.hpp); and the period `need` that holds them without aliasing (the whole inputs for the
+// full window: hl + hr - 1). Shift s is shift s + r0 - l0 of the cropped parts. Empty (ln = 0) when
+// no shift of the window overlaps.
+struct AxisFit {
+    int lo = 0, hi = -1, l0 = 0, ln = 0, r0 = 0, rn = 0, need = 0;
+    bool empty() const { return ln == 0; }
+};
+AxisFit fit_axis(int s0, int s1, int hl, int hr);
+// fit_axis(...).need, 1 when no shift overlaps: fft's transform, fft-fused's limit
+// (Variant::max_transform), auto's FFT work (auto.cpp).
 int transform_need(int s0, int s1, int hl, int hr);
 
 struct Variant {
@@ -118,6 +127,9 @@ struct Variant {
     std::string window_refusal(const Problem& p, const std::string& asked) const;
     // Why p's shape is refused (signals_only, max_shifts, max_transform), or "" when it is not.
     std::string shape_refusal(const Problem& p) const;
+    // Its max_transform part alone (shape_refusal's last): the validator's shapes a variant is
+    // built for leave it out.
+    std::string transform_refusal(const Problem& p) const;
     // supports(p.form), supports_window(p) and no shape_refusal(p): what make() may be asked.
     bool supports_problem(const Problem& p) const;
     // Fills in defaults and rejects unknown parameters and values outside the allowed set
