@@ -452,7 +452,8 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a, O
 // in shared memory, one column per team; the forward DFT, then per mode: store the spectrum
 // (kForward), or multiply by the left spectrum and invert (kCorrelate), or multiply two stored
 // spectra and invert (kPair), or, one-to-one, transform the left's staged column too and multiply
-// by it (kCorrelateBoth: no kForward launch for the left), the result written back as rows of H),
+// by it (kCorrelateBoth at N = 1024; at N <= 512 both_kernel, the left's and the right's column
+// by two teams at once: no kForward launch for the left), the result written back as rows of H),
 // and out_rows_kernel (phase 3: row pairs of H -> output rows). Per 256 x 256 right of 1-to-32 at
 // 256 (N = 512) that moves about 4.4 MB (input 0.26, R 0.5 twice, H 1 twice, output 1, left
 // spectrum from L2) where the cuFFT pipeline moves about 11. Every kernel but the first of a run
@@ -463,10 +464,11 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a, O
 // Resources (ptxas -v, sm_90, CUDA 13.0; 256 threads, no spills): rows / cols (forward,
 // correlate, pair) / out_rows (kWindow = false | true) registers: N = 256: 61 / 80, 151, 89 /
 // 62 | 64; 512 (three-stage DFT, a warp a team): 60 / 95, 128, 80 / 55 | 55; 1024 (three
-// stages, two warps a team): 59 / 80, 122, 80 / 63 | 61; kCorrelateBoth 142, 130, 143
-// (one-to-one: a few blocks in all). Shared memory: rows and out_rows (teams N + N) x 8 bytes
-// (36 KB at N = 512, 40 KB at 1024), cols (N (TC + 1) + N) x 8 bytes (40 KB at N = 512, 48 KB at
-// 1024), kCorrelateBoth (2 N (TC + 1) + N) x 8 bytes (76 KB at N = 512, 88 KB at 1024).
+// stages, two warps a team): 59 / 80, 122, 80 / 63 | 61; one-to-one's correlate pass: both_kernel
+// 80 (256), 79 (512), kCorrelateBoth 143 (1024) (a few blocks in all). Shared memory: rows and
+// out_rows (teams N + N) x 8 bytes (36 KB at N = 512, 40 KB at 1024), cols (N (TC + 1) + N) x 8
+// bytes (40 KB at N = 512, 48 KB at 1024), both_kernel (2 N (TC / 2 + 1) + N) x 8 bytes (44 KB at
+// 512), kCorrelateBoth (2 N (TC + 1) + N) x 8 bytes (88 KB at 1024).
 // Measurements of the staged path: results/nvidia-h200/notes/51_fft_fused.md.
 
 template <int N>
@@ -483,6 +485,14 @@ struct Staged {
     static constexpr size_t row_smem = (size_t(teams) * N + N) * sizeof(float2);  // team slots + twiddles
     static constexpr size_t col_smem = (size_t(N) * tpitch + N) * sizeof(float2);  // tile + twiddles
     static constexpr size_t col_smem_both = (2 * size_t(N) * tpitch + N) * sizeof(float2);  // kCorrelateBoth
+};
+
+// both_kernel's geometry (teams within a warp): two teams a column, TB columns a block.
+template <int N>
+struct Both {
+    using G = Staged<N>;
+    static constexpr int TB = G::teams / 2, pitch = TB + 1, tiles = (G::Qh + TB - 1) / TB;
+    static constexpr size_t smem = (2 * size_t(N) * pitch + N) * sizeof(float2);  // two tiles + twiddles
 };
 
 struct StagedArgs {
@@ -542,9 +552,10 @@ __global__ void __launch_bounds__(Staged<N>::threads) rows_kernel(StagedArgs a) 
     if (a.wait_late) pdl_wait();
 }
 
-// kCorrelateBoth (one-to-one): kCorrelate with the left's column DFTs done in the same block, from
-// the left's row spectra staged beside the right's, instead of by a kForward launch before it: one
-// dependent launch fewer in a chain of a few small ones.
+// kCorrelateBoth (one-to-one at N = 1024; N <= 512: both_kernel, below): kCorrelate with the left's
+// column DFTs done in the same block, from the left's row spectra staged beside the right's,
+// instead of by a kForward launch before it: one dependent launch fewer in a chain of a few small
+// ones.
 enum ColMode : int { kForward = 0, kCorrelate = 1, kPair = 2, kCorrelateBoth = 3 };
 
 // Phase 2: blockIdx.x = tile of TC columns, blockIdx.y strides over the launch's matrices/outputs.
@@ -638,6 +649,62 @@ __global__ void __launch_bounds__(Staged<N>::threads, cols_min_blocks<N, MODE>()
             }
         }
         __syncthreads();  // the tile is staged again for the next s
+    }
+}
+
+// One-to-one's correlate pass with two teams a column (N <= 512: teams within a warp): team 2c
+// transforms the left's column c and team 2c + 1 the right's, at once; after the block's barrier
+// the right's team multiplies by the left's spectrum and inverts. A column's chain is two DFTs
+// where kCorrelateBoth's single team runs three (the left's, the right's with the product, the
+// inverse), over twice the blocks (TB = teams / 2 columns each). Teams of whole warps (N = 1024)
+// keep kCorrelateBoth: a left team passes fewer named barriers than its right before the block's
+// barrier (racecheck: probes/three-stage-1024-d301b14).
+template <int N>
+__global__ void __launch_bounds__(Staged<N>::threads) both_kernel(StagedArgs a) {
+    using G = Staged<N>;
+    constexpr int E = G::E, T = G::T, TB = Both<N>::TB, P = Both<N>::pitch;
+    static_assert(T <= kWarp, "teams within a warp");
+    extern __shared__ float2 smem[];
+    float2* tile = smem;            // the right's columns
+    float2* tile_l = smem + N * P;  // the left's
+    const float2* tw = staged_twiddles<N>(smem + 2 * N * P);
+    const Team tm = this_team<N>();
+    const int c0 = blockIdx.x * TB, ncols = min(TB, G::Qh - c0);
+    const int j = tm.id / 2;          // the team's column in the tile
+    const bool right = tm.id & 1;
+    for (int64_t s = blockIdx.y; s < a.count; s += gridDim.y) {
+        const int hR = (a.hR + 1) & ~1, hL = (a.hL + 1) & ~1;  // rows of R written (even)
+        const float2* srcR = a.R + s * N * G::rpitch + c0;
+        const float2* srcL = a.RL + int64_t(a.pairs.left_of(chunk_output(a, s))) * N * G::rpitch + c0;
+        for (int i = threadIdx.x; i < hR * TB; i += G::threads) {
+            const int r = i / TB, jj = i - r * TB;
+            if (jj < ncols) tile[r * P + jj] = srcR[r * G::rpitch + jj];
+        }
+        for (int i = threadIdx.x; i < hL * TB; i += G::threads) {
+            const int r = i / TB, jj = i - r * TB;
+            if (jj < ncols) tile_l[r * P + jj] = srcL[r * G::rpitch + jj];
+        }
+        __syncthreads();
+        float2 v[E];
+        float2* col = (right ? tile : tile_l) + j;
+        if (j < ncols) {
+            forward_column<N>(v, col, P, right ? hR : hL, tm, tw);
+            if (!right) store_natural<N>(v, col, P, tm);  // the left's spectrum, natural layout
+        }
+        __syncthreads();
+        if (j < ncols && right) {
+            const float2* col_l = tile_l + j;
+#pragma unroll
+            for (int e = 0; e < E; ++e) v[e] = mul_conj(col_l[(tm.t + T * e) * P], v[e], a.scale);
+            inverse_column<N>(v, col, P, tm, tw);
+        }
+        __syncthreads();
+        float2* dst = a.H + s * N * G::rpitch + c0;
+        for (int i = threadIdx.x; i < N * TB; i += G::threads) {
+            const int r = i / TB, jj = i - r * TB;
+            if (jj < ncols) dst[r * G::rpitch + jj] = tile[r * P + jj];
+        }
+        __syncthreads();  // the tiles are staged again for the next s
     }
 }
 
@@ -776,8 +843,13 @@ public:
                 for (auto kernel : {cols_kernel<NN, kForward>, cols_kernel<NN, kCorrelate>, cols_kernel<NN, kPair>})
                     XC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                        int(G::col_smem)));
-                XC_CUDA_CHECK(cudaFuncSetAttribute(cols_kernel<NN, kCorrelateBoth>,
-                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(G::col_smem_both)));
+                if constexpr (G::T <= kWarp)
+                    XC_CUDA_CHECK(cudaFuncSetAttribute(both_kernel<NN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       int(Both<NN>::smem)));
+                else
+                    XC_CUDA_CHECK(cudaFuncSetAttribute(cols_kernel<NN, kCorrelateBoth>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       int(G::col_smem_both)));
                 per_sm_ = 1;
             }
         });
@@ -802,8 +874,9 @@ public:
     }
 
 private:
-    // The staged path transforms the left's columns inside the correlate pass (kCorrelateBoth), so
-    // no left spectrum is stored: one-to-one, where each left has one right.
+    // The staged path transforms the left's columns inside the correlate pass (both_kernel, or
+    // kCorrelateBoth at N = 1024), so no left spectrum is stored: one-to-one, where each left has
+    // one right.
     bool left_columns_in_correlate() const { return p_.form == Form::OneToOne; }
 
     // Workspace: one-block path: the spectra (lefts; n-to-m: all). Staged path, with chunks of K
@@ -875,7 +948,7 @@ private:
             return dim3(unsigned(G::col_tiles), unsigned(std::min<int64_t>(count, 65535)));
         };
         // The left spectra (one-to-one: the left's row spectra only; its columns are transformed
-        // beside the right's, kCorrelateBoth).
+        // beside the right's, both_kernel or kCorrelateBoth).
         const bool both = left_columns_in_correlate();
         rows_kernel<NN><<<rows_grid(a.count * ((a.h + 1) / 2)), G::threads, G::row_smem, stream>>>(a);
         XC_CHECK_LAUNCH();
@@ -901,8 +974,13 @@ private:
                 a.count = int64_t(p_.nL) * kc;
                 launch_dependent(cols_kernel<NN, kPair>, cols_grid(a.count), dim3(G::threads), G::col_smem, stream, a);
             } else if (both) {
-                launch_dependent(cols_kernel<NN, kCorrelateBoth>, cols_grid(a.count), dim3(G::threads),
-                                 G::col_smem_both, stream, a);
+                if constexpr (G::T <= kWarp)
+                    launch_dependent(both_kernel<NN>,
+                                     dim3(unsigned(Both<NN>::tiles), unsigned(std::min<int64_t>(a.count, 65535))),
+                                     dim3(G::threads), Both<NN>::smem, stream, a);
+                else
+                    launch_dependent(cols_kernel<NN, kCorrelateBoth>, cols_grid(a.count), dim3(G::threads),
+                                     G::col_smem_both, stream, a);
             } else {
                 launch_dependent(cols_kernel<NN, kCorrelate>, cols_grid(a.count), dim3(G::threads), G::col_smem,
                                  stream, a);
