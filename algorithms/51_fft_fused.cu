@@ -75,7 +75,10 @@
 // segments, a transpose: the exchange is stored rotated (row r shifted by r), the row pitch is
 // Qh + 1, and in phases 1 and 3 the two teams of a half-warp take row pairs p and p + 2. A bank
 // model of every access pattern (64-bit accesses, per half-warp) gives no conflicts for N = 64,
-// 128, 192 (ncu counts: results/nvidia-h200/notes/51_fft_fused.md).
+// 128, 192 (ncu counts: results/nvidia-h200/notes/51_fft_fused.md). The staged path's slots
+// belong to one team each and take the padded layout instead (a pad after every E elements, slots
+// of N + T: team_dft.cuh), whose positions are compile-time offsets from a per-thread base; the
+// CPU test of the team DFT checks both exchanges of every staged size conflict-free.
 //
 // Why this beats five cuFFT passes: per 96 x 96 right matrix of the real-data shape it moves
 // 36 KB in and 146 KB out of DRAM plus 149 KB of left spectrum from L2 (the fft variant moves
@@ -462,13 +465,14 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a, O
 // first chunk's row pass overlaps the left spectra (rows_kernel).
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0; 256 threads, no spills): rows / cols (forward,
-// correlate, pair) / out_rows (kWindow = false | true) registers: N = 256: 61 / 80, 151, 89 /
-// 62 | 64; 512 (three-stage DFT, a warp a team): 60 / 95, 128, 80 / 55 | 55; 1024 (three
-// stages, two warps a team): 59 / 80, 122, 80 / 63 | 61; one-to-one's correlate pass: both_kernel
-// 80 (256), 79 (512), kCorrelateBoth 143 (1024) (a few blocks in all). Shared memory: rows and
-// out_rows (teams N + N) x 8 bytes (36 KB at N = 512, 40 KB at 1024), cols (N (TC + 1) + N) x 8
-// bytes (40 KB at N = 512, 48 KB at 1024), both_kernel (2 N (TC / 2 + 1) + N) x 8 bytes (44 KB at
-// 512), kCorrelateBoth (2 N (TC + 1) + N) x 8 bytes (88 KB at 1024).
+// correlate, pair) / out_rows (kWindow = false | true) registers: N = 256: 61 / 69, 119, 89 /
+// 62 | 62; 512 (three-stage DFT, a warp a team): 64 / 72, 124, 80 / 52 | 52; 1024 (three
+// stages, two warps a team): 57 / 66, 95, 80 / 62 | 60; one-to-one's correlate pass: both_kernel
+// 73 (256), 74 (512), kCorrelateBoth 114 (1024) (a few blocks in all). Every exchange slot holds
+// SN = N + T elements (the padded layout, team_dft.cuh). Shared memory: rows and out_rows
+// (teams SN + N) x 8 bytes (39 KB at N = 512, 43 KB at 1024), cols (SN (TC + 1) + N) x 8 bytes
+// (43 KB at N = 512, 52 KB at 1024), both_kernel (2 SN (TC / 2 + 1) + N) x 8 bytes (48 KB at
+// 512), kCorrelateBoth (2 SN (TC + 1) + N) x 8 bytes (95 KB at 1024).
 // Measurements of the staged path: results/nvidia-h200/notes/51_fft_fused.md.
 
 template <int N>
@@ -478,13 +482,15 @@ struct Staged {
     static constexpr int teams = threads / T;  // 16 (N = 256), 8 (N = 512), 4 (N = 1024: two warps a team)
     static_assert(T <= kWarp || teams <= kMaxWarpTeams, "a named barrier per team of whole warps");
     static constexpr int Qh = N / 2 + 1;
+    static constexpr int SN = TeamShape<N>::slot_size;  // a team's exchange slot: N + T (padded, team_dft.cuh)
     static constexpr int rpitch = Qh + 1;      // complex numbers per row of R and H (8-byte aligned rows)
     static constexpr int TC = teams;           // columns per block of cols_kernel, one per team
     static constexpr int tpitch = TC + 1;      // complex numbers per row of its tile (odd)
     static constexpr int col_tiles = (Qh + TC - 1) / TC;
-    static constexpr size_t row_smem = (size_t(teams) * N + N) * sizeof(float2);  // team slots + twiddles
-    static constexpr size_t col_smem = (size_t(N) * tpitch + N) * sizeof(float2);  // tile + twiddles
-    static constexpr size_t col_smem_both = (2 * size_t(N) * tpitch + N) * sizeof(float2);  // kCorrelateBoth
+    static constexpr size_t row_smem = (size_t(teams) * SN + N) * sizeof(float2);  // team slots + twiddles
+    // A tile: SN rows (N of data, then the exchange's pad) of tpitch.
+    static constexpr size_t col_smem = (size_t(SN) * tpitch + N) * sizeof(float2);  // tile + twiddles
+    static constexpr size_t col_smem_both = (2 * size_t(SN) * tpitch + N) * sizeof(float2);  // kCorrelateBoth
 };
 
 // both_kernel's geometry (teams within a warp): two teams a column, TB columns a block.
@@ -492,7 +498,7 @@ template <int N>
 struct Both {
     using G = Staged<N>;
     static constexpr int TB = G::teams / 2, pitch = TB + 1, tiles = (G::Qh + TB - 1) / TB;
-    static constexpr size_t smem = (2 * size_t(N) * pitch + N) * sizeof(float2);  // two tiles + twiddles
+    static constexpr size_t smem = (2 * size_t(G::SN) * pitch + N) * sizeof(float2);  // two tiles + twiddles
 };
 
 struct StagedArgs {
@@ -538,7 +544,7 @@ template <int N>
 __global__ void __launch_bounds__(Staged<N>::threads) rows_kernel(StagedArgs a) {
     using G = Staged<N>;
     extern __shared__ float2 smem[];
-    const float2* tw = staged_twiddles<N>(smem + G::teams * N, !a.wait_late);
+    const float2* tw = staged_twiddles<N>(smem + G::teams * G::SN, !a.wait_late);
     const Team tm = this_team<N>();
     const int pairs = (a.h + 1) / 2;
     const int64_t item = int64_t(blockIdx.x) * G::teams + tm.id;
@@ -546,7 +552,7 @@ __global__ void __launch_bounds__(Staged<N>::threads) rows_kernel(StagedArgs a) 
         const int64_t s = item / pairs;
         const int r = 2 * int(item - s * pairs);
         float2* dst = a.R + (s * N + r) * G::rpitch;
-        forward_row_pair<N>(a.src + (s * a.h + r) * a.w, a.w, r + 1 < a.h, smem + tm.id * N, dst,
+        forward_row_pair<N>(a.src + (s * a.h + r) * a.w, a.w, r + 1 < a.h, smem + tm.id * G::SN, dst,
                             dst + G::rpitch, tm, tw);
     }
     if (a.wait_late) pdl_wait();
@@ -577,8 +583,8 @@ __global__ void __launch_bounds__(Staged<N>::threads, cols_min_blocks<N, MODE>()
     constexpr bool kBoth = MODE == kCorrelateBoth;
     extern __shared__ float2 smem[];
     float2* tile = smem;
-    float2* tile_l = smem + N * P;  // kBoth: the left's tile
-    const float2* tw = staged_twiddles<N>(smem + (kBoth ? 2 : 1) * N * P);
+    float2* tile_l = smem + G::SN * P;  // kBoth: the left's tile
+    const float2* tw = staged_twiddles<N>(smem + (kBoth ? 2 : 1) * G::SN * P);
     const Team tm = this_team<N>();
     const int c0 = blockIdx.x * TC, ncols = min(TC, G::Qh - c0);
     // Teams of whole warps (N = 1024) all transform a column, the last tile's surplus teams a copy
@@ -666,8 +672,8 @@ __global__ void __launch_bounds__(Staged<N>::threads) both_kernel(StagedArgs a) 
     static_assert(T <= kWarp, "teams within a warp");
     extern __shared__ float2 smem[];
     float2* tile = smem;            // the right's columns
-    float2* tile_l = smem + N * P;  // the left's
-    const float2* tw = staged_twiddles<N>(smem + 2 * N * P);
+    float2* tile_l = smem + G::SN * P;  // the left's
+    const float2* tw = staged_twiddles<N>(smem + 2 * G::SN * P);
     const Team tm = this_team<N>();
     const int c0 = blockIdx.x * TB, ncols = min(TB, G::Qh - c0);
     const int j = tm.id / 2;          // the team's column in the tile
@@ -715,7 +721,7 @@ template <int N, bool kWindow>
 __global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs a, OutMap m) {
     using G = Staged<N>;
     extern __shared__ float2 smem[];
-    const float2* tw = staged_twiddles<N>(smem + G::teams * N);
+    const float2* tw = staged_twiddles<N>(smem + G::teams * G::SN);
     const Team tm = this_team<N>();
     const int64_t item = int64_t(blockIdx.x) * G::teams + tm.id;
     if (item >= a.count * (N / 2)) return;
@@ -725,13 +731,13 @@ __global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs
     if constexpr (kWindow) {
         if (!output_rows<N>(p, m.sy, m.cy, ya, yb)) return;
         const float2* rows = a.H + (s * N + 2 * p) * G::rpitch;
-        inverse_row_pair<N>(rows, rows + G::rpitch, smem + tm.id * N, ya, yb, m.block(a.out, chunk_output(a, s)),
+        inverse_row_pair<N>(rows, rows + G::rpitch, smem + tm.id * G::SN, ya, yb, m.block(a.out, chunk_output(a, s)),
                             m.cy, m.cx, m.ow, m.sx, tm, tw);
     } else {
         const int oh = a.hL + a.hR - 1, ow = a.wL + a.wR - 1;
         if (!output_rows<N>(p, a.hR - 1, oh, ya, yb)) return;
         const float2* rows = a.H + (s * N + 2 * p) * G::rpitch;
-        inverse_row_pair<N>(rows, rows + G::rpitch, smem + tm.id * N, ya, yb,
+        inverse_row_pair<N>(rows, rows + G::rpitch, smem + tm.id * G::SN, ya, yb,
                             a.out + chunk_output(a, s) * int64_t(oh) * ow, oh, ow, ow, a.wR - 1, tm, tw);
     }
 }

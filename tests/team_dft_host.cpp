@@ -5,6 +5,9 @@
 // never) fails. The lanes of a team are T std::threads; __syncwarp is a barrier of those T, and
 // every exchange slot starts poisoned (NaN) and checks its indices. A race between the exchange's
 // writes and reads, a wrong exchange position or one outside the slot fails here, without a GPU.
+// For teams of 16 threads or more (the staged sizes: a half-warp inside one team) it also models
+// the shared-memory banks: the k-th exchange access of the 16 lanes of each half-warp, 64-bit
+// words at index x stride, must fall on 16 distinct word positions modulo 16 (one wavefront).
 // tests/test_team_dft.py runs it: exit 0 and a line per case; 1 and the failures otherwise.
 #include <atomic>
 #include <barrier>
@@ -62,14 +65,17 @@ void on_team(int T, const std::function<void(int)>& f) {
     for (auto& l : lanes) l.join();
 }
 
-// The exchange slot as team_dft's Slot: element n at base[n * stride], n checked against [0, N)
+// The exchange slot as team_dft's Slot: element n at base[n * stride], n checked against
+// [0, slot_size) (N, or N + T for the padded layout)
 // (an index outside counts and lands in a NaN scratch element instead of outside the buffer).
 struct CheckedSlot {
     float2* base;
     int stride, n;
     std::atomic<int>* outside;
     float2* scratch;
+    std::vector<int>* trace;  // the lane's accesses in order
     float2& operator[](int i) const {
+        trace->push_back(i);
         if (i < 0 || i >= n) {
             ++*outside;
             *scratch = make_float2(NAN, NAN);
@@ -90,12 +96,13 @@ bool check(int stride, std::mt19937& rng, int& failures) {
     std::vector<float2> x(N);
     for (auto& v : x) v = make_float2(u(rng), u(rng));
     const float nan = std::numeric_limits<float>::quiet_NaN();
-    std::vector<float2> tw(N, make_float2(nan, nan)), slot(static_cast<size_t>(N) * stride, make_float2(nan, nan)), got(N);
+    std::vector<float2> tw(N, make_float2(nan, nan)), slot(static_cast<size_t>(Shape::slot_size) * stride, make_float2(nan, nan)), got(N);
     blockDim.x = unsigned(T);
     on_team(T, [&](int) { xcorr::fill_twiddles<N>(tw.data()); });
     std::vector<int> seen(N, 0);
     std::mutex seen_lock;
     std::atomic<int> outside{0};
+    std::vector<std::vector<int>> trace(T);
     on_team(T, [&](int t) {
         float2 scratch;
         float2 v[E];
@@ -107,7 +114,7 @@ bool check(int stride, std::mt19937& rng, int& failures) {
             }
             return xcorr::cmul(z, factor(n));
         };
-        xcorr::team_dft<N, Sign>(v, CheckedSlot{slot.data(), stride, N, &outside, &scratch}, xcorr::team_mask<T>(),
+        xcorr::team_dft<N, Sign>(v, CheckedSlot{slot.data(), stride, Shape::slot_size, &outside, &scratch, &trace[size_t(t)]}, xcorr::team_mask<T>(),
                                  tw.data(), post);
         for (int e = 0; e < E; ++e) got[size_t(t + T * e)] = v[e];  // natural layout on exit
     });
@@ -125,11 +132,23 @@ bool check(int stride, std::mt19937& rng, int& failures) {
     int wrong_post = 0;
     for (int n = 0; n < N; ++n) wrong_post += seen[size_t(n)] != 1;
     const double rel = err / scale;
-    const bool ok = rel <= 1e-5 && wrong_post == 0 && outside == 0;
-    std::printf("%s  N = %4d (E = %2d, T = %2d%s)  %s  slot stride %d  relative error %.2e%s%s\n", ok ? "PASS" : "FAIL",
+    int conflicts = 0;  // accesses of a half-warp that need more than one wavefront
+    if (T >= 16) {
+        for (int h = 0; h < T; h += 16) {
+            for (size_t k = 0; k < trace[size_t(h)].size(); ++k) {
+                unsigned words = 0;
+                for (int l = h; l < h + 16; ++l)
+                    if (k < trace[size_t(l)].size()) words |= 1u << ((trace[size_t(l)][k] * stride) % 16);
+                conflicts += words != 0xffffu;
+            }
+        }
+    }
+    const bool ok = rel <= 1e-5 && wrong_post == 0 && outside == 0 && conflicts == 0;
+    std::printf("%s  N = %4d (E = %2d, T = %2d%s)  %s  slot stride %d  relative error %.2e%s%s%s\n", ok ? "PASS" : "FAIL",
                 N, E, T, T > E ? ", three stages" : "", Sign < 0 ? "forward" : "inverse", stride, rel,
                 wrong_post ? "  (post saw some index not exactly once)" : "",
-                outside ? "  (slot indices outside [0, N))" : "");
+                outside ? "  (slot indices outside the slot)" : "",
+                conflicts ? "  (bank conflicts in the exchange)" : "");
     failures += !ok;
     return ok;
 }

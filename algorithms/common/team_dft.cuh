@@ -137,15 +137,18 @@ __device__ __forceinline__ void dft(float2 (&v)[R]) {
 // E; three (radix E, E, then R3 = T / E) where N = R3 E^2 (N = 512: E = 16, a warp a team,
 // R3 = 2; N = 1024: E = 16, two warps a team, R3 = 4): half the registers and twice the threads
 // of E = 32, for the staged kernels, which are latency-bound (results/nvidia-h200/notes/51_fft_fused.md).
+// `padded`: the team's exchange slot holds N + T elements, one pad after every E (below: the
+// staged sizes, whose slots belong to one team; the one-block path's slots are exactly a row
+// pair, 2 pitch >= N, and keep the rotated layout).
 template <int N> struct TeamPlan;
-template <> struct TeamPlan<32> { static constexpr int E = 8; };
-template <> struct TeamPlan<64> { static constexpr int E = 8; };
-template <> struct TeamPlan<96> { static constexpr int E = 24; };
-template <> struct TeamPlan<128> { static constexpr int E = 16; };
-template <> struct TeamPlan<192> { static constexpr int E = 24; };
-template <> struct TeamPlan<256> { static constexpr int E = 16; };   // the staged path (below)
-template <> struct TeamPlan<512> { static constexpr int E = 16; };  // three stages
-template <> struct TeamPlan<1024> { static constexpr int E = 16; };  // three stages, two warps a team
+template <> struct TeamPlan<32> { static constexpr int E = 8; static constexpr bool padded = false; };
+template <> struct TeamPlan<64> { static constexpr int E = 8; static constexpr bool padded = false; };
+template <> struct TeamPlan<96> { static constexpr int E = 24; static constexpr bool padded = false; };
+template <> struct TeamPlan<128> { static constexpr int E = 16; static constexpr bool padded = false; };
+template <> struct TeamPlan<192> { static constexpr int E = 24; static constexpr bool padded = false; };
+template <> struct TeamPlan<256> { static constexpr int E = 16; static constexpr bool padded = true; };  // the staged path
+template <> struct TeamPlan<512> { static constexpr int E = 16; static constexpr bool padded = true; };  // three stages
+template <> struct TeamPlan<1024> { static constexpr int E = 16; static constexpr bool padded = true; };  // three stages, two warps a team
 
 // A length-N DFT's team: E elements per thread, T threads.
 template <int N>
@@ -154,6 +157,8 @@ struct TeamShape {
     static constexpr int T = N / E;
     static constexpr bool three_stage = T > E;  // N = R3 E^2, R3 = T / E
     static constexpr int R3 = three_stage ? T / E : 1;
+    static constexpr bool padded = TeamPlan<N>::padded;
+    static constexpr int slot_size = padded ? N + T : N;  // elements of the team's exchange slot
     static_assert(E % T == 0 || (three_stage && T % E == 0 && E % R3 == 0 && (E & (E - 1)) == 0 &&
                                  (T <= kWarp || T % kWarp == 0)),
                   "two stages: the second stage's radix T divides E; three: T = R3 E with R3 dividing E (E a "
@@ -201,7 +206,12 @@ __device__ __forceinline__ void team_sync(unsigned mask) {
 
 // Position of exchange element p = r E + c in the slot: row r of the T x E exchange rotated by r,
 // so that the stage-1 writes (a column of it: p = t E + m) and the reads (a row segment:
-// p = t + T e) both spread over the banks.
+// p = t + T e) both spread over the banks. The padded layout (TeamPlan) spreads them by a pad
+// after each row instead, p -> p + p / E, whose positions are a per-thread base plus compile-time
+// offsets both ways (writes t (E + 1) + m; reads t + T e + e / G, or with three stages
+// t + t / E + (T + R3) e): no index arithmetic per element, where the rotation costs about six
+// integer instructions per access (SASS of the staged kernels). Banks: with 64-bit accesses a
+// half-warp's 16 positions, times an odd stride, are distinct modulo 16 both ways.
 template <int E>
 __device__ __forceinline__ int swizzle(int p) {
     const int r = p / E, c = p - r * E;
@@ -244,11 +254,20 @@ __device__ __forceinline__ void team_dft(float2 (&v)[TeamPlan<N>::E], const Slot
     team_sync<T>(mask);  // the team has read the slot (the caller may have loaded v from it)
     if constexpr (!TeamShape<N>::three_stage) {
 #pragma unroll
-        for (int m = 0; m < E; ++m) slot[t * E + (m + t < E ? m + t : m + t - E)] = v[m];  // swizzle(t E + m)
-        team_sync<T>(mask);
-#pragma unroll
-        for (int e = 0; e < E; ++e) v[e] = slot[swizzle<E>(t + T * e)];
         constexpr int G = E / T;
+        if constexpr (TeamShape<N>::padded) {
+#pragma unroll
+            for (int m = 0; m < E; ++m) slot[t * (E + 1) + m] = v[m];
+            team_sync<T>(mask);
+#pragma unroll
+            for (int e = 0; e < E; ++e) v[e] = slot[t + T * e + e / G];  // (t + T e) / E = e / G
+        } else {
+#pragma unroll
+            for (int m = 0; m < E; ++m) slot[t * E + (m + t < E ? m + t : m + t - E)] = v[m];  // swizzle(t E + m)
+            team_sync<T>(mask);
+#pragma unroll
+            for (int e = 0; e < E; ++e) v[e] = slot[swizzle<E>(t + T * e)];
+        }
         // Stage 2 (Ns = E, radix T): butterfly j = t + T i takes and writes elements j + E m, which
         // are v[i + G m] of this thread: the output is in natural layout without another exchange.
 #pragma unroll
@@ -267,14 +286,23 @@ __device__ __forceinline__ void team_dft(float2 (&v)[TeamPlan<N>::E], const Slot
             for (int m = 0; m < T; ++m) v[i + G * m] = post(j + E * m, u[m]);
         }
     } else {
-        // The exchange's rows r = p / E go up to T - 1 >= E: the rotation is taken modulo E.
+        if constexpr (TeamShape<N>::padded) {
 #pragma unroll
-        for (int m = 0; m < E; ++m) slot[t * E + ((m + t) & (E - 1))] = v[m];
-        team_sync<T>(mask);
+            for (int m = 0; m < E; ++m) slot[t * (E + 1) + m] = v[m];
+            team_sync<T>(mask);
+            const int base = t + t / E;  // (t + T e) / E = t / E + R3 e
 #pragma unroll
-        for (int e = 0; e < E; ++e) {
-            const int p = t + T * e, r = p / E;
-            v[e] = slot[r * E + ((p + r) & (E - 1))];
+            for (int e = 0; e < E; ++e) v[e] = slot[base + (T + TeamShape<N>::R3) * e];
+        } else {
+            // The exchange's rows r = p / E go up to T - 1 >= E: the rotation is taken modulo E.
+#pragma unroll
+            for (int m = 0; m < E; ++m) slot[t * E + ((m + t) & (E - 1))] = v[m];
+            team_sync<T>(mask);
+#pragma unroll
+            for (int e = 0; e < E; ++e) {
+                const int p = t + T * e, r = p / E;
+                v[e] = slot[r * E + ((p + r) & (E - 1))];
+            }
         }
         // Stage 2 (Ns = E, radix E): butterfly t (k = t mod E) takes elements t + T m, twiddled
         // by W_{E^2}^{k m} (tw[m E + k]), and writes (t / E) E^2 + k + E m: unit stride.
