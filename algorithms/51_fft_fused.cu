@@ -490,7 +490,7 @@ struct Staged {
     static constexpr size_t row_smem = (size_t(teams) * SN + N) * sizeof(float2);  // team slots + twiddles
     // A tile: SN rows (N of data, then the exchange's pad) of tpitch.
     static constexpr size_t col_smem = (size_t(SN) * tpitch + N) * sizeof(float2);  // tile + twiddles
-    static constexpr size_t col_smem_both = (2 * size_t(SN) * tpitch + N) * sizeof(float2);  // kCorrelateBoth
+    static constexpr size_t col_smem_both() { return (2 * size_t(SN) * tpitch + N) * sizeof(float2); }  // kCorrelateBoth
 };
 
 // both_kernel's geometry (teams within a warp): two teams a column, TB columns a block.
@@ -855,7 +855,7 @@ public:
                 else
                     XC_CUDA_CHECK(cudaFuncSetAttribute(cols_kernel<NN, kCorrelateBoth>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                       int(G::col_smem_both)));
+                                                       int(G::col_smem_both())));
                 per_sm_ = 1;
             }
         });
@@ -986,7 +986,7 @@ private:
                                      dim3(G::threads), Both<NN>::smem, stream, a);
                 else
                     launch_dependent(cols_kernel<NN, kCorrelateBoth>, cols_grid(a.count), dim3(G::threads),
-                                     G::col_smem_both, stream, a);
+                                     G::col_smem_both(), stream, a);
             } else {
                 launch_dependent(cols_kernel<NN, kCorrelate>, cols_grid(a.count), dim3(G::threads), G::col_smem,
                                  stream, a);

@@ -253,7 +253,6 @@ __device__ __forceinline__ void team_dft(float2 (&v)[TeamPlan<N>::E], const Slot
     dft<E, Sign>(v);
     team_sync<T>(mask);  // the team has read the slot (the caller may have loaded v from it)
     if constexpr (!TeamShape<N>::three_stage) {
-#pragma unroll
         constexpr int G = E / T;
         if constexpr (TeamShape<N>::padded) {
 #pragma unroll
