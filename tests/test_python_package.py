@@ -390,6 +390,14 @@ GPU_CASES = {  # form -> (left shape, right shape): odd, unequal sizes
     "n-to-mn": ((2, 37, 29), (4, 11, 13)),
     "n-to-m": ((2, 37, 29), (3, 11, 13)),
 }
+# The same forms as one-dimensional signals (1 x n matrices), for the algorithms that compute only
+# those (fft-segmented): they refuse every case above, and run these instead.
+GPU_CASES_1D = {
+    "one-to-one": ((1, 301), (1, 47)),
+    "one-to-many": ((1, 301), (3, 1, 47)),
+    "n-to-mn": ((2, 1, 301), (4, 1, 47)),
+    "n-to-m": ((2, 1, 301), (3, 1, 47)),
+}
 WINDOWS = {"full": {}, "valid": dict(mode="valid"), "same": dict(mode="same"), "max-shift": dict(max_shift=(3, 5)),
            "shifts": dict(shifts=((-4, 20), (-12, 1)))}
 ALGORITHMS = [a["name"] for a in xcorr.algorithms()]
@@ -403,25 +411,28 @@ def test_every_algorithm_through_torch_and_cupy_matches_the_reference(name, lib,
     algo = next(a for a in xcorr.algorithms() if a["name"] == name)
     rng = seeded_rng((name, lib))
     ran, refused = 0, []
-    for form in algo["forms"]:
-        ls, rs = GPU_CASES[form]
-        a, b = rng.random(ls, dtype=np.float32), rng.random(rs, dtype=np.float32)
-        for wname in algo["windows"]:
-            window = WINDOWS[wname]
-            try:
-                plan = xcorr.Plan(ls, rs, form=form, algorithm=name, precision=algo["precision"] if
-                                  algo["precision"] == "tf32" else "fp32", **window)
-            except ValueError as e:  # a size or parameter this variant does not take
-                refused.append(f"{form} {wname}: {e}")
-                continue
-            got = plan(lib_array(module, a), lib_array(module, b))
-            assert type(got).__module__.split(".")[0] == lib
-            ref = xcorr.correlate2d(a, b, form=form, algorithm="reference", **window)
-            assert tuple(got.shape) == ref.shape
-            assert rel_err(host(got), ref) <= algo["tolerance"], (form, wname)
-            ran += 1
+    for cases in (GPU_CASES, GPU_CASES_1D):  # the signals only where every matrix case is refused
+        if ran:
+            break
+        for form in algo["forms"]:
+            ls, rs = cases[form]
+            a, b = rng.random(ls, dtype=np.float32), rng.random(rs, dtype=np.float32)
+            for wname in algo["windows"]:
+                window = WINDOWS[wname]
+                try:
+                    plan = xcorr.Plan(ls, rs, form=form, algorithm=name, precision=algo["precision"] if
+                                      algo["precision"] == "tf32" else "fp32", **window)
+                except ValueError as e:  # a size or parameter this variant does not take
+                    refused.append(f"{form} {wname} {ls} * {rs}: {e}")
+                    continue
+                got = plan(lib_array(module, a), lib_array(module, b))
+                assert type(got).__module__.split(".")[0] == lib
+                ref = xcorr.correlate2d(a, b, form=form, algorithm="reference", **window)
+                assert tuple(got.shape) == ref.shape
+                assert rel_err(host(got), ref) <= algo["tolerance"], (form, wname, ls, rs)
+                ran += 1
     if not ran:
-        pytest.skip(f"{name} refused every case: {refused}")
+        pytest.skip(f"{name} refused all {len(refused)} cases, matrices and signals; the first: {refused[0]}")
 
 
 NORM_BOUND = 1e-4  # CONVENTIONS.md: normalized outputs within 1e-4 (absolute) of float64
@@ -443,9 +454,12 @@ def test_normalized_through_torch_and_cupy_matches_the_reference(name, lib, requ
     bound = NORM_BOUND if algo is None else max(NORM_BOUND, algo["tolerance"])
     rng = seeded_rng(("normalized", name, lib))
     ran, refused = 0, []
-    for normalize, kinds in (("zncc", ("large", "signed")), ("zero-lag", ("unit", "large"))):
+    for cases, normalize, kinds in [(c, n, k) for c in (GPU_CASES, GPU_CASES_1D)
+                                    for n, k in (("zncc", ("large", "signed")), ("zero-lag", ("unit", "large")))]:
+        if ran and cases is GPU_CASES_1D:  # the signals only where every matrix case is refused
+            break
         for form in forms:
-            ls, rs = GPU_CASES[form]
+            ls, rs = cases[form]
             for kind in kinds:
                 a, b = norm_inputs(kind, rng, ls), norm_inputs(kind, rng, rs)
                 for wname in windows:
@@ -454,7 +468,7 @@ def test_normalized_through_torch_and_cupy_matches_the_reference(name, lib, requ
                         plan = xcorr.Plan(ls, rs, form=form, algorithm=name, precision=precision,
                                           normalize=normalize, **window)
                     except ValueError as e:  # a size or parameter this variant does not take
-                        refused.append(f"{normalize} {form} {wname}: {e}")
+                        refused.append(f"{normalize} {form} {wname} {ls} * {rs}: {e}")
                         continue
                     out = lib_array(module, np.full(plan.out_shape, np.nan, np.float32))
                     got = plan(lib_array(module, a), lib_array(module, b), out=out)
@@ -466,7 +480,8 @@ def test_normalized_through_torch_and_cupy_matches_the_reference(name, lib, requ
                     assert err <= bound, (normalize, form, wname, kind, plan.algorithm, err)
                     ran += 1
     if not ran:
-        pytest.skip(f"{name} refused every normalized case: {refused}")
+        pytest.skip(f"{name} refused all {len(refused)} normalized cases, matrices and signals; the first: "
+                    f"{refused[0]}")
 
 
 def test_normalized_auto_says_what_it_runs_and_correlate2d_caches_per_normalization(torch):
