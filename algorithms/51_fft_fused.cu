@@ -558,6 +558,26 @@ __global__ void __launch_bounds__(Staged<N>::threads) rows_kernel(StagedArgs a) 
     if (a.wait_late) pdl_wait();
 }
 
+// The column passes' tile copies (all threads of the block): rows [0, h) of the TC columns of the
+// global rows at src (row pitch rpitch) into a tile of pitch P; columns from ncols on are skipped,
+// or with kCopyLast filled with column ncols - 1 (cols_kernel's surplus teams at N = 1024). And
+// the tile's N rows back out to dst.
+template <int N, int TC, int P, bool kCopyLast = false>
+__device__ __forceinline__ void tile_in(float2* tile, const float2* src, int h, int ncols) {
+    for (int i = threadIdx.x; i < h * TC; i += Staged<N>::threads) {
+        const int r = i / TC, j = i - r * TC;
+        if (kCopyLast) tile[r * P + j] = src[r * Staged<N>::rpitch + min(j, ncols - 1)];
+        else if (j < ncols) tile[r * P + j] = src[r * Staged<N>::rpitch + j];
+    }
+}
+template <int N, int TC, int P>
+__device__ __forceinline__ void tile_out(float2* dst, const float2* tile, int ncols) {
+    for (int i = threadIdx.x; i < N * TC; i += Staged<N>::threads) {
+        const int r = i / TC, j = i - r * TC;
+        if (j < ncols) dst[r * Staged<N>::rpitch + j] = tile[r * P + j];
+    }
+}
+
 // kCorrelateBoth (one-to-one at N = 1024; N <= 512: both_kernel, below): kCorrelate with the left's
 // column DFTs done in the same block, from the left's row spectra staged beside the right's,
 // instead of by a kForward launch before it: one dependent launch fewer in a chain of a few small
@@ -601,12 +621,7 @@ __global__ void __launch_bounds__(Staged<N>::threads, cols_min_blocks<N, MODE>()
         if constexpr (MODE != kPair) {
             // rows [0, h) of the tile's columns of matrix m's row spectra at R
             const auto stage = [&](float2* dst, const float2* R, int64_t m, int h) {
-                const float2* src = R + m * N * G::rpitch + c0;
-                for (int i = threadIdx.x; i < h * TC; i += G::threads) {
-                    const int r = i / TC, j = i - r * TC;
-                    if (kEveryTeam) dst[r * P + j] = src[r * G::rpitch + min(j, ncols - 1)];
-                    else if (j < ncols) dst[r * P + j] = src[r * G::rpitch + j];
-                }
+                tile_in<N, TC, P, kEveryTeam>(dst, R + m * N * G::rpitch + c0, h, ncols);
             };
             stage(tile, a.R, s, h_data);
             if constexpr (kBoth) stage(tile_l, a.RL, a.pairs.left_of(chunk_output(a, s)), (a.hL + 1) & ~1);
@@ -648,11 +663,7 @@ __global__ void __launch_bounds__(Staged<N>::threads, cols_min_blocks<N, MODE>()
         }
         if constexpr (MODE != kForward) {
             __syncthreads();
-            float2* dst = a.H + s * N * G::rpitch + c0;
-            for (int i = threadIdx.x; i < N * TC; i += G::threads) {
-                const int r = i / TC, j = i - r * TC;
-                if (j < ncols) dst[r * G::rpitch + j] = tile[r * P + j];
-            }
+            tile_out<N, TC, P>(a.H + s * N * G::rpitch + c0, tile, ncols);
         }
         __syncthreads();  // the tile is staged again for the next s
     }
@@ -682,14 +693,8 @@ __global__ void __launch_bounds__(Staged<N>::threads) both_kernel(StagedArgs a) 
         const int hR = (a.hR + 1) & ~1, hL = (a.hL + 1) & ~1;  // rows of R written (even)
         const float2* srcR = a.R + s * N * G::rpitch + c0;
         const float2* srcL = a.RL + int64_t(a.pairs.left_of(chunk_output(a, s))) * N * G::rpitch + c0;
-        for (int i = threadIdx.x; i < hR * TB; i += G::threads) {
-            const int r = i / TB, jj = i - r * TB;
-            if (jj < ncols) tile[r * P + jj] = srcR[r * G::rpitch + jj];
-        }
-        for (int i = threadIdx.x; i < hL * TB; i += G::threads) {
-            const int r = i / TB, jj = i - r * TB;
-            if (jj < ncols) tile_l[r * P + jj] = srcL[r * G::rpitch + jj];
-        }
+        tile_in<N, TB, P>(tile, srcR, hR, ncols);
+        tile_in<N, TB, P>(tile_l, srcL, hL, ncols);
         __syncthreads();
         float2 v[E];
         float2* col = (right ? tile : tile_l) + j;
@@ -705,11 +710,7 @@ __global__ void __launch_bounds__(Staged<N>::threads) both_kernel(StagedArgs a) 
             inverse_column<N>(v, col, P, tm, tw);
         }
         __syncthreads();
-        float2* dst = a.H + s * N * G::rpitch + c0;
-        for (int i = threadIdx.x; i < N * TB; i += G::threads) {
-            const int r = i / TB, jj = i - r * TB;
-            if (jj < ncols) dst[r * G::rpitch + jj] = tile[r * P + jj];
-        }
+        tile_out<N, TB, P>(a.H + s * N * G::rpitch + c0, tile, ncols);
         __syncthreads();  // the tiles are staged again for the next s
     }
 }
