@@ -465,9 +465,9 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a, O
 // first chunk's row pass overlaps the left spectra (rows_kernel).
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0; 256 threads, no spills): rows / cols (forward,
-// correlate, pair) / out_rows (kWindow = false | true) registers: N = 256: 61 / 69, 119, 89 /
+// correlate, pair) / out_rows (kWindow = false | true) registers: N = 256: 61 / 69, 80, 89 /
 // 62 | 62; 512 (three-stage DFT, a warp a team): 64 / 72, 124, 80 / 52 | 52; 1024 (three
-// stages, two warps a team): 57 / 66, 95, 80 / 62 | 60; one-to-one's correlate pass: both_kernel
+// stages, two warps a team): 57 / 66, 80, 80 / 62 | 60 (the bounds: cols_min_blocks); one-to-one's correlate pass: both_kernel
 // 73 (256), 74 (512), kCorrelateBoth 114 (1024) (a few blocks in all). Every exchange slot holds
 // SN = N + T elements (the padded layout, team_dft.cuh). Shared memory: rows and out_rows
 // (teams SN + N) x 8 bytes (39 KB at N = 512, 43 KB at 1024), cols (SN (TC + 1) + N) x 8 bytes
@@ -585,15 +585,16 @@ __device__ __forceinline__ void tile_out(float2* dst, const float2* tile, int nc
 enum ColMode : int { kForward = 0, kCorrelate = 1, kPair = 2, kCorrelateBoth = 3 };
 
 // Phase 2: blockIdx.x = tile of TC columns, blockIdx.y strides over the launch's matrices/outputs.
-// Blocks per SM declared at N = 512 and 1024 (three-stage DFT, 16 values a thread): kPair three
-// (80 registers; its default, 96 / 118, allows two), kCorrelate two (at most 128; its default,
-// 161 / 148, allows one). Each measured faster than the default
-// (results/nvidia-h200/notes/51_fft_fused.md). At 256 the defaults stand: a bound there raised
-// registers.
+// Blocks per SM declared (each an A/B against the default or the previous bound:
+// results/nvidia-h200/notes/51_fft_fused.md): kPair three at N = 512 and 1024 (80 registers; four,
+// at 64, lost 3-7%; at 256 its default, 89-93, stands); kCorrelate three at 256 and 1024 (80
+// registers with the padded exchange: 1-to-32 at 128 -11%, at 512 -8%) but two at 512 (at most
+// 128), where three cost 1-to-8 6% for 2-4% elsewhere.
 template <int N, int MODE>
 constexpr int cols_min_blocks() {
-    if (N < 512) return 1;
-    return MODE == kPair ? 3 : MODE == kCorrelate ? 2 : 1;
+    if (MODE == kPair) return N >= 512 ? 3 : 1;
+    if (MODE == kCorrelate) return N == 512 ? 2 : 3;
+    return 1;
 }
 
 template <int N, int MODE>
