@@ -72,28 +72,29 @@
 // of 64 (two warps) synchronises through a named barrier of its own (team_sync).
 //
 // Shared-memory banks. Stage 1 writes a column of the T x E exchange and the reads take row
-// segments, a transpose: the exchange is stored rotated (row r shifted by r), the row pitch is
-// Qh + 1, and in phases 1 and 3 the two teams of a half-warp take row pairs p and p + 2. A bank
-// model of every access pattern (64-bit accesses, per half-warp) gives no conflicts for N = 64,
-// 128, 192 (ncu counts: results/nvidia-h200/notes/51_fft_fused.md). The staged path's slots
-// belong to one team each and take the padded layout instead (a pad after every E elements, slots
-// of N + T: team_dft.cuh), whose positions are compile-time offsets from a per-thread base; the
-// CPU test of the team DFT checks both exchanges of every staged size conflict-free.
+// segments, a transpose. Where a team has 8 or more threads (N = 64, 128, 192 and the staged
+// sizes) the exchange is padded, element p at p + p / E (slots of N + T: team_dft.cuh), so every
+// position is a per-thread base plus a compile-time offset; in the one-block path the row pitch is
+// then 2 mod 4 and the two teams of a half-warp take row pairs p and p + 2 in phases 1 and 3
+// (Geometry), and a bank model of every access pattern (64-bit accesses, per half-warp) gives no
+// conflicts; the CPU test of the team DFT checks the staged sizes' exchanges. N = 32 and 96
+// (4 teams a half-warp) keep the rotated exchange (row r shifted by r) and pitch Qh + 1 (ncu
+// counts: results/nvidia-h200/notes/51_fft_fused.md).
 //
 // Why this beats five cuFFT passes: per 96 x 96 right matrix of the real-data shape it moves
 // 36 KB in and 146 KB out of DRAM plus 149 KB of left spectrum from L2 (the fft variant moves
 // about 1.7 MB); the transforms run out of shared memory at one block per SM. The half spectrum
-// must fit in shared memory (N <= 192, 151 KB with the twiddles); beyond, the staged path, up to
+// must fit in shared memory (N <= 192, 161 KB with the exchange's pad and the twiddles); beyond, the staged path, up to
 // N = 1024; larger problems are refused with a pointer to `fft`. Sizes are compile-time (the
 // register arrays and the unrolled DFTs); adding one means one TeamPlan line and one `Sizes`
 // value (N = 384 and 768 have no two-stage plan with T | E, so 257 .. 511 take N = 512).
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0; no spills, no stack frame), registers of spectrum /
 // fused / pair kernel, kWindow = false (full output) | true: N = 32: 56 / 92 / 54 | 79 / 55
-// (256 threads), 64: 64 / 96 / 56 | 96 / 56 (256), 96: 95 / 128 / 120 | 128 / 120 (256),
-// 128: 78 / 117 / 90 | 107 / 88 (512), 192: 112 / 168 / 140 | 154 / 136 (384);
-// zero_outside_kernel 31 (256). Shared memory (dynamic):
-// (N (N/2 + 2) + N) x 8 bytes, 151 KB at N = 192 (one block per SM), 68 KB at 128.
+// (256 threads), 64: 56 / 84 / 56 | 82 / 56 (256), 96: 95 / 128 / 120 | 128 / 120 (256),
+// 128: 77 / 96 / 90 | 90 / 88 (512), 192: 108 / 154 / 140 | 124 / 136 (384);
+// zero_outside_kernel 31 (256). Shared memory (dynamic): (rows pitch + N) x 8 bytes (Geometry),
+// 161 KB at N = 192 (one block per SM), 76 KB at 128.
 // Measurements, probes and history: results/nvidia-h200/notes/51_fft_fused.md.
 #include <cuda_runtime.h>
 
@@ -125,12 +126,21 @@ struct Geometry {
     // four columns or row pairs are free of bank conflicts for N = 64, 128, 192 (modelled for every
     // access pattern of the three phases; with pitch Qh, unswizzled, they cost 2-2.5x the
     // wavefronts). Rows 2p and 2p + 1 still hold N contiguous slots (2 pitch >= N).
-    static constexpr int pitch = Qh + 1;
+    // With the padded exchange (TeamPlan; T = 8: N = 64, 128, 192) a row pair's slot needs N + T
+    // elements and a column's N + T rows, and the pitch is 2 mod 4: the two teams of a half-warp
+    // take row pairs 4 pitch = 8 words apart (mod 16), and down a column pitch t mod 16 is even and
+    // distinct for t < 8 (the half-warp's other team, the next column, takes the odd words). The
+    // smallest such pitch >= Qh + 1 and >= (N + T) / 2: 38, 70, 102.
+    static constexpr bool padded = TeamShape<N>::padded;
+    static constexpr int pitch = !padded ? Qh + 1 : N == 64 ? 38 : N == 128 ? 70 : 102;
+    static constexpr int rows = TeamShape<N>::slot_size;  // of S: N, then the columns' exchange pad
+    static_assert(!padded || (T == 8 && 2 * pitch >= N + T && pitch >= Qh + 1 && pitch % 4 == 2),
+                  "the padded one-block layout's conditions");
     // 192: 12 warps (up to 168 registers per thread for the 24-element DFTs; at 16 warps they
     // spill); 128: 16 warps; smaller sizes 8 warps (several blocks per SM).
     static constexpr int threads = N == 192 ? 384 : N >= 128 ? 512 : 256;
     static constexpr int teams = threads / T;
-    static constexpr size_t smem_bytes = (size_t(N) * pitch + N) * sizeof(float2);  // S + twiddles
+    static constexpr size_t smem_bytes = (size_t(rows) * pitch + N) * sizeof(float2);  // S + twiddles
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -350,7 +360,7 @@ struct BlockSmem {
 template <int N>
 __device__ __forceinline__ BlockSmem block_smem() {
     extern __shared__ float2 smem[];
-    float2* tw = smem + N * Geometry<N>::pitch;
+    float2* tw = smem + Geometry<N>::rows * Geometry<N>::pitch;
     fill_twiddles<N>(tw);
     return BlockSmem{smem, tw};
 }

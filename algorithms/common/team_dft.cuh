@@ -142,10 +142,10 @@ __device__ __forceinline__ void dft(float2 (&v)[R]) {
 // pair, 2 pitch >= N, and keep the rotated layout).
 template <int N> struct TeamPlan;
 template <> struct TeamPlan<32> { static constexpr int E = 8; static constexpr bool padded = false; };
-template <> struct TeamPlan<64> { static constexpr int E = 8; static constexpr bool padded = false; };
+template <> struct TeamPlan<64> { static constexpr int E = 8; static constexpr bool padded = true; };
 template <> struct TeamPlan<96> { static constexpr int E = 24; static constexpr bool padded = false; };
-template <> struct TeamPlan<128> { static constexpr int E = 16; static constexpr bool padded = false; };
-template <> struct TeamPlan<192> { static constexpr int E = 24; static constexpr bool padded = false; };
+template <> struct TeamPlan<128> { static constexpr int E = 16; static constexpr bool padded = true; };
+template <> struct TeamPlan<192> { static constexpr int E = 24; static constexpr bool padded = true; };
 template <> struct TeamPlan<256> { static constexpr int E = 16; static constexpr bool padded = true; };  // the staged path
 template <> struct TeamPlan<512> { static constexpr int E = 16; static constexpr bool padded = true; };  // three stages
 template <> struct TeamPlan<1024> { static constexpr int E = 16; static constexpr bool padded = true; };  // three stages, two warps a team
