@@ -122,10 +122,10 @@ struct Geometry {
     static constexpr int E = TeamShape<N>::E;
     static constexpr int T = TeamShape<N>::T;
     static constexpr int Qh = N / 2 + 1;  // columns of the half spectrum
-    // Row pitch Qh + 1 (even): with the exchange's swizzle (team_dft) a warp's accesses to its
-    // four columns or row pairs are free of bank conflicts for N = 64, 128, 192 (modelled for every
-    // access pattern of the three phases; with pitch Qh, unswizzled, they cost 2-2.5x the
-    // wavefronts). Rows 2p and 2p + 1 still hold N contiguous slots (2 pitch >= N).
+    // Row pitch Qh + 1 (even) with the rotated exchange (N = 32, 96; at 64, 128 and 192, before
+    // the padded exchange, a bank model found it free of conflicts, where pitch Qh unrotated cost
+    // 2-2.5x the wavefronts). Rows 2p and 2p + 1 hold a team's slot (2 pitch >= N, or N + T
+    // padded).
     // With the padded exchange (TeamPlan; T = 8: N = 64, 128, 192) a row pair's slot needs N + T
     // elements and a column's N + T rows, and the pitch is 2 mod 4: the two teams of a half-warp
     // take row pairs 4 pitch = 8 words apart (mod 16), and down a column pitch t mod 16 is even and
@@ -228,7 +228,7 @@ __device__ __forceinline__ void forward_rows(float2* S, const float* __restrict_
     using G = Geometry<N>;
     const Team tm = this_team<N>();
     for (int p = row_team<N>(tm); 2 * p < h; p += G::teams) {
-        float2* row = S + 2 * p * G::pitch;  // rows 2p and 2p + 1: 2 pitch >= N contiguous slots
+        float2* row = S + 2 * p * G::pitch;  // rows 2p and 2p + 1: 2 pitch >= a slot (N, or N + T padded)
         forward_row_pair<N>(M + int64_t(2 * p) * w, w, 2 * p + 1 < h, row, row, row + G::pitch, tm, tw);
     }
 }
@@ -313,7 +313,7 @@ __device__ __forceinline__ void inverse_rows(float2* S, float* __restrict__ out,
     for (int p = row_team<N>(tm); p < N / 2; p += G::teams) {
         int ya, yb;
         if (!output_rows<N>(p, sy, cy, ya, yb)) continue;
-        float2* row = S + 2 * p * G::pitch;  // rows 2p and 2p + 1: 2 pitch >= N contiguous slots
+        float2* row = S + 2 * p * G::pitch;  // rows 2p and 2p + 1: 2 pitch >= a slot (N, or N + T padded)
         inverse_row_pair<N>(row, row + G::pitch, row, ya, yb, out, cy, cx, ow, sx, tm, tw);
     }
 }
