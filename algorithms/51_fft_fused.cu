@@ -130,9 +130,9 @@ struct Geometry {
     // elements and a column's N + T rows, and the pitch is 2 mod 4: the two teams of a half-warp
     // take row pairs 4 pitch = 8 words apart (mod 16), and down a column pitch t mod 16 is even and
     // distinct for t < 8 (the half-warp's other team, the next column, takes the odd words). The
-    // smallest such pitch >= Qh + 1 and >= (N + T) / 2: 38, 70, 102.
+    // smallest such pitch >= Qh + 1 and >= (N + T) / 2 (padded_pair_pitch): 38, 70, 102.
     static constexpr bool padded = TeamShape<N>::padded;
-    static constexpr int pitch = !padded ? Qh + 1 : N == 64 ? 38 : N == 128 ? 70 : 102;
+    static constexpr int pitch = !padded ? Qh + 1 : padded_pair_pitch<N>();
     static constexpr int rows = TeamShape<N>::slot_size;  // of S: N, then the columns' exchange pad
     static_assert(!padded || (T == 8 && 2 * pitch >= N + T && pitch >= Qh + 1 && pitch % 4 == 2),
                   "the padded one-block layout's conditions");

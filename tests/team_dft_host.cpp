@@ -8,6 +8,9 @@
 // For teams of 16 threads or more (the staged sizes: a half-warp inside one team) it also models
 // the shared-memory banks: the k-th exchange access of the 16 lanes of each half-warp, 64-bit
 // words at index x stride, must fall on 16 distinct word positions modulo 16 (one wavefront).
+// Padded teams of 8 (fft-fused's one-block path: two teams a half-warp) are modelled as there:
+// in row-pair slots 4 pitch apart (stride 1) and in adjacent columns (stride pitch), with
+// padded_pair_pitch.
 // tests/test_team_dft.py runs it: exit 0 and a line per case; 1 and the failures otherwise.
 #include <atomic>
 #include <barrier>
@@ -20,6 +23,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <cuda_runtime.h>  // float2, make_float2 (host-usable)
@@ -133,6 +137,19 @@ bool check(int stride, std::mt19937& rng, int& failures) {
     for (int n = 0; n < N; ++n) wrong_post += seen[size_t(n)] != 1;
     const double rel = err / scale;
     int conflicts = 0;  // accesses of a half-warp that need more than one wavefront
+    if constexpr (T == 8 && Shape::padded) {
+        constexpr int pitch = xcorr::padded_pair_pitch<N>();
+        for (const auto& [base, step] : {std::pair{4 * pitch, 1}, std::pair{1, pitch}}) {  // second team's base, stride
+            for (size_t k = 0; k < trace[0].size(); ++k) {
+                unsigned words = 0;
+                for (int l = 0; l < T; ++l) {
+                    const int w = trace[size_t(l)][k] * step;
+                    words |= 1u << (w % 16) | 1u << ((w + base) % 16);
+                }
+                conflicts += words != 0xffffu;
+            }
+        }
+    }
     if (T >= 16) {
         for (int h = 0; h < T; h += 16) {
             for (size_t k = 0; k < trace[size_t(h)].size(); ++k) {

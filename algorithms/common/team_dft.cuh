@@ -165,6 +165,18 @@ struct TeamShape {
                   "power of two), a team within a warp or of whole warps");
 };
 
+// The row pitch of a buffer whose row pairs and columns are team slots (fft-fused's one-block S,
+// N/2 + 1 columns) for the padded exchange with teams of 8: at least N/2 + 2 and (N + T) / 2 (a
+// row pair holds a slot), and 2 mod 4, so that the two teams of a half-warp, on row pairs p and
+// p + 2 (4 pitch apart) or on adjacent columns, touch 16 distinct 64-bit words modulo 16
+// (tests/team_dft_host.cpp models both).
+template <int N>
+constexpr int padded_pair_pitch() {
+    int p = N / 2 + 2 > (N + TeamShape<N>::T + 1) / 2 ? N / 2 + 2 : (N + TeamShape<N>::T + 1) / 2;
+    while (p % 4 != 2) ++p;
+    return p;
+}
+
 // The N complex numbers a team exchanges through: a column of S (stride pitch) or one row pair
 // (stride 1: rows 2p and 2p + 1 are contiguous).
 struct StridedSlot {
