@@ -77,7 +77,8 @@
 // position is a per-thread base plus a compile-time offset; in the one-block path the row pitch is
 // then 2 mod 4 and the two teams of a half-warp take row pairs p and p + 2 in phases 1 and 3
 // (Geometry), and a bank model of every access pattern (64-bit accesses, per half-warp) gives no
-// conflicts; the CPU test of the team DFT checks the staged sizes' exchanges. N = 32 and 96
+// conflicts; the CPU test of the team DFT checks every padded size's exchanges (one team a
+// half-warp, or two of 8 at padded_pair_pitch). N = 32 and 96
 // (4 teams a half-warp) keep the rotated exchange (row r shifted by r) and pitch Qh + 1 (ncu
 // counts: results/nvidia-h200/notes/51_fft_fused.md).
 //
