@@ -137,9 +137,9 @@ __device__ __forceinline__ void dft(float2 (&v)[R]) {
 // E; three (radix E, E, then R3 = T / E) where N = R3 E^2 (N = 512: E = 16, a warp a team,
 // R3 = 2; N = 1024: E = 16, two warps a team, R3 = 4): half the registers and twice the threads
 // of E = 32, for the staged kernels, which are latency-bound (results/nvidia-h200/notes/51_fft_fused.md).
-// `padded`: the team's exchange slot holds N + T elements, one pad after every E (below: the
-// staged sizes, whose slots belong to one team; the one-block path's slots are exactly a row
-// pair, 2 pitch >= N, and keep the rotated layout).
+// `padded`: the team's exchange slot holds N + T elements, one pad after every E (swizzle, below),
+// where a half-warp holds one or two teams (T >= 8); with four teams a half-warp (N = 32, 96) the
+// exchange keeps the rotated layout in slots of N. Three stages are padded.
 template <int N> struct TeamPlan;
 template <> struct TeamPlan<32> { static constexpr int E = 8; static constexpr bool padded = false; };
 template <> struct TeamPlan<64> { static constexpr int E = 8; static constexpr bool padded = true; };
@@ -297,24 +297,13 @@ __device__ __forceinline__ void team_dft(float2 (&v)[TeamPlan<N>::E], const Slot
             for (int m = 0; m < T; ++m) v[i + G * m] = post(j + E * m, u[m]);
         }
     } else {
-        if constexpr (TeamShape<N>::padded) {
+        static_assert(TeamShape<N>::padded, "three stages exchange through the padded layout");
 #pragma unroll
-            for (int m = 0; m < E; ++m) slot[t * (E + 1) + m] = v[m];
-            team_sync<T>(mask);
-            const int base = t + t / E;  // (t + T e) / E = t / E + R3 e
+        for (int m = 0; m < E; ++m) slot[t * (E + 1) + m] = v[m];
+        team_sync<T>(mask);
+        const int base = t + t / E;  // (t + T e) / E = t / E + R3 e
 #pragma unroll
-            for (int e = 0; e < E; ++e) v[e] = slot[base + (T + TeamShape<N>::R3) * e];
-        } else {
-            // The exchange's rows r = p / E go up to T - 1 >= E: the rotation is taken modulo E.
-#pragma unroll
-            for (int m = 0; m < E; ++m) slot[t * E + ((m + t) & (E - 1))] = v[m];
-            team_sync<T>(mask);
-#pragma unroll
-            for (int e = 0; e < E; ++e) {
-                const int p = t + T * e, r = p / E;
-                v[e] = slot[r * E + ((p + r) & (E - 1))];
-            }
-        }
+        for (int e = 0; e < E; ++e) v[e] = slot[base + (T + TeamShape<N>::R3) * e];
         // Stage 2 (Ns = E, radix E): butterfly t (k = t mod E) takes elements t + T m, twiddled
         // by W_{E^2}^{k m} (tw[m E + k]), and writes (t / E) E^2 + k + E m: unit stride.
         const int k = t % E;
