@@ -694,7 +694,7 @@ __global__ void __launch_bounds__(Staged<N>::threads) both_kernel(StagedArgs a) 
     constexpr int E = G::E, T = G::T, TB = Both<N>::TB, P = Both<N>::pitch;
     static_assert(T <= kWarp, "teams within a warp");
     extern __shared__ float2 smem[];
-    float2* tile = smem;            // the right's columns
+    float2* tile = smem;                // the right's columns
     float2* tile_l = smem + G::SN * P;  // the left's
     const float2* tw = staged_twiddles<N>(smem + 2 * G::SN * P);
     const Team tm = this_team<N>();

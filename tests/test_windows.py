@@ -235,8 +235,8 @@ def test_variant_refuses_a_shape_it_is_not_built_for(xcorr, registry, tmp_path):
         one_line_error(r, 2, "one-dimensional signals only")
         assert not out.exists()
     for v in bounded:
-        # Rows m + 1 and 3 of each: the full output needs 2 m + 1 points down, one more than the
-        # limit m; the valid window of the same pair needs only 1 (and is not refused here).
+        # m / 2 + 1 rows and 3 columns each: the full output needs m + 1 points down, one more than
+        # the limit m; the valid window of the same pair needs only 1 (and is not refused here).
         m = v["max_transform"]
         left, right = signed_stacks(rng, "one-to-one", (m // 2 + 1, 3, m // 2 + 1, 3))
         l2, r2 = save(tmp_path / "l2.npy", left), save(tmp_path / "r2.npy", right)
