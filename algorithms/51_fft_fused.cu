@@ -32,6 +32,9 @@
 // (product and inverse only) and 3 per output pair. The second kernel is a programmatic
 // dependent launch: it starts while spectrum_kernel runs and waits for the spectra only before
 // phase 2, so its launch and the right's row DFTs overlap the left's transform (gain: notes file).
+// fused_kernel's blocks are persistent; while one transforms right k, a thread of it prefetches the
+// block's next right into the L2 (prefetch_l2: one bulk prefetch), which phase 1 then reads
+// without waiting for DRAM (N = 96 excepted: Geometry::prefetch).
 //
 // Output windows (CONVENTIONS.md; any rectangle of shifts dy0..dy1 x dx0..dx1). Its shifts with
 // overlap are the rectangle clamped to the full range, [s0y, s1y] x [s0x, s1x]; a circular
@@ -91,9 +94,9 @@
 // value (N = 384 and 768 have no two-stage plan with T | E, so 257 .. 511 take N = 512).
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0; no spills, no stack frame), registers of spectrum /
-// fused / pair kernel, kWindow = false (full output) | true: N = 32: 56 / 92 / 54 | 79 / 55
+// fused / pair kernel, kWindow = false (full output) | true: N = 32: 56 / 91 / 54 | 78 / 55
 // (256 threads), 64: 56 / 84 / 56 | 82 / 56 (256), 96: 95 / 128 / 120 | 128 / 120 (256),
-// 128: 77 / 96 / 90 | 90 / 88 (512), 192: 108 / 154 / 140 | 124 / 136 (384);
+// 128: 77 / 100 / 90 | 93 / 88 (512), 192: 108 / 156 / 140 | 126 / 136 (384);
 // zero_outside_kernel 31 (256). Shared memory (dynamic): (rows pitch + N) x 8 bytes (Geometry),
 // 161 KB at N = 192 (one block per SM), 76 KB at 128.
 // Measurements, probes and history: results/nvidia-h200/notes/51_fft_fused.md.
@@ -105,6 +108,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "common/cp_async.cuh"
 #include "common/device.cuh"
 #include "common/pdl.cuh"
 #include "common/team_dft.cuh"
@@ -141,6 +145,10 @@ struct Geometry {
     // spill); 128: 16 warps; smaller sizes 8 warps (several blocks per SM).
     static constexpr int threads = N == 192 ? 384 : N >= 128 ? 512 : 256;
     static constexpr int teams = threads / T;
+    // fused_kernel prefetches its next right into the L2, but not at N = 96: with the prefetch the
+    // compiler gives that kernel 201-209 registers (one block an SM instead of two), and bounded to
+    // 128 it spills.
+    static constexpr bool prefetch = N != 96;
     static constexpr size_t smem_bytes = (size_t(rows) * pitch + N) * sizeof(float2);  // S + twiddles
 };
 
@@ -415,6 +423,11 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) fused_kernel(Args a, 
         __syncthreads();  // twiddles written; the previous output's rows read
         forward_rows<N>(S, a.right + k * a.hR * a.wR, a.hR, a.wR, tw);
         __syncthreads();
+        // The block's next right into the L2 while phases 2 and 3 run: phase 1 waited for DRAM with
+        // every warp of the block at once (ncu: long-scoreboard stalls the largest share). Issued
+        // before phase 1 instead, beside its reads, it gained less (A/B, notes file).
+        if (G::prefetch && threadIdx.x == 0 && k + gridDim.x < a.count)
+            prefetch_l2(a.right + (k + gridDim.x) * a.hR * a.wR, size_t(a.hR) * a.wR * sizeof(float));
         const float2* L = a.spec + int64_t(a.pairs.left_of(k)) * N * G::Qh;
         pdl_wait();  // the spectra are ready (returns at once after the first time)
         for (int c = tm.id; c < G::Qh; c += G::teams) {

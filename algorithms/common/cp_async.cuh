@@ -3,7 +3,7 @@
 // nothing and writes a zero (src-size 0), which pads the staged tiles outside the matrices with no
 // branch around the copy; callers then pass an address inside the matrix (its base), so that no
 // address outside it is ever formed. `.ca`: cached in L1 too, since neighbouring blocks stage
-// overlapping rows.
+// overlapping rows. Also an L2 prefetch (51's persistent blocks, their next matrix).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,5 +21,16 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 // Waits for all of this thread's copies (committed or not).
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// A hint: bring the bytes [p, p + n) of global memory into the L2, where a later read will find
+// them (sm_90: one bulk prefetch by the calling thread, no registers or shared memory held; older
+// GPUs: nothing). Only the 16-byte-aligned part inside the range is prefetched, so no address
+// outside it is formed.
+__device__ __forceinline__ void prefetch_l2(const void* p, size_t n) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const size_t a = (size_t(p) + 15) & ~size_t(15), b = (size_t(p) + n) & ~size_t(15);
+    if (b > a) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(a), "r"(unsigned(b - a)));
+#endif
+}
 
 }  // namespace xcorr
