@@ -714,8 +714,8 @@ __global__ void __launch_bounds__(Staged<N>::threads) both_kernel(StagedArgs a) 
     const int c0 = blockIdx.x * TB, ncols = min(TB, G::Qh - c0);
     const int j = tm.id / 2;          // the team's column in the tile
     const bool right = tm.id & 1;
+    const int hR = (a.hR + 1) & ~1, hL = (a.hL + 1) & ~1;  // rows of R written (even)
     for (int64_t s = blockIdx.y; s < a.count; s += gridDim.y) {
-        const int hR = (a.hR + 1) & ~1, hL = (a.hL + 1) & ~1;  // rows of R written (even)
         const float2* srcR = a.R + s * N * G::rpitch + c0;
         const float2* srcL = a.RL + int64_t(a.pairs.left_of(chunk_output(a, s))) * N * G::rpitch + c0;
         tile_in<N, TB, P>(tile, srcR, hR, ncols);
