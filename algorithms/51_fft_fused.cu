@@ -96,7 +96,8 @@
 // Resources (ptxas -v, sm_90, CUDA 13.0; no spills, no stack frame), registers of spectrum /
 // fused / pair kernel, kWindow = false (full output) | true: N = 32: 56 / 91 / 54 | 78 / 55
 // (256 threads), 64: 56 / 84 / 56 | 82 / 56 (256), 96: 95 / 128 / 120 | 128 / 120 (256),
-// 128: 77 / 100 / 90 | 93 / 88 (512), 192: 108 / 156 / 140 | 126 / 136 (384);
+// 128: 77 / 100 / 64 | 93 / 64 (512; pair_kernel bounded to two blocks an SM), 192: 108 / 156 / 140 |
+// 126 / 136 (384);
 // zero_outside_kernel 31 (256). Shared memory (dynamic): (rows pitch + N) x 8 bytes (Geometry),
 // 161 KB at N = 192 (one block per SM), 76 KB at 128.
 // Measurements, probes and history: results/nvidia-h200/notes/51_fft_fused.md.
@@ -149,6 +150,8 @@ struct Geometry {
     // compiler gives that kernel 201-209 registers (one block an SM instead of two), and bounded to
     // 128 it spills.
     static constexpr bool prefetch = N != 96;
+    // pair_kernel's blocks an SM: two at N = 128 (64 registers, no spills; shared memory holds two).
+    static constexpr int pair_blocks = N == 128 ? 2 : 1;
     static constexpr size_t smem_bytes = (size_t(rows) * pitch + N) * sizeof(float2);  // S + twiddles
 };
 
@@ -445,7 +448,7 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) fused_kernel(Args a, 
 // pair_kernel (n-to-m): output k = (left k / M, right k mod M), both spectra ready. kWindow: as
 // fused_kernel.
 template <int N, bool kWindow>
-__global__ void __launch_bounds__(Geometry<N>::threads, 1) pair_kernel(Args a, OutMap m) {
+__global__ void __launch_bounds__(Geometry<N>::threads, Geometry<N>::pair_blocks) pair_kernel(Args a, OutMap m) {
     using G = Geometry<N>;
     const auto [S, tw] = block_smem<N>();
     const Team tm = this_team<N>();
@@ -860,9 +863,11 @@ public:
                     for (auto kernel : {fused_kernel<NN, W>, pair_kernel<NN, W>})
                         XC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                            int(G::smem_bytes)));
-                    // The persistent grid follows the instantiation that runs (their registers differ).
-                    XC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_, fused_kernel<NN, W>,
-                                                                                G::threads, G::smem_bytes));
+                    // The persistent grid follows the kernel and instantiation that run (their
+                    // registers differ; pair_kernel<128> fits two blocks an SM).
+                    XC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                        &per_sm_, p.form == Form::NToM ? pair_kernel<NN, W> : fused_kernel<NN, W>, G::threads,
+                        G::smem_bytes));
                 });
             } else {
                 using G = Staged<NN>;
