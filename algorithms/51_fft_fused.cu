@@ -865,9 +865,8 @@ public:
                                                            int(G::smem_bytes)));
                     // The persistent grid follows the kernel and instantiation that run (their
                     // registers differ; pair_kernel<128> fits two blocks an SM).
-                    XC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                        &per_sm_, p.form == Form::NToM ? pair_kernel<NN, W> : fused_kernel<NN, W>, G::threads,
-                        G::smem_bytes));
+                    XC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_, output_kernel<NN, W>(),
+                                                                                G::threads, G::smem_bytes));
                 });
             } else {
                 using G = Staged<NN>;
@@ -915,6 +914,13 @@ private:
     // kCorrelateBoth at N = 1024), so no left spectrum is stored: one-to-one, where each left has
     // one right.
     bool left_columns_in_correlate() const { return p_.form == Form::OneToOne; }
+
+    // The one-block path's second kernel: pair_kernel for n-to-m (both spectra stored), else
+    // fused_kernel. The launch and the persistent grid's occupancy query both take it from here.
+    template <int NN, bool W>
+    auto output_kernel() const {
+        return p_.form == Form::NToM ? pair_kernel<NN, W> : fused_kernel<NN, W>;
+    }
 
     // Workspace: one-block path: the spectra (lefts; n-to-m: all). Staged path, with chunks of K
     // rights: row spectra of nL + K matrices (apart, so that the first chunk's row pass can run
@@ -969,7 +975,7 @@ private:
         a.count = p_.out_count();
         for_window([&](auto win) {
             constexpr bool W = decltype(win)::value;
-            launch_dependent(p_.form == Form::NToM ? pair_kernel<NN, W> : fused_kernel<NN, W>, dim3(grid(a.count)),
+            launch_dependent(output_kernel<NN, W>(), dim3(grid(a.count)),
                              dim3(G::threads), G::smem_bytes, stream, a, map_);
         });
     }
