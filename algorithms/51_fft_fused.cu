@@ -1,8 +1,8 @@
 // fft-fused: the FFT-based cross-correlation with hand-written DFTs, fused so that a right matrix is
 // read once (unpadded) and its output written once, in the final layout. Up to full outputs of
 // 191 x 191 (transform sizes 32, 64, 96, 128, 192) one block per matrix does everything in shared
-// memory; larger transforms (256, 512, 1024: full outputs up to 1023 x 1023; a window may need a
-// smaller transform, see "Output windows") take the staged path at the end of this file, the same
+// memory; larger transforms (256, 384, 512, 768, 1024: full outputs up to 1023 x 1023; a window may
+// need a smaller transform, see "Output windows") take the staged path at the end of this file, the same
 // phases as kernels of their own, and so do problems of at most 32 outputs at N = 192 (at 256:
 // one block of 192 per matrix leaves the GPU idle; FftFused's constructor). Beyond the paper: its
 // fft (and ours, 50_fft.cu) is five passes over a global workspace (pad, cuFFT's two R2C kernels,
@@ -72,7 +72,8 @@
 // of a column follow one another in registers, and phase 3's results go straight to global memory.
 // The staged path's N = 512 and 1024 take three stages (radix 16, 16, then 2 or 4; E = 16, T = 32
 // or 64: team_dft), whose last stage leaves the thread the same natural-layout elements; a team
-// of 64 (two warps) synchronises through a named barrier of its own (team_sync).
+// of 64 (two warps) synchronises through a named barrier of its own (team_sync). N = 384 and 768
+// take three too, in the other order (radix 4, 4 or 8, then E = 24; T = 16 or 32: mixed_dft).
 //
 // Shared-memory banks. Stage 1 writes a column of the T x E exchange and the reads take row
 // segments, a transpose. Where a team has 8 or more threads (N = 64, 128, 192 and the staged
@@ -91,7 +92,8 @@
 // must fit in shared memory (N <= 192, 161 KB with the exchange's pad and the twiddles); beyond, the staged path, up to
 // N = 1024; larger problems are refused with a pointer to `fft`. Sizes are compile-time (the
 // register arrays and the unrolled DFTs); adding one means one TeamPlan line and one `Sizes`
-// value (N = 384 and 768 have no two-stage plan with T | E, so 257 .. 511 take N = 512).
+// value. N = 384 and 768 take a mixed-radix plan (team_dft.cuh) and only problems of two outputs or
+// more (kMixedMinOutputs): a single output is faster at the next power of two.
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0; no spills, no stack frame), registers of spectrum /
 // fused / pair kernel, kWindow = false (full output) | true: N = 32: 56 / 91 / 54 | 78 / 55
@@ -105,6 +107,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -152,7 +155,7 @@ struct Geometry {
     static constexpr bool prefetch = N != 96;
     // pair_kernel's blocks an SM: two at N = 128 (64 registers, no spills; shared memory holds two).
     static constexpr int pair_blocks = N == 128 ? 2 : 1;
-    static constexpr size_t smem_bytes = (size_t(rows) * pitch + N) * sizeof(float2);  // S + twiddles
+    static constexpr size_t smem_bytes = (size_t(rows) * pitch + TeamShape<N>::twiddles) * sizeof(float2);  // S + twiddles
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -473,7 +476,7 @@ __global__ void __launch_bounds__(Geometry<N>::threads, Geometry<N>::pair_blocks
 }
 
 // ---------------------------------------------------------------------------------------------
-// The staged path: transforms too large for one block (N = 256, 512, 1024)
+// The staged path: transforms too large for one block (N = 256, 384, 512, 768, 1024)
 // ---------------------------------------------------------------------------------------------
 //
 // The same three phases, each a kernel of its own, with global memory between them instead of
@@ -494,19 +497,22 @@ __global__ void __launch_bounds__(Geometry<N>::threads, Geometry<N>::pair_blocks
 // Resources (ptxas -v, sm_90, CUDA 13.0; 256 threads, no spills): rows / cols (forward,
 // correlate, pair) / out_rows (kWindow = false | true) registers: N = 256: 61 / 69, 80, 89 /
 // 62 | 62; 512 (three-stage DFT, a warp a team): 64 / 72, 124, 80 / 52 | 52; 1024 (three
-// stages, two warps a team): 57 / 66, 80, 80 / 62 | 60 (the bounds: cols_min_blocks); one-to-one's correlate pass: both_kernel
+// stages, two warps a team): 57 / 66, 80, 80 / 62 | 60 (the bounds: cols_min_blocks); mixed radix
+// (E = 24): 384 (teams of 16): 76 / 96, 128, 121 / 74 | 80, 768 (a warp a team): 77 / 95, 128, 80 /
+// 80 | 80; one-to-one's correlate pass: both_kernel
 // 73 (256), 74 (512), kCorrelateBoth 114 (1024) (a few blocks in all). Every exchange slot holds
-// SN = N + T elements (the padded layout, team_dft.cuh). Shared memory: rows and out_rows
-// (teams SN + N) x 8 bytes (39 KB at N = 512, 43 KB at 1024), cols (SN (TC + 1) + N) x 8 bytes
-// (43 KB at N = 512, 52 KB at 1024), both_kernel (2 SN (TC / 2 + 1) + N) x 8 bytes (48 KB at
-// 512), kCorrelateBoth (2 SN (TC + 1) + N) x 8 bytes (95 KB at 1024).
+// SN = N + T elements (the padded layout, team_dft.cuh; mixed plans 476 at 384, 860 at 768).
+// Shared memory: rows and out_rows (teams SN + TW) x 8 bytes (39 KB at N = 512, 43 KB at 1024),
+// cols (SN (TC + 1) + TW) x 8 bytes (43 KB at N = 512, 52 KB at 1024, 66 KB at 384 and 768),
+// both_kernel (2 SN (TC / 2 + 1) + TW) x 8 bytes (48 KB at 512), kCorrelateBoth (2 SN (TC + 1) + TW)
+// x 8 bytes (95 KB at 1024); TW = N twiddles (N + T for mixed plans).
 // Measurements of the staged path: results/nvidia-h200/notes/51_fft_fused.md.
 
 template <int N>
 struct Staged {
     static constexpr int E = TeamShape<N>::E, T = TeamShape<N>::T;
     static constexpr int threads = 256;
-    static constexpr int teams = threads / T;  // 16 (N = 256), 8 (N = 512), 4 (N = 1024: two warps a team)
+    static constexpr int teams = threads / T;  // 16 (N = 256, 384), 8 (N = 512, 768), 4 (N = 1024: two warps a team)
     static_assert(T <= kWarp || teams <= kMaxWarpTeams, "a named barrier per team of whole warps");
     static constexpr int Qh = N / 2 + 1;
     static constexpr int SN = TeamShape<N>::slot_size;  // a team's exchange slot: N + T (padded, team_dft.cuh)
@@ -514,10 +520,11 @@ struct Staged {
     static constexpr int TC = teams;           // columns per block of cols_kernel, one per team
     static constexpr int tpitch = TC + 1;      // complex numbers per row of its tile (odd)
     static constexpr int col_tiles = (Qh + TC - 1) / TC;
-    static constexpr size_t row_smem = (size_t(teams) * SN + N) * sizeof(float2);  // team slots + twiddles
+    static constexpr int TW = TeamShape<N>::twiddles;  // twiddle table entries (N; mixed plans N + T)
+    static constexpr size_t row_smem = (size_t(teams) * SN + TW) * sizeof(float2);  // team slots + twiddles
     // A tile: SN rows (N of data, then the exchange's pad) of tpitch.
-    static constexpr size_t col_smem = (size_t(SN) * tpitch + N) * sizeof(float2);  // tile + twiddles
-    static constexpr size_t col_smem_both() { return (2 * size_t(SN) * tpitch + N) * sizeof(float2); }  // kCorrelateBoth
+    static constexpr size_t col_smem = (size_t(SN) * tpitch + TW) * sizeof(float2);  // tile + twiddles
+    static constexpr size_t col_smem_both() { return (2 * size_t(SN) * tpitch + TW) * sizeof(float2); }  // kCorrelateBoth
 };
 
 // both_kernel's geometry (teams within a warp): two teams a column, TB columns a block.
@@ -525,7 +532,7 @@ template <int N>
 struct Both {
     using G = Staged<N>;
     static constexpr int TB = G::teams / 2, pitch = TB + 1, tiles = (G::Qh + TB - 1) / TB;
-    static constexpr size_t smem = (2 * size_t(G::SN) * pitch + N) * sizeof(float2);  // two tiles + twiddles
+    static constexpr size_t smem = (2 * size_t(G::SN) * pitch + G::TW) * sizeof(float2);  // two tiles + twiddles
 };
 
 struct StagedArgs {
@@ -619,8 +626,8 @@ enum ColMode : int { kForward = 0, kCorrelate = 1, kPair = 2, kCorrelateBoth = 3
 // 128), where three cost 1-to-8 6% for 2-4% elsewhere.
 template <int N, int MODE>
 constexpr int cols_min_blocks() {
-    if (MODE == kPair) return N >= 512 ? 3 : 1;
-    if (MODE == kCorrelate) return N == 512 ? 2 : 3;
+    if (MODE == kPair) return N == 384 ? 2 : N >= 512 ? 3 : 1;
+    if (MODE == kCorrelate) return N == 256 || N == 1024 ? 3 : 2;
     return 1;
 }
 
@@ -800,7 +807,7 @@ __global__ void __launch_bounds__(kZeroThreads) zero_outside_kernel(float* __res
 
 // The instantiated transform sizes N (xcorr/dispatch.hpp): a problem takes the smallest that holds
 // its output.
-using Sizes = Values<32, 64, 96, 128, 192, 256, 512, 1024>;
+using Sizes = Values<32, 64, 96, 128, 192, 256, 384, 512, 768, 1024>;
 constexpr int kMaxOneBlock = 192;  // larger transforms take the staged path
 constexpr int64_t kStaged192Outputs = 32;  // ... and so do problems of up to this many outputs at 192
 static_assert(Sizes::has(kMaxOneBlock), "the one-block path's largest size is instantiated");
@@ -809,6 +816,15 @@ template <class F>
 void for_size(int n, F&& f) {
     Sizes::dispatch(n, f, "fft-fused transform size");
 }
+
+// Whether size n takes a mixed-radix plan (team_dft.cuh), and the fewest outputs for which it is
+// chosen over the next size up (FftFused's constructor).
+bool is_mixed(int n) {
+    bool mixed = false;
+    for_size(n, [&](auto nn) { mixed = TeamShape<decltype(nn)::value>::mixed; });
+    return mixed;
+}
+constexpr int64_t kMixedMinOutputs = 2;
 
 // XCORR_FUSED_WINDOWED_FULL=1: the full output runs the windowed output kernels (for_window), for
 // A/B runs of the two instantiations in one binary; anything else, or unset: its own.
@@ -840,6 +856,11 @@ public:
         // outputs on, the one-block path is the faster (A/B in the notes); kStaged192Outputs is
         // the largest count measured to gain.
         if (N_ == kMaxOneBlock && p.out_count() <= kStaged192Outputs) N_ = Sizes::at_least(kMaxOneBlock + 1);
+        // The mixed-radix sizes (384, 768) pay for batches, not for a single output: one-to-one's
+        // correlate pass at 384 runs 25 blocks of chains of three 24-point stages where 512 runs
+        // 65 (A/B in the notes: one-to-one 192 +33%, 384 +10% against 512 and 1024; 1-to-8 at 384
+        // -21%, 32-to-32 -38%).
+        if (is_mixed(N_) && p.out_count() < kMixedMinOutputs) N_ = Sizes::at_least(N_ + 1);
         if (N_ == 0) {
             const std::string limit = "transforms go up to " + std::to_string(Sizes::max()) + " (outputs up to " +
                                       std::to_string(Sizes::max() - 1) + " x " + std::to_string(Sizes::max() - 1);
@@ -879,7 +900,10 @@ public:
                 for (auto kernel : {cols_kernel<NN, kForward>, cols_kernel<NN, kCorrelate>, cols_kernel<NN, kPair>})
                     XC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                        int(G::col_smem)));
-                if constexpr (G::T <= kWarp)
+                if constexpr (TeamShape<NN>::mixed) {
+                    // one-to-one (one output) never takes a mixed size: no correlate-both kernel
+                    static_assert(kMixedMinOutputs > 1);
+                } else if constexpr (G::T <= kWarp)
                     XC_CUDA_CHECK(cudaFuncSetAttribute(both_kernel<NN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                        int(Both<NN>::smem)));
                 else
@@ -1017,7 +1041,9 @@ private:
                 a.count = int64_t(p_.nL) * kc;
                 launch_dependent(cols_kernel<NN, kPair>, cols_grid(a.count), dim3(G::threads), G::col_smem, stream, a);
             } else if (both) {
-                if constexpr (G::T <= kWarp)
+                if constexpr (TeamShape<NN>::mixed)
+                    throw std::logic_error("fft-fused: one-to-one took a mixed-radix size");  // kMixedMinOutputs
+                else if constexpr (G::T <= kWarp)
                     launch_dependent(both_kernel<NN>,
                                      dim3(unsigned(Both<NN>::tiles), unsigned(std::min<int64_t>(a.count, 65535))),
                                      dim3(G::threads), Both<NN>::smem, stream, a);

@@ -70,7 +70,7 @@ void on_team(int T, const std::function<void(int)>& f) {
 }
 
 // The exchange slot as team_dft's Slot: element n at base[n * stride], n checked against
-// [0, slot_size) (N, or N + T for the padded layout)
+// [0, slot_size) (N, N + T for the padded layout, more for mixed plans)
 // (an index outside counts and lands in a NaN scratch element instead of outside the buffer).
 struct CheckedSlot {
     float2* base;
@@ -100,7 +100,7 @@ bool check(int stride, std::mt19937& rng, int& failures) {
     std::vector<float2> x(N);
     for (auto& v : x) v = make_float2(u(rng), u(rng));
     const float nan = std::numeric_limits<float>::quiet_NaN();
-    std::vector<float2> tw(N, make_float2(nan, nan)), slot(static_cast<size_t>(Shape::slot_size) * stride, make_float2(nan, nan)), got(N);
+    std::vector<float2> tw(Shape::twiddles, make_float2(nan, nan)), slot(static_cast<size_t>(Shape::slot_size) * stride, make_float2(nan, nan)), got(N);
     blockDim.x = unsigned(T);
     on_team(T, [&](int) { xcorr::fill_twiddles<N>(tw.data()); });
     std::vector<int> seen(N, 0);
@@ -162,7 +162,7 @@ bool check(int stride, std::mt19937& rng, int& failures) {
     }
     const bool ok = rel <= 1e-5 && wrong_post == 0 && outside == 0 && conflicts == 0;
     std::printf("%s  N = %4d (E = %2d, T = %2d%s)  %s  slot stride %d  relative error %.2e%s%s%s\n", ok ? "PASS" : "FAIL",
-                N, E, T, T > E ? ", three stages" : "", Sign < 0 ? "forward" : "inverse", stride, rel,
+                N, E, T, Shape::mixed ? ", mixed radix" : Shape::three_stage ? ", three stages" : "", Sign < 0 ? "forward" : "inverse", stride, rel,
                 wrong_post ? "  (post saw some index not exactly once)" : "",
                 outside ? "  (slot indices outside the slot)" : "",
                 conflicts ? "  (bank conflicts in the exchange)" : "");
@@ -189,7 +189,9 @@ int main() {
     check_size<128>(rng, failures);
     check_size<192>(rng, failures);
     check_size<256>(rng, failures);
+    check_size<384>(rng, failures);
     check_size<512>(rng, failures);
+    check_size<768>(rng, failures);
     check_size<1024>(rng, failures);
     std::printf("%d failed\n", failures);
     return failures ? 1 : 0;

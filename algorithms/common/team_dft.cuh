@@ -137,32 +137,53 @@ __device__ __forceinline__ void dft(float2 (&v)[R]) {
 // E; three (radix E, E, then R3 = T / E) where N = R3 E^2 (N = 512: E = 16, a warp a team,
 // R3 = 2; N = 1024: E = 16, two warps a team, R3 = 4): half the registers and twice the threads
 // of E = 32, for the staged kernels, which are latency-bound (results/nvidia-h200/notes/51_fft_fused.md).
+// Mixed (R1 > 0; N = 384 and 768, which neither of those fits): radix R1, then R2 = T / R1, then
+// E, each dividing E (N = 384: 4, 4, 24 with T = 16; 768: 4, 8, 24 with T = 32), so that the
+// staged path has the fast sizes between 256, 512 and 1024 (outputs of 257 .. 383 and 513 .. 767
+// need not round up to the next power of two: 1.78x the transform's area).
 // `padded`: the team's exchange slot holds N + T elements, one pad after every E (swizzle, below),
 // where a half-warp holds one or two teams (T >= 8); with four teams a half-warp (N = 32, 96) the
-// exchange keeps the rotated layout in slots of N. Three stages are padded.
+// exchange keeps the rotated layout in slots of N. Three stages are padded; mixed plans pad each of
+// their two exchanges in their own way (team_dft).
+struct TwoOrThreeStages {
+    static constexpr int R1 = 0;
+};
 template <int N> struct TeamPlan;
-template <> struct TeamPlan<32> { static constexpr int E = 8; static constexpr bool padded = false; };
-template <> struct TeamPlan<64> { static constexpr int E = 8; static constexpr bool padded = true; };
-template <> struct TeamPlan<96> { static constexpr int E = 24; static constexpr bool padded = false; };
-template <> struct TeamPlan<128> { static constexpr int E = 16; static constexpr bool padded = true; };
-template <> struct TeamPlan<192> { static constexpr int E = 24; static constexpr bool padded = true; };
-template <> struct TeamPlan<256> { static constexpr int E = 16; static constexpr bool padded = true; };  // the staged path
-template <> struct TeamPlan<512> { static constexpr int E = 16; static constexpr bool padded = true; };  // three stages
-template <> struct TeamPlan<1024> { static constexpr int E = 16; static constexpr bool padded = true; };  // three stages, two warps a team
+template <> struct TeamPlan<32> : TwoOrThreeStages { static constexpr int E = 8; static constexpr bool padded = false; };
+template <> struct TeamPlan<64> : TwoOrThreeStages { static constexpr int E = 8; static constexpr bool padded = true; };
+template <> struct TeamPlan<96> : TwoOrThreeStages { static constexpr int E = 24; static constexpr bool padded = false; };
+template <> struct TeamPlan<128> : TwoOrThreeStages { static constexpr int E = 16; static constexpr bool padded = true; };
+template <> struct TeamPlan<192> : TwoOrThreeStages { static constexpr int E = 24; static constexpr bool padded = true; };
+template <> struct TeamPlan<256> : TwoOrThreeStages { static constexpr int E = 16; static constexpr bool padded = true; };  // the staged path
+template <> struct TeamPlan<384> { static constexpr int E = 24, R1 = 4; static constexpr bool padded = true; };  // mixed: 4, 4, 24
+template <> struct TeamPlan<512> : TwoOrThreeStages { static constexpr int E = 16; static constexpr bool padded = true; };  // three stages
+template <> struct TeamPlan<768> { static constexpr int E = 24, R1 = 4; static constexpr bool padded = true; };  // mixed: 4, 8, 24
+template <> struct TeamPlan<1024> : TwoOrThreeStages { static constexpr int E = 16; static constexpr bool padded = true; };  // three stages, two warps a team
 
 // A length-N DFT's team: E elements per thread, T threads.
 template <int N>
 struct TeamShape {
     static constexpr int E = TeamPlan<N>::E;
     static constexpr int T = N / E;
-    static constexpr bool three_stage = T > E;  // N = R3 E^2, R3 = T / E
+    static constexpr int R1 = TeamPlan<N>::R1;
+    static constexpr bool mixed = R1 > 0;                  // radix R1, R2, then E
+    static constexpr int R2 = mixed ? T / R1 : 1;
+    static constexpr bool three_stage = !mixed && T > E;  // N = R3 E^2, R3 = T / E
     static constexpr int R3 = three_stage ? T / E : 1;
+    static constexpr bool two_stage = !mixed && !three_stage;
     static constexpr bool padded = TeamPlan<N>::padded;
-    static constexpr int slot_size = padded ? N + T : N;  // elements of the team's exchange slot
-    static_assert(E % T == 0 || (three_stage && T % E == 0 && E % R3 == 0 && (E & (E - 1)) == 0 &&
-                                 (T <= kWarp || T % kWarp == 0)),
+    // Mixed plans' exchange positions (team_dft): the first pads one element after every 16, the
+    // second R1 after every T; the slot holds the larger.
+    static constexpr int mixed_slot = (N - 1 + (N - 1) / 16 > N - 1 + (N - 1) / T * R1 ? N - 1 + (N - 1) / 16
+                                                                                        : N - 1 + (N - 1) / T * R1) + 1;
+    static constexpr int slot_size = mixed ? mixed_slot : padded ? N + T : N;  // elements of the team's exchange slot
+    static constexpr int twiddles = mixed ? N + T : N;  // entries of the twiddle table (fill_twiddles)
+    static_assert(mixed ? (R1 * R2 == T && E % R1 == 0 && E % R2 == 0 && T % 16 == 0 && T <= kWarp && padded)
+                        : (E % T == 0 || (three_stage && T % E == 0 && E % R3 == 0 && (E & (E - 1)) == 0 &&
+                                          (T <= kWarp || T % kWarp == 0))),
                   "two stages: the second stage's radix T divides E; three: T = R3 E with R3 dividing E (E a "
-                  "power of two), a team within a warp or of whole warps");
+                  "power of two), a team within a warp or of whole warps; mixed: R1 R2 = T, both dividing E, "
+                  "a team of one or two half-warps");
 };
 
 // The row pitch of a buffer whose row pairs and columns are team slots (fft-fused's one-block S,
@@ -245,6 +266,66 @@ __device__ __forceinline__ unsigned lane_id() {
 #endif
 }
 
+// A mixed plan's DFT (TeamShape::mixed; team_dft calls it): three Stockham stages, radix R1
+// (Ns = 1), R2 (Ns = R1) and E (Ns = T). Stage butterfly j (k = j mod Ns) takes elements
+// j + (N / R) m, twiddled by W_{Ns R}^{k m}, and writes (j / Ns) Ns R + k + Ns m. Thread t takes
+// butterflies j = t + T i (i < E / R): their inputs are its own v[i + (E / R) m] (natural layout),
+// and since Ns divides T every position below is a per-thread base plus a compile-time offset.
+// The last stage (radix E, j = t) writes t + T m, natural layout, in registers. Exchange 1 puts
+// element p at p + p / 16, exchange 2 at p + (p / T) R1: on every access the 16 lanes of a
+// half-warp touch 16 distinct 64-bit words (the CPU test's bank model).
+template <int N, int Sign, class Slot, class Post>
+__device__ __forceinline__ void mixed_dft(float2 (&v)[TeamPlan<N>::E], const Slot& slot, unsigned mask,
+                                          const float2* __restrict__ tw, Post post, int t) {
+    using S = TeamShape<N>;
+    constexpr int E = S::E, T = S::T, R1 = S::R1, R2 = S::R2, B1 = E / R1, B2 = E / R2;
+    static_assert(16 % R1 == 0 && T % 16 == 0, "exchange 1's pad: (R1 t + m) / 16 = R1 t / 16 for m < R1");
+    const auto flip = [](float2 w) { return Sign < 0 ? make_float2(w.x, -w.y) : w; };
+    // Stage 1 (radix R1): butterfly t + T i writes p = (t + T i) R1 + m at p + p / 16.
+    team_sync<T>(mask);  // the team has read the slot (the caller may have loaded v from it)
+    const int w1 = R1 * t + R1 * t / 16;
+#pragma unroll
+    for (int i = 0; i < B1; ++i) {
+        float2 u[R1];
+#pragma unroll
+        for (int m = 0; m < R1; ++m) u[m] = v[i + B1 * m];
+        dft<R1, Sign>(u);
+#pragma unroll
+        for (int m = 0; m < R1; ++m) slot[w1 + (T * R1 + T * R1 / 16) * i + m] = u[m];
+    }
+    team_sync<T>(mask);
+    const int r1 = t + t / 16;  // p = t + T e
+#pragma unroll
+    for (int e = 0; e < E; ++e) v[e] = slot[r1 + (T + T / 16) * e];
+    // Stage 2 (radix R2, Ns = R1, k = t mod R1): twiddles W_T^{k m} (tw[N + m R1 + k]), the same for
+    // every i; butterfly t + T i writes p = (t / R1 + R2 i) T + k + R1 m at p + (p / T) R1.
+    const int k = t % R1;
+    float2 w[R2];
+#pragma unroll
+    for (int m = 1; m < R2; ++m) w[m] = flip(tw[N + m * R1 + k]);
+    team_sync<T>(mask);  // the team has read exchange 1
+    const int w2 = (t / R1) * (T + R1) + k;
+#pragma unroll
+    for (int i = 0; i < B2; ++i) {
+        float2 u[R2];
+        u[0] = v[i];
+#pragma unroll
+        for (int m = 1; m < R2; ++m) u[m] = cmul(v[i + B2 * m], w[m]);
+        dft<R2, Sign>(u);
+#pragma unroll
+        for (int m = 0; m < R2; ++m) slot[w2 + R2 * (T + R1) * i + R1 * m] = u[m];
+    }
+    team_sync<T>(mask);
+#pragma unroll
+    for (int e = 0; e < E; ++e) v[e] = slot[t + (T + R1) * e];  // p = t + T e
+    // Stage 3 (radix E, Ns = T): butterfly t, twiddles W_N^{t m} (tw[m T + t]), natural layout out.
+#pragma unroll
+    for (int m = 1; m < E; ++m) v[m] = cmul(v[m], flip(tw[m * T + t]));
+    dft<E, Sign>(v);
+#pragma unroll
+    for (int m = 0; m < E; ++m) v[m] = post(t + T * m, v[m]);
+}
+
 // The DFT (Sign -1 forward, +1 inverse, unnormalised) of the sequence the team holds in natural
 // layout: v[e] of thread t is element t + T e, on entry and on exit. tw[m E + j] = W_N^{jm}.
 // `post(n, x)` maps each output element n as soon as its butterfly is done (the spectrum product
@@ -261,10 +342,14 @@ __device__ __forceinline__ void team_dft(float2 (&v)[TeamPlan<N>::E], const Slot
     // kernel that spills at 168 registers).
     int t = int(lane_id() % T);
     if constexpr (T > kWarp) t += kWarp * int((threadIdx.x / kWarp) % (T / kWarp));
+    if constexpr (TeamShape<N>::mixed) {
+        mixed_dft<N, Sign>(v, slot, mask, tw, post, t);
+        return;
+    }
     // Stage 1 (Stockham, Ns = 1): butterfly t takes elements t + T m, writes t E + m.
     dft<E, Sign>(v);
     team_sync<T>(mask);  // the team has read the slot (the caller may have loaded v from it)
-    if constexpr (!TeamShape<N>::three_stage) {
+    if constexpr (TeamShape<N>::two_stage) {
         constexpr int G = E / T;
         if constexpr (TeamShape<N>::padded) {
 #pragma unroll
@@ -296,7 +381,7 @@ __device__ __forceinline__ void team_dft(float2 (&v)[TeamPlan<N>::E], const Slot
 #pragma unroll
             for (int m = 0; m < T; ++m) v[i + G * m] = post(j + E * m, u[m]);
         }
-    } else {
+    } else if constexpr (TeamShape<N>::three_stage) {
         static_assert(TeamShape<N>::padded, "three stages exchange through the padded layout");
 #pragma unroll
         for (int m = 0; m < E; ++m) slot[t * (E + 1) + m] = v[m];
@@ -341,16 +426,19 @@ __device__ __forceinline__ void team_dft(float2 (&v)[TeamPlan<N>::E], const Slot
     }
 }
 
-// Twiddle table (N entries; a warp's loads of one m are consecutive: no bank conflicts). Two
-// stages: tw[m E + j] = exp(2 pi i j m / N), m < T, j < E. Three: the second stage's
-// tw[m E + k] = exp(2 pi i k m / E^2) = exp(2 pi i R3 k m / N), m, k < E, then the third's
-// tw[E^2 m + j] = exp(2 pi i j m / N), 1 <= m < R3, j < E^2 (E^2 R3 = N entries in all).
+// Twiddle table (TeamShape::twiddles entries; a warp's loads of one m are consecutive: no bank
+// conflicts). Two stages: tw[m E + j] = exp(2 pi i j m / N), m < T, j < E. Three: the second
+// stage's tw[m E + k] = exp(2 pi i k m / E^2) = exp(2 pi i R3 k m / N), m, k < E, then the third's
+// tw[E^2 m + j] = exp(2 pi i j m / N), 1 <= m < R3, j < E^2 (E^2 R3 = N entries in all). Mixed:
+// the last stage's tw[m T + t] = exp(2 pi i t m / N), m < E, t < T, then the second's
+// tw[N + m R1 + k] = exp(2 pi i k m / T), m < R2, k < R1 (N + T entries).
 template <int N>
 __device__ __forceinline__ void fill_twiddles(float2* tw) {
     constexpr int E = TeamShape<N>::E;
-    for (int i = threadIdx.x; i < N; i += blockDim.x) {
-        constexpr int S = E * E, R3 = TeamShape<N>::R3;
-        const int turns = !TeamShape<N>::three_stage ? (i % E) * (i / E)
+    for (int i = threadIdx.x; i < TeamShape<N>::twiddles; i += blockDim.x) {
+        constexpr int S = E * E, R3 = TeamShape<N>::R3, T = TeamShape<N>::T, R1 = TeamShape<N>::R1;
+        const int turns = TeamShape<N>::mixed ? (i < N ? (i % T) * (i / T) : E * ((i - N) % R1) * ((i - N) / R1))
+                          : !TeamShape<N>::three_stage ? (i % E) * (i / E)
                           : i < S                    ? R3 * (i % E) * (i / E)
                           : R3 == 2                  ? i - S  // (the one m: N = 512's code as measured)
                                                      : (i % S) * (i / S);
