@@ -92,8 +92,8 @@
 // must fit in shared memory (N <= 192, 161 KB with the exchange's pad and the twiddles); beyond, the staged path, up to
 // N = 1024; larger problems are refused with a pointer to `fft`. Sizes are compile-time (the
 // register arrays and the unrolled DFTs); adding one means one TeamPlan line and one `Sizes`
-// value. N = 384 and 768 take a mixed-radix plan (team_dft.cuh) and only problems of two outputs or
-// more (kMixedMinOutputs): a single output is faster at the next power of two.
+// value. N = 384 and 768 take a mixed-radix plan (team_dft.cuh) and only problems of four outputs or
+// more (kMixedMinOutputs): fewer are as fast or faster at the next power of two.
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0; no spills, no stack frame), registers of spectrum /
 // fused / pair kernel, kWindow = false (full output) | true: N = 32: 56 / 91 / 54 | 78 / 55
@@ -824,7 +824,7 @@ bool is_mixed(int n) {
     for_size(n, [&](auto nn) { mixed = TeamShape<decltype(nn)::value>::mixed; });
     return mixed;
 }
-constexpr int64_t kMixedMinOutputs = 2;
+constexpr int64_t kMixedMinOutputs = 4;
 
 // XCORR_FUSED_WINDOWED_FULL=1: the full output runs the windowed output kernels (for_window), for
 // A/B runs of the two instantiations in one binary; anything else, or unset: its own.
@@ -856,10 +856,10 @@ public:
         // outputs on, the one-block path is the faster (A/B in the notes); kStaged192Outputs is
         // the largest count measured to gain.
         if (N_ == kMaxOneBlock && p.out_count() <= kStaged192Outputs) N_ = Sizes::at_least(kMaxOneBlock + 1);
-        // The mixed-radix sizes (384, 768) pay for batches, not for a single output: one-to-one's
-        // correlate pass at 384 runs 25 blocks of chains of three 24-point stages where 512 runs
-        // 65 (A/B in the notes: one-to-one 192 +33%, 384 +10% against 512 and 1024; 1-to-8 at 384
-        // -21%, 32-to-32 -38%).
+        // The mixed-radix sizes (384, 768) pay for batches, not for one or two outputs: one-to-one's
+        // correlate pass at 384 runs 25 blocks of chains of three 24-point stages where 512 runs 65
+        // (A/B in the notes, against 512 and 1024: one-to-one 192 +33%, 384 +10%; 1-to-2 at 192
+        // +18%, at 384 -1%; 2-to-2 at 192 +1%, at 384 -12%; 1-to-8 at 384 -21%, 32-to-32 -38%).
         if (is_mixed(N_) && p.out_count() < kMixedMinOutputs) N_ = Sizes::at_least(N_ + 1);
         if (N_ == 0) {
             const std::string limit = "transforms go up to " + std::to_string(Sizes::max()) + " (outputs up to " +
