@@ -92,8 +92,8 @@
 // must fit in shared memory (N <= 192, 161 KB with the exchange's pad and the twiddles); beyond, the staged path, up to
 // N = 1024; larger problems are refused with a pointer to `fft`. Sizes are compile-time (the
 // register arrays and the unrolled DFTs); adding one means one TeamPlan line and one `Sizes`
-// value. N = 384 and 768 take a mixed-radix plan (team_dft.cuh) and only problems of four outputs or
-// more (kMixedMinOutputs): fewer are as fast or faster at the next power of two.
+// value. N = 384 and 768 take a mixed-radix plan (team_dft.cuh) and only problems of 16 and 4
+// outputs or more (mixed_min_outputs): fewer are as fast or faster at the next power of two.
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0; no spills, no stack frame), registers of spectrum /
 // fused / pair kernel, kWindow = false (full output) | true: N = 32: 56 / 91 / 54 | 78 / 55
@@ -817,14 +817,16 @@ void for_size(int n, F&& f) {
     Sizes::dispatch(n, f, "fft-fused transform size");
 }
 
-// Whether size n takes a mixed-radix plan (team_dft.cuh), and the fewest outputs for which it is
-// chosen over the next size up (FftFused's constructor).
+// Whether size n takes a mixed-radix plan (team_dft.cuh).
 bool is_mixed(int n) {
     bool mixed = false;
     for_size(n, [&](auto nn) { mixed = TeamShape<decltype(nn)::value>::mixed; });
     return mixed;
 }
-constexpr int64_t kMixedMinOutputs = 4;
+// The fewest outputs for which a mixed size is chosen over the next size up (FftFused's
+// constructor; A/B on the H200 in the notes): at 384 (teams of 16: 13 column tiles where 512 has
+// 33) few outputs leave the GPU emptier than the larger transform costs.
+constexpr int64_t mixed_min_outputs(int n) { return n == 384 ? 16 : 4; }
 
 // XCORR_FUSED_WINDOWED_FULL=1: the full output runs the windowed output kernels (for_window), for
 // A/B runs of the two instantiations in one binary; anything else, or unset: its own.
@@ -856,11 +858,11 @@ public:
         // outputs on, the one-block path is the faster (A/B in the notes); kStaged192Outputs is
         // the largest count measured to gain.
         if (N_ == kMaxOneBlock && p.out_count() <= kStaged192Outputs) N_ = Sizes::at_least(kMaxOneBlock + 1);
-        // The mixed-radix sizes (384, 768) pay for batches, not for one or two outputs: one-to-one's
-        // correlate pass at 384 runs 25 blocks of chains of three 24-point stages where 512 runs 65
-        // (A/B in the notes, against 512 and 1024: one-to-one 192 +33%, 384 +10%; 1-to-2 at 192
-        // +18%, at 384 -1%; 2-to-2 at 192 +1%, at 384 -12%; 1-to-8 at 384 -21%, 32-to-32 -38%).
-        if (is_mixed(N_) && p.out_count() < kMixedMinOutputs) N_ = Sizes::at_least(N_ + 1);
+        // The mixed-radix sizes (384, 768) pay for batches, not for a few outputs (A/B against 512
+        // and 1024 in the notes): inputs of 192 (N = 384) one-to-one +33%, 1-to-8 +30%, 1-to-16 +4%,
+        // 4-to-4 -8%, 1-to-32 -20%, 32-to-32 -36%; of 384 (N = 768) one-to-one +10%, 1-to-2 -1%,
+        // 2-to-2 -12%, 1-to-8 -21%, 32-to-32 -38%.
+        if (is_mixed(N_) && p.out_count() < mixed_min_outputs(N_)) N_ = Sizes::at_least(N_ + 1);
         if (N_ == 0) {
             const std::string limit = "transforms go up to " + std::to_string(Sizes::max()) + " (outputs up to " +
                                       std::to_string(Sizes::max() - 1) + " x " + std::to_string(Sizes::max() - 1);
@@ -902,7 +904,7 @@ public:
                                                        int(G::col_smem)));
                 if constexpr (TeamShape<NN>::mixed) {
                     // one-to-one (one output) never takes a mixed size: no correlate-both kernel
-                    static_assert(kMixedMinOutputs > 1);
+                    static_assert(mixed_min_outputs(NN) > 1);
                 } else if constexpr (G::T <= kWarp)
                     XC_CUDA_CHECK(cudaFuncSetAttribute(both_kernel<NN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                        int(Both<NN>::smem)));
@@ -1042,7 +1044,7 @@ private:
                 launch_dependent(cols_kernel<NN, kPair>, cols_grid(a.count), dim3(G::threads), G::col_smem, stream, a);
             } else if (both) {
                 if constexpr (TeamShape<NN>::mixed)
-                    throw std::logic_error("fft-fused: one-to-one took a mixed-radix size");  // kMixedMinOutputs
+                    throw std::logic_error("fft-fused: one-to-one took a mixed-radix size");  // mixed_min_outputs
                 else if constexpr (G::T <= kWarp)
                     launch_dependent(both_kernel<NN>,
                                      dim3(unsigned(Both<NN>::tiles), unsigned(std::min<int64_t>(a.count, 65535))),

@@ -303,6 +303,34 @@ def test_fft_fused_size_limit(gpu, registry, tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("n_out,shapes,counts", [
+    (384, [(131, 140, 130, 121), (192, 170, 192, 190)], {"one-to-many": (1, 16), "n-to-mn": (2, 16), "n-to-m": (4, 4)}),
+    (768, [(262, 301, 255, 250)], {"one-to-many": (1, 4), "n-to-mn": (2, 4), "n-to-m": (2, 2)}),
+])
+def test_fft_fused_mixed_radix_sizes(gpu, registry, n_out, shapes, counts):
+    """fft-fused's transform sizes 384 and 768 (the mixed-radix team DFT of team_dft.cuh) serve
+    outputs of 257..383 and 513..767 from 16 and 4 outputs on (fewer take 512 and 1024): each batched
+    form at the fewest outputs that choose them, odd and unequal shapes up to the largest output the
+    size holds (383 rows), inputs of both signs, against a float64 reference, into a poisoned
+    output."""
+    import scipy.signal
+    from xcorr_np import pairs
+    require_variant(registry, "fft-fused")
+    pkg = package("fft-fused")
+    v = next(v for v in registry if v["name"] == "fft-fused")
+    rng = seeded_rng(n_out)
+    for hL, wL, hR, wR in shapes:
+        assert max(hL + hR, wL + wR) - 1 <= n_out and max(hL + hR, wL + wR) - 1 > n_out * 2 // 3
+        for form, (nL, nR) in counts.items():
+            left = rng.uniform(-1, 1, (nL, hL, wL)).astype(np.float32)
+            right = rng.uniform(-1, 1, (nR, hR, wR)).astype(np.float32)
+            want = np.stack([scipy.signal.correlate(left[i].astype(np.float64), right[j].astype(np.float64),
+                                                    method="fft") for i, j in pairs(form, nL, nR)])
+            plan = pkg.Plan(left.shape, right.shape, form=form, algorithm="fft-fused")
+            got = plan_output(plan, left, right, want, (n_out, form))
+            assert rel_error(got, want) <= v["tolerance"], (n_out, (hL, wL, hR, wR), form, rel_error(got, want))
+
+
 def compute_sanitizer():
     import shutil
     from pathlib import Path
