@@ -498,7 +498,7 @@ __global__ void __launch_bounds__(Geometry<N>::threads, Geometry<N>::pair_blocks
 // correlate, pair) / out_rows (kWindow = false | true) registers: N = 256: 61 / 69, 80, 89 /
 // 62 | 62; 512 (three-stage DFT, a warp a team): 64 / 72, 124, 80 / 52 | 52; 1024 (three
 // stages, two warps a team): 57 / 66, 80, 80 / 62 | 60 (the bounds: cols_min_blocks); mixed radix
-// (E = 24): 384 (teams of 16): 76 / 96, 128, 121 / 74 | 80, 768 (a warp a team): 77 / 95, 128, 80 /
+// (E = 24): 384 (teams of 16): 76 / 96, 128, 121 / 74 | 80, 768 (a warp a team): 77 / 95, 128, 121 /
 // 80 | 80; one-to-one's correlate pass: both_kernel
 // 73 (256), 74 (512), kCorrelateBoth 114 (1024) (a few blocks in all). Every exchange slot holds
 // SN = N + T elements (the padded layout, team_dft.cuh; mixed plans 476 at 384, 860 at 768).
@@ -623,10 +623,12 @@ enum ColMode : int { kForward = 0, kCorrelate = 1, kPair = 2, kCorrelateBoth = 3
 // results/nvidia-h200/notes/51_fft_fused.md): kPair three at N = 512 and 1024 (80 registers; four,
 // at 64, lost 3-7%; at 256 its default, 89-93, stands); kCorrelate three at 256 and 1024 (80
 // registers with the padded exchange: 1-to-32 at 128 -11%, at 512 -8%) but two at 512 (at most
-// 128), where three cost 1-to-8 6% for 2-4% elsewhere.
+// 128), where three cost 1-to-8 6% for 2-4% elsewhere. The mixed sizes (E = 24): kCorrelate two
+// (three spilled 8-16 bytes; unbounded, 142 registers, 3-16% slower), kPair two (at 384 three
+// spilled 4 bytes; at 768 three, 80 registers, was 3-5% slower than two, 121).
 template <int N, int MODE>
 constexpr int cols_min_blocks() {
-    if (MODE == kPair) return N == 384 ? 2 : N >= 512 ? 3 : 1;
+    if (MODE == kPair) return N == 384 || N == 768 ? 2 : N >= 512 ? 3 : 1;
     if (MODE == kCorrelate) return N == 256 || N == 1024 ? 3 : 2;
     return 1;
 }
