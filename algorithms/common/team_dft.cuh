@@ -172,11 +172,12 @@ struct TeamShape {
     static constexpr int R3 = three_stage ? T / E : 1;
     static constexpr bool two_stage = !mixed && !three_stage;
     static constexpr bool padded = TeamPlan<N>::padded;
-    // Mixed plans' exchange positions (team_dft): the first pads one element after every 16, the
-    // second R1 after every T; the slot holds the larger.
-    static constexpr int mixed_slot = (N - 1 + (N - 1) / 16 > N - 1 + (N - 1) / T * R1 ? N - 1 + (N - 1) / 16
-                                                                                        : N - 1 + (N - 1) / T * R1) + 1;
-    static constexpr int slot_size = mixed ? mixed_slot : padded ? N + T : N;  // elements of the team's exchange slot
+    // Mixed plans' exchanges (mixed_dft) place element p < N at p + p / 16 and at p + (p / T) R1:
+    // the slot holds the larger of the two layouts.
+    static constexpr int mixed_slot1 = N + (N - 1) / 16, mixed_slot2 = N + (N - 1) / T * R1;
+    static constexpr int slot_size = mixed     ? (mixed_slot1 > mixed_slot2 ? mixed_slot1 : mixed_slot2)
+                                     : padded ? N + T
+                                              : N;  // elements of the team's exchange slot
     static constexpr int twiddles = mixed ? N + T : N;  // entries of the twiddle table (fill_twiddles)
     static_assert(mixed ? (R1 * R2 == T && E % R1 == 0 && E % R2 == 0 && T % 16 == 0 && T <= kWarp && padded)
                         : (E % T == 0 || (three_stage && T % E == 0 && E % R3 == 0 && (E & (E - 1)) == 0 &&
