@@ -274,7 +274,11 @@ __device__ __forceinline__ void inverse_column(float2 (&v)[TeamPlan<N>::E], floa
 // Z = H_a + i H_b extended to length N by Hermitian symmetry, one inverse DFT through `slot`
 // (which may be A itself), real and imaginary parts to rows ya and yb of the computed block
 // (each if < cy; `out` is its first element, rows ow apart), rotated by sx columns (those < cx).
-template <int N>
+// kOpaqueRows (the staged path): the two output rows' starts as opaque pointers, so that each
+// store's address is one wide multiply-add from one, where the compiler otherwise rebuilds it from
+// the kernel parameter, the output's offset and the column in 64-bit halves (about 7 instructions
+// a store: SASS). The one-block path has no two registers to spare (pair_kernel<128>: 64).
+template <int N, bool kOpaqueRows = false>
 __device__ __forceinline__ void inverse_row_pair(const float2* A, const float2* B, float2* slot, int ya, int yb,
                                                  float* __restrict__ out, int cy, int cx, int ow, int sx,
                                                  const Team& tm, const float2* tw) {
@@ -296,11 +300,15 @@ __device__ __forceinline__ void inverse_row_pair(const float2* A, const float2* 
     team_dft<N, +1>(v, StridedSlot{slot, 1}, tm.mask, tw);
     float* oa = out + int64_t(ya) * ow;
     float* ob = out + int64_t(yb) * ow;
+    if constexpr (kOpaqueRows) {
+        oa = opaque_ptr(oa);
+        ob = opaque_ptr(ob);
+    }
 #pragma unroll
     for (int e = 0; e < E; ++e) {
         const int n = tm.t + T * e;
-        const int x = n + sx >= N ? n + sx - N : n + sx;
-        if (x < cx) {
+        const unsigned x = unsigned(n + sx >= N ? n + sx - N : n + sx);
+        if (x < unsigned(cx)) {
             if (ya < cy) oa[x] = v[e].x;
             if (yb < cy) ob[x] = v[e].y;
         }
@@ -376,6 +384,7 @@ template <int N>
 __device__ __forceinline__ BlockSmem block_smem() {
     extern __shared__ float2 smem[];
     float2* tw = smem + Geometry<N>::rows * Geometry<N>::pitch;
+    static_assert(Geometry<N>::rows * Geometry<N>::pitch % 2 == 0, "the twiddle table 16-byte aligned");
     fill_twiddles<N>(tw);
     return BlockSmem{smem, tw};
 }
@@ -525,6 +534,7 @@ struct Staged {
     // A tile: SN rows (N of data, then the exchange's pad) of tpitch.
     static constexpr size_t col_smem = (size_t(SN) * tpitch + TW) * sizeof(float2);  // tile + twiddles
     static constexpr size_t col_smem_both() { return (2 * size_t(SN) * tpitch + TW) * sizeof(float2); }  // kCorrelateBoth
+    static_assert(teams * SN % 2 == 0 && SN * tpitch % 2 == 0, "twiddle tables 16-byte aligned (fill_twiddles)");
 };
 
 // both_kernel's geometry (teams within a warp): two teams a column, TB columns a block.
@@ -562,7 +572,7 @@ __device__ __forceinline__ int64_t chunk_output(const StagedArgs& a, int64_t s) 
 
 template <int N>
 __device__ __forceinline__ float2* staged_twiddles(float2* tw, bool wait = true) {
-    fill_twiddles<N>(tw);
+    fill_twiddles<N, Staged<N>::threads>(tw);
     __syncthreads();
     pdl_launch_dependents();
     if (wait) pdl_wait();  // the previous kernel's writes are visible, and it no longer reads what this one writes
@@ -595,21 +605,48 @@ __global__ void __launch_bounds__(Staged<N>::threads) rows_kernel(StagedArgs a) 
 // The column passes' tile copies (all threads of the block): rows [0, h) of the TC columns of the
 // global rows at src (row pitch rpitch) into a tile of pitch P; columns from ncols on are skipped,
 // or with kCopyLast filled with column ncols - 1 (cols_kernel's surplus teams at N = 1024). And
-// the tile's N rows back out to dst.
+// the tile's N rows back out to dst. Thread x copies column x mod TC of rows x / TC + (threads / TC) k
+// (a warp's accesses at each k: whole 8-byte columns of consecutive rows, as a flat loop over the
+// tile's elements would make them), so every address is a per-thread base plus a compile-time
+// offset: the flat loop's division and 64-bit index arithmetic took about 20 instructions an
+// element (SASS), a tenth of the correlate and pair passes' instructions.
+template <int N, int TC>
+struct TileCopy {
+    static constexpr int step = Staged<N>::threads / TC, K = N / step;  // rows apart; rows a thread copies
+    static_assert(Staged<N>::threads % TC == 0 && N % step == 0, "whole rows per step");
+    static __device__ __forceinline__ int column() { return int(threadIdx.x) % TC; }
+    static __device__ __forceinline__ int row() { return int(threadIdx.x) / TC; }
+};
 template <int N, int TC, int P, bool kCopyLast = false>
 __device__ __forceinline__ void tile_in(float2* tile, const float2* src, int h, int ncols) {
-    for (int i = threadIdx.x; i < h * TC; i += Staged<N>::threads) {
-        const int r = i / TC, j = i - r * TC;
-        if (kCopyLast) tile[r * P + j] = src[r * Staged<N>::rpitch + min(j, ncols - 1)];
-        else if (j < ncols) tile[r * P + j] = src[r * Staged<N>::rpitch + j];
-    }
+    using C = TileCopy<N, TC>;
+    constexpr int rp = Staged<N>::rpitch;
+    const int j = C::column(), r0 = C::row();
+    if (!kCopyLast && j >= ncols) return;
+    // Rows from h on are not written in R: each thread reads row h - 1 in their place, and the
+    // tile's rows from h on, which the column DFTs never read, get copies of it. No predicate per
+    // element: with one each (7 predicate registers) ptxas issues the loads two at a time, each
+    // pair's stores waiting for it (the copy took a third of the forward pass: ncu).
+    const float2* s = src + (kCopyLast ? min(j, ncols - 1) : j);
+    float2* d = tile + r0 * P + j;
+    float2 x[C::K];  // every load issued before the first store
+#pragma unroll
+    for (int k = 0; k < C::K; ++k) x[k] = s[min(r0 + C::step * k, h - 1) * rp];
+#pragma unroll
+    for (int k = 0; k < C::K; ++k) d[C::step * P * k] = x[k];
 }
 template <int N, int TC, int P>
 __device__ __forceinline__ void tile_out(float2* dst, const float2* tile, int ncols) {
-    for (int i = threadIdx.x; i < N * TC; i += Staged<N>::threads) {
-        const int r = i / TC, j = i - r * TC;
-        if (j < ncols) dst[r * Staged<N>::rpitch + j] = tile[r * P + j];
-    }
+    using C = TileCopy<N, TC>;
+    constexpr int rp = Staged<N>::rpitch;
+    const int j = C::column(), r0 = C::row();
+    if (j >= ncols) return;
+    const float2* s = tile + r0 * P + j;
+    float2* d = dst + r0 * rp + j;
+    // One store at a time, as the block's sweep down the tile: with all of a thread's stores
+    // issued at once (every load first) the pair pass at N = 512 took 10% longer (ncu, A/B).
+#pragma unroll 1
+    for (int k = 0; k < C::K; ++k) d[C::step * rp * k] = s[C::step * P * k];
 }
 
 // kCorrelateBoth (one-to-one at N = 1024; N <= 512: both_kernel, below): kCorrelate with the left's
@@ -630,6 +667,7 @@ template <int N, int MODE>
 constexpr int cols_min_blocks() {
     if (MODE == kPair) return N == 384 || N == 768 ? 2 : N >= 512 ? 3 : 1;
     if (MODE == kCorrelate) return N == 256 || N == 1024 ? 3 : 2;
+    if (MODE == kForward) return N == 1024 ? 3 : 1;  // 80 registers (81 unbounded since the unrolled tile copy)
     return 1;
 }
 
@@ -641,7 +679,19 @@ __global__ void __launch_bounds__(Staged<N>::threads, cols_min_blocks<N, MODE>()
     extern __shared__ float2 smem[];
     float2* tile = smem;
     float2* tile_l = smem + G::SN * P;  // kBoth: the left's tile
-    const float2* tw = staged_twiddles<N>(smem + (kBoth ? 2 : 1) * G::SN * P);
+    float2* const tw = smem + (kBoth ? 2 : 1) * G::SN * P;
+    TwiddleCopy<N, G::threads> twc;
+    if constexpr (MODE == kPair) {
+        // The twiddle table's loads go out with the first output's spectrum loads and are stored
+        // after them (below): a block that waits for the table from L2 before its first load
+        // waits behind this pass's own DRAM traffic (the pair pass at N = 512: 10% longer than
+        // with the table computed in the block, ncu).
+        twc.load();
+        pdl_launch_dependents();
+        pdl_wait();
+    } else {
+        staged_twiddles<N>(tw);
+    }
     const Team tm = this_team<N>();
     const int c0 = blockIdx.x * TC, ncols = min(TC, G::Qh - c0);
     // Teams of whole warps (N = 1024) all transform a column, the last tile's surplus teams a copy
@@ -664,17 +714,26 @@ __global__ void __launch_bounds__(Staged<N>::threads, cols_min_blocks<N, MODE>()
             if constexpr (kBoth) stage(tile_l, a.RL, a.pairs.left_of(chunk_output(a, s)), (a.hL + 1) & ~1);
             __syncthreads();
         }
-        if (kEveryTeam || !surplus) {
-            float2 v[E];
-            if constexpr (MODE == kPair) {
+        float2 v[E];
+        if constexpr (MODE == kPair) {
+            if (kEveryTeam || !surplus) {
                 const int64_t k = chunk_output(a, s);
-                const float2* L = a.spec + (int64_t(a.pairs.left_of(k)) * G::Qh + c) * N;
-                const float2* Rs = a.spec + ((a.pairs.nL + s % a.kc) * int64_t(G::Qh) + c) * N;
+                // The thread's first elements as opaque pointers: each load is one instruction at
+                // an immediate offset (the compiler otherwise rebuilds every 64-bit address, three
+                // instructions a load: SASS).
+                const float2* L = opaque_ptr(a.spec + (int64_t(a.pairs.left_of(k)) * G::Qh + c) * N + tm.t);
+                const float2* Rs = opaque_ptr(a.spec + ((a.pairs.nL + s % a.kc) * int64_t(G::Qh) + c) * N + tm.t);
 #pragma unroll
-                for (int e = 0; e < E; ++e) {
-                    const int n = tm.t + T * e;
-                    v[e] = mul_conj(__ldg(L + n), __ldg(Rs + n), a.scale);
-                }
+                for (int e = 0; e < E; ++e) v[e] = mul_conj(__ldg(L + T * e), __ldg(Rs + T * e), a.scale);
+            }
+            if (s == blockIdx.y) {  // the block's first output: the table, loaded with its spectra
+                twc.store(tw);
+                __syncthreads();
+            }
+        }
+        if (kEveryTeam || !surplus) {
+            if constexpr (MODE == kPair) {
+                // v holds the product (above)
             } else if constexpr (kBoth) {
                 // The left column's spectrum, back into its own slots in natural layout (the
                 // thread's elements t + T e: exactly those `post` asks this thread for below), then
@@ -769,13 +828,13 @@ __global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs
     if constexpr (kWindow) {
         if (!output_rows<N>(p, m.sy, m.cy, ya, yb)) return;
         const float2* rows = a.H + (s * N + 2 * p) * G::rpitch;
-        inverse_row_pair<N>(rows, rows + G::rpitch, smem + tm.id * G::SN, ya, yb, m.block(a.out, chunk_output(a, s)),
+        inverse_row_pair<N, true>(rows, rows + G::rpitch, smem + tm.id * G::SN, ya, yb, m.block(a.out, chunk_output(a, s)),
                             m.cy, m.cx, m.ow, m.sx, tm, tw);
     } else {
         const int oh = a.hL + a.hR - 1, ow = a.wL + a.wR - 1;
         if (!output_rows<N>(p, a.hR - 1, oh, ya, yb)) return;
         const float2* rows = a.H + (s * N + 2 * p) * G::rpitch;
-        inverse_row_pair<N>(rows, rows + G::rpitch, smem + tm.id * G::SN, ya, yb,
+        inverse_row_pair<N, true>(rows, rows + G::rpitch, smem + tm.id * G::SN, ya, yb,
                             a.out + chunk_output(a, s) * int64_t(oh) * ow, oh, ow, ow, a.wR - 1, tm, tw);
     }
 }

@@ -33,15 +33,11 @@ struct HostIndex {
     unsigned x = 0, y = 0, z = 0;
 };
 thread_local HostIndex threadIdx;  // the lane; team_mask reads threadIdx.x
-HostIndex blockDim;                // the team's lanes (fill_twiddles strides by it)
+HostIndex blockDim;                // the team's lanes (fill_twiddles<N>'s loop strides by it)
 thread_local unsigned host_lane = 0;
 thread_local std::barrier<>* host_team = nullptr;
 
 inline void __syncwarp(unsigned) { host_team->arrive_and_wait(); }
-inline void sincospi(double x, double* s, double* c) {
-    *s = std::sin(M_PI * x);
-    *c = std::cos(M_PI * x);
-}
 inline float __ldg(const float* p) { return *p; }  // device.cuh's load_or_zero
 
 #define XCORR_TEAM_DFT_HOST 1
@@ -102,7 +98,7 @@ bool check(int stride, std::mt19937& rng, int& failures) {
     const float nan = std::numeric_limits<float>::quiet_NaN();
     std::vector<float2> tw(Shape::twiddles, make_float2(nan, nan)), slot(static_cast<size_t>(Shape::slot_size) * stride, make_float2(nan, nan)), got(N);
     blockDim.x = unsigned(T);
-    on_team(T, [&](int) { xcorr::fill_twiddles<N>(tw.data()); });
+    on_team(T, [&](int) { xcorr::fill_twiddles<N, T>(tw.data()); });
     std::vector<int> seen(N, 0);
     std::mutex seen_lock;
     std::atomic<int> outside{0};
@@ -170,8 +166,41 @@ bool check(int stride, std::mt19937& rng, int& failures) {
     return ok;
 }
 
+// The twiddle table (computed by the compiler, team_dft.cuh): each entry exp(2 pi i turns / N)
+// rounded to float (within half a unit of float's last place at 1, 2^-25, of the double value),
+// and both fill_twiddles forms (a loop over blockDim, straight-line for Threads) copy all of it.
+template <int N>
+void check_table(int& failures) {
+    using Shape = xcorr::TeamShape<N>;
+    constexpr int T = Shape::T, M = Shape::twiddles;
+    double err = 0;
+    for (int i = 0; i < M; ++i) {
+        const cd want = std::polar(1.0, 2.0 * M_PI * double(xcorr::twiddle_turns<N>(i) % N) / N);
+        const float2 w = xcorr::kTwiddleTable<N>.w[i];
+        err = std::max(err, std::max(std::abs(double(w.x) - want.real()), std::abs(double(w.y) - want.imag())));
+    }
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float2> loop(M, make_float2(nan, nan)), straight(M, make_float2(nan, nan));
+    blockDim.x = unsigned(T);
+    on_team(T, [&](int) {
+        xcorr::fill_twiddles<N>(loop.data());
+        xcorr::fill_twiddles<N, T>(straight.data());
+    });
+    int copied = 0;
+    for (int i = 0; i < M; ++i) {
+        const float2 w = xcorr::kTwiddleTable<N>.w[i];
+        copied += loop[size_t(i)].x == w.x && loop[size_t(i)].y == w.y && straight[size_t(i)].x == w.x &&
+                  straight[size_t(i)].y == w.y;
+    }
+    const bool ok = err <= 0x1p-25 && copied == M;
+    std::printf("%s  N = %4d  twiddle table: %d entries, largest error %.2e, %d of %d copied by both fills\n",
+                ok ? "PASS" : "FAIL", N, M, err, copied, M);
+    failures += !ok;
+}
+
 template <int N>
 void check_size(std::mt19937& rng, int& failures) {
+    check_table<N>(failures);
     for (int stride : {1, 9}) {  // a row (unit stride) and a column of a tile (fft-fused's pitches are odd)
         check<N, -1>(stride, rng, failures);
         check<N, +1>(stride, rng, failures);

@@ -30,6 +30,16 @@ __device__ __forceinline__ float load_or_zero(const float* __restrict__ m, int h
 
 // overlap_span (one overlap's range of right indices) is in xcorr/core.hpp: the host uses it too.
 
+// The pointer as an opaque register value. Without it the compiler keeps a matrix's start as the
+// kernel parameter plus a 64-bit element offset and rebuilds each load or store address from both
+// (about 9 instructions, the parameter reloaded from the constant bank each time); with it an
+// address is one IMAD plus one IMAD.WIDE from this base.
+template <class T>
+__device__ __forceinline__ T* opaque_ptr(T* p) {
+    asm("" : "+l"(p));
+    return p;
+}
+
 // l * conj(r) * scale: the spectrum product of the FFT variants (correlation, not convolution).
 __device__ __forceinline__ float2 mul_conj(float2 l, float2 r, float scale) {
     return make_float2((l.x * r.x + l.y * r.y) * scale, (l.y * r.x - l.x * r.y) * scale);

@@ -4,7 +4,7 @@
 // shared memory, the twiddle table. Device code; also compiled for the CPU by
 // tests/team_dft_host.cpp, which runs every instantiated size's team_dft with threads for lanes
 // (tests/test_team_dft.py): keep it free of anything but the intrinsics that test provides
-// (__syncwarp, lane_id's XCORR_TEAM_DFT_HOST, threadIdx / blockDim, sincospi).
+// (__syncwarp, lane_id's XCORR_TEAM_DFT_HOST, threadIdx / blockDim).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -428,24 +428,99 @@ __device__ __forceinline__ void team_dft(float2 (&v)[TeamPlan<N>::E], const Slot
 }
 
 // Twiddle table (TeamShape::twiddles entries; a warp's loads of one m are consecutive: no bank
-// conflicts). Two stages: tw[m E + j] = exp(2 pi i j m / N), m < T, j < E. Three: the second
-// stage's tw[m E + k] = exp(2 pi i k m / E^2) = exp(2 pi i R3 k m / N), m, k < E, then the third's
-// tw[E^2 m + j] = exp(2 pi i j m / N), 1 <= m < R3, j < E^2 (E^2 R3 = N entries in all). Mixed:
-// the last stage's tw[m T + t] = exp(2 pi i t m / N), m < E, t < T, then the second's
-// tw[N + m R1 + k] = exp(2 pi i k m / T), m < R2, k < R1 (N + T entries).
+// conflicts). Entry i is exp(2 pi i twiddle_turns(i) / N). Two stages: tw[m E + j] =
+// exp(2 pi i j m / N), m < T, j < E. Three: the second stage's tw[m E + k] = exp(2 pi i k m / E^2)
+// = exp(2 pi i R3 k m / N), m, k < E, then the third's tw[E^2 m + j] = exp(2 pi i j m / N),
+// 1 <= m < R3, j < E^2 (E^2 R3 = N entries in all). Mixed: the last stage's tw[m T + t] =
+// exp(2 pi i t m / N), m < E, t < T, then the second's tw[N + m R1 + k] = exp(2 pi i k m / T),
+// m < R2, k < R1 (N + T entries).
 template <int N>
+__host__ __device__ constexpr int twiddle_turns(int i) {
+    constexpr int E = TeamShape<N>::E, S = E * E, R3 = TeamShape<N>::R3, T = TeamShape<N>::T, R1 = TeamShape<N>::R1;
+    return TeamShape<N>::mixed        ? (i < N ? (i % T) * (i / T) : E * ((i - N) % R1) * ((i - N) / R1))
+           : !TeamShape<N>::three_stage ? (i % E) * (i / E)
+           : i < S                      ? R3 * (i % E) * (i / E)
+                                        : (i % S) * (i / S);
+}
+
+// exp(2 pi i turns / N) rounded to float, at compile time: the turns reduced to the first octant
+// (exact integer arithmetic), so the quarter and half turns are exact (cos 0 = 1, sin 0 = 0) and the
+// Taylor series (|x| <= pi / 4) is accurate to a few units of double's last place.
+template <int N>
+__host__ __device__ constexpr float2 twiddle_value(int turns) {
+    int r = turns % N;                    // [0, N)
+    if (2 * r > N) r -= N;                // (-N/2, N/2]
+    const bool neg = r < 0;
+    int a = neg ? -r : r;                 // [0, N/2]
+    const bool back = 4 * a > N;          // pi - x: cos -> -cos
+    if (back) a = N / 2 - a;              // [0, N/4]
+    const bool swap = 8 * a > N;          // pi/2 - x: cos <-> sin
+    const int b = swap ? N - 4 * a : 4 * a;  // the angle in units of pi / (2 N): [0, N/2]
+    const double x = 3.14159265358979323846 * double(b) / (2.0 * N);
+    double c = taylor_cos(x), s = taylor_sin(x);
+    if (swap) {
+        const double t = c;
+        c = s;
+        s = t;
+    }
+    if (back) c = -c;
+    if (neg) s = -s;
+    return float2{float(c), float(s)};
+}
+
+template <int N>
+struct alignas(16) TwiddleTable {
+    float2 w[TeamShape<N>::twiddles];
+};
+template <int N>
+constexpr TwiddleTable<N> make_twiddle_table() {
+    TwiddleTable<N> t{};
+    for (int i = 0; i < TeamShape<N>::twiddles; ++i) t.w[i] = twiddle_value<N>(twiddle_turns<N>(i));
+    return t;
+}
+// The table in global memory, computed by the compiler: every block copies it (fill_twiddles)
+// instead of evaluating sincos in double precision, which took 9-13% of the staged kernels'
+// instructions (92 a table entry, 2-4 entries a thread, for blocks that do one DFT a team).
+template <int N>
+__device__ const TwiddleTable<N> kTwiddleTable = make_twiddle_table<N>();
+
+// The table's copy into shared memory by a block of Threads threads, in two steps: load() issues
+// the thread's loads (every one before any store), store() writes them, so that a kernel can put
+// other loads between the two (cols_kernel's pair pass).
+template <int N, int Threads>
+struct TwiddleCopy {
+    static constexpr int M = TeamShape<N>::twiddles / 2;  // 16-byte pieces
+    static constexpr int K = (M + Threads - 1) / Threads;
+    static_assert(TeamShape<N>::twiddles % 2 == 0, "whole 16-byte pieces");
+    float4 w[K];
+    __device__ __forceinline__ void load() {
+        const float4* src = reinterpret_cast<const float4*>(kTwiddleTable<N>.w);
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+            if (int(threadIdx.x) + k * Threads < M) w[k] = src[int(threadIdx.x) + k * Threads];
+    }
+    __device__ __forceinline__ void store(float2* tw) const {  // tw 16-byte aligned (the callers' static_asserts)
+        float4* dst = reinterpret_cast<float4*>(tw);
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+            if (int(threadIdx.x) + k * Threads < M) dst[int(threadIdx.x) + k * Threads] = w[k];
+    }
+};
+
+// Threads: the block's size, for straight-line code whose loads all go out before the stores
+// (a load-store loop waits for each in turn); 0: a loop over blockDim.x, which the one-block
+// kernels keep (persistent blocks copy the table once; straight-line, ptxas spills
+// pair_kernel<128>, bounded to 64 registers).
+template <int N, int Threads = 0>
 __device__ __forceinline__ void fill_twiddles(float2* tw) {
-    constexpr int E = TeamShape<N>::E;
-    for (int i = threadIdx.x; i < TeamShape<N>::twiddles; i += blockDim.x) {
-        constexpr int S = E * E, R3 = TeamShape<N>::R3, T = TeamShape<N>::T, R1 = TeamShape<N>::R1;
-        const int turns = TeamShape<N>::mixed ? (i < N ? (i % T) * (i / T) : E * ((i - N) % R1) * ((i - N) / R1))
-                          : !TeamShape<N>::three_stage ? (i % E) * (i / E)
-                          : i < S                    ? R3 * (i % E) * (i / E)
-                          : R3 == 2                  ? i - S  // (the one m: N = 512's code as measured)
-                                                     : (i % S) * (i / S);
-        double s, c;
-        sincospi(2.0 * double(turns) / N, &s, &c);
-        tw[i] = make_float2(float(c), float(s));
+    if constexpr (Threads == 0) {
+        const float4* src = reinterpret_cast<const float4*>(kTwiddleTable<N>.w);
+        float4* dst = reinterpret_cast<float4*>(tw);
+        for (int i = threadIdx.x; i < TwiddleCopy<N, 1>::M; i += blockDim.x) dst[i] = src[i];
+    } else {
+        TwiddleCopy<N, Threads> c;
+        c.load();
+        c.store(tw);
     }
 }
 

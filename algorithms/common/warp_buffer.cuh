@@ -48,14 +48,6 @@ __device__ __forceinline__ int lane_id_fresh() {
     return lane;
 }
 
-// The pointer as an opaque register value. Without it the compiler keeps a matrix's start as the
-// kernel parameter plus a 64-bit element offset and rebuilds each load address from both (about
-// 9 instructions); with it a load address is one IMAD plus one IMAD.WIDE from this base.
-__device__ __forceinline__ const float* opaque_ptr(const float* p) {
-    asm("" : "+l"(p));
-    return p;
-}
-
 // Bounds-checked load of column c of one row (row already known to be inside the matrix):
 // zero when c is outside [0, w). One comparison (unsigned) per load.
 __device__ __forceinline__ float load_col_or_zero(const float* __restrict__ row, int w, int c) {
