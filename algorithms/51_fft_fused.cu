@@ -96,10 +96,10 @@
 // outputs or more (mixed_min_outputs): fewer are as fast or faster at the next power of two.
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0; no spills, no stack frame), registers of spectrum /
-// fused / pair kernel, kWindow = false (full output) | true: N = 32: 56 / 91 / 54 | 78 / 55
-// (256 threads), 64: 56 / 84 / 56 | 82 / 56 (256), 96: 95 / 128 / 120 | 128 / 120 (256),
-// 128: 77 / 100 / 64 | 93 / 64 (512; pair_kernel bounded to two blocks an SM), 192: 108 / 156 / 140 |
-// 126 / 136 (384);
+// fused / pair kernel, kWindow = false (full output) | true: N = 32: 56 / 84 / 54 | 78 / 55
+// (256 threads), 64: 56 / 82 / 56 | 82 / 56 (256), 96: 95 / 128 / 120 | 128 / 120 (256),
+// 128: 77 / 100 / 64 | 93 / 64 (512; pair_kernel bounded to two blocks an SM), 192: 108 / 134 / 127 |
+// 126 / 122 (384);
 // zero_outside_kernel 31 (256). Shared memory (dynamic): (rows pitch + N) x 8 bytes (Geometry),
 // 161 KB at N = 192 (one block per SM), 76 KB at 128.
 // Measurements, probes and history: results/nvidia-h200/notes/51_fft_fused.md.
@@ -504,12 +504,12 @@ __global__ void __launch_bounds__(Geometry<N>::threads, Geometry<N>::pair_blocks
 // first chunk's row pass overlaps the left spectra (rows_kernel).
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0; 256 threads, no spills): rows / cols (forward,
-// correlate, pair) / out_rows (kWindow = false | true) registers: N = 256: 61 / 69, 80, 89 /
-// 62 | 62; 512 (three-stage DFT, a warp a team): 64 / 72, 124, 80 / 52 | 52; 1024 (three
-// stages, two warps a team): 57 / 66, 80, 80 / 62 | 60 (the bounds: cols_min_blocks); mixed radix
-// (E = 24): 384 (teams of 16): 76 / 96, 128, 121 / 74 | 80, 768 (a warp a team): 77 / 95, 128, 121 /
+// correlate, pair) / out_rows (kWindow = false | true) registers: N = 256: 61 / 77, 80, 80 /
+// 62 | 64; 512 (three-stage DFT, a warp a team): 60 / 80, 119, 80 / 58 | 58; 1024 (three
+// stages, two warps a team): 53 / 75, 78, 79 / 62 | 54 (the bounds: cols_min_blocks); mixed radix
+// (E = 24): 384 (teams of 16): 76 / 107, 127, 115 / 80 | 80, 768 (a warp a team): 78 / 104, 128, 118 /
 // 80 | 80; one-to-one's correlate pass: both_kernel
-// 73 (256), 74 (512), kCorrelateBoth 114 (1024) (a few blocks in all). Every exchange slot holds
+// 80 (256), 80 (512), kCorrelateBoth 107 (1024) (a few blocks in all). Every exchange slot holds
 // SN = N + T elements (the padded layout, team_dft.cuh; mixed plans 476 at 384, 860 at 768).
 // Shared memory: rows and out_rows (teams SN + TW) x 8 bytes (39 KB at N = 512, 43 KB at 1024),
 // cols (SN (TC + 1) + TW) x 8 bytes (43 KB at N = 512, 52 KB at 1024, 66 KB at 384 and 768),
@@ -658,7 +658,7 @@ enum ColMode : int { kForward = 0, kCorrelate = 1, kPair = 2, kCorrelateBoth = 3
 // Phase 2: blockIdx.x = tile of TC columns, blockIdx.y strides over the launch's matrices/outputs.
 // Blocks per SM declared (each an A/B against the default or the previous bound:
 // results/nvidia-h200/notes/51_fft_fused.md): kPair three at N = 512 and 1024 (80 registers; four,
-// at 64, lost 3-7%; at 256 its default, 89-93, stands); kCorrelate three at 256 and 1024 (80
+// at 64, lost 3-7%; at 256 its default, 89-93 before 3756218's copies and 80 since, stands); kCorrelate three at 256 and 1024 (80
 // registers with the padded exchange: 1-to-32 at 128 -11%, at 512 -8%) but two at 512 (at most
 // 128), where three cost 1-to-8 6% for 2-4% elsewhere. The mixed sizes (E = 24): kCorrelate two
 // (three spilled 8-16 bytes; unbounded, 142 registers, 3-16% slower), kPair two (at 384 three
@@ -667,7 +667,7 @@ template <int N, int MODE>
 constexpr int cols_min_blocks() {
     if (MODE == kPair) return N == 384 || N == 768 ? 2 : N >= 512 ? 3 : 1;
     if (MODE == kCorrelate) return N == 256 || N == 1024 ? 3 : 2;
-    if (MODE == kForward) return N == 1024 ? 3 : 1;  // 80 registers (81 unbounded since the unrolled tile copy)
+    if (MODE == kForward) return N == 1024 ? 3 : 1;  // 80 registers (81 unbounded since 3756218's tile copies)
     return 1;
 }
 
