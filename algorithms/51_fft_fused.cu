@@ -534,7 +534,8 @@ struct Staged {
     // A tile: SN rows (N of data, then the exchange's pad) of tpitch.
     static constexpr size_t col_smem = (size_t(SN) * tpitch + TW) * sizeof(float2);  // tile + twiddles
     static constexpr size_t col_smem_both() { return (2 * size_t(SN) * tpitch + TW) * sizeof(float2); }  // kCorrelateBoth
-    static_assert(teams * SN % 2 == 0 && SN * tpitch % 2 == 0, "twiddle tables 16-byte aligned (fill_twiddles)");
+    static_assert(teams * SN % 2 == 0 && SN * tpitch % 2 == 0,
+                  "twiddle tables 16-byte aligned (fill_twiddles)");
 };
 
 // both_kernel's geometry (teams within a warp): two teams a column, TB columns a block.
@@ -643,8 +644,8 @@ __device__ __forceinline__ void tile_out(float2* dst, const float2* tile, int nc
     if (j >= ncols) return;
     const float2* s = tile + r0 * P + j;
     float2* d = dst + r0 * rp + j;
-    // One store at a time, as the block's sweep down the tile: with all of a thread's stores
-    // issued at once (every load first) the pair pass at N = 512 took 10% longer (ncu, A/B).
+    // One store at a time, the block sweeping down the tile: all of a thread's stores at once
+    // (every load first) was no faster at 32-to-32 at 256 and 3.6% slower at 1-to-32 at 512 (A/B).
 #pragma unroll 1
     for (int k = 0; k < C::K; ++k) d[C::step * rp * k] = s[C::step * P * k];
 }
@@ -658,11 +659,12 @@ enum ColMode : int { kForward = 0, kCorrelate = 1, kPair = 2, kCorrelateBoth = 3
 // Phase 2: blockIdx.x = tile of TC columns, blockIdx.y strides over the launch's matrices/outputs.
 // Blocks per SM declared (each an A/B against the default or the previous bound:
 // results/nvidia-h200/notes/51_fft_fused.md): kPair three at N = 512 and 1024 (80 registers; four,
-// at 64, lost 3-7%; at 256 its default, 89-93 before 3756218's copies and 80 since, stands); kCorrelate three at 256 and 1024 (80
-// registers with the padded exchange: 1-to-32 at 128 -11%, at 512 -8%) but two at 512 (at most
-// 128), where three cost 1-to-8 6% for 2-4% elsewhere. The mixed sizes (E = 24): kCorrelate two
-// (three spilled 8-16 bytes; unbounded, 142 registers, 3-16% slower), kPair two (at 384 three
-// spilled 4 bytes; at 768 three, 80 registers, was 3-5% slower than two, 121).
+// at 64, lost 3-7%; at 256 its default stands: 89-93 registers, 80 since 3756218's copies);
+// kCorrelate three at 256 and 1024 (80 registers with the padded exchange: 1-to-32 at 128 -11%,
+// at 512 -8%) but two at 512 (at most 128), where three cost 1-to-8 6% for 2-4% elsewhere. The
+// mixed sizes (E = 24): kCorrelate two (three spilled 8-16 bytes; unbounded, 142 registers, 3-16%
+// slower), kPair two (at 384 three spilled 4 bytes; at 768 three, 80 registers, was 3-5% slower
+// than two, 121). kForward three at 1024 only keeps the occupancy it had before 3756218.
 template <int N, int MODE>
 constexpr int cols_min_blocks() {
     if (MODE == kPair) return N == 384 || N == 768 ? 2 : N >= 512 ? 3 : 1;
@@ -683,9 +685,9 @@ __global__ void __launch_bounds__(Staged<N>::threads, cols_min_blocks<N, MODE>()
     TwiddleCopy<N, G::threads> twc;
     if constexpr (MODE == kPair) {
         // The twiddle table's loads go out with the first output's spectrum loads and are stored
-        // after them (below): a block that waits for the table from L2 before its first load
-        // waits behind this pass's own DRAM traffic (the pair pass at N = 512: 10% longer than
-        // with the table computed in the block, ncu).
+        // after them (below), so that no block waits for the table before its first load. (The
+        // pair pass at N = 512 is still slower with the copied table than with the table computed
+        // in the block, 848 against 768 us by ncu, for a reason not yet found: notes, session 25.)
         twc.load();
         pdl_launch_dependents();
         pdl_wait();
@@ -828,14 +830,14 @@ __global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs
     if constexpr (kWindow) {
         if (!output_rows<N>(p, m.sy, m.cy, ya, yb)) return;
         const float2* rows = a.H + (s * N + 2 * p) * G::rpitch;
-        inverse_row_pair<N, true>(rows, rows + G::rpitch, smem + tm.id * G::SN, ya, yb, m.block(a.out, chunk_output(a, s)),
-                            m.cy, m.cx, m.ow, m.sx, tm, tw);
+        inverse_row_pair<N, true>(rows, rows + G::rpitch, smem + tm.id * G::SN, ya, yb,
+                                  m.block(a.out, chunk_output(a, s)), m.cy, m.cx, m.ow, m.sx, tm, tw);
     } else {
         const int oh = a.hL + a.hR - 1, ow = a.wL + a.wR - 1;
         if (!output_rows<N>(p, a.hR - 1, oh, ya, yb)) return;
         const float2* rows = a.H + (s * N + 2 * p) * G::rpitch;
         inverse_row_pair<N, true>(rows, rows + G::rpitch, smem + tm.id * G::SN, ya, yb,
-                            a.out + chunk_output(a, s) * int64_t(oh) * ow, oh, ow, ow, a.wR - 1, tm, tw);
+                                  a.out + chunk_output(a, s) * int64_t(oh) * ow, oh, ow, ow, a.wR - 1, tm, tw);
     }
 }
 
