@@ -33,7 +33,8 @@ __device__ __forceinline__ float load_or_zero(const float* __restrict__ m, int h
 // The pointer as an opaque register value. Without it the compiler keeps a matrix's start as the
 // kernel parameter plus a 64-bit element offset and rebuilds each load or store address from both
 // (about 9 instructions, the parameter reloaded from the constant bank each time); with it an
-// address is one IMAD plus one IMAD.WIDE from this base.
+// address is one IMAD plus one IMAD.WIDE from this base. It hides the state space too: loads
+// through __ldg stay global (LDG), plain loads and stores through it become generic (LD, ST).
 template <class T>
 __device__ __forceinline__ T* opaque_ptr(T* p) {
     asm("" : "+l"(p));
