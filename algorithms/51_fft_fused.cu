@@ -106,7 +106,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -309,8 +311,13 @@ __device__ __forceinline__ void inverse_row_pair(const float2* A, const float2* 
         const int n = tm.t + T * e;
         const unsigned x = unsigned(n + sx >= N ? n + sx - N : n + sx);
         if (x < unsigned(cx)) {
-            if (ya < cy) oa[x] = v[e].x;
-            if (yb < cy) ob[x] = v[e].y;
+            if constexpr (kOpaqueRows) {  // st.global: the opaque bases hide the state space
+                if (ya < cy) __stwb(oa + x, v[e].x);
+                if (yb < cy) __stwb(ob + x, v[e].y);
+            } else {
+                if (ya < cy) oa[x] = v[e].x;
+                if (yb < cy) ob[x] = v[e].y;
+            }
         }
     }
 }
@@ -564,11 +571,22 @@ struct StagedArgs {
     const float2* RL = nullptr;  // cols_kernel kCorrelateBoth: the lefts' row spectra (matrix i at RL + i N rpitch)
 };
 
-// Output index of chunk output s: one right per output (k = j0 + s), or for n-to-m left-major
-// within the chunk (s = i kc + jj -> left i, right j0 + jj).
+// n-to-m chunk output s as (left i, right j0 + jj): left-major within the chunk, s = i kc + jj. In
+// 32-bit arithmetic (a 64-bit division is a subroutine call in every block): s is below the
+// chunk's count, which run_staged keeps below 2^31.
+struct ChunkPair {
+    int i, jj;
+};
+__device__ __forceinline__ ChunkPair chunk_pair(const StagedArgs& a, int64_t s) {
+    const unsigned us = unsigned(s), q = us / unsigned(a.kc);
+    return ChunkPair{int(q), int(us - q * unsigned(a.kc))};
+}
+
+// Output index of chunk output s: one right per output (k = j0 + s), or for n-to-m chunk_pair's.
 __device__ __forceinline__ int64_t chunk_output(const StagedArgs& a, int64_t s) {
     if (a.pairs.form != int(Form::NToM)) return a.j0 + s;
-    return (s / a.kc) * a.pairs.nR + a.j0 + s % a.kc;
+    const ChunkPair p = chunk_pair(a, s);
+    return int64_t(p.i) * a.pairs.nR + a.j0 + p.jj;
 }
 
 template <int N>
@@ -682,18 +700,7 @@ __global__ void __launch_bounds__(Staged<N>::threads, cols_min_blocks<N, MODE>()
     float2* tile = smem;
     float2* tile_l = smem + G::SN * P;  // kBoth: the left's tile
     float2* const tw = smem + (kBoth ? 2 : 1) * G::SN * P;
-    TwiddleCopy<N, G::threads> twc;
-    if constexpr (MODE == kPair) {
-        // The twiddle table's loads go out with the first output's spectrum loads and are stored
-        // after them (below), so that no block waits for the table before its first load. (The
-        // pair pass at N = 512 is still slower with the copied table than with the table computed
-        // in the block, 848 against 768 us by ncu, for a reason not yet found: notes, session 25.)
-        twc.load();
-        pdl_launch_dependents();
-        pdl_wait();
-    } else {
-        staged_twiddles<N>(tw);
-    }
+    staged_twiddles<N>(tw);
     const Team tm = this_team<N>();
     const int c0 = blockIdx.x * TC, ncols = min(TC, G::Qh - c0);
     // Teams of whole warps (N = 1024) all transform a column, the last tile's surplus teams a copy
@@ -719,18 +726,14 @@ __global__ void __launch_bounds__(Staged<N>::threads, cols_min_blocks<N, MODE>()
         float2 v[E];
         if constexpr (MODE == kPair) {
             if (kEveryTeam || !surplus) {
-                const int64_t k = chunk_output(a, s);
+                const ChunkPair p = chunk_pair(a, s);  // left p.i, the chunk's right p.jj
                 // The thread's first elements as opaque pointers: each load is one instruction at
                 // an immediate offset (the compiler otherwise rebuilds every 64-bit address, three
                 // instructions a load: SASS).
-                const float2* L = opaque_ptr(a.spec + (int64_t(a.pairs.left_of(k)) * G::Qh + c) * N + tm.t);
-                const float2* Rs = opaque_ptr(a.spec + ((a.pairs.nL + s % a.kc) * int64_t(G::Qh) + c) * N + tm.t);
+                const float2* L = opaque_ptr(a.spec + (int64_t(p.i) * G::Qh + c) * N + tm.t);
+                const float2* Rs = opaque_ptr(a.spec + (int64_t(a.pairs.nL + p.jj) * G::Qh + c) * N + tm.t);
 #pragma unroll
                 for (int e = 0; e < E; ++e) v[e] = mul_conj(__ldg(L + T * e), __ldg(Rs + T * e), a.scale);
-            }
-            if (s == blockIdx.y) {  // the block's first output: the table, loaded with its spectra
-                twc.store(tw);
-                __syncthreads();
             }
         }
         if (kEveryTeam || !surplus) {
@@ -1046,6 +1049,10 @@ private:
             throw UsageError("not enough GPU memory for fft-fused: " + p_.describe() + " needs " +
                              std::to_string(bytes(k) / double(1 << 30)) + " GiB of workspace, 45% of the free " +
                              std::to_string(double(free_b) / double(1 << 30)) + " GiB is usable");
+        // chunk_pair's 32-bit arithmetic: a chunk's outputs (nL k for n-to-m) below 2^31.
+        if (staged && ntom && int64_t(p_.nL) * k > std::numeric_limits<int32_t>::max())
+            throw UsageError("fft-fused: a chunk of " + std::to_string(int64_t(p_.nL) * k) +
+                             " outputs exceeds 2^31 - 1: " + p_.describe());
         K_ = int(k);
         const Sizes z = sizes(k);
         spec_ = DeviceBuffer<float2>(size_t(z.spec));

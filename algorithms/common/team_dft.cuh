@@ -484,43 +484,28 @@ constexpr TwiddleTable<N> make_twiddle_table() {
 template <int N>
 __device__ const TwiddleTable<N> kTwiddleTable = make_twiddle_table<N>();
 
-// The table's copy into shared memory by a block of Threads threads, in two steps: load() issues
-// the thread's loads (every one before any store), store() writes them, so that a kernel can put
-// other loads between the two (cols_kernel's pair pass).
-template <int N, int Threads>
-struct TwiddleCopy {
-    static constexpr int M = TeamShape<N>::twiddles / 2;  // 16-byte pieces
-    static constexpr int K = (M + Threads - 1) / Threads;
+// The table's copy into shared memory, in 16-byte pieces. Threads: the block's size, for
+// straight-line code whose loads all go out before the stores (a load-store loop waits for each in
+// turn); 0: a loop over blockDim.x, which the one-block kernels keep (persistent blocks copy the
+// table once; straight-line, ptxas spills pair_kernel<128>, bounded to 64 registers). tw is 16-byte
+// aligned (the callers' static_asserts).
+template <int N, int Threads = 0>
+__device__ __forceinline__ void fill_twiddles(float2* tw) {
+    constexpr int M = TeamShape<N>::twiddles / 2;  // 16-byte pieces
     static_assert(TeamShape<N>::twiddles % 2 == 0, "whole 16-byte pieces");
-    float4 w[K];
-    __device__ __forceinline__ void load() {
-        const float4* src = reinterpret_cast<const float4*>(kTwiddleTable<N>.w);
+    const float4* src = reinterpret_cast<const float4*>(kTwiddleTable<N>.w);
+    float4* dst = reinterpret_cast<float4*>(tw);
+    if constexpr (Threads == 0) {
+        for (int i = threadIdx.x; i < M; i += blockDim.x) dst[i] = src[i];
+    } else {
+        constexpr int K = (M + Threads - 1) / Threads;
+        float4 w[K];
 #pragma unroll
         for (int k = 0; k < K; ++k)
             if (int(threadIdx.x) + k * Threads < M) w[k] = src[int(threadIdx.x) + k * Threads];
-    }
-    __device__ __forceinline__ void store(float2* tw) const {  // tw 16-byte aligned (the callers' static_asserts)
-        float4* dst = reinterpret_cast<float4*>(tw);
 #pragma unroll
         for (int k = 0; k < K; ++k)
             if (int(threadIdx.x) + k * Threads < M) dst[int(threadIdx.x) + k * Threads] = w[k];
-    }
-};
-
-// Threads: the block's size, for straight-line code whose loads all go out before the stores
-// (a load-store loop waits for each in turn); 0: a loop over blockDim.x, which the one-block
-// kernels keep (persistent blocks copy the table once; straight-line, ptxas spills
-// pair_kernel<128>, bounded to 64 registers).
-template <int N, int Threads = 0>
-__device__ __forceinline__ void fill_twiddles(float2* tw) {
-    if constexpr (Threads == 0) {
-        const float4* src = reinterpret_cast<const float4*>(kTwiddleTable<N>.w);
-        float4* dst = reinterpret_cast<float4*>(tw);
-        for (int i = threadIdx.x; i < TwiddleCopy<N, 1>::M; i += blockDim.x) dst[i] = src[i];
-    } else {
-        TwiddleCopy<N, Threads> c;
-        c.load();
-        c.store(tw);
     }
 }
 
