@@ -624,21 +624,45 @@ __global__ void __launch_bounds__(Staged<N>::threads) rows_kernel(StagedArgs a) 
 // The column passes' tile copies (all threads of the block): rows [0, h) of the TC columns of the
 // global rows at src (row pitch rpitch) into a tile of pitch P; columns from ncols on are skipped,
 // or with kCopyLast filled with column ncols - 1 (cols_kernel's surplus teams at N = 1024). And
-// the tile's N rows back out to dst. Thread x copies column x mod TC of rows x / TC + (threads / TC) k
-// (a warp's accesses at each k: whole 8-byte columns of consecutive rows, as a flat loop over the
-// tile's elements would make them), so every address is a per-thread base plus a compile-time
-// offset: the flat loop's division and 64-bit index arithmetic took about 20 instructions an
-// element (SASS), a tenth of the correlate and pair passes' instructions.
+// the tile's N rows back out to dst. Thread x copies column x mod TC of rows row() + (threads / TC) k,
+// so every address is a per-thread base plus a compile-time offset (a flat loop over the tile's
+// elements took about 20 instructions an element in division and 64-bit index arithmetic: SASS).
+// A warp's accesses at each k are whole 8-byte columns of 32 / TC rows, as the flat loop's were,
+// but not consecutive rows: a half-warp's 16 / TC rows are TC apart. With the tile's pitch TC + 1
+// (odd, for the column DFTs), consecutive rows put two of a half-warp's 8-byte elements in the same
+// bank pair at TC = 4 and 8 (a 2-way conflict: every tile load and store took two wavefronts where
+// one does); rows TC apart land TC bank pairs apart (P TC = TC^2 + TC = TC mod 16).
 template <int N, int TC>
 struct TileCopy {
     static constexpr int step = Staged<N>::threads / TC, K = N / step;  // rows apart; rows a thread copies
+    static constexpr int n = 16 / TC;                                    // rows of a half-warp's access
     static_assert(Staged<N>::threads % TC == 0 && N % step == 0, "whole rows per step");
+    static_assert(16 % TC == 0 && step % 16 == 0, "a half-warp's rows within one step");
+    // Row of thread group q (threads q TC to q TC + TC - 1): half-warp ph = q / n takes rows
+    // ph mod TC + 16 (ph / TC) + TC i, i < n.
+    static constexpr int row_of(int q) { return (q / n) % TC + 16 * (q / n / TC) + TC * (q % n); }
+    // Every row of a step exactly once, and each half-warp's elements in distinct bank pairs.
+    static constexpr bool conflict_free(int P) {
+        bool seen[step] = {};
+        for (int q = 0; q < step; ++q) {
+            if (row_of(q) < 0 || row_of(q) >= step || seen[row_of(q)]) return false;
+            seen[row_of(q)] = true;
+        }
+        for (int ph = 0; ph < step / n; ++ph) {
+            unsigned pairs = 0;
+            for (int q = ph * n; q < ph * n + n; ++q)
+                for (int j = 0; j < TC; ++j) pairs |= 1u << ((row_of(q) * P + j) % 16);
+            if (pairs != 0xffffu) return false;
+        }
+        return true;
+    }
     static __device__ __forceinline__ int column() { return int(threadIdx.x) % TC; }
-    static __device__ __forceinline__ int row() { return int(threadIdx.x) / TC; }
+    static __device__ __forceinline__ int row() { return row_of(int(threadIdx.x) / TC); }
 };
 template <int N, int TC, int P, bool kCopyLast = false>
 __device__ __forceinline__ void tile_in(float2* tile, const float2* src, int h, int ncols) {
     using C = TileCopy<N, TC>;
+    static_assert(C::conflict_free(P), "tile rows of a half-warp in distinct bank pairs");
     constexpr int rp = Staged<N>::rpitch;
     const int j = C::column(), r0 = C::row();
     if (!kCopyLast && j >= ncols) return;
@@ -657,6 +681,7 @@ __device__ __forceinline__ void tile_in(float2* tile, const float2* src, int h, 
 template <int N, int TC, int P>
 __device__ __forceinline__ void tile_out(float2* dst, const float2* tile, int ncols) {
     using C = TileCopy<N, TC>;
+    static_assert(C::conflict_free(P), "tile rows of a half-warp in distinct bank pairs");
     constexpr int rp = Staged<N>::rpitch;
     const int j = C::column(), r0 = C::row();
     if (j >= ncols) return;
