@@ -573,7 +573,7 @@ struct StagedArgs {
 
 // n-to-m chunk output s as (left i, right j0 + jj): left-major within the chunk, s = i kc + jj. In
 // 32-bit arithmetic (a 64-bit division is a subroutine call in every block): s is below the
-// chunk's count, which run_staged keeps below 2^31.
+// chunk's count, which the launcher's constructor keeps below 2^31 (a UsageError otherwise).
 struct ChunkPair {
     int i, jj;
 };
@@ -630,8 +630,8 @@ __global__ void __launch_bounds__(Staged<N>::threads) rows_kernel(StagedArgs a) 
 // A warp's accesses at each k are whole 8-byte columns of 32 / TC rows, as the flat loop's were,
 // but not consecutive rows: a half-warp's 16 / TC rows are TC apart. With the tile's pitch TC + 1
 // (odd, for the column DFTs), consecutive rows put two of a half-warp's 8-byte elements in the same
-// bank pair at TC = 4 and 8 (a 2-way conflict: every tile load and store took two wavefronts where
-// one does); rows TC apart land TC bank pairs apart (P TC = TC^2 + TC = TC mod 16).
+// bank pair at TC = 4 and 8 (a 2-way conflict: twice the wavefronts of a conflict-free access);
+// rows TC apart land TC bank pairs apart (P TC = TC^2 + TC = TC mod 16).
 template <int N, int TC>
 struct TileCopy {
     static constexpr int step = Staged<N>::threads / TC, K = N / step;  // rows apart; rows a thread copies
