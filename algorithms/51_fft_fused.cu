@@ -724,8 +724,7 @@ __global__ void __launch_bounds__(Staged<N>::threads, cols_min_blocks<N, MODE>()
     extern __shared__ float2 smem[];
     float2* tile = smem;
     float2* tile_l = smem + G::SN * P;  // kBoth: the left's tile
-    float2* const tw = smem + (kBoth ? 2 : 1) * G::SN * P;
-    staged_twiddles<N>(tw);
+    const float2* tw = staged_twiddles<N>(smem + (kBoth ? 2 : 1) * G::SN * P);
     const Team tm = this_team<N>();
     const int c0 = blockIdx.x * TC, ncols = min(TC, G::Qh - c0);
     // Teams of whole warps (N = 1024) all transform a column, the last tile's surplus teams a copy
@@ -748,9 +747,9 @@ __global__ void __launch_bounds__(Staged<N>::threads, cols_min_blocks<N, MODE>()
             if constexpr (kBoth) stage(tile_l, a.RL, a.pairs.left_of(chunk_output(a, s)), (a.hL + 1) & ~1);
             __syncthreads();
         }
-        float2 v[E];
-        if constexpr (MODE == kPair) {
-            if (kEveryTeam || !surplus) {
+        if (kEveryTeam || !surplus) {
+            float2 v[E];
+            if constexpr (MODE == kPair) {
                 const ChunkPair p = chunk_pair(a, s);  // left p.i, the chunk's right p.jj
                 // The thread's first elements as opaque pointers: each load is one instruction at
                 // an immediate offset (the compiler otherwise rebuilds every 64-bit address, three
@@ -759,11 +758,6 @@ __global__ void __launch_bounds__(Staged<N>::threads, cols_min_blocks<N, MODE>()
                 const float2* Rs = opaque_ptr(a.spec + (int64_t(a.pairs.nL + p.jj) * G::Qh + c) * N + tm.t);
 #pragma unroll
                 for (int e = 0; e < E; ++e) v[e] = mul_conj(__ldg(L + T * e), __ldg(Rs + T * e), a.scale);
-            }
-        }
-        if (kEveryTeam || !surplus) {
-            if constexpr (MODE == kPair) {
-                // v holds the product (above)
             } else if constexpr (kBoth) {
                 // The left column's spectrum, back into its own slots in natural layout (the
                 // thread's elements t + T e: exactly those `post` asks this thread for below), then
