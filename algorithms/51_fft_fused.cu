@@ -524,6 +524,13 @@ __global__ void __launch_bounds__(Geometry<N>::threads, Geometry<N>::pair_blocks
 // x 8 bytes (95 KB at 1024); TW = N twiddles (N + T for mixed plans).
 // Measurements of the staged path: results/nvidia-h200/notes/51_fft_fused.md.
 
+// Complex numbers per row of R and H: Qh = N / 2 + 1 rounded up to 16 (128-byte rows). The column
+// passes write H (and read R) in pieces of TC adjacent columns of each row, TC x 8 = 32 or 64
+// bytes at column multiples of TC; with 128-byte rows those pieces are whole 32-byte sectors. With
+// the pitch Qh + 1 they were not (rows 16 bytes off the sector grid), and every piece written
+// became partly written sectors at both ends.
+constexpr int staged_row_pitch(int N) { return (N / 2 + 1 + 15) / 16 * 16; }
+
 template <int N>
 struct Staged {
     static constexpr int E = TeamShape<N>::E, T = TeamShape<N>::T;
@@ -532,7 +539,7 @@ struct Staged {
     static_assert(T <= kWarp || teams <= kMaxWarpTeams, "a named barrier per team of whole warps");
     static constexpr int Qh = N / 2 + 1;
     static constexpr int SN = TeamShape<N>::slot_size;  // a team's exchange slot: N + T (padded, team_dft.cuh)
-    static constexpr int rpitch = Qh + 1;      // complex numbers per row of R and H (8-byte aligned rows)
+    static constexpr int rpitch = staged_row_pitch(N);  // complex numbers per row of R and H
     static constexpr int TC = teams;           // columns per block of cols_kernel, one per team
     static constexpr int tpitch = TC + 1;      // complex numbers per row of its tile (odd)
     static constexpr int col_tiles = (Qh + TC - 1) / TC;
@@ -1042,7 +1049,7 @@ private:
     void plan_memory() {
         const int64_t nL = p_.nL, nR = p_.nR, G = p_.form == Form::NToM ? nL : 1;
         const int64_t spec_slot = int64_t(N_) * (N_ / 2 + 1);  // N x Qh
-        const int64_t row_slot = int64_t(N_) * (N_ / 2 + 2);   // N x Staged::rpitch
+        const int64_t row_slot = int64_t(N_) * staged_row_pitch(N_);  // N x Staged::rpitch
         const bool staged = N_ > kMaxOneBlock, ntom = p_.form == Form::NToM;
         struct Sizes {
             int64_t spec, rows, H;  // complex numbers
