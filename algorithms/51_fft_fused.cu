@@ -550,6 +550,8 @@ struct Staged {
     static constexpr size_t col_smem_both() { return (2 * size_t(SN) * tpitch + TW) * sizeof(float2); }  // kCorrelateBoth
     static_assert(teams * SN % 2 == 0 && SN * tpitch % 2 == 0,
                   "twiddle tables 16-byte aligned (fill_twiddles)");
+    static_assert(rpitch * sizeof(float2) % 128 == 0 && TC * sizeof(float2) % 32 == 0,
+                  "the column passes' row pieces are whole 32-byte sectors");
 };
 
 // both_kernel's geometry (teams within a warp): two teams a column, TB columns a block.
@@ -557,6 +559,7 @@ template <int N>
 struct Both {
     using G = Staged<N>;
     static constexpr int TB = G::teams / 2, pitch = TB + 1, tiles = (G::Qh + TB - 1) / TB;
+    static_assert(TB * sizeof(float2) % 32 == 0, "row pieces of whole 32-byte sectors (staged_row_pitch)");
     static constexpr size_t smem = (2 * size_t(G::SN) * pitch + G::TW) * sizeof(float2);  // two tiles + twiddles
 };
 
