@@ -512,11 +512,11 @@ __global__ void __launch_bounds__(Geometry<N>::threads, Geometry<N>::pair_blocks
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0; 256 threads, no spills): rows / cols (forward,
 // correlate, pair) / out_rows (kWindow = false | true) registers: N = 256: 61 / 77, 80, 80 /
-// 62 | 64; 512 (three-stage DFT, a warp a team): 60 / 80, 119, 80 / 58 | 58; 1024 (three
-// stages, two warps a team): 53 / 75, 78, 79 / 62 | 54 (the bounds: cols_min_blocks); mixed radix
-// (E = 24): 384 (teams of 16): 76 / 107, 127, 115 / 80 | 80, 768 (a warp a team): 78 / 104, 128, 118 /
-// 80 | 80; one-to-one's correlate pass: both_kernel
-// 80 (256), 80 (512), kCorrelateBoth 107 (1024) (a few blocks in all). Every exchange slot holds
+// 58 | 62; 512 (three-stage DFT, a warp a team): 60 / 80, 119, 80 / 56 | 52; 1024 (three
+// stages, two warps a team): 53 / 75, 80, 80 / 56 | 56 (the bounds: cols_min_blocks); mixed radix
+// (E = 24): 384 (teams of 16): 76 / 107, 127, 120 / 80 | 80, 768 (a warp a team): 78 / 104, 128, 119 /
+// 78 | 79; one-to-one's correlate pass: both_kernel
+// 93 (256), 93 (512), kCorrelateBoth 136 (1024) (a few blocks in all). Every exchange slot holds
 // SN = N + T elements (the padded layout, team_dft.cuh; mixed plans 476 at 384, 860 at 768).
 // Shared memory: rows and out_rows (teams SN + TW) x 8 bytes (39 KB at N = 512, 43 KB at 1024),
 // cols (SN (TC + 1) + TW) x 8 bytes (43 KB at N = 512, 52 KB at 1024, 66 KB at 384 and 768),
