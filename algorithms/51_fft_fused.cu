@@ -305,19 +305,39 @@ __device__ __forceinline__ void inverse_row_pair(const float2* A, const float2* 
     if constexpr (kOpaqueRows) {
         oa = opaque_ptr(oa);
         ob = opaque_ptr(ob);
+        // Aligned stores: the two rows go through the slot (row a's floats, then row b's, in
+        // output order x), and the team writes each row in segments of A = min(T, 32) floats on
+        // the output's own A-float grid: a warp's store covers whole 32-byte sectors (one 128-byte
+        // line at T >= 32), where element n's store at x = (n + sx) mod N straddled two lines.
+        constexpr int A = T < kWarp ? T : kWarp;
+        float* sa = reinterpret_cast<float*>(slot);
+        float* sb = sa + N;  // the slot holds SN >= N + T complex numbers
+        team_sync<T>(tm.mask);  // the team has read the slot in the DFT
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            const int n = tm.t + T * e;
+            const int x = n + sx >= N ? n + sx - N : n + sx;
+            sa[x] = v[e].x;
+            sb[x] = v[e].y;
+        }
+        team_sync<T>(tm.mask);
+        const int ma = int(reinterpret_cast<uintptr_t>(oa) / sizeof(float)) & (A - 1);
+        const int mb = int(reinterpret_cast<uintptr_t>(ob) / sizeof(float)) & (A - 1);
+#pragma unroll
+        for (int k = 0; k <= E; ++k) {  // q = x + m over [m, m + cx) in T k + t: E + 1 steps
+            const int xa = tm.t + T * k - ma, xb = tm.t + T * k - mb;
+            if (ya < cy && unsigned(xa) < unsigned(cx)) __stwb(oa + xa, sa[xa]);
+            if (yb < cy && unsigned(xb) < unsigned(cx)) __stwb(ob + xb, sb[xb]);
+        }
+        return;
     }
 #pragma unroll
     for (int e = 0; e < E; ++e) {
         const int n = tm.t + T * e;
         const unsigned x = unsigned(n + sx >= N ? n + sx - N : n + sx);
         if (x < unsigned(cx)) {
-            if constexpr (kOpaqueRows) {  // st.global: the opaque bases hide the state space
-                if (ya < cy) __stwb(oa + x, v[e].x);
-                if (yb < cy) __stwb(ob + x, v[e].y);
-            } else {
-                if (ya < cy) oa[x] = v[e].x;
-                if (yb < cy) ob[x] = v[e].y;
-            }
+            if (ya < cy) oa[x] = v[e].x;
+            if (yb < cy) ob[x] = v[e].y;
         }
     }
 }
@@ -512,10 +532,10 @@ __global__ void __launch_bounds__(Geometry<N>::threads, Geometry<N>::pair_blocks
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0; 256 threads, no spills): rows / cols (forward,
 // correlate, pair) / out_rows (kWindow = false | true) registers: N = 256: 61 / 77, 80, 80 /
-// 58 | 62; 512 (three-stage DFT, a warp a team): 60 / 80, 119, 80 / 56 | 52; 1024 (three
-// stages, two warps a team): 53 / 75, 80, 80 / 56 | 56 (the bounds: cols_min_blocks); mixed radix
+// 60 | 63; 512 (three-stage DFT, a warp a team): 60 / 80, 119, 80 / 63 | 64; 1024 (three
+// stages, two warps a team): 53 / 75, 80, 80 / 64 | 62 (the bounds: cols_min_blocks); mixed radix
 // (E = 24): 384 (teams of 16): 76 / 107, 127, 120 / 80 | 80, 768 (a warp a team): 78 / 104, 128, 119 /
-// 78 | 79; one-to-one's correlate pass: both_kernel
+// 80 | 79; one-to-one's correlate pass: both_kernel
 // 93 (256), 93 (512), kCorrelateBoth 136 (1024) (a few blocks in all). Every exchange slot holds
 // SN = N + T elements (the padded layout, team_dft.cuh; mixed plans 476 at 384, 860 at 768).
 // Shared memory: rows and out_rows (teams SN + TW) x 8 bytes (39 KB at N = 512, 43 KB at 1024),
