@@ -5,8 +5,8 @@ reference, forms are inferred as documented, every bad call raises the documente
 without a GPU the GPU path raises NoGPUError; normalize="zncc"/"zero-lag" in the reference equal
 the C++ reference (`xcorr run --algorithm reference --normalize`) and tests/xcorr_np.py's oracle.
 GPU (skipped here with the reason): every algorithm through PyTorch and CuPy arrays against the
-reference, zero-copy, streams, out=, strided input, NumPy round trip; normalized outputs of auto
-and of every algorithm within 1e-4 of the reference."""
+reference, zero-copy, streams, out=, strided input, NumPy round trip, repeated calls replayed as
+graphs; normalized outputs of auto and of every algorithm within 1e-4 of the reference."""
 import os
 import re
 
@@ -592,6 +592,48 @@ def test_torch_streams_current_and_given(torch):
             out = xcorr.correlate2d(a, b, stream=s)
         s.synchronize()
         assert rel_err(out.cpu().numpy(), ref) < 1e-5, given
+
+
+@pytest.mark.parametrize("form, shapes", [("one-to-one", ((150, 141), (139, 150))),
+                                           ("n-to-m", ((2, 70, 61), (3, 59, 66)))])
+def test_repeated_calls_replay_a_graph_that_follows_data_streams_and_pointers(torch, form, shapes):
+    """fft-fused replays a repeated call as a CUDA graph (GraphReplay, harness/xcorr/launch.cuh;
+    the staged path at these sizes): new data in the same buffers (direct, capture, replays),
+    another output buffer, a stream held back by a sleep, and the caller's own graph capture all
+    give the reference."""
+    rng = seeded_rng(("graph replay", form))
+    plan = xcorr.Plan(shapes[0], shapes[1], form=form, algorithm="fft-fused")
+    a, b = torch.empty(shapes[0], device="cuda"), torch.empty(shapes[1], device="cuda")
+    out = torch.empty(plan.out_shape, device="cuda")
+
+    def fresh(sign=1.0):
+        an, bn = rand(rng, *shapes[0]).astype(np.float32) * sign, rand(rng, *shapes[1]).astype(np.float32)
+        a.copy_(torch.from_numpy(an)), b.copy_(torch.from_numpy(bn))
+        return xcorr.correlate2d(an, bn, form=form, algorithm="reference")
+
+    for k in range(4):  # direct, capture, replay, replay
+        ref = fresh()
+        out.fill_(float("nan"))
+        plan(a, b, out=out)
+        assert rel_err(out.cpu().numpy(), ref) < 1e-5, k
+    other = torch.full_like(out, float("nan"))
+    assert rel_err(plan(a, b, out=other).cpu().numpy(), ref) < 1e-5
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(50_000_000)
+        a.neg_()  # written on s after the sleep: the replay must run behind it
+        out.fill_(float("nan"))
+        plan(a, b, out=out)
+    s.synchronize()
+    assert rel_err(out.cpu().numpy(), -ref) < 1e-5
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):  # the caller's capture: the launches go into its graph
+        plan(a, b, out=out)
+    ref = fresh(-1.0)
+    out.fill_(float("nan"))
+    g.replay()
+    torch.cuda.synchronize()
+    assert rel_err(out.cpu().numpy(), ref) < 1e-5
 
 
 def test_cupy_stream(cupy):

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -115,6 +116,97 @@ private:
     std::vector<cudaStream_t> streams_;
     std::vector<cudaEvent_t> joins_;
     cudaEvent_t fork_ = nullptr;
+};
+
+// A call's launches replayed as one CUDA graph when the call repeats. The host cost of launching
+// bounds the smallest calls: four dependent launches cost 13-19 us of CPU a call where the GPU
+// needs about 10 (fft-fused's one-to-one at 128-512: results/nvidia-h200/notes/51_fft_fused.md),
+// and one cudaGraphLaunch replaces them. The first call with a set of pointers launches directly
+// and remembers them; a second call with the same ones captures the launches (on a private
+// stream: the caller's may be the legacy default stream, which cannot be captured) and launches
+// the graph, and later calls replay it. So a caller whose pointers change every call never pays
+// for a capture, and a graph never runs with pointers other than those it was captured with (the
+// launches may depend on nothing else: the instance's own workspace and parameters are fixed).
+// A stream that the caller is capturing gets direct launches (they become part of the caller's
+// graph). XCORR_NO_GRAPH=1 in the environment: always direct launches (a diagnostic, and A/B
+// runs of one binary).
+class GraphReplay {
+public:
+    using Key = std::array<const void*, 3>;
+    GraphReplay() = default;
+    ~GraphReplay() { release(); }
+    GraphReplay(const GraphReplay&) = delete;
+    GraphReplay& operator=(const GraphReplay&) = delete;
+
+    // enqueue(s) issues the call's launches on stream s, the same launches every time for one key.
+    template <typename F>
+    void run(const Key& key, cudaStream_t stream, F&& enqueue) {
+        static const bool off = [] {
+            const char* e = std::getenv("XCORR_NO_GRAPH");
+            return e && *e && std::string(e) != "0";
+        }();
+        cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+        if (!off) XC_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+        if (off || capture != cudaStreamCaptureStatusNone) return enqueue(stream);
+        if (exec_ && key == graph_key_) {
+            XC_CUDA_CHECK(cudaGraphLaunch(exec_, stream));
+            return;
+        }
+        if (!(seen_ && key == last_key_)) {  // new pointers: launch directly, remember them
+            seen_ = true;
+            last_key_ = key;
+            return enqueue(stream);
+        }
+        capture_graph(key, enqueue);
+        ++captures_;
+        XC_CUDA_CHECK(cudaGraphLaunch(exec_, stream));
+    }
+    int captures() const { return captures_; }  // graphs captured so far (tests)
+
+private:
+    template <typename F>
+    void capture_graph(const Key& key, F& enqueue) {
+        if (!cs_) XC_CUDA_CHECK(cudaStreamCreateWithFlags(&cs_, cudaStreamNonBlocking));
+        cudaGraph_t g = nullptr;
+        XC_CUDA_CHECK(cudaStreamBeginCapture(cs_, cudaStreamCaptureModeThreadLocal));
+        try {
+            enqueue(cs_);
+        } catch (...) {
+            cudaStreamEndCapture(cs_, &g);  // leave the stream usable; the launch's error stands
+            if (g) cudaGraphDestroy(g);
+            cudaGetLastError();
+            throw;
+        }
+        XC_CUDA_CHECK(cudaStreamEndCapture(cs_, &g));
+        bool updated = false;
+        if (exec_) {
+            cudaGraphExecUpdateResultInfo info{};
+            updated = cudaGraphExecUpdate(exec_, g, &info) == cudaSuccess;
+            if (!updated) {  // another topology: a new executable graph
+                cudaGetLastError();
+                cudaGraphExecDestroy(exec_);
+                exec_ = nullptr;
+            }
+        }
+        cudaError_t err = cudaSuccess;
+        if (!updated) err = cudaGraphInstantiate(&exec_, g, 0);
+        cudaGraphDestroy(g);
+        if (err != cudaSuccess) {
+            exec_ = nullptr;
+            XC_CUDA_CHECK(err);
+        }
+        graph_key_ = key;
+    }
+    void release() {
+        if (exec_) cudaGraphExecDestroy(exec_);
+        if (cs_) cudaStreamDestroy(cs_);
+        exec_ = nullptr, cs_ = nullptr;
+    }
+    Key last_key_{}, graph_key_{};
+    bool seen_ = false;
+    int captures_ = 0;
+    cudaGraphExec_t exec_ = nullptr;
+    cudaStream_t cs_ = nullptr;
 };
 
 }  // namespace xcorr
