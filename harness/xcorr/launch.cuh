@@ -118,10 +118,11 @@ private:
     cudaEvent_t fork_ = nullptr;
 };
 
-// A call's launches replayed as one CUDA graph when the call repeats. The host cost of launching
-// bounds the smallest calls: four dependent launches cost 13-19 us of CPU a call where the GPU
-// needs about 10 (fft-fused's one-to-one at 128-512: results/nvidia-h200/notes/51_fft_fused.md),
-// and one cudaGraphLaunch replaces them. The first call with a set of pointers launches directly
+// A call's launches replayed as one CUDA graph when the call repeats. The smallest calls are bound
+// by launching, not by their kernels: four dependent launches take fft-fused's one-to-one at 128
+// 14.6 us a call, one graph of them 11.6 (results/nvidia-h200/notes/51_fft_fused.md, session 28);
+// one cudaGraphLaunch replaces the launches on the host, and the graph's kernel nodes start
+// sooner after one another on the GPU. The first call with a set of pointers launches directly
 // and remembers them; a second call with the same ones captures the launches (on a private
 // stream: the caller's may be the legacy default stream, which cannot be captured) and launches
 // the graph, and later calls replay it. So a caller whose pointers change every call never pays
