@@ -1035,8 +1035,8 @@ public:
     }
 
     // A repeated call replays its launches as one CUDA graph (GraphReplay, harness/xcorr/launch.cuh):
-    // a call is two to six dependent launches, and for the smallest the host's launch cost is
-    // the time.
+    // a call is two to six dependent launches, and for the smallest calls launching them is most
+    // of the time.
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
         graph_.run({left, right, out}, stream, [&](cudaStream_t s) { enqueue(left, right, out, s); });
     }

@@ -159,10 +159,8 @@ public:
             return enqueue(stream);
         }
         capture_graph(key, enqueue);
-        ++captures_;
         XC_CUDA_CHECK(cudaGraphLaunch(exec_, stream));
     }
-    int captures() const { return captures_; }  // graphs captured so far (tests)
 
 private:
     template <typename F>
@@ -205,7 +203,6 @@ private:
     }
     Key last_key_{}, graph_key_{};
     bool seen_ = false;
-    int captures_ = 0;
     cudaGraphExec_t exec_ = nullptr;
     cudaStream_t cs_ = nullptr;
 };
