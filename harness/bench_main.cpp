@@ -47,12 +47,18 @@
 // Name:     <variant>/<form>/hL:../wL:../hR:../wR:../nL:../nR:..[/shifts:DY0:DY1,DX0:DX1][/norm:<mode>]
 //           [/<param>:<value>...] (the shifts segment only for a window other than the full output,
 //           the norm segment only for a normalization other than none: plain names are unchanged)
-// Counters: hL wL hR wR nL nR batch fmas FLOPS cold check_err check_samples [finish_time]
+// Counters: hL wL hR wR nL nR batch fmas FLOPS cold check_err check_samples enqueue_time [finish_time]
 //           [dy0 dy1 dx0 dx1: a windowed case only; fmas, and the batch, are then the window's];
-//           label: family, timed, precision.
+//           label: family, timed, precision. enqueue_time: the host's seconds per call spent
+//           issuing the timed calls (steady clock around the batch's loop, between the two event
+//           records), beside the GPU's time per call: near it, the host's launching bounds the
+//           case (while the GPU runs behind, the host returns from a launch at once, until the
+//           driver's launch queue is full); far below it, the GPU does. The timing thread's CPU
+//           time (cpu_time) cannot tell: it spins in the wait for the stop event.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -267,13 +273,20 @@ public:
     template <typename Work>
     double seconds_per_call(int calls, Work&& work) {
         XC_CUDA_CHECK(cudaEventRecord(start_, stream_));
+        const auto t0 = std::chrono::steady_clock::now();
         for (int i = 0; i < calls; ++i) work();
+        enqueue_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        enqueue_calls_ += calls;
         XC_CUDA_CHECK(cudaEventRecord(stop_, stream_));
         XC_CUDA_CHECK(cudaEventSynchronize(stop_));
         float ms = 0;
         XC_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
         return double(ms) * 1e-3 / calls;
     }
+
+    // The host's seconds per call spent issuing the calls timed since the last reset.
+    void reset_enqueue() { enqueue_s_ = 0, enqueue_calls_ = 0; }
+    double enqueue_seconds_per_call() const { return enqueue_calls_ ? enqueue_s_ / double(enqueue_calls_) : 0.0; }
 
 private:
     void release() {
@@ -283,6 +296,8 @@ private:
     }
     cudaStream_t stream_ = nullptr;
     cudaEvent_t start_ = nullptr, stop_ = nullptr;
+    double enqueue_s_ = 0;
+    int64_t enqueue_calls_ = 0;
 };
 
 // The benchmark loop of the variants and the launch floor: each iteration runs `before` untimed
@@ -291,6 +306,7 @@ private:
 template <typename Before, typename Work>
 double timed_loop(benchmark::State& st, BatchTimer& timer, int batch, Before&& before, Work&& work) {
     double total_per_call = 0;
+    timer.reset_enqueue();
     for (auto _ : st) {
         try {
             before();
@@ -376,6 +392,7 @@ void run_case(benchmark::State& st, const Case& c, const Options& opt, const Gpu
         st.counters["hL"] = p.hL, st.counters["wL"] = p.wL, st.counters["hR"] = p.hR, st.counters["wR"] = p.wR;
         st.counters["nL"] = p.nL, st.counters["nR"] = p.nR;
         st.counters["batch"] = c.batch;
+        st.counters["enqueue_time"] = timer.enqueue_seconds_per_call();  // before finish_time's calls
         st.counters["cold"] = opt.cold ? 1 : 0;
         st.counters["fmas"] = p.fmas();  // the window's
         if (p.window) {
@@ -431,6 +448,7 @@ void run_launch_floor(benchmark::State& st, int batch) {
         XC_CUDA_CHECK(cudaStreamSynchronize(timer.stream()));
         timed_loop(st, timer, batch, [] {}, [&] { launch_empty_kernel(timer.stream()); });
         st.counters["batch"] = batch;
+        st.counters["enqueue_time"] = timer.enqueue_seconds_per_call();
         st.SetLabel("family=floor;timed=empty kernel launch;precision=none");
     } catch (const std::exception& e) {
         st.SkipWithError(e.what());

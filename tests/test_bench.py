@@ -65,6 +65,7 @@ def test_smoke_json(gpu, tmp_path, overlap_wise):
         assert NAME.match(b["run_name"].split("/min_time:")[0].removesuffix("/manual_time"))
         assert b["time_unit"] == "us" and b["real_time"] > 0
         assert b["batch"] >= 1 and b["FLOPS"] > 0
+        assert 0 < b["enqueue_time"] < 0.1  # the host's seconds per call issuing the timed calls
         assert b["label"].startswith("family=baseline;timed=kernel")
     first = reps[0]
     assert (first["hL"], first["nR"], first["fmas"]) == (17, 3, 3 * 17 ** 4)
