@@ -633,20 +633,46 @@ __device__ __forceinline__ float2* staged_twiddles(float2* tw, bool wait = true)
 // writes only the rights' part of R, which nothing before it in this run touches (and the run's
 // first kernel is an ordinary launch, so the previous run is complete). It waits at the end, so
 // that its completion still implies theirs.
+// kTwo: a second stack, b.count matrices of b.h x b.w at b.src, after a's (their row spectra at
+// R + (a.count + s) N rpitch): one-to-one's right in its left's launch, one dependent launch fewer
+// in a chain of four. A template parameter, so that every other launch runs the one-stack code as
+// it was (a runtime choice of source cost the one-stack kernel registers, and one-to-one at
+// N = 1024 time: notes, session 29), and a parameter of its own, so that StagedArgs (every staged
+// kernel's) keeps its layout.
+struct SecondStack {
+    const float* src = nullptr;
+    int h = 0, w = 0;
+    int64_t count = 0;
+};
+
+// The sizes that take kTwo: one-to-one's (no mixed size: mixed_min_outputs) but N = 1024, where
+// the two launches measured faster (notes, session 29).
 template <int N>
-__global__ void __launch_bounds__(Staged<N>::threads) rows_kernel(StagedArgs a) {
+constexpr bool rows_take_two = !TeamShape<N>::mixed && N < 1024;
+
+template <int N, bool kTwo>
+__global__ void __launch_bounds__(Staged<N>::threads) rows_kernel(StagedArgs a, SecondStack b) {
+    static_assert(!kTwo || rows_take_two<N>);
     using G = Staged<N>;
     extern __shared__ float2 smem[];
     const float2* tw = staged_twiddles<N>(smem + G::teams * G::SN, !a.wait_late);
     const Team tm = this_team<N>();
-    const int pairs = (a.h + 1) / 2;
-    const int64_t item = int64_t(blockIdx.x) * G::teams + tm.id;
-    if (item < a.count * pairs) {  // whole teams
+    int64_t item = int64_t(blockIdx.x) * G::teams + tm.id, m0 = 0, count = a.count;
+    const float* src = a.src;
+    int h = a.h, w = a.w;
+    if constexpr (kTwo) {
+        const int64_t first = a.count * ((a.h + 1) / 2);  // row pairs of a's stack
+        if (item >= first) {  // a block's teams may straddle the two
+            item -= first;
+            src = b.src, h = b.h, w = b.w, m0 = a.count, count = b.count;
+        }
+    }
+    const int pairs = (h + 1) / 2;
+    if (item < count * pairs) {  // whole teams
         const int64_t s = item / pairs;
         const int r = 2 * int(item - s * pairs);
-        float2* dst = a.R + (s * N + r) * G::rpitch;
-        forward_row_pair<N>(a.src + (s * a.h + r) * a.w, a.w, r + 1 < a.h, smem + tm.id * G::SN, dst,
-                            dst + G::rpitch, tm, tw);
+        float2* dst = a.R + ((m0 + s) * N + r) * G::rpitch;
+        forward_row_pair<N>(src + (s * h + r) * w, w, r + 1 < h, smem + tm.id * G::SN, dst, dst + G::rpitch, tm, tw);
     }
     if (a.wait_late) pdl_wait();
 }
@@ -1008,7 +1034,7 @@ public:
                 });
             } else {
                 using G = Staged<NN>;
-                XC_CUDA_CHECK(cudaFuncSetAttribute(rows_kernel<NN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                XC_CUDA_CHECK(cudaFuncSetAttribute(rows_kernel<NN, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    int(G::row_smem)));
                 for_window([&](auto win) {
                     XC_CUDA_CHECK(cudaFuncSetAttribute(out_rows_kernel<NN, decltype(win)::value>,
@@ -1020,13 +1046,19 @@ public:
                 if constexpr (TeamShape<NN>::mixed) {
                     // one-to-one (one output) never takes a mixed size: no correlate-both kernel
                     static_assert(mixed_min_outputs(NN) > 1);
-                } else if constexpr (G::T <= kWarp)
-                    XC_CUDA_CHECK(cudaFuncSetAttribute(both_kernel<NN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                       int(Both<NN>::smem)));
-                else
-                    XC_CUDA_CHECK(cudaFuncSetAttribute(cols_kernel<NN, kCorrelateBoth>,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                       int(G::col_smem_both())));
+                } else {
+                    if constexpr (rows_take_two<NN>)
+                        XC_CUDA_CHECK(cudaFuncSetAttribute(rows_kernel<NN, true>,
+                                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                           int(G::row_smem)));
+                    if constexpr (G::T <= kWarp)
+                        XC_CUDA_CHECK(cudaFuncSetAttribute(both_kernel<NN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                           int(Both<NN>::smem)));
+                    else
+                        XC_CUDA_CHECK(cudaFuncSetAttribute(cols_kernel<NN, kCorrelateBoth>,
+                                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                           int(G::col_smem_both())));
+                }
                 per_sm_ = 1;
             }
         });
@@ -1145,7 +1177,15 @@ private:
         // The left spectra (one-to-one: the left's row spectra only; its columns are transformed
         // beside the right's, both_kernel or kCorrelateBoth).
         const bool both = left_columns_in_correlate();
-        rows_kernel<NN><<<rows_grid(a.count * ((a.h + 1) / 2)), G::threads, G::row_smem, stream>>>(a);
+        // One-to-one: the right's rows in the left's launch (rows_kernel's kTwo), one kernel fewer
+        // in the chain (rows_take_two: the sizes where that measured faster).
+        const bool merged = rows_take_two<NN> && both && p_.nR == 1;
+        const int64_t left_items = a.count * ((a.h + 1) / 2);
+        if (!merged)
+            rows_kernel<NN, false><<<rows_grid(left_items), G::threads, G::row_smem, stream>>>(a, {});
+        else if constexpr (rows_take_two<NN>)
+            rows_kernel<NN, true><<<rows_grid(left_items + (p_.hR + 1) / 2), G::threads, G::row_smem, stream>>>(
+                a, SecondStack{right, p_.hR, p_.wR, 1});
         XC_CHECK_LAUNCH();
         if (both) a.RL = rows_.get();
         else launch_dependent(cols_kernel<NN, kForward>, cols_grid(a.count), dim3(G::threads), G::col_smem, stream, a);
@@ -1159,8 +1199,9 @@ private:
             a.count = kc;
             a.j0 = j0;
             a.kc = kc;
-            launch_dependent(rows_kernel<NN>, rows_grid(a.count * ((a.h + 1) / 2)), dim3(G::threads), G::row_smem,
-                             stream, a);
+            if (!merged)
+                launch_dependent(rows_kernel<NN, false>, rows_grid(a.count * ((a.h + 1) / 2)), dim3(G::threads), G::row_smem,
+                                 stream, a, SecondStack{});
             a.wait_late = 0;
             if (ntom) {
                 a.spec0 = p_.nL;
