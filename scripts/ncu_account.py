@@ -9,6 +9,12 @@ output's write time at the memory floor. Cases (DIR/cases.txt: `NAME variant=...
     scripts/ncu_account.py DIR [--summary results/nvidia-h200/summary.csv] [--reduced OUTDIR]
 
 --reduced writes the columns used here (one small CSV per case) for committing beside the notes.
+
+Floors (where the CSV has the instruction count, scripts/ncu-fft-account since session 29): per
+kernel, its DRAM traffic at the DRAM peak (duration x DRAM % of peak) and its warp instructions at
+the SMs' peak issue (4 a cycle an SM, at the clock ncu saw); a kernel cannot beat the larger, and
+the call, its kernels back to back, cannot beat their sum ("bound"). What binds a case is then
+read off: the bytes, or the instructions, of kernels as they are.
 ncu runs each kernel alone with a flushed L2 (--cache-control all): kernels of small cases are
 slower there than back to back in the benchmark, so their sum can exceed the time per call.
 """
@@ -23,6 +29,9 @@ import pandas as pd
 COLS = ["Kernel Name", "gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum",
         "dram__throughput.avg.pct_of_peak_sustained_elapsed", "sm__inst_issued.avg.pct_of_peak_sustained_active",
         "sm__warps_active.avg.pct_of_peak_sustained_active", "launch__grid_size", "launch__registers_per_thread"]
+# For the floors; CSVs from before session 29 lack them (then no floors are printed).
+ISSUE_COLS = ["smsp__inst_executed.sum", "sm__cycles_elapsed.avg.per_second", "device__attribute_multiprocessor_count"]
+ISSUE_PER_SM_CYCLE = 4  # warp instructions an SM can issue a cycle (four schedulers, sm_70 on)
 # The harness's own kernels (inputs, poisoning, the check against the float64 reference and its
 # gather of sampled outputs). Not the window crop's gather_flat_kernel: a cropped call times it.
 HARNESS = re.compile(r"fill|poison|reference|(?<![a-z_])gather_kernel|flush|empty|compare", re.I)
@@ -35,8 +44,9 @@ def read(path: Path) -> pd.DataFrame:
         d = pd.read_csv(io.StringIO(text[text.index('"ID"'):])).iloc[1:]
     else:  # a reduced CSV
         d = pd.read_csv(path)
-    d = d[~d["Kernel Name"].str.contains(HARNESS)][COLS].reset_index(drop=True)
-    for c in COLS[1:]:
+    cols = COLS + [c for c in ISSUE_COLS if c in d.columns]
+    d = d[~d["Kernel Name"].str.contains(HARNESS)][cols].reset_index(drop=True)
+    for c in cols[1:]:
         d[c] = pd.to_numeric(d[c].astype(str).str.replace(",", ""), errors="coerce")
     return d
 
@@ -47,6 +57,18 @@ def one_call(d: pd.DataFrame) -> pd.DataFrame:
         if names[-p:] == names[-2 * p:-p]:
             return d.iloc[-p:]
     raise ValueError("no repeated launch sequence: profile more launches (--launch-count)")
+
+
+def floors(d: pd.DataFrame) -> pd.DataFrame | None:
+    """Per kernel (µs): `dram`, its DRAM bytes at the DRAM peak; `issue`, its warp instructions at
+    the peak issue; `bound`, the larger. None when the CSV has no instruction count."""
+    if not set(ISSUE_COLS) <= set(d.columns):
+        return None
+    t = d["gpu__time_duration.sum"] / 1e3
+    dram = t * d["dram__throughput.avg.pct_of_peak_sustained_elapsed"] / 100
+    peak = ISSUE_PER_SM_CYCLE * d["device__attribute_multiprocessor_count"] * d["sm__cycles_elapsed.avg.per_second"]
+    issue = d["smsp__inst_executed.sum"] / peak * 1e6
+    return pd.DataFrame({"dram": dram, "issue": issue, "bound": pd.concat([dram, issue], axis=1).max(axis=1)})
 
 
 def case_of(err: Path) -> dict:
@@ -120,14 +142,20 @@ def main(argv=None) -> int:
                 line += (f"benchmark: {per_call:.1f} µs per call (+ finish); output {out / 1e6:.1f} MB, "
                          f"{out / FLOOR_TBS / 1e6:.1f} µs to write at {FLOOR_TBS} TB/s\n")
         line += (f"ncu: {len(call)} kernels, {t:.1f} µs; DRAM {rd / 1e6:.1f} MB read + {wr / 1e6:.1f} MB written "
-                 f"({(rd + wr) / t / 1e6:.2f} TB/s over the kernels)\n\n")
-        line += "| kernel | µs | DRAM read MB | DRAM write MB | DRAM % peak | issue % | grid |\n|---|---|---|---|---|---|---|\n"
-        for _, r in call.iterrows():
+                 f"({(rd + wr) / t / 1e6:.2f} TB/s over the kernels)\n")
+        fl = floors(call)
+        if fl is not None:
+            line += (f"floors of these kernels: DRAM {fl.dram.sum():.1f} µs, issue {fl.issue.sum():.1f} µs, "
+                     f"bound {fl.bound.sum():.1f} µs (each kernel's larger, summed)\n")
+        line += "\n| kernel | µs | DRAM read MB | DRAM write MB | DRAM % peak | issue % | grid |"
+        line += " DRAM floor µs | issue floor µs |\n|---|---|---|---|---|---|---|---|---|\n" if fl is not None else "\n|---|---|---|---|---|---|---|\n"
+        for i, r in call.iterrows():
             n = re.sub(r"\(.*", "", r["Kernel Name"]).replace("void ", "").replace("xcorr::<unnamed>::", "")
             n = n.replace("<unnamed>::", "")[:44]
             line += (f"| `{n}` | {r['gpu__time_duration.sum'] / 1e3:.1f} | {r['dram__bytes_read.sum'] / 1e6:.1f} | "
                      f"{r['dram__bytes_write.sum'] / 1e6:.1f} | {r['dram__throughput.avg.pct_of_peak_sustained_elapsed']:.0f} | "
-                     f"{r['sm__inst_issued.avg.pct_of_peak_sustained_active']:.0f} | {int(r['launch__grid_size'])} |\n")
+                     f"{r['sm__inst_issued.avg.pct_of_peak_sustained_active']:.0f} | {int(r['launch__grid_size'])} |")
+            line += f" {fl.dram[i]:.1f} | {fl.issue[i]:.1f} |\n" if fl is not None else "\n"
         print(line)
     return 0
 

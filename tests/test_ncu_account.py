@@ -54,3 +54,18 @@ def test_account_of_named_cases_with_windows_and_normalization():
     rows = summ[ncu_account.matches(summ, spec)]
     assert len(rows) == 1 and "normalize=zncc" in rows.iloc[0].params
     assert len(summ[ncu_account.matches(summ, {k: v for k, v in spec.items() if k != "normalize"})]) == 1
+
+
+def test_floors_are_each_kernels_bytes_or_instructions_at_peak():
+    """DRAM floor: duration x DRAM % of peak; issue floor: warp instructions over 4 an SM a cycle;
+    bound: the larger of the two per kernel. A CSV without the instruction count gives none."""
+    d = pd.DataFrame({"gpu__time_duration.sum": [10_000.0, 4_000.0],  # ns
+                      "dram__throughput.avg.pct_of_peak_sustained_elapsed": [50.0, 10.0],
+                      "smsp__inst_executed.sum": [1.056e6, 2.112e6],
+                      "sm__cycles_elapsed.avg.per_second": [2e9, 2e9],
+                      "device__attribute_multiprocessor_count": [132, 132]})
+    f = ncu_account.floors(d)
+    assert f.dram.tolist() == pytest.approx([5.0, 0.4])
+    assert f.issue.tolist() == pytest.approx([1.0, 2.0])  # 1.056e6 / (4 x 132 x 2e9) s
+    assert f.bound.tolist() == pytest.approx([5.0, 2.0])
+    assert ncu_account.floors(d.drop(columns="smsp__inst_executed.sum")) is None
