@@ -887,6 +887,7 @@ XCORR_REGISTER_VARIANT(Variant{
                                      kLayouts.parse(ps.at("layout"), "layout") == Layout::InPlace);
     },
     .pilot_batch = true,  // microseconds where the definition's FMA count says milliseconds
+    .replays_repeated_calls = true,
     .windows = kWindows,
 });
 

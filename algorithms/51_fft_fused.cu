@@ -1270,6 +1270,7 @@ XCORR_REGISTER_VARIANT(Variant{
         return std::make_unique<FftFused>(p);
     },
     .pilot_batch = true,
+    .replays_repeated_calls = true,
     // Any rectangle of shifts (OutMap): the named windows are rectangles too.
     .windows = {WindowKind::Full, WindowKind::Valid, WindowKind::Same, WindowKind::MaxShift, WindowKind::Shifts},
     // Its transform size follows the inputs: a small window in large inputs (a template searched

@@ -1,11 +1,12 @@
 // xcorr_validate: every registered variant x every form it supports x its parameter combinations
 // x random odd and unequal sizes (1x1, 1xN, Nx1, odd, unequal left and right, up to 512 x 512),
 // against the float64 reference, with the output poisoned (NaN) before every run and every run
-// made four times (an error that moves between runs is a race). The last two runs read copies of
+// made at least twice (an error that moves between runs is a race). The later runs read copies of
 // the inputs and write an output that start 4 bytes into their allocations: a variant must not
 // assume 16-byte-aligned stacks (a caller may pass a sub-stack), and an instance that keeps state
 // between calls (fft's captured graph, its padded slots; fft-fused's graph of a repeated call)
-// must follow its caller's pointers.
+// must follow its caller's pointers; such a variant (Variant::replays_repeated_calls) runs each
+// pointer set twice in a row, four runs in all, so that its repeated-call path is checked too.
 //
 // Inputs come from three distributions (xcorr/check.hpp): [0, 1) (the contract's), signed
 // [-1, 1) and offset 4 + [-1, 1). Each shape x form case draws from one of them, rotating with the
@@ -40,7 +41,7 @@
 // full range for most shapes), max-shift-SY,SX (SY = max(hL, hR) + 1, SX = max(wL, wR) + 2: beyond
 // every edge), partly-beyond and wholly-beyond (the rectangles of the reference checks; the second's
 // output must be all 0) -- each only where the variant computes it (Variant::supports_window) --
-// output poisoned, four times as above, against the float64 reference of that window and held to the
+// output poisoned, run as above, against the float64 reference of that window and held to the
 // variant's tolerance: lines "PASS  <variant>  <case> shifts ..  window=<name>  <params>  ...".
 // --windows only runs just the window checks (the variants' and the reference's), none just the
 // full-output ones (default: also, both).
@@ -257,7 +258,7 @@ struct Runs {
 };
 
 // One variant x parameter combination on problem `p` (the full output, or the window named
-// `window`): make, four runs against `ref` (poisoned output; the worst counts), one line.
+// `window`): make, two or four runs against `ref` (poisoned output; the worst counts), one line.
 Verdict check_variant(const Variant& v, const Params& params, const Problem& p, const char* window,
                       const Reference& ref, const Runs& runs, double tolerance, InputRange inputs,
                       cudaStream_t stream) {
@@ -271,14 +272,15 @@ Verdict check_variant(const Variant& v, const Params& params, const Problem& p, 
         std::printf("SKIP  %s  %s  %s  %s\n", v.name.c_str(), where.c_str(), params_text(params).c_str(), e.what());
         return Verdict::Skip;
     }
-    // The worst of four runs (a NaN error counts as the worse); absolute errors for a normalized
-    // output. Each set of pointers runs twice in a row: an instance may replay a repeated call as a
-    // captured graph (fft-fused: GraphReplay, harness/xcorr/launch.cuh), so the second run of the
-    // first set is a capture, and the second set's pair a direct run and an updated graph, each of
-    // which must follow the pointers it is given.
+    // The worst of the runs (a NaN error counts as the worse); absolute errors for a normalized
+    // output. A variant that replays repeated calls (Variant::replays_repeated_calls) runs each set
+    // of pointers twice in a row: for fft-fused (GraphReplay, harness/xcorr/launch.cuh) the second
+    // run of the first set is a capture, and the second set's pair a direct run and an updated
+    // graph, each of which must follow the pointers it is given. Others run each set once.
     Comparison worst{0, 0, 0};
-    for (int run = 0; run < 4; ++run) {
-        const bool off = run >= 2;
+    const int per_set = v.replays_repeated_calls ? 2 : 1;
+    for (int run = 0; run < 2 * per_set; ++run) {
+        const bool off = run >= per_set;
         const Comparison cmp = run_and_compare(plan->instance(), off ? runs.left_off : runs.left, off ? runs.right_off : runs.right,
                                                off ? runs.out_off : runs.out, ref, stream);
         if (!(cmp.rel_error <= worst.rel_error)) worst.rel_error = cmp.rel_error;

@@ -90,6 +90,11 @@ struct Variant {
     // The definition's FMA count, from which the benchmark sizes its batch, overstates this
     // variant's work by orders of magnitude (fft): the batch comes from a timed pilot call instead.
     bool pilot_batch = false;
+    // A call with the pointers of the call before it takes another path than a call with new ones
+    // (fft: its graph's pointers are patched only when they change; fft-fused: GraphReplay's
+    // capture and replay): the validator runs each pointer set twice in a row, so that both paths
+    // meet its poisoned output; other variants' runs are one a pointer set.
+    bool replays_repeated_calls = false;
     // The windows it computes (CONVENTIONS.md, "Output windows"): a problem whose shifts are none
     // of these is refused before make() (supports_window). Every variant computes the full output.
     std::vector<WindowKind> windows = {WindowKind::Full};
