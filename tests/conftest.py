@@ -23,6 +23,10 @@ def pytest_addoption(parser):
     parser.addoption("--gpu-only", action="store_true",
                      help="run only the tests that need a GPU (those using the gpu fixture or marked gpu): "
                           "what a device run is for; the CPU tests run in CI")
+    parser.addoption("--shard", default=None, metavar="K/N",
+                     help="run only part K of N of the selected tests (after --gpu-only), dealt round-robin in "
+                          "collection order, so that a suite longer than one device call runs as N calls; the "
+                          "N parts of one build and one set of options hold every selected test exactly once")
 
 
 def pytest_configure(config):
@@ -35,14 +39,34 @@ def needs_gpu(item):
     return "gpu" in getattr(item, "fixturenames", ()) or item.get_closest_marker("gpu") is not None
 
 
-def pytest_collection_modifyitems(config, items):
-    if not config.getoption("--gpu-only"):
-        return
-    keep = [i for i in items if needs_gpu(i)]
-    dropped = [i for i in items if not needs_gpu(i)]
+def parse_shard(text):
+    """'K/N' -> (K, N) with 1 <= K <= N; a pytest.UsageError (exit status 4) for anything else."""
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
+    if not m or not 1 <= int(m[1]) <= int(m[2]):
+        raise pytest.UsageError(f"--shard takes K/N with 1 <= K <= N (e.g. 2/3), not {text!r}")
+    return int(m[1]), int(m[2])
+
+
+def keep_only(config, items, keep):
+    """Deselect (reported as such) every item that `keep` refuses."""
+    verdicts = [bool(keep(i)) for i in items]
+    dropped = [i for i, v in zip(items, verdicts) if not v]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = keep
+        items[:] = [i for i, v in zip(items, verdicts) if v]
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--gpu-only"):
+        keep_only(config, items, needs_gpu)
+    shard = config.getoption("--shard")
+    if shard is not None:
+        # Round-robin in collection order: a parametrized family of long tests (the validator per
+        # variant) is spread over the parts instead of landing in one. Every xdist worker computes
+        # the same parts, as it collects the same items.
+        k, n = parse_shard(shard)
+        position = {id(item): i for i, item in enumerate(items)}
+        keep_only(config, items, lambda item: position[id(item)] % n == k - 1)
 
 
 @pytest.hookimpl(hookwrapper=True)
