@@ -14,7 +14,7 @@ Q=results/nvidia-h200/probes/queued-session30
 export XCORR_GIT_REVISION=${XCORR_GIT_REVISION:-$(cat .devscripts/rev 2>/dev/null)}
 mkdir -p $OUT/logs
 P19=/tmp/queued/p19/algorithms/51_fft_fused.cu
-mkdir -p /tmp/queued/p19 && cp -r algorithms /tmp/queued/p19/ &&
+mkdir -p /tmp/queued/p19 && cp -r algorithms tests /tmp/queued/p19/ &&
   (cd /tmp/queued/p19 && patch -p1 --quiet < "$OLDPWD/$Q/p19-h-ring.patch") || { echo "p19: does not apply"; exit 1; }
 ab() {  # NAME ENV...: A/B of the tree against p19's build under ENV (B only)
   local name=$1; shift
