@@ -599,23 +599,70 @@ struct StagedArgs {
     PairMap pairs;
     float scale;
     const float2* RL = nullptr;  // cols_kernel kCorrelateBoth: the lefts' row spectra (matrix i at RL + i N rpitch)
+    int group = 1;               // n-to-m: lefts per pair group (1: left-major order; chunk_pair)
 };
 
-// n-to-m chunk output s as (left i, right j0 + jj): left-major within the chunk, s = i kc + jj. In
-// 32-bit arithmetic (a 64-bit division is a subroutine call in every block): s is below the
-// chunk's count, which the launcher's constructor keeps below 2^31 (a UsageError otherwise).
+// n-to-m chunk output s as (left i, right j0 + jj), for nL lefts and the chunk's kc rights. With
+// group = 1, left-major: s = i kc + jj. With group = g > 1 (pair_groups_pay), in groups of g lefts
+// (the last group: the lefts that remain), the left fastest within a group: consecutive pairs share
+// a right, so the pair pass reads each right's spectrum from DRAM once per group while the group's
+// lefts stay in the L2 (left-major, every left cycles through all the chunk's rights, and each pair
+// reads its right's spectrum from DRAM once the chunk's spectra outgrow the L2). In 32-bit
+// arithmetic (a 64-bit division is a subroutine call in every block): s is below the chunk's count,
+// which the launcher's constructor keeps below 2^31 (a UsageError otherwise).
 struct ChunkPair {
     int i, jj;
 };
+__host__ __device__ constexpr ChunkPair chunk_pair_of(unsigned s, unsigned kc, unsigned nL, unsigned group) {
+    if (group == 1) {
+        const unsigned q = s / kc;
+        return ChunkPair{int(q), int(s - q * kc)};
+    }
+    const unsigned g = s / (group * kc), r = s - g * (group * kc);
+    const unsigned i0 = g * group, ti = nL - i0 < group ? nL - i0 : group;
+    const unsigned jj = r / ti;
+    return ChunkPair{int(i0 + (r - jj * ti)), int(jj)};
+}
+// The slot s of pair (i, jj): chunk_pair_of's inverse (the output-row pass walks the outputs in
+// their own order and reads each one's H from here).
+__host__ __device__ constexpr unsigned chunk_slot_of(unsigned i, unsigned jj, unsigned kc, unsigned nL, unsigned group) {
+    if (group == 1) return i * kc + jj;
+    const unsigned i0 = i / group * group, ti = nL - i0 < group ? nL - i0 : group;
+    return i0 * kc + jj * ti + (i - i0);
+}
+// Every slot one pair and every pair one slot, chunk_slot_of its inverse: for the group sizes the
+// launcher takes, nL and kc up to the suite's 100 lefts and 40 rights (partial groups included).
+constexpr bool chunk_pairs_are_bijective(unsigned nL, unsigned kc, unsigned group) {
+    bool seen[100 * 40] = {};
+    for (unsigned s = 0; s < nL * kc; ++s) {
+        const ChunkPair p = chunk_pair_of(s, kc, nL, group);
+        if (p.i < 0 || unsigned(p.i) >= nL || p.jj < 0 || unsigned(p.jj) >= kc || seen[p.i * kc + p.jj] ||
+            chunk_slot_of(unsigned(p.i), unsigned(p.jj), kc, nL, group) != s)
+            return false;
+        seen[p.i * kc + p.jj] = true;
+    }
+    return true;
+}
+constexpr unsigned kPairGroup = 8;
+constexpr bool chunk_pairs_are_bijective() {
+    for (unsigned group : {1u, kPairGroup})
+        for (unsigned nL : {1u, 2u, 3u, 7u, 8u, 9u, 15u, 16u, 17u, 31u, 32u, 33u, 100u})
+            for (unsigned kc : {1u, 2u, 3u, 5u, 8u, 13u, 32u, 40u})
+                if (!chunk_pairs_are_bijective(nL, kc, group)) return false;
+    return true;
+}
+static_assert(chunk_pairs_are_bijective(), "chunk_pair_of: every pair exactly once, chunk_slot_of its inverse");
 __device__ __forceinline__ ChunkPair chunk_pair(const StagedArgs& a, int64_t s) {
-    const unsigned us = unsigned(s), q = us / unsigned(a.kc);
-    return ChunkPair{int(q), int(us - q * unsigned(a.kc))};
+    return chunk_pair_of(unsigned(s), unsigned(a.kc), unsigned(a.pairs.nL), unsigned(a.group));
 }
 
-// Output index of chunk output s: one right per output (k = j0 + s), or for n-to-m chunk_pair's.
-__device__ __forceinline__ int64_t chunk_output(const StagedArgs& a, int64_t s) {
+// Output index of chunk output s: one right per output (k = j0 + s), or for n-to-m the pair of
+// slot s in groups of `group` lefts (chunk_pair_of; 1: the outputs' own order, left-major). Only the
+// pair pass (chunk_pair) walks n-to-m in groups: every other caller passes 1 (the column passes of
+// the other forms, and the output-row pass, which walks outputs in order and finds their slots).
+__device__ __forceinline__ int64_t chunk_output(const StagedArgs& a, int64_t s, int group) {
     if (a.pairs.form != int(Form::NToM)) return a.j0 + s;
-    const ChunkPair p = chunk_pair(a, s);
+    const ChunkPair p = chunk_pair_of(unsigned(s), unsigned(a.kc), unsigned(a.pairs.nL), unsigned(group));
     return int64_t(p.i) * a.pairs.nR + a.j0 + p.jj;
 }
 
@@ -800,7 +847,7 @@ __global__ void __launch_bounds__(Staged<N>::threads, cols_min_blocks<N, MODE>()
                 tile_in<N, TC, P, kEveryTeam>(dst, R + m * N * G::rpitch + c0, h, ncols);
             };
             stage(tile, a.R, s, h_data);
-            if constexpr (kBoth) stage(tile_l, a.RL, a.pairs.left_of(chunk_output(a, s)), (a.hL + 1) & ~1);
+            if constexpr (kBoth) stage(tile_l, a.RL, a.pairs.left_of(chunk_output(a, s, 1)), (a.hL + 1) & ~1);
             __syncthreads();
         }
         if (kEveryTeam || !surplus) {
@@ -831,7 +878,7 @@ __global__ void __launch_bounds__(Staged<N>::threads, cols_min_blocks<N, MODE>()
                     for (int e = 0; e < E; ++e) dst[tm.t + T * e] = v[e];
                 }
             } else {
-                const float2* L = a.spec + (int64_t(a.pairs.left_of(chunk_output(a, s))) * G::Qh + c) * N;
+                const float2* L = a.spec + (int64_t(a.pairs.left_of(chunk_output(a, s, 1))) * G::Qh + c) * N;
                 forward_column<N>(v, col, P, h_data, tm, tw,
                                   [&](int n, float2 x) { return mul_conj(__ldg(L + n), x, a.scale); });
             }
@@ -868,7 +915,7 @@ __global__ void __launch_bounds__(Staged<N>::threads) both_kernel(StagedArgs a) 
     const int hR = (a.hR + 1) & ~1, hL = (a.hL + 1) & ~1;  // rows of R written (even)
     for (int64_t s = blockIdx.y; s < a.count; s += gridDim.y) {
         const float2* srcR = a.R + s * N * G::rpitch + c0;
-        const float2* srcL = a.RL + int64_t(a.pairs.left_of(chunk_output(a, s))) * N * G::rpitch + c0;
+        const float2* srcL = a.RL + int64_t(a.pairs.left_of(chunk_output(a, s, 1))) * N * G::rpitch + c0;
         tile_in<N, TB, P>(tile, srcR, hR, ncols);
         tile_in<N, TB, P>(tile_l, srcL, hL, ncols);
         __syncthreads();
@@ -902,20 +949,26 @@ __global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs
     const Team tm = this_team<N>();
     const int64_t item = int64_t(blockIdx.x) * G::teams + tm.id;
     if (item >= a.count * (N / 2)) return;
-    const int64_t s = item / (N / 2);
-    const int p = int(item - s * (N / 2));
+    // Chunk output o in the outputs' own order (consecutive teams write consecutive outputs), its H
+    // at slot h (chunk_slot_of: the pair pass's order)
+    const int64_t o = item / (N / 2);
+    const int p = int(item - o * (N / 2));
+    int64_t h = o;
+    if (a.group != 1 && a.pairs.form == int(Form::NToM)) {
+        const unsigned i = unsigned(o) / unsigned(a.kc);
+        h = chunk_slot_of(i, unsigned(o) - i * unsigned(a.kc), unsigned(a.kc), unsigned(a.pairs.nL), unsigned(a.group));
+    }
+    const float2* rows = a.H + (h * N + 2 * p) * G::rpitch;
     int ya, yb;
     if constexpr (kWindow) {
         if (!output_rows<N>(p, m.sy, m.cy, ya, yb)) return;
-        const float2* rows = a.H + (s * N + 2 * p) * G::rpitch;
         inverse_row_pair<N, true>(rows, rows + G::rpitch, smem + tm.id * G::SN, ya, yb,
-                                  m.block(a.out, chunk_output(a, s)), m.cy, m.cx, m.ow, m.sx, tm, tw);
+                                  m.block(a.out, chunk_output(a, o, 1)), m.cy, m.cx, m.ow, m.sx, tm, tw);
     } else {
         const int oh = a.hL + a.hR - 1, ow = a.wL + a.wR - 1;
         if (!output_rows<N>(p, a.hR - 1, oh, ya, yb)) return;
-        const float2* rows = a.H + (s * N + 2 * p) * G::rpitch;
         inverse_row_pair<N, true>(rows, rows + G::rpitch, smem + tm.id * G::SN, ya, yb,
-                                  a.out + chunk_output(a, s) * int64_t(oh) * ow, oh, ow, ow, a.wR - 1, tm, tw);
+                                  a.out + chunk_output(a, o, 1) * int64_t(oh) * ow, oh, ow, ow, a.wR - 1, tm, tw);
     }
 }
 
@@ -1142,10 +1195,26 @@ private:
             throw UsageError("fft-fused: a chunk of " + std::to_string(int64_t(p_.nL) * k) +
                              " outputs exceeds 2^31 - 1: " + p_.describe());
         K_ = int(k);
+        group_ = ntom && staged ? pair_group() : 1;
         const Sizes z = sizes(k);
         spec_ = DeviceBuffer<float2>(size_t(z.spec));
         rows_ = DeviceBuffer<float2>(size_t(z.rows));  // lefts, then the chunk's rights
         H_ = DeviceBuffer<float2>(size_t(z.H));
+    }
+
+    // n-to-m pair groups (chunk_pair_of) pay where the chunk's spectra (nL + K of them) outgrow the
+    // L2 but a group's lefts fit in a quarter of it: each right's spectrum is then read from DRAM
+    // once a group rather than once a pair. Where all the spectra fit, grouping saves no DRAM and
+    // its order costs; where a group's lefts do not fit beside the pass's H writes, it saves little
+    // (H100 A/B at 32-to-32: N = 512 -10%, N = 256 / 768 / 1024 +2-4% when grouped:
+    // results/nvidia-h100-80gb-hbm3/probes/pair-groups-1135654/). XCORR_FFT_PAIR_GROUPS forces it.
+    int pair_group() const {
+        if (const int forced = fft_pair_groups_from_env(); forced >= 0) return forced ? int(kPairGroup) : 1;
+        int dev = 0, l2 = 0;
+        XC_CUDA_CHECK(cudaGetDevice(&dev));
+        XC_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+        const double spec = double(N_) * (N_ / 2 + 1) * sizeof(float2);
+        return (p_.nL + K_) * spec > l2 && kPairGroup * spec <= l2 / 4.0 ? int(kPairGroup) : 1;
     }
 
     template <int NN>
@@ -1208,6 +1277,7 @@ private:
                 launch_dependent(cols_kernel<NN, kForward>, cols_grid(a.count), dim3(G::threads), G::col_smem, stream,
                                  a);
                 a.count = int64_t(p_.nL) * kc;
+                a.group = group_;
                 launch_dependent(cols_kernel<NN, kPair>, cols_grid(a.count), dim3(G::threads), G::col_smem, stream, a);
             } else if (both) {
                 if constexpr (TeamShape<NN>::mixed)
@@ -1248,7 +1318,7 @@ private:
     Problem p_;
     bool full_ = false;  // p_.full() (unless XCORR_FUSED_WINDOWED_FULL=1): kWindow = false (for_window)
     OutMap map_{};
-    int N_ = 0, K_ = 0;  // N_ = 0: no shift of the window has overlap (zero_outside_kernel only)
+    int N_ = 0, K_ = 0, group_ = 1;  // N_ = 0: no shift of the window has overlap (zero_outside_kernel only)
     int sms_ = 0, per_sm_ = 0;
     DeviceBuffer<float2> spec_, rows_, H_;
     GraphReplay graph_;

@@ -203,6 +203,43 @@ def test_fft_memory_chunks(gpu, registry, name):
     assert_validator_passed(r)
 
 
+def test_fft_fused_pair_groups(gpu, registry, tmp_path):
+    """fft-fused's staged n-to-m pair pass walks the pairs in groups of eight lefts (chunk_pair_of)
+    where the launcher's rule says so (the chunk's spectra outgrow the L2: not on these sizes);
+    XCORR_FFT_PAIR_GROUPS=1 forces it. The validator's n-to-m shapes (three lefts: one partial
+    group), with windows and every normalization; then 19 lefts x 5 rights (two whole groups and a
+    partial one) through `xcorr run --validate`, whole and in chunks of 3 rights (a partial last
+    chunk), both orders against the same float64 reference; a value other than 0 or 1 is a usage
+    error (exit 2) naming the variable."""
+    import os
+    require_variant(registry, "fft-fused")
+    env = {**os.environ, "XCORR_FFT_PAIR_GROUPS": "1"}
+    shapes = ["--shape", "151x171,141x163", "--shape", "129x127,120x131", "--shape", "9x300,250x20"]
+    r = run([binary("xcorr_validate"), "--variant", "fft-fused", "--form", "n-to-m", *shapes, "--windows", "also",
+             "--normalize", "all"], env=env, timeout=600)
+    assert_validator_passed(r)
+    rng = seeded_rng("fft-fused pair groups")
+    left = (rng.random((19, 151, 171)) - 0.5).astype(np.float32)
+    right = (rng.random((5, 141, 163)) - 0.5).astype(np.float32)
+    lp, rp = save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right)
+    xc = binary("xcorr")
+    ref = tmp_path / "ref.npy"
+    assert run([xc, "run", "--algorithm", "reference", "--form", "n-to-m", lp, rp, "--out", str(ref)]).returncode == 0
+    want = np.load(ref).astype(np.float64)
+    for groups, chunk in (("1", None), ("1", "3"), ("0", "3")):
+        out = tmp_path / f"o{groups}{chunk}.npy"
+        e = {**env, "XCORR_FFT_PAIR_GROUPS": groups, **({"XCORR_FFT_MAX_CHUNK": chunk} if chunk else {})}
+        r = run([xc, "run", "--algorithm", "fft-fused", "--form", "n-to-m", lp, rp, "--out", str(out), "--validate"], env=e)
+        assert r.returncode == 0, (groups, chunk, r.stdout, r.stderr)
+        got = np.load(out)
+        assert got.shape == want.shape
+        assert np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want), (groups, chunk)
+    r = run([xc, "run", "--algorithm", "fft-fused", "--form", "n-to-m", lp, rp, "--out", str(tmp_path / "bad.npy")],
+            env={**os.environ, "XCORR_FFT_PAIR_GROUPS": "2"})
+    assert r.returncode == 2 and "XCORR_FFT_PAIR_GROUPS" in r.stderr, (r.returncode, r.stderr)
+    assert not (tmp_path / "bad.npy").exists()
+
+
 @pytest.mark.parametrize("form,counts,limit,params", [
     ("one-to-many", (1, 9), 4, "launch=graph,layout=outofplace"),
     ("n-to-m", (3, 5), 6, "launch=stream,layout=inplace"),

@@ -288,6 +288,10 @@ double parse_positive(const std::string& what, const std::string& text, bool zer
 // chunk (fft-segmented: the most lag pieces), forcing their memory-bounded chunked path in tests;
 // 0 when unset. Throws UsageError when it is not a positive integer.
 int fft_max_chunk_from_env();
+// XCORR_FFT_PAIR_GROUPS: 1 forces fft-fused's staged n-to-m pair pass to walk the pairs in groups
+// of lefts, 0 forces the left-major order (tests and A/B runs); -1 when unset (the launcher's rule).
+// Throws UsageError for anything but 0 or 1.
+int fft_pair_groups_from_env();
 
 }  // namespace xcorr
 
