@@ -1214,7 +1214,8 @@ private:
         XC_CUDA_CHECK(cudaGetDevice(&dev));
         XC_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
         const double spec = double(N_) * (N_ / 2 + 1) * sizeof(float2);
-        return (p_.nL + K_) * spec > l2 && kPairGroup * spec <= l2 / 4.0 ? int(kPairGroup) : 1;
+        // (one right: the grouped order is the left-major one)
+        return K_ > 1 && (p_.nL + K_) * spec > l2 && kPairGroup * spec <= l2 / 4.0 ? int(kPairGroup) : 1;
     }
 
     template <int NN>
