@@ -5,9 +5,9 @@
 # validator (also with chunks of 3 rights: partial groups and a partial last chunk) and
 # compute-sanitizer on the patched build, then the whole GPU suite at the tree.
 # Run from the repository root on the H200 with OUT set (the device tool sets it):
-#   bash results/nvidia-h200/probes/queued-session29/run.sh
+#   bash results/nvidia-h100-80gb-hbm3/probes/pair-groups-1135654/p18/run.sh
 # About 9 minutes (every step has its own timeout; the whole stays under 580 s).
-Q=results/nvidia-h200/probes/queued-session29
+Q=results/nvidia-h100-80gb-hbm3/probes/pair-groups-1135654/p18
 export XCORR_GIT_REVISION=${XCORR_GIT_REVISION:-$(cat .devscripts/rev 2>/dev/null)}
 source scripts/setup-env > $OUT/setup.log 2>&1 || { tail -30 $OUT/setup.log; exit 1; }
 mkdir -p $OUT/logs
