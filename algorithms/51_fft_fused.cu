@@ -329,15 +329,15 @@ __device__ __forceinline__ void inverse_row_pair(const float2* A, const float2* 
             if (ya < cy && unsigned(xa) < unsigned(cx)) __stwb(oa + xa, sa[xa]);
             if (yb < cy && unsigned(xb) < unsigned(cx)) __stwb(ob + xb, sb[xb]);
         }
-        return;
-    }
+    } else {  // (an else, not code after a return: nvcc warns of an unreachable loop otherwise)
 #pragma unroll
-    for (int e = 0; e < E; ++e) {
-        const int n = tm.t + T * e;
-        const unsigned x = unsigned(n + sx >= N ? n + sx - N : n + sx);
-        if (x < unsigned(cx)) {
-            if (ya < cy) oa[x] = v[e].x;
-            if (yb < cy) ob[x] = v[e].y;
+        for (int e = 0; e < E; ++e) {
+            const int n = tm.t + T * e;
+            const unsigned x = unsigned(n + sx >= N ? n + sx - N : n + sx);
+            if (x < unsigned(cx)) {
+                if (ya < cy) oa[x] = v[e].x;
+                if (yb < cy) ob[x] = v[e].y;
+            }
         }
     }
 }
