@@ -603,7 +603,7 @@ struct StagedArgs {
 };
 
 // n-to-m chunk output s as (left i, right j0 + jj), for nL lefts and the chunk's kc rights. With
-// group = 1, left-major: s = i kc + jj. With group = g > 1 (pair_groups_pay), in groups of g lefts
+// group = 1, left-major: s = i kc + jj. With group = g > 1 (FftFused::pair_group), in groups of g lefts
 // (the last group: the lefts that remain), the left fastest within a group: consecutive pairs share
 // a right, so the pair pass reads each right's spectrum from DRAM once per group while the group's
 // lefts stay in the L2 (left-major, every left cycles through all the chunk's rights, and each pair
@@ -656,13 +656,12 @@ __device__ __forceinline__ ChunkPair chunk_pair(const StagedArgs& a, int64_t s) 
     return chunk_pair_of(unsigned(s), unsigned(a.kc), unsigned(a.pairs.nL), unsigned(a.group));
 }
 
-// Output index of chunk output s: one right per output (k = j0 + s), or for n-to-m the pair of
-// slot s in groups of `group` lefts (chunk_pair_of; 1: the outputs' own order, left-major). Only the
-// pair pass (chunk_pair) walks n-to-m in groups: every other caller passes 1 (the column passes of
-// the other forms, and the output-row pass, which walks outputs in order and finds their slots).
-__device__ __forceinline__ int64_t chunk_output(const StagedArgs& a, int64_t s, int group) {
+// Output index of chunk output s in the outputs' own order: one right per output (k = j0 + s), or
+// for n-to-m left-major pairs (chunk_pair_of with groups of one). Only the pair pass walks n-to-m in
+// groups (chunk_pair); the output-row pass walks outputs in this order and finds their H slots.
+__device__ __forceinline__ int64_t chunk_output(const StagedArgs& a, int64_t s) {
     if (a.pairs.form != int(Form::NToM)) return a.j0 + s;
-    const ChunkPair p = chunk_pair_of(unsigned(s), unsigned(a.kc), unsigned(a.pairs.nL), unsigned(group));
+    const ChunkPair p = chunk_pair_of(unsigned(s), unsigned(a.kc), unsigned(a.pairs.nL), 1);
     return int64_t(p.i) * a.pairs.nR + a.j0 + p.jj;
 }
 
@@ -847,7 +846,7 @@ __global__ void __launch_bounds__(Staged<N>::threads, cols_min_blocks<N, MODE>()
                 tile_in<N, TC, P, kEveryTeam>(dst, R + m * N * G::rpitch + c0, h, ncols);
             };
             stage(tile, a.R, s, h_data);
-            if constexpr (kBoth) stage(tile_l, a.RL, a.pairs.left_of(chunk_output(a, s, 1)), (a.hL + 1) & ~1);
+            if constexpr (kBoth) stage(tile_l, a.RL, a.pairs.left_of(chunk_output(a, s)), (a.hL + 1) & ~1);
             __syncthreads();
         }
         if (kEveryTeam || !surplus) {
@@ -878,7 +877,7 @@ __global__ void __launch_bounds__(Staged<N>::threads, cols_min_blocks<N, MODE>()
                     for (int e = 0; e < E; ++e) dst[tm.t + T * e] = v[e];
                 }
             } else {
-                const float2* L = a.spec + (int64_t(a.pairs.left_of(chunk_output(a, s, 1))) * G::Qh + c) * N;
+                const float2* L = a.spec + (int64_t(a.pairs.left_of(chunk_output(a, s))) * G::Qh + c) * N;
                 forward_column<N>(v, col, P, h_data, tm, tw,
                                   [&](int n, float2 x) { return mul_conj(__ldg(L + n), x, a.scale); });
             }
@@ -915,7 +914,7 @@ __global__ void __launch_bounds__(Staged<N>::threads) both_kernel(StagedArgs a) 
     const int hR = (a.hR + 1) & ~1, hL = (a.hL + 1) & ~1;  // rows of R written (even)
     for (int64_t s = blockIdx.y; s < a.count; s += gridDim.y) {
         const float2* srcR = a.R + s * N * G::rpitch + c0;
-        const float2* srcL = a.RL + int64_t(a.pairs.left_of(chunk_output(a, s, 1))) * N * G::rpitch + c0;
+        const float2* srcL = a.RL + int64_t(a.pairs.left_of(chunk_output(a, s))) * N * G::rpitch + c0;
         tile_in<N, TB, P>(tile, srcR, hR, ncols);
         tile_in<N, TB, P>(tile_l, srcL, hL, ncols);
         __syncthreads();
@@ -963,12 +962,12 @@ __global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs
     if constexpr (kWindow) {
         if (!output_rows<N>(p, m.sy, m.cy, ya, yb)) return;
         inverse_row_pair<N, true>(rows, rows + G::rpitch, smem + tm.id * G::SN, ya, yb,
-                                  m.block(a.out, chunk_output(a, o, 1)), m.cy, m.cx, m.ow, m.sx, tm, tw);
+                                  m.block(a.out, chunk_output(a, o)), m.cy, m.cx, m.ow, m.sx, tm, tw);
     } else {
         const int oh = a.hL + a.hR - 1, ow = a.wL + a.wR - 1;
         if (!output_rows<N>(p, a.hR - 1, oh, ya, yb)) return;
         inverse_row_pair<N, true>(rows, rows + G::rpitch, smem + tm.id * G::SN, ya, yb,
-                                  a.out + chunk_output(a, o, 1) * int64_t(oh) * ow, oh, ow, ow, a.wR - 1, tm, tw);
+                                  a.out + chunk_output(a, o) * int64_t(oh) * ow, oh, ow, ow, a.wR - 1, tm, tw);
     }
 }
 
