@@ -680,19 +680,20 @@ __device__ __forceinline__ float2* staged_twiddles(float2* tw, bool wait = true)
 // first kernel is an ordinary launch, so the previous run is complete). It waits at the end, so
 // that its completion still implies theirs.
 // kTwo: a second stack, b.count matrices of b.h x b.w at b.src, after a's (their row spectra at
-// R + (a.count + s) N rpitch): one-to-one's right in its left's launch, one dependent launch fewer
-// in a chain of four. A template parameter, so that every other launch runs the one-stack code as
-// it was (a runtime choice of source cost the one-stack kernel registers, and one-to-one at
-// N = 1024 time: notes, session 29), and a parameter of its own, so that StagedArgs (every staged
-// kernel's) keeps its layout.
+// R + (a.count + s) N rpitch): the first chunk's rights in the lefts' launch, one dependent launch
+// fewer in the chain (FftFused::merge_rows: one-to-one's right; a few rights in the other forms).
+// A template parameter, so that every other launch runs the one-stack code as it was (a runtime
+// choice of source cost the one-stack kernel registers, and one-to-one at N = 1024 time: notes,
+// session 29), and a parameter of its own, so that StagedArgs (every staged kernel's) keeps its
+// layout.
 struct SecondStack {
     const float* src = nullptr;
     int h = 0, w = 0;
     int64_t count = 0;
 };
 
-// The sizes that take kTwo: one-to-one's (no mixed size: mixed_min_outputs) but N = 1024, where
-// the two launches measured faster (notes, session 29).
+// The sizes that take kTwo: those without a mixed radix but N = 1024, where one-to-one's two
+// launches measured faster (notes, session 29).
 template <int N>
 constexpr bool rows_take_two = !TeamShape<N>::mixed && N < 1024;
 
@@ -1195,6 +1196,7 @@ private:
                              " outputs exceeds 2^31 - 1: " + p_.describe());
         K_ = int(k);
         group_ = ntom && staged ? pair_group() : 1;
+        merge_rows_ = staged && merge_rows();
         const Sizes z = sizes(k);
         spec_ = DeviceBuffer<float2>(size_t(z.spec));
         rows_ = DeviceBuffer<float2>(size_t(z.rows));  // lefts, then the chunk's rights
@@ -1208,13 +1210,25 @@ private:
     // (H100 A/B at 32-to-32: N = 512 -10%, N = 256 / 768 / 1024 +2-4% when grouped:
     // results/nvidia-h100-80gb-hbm3/probes/pair-groups-1135654/). XCORR_FFT_PAIR_GROUPS forces it.
     int pair_group() const {
-        if (const int forced = fft_pair_groups_from_env(); forced >= 0) return forced ? int(kPairGroup) : 1;
+        if (const int forced = env_switch("XCORR_FFT_PAIR_GROUPS"); forced >= 0) return forced ? int(kPairGroup) : 1;
         int dev = 0, l2 = 0;
         XC_CUDA_CHECK(cudaGetDevice(&dev));
         XC_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
         const double spec = double(N_) * (N_ / 2 + 1) * sizeof(float2);
         // (one right: the grouped order is the left-major one)
         return K_ > 1 && (p_.nL + K_) * spec > l2 && kPairGroup * spec <= l2 / 4.0 ? int(kPairGroup) : 1;
+    }
+
+    // The first chunk's rights' rows in the lefts' row launch (rows_kernel's kTwo, where the size
+    // takes it): one dependent launch fewer in the chain, but those rows no longer run beside the
+    // lefts' column pass (for one-to-one there is none: both_kernel transforms the left's columns).
+    // That pays while the rights' rows are short: H100 A/B over one-to-many's right count at 256,
+    // 2-4 rights 6-20% faster, 6-12 rights 4% slower, and 2-to-2 at 256 25% faster
+    // (results/nvidia-h100-80gb-hbm3/probes/merge-rows-f76efb0/). XCORR_FFT_MERGE_ROWS forces it.
+    static constexpr int kMergeRights = 4;
+    bool merge_rows() const {
+        if (const int forced = env_switch("XCORR_FFT_MERGE_ROWS"); forced >= 0) return forced;
+        return std::min(K_, p_.nR) <= kMergeRights;
     }
 
     template <int NN>
@@ -1246,15 +1260,16 @@ private:
         // The left spectra (one-to-one: the left's row spectra only; its columns are transformed
         // beside the right's, both_kernel or kCorrelateBoth).
         const bool both = left_columns_in_correlate();
-        // One-to-one: the right's rows in the left's launch (rows_kernel's kTwo), one kernel fewer
-        // in the chain (rows_take_two: the sizes where that measured faster).
-        const bool merged = rows_take_two<NN> && both && p_.nR == 1;
+        // The first chunk's rights' rows in the lefts' launch (merge_rows; rows_take_two: the sizes
+        // where the two-stack kernel measured faster).
+        const bool merged = rows_take_two<NN> && merge_rows_;
+        const int k0 = std::min(K_, p_.nR);
         const int64_t left_items = a.count * ((a.h + 1) / 2);
         if (!merged)
             rows_kernel<NN, false><<<rows_grid(left_items), G::threads, G::row_smem, stream>>>(a, {});
         else if constexpr (rows_take_two<NN>)
-            rows_kernel<NN, true><<<rows_grid(left_items + (p_.hR + 1) / 2), G::threads, G::row_smem, stream>>>(
-                a, SecondStack{right, p_.hR, p_.wR, 1});
+            rows_kernel<NN, true><<<rows_grid(left_items + int64_t(k0) * ((p_.hR + 1) / 2)), G::threads, G::row_smem,
+                                    stream>>>(a, SecondStack{right, p_.hR, p_.wR, k0});
         XC_CHECK_LAUNCH();
         if (both) a.RL = rows_.get();
         else launch_dependent(cols_kernel<NN, kForward>, cols_grid(a.count), dim3(G::threads), G::col_smem, stream, a);
@@ -1268,7 +1283,7 @@ private:
             a.count = kc;
             a.j0 = j0;
             a.kc = kc;
-            if (!merged)
+            if (!merged || j0 > 0)
                 launch_dependent(rows_kernel<NN, false>, rows_grid(a.count * ((a.h + 1) / 2)), dim3(G::threads), G::row_smem,
                                  stream, a, SecondStack{});
             a.wait_late = 0;
@@ -1318,7 +1333,8 @@ private:
     Problem p_;
     bool full_ = false;  // p_.full() (unless XCORR_FUSED_WINDOWED_FULL=1): kWindow = false (for_window)
     OutMap map_{};
-    int N_ = 0, K_ = 0, group_ = 1;  // N_ = 0: no shift of the window has overlap (zero_outside_kernel only)
+    int N_ = 0, K_ = 0, group_ = 1;
+    bool merge_rows_ = false;  // staged: merge_rows()  // N_ = 0: no shift of the window has overlap (zero_outside_kernel only)
     int sms_ = 0, per_sm_ = 0;
     DeviceBuffer<float2> spec_, rows_, H_;
     GraphReplay graph_;

@@ -262,10 +262,10 @@ int fft_max_chunk_from_env() {
     return int(parse_integer("XCORR_FFT_MAX_CHUNK", v, 1, int64_t(1) << 30));
 }
 
-int fft_pair_groups_from_env() {
-    const char* v = std::getenv("XCORR_FFT_PAIR_GROUPS");
+int env_switch(const char* name) {
+    const char* v = std::getenv(name);
     if (!v || !*v) return -1;
-    return int(parse_integer("XCORR_FFT_PAIR_GROUPS", v, 0, 1));
+    return int(parse_integer(name, v, 0, 1));
 }
 
 int param_int(const Params& params, const std::string& name) {

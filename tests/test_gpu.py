@@ -203,40 +203,56 @@ def test_fft_memory_chunks(gpu, registry, name):
     assert_validator_passed(r)
 
 
-def test_fft_fused_pair_groups(gpu, registry, tmp_path):
-    """fft-fused's staged n-to-m pair pass walks the pairs in groups of eight lefts (chunk_pair_of)
-    where the launcher's rule says so (the chunk's spectra outgrow the L2: not on these sizes);
-    XCORR_FFT_PAIR_GROUPS=1 forces it. The validator's n-to-m shapes (three lefts: one partial
-    group), with windows and every normalization; then 19 lefts x 5 rights (two whole groups and a
-    partial one) through `xcorr run --validate`, whole and in chunks of 3 rights (a partial last
-    chunk), both orders against the same float64 reference; a value other than 0 or 1 is a usage
-    error (exit 2) naming the variable."""
+# fft-fused's launcher rules that the validator's shapes do not take both ways, each forced by its
+# switch: the value the validator runs it at (the way its rule does not go on those shapes), the
+# forms it concerns, and the left and right shapes of the 19 x 5 n-to-m run.
+FFT_FUSED_SWITCHES = {
+    # the staged n-to-m pair pass in groups of eight lefts (chunk_pair_of) where the chunk's spectra
+    # outgrow the L2: never on these sizes (N = 384 for the run: a mixed-radix plan)
+    "XCORR_FFT_PAIR_GROUPS": ("1", ["n-to-m"], (151, 171), (141, 163)),
+    # the first chunk's rights' rows in the lefts' row launch where it has at most four rights:
+    # always on the validator's given shapes (3 or 4 rights); only sizes without a mixed radix take
+    # it (rows_take_two: N = 256 for the run)
+    "XCORR_FFT_MERGE_ROWS": ("0", ["one-to-many", "n-to-mn", "n-to-m"], (131, 121), (117, 103)),
+}
+
+
+@pytest.mark.parametrize("switch", sorted(FFT_FUSED_SWITCHES))
+def test_fft_fused_switches(gpu, registry, tmp_path, switch):
+    """Each of fft-fused's forced launcher rules (FFT_FUSED_SWITCHES) the other way from the rule:
+    the validator's staged shapes in the forms it concerns, with windows and every normalization;
+    then 19 lefts x 5 rights n-to-m (pair groups: two whole groups of eight and a partial one;
+    merged rows: five rights, which the rule leaves apart, three in a chunk, which it merges)
+    through `xcorr run --validate`, forced on whole and in chunks of 3 rights (a partial last
+    chunk), forced off in chunks, all against the same float64 reference; a value other than 0 or
+    1 is a usage error (exit 2) naming the variable, with no output written."""
     import os
     require_variant(registry, "fft-fused")
-    env = {**os.environ, "XCORR_FFT_PAIR_GROUPS": "1"}
+    value, forms, left_shape, right_shape = FFT_FUSED_SWITCHES[switch]
     shapes = ["--shape", "151x171,141x163", "--shape", "129x127,120x131", "--shape", "9x300,250x20"]
-    r = run([binary("xcorr_validate"), "--variant", "fft-fused", "--form", "n-to-m", *shapes, "--windows", "also",
-             "--normalize", "all"], env=env, timeout=600)
-    assert_validator_passed(r)
-    rng = seeded_rng("fft-fused pair groups")
-    left = (rng.random((19, 151, 171)) - 0.5).astype(np.float32)
-    right = (rng.random((5, 141, 163)) - 0.5).astype(np.float32)
+    for form in forms:
+        r = run([binary("xcorr_validate"), "--variant", "fft-fused", "--form", form, *shapes, "--windows", "also",
+                 "--normalize", "all"], env={**os.environ, switch: value}, timeout=600)
+        assert_validator_passed(r)
+    rng = seeded_rng(f"fft-fused {switch}")
+    left = (rng.random((19, *left_shape)) - 0.5).astype(np.float32)
+    right = (rng.random((5, *right_shape)) - 0.5).astype(np.float32)
     lp, rp = save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right)
     xc = binary("xcorr")
     ref = tmp_path / "ref.npy"
     assert run([xc, "run", "--algorithm", "reference", "--form", "n-to-m", lp, rp, "--out", str(ref)]).returncode == 0
     want = np.load(ref).astype(np.float64)
-    for groups, chunk in (("1", None), ("1", "3"), ("0", "3")):
-        out = tmp_path / f"o{groups}{chunk}.npy"
-        e = {**env, "XCORR_FFT_PAIR_GROUPS": groups, **({"XCORR_FFT_MAX_CHUNK": chunk} if chunk else {})}
+    for forced, chunk in (("1", None), ("1", "3"), ("0", "3")):
+        out = tmp_path / f"o{forced}{chunk}.npy"
+        e = {**os.environ, switch: forced, **({"XCORR_FFT_MAX_CHUNK": chunk} if chunk else {})}
         r = run([xc, "run", "--algorithm", "fft-fused", "--form", "n-to-m", lp, rp, "--out", str(out), "--validate"], env=e)
-        assert r.returncode == 0, (groups, chunk, r.stdout, r.stderr)
+        assert r.returncode == 0, (forced, chunk, r.stdout, r.stderr)
         got = np.load(out)
         assert got.shape == want.shape
-        assert np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want), (groups, chunk)
+        assert np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want), (forced, chunk)
     r = run([xc, "run", "--algorithm", "fft-fused", "--form", "n-to-m", lp, rp, "--out", str(tmp_path / "bad.npy")],
-            env={**os.environ, "XCORR_FFT_PAIR_GROUPS": "2"})
-    assert r.returncode == 2 and "XCORR_FFT_PAIR_GROUPS" in r.stderr, (r.returncode, r.stderr)
+            env={**os.environ, switch: "2"})
+    assert r.returncode == 2 and switch in r.stderr, (r.returncode, r.stderr)
     assert not (tmp_path / "bad.npy").exists()
 
 

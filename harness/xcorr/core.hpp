@@ -288,10 +288,12 @@ double parse_positive(const std::string& what, const std::string& text, bool zer
 // chunk (fft-segmented: the most lag pieces), forcing their memory-bounded chunked path in tests;
 // 0 when unset. Throws UsageError when it is not a positive integer.
 int fft_max_chunk_from_env();
-// XCORR_FFT_PAIR_GROUPS: 1 forces fft-fused's staged n-to-m pair pass to walk the pairs in groups
-// of lefts, 0 forces the left-major order (tests and A/B runs); -1 when unset (the launcher's rule).
-// Throws UsageError for anything but 0 or 1.
-int fft_pair_groups_from_env();
+// A switch that forces one of a launcher's rules either way (tests and A/B runs): 1 or 0 when the
+// variable `name` is set to it, -1 when it is unset or empty (the launcher's rule). Throws
+// UsageError for anything else. fft-fused's: XCORR_FFT_PAIR_GROUPS (the staged n-to-m pair pass in
+// groups of lefts, or left-major), XCORR_FFT_MERGE_ROWS (the first chunk's right rows in the lefts'
+// row launch, or a launch of their own).
+int env_switch(const char* name);
 
 }  // namespace xcorr
 
