@@ -1222,13 +1222,15 @@ private:
     // The first chunk's rights' rows in the lefts' row launch (rows_kernel's kTwo, where the size
     // takes it): one dependent launch fewer in the chain, but those rows no longer run beside the
     // lefts' column pass (for one-to-one there is none: both_kernel transforms the left's columns).
-    // That pays while the rights' rows are short: H100 A/B over one-to-many's right count at 256,
-    // 2-4 rights 6-20% faster, 6-12 rights 4% slower, and 2-to-2 at 256 25% faster
+    // That pays while the rights' rows are few: H100 A/B (one build, the merge forced either way)
+    // over the staged forms' shapes, up to 512 row pairs 0-27% faster (one-to-many at 256: 2-4
+    // rights, 256-512 pairs, +6-20%; n-to-mn 2 x 8 at 128, 512 pairs, +10%), from 768 pairs level
+    // or up to 4% slower (1-to-6 .. 1-to-12 at 256, n-to-mn 2 x 8 at 256)
     // (results/nvidia-h100-80gb-hbm3/probes/merge-rows-f76efb0/). XCORR_FFT_MERGE_ROWS forces it.
-    static constexpr int kMergeRights = 4;
+    static constexpr int64_t kMergeRowPairs = 512;
     bool merge_rows() const {
         if (const int forced = env_switch("XCORR_FFT_MERGE_ROWS"); forced >= 0) return forced;
-        return std::min(K_, p_.nR) <= kMergeRights;
+        return int64_t(std::min(K_, p_.nR)) * ((p_.hR + 1) / 2) <= kMergeRowPairs;
     }
 
     template <int NN>

@@ -210,10 +210,11 @@ FFT_FUSED_SWITCHES = {
     # the staged n-to-m pair pass in groups of eight lefts (chunk_pair_of) where the chunk's spectra
     # outgrow the L2: never on these sizes (N = 384 for the run: a mixed-radix plan)
     "XCORR_FFT_PAIR_GROUPS": ("1", ["n-to-m"], (151, 171), (141, 163)),
-    # the first chunk's rights' rows in the lefts' row launch where it has at most four rights:
-    # always on the validator's given shapes (3 or 4 rights); only sizes without a mixed radix take
-    # it (rows_take_two: N = 256 for the run)
-    "XCORR_FFT_MERGE_ROWS": ("0", ["one-to-many", "n-to-mn", "n-to-m"], (131, 121), (117, 103)),
+    # the first chunk's rights' rows in the lefts' row launch where they hold at most 512 row pairs:
+    # always on the validator's given shapes (3 or 4 rights of at most 125 pairs); only sizes
+    # without a mixed radix take it (rows_take_two: N = 256 for the run, whose rights hold 106
+    # pairs each: five apart, three in a chunk merged)
+    "XCORR_FFT_MERGE_ROWS": ("0", ["one-to-many", "n-to-mn", "n-to-m"], (41, 151), (211, 101)),
 }
 
 
