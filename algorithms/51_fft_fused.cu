@@ -1222,11 +1222,10 @@ private:
     // The first chunk's rights' rows in the lefts' row launch (rows_kernel's kTwo, where the size
     // takes it): one dependent launch fewer in the chain, but those rows no longer run beside the
     // lefts' column pass (for one-to-one there is none: both_kernel transforms the left's columns).
-    // That pays while the rights' rows are few: H100 A/B (one build, the merge forced either way)
-    // over the staged forms' shapes, up to 512 row pairs 0-27% faster (one-to-many at 256: 2-4
-    // rights, 256-512 pairs, +6-20%; n-to-mn 2 x 8 at 128, 512 pairs, +10%), from 768 pairs level
-    // or up to 4% slower (1-to-6 .. 1-to-12 at 256, n-to-mn 2 x 8 at 256)
-    // (results/nvidia-h100-80gb-hbm3/probes/merge-rows-f76efb0/). XCORR_FFT_MERGE_ROWS forces it.
+    // That pays while the rights' rows are few: an A/B over the staged forms' shapes, the merge
+    // forced either way in one build, found every shape of up to 512 row pairs faster or level and
+    // every shape beyond level or slower (results/nvidia-h100-80gb-hbm3/probes/merge-rows-f76efb0/).
+    // XCORR_FFT_MERGE_ROWS forces it.
     static constexpr int64_t kMergeRowPairs = 512;
     bool merge_rows() const {
         if (const int forced = env_switch("XCORR_FFT_MERGE_ROWS"); forced >= 0) return forced;
@@ -1335,8 +1334,8 @@ private:
     Problem p_;
     bool full_ = false;  // p_.full() (unless XCORR_FUSED_WINDOWED_FULL=1): kWindow = false (for_window)
     OutMap map_{};
-    int N_ = 0, K_ = 0, group_ = 1;
-    bool merge_rows_ = false;  // staged: merge_rows()  // N_ = 0: no shift of the window has overlap (zero_outside_kernel only)
+    int N_ = 0, K_ = 0, group_ = 1;  // N_ = 0: no shift of the window has overlap (zero_outside_kernel only)
+    bool merge_rows_ = false;        // staged: merge_rows()
     int sms_ = 0, per_sm_ = 0;
     DeviceBuffer<float2> spec_, rows_, H_;
     GraphReplay graph_;
