@@ -55,7 +55,6 @@
 // Measurements, probes and history: results/nvidia-h200/notes/26_tensor_wgmma.md.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 
 #include "common/device.cuh"
@@ -308,8 +307,7 @@ int k_slices(const Problem& p) {
 // A/B runs; the full output is never split.
 int k_slices_or_env(const Problem& p) {
     if (p.full()) return 1;
-    const char* v = std::getenv("XCORR_WGMMA_KSPLIT");
-    if (v && *v) return int(parse_integer("XCORR_WGMMA_KSPLIT", v, 1, 1 << 16));
+    if (const int64_t forced = env_integer("XCORR_WGMMA_KSPLIT", 1, 1 << 16, 0)) return int(forced);
     return k_slices(p);
 }
 

@@ -256,17 +256,15 @@ std::string Problem::describe() const {
     return s.str();
 }
 
-int fft_max_chunk_from_env() {
-    const char* v = std::getenv("XCORR_FFT_MAX_CHUNK");
-    if (!v || !*v) return 0;
-    return int(parse_integer("XCORR_FFT_MAX_CHUNK", v, 1, int64_t(1) << 30));
+int64_t env_integer(const char* name, int64_t lo, int64_t hi, int64_t unset) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) return unset;
+    return parse_integer(name, v, lo, hi);
 }
 
-int env_switch(const char* name) {
-    const char* v = std::getenv(name);
-    if (!v || !*v) return -1;
-    return int(parse_integer(name, v, 0, 1));
-}
+int fft_max_chunk_from_env() { return int(env_integer("XCORR_FFT_MAX_CHUNK", 1, int64_t(1) << 30, 0)); }
+
+int env_switch(const char* name) { return int(env_integer(name, 0, 1, -1)); }
 
 int param_int(const Params& params, const std::string& name) {
     auto it = params.find(name);

@@ -1,7 +1,5 @@
 #include "xcorr/cufft_plan.hpp"
 
-#include <cstdlib>
-
 #include "xcorr/core.hpp"
 #include "xcorr/cuda_check.hpp"
 
@@ -10,10 +8,7 @@ namespace xcorr {
 void plan_error(const PlanTooLarge& e) { throw_cufft_error(e.result, "cufftMakePlanMany64", __FILE__, __LINE__); }
 
 int64_t plan_batch_limit() {
-    static const int64_t limit = [] {
-        const char* v = std::getenv("XCORR_FFT_PLAN_BATCH_LIMIT");
-        return v && *v ? parse_integer("XCORR_FFT_PLAN_BATCH_LIMIT", v, 1, int64_t(1) << 40) : int64_t(0);
-    }();
+    static const int64_t limit = env_integer("XCORR_FFT_PLAN_BATCH_LIMIT", 1, int64_t(1) << 40, 0);
     return limit;
 }
 

@@ -284,6 +284,9 @@ std::string option_value(int argc, char** argv, int& i, const std::string& flag)
 // A finite number above 0 (at least 0 with zero_ok): "<what> needs a positive number, got 'text'".
 double parse_positive(const std::string& what, const std::string& text, bool zero_ok = false);
 
+// The integer in environment variable `name`, from lo to hi; `unset` when it is unset or empty.
+// Throws UsageError ("<name>: not an integer from lo to hi") for anything else.
+int64_t env_integer(const char* name, int64_t lo, int64_t hi, int64_t unset);
 // XCORR_FFT_MAX_CHUNK: the most right matrices the FFT variants (fft, fft-fused) process per
 // chunk (fft-segmented: the most lag pieces), forcing their memory-bounded chunked path in tests;
 // 0 when unset. Throws UsageError when it is not a positive integer.
