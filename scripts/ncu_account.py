@@ -14,7 +14,10 @@ Floors (where the CSV has the instruction count, scripts/ncu-fft-account since s
 kernel, its DRAM traffic at the DRAM peak (duration x DRAM % of peak) and its warp instructions at
 the SMs' peak issue (4 a cycle an SM, at the clock ncu saw); a kernel cannot beat the larger, and
 the call, its kernels back to back, cannot beat their sum ("bound"). What binds a case is then
-read off: the bytes, or the instructions, of kernels as they are.
+read off: the bytes, or the instructions, of kernels as they are. The call's instructions are also
+given at the best issue rate any of its kernels reached. Where the CSV has WarpStateStats' stall
+reasons (scripts/ncu-fft-account since session 33), each kernel also gets its warps an SM, its
+instructions and the reasons most warps wait on ("top stalls", warps per issued instruction).
 ncu runs each kernel alone with a flushed L2 (--cache-control all): kernels of small cases are
 slower there than back to back in the benchmark, so their sum can exceed the time per call.
 """
@@ -34,6 +37,11 @@ ISSUE_COLS = ["smsp__inst_executed.sum", "sm__cycles_elapsed.avg.per_second", "d
 ISSUE_PER_SM_CYCLE = 4  # warp instructions an SM can issue a cycle (four schedulers, sm_70 on)
 # The harness's own kernels (inputs, poisoning, the check against the float64 reference and its
 # gather of sampled outputs). Not the window crop's gather_flat_kernel: a cropped call times it.
+# Where the warps wait (ncu's WarpStateStats section, scripts/ncu-fft-account since session 33): per
+# reason, the warps in that state per issued instruction; with the occupancy they say what latency
+# the issue rate is bound by (the "top stalls" column). Optional, as the issue columns are.
+STALL_PREFIX, STALL_SUFFIX = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
+OCCUPANCY_COLS = ["sm__warps_active.avg.per_cycle_active"]
 HARNESS = re.compile(r"fill|poison|reference|(?<![a-z_])gather_kernel|flush|empty|compare", re.I)
 FLOOR_TBS = 4.3  # sustained DRAM write bandwidth taken as the floor (TB/s, H200)
 
@@ -44,7 +52,8 @@ def read(path: Path) -> pd.DataFrame:
         d = pd.read_csv(io.StringIO(text[text.index('"ID"'):])).iloc[1:]
     else:  # a reduced CSV
         d = pd.read_csv(path)
-    cols = COLS + [c for c in ISSUE_COLS if c in d.columns]
+    stalls = [c for c in d.columns if c.startswith(STALL_PREFIX) and c.endswith(STALL_SUFFIX)]
+    cols = COLS + [c for c in ISSUE_COLS + OCCUPANCY_COLS if c in d.columns] + stalls
     d = d[~d["Kernel Name"].str.contains(HARNESS)][cols].reset_index(drop=True)
     for c in cols[1:]:
         d[c] = pd.to_numeric(d[c].astype(str).str.replace(",", ""), errors="coerce")
@@ -52,10 +61,27 @@ def read(path: Path) -> pd.DataFrame:
 
 
 def one_call(d: pd.DataFrame) -> pd.DataFrame:
+    """One call's kernels. The launch sequence's period P is the p at which the most kernels equal
+    the kernel p before them (ties: the smaller p; at least half of them must): the whole sequence
+    decides, so that a profile cut after a call's two row passes (two equal kernels in a row) does
+    not make a call of one. The call is then the last p kernels for the shortest p >= P whose last
+    two runs agree (a call that ends in a finishing kernel, as fft's crop, is longer than the
+    calls before it), else, where the profile stops inside a call, the last P kernels that repeat
+    the P before them."""
     names = list(d["Kernel Name"])
-    for p in range(1, len(names) // 2 + 1):
-        if names[-p:] == names[-2 * p:-p]:
-            return d.iloc[-p:]
+    n = len(names)
+
+    def agree(p: int) -> float:
+        return sum(names[i] == names[i - p] for i in range(p, n)) / (n - p)
+
+    period = max(range(1, n // 2 + 1), key=lambda p: (agree(p), -p), default=0)
+    if period and agree(period) >= 0.5:
+        for p in range(period, n // 2 + 1):
+            if names[n - p:] == names[n - 2 * p:n - p]:
+                return d.iloc[n - p:]
+        for end in range(n - 1, 2 * period - 1, -1):
+            if names[end - period:end] == names[end - 2 * period:end - period]:
+                return d.iloc[end - period:end]
     raise ValueError("no repeated launch sequence: profile more launches (--launch-count)")
 
 
@@ -69,6 +95,15 @@ def floors(d: pd.DataFrame) -> pd.DataFrame | None:
     peak = ISSUE_PER_SM_CYCLE * d["device__attribute_multiprocessor_count"] * d["sm__cycles_elapsed.avg.per_second"]
     issue = d["smsp__inst_executed.sum"] / peak * 1e6
     return pd.DataFrame({"dram": dram, "issue": issue, "bound": pd.concat([dram, issue], axis=1).max(axis=1)})
+
+
+def top_stalls(row: pd.Series, n: int = 3) -> str:
+    """The n reasons with the most warps waiting per issued instruction, e.g. "long_scoreboard 1.6,
+    mio_throttle 1.0" ("selected", the issuing warp itself, left out); "" without the columns."""
+    v = {c[len(STALL_PREFIX):-len(STALL_SUFFIX)]: row[c] for c in row.index
+         if c.startswith(STALL_PREFIX) and c.endswith(STALL_SUFFIX) and not pd.isna(row[c])}
+    v.pop("selected", None)
+    return ", ".join(f"{k} {x:.1f}" for k, x in sorted(v.items(), key=lambda kv: -kv[1])[:n])
 
 
 def case_of(err: Path) -> dict:
@@ -144,18 +179,28 @@ def main(argv=None) -> int:
         line += (f"ncu: {len(call)} kernels, {t:.1f} µs; DRAM {rd / 1e6:.1f} MB read + {wr / 1e6:.1f} MB written "
                  f"({(rd + wr) / t / 1e6:.2f} TB/s over the kernels)\n")
         fl = floors(call)
+        stalls = fl is not None and OCCUPANCY_COLS[0] in call.columns and any(c.startswith(STALL_PREFIX) for c in call.columns)
         if fl is not None:
+            best = call["sm__inst_issued.avg.pct_of_peak_sustained_active"].max()
             line += (f"floors of these kernels: DRAM {fl.dram.sum():.1f} µs, issue {fl.issue.sum():.1f} µs, "
-                     f"bound {fl.bound.sum():.1f} µs (each kernel's larger, summed)\n")
-        line += "\n| kernel | µs | DRAM read MB | DRAM write MB | DRAM % peak | issue % | grid |"
-        line += " DRAM floor µs | issue floor µs |\n|---|---|---|---|---|---|---|---|---|\n" if fl is not None else "\n|---|---|---|---|---|---|---|\n"
+                     f"bound {fl.bound.sum():.1f} µs (each kernel's larger, summed)\n"
+                     f"instructions: {call['smsp__inst_executed.sum'].sum() / 1e6:.2f} M warp instructions, "
+                     f"{fl.issue.sum() / (best / 100):.1f} µs at the best issue rate of these kernels ({best:.0f}%)\n")
+        head = ["kernel", "µs", "DRAM read MB", "DRAM write MB", "DRAM % peak", "issue %", "grid"]
+        head += ["DRAM floor µs", "issue floor µs"] if fl is not None else []
+        head += ["warps an SM", "M instructions", "top stalls (warps per issue)"] if stalls else []
+        line += "\n| " + " | ".join(head) + " |\n|" + "---|" * len(head) + "\n"
         for i, r in call.iterrows():
             n = re.sub(r"\(.*", "", r["Kernel Name"]).replace("void ", "").replace("xcorr::<unnamed>::", "")
             n = n.replace("<unnamed>::", "")[:44]
             line += (f"| `{n}` | {r['gpu__time_duration.sum'] / 1e3:.1f} | {r['dram__bytes_read.sum'] / 1e6:.1f} | "
                      f"{r['dram__bytes_write.sum'] / 1e6:.1f} | {r['dram__throughput.avg.pct_of_peak_sustained_elapsed']:.0f} | "
                      f"{r['sm__inst_issued.avg.pct_of_peak_sustained_active']:.0f} | {int(r['launch__grid_size'])} |")
-            line += f" {fl.dram[i]:.1f} | {fl.issue[i]:.1f} |\n" if fl is not None else "\n"
+            line += f" {fl.dram[i]:.1f} | {fl.issue[i]:.1f} |" if fl is not None else ""
+            if stalls:
+                line += (f" {r[OCCUPANCY_COLS[0]]:.1f} | {r['smsp__inst_executed.sum'] / 1e6:.2f} |"
+                         f" {top_stalls(r)} |")
+            line += "\n"
         print(line)
     return 0
 

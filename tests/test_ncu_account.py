@@ -13,11 +13,61 @@ import ncu_account  # noqa: E402
 PROBE = ROOT / "results" / "nvidia-h200" / "probes" / "ncu-fft-6a5b521"
 
 
+def calls(names: str) -> list:
+    """one_call's kernels of a launch sequence written as a string, one letter a kernel."""
+    return "".join(ncu_account.one_call(pd.DataFrame({"Kernel Name": list(names)}))["Kernel Name"])
+
+
 def test_one_call_is_the_last_repeated_launch_sequence():
     d = pd.DataFrame({"Kernel Name": ["setup", "a", "b", "c", "a", "b", "c"], "x": range(7)})
     assert list(ncu_account.one_call(d)["x"]) == [4, 5, 6]
     with pytest.raises(ValueError, match="no repeated launch sequence"):
         ncu_account.one_call(pd.DataFrame({"Kernel Name": ["a", "b", "c"], "x": range(3)}))
+
+
+def test_one_call_of_a_profile_cut_inside_a_call():
+    """A call of two equal row passes r r, a column pass c and an output pass o, the profile cut
+    after the next call's row passes: the call is four kernels (in a rotated order), not the last
+    r. (The shortest period whose last two runs agree took that r alone: fft-fused one-to-one at
+    512's profile, session 33.)"""
+    assert calls("srrcorrcorrcorr") == "corr"
+    assert calls("srrcorrcorrcor") == "rcor"
+    # a period of two inside the call (r c r c) does not make a call of two either
+    assert sorted(calls("xrcrcporcrcporcrcporcrc")) == sorted("rcrcpo")
+
+
+def test_one_call_keeps_a_finishing_kernel():
+    """Calls a b c, the last ones followed by a finishing kernel f (fft's crop, whose time the
+    benchmark's `+ finish` counts): the last call is a b c f."""
+    assert calls("abcabcabcabcabcfabcf") == "abcf"
+    assert calls("abcabcabcabc") == "abc"
+
+
+def test_top_stalls_are_the_reasons_with_the_most_warps_waiting():
+    col = lambda reason: f"{ncu_account.STALL_PREFIX}{reason}{ncu_account.STALL_SUFFIX}"
+    r = pd.Series({col("long_scoreboard"): 1.6, col("selected"): 1.0, col("mio_throttle"): 2.5,
+                   col("barrier"): 0.2, col("wait"): 0.7, "gpu__time_duration.sum": 9e9})
+    assert ncu_account.top_stalls(r) == "mio_throttle 2.5, long_scoreboard 1.6, wait 0.7"
+    assert ncu_account.top_stalls(r, 1) == "mio_throttle 2.5"
+    assert ncu_account.top_stalls(pd.Series({"gpu__time_duration.sum": 1.0})) == ""
+
+
+def test_account_with_stalls_of_the_committed_h100_probe():
+    """Session 33's probe (H100, scripts/ncu-fft-account with WarpStateStats): ours and cuFFT's
+    kernels side by side, each with its warps an SM, instructions and top stalls, and the call's
+    instructions at the best issue rate of its kernels."""
+    probe = ROOT / "results" / "nvidia-h100-80gb-hbm3" / "probes" / "ncu-stalls-6d198ad" / "ncu-account"
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "ncu_account.py"), str(probe),
+                        "--summary", str(ROOT / "results" / "nvidia-h100-80gb-hbm3" / "summary.csv")],
+                       capture_output=True, text=True, check=True)
+    sections = {s.split(":", 1)[0]: s for s in r.stdout.split("### ")[1:]}
+    assert set(sections) == {"ff1x32", "fft1x32", "ff256", "fft256", "ff512", "fft512", "ffnmn", "ff32x32", "fft32x32"}
+    ff = sections["ff1x32"]
+    assert "5 kernels" in ff and "top stalls (warps per issue)" in ff
+    assert "instructions: 27.46 M warp instructions" in ff and "best issue rate of these kernels (50%)" in ff
+    assert "| `unnamed>::cols_kernel<512, 1>` |" in ff and "| 15.5 | 14.30 | long_scoreboard" in ff
+    assert "4 kernels" in sections["ff512"]  # the two row passes of a call are not a call
+    assert "6 kernels" in sections["fft1x32"] and "pad_window_kernel" in sections["fft1x32"]
 
 
 def test_account_of_the_committed_probe():
