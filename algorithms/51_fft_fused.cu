@@ -955,8 +955,8 @@ __global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs
     const int p = int(item - o * (N / 2));
     int64_t h = o;
     if (a.group != 1 && a.pairs.form == int(Form::NToM)) {
-        const unsigned i = unsigned(o) / unsigned(a.kc);
-        h = chunk_slot_of(i, unsigned(o) - i * unsigned(a.kc), unsigned(a.kc), unsigned(a.pairs.nL), unsigned(a.group));
+        const ChunkPair q = chunk_pair_of(unsigned(o), unsigned(a.kc), unsigned(a.pairs.nL), 1);  // left-major
+        h = chunk_slot_of(unsigned(q.i), unsigned(q.jj), unsigned(a.kc), unsigned(a.pairs.nL), unsigned(a.group));
     }
     const float2* rows = a.H + (h * N + 2 * p) * G::rpitch;
     int ya, yb;
