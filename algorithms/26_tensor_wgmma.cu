@@ -307,7 +307,7 @@ int k_slices(const Problem& p) {
 // A/B runs; the full output is never split.
 int k_slices_or_env(const Problem& p) {
     if (p.full()) return 1;
-    if (const int64_t forced = env_integer("XCORR_WGMMA_KSPLIT", 1, 1 << 16, 0)) return int(forced);
+    if (const int64_t forced = env_integer("XCORR_WGMMA_KSPLIT", 0)) return int(forced);
     return k_slices(p);
 }
 

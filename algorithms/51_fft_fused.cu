@@ -107,7 +107,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -1023,11 +1022,8 @@ bool is_mixed(int n) {
 constexpr int64_t mixed_min_outputs(int n) { return n == 384 ? 16 : 4; }
 
 // XCORR_FUSED_WINDOWED_FULL=1: the full output runs the windowed output kernels (for_window), for
-// A/B runs of the two instantiations in one binary; anything else, or unset: its own.
-bool windowed_full_from_env() {
-    const char* v = std::getenv("XCORR_FUSED_WINDOWED_FULL");
-    return v && std::string(v) == "1";
-}
+// A/B runs of the two instantiations in one binary; 0 or unset: its own.
+bool windowed_full_from_env() { return env_on("XCORR_FUSED_WINDOWED_FULL"); }
 
 class FftFused final : public Instance {
 public:

@@ -463,6 +463,7 @@ int main(int argc, char** argv) {
     std::vector<char*> rest{argv[0]};
     bool list_only = false, launch_floor = false;
     try {
+        check_environment();
         for (int i = 1; i < argc; ++i) {
             std::string a = argv[i];
             auto value = [&](const std::string& flag) { return option_value(argc, argv, i, flag); };

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "build_info.hpp"
+#include "xcorr/core.hpp"
 #include "version.hpp"
 
 namespace xcorr {
@@ -38,6 +39,13 @@ std::vector<std::pair<std::string, std::string>> build_entries() {
     };
 }
 
+std::vector<std::pair<std::string, std::string>> environment_context() {
+    std::string set;
+    for (const auto& [name, value] : environment_entries()) set += (set.empty() ? "" : " ") + name + "=" + value;
+    if (set.empty()) return {};
+    return {{"xcorr_environment", set}};
+}
+
 std::vector<std::pair<std::string, std::string>> context_entries(const GpuInfo& g) {
     auto ver = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
     std::vector<std::pair<std::string, std::string>> entries{
@@ -55,6 +63,7 @@ std::vector<std::pair<std::string, std::string>> context_entries(const GpuInfo& 
         {"xcorr_cufft_version", std::to_string(g.cufft_version)},
     };
     for (auto& e : build_entries()) entries.push_back(std::move(e));
+    for (auto& e : environment_context()) entries.push_back(std::move(e));
     return entries;
 }
 

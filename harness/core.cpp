@@ -256,15 +256,58 @@ std::string Problem::describe() const {
     return s.str();
 }
 
-int64_t env_integer(const char* name, int64_t lo, int64_t hi, int64_t unset) {
-    const char* v = std::getenv(name);
-    if (!v || !*v) return unset;
-    return parse_integer(name, v, lo, hi);
+const std::vector<EnvSetting>& env_settings() {
+    static const std::vector<EnvSetting> table{
+        {"XCORR_FFT_MAX_CHUNK", 1, int64_t(1) << 30,
+         "fft, fft-fused: at most N right matrices a chunk (fft-segmented: N lag pieces)"},
+        {"XCORR_FFT_PLAN_BATCH_LIMIT", 1, int64_t(1) << 40,
+         "cuFFT plans of more than N transforms fail, as on a GPU short of memory"},
+        {"XCORR_FFT_PAIR_GROUPS", 0, 1, "fft-fused's staged n-to-m pair pass in groups of lefts (1) or left-major (0)"},
+        {"XCORR_FFT_MERGE_ROWS", 0, 1,
+         "fft-fused: the first chunk's right rows in the lefts' row launch (1) or a launch of their own (0)"},
+        {"XCORR_FUSED_WINDOWED_FULL", 0, 1, "fft-fused: 1 runs the full output through the windowed output kernels"},
+        {"XCORR_WGMMA_KSPLIT", 1, 1 << 16, "tensor-wgmma: the reduction in N slices instead of its own choice"},
+        {"XCORR_NO_STORE_NORM", 0, 1, "1: ZNCC through the template epilogue, never in the variant's store"},
+        {"XCORR_NO_PDL", 0, 1, "1: dependent kernels as ordinary launches, not programmatic dependent ones"},
+        {"XCORR_NO_GRAPH", 0, 1, "1: repeated calls launch their kernels directly, never replay a CUDA graph"},
+    };
+    return table;
 }
 
-int fft_max_chunk_from_env() { return int(env_integer("XCORR_FFT_MAX_CHUNK", 1, int64_t(1) << 30, 0)); }
+namespace {
+const EnvSetting& env_setting(const char* name) {
+    for (const EnvSetting& e : env_settings())
+        if (std::string(e.name) == name) return e;
+    throw std::logic_error(std::string("env_setting: '") + name + "' is not in env_settings()");
+}
+}  // namespace
 
-int env_switch(const char* name) { return int(env_integer(name, 0, 1, -1)); }
+int64_t env_integer(const char* name, int64_t unset) {
+    const EnvSetting& e = env_setting(name);
+    const char* v = std::getenv(name);
+    if (!v || !*v) return unset;
+    return parse_integer(name, v, e.lo, e.hi);
+}
+
+int env_switch(const char* name) {
+    if (env_setting(name).hi != 1) throw std::logic_error(std::string("env_switch: '") + name + "' is not a switch");
+    return int(env_integer(name, -1));
+}
+
+void check_environment() {
+    for (const EnvSetting& e : env_settings()) env_integer(e.name, 0);
+}
+
+std::vector<std::pair<std::string, std::string>> environment_entries() {
+    std::vector<std::pair<std::string, std::string>> set;
+    for (const EnvSetting& e : env_settings()) {
+        const char* v = std::getenv(e.name);
+        if (v && *v) set.emplace_back(e.name, v);
+    }
+    return set;
+}
+
+int fft_max_chunk_from_env() { return int(env_integer("XCORR_FFT_MAX_CHUNK", 0)); }
 
 int param_int(const Params& params, const std::string& name) {
     auto it = params.find(name);

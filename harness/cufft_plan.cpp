@@ -8,7 +8,7 @@ namespace xcorr {
 void plan_error(const PlanTooLarge& e) { throw_cufft_error(e.result, "cufftMakePlanMany64", __FILE__, __LINE__); }
 
 int64_t plan_batch_limit() {
-    static const int64_t limit = env_integer("XCORR_FFT_PLAN_BATCH_LIMIT", 1, int64_t(1) << 40, 0);
+    static const int64_t limit = env_integer("XCORR_FFT_PLAN_BATCH_LIMIT", 0);
     return limit;
 }
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -1759,7 +1758,7 @@ void Normalizer::epilogue(float* out, cudaStream_t stream, bool terms) {
 }
 
 bool Normalizer::store_norm_possible() const {
-    if (crop_.empty() || !prepass_.template_epilogue || std::getenv("XCORR_NO_STORE_NORM")) return false;
+    if (crop_.empty() || !prepass_.template_epilogue || env_on("XCORR_NO_STORE_NORM")) return false;
     const int lefts = template_lefts(p_);
     return p_.out_count() / lefts >= kStoreNormMinRights;
 }

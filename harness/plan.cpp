@@ -87,6 +87,7 @@ struct Plan::Impl {
 };
 
 Plan::Plan(const PlanSpec& spec) : impl_(std::make_unique<Impl>()) {
+    check_environment();  // a bad switch is refused here, not at the first launch that reads it
     Impl& im = *impl_;
     // make() with the device memory it allocates counted (device_buffer.hpp, Instance::external_device_bytes).
     auto make_instance = [&im] {

@@ -306,6 +306,7 @@ int main(int argc, char** argv) {
     double tolerance_override = 0;  // 0: each variant's own
     std::vector<Normalize> modes = {Normalize::None};
     try {
+        check_environment();
         for (int i = 1; i < argc; ++i) {
             std::string a = argv[i];
             auto next = [&]() -> std::string {

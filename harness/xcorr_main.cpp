@@ -106,6 +106,19 @@ const char* kUsage =
     "      (without --chunk, one piece per GPU's run here; run halves it where memory is short);\n"
     "      --split as in run. An n-to-m block's outputs are rows of its rights, one per left.\n";
 
+// kUsage, then the environment switches (env_settings(), core.hpp), from their one table.
+void print_usage() {
+    std::cout << kUsage
+              << "environment (tests and A/B runs; unset or empty: the library's own rule; a bad value\n"
+                 "exits 2 before any work; a measurement records those set in its context, xcorr_environment):\n";
+    for (const EnvSetting& e : env_settings()) {
+        const std::string range =
+            e.hi == 1 ? "0|1" : std::to_string(e.lo) + ".." + std::to_string(e.hi);
+        std::cout << "  " << e.name << "=" << range << "\n      " << e.effect << "\n";
+    }
+    std::cout << std::flush;
+}
+
 // run and explain: --split without --gpus or --chunk.
 const char* const kSplitNeedsBatch = "--split cuts a batch run with --gpus or --chunk: give one of them";
 
@@ -195,6 +208,7 @@ int cmd_info() {
     } catch (const NoGpuError& e) {
         no_gpu = std::current_exception();
         entries = build_entries();
+        for (auto& env : environment_context()) entries.push_back(std::move(env));
         entries.emplace_back("xcorr_no_gpu_reason", e.what());
     }
     std::cout << "{";
@@ -654,14 +668,15 @@ int cmd_explain(int argc, char** argv) {
 int main(int argc, char** argv) {
     try {
         if (argc < 2) {
-            std::cout << kUsage;
+            print_usage();
             return 2;
         }
         for (int i = 1; i < argc; ++i)
             if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h" || (i == 1 && std::string(argv[1]) == "help")) {
-                std::cout << kUsage;
+                print_usage();
                 return 0;
             }
+        check_environment();
         const std::string cmd = argv[1];
         if (cmd == "list") {
             if (argc > 3 || (argc == 3 && std::string(argv[2]) != "--json")) throw UsageError("usage: xcorr list [--json]");

@@ -5,6 +5,7 @@ import ctypes
 import json
 import math
 import os
+import re
 import resource
 import signal
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import one_line_error, reported_error, run, save, seeded_rng, xrun
+from conftest import binary, one_line_error, reported_error, run, save, seeded_rng, xrun
 
 
 
@@ -184,6 +185,61 @@ def test_no_driver_is_named_as_such(xcorr, gpu_info):
     info, reason = gpu_info
     assert info is None and reason.startswith("no NVIDIA driver / no GPU on this machine"), reason
     one_line_error(run([xcorr, "info"]), 3, "no NVIDIA driver / no GPU on this machine")
+
+
+# --- environment switches (README, "Environment switches") -----------------------------------
+
+def env_settings(xcorr):
+    """{name: values} of the switches `xcorr help` lists (harness/core.cpp's env_settings())."""
+    r = run([xcorr, "help"])
+    assert r.returncode == 0, r.stderr
+    tail = r.stdout.split("\nenvironment (", 1)[1]
+    return dict(re.findall(r"^  (XCORR_[A-Z0-9_]+)=(\S+)$", tail, re.M))
+
+
+def test_help_and_readme_list_the_same_switches(xcorr):
+    listed = env_settings(xcorr)
+    assert len(listed) >= 9 and "XCORR_NO_GRAPH" in listed and listed["XCORR_NO_GRAPH"] == "0|1"
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme.split("### Environment switches", 1)[1].split("\n## ", 1)[0]
+    rows = dict(re.findall(r"^\| `(XCORR_[A-Z0-9_]+)` \| ([^|]+?) \|", table, re.M))
+    assert rows == {k: ("0, 1" if v == "0|1" else v) for k, v in listed.items()}
+
+
+BAD_SWITCHES = [("XCORR_NO_GRAPH", "yes"), ("XCORR_NO_GRAPH", "2"), ("XCORR_NO_PDL", "on"),
+                ("XCORR_NO_STORE_NORM", "true"), ("XCORR_FUSED_WINDOWED_FULL", " 1"),
+                ("XCORR_FFT_PAIR_GROUPS", "-1"), ("XCORR_FFT_MAX_CHUNK", "0"), ("XCORR_FFT_MAX_CHUNK", "3x"),
+                ("XCORR_WGMMA_KSPLIT", "65537"), ("XCORR_FFT_PLAN_BATCH_LIMIT", "1e3")]
+
+
+@pytest.mark.parametrize("name,value", BAD_SWITCHES)
+def test_a_bad_switch_is_refused_before_any_work(xcorr, tmp_path, pair, name, value):
+    """A switch the library would misread (a diagnostic "on" for any text, a junk number) stops
+    every tool at start with exit 2 and one line naming it: the CPU reference run, which reads no
+    switch, is refused too, and writes no output."""
+    env = {**os.environ, name: value}
+    out = tmp_path / "o.npy"
+    r = run([xcorr, "run", "--algorithm", "reference", "--form", "one-to-one", *pair, "--out", str(out)], env=env)
+    one_line_error(r, 2, name, repr(value))
+    assert not out.exists()
+    one_line_error(run([xcorr, "info"], env=env), 2, name)
+    for tool, args in (("xcorr_validate", ["--help"]), ("xcorr_bench", ["--benchmark_list_tests"])):
+        assert run([binary(tool), *args]).returncode == 0, tool  # the same call passes unset
+        one_line_error(run([binary(tool), *args], env=env), 2, name, repr(value))
+
+
+def test_switches_set_are_recorded_and_empty_ones_are_unset(xcorr):
+    """`xcorr info` (the context every benchmark JSON carries) names the switches set, in the
+    table's order; an empty value is the same as unset."""
+    listed = env_settings(xcorr)
+    low = {k: v.split("..")[0].split("|")[0] for k, v in listed.items()}
+    env = {k: v for k, v in os.environ.items() if k not in listed}
+    r = run([xcorr, "info"], env={**env, **low, "XCORR_NO_GRAPH": ""})
+    assert r.returncode in (0, 3), r.stderr
+    recorded = json.loads(r.stdout)["xcorr_environment"].split()
+    assert recorded == [f"{k}={v}" for k, v in low.items() if k != "XCORR_NO_GRAPH"]
+    r = run([xcorr, "info"], env=env)
+    assert "xcorr_environment" not in json.loads(r.stdout)
 
 
 # --- bad input -----------------------------------------------------------------------------

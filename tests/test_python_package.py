@@ -389,6 +389,19 @@ def test_without_a_gpu_the_gpu_path_raises_no_gpu_error():
         assert isinstance(e.value, RuntimeError) and len(str(e.value)) > 10, str(e.value)
 
 
+def test_a_bad_switch_raises_value_error_before_the_gpu(monkeypatch):
+    """The library's environment switches (README, "Environment switches") are checked when a Plan
+    is made, GPU or not: a value it would misread is a ValueError naming it, not NoGPUError, not a
+    failure at the first launch that reads it."""
+    monkeypatch.setenv("XCORR_NO_GRAPH", "yes")
+    with pytest.raises(ValueError, match="XCORR_NO_GRAPH: not an integer from 0 to 1: 'yes'"):
+        xcorr.Plan((5, 5), (3, 3), algorithm="overlap-wise")
+    monkeypatch.setenv("XCORR_NO_GRAPH", "1")
+    if not has_gpu():
+        with pytest.raises(xcorr.NoGPUError):  # accepted: on to the GPU, which is missing
+            xcorr.Plan((5, 5), (3, 3), algorithm="overlap-wise")
+
+
 # --- GPU ----------------------------------------------------------------------------------------
 
 from array_libs import NoDLPack, cupy, gpu, host, lib_array, torch  # noqa: E402,F401 (fixtures)

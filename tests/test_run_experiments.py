@@ -277,6 +277,17 @@ def test_an_untraceable_revision_is_refused_unless_allowed(env, capsys, revision
     assert load(results, "fig22")["xcorr_meta"]["git_revision"] == revision
 
 
+def test_a_build_under_a_library_switch_is_refused(env, capsys):
+    """A switch (XCORR_NO_GRAPH=1, ...) forces one of the library's rules: its timings must not be
+    filed as the library's. The real binaries name the switches set in their context; smoke runs pass."""
+    run, results, log, monkeypatch = env
+    monkeypatch.setenv("FAKE_ENVIRONMENT", "XCORR_NO_GRAPH=1")
+    assert run("fig22") == 2
+    assert "XCORR_NO_GRAPH=1" in capsys.readouterr().err and not log_lines(log)
+    assert not (results / "fake-gpu-9000" / "fig22.json").exists()
+    assert run("fig22", "--quick") == 0
+
+
 # --- signals and the GPU lock: the runner as a process of its own, its benchmark hung on a case ---
 
 def alive(pid: int) -> bool:

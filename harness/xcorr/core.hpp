@@ -10,6 +10,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 // Functions callable from host and device code; plain host functions under a C++ compiler.
@@ -284,19 +285,34 @@ std::string option_value(int argc, char** argv, int& i, const std::string& flag)
 // A finite number above 0 (at least 0 with zero_ok): "<what> needs a positive number, got 'text'".
 double parse_positive(const std::string& what, const std::string& text, bool zero_ok = false);
 
-// The integer in environment variable `name`, from lo to hi; `unset` when it is unset or empty.
-// Throws UsageError ("<name>: not an integer from lo to hi") for anything else.
-int64_t env_integer(const char* name, int64_t lo, int64_t hi, int64_t unset);
+// The environment variables the library reads: switches for tests and A/B runs, never needed for
+// a correct result. Every one is an integer in [lo, hi] (a switch: 0 or 1); unset or empty means
+// the library's own rule. One table, so that every reader parses alike, `xcorr help` lists them,
+// check_environment() refuses a bad value before any work, and measurements record the ones set.
+struct EnvSetting {
+    const char* name;
+    int64_t lo, hi;
+    const char* effect;  // one line for `xcorr help`
+};
+const std::vector<EnvSetting>& env_settings();
+// The value of env_settings()'s `name`, or `unset` when it is unset or empty. Throws UsageError
+// ("<name>: not an integer from lo to hi: '<value>'") for anything else; std::logic_error for a
+// name not in the table.
+int64_t env_integer(const char* name, int64_t unset);
+// A switch that forces one of a launcher's rules either way: 1 or 0 when set to it, -1 when unset.
+int env_switch(const char* name);
+// A switch that is on only when set to 1 (the diagnostics: XCORR_NO_GRAPH, XCORR_NO_PDL, ...).
+inline bool env_on(const char* name) { return env_switch(name) == 1; }
+// Parses every setting of the table: a bad value throws UsageError before any GPU work (xcorr,
+// xcorr_validate and xcorr_bench at start, every Plan). (Other XCORR_ variables belong to the
+// scripts: XCORR_BUILD, XCORR_GIT_REVISION, ...; the library does not read them.)
+void check_environment();
+// (name, value) of each setting that is set, for the provenance of a measurement.
+std::vector<std::pair<std::string, std::string>> environment_entries();
 // XCORR_FFT_MAX_CHUNK: the most right matrices the FFT variants (fft, fft-fused) process per
 // chunk (fft-segmented: the most lag pieces), forcing their memory-bounded chunked path in tests;
-// 0 when unset. Throws UsageError when it is not a positive integer.
+// 0 when unset.
 int fft_max_chunk_from_env();
-// A switch that forces one of a launcher's rules either way (tests and A/B runs): 1 or 0 when the
-// variable `name` is set to it, -1 when it is unset or empty (the launcher's rule). Throws
-// UsageError for anything else. fft-fused's: XCORR_FFT_PAIR_GROUPS (the staged n-to-m pair pass in
-// groups of lefts, or left-major), XCORR_FFT_MERGE_ROWS (the first chunk's right rows in the lefts'
-// row launch, or a launch of their own).
-int env_switch(const char* name);
 
 }  // namespace xcorr
 

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,13 +15,6 @@
 #include "xcorr/cuda_check.hpp"
 
 namespace xcorr {
-
-// A diagnostic switch of the environment (XCORR_NO_PDL, XCORR_NO_GRAPH): on when set to anything
-// but "" or "0".
-inline bool env_flag(const char* name) {
-    const char* e = std::getenv(name);
-    return e && *e && std::string(e) != "0";
-}
 
 // kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent launch (sm_90 and
 // later; common/pdl.cuh explains the kernel side). XCORR_NO_PDL=1 in the environment launches it
@@ -38,7 +30,7 @@ void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t s
     cudaLaunchAttribute attr{};
     attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr.val.programmaticStreamSerializationAllowed = 1;
-    static const bool no_pdl = env_flag("XCORR_NO_PDL");
+    static const bool no_pdl = env_on("XCORR_NO_PDL");
     cfg.attrs = &attr;
     cfg.numAttrs = no_pdl ? 0 : 1;
     XC_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
@@ -146,7 +138,7 @@ public:
     // enqueue(s) issues the call's launches on stream s, the same launches every time for one key.
     template <typename F>
     void run(const Key& key, cudaStream_t stream, F&& enqueue) {
-        static const bool off = env_flag("XCORR_NO_GRAPH");
+        static const bool off = env_on("XCORR_NO_GRAPH");
         cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
         if (!off) XC_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
         if (off || capture != cudaStreamCaptureStatusNone) return enqueue(stream);

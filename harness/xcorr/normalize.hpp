@@ -135,7 +135,7 @@ public:
     // The normalization in the raw variant's store (xcorr/store_norm.hpp), where the template
     // epilogue would run and the outputs per left are many (kStoreNormMinRights; else the per-left
     // terms, 16 bytes an element, outweigh the output they spare re-reading), unless
-    // XCORR_NO_STORE_NORM is set (the epilogue, for comparisons): store_norm_possible() says so;
+    // XCORR_NO_STORE_NORM=1 (the epilogue, for comparisons): store_norm_possible() says so;
     // fuse_store() allocates the terms and returns what the store reads: apply() then computes the
     // terms after the tables and finish() writes nothing.
     bool store_norm_possible() const;

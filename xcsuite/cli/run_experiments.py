@@ -641,6 +641,11 @@ def measuring_gpu(args, env: dict | None = None) -> dict:
         raise Stop(2, f"the binary in {args.build} reports git revision '{rev}': its sources are not a "
                       "commit, so its measurements could not be traced. Commit and rebuild (on a copied tree, set "
                       "XCORR_GIT_REVISION to the copied commit's hash before building), or pass --allow-dirty")
+    if not args.quick and ctx.get("xcorr_environment"):
+        # A switch (xcorr help, "environment") forces one of the library's rules: its timings are
+        # an A/B's, not the library's, and would be filed as if they were.
+        raise Stop(2, f"the library's switches are set ({ctx['xcorr_environment']}): the suite measures the "
+                      "library as it chooses; unset them (scripts/ab-bench compares a switch with the default)")
     return ctx
 
 
