@@ -67,7 +67,8 @@ class Plan {
 public:
     // Builds the plan on the current CUDA device: resolves the window, chooses the algorithm,
     // allocates the workspace and creates whatever the algorithm prepares once (cuFFT plans,
-    // tables). Throws UsageError, NoGpuError or CudaError.
+    // tables). Throws UsageError (a bad spec, or an environment switch out of its range:
+    // check_environment(), core.hpp), NoGpuError or CudaError.
     explicit Plan(const PlanSpec& spec);
     ~Plan();
     Plan(Plan&&) noexcept;
