@@ -290,7 +290,7 @@ int64_t env_integer(const char* name, int64_t unset) {
 }
 
 int env_switch(const char* name) {
-    if (env_setting(name).hi != 1) throw std::logic_error(std::string("env_switch: '") + name + "' is not a switch");
+    if (!env_setting(name).is_switch()) throw std::logic_error(std::string("env_switch: '") + name + "' is not a switch");
     return int(env_integer(name, -1));
 }
 

@@ -112,8 +112,7 @@ void print_usage() {
               << "environment (tests and A/B runs; unset or empty: the library's own rule; a bad value\n"
                  "exits 2 before any work; a measurement records those set in its context, xcorr_environment):\n";
     for (const EnvSetting& e : env_settings()) {
-        const std::string range =
-            e.hi == 1 ? "0|1" : std::to_string(e.lo) + ".." + std::to_string(e.hi);
+        const std::string range = e.is_switch() ? "0|1" : std::to_string(e.lo) + ".." + std::to_string(e.hi);
         std::cout << "  " << e.name << "=" << range << "\n      " << e.effect << "\n";
     }
     std::cout << std::flush;

@@ -293,6 +293,7 @@ struct EnvSetting {
     const char* name;
     int64_t lo, hi;
     const char* effect;  // one line for `xcorr help`
+    bool is_switch() const { return lo == 0 && hi == 1; }
 };
 const std::vector<EnvSetting>& env_settings();
 // The value of env_settings()'s `name`, or `unset` when it is unset or empty. Throws UsageError
