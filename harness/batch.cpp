@@ -38,6 +38,7 @@
 //   i straight into it and drain only waits: no staging, no host copy (the schedule is the same).
 //   On any exception the kit is dropped: its streams are synchronised before its buffers are freed.
 #include "xcorr/batch.hpp"
+#include "xcorr/gpu.hpp"
 
 #include <cuda_runtime.h>
 
@@ -80,11 +81,18 @@ Piece make_piece(const Problem& p, Form form, int64_t nL, int64_t nR, int64_t le
     return c;
 }
 
+// More pieces than this is a chunk far too small for its batch: each piece costs launches and
+// copies of its own, and the list alone would take gigabytes (a bad_alloc, not an answer).
+constexpr size_t kMaxPieces = size_t(1) << 20;
+
 // The pieces of outputs [k0, k1) of `p`, each at most m outputs (m >= 1), appended to `out`.
 void split_range(const Problem& p, int64_t k0, int64_t k1, int64_t m, int device, Split split,
                  std::vector<Piece>& out) {
     int64_t k = k0;
     while (k < k1) {
+        if (out.size() >= kMaxPieces)
+            throw UsageError("pieces of at most " + std::to_string(m) + " output matrices cut " + p.describe() +
+                             " into more than 2^20 pieces: allow more outputs a piece (--chunk, chunk=)");
         const int64_t left = k1 - k;
         switch (p.form) {
             case Form::OneToOne:
@@ -869,17 +877,9 @@ std::vector<Piece> split_batch(const Problem& p, int devices, int64_t max_output
 }
 
 std::vector<int> parse_devices(const std::string& text, bool check) {
-    auto visible = [&] {
-        int count = 0;
-        if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-            cudaGetLastError();
-            throw NoGpuError("--gpus " + text + ": no CUDA device is visible");
-        }
-        return count;
-    };
     std::vector<int> out;
     if (text == "all") {
-        const int count = visible();
+        const int count = visible_gpu_count();
         for (int i = 0; i < count; ++i) out.push_back(i);
         return out;
     }
@@ -897,7 +897,7 @@ std::vector<int> parse_devices(const std::string& text, bool check) {
         pos = comma + 1;
     }
     if (check) {
-        const int count = visible();
+        const int count = visible_gpu_count();
         for (int d : out)
             if (d >= count)
                 throw UsageError("--gpus '" + text + "': device " + std::to_string(d) + " does not exist (" +
@@ -923,6 +923,7 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
     }
     std::vector<int> devices = options.devices;
     if (devices.empty()) {
+        visible_gpu_count();  // no GPU: NoGpuError with the reason, not cudaGetDevice's bare error
         int current = 0;
         XC_CUDA_CHECK(cudaGetDevice(&current));
         devices = {current};

@@ -225,7 +225,7 @@ void Problem::check() const {
                          ", right is " + std::to_string(hR) + "x" + std::to_string(wR));
     if (nL <= 0 || nR <= 0) throw UsageError("empty stack: no left or no right matrix");
     // Output sizes are held in int: keep every single matrix comfortably inside that range.
-    if (int64_t(hL + hR - 1) * (wL + wR - 1) > (int64_t(1) << 30))
+    if ((int64_t(hL) + hR - 1) * (int64_t(wL) + wR - 1) > (int64_t(1) << 30))
         throw UsageError("matrix too large: one output matrix would exceed 2^30 elements");
     if (window) {
         window->check();

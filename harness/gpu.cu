@@ -144,24 +144,26 @@ GpuInfo check_device(int device) {
     return g;
 }
 
-void require_device_count() {
+}  // namespace
+
+int visible_gpu_count() {
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess || count == 0) {
         cudaGetLastError();
         throw NoGpuError(no_gpu_reason(err));
     }
+    return count;
 }
-}  // namespace
 
 GpuInfo require_gpu() {
-    require_device_count();
+    visible_gpu_count();
     XC_CUDA_CHECK(cudaSetDevice(0));
     return check_device(0);
 }
 
 GpuInfo require_current_gpu() {
-    require_device_count();
+    visible_gpu_count();
     int device = 0;
     XC_CUDA_CHECK(cudaGetDevice(&device));
     return check_device(device);

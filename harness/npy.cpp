@@ -6,11 +6,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <random>
+#include <sstream>
 
 #include "xcorr/core.hpp"
 
@@ -91,6 +94,7 @@ public:
 private:
     const std::string& t_;
     size_t i_ = 0;
+    int depth_ = 0;  // parentheses open
 
     [[noreturn]] void fail(const std::string& what) const {
         throw HeaderError(what + " at character " + std::to_string(i_));
@@ -147,6 +151,9 @@ private:
 
     // "()" is an empty tuple, "(x)" is x, "(x,)" and "(x, y)" are tuples.
     Value parenthesized() {
+        // Python's parser (numpy's ast.literal_eval) stops at 200 nested brackets, the header's
+        // dict one of them; the recursion here must not run the stack out on a crafted file.
+        if (++depth_ > 199) fail("parentheses nested over 199 deep");
         ++i_;
         skip_space();
         Value tuple;
@@ -161,6 +168,7 @@ private:
             tuple.items.push_back(value());
         }
         expect(')');
+        --depth_;
         return comma ? tuple : tuple.items.front();
     }
 
@@ -350,6 +358,13 @@ Stack read_npy_stack(const std::string& path, int dims) {
             double v;
             std::memcpy(&v, raw.data() + i * 8, 8);
             s.data[size_t(i)] = float(v);
+            // A finite float64 beyond float32's range would become inf: refused, not computed with.
+            if (std::isfinite(v) && !std::isfinite(s.data[size_t(i)])) {
+                std::ostringstream m;
+                m << "element " << i << " (" << v << ") is outside float32's range (about 3.4e38): the data is "
+                  << "correlated in float32";
+                bad(path, m.str());
+            }
         }
     }
     return s;
@@ -364,8 +379,18 @@ void write_npy_atomic(const std::string& path, const std::vector<int64_t>& shape
     header.append((64 - total % 64) % 64, ' ');
     header += '\n';
 
-    std::string tmp = path + ".tmp.XXXXXX";
-    int fd = mkstemp(tmp.data());
+    // A new file beside the output, mode 0666 less the umask as np.save's (mkstemp's is 0600,
+    // and a fixed mode would ignore the umask).
+    std::string tmp;
+    int fd = -1;
+    std::random_device entropy;
+    for (int attempt = 0; fd < 0 && attempt < 100; ++attempt) {
+        char suffix[16];
+        std::snprintf(suffix, sizeof suffix, "%08x", unsigned(entropy()));
+        tmp = path + ".tmp." + suffix;
+        fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST) break;
+    }
     if (fd < 0) throw UsageError(path + ": cannot create output file (" + std::strerror(errno) + ")");
     auto fail = [&](const char* what) {
         int e = errno;
@@ -391,7 +416,6 @@ void write_npy_atomic(const std::string& path, const std::vector<int64_t>& shape
     put(header.data(), header.size());
     put(data, size_t(n) * sizeof(float));
     if (fsync(fd) != 0) fail("fsync failed");
-    fchmod(fd, 0644);
     if (close(fd) != 0) {
         std::remove(tmp.c_str());
         throw UsageError(path + ": close failed");

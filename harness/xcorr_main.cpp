@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "xcorr/check.hpp"
@@ -242,6 +243,19 @@ int parse_dims(const std::string& text) {
     return text[0] - '0';
 }
 
+bool is_help(const std::string& a) { return a == "--help" || a == "-h"; }
+
+// Matches an option "--flag VALUE" / "--flag=VALUE" of a command line; one that takes a single
+// value is refused the second time (the last would silently win).
+struct OptionSeen {
+    std::set<std::string> seen;
+    bool once(const std::string& a, const char* flag) {
+        if (a != flag && a.rfind(std::string(flag) + "=", 0) != 0) return false;
+        if (!seen.insert(flag).second) throw UsageError(std::string(flag) + " is given twice");
+        return true;
+    }
+};
+
 // Refuses a window option that does not belong to `dims` (checked once every option is read: the
 // order of --dims and the window is free).
 void check_window_dims(int dims, const std::string& flag, const WindowRequest& w) {
@@ -323,25 +337,29 @@ int cmd_run(int argc, char** argv) {
     std::optional<std::string> gpus;  // --gpus: the batch split across these GPUs
     int64_t chunk = 0;                 // --chunk: at most this many output matrices per piece
     std::optional<Split> split;        // --split: how n-to-m runs of whole lefts are cut
+    OptionSeen options;
     for (int i = 0; i < argc; ++i) {
         std::string a = argv[i];
         auto value = [&](const std::string& flag) { return option_value(argc, argv, i, flag); };
-        if (a == "--algorithm" || a.rfind("--algorithm=", 0) == 0) algorithm = value("--algorithm");
-        else if (a == "--form" || a.rfind("--form=", 0) == 0) form_text = value("--form");
-        else if (a == "--out" || a.rfind("--out=", 0) == 0) out_path = value("--out");
-        else if (a == "--precision" || a.rfind("--precision=", 0) == 0) precision = value("--precision");
+        auto is = [&](const char* flag) { return options.once(a, flag); };
+        if (is_help(a)) return print_usage(), 0;  // here, not in a value: --out -h names a file
+        if (is("--algorithm")) algorithm = value("--algorithm");
+        else if (is("--form")) form_text = value("--form");
+        else if (is("--out")) out_path = value("--out");
+        else if (is("--precision")) precision = value("--precision");
         else if (a == "--param" || a.rfind("--param=", 0) == 0) {
             std::string kv = value("--param");
             auto eq = kv.find('=');
             if (eq == std::string::npos || eq == 0) throw UsageError("--param takes KEY=VALUE, got '" + kv + "'");
-            given[kv.substr(0, eq)] = kv.substr(eq + 1);
+            if (!given.emplace(kv.substr(0, eq), kv.substr(eq + 1)).second)
+                throw UsageError("--param " + kv.substr(0, eq) + " is given twice");
         } else if (a == "--validate") validate = true;
-        else if (a == "--normalize" || a.rfind("--normalize=", 0) == 0) normalize = parse_normalize(value("--normalize"));
-        else if (a == "--tolerance" || a.rfind("--tolerance=", 0) == 0) tolerance = parse_positive("--tolerance", value("--tolerance"), true);
-        else if (a == "--dims" || a.rfind("--dims=", 0) == 0) dims = parse_dims(value("--dims"));
-        else if (a == "--gpus" || a.rfind("--gpus=", 0) == 0) gpus = value("--gpus");
-        else if (a == "--chunk" || a.rfind("--chunk=", 0) == 0) chunk = parse_integer("--chunk", value("--chunk"), 1, int64_t(1) << 40);
-        else if (a == "--split" || a.rfind("--split=", 0) == 0) split = parse_split(value("--split"));
+        else if (is("--normalize")) normalize = parse_normalize(value("--normalize"));
+        else if (is("--tolerance")) tolerance = parse_positive("--tolerance", value("--tolerance"), true);
+        else if (is("--dims")) dims = parse_dims(value("--dims"));
+        else if (is("--gpus")) gpus = value("--gpus");
+        else if (is("--chunk")) chunk = parse_integer("--chunk", value("--chunk"), 1, int64_t(1) << 40);
+        else if (is("--split")) split = parse_split(value("--split"));
         else if (const char* flag = window_option(a)) {
             if (window) throw UsageError(window_flag + " and " + flag + " both choose the window: give one of --mode, --max-shift, --shifts (--dims 1: --mode, --max-lag, --lags)");
             window_flag = flag;
@@ -349,6 +367,7 @@ int cmd_run(int argc, char** argv) {
         } else if (a.rfind("--", 0) == 0) throw UsageError("unknown option " + a);
         else inputs.push_back(a);
     }
+    check_environment();  // after --help (which always answers), before any file or GPU work
     if (algorithm.empty()) throw UsageError("missing --algorithm");
     if (form_text.empty()) throw UsageError("missing --form");
     if (out_path.empty()) throw UsageError("missing --out");
@@ -499,10 +518,12 @@ int cmd_explain(int argc, char** argv) {
     std::optional<std::string> gpus;     // --gpus / --chunk: show how xcorr run would split the batch
     int64_t chunk = 0;
     std::optional<Split> split;
+    OptionSeen seen;
     for (int i = 0; i < argc; ++i) {
         std::string a = argv[i];
         auto value = [&](const std::string& flag) { return option_value(argc, argv, i, flag); };
-        auto is = [&](const char* flag) { return a == flag || a.rfind(std::string(flag) + "=", 0) == 0; };
+        auto is = [&](const char* flag) { return seen.once(a, flag); };
+        if (is_help(a)) return print_usage(), 0;
         if (is("--form")) spec.form = parse_form(value("--form")), have_form = true;
         else if (is("--left")) left_text = value("--left"), have_left = true;
         else if (is("--right")) right_text = value("--right"), have_right = true;
@@ -525,6 +546,7 @@ int cmd_explain(int argc, char** argv) {
             spec.window = parse_window(window_flag, value(window_flag));
         } else throw UsageError("unknown argument " + a + " (xcorr explain --help)");
     }
+    check_environment();
     if (!have_form) throw UsageError("missing --form");
     if (!have_left || !have_right) throw UsageError(dims == 1 ? "missing --left or --right ([N:]n)" : "missing --left or --right ([N:]HxW)");
     parse_stack_shape("--left", left_text, dims, spec.nL, spec.hL, spec.wL);
@@ -670,18 +692,21 @@ int main(int argc, char** argv) {
             print_usage();
             return 2;
         }
-        for (int i = 1; i < argc; ++i)
-            if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h" || (i == 1 && std::string(argv[1]) == "help")) {
-                print_usage();
-                return 0;
-            }
-        check_environment();
         const std::string cmd = argv[1];
+        // Help answers before anything is checked; run and explain find --help among their options
+        // (not in a value: --out -h is a file name).
+        if (cmd == "help" || is_help(cmd) || ((cmd == "list" || cmd == "info") && argc == 3 && is_help(argv[2])))
+            return print_usage(), 0;
         if (cmd == "list") {
             if (argc > 3 || (argc == 3 && std::string(argv[2]) != "--json")) throw UsageError("usage: xcorr list [--json]");
+            check_environment();
             return cmd_list(argc == 3);
         }
-        if (cmd == "info") return cmd_info();
+        if (cmd == "info") {
+            if (argc > 2) throw UsageError("usage: xcorr info (it takes no arguments)");
+            check_environment();
+            return cmd_info();
+        }
         if (cmd == "run") return cmd_run(argc - 2, argv + 2);
         if (cmd == "explain") return cmd_explain(argc - 2, argv + 2);
         throw UsageError("unknown command '" + cmd + "' (expected list, info, run, explain or help)");

@@ -180,23 +180,13 @@ Operand operand(const A& a, const char* what, int64_t elems, int device) {
                             std::to_string(type) + ")");
 }
 
-// NoGpuError with the reason where no CUDA device is visible (not a bare CUDA error later), without
-// changing the current device where one is.
-void require_a_device() {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        cudaGetLastError();
-        xcorr::require_gpu();  // throws NoGpuError with the reason
-    }
-}
-
 class PyPlan {
 public:
     PyPlan(const xcorr::PlanSpec& spec, int device) {
         if (device < 0) {
             plan_ = std::make_unique<xcorr::Plan>(spec);
         } else {
-            require_a_device();
+            xcorr::visible_gpu_count();  // no GPU: NoGpuError with the reason, not a bare CUDA error later
             DeviceGuard guard(device);
             plan_ = std::make_unique<xcorr::Plan>(spec);
         }
@@ -365,7 +355,7 @@ NB_MODULE(_xcorr, m) {
        "piece], [{device, setup, pipeline, teardown} seconds per device, with direct: whether the device downloaded "
        "straight into a page-locked out, reused: whether it reused what it kept from the last call, split: how its run was cut]).");
     m.def("empty_pinned", [](size_t count) {
-        require_a_device();
+        xcorr::visible_gpu_count();  // no GPU: NoGpuError with the reason, not a bare CUDA error later
         float* p = nullptr;
         XC_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&p), std::max<size_t>(count, 1) * sizeof(float)));
         nb::capsule owner(p, [](void* q) noexcept { cudaFreeHost(q); });

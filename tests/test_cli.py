@@ -362,6 +362,83 @@ def test_bad_usage(xcorr, args, needle):
     assert needle in (r.stderr + r.stdout).lower()
 
 
+def test_help_is_an_option_not_a_value(xcorr, tmp_path, pair):
+    """-h given as an option's value is that value (a file named -h), not a request for help that
+    exits 0 having written nothing."""
+    r = run([xcorr, "run", "--algorithm", "reference", "--form", "one-to-one", *map(str, pair), "--out", "-h"],
+            cwd=tmp_path)
+    assert r.returncode == 0 and "usage" not in r.stdout, (r.returncode, r.stdout, r.stderr)
+    assert np.load(tmp_path / "-h").shape == (1, 7, 9)
+
+
+@pytest.mark.parametrize("args", [["--out", "o1.npy", "--out", "o2.npy"], ["--form", "n-to-m", "--out", "o1.npy"],
+                                  ["--algorithm=reference", "--out", "o1.npy"], ["--dims", "2", "--dims=2", "--out", "o1.npy"],
+                                  ["--precision", "fp32", "--precision", "tf32", "--out", "o1.npy"]])
+def test_an_option_given_twice_is_refused(xcorr, tmp_path, pair, args):
+    """The second value of a one-value option silently won (--out o1 --out o2 wrote only o2):
+    refused, as a second window option already was, and nothing is written."""
+    r = run([xcorr, "run", "--algorithm", "reference", "--form", "one-to-one", *map(str, pair), *args], cwd=tmp_path)
+    one_line_error(r, 2, "given twice")
+    assert not list(tmp_path.glob("o*.npy"))
+
+
+def test_a_parameter_or_explain_option_given_twice_is_refused(xcorr, tmp_path, pair, overlap_wise):
+    r = xrun(xcorr, "--algorithm", "overlap-wise", "--form", "one-to-one", *pair, "--out", tmp_path / "o.npy",
+             "--param", "warps=4", "--param", "warps=8")
+    one_line_error(r, 2, "--param warps is given twice")
+    r = run([xcorr, "explain", "--form", "one-to-one", "--left", "9x9", "--right", "3x3", "--right", "4x4"])
+    one_line_error(r, 2, "--right is given twice")
+
+
+def test_info_takes_no_arguments(xcorr):
+    one_line_error(run([xcorr, "info", "extra"]), 2, "takes no arguments")
+
+
+def test_sizes_whose_sum_overflows_int_are_refused(xcorr):
+    """hL + hR - 1 was summed in int before the size check widened it: 2^31 - 1 rows on each side
+    wrapped to a negative size, passed, and explain chose an algorithm for it."""
+    for dims, left in ((2, "2147483647x1"), (1, "2147483647")):
+        r = run([xcorr, "explain", "--dims", str(dims), "--form", "one-to-one", "--left", left, "--right", left])
+        one_line_error(r, 2, "too large")
+
+
+def test_a_chunk_that_cuts_the_batch_into_too_many_pieces_is_refused(xcorr):
+    """--chunk 1 on 2^22 outputs: the piece list grew without bound (a 10^10-output batch allocated
+    gigabytes, then bad_alloc, exit 1); past 2^20 pieces it is refused with what to change."""
+    r = run([xcorr, "explain", "--form", "n-to-m", "--left", "2048:1x1", "--right", "2048:1x1", "--chunk", "1"],
+            timeout=60)
+    one_line_error(r, 2, "more than 2^20 pieces", "--chunk")
+    r = run([xcorr, "explain", "--form", "n-to-m", "--left", "2048:1x1", "--right", "2048:1x1", "--chunk", "64"])
+    assert r.returncode == 0 and "pieces" in r.stdout, r.stderr
+
+
+def test_float64_beyond_float32_is_refused(xcorr, tmp_path, pair):
+    """A finite float64 the float32 conversion turns into inf was correlated as inf (exit 0, an
+    output of inf and nan): refused, naming the element. Infinite inputs are the user's data."""
+    left = np.full((5, 6), 0.5)
+    left[2, 3] = -1e300
+    out = tmp_path / "o.npy"
+    r = xrun(xcorr, "--algorithm", "reference", "--form", "one-to-one", save(tmp_path / "big.npy", left), pair[1],
+             "--out", out)
+    one_line_error(r, 2, "big.npy", "element 15", "float32")
+    assert not out.exists()
+    left[2, 3] = np.inf
+    r = xrun(xcorr, "--algorithm", "reference", "--form", "one-to-one", save(tmp_path / "inf.npy", left), pair[1],
+             "--out", out)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("mask", [0o077, 0o022])
+def test_output_mode_follows_the_umask(xcorr, tmp_path, pair, mask):
+    """The output's mode is 0666 less the umask, as np.save's (it was 0644 whatever the umask:
+    world-readable under umask 077)."""
+    out = tmp_path / "o.npy"
+    r = run([xcorr, "run", "--algorithm", "reference", "--form", "one-to-one", *map(str, pair), "--out", str(out)],
+            preexec_fn=lambda: os.umask(mask))
+    assert r.returncode == 0, r.stderr
+    assert out.stat().st_mode & 0o777 == 0o666 & ~mask
+
+
 def test_output_directory_missing(xcorr, tmp_path, pair):
     r = xrun(xcorr, "--algorithm", "reference", "--form", "one-to-one", *pair, "--out", tmp_path / "no" / "o.npy")
     one_line_error(r, 2, "cannot create output")

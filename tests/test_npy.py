@@ -89,6 +89,11 @@ def numpy_verdict(path):
         return array, f"rank {len(shape)}"
     if fortran:
         return array, "fortran order"
+    if dtype.itemsize == 8:
+        with np.errstate(all="ignore"):
+            beyond = np.isfinite(array) & ~np.isfinite(array.astype(np.float32))
+        if beyond.any():
+            return array, "float64 values beyond float32's range"
     if any(type(d) is bool for d in shape):
         return array, "True/False as a dimension"
     spelling = python_spelling(data)
@@ -205,6 +210,13 @@ KNOWN = {
     "header over numpy's 10000 characters": (npy_file(header_of("(3, 4)") + " " * 10000, F4(12)), "refuse"),
     # np.load reads the declared count and ignores the rest; the tool refuses it (README)
     "trailing bytes": (npy_file(header_of("(3, 4)"), F4(13)), "refuse"),
+    # correlated as inf (exit 0); refused by design (README)
+    "float64 beyond float32's range": (npy_file(header_of("(3, 4)", "<f8"), np.full(12, 1e300).tobytes()),
+                                       "refuse"),
+    # numpy (Python's parser) refuses 200 nested brackets, the header's dict one of them; the tool
+    # recursed into any depth (a deep enough one ran the stack out: a crash)
+    "parentheses nested 200 deep": (npy_file(header_of("(" * 199 + "(3, 4)" + ")" * 199), F4(12)), "refuse"),
+    "parentheses nested 199 deep": (npy_file(header_of("(" * 198 + "(3, 4)" + ")" * 198), F4(12)), "accept"),
     # numpy accepts Python's spellings, which the parser must follow
     "Python spellings": (npy_file("\n{\"descr\":'<f4' ,'fortran_order':False,# c\n'shape':((3),(+4)),}", F4(12),
                                   version=(3, 0)), "accept"),

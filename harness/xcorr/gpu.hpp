@@ -28,6 +28,8 @@ struct GpuInfo {
 
 // The architectures this binary holds code for, as meson passed them ("90" or "80;90").
 std::string built_archs();
+// How many CUDA devices are visible; throws NoGpuError, saying why (no driver, an old one), when none is.
+int visible_gpu_count();
 // Throws NoGpuError unless a CUDA GPU is present and this binary holds code for it.
 // Selects device 0 (use CUDA_VISIBLE_DEVICES to choose another).
 GpuInfo require_gpu();
