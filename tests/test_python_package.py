@@ -336,6 +336,9 @@ ERRORS = [  # kwargs of correlate2d with the reference (no GPU needed), exceptio
     (dict(algorithm=None), ValueError, "algorithm must be"),
     (dict(precision="fp16"), ValueError, "precision"),
     (dict(params={"x": 1}), ValueError, "params"),
+    (dict(params=[1, 2]), ValueError, "params must be a dict"),  # was AttributeError
+    (dict(params="abc"), ValueError, "params must be a dict"),
+    (dict(stream="x"), ValueError, "stream= takes"),  # was ignored by the reference
     (dict(out=np.zeros((8, 8))), ValueError, "shape"),
     (dict(left=np.zeros((6, 7), dtype=np.int32)), ValueError, "float32 or float64"),
     (dict(left=np.zeros((6, 7), dtype=np.complex64)), ValueError, "float32 or float64"),
@@ -381,12 +384,58 @@ def has_gpu():
 def test_without_a_gpu_the_gpu_path_raises_no_gpu_error():
     if has_gpu():
         pytest.skip("a GPU is present (this test checks the machine without one)")
-    for call in (lambda: xcorr.correlate2d(np.ones((5, 5), np.float32), np.ones((3, 3), np.float32)),
+    reasons = set()
+    f32 = np.ones((5, 5), np.float32), np.ones((3, 3), np.float32)
+    for call in (lambda: xcorr.correlate2d(*f32),
                  lambda: xcorr.Plan((5, 5), (3, 3), algorithm="overlap-wise"),
-                 xcorr.gpu_info):
+                 xcorr.gpu_info,
+                 lambda: xcorr.correlate2d(*f32, devices=[0]),
+                 lambda: xcorr.correlate2d(*f32, chunk=1)):
         with pytest.raises(xcorr.NoGPUError) as e:
             call()
         assert isinstance(e.value, RuntimeError) and len(str(e.value)) > 10, str(e.value)
+        reasons.add(str(e.value))
+    # One reason for all: devices= said "--gpus 0: no CUDA device is visible" (a CLI flag) and
+    # chunk= CUDA's bare "driver version is insufficient".
+    assert len(reasons) == 1, reasons
+
+
+F32 = np.ones((6, 7), np.float32)
+BEFORE_THE_GPU = [  # (call, message): refused the same with or without a GPU
+    (lambda: xcorr.correlate2d(np.zeros((6, 7), np.int32), B), "left must be float32.*got int32"),
+    (lambda: xcorr.correlate2d(F32, np.zeros((3, 3), bool)), "right must be float32.*got bool"),
+    (lambda: xcorr.correlate1d(np.zeros(7, np.complex64), np.zeros(3)), "left must be float32.*got complex64"),
+    (lambda: xcorr.correlate2d(F32, B, out=np.zeros((1, 1), np.float32)), r"out must have shape \(8, 9\)"),
+    (lambda: xcorr.correlate2d(F32, B, out=np.zeros((8, 9))), "out must be float32, got float64"),
+    (lambda: xcorr.correlate2d(F32, B, chunk=1, out=np.zeros((8, 9), ">f4")),
+     r"out must be float32, got float32 \(big-endian\)"),  # was "must be float32, got float32"
+    (lambda: xcorr.correlate2d(np.full((6, 7), -1e300), B, chunk=1), "element 0 .-1e.300. is outside float32's range"),
+    (lambda: xcorr.Plan((6, 7), (3, 3), algorithm="overlap-wise", params=[1, 2]), "params must be a dict"),
+    (lambda: xcorr.Plan((2**31, 5), (3, 3), algorithm="overlap-wise"), "dimension over 2.30"),
+    (lambda: xcorr.Plan((2**31,), (5,), dims=1, algorithm="reference"), "dimension over 2.30"),
+    (lambda: xcorr.explain((2**31, 5), (5, 5)), "dimension over 2.30"),  # were nanobind TypeErrors
+    (lambda: xcorr.Plan(None, (3, 3)), "a shape is a tuple of integers, got None"),
+    (lambda: xcorr.Plan(5, (3, 3)), "a shape is a tuple of integers, got 5"),
+    (lambda: xcorr.explain((6, 7), (3, 3), gpu=5), "gpu must be a GPU's name"),
+    (lambda: xcorr.Plan((6, 7), (3, 3), algorithm="reference", device="cuda:0"), "device must be"),
+]
+
+
+@pytest.mark.parametrize("call,match", BEFORE_THE_GPU, ids=[m for _, m in BEFORE_THE_GPU])
+def test_bad_arrays_and_arguments_are_value_errors_on_any_machine(call, match):
+    """A call's arrays and arguments are checked before the device plan is built: without a GPU
+    a bad dtype or out= was NoGPUError (with one, a plan and its workspace were made and cached
+    first), and a non-dict params= or a 2^31 dimension a TypeError or AttributeError."""
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_the_size_check_does_not_overflow():
+    """The harness's size check summed hL + hR - 1 in int: 2^31 - 1 rows wrapped to a negative
+    size and passed (Python refuses such a shape first; the binding is asked directly)."""
+    spec = xcorr._xcorr.spec("one-to-one", 1, 1, 2**31 - 1, 1, 2**31 - 1, 1, "mode", "full", "none", "fp32", "auto", {})
+    with pytest.raises(ValueError, match="too large"):
+        xcorr._xcorr.resolve(spec)
 
 
 def test_a_bad_switch_raises_value_error_before_the_gpu(monkeypatch):

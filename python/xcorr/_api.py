@@ -18,6 +18,8 @@ with (n,) for (h, w) and (count, n) for (count, h, w), and the result drops the 
 (nL, nR, n_out) for n-to-m and so on. The memory is the same, so 1-D arrays go to the GPU as they
 are (no copy); only the plan's spec and the reference see the 1 x n matrices.
 """
+from collections.abc import Mapping
+
 import numpy as np
 
 from . import _arrays, _reference, _xcorr
@@ -29,16 +31,30 @@ PRECISIONS = ("fp32", "tf32")
 NORMALIZATIONS = _reference.NORMALIZATIONS  # ("none", "zncc", "zero-lag"); None means "none"
 
 
-def _shape_of(x, what):
-    shape = tuple(x.shape) if hasattr(x, "shape") else tuple(x)
+MAX_DIM = 1 << 30  # as the npy reader's: no output matrix holds more than 2^30 elements anyway
+
+
+def _dims(x, what, ndims, expected, hints={}):
+    """x's shape (an array's, or x itself as integers), checked: `ndims` dimensions, each from 1 to
+    2^30; `expected` says what they are, hints[ndim] what to use instead."""
+    try:
+        shape = tuple(x.shape) if hasattr(x, "shape") else tuple(x)
+    except TypeError:
+        raise ValueError(f"{what}: a shape is a tuple of integers, got {x!r}") from None
     if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in shape):
         raise ValueError(f"{what}: a shape is a tuple of integers, got {shape!r}")
     shape = tuple(int(d) for d in shape)
-    if len(shape) not in (2, 3):
-        raise ValueError(f"{what} must be 2-D (h, w) or a 3-D stack (count, h, w), got shape {shape}")
+    if len(shape) not in ndims:
+        raise ValueError(f"{what} must be {expected}, got shape {shape}{hints.get(len(shape), '')}")
     if any(d <= 0 for d in shape):
         raise ValueError(f"{what} has an empty dimension: shape {shape}")
+    if any(d > MAX_DIM for d in shape):
+        raise ValueError(f"{what} has a dimension over 2^30: shape {shape}")
     return shape
+
+
+def _shape_of(x, what):
+    return _dims(x, what, (2, 3), "2-D (h, w) or a 3-D stack (count, h, w)")
 
 
 MAX_SHIFT = (1 << 30) - 1  # harness/core.cpp's kMaxShift: a shift is less than 2^30 away from 0
@@ -46,16 +62,8 @@ MAX_SHIFT = (1 << 30) - 1  # harness/core.cpp's kMaxShift: a shift is less than 
 
 def _signal_shape(x, what):
     """The shape of a signal (n,) or a stack of signals (count, n), checked."""
-    shape = tuple(x.shape) if hasattr(x, "shape") else tuple(x)
-    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in shape):
-        raise ValueError(f"{what}: a shape is a tuple of integers, got {shape!r}")
-    shape = tuple(int(d) for d in shape)
-    if len(shape) not in (1, 2):
-        raise ValueError(f"{what} must be a 1-D signal (n,) or a 2-D stack of signals (count, n), got shape {shape}"
-                         + (" (matrices: correlate2d)" if len(shape) == 3 else ""))
-    if any(d <= 0 for d in shape):
-        raise ValueError(f"{what} has an empty dimension: shape {shape}")
-    return shape
+    return _dims(x, what, (1, 2), "a 1-D signal (n,) or a 2-D stack of signals (count, n)",
+                 {3: " (matrices: correlate2d)"})
 
 
 def _as_matrices(shape):
@@ -166,6 +174,16 @@ def _normalize(normalize):
     return normalize
 
 
+def _float32(x, kind, what):
+    """True for float32, False for a NumPy float of another width (converted); else ValueError."""
+    if _arrays.is_float32(x, kind):
+        return True
+    if kind == "numpy" and np.issubdtype(x.dtype, np.floating) and x.dtype.itemsize <= 8:
+        return False
+    raise ValueError(f"{what} must be float32{' (float64 NumPy is converted)' if kind == 'numpy' else ''}, "
+                     f"got {_arrays.dtype_name(x, kind)}")
+
+
 class Plan:
     """A correlation built once for given shapes and executed many times.
 
@@ -187,13 +205,14 @@ class Plan:
                  lags=None):
         self._setup(left_shape, right_shape, mode, max_shift, shifts, normalize, form, algorithm, precision, params,
                     dims, max_lag, lags)
-        if self.reference:
-            self._plan = None
-        else:
-            if device is not None and (isinstance(device, bool) or not isinstance(device, (int, np.integer))
-                                       or device < 0):
-                raise ValueError(f"device must be a CUDA device index, got {device!r}")
-            self._plan = _xcorr.Plan(self._spec, -1 if device is None else int(device))
+        self._attach(device)
+
+    def _attach(self, device):
+        """The device plan (all the GPU work of building one; none for the reference)."""
+        if device is not None and (isinstance(device, bool) or not isinstance(device, (int, np.integer))
+                                   or device < 0):
+            raise ValueError(f"device must be a CUDA device index, got {device!r}")
+        self._plan = None if self.reference else _xcorr.Plan(self._spec, -1 if device is None else int(device))
         self._device = None if self.reference else self._plan.device  # the fast paths compare with it
 
     def _setup(self, left_shape, right_shape, mode, max_shift, shifts, normalize, form, algorithm, precision, params,
@@ -220,6 +239,8 @@ class Plan:
             raise ValueError(f"algorithm must be a name (xcorr.algorithms()), 'auto' or 'reference', got {algorithm!r}")
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        if params is not None and not isinstance(params, Mapping):
+            raise ValueError(f"params must be a dict of parameter names to values, got {params!r}")
         params = {str(k): str(v) for k, v in (params or {}).items()}
         if params and algorithm in ("auto", "reference"):
             raise ValueError(f"params= are for a named algorithm, not {algorithm!r}")
@@ -358,12 +379,26 @@ class Plan:
         self._plan.execute(left, right, out, _arrays.stream_handle(stream, kind, device))
         return out
 
+    def _check_arrays(self, left, kl, right, kr, out):
+        """What a call refuses of its arrays' dtypes and of out=, on any machine: a new plan for a
+        call checks them before it builds the device plan (shapes are the caller's)."""
+        if not self.reference:  # the reference takes any floating dtype and checks its own out=
+            _float32(left, kl, "left")
+            _float32(right, kr, "right")
+            if out is not None:
+                self._check_out(out)
+
     def _input(self, x, kind, device, what):
-        if not _arrays.is_float32(x, kind):
-            if kind == "numpy" and np.issubdtype(x.dtype, np.floating) and x.dtype.itemsize <= 8:
-                return np.ascontiguousarray(x, dtype=np.float32)
-            raise ValueError(f"{what} must be float32{' (float64 NumPy is converted)' if kind == 'numpy' else ''}, "
-                             f"got {_arrays.dtype_name(x, kind)}")
+        if not _float32(x, kind, what):
+            with np.errstate(over="ignore"):
+                y = np.ascontiguousarray(x, dtype=np.float32)
+            # A finite value beyond float32's range would become inf: refused, as the CLI does.
+            if x.dtype.itemsize > 4 and not np.isfinite(y).all():
+                beyond = np.flatnonzero(np.isinf(y) & np.isfinite(x))
+                if beyond.size:
+                    raise ValueError(f"{what}: element {beyond[0]} ({float(x.flat[beyond[0]])!r}) is outside float32's "
+                                     "range (about 3.4e38): the data is correlated in float32")
+            return y
         if kind == "numpy":
             return np.ascontiguousarray(x)
         if kind == "torch" and x.requires_grad:
@@ -526,10 +561,22 @@ def correlate2d(left, right, mode="full", *, max_shift=None, shifts=None, normal
     # The arrays' own shape objects (torch.Size, tuples) as the fast path looks them up.
     key = _key(mode, max_shift, shifts, normalize, form, algorithm, precision, params, left.shape, right.shape,
                device, handle)
-    plan = _cached_plan(key, lambda: Plan(lshape, rshape, mode, max_shift=max_shift, shifts=shifts, normalize=normalize,
-                                          form=form, algorithm=algorithm, precision=precision, params=params,
-                                          device=device))
+    plan = _cached_plan(key, lambda: _plan_for(left, kl, right, kr, out, device, lshape, rshape, mode=mode,
+                                               max_shift=max_shift, shifts=shifts, normalize=normalize, form=form,
+                                               algorithm=algorithm, precision=precision, params=params, dims=2,
+                                               max_lag=None, lags=None))
     return plan(left, right, out=out, stream=handle)
+
+
+def _plan_for(left, kl, right, kr, out, device, lshape, rshape, **setup):
+    """A new plan for a call's arrays: its spec, then the arrays' dtypes and out= against it, then
+    the device plan, so that a bad array is a ValueError on any machine (not NoGPUError) and no
+    workspace is allocated for a call that is refused. `setup`: Plan._setup's keywords."""
+    plan = Plan.__new__(Plan)
+    plan._setup(lshape, rshape, **setup)
+    plan._check_arrays(left, kl, right, kr, out)
+    plan._attach(device)
+    return plan
 
 
 def _as_arrays(left, right):
@@ -548,6 +595,8 @@ def _device_and_stream(left, right, kl, kr, algorithm, stream):
     handle (`stream`, or that array library's current stream)."""
     dl, dr = _arrays.device_of(left, kl), _arrays.device_of(right, kr)
     if algorithm == "reference":
+        if stream is not None:
+            _arrays.stream_handle(stream, kl, None)  # a bad stream= is refused here too
         return None, None
     device = dl if dl is not None else dr
     return device, _arrays.stream_handle(stream, kl if dl is not None else kr, device)
@@ -626,9 +675,10 @@ def correlate1d(left, right, mode="full", *, max_lag=None, lags=None, normalize=
     # Its own keys in correlate2d's cache: a (count, n) stack has the shape of a matrix.
     key = ("correlate1d",) + _key(mode, max_lag, lags, normalize, form, algorithm, precision, params, left.shape,
                                   right.shape, device, handle)
-    plan = _cached_plan(key, lambda: Plan(lshape, rshape, mode, max_lag=max_lag, lags=lags, normalize=normalize,
-                                          form=form, algorithm=algorithm, precision=precision, params=params,
-                                          device=device, dims=1))
+    plan = _cached_plan(key, lambda: _plan_for(left, kl, right, kr, out, device, lshape, rshape, mode=mode,
+                                               max_shift=None, shifts=None, normalize=normalize, form=form,
+                                               algorithm=algorithm, precision=precision, params=params, dims=1,
+                                               max_lag=max_lag, lags=lags))
     return plan(left, right, out=out, stream=handle)
 
 
@@ -711,6 +761,8 @@ def explain(left, right, mode="full", *, max_shift=None, shifts=None, normalize=
     p = Plan(left if not hasattr(left, "shape") else left.shape, right if not hasattr(right, "shape") else right.shape,
              mode, max_shift=max_shift, shifts=shifts, normalize=normalize, form=form, algorithm="reference",
              precision=precision, dims=dims, max_lag=max_lag, lags=lags)
+    if gpu is not None and not isinstance(gpu, str):
+        raise ValueError(f"gpu must be a GPU's name (as xcorr.gpu_info()['name'] gives it), got {gpu!r}")
     if gpu is None:
         try:
             gpu = _xcorr.gpu_info()["name"]

@@ -71,7 +71,10 @@ def device_of(x, kind):
 def dtype_name(x, kind):
     if kind == "torch":
         return str(x.dtype).removeprefix("torch.")
-    return np.dtype(x.dtype).name if hasattr(x, "dtype") else type(x).__name__
+    if not hasattr(x, "dtype"):
+        return type(x).__name__
+    d = np.dtype(x.dtype)
+    return d.name if d.isnative else f"{d.name} ({'big' if d.byteorder == '>' else 'little'}-endian)"
 
 
 def is_float32(x, kind):
