@@ -34,6 +34,24 @@ def names() -> list[str]:
     return [n for n in ORDER if n in found] + sorted(n for n in found if n not in ORDER)
 
 
+def selected(texts, known: list[str] | None = None) -> list[str]:
+    """The experiment names given on a command line (each text a name or a comma-separated list), in
+    order and without repeats; a ValueError naming the first unknown one, with the known ones (default:
+    names()): the refusal of every command that takes experiment names (run_experiments, slurm_sweep,
+    plot --only)."""
+    known = names() if known is None else known
+    picked = []
+    for text in texts:
+        for part in text.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if part not in known:
+                raise ValueError(f"unknown experiment {part!r} (known: {', '.join(known)})")
+            picked.append(part)
+    return list(dict.fromkeys(picked))
+
+
 def load(name: str) -> Experiment:
     mod = importlib.import_module(f"{__name__}.{name}")
     exp = getattr(mod, "EXPERIMENT", None)

@@ -119,6 +119,13 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, help="default: GPU-DIR/auto_report.md")
     args = ap.parse_args(argv)
     xcorr = str(Path(args.build) / "xcorr")
+    # What it needs, said in one line each (they were tracebacks).
+    if not Path(xcorr).is_file():
+        print(f"auto_report: {xcorr} is missing: build first (scripts/setup-env builds it)", file=sys.stderr)
+        return 2
+    if not (args.gpu_dir / "summary.csv").is_file():
+        print(f"auto_report: {args.gpu_dir / 'summary.csv'} is missing (scripts/aggregate.py writes it)", file=sys.stderr)
+        return 2
     listing = json.loads(subprocess.run([xcorr, "list", "--json"], capture_output=True, text=True, check=True).stdout)
     ours = {v["name"]: v["tolerance"] for v in listing}
     times, exps, gpu = load(args.gpu_dir / "summary.csv", ours)

@@ -51,7 +51,7 @@ def git_revision():
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--form", default="n-to-m", choices=["one-to-many", "n-to-m", "n-to-mn"])
     ap.add_argument("--left", default="64:96x96")
     ap.add_argument("--right", default="4096:96x96")

@@ -4,6 +4,11 @@
 # Run: python3 scripts/emulate_tensor_tiled.py (about a minute). It passed before any GPU run.
 # CPU emulation of tensor_tiled_kernel's index math (float64, no TF32 rounding): staging, fragment
 # gathers per lane, m16n8k8 via the PTX fragment layouts, the store. One pair group per block.
+import sys
+USAGE = "usage: python3 scripts/emulate_tensor_tiled.py   (no arguments: checks algorithms/23_tensor_3xtf32.cu's index math against scipy, about a minute)"
+if sys.argv[1:]:  # it took no arguments and ran the minute-long check on --help too
+    print(USAGE, file=sys.stdout if sys.argv[1] in ("-h", "--help") else sys.stderr)
+    sys.exit(0 if sys.argv[1] in ("-h", "--help") else 2)
 import numpy as np
 from scipy.signal import correlate2d
 KR,KS,KC,MT,TDX,LP,NP=4,4,32,2,32,64,7

@@ -308,6 +308,12 @@ def main(argv=None) -> int:
     ap.add_argument("--results", type=Path, default=ROOT / "results")
     args = ap.parse_args(argv)
     files = generate(args.results, ROOT / "harness" / "auto_tables")
+    if not any(p.suffix == ".tsv" for p in files):
+        # No measured table (a wrong --results): writing would empty auto's tables in auto_table.cpp.
+        why = "no such folder" if not args.results.is_dir() else \
+            "no <gpu>/summary.csv in it with a measured row of our variants (--results names the folder of the GPU folders)"
+        print(f"make_auto_table: {args.results}: {why}; nothing written", file=sys.stderr)
+        return 2
     stale = [p for p, text in files.items() if not p.exists() or p.read_text() != text]
     if args.check:
         for p in stale:

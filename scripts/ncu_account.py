@@ -153,10 +153,15 @@ def main(argv=None) -> int:
     ap.add_argument("--summary", type=Path, default=Path("results/nvidia-h200/summary.csv"))
     ap.add_argument("--reduced", type=Path)
     a = ap.parse_args(argv)
+    found = sorted(a.dir.glob("ncu-*.csv"))
+    if not found:  # a wrong folder printed nothing and exited 0
+        why = "no such folder" if not a.dir.is_dir() else "no ncu-*.csv in it (scripts/ncu-fft-account writes them)"
+        print(f"ncu_account: {a.dir}: {why}", file=sys.stderr)
+        return 2
     summ = pd.read_csv(a.summary) if a.summary.exists() else None
     cases = (a.dir / "cases.txt").read_text().splitlines() if (a.dir / "cases.txt").exists() else []
     specs = dict(line.split(None, 1) for line in cases if line.strip())
-    for f in sorted(a.dir.glob("ncu-*.csv")):
+    for f in found:
         key = f.stem[4:]
         d = read(f)
         if a.reduced:

@@ -14,7 +14,8 @@ and the host time per call (time.perf_counter) of each. Added time = (mode - bar
 the GPU's clock (*_added_us), and host time per call less the bare loop's GPU time per call
 (*_host_added_us: issue #23's measure, since a launch-bound caller waits on the host).
 Small cases are launch-bound, so there the host time is what the caller sees. Prints JSON.
-Usage: python scripts/python_overhead.py [--calls N] [--out FILE]; needs a GPU and PyTorch."""
+Usage: python scripts/python_overhead.py [--calls N] [--out FILE]; needs a GPU (exit 3 without one)
+and PyTorch (exit 2 without it)."""
 import argparse
 import json
 import sys
@@ -33,10 +34,20 @@ def main():
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--out", help="also write the JSON here")
     args = ap.parse_args()
-    import torch
+    try:
+        import torch
 
-    import xcorr
-    results = {"gpu": xcorr.gpu_info()["name"], "calls": args.calls, "cases": []}
+        import xcorr
+    except ImportError as e:  # one line, not a traceback: what is missing and where it comes from
+        print(f"python_overhead: needs PyTorch and the xcorr package ({e}; pip install torch, "
+              "and scripts/setup-env installs xcorr)", file=sys.stderr)
+        return 2
+    try:
+        gpu = xcorr.gpu_info()["name"]
+    except xcorr.NoGPUError as e:
+        print(f"python_overhead: no GPU: {e}", file=sys.stderr)
+        return 3
+    results = {"gpu": gpu, "calls": args.calls, "cases": []}
     stream = torch.cuda.Stream()
     for ls, rs, form, window in CASES:
         a = torch.rand(ls, device="cuda")

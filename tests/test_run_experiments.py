@@ -240,9 +240,12 @@ def test_no_gpu_is_refused_with_exit_3(env, capsys):
 
 
 def test_unknown_experiment_and_estimate(env, capsys):
-    run, _, _, _ = env
-    with pytest.raises(SystemExit):
-        run("fig99")
+    run, results, log, _ = env
+    # a usage error: exit 2 and one line, as for the other bad arguments (it exited 1)
+    assert run("fig17,fig99") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("run_experiments: unknown experiment 'fig99' (known: fig15, "), err
+    assert log_lines(log) == [] and not results.exists()
     assert run("--estimate", "fig16,fig17") == 0
     out = capsys.readouterr().out
     assert "fig16" in out and "fig17" in out and "total" in out

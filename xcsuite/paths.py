@@ -26,11 +26,28 @@ def add_dirs_arguments(ap) -> None:
     ap.add_argument("--quick", action="store_true", help="the quick-run folders instead")
 
 
+class NotAResultsFolder(Exception):
+    """A folder named on a report command's line that is not one of results (the message names it)."""
+
+
+def holds_results(d: Path) -> bool:
+    """Whether folder d is one GPU's results: <experiment>.json files or a summary.csv."""
+    return any(d.glob("*.json")) or (d / "summary.csv").exists()
+
+
 def selected_dirs(given: list, quick: bool) -> list[Path]:
     """The result folders a report script works on: those named on its command line, else every
-    GPU's folder under results/ (only the quick-run folders with --quick, never mixed)."""
+    GPU's folder under results/ (only the quick-run folders with --quick, never mixed). A named
+    folder that is missing or holds no results is refused (NotAResultsFolder): reporting on it would
+    say "nothing measured" and exit 0, and a misspelt folder would look like an empty GPU."""
     if given:
-        return [Path(d) for d in given]
+        dirs = [Path(d) for d in given]
+        for d in dirs:
+            if not d.is_dir():
+                raise NotAResultsFolder(f"{d}: no such folder")
+            if not holds_results(d):
+                raise NotAResultsFolder(f"{d}: not a GPU's results folder (no <experiment>.json or summary.csv in it)")
+        return dirs
     return [d for d in gpu_dirs(include_quick=quick) if d.name.endswith(QUICK_SUFFIX) == quick]
 
 
@@ -45,7 +62,7 @@ def gpu_dirs(results: Path = None, include_quick: bool = False) -> list[Path]:
             continue
         if d.name.endswith(QUICK_SUFFIX) and not include_quick:
             continue
-        if any(d.glob("*.json")) or (d / "summary.csv").exists():
+        if holds_results(d):
             out.append(d)
     return out
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from experiments._spec import expand
-from xcsuite import resultfile
+from xcsuite import paths, resultfile
 
 
 class ResultsError(Exception):
@@ -144,14 +144,15 @@ def results_date(gpu_dir: Path, names=None) -> str | None:
 
 
 def exit_2_on_bad_results(tool: str):
-    """Decorates a script's main(): a damaged results file ends it with one line on stderr and
-    exit status 2, not a traceback."""
+    """Decorates a script's main(): a damaged results file, or a named folder that holds no
+    results (paths.selected_dirs), ends it with one line on stderr and exit status 2, not a
+    traceback."""
     def wrap(main):
         @functools.wraps(main)
         def run(*args, **kw):
             try:
                 return main(*args, **kw)
-            except ResultsError as e:
+            except (ResultsError, paths.NotAResultsFolder) as e:
                 print(f"{tool}: {e}", file=sys.stderr)
                 return 2
         return run

@@ -190,6 +190,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--out", default=None, help="plots folder (default: plots/<gpu or cpu>/)")
     args = ap.parse_args(argv)
+    if args.patterns is not None and args.patterns < 1:  # 0 ran the default K, a negative K a traceback
+        ap.error(f"--patterns must be at least 1, not {args.patterns}")
 
     algorithm, slug, gpu_name = args.algorithm, None, None
     if algorithm not in ("scipy", "reference"):
@@ -217,7 +219,7 @@ def main(argv=None) -> int:
         return 2
     if slug is None:
         slug = f"cpu-{algorithm}"
-    patterns = args.patterns or (50 if algorithm != "reference" else 1)
+    patterns = args.patterns if args.patterns is not None else (50 if algorithm != "reference" else 1)
     ref, L, R, truth, geom = build(patterns, args.seed)
     print(f"application: {len(L)} reference tiles x {patterns} deformed patterns = {len(R)} correlations of "
           f"{TILE}x{TILE} (n-to-mn) with {algorithm}")

@@ -718,7 +718,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.pdf:
         os.environ["XCORR_PLOT_FORMATS"] = "png,pdf"
-    only = [x for x in args.only.split(",") if x] or None
+    try:  # a misspelt name drew nothing and exited 0
+        only = suite.selected([args.only]) or None
+    except ValueError as e:
+        ap.error(f"--only: {e}")
     dirs = paths.selected_dirs(args.dirs, args.quick)
     if not dirs:
         print("plot: no results found", file=sys.stderr)

@@ -60,6 +60,7 @@ from xcsuite.results import ResultsError, load_results
 from xcsuite import resultfile
 
 import experiments as suite
+from experiments import selected as selected_experiments  # not through suite: tests replace it with a fake suite
 from experiments._spec import expand
 
 PROTOCOL = {"repetitions": 10, "min_time_s": 0.1}
@@ -367,16 +368,11 @@ def chunks(cases: list, est, limit_s: float, tool=lambda c: None) -> list:
 
 def select(names: list[str]) -> list:
     known = suite.names()
-    picked = []
-    for n in names or known:
-        for part in n.split(","):
-            part = part.strip()
-            if not part:
-                continue
-            if part not in known:
-                raise SystemExit(f"run_experiments: unknown experiment {part!r} (known: {', '.join(known)})")
-            picked.append(part)
-    return [suite.load(n) for n in dict.fromkeys(picked)]
+    try:
+        picked = selected_experiments(names, known) if names else known
+    except ValueError as e:
+        raise Stop(2, str(e)) from None  # a usage error (exit 2), like every other refusal of the arguments
+    return [suite.load(n) for n in picked]
 
 
 def within_cap(cases: list, max_fmas) -> list:

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from xcsuite import paths
 
+import experiments as suite
+
 
 def parse_args(argv):
     if "--" in argv:
@@ -42,6 +44,10 @@ def parse_args(argv):
     args.extra = extra
     if args.shards < 1:
         ap.error("--shards must be >= 1")
+    try:  # here, not in every task of the array once it runs
+        suite.selected(args.experiments)
+    except ValueError as e:
+        ap.error(str(e))
     return args
 
 

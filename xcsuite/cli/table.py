@@ -339,7 +339,8 @@ def readme_with_headline(readme: str, gpu_dir: Path) -> str:
 
 @exit_2_on_bad_results("table")
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    # The whole docstring: its first paragraph ends on "Four readings:", before them.
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     paths.add_dirs_arguments(ap)
     ap.add_argument("--pdf", action="store_true", help="a PDF beside each PNG (not committed)")
     ap.add_argument("--readme", action="store_true",

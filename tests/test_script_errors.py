@@ -1,0 +1,194 @@
+"""The scripts' refusals of bad input, run as a user runs them (a subprocess, this interpreter): one
+clear line on stderr (argparse's usage and error line for a bad argument) and a non-zero exit, 2
+for bad usage, never a traceback, a silent success or a file written (CPU only)."""
+import ast
+import os
+import shutil
+import sys
+
+import pytest
+from conftest import ROOT, one_line_error, run
+from suite_helpers import make_fake_build
+
+SCRIPTS = ROOT / "scripts"
+REPORTS = ("aggregate", "claims", "anchors", "table", "plot")
+
+
+def script(name, *args, env=None, timeout=300):
+    return run([sys.executable, str(SCRIPTS / name), *map(str, args)], cwd=ROOT, timeout=timeout,
+               env={**os.environ, **(env or {})})
+
+
+def usage_error(r, *needles):
+    """argparse's refusal: exit 2, its usage, then one error line holding every needle."""
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr and r.stderr.startswith("usage: "), r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert ": error: " in last and all(n in last for n in needles), last
+
+
+def paragraphs(text):
+    return [" ".join(p.split()) for p in text.split("\n\n") if p.strip()]
+
+
+# --- make_auto_table.py: a --results without measured tables emptied auto's tables ---------------------
+
+@pytest.mark.parametrize("results", ["missing", "gpu-folder"])
+def test_make_auto_table_refuses_results_without_tables_and_writes_nothing(tmp_path, results):
+    """`--results /nonexistent` (or one GPU's folder, not the folder of them) printed "wrote
+    harness/auto_table.cpp", exited 0 and left it with every table deleted. Run on a copy of the
+    script in a tree of its own, so that this test cannot damage the committed file."""
+    tree = tmp_path / "tree"
+    (tree / "scripts").mkdir(parents=True)
+    (tree / "harness").mkdir()
+    shutil.copy(SCRIPTS / "make_auto_table.py", tree / "scripts")
+    os.symlink(ROOT / "algorithms", tree / "algorithms")
+    shutil.copy(ROOT / "harness" / "auto_table.cpp", tree / "harness")
+    before = (tree / "harness" / "auto_table.cpp").read_bytes()
+    given = tmp_path / "nonexistent" if results == "missing" else ROOT / "results" / "nvidia-h200"
+    r = run([sys.executable, str(tree / "scripts" / "make_auto_table.py"), "--results", str(given)])
+    one_line_error(r, 2, f"make_auto_table: {given}: ", "nothing written",
+                   "no such folder" if results == "missing" else "summary.csv")
+    assert not r.stdout
+    assert (tree / "harness" / "auto_table.cpp").read_bytes() == before
+    assert not (tree / "harness" / "auto_tables").exists()
+
+
+# --- the report commands on a folder that is not a GPU's results ----------------------------------------
+
+@pytest.mark.parametrize("folder", ["missing", "empty"])
+@pytest.mark.parametrize("tool", REPORTS)
+def test_a_report_refuses_a_folder_without_results(tool, folder, tmp_path):
+    """aggregate and claims raised a traceback on a missing folder; anchors, table and plot said
+    nothing or "nothing measured" and exited 0 (plot after making an empty plots/<name>/)."""
+    d = tmp_path / "nonexistent"
+    if folder == "empty":
+        d.mkdir()
+    r = script(f"{tool}.py", d, env={"XCORR_PLOTS": str(tmp_path / "plots")})
+    one_line_error(r, 2, f"{tool}: {d}: ", "no such folder" if folder == "missing" else "not a GPU's results folder")
+    assert not (tmp_path / "plots").exists()
+    assert folder == "missing" or not list(d.iterdir())
+
+
+def test_plot_refuses_an_unknown_experiment(tmp_path):
+    r = script("plot.py", "--only", "fig17,nosuch", env={"XCORR_PLOTS": str(tmp_path / "plots")})
+    usage_error(r, "--only", "unknown experiment 'nosuch'", "fig17, ")
+    assert not (tmp_path / "plots").exists()
+
+
+@pytest.mark.parametrize("folder", ["missing", "empty"])
+def test_ncu_account_refuses_a_folder_without_profiles(folder, tmp_path):
+    d = tmp_path / "nonexistent"
+    if folder == "empty":
+        d.mkdir()
+    r = script("ncu_account.py", d)
+    one_line_error(r, 2, f"ncu_account: {d}: ", "no such folder" if folder == "missing" else "no ncu-*.csv")
+    assert not r.stdout
+
+
+# --- tracebacks instead of one line ---------------------------------------------------------------------
+
+def test_auto_report_without_a_build_or_a_summary(tmp_path):
+    out = tmp_path / "report.md"
+    r = script("auto_report.py", "--build", tmp_path / "no-build", "--out", out)
+    one_line_error(r, 2, f"{tmp_path / 'no-build' / 'xcorr'} is missing", "build first")
+    build = make_fake_build(tmp_path / "build")
+    r = script("auto_report.py", "--build", build, "--gpu-dir", tmp_path, "--out", out)
+    one_line_error(r, 2, f"{tmp_path / 'summary.csv'} is missing", "aggregate.py")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("patterns", ["0", "-3"])
+def test_application_refuses_fewer_than_one_pattern(patterns, tmp_path):
+    """-3 raised a traceback; 0 quietly ran the default 50 patterns (`args.patterns or 50`)."""
+    r = script("application.py", "--algorithm", "scipy", "--patterns", patterns, "--out", tmp_path / "out")
+    usage_error(r, f"--patterns must be at least 1, not {patterns}")
+    assert not r.stdout and not (tmp_path / "out").exists()
+
+
+def test_bench_summary_help_and_unreadable_files(tmp_path):
+    r = script("bench-summary", "--help")
+    assert r.returncode == 0 and r.stdout.startswith("usage: bench-summary") and "Google Benchmark JSON" in r.stdout
+    missing = tmp_path / "missing.json"
+    one_line_error(script("bench-summary", missing), 2, f"bench-summary: {missing}: No such file")
+    (tmp_path / "bad.json").write_text("{ not json")
+    one_line_error(script("bench-summary", tmp_path / "bad.json"), 2, "not a benchmark JSON file")
+
+
+@pytest.mark.parametrize("args", [["BASELINE"], ["--mix", "kernel"]])
+def test_sass_diff_without_cuobjdump(args, tmp_path):
+    """cuobjdump not on PATH: one line saying where it comes from (it was a FileNotFoundError)."""
+    build = tmp_path / "build" / "libxcorr_harness.a.p"
+    build.mkdir(parents=True)
+    (build / "x.o").write_bytes(b"")
+    (tmp_path / "BASELINE").mkdir()
+    (tmp_path / "bin").mkdir()  # a PATH without cuobjdump
+    args = [str(tmp_path / a) if a == "BASELINE" else a for a in args]
+    r = script("sass-diff", *args, "--build", tmp_path / "build", env={"PATH": str(tmp_path / "bin")})
+    one_line_error(r, 2, "sass-diff: cuobjdump is not on PATH", "CUDA toolkit")
+
+
+def test_python_overhead_without_torch(tmp_path):
+    """Without PyTorch (a torch that cannot be imported shadows any installed one): one line."""
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text('raise ImportError("No module named \'torch\' (hidden by the test)")\n')
+    r = script("python_overhead.py", env={"PYTHONPATH": str(tmp_path)})
+    one_line_error(r, 2, "python_overhead: needs PyTorch", "hidden by the test")
+    assert not r.stdout
+
+
+# --- silent success on bad input ------------------------------------------------------------------------
+
+def test_slurm_sweep_refuses_an_unknown_experiment(tmp_path):
+    r = script("slurm_sweep.py", "fig17", "nosuch", "--shards", "2", "--dir", tmp_path / "sweep", "--no-submit")
+    usage_error(r, "unknown experiment 'nosuch'", "fig17, ")
+    assert not r.stdout and not (tmp_path / "sweep").exists()
+
+
+def test_run_experiments_exits_2_for_an_unknown_experiment(tmp_path):
+    """A usage error like the others (it exited 1)."""
+    r = script("run_experiments.py", "fig17,fig99", "--build", make_fake_build(tmp_path / "build"),
+               "--results", tmp_path / "results")
+    one_line_error(r, 2, "run_experiments: unknown experiment 'fig99' (known: fig15, ")
+    assert not (tmp_path / "results").exists()
+
+
+# --- --help ---------------------------------------------------------------------------------------------
+
+def test_ncu_fft_account_help_and_a_missing_cases_file_come_before_the_build(tmp_path):
+    """--help was taken for a cases file, after a whole configure and build. (A fake build here,
+    so that the old script did not build either.)"""
+    env = {"OUT": str(tmp_path / "out"), "XCORR_BUILD": str(make_fake_build(tmp_path / "build"))}
+    for flag in ("--help", "-h"):
+        r = run([str(SCRIPTS / "ncu-fft-account"), flag], cwd=tmp_path, env={**os.environ, **env}, timeout=60)
+        assert r.returncode == 0 and r.stdout.startswith("usage: scripts/ncu-fft-account [CASES_FILE]"), r
+        assert "Nsight Compute" in r.stdout and not r.stderr
+    r = run([str(SCRIPTS / "ncu-fft-account"), "no-cases.txt"], cwd=tmp_path, env={**os.environ, **env}, timeout=60)
+    one_line_error(r, 2, "ncu-fft-account: no-cases.txt: no such cases file")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name,doc_of", [("ab-bench", "scripts/ab-bench"), ("batch_scaling.py", "scripts/batch_scaling.py"),
+                                         ("table.py", "xcsuite/cli/table.py")])
+def test_help_holds_the_whole_description(name, doc_of):
+    """Their --help stopped mid-sentence (the docstring's first line, or its first paragraph, which
+    ends on "Four readings:" in table.py): every paragraph of the docstring is in it now."""
+    r = script(name, "--help")
+    assert r.returncode == 0, r.stderr
+    doc = ast.get_docstring(ast.parse((ROOT / doc_of).read_text()))
+    text = " ".join(r.stdout.split())
+    for p in paragraphs(doc):
+        assert p in text, p
+
+
+@pytest.mark.parametrize("name", ["emulate_tensor_tiled.py", "git-revision"])
+def test_help_of_a_script_without_options(name):
+    """They ignored --help: emulate_tensor_tiled.py ran its minute-long check, git-revision printed
+    the revision. Any other argument is refused."""
+    cmd = [sys.executable, str(SCRIPTS / name)] if name.endswith(".py") else [str(SCRIPTS / name)]
+    for flag in ("--help", "-h"):
+        r = run(cmd + [flag], cwd=ROOT, timeout=120)
+        assert r.returncode == 0 and r.stdout.startswith("usage: ") and len(r.stdout.splitlines()) == 1, r
+        assert not r.stderr
+    r = run(cmd + ["--frobnicate"], cwd=ROOT, timeout=120)
+    assert r.returncode == 2 and not r.stdout and len(r.stderr.strip().splitlines()) == 1, r
