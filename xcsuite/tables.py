@@ -185,7 +185,8 @@ def build_window_table(pts: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out).reindex(columns=WINDOW_TABLE_COLUMNS)
 
 
-def window_markdown(table: pd.DataFrame) -> str:
+def window_markdown(table: pd.DataFrame, winners_only: bool = False) -> str:
+    """window_table.md's table; winners_only: each cell its winner and time alone (the README's)."""
     cols = window_columns()
     head = "| N x N | " + " | ".join(label for label, _ in cols) + " |\n" + "|---" * (len(cols) + 1) + "|\n"
     lines = []
@@ -197,6 +198,9 @@ def window_markdown(table: pd.DataFrame) -> str:
                 cells.append("–")
                 continue
             r = r.iloc[0]
+            if winners_only:
+                cells.append(f"{r['best_variant']} {fmt_time(r['best_time_us'])}")
+                continue
             text = f"**{r['best_variant']}** {fmt_time(r['best_time_us'])}"
             if r["margin"] == r["margin"]:
                 text += f"<br>x{r['margin']:.2f} over {r['runner_up_variant']}"
