@@ -158,10 +158,14 @@ Case parse_case(const std::string& spec, const Options& opt) {
     auto to_int = [&](const std::string& k, const std::string& v) {
         return int(parse_integer("case '" + spec + "': " + k, v, INT32_MIN + 1, INT32_MAX));
     };
+    std::set<std::string> keys;
     while (in >> tok) {
         auto eq = tok.find('=');
         if (eq == std::string::npos || eq == 0) throw UsageError("case '" + spec + "': expected key=value, got " + tok);
         const std::string k = tok.substr(0, eq), v = tok.substr(eq + 1);
+        const bool window_key_given = k == "window" || k == "max_shift" || k == "shifts";  // refused below, named
+        if (!window_key_given && !keys.insert(k).second)
+            throw UsageError("case '" + spec + "': " + k + "= is given twice");  // not last-wins
         if (k == "variant") variant_name = v;
         else if (k == "form") form_text = v;
         else if (k == "size") p.hL = p.wL = p.hR = p.wR = to_int(k, v);
@@ -171,7 +175,7 @@ Case parse_case(const std::string& spec, const Options& opt) {
         else if (k == "wR") p.wR = to_int(k, v);
         else if (k == "nL") p.nL = to_int(k, v);
         else if (k == "nR") p.nR = to_int(k, v);
-        else if (k == "batch") batch = to_int(k, v), batch_given = true;
+        else if (k == "batch") batch = int(parse_integer("case '" + spec + "': batch", v, 1, 1 << 20)), batch_given = true;
         else if (k == "normalize") {
             try {
                 p.normalize = parse_normalize(v);
@@ -473,11 +477,18 @@ int main(int argc, char** argv) {
                 const std::string path = value("--cases");
                 std::ifstream f(path);
                 if (!f) throw UsageError("cannot read cases file " + path);
+                const size_t before = specs.size();
                 for (std::string line; std::getline(f, line);) {
                     line = line.substr(0, line.find('#'));
                     if (line.find_first_not_of(" \t\r") != std::string::npos) specs.push_back(line);
                 }
-            } else if (is("--min-time")) opt.min_time = parse_positive("--min-time", value("--min-time"));
+                // A folder, an unreadable or an empty file ran the smoke set instead.
+                if (f.bad() || specs.size() == before) throw UsageError("cases file " + path + " holds no case");
+            } else if (is("--min-time")) {
+                opt.min_time = parse_positive("--min-time", value("--min-time"));
+                // Google Benchmark aborts on a MinTime that min_time / batch rounds to 0.
+                if (opt.min_time < 1e-6 || opt.min_time > 3600) throw UsageError("--min-time must be from 1e-6 to 3600 seconds");
+            }
             else if (is("--batch")) opt.batch = int(parse_integer("--batch", value("--batch"), 1, 1 << 20));
             else if (is("--seed")) opt.seed = uint64_t(parse_integer("--seed", value("--seed"), 0, INT64_MAX));
             else if (is("--check-tolerance")) opt.check_tolerance = parse_positive("--check-tolerance", value("--check-tolerance"));
@@ -488,7 +499,13 @@ int main(int argc, char** argv) {
                 std::fflush(stdout);
                 rest.push_back(const_cast<char*>("--help"));
             } else {
-                if (a.rfind("--benchmark_list_tests", 0) == 0) list_only = true;
+                // Listing skips the GPU: only where Google Benchmark surely lists (=false ran the cases
+                // on no GPU, and exited 0 with every case an error).
+                if (a.rfind("--benchmark_list_tests", 0) == 0) {
+                    if (a != "--benchmark_list_tests" && a != "--benchmark_list_tests=true")
+                        throw UsageError(a + ": give --benchmark_list_tests alone to list the cases");
+                    list_only = true;
+                }
                 rest.push_back(argv[i]);
             }
         }
@@ -537,8 +554,9 @@ int main(int argc, char** argv) {
                 ->UseManualTime()
                 ->Unit(benchmark::kMicrosecond)
                 ->MinTime(opt.min_time / 256);
-        benchmark::RunSpecifiedBenchmarks();
+        const size_t ran = benchmark::RunSpecifiedBenchmarks();
         benchmark::Shutdown();
+        if (ran == 0) throw UsageError("no case matches --benchmark_filter: nothing measured");
         return 0;
     } catch (const UsageError& e) {
         std::fprintf(stderr, "xcorr_bench: error: %s\n", e.what());

@@ -232,6 +232,11 @@ void Problem::check() const {
         if (window->out_elems() > (int64_t(1) << 30))
             throw UsageError("window " + window->text() + " too large: one output matrix would exceed 2^30 elements");
     }
+    // The whole output's element count is an int64 product (out_elems): keep it far from overflow
+    // (2^50 floats are 4 PiB; n-to-m counts of 2^22 x 2^22 with a 2^20 window wrapped it to 0).
+    const int64_t per_output = window ? window->out_elems() : (int64_t(hL) + hR - 1) * (int64_t(wL) + wR - 1);
+    if (double(out_count()) * double(per_output) > double(int64_t(1) << 50))
+        throw UsageError("output too large: the stack of outputs would exceed 2^50 elements");
     const std::string counts = " (left stack has " + std::to_string(nL) + ", right stack " + std::to_string(nR) + ")";
     switch (form) {
         case Form::OneToOne:

@@ -89,15 +89,25 @@ const std::vector<Shape> kMedium = {{64, 64, 64, 64},   {100, 61, 37, 80}, {129,
                                     {96, 96, 96, 96},   {1, 1001, 1, 37},  {1, 300, 1, 517}};
 const std::vector<Shape> kLarge = {{256, 256, 256, 256}, {200, 300, 190, 310}, {512, 512, 512, 512}, {1, 40013, 1, 257}};
 
-// "37x53,29x41" -> {37, 53, 29, 41}.
+// "37x53,29x41" -> {37, 53, 29, 41}: checked as a problem here, so that a size too large is bad
+// usage (exit 2) before any GPU work (sscanf's %d took 4294967333 for 37).
 Shape parse_shape(const std::string& text) {
-    Shape s{};
-    char x1 = 0, comma = 0, x2 = 0;
-    int used = 0;
-    if (std::sscanf(text.c_str(), "%d%c%d%c%d%c%d%n", &s.hL, &x1, &s.wL, &comma, &s.hR, &x2, &s.wR, &used) != 7 ||
-        used != int(text.size()) || x1 != 'x' || comma != ',' || x2 != 'x' || s.hL < 1 || s.wL < 1 || s.hR < 1 ||
-        s.wR < 1)
-        throw UsageError("--shape '" + text + "': expected HLxWL,HRxWR with positive sizes, e.g. 37x53,29x41");
+    const std::string usage = "--shape '" + text + "': expected HLxWL,HRxWR with positive sizes, e.g. 37x53,29x41";
+    const size_t comma = text.find(','), x1 = text.find('x'), x2 = text.find('x', comma + 1);
+    if (comma == std::string::npos || x1 > comma || x2 == std::string::npos) throw UsageError(usage);
+    int dims[4];
+    const std::string parts[4] = {text.substr(0, x1), text.substr(x1 + 1, comma - x1 - 1),
+                                  text.substr(comma + 1, x2 - comma - 1), text.substr(x2 + 1)};
+    for (int i = 0; i < 4; ++i) {
+        if (parts[i].empty() || parts[i].find_first_not_of("0123456789") != std::string::npos) throw UsageError(usage);
+        dims[i] = int(parse_integer("--shape '" + text + "'", parts[i], 1, INT32_MAX));
+    }
+    const Shape s{dims[0], dims[1], dims[2], dims[3]};
+    try {
+        Problem{Form::OneToOne, s.hL, s.wL, s.hR, s.wR, 1, 1}.check();
+    } catch (const UsageError& e) {
+        throw UsageError("--shape '" + text + "': " + e.what());
+    }
     return s;
 }
 
@@ -364,17 +374,26 @@ int main(int argc, char** argv) {
                 return 0;
             } else throw UsageError("unknown argument " + a);
         }
+        // A selection that validates nothing is bad usage, not "0 passed, 0 failed" and exit 0.
+        const auto selection = [&](bool windows) {
+            for (const auto& v : variants())
+                if ((only_variants.empty() || only_variants.count(v.name)) && (!windows || has_windows(v)))
+                    for (Form f : v.forms)
+                        if (only_forms.empty() || only_forms.count(f)) return true;
+            return false;
+        };
+        if (!selection(false))
+            throw UsageError("nothing to validate: no selected variant computes a selected form (xcorr list shows "
+                             "each variant's forms)");
+        if (!full_checks && !selection(true))
+            throw UsageError("--windows only: no selected variant declares a window besides full in a selected "
+                             "form (xcorr list --json shows each variant's windows)");
         GpuInfo gpu = require_gpu();
         std::printf("# %s (cc %d.%d, %d SMs), seed %llu%s%s", gpu.name.c_str(), gpu.cc_major, gpu.cc_minor,
                     gpu.sm_count, (unsigned long long)seed, quick ? ", quick" : "",
                     full_checks ? (window_checks ? "" : ", full output only") : ", windows only");
         if (tolerance_override > 0) std::printf(", tolerance %.3e for every variant", tolerance_override);
         std::printf("\n");
-        if (!full_checks) {
-            bool any = false;
-            for (const auto& v : variants()) any |= has_windows(v) && (only_variants.empty() || only_variants.count(v.name));
-            if (!any) std::printf("# no selected variant declares a window besides full: nothing to run\n");
-        }
     } catch (const UsageError& e) {
         std::fprintf(stderr, "xcorr_validate: error: %s\n", e.what());
         return 2;
@@ -402,8 +421,10 @@ int main(int argc, char** argv) {
                 for (Form form : kAllForms)
                 for (Normalize mode : modes) {
                     if (!only_forms.empty() && !only_forms.count(form)) continue;
-                    // 512 x 512 only one-to-one: the other forms multiply its reference cost.
-                    if (s.hL >= 512 && form != Form::OneToOne) continue;
+                    // 512 x 512 of the default tiers only one-to-one: the other forms multiply its
+                    // reference cost. A --shape runs in every form asked for (dropped, it was a SKIP
+                    // with a reason that was not the reason).
+                    if (given_shapes.empty() && s.hL >= 512 && form != Form::OneToOne) continue;
                     const Counts c = counts_for(form, tier == 2 || !given_shapes.empty());
                     Problem p{form, s.hL, s.wL, s.hR, s.wR, c.nL, c.nR};
                     p.normalize = mode;
@@ -563,5 +584,9 @@ int main(int argc, char** argv) {
         ++tally.failed;
     }
     std::printf("%d passed, %d failed, %d skipped\n", tally.passed, tally.failed, tally.skipped);
+    if (!tally.passed && !tally.failed) {  // every case skipped: nothing was validated
+        std::fprintf(stderr, "xcorr_validate: error: nothing validated (every case was skipped; the SKIP lines say why)\n");
+        return 2;
+    }
     return tally.failed ? 1 : 0;
 }

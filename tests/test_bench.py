@@ -34,6 +34,11 @@ def test_list_registers_every_variant_and_form(registry):
     ("variant=overlap-wise form=one-to-one size=eight", "not an integer"),
     ("variant=overlap-wise form=one-to-one size=8x", "not an integer"),
     ("variant=overlap-wise form=one-to-one size=99999999999", "not an integer"),
+    ("variant=overlap-wise form=one-to-one size=8 batch=0", "batch: not an integer"),  # was the heuristic batch
+    ("variant=overlap-wise form=one-to-one size=8 size=9", "size= is given twice"),  # was last-wins
+    ("variant=nope variant=overlap-wise form=one-to-one size=8", "variant= is given twice"),
+    ("variant=overlap-wise form=n-to-m hL=1 wL=1 hR=1 wR=1 nL=4194304 nR=4194304 shifts=0:1023,0:1023",
+     "output too large"),  # 2^44 outputs of 2^20 elements: the int64 count wrapped to 0
 ])
 def test_bad_case(case, needle, overlap_wise):
     r = run([binary("xcorr_bench"), "--case", case, "--benchmark_list_tests"])
@@ -189,12 +194,32 @@ def test_bad_check_tolerance_is_refused(value):
     (["--batch", "0"], "--batch: not an integer"),
     (["--seed", "-1"], "--seed: not an integer"),
     (["--seed", "99999999999999999999"], "--seed: not an integer"),
+    (["--min-time", "5e-324", "--batch", "2"], "--min-time must be from"),  # Google Benchmark aborted (134)
 ])
 def test_bad_numbers_are_usage_errors(args, needle):
     """Before, std::stod/stoi/stoull read '1x' as 1, and threw for 'abc' past the usage handler
     (exit 1, "failed")."""
     r = run([binary("xcorr_bench"), *args, "--benchmark_list_tests"])
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and needle in r.stderr, r.stderr
+
+
+def test_what_would_measure_nothing_is_refused(tmp_path, overlap_wise):
+    """An empty cases file or a folder ran the smoke set; a filter matching no case, or an invalid
+    one, exited 0 having measured nothing; --benchmark_list_tests=false skipped the GPU check and
+    'ran' every case as an error with exit 0. Each is exit 2 now."""
+    bench = binary("xcorr_bench")
+    case = ["--case", "variant=overlap-wise form=one-to-one size=8"]
+    (tmp_path / "empty.txt").write_text("# only a comment\n\n")
+    for cases in (tmp_path / "empty.txt", tmp_path):
+        r = run([bench, "--cases", str(cases), "--benchmark_list_tests"])
+        assert r.returncode == 2 and "holds no case" in r.stderr, (cases, r.returncode, r.stdout[-500:], r.stderr)
+    for flt in ("nomatch", "["):
+        r = run([bench, *case, "--benchmark_filter=" + flt, "--benchmark_list_tests"])
+        assert r.returncode == 2 and "nothing measured" in r.stderr, (flt, r.returncode, r.stderr)
+    r = run([bench, *case, "--benchmark_list_tests=false"])
+    assert r.returncode == 2 and "--benchmark_list_tests alone" in r.stderr, (r.returncode, r.stderr)
+    r = run([bench, *case, "--benchmark_list_tests"])
+    assert r.returncode == 0 and r.stdout.startswith("overlap-wise/one-to-one/"), r.stderr
 
 
 def test_list_tests_with_check_tolerance_needs_no_gpu(overlap_wise):

@@ -68,6 +68,11 @@ def test_help_documents_tolerance():
     (["--shape", "3x4"], "--shape '3x4'"),
     (["--shape", "3x4,0x2"], "--shape '3x4,0x2'"),
     (["--params", "some"], "--params"),
+    (["--shape", "4294967333x4294967333,1x1"], "not an integer"),  # sscanf's %d read 37x37
+    (["--shape", " 3x+4,5x 6"], "--shape ' 3x+4,5x 6'"),
+    (["--shape", "40000x40000,1x1"], "matrix too large"),  # was a FAIL after the GPU set-up, exit 1
+    (["--variant", "multi-matrix-both", "--form", "one-to-one"], "nothing to validate"),  # was 0 passed, exit 0
+    (["--variant", "multi-matrix-both", "--windows", "only", "--form", "n-to-m"], "--windows only"),
 ])
 def test_bad_arguments_are_usage_errors(args, needle):
     """--seed abc threw std::invalid_argument past the usage handler (terminate, a crash)."""
@@ -144,6 +149,15 @@ def test_shape_whose_full_output_is_refused_passes_on_its_windows(gpu, registry)
                      r"cases passed$", r.stdout, re.M), r.stdout[-3000:]
     none = run([*args, "--windows", "none"], timeout=600)
     assert none.returncode == 1 and "FAIL  fft-fused  one-to-one  no case passed" in none.stdout, none.stdout[-3000:]
+
+
+def test_a_large_shape_is_validated_in_the_forms_asked_for(gpu, overlap_wise):
+    """A --shape of 512 or more was dropped in every form but one-to-one (a rule for the default
+    tiers' reference cost), and the variant then reported a SKIP whose reason was not the reason."""
+    r = run([binary("xcorr_validate"), "--variant", "overlap-wise", "--shape", "600x600,3x3", "--form", "n-to-m",
+             "--params", "covering", "--windows", "none"], timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+    assert re.search(r"^PASS  overlap-wise  n-to-m ", r.stdout, re.M) and "SKIP  overlap-wise" not in r.stdout
 
 
 @pytest.mark.parametrize("value", ["", "some", "ONLY"])
