@@ -86,11 +86,12 @@
 // Measurements, probes and history: results/nvidia-h200/notes/50_fft.md.
 //
 // Plans. `fft` takes its plans from a process-wide cache keyed by (P, Q, batch, direction, device),
-// so a second instance of the same shape on the same GPU creates none. The cache is guarded by a mutex (instances may
-// be created from several threads), but a cached plan holds one cuFFT work area and one stream
-// setting: instances sharing a plan must not run concurrently (the harness and the tools run one
-// instance at a time). Plans no instance holds stay cached up to 32 plans / 2 GiB of cuFFT work
-// area, least recently used evicted first; the cache is never destroyed (destroying plans after
+// so a later instance of the same shape on the same GPU creates none. The cache is guarded by a
+// mutex (instances may be created from several threads) and lends a plan to one instance at a
+// time: a cuFFT plan holds one work area and one stream setting, so two live instances (two
+// library plans, run concurrently on two streams or threads) never share one; an instance's own
+// plans of equal keys run in order on its stream and are one. Plans no instance holds stay cached
+// up to 32 plans / 2 GiB of cuFFT work area, least recently used evicted first; the cache is never destroyed (destroying plans after
 // the CUDA runtime shut down at exit is unsafe). `fft+plan` bypasses the cache: it creates its
 // plans (cufftCreate + cufftMakePlanMany64) and destroys them inside the timed run().
 //
@@ -418,30 +419,33 @@ cufftHandle create_plan(const PlanKey& k) {
 // The process-wide plan cache of `fft` (thread-safety and eviction: see the header comment).
 class PlanCache {
 public:
+    // An idle plan of key k, else a new one; lent until release (one instance at a time).
     cufftHandle acquire(const PlanKey& k) {
         std::lock_guard<std::mutex> lock(m_);
-        auto it = plans_.find(k);
-        if (it == plans_.end()) {
+        auto [first, last] = plans_.equal_range(k);
+        auto it = std::find_if(first, last, [](const auto& e) { return !e.second.lent; });
+        if (it == last) {
             const cufftHandle h = create_plan(k);
             size_t work = 0;
             if (cufftGetSize(h, &work) != CUFFT_SUCCESS) work = 0;
-            it = plans_.emplace(k, Entry{h, work, 0, 0}).first;
+            it = plans_.emplace(k, Entry{h, work, false, 0});
         }
-        ++it->second.refs;
+        it->second.lent = true;
         it->second.last_use = ++tick_;
         return it->second.handle;
     }
-    void release(const PlanKey& k) noexcept {
+    void release(const PlanKey& k, cufftHandle h) noexcept {
         std::lock_guard<std::mutex> lock(m_);
-        auto it = plans_.find(k);
-        if (it == plans_.end()) return;
-        --it->second.refs;
+        auto [first, last] = plans_.equal_range(k);
+        auto it = std::find_if(first, last, [h](const auto& e) { return e.second.handle == h; });
+        if (it == last) return;
+        it->second.lent = false;
         for (;;) {
             size_t idle_bytes = 0;
             int idle = 0;
             auto oldest = plans_.end();
             for (auto e = plans_.begin(); e != plans_.end(); ++e) {
-                if (e->second.refs > 0) continue;
+                if (e->second.lent) continue;
                 idle_bytes += e->second.work;
                 ++idle;
                 if (oldest == plans_.end() || e->second.last_use < oldest->second.last_use) oldest = e;
@@ -456,13 +460,13 @@ private:
     struct Entry {
         cufftHandle handle;
         size_t work;
-        int refs;
+        bool lent;
         uint64_t last_use;
     };
     static constexpr int kMaxIdle = 32;
     static constexpr size_t kMaxIdleBytes = size_t(2) << 30;
     std::mutex m_;
-    std::map<PlanKey, Entry> plans_;
+    std::multimap<PlanKey, Entry> plans_;  // several plans of one key where instances run at once
     uint64_t tick_ = 0;
 };
 
@@ -511,8 +515,14 @@ public:
             try {
                 for (int i = 0; i < kPlans; ++i)
                     if (keys_[i].batch) {
-                        handles_[i] = plan_cache().acquire(keys_[i]);
-                        acquired_[i] = true;
+                        // Plans of one key within this instance run in order on its stream: one plan.
+                        const int same = int(std::find(keys_.begin(), keys_.begin() + i, keys_[i]) - keys_.begin());
+                        if (same < i) {
+                            handles_[i] = handles_[same];
+                        } else {
+                            handles_[i] = plan_cache().acquire(keys_[i]);
+                            acquired_[i] = true;
+                        }
                     }
                 if (use_graph && !chunked_) use_graph_ = capture_graph();
                 break;
@@ -586,8 +596,8 @@ public:
 
     bool has_finish() const override { return !chunked_ && !empty_; }
 
-    // The work areas of the cached cuFFT plans it holds (cuFFT allocates them itself; a plan of the
-    // same key is shared with other instances, so its area is counted by each). fft+plan creates
+    // The work areas of the cached cuFFT plans it holds (cuFFT allocates them itself; each is lent
+    // to this instance alone, and counted once where two of its keys share one). fft+plan creates
     // its plans inside run(): nothing held between runs.
     size_t external_device_bytes() const override {
         size_t total = 0;
@@ -607,7 +617,7 @@ private:
     void release_plans() noexcept {
         for (int i = 0; i < kPlans; ++i)
             if (acquired_[i]) {
-                plan_cache().release(keys_[i]);
+                plan_cache().release(keys_[i], handles_[i]);
                 acquired_[i] = false;
             }
     }

@@ -922,8 +922,13 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
         return report;
     }
     std::vector<int> devices = options.devices;
+    // No GPU: NoGpuError with the reason, not cudaGetDevice's bare error; an ordinal that does not
+    // exist (the C API takes them as numbers) is bad usage, not a CUDA error.
+    const int visible = visible_gpu_count();
+    for (int d : devices)
+        if (d < 0 || d >= visible)
+            throw UsageError("device " + std::to_string(d) + " does not exist (" + std::to_string(visible) + " visible)");
     if (devices.empty()) {
-        visible_gpu_count();  // no GPU: NoGpuError with the reason, not cudaGetDevice's bare error
         int current = 0;
         XC_CUDA_CHECK(cudaGetDevice(&current));
         devices = {current};
@@ -932,15 +937,20 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
     std::vector<DeviceRun> runs(n);
     std::vector<std::exception_ptr> errors(n);
     std::vector<std::thread> threads;
-    for (int i = 0; i < n; ++i) {
-        const auto [k0, k1] = device_run(p.out_count(), n, i);
-        threads.emplace_back([&, i, k0 = k0, k1 = k1] {
-            try {
-                run_device(spec, p, left, right, out, devices[i], i, n, k0, k1, options, runs[i]);
-            } catch (...) {
-                errors[i] = std::current_exception();
-            }
-        });
+    try {
+        for (int i = 0; i < n; ++i) {
+            const auto [k0, k1] = device_run(p.out_count(), n, i);
+            threads.emplace_back([&, i, k0 = k0, k1 = k1] {
+                try {
+                    run_device(spec, p, left, right, out, devices[i], i, n, k0, k1, options, runs[i]);
+                } catch (...) {
+                    errors[i] = std::current_exception();
+                }
+            });
+        }
+    } catch (...) {  // no thread to start: the started ones are joined first (a joinable one left to
+        for (auto& t : threads) t.join();  // ~thread is std::terminate), then the call fails
+        throw;
     }
     for (auto& t : threads) t.join();
     for (auto& e : errors)

@@ -94,6 +94,16 @@ int main(void) {
         fprintf(stderr, "xcorr_plan_create failed (%d): %s\n", (int)st, xcorr_last_error());
         return 1;
     }
+    /* A device ordinal that does not exist is bad usage (it came back as a CUDA error, status 4). */
+    {
+        float BL[49] = {0}, BR[9] = {0}, BO[81] = {0};
+        const int missing[1] = {99};
+        if (xcorr_run_batch(&s, BL, BR, BO, missing, 1, 0) != XCORR_ERROR_USAGE ||
+            !strstr(xcorr_last_error(), "does not exist")) {
+            fprintf(stderr, "device 99: expected a usage error, got: %s\n", xcorr_last_error());
+            return 1;
+        }
+    }
     int64_t n = 0, h = 0, w = 0;
     if (xcorr_plan_out_shape(plan, &n, &h, &w) != XCORR_OK || n != 1 || h != 9 || w != 9) return 1;
     float L[49], R[9], out[81];

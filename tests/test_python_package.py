@@ -590,6 +590,42 @@ def test_zero_copy_torch(torch):
     assert rel_err(out.cpu().numpy(), ref) < 1e-5 and rel_err(got.cpu().numpy(), ref) < 1e-5
 
 
+def test_fft_plans_of_one_shape_run_at_once_from_two_threads(torch):
+    """Two plans of one shape (algorithm fft, plain stream launches) run at once, each from its
+    own thread on its own stream. cuFFT plans came from a cache that lent one plan, with its one
+    work area and stream setting, to both: one thread's cufftSetStream could send the other's
+    transform to its stream. Each plan now holds a cuFFT plan of its own; every result is right."""
+    import threading
+    shapes = (300, 300), (8, 61, 61)
+    plans = [xcorr.Plan(*shapes, algorithm="fft", params={"launch": "stream"}) for _ in range(2)]
+    gen = torch.Generator(device="cpu").manual_seed(11)
+    inputs = [(torch.rand(shapes[0], generator=gen) * 2 - 1, torch.rand(shapes[1], generator=gen) * 2 - 1)
+              for _ in plans]
+    refs = [xcorr.correlate2d(l.numpy(), r.numpy(), algorithm="reference") for l, r in inputs]
+    results, errors = [[], []], []
+
+    def work(i):
+        try:
+            stream = torch.cuda.Stream()
+            l, r = (x.cuda() for x in inputs[i])
+            with torch.cuda.stream(stream):
+                for _ in range(40):
+                    results[i].append(plans[i](l, r, stream=stream))
+            stream.synchronize()
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for i in range(2):
+        worst = max(rel_err(out.cpu().numpy(), refs[i]) for out in results[i])
+        assert worst < 2e-6, (i, worst)
+
+
 def test_zero_copy_cupy(cupy):
     pool = cupy.get_default_memory_pool()
     a = cupy.random.rand(37, 29, dtype=cupy.float32)
