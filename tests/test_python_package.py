@@ -128,6 +128,32 @@ def test_numpy_reference_equals_the_harness_cpu_reference(form, window):
     np.testing.assert_allclose(got, cpp, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("dims", [1, 2])
+@pytest.mark.parametrize("form", ["one-to-one", "one-to-many", "n-to-m"])
+def test_numpy_zncc_of_zero_padded_data_equals_the_harness_cpu_reference(form, dims):
+    """Zero-padded data: overlaps that hold only zeros are constant, so zncc is 0 there. The NumPy
+    reference took its constant-overlap threshold from summed-area tables, rounding noise on an
+    all-zero overlap that its factor, noise too, passed: it gave 1, -1 and NaN there."""
+    rng = seeded_rng((form, dims, "zero-padded"))
+    nL = 1 if form != "n-to-m" else 2
+    nR = 1 if form == "one-to-one" else 3
+    lshape, rshape = ((nL, 1, 41), (nR, 1, 7)) if dims == 1 else ((nL, 17, 19), (nR, 5, 6))
+    a = rand(rng, *lshape).astype(np.float32)
+    a[..., :, :lshape[-1] // 3] = 0  # a band of zeros wider than the right: all-zero overlaps
+    if dims == 2:
+        a[..., :lshape[-2] // 3, :] = 0
+    b = rand(rng, *rshape).astype(np.float32)
+    a_in, b_in = (a[:, 0], b[:, 0]) if dims == 1 else (a, b)  # the package's shapes: signals (count, n)
+    a_in = a_in if form == "n-to-m" else a_in[0]  # one left: no stack dimension
+    b_in = b_in[0] if form == "one-to-one" else b_in
+    plan = xcorr.Plan(a_in.shape, b_in.shape, form=form, algorithm="reference", normalize="zncc", dims=dims)
+    with np.errstate(all="raise"):  # a NaN from a negative factor raises here
+        got = plan(a_in, b_in)
+    cpp = np.empty(got.shape, dtype=np.float64)
+    _xcorr.reference_cpu(plan._spec, a, b, cpp)
+    np.testing.assert_allclose(got, cpp, rtol=0, atol=1e-9)
+
+
 def test_reference_accepts_out_and_lists():
     a, b = [[1.0, 2.0], [3.0, 4.0]], [[1.0]]
     out = np.full((2, 2), np.nan)

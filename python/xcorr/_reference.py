@@ -123,7 +123,10 @@ def _zncc(left, right, li, ri, window):
     shifted by its own mean (L' = L - mean(L)): the sums are then of the fluctuations, and the two
     factors n·ΣX'² - (ΣX')², which equal the original ones exactly, cancel nothing on data such as
     1000 + noise. ΣLR' comes from the direct correlation of L' with R'; the overlap sums ΣX', ΣX'²
-    from summed-area tables; the threshold uses the original ΣX² = ΣX'² + 2m·ΣX' + n·m²."""
+    from summed-area tables. The threshold's ΣX² of the original data is a direct sum (the
+    correlation of X² with ones): with no cancellation it is exactly 0 on an all-zero overlap,
+    where the factor from the tables is rounding noise that passed a threshold derived from them
+    (ΣX'² + 2m·ΣX' + n·m², noise as well): zero-padded data gave ±1 and NaN there."""
     dy0, dy1, dx0, dx1 = window
     (_, hL, wL), (_, hR, wR) = left.shape, right.shape
     ml, mr = left.mean(axis=(1, 2)), right.mean(axis=(1, 2))
@@ -135,9 +138,10 @@ def _zncc(left, right, li, ri, window):
     sl, ql = _box(_tables(ls), lrb, lre, lcb, lce)[li], _box(_tables(ls * ls), lrb, lre, lcb, lce)[li]
     sr, qr = _box(_tables(rs), rb, re, cb, ce)[ri], _box(_tables(rs * rs), rb, re, cb, ce)[ri]
     fl, fr = n * ql - sl * sl, n * qr - sr * sr
-    m_l, m_r = ml[li, None, None], mr[ri, None, None]
-    orig_l, orig_r = ql + 2 * m_l * sl + n * m_l * m_l, qr + 2 * m_r * sr + n * m_r * m_r
-    ok = (n > 0) & (fl > CONSTANT_OVERLAP * n * orig_l) & (fr > CONSTANT_OVERLAP * n * orig_r)
+    orig_l = correlate_pairs(left * left, np.ones_like(right), li, ri, window)
+    orig_r = correlate_pairs(np.ones_like(left), right * right, li, ri, window)
+    ok = (n > 0) & (orig_l > 0) & (orig_r > 0) & (fl > CONSTANT_OVERLAP * n * orig_l) & \
+        (fr > CONSTANT_OVERLAP * n * orig_r)
     out = np.zeros_like(raw)
     out[ok] = (n * raw - sl * sr)[ok] / np.sqrt(fl[ok] * fr[ok])
     return np.clip(out, -1.0, 1.0, out=out)  # a coefficient; rounding may step past ±1 by an ulp
