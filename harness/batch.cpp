@@ -876,7 +876,7 @@ std::vector<Piece> split_batch(const Problem& p, int devices, int64_t max_output
     return pieces;
 }
 
-std::vector<int> parse_devices(const std::string& text, bool check) {
+std::vector<int> parse_devices(const std::string& text, bool check, const std::string& what) {
     std::vector<int> out;
     if (text == "all") {
         const int count = visible_gpu_count();
@@ -888,11 +888,11 @@ std::vector<int> parse_devices(const std::string& text, bool check) {
     while (pos <= text.size()) {
         const size_t comma = std::min(text.find(',', pos), text.size());
         const std::string item = text.substr(pos, comma - pos);
-        const bool digits = !item.empty() && item.size() <= 4 && item.find_first_not_of("0123456789") == std::string::npos;
+        const bool digits = !item.empty() && item.size() <= 9 && item.find_first_not_of("0123456789") == std::string::npos;
         if (!digits)
-            throw UsageError("--gpus '" + text + "': expected all or device ordinals separated by commas, e.g. 0,1");
+            throw UsageError(what + " '" + text + "': expected all or device ordinals separated by commas, e.g. 0,1");
         const int d = std::stoi(item);
-        if (!seen.insert(d).second) throw UsageError("--gpus '" + text + "': device " + item + " is given twice");
+        if (!seen.insert(d).second) throw UsageError(what + " '" + text + "': device " + item + " is given twice");
         out.push_back(d);
         pos = comma + 1;
     }
@@ -900,7 +900,7 @@ std::vector<int> parse_devices(const std::string& text, bool check) {
         const int count = visible_gpu_count();
         for (int d : out)
             if (d >= count)
-                throw UsageError("--gpus '" + text + "': device " + std::to_string(d) + " does not exist (" +
+                throw UsageError(what + " '" + text + "': device " + std::to_string(d) + " does not exist (" +
                                  std::to_string(count) + " visible)");
     }
     return out;

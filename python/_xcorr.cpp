@@ -324,7 +324,7 @@ NB_MODULE(_xcorr, m) {
                           int64_t max_outputs, const std::string& split) {
         checked_problem(s, left.size(), right.size(), out.size(), "run_batch");
         xcorr::BatchOptions o;
-        if (!devices.empty()) o.devices = xcorr::parse_devices(devices);
+        if (!devices.empty()) o.devices = xcorr::parse_devices(devices, true, "devices=");
         o.max_outputs = max_outputs;
         o.split = xcorr::parse_split(split);
         xcorr::BatchReport r;

@@ -365,6 +365,8 @@ ERRORS = [  # kwargs of correlate2d with the reference (no GPU needed), exceptio
     (dict(params=[1, 2]), ValueError, "params must be a dict"),  # was AttributeError
     (dict(params="abc"), ValueError, "params must be a dict"),
     (dict(stream="x"), ValueError, "stream= takes"),  # was ignored by the reference
+    (dict(max_shift=-1), ValueError, "max_shift must be integers from 0 to"),  # was "max_shift=SY[,SX]: ..."
+    (dict(shifts=((0, 2**30), (0, 0))), ValueError, "a shift is 2.30 or more away from 0"),
     (dict(out=np.zeros((8, 8))), ValueError, "shape"),
     (dict(left=np.zeros((6, 7), dtype=np.int32)), ValueError, "float32 or float64"),
     (dict(left=np.zeros((6, 7), dtype=np.complex64)), ValueError, "float32 or float64"),
@@ -444,6 +446,7 @@ BEFORE_THE_GPU = [  # (call, message): refused the same with or without a GPU
     (lambda: xcorr.Plan(5, (3, 3)), "a shape is a tuple of integers, got 5"),
     (lambda: xcorr.explain((6, 7), (3, 3), gpu=5), "gpu must be a GPU's name"),
     (lambda: xcorr.Plan((6, 7), (3, 3), algorithm="reference", device="cuda:0"), "device must be"),
+    (lambda: xcorr.correlate2d(F32, B, devices=[0, 0]), "devices= '0,0': device 0 is given twice"),  # said --gpus
 ]
 
 

@@ -125,7 +125,7 @@ void release_batch_buffers();
 size_t batch_buffer_bytes();
 
 // "all" -> every visible device; "0,2" -> those ordinals (checked against the device count when
-// `check` is set). UsageError on anything else.
-std::vector<int> parse_devices(const std::string& text, bool check = true);
+// `check` is set). UsageError on anything else, naming the option `what` the text came from.
+std::vector<int> parse_devices(const std::string& text, bool check = true, const std::string& what = "--gpus");
 
 }  // namespace xcorr

@@ -118,11 +118,7 @@ def _window(mode, max_shift, shifts):
     if len(given) > 1:
         raise ValueError(f"give one window: {' and '.join(given)} were both given")
 
-    def integer(v, what):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise ValueError(f"{what} takes integers, got {v!r}")
-        return int(v)
-
+    # Ranges checked here, in Python's terms (the text parsers' messages name the CLI's syntax).
     if max_shift is not None:
         if isinstance(max_shift, (tuple, list)):
             if len(max_shift) != 2:
@@ -130,13 +126,18 @@ def _window(mode, max_shift, shifts):
             sy, sx = max_shift
         else:
             sy = sx = max_shift
-        return "max_shift", f"{integer(sy, 'max_shift')},{integer(sx, 'max_shift')}"
+        sy, sx = _integer(sy, "max_shift"), _integer(sx, "max_shift")
+        if not (0 <= sy <= MAX_SHIFT and 0 <= sx <= MAX_SHIFT):
+            raise ValueError(f"max_shift must be integers from 0 to {MAX_SHIFT}, got {max_shift!r}")
+        return "max_shift", f"{sy},{sx}"
     if shifts is not None:
         try:
             (dy0, dy1), (dx0, dx1) = shifts
         except (TypeError, ValueError):
             raise ValueError(f"shifts takes ((dy0, dy1), (dx0, dx1)), got {shifts!r}") from None
-        dy0, dy1, dx0, dx1 = (integer(v, "shifts") for v in (dy0, dy1, dx0, dx1))
+        dy0, dy1, dx0, dx1 = (_integer(v, "shifts") for v in (dy0, dy1, dx0, dx1))
+        if not all(-MAX_SHIFT <= v <= MAX_SHIFT for v in (dy0, dy1, dx0, dx1)):
+            raise ValueError(f"shifts {shifts!r}: a shift is 2^30 or more away from 0")
         return "shifts", f"{dy0}:{dy1},{dx0}:{dx1}"
     return "mode", mode
 
