@@ -71,6 +71,39 @@ def test_summary_rows(summary):
     assert header[-1] == "shifts" and (df["shifts"] == "").all()
 
 
+def test_a_case_the_runner_recorded_as_failed_is_failed_in_the_summary(tmp_path):
+    """A bench that died 4 repetitions into a case (or exited 0 with 7 of 10) leaves repetitions
+    with no error flag; the runner records the case as failed. The summary read only the flags and
+    listed it as measured (status ok, a time), and figures and auto's tables used that time."""
+    gpu = tmp_path / "nvidia-h200"
+    gpu.mkdir()
+    data = json.loads((FIXTURES / "merged_fig17.json").read_text())
+    key = next(k for k, c in data["cases"].items() if c["status"] == "ok")
+    data["cases"][key].update(status="failed", message="exit status 139")
+    (gpu / "fig17.json").write_text(json.dumps(data))
+    row = aggregate_dir(gpu).set_index("case").loc[key]
+    assert row.status == "failed" and row.message == "exit status 139" and np.isnan(row.time_us), row
+
+
+def test_a_case_it_cannot_read_stops_aggregate_with_one_line(tmp_path):
+    """One repetition's real_time of null (in a results file of format 2, the runner's) dropped
+    every row of the experiment with a warning and exit 0 ("nothing measured"); aggregate.py now
+    stops with exit 2 and one line naming the file."""
+    import subprocess
+    import sys
+    from suite_helpers import ROOT
+    gpu = tmp_path / "nvidia-h200"
+    gpu.mkdir()
+    data = json.loads((ROOT / "results" / "nvidia-h200" / "fig22.json").read_text())  # format 2, as measured
+    case = next(iter(data["cases"].values()))
+    case["reps"]["real_time"][3] = None
+    (gpu / "fig22.json").write_text(json.dumps(data))
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "aggregate.py"), str(gpu)], capture_output=True,
+                       text=True, cwd=ROOT)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, (r.returncode, r.stderr)
+    assert "fig22.json" in r.stderr and "Traceback" not in r.stderr and not (gpu / "summary.csv").exists()
+
+
 def test_load_summary_recomputes_without_writing_when_results_are_newer(summary):
     df, gpu = summary
     again = load_summary(gpu)

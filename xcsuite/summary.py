@@ -7,7 +7,6 @@ each row's window ('DY0:DY1,DX0:DX1', empty for the full output; fmas and everyt
 it are the window's): folders without one keep the columns above only."""
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -15,7 +14,7 @@ import pandas as pd
 from experiments._spec import Shape, count_label
 from xcsuite.benchjson import parse_label, seconds
 from xcsuite.resultfile import dims_of, entries_of, window_of
-from xcsuite.results import load_results, progress_of_data
+from xcsuite.results import ResultsError, load_results, progress_of_data
 from xcsuite.stats import describe
 
 COLUMNS = ["gpu", "gpu_name", "experiment", "case", "variant", "family", "form", "counts", "size", "hL", "wL",
@@ -62,7 +61,9 @@ def rows_of(path: Path) -> list[dict]:
                "cold": info["cold"],
                "timed": label.get("timed", ""), "precision": label.get("precision", ""), "peak_flops": peak,
                "experiment_complete": complete, "shifts": info.get("shifts", "")}
-        if ok and not errs:
+        # The runner's verdict first: a case it recorded as failed (a bench that died, or exited 0
+        # with fewer repetitions than asked) may hold repetitions without an error flag.
+        if ok and not errs and info.get("status", "ok") == "ok":
             st = describe([seconds(e) for e in ok])
             fmas = _float(ok[0].get("fmas"), fmas_default)
             fin = [_float(e.get("finish_time")) for e in ok if "finish_time" in e]  # seconds
@@ -88,8 +89,11 @@ def summarize(gpu_dir: Path) -> pd.DataFrame:
     for f in sorted(Path(gpu_dir).glob("*.json")):
         try:
             rows += rows_of(f)
-        except (ValueError, KeyError, TypeError) as e:  # a case of an unexpected form (a damaged file raises ResultsError)
-            warnings.warn(f"{f}: skipped: {e}")
+        except (ValueError, KeyError, TypeError, IndexError) as e:
+            # A case of an unexpected form (a null time, fewer repetitions than n_reps): the whole
+            # experiment's rows were dropped with a warning (exit 0, "nothing measured"); stopped
+            # instead, as a damaged file is (exit 2 from the tools).
+            raise ResultsError(f"{f}: a case it cannot read ({type(e).__name__}: {e}); nothing was aggregated") from e
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
