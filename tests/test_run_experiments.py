@@ -224,6 +224,31 @@ def test_budget_stops_cleanly_and_resume_finishes(env):
     assert not {line_of(c) for k, c in data["cases"].items() if k in done} & ran_again
 
 
+def test_a_stopped_force_run_resumes_and_keeps_the_complete_file(env):
+    """--force copies the complete file to .bak and starts afresh; stopped by the budget, it says
+    'rerun the same command to resume'. That rerun copied the partial file over .bak (the only
+    complete copy, lost) and started afresh again; it now resumes, and .bak keeps the old file."""
+    run, results, log, mp = env
+    assert run("fig22") == 0
+    n = len(cases_of("fig22"))
+    mp.setenv("FAKE_SLEEP", "1.5")
+    assert run("fig22", "--force", "--max-minutes", "0.1") == rx.EXIT_BUDGET
+    first = {k for k, c in load(results, "fig22")["cases"].items() if c["status"] == "ok"}
+    assert 1 <= len(first) < n
+    assert run("fig22", "--force", "--max-minutes", "0.1") == rx.EXIT_BUDGET
+    bak = json.loads((results / "fake-gpu-9000" / "fig22.json.bak").read_text())
+    assert bak["xcorr_meta"]["complete"] and len(bak["cases"]) == n
+    second = {k for k, c in load(results, "fig22")["cases"].items() if c["status"] == "ok"}
+    assert first < second  # resumed: the first run's cases kept, more added
+    mp.delenv("FAKE_SLEEP")
+    assert run("fig22", "--force") == 0  # finishes the stopped run
+    data = load(results, "fig22")
+    assert data["xcorr_meta"]["complete"] and "force_started" not in data["xcorr_meta"] and len(data["cases"]) == n
+    calls = len(log_lines(log))
+    assert run("fig22", "--force") == 0  # complete: --force starts afresh again
+    assert len(log_lines(log)) > calls
+
+
 def test_budget_too_small_for_one_case_runs_nothing(env):
     run, results, log, _ = env
     assert run("fig22", "--max-minutes", "0.01") == rx.EXIT_BUDGET

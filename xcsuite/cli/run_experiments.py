@@ -16,7 +16,7 @@ chunks of their own through `python -m xcsuite.peerbench`, with the flags xcorr_
 Resumable: the cases run in chunks (one xcorr_bench process each, a few minutes at most); after
 every chunk the experiment's file is rewritten atomically, and a later run skips the cases it
 already holds. A complete experiment is skipped unless --force (which starts it afresh, keeping
-the old file as .bak). --max-minutes stops cleanly before a chunk would overrun the budget, so a
+the old file as .bak; the same --force command after a stop resumes that run). --max-minutes stops cleanly before a chunk would overrun the budget, so a
 lent GPU can be used in slices. A case the binary rejects or that crashes it is recorded as
 failed and not retried (--retry-failed retries them). Every case records the git revision of the
 binary that measured it; --remeasure V1,V2 runs again the cases of those variants measured at
@@ -767,9 +767,21 @@ def plan(args, su: Setup, ctx: dict, out_dir: Path) -> list[Plan]:
             print(f"warning: {w}", file=sys.stderr)
         path = out_dir / f"{e.name}.json"
         if args.force and path.exists():
-            shutil.copy2(path, path.with_suffix(".json.bak"))
-            path.unlink()
+            # A --force run that stopped (budget, signal) left a partial file marked force_started:
+            # the same command resumes it, and .bak keeps the complete file from before it (copied
+            # again, the partial replaced it and the run began afresh once more).
+            try:
+                meta = load_results(path).get("xcorr_meta", {})
+            except ResultsError:  # a damaged file: --force is the way out its message names
+                meta = {}
+            if meta.get("force_started") and not meta.get("complete"):
+                print(f"{e.name}: resuming the --force run that stopped ({path.name}.bak holds the file before it)")
+            else:
+                shutil.copy2(path, path.with_suffix(".json.bak"))
+                path.unlink()
         state = State(path, e, su.protocol, args.quick, su.registry)
+        if args.force:
+            state.meta["force_started"] = True
         state.meta["cases_planned"] = len(ex.cases)  # for "incomplete: 12 of 105 cases" on the pages
         old = state.data.get("context", {}).get("xcorr_gpu_name")
         if old and old != ctx.get("xcorr_gpu_name"):
@@ -788,6 +800,7 @@ def plan(args, su: Setup, ctx: dict, out_dir: Path) -> list[Plan]:
         if not pending:
             if not state.meta.get("complete"):
                 state.meta["complete"] = True
+                state.meta.pop("force_started", None)  # finished: a later --force starts afresh
                 state.meta["finished"] = state.meta.get("finished") or now()
                 state.save()
             print(f"{e.name}: complete ({len(ex.cases)} cases), skipped; --force reruns it")
@@ -871,6 +884,7 @@ def run_experiment(p: Plan, runner: Runner, args, git_rev: str, smi: dict, bar) 
     meta["nvidia_smi"]["last"] = run["nvidia_smi_end"]
     if not queue and not runner.stopped_for_budget:  # (a signal leaves a queue)
         meta["complete"] = True
+        meta.pop("force_started", None)  # finished: a later --force starts afresh
         meta["finished"] = now()
     p.state.save()
 
@@ -1038,6 +1052,7 @@ def run_workers(workers: list, plans: list, runs: dict, state_lock, args, su: Se
             done = p.state.done_keys(su.protocol["repetitions"], False, su.remeasure, p.state.revision)
             if all(c.key in done for c in p.pending):
                 meta["complete"] = True
+                meta.pop("force_started", None)  # finished: a later --force starts afresh
                 meta["finished"] = now()
             p.state.save()
     if sig is not None:
