@@ -143,6 +143,7 @@ class State:
         where known, the device: nvidia-smi's index and UUID) in place of any older one, at the
         end: the file lists cases in the order they were measured."""
         self.data["cases"].pop(case.key, None)
+        self.meta.get("stalled_s", {}).pop(case.key, None)  # filed: its budget-stopped seconds are moot
         info = {"status": status, "message": message, "time": now(), "revision": self.revision,
                 **({"device": device} if device else {})}
         reps = [e for e in entries if is_iteration(e)]  # Google's aggregates are recomputed from these
@@ -258,12 +259,16 @@ class Runner:
             timeout = min(self.time_left(), own_limit)
             rc, data, tail, timed_out = self.invoke(cases, exp_name, timeout)
         with self.state_lock:  # several GPUs' runners file into one State: one at a time
-            rest = self.file_chunk(cases, state, exp_name, rc, data, tail, timed_out, budget_bound)
+            rest = self.file_chunk(cases, state, exp_name, rc, data, tail, timed_out, budget_bound, timeout)
         if rest is ISOLATE:  # refused before running: isolate the offender(s) one by one
             return self.isolate(list(cases), state, exp_name)
         return rest
 
-    def file_chunk(self, cases, state, exp_name, rc, data, tail, timed_out, budget_bound) -> list:
+    def case_limit(self, c) -> float:
+        """The time limit of a chunk of case c alone (run_chunk's own_limit)."""
+        return (self.est(c) + PROCESS_S) * 4 + 120
+
+    def file_chunk(self, cases, state, exp_name, rc, data, tail, timed_out, budget_bound, timeout) -> list:
         if self.signal is not None:
             pass  # killed by the runner's stop: not the binary's failure
         elif rc != 0 and data is None and rc != 2:
@@ -300,7 +305,20 @@ class Runner:
                     return ISOLATE
                 state.record(c, "rejected", [], tail or "xcorr_bench exit status 2", self.device)
             elif timed_out and budget_bound:
-                rest.append(c)  # killed by the --max-minutes budget: leave it pending
+                # Killed by the --max-minutes budget: left pending. A case that was running alone
+                # from the chunk's start had the whole chunk; its seconds add up over such runs, so
+                # that a hang is blamed once they pass its own limit (else a budget shorter than
+                # that limit stopped every run on it, and none ever got past it).
+                if c is cases[0] and not culprit_found:
+                    stalled = state.meta.setdefault("stalled_s", {})
+                    stalled[c.key] = stalled.get(c.key, 0.0) + timeout
+                    if stalled[c.key] >= self.case_limit(c):
+                        culprit_found = True
+                        state.record(c, "failed", entries, f"killed after exceeding its time limit "
+                                     f"({stalled.pop(c.key):.0f} s over runs stopped by --max-minutes)", self.device)
+                        self.stopped_for_budget = True
+                        continue
+                rest.append(c)
                 self.stopped_for_budget = True
             elif not culprit_found and rc != 0:
                 culprit_found = True
