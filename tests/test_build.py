@@ -3,6 +3,7 @@ every CUDA translation unit is compiled with ptxas warnings for spills and local
 frames) turned into errors, so no kernel that spills or uses a stack frame can be built, and
 with real machine code for the configured architectures."""
 import json
+import os
 import re
 
 import pytest
@@ -45,3 +46,35 @@ def test_real_machine_code_for_the_configured_archs(cuda_commands):
         # nothing else carries the suffix
         assert all(a.endswith("a") == (a == "90a") for a, _ in codes), (c["file"], codes)
         assert "90" not in [a for a, _ in codes], (c["file"], "9.0 must be built as sm_90a")
+
+
+def test_git_revision_is_dirty_only_where_the_sources_changed(tmp_path):
+    """scripts/git-revision (the revision every build and peer measurement records): a change to
+    results or notes is not a change to what measures, so it leaves the revision clean; a change
+    to the sources (harness, algorithms, the package, peerbench) makes it -dirty. It ran git
+    describe --dirty over the whole tree, and the runner's own writes to results/ made every
+    peer measurement -dirty."""
+    import shutil
+    import subprocess
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "git-revision", repo / "scripts" / "git-revision")
+    for f in ("harness/core.cpp", "xcsuite/peerbench.py", "results/gpu/fig.json"):
+        (repo / f).parent.mkdir(parents=True, exist_ok=True)
+        (repo / f).write_text("0\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "x"]):
+        subprocess.run(git + args, check=True)
+    head = subprocess.run(git + ["rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
+
+    def revision():
+        env = {k: v for k, v in os.environ.items() if k != "XCORR_GIT_REVISION"}
+        return subprocess.run([str(repo / "scripts" / "git-revision")], capture_output=True, text=True,
+                              env=env).stdout.strip()
+    assert revision() == head
+    (repo / "results/gpu/fig.json").write_text("1\n")
+    assert revision() == head
+    for f in ("harness/core.cpp", "xcsuite/peerbench.py"):
+        (repo / f).write_text("1\n")
+        assert revision() == head + "-dirty", f
+        subprocess.run(git + ["checkout", "-q", f], check=True)
