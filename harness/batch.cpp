@@ -876,6 +876,18 @@ std::vector<Piece> split_batch(const Problem& p, int devices, int64_t max_output
     return pieces;
 }
 
+namespace {
+// UsageError (starting with `prefix`) for an ordinal of `devices` that no visible GPU has;
+// NoGpuError where none is visible.
+void require_devices_exist(const std::vector<int>& devices, const std::string& prefix) {
+    const int count = visible_gpu_count();
+    for (int d : devices)
+        if (d < 0 || d >= count)
+            throw UsageError(prefix + "device " + std::to_string(d) + " does not exist (" + std::to_string(count) +
+                             " visible)");
+}
+}  // namespace
+
 std::vector<int> parse_devices(const std::string& text, bool check, const std::string& what) {
     std::vector<int> out;
     if (text == "all") {
@@ -896,13 +908,7 @@ std::vector<int> parse_devices(const std::string& text, bool check, const std::s
         out.push_back(d);
         pos = comma + 1;
     }
-    if (check) {
-        const int count = visible_gpu_count();
-        for (int d : out)
-            if (d >= count)
-                throw UsageError(what + " '" + text + "': device " + std::to_string(d) + " does not exist (" +
-                                 std::to_string(count) + " visible)");
-    }
+    if (check) require_devices_exist(out, what + " '" + text + "': ");
     return out;
 }
 
@@ -924,10 +930,7 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
     std::vector<int> devices = options.devices;
     // No GPU: NoGpuError with the reason, not cudaGetDevice's bare error; an ordinal that does not
     // exist (the C API takes them as numbers) is bad usage, not a CUDA error.
-    const int visible = visible_gpu_count();
-    for (int d : devices)
-        if (d < 0 || d >= visible)
-            throw UsageError("device " + std::to_string(d) + " does not exist (" + std::to_string(visible) + " visible)");
+    require_devices_exist(devices, "");
     if (devices.empty()) {
         int current = 0;
         XC_CUDA_CHECK(cudaGetDevice(&current));
