@@ -772,6 +772,12 @@ def take_folder_lock(lock: FolderLock) -> None:
         raise Stop(2, f"cannot take the lock {lock.path}: {e} (set XCORR_LOCK_DIR to a writable folder)") from None
 
 
+def mark_complete(meta: dict) -> None:
+    """An experiment's file complete: a later --force starts it afresh (not a resume)."""
+    meta["complete"] = True
+    meta.pop("force_started", None)
+
+
 def plan(args, su: Setup, ctx: dict, out_dir: Path) -> list[Plan]:
     """Each experiment's cases not yet measured; records the plan in its results file, and marks
     an experiment with nothing left complete."""
@@ -817,8 +823,7 @@ def plan(args, su: Setup, ctx: dict, out_dir: Path) -> list[Plan]:
             pending = [c for c in mine if c.key not in done]
         if not pending:
             if not state.meta.get("complete"):
-                state.meta["complete"] = True
-                state.meta.pop("force_started", None)  # finished: a later --force starts afresh
+                mark_complete(state.meta)
                 state.meta["finished"] = state.meta.get("finished") or now()
                 state.save()
             print(f"{e.name}: complete ({len(ex.cases)} cases), skipped; --force reruns it")
@@ -901,8 +906,7 @@ def run_experiment(p: Plan, runner: Runner, args, git_rev: str, smi: dict, bar) 
     run["nvidia_smi_end"] = nvidia_smi()
     meta["nvidia_smi"]["last"] = run["nvidia_smi_end"]
     if not queue and not runner.stopped_for_budget:  # (a signal leaves a queue)
-        meta["complete"] = True
-        meta.pop("force_started", None)  # finished: a later --force starts afresh
+        mark_complete(meta)
         meta["finished"] = now()
     p.state.save()
 
@@ -1069,8 +1073,7 @@ def run_workers(workers: list, plans: list, runs: dict, state_lock, args, su: Se
             meta["nvidia_smi"]["last"] = smi_end
             done = p.state.done_keys(su.protocol["repetitions"], False, su.remeasure, p.state.revision)
             if all(c.key in done for c in p.pending):
-                meta["complete"] = True
-                meta.pop("force_started", None)  # finished: a later --force starts afresh
+                mark_complete(meta)
                 meta["finished"] = now()
             p.state.save()
     if sig is not None:
