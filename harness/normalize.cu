@@ -974,7 +974,9 @@ __device__ __forceinline__ double warp_direct_sum(const float* L, const float* R
     return s;
 }
 
-// (Σx', Σx'²) over rows [r0, r1), columns [c0, c1) of one matrix's table (row stride w1).
+// (Σx', Σx'²) over rows [r0, r1), columns [c0, c1) of one matrix's table (row stride w1), and
+// `corner`, the Σx'² entry of the box's far corner (r1, c1): the largest of the four entries read
+// (Σx'² over rows < r1, columns < c1), which bounds their rounding (zncc_factor).
 // From global memory through the read-only cache (__ldg): the epilogue writes `out` in place, so
 // the compiler cannot prove by itself that the tables do not alias it; kShared: a table staged in
 // shared memory (plain loads). The same four entries and the same arithmetic either way.
@@ -983,7 +985,8 @@ __device__ __forceinline__ double warp_direct_sum(const float* L, const float* R
 // warp, instead of a line per warp each: half the table traffic of one-dimensional signals. (A
 // select of zero in place of the loads cost the sampled instantiation spills at 64 registers.)
 template <bool kShared>
-__device__ __forceinline__ double2 box_sum(const double2* t, int64_t w1, int r0, int r1, int c0, int c1) {
+__device__ __forceinline__ double2 box_sum(const double2* t, int64_t w1, int r0, int r1, int c0, int c1,
+                                           double& corner) {
     auto ld = [](const double2* p) {
         if constexpr (kShared) return *p;
         else return __ldg(p);
@@ -992,20 +995,40 @@ __device__ __forceinline__ double2 box_sum(const double2* t, int64_t w1, int r0,
     const double2* t1 = t + r1 * w1;
     const bool row0 = r0 == 0;
     const double2 a = ld(t1 + c1), b = ld(t0 + (row0 ? 0 : c1)), c = ld(t1 + c0), d = ld(t0 + (row0 ? 0 : c0));
+    corner = a.y;
     return make_double2(a.x - b.x - c.x + d.x, a.y - b.y - c.y + d.y);
 }
 
 // zncc's factor of one side of an overlap of n elements from its shifted sums s = (ΣX', ΣX'²),
 // X' = X - m: f = n·ΣX'² - (ΣX')² (n² times the variance; the shift leaves it unchanged), and whether
-// X varies there: the contract's constant-overlap test, f > kConstantOverlap·n·ΣX² with ΣX² of the
-// original data = ΣX'² + 2m·ΣX' + n·m² (exact for any m). The one spelling of that test on the GPU.
+// X varies there. The one spelling of that test on the GPU; two conditions:
+// - the contract's constant-overlap test, f > kConstantOverlap·n·ΣX² with ΣX² of the original data
+//   = ΣX'² + 2m·ΣX' + n·m² (exact for any m);
+// - f above the rounding of the tables it comes from. An exactly constant overlap (zeros: X' = -m,
+//   the same float everywhere) has f = 0 and ΣX² = n·X², but both come out of the box sums as
+//   rounding noise of the table's far larger entries, and the first test alone let about half of
+//   such overlaps through with a noise coefficient up to ±1 (zero-padded data, session 35). A table
+//   entry at (r, c) is a sum of r·c terms in some tree of at most r + c levels (row pass, then
+//   column pass: every prepass order is one), so its error is at most (r + c)·u·Σ|terms|, u = 2^-53;
+//   the box's four entries and three additions: at most e2 = k·corner for ΣX'² (its terms are
+//   squares, so Σ|terms| is the corner itself) and e1 = k·sqrt(r1·c1·corner) for ΣX' (Cauchy-Schwarz:
+//   Σ|x'| <= sqrt(count·Σx'²)), k = 4(r1 + c1 + 3)·u. f's error from them is at most
+//   n·e2 + 2|ΣX'|·e1 (+ e1², and f's own rounding, within the factor 2 of kTableEps = 2u). So X varies
+//   only where f - n·e2 > 2|ΣX'|·e1, squared to need no root (g² > 4·ΣX'²·e1²: every term is a
+//   float's square times counts, inside double's range for any float data).
+//   This bound is far below any overlap the float32 raw correlation can resolve (for a 2048 x 2048
+//   crop of unit variance it zeroes f below ~1e-4 of one element's variance); tests/xcorr_np.py's
+//   table_varies is the same test in NumPy.
 struct ZnccFactor {
     double f;
     bool varies;
 };
-__device__ __forceinline__ ZnccFactor zncc_factor(double2 s, double n, double m) {
+constexpr double kTableEps = 0x1p-52;  // 2u: the factor 2 covers f's own rounding and e1²
+__device__ __forceinline__ ZnccFactor zncc_factor(double2 s, double corner, int r1, int c1, double n, double m) {
     const double f = n * s.y - s.x * s.x, q = s.y + 2 * m * s.x + n * m * m;
-    return {f, f > kConstantOverlap * n * q};
+    const double k = kTableEps * (4.0 * (r1 + c1 + 3)), e2 = k * corner;
+    const double g = f - n * e2;
+    return {f, f > kConstantOverlap * n * q && g > 0 && g * g > 4 * (s.x * s.x) * k * (double(r1) * c1) * e2};
 }
 
 // What the epilogue reads: the tables, means and shifted copies of the crops (count x h x w of
@@ -1087,15 +1110,17 @@ __global__ void __launch_bounds__(kThreads, 4) epilogue_kernel(const EpilogueArg
     const int ty = a.rr0 - a.lr0, tx = a.rc0 - a.lc0;  // shift on the crops = shift + (ty, tx)
     // kStaged: the tables' cells (they fit in shared memory, so int); unused (0) otherwise.
     const int lcells = kStaged ? (a.lh + 1) * int(lw1) : 0, rcells = kStaged ? (a.rh + 1) * int(rw1) : 0;
-    int64_t staged_right = -1;  // the right whose table is in staged[lcells..]
+    int staged_right = -1;  // the right whose table is in staged[lcells..]
     for (int64_t k = blockIdx.x; k < a.count; k += gridDim.x) {
-        const int64_t l = a.pairs.left_of(k), q = a.pairs.right_of(k);
-        const double2* lsat = a.lsat + l * (a.lh + 1) * lw1;
-        const double2* rsat = a.rsat + q * (a.rh + 1) * rw1;
+        // int: PairMap's own type (a sign-extended int64 copy of one, kept across the element loop,
+        // was the staged zncc instantiation's one spill at 64 registers)
+        const int l = a.pairs.left_of(k), q = a.pairs.right_of(k);
+        const double2* lsat = a.lsat + int64_t(l) * (a.lh + 1) * lw1;
+        const double2* rsat = a.rsat + int64_t(q) * (a.rh + 1) * rw1;
         // The shifted crops (the direct sums read them): in global memory, or (kStaged) staged as
         // floats after the tables, where the rebuild reads the left one too.
-        const float* lx = a.ls + l * a.lh * a.lw;
-        const float* rx = a.rs + q * a.rh * a.rw;
+        const float* lx = a.ls + int64_t(l) * a.lh * a.lw;
+        const float* rx = a.rs + int64_t(q) * a.rh * a.rw;
         float* out = a.out + k * per;
         const float* raw = out;  // C' (kStaged with a.stage_out: staged beside the crops)
         if constexpr (kStaged) {
@@ -1173,15 +1198,19 @@ __global__ void __launch_bounds__(kThreads, 4) epilogue_kernel(const EpilogueArg
             const double n = double(nr) * nc;
             const int lr = rows.begin + dy - a.lr0, lc = cols.begin + dx - a.lc0;
             const int rr = rows.begin - a.rr0, rc = cols.begin - a.rc0;
-            const double2 sl = box_sum<kStaged>(lsat, lw1, lr, lr + nr, lcol(lc), lcol(lc + nc));
-            const double2 sr = box_sum<kStaged>(rsat, rw1, rr, rr + nr, rcol(rc), rcol(rc + nc));
+            // Each side's factor as soon as its box is read: one corner live at a time (the staged
+            // instantiation spilled at 64 registers with both).
+            double corner;
+            const double2 sl = box_sum<kStaged>(lsat, lw1, lr, lr + nr, lcol(lc), lcol(lc + nc), corner);
+            const ZnccFactor fl = zncc_factor(sl, corner, lr + nr, lc + nc, n, ml);
+            const double2 sr = box_sum<kStaged>(rsat, rw1, rr, rr + nr, rcol(rc), rcol(rc + nc), corner);
             if (!direct) c = double(raw[j]);
             float v = 0.0f;
             if constexpr (kMode == Normalize::ZeroLag) {
                 const double d = a.c00[k];
                 if (d != 0) v = float((c + mr * sl.x + ml * sr.x + n * ml * mr) / d);
             } else {
-                const ZnccFactor fl = zncc_factor(sl, n, ml), fr = zncc_factor(sr, n, mr);
+                const ZnccFactor fr = zncc_factor(sr, corner, rr + nr, rc + nc, n, mr);
                 // rsqrt (within 1 ulp) and a product rather than sqrt and a division: two fewer
                 // double-precision iterations with their slow-path branches per element. Clamped
                 // after the rounding to float (the same value: rounding is monotonic and +-1 are
@@ -1214,13 +1243,15 @@ template <Normalize kMode, bool kSampled>
 __device__ __forceinline__ double2 template_right_terms(const EpilogueArgs& a, int64_t q, int64_t k, double n) {
     const int64_t rw1 = kSampled ? a.rcols.width() : a.rw + 1;
     const double2* rsat = a.rsat + q * (a.rh + 1) * rw1;
-    const double2 sr = box_sum<false>(rsat, rw1, 0, a.rh, kSampled ? a.rcols.at(0) : 0, kSampled ? a.rcols.at(a.rw) : a.rw);
+    double corner;
+    const double2 sr = box_sum<false>(rsat, rw1, 0, a.rh, kSampled ? a.rcols.at(0) : 0, kSampled ? a.rcols.at(a.rw) : a.rw,
+                                      corner);
     double scale = 0;
     if constexpr (kMode == Normalize::ZeroLag) {
         const double d = a.c00[k];
         if (d != 0) scale = 1.0 / d;
     } else {
-        const ZnccFactor fr = zncc_factor(sr, n, a.rmean[q]);
+        const ZnccFactor fr = zncc_factor(sr, corner, a.rh, a.rw, n, a.rmean[q]);
         if (fr.varies) scale = rsqrt(fr.f);
     }
     return make_double2(sr.x, scale);
@@ -1235,10 +1266,11 @@ __device__ __forceinline__ double2 template_left_terms(const EpilogueArgs& a, co
     auto lcol = [&a](int c) { return kSampled ? a.lcols.at(c) : c; };
     const int y = int(a.out_w.div(unsigned(j)));
     const int lr = a.win.dy0 + y - a.lr0, lc = a.win.dx0 + (j - y * int(a.win.out_w())) - a.lc0;
-    const double2 sl = box_sum<false>(lsat, lw1, lr, lr + a.rh, lcol(lc), lcol(lc + a.rw));
+    double corner;
+    const double2 sl = box_sum<false>(lsat, lw1, lr, lr + a.rh, lcol(lc), lcol(lc + a.rw), corner);
     double lscale = 0;
     if constexpr (kMode == Normalize::Zncc) {
-        const ZnccFactor fl = zncc_factor(sl, n, ml);
+        const ZnccFactor fl = zncc_factor(sl, corner, lr + a.rh, lc + a.rw, n, ml);
         if (fl.varies) lscale = rsqrt(fl.f);
     }
     return make_double2(sl.x, lscale);

@@ -22,7 +22,7 @@ import pytest
 from scipy.signal import correlate2d
 
 from conftest import run, seeded_rng
-from xcorr_np import CONSTANT_OVERLAP, FORMS, counts, crop, full_window, normalized, pairs, same_window, valid_window
+from xcorr_np import FORMS, counts, crop, full_window, normalized, pairs, same_window, table_zncc_factor, valid_window
 
 DIRECT_OVERLAP = 64  # normalize.hpp's kDirectOverlap
 
@@ -187,9 +187,9 @@ def emulate(mode, form, left, right, rect, raw_dtype):
             c00 = raw_at(left[i], right[j], 0, 0)  # the whole inputs (c00_kernel)
             v = np.zeros_like(m) if c00 == 0 else (c + mr * sl + ml * sr + m * ml * mr) / c00
         else:
-            fl, fr = m * ql - sl * sl, m * qr - sr * sr
-            ol, orr = ql + 2 * ml * sl + m * ml * ml, qr + 2 * mr * sr + m * mr * mr
-            good = (fl > CONSTANT_OVERLAP * m * ol) & (fr > CONSTANT_OVERLAP * m * orr)
+            fl, gl = table_zncc_factor(sl, ql, lt[i][1][lre, lce], lre, lce, m, ml)
+            fr, gr = table_zncc_factor(sr, qr, rt[j][1][rre, rce], rre, rce, m, mr)
+            good = gl & gr
             v = np.zeros_like(m)
             v[good] = np.clip((m * c - sl * sr)[good] / np.sqrt(fl[good] * fr[good]), -1, 1)
         out[k][ok] = v

@@ -118,6 +118,27 @@ def window_fmas(shape, rect):
 CONSTANT_OVERLAP = 1e-6  # the contract's threshold
 
 
+# normalize.cu's kTableEps: 2u, the unit roundoff of double doubled (zncc_factor says why).
+TABLE_EPS = 2.0 ** -52
+
+
+def table_zncc_factor(s, q, corner, r1, c1, n, m):
+    """normalize.cu's zncc_factor (arrays): one side's factor f = n·ΣX'² - (ΣX')² of each overlap from
+    its box sums s = ΣX', q = ΣX'² in a summed-area table of X' = X - m, and whether X varies there:
+    the contract's test on the original data's ΣX² = ΣX'² + 2m·ΣX' + n·m², and f above the table's
+    rounding, bounded from `corner` (the table's ΣX'² entry at the box's far corner (r1, c1), in the
+    crop's coordinates): f - n·e2 > 2|ΣX'|·e1 with e2 = k·corner, e1 = k·sqrt(r1·c1·corner),
+    k = 4(r1 + c1 + 3)·TABLE_EPS, squared as on the GPU. Returns (f, varies)."""
+    f = n * q - s * s
+    orig = q + 2 * m * s + n * m * m
+    k = TABLE_EPS * 4.0 * (np.asarray(r1, np.float64) + c1 + 3)
+    e2 = k * corner
+    g = f - n * e2
+    area = np.asarray(r1, np.float64) * c1
+    varies = (f > CONSTANT_OVERLAP * n * orig) & (g > 0) & (g * g > 4 * (s * s) * k * area * e2)
+    return f, varies
+
+
 def zncc_of(n, sl, sr, sll, srr, slr):
     """The contract's coefficient from each overlap's n, ΣL, ΣR, ΣL², ΣR², ΣLR (arrays, float64)."""
     fl, fr = n * sll - sl * sl, n * srr - sr * sr
