@@ -58,6 +58,11 @@ constexpr int kMaxColBands = 64;
 constexpr int kSegCols = 64 * kWarp;
 constexpr int kSegRow = 4 * kSegCols;
 constexpr int kSegBatch = 4;  // chunks of 32 segment totals loaded at once by seg_carry_kernel
+// The most terms whose rounding a segmented row's table entry carries, for zncc_factor's bound:
+// its segment's scan (at most kSegCols terms), the compensated carry of the segments before (its
+// segment totals' own scans, a chunk's warp scan of 5 levels and the carry's rounding) and the
+// last addition (seg_carry_kernel's comment).
+constexpr int kSegRowDepth = kSegCols + 8;
 static_assert(kSegCols % (kRowStrips * kWarp) == 0, "segments of whole batches of strips");
 static_assert(kThreads / kWarp == kColSegments, "scan_columns: one warp per column segment");
 // Dynamic shared memory of the fused prepass at most (a crop's table and its floats): crops that
@@ -471,7 +476,11 @@ __global__ void __launch_bounds__(kThreads) row_scan_kernel(Stacks st) {
 //       scan_row writes it) into the table's entries of its columns, and its total T_j (the last
 //       carry) into seg[g·nseg + j];
 //   (b) seg_carry_kernel: per row, the exclusive scan E_j of T_0 .. T_{nseg-1} in place of them, in
-//       chunks of 32 as scan_span scans strips (Hillis-Steele within the chunk, plus the chunk carry);
+//       chunks of 32 as scan_span scans strips (Hillis-Steele within the chunk, plus the chunk
+//       carry), the carry compensated (two_sum: a double-double carry, E_j its sum with the chunk's
+//       partial rounded once), so that E_j's error is a few u of the row's sums however many
+//       segments precede it; a plain running carry erred by up to (segments)·u of them, and
+//       zncc_factor's bound of the tables' rounding would have grown with the signal's length;
 //   (c) seg_add_kernel: every entry of segment j >= 1 gets E_j added (segment 0's entries are final).
 // So entry c of segment j = local inclusive sum of the segment up to c + E_j: a fixed order, a
 // function of the problem alone (tests/test_normalize_fused.py models it and checks that every
@@ -510,6 +519,26 @@ __global__ void seg_scan_kernel(Stacks st, SegScratch scratch) {
     }
 }
 
+// Knuth's two_sum: s + e = a + b exactly, s = a + b rounded (explicit _rn: no contraction).
+__device__ __forceinline__ double two_sum(double a, double b, double& e) {
+    const double s = __dadd_rn(a, b), bb = __dsub_rn(s, a);
+    e = __dadd_rn(__dsub_rn(a, __dsub_rn(s, bb)), __dsub_rn(b, bb));
+    return s;
+}
+// The double-double carry (hi, lo) plus x, rounded once to a double: s + (e + lo) with s + e =
+// hi + x exactly (tests/test_normalize_fused.py models the same operations).
+__device__ __forceinline__ double carry_add(double hi, double lo, double x) {
+    double e;
+    const double s = two_sum(hi, x, e);
+    return __dadd_rn(s, __dadd_rn(e, lo));
+}
+// The carry (hi, lo) += x: hi the rounded sum, lo the exact rounding errors accumulated.
+__device__ __forceinline__ void carry_step(double& hi, double& lo, double x) {
+    double e;
+    hi = two_sum(hi, x, e);
+    lo = __dadd_rn(lo, e);
+}
+
 // (b) Mapping: one warp per row g, warps striding over count·ch rows; the warp loads kSegBatch
 // chunks of 32 totals (lanes past nseg load 0: they come after every real one) before scanning them
 // in order. Resources: registers only.
@@ -522,7 +551,7 @@ __global__ void seg_carry_kernel(Stacks st, SegScratch scratch) {
     const int64_t warps = int64_t(gridDim.x) * (kThreads / kWarp);
     for (int64_t g = (blockIdx.x * int64_t(kThreads) + threadIdx.x) / kWarp; g < rows; g += warps) {
         double2* t = seg + g * nseg;
-        double carry_a = 0, carry_q = 0;
+        double carry_a = 0, carry_q = 0, low_a = 0, low_q = 0;  // the carry: carry + low, double-double
         for (int b0 = 0; b0 < nseg; b0 += kSegBatch * kWarp) {
             double2 v[kSegBatch];
 #pragma unroll
@@ -536,14 +565,13 @@ __global__ void seg_carry_kernel(Stacks st, SegScratch scratch) {
                 if (b0 + i * kWarp >= nseg) break;  // warp-uniform
                 double a = v[i].x, q = v[i].y;
                 warp_scan_pair(a, q, lane);
-                a = __dadd_rn(a, carry_a);
-                q = __dadd_rn(q, carry_q);
-                // Exclusive: segment j's carry is the inclusive sum through j - 1 (the chunk carry for lane 0).
+                // Exclusive: segment j's carry is the chunk carry plus the chunk's inclusive sum
+                // through j - 1 (nothing for lane 0), rounded once.
                 double ea = __shfl_up_sync(kFullMask, a, 1), eq = __shfl_up_sync(kFullMask, q, 1);
-                if (lane == 0) ea = carry_a, eq = carry_q;
-                if (j < nseg) t[j] = make_double2(ea, eq);
-                carry_a = __shfl_sync(kFullMask, a, kWarp - 1);
-                carry_q = __shfl_sync(kFullMask, q, kWarp - 1);
+                if (lane == 0) ea = 0, eq = 0;
+                if (j < nseg) t[j] = make_double2(carry_add(carry_a, low_a, ea), carry_add(carry_q, low_q, eq));
+                carry_step(carry_a, low_a, __shfl_sync(kFullMask, a, kWarp - 1));
+                carry_step(carry_q, low_q, __shfl_sync(kFullMask, q, kWarp - 1));
             }
         }
     }
@@ -999,6 +1027,9 @@ __device__ __forceinline__ double2 box_sum(const double2* t, int64_t w1, int r0,
     return make_double2(a.x - b.x - c.x + d.x, a.y - b.y - c.y + d.y);
 }
 
+// The .y of a table entry, loaded where it is used (see the staged epilogue's corner).
+__device__ __forceinline__ double reload_y(const double2* p) { return reinterpret_cast<const volatile double2*>(p)->y; }
+
 // zncc's factor of one side of an overlap of n elements from its shifted sums s = (ΣX', ΣX'²),
 // X' = X - m: f = n·ΣX'² - (ΣX')² (n² times the variance; the shift leaves it unchanged), and whether
 // X varies there. The one spelling of that test on the GPU; two conditions:
@@ -1008,17 +1039,20 @@ __device__ __forceinline__ double2 box_sum(const double2* t, int64_t w1, int r0,
 //   the same float everywhere) has f = 0 and ΣX² = n·X², but both come out of the box sums as
 //   rounding noise of the table's far larger entries, and the first test alone let about half of
 //   such overlaps through with a noise coefficient up to ±1 (zero-padded data, session 35). A table
-//   entry at (r, c) is a sum of r·c terms in some tree of at most r + c levels (row pass, then
-//   column pass: every prepass order is one), so its error is at most (r + c)·u·Σ|terms|, u = 2^-53;
-//   the box's four entries and three additions: at most e2 = k·corner for ΣX'² (its terms are
-//   squares, so Σ|terms| is the corner itself) and e1 = k·sqrt(r1·c1·corner) for ΣX' (Cauchy-Schwarz:
-//   Σ|x'| <= sqrt(count·Σx'²)), k = 4(r1 + c1 + 3)·u. f's error from them is at most
-//   n·e2 + 2|ΣX'|·e1 (+ e1², and f's own rounding, within the factor 2 of kTableEps = 2u). So X varies
-//   only where f - n·e2 > 2|ΣX'|·e1, squared to need no root (g² > 4·ΣX'²·e1²: every term is a
-//   float's square times counts, inside double's range for any float data).
-//   This bound is far below any overlap the float32 raw correlation can resolve (for a 2048 x 2048
-//   crop of unit variance it zeroes f below ~1e-4 of one element's variance); tests/xcorr_np.py's
-//   table_varies is the same test in NumPy.
+//   entry at (r, c) is a sum of r·c terms, each row's by the row pass, then the rows' by the column
+//   pass: any such tree rounds by at most (r + c)·u·Σ|terms|, u = 2^-53 (first order); a segmented
+//   row's entry (rows past kSegRow columns) by at most (r + kSegRowDepth)·u·Σ|terms|, its carry
+//   being compensated (seg_carry_kernel), so the caller passes c1 capped at that depth. The box's
+//   four entries and three additions: at most e2 = k·corner for ΣX'² (its terms are squares, so
+//   Σ|terms| is the corner itself) and e1 = k·sqrt(r1·c1·corner) for ΣX' (Cauchy-Schwarz: Σ|x'| <=
+//   sqrt(count·Σx'²)), k = 4(r1 + c1 + 3)·u. f's error from them is at most n·e2 + 2|ΣX'|·e1 (+ e1²
+//   and f's own rounding, within the factor 2 of kTableEps = 2u). So X varies only where f - n·e2 >
+//   2|ΣX'|·e1, squared to need no root (g² > 4·ΣX'²·e1²: every term is a float's square times counts,
+//   inside double's range for any float data). What it costs: an overlap of local standard
+//   deviation s in a crop of P elements of global standard deviation S is called constant only
+//   where s²·n <~ 3k·P·S², k·P ~ 1.5e-5 for a 2048 x 2048 crop and for a signal of 8.64e6 samples
+//   (s below 1.7e-3 of S for n = 16, 2.7e-4 for n = 600): far below what the float32 raw correlation of
+//   the shifted data resolves there. tests/xcorr_np.py's table_zncc_factor is the same test in NumPy.
 struct ZnccFactor {
     double f;
     bool varies;
@@ -1042,6 +1076,7 @@ struct EpilogueArgs {
     int hL, wL, hR, wR;
     int lr0, lc0, lh, lw, rr0, rc0, rh, rw;
     TableColumns lcols, rcols;  // the tables' columns (kSampled; all_columns otherwise)
+    int ldepth, rdepth;  // zncc_factor's row-pass depth cap: kSegRowDepth for segmented rows, else INT_MAX
     Window win;
     FastDiv out_w;  // division by the output's width: element -> row
     PairMap pairs;
@@ -1122,7 +1157,10 @@ __global__ void __launch_bounds__(kThreads, 4) epilogue_kernel(const EpilogueArg
         const float* lx = a.ls + int64_t(l) * a.lh * a.lw;
         const float* rx = a.rs + int64_t(q) * a.rh * a.rw;
         float* out = a.out + k * per;
-        const float* raw = out;  // C' (kStaged with a.stage_out: staged beside the crops)
+        // C' is read from out, or (kStaged with a.stage_out) from its copy staged beside the crops,
+        // at staged_raw floats into the dynamic shared memory: an offset, not a second generic
+        // pointer beside out (that one spilled in the staged zncc instantiation on sm_75-sm_89).
+        int staged_raw = -1;
         if constexpr (kStaged) {
             __shared__ double2 seg_total[kColSegments][kWarp];  // scan_columns' segment totals
             float* lx_sh = reinterpret_cast<float*>(staged + lcells + rcells);
@@ -1132,7 +1170,7 @@ __global__ void __launch_bounds__(kThreads, 4) epilogue_kernel(const EpilogueArg
             stage_copy(lx_sh, lx, a.lh * a.lw);
             if (a.stage_out) {
                 stage_copy<float, false>(raw_sh, out, per);
-                raw = raw_sh;
+                staged_raw = int(raw_sh - reinterpret_cast<float*>(staged));
             }
             if (!a.rebuild_left) stage_copy(staged, lsat, lcells);
             if (q != staged_right) {
@@ -1198,19 +1236,27 @@ __global__ void __launch_bounds__(kThreads, 4) epilogue_kernel(const EpilogueArg
             const double n = double(nr) * nc;
             const int lr = rows.begin + dy - a.lr0, lc = cols.begin + dx - a.lc0;
             const int rr = rows.begin - a.rr0, rc = cols.begin - a.rc0;
-            // Each side's factor as soon as its box is read: one corner live at a time (the staged
-            // instantiation spilled at 64 registers with both).
+            // Each side's factor as soon as its box is read: one corner live at a time. The staged
+            // zncc instantiation reads its corner again from shared memory where the factor takes
+            // it (a volatile load, which the compiler neither merges with the box's nor hoists):
+            // keeping the box's for it spilled at 64 registers on sm_75-sm_89.
+            constexpr bool kReload = kStaged && kMode == Normalize::Zncc;
             double corner;
             const double2 sl = box_sum<kStaged>(lsat, lw1, lr, lr + nr, lcol(lc), lcol(lc + nc), corner);
-            const ZnccFactor fl = zncc_factor(sl, corner, lr + nr, lc + nc, n, ml);
+            if constexpr (kReload) corner = reload_y(lsat + (lr + nr) * lw1 + lc + nc);
+            const ZnccFactor fl = zncc_factor(sl, corner, lr + nr, min(lc + nc, a.ldepth), n, ml);
             const double2 sr = box_sum<kStaged>(rsat, rw1, rr, rr + nr, rcol(rc), rcol(rc + nc), corner);
-            if (!direct) c = double(raw[j]);
+            if constexpr (kReload) corner = reload_y(rsat + (rr + nr) * rw1 + rc + nc);
+            if (!direct) {
+                if (kStaged && staged_raw >= 0) c = double(reinterpret_cast<const float*>(staged)[staged_raw + j]);
+                else c = double(out[j]);
+            }
             float v = 0.0f;
             if constexpr (kMode == Normalize::ZeroLag) {
                 const double d = a.c00[k];
                 if (d != 0) v = float((c + mr * sl.x + ml * sr.x + n * ml * mr) / d);
             } else {
-                const ZnccFactor fr = zncc_factor(sr, corner, rr + nr, rc + nc, n, mr);
+                const ZnccFactor fr = zncc_factor(sr, corner, rr + nr, min(rc + nc, a.rdepth), n, mr);
                 // rsqrt (within 1 ulp) and a product rather than sqrt and a division: two fewer
                 // double-precision iterations with their slow-path branches per element. Clamped
                 // after the rounding to float (the same value: rounding is monotonic and +-1 are
@@ -1251,7 +1297,7 @@ __device__ __forceinline__ double2 template_right_terms(const EpilogueArgs& a, i
         const double d = a.c00[k];
         if (d != 0) scale = 1.0 / d;
     } else {
-        const ZnccFactor fr = zncc_factor(sr, corner, a.rh, a.rw, n, a.rmean[q]);
+        const ZnccFactor fr = zncc_factor(sr, corner, a.rh, min(a.rw, a.rdepth), n, a.rmean[q]);
         if (fr.varies) scale = rsqrt(fr.f);
     }
     return make_double2(sr.x, scale);
@@ -1270,7 +1316,7 @@ __device__ __forceinline__ double2 template_left_terms(const EpilogueArgs& a, co
     const double2 sl = box_sum<false>(lsat, lw1, lr, lr + a.rh, lcol(lc), lcol(lc + a.rw), corner);
     double lscale = 0;
     if constexpr (kMode == Normalize::Zncc) {
-        const ZnccFactor fl = zncc_factor(sl, corner, lr + a.rh, lc + a.rw, n, ml);
+        const ZnccFactor fl = zncc_factor(sl, corner, lr + a.rh, min(lc + a.rw, a.ldepth), n, ml);
         if (fl.varies) lscale = rsqrt(fl.f);
     }
     return make_double2(sl.x, lscale);
@@ -1746,6 +1792,7 @@ void Normalizer::epilogue(float* out, cudaStream_t stream, bool terms) {
     a.lr0 = cl.r0, a.lc0 = cl.c0, a.lh = cl.h(), a.lw = cl.w();
     a.rr0 = cr.r0, a.rc0 = cr.c0, a.rh = cr.h(), a.rw = cr.w();
     a.lcols = L.cols, a.rcols = R.cols;
+    a.ldepth = L.row_segments ? kSegRowDepth : INT_MAX, a.rdepth = R.row_segments ? kSegRowDepth : INT_MAX;
     a.win = p_.shifts();
     a.out_w = FastDiv(unsigned(p_.out_w()));
     a.pairs = pair_map(p_);

@@ -219,6 +219,42 @@ def segs_for(cw, fused=False):
     return -(-cw // SEG_COLS) if not fused and cw > SEG_ROW else 0
 
 
+def two_sum(a, b):
+    """normalize.cu's two_sum (float64, round to nearest): s + e = a + b exactly."""
+    s = np.float64(a) + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def segment_carries(t, compensated=True):
+    """seg_carry_kernel on one row's segment totals t (nseg x 2): the exclusive scan, in chunks of 32
+    (lanes past nseg hold 0), each chunk's Hillis-Steele inclusive scan added to the chunk carry, a
+    double-double (carry_add, carry_step); compensated=False: the plain running carry it replaced."""
+    nseg = len(t)
+    out = np.empty_like(t)
+    carry = np.zeros(2)
+    low = np.zeros(2)
+    for b0 in range(0, nseg, WARP):
+        j = b0 + np.arange(WARP)
+        valid = j < nseg
+        a = np.zeros(WARP)
+        q = np.zeros(WARP)
+        a[valid], q[valid] = t[j[valid], 0], t[j[valid], 1]
+        a, q = warp_inclusive(a, q)
+        for k, v in ((0, a), (1, q)):
+            e = np.roll(v, 1)  # __shfl_up_sync by 1; lane 0 adds nothing
+            e[0] = 0.0
+            if compensated:
+                s, err = two_sum(carry[k], e)
+                out[j[valid], k] = (s + (err + low[k]))[valid]
+                carry[k], err = two_sum(carry[k], v[-1])
+                low[k] = low[k] + err
+            else:
+                out[j[valid], k] = (carry[k] + e)[valid]
+                carry[k] = carry[k] + v[-1]
+    return out
+
+
 def segmented_rows(x, mean, mutate=None):
     """seg_scan_kernel, seg_carry_kernel, seg_add_kernel on one crop x (ch x cw float32, cw > SEG_ROW):
     (x' float32, table (ch+1) x (cw+1) x 2), each modelled with its mapping (a warp per (row,
@@ -258,22 +294,9 @@ def segmented_rows(x, mean, mutate=None):
         seg_writes[i] += 1
     assert (cell_writes == 1).all() and (xs_writes == 1).all() and (seg_writes == 1).all()
     assert not np.isnan(table).any() and not np.isnan(xs).any()
-    for g in range(ch):  # (b): the warp of row g, chunks of 32 totals (lanes past nseg hold 0)
-        t = seg[g * nseg:(g + 1) * nseg]
-        carry_a = carry_q = 0.0
-        for b0 in range(0, nseg, WARP):
-            j = b0 + np.arange(WARP)
-            valid = j < nseg
-            a = np.zeros(WARP)
-            q = np.zeros(WARP)
-            a[valid], q[valid] = t[j[valid], 0], t[j[valid], 1]
-            a, q = warp_inclusive(a, q)
-            a, q = a + carry_a, q + carry_q
-            ea, eq = np.roll(a, 1), np.roll(q, 1)  # __shfl_up_sync by 1; lane 0 the chunk carry
-            ea[0], eq[0] = carry_a, carry_q
-            t[j[valid], 0], t[j[valid], 1] = ea[valid], eq[valid]
-            seg_writes[g * nseg + j[valid]] += 1
-            carry_a, carry_q = float(a[-1]), float(q[-1])
+    for g in range(ch):  # (b): the warp of row g
+        seg[g * nseg:(g + 1) * nseg] = segment_carries(seg[g * nseg:(g + 1) * nseg])
+        seg_writes[g * nseg:(g + 1) * nseg] += 1
     assert (seg_writes == 2).all()
     add_writes = np.zeros((ch, cw), int)
     for i in range(ch * (nseg - 1)):  # (c): block i, its threads over the segment's columns
@@ -773,6 +796,50 @@ def test_segmented_row_pass(shape):
         assert np.array_equal(xs0.view(np.uint32), xs[0].view(np.uint32))
         m2, xs2, t2 = split_path(x)
         assert m == m2 and np.array_equal(t.view(np.uint64), t2.view(np.uint64))
+
+
+SEG_ROW_DEPTH = constant("kSegRowDepth", kSegCols=SEG_COLS)
+
+
+def test_segment_carries_are_compensated():
+    """seg_carry_kernel's carries on a zero-padded signal's segment totals (20000 segments, the
+    first 50 of data, the rest all -m: every total the same): each carry within 2u of its exact
+    value, where the plain running carry it replaced is off by ~100u (the same rounding repeated:
+    zero padding is exactly the case where such errors add up instead of cancelling). zncc_factor's
+    bound caps a segmented row's depth at kSegRowDepth on the strength of this."""
+    rng = seeded_rng("segment-carries")
+    n = 20000
+    m = float(np.float32(0.2 + 0.1 * rng.random()))
+    t = np.stack([np.full(n, -SEG_COLS * m), np.full(n, SEG_COLS * m * m)], 1)
+    t[:50, 0] += rng.standard_normal(50) * 45
+    t[:50, 1] += rng.random(50) * SEG_COLS
+    exact = np.zeros((n, 2), np.longdouble)
+    exact[1:] = np.cumsum(t.astype(np.longdouble), 0)[:-1]
+    u = 2.0 ** -53
+
+    def worst(out):
+        return float((np.abs(out[1:, 1] - exact[1:, 1]) / (u * exact[1:, 1])).max())
+    assert worst(segment_carries(t)) <= 2.0
+    assert worst(segment_carries(t, compensated=False)) > 20.0
+
+
+def test_segmented_entries_meet_the_capped_rounding_bound():
+    """A zero-padded signal of 100 segments (data in its first 3000 samples, with an offset; then
+    zeros, so x' = -m): every table entry of the segmented row pass within (kSegRowDepth + 1)·u of
+    its Σ|terms| (zncc_factor's bound with the column term capped; the column pass of one row adds
+    nothing), and the source's cap is the depth that bound is derived with."""
+    cw = 100 * SEG_COLS + 77
+    x = np.zeros((1, cw), np.float32)
+    x[0, :3000] = 2.0 + seeded_rng("capped-bound").uniform(-1, 1, 3000).astype(np.float32)
+    mean = float(x.astype(np.float64).mean())
+    xs, t = segmented_rows(x, mean)
+    exact = long_tables(xs)[1]
+    absq = np.cumsum(xs[0].astype(np.float64) ** 2)
+    absa = np.cumsum(np.abs(xs[0].astype(np.float64)))
+    u = 2.0 ** -53
+    assert (np.abs(t[1, 1:, 1] - exact[1:, 1]).astype(np.float64) <= (SEG_ROW_DEPTH + 1) * u * absq).all()
+    assert (np.abs(t[1, 1:, 0] - exact[1:, 0]).astype(np.float64) <= (SEG_ROW_DEPTH + 1) * u * absa).all()
+    assert SEG_ROW_DEPTH == SEG_COLS + 8 and "min(lc + nc, a.ldepth)" in SOURCE and "kSegRowDepth : INT_MAX" in SOURCE
 
 
 @pytest.mark.parametrize("mutate", ["skip", "double"])

@@ -128,7 +128,9 @@ def table_zncc_factor(s, q, corner, r1, c1, n, m):
     the contract's test on the original data's ΣX² = ΣX'² + 2m·ΣX' + n·m², and f above the table's
     rounding, bounded from `corner` (the table's ΣX'² entry at the box's far corner (r1, c1), in the
     crop's coordinates): f - n·e2 > 2|ΣX'|·e1 with e2 = k·corner, e1 = k·sqrt(r1·c1·corner),
-    k = 4(r1 + c1 + 3)·TABLE_EPS, squared as on the GPU. Returns (f, varies)."""
+    k = 4(r1 + c1 + 3)·TABLE_EPS, squared as on the GPU (whose segmented rows, past 8192 columns,
+    pass c1 capped at their compensated depth, kSegRowDepth; NumPy's cumsum tables have none).
+    Returns (f, varies)."""
     f = n * q - s * s
     orig = q + 2 * m * s + n * m * m
     k = TABLE_EPS * 4.0 * (np.asarray(r1, np.float64) + c1 + 3)

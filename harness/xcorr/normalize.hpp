@@ -20,7 +20,8 @@
 //   one block per crop, everything on chip), else as four kernels; both give the same bits (the same
 //   sums in the same order: normalize.cu, tests/test_normalize_fused.py), deterministic run to run;
 //   rows of more than 8192 columns (1-D signals) take a segmented row pass instead of one warp per
-//   row: segments of 2048 columns scanned at once, then their carries (a fixed order too);
+//   row: segments of 2048 columns scanned at once, then their carries, compensated (a fixed
+//   order too);
 //   rows of 512 columns or more of a crop past the fused and strip prepasses take a chunked order
 //   (each lane adds 8 consecutive columns in registers, one warp scan per 256 columns), tall tables
 //   of few columns a banded column pass (more, shorter column segments, in two kernels), many
@@ -36,7 +37,8 @@
 //   4. the variant's raw correlation C' of L' with R' (the caller runs it: raw_left/raw_right);
 //   5. an epilogue per output element: n, ΣL', ΣL'², ΣR', ΣR'² of the overlap (in crop coordinates) from the tables and
 //      (n·C' - ΣL'·ΣR') / sqrt((n·ΣL'² - ΣL'²)(n·ΣR'² - ΣR'²)), 0 where n = 0 or a factor is at most
-//      1e-6·n·ΣX² of the original data (ΣX² = ΣX'² + 2mΣX' + n·m²).
+//      1e-6·n·ΣX² of the original data (ΣX² = ΣX'² + 2mΣX' + n·m²) or within the tables' rounding of
+//      0 (an exactly constant overlap, zero padding: normalize.cu, zncc_factor).
 //      Where the two tables of an output are small and read many times (normalize.cu:
 //      use_staged_epilogue), one block per output stages them in shared memory first (same bits);
 //      a left table of the fused prepass is then built there from the shifted copy rather than
