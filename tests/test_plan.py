@@ -323,6 +323,7 @@ def capi_test():
     return str(path)
 
 
+@pytest.mark.gpu  # its GPU branch runs only where --gpu-only selects it (the device suite)
 def test_c_api_program(gpu_info):
     r = run([capi_test()])
     info, reason = gpu_info

@@ -193,6 +193,7 @@ def test_variant_refuses_a_window_it_does_not_compute(xcorr, registry, tmp_path,
     assert not out.exists()
 
 
+@pytest.mark.gpu  # its GPU branch runs only where --gpu-only selects it (the device suite)
 def test_variant_takes_a_window_that_is_its_full_output(xcorr, registry, gpu_info, tmp_path):
     """Support is decided on the rectangle, not the name: with a 1 x 1 right the valid window is the
     full output, which a full-only variant computes (exit 0 with a GPU, exit 3 without: past the
