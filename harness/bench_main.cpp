@@ -211,7 +211,7 @@ Case parse_case(const std::string& spec, const Options& opt) {
         if (p.full()) p.window.reset();
     }
     if (!v.supports_window(p))
-        throw UsageError("case '" + spec + "': " + v.window_refusal(p, window ? window->describe() : "full"));
+        throw UsageError("case '" + spec + "': " + v.window_refusal(p, window ? *window : WindowRequest{}));
     if (std::string why = v.shape_refusal(p); !why.empty()) throw UsageError("case '" + spec + "': " + why);
     Params params = v.resolve(given);
     if (opt.cold) batch = 1;

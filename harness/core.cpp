@@ -145,6 +145,10 @@ Window WindowRequest::resolve(const Problem& p) const {
 }
 
 std::string WindowRequest::describe() const {
+    if (lags) {
+        if (kind == WindowKind::MaxShift) return "max-lag " + std::to_string(given.dx1);
+        if (kind == WindowKind::Shifts) return "lags " + std::to_string(given.dx0) + ":" + std::to_string(given.dx1);
+    }
     switch (kind) {
         case WindowKind::MaxShift: return "max-shift " + std::to_string(given.dy1) + "," + std::to_string(given.dx1);
         case WindowKind::Shifts: return "shifts " + given.text();
@@ -187,7 +191,7 @@ WindowRequest parse_shifts(const std::string& text, const std::string& name) {
 
 WindowRequest parse_max_lag(const std::string& text, const std::string& name) {
     const int s = int(parse_integer(spelled(name, "S"), text, 0, kMaxShift));
-    return WindowRequest{WindowKind::MaxShift, Window{0, 0, -s, s}};
+    return WindowRequest{WindowKind::MaxShift, Window{0, 0, -s, s}, true};
 }
 
 WindowRequest parse_lags(const std::string& text, const std::string& name) {
@@ -197,14 +201,14 @@ WindowRequest parse_lags(const std::string& text, const std::string& name) {
     const auto lag = [&](const std::string& t) { return int(parse_integer(spelled(name, "D0:D1"), t, -kMaxShift, kMaxShift)); };
     const Window w{0, 0, lag(d0), lag(d1)};
     if (w.dx0 > w.dx1) throw UsageError(name + " " + text + ": an empty range (D0 comes after D1)");
-    return WindowRequest{WindowKind::Shifts, w};
+    return WindowRequest{WindowKind::Shifts, w, true};
 }
 
 WindowRequest signal_same(int n, int m) {
     // scipy.signal.correlate centres 'same' at (n + m - 1 - n) / 2 of the full output, i.e. lag
     // -(m / 2); scipy.signal.correlate2d (same_window) at lag -((m - 1) / 2). Equal for odd m.
-    if (m % 2) return WindowRequest{WindowKind::Same, {}};
-    return WindowRequest{WindowKind::Shifts, Window{0, 0, -(m / 2), -(m / 2) + n - 1}};
+    if (m % 2) return WindowRequest{WindowKind::Same, {}, true};
+    return WindowRequest{WindowKind::Shifts, Window{0, 0, -(m / 2), -(m / 2) + n - 1}, true};
 }
 
 bool window_is(WindowKind k, const Problem& p) {

@@ -68,7 +68,7 @@ std::string normalization_note(Normalize n) {
 // Why a named variant cannot compute `p` under `precision`, or "" when it can.
 std::string refusal(const Variant& v, const Problem& p, const std::string& precision, const WindowRequest& w) {
     if (!v.supports(p.form)) return v.name + " does not support form " + form_name(p.form);
-    if (!v.supports_window(p)) return v.window_refusal(p, w.describe());
+    if (!v.supports_window(p)) return v.window_refusal(p, w);
     if (std::string why = v.shape_refusal(p); !why.empty()) return why;
     if (!precision_admits(precision, v))
         return v.name + " is " + v.precision + " (error bound " + std::to_string(v.tolerance) +

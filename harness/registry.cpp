@@ -47,9 +47,14 @@ std::string Variant::windows_text(const char* separator) const {
     return s;
 }
 
-std::string Variant::window_refusal(const Problem& p, const std::string& asked) const {
-    return name + " does not compute the " + asked + " window (shifts " + p.shifts().text() +
-           ") of this problem, only: " + windows_text();
+std::string Variant::window_refusal(const Problem& p, const WindowRequest& asked) const {
+    const Window w = p.shifts();
+    const std::string extent = asked.lags && w.dy0 == 0 && w.dy1 == 0
+                                   ? "lags " + std::to_string(w.dx0) + ":" + std::to_string(w.dx1)
+                                   : "shifts " + w.text();
+    const std::string text = asked.describe();
+    return name + " does not compute the " + text + " window" + (text == extent ? "" : " (" + extent + ")") +
+           " of this problem, only: " + windows_text();
 }
 
 AxisFit fit_axis(int s0, int s1, int hl, int hr) {

@@ -392,6 +392,7 @@ int cmd_run(int argc, char** argv) {
     Stack left = read_npy_stack(inputs[0], dims);
     Stack right = read_npy_stack(inputs[1], dims);
     if (dims == 1 && window && window->kind == WindowKind::Same) window = signal_same(left.w, right.w);
+    if (dims == 1 && window) window->lags = true;  // named in lags where refused
     PlanSpec spec;
     spec.form = form;
     spec.nL = left.count, spec.nR = right.count;
@@ -553,6 +554,7 @@ int cmd_explain(int argc, char** argv) {
     parse_stack_shape("--right", right_text, dims, spec.nR, spec.hR, spec.wR);
     if (have_window) check_window_dims(dims, window_flag, spec.window);
     if (dims == 1 && spec.window.kind == WindowKind::Same) spec.window = signal_same(spec.wL, spec.wR);
+    if (dims == 1) spec.window.lags = true;
     const Problem p = problem_of(spec);
     if (!gpu_name) {
         try {

@@ -209,6 +209,24 @@ def test_bad_input_is_one_line_and_exit_2(xcorr, tmp_path, files, args, left, ri
     assert not out.exists()
 
 
+@pytest.mark.parametrize("args,needle", [
+    (["--max-lag", "2"], "split-row does not compute the max-lag 2 window (lags -2:2) of this problem, only: full"),
+    (["--lags", "-3:4"], "split-row does not compute the lags -3:4 window of this problem, only: full"),
+    (["--mode", "valid"], "split-row does not compute the valid window (lags 0:5) of this problem, only: full"),
+])
+def test_a_refused_lag_window_is_named_in_lags(xcorr, tmp_path, files, args, needle):
+    """A window a variant does not compute, asked for in signals' terms, is refused in them (it was
+    "the max-shift 0,2 window (shifts 0:0,-2:2)"), before any GPU is needed; a matrix's in its own."""
+    out = tmp_path / "o.npy"
+    r = xrun(xcorr, "--algorithm", "split-row", "--form", "one-to-one", "--dims", "1", files["sig"], files["short"],
+             "--out", out, *args)
+    one_line_error(r, 2, needle)
+    assert not out.exists()
+    square = save(tmp_path / "sq.npy", np.ones((5, 6), np.float32))
+    one_line_error(xrun(xcorr, "--algorithm", "split-row", "--form", "one-to-one", square, square, "--out", out,
+                        "--max-shift", "2"), 2, "the max-shift 2,2 window (shifts -2:2,-2:2) of this problem")
+
+
 @pytest.mark.parametrize("args,needles", [
     (["--left", "9x3", "--right", "4"], ["--left takes [N:]n", "--dims 1"]),
     (["--left", "0", "--right", "4"], ["--left length"]),

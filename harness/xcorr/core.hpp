@@ -192,8 +192,9 @@ Window same_window(const Problem& p);
 struct WindowRequest {
     WindowKind kind = WindowKind::Full;
     Window given;  // MaxShift and Shifts: the rectangle itself
+    bool lags = false;  // asked for in signals' terms (parse_max_lag, parse_lags, signal_same): named so
     Window resolve(const Problem& p) const;
-    std::string describe() const;  // "valid", "max-shift 3,2", "shifts -1:4,0:0"
+    std::string describe() const;  // "valid", "max-shift 3,2", "shifts -1:4,0:0"; "max-lag 3", "lags -1:4"
 };
 // `name` is how the messages call what is parsed: xcorr run's option ("--shifts"), or a case key
 // of xcorr_bench ending in '=' ("shifts=").

@@ -128,8 +128,9 @@ struct Variant {
     // Its window kinds, "full, valid, ..." (`separator` between them).
     std::string windows_text(const char* separator = ", ") const;
     // Why p's window is refused: "<name> does not compute the <asked> window (shifts ...) of this
-    // problem, only: full, ..." (xcorr run and xcorr_bench).
-    std::string window_refusal(const Problem& p, const std::string& asked) const;
+    // problem, only: full, ..." (xcorr run and xcorr_bench); a window asked for in signals' terms
+    // (asked.lags) is named in them: "the max-lag 2 window (lags -2:2)".
+    std::string window_refusal(const Problem& p, const WindowRequest& asked) const;
     // Why p's shape is refused (signals_only, max_shifts, max_transform), or "" when it is not.
     std::string shape_refusal(const Problem& p) const;
     // Its max_transform part alone (shape_refusal's last): the validator's shapes a variant is
