@@ -84,7 +84,25 @@ struct Plan::Impl {
     size_t workspace = 0;
     std::string reason;
     int device = 0;
+    bool pageable_ok = false;  // the device reads pageable host memory (HMM, ATS): cudaDevAttrPageableMemoryAccess
+    const void* checked[3] = {nullptr, nullptr, nullptr};  // the pointers execute() last found readable
 };
+
+namespace {
+// A pointer the GPU cannot read (pageable host memory, on a device that does not read it) is
+// refused here: the kernel would fault and leave the CUDA context unusable for the whole process.
+// Device, managed and page-locked (mapped) memory pass; so does pageable memory where the device
+// reads it. Pointers are checked when they differ from the last call's, so a loop over the same
+// buffers pays three comparisons.
+void check_readable(const void* p, const char* what, bool pageable_ok) {
+    cudaPointerAttributes a{};
+    XC_CUDA_CHECK(cudaPointerGetAttributes(&a, p));
+    if (a.type == cudaMemoryTypeUnregistered && !pageable_ok)
+        throw UsageError(std::string("Plan::execute: ") + what +
+                         " is pageable host memory, which this GPU cannot read: pass device memory (cudaMalloc), "
+                         "managed or page-locked memory");
+}
+}  // namespace
 
 Plan::Plan(const PlanSpec& spec) : impl_(std::make_unique<Impl>()) {
     check_environment();  // a bad switch is refused here, not at the first launch that reads it
@@ -114,6 +132,9 @@ Plan::Plan(const PlanSpec& spec) : impl_(std::make_unique<Impl>()) {
     }
     const GpuInfo gpu = require_current_gpu();
     im.device = gpu.device;
+    int pageable = 0;
+    XC_CUDA_CHECK(cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, im.device));
+    im.pageable_ok = pageable != 0;
     if (!is_auto) {
         im.reason = "asked for by name";
         make_instance();
@@ -150,6 +171,13 @@ void Plan::execute(const float* left, const float* right, float* out, cudaStream
     if (current != impl_->device)
         throw UsageError("Plan::execute: the plan was built on device " + std::to_string(impl_->device) +
                          " but device " + std::to_string(current) + " is current");
+    const void* given[3] = {left, right, out};
+    static const char* const names[3] = {"left", "right", "out"};
+    for (int i = 0; i < 3; ++i)
+        if (given[i] != impl_->checked[i]) {
+            check_readable(given[i], names[i], impl_->pageable_ok);
+            impl_->checked[i] = given[i];
+        }
     impl_->instance->run(left, right, out, stream);
     if (impl_->instance->has_finish()) impl_->instance->finish(out, stream);
 }

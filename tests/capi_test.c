@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "xcorr/xcorr.h"
@@ -112,6 +113,23 @@ int main(void) {
     float *dl = NULL, *dr = NULL, *dout = NULL;
     if (cudaMalloc((void**)&dl, sizeof L) || cudaMalloc((void**)&dr, sizeof R) || cudaMalloc((void**)&dout, sizeof out)) return 1;
     if (cudaMemcpy(dl, L, sizeof L, cudaMemcpyHostToDevice) || cudaMemcpy(dr, R, sizeof R, cudaMemcpyHostToDevice)) return 1;
+    /* Pageable host memory: refused before any kernel reads it, where the GPU cannot (it faulted the
+       context); where it can (HMM, ATS), computed like device memory. The device pointers after it
+       still run: nothing was poisoned. */
+    {
+        int dev = 0, pageable = 0;
+        if (cudaGetDevice(&dev) || cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, dev)) return 1;
+        float* host_out = (float*)malloc(sizeof out);
+        if (!host_out) return 1;
+        st = xcorr_plan_execute(plan, dl, dr, host_out, NULL);
+        if (pageable ? st != XCORR_OK : (st != XCORR_ERROR_USAGE || !strstr(xcorr_last_error(), "pageable"))) {
+            fprintf(stderr, "host out (pageable access %d): status %d: %s\n", pageable, (int)st, xcorr_last_error());
+            return 1;
+        }
+        if (pageable && cudaDeviceSynchronize()) return 1;
+        free(host_out);
+        printf("pageable out: %s\n", pageable ? "read by this GPU" : "refused");
+    }
     if (xcorr_plan_execute(plan, dl, dr, dout, NULL) != XCORR_OK) {
         fprintf(stderr, "execute: %s\n", xcorr_last_error());
         return 1;

@@ -77,8 +77,10 @@ public:
     Plan& operator=(const Plan&) = delete;
 
     // Enqueues the whole computation on `stream`: every output element is written. No host
-    // synchronisation; the pointers are device (or managed) memory of the plan's device. A plan
-    // may be executed on any stream, but not concurrently with itself (its workspace is one).
+    // synchronisation; the pointers are device (or managed, or page-locked) memory of the plan's
+    // device: pageable host memory is a UsageError where the GPU cannot read it (checked when a
+    // pointer differs from the last call's). A plan may be executed on any stream, but not
+    // concurrently with itself (its workspace is one).
     void execute(const float* left, const float* right, float* out, cudaStream_t stream = nullptr);
 
     const Problem& problem() const;       // sizes, counts and the resolved window

@@ -62,7 +62,9 @@ void xcorr_spec_init(xcorr_spec* spec);
 
 /* Builds a plan on the calling thread's current CUDA device; *plan is NULL on failure. */
 xcorr_status xcorr_plan_create(const xcorr_spec* spec, xcorr_plan** plan);
-/* Enqueues the computation on `stream` (a cudaStream_t; NULL: the default stream). */
+/* Enqueues the computation on `stream` (a cudaStream_t; NULL: the default stream). The pointers are
+ * device, managed or page-locked memory: pageable host memory the GPU cannot read is
+ * XCORR_ERROR_USAGE (it would fault the kernel and the process's CUDA context). */
 xcorr_status xcorr_plan_execute(xcorr_plan* plan, const float* left, const float* right, float* out, void* stream);
 void xcorr_plan_destroy(xcorr_plan* plan); /* NULL is allowed */
 
