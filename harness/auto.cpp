@@ -53,6 +53,7 @@ constexpr double kKindPenalty = 1.5;        // another window kind counts as thi
 constexpr double kNormalizePenalty = 1.5;   // another normalization (a normalized problem from a raw one)
 constexpr int kNeighbours = 2;
 constexpr double kModelDoubt = 4.0;          // a model-only prediction against measured neighbours' (step 3)
+constexpr double kFastestWriteBytesPerUs = 8e6;  // 8 TB/s: above every GPU measured here (the H200's 4.8)
 
 std::string fmt(double x, const char* f = "%.3g") {
     char b[64];
@@ -167,10 +168,38 @@ std::vector<AutoChoice> from_model(const Problem& p, const std::vector<const Var
     return out;
 }
 
+// No variant writes its output faster than any GPU's memory: a predicted time under out_bytes /
+// kFastestWriteBytesPerUs is raised to it, saying so. The neighbours' scaling and the cost models
+// count multiply-adds or transform slots, of which a window far beyond the full output has almost
+// none while its output is as large as the window (a 1.6 GB output was predicted at 8 us). The
+// order is the predictions' own: a common floor keeps it, and measured times are left as measured.
+std::vector<AutoChoice> with_output_floor(const Problem& p, std::vector<AutoChoice> cs) {
+    const double bytes = double(p.out_elems()) * sizeof(float);
+    const double floor_us = bytes / kFastestWriteBytesPerUs;
+    for (AutoChoice& c : cs)
+        if (c.predicted_us >= 0 && c.predicted_us < floor_us && c.reason.rfind("measured on ", 0) != 0) {
+            c.reason += "; at least " + fmt(floor_us) + " us to write its " + fmt(bytes / 1e6, "%.4g") +
+                        " MB of output (at 8 TB/s, faster than any GPU measured)";
+            c.predicted_us = floor_us;
+        }
+    return cs;
+}
+
+// The candidates in the order tried, as auto_candidates returns them before with_output_floor.
+std::vector<AutoChoice> ranked_candidates(const Problem& p, const std::string& precision, const std::string& gpu_name,
+                                          const AutoOptions& options);
+
 }  // namespace
 
 std::vector<AutoChoice> auto_candidates(const Problem& p, const std::string& precision, const std::string& gpu_name,
                                         const AutoOptions& options) {
+    return with_output_floor(p, ranked_candidates(p, precision, gpu_name, options));
+}
+
+namespace {
+
+std::vector<AutoChoice> ranked_candidates(const Problem& p, const std::string& precision, const std::string& gpu_name,
+                                          const AutoOptions& options) {
     check_precision(precision);
     std::vector<const Variant*> vs;
     for (const Variant& v : variants())
@@ -263,6 +292,8 @@ std::vector<AutoChoice> auto_candidates(const Problem& p, const std::string& pre
     for (auto& [key, c] : ranked) out.push_back(std::move(c));
     return out;
 }
+
+}  // namespace
 
 std::vector<AutoChoice> auto_candidates(const Problem& p, const std::string& precision, const std::string& gpu_name) {
     return auto_candidates(p, precision, gpu_name, AutoOptions{});

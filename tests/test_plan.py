@@ -158,6 +158,25 @@ def test_leave_out_ranks_a_variant_measured_nowhere_near_by_its_model(xcorr):
     assert 4 * cands[0]["predicted_us"] < fft["predicted_us"]
 
 
+@pytest.mark.parametrize("gpu", ["NVIDIA H200", "Some Future GPU"])
+def test_a_prediction_is_never_faster_than_writing_the_output(xcorr, gpu):
+    """A window far beyond the full output has almost no multiply-adds or transform slots but an
+    output as large as itself (64 x 64 pairs within +-10000: 1.6 GB): every predicted time is at
+    least its bytes at 8 TB/s (the models said 8 us), the order of the candidates is the
+    predictions' own, and a measured problem keeps its measured time."""
+    e = explain(xcorr, "one-to-one", "64x64", "64x64", "--shifts", "-10000:10000,-10000:10000", "--gpu", gpu)
+    floor = 20001 * 20001 * 4 / 8e6
+    modelled = [c for c in e["candidates"] if c["predicted_us"] >= 0]
+    assert modelled and all(c["predicted_us"] >= floor * (1 - 1e-5) for c in modelled)  # JSON keeps 6 digits
+    assert all("to write its 1600 MB of output" in c["reason"] for c in modelled)
+    if gpu == "Some Future GPU":  # the cost model alone: its own predictions, before the floor, in order
+        import re
+        own = [float(re.search(r"= ([0-9.e+-]+) us;", c["reason"]).group(1)) for c in modelled]
+        assert own == sorted(own) and own[0] < floor / 10
+    full = explain(xcorr, "one-to-one", "64x64", "64x64", "--gpu", gpu)
+    assert all("to write its" not in c["reason"] for c in full["candidates"])
+
+
 def test_explain_without_a_table_uses_the_cost_model(xcorr, registry):
     e = explain(xcorr, "one-to-one", "64x64", "16x16", "--gpu", "Some Future GPU")
     assert e["table"] == "some-future-gpu"
