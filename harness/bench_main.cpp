@@ -466,14 +466,15 @@ int main(int argc, char** argv) {
     std::vector<std::string> specs;
     std::vector<char*> rest{argv[0]};
     bool list_only = false, launch_floor = false;
+    OptionSeen seen;
     try {
         check_environment();
         for (int i = 1; i < argc; ++i) {
             std::string a = argv[i];
             auto value = [&](const std::string& flag) { return option_value(argc, argv, i, flag); };
-            auto is = [&](const std::string& flag) { return a == flag || a.rfind(flag + "=", 0) == 0; };
-            if (is("--case")) specs.push_back(value("--case"));
-            else if (is("--cases")) {
+            auto is = [&](const char* flag) { return seen.once(a, flag); };  // a one-value option: once
+            if (a == "--case" || a.rfind("--case=", 0) == 0) specs.push_back(value("--case"));  // repeatable
+            else if (a == "--cases" || a.rfind("--cases=", 0) == 0) {  // repeatable: the files' cases add up
                 const std::string path = value("--cases");
                 std::ifstream f(path);
                 if (!f) throw UsageError("cannot read cases file " + path);

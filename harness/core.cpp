@@ -345,6 +345,17 @@ double parse_positive(const std::string& what, const std::string& text, bool zer
     return x;
 }
 
+void OptionSeen::mark(const std::string& flag) {
+    if (std::find(seen.begin(), seen.end(), flag) != seen.end()) throw UsageError(flag + " is given twice");
+    seen.push_back(flag);
+}
+
+bool OptionSeen::once(const std::string& a, const char* flag) {
+    if (a != flag && a.rfind(std::string(flag) + "=", 0) != 0) return false;
+    mark(flag);
+    return true;
+}
+
 std::string option_value(int argc, char** argv, int& i, const std::string& flag) {
     const std::string a = argv[i];
     if (a.rfind(flag + "=", 0) == 0) return a.substr(flag.size() + 1);

@@ -315,6 +315,7 @@ int main(int argc, char** argv) {
     std::vector<Shape> given_shapes;
     double tolerance_override = 0;  // 0: each variant's own
     std::vector<Normalize> modes = {Normalize::None};
+    OptionSeen seen;
     try {
         check_environment();
         for (int i = 1; i < argc; ++i) {
@@ -323,6 +324,10 @@ int main(int argc, char** argv) {
                 if (i + 1 >= argc) throw UsageError(a + " needs a value");
                 return argv[++i];
             };
+            // --variant, --form and --shape add up; the one-value options are refused twice (the
+            // last silently won)
+            if (a == "--seed" || a == "--params" || a == "--windows" || a == "--normalize" || a == "--tolerance")
+                seen.mark(a);
             if (a == "--variant") only_variants.insert(find_variant(next()).name);
             else if (a == "--form") only_forms.insert(parse_form(next()));
             else if (a == "--quick") quick = true;

@@ -245,17 +245,6 @@ int parse_dims(const std::string& text) {
 
 bool is_help(const std::string& a) { return a == "--help" || a == "-h"; }
 
-// Matches an option "--flag VALUE" / "--flag=VALUE" of a command line; one that takes a single
-// value is refused the second time (the last would silently win).
-struct OptionSeen {
-    std::set<std::string> seen;
-    bool once(const std::string& a, const char* flag) {
-        if (a != flag && a.rfind(std::string(flag) + "=", 0) != 0) return false;
-        if (!seen.insert(flag).second) throw UsageError(std::string(flag) + " is given twice");
-        return true;
-    }
-};
-
 // Refuses a window option that does not belong to `dims` (checked once every option is read: the
 // order of --dims and the window is free).
 void check_window_dims(int dims, const std::string& flag, const WindowRequest& w) {

@@ -195,6 +195,10 @@ def test_bad_check_tolerance_is_refused(value):
     (["--seed", "-1"], "--seed: not an integer"),
     (["--seed", "99999999999999999999"], "--seed: not an integer"),
     (["--min-time", "5e-324", "--batch", "2"], "--min-time must be from"),  # Google Benchmark aborted (134)
+    (["--min-time", "0.1", "--min-time=0.2"], "--min-time is given twice"),  # the last silently won
+    (["--seed", "1", "--seed", "2"], "--seed is given twice"),
+    (["--batch", "2", "--batch", "2"], "--batch is given twice"),
+    (["--check-tolerance", "1e-3", "--check-tolerance", "1e-2"], "--check-tolerance is given twice"),
 ])
 def test_bad_numbers_are_usage_errors(args, needle):
     """Before, std::stod/stoi/stoull read '1x' as 1, and threw for 'abc' past the usage handler

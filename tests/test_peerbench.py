@@ -461,3 +461,17 @@ def test_a_peer_case_that_fails_is_recorded_and_the_chunks_keep_one_tool(peer_en
     parts = rx.chunks(mixed, lambda c: 1.0, 1e9, runner.tool)
     assert [[c.variant for c in p] for p in parts] == [["overlap-wise"], ["torch-fft", "torch-fft"], ["overlap-wise"]]
     assert runner.tool(mixed[1]) == [str(tmp / "build" / "peerbench")]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--min-time", "0.1", "--min-time=0.2"], "--min-time is given twice"),
+    (["--seed", "1", "--seed", "2"], "--seed is given twice"),
+    (["--time-cap", "1", "--time-cap", "3"], "--time-cap is given twice"),
+])
+def test_a_one_value_option_given_twice_is_refused(args, needle):
+    """As xcorr_bench (OptionSeen): the last used to win silently; --case and --cases add up."""
+    with pytest.raises(pb.UsageError, match=needle):
+        pb.parse_args(["--case", "variant=torch-fft form=one-to-one size=8", *args])
+    opt, specs = pb.parse_args(["--case", "variant=torch-fft form=one-to-one size=8",
+                                "--case", "variant=torch-fft form=one-to-one size=16", "--min-time", "0.2"])
+    assert len(specs) == 2 and opt.min_time == 0.2

@@ -73,6 +73,11 @@ def test_help_documents_tolerance():
     (["--shape", "40000x40000,1x1"], "matrix too large"),  # was a FAIL after the GPU set-up, exit 1
     (["--variant", "multi-matrix-both", "--form", "one-to-one"], "nothing to validate"),  # was 0 passed, exit 0
     (["--variant", "multi-matrix-both", "--windows", "only", "--form", "n-to-m"], "--windows only"),
+    (["--seed", "1", "--seed", "2"], "--seed is given twice"),  # the last silently won
+    (["--params", "all", "--params", "covering"], "--params is given twice"),
+    (["--windows", "only", "--windows", "none"], "--windows is given twice"),
+    (["--normalize", "zncc", "--normalize", "all"], "--normalize is given twice"),
+    (["--tolerance", "1e-3", "--tolerance", "1e-2"], "--tolerance is given twice"),
 ])
 def test_bad_arguments_are_usage_errors(args, needle):
     """--seed abc threw std::invalid_argument past the usage handler (terminate, a crash)."""

@@ -1656,6 +1656,7 @@ computes and times).
 
 def parse_args(argv: list[str]) -> tuple[Options, list[str]]:
     opt, specs = Options(), []
+    seen = set()  # the one-value options given: a second is refused, as xcorr_bench does (OptionSeen)
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -1669,8 +1670,13 @@ def parse_args(argv: list[str]) -> tuple[Options, list[str]]:
             i += 1
             return argv[i]
 
-        def is_(flag):
-            return a == flag or a.startswith(flag + "=")
+        def is_(flag, once=True):
+            if not (a == flag or a.startswith(flag + "=")):
+                return False
+            if once and flag in seen:
+                raise UsageError(f"{flag} is given twice")
+            seen.add(flag)
+            return True
 
         def positive(flag, text):
             try:
@@ -1681,9 +1687,9 @@ def parse_args(argv: list[str]) -> tuple[Options, list[str]]:
                 raise UsageError(f"{flag} needs a positive number, got '{text}'")
             return v
 
-        if is_("--case"):
+        if is_("--case", once=False):
             specs.append(value("--case"))
-        elif is_("--cases"):
+        elif is_("--cases", once=False):
             path = value("--cases")
             try:
                 text = Path(path).read_text()

@@ -283,6 +283,15 @@ int64_t parse_integer(const std::string& what, const std::string& text, int64_t 
 // The value of the command-line option `flag` at argv[i], given as "FLAG=VALUE" or "FLAG VALUE"
 // (then i moves onto VALUE): "FLAG needs a value" (UsageError) when it is missing.
 std::string option_value(int argc, char** argv, int& i, const std::string& flag);
+// Matches an option "--flag VALUE" / "--flag=VALUE" of a command line (once); one that takes a
+// single value is refused the second time (the last would silently win): "--flag is given twice".
+// mark(flag) counts an option the caller matched itself (xcorr_validate's "--flag VALUE" only).
+// xcorr, xcorr_bench and xcorr_validate alike.
+struct OptionSeen {
+    std::vector<std::string> seen;
+    void mark(const std::string& flag);
+    bool once(const std::string& a, const char* flag);
+};
 // A finite number above 0 (at least 0 with zero_ok): "<what> needs a positive number, got 'text'".
 double parse_positive(const std::string& what, const std::string& text, bool zero_ok = false);
 
