@@ -187,18 +187,6 @@ std::vector<AutoChoice> with_output_floor(const Problem& p, std::vector<AutoChoi
 
 // The candidates in the order tried, as auto_candidates returns them before with_output_floor.
 std::vector<AutoChoice> ranked_candidates(const Problem& p, const std::string& precision, const std::string& gpu_name,
-                                          const AutoOptions& options);
-
-}  // namespace
-
-std::vector<AutoChoice> auto_candidates(const Problem& p, const std::string& precision, const std::string& gpu_name,
-                                        const AutoOptions& options) {
-    return with_output_floor(p, ranked_candidates(p, precision, gpu_name, options));
-}
-
-namespace {
-
-std::vector<AutoChoice> ranked_candidates(const Problem& p, const std::string& precision, const std::string& gpu_name,
                                           const AutoOptions& options) {
     check_precision(precision);
     std::vector<const Variant*> vs;
@@ -294,6 +282,11 @@ std::vector<AutoChoice> ranked_candidates(const Problem& p, const std::string& p
 }
 
 }  // namespace
+
+std::vector<AutoChoice> auto_candidates(const Problem& p, const std::string& precision, const std::string& gpu_name,
+                                        const AutoOptions& options) {
+    return with_output_floor(p, ranked_candidates(p, precision, gpu_name, options));
+}
 
 std::vector<AutoChoice> auto_candidates(const Problem& p, const std::string& precision, const std::string& gpu_name) {
     return auto_candidates(p, precision, gpu_name, AutoOptions{});

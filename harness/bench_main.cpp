@@ -473,8 +473,8 @@ int main(int argc, char** argv) {
             std::string a = argv[i];
             auto value = [&](const std::string& flag) { return option_value(argc, argv, i, flag); };
             auto is = [&](const char* flag) { return seen.once(a, flag); };  // a one-value option: once
-            if (a == "--case" || a.rfind("--case=", 0) == 0) specs.push_back(value("--case"));  // repeatable
-            else if (a == "--cases" || a.rfind("--cases=", 0) == 0) {  // repeatable: the files' cases add up
+            if (option_is(a, "--case")) specs.push_back(value("--case"));  // repeatable
+            else if (option_is(a, "--cases")) {  // repeatable: the files' cases add up
                 const std::string path = value("--cases");
                 std::ifstream f(path);
                 if (!f) throw UsageError("cannot read cases file " + path);

@@ -350,8 +350,10 @@ void OptionSeen::mark(const std::string& flag) {
     seen.push_back(flag);
 }
 
+bool option_is(const std::string& a, const std::string& flag) { return a == flag || a.rfind(flag + "=", 0) == 0; }
+
 bool OptionSeen::once(const std::string& a, const char* flag) {
-    if (a != flag && a.rfind(std::string(flag) + "=", 0) != 0) return false;
+    if (!option_is(a, flag)) return false;
     mark(flag);
     return true;
 }

@@ -49,9 +49,7 @@ std::string Variant::windows_text(const char* separator) const {
 
 std::string Variant::window_refusal(const Problem& p, const WindowRequest& asked) const {
     const Window w = p.shifts();
-    const std::string extent = asked.lags && w.dy0 == 0 && w.dy1 == 0
-                                   ? "lags " + std::to_string(w.dx0) + ":" + std::to_string(w.dx1)
-                                   : "shifts " + w.text();
+    const std::string extent = WindowRequest{WindowKind::Shifts, w, asked.lags && w.dy0 == 0 && w.dy1 == 0}.describe();
     const std::string text = asked.describe();
     return name + " does not compute the " + text + " window" + (text == extent ? "" : " (" + extent + ")") +
            " of this problem, only: " + windows_text();

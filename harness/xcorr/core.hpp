@@ -283,6 +283,8 @@ int64_t parse_integer(const std::string& what, const std::string& text, int64_t 
 // The value of the command-line option `flag` at argv[i], given as "FLAG=VALUE" or "FLAG VALUE"
 // (then i moves onto VALUE): "FLAG needs a value" (UsageError) when it is missing.
 std::string option_value(int argc, char** argv, int& i, const std::string& flag);
+// Whether argument `a` is option `flag`, as "FLAG" or "FLAG=VALUE".
+bool option_is(const std::string& a, const std::string& flag);
 // Matches an option "--flag VALUE" / "--flag=VALUE" of a command line (once); one that takes a
 // single value is refused the second time (the last would silently win): "--flag is given twice".
 // mark(flag) counts an option the caller matched itself (xcorr_validate's "--flag VALUE" only).
