@@ -250,17 +250,31 @@ size_t read_some(int fd, void* buf, size_t n) {
     return got;
 }
 
+// What a path that is not a regular file is, for messages.
+std::string file_kind(mode_t mode) {
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "a special file";
+}
+
 constexpr size_t kMaxHeader = 10000;  // np.load's max_header_size: it refuses longer headers
 
 }  // namespace
 
 Stack read_npy_stack(const std::string& path, int dims) {
-    Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-    if (f.fd < 0) bad(path, std::string("cannot open file (") + std::strerror(errno) + ")");
+    // The size check below needs a regular file's size before anything is allocated. Checked
+    // before opening too: opening a FIFO for reading blocks until a writer comes, which may be
+    // never. O_NONBLOCK covers a file swapped for a FIFO in between (fstat then refuses it).
     struct stat st{};
+    if (::stat(path.c_str(), &st) != 0) bad(path, std::string("cannot open file (") + std::strerror(errno) + ")");
+    if (!S_ISREG(st.st_mode)) bad(path, "is " + file_kind(st.st_mode) + ", not a regular .npy file");
+    Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
+    if (f.fd < 0) bad(path, std::string("cannot open file (") + std::strerror(errno) + ")");
     if (fstat(f.fd, &st) != 0) bad(path, std::string("cannot read file (") + std::strerror(errno) + ")");
-    // The size check below needs the file's size before anything is allocated.
-    if (!S_ISREG(st.st_mode)) bad(path, S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
+    if (!S_ISREG(st.st_mode)) bad(path, "is " + file_kind(st.st_mode) + ", not a regular .npy file");
 
     // Magic, version (1.0: 2-byte header length; 2.0 and 3.0: 4 bytes), header, data.
     unsigned char pre[12] = {};

@@ -483,3 +483,21 @@ def test_no_gpu_gives_exit_3(xcorr, gpu_info, tmp_path, pair, overlap_wise):
     one_line_error(r, 3, "no gpu")
     assert not out.exists()
     one_line_error(run([xcorr, "info"]), 3, "gpu")
+
+
+# --- a user's files are never replaced (issue #65) --------------------------------------------
+
+@pytest.mark.parametrize("kind", ["fifo", "char device"])
+def test_a_special_file_as_input_is_refused_without_blocking(xcorr, tmp_path, pair, kind):
+    """A FIFO given as an input blocked forever (the check for a regular file came after an open
+    that waits for a writer): refused at once, exit 2, one line saying what it is."""
+    if kind == "fifo":
+        special = tmp_path / "in.npy"
+        os.mkfifo(special)
+        needle = "FIFO"
+    else:
+        special, needle = Path("/dev/zero"), "character device"
+    r = run([xcorr, "run", "--algorithm", "reference", "--form", "one-to-one", str(special), pair[1], "--out",
+             str(tmp_path / "o.npy")], timeout=20)
+    one_line_error(r, 2, str(special), needle)
+    assert not (tmp_path / "o.npy").exists()
