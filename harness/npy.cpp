@@ -1,6 +1,7 @@
 #include "xcorr/npy.hpp"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -384,6 +385,44 @@ Stack read_npy_stack(const std::string& path, int dims) {
     return s;
 }
 
+namespace {
+
+// The file `path` names once its symbolic links are followed, as open() follows them: the path
+// itself if it is no link, else the final target, which need not exist (a dangling link's target
+// is what np.save creates). Links in the directories above need no resolving: the temporary
+// file and the rename go through them alike.
+std::string follow_links(const std::string& path) {
+    std::string p = path;
+    for (int hops = 0;; ++hops) {
+        struct stat st{};
+        if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return p;
+        if (hops == 40) throw UsageError(path + ": cannot write output (" + std::strerror(ELOOP) + ")");
+        std::vector<char> buf(PATH_MAX);
+        const ssize_t n = ::readlink(p.c_str(), buf.data(), buf.size());
+        if (n < 0) throw UsageError(path + ": cannot read the link (" + std::strerror(errno) + ")");
+        const std::string target(buf.data(), size_t(n));
+        if (target.empty()) throw UsageError(path + ": cannot read the link (it is empty)");
+        const size_t slash = p.rfind('/');
+        p = target[0] == '/' || slash == std::string::npos ? target : p.substr(0, slash + 1) + target;
+    }
+}
+
+// Writes all of [data, data + len) to fd; false with errno set on failure.
+bool write_all(int fd, const void* data, size_t len) {
+    const char* c = static_cast<const char*>(data);
+    while (len) {
+        const ssize_t w = ::write(fd, c, len);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return false;
+        }
+        c += w, len -= size_t(w);
+    }
+    return true;
+}
+
+}  // namespace
+
 void write_npy_atomic(const std::string& path, const std::vector<int64_t>& shape, const float* data) {
     std::string dims;
     int64_t n = 1;
@@ -392,6 +431,28 @@ void write_npy_atomic(const std::string& path, const std::vector<int64_t>& shape
     const size_t total = 10 + header.size() + 1;
     header.append((64 - total % 64) % 64, ' ');
     header += '\n';
+    const unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+                                   static_cast<unsigned char>(header.size() & 0xff),
+                                   static_cast<unsigned char>(header.size() >> 8)};
+    const size_t data_bytes = size_t(n) * sizeof(float);
+
+    // Through a symbolic link, as np.save writes: the link stays, its target gets the output.
+    const std::string target = follow_links(path);
+    struct stat st{};
+    if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+        if (S_ISDIR(st.st_mode)) throw UsageError(path + ": cannot write output (it is a directory)");
+        // A device or a FIFO (/dev/null, a pipe to a reader) is written in place, as np.save
+        // does: a rename would replace it with a regular file. Such a stream is not atomic anyway,
+        // and there is nothing to fsync.
+        const int fd = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);
+        if (fd < 0) throw UsageError(path + ": cannot open output (" + std::strerror(errno) + ")");
+        const bool ok = write_all(fd, pre, 10) && write_all(fd, header.data(), header.size()) &&
+                        write_all(fd, data, data_bytes);
+        const int e = errno;
+        if (close(fd) != 0 && ok) throw UsageError(path + ": close failed (" + std::strerror(errno) + ")");
+        if (!ok) throw UsageError(path + ": write failed (" + std::strerror(e) + ")");
+        return;
+    }
 
     // A new file beside the output, mode 0666 less the umask as np.save's (mkstemp's is 0600,
     // and a fixed mode would ignore the umask).
@@ -401,7 +462,7 @@ void write_npy_atomic(const std::string& path, const std::vector<int64_t>& shape
     for (int attempt = 0; fd < 0 && attempt < 100; ++attempt) {
         char suffix[16];
         std::snprintf(suffix, sizeof suffix, "%08x", unsigned(entropy()));
-        tmp = path + ".tmp." + suffix;
+        tmp = target + ".tmp." + suffix;
         fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd < 0 && errno != EEXIST) break;
     }
@@ -412,29 +473,14 @@ void write_npy_atomic(const std::string& path, const std::vector<int64_t>& shape
         std::remove(tmp.c_str());
         throw UsageError(path + ": " + what + " (" + std::strerror(e) + ")");
     };
-    auto put = [&](const void* p, size_t len) {
-        const char* c = static_cast<const char*>(p);
-        while (len) {
-            ssize_t w = ::write(fd, c, len);
-            if (w < 0) {
-                if (errno == EINTR) continue;
-                fail("write failed");
-            }
-            c += w, len -= size_t(w);
-        }
-    };
-    const unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
-                                   static_cast<unsigned char>(header.size() & 0xff),
-                                   static_cast<unsigned char>(header.size() >> 8)};
-    put(pre, 10);
-    put(header.data(), header.size());
-    put(data, size_t(n) * sizeof(float));
+    if (!write_all(fd, pre, 10) || !write_all(fd, header.data(), header.size()) || !write_all(fd, data, data_bytes))
+        fail("write failed");
     if (fsync(fd) != 0) fail("fsync failed");
     if (close(fd) != 0) {
         std::remove(tmp.c_str());
         throw UsageError(path + ": close failed");
     }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    if (std::rename(tmp.c_str(), target.c_str()) != 0) {
         int e = errno;
         std::remove(tmp.c_str());
         throw UsageError(path + ": cannot move output into place (" + std::strerror(e) + ")");

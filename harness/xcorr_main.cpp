@@ -12,8 +12,11 @@
 // Exit status: 0 success; 1 validation failed or a CUDA failure; 2 bad usage or bad input
 // (including a problem too large for GPU memory); 3 no usable GPU, or a GPU the binary was not
 // built for. Every failure prints one line on stderr.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <charconv>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -678,6 +681,9 @@ int cmd_explain(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    // A reader that goes away (--out a FIFO or a pipe) makes the write fail with EPIPE, reported
+    // as a failed write, instead of killing the tool without a word.
+    std::signal(SIGPIPE, SIG_IGN);
     try {
         if (argc < 2) {
             print_usage();

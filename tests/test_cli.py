@@ -8,6 +8,8 @@ import os
 import re
 import resource
 import signal
+import stat
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -501,3 +503,120 @@ def test_a_special_file_as_input_is_refused_without_blocking(xcorr, tmp_path, pa
              str(tmp_path / "o.npy")], timeout=20)
     one_line_error(r, 2, str(special), needle)
     assert not (tmp_path / "o.npy").exists()
+
+
+def run_ref(xcorr, pair, out, **kw):
+    return run([xcorr, "run", "--algorithm", "reference", "--form", "one-to-one", *map(str, pair), "--out", str(out)],
+               **kw)
+
+
+def expected_output(xcorr, tmp_path, pair):
+    """The bytes of the output as a regular file: what a device or a link's target must receive."""
+    plain = tmp_path / "plain" / "o.npy"
+    plain.parent.mkdir()
+    assert run_ref(xcorr, pair, plain).returncode == 0
+    return plain.read_bytes()
+
+
+def test_output_to_a_fifo_is_written_in_place(xcorr, tmp_path, pair):
+    """A FIFO given as --out was replaced by a regular file (the temporary renamed over it) and its
+    reader got nothing: it is written in place, as np.save does, and stays a FIFO."""
+    want = expected_output(xcorr, tmp_path, pair)
+    fifo = tmp_path / "pipe.npy"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    r = run_ref(xcorr, pair, fifo, timeout=60)
+    reader.join(10)
+    if reader.is_alive():  # xcorr never opened the FIFO: release the reader before failing
+        with open(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK), "wb"):
+            pass
+    assert r.returncode == 0, r.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert got == [want]
+    assert temp_files(tmp_path) == []
+
+
+def test_output_to_a_fifo_whose_reader_leaves_is_a_failed_write(xcorr, tmp_path, pair):
+    """A reader that closes early makes the write fail (EPIPE): exit 2 and one line, not a death by
+    SIGPIPE without a word."""
+    fifo = tmp_path / "pipe.npy"
+    os.mkfifo(fifo)
+    big = save(tmp_path / "big.npy", np.ones((300, 300), np.float32))  # a 1.4 MB output: beyond the pipe's buffer
+
+    def read_a_little():
+        with open(fifo, "rb") as f:
+            f.read(16)
+    reader = threading.Thread(target=read_a_little, daemon=True)
+    reader.start()
+    r = run_ref(xcorr, (big, pair[1]), fifo, timeout=60)
+    reader.join(10)
+    one_line_error(r, 2, "pipe.npy", "write failed")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_output_to_a_character_device_is_written_in_place(xcorr, tmp_path, pair):
+    """`--out /dev/null` as root replaced /dev/null with a regular file. Tried on a node of the
+    null device made in tmp_path (nothing of the system's at stake), then, where that node stayed
+    a device, on /dev/null itself."""
+    null = tmp_path / "null"
+    try:
+        os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except OSError as e:
+        pytest.skip(f"cannot make a device node here ({e}): not root")
+    r = run_ref(xcorr, pair, null)
+    assert r.returncode == 0, r.stderr
+    assert stat.S_ISCHR(os.lstat(null).st_mode) and os.lstat(null).st_rdev == os.makedev(1, 3)
+    assert temp_files(tmp_path) == []
+    dev_null = os.stat("/dev/null")
+    r = run_ref(xcorr, pair, "/dev/null")
+    assert r.returncode == 0, r.stderr
+    after = os.lstat("/dev/null")
+    assert stat.S_ISCHR(after.st_mode) and (after.st_ino, after.st_rdev) == (dev_null.st_ino, dev_null.st_rdev)
+
+
+def test_output_to_a_directory_is_refused(xcorr, tmp_path, pair):
+    d = tmp_path / "d.npy"
+    d.mkdir()
+    one_line_error(run_ref(xcorr, pair, d), 2, "d.npy", "directory")
+    assert d.is_dir() and not any(d.iterdir())
+
+
+@pytest.mark.parametrize("relative", [True, False])
+def test_output_through_a_symlink_writes_its_target(xcorr, tmp_path, pair, relative):
+    """--out link.npy, a symbolic link, replaced the link by a file and never wrote its target;
+    np.save writes through the link: the link stays, the target (in another directory, beside
+    which the temporary goes) gets the output."""
+    want = expected_output(xcorr, tmp_path, pair)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "links").mkdir()
+    target = tmp_path / "data" / "t.npy"
+    target.write_bytes(b"old")
+    link = tmp_path / "links" / "link.npy"
+    link.symlink_to("../data/t.npy" if relative else target)
+    r = run_ref(xcorr, pair, link)
+    assert r.returncode == 0, r.stderr
+    assert link.is_symlink() and os.readlink(link) == ("../data/t.npy" if relative else str(target))
+    assert target.read_bytes() == want
+    assert temp_files(tmp_path / "data") == [] and temp_files(tmp_path / "links") == []
+
+
+def test_output_through_a_chain_of_links_and_a_dangling_link(xcorr, tmp_path, pair):
+    """A link to a link is followed to the end; a dangling link gets its target created (np.save's
+    open() does the same)."""
+    want = expected_output(xcorr, tmp_path, pair)
+    (tmp_path / "first.npy").symlink_to("second.npy")
+    (tmp_path / "second.npy").symlink_to("new.npy")
+    r = run_ref(xcorr, pair, tmp_path / "first.npy")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "first.npy").is_symlink() and (tmp_path / "second.npy").is_symlink()
+    assert (tmp_path / "new.npy").read_bytes() == want
+    assert temp_files(tmp_path) == []
+
+
+def test_output_through_a_link_loop_is_refused(xcorr, tmp_path, pair):
+    (tmp_path / "a.npy").symlink_to("b.npy")
+    (tmp_path / "b.npy").symlink_to("a.npy")
+    one_line_error(run_ref(xcorr, pair, tmp_path / "a.npy"), 2, "a.npy", "symbolic links")
+    assert os.readlink(tmp_path / "a.npy") == "b.npy" and os.readlink(tmp_path / "b.npy") == "a.npy"

@@ -27,8 +27,10 @@ struct Stack {
 // dims 2: (h, w) or (count, h, w). dims 1 (signals): (n) or (count, n), read as count matrices 1 x n.
 Stack read_npy_stack(const std::string& path, int dims = 2);
 
-// Writes a float32 array of the given shape. The file appears completely or not at all:
-// the data go to a temporary file in the same directory, which is renamed over `path`.
+// Writes a float32 array of the given shape, as np.save would: through a symbolic link to its
+// target (created if the link dangles). A regular file appears completely or not at all: the data
+// go to a temporary file in the target's directory, which is renamed over the target. A device or
+// a FIFO (/dev/null, a pipe) is written in place, never replaced; a directory is refused.
 void write_npy_atomic(const std::string& path, const std::vector<int64_t>& shape, const float* data);
 
 }  // namespace xcorr
