@@ -316,6 +316,19 @@ int run_batched(const PlanSpec& spec, const Problem& p, const Stack& left, const
     return 0;
 }
 
+// --out naming an input (the same file through another path, a hard link or a symbolic link: the
+// same device and inode) would replace that input with the output: refused before any work.
+void refuse_output_over_input(const std::string& out_path, const std::vector<std::string>& inputs) {
+    struct stat out{};
+    if (::stat(out_path.c_str(), &out) != 0 || !S_ISREG(out.st_mode)) return;  // nothing of the user's to replace
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        struct stat in{};
+        if (::stat(inputs[i].c_str(), &in) == 0 && in.st_dev == out.st_dev && in.st_ino == out.st_ino)
+            throw UsageError("--out " + out_path + " is the same file as the " + (i == 0 ? "left" : "right") +
+                             " input " + inputs[i] + ": the output would replace it; give another --out");
+    }
+}
+
 int cmd_run(int argc, char** argv) {
     std::string algorithm, form_text, out_path, precision = "fp32";
     std::vector<std::string> inputs;
@@ -381,6 +394,7 @@ int cmd_run(int argc, char** argv) {
         v.resolve(given);
     }
 
+    refuse_output_over_input(out_path, inputs);
     Stack left = read_npy_stack(inputs[0], dims);
     Stack right = read_npy_stack(inputs[1], dims);
     if (dims == 1 && window && window->kind == WindowKind::Same) window = signal_same(left.w, right.w);

@@ -620,3 +620,22 @@ def test_output_through_a_link_loop_is_refused(xcorr, tmp_path, pair):
     (tmp_path / "b.npy").symlink_to("a.npy")
     one_line_error(run_ref(xcorr, pair, tmp_path / "a.npy"), 2, "a.npy", "symbolic links")
     assert os.readlink(tmp_path / "a.npy") == "b.npy" and os.readlink(tmp_path / "b.npy") == "a.npy"
+
+
+@pytest.mark.parametrize("how", ["same path", "another path", "hard link", "symlink"])
+@pytest.mark.parametrize("side", [0, 1])
+def test_output_over_an_input_is_refused(xcorr, tmp_path, pair, how, side):
+    """--out equal to an input (also by another path, a hard link or a symbolic link: the same
+    device and inode) silently replaced the input: refused, exit 2, one line naming both."""
+    victim = Path(pair[side])
+    before = victim.read_bytes()
+    out = {"same path": victim, "another path": tmp_path / "." / ".." / tmp_path.name / victim.name,
+           "hard link": tmp_path / "hard.npy", "symlink": tmp_path / "sym.npy"}[how]
+    if how == "hard link":
+        os.link(victim, out)
+    if how == "symlink":
+        out.symlink_to(victim.name)
+    r = run_ref(xcorr, pair, out)
+    one_line_error(r, 2, str(out), str(victim), "left" if side == 0 else "right", "same file")
+    assert victim.read_bytes() == before
+    assert temp_files(tmp_path) == []
