@@ -1,7 +1,9 @@
 #include <cufft.h>
 #include <dlfcn.h>
+#include <sys/resource.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -181,23 +183,65 @@ void require_free_memory(size_t bytes, const std::string& what) {
     }
 }
 
-void require_host_memory(size_t bytes, const std::string& what) {
+namespace {
+
+// A line of /proc/self/status such as "VmData:  1234 kB", in bytes; 0 where absent.
+size_t status_bytes(const std::string& key) {
+    std::ifstream f("/proc/self/status");
+    std::string k;
+    size_t kb = 0;
+    while (f >> k) {
+        if (k == key) return f >> kb ? kb * 1024 : 0;
+        f.ignore(4096, '\n');
+    }
+    return 0;
+}
+
+// What is left under one of the process's limits (RLIMIT_AS against its address space, RLIMIT_DATA
+// against its data), or SIZE_MAX without one. MemAvailable ignores these; past them an
+// allocation fails (std::bad_alloc) however much memory the machine has.
+size_t below_limit(int resource, const char* used_key) {
+    struct rlimit r{};
+    if (getrlimit(resource, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return SIZE_MAX;
+    const size_t used = status_bytes(used_key);
+    return size_t(r.rlim_cur) > used ? size_t(r.rlim_cur) - used : 0;
+}
+
+}  // namespace
+
+std::string host_memory_shortfall(size_t bytes, const std::string& what, size_t available, const std::string& where) {
+    std::ostringstream s;
+    s.precision(3);
+    s << "not enough host memory: " << what << " needs " << double(bytes) / (1 << 30) << " GiB, "
+      << double(available) / (1 << 30) << " GiB " << where;
+    return s.str();
+}
+
+size_t available_host_memory(std::string* where) {
+    size_t available = SIZE_MAX;
+    std::string from = "available";
     std::ifstream f("/proc/meminfo");
     std::string key;
     size_t kb = 0;
     while (f >> key >> kb) {
         if (key == "MemAvailable:") {
-            if (bytes > kb * 1024) {
-                std::ostringstream s;
-                s.precision(3);
-                s << "not enough host memory: " << what << " needs " << double(bytes) / (1 << 30) << " GiB, "
-                  << double(kb) / (1 << 20) << " GiB available";
-                throw UsageError(s.str());
-            }
-            return;
+            available = kb * 1024;
+            break;
         }
         f.ignore(256, '\n');
     }
+    if (const size_t as = below_limit(RLIMIT_AS, "VmSize:"); as < available)
+        available = as, from = "left under the process's address-space limit (ulimit -v)";
+    if (const size_t data = below_limit(RLIMIT_DATA, "VmData:"); data < available)
+        available = data, from = "left under the process's data limit (ulimit -d)";
+    if (where) *where = from;
+    return available;
+}
+
+void require_host_memory(size_t bytes, const std::string& what) {
+    std::string where;
+    const size_t available = available_host_memory(&where);
+    if (bytes > available) throw UsageError(host_memory_shortfall(bytes, what, available, where));
 }
 
 void fill_uniform(float* p, size_t n, uint64_t seed, cudaStream_t stream, float lo, float hi) {

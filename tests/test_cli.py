@@ -639,3 +639,36 @@ def test_output_over_an_input_is_refused(xcorr, tmp_path, pair, how, side):
     one_line_error(r, 2, str(out), str(victim), "left" if side == 0 else "right", "same file")
     assert victim.read_bytes() == before
     assert temp_files(tmp_path) == []
+
+
+def address_space_limit(gib):
+    return lambda: resource.setrlimit(resource.RLIMIT_AS, (gib << 30, gib << 30))
+
+
+def test_output_beyond_the_address_space_limit_is_refused(xcorr, tmp_path):
+    """32 x 32 inputs with --max-shift 16000: a 4.1 GB output, and 12 GB at the peak with its float64
+    reference. The memory check read MemAvailable alone; under a limit on the address space the
+    allocation died with std::bad_alloc (exit 1). The limit now counts: refused up front, exit 2,
+    saying what needs how much and which limit leaves how much."""
+    ones = save(tmp_path / "l.npy", np.ones((32, 32), np.float32))
+    out = tmp_path / "o.npy"
+    r = run([xcorr, "run", "--algorithm", "reference", "--form", "one-to-one", ones, ones, "--max-shift", "16000",
+             "--out", str(out)], preexec_fn=address_space_limit(3), timeout=60)
+    one_line_error(r, 2, "not enough host memory", "shifts -16000:16000", "needs 11.4 GiB", "address-space limit")
+    assert not out.exists() and temp_files(tmp_path) == []
+
+
+def test_an_allocation_that_fails_anyway_is_exit_2(xcorr, tmp_path, pair):
+    """Past the checks, an allocation refused under a limit on the process's data (here reading a
+    256 MB input (a sparse file) under a 400 MB limit, of which the tool's own libraries take about
+    270 MB) was std::bad_alloc, exit 1: exit 2, naming what was being done."""
+    big = tmp_path / "big.npy"
+    np.lib.format.open_memmap(big, mode="w+", dtype=np.float32, shape=(8192, 8192)).flush()
+    out = tmp_path / "o.npy"
+
+    def data_limit():
+        resource.setrlimit(resource.RLIMIT_DATA, (400 << 20, 400 << 20))
+    r = run([xcorr, "run", "--algorithm", "reference", "--form", "one-to-one", str(big), pair[1], "--out", str(out)],
+            preexec_fn=data_limit, timeout=60)
+    one_line_error(r, 2, "not enough host memory", "big.npy", "allocation failed", "data limit")
+    assert not out.exists()

@@ -39,8 +39,13 @@ GpuInfo require_current_gpu();
 // Checks that `bytes` of device memory can be allocated now; throws UsageError saying how much
 // the problem needs and how much is free.
 void require_free_memory(size_t bytes, const std::string& what);
-// The same for host memory (MemAvailable): a huge output must be refused, not OOM-killed.
+// The same for host memory: a huge output must be refused, not OOM-killed or a std::bad_alloc.
+// What is available is MemAvailable, or less where the process's limits on its address space
+// (RLIMIT_AS, ulimit -v) or data (RLIMIT_DATA) leave less; `where` says which.
 void require_host_memory(size_t bytes, const std::string& what);
+size_t available_host_memory(std::string* where = nullptr);
+// require_host_memory's message: "not enough host memory: WHAT needs X GiB, Y GiB WHERE".
+std::string host_memory_shortfall(size_t bytes, const std::string& what, size_t available, const std::string& where);
 
 // Uniform values in [lo, hi) from a counter-based hash of (seed, index): the same inputs on any GPU.
 // 24 random bits scaled by (hi - lo) in float, so hi itself can come out of the rounding when lo is
