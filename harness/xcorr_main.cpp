@@ -63,7 +63,8 @@ const char* kUsage =
     "      algorithms within 1e-5 of float64, tf32 also single-pass TF32 tensor cores (2e-3).\n"
     "      --validate prints the relative error against the\n"
     "      float64 reference and fails (exit 1, no output written) above the variant's bound\n"
-    "      (`xcorr list`; the reference's float32 output: 2^-24), or above X with --tolerance.\n"
+    "      (`xcorr list`; the reference's float32 output: 2^-24), or above X with --tolerance;\n"
+    "      where NaN or Inf in an input make the output non-finite, it says so (exit 2).\n"
     "      WINDOW, the shifts (dy, dx) computed (at most one; default the full output):\n"
     "        --mode full|valid|same       as scipy.signal.correlate2d's mode\n"
     "        --max-shift SY[,SX]          dy in -SY..SY, dx in -SX..SX (SX = SY if left out)\n"
@@ -136,17 +137,38 @@ std::string shortest(double x) {
 // --validate: prints the error of `out` against the float64 reference (relative; absolute for a
 // normalized output) and whether it is within `bound` (passes, the verdict of xcorr_validate and
 // xcorr_bench too).
+// `nonfinite_inputs` (nonfinite_note): where the inputs hold NaN or Inf, a failure is theirs, not
+// the algorithm's: bad input (UsageError, exit 2) that says so.
 bool validation_passes(const std::vector<float>& out, const std::vector<double>& ref, double bound, Normalize mode,
-                       const std::string& what, const std::string& out_path) {
+                       const std::string& what, const std::string& out_path, const std::string& nonfinite_inputs) {
     const Comparison c = compare_to_reference(out.data(), ref.data(), out.size());
     const bool ok = passes(c, bound, mode);
     std::printf("%s %s (bound %s), %zu non-finite elements: %s\n", error_name(mode),
                 shortest(error_of(c, mode)).c_str(), shortest(bound).c_str(), c.nonfinite, ok ? "ok" : "FAILED");
     std::fflush(stdout);
+    if (!ok && !nonfinite_inputs.empty())
+        throw UsageError("--validate cannot check an output computed from non-finite values: " + nonfinite_inputs +
+                         ", the output " + std::to_string(c.nonfinite) + " non-finite elements; " + out_path +
+                         " not written (without --validate they are computed with, as scipy does)");
     if (!ok)
         std::fprintf(stderr, "xcorr: validation failed: %s is off the float64 reference; %s not written\n",
                      what.c_str(), out_path.c_str());
     return ok;
+}
+
+// "the left input L.npy holds 2 non-finite values (NaN or Inf)" (and/or the right's), or "" where
+// both are finite.
+std::string nonfinite_note(const Stack& left, const Stack& right, const std::vector<std::string>& inputs) {
+    std::string note;
+    const Stack* stacks[] = {&left, &right};
+    for (size_t i = 0; i < 2; ++i) {
+        const auto n = std::count_if(stacks[i]->data.begin(), stacks[i]->data.end(), [](float v) { return !std::isfinite(v); });
+        if (n)
+            note += std::string(note.empty() ? "" : " and ") + "the " + (i == 0 ? "left" : "right") + " input " +
+                    inputs[i] + " holds " + std::to_string(n) + " non-finite value" + (n == 1 ? "" : "s") +
+                    " (NaN or Inf)";
+    }
+    return note;
 }
 
 std::string json_escape(const std::string& s) {
@@ -275,7 +297,7 @@ double reference_output_bound(const std::vector<double>& ref, Normalize normaliz
 // on stderr, --validate against the CPU reference (the inputs need not fit one GPU).
 int run_batched(const PlanSpec& spec, const Problem& p, const Stack& left, const Stack& right, std::vector<float>& out,
                 const std::optional<std::string>& gpus, int64_t chunk, Split split, bool validate, double tolerance,
-                const std::string& out_path, const std::vector<int64_t>& out_shape) {
+                const std::string& out_path, const std::vector<int64_t>& out_shape, const std::string& nonfinite) {
     BatchOptions options;
     if (gpus) options.devices = parse_devices(*gpus);
     options.max_outputs = chunk;
@@ -310,7 +332,8 @@ int run_batched(const PlanSpec& spec, const Problem& p, const Stack& left, const
                 if (!a.empty()) tol = std::max(tol, find_variant(a).tolerance);
             bound = bound_for(tol, p.normalize);
         }
-        if (!validation_passes(out, ref, tolerance >= 0 ? tolerance : bound, p.normalize, spec.algorithm, out_path))
+        if (!validation_passes(out, ref, tolerance >= 0 ? tolerance : bound, p.normalize, spec.algorithm, out_path,
+                               nonfinite))
             return 1;
     }
     write_npy_atomic(out_path, out_shape, out.data());
@@ -446,16 +469,17 @@ int cmd_run(int argc, char** argv) {
                     "this problem's output (" + p.describe() + ")"};
     require_host_memory(host_request.bytes, host_request.what);
     std::vector<float> out(out_elems);
+    const std::string nonfinite = validate ? nonfinite_note(left, right, inputs) : "";
 
     if (batch)
         return run_batched(spec, p, left, right, out, gpus, chunk, split.value_or(Split::Auto), validate, tolerance,
-                           out_path, out_shape);
+                           out_path, out_shape, nonfinite);
     if (!gpu) {
         std::vector<double> ref(out.size());
         reference_cpu(p, left.data.data(), right.data.data(), ref.data());
         for (size_t i = 0; i < out.size(); ++i) out[i] = float(ref[i]);
         if (validate && !validation_passes(out, ref, tolerance >= 0 ? tolerance : reference_output_bound(ref, normalize),
-                                           normalize, algorithm, out_path))
+                                           normalize, algorithm, out_path, nonfinite))
             return 1;
         write_npy_atomic(out_path, out_shape, out.data());
         return 0;
@@ -485,7 +509,7 @@ int cmd_run(int argc, char** argv) {
             ref = full_reference(p, dl.get(), dr.get(), nullptr).values;
         }
         if (!validation_passes(out, ref, tolerance >= 0 ? tolerance : bound_for(plan.variant().tolerance, normalize),
-                               normalize, plan.algorithm(), out_path))
+                               normalize, plan.algorithm(), out_path, nonfinite))
             return 1;
     }
     write_npy_atomic(out_path, out_shape, out.data());

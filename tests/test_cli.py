@@ -92,14 +92,31 @@ def test_validate_decision_is_strict(xcorr, tmp_path, pair):
         assert np.load(tmp_path / name).shape == (1, 7, 9)
 
 
-def test_validate_fails_a_nan_whatever_the_tolerance(xcorr, tmp_path):
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_validate_names_non_finite_inputs_whatever_the_tolerance(xcorr, tmp_path, bad):
+    """NaN or Inf in an input makes the output non-finite, which --validate cannot check: it said
+    "reference is off the float64 reference" (exit 1, as if the algorithm were wrong); it says that
+    the input holds non-finite values (exit 2, nothing written). Without --validate they are
+    computed with, as scipy does."""
     left = np.ones((4, 4), np.float32)
-    left[1, 1] = np.nan
+    left[1, 1] = left[2, 2] = bad
     out = tmp_path / "o.npy"
-    r = xrun(xcorr, "--algorithm", "reference", "--form", "one-to-one", save(tmp_path / "l.npy", left),
-             save(tmp_path / "r.npy", np.ones((3, 3), np.float32)), "--out", out, "--validate", "--tolerance", "1e300")
-    one_line_error(r, 1, "validation failed")
+    args = ["--algorithm", "reference", "--form", "one-to-one", save(tmp_path / "l.npy", left),
+            save(tmp_path / "r.npy", np.ones((3, 3), np.float32)), "--out", out]
+    r = xrun(xcorr, *args, "--validate", "--tolerance", "1e300")
+    one_line_error(r, 2, "left input", "l.npy", "holds 2 non-finite values", "o.npy not written")
+    assert "off the float64 reference" not in r.stderr
     assert reported_error(r)[2] == "FAILED" and not out.exists()
+    r = xrun(xcorr, *args)
+    assert r.returncode == 0, r.stderr
+    assert not np.isfinite(np.load(out)).all()
+
+
+def test_validate_of_finite_inputs_still_fails_as_before(xcorr, tmp_path, pair):
+    """The non-finite note is for non-finite inputs only: a too tight bound is still exit 1."""
+    r = xrun(xcorr, "--algorithm", "reference", "--form", "one-to-one", *pair, "--out", tmp_path / "o.npy",
+             "--validate", "--tolerance", "1e-300")
+    one_line_error(r, 1, "validation failed", "off the float64 reference")
 
 
 @pytest.mark.parametrize("args,needle", [
