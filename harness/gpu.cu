@@ -10,6 +10,7 @@
 
 #include "common/device.cuh"
 #include "xcorr/cuda_check.hpp"
+#include "xcorr/device_buffer.hpp"
 #include "xcorr/gpu.hpp"
 #include "xcorr/reference_element.hpp"
 
@@ -63,28 +64,42 @@ __global__ void fill_uniform_kernel(float* p, size_t n, uint64_t seed, float lo,
 // window's sizes): reference_at (reference_element.hpp), the very function of the CPU reference
 // (same terms, same order; a shift without overlap gives 0). The full and the sampled reference
 // kernels both call it, so they cannot disagree.
+// var: zncc's matrix_variance of every left, then every right (variance_kernel); null otherwise.
 __device__ double reference_element(const float* __restrict__ left, const float* __restrict__ right, int hL, int wL,
-                                    int hR, int wR, Window win, PairMap pairs, Normalize mode, int64_t i) {
+                                    int hR, int wR, Window win, PairMap pairs, Normalize mode,
+                                    const double* __restrict__ var, int64_t i) {
     const int oh = int(win.out_h()), ow = int(win.out_w());
     const int64_t k = i / (int64_t(oh) * ow);
     const int y = int(i / ow % oh), x = int(i % ow);
-    const float* L = left + int64_t(pairs.left_of(k)) * hL * wL;
-    const float* R = right + int64_t(pairs.right_of(k)) * hR * wR;
-    return reference_at(mode, L, R, hL, wL, hR, wR, win.dy0 + y, win.dx0 + x);
+    const int l = pairs.left_of(k), r = pairs.right_of(k);
+    const float* L = left + int64_t(l) * hL * wL;
+    const float* R = right + int64_t(r) * hR * wR;
+    const double vl = var ? var[l] : 0.0, vr = var ? var[pairs.nL + r] : 0.0;
+    return reference_at(mode, L, R, hL, wL, hR, wR, win.dy0 + y, win.dx0 + x, vl, vr);
+}
+
+// matrix_variance of every left, then every right: a thread per matrix, the CPU reference's very
+// loop (the same bits), so that both references call the same parts constant.
+__global__ void variance_kernel(const float* __restrict__ left, const float* __restrict__ right, int nL, int nR,
+                                int64_t lelems, int64_t relems, double* __restrict__ var) {
+    for (int64_t m = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; m < int64_t(nL) + nR;
+         m += int64_t(gridDim.x) * blockDim.x)
+        var[m] = m < nL ? matrix_variance(left + m * lelems, lelems) : matrix_variance(right + (m - nL) * relems, relems);
 }
 
 __global__ void reference_kernel(const float* __restrict__ left, const float* __restrict__ right,
                                  double* __restrict__ out, int hL, int wL, int hR, int wR, Window win, int64_t total,
-                                 PairMap pairs, Normalize mode) {
+                                 PairMap pairs, Normalize mode, const double* __restrict__ var) {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
-        out[i] = reference_element(left, right, hL, wL, hR, wR, win, pairs, mode, i);
+        out[i] = reference_element(left, right, hL, wL, hR, wR, win, pairs, mode, var, i);
 }
 
 __global__ void reference_at_kernel(const float* __restrict__ left, const float* __restrict__ right,
                                     const int64_t* __restrict__ positions, size_t n, double* __restrict__ out,
-                                    int hL, int wL, int hR, int wR, Window win, PairMap pairs, Normalize mode) {
+                                    int hL, int wL, int hR, int wR, Window win, PairMap pairs, Normalize mode,
+                                    const double* __restrict__ var) {
     for (size_t j = blockIdx.x * size_t(blockDim.x) + threadIdx.x; j < n; j += size_t(gridDim.x) * blockDim.x)
-        out[j] = reference_element(left, right, hL, wL, hR, wR, win, pairs, mode, positions[j]);
+        out[j] = reference_element(left, right, hL, wL, hR, wR, win, pairs, mode, var, positions[j]);
 }
 
 __global__ void gather_kernel(const float* __restrict__ src, const int64_t* __restrict__ positions, size_t n,
@@ -266,18 +281,36 @@ void L2Flusher::flush(cudaStream_t stream) {
     XC_CUDA_CHECK(cudaMemsetAsync(buf_.get(), 0, buf_.bytes(), stream));
 }
 
-void reference_gpu(const Problem& p, const float* left, const float* right, double* out, cudaStream_t stream) {
-    reference_kernel<<<blocks_for(size_t(p.out_elems()), 256), 256, 0, stream>>>(
-        left, right, out, p.hL, p.wL, p.hR, p.wR, p.shifts(), p.out_elems(), pair_map(p), p.normalize);
+namespace {
+// zncc's per-matrix variances (variance_kernel) in a buffer that lives until the stream has used
+// it (the reference kernels are enqueued, not waited for: freeing synchronizes first); empty
+// for the other normalizations.
+DeviceBuffer<double> matrix_variances(const Problem& p, const float* left, const float* right, cudaStream_t stream) {
+    if (p.normalize != Normalize::Zncc) return {};
+    DeviceBuffer<double> var(size_t(p.nL) + p.nR);
+    variance_kernel<<<blocks_for(size_t(p.nL) + p.nR, 64), 64, 0, stream>>>(
+        left, right, p.nL, p.nR, int64_t(p.hL) * p.wL, int64_t(p.hR) * p.wR, var.get());
     XC_CHECK_LAUNCH();
+    return var;
+}
+}  // namespace
+
+void reference_gpu(const Problem& p, const float* left, const float* right, double* out, cudaStream_t stream) {
+    const DeviceBuffer<double> var = matrix_variances(p, left, right, stream);
+    reference_kernel<<<blocks_for(size_t(p.out_elems()), 256), 256, 0, stream>>>(
+        left, right, out, p.hL, p.wL, p.hR, p.wR, p.shifts(), p.out_elems(), pair_map(p), p.normalize, var.get());
+    XC_CHECK_LAUNCH();
+    if (var.get()) XC_CUDA_CHECK(cudaStreamSynchronize(stream));  // var is freed on return
 }
 
 void reference_gpu_at(const Problem& p, const float* left, const float* right, const int64_t* positions, size_t n,
                       double* out, cudaStream_t stream) {
     if (!n) return;
+    const DeviceBuffer<double> var = matrix_variances(p, left, right, stream);
     reference_at_kernel<<<blocks_for(n, 128), 128, 0, stream>>>(left, right, positions, n, out, p.hL, p.wL, p.hR,
-                                                               p.wR, p.shifts(), pair_map(p), p.normalize);
+                                                               p.wR, p.shifts(), pair_map(p), p.normalize, var.get());
     XC_CHECK_LAUNCH();
+    if (var.get()) XC_CUDA_CHECK(cudaStreamSynchronize(stream));  // var is freed on return
 }
 
 void gather(const float* src, const int64_t* positions, size_t n, float* dst, cudaStream_t stream) {

@@ -129,8 +129,9 @@ struct StackRef {
     const float* x;    // count x h x w inputs
     float* xs;         // count x ch x cw shifted copies x - mean of the crops
     double2* sat;      // count x (ch+1) x cols.width() tables of (Σx', Σx'²)
-    double* partial;   // count x partials partial sums of the crops
+    double2* partial;  // count x partials partial sums of the crops: (Σx, Σ(x - x0)²), x0 = crop_first
     double* mean;      // count means of the crops
+    double* var;       // count variances of the crops (zncc's constant-part scale: crop_variance)
     int count, h, w;   // the inputs' sizes (count 0: the stack is not this launch's, it does nothing)
     int r0, c0, ch, cw;  // the crop
     int partials;        // partial sums per matrix of the two-level mean (partials_for(ch·cw))
@@ -140,6 +141,8 @@ struct StackRef {
     __device__ __forceinline__ const float* crop_row(int64_t m, int r) const {
         return x + (m * h + r0 + r) * int64_t(w) + c0;
     }
+    // The crop's first element: the pivot x0 of the variance's partial sums (crop_variance).
+    __device__ __forceinline__ double crop_first(int64_t m) const { return double(*crop_row(m, 0)); }
 };
 struct StackMatrix;
 struct Stacks {
@@ -158,6 +161,12 @@ struct StackMatrix {
 };
 __device__ __forceinline__ StackMatrix Stacks::matrix(int64_t g) const {
     return g < left.count ? StackMatrix{left, g} : StackMatrix{right, g - left.count};
+}
+
+// (x - x0)² in double, the variance's term (crop_variance).
+__device__ __forceinline__ double square_from(float x, double x0) {
+    const double d = double(x) - x0;
+    return d * d;
 }
 
 // Sum of v over the block, valid in thread 0. Called by every thread of a block of kThreads.
@@ -191,10 +200,11 @@ struct CropCursor {
     }
 };
 
-// Mean, first level. Algorithm: block b of matrix m sums the b-th of `partials` equal slices of
-// the crop (row-major element order) in double, in a fixed order (no atomics: the means, hence the
-// outputs, are the same on every run): thread t adds elements begin + t, begin + t + 256, ... in
-// turn to 0, then block_sum. A crop of whole rows is contiguous in the input; otherwise element i
+// Mean and variance, first level. Algorithm: block b of matrix m sums the b-th of `partials` equal
+// slices of the crop (row-major element order) in double, in a fixed order (no atomics: the means,
+// hence the outputs, are the same on every run): thread t adds elements begin + t, begin + t + 256,
+// ... in turn to 0, then block_sum; beside Σx the same loop sums (x - x0)² for the crop's variance
+// (crop_variance: x0 is its first element, so an offset cancels nothing). A crop of whole rows is contiguous in the input; otherwise element i
 // is at crop row i / cw, column i % cw (32-bit: ch·cw <= 2^30 by Problem::check). Mapping: grid
 // (min(max over the stacks of count·partials, kMaxPartialBlocks), 1, 2 stacks), kThreads threads;
 // blockIdx.x strides over the stack's (matrix m, slice b) = divmod(i, partials), so a stack of one
@@ -223,7 +233,8 @@ __global__ void partial_sums_kernel(Stacks st) {
         CropCursor cur(first, s.cw);
         // kPartialAhead loads in flight, then added in order: thread t's elements and order as one
         // at a time (the same sum), without waiting on each load in turn.
-        double v = 0;
+        const double x0 = s.crop_first(m);
+        double v = 0, q = 0;
         for (int i0 = first; i0 < end; i0 += kPartialAhead * kThreads) {
             float e[kPartialAhead];
 #pragma unroll
@@ -233,19 +244,33 @@ __global__ void partial_sums_kernel(Stacks st) {
             }
 #pragma unroll
             for (int u = 0; u < kPartialAhead; ++u)
-                if (i0 + u * kThreads < end) v += double(e[u]);
+                if (i0 + u * kThreads < end) {
+                    v += double(e[u]);
+                    q += square_from(e[u], x0);
+                }
         }
         v = block_sum(v);
-        if (threadIdx.x == 0) s.partial[i] = v;  // i = m * partials + b
+        q = block_sum(q);
+        if (threadIdx.x == 0) s.partial[i] = make_double2(v, q);  // i = m * partials + b
     }
 }
 
 // The mean of a crop from its partial sums: added in order to 0, divided by ch·cw. Shared by
 // means_kernel and fused_prepass_kernel (one partial there), so both give the same bits.
-__device__ __forceinline__ double mean_of(const double* partial, int partials, int ch, int cw) {
+__device__ __forceinline__ double mean_of(const double2* partial, int partials, int ch, int cw) {
     double v = 0;
-    for (int b = 0; b < partials; ++b) v += partial[b];
+    for (int b = 0; b < partials; ++b) v += partial[b].x;
     return v / (double(ch) * cw);
+}
+
+// The crop's variance from q = Σ(x - x0)² over its P = ch·cw elements and its mean m:
+// Σ(x - m)² = Σ(x - x0)² - P·(m - x0)², so var = q / P - (m - x0)², at least 0. Pivoting on an
+// element of the crop keeps the two terms of the order of the spread, whatever the offset: on
+// 30000 + noise of amplitude 1, Σx² - P·m² would have cancelled 9 of double's 16 digits. zncc calls
+// a part of a crop constant where its variance is at most kConstantOverlap of this (zncc_factor).
+__device__ __forceinline__ double crop_variance(double q, double m, double x0, int ch, int cw) {
+    const double d = m - x0;
+    return fmax(0.0, q / (double(ch) * cw) - d * d);
 }
 
 // Mean, second level. One partial (every crop the fused prepass could take, and small ones):
@@ -259,15 +284,22 @@ __global__ void means_kernel(Stacks st) {
     const int lane = threadIdx.x % kWarp;
     const int64_t warps = int64_t(gridDim.x) * (kThreads / kWarp);
     for (int64_t m = (blockIdx.x * int64_t(kThreads) + threadIdx.x) / kWarp; m < s.count; m += warps) {
-        const double* partial = s.partial + m * s.partials;
+        const double2* partial = s.partial + m * s.partials;
         if (s.partials == 1) {  // uniform per stack
-            if (lane == 0) s.mean[m] = mean_of(partial, 1, s.ch, s.cw);
+            if (lane == 0) {
+                s.mean[m] = mean_of(partial, 1, s.ch, s.cw);
+                s.var[m] = crop_variance(partial[0].y, s.mean[m], s.crop_first(m), s.ch, s.cw);
+            }
             continue;
         }
-        double v = 0;
-        for (int b = lane; b < s.partials; b += kWarp) v += partial[b];
+        double v = 0, q = 0;
+        for (int b = lane; b < s.partials; b += kWarp) v += partial[b].x, q += partial[b].y;
         v = warp_sum(v);
-        if (lane == 0) s.mean[m] = v / (double(s.ch) * s.cw);
+        q = warp_sum(q);
+        if (lane == 0) {
+            s.mean[m] = v / (double(s.ch) * s.cw);
+            s.var[m] = crop_variance(q, s.mean[m], s.crop_first(m), s.ch, s.cw);
+        }
     }
 }
 
@@ -886,7 +918,8 @@ __global__ void __launch_bounds__(kThreads) fused_prepass_kernel(Stacks st) {
         const float* x = s.crop_row(m, 0);
         // kPrepassAhead loads in flight before they are added: the same elements in the same order
         // per thread as one at a time (so the same sum), without waiting on each load in turn
-        double v = 0;
+        const double x0 = s.crop_first(m);
+        double v = 0, q = 0;
         CropCursor cur(threadIdx.x, cw);
         for (int i0 = threadIdx.x; i0 < elems; i0 += kPrepassAhead * kThreads) {
             float e[kPrepassAhead];
@@ -900,12 +933,16 @@ __global__ void __launch_bounds__(kThreads) fused_prepass_kernel(Stacks st) {
                 if (const int i = i0 + u * kThreads; i < elems) {
                     crop[i] = e[u];
                     v += double(e[u]);
+                    q += square_from(e[u], x0);
                 }
         }
         v = block_sum(v);  // its barriers also publish crop[]
+        q = block_sum(q);
         if (threadIdx.x == 0) {
-            mean_sh = mean_of(&v, 1, ch, cw);
+            const double2 total = make_double2(v, q);
+            mean_sh = mean_of(&total, 1, ch, cw);
             s.mean[m] = mean_sh;
+            s.var[m] = crop_variance(q, mean_sh, x0, ch, cw);
         }
         __syncthreads();
         const double mean = mean_sh;
@@ -1031,10 +1068,12 @@ __device__ __forceinline__ double2 box_sum(const double2* t, int64_t w1, int r0,
 __device__ __forceinline__ double reload_y(const double2* p) { return reinterpret_cast<const volatile double2*>(p)->y; }
 
 // zncc's factor of one side of an overlap of n elements from its shifted sums s = (ΣX', ΣX'²),
-// X' = X - m: f = n·ΣX'² - (ΣX')² (n² times the variance; the shift leaves it unchanged), and whether
-// X varies there. The one spelling of that test on the GPU; two conditions:
-// - the contract's constant-overlap test, f > kConstantOverlap·n·ΣX² with ΣX² of the original data
-//   = ΣX'² + 2m·ΣX' + n·m² (exact for any m);
+// X' = X - m: f = n·ΣX'² - (ΣX')² (n² times the part's variance; the shift leaves it unchanged), and
+// whether X varies there. The one spelling of that test on the GPU; two conditions:
+// - the contract's constant-part test: the part's variance f / n² above kConstantOverlap times the
+//   variance `var` of its crop (crop_variance; the crop is the whole matrix unless the window
+//   touches less of it: docs/CONVENTIONS.md says what that reading changes), i.e. f > 1e-6·n²·var.
+//   Relative to the spread, never to the magnitude: 1000 + noise varies as noise does;
 // - f above the rounding of the tables it comes from. An exactly constant overlap (zeros: X' = -m,
 //   the same float everywhere) has f = 0 and ΣX² = n·X², but both come out of the box sums as
 //   rounding noise of the table's far larger entries, and the first test alone let about half of
@@ -1058,11 +1097,11 @@ struct ZnccFactor {
     bool varies;
 };
 constexpr double kTableEps = 0x1p-52;  // 2u: the factor 2 covers f's own rounding and e1²
-__device__ __forceinline__ ZnccFactor zncc_factor(double2 s, double corner, int r1, int c1, double n, double m) {
-    const double f = n * s.y - s.x * s.x, q = s.y + 2 * m * s.x + n * m * m;
+__device__ __forceinline__ ZnccFactor zncc_factor(double2 s, double corner, int r1, int c1, double n, double var) {
+    const double f = n * s.y - s.x * s.x;
     const double k = kTableEps * (4.0 * (r1 + c1 + 3)), e2 = k * corner;
     const double g = f - n * e2;
-    return {f, f > kConstantOverlap * n * q && g > 0 && g * g > 4 * (s.x * s.x) * k * (double(r1) * c1) * e2};
+    return {f, f > kConstantOverlap * n * n * var && g > 0 && g * g > 4 * (s.x * s.x) * k * (double(r1) * c1) * e2};
 }
 
 // What the epilogue reads: the tables, means and shifted copies of the crops (count x h x w of
@@ -1072,6 +1111,7 @@ struct EpilogueArgs {
     float* out;
     const double2 *lsat, *rsat;
     const double *lmean, *rmean, *c00;
+    const double *lvar, *rvar;  // the crops' variances (zncc_factor)
     const float *ls, *rs;
     int hL, wL, hR, wR;
     int lr0, lc0, lh, lw, rr0, rc0, rh, rw;
@@ -1244,7 +1284,7 @@ __global__ void __launch_bounds__(kThreads, 4) epilogue_kernel(const EpilogueArg
             double corner;
             const double2 sl = box_sum<kStaged>(lsat, lw1, lr, lr + nr, lcol(lc), lcol(lc + nc), corner);
             if constexpr (kReload) corner = reload_y(lsat + (lr + nr) * lw1 + lc + nc);
-            const ZnccFactor fl = zncc_factor(sl, corner, lr + nr, min(lc + nc, a.ldepth), n, ml);
+            const ZnccFactor fl = zncc_factor(sl, corner, lr + nr, min(lc + nc, a.ldepth), n, a.lvar[l]);
             const double2 sr = box_sum<kStaged>(rsat, rw1, rr, rr + nr, rcol(rc), rcol(rc + nc), corner);
             if constexpr (kReload) corner = reload_y(rsat + (rr + nr) * rw1 + rc + nc);
             if (!direct) {
@@ -1256,7 +1296,7 @@ __global__ void __launch_bounds__(kThreads, 4) epilogue_kernel(const EpilogueArg
                 const double d = a.c00[k];
                 if (d != 0) v = float((c + mr * sl.x + ml * sr.x + n * ml * mr) / d);
             } else {
-                const ZnccFactor fr = zncc_factor(sr, corner, rr + nr, min(rc + nc, a.rdepth), n, mr);
+                const ZnccFactor fr = zncc_factor(sr, corner, rr + nr, min(rc + nc, a.rdepth), n, a.rvar[q]);
                 // rsqrt (within 1 ulp) and a product rather than sqrt and a division: two fewer
                 // double-precision iterations with their slow-path branches per element. Clamped
                 // after the rounding to float (the same value: rounding is monotonic and +-1 are
@@ -1297,17 +1337,17 @@ __device__ __forceinline__ double2 template_right_terms(const EpilogueArgs& a, i
         const double d = a.c00[k];
         if (d != 0) scale = 1.0 / d;
     } else {
-        const ZnccFactor fr = zncc_factor(sr, corner, a.rh, min(a.rw, a.rdepth), n, a.rmean[q]);
+        const ZnccFactor fr = zncc_factor(sr, corner, a.rh, min(a.rw, a.rdepth), n, a.rvar[q]);
         if (fr.varies) scale = rsqrt(fr.f);
     }
     return make_double2(sr.x, scale);
 }
 
-// Its per-element terms of left l (table lsat, its mean ml) at output element j: (ΣL' over the
-// whole right's overlap, zncc's 1 / sqrt(fL), 0 where L' is constant there; zero-lag: 0).
+// Its per-element terms of left l (table lsat, its crop's variance lvar) at output element j: (ΣL'
+// over the whole right's overlap, zncc's 1 / sqrt(fL), 0 where L' is constant there; zero-lag: 0).
 template <Normalize kMode, bool kSampled>
 __device__ __forceinline__ double2 template_left_terms(const EpilogueArgs& a, const double2* lsat, int j, double n,
-                                                       double ml) {
+                                                       double lvar) {
     const int64_t lw1 = kSampled ? a.lcols.width() : a.lw + 1;
     auto lcol = [&a](int c) { return kSampled ? a.lcols.at(c) : c; };
     const int y = int(a.out_w.div(unsigned(j)));
@@ -1316,7 +1356,7 @@ __device__ __forceinline__ double2 template_left_terms(const EpilogueArgs& a, co
     const double2 sl = box_sum<false>(lsat, lw1, lr, lr + a.rh, lcol(lc), lcol(lc + a.rw), corner);
     double lscale = 0;
     if constexpr (kMode == Normalize::Zncc) {
-        const ZnccFactor fl = zncc_factor(sl, corner, lr + a.rh, min(lc + a.rw, a.ldepth), n, ml);
+        const ZnccFactor fl = zncc_factor(sl, corner, lr + a.rh, min(lc + a.rw, a.ldepth), n, lvar);
         if (fl.varies) lscale = rsqrt(fl.f);
     }
     return make_double2(sl.x, lscale);
@@ -1345,7 +1385,7 @@ __global__ void __launch_bounds__(kThreads, 4) template_epilogue_kernel(const Ep
         const double2* lsat = a.lsat + int64_t(l) * (a.lh + 1) * lw1;
         float* out = a.out + k0 * per;
         for (int j = blockIdx.y * blockDim.x + threadIdx.x; j < per; j += gridDim.y * blockDim.x) {
-            const double2 lt = template_left_terms<kMode, kSampled>(a, lsat, j, n, ml);
+            const double2 lt = template_left_terms<kMode, kSampled>(a, lsat, j, n, a.lvar[l]);
             // The group's raw values first, then the results: a load after a store to the same
             // buffer cannot move above it, and one load in flight per thread at a time left DRAM
             // mostly idle (matched filtering's epilogue took 3x its traffic's time that way).
@@ -1378,7 +1418,7 @@ __global__ void __launch_bounds__(kThreads) store_terms_kernel(const EpilogueArg
         if (t < litems) {
             const int64_t l = t / per;
             lterm[t] = template_left_terms<kMode, kSampled>(a, a.lsat + l * (a.lh + 1) * lw1, int(t - l * per), n,
-                                                            a.lmean[l]);
+                                                            a.lvar[l]);
         } else {
             const int64_t k = t - litems;
             kterm[k] = template_right_terms<kMode, kSampled>(a, k % rights, k, n);
@@ -1456,7 +1496,7 @@ C00Split c00_split(const Problem& p) {
 // doubles (double2 alignment): the offset and the double2 entries.
 size_t seg_scratch_offset(const Problem& p, bool lfused, bool rfused, int lpartials, int rpartials) {
     const size_t n = (lfused ? 0 : size_t(p.nL) * lpartials) + (rfused ? 0 : size_t(p.nR) * rpartials);
-    return (n + 1) / 2 * 2;
+    return 2 * n;  // a double2 of partial sums each
 }
 size_t seg_scratch_entries(const Problem& p, const NormalizeCrop& c, bool lfused, bool rfused) {
     return size_t(p.nL) * c.left.h() * segs_for(c.left.w(), lfused) +
@@ -1633,7 +1673,7 @@ Normalizer::Normalizer(const Problem& p, const NormalizeCrop& crop) : p_(p), cro
     rshift_ = DeviceBuffer<float>(size_t(p.nR) * cr.h() * cr.w());
     partial_ = DeviceBuffer<double>(seg_scratch_offset(p, L.fused, R.fused, L.partials, R.partials) +
                                     2 * seg_scratch_entries(p, crop, L.fused, R.fused));
-    mean_ = DeviceBuffer<double>(size_t(p.nL) + p.nR);
+    mean_ = DeviceBuffer<double>(2 * (size_t(p.nL) + p.nR));  // the means, then the variances
     if (!prepass_.rebuild_left) lsat_ = DeviceBuffer<double2>(size_t(p.nL) * (cl.h() + 1) * L.cols.width());
     rsat_ = DeviceBuffer<double2>(size_t(p.nR) * (cr.h() + 1) * R.cols.width());
     strip_smem_ = std::max(L.strip ? strip_smem_bytes(L.cols.width()) : 0,
@@ -1667,10 +1707,11 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
         XC_CHECK_LAUNCH();
     }
     const Region &cl = crop_.left, &cr = crop_.right;
-    double* const rpartial = partial_.get() + (L.fused ? 0 : int64_t(p_.nL) * L.partials);
-    const StackRef l{left, lshift_.get(), lsat_.get(), partial_.get(), mean_.get(), p_.nL, p_.hL, p_.wL,
+    double2* const lpartial = reinterpret_cast<double2*>(partial_.get());  // (Σx, Σ(x - x0)²) pairs
+    double2* const rpartial = lpartial + (L.fused ? 0 : int64_t(p_.nL) * L.partials);
+    const StackRef l{left, lshift_.get(), lsat_.get(), lpartial, mean_.get(), lvar(), p_.nL, p_.hL, p_.wL,
                      cl.r0, cl.c0, cl.h(), cl.w(), L.partials, L.cols, L.col_bands};
-    const StackRef r{right, rshift_.get(), rsat_.get(), rpartial, mean_.get() + p_.nL, p_.nR, p_.hR, p_.wR,
+    const StackRef r{right, rshift_.get(), rsat_.get(), rpartial, mean_.get() + p_.nL, rvar(), p_.nR, p_.hR, p_.wR,
                      cr.r0, cr.c0, cr.h(), cr.w(), R.partials, R.cols, R.col_bands};
     // Each stack in one of the two paths; in the other its count is 0 (it does nothing there).
     Stacks fused{l, r}, split{l, r};
@@ -1787,6 +1828,7 @@ void Normalizer::epilogue(float* out, cudaStream_t stream, bool terms) {
     a.out = out;
     a.lsat = lsat_.get(), a.rsat = rsat_.get();
     a.lmean = mean_.get(), a.rmean = mean_.get() + p_.nL, a.c00 = c00_.get();
+    a.lvar = lvar(), a.rvar = rvar();
     a.ls = lshift_.get(), a.rs = rshift_.get();
     a.hL = p_.hL, a.wL = p_.wL, a.hR = p_.hR, a.wR = p_.wR;
     a.lr0 = cl.r0, a.lc0 = cl.c0, a.lh = cl.h(), a.lw = cl.w();

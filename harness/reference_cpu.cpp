@@ -1,6 +1,7 @@
 #include "xcorr/reference.hpp"
 
 #include <cmath>
+#include <vector>
 
 #include "xcorr/reference_element.hpp"
 
@@ -10,13 +11,21 @@ void reference_cpu(const Problem& p, const float* left, const float* right, doub
     const PairMap pairs = pair_map(p);
     const Window win = p.shifts();
     const int oh = p.out_h(), ow = p.out_w();
+    // zncc's constant-part test is relative to each whole matrix's variance: once per matrix.
+    const bool zncc = p.normalize == Normalize::Zncc;
+    const int64_t lelems = int64_t(p.hL) * p.wL, relems = int64_t(p.hR) * p.wR;
+    std::vector<double> lvar(zncc ? p.nL : 0), rvar(zncc ? p.nR : 0);
+    for (size_t i = 0; i < lvar.size(); ++i) lvar[i] = matrix_variance(left + int64_t(i) * lelems, lelems);
+    for (size_t i = 0; i < rvar.size(); ++i) rvar[i] = matrix_variance(right + int64_t(i) * relems, relems);
     for (int64_t k = 0; k < p.out_count(); ++k) {
-        const float* L = left + int64_t(pairs.left_of(k)) * p.hL * p.wL;
-        const float* R = right + int64_t(pairs.right_of(k)) * p.hR * p.wR;
+        const int l = pairs.left_of(k), r = pairs.right_of(k);
+        const float* L = left + l * lelems;
+        const float* R = right + r * relems;
+        const double vl = zncc ? lvar[l] : 0.0, vr = zncc ? rvar[r] : 0.0;
         for (int y = 0; y < oh; ++y)
             for (int x = 0; x < ow; ++x)  // a shift beyond the full range has no overlap: 0
                 out[(k * oh + y) * ow + x] =
-                    reference_at(p.normalize, L, R, p.hL, p.wL, p.hR, p.wR, win.dy0 + y, win.dx0 + x);
+                    reference_at(p.normalize, L, R, p.hL, p.wL, p.hR, p.wR, win.dy0 + y, win.dx0 + x, vl, vr);
     }
 }
 

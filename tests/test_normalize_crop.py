@@ -151,6 +151,7 @@ def emulate(mode, form, left, right, rect, raw_dtype):
     lcrop, rcrop = left[:, lr0:lr1, lc0:lc1], right[:, rr0:rr1, rc0:rc1]
     lmean = lcrop.astype(np.float64).mean(axis=(1, 2))
     rmean = rcrop.astype(np.float64).mean(axis=(1, 2))
+    lvar, rvar = lcrop.astype(np.float64).var(axis=(1, 2)), rcrop.astype(np.float64).var(axis=(1, 2))
     # float32 shifted copies as on the GPU; in double with a double raw correlation (the index
     # arithmetic checked to rounding, without float32's rounding of x - m).
     ls = (lcrop - lmean[:, None, None]).astype(raw_dtype)
@@ -187,8 +188,8 @@ def emulate(mode, form, left, right, rect, raw_dtype):
             c00 = raw_at(left[i], right[j], 0, 0)  # the whole inputs (c00_kernel)
             v = np.zeros_like(m) if c00 == 0 else (c + mr * sl + ml * sr + m * ml * mr) / c00
         else:
-            fl, gl = table_zncc_factor(sl, ql, lt[i][1][lre, lce], lre, lce, m, ml)
-            fr, gr = table_zncc_factor(sr, qr, rt[j][1][rre, rce], rre, rce, m, mr)
+            fl, gl = table_zncc_factor(sl, ql, lt[i][1][lre, lce], lre, lce, m, lvar[i])
+            fr, gr = table_zncc_factor(sr, qr, rt[j][1][rre, rce], rre, rce, m, rvar[j])
             good = gl & gr
             v = np.zeros_like(m)
             v[good] = np.clip((m * c - sl * sr)[good] / np.sqrt(fl[good] * fr[good]), -1, 1)

@@ -269,6 +269,14 @@ def test_the_normalized_peers_arithmetic_is_the_float64_reference(form, shape):
                     assert got.shape == ref.shape and np.allclose(got, ref, atol=1e-8), (v, mode, w, lo)
 
 
+def overlap_counts(form, L, R, w):
+    """Each output's overlap size n, broadcast to the pairs' output shape."""
+    rb, re, _, _ = pb.overlap_spans(w[0], w[1], L.shape[1], R.shape[1])
+    cb, ce, _, _ = pb.overlap_spans(w[2], w[3], L.shape[2], R.shape[2])
+    n = (re - rb)[:, None] * (ce - cb)[None, :]
+    return np.broadcast_to(n, (pb.pair_count(form, len(L), len(R)),) + n.shape)
+
+
 @pytest.mark.parametrize("form", pb.FORMS)
 def test_the_normalized_peers_in_float32_meet_the_contract_on_the_checks_data(form):
     """In float32 as the peers compute (numpy's float32 FFT for cuFFT): zncc within 1e-4 absolute
@@ -282,7 +290,11 @@ def test_the_normalized_peers_in_float32_meet_the_contract_on_the_checks_data(fo
             for v in PEER_VARIANTS:
                 got = pb.normalized_peer_np(v, "zncc", form, L, R, w)
                 assert got.dtype == np.float32 and np.all(np.isfinite(got))
-                err, bad = pb.compare(got, ref, "zncc")
+                # exempt: the contract's border, and overlaps of fewer than 16 elements, where a
+                # float32 FFT's error (~1e-7 of the largest sum, spread evenly) divided by the small
+                # overlap's n·σ² passes 1e-4 (issue #65: the old constant rule had zeroed them)
+                small = overlap_counts(form, L, R, w) < 16
+                err, bad = pb.compare(got, ref, "zncc", pb.zncc_border_np(form, L, R, w) | small)
                 assert bad == 0 and err <= pb.ZNCC_TOLERANCE, (v, shape, w, err)
             for lo, hi in ((3, 5), (-1, 1)):
                 L, R = signed_stacks(rng, form, shape, lo, hi, np.float32)
@@ -305,9 +317,11 @@ def test_zncc_without_the_means_subtracted_cancels_on_1000_plus_noise():
     sl0, sr0 = sl + n * ml, sr + n * mr
     sll0, srr0 = sll + 2 * ml * sl + n * ml * ml, srr + 2 * mr * sr + n * mr * mr
     raw0 = pb.conv_reference_np("one-to-one", L, R, w).astype(np.float32)
-    naive = pb.zncc_coefficient(np, n, raw0, sl0, sll0, zero, sr0, srr0, zero)
-    assert pb.compare(naive, ref, "zncc")[0] > 1e-2
-    assert pb.compare(pb.normalized_peer_np("torch-conv2d", "zncc", "one-to-one", L, R, w), ref, "zncc")[0] < 1e-5
+    vl, vr = np.float32(L.var(dtype=np.float64)), np.float32(R.var(dtype=np.float64))
+    naive = pb.zncc_coefficient(np, n, raw0, sl0, sll0, vl, sr0, srr0, vr)
+    large = overlap_counts("one-to-one", L, R, w) >= 16
+    assert pb.compare(naive, ref, "zncc", ~large)[0] > 1e-2
+    assert pb.compare(pb.normalized_peer_np("torch-conv2d", "zncc", "one-to-one", L, R, w), ref, "zncc", ~large)[0] < 1e-4
 
 
 def test_overlap_spans_box_sums_and_pair_layouts():

@@ -115,36 +115,45 @@ def window_fmas(shape, rect):
 # a correlation with ones (scipy), so independent of the package's summed-area tables
 # (python/xcorr/_reference.py) and of the C++ reference's two-pass direct sums.
 
-CONSTANT_OVERLAP = 1e-6  # the contract's threshold
+CONSTANT_OVERLAP = 1e-6  # the contract's threshold: a part's variance at most this fraction of its matrix's
 
 
 # normalize.cu's kTableEps: 2u, the unit roundoff of double doubled (zncc_factor says why).
 TABLE_EPS = 2.0 ** -52
 
 
-def table_zncc_factor(s, q, corner, r1, c1, n, m):
+def table_zncc_factor(s, q, corner, r1, c1, n, var):
     """normalize.cu's zncc_factor (arrays): one side's factor f = n·ΣX'² - (ΣX')² of each overlap from
     its box sums s = ΣX', q = ΣX'² in a summed-area table of X' = X - m, and whether X varies there:
-    the contract's test on the original data's ΣX² = ΣX'² + 2m·ΣX' + n·m², and f above the table's
+    the contract's test, the part's variance f / n² above 1e-6 of its crop's variance `var`, and f above the table's
     rounding, bounded from `corner` (the table's ΣX'² entry at the box's far corner (r1, c1), in the
     crop's coordinates): f - n·e2 > 2|ΣX'|·e1 with e2 = k·corner, e1 = k·sqrt(r1·c1·corner),
     k = 4(r1 + c1 + 3)·TABLE_EPS, squared as on the GPU (whose segmented rows, past 8192 columns,
     pass c1 capped at their compensated depth, kSegRowDepth; NumPy's cumsum tables have none).
     Returns (f, varies)."""
     f = n * q - s * s
-    orig = q + 2 * m * s + n * m * m
     k = TABLE_EPS * 4.0 * (np.asarray(r1, np.float64) + c1 + 3)
     e2 = k * corner
     g = f - n * e2
     area = np.asarray(r1, np.float64) * c1
-    varies = (f > CONSTANT_OVERLAP * n * orig) & (g > 0) & (g * g > 4 * (s * s) * k * area * e2)
+    varies = (f > CONSTANT_OVERLAP * n * n * var) & (g > 0) & (g * g > 4 * (s * s) * k * area * e2)
     return f, varies
 
 
-def zncc_of(n, sl, sr, sll, srr, slr):
-    """The contract's coefficient from each overlap's n, ΣL, ΣR, ΣL², ΣR², ΣLR (arrays, float64)."""
+def centred(X):
+    """X - mean(X) in float64 and var(X): the coefficient is the same for any offset, so the model
+    sums centred data (raw sums of 30000 + noise would cancel 9 of double's digits) and scales the
+    constant-part test by the whole matrix's variance (the contract)."""
+    X = X.astype(np.float64)
+    return X - X.mean(), X.var()
+
+
+def zncc_of(n, sl, sr, sll, srr, slr, vl, vr):
+    """The contract's coefficient from each overlap's n, ΣL, ΣR, ΣL², ΣR², ΣLR (arrays, float64, of
+    centred matrices) and the two whole matrices' variances vl, vr: 0 where n = 0 or a part's
+    variance (n·ΣX² - (ΣX)²) / n² is at most 1e-6 of its matrix's."""
     fl, fr = n * sll - sl * sl, n * srr - sr * sr
-    ok = (n > 0) & (fl > CONSTANT_OVERLAP * n * sll) & (fr > CONSTANT_OVERLAP * n * srr)
+    ok = (n > 0) & (fl > CONSTANT_OVERLAP * n * n * vl) & (fr > CONSTANT_OVERLAP * n * n * vr)
     out = np.zeros_like(n)
     out[ok] = (n * slr - sl * sr)[ok] / np.sqrt(fl[ok] * fr[ok])
     return out
@@ -152,10 +161,10 @@ def zncc_of(n, sl, sr, sll, srr, slr):
 
 def zncc_full(L, R):
     """Full zncc output of one pair in float64: every overlap's sums as correlations with ones."""
-    L, R = L.astype(np.float64), R.astype(np.float64)
+    (L, vl), (R, vr) = centred(L), centred(R)
     oL, oR = np.ones_like(L), np.ones_like(R)
     return zncc_of(correlate2d(oL, oR), correlate2d(L, oR), correlate2d(oL, R), correlate2d(L * L, oR),
-                   correlate2d(oL, R * R), correlate2d(L, R))
+                   correlate2d(oL, R * R), correlate2d(L, R), vl, vr)
 
 
 def normalized_window(mode, form, left, right, rect):
@@ -169,6 +178,8 @@ def normalized_window(mode, form, left, right, rect):
         L, R = left[i].astype(np.float64), right[j].astype(np.float64)
         h, w = min(hL, hR), min(wL, wR)
         c00 = float((L[:h, :w] * R[:h, :w]).sum())
+        if mode == "zncc":
+            (L, vl), (R, vr) = centred(L), centred(R)
         sums = np.zeros((6, dy1 - dy0 + 1, dx1 - dx0 + 1))
         for a, dy in enumerate(range(dy0, dy1 + 1)):
             r0, r1 = max(0, -dy), min(hR, hL - dy)
@@ -179,7 +190,7 @@ def normalized_window(mode, form, left, right, rect):
                 lo, ro = L[r0 + dy:r1 + dy, c0 + dx:c1 + dx], R[r0:r1, c0:c1]
                 sums[:, a, b] = [lo.size, lo.sum(), ro.sum(), (lo * lo).sum(), (ro * ro).sum(), (lo * ro).sum()]
         if mode == "zncc":
-            out.append(zncc_of(*sums))
+            out.append(zncc_of(*sums, vl, vr))
         else:
             out.append(np.zeros_like(sums[5]) if c00 == 0 else sums[5] / c00)
     return np.stack(out)

@@ -113,7 +113,7 @@ NORMALIZATIONS = ("none", "zncc", "zero-lag")  # xcorr_bench's normalize= (CONVE
 TOLERANCE = 1e-5
 ZNCC_TOLERANCE = 1e-4  # absolute, on values in [-1, 1] (reference.hpp's kNormalizedBound)
 TF32_TOLERANCE = 2e-3  # relative: one TF32 pass (the bound of tensor-hankel-tf32 and tensor-tiled-tf32)
-CONSTANT_OVERLAP = 1e-6  # the contract: a factor at most 1e-6·n·ΣX² of its matrix is a constant overlap
+CONSTANT_OVERLAP = 1e-6  # the contract: a part whose variance is at most 1e-6 of its matrix's is constant
 FULL_CHECK_FMAS_CPU = 3e8  # scipy on the CPU up to this; sampled definition on the GPU beyond
 CHECK_SAMPLES = 65536
 MIN_ITERATION_S = 1e-4  # xcorr_bench's kMinIterationSeconds
@@ -444,7 +444,7 @@ def scipy_mode(w, hL, wL, hR, wR) -> str | None:
 # --- normalized outputs: the pieces shared by the torch peers and their numpy emulation ------------
 #
 # zncc (CONVENTIONS.md): per shift, (n·ΣLR - ΣL·ΣR) / sqrt((n·ΣL² - (ΣL)²)(n·ΣR² - (ΣR)²)) over the
-# overlap, 0 where n = 0 or a factor is at most 1e-6·n·ΣX² of its matrix. As a competent user writes
+# overlap, 0 where n = 0 or a part's variance is at most 1e-6 of its matrix's. As a competent user writes
 # it: every matrix minus its own mean first (the coefficient does not change; on 1000 + noise the
 # factors of the raw data cancel every float32 digit and ΣLR holds the signal in its 7th digit), then
 # the raw correlation of the shifted inputs (the peer's own route: FFT or conv2d) and the overlap's
@@ -498,14 +498,12 @@ def by_pairs(form, nL, nR, raw, left, right):
     return raw.reshape((nL, nR) + rest), [x[:, None] for x in left], [x[None] for x in right]
 
 
-def zncc_coefficient(xp, n, raw, sl, sll, ml, sr, srr, mr):
+def zncc_coefficient(xp, n, raw, sl, sll, vl, sr, srr, vr):
     """The contract's coefficient from the sums of the mean-shifted data: raw = ΣL'R', sl = ΣL',
-    sll = ΣL'², likewise sr, srr; ml, mr the means that were subtracted (for the threshold on the
-    original ΣX² = ΣX'² + 2m·ΣX' + n·m²). All broadcastable; xp is numpy or torch."""
+    sll = ΣL'², likewise sr, srr; vl, vr the variances of the whole matrices (the constant-part test:
+    a part's variance f / n² at most 1e-6 of its matrix's). All broadcastable; xp is numpy or torch."""
     fl, fr = n * sll - sl * sl, n * srr - sr * sr
-    orig_l = sll + 2 * ml * sl + n * ml * ml
-    orig_r = srr + 2 * mr * sr + n * mr * mr
-    ok = (n > 0) & (fl > CONSTANT_OVERLAP * n * orig_l) & (fr > CONSTANT_OVERLAP * n * orig_r)
+    ok = (n > 0) & (fl > CONSTANT_OVERLAP * n * n * vl) & (fr > CONSTANT_OVERLAP * n * n * vr)
     # sqrt of each factor apart: their product overflows float32 for large overlaps of large values
     den = xp.sqrt(xp.where(ok, fl, 1.0)) * xp.sqrt(xp.where(ok, fr, 1.0))
     return xp.clip(xp.where(ok, (n * raw - sl * sr) / den, 0.0), -1.0, 1.0)
@@ -534,8 +532,8 @@ def zero_lag_scale(xp, c00):
 
 def zncc_sums_fft_np(L, R, w, dtype=np.float32):
     """torch-fft's zncc pieces in numpy: means and shifted copies in float64, the sums from float64
-    tables. -> (Ls, Rs as `dtype`, the FFT's input, n, (sl, sll, ml), (sr, srr, mr)), stats per
-    left / per right."""
+    tables. -> (Ls, Rs as `dtype`, the FFT's input, n, (sl, sll, vl), (sr, srr, vr)), stats per
+    left / per right (v: the matrix's variance)."""
     nL, hL, wL = L.shape
     nR, hR, wR = R.shape
     L64, R64 = np.asarray(L, np.float64), np.asarray(R, np.float64)
@@ -544,8 +542,9 @@ def zncc_sums_fft_np(L, R, w, dtype=np.float32):
     rb, re, lrb, lre = overlap_spans(w[0], w[1], hL, hR)
     cb, ce, lcb, lce = overlap_spans(w[2], w[3], wL, wR)
     n = ((re - rb)[:, None] * (ce - cb)[None, :]).astype(np.float64)
-    left = (box_sums(sat_np(Ls), lrb, lre, lcb, lce), box_sums(sat_np(Ls * Ls), lrb, lre, lcb, lce), ml)
-    right = (box_sums(sat_np(Rs), rb, re, cb, ce), box_sums(sat_np(Rs * Rs), rb, re, cb, ce), mr)
+    vl, vr = (Ls * Ls).mean(axis=(1, 2), keepdims=True), (Rs * Rs).mean(axis=(1, 2), keepdims=True)
+    left = (box_sums(sat_np(Ls), lrb, lre, lcb, lce), box_sums(sat_np(Ls * Ls), lrb, lre, lcb, lce), vl)
+    right = (box_sums(sat_np(Rs), rb, re, cb, ce), box_sums(sat_np(Rs * Rs), rb, re, cb, ce), vr)
     return Ls.astype(dtype), Rs.astype(dtype), n, left, right
 
 
@@ -577,7 +576,8 @@ def zncc_sums_conv_np(L, R, w, dtype=np.float32):
     rb, re, _, _ = overlap_spans(w[0], w[1], hL, hR)
     cb, ce, _, _ = overlap_spans(w[2], w[3], wL, wR)
     n = ((re - rb)[:, None] * (ce - cb)[None, :]).astype(dtype)
-    return Ls, Rs, n, (sl, sll, ml), (sr, srr, mr)
+    vl, vr = (Ls * Ls).mean(axis=(1, 2), keepdims=True), (Rs * Rs).mean(axis=(1, 2), keepdims=True)
+    return Ls, Rs, n, (sl, sll, vl), (sr, srr, vr)
 
 
 def normalized_peer_np(variant, mode, form, L, R, w, dtype=np.float32):
@@ -600,8 +600,8 @@ def normalized_peer_np(variant, mode, form, L, R, w, dtype=np.float32):
     Ls, Rs, n, left, right = parts
     raw = raw_np(form, Ls, Rs, w)
     raw = raw.astype(dtype) if variant == "torch-conv2d" else raw
-    raw4, (sl, sll, ml), (sr, srr, mr) = by_pairs(form, nL, nR, raw, left, right)
-    return zncc_coefficient(np, n, raw4, sl, sll, ml, sr, srr, mr).reshape(shape).astype(dtype)
+    raw4, (sl, sll, vl), (sr, srr, vr) = by_pairs(form, nL, nR, raw, left, right)
+    return zncc_coefficient(np, n, raw4, sl, sll, vl, sr, srr, vr).reshape(shape).astype(dtype)
 
 
 _REFERENCE = None
@@ -622,6 +622,11 @@ def normalized_reference_np(mode, form, L, R, w):
     """The float64 reference of a normalized output (python/xcorr/_reference.py: direct sums over
     the window and summed-area tables, independent of the peers' FFT and conv2d)."""
     return reference_module().normalized(mode, form, np.asarray(L, np.float64), np.asarray(R, np.float64), tuple(w))
+
+
+def zncc_border_np(form, L, R, w):
+    """_reference.zncc_border: the outputs near the constant rule's border (either answer right)."""
+    return reference_module().zncc_border(form, np.asarray(L, np.float64), np.asarray(R, np.float64), tuple(w))
 
 
 def normalized_reference_cost(c) -> float:
@@ -1140,8 +1145,9 @@ class TorchZncc:
 
             def sat(x):
                 return F.pad(x.cumsum(1).cumsum(2), (1, 0, 1, 0))
-            left = (box_sums(sat(Ls), lrb, lre, lcb, lce), box_sums(sat(Ls * Ls), lrb, lre, lcb, lce), ml)
-            right = (box_sums(sat(Rs), rb, re, cb, ce), box_sums(sat(Rs * Rs), rb, re, cb, ce), mr)
+            vl, vr = (Ls * Ls).mean(dim=(1, 2), keepdim=True), (Rs * Rs).mean(dim=(1, 2), keepdim=True)
+            left = (box_sums(sat(Ls), lrb, lre, lcb, lce), box_sums(sat(Ls * Ls), lrb, lre, lcb, lce), vl)
+            right = (box_sums(sat(Rs), rb, re, cb, ce), box_sums(sat(Rs * Rs), rb, re, cb, ce), vr)
             raw = self.raw(Ls.float(), Rs.float())
         else:
             r = self.raw
@@ -1155,10 +1161,11 @@ class TorchZncc:
             s = F.avg_pool2d(torch.stack([x, x * x], 1), (c.hR, c.wR), stride=1, divisor_override=1)
             mask = F.pad(r.padded(torch.ones_like(L[:1])), full)  # (1, H, W): 1 where the left exists
             t = F.conv2d(mask[None], torch.cat([Rs, Rs * Rs])[:, None])[0]  # (2 nR, oh, ow)
-            left, right = (s[:, 0], s[:, 1], ml), (t[:c.nR], t[c.nR:], mr)
+            vl, vr = (Ls * Ls).mean(dim=(1, 2), keepdim=True), (Rs * Rs).mean(dim=(1, 2), keepdim=True)
+            left, right = (s[:, 0], s[:, 1], vl), (t[:c.nR], t[c.nR:], vr)
             raw = r(Ls, Rs)
-        raw4, (sl, sll, ml), (sr, srr, mr) = by_pairs(c.form, c.nL, c.nR, raw, left, right)
-        return zncc_coefficient(torch, n, raw4, sl, sll, ml, sr, srr, mr).reshape(c.out_shape).float()
+        raw4, (sl, sll, vl), (sr, srr, vr) = by_pairs(c.form, c.nL, c.nR, raw, left, right)
+        return zncc_coefficient(torch, n, raw4, sl, sll, vl, sr, srr, vr).reshape(c.out_shape).float()
 
 
 def make_peer(c: Case, torch):
@@ -1216,12 +1223,15 @@ def sampled_reference(torch, c: Case, L, R, positions: np.ndarray) -> np.ndarray
     return torch.cat(out).cpu().numpy()
 
 
-def compare(out: np.ndarray, ref: np.ndarray, normalize: str = "none") -> tuple[float, int]:
+def compare(out: np.ndarray, ref: np.ndarray, normalize: str = "none", border=None) -> tuple[float, int]:
     """(the error over the finite outputs, number of non-finite outputs): relative
-    ||out - ref|| / ||ref||, for zncc the largest absolute difference (reference.hpp's error_of)."""
+    ||out - ref|| / ||ref||, for zncc the largest absolute difference (reference.hpp's error_of)
+    outside `border` (zncc_border: the outputs the contract lets be 0 or the coefficient)."""
     out = np.asarray(out, dtype=np.float64)
     bad = int(np.count_nonzero(~np.isfinite(out)))
     ok = np.isfinite(out)
+    if border is not None:
+        ok &= ~np.asarray(border, bool).reshape(ok.shape)
     if normalize == "zncc":
         return (float(np.abs(out[ok] - ref[ok]).max()) if ok.any() else 0.0), bad
     num = np.linalg.norm((out[ok] - ref[ok]).ravel())
@@ -1248,7 +1258,8 @@ def sampled_normalized_reference(torch, c: Case, L, R, positions: np.ndarray) ->
     """The normalized definition in float64 on the GPU at the given flat output positions.
     zero-lag: sampled_reference over C(0, 0) of the pair (float64 dot products). zncc: per
     position the overlap's n, ΣL', ΣL'², ΣR', ΣR'², ΣL'R' as direct float64 sums over the right's
-    window of the zero-padded left (and of a padded ones mask), the data minus its float64 mean."""
+    window of the zero-padded left (and of a padded ones mask), the data minus its float64 mean;
+    returned with the positions near the constant rule's border (_reference.zncc_border's test)."""
     K, oh, ow = c.out_shape
     pl = pairs(c.form, c.nL, c.nR)
     k = positions // (oh * ow)
@@ -1264,11 +1275,13 @@ def sampled_normalized_reference(torch, c: Case, L, R, positions: np.ndarray) ->
     dy, dx = torch.as_tensor(c.window[0] + y, device=dev), torch.as_tensor(c.window[2] + x, device=dev)
     L64, R64 = L.double(), R.double()
     ml, mr = L64.mean(dim=(1, 2)), R64.mean(dim=(1, 2))
+    vl, vr = L64.var(dim=(1, 2), unbiased=False), R64.var(dim=(1, 2), unbiased=False)
     Lp = torch.nn.functional.pad(L64 - ml[:, None, None], (c.wR, c.wR, c.hR, c.hR))
     Mp = torch.nn.functional.pad(torch.ones((c.hL, c.wL), dtype=torch.float64, device=dev), (c.wR, c.wR, c.hR, c.hR))
     Rs = R64 - mr[:, None, None]
     rr, cc = torch.arange(c.hR, device=dev), torch.arange(c.wR, device=dev)
-    out = []
+    out, near = [], []
+    border = reference_module().BORDER
     step = max(1, int(2**25 // (c.hR * c.wR)))
     for a in range(0, len(positions), step):
         b = slice(a, a + step)
@@ -1280,8 +1293,11 @@ def sampled_normalized_reference(torch, c: Case, L, R, positions: np.ndarray) ->
         p = Lp[li[b][:, None, None], rows[:, :, None], cols[:, None, :]] * m
         r = Rs[ri[b]] * m
         sums = [t.sum(dim=(1, 2)) for t in (m, p, p * p, r, r * r, p * r)]
-        out.append(zncc_coefficient(torch, sums[0], sums[5], sums[1], sums[2], ml[li[b]], sums[3], sums[4], mr[ri[b]]))
-    return torch.cat(out).cpu().numpy()
+        out.append(zncc_coefficient(torch, sums[0], sums[5], sums[1], sums[2], vl[li[b]], sums[3], sums[4], vr[ri[b]]))
+        n = sums[0]
+        near.append((n > 0) & ((n * sums[2] - sums[1] ** 2 < border * n * n * vl[li[b]]) |
+                               (n * sums[4] - sums[3] ** 2 < border * n * n * vr[ri[b]])))
+    return torch.cat(out).cpu().numpy(), torch.cat(near).cpu().numpy()
 
 
 # --- the benchmark -----------------------------------------------------------------------------
@@ -1466,13 +1482,17 @@ class Bench:
                    else normalized_reference_np(c.normalize, c.form, Lh, Rh, c.window))
             got = out.float().cpu().numpy()
             what = f"all {ref.size} outputs"
+            border = zncc_border_np(c.form, Lh, Rh, c.window) if c.normalize == "zncc" else None
         else:
             pos = sample_positions(c.out_shape, CHECK_SAMPLES, np.random.default_rng(opt.seed + 4))
             ref = (sampled_reference(torch, c, L, R, pos) if c.normalize == "none"
                    else sampled_normalized_reference(torch, c, L, R, pos))
+            border = None
+            if c.normalize == "zncc":
+                ref, border = ref
             got = out.reshape(-1)[torch.as_tensor(pos, device=out.device)].float().cpu().numpy()
             what = f"{len(pos)} sampled outputs"
-        err, bad = compare(got, ref, c.normalize)
+        err, bad = compare(got, ref, c.normalize, border)
         tol = opt.check_tolerance if opt.check_tolerance > 0 else tolerance_for(c.normalize, c.variant)
         kind = "" if c.normalize == "none" else (", absolute error" if c.normalize == "zncc" else ", relative error")
         if bad:

@@ -12,7 +12,7 @@
 // the window touches everything (full, valid, same). A window that overlaps nowhere: the output is
 // set to 0 and nothing else runs.
 // zncc. Pearson's coefficient is unchanged when a constant is added to either matrix, so:
-//   1. the mean m of every crop of both stacks, in double (deterministic two-level reduction; any
+//   1. the mean m and variance of every crop of both stacks, in double (deterministic two-level reduction; any
 //      constant keeps the formulas below exact, the crop's own mean keeps the shifted data smallest);
 //   2. shifted float32 copies L' = L - m, R' = R - m of the crops (workspace), fused with the row pass of
 //      3. summed-area tables of (X', X'^2) in double, (h+1) x (w+1) per crop (row scan, column scan);
@@ -36,9 +36,10 @@
 //   those columns, every row (the same sums, so the same bits; normalize.cu: sampled_table);
 //   4. the variant's raw correlation C' of L' with R' (the caller runs it: raw_left/raw_right);
 //   5. an epilogue per output element: n, ΣL', ΣL'², ΣR', ΣR'² of the overlap (in crop coordinates) from the tables and
-//      (n·C' - ΣL'·ΣR') / sqrt((n·ΣL'² - ΣL'²)(n·ΣR'² - ΣR'²)), 0 where n = 0 or a factor is at most
-//      1e-6·n·ΣX² of the original data (ΣX² = ΣX'² + 2mΣX' + n·m²) or within the tables' rounding of
-//      0 (an exactly constant overlap, zero padding: normalize.cu, zncc_factor).
+//      (n·C' - ΣL'·ΣR') / sqrt((n·ΣL'² - ΣL'²)(n·ΣR'² - ΣR'²)), 0 where n = 0 or a part is constant:
+//      its variance at most 1e-6 of its crop's (the crop's variance from the mean pass, pivoted on
+//      the crop's first element, so no offset cancels it) or its factor within the tables' rounding
+//      of 0 (an exactly constant overlap, zero padding: normalize.cu, zncc_factor).
 //      Where the two tables of an output are small and read many times (normalize.cu:
 //      use_staged_epilogue), one block per output stages them in shared memory first (same bits);
 //      a left table of the fused prepass is then built there from the shifted copy rather than
@@ -154,10 +155,13 @@ private:
     size_t fused_smem_ = 0;           // its dynamic shared memory (the larger fused crop's)
     bool sampled_ = false;            // either stack's table keeps only some columns
     DeviceBuffer<float> lshift_, rshift_;  // shifted crops, count x crop h x crop w
-    DeviceBuffer<double> partial_;    // partial sums of the two-level mean: nL x the left's partials, then
-                                      // nR x the right's (a fused stack has none); then the segmented row
-                                      // pass's scratch (normalize.cu: seg_scratch_offset)
-    DeviceBuffer<double> mean_;       // nL + nR means of the crops, lefts first
+    DeviceBuffer<double> partial_;    // partial sums (double2: Σx, Σ(x - x0)²) of the two-level mean and
+                                      // variance: nL x the left's partials, then nR x the right's (a fused
+                                      // stack has none); then the segmented row pass's scratch
+                                      // (normalize.cu: seg_scratch_offset)
+    DeviceBuffer<double> mean_;       // nL + nR means of the crops, lefts first, then their nL + nR variances
+    double* lvar() const { return mean_.get() + p_.nL + p_.nR; }
+    double* rvar() const { return lvar() + p_.nL; }
     DeviceBuffer<double2> lsat_, rsat_;  // (Σx', Σx'²) tables, (h+1) x cols.width() per crop
     size_t strip_smem_ = 0;           // the strip prepass's dynamic shared memory (the wider strip stack's)
     DeviceBuffer<double2> col_total_;  // banded column pass: segment totals, lefts then rights

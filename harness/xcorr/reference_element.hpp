@@ -11,9 +11,23 @@
 
 namespace xcorr {
 
-// A factor under the root of the zncc coefficient at most this fraction of n·ΣX² (X the overlap of
-// one matrix) marks a constant overlap: the coefficient is 0 there (CONVENTIONS.md).
+// A part of one matrix (its overlap at a shift) whose variance is at most this fraction of the
+// variance of its whole matrix is constant: the zncc coefficient is 0 there (CONVENTIONS.md). Relative
+// to the matrix's spread, never to its magnitude, so that adding an offset changes nothing.
 inline constexpr double kConstantOverlap = 1e-6;
+
+// The variance of a whole matrix of `elems` floats (the scale of the constant-part test), in double
+// and in two passes (the mean, then the centred squares), so that an offset cancels nothing: the
+// variance of 30000 + noise of amplitude 1 keeps all its digits. 0 for an empty or constant matrix.
+XC_HD_INLINE double matrix_variance(const float* X, int64_t elems) {
+    if (elems <= 0) return 0.0;
+    double s = 0;
+    for (int64_t i = 0; i < elems; ++i) s += double(X[i]);
+    const double m = s / double(elems);
+    double q = 0;
+    for (int64_t i = 0; i < elems; ++i) q += (double(X[i]) - m) * (double(X[i]) - m);
+    return q / double(elems);
+}
 
 // C at shift (dy, dx) of one pair: sum over the overlap of L[r + dy][c + dx]·R[r][c], in double
 // (each product of two floats is exact in double); 0 without overlap.
@@ -29,9 +43,12 @@ XC_HD_INLINE double raw_at(const float* L, const float* R, int hL, int wL, int h
 // Pearson's coefficient of the two overlapping parts at shift (dy, dx). Two passes (the overlap's
 // means, then centred sums), so the reference has no cancellation of its own:
 // n·ΣLR - ΣL·ΣR = n·Σ(L - mL)(R - mR) and n·ΣL² - (ΣL)² = n·Σ(L - mL)², hence
-// coefficient = Σab / sqrt(Σa²·Σb²) with a = L - mL, b = R - mR, and the contract's constant-overlap
-// test "n·ΣL² - (ΣL)² <= 1e-6·n·ΣL²" is Σa² <= 1e-6·ΣL². 0 where n = 0 or either part is constant.
-XC_HD_INLINE double zncc_at(const float* L, const float* R, int hL, int wL, int hR, int wR, int dy, int dx) {
+// coefficient = Σab / sqrt(Σa²·Σb²) with a = L - mL, b = R - mR, and the contract's constant-part
+// test "the part's variance Σa²/n is at most 1e-6 of its whole matrix's variance vL" is
+// Σa² <= 1e-6·n·vL (vL, vR: matrix_variance of the pair's whole matrices). 0 where n = 0 or either
+// part is constant; an exactly constant part has Σa² = 0 exactly (its mean is exact), so it is 0.
+XC_HD_INLINE double zncc_at(const float* L, const float* R, int hL, int wL, int hR, int wR, int dy, int dx,
+                            double vL, double vR) {
     const Span rows = overlap_span(dy, hL, hR), cols = overlap_span(dx, wL, wR);
     const double n = double(rows.end - rows.begin) * double(cols.end - cols.begin);
     if (n == 0) return 0.0;
@@ -42,18 +59,15 @@ XC_HD_INLINE double zncc_at(const float* L, const float* R, int hL, int wL, int 
             sr += double(R[int64_t(r) * wR + c]);
         }
     const double ml = sl / n, mr = sr / n;
-    double sab = 0, saa = 0, sbb = 0, ql = 0, qr = 0;
+    double sab = 0, saa = 0, sbb = 0;
     for (int r = rows.begin; r < rows.end; ++r)
         for (int c = cols.begin; c < cols.end; ++c) {
-            const double l = L[int64_t(r + dy) * wL + c + dx], x = R[int64_t(r) * wR + c];
-            const double a = l - ml, b = x - mr;
+            const double a = L[int64_t(r + dy) * wL + c + dx] - ml, b = R[int64_t(r) * wR + c] - mr;
             sab += a * b;
             saa += a * a;
             sbb += b * b;
-            ql += l * l;
-            qr += x * x;
         }
-    if (saa <= kConstantOverlap * ql || sbb <= kConstantOverlap * qr) return 0.0;
+    if (saa <= kConstantOverlap * n * vL || sbb <= kConstantOverlap * n * vR) return 0.0;
     return sab / sqrt(saa * sbb);
 }
 
@@ -63,11 +77,12 @@ XC_HD_INLINE double zero_lag_at(const float* L, const float* R, int hL, int wL, 
     return c00 == 0 ? 0.0 : raw_at(L, R, hL, wL, hR, wR, dy, dx) / c00;
 }
 
-// The reference value of one pair's output at shift (dy, dx) under normalization `mode`.
+// The reference value of one pair's output at shift (dy, dx) under normalization `mode`; vL, vR:
+// matrix_variance of L and R (read by zncc alone; the caller computes them once per matrix).
 XC_HD_INLINE double reference_at(Normalize mode, const float* L, const float* R, int hL, int wL, int hR, int wR,
-                                 int dy, int dx) {
+                                 int dy, int dx, double vL, double vR) {
     switch (mode) {
-        case Normalize::Zncc: return zncc_at(L, R, hL, wL, hR, wR, dy, dx);
+        case Normalize::Zncc: return zncc_at(L, R, hL, wL, hR, wR, dy, dx, vL, vR);
         case Normalize::ZeroLag: return zero_lag_at(L, R, hL, wL, hR, wR, dy, dx);
         default: return raw_at(L, R, hL, wL, hR, wR, dy, dx);
     }

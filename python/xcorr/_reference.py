@@ -63,7 +63,7 @@ def _pairs(lsel, rsel, window):
 
 
 NORMALIZATIONS = ("none", "zncc", "zero-lag")
-CONSTANT_OVERLAP = 1e-6  # CONVENTIONS.md: a factor at most 1e-6·n·ΣX² marks a constant overlap
+CONSTANT_OVERLAP = 1e-6  # CONVENTIONS.md: a part whose variance is at most 1e-6 of its matrix's is constant
 
 
 def normalized(normalize, form, left, right, window):
@@ -115,22 +115,68 @@ def _box(t, r0, r1, c0, c1):
     return t[:, r1, c1] - t[:, r0, c1] - t[:, r1, c0] + t[:, r0, c0]
 
 
+def _changes(x):
+    """Summed-area tables (int64) of where each matrix of a stack changes from one element to the
+    next, along rows (h + 1, w) and down columns (h, w + 1): a box holds one value exactly when it
+    holds no change, counted exactly in integers, whatever the values' magnitude."""
+    across = np.zeros((x.shape[0], x.shape[1] + 1, x.shape[2]), np.int64)
+    across[:, 1:, 1:] = (x[:, :, 1:] != x[:, :, :-1]).cumsum(1).cumsum(2)
+    down = np.zeros((x.shape[0], x.shape[1], x.shape[2] + 1), np.int64)
+    down[:, 1:, 1:] = (x[:, 1:, :] != x[:, :-1, :]).cumsum(1).cumsum(2)
+    return across, down
+
+
+def _varies(x, r0, r1, c0, c1):
+    """Whether each box rows [r0, r1) x columns [c0, c1) (outer product) of each matrix of x holds
+    two different values (empty boxes: False): its changes along rows within columns [c0, c1 - 1)
+    and down columns within rows [r0, r1 - 1), from _changes."""
+    across, down = _changes(x)
+    c1m, r1m = np.maximum(c1 - 1, c0), np.maximum(r1 - 1, r0)
+    return (_box(across, r0, r1, c0, c1m) > 0) | (_box(down, r0, r1m, c0, c1) > 0)
+
+
+BORDER = 1e-4  # CONVENTIONS.md's accuracy line: parts with a variance below 1e-4 of their matrix's (a
+# standard deviation below 1e-2 of it) are near the constant rule's border, where either answer is right
+
+
+def zncc_border(form, left, right, window):
+    """Where the contract lets a zncc output be either 0 or the coefficient (bool, the shape of
+    normalized()'s output): either overlapping part has a variance below BORDER of its whole matrix's
+    (n > 0). What a check of another implementation exempts; the reference itself follows the rule."""
+    left, right = np.asarray(left, np.float64), np.asarray(right, np.float64)
+    li, ri = pair_indices(form, left.shape[0], right.shape[0])
+    dy0, dy1, dx0, dx1 = window
+    (_, hL, wL), (_, hR, wR) = left.shape, right.shape
+    rb, re, lrb, lre = _spans(dy0, dy1, hL, hR)
+    cb, ce, lcb, lce = _spans(dx0, dx1, wL, wR)
+    n = ((re - rb)[:, None] * (ce - cb)[None, :]).astype(np.float64)
+    near = np.zeros((len(li),) + n.shape, bool)
+    for x, idx, r0, r1, c0, c1 in ((left, li, lrb, lre, lcb, lce), (right, ri, rb, re, cb, ce)):
+        xs = x - x.mean(axis=(1, 2), keepdims=True)
+        v = (xs * xs).mean(axis=(1, 2))
+        s, q = _box(_tables(xs), r0, r1, c0, c1)[idx], _box(_tables(xs * xs), r0, r1, c0, c1)[idx]
+        near |= (n > 0) & (n * q - s * s < BORDER * n * n * v[idx, None, None])
+    return near
+
+
 def _zncc(left, right, li, ri, window):
     """Pearson's coefficient of the two overlapping parts per shift: (n·ΣLR - ΣL·ΣR) /
-    sqrt((n·ΣL² - (ΣL)²)(n·ΣR² - (ΣR)²)), 0 where n = 0 or a factor is at most 1e-6·n·ΣX².
+    sqrt((n·ΣL² - (ΣL)²)(n·ΣR² - (ΣR)²)), 0 where n = 0 or either part is constant.
 
-    The coefficient does not change when a constant is added to a matrix, so every matrix is first
-    shifted by its own mean (L' = L - mean(L)): the sums are then of the fluctuations, and the two
-    factors n·ΣX'² - (ΣX')², which equal the original ones exactly, cancel nothing on data such as
-    1000 + noise. ΣLR' comes from the direct correlation of L' with R'; the overlap sums ΣX', ΣX'²
-    from summed-area tables. The threshold's ΣX² of the original data is a direct sum (the
-    correlation of X² with ones): with no cancellation it is exactly 0 on an all-zero overlap,
-    where the factor from the tables is rounding noise that passed a threshold derived from them
-    (ΣX'² + 2m·ΣX' + n·m², noise as well): zero-padded data gave ±1 and NaN there."""
+    The coefficient does not change when a constant is added to a matrix or it is scaled by a
+    positive factor, and neither does this computation: every matrix is first shifted by its own
+    mean (L' = L - mean(L)), so the sums are of the fluctuations, and the two factors
+    f = n·ΣX'² - (ΣX')², which equal the original ones exactly, cancel nothing on data such as
+    30000 + noise. ΣLR' comes from the direct correlation of L' with R'; the overlap sums ΣX', ΣX'²
+    from summed-area tables. A part is constant (CONVENTIONS.md) where its variance f / n² is at most
+    1e-6 of its whole matrix's variance (relative to the spread, never to the magnitude), or where
+    it holds a single value (exactly constant: zero padding, a saturated patch), which integer
+    tables of the matrix's changes tell exactly: the factor from the tables is rounding noise there."""
     dy0, dy1, dx0, dx1 = window
     (_, hL, wL), (_, hR, wR) = left.shape, right.shape
     ml, mr = left.mean(axis=(1, 2)), right.mean(axis=(1, 2))
     ls, rs = left - ml[:, None, None], right - mr[:, None, None]
+    vl, vr = (ls * ls).mean(axis=(1, 2)), (rs * rs).mean(axis=(1, 2))
     raw = correlate_pairs(ls, rs, li, ri, window)
     rb, re, lrb, lre = _spans(dy0, dy1, hL, hR)
     cb, ce, lcb, lce = _spans(dx0, dx1, wL, wR)
@@ -138,10 +184,8 @@ def _zncc(left, right, li, ri, window):
     sl, ql = _box(_tables(ls), lrb, lre, lcb, lce)[li], _box(_tables(ls * ls), lrb, lre, lcb, lce)[li]
     sr, qr = _box(_tables(rs), rb, re, cb, ce)[ri], _box(_tables(rs * rs), rb, re, cb, ce)[ri]
     fl, fr = n * ql - sl * sl, n * qr - sr * sr
-    orig_l = correlate_pairs(left * left, np.ones_like(right), li, ri, window)
-    orig_r = correlate_pairs(np.ones_like(left), right * right, li, ri, window)
-    ok = (n > 0) & (orig_l > 0) & (orig_r > 0) & (fl > CONSTANT_OVERLAP * n * orig_l) & \
-        (fr > CONSTANT_OVERLAP * n * orig_r)
+    ok = (n > 0) & _varies(left, lrb, lre, lcb, lce)[li] & _varies(right, rb, re, cb, ce)[ri] & \
+        (fl > CONSTANT_OVERLAP * n * n * vl[li, None, None]) & (fr > CONSTANT_OVERLAP * n * n * vr[ri, None, None])
     out = np.zeros_like(raw)
     out[ok] = (n * raw - sl * sr)[ok] / np.sqrt(fl[ok] * fr[ok])
     return np.clip(out, -1.0, 1.0, out=out)  # a coefficient; rounding may step past ±1 by an ulp
