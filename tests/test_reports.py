@@ -419,7 +419,7 @@ def test_application_without_a_build_says_which_fallback_it_uses(tmp_path, capsy
     assert len(err) == 1 and "needs" in err[0] and "no-build" in err[0]
 
 
-# --- the figure plan stored with the results (docs/RESULTS.md, "members") ---
+# --- the figure plan stored with the results (docs/result-files.md, "members") ---
 
 def test_figures_are_drawn_from_the_members_the_runner_stored(fake_results, tmp_path):
     """The runner stores the expansion once; the reader takes it from the file, and derives the
