@@ -10,7 +10,7 @@
 // zeros outside the matrices; then 32 fully unrolled steps, each one FMA per lane fed by a
 // shuffle of the left window and a broadcast of the right buffer (left_shuffle=index, default;
 // left_shuffle=rotate shifts the window by two shuffles per step as the paper's code does, 3
-// shuffles per FMA instead of 2; timings: results/nvidia-h200/notes/02_warp_shuffle.md). Lanes
+// shuffles per FMA instead of 2; timings: notes/02_warp_shuffle.md). Lanes
 // whose overlap is narrower than the warp's column range multiply zeros instead of branching. The
 // next chunk's three loads are issued before the current chunk's 32 steps (prefetch across rows
 // and chunks).

@@ -24,7 +24,7 @@
 // (50 KB), likely more than the instruction cache holds (not profiled), so U, the steps per
 // unrolled iteration (U < 32: runtime broadcast and source lanes, one more shuffle per 32
 // steps), is chosen per (S, L) in the table below (measurements:
-// results/nvidia-h200/notes/04_grouped_overlap.md).
+// notes/04_grouped_overlap.md).
 // Loads for the next (row group, chunk) are issued before the current 32 steps. Blocks are issued
 // centre-out (heaviest first). The z grid dimension indexes the output matrices.
 #include <algorithm>

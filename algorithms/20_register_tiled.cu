@@ -38,7 +38,7 @@
 // tile for the reduction), so every element is written once per run. The full window runs its
 // own kernel instantiation (WINDOW = false), the code and the plan as before windows existed.
 //
-// Measurements, probes and history: results/nvidia-h200/notes/20_register_tiled.md.
+// Measurements, probes and history: notes/20_register_tiled.md.
 //
 // Staging uses 4-byte cp.async with zero fill, every copy of a chunk in flight at once.
 //
@@ -492,7 +492,7 @@ using Rows = Values<4, 8>;
 std::unique_ptr<Instance> make_register_tiled(const Problem& p, const Params& ps) {
     const int rows = param_int(ps, "rows");
     // auto: more rounds (finer split-K, better balance, a larger reduction) pay only when the
-    // problem is large (thresholds measured: results/nvidia-h200/notes/20_register_tiled.md).
+    // problem is large (thresholds measured: notes/20_register_tiled.md).
     const double f = p.fmas();
     const int waves = ps.at("waves") == "auto" ? (f < 1e9 ? 1 : f < 3e9 ? 2 : 4) : param_int(ps, "waves");
     if (p.out_h() > (1 << 30) / std::max(p.out_w(), 1))

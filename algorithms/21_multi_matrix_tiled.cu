@@ -32,7 +32,7 @@
 // floats; 4 distinct contiguous L vectors) against the 64 clocks its 256 FFMA occupy a scheduler,
 // so bandwidth is not the limit with lanes=rights; with lanes=lefts 8 lefts x 4 dx groups are 32
 // distinct vectors (4 wavefronts each), which is why that mapping is slower.
-// Measurements, probes and history: results/nvidia-h200/notes/21_multi_matrix_tiled.md.
+// Measurements, probes and history: notes/21_multi_matrix_tiled.md.
 //
 // Resource report (ptxas, sm_90; no spills, no stack frame in any instantiation), registers:
 //   lanes=rights: lefts=1 rows=2: rights 1/4/7 = 89/96/112; rows=4: 116/128/254;
@@ -350,7 +350,7 @@ XCORR_REGISTER_VARIANT(Variant{
         if (lanes == Lanes::Auto && nL > 1 && lefts == 1 && rights == 4) {
             // Fraction of the pair slots that hold real pairs under each mapping. lanes=lefts reads
             // 32 distinct L values per warp load and is shared-memory bound, so it must win on slot
-            // use by a clear margin (measured: results/nvidia-h200/notes/21_multi_matrix_tiled.md).
+            // use by a clear margin (measured: notes/21_multi_matrix_tiled.md).
             auto use = [](int n, int g) { return double(n) / (ceil_div(n, g) * g); };
             const double by_rights = use(M, 32), by_lefts = use(nL, 8) * use(M, 4);
             if (by_lefts > 1.5 * by_rights) mode = kLanesLefts;

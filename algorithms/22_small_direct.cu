@@ -25,7 +25,7 @@
 // to 128, wR4 = wR rounded up to 4), independent of the window's height; problems needing more
 // than 200 KB (about 100 x 100 with the full window) are refused.
 // Bottleneck: latency (launch, one global round trip, two barriers; timings:
-// results/nvidia-h200/notes/22_small_direct.md); from 64 x 64 on, the 2 LDS.128 + 1 broadcast per
+// notes/22_small_direct.md); from 64 x 64 on, the 2 LDS.128 + 1 broadcast per
 // 16 FMAs with 2 warps per SMSP and a 4-deep FMA chain per accumulator make it slower than
 // register-tiled beyond ~80 x 80.
 #include <cuda_runtime.h>

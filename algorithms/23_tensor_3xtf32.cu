@@ -57,7 +57,7 @@
 //   3xtf32 (__launch_bounds__(128, 3)): rights NT=2 152 registers, NT=1 143; rows 129.
 //   tf32 (__launch_bounds__(128, 2)): rights NT=2 148, NT=1 144; rows 161.
 //   Dynamic shared memory (2 stages): rights NT=2 22528 B, NT=1 14080 B; rows 12128 B.
-// Measurements, probes and history: results/nvidia-h200/notes/23_tensor_3xtf32.md.
+// Measurements, probes and history: notes/23_tensor_3xtf32.md.
 #include <algorithm>
 #include <cstdint>
 #include <string>

@@ -42,7 +42,7 @@
 //
 // Resources (ptxas -v, sm_90, CUDA 13.0): 168 registers, no spills, no stack; 55296 B of dynamic
 // shared memory (2 stages); 3 blocks (12 warps) per SM. At 128 registers (4 blocks) it spills.
-// Measurements, probes and history: results/nvidia-h200/notes/24_tensor_presplit.md.
+// Measurements, probes and history: notes/24_tensor_presplit.md.
 #include <cstdint>
 #include <memory>
 

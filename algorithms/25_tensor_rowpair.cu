@@ -39,7 +39,7 @@
 // Resources (ptxas -v, sm_90, CUDA 13.0): 158 registers, no spills; 69632 B of dynamic shared
 // memory (2 stages); 3 blocks (12 warps) per SM. Holding all 20 B pairs of a row spills (168
 // registers and 136 B), so k step s loads pairs s + 1 and carries them to step s + 1.
-// Measurements, probes and history: results/nvidia-h200/notes/25_tensor_rowpair.md.
+// Measurements, probes and history: notes/25_tensor_rowpair.md.
 #include <cstdint>
 #include <memory>
 

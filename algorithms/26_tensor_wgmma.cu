@@ -51,8 +51,8 @@
 // top of the row loop). So before step s loads its A, the kernel waits for step s of the previous
 // row (wgmma.wait_group ke - 1: the 3 later steps stay in flight). Before windows the kernel had
 // no such wait (one WARPGROUP.DEPBAR per chunk) and passed by timing alone: under
-// compute-sanitizer, warps running apart gave errors of 1e-5 (results/nvidia-h200/notes).
-// Measurements, probes and history: results/nvidia-h200/notes/26_tensor_wgmma.md.
+// compute-sanitizer, warps running apart gave errors of 1e-5 (notes/26_tensor_wgmma.md).
+// Measurements, probes and history: notes/26_tensor_wgmma.md.
 #include <algorithm>
 #include <cstdint>
 #include <memory>

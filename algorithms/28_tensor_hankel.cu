@@ -2,7 +2,7 @@
 // Hankel-matrix product) on mma.sync m16n8k8, in 3xTF32 (FP32-class accuracy, variant
 // tensor-hankel) or plain TF32 (tensor-hankel-tf32, seed 004's arithmetic). Signals only
 // (hL == hR == 1: the registry refuses other shapes before make()). Measurements and history:
-// results/nvidia-h200/notes/28_tensor_hankel.md.
+// notes/28_tensor_hankel.md.
 //
 // Algorithm. C(d) = sum_k L[d + k] R[k], L zero outside [0, wL), k over the right signal (the
 // template, K = wR). For the NB = 16 rights R_0 .. R_15 of one left and a block of consecutive

@@ -83,7 +83,7 @@
 // estimate: where it cannot make a plan for want of memory (PlanTooLarge), the factory halves K
 // and plans again, down to one right per chunk (launch=graph then runs as plain launches).
 //
-// Measurements, probes and history: results/nvidia-h200/notes/50_fft.md.
+// Measurements, probes and history: notes/50_fft.md.
 //
 // Plans. `fft` takes its plans from a process-wide cache keyed by (P, Q, batch, direction, device),
 // so a later instance of the same shape on the same GPU creates none. The cache is guarded by a
@@ -276,7 +276,7 @@ __global__ void __launch_bounds__(kThreads) product_kernel(ProductArgs a) {
 // pairs. A thread owns one 16-byte element pair of every slot of one tile: it loads TL left and
 // TR right float4 once and writes TL * TR products, so a product costs 16 bytes of writes and
 // (TL + TR) / (TL * TR) x 16 bytes of reads instead of 32 (product_kernel reads both spectra per
-// product; its share of the time: results/nvidia-h200/notes/50_fft.md). blockIdx.y walks the tiles,
+// product; its share of the time: notes/50_fft.md). blockIdx.y walks the tiles,
 // left tiles fastest (strided beyond 65535); the x dimension of the grid walks the elements.
 // Product slot of left i and chunk right jj: jj * nL + i (right-major, as output_of_slot expects).
 constexpr int kTileL = 4, kTileR = 4;
@@ -864,7 +864,7 @@ private:
 // factor of ~7 for other seeds, shapes and sizes.
 constexpr double kTolerance = 2e-6;
 
-// Defaults from the H200 measurements (results/nvidia-h200/notes/50_fft.md): with cached plans
+// Defaults from the H200 measurements (notes/50_fft.md): with cached plans
 // out-of-place is as fast or faster on large batches; creating the plans of the in-place layout
 // costs less at small sizes, which dominates fft+plan there.
 // Any rectangle of shifts (header comment, "Windows"); the named kinds are listed as well so that

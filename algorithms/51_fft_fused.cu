@@ -84,7 +84,7 @@
 // conflicts; the CPU test of the team DFT checks every padded size's exchanges (one team a
 // half-warp, or two of 8 at padded_pair_pitch). N = 32 and 96
 // (4 teams a half-warp) keep the rotated exchange (row r shifted by r) and pitch Qh + 1 (ncu
-// counts: results/nvidia-h200/notes/51_fft_fused.md).
+// counts: notes/51_fft_fused.md).
 //
 // Why this beats five cuFFT passes: per 96 x 96 right matrix of the real-data shape it moves
 // 36 KB in and 146 KB out of DRAM plus 149 KB of left spectrum from L2 (the fft variant moves
@@ -102,7 +102,7 @@
 // 126 / 122 (384);
 // zero_outside_kernel 31 (256). Shared memory (dynamic): (rows pitch + N) x 8 bytes (Geometry),
 // 161 KB at N = 192 (one block per SM), 76 KB at 128.
-// Measurements, probes and history: results/nvidia-h200/notes/51_fft_fused.md.
+// Measurements, probes and history: notes/51_fft_fused.md.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -541,7 +541,7 @@ __global__ void __launch_bounds__(Geometry<N>::threads, Geometry<N>::pair_blocks
 // cols (SN (TC + 1) + TW) x 8 bytes (43 KB at N = 512, 52 KB at 1024, 66 KB at 384 and 768),
 // both_kernel (2 SN (TC / 2 + 1) + TW) x 8 bytes (48 KB at 512), kCorrelateBoth (2 SN (TC + 1) + TW)
 // x 8 bytes (95 KB at 1024); TW = N twiddles (N + T for mixed plans).
-// Measurements of the staged path: results/nvidia-h200/notes/51_fft_fused.md.
+// Measurements of the staged path: notes/51_fft_fused.md.
 
 // Complex numbers per row of R and H: Qh = N / 2 + 1 rounded up to 16 (128-byte rows). The column
 // passes write H (and read R) in pieces of TC adjacent columns of each row, TC x 8 = 32 or 64
@@ -803,7 +803,7 @@ enum ColMode : int { kForward = 0, kCorrelate = 1, kPair = 2, kCorrelateBoth = 3
 
 // Phase 2: blockIdx.x = tile of TC columns, blockIdx.y strides over the launch's matrices/outputs.
 // Blocks per SM declared (each an A/B against the default or the previous bound:
-// results/nvidia-h200/notes/51_fft_fused.md): kPair three at N = 512 and 1024 (80 registers; four,
+// notes/51_fft_fused.md): kPair three at N = 512 and 1024 (80 registers; four,
 // at 64, lost 3-7%; at 256 its default stands: 89-93 registers, 80 since 3756218's copies);
 // kCorrelate three at 256 and 1024 (80 registers with the padded exchange: 1-to-32 at 128 -11%,
 // at 512 -8%) but two at 512 (at most 128), where three cost 1-to-8 6% for 2-4% elsewhere. The
@@ -833,7 +833,7 @@ __global__ void __launch_bounds__(Staged<N>::threads, cols_min_blocks<N, MODE>()
     // of its last one (staged, read and written only inside the block), so that every warp passes
     // the same named barriers before the block's: racecheck orders shared-memory accesses across
     // __syncthreads only then (a race-free minimal kernel reproduces its false report:
-    // results/nvidia-h200/probes/three-stage-1024-d301b14). Smaller teams skip surplus columns.
+    // probes-archive:results/nvidia-h200/probes/three-stage-1024-d301b14). Smaller teams skip surplus columns.
     constexpr bool kEveryTeam = T > kWarp;
     const bool surplus = tm.id >= ncols;
     const int c = kEveryTeam ? min(c0 + tm.id, G::Qh - 1) : c0 + tm.id;
@@ -897,7 +897,7 @@ __global__ void __launch_bounds__(Staged<N>::threads, cols_min_blocks<N, MODE>()
 // where kCorrelateBoth's single team runs three (the left's, the right's with the product, the
 // inverse), over twice the blocks (TB = teams / 2 columns each). Teams of whole warps (N = 1024)
 // keep kCorrelateBoth: a left team passes fewer named barriers than its right before the block's
-// barrier (racecheck: probes/three-stage-1024-d301b14).
+// barrier (racecheck: probes-archive:results/nvidia-h200/probes/three-stage-1024-d301b14).
 template <int N>
 __global__ void __launch_bounds__(Staged<N>::threads) both_kernel(StagedArgs a) {
     using G = Staged<N>;
@@ -1204,7 +1204,7 @@ private:
     // once a group rather than once a pair. Where all the spectra fit, grouping saves no DRAM and
     // its order costs; where a group's lefts do not fit beside the pass's H writes, it saves little
     // (H100 A/B at 32-to-32: N = 512 -10%, N = 256 / 768 / 1024 +2-4% when grouped:
-    // results/nvidia-h100-80gb-hbm3/probes/pair-groups-1135654/). XCORR_FFT_PAIR_GROUPS forces it.
+    // probes-archive:results/nvidia-h100-80gb-hbm3/probes/pair-groups-1135654/). XCORR_FFT_PAIR_GROUPS forces it.
     int pair_group() const {
         if (const int forced = env_switch("XCORR_FFT_PAIR_GROUPS"); forced >= 0) return forced ? int(kPairGroup) : 1;
         int dev = 0, l2 = 0;
@@ -1220,7 +1220,7 @@ private:
     // lefts' column pass (for one-to-one there is none: both_kernel transforms the left's columns).
     // That pays while the rights' rows are few: an A/B over the staged forms' shapes, the merge
     // forced either way in one build, found every shape of up to 512 row pairs faster or level and
-    // every shape beyond level or slower (results/nvidia-h100-80gb-hbm3/probes/merge-rows-f76efb0/).
+    // every shape beyond level or slower (probes-archive:results/nvidia-h100-80gb-hbm3/probes/merge-rows-f76efb0/).
     // XCORR_FFT_MERGE_ROWS forces it.
     static constexpr int64_t kMergeRowPairs = 512;
     bool merge_rows() const {

@@ -70,14 +70,14 @@ static_assert(kThreads / kWarp == kColSegments, "scan_columns: one warp per colu
 // limit (2 x (104 + 4 static + 1 reserved) of the SM's 228 KB); the 39 x 37 crop of zncc_frames
 // (30 KB, 34 KB with the static 4 KB) runs six per SM, and its 69 x 70 crops (53 x 54 template,
 // 98.8 KB) fit, which at 96 KB took the two-level mean and the strip prepass, slower
-// (results/nvidia-h200/probes/zncc-frames-prepass-9957db0/).
+// (probes-archive:results/nvidia-h200/probes/zncc-frames-prepass-9957db0/).
 constexpr size_t kFusedSmemBytes = 104 * 1024;
 // But a stack the strip prepass would take (many crops, narrow tables) whose crops need more than
 // kStripOverFusedBytes of the fused prepass's shared memory (three blocks per SM or fewer) takes the
 // strip prepass, and the other stack the four-kernel path: zncc_frames' 1000 crops of 69 x 70
 // (98.8 KB, two blocks per SM, 42% of issue slots busy) took 89.6 us in the fused prepass, and the
 // whole ZNCC call 180.3 us against 173.1 this way; its 39 x 37 crops (34 KB, six blocks per SM) keep
-// the fused prepass: 63.3 us against 99.0 through the strip (results/nvidia-h200/probes/
+// the fused prepass: 63.3 us against 99.0 through the strip (probes-archive:results/nvidia-h200/probes/
 // strip-prepass-a38869d/).
 constexpr size_t kStripOverFusedBytes = 64 * 1024;
 
@@ -228,7 +228,7 @@ __global__ void partial_sums_kernel(Stacks st) {
         const float* x = s.crop_row(m, 0);
         // Crops of whole rows (cw == w) are contiguous in the input; others walk a CropCursor. (The
         // cursor's offset is i there too, but without the test the kernel measured slower on crops
-        // that are not contiguous: results/nvidia-h200/probes/crop-cursor-ee6aeaf.)
+        // that are not contiguous: probes-archive:results/nvidia-h200/probes/crop-cursor-ee6aeaf.)
         const int first = begin + int(threadIdx.x);
         CropCursor cur(first, s.cw);
         // kPartialAhead loads in flight, then added in order: thread t's elements and order as one
@@ -380,7 +380,7 @@ __device__ __forceinline__ double2 lane_prefix(double a, double q, double carry_
 // p + s_{kChunk-1}. Global memory is read and written in scan_span's coalesced order (lane l:
 // columns b0 + 32i + l) and transposed through the warp's ChunkStage in shared memory: lanes that
 // load and store their own 8 columns directly sit 32 B (floats) and 128 B (double2) apart, which
-// made a first version slower than scan_span (results/nvidia-h200/probes/chunked-rows-c6bd7c6/).
+// made a first version slower than scan_span (probes-archive:results/nvidia-h200/probes/chunked-rows-c6bd7c6/).
 // Stage layouts, both conflict-free for the owner's accesses: x' of column k of the chunk at
 // k + k / kChunk (owner lane l reads 9l + j: distinct banks), entry k at (k / kChunk)·(kChunk + 1)
 // + k % kChunk (16-byte accesses, 8 lanes a phase: distinct bank quads both ways). Returns the
@@ -767,7 +767,7 @@ __global__ void col_band_scan_kernel(Stacks st, ColScratch scratch) {
 // totals per chunk, p = carry + (that scan one lane back, +0 for lane 0), entry p + s_j, the next
 // carry lane 31's p + s_{k-1} (tests/test_normalize_fused.py models both with one function). Rows
 // of up to 192 columns take one chunk: one warp scan a row where scan_span's order takes one per 32
-// columns (its shuffles made the strip prepass issue-bound: results/nvidia-h200/probes/
+// columns (its shuffles made the strip prepass issue-bound: probes-archive:results/nvidia-h200/probes/
 // strip-prepass-a38869d/). kLaneRunMax = 6 keeps the kernel at 64 registers, 4 blocks per SM (8: 80
 // registers, 3 blocks, slower). A lane reads and writes its run directly (k <= 6 floats 4·k bytes
 // apart: the short rows of this kernel, the loads cached; its table row is in shared memory), and

@@ -206,7 +206,7 @@ def test_no_driver_is_named_as_such(xcorr, gpu_info):
     one_line_error(run([xcorr, "info"]), 3, "no NVIDIA driver / no GPU on this machine")
 
 
-# --- environment switches (README, "Environment switches") -----------------------------------
+# --- environment switches (docs/cli.md, "Environment switches") ------------------------------
 
 def env_settings(xcorr):
     """{name: values} of the switches `xcorr help` lists (harness/core.cpp's env_settings())."""
@@ -219,8 +219,8 @@ def env_settings(xcorr):
 def test_help_and_readme_list_the_same_switches(xcorr):
     listed = env_settings(xcorr)
     assert len(listed) >= 9 and "XCORR_NO_GRAPH" in listed and listed["XCORR_NO_GRAPH"] == "0|1"
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    table = readme.split("### Environment switches", 1)[1].split("\n## ", 1)[0]
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text()
+    table = readme.split("## Environment switches", 1)[1].split("\n## ", 1)[0]
     rows = dict(re.findall(r"^\| `(XCORR_[A-Z0-9_]+)` \| ([^|]+?) \|", table, re.M))
     assert rows == {k: ("0, 1" if v == "0|1" else v) for k, v in listed.items()}
 

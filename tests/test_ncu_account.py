@@ -1,4 +1,5 @@
-"""scripts/ncu_account.py on the committed ncu probe of the FFT cases (issue #25)."""
+"""scripts/ncu_account.py on the committed ncu probe of the FFT cases (issue #25): the probes' CSVs
+kept in tests/fixtures/ (the probes themselves are in the probes-archive tag)."""
 import subprocess
 import sys
 
@@ -10,7 +11,7 @@ from suite_helpers import ROOT
 sys.path.insert(0, str(ROOT / "scripts"))
 import ncu_account  # noqa: E402
 
-PROBE = ROOT / "results" / "nvidia-h200" / "probes" / "ncu-fft-6a5b521"
+PROBE = ROOT / "tests" / "fixtures" / "ncu-fft-6a5b521"
 
 
 def calls(names: str) -> list:
@@ -56,7 +57,7 @@ def test_account_with_stalls_of_the_committed_h100_probe():
     """Session 33's probe (H100, scripts/ncu-fft-account with WarpStateStats): ours and cuFFT's
     kernels side by side, each with its warps an SM, instructions and top stalls, and the call's
     instructions at the best issue rate of its kernels."""
-    probe = ROOT / "results" / "nvidia-h100-80gb-hbm3" / "probes" / "ncu-stalls-6d198ad" / "ncu-account"
+    probe = ROOT / "tests" / "fixtures" / "ncu-stalls-6d198ad"
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "ncu_account.py"), str(probe),
                         "--summary", str(ROOT / "results" / "nvidia-h100-80gb-hbm3" / "summary.csv")],
                        capture_output=True, text=True, check=True)
@@ -85,7 +86,7 @@ def test_account_of_named_cases_with_windows_and_normalization():
     """Cases named by their four sizes, with a window and a normalization (zncc_frames' probe): each
     finds its summary row (the benchmark line), and the window crop's gather_flat_kernel, timed in
     a cropped raw call, counts among the call's kernels while the check's gather_kernel does not."""
-    probe = ROOT / "results" / "nvidia-h200" / "probes" / "strip-prepass-a38869d"
+    probe = ROOT / "tests" / "fixtures" / "ncu-strip-prepass-a38869d"
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "ncu_account.py"), str(probe),
                         "--summary", str(ROOT / "results" / "nvidia-h200" / "summary.csv")],
                        capture_output=True, text=True, check=True)

@@ -108,7 +108,7 @@ def numpy_verdict(path):
 
 def python_spelling(data):
     """The Python spellings that numpy reads in a header but never writes, which the tool refuses
-    (README): string prefixes, escapes and line continuations, triple quotes, adjacent strings,
+    (docs/computed.md): string prefixes, escapes and line continuations, triple quotes, adjacent strings,
     0x/0o/0b integers. None for a header without them."""
     lenfmt = "<H" if data[6] == 1 else "<I"
     start = 8 + struct.calcsize(lenfmt)
@@ -208,9 +208,9 @@ KNOWN = {
     "extra key": (npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), 'x': 1}", F4(12)), "refuse"),
     "shape as a list": (npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': [3, 4]}", F4(12)), "refuse"),
     "header over numpy's 10000 characters": (npy_file(header_of("(3, 4)") + " " * 10000, F4(12)), "refuse"),
-    # np.load reads the declared count and ignores the rest; the tool refuses it (README)
+    # np.load reads the declared count and ignores the rest; the tool refuses it (docs/computed.md)
     "trailing bytes": (npy_file(header_of("(3, 4)"), F4(13)), "refuse"),
-    # correlated as inf (exit 0); refused by design (README)
+    # correlated as inf (exit 0); refused by design (docs/computed.md)
     "float64 beyond float32's range": (npy_file(header_of("(3, 4)", "<f8"), np.full(12, 1e300).tobytes()),
                                        "refuse"),
     # numpy (Python's parser) refuses 200 nested brackets, the header's dict one of them; the tool

@@ -468,7 +468,7 @@ def test_the_size_check_does_not_overflow():
 
 
 def test_a_bad_switch_raises_value_error_before_the_gpu(monkeypatch):
-    """The library's environment switches (README, "Environment switches") are checked when a Plan
+    """The library's environment switches (docs/cli.md, "Environment switches") are checked when a Plan
     is made, GPU or not: a value it would misread is a ValueError naming it, not NoGPUError, not a
     failure at the first launch that reads it."""
     monkeypatch.setenv("XCORR_NO_GRAPH", "yes")

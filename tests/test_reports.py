@@ -419,7 +419,7 @@ def test_application_without_a_build_says_which_fallback_it_uses(tmp_path, capsy
     assert len(err) == 1 and "needs" in err[0] and "no-build" in err[0]
 
 
-# --- the figure plan stored with the results (docs/RESULTS.md, "members") ---
+# --- the figure plan stored with the results (docs/result-files.md, "members") ---
 
 def test_figures_are_drawn_from_the_members_the_runner_stored(fake_results, tmp_path):
     """The runner stores the expansion once; the reader takes it from the file, and derives the
@@ -469,7 +469,7 @@ def test_bench_summary_reads_aggregates_only_files():
     """scripts/bench-summary of a file written with --benchmark_report_aggregates_only (the probes'):
     each case's mean, with its cv from the stddev row; before, such a file printed an empty table."""
     import subprocess
-    src = ROOT / "results" / "nvidia-h200" / "probes" / "fused-fullmap-d5197a9.json"
+    src = ROOT / "tests" / "fixtures" / "bench-aggregates-only-d5197a9.json"  # a probe (probes-archive tag)
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench-summary"), str(src)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     rows = [l.split() for l in r.stdout.splitlines()[2:]]

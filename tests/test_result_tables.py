@@ -122,14 +122,16 @@ def test_headline_cells_take_the_fastest_raw_full_output_run_per_column():
 
 
 def test_readme_holds_the_committed_headline_and_window_tables():
-    """The README's results table is results/nvidia-h200/headline.md's, its window table the
-    winners of window_table.csv (scripts/table.py --readme): hand-kept, the window table's rows of
-    128 to 512 were three remeasurements old."""
+    """README.md's results table is results/nvidia-h200/headline.md's, and docs/results.md holds it
+    and the window table, the winners of window_table.csv (scripts/table.py --readme): hand-kept,
+    the window table's rows of 128 to 512 were three remeasurements old."""
     from xcsuite.cli import table
-    readme = (ROOT / "README.md").read_text()
-    for name in table.README_BLOCKS:
-        assert table.readme_with_tables(readme, ROOT / "results" / "nvidia-h200", [name]) == readme, \
-            f"README.md's {name} table differs from results/nvidia-h200's: run scripts/table.py --readme"
+    for doc, names in (("README.md", ["headline"]), ("docs/results.md", list(table.README_BLOCKS))):
+        assert doc in table.DOC_FILES
+        readme = (ROOT / doc).read_text()
+        for name in names:
+            assert table.readme_with_tables(readme, ROOT / "results" / "nvidia-h200", [name]) == readme, \
+                f"{doc}'s {name} table differs from results/nvidia-h200's: run scripts/table.py --readme"
     assert "| 256 | fft-fused 11.1 µs |" in table.readme_block("window", ROOT / "results" / "nvidia-h200")
     with pytest.raises(ValueError, match="no block"):
         table.readme_with_tables("no markers here", ROOT / "results" / "nvidia-h200")

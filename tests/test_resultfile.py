@@ -1,4 +1,4 @@
-"""The results file format 2 (xcsuite/resultfile.py, docs/RESULTS.md): the conversion
+"""The results file format 2 (xcsuite/resultfile.py, docs/result-files.md): the conversion
 from format 1 keeps every repetition's time and counters float-exact, and the committed results
 are format 2 and consistent with their case keys."""
 import json

@@ -1,5 +1,5 @@
 """The results file format (results/<gpu>/<experiment>.json), version 2: one record per case
-holding every repetition, the provenance once per file. docs/RESULTS.md describes it for readers;
+holding every repetition, the provenance once per file. docs/result-files.md describes it for readers;
 this module is its only reader and writer.
 
 A record keeps the Google Benchmark entries of one case losslessly: the fields equal in all of

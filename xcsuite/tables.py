@@ -186,7 +186,7 @@ def build_window_table(pts: pd.DataFrame) -> pd.DataFrame:
 
 
 def window_markdown(table: pd.DataFrame, winners_only: bool = False) -> str:
-    """window_table.md's table; winners_only: each cell its winner and time alone (the README's)."""
+    """window_table.md's table; winners_only: each cell its winner and time alone (docs/results.md's)."""
     cols = window_columns()
     head = "| N x N | " + " | ".join(label for label, _ in cols) + " |\n" + "|---" * (len(cols) + 1) + "|\n"
     lines = []

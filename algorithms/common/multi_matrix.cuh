@@ -63,7 +63,7 @@ inline Geometry geometry(const Problem& p) {
 // tall or all short); top-down order mixes heights better (a round-robin model of the shuffles per
 // SM: busiest / average 1.65 centre-first against 1.375 top-down). So the kernels run centre-first
 // only when the grid exceeds one wave of resident blocks (measured with both orders forced:
-// results/nvidia-h200/notes/10_multi_matrix_right.md).
+// notes/10_multi_matrix_right.md).
 // Row block of this block: blockIdx.z, centre-first or top-down as the host chose (BlockOrder,
 // harness/xcorr/multi_matrix_launch.cuh).
 __device__ __forceinline__ int row_block(bool centre_first) {

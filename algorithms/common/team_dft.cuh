@@ -136,7 +136,7 @@ __device__ __forceinline__ void dft(float2 (&v)[R]) {
 // E elements per thread, T = N / E threads. Two stages (radix E, then radix T) where T divides
 // E; three (radix E, E, then R3 = T / E) where N = R3 E^2 (N = 512: E = 16, a warp a team,
 // R3 = 2; N = 1024: E = 16, two warps a team, R3 = 4): half the registers and twice the threads
-// of E = 32, for the staged kernels, which are latency-bound (results/nvidia-h200/notes/51_fft_fused.md).
+// of E = 32, for the staged kernels, which are latency-bound (notes/51_fft_fused.md).
 // Mixed (R1 > 0; N = 384 and 768, which neither of those fits): radix R1, then R2 = T / R1, then
 // E, each dividing E (N = 384: 4, 4, 24 with T = 16; 768: 4, 8, 24 with T = 32), so that the
 // staged path has the fast sizes between 256, 512 and 1024 (outputs of 257 .. 383 and 513 .. 767

@@ -54,7 +54,7 @@ PieceLayout layout_of(const Problem& batch, const Piece& c);
 // spectrum is made once, which wins when the copies run at the link's rate; with both pageable,
 // every block's rights are bounced through host memory on the thread that also drains the outputs,
 // and whole lefts (one bounce of the right stack, at the start) win (measured:
-// results/nvidia-h200/probes/multi-gpu-c0fab6d/README.md, items 5 to 7).
+// probes-archive:results/nvidia-h200/probes/multi-gpu-c0fab6d/README.md, items 5 to 7).
 enum class Split { Auto, Lefts, Blocks };
 Split parse_split(const std::string& text);  // "auto", "lefts" or "blocks"; UsageError otherwise
 const char* split_name(Split split);

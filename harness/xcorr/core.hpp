@@ -1,6 +1,6 @@
 // Core vocabulary shared by the harness, the algorithms and the tools: forms, problem shapes,
 // parameter sets and the error types that map onto the tools' exit codes.
-// The contract these encode is docs/CONVENTIONS.md (summarised in README.md): the cross-correlation
+// The contract these encode is docs/CONVENTIONS.md (summarised in docs/computed.md): the cross-correlation
 // C(dy, dx) = sum_{r,c} L[r+dy][c+dx] * R[r][c] over a window of shifts (dy, dx), by default the full
 // output C[y][x] with dy = y - (hR - 1), dx = x - (wR - 1), over stacks laid out as below.
 #pragma once

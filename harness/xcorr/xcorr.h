@@ -27,7 +27,7 @@ extern "C" {
 typedef enum xcorr_status {
     XCORR_OK = 0,
     XCORR_ERROR_USAGE = 2,   /* bad spec or input, unsupported problem, too large for the GPU, or an
-                                environment switch out of its range (README, "Environment switches") */
+                                environment switch out of its range (docs/cli.md, "Environment switches") */
     XCORR_ERROR_NO_GPU = 3,  /* no usable CUDA GPU, or one this build has no code for */
     XCORR_ERROR_CUDA = 4,    /* any other CUDA or cuFFT failure */
     XCORR_ERROR_INTERNAL = 5 /* anything else (a bug) */

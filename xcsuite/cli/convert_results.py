@@ -1,5 +1,5 @@
 """Rewrites results files of format 1 (merged Google Benchmark JSON) in format 2 (one record per
-case with every repetition; docs/RESULTS.md), in place and atomically. Lossless: each case's
+case with every repetition; docs/result-files.md), in place and atomically. Lossless: each case's
 entries are rebuilt from its record and compared before anything is written. Files already in
 format 2 are left alone. Reading needs no conversion (the scripts read format 1 too); this
 shrinks the files (results/nvidia-h200: 34 MB to 4 MB).
