@@ -105,15 +105,17 @@ def test_run_validate_end_to_end(gpu, registry, tmp_path, name):
 
 
 def test_validate_catches_a_wrong_result(gpu, tmp_path, overlap_wise):
-    """--validate must be able to fail: a NaN in the input makes the output non-finite, which
-    the validation reports (exit 1) instead of writing the file."""
+    """--validate must be able to fail, and say why: a NaN in the input makes the output
+    non-finite, which the validation reports (exit 2: the data, not the algorithm, naming the input
+    and its count of non-finite values) instead of writing the file."""
     left = np.ones((4, 4), np.float32)
     left[1, 1] = np.nan
     right = np.ones((3, 3), np.float32)
     out = tmp_path / "o.npy"
     r = run([binary("xcorr"), "run", "--algorithm", "overlap-wise", "--form", "one-to-one", "--validate",
              save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right), "--out", str(out)])
-    assert r.returncode == 1 and "FAILED" in r.stdout
+    assert r.returncode == 2 and "FAILED" in r.stdout
+    assert "holds 1 non-finite value" in r.stderr and "l.npy" in r.stderr
     assert not out.exists()
 
 
