@@ -34,7 +34,7 @@ from pathlib import Path
 # beside this file); its names are kept here for this module's callers (tests/test_plan.py).
 from gen_auto_table import (FACTS, FORMS, NOT_CANDIDATES, SIGNALS, fft_need, fit, fit_floor,  # noqa: F401
                             fit_models, is_fft, is_signal, out_count, overlap_sum, parse_tsv_text,
-                            source_from_texts, work_tiles, work_units)
+                            work_tiles, work_units)
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLES = ROOT / "harness" / "auto_tables"
@@ -178,13 +178,6 @@ def generate(results: Path, tsv_dir: Path, facts: list[dict]) -> dict[Path, str 
             files.setdefault(old, None)
         files[tsv_dir / FACTS] = facts_text(facts)
     return files
-
-
-def cpp_source(files: dict[Path, str | None]) -> str:
-    """The C++ source the build makes of these files (scripts/gen_auto_table.py)."""
-    tsvs = sorted((p for p, t in files.items() if p.suffix == ".tsv" and t is not None), key=lambda p: p.stem)
-    facts = json.loads(next(t for p, t in files.items() if p.name == FACTS))
-    return source_from_texts([(p.stem, files[p]) for p in tsvs], facts)
 
 
 def main(argv=None) -> int:
