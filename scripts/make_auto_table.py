@@ -64,7 +64,7 @@ def registry_of_build(build: Path) -> list[dict]:
     if opts.is_file():
         chosen = next((o["value"] for o in json.loads(opts.read_text()) if o["name"] == "variants"), "all")
         if chosen != "all":
-            raise FactsError(f"{build} is built with -Dvariants={chosen}: the other variants' rows would be left "
+            raise FactsError(f"{build}: built with -Dvariants={chosen} only: the other variants' rows would be left "
                              "out of the tables (a build with -Dvariants=all, or --list FILE)")
     r = subprocess.run([str(exe), "list", "--json"], capture_output=True, text=True)
     if r.returncode != 0:
