@@ -330,7 +330,7 @@ XCORR_REGISTER_VARIANT(Variant{
                                             kThreads, kSmem, kTDY, kTDX, kSlots, k_slices_or_env(p));
     },
     .windows = {WindowKind::Full, WindowKind::Valid, WindowKind::Same, WindowKind::MaxShift, WindowKind::Shifts},
-    .work_tile = {16, 32},  // the block tile, kTDY x kTDX (static_assert above); literal: make_auto_table.py reads it
+    .work_tile = {16, 32},  // the block tile, kTDY x kTDX (static_assert above)
 });
 
 }  // namespace
