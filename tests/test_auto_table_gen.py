@@ -214,3 +214,14 @@ def test_no_generated_source_is_tracked():
                 if "GENERATED" in fh.readline():
                     generated.append(f)
     assert not generated, generated
+
+
+def test_no_signal_model_predicts_less_than_a_launch(xcorr):
+    """Issue #65: a small signal problem (16 templates of 256 against 1e5 samples within ±50 lags) was
+    predicted at 0.0117 us ("floor 0 us"): the signals-only variants had no launch floor of their own.
+    Every candidate's prediction is now at least the GPU's fastest measured launch (about 3 us)."""
+    r = run([xcorr, "explain", "--json", "--dims", "1", "--form", "one-to-many", "--left", "100000",
+             "--right", "16:256", "--max-lag", "50"])
+    assert r.returncode == 0, r.stderr
+    cands = json.loads(r.stdout)["candidates"]
+    assert cands and all(c["predicted_us"] >= 1.0 for c in cands), [(c["algorithm"], c["predicted_us"]) for c in cands]
