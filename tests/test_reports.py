@@ -386,6 +386,35 @@ def test_reproduce_refuses_an_unknown_experiment():
     assert not r.stdout  # refused before anything was set up or regenerated
 
 
+@pytest.mark.parametrize("args, needle", [
+    (["--max-minutes", "abc"], "--max-minutes must be a number of minutes above 0, not 'abc'"),
+    (["--max-minutes", "-1"], "--max-minutes must be a number of minutes above 0, not '-1'"),
+    (["--max-minutes", "0"], "--max-minutes must be a number of minutes above 0, not '0'"),  # it meant no limit
+    (["--max-minutes="], "--max-minutes needs a value"),  # it meant no limit
+    (["--only", ","], "--only: an empty experiment name in ','"),  # it ran nothing and plotted everything
+    (["--only", "fig17,,fig18"], "--only: an empty experiment name"),
+    (["--only="], "--only needs a value"),  # it meant every experiment
+    (["--build="], "--build needs a value"),
+    (["--only", "fig17", "--only=fig18"], "--only is given twice"),  # the last silently won
+    (["--max-minutes", "5", "--max-minutes", "10"], "--max-minutes is given twice"),
+    (["fig17"], "unexpected argument 'fig17' (experiments go in --only"),
+])
+def test_reproduce_refuses_a_bad_value_with_one_line(args, needle):
+    """Refused before anything is set up, run or regenerated (--no-run, so that an accepted one
+    would only regenerate: the test cannot start a measurement)."""
+    r = sh("scripts/reproduce", *args, "--no-run")
+    err = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(err) == 1 and err[0].startswith("reproduce: ") and needle in err[0], r.stderr
+    assert not r.stdout
+
+
+def test_reproduce_takes_a_fraction_of_a_minute():
+    """The check above refuses no valid budget: these reach the next check (--only's names)."""
+    for budget in ("0.5", "5", "2.", ".25"):
+        r = sh("scripts/reproduce", "--max-minutes", budget, "--only", "nosuch", "--no-run")
+        assert r.returncode == 2 and "unknown experiment 'nosuch'" in r.stderr, (budget, r.stderr)
+
+
 def test_regenerating_needs_no_cuda_toolkit(tmp_path):
     """setup-env as `scripts/reproduce --no-run` sources it, on a PATH without nvcc."""
     import shutil as sh_
