@@ -153,6 +153,17 @@ def test_run_experiments_exits_2_for_an_unknown_experiment(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.parametrize("option", ["--max-minutes", "--chunk-seconds", "--max-fmas"])
+@pytest.mark.parametrize("value, needle", [("-1", "must be above 0, not -1"), ("0", "must be above 0, not 0"),
+                                           ("abc", "not a number: 'abc'")])
+def test_run_experiments_refuses_a_limit_of_zero_or_less(option, value, needle, tmp_path):
+    """--max-minutes 0 (and --max-fmas 0) meant no limit, -1 stopped at once or selected nothing."""
+    r = script("run_experiments.py", "fig17", option, value, "--build", make_fake_build(tmp_path / "build"),
+               "--results", tmp_path / "results")
+    usage_error(r, f"argument {option}: ", needle)
+    assert not r.stdout and not (tmp_path / "results").exists()
+
+
 # --- --help ---------------------------------------------------------------------------------------------
 
 def test_ncu_fft_account_help_and_a_missing_cases_file_come_before_the_build(tmp_path):
