@@ -238,6 +238,32 @@ def test_figures_with_partial_results(fake_results, tmp_path, monkeypatch):
     assert "split-row" in text and "no results for fig15" in text
 
 
+def test_points_recorded_as_failed_are_one_line_and_a_gap_still_warns(tmp_path, capsys, monkeypatch):
+    """The H200's autocorr holds 5 points whose cases ran and are recorded as failed (a peer too
+    slow to time, peers that failed the check): `scripts/reproduce` printed a UserWarning of two
+    lines for each series (~30 lines), read as errors. They are results: one line for all. A point
+    with no case measured at all (a run stopped part-way) is a gap and still warns."""
+    monkeypatch.setattr(plot.paths, "PLOTS", tmp_path / "plots")
+    d = tmp_path / "nvidia-h200"
+    d.mkdir()
+    for f in ("autocorr.json", "summary.csv"):
+        shutil.copy(ROOT / "results" / "nvidia-h200" / f, d / f)
+    capsys.readouterr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning fails the test
+        assert plot.main([str(d), "--only", "autocorr"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [l for l in out if "without a time" in l] == [
+        "plot: nvidia-h200: 5 figure point(s) without a time, as measured: 4 failed the check before timing, 1 too "
+        "slow to time (each case's reason: the message column of summary.csv)"], out
+    s = pd.read_csv(d / "summary.csv")
+    gone = s[(s["experiment"] == "autocorr") & (s["status"] != "ok")]["case"].iloc[0]
+    s[s["case"] != gone].to_csv(d / "summary.csv", index=False)  # that case never ran
+    with pytest.warns(UserWarning, match=r"autocorr: '.*': 1 point\(s\) not measured yet"):
+        assert plot.main([str(d), "--only", "autocorr"]) == 0
+    assert "4 figure point(s) without a time" in capsys.readouterr().out
+
+
 def test_cross_gpu_figure_needs_two_gpus(fake_results, tmp_path):
     other = tmp_path / "other-gpu"
     other.mkdir()

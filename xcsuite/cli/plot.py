@@ -30,7 +30,7 @@ import pandas as pd
 
 from xcsuite.summary import gpu_name_of as gpu_title, load_summary
 from xcsuite import paths
-from xcsuite.figdata import points
+from xcsuite.figdata import points, refused_line
 from xcsuite.results import exit_2_on_bad_results, progress
 
 import experiments as suite
@@ -260,11 +260,12 @@ def plot_comparison(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[P
     return save(fig, out_dir, exp.name)
 
 
-def plot_efficiency(exp, summary: pd.DataFrame, gpu_dir: Path, title: str, out_dir: Path) -> list[Path]:
+def plot_efficiency(exp, summary: pd.DataFrame, gpu_dir: Path, title: str, out_dir: Path,
+                    refused: dict | None = None) -> list[Path]:
     frames = []
     for src in exp.derived_from:
         try:
-            pts, notes = points(suite.load(src), summary, gpu_dir)
+            pts, notes = points(suite.load(src), summary, gpu_dir, refused)
         except Exception as e:  # noqa: BLE001
             if _strict():
                 raise
@@ -615,7 +616,10 @@ def not_drawn_note(summary: pd.DataFrame, exp_name: str) -> str:
     return "not drawn: " + ", ".join(parts) if parts else ""
 
 
-def plot_gpu(gpu_dir: Path, only: list | None = None, plots_root: Path | None = None) -> list[Path]:
+def plot_gpu(gpu_dir: Path, only: list | None = None, plots_root: Path | None = None,
+             refused: dict | None = None) -> list[Path]:
+    """The figures of one GPU's results. A point missing for want of a measurement warns; one whose
+    cases are recorded as failed (figdata.points) goes into `refused` where given, to be counted once."""
     gpu_dir = Path(gpu_dir)
     summary = load_summary(gpu_dir)
     out_dir = paths.plots_dir_for(gpu_dir, plots_root)
@@ -632,9 +636,9 @@ def plot_gpu(gpu_dir: Path, only: list | None = None, plots_root: Path | None = 
             if exp.plot == "none":
                 continue
             if exp.plot == "efficiency":
-                files += plot_efficiency(exp, summary, gpu_dir, title, out_dir)
+                files += plot_efficiency(exp, summary, gpu_dir, title, out_dir, refused)
                 continue
-            pts, notes = points(exp, summary, gpu_dir)
+            pts, notes = points(exp, summary, gpu_dir, refused)
             for n in notes:
                 warnings.warn(n)
             if pts.empty:
@@ -727,8 +731,11 @@ def main(argv=None) -> int:
         print("plot: no results found", file=sys.stderr)
         return 0
     for d in dirs:
-        files = plot_gpu(d, only)
+        refused = {}
+        files = plot_gpu(d, only, refused=refused)
         print(f"plot: {d.name}: {len({f.stem for f in files})} figure(s) in {paths.plots_dir_for(d)}")
+        if refused:  # results, not gaps: one line, not a warning per series
+            print(f"plot: {d.name}: {refused_line(refused)}")
     if not args.dirs and not args.quick:
         files = plot_cross_gpu(dirs)
         if files:
