@@ -2,6 +2,7 @@
 import json
 import os
 import shutil
+import subprocess
 import sys
 import warnings
 
@@ -288,6 +289,52 @@ def test_application_convention_and_recovery(tmp_path):
     assert stats["pass"] and stats["tiles"] == 86 and stats["correlations"] == 86
     assert stats["rms_error_px"] < app.MAX_RMS_PX and stats["max_true_shift_px"] > 2
     assert (tmp_path / "application.png").stat().st_size > 10_000
+
+
+def png_text_chunks(data: bytes) -> list[bytes]:
+    """The tEXt/iTXt/zTXt/tIME chunks of a PNG (where matplotlib's version and a date would go)."""
+    import struct
+
+    found, i = [], 8
+    while i < len(data):
+        n, = struct.unpack(">I", data[i:i + 4])
+        if data[i + 4:i + 8] in (b"tEXt", b"iTXt", b"zTXt", b"tIME"):
+            found.append(data[i + 4:i + 8 + min(n, 40)])
+        i += 12 + n
+    return found
+
+
+def test_the_application_check_writes_the_same_bytes_every_run(tmp_path, capsys):
+    """Every `scripts/reproduce` without a GPU rewrote the committed plots/cpu-reference/: its
+    application.json held the run's wall time and its PNG matplotlib's version stamp. What is
+    committed is what was recovered, the same every run; the wall time goes beside it, to a file
+    git ignores."""
+    from xcsuite.cli import application as app
+
+    runs = []
+    for k in range(2):
+        out = tmp_path / f"run{k}"
+        assert app.main(["--algorithm", "scipy", "--patterns", "1", "--out", str(out)]) == 0
+        runs.append({f: (out / f).read_bytes() for f in ("application.json", "application.png")})
+        assert json.loads((out / "application.timing.json").read_text())["wall_s_including_io"] > 0
+    assert runs[0] == runs[1]
+    stats = json.loads(runs[0]["application.json"])
+    assert stats["pass"] and set(stats) == {"algorithm", "gpu", "tiles", "patterns", "correlations", "rms_error_px",
+                                            "mean_abs_error_px", "max_error_px", "integer_peak_matches",
+                                            "max_true_shift_px", "pass"}, stats  # no wall_s_including_io
+    assert png_text_chunks(runs[0]["application.png"]) == []
+    ignored = subprocess.run(["git", "check-ignore", "-q", "plots/cpu-reference/application.timing.json"], cwd=ROOT)
+    assert ignored.returncode == 0, "git must ignore the wall time's file"
+
+
+def test_committed_figures_and_application_results_hold_nothing_a_rerun_changes():
+    """A committed file that carries a version stamp or a time is rewritten by every regeneration
+    (the application PNGs kept matplotlib's Software chunk, their JSON the wall time)."""
+    tracked = subprocess.run(["git", "ls-files", "plots"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    pngs = [f for f in tracked if f.endswith(".png")]
+    assert pngs and {f: png_text_chunks((ROOT / f).read_bytes()) for f in pngs if png_text_chunks((ROOT / f).read_bytes())} == {}
+    for f in (f for f in tracked if f.endswith("application.json")):
+        assert "wall_s_including_io" not in json.loads((ROOT / f).read_text()), f
 
 
 @pytest.mark.parametrize("tool", ["aggregate", "plot", "table", "claims", "anchors"])
