@@ -2,6 +2,7 @@
 clear line on stderr (argparse's usage and error line for a bad argument) and a non-zero exit, 2
 for bad usage, never a traceback, a silent success or a file written (CPU only)."""
 import ast
+import json
 import os
 import shutil
 import sys
@@ -96,6 +97,24 @@ def test_auto_report_without_a_build_or_a_summary(tmp_path):
     r = script("auto_report.py", "--build", build, "--gpu-dir", tmp_path, "--out", out)
     one_line_error(r, 2, f"{tmp_path / 'summary.csv'} is missing", "aggregate.py")
     assert not out.exists()
+
+
+def test_auto_report_leaves_the_committed_report_to_a_build_of_every_variant(tmp_path):
+    """A -Dvariants=01,50 build (what developers build on a shared machine) picks among its two
+    variants: `scripts/reproduce` rewrote results/<gpu>/auto_report.md with that report, still
+    titled "build: all variants". It is left as it is, with one line saying why."""
+    build = make_fake_build(tmp_path / "build")
+    (build / "meson-info").mkdir(exist_ok=True)
+    (build / "meson-info" / "intro-buildoptions.json").write_text(
+        json.dumps([{"name": "gpu_arch", "value": "9.0"}, {"name": "variants", "value": "01,50"}]))
+    gpu = tmp_path / "nvidia-h200"
+    gpu.mkdir()
+    shutil.copy(ROOT / "results" / "nvidia-h200" / "summary.csv", gpu)
+    (gpu / "auto_report.md").write_text("the committed report\n")
+    r = script("auto_report.py", "--build", build, "--gpu-dir", gpu)
+    assert r.returncode == 0 and not r.stdout, (r.stdout, r.stderr)
+    one_line_error(r, 0, "builds only the variants 01,50 (-Dvariants)", f"{gpu / 'auto_report.md'} is left as it is")
+    assert (gpu / "auto_report.md").read_text() == "the committed report\n"
 
 
 @pytest.mark.parametrize("patterns", ["0", "-3"])
