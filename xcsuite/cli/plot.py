@@ -260,8 +260,23 @@ def plot_comparison(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[P
     return save(fig, out_dir, exp.name)
 
 
+def warn_gaps(name: str, notes: list, stopped: str = "") -> None:
+    """Warns the notes of experiment `name`'s points not measured; for one stopped part-way
+    (`stopped`: its progress note, which its figure's title shows) its gaps are expected until it
+    is finished: one warning for them all, not one per series."""
+    gaps = [n for n in notes if n.endswith("not measured yet")]
+    if stopped and gaps:
+        labels = [n.split("'")[1] if n.count("'") >= 2 else n for n in gaps]  # "<exp>: '<series>': N point(s) ..."
+        some = ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
+        warnings.warn(f"{name}: {stopped}: {len(gaps)} series lack points until it is finished ({some}; "
+                      "rerun the same command to resume)")
+        notes = [n for n in notes if n not in gaps]
+    for n in notes:
+        warnings.warn(n)
+
+
 def plot_efficiency(exp, summary: pd.DataFrame, gpu_dir: Path, title: str, out_dir: Path,
-                    refused: dict | None = None) -> list[Path]:
+                    refused: dict | None = None, stopped: dict | None = None) -> list[Path]:
     frames = []
     for src in exp.derived_from:
         try:
@@ -271,8 +286,7 @@ def plot_efficiency(exp, summary: pd.DataFrame, gpu_dir: Path, title: str, out_d
                 raise
             warnings.warn(f"efficiency: {src}: {e}")
             continue
-        for n in notes:
-            warnings.warn(n)
+        warn_gaps(src, notes, (stopped or {}).get(src, ""))
         frames.append(pts)
     pts = pd.concat([f for f in frames if not f.empty], ignore_index=True) if any(not f.empty for f in frames) else None
     if pts is None:
@@ -630,17 +644,17 @@ def plot_gpu(gpu_dir: Path, only: list | None = None, plots_root: Path | None = 
         if only and exp.name not in only:
             continue
         # an experiment stopped part-way says so on its figure
-        stopped = [f"{s}: {states[s].note()}" for s in (exp.derived_from or [exp.name]) if s in states and states[s].note()]
+        notes_of = {s: states[s].note() for s in (exp.derived_from or [exp.name]) if s in states and states[s].note()}
+        stopped = [f"{s}: {note}" for s, note in notes_of.items()]
         title = gpu_name + (f"; {', '.join(stopped)}" if stopped else "")
         try:
             if exp.plot == "none":
                 continue
             if exp.plot == "efficiency":
-                files += plot_efficiency(exp, summary, gpu_dir, title, out_dir, refused)
+                files += plot_efficiency(exp, summary, gpu_dir, title, out_dir, refused, notes_of)
                 continue
             pts, notes = points(exp, summary, gpu_dir, refused)
-            for n in notes:
-                warnings.warn(n)
+            warn_gaps(exp.name, notes, notes_of.get(exp.name, ""))
             if pts.empty:
                 continue
             if exp.plot == "comparison":
