@@ -410,22 +410,30 @@ def has_gpu():
 
 
 def test_without_a_gpu_the_gpu_path_raises_no_gpu_error():
+    """Every call that needs a GPU raises NoGPUError with one reason, and says what runs without
+    one: algorithm="reference" (it said only "no usable CUDA GPU: ...", and a newcomer without a
+    GPU did not learn that the package computes the same on the CPU)."""
     if has_gpu():
         pytest.skip("a GPU is present (this test checks the machine without one)")
-    reasons = set()
+    with pytest.raises(xcorr.NoGPUError) as e:
+        xcorr.gpu_info()  # asks for the GPU itself: no way around it to name
+    bare = str(e.value)
+    assert len(bare) > 10 and "reference" not in bare, bare
     f32 = np.ones((5, 5), np.float32), np.ones((3, 3), np.float32)
     for call in (lambda: xcorr.correlate2d(*f32),
+                 lambda: xcorr.correlate2d(*f32, algorithm="overlap-wise"),
                  lambda: xcorr.Plan((5, 5), (3, 3), algorithm="overlap-wise"),
-                 xcorr.gpu_info,
+                 lambda: xcorr.Plan((5, 5), (3, 3)),
                  lambda: xcorr.correlate2d(*f32, devices=[0]),
                  lambda: xcorr.correlate2d(*f32, chunk=1)):
         with pytest.raises(xcorr.NoGPUError) as e:
             call()
-        assert isinstance(e.value, RuntimeError) and len(str(e.value)) > 10, str(e.value)
-        reasons.add(str(e.value))
-    # One reason for all: devices= said "--gpus 0: no CUDA device is visible" (a CLI flag) and
-    # chunk= CUDA's bare "driver version is insufficient".
-    assert len(reasons) == 1, reasons
+        # One reason for all: devices= said "--gpus 0: no CUDA device is visible" (a CLI flag) and
+        # chunk= CUDA's bare "driver version is insufficient".
+        assert isinstance(e.value, RuntimeError) and str(e.value) == (
+            f'{bare}; algorithm="reference" computes the same on the CPU (float64 NumPy, without devices= or chunk=)')
+    out = xcorr.correlate2d(*f32, algorithm="reference")  # what the message offers does run here
+    assert out.dtype == np.float64 and out[2, 2] == 9
 
 
 F32 = np.ones((6, 7), np.float32)

@@ -2,6 +2,7 @@
 import json
 import os
 import shutil
+import subprocess
 import sys
 import warnings
 
@@ -238,6 +239,32 @@ def test_figures_with_partial_results(fake_results, tmp_path, monkeypatch):
     assert "split-row" in text and "no results for fig15" in text
 
 
+def test_points_recorded_as_failed_are_one_line_and_a_gap_still_warns(tmp_path, capsys, monkeypatch):
+    """The H200's autocorr holds 5 points whose cases ran and are recorded as failed (a peer too
+    slow to time, peers that failed the check): `scripts/reproduce` printed a UserWarning of two
+    lines for each series (~30 lines), read as errors. They are results: one line for all. A point
+    with no case measured at all (a run stopped part-way) is a gap and still warns."""
+    monkeypatch.setattr(plot.paths, "PLOTS", tmp_path / "plots")
+    d = tmp_path / "nvidia-h200"
+    d.mkdir()
+    for f in ("autocorr.json", "summary.csv"):
+        shutil.copy(ROOT / "results" / "nvidia-h200" / f, d / f)
+    capsys.readouterr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning fails the test
+        assert plot.main([str(d), "--only", "autocorr"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [l for l in out if "without a time" in l] == [
+        "plot: nvidia-h200: 5 figure point(s) without a time, as measured: 4 failed the check before timing, 1 too "
+        "slow to time (each case's reason: the message column of summary.csv)"], out
+    s = pd.read_csv(d / "summary.csv")
+    gone = s[(s["experiment"] == "autocorr") & (s["status"] != "ok")]["case"].iloc[0]
+    s[s["case"] != gone].to_csv(d / "summary.csv", index=False)  # that case never ran
+    with pytest.warns(UserWarning, match=r"autocorr: '.*': 1 point\(s\) not measured yet"):
+        assert plot.main([str(d), "--only", "autocorr"]) == 0
+    assert "4 figure point(s) without a time" in capsys.readouterr().out
+
+
 def test_cross_gpu_figure_needs_two_gpus(fake_results, tmp_path):
     other = tmp_path / "other-gpu"
     other.mkdir()
@@ -262,6 +289,52 @@ def test_application_convention_and_recovery(tmp_path):
     assert stats["pass"] and stats["tiles"] == 86 and stats["correlations"] == 86
     assert stats["rms_error_px"] < app.MAX_RMS_PX and stats["max_true_shift_px"] > 2
     assert (tmp_path / "application.png").stat().st_size > 10_000
+
+
+def png_text_chunks(data: bytes) -> list[bytes]:
+    """The tEXt/iTXt/zTXt/tIME chunks of a PNG (where matplotlib's version and a date would go)."""
+    import struct
+
+    found, i = [], 8
+    while i < len(data):
+        n, = struct.unpack(">I", data[i:i + 4])
+        if data[i + 4:i + 8] in (b"tEXt", b"iTXt", b"zTXt", b"tIME"):
+            found.append(data[i + 4:i + 8 + min(n, 40)])
+        i += 12 + n
+    return found
+
+
+def test_the_application_check_writes_the_same_bytes_every_run(tmp_path, capsys):
+    """Every `scripts/reproduce` without a GPU rewrote the committed plots/cpu-reference/: its
+    application.json held the run's wall time and its PNG matplotlib's version stamp. What is
+    committed is what was recovered, the same every run; the wall time goes beside it, to a file
+    git ignores."""
+    from xcsuite.cli import application as app
+
+    runs = []
+    for k in range(2):
+        out = tmp_path / f"run{k}"
+        assert app.main(["--algorithm", "scipy", "--patterns", "1", "--out", str(out)]) == 0
+        runs.append({f: (out / f).read_bytes() for f in ("application.json", "application.png")})
+        assert json.loads((out / "application.timing.json").read_text())["wall_s_including_io"] > 0
+    assert runs[0] == runs[1]
+    stats = json.loads(runs[0]["application.json"])
+    assert stats["pass"] and set(stats) == {"algorithm", "gpu", "tiles", "patterns", "correlations", "rms_error_px",
+                                            "mean_abs_error_px", "max_error_px", "integer_peak_matches",
+                                            "max_true_shift_px", "pass"}, stats  # no wall_s_including_io
+    assert png_text_chunks(runs[0]["application.png"]) == []
+    ignored = subprocess.run(["git", "check-ignore", "-q", "plots/cpu-reference/application.timing.json"], cwd=ROOT)
+    assert ignored.returncode == 0, "git must ignore the wall time's file"
+
+
+def test_committed_figures_and_application_results_hold_nothing_a_rerun_changes():
+    """A committed file that carries a version stamp or a time is rewritten by every regeneration
+    (the application PNGs kept matplotlib's Software chunk, their JSON the wall time)."""
+    tracked = subprocess.run(["git", "ls-files", "plots"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    pngs = [f for f in tracked if f.endswith(".png")]
+    assert pngs and {f: png_text_chunks((ROOT / f).read_bytes()) for f in pngs if png_text_chunks((ROOT / f).read_bytes())} == {}
+    for f in (f for f in tracked if f.endswith("application.json")):
+        assert "wall_s_including_io" not in json.loads((ROOT / f).read_text()), f
 
 
 @pytest.mark.parametrize("tool", ["aggregate", "plot", "table", "claims", "anchors"])
@@ -305,10 +378,16 @@ def test_an_incomplete_experiment_says_so_wherever_its_numbers_appear(fake_resul
     monkeypatch.setenv("XCORR_PLOT_FORMATS", "png")
     titles = {}
     monkeypatch.setattr(plot, "save", lambda fig, out_dir, name: titles.setdefault(name, fig._suptitle.get_text()) and [])
-    plot.plot_gpu(d, only=["fig17", "fig16", "efficiency"], plots_root=tmp_path / "plots")
+    # The cases not yet measured: one warning per experiment stopped part-way, not one per series
+    # (a run stopped by --max-minutes printed ~30); pytest.warns re-emits any that does not match.
+    with pytest.warns(UserWarning, match=r"^(fig17|table1): incomplete: 12 of \d+ cases: \d+ series lack points "
+                      r"until it is finished \(.+ and \d+ more; rerun the same command to resume\)$") as caught:
+        plot.plot_gpu(d, only=["fig17", "fig16", "efficiency"], plots_root=tmp_path / "plots")
+    assert sorted(str(w.message).split(":")[0] for w in caught) == ["fig17", "table1"]
     assert f"fig17: incomplete: 12 of {planned['fig17']} cases" in titles["fig17"].replace("\n", " ")
     assert "incomplete" in titles["efficiency"] and "incomplete" not in titles["fig16"]
-    table.make_tables(d, plots_root=tmp_path / "plots")
+    with pytest.warns(UserWarning, match=r"^fake-gpu-9000: table1 \(fft(plan)?-paper\): \d+ cell\(s\) without measurements$"):
+        table.make_tables(d, plots_root=tmp_path / "plots")
     assert f"incomplete: 12 of {planned['table1']} cases" in (d / "table1.md").read_text()
     claims.write_page(d, claims.evaluate(d))
     page = (d / "claims.md").read_text()
@@ -384,6 +463,35 @@ def test_reproduce_refuses_an_unknown_experiment():
     err = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(err) == 1 and "fig99" in err[0] and "fig17, " in err[0] and "application" in err[0]
     assert not r.stdout  # refused before anything was set up or regenerated
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--max-minutes", "abc"], "--max-minutes must be a number of minutes above 0, not 'abc'"),
+    (["--max-minutes", "-1"], "--max-minutes must be a number of minutes above 0, not '-1'"),
+    (["--max-minutes", "0"], "--max-minutes must be a number of minutes above 0, not '0'"),  # it meant no limit
+    (["--max-minutes="], "--max-minutes needs a value"),  # it meant no limit
+    (["--only", ","], "--only: an empty experiment name in ','"),  # it ran nothing and plotted everything
+    (["--only", "fig17,,fig18"], "--only: an empty experiment name"),
+    (["--only="], "--only needs a value"),  # it meant every experiment
+    (["--build="], "--build needs a value"),
+    (["--only", "fig17", "--only=fig18"], "--only is given twice"),  # the last silently won
+    (["--max-minutes", "5", "--max-minutes", "10"], "--max-minutes is given twice"),
+    (["fig17"], "unexpected argument 'fig17' (experiments go in --only"),
+])
+def test_reproduce_refuses_a_bad_value_with_one_line(args, needle):
+    """Refused before anything is set up, run or regenerated (--no-run, so that an accepted one
+    would only regenerate: the test cannot start a measurement)."""
+    r = sh("scripts/reproduce", *args, "--no-run")
+    err = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(err) == 1 and err[0].startswith("reproduce: ") and needle in err[0], r.stderr
+    assert not r.stdout
+
+
+def test_reproduce_takes_a_fraction_of_a_minute():
+    """The check above refuses no valid budget: these reach the next check (--only's names)."""
+    for budget in ("0.5", "5", "2.", ".25"):
+        r = sh("scripts/reproduce", "--max-minutes", budget, "--only", "nosuch", "--no-run")
+        assert r.returncode == 2 and "unknown experiment 'nosuch'" in r.stderr, (budget, r.stderr)
 
 
 def test_regenerating_needs_no_cuda_toolkit(tmp_path):
@@ -473,7 +581,7 @@ def test_bench_summary_reads_aggregates_only_files():
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench-summary"), str(src)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     rows = [l.split() for l in r.stdout.splitlines()[2:]]
-    data = json.load(open(src))
+    data = json.loads(src.read_text())  # json.load(open(src)) left the file open (a ResourceWarning)
     means = {b["run_name"]: b for b in data["benchmarks"] if b.get("aggregate_name") == "mean"}
     assert len(rows) == len(means) == 8
     one = next(row for row in rows if row[0] == "fft-fused/n-to-m/hL:256/wL:256/hR:256/wR:256/nL:32/nR:32")

@@ -2,6 +2,7 @@
 clear line on stderr (argparse's usage and error line for a bad argument) and a non-zero exit, 2
 for bad usage, never a traceback, a silent success or a file written (CPU only)."""
 import ast
+import json
 import os
 import shutil
 import sys
@@ -96,6 +97,24 @@ def test_auto_report_without_a_build_or_a_summary(tmp_path):
     assert not out.exists()
 
 
+def test_auto_report_leaves_the_committed_report_to_a_build_of_every_variant(tmp_path):
+    """A -Dvariants=01,50 build (what developers build on a shared machine) picks among its two
+    variants: `scripts/reproduce` rewrote results/<gpu>/auto_report.md with that report, still
+    titled "build: all variants". It is left as it is, with one line saying why."""
+    build = make_fake_build(tmp_path / "build")
+    (build / "meson-info").mkdir(exist_ok=True)
+    (build / "meson-info" / "intro-buildoptions.json").write_text(
+        json.dumps([{"name": "gpu_arch", "value": "9.0"}, {"name": "variants", "value": "01,50"}]))
+    gpu = tmp_path / "nvidia-h200"
+    gpu.mkdir()
+    shutil.copy(ROOT / "results" / "nvidia-h200" / "summary.csv", gpu)
+    (gpu / "auto_report.md").write_text("the committed report\n")
+    r = script("auto_report.py", "--build", build, "--gpu-dir", gpu)
+    assert r.returncode == 0 and not r.stdout, (r.stdout, r.stderr)
+    one_line_error(r, 0, "builds only the variants 01,50 (-Dvariants)", f"{gpu / 'auto_report.md'} is left as it is")
+    assert (gpu / "auto_report.md").read_text() == "the committed report\n"
+
+
 @pytest.mark.parametrize("patterns", ["0", "-3"])
 def test_application_refuses_fewer_than_one_pattern(patterns, tmp_path):
     """-3 raised a traceback; 0 quietly ran the default 50 patterns (`args.patterns or 50`)."""
@@ -149,6 +168,17 @@ def test_run_experiments_exits_2_for_an_unknown_experiment(tmp_path):
                "--results", tmp_path / "results")
     one_line_error(r, 2, "run_experiments: unknown experiment 'fig99' (known: fig15, ")
     assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("option", ["--max-minutes", "--chunk-seconds", "--max-fmas"])
+@pytest.mark.parametrize("value, needle", [("-1", "must be above 0, not -1"), ("0", "must be above 0, not 0"),
+                                           ("abc", "not a number: 'abc'")])
+def test_run_experiments_refuses_a_limit_of_zero_or_less(option, value, needle, tmp_path):
+    """--max-minutes 0 (and --max-fmas 0) meant no limit, -1 stopped at once or selected nothing."""
+    r = script("run_experiments.py", "fig17", option, value, "--build", make_fake_build(tmp_path / "build"),
+               "--results", tmp_path / "results")
+    usage_error(r, f"argument {option}: ", needle)
+    assert not r.stdout and not (tmp_path / "results").exists()
 
 
 # --- --help ---------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ configuration (the fastest one where the series tunes parameters). Missing measu
 reported, never fatal."""
 from __future__ import annotations
 
+import collections
 import warnings
 from pathlib import Path
 
@@ -53,12 +54,31 @@ def members(exp: Experiment, summary: pd.DataFrame, gpu_dir: Path) -> list[resul
     return resultfile.decode_members(resultfile.encode_members(expand(exp, registry).members))
 
 
-def points(exp: Experiment, summary: pd.DataFrame, gpu_dir: Path) -> tuple[pd.DataFrame, list]:
-    """The points of `exp`'s figure, from its results alone (the definition gives only its name)."""
+def why_failed(messages) -> str:
+    """A few words for the recorded failures of one point's cases (summary.csv's message column)."""
+    msgs = pd.Series(list(messages), dtype=str)
+    if msgs.str.contains("too slow").all():
+        return "too slow to time"
+    if msgs.str.contains("validation failed").all():
+        return "failed the check before timing"
+    if msgs.str.contains("out of memory").all():
+        return "out of GPU memory"
+    return "failed"
+
+
+def points(exp: Experiment, summary: pd.DataFrame, gpu_dir: Path,
+           refused: dict | None = None) -> tuple[pd.DataFrame, list]:
+    """The points of `exp`'s figure, from its results alone (the definition gives only its name),
+    and notes on the points missing for want of a measurement (not measured yet: a run stopped
+    part-way, or results older than the definition). A point whose every case was run and recorded
+    as failed (a peer refused as too slow, out of memory, a failed check) is a result, not a gap:
+    it is no note, but goes into `refused`, {(experiment, panel, series, case keys): why}, where
+    given, for the caller to count once."""
     notes = []
     rows = summary[(summary["experiment"] == exp.name)]
     if rows.empty:
         return pd.DataFrame(columns=POINT_COLUMNS), [f"{exp.name}: no results for {exp.name} (not measured yet)"]
+    failed = rows[rows["status"] != "ok"].groupby("case")["message"].first()
     ok = rows[rows["status"] == "ok"].drop_duplicates("case").set_index("case")
     fin = ok["finish_time_us"].astype(float) if "finish_time_us" in ok else pd.Series(float("nan"), index=ok.index)
     ok = ok.assign(total_us=ok["time_us"].astype(float) + fin.fillna(0.0))
@@ -68,7 +88,11 @@ def points(exp: Experiment, summary: pd.DataFrame, gpu_dir: Path) -> tuple[pd.Da
     for m in members(exp, summary, gpu_dir):
         have = [k for k in m.keys if k in ok.index]
         if not have:
-            missing.setdefault(m.series, []).append(m.shape)
+            if all(k in failed.index for k in m.keys):
+                if refused is not None:
+                    refused[(exp.name, m.panel, m.series, tuple(m.keys))] = why_failed(failed[list(m.keys)])
+            else:
+                missing.setdefault(m.series, []).append(m.shape)
             continue
         cand = ok.loc[have]
         best = cand.loc[cand[rank].idxmin()]
@@ -83,10 +107,19 @@ def points(exp: Experiment, summary: pd.DataFrame, gpu_dir: Path) -> tuple[pd.Da
                     "finish_time_us": best["finish_time_us"], "total_us": best["total_us"],
                     "normalize": s.normalize})
     for label, shapes in missing.items():
-        notes.append(f"{exp.name}: '{label}': {len(shapes)} point(s) without results")
+        notes.append(f"{exp.name}: '{label}': {len(shapes)} point(s) not measured yet")
     if not out:
         notes.append(f"{exp.name}: nothing measured")
     return pd.DataFrame(out, columns=POINT_COLUMNS), notes
+
+
+def refused_line(refused: dict, what: str = "figure point") -> str:
+    """One line for the points `points` set aside as recorded failures ("" for none): how many, and why."""
+    if not refused:
+        return ""
+    whys = sorted(collections.Counter(refused.values()).items(), key=lambda kv: (-kv[1], kv[0]))
+    return (f"{len(refused)} {what}(s) without a time, as measured: " + ", ".join(f"{n} {why}" for why, n in whys)
+            + " (each case's reason: the message column of summary.csv)")
 
 
 def warn_all(notes: list) -> None:

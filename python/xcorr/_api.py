@@ -18,6 +18,7 @@ with (n,) for (h, w) and (count, n) for (count, h, w), and the result drops the 
 (nL, nR, n_out) for n-to-m and so on. The memory is the same, so 1-D arrays go to the GPU as they
 are (no copy); only the plan's spec and the reference see the 1 x n matrices.
 """
+import contextlib
 from collections.abc import Mapping
 
 import numpy as np
@@ -213,7 +214,11 @@ class Plan:
         if device is not None and (isinstance(device, bool) or not isinstance(device, (int, np.integer))
                                    or device < 0):
             raise ValueError(f"device must be a CUDA device index, got {device!r}")
-        self._plan = None if self.reference else _xcorr.Plan(self._spec, -1 if device is None else int(device))
+        if self.reference:
+            self._plan = None
+        else:
+            with _gpu_work():
+                self._plan = _xcorr.Plan(self._spec, -1 if device is None else int(device))
         self._device = None if self.reference else self._plan.device  # the fast paths compare with it
 
     def _setup(self, left_shape, right_shape, mode, max_shift, shifts, normalize, form, algorithm, precision, params,
@@ -439,6 +444,18 @@ class Plan:
 _algorithm_names = []
 
 
+REFERENCE_HINT = 'algorithm="reference" computes the same on the CPU (float64 NumPy, without devices= or chunk=)'
+
+
+@contextlib.contextmanager
+def _gpu_work():
+    """Around the calls that need a GPU: NoGPUError says what runs without one (the reference)."""
+    try:
+        yield
+    except NoGPUError as e:
+        raise NoGPUError(f"{e}; {REFERENCE_HINT}") from None
+
+
 def _names():
     if not _algorithm_names:
         _algorithm_names.extend(v["name"] for v in _xcorr.algorithms())
@@ -514,7 +531,8 @@ def correlate2d(left, right, mode="full", *, max_shift=None, shifts=None, normal
     blocks where out= or right is page-locked (xcorr.empty_pinned), lefts otherwise.
 
     Raises ValueError for bad shapes, dtypes, windows or names, xcorr.NoGPUError without a usable
-    GPU, xcorr.CudaError when CUDA fails.
+    GPU (its message says that algorithm="reference" computes the same on the CPU), xcorr.CudaError
+    when CUDA fails.
     """
     if devices is not None or chunk is not None or split is not None:
         return _batched(left, right, out, stream, devices, chunk, split, mode=mode, max_shift=max_shift, shifts=shifts,
@@ -725,8 +743,9 @@ def _batched(left, right, out, stream, devices, chunk, split, **setup):
     else:
         plan._check_out(out)
     global last_batch
-    pieces, seconds = _xcorr.run_batch(plan._spec, left.reshape(-1), right.reshape(-1), out.reshape(-1), text,
-                                       0 if chunk is None else int(chunk), split or "auto")
+    with _gpu_work():
+        pieces, seconds = _xcorr.run_batch(plan._spec, left.reshape(-1), right.reshape(-1), out.reshape(-1), text,
+                                           0 if chunk is None else int(chunk), split or "auto")
     last_batch = {"pieces": pieces, "seconds": seconds}
     return out
 

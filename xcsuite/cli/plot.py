@@ -30,7 +30,7 @@ import pandas as pd
 
 from xcsuite.summary import gpu_name_of as gpu_title, load_summary
 from xcsuite import paths
-from xcsuite.figdata import points
+from xcsuite.figdata import points, refused_line
 from xcsuite.results import exit_2_on_bad_results, progress
 
 import experiments as suite
@@ -260,18 +260,33 @@ def plot_comparison(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[P
     return save(fig, out_dir, exp.name)
 
 
-def plot_efficiency(exp, summary: pd.DataFrame, gpu_dir: Path, title: str, out_dir: Path) -> list[Path]:
+def warn_gaps(name: str, notes: list, stopped: str = "") -> None:
+    """Warns the notes of experiment `name`'s points not measured; for one stopped part-way
+    (`stopped`: its progress note, which its figure's title shows) its gaps are expected until it
+    is finished: one warning for them all, not one per series."""
+    gaps = [n for n in notes if n.endswith("not measured yet")]
+    if stopped and gaps:
+        labels = [n.split("'")[1] if n.count("'") >= 2 else n for n in gaps]  # "<exp>: '<series>': N point(s) ..."
+        some = ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
+        warnings.warn(f"{name}: {stopped}: {len(gaps)} series lack points until it is finished ({some}; "
+                      "rerun the same command to resume)")
+        notes = [n for n in notes if n not in gaps]
+    for n in notes:
+        warnings.warn(n)
+
+
+def plot_efficiency(exp, summary: pd.DataFrame, gpu_dir: Path, title: str, out_dir: Path,
+                    refused: dict | None = None, stopped: dict | None = None) -> list[Path]:
     frames = []
     for src in exp.derived_from:
         try:
-            pts, notes = points(suite.load(src), summary, gpu_dir)
+            pts, notes = points(suite.load(src), summary, gpu_dir, refused)
         except Exception as e:  # noqa: BLE001
             if _strict():
                 raise
             warnings.warn(f"efficiency: {src}: {e}")
             continue
-        for n in notes:
-            warnings.warn(n)
+        warn_gaps(src, notes, (stopped or {}).get(src, ""))
         frames.append(pts)
     pts = pd.concat([f for f in frames if not f.empty], ignore_index=True) if any(not f.empty for f in frames) else None
     if pts is None:
@@ -615,7 +630,10 @@ def not_drawn_note(summary: pd.DataFrame, exp_name: str) -> str:
     return "not drawn: " + ", ".join(parts) if parts else ""
 
 
-def plot_gpu(gpu_dir: Path, only: list | None = None, plots_root: Path | None = None) -> list[Path]:
+def plot_gpu(gpu_dir: Path, only: list | None = None, plots_root: Path | None = None,
+             refused: dict | None = None) -> list[Path]:
+    """The figures of one GPU's results. A point missing for want of a measurement warns; one whose
+    cases are recorded as failed (figdata.points) goes into `refused` where given, to be counted once."""
     gpu_dir = Path(gpu_dir)
     summary = load_summary(gpu_dir)
     out_dir = paths.plots_dir_for(gpu_dir, plots_root)
@@ -626,17 +644,17 @@ def plot_gpu(gpu_dir: Path, only: list | None = None, plots_root: Path | None = 
         if only and exp.name not in only:
             continue
         # an experiment stopped part-way says so on its figure
-        stopped = [f"{s}: {states[s].note()}" for s in (exp.derived_from or [exp.name]) if s in states and states[s].note()]
+        notes_of = {s: states[s].note() for s in (exp.derived_from or [exp.name]) if s in states and states[s].note()}
+        stopped = [f"{s}: {note}" for s, note in notes_of.items()]
         title = gpu_name + (f"; {', '.join(stopped)}" if stopped else "")
         try:
             if exp.plot == "none":
                 continue
             if exp.plot == "efficiency":
-                files += plot_efficiency(exp, summary, gpu_dir, title, out_dir)
+                files += plot_efficiency(exp, summary, gpu_dir, title, out_dir, refused, notes_of)
                 continue
-            pts, notes = points(exp, summary, gpu_dir)
-            for n in notes:
-                warnings.warn(n)
+            pts, notes = points(exp, summary, gpu_dir, refused)
+            warn_gaps(exp.name, notes, notes_of.get(exp.name, ""))
             if pts.empty:
                 continue
             if exp.plot == "comparison":
@@ -727,8 +745,11 @@ def main(argv=None) -> int:
         print("plot: no results found", file=sys.stderr)
         return 0
     for d in dirs:
-        files = plot_gpu(d, only)
+        refused = {}
+        files = plot_gpu(d, only, refused=refused)
         print(f"plot: {d.name}: {len({f.stem for f in files})} figure(s) in {paths.plots_dir_for(d)}")
+        if refused:  # results, not gaps: one line, not a warning per series
+            print(f"plot: {d.name}: {refused_line(refused)}")
     if not args.dirs and not args.quick:
         files = plot_cross_gpu(dirs)
         if files:

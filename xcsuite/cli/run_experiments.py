@@ -529,6 +529,18 @@ class Plan:
     pending: list
 
 
+def positive(text: str) -> float:
+    """An option's number that must be above 0 (argparse type): 0 would read as "no limit" and a
+    negative one selected nothing or stopped at once, both silently."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"must be above 0, not {text} (leave the option out for no limit)")
+    return value
+
+
 def parse_args(argv) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("experiments", nargs="*", help="experiments to run (names or comma lists; default: all)")
@@ -543,9 +555,10 @@ def parse_args(argv) -> argparse.Namespace:
     ap.add_argument("--remeasure-cases", default=None, metavar="REGEX",
                     help="with --remeasure: only the cases whose key matches (a regular expression, searched), "
                          "e.g. the problems whose code path changed: '\\|96x96\\|' (keys as in the results files)")
-    ap.add_argument("--max-minutes", type=float, default=None, help="stop cleanly before this budget is exceeded")
-    ap.add_argument("--chunk-seconds", type=float, default=150.0, help="estimated GPU seconds per bench process")
-    ap.add_argument("--max-fmas", type=float, default=None,
+    ap.add_argument("--max-minutes", type=positive, default=None,
+                    help="stop cleanly before this budget (minutes, above 0) is exceeded; default: no limit")
+    ap.add_argument("--chunk-seconds", type=positive, default=150.0, help="estimated GPU seconds per bench process")
+    ap.add_argument("--max-fmas", type=positive, default=None,
                     help="skip cases above this many FMAs per call (default: none; --quick: 1e11)")
     ap.add_argument("--estimate", action="store_true", help="print the cost of the selected experiments and exit")
     ap.add_argument("--registry", default=None, help="registry JSON for --estimate without a build")
