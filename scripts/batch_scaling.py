@@ -11,8 +11,14 @@ page-locked memory reused (xcorr.empty_pinned: the GPUs download into it directl
 `seconds_out_pinned`, where the package has empty_pinned); each best call's phases per device
 (setup, pipeline, teardown: xcorr._api.last_batch) as `phases_*`. Beside them,
 `first_touch_seconds`: a fresh NumPy array of the result's size written once by one host thread (the
-page-fault cost the fresh calls pay, spread over the devices' threads). Prints and writes JSON with
-the GPUs, the driver, the package's build and the git revision.
+page-fault cost the fresh calls pay, spread over the devices' threads). Then `ceilings`: the host
+link's floors for the same bytes (xcsuite/copy_ceiling.py: each GPU alone and all at once copying to
+page-locked, pageable and fresh memory, and host memcpy on 1..16 threads), and each row's `floor_*`:
+the fastest its results can reach the host memory it writes (pinned: the GPUs' copies into
+page-locked memory; reused pageable: the better of the driver's pageable copy and pinned staging
+drained by host threads, the slower of its two overlapped halves; fresh: the same into a fresh
+array). --no-ceilings leaves them out. Prints and writes JSON with the GPUs, the driver, the
+package's build and the git revision; --plot F.json [--png P] draws the figure from such a JSON.
 
     python scripts/batch_scaling.py [--form n-to-m] [--left 64:96x96] [--right 4096:96x96]
                                     [--max-shift 16] [--algorithm auto] [--gpus all] [--chunk N]
@@ -63,7 +69,12 @@ def main(argv=None):
                     help="how n-to-m runs are cut (the package's default: auto)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--out", help="also write the JSON here")
+    ap.add_argument("--no-ceilings", action="store_true", help="skip the host link's floors (xcsuite/copy_ceiling.py)")
+    ap.add_argument("--plot", metavar="JSON", help="only draw the figure of a written JSON (no GPU needed)")
+    ap.add_argument("--png", help="with --plot: the figure's path (default: beside the JSON's plots folder)")
     args = ap.parse_args(argv)
+    if args.plot:
+        return plot(args.plot, args.png)
     try:
         ls, rs = stack(args.left, "--left"), stack(args.right, "--right")
     except ValueError as e:
@@ -171,6 +182,19 @@ def main(argv=None):
         if err > 1e-5:
             print("batch_scaling: the split result differs from the one-GPU result", file=sys.stderr)
             return 1
+    if not args.no_ceilings:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+        from xcsuite import copy_ceiling
+        c = copy_ceiling.measure(devices, one.nbytes, repeat=args.repeat)
+        result["ceilings"] = c
+        for run in result["runs"]:
+            k = len(run["devices"])
+            run.update(floors(c, k))
+            print(f"{k} GPU(s): floors pinned {run['floor_out_pinned'] * 1e3:.1f} ms, pageable reused "
+                  f"{run['floor_out_reused'] * 1e3:.1f} ms, fresh {run['floor_fresh'] * 1e3:.1f} ms", flush=True)
+        for cp in c["copies"]:
+            print(f"    ceiling {cp['kind']:15s} gpus {cp['gpus']} threads {cp.get('threads', '-')}: "
+                  f"{cp['seconds'] * 1e3:8.2f} ms ({cp['gb_per_s']:6.1f} GB/s)", flush=True)
     text = json.dumps(result, indent=1)
     print(text)
     if args.out:
@@ -178,6 +202,58 @@ def main(argv=None):
         with open(tmp, "w") as f:
             f.write(text + "\n")
         os.replace(tmp, args.out)
+    return 0
+
+
+def floors(c, k):
+    """A row's floors from the ceilings (the module docstring says which)."""
+    from xcsuite.copy_ceiling import floor_of
+    pinned = floor_of(c, k, "pinned")
+    best_host = min(x["seconds"] for x in c["copies"] if x["kind"] == "host_copy")
+    best_host_fresh = min(x["seconds"] for x in c["copies"] if x["kind"] == "host_copy_fresh")
+    return {"floor_out_pinned": pinned,
+            "floor_out_reused": min(floor_of(c, k, "pageable"), max(pinned, best_host)),
+            "floor_fresh": min(floor_of(c, k, "pageable_fresh"), max(pinned, best_host_fresh))}
+
+
+def plot(path, png=None):
+    """The figure of a batch_scaling JSON: per result array, the time on 1 and 2 GPUs beside the
+    host link's floor of each."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    with open(path) as f:
+        r = json.load(f)
+    rows = [("fresh result array", "seconds", "floor_fresh"), ("out= reused, pageable", "seconds_out_reused",
+            "floor_out_reused"), ("out= reused, page-locked", "seconds_out_pinned", "floor_out_pinned")]
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    width = 0.8 / max(1, len(r["runs"]))
+    for j, run in enumerate(r["runs"]):
+        k = len(run["devices"])
+        xs = [i + (j - (len(r["runs"]) - 1) / 2) * width for i in range(len(rows))]
+        ts = [run.get(key, float("nan")) * 1e3 for _, key, _ in rows]
+        ax.bar(xs, ts, width * 0.9, label=f"{k} GPU{'s' if k > 1 else ''}")
+        for x, (_, _, fk) in zip(xs, rows):
+            if run.get(fk):
+                ax.hlines(run[fk] * 1e3, x - width * 0.45, x + width * 0.45, colors="k", linestyles="dashed")
+    ax.plot([], [], "k--", label="floor: moving the results to host memory (alone)")
+    ax.set_xticks(range(len(rows)), [label for label, _, _ in rows])
+    ax.set_ylabel("ms per call (best of the repeats)")
+    gb = r["runs"][0]["output_gb"]
+    ax.set_title(f"{r['form']} batch {r['left'][0]} x {r['right'][0]} of {r['left'][1]} x {r['left'][2]}, "
+                 f"{gb:.2f} GB of results, on {r['gpu']}", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    if png is None:
+        png = os.path.join(root, "plots", os.path.basename(os.path.dirname(os.path.abspath(path))), "batch_scaling.png")
+    os.makedirs(os.path.dirname(png), exist_ok=True)
+    sys.path.insert(0, root)
+    from xcsuite import paths
+    base = os.path.splitext(png)[0]
+    for f in paths.save_figure(fig, os.path.dirname(base), os.path.basename(base), dpi=130):
+        print(f)
     return 0
 
 

@@ -1,0 +1,152 @@
+"""The host link's floor under a multi-GPU batch (issue #69): how fast the GPUs of this host can move a
+batch's results into host memory, alone and all at once, with nothing else running, so that
+scripts/batch_scaling.py can set each of its rows beside the floor that bounds it.
+
+Measured with the CUDA runtime itself (ctypes; no PyTorch or CuPy), one host thread per GPU, each GPU
+copying its share of `nbytes` from a device buffer into its own part of one host buffer:
+- pinned:         cudaMemcpy device-to-host into page-locked memory (cudaMallocHost): the DMA
+                  engines at the link's rate; what a page-locked out= gets at best.
+- pageable:       the same into ordinary memory already written once: the driver stages it through
+                  pinned buffers of its own, on the calling thread.
+- pageable_fresh: into a fresh, never-touched array: the first-touch page faults on top.
+- host_copy_T:    a pinned-to-pageable memcpy of `nbytes` on T host threads (the batch's own route for a
+                  pageable out=: the GPUs download into pinned staging, host threads copy it out), for
+                  T = 1, 2, 4, ...; with `fresh`, into a fresh array (its page faults spread over T).
+Each the best of `repeat` runs; seconds, and GB/s of the whole `nbytes`."""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import glob
+import os
+import threading
+import time
+
+import numpy as np
+
+D2H = 2  # cudaMemcpyDeviceToHost
+
+
+def cudart():
+    """The CUDA runtime library through ctypes (the toolkit's, else the NVIDIA wheel's), or None."""
+    names = [ctypes.util.find_library("cudart"), "libcudart.so"]
+    names += sorted(glob.glob("/usr/local/cuda/lib64/libcudart.so*"))
+    for site in __import__("sys").path:
+        names += sorted(glob.glob(os.path.join(site, "nvidia", "cu*", "lib", "libcudart.so*")))
+        names += sorted(glob.glob(os.path.join(site, "nvidia", "cuda_runtime", "lib", "libcudart.so*")))
+    for name in names:
+        if not name:
+            continue
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            continue
+        vp, size, i32 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
+        sig = {"cudaSetDevice": [i32], "cudaMalloc": [ctypes.POINTER(vp), size], "cudaFree": [vp],
+               "cudaMallocHost": [ctypes.POINTER(vp), size], "cudaFreeHost": [vp],
+               "cudaMemset": [vp, i32, size], "cudaMemcpy": [vp, vp, size, i32], "cudaDeviceSynchronize": []}
+        for fn, args in sig.items():
+            getattr(lib, fn).argtypes = args
+            getattr(lib, fn).restype = i32
+        return lib
+    return None
+
+
+def _check(status, what):
+    if status != 0:
+        raise RuntimeError(f"{what} failed: CUDA error {status}")
+
+
+def _concurrently(jobs):
+    """Runs the callables at once, one thread each; the wall time from a common start to the last end."""
+    start = threading.Barrier(len(jobs) + 1)
+    errors = []
+
+    def run(job):
+        try:
+            start.wait()
+            job()
+        except Exception as e:  # noqa: BLE001 - reported after the join
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(j,)) for j in jobs]
+    for t in threads:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    took = time.perf_counter() - t0
+    if errors:
+        raise errors[0]
+    return took
+
+
+def measure(devices, nbytes: int, repeat: int = 3, threads=(1, 2, 4, 8, 16)) -> dict:
+    """The floors above for moving `nbytes` of results off `devices` (every prefix: 1 GPU, 2, ...)."""
+    rt = cudart()
+    if rt is None:
+        raise RuntimeError("the CUDA runtime library (libcudart) was not found")
+    nbytes = int(nbytes) // 4 * 4
+    dev_bufs = []
+    for d in devices:  # the largest share any run takes: the whole batch on one GPU
+        _check(rt.cudaSetDevice(d), "cudaSetDevice")
+        p = ctypes.c_void_p()
+        _check(rt.cudaMalloc(ctypes.byref(p), nbytes), "cudaMalloc")
+        _check(rt.cudaMemset(p, 0, nbytes), "cudaMemset")
+        dev_bufs.append(p)
+    pinned = ctypes.c_void_p()
+    _check(rt.cudaMallocHost(ctypes.byref(pinned), nbytes), "cudaMallocHost")
+    ctypes.memset(pinned, 0, nbytes)
+    touched = np.zeros(nbytes // 4, np.float32)
+    out = {"bytes": nbytes, "repeat": repeat, "devices": list(devices), "copies": []}
+    try:
+        for k in range(1, len(devices) + 1):
+            share = nbytes // k // 4 * 4
+            for kind in ("pinned", "pageable", "pageable_fresh"):
+                best = float("inf")
+                for _ in range(repeat):
+                    if kind == "pageable_fresh":
+                        dst_arr = np.empty(nbytes // 4, np.float32)  # untouched: faults on first write
+                        base = dst_arr.ctypes.data
+                    elif kind == "pageable":
+                        base = touched.ctypes.data
+                    else:
+                        base = pinned.value
+
+                    def job(i, base=base):
+                        def copy():
+                            _check(rt.cudaSetDevice(devices[i]), "cudaSetDevice")
+                            _check(rt.cudaMemcpy(ctypes.c_void_p(base + i * share), dev_bufs[i], share, D2H),
+                                   "cudaMemcpy")
+                        return copy
+                    best = min(best, _concurrently([job(i) for i in range(k)]))
+                out["copies"].append({"gpus": k, "kind": kind, "seconds": best, "gb_per_s": k * share / best / 1e9})
+        src = np.ctypeslib.as_array((ctypes.c_float * (nbytes // 4)).from_address(pinned.value))
+        for fresh in (False, True):
+            for t in threads:
+                best = float("inf")
+                for _ in range(repeat):
+                    dst = np.empty_like(touched) if fresh else touched
+                    parts = np.array_split(np.arange(dst.size), t)
+                    bounds = [(int(p[0]), int(p[-1]) + 1) for p in parts if len(p)]
+
+                    def part(b):
+                        return lambda: np.copyto(dst[b[0]:b[1]], src[b[0]:b[1]])
+                    best = min(best, _concurrently([part(b) for b in bounds]))
+                out["copies"].append({"gpus": 0, "kind": f"host_copy{'_fresh' if fresh else ''}", "threads": t,
+                                      "seconds": best, "gb_per_s": nbytes / best / 1e9})
+    finally:
+        rt.cudaFreeHost(pinned)
+        for d, p in zip(devices, dev_bufs):
+            rt.cudaSetDevice(d)
+            rt.cudaFree(p)
+    return out
+
+
+def floor_of(ceilings: dict, gpus: int, kind: str, threads: int | None = None):
+    """The seconds of one measured copy, or None."""
+    for c in ceilings.get("copies", []):
+        if c["gpus"] == gpus and c["kind"] == kind and (threads is None or c.get("threads") == threads):
+            return c["seconds"]
+    return None
