@@ -16,8 +16,7 @@ link's floors for the same bytes (xcsuite/copy_ceiling.py: each GPU alone and al
 page-locked, pageable and fresh memory, and host memcpy on 1..16 threads), and each row's `floor_*`:
 the fastest its results can reach the host memory it writes (pinned: the GPUs' copies into
 page-locked memory; reused pageable: the better of the driver's pageable copy and pinned staging
-drained by host threads, the slower of its two overlapped halves; fresh: the same into a fresh
-array). --no-ceilings leaves them out. Prints and writes JSON with the GPUs, the driver, the
+drained by host threads, both halves at once (`staged`); fresh: the same into a fresh array). --no-ceilings leaves them out. Prints and writes JSON with the GPUs, the driver, the
 package's build and the git revision; --plot F.json [--png P] draws the figure from such a JSON.
 
     python scripts/batch_scaling.py [--form n-to-m] [--left 64:96x96] [--right 4096:96x96]
@@ -209,11 +208,11 @@ def floors(c, k):
     """A row's floors from the ceilings (the module docstring says which)."""
     from xcsuite.copy_ceiling import floor_of
     pinned = floor_of(c, k, "pinned")
-    best_host = min(x["seconds"] for x in c["copies"] if x["kind"] == "host_copy")
-    best_host_fresh = min(x["seconds"] for x in c["copies"] if x["kind"] == "host_copy_fresh")
+    staged = min(x["seconds"] for x in c["copies"] if x["kind"] == "staged" and x["gpus"] == k)
+    staged_fresh = min(x["seconds"] for x in c["copies"] if x["kind"] == "staged_fresh" and x["gpus"] == k)
     return {"floor_out_pinned": pinned,
-            "floor_out_reused": min(floor_of(c, k, "pageable"), max(pinned, best_host)),
-            "floor_fresh": min(floor_of(c, k, "pageable_fresh"), max(pinned, best_host_fresh))}
+            "floor_out_reused": min(floor_of(c, k, "pageable"), staged),
+            "floor_fresh": min(floor_of(c, k, "pageable_fresh"), staged_fresh)}
 
 
 def plot(path, png=None):

@@ -12,6 +12,11 @@ copying its share of `nbytes` from a device buffer into its own part of one host
 - host_copy_T:    a pinned-to-pageable memcpy of `nbytes` on T host threads (the batch's own route for a
                   pageable out=: the GPUs download into pinned staging, host threads copy it out), for
                   T = 1, 2, 4, ...; with `fresh`, into a fresh array (its page faults spread over T).
+- staged_T:       both halves of that route at once, as the batch overlaps them: the GPUs copying
+                  into one page-locked buffer while T host threads copy another page-locked buffer
+                  of the same size into pageable memory (staged_fresh_T: into a fresh array). The
+                  DMA writes, the memcpy's reads and its writes all cross the host's memory, so this
+                  is the staged route's floor, not the slower of its halves alone.
 Each the best of `repeat` runs; seconds, and GB/s of the whole `nbytes`."""
 from __future__ import annotations
 
@@ -95,9 +100,11 @@ def measure(devices, nbytes: int, repeat: int = 3, threads=(1, 2, 4, 8, 16)) -> 
         _check(rt.cudaMalloc(ctypes.byref(p), nbytes), "cudaMalloc")
         _check(rt.cudaMemset(p, 0, nbytes), "cudaMemset")
         dev_bufs.append(p)
-    pinned = ctypes.c_void_p()
+    pinned, staging = ctypes.c_void_p(), ctypes.c_void_p()
     _check(rt.cudaMallocHost(ctypes.byref(pinned), nbytes), "cudaMallocHost")
+    _check(rt.cudaMallocHost(ctypes.byref(staging), nbytes), "cudaMallocHost")
     ctypes.memset(pinned, 0, nbytes)
+    ctypes.memset(staging, 0, nbytes)
     touched = np.zeros(nbytes // 4, np.float32)
     out = {"bytes": nbytes, "repeat": repeat, "devices": list(devices), "copies": []}
     try:
@@ -136,8 +143,32 @@ def measure(devices, nbytes: int, repeat: int = 3, threads=(1, 2, 4, 8, 16)) -> 
                     best = min(best, _concurrently([part(b) for b in bounds]))
                 out["copies"].append({"gpus": 0, "kind": f"host_copy{'_fresh' if fresh else ''}", "threads": t,
                                       "seconds": best, "gb_per_s": nbytes / best / 1e9})
+        staged_src = np.ctypeslib.as_array((ctypes.c_float * (nbytes // 4)).from_address(staging.value))
+        for k in range(1, len(devices) + 1):
+            share = nbytes // k // 4 * 4
+            for fresh in (False, True):
+                for t in threads:
+                    best = float("inf")
+                    for _ in range(repeat):
+                        dst = np.empty_like(touched) if fresh else touched
+                        parts = np.array_split(np.arange(dst.size), t)
+                        bounds = [(int(p[0]), int(p[-1]) + 1) for p in parts if len(p)]
+
+                        def gpu(i):
+                            def copy():
+                                _check(rt.cudaSetDevice(devices[i]), "cudaSetDevice")
+                                _check(rt.cudaMemcpy(ctypes.c_void_p(pinned.value + i * share), dev_bufs[i], share,
+                                                     D2H), "cudaMemcpy")
+                            return copy
+
+                        def part(b, dst=dst):
+                            return lambda: np.copyto(dst[b[0]:b[1]], staged_src[b[0]:b[1]])
+                        best = min(best, _concurrently([gpu(i) for i in range(k)] + [part(b) for b in bounds]))
+                    out["copies"].append({"gpus": k, "kind": f"staged{'_fresh' if fresh else ''}", "threads": t,
+                                          "seconds": best, "gb_per_s": nbytes / best / 1e9})
     finally:
         rt.cudaFreeHost(pinned)
+        rt.cudaFreeHost(staging)
         for d, p in zip(devices, dev_bufs):
             rt.cudaSetDevice(d)
             rt.cudaFree(p)
