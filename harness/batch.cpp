@@ -314,10 +314,13 @@ void copy_out(const Problem& p, const Piece& c, float* at, const float* staged, 
 }
 
 // Host threads per device for host_copy: the host's cores shared among the devices draining at
-// once, at most 8 each (a memcpy's bandwidth stops growing well before that).
+// once, at most 16 each. The staged route's floor is the host's memory, which the GPUs' copies into
+// the staging and the copy out of it share: on the two-H200 host (32 cores) a pinned-to-pageable copy
+// overlapped with the GPUs' downloads needs about 16 threads to reach it (8 leave it ~30% short:
+// notes/multi-gpu.md, xcsuite/copy_ceiling.py measures it).
 int copy_threads(int devices) {
     const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-    return std::clamp(cores / std::max(devices, 1), 1, 8);
+    return std::clamp(cores / std::max(devices, 1), 1, 16);
 }
 
 // Whether the `bytes` at `p` are page-locked host memory (cudaMallocHost, cudaHostAlloc,
