@@ -245,8 +245,11 @@ def plot(path, png=None):
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-    if png is None:
-        png = os.path.join(root, "plots", os.path.basename(os.path.dirname(os.path.abspath(path))), "batch_scaling.png")
+    if png is None:  # plots/<gpu>/ for results/<gpu>/[multi-gpu/]batch_scaling.json
+        d = os.path.dirname(os.path.abspath(path))
+        while os.path.basename(os.path.dirname(d)) not in ("results", "") and os.path.dirname(d) != d:
+            d = os.path.dirname(d)
+        png = os.path.join(root, "plots", os.path.basename(d), "batch_scaling.png")
     os.makedirs(os.path.dirname(png), exist_ok=True)
     sys.path.insert(0, root)
     from xcsuite import paths

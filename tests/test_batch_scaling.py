@@ -47,7 +47,7 @@ def test_every_gpu_count_is_timed_fresh_and_into_a_reused_array(monkeypatch, tmp
     calls = []
     monkeypatch.setitem(sys.modules, "xcorr", fake_xcorr(calls))
     out = tmp_path / "s.json"
-    assert load_script().main(["--left", "2:5x6", "--right", "3:4x3", "--max-shift", "-1", "--repeat", "2",
+    assert load_script().main(["--no-ceilings", "--left", "2:5x6", "--right", "3:4x3", "--max-shift", "-1", "--repeat", "2",
                                "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "fresh 0.00 GB array written once (one thread)" in printed
@@ -73,7 +73,7 @@ def test_every_gpu_count_is_timed_fresh_and_into_a_reused_array(monkeypatch, tmp
 
 def test_a_split_that_differs_from_one_gpu_fails(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "xcorr", fake_xcorr([], wrong_on=2))
-    assert load_script().main(["--left", "2:5x6", "--right", "3:4x3", "--repeat", "1"]) == 1
+    assert load_script().main(["--no-ceilings", "--left", "2:5x6", "--right", "3:4x3", "--repeat", "1"]) == 1
     assert "differs from the one-GPU result" in capsys.readouterr().err
 
 
@@ -95,7 +95,7 @@ def test_each_gpu_counts_best_call_records_its_phases(monkeypatch, tmp_path, cap
     m.correlate2d = correlate2d
     monkeypatch.setitem(sys.modules, "xcorr", m)
     out = tmp_path / "s.json"
-    assert load_script().main(["--left", "2:5x6", "--right", "3:4x3", "--repeat", "2", "--out", str(out)]) == 0
+    assert load_script().main(["--no-ceilings", "--left", "2:5x6", "--right", "3:4x3", "--repeat", "2", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     for r in json.loads(out.read_text())["runs"]:
         for key in ("phases_fresh", "phases_out_reused"):
@@ -123,7 +123,7 @@ def test_a_package_with_empty_pinned_is_also_timed_into_a_page_locked_array(monk
     m.empty_pinned = empty_pinned
     monkeypatch.setitem(sys.modules, "xcorr", m)
     out = tmp_path / "s.json"
-    assert load_script().main(["--left", "2:5x6", "--right", "3:4x3", "--max-shift", "-1", "--repeat", "2",
+    assert load_script().main(["--no-ceilings", "--left", "2:5x6", "--right", "3:4x3", "--max-shift", "-1", "--repeat", "2",
                                "--out", str(out)]) == 0
     assert "out= page-locked, reused:" in capsys.readouterr().out
     runs = json.loads(out.read_text())["runs"]
@@ -147,5 +147,32 @@ def test_a_package_with_empty_pinned_is_also_timed_into_a_page_locked_array(monk
     pinned_seen = []
     m.empty_pinned = lambda shape: pinned_seen.append(empty_pinned(shape)) or pinned_seen[-1]
     m.correlate2d = wrong_into_pinned
-    assert load_script().main(["--left", "2:5x6", "--right", "3:4x3", "--max-shift", "-1", "--repeat", "1"]) == 1
+    assert load_script().main(["--no-ceilings", "--left", "2:5x6", "--right", "3:4x3", "--max-shift", "-1", "--repeat", "1"]) == 1
     assert "differs from the one-GPU result" in capsys.readouterr().err
+
+
+def test_batch_scaling_figure_is_drawn_the_same_from_the_committed_json(tmp_path):
+    """Issue #69: the committed two-H200 JSON holds every row with its floor, and its figure is drawn
+    from it without a GPU, byte-identical twice (scripts/reproduce redraws it on every run)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    src = root / "results" / "nvidia-h200" / "multi-gpu" / "batch_scaling.json"
+    r = json.loads(src.read_text())
+    assert [len(run["devices"]) for run in r["runs"]] == [1, 2]
+    for run in r["runs"]:
+        for row, floor in (("seconds", "floor_fresh"), ("seconds_out_reused", "floor_out_reused"),
+                           ("seconds_out_pinned", "floor_out_pinned")):
+            assert 0 < run[floor] <= run[row] * 1.05, (run["devices"], row)  # a floor, not above the row
+    kinds = {c["kind"] for c in r["ceilings"]["copies"]}
+    assert {"pinned", "pageable", "pageable_fresh", "host_copy", "staged", "staged_fresh"} <= kinds
+    png = tmp_path / "b.png"
+    digests = []
+    for _ in range(2):
+        out = subprocess.run([sys.executable, str(root / "scripts" / "batch_scaling.py"), "--plot", str(src),
+                              "--png", str(png)], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        digests.append(png.read_bytes())
+    assert digests[0] == digests[1] and digests[0][:8] == b"\x89PNG\r\n\x1a\n"
