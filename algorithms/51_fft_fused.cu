@@ -31,7 +31,7 @@
 // every spectrum: spectrum_kernel transforms all N + M matrices and pair_kernel runs phases 2
 // (product and inverse only) and 3 per output pair. The second kernel is a programmatic
 // dependent launch: it starts while spectrum_kernel runs and waits for the spectra only before
-// phase 2, so its launch and the right's row DFTs overlap the left's transform (gain: notes file).
+// phase 2, so its launch and the right's row DFTs overlap the left's transform (gain: notes/51_fft_fused.md).
 // fused_kernel's blocks are persistent; while one transforms right k, a thread of it prefetches the
 // block's next right into the L2 (prefetch_l2: one bulk prefetch), which phase 1 then reads
 // without waiting for DRAM (N = 96 excepted: Geometry::prefetch).
