@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(kWarp * kWarps, min_blocks(S, LR, U))
 using Kernel = void (*)(const float*, const float*, float*, int, int, int, int, int, PairMap);
 
 // The instantiated (S = overlaps, L = left rows, U = unroll) rows (xcorr/dispatch.hpp): Fig. 15
-// (S = L) and Fig. 17 / ANCHORS (S2 L8), each with its measured best unroll (notes file).
+// (S = L) and Fig. 17 / ANCHORS (S2 L8), each with its measured best unroll (notes/04_grouped_overlap.md).
 using Groupings = Combos<Row<1, 1, 32>, Row<2, 2, 32>, Row<4, 4, 32>, Default<8, 8, 8>, Row<2, 8, 16>>;
 
 class GroupedOverlap final : public Instance {

@@ -16,10 +16,9 @@
 namespace xcorr {
 namespace {
 
-// Loads in flight per lane and loop trip. 4, not 8: with 8 the loop needs 40 registers (48 before
-// the pointers were made opaque, see below), which caps residency at 48 of 64 warps per SM, and
-// from 64 x 64 up this kernel hides its load latency by occupancy, not by loads in flight (sm_90
-// SASS: 4 -> 32 registers, no spill, 18.8 instructions per FFMA in the loop).
+// Loads in flight per lane and loop trip. 4, not 8: with 8 the loop needs 40 registers, which caps
+// residency at 48 of 64 warps per SM, and from 64 x 64 up this kernel hides its load latency by
+// occupancy, not by loads in flight (with 4 it fits 32 registers, no spill: 64 warps per SM).
 constexpr int kUnroll = 4;
 
 // Work mapping. A block is 32 x OVERLAPS threads; warp threadIdx.y of block b takes output element
@@ -46,7 +45,7 @@ __global__ void __launch_bounds__(kWarp * OVERLAPS)
     if (e >= out_h * out_w) return;  // uniform per warp: the shuffles below see full warps
     const int lane = threadIdx.x;
     const int y = e / out_w, x = e - y * out_w;
-    const int64_t out_elems = int64_t(out_h) * out_w;  // hoisted: 32 registers, not 39-40 (ptxas)
+    const int64_t out_elems = int64_t(out_h) * out_w;  // hoisted: keeps the kernel within 32 registers
     int dy = win.dy0 + y, dx = win.dx0 + x;
     Span rows = overlap_span(dy, hL, hR), cols = overlap_span(dx, wL, wR);
     if (rows.begin == rows.end || cols.begin == cols.end)  // beyond the full range

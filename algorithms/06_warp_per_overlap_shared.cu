@@ -84,7 +84,7 @@ __device__ __forceinline__ void dot_staged(const float* a, const float* b, int n
 // the group, blocks past a shift's last group exit, and the partial sums of a shift with several
 // groups are added atomically onto the zeroed output.
 // 64 registers per thread (32 warps per SM at any WARPS), stated so that ptxas's own choice,
-// which varied between 64 and 98 with spills, cannot change the occupancy.
+// which may exceed it (and spill), cannot change the occupancy.
 template <int WARPS>
 __global__ void __launch_bounds__(kWarp * WARPS, 32 / WARPS)
     warp_per_overlap_shared_kernel(const float* __restrict__ left, const float* __restrict__ right,

@@ -38,27 +38,25 @@
 // tile for the reduction), so every element is written once per run. The full window runs its
 // own kernel instantiation (WINDOW = false), the code and the plan as before windows existed.
 //
-// Measurements, probes and history: notes/20_register_tiled.md.
+// Measurements and history: notes/20_register_tiled.md.
 //
 // Staging uses 4-byte cp.async with zero fill, every copy of a chunk in flight at once.
 //
-// Resources (ptxas -v, sm_90, CUDA 13.0; 0 spills, 0 stack frame in all five; the windowed
-// instantiations use what the full ones do):
-//   rows=4 (4 x 8 per thread, 4 warps, KS=32): 128 registers (cap from __launch_bounds__(128, 4)),
+// Resource budget (no spills, no stack frame; the windowed instantiations within the same bounds):
+//   rows=4 (4 x 8 per thread, 4 warps, KS=32): at most 128 registers (__launch_bounds__(128, 4)),
 //          41280 B static shared memory -> 4 blocks = 16 warps per SM (register limited).
-//   rows=8 (8 x 8 per thread, 2 warps, KS=24): 168 registers (cap from __launch_bounds__(64, 6)),
+//   rows=8 (8 x 8 per thread, 2 warps, KS=24): at most 168 registers (__launch_bounds__(64, 6)),
 //          35968 B static shared memory -> 6 blocks = 12 warps per SM.
-//   reduce_kernel (256 threads): 48 registers, 4096 B static shared memory.
-// Bottleneck. Per 16 * TY * TX FMAs a thread issues 4 * (TX+4)/4 = 12 LDS.128 of L and TY+3
-// broadcast LDS.128 of R (2-4% issue overhead). The L loads are conflict-free: for TY = 4 the
+//   reduce_kernel (256 threads): 4096 B static shared memory.
+// What bounds it. Per 16 * TY * TX FMAs a thread issues 4 * (TX+4)/4 = 12 LDS.128 of L and TY+3
+// broadcast LDS.128 of R (a few percent of the issue slots). The L loads are conflict-free: for TY = 4 the
 // row pitch is 4 mod 8 words, for TY = 8 the float4 slots are swizzled (ls_index). That is
 // 4 * 12 + TY + 3 shared-memory wavefronts per 16 * TY * TX FFMA cycles of one SMSP, 59 of a
 // budget of 256 (rows=8) or 55 of 128 (rows=4): shared-memory bandwidth is not the limit. What
-// remains beside the FFMA pipe: the zero work inside each warp's union (executed / useful FMAs
-// at 64, 128, 256, 512 = 2.34, 1.60, 1.28, 1.14 for rows=4; 3.09, 1.91, 1.42, 1.20 for rows=8),
-// the staging between the two __syncthreads of each chunk (hidden only by other resident
-// blocks), the piece-size round-off of the last round (about 1.35x the mean at 128 x 128 by the
-// planner's own model), and for split tiles the reduction kernel. A window pays for whole
+// remains beside the FFMA pipe: the zero work inside each warp's union (large for small
+// problems, shrinking as they grow; rows=8 pays more of it than rows=4), the staging between the
+// two __syncthreads of each chunk (hidden only by other resident blocks), the piece-size round-off
+// of the last round, and for split tiles the reduction kernel. A window pays for whole
 // 64 x 64 tiles: a window narrower than a tile (or a few shifts past a multiple of 64) computes
 // every shift of the tiles it touches, less only the warps that hold none of its shifts.
 #include <cuda_runtime.h>

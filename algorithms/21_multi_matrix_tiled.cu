@@ -21,23 +21,21 @@
 //           n-to-m: 4 rights shared by the 8 lefts). 32 distinct L vectors per warp load.
 // The K loop covers the union of the overlaps of the block's shifts in chunks of 4 R rows x 32 R
 // columns; inside a chunk each warp restricts rows and 4-column steps to the union of its own
-// ROWS x 16 shifts, so the zero corners of the full output cost little (residual padding: ~7% at
-// 256, ~20% at 96, from the 16-wide warp column tile and the 4-column steps).
+// ROWS x 16 shifts, so the zero corners of the full output cost little (the residual padding, from
+// the 16-wide warp column tile and the 4-column steps, matters only for small matrices).
 //
 // Bottleneck. An SM scheduler issues one instruction per clock and its FP32 pipe takes one FFMA
-// per clock, so every non-FFMA instruction costs an FMA slot. SASS of the inner loop (sm_90):
-// rows=4,rights=4: 256 FFMA + 12 LDS.128 + 8 other = 93% FFMA; lefts=2,rows=4: 512/540 = 95%;
-// rows=2,rights=7: 224/243 = 92%; rights=1 (small problems): 64/81 = 79%. Shared memory: per step
+// per clock, so every non-FFMA instruction costs an FMA slot: the register tile is sized so that
+// FFMAs are all but a few of the inner loop's instructions (rows=4, rights=4: 256 FFMA, 12 LDS.128
+// and a few others per step; rights=1, for small problems, has the smallest share). Shared memory: per step
 // a warp needs <= 12 wavefronts (R vectors broadcast or conflict-free: slot stride 132 = 4 mod 8
 // floats; 4 distinct contiguous L vectors) against the 64 clocks its 256 FFMA occupy a scheduler,
 // so bandwidth is not the limit with lanes=rights; with lanes=lefts 8 lefts x 4 dx groups are 32
 // distinct vectors (4 wavefronts each), which is why that mapping is slower.
-// Measurements, probes and history: notes/21_multi_matrix_tiled.md.
+// Measurements and history: notes/21_multi_matrix_tiled.md.
 //
-// Resource report (ptxas, sm_90; no spills, no stack frame in any instantiation), registers:
-//   lanes=rights: lefts=1 rows=2: rights 1/4/7 = 89/96/112; rows=4: 116/128/254;
-//                 lefts=2 rows=2: rights 1/4 = 128/128; rows=4: 116/254.
-//   lanes=lefts (rights 4): n-to-m rows 2/4 = 116/128; n-to-mn rows 2/4 = 105/128.
+// Resource budget: no spills, no stack frame in any instantiation; 128 threads, 4 blocks per SM
+// (at most 128 registers), or 2 (at most 255) where a thread holds more than 64 accumulators.
 // Shared memory per block: 2 stages x (lefts x (3+2*rows) x 64 + 8*rights x 132) floats (4 stages
 // when rights=1), e.g. 39 KB for rows=4, rights=4; 63 KB for rows=2, rights=7.
 #include <algorithm>

@@ -19,15 +19,15 @@
 //
 // Staging is 4-byte cp.async with zero fill, every copy in flight at once.
 //
-// Resources (ptxas -v, sm_90, CUDA 13.0; 0 spills, 0 stack frame): warps=8: 48 registers,
-// warps=4: 40 registers. Shared memory is dynamic:
+// Resources: no spills, no stack frame, under 64 registers a thread at either block size (the
+// counts: notes/22_small_direct.md). Shared memory is dynamic:
 // 4 * (hR * (ow4 + wR4 + 4) + hR * wR4 + warps * ow4) bytes (ow4 = the window's out_w rounded up
 // to 128, wR4 = wR rounded up to 4), independent of the window's height; problems needing more
 // than 200 KB (about 100 x 100 with the full window) are refused.
 // Bottleneck: latency (launch, one global round trip, two barriers; timings:
 // notes/22_small_direct.md); from 64 x 64 on, the 2 LDS.128 + 1 broadcast per
 // 16 FMAs with 2 warps per SMSP and a 4-deep FMA chain per accumulator make it slower than
-// register-tiled beyond ~80 x 80.
+// register-tiled beyond about 80 x 80.
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -1,6 +1,5 @@
 // tensor-tiled: the many-matrix correlation on tensor cores, mma.sync m16n8k8 TF32 (sm_80+),
-// in 3xTF32 (FP32-class accuracy) or plain TF32 (beyond the paper). Drafted without a GPU; since
-// validated and measured on the H200 (the notes named at the end of this comment).
+// in 3xTF32 (FP32-class accuracy) or plain TF32 (beyond the paper).
 //
 // Formulation (Toeplitz GEMM, after the TF32 1-D correlation of Kikuchi et al.). For one R row r
 // and one left row lr = r + dy, the row correlation sum_c L_i[lr][c + dx] * R_j[r][c] is the product
@@ -53,11 +52,11 @@
 // chunk barriers: 70-90 TFLOP/s expected for 1-to-32 at 256 (1-to-32 at 256 = 2.75e11 FLOP: ~3.5 ms
 // at 78 TFLOP/s). tf32: ~3x that ceiling in MMA terms, but then the ~1.9 non-MMA instructions per
 // MMA (2/3 of them splits are gone: ~0.9) and shared-memory staging bound it.
-// Resource report (ptxas -v, sm_90, CUDA 13.0; no spills, no stack frame in any instantiation):
-//   3xtf32 (__launch_bounds__(128, 3)): rights NT=2 152 registers, NT=1 143; rows 129.
-//   tf32 (__launch_bounds__(128, 2)): rights NT=2 148, NT=1 144; rows 161.
+// Resource budget (no spills, no stack frame in any instantiation):
+//   3xtf32: __launch_bounds__(128, 3), at most 168 registers: 3 blocks (12 warps) per SM.
+//   tf32: __launch_bounds__(128, 2), at most 255 registers: 2 blocks per SM.
 //   Dynamic shared memory (2 stages): rights NT=2 22528 B, NT=1 14080 B; rows 12128 B.
-// Measurements, probes and history: notes/23_tensor_3xtf32.md.
+// Measurements and history (and the register counts): notes/23_tensor_3xtf32.md.
 #include <algorithm>
 #include <cstdint>
 #include <string>

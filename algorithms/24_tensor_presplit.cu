@@ -5,9 +5,9 @@
 // MMA's A operand. An A fragment holds 4 values, and neighbouring k steps and m tiles share them,
 // so tensor-tiled loads each left value once and builds the fragments from registers; but the
 // sharing puts one value in two fragment positions, and an HMMA reads its A from 4 consecutive
-// registers, so ptxas copies (~1.6 moves per MMA), and each value is split into big + small by
-// every warp that uses it, once per use. ncu on the real-data shape: 6.7 instructions per MMA,
-// tensor pipe 51% busy. Here:
+// registers, so ptxas copies (more than one move per MMA), and each value is split into big +
+// small by every warp that uses it, once per use: several instructions per MMA, and the tensor
+// pipe about half idle on the real-data shape. Here:
 //   * The MMA's M = 16 rights, N = 8 shifts dx, K = 8 columns c of one R row r, one shift row dy:
 //       C[j][dx] += sum_c R_j[r][c] * L[r + dy][c + dx]      (A = right rows, B = Toeplitz of L).
 //     With the K permutation k = t <-> column 2t, k = t + 4 <-> column 2t + 1 (K is a summation
@@ -23,8 +23,8 @@
 //     around their 24 MMAs. Skipping per (k step, n tile of 8 shifts) instead would drop 1/5 of
 //     the real-data shape's MMAs, but ptxas predicates each HMMA and puts a WARPSYNC with a
 //     5-cycle stall before it, and per pair of n tiles it drains the pipe at every branch (an
-//     HMMA result is waited for 24 cycles): measured, both were no faster (notes file), so the
-//     simplest stays.
+//     HMMA result is waited for 24 cycles): neither is faster (notes/24_tensor_presplit.md), so
+//     the simplest stays.
 // Block: 4 warps stacked along dy, each 2 shift rows x 32 shifts x 16 rights; block tile 8 dy x
 // 32 dx x 16 rights of one left. Blocks stride over the work items (shift tile, left and group of
 // 16 rights), heaviest tile first across the groups (TileSchedule, xcorr/shift_tiles_launch.cuh). The K
@@ -40,9 +40,10 @@
 //
 // Forms: one-to-many, n-to-mn, n-to-m (16 rights per block; one-to-one would use 1/16 of each MMA).
 //
-// Resources (ptxas -v, sm_90, CUDA 13.0): 168 registers, no spills, no stack; 55296 B of dynamic
-// shared memory (2 stages); 3 blocks (12 warps) per SM. At 128 registers (4 blocks) it spills.
-// Measurements, probes and history: notes/24_tensor_presplit.md.
+// Resource budget: __launch_bounds__(128, 3), at most 168 registers, no spills, no stack; 55296 B
+// of dynamic shared memory (2 stages); 3 blocks (12 warps) per SM. At 128 registers (4 blocks) it
+// spills.
+// Measurements and history: notes/24_tensor_presplit.md.
 #include <cstdint>
 #include <memory>
 

@@ -18,13 +18,13 @@
 //     warp-uniform branch, the k steps outside the union of its own 16 columns' overlaps. Per R
 //     row and warp: 96 MMAs (4 pairs x 2 n tiles x 4 k steps x 3 passes) from 8 A loads and 20 B
 //     loads (5 pairs of each L row serve 4 k steps x 2 n tiles; 24: 96 from 22). In all, 1.43x
-//     the useful products on the real-data shape (24: 1.72x); ncu counts 0.83x 24's HMMAs. The
-//     time falls less (0.93x): the chunk barrier makes a block wait for its busiest warp, so a
-//     warp's skipped k steps only free the tensor pipe for the other blocks on its SM.
+//     the useful products on the real-data shape (24: 1.72x). The time falls less than the MMA
+//     count: the chunk barrier makes a block wait for its busiest warp, so a warp's skipped k
+//     steps only free the tensor pipe for the other blocks on its SM.
 //   * Work item = (shift tile, pair group), ordered tile-major inside windows of pair groups whose
 //     inputs fit in half the L2: with blockIdx.x over tiles and blockIdx.z over groups (24), the
-//     heaviest tiles of the last groups started late and the SMs idled (timings: notes file;
-//     TileSchedule in xcorr/shift_tiles_launch.cuh, which 24 now uses too).
+//     heaviest tiles of the last groups start late and the SMs idle (notes/25_tensor_rowpair.md;
+//     TileSchedule in xcorr/shift_tiles_launch.cuh, which 24 uses too).
 // Block: 4 warps, 2 along dy x 2 along dx; block tile 16 dy x 32 dx x 8 rights of one left. The K
 // loop walks the union of the block's overlaps in chunks of 4 row pairs x 32 columns,
 // double-buffered as in 24: the next chunk's global loads are issued into registers before the
@@ -36,10 +36,10 @@
 //
 // Forms: one-to-many, n-to-mn, n-to-m (8 rights per block; one-to-one would use 1/8 of each MMA).
 //
-// Resources (ptxas -v, sm_90, CUDA 13.0): 158 registers, no spills; 69632 B of dynamic shared
-// memory (2 stages); 3 blocks (12 warps) per SM. Holding all 20 B pairs of a row spills (168
-// registers and 136 B), so k step s loads pairs s + 1 and carries them to step s + 1.
-// Measurements, probes and history: notes/25_tensor_rowpair.md.
+// Resource budget: __launch_bounds__(128, 3), at most 168 registers, no spills; 69632 B of dynamic
+// shared memory (2 stages); 3 blocks (12 warps) per SM. Holding all 20 B pairs of a row does not
+// fit that budget (it spills), so k step s loads pairs s + 1 and carries them to step s + 1.
+// Measurements and history: notes/25_tensor_rowpair.md.
 #include <cstdint>
 #include <memory>
 

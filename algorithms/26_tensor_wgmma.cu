@@ -1,6 +1,6 @@
 // tensor-wgmma: the Toeplitz GEMM of tensor-rowpair (25) on Hopper's warpgroup MMA (wgmma,
-// sm_90a), 3xTF32. mma.sync issues one m16n8k8 per warp every few cycles and left 25's tensor
-// pipe about half idle (ncu: issue-bound on the HMMA spacing); one wgmma m64n64k8 does 32x the
+// sm_90a), 3xTF32. mma.sync issues one m16n8k8 per warp every few cycles and leaves 25's tensor
+// pipe about half idle (issue-bound on the HMMA spacing); one wgmma m64n64k8 does 32x the
 // work of an m16n8k8 from a single instruction of the whole warpgroup, with B read by the tensor
 // cores straight from shared memory.
 //
@@ -43,16 +43,16 @@
 // capability 9.0 and a binary built for it (meson.build builds 9.0 as sm_90a); elsewhere the
 // factory refuses.
 //
-// Resources (ptxas -v, sm_90a, CUDA 13.0): 178 registers (the windows' instantiation: 173), no
-// spills; 98304 B of dynamic shared memory (2 stages of 48 KB); 2 blocks (2 warpgroups) per SM.
+// Resource budget: __launch_bounds__(128, 2) (up to 255 registers), no spills; 98304 B of dynamic
+// shared memory (2 stages of 48 KB); 2 blocks (2 warpgroups) per SM.
 // The wgmmas of a step chain on one accumulator; the A registers of the 4 unrolled k steps are
 // distinct, but the next R row of the chunk rewrites them, and PTX leaves a wgmma's A registers
 // undefined until a wait on its group (ptxas inserts none: it even reuses them as scratch at the
 // top of the row loop). So before step s loads its A, the kernel waits for step s of the previous
-// row (wgmma.wait_group ke - 1: the 3 later steps stay in flight). Before windows the kernel had
-// no such wait (one WARPGROUP.DEPBAR per chunk) and passed by timing alone: under
-// compute-sanitizer, warps running apart gave errors of 1e-5 (notes/26_tensor_wgmma.md).
-// Measurements, probes and history: notes/26_tensor_wgmma.md.
+// row (wgmma.wait_group ke - 1: the 3 later steps stay in flight). One wait per chunk is not
+// enough: it passes by timing alone, and warps running apart (under compute-sanitizer) then give
+// errors of 1e-5 (notes/26_tensor_wgmma.md).
+// Measurements and history: notes/26_tensor_wgmma.md.
 #include <algorithm>
 #include <cstdint>
 #include <memory>

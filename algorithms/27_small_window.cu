@@ -36,13 +36,11 @@
 // stream order); every output element is written by the reduce kernel. Shifts without overlap sum
 // zeros. The window may lie partly or wholly beyond the full range.
 // Resources. Registers: SY·SX accumulators + SY·SX window (3 x 11: 66) + addresses, under
-// __launch_bounds__(256, 2) (ptxas, sm_90a: 119 for 3 x 11, 72-80 for the others; no spills). Shared memory 4·max((TR + OHp - 1)·LWS + TR·TC, slices·NS) bytes:
+// __launch_bounds__(256, 2) (at most 128 registers, no spills: 2 blocks per SM). Shared memory 4·max((TR + OHp - 1)·LWS + TR·TC, slices·NS) bytes:
 // ±16 with TR x TC = 32 x 132 about 60 KB; tall windows shrink the tile (down to one segment) to
 // stay within 200 KB, which every window of at most 1089 shifts then does (1089 x 1: 170 KB). Partials: gx·NS floats per pair (gx <= tiles). Expected
 // bottleneck: the FMA pipe for 2-D windows of ±4 and more (33 FMAs per 4 shared loads); the pass
-// over both matrices for ±1. Not yet run on a GPU in this form: the previous one (one shift per
-// thread, two shared loads per FMA, a serial reduce over 2048 tiles per output) was measured at
-// 2.58 ms for ±16 and 217 us for ±1 on 2048 x 2048 (H200).
+// over both matrices for ±1. Measurements and history: notes/27_small_window.md.
 #include <cuda_runtime.h>
 
 #include <algorithm>

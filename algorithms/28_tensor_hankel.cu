@@ -23,7 +23,7 @@
 // 4 NT MMAs (x 3 in 3xTF32) and hands each MMA a pair as loaded. With the lags as A (the Hankel
 // rows as the MMA's rows) the fragment {A[g][t], A[g + 8][t], A[g][t + 4], A[g + 8][t + 4]} mixes
 // two shared pairs, and the compiler assembled every MMA's 4 consecutive A registers with moves
-// (several per MMA: the notes have the SASS and ncu counts).
+// (several per MMA: notes/28_tensor_hankel.md has the counts).
 // A (templates): a0 = R_g[8s + t], a1 = R_{g+8}[8s + t], a2 = R_g[8s + t + 4], a3 = R_{g+8}[8s + t
 // + 4], staged in fragment order, entry (s, lane): one 16-byte load per k step (3xTF32: big and
 // small parts in two arrays, two loads), consecutive lanes on consecutive 16 bytes.
@@ -67,9 +67,8 @@
 // Resources. 3xtf32: NT = 8 (BM = 256 lags per block), 32 + 32 accumulator registers, 11 pair
 // slots of 4 registers per group, 2 x 4 template registers; tf32: NT = 16 (BM = 512), 64
 // accumulators, 19 pair slots of 2, 4 template registers. __launch_bounds__(128, 4): at most 128
-// registers (ptxas -v, sm_90a, CUDA 13.0: 3xtf32 121, tf32 126; with zncc in the store 121, 125), no
-// spills, no stack frame (the build enforces it): 4 blocks (16 warps) per SM (3 blocks, at 144-148 registers, measured slower:
-// see the notes).
+// registers, no spills, no stack frame (the build enforces it): 4 blocks (16 warps) per SM (3
+// blocks, with more registers each, are slower: notes/28_tensor_hankel.md).
 // Normalized (zncc, the template epilogue's problems: every lag keeps the template inside the trace,
 // as matched filtering's valid window): the store writes the coefficient itself from per-lag and
 // per-template terms the Normalizer computes before the run (xcorr/store_norm.hpp; kNorm), the

@@ -56,12 +56,11 @@
 // one float32 chain over K = 144000 products (ambient noise) drifts by 7e-6 relative (rms) on
 // [0, 1) inputs, too close to the 1e-5 bound; chunked, 2.6e-7 (both in NumPy, sequential sums).
 //
-// Resources (ptxas -v, sm_90a, CUDA 13.0 on the build machine; 0 spills, 0 stack frame; not yet
-// profiled): templates=8: 123 registers (64 accumulators + 16 L + 8 R; cap 128 from
-// __launch_bounds__(128, 4)), 46080 B static shared memory ((1024 + 256) * 4 L + 256 * 8 * 4 R
-// + 8192 * 4 totals) -> 4 blocks = 16 warps per SM. templates=1: 87 registers, 34816 B -> 5
-// blocks. reduce_kernel: 32 registers. The staging loops are unrolled only twice: at 4 the 8 x 8
-// kernel spilled (its 64 accumulators are live across the staging).
+// Resource budget (0 spills, 0 stack frame): templates=8: 64 accumulators + 16 L + 8 R registers
+// and addresses under the cap of 128 from __launch_bounds__(128, 4), 46080 B static shared memory
+// ((1024 + 256) * 4 L + 256 * 8 * 4 R + 8192 * 4 totals) -> 4 blocks = 16 warps per SM.
+// templates=1: 34816 B -> 5 blocks. The staging loops are unrolled only twice: at 4 the 8 x 8
+// kernel spills (its 64 accumulators are live across the staging).
 // Expected bottleneck: the FFMA pipe. Per 8 t a warp of templates=8 issues 512 FFMA and 20 LDS
 // (4%); its shared-memory wavefronts, 4 x 4 for the L window and 16 broadcasts, are 32 per 512
 // FFMA cycles of its SMSP, 25% of the SM's 1 wavefront per cycle with four SMSPs busy. The

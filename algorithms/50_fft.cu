@@ -44,7 +44,7 @@
 //  - A pruned inverse (computing only the window's (hi - lo + 1) x (hi_x - lo_x + 1) outputs of the
 //    C2R) is not worth it: P >= max(ln, rn) already, so a tiny window does not shrink the transforms
 //    below the cropped inputs, the two forward transforms of every pair remain, and cuFFT has no
-//    pruned C2R (a hand-written one would lose cuFFT's bandwidth: notes, fused probe). For a few
+//    pruned C2R (a hand-written one would lose cuFFT's bandwidth: notes/50_fft.md). For a few
 //    shifts the direct variants, O(shifts x hR x wR), win by far anyway.
 //
 // Every transform is a batched 2-D R2C / C2R over "slots": a real slot of P x Q floats and a
@@ -860,7 +860,7 @@ private:
     bool graph_bound_ = false;
 };
 
-// Measured relative errors stay below 3e-7 up to 512 x 512 (header table); the bound leaves a
+// Measured relative errors stay below 3e-7 up to 512 x 512 (notes/50_fft.md); the bound leaves a
 // factor of ~7 for other seeds, shapes and sizes.
 constexpr double kTolerance = 2e-6;
 

@@ -31,7 +31,7 @@
 // every spectrum: spectrum_kernel transforms all N + M matrices and pair_kernel runs phases 2
 // (product and inverse only) and 3 per output pair. The second kernel is a programmatic
 // dependent launch: it starts while spectrum_kernel runs and waits for the spectra only before
-// phase 2, so its launch and the right's row DFTs overlap the left's transform (gain: notes file).
+// phase 2, so its launch and the right's row DFTs overlap the left's transform (gain: notes/51_fft_fused.md).
 // fused_kernel's blocks are persistent; while one transforms right k, a thread of it prefetches the
 // block's next right into the L2 (prefetch_l2: one bulk prefetch), which phase 1 then reads
 // without waiting for DRAM (N = 96 excepted: Geometry::prefetch).
@@ -83,8 +83,7 @@
 // (Geometry), and a bank model of every access pattern (64-bit accesses, per half-warp) gives no
 // conflicts; the CPU test of the team DFT checks every padded size's exchanges (one team a
 // half-warp, or two of 8 at padded_pair_pitch). N = 32 and 96
-// (4 teams a half-warp) keep the rotated exchange (row r shifted by r) and pitch Qh + 1 (ncu
-// counts: notes/51_fft_fused.md).
+// (4 teams a half-warp) keep the rotated exchange (row r shifted by r) and pitch Qh + 1.
 //
 // Why this beats five cuFFT passes: per 96 x 96 right matrix of the real-data shape it moves
 // 36 KB in and 146 KB out of DRAM plus 149 KB of left spectrum from L2 (the fft variant moves
@@ -95,14 +94,12 @@
 // value. N = 384 and 768 take a mixed-radix plan (team_dft.cuh) and only problems of 16 and 4
 // outputs or more (mixed_min_outputs): fewer are as fast or faster at the next power of two.
 //
-// Resources (ptxas -v, sm_90, CUDA 13.0; no spills, no stack frame), registers of spectrum /
-// fused / pair kernel, kWindow = false (full output) | true: N = 32: 56 / 84 / 54 | 78 / 55
-// (256 threads), 64: 56 / 82 / 56 | 82 / 56 (256), 96: 95 / 128 / 120 | 128 / 120 (256),
-// 128: 77 / 100 / 64 | 93 / 64 (512; pair_kernel bounded to two blocks an SM), 192: 108 / 134 / 127 |
-// 126 / 122 (384);
-// zero_outside_kernel 31 (256). Shared memory (dynamic): (rows pitch + N) x 8 bytes (Geometry),
-// 161 KB at N = 192 (one block per SM), 76 KB at 128.
-// Measurements, probes and history: notes/51_fft_fused.md.
+// Resource budget: no spills and no stack frame in any kernel (the strict build enforces it).
+// Threads per block 256 (N <= 96), 512 (N = 128), 384 (N = 192): Geometry::threads, with the
+// register limits that follow from them; pair_kernel<128> is bounded to two blocks an SM (64
+// registers). Shared memory (dynamic): (rows pitch + N) x 8 bytes (Geometry), 161 KB at N = 192
+// (one block per SM), 76 KB at 128.
+// Measurements and the history of the design (and the per-kernel register counts): notes/51_fft_fused.md.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -465,8 +462,8 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) fused_kernel(Args a, 
         forward_rows<N>(S, a.right + k * a.hR * a.wR, a.hR, a.wR, tw);
         __syncthreads();
         // The block's next right into the L2 while phases 2 and 3 run: phase 1 waited for DRAM with
-        // every warp of the block at once (ncu: long-scoreboard stalls the largest share). Issued
-        // before phase 1 instead, beside its reads, it gained less (A/B, notes file).
+        // every warp of the block at once (long-scoreboard stalls the largest share). Issued
+        // before phase 1 instead, beside its reads, it gains less.
         if (G::prefetch && threadIdx.x == 0 && k + gridDim.x < a.count)
             prefetch_l2(a.right + (k + gridDim.x) * a.hR * a.wR, size_t(a.hR) * a.wR * sizeof(float));
         const float2* L = a.spec + int64_t(a.pairs.left_of(k)) * N * G::Qh;
@@ -529,13 +526,10 @@ __global__ void __launch_bounds__(Geometry<N>::threads, Geometry<N>::pair_blocks
 // (so each also covers everything before it): launch latency and twiddle tables overlap, and the
 // first chunk's row pass overlaps the left spectra (rows_kernel).
 //
-// Resources (ptxas -v, sm_90, CUDA 13.0; 256 threads, no spills): rows / cols (forward,
-// correlate, pair) / out_rows (kWindow = false | true) registers: N = 256: 61 / 77, 80, 80 /
-// 60 | 63; 512 (three-stage DFT, a warp a team): 60 / 80, 119, 80 / 63 | 64; 1024 (three
-// stages, two warps a team): 53 / 75, 80, 80 / 64 | 62 (the bounds: cols_min_blocks); mixed radix
-// (E = 24): 384 (teams of 16): 76 / 107, 127, 120 / 80 | 80, 768 (a warp a team): 78 / 104, 128, 119 /
-// 80 | 79; one-to-one's correlate pass: both_kernel
-// 93 (256), 93 (512), kCorrelateBoth 136 (1024) (a few blocks in all). Every exchange slot holds
+// Resources: 256 threads a block, no spills (the strict build enforces it); the column passes'
+// register limits come from their declared blocks per SM (cols_min_blocks). 512 uses a
+// three-stage DFT with a warp a team, 1024 three stages with two warps a team; the mixed radix
+// sizes (E = 24) teams of 16 at 384 and a warp a team at 768. Every exchange slot holds
 // SN = N + T elements (the padded layout, team_dft.cuh; mixed plans 476 at 384, 860 at 768).
 // Shared memory: rows and out_rows (teams SN + TW) x 8 bytes (39 KB at N = 512, 43 KB at 1024),
 // cols (SN (TC + 1) + TW) x 8 bytes (43 KB at N = 512, 52 KB at 1024, 66 KB at 384 and 768),
@@ -682,8 +676,8 @@ __device__ __forceinline__ float2* staged_twiddles(float2* tw, bool wait = true)
 // R + (a.count + s) N rpitch): the first chunk's rights in the lefts' launch, one dependent launch
 // fewer in the chain (FftFused::merge_rows: one-to-one's right; a few rights in the other forms).
 // A template parameter, so that every other launch runs the one-stack code as it was (a runtime
-// choice of source cost the one-stack kernel registers, and one-to-one at N = 1024 time: notes,
-// session 29), and a parameter of its own, so that StagedArgs (every staged kernel's) keeps its
+// choice of source cost the one-stack kernel registers, and one-to-one at N = 1024 time:
+// notes/51_fft_fused.md), and a parameter of its own, so that StagedArgs (every staged kernel's) keeps its
 // layout.
 struct SecondStack {
     const float* src = nullptr;
@@ -692,7 +686,7 @@ struct SecondStack {
 };
 
 // The sizes that take kTwo: those without a mixed radix but N = 1024, where one-to-one's two
-// launches measured faster (notes, session 29).
+// launches are faster (notes/51_fft_fused.md).
 template <int N>
 constexpr bool rows_take_two = !TeamShape<N>::mixed && N < 1024;
 
@@ -771,7 +765,7 @@ __device__ __forceinline__ void tile_in(float2* tile, const float2* src, int h, 
     // Rows from h on are not written in R: each thread reads row h - 1 in their place, and the
     // tile's rows from h on, which the column DFTs never read, get copies of it. No predicate per
     // element: with one each (7 predicate registers) ptxas issues the loads two at a time, each
-    // pair's stores waiting for it (the copy took a third of the forward pass: ncu).
+    // pair's stores waiting for it, and the copy dominates the forward pass).
     const float2* s = src + (kCopyLast ? min(j, ncols - 1) : j);
     float2* d = tile + r0 * P + j;
     float2 x[C::K];  // every load issued before the first store
@@ -789,8 +783,8 @@ __device__ __forceinline__ void tile_out(float2* dst, const float2* tile, int nc
     if (j >= ncols) return;
     const float2* s = tile + r0 * P + j;
     float2* d = dst + r0 * rp + j;
-    // One store at a time, the block sweeping down the tile: all of a thread's stores at once
-    // (every load first) was no faster at 32-to-32 at 256 and 3.6% slower at 1-to-32 at 512 (A/B).
+    // One store at a time, the block sweeping down the tile: issuing all of a thread's stores at
+    // once (every load first) is no faster, and slower on large one-to-many shapes.
 #pragma unroll 1
     for (int k = 0; k < C::K; ++k) d[C::step * rp * k] = s[C::step * P * k];
 }
@@ -802,14 +796,12 @@ __device__ __forceinline__ void tile_out(float2* dst, const float2* tile, int nc
 enum ColMode : int { kForward = 0, kCorrelate = 1, kPair = 2, kCorrelateBoth = 3 };
 
 // Phase 2: blockIdx.x = tile of TC columns, blockIdx.y strides over the launch's matrices/outputs.
-// Blocks per SM declared (each an A/B against the default or the previous bound:
-// notes/51_fft_fused.md): kPair three at N = 512 and 1024 (80 registers; four,
-// at 64, lost 3-7%; at 256 its default stands: 89-93 registers, 80 since 3756218's copies);
-// kCorrelate three at 256 and 1024 (80 registers with the padded exchange: 1-to-32 at 128 -11%,
-// at 512 -8%) but two at 512 (at most 128), where three cost 1-to-8 6% for 2-4% elsewhere. The
-// mixed sizes (E = 24): kCorrelate two (three spilled 8-16 bytes; unbounded, 142 registers, 3-16%
-// slower), kPair two (at 384 three spilled 4 bytes; at 768 three, 80 registers, was 3-5% slower
-// than two, 121). kForward three at 1024 only keeps the occupancy it had before 3756218.
+// Blocks per SM declared, each the fastest bound measured for its mode and size (the numbers:
+// notes/51_fft_fused.md): kPair three at N = 512 and 1024 (at most 80 registers; four, at 64,
+// is slower), the compiler's default at 256; kCorrelate three at 256 and 1024 but two at 512 (at
+// most 128 registers: three there costs more on small batches than it gains elsewhere). The mixed
+// sizes (E = 24): kCorrelate two and kPair two (three spills, or is slower at 768; unbounded is
+// slower still). kForward three at 1024, so that the copies' registers cannot lower its occupancy.
 template <int N, int MODE>
 constexpr int cols_min_blocks() {
     if (MODE == kPair) return N == 384 || N == 768 ? 2 : N >= 512 ? 3 : 1;
@@ -833,7 +825,7 @@ __global__ void __launch_bounds__(Staged<N>::threads, cols_min_blocks<N, MODE>()
     // of its last one (staged, read and written only inside the block), so that every warp passes
     // the same named barriers before the block's: racecheck orders shared-memory accesses across
     // __syncthreads only then (a race-free minimal kernel reproduces its false report:
-    // probes-archive:results/nvidia-h200/probes/three-stage-1024-d301b14). Smaller teams skip surplus columns.
+    // notes/51_fft_fused.md). Smaller teams skip surplus columns.
     constexpr bool kEveryTeam = T > kWarp;
     const bool surplus = tm.id >= ncols;
     const int c = kEveryTeam ? min(c0 + tm.id, G::Qh - 1) : c0 + tm.id;
@@ -897,7 +889,7 @@ __global__ void __launch_bounds__(Staged<N>::threads, cols_min_blocks<N, MODE>()
 // where kCorrelateBoth's single team runs three (the left's, the right's with the product, the
 // inverse), over twice the blocks (TB = teams / 2 columns each). Teams of whole warps (N = 1024)
 // keep kCorrelateBoth: a left team passes fewer named barriers than its right before the block's
-// barrier (racecheck: probes-archive:results/nvidia-h200/probes/three-stage-1024-d301b14).
+// barrier (racecheck's false report: notes/51_fft_fused.md).
 template <int N>
 __global__ void __launch_bounds__(Staged<N>::threads) both_kernel(StagedArgs a) {
     using G = Staged<N>;
@@ -1017,7 +1009,7 @@ bool is_mixed(int n) {
     return mixed;
 }
 // The fewest outputs for which a mixed size is chosen over the next size up (FftFused's
-// constructor; A/B on the H200 in the notes): at 384 (teams of 16: 13 column tiles where 512 has
+// constructor; measured: notes/51_fft_fused.md): at 384 (teams of 16: 13 column tiles where 512 has
 // 33) few outputs leave the GPU emptier than the larger transform costs.
 constexpr int64_t mixed_min_outputs(int n) { return n == 384 ? 16 : 4; }
 
@@ -1045,13 +1037,12 @@ public:
         N_ = Sizes::at_least(need);
         // A few outputs at N = 192 take the staged path at 256: one block per matrix is then all
         // the GPU does, 12 warps on one SM for each of the two kernels. At N <= 128, and from 64
-        // outputs on, the one-block path is the faster (A/B in the notes); kStaged192Outputs is
-        // the largest count measured to gain.
+        // outputs on, the one-block path is the faster (notes/51_fft_fused.md); kStaged192Outputs
+        // is the largest count measured to gain.
         if (N_ == kMaxOneBlock && p.out_count() <= kStaged192Outputs) N_ = Sizes::at_least(kMaxOneBlock + 1);
-        // The mixed-radix sizes (384, 768) pay for batches, not for a few outputs (A/B against 512
-        // and 1024 in the notes): inputs of 192 (N = 384) one-to-one +33%, 1-to-8 +30%, 1-to-16 +4%,
-        // 4-to-4 -8%, 1-to-32 -20%, 32-to-32 -36%; of 384 (N = 768) one-to-one +10%, 1-to-2 -1%,
-        // 2-to-2 -12%, 1-to-8 -21%, 32-to-32 -38%.
+        // The mixed-radix sizes (384, 768) pay for batches, not for a few outputs (against 512
+        // and 1024: notes/51_fft_fused.md): with few outputs the GPU is emptier than the larger
+        // power-of-two transform costs.
         if (is_mixed(N_) && p.out_count() < mixed_min_outputs(N_)) N_ = Sizes::at_least(N_ + 1);
         if (N_ == 0) {
             const std::string limit = "transforms go up to " + std::to_string(Sizes::max()) + " (outputs up to " +
@@ -1203,8 +1194,7 @@ private:
     // L2 but a group's lefts fit in a quarter of it: each right's spectrum is then read from DRAM
     // once a group rather than once a pair. Where all the spectra fit, grouping saves no DRAM and
     // its order costs; where a group's lefts do not fit beside the pass's H writes, it saves little
-    // (H100 A/B at 32-to-32: N = 512 -10%, N = 256 / 768 / 1024 +2-4% when grouped:
-    // probes-archive:results/nvidia-h100-80gb-hbm3/probes/pair-groups-1135654/). XCORR_FFT_PAIR_GROUPS forces it.
+    // (measured: notes/51_fft_fused.md). XCORR_FFT_PAIR_GROUPS forces it.
     int pair_group() const {
         if (const int forced = env_switch("XCORR_FFT_PAIR_GROUPS"); forced >= 0) return forced ? int(kPairGroup) : 1;
         int dev = 0, l2 = 0;
@@ -1218,9 +1208,8 @@ private:
     // The first chunk's rights' rows in the lefts' row launch (rows_kernel's kTwo, where the size
     // takes it): one dependent launch fewer in the chain, but those rows no longer run beside the
     // lefts' column pass (for one-to-one there is none: both_kernel transforms the left's columns).
-    // That pays while the rights' rows are few: an A/B over the staged forms' shapes, the merge
-    // forced either way in one build, found every shape of up to 512 row pairs faster or level and
-    // every shape beyond level or slower (probes-archive:results/nvidia-h100-80gb-hbm3/probes/merge-rows-f76efb0/).
+    // That pays while the rights' rows are few: up to 512 row pairs every staged shape is faster
+    // or level with the merge, beyond it level or slower (notes/51_fft_fused.md).
     // XCORR_FFT_MERGE_ROWS forces it.
     static constexpr int64_t kMergeRowPairs = 512;
     bool merge_rows() const {

@@ -23,7 +23,7 @@
 //    matrix product over the blocks: P[i][j](f) = sum_b A[i][p][b](f) conj(Bm[right(i,j)][b](f)),
 //    so every left segment spectrum and every right block spectrum is computed once.
 //  - Geometry for a transform size N (for_each_geometry): B + Wp = N + 1, or one piece and one
-//    block if rn + W - 1 <= N. The splits tried: one piece (Wp = W, B = N + 1 - W) if W < N (ambient
+//    block if rn + W - 1 <= N. The candidate splits: one piece (Wp = W, B = N + 1 - W) if W < N (ambient
 //    noise: N = 8192, B = 3392, 43 blocks); one block (B = rn) if rn < N (seed 004: 256-sample
 //    templates, 4.32e6 lags: classic overlap-save over the lag range); halves (Wp = N/2); the
 //    cheapest by cost() wins. N <= 2^22 always suffices, so no window is refused for its width;
@@ -62,8 +62,8 @@
 // subtiles), else (1, 8) (right(i0, j) is then exact). Warp work items are
 // flattened subtile-fastest (the 8 warps of a block share a frequency range and mostly their right
 // rows, in L1; blocks in flight share frequency ranges in L2), then frequency chunk, then piece.
-// Resources (ptxas -v, sm_90a, CUDA 13.0 on the build machine, 0 spills): (4, 8) 124 registers
-// (2 blocks of 8 warps per SM), (1, 8) 48; seg_pad_kernel 24, crop_kernel 25; no shared memory.
+// Resources: no spills, no shared memory; the (4, 8) subtile's registers allow 2 blocks of 8 warps
+// per SM (the counts: notes/52_fft_segmented.md).
 //
 // Invariants: every (pair, lag) of [lo, hi] sums every block b < NB exactly once, in b order;
 // rows of a subtile past the last left or right are neither loaded nor written; every output
@@ -85,7 +85,7 @@
 //
 // Accuracy: float32 transforms of N points (error ~ eps log N of the correlation's norm) and sums
 // of NB complex products per frequency; the tolerance (5e-6) is fft's (2e-6, measured below 3e-7)
-// with room for the block sums, not measured yet on a GPU.
+// with room for the block sums.
 #include <cufft.h>
 
 #include <algorithm>

@@ -10,13 +10,13 @@ output's write time at the memory floor. Cases (DIR/cases.txt: `NAME variant=...
 
 --reduced writes the columns used here (one small CSV per case) for committing beside the notes.
 
-Floors (where the CSV has the instruction count, scripts/ncu-fft-account since session 29): per
+Floors (where the CSV has the instruction count, which scripts/ncu-fft-account collects): per
 kernel, its DRAM traffic at the DRAM peak (duration x DRAM % of peak) and its warp instructions at
 the SMs' peak issue (4 a cycle an SM, at the clock ncu saw); a kernel cannot beat the larger, and
 the call, its kernels back to back, cannot beat their sum ("bound"). What binds a case is then
 read off: the bytes, or the instructions, of kernels as they are. The call's instructions are also
 given at the best issue rate any of its kernels reached. Where the CSV has WarpStateStats' stall
-reasons (scripts/ncu-fft-account since session 33), each kernel also gets its warps an SM, its
+reasons (which scripts/ncu-fft-account also collects), each kernel also gets its warps an SM, its
 instructions and the reasons most warps wait on ("top stalls", warps per issued instruction).
 ncu runs each kernel alone with a flushed L2 (--cache-control all): kernels of small cases are
 slower there than back to back in the benchmark, so their sum can exceed the time per call.
@@ -32,12 +32,12 @@ import pandas as pd
 COLS = ["Kernel Name", "gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum",
         "dram__throughput.avg.pct_of_peak_sustained_elapsed", "sm__inst_issued.avg.pct_of_peak_sustained_active",
         "sm__warps_active.avg.pct_of_peak_sustained_active", "launch__grid_size", "launch__registers_per_thread"]
-# For the floors; CSVs from before session 29 lack them (then no floors are printed).
+# For the floors; CSVs from older versions of scripts/ncu-fft-account lack them (then no floors are printed).
 ISSUE_COLS = ["smsp__inst_executed.sum", "sm__cycles_elapsed.avg.per_second", "device__attribute_multiprocessor_count"]
 ISSUE_PER_SM_CYCLE = 4  # warp instructions an SM can issue a cycle (four schedulers, sm_70 on)
 # The harness's own kernels (inputs, poisoning, the check against the float64 reference and its
 # gather of sampled outputs). Not the window crop's gather_flat_kernel: a cropped call times it.
-# Where the warps wait (ncu's WarpStateStats section, scripts/ncu-fft-account since session 33): per
+# Where the warps wait (ncu's WarpStateStats section, collected by scripts/ncu-fft-account): per
 # reason, the warps in that state per issued instruction; with the occupancy they say what latency
 # the issue rate is bound by (the "top stalls" column). Optional, as the issue columns are.
 STALL_PREFIX, STALL_SUFFIX = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"

@@ -101,8 +101,8 @@ __device__ __forceinline__ ShiftTile shift_tile(const ShiftTileIndex* __restrict
 // order that keeps the tail short without losing the L2: the pair groups go in windows of zwin
 // whose inputs fit in half the L2, and inside a window tile-major, so every group's heaviest tile
 // starts in the first waves and the lightest tiles of all groups form the tail. (A grid with the
-// tiles on x and the groups on z starts the last groups' heaviest tiles late: the SMs idled 19% of
-// tensor-rowpair's 1-to-32 at 256, 4 groups of 8 rights.)
+// tiles on x and the groups on z starts the last groups' heaviest tiles late, and the SMs idle
+// through a long tail: notes/25_tensor_rowpair.md.)
 struct WorkItems {
     const ShiftTileIndex* order;  // shift tiles, heaviest first (shift_tiles_by_work)
     int ntiles;

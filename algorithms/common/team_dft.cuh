@@ -479,7 +479,7 @@ constexpr TwiddleTable<N> make_twiddle_table() {
     return t;
 }
 // The table in global memory, computed by the compiler: every block copies it (fill_twiddles)
-// instead of evaluating sincos in double precision, which took 9-13% of the staged kernels'
+// instead of evaluating sincos in double precision, a sizeable share of the staged kernels'
 // instructions (92 a table entry, 2-4 entries a thread, for blocks that do one DFT a team).
 template <int N>
 __device__ const TwiddleTable<N> kTwiddleTable = make_twiddle_table<N>();

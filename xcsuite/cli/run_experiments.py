@@ -177,8 +177,8 @@ class Runner:
         self.failure = None  # several GPUs: why this GPU's worker stopped early (its message)
         # Several GPUs: held while a peer's chunk runs, shared by the GPUs' runners, so that no two
         # peers (PyTorch, CuPy: Python, host-bound at small sizes) are measured at once. On two
-        # H200s (probes-archive:results/nvidia-h200/probes/multi-gpu-62a7256) torch-fft's one-to-one calls took up
-        # to 2.1x as long while the other GPU's worker ran them too; ours, C++ and GPU-bound, did not.
+        # H200s (docs/results.md, "Several GPUs running the suite") torch-fft's one-to-one calls took
+        # up to 2.1x as long while the other GPU's worker ran them too; ours, C++ and GPU-bound, did not.
         self.peer_lock = contextlib.nullcontext()
 
     def stop(self, signum, _frame=None) -> None:
