@@ -411,6 +411,7 @@ XCORR_REGISTER_VARIANT(Variant{
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
     .params = kParams,
     .make = [](const Problem& p, const Params& ps) { return make_tensor_tiled(p, ps, true); },
+    .min_cc = 80,  // mma.sync TF32
 });
 
 XCORR_REGISTER_VARIANT(Variant{
@@ -424,6 +425,7 @@ XCORR_REGISTER_VARIANT(Variant{
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
     .params = kParams,
     .make = [](const Problem& p, const Params& ps) { return make_tensor_tiled(p, ps, false); },
+    .min_cc = 80,  // mma.sync TF32
 });
 
 }  // namespace

@@ -390,6 +390,7 @@ XCORR_REGISTER_VARIANT(Variant{
     },
     .windows = {WindowKind::Full, WindowKind::Valid, WindowKind::Same, WindowKind::MaxShift, WindowKind::Shifts},
     .signals_only = true,
+    .min_cc = 80,  // mma.sync TF32
 });
 
 XCORR_REGISTER_VARIANT(Variant{
@@ -407,6 +408,7 @@ XCORR_REGISTER_VARIANT(Variant{
     },
     .windows = {WindowKind::Full, WindowKind::Valid, WindowKind::Same, WindowKind::MaxShift, WindowKind::Shifts},
     .signals_only = true,
+    .min_cc = 80,  // mma.sync TF32
 });
 
 }  // namespace
