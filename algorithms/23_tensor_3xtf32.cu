@@ -410,6 +410,7 @@ XCORR_REGISTER_VARIANT(Variant{
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
     .params = kParams,
     .make = [](const Problem& p, const Params& ps) { return make_tensor_tiled(p, ps, true); },
+    .min_cc = 80,  // mma.sync TF32
 });
 
 XCORR_REGISTER_VARIANT(Variant{
@@ -423,6 +424,7 @@ XCORR_REGISTER_VARIANT(Variant{
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
     .params = kParams,
     .make = [](const Problem& p, const Params& ps) { return make_tensor_tiled(p, ps, false); },
+    .min_cc = 80,  // mma.sync TF32
 });
 
 }  // namespace

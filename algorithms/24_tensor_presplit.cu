@@ -249,6 +249,7 @@ XCORR_REGISTER_VARIANT(Variant{
         require_mma_tf32("tensor-presplit");
         return std::make_unique<GroupTiled>(p, tensor_presplit_kernel, kThreads, kSmem, kTDY, kTDX, kSlots);
     },
+    .min_cc = 80,  // mma.sync TF32
 });
 
 }  // namespace

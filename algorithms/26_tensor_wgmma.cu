@@ -331,6 +331,7 @@ XCORR_REGISTER_VARIANT(Variant{
     },
     .windows = {WindowKind::Full, WindowKind::Valid, WindowKind::Same, WindowKind::MaxShift, WindowKind::Shifts},
     .work_tile = {16, 32},  // the block tile, kTDY x kTDX (static_assert above)
+    .arch_cc = 90,  // wgmma: sm_90a only
 });
 
 }  // namespace

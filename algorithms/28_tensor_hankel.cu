@@ -389,6 +389,7 @@ XCORR_REGISTER_VARIANT(Variant{
     },
     .windows = {WindowKind::Full, WindowKind::Valid, WindowKind::Same, WindowKind::MaxShift, WindowKind::Shifts},
     .signals_only = true,
+    .min_cc = 80,  // mma.sync TF32
 });
 
 XCORR_REGISTER_VARIANT(Variant{
@@ -406,6 +407,7 @@ XCORR_REGISTER_VARIANT(Variant{
     },
     .windows = {WindowKind::Full, WindowKind::Valid, WindowKind::Same, WindowKind::MaxShift, WindowKind::Shifts},
     .signals_only = true,
+    .min_cc = 80,  // mma.sync TF32
 });
 
 }  // namespace

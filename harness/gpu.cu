@@ -24,9 +24,13 @@ std::string built_archs() { return XCORR_CUDA_ARCHS; }
 
 namespace {
 
-std::vector<int> arch_list() {
+#ifndef XCORR_CUDA_PTX
+#define XCORR_CUDA_PTX ""
+#endif
+
+std::vector<int> arch_list(const char* list = XCORR_CUDA_ARCHS) {
     std::vector<int> out;
-    std::stringstream s(XCORR_CUDA_ARCHS);
+    std::stringstream s(list);
     std::string item;
     while (std::getline(s, item, ';'))
         if (!item.empty()) out.push_back(std::stoi(item));
@@ -37,7 +41,20 @@ std::vector<int> arch_list() {
 std::string archs_text() {
     std::string out;
     for (int a : arch_list()) out += (out.empty() ? "" : ", ") + std::to_string(a / 10) + "." + std::to_string(a % 10);
+    for (int a : arch_list(XCORR_CUDA_PTX)) out += ", PTX " + std::to_string(a / 10) + "." + std::to_string(a % 10) + "+";
     return out;
+}
+
+// The driver's CUDA version and the one this build needs, as cudaDriverGetVersion spells them (13000).
+std::string cuda_version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+
+// The oldest Linux driver of each CUDA major version (NVIDIA's CUDA Toolkit release notes, table 3).
+std::string min_driver(int cuda_major) {
+    switch (cuda_major) {
+        case 12: return "525.60.13";
+        case 13: return "580.65.06";
+        default: return "";
+    }
 }
 
 int fp32_lanes(int major, int minor) {
@@ -117,15 +134,37 @@ int blocks_for(size_t n, int threads) { return int(std::min<size_t>((n + threads
 // the two apart.
 std::string no_gpu_reason(cudaError_t err) {
     if (err == cudaSuccess) return "no usable CUDA GPU found";
+    const std::string needs = "CUDA " + cuda_version_text(CUDART_VERSION) +
+                              (min_driver(CUDART_VERSION / 1000).empty() ? std::string()
+                                  : ", NVIDIA driver " + min_driver(CUDART_VERSION / 1000) + " or newer");
     if (err == cudaErrorInsufficientDriver) {
         void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
-        if (!driver) return "no NVIDIA driver / no GPU on this machine (libcuda.so.1 not found)";
+        if (!driver) return "no NVIDIA driver / no GPU on this machine (libcuda.so.1 not found; xcorr needs " + needs + ")";
         dlclose(driver);
+        int have = 0;
+        cudaDriverGetVersion(&have);
+        return "the NVIDIA driver is too old: it supports CUDA " + (have ? cuda_version_text(have) : std::string("?")) +
+               ", xcorr is built with " + needs + " (" + cudaGetErrorString(err) + ")";
     }
     return std::string("no usable CUDA GPU found (") + cudaGetErrorString(err) + ")";
 }
 
 }  // namespace
+
+bool sass_for(int cc) {
+    for (int a : arch_list())
+        if (a / 10 == cc / 10 && a % 10 <= cc % 10) return true;
+    return false;
+}
+
+bool runs_binary(int cc) {
+    if (sass_for(cc)) return true;
+    for (int a : arch_list(XCORR_CUDA_PTX))
+        if (a <= cc) return true;
+    return false;
+}
+
+std::string built_ptx() { return XCORR_CUDA_PTX; }
 
 namespace {
 // The checks of require_gpu for `device` (the count already checked), which is left as it is.
@@ -150,11 +189,10 @@ GpuInfo check_device(int device) {
     XC_CUFFT_CHECK(cufftGetVersion(&g.cufft_version));
     g.fp32_lanes_per_sm = fp32_lanes(g.cc_major, g.cc_minor);
 
-    // SASS for sm_XY runs on compute capability X.Z with Z >= Y (same major); nothing else runs.
+    // SASS for sm_XY runs on compute capability X.Z with Z >= Y (same major); PTX for compute_XY
+    // on every X.Y and later (the driver compiles it); nothing else runs.
     const int cc = g.cc_major * 10 + g.cc_minor;
-    bool ok = false;
-    for (int a : arch_list()) ok |= (a / 10 == g.cc_major && a % 10 <= g.cc_minor);
-    if (!ok)
+    if (!runs_binary(cc))
         throw NoGpuError("this binary was built for compute capability " + archs_text() + " but the GPU (" +
                          g.name + ") is " + std::to_string(cc / 10) + "." + std::to_string(cc % 10) +
                          "; rebuild with -Dgpu_arch=" + std::to_string(cc / 10) + "." + std::to_string(cc % 10));

@@ -135,7 +135,9 @@ Plan::Plan(const PlanSpec& spec) : impl_(std::make_unique<Impl>()) {
     int pageable = 0;
     XC_CUDA_CHECK(cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, im.device));
     im.pageable_ok = pageable != 0;
+    const int cc = gpu.cc_major * 10 + gpu.cc_minor;
     if (!is_auto) {
+        if (std::string why = im.variant->gpu_refusal(cc); !why.empty()) throw UsageError(why);
         im.reason = "asked for by name";
         make_instance();
         return;
@@ -149,6 +151,8 @@ Plan::Plan(const PlanSpec& spec) : impl_(std::make_unique<Impl>()) {
     for (const AutoChoice& c : candidates) {
         try {
             im.variant = &find_variant(c.algorithm);
+            // A variant that does not run on this GPU (Variant::gpu_refusal) is never picked.
+            if (std::string why = im.variant->gpu_refusal(cc); !why.empty()) throw UsageError(why);
             im.params = im.variant->resolve(c.params);
             make_instance();
             im.reason = c.reason + (refused.empty() ? "" : " (refused before it: " + refused + ")");

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "xcorr/gpu.hpp"
+
 namespace xcorr {
 namespace {
 std::vector<Variant>& storage() {
@@ -33,6 +35,22 @@ const Variant& find_variant(const std::string& name) {
         names.push_back(v.name);
     }
     throw UsageError("unknown algorithm '" + name + "' (known: reference, " + join(names) + ")");
+}
+
+std::string Variant::gpu_refusal(int cc) const {
+    auto text = [](int c) { return std::to_string(c / 10) + "." + std::to_string(c % 10); };
+    const std::string here = " (this GPU: " + text(cc) + ")";
+    if (arch_cc && cc != arch_cc)
+        return name + ": its kernel is built for compute capability " + text(arch_cc) + " only (sm_" +
+               std::to_string(arch_cc) + "a)" + here;
+    if (arch_cc && !sass_for(arch_cc))
+        return name + ": this binary holds no sm_" + std::to_string(arch_cc) + "a code (built for " + built_archs() +
+               "); rebuild with -Dgpu_arch=" + text(arch_cc);
+    if (cc < min_cc) return name + ": needs compute capability " + text(min_cc) + " or newer" + here;
+    if (!runs_binary(cc))
+        return name + ": this binary holds no code for compute capability " + text(cc) + " (built for " +
+               built_archs() + (built_ptx().empty() ? "" : ", PTX " + built_ptx()) + ")";
+    return "";
 }
 
 bool Variant::supports(Form f) const { return std::find(forms.begin(), forms.end(), f) != forms.end(); }

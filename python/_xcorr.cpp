@@ -97,6 +97,20 @@ nb::dict choice_dict(const xcorr::AutoChoice& c) {
 
 nb::list algorithm_list() {
     nb::list out;
+    // Whether each runs on the current device (the plans' GPU) with this binary's architectures:
+    // runs_here, and not_here saying why not (no GPU: the reason NoGPUError gives).
+    std::string no_gpu;
+    int cc = 0;
+    try {
+        xcorr::visible_gpu_count();
+        int dev = 0, major = 0, minor = 0;
+        XC_CUDA_CHECK(cudaGetDevice(&dev));
+        XC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+        XC_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+        cc = major * 10 + minor;
+    } catch (const xcorr::NoGpuError& e) {
+        no_gpu = e.what();
+    }
     for (const xcorr::Variant& v : xcorr::variants()) {
         nb::dict d;
         d["name"] = v.name;
@@ -119,6 +133,9 @@ nb::list algorithm_list() {
             params[ps.name.c_str()] = p;
         }
         d["params"] = params;
+        const std::string why = no_gpu.empty() ? v.gpu_refusal(cc) : no_gpu;
+        d["runs_here"] = why.empty();
+        d["not_here"] = why;
         out.append(d);
     }
     return out;
@@ -144,6 +161,8 @@ nb::dict gpu_info() {
     d["runtime_version"] = g.runtime_version;
     d["cufft_version"] = g.cufft_version;
     d["built_archs"] = xcorr::built_archs();
+    d["built_ptx"] = xcorr::built_ptx();
+    d["version"] = XCORR_VERSION;
     return d;
 }
 
@@ -281,6 +300,7 @@ xcorr::Problem checked_problem(const xcorr::PlanSpec& s, size_t left, size_t rig
 
 NB_MODULE(_xcorr, m) {
     m.doc() = "The C++ plan API of xcorr (use the package xcorr, not this module)";
+    m.attr("__version__") = XCORR_VERSION;  // meson.build's (scripts/version)
 
     // RuntimeError subclasses, so that `except RuntimeError` still catches them.
     nb::exception<xcorr::NoGpuError>(m, "NoGPUError", PyExc_RuntimeError);

@@ -28,6 +28,12 @@ struct GpuInfo {
 
 // The architectures this binary holds code for, as meson passed them ("90" or "80;90").
 std::string built_archs();
+// The architectures it also holds PTX for ("120" or ""), which the driver compiles for newer GPUs.
+std::string built_ptx();
+// Whether this binary holds SASS for compute capability cc (major * 10 + minor): sm_XY runs on X.Z, Z >= Y.
+bool sass_for(int cc);
+// Whether any of its code runs on cc: SASS for it, or PTX of cc or older.
+bool runs_binary(int cc);
 // How many CUDA devices are visible; throws NoGpuError, saying why (no driver, an old one), when none is.
 int visible_gpu_count();
 // Throws NoGpuError unless a CUDA GPU is present and this binary holds code for it.

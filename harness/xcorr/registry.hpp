@@ -121,6 +121,12 @@ struct Variant {
     struct WorkTile {
         int dy = 1, dx = 1;
     } work_tile;
+    // The GPUs its kernels run on (major * 10 + minor), beyond the binary's own architectures
+    // (built_archs, a wheel's fat binary): at least min_cc (mma.sync TF32: 80); an architecture-
+    // specific kernel (sm_90a's wgmma) only on arch_cc and only where the binary holds SASS for it.
+    // Refused before make() (gpu_refusal) and never a candidate of auto on another GPU.
+    int min_cc = 0;
+    int arch_cc = 0;
 
     bool supports(Form f) const;
     // Whether p's shifts are a window of a declared kind for p's sizes: a window asked for by
@@ -137,6 +143,9 @@ struct Variant {
     // Its max_transform part alone (shape_refusal's last): the validator's shapes a variant is
     // built for leave it out.
     std::string transform_refusal(const Problem& p) const;
+    // Why it does not run on a GPU of compute capability cc (major * 10 + minor) with this binary
+    // (min_cc, arch_cc, and the architectures built), or "" when it does.
+    std::string gpu_refusal(int cc) const;
     // supports(p.form), supports_window(p) and no shape_refusal(p): what make() may be asked.
     bool supports_problem(const Problem& p) const;
     // Fills in defaults and rejects unknown parameters and values outside the allowed set

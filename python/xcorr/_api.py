@@ -759,7 +759,9 @@ last_batch = None
 
 def algorithms():
     """Every algorithm of this build: name, family, summary, forms, windows, precision, tolerance
-    and its tuning parameters (values, default, help)."""
+    and its tuning parameters (values, default, help); runs_here: whether it runs on the current
+    GPU with the architectures this build holds (gpu_info()["built_archs"]), and not_here why not
+    ("" where it runs; without a GPU, NoGPUError's reason). auto never picks one that does not."""
     return _xcorr.algorithms()
 
 
@@ -783,12 +785,17 @@ def explain(left, right, mode="full", *, max_shift=None, shifts=None, normalize=
              precision=precision, dims=dims, max_lag=max_lag, lags=lags)
     if gpu is not None and not isinstance(gpu, str):
         raise ValueError(f"gpu must be a GPU's name (as xcorr.gpu_info()['name'] gives it), got {gpu!r}")
+    own_gpu = False
     if gpu is None:
         try:
             gpu = _xcorr.gpu_info()["name"]
+            own_gpu = True
         except NoGPUError:
             gpu = ""
     candidates = _xcorr.auto_candidates(p._spec, gpu)
+    if own_gpu:  # as auto on this GPU: those that do not run here are never picked
+        here = {v["name"] for v in _xcorr.algorithms() if v["runs_here"]}
+        candidates = [c for c in candidates if c["algorithm"] in here]
     if not candidates:
         raise ValueError(f"no algorithm of this build computes {p.description} at precision {precision}")
     best = dict(candidates[0])

@@ -1,0 +1,132 @@
+"""The binary wheel (issue #68, scripts/build-wheel): built for one architecture and one variant
+(a few minutes on 2 cores), installed into a fresh venv with NumPy and NVIDIA's cuFFT wheel from
+PyPI, and imported with the CUDA toolkit out of reach (no nvcc on PATH, no LD_LIBRARY_PATH or
+CUDA_HOME): the CPU reference runs, a GPU call raises NoGPUError with its reason (where this
+machine has no GPU: CI), cuFFT comes from the venv's nvidia package, and xcorr.__version__ is
+the repository's (scripts/version).
+
+Skipped, saying why, where nvcc is missing or PyPI cannot be reached."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+VERSION_RE = r"\d+(\.\d+)*(\.dev\d+)?(\+g[0-9a-f]+(\.dirty)?)?"
+
+
+def find_nvcc():
+    if shutil.which("nvcc"):
+        return shutil.which("nvcc")
+    for d in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if d and os.access(os.path.join(d, "bin", "nvcc"), os.X_OK):
+            return os.path.join(d, "bin", "nvcc")
+    return None
+
+
+def stripped_env(tmp_path):
+    """The environment without the toolkit: PATH of the system's bin directories only (no CUDA
+    one), no LD_LIBRARY_PATH, CUDA_HOME or CUDA_PATH; pip's proxy and index settings kept."""
+    keep = {k: v for k, v in os.environ.items()
+            if k.lower() in ("http_proxy", "https_proxy", "no_proxy", "all_proxy") or k.startswith("PIP_")
+            or k in ("LANG", "LC_ALL", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "TMPDIR")}
+    path = [d for d in ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+            if os.path.isdir(d) and not os.path.exists(os.path.join(d, "nvcc"))]  # a wrapper may sit in /usr/local/bin
+    return dict(keep, HOME=str(tmp_path / "home"), PATH=os.pathsep.join(path), PYTHONNOUSERSITE="1")
+
+
+def test_version_script_says_dev_with_the_revision():
+    v = subprocess.run([str(ROOT / "scripts" / "version")], capture_output=True, text=True, check=True).stdout.strip()
+    assert re.fullmatch(VERSION_RE, v), v
+    rev = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    tagged = subprocess.run(["git", "describe", "--tags", "--exact-match", "--match", "v[0-9]*"], cwd=ROOT,
+                            capture_output=True).returncode == 0
+    if rev and not tagged:
+        assert ".dev" in v and f"+g{rev}" in v, (v, rev)
+
+
+def test_wheel_installs_and_runs_with_only_the_driver(tmp_path):
+    nvcc = find_nvcc()
+    if not nvcc:
+        pytest.skip("nvcc (the CUDA toolkit) is not installed: the wheel cannot be built here")
+    probe = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-d",
+                            str(tmp_path / "probe"), "six==1.16.0"], capture_output=True, text=True, timeout=120)
+    if probe.returncode:
+        pytest.skip(f"PyPI is unreachable (pip download: {probe.stderr.strip().splitlines()[-1:]}): the wheel's "
+                    "dependencies (NumPy, nvidia-cufft) cannot be installed")
+
+    out = tmp_path / "dist"
+    env = dict(os.environ, PATH=os.path.dirname(nvcc) + os.pathsep + os.environ.get("PATH", ""))
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "build-wheel"), "--arch", "9.0", "--variants", "01",
+                        "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    wheels = list(out.glob("xcorr-*.whl"))
+    assert len(wheels) == 1, list(out.iterdir())
+    wheel = wheels[0]
+    assert re.fullmatch(rf"xcorr-({VERSION_RE})-cp3\d+-cp3\d+-manylinux_\d+_\d+_\w+\.whl", wheel.name), wheel.name
+    assert wheel.stat().st_size < 100e6
+    version = wheel.name.split("-")[1]
+    assert version == subprocess.run([str(ROOT / "scripts" / "version")], capture_output=True, text=True).stdout.strip()
+    with zipfile.ZipFile(wheel) as z:
+        meta = z.read(f"xcorr-{version}.dist-info/METADATA").decode()
+    assert re.search(r"^Requires-Dist: nvidia-cufft", meta, re.M), meta[:2000]
+    sdists = list(out.glob("xcorr-*.tar.gz"))
+    assert len(sdists) == 1 and sdists[0].name == f"xcorr-{version}.tar.gz", list(out.iterdir())
+
+    # A fresh venv without the toolkit: only the driver would be needed (this machine may lack it too).
+    clean = stripped_env(tmp_path)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=clean)
+    vpy = str(venv / "bin" / "python")
+    r = subprocess.run([vpy, "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel)],
+                       env=clean, capture_output=True, text=True, timeout=1200)
+    if r.returncode and re.search(r"(?i)connection|resolve|network|timed out|proxy", r.stderr):
+        pytest.skip(f"PyPI is unreachable from the fresh venv: {r.stderr.strip().splitlines()[-1:]}")
+    assert r.returncode == 0, r.stderr[-4000:]
+
+    check = f"""
+import os, shutil, numpy as np, xcorr
+assert shutil.which("nvcc") is None and "LD_LIBRARY_PATH" not in os.environ and "CUDA_HOME" not in os.environ
+assert xcorr.__version__ == {version!r}, xcorr.__version__
+# cuFFT is the venv's (NVIDIA's wheel), not a toolkit's
+cufft = {{l.split()[-1] for l in open("/proc/self/maps") if "libcufft" in l}}
+assert cufft and all(p.startswith({str(venv)!r}) for p in cufft), cufft
+rng = np.random.default_rng(7)
+a, b = rng.standard_normal((9, 12)), rng.standard_normal((4, 5))
+got = xcorr.correlate2d(a.astype(np.float32), b.astype(np.float32), algorithm="reference")
+a32, b32 = a.astype(np.float32).astype(np.float64), b.astype(np.float32).astype(np.float64)
+ref = np.zeros((9 + 4 - 1, 12 + 5 - 1))
+for dy in range(-3, 9):
+    for dx in range(-4, 12):
+        for y in range(4):
+            for x in range(5):
+                if 0 <= y + dy < 9 and 0 <= x + dx < 12:
+                    ref[dy + 3, dx + 4] += a32[y + dy, x + dx] * b32[y, x]
+assert got.shape == ref.shape and np.allclose(got, ref, rtol=1e-12, atol=1e-12), np.abs(got - ref).max()
+names = [v["name"] for v in xcorr.algorithms()]
+assert names == ["overlap-wise"], names
+try:
+    info = xcorr.gpu_info()
+except xcorr.NoGPUError as e:
+    reason = str(e)
+    assert reason and ("no NVIDIA driver" in reason or "GPU" in reason), reason
+    try:
+        xcorr.correlate2d(a, b)
+        raise AssertionError("a GPU call without a GPU returned")
+    except xcorr.NoGPUError as e2:
+        assert reason in str(e2) and 'algorithm="reference"' in str(e2), str(e2)
+    assert all(not v["runs_here"] and v["not_here"] for v in xcorr.algorithms()), xcorr.algorithms()
+    print("no GPU:", reason)
+else:
+    assert info["version"] == xcorr.__version__ and info["built_archs"] == "90", info
+    print("GPU:", info["name"])
+print("ok", xcorr.__version__)
+"""
+    r = subprocess.run([vpy, "-c", check], env=clean, cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip().endswith(f"ok {version}"), r.stdout
