@@ -16,7 +16,7 @@
 #include "common/multi_matrix.cuh"
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/dispatch.hpp"
-#include "xcorr/multi_matrix_launch.cuh"
+#include "common/multi_matrix_launch.cuh"
 #include "xcorr/registry.hpp"
 
 namespace xcorr {

@@ -72,7 +72,7 @@
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/dispatch.hpp"
-#include "xcorr/launch.cuh"
+#include "common/launch.cuh"
 #include "xcorr/registry.hpp"
 
 namespace xcorr {

@@ -50,7 +50,7 @@
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
-#include "xcorr/shift_tiles_launch.cuh"
+#include "common/shift_tiles_launch.cuh"
 
 namespace xcorr {
 namespace {

@@ -70,9 +70,9 @@
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/dispatch.hpp"
-#include "xcorr/launch.cuh"
+#include "common/launch.cuh"
 #include "xcorr/registry.hpp"
-#include "xcorr/shift_tiles_launch.cuh"
+#include "common/shift_tiles_launch.cuh"
 
 namespace xcorr {
 namespace {

@@ -27,7 +27,7 @@
 //     the simplest stays.
 // Block: 4 warps stacked along dy, each 2 shift rows x 32 shifts x 16 rights; block tile 8 dy x
 // 32 dx x 16 rights of one left. Blocks stride over the work items (shift tile, left and group of
-// 16 rights), heaviest tile first across the groups (TileSchedule, xcorr/shift_tiles_launch.cuh). The K
+// 16 rights), heaviest tile first across the groups (TileSchedule, common/shift_tiles_launch.cuh). The K
 // loop walks the union of the block's overlaps in chunks of 4 R rows x 32 columns,
 // double-buffered: the next chunk's global loads are issued into registers before the MMAs of this
 // one and split and stored after them, one barrier per chunk. Each warp clips its R rows to the
@@ -51,9 +51,9 @@
 #include "common/mma_tf32.cuh"
 #include "common/shift_tiles.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/launch.cuh"
+#include "common/launch.cuh"
 #include "xcorr/registry.hpp"
-#include "xcorr/shift_tiles_launch.cuh"
+#include "common/shift_tiles_launch.cuh"
 
 namespace xcorr {
 namespace {

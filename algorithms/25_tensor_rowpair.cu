@@ -24,7 +24,7 @@
 //   * Work item = (shift tile, pair group), ordered tile-major inside windows of pair groups whose
 //     inputs fit in half the L2: with blockIdx.x over tiles and blockIdx.z over groups (24), the
 //     heaviest tiles of the last groups start late and the SMs idle (notes/25_tensor_rowpair.md;
-//     TileSchedule in xcorr/shift_tiles_launch.cuh, which 24 uses too).
+//     TileSchedule in common/shift_tiles_launch.cuh, which 24 uses too).
 // Block: 4 warps, 2 along dy x 2 along dx; block tile 16 dy x 32 dx x 8 rights of one left. The K
 // loop walks the union of the block's overlaps in chunks of 4 row pairs x 32 columns,
 // double-buffered as in 24: the next chunk's global loads are issued into registers before the
@@ -47,9 +47,9 @@
 #include "common/mma_tf32.cuh"
 #include "common/shift_tiles.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/launch.cuh"
+#include "common/launch.cuh"
 #include "xcorr/registry.hpp"
-#include "xcorr/shift_tiles_launch.cuh"
+#include "common/shift_tiles_launch.cuh"
 
 namespace xcorr {
 namespace {

@@ -12,7 +12,7 @@
 // moved by one R row, so B is staged once per R row (not per shift row) and addressed by a
 // descriptor. Warp w of the block (one warpgroup) owns shift columns 16 (w % 2) .. + 15 (its 16
 // rows of A) and shift rows 8 (w / 2) .. + 7 (its L row r + D_{w/2}); block tile 16 dy x 32 dx x
-// 8 rights of one left, work items as 24 and 25 (TileSchedule, xcorr/shift_tiles_launch.cuh).
+// 8 rights of one left, work items as 24 and 25 (TileSchedule, common/shift_tiles_launch.cuh).
 // K loop: the union of the block's overlaps, from 7 R rows before it (row q = 7 of the first
 // step), in chunks of 8 steps r x 32 columns (4 k steps), double-buffered: the next chunk's global
 // loads are issued into registers before this chunk's MMAs and split and stored after them.
@@ -62,9 +62,9 @@
 #include "common/shift_tiles.cuh"
 #include "common/wgmma.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/launch.cuh"
+#include "common/launch.cuh"
 #include "xcorr/registry.hpp"
-#include "xcorr/shift_tiles_launch.cuh"
+#include "common/shift_tiles_launch.cuh"
 
 namespace xcorr {
 namespace {

@@ -89,7 +89,7 @@
 #include "common/device.cuh"
 #include "common/mma_tf32.cuh"
 #include "xcorr/cuda_check.hpp"
-#include "xcorr/launch.cuh"
+#include "common/launch.cuh"
 #include "xcorr/registry.hpp"
 
 namespace xcorr {

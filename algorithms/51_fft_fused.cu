@@ -117,7 +117,7 @@
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/dispatch.hpp"
-#include "xcorr/launch.cuh"
+#include "common/launch.cuh"
 #include "xcorr/registry.hpp"
 
 namespace xcorr {
@@ -1106,7 +1106,7 @@ public:
         plan_memory();
     }
 
-    // A repeated call replays its launches as one CUDA graph (GraphReplay, harness/xcorr/launch.cuh):
+    // A repeated call replays its launches as one CUDA graph (GraphReplay, algorithms/common/launch.cuh):
     // a call is two to six dependent launches, and for the smallest calls launching them is most
     // of the time.
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {

@@ -51,7 +51,7 @@ MAX_FULL_GRID = 24
 
 ParamValue = Union[str, int, Callable[["Shape"], Union[str, int, None]]]
 
-# Output windows (docs/CONVENTIONS.md, "Output windows"), as harness/core.cpp parses and resolves
+# Output windows (docs/CONVENTIONS.md, "Output windows"), as lib/core.cpp parses and resolves
 # them: a Shape's window is "full", "valid", "same", "max_shift=SY[,SX]" or "shifts=DY0:DY1,DX0:DX1"
 # and resolves to a rectangle of shifts (dy0, dy1, dx0, dx1), inclusive.
 WINDOW_MODES = ("full", "valid", "same")
@@ -194,7 +194,7 @@ class Shape:
     # --- the window -------------------------------------------------------------------------
     def shifts(self) -> tuple:
         """The window's rectangle (dy0, dy1, dx0, dx1), inclusive, resolved for these sizes as
-        harness/core.cpp's WindowRequest::resolve does."""
+        lib/core.cpp's WindowRequest::resolve does."""
         sizes = (self.hL, self.wL, self.hR, self.wR)
         kind, given = parse_window(self.window)
         if kind == "full":

@@ -2,13 +2,13 @@
 """The C++ tables of "auto" (auto.hpp, auto.cpp), made at build time: Meson's custom_target runs
 this (meson.build) and compiles its output, <build>/auto_table.cpp, which is never committed.
 
-It reads committed data only: every harness/auto_tables/<gpu>.tsv (the measured problems and their
-variants) and harness/auto_tables/variants.json (the registry's facts the cost model needs, each
+It reads committed data only: every lib/auto_tables/<gpu>.tsv (the measured problems and their
+variants) and lib/auto_tables/variants.json (the registry's facts the cost model needs, each
 variant's work tile), both written by scripts/make_auto_table.py from results/<gpu>/summary.csv and
 `xcorr list --json`. From them it fits the cost model on every table and writes the source.
 Python's standard library alone (the build has nothing else).
 
-    scripts/gen_auto_table.py [--tables harness/auto_tables] --out FILE [--depfile FILE]
+    scripts/gen_auto_table.py [--tables lib/auto_tables] --out FILE [--depfile FILE]
 
 --depfile writes a Make-style dependency file: the tables read and their folder (a table added or
 removed changes the folder's time), so that Ninja regenerates the source when one of them changes.
@@ -24,12 +24,12 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TABLES = ROOT / "harness" / "auto_tables"
+TABLES = ROOT / "lib" / "auto_tables"
 FACTS = "variants.json"  # in the tables' folder
 FORMS = {"one-to-one": 0, "one-to-many": 1, "n-to-mn": 2, "n-to-m": 3}
 # Never candidates of auto (auto.cpp): fft+plan times plan creation, which a plan does once.
 NOT_CANDIDATES = {"fft+plan"}
-HEADER = "// GENERATED at build time by scripts/gen_auto_table.py from harness/auto_tables/: do not edit."
+HEADER = "// GENERATED at build time by scripts/gen_auto_table.py from lib/auto_tables/: do not edit."
 
 
 # --- the committed data ------------------------------------------------------------------------

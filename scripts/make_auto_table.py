@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
-"""The tables of "auto" (harness/auto.cpp): from every results/<gpu>/summary.csv, a compact table of
-the measured problems and their variants (harness/auto_tables/<gpu>.tsv), and from the registry
+"""The tables of "auto" (lib/auto.cpp): from every results/<gpu>/summary.csv, a compact table of
+the measured problems and their variants (lib/auto_tables/<gpu>.tsv), and from the registry
 (`xcorr list --json`) the facts of the variants that the cost model needs
-(harness/auto_tables/variants.json: name, family, work tile). Both are committed, readable in a
+(lib/auto_tables/variants.json: name, family, work tile). Both are committed, readable in a
 diff, and are all the build reads: it makes the C++ source of auto's tables from them
 (scripts/gen_auto_table.py, a custom_target of meson.build that also fits the cost model), and
 that source is never committed.
 
     scripts/make_auto_table.py [--build DIR]   regenerate the .tsv files and variants.json
     scripts/make_auto_table.py --check         exit 1 when the committed files differ from a regeneration
-    scripts/make_auto_table.py --list harness/auto_tables/variants.json
+    scripts/make_auto_table.py --list lib/auto_tables/variants.json
                                                the tables of new results with the committed facts
 
 The variants are those of a build's `xcorr list --json` (--build, default $XCORR_BUILD, else
@@ -37,7 +37,7 @@ from gen_auto_table import (FACTS, FORMS, NOT_CANDIDATES, SIGNALS, fft_need, fit
                             work_tiles, work_units)
 
 ROOT = Path(__file__).resolve().parents[1]
-TABLES = ROOT / "harness" / "auto_tables"
+TABLES = ROOT / "lib" / "auto_tables"
 TSV_HEADER = ["form", "hL", "wL", "hR", "wR", "nL", "nR", "dy0", "dy1", "dx0", "dx1", "normalize", "variant", "params",
               "time_us"]
 NORMALIZE = {"none": 0, "zncc": 1, "zero-lag": 2}  # xcorr::Normalize

@@ -97,8 +97,8 @@ def test_summary_takes_medians_over_rounds_and_reports_one_sided_cases(tmp_path)
     (["--env-b", "K=V"], "no cases"),
     (["-b", CASE], "would be the same"),
     (["-b", CASE, "--env-b", "KV"], "expected A=B"),
-    (["-b", CASE, "-s", "harness/normalize.cu=/nonexistent/old.cu"], "no such file"),
-    (["-b", CASE, "-s", f"harness/nothing.cu={ROOT / 'meson.build'}"], "no such file in the repository"),
+    (["-b", CASE, "-s", "lib/normalize/epilogue.cuh=/nonexistent/old.cuh"], "no such file"),
+    (["-b", CASE, "-s", f"lib/nothing.cu={ROOT / 'meson.build'}"], "no such file in the repository"),
     (["-b", CASE, "--build-a", "x"], "go together"),
 ])
 def test_bad_usage_exits_2_with_one_line(argv, why, capsys, tmp_path):
@@ -125,19 +125,19 @@ def test_b_tree_is_a_copy_with_the_swapped_files(tmp_path):
     old = tmp_path / "old.cu"
     old.write_text("// the old version\n")
     dest = tmp_path / "tree"
-    ab.copy_tree(dest, [("harness/normalize.cu", str(old))])
-    assert (dest / "harness" / "normalize.cu").read_text() == "// the old version\n"
-    assert (ROOT / "harness" / "normalize.cu").read_text() != "// the old version\n"
+    ab.copy_tree(dest, [("lib/normalize/epilogue.cuh", str(old))])
+    assert (dest / "lib" / "normalize" / "epilogue.cuh").read_text() == "// the old version\n"
+    assert (ROOT / "lib" / "normalize" / "epilogue.cuh").read_text() != "// the old version\n"
     assert (dest / "meson.build").read_text() == (ROOT / "meson.build").read_text()
     for absent in (".git", "results", "plots", "build"):
         assert not (dest / absent).exists(), absent
     (dest / "build").mkdir()
     (dest / "build" / "kept").write_text("incremental")
     ab.copy_tree(dest, [])
-    assert (dest / "harness" / "normalize.cu").read_text() == (ROOT / "harness" / "normalize.cu").read_text()
+    assert (dest / "lib" / "normalize" / "epilogue.cuh").read_text() == (ROOT / "lib" / "normalize" / "epilogue.cuh").read_text()
     assert (dest / "build" / "kept").read_text() == "incremental"
     with pytest.raises(SystemExit, match="no such file in the repository"):
-        ab.copy_tree(tmp_path / "t2", [("harness/nothing.cu", str(old))])
+        ab.copy_tree(tmp_path / "t2", [("lib/nothing.cu", str(old))])
 
 
 def test_sides_whose_batching_differs_are_one_case(tmp_path):

@@ -1,5 +1,5 @@
 """auto's tables as generated code (issue #66): the build makes the C++ source from the committed data
-of harness/auto_tables/ (scripts/gen_auto_table.py, a custom_target of meson.build), no generated
+of lib/auto_tables/ (scripts/gen_auto_table.py, a custom_target of meson.build), no generated
 source is committed, and scripts/make_auto_table.py takes the variants' facts from `xcorr list
 --json`, never from the algorithm sources (CPU only)."""
 import json
@@ -14,7 +14,7 @@ import pytest
 
 from conftest import BUILD, ROOT, one_line_error, run
 
-TABLES = ROOT / "harness" / "auto_tables"
+TABLES = ROOT / "lib" / "auto_tables"
 SCRIPTS = ROOT / "scripts"
 
 
@@ -37,7 +37,7 @@ def test_the_build_compiles_the_table_it_generated_from_the_committed_data(tmp_p
     r = run([sys.executable, str(SCRIPTS / "gen_auto_table.py"), "--out", str(out)])
     assert r.returncode == 0, r.stderr
     assert built.read_text() == out.read_text(), "the build's auto_table.cpp is stale: rebuild"
-    assert not (ROOT / "harness" / "auto_table.cpp").exists()
+    assert not (ROOT / "lib" / "auto_table.cpp").exists()
     text = out.read_text()
     assert text.startswith("// GENERATED at build time by scripts/gen_auto_table.py")
     # Every committed table is compiled in.
@@ -47,7 +47,7 @@ def test_the_build_compiles_the_table_it_generated_from_the_committed_data(tmp_p
 
 @pytest.mark.parametrize("tsv", sorted(p.name for p in TABLES.glob("*.tsv")))
 def test_explain_chooses_from_every_committed_table(xcorr, registry, tsv):
-    """`xcorr explain` on each GPU of harness/auto_tables/ answers from its measurements: the first
+    """`xcorr explain` on each GPU of lib/auto_tables/ answers from its measurements: the first
     measured problem of the table, with its fastest variant first."""
     lines = (TABLES / tsv).read_text().splitlines()
     gpu = lines[0][2:].split(":", 1)[0]
@@ -89,11 +89,11 @@ def test_overlap_sum_in_closed_form_is_the_sum_over_shifts():
 # --- (b) the facts come from `xcorr list --json`, never from algorithms/*.cu -----------------------
 
 def tree_without_sources(tmp_path):
-    """A copy of the scripts with the committed results and an empty harness/auto_tables/, and no
+    """A copy of the scripts with the committed results and an empty lib/auto_tables/, and no
     algorithms/: whatever make_auto_table.py reads, it is not an algorithm source."""
     tree = tmp_path / "tree"
     (tree / "scripts").mkdir(parents=True)
-    (tree / "harness" / "auto_tables").mkdir(parents=True)
+    (tree / "lib" / "auto_tables").mkdir(parents=True)
     for name in ("make_auto_table.py", "gen_auto_table.py"):
         shutil.copy(SCRIPTS / name, tree / "scripts")
     os.symlink(ROOT / "results", tree / "results")
@@ -122,11 +122,11 @@ def test_make_auto_table_remakes_the_committed_data_from_a_build_without_any_sou
     build = fake_build(tmp_path, committed_registry())
     r = run([sys.executable, str(tree / "scripts" / "make_auto_table.py"), "--build", str(build)], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    made = sorted(p.name for p in (tree / "harness" / "auto_tables").iterdir())
+    made = sorted(p.name for p in (tree / "lib" / "auto_tables").iterdir())
     assert made == sorted(p.name for p in TABLES.iterdir())
     for name in made:
-        assert (tree / "harness" / "auto_tables" / name).read_text() == (TABLES / name).read_text(), name
-    assert not (tree / "harness" / "auto_table.cpp").exists()  # the build makes the source
+        assert (tree / "lib" / "auto_tables" / name).read_text() == (TABLES / name).read_text(), name
+    assert not (tree / "lib" / "auto_table.cpp").exists()  # the build makes the source
     r = run([sys.executable, str(tree / "scripts" / "make_auto_table.py"), "--check", "--build", str(build)])
     assert r.returncode == 0, r.stderr
 
@@ -155,9 +155,9 @@ def test_make_auto_table_leaves_out_the_variants_the_list_lacks(tmp_path):
     build = fake_build(tmp_path, reg)
     r = run([sys.executable, str(tree / "scripts" / "make_auto_table.py"), "--build", str(build)])
     assert r.returncode == 0, r.stderr
-    for tsv in (tree / "harness" / "auto_tables").glob("*.tsv"):
+    for tsv in (tree / "lib" / "auto_tables").glob("*.tsv"):
         assert "\tfft-fused\t" not in tsv.read_text()
-    names = [v["name"] for v in json.loads((tree / "harness" / "auto_tables" / "variants.json").read_text())]
+    names = [v["name"] for v in json.loads((tree / "lib" / "auto_tables" / "variants.json").read_text())]
     assert "fft-fused" not in names and names == sorted(names)
 
 
@@ -166,31 +166,31 @@ def test_make_auto_table_refuses_a_build_of_some_variants(tmp_path):
     build = fake_build(tmp_path, committed_registry(), variants="01,50")
     r = run([sys.executable, str(tree / "scripts" / "make_auto_table.py"), "--build", str(build)])
     one_line_error(r, 2, "-Dvariants=01,50", "-Dvariants=all", "nothing written")
-    assert not list((tree / "harness" / "auto_tables").iterdir())
+    assert not list((tree / "lib" / "auto_tables").iterdir())
 
 
 def test_make_auto_table_refuses_a_missing_build(tmp_path):
     tree = tree_without_sources(tmp_path)
     r = run([sys.executable, str(tree / "scripts" / "make_auto_table.py"), "--build", str(tmp_path / "nobuild")])
     one_line_error(r, 2, "no xcorr built there", "nothing written")
-    assert not list((tree / "harness" / "auto_tables").iterdir())
+    assert not list((tree / "lib" / "auto_tables").iterdir())
 
 
 def test_make_auto_table_removes_a_table_of_no_results_folder(tmp_path):
     """The build compiles every .tsv of the folder: one whose results folder is gone is removed."""
     tree = tree_without_sources(tmp_path)
-    stale = tree / "harness" / "auto_tables" / "old-gpu.tsv"
+    stale = tree / "lib" / "auto_tables" / "old-gpu.tsv"
     shutil.copy(TABLES / "nvidia-h200.tsv", stale)
     script = [sys.executable, str(tree / "scripts" / "make_auto_table.py"), "--list", str(TABLES / "variants.json")]
     r = run(script + ["--check"])
-    assert r.returncode == 1 and "of no results folder: harness/auto_tables/old-gpu.tsv" in r.stderr, r.stderr
+    assert r.returncode == 1 and "of no results folder: lib/auto_tables/old-gpu.tsv" in r.stderr, r.stderr
     r = run(script)
     assert r.returncode == 0, r.stderr
-    assert "removed harness/auto_tables/old-gpu.tsv" in r.stdout and not stale.exists()
+    assert "removed lib/auto_tables/old-gpu.tsv" in r.stdout and not stale.exists()
 
 
 def test_the_committed_facts_are_the_registry_s(registry):
-    """harness/auto_tables/variants.json holds what `xcorr list --json` says of every variant this
+    """lib/auto_tables/variants.json holds what `xcorr list --json` says of every variant this
     build has (a subset build has fewer), and nothing the registry no longer says."""
     committed = {v["name"]: v for v in json.loads((TABLES / "variants.json").read_text())}
     for v in registry:
@@ -206,7 +206,7 @@ def test_no_generated_source_is_tracked():
     r = run(["git", "-C", str(ROOT), "ls-files", "-z"])
     assert r.returncode == 0, r.stderr
     tracked = [f for f in r.stdout.split("\0") if f]
-    assert "harness/auto_table.cpp" not in tracked
+    assert "lib/auto_table.cpp" not in tracked
     generated = []
     for f in tracked:
         if Path(f).suffix in (".cpp", ".hpp", ".cu", ".cuh", ".h", ".c"):

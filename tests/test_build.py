@@ -51,7 +51,7 @@ def test_real_machine_code_for_the_configured_archs(cuda_commands):
 def test_git_revision_is_dirty_only_where_the_sources_changed(tmp_path):
     """scripts/git-revision (the revision every build and peer measurement records): a change to
     results or notes is not a change to what measures, so it leaves the revision clean; a change
-    to the sources (harness, algorithms, the package, peerbench) makes it -dirty. It ran git
+    to the sources (lib, harness, tools, algorithms, the package, peerbench) makes it -dirty. It ran git
     describe --dirty over the whole tree, and the runner's own writes to results/ made every
     peer measurement -dirty."""
     import shutil
@@ -59,7 +59,7 @@ def test_git_revision_is_dirty_only_where_the_sources_changed(tmp_path):
     repo = tmp_path / "repo"
     (repo / "scripts").mkdir(parents=True)
     shutil.copy(ROOT / "scripts" / "git-revision", repo / "scripts" / "git-revision")
-    for f in ("harness/core.cpp", "xcsuite/peerbench.py", "results/gpu/fig.json"):
+    for f in ("lib/core.cpp", "xcsuite/peerbench.py", "results/gpu/fig.json"):
         (repo / f).parent.mkdir(parents=True, exist_ok=True)
         (repo / f).write_text("0\n")
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
@@ -74,7 +74,7 @@ def test_git_revision_is_dirty_only_where_the_sources_changed(tmp_path):
     assert revision() == head
     (repo / "results/gpu/fig.json").write_text("1\n")
     assert revision() == head
-    for f in ("harness/core.cpp", "xcsuite/peerbench.py"):
+    for f in ("lib/core.cpp", "xcsuite/peerbench.py"):
         (repo / f).write_text("1\n")
         assert revision() == head + "-dirty", f
         subprocess.run(git + ["checkout", "-q", f], check=True)

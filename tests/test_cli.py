@@ -209,7 +209,7 @@ def test_no_driver_is_named_as_such(xcorr, gpu_info):
 # --- environment switches (docs/cli.md, "Environment switches") ------------------------------
 
 def env_settings(xcorr):
-    """{name: values} of the switches `xcorr help` lists (harness/core.cpp's env_settings())."""
+    """{name: values} of the switches `xcorr help` lists (lib/core.cpp's env_settings())."""
     r = run([xcorr, "help"])
     assert r.returncode == 0, r.stderr
     tail = r.stdout.split("\nenvironment (", 1)[1]

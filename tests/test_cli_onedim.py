@@ -283,7 +283,7 @@ def test_every_variant_and_auto_run_signals_on_the_gpu(xcorr, tmp_path, gpu, reg
 
 
 def test_tiled_kernels_take_outputs_of_more_than_65535_shift_tiles(xcorr, tmp_path, gpu, registry):
-    """The shared-memory tiled kernels (shift tiles of 32 columns, harness/xcorr/shift_tiles_launch.cuh)
+    """The shared-memory tiled kernels (shift tiles of 32 columns, algorithms/common/shift_tiles_launch.cuh)
     on a 1-D output of 2.2 M lags, i.e. more than 65535 tiles along x (seed 004's case, refused when
     each tile was packed as ty << 16 | tx): every variant runs it and matches scipy per pair."""
     rng = seeded_rng("cli1d-long-tiles")

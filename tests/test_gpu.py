@@ -538,7 +538,7 @@ def test_reference_windows_end_to_end(xcorr, tmp_path):
 
 def test_raw_windows_on_touched_parts(gpu, registry, tmp_path):
     """Variants that declare crop_windows run a raw window on the parts of the inputs it touches
-    (harness/crop.cu): a template searched within ±4 in 200 x 190 images, a rectangle of shifts in
+    (lib/crop.cu): a template searched within ±4 in 200 x 190 images, a rectangle of shifts in
     the middle of the images, and one at their far corner, in every form, equal scipy's full output
     cropped; explain names the cropped problem (tests/test_normalize_crop.py checks its regions).
     Through the package's Plan, and the first case of each variant also through xcorr run --validate."""

@@ -1,4 +1,4 @@
-"""The normalization prepass's two paths (harness/normalize.cu; issue #21), emulated on the CPU:
+"""The normalization prepass's two paths (lib/normalize/; issue #21), emulated on the CPU:
 fused_prepass_kernel (one block per small crop, its table in shared memory) against the
 four-kernel path (partial_sums_kernel, means_kernel, row_scan_kernel or the segmented row pass,
 col_scan_kernel), each
@@ -42,7 +42,9 @@ import pytest
 
 from conftest import seeded_rng
 
-SOURCE = (Path(__file__).resolve().parent.parent / "harness" / "normalize.cu").read_text()
+# The normalization's one translation unit (lib/normalize/: normalizer.cu and the passes it includes).
+SOURCE = "\n".join((Path(__file__).resolve().parent.parent / "lib" / "normalize" / name).read_text()
+                    for name in ("internal.cuh", "tables.cuh", "prepass.cuh", "epilogue.cuh", "normalizer.cu"))
 
 
 def constant(name, **known):

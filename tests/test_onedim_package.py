@@ -131,7 +131,7 @@ CPP_WINDOWS = [dict(), dict(mode="valid"), dict(mode="same"), dict(max_lag=4), d
 @pytest.mark.parametrize("window", CPP_WINDOWS, ids=repr)
 @pytest.mark.parametrize("n,m", [(13, 6), (6, 13)])
 def test_reference_equals_the_cpp_reference_and_xcorr_run_dims_1(tmp_path, form, window, n, m):
-    """The NumPy reference, harness/reference_cpu.cpp on the plan's spec and `xcorr run --dims 1
+    """The NumPy reference, lib/reference_cpu.cpp on the plan's spec and `xcorr run --dims 1
     --algorithm reference` (which resolves the window itself, 'same' included) agree."""
     rng = seeded_rng(("1d cpp", form, repr(window), n, m))
     nL, nR = counts(form, rng)

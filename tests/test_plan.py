@@ -60,7 +60,7 @@ def test_auto_table_is_up_to_date():
     """The committed tables are those of results/ with the committed variants' facts (that those are
     the registry's: tests/test_auto_table_gen.py)."""
     r = run([sys.executable, str(ROOT / "scripts" / "make_auto_table.py"), "--check",
-             "--list", str(ROOT / "harness" / "auto_tables" / "variants.json")])
+             "--list", str(ROOT / "lib" / "auto_tables" / "variants.json")])
     assert r.returncode == 0, r.stderr
 
 
@@ -248,11 +248,11 @@ def test_the_cost_model_keeps_2d_kernels_off_signals(xcorr):
 def test_work_tiles_are_read_alike_by_the_library_and_the_fit(registry):
     """The fit (gen_auto_table.py, at build time) and auto.cpp round a window up to the same work
     tiles: the ones each variant registers (`xcorr list --json`), which make_auto_table.py keeps in
-    harness/auto_tables/variants.json."""
+    lib/auto_tables/variants.json."""
     mat = auto_table_script()
     declared = {v["name"]: tuple(v["work_tile"]) for v in registry if tuple(v["work_tile"]) != (1, 1)}
     assert declared.get("register-tiled", (32, 32)) == (32, 32)
-    committed = mat.work_tiles(json.loads((ROOT / "harness" / "auto_tables" / "variants.json").read_text()))
+    committed = mat.work_tiles(json.loads((ROOT / "lib" / "auto_tables" / "variants.json").read_text()))
     assert {n: t for n, t in committed.items() if n in {v["name"] for v in registry}} == declared
     # ±1 of 2048 x 2048: a 3 x 3 window is a 32 x 32 tile of shifts, each of ~2048^2 products.
     key = (0, 2048, 2048, 2048, 2048, 1, 1, -1, 1, -1, 1, 0)

@@ -118,7 +118,7 @@ def test_forms_are_inferred_and_pair_as_conventions_md_says(ls, rs, form, inferr
 @pytest.mark.parametrize("form", ["one-to-many", "n-to-mn", "n-to-m"])
 @pytest.mark.parametrize("window", [dict(), dict(mode="same"), dict(shifts=((-3, 9), (-12, 2)))])
 def test_numpy_reference_equals_the_harness_cpu_reference(form, window):
-    """The package's NumPy reference and harness/reference_cpu.cpp (through the binding) agree."""
+    """The package's NumPy reference and lib/reference_cpu.cpp (through the binding) agree."""
     rng = seeded_rng((form, repr(window)))
     nL = 1 if form == "one-to-many" else 2
     a, b = rand(rng, nL, 9, 13).astype(np.float32), rand(rng, 4, 6, 5).astype(np.float32)
@@ -225,7 +225,7 @@ def stack(x):
 @pytest.mark.parametrize("normalize", ["zncc", "zero-lag"])
 def test_reference_normalize_equals_the_cpp_reference(xcorr_cli, tmp_path, normalize, form, wname, kind):
     """algorithm="reference" with normalize= against `xcorr run --algorithm reference --normalize`
-    (harness/reference_element.hpp: direct two-pass sums) and tests/xcorr_np.py (scipy sums with
+    (lib/xcorr/reference_element.hpp: direct two-pass sums) and tests/xcorr_np.py (scipy sums with
     ones): three float64 computations, each different, agree far below the 1e-4 bound."""
     ls, rs = NORM_FORMS[form]
     window = NORM_WINDOWS[wname]
@@ -733,7 +733,7 @@ def test_torch_streams_current_and_given(torch):
 @pytest.mark.parametrize("form, shapes", [("one-to-one", ((150, 141), (139, 150))),
                                            ("n-to-m", ((2, 70, 61), (3, 59, 66)))])
 def test_repeated_calls_replay_a_graph_that_follows_data_streams_and_pointers(torch, form, shapes):
-    """fft-fused replays a repeated call as a CUDA graph (GraphReplay, harness/xcorr/launch.cuh;
+    """fft-fused replays a repeated call as a CUDA graph (GraphReplay, algorithms/common/launch.cuh;
     the staged path at these sizes): new data in the same buffers (direct, capture, replays),
     another output buffer, a stream held back by a sleep, and the caller's own graph capture all
     give the reference."""

@@ -41,16 +41,16 @@ def test_make_auto_table_refuses_results_without_tables_and_writes_nothing(tmp_p
     scripts in a tree of its own, so that this test cannot damage the committed tables."""
     tree = tmp_path / "tree"
     (tree / "scripts").mkdir(parents=True)
-    (tree / "harness").mkdir()
+    (tree / "lib").mkdir()
     for name in ("make_auto_table.py", "gen_auto_table.py"):
         shutil.copy(SCRIPTS / name, tree / "scripts")
     given = tmp_path / "nonexistent" if results == "missing" else ROOT / "results" / "nvidia-h200"
     r = run([sys.executable, str(tree / "scripts" / "make_auto_table.py"), "--results", str(given),
-             "--list", str(ROOT / "harness" / "auto_tables" / "variants.json")])
+             "--list", str(ROOT / "lib" / "auto_tables" / "variants.json")])
     one_line_error(r, 2, f"make_auto_table: {given}: ", "nothing written",
                    "no such folder" if results == "missing" else "summary.csv")
     assert not r.stdout
-    assert not list((tree / "harness").iterdir())
+    assert not list((tree / "lib").iterdir())
 
 
 # --- the report commands on a folder that is not a GPU's results ----------------------------------------

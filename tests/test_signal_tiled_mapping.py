@@ -20,7 +20,7 @@ def ls_index(p, tl):
 
 
 def pair_grid(form, nL, nR):
-    """PairGrid (harness/xcorr/core.hpp): N, M, rsi, rsj, osi, osj."""
+    """PairGrid (lib/xcorr/core.hpp): N, M, rsi, rsj, osi, osj."""
     return {"one-to-one": (1, 1, 0, 1, 0, 1), "one-to-many": (1, nR, 0, 1, 0, 1),
             "n-to-mn": (nL, nR // nL, 1, nL, 1, nL), "n-to-m": (nL, nR, 0, 1, nR, 1)}[form]
 

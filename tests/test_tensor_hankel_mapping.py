@@ -25,7 +25,7 @@ def cfg(split):
 
 
 def grid(form, nL, nR):
-    """PairMap::grid() (harness/xcorr/core.hpp): N, M, rsi, rsj, osi, osj."""
+    """PairMap::grid() (lib/xcorr/core.hpp): N, M, rsi, rsj, osi, osj."""
     return {"one-to-one": (1, 1, 0, 1, 0, 1), "one-to-many": (1, nR, 0, 1, 0, 1),
             "n-to-mn": (nL, nR // nL, 1, nL, 1, nL), "n-to-m": (nL, nR, 0, 1, nR, 1)}[form]
 

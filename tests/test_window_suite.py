@@ -1,5 +1,5 @@
 """Output windows in the experiment suite (CPU only): Shape.window parsed and resolved as
-harness/core.cpp does (checked against scipy.signal.correlate2d), its multiply-adds against a
+lib/core.cpp does (checked against scipy.signal.correlate2d), its multiply-adds against a
 brute-force count, the case line and key of a windowed case against the benchmark's name, the
 registry's declared windows at expansion, the window experiments' definitions, and the whole path
 (run, resume, aggregate, figures, window table) with tests/fake_xcorr.py."""

@@ -213,7 +213,7 @@ def registry() -> list[dict]:
     return out
 
 
-# --- windows: experiments/_spec.py's parsing and named rectangles (harness/core.cpp's, in Python) --
+# --- windows: experiments/_spec.py's parsing and named rectangles (lib/core.cpp's, in Python) --
 
 full_window = full_shifts
 same_window = same_shifts
@@ -1388,7 +1388,7 @@ def git_revision() -> str:
 
 
 def fp32_lanes(major: int, minor: int) -> int:
-    """harness/gpu.cu's table: FP32 FMA units per SM."""
+    """lib/gpu.cu's table: FP32 FMA units per SM."""
     if (major, minor) == (8, 0):
         return 64
     return 128 if major >= 8 else 64

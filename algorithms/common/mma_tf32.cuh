@@ -3,7 +3,7 @@
 // TF32 rounding, the 3xTF32 split of an FP32 value, the split left pairs of 25 and 26's staging,
 // the m16n8k8 MMA and the flush of a chunk's truncating accumulator.
 // Device code for sm_80 and newer only; callers guard their kernels the same way. The host-side
-// check, require_mma_tf32(), is harness/xcorr/launch.cuh.
+// check, require_mma_tf32(), is algorithms/common/launch.cuh.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -2,7 +2,7 @@
 // (algorithms/10_* .. 15_*; paper sections 3.4 and 4.3, thesis 3.4.4 and 3.5), device side: one
 // register-blocked band step that all of them run, the grouped-overlap walk and the split-row
 // worker -> job map. The host side (how a stack is cut into matrix groups, the split-row plans,
-// the block order, the stream fan-out for n-to-mn) is harness/xcorr/multi_matrix_launch.cuh.
+// the block order, the stream fan-out for n-to-mn) is algorithms/common/multi_matrix_launch.cuh.
 //
 // The band step generalises the warp-shuffle inner loop (common/warp_buffer.cuh) along the three
 // reuse axes of the paper at once, all compile-time:
@@ -65,7 +65,7 @@ inline Geometry geometry(const Problem& p) {
 // only when the grid exceeds one wave of resident blocks (measured with both orders forced:
 // notes/10_multi_matrix_right.md).
 // Row block of this block: blockIdx.z, centre-first or top-down as the host chose (BlockOrder,
-// harness/xcorr/multi_matrix_launch.cuh).
+// algorithms/common/multi_matrix_launch.cuh).
 __device__ __forceinline__ int row_block(bool centre_first) {
     return centre_first ? middle_out(int(blockIdx.z), int(gridDim.z)) : int(blockIdx.z);
 }

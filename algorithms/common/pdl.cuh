@@ -5,7 +5,7 @@
 // returns once the first grid has completed and its writes are visible). The first kernel calls
 // pdl_launch_dependents() to let the second be scheduled as early as its resources allow. On
 // older GPUs both are no-ops and the launch attribute only orders the kernels as usual. The host
-// side, launch_dependent(), is harness/xcorr/launch.cuh.
+// side, launch_dependent(), is algorithms/common/launch.cuh.
 #pragma once
 
 #include <cuda_runtime.h>

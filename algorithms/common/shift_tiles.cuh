@@ -4,7 +4,7 @@
 // copies with zero fill), the union of the overlaps of a range of shifts, a pair group's slot table, the
 // register-pipelined chunk loop, and the decoding of shift tiles and (shift tile, pair group) work
 // items. The host side (the order of the shift tiles, the work-item schedule, the GroupTiled
-// launcher) is harness/xcorr/shift_tiles_launch.cuh.
+// launcher) is algorithms/common/shift_tiles_launch.cuh.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -81,7 +81,7 @@ __device__ __forceinline__ void register_pipelined_chunks(int nchunks, Stage* st
 using ShiftTileIndex = uint2;
 
 // A block's shift tile, decoded from its entry of the list of shift_tiles_by_work()
-// (harness/xcorr/shift_tiles_launch.cuh): first output row y0 and column x0, and the shift
+// (algorithms/common/shift_tiles_launch.cuh): first output row y0 and column x0, and the shift
 // (dyb, dxb) = (y0 - (hR-1), x0 - (wR-1)) of its first element.
 struct ShiftTile {
     int y0, x0, dyb, dxb;

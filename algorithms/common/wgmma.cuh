@@ -1,7 +1,7 @@
 // Hopper warpgroup MMA (wgmma, sm_90a) helpers for algorithms/26_tensor_wgmma.cu: the
 // shared-memory matrix descriptor of a K-major operand without swizzling, and the m64n64k8 TF32
 // MMA with A from registers. The host-side check that the GPU and the binary have it,
-// require_wgmma(), is harness/xcorr/launch.cuh.
+// require_wgmma(), is algorithms/common/launch.cuh.
 // The device functions exist only where the compiler targets sm_90a (__CUDA_ARCH_FEAT_SM90_ALL);
 // callers guard their kernels the same way and trap elsewhere.
 #pragma once

@@ -58,7 +58,7 @@ def _shape_of(x, what):
     return _dims(x, what, (2, 3), "2-D (h, w) or a 3-D stack (count, h, w)")
 
 
-MAX_SHIFT = (1 << 30) - 1  # harness/core.cpp's kMaxShift: a shift is less than 2^30 away from 0
+MAX_SHIFT = (1 << 30) - 1  # lib/core.cpp's kMaxShift: a shift is less than 2^30 away from 0
 
 
 def _signal_shape(x, what):
@@ -82,7 +82,7 @@ def _lag_window(mode, max_lag, lags, n, m):
     """_window for signals of lengths n (left) and m (right): (kind, text) of the 1 x n window,
     dy = 0 (max_lag S: lags -S..S; lags (d0, d1): d0..d1 inclusive). mode="same" is
     scipy.signal.correlate's, lags -(m // 2) .. -(m // 2) + n - 1: for an even m one lag below
-    correlate2d's "same" (harness/core.cpp, signal_same), so it goes as explicit lags."""
+    correlate2d's "same" (lib/core.cpp, signal_same), so it goes as explicit lags."""
     if not isinstance(mode, str) or mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     given = [n for n, v in (("mode", None if mode == "full" else mode), ("max_lag", max_lag), ("lags", lags))

@@ -1,6 +1,6 @@
 """The float64 reference on the CPU in NumPy: the definition of docs/CONVENTIONS.md,
 C(dy, dx) = sum_{r,c} L[r+dy][c+dx] * R[r][c], for every form and any window, and its two
-normalizations (zncc, zero-lag; CONVENTIONS.md, "Normalization"), as harness/reference_cpu.cpp
+normalizations (zncc, zero-lag; CONVENTIONS.md, "Normalization"), as lib/reference_cpu.cpp
 computes them (the tests check the two against each other, against scipy.signal.correlate2d and
 against tests/xcorr_np.py's independent normalization). Vectorised over the pairs and the shifts;
 it loops over the smaller matrix's elements, so it is meant for tests and small examples, not for

@@ -1,6 +1,6 @@
 // Host-side launch helpers shared by the variants: programmatic dependent launch, the checks that
 // the GPU (and this binary) has what a kernel needs, and the fan-out of launches over streams.
-// Their device-side counterparts are in algorithms/common/ (pdl.cuh, mma_tf32.cuh, wgmma.cuh).
+// Their device-side counterparts are beside it in algorithms/common/ (pdl.cuh, mma_tf32.cuh, wgmma.cuh).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -64,7 +64,7 @@ inline void require_wgmma(const std::string& variant) {
 
 // Launches fanned out round-robin over K streams that the object owns, forked from the caller's
 // stream and joined back to it with events, so the caller's timing covers all of them (the
-// streamsK `launch` of the multi-matrix-right variants, harness/xcorr/multi_matrix_launch.cuh).
+// streamsK `launch` of the multi-matrix-right variants, algorithms/common/multi_matrix_launch.cuh).
 class StreamFan {
 public:
     explicit StreamFan(int k) {

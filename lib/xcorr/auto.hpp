@@ -1,15 +1,18 @@
 // "auto" inside the library (not installed): the precision policy, the compact tables of measured
 // results (auto_table.cpp, generated in the build directory by scripts/gen_auto_table.py from the
-// committed harness/auto_tables/, which scripts/make_auto_table.py makes of results/<gpu>/summary.csv)
+// committed lib/auto_tables/, which scripts/make_auto_table.py makes of results/<gpu>/summary.csv)
 // and the cost model calibrated on them.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "xcorr/plan.hpp"
+#include "xcorr/auto_choice.hpp"
+#include "xcorr/core.hpp"
 
 namespace xcorr {
+
+struct Variant;
 
 // The error bound of precision "fp32" (plan.hpp): FP32-class, relative to float64.
 constexpr double kFp32Tolerance = 1e-5;

@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "common/device.cuh"
+#include "common/launch.cuh"
 #include "common/multi_matrix.cuh"
 #include "xcorr/core.hpp"
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/dispatch.hpp"
-#include "xcorr/launch.cuh"
 #include "xcorr/registry.hpp"
 
 namespace xcorr::multi {
