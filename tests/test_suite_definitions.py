@@ -3,14 +3,14 @@ import json
 
 import pytest
 from fake_xcorr import PEERS
-from suite_helpers import FIXTURES
+from suite_helpers import suite_registry
 
 import experiments as suite
 from experiments._spec import (MAX_FULL_GRID, SATURATED_MAX_FMAS, Experiment, Series, Shape, case_key, clamp_to_count,
                                expand)
 from xcsuite.benchjson import parse_run_name
 
-REGISTRY = json.loads((FIXTURES / "registry.json").read_text())
+REGISTRY = suite_registry()
 WITH_PEERS = REGISTRY + PEERS  # the runner's registry: the build's and the peers' (peerbench list)
 
 
