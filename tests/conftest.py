@@ -31,6 +31,8 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: the test needs a usable GPU (for --gpu-only; the gpu fixture implies it)")
+    config.addinivalue_line("markers", "slow: minutes, not seconds (tests/test_example_variant.py builds a scratch copy "
+                                       "of the tree); part of CI, `-m 'not slow'` leaves it out")
 
 
 def needs_gpu(item):
