@@ -15,6 +15,15 @@
 // dy0 = -(hR - 1), dx0 = -(wR - 1). A shift beyond the full range has an empty overlap span, so
 // its thread writes the 0 the contract asks for without a special case.
 //
+// Index widths and grid limits (what a copy of this file must keep). The output index k is an int
+// and PairMap::pair32 finds its matrices in 32-bit arithmetic: a 64-bit division is a subroutine
+// call in SASS whose register saves ptxas reports as spills, which the strict build
+// (-Dptxas_strict) refuses in a kernel with more registers in use than this one. The factory
+// refuses 2^31 or more outputs so that k fits; element offsets (k * out_elems, matrix strides)
+// stay 64-bit, as a stack can hold more than 2^31 floats. gridDim.y is at most 65535 (x is 2^31 -
+// 1, z 65535): output rows beyond 65535 x WARPS are taken by further launches, each starting at
+// output row y0, and the z dimension strides over the output matrices.
+//
 // This file is the model for every variant: kernel(s), launch wrapper, parameter space and
 // registration, depending only on the harness API (xcorr/*.hpp) and common/device.cuh.
 #include <algorithm>
@@ -31,10 +40,10 @@ template <int WARPS>
 __global__ void __launch_bounds__(kWarp * WARPS)
     overlap_wise_kernel(const float* __restrict__ left, const float* __restrict__ right,
                         float* __restrict__ out, int hL, int wL, int hR, int wR, Window win,
-                        int64_t count, PairMap pairs) {
+                        int y0, int count, PairMap pairs) {
     const int out_h = int(win.out_h()), out_w = int(win.out_w());
     const int x = blockIdx.x * kWarp + threadIdx.x;
-    const int y = blockIdx.y * WARPS + threadIdx.y;
+    const int y = y0 + int(blockIdx.y) * WARPS + int(threadIdx.y);  // y0: this launch's first row
     if (x >= out_w || y >= out_h) return;
 
     // Shift of this output element, and the rows/columns of R that overlap L under it (none
@@ -46,16 +55,17 @@ __global__ void __launch_bounds__(kWarp * WARPS)
     const Span rows = overlap_span(dy, hL, hR);
     const Span cols = overlap_span(dx, wL, wR);
 
-    for (int64_t k = blockIdx.z; k < count; k += gridDim.z) {
-        const float* L = left + int64_t(pairs.left_of(k)) * hL * wL;
-        const float* R = right + int64_t(pairs.right_of(k)) * hR * wR;
+    for (int k = blockIdx.z; k < count; k += gridDim.z) {  // 32-bit: count < 2^31 (the factory)
+        const PairMap::Pair pk = pairs.pair32(k);
+        const float* L = left + int64_t(pk.left) * hL * wL;
+        const float* R = right + int64_t(pk.right) * hR * wR;
         float sum = 0.0f;
         for (int r = rows.begin; r < rows.end; ++r) {
             const float* Lrow = L + int64_t(r + dy) * wL + dx;
             const float* Rrow = R + int64_t(r) * wR;
             for (int c = cols.begin; c < cols.end; ++c) sum = fmaf(Lrow[c], Rrow[c], sum);
         }
-        out[k * out_elems + yx] = sum;
+        out[int64_t(k) * out_elems + yx] = sum;
     }
 }
 
@@ -70,11 +80,17 @@ public:
         Warps::dispatch(warps_, [&](auto w) {
             constexpr int W = decltype(w)::value;
             const dim3 block(kWarp, W);
-            const dim3 grid(ceil_div(p_.out_w(), kWarp), ceil_div(p_.out_h(), W),
-                            unsigned(std::min<int64_t>(p_.out_count(), 65535)));
-            overlap_wise_kernel<W><<<grid, block, 0, stream>>>(left, right, out, p_.hL, p_.wL, p_.hR, p_.wR,
-                                                               p_.shifts(), p_.out_count(), pair_map(p_));
-            XC_CHECK_LAUNCH();
+            // gridDim.y is at most 65535 blocks: a taller output takes one launch per 65535 * W
+            // rows (one launch for any output up to 262140 rows at warps=4).
+            const int rows = int(p_.out_h()), rows_per_launch = 65535 * W;
+            for (int y0 = 0; y0 < rows; y0 += rows_per_launch) {
+                const dim3 grid(ceil_div(p_.out_w(), kWarp), ceil_div(std::min(rows - y0, rows_per_launch), W),
+                                unsigned(std::min<int64_t>(p_.out_count(), 65535)));
+                overlap_wise_kernel<W><<<grid, block, 0, stream>>>(left, right, out, p_.hL, p_.wL, p_.hR, p_.wR,
+                                                                   p_.shifts(), y0, int(p_.out_count()),
+                                                                   pair_map(p_));
+                XC_CHECK_LAUNCH();
+            }
         }, "warps");
     }
 
@@ -91,6 +107,9 @@ XCORR_REGISTER_VARIANT(Variant{
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
     .params = {Warps::param("warps", "warps per block (block = 32 x warps threads)")},
     .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
+        // The kernel's output index k is 32-bit (pair32, see the header).
+        if (p.out_count() >= (int64_t(1) << 31))
+            throw UsageError("overlap-wise: more than 2^31 - 1 output matrices");
         return std::make_unique<OverlapWise>(p, param_int(ps, "warps"));
     },
     .windows = {WindowKind::Full, WindowKind::Valid, WindowKind::Same, WindowKind::MaxShift, WindowKind::Shifts},

@@ -31,6 +31,8 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: the test needs a usable GPU (for --gpu-only; the gpu fixture implies it)")
+    config.addinivalue_line("markers", "slow: minutes, not seconds (tests/test_example_variant.py builds a scratch copy "
+                                       "of the tree); part of CI, `-m 'not slow'` leaves it out")
 
 
 def needs_gpu(item):
@@ -145,10 +147,13 @@ def precision_args(variant):
 
 
 def fixture_variant_names():
-    """The variants of tests/fixtures/registry.json, a copy of `xcorr list --json` that tests/test_cli.py
-    keeps in step with the build: for one test per variant, parametrized at collection without running
-    anything (with require_variant where a build may lack one)."""
-    return [v["name"] for v in json.loads((ROOT / "tests" / "fixtures" / "registry.json").read_text())]
+    """Every variant's name, for one test per variant, parametrized at collection: the build's
+    `xcorr list --json` (a variant just added is in it, so no GPU test leaves it out), plus the
+    variants a subset build (-Dvariants=...) lacks, from tests/fixtures/registry.json, which such
+    tests skip with the reason through require_variant (tests/build_registry.py)."""
+    from build_registry import registry as tests_registry
+
+    return [v["name"] for v in tests_registry()]
 
 
 def require_variant(registry, name):

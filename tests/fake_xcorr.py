@@ -8,7 +8,7 @@
 It writes Google Benchmark JSON in the format of the real binary (context with xcorr_* strings,
 one "iteration" entry per repetition, then mean/median/stddev/cv aggregates), with times from a
 simple deterministic model (one repetition per case is a slow outlier). Environment:
-FAKE_REGISTRY (registry JSON), FAKE_NO_GPU=1 (info exits 3), FAKE_LOG (appends one line per
+FAKE_REGISTRY (registry JSON; default: tests/build_registry.py's), FAKE_NO_GPU=1 (info exits 3), FAKE_LOG (appends one line per
 bench invocation: the case lines), FAKE_CRASH_ON=substring (the bench aborts when it reaches a
 matching case, leaving a truncated output file as a killed process would), FAKE_REJECT=substring
 (exits 2 before running anything, like an unknown parameter), FAKE_ERROR_ON=substring (every
@@ -45,7 +45,14 @@ sys.path.insert(0, str(HERE.parent))
 from experiments._spec import NORMALIZATIONS, Shape, supports_window  # noqa: E402  (the repository root is not installed)
 
 WINDOW_KEYS = ("window", "max_shift", "shifts")
-REGISTRY = Path(os.environ.get("FAKE_REGISTRY", HERE / "fixtures" / "registry.json"))
+# The variants: the build's `xcorr list --json` with the fixture's for those it lacks, the list the
+# tests expand experiments with (tests/build_registry.py); FAKE_REGISTRY: another file.
+if "FAKE_REGISTRY" in os.environ:
+    REGISTRY = Path(os.environ["FAKE_REGISTRY"])
+else:
+    from build_registry import registry_path  # noqa: E402  (tests/, the script's own folder)
+
+    REGISTRY = registry_path()
 PEERS = [{"name": n, "family": "peer", "summary": "a peer", "timed": "everything", "precision": "fp32",
           "tolerance": 1e-05, "forms": ["one-to-one", "one-to-many", "n-to-mn", "n-to-m"],
           "windows": ["full", "valid", "same", "max-shift", "shifts"], "params": {},

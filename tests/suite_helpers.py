@@ -10,6 +10,16 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from build_registry import registry as _tests_registry  # noqa: E402
+
+
+def suite_registry() -> list:
+    """The registry of the CPU suite tests: the build's `xcorr list --json` with the fixture's
+    entries for variants the build left out (tests/build_registry.py), the same list the fake
+    binaries answer `xcorr list --json` with."""
+    return _tests_registry()
+
+
 FAKE_ENV = ("FAKE_NO_GPU", "FAKE_LOG", "FAKE_CRASH_ON", "FAKE_REJECT", "FAKE_ERROR_ON", "FAKE_ERROR_MESSAGE", "FAKE_SLEEP",
             "FAKE_GPU_NAME", "FAKE_REGISTRY", "FAKE_REVISION", "FAKE_HANG_ON", "FAKE_PIDFILE", "XCORR_LOCK_DIR",
             "XCORR_PEERBENCH", "FAKE_PEER_LOG", "FAKE_PEERS_UNAVAILABLE",

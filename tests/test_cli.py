@@ -147,14 +147,19 @@ def test_list_json(registry, overlap_wise):
             assert values and len(values) == len(set(values)), (v["name"], pname)
 
 
-def test_registry_fixture_matches_the_build(registry):
-    """The CPU-only suite tests (fake bench binary, experiment expansion) read the registry from
-    tests/fixtures/registry.json; a variant whose parameters or labels changed must change it too."""
-    fixture = {v["name"]: v for v in json.loads((Path(__file__).parent / "fixtures" / "registry.json").read_text())}
+def test_the_tests_registry_is_the_builds(registry):
+    """The tests that go over the variants (one GPU test per variant, the CPU suite tests through the
+    fake bench) read the registry from the build (tests/build_registry.py): every variant of this
+    build is there with its own entry, whatever tests/fixtures/registry.json holds, so a variant
+    just added is never left out of them silently."""
+    from build_registry import registry as tests_registry
+    from conftest import fixture_variant_names
+
+    ours = {v["name"]: v for v in tests_registry()}
+    names = fixture_variant_names()
     for v in registry:
-        assert fixture.get(v["name"]) == v, (
-            f"tests/fixtures/registry.json is stale for {v['name']}: regenerate it from `xcorr list --json` "
-            "(json.dumps(..., indent=1))")
+        assert ours.get(v["name"]) == v, f"{v['name']}: the tests' registry differs from `xcorr list --json`"
+        assert v["name"] in names, f"{v['name']} is left out of the per-variant tests"
 
 
 def test_list_text(xcorr, registry):

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from suite_helpers import ROOT, clear_fake_env, log_lines, make_fake_build, no_peers_env
+from suite_helpers import ROOT, clear_fake_env, log_lines, make_fake_build, no_peers_env, suite_registry
 from test_run_experiments import alive, cases_of, wait_for
 
 from xcsuite import gpus
@@ -153,7 +153,7 @@ def test_dealing_balances_the_estimated_cost():
 def test_two_gpus_balance_a_real_sweep(env):
     """The wall time of two GPUs is about half of one's: the deal of fig16+fig22's cases has its
     busiest GPU within one figure point of half the estimated total."""
-    reg = json.loads((make_fake_build.__globals__["FIXTURES"] / "registry.json").read_text())
+    reg = suite_registry()
     su = rx.Setup([__import__("experiments").load(n) for n in ("fig16", "fig22")], reg, rx.PROTOCOL, None,
                   frozenset())
     items = [(e, c) for e in ("fig16", "fig22") for c in cases_of(e)]

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fake_xcorr import PEERS
-from suite_helpers import FIXTURES, ROOT
+from suite_helpers import ROOT, suite_registry
 
 import experiments as suite
 from experiments._spec import expand
@@ -128,7 +128,7 @@ def test_a_missing_package_comes_first_as_for_every_peer(monkeypatch):
 
 
 def test_the_runner_leaves_an_unavailable_npp_out_with_a_reason():
-    reg = json.loads((FIXTURES / "registry.json").read_text())
+    reg = suite_registry()
     peers = [p for p in PEERS if p["name"] != "npp-normlevel"]  # as load_peer_registry drops unavailable peers
     ex = expand(suite.load("zncc_match"), reg + peers)
     assert "npp-normlevel" not in {c.variant for c in ex.cases}
@@ -243,7 +243,7 @@ def test_the_calls_fill_the_output_stack_the_checker_compares(form, nL, nR):
 # --- the experiment ---------------------------------------------------------------------------------
 
 def test_zncc_match_measures_npp_beside_the_kernels_under_the_direct_cap():
-    reg = json.loads((FIXTURES / "registry.json").read_text())
+    reg = suite_registry()
     ex = expand(suite.load("zncc_match"), reg + PEERS)
     npp = [c for c in ex.cases if c.variant == "npp-normlevel"]
     assert npp and all(c.shape.window == "valid" and c.shape.normalize == "zncc" and c.shape.form == "one-to-one"
@@ -261,7 +261,7 @@ def test_zncc_match_measures_npp_beside_the_kernels_under_the_direct_cap():
 def test_the_cost_model_knows_npp():
     from xcsuite import cost
     assert {"npp-normlevel"} <= set(cost.PEER_CASE_S) & set(cost.PEER_RATES) & set(cost.PEER_PAIR_S)
-    reg = json.loads((FIXTURES / "registry.json").read_text())
+    reg = suite_registry()
     ex = expand(suite.load("zncc_match"), reg + PEERS)
     c = next(c for c in ex.cases if c.variant == "npp-normlevel" and c.shape.hL == 4096 and c.shape.hR == 128)
     assert 0.1 < cost.call_seconds(c, "peer") < 1.0  # 2.6e11 FMAs at the guessed 1e12 FMA/s

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from suite_helpers import ROOT, clear_fake_env, log_lines, make_fake_build, no_peers_env
+from suite_helpers import ROOT, clear_fake_env, log_lines, make_fake_build, no_peers_env, suite_registry
 
 from xcsuite import gpulock
 from xcsuite.cli import run_experiments as rx
@@ -46,7 +46,7 @@ def times(record):
 
 
 def cases_of(name):
-    reg = json.loads((make_fake_build.__globals__["FIXTURES"] / "registry.json").read_text())
+    reg = suite_registry()
     return expand(suite.load(name), reg).cases
 
 
@@ -558,7 +558,7 @@ def test_estimate_reports_this_gpus_recorded_pace(env, capsys):
                                   {"started": at(200), "ended": at(260), "budget_min": 1.0}]
     data["xcorr_meta"]["complete"] = False
     path.write_text(json.dumps(data))
-    reg = json.loads((make_fake_build.__globals__["FIXTURES"] / "registry.json").read_text())
+    reg = suite_registry()
     fam = {v["name"]: v.get("family") for v in reg}
     by_key = {c.key: c for c in cases_of("fig22")}
     model = PROCESS_S + sum(case_seconds(by_key[k], 10, 0.1, fam.get(by_key[k].variant)) for k in first)

@@ -157,7 +157,7 @@ def test_python_overhead_without_torch(tmp_path):
 # --- silent success on bad input ------------------------------------------------------------------------
 
 def test_slurm_sweep_refuses_an_unknown_experiment(tmp_path):
-    r = script("slurm_sweep.py", "fig17", "nosuch", "--shards", "2", "--dir", tmp_path / "sweep", "--no-submit")
+    r = script("slurm-sweep", "fig17", "nosuch", "--shards", "2", "--dir", tmp_path / "sweep", "--no-submit")
     usage_error(r, "unknown experiment 'nosuch'", "fig17, ")
     assert not r.stdout and not (tmp_path / "sweep").exists()
 

@@ -3,14 +3,14 @@ import json
 
 import pytest
 from fake_xcorr import PEERS
-from suite_helpers import FIXTURES
+from suite_helpers import ROOT, suite_registry
 
 import experiments as suite
 from experiments._spec import (MAX_FULL_GRID, SATURATED_MAX_FMAS, Experiment, Series, Shape, case_key, clamp_to_count,
                                expand)
 from xcsuite.benchjson import parse_run_name
 
-REGISTRY = json.loads((FIXTURES / "registry.json").read_text())
+REGISTRY = suite_registry()
 WITH_PEERS = REGISTRY + PEERS  # the runner's registry: the build's and the peers' (peerbench list)
 
 
@@ -120,3 +120,15 @@ def test_caps_and_form_filters():
 def test_nmn_real_data_shape():
     shapes = [s for s in suite.load("nmn").shapes if s.hL == 96]
     assert len(shapes) == 1 and (shapes[0].nL, shapes[0].nR, shapes[0].form) == (86, 4300, "n-to-mn")
+
+
+def test_every_family_is_documented():
+    """A variant's family decides its figure group, table columns, cost-model rate and the claims it
+    counts in (docs/contributing.md, "Families"): every family of the registry and the peers is in
+    that table and in xcsuite.registry.FAMILIES."""
+    from xcsuite.registry import FAMILIES
+
+    doc = (ROOT / "docs" / "contributing.md").read_text()
+    for fam in {v["family"] for v in WITH_PEERS}:
+        assert fam in FAMILIES, f"family {fam!r}: add it to xcsuite/registry.py's FAMILIES"
+        assert f"| `{fam}` |" in doc, f"family {fam!r}: add it to docs/contributing.md's Families table"

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from scipy import signal
 from fake_xcorr import PEERS
-from suite_helpers import FIXTURES, log_lines, quick_suite_env
+from suite_helpers import log_lines, quick_suite_env, suite_registry
 from xcorr_np import crop
 
 import experiments as suite
@@ -23,7 +23,7 @@ from xcsuite.cli import plot, table
 from xcsuite.cost import call_seconds
 from xcsuite.summary import aggregate_dir, load_summary
 
-REGISTRY = json.loads((FIXTURES / "registry.json").read_text())
+REGISTRY = suite_registry()
 WITH_PEERS = REGISTRY + PEERS  # the runner's registry: the build's and the peers' (peerbench list)
 
 # (hL, wL, hR, wR) as tests/test_windows.py: valid needs one matrix inside the other

@@ -7,7 +7,7 @@ import json
 
 import pytest
 from fake_xcorr import PEERS
-from suite_helpers import FIXTURES, log_lines, quick_suite_env
+from suite_helpers import log_lines, quick_suite_env, suite_registry
 
 import experiments as suite
 from experiments._spec import Case, Experiment, Series, Shape, expand
@@ -16,7 +16,7 @@ from xcsuite.benchjson import entry_key, parse_bench_name
 from xcsuite.cli import plot
 from xcsuite.summary import aggregate_dir, paper_experiments, paper_rows
 
-REGISTRY = json.loads((FIXTURES / "registry.json").read_text())
+REGISTRY = suite_registry()
 WITH_PEERS = REGISTRY + PEERS
 
 

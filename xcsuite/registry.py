@@ -6,6 +6,20 @@ import subprocess
 from pathlib import Path
 
 
+# A variant's family (`.family` of XCORR_REGISTER_VARIANT, `xcorr list --json`), with what it is:
+# docs/contributing.md ("Families") says what each decides (figure groups, the headline table's
+# columns, the cost model's rates, the claims page). Another value is allowed: a paper kernel.
+FAMILIES = {
+    "baseline": "the paper's naive baseline (overlap-wise)",
+    "warp-shuffle": "the paper's warp-shuffle kernels (warp-shuffle, split-row, grouped-overlap)",
+    "warp-per-overlap": "the paper's warp/block-per-overlap kernels",
+    "multi-matrix": "the paper's multi-matrix kernels (10-15)",
+    "hopper": "this project's new kernels (20-29, fft-fused)",
+    "fft": "cuFFT-based correlation (fft, fft+plan, fft-segmented)",
+    "peer": "another library, measured by xcsuite.peerbench",
+}
+
+
 class NoGpu(RuntimeError):
     pass
 
