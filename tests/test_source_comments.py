@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = sorted(p for p in (ROOT / "algorithms").rglob("*") if p.suffix in (".cu", ".cuh"))
+SOURCES = sorted(p for d in ("algorithms", "lib", "harness", "tools") for p in (ROOT / d).rglob("*")
+                 if p.suffix in (".cu", ".cuh", ".cpp", ".hpp", ".h"))
 
 REVISION = re.compile(r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b", re.I)
 SESSION = re.compile(r"\bsession \d+", re.I)

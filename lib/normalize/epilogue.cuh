@@ -121,7 +121,7 @@ __device__ __forceinline__ double reload_y(const double2* p) { return reinterpre
 // - f above the rounding of the tables it comes from. An exactly constant overlap (zeros: X' = -m,
 //   the same float everywhere) has f = 0 and ΣX² = n·X², but both come out of the box sums as
 //   rounding noise of the table's far larger entries, and the first test alone let about half of
-//   such overlaps through with a noise coefficient up to ±1 (zero-padded data, session 35). A table
+//   such overlaps through with a noise coefficient up to ±1 (zero-padded data). A table
 //   entry at (r, c) is a sum of r·c terms, each row's by the row pass, then the rows' by the column
 //   pass: any such tree rounds by at most (r + c)·u·Σ|terms|, u = 2^-53 (first order); a segmented
 //   row's entry (rows past kSegRow columns) by at most (r + kSegRowDepth)·u·Σ|terms|, its carry

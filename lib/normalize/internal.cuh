@@ -73,15 +73,15 @@ static_assert(kThreads / kWarp == kColSegments, "scan_columns: one warp per colu
 // limit (2 x (104 + 4 static + 1 reserved) of the SM's 228 KB); the 39 x 37 crop of zncc_frames
 // (30 KB, 34 KB with the static 4 KB) runs six per SM, and its 69 x 70 crops (53 x 54 template,
 // 98.8 KB) fit, which at 96 KB took the two-level mean and the strip prepass, slower
-// (probes-archive:results/nvidia-h200/probes/zncc-frames-prepass-9957db0/).
+// (notes/probes.md: the zncc-frames-prepass probe).
 constexpr size_t kFusedSmemBytes = 104 * 1024;
 // But a stack the strip prepass would take (many crops, narrow tables) whose crops need more than
 // kStripOverFusedBytes of the fused prepass's shared memory (three blocks per SM or fewer) takes the
 // strip prepass, and the other stack the four-kernel path: zncc_frames' 1000 crops of 69 x 70
 // (98.8 KB, two blocks per SM, 42% of issue slots busy) took 89.6 us in the fused prepass, and the
 // whole ZNCC call 180.3 us against 173.1 this way; its 39 x 37 crops (34 KB, six blocks per SM) keep
-// the fused prepass: 63.3 us against 99.0 through the strip (probes-archive:results/nvidia-h200/probes/
-// strip-prepass-a38869d/).
+// the fused prepass: 63.3 us against 99.0 through the strip (notes/probes.md: the strip-prepass
+// probe).
 constexpr size_t kStripOverFusedBytes = 64 * 1024;
 
 // Partial sums per matrix of a crop of `elems` elements (a function of the crop's size alone, per

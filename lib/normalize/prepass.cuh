@@ -37,7 +37,7 @@ __global__ void partial_sums_kernel(Stacks st) {
         const float* x = s.crop_row(m, 0);
         // Crops of whole rows (cw == w) are contiguous in the input; others walk a CropCursor. (The
         // cursor's offset is i there too, but without the test the kernel measured slower on crops
-        // that are not contiguous: probes-archive:results/nvidia-h200/probes/crop-cursor-ee6aeaf.)
+        // that are not contiguous: notes/probes.md, the crop-cursor probe.)
         const int first = begin + int(threadIdx.x);
         CropCursor cur(first, s.cw);
         // kPartialAhead loads in flight, then added in order: thread t's elements and order as one

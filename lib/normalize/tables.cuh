@@ -85,7 +85,7 @@ __device__ __forceinline__ double2 lane_prefix(double a, double q, double carry_
 // p + s_{kChunk-1}. Global memory is read and written in scan_span's coalesced order (lane l:
 // columns b0 + 32i + l) and transposed through the warp's ChunkStage in shared memory: lanes that
 // load and store their own 8 columns directly sit 32 B (floats) and 128 B (double2) apart, which
-// made a first version slower than scan_span (probes-archive:results/nvidia-h200/probes/chunked-rows-c6bd7c6/).
+// made a first version slower than scan_span (notes/probes.md: the chunked-rows probe).
 // Stage layouts, both conflict-free for the owner's accesses: x' of column k of the chunk at
 // k + k / kChunk (owner lane l reads 9l + j: distinct banks), entry k at (k / kChunk)·(kChunk + 1)
 // + k % kChunk (16-byte accesses, 8 lanes a phase: distinct bank quads both ways). Returns the
@@ -472,8 +472,8 @@ __global__ void col_band_scan_kernel(Stacks st, ColScratch scratch) {
 // totals per chunk, p = carry + (that scan one lane back, +0 for lane 0), entry p + s_j, the next
 // carry lane 31's p + s_{k-1} (tests/test_normalize_fused.py models both with one function). Rows
 // of up to 192 columns take one chunk: one warp scan a row where scan_span's order takes one per 32
-// columns (its shuffles made the strip prepass issue-bound: probes-archive:results/nvidia-h200/probes/
-// strip-prepass-a38869d/). kLaneRunMax = 6 keeps the kernel at 64 registers, 4 blocks per SM (8: 80
+// columns (its shuffles made the strip prepass issue-bound: notes/probes.md, the strip-prepass
+// probe). kLaneRunMax = 6 keeps the kernel at 64 registers, 4 blocks per SM (8: 80
 // registers, 3 blocks, slower). A lane reads and writes its run directly (k <= 6 floats 4·k bytes
 // apart: the short rows of this kernel, the loads cached; its table row is in shared memory), and
 // adds its run twice, for the total before the warp scan and for the entries after it: the same

@@ -53,8 +53,8 @@ PieceLayout layout_of(const Problem& batch, const Piece& c);
 // host memory, Lefts otherwise. Why: a block waits for its own run of rights only and each right's
 // spectrum is made once, which wins when the copies run at the link's rate; with both pageable,
 // every block's rights are bounced through host memory on the thread that also drains the outputs,
-// and whole lefts (one bounce of the right stack, at the start) win (measured:
-// probes-archive:results/nvidia-h200/probes/multi-gpu-c0fab6d/README.md, items 5 to 7).
+// and whole lefts (one bounce of the right stack, at the start) win (measured: notes/probes.md,
+// the multi-gpu probe, items 5 to 7).
 enum class Split { Auto, Lefts, Blocks };
 Split parse_split(const std::string& text);  // "auto", "lefts" or "blocks"; UsageError otherwise
 const char* split_name(Split split);
