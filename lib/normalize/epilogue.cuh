@@ -216,9 +216,19 @@ struct EpilogueArgs {
 // same entries' values, so the same bits as the whole tables give. Never staged.
 // Launch bounds: at most 64 registers, four blocks of kThreads per SM. Unbounded, the sampled
 // instantiation took 96 (two blocks per SM, a quarter of the warps): too few in flight to hide the
-// eight dependent table reads per element, so the kernel waited on latency, not on DRAM.
+// eight dependent table reads per element, so the kernel waited on latency, not on DRAM. Blackwell's
+// compiler (sm_100 and later) does not fit these instantiations in 64 without spilling, so there
+// the bound is three blocks (80 registers), two for the staged one (whose shared memory allows no
+// more than three anyway): fewer warps in flight rather than local-memory traffic, and a build for
+// those GPUs passes the strict spill check.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+constexpr int kEpilogueMinBlocks = 3, kStagedEpilogueMinBlocks = 2;
+#else
+constexpr int kEpilogueMinBlocks = 4, kStagedEpilogueMinBlocks = 4;
+#endif
 template <Normalize kMode, bool kStaged, bool kSampled = false>
-__global__ void __launch_bounds__(kThreads, 4) epilogue_kernel(const EpilogueArgs a) {
+__global__ void __launch_bounds__(kThreads, kStaged ? kStagedEpilogueMinBlocks : kEpilogueMinBlocks)
+    epilogue_kernel(const EpilogueArgs a) {
     static_assert(!(kStaged && kSampled), "the sampled tables are read from global memory");
     extern __shared__ double2 staged[];  // kStaged: the left table, then the right one
     const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
@@ -407,7 +417,7 @@ __device__ __forceinline__ double2 template_left_terms(const EpilogueArgs& a, co
 }
 
 template <Normalize kMode, bool kSampled>
-__global__ void __launch_bounds__(kThreads, 4) template_epilogue_kernel(const EpilogueArgs a, int rights,
+__global__ void __launch_bounds__(kThreads, kEpilogueMinBlocks) template_epilogue_kernel(const EpilogueArgs a, int rights,
                                                                         int groups_per_left, int64_t groups) {
     // Per output of the group: template_right_terms and mR.
     __shared__ double r_sum[kTemplateGroup], r_scale[kTemplateGroup], r_mean[kTemplateGroup];
