@@ -806,7 +806,7 @@ template <int N, int MODE>
 constexpr int cols_min_blocks() {
     if (MODE == kPair) return N == 384 || N == 768 ? 2 : N >= 512 ? 3 : 1;
     if (MODE == kCorrelate) return N == 256 || N == 1024 ? 3 : 2;
-    if (MODE == kForward) return N == 1024 ? 3 : 1;  // 80 registers (81 unbounded since 3756218's tile copies)
+    if (MODE == kForward) return N == 1024 ? 3 : 1;  // 80 registers (81 unbounded)
     return 1;
 }
 

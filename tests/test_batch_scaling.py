@@ -176,3 +176,21 @@ def test_batch_scaling_figure_is_drawn_the_same_from_the_committed_json(tmp_path
         assert out.returncode == 0, out.stderr
         digests.append(png.read_bytes())
     assert digests[0] == digests[1] and digests[0][:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_copy_ceiling_host_copies_cover_the_array_in_parts():
+    """xcsuite/copy_ceiling's host jobs (the probe's memcpy on T threads) copy every element exactly
+    once, whatever T against the size (the GPU side of the probe runs on the GPU machine only)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    import numpy as np
+    from xcsuite import copy_ceiling
+    src = np.arange(37, dtype=np.float32)
+    for t in (1, 2, 5, 16, 64):
+        dst = np.full_like(src, np.nan)
+        jobs = copy_ceiling._host_copies(dst, src, t)
+        assert len(jobs) == min(t, src.size)
+        for job in jobs:
+            job()
+        assert np.array_equal(dst, src), t

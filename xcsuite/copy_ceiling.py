@@ -87,6 +87,22 @@ def _concurrently(jobs):
     return took
 
 
+def _device_copies(rt, devices, dev_bufs, base: int, share: int, k: int):
+    """Jobs: GPU i of the first k copies `share` bytes of its buffer to host address base + i·share."""
+    def job(i):
+        def copy():
+            _check(rt.cudaSetDevice(devices[i]), "cudaSetDevice")
+            _check(rt.cudaMemcpy(ctypes.c_void_p(base + i * share), dev_bufs[i], share, D2H), "cudaMemcpy")
+        return copy
+    return [job(i) for i in range(k)]
+
+
+def _host_copies(dst, src, t: int):
+    """Jobs: t host threads' parts of copying src into dst (equal contiguous parts)."""
+    bounds = [(int(p[0]), int(p[-1]) + 1) for p in np.array_split(np.arange(dst.size), t) if len(p)]
+    return [lambda a=a, b=b: np.copyto(dst[a:b], src[a:b]) for a, b in bounds]
+
+
 def measure(devices, nbytes: int, repeat: int = 3, threads=(1, 2, 4, 8, 16)) -> dict:
     """The floors above for moving `nbytes` of results off `devices` (every prefix: 1 GPU, 2, ...)."""
     rt = cudart()
@@ -120,14 +136,7 @@ def measure(devices, nbytes: int, repeat: int = 3, threads=(1, 2, 4, 8, 16)) -> 
                         base = touched.ctypes.data
                     else:
                         base = pinned.value
-
-                    def job(i, base=base):
-                        def copy():
-                            _check(rt.cudaSetDevice(devices[i]), "cudaSetDevice")
-                            _check(rt.cudaMemcpy(ctypes.c_void_p(base + i * share), dev_bufs[i], share, D2H),
-                                   "cudaMemcpy")
-                        return copy
-                    best = min(best, _concurrently([job(i) for i in range(k)]))
+                    best = min(best, _concurrently(_device_copies(rt, devices, dev_bufs, base, share, k)))
                 out["copies"].append({"gpus": k, "kind": kind, "seconds": best, "gb_per_s": k * share / best / 1e9})
         src = np.ctypeslib.as_array((ctypes.c_float * (nbytes // 4)).from_address(pinned.value))
         for fresh in (False, True):
@@ -135,12 +144,7 @@ def measure(devices, nbytes: int, repeat: int = 3, threads=(1, 2, 4, 8, 16)) -> 
                 best = float("inf")
                 for _ in range(repeat):
                     dst = np.empty_like(touched) if fresh else touched
-                    parts = np.array_split(np.arange(dst.size), t)
-                    bounds = [(int(p[0]), int(p[-1]) + 1) for p in parts if len(p)]
-
-                    def part(b):
-                        return lambda: np.copyto(dst[b[0]:b[1]], src[b[0]:b[1]])
-                    best = min(best, _concurrently([part(b) for b in bounds]))
+                    best = min(best, _concurrently(_host_copies(dst, src, t)))
                 out["copies"].append({"gpus": 0, "kind": f"host_copy{'_fresh' if fresh else ''}", "threads": t,
                                       "seconds": best, "gb_per_s": nbytes / best / 1e9})
         staged_src = np.ctypeslib.as_array((ctypes.c_float * (nbytes // 4)).from_address(staging.value))
@@ -151,19 +155,8 @@ def measure(devices, nbytes: int, repeat: int = 3, threads=(1, 2, 4, 8, 16)) -> 
                     best = float("inf")
                     for _ in range(repeat):
                         dst = np.empty_like(touched) if fresh else touched
-                        parts = np.array_split(np.arange(dst.size), t)
-                        bounds = [(int(p[0]), int(p[-1]) + 1) for p in parts if len(p)]
-
-                        def gpu(i):
-                            def copy():
-                                _check(rt.cudaSetDevice(devices[i]), "cudaSetDevice")
-                                _check(rt.cudaMemcpy(ctypes.c_void_p(pinned.value + i * share), dev_bufs[i], share,
-                                                     D2H), "cudaMemcpy")
-                            return copy
-
-                        def part(b, dst=dst):
-                            return lambda: np.copyto(dst[b[0]:b[1]], staged_src[b[0]:b[1]])
-                        best = min(best, _concurrently([gpu(i) for i in range(k)] + [part(b) for b in bounds]))
+                        jobs = _device_copies(rt, devices, dev_bufs, pinned.value, share, k)
+                        best = min(best, _concurrently(jobs + _host_copies(dst, staged_src, t)))
                     out["copies"].append({"gpus": k, "kind": f"staged{'_fresh' if fresh else ''}", "threads": t,
                                           "seconds": best, "gb_per_s": nbytes / best / 1e9})
     finally:
