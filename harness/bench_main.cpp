@@ -569,10 +569,8 @@ int main(int argc, char** argv) {
     } catch (const std::bad_alloc&) {
         // Cases too large for the host memory the process may use: bad input (a case that runs
         // out while measured is that case's error, reported by Google Benchmark).
-        std::string where;
-        const size_t available = available_host_memory(&where);
         std::fprintf(stderr, "xcorr_bench: error: not enough host memory for the cases given: an allocation failed "
-                             "(%.3g GiB %s)\n", double(available) / (1 << 30), where.c_str());
+                             "(%s)\n", host_memory_left().c_str());
         return 2;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "xcorr_bench: failed: %s\n", e.what());

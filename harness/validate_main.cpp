@@ -587,10 +587,8 @@ int main(int argc, char** argv) {
     } catch (const std::bad_alloc&) {
         // Cases too large for the host memory the process may use (--shape): bad input, not a
         // variant's failure.
-        std::string where;
-        const size_t available = available_host_memory(&where);
         std::fprintf(stderr, "xcorr_validate: error: not enough host memory for the cases selected: an allocation "
-                             "failed (%.3g GiB %s); give smaller --shape\n", double(available) / (1 << 30), where.c_str());
+                             "failed (%s); give smaller --shape\n", host_memory_left().c_str());
         return 2;
     } catch (const std::exception& e) {
         // A CUDA fault (illegal address, ...) leaves the context unusable: stop here, loudly.

@@ -262,12 +262,17 @@ size_t below_limit(int resource, const char* used_key) {
 
 }  // namespace
 
-std::string host_memory_shortfall(size_t bytes, const std::string& what, size_t available, const std::string& where) {
+namespace {
+std::string gib(size_t bytes) {
     std::ostringstream s;
     s.precision(3);
-    s << "not enough host memory: " << what << " needs " << double(bytes) / (1 << 30) << " GiB, "
-      << double(available) / (1 << 30) << " GiB " << where;
+    s << double(bytes) / (1 << 30) << " GiB";
     return s.str();
+}
+}  // namespace
+
+std::string host_memory_shortfall(size_t bytes, const std::string& what, size_t available, const std::string& where) {
+    return "not enough host memory: " + what + " needs " + gib(bytes) + ", " + gib(available) + " " + where;
 }
 
 size_t available_host_memory(std::string* where) {
@@ -289,6 +294,12 @@ size_t available_host_memory(std::string* where) {
         available = data, from = "left under the process's data limit (ulimit -d)";
     if (where) *where = from;
     return available;
+}
+
+std::string host_memory_left() {
+    std::string where;
+    const size_t available = available_host_memory(&where);
+    return gib(available) + " " + where;
 }
 
 void require_host_memory(size_t bytes, const std::string& what) {

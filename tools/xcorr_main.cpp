@@ -766,15 +766,16 @@ int main(int argc, char** argv) {
         return 3;
     } catch (const std::bad_alloc&) {
         // Too large for the memory the process may use: bad input (exit 2), like a refusal up front.
-        std::string where;
-        const size_t available = available_host_memory(&where);
-        if (host_request.bytes)
+        if (host_request.bytes) {
+            std::string where;
+            const size_t available = available_host_memory(&where);
             std::fprintf(stderr, "xcorr: error: %s (an allocation failed)\n",
                          host_memory_shortfall(host_request.bytes, host_request.what, available, where).c_str());
-        else
-            std::fprintf(stderr, "xcorr: error: not enough host memory for %s: an allocation failed (%.3g GiB %s)\n",
+        } else {
+            std::fprintf(stderr, "xcorr: error: not enough host memory for %s: an allocation failed (%s)\n",
                          host_request.what.empty() ? "this command" : host_request.what.c_str(),
-                         double(available) / (1 << 30), where.c_str());
+                         host_memory_left().c_str());
+        }
         return 2;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "xcorr: failed: %s\n", e.what());

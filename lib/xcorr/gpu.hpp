@@ -50,6 +50,8 @@ void require_free_memory(size_t bytes, const std::string& what);
 // (RLIMIT_AS, ulimit -v) or data (RLIMIT_DATA) leave less; `where` says which.
 void require_host_memory(size_t bytes, const std::string& what);
 size_t available_host_memory(std::string* where = nullptr);
+// "Y GiB WHERE": what available_host_memory leaves, as the tools' out-of-memory errors say it.
+std::string host_memory_left();
 // require_host_memory's message: "not enough host memory: WHAT needs X GiB, Y GiB WHERE".
 std::string host_memory_shortfall(size_t bytes, const std::string& what, size_t available, const std::string& where);
 
