@@ -28,6 +28,7 @@
 
 #include "xcorr/auto_choice.hpp"
 #include "xcorr/core.hpp"
+#include "xcorr/reduce.hpp"
 
 namespace xcorr {
 
@@ -54,6 +55,11 @@ struct PlanSpec {
     // Tuning parameters of a named algorithm (unset ones take their defaults); with "auto" they
     // must be empty (auto sets its own).
     Params params;
+    // What the caller gets (reduce.hpp): the maps (the default), or per pair its peaks, or per left
+    // the maximum over its rights. A reduced plan computes the maps of a chunk of pairs at a time
+    // into device scratch with the algorithm above ("auto": chosen for the chunk's problem) and
+    // reduces them there; it is executed with ReducedOutputs instead of a map.
+    Reduction reduce;
 };
 
 class Plan {
@@ -75,6 +81,16 @@ public:
     // pointer differs from the last call's). A plan may be executed on any stream, but not
     // concurrently with itself (its workspace is one).
     void execute(const float* left, const float* right, float* out, cudaStream_t stream = nullptr);
+    // The same for a reduced plan (spec.reduce not the map): the arrays of reduce.hpp's table. For a
+    // maximum over the rights, `accumulate` continues the running maxima (and sums) already in `out`
+    // from an earlier call over other rights, whose indices this call's rights continue from
+    // `first_right` on: templates streamed through in batches give the answer of one call.
+    void execute(const float* left, const float* right, const ReducedOutputs& out, cudaStream_t stream = nullptr,
+                 bool accumulate = false, int64_t first_right = 0);
+    const Reduction& reduction() const;
+    // The element counts of each reduced output: peaks: value out_count*k, shift and subpixel twice
+    // that; max over rights: reduced_lefts*out_h*out_w for each.
+    int64_t reduced_elems() const;
 
     const Problem& problem() const;       // sizes, counts and the resolved window
     const std::string& algorithm() const; // the variant that runs
