@@ -189,3 +189,131 @@ def _zncc(left, right, li, ri, window):
     out = np.zeros_like(raw)
     out[ok] = (n * raw - sl * sr)[ok] / np.sqrt(fl[ok] * fr[ok])
     return np.clip(out, -1.0, 1.0, out=out)  # a coefficient; rounding may step past ±1 by an ulp
+
+
+# --- Reductions: peaks and the maximum over the rights (CONVENTIONS.md, "Reductions: peaks and
+# maxima"; lib/xcorr/reduce.hpp's reference_peaks and reference_max_over_rights) ------------------
+
+SUBPIXELS = ("none", "parabolic", "gaussian")
+
+
+def subpixel_offset(cm, c0, cp, method):
+    """The fit's offset along one axis through c0 and its neighbours cm (at -1) and cp (at +1):
+    parabolic d = (cm - cp) / (2 (cm - 2 c0 + cp)); gaussian the same on ln c where all three are
+    positive, else parabolic; "none" 0. d = 0 where the denominator is 0 or the result is not
+    finite; |d| clamped to 0.5. (The window's edge, where a neighbour is missing, is the caller's.)"""
+    if method == "none":
+        return 0.0
+    cm, c0, cp = float(cm), float(c0), float(cp)
+    if method == "gaussian" and cm > 0 and c0 > 0 and cp > 0:
+        cm, c0, cp = np.log(cm), np.log(c0), np.log(cp)
+    den = 2.0 * (cm - 2.0 * c0 + cp)
+    if den == 0 or not np.isfinite(den):
+        return 0.0
+    with np.errstate(all="ignore"):
+        d = (cm - cp) / den
+    if not np.isfinite(d):
+        return 0.0
+    return float(min(0.5, max(-0.5, d)))
+
+
+def peaks(m, k, min_distance=0, subpixel="parabolic", dy0=0, dx0=0):
+    """The peaks of one map m (h, w), element (i, j) at shift (dy0 + i, dx0 + j), exactly as the
+    contract takes them: repeatedly the largest value that is not NaN and not suppressed (equal
+    values: the smaller row-major index), then every value within Chebyshev distance min_distance
+    of it suppressed (0: only itself). Returns (value (k,) float64, shift (k, 2) int64 (dy, dx),
+    subpixel (k, 2) float64 = shift + the fit's offsets); fewer than k peaks: the rest absent,
+    value NaN, shift (0, 0), subpixel NaN."""
+    m = np.asarray(m, dtype=np.float64)
+    h, w = m.shape
+    flat = m.ravel()
+    finite = np.flatnonzero(~np.isnan(flat))
+    # Descending by value, a stable sort: equal values stay in row-major order (smaller index first).
+    order = finite[np.argsort(-flat[finite], kind="stable")]
+    if min_distance == 0:
+        taken = order[:k].tolist()
+    else:
+        taken, suppressed, r = [], np.zeros((h, w), bool), min_distance
+        for i in order.tolist():
+            y, x = divmod(i, w)
+            if suppressed[y, x]:
+                continue
+            taken.append(i)
+            if len(taken) == k:
+                break
+            suppressed[max(0, y - r):y + r + 1, max(0, x - r):x + r + 1] = True
+    value = np.full(k, np.nan)
+    shift = np.zeros((k, 2), np.int64)
+    sub = np.full((k, 2), np.nan)
+    for n, i in enumerate(taken):
+        y, x = divmod(i, w)
+        value[n] = flat[i]
+        shift[n] = dy0 + y, dx0 + x
+        oy = subpixel_offset(m[y - 1, x], m[y, x], m[y + 1, x], subpixel) if 0 < y < h - 1 else 0.0
+        ox = subpixel_offset(m[y, x - 1], m[y, x], m[y, x + 1], subpixel) if 0 < x < w - 1 else 0.0
+        sub[n] = dy0 + y + oy, dx0 + x + ox
+    return value, shift, sub
+
+
+def peaks_of_maps(maps, k, min_distance=0, subpixel="parabolic", dy0=0, dx0=0):
+    """peaks() of every map of a stack (count, h, w): value (count, k), shift (count, k, 2),
+    subpixel (count, k, 2)."""
+    maps = np.asarray(maps, dtype=np.float64)
+    count = maps.shape[0]
+    value, shift, sub = np.full((count, k), np.nan), np.zeros((count, k, 2), np.int64), np.full((count, k, 2), np.nan)
+    for c in range(count):
+        value[c], shift[c], sub[c] = peaks(maps[c], k, min_distance, subpixel, dy0, dx0)
+    return value, shift, sub
+
+
+def reduced_lefts(form, nL, nR):
+    """(lefts, rights per left) of a maximum over the rights (reduce.hpp's reduced_lefts and
+    rights_per_left); ValueError for one-to-one, which has no rights to reduce over."""
+    if form == "one-to-one":
+        raise ValueError("max_over_rights needs rights to reduce over: one-to-one has one right per left "
+                         "(pass the rights as a stack (M, h, w))")
+    if form == "one-to-many":
+        return 1, nR
+    if form == "n-to-m":
+        return nL, nR
+    return nL, nR // nL  # n-to-mn: group j is rights i + nL*j
+
+
+def right_maps(form, nL, nR, maps):
+    """The maps (out_count, h, w) of a form's outputs regrouped per left and per right index:
+    (lefts, rights per left, h, w); right j of left i is right j (one-to-many, n-to-m) or right
+    i + nL*j (n-to-mn, output k = i + nL*j)."""
+    lefts, per = reduced_lefts(form, nL, nR)
+    maps = np.asarray(maps)
+    h, w = maps.shape[-2:]
+    if form == "n-to-mn":
+        return maps.reshape(per, lefts, h, w).swapaxes(0, 1)
+    return maps.reshape(lefts, per, h, w)
+
+
+def max_over_rights(grouped, stats=False, first_index=0, previous=None):
+    """The maximum over the rights of maps grouped (lefts, rights, h, w) (right_maps): per left and
+    element the largest value (NaN skipped; all NaN: NaN) and the index of the right that gives it
+    (the smallest among equal values; none: -1), rights numbered from first_index; with stats also
+    the sum and the sum of squares over the rights (float64, NaN-propagating). previous: an earlier
+    result (value, index[, sum, sumsq]) over other rights to continue. Returns a tuple of float64
+    value, int32 index[, float64 sum, sumsq]."""
+    g = np.asarray(grouped, dtype=np.float64)
+    lefts, count, h, w = g.shape
+    value = np.full((lefts, h, w), np.nan)
+    index = np.full((lefts, h, w), -1, np.int64)
+    if previous is not None:
+        value[...] = previous[0]
+        index[...] = previous[1]
+    for j in range(count):
+        v, r = g[:, j], first_index + j
+        better = ~np.isnan(v) & (np.isnan(value) | (v > value) | ((v == value) & (r < index)))
+        value[better] = v[better]
+        index[better] = r
+    index = index.astype(np.int32)
+    if not stats:
+        return value, index
+    s, q = g.sum(axis=1), (g * g).sum(axis=1)
+    if previous is not None:
+        s, q = s + np.asarray(previous[2], np.float64), q + np.asarray(previous[3], np.float64)
+    return value, index, s, q
