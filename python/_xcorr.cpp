@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "xcorr/batch.hpp"
@@ -67,7 +68,8 @@ xcorr::WindowRequest window_request(const std::string& kind, const std::string& 
 xcorr::PlanSpec make_spec(const std::string& form, int nL, int nR, int hL, int wL, int hR, int wR,
                           const std::string& window_kind, const std::string& window_text,
                           const std::string& normalize, const std::string& precision,
-                          const std::string& algorithm, const xcorr::Params& params) {
+                          const std::string& algorithm, const xcorr::Params& params, const std::string& reduce,
+                          int k, int min_distance, const std::string& subpixel, bool stats) {
     xcorr::PlanSpec s;
     s.form = xcorr::parse_form(form);
     s.nL = nL, s.nR = nR, s.hL = hL, s.wL = wL, s.hR = hR, s.wR = wR;
@@ -76,6 +78,17 @@ xcorr::PlanSpec make_spec(const std::string& form, int nL, int nR, int hL, int w
     s.precision = precision;
     s.algorithm = algorithm;
     s.params = params;
+    // The reduction (reduce.hpp): "map" (the default), "peaks" or "max-over-rights". Its values
+    // are checked against the problem when the plan is built (Reduction::check); the Python side
+    // refuses the same earlier, without a GPU.
+    if (reduce == "map") s.reduce.kind = xcorr::ReductionKind::Map;
+    else if (reduce == "peaks") s.reduce.kind = xcorr::ReductionKind::Peaks;
+    else if (reduce == "max-over-rights" || reduce == "max_over_rights") s.reduce.kind = xcorr::ReductionKind::MaxOverRights;
+    else throw xcorr::UsageError("unknown reduction '" + reduce + "': map, peaks or max-over-rights");
+    s.reduce.k = k;
+    s.reduce.min_distance = min_distance;
+    s.reduce.subpixel = xcorr::parse_subpixel(subpixel);
+    s.reduce.stats = stats;
     return s;
 }
 
@@ -173,10 +186,17 @@ struct Operand {
     bool host = false;
 };
 
-template <typename A>
+template <typename T>
+const char* dtype_name() {
+    if constexpr (std::is_same_v<T, float>) return "float32";
+    else if constexpr (std::is_same_v<T, double>) return "float64";
+    else return "int32";
+}
+
+template <typename A, typename T = float>
 Operand operand(const A& a, const char* what, int64_t elems, int device) {
-    if (a.dtype() != nb::dtype<float>())
-        throw xcorr::UsageError(std::string(what) + " must be float32");
+    if (a.dtype() != nb::dtype<T>())
+        throw xcorr::UsageError(std::string(what) + " must be " + dtype_name<T>());
     if (int64_t(a.size()) != elems)
         throw xcorr::UsageError(std::string(what) + " has " + std::to_string(a.size()) + " elements, the plan needs " +
                                 std::to_string(elems));
@@ -197,6 +217,40 @@ Operand operand(const A& a, const char* what, int64_t elems, int device) {
     }
     throw xcorr::UsageError(std::string(what) + " is neither in host memory nor on a CUDA device (DLPack device type " +
                             std::to_string(type) + ")");
+}
+
+// One output of a reduced call (OutArray or None): the device pointer the plan writes, and for a
+// host array the temporary device buffer it travels through.
+template <typename T>
+struct Out {
+    T* device = nullptr;           // what the plan writes (null: not asked for)
+    T* host = nullptr;             // the caller's host array, or null
+    int64_t elems = 0;
+    std::unique_ptr<xcorr::DeviceBuffer<T>> buffer;
+
+    // Allocates the temporary of a host array (GIL released), uploading what it holds first when
+    // the call continues it.
+    void stage(bool upload, cudaStream_t s) {
+        if (!host) return;
+        buffer = std::make_unique<xcorr::DeviceBuffer<T>>(size_t(elems));
+        device = buffer->get();
+        if (upload) XC_CUDA_CHECK(cudaMemcpyAsync(device, host, buffer->bytes(), cudaMemcpyHostToDevice, s));
+    }
+    void unstage(cudaStream_t s) {
+        if (host) XC_CUDA_CHECK(cudaMemcpyAsync(host, device, buffer->bytes(), cudaMemcpyDeviceToHost, s));
+    }
+};
+
+template <typename T>
+Out<T> out_operand(const OutArray& a, const char* what, int64_t elems, int device) {
+    Out<T> o;
+    if (!a.is_valid()) return o;
+    const Operand op = operand<OutArray, T>(a, what, elems, device);
+    T* p = static_cast<T*>(const_cast<void*>(op.data));
+    o.elems = elems;
+    if (op.host) o.host = p;
+    else o.device = p;
+    return o;
 }
 
 class PyPlan {
@@ -245,6 +299,63 @@ public:
         if (o.host) XC_CUDA_CHECK(cudaMemcpyAsync(po, dout.get(), dout.bytes(), cudaMemcpyDeviceToHost, s));
         // The temporaries are freed on return and the host buffers are the caller's again.
         XC_CUDA_CHECK(cudaStreamSynchronize(s));
+    }
+
+    // A reduced plan's call (spec.reduce; reduce.hpp's table of outputs): peaks write value, shift
+    // and subpixel; a maximum over the rights value and index, and with stats sum and sumsq. Every
+    // output the plan writes must be given, the others None. Device arrays are written in place;
+    // host arrays go through temporary device buffers (uploaded first where `accumulate` continues
+    // what they hold) and the call then waits, as execute() does.
+    void execute_reduced(const InArray& left, const InArray& right, const OutArray& value, const OutArray& shift,
+                         const OutArray& subpixel, const OutArray& index, const OutArray& sum, const OutArray& sumsq,
+                         uintptr_t stream, bool accumulate, int64_t first_right) {
+        const xcorr::Reduction& r = plan_->reduction();
+        if (r.kind == xcorr::ReductionKind::Map)
+            throw xcorr::UsageError("execute_reduced: the plan computes maps (its spec has no reduction): use execute");
+        const bool peaks = r.kind == xcorr::ReductionKind::Peaks;
+        if (!peaks && r.stats != (sum.is_valid() && sumsq.is_valid()))
+            throw xcorr::UsageError(r.stats ? "execute_reduced: a maximum over the rights with stats writes sum and sumsq: "
+                                              "give both"
+                                            : "execute_reduced: sum and sumsq are written only with stats");
+        if (peaks ? (!value.is_valid() || !shift.is_valid() || !subpixel.is_valid() || index.is_valid() ||
+                     sum.is_valid() || sumsq.is_valid())
+                  : (!value.is_valid() || !index.is_valid() || shift.is_valid() || subpixel.is_valid()))
+            throw xcorr::UsageError(peaks ? "execute_reduced: peaks write value, shift and subpixel (index, sum and sumsq None)"
+                                          : "execute_reduced: a maximum over the rights writes value and index (shift and "
+                                            "subpixel None)");
+        if (first_right < 0) throw xcorr::UsageError("execute_reduced: first_right must not be negative");
+        if (accumulate && peaks) throw xcorr::UsageError("execute_reduced: accumulate continues a maximum over the rights, not peaks");
+        const int dev = plan_->device();
+        const int64_t n = plan_->reduced_elems();
+        const Operand l = operand(left, "left", left_, dev), rr = operand(right, "right", right_, dev);
+        Out<float> ov = out_operand<float>(value, "value", n, dev);
+        Out<int32_t> os = out_operand<int32_t>(shift, "shift", 2 * n, dev);
+        Out<float> op = out_operand<float>(subpixel, "subpixel", 2 * n, dev);
+        Out<int32_t> oi = out_operand<int32_t>(index, "index", n, dev);
+        Out<double> osum = out_operand<double>(sum, "sum", n, dev), osq = out_operand<double>(sumsq, "sumsq", n, dev);
+        const cudaStream_t s = as_stream(stream);
+        nb::gil_scoped_release release;
+        DeviceGuard guard(dev);
+        xcorr::DeviceBuffer<float> dl(l.host ? left_ : 0), dr(rr.host ? right_ : 0);
+        const float* pl = static_cast<const float*>(l.data);
+        const float* pr = static_cast<const float*>(rr.data);
+        if (l.host) {
+            XC_CUDA_CHECK(cudaMemcpyAsync(dl.get(), pl, dl.bytes(), cudaMemcpyHostToDevice, s));
+            pl = dl.get();
+        }
+        if (rr.host) {
+            XC_CUDA_CHECK(cudaMemcpyAsync(dr.get(), pr, dr.bytes(), cudaMemcpyHostToDevice, s));
+            pr = dr.get();
+        }
+        ov.stage(accumulate, s), os.stage(false, s), op.stage(false, s), oi.stage(accumulate, s);
+        osum.stage(accumulate, s), osq.stage(accumulate, s);
+        xcorr::ReducedOutputs out;
+        out.value = ov.device, out.shift = os.device, out.subpixel = op.device, out.index = oi.device;
+        out.sum = osum.device, out.sumsq = osq.device;
+        plan_->execute(pl, pr, out, s, accumulate, first_right);
+        const bool any_host = l.host || rr.host || ov.host || os.host || op.host || oi.host || osum.host || osq.host;
+        ov.unstage(s), os.unstage(s), op.unstage(s), oi.unstage(s), osum.unstage(s), osq.unstage(s);
+        if (any_host) XC_CUDA_CHECK(cudaStreamSynchronize(s));  // the temporaries are freed on return
     }
 
     // The same on raw device pointers (no DLPack): what a caller that manages its own memory uses,
@@ -315,8 +426,10 @@ NB_MODULE(_xcorr, m) {
 
     nb::class_<xcorr::PlanSpec>(m, "PlanSpec");
     m.def("spec", &make_spec, "form"_a, "nL"_a, "nR"_a, "hL"_a, "wL"_a, "hR"_a, "wR"_a, "window_kind"_a,
-          "window_text"_a, "normalize"_a, "precision"_a, "algorithm"_a, "params"_a,
-          "A checked PlanSpec (window text parsed as xcorr run parses it).");
+          "window_text"_a, "normalize"_a, "precision"_a, "algorithm"_a, "params"_a, "reduce"_a = "map", "k"_a = 1,
+          "min_distance"_a = 0, "subpixel"_a = "parabolic", "stats"_a = false,
+          "A checked PlanSpec (window text parsed as xcorr run parses it); reduce \"map\", \"peaks\" or "
+          "\"max-over-rights\" with its k, min_distance, subpixel (\"none\", \"parabolic\", \"gaussian\") and stats.");
     m.def("resolve", &resolve, "spec"_a,
           "(dy0, dy1, dx0, dx1, out_count, description) of the spec's problem; no GPU needed.");
     m.def("auto_candidates", [](const xcorr::PlanSpec& s, const std::string& gpu_name) {
@@ -389,6 +502,12 @@ NB_MODULE(_xcorr, m) {
     nb::class_<PyPlan>(m, "Plan")
         .def(nb::init<const xcorr::PlanSpec&, int>(), "spec"_a, "device"_a = -1)
         .def("execute", &PyPlan::execute, "left"_a, "right"_a, "out"_a, "stream"_a = 0)
+        .def("execute_reduced", &PyPlan::execute_reduced, "left"_a, "right"_a, "value"_a.none(), "shift"_a.none(),
+             "subpixel"_a.none(), "index"_a.none(), "sum"_a.none(), "sumsq"_a.none(), "stream"_a = 0,
+             "accumulate"_a = false, "first_right"_a = 0,
+             "A reduced plan's call: the outputs of reduce.hpp's table that it writes (others None); host arrays are "
+             "staged through device buffers (uploaded first with accumulate).")
+        .def_prop_ro("reduced_elems", [](const PyPlan& p) { return p.plan().reduced_elems(); })
         .def("execute_ptr", &PyPlan::execute_ptr, "left"_a, "right"_a, "out"_a, "stream"_a = 0)
         .def("time_execute_ptr", &PyPlan::time_execute_ptr, "left"_a, "right"_a, "out"_a, "stream"_a, "calls"_a)
         .def_prop_ro("algorithm", [](const PyPlan& p) { return p.plan().algorithm(); })

@@ -6,6 +6,8 @@
     plan = xcorr.Plan(left.shape, right.shape, max_shift=8)
     out = plan(left, right)                                # repeated calls on the same shapes
     xcorr.explain(left, right)                             # which algorithm "auto" picks, and why
+    value, shift, sub = xcorr.peaks2d(left, right, k=3)    # the maps' peaks, without the maps
+    best = xcorr.max_over_rights(image, templates)         # per shift the best template and its score
 
 The definition, forms and windows are docs/CONVENTIONS.md of the repository.
 """
@@ -51,8 +53,10 @@ def _nvidia_library(name):
 
 __version__ = getattr(_load_extension(), "__version__", "unknown")  # the build's: scripts/version
 
-from ._api import (CudaError, NoGPUError, Plan, algorithms, clear_cache, correlate1d, correlate2d, empty_pinned,  # noqa: E402
-                   explain, gpu_info)
+from ._api import (CudaError, MaxOverRights, MaxOverRightsStats, NoGPUError, Peaks, Plan, algorithms,  # noqa: E402
+                   clear_cache, correlate1d, correlate2d, empty_pinned, explain, gpu_info, max_over_rights, peaks1d,
+                   peaks2d)
 
-__all__ = ["CudaError", "NoGPUError", "Plan", "algorithms", "clear_cache", "correlate1d", "correlate2d", "empty_pinned", "explain",
-           "gpu_info", "__version__"]
+__all__ = ["CudaError", "MaxOverRights", "MaxOverRightsStats", "NoGPUError", "Peaks", "Plan", "algorithms", "clear_cache",
+           "correlate1d", "correlate2d", "empty_pinned", "explain", "gpu_info", "max_over_rights", "peaks1d", "peaks2d",
+           "__version__"]

@@ -19,6 +19,7 @@ with (n,) for (h, w) and (count, n) for (count, h, w), and the result drops the 
 are (no copy); only the plan's spec and the reference see the 1 x n matrices.
 """
 import contextlib
+from collections import namedtuple
 from collections.abc import Mapping
 
 import numpy as np
@@ -30,6 +31,49 @@ FORMS = ("one-to-one", "one-to-many", "n-to-mn", "n-to-m")
 MODES = ("full", "valid", "same")
 PRECISIONS = ("fp32", "tf32")
 NORMALIZATIONS = _reference.NORMALIZATIONS  # ("none", "zncc", "zero-lag"); None means "none"
+
+
+# Reductions (docs/CONVENTIONS.md, "Reductions: peaks and maxima"; lib/xcorr/reduce.hpp).
+REDUCTIONS = ("peaks", "max_over_rights")
+SUBPIXELS = _reference.SUBPIXELS  # ("none", "parabolic", "gaussian")
+# What peaks2d/peaks1d and a Plan(reduce="peaks") return: value (..., k), shift (..., k, 2) as (dy, dx)
+# (1-D: (..., k) lags), subpixel the shift plus the fit's offsets; absent peaks NaN, (0, 0), NaN.
+Peaks = namedtuple("Peaks", "value shift subpixel")
+# What max_over_rights returns: per left and shift the largest value over the rights and the index of
+# the right that gives it (-1: every value NaN); with stats also the sum and the sum of squares.
+MaxOverRights = namedtuple("MaxOverRights", "value index")
+MaxOverRightsStats = namedtuple("MaxOverRightsStats", "value index sum sumsq")
+INT_MAX = (1 << 31) - 1
+
+
+def _reduction(reduce, k, min_distance, subpixel, stats):
+    """The reduction's arguments, checked: (reduce, k, min_distance, subpixel, stats)."""
+    def given(v, default):
+        return isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v != default
+    defaults = not given(k, 1), not given(min_distance, 0)
+    if reduce is None:
+        if not all(defaults) or not (isinstance(subpixel, str) and subpixel == "parabolic") or stats is not False:
+            raise ValueError("k=, min_distance=, subpixel= and stats= are for a reduced plan: give reduce='peaks' or "
+                             "reduce='max_over_rights'")
+        return None, 1, 0, "parabolic", False
+    if not isinstance(reduce, str) or reduce not in REDUCTIONS:
+        raise ValueError(f"reduce must be None, 'peaks' or 'max_over_rights', got {reduce!r}")
+    if reduce == "max_over_rights":
+        if not all(defaults) or not (isinstance(subpixel, str) and subpixel == "parabolic"):
+            raise ValueError("k=, min_distance= and subpixel= are for peaks, not max_over_rights")
+        if not isinstance(stats, (bool, np.bool_)):
+            raise ValueError(f"stats must be True or False, got {stats!r}")
+        return reduce, 1, 0, "parabolic", bool(stats)
+    if stats is not False:
+        raise ValueError("stats= (the sums over the rights) is for max_over_rights, not peaks")
+    k, min_distance = _integer(k, "k"), _integer(min_distance, "min_distance")
+    if not 1 <= k <= MAX_DIM:
+        raise ValueError(f"k must be at least 1 (and at most 2^30), got {k}")
+    if not 0 <= min_distance <= INT_MAX:
+        raise ValueError(f"min_distance must be an integer from 0 to 2^31 - 1, got {min_distance}")
+    if not isinstance(subpixel, str) or subpixel not in SUBPIXELS:
+        raise ValueError(f"subpixel must be one of {', '.join(repr(x) for x in SUBPIXELS)}, got {subpixel!r}")
+    return reduce, k, min_distance, subpixel, False
 
 
 MAX_DIM = 1 << 30  # as the npy reader's: no output matrix holds more than 2^30 elements anyway
@@ -200,13 +244,19 @@ class Plan:
     algorithms with FP32-class error (1e-5), "tf32" also single-pass TF32 tensor cores. device: the CUDA device (default: the current one). The plan
     holds its device workspace (workspace_bytes) until it is deleted. One plan must not run on two
     streams at once (its workspace is one).
+
+    reduce="peaks" (with k, min_distance, subpixel) or "max_over_rights" (with stats): the plan returns
+    what peaks2d/peaks1d or max_over_rights return (a Peaks or MaxOverRights named tuple; shapes in
+    result_shape) instead of the maps, which are never written (out_shape stays the maps' shape). A
+    max_over_rights plan's call takes out= (an earlier result, continued) and first_index= (the number
+    of this call's first right), as max_over_rights does.
     """
 
     def __init__(self, left_shape, right_shape, mode="full", *, max_shift=None, shifts=None, normalize=None,
                  form=None, algorithm="auto", precision="fp32", params=None, device=None, dims=2, max_lag=None,
-                 lags=None):
+                 lags=None, reduce=None, k=1, min_distance=0, subpixel="parabolic", stats=False):
         self._setup(left_shape, right_shape, mode, max_shift, shifts, normalize, form, algorithm, precision, params,
-                    dims, max_lag, lags)
+                    dims, max_lag, lags, reduce, k, min_distance, subpixel, stats)
         self._attach(device)
 
     def _attach(self, device):
@@ -222,8 +272,9 @@ class Plan:
         self._device = None if self.reference else self._plan.device  # the fast paths compare with it
 
     def _setup(self, left_shape, right_shape, mode, max_shift, shifts, normalize, form, algorithm, precision, params,
-               dims, max_lag, lags):
-        """Everything but the device plan: the checked spec, shapes, form, window and out_shape."""
+               dims, max_lag, lags, reduce=None, k=1, min_distance=0, subpixel="parabolic", stats=False):
+        """Everything but the device plan: the checked spec, shapes, form, window and out_shape (and
+        for a reduced plan result_shape)."""
         if isinstance(dims, bool) or dims not in (1, 2):
             raise ValueError(f"dims must be 1 (signals) or 2 (matrices), got {dims!r}")
         self.dims = dims
@@ -240,7 +291,19 @@ class Plan:
             self.right_shape = _signal_shape(right_shape, "right")
             lshape, rshape = _as_matrices(self.left_shape), _as_matrices(self.right_shape)
         self._matrix_shapes = (lshape, rshape)  # what the reference computes on: (..., h, w)
+        self.reduce, self.k, self.min_distance, self.subpixel, self.stats = _reduction(reduce, k, min_distance,
+                                                                                       subpixel, stats)
+        if self.reduce == "max_over_rights":
+            if len(rshape) == 2:
+                raise ValueError(f"max_over_rights reduces over a stack of rights: a single right "
+                                 f"{self.right_shape} is one-to-one, nothing to reduce over; pass a stack "
+                                 f"{'(M, n)' if dims == 1 else '(M, h, w)'} ((1, ...) for one right)")
+            if form is None and len(lshape) == 3:
+                form = "n-to-m"  # every left with every right: the maximum per left over all the rights
         self.form = _form(form, lshape, rshape)
+        if self.reduce == "max_over_rights" and self.form == "one-to-one":
+            raise ValueError("max_over_rights needs rights to reduce over: form one-to-one has one right per left "
+                             "(one-to-many, n-to-m or n-to-mn)")
         if not isinstance(algorithm, str):
             raise ValueError(f"algorithm must be a name (xcorr.algorithms()), 'auto' or 'reference', got {algorithm!r}")
         if precision not in PRECISIONS:
@@ -256,9 +319,13 @@ class Plan:
         self.normalize = _normalize(normalize)
         nL = lshape[0] if len(lshape) == 3 else 1
         nR = rshape[0] if len(rshape) == 3 else 1
+        # The reduction goes to the spec only where there is one (a map plan's spec is as before).
+        reduction = {} if self.reduce is None else dict(
+            reduce="peaks" if self.reduce == "peaks" else "max-over-rights", k=self.k, min_distance=self.min_distance,
+            subpixel=self.subpixel, stats=self.stats)
         self._spec = _xcorr.spec(self.form, nL, nR, *lshape[-2:], *rshape[-2:], kind, text,
                                  self.normalize, precision,
-                                 "auto" if algorithm == "reference" else algorithm, params)
+                                 "auto" if algorithm == "reference" else algorithm, params, **reduction)
         dy0, dy1, dx0, dx1, count, self.description = _xcorr.resolve(self._spec)
         self.shifts = ((dy0, dy1), (dx0, dx1))
         # Signals: every 1-D window has the one row dy = 0, which the result drops.
@@ -269,6 +336,18 @@ class Plan:
             self.lags = (dx0, dx1)
         assert int(np.prod(self.out_shape[:-dims], dtype=np.int64)) == count, (self.out_shape, count)
         self.reference = algorithm == "reference"
+        # A reduced plan's results: the shapes the caller gets (result_shape) and those the library
+        # writes (reduce.hpp: peaks' shift and subpixel are (dy, dx) pairs, also for signals, whose
+        # result keeps the lag alone).
+        self.result_shape = self._device_shape = None
+        if self.reduce == "peaks":
+            lead, kk = self.out_shape[:-dims], (self.k,)
+            self._device_shape = Peaks(lead + kk, lead + kk + (2,), lead + kk + (2,))
+            self.result_shape = self._device_shape if dims == 2 else Peaks(lead + kk, lead + kk, lead + kk)
+        elif self.reduce == "max_over_rights":
+            shape = self.left_shape[:-dims] + self.out_shape[-dims:]
+            self._device_shape = self.result_shape = (MaxOverRightsStats(shape, shape, shape, shape) if self.stats
+                                                      else MaxOverRights(shape, shape))
 
     @property
     def algorithm(self):
@@ -297,11 +376,19 @@ class Plan:
     def __repr__(self):
         return f"xcorr.Plan({self.description}, algorithm={self.algorithm!r})"
 
-    def __call__(self, left, right, out=None, stream=None):
+    def __call__(self, left, right, out=None, stream=None, *, first_index=0):
         """The correlation of `left` with `right` (the plan's shapes), written into `out` when
         given, else into a new array of the inputs' kind; enqueued on `stream` (default: the
         current stream of the inputs' library; 0 for NumPy). With CuPy or PyTorch arrays the call
-        returns without waiting for the GPU; with NumPy arrays it waits and returns NumPy."""
+        returns without waiting for the GPU; with NumPy arrays it waits and returns NumPy.
+
+        A reduced plan (reduce=) returns its named tuple; for max_over_rights, out= is an earlier
+        result that this call continues (in place; returned) and first_index the number of this
+        call's first right (the index its maxima report)."""
+        if self.reduce is not None:
+            return self._reduced_call(left, right, out, stream, first_index)
+        if first_index != 0:
+            raise ValueError("first_index= numbers the rights of a max_over_rights plan (reduce='max_over_rights')")
         t = type(left)
         if t is type(right):
             T = _arrays.TORCH
@@ -392,7 +479,7 @@ class Plan:
             _float32(left, kl, "left")
             _float32(right, kr, "right")
             if out is not None:
-                self._check_out(out)
+                self._check_reduced_out(out) if self.reduce is not None else self._check_out(out)
 
     def _input(self, x, kind, device, what):
         if not _float32(x, kind, what):
@@ -423,7 +510,8 @@ class Plan:
         if kind == "numpy" and not out.flags.writeable:
             raise ValueError("out is read-only")
 
-    def _reference(self, left, kl, right, kr, out):
+    def _reference_maps(self, left, kl, right, kr):
+        """The float64 maps (out_count, H, W) of the reference (signals: H = 1)."""
         def host(x, kind, what, shape):
             x = _arrays.to_numpy(x, kind)
             if not np.issubdtype(x.dtype, np.floating) or x.dtype.itemsize > 8:
@@ -431,13 +519,112 @@ class Plan:
             return x.reshape((-1,) + shape[-2:])  # a stack of matrices (signals: of 1 x n ones)
         (dy0, dy1), (dx0, dx1) = self.shifts
         lshape, rshape = self._matrix_shapes
-        result = _reference.normalized(self.normalize, self.form, host(left, kl, "left", lshape),
-                                       host(right, kr, "right", rshape), (dy0, dy1, dx0, dx1)).reshape(self.out_shape)
+        return _reference.normalized(self.normalize, self.form, host(left, kl, "left", lshape),
+                                     host(right, kr, "right", rshape), (dy0, dy1, dx0, dx1))
+
+    def _reference(self, left, kl, right, kr, out):
+        result = self._reference_maps(left, kl, right, kr).reshape(self.out_shape)
         if out is None:
             return result
         if not isinstance(out, np.ndarray) or out.shape != self.out_shape or not np.issubdtype(out.dtype, np.floating):
             raise ValueError(f"out for the reference must be a floating NumPy array of shape {self.out_shape}")
         np.copyto(out, result)
+        return out
+
+
+    # --- reduced plans (reduce="peaks" or "max_over_rights") ------------------------------------
+
+    def _reduced_call(self, left, right, out, stream, first_index):
+        """A reduced plan's call: any kinds of arrays, through DLPack; the results of the first GPU
+        input's kind (else NumPy), or out= continued."""
+        first_index = _integer(first_index, "first_index")
+        if not 0 <= first_index <= INT_MAX:
+            raise ValueError(f"first_index must be an integer from 0 to 2^31 - 1, got {first_index}")
+        if self.reduce == "peaks" and first_index != 0:
+            raise ValueError("first_index= numbers the rights of max_over_rights, not peaks")
+        left, right, kl, kr = _as_arrays(left, right)
+        for x, what, want in ((left, "left", self.left_shape), (right, "right", self.right_shape)):
+            if tuple(x.shape) != want:
+                raise ValueError(f"{what} has shape {tuple(x.shape)}, the plan was built for {want}")
+        if out is not None:
+            self._check_reduced_out(out)
+        if self.reference:
+            return self._reduced_reference(left, kl, right, kr, out, first_index)
+        dl, dr = _arrays.device_of(left, kl), _arrays.device_of(right, kr)
+        left, right = self._input(left, kl, dl, "left"), self._input(right, kr, dr, "right")
+        kind, device, like = next(((k, d, x) for k, d, x in ((kl, dl, left), (kr, dr, right)) if d is not None),
+                                  ("numpy", None, left))
+        handle = _arrays.stream_handle(stream, kind, device)
+        shapes = self._device_shape
+        if self.reduce == "peaks":
+            value, shift, sub = (_arrays.empty_like_kind(kind, shape, device, like, dtype)
+                                 for shape, dtype in zip(shapes, (np.float32, np.int32, np.float32)))
+            self._plan.execute_reduced(left, right, value, shift, sub, None, None, None, handle, False, 0)
+            if self.dims == 1:  # the lag, without the dy = 0 beside it
+                shift, sub = shift[..., 1], sub[..., 1]
+                if kind == "numpy":
+                    shift, sub = np.ascontiguousarray(shift), np.ascontiguousarray(sub)
+            return Peaks(value, shift, sub)
+        result = out
+        if result is None:
+            dtypes = (np.float32, np.int32, np.float64, np.float64)
+            arrays = [_arrays.empty_like_kind(kind, shape, device, like, dtype) for shape, dtype in zip(shapes, dtypes)]
+            result = (MaxOverRightsStats if self.stats else MaxOverRights)(*arrays)
+        sums = (result[2], result[3]) if self.stats else (None, None)
+        self._plan.execute_reduced(left, right, result[0], None, None, result[1], *sums, handle, out is not None,
+                                   first_index)
+        return result
+
+    def _check_reduced_out(self, out):
+        """out= of a reduced call: an earlier max_over_rights result of this plan's shapes (GPU: as
+        the library writes them, float32 value, int32 index, float64 sums; reference: NumPy, any
+        floating value and sums, integer index)."""
+        if self.reduce == "peaks":
+            raise ValueError("out= continues an earlier max_over_rights; peaks return new arrays (give no out=)")
+        names = ("value", "index", "sum", "sumsq") if self.stats else ("value", "index")
+        if not isinstance(out, tuple) or len(out) != len(names):
+            raise ValueError(f"out must be an earlier max_over_rights result ({', '.join(names)}) to continue, got "
+                             f"{type(out).__name__}{f' of {len(out)}' if isinstance(out, tuple) else ''}")
+        for x, name, shape, dtype in zip(out, names, self.result_shape, (np.float32, np.int32, np.float64, np.float64)):
+            kind = _arrays.kind_of(x)
+            if not hasattr(x, "shape") or tuple(x.shape) != shape:
+                raise ValueError(f"out.{name} must have shape {shape}, got {getattr(x, 'shape', type(x).__name__)}")
+            if self.reference:
+                if kind != "numpy":
+                    raise ValueError(f"out.{name} for the reference must be a NumPy array, got {kind}")
+                if not np.issubdtype(x.dtype, np.integer if name == "index" else np.floating):
+                    raise ValueError(f"out.{name} must be {'an integer' if name == 'index' else 'a floating'} "
+                                     f"array, got {x.dtype}")
+            else:
+                if _arrays.dtype_name(x, kind) != np.dtype(dtype).name:
+                    raise ValueError(f"out.{name} must be {np.dtype(dtype).name}, got {_arrays.dtype_name(x, kind)}")
+                if not _arrays.is_contiguous(x, kind):
+                    raise ValueError(f"out.{name} must be C-contiguous (the result is written in place)")
+            if kind == "numpy" and not x.flags.writeable:
+                raise ValueError(f"out.{name} is read-only")
+
+    def _reduced_reference(self, left, kl, right, kr, out, first_index):
+        """The reduction of the float64 reference maps (_reference.peaks_of_maps, max_over_rights):
+        float64 values and sums, int32 shifts and indices, NumPy."""
+        maps = self._reference_maps(left, kl, right, kr)
+        (dy0, _), (dx0, _) = self.shifts
+        if self.reduce == "peaks":
+            value, shift, sub = _reference.peaks_of_maps(maps, self.k, self.min_distance, self.subpixel, dy0, dx0)
+            if self.dims == 1:
+                shift, sub = shift[..., 1], sub[..., 1]
+            shapes = self.result_shape
+            return Peaks(value.reshape(shapes.value), np.ascontiguousarray(shift, np.int32).reshape(shapes.shift),
+                         np.ascontiguousarray(sub).reshape(shapes.subpixel))
+        lshape, rshape = self._matrix_shapes
+        nL = lshape[0] if len(lshape) == 3 else 1
+        grouped = _reference.right_maps(self.form, nL, rshape[0], maps)
+        previous = None if out is None else [np.asarray(x).reshape((grouped.shape[0],) + grouped.shape[2:]) for x in out]
+        got = _reference.max_over_rights(grouped, self.stats, first_index, previous)
+        got = [x.reshape(shape) for x, shape in zip(got, self.result_shape)]
+        if out is None:
+            return (MaxOverRightsStats if self.stats else MaxOverRights)(*got)
+        for x, y in zip(out, got):
+            np.copyto(x, y, casting="unsafe")
         return out
 
 
@@ -701,6 +888,105 @@ def correlate1d(left, right, mode="full", *, max_lag=None, lags=None, normalize=
     return plan(left, right, out=out, stream=handle)
 
 
+def peaks2d(left, right, k=1, *, min_distance=0, subpixel="parabolic", mode="full", max_shift=None, shifts=None,
+            normalize=None, form=None, algorithm="auto", precision="fp32", params=None, stream=None):
+    """The k largest values of each correlation map of correlate2d(left, right, ...) and where they
+    are, without the maps (docs/CONVENTIONS.md, "Reductions: peaks and maxima"):
+
+        value, shift, subpixel = xcorr.peaks2d(frame_a, frame_b, max_shift=8, subpixel="gaussian")
+
+    Returns Peaks(value, shift, subpixel): value (..., k) float32, descending (equal values: the
+    smaller shift in the window's row-major order); shift (..., k, 2) int32 (dy, dx), the shift of
+    correlate2d's definition; subpixel (..., k, 2) float32, the shift plus a three-point fit along
+    each axis through the peak and its neighbours ("parabolic"; "gaussian": on ln c where all three
+    are positive, else parabolic; "none": the integer shift), 0 on the window's edge, |offset| <= 0.5.
+    "..." is correlate2d's leading dimensions for the same inputs (one-to-one: none).
+    min_distance r: after each peak every value within Chebyshev distance r of it is dropped (0: the
+    plain k largest). NaN values are never taken; where fewer than k remain, the rest are absent:
+    value NaN, shift (0, 0), subpixel NaN (k larger than the window is allowed).
+
+    mode, max_shift, shifts, normalize, form, algorithm, precision, params and stream as
+    correlate2d's (the window and normalization are those of the maps searched). Arrays: NumPy in,
+    NumPy out; CuPy and PyTorch CUDA arrays in, arrays of that library on the device out.
+    algorithm="reference": the float64 reference on the CPU (float64 values and sub-pixel shifts).
+    Raises ValueError for k < 1, min_distance < 0, an unknown subpixel and whatever correlate2d
+    refuses; xcorr.NoGPUError, xcorr.CudaError.
+    """
+    return _reduced_entry(left, right, None, stream, 0, dims=2, mode=mode, max_shift=max_shift, shifts=shifts,
+                          normalize=normalize, form=form, algorithm=algorithm, precision=precision, params=params,
+                          max_lag=None, lags=None, reduce="peaks", k=k, min_distance=min_distance, subpixel=subpixel,
+                          stats=False)
+
+
+def peaks1d(left, right, k=1, *, min_distance=0, subpixel="parabolic", mode="full", max_lag=None, lags=None,
+            normalize=None, form=None, algorithm="auto", precision="fp32", params=None, stream=None):
+    """peaks2d for 1-D signals: the k largest values of each output of correlate1d(left, right, ...)
+    and their lags, without the outputs. Returns Peaks(value (..., k) float32, shift (..., k) int32
+    lags, subpixel (..., k) float32 lags with the fit's offset), "..." being correlate1d's leading
+    dimensions; windows (mode, including scipy's "same", max_lag, lags) and every other argument as
+    correlate1d's and peaks2d's. min_distance is in lags.
+
+        value, lag, sub = xcorr.peaks1d(trace_a, trace_b, max_lag=200)
+    """
+    return _reduced_entry(left, right, None, stream, 0, dims=1, mode=mode, max_shift=None, shifts=None,
+                          normalize=normalize, form=form, algorithm=algorithm, precision=precision, params=params,
+                          max_lag=max_lag, lags=lags, reduce="peaks", k=k, min_distance=min_distance,
+                          subpixel=subpixel, stats=False)
+
+
+def max_over_rights(left, rights, *, mode="full", max_shift=None, shifts=None, normalize=None, form=None,
+                    stats=False, algorithm="auto", precision="fp32", params=None, out=None, first_index=0,
+                    stream=None):
+    """Per shift, the largest correlation over a stack of rights and which right gives it, without
+    one map per right (2-D template matching's "maximum intensity projection"):
+
+        best = xcorr.max_over_rights(image, templates, mode="valid", normalize="zncc")
+        best.value[y, x], best.index[y, x]   # the best score at (y, x) and its template
+
+    left (h, w) with rights (M, h', w'): value and index (H, W), the maps' shape (correlate2d's
+    window); lefts (N, h, w): (N, H, W), each left over all the rights (n-to-m; form="n-to-mn"
+    pairs right k with left k mod N, and left i's rights are then i, i + N, ...). value float32
+    (NaN where every right's value is NaN), index int32 (the right's position in `rights` plus
+    first_index; the smallest among equal values; -1 where none). stats=True also returns the sum
+    and the sum of squares over the rights (float64, NaN-propagating), for per-position z-scores:
+    MaxOverRightsStats(value, index, sum, sumsq).
+
+    Streaming the rights in batches: pass the previous result as out= (it is continued in place and
+    returned) and first_index= the number of the batch's first right; the batches give the answer
+    of one call over all of them:
+
+        best = None
+        for j in range(0, M, 16):
+            best = xcorr.max_over_rights(image, templates[j:j + 16], out=best, first_index=j)
+
+    The rights must be a stack ((1, h', w') for one); one-to-one has nothing to reduce over
+    (ValueError). Other arguments and the kinds of arrays as peaks2d's; algorithm="reference": the
+    float64 reference (float64 values, NumPy out= only).
+    """
+    return _reduced_entry(left, rights, out, stream, first_index, dims=2, mode=mode, max_shift=max_shift,
+                          shifts=shifts, normalize=normalize, form=form, algorithm=algorithm, precision=precision,
+                          params=params, max_lag=None, lags=None, reduce="max_over_rights", k=1, min_distance=0,
+                          subpixel="parabolic", stats=stats)
+
+
+def _reduced_entry(left, right, out, stream, first_index, **setup):
+    """peaks2d, peaks1d, max_over_rights: a cached reduced plan for the arrays, then its call.
+    `setup`: Plan._setup's keywords."""
+    left, right, kl, kr = _as_arrays(left, right)
+    dims = setup["dims"]
+    shape_of = _shape_of if dims == 2 else _signal_shape
+    lshape, rshape = shape_of(left, "left"), shape_of(right, "right")
+    device, handle = _device_and_stream(left, right, kl, kr, setup["algorithm"], stream)
+    s = setup
+    key = ("reduce", dims, s["reduce"], _hashable(s["k"]), _hashable(s["min_distance"]), _hashable(s["subpixel"]),
+           _hashable(s["stats"])) + _key(s["mode"], s["max_shift"] if dims == 2 else s["max_lag"],
+                                         s["shifts"] if dims == 2 else s["lags"], s["normalize"], s["form"],
+                                         s["algorithm"], s["precision"], s["params"], left.shape, right.shape, device,
+                                         handle)
+    plan = _cached_plan(key, lambda: _plan_for(left, kl, right, kr, out, device, lshape, rshape, **setup))
+    return plan(left, right, out=out, stream=handle, first_index=first_index)
+
+
 def _batched(left, right, out, stream, devices, chunk, split, **setup):
     """correlate2d/correlate1d with devices= or chunk=: host arrays through run_batch (batch.hpp);
     `setup` is Plan._setup's keywords."""
@@ -805,5 +1091,5 @@ def explain(left, right, mode="full", *, max_shift=None, shifts=None, normalize=
     return dict(best, gpu=gpu or None, problem=p.description, normalize=p.normalize, candidates=candidates)
 
 
-__all__ = ["CudaError", "NoGPUError", "Plan", "algorithms", "clear_cache", "correlate1d", "correlate2d", "empty_pinned", "explain",
-           "gpu_info"]
+__all__ = ["CudaError", "MaxOverRights", "MaxOverRightsStats", "NoGPUError", "Peaks", "Plan", "algorithms", "clear_cache",
+           "correlate1d", "correlate2d", "empty_pinned", "explain", "gpu_info", "max_over_rights", "peaks1d", "peaks2d"]

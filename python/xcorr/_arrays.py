@@ -125,18 +125,19 @@ def stream_handle(stream, kind, device):
     return 0
 
 
-def empty_like_kind(kind, shape, device, like):
-    """A float32 array of `shape` of the caller's kind on `device` (NumPy for host inputs)."""
+def empty_like_kind(kind, shape, device, like, dtype=np.float32):
+    """An array of `shape` and `dtype` (float32, or the int32 and float64 of the reductions) of the
+    caller's kind on `device` (NumPy for host inputs)."""
     if kind == "torch" and device is not None:
         import torch
-        return torch.empty(shape, dtype=torch.float32, device=like.device)
+        return torch.empty(shape, dtype=getattr(torch, np.dtype(dtype).name), device=like.device)
     if kind == "cupy" and device is not None:
         import cupy
         with cupy.cuda.Device(device):
-            return cupy.empty(shape, dtype=cupy.float32)
+            return cupy.empty(shape, dtype=dtype)
     if device is not None:
         raise ValueError("a result for this kind of GPU array cannot be allocated here: pass out=")
-    return np.empty(shape, dtype=np.float32)
+    return np.empty(shape, dtype=dtype)
 
 
 def to_numpy(x, kind):
