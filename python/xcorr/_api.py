@@ -537,9 +537,7 @@ class Plan:
     def _reduced_call(self, left, right, out, stream, first_index):
         """A reduced plan's call: any kinds of arrays, through DLPack; the results of the first GPU
         input's kind (else NumPy), or out= continued."""
-        first_index = _integer(first_index, "first_index")
-        if not 0 <= first_index <= INT_MAX:
-            raise ValueError(f"first_index must be an integer from 0 to 2^31 - 1, got {first_index}")
+        first_index = _first_index(first_index)
         if self.reduce == "peaks" and first_index != 0:
             raise ValueError("first_index= numbers the rights of max_over_rights, not peaks")
         left, right, kl, kr = _as_arrays(left, right)
@@ -969,9 +967,17 @@ def max_over_rights(left, rights, *, mode="full", max_shift=None, shifts=None, n
                           subpixel="parabolic", stats=stats)
 
 
+def _first_index(v):
+    v = _integer(v, "first_index")
+    if not 0 <= v <= INT_MAX:
+        raise ValueError(f"first_index must be an integer from 0 to 2^31 - 1, got {v}")
+    return v
+
+
 def _reduced_entry(left, right, out, stream, first_index, **setup):
     """peaks2d, peaks1d, max_over_rights: a cached reduced plan for the arrays, then its call.
     `setup`: Plan._setup's keywords."""
+    first_index = _first_index(first_index)  # before a new plan's GPU work
     left, right, kl, kr = _as_arrays(left, right)
     dims = setup["dims"]
     shape_of = _shape_of if dims == 2 else _signal_shape
