@@ -313,7 +313,7 @@ public:
         if (r.kind == xcorr::ReductionKind::Map)
             throw xcorr::UsageError("execute_reduced: the plan computes maps (its spec has no reduction): use execute");
         const bool peaks = r.kind == xcorr::ReductionKind::Peaks;
-        if (!peaks && r.stats != (sum.is_valid() && sumsq.is_valid()))
+        if (!peaks && (r.stats ? !(sum.is_valid() && sumsq.is_valid()) : (sum.is_valid() || sumsq.is_valid())))
             throw xcorr::UsageError(r.stats ? "execute_reduced: a maximum over the rights with stats writes sum and sumsq: "
                                               "give both"
                                             : "execute_reduced: sum and sumsq are written only with stats");

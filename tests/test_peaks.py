@@ -805,3 +805,35 @@ def test_gpu_reductions_return_the_caller_s_kind_and_refuse_bad_out(torch, gpu):
         xcorr.max_over_rights(a, t, stats=True, out=(m.value, m.index, m.sum.float(), m.sumsq))
     with pytest.raises(ValueError, match="left must be float32"):
         xcorr.peaks2d(a.double(), t)
+
+
+@pytest.mark.gpu
+def test_the_binding_checks_the_reduced_outputs(gpu):
+    """execute_reduced (python/_xcorr.cpp) refuses what would be written out of bounds or misread:
+    dtypes, sizes, outputs the reduction does not write or needs; NumPy outputs are staged."""
+    plan = xcorr.Plan((20, 21), (3, 4, 5), reduce="peaks", k=2)
+    a, b = np.ones((20, 21), np.float32), np.ones((3, 4, 5), np.float32)
+    v, s, sp = np.empty((3, 2), np.float32), np.empty((3, 2, 2), np.int32), np.empty((3, 2, 2), np.float32)
+    p = plan._plan
+    assert p.reduced_elems == 6
+    p.execute_reduced(a, b, v, s, sp, None, None, None)
+    assert np.isfinite(v).all() and (np.abs(sp - s) <= 0.5).all()
+    for args, match in (((v, s.astype(np.float32), sp, None, None, None), "shift must be int32"),
+                        ((v.astype(np.float64), s, sp, None, None, None), "value must be float32"),
+                        ((v[:2], s, sp, None, None, None), "value has 4 elements, the plan needs 6"),
+                        ((v, s, None, None, None, None), "peaks write value, shift and subpixel"),
+                        ((v, s, sp, np.empty((3, 2), np.int32), None, None), "peaks write value, shift and subpixel")):
+        with pytest.raises(ValueError, match=match):
+            p.execute_reduced(a, b, *args)
+    with pytest.raises(ValueError, match="accumulate continues a maximum over the rights"):
+        p.execute_reduced(a, b, v, s, sp, None, None, None, 0, True)
+    m = xcorr.Plan((20, 21), (3, 4, 5), reduce="max_over_rights", stats=False)._plan
+    value, index = np.empty((22, 22), np.float32), np.empty((22, 22), np.int32)
+    m.execute_reduced(a, b, value, None, None, index, None, None)
+    assert (index >= 0).all() and (index < 3).all()
+    with pytest.raises(ValueError, match="sum and sumsq are written only with stats"):
+        m.execute_reduced(a, b, value, None, None, index, np.empty((22, 22)), None)
+    with pytest.raises(ValueError, match="index must be int32"):
+        m.execute_reduced(a, b, value, None, None, index.astype(np.int64), None, None)
+    with pytest.raises(ValueError, match="first_right must not be negative"):
+        m.execute_reduced(a, b, value, None, None, index, None, None, 0, False, -1)

@@ -374,7 +374,10 @@ class Plan:
         return self._plan.explain()  # the C++ plan's, which says what a normalization adds
 
     def __repr__(self):
-        return f"xcorr.Plan({self.description}, algorithm={self.algorithm!r})"
+        reduced = "" if self.reduce is None else (
+            f", reduce='peaks', k={self.k}, min_distance={self.min_distance}, subpixel={self.subpixel!r}"
+            if self.reduce == "peaks" else f", reduce='max_over_rights', stats={self.stats}")
+        return f"xcorr.Plan({self.description}{reduced}, algorithm={self.algorithm!r})"
 
     def __call__(self, left, right, out=None, stream=None, *, first_index=0):
         """The correlation of `left` with `right` (the plan's shapes), written into `out` when
