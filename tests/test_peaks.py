@@ -828,11 +828,11 @@ def test_the_binding_checks_the_reduced_outputs(gpu):
     with pytest.raises(ValueError, match="accumulate continues a maximum over the rights"):
         p.execute_reduced(a, b, v, s, sp, None, None, None, 0, True)
     m = xcorr.Plan((20, 21), (3, 4, 5), reduce="max_over_rights", stats=False)._plan
-    value, index = np.empty((22, 22), np.float32), np.empty((22, 22), np.int32)
+    value, index = np.empty((23, 25), np.float32), np.empty((23, 25), np.int32)
     m.execute_reduced(a, b, value, None, None, index, None, None)
     assert (index >= 0).all() and (index < 3).all()
     with pytest.raises(ValueError, match="sum and sumsq are written only with stats"):
-        m.execute_reduced(a, b, value, None, None, index, np.empty((22, 22)), None)
+        m.execute_reduced(a, b, value, None, None, index, np.empty((23, 25)), None)
     with pytest.raises(ValueError, match="index must be int32"):
         m.execute_reduced(a, b, value, None, None, index.astype(np.int64), None, None)
     with pytest.raises(ValueError, match="first_right must not be negative"):
