@@ -925,7 +925,8 @@ def peaks1d(left, right, k=1, *, min_distance=0, subpixel="parabolic", mode="ful
     and their lags, without the outputs. Returns Peaks(value (..., k) float32, shift (..., k) int32
     lags, subpixel (..., k) float32 lags with the fit's offset), "..." being correlate1d's leading
     dimensions; windows (mode, including scipy's "same", max_lag, lags) and every other argument as
-    correlate1d's and peaks2d's. min_distance is in lags.
+    correlate1d's and peaks2d's. min_distance is in lags. (With CuPy or PyTorch arrays, shift and
+    subpixel are views of the lag column of the (..., k, 2) arrays the library writes.)
 
         value, lag, sub = xcorr.peaks1d(trace_a, trace_b, max_lag=200)
     """
