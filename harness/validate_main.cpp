@@ -51,7 +51,8 @@
 // parabolic and gaussian fits; the maximum over the rights of one-to-many, n-to-m and n-to-mn, with
 // and without stats -- over odd and unequal shapes and a signal, the full, valid and max-shift
 // windows, every normalization, and inputs from the rotating ranges, constant inputs (maps of
-// ties) and inputs holding NaN. Outputs poisoned, run twice (the second time on misaligned
+// ties) and inputs holding NaN (unnormalized, and no stats: see docs/cli.md; a SKIP for the fft
+// family, whose transforms spread a NaN over the whole map). Outputs poisoned, run twice (the second time on misaligned
 // copies and outputs one element into their buffers), each answer held to reduce.hpp's checks
 // against reference_cpu's maps (bound: the variant's, relative to each map's largest value;
 // absolute for zncc): lines "PASS  <variant>  <problem>  reduce=peaks k=5 min-distance 2 gaussian
@@ -363,13 +364,13 @@ std::vector<ReductionCase> reduction_cases() {
         {tie, Form::OneToOne, {1, 1}, "valid", none, peaks_of(5, 0, P), Fill::Constant},
         {tie, Form::OneToMany, {1, 2}, "full", none, peaks_of(5, 2, G), Fill::Constant},
         {a, Form::OneToMany, {1, 4}, "full", none, peaks_of(5, 0, P), Fill::Nan},
-        {b, Form::NToMn, {2, 4}, "valid", zncc, peaks_of(5, 2, G), Fill::Nan},
+        {b, Form::NToMn, {2, 4}, "valid", none, peaks_of(5, 2, G), Fill::Nan},
         {a, Form::OneToMany, {1, 5}, "full", none, max_of(true), Fill::Ranges},
         {b, Form::NToM, {2, 3}, "valid", zncc, max_of(true), Fill::Ranges},
         {a, Form::NToMn, {2, 6}, "max-shift-3,2", zl, max_of(false), Fill::Ranges},
         {sig, Form::OneToMany, {1, 4}, "valid", none, max_of(true), Fill::Ranges},
         {tie, Form::OneToMany, {1, 3}, "full", none, max_of(true), Fill::Constant},
-        {a, Form::NToM, {2, 3}, "full", none, max_of(true), Fill::Nan},
+        {a, Form::NToM, {2, 3}, "full", none, max_of(false), Fill::Nan},
     };
 }
 
@@ -432,6 +433,14 @@ void check_reductions(const std::set<std::string>& only_variants, const std::set
         for (const auto& v : variants()) {
             if (!v.supports(rc.form) || (!only_variants.empty() && !only_variants.count(v.name))) continue;
             const Params params = covering_set(v).front();
+            if (rc.fill == Fill::Nan && v.family == "fft") {
+                // A transform spreads a NaN over every output of its map, where the definition
+                // (the reference) has it only at the shifts whose overlap holds it.
+                std::printf("SKIP  %s  %s  %s  inputs=nan: a transform spreads a NaN over its whole map\n",
+                            v.name.c_str(), where.c_str(), params_text(params).c_str());
+                ++tally.skipped;
+                continue;
+            }
             std::optional<Plan> plan;
             try {
                 PlanSpec spec = spec_of(p, v.name, params);
