@@ -353,3 +353,20 @@ def test_bench_max_over_rights_of_one_to_one_is_refused(registry):
     r = run([binary("xcorr_bench"), "--case", "variant=overlap-wise form=one-to-one size=8 reduce=max-over-rights",
              "--benchmark_list_tests"])
     assert r.returncode == 2 and "one-to-one" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--reductions", "maybe"], "--reductions: expected only, also or none"),
+    (["--reductions", "only", "--reductions", "none"], "--reductions is given twice"),
+    (["--reductions", "only", "--shape", "9x9,3x3"], "--reductions only"),
+    (["--reductions", "only", "--windows", "none"], "--reductions only"),
+    (["--reductions"], "needs a value"),
+])
+def test_validator_bad_reductions_option(args, needle):
+    r = run([binary("xcorr_validate"), *args])
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and needle in r.stderr, (r.returncode, r.stderr)
+
+
+def test_validator_help_names_the_reductions():
+    r = run([binary("xcorr_validate"), "--help"])
+    assert r.returncode == 0 and "--reductions" in r.stdout, r.stdout
