@@ -232,7 +232,10 @@ void launch_peaks(const float* maps, int count, const Tiles& g, int dy0, int dx0
     tile_max_kernel<<<unsigned((warps + kBlock / 32 - 1) / (kBlock / 32)), kBlock, 0, stream>>>(maps, count, g,
                                                                                                   tile_value, tile_index);
     XC_CHECK_LAUNCH();
-    select_kernel<<<unsigned(count), kBlock, 0, stream>>>(maps, g, dy0, dx0, r.k, r.min_distance, int(r.subpixel),
+    // A map of a few tiles and values (PIV's 17 x 17) is one warp's work: a block of 256 threads
+    // would idle 224 of them through every round.
+    const int block = (g.count() <= 32 && int64_t(g.h) * g.w <= 4096) ? 32 : kBlock;
+    select_kernel<<<unsigned(count), block, 0, stream>>>(maps, g, dy0, dx0, r.k, r.min_distance, int(r.subpixel),
                                                           tile_value, tile_index, r.k > 1 ? mask : nullptr, value,
                                                           shift, subpixel);
     XC_CHECK_LAUNCH();
