@@ -12,40 +12,10 @@
 #include <random>
 
 #include "xcorr/core.hpp"
+#include "xcorr/npy.hpp"
 
 namespace xcorr {
 namespace {
-
-// The same rules as write_npy_atomic's (lib/npy.cpp keeps its helpers internal; these are copies
-// of follow_links and write_all: a change to one belongs in both).
-std::string follow_links(const std::string& path) {
-    std::string p = path;
-    for (int hops = 0;; ++hops) {
-        struct stat st{};
-        if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return p;
-        if (hops == 40) throw UsageError(path + ": cannot write output (" + std::strerror(ELOOP) + ")");
-        std::vector<char> buf(PATH_MAX);
-        const ssize_t n = ::readlink(p.c_str(), buf.data(), buf.size());
-        if (n < 0) throw UsageError(path + ": cannot read the link (" + std::strerror(errno) + ")");
-        const std::string target(buf.data(), size_t(n));
-        if (target.empty()) throw UsageError(path + ": cannot read the link (it is empty)");
-        const size_t slash = p.rfind('/');
-        p = target[0] == '/' || slash == std::string::npos ? target : p.substr(0, slash + 1) + target;
-    }
-}
-
-bool write_all(int fd, const void* data, size_t len) {
-    const char* c = static_cast<const char*>(data);
-    while (len) {
-        const ssize_t w = ::write(fd, c, len);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return false;
-        }
-        c += w, len -= size_t(w);
-    }
-    return true;
-}
 
 const std::array<uint32_t, 256>& crc_table() {
     static const std::array<uint32_t, 256> table = [] {
@@ -167,46 +137,7 @@ void write_npz_atomic(const std::string& path, const std::vector<NpzMember>& mem
         return write_all(fd, central.data(), central.size()) && write_all(fd, end.data(), end.size());
     };
 
-    const std::string target = follow_links(path);
-    struct stat st{};
-    if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-        if (S_ISDIR(st.st_mode)) throw UsageError(path + ": cannot write output (it is a directory)");
-        const int fd = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);
-        if (fd < 0) throw UsageError(path + ": cannot open output (" + std::strerror(errno) + ")");
-        const bool ok = write_to(fd);
-        const int e = errno;
-        if (close(fd) != 0 && ok) throw UsageError(path + ": close failed (" + std::strerror(errno) + ")");
-        if (!ok) throw UsageError(path + ": write failed (" + std::strerror(e) + ")");
-        return;
-    }
-    std::string tmp;
-    int fd = -1;
-    std::random_device entropy;
-    for (int attempt = 0; fd < 0 && attempt < 100; ++attempt) {
-        char suffix[16];
-        std::snprintf(suffix, sizeof suffix, "%08x", unsigned(entropy()));
-        tmp = target + ".tmp." + suffix;
-        fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno != EEXIST) break;
-    }
-    if (fd < 0) throw UsageError(path + ": cannot create output file (" + std::strerror(errno) + ")");
-    auto fail = [&](const char* what) {
-        int e = errno;
-        close(fd);
-        std::remove(tmp.c_str());
-        throw UsageError(path + ": " + what + " (" + std::strerror(e) + ")");
-    };
-    if (!write_to(fd)) fail("write failed");
-    if (fsync(fd) != 0) fail("fsync failed");
-    if (close(fd) != 0) {
-        std::remove(tmp.c_str());
-        throw UsageError(path + ": close failed");
-    }
-    if (std::rename(tmp.c_str(), target.c_str()) != 0) {
-        int e = errno;
-        std::remove(tmp.c_str());
-        throw UsageError(path + ": cannot move output into place (" + std::strerror(e) + ")");
-    }
+    write_file_atomic(path, write_to);
 }
 
 }  // namespace xcorr

@@ -162,9 +162,6 @@ def test_nan_inputs_are_reduced_and_validated(xcorr, tmp_path):
                 np.testing.assert_array_equal(z["index"][0] == -1, none)
 
 
-@pytest.mark.xfail(strict=True, reason="lib/reduce.cpp check_max_over_rights compares a NaN sum with the "
-                   "reference's NaN sum as a failure (fabs(NaN - NaN) <= bound is false) where some right is finite; "
-                   "the sums themselves are right. Strict: remove the mark once it is fixed")
 def test_nan_inputs_validate_their_stats(xcorr, tmp_path):
     rng = seeded_rng("nan-stats")
     left = rng.random((12, 13), dtype=np.float32)
