@@ -9,6 +9,7 @@
 
 #include "common/cp_async.cuh"
 #include "common/device.cuh"
+#include "common/launch.cuh"
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
@@ -197,8 +198,7 @@ public:
         // The opt-in limit is per kernel and process-wide: set it to what the largest configuration
         // needs, so that instances that coexist cannot lower it under one another.
         Warps::dispatch(warps_, [&](auto w) {
-            XC_CUDA_CHECK(cudaFuncSetAttribute(warp_per_overlap_shared_kernel<decltype(w)::value>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxSmemBytes)));
+            allow_dynamic_smem(warp_per_overlap_shared_kernel<decltype(w)::value>, size_t(kMaxSmemBytes), "warp-per-overlap-shared");
         }, "warps");
     }
 

@@ -35,6 +35,7 @@
 
 #include "common/cp_async.cuh"
 #include "common/device.cuh"
+#include "common/launch.cuh"
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
@@ -147,8 +148,7 @@ public:
                              " KB of shared memory per block (at most 200 KB; meant for sizes up to ~100)");
         bytes_ = Layout(p.hR, p.wR, p.out_w(), warps).bytes();  // the same number, now known to fit
         Warps::dispatch(warps_, [&](auto w) {
-            XC_CUDA_CHECK(cudaFuncSetAttribute(small_direct_kernel<decltype(w)::value>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes_)));
+            allow_dynamic_smem(small_direct_kernel<decltype(w)::value>, size_t(bytes_), "small-direct");
         }, "warps");
     }
 

@@ -48,6 +48,7 @@
 
 #include "common/cp_async.cuh"
 #include "common/device.cuh"
+#include "common/launch.cuh"
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/registry.hpp"
@@ -265,7 +266,7 @@ public:
         if (int64_t(ceil_div(p.hR, geo_.tr)) * geo_.tiles_x >= int64_t(1) << 30)
             throw UsageError("small-window: " + p.describe() + ": too many tiles");
         bytes_ = size_t(geo_.smem_floats()) * sizeof(float);
-        XC_CUDA_CHECK(cudaFuncSetAttribute(cfg_->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes_)));
+        allow_dynamic_smem(cfg_->kernel, size_t(bytes_), "small-window");
         int dev = 0, sms = 0, per_sm = 0;
         XC_CUDA_CHECK(cudaGetDevice(&dev));
         XC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));

@@ -356,7 +356,7 @@ private:
     // at most one per item (and at most 2^31 - 1).
     template <class K>
     unsigned configure(K kernel, size_t smem) {
-        XC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+        allow_dynamic_smem(kernel, size_t(smem), "tensor-hankel");
         int dev = 0, sms = 0, per_sm = 0;
         XC_CUDA_CHECK(cudaGetDevice(&dev));
         XC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));

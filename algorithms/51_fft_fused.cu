@@ -1060,13 +1060,11 @@ public:
             constexpr int NN = decltype(n)::value;
             if constexpr (NN <= kMaxOneBlock) {
                 using G = Geometry<NN>;
-                XC_CUDA_CHECK(cudaFuncSetAttribute(spectrum_kernel<NN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   int(G::smem_bytes)));
+                allow_dynamic_smem(spectrum_kernel<NN>, size_t(G::smem_bytes), "fft-fused");
                 for_window([&](auto win) {
                     constexpr bool W = decltype(win)::value;
                     for (auto kernel : {fused_kernel<NN, W>, pair_kernel<NN, W>})
-                        XC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                           int(G::smem_bytes)));
+                        allow_dynamic_smem(kernel, size_t(G::smem_bytes), "fft-fused");
                     // The persistent grid follows the kernel and instantiation that run (their
                     // registers differ; pair_kernel<128> fits two blocks an SM).
                     XC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_, output_kernel<NN, W>(),
@@ -1074,30 +1072,22 @@ public:
                 });
             } else {
                 using G = Staged<NN>;
-                XC_CUDA_CHECK(cudaFuncSetAttribute(rows_kernel<NN, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   int(G::row_smem)));
+                allow_dynamic_smem(rows_kernel<NN, false>, size_t(G::row_smem), "fft-fused");
                 for_window([&](auto win) {
-                    XC_CUDA_CHECK(cudaFuncSetAttribute(out_rows_kernel<NN, decltype(win)::value>,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(G::row_smem)));
+                    allow_dynamic_smem(out_rows_kernel<NN, decltype(win)::value>, size_t(G::row_smem), "fft-fused");
                 });
                 for (auto kernel : {cols_kernel<NN, kForward>, cols_kernel<NN, kCorrelate>, cols_kernel<NN, kPair>})
-                    XC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                       int(G::col_smem)));
+                    allow_dynamic_smem(kernel, size_t(G::col_smem), "fft-fused");
                 if constexpr (TeamShape<NN>::mixed) {
                     // one-to-one (one output) never takes a mixed size: no correlate-both kernel
                     static_assert(mixed_min_outputs(NN) > 1);
                 } else {
                     if constexpr (rows_take_two<NN>)
-                        XC_CUDA_CHECK(cudaFuncSetAttribute(rows_kernel<NN, true>,
-                                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                           int(G::row_smem)));
+                        allow_dynamic_smem(rows_kernel<NN, true>, size_t(G::row_smem), "fft-fused");
                     if constexpr (G::T <= kWarp)
-                        XC_CUDA_CHECK(cudaFuncSetAttribute(both_kernel<NN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                           int(Both<NN>::smem)));
+                        allow_dynamic_smem(both_kernel<NN>, size_t(Both<NN>::smem), "fft-fused");
                     else
-                        XC_CUDA_CHECK(cudaFuncSetAttribute(cols_kernel<NN, kCorrelateBoth>,
-                                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                           int(G::col_smem_both())));
+                        allow_dynamic_smem(cols_kernel<NN, kCorrelateBoth>, size_t(G::col_smem_both()), "fft-fused");
                 }
                 per_sm_ = 1;
             }

@@ -1,7 +1,8 @@
 """The experiment suite: one module per experiment (fig15.py ... table1.py, efficiency.py, the
 output-window experiments windows.py, piv.py, autocorr.py, window_table.py, and the normalized
 ones zncc_frames.py, zncc_match.py, zncc_autocorr.py, and the one-dimensional signals
-signals_seed004.py, signals_matched.py, signals_ambient.py), each
+signals_seed004.py, signals_matched.py, signals_ambient.py, and the reductions of issue #67,
+reductions.py), each
 defining EXPERIMENT (see _spec.py). `load(name)` and `load_all()` find them; the order of
 `ORDER` is the order in which scripts/run_experiments.py runs them."""
 from __future__ import annotations
@@ -21,12 +22,15 @@ NORMALIZED_EXPERIMENTS = ("zncc_frames", "zncc_match", "zncc_autocorr")
 # matrices, not the paper's squares (seed 004's full-output companion has no shifts segment, so the
 # paper pages must leave them out by name).
 SIGNAL_EXPERIMENTS = ("signals_seed004", "signals_matched", "signals_ambient")
+# The reductions (issue #67: peaks, the maximum over the rights), measured through the Python package
+# against the map and PyTorch: not the paper's correlation maps.
+REDUCTION_EXPERIMENTS = ("reductions",)
 # Every experiment that claims and anchors do not read.
-NOT_PAPER_EXPERIMENTS = WINDOW_EXPERIMENTS + NORMALIZED_EXPERIMENTS + SIGNAL_EXPERIMENTS
+NOT_PAPER_EXPERIMENTS = WINDOW_EXPERIMENTS + NORMALIZED_EXPERIMENTS + SIGNAL_EXPERIMENTS + REDUCTION_EXPERIMENTS
 
 ORDER = ["fig15", "fig16", "fig17", "fig18", "fig19", "fig20", "nmn", "fig21", "fig22", "fig23",
          "table1", "efficiency", "windows", "piv", "autocorr", "window_table", "zncc_frames", "zncc_match", "zncc_autocorr",
-         "signals_seed004", "signals_matched", "signals_ambient"]
+         "signals_seed004", "signals_matched", "signals_ambient", "reductions"]
 
 
 def names() -> list[str]:

@@ -15,6 +15,14 @@
 // correlation inside the normalization's fast path (xcorr/normalize.hpp); the timed call is then
 // the whole normalized computation (means, shifted copies, summed-area tables, the raw run with
 // the variant's finish(), the epilogue; zero-lag: C(0, 0), the raw run, the division).
+// reduce=peaks with k= (default 1), min_distance= (default 0) and subpixel= (default parabolic), or
+// reduce=max-over-rights with stats=0|1 (default 0) (CONVENTIONS.md, "Reductions: peaks and maxima"):
+// a plan with that PlanSpec::reduce, timed whole (its execute: chunks of maps in device scratch and
+// their reduction; no map written). Its check before timing runs the same plan on the check's
+// inputs and holds the answer to reduce.hpp's checks (check_peaks, check_max_over_rights) against
+// the float64 maps where those cost at most 1e10 multiply-adds and 2^24 elements; beyond, against
+// the variant's own unreduced map of the same inputs (itself checked at the sampled outputs as a
+// map case is) with twice the bound. The counters gain k, min_distance, stats and check_failed.
 // Without cases, a smoke set runs: every variant x every form it supports, defaults, 32 x 32 (a
 // signals-only variant 1 x 1024 against 1 x 32, a variant limited in shifts within ±1).
 //
@@ -77,6 +85,8 @@
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/gpu.hpp"
 #include "xcorr/plan.hpp"
+#include "xcorr/reduce.hpp"
+#include "xcorr/reduce_check.hpp"
 #include "xcorr/registry.hpp"
 
 using namespace xcorr;
@@ -97,6 +107,10 @@ const char* kUsage =
     "                   holds /shifts:DY0:DY1,DX0:DX1 and its counters dy0 dy1 dx0 dx1\n"
     "                   normalize=none|zncc|zero-lag: the normalized output (CONVENTIONS.md), timed\n"
     "                   whole; the name gains /norm:zncc (or /norm:zero-lag)\n"
+    "                   reduce=peaks [k=K] [min_distance=R] [subpixel=parabolic|gaussian|none] or\n"
+    "                   reduce=max-over-rights [stats=0|1]: the reduced plan's execute is timed (no map\n"
+    "                   is written), its answer checked first against the float64 maps (reduce.hpp);\n"
+    "                   the name gains /reduce:peaks/k:K/min_distance:R/subpixel:S (/reduce:max-over-rights/stats:0|1)\n"
     "  --cases FILE     one SPEC per line (# starts a comment)\n"
     "  --min-time S     GPU time per repetition in seconds (default 0.1)\n"
     "  --batch N        calls per timed iteration (default: from the problem size)\n"
@@ -137,6 +151,8 @@ struct Case {
     Params params;
     int batch;
     bool batch_given;  // batch= in the case or --batch: no pilot
+    Reduction reduce = {};
+    bool reduced() const { return reduce.kind != ReductionKind::Map; }
     mutable std::optional<CheckResult> check = {};
 };
 
@@ -160,6 +176,8 @@ Case parse_case(const std::string& spec, const Options& opt) {
         return int(parse_integer("case '" + spec + "': " + k, v, INT32_MIN + 1, INT32_MAX));
     };
     std::set<std::string> keys;
+    Reduction reduce;
+    std::optional<std::string> reduce_text, k_text, distance_text, subpixel_text, stats_text;
     while (in >> tok) {
         auto eq = tok.find('=');
         if (eq == std::string::npos || eq == 0) throw UsageError("case '" + spec + "': expected key=value, got " + tok);
@@ -177,6 +195,11 @@ Case parse_case(const std::string& spec, const Options& opt) {
         else if (k == "nL") p.nL = to_int(k, v);
         else if (k == "nR") p.nR = to_int(k, v);
         else if (k == "batch") batch = int(parse_integer("case '" + spec + "': batch", v, 1, 1 << 20)), batch_given = true;
+        else if (k == "reduce") reduce_text = v;
+        else if (k == "k") k_text = v;
+        else if (k == "min_distance") distance_text = v;
+        else if (k == "subpixel") subpixel_text = v;
+        else if (k == "stats") stats_text = v;
         else if (k == "normalize") {
             try {
                 p.normalize = parse_normalize(v);
@@ -197,6 +220,33 @@ Case parse_case(const std::string& spec, const Options& opt) {
         } else given[k] = v;
     }
     if (variant_name.empty() || form_text.empty()) throw UsageError("case '" + spec + "': needs variant= and form=");
+    // The reduction's keys, each only with its reduction.
+    if (reduce_text) {
+        if (*reduce_text == "peaks") reduce.kind = ReductionKind::Peaks;
+        else if (*reduce_text == "max-over-rights") reduce.kind = ReductionKind::MaxOverRights;
+        else if (*reduce_text != "map")
+            throw UsageError("case '" + spec + "': reduce= takes map, peaks or max-over-rights, got '" + *reduce_text + "'");
+    }
+    if (reduce.kind != ReductionKind::Peaks && (k_text || distance_text || subpixel_text))
+        throw UsageError("case '" + spec + "': " + (k_text ? "k=" : distance_text ? "min_distance=" : "subpixel=") +
+                         " applies to reduce=peaks");
+    if (reduce.kind != ReductionKind::MaxOverRights && stats_text)
+        throw UsageError("case '" + spec + "': stats= applies to reduce=max-over-rights");
+    if (k_text) reduce.k = int(parse_integer("case '" + spec + "': k=", *k_text, 1, INT32_MAX));
+    if (distance_text)
+        reduce.min_distance = int(parse_integer("case '" + spec + "': min_distance=", *distance_text, 0, INT32_MAX));
+    if (subpixel_text) {
+        try {
+            reduce.subpixel = parse_subpixel(*subpixel_text);
+        } catch (const UsageError& e) {
+            throw UsageError("case '" + spec + "': subpixel=: " + e.what());
+        }
+    }
+    if (stats_text) {
+        if (*stats_text != "0" && *stats_text != "1")
+            throw UsageError("case '" + spec + "': stats= takes 0 or 1, got '" + *stats_text + "'");
+        reduce.stats = *stats_text == "1";
+    }
     const Variant& v = find_variant(variant_name);
     p.form = parse_form(form_text);
     if (!v.supports(p.form)) throw UsageError("case '" + spec + "': " + v.name + " does not support " + form_text);
@@ -215,6 +265,11 @@ Case parse_case(const std::string& spec, const Options& opt) {
         throw UsageError("case '" + spec + "': " + v.window_refusal(p, window ? *window : WindowRequest{}));
     if (std::string why = v.shape_refusal(p); !why.empty()) throw UsageError("case '" + spec + "': " + why);
     Params params = v.resolve(given);
+    try {
+        reduce.check(p);
+    } catch (const UsageError& e) {
+        throw UsageError("case '" + spec + "': " + e.what());
+    }
     if (opt.cold) batch = 1;
     if (batch <= 0) {
         // Enough calls per event pair that one iteration takes well over the event/launch gaps even
@@ -223,7 +278,7 @@ Case parse_case(const std::string& spec, const Options& opt) {
         batch = int(std::clamp(std::ceil(3e9 / p.fmas()), 1.0, 256.0));
     }
     batch = std::min(batch, v.max_batch);
-    return Case{&v, p, params, batch, batch_given};
+    return Case{&v, p, params, batch, batch_given, reduce};
 }
 
 std::vector<Case> smoke_cases(const Options& opt) {
@@ -251,6 +306,10 @@ std::string bench_name(const Case& c) {
       << "/wR:" << p.wR << "/nL:" << p.nL << "/nR:" << p.nR;
     if (p.window) s << "/shifts:" << p.window->text();  // parse_case leaves it unset for the full output
     if (p.normalize != Normalize::None) s << "/norm:" << normalize_name(p.normalize);
+    if (c.reduce.kind == ReductionKind::Peaks)
+        s << "/reduce:peaks/k:" << c.reduce.k << "/min_distance:" << c.reduce.min_distance
+          << "/subpixel:" << subpixel_name(c.reduce.subpixel);
+    if (c.reduce.kind == ReductionKind::MaxOverRights) s << "/reduce:max-over-rights/stats:" << (c.reduce.stats ? 1 : 0);
     for (const auto& [k, v] : c.params) s << '/' << k << ':' << v;  // std::map: sorted by name
     return s.str();
 }
@@ -326,14 +385,16 @@ double timed_loop(benchmark::State& st, BatchTimer& timer, int batch, Before&& b
     return total_per_call;
 }
 
-// The inputs of a case (filled from the seed on `stream`) and its output buffer.
+// The inputs of a case (filled from the seed on `stream`) and its output buffer (none for a
+// reduced case: its outputs are a DeviceReduced).
 struct CaseBuffers {
     DeviceBuffer<float> left, right, out;
-    CaseBuffers(const Problem& p, const Options& opt, cudaStream_t stream) {
-        require_free_memory(sizeof(float) * size_t(p.left_elems() + p.right_elems() + p.out_elems()), "this case");
+    CaseBuffers(const Problem& p, const Options& opt, cudaStream_t stream, bool maps = true) {
+        const int64_t out_elems = maps ? p.out_elems() : 0;
+        require_free_memory(sizeof(float) * size_t(p.left_elems() + p.right_elems() + out_elems), "this case");
         left = DeviceBuffer<float>(size_t(p.left_elems()));
         right = DeviceBuffer<float>(size_t(p.right_elems()));
-        out = DeviceBuffer<float>(size_t(p.out_elems()));
+        out = DeviceBuffer<float>(size_t(out_elems));
         fill_inputs(p, left.get(), right.get(), opt.seed, kUnitRange, stream);
     }
 };
@@ -369,7 +430,130 @@ CheckResult check_case(const Case& c, const Options& opt, Instance& inst, CaseBu
     return r;
 }
 
+// The spec of a case: its problem, variant and parameters, and its reduction.
+PlanSpec case_spec(const Case& c) {
+    PlanSpec spec = spec_of(c.problem, c.variant->name, c.params);
+    spec.reduce = c.reduce;
+    return spec;
+}
+
+// The check of a reduced case (see the header): `plan` on the check's inputs into poisoned
+// outputs, its answer against the float64 maps (or, for a case too large for them, the variant's
+// own map, itself checked at sampled outputs); then the timed inputs restored.
+CheckResult check_reduced_case(const Case& c, const Options& opt, Plan& plan, const DeviceReduced& out,
+                               CaseBuffers& buf, cudaStream_t stream) {
+    const Problem& p = c.problem;
+    const Reduction& r = c.reduce;
+    const InputRange range = p.normalize == Normalize::None   ? kCheckRange
+                             : p.normalize == Normalize::Zncc ? kLargeMeanRange
+                                                              : kOffsetRange;
+    fill_inputs(p, buf.left.get(), buf.right.get(), opt.seed + 2, range, stream);
+    double tolerance = opt.check_tolerance > 0 ? opt.check_tolerance : bound_for(c.variant->tolerance, p.normalize);
+    const bool absolute = absolute_error_for(p.normalize);
+    std::vector<double> maps;
+    Comparison cmp{0, 0, 0};
+    size_t samples = 0;
+    std::string against;
+    if (p.fmas() <= kFullCheckFmas && p.out_elems() <= kFullCheckElems) {
+        maps = full_reference(p, buf.left.get(), buf.right.get(), stream).values;
+        samples = maps.size();
+        against = "the float64 maps (" + std::to_string(samples) + " elements)";
+    } else {
+        // The variant's own map, checked as a map case is, then the answer against it (2x the bound:
+        // both are within it of the float64 values).
+        Plan map_plan(spec_of(p, c.variant->name, c.params));
+        require_free_memory(sizeof(float) * size_t(p.out_elems()), "this case's check (its unreduced map)");
+        require_host_memory(sizeof(double) * size_t(p.out_elems()), "this case's check (its unreduced map)");
+        DeviceBuffer<float> dmap(size_t(p.out_elems()));
+        const Reference ref = check_reference(p, buf.left.get(), buf.right.get(), opt.seed + 4, stream);
+        cmp = run_and_compare(map_plan.instance(), buf.left.get(), buf.right.get(), dmap.get(), ref, stream);
+        samples = ref.values.size();
+        if (!passes(cmp, tolerance, p.normalize)) {
+            fill_inputs(p, buf.left.get(), buf.right.get(), opt.seed, kUnitRange, stream);
+            XC_CUDA_CHECK(cudaStreamSynchronize(stream));
+            char text[256];
+            std::snprintf(text, sizeof text, "validation failed: the unreduced map the answer is checked against: err=%.3e > tol=%.3e (%zu sampled outputs)",
+                          error_of(cmp, p.normalize), tolerance, samples);
+            return CheckResult{cmp, samples, tolerance, false, text};
+        }
+        std::vector<float> host(size_t(p.out_elems()));
+        XC_CUDA_CHECK(cudaMemcpy(host.data(), dmap.get(), dmap.bytes(), cudaMemcpyDeviceToHost));
+        maps.assign(host.begin(), host.end());
+        tolerance *= 2;
+        against = "the variant's own map (checked at " + std::to_string(samples) + " sampled outputs), bound doubled";
+    }
+    out.poison(stream);
+    plan.execute(buf.left.get(), buf.right.get(), out.outputs(), stream);
+    HostReduced got(p, r);
+    out.copy_to(got, 0, stream);  // synchronises
+    const PeakCheck pc = check_answer(p, r, maps.data(), got, tolerance, absolute, 1);
+    fill_inputs(p, buf.left.get(), buf.right.get(), opt.seed, kUnitRange, stream);
+    XC_CUDA_CHECK(cudaStreamSynchronize(stream));
+    cmp.nonfinite = size_t(pc.failed);  // the failed checks, reported as check_failed
+    CheckResult result{cmp, samples, tolerance, pc.failed == 0, ""};
+    if (pc.failed)
+        result.message = "validation failed: " + std::to_string(pc.failed) + " failed checks of the " +
+                         reduction_name(r.kind) + " against " + against + " (bound " + std::to_string(tolerance) +
+                         (absolute ? " absolute" : " relative") + ")" +
+                         (pc.failures.empty() ? "" : ": " + pc.failures.front());
+    return result;
+}
+
+// A reduced case: the plan's execute with ReducedOutputs, timed whole (see the header).
+void run_reduced_case(benchmark::State& st, const Case& c, const Options& opt, const GpuInfo& gpu) {
+    const Problem& p = c.problem;
+    try {
+        BatchTimer timer;
+        const cudaStream_t stream = timer.stream();
+        CaseBuffers buf(p, opt, stream, false);
+        std::unique_ptr<L2Flusher> flusher;
+        if (opt.cold) flusher = std::make_unique<L2Flusher>(gpu.l2_bytes);
+        Plan plan(case_spec(c));
+        require_free_memory(reduced_bytes(p, c.reduce), "this case's reduced outputs");
+        DeviceReduced out(p, c.reduce);
+        const ReducedOutputs outputs = out.outputs();
+        const float *dl = buf.left.get(), *dr = buf.right.get();
+        plan.execute(dl, dr, outputs, stream);  // warm-up
+        XC_CUDA_CHECK(cudaStreamSynchronize(stream));
+        if (!c.check) c.check = check_reduced_case(c, opt, plan, out, buf, stream);
+        if (!c.check->ok) {
+            st.SkipWithError(c.check->message.c_str());
+            return;
+        }
+        const double total_per_call = timed_loop(
+            st, timer, c.batch, [&] { if (flusher) flusher->flush(stream); },
+            [&] { plan.execute(dl, dr, outputs, stream); });
+        st.counters["hL"] = p.hL, st.counters["wL"] = p.wL, st.counters["hR"] = p.hR, st.counters["wR"] = p.wR;
+        st.counters["nL"] = p.nL, st.counters["nR"] = p.nR;
+        st.counters["batch"] = c.batch;
+        st.counters["enqueue_time"] = timer.enqueue_seconds_per_call();
+        st.counters["cold"] = opt.cold ? 1 : 0;
+        st.counters["fmas"] = p.fmas();
+        if (p.window) {
+            const Window w = *p.window;
+            st.counters["dy0"] = w.dy0, st.counters["dy1"] = w.dy1, st.counters["dx0"] = w.dx0, st.counters["dx1"] = w.dx1;
+        }
+        if (c.reduce.kind == ReductionKind::Peaks)
+            st.counters["k"] = c.reduce.k, st.counters["min_distance"] = c.reduce.min_distance;
+        else
+            st.counters["stats"] = c.reduce.stats ? 1 : 0;
+        // The sampled error of the unreduced map where the answer was checked against it, else 0.
+        st.counters["check_err"] = error_of(c.check->cmp, p.normalize);
+        st.counters["check_samples"] = double(c.check->samples);
+        st.counters["check_failed"] = double(c.check->cmp.nonfinite);
+        if (total_per_call > 0) st.counters["FLOPS"] = 2.0 * p.fmas() * double(st.iterations()) / total_per_call;
+        const std::string timed = std::string("the reduced plan's execute (") + c.reduce.describe() +
+                                  "): its maps chunk by chunk in device scratch with " + plan.algorithm() +
+                                  " and their reduction" +
+                                  (p.normalize == Normalize::None ? "" : std::string(", normalized ") + normalize_name(p.normalize));
+        st.SetLabel("family=" + c.variant->family + ";timed=" + timed + ";precision=" + c.variant->precision);
+    } catch (const std::exception& e) {
+        st.SkipWithError(e.what());
+    }
+}
+
 void run_case(benchmark::State& st, const Case& c, const Options& opt, const GpuInfo& gpu) {
+    if (c.reduced()) return run_reduced_case(st, c, opt, gpu);
     const Problem& p = c.problem;
     try {
         BatchTimer timer;
@@ -431,10 +615,15 @@ int pilot_batch(const Case& c, const Options& opt) {
     try {
         BatchTimer timer;
         const cudaStream_t stream = timer.stream();
-        CaseBuffers buf(c.problem, opt, stream);
-        Plan plan(spec_of(c.problem, c.variant->name, c.params));
-        Instance* inst = &plan.instance();
-        const auto call = [&] { inst->run(buf.left.get(), buf.right.get(), buf.out.get(), stream); };
+        CaseBuffers buf(c.problem, opt, stream, !c.reduced());
+        Plan plan(case_spec(c));
+        std::optional<DeviceReduced> reduced;
+        if (c.reduced()) reduced.emplace(c.problem, c.reduce);
+        Instance* inst = c.reduced() ? nullptr : &plan.instance();
+        const auto call = [&] {
+            if (reduced) plan.execute(buf.left.get(), buf.right.get(), reduced->outputs(), stream);
+            else inst->run(buf.left.get(), buf.right.get(), buf.out.get(), stream);
+        };
         call();  // warm-up
         XC_CUDA_CHECK(cudaStreamSynchronize(stream));
         const double t = timer.seconds_per_call(3, call);

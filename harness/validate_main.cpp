@@ -15,7 +15,7 @@
 //
 //   xcorr_validate [--variant NAME]... [--form FORM]... [--quick] [--seed N] [--tolerance X]
 //                  [--shape HLxWL,HRxWR]... [--params all|covering] [--windows only|also|none]
-//                  [--normalize none|zncc|zero-lag|all]
+//                  [--normalize none|zncc|zero-lag|all] [--reductions also|only|none]
 //
 // --normalize runs every case (variants, windows and the reference checks) with that normalization
 // (all: none, zncc and zero-lag, one after another; default none): the variant inside the
@@ -45,6 +45,21 @@
 // variant's tolerance: lines "PASS  <variant>  <case> shifts ..  window=<name>  <params>  ...".
 // --windows only runs just the window checks (the variants' and the reference's), none just the
 // full-output ones (default: also, both).
+// Reductions (CONVENTIONS.md, "Reductions: peaks and maxima"; --reductions also, the default): every
+// selected variant, with its default parameters, as the chunked algorithm of a reduced plan on the
+// fixed cases of reduction_cases() -- peaks with k 1, 5 and beyond the window, min_distance 0 and 2,
+// parabolic and gaussian fits; the maximum over the rights of one-to-many, n-to-m and n-to-mn, with
+// and without stats -- over odd and unequal shapes and a signal, the full, valid and max-shift
+// windows, every normalization, and inputs from the rotating ranges, constant inputs (maps of
+// ties) and inputs holding NaN (unnormalized, no stats; their peaks checked without the clause
+// that nothing outside them exceeds the k-th, CONVENTIONS.md's reading; the maximum over the
+// rights a SKIP for the fft family, whose transforms spread a NaN over the whole map). Outputs poisoned, run twice (the second time on misaligned
+// copies and outputs one element into their buffers), each answer held to reduce.hpp's checks
+// against reference_cpu's maps (bound: the variant's, relative to each map's largest value;
+// absolute for zncc): lines "PASS  <variant>  <problem>  reduce=peaks k=5 min-distance 2 gaussian
+// window=<name>  <params>  inputs=<name>  failed=0", the first failed checks below a FAIL. A plan
+// the variant refuses for a case is a SKIP with its reason. --reductions only runs just these,
+// none none of them.
 // Prints one line per case (PASS / FAIL / SKIP) with the inputs' distribution and the error, and
 // closes with "N passed, N failed, N skipped".
 // Exit status: 0 all passed, 1 any failure, 2 bad usage, 3 no GPU.
@@ -69,6 +84,8 @@
 #include "xcorr/gpu.hpp"
 #include "xcorr/reference.hpp"
 #include "xcorr/plan.hpp"
+#include "xcorr/reduce.hpp"
+#include "xcorr/reduce_check.hpp"
 #include "xcorr/registry.hpp"
 
 using namespace xcorr;
@@ -305,6 +322,162 @@ Verdict check_variant(const Variant& v, const Params& params, const Problem& p, 
     return ok ? Verdict::Pass : Verdict::Fail;
 }
 
+// --- reductions --------------------------------------------------------------------------------
+
+enum class Fill { Ranges, Constant, Nan };
+
+struct ReductionCase {
+    Shape shape;
+    Form form;
+    Counts counts;
+    const char* window;  // "full", "valid", "max-shift-SY,SX"
+    Normalize normalize;
+    Reduction reduce;
+    Fill fill;
+};
+
+Reduction peaks_of(int k, int min_distance, Subpixel s) {
+    Reduction r;
+    r.kind = ReductionKind::Peaks, r.k = k, r.min_distance = min_distance, r.subpixel = s;
+    return r;
+}
+Reduction max_of(bool stats) {
+    Reduction r;
+    r.kind = ReductionKind::MaxOverRights, r.stats = stats;
+    return r;
+}
+
+// The fixed cases of the header: k = 200 is beyond every window it meets here.
+std::vector<ReductionCase> reduction_cases() {
+    const Shape a{13, 17, 5, 7}, b{31, 24, 9, 11}, sig{1, 301, 1, 37}, tie{12, 12, 5, 5};
+    const auto P = Subpixel::Parabolic, G = Subpixel::Gaussian;
+    const auto none = Normalize::None, zncc = Normalize::Zncc, zl = Normalize::ZeroLag;
+    return {
+        {a, Form::OneToMany, {1, 4}, "full", none, peaks_of(1, 0, P), Fill::Ranges},
+        {a, Form::OneToMany, {1, 4}, "valid", zncc, peaks_of(5, 2, G), Fill::Ranges},
+        {a, Form::NToMn, {2, 4}, "max-shift-3,2", zl, peaks_of(200, 0, G), Fill::Ranges},
+        {b, Form::OneToOne, {1, 1}, "valid", none, peaks_of(5, 2, P), Fill::Ranges},
+        {b, Form::NToM, {2, 3}, "full", zncc, peaks_of(1, 2, G), Fill::Ranges},
+        {b, Form::OneToMany, {1, 3}, "max-shift-4,6", none, peaks_of(200, 2, P), Fill::Ranges},
+        {b, Form::OneToOne, {1, 1}, "full", zl, peaks_of(5, 0, G), Fill::Ranges},
+        {sig, Form::OneToMany, {1, 3}, "valid", zncc, peaks_of(5, 0, P), Fill::Ranges},
+        {sig, Form::NToM, {2, 2}, "full", none, peaks_of(1, 2, G), Fill::Ranges},
+        {tie, Form::OneToOne, {1, 1}, "valid", none, peaks_of(5, 0, P), Fill::Constant},
+        {tie, Form::OneToMany, {1, 2}, "full", none, peaks_of(5, 2, G), Fill::Constant},
+        {a, Form::OneToMany, {1, 4}, "full", none, peaks_of(5, 0, P), Fill::Nan},
+        {b, Form::NToMn, {2, 4}, "valid", none, peaks_of(5, 2, G), Fill::Nan},
+        {a, Form::OneToMany, {1, 5}, "full", none, max_of(true), Fill::Ranges},
+        {b, Form::NToM, {2, 3}, "valid", zncc, max_of(true), Fill::Ranges},
+        {a, Form::NToMn, {2, 6}, "max-shift-3,2", zl, max_of(false), Fill::Ranges},
+        {sig, Form::OneToMany, {1, 4}, "valid", none, max_of(true), Fill::Ranges},
+        {tie, Form::OneToMany, {1, 3}, "full", none, max_of(true), Fill::Constant},
+        {a, Form::NToM, {2, 3}, "full", none, max_of(false), Fill::Nan},
+    };
+}
+
+std::string reduction_text(const Reduction& r) {
+    if (r.kind == ReductionKind::Peaks)
+        return "reduce=peaks k=" + std::to_string(r.k) + " min-distance " + std::to_string(r.min_distance) + " " +
+               subpixel_name(r.subpixel);
+    return std::string("reduce=max-over-rights") + (r.stats ? " stats" : "");
+}
+
+Window reduction_window(const Problem& p, const std::string& name) {
+    if (name == "full") return full_window(p);
+    if (name == "valid") return valid_window(p);
+    int sy = 0, sx = 0;
+    std::sscanf(name.c_str(), "max-shift-%d,%d", &sy, &sx);
+    return Window{-sy, sy, -sx, sx};
+}
+
+// Every selected variant on every reduction case of a selected form it supports; one line each.
+void check_reductions(const std::set<std::string>& only_variants, const std::set<Form>& only_forms, uint64_t seed,
+                      double tolerance_override, cudaStream_t stream, Tally& tally) {
+    const std::vector<ReductionCase> cases = reduction_cases();
+    for (size_t ci = 0; ci < cases.size(); ++ci) {
+        const ReductionCase& rc = cases[ci];
+        if (!only_forms.empty() && !only_forms.count(rc.form)) continue;
+        Problem p{rc.form, rc.shape.hL, rc.shape.wL, rc.shape.hR, rc.shape.wR, rc.counts.nL, rc.counts.nR};
+        p.normalize = rc.normalize;
+        p.window = reduction_window(p, rc.window);
+        p.check();
+        rc.reduce.check(p);
+        // The inputs, on the host (for the reference) and the device, with misaligned copies.
+        std::vector<float> hl(size_t(p.left_elems())), hr(size_t(p.right_elems()));
+        DeviceBuffer<float> dl(hl.size()), dr(hr.size());
+        InputRange inputs = inputs_for(int(ci), rc.form, rc.normalize);
+        std::string inputs_name = inputs.name;
+        if (rc.fill == Fill::Constant) {
+            std::fill(hl.begin(), hl.end(), 1.0f), std::fill(hr.begin(), hr.end(), 1.0f);
+            inputs_name = "constant";
+        } else {
+            fill_inputs(p, dl.get(), dr.get(), seed + 2 * ci, inputs, stream);
+            XC_CUDA_CHECK(cudaMemcpyAsync(hl.data(), dl.get(), dl.bytes(), cudaMemcpyDeviceToHost, stream));
+            XC_CUDA_CHECK(cudaMemcpyAsync(hr.data(), dr.get(), dr.bytes(), cudaMemcpyDeviceToHost, stream));
+            XC_CUDA_CHECK(cudaStreamSynchronize(stream));
+            if (rc.fill == Fill::Nan) {
+                // One NaN inside the first left and one in the last right: maps partly and wholly NaN.
+                hl[size_t(p.hL / 2) * p.wL + size_t(p.wL / 3)] = std::numeric_limits<float>::quiet_NaN();
+                hr[hr.size() - 1 - size_t(p.hR * p.wR / 2)] = std::numeric_limits<float>::quiet_NaN();
+                inputs_name = "nan";
+            }
+        }
+        XC_CUDA_CHECK(cudaMemcpy(dl.get(), hl.data(), dl.bytes(), cudaMemcpyHostToDevice));
+        XC_CUDA_CHECK(cudaMemcpy(dr.get(), hr.data(), dr.bytes(), cudaMemcpyHostToDevice));
+        DeviceBuffer<float> dl_off(dl.size() + 1), dr_off(dr.size() + 1);
+        XC_CUDA_CHECK(cudaMemcpy(dl_off.get() + 1, hl.data(), dl.bytes(), cudaMemcpyHostToDevice));
+        XC_CUDA_CHECK(cudaMemcpy(dr_off.get() + 1, hr.data(), dr.bytes(), cudaMemcpyHostToDevice));
+        std::vector<double> maps(size_t(p.out_elems()));
+        reference_cpu(p, hl.data(), hr.data(), maps.data());
+        const std::string where = p.describe() + "  " + reduction_text(rc.reduce) + "  window=" + rc.window;
+
+        for (const auto& v : variants()) {
+            if (!v.supports(rc.form) || (!only_variants.empty() && !only_variants.count(v.name))) continue;
+            const Params params = covering_set(v).front();
+            if (rc.fill == Fill::Nan && v.family == "fft" && rc.reduce.kind == ReductionKind::MaxOverRights) {
+                // A transform spreads a NaN over every output of its map, where the definition
+                // (the reference) has it only at the shifts whose overlap holds it: its maxima are
+                // NaN where the reference's are not. (Its peaks are checked: each one returned must
+                // be a value of the reference map, CONVENTIONS.md's reading.)
+                std::printf("SKIP  %s  %s  %s  inputs=nan: a transform spreads a NaN over its whole map\n",
+                            v.name.c_str(), where.c_str(), params_text(params).c_str());
+                ++tally.skipped;
+                continue;
+            }
+            std::optional<Plan> plan;
+            try {
+                PlanSpec spec = spec_of(p, v.name, params);
+                spec.reduce = rc.reduce;
+                plan.emplace(spec);
+            } catch (const UsageError& e) {
+                std::printf("SKIP  %s  %s  %s  %s\n", v.name.c_str(), where.c_str(), params_text(params).c_str(), e.what());
+                ++tally.skipped;
+                continue;
+            }
+            const double bound = tolerance_override > 0 ? tolerance_override : bound_for(v.tolerance, p.normalize);
+            DeviceReduced out(p, rc.reduce, 1);
+            HostReduced got(p, rc.reduce);
+            PeakCheck worst;
+            for (int run = 0; run < 2; ++run) {
+                const bool off = run == 1;
+                out.poison(stream);
+                plan->execute(off ? dl_off.get() + 1 : dl.get(), off ? dr_off.get() + 1 : dr.get(), out.outputs(off),
+                              stream);
+                out.copy_to(got, off, stream);
+                PeakCheck c = check_answer(p, rc.reduce, maps.data(), got, bound, absolute_error_for(p.normalize), 4,
+                                           rc.fill != Fill::Nan);
+                if (c.failed > worst.failed) worst = std::move(c);
+            }
+            const bool ok = worst.failed == 0;
+            std::printf("%s  %s  %s  %s  inputs=%s  failed=%lld\n", ok ? "PASS" : "FAIL", v.name.c_str(), where.c_str(),
+                        params_text(params).c_str(), inputs_name.c_str(), (long long)worst.failed);
+            for (const std::string& line : worst.failures) std::printf("      %s\n", line.c_str());
+            ok ? ++tally.passed : ++tally.failed;
+        }
+        std::fflush(stdout);
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -316,6 +489,7 @@ int main(int argc, char** argv) {
     std::vector<Shape> given_shapes;
     double tolerance_override = 0;  // 0: each variant's own
     std::vector<Normalize> modes = {Normalize::None};
+    bool reductions = true, only_reductions = false;  // --reductions also
     OptionSeen seen;
     try {
         check_environment();
@@ -327,7 +501,8 @@ int main(int argc, char** argv) {
             };
             // --variant, --form and --shape add up; the one-value options are refused twice (the
             // last silently won)
-            if (a == "--seed" || a == "--params" || a == "--windows" || a == "--normalize" || a == "--tolerance")
+            if (a == "--seed" || a == "--params" || a == "--windows" || a == "--normalize" || a == "--tolerance" ||
+                a == "--reductions")
                 seen.mark(a);
             if (a == "--variant") only_variants.insert(find_variant(next()).name);
             else if (a == "--form") only_forms.insert(parse_form(next()));
@@ -348,16 +523,27 @@ int main(int argc, char** argv) {
                 const std::string v = next();
                 modes = v == "all" ? std::vector<Normalize>(std::begin(kAllNormalizations), std::end(kAllNormalizations))
                                    : std::vector<Normalize>{parse_normalize(v)};
+            } else if (a == "--reductions") {
+                const std::string v = next();
+                if (v != "only" && v != "also" && v != "none")
+                    throw UsageError("--reductions: expected only, also or none, got " + v);
+                reductions = v != "none";
+                only_reductions = v == "only";
             } else if (a == "--tolerance") tolerance_override = parse_positive("--tolerance", next());
             else if (a == "--help" || a == "-h") {
                 std::printf(
                     "usage: xcorr_validate [--variant NAME]... [--form FORM]... [--quick] [--seed N] [--tolerance X]\n"
                     "                      [--shape HLxWL,HRxWR]... [--params all|covering] [--windows only|also|none]\n"
-                    "                      [--normalize none|zncc|zero-lag|all]\n"
+                    "                      [--normalize none|zncc|zero-lag|all] [--reductions also|only|none]\n"
                     "  --variant NAME  only this variant (repeatable)\n"
                     "  --form FORM     only this form (repeatable)\n"
                     "  --quick         the small shapes only\n"
                     "  --seed N        first input seed (default 12345)\n"
+                    "  --reductions R  also (default): after the maps, each variant's reduced plans (peaks:\n"
+                    "                  k 1, 5, beyond the window, min-distance 0 and 2, parabolic and gaussian;\n"
+                    "                  max over rights: one-to-many, n-to-m, n-to-mn, stats) on fixed cases\n"
+                    "                  (windows, normalizations, ties, NaN), by reduce.hpp's checks against\n"
+                    "                  the float64 maps; only: just those; none: none of them\n"
                     "  --tolerance X   hold every variant to error X instead of its declared bound (relative;\n"
                     "                  absolute for normalized outputs)\n"
                     "  --normalize N   run every case normalized so (all: none, zncc, zero-lag in turn; default\n"
@@ -391,6 +577,8 @@ int main(int argc, char** argv) {
         if (!selection(false))
             throw UsageError("nothing to validate: no selected variant computes a selected form (xcorr list shows "
                              "each variant's forms)");
+        if (only_reductions && (given_shapes.size() || !window_checks || !full_checks))
+            throw UsageError("--reductions only runs the fixed reduction cases: give no --shape or --windows with it");
         if (!full_checks && !selection(true))
             throw UsageError("--windows only: no selected variant declares a window besides full in a selected "
                              "form (xcorr list --json shows each variant's windows)");
@@ -419,6 +607,7 @@ int main(int argc, char** argv) {
         XC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
         std::vector<std::pair<const std::vector<Shape>*, int>> tiers = {{&kSmall, 0}, {&kMedium, 1}, {&kLarge, 2}};
         if (!given_shapes.empty()) tiers = {{&given_shapes, 0}};
+        if (only_reductions) tiers.clear();
         int shape_number = -1;
         for (const auto& [shapes, tier] : tiers) {
             if (quick && tier > 0) break;
@@ -540,9 +729,12 @@ int main(int argc, char** argv) {
                 }
             }
         }
+        // The reductions' cases, seeded apart from the maps' (whose seeds stay as they were).
+        if (reductions) check_reductions(only_variants, only_forms, seed + 1000003, tolerance_override, stream, tally);
         // A variant that skipped every case of a form it declares has not been validated at all;
         // nor its windows, when it computes some that the cases had but passed none of them.
         for (const auto& v : variants()) {
+            if (only_reductions) break;
             if (!only_variants.empty() && !only_variants.count(v.name)) continue;
             for (Form f : v.forms) {
                 if (!only_forms.empty() && !only_forms.count(f)) continue;

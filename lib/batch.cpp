@@ -919,6 +919,9 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
                       const BatchOptions& options) {
     if (options.max_outputs < 0) throw UsageError("the most outputs per piece must be positive (or 0: what fits)");
     const Problem p = problem_of(spec);
+    if (spec.reduce.kind != ReductionKind::Map)
+        throw UsageError("a batch writes maps into a host array: reduce with a plan (Plan::execute with "
+                         "ReducedOutputs), which keeps its memory bounded itself");
     BatchReport report;
     if (spec.algorithm == "reference") {
         if (!options.devices.empty()) throw UsageError("the reference runs on the CPU: it takes no GPUs");

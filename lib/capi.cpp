@@ -80,6 +80,16 @@ xcorr::PlanSpec to_spec(const xcorr_spec& c) {
     if (c.precision) s.precision = c.precision;
     if (c.algorithm) s.algorithm = c.algorithm;
     s.params = parse_params(c.params);
+    const std::string reduce = c.reduce ? c.reduce : "map";
+    if (reduce == "peaks") s.reduce.kind = xcorr::ReductionKind::Peaks;
+    else if (reduce == "max-over-rights") s.reduce.kind = xcorr::ReductionKind::MaxOverRights;
+    else if (reduce != "map")
+        throw xcorr::UsageError("unknown reduce '" + reduce + "' (known: map, peaks, max-over-rights)");
+    s.reduce.k = c.k;
+    s.reduce.min_distance = c.min_distance;
+    if (c.subpixel) s.reduce.subpixel = xcorr::parse_subpixel(c.subpixel);
+    if (c.stats != 0 && c.stats != 1) throw xcorr::UsageError("stats must be 0 or 1");
+    s.reduce.stats = c.stats != 0;
     return s;
 }
 
@@ -92,6 +102,7 @@ void xcorr_spec_init(xcorr_spec* spec) {
     *spec = xcorr_spec{};
     spec->form = XCORR_ONE_TO_ONE;
     spec->n_left = spec->n_right = 1;
+    spec->k = 1;
 }
 
 xcorr_status xcorr_plan_create(const xcorr_spec* spec, xcorr_plan** plan) {
@@ -108,6 +119,40 @@ xcorr_status xcorr_plan_create(const xcorr_spec* spec, xcorr_plan** plan) {
 xcorr_status xcorr_plan_execute(xcorr_plan* plan, const float* left, const float* right, float* out, void* stream) {
     if (!plan) return fail(XCORR_ERROR_USAGE, "xcorr_plan_execute: plan is NULL");
     return guarded([&] { plan->plan.execute(left, right, out, static_cast<cudaStream_t>(stream)); });
+}
+
+xcorr_status xcorr_plan_execute_peaks(xcorr_plan* plan, const float* left, const float* right, float* value,
+                                      int32_t* shift, float* subpixel, void* stream) {
+    if (!plan) return fail(XCORR_ERROR_USAGE, "xcorr_plan_execute_peaks: plan is NULL");
+    return guarded([&] {
+        if (plan->plan.reduction().kind != xcorr::ReductionKind::Peaks)
+            throw xcorr::UsageError("xcorr_plan_execute_peaks: the plan's reduce is not peaks");
+        xcorr::ReducedOutputs o;
+        o.value = value, o.shift = shift, o.subpixel = subpixel;
+        plan->plan.execute(left, right, o, static_cast<cudaStream_t>(stream));
+    });
+}
+
+xcorr_status xcorr_plan_execute_max(xcorr_plan* plan, const float* left, const float* right, float* value,
+                                    int32_t* index, double* sum, double* sumsq, int accumulate, int64_t first_right,
+                                    void* stream) {
+    if (!plan) return fail(XCORR_ERROR_USAGE, "xcorr_plan_execute_max: plan is NULL");
+    return guarded([&] {
+        if (plan->plan.reduction().kind != xcorr::ReductionKind::MaxOverRights)
+            throw xcorr::UsageError("xcorr_plan_execute_max: the plan's reduce is not max-over-rights");
+        xcorr::ReducedOutputs o;
+        o.value = value, o.index = index, o.sum = sum, o.sumsq = sumsq;
+        plan->plan.execute(left, right, o, static_cast<cudaStream_t>(stream), accumulate != 0, first_right);
+    });
+}
+
+xcorr_status xcorr_plan_reduced_shape(const xcorr_plan* plan, int64_t* count, int64_t* elems) {
+    if (!plan || !count || !elems) return fail(XCORR_ERROR_USAGE, "xcorr_plan_reduced_shape: NULL argument");
+    const xcorr::Plan& p = plan->plan;
+    *count = p.reduction().kind == xcorr::ReductionKind::MaxOverRights ? xcorr::reduced_lefts(p.problem())
+                                                                         : p.out_count();
+    *elems = p.reduced_elems();
+    return XCORR_OK;
 }
 
 void xcorr_plan_destroy(xcorr_plan* plan) { delete plan; }

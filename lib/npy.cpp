@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cmath>
 #include <cerrno>
+#include <functional>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -385,8 +386,6 @@ Stack read_npy_stack(const std::string& path, int dims) {
     return s;
 }
 
-namespace {
-
 // The file `path` names once its symbolic links are followed, as open() follows them: the path
 // itself if it is no link, else the final target, which need not exist (a dangling link's target
 // is what np.save creates). Links in the directories above need no resolving: the temporary
@@ -421,8 +420,6 @@ bool write_all(int fd, const void* data, size_t len) {
     return true;
 }
 
-}  // namespace
-
 void write_npy_atomic(const std::string& path, const std::vector<int64_t>& shape, const float* data) {
     std::string dims;
     int64_t n = 1;
@@ -435,7 +432,12 @@ void write_npy_atomic(const std::string& path, const std::vector<int64_t>& shape
                                    static_cast<unsigned char>(header.size() & 0xff),
                                    static_cast<unsigned char>(header.size() >> 8)};
     const size_t data_bytes = size_t(n) * sizeof(float);
+    write_file_atomic(path, [&](int fd) {
+        return write_all(fd, pre, 10) && write_all(fd, header.data(), header.size()) && write_all(fd, data, data_bytes);
+    });
+}
 
+void write_file_atomic(const std::string& path, const std::function<bool(int)>& write) {
     // Through a symbolic link, as np.save writes: the link stays, its target gets the output.
     const std::string target = follow_links(path);
     struct stat st{};
@@ -446,14 +448,12 @@ void write_npy_atomic(const std::string& path, const std::vector<int64_t>& shape
         // and there is nothing to fsync.
         const int fd = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);
         if (fd < 0) throw UsageError(path + ": cannot open output (" + std::strerror(errno) + ")");
-        const bool ok = write_all(fd, pre, 10) && write_all(fd, header.data(), header.size()) &&
-                        write_all(fd, data, data_bytes);
+        const bool ok = write(fd);
         const int e = errno;
         if (close(fd) != 0 && ok) throw UsageError(path + ": close failed (" + std::strerror(errno) + ")");
         if (!ok) throw UsageError(path + ": write failed (" + std::strerror(e) + ")");
         return;
     }
-
     // A new file beside the output, mode 0666 less the umask as np.save's (mkstemp's is 0600,
     // and a fixed mode would ignore the umask).
     std::string tmp;
@@ -473,8 +473,7 @@ void write_npy_atomic(const std::string& path, const std::vector<int64_t>& shape
         std::remove(tmp.c_str());
         throw UsageError(path + ": " + what + " (" + std::strerror(e) + ")");
     };
-    if (!write_all(fd, pre, 10) || !write_all(fd, header.data(), header.size()) || !write_all(fd, data, data_bytes))
-        fail("write failed");
+    if (!write(fd)) fail("write failed");
     if (fsync(fd) != 0) fail("fsync failed");
     if (close(fd) != 0) {
         std::remove(tmp.c_str());

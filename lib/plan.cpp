@@ -2,6 +2,7 @@
 // "auto"), its instance made, then executed as often as the caller likes.
 #include "xcorr/plan.hpp"
 
+#include <cstdint>
 #include <utility>
 
 #include "xcorr/auto.hpp"
@@ -10,6 +11,7 @@
 #include "xcorr/gpu.hpp"
 #include "xcorr/normalize.hpp"
 #include "xcorr/registry.hpp"
+#include "lib/reduce/reducer.hpp"
 
 namespace xcorr {
 
@@ -86,6 +88,9 @@ struct Plan::Impl {
     int device = 0;
     bool pageable_ok = false;  // the device reads pageable host memory (HMM, ATS): cudaDevAttrPageableMemoryAccess
     const void* checked[3] = {nullptr, nullptr, nullptr};  // the pointers execute() last found readable
+    Reduction reduce;
+    std::unique_ptr<reduce::Reducer> reducer;  // a reduced plan: the chunks' plans and the kernels
+    const void* checked_out[6] = {};  // the reduced outputs execute() last found readable
 };
 
 namespace {
@@ -117,6 +122,25 @@ Plan::Plan(const PlanSpec& spec) : impl_(std::make_unique<Impl>()) {
         im.workspace = size_t(held > 0 ? held : 0) + im.instance->external_device_bytes();
     };
     im.problem = problem_of(spec);
+    im.reduce = spec.reduce;
+    im.reduce.check(im.problem);
+    if (im.reduce.kind != ReductionKind::Map) {
+        if (spec.algorithm == "reference")
+            throw UsageError("the reference is the float64 CPU loop (reference_cpu, reference_peaks, "
+                             "reference_max_over_rights: reduce.hpp), not a GPU plan: name a variant (xcorr list) or auto");
+        // The chunks' own plans are built (and checked) inside; this plan answers for the largest.
+        im.device = require_current_gpu().device;
+        int pageable = 0;
+        XC_CUDA_CHECK(cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, im.device));
+        im.pageable_ok = pageable != 0;
+        im.reducer = std::make_unique<reduce::Reducer>(spec, im.problem);
+        const Plan& main = im.reducer->main_plan();
+        im.variant = &main.variant();
+        im.params = main.params();
+        im.workspace = im.reducer->workspace_bytes();
+        im.reason = im.reducer->explain();
+        return;
+    }
     const bool is_auto = spec.algorithm == "auto";
     if (spec.algorithm == "reference")
         throw UsageError("the reference is the float64 CPU loop (reference_cpu, reference.hpp), not a GPU plan: "
@@ -168,8 +192,70 @@ Plan::~Plan() = default;
 Plan::Plan(Plan&&) noexcept = default;
 Plan& Plan::operator=(Plan&&) noexcept = default;
 
+namespace {
+void check_device(int device) {
+    int current = 0;
+    XC_CUDA_CHECK(cudaGetDevice(&current));
+    if (current != device)
+        throw UsageError("Plan::execute: the plan was built on device " + std::to_string(device) + " but device " +
+                         std::to_string(current) + " is current");
+}
+}  // namespace
+
+void Plan::execute(const float* left, const float* right, const ReducedOutputs& out, cudaStream_t stream,
+                   bool accumulate, int64_t first_right) {
+    Impl& im = *impl_;
+    if (!im.reducer)
+        throw UsageError("Plan::execute: this plan writes maps (its spec has no reduction): pass an output array");
+    const bool peaks = im.reduce.kind == ReductionKind::Peaks;
+    const void* given[6] = {out.value, peaks ? (const void*)out.shift : out.index,
+                            peaks ? (const void*)out.subpixel : nullptr, nullptr,
+                            peaks ? nullptr : (const void*)out.sum, peaks ? nullptr : (const void*)out.sumsq};
+    static const char* const names[6] = {"value", peaks ? "shift" : "index", "subpixel", "", "sum", "sumsq"};
+    if (!left || !right || !given[0] || !given[1] || (peaks && !given[2]))
+        throw UsageError("Plan::execute: a null device pointer");
+    if (!peaks && im.reduce.stats && (!out.sum || !out.sumsq))
+        throw UsageError("Plan::execute: a maximum over the rights with stats needs the sum and sumsq arrays");
+    if (!peaks && !im.reduce.stats && (out.sum || out.sumsq))
+        throw UsageError("Plan::execute: sum and sumsq were given to a plan without stats");
+    if (peaks && (accumulate || first_right != 0))
+        throw UsageError("Plan::execute: accumulate and first_right belong to a maximum over the rights");
+    if (first_right < 0 || first_right + rights_per_left(im.problem) > INT32_MAX)
+        throw UsageError("Plan::execute: first_right must be at least 0, with every index within int32");
+    check_device(im.device);
+    const void* ins[2] = {left, right};
+    static const char* const in_names[2] = {"left", "right"};
+    for (int i = 0; i < 2; ++i)
+        if (ins[i] != im.checked[i]) {
+            check_readable(ins[i], in_names[i], im.pageable_ok);
+            im.checked[i] = ins[i];
+        }
+    for (int i = 0; i < 6; ++i)
+        if (given[i] && given[i] != im.checked_out[i]) {
+            check_readable(given[i], names[i], im.pageable_ok);
+            im.checked_out[i] = given[i];
+        }
+    ReducedOutputs o = out;
+    if (!im.reduce.stats) o.sum = o.sumsq = nullptr;
+    im.reducer->execute(left, right, o, stream, accumulate, first_right);
+}
+
+const Reduction& Plan::reduction() const { return impl_->reduce; }
+
+int64_t Plan::reduced_elems() const {
+    const Problem& p = impl_->problem;
+    switch (impl_->reduce.kind) {
+        case ReductionKind::Peaks: return p.out_count() * impl_->reduce.k;
+        case ReductionKind::MaxOverRights: return reduced_lefts(p) * p.out_h() * p.out_w();
+        default: return p.out_elems();
+    }
+}
+
 void Plan::execute(const float* left, const float* right, float* out, cudaStream_t stream) {
     if (!left || !right || !out) throw UsageError("Plan::execute: a null device pointer");
+    if (impl_->reducer)
+        throw UsageError(std::string("Plan::execute: this plan reduces (") + impl_->reduce.describe() +
+                         "): pass its ReducedOutputs, not a map");
     int current = 0;
     XC_CUDA_CHECK(cudaGetDevice(&current));
     if (current != impl_->device)
@@ -196,6 +282,10 @@ std::string Plan::explain() const {
     return note.empty() ? impl_->reason : impl_->reason + "; " + note;
 }
 int Plan::device() const { return impl_->device; }
-Instance& Plan::instance() { return *impl_->instance; }
+Instance& Plan::instance() {
+    if (!impl_->instance)
+        throw UsageError("a reduced plan runs several plans and its kernels: time Plan::execute, not an instance");
+    return *impl_->instance;
+}
 
 }  // namespace xcorr

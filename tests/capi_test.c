@@ -42,6 +42,21 @@ int main(void) {
     bad.h_left = 0;
     if (!expect_usage(&bad, "")) return 1;
     if (xcorr_plan_create(NULL, NULL) != XCORR_ERROR_USAGE) return 1;
+    /* Reductions (CONVENTIONS.md, "Reductions"): refused before a GPU is needed. */
+    bad = s;
+    bad.reduce = "argmax";
+    if (!expect_usage(&bad, "unknown reduce")) return 1;
+    bad = s;
+    bad.reduce = "peaks";
+    bad.k = 0;
+    if (!expect_usage(&bad, "k must be at least 1")) return 1;
+    bad = s;
+    bad.reduce = "peaks";
+    bad.subpixel = "cubic";
+    if (!expect_usage(&bad, "sub-pixel")) return 1;
+    bad = s;
+    bad.reduce = "max-over-rights";
+    if (!expect_usage(&bad, "stack of rights")) return 1;
 
     /* A batch in pieces on the CPU (the reference): n-to-m, 2 x 3 pairs of 7 x 7 * 3 x 3 in pieces of at
      * most 2 outputs (one-to-many pieces: each left's 3 outputs are cut 2 + 1), against a direct sum. */
@@ -148,6 +163,63 @@ int main(void) {
             }
         }
     xcorr_plan_destroy(plan);
+    /* A reduced plan: its two peaks without suppression are the two largest values of the map
+     * checked above (ties to the smaller row-major shift), at their shifts; its map entry point
+     * refuses it. */
+    {
+        xcorr_spec r = s;
+        r.reduce = "peaks";
+        r.k = 2;
+        r.subpixel = "none";
+        xcorr_plan* rp = NULL;
+        if (xcorr_plan_create(&r, &rp) != XCORR_OK) {
+            fprintf(stderr, "peaks plan: %s\n", xcorr_last_error());
+            return 1;
+        }
+        int64_t count = 0, elems = 0;
+        if (xcorr_plan_reduced_shape(rp, &count, &elems) != XCORR_OK || count != 1 || elems != 2) return 1;
+        float *dv = NULL, *dsp = NULL;
+        int32_t* dsh = NULL;
+        if (cudaMalloc((void**)&dv, 2 * sizeof(float)) || cudaMalloc((void**)&dsh, 4 * sizeof(int32_t)) ||
+            cudaMalloc((void**)&dsp, 4 * sizeof(float)))
+            return 1;
+        if (xcorr_plan_execute_peaks(rp, dl, dr, dv, dsh, dsp, NULL) != XCORR_OK) {
+            fprintf(stderr, "execute_peaks: %s\n", xcorr_last_error());
+            return 1;
+        }
+        float v[2], sp[4];
+        int32_t sh[4];
+        if (cudaMemcpy(v, dv, sizeof v, cudaMemcpyDeviceToHost) || cudaMemcpy(sh, dsh, sizeof sh, cudaMemcpyDeviceToHost) ||
+            cudaMemcpy(sp, dsp, sizeof sp, cudaMemcpyDeviceToHost))
+            return 1;
+        /* Each peak is the map's value at its shift; the first is the largest value, the second the
+         * largest elsewhere (within the map's float error: equal values may come in either order
+         * when an FFT computes the map). */
+        int at[2];
+        for (int q = 0; q < 2; ++q) {
+            const int y = sh[2 * q] + 2, x = sh[2 * q + 1] + 2;
+            if (y < 0 || y >= 9 || x < 0 || x >= 9 || fabs(v[q] - out[y * 9 + x]) > 1e-3 ||
+                sp[2 * q] != (float)sh[2 * q] || sp[2 * q + 1] != (float)sh[2 * q + 1]) {
+                fprintf(stderr, "peak %d: %g at (%d, %d) is not the map's value there\n", q, v[q], sh[2 * q], sh[2 * q + 1]);
+                return 1;
+            }
+            at[q] = y * 9 + x;
+        }
+        for (int i = 0; i < 81; ++i)
+            if (out[i] > v[0] + 1e-3 || (i != at[0] && out[i] > v[1] + 1e-3) || at[0] == at[1]) {
+                fprintf(stderr, "peaks %g, %g: the map holds %g at element %d\n", v[0], v[1], out[i], i);
+                return 1;
+            }
+        if (xcorr_plan_execute(rp, dl, dr, dout, NULL) != XCORR_ERROR_USAGE || !strstr(xcorr_last_error(), "reduces")) {
+            fprintf(stderr, "a reduced plan's map entry point: expected a usage error, got: %s\n", xcorr_last_error());
+            return 1;
+        }
+        printf("peaks: %g at (%d, %d), %g at (%d, %d)\n", v[0], sh[0], sh[1], v[1], sh[2], sh[3]);
+        cudaFree(dv);
+        cudaFree(dsh);
+        cudaFree(dsp);
+        xcorr_plan_destroy(rp);
+    }
     /* fft holds its workspace and cuFFT work areas: counted up front. */
     xcorr_spec f = s;
     f.algorithm = "fft";

@@ -62,6 +62,9 @@ PEERS = [{"name": n, "family": "peer", "summary": "a peer", "timed": "everything
 PEERS.append({**PEERS[0], "name": "npp-normlevel", "windows": ["valid"], "normalizations": ["zncc"]})
 # torch-conv2d-tf32: cuDNN with TF32 allowed, raw sums only, its own precision and bound
 PEERS.append({**PEERS[0], "name": "torch-conv2d-tf32", "precision": "tf32", "tolerance": 2e-3, "normalizations": ["none"]})
+# the reductions' variants (issue #67, xcsuite/reduce_peers.py): the case key reduce=
+from xcsuite.reduce_peers import registry as _reduce_registry  # noqa: E402
+PEERS += [{k: v for k, v in p.items() if k not in ("available", "unavailable_reason")} for p in _reduce_registry()]
 
 
 def peers():

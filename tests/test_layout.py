@@ -12,9 +12,11 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # What harness/ holds: the benchmark harness (xcorr_bench), the validator (xcorr_validate), the
 # check of a variant's output against the references and the record of a run's context. Anything
 # the library (lib/) or the Python package builds on belongs in lib/.
+# xcorr/reduce_check.hpp: the check of a reduced answer (peaks, maxima) against the reference maps,
+# shared by xcorr_validate, xcorr_bench and xcorr run --validate as check.hpp is.
 HARNESS_FILES = {
     "bench_main.cpp", "validate_main.cpp", "check.cpp", "context.cpp", "version.hpp.in",
-    "xcorr/check.hpp", "xcorr/context.hpp",
+    "xcorr/check.hpp", "xcorr/context.hpp", "xcorr/reduce_check.hpp",
 }
 
 

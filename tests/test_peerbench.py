@@ -189,6 +189,10 @@ def test_list_works_without_torch_and_a_gpu():
     r = peerbench("list", "--json")
     assert r.returncode == 0, r.stderr
     reg = json.loads(r.stdout)
+    from xcsuite import reduce_peers  # the reductions' variants (issue #67) follow the correlation peers
+
+    assert [v["name"] for v in reg[-len(reduce_peers.VARIANTS):]] == list(reduce_peers.VARIANTS)
+    reg = reg[:-len(reduce_peers.VARIANTS)]
     assert [v["name"] for v in reg] == ["torch-conv2d", "torch-conv2d-tf32", "torch-fft", "cupy-correlate2d",
                                         "npp-normlevel"]
     for v in reg:

@@ -352,12 +352,15 @@ def test_c_api_program(gpu_info):
     info, reason = gpu_info
     assert "usage error: unknown normalization 'ncc'" in r.stdout, (r.stdout, r.stderr)
     assert "usage error: unknown precision 'fp16'" in r.stdout
+    assert "usage error: unknown reduce 'argmax'" in r.stdout
+    assert "usage error: the maximum over the rights needs a stack of rights" in r.stdout
     if info is None:
         assert r.returncode == 3, (r.stdout, r.stderr)
         assert "no GPU: " in r.stdout
     else:
         assert r.returncode == 0, (r.stdout, r.stderr)
         assert r.stdout.strip().splitlines()[-1].startswith("ok: ")
+        assert "peaks: " in r.stdout
         # workspace_bytes > 0 for fft (its buffers and cuFFT work areas), where it is built.
         assert "fft workspace " in r.stdout or "fft not in this build" in r.stdout
 

@@ -5,6 +5,8 @@
 //   xcorr run --algorithm NAME|auto --form FORM [--param KEY=VALUE ...] LEFT.npy RIGHT.npy --out OUT.npy
 //             [--mode full|valid|same | --max-shift SY[,SX] | --shifts DY0:DY1,DX0:DX1]
 //             [--precision fp32|tf32] [--normalize none|zncc|zero-lag] [--validate [--tolerance X]]
+//   xcorr run ... --peaks K [--min-distance R] [--subpixel parabolic|gaussian|none] --out P.npz
+//   xcorr run ... --max-over-rights [--stats] --out M.npz
 //   xcorr run --dims 1 ... [--mode full|valid|same | --max-lag S | --lags D0:D1]   (1-D signals)
 //   xcorr explain --form FORM --left [N:]HxW --right [M:]HxW [WINDOW] [--precision P] [--normalize MODE]
 //                 [--gpu NAME] [--json]
@@ -38,10 +40,13 @@
 #include "xcorr/normalize.hpp"
 #include "xcorr/normalize_crop.hpp"
 #include "xcorr/npy.hpp"
+#include "xcorr/npz.hpp"
 #include "xcorr/plan.hpp"
 #include "xcorr/auto.hpp"
 #include "xcorr/batch.hpp"
 #include "xcorr/reference.hpp"
+#include "xcorr/reduce.hpp"
+#include "xcorr/reduce_check.hpp"
 #include "xcorr/registry.hpp"
 
 using namespace xcorr;
@@ -98,6 +103,18 @@ const char* kUsage =
     "                                     for an even m one lag below 2-D same's centring)\n"
     "        --max-lag S                  lags -S..S\n"
     "        --lags D0:D1                 lags D0..D1 (inclusive; --shifts 0:0,D0:D1 is the same)\n"
+    "      Reductions (CONVENTIONS.md, \"Reductions: peaks and maxima\"): the answer instead of\n"
+    "      the maps, into an .npz (--out must end .npz; no --gpus or --chunk):\n"
+    "        --peaks K [--min-distance R] [--subpixel parabolic|gaussian|none]\n"
+    "            per output matrix its K largest values (K >= 1; beyond the window: NaN, shift 0),\n"
+    "            greedy suppression within Chebyshev distance R >= 0 (default 0), and a three-point\n"
+    "            fit (default parabolic): arrays value (count, K) float32, shift (count, K, 2)\n"
+    "            int32 (dy, dx), subpixel (count, K, 2) float32; --dims 1: shift and subpixel\n"
+    "            (count, K), the lags\n"
+    "        --max-over-rights [--stats]   per left and shift the largest value over its rights\n"
+    "            and the index of the right that gives it (not one-to-one): value (lefts, h, w)\n"
+    "            float32, index int32; --stats also sum and sumsq float64 (--dims 1: (lefts, n))\n"
+    "      --validate then checks the answer against the float64 reference maps (exit 1 if not).\n"
     "  xcorr explain --form FORM --left [N:]HxW --right [M:]HxW [WINDOW] [--precision fp32|tf32]\n"
     "                [--normalize MODE] [--gpu NAME] [--gpus I,J,...] [--chunk N] [--split S] [--json]\n"
     "  xcorr explain --dims 1 --form FORM --left [N:]n --right [M:]m [WINDOW] ...  (1-D signals)\n"
@@ -359,6 +376,117 @@ void refuse_output_over_input(const std::string& out_path, const std::vector<std
     }
 }
 
+// xcorr run --peaks / --max-over-rights: the answer instead of the maps, into an .npz (docs/cli.md).
+// The reference computes the float64 maps on the CPU and reduces them (reference_peaks,
+// reference_max_over_rights); a GPU algorithm runs a plan with spec.reduce set, which never writes
+// a map. --validate checks the answer against the float64 reference maps with reduce.hpp's checks
+// (the contract's "correct when"): each failed check printed, then one summary line.
+int run_reduced(const PlanSpec& spec, const Problem& p, const Stack& left, const Stack& right, int dims,
+                bool validate, double tolerance, const std::string& out_path) {
+    const Reduction& r = spec.reduce;
+    r.check(p);
+    const bool is_ref = spec.algorithm == "reference";
+    const size_t map_elems = size_t(p.out_elems());
+    const bool need_maps = is_ref || validate;
+    if (!is_ref) {
+        require_gpu();
+        require_free_memory(sizeof(float) * size_t(p.left_elems() + p.right_elems()) + reduced_bytes(p, r),
+                            "this problem");
+    }
+    host_request = {reduced_bytes(p, r) + (need_maps ? sizeof(double) * map_elems : 0),
+                    "this problem's " + std::string(reduction_name(r.kind)) + (need_maps ? " and its reference maps" : "") +
+                        " (" + p.describe() + ")"};
+    require_host_memory(host_request.bytes, host_request.what);
+    HostReduced got(p, r);
+    std::vector<double> maps;
+    std::string algorithm = spec.algorithm;
+    double bound = 0;  // relative, or absolute for zncc (absolute_error_for)
+    if (is_ref) {
+        maps.resize(map_elems);
+        reference_cpu(p, left.data.data(), right.data.data(), maps.data());
+        reference_answer(p, r, maps.data(), got);
+        bound = kReferenceFloat32Bound;  // its float32 rounding: relative to each map's largest value
+    } else {
+        DeviceBuffer<float> dl(size_t(p.left_elems())), dr(size_t(p.right_elems()));
+        XC_CUDA_CHECK(cudaMemcpy(dl.get(), left.data.data(), dl.bytes(), cudaMemcpyHostToDevice));
+        XC_CUDA_CHECK(cudaMemcpy(dr.get(), right.data.data(), dr.bytes(), cudaMemcpyHostToDevice));
+        Plan plan(spec);
+        DeviceReduced out(p, r);
+        out.poison(nullptr);
+        if (spec.algorithm == "auto") {
+            std::string ps;
+            for (const auto& [k, v] : plan.params()) ps += (ps.empty() ? " " : ",") + k + "=" + v;
+            std::fprintf(stderr, "xcorr: auto chose %s%s: %s\n", plan.algorithm().c_str(), ps.c_str(),
+                         plan.explain().c_str());
+        }
+        plan.execute(dl.get(), dr.get(), out.outputs(), nullptr);
+        XC_CUDA_CHECK(cudaDeviceSynchronize());
+        out.copy_to(got, 0, nullptr);
+        algorithm = plan.algorithm();
+        if (validate) {
+            // The CPU reference where it is quick, the float64 GPU reference (tested against it) beyond.
+            if (p.fmas() < 2e8) {
+                maps.resize(map_elems);
+                reference_cpu(p, left.data.data(), right.data.data(), maps.data());
+            } else {
+                maps = full_reference(p, dl.get(), dr.get(), nullptr).values;
+            }
+        }
+        bound = bound_for(plan.variant().tolerance, p.normalize);
+    }
+    if (validate) {
+        // Absolute for zncc, else relative to each map's largest value, as --validate of the maps
+        // (--tolerance X the same kind); the reference's own rounding is relative in every mode.
+        const double b = tolerance >= 0 ? tolerance : bound;
+        const bool abs_bound = absolute_error_for(p.normalize) && (tolerance >= 0 || !is_ref);
+        // Inputs holding NaN: the returned peaks are checked, not that nothing else exceeds them
+        // (CONVENTIONS.md: which values an algorithm leaves to take there is its own).
+        const bool finite_inputs = nonfinite_note(left, right, {"", ""}).empty();
+        const PeakCheck c = check_answer(p, r, maps.data(), got, b, abs_bound, 8, finite_inputs);
+        for (const std::string& line : c.failures) std::printf("%s\n", line.c_str());
+        std::printf("%s of %lld %s checked against the float64 reference (bound %s %s): %lld failed checks: %s\n",
+                    reduction_name(r.kind),
+                    (long long)(r.kind == ReductionKind::Peaks ? p.out_count() : reduced_lefts(p)),
+                    r.kind == ReductionKind::Peaks ? "maps" : "lefts", abs_bound ? "absolute" : "relative",
+                    shortest(b).c_str(), (long long)c.failed, c.failed ? "FAILED" : "ok");
+        std::fflush(stdout);
+        if (c.failed) {
+            std::fprintf(stderr, "xcorr: validation failed: %s's %s is off the float64 reference; %s not written\n",
+                         algorithm.c_str(), reduction_name(r.kind), out_path.c_str());
+            return 1;
+        }
+    }
+    // Signals: peaks' shift and subpixel keep the lag (dx) alone; a maximum's maps are (lefts, n_out).
+    std::vector<NpzMember> members;
+    std::vector<int32_t> lags;
+    std::vector<float> sub_lags;
+    if (r.kind == ReductionKind::Peaks) {
+        const int64_t count = p.out_count(), k = r.k;
+        members.push_back({"value", NpyType::Float32, {count, k}, got.value.data()});
+        if (dims == 1) {
+            lags.resize(got.value.size()), sub_lags.resize(got.value.size());
+            for (size_t i = 0; i < lags.size(); ++i) lags[i] = got.shift[2 * i + 1], sub_lags[i] = got.subpixel[2 * i + 1];
+            members.push_back({"shift", NpyType::Int32, {count, k}, lags.data()});
+            members.push_back({"subpixel", NpyType::Float32, {count, k}, sub_lags.data()});
+        } else {
+            members.push_back({"shift", NpyType::Int32, {count, k, 2}, got.shift.data()});
+            members.push_back({"subpixel", NpyType::Float32, {count, k, 2}, got.subpixel.data()});
+        }
+    } else {
+        const int64_t lefts = reduced_lefts(p);
+        const std::vector<int64_t> shape =
+            dims == 1 ? std::vector<int64_t>{lefts, p.out_w()} : std::vector<int64_t>{lefts, p.out_h(), p.out_w()};
+        members.push_back({"value", NpyType::Float32, shape, got.value.data()});
+        members.push_back({"index", NpyType::Int32, shape, got.index.data()});
+        if (r.stats) {
+            members.push_back({"sum", NpyType::Float64, shape, got.sum.data()});
+            members.push_back({"sumsq", NpyType::Float64, shape, got.sumsq.data()});
+        }
+    }
+    write_npz_atomic(out_path, members);
+    return 0;
+}
+
 int cmd_run(int argc, char** argv) {
     std::string algorithm, form_text, out_path, precision = "fp32";
     std::vector<std::string> inputs;
@@ -372,6 +500,11 @@ int cmd_run(int argc, char** argv) {
     std::optional<std::string> gpus;  // --gpus: the batch split across these GPUs
     int64_t chunk = 0;                 // --chunk: at most this many output matrices per piece
     std::optional<Split> split;        // --split: how n-to-m runs of whole lefts are cut
+    // --peaks K / --max-over-rights: the answer instead of the maps (reduce.hpp), into an .npz
+    std::optional<int> peaks;
+    std::optional<int> min_distance;
+    std::optional<std::string> subpixel;
+    bool max_over_rights = false, stats = false;
     OptionSeen options;
     for (int i = 0; i < argc; ++i) {
         std::string a = argv[i];
@@ -395,6 +528,12 @@ int cmd_run(int argc, char** argv) {
         else if (is("--gpus")) gpus = value("--gpus");
         else if (is("--chunk")) chunk = parse_integer("--chunk", value("--chunk"), 1, int64_t(1) << 40);
         else if (is("--split")) split = parse_split(value("--split"));
+        else if (is("--peaks")) peaks = int(parse_integer("--peaks (k, the peaks per map)", value("--peaks"), 1, INT32_MAX));
+        else if (is("--min-distance"))
+            min_distance = int(parse_integer("--min-distance", value("--min-distance"), 0, INT32_MAX));
+        else if (is("--subpixel")) subpixel = value("--subpixel");
+        else if (a == "--max-over-rights") max_over_rights = true;
+        else if (a == "--stats") stats = true;
         else if (const char* flag = window_option(a)) {
             if (window) throw UsageError(window_flag + " and " + flag + " both choose the window: give one of --mode, --max-shift, --shifts (--dims 1: --mode, --max-lag, --lags)");
             window_flag = flag;
@@ -412,6 +551,34 @@ int cmd_run(int argc, char** argv) {
     if (gpus && *gpus != "all") parse_devices(*gpus, false);  // its form, before any file is read
 
     const Form form = parse_form(form_text);
+    // A reduction, checked before any file is read.
+    Reduction reduce;
+    if (peaks && max_over_rights)
+        throw UsageError("--peaks and --max-over-rights both reduce the output: give one of them");
+    if (!peaks && (min_distance || subpixel))
+        throw UsageError(std::string(min_distance ? "--min-distance" : "--subpixel") +
+                         " applies to --peaks K, which is not given");
+    if (!max_over_rights && stats) throw UsageError("--stats applies to --max-over-rights, which is not given");
+    if (peaks) {
+        reduce.kind = ReductionKind::Peaks;
+        reduce.k = *peaks;
+        reduce.min_distance = min_distance.value_or(0);
+        if (subpixel) reduce.subpixel = parse_subpixel(*subpixel);
+    }
+    if (max_over_rights) {
+        reduce.kind = ReductionKind::MaxOverRights;
+        reduce.stats = stats;
+        if (form == Form::OneToOne)
+            throw UsageError("--max-over-rights reduces over a left's rights: form one-to-one has one right per "
+                             "left (give one-to-many, n-to-m or n-to-mn)");
+    }
+    const bool reduced = reduce.kind != ReductionKind::Map;
+    if (reduced) {
+        const std::string flag = peaks ? "--peaks" : "--max-over-rights";
+        if (out_path.size() < 4 || out_path.compare(out_path.size() - 4, 4, ".npz") != 0)
+            throw UsageError(flag + " writes several arrays into one .npz: give --out ending .npz, got '" + out_path + "'");
+        if (gpus || chunk) throw UsageError(flag + " runs one plan: give no --gpus or --chunk with it");
+    }
     check_precision(precision);
     // A named variant's form and parameters are checked before the files are read.
     const bool is_auto = algorithm == "auto", is_ref = algorithm == "reference";
@@ -439,6 +606,7 @@ int cmd_run(int argc, char** argv) {
     spec.precision = precision;
     spec.algorithm = algorithm;
     spec.params = given;
+    spec.reduce = reduce;
     const Problem p = problem_of(spec);
     const bool gpu = !is_ref;
     const bool batch = gpus || chunk > 0;
@@ -450,6 +618,8 @@ int cmd_run(int argc, char** argv) {
         if (!why.empty())
             throw UsageError(why + (find_variant(algorithm).supports_window(p) ? "" : " (the reference computes every window)"));
     }
+    if (reduced)
+        return run_reduced(spec, p, left, right, dims, validate, tolerance, out_path);
     // Signals: (count, n_out); every 1-D window has the one row dy = 0.
     const std::vector<int64_t> out_shape =
         dims == 1 ? std::vector<int64_t>{p.out_count(), p.out_w()} : std::vector<int64_t>{p.out_count(), p.out_h(), p.out_w()};

@@ -31,12 +31,17 @@ FAMILY_RATES = {"hopper": 12e12, "baseline": 1.3e12}
 # yet; assumed a direct kernel at a third of cuDNN's rate, plus ~10 us per call (the ctypes loop).
 PEER_RATES = {"torch-conv2d": 4.0e12, "torch-conv2d-tf32": 8.0e12, "cupy-correlate2d": 0.5e12, "npp-normlevel": 1.0e12}
 PEER_PAIR_S = {"cupy-correlate2d": 2e-5, "npp-normlevel": 1e-5}
-FFT_PEERS = ("torch-fft",)
+# The reductions' variants (xcsuite/reduce_peers.py, experiments/reductions.py): FFT maps and a pass
+# over them, as torch-fft's rate; a few seconds of check (planted inputs) and pilot each.
+REDUCTION_VARIANTS = ("xcorr-reduce", "xcorr-reduce-batched", "xcorr-map", "xcorr-map+torch", "torch-reduce",
+                      "torch-2dtm-circular")
+FFT_PEERS = ("torch-fft",) + REDUCTION_VARIANTS
 # A peer's fixed cost per case beyond the protocol (measured on the H200 in the window
 # experiments' logs): torch-conv2d's cudnn.benchmark autotuning of a new shape with a large kernel
 # and the float64 check take ~20 s; torch-fft and CuPy a few seconds (check, pilot, plans).
 # npp-normlevel: a guess (library load, check and pilot, like CuPy's).
-PEER_CASE_S = {"torch-conv2d": 25.0, "torch-conv2d-tf32": 25.0, "torch-fft": 3.0, "cupy-correlate2d": 3.0, "npp-normlevel": 3.0}
+PEER_CASE_S = {"torch-conv2d": 25.0, "torch-conv2d-tf32": 25.0, "torch-fft": 3.0, "cupy-correlate2d": 3.0, "npp-normlevel": 3.0,
+              **{v: 3.0 for v in REDUCTION_VARIANTS}}
 PLAN_S = 0.025  # cuFFT plan creation, 1-33 ms (docs/ANCHORS.md)
 PROCESS_S = 2.0  # start of one benchmark process (CUDA context, cuFFT load)
 

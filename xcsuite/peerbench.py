@@ -210,7 +210,9 @@ def registry() -> list[dict]:
                     "forms": list(FORMS),
                     "windows": list(p.get("windows", WINDOW_KINDS)), "params": {},
                     "normalizations": list(p["normalizations"]), "available": not why, "unavailable_reason": why})
-    return out
+    from xcsuite import reduce_peers  # the reductions of issue #67 (experiments/reductions.py)
+
+    return out + reduce_peers.registry()
 
 
 # --- windows: experiments/_spec.py's parsing and named rectangles (lib/core.cpp's, in Python) --
@@ -1668,6 +1670,8 @@ USAGE = """usage: python -m xcsuite.peerbench list [--json]
   --seed N         seed of the generated inputs (default 42)
   --check-tolerance X  hold every check to relative error X instead of 1e-5
   --time-cap S     cupy-correlate2d: a case predicted above S seconds per call is not run (default 2)
+Reductions (issue #67, xcsuite/reduce_peers.py): xcorr-reduce, xcorr-reduce-batched, xcorr-map,
+xcorr-map+torch, torch-reduce, torch-2dtm-circular, each with the case key reduce=SPEC.
 Peers: torch-conv2d, torch-fft, cupy-correlate2d, npp-normlevel (window=valid normalize=zncc only; NPP from
 XCORR_NPP_DIR, build-npp/, the CUDA toolkit or the nvidia-npp wheel) (the module's docstring says what each
 computes and times).
@@ -1774,7 +1778,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         opt, specs = parse_args(argv)
-        cases = [parse_case(s, opt.batch) for s in (specs or smoke_specs())]
+        from xcsuite import reduce_peers  # a case of its variants (reduce=) runs there, with this protocol
+
+        cases = [reduce_peers.parse_rcase(s, opt.batch) if reduce_peers.is_reduce_spec(s) else parse_case(s, opt.batch)
+                 for s in (specs or smoke_specs())]
         if opt.filter:
             try:
                 rx = re.compile(opt.filter)
@@ -1800,8 +1807,9 @@ def main(argv: list[str] | None = None) -> int:
         for idx, c in enumerate(cases):
             times = []
             base = None
-            for rep, r in enumerate(bench.run(c)):
-                e = entry(c, opt, idx, rep, r, label(c))
+            reduction = isinstance(c, reduce_peers.RCase)
+            for rep, r in enumerate(reduce_peers.run_case(bench, c) if reduction else bench.run(c)):
+                e = reduce_peers.entry(c, opt, idx, rep, r) if reduction else entry(c, opt, idx, rep, r, label(c))
                 base = e
                 out.add(e)
                 if "error" in r:

@@ -361,7 +361,8 @@ def headline_cells(summary: pd.DataFrame) -> pd.DataFrame:
     """One row per HEADLINE_ROWS problem measured: the time (µs) and variant of each column, the
     best new kernel's % of the FP32 peak, and torch-fft's time over this project's fastest."""
     s = summary[(summary["status"] == "ok") & (~summary["cold"].astype(bool)) & summary["time_us"].notna()]
-    s = s[s["shifts"].fillna("").astype(str).eq("") & ~s["params"].fillna("").astype(str).str.contains("normalize=")]
+    s = s[s["shifts"].fillna("").astype(str).eq("") & ~s["params"].fillna("").astype(str).str.contains("normalize=")
+          & ~s["params"].fillna("").astype(str).str.contains("reduce=")]  # a reduction is another problem
     rows = []
     for counts, size in HEADLINE_ROWS:
         p = s[(s["counts"] == counts) & (s["size"] == size)]
@@ -410,3 +411,107 @@ def headline_markdown(cells: pd.DataFrame) -> str:
                    f"{t('paper', 'paper_variant')} | {t('new', 'new_variant')} | {pct} | {t('fft')} | {t('fft+plan')} | "
                    f"{t('fft-fused')} | {t('torch-fft')} | {ratio} |")
     return head + "\n".join(out) + "\n"
+
+
+# ---- the reductions (issue #67, experiments/reductions.py) ----------------------------------------
+
+# The targets: (case, what, how computed, bound, direction). "ours" is xcorr-reduce (2DTM: the faster
+# of xcorr-reduce and xcorr-reduce-batched), "map" xcorr-map, "PyTorch" torch-reduce.
+REDUCTION_MEM_SLACK = 64 << 20  # bytes: what the sampled memory may differ by between the template counts
+
+
+def reduction_measurements(data: dict) -> tuple[dict, dict]:
+    """From a reductions results file (the dict load_results returns): {(shape group, variant): mean
+    time per call in µs over the repetitions} and {(shape group, variant): GPU memory the first call
+    took beyond its inputs, bytes (the counter mem_bytes)}, ok cases only."""
+    from experiments import reductions as exp
+    from xcsuite import resultfile
+    from xcsuite.benchjson import seconds
+
+    groups = {(s.dims(), s.shifts_text): s.group for s in exp.SHAPES}
+    times, mem = {}, {}
+    for rec in data.get("cases", {}).values():
+        if rec.get("status") != "ok":
+            continue
+        group = groups.get((resultfile.dims_of(rec), rec.get("shifts", "")))
+        ok = [e for e in resultfile.entries_of(rec) if not e.get("error_occurred") and "real_time" in e]
+        if group is None or not ok:
+            continue
+        times[(group, rec["variant"])] = sum(seconds(e) for e in ok) / len(ok) * 1e6
+        if "mem_bytes" in ok[0]:
+            mem[(group, rec["variant"])] = float(ok[0]["mem_bytes"])
+    return times, mem
+
+
+def build_reduction_table(times: dict, mem: dict) -> pd.DataFrame:
+    """One row per target of issue #67: the measured ratio, the bound and whether it holds (None:
+    not measured), and per case the reduction's time against the map's and against the map then
+    PyTorch's reduction (where reducing pays)."""
+    from experiments import reductions as exp
+
+    def t(group, variant):
+        return times.get((group, variant), float("nan"))
+
+    tm, tm_quick = exp.tm_group(exp.TM_TEMPLATES), exp.tm_group(exp.TM_QUICK)
+    tm_ours = min(("xcorr-reduce", "xcorr-reduce-batched"), key=lambda v: (t(tm, v) != t(tm, v), t(tm, v)))
+    rows = []
+
+    def add(case, target, value, bound, at_least, ours="xcorr-reduce", note=""):
+        holds = None if value != value else (value >= bound if at_least else value <= bound)
+        rows.append({"case": case, "target": target, "measured": value, "bound": bound,
+                     "at_least": at_least, "holds": holds, "ours": ours, "note": note})
+
+    for group, speedup, map_bound in ((exp.PIV, 8.0, None), (exp.NTOM_GROUP, 5.0, 0.6), (exp.ZNCC, 12.0, 0.7),
+                                      (exp.AMBIENT, 8.0, None)):
+        ours = t(group, "xcorr-reduce")
+        if map_bound is not None:
+            add(group, f"time <= {map_bound}x our map's", ours / t(group, "xcorr-map"), map_bound, False)
+        add(group, f">= {speedup:g}x PyTorch (PyTorch's time / ours)", t(group, "torch-reduce") / ours, speedup, True)
+    ours = t(tm, tm_ours)
+    add(tm, ">= 3x PyTorch's templates/s (torch-2dtm's loop, padded to our window)", t(tm, "torch-reduce") / ours, 3.0,
+        True, tm_ours, note=f"circular as the tools run it: x{t(tm, 'torch-2dtm-circular') / ours:.3g}")
+    m_big, m_small = mem.get((tm, tm_ours), float("nan")), mem.get((tm_quick, tm_ours), float("nan"))
+    grown = (m_big - m_small) if m_big == m_big and m_small == m_small else float("nan")
+    add(tm, f"memory independent of the template count: growth from {exp.TM_QUICK} to {exp.TM_TEMPLATES} templates "
+        f"<= {REDUCTION_MEM_SLACK >> 20} MiB", grown / 2**20, REDUCTION_MEM_SLACK / 2**20, False, tm_ours,
+        note=(f"{m_small / 2**20:.0f} MiB at {exp.TM_QUICK}, {m_big / 2**20:.0f} MiB at {exp.TM_TEMPLATES} (sampled "
+              "GPU memory beyond the inputs)" if grown == grown else "not measured"))
+    return pd.DataFrame(rows, columns=["case", "target", "measured", "bound", "at_least", "holds", "ours", "note"])
+
+
+def reduction_pays(times: dict) -> pd.DataFrame:
+    """Per case: our reduction's time, the map's, the map then PyTorch's reduction, PyTorch's, and
+    the reduction over the map (below 1: reducing pays beyond the map itself)."""
+    from experiments import reductions as exp
+
+    rows = []
+    for s in exp.SHAPES:
+        g = s.group
+        row = {"case": g, **{v: times.get((g, v), float("nan")) for v in
+                            ("xcorr-reduce", "xcorr-reduce-batched", "xcorr-map", "xcorr-map+torch", "torch-reduce",
+                             "torch-2dtm-circular")}}
+        row["reduce_over_map"] = row["xcorr-reduce"] / row["xcorr-map"]
+        row["reduce_over_map_torch"] = row["xcorr-reduce"] / row["xcorr-map+torch"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def reduction_markdown(targets: pd.DataFrame, pays: pd.DataFrame) -> str:
+    def f(v, unit=""):
+        return "–" if v != v else f"{v:.3g}{unit}"
+    lines = ["| case | target | measured | holds | note |", "|---|---|---|---|---|"]
+    for _, r in targets.iterrows():
+        holds = {True: "**holds**", False: "misses", None: "not measured"}[r["holds"] if r["holds"] is not None
+                                                                          and r["holds"] == r["holds"] else None]
+        unit = " MiB" if "MiB" in r["target"] else "x"
+        lines.append(f"| {r['case']} | {r['target']} | {f(r['measured'], unit)} | {holds} | {r['note']} |")
+    lines += ["", "| case | ours: reduction | ours: batched | ours: map | ours: map + PyTorch reduction | PyTorch "
+              "| PyTorch circular | reduction / map | reduction / (map + PyTorch reduction) |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for _, r in pays.iterrows():
+        cells = [fmt_time(r[v]) if r[v] == r[v] else "–" for v in
+                 ("xcorr-reduce", "xcorr-reduce-batched", "xcorr-map", "xcorr-map+torch", "torch-reduce",
+                  "torch-2dtm-circular")]
+        lines.append(f"| {r['case']} | " + " | ".join(cells) + f" | {f(r['reduce_over_map'], 'x')} | "
+                     f"{f(r['reduce_over_map_torch'], 'x')} |")
+    return "\n".join(lines) + "\n"

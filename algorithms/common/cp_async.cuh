@@ -4,6 +4,9 @@
 // branch around the copy; callers then pass an address inside the matrix (its base), so that no
 // address outside it is ever formed. `.ca`: cached in L1 too, since neighbouring blocks stage
 // overlapping rows. Also an L2 prefetch (51's persistent blocks, their next matrix).
+// Before sm_80 (Turing, sm_75: the wheel's oldest architecture) there is no cp.async: the copy is an
+// ordinary load and store, complete when it returns, and commit and wait have nothing to do; the
+// callers' barriers publish the stores as they publish the asynchronous copies'.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,9 +14,19 @@
 namespace xcorr {
 
 __device__ __forceinline__ void cp_async4(float* dst, const float* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+    *dst = valid ? *src : 0.0f;
+#else
     const unsigned d = unsigned(__cvta_generic_to_shared(dst));
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0) : "memory");
+#endif
 }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+__device__ __forceinline__ void cp_async_commit() {}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {}
+__device__ __forceinline__ void cp_async_wait_all() {}
+#else
 // Closes this thread's group of copies issued since the last commit.
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits until at most N of this thread's committed groups are still in flight.
@@ -21,6 +34,7 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 // Waits for all of this thread's copies (committed or not).
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+#endif
 
 // A hint: bring the bytes [p, p + n) of global memory into the L2, where a later read will find
 // them (sm_90: one bulk prefetch by the calling thread, no registers or shared memory held; older

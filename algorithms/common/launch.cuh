@@ -47,6 +47,22 @@ inline void require_mma_tf32(const std::string& variant) {
                          std::to_string(major) + ".x)");
 }
 
+// Host side: lets `kernel` take `bytes` of dynamic shared memory a block, or, where the current GPU
+// allows less (sm_75: 64 KB; sm_86/sm_89: 99 KB; sm_80/sm_90: 163/227 KB), a UsageError naming the
+// variant: a refusal that auto passes over to its next candidate, where cudaFuncSetAttribute's own
+// failure would be a CudaError.
+template <typename K>
+void allow_dynamic_smem(K kernel, size_t bytes, const std::string& variant) {
+    int dev = 0, optin = 0;
+    XC_CUDA_CHECK(cudaGetDevice(&dev));
+    XC_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    if (bytes > size_t(optin))
+        throw UsageError(variant + ": needs " + std::to_string((bytes + 1023) / 1024) +
+                         " KB of shared memory a block for this problem; this GPU allows " +
+                         std::to_string(optin / 1024) + " KB");
+    XC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
 // Host side: a UsageError naming the variant unless the current GPU is compute capability 9.0 and
 // this binary holds 9.0 code (built as sm_90a, meson.build); wgmma exists on no other GPU.
 inline void require_wgmma(const std::string& variant) {

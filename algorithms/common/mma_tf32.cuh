@@ -2,8 +2,9 @@
 // 24_tensor_presplit.cu, 25_tensor_rowpair.cu; 26_tensor_wgmma.cu uses all but the MMA):
 // TF32 rounding, the 3xTF32 split of an FP32 value, the split left pairs of 25 and 26's staging,
 // the m16n8k8 MMA and the flush of a chunk's truncating accumulator.
-// Device code for sm_80 and newer only; callers guard their kernels the same way. The host-side
-// check, require_mma_tf32(), is algorithms/common/launch.cuh.
+// The MMA is device code for sm_80 and newer only (callers guard their kernels the same way); the
+// splits are plain arithmetic, defined for every architecture, since helpers outside the guarded
+// kernels use them. The host-side check, require_mma_tf32(), is algorithms/common/launch.cuh.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,7 +13,6 @@
 
 namespace xcorr {
 
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
 // Round to TF32 (10 explicit mantissa bits), to nearest, ties away: the operand format of the MMA.
 // Adding half a TF32 ulp to the bits and clearing the 13 low ones is cvt.rna.tf32.f32 for every
 // finite input (an overflow carries into the exponent and gives infinity, as rna does) in 2
@@ -49,12 +49,14 @@ __device__ __forceinline__ void store_split_pairs(const float (&v)[2], uint4* ro
 // (PTX ISA; CUTLASS SM80_16x8x8_F32TF32TF32F32_TN): g = lane / 4, t = lane % 4;
 // a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4); b0 (k t, n g), b1 (k t+4, n g);
 // c0 (g, 2t), c1 (g, 2t+1), c2 (g+8, 2t), c3 (g+8, 2t+1).
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
 __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%0,%1,%2,%3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+#endif
 
 // The chunk flush of the 3xTF32 kernels: the tensor cores' FP32 accumulation truncates, so each
 // chunk's MMAs accumulate into `part`, which is then added into the round-to-nearest total and
@@ -68,6 +70,5 @@ __device__ __forceinline__ void flush_partial(T (&total)[N], T (&part)[N]) {
 #pragma unroll
     for (int i = 0; i < N; ++i) flush_partial(total[i], part[i]);
 }
-#endif
 
 }  // namespace xcorr

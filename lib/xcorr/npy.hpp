@@ -12,7 +12,9 @@
 // against np.load.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,5 +34,15 @@ Stack read_npy_stack(const std::string& path, int dims = 2);
 // go to a temporary file in the target's directory, which is renamed over the target. A device or
 // a FIFO (/dev/null, a pipe) is written in place, never replaced; a directory is refused.
 void write_npy_atomic(const std::string& path, const std::vector<int64_t>& shape, const float* data);
+
+// The file rules above for any format (write_npy_atomic, write_npz_atomic: npz.hpp): `write`
+// writes the whole content to the descriptor it is given and returns false with errno set on a
+// failure; the path is followed through links, a device or FIFO written in place, a regular file
+// replaced only once complete. Every failure is a UsageError naming the path.
+void write_file_atomic(const std::string& path, const std::function<bool(int fd)>& write);
+// Writes all of [data, data + len) to fd (retrying short writes and EINTR); false with errno set.
+bool write_all(int fd, const void* data, size_t len);
+// The file `path` names once its symbolic links are followed, as open() follows them.
+std::string follow_links(const std::string& path);
 
 }  // namespace xcorr

@@ -53,6 +53,13 @@ typedef struct xcorr_spec {
     const char* precision;    /* "fp32" (default) or "tf32" */
     const char* algorithm;    /* a variant name or "auto" (default) */
     const char* params;       /* "key=value,key=value" for a named algorithm, or NULL */
+    /* A reduction instead of the maps (CONVENTIONS.md, "Reductions"; xcorr/reduce.hpp): NULL or "map",
+     * "peaks" (k, min_distance, subpixel) or "max-over-rights" (stats). */
+    const char* reduce;
+    int k;                    /* peaks per map, >= 1 (default 1) */
+    int min_distance;         /* Chebyshev suppression radius in shifts, >= 0 (default 0) */
+    const char* subpixel;     /* "parabolic" (default), "gaussian" or "none" */
+    int stats;                /* max-over-rights: also the sum and the sum of squares (0 or 1) */
 } xcorr_spec;
 
 typedef struct xcorr_plan xcorr_plan;
@@ -67,6 +74,21 @@ xcorr_status xcorr_plan_create(const xcorr_spec* spec, xcorr_plan** plan);
  * XCORR_ERROR_USAGE (it would fault the kernel and the process's CUDA context). */
 xcorr_status xcorr_plan_execute(xcorr_plan* plan, const float* left, const float* right, float* out, void* stream);
 void xcorr_plan_destroy(xcorr_plan* plan); /* NULL is allowed */
+/* A plan with reduce "peaks": per output matrix, value[k] (float, NaN where absent), shift[k][2]
+ * (int32 dy, dx) and subpixel[k][2] (float), row-major over the plan's out_count matrices. */
+xcorr_status xcorr_plan_execute_peaks(xcorr_plan* plan, const float* left, const float* right, float* value,
+                                      int32_t* shift, float* subpixel, void* stream);
+/* A plan with reduce "max-over-rights": per reduced left (xcorr_plan_reduced_shape) and shift, value
+ * (float), index (int32, the right within the left's rights) and with stats sum and sumsq (double;
+ * NULL without). accumulate != 0 continues the maxima already in the arrays, this call's rights
+ * numbered from first_right: templates streamed in batches. */
+xcorr_status xcorr_plan_execute_max(xcorr_plan* plan, const float* left, const float* right, float* value,
+                                    int32_t* index, double* sum, double* sumsq, int accumulate, int64_t first_right,
+                                    void* stream);
+/* The reduced outputs' leading count (peaks: out_count; max-over-rights: the lefts reduced) and
+ * elements per array (peaks: count * k for value, twice that for shift and subpixel;
+ * max-over-rights: count * h * w for each). */
+xcorr_status xcorr_plan_reduced_shape(const xcorr_plan* plan, int64_t* count, int64_t* elems);
 
 /* Device memory the plan holds, in bytes. */
 xcorr_status xcorr_plan_workspace_bytes(const xcorr_plan* plan, size_t* bytes);

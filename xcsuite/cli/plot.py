@@ -51,7 +51,9 @@ VARIANT_COLORS = {"register-tiled": "C3", "small-direct": "C4", "tensor-wgmma": 
                   "fft": "C0", "fft+plan": "C9", "fft-fused": "C1", "torch-conv2d": "olive", "torch-conv2d-tf32": "yellowgreen", "torch-fft": "teal",
                   "cupy-correlate2d": "purple", "tensor-tiled": "C2", "tensor-tiled-tf32": "C6",
                   "signal-tiled": "firebrick", "tensor-hankel": "navy", "tensor-hankel-tf32": "goldenrod",
-                  "fft-segmented": "black", "npp-normlevel": "saddlebrown"}
+                  "fft-segmented": "black", "npp-normlevel": "saddlebrown",
+                  "xcorr-reduce": "C3", "xcorr-reduce-batched": "C1", "xcorr-map": "C0", "xcorr-map+torch": "C9",
+                  "torch-reduce": "teal", "torch-2dtm-circular": "olive"}
 FINISH_NOTE = "time per call + finish_time (fft's untimed crop to the window), mean of the repetitions (IQR outliers removed)"
 SHARED_LEGEND_FROM = 6  # more series than this: one figure legend, so no panel's data is covered
 
@@ -612,7 +614,38 @@ def plot_signal_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[
     return save(fig, out_dir, exp.name)
 
 
-WINDOW_PLOTS = {"windows": plot_windows, "bars": plot_bars, "grouped_bars": plot_grouped_bars,
+def plot_reduction_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
+    """The reductions (issue #67): a panel per case, a bar per series (ours: the reduction, the map
+    alone, the map then PyTorch's reduction; PyTorch's whole route hatched), log time axis, each bar
+    labelled with its time and PyTorch's time over it (and templates/s where one call is every
+    template of a template search)."""
+    col, ylabel = METRICS[exp.metric]
+    panels = list(dict.fromkeys(pts["shape_panel"]))
+    series_order = list(dict.fromkeys(s.label for s in exp.series))
+    fig, axes = grid_of(len(panels), ncols=1, w=9.0, h=0.34 * pts["series"].nunique() + 1.5)
+    for ax, pk in zip(axes, panels):
+        sub = pts[pts["shape_panel"] == pk]
+        peer = sub[sub["variant"] == "torch-reduce"][col]
+        peer_us = float(peer.iloc[0]) if not peer.empty else float("nan")
+
+        def text(r, peer_us=peer_us):
+            t = fmt_us(float(r[col]))
+            if r["form"] == "one-to-many" and "max" in str(r["params"]):
+                t += f", {r['nR'] / (float(r[col]) * 1e-6):,.0f} templates/s"
+            if peer_us == peer_us and r["variant"] != "torch-reduce":
+                t += f"  (PyTorch / this: x{peer_us / float(r[col]):.2g})"
+            return t
+        window_bars(ax, sub, series_order, col, text=text)
+        ax.margins(x=0.45)
+        ax.set_title("\n".join(textwrap.wrap(pk, 100)), fontsize=9)
+        ax.set_xlabel(f"{ylabel}, log scale; hatched: PyTorch", fontsize=8)
+    suptitle(fig, f"{exp.title}\n{title}; mean of the repetitions (IQR outliers removed); everything called from Python "
+                  "on PyTorch CUDA tensors, checked on planted answers before timing")
+    tight_under_title(fig)
+    return save(fig, out_dir, exp.name)
+
+
+WINDOW_PLOTS = {"reduction_bars": plot_reduction_bars, "windows": plot_windows, "bars": plot_bars, "grouped_bars": plot_grouped_bars,
                 "signal_bars": plot_signal_bars, "template_lines": plot_template_lines,
                 "paired_bars": plot_paired_bars}
 

@@ -1,0 +1,253 @@
+// The reduction kernels (kernels.cuh): peaks of each map of a chunk, and the running maximum over
+// the rights. They read maps that a variant has just written to device scratch (usually still in
+// L2 for the small maps of PIV and matching; streamed for the large ones), so that no map leaves
+// the GPU; the contract is docs/CONVENTIONS.md, "Reductions".
+//
+// Peaks (exact greedy suppression at the cost of about one pass over each map):
+//   1. tile_max: one warp per tile (kernels.cuh, Tiles) of every map, a grid over all of them:
+//      the tile's largest value and its flat index (NaN skipped; ties to the smaller index).
+//   2. select: one block per map, k rounds. A round takes the best of the map's tile maxima,
+//      writes the peak with its sub-pixel fit (from the untouched map: the fit's neighbours may lie
+//      in an earlier peak's suppressed square), marks the square of shifts within min_distance in
+//      a byte mask and recomputes the maxima of only the tiles that square touches (a tile inside
+//      it becomes empty). The invariant: each tile's maximum is over its values that no taken
+//      peak suppresses, so the best of the tile maxima is the greedy rule's next peak. With
+//      min_distance 0 the square is the peak alone. Last, the block clears the squares it marked,
+//      so that the mask is all 0 again for the next chunk without a memset.
+// Maximum over the rights: one thread per shift and left, looping over the chunk's rights in
+// order (a strict > keeps the smallest index among ties), reading each right's map coalesced, and
+// keeping value, index and the double sums in registers until the one store.
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cmath>
+
+#include "lib/reduce/kernels.cuh"
+#include "xcorr/cuda_check.hpp"
+
+namespace xcorr::reduce {
+
+Tiles tiles_of(int h, int w) {
+    Tiles g;
+    g.h = h, g.w = w;
+    if (h == 1) {
+        g.th = 1, g.tw = w < 1024 ? w : 1024;
+    } else {
+        g.tw = w < 128 ? w : 128;
+        g.th = 1024 / g.tw;
+        if (g.th > h) g.th = h;
+    }
+    g.ny = (h + g.th - 1) / g.th, g.nx = (w + g.tw - 1) / g.tw;
+    return g;
+}
+
+namespace {
+
+constexpr int kBlock = 256;
+
+// A candidate peak; "none" is (-inf, INT_MAX), which any value, even -inf, beats by its index.
+struct Cand {
+    float v;
+    int i;
+};
+__device__ __forceinline__ Cand none() { return Cand{-INFINITY, INT_MAX}; }
+__device__ __forceinline__ Cand better(Cand a, Cand b) {
+    return (b.v > a.v || (b.v == a.v && b.i < a.i)) ? b : a;
+}
+__device__ __forceinline__ Cand warp_best(Cand c) {
+    for (int o = 16; o > 0; o >>= 1) {
+        Cand d{__shfl_xor_sync(0xffffffffu, c.v, o), __shfl_xor_sync(0xffffffffu, c.i, o)};
+        c = better(c, d);
+    }
+    return c;
+}
+// The block's best; every thread gets it. `sh` holds 32 candidates.
+__device__ Cand block_best(Cand c, Cand* sh) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    c = warp_best(c);
+    if (lane == 0) sh[warp] = c;
+    __syncthreads();
+    if (warp == 0) {
+        c = lane < int(blockDim.x >> 5) ? sh[lane] : none();
+        c = warp_best(c);
+        if (lane == 0) sh[0] = c;
+    }
+    __syncthreads();
+    const Cand r = sh[0];
+    __syncthreads();  // sh is reused by the next call
+    return r;
+}
+
+__global__ void tile_max_kernel(const float* __restrict__ maps, int count, Tiles g, float* __restrict__ tile_value,
+                                int* __restrict__ tile_index) {
+    const int lane = threadIdx.x & 31;
+    const int64_t t = int64_t(blockIdx.x) * (kBlock / 32) + (threadIdx.x >> 5);
+    const int tiles = g.count();
+    if (t >= int64_t(count) * tiles) return;  // whole warps leave together
+    const int64_t q = t / tiles;
+    const int ti = int(t - q * tiles), ty = ti / g.nx, tx = ti - ty * g.nx;
+    const float* map = maps + q * int64_t(g.h) * g.w;
+    const int y0 = ty * g.th, y1 = min(g.h, y0 + g.th), x0 = tx * g.tw, x1 = min(g.w, x0 + g.tw);
+    Cand c = none();
+    for (int y = y0; y < y1; ++y)
+        for (int x = x0 + lane; x < x1; x += 32) {
+            const int i = y * g.w + x;
+            const float v = __ldg(map + i);
+            if (v == v) c = better(c, Cand{v, i});  // NaN is never a peak
+        }
+    c = warp_best(c);
+    if (lane == 0) tile_value[t] = c.v, tile_index[t] = c.i;
+}
+
+// The contract's three-point fit, in double (one thread per peak: its cost is nothing).
+__device__ double fit(double cm, double c0, double cp, int s) {
+    if (s == int(Subpixel::None)) return 0;
+    if (s == int(Subpixel::Gaussian) && cm > 0 && c0 > 0 && cp > 0) cm = log(cm), c0 = log(c0), cp = log(cp);
+    const double den = 2 * (cm - 2 * c0 + cp);
+    if (den == 0 || !isfinite(den)) return 0;
+    const double d = (cm - cp) / den;
+    if (!isfinite(d)) return 0;
+    return fmin(fmax(d, -0.5), 0.5);
+}
+
+struct Square {
+    int y0, y1, x0, x1;  // inclusive
+};
+__device__ __forceinline__ Square square_of(const Tiles& g, int i, int r) {
+    const int y = i / g.w, x = i - (i / g.w) * g.w;
+    return Square{max(0, y - r), min(g.h - 1, y + r), max(0, x - r), min(g.w - 1, x + r)};
+}
+__device__ void set_square(unsigned char* mask, const Tiles& g, Square s, unsigned char v) {
+    const int sw = s.x1 - s.x0 + 1, n = (s.y1 - s.y0 + 1) * sw;
+    for (int e = threadIdx.x; e < n; e += blockDim.x) {
+        const int yy = s.y0 + e / sw;
+        mask[yy * g.w + s.x0 + (e - (e / sw) * sw)] = v;
+    }
+}
+
+__global__ void __launch_bounds__(kBlock) select_kernel(const float* __restrict__ maps, Tiles g, int dy0, int dx0,
+                                                        int k, int min_distance, int subpixel,
+                                                        float* __restrict__ tile_value, int* __restrict__ tile_index,
+                                                        unsigned char* __restrict__ mask, float* value,
+                                                        int32_t* shift, float* sub) {
+    __shared__ Cand sh[32];
+    const int64_t q = blockIdx.x;
+    const int64_t n = int64_t(g.h) * g.w;
+    const float* map = maps + q * n;
+    unsigned char* mk = mask ? mask + q * n : nullptr;
+    const int tiles = g.count();
+    float* tv = tile_value + q * tiles;
+    int* tix = tile_index + q * tiles;
+    float* val = value + q * k;
+    int32_t* sft = shift + q * k * 2;
+    float* spx = sub + q * k * 2;
+    int taken = 0;
+    for (int round = 0; round < k; ++round) {
+        Cand c = none();
+        for (int t = threadIdx.x; t < tiles; t += blockDim.x) c = better(c, Cand{tv[t], tix[t]});
+        c = block_best(c, sh);
+        if (c.i == INT_MAX) break;  // every value taken, suppressed or NaN: the rest are absent
+        const int y = c.i / g.w, x = c.i - y * g.w;
+        if (threadIdx.x == 0) {
+            val[round] = c.v;
+            sft[2 * round] = dy0 + y, sft[2 * round + 1] = dx0 + x;
+            const double dy = (y == 0 || y == g.h - 1) ? 0 : fit(map[c.i - g.w], c.v, map[c.i + g.w], subpixel);
+            const double dx = (x == 0 || x == g.w - 1) ? 0 : fit(map[c.i - 1], c.v, map[c.i + 1], subpixel);
+            spx[2 * round] = float(dy0 + y + dy), spx[2 * round + 1] = float(dx0 + x + dx);
+        }
+        taken = round + 1;
+        if (round + 1 == k) break;  // nothing to suppress after the last peak
+        const Square s = square_of(g, c.i, min_distance);
+        set_square(mk, g, s, 1);
+        __syncthreads();
+        for (int ty = s.y0 / g.th; ty <= s.y1 / g.th; ++ty)
+            for (int tx = s.x0 / g.tw; tx <= s.x1 / g.tw; ++tx) {
+                const int ti = ty * g.nx + tx;
+                const int y0 = ty * g.th, y1 = min(g.h, y0 + g.th) - 1, x0 = tx * g.tw, x1 = min(g.w, x0 + g.tw) - 1;
+                if (y0 >= s.y0 && y1 <= s.y1 && x0 >= s.x0 && x1 <= s.x1) {  // wholly suppressed
+                    if (threadIdx.x == 0) tv[ti] = -INFINITY, tix[ti] = INT_MAX;
+                    continue;
+                }
+                const int tw = x1 - x0 + 1, m = (y1 - y0 + 1) * tw;
+                Cand b = none();
+                for (int e = threadIdx.x; e < m; e += blockDim.x) {
+                    const int r = e / tw;
+                    const int i = (y0 + r) * g.w + x0 + (e - r * tw);
+                    const float v = map[i];
+                    if (!mk[i] && v == v) b = better(b, Cand{v, i});
+                }
+                b = block_best(b, sh);
+                if (threadIdx.x == 0) tv[ti] = b.v, tix[ti] = b.i;
+            }
+        __syncthreads();
+    }
+    for (int a = taken + threadIdx.x; a < k; a += blockDim.x) {
+        val[a] = NAN;
+        sft[2 * a] = 0, sft[2 * a + 1] = 0;
+        spx[2 * a] = NAN, spx[2 * a + 1] = NAN;
+    }
+    // Clear the squares marked (every peak but the last taken one, which marked nothing if it
+    // was the k-th; the earlier ones all did).
+    if (!mk) return;
+    __syncthreads();  // thread 0's shifts are visible to the block
+    const int marked = taken < k ? taken : k - 1;
+    for (int a = 0; a < marked; ++a) {
+        const int i = (sft[2 * a] - dy0) * g.w + (sft[2 * a + 1] - dx0);
+        set_square(mk, g, square_of(g, i, min_distance), 0);
+    }
+}
+
+__global__ void fold_max_kernel(const float* __restrict__ maps, int64_t n, int lefts, int rights, int64_t si,
+                                int64_t sj, int32_t first, bool fresh, float* value, int32_t* index, double* sum,
+                                double* sumsq) {
+    const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (e >= n) return;
+    for (int i = blockIdx.y; i < lefts; i += gridDim.y) {
+        const int64_t o = int64_t(i) * n + e;
+        float cur = NAN;
+        int32_t idx = -1;
+        double s = 0, s2 = 0;
+        if (!fresh) {
+            cur = value[o], idx = index[o];
+            if (sum) s = sum[o], s2 = sumsq[o];
+        }
+        const float* m = maps + int64_t(i) * si * n + e;
+        for (int j = 0; j < rights; ++j) {
+            const float v = __ldg(m + int64_t(j) * sj * n);
+            if (v == v && (idx < 0 || v > cur)) cur = v, idx = first + j;
+            s += v, s2 += double(v) * v;
+        }
+        value[o] = cur, index[o] = idx;
+        if (sum) sum[o] = s, sumsq[o] = s2;
+    }
+}
+
+}  // namespace
+
+void launch_peaks(const float* maps, int count, const Tiles& g, int dy0, int dx0, const Reduction& r,
+                  float* tile_value, int* tile_index, unsigned char* mask, float* value, int32_t* shift,
+                  float* subpixel, cudaStream_t stream) {
+    if (count <= 0) return;
+    const int64_t warps = int64_t(count) * g.count();
+    tile_max_kernel<<<unsigned((warps + kBlock / 32 - 1) / (kBlock / 32)), kBlock, 0, stream>>>(maps, count, g,
+                                                                                                  tile_value, tile_index);
+    XC_CHECK_LAUNCH();
+    // A map of a few tiles and values (PIV's 17 x 17) is one warp's work: a block of 256 threads
+    // would idle 224 of them through every round.
+    const int block = (g.count() <= 32 && int64_t(g.h) * g.w <= 4096) ? 32 : kBlock;
+    select_kernel<<<unsigned(count), block, 0, stream>>>(maps, g, dy0, dx0, r.k, r.min_distance, int(r.subpixel),
+                                                          tile_value, tile_index, r.k > 1 ? mask : nullptr, value,
+                                                          shift, subpixel);
+    XC_CHECK_LAUNCH();
+}
+
+void launch_fold_max(const float* maps, int64_t n, int lefts, int rights, int64_t si, int64_t sj, int32_t first,
+                     bool fresh, const ReducedOutputs& out, cudaStream_t stream) {
+    if (n <= 0 || lefts <= 0) return;
+    const dim3 grid(unsigned((n + kBlock - 1) / kBlock), unsigned(lefts < 65535 ? lefts : 65535));
+    fold_max_kernel<<<grid, kBlock, 0, stream>>>(maps, n, lefts, rights, si, sj, first, fresh, out.value, out.index,
+                                                 out.sum, out.sumsq);
+    XC_CHECK_LAUNCH();
+}
+
+}  // namespace xcorr::reduce

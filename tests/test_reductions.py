@@ -1,0 +1,166 @@
+"""The reductions experiment (issue #67, experiments/reductions.py, xcsuite/reduce_peers.py) on the
+CPU: its definition, its case names, the planted answers, the target table on a hand-made results
+file, and the PyTorch reduction against the numpy reference (where torch is importable)."""
+import importlib.util
+
+import numpy as np
+import pytest
+import scipy.signal
+from suite_helpers import suite_registry  # noqa: F401  (puts the repository root on the path)
+
+import experiments as suite
+from experiments._spec import expand
+from experiments import reductions as exp
+from xcsuite import reduce_peers, resultfile
+from xcsuite.benchjson import entry_key
+from xcsuite.tables import build_reduction_table, reduction_measurements, reduction_markdown, reduction_pays
+
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def test_registered_and_expands_every_case_with_its_reduction():
+    assert "reductions" in suite.names() and "reductions" in suite.NOT_PAPER_EXPERIMENTS
+    ex = expand(suite.load("reductions"), reduce_peers.registry())
+    assert not ex.warnings and not ex.unavailable
+    by = {}
+    for c in ex.cases:
+        by.setdefault(c.variant, set()).add(c.shape.group)
+        assert dict(c.params)["reduce"] == exp.REDUCE[c.shape.group]
+    groups = {s.group for s in exp.SHAPES}
+    tm = {exp.tm_group(exp.TM_TEMPLATES), exp.tm_group(exp.TM_QUICK)}
+    assert by["xcorr-reduce"] == by["torch-reduce"] == by["xcorr-map+torch"] == groups
+    assert by["xcorr-map"] == groups - tm  # 2000 maps of 4096 x 4096 do not fit
+    assert by["xcorr-reduce-batched"] == by["torch-2dtm-circular"] == tm
+
+
+def test_the_issue_shapes():
+    s = {x.group: x for x in exp.SHAPES}
+    piv = s[exp.PIV]
+    assert (piv.form, piv.nL, piv.nR, piv.hL, piv.shifts()) == ("n-to-mn", 8192, 8192, 32, (-8, 8, -8, 8))
+    z = s[exp.ZNCC]
+    assert (z.form, z.nR, z.hR, z.hL, z.window, z.normalize) == ("one-to-many", 64, 31, 1024, "valid", "zncc")
+    amb = suite.load("signals_ambient").shapes[0]
+    assert s[exp.AMBIENT].dims() == amb.dims() and s[exp.AMBIENT].shifts() == amb.shifts()
+    assert s[exp.tm_group(2000)].nR == 2000 and s[exp.tm_group(2000)].hR == 384
+
+
+def test_case_name_gives_the_case_key():
+    ex = expand(suite.load("reductions"), reduce_peers.registry())
+    for c in ex.cases:
+        rc = reduce_peers.parse_rcase(c.line())
+        e = {"run_name": rc.name() + "/min_time:0.100/manual_time", "cold": 0}
+        assert entry_key(e) == c.key, c.line()
+
+
+def test_parse_reduce_and_refusals():
+    assert reduce_peers.parse_reduce("peaks-k5-md15-gaussian") == {"kind": "peaks", "k": 5, "min_distance": 15,
+                                                                  "subpixel": "gaussian", "stats": False}
+    assert reduce_peers.parse_reduce("max-stats")["stats"] is True
+    for bad in ("peaks-k0-none", "peaks-k1-cubic", "min"):
+        with pytest.raises(ValueError):
+            reduce_peers.parse_reduce(bad)
+    from xcsuite import peerbench
+    with pytest.raises(peerbench.UsageError):
+        reduce_peers.parse_rcase("variant=torch-2dtm-circular form=n-to-m size=8 nL=2 nR=2 reduce=peaks-k1-none")
+
+
+def test_planted_peak_is_the_correlation_maximum():
+    rng = np.random.default_rng(1)
+    base = rng.uniform(-1, 1, size=(30, 31))
+    sat = reduce_peers.sat_np(base * base)
+    h, w = 24, 25
+    for u, t in (((0, 0), (6, 6)), ((5, 2), (1, 4)), ((3, 3), (3, 3))):
+        L, R = base[u[0]:u[0] + h, u[1]:u[1] + w], base[t[0]:t[0] + h, t[1]:t[1] + w]
+        full = scipy.signal.correlate2d(L, R, mode="full")
+        y, x = np.unravel_index(np.argmax(full), full.shape)
+        (sy, sx), v = reduce_peers.planted_peak_np(sat, u, t, h, w)
+        assert (y - (h - 1), x - (w - 1)) == (sy, sx)
+        assert v == pytest.approx(full[y, x], rel=1e-12)
+
+
+def test_peaks_np_follows_the_contract():
+    m = np.zeros((1, 5, 6))
+    m[0, 2, 3], m[0, 2, 4], m[0, 0, 0], m[0, 4, 5] = 9, 8, 7, 6
+    m[0, 1, 3], m[0, 3, 3], m[0, 2, 2] = 4, 2, 5
+    v, s, sub = reduce_peers.peaks_np(m, 4, 1, "parabolic", dy0=-2, dx0=-3)
+    assert v[0].tolist() == [9, 7, 6, 0]  # 8, 4, 5 and 2 suppressed; then the first zero left, row-major
+    assert s[0].tolist() == [[0, 0], [-2, -3], [2, 2], [-2, -1]]
+    v2, s2, sub2 = reduce_peers.peaks_np(np.arange(4.0).reshape(1, 2, 2), 6, 0, "gaussian")
+    assert v2[0, :4].tolist() == [3, 2, 1, 0] and np.isnan(v2[0, 4:]).all()  # k beyond the window: absent
+    assert s2[0, 4:].tolist() == [[0, 0], [0, 0]] and np.isnan(sub2[0, 4:]).all()
+    dy = (4 - 2) / (2 * (4 - 18 + 2))
+    dx = (5 - 8) / (2 * (5 - 18 + 8))
+    assert sub[0, 0] == pytest.approx([dy, dx])
+    assert sub[0, 1].tolist() == [-2, -3]  # on the window's edge: no offset
+    g = reduce_peers.subpixel_offsets(np.array(2.0), np.array(4.0), np.array(1.0), "gaussian", np)
+    assert float(g) == pytest.approx((np.log(2) - np.log(1)) / (2 * (np.log(2) - 2 * np.log(4) + np.log(1))))
+    assert float(reduce_peers.subpixel_offsets(np.array(-1.0), np.array(4.0), np.array(1.0), "gaussian", np)) == \
+        pytest.approx((-1 - 1) / (2 * (-1 - 8 + 1)))  # a non-positive value: parabolic
+    assert float(reduce_peers.subpixel_offsets(np.array(1.0), np.array(1.0), np.array(1.0), "parabolic", np)) == 0
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed here: the PyTorch reduction is checked where it is")
+def test_peaks_torch_and_fold_max_agree_with_numpy():
+    import torch
+
+    rng = np.random.default_rng(3)
+    maps = rng.normal(size=(7, 9, 11)).astype(np.float32)
+    maps[2] = np.abs(maps[2]) + 0.1  # positive: the gaussian fit's own branch
+    for k, r, fit in ((1, 0, "gaussian"), (5, 2, "parabolic"), (3, 0, "none"), (200, 3, "gaussian")):
+        ref = reduce_peers.peaks_np(maps, k, r, fit, -4, -5)
+        got = reduce_peers.peaks_torch(torch.from_numpy(maps), k, r, fit, -4, -5)
+        np.testing.assert_allclose(got[0].numpy(), ref[0], rtol=1e-6, equal_nan=True)
+        np.testing.assert_array_equal(got[1].numpy(), ref[1])
+        np.testing.assert_allclose(got[2].numpy(), ref[2], atol=1e-5, equal_nan=True)
+    state = None
+    for b0 in range(0, 7, 3):
+        state = reduce_peers.fold_max(state, torch.from_numpy(maps[b0:b0 + 3]).double(), b0)
+    ref = reduce_peers.max_np(maps)
+    for a, b in zip(state, ref):
+        np.testing.assert_allclose(np.asarray(a), b, rtol=1e-9)
+
+
+def fake_results(times_us: dict, mem: dict | None = None) -> dict:
+    """A reductions results file (the runner's format) with one ok record per (group, variant)."""
+    shapes = {s.group: s for s in exp.SHAPES}
+    cases = {}
+    for (group, variant), us in times_us.items():
+        s = shapes[group]
+        from experiments._spec import Case
+        c = Case(variant, s, (("reduce", exp.REDUCE[group]),))
+        same = {"time_unit": "us", "iterations": 3}
+        if mem and (group, variant) in mem:
+            same["mem_bytes"] = float(mem[(group, variant)])
+        rec = {**resultfile.identity_from_line(c.line()), "cold": False, "status": "ok", "n_reps": 2, "same": same,
+               "reps": {"real_time": [us * 0.99, us * 1.01]}}
+        assert resultfile.key_of(rec) == c.key
+        cases[c.key] = rec
+    return {"cases": cases}
+
+
+def test_target_table_says_hold_and_miss():
+    tm, tq = exp.tm_group(exp.TM_TEMPLATES), exp.tm_group(exp.TM_QUICK)
+    times = {(exp.PIV, "xcorr-reduce"): 100, (exp.PIV, "torch-reduce"): 900,  # x9: holds (>= 8)
+             (exp.NTOM_GROUP, "xcorr-reduce"): 700, (exp.NTOM_GROUP, "xcorr-map"): 1000,  # 0.7 > 0.6: misses
+             (exp.NTOM_GROUP, "torch-reduce"): 3600,  # x5.1: holds
+             (exp.ZNCC, "xcorr-reduce"): 400, (exp.ZNCC, "xcorr-map"): 600, (exp.ZNCC, "torch-reduce"): 4000,
+             (tm, "xcorr-reduce"): 400_000, (tm, "xcorr-reduce-batched"): 300_000, (tm, "torch-reduce"): 1_000_000,
+             (tm, "torch-2dtm-circular"): 900_000, (tq, "xcorr-reduce-batched"): 10_000}
+    mem = {(tm, "xcorr-reduce-batched"): 900 << 20, (tq, "xcorr-reduce-batched"): 880 << 20}
+    t_, m_ = reduction_measurements(fake_results(times, mem))
+    assert t_[(exp.PIV, "xcorr-reduce")] == pytest.approx(100)
+    t = build_reduction_table(t_, m_)
+    holds = {(r["case"], r["target"].split(" ")[0] + r["target"].split(" ")[1]): r["holds"] for _, r in t.iterrows()}
+    assert holds[(exp.PIV, ">=8x")] is True
+    assert holds[(exp.NTOM_GROUP, "time<=")] is False and holds[(exp.NTOM_GROUP, ">=5x")] is True
+    assert holds[(exp.ZNCC, "time<=")] is True and holds[(exp.ZNCC, ">=12x")] is False  # 0.67 holds, x10 misses
+    tmrows = t[t["case"] == tm].set_index("ours")
+    assert set(tmrows.index) == {"xcorr-reduce-batched"}  # the faster of ours
+    assert list(t[t["case"] == tm]["holds"]) == [True, True]  # x3.33 and 20 MiB of growth
+    assert holds[(exp.AMBIENT, ">=8x")] is None  # not measured
+    md = reduction_markdown(t, reduction_pays(t_))
+    assert "misses" in md and "**holds**" in md and "not measured" in md
+    # the memory grows with the count: misses
+    mem[(tm, "xcorr-reduce-batched")] = 2000 << 20
+    t = build_reduction_table(*reduction_measurements(fake_results(times, mem)))
+    assert list(t[t["case"] == tm]["holds"]) == [True, False]

@@ -1,0 +1,702 @@
+"""The reductions of issue #67 (peaks, the maximum over the rights) measured as a user calls them,
+for experiments/reductions.py: run by xcsuite.peerbench (the runner's peer tool), with its command
+line, protocol and JSON; this module holds the variants, the planted-answer checks and the helpers.
+
+Variants (every one takes the case key reduce=SPEC, SPEC one of REDUCTIONS):
+  xcorr-reduce          xcorr.peaks2d / peaks1d / max_over_rights (algorithm "auto") on PyTorch
+                        CUDA tensors, all rights in one call: the map is never written
+  xcorr-reduce-batched  max-* only: xcorr.max_over_rights fed the rights in batches of
+                        BATCHED_RIGHTS (out= the running maps, first_index= the batch's first right)
+  xcorr-map             xcorr.correlate2d / correlate1d into a reused device tensor, nothing after:
+                        the map's time (what the reduction saves is measured against it)
+  xcorr-map+torch       xcorr.correlate2d / correlate1d into a reused tensor, then the PyTorch
+                        reduction below (what a user does today); max-*: the rights in batches of
+                        PEER_BATCH into one reused tensor, each folded into the running maps
+  torch-reduce          PyTorch as a competent user writes it: the map by torch.fft (peerbench's
+                        torch-fft: rfft2 at a fast unaliased size, product, irfft2, crop; ZNCC with
+                        its float64 summed-area tables), then the PyTorch reduction; max-*: the
+                        torch-2dtm / Leopard-EM way (the image's rfft2 once, per batch of PEER_BATCH
+                        templates rfft2 padded to the same size, product, irfft2, crop to the
+                        window, running max / argmax / sum / sum of squares by torch.maximum/where),
+                        the transform padded as the window needs so that it computes our outputs
+  torch-2dtm-circular   max-* only: torch-2dtm exactly, circular correlation at the image's own size
+                        (no padding); equal to ours where no template wraps around the image's edge
+                        and different near the edges (the window's shifts are read mod the size)
+
+The PyTorch reduction (peaks_torch): per map the greedy contract (CONVENTIONS.md, "Reductions"):
+torch.max over the flattened map, the Chebyshev neighbourhood of radius min_distance set to -inf,
+k times (k = 1: one torch.max); the three-point sub-pixel fits (subpixel_offsets) on the map's
+values. fold_max: the running maximum, the index of the right and the sums over a batch of maps.
+
+Checks (before timing; a failure makes the case's entries errors "validation failed: ..."): inputs
+with a planted answer (plant_*): crops of one noise base at known offsets (a pair's peak is at the
+offsets' difference, its value the box sum of the base's squares there), templates pasted into a
+noise image at known positions (ZNCC: 1 at each; max-*: the template's index and its sum of
+squares there, the sums over the rights at those positions from a matrix-vector product).
+"""
+from __future__ import annotations
+
+import math
+import re
+import threading
+
+import numpy as np
+
+VARIANTS = ("xcorr-reduce", "xcorr-reduce-batched", "xcorr-map", "xcorr-map+torch", "torch-reduce",
+            "torch-2dtm-circular")
+MAX_ONLY = ("xcorr-reduce-batched", "torch-2dtm-circular")
+# The reductions the experiment asks for (the case key reduce=): peaks-k<K>[-md<R>]-<fit>, max[-stats]
+REDUCTIONS = ("peaks-k1-gaussian", "peaks-k1-parabolic", "peaks-k5-md15-parabolic", "max-stats", "max")
+PEER_BATCH = 16  # templates per batch: torch-2dtm's and Leopard-EM's usual
+BATCHED_RIGHTS = 128  # xcorr-reduce-batched: rights per max_over_rights call
+SUBPIXEL_METHODS = ("none", "parabolic", "gaussian")
+
+SUMMARIES = {
+    "xcorr-reduce": "xcorr.peaks2d/peaks1d/max_over_rights (algorithm auto), PyTorch CUDA tensors, one call",
+    "xcorr-reduce-batched": f"xcorr.max_over_rights in batches of {BATCHED_RIGHTS} rights (out=, first_index=)",
+    "xcorr-map": "xcorr.correlate2d/correlate1d into a reused device tensor: the map alone",
+    "xcorr-map+torch": "xcorr.correlate2d/correlate1d into a reused tensor, then the reduction in PyTorch",
+    "torch-reduce": "torch.fft correlation (peerbench's torch-fft; max: torch-2dtm's batches of 16, padded), "
+                    "then the reduction in PyTorch",
+    "torch-2dtm-circular": "torch-2dtm / Leopard-EM exactly: circular correlation at the image's size, batches of 16",
+}
+
+
+class ReduceUsage(ValueError):
+    """A bad reduce= spec."""
+
+
+def parse_reduce(spec: str) -> dict:
+    """'peaks-k5-md15-gaussian' -> {kind: peaks, k: 5, min_distance: 15, subpixel: gaussian, stats: False};
+    'max-stats' -> {kind: max, stats: True}."""
+    m = re.fullmatch(r"peaks-k([0-9]+)(?:-md([0-9]+))?-(none|parabolic|gaussian)", spec)
+    if m:
+        k = int(m.group(1))
+        if k < 1:
+            raise ReduceUsage(f"reduce={spec}: k must be at least 1")
+        return {"kind": "peaks", "k": k, "min_distance": int(m.group(2) or 0), "subpixel": m.group(3), "stats": False}
+    if spec in ("max", "max-stats"):
+        return {"kind": "max", "k": 0, "min_distance": 0, "subpixel": "none", "stats": spec == "max-stats"}
+    raise ReduceUsage(f"reduce={spec}: expected peaks-k<K>[-md<R>]-<none|parabolic|gaussian>, max or max-stats")
+
+
+def registry() -> list[dict]:
+    """The variants as peers (peerbench list --json entries): measured by a Python program."""
+    import importlib.util
+
+    out = []
+    for name in VARIANTS:
+        needs = ["torch"] + (["xcorr"] if name.startswith("xcorr") else [])
+        missing = [m for m in needs if importlib.util.find_spec(m) is None]
+        why = f"not installed: {', '.join(missing)}" if missing else ""
+        out.append({"name": name, "family": "peer", "summary": SUMMARIES[name], "timed": SUMMARIES[name],
+                    "precision": "fp32", "tolerance": 1e-3,
+                    "forms": ["one-to-many"] if name in MAX_ONLY else ["one-to-one", "one-to-many", "n-to-mn", "n-to-m"],
+                    "windows": ["full", "valid", "same", "max-shift", "shifts"],
+                    "params": {"reduce": list(REDUCTIONS)},
+                    "normalizations": ["none", "zncc", "zero-lag"], "available": not why, "unavailable_reason": why})
+    return out
+
+
+# --- the PyTorch reduction, and its numpy reference (tests/test_reductions.py) ----------------
+
+def subpixel_offsets(cm, c0, cp, method: str, xp):
+    """The contract's three-point fit through c- c0 c+ (arrays of xp, numpy or torch): parabolic
+    (c- - c+) / (2 (c- - 2 c0 + c+)); gaussian the same on ln c where all three are positive, else
+    parabolic; 0 where the denominator is 0; clamped to [-0.5, 0.5]. method "none": zeros."""
+    if method == "none":
+        return c0 * 0
+    def fit(a, b, c):
+        den = a - 2 * b + c
+        safe = xp.where(den != 0, den, xp.ones_like(den))
+        return xp.where(den != 0, (a - c) / (2 * safe), xp.zeros_like(den))
+    d = fit(cm, c0, cp)
+    if method == "gaussian":
+        pos = (cm > 0) & (c0 > 0) & (cp > 0)
+        one = xp.ones_like(c0)
+        lg = fit(xp.log(xp.where(pos, cm, one)), xp.log(xp.where(pos, c0, one)), xp.log(xp.where(pos, cp, one)))
+        d = xp.where(pos, lg, d)
+    d = xp.where(d == d, d, xp.zeros_like(d))  # NaN (a NaN neighbour): no offset
+    return xp.clip(d, -0.5, 0.5) if xp is np else d.clamp(-0.5, 0.5)
+
+
+def peaks_np(maps: np.ndarray, k: int, min_distance: int, subpixel: str, dy0: int = 0, dx0: int = 0):
+    """The contract's peaks of each map (B, H, W), in float64, by loops: (value (B, k), shift
+    (B, k, 2) int, subpixel (B, k, 2)); NaN values are skipped; ties to the smaller row-major index."""
+    B, H, W = maps.shape
+    value = np.full((B, k), np.nan)
+    shift = np.zeros((B, k, 2), dtype=np.int64)
+    sub = np.full((B, k, 2), np.nan)
+    for b in range(B):
+        m = maps[b].astype(np.float64)
+        alive = ~np.isnan(m)
+        for i in range(k):
+            if not alive.any():
+                break
+            cand = np.where(alive, m, -np.inf)
+            j = int(np.argmax(cand))
+            y, x = divmod(j, W)
+            value[b, i] = m[y, x]
+            shift[b, i] = (y + dy0, x + dx0)
+            dy = subpixel_offsets(m[y - 1, x], m[y, x], m[y + 1, x], subpixel, np) if 0 < y < H - 1 else 0.0
+            dx = subpixel_offsets(m[y, x - 1], m[y, x], m[y, x + 1], subpixel, np) if 0 < x < W - 1 else 0.0
+            sub[b, i] = (y + dy0 + float(dy), x + dx0 + float(dx))
+            r = min_distance
+            alive[max(0, y - r):y + r + 1, max(0, x - r):x + r + 1] = False
+    return value, shift, sub
+
+
+def peaks_torch(maps, k: int, min_distance: int, subpixel: str, dy0: int = 0, dx0: int = 0):
+    """peaks_np in PyTorch, as a user writes it, on maps (B, H, W) float32 on any device: k rounds
+    of torch.max over the flattened maps, each taken peak's neighbourhood (Chebyshev radius
+    min_distance) set to -inf; the fits on the map's own values. -> (value (B, k) float32, shift
+    (B, k, 2) int32, subpixel (B, k, 2) float32); absent peaks: NaN, (0, 0), NaN."""
+    import torch
+
+    B, H, W = maps.shape
+    flat = maps.reshape(B, H * W)
+    work = torch.nan_to_num(flat, nan=-math.inf)
+    if k > 1:
+        work = work.clone() if work.data_ptr() == flat.data_ptr() else work
+        yy = torch.arange(H, device=maps.device)[None, :, None]
+        xx = torch.arange(W, device=maps.device)[None, None, :]
+    vals, idxs = [], []
+    for i in range(k):
+        v, j = work.max(dim=1)
+        vals.append(v)
+        idxs.append(j)
+        if i + 1 < k:
+            y, x = (j // W)[:, None, None], (j % W)[:, None, None]
+            near = ((yy - y).abs() <= min_distance) & ((xx - x).abs() <= min_distance)
+            work.masked_fill_(near.reshape(B, H * W), -math.inf)
+    value, j = torch.stack(vals, 1), torch.stack(idxs, 1)
+    absent = value == -math.inf
+    y, x = j // W, j % W
+
+    def at(yq, xq):
+        return flat.gather(1, (yq.clamp(0, H - 1) * W + xq.clamp(0, W - 1)))
+    c0 = at(y, x)
+    inner_y, inner_x = (y > 0) & (y < H - 1), (x > 0) & (x < W - 1)
+    oy = torch.where(inner_y, subpixel_offsets(at(y - 1, x), c0, at(y + 1, x), subpixel, torch), torch.zeros_like(c0))
+    ox = torch.where(inner_x, subpixel_offsets(at(y, x - 1), c0, at(y, x + 1), subpixel, torch), torch.zeros_like(c0))
+    shift = torch.stack([y + dy0, x + dx0], -1).to(torch.int32)
+    sub = shift.float() + torch.stack([oy, ox], -1).float()
+    nan = torch.full_like(value, math.nan)
+    shift = torch.where(absent[..., None], torch.zeros_like(shift), shift)
+    sub = torch.where(absent[..., None], nan[..., None].expand_as(sub), sub)
+    return torch.where(absent, nan, value).float(), shift, sub
+
+
+def fold_max(state, maps, first: int):
+    """Folds a batch of maps (n, H, W) of rights first..first+n-1 into the running (value, index,
+    sum, sumsq) (None: the first batch), torch-2dtm's way: the batch's max and argmax, then
+    torch.where where it beats the running value (equal values keep the earlier right)."""
+    import torch
+
+    bmax, barg = maps.max(dim=0)
+    barg = barg.to(torch.int32) + first
+    if state is None:
+        return [bmax, barg, maps.sum(0), (maps * maps).sum(0)]
+    better = bmax > state[0]
+    state[0] = torch.maximum(state[0], bmax)
+    state[1] = torch.where(better, barg, state[1])
+    state[2] += maps.sum(0)
+    state[3] += (maps * maps).sum(0)
+    return state
+
+
+def max_np(maps: np.ndarray):
+    """fold_max's reference: (value, index, sum, sumsq) over axis 0 in float64 (first index on ties)."""
+    m = maps.astype(np.float64)
+    return m.max(0), m.argmax(0), m.sum(0), (m * m).sum(0)
+
+
+# --- planted answers -----------------------------------------------------------------------------
+
+def crop_offsets(count: int, spread: int, rng) -> np.ndarray:
+    return rng.integers(0, spread + 1, size=(count, 2))
+
+
+def planted_peak_np(base_sq_sat: np.ndarray, u, t, h: int, w: int) -> tuple:
+    """For L = base[u:u+h, u':u'+w] and R = base[t:..]: the peak's shift (t - u) and its value, the
+    box sum of base^2 over the rows max(u, t) .. min(u, t) + h - 1 (columns alike), from the
+    summed-area table of base^2 (padded with a zero row and column)."""
+    (uy, ux), (ty, tx) = u, t
+    r0, r1 = max(uy, ty), min(uy, ty) + h
+    c0, c1 = max(ux, tx), min(ux, tx) + w
+    s = base_sq_sat
+    return (ty - uy, tx - ux), s[r1, c1] - s[r0, c1] - s[r1, c0] + s[r0, c0]
+
+
+def sat_np(x: np.ndarray) -> np.ndarray:
+    out = np.zeros((x.shape[0] + 1, x.shape[1] + 1))
+    out[1:, 1:] = x.cumsum(0).cumsum(1)
+    return out
+
+
+def pair_indices(form: str, nL: int, nR: int):
+    """(left, right) of each output matrix in the contract's order."""
+    if form == "n-to-m":
+        return [(i, j) for i in range(nL) for j in range(nR)]
+    if form == "n-to-mn":
+        return [(k % nL, k) for k in range(nR)]
+    return [(0, j) for j in range(nR)]
+
+
+# --- the timed callables -------------------------------------------------------------------------
+
+class Variant:
+    """One case's callable: __call__(L, R) -> a tuple of output tensors (peaks: value (P, k),
+    shift (P, k, 2), subpixel (P, k, 2) with P the output matrices; max: value, index, sum, sumsq
+    (H, W) each). L, R: the contract's stacks (nL, h, w), (nR, h, w) on the GPU."""
+
+    def __init__(self, rc, torch):
+        self.rc, self.torch, self.c = rc, torch, rc.pc
+        c = self.c
+        self.red = rc.red
+        self.oned = c.hL == 1 and c.hR == 1
+        dy0, dy1, dx0, dx1 = c.window
+        self.win = {"lags": (dx0, dx1)} if self.oned else {"shifts": ((dy0, dy1), (dx0, dx1))}
+        self.norm = None if c.normalize == "none" else c.normalize
+        self.buf = None
+        self.state = None
+
+    # the package's arguments
+    def args(self, L, R):
+        c = self.c
+        if self.oned:
+            L, R = L[:, 0, :], R[:, 0, :]
+        if c.form == "one-to-many":
+            return L[0], R, {}
+        if c.form == "one-to-one":
+            return L[0], R[0], {}
+        return L, R, {"form": c.form}
+
+    def flat_peaks(self, value, shift, sub):
+        k = self.red["k"]
+        if self.oned:  # peaks1d: lags (..., k); as (dy, dx) = (0, lag)
+            shift = self.torch.stack([self.torch.zeros_like(shift), shift], -1)
+            sub = self.torch.stack([self.torch.zeros_like(sub), sub], -1)
+        return value.reshape(-1, k), shift.reshape(-1, k, 2), sub.reshape(-1, k, 2)
+
+    def torch_peaks(self, maps):
+        c, r = self.c, self.red
+        oh, ow = c.out_shape[1:]
+        return peaks_torch(maps.reshape(-1, oh, ow), r["k"], r["min_distance"], r["subpixel"], c.window[0], c.window[2])
+
+
+class XcorrReduce(Variant):
+    def __call__(self, L, R):
+        import xcorr
+
+        left, right, form = self.args(L, R)
+        r = self.red
+        if r["kind"] == "peaks":
+            f = xcorr.peaks1d if self.oned else xcorr.peaks2d
+            out = f(left, right, k=r["k"], min_distance=r["min_distance"], subpixel=r["subpixel"],
+                    normalize=self.norm, algorithm="auto", **form, **self.win)
+            return self.flat_peaks(*out[:3])
+        return tuple(xcorr.max_over_rights(left, right, normalize=self.norm, stats=r["stats"], algorithm="auto",
+                                           **form, **self.win))
+
+
+class XcorrReduceBatched(Variant):
+    def __call__(self, L, R):
+        import xcorr
+
+        left, right, form = self.args(L, R)
+        state = None
+        for b0 in range(0, right.shape[0], BATCHED_RIGHTS):
+            state = xcorr.max_over_rights(left, right[b0:b0 + BATCHED_RIGHTS], normalize=self.norm,
+                                          stats=self.red["stats"], algorithm="auto", out=state, first_index=b0,
+                                          **form, **self.win)
+        return tuple(state)
+
+
+class XcorrMap(Variant):
+    def map(self, left, right, form):
+        """The map into a device tensor reused from call to call (one per count of rights)."""
+        import xcorr
+
+        f = xcorr.correlate1d if self.oned else xcorr.correlate2d
+        if self.buf is None:
+            self.buf = {}
+        out = self.buf.get(right.shape[0])
+        if out is None:  # the first call allocates it
+            out = self.buf[right.shape[0]] = f(left, right, normalize=self.norm, algorithm="auto", **form, **self.win)
+            return out
+        return f(left, right, normalize=self.norm, algorithm="auto", out=out, **form, **self.win)
+
+    def __call__(self, L, R):
+        return (self.map(*self.args(L, R)),)
+
+
+class XcorrMapTorch(XcorrMap):
+    def __call__(self, L, R):
+        left, right, form = self.args(L, R)
+        if self.red["kind"] == "peaks":
+            return self.torch_peaks(self.map(left, right, form))
+        state = None
+        for b0 in range(0, right.shape[0], PEER_BATCH):
+            part = right[b0:b0 + PEER_BATCH]
+            maps = self.map(left, part, form)
+            state = fold_max(state, maps.reshape(part.shape[0], *self.c.out_shape[1:]), b0)
+        return tuple(state)
+
+
+class TorchReduce(Variant):
+    def __init__(self, rc, torch):
+        super().__init__(rc, torch)
+        from xcsuite import peerbench
+
+        self.mapper = peerbench.make_peer(rc.fft_case(), torch)
+
+    def __call__(self, L, R):
+        return self.torch_peaks(self.mapper(L, R))
+
+
+class Torch2dtm(Variant):
+    """torch-2dtm / Leopard-EM: the image's rfft2 once per call, per batch of PEER_BATCH templates
+    rfft2 at the same size, product with the conjugate, irfft2, the window's shifts read mod the
+    size, folded into the running maps. circular: the image's own size (torch-2dtm exactly);
+    else padded as peerbench's torch-fft, so that no shift of the window aliases."""
+
+    circular = False
+
+    def __init__(self, rc, torch):
+        super().__init__(rc, torch)
+        from xcsuite.peerbench import fft_axis
+
+        c = self.c
+        dy0, dy1, dx0, dx1 = c.window
+        if self.circular:
+            self.s = (c.hL, c.wL)
+        else:
+            ay, ax = fft_axis(dy0, dy1, c.hL, c.hR), fft_axis(dx0, dx1, c.wL, c.wR)
+            if ay.clamped is None or ax.clamped is None or ay.offset or ax.offset or \
+                    len(ay.indices()) != dy1 - dy0 + 1 or len(ax.indices()) != dx1 - dx0 + 1:
+                raise ValueError("torch-2dtm: the window has shifts without overlap (not implemented)")
+            self.s = (ay.P, ax.P)
+        self.iy = np.arange(dy0, dy1 + 1) % self.s[0]
+        self.ix = np.arange(dx0, dx1 + 1) % self.s[1]
+        self.idx = None
+
+    def __call__(self, L, R):
+        torch = self.torch
+        if self.idx is None:
+            self.idx = (torch.as_tensor(self.iy, device=L.device)[:, None],
+                        torch.as_tensor(self.ix, device=L.device)[None, :])
+        iy, ix = self.idx
+        FL = torch.fft.rfft2(L[0], s=self.s)
+        state = None
+        for b0 in range(0, R.shape[0], PEER_BATCH):
+            FR = torch.fft.rfft2(R[b0:b0 + PEER_BATCH], s=self.s).conj()
+            maps = torch.fft.irfft2(FL[None] * FR, s=self.s)[:, iy, ix]
+            state = fold_max(state, maps, b0)
+        return tuple(state)
+
+
+class Torch2dtmCircular(Torch2dtm):
+    circular = True
+
+
+CLASSES = {"xcorr-reduce": XcorrReduce, "xcorr-reduce-batched": XcorrReduceBatched, "xcorr-map": XcorrMap,
+           "xcorr-map+torch": XcorrMapTorch, "torch-reduce": TorchReduce, "torch-2dtm-circular": Torch2dtmCircular}
+
+
+def make_variant(rc, torch):
+    if rc.red["kind"] == "max" and rc.variant == "torch-reduce":
+        return Torch2dtm(rc, torch)
+    if rc.red["kind"] == "peaks" and rc.variant in MAX_ONLY:
+        raise ReduceUsage(f"{rc.variant} computes the maximum over the rights only (reduce=max...)")
+    return CLASSES[rc.variant](rc, torch)
+
+
+# --- cases ---------------------------------------------------------------------------------------
+
+class RCase:
+    """A reduction case: peerbench's Case (parsed as torch-fft's: sizes, form, window,
+    normalization) with the variant and the reduction."""
+
+    def __init__(self, variant: str, reduce: str, pc):
+        self.variant, self.spec, self.pc = variant, reduce, pc
+        self.red = parse_reduce(reduce)
+        self.batch = pc.batch
+
+    def fft_case(self):
+        from dataclasses import replace
+
+        return replace(self.pc, variant="torch-fft")
+
+    def name(self) -> str:
+        base = self.pc.name()
+        return self.variant + base[len(self.pc.variant):] + f"/reduce:{self.spec}"
+
+    @property
+    def fmas(self) -> float:
+        return self.pc.fmas
+
+
+def parse_rcase(spec: str, batch: int = 0):
+    """A case line with variant= one of VARIANTS and reduce=SPEC -> RCase; UsageError as peerbench's."""
+    from xcsuite import peerbench
+
+    toks = spec.split()
+    kv = dict(t.partition("=")[::2] for t in toks)
+    variant = kv.get("variant", "")
+    if "reduce" not in kv:
+        raise peerbench.UsageError(f"case '{spec}': {variant} needs reduce= ({', '.join(REDUCTIONS)})")
+    rest = " ".join(t for t in toks if not t.startswith(("variant=", "reduce=")))
+    pc = peerbench.parse_case(f"variant=torch-fft {rest}", batch)
+    try:
+        rc = RCase(variant, kv["reduce"], pc)
+    except ReduceUsage as e:
+        raise peerbench.UsageError(f"case '{spec}': {e}") from None
+    if rc.red["kind"] == "max" and pc.form != "one-to-many":
+        raise peerbench.UsageError(f"case '{spec}': reduce={rc.spec} is measured one-to-many only here")
+    if rc.red["kind"] == "peaks" and variant in MAX_ONLY:
+        raise peerbench.UsageError(f"case '{spec}': {variant} computes reduce=max... only")
+    return rc
+
+
+def is_reduce_spec(spec: str) -> bool:
+    return any(t in (f"variant={v}" for v in VARIANTS) for t in spec.split())
+
+
+# --- planted inputs and the check ----------------------------------------------------------------
+
+SPREAD = 6  # largest offset of a crop within its base (2-D); signals: SPREAD_1D
+SPREAD_1D = 1000
+
+
+class Planted:
+    """Check inputs with a known answer and the test of a variant's outputs against it."""
+
+    def __init__(self, rc, gpu, seed: int):
+        self.rc, self.c, self.torch = rc, rc.pc, gpu.torch
+        self.gpu, self.seed = gpu, seed
+        self.rng = np.random.default_rng(seed)
+
+    def inputs(self):
+        c, red = self.c, self.rc.red
+        if red["kind"] == "max":
+            return self.templates_in_image()
+        if c.normalize == "zncc":
+            return self.zncc_plants()
+        return self.crops()
+
+    # peaks of raw correlations: crops of noise bases; pair (i, j) peaks at t_j - u_i
+    def crops(self):
+        torch, c = self.torch, self.c
+        spread = SPREAD_1D if c.hL == 1 else SPREAD
+        sy = 0 if c.hL == 1 else spread
+        nb = c.nR if c.form == "n-to-mn" else 1  # n-to-mn: a base per pair; else one for all
+        if c.form == "n-to-mn" and c.nL != c.nR:
+            raise ValueError("check: n-to-mn with one right per left only")
+        bases = self.rng.uniform(-1, 1, size=(nb, c.hL + sy, c.wL + spread))
+        u = self.rng.integers(0, [sy + 1, spread + 1], size=(c.nL if nb == 1 else c.nR, 2))
+        t = self.rng.integers(0, [sy + 1, spread + 1], size=(c.nR, 2))
+        L = np.stack([bases[0 if nb == 1 else k][u[k, 0]:u[k, 0] + c.hL, u[k, 1]:u[k, 1] + c.wL]
+                      for k in range(c.nL)])
+        R = np.stack([bases[0 if nb == 1 else k][t[k, 0]:t[k, 0] + c.hR, t[k, 1]:t[k, 1] + c.wR]
+                      for k in range(c.nR)])
+        sats = [sat_np(b * b) for b in bases]
+        expect = []
+        for k, (i, j) in enumerate(pair_indices(c.form, c.nL, c.nR)):
+            b = 0 if nb == 1 else j
+            expect.append(planted_peak_np(sats[b], u[j if nb > 1 else i], t[j], c.hL, c.wL))
+        self.expect = expect
+        dev = self.gpu.device
+        return (torch.as_tensor(L, dtype=torch.float32, device=dev), torch.as_tensor(R, dtype=torch.float32, device=dev))
+
+    # ZNCC (one-to-many, valid): each template pasted at k positions on a grid of cells
+    def zncc_plants(self):
+        torch, c, k = self.torch, self.c, self.rc.red["k"]
+        img = self.rng.uniform(-1, 1, size=(c.hL, c.wL))
+        tpl = self.rng.uniform(-1, 1, size=(c.nR, c.hR, c.wR))
+        cell = max(c.hR, c.wR, self.rc.red["min_distance"]) + 1
+        cells = [(y, x) for y in range(0, c.hL - c.hR + 1, cell) for x in range(0, c.wL - c.wR + 1, cell)]
+        if len(cells) < k * c.nR:
+            raise ValueError(f"check: {len(cells)} cells for {k * c.nR} plants")
+        pick = self.rng.permutation(len(cells))[:k * c.nR]
+        self.expect = []
+        for j in range(c.nR):
+            where = [cells[p] for p in pick[j * k:(j + 1) * k]]
+            for (y, x) in where:
+                img[y:y + c.hR, x:x + c.wR] = tpl[j]
+            self.expect.append(sorted(where))  # template j at (y, x): its peak at the shift (dy, dx) = (y, x)
+        dev = self.gpu.device
+        return (torch.as_tensor(img[None], dtype=torch.float32, device=dev),
+                torch.as_tensor(tpl, dtype=torch.float32, device=dev))
+
+    # the maximum over the rights: a few templates pasted into a noise image
+    def templates_in_image(self):
+        torch, c = self.torch, self.c
+        dev = self.gpu.device
+        g = torch.Generator(device=dev)
+        g.manual_seed(self.seed)
+        img = torch.rand((c.hL, c.wL), generator=g, device=dev) * 2 - 1
+        R = torch.rand((c.nR, c.hR, c.wR), generator=g, device=dev) * 2 - 1
+        dy0, dy1, dx0, dx1 = c.window
+        # interior positions: every shift there reads the template inside the image (no wrap for the circular peer)
+        lo_y, hi_y = max(0, dy0), min(dy1, c.hL - c.hR)
+        lo_x, hi_x = max(0, dx0), min(dx1, c.wL - c.wR)
+        n = min(4, c.nR)
+        js = self.rng.choice(c.nR, size=n, replace=False)
+        self.plants = []
+        for q, j in enumerate(js):  # the positions in a row of cells so that no two overlap
+            y = int(lo_y + (hi_y - lo_y) * (q + 0.5) / (n + 1))
+            x = int(lo_x + (hi_x - lo_x) * (q + 0.5) / n * 0.9)
+            img[y:y + c.hR, x:x + c.wR] = R[j]
+            self.plants.append((int(j), y, x))
+        return img[None].contiguous(), R
+
+    def verify(self, outs, L, R) -> str:
+        """'' or what is wrong."""
+        torch, c, red = self.torch, self.c, self.rc.red
+        torch.cuda.synchronize()
+        if red["kind"] == "max":
+            return self.verify_max(outs, L, R)
+        value, shift, sub = (o.float().cpu().numpy() if o.dtype.is_floating_point else o.cpu().numpy() for o in outs)
+        if value.shape[0] != c.pairs:
+            return f"{value.shape[0]} output matrices, expected {c.pairs}"
+        if not np.all(np.abs(sub - shift) <= 0.5 + 1e-4):
+            return "a sub-pixel shift more than 0.5 from its integer shift"
+        if c.normalize == "zncc":
+            for j in range(c.pairs):
+                got = sorted(map(tuple, shift[j].tolist()))
+                want = [tuple(map(int, w)) for w in self.expect[j]]
+                if got != want:
+                    return f"template {j}: peaks at {got}, planted at {want}"
+            if np.nanmin(value) < 0.999:
+                return f"a planted ZNCC peak of {np.nanmin(value):.6f}, expected 1"
+            return ""
+        for p, ((sy, sx), v) in enumerate(self.expect):
+            if tuple(shift[p, 0]) != (sy, sx):
+                return f"pair {p}: peak at {tuple(shift[p, 0])}, planted at {(sy, sx)}"
+            if abs(value[p, 0] - v) > 1e-3 * abs(v):
+                return f"pair {p}: peak value {value[p, 0]:.7g}, expected {v:.7g}"
+        return ""
+
+    def verify_max(self, outs, L, R) -> str:
+        torch, c, red = self.torch, self.c, self.rc.red
+        if len(outs) < (4 if red["stats"] else 2):
+            return f"{len(outs)} outputs, expected {'value, index, sum, sumsq' if red['stats'] else 'value, index'}"
+        oh, ow = c.out_shape[1:]
+        for o in outs:
+            if tuple(o.shape[-2:]) != (oh, ow):
+                return f"an output of shape {tuple(o.shape)}, expected {oh} x {ow}"
+        value, index = outs[0].reshape(oh, ow), outs[1].reshape(oh, ow)
+        flat = R.reshape(c.nR, -1)
+        for (j, y, x) in self.plants:
+            oy, ox = y - c.window[0], x - c.window[2]
+            patch = L[0, y:y + c.hR, x:x + c.wR].reshape(-1)
+            col = (flat.double() @ patch.double())  # every right's value at this shift, float64
+            want = float(col[j])
+            if int(index[oy, ox]) != j:
+                return f"template {j} planted at ({y}, {x}): index {int(index[oy, ox])} there"
+            if abs(float(value[oy, ox]) - want) > 1e-3 * abs(want):
+                return f"template {j} at ({y}, {x}): value {float(value[oy, ox]):.7g}, expected {want:.7g}"
+            if red["stats"]:
+                s, q = float(col.sum()), float((col * col).sum())
+                gs, gq = float(outs[2].reshape(oh, ow)[oy, ox]), float(outs[3].reshape(oh, ow)[oy, ox])
+                scale = float(col.abs().sum())
+                if abs(gs - s) > 1e-3 * scale or abs(gq - q) > 1e-3 * q:
+                    return f"at ({y}, {x}): sum {gs:.7g}, sumsq {gq:.7g}, expected {s:.7g}, {q:.7g}"
+        return ""
+
+
+class MemorySampler:
+    """The GPU's used memory (torch.cuda.mem_get_info), sampled by a thread while `fn` runs: the
+    largest rise over the memory used before (bytes). The library's own allocations count too."""
+
+    def __init__(self, torch):
+        self.torch = torch
+
+    def __call__(self, fn):
+        torch = self.torch
+        torch.cuda.synchronize()
+        free0, total = torch.cuda.mem_get_info()
+        low = [free0]
+        done = threading.Event()
+
+        def sample():
+            while not done.is_set():
+                low[0] = min(low[0], torch.cuda.mem_get_info()[0])
+                done.wait(0.0005)
+        th = threading.Thread(target=sample, daemon=True)
+        th.start()
+        try:
+            out = fn()
+            torch.cuda.synchronize()
+        finally:
+            done.set()
+            th.join()
+        low[0] = min(low[0], torch.cuda.mem_get_info()[0])
+        return out, free0 - low[0]
+
+
+# --- the benchmark (peerbench's protocol) --------------------------------------------------------
+
+def run_case(bench, rc):
+    """Yields one entry dict per repetition as peerbench.Bench.run does (plus "mem": the GPU memory
+    the first call took beyond the inputs, sampled)."""
+    import gc
+
+    from xcsuite.peerbench import CaseError
+
+    torch, opt, gpu = bench.torch, bench.opt, bench.gpu
+    try:
+        gc.collect()
+        torch.cuda.empty_cache()
+        v = make_variant(rc, torch)
+        planted = Planted(rc, gpu, opt.seed + 2)
+        L, R = planted.inputs()
+        outs, mem = MemorySampler(torch)(lambda: v(L, R))  # the first call: plans, autotuning, and the check
+        why = planted.verify(outs, L, R)
+        if why:
+            raise CaseError(f"validation failed: {why}")
+        del outs
+        outs = None
+        L, R = bench.inputs(rc.pc, opt.seed)
+        torch.cuda.synchronize()
+        call = lambda: v(L, R)  # noqa: E731
+        batch = bench.pilot_batch(rc, call)
+        target = opt.min_time / batch
+        iters = None
+        for rep in range(opt.repetitions):
+            n = iters or 1
+            while True:
+                per = [gpu.seconds_per_call(batch, call) for _ in range(n)]
+                s = sum(per)
+                if iters is not None or s >= target or n >= 10**9:
+                    break
+                n = int(min(10 * n, max(n + 1, math.ceil(n * 1.4 * target / max(s, 1e-12)))))
+            iters = n
+            yield {"iterations": n, "real_time": s / n, "total": s, "batch": batch, "err": 0.0, "samples": 0,
+                   "mem": mem}
+    except CaseError as e:
+        yield from ({"error": str(e)} for _ in range(opt.repetitions))
+    except torch.cuda.OutOfMemoryError as e:
+        torch.cuda.empty_cache()
+        msg = str(e).splitlines()[0] if str(e) else "out of memory"
+        yield from ({"error": f"not enough GPU memory: {msg}"} for _ in range(opt.repetitions))
+    except Exception as e:  # noqa: BLE001  (a refusal or a missing function: an error entry)
+        torch.cuda.empty_cache()
+        yield from ({"error": f"{type(e).__name__}: {e}".splitlines()[0]} for _ in range(opt.repetitions))
+
+
+def label(rc) -> str:
+    return f"family=peer;timed={SUMMARIES[rc.variant]};precision=fp32;reduce={rc.spec}"
+
+
+def entry(rc, opt, index: int, rep: int, r: dict) -> dict:
+    """peerbench.entry's fields, named with /reduce:SPEC, with the counter mem_bytes."""
+    from xcsuite import peerbench
+
+    e = peerbench.entry(rc.pc, opt, index, rep, r, label(rc))
+    name = f"{rc.name()}/min_time:{opt.min_time / max(1, r.get('batch', 1)):.3f}/manual_time"
+    e["name"] = e["run_name"] = name
+    if "error" not in r:
+        e["mem_bytes"] = float(r.get("mem", 0))
+    return e
