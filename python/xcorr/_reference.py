@@ -54,11 +54,23 @@ def _pairs(lsel, rsel, window):
     pad = np.zeros((count, hL + 2 * (hR - 1), wL + 2 * (wR - 1)))
     pad[:, hR - 1:hR - 1 + hL, wR - 1:wR - 1 + wL] = lsel
     acc = out[:, ay0 - dy0:ay0 - dy0 + ny, ax0 - dx0:ax0 - dx0 + nx]  # a view: written in place
+    # A NaN or inf of rsel times the padding's 0 is NaN, but the padding is outside the overlap: where
+    # rsel holds one, only the products of elements that overlap are added (CONVENTIONS.md: a map is
+    # NaN only where an overlap holds a NaN, as lib/reference_cpu.cpp computes it).
+    inside = None
+    if not np.isfinite(rsel).all():
+        inside = np.zeros(pad.shape[1:], bool)
+        inside[hR - 1:hR - 1 + hL, wR - 1:wR - 1 + wL] = True
     for r in range(hR):
         y = r + ay0 + hR - 1
         for c in range(wR):
             x = c + ax0 + wR - 1
-            acc += rsel[:, r, c, None, None] * pad[:, y:y + ny, x:x + nx]
+            if inside is None:
+                term = rsel[:, r, c, None, None] * pad[:, y:y + ny, x:x + nx]
+            else:
+                with np.errstate(invalid="ignore"):  # inf * 0 outside the overlap, dropped
+                    term = np.where(inside[y:y + ny, x:x + nx], rsel[:, r, c, None, None] * pad[:, y:y + ny, x:x + nx], 0.0)
+            acc += term
     return out
 
 
