@@ -217,6 +217,24 @@ def test_nan_is_never_taken():
     assert np.isnan(p.value).all() and (p.shift == 0).all() and np.isnan(p.subpixel).all()
 
 
+def test_a_nan_reaches_only_the_shifts_whose_overlap_holds_it():
+    """The reference map of an input holding NaN (or inf) is NaN only where the overlap holds it, as
+    lib/reference_cpu.cpp's: the NumPy loop multiplied the padding's zeros by the NaN, so every
+    shift of the right's row and column was NaN, and a maximum over the rights skipped rights whose
+    values there were numbers."""
+    a = np.arange(30.0).reshape(5, 6)
+    for t in (np.ones((3, 2)), np.ones((7, 8))):  # the NaN in the smaller matrix, and in the larger one
+        t[1, 1] = np.nan
+        c = xcorr.correlate2d(a, t, **REF)  # full: shift (dy, dx) = (i - (hR - 1), j - (wR - 1))
+        hR, wR = t.shape
+        dy, dx = np.mgrid[:c.shape[0], :c.shape[1]]
+        dy, dx = dy - (hR - 1), dx - (wR - 1)
+        overlaps = (0 <= 1 + dy) & (1 + dy < 5) & (0 <= 1 + dx) & (1 + dx < 6)  # L[1 + dy][1 + dx] exists
+        np.testing.assert_array_equal(np.isnan(c), overlaps)
+        t[1, 1] = np.inf
+        with np.errstate(invalid="ignore"):  # inf * a[0, 0] = inf * 0 inside the overlap: NaN there
+            assert not np.isnan(xcorr.correlate2d(a, t, **REF)[~overlaps]).any()
+
 def test_the_sub_pixel_fits():
     """The contract's formulas: exact on a parabola (parabolic) and on a Gaussian (gaussian);
     gaussian falls back to parabolic where a value is not positive; 0 on the window's edge and for a
@@ -414,6 +432,68 @@ def test_without_a_gpu_reductions_raise_no_gpu_error_saying_what_runs():
                  lambda: xcorr.max_over_rights(A, B[None], stats=True)):
         with pytest.raises(xcorr.NoGPUError, match='algorithm="reference" computes the same on the CPU'):
             call()
+
+
+# --- the NumPy reference against the C++ one (lib/reduce.cpp through `xcorr run --algorithm reference`)
+
+def cli_reduce(xcorr_cli, tmp_path, form, left, right, args, dims=2):
+    from conftest import save, xrun
+    out = tmp_path / "z.npz"
+    r = xrun(xcorr_cli, "--algorithm", "reference", "--form", form, "--dims", dims, save(tmp_path / "l.npy", left),
+             save(tmp_path / "r.npy", right), "--out", out, *args)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with np.load(out) as z:
+        return {k: z[k] for k in z.files}
+
+
+CROSS = [  # (form, left shape, right shape, xcorr run's window and reduction, the same as keywords)
+    ("one-to-many", (13, 14), (3, 3, 4), ["--peaks", "9", "--min-distance", "1", "--subpixel", "gaussian"],
+     dict(k=9, min_distance=1, subpixel="gaussian")),
+    ("n-to-mn", (2, 12, 11), (4, 5, 3), ["--peaks", "200", "--mode", "same"], dict(k=200, mode="same")),
+    ("n-to-m", (2, 10, 13), (2, 4, 4), ["--peaks", "4", "--min-distance", "3", "--shifts", "-5:2,-1:9",
+                                         "--subpixel", "none"],
+     dict(k=4, min_distance=3, shifts=((-5, 2), (-1, 9)), subpixel="none")),
+    ("one-to-one", (9, 8), (3, 3), ["--peaks", "5", "--normalize", "zncc", "--mode", "valid"],
+     dict(k=5, normalize="zncc", mode="valid")),
+]
+
+
+@pytest.mark.parametrize("nan", [False, True])
+@pytest.mark.parametrize("case", range(len(CROSS)))
+def test_the_numpy_reference_equals_the_cpp_reference(case, nan, tmp_path):
+    """Small integers: the maps are exact in both references and full of ties, which each must break
+    the same way (and suppress the same way); with NaN inputs too."""
+    from conftest import binary
+    form, ls, rs, args, kw = CROSS[case]
+    if nan and "normalize" in kw:
+        pytest.skip("the NumPy zncc reference's maps of inputs holding NaN are 0 everywhere (its mean is NaN), "
+                    "the C++ one's NaN only where an overlap holds the NaN: the maps differ, not the reductions")
+    rng = seeded_rng(("cross", case, nan))
+    left = rng.integers(-2, 3, ls).astype(np.float32)
+    right = rng.integers(-1, 2, rs).astype(np.float32)
+    if nan:
+        left.reshape(-1)[rng.integers(0, left.size, 2)] = np.nan
+    z = cli_reduce(binary("xcorr"), tmp_path, form, left, right, args)
+    p = xcorr.peaks2d(left, right, form=form, **kw, **REF)
+    np.testing.assert_array_equal(p.shift.reshape(z["shift"].shape), z["shift"])
+    np.testing.assert_array_equal(p.value.astype(np.float32).reshape(z["value"].shape), z["value"])
+    np.testing.assert_allclose(p.subpixel.reshape(z["subpixel"].shape), z["subpixel"], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("form,ls,rs", [("one-to-many", (13, 14), (5, 3, 4)), ("n-to-m", (2, 12, 11), (3, 5, 3)),
+                                        ("n-to-mn", (2, 10, 13), (6, 4, 4))])
+def test_the_numpy_maximum_over_the_rights_equals_the_cpp_one(form, ls, rs, tmp_path):
+    from conftest import binary
+    rng = seeded_rng(("cross-max", form))
+    left = rng.integers(-2, 3, ls).astype(np.float32)
+    right = rng.integers(-1, 2, rs).astype(np.float32)
+    right[2, 0, 0] = np.nan
+    z = cli_reduce(binary("xcorr"), tmp_path, form, left, right, ["--max-over-rights", "--stats", "--mode", "same"])
+    r = xcorr.max_over_rights(left, right, form=form, stats=True, mode="same", **REF)
+    np.testing.assert_array_equal(r.index.reshape(z["index"].shape), z["index"])
+    np.testing.assert_array_equal(r.value.astype(np.float32).reshape(z["value"].shape), z["value"])
+    for name in ("sum", "sumsq"):
+        np.testing.assert_array_equal(getattr(r, name).reshape(z[name].shape), z[name])
 
 
 # --- the contract's "correct when", written out (the GPU tests' checks) --------------------------
