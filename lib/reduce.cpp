@@ -237,7 +237,7 @@ void check_peaks(const double* ref, int h, int w, int dy0, int dx0, const Reduct
 
 void check_max_over_rights(const std::vector<const double*>& maps, int64_t n, const float* value, const int32_t* index,
                            const double* sum, const double* sumsq, double bound, PeakCheck& out,
-                           const std::string& what, int max_lines) {
+                           const std::string& what, int max_lines, bool coverage) {
     const int64_t m = int64_t(maps.size());
     for (int64_t e = 0; e < n; ++e) {
         double best = std::numeric_limits<double>::quiet_NaN(), s = 0, s2 = 0, amax = 0;
@@ -248,6 +248,14 @@ void check_max_over_rights(const std::vector<const double*>& maps, int64_t n, co
             amax = std::max(amax, std::fabs(v));
         }
         const std::string at = "element " + std::to_string(e);
+        if (!coverage) {
+            if (std::isnan(value[e]) ? index[e] != -1 : index[e] < 0 || index[e] >= m)
+                fail(out, max_lines, what, at + ": " + num(value[e]) + " from right " + std::to_string(index[e]));
+            else if (!std::isnan(value[e]) && !(std::fabs(maps[size_t(index[e])][e] - value[e]) <= bound))
+                fail(out, max_lines, what, at + ": right " + std::to_string(index[e]) + " holds " +
+                                               num(maps[size_t(index[e])][e]) + " there, not " + num(value[e]));
+            continue;
+        }
         if (std::isnan(best)) {
             if (!std::isnan(value[e]) || index[e] != -1)
                 fail(out, max_lines, what, at + ": every right's value is NaN, got " + num(value[e]) + " from right " +

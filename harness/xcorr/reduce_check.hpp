@@ -163,7 +163,7 @@ inline PeakCheck check_answer(const Problem& p, const Reduction& r, const double
         check_max_over_rights(mine, int64_t(n), got.value.data() + e, got.index.data() + e,
                               got.sum.empty() ? nullptr : got.sum.data() + e,
                               got.sumsq.empty() ? nullptr : got.sumsq.data() + e, absolute ? bound : bound * largest,
-                              out, "left " + std::to_string(l), max_lines);
+                              out, "left " + std::to_string(l), max_lines, coverage);
     }
     return out;
 }

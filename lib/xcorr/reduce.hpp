@@ -114,9 +114,12 @@ void check_peaks(const double* ref_map, int h, int w, int dy0, int dx0, const Re
                  const int32_t* shift, const float* subpixel, double bound, PeakCheck& out, const std::string& what,
                  int max_lines = 8, bool coverage = true);
 // One left's maximum over its rights against the reference maps of its rights (maps[j] the map of
-// right j, n values each).
+// right j, n values each). `coverage` false (inputs holding NaN, as for check_peaks: a variant's
+// maps may hold a NaN at more shifts than the reference's) checks only that each value returned
+// is the indexed right's reference value there (or NaN with index -1), not that it is the largest,
+// nor the sums.
 void check_max_over_rights(const std::vector<const double*>& maps, int64_t n, const float* value, const int32_t* index,
                            const double* sum, const double* sumsq, double bound, PeakCheck& out,
-                           const std::string& what, int max_lines = 8);
+                           const std::string& what, int max_lines = 8, bool coverage = true);
 
 }  // namespace xcorr
