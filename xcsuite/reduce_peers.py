@@ -261,6 +261,11 @@ class Variant:
         self.buf = None
         self.state = None
 
+    def answer(self, outs):
+        """The reduced answer of a call's outputs (what the planted check reads): the outputs
+        themselves, but for the map alone, which is reduced here, untimed."""
+        return outs
+
     # the package's arguments
     def args(self, L, R):
         c = self.c
@@ -330,8 +335,14 @@ class XcorrMap(Variant):
     def __call__(self, L, R):
         return (self.map(*self.args(L, R)),)
 
+    def answer(self, outs):
+        return self.torch_peaks(outs[0])
+
 
 class XcorrMapTorch(XcorrMap):
+    def answer(self, outs):
+        return outs
+
     def __call__(self, L, R):
         left, right, form = self.args(L, R)
         if self.red["kind"] == "peaks":
@@ -653,7 +664,7 @@ def run_case(bench, rc):
         planted = Planted(rc, gpu, opt.seed + 2)
         L, R = planted.inputs()
         outs, mem = MemorySampler(torch)(lambda: v(L, R))  # the first call: plans, autotuning, and the check
-        why = planted.verify(outs, L, R)
+        why = planted.verify(v.answer(outs), L, R)
         if why:
             raise CaseError(f"validation failed: {why}")
         del outs
