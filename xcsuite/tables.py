@@ -104,9 +104,10 @@ def build_table(summary: pd.DataFrame, reading: str, experiment: str = "table1")
 def fmt_time(us: float) -> str:
     if us != us:
         return ""
-    if us < 1000:
+    # The unit that holds the value's three digits once rounded: 999.7 µs is "1 ms", not "1e+03 µs".
+    if float(f"{us:.3g}") < 1000:
         return f"{us:.3g} µs"
-    if us < 1e6:
+    if float(f"{us / 1000:.3g}") < 1000:
         return f"{us / 1000:.3g} ms"
     return f"{us / 1e6:.3g} s"
 

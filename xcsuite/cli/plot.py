@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from xcsuite.summary import gpu_name_of as gpu_title, load_summary
+from xcsuite.tables import fmt_time
 from xcsuite import paths
 from xcsuite.figdata import points, refused_line
 from xcsuite.results import exit_2_on_bad_results, progress
@@ -519,7 +520,7 @@ def quantity_label(pts: pd.DataFrame, ylabel: str, everything: pd.DataFrame | No
 
 
 def fmt_us(us: float) -> str:
-    return f"{us:.3g} µs" if us < 1000 else f"{us / 1000:.3g} ms"
+    return fmt_time(us)
 
 
 def plot_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
@@ -622,7 +623,7 @@ def plot_reduction_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> li
     col, ylabel = METRICS[exp.metric]
     panels = list(dict.fromkeys(pts["shape_panel"]))
     series_order = list(dict.fromkeys(s.label for s in exp.series))
-    fig, axes = grid_of(len(panels), ncols=1, w=9.0, h=0.34 * pts["series"].nunique() + 1.5)
+    fig, axes = grid_of(len(panels), ncols=1, w=12.0, h=0.34 * pts["series"].nunique() + 1.5)
     for ax, pk in zip(axes, panels):
         sub = pts[pts["shape_panel"] == pk]
         peer = sub[sub["variant"] == "torch-reduce"][col]
@@ -636,12 +637,15 @@ def plot_reduction_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> li
                 t += f"  (PyTorch / this: x{peer_us / float(r[col]):.2g})"
             return t
         window_bars(ax, sub, series_order, col, text=text)
-        ax.margins(x=0.45)
-        ax.set_title("\n".join(textwrap.wrap(pk, 100)), fontsize=9)
+        lo, hi = float(sub[col].min()), float(sub[col].max())
+        ax.set_xlim(lo / 1.5, hi * 12)  # room on the right for each bar's label (log scale)
+        ax.set_title("\n".join(textwrap.wrap(pk, 70)), fontsize=9)
         ax.set_xlabel(f"{ylabel}, log scale; hatched: PyTorch", fontsize=8)
-    suptitle(fig, f"{exp.title}\n{title}; mean of the repetitions (IQR outliers removed); everything called from Python "
-                  "on PyTorch CUDA tensors, checked on planted answers before timing")
-    tight_under_title(fig)
+    suptitle(fig, f"{exp.title}\n{title}; mean of the repetitions (IQR outliers removed)\neverything called from "
+                  "Python on PyTorch CUDA tensors, checked on planted answers before timing")
+    # tight_under_title keeps 0.02 inch a title line, too little for this tall figure's three
+    lines = fig._suptitle.get_text().count("\n") + 1
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.22 * lines / fig.get_figheight()))
     return save(fig, out_dir, exp.name)
 
 
