@@ -364,15 +364,24 @@ README_BLOCKS = {
                  "<!-- end of the headline table -->"),
     "window": ("<!-- window table: results/{slug}/window_table.csv, each cell's winner, copied by scripts/table.py "
                "--readme -->", "<!-- end of the window table -->"),
+    "reductions": ("<!-- reductions table: results/{slug}/reductions_table.md, copied by scripts/table.py --readme -->",
+                   "<!-- end of the reductions table -->"),
 }
 
 
 def readme_block(name: str, gpu_dir: Path) -> str:
     """The rows of README block `name` from gpu_dir's committed files."""
     gpu_dir = Path(gpu_dir)
-    if name == "headline":
-        return "".join(line for line in (gpu_dir / "headline.md").read_text().splitlines(keepends=True)
-                       if line.startswith("|"))
+    if name in ("headline", "reductions"):  # the generated page's tables, without its prose
+        blocks, rows = [], []
+        for line in (gpu_dir / ("headline.md" if name == "headline" else "reductions_table.md")).read_text().splitlines(
+                keepends=True):
+            if line.startswith("|"):
+                rows.append(line)
+            elif rows:
+                blocks.append("".join(rows))
+                rows = []
+        return "\n".join(blocks + ["".join(rows)] if rows else blocks)
     return window_markdown(pd.read_csv(gpu_dir / "window_table.csv"), winners_only=True)
 
 
