@@ -4,8 +4,9 @@ micrograph against 1000 particle templates of 128 x 128 (form one-to-many, mode 
 template's score at every image position, centred). As cryo-EM tools do it, the templates are
 normalised (zero mean, unit norm) and the micrograph whitened (zero mean, unit variance), so the
 raw correlation is the score; the search keeps, per pixel, the best score over all templates and
-which template gave it (the "maximum intensity projection"). Templates go through the GPU in
-chunks of one plan's size, the running maximum stays on the GPU.
+which template gave it (the "maximum intensity projection"): xcorr.max_over_rights, fed the
+templates in chunks, each call continuing the last one's maxima (out=, first_index=), so that no
+map per template is ever written and the memory does not grow with the number of templates.
 
 Beside it, what users write today: the same search with PyTorch's FFT (the micrograph's spectrum
 once, each chunk's templates zero-padded to the micrograph and transformed, product, inverse,
@@ -56,24 +57,15 @@ def micrograph(rng, size, templates, particles, amplitude):
     return image.astype(np.float32), np.array(centres), np.array(which)
 
 
-def search_xcorr(xp, image, templates, chunk, algorithm):
-    """The projection and the best template per pixel: one plan for a chunk of templates, the
-    running maximum on the array module xp (torch or numpy)."""
-    count = len(templates)
-    plan = xcorr.Plan(image.shape, (chunk,) + templates.shape[1:], mode="same", algorithm=algorithm)
-    best = best_k = None
-    for k0 in range(0, count, chunk):
-        part = templates[k0:k0 + chunk]
-        scores = plan(image, part) if len(part) == chunk else \
-            xcorr.correlate2d(image, part, mode="same", algorithm=algorithm)
-        top, arg = (scores.max(dim=0) if hasattr(scores, "dim") else (scores.max(0), scores.argmax(0)))
-        if best is None:
-            best, best_k = top, arg + k0
-        else:
-            better = top > best
-            best = xp.where(better, top, best)
-            best_k = xp.where(better, arg + k0, best_k)
-    return best, best_k, plan
+def search_xcorr(image, templates, chunk, algorithm):
+    """The projection and the best template per pixel: max_over_rights over chunks of templates,
+    each call folding its chunk into the previous result (the template index counted from
+    first_index)."""
+    best = None
+    for k0 in range(0, len(templates), chunk):
+        best = xcorr.max_over_rights(image, templates[k0:k0 + chunk], mode="same", algorithm=algorithm, out=best,
+                                     first_index=k0)
+    return best.value, best.index
 
 
 def search_torch_fft(torch, image, templates, chunk):
@@ -116,15 +108,14 @@ def main():
     image, centres, which = micrograph(rng, size, templates, particles, amplitude=12.0)
 
     algorithm, lib = xcorr_setup(args.reference)
-    xp = lib if lib is not None else np
     img_x, tpl_x = ((lib.as_tensor(image, device="cuda"), lib.as_tensor(templates, device="cuda")) if lib
                     else (image, templates))
-    (best, best_k, plan), tm = timed(lambda: search_xcorr(xp, img_x, tpl_x, chunk, algorithm), repeat=1 if
-                                     algorithm == "reference" else 3)
+    (best, best_k), tm = timed(lambda: search_xcorr(img_x, tpl_x, chunk, algorithm), repeat=1 if
+                               algorithm == "reference" else 3)
     best, best_k = to_numpy(best), to_numpy(best_k)
-    print(f"{count} templates of {t}x{t} against a {size}x{size} micrograph, {chunk} per call; "
-          f"xcorr: {plan.algorithm} ({plan.explain()})")
-    print(f"xcorr, mode same     {tm * 1e3:9.2f} ms   particles found with the right template: "
+    print(f"{count} templates of {t}x{t} against a {size}x{size} micrograph, {chunk} per call; xcorr: "
+          f"{xcorr.explain(img_x, tpl_x[:chunk], mode='same')['algorithm'] if algorithm != 'reference' else algorithm}")
+    print(f"xcorr.max_over_rights {tm * 1e3:8.2f} ms   particles found with the right template: "
           f"{found(best, best_k, centres, which, t):.0%}")
     found_torch = torch_or_none("torch.fft search")
     if found_torch is None:
