@@ -10,8 +10,6 @@
 //                    folded into the running maps as soon as it is computed.
 // The budget (Reduction::scratch_bytes) bounds the maps of one chunk; at least one chunk's worth
 // (one map, or one left's or group's maps where the form needs them together) is always taken.
-// Each distinct chunk shape (the full one and the last, shorter one) has its plan, built here, so
-// that execute() allocates nothing.
 #include "lib/reduce/reducer.hpp"
 
 #include <algorithm>
@@ -26,27 +24,59 @@ int64_t default_budget() {
     XC_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     return std::min<int64_t>(int64_t(1) << 30, int64_t(free_b / 4));
 }
-int key_of(Form f, int nL, int nR) { return int(f) * 1000003 ^ nL * 7919 ^ nR; }
 }  // namespace
 
-PlanSpec Reducer::inner_spec(Form form, int nL, int nR) const {
-    PlanSpec s = spec_;
-    s.reduce = Reduction{};
-    s.form = form, s.nL = nL, s.nR = nR;
-    return s;
+std::vector<Chunk> chunks_of(const Problem& p, ReductionKind kind, int64_t cap) {
+    cap = std::max<int64_t>(cap, 1);
+    const int64_t L = int64_t(p.hL) * p.wL, R = int64_t(p.hR) * p.wR;
+    std::vector<Chunk> out;
+    // Runs of `step` over [0, total): f(first, count).
+    auto runs = [](int64_t total, int64_t step, auto&& f) {
+        for (int64_t a = 0; a < total; a += step) f(a, std::min(step, total - a));
+    };
+    switch (p.form) {
+        case Form::OneToOne:
+            out.push_back(Chunk{Form::OneToOne, 1, 1, 0, 0, 0, 1, 0, 1, 0, 1});
+            break;
+        case Form::OneToMany:
+            runs(p.nR, std::min<int64_t>(p.nR, cap), [&](int64_t j0, int64_t c) {
+                out.push_back(Chunk{Form::OneToMany, 1, int(c), 0, j0 * R, j0, c, j0, c, 0, 1});
+            });
+            break;
+        case Form::NToMn: {  // groups of N rights, so that right k's left stays k mod N
+            const int64_t N = p.nL, M = p.nR / p.nL;
+            runs(M, std::clamp<int64_t>(cap / N, 1, M), [&](int64_t g0, int64_t g) {
+                out.push_back(Chunk{Form::NToMn, int(N), int(g * N), 0, g0 * N * R, g0 * N, g * N, g0, g, 1, N});
+            });
+            break;
+        }
+        case Form::NToM: {
+            const int64_t N = p.nL, M = p.nR;
+            if (kind == ReductionKind::MaxOverRights) {  // every left, runs of rights
+                runs(M, std::clamp<int64_t>(cap / N, 1, M), [&](int64_t j0, int64_t c) {
+                    out.push_back(Chunk{Form::NToM, int(N), int(c), 0, j0 * R, 0, N * c, j0, c, c, 1});
+                });
+            } else if (M <= cap) {  // runs of lefts with all their rights
+                runs(N, std::min<int64_t>(N, cap / M), [&](int64_t i0, int64_t a) {
+                    out.push_back(Chunk{Form::NToM, int(a), int(M), i0 * L, 0, i0 * M, a * M, 0, M, 0, 1});
+                });
+            } else {  // one left's maps pass the budget: runs of its rights, one-to-many
+                for (int64_t i = 0; i < N; ++i)
+                    runs(M, cap, [&](int64_t j0, int64_t c) {
+                        out.push_back(Chunk{Form::OneToMany, 1, int(c), i * L, j0 * R, i * M + j0, c, j0, c, 0, 1});
+                    });
+            }
+            break;
+        }
+    }
+    return out;
 }
 
-void Reducer::add_chunk(Form form, int nL, int nR, Chunk c) {
-    int key = key_of(form, nL, nR);
-    // Distinct shapes never share a key: probe on the rare collision.
-    while (plan_shape_.count(key) && plan_shape_[key] != std::vector<int>{int(form), nL, nR}) ++key;
-    if (!plans_.count(key)) {
-        plans_[key] = std::make_unique<Plan>(inner_spec(form, nL, nR));
-        plan_shape_[key] = {int(form), nL, nR};
-    }
-    c.plan_key = key;
-    if (c.pairs > chunk_pairs_) chunk_pairs_ = c.pairs, main_count_ = key;
-    chunks_.push_back(c);
+PlanSpec Reducer::inner_spec(const Chunk& c) const {
+    PlanSpec s = spec_;
+    s.reduce = Reduction{};
+    s.form = c.form, s.nL = c.nL, s.nR = c.nR;
+    return s;
 }
 
 Reducer::Reducer(const PlanSpec& spec, const Problem& p) : spec_(spec), problem_(p), r_(spec.reduce) {
@@ -55,49 +85,17 @@ Reducer::Reducer(const PlanSpec& spec, const Problem& p) : spec_(spec), problem_
         throw UsageError("a reduction reads each map with 32-bit indices: " + std::to_string(map_elems_) +
                          " shifts per map is too many (narrow the window)");
     const int64_t budget = r_.scratch_bytes > 0 ? r_.scratch_bytes : default_budget();
-    const int64_t cap = std::max<int64_t>(1, budget / (map_elems_ * int64_t(sizeof(float))));  // maps per chunk
-    const int64_t L = int64_t(p.hL) * p.wL, R = int64_t(p.hR) * p.wR;
-    auto runs = [](int64_t total, int64_t step, auto&& f) {
-        for (int64_t a = 0; a < total; a += step) f(a, std::min(step, total - a));
-    };
-    const bool peaks = r_.kind == ReductionKind::Peaks;
-    switch (p.form) {
-        case Form::OneToOne:
-            add_chunk(Form::OneToOne, 1, 1, Chunk{0, 0, 0, 0, 1, 0, 1, 0, 1});
-            break;
-        case Form::OneToMany:
-            runs(p.nR, std::min<int64_t>(p.nR, cap), [&](int64_t j0, int64_t c) {
-                add_chunk(Form::OneToMany, 1, int(c), Chunk{0, 0, j0 * R, j0, c, j0, c, 0, 1});
-            });
-            break;
-        case Form::NToMn: {
-            const int64_t N = p.nL, M = p.nR / p.nL;
-            runs(M, std::clamp<int64_t>(cap / N, 1, M), [&](int64_t g0, int64_t g) {
-                add_chunk(Form::NToMn, int(N), int(g * N), Chunk{0, 0, g0 * N * R, g0 * N, g * N, g0, g, 1, N});
-            });
-            break;
-        }
-        case Form::NToM: {
-            const int64_t N = p.nL, M = p.nR;
-            if (!peaks) {
-                runs(M, std::clamp<int64_t>(cap / N, 1, M), [&](int64_t j0, int64_t c) {
-                    add_chunk(Form::NToM, int(N), int(c), Chunk{0, 0, j0 * R, 0, N * c, j0, c, c, 1});
-                });
-            } else if (M <= cap) {
-                runs(N, std::min<int64_t>(N, cap / M), [&](int64_t i0, int64_t a) {
-                    add_chunk(Form::NToM, int(a), int(M), Chunk{0, i0 * L, 0, i0 * M, a * M, 0, M, 0, 1});
-                });
-            } else {
-                for (int64_t i = 0; i < N; ++i)
-                    runs(M, cap, [&](int64_t j0, int64_t c) {
-                        add_chunk(Form::OneToMany, 1, int(c), Chunk{0, i * L, j0 * R, i * M + j0, c, j0, c, 0, 1});
-                    });
-            }
-            break;
-        }
+    chunks_ = chunks_of(p, r_.kind, budget / (map_elems_ * int64_t(sizeof(float))));
+    // One plan per chunk shape (the full one and the last, shorter one), built here, so that
+    // execute() allocates nothing.
+    for (const Chunk& c : chunks_) {
+        auto& plan = plans_[{int(c.form), c.nL, c.nR}];
+        if (!plan) plan = std::make_unique<Plan>(inner_spec(c));
+        chunk_plan_.push_back(plan.get());
+        if (c.pairs > chunk_pairs_) chunk_pairs_ = c.pairs, main_ = plan.get();
     }
     maps_ = DeviceBuffer<float>(size_t(chunk_pairs_ * map_elems_));
-    if (peaks) {
+    if (r_.kind == ReductionKind::Peaks) {
         tiles_ = tiles_of(p.out_h(), p.out_w());
         tile_value_ = DeviceBuffer<float>(size_t(chunk_pairs_ * tiles_.count()));
         tile_index_ = DeviceBuffer<int>(size_t(chunk_pairs_ * tiles_.count()));
@@ -115,7 +113,7 @@ void Reducer::execute(const float* left, const float* right, const ReducedOutput
     const int64_t lefts = reduced_lefts(problem_);
     for (size_t ci = 0; ci < chunks_.size(); ++ci) {
         const Chunk& c = chunks_[ci];
-        plans_.at(c.plan_key)->execute(left + c.left_off, right + c.right_off, maps_.get(), stream);
+        chunk_plan_[ci]->execute(left + c.left_off, right + c.right_off, maps_.get(), stream);
         if (r_.kind == ReductionKind::Peaks) {
             const int64_t o = c.out0 * r_.k;
             launch_peaks(maps_.get(), int(c.pairs), tiles_, w.dy0, w.dx0, r_, tile_value_.get(), tile_index_.get(),

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "lib/reduce/kernels.cuh"
@@ -16,6 +17,23 @@
 #include "xcorr/plan.hpp"
 
 namespace xcorr::reduce {
+
+// One chunk of a reduced problem: the inner (map) problem's form and counts, where its inputs start
+// in the caller's stacks, and where its answers go. Peaks: its `pairs` maps are outputs out0 ..
+// out0 + pairs - 1 of the whole problem, in order. Maximum over the rights: it holds rights j0 ..
+// j0 + rights - 1 of every left, the map of left i and chunk right jj being its map i*si + jj*sj.
+struct Chunk {
+    Form form;
+    int nL, nR;
+    int64_t left_off, right_off;  // elements
+    int64_t out0, pairs;
+    int64_t j0, rights, si, sj;
+};
+// The chunks of problem `p` for reduction `kind` with at most `cap` maps a chunk where the form
+// allows (one map, one left's rights or one group's maps are taken whole): no GPU needed, so that
+// tests/reduce_chunks_host.cpp checks on the CPU that they cover every pair once, in the answer's
+// order, with the inner problems' own pair maps.
+std::vector<Chunk> chunks_of(const Problem& p, ReductionKind kind, int64_t cap);
 
 class Reducer {
 public:
@@ -26,31 +44,21 @@ public:
     void execute(const float* left, const float* right, const ReducedOutputs& out, cudaStream_t stream,
                  bool accumulate, int64_t first_right);
 
-    const Plan& main_plan() const { return *plans_.at(main_count_); }
+    const Plan& main_plan() const { return *main_; }
     size_t workspace_bytes() const;
     std::string explain() const;  // how it is chunked and what runs each chunk
 
 private:
-    // One chunk: the inner plan's problem for `pairs` maps, where its inputs start, and where its
-    // answers go (peaks: output out0 onwards; max: rights from j0, map (i, jj) at i*si + jj*sj).
-    struct Chunk {
-        int plan_key;  // key into plans_
-        int64_t left_off, right_off;  // elements
-        int64_t out0;
-        int64_t pairs;
-        int64_t j0, rights, si, sj;
-    };
-    PlanSpec inner_spec(Form form, int nL, int nR) const;
-    void add_chunk(Form form, int nL, int nR, Chunk c);
+    PlanSpec inner_spec(const Chunk& c) const;
 
     PlanSpec spec_;
     Problem problem_;
     Reduction r_;
     int64_t map_elems_ = 0;
-    int main_count_ = 0;  // key of the largest chunk's plan
-    std::map<int, std::unique_ptr<Plan>> plans_;  // by a key (form and counts)
-    std::map<int, std::vector<int>> plan_shape_;  // key -> (form, nL, nR)
+    std::map<std::tuple<int, int, int>, std::unique_ptr<Plan>> plans_;  // by (form, nL, nR)
     std::vector<Chunk> chunks_;
+    std::vector<Plan*> chunk_plan_;  // each chunk's plan
+    Plan* main_ = nullptr;  // the largest chunk's
     int64_t chunk_pairs_ = 0;  // the most maps of one chunk
     Tiles tiles_;
     DeviceBuffer<float> maps_;

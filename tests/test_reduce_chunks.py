@@ -1,0 +1,18 @@
+"""A reduced plan's chunks on the CPU (tests/reduce_chunks_host.cpp, lib/reduce/reducer.hpp's
+chunks_of): every form, counts and budget, peaks and the maximum over the rights; each pair covered
+once, by the right matrices, in the answer's order. Runs everywhere (no GPU)."""
+import re
+
+import pytest
+
+from conftest import BUILD, run
+
+
+def test_chunks_cover_every_pair_once_with_the_right_matrices():
+    path = BUILD / "reduce_chunks_host"
+    if not path.exists():
+        pytest.skip(f"{path} not built")
+    r = run([str(path)])
+    assert r.returncode == 0, r.stdout + r.stderr
+    m = re.search(r"^(\d+) cases, 0 failed$", r.stdout, re.M)
+    assert m and int(m.group(1)) > 300, r.stdout
