@@ -493,3 +493,25 @@ def test_a_one_value_option_given_twice_is_refused(args, needle):
     opt, specs = pb.parse_args(["--case", "variant=torch-fft form=one-to-one size=8",
                                 "--case", "variant=torch-fft form=one-to-one size=16", "--min-time", "0.2"])
     assert len(specs) == 2 and opt.min_time == 0.2
+
+
+def test_a_failed_case_s_entries_say_why():
+    """The error entry of a peer's case that failed (peerbench and reduce_peers alike): a refusal's
+    own words, an out-of-memory error's first line, else the exception's type and first line; the
+    allocator's cache freed after anything but a refusal."""
+    from types import SimpleNamespace
+
+    from xcsuite.peerbench import CaseError, case_error
+
+    class OutOfMemory(Exception):
+        pass
+
+    freed = []
+    torch = SimpleNamespace(cuda=SimpleNamespace(OutOfMemoryError=OutOfMemory, empty_cache=lambda: freed.append(1)))
+    assert case_error(CaseError("validation failed: peak at (1, 2)"), torch) == "validation failed: peak at (1, 2)"
+    assert not freed
+    assert case_error(OutOfMemory("CUDA out of memory. Tried 2 GiB\nmore"), torch) == \
+        "not enough GPU memory: CUDA out of memory. Tried 2 GiB"
+    assert case_error(OutOfMemory(""), torch) == "not enough GPU memory: out of memory"
+    assert case_error(ValueError("xcorr refuses\nthe rest"), torch) == "ValueError: xcorr refuses"
+    assert len(freed) == 3

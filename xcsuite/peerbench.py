@@ -1456,6 +1456,18 @@ class CaseError(Exception):
     """A case that cannot be timed: its repetitions are error entries with this message."""
 
 
+def case_error(e: Exception, torch) -> str:
+    """The error entry's message of a case that failed (every repetition gets it): a CaseError's
+    own words, the first line of an out-of-memory error, else the exception's type and first line.
+    The cache of a failed allocation is released for the next case."""
+    if isinstance(e, CaseError):
+        return str(e)
+    torch.cuda.empty_cache()
+    if isinstance(e, torch.cuda.OutOfMemoryError):
+        return f"not enough GPU memory: {str(e).splitlines()[0] if str(e) else 'out of memory'}"
+    return f"{type(e).__name__}: {e}".splitlines()[0]
+
+
 class Bench:
     def __init__(self, gpu: Gpu, opt: Options):
         self.gpu, self.opt, self.torch = gpu, opt, gpu.torch
@@ -1561,15 +1573,8 @@ class Bench:
                     print(f"peerbench: {c.name()}: NPP warning NppStatus {st} ({NPP_STATUS_NAMES.get(st, 'unknown')})",
                           file=sys.stderr)
                 yield {"iterations": n, "real_time": s / n, "total": s, "batch": batch, "err": err, "samples": samples}
-        except CaseError as e:
-            yield from ({"error": str(e)} for _ in range(opt.repetitions))
-        except torch.cuda.OutOfMemoryError as e:
-            torch.cuda.empty_cache()
-            msg = str(e).splitlines()[0] if str(e) else "out of memory"
-            yield from ({"error": f"not enough GPU memory: {msg}"} for _ in range(opt.repetitions))
         except Exception as e:  # a library refusing the case: an error entry, like SkipWithError
-            torch.cuda.empty_cache()
-            yield from ({"error": f"{type(e).__name__}: {e}".splitlines()[0]} for _ in range(opt.repetitions))
+            yield from ({"error": case_error(e, torch)} for _ in range(opt.repetitions))
 
     def cap_cupy(self, c: Case, peer):
         """Refuses a case whose loop is predicted above the time cap per call (one pair, timed)."""

@@ -654,7 +654,7 @@ def run_case(bench, rc):
     the first call took beyond the inputs, sampled)."""
     import gc
 
-    from xcsuite.peerbench import CaseError
+    from xcsuite.peerbench import CaseError, case_error
 
     torch, opt, gpu = bench.torch, bench.opt, bench.gpu
     try:
@@ -686,15 +686,8 @@ def run_case(bench, rc):
             iters = n
             yield {"iterations": n, "real_time": s / n, "total": s, "batch": batch, "err": 0.0, "samples": 0,
                    "mem": mem}
-    except CaseError as e:
-        yield from ({"error": str(e)} for _ in range(opt.repetitions))
-    except torch.cuda.OutOfMemoryError as e:
-        torch.cuda.empty_cache()
-        msg = str(e).splitlines()[0] if str(e) else "out of memory"
-        yield from ({"error": f"not enough GPU memory: {msg}"} for _ in range(opt.repetitions))
     except Exception as e:  # noqa: BLE001  (a refusal or a missing function: an error entry)
-        torch.cuda.empty_cache()
-        yield from ({"error": f"{type(e).__name__}: {e}".splitlines()[0]} for _ in range(opt.repetitions))
+        yield from ({"error": case_error(e, torch)} for _ in range(opt.repetitions))
 
 
 def label(rc) -> str:
