@@ -90,7 +90,7 @@ struct Plan::Impl {
     const void* checked[3] = {nullptr, nullptr, nullptr};  // the pointers execute() last found readable
     Reduction reduce;
     std::unique_ptr<reduce::Reducer> reducer;  // a reduced plan: the chunks' plans and the kernels
-    const void* checked_out[6] = {};  // the reduced outputs execute() last found readable
+    const void* checked_out[4] = {};  // the reduced outputs execute() last found readable
 };
 
 namespace {
@@ -106,6 +106,25 @@ void check_readable(const void* p, const char* what, bool pageable_ok) {
         throw UsageError(std::string("Plan::execute: ") + what +
                          " is pageable host memory, which this GPU cannot read: pass device memory (cudaMalloc), "
                          "managed or page-locked memory");
+}
+
+// check_readable for each of the n pointers that differs from the one `seen` holds for its slot
+// (null ones, outputs a call does not write, are skipped), then remembered there.
+void check_new_pointers(const void* const* given, const char* const* names, int n, const void** seen,
+                        bool pageable_ok) {
+    for (int i = 0; i < n; ++i)
+        if (given[i] && given[i] != seen[i]) {
+            check_readable(given[i], names[i], pageable_ok);
+            seen[i] = given[i];
+        }
+}
+
+void check_device(int device) {
+    int current = 0;
+    XC_CUDA_CHECK(cudaGetDevice(&current));
+    if (current != device)
+        throw UsageError("Plan::execute: the plan was built on device " + std::to_string(device) + " but device " +
+                         std::to_string(current) + " is current");
 }
 }  // namespace
 
@@ -124,15 +143,21 @@ Plan::Plan(const PlanSpec& spec) : impl_(std::make_unique<Impl>()) {
     im.problem = problem_of(spec);
     im.reduce = spec.reduce;
     im.reduce.check(im.problem);
-    if (im.reduce.kind != ReductionKind::Map) {
-        if (spec.algorithm == "reference")
-            throw UsageError("the reference is the float64 CPU loop (reference_cpu, reference_peaks, "
-                             "reference_max_over_rights: reduce.hpp), not a GPU plan: name a variant (xcorr list) or auto");
-        // The chunks' own plans are built (and checked) inside; this plan answers for the largest.
-        im.device = require_current_gpu().device;
+    if (spec.algorithm == "reference")
+        throw UsageError("the reference is the float64 CPU loop (reference_cpu, reference.hpp; the reductions' in "
+                         "reduce.hpp), not a GPU plan: name a variant (xcorr list) or auto");
+    // The plan's GPU: its ordinal, and whether it reads pageable host memory (check_readable).
+    auto attach = [&im] {
+        const GpuInfo gpu = require_current_gpu();
+        im.device = gpu.device;
         int pageable = 0;
         XC_CUDA_CHECK(cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, im.device));
         im.pageable_ok = pageable != 0;
+        return gpu;
+    };
+    if (im.reduce.kind != ReductionKind::Map) {
+        // The chunks' own plans are built (and checked) inside; this plan answers for the largest.
+        attach();
         im.reducer = std::make_unique<reduce::Reducer>(spec, im.problem);
         const Plan& main = im.reducer->main_plan();
         im.variant = &main.variant();
@@ -142,9 +167,6 @@ Plan::Plan(const PlanSpec& spec) : impl_(std::make_unique<Impl>()) {
         return;
     }
     const bool is_auto = spec.algorithm == "auto";
-    if (spec.algorithm == "reference")
-        throw UsageError("the reference is the float64 CPU loop (reference_cpu, reference.hpp), not a GPU plan: "
-                         "name a variant (xcorr list) or auto");
     if (is_auto && !spec.params.empty())
         throw UsageError("auto sets its own parameters: give no parameters with algorithm auto, or name the algorithm");
     if (!is_auto) {
@@ -154,11 +176,7 @@ Plan::Plan(const PlanSpec& spec) : impl_(std::make_unique<Impl>()) {
         if (!why.empty()) throw UsageError(why);
         im.params = im.variant->resolve(spec.params);
     }
-    const GpuInfo gpu = require_current_gpu();
-    im.device = gpu.device;
-    int pageable = 0;
-    XC_CUDA_CHECK(cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, im.device));
-    im.pageable_ok = pageable != 0;
+    const GpuInfo gpu = attach();
     const int cc = gpu.cc_major * 10 + gpu.cc_minor;
     if (!is_auto) {
         if (std::string why = im.variant->gpu_refusal(cc); !why.empty()) throw UsageError(why);
@@ -192,26 +210,16 @@ Plan::~Plan() = default;
 Plan::Plan(Plan&&) noexcept = default;
 Plan& Plan::operator=(Plan&&) noexcept = default;
 
-namespace {
-void check_device(int device) {
-    int current = 0;
-    XC_CUDA_CHECK(cudaGetDevice(&current));
-    if (current != device)
-        throw UsageError("Plan::execute: the plan was built on device " + std::to_string(device) + " but device " +
-                         std::to_string(current) + " is current");
-}
-}  // namespace
-
 void Plan::execute(const float* left, const float* right, const ReducedOutputs& out, cudaStream_t stream,
                    bool accumulate, int64_t first_right) {
     Impl& im = *impl_;
     if (!im.reducer)
         throw UsageError("Plan::execute: this plan writes maps (its spec has no reduction): pass an output array");
     const bool peaks = im.reduce.kind == ReductionKind::Peaks;
-    const void* given[6] = {out.value, peaks ? (const void*)out.shift : out.index,
-                            peaks ? (const void*)out.subpixel : nullptr, nullptr,
-                            peaks ? nullptr : (const void*)out.sum, peaks ? nullptr : (const void*)out.sumsq};
-    static const char* const names[6] = {"value", peaks ? "shift" : "index", "subpixel", "", "sum", "sumsq"};
+    // The outputs this reduction writes, by slot (a plan has one kind, so a slot is always one array).
+    const void* given[4] = {out.value, peaks ? (const void*)out.shift : out.index,
+                            peaks ? (const void*)out.subpixel : out.sum, peaks ? nullptr : out.sumsq};
+    const char* const names[4] = {"value", peaks ? "shift" : "index", peaks ? "subpixel" : "sum", "sumsq"};
     if (!left || !right || !given[0] || !given[1] || (peaks && !given[2]))
         throw UsageError("Plan::execute: a null device pointer");
     if (!peaks && im.reduce.stats && (!out.sum || !out.sumsq))
@@ -225,19 +233,9 @@ void Plan::execute(const float* left, const float* right, const ReducedOutputs& 
     check_device(im.device);
     const void* ins[2] = {left, right};
     static const char* const in_names[2] = {"left", "right"};
-    for (int i = 0; i < 2; ++i)
-        if (ins[i] != im.checked[i]) {
-            check_readable(ins[i], in_names[i], im.pageable_ok);
-            im.checked[i] = ins[i];
-        }
-    for (int i = 0; i < 6; ++i)
-        if (given[i] && given[i] != im.checked_out[i]) {
-            check_readable(given[i], names[i], im.pageable_ok);
-            im.checked_out[i] = given[i];
-        }
-    ReducedOutputs o = out;
-    if (!im.reduce.stats) o.sum = o.sumsq = nullptr;
-    im.reducer->execute(left, right, o, stream, accumulate, first_right);
+    check_new_pointers(ins, in_names, 2, im.checked, im.pageable_ok);
+    check_new_pointers(given, names, 4, im.checked_out, im.pageable_ok);
+    im.reducer->execute(left, right, out, stream, accumulate, first_right);
 }
 
 const Reduction& Plan::reduction() const { return impl_->reduce; }
@@ -256,18 +254,10 @@ void Plan::execute(const float* left, const float* right, float* out, cudaStream
     if (impl_->reducer)
         throw UsageError(std::string("Plan::execute: this plan reduces (") + impl_->reduce.describe() +
                          "): pass its ReducedOutputs, not a map");
-    int current = 0;
-    XC_CUDA_CHECK(cudaGetDevice(&current));
-    if (current != impl_->device)
-        throw UsageError("Plan::execute: the plan was built on device " + std::to_string(impl_->device) +
-                         " but device " + std::to_string(current) + " is current");
+    check_device(impl_->device);
     const void* given[3] = {left, right, out};
     static const char* const names[3] = {"left", "right", "out"};
-    for (int i = 0; i < 3; ++i)
-        if (given[i] != impl_->checked[i]) {
-            check_readable(given[i], names[i], impl_->pageable_ok);
-            impl_->checked[i] = given[i];
-        }
+    check_new_pointers(given, names, 3, impl_->checked, impl_->pageable_ok);
     impl_->instance->run(left, right, out, stream);
     if (impl_->instance->has_finish()) impl_->instance->finish(out, stream);
 }
