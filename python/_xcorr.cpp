@@ -367,6 +367,24 @@ public:
                        reinterpret_cast<float*>(out), as_stream(stream));
     }
 
+    // A reduced plan's call on raw device pointers (0: an output it does not write): the fast path
+    // of PyTorch and CuPy arrays, as execute_ptr is the maps'. Plan::execute checks which outputs
+    // the reduction needs and that each pointer is readable by the GPU.
+    void execute_reduced_ptr(uintptr_t left, uintptr_t right, uintptr_t value, uintptr_t shift, uintptr_t subpixel,
+                             uintptr_t index, uintptr_t sum, uintptr_t sumsq, uintptr_t stream, bool accumulate,
+                             int64_t first_right) {
+        xcorr::ReducedOutputs o;
+        o.value = reinterpret_cast<float*>(value);
+        o.shift = reinterpret_cast<int32_t*>(shift);
+        o.subpixel = reinterpret_cast<float*>(subpixel);
+        o.index = reinterpret_cast<int32_t*>(index);
+        o.sum = reinterpret_cast<double*>(sum);
+        o.sumsq = reinterpret_cast<double*>(sumsq);
+        DeviceGuard guard(plan_->device());
+        plan_->execute(reinterpret_cast<const float*>(left), reinterpret_cast<const float*>(right), o,
+                       as_stream(stream), accumulate, first_right);
+    }
+
     // Milliseconds of `calls` back-to-back execute()s from C++ (CUDA events on `stream`): the
     // bare execute that the Python call's overhead is measured against.
     double time_execute_ptr(uintptr_t left, uintptr_t right, uintptr_t out, uintptr_t stream, int calls) {
@@ -509,6 +527,8 @@ NB_MODULE(_xcorr, m) {
              "staged through device buffers (uploaded first with accumulate).")
         .def_prop_ro("reduced_elems", [](const PyPlan& p) { return p.plan().reduced_elems(); })
         .def("execute_ptr", &PyPlan::execute_ptr, "left"_a, "right"_a, "out"_a, "stream"_a = 0)
+        .def("execute_reduced_ptr", &PyPlan::execute_reduced_ptr, "left"_a, "right"_a, "value"_a, "shift"_a,
+             "subpixel"_a, "index"_a, "sum"_a, "sumsq"_a, "stream"_a, "accumulate"_a, "first_right"_a)
         .def("time_execute_ptr", &PyPlan::time_execute_ptr, "left"_a, "right"_a, "out"_a, "stream"_a, "calls"_a)
         .def_prop_ro("algorithm", [](const PyPlan& p) { return p.plan().algorithm(); })
         .def_prop_ro("params", [](const PyPlan& p) { return p.plan().params(); })

@@ -887,6 +887,46 @@ def test_gpu_reductions_return_the_caller_s_kind_and_refuse_bad_out(torch, gpu):
         xcorr.peaks2d(a.double(), t)
 
 
+class _Calls:
+    """A plan's binding that records which of its calls a Python call made."""
+
+    def __init__(self, plan):
+        self._plan, self.names = plan, []
+
+    def __getattr__(self, name):
+        self.names.append(name)
+        return getattr(self._plan, name)
+
+
+@pytest.mark.gpu
+def test_contiguous_tensors_take_the_raw_pointer_path_and_others_the_general_one(torch, gpu):
+    """PyTorch tensors that are what the kernels read go to execute_reduced_ptr (no DLPack), a
+    continued out= of tensors too; a strided input and a NumPy out= take the general path; all
+    give the same answer."""
+    rng = seeded_rng("fast-path")
+    a, t = rng.standard_normal((40, 41)).astype(np.float32), rng.standard_normal((4, 7, 5)).astype(np.float32)
+    ta, tt = torch.from_numpy(a).cuda(), torch.from_numpy(t).cuda()
+    for reduce, extra in (("peaks", {"k": 2}), ("max_over_rights", {"stats": True})):
+        plan = xcorr.Plan(a.shape, t.shape, reduce=reduce, **extra)
+        plan._plan = calls = _Calls(plan._plan)
+        fast = [host(x) for x in plan(ta, tt)]
+        assert calls.names == ["execute_reduced_ptr"], calls.names
+        calls.names.clear()
+        wide = torch.from_numpy(np.pad(a, ((0, 0), (0, 3)))).cuda()[:, :41]  # strided: copied first
+        general = [host(x) for x in plan(wide, tt)]
+        assert "execute_reduced" in calls.names and "execute_reduced_ptr" not in calls.names
+        for x, y in zip(fast, general):
+            assert np.array_equal(x, y), reduce
+    plan = xcorr.Plan(a.shape, (2, 7, 5), reduce="max_over_rights", stats=True)
+    plan._plan = calls = _Calls(plan._plan)
+    best = plan(ta, tt[:2])
+    assert plan(ta, tt[2:], out=best, first_index=2) is best
+    assert calls.names == ["execute_reduced_ptr"] * 2
+    one = xcorr.max_over_rights(a, t, stats=True)
+    assert np.array_equal(host(best.index), one.index) and np.allclose(host(best.value), one.value)
+    assert np.allclose(host(best.sum), one.sum)
+
+
 @pytest.mark.gpu
 def test_the_binding_checks_the_reduced_outputs(gpu):
     """execute_reduced (python/_xcorr.cpp) refuses what would be written out of bounds or misread:

@@ -415,24 +415,28 @@ class Plan:
     # fails returns None and the general path (_call) handles the call: it copies a strided input,
     # converts NumPy, and raises the ValueError that says what is wrong.
 
+    def _torch_ready(self, T, x, shape, dtype):
+        """Whether a tensor is what the kernels read or write: dtype, shape, on the plan's device,
+        dense and C-contiguous."""
+        return (type(x) is T.Tensor and x.dtype is dtype and x.is_cuda and x.get_device() == self._device
+                and x.shape == shape and x.layout is T.strided and x.is_contiguous())
+
+    def _torch_stream(self, T, stream):
+        if stream is None:
+            return T.stream(self._device)  # the caller's current stream on the plan's device
+        if type(stream) is not int or stream < 0:
+            return _arrays.stream_handle(stream, "torch", self._device)
+        return stream
+
     def _torch(self, T, left, right, out, stream):
-        dev, f32 = self._device, T.float32
-        if not (left.dtype is f32 and right.dtype is f32 and left.is_cuda and right.is_cuda
-                and left.get_device() == dev and right.get_device() == dev
-                and left.shape == self.left_shape and right.shape == self.right_shape
-                and left.layout is T.strided and right.layout is T.strided
-                and left.is_contiguous() and right.is_contiguous()):
+        f32 = T.float32
+        if not (self._torch_ready(T, left, self.left_shape, f32) and self._torch_ready(T, right, self.right_shape, f32)):
             return None
         if out is None:
-            out = T.empty(self.out_shape, dtype=f32, device=T.device(dev))
-        elif not (type(out) is T.Tensor and out.dtype is f32 and out.is_cuda and out.get_device() == dev
-                  and out.shape == self.out_shape and out.layout is T.strided and out.is_contiguous()):
+            out = T.empty(self.out_shape, dtype=f32, device=T.device(self._device))
+        elif not self._torch_ready(T, out, self.out_shape, f32):
             return None
-        if stream is None:
-            stream = T.stream(dev)  # the caller's current stream on the plan's device
-        elif type(stream) is not int or stream < 0:
-            stream = _arrays.stream_handle(stream, "torch", dev)
-        self._plan.execute_ptr(left.data_ptr(), right.data_ptr(), out.data_ptr(), stream)
+        self._plan.execute_ptr(left.data_ptr(), right.data_ptr(), out.data_ptr(), self._torch_stream(T, stream))
         return out
 
     def _cupy(self, C, left, right, out, stream):
@@ -543,6 +547,11 @@ class Plan:
         first_index = _first_index(first_index)
         if self.reduce == "peaks" and first_index != 0:
             raise ValueError("first_index= numbers the rights of max_over_rights, not peaks")
+        T = _arrays.TORCH
+        if T is not None and type(left) is T.Tensor and type(right) is T.Tensor:
+            result = self._torch_reduced(T, left, right, out, stream, first_index)
+            if result is not None:
+                return result
         left, right, kl, kr = _as_arrays(left, right)
         for x, what, want in ((left, "left", self.left_shape), (right, "right", self.right_shape)):
             if tuple(x.shape) != want:
@@ -575,6 +584,38 @@ class Plan:
         self._plan.execute_reduced(left, right, result[0], None, None, result[1], *sums, handle, out is not None,
                                    first_index)
         return result
+
+    def _torch_reduced(self, T, left, right, out, stream, first_index):
+        """The fast path of a reduced call on PyTorch tensors that are already what the kernels read
+        (as _torch is the maps'): outputs from torch.empty, or an earlier max_over_rights result of
+        tensors continued, and raw pointers to the binding; no DLPack export and import of up to six
+        arrays per call. None: the general path handles the call and says what is wrong."""
+        f32, i32, f64 = T.float32, T.int32, T.float64
+        if self.reference or not (self._torch_ready(T, left, self.left_shape, f32)
+                                  and self._torch_ready(T, right, self.right_shape, f32)):
+            return None
+        dtypes = (f32, i32, f32) if self.reduce == "peaks" else (f32, i32, f64, f64)
+        shapes = self._device_shape
+        if out is None:
+            device = T.device(self._device)
+            arrays = [T.empty(shape, dtype=dtype, device=device) for shape, dtype in zip(shapes, dtypes)]
+        elif (self.reduce == "peaks" or not isinstance(out, tuple) or len(out) != len(shapes)
+              or not all(self._torch_ready(T, x, shape, dtype) for x, shape, dtype in zip(out, shapes, dtypes))):
+            return None
+        else:
+            arrays = list(out)
+        stream = self._torch_stream(T, stream)
+        ptrs = [a.data_ptr() for a in arrays]
+        if self.reduce == "peaks":
+            self._plan.execute_reduced_ptr(left.data_ptr(), right.data_ptr(), *ptrs, 0, 0, 0, stream, False, 0)
+            value, shift, sub = arrays
+            if self.dims == 1:  # the lag, without the dy = 0 beside it
+                shift, sub = shift[..., 1], sub[..., 1]
+            return Peaks(value, shift, sub)
+        ptrs += [0, 0]  # no sums without stats
+        self._plan.execute_reduced_ptr(left.data_ptr(), right.data_ptr(), ptrs[0], 0, 0, ptrs[1], ptrs[2], ptrs[3],
+                                       stream, out is not None, first_index)
+        return out if out is not None else (MaxOverRightsStats if self.stats else MaxOverRights)(*arrays)
 
     def _check_reduced_out(self, out):
         """out= of a reduced call: an earlier max_over_rights result of this plan's shapes (GPU: as

@@ -17,6 +17,7 @@ CUPY = None
 class _Torch:
     def __init__(self, torch):
         self.Tensor, self.float32, self.strided, self.empty = torch.Tensor, torch.float32, torch.strided, torch.empty
+        self.int32, self.float64 = torch.int32, torch.float64  # a reduced plan's index/shift and sums
         # The current stream's handle without building a torch.cuda.Stream (what
         # torch.cuda.current_stream(device).cuda_stream returns; inductor's generated code calls it).
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
