@@ -197,7 +197,8 @@ def test_ncu_fft_account_help_and_a_missing_cases_file_come_before_the_build(tmp
 
 
 @pytest.mark.parametrize("name,doc_of", [("ab-bench", "scripts/ab-bench"), ("batch_scaling.py", "scripts/batch_scaling.py"),
-                                         ("table.py", "xcsuite/cli/table.py")])
+                                         ("table.py", "xcsuite/cli/table.py"),
+                                         ("sweep_scaling.py", "scripts/sweep_scaling.py")])
 def test_help_holds_the_whole_description(name, doc_of):
     """Their --help stopped mid-sentence (the docstring's first line, or its first paragraph, which
     ends on "Four readings:" in table.py): every paragraph of the docstring is in it now."""

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""How the experiment sweep scales over the GPUs of a host (issue #69): the quick suite
+(`run_experiments.py --quick --force`) run as a user runs it, once on the first GPU of --gpus and
+once on all of them (`--gpus all`: the cases dealt out by estimated cost, one bench process per GPU
+at a time), each into a results folder of its own under a temporary directory, timed by the wall
+clock from the command's start to its exit. Both runs must complete every case of the same set
+(checked: the same case keys, every one measured), else the comparison is void and the script fails.
+
+    python scripts/sweep_scaling.py [EXPERIMENT ...] [--gpus all] [--build build] [--out F]
+                                    [--max-minutes M] [--keep DIR]
+
+Prints one line per GPU count and writes JSON (--out): the GPUs (nvidia-smi's index, name, UUID,
+driver, clocks), the git revision, the experiments, the number of cases, the wall seconds per GPU
+count, the speedup over one GPU and the issue's target (1.8x with two). Needs two GPUs or more
+(exit 3 with the reason otherwise: one GPU has nothing to compare). EXPERIMENT: names or comma lists
+as run_experiments takes them (default: the whole quick suite). --max-minutes bounds each of the two
+runs (an incomplete run voids the comparison: exit 4)."""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from xcsuite import gpus  # noqa: E402
+
+TARGET = 1.8  # issue #69: the sweep over two GPUs at least 1.8x one GPU in wall time
+
+
+def git_revision():
+    rev = os.environ.get("XCORR_GIT_REVISION")
+    if rev:
+        return rev
+    r = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    return r.stdout.strip() if r.returncode == 0 else "unknown"
+
+
+def smi_details(devices):
+    """nvidia-smi's driver and clocks per selected device (index order), or what went wrong."""
+    try:
+        r = subprocess.run([*gpus.smi_command(), "--query-gpu=index,name,uuid,driver_version,clocks.sm,clocks.mem",
+                            "--format=csv,noheader"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return [f"nvidia-smi not run: {e}"]
+    wanted = {d.uuid for d in devices}
+    return [line.strip() for line in r.stdout.strip().splitlines() if any(u in line for u in wanted)]
+
+
+def cases_of(results: Path):
+    """{results file: (case keys, keys not measured)} of one run's results folders (quick ones)."""
+    out = {}
+    for f in sorted(results.glob("*/*.json")):
+        data = json.loads(f.read_text())
+        if not isinstance(data, dict) or "cases" not in data:
+            continue
+        cases = data["cases"]
+        out[f"{f.parent.name}/{f.name}"] = (set(cases), {k for k, c in cases.items() if c.get("status") != "ok"})
+    return out
+
+
+def run_sweep(selection, experiments, build, results, max_minutes):
+    """Wall seconds of one quick-suite run on the GPUs of `selection` (a --gpus value), and its exit."""
+    cmd = [sys.executable, str(ROOT / "scripts" / "run_experiments.py"), *experiments, "--quick", "--force",
+           "--gpus", selection, "--build", str(build), "--results", str(results), "--no-progress"]
+    if max_minutes:
+        cmd += ["--max-minutes", str(max_minutes)]
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    seconds = time.perf_counter() - t0
+    return seconds, r
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 epilog="\n\n".join(__doc__.split("\n\n")[1:]),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("experiments", nargs="*", help="experiments (default: the whole quick suite)")
+    ap.add_argument("--gpus", default="all", help="'all' or nvidia-smi indices/UUIDs, at least two (default: all)")
+    ap.add_argument("--build", default=str(ROOT / "build"), help="build directory (default: build/)")
+    ap.add_argument("--out", help="also write the JSON here")
+    ap.add_argument("--max-minutes", type=float, help="bound on each of the two runs")
+    ap.add_argument("--keep", help="keep both runs' results folders under this directory (default: removed)")
+    args = ap.parse_args(argv)
+    if args.max_minutes is not None and args.max_minutes <= 0:
+        ap.error("--max-minutes must be above 0")
+    listed = gpus.list_devices()
+    if listed is None:
+        print("sweep_scaling: no GPU: nvidia-smi lists none", file=sys.stderr)
+        return 3
+    visible = gpus.visible(listed)
+    if visible is None:
+        print("sweep_scaling: CUDA_VISIBLE_DEVICES names devices nvidia-smi does not list", file=sys.stderr)
+        return 3
+    try:
+        devices = gpus.select(args.gpus, visible)
+    except gpus.GpuSelectionError as e:
+        ap.error(str(e))
+    if len(devices) < 2:
+        print(f"sweep_scaling: needs two GPUs or more, {len(devices)} selected "
+              f"({', '.join(d.label() for d in devices)}): one GPU has nothing to compare", file=sys.stderr)
+        return 3
+    if not (Path(args.build) / "xcorr_bench").exists():
+        print(f"sweep_scaling: {args.build}/xcorr_bench is missing: build first (meson setup build && ninja -C build)",
+              file=sys.stderr)
+        return 2
+    out_path = Path(args.out) if args.out else None
+    if out_path is not None and not out_path.parent.is_dir():
+        ap.error(f"--out: no directory {out_path.parent}")
+    keep = Path(args.keep) if args.keep else None
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+
+    with tempfile.TemporaryDirectory(prefix="sweep-scaling-", dir=keep) as tmp:
+        runs = []
+        for count, selection in ((1, devices[0].uuid), (len(devices), ",".join(d.uuid for d in devices))):
+            results = Path(tmp) / f"gpus-{count}"
+            print(f"sweep_scaling: the quick suite on {count} GPU(s) ...", flush=True)
+            seconds, r = run_sweep(selection, args.experiments, args.build, results, args.max_minutes)
+            if r.returncode != 0:
+                print(f"sweep_scaling: the run on {count} GPU(s) exited {r.returncode} after {seconds:.0f} s; its "
+                      f"last lines:\n{r.stdout[-1500:]}{r.stderr[-1500:]}", file=sys.stderr)
+                return 4 if r.returncode == 4 else 1
+            runs.append({"gpus": count, "devices": [d.record() for d in devices[:count]], "seconds": seconds,
+                         "cases": cases_of(results)})
+            print(f"   {count} GPU(s): {seconds:.1f} s", flush=True)
+        one, many = runs
+        if {f: keys for f, (keys, _) in one["cases"].items()} != {f: keys for f, (keys, _) in many["cases"].items()}:
+            print("sweep_scaling: the two runs measured different cases: no comparison", file=sys.stderr)
+            return 1
+        unmeasured = sorted(f"{f}: {k}" for run in runs for f, (_, bad) in run["cases"].items() for k in bad)
+        if unmeasured:
+            print(f"sweep_scaling: {len(unmeasured)} case(s) not measured, e.g. {unmeasured[0]}: no comparison",
+                  file=sys.stderr)
+            return 1
+        if keep is not None:  # the temporary directory goes; its results stay under --keep
+            for run in runs:
+                src = Path(tmp) / f"gpus-{run['gpus']}"
+                if src.exists():
+                    src.rename(keep / src.name)
+
+    cases = sum(len(keys) for keys, _ in one["cases"].values())
+    speedup = one["seconds"] / many["seconds"]
+    result = {"gpus": [d.name for d in devices], "nvidia_smi": smi_details(devices), "git_revision": git_revision(),
+              "experiments": args.experiments or "all", "protocol": "quick (run_experiments --quick --force)",
+              "cases": cases, "files": len(one["cases"]),
+              "runs": [{k: v for k, v in run.items() if k != "cases"} for run in runs],
+              "speedup": speedup, "target": TARGET if len(devices) == 2 else None,
+              "holds": speedup >= TARGET if len(devices) == 2 else None}
+    print(f"sweep_scaling: {cases} cases in {len(one['cases'])} files; 1 GPU {one['seconds']:.1f} s, "
+          f"{many['gpus']} GPUs {many['seconds']:.1f} s: {speedup:.2f}x"
+          + (f" (target {TARGET}x: {'holds' if result['holds'] else 'missed'})" if result["target"] else ""))
+    if out_path is not None:
+        tmp_out = out_path.with_name(out_path.name + ".tmp")
+        tmp_out.write_text(json.dumps(result, indent=1) + "\n")
+        tmp_out.replace(out_path)  # never a half-written file
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""scripts/sweep_scaling.py (issue #69: the quick sweep on one GPU against all of them), on the CPU
+against the fake bench pretending to be two GPUs: which GPUs each run used, that both runs measured
+the same cases, the JSON, and the refusals."""
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from suite_helpers import ROOT, clear_fake_env, make_fake_build, no_peers_env
+
+spec = importlib.util.spec_from_file_location("sweep_scaling", ROOT / "scripts" / "sweep_scaling.py")
+sweep = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(sweep)
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    clear_fake_env(monkeypatch)
+    build = make_fake_build(tmp_path / "build")
+    for k, v in no_peers_env(build).items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("XCORR_LOCK_DIR", str(tmp_path / "locks"))
+    monkeypatch.setenv("FAKE_GPUS", "2")
+    monkeypatch.setenv("FAKE_SLEEP", "0.02")  # per case: the two GPUs' halves overlap
+    return build, tmp_path, monkeypatch
+
+
+def devices_of(folder):
+    """{results file: the device UUIDs its cases were measured on}."""
+    out = {}
+    for f in Path(folder).glob("*/*.json"):
+        data = json.loads(f.read_text())
+        if isinstance(data, dict) and "cases" in data:
+            out[f.name] = {c["device"]["uuid"] for c in data["cases"].values()}
+    return out
+
+
+def test_one_gpu_then_both_on_the_same_cases(env, capsys):
+    build, tmp, _ = env
+    out, keep = tmp / "sweep.json", tmp / "kept"
+    assert sweep.main(["fig22", "fig15", "--build", str(build), "--out", str(out), "--keep", str(keep)]) == 0
+    one, two = devices_of(keep / "gpus-1"), devices_of(keep / "gpus-2")
+    assert set(one) == set(two) == {"fig22.json", "fig15.json"}
+    assert all(d == {"GPU-fake-0"} for d in one.values())
+    assert set().union(*two.values()) == {"GPU-fake-0", "GPU-fake-1"}
+    data = json.loads(out.read_text())
+    assert [r["gpus"] for r in data["runs"]] == [1, 2]
+    assert data["runs"][1]["devices"] == [{"index": "0", "uuid": "GPU-fake-0"}, {"index": "1", "uuid": "GPU-fake-1"}]
+    assert data["cases"] > 20 and data["files"] == 2 and data["target"] == 1.8
+    assert data["speedup"] == pytest.approx(data["runs"][0]["seconds"] / data["runs"][1]["seconds"])
+    assert data["holds"] == (data["speedup"] >= 1.8) and data["git_revision"]
+    assert "1 GPU" in capsys.readouterr().out
+
+
+def test_one_gpu_is_refused_and_nothing_is_written(env, capsys):
+    build, tmp, mp = env
+    mp.setenv("FAKE_GPUS", "1")
+    assert sweep.main(["fig22", "--build", str(build), "--out", str(tmp / "s.json")]) == 3
+    assert "needs two GPUs or more, 1 selected" in capsys.readouterr().err
+    assert not (tmp / "s.json").exists()
+
+
+def test_a_missing_build_and_a_bad_selection_are_refused(env, capsys):
+    build, tmp, _ = env
+    assert sweep.main(["fig22", "--build", str(tmp / "nowhere")]) == 2
+    assert "xcorr_bench is missing" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        sweep.main(["fig22", "--build", str(build), "--gpus", "0,7"])
+    assert e.value.code == 2 and "no visible GPU '7'" in capsys.readouterr().err
+
+
+def test_a_failed_run_voids_the_comparison(env, capsys):
+    build, tmp, mp = env
+    mp.setenv("FAKE_REJECT", "variant=")
+    out = tmp / "s.json"
+    out.write_text("the user's earlier file")
+    assert sweep.main(["fig22", "--build", str(build), "--out", str(out)]) != 0
+    assert out.read_text() == "the user's earlier file"
