@@ -13,7 +13,8 @@ page-locked memory reused (xcorr.empty_pinned: the GPUs download into it directl
 `first_touch_seconds`: a fresh NumPy array of the result's size written once by one host thread (the
 page-fault cost the fresh calls pay, spread over the devices' threads). Then `ceilings`: the host
 link's floors for the same bytes (xcsuite/copy_ceiling.py: each GPU alone and all at once copying to
-page-locked, pageable and fresh memory, and host memcpy on 1..16 threads), and each row's `floor_*`:
+page-locked, pageable and fresh memory, page-locked in the batch's pieces and blocks, and host
+memcpy on 1..16 threads), and each row's `floor_*`:
 the fastest its results can reach the host memory it writes (pinned: the GPUs' copies into
 page-locked memory; reused pageable: the better of the driver's pageable copy and pinned staging
 drained by host threads, both halves at once (`staged`); fresh: the same into a fresh array). --no-ceilings leaves them out. Prints and writes JSON with the GPUs, the driver, the
@@ -184,7 +185,8 @@ def main(argv=None):
     if not args.no_ceilings:
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
         from xcsuite import copy_ceiling
-        c = copy_ceiling.measure(devices, one.nbytes, repeat=args.repeat)
+        c = copy_ceiling.measure(devices, one.nbytes, repeat=args.repeat,
+                                 rows=ls[0] if args.form == "n-to-m" else None)  # block pieces' rows: the lefts
         result["ceilings"] = c
         for run in result["runs"]:
             k = len(run["devices"])

@@ -9,6 +9,7 @@ import sys
 import types
 
 import numpy as np
+import pytest
 
 from conftest import ROOT
 from xcorr_np import correlate
@@ -194,3 +195,37 @@ def test_copy_ceiling_host_copies_cover_the_array_in_parts():
         for job in jobs:
             job()
         assert np.array_equal(dst, src), t
+
+
+@pytest.mark.parametrize("share, rows, piece", [(4096, None, 1000), (4096, None, 4096), (64 * 4 * 33, 64, 1000),
+                                                 (32 * 4 * 101, 32, 4 * 32 * 7), (12 * 4 * 5, 12, 1 << 20)])
+def test_copy_ceiling_pieces_move_each_byte_of_the_share_once(share, rows, piece):
+    """pieces_of's copies (cudaMemcpy and cudaMemcpy2D emulated on bytes) take each byte of the
+    device's share once and put it where the batch's layout has it: contiguous pieces in order, or
+    blocks whose device side holds a run of every row's columns (a block piece's output) landing in
+    rows at the pitch."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from xcsuite import copy_ceiling
+    pieces = copy_ceiling.pieces_of(share, rows, piece)
+    # The device holds each block's output contiguously; what the host must end up with is the
+    # share's rows x pitch layout, so build the device side from the wanted host image.
+    host_want = np.arange(share, dtype=np.int64)
+    device = np.full(share, -1, np.int64)
+    for dst, pitch, src, width, height in pieces:
+        for r in range(height):
+            device[src + r * width: src + (r + 1) * width] = host_want[dst + r * pitch: dst + r * pitch + width]
+    host = np.full(share, -1, np.int64)
+    written = np.zeros(share, np.int64)
+    for dst, pitch, src, width, height in pieces:
+        assert width > 0 and width % 4 == 0 and (height == 1 or width <= pitch)
+        for r in range(height):
+            host[dst + r * pitch: dst + r * pitch + width] = device[src + r * width: src + (r + 1) * width]
+            written[dst + r * pitch: dst + r * pitch + width] += 1
+    covered = share if rows is None else rows * (share // rows // 4 * 4)
+    assert (written[:covered] == 1).all() and (written[covered:] == 0).all()
+    assert np.array_equal(host[:covered], host_want[:covered])
+    srcs = sorted((src, width * height) for _, _, src, width, height in pieces)  # the device side: back to back
+    assert srcs[0][0] == 0 and all(a + n == b for (a, n), (b, _) in zip(srcs, srcs[1:]))
+    assert len(pieces) == max(1, -(-covered // piece))

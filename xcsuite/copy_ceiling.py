@@ -17,6 +17,12 @@ copying its share of `nbytes` from a device buffer into its own part of one host
                   of the same size into pageable memory (staged_fresh_T: into a fresh array). The
                   DMA writes, the memcpy's reads and its writes all cross the host's memory, so this
                   is the staged route's floor, not the slower of its halves alone.
+- pinned_pieces:  the pinned copy cut as the batch cuts it, pieces of ~64 MiB one after another per
+                  GPU (PIECE_BYTES: the batch's default piece), each a cudaMemcpy of its own.
+- pinned_blocks:  with `rows` (the lefts of an n-to-m batch), the same pieces as the batch's blocks
+                  are (all of a GPU's lefts, a run of the rights): per piece one cudaMemcpy2D of
+                  `rows` rows, each a run of the share's row at the row's pitch. These two say
+                  whether cutting the copy, or its 2-D shape, costs against the one-call floor.
 Each the best of `repeat` runs; seconds, and GB/s of the whole `nbytes`."""
 from __future__ import annotations
 
@@ -49,7 +55,8 @@ def cudart():
         vp, size, i32 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
         sig = {"cudaSetDevice": [i32], "cudaMalloc": [ctypes.POINTER(vp), size], "cudaFree": [vp],
                "cudaMallocHost": [ctypes.POINTER(vp), size], "cudaFreeHost": [vp],
-               "cudaMemset": [vp, i32, size], "cudaMemcpy": [vp, vp, size, i32], "cudaDeviceSynchronize": []}
+               "cudaMemset": [vp, i32, size], "cudaMemcpy": [vp, vp, size, i32],
+               "cudaMemcpy2D": [vp, size, vp, size, size, size, i32], "cudaDeviceSynchronize": []}
         for fn, args in sig.items():
             getattr(lib, fn).argtypes = args
             getattr(lib, fn).restype = i32
@@ -97,14 +104,59 @@ def _device_copies(rt, devices, dev_bufs, base: int, share: int, k: int):
     return [job(i) for i in range(k)]
 
 
+PIECE_BYTES = 64 << 20  # the batch's default output bytes per piece (lib/batch.cpp, kPieceOutputBytes)
+
+
+def pieces_of(share: int, rows: int | None, piece_bytes: int = PIECE_BYTES) -> list[tuple[int, int, int, int, int]]:
+    """One GPU's share cut into pieces as the batch cuts it: (dst offset, dst pitch, src offset,
+    width, height) in bytes, copied in this order. rows None: contiguous pieces of piece_bytes
+    (height 1). Else the share is `rows` rows of share // rows bytes (4-byte multiples), and each
+    piece a run of columns of every row (a block), stored contiguously on the device, as a block
+    piece's output is; the runs as equal as 4-byte columns allow."""
+    if rows is None:
+        return [(a, 0, a, min(piece_bytes, share - a), 1) for a in range(0, share, piece_bytes)]
+    pitch = share // rows // 4 * 4
+    if pitch == 0:
+        raise ValueError(f"a share of {share} bytes has no 4-byte column in each of {rows} rows")
+    n = max(1, -(-rows * pitch // piece_bytes))
+    cols = pitch // 4
+    edges = [cols * j // n * 4 for j in range(n + 1)]
+    out, src = [], 0
+    for a, b in zip(edges, edges[1:]):
+        if b > a:
+            out.append((a, pitch, src, b - a, rows))
+            src += (b - a) * rows
+    return out
+
+
+def _piece_copies(rt, devices, dev_bufs, base: int, share: int, k: int, rows: int | None):
+    """Jobs: GPU i of the first k copies its share to base + i·share piece by piece (pieces_of)."""
+    pieces = pieces_of(share, rows)
+
+    def job(i):
+        def copy():
+            _check(rt.cudaSetDevice(devices[i]), "cudaSetDevice")
+            dst0, src0 = base + i * share, dev_bufs[i].value
+            for dst, pitch, src, width, height in pieces:
+                if height == 1:
+                    _check(rt.cudaMemcpy(ctypes.c_void_p(dst0 + dst), ctypes.c_void_p(src0 + src), width, D2H),
+                           "cudaMemcpy")
+                else:
+                    _check(rt.cudaMemcpy2D(ctypes.c_void_p(dst0 + dst), pitch, ctypes.c_void_p(src0 + src), width,
+                                           width, height, D2H), "cudaMemcpy2D")
+        return copy
+    return [job(i) for i in range(k)]
+
+
 def _host_copies(dst, src, t: int):
     """Jobs: t host threads' parts of copying src into dst (equal contiguous parts)."""
     bounds = [(int(p[0]), int(p[-1]) + 1) for p in np.array_split(np.arange(dst.size), t) if len(p)]
     return [lambda a=a, b=b: np.copyto(dst[a:b], src[a:b]) for a, b in bounds]
 
 
-def measure(devices, nbytes: int, repeat: int = 3, threads=(1, 2, 4, 8, 16)) -> dict:
-    """The floors above for moving `nbytes` of results off `devices` (every prefix: 1 GPU, 2, ...)."""
+def measure(devices, nbytes: int, repeat: int = 3, threads=(1, 2, 4, 8, 16), rows: int | None = None) -> dict:
+    """The floors above for moving `nbytes` of results off `devices` (every prefix: 1 GPU, 2, ...);
+    `rows`: the batch's lefts (n-to-m), for pinned_blocks (each GPU's share holds rows // k of them)."""
     rt = cudart()
     if rt is None:
         raise RuntimeError("the CUDA runtime library (libcudart) was not found")
@@ -138,6 +190,13 @@ def measure(devices, nbytes: int, repeat: int = 3, threads=(1, 2, 4, 8, 16)) -> 
                         base = pinned.value
                     best = min(best, _concurrently(_device_copies(rt, devices, dev_bufs, base, share, k)))
                 out["copies"].append({"gpus": k, "kind": kind, "seconds": best, "gb_per_s": k * share / best / 1e9})
+            for kind, r in (("pinned_pieces", None), ("pinned_blocks", rows // k if rows and rows >= k else None)):
+                if kind == "pinned_blocks" and r is None:
+                    continue
+                best = min(_concurrently(_piece_copies(rt, devices, dev_bufs, pinned.value, share, k, r))
+                           for _ in range(repeat))
+                out["copies"].append({"gpus": k, "kind": kind, "seconds": best, "gb_per_s": k * share / best / 1e9,
+                                      **({"rows": r} if r else {}), "pieces": len(pieces_of(share, r))})
         src = np.ctypeslib.as_array((ctypes.c_float * (nbytes // 4)).from_address(pinned.value))
         for fresh in (False, True):
             for t in threads:
