@@ -10,7 +10,9 @@ copies, no page faults); their difference per GPU count is `fresh_overhead_secon
 page-locked memory reused (xcorr.empty_pinned: the GPUs download into it directly, no host copy;
 `seconds_out_pinned`, where the package has empty_pinned); each best call's phases per device
 (setup, pipeline, teardown: xcorr._api.last_batch) as `phases_*`. Beside them,
-`first_touch_seconds`: a fresh NumPy array of the result's size written once by one host thread (the
+`compute_seconds`: the GPUs' work alone, each device correlating its share from and into its own
+memory (PyTorch tensors), all at once: with the copy floors below, what a row costs beyond both
+is the pipeline's schedule. `first_touch_seconds`: a fresh NumPy array of the result's size written once by one host thread (the
 page-fault cost the fresh calls pay, spread over the devices' threads). Then `ceilings`: the host
 link's floors for the same bytes (xcsuite/copy_ceiling.py: each GPU alone and all at once copying to
 page-locked, pageable and fresh memory, page-locked in the batch's pieces and blocks, and host
@@ -124,6 +126,55 @@ def main(argv=None):
                 best, best_phases = took, phases()
         return best, res, best_phases
 
+    def compute_only(k):
+        """(seconds of the GPUs' work alone: each of the first k devices correlating its share of
+        the batch (the lefts of n-to-m, the rights of one-to-many, in equal contiguous runs as the
+        batch deals them) from and into its own memory, all at once; None and the reason where it
+        cannot be measured). What a row costs beyond max(this, its copy floor) is the schedule's."""
+        shares = share_bounds(args.form, ls[0], rs[0], k)
+        if shares is None:
+            return None, f"the compute floor is measured for n-to-m and one-to-many, not {args.form}"
+        try:
+            import torch
+        except ImportError:
+            return None, "no PyTorch here to hold the device arrays"
+        if not hasattr(xcorr, "Plan"):
+            return None, "this package has no Plan"
+        import threading
+        jobs = []
+        for d, (which, a, b) in zip(devices[:k], shares):
+            lh, rh = (left[a:b], right) if which == "lefts" else (left, right[a:b])
+            plan = xcorr.Plan(lh.shape, rh.shape, form=args.form, algorithm=args.algorithm, device=d, **window)
+            dev = torch.device("cuda", d)
+            tensors = (torch.from_numpy(np.ascontiguousarray(lh)).to(dev), torch.from_numpy(np.ascontiguousarray(rh)).to(dev),
+                       torch.empty(plan.out_shape, dtype=torch.float32, device=dev))
+            jobs.append((plan, dev, tensors))
+
+        def wall():
+            barrier, errors = threading.Barrier(len(jobs) + 1), []
+
+            def run(plan, dev, tensors):
+                try:
+                    barrier.wait()
+                    plan(tensors[0], tensors[1], out=tensors[2])
+                    torch.cuda.synchronize(dev)
+                except Exception as e:  # noqa: BLE001 - raised after the join
+                    errors.append(e)
+            threads = [threading.Thread(target=run, args=j) for j in jobs]
+            for t in threads:
+                t.start()
+            barrier.wait()
+            t0 = time.perf_counter()
+            for t in threads:
+                t.join()
+            if errors:
+                raise errors[0]
+            return time.perf_counter() - t0
+        wall()  # warm-up: plans' first calls
+        best = min(wall() for _ in range(args.repeat))
+        del jobs
+        return best, None
+
     def first_touch(shape):
         """(seconds to allocate and write a fresh float32 array of `shape` once, one thread)"""
         t0 = time.perf_counter()
@@ -165,6 +216,9 @@ def main(argv=None):
             run.update({"seconds_out_pinned": best_pinned,
                         "speedup_out_pinned": first["seconds_out_pinned"] / best_pinned if first else 1.0,
                         "pairs_per_second_out_pinned": pairs / best_pinned, "phases_out_pinned": phases_pinned})
+        run["compute_seconds"], why = compute_only(k)
+        if why:
+            run["compute_not_measured"] = why
         result["runs"].append(run)
         if k == 1:
             print(f"fresh {run['output_gb']:.2f} GB array written once (one thread): "
@@ -174,6 +228,9 @@ def main(argv=None):
         if best_pinned is not None:
             print(f"    out= page-locked, reused: {best_pinned * 1e3:9.1f} ms, speed-up {run['speedup_out_pinned']:.2f}x",
                   flush=True)
+        print(f"    the GPUs' work alone (results kept on them): "
+              + (f"{run['compute_seconds'] * 1e3:9.1f} ms" if run["compute_seconds"] else run["compute_not_measured"]),
+              flush=True)
         for label, ph in (("fresh", phases_fresh), ("out= reused", phases_reused), ("out= pinned", phases_pinned)):
             for d in ph or []:  # with the split the device ran, where the package reports it
                 print(f"    {label:11s} GPU {d['device']}: setup {d['setup'] * 1e3:7.1f} ms, pipeline "
@@ -204,6 +261,16 @@ def main(argv=None):
             f.write(text + "\n")
         os.replace(tmp, args.out)
     return 0
+
+
+def share_bounds(form, n_left, n_right, k):
+    """Each of k devices' share of the batch as the batch deals it for the compute floor: ("lefts" or
+    "rights", first, end), contiguous runs as equal as whole matrices allow; None for n-to-mn."""
+    if form == "n-to-mn":
+        return None
+    which, n = ("lefts", n_left) if form == "n-to-m" else ("rights", n_right)
+    edges = [n * j // k for j in range(k + 1)]
+    return [(which, a, b) for a, b in zip(edges, edges[1:])]
 
 
 def floors(c, k):

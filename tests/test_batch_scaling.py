@@ -229,3 +229,23 @@ def test_copy_ceiling_pieces_move_each_byte_of_the_share_once(share, rows, piece
     srcs = sorted((src, width * height) for _, _, src, width, height in pieces)  # the device side: back to back
     assert srcs[0][0] == 0 and all(a + n == b for (a, n), (b, _) in zip(srcs, srcs[1:]))
     assert len(pieces) == max(1, -(-covered // piece))
+
+
+def test_the_compute_floor_shares_are_the_batch_s_and_unmeasured_says_why(monkeypatch, tmp_path):
+    """compute_seconds times each GPU's share alone: n-to-m's lefts, one-to-many's rights, in
+    contiguous runs covering the stack once; where it cannot be measured (no PyTorch, this fake
+    package) the row says why instead of a number."""
+    bs = load_script()
+    assert bs.share_bounds("n-to-m", 64, 4096, 2) == [("lefts", 0, 32), ("lefts", 32, 64)]
+    assert bs.share_bounds("one-to-many", 1, 7, 3) == [("rights", 0, 2), ("rights", 2, 4), ("rights", 4, 7)]
+    assert bs.share_bounds("n-to-mn", 4, 8, 2) is None
+    for n, k in ((5, 3), (64, 2), (3, 3), (7, 1)):
+        runs = bs.share_bounds("n-to-m", n, 9, k)
+        assert runs[0][1] == 0 and runs[-1][2] == n and all(a[2] == b[1] for a, b in zip(runs, runs[1:]))
+        assert max(b - a for _, a, b in runs) - min(b - a for _, a, b in runs) <= 1
+    monkeypatch.setitem(sys.modules, "xcorr", fake_xcorr([]))
+    out = tmp_path / "s.json"
+    assert bs.main(["--no-ceilings", "--left", "2:5x6", "--right", "3:4x3", "--repeat", "1", "--out", str(out)]) == 0
+    for run in json.loads(out.read_text())["runs"]:
+        assert run["compute_seconds"] is None and run["compute_not_measured"] in (
+            "no PyTorch here to hold the device arrays", "this package has no Plan")
