@@ -66,11 +66,11 @@ def cases_of(results: Path):
 def run_sweep(selection, experiments, build, results, max_minutes):
     """Wall seconds of one quick-suite run on the GPUs of `selection` (a --gpus value), and its exit."""
     cmd = [sys.executable, str(ROOT / "scripts" / "run_experiments.py"), *experiments, "--quick", "--force",
-           "--gpus", selection, "--build", str(build), "--results", str(results), "--no-progress"]
+           "--gpus", selection, "--build", str(build), "--results", str(results)]
     if max_minutes:
         cmd += ["--max-minutes", str(max_minutes)]
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)  # its progress bar (stderr) shows
     seconds = time.perf_counter() - t0
     return seconds, r
 
@@ -123,7 +123,7 @@ def main(argv=None):
             seconds, r = run_sweep(selection, args.experiments, args.build, results, args.max_minutes)
             if r.returncode != 0:
                 print(f"sweep_scaling: the run on {count} GPU(s) exited {r.returncode} after {seconds:.0f} s; its "
-                      f"last lines:\n{r.stdout[-1500:]}{r.stderr[-1500:]}", file=sys.stderr)
+                      f"last lines:\n{r.stdout[-1500:]}", file=sys.stderr)
                 return 4 if r.returncode == 4 else 1
             runs.append({"gpus": count, "devices": [d.record() for d in devices[:count]], "seconds": seconds,
                          "cases": cases_of(results)})
