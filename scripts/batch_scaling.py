@@ -140,39 +140,25 @@ def main(argv=None):
             return None, "no PyTorch here to hold the device arrays"
         if not hasattr(xcorr, "Plan"):
             return None, "this package has no Plan"
-        import threading
-        jobs = []
-        for d, (which, a, b) in zip(devices[:k], shares):
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+        from xcsuite.copy_ceiling import concurrently
+        def make_job(d, which, a, b):
+            """Device d's share: its plan, inputs and output on the device, one call and a sync."""
             lh, rh = (left[a:b], right) if which == "lefts" else (left, right[a:b])
             plan = xcorr.Plan(lh.shape, rh.shape, form=args.form, algorithm=args.algorithm, device=d, **window)
             dev = torch.device("cuda", d)
-            tensors = (torch.from_numpy(np.ascontiguousarray(lh)).to(dev), torch.from_numpy(np.ascontiguousarray(rh)).to(dev),
-                       torch.empty(plan.out_shape, dtype=torch.float32, device=dev))
-            jobs.append((plan, dev, tensors))
+            l, r = (torch.from_numpy(np.ascontiguousarray(x)).to(dev) for x in (lh, rh))
+            o = torch.empty(plan.out_shape, dtype=torch.float32, device=dev)
 
-        def wall():
-            barrier, errors = threading.Barrier(len(jobs) + 1), []
+            def job():
+                plan(l, r, out=o)
+                torch.cuda.synchronize(dev)
+            return job
 
-            def run(plan, dev, tensors):
-                try:
-                    barrier.wait()
-                    plan(tensors[0], tensors[1], out=tensors[2])
-                    torch.cuda.synchronize(dev)
-                except Exception as e:  # noqa: BLE001 - raised after the join
-                    errors.append(e)
-            threads = [threading.Thread(target=run, args=j) for j in jobs]
-            for t in threads:
-                t.start()
-            barrier.wait()
-            t0 = time.perf_counter()
-            for t in threads:
-                t.join()
-            if errors:
-                raise errors[0]
-            return time.perf_counter() - t0
-        wall()  # warm-up: plans' first calls
-        best = min(wall() for _ in range(args.repeat))
-        del jobs
+        jobs = [make_job(d, *share) for d, share in zip(devices[:k], shares)]
+        concurrently(jobs)  # warm-up: plans' first calls
+        best = min(concurrently(jobs) for _ in range(args.repeat))
+        jobs.clear()
         torch.cuda.empty_cache()  # the batch runs and the copy floors after this allocate with cudaMalloc
         return best, None
 
@@ -229,7 +215,7 @@ def main(argv=None):
         if best_pinned is not None:
             print(f"    out= page-locked, reused: {best_pinned * 1e3:9.1f} ms, speed-up {run['speedup_out_pinned']:.2f}x",
                   flush=True)
-        print(f"    the GPUs' work alone (results kept on them): "
+        print("    the GPUs' work alone (results kept on them): "
               + (f"{run['compute_seconds'] * 1e3:9.1f} ms" if run["compute_seconds"] else run["compute_not_measured"]),
               flush=True)
         for label, ph in (("fresh", phases_fresh), ("out= reused", phases_reused), ("out= pinned", phases_pinned)):

@@ -69,7 +69,7 @@ def _check(status, what):
         raise RuntimeError(f"{what} failed: CUDA error {status}")
 
 
-def _concurrently(jobs):
+def concurrently(jobs):
     """Runs the callables at once, one thread each; the wall time from a common start to the last end."""
     start = threading.Barrier(len(jobs) + 1)
     errors = []
@@ -188,12 +188,12 @@ def measure(devices, nbytes: int, repeat: int = 3, threads=(1, 2, 4, 8, 16), row
                         base = touched.ctypes.data
                     else:
                         base = pinned.value
-                    best = min(best, _concurrently(_device_copies(rt, devices, dev_bufs, base, share, k)))
+                    best = min(best, concurrently(_device_copies(rt, devices, dev_bufs, base, share, k)))
                 out["copies"].append({"gpus": k, "kind": kind, "seconds": best, "gb_per_s": k * share / best / 1e9})
             for kind, r in (("pinned_pieces", None), ("pinned_blocks", rows // k if rows and rows >= k else None)):
                 if kind == "pinned_blocks" and r is None:
                     continue
-                best = min(_concurrently(_piece_copies(rt, devices, dev_bufs, pinned.value, share, k, r))
+                best = min(concurrently(_piece_copies(rt, devices, dev_bufs, pinned.value, share, k, r))
                            for _ in range(repeat))
                 out["copies"].append({"gpus": k, "kind": kind, "seconds": best, "gb_per_s": k * share / best / 1e9,
                                       **({"rows": r} if r else {}), "pieces": len(pieces_of(share, r))})
@@ -203,7 +203,7 @@ def measure(devices, nbytes: int, repeat: int = 3, threads=(1, 2, 4, 8, 16), row
                 best = float("inf")
                 for _ in range(repeat):
                     dst = np.empty_like(touched) if fresh else touched
-                    best = min(best, _concurrently(_host_copies(dst, src, t)))
+                    best = min(best, concurrently(_host_copies(dst, src, t)))
                 out["copies"].append({"gpus": 0, "kind": f"host_copy{'_fresh' if fresh else ''}", "threads": t,
                                       "seconds": best, "gb_per_s": nbytes / best / 1e9})
         staged_src = np.ctypeslib.as_array((ctypes.c_float * (nbytes // 4)).from_address(staging.value))
@@ -215,7 +215,7 @@ def measure(devices, nbytes: int, repeat: int = 3, threads=(1, 2, 4, 8, 16), row
                     for _ in range(repeat):
                         dst = np.empty_like(touched) if fresh else touched
                         jobs = _device_copies(rt, devices, dev_bufs, pinned.value, share, k)
-                        best = min(best, _concurrently(jobs + _host_copies(dst, staged_src, t)))
+                        best = min(best, concurrently(jobs + _host_copies(dst, staged_src, t)))
                     out["copies"].append({"gpus": k, "kind": f"staged{'_fresh' if fresh else ''}", "threads": t,
                                           "seconds": best, "gb_per_s": nbytes / best / 1e9})
     finally:
