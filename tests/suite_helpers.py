@@ -50,6 +50,19 @@ def no_peers_env(build: Path) -> dict:
             "FAKE_PEERS_UNAVAILABLE": ",".join(p["name"] for p in fake_xcorr.PEERS)}
 
 
+def fake_bench_env(tmp_path: Path, monkeypatch) -> Path:
+    """The runner's fake world in tmp_path: no FAKE_* setting left from the caller, the fake build
+    (returned), no peers, the bench's log in tmp_path/bench.log and the GPU locks in tmp_path/locks
+    (not the machine's: tests run side by side)."""
+    clear_fake_env(monkeypatch)
+    build = make_fake_build(tmp_path / "build")
+    for k, v in no_peers_env(build).items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "bench.log"))
+    monkeypatch.setenv("XCORR_LOCK_DIR", str(tmp_path / "locks"))
+    return build
+
+
 def clear_fake_env(monkeypatch):
     for k in FAKE_ENV:
         monkeypatch.delenv(k, raising=False)

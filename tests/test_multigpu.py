@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from suite_helpers import ROOT, clear_fake_env, log_lines, make_fake_build, no_peers_env, suite_registry
+from suite_helpers import ROOT, fake_bench_env, log_lines, suite_registry
 from test_run_experiments import alive, cases_of, wait_for
 
 from xcsuite import gpus
@@ -26,12 +26,7 @@ from xcsuite.cli import run_experiments as rx
 
 @pytest.fixture
 def env(tmp_path, monkeypatch):
-    clear_fake_env(monkeypatch)
-    build = make_fake_build(tmp_path / "build")
-    for k, v in no_peers_env(build).items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "bench.log"))
-    monkeypatch.setenv("XCORR_LOCK_DIR", str(tmp_path / "locks"))
+    build = fake_bench_env(tmp_path, monkeypatch)
     monkeypatch.setenv("FAKE_GPUS", "2")
     results = tmp_path / "results"
 

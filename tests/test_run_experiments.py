@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from suite_helpers import ROOT, clear_fake_env, log_lines, make_fake_build, no_peers_env, suite_registry
+from suite_helpers import ROOT, clear_fake_env, fake_bench_env, log_lines, make_fake_build, no_peers_env, suite_registry
 
 from xcsuite import gpulock
 from xcsuite.cli import run_experiments as rx
@@ -21,13 +21,8 @@ import experiments as suite
 
 @pytest.fixture
 def env(tmp_path, monkeypatch):
-    clear_fake_env(monkeypatch)
-    build = make_fake_build(tmp_path / "build")
-    for k, v in no_peers_env(build).items():
-        monkeypatch.setenv(k, v)
+    build = fake_bench_env(tmp_path, monkeypatch)
     log = tmp_path / "bench.log"
-    monkeypatch.setenv("FAKE_LOG", str(log))
-    monkeypatch.setenv("XCORR_LOCK_DIR", str(tmp_path / "locks"))  # not the machine's: tests run side by side
     results = tmp_path / "results"
 
     def run(*args):

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from suite_helpers import ROOT, clear_fake_env, make_fake_build, no_peers_env
+from suite_helpers import ROOT, fake_bench_env
 
 spec = importlib.util.spec_from_file_location("sweep_scaling", ROOT / "scripts" / "sweep_scaling.py")
 sweep = importlib.util.module_from_spec(spec)
@@ -15,11 +15,7 @@ spec.loader.exec_module(sweep)
 
 @pytest.fixture
 def env(tmp_path, monkeypatch):
-    clear_fake_env(monkeypatch)
-    build = make_fake_build(tmp_path / "build")
-    for k, v in no_peers_env(build).items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.setenv("XCORR_LOCK_DIR", str(tmp_path / "locks"))
+    build = fake_bench_env(tmp_path, monkeypatch)
     monkeypatch.setenv("FAKE_GPUS", "2")
     monkeypatch.setenv("FAKE_SLEEP", "0.02")  # per case: the two GPUs' halves overlap
     return build, tmp_path, monkeypatch
