@@ -7,15 +7,21 @@ clock from the command's start to its exit. Both runs must complete every case o
 (checked: the same case keys, every one measured), else the comparison is void and the script fails.
 
     python scripts/sweep_scaling.py [EXPERIMENT ...] [--gpus all] [--build build] [--out F]
-                                    [--max-minutes M] [--keep DIR]
+                                    [--max-minutes M] [--keep DIR] [--part one|all|both] [--with F]
 
 Prints one line per GPU count and writes JSON (--out): the GPUs (nvidia-smi's index, name, UUID,
 driver, clocks), the git revision, the experiments, the number of cases, the wall seconds per GPU
 count, the speedup over one GPU and the issue's target (1.8x with two). Needs two GPUs or more
 (exit 3 with the reason otherwise: one GPU has nothing to compare). EXPERIMENT: names or comma lists
 as run_experiments takes them (default: the whole quick suite). --max-minutes bounds each of the two
-runs (an incomplete run voids the comparison: exit 4)."""
+runs (an incomplete run voids the comparison: exit 4).
+
+Where the two runs do not fit one sitting (a GPU machine lent for 10-minute commands), `--part one
+--out A.json` runs the one-GPU sweep alone and `--part all --with A.json --out B.json` the other,
+then compares: A's run must be of the same experiments, revision and GPUs (their UUIDs: the same
+machine), and the two runs' case sets are compared by a digest of their results files' case keys."""
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -52,15 +58,21 @@ def smi_details(devices):
 
 
 def cases_of(results: Path):
-    """{results file: (case keys, keys not measured)} of one run's results folders (quick ones)."""
-    out = {}
+    """What one run measured: {"cases", "files", "case_set" (a digest of every results file's case
+    keys), "unmeasured" (keys whose status is not ok, at most 5 shown, and how many)}."""
+    keys, bad, files = [], [], 0
     for f in sorted(results.glob("*/*.json")):
         data = json.loads(f.read_text())
         if not isinstance(data, dict) or "cases" not in data:
             continue
-        cases = data["cases"]
-        out[f"{f.parent.name}/{f.name}"] = (set(cases), {k for k, c in cases.items() if c.get("status") != "ok"})
-    return out
+        files += 1
+        for k, c in sorted(data["cases"].items()):
+            keys.append(f"{f.name}\t{k}")
+            if c.get("status") != "ok":
+                bad.append(f"{f.name}: {k}")
+    return {"cases": len(keys), "files": files,
+            "case_set": hashlib.sha256("\n".join(keys).encode()).hexdigest(),
+            "unmeasured": len(bad), "unmeasured_first": bad[:5]}
 
 
 def run_sweep(selection, experiments, build, results, max_minutes):
@@ -85,6 +97,10 @@ def main(argv=None):
     ap.add_argument("--out", help="also write the JSON here")
     ap.add_argument("--max-minutes", type=float, help="bound on each of the two runs")
     ap.add_argument("--keep", help="keep both runs' results folders under this directory (default: removed)")
+    ap.add_argument("--part", choices=["one", "all", "both"], default="both",
+                    help="which sweep to run: on the first GPU, on all, or both (default)")
+    ap.add_argument("--with", dest="earlier", metavar="JSON",
+                    help="an earlier --part's JSON whose run is compared with this one's")
     args = ap.parse_args(argv)
     if args.max_minutes is not None and args.max_minutes <= 0:
         ap.error("--max-minutes must be above 0")
@@ -114,46 +130,62 @@ def main(argv=None):
     keep = Path(args.keep) if args.keep else None
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
+    revision, experiments = git_revision(), args.experiments or "all"
+    counts = {"one": [1], "all": [len(devices)], "both": [1, len(devices)]}[args.part]
+    runs = []
+    if args.earlier:
+        try:
+            earlier = json.loads(Path(args.earlier).read_text())
+            earlier_runs = earlier["runs"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            ap.error(f"--with {args.earlier}: not a sweep_scaling JSON ({e})")
+        why = [f"{what} {earlier.get(key)!r}, here {here!r}" for what, key, here in (
+            ("revision", "git_revision", revision), ("experiments", "experiments", experiments),
+            ("GPUs", "uuids", [d.uuid for d in devices])) if earlier.get(key) != here]
+        if why:
+            print(f"sweep_scaling: --with {args.earlier} was another sweep: {'; '.join(why)}", file=sys.stderr)
+            return 2
+        runs = [r for r in earlier_runs if r["gpus"] not in counts]
 
     with tempfile.TemporaryDirectory(prefix="sweep-scaling-", dir=keep) as tmp:
-        runs = []
-        for count, selection in ((1, devices[0].uuid), (len(devices), ",".join(d.uuid for d in devices))):
+        for count in counts:
             results = Path(tmp) / f"gpus-{count}"
             print(f"sweep_scaling: the quick suite on {count} GPU(s) ...", flush=True)
-            seconds, r = run_sweep(selection, args.experiments, args.build, results, args.max_minutes)
+            seconds, r = run_sweep(",".join(d.uuid for d in devices[:count]), args.experiments, args.build, results,
+                                   args.max_minutes)
             if r.returncode != 0:
                 print(f"sweep_scaling: the run on {count} GPU(s) exited {r.returncode} after {seconds:.0f} s; its "
                       f"last lines:\n{r.stdout[-1500:]}", file=sys.stderr)
                 return 4 if r.returncode == 4 else 1
-            runs.append({"gpus": count, "devices": [d.record() for d in devices[:count]], "seconds": seconds,
-                         "cases": cases_of(results)})
-            print(f"   {count} GPU(s): {seconds:.1f} s", flush=True)
-        one, many = runs
-        if {f: keys for f, (keys, _) in one["cases"].items()} != {f: keys for f, (keys, _) in many["cases"].items()}:
-            print("sweep_scaling: the two runs measured different cases: no comparison", file=sys.stderr)
-            return 1
-        unmeasured = sorted(f"{f}: {k}" for run in runs for f, (_, bad) in run["cases"].items() for k in bad)
-        if unmeasured:
-            print(f"sweep_scaling: {len(unmeasured)} case(s) not measured, e.g. {unmeasured[0]}: no comparison",
-                  file=sys.stderr)
-            return 1
-        if keep is not None:  # the temporary directory goes; its results stay under --keep
-            for run in runs:
-                src = Path(tmp) / f"gpus-{run['gpus']}"
-                if src.exists():
-                    src.rename(keep / src.name)
-
-    cases = sum(len(keys) for keys, _ in one["cases"].values())
-    speedup = one["seconds"] / many["seconds"]
-    result = {"gpus": [d.name for d in devices], "nvidia_smi": smi_details(devices), "git_revision": git_revision(),
-              "experiments": args.experiments or "all", "protocol": "quick (run_experiments --quick --force)",
-              "cases": cases, "files": len(one["cases"]),
-              "runs": [{k: v for k, v in run.items() if k != "cases"} for run in runs],
-              "speedup": speedup, "target": TARGET if len(devices) == 2 else None,
-              "holds": speedup >= TARGET if len(devices) == 2 else None}
-    print(f"sweep_scaling: {cases} cases in {len(one['cases'])} files; 1 GPU {one['seconds']:.1f} s, "
-          f"{many['gpus']} GPUs {many['seconds']:.1f} s: {speedup:.2f}x"
-          + (f" (target {TARGET}x: {'holds' if result['holds'] else 'missed'})" if result["target"] else ""))
+            run = {"gpus": count, "devices": [d.record() for d in devices[:count]], "seconds": seconds,
+                   **cases_of(results)}
+            if run["unmeasured"]:
+                print(f"sweep_scaling: {run['unmeasured']} case(s) not measured on {count} GPU(s), e.g. "
+                      f"{run['unmeasured_first'][0]}: no comparison", file=sys.stderr)
+                return 1
+            runs.append(run)
+            print(f"   {count} GPU(s): {seconds:.1f} s, {run['cases']} cases", flush=True)
+            if keep is not None:  # the temporary directory goes; its results stay under --keep
+                results.rename(keep / results.name)
+    runs.sort(key=lambda r: r["gpus"])
+    if len({r["case_set"] for r in runs}) > 1:
+        print("sweep_scaling: the two runs measured different cases: no comparison", file=sys.stderr)
+        return 1
+    one = next((r for r in runs if r["gpus"] == 1), None)
+    many = next((r for r in runs if r["gpus"] == len(devices)), None)
+    speedup = one["seconds"] / many["seconds"] if one and many else None
+    two = len(devices) == 2
+    result = {"gpus": [d.name for d in devices], "uuids": [d.uuid for d in devices], "nvidia_smi": smi_details(devices),
+              "git_revision": revision, "experiments": experiments,
+              "protocol": "quick (run_experiments --quick --force)", "cases": runs[0]["cases"],
+              "files": runs[0]["files"], "runs": runs, "speedup": speedup,
+              "target": TARGET if two else None, "holds": speedup >= TARGET if two and speedup else None}
+    if speedup:
+        print(f"sweep_scaling: {result['cases']} cases in {result['files']} files; 1 GPU {one['seconds']:.1f} s, "
+              f"{many['gpus']} GPUs {many['seconds']:.1f} s: {speedup:.2f}x"
+              + (f" (target {TARGET}x: {'holds' if result['holds'] else 'missed'})" if two else ""))
+    else:
+        print(f"sweep_scaling: the run on {runs[0]['gpus']} GPU(s) alone; the other with --with this JSON")
     if out_path is not None:
         tmp_out = out_path.with_name(out_path.name + ".tmp")
         tmp_out.write_text(json.dumps(result, indent=1) + "\n")

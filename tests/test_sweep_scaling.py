@@ -72,3 +72,43 @@ def test_a_failed_run_voids_the_comparison(env, capsys):
     out.write_text("the user's earlier file")
     assert sweep.main(["fig22", "--build", str(build), "--out", str(out)]) != 0
     assert out.read_text() == "the user's earlier file"
+
+
+def test_the_two_runs_in_two_sittings_compare_as_one(env, capsys):
+    """--part one, then --part all --with the first JSON: the same comparison as one sitting (a GPU
+    machine lent for 10-minute commands); a JSON of another sweep (revision, experiments, GPUs) is
+    refused."""
+    build, tmp, mp = env
+    mp.setenv("XCORR_GIT_REVISION", "abc1234")
+    first, second = tmp / "one.json", tmp / "both.json"
+    assert sweep.main(["fig22", "--build", str(build), "--part", "one", "--out", str(first)]) == 0
+    part = json.loads(first.read_text())
+    assert [r["gpus"] for r in part["runs"]] == [1] and part["speedup"] is None and part["holds"] is None
+    assert "alone" in capsys.readouterr().out
+    assert sweep.main(["fig22", "--build", str(build), "--part", "all", "--with", str(first), "--out", str(second)]) == 0
+    both = json.loads(second.read_text())
+    assert [r["gpus"] for r in both["runs"]] == [1, 2] and both["runs"][0] == part["runs"][0]
+    assert both["speedup"] == pytest.approx(both["runs"][0]["seconds"] / both["runs"][1]["seconds"])
+    assert both["runs"][0]["case_set"] == both["runs"][1]["case_set"] and both["cases"] == part["cases"] > 0
+    for args, what in ((["fig15"], "experiments"), (["fig22", "--gpus", "1"], None)):
+        r = sweep.main([*args, "--build", str(build), "--part", "all", "--with", str(first)])
+        err = capsys.readouterr().err
+        if what:
+            assert r == 2 and f"was another sweep: {what}" in err, err
+        else:  # one GPU selected: refused before anything runs
+            assert r == 3
+    mp.setenv("XCORR_GIT_REVISION", "def5678")
+    assert sweep.main(["fig22", "--build", str(build), "--part", "all", "--with", str(first)]) == 2
+    assert "revision 'abc1234', here 'def5678'" in capsys.readouterr().err
+
+
+def test_runs_of_different_cases_are_not_compared(env, capsys):
+    build, tmp, _ = env
+    first = tmp / "one.json"
+    assert sweep.main(["fig22", "--build", str(build), "--part", "one", "--out", str(first)]) == 0
+    data = json.loads(first.read_text())
+    data["runs"][0]["case_set"] = "0" * 64  # as if the first sitting had measured other cases
+    first.write_text(json.dumps(data))
+    out = tmp / "both.json"
+    assert sweep.main(["fig22", "--build", str(build), "--part", "all", "--with", str(first), "--out", str(out)]) == 1
+    assert "measured different cases" in capsys.readouterr().err and not out.exists()
