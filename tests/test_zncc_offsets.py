@@ -264,3 +264,49 @@ def test_gpu_every_algorithm_finds_a_lag_on_a_trace_with_a_dc_level(gpu, v):
     for i, t in enumerate(lags):
         assert int(np.argmax(out[i])) == t, (i, t)
         assert abs(float(out[i].max()) - 1) <= bound_of(v)
+
+
+@pytest.mark.parametrize("form,shape", FORMS_SHAPES, ids=[f for f, _ in FORMS_SHAPES])
+def test_a_nan_spoils_only_the_overlaps_that_hold_it(xcorr, tmp_path, form, shape):
+    """A dead pixel (NaN) in the first left and another in the last right: both references give NaN
+    exactly at the shifts whose overlap holds one (unless the other part is constant, which makes
+    the coefficient 0: a corner overlap of one element), and everywhere else the coefficient of the
+    inputs without the NaN (the overlap does not see it; only the constant rule's scale, the
+    matrix's variance over its numbers, moved). Until session 39 the package's reference gave 0 at
+    every shift (its matrix mean was NaN) and a NaN elsewhere in a matrix switched the C++
+    reference's constant rule off."""
+    xc = package()
+    from xcorr import _reference
+    rng = seeded_rng(("nan-overlaps", form, shape))
+    left, right = integer_stacks(form, shape, rng)
+    hL, wL, hR, wR = shape
+    spoiled_left, spoiled_right = left.copy(), right.copy()
+    spoiled_left[0, hL // 3, wL // 2] = np.nan
+    spoiled_right[-1, hR - 1, 0] = np.nan
+    li, ri = _reference.pair_indices(form, left.shape[0], right.shape[0])
+    shifts = [(dy, dx) for dy in range(-(hR - 1), hL) for dx in range(-(wR - 1), wL)]
+    want_nan = np.zeros((len(li), len(shifts)), bool)
+    for k, (l, r) in enumerate(zip(li, ri)):  # by the definition: the overlap's two parts, element by element
+        for j, (dy, dx) in enumerate(shifts):
+            y0, y1, x0, x1 = max(0, -dy), min(hR, hL - dy), max(0, -dx), min(wR, wL - dx)
+            a = spoiled_left[l, y0 + dy:y1 + dy, x0 + dx:x1 + dx]
+            b = spoiled_right[r, y0:y1, x0:x1]
+            constant = [not np.isnan(p).any() and (p == p.flat[0]).all() for p in (a, b)]
+            want_nan[k, j] = (np.isnan(a).any() or np.isnan(b).any()) and not any(constant)
+    want_nan = want_nan.reshape(len(li), hL + hR - 1, wL + wR - 1)
+    assert want_nan.any() and not want_nan.all()
+    outs = {}
+    for name, (L, R) in (("clean", (left, right)), ("nan", (spoiled_left, spoiled_right))):
+        o = tmp_path / f"{name}.npy"
+        r = xrun(xcorr, "--algorithm", "reference", "--form", form, "--normalize", "zncc",
+                 save(tmp_path / "l.npy", L), save(tmp_path / "r.npy", R), "--out", o)
+        assert r.returncode == 0, r.stderr
+        cpp = np.load(o).reshape(want_nan.shape)
+        py = np.asarray(xc.correlate2d(L, R, form=form, normalize="zncc", algorithm="reference")).reshape(cpp.shape)
+        outs[name] = cpp, py
+    (cpp0, py0), (cpp1, py1) = outs["clean"], outs["nan"]
+    for got, tol in ((cpp1, 1e-9), (py1, 1e-6)):
+        assert np.array_equal(np.isnan(got), want_nan)
+        assert np.abs(got[~want_nan] - cpp0[~want_nan]).max() <= tol
+    assert np.abs(cpp0[~want_nan]).max() > 0.05  # not the defect's zeros
+    assert np.abs(py1[~want_nan] - cpp1[~want_nan]).max() <= 1e-6

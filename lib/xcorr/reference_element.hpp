@@ -19,14 +19,21 @@ inline constexpr double kConstantOverlap = 1e-6;
 // The variance of a whole matrix of `elems` floats (the scale of the constant-part test), in double
 // and in two passes (the mean, then the centred squares), so that an offset cancels nothing: the
 // variance of 30000 + noise of amplitude 1 keeps all its digits. 0 for an empty or constant matrix.
+// Over the values that are numbers: a NaN elsewhere in the matrix must not switch the test off for
+// the overlaps that do not hold it (with a NaN scale no part would be constant, and an exactly
+// constant one would give 0/0); the overlaps that hold it are NaN (zncc_at). Without NaN, the same
+// sums in the same order as over every value.
 XC_HD_INLINE double matrix_variance(const float* X, int64_t elems) {
-    if (elems <= 0) return 0.0;
     double s = 0;
-    for (int64_t i = 0; i < elems; ++i) s += double(X[i]);
-    const double m = s / double(elems);
+    int64_t count = 0;
+    for (int64_t i = 0; i < elems; ++i)
+        if (X[i] == X[i]) s += double(X[i]), ++count;
+    if (count == 0) return 0.0;
+    const double m = s / double(count);
     double q = 0;
-    for (int64_t i = 0; i < elems; ++i) q += (double(X[i]) - m) * (double(X[i]) - m);
-    return q / double(elems);
+    for (int64_t i = 0; i < elems; ++i)
+        if (X[i] == X[i]) q += (double(X[i]) - m) * (double(X[i]) - m);
+    return q / double(count);
 }
 
 // C at shift (dy, dx) of one pair: sum over the overlap of L[r + dy][c + dx]·R[r][c], in double

@@ -186,21 +186,43 @@ def _zncc(left, right, li, ri, window):
     tables of the matrix's changes tell exactly: the factor from the tables is rounding noise there."""
     dy0, dy1, dx0, dx1 = window
     (_, hL, wL), (_, hR, wR) = left.shape, right.shape
-    ml, mr = left.mean(axis=(1, 2)), right.mean(axis=(1, 2))
-    ls, rs = left - ml[:, None, None], right - mr[:, None, None]
-    vl, vr = (ls * ls).mean(axis=(1, 2)), (rs * rs).mean(axis=(1, 2))
+    ls, vl = _centred(left)
+    rs, vr = _centred(right)
     raw = correlate_pairs(ls, rs, li, ri, window)
     rb, re, lrb, lre = _spans(dy0, dy1, hL, hR)
     cb, ce, lcb, lce = _spans(dx0, dx1, wL, wR)
     n = ((re - rb)[:, None] * (ce - cb)[None, :]).astype(np.float64)
-    sl, ql = _box(_tables(ls), lrb, lre, lcb, lce)[li], _box(_tables(ls * ls), lrb, lre, lcb, lce)[li]
-    sr, qr = _box(_tables(rs), rb, re, cb, ce)[ri], _box(_tables(rs * rs), rb, re, cb, ce)[ri]
+    # The tables of the values that are numbers, and where an overlap holds a NaN (the C++
+    # reference's coefficient is NaN there unless the other part is constant; a NaN in a
+    # summed-area table would spoil every box past it instead).
+    nl, nr = np.isnan(ls), np.isnan(rs)
+    ls0, rs0 = np.where(nl, 0.0, ls), np.where(nr, 0.0, rs)
+    sl, ql = _box(_tables(ls0), lrb, lre, lcb, lce)[li], _box(_tables(ls0 * ls0), lrb, lre, lcb, lce)[li]
+    sr, qr = _box(_tables(rs0), rb, re, cb, ce)[ri], _box(_tables(rs0 * rs0), rb, re, cb, ce)[ri]
+    nan_l = _box(_tables(nl.astype(np.float64)), lrb, lre, lcb, lce)[li] > 0
+    nan_r = _box(_tables(nr.astype(np.float64)), rb, re, cb, ce)[ri] > 0
     fl, fr = n * ql - sl * sl, n * qr - sr * sr
-    ok = (n > 0) & _varies(left, lrb, lre, lcb, lce)[li] & _varies(right, rb, re, cb, ce)[ri] & \
-        (fl > CONSTANT_OVERLAP * n * n * vl[li, None, None]) & (fr > CONSTANT_OVERLAP * n * n * vr[ri, None, None])
+    # A part holding a NaN is never constant (as in C++, where its sum of squares is NaN and fails
+    # the test); the other part still can be, and a constant part makes the coefficient 0.
+    var_l = nan_l | (_varies(left, lrb, lre, lcb, lce)[li] & (fl > CONSTANT_OVERLAP * n * n * vl[li, None, None]))
+    var_r = nan_r | (_varies(right, rb, re, cb, ce)[ri] & (fr > CONSTANT_OVERLAP * n * n * vr[ri, None, None]))
+    ok = (n > 0) & var_l & var_r
     out = np.zeros_like(raw)
     out[ok] = (n * raw - sl * sr)[ok] / np.sqrt(fl[ok] * fr[ok])
+    out[ok & (nan_l | nan_r)] = np.nan
     return np.clip(out, -1.0, 1.0, out=out)  # a coefficient; rounding may step past ±1 by an ulp
+
+
+def _centred(x):
+    """A float64 stack shifted by each matrix's mean, and each matrix's variance, both over the
+    values that are numbers (lib/xcorr/reference_element.hpp's matrix_variance): a NaN keeps its
+    place and spoils no other value; an all-NaN matrix has mean and variance 0."""
+    nan = np.isnan(x)
+    count = (~nan).sum(axis=(1, 2))
+    mean = np.where(nan, 0.0, x).sum(axis=(1, 2)) / np.maximum(count, 1)
+    xs = x - mean[:, None, None]
+    var = np.where(nan, 0.0, xs * xs).sum(axis=(1, 2)) / np.maximum(count, 1)
+    return xs, var
 
 
 # --- Reductions: peaks and the maximum over the rights (CONVENTIONS.md, "Reductions: peaks and
