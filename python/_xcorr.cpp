@@ -219,6 +219,14 @@ Operand operand(const A& a, const char* what, int64_t elems, int device) {
                             std::to_string(type) + ")");
 }
 
+// An input's device pointer: a device array's own, or a host array's copy in `tmp` (sized for it),
+// uploaded on `s`.
+const float* input_on_device(const Operand& op, xcorr::DeviceBuffer<float>& tmp, cudaStream_t s) {
+    if (!op.host) return static_cast<const float*>(op.data);
+    XC_CUDA_CHECK(cudaMemcpyAsync(tmp.get(), op.data, tmp.bytes(), cudaMemcpyHostToDevice, s));
+    return tmp.get();
+}
+
 // One output of a reduced call (OutArray or None): the device pointer the plan writes, and for a
 // host array the temporary device buffer it travels through.
 template <typename T>
@@ -284,17 +292,9 @@ public:
             return;
         }
         xcorr::DeviceBuffer<float> dl(l.host ? left_ : 0), dr(r.host ? right_ : 0), dout(o.host ? out_ : 0);
-        const float* pl = static_cast<const float*>(l.data);
-        const float* pr = static_cast<const float*>(r.data);
+        const float* pl = input_on_device(l, dl, s);
+        const float* pr = input_on_device(r, dr, s);
         float* po = static_cast<float*>(const_cast<void*>(o.data));
-        if (l.host) {
-            XC_CUDA_CHECK(cudaMemcpyAsync(dl.get(), pl, dl.bytes(), cudaMemcpyHostToDevice, s));
-            pl = dl.get();
-        }
-        if (r.host) {
-            XC_CUDA_CHECK(cudaMemcpyAsync(dr.get(), pr, dr.bytes(), cudaMemcpyHostToDevice, s));
-            pr = dr.get();
-        }
         plan_->execute(pl, pr, o.host ? dout.get() : po, s);
         if (o.host) XC_CUDA_CHECK(cudaMemcpyAsync(po, dout.get(), dout.bytes(), cudaMemcpyDeviceToHost, s));
         // The temporaries are freed on return and the host buffers are the caller's again.
@@ -337,16 +337,8 @@ public:
         nb::gil_scoped_release release;
         DeviceGuard guard(dev);
         xcorr::DeviceBuffer<float> dl(l.host ? left_ : 0), dr(rr.host ? right_ : 0);
-        const float* pl = static_cast<const float*>(l.data);
-        const float* pr = static_cast<const float*>(rr.data);
-        if (l.host) {
-            XC_CUDA_CHECK(cudaMemcpyAsync(dl.get(), pl, dl.bytes(), cudaMemcpyHostToDevice, s));
-            pl = dl.get();
-        }
-        if (rr.host) {
-            XC_CUDA_CHECK(cudaMemcpyAsync(dr.get(), pr, dr.bytes(), cudaMemcpyHostToDevice, s));
-            pr = dr.get();
-        }
+        const float* pl = input_on_device(l, dl, s);
+        const float* pr = input_on_device(rr, dr, s);
         ov.stage(accumulate, s), os.stage(false, s), op.stage(false, s), oi.stage(accumulate, s);
         osum.stage(accumulate, s), osq.stage(accumulate, s);
         xcorr::ReducedOutputs out;
