@@ -249,3 +249,42 @@ def test_the_compute_floor_shares_are_the_batch_s_and_unmeasured_says_why(monkey
     for run in json.loads(out.read_text())["runs"]:
         assert run["compute_seconds"] is None and run["compute_not_measured"] in (
             "no PyTorch here to hold the device arrays", "this package has no Plan")
+
+
+def test_copy_ceiling_device_jobs_issue_the_pieces_copies():
+    """_device_copies on a recording runtime: without piece_bytes one cudaMemcpy of each GPU's whole
+    share to its place; with pieces, pieces_of's copies in order (1-D, or 2-D for blocks)."""
+    import ctypes
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from xcsuite import copy_ceiling
+
+    class Runtime:
+        def __init__(self):
+            self.calls = []
+
+        def cudaSetDevice(self, d):
+            self.calls.append(("device", d))
+            return 0
+
+        def cudaMemcpy(self, dst, src, n, kind):
+            self.calls.append(("1d", dst.value or 0, src.value, n))
+            return 0
+
+        def cudaMemcpy2D(self, dst, dpitch, src, spitch, width, height, kind):
+            self.calls.append(("2d", dst.value or 0, dpitch, src.value, width, height))
+            return 0
+
+    bufs = [ctypes.c_void_p(1 << 20), ctypes.c_void_p(1 << 21)]
+    rt = Runtime()
+    for job in copy_ceiling._device_copies(rt, [3, 5], bufs, 4096, 800, 2):
+        job()
+    assert rt.calls == [("device", 3), ("1d", 4096, 1 << 20, 800), ("device", 5), ("1d", 4896, 1 << 21, 800)]
+    rt = Runtime()
+    copy_ceiling._device_copies(rt, [3], bufs, 0, 800, 1, None, 300)[0]()
+    assert rt.calls[1:] == [("1d", 0, 1 << 20, 300), ("1d", 300, (1 << 20) + 300, 300), ("1d", 600, (1 << 20) + 600, 200)]
+    rt = Runtime()
+    copy_ceiling._device_copies(rt, [3], bufs, 0, 800, 1, 4, 100)[0]()
+    want = [("2d", d, pitch, (1 << 20) + src, w, h) for d, pitch, src, w, h in copy_ceiling.pieces_of(800, 4, 100)]
+    assert rt.calls[1:] == want and len(want) == 8 and all(c[2] == 200 and c[5] == 4 for c in want)

@@ -94,16 +94,6 @@ def concurrently(jobs):
     return took
 
 
-def _device_copies(rt, devices, dev_bufs, base: int, share: int, k: int):
-    """Jobs: GPU i of the first k copies `share` bytes of its buffer to host address base + i·share."""
-    def job(i):
-        def copy():
-            _check(rt.cudaSetDevice(devices[i]), "cudaSetDevice")
-            _check(rt.cudaMemcpy(ctypes.c_void_p(base + i * share), dev_bufs[i], share, D2H), "cudaMemcpy")
-        return copy
-    return [job(i) for i in range(k)]
-
-
 PIECE_BYTES = 64 << 20  # the batch's default output bytes per piece (lib/batch.cpp, kPieceOutputBytes)
 
 
@@ -129,9 +119,11 @@ def pieces_of(share: int, rows: int | None, piece_bytes: int = PIECE_BYTES) -> l
     return out
 
 
-def _piece_copies(rt, devices, dev_bufs, base: int, share: int, k: int, rows: int | None):
-    """Jobs: GPU i of the first k copies its share to base + i·share piece by piece (pieces_of)."""
-    pieces = pieces_of(share, rows)
+def _device_copies(rt, devices, dev_bufs, base: int, share: int, k: int, rows: int | None = None,
+                   piece_bytes: int | None = None):
+    """Jobs: GPU i of the first k copies `share` bytes of its buffer to host address base + i·share,
+    in pieces as pieces_of cuts it (piece_bytes None: the whole share in one cudaMemcpy)."""
+    pieces = pieces_of(share, rows, piece_bytes or share)
 
     def job(i):
         def copy():
@@ -193,10 +185,10 @@ def measure(devices, nbytes: int, repeat: int = 3, threads=(1, 2, 4, 8, 16), row
             for kind, r in (("pinned_pieces", None), ("pinned_blocks", rows // k if rows and rows >= k else None)):
                 if kind == "pinned_blocks" and r is None:
                     continue
-                best = min(concurrently(_piece_copies(rt, devices, dev_bufs, pinned.value, share, k, r))
+                best = min(concurrently(_device_copies(rt, devices, dev_bufs, pinned.value, share, k, r, PIECE_BYTES))
                            for _ in range(repeat))
                 out["copies"].append({"gpus": k, "kind": kind, "seconds": best, "gb_per_s": k * share / best / 1e9,
-                                      **({"rows": r} if r else {}), "pieces": len(pieces_of(share, r))})
+                                      **({"rows": r} if r else {}), "pieces": len(pieces_of(share, r, PIECE_BYTES))})
         src = np.ctypeslib.as_array((ctypes.c_float * (nbytes // 4)).from_address(pinned.value))
         for fresh in (False, True):
             for t in threads:
