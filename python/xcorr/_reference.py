@@ -164,8 +164,7 @@ def zncc_border(form, left, right, window):
     n = ((re - rb)[:, None] * (ce - cb)[None, :]).astype(np.float64)
     near = np.zeros((len(li),) + n.shape, bool)
     for x, idx, r0, r1, c0, c1 in ((left, li, lrb, lre, lcb, lce), (right, ri, rb, re, cb, ce)):
-        xs = x - x.mean(axis=(1, 2), keepdims=True)
-        v = (xs * xs).mean(axis=(1, 2))
+        xs, v = _centred(x)
         s, q = _box(_tables(xs), r0, r1, c0, c1)[idx], _box(_tables(xs * xs), r0, r1, c0, c1)[idx]
         near |= (n > 0) & (n * q - s * s < BORDER * n * n * v[idx, None, None])
     return near
