@@ -50,6 +50,18 @@ def no_peers_env(build: Path) -> dict:
             "FAKE_PEERS_UNAVAILABLE": ",".join(p["name"] for p in fake_xcorr.PEERS)}
 
 
+def load_script(name: str):
+    """scripts/<name> (a Python script, with or without .py) as a fresh module, for its functions."""
+    import importlib.machinery
+    import importlib.util
+    path = ROOT / "scripts" / name
+    module_name = path.name.removesuffix(".py").replace("-", "_")
+    loader = importlib.machinery.SourceFileLoader(module_name, str(path))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(module_name, loader))
+    loader.exec_module(module)
+    return module
+
+
 def fake_bench_env(tmp_path: Path, monkeypatch) -> Path:
     """The runner's fake world in tmp_path: no FAKE_* setting left from the caller, the fake build
     (returned), no peers, the bench's log in tmp_path/bench.log and the GPU locks in tmp_path/locks

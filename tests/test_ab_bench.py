@@ -1,27 +1,14 @@
 """scripts/ab-bench (CPU only): the alternation, the summary's medians and ratios, the files it
 writes, bad usage and failed runs, and the copied tree B builds from, with the fake bench."""
-import importlib.machinery
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
-from suite_helpers import ROOT, make_fake_build
+from suite_helpers import ROOT, load_script, make_fake_build
 
 CASE = "variant=overlap-wise form=one-to-one hL=32 wL=32 hR=32 wR=32 nL=1 nR=1"
 
 
-def load():
-    path = ROOT / "scripts" / "ab-bench"
-    loader = importlib.machinery.SourceFileLoader("ab_bench", str(path))
-    spec = importlib.util.spec_from_loader("ab_bench", loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
-
-
-ab = load()
+ab = load_script("ab-bench")
 
 
 @pytest.fixture

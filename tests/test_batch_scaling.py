@@ -2,7 +2,6 @@
 reused out= array and the fresh call's overhead over it, the pair count of 4-D outputs, the
 first-touch timing, the check against the one-GPU result) through a
 stand-in for the package whose "GPUs" compute the float64 reference; the real runs are on the device."""
-import importlib.util
 import json
 import re
 import sys
@@ -11,15 +10,12 @@ import types
 import numpy as np
 import pytest
 
-from conftest import ROOT
+import suite_helpers
 from xcorr_np import correlate
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("batch_scaling", ROOT / "scripts" / "batch_scaling.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return suite_helpers.load_script("batch_scaling.py")
 
 
 def fake_xcorr(calls, wrong_on=None):

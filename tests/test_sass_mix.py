@@ -1,15 +1,10 @@
 """scripts/sass-diff --mix: the static instruction mix of a kernel, by class (issue #25's account of
 where a kernel's instructions go; no GPU and no cuobjdump needed here: a synthetic dump)."""
-import importlib.machinery
-import importlib.util
 import shutil
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-_loader = importlib.machinery.SourceFileLoader("sass_diff", str(ROOT / "scripts" / "sass-diff"))
-_spec = importlib.util.spec_from_loader("sass_diff", _loader)
-sass_diff = importlib.util.module_from_spec(_spec)
-_loader.exec_module(sass_diff)
+from suite_helpers import load_script
+
+sass_diff = load_script("sass-diff")
 
 DUMP = """
 	code for sm_90a

@@ -1,16 +1,13 @@
 """scripts/sweep_scaling.py (issue #69: the quick sweep on one GPU against all of them), on the CPU
 against the fake bench pretending to be two GPUs: which GPUs each run used, that both runs measured
 the same cases, the JSON, and the refusals."""
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
-from suite_helpers import ROOT, fake_bench_env
+from suite_helpers import fake_bench_env, load_script
 
-spec = importlib.util.spec_from_file_location("sweep_scaling", ROOT / "scripts" / "sweep_scaling.py")
-sweep = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(sweep)
+sweep = load_script("sweep_scaling.py")
 
 
 @pytest.fixture

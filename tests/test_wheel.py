@@ -40,16 +40,6 @@ def stripped_env(tmp_path):
     return dict(keep, HOME=str(tmp_path / "home"), PATH=os.pathsep.join(path), PYTHONNOUSERSITE="1")
 
 
-def load_build_wheel():
-    import importlib.machinery
-    import importlib.util
-    loader = importlib.machinery.SourceFileLoader("build_wheel", str(ROOT / "scripts" / "build-wheel"))
-    spec = importlib.util.spec_from_loader("build_wheel", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
 CUDA13_CODES = "sm_75 sm_80 sm_86 sm_87 sm_88 sm_89 sm_90 sm_100 sm_110 sm_103 sm_120 sm_121"
 
 
@@ -58,7 +48,8 @@ CUDA13_CODES = "sm_75 sm_80 sm_86 sm_87 sm_88 sm_89 sm_90 sm_100 sm_110 sm_103 s
 def test_the_default_architectures_are_one_per_major_that_the_platform_has(machine, want, monkeypatch):
     """CUDA 13's list (`nvcc --list-gpu-code`) gives the lowest minor of each major from 7.5 (the
     driver runs it on the later minors), Thor's 11.0 only in an Arm wheel, PTX of the newest."""
-    bw = load_build_wheel()
+    from suite_helpers import load_script
+    bw = load_script("build-wheel")
     out = "\n".join(CUDA13_CODES.split() + ["compute_75", "compute_121"]) + "\n"
     monkeypatch.setattr(bw.subprocess, "run",
                         lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout=out, stderr=""))
