@@ -35,6 +35,11 @@ import time
 
 import numpy as np
 
+# The repository root, for xcsuite (not installed): the copy floors and the figure's paths.
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
 
 def stack(text, what):
     """"N:HxW" -> (N, H, W)."""
@@ -140,7 +145,6 @@ def main(argv=None):
             return None, "no PyTorch here to hold the device arrays"
         if not hasattr(xcorr, "Plan"):
             return None, "this package has no Plan"
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
         from xcsuite.copy_ceiling import concurrently
         def make_job(d, which, a, b):
             """Device d's share: its plan, inputs and output on the device, one call and a sync."""
@@ -227,7 +231,6 @@ def main(argv=None):
             print("batch_scaling: the split result differs from the one-GPU result", file=sys.stderr)
             return 1
     if not args.no_ceilings:
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
         from xcsuite import copy_ceiling
         c = copy_ceiling.measure(devices, one.nbytes, repeat=args.repeat,
                                  rows=ls[0] if args.form == "n-to-m" else None)  # block pieces' rows: the lefts
@@ -300,14 +303,12 @@ def plot(path, png=None):
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     if png is None:  # plots/<gpu>/ for results/<gpu>/[multi-gpu/]batch_scaling.json
         d = os.path.dirname(os.path.abspath(path))
         while os.path.basename(os.path.dirname(d)) not in ("results", "") and os.path.dirname(d) != d:
             d = os.path.dirname(d)
-        png = os.path.join(root, "plots", os.path.basename(d), "batch_scaling.png")
+        png = os.path.join(ROOT, "plots", os.path.basename(d), "batch_scaling.png")
     os.makedirs(os.path.dirname(png), exist_ok=True)
-    sys.path.insert(0, root)
     from xcsuite import paths
     base = os.path.splitext(png)[0]
     for f in paths.save_figure(fig, os.path.dirname(base), os.path.basename(base), dpi=130):
