@@ -48,6 +48,7 @@
 #include <deque>
 #include <functional>
 #include <random>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -473,6 +474,69 @@ struct Bounce {
     ~Bounce() { StagingPool::get().give_back(bounce_key(device), std::move(buffer)); }
 };
 
+// A timeline of one device's pipeline (XCORR_BATCH_TRACE=1), to see which queue or host step a
+// batch waits on: each GPU step between two timing events on its queue (so from when the queue
+// reaches it, after its waits), each host step (a bounce's copy, a drain's wait and copy) by the
+// host's clock, both in ms from the pipeline's start; one line per step on stderr after the run.
+class PipelineTrace {
+public:
+    PipelineTrace(int device, cudaStream_t s) : device_(device), t0_(std::chrono::steady_clock::now()) {
+        origin_ = mark(s);
+    }
+    ~PipelineTrace() {
+        for (cudaEvent_t e : events_) cudaEventDestroy(e);
+    }
+    PipelineTrace(const PipelineTrace&) = delete;
+    PipelineTrace& operator=(const PipelineTrace&) = delete;
+    template <class F>
+    void gpu(int piece, const char* step, cudaStream_t s, F&& f) {
+        const cudaEvent_t a = mark(s);
+        f();
+        gpu_.push_back({piece, step, a, mark(s)});
+    }
+    template <class F>
+    void host(int piece, const char* step, F&& f) {
+        const double a = ms();
+        f();
+        host_.push_back({piece, step, a, ms()});
+    }
+    // After the queues are synchronised.
+    void print() const {
+        for (const Step<cudaEvent_t>& g : gpu_) {
+            float a = 0, b = 0;
+            XC_CUDA_CHECK(cudaEventElapsedTime(&a, origin_, g.a));
+            XC_CUDA_CHECK(cudaEventElapsedTime(&b, origin_, g.b));
+            std::fprintf(stderr, "batch trace: device %d piece %d %s gpu %.3f %.3f\n", device_, g.piece, g.step, a, b);
+        }
+        for (const Step<double>& h : host_)
+            std::fprintf(stderr, "batch trace: device %d piece %d %s host %.3f %.3f\n", device_, h.piece, h.step, h.a, h.b);
+    }
+
+private:
+    template <class T>
+    struct Step {
+        int piece;
+        const char* step;
+        T a, b;
+    };
+    cudaEvent_t mark(cudaStream_t s) {
+        cudaEvent_t e = nullptr;
+        XC_CUDA_CHECK(cudaEventCreate(&e));
+        events_.push_back(e);
+        XC_CUDA_CHECK(cudaEventRecord(e, s));
+        return e;
+    }
+    double ms() const {
+        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count();
+    }
+    int device_;
+    std::chrono::steady_clock::time_point t0_;
+    cudaEvent_t origin_ = nullptr;
+    std::vector<cudaEvent_t> events_;
+    std::vector<Step<cudaEvent_t>> gpu_;
+    std::vector<Step<double>> host_;
+};
+
 // The pipeline's steps on a GPU (the header comment says which event guards what).
 struct GpuSteps {
     const Problem& p;
@@ -485,7 +549,21 @@ struct GpuSteps {
     bool direct;       // `out` is page-locked: download into it, nothing to drain
     int copy_threads;  // host threads of a drain or a bounce
     std::array<Bounce, 2>& bounces;
+    PipelineTrace* trace = nullptr;  // XCORR_BATCH_TRACE
     size_t next_bounce = 0;  // the buffers alternate across uploads too (an n-to-m block's run of rights)
+    int piece = -1;          // the step's piece, for the trace
+
+    // f() on queue q (or the host), in the trace where there is one.
+    template <class F>
+    void on_queue(int i, const char* step, Queue q, F&& f) {
+        if (!trace) return f();
+        trace->gpu(i, step, streams[q], f);
+    }
+    template <class F>
+    void on_host(int i, const char* step, F&& f) {
+        if (!trace) return f();
+        trace->host(i, step, f);
+    }
 
     cudaEvent_t event(EventKind e, int s) const {
         const Slot& b = *slots[size_t(s)];
@@ -493,9 +571,15 @@ struct GpuSteps {
     }
     void wait(Queue q, EventKind e, int s) { XC_CUDA_CHECK(cudaStreamWaitEvent(streams[q], event(e, s), 0)); }
     void record(Queue q, EventKind e, int s) { XC_CUDA_CHECK(cudaEventRecord(event(e, s), streams[q])); }
-    void host_wait(EventKind e, int s) { XC_CUDA_CHECK(cudaEventSynchronize(event(e, s))); }
+    void host_wait(EventKind e, int s) {
+        on_host(-1, "host_wait", [&] { XC_CUDA_CHECK(cudaEventSynchronize(event(e, s))); });
+    }
 
     void upload(int i, int s, int left_from, int right_from) {
+        piece = i;
+        on_queue(i, "upload", kUp, [&] { upload_inputs(i, s, left_from, right_from); });
+    }
+    void upload_inputs(int i, int s, int left_from, int right_from) {
         const Piece& c = pieces[size_t(i)];
         const PieceData d = data_of(p, c, left, right, out);
         Slot& b = *slots[size_t(s)];
@@ -522,17 +606,22 @@ struct GpuSteps {
             if (!b.buffer.get())
                 b.buffer = StagingPool::get().take(bounce_key(b.device), kBounceFloats);
             else
-                XC_CUDA_CHECK(cudaEventSynchronize(b.done.e));  // its last upload has read it
-            host_copy(b.buffer.get(), host + a, m, copy_threads);
+                on_host(piece, "bounce_wait", [&] { XC_CUDA_CHECK(cudaEventSynchronize(b.done.e)); });  // its last upload has read it
+            on_host(piece, "bounce_copy", [&] { host_copy(b.buffer.get(), host + a, m, copy_threads); });
             XC_CUDA_CHECK(cudaMemcpyAsync(dst + a, b.buffer.get(), sizeof(float) * m, cudaMemcpyHostToDevice, streams[kUp]));
             XC_CUDA_CHECK(cudaEventRecord(b.done.e, streams[kUp]));
         }
     }
     void compute(int i, int s) {
         Slot& b = *slots[size_t(s)];
-        plans.at(shape_key(pieces[size_t(i)])).execute(b.left.get(), b.right.get(), b.out.get(), streams[kCompute]);
+        on_queue(i, "compute", kCompute, [&] {
+            plans.at(shape_key(pieces[size_t(i)])).execute(b.left.get(), b.right.get(), b.out.get(), streams[kCompute]);
+        });
     }
     void download(int i, int s) {
+        on_queue(i, "download", kDown, [&] { download_output(i, s); });
+    }
+    void download_output(int i, int s) {
         Slot& b = *slots[size_t(s)];
         const Piece& c = pieces[size_t(i)];
         const PieceLayout L = layout_of(p, c);
@@ -549,7 +638,7 @@ struct GpuSteps {
     void drain(int j, int s) {
         if (direct) return;  // the download wrote the caller's output (the host waited for it)
         const Piece& c = pieces[size_t(j)];
-        copy_out(p, c, data_of(p, c, left, right, out).out, slots[size_t(s)]->staging.get(), copy_threads);
+        on_host(j, "drain", [&] { copy_out(p, c, data_of(p, c, left, right, out).out, slots[size_t(s)]->staging.get(), copy_threads); });
     }
 };
 
@@ -818,10 +907,13 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
             GpuSteps steps{p,           pieces, kit->plans, left, right, out, kit->slots,
                            {kit->up.s, kit->compute.s, kit->down.s}, direct, copy_threads(devices), kit->bounces};
             const double setup = since(t0);
+            std::unique_ptr<PipelineTrace> trace;
+            if (env_on("XCORR_BATCH_TRACE")) steps.trace = (trace = std::make_unique<PipelineTrace>(device, kit->compute.s)).get();
             const Clock::time_point t1 = Clock::now();
             run_pipeline(pieces, int(kit->slots.size()), steps);
             for (cudaStream_t st : steps.streams) XC_CUDA_CHECK(cudaStreamSynchronize(st));  // surfaces a fault here
             const double pipeline = since(t1);
+            if (trace) trace->print();
             const Clock::time_point t_end = Clock::now();
             KitCache::get().give_back(device, std::move(kit));  // for the next call (an older kit freed)
             run.seconds.setup += setup;
