@@ -150,6 +150,51 @@ std::pair<int64_t, int64_t> device_run(int64_t total, int devices, int d) {
     return {begin, begin + base + (d < extra ? 1 : 0)};
 }
 
+// A device's share of the batch (batch.hpp, Split): a run [k0, k1) of the outputs, or, for an
+// n-to-m batch divided by rights, every left with the rights [k0, k1).
+struct Share {
+    int64_t k0 = 0, k1 = 0;
+    bool by_rights = false;
+    bool empty() const { return k0 >= k1; }
+    // The first output matrix and one past the last that the share writes (with the other devices'
+    // outputs between its rows, where by rights).
+    std::pair<int64_t, int64_t> span(const Problem& p) const {
+        if (!by_rights) return {k0, k1};
+        return {k0, int64_t(p.nL - 1) * p.nR + k1};
+    }
+    std::string key() const { return (by_rights ? "rights " : "") + std::to_string(k0) + ":" + std::to_string(k1); }
+};
+
+// Whether the devices divide an n-to-m batch by its rights: with blocks, where the right stack is
+// the larger, so that each device uploads its part of the rights and all of the (smaller) lefts,
+// not all of the rights (measured: notes/multi-gpu.md, session 40).
+bool divides_by_rights(const Problem& p, int devices, Split split) {
+    return split == Split::Blocks && p.form == Form::NToM && devices > 1 && p.nR >= devices &&
+           double(p.nR) * p.hR * p.wR > double(p.nL) * p.hL * p.wL;
+}
+
+Share device_share(const Problem& p, int devices, int d, Split split) {
+    const bool by_rights = divides_by_rights(p, devices, split);
+    const auto [k0, k1] = device_run(by_rights ? p.nR : p.out_count(), devices, d);
+    return {k0, k1, by_rights};
+}
+
+// The pieces of share `s` of `p`, each at most m outputs, appended to `out`; by rights, the
+// pieces of the n-to-m problem of every left and the share's rights, placed in the batch.
+void share_pieces(const Problem& p, const Share& s, int64_t m, int device, Split split, std::vector<Piece>& out) {
+    if (!s.by_rights) return split_range(p, s.k0, s.k1, m, device, split, out);
+    Problem part = p;
+    part.nR = int(s.k1 - s.k0);
+    const size_t first = out.size();
+    split_range(part, 0, part.out_count(), m, device, split, out);
+    for (size_t i = first; i < out.size(); ++i) {
+        Piece& c = out[i];
+        const int64_t l = c.out0 / part.nR, q = c.out0 % part.nR;
+        c.right0 += s.k0;
+        c.out0 = l * p.nR + s.k0 + q;
+    }
+}
+
 bool out_of_memory(const std::exception& e) {
     const std::string w = e.what();
     return w.find("out of memory") != std::string::npos || w.find("not enough GPU memory") != std::string::npos ||
@@ -198,6 +243,13 @@ struct PieceData {
 PieceData data_of(const Problem& p, const Piece& c, const float* left, const float* right, float* out) {
     return {left + c.left0 * matrix_elems(p.hL, p.wL), right + c.right0 * matrix_elems(p.hR, p.wR),
             out + c.out0 * matrix_elems(p.out_h(), p.out_w())};
+}
+
+// Pieces in the order of their first output (devices dividing an n-to-m batch by rights each
+// have a block in every row of the output).
+std::vector<Piece> in_output_order(std::vector<Piece> pieces) {
+    std::stable_sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.out0 < b.out0; });
+    return pieces;
 }
 
 // Pieces of one shape share a plan.
@@ -841,11 +893,11 @@ private:
 
 // What a kit is reused for: the problem, how it is computed, this device's share and split, and
 // whether the output is page-locked (no staging) or not.
-std::string kit_key(const PlanSpec& spec, const Problem& p, int64_t k0, int64_t k1, int64_t max_outputs, Split split,
+std::string kit_key(const PlanSpec& spec, const Problem& p, const Share& share, int64_t max_outputs, Split split,
                     bool direct) {
     std::string key = p.describe() + "|" + spec.algorithm + "|" + spec.precision + "|" + spec.normalize + "|";
     for (const auto& [k, v] : spec.params) key += k + "=" + v + ",";
-    return key + "|" + std::to_string(k0) + ":" + std::to_string(k1) + "|" + std::to_string(max_outputs) + "|" +
+    return key + "|" + share.key() + "|" + std::to_string(max_outputs) + "|" +
            split_name(split) + "|" + (direct ? "direct" : "staged");
 }
 
@@ -863,16 +915,19 @@ struct DeviceRun {
 // next call), pipelined (header comment).
 // `run.seconds`: its phases by the host's clock (BatchReport::seconds).
 void run_device(const PlanSpec& spec, const Problem& p, const float* left, const float* right, float* out, int device,
-                int index, int devices, int64_t k0, int64_t k1, const BatchOptions& options, DeviceRun& run) {
+                int index, int devices, const Share& share, const BatchOptions& options, DeviceRun& run) {
     using Clock = std::chrono::steady_clock;
     auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
     XC_CUDA_CHECK(cudaSetDevice(device));
-    if (k0 >= k1) return;
+    if (share.empty()) return;
     const size_t out_elems = matrix_elems(p.out_h(), p.out_w());
-    const bool direct = page_locked(out + size_t(k0) * out_elems, sizeof(float) * size_t(k1 - k0) * out_elems);
-    const Split split =
-        resolve_split(options.split, direct, page_locked(right, sizeof(float) * size_t(p.right_elems())));
-    const std::string key = kit_key(spec, p, k0, k1, options.max_outputs, split, direct);
+    const auto [o0, o1] = share.span(p);
+    const bool direct = page_locked(out + size_t(o0) * out_elems, sizeof(float) * size_t(o1 - o0) * out_elems);
+    // A share by rights was cut so because the batch's split is blocks (run_batch).
+    const Split split = share.by_rights ? Split::Blocks
+                                        : resolve_split(options.split, direct,
+                                                        page_locked(right, sizeof(float) * size_t(p.right_elems())));
+    const std::string key = kit_key(spec, p, share, options.max_outputs, split, direct);
     std::unique_ptr<DeviceKit> kit = KitCache::get().take(device, key);  // before the free memory is read
     run.direct = direct;
     run.reused = kit != nullptr;
@@ -885,7 +940,7 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
     }
     for (;;) {
         std::vector<Piece> pieces;
-        split_range(p, k0, k1, m, index, split, pieces);
+        share_pieces(p, share, m, index, split, pieces);
         const Clock::time_point t0 = Clock::now();
         try {
             if (!kit) {
@@ -964,11 +1019,9 @@ std::vector<Piece> split_batch(const Problem& p, int devices, int64_t max_output
     p.check();
     const int64_t total = p.out_count(), m = max_outputs ? max_outputs : total;
     std::vector<Piece> pieces;
-    for (int d = 0; d < devices; ++d) {
-        const auto [k0, k1] = device_run(total, devices, d);
-        split_range(p, k0, k1, m, d, resolve_split(split, false, false), pieces);
-    }
-    return pieces;
+    const Split resolved = resolve_split(split, false, false);
+    for (int d = 0; d < devices; ++d) share_pieces(p, device_share(p, devices, d, resolved), m, d, resolved, pieces);
+    return in_output_order(std::move(pieces));
 }
 
 namespace {
@@ -1039,11 +1092,16 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
     std::vector<std::exception_ptr> errors(n);
     std::vector<std::thread> threads;
     try {
+        // The division among the devices follows the split the whole batch resolves to (a device's
+        // own part of the output may be page-locked where the whole is not: run_device resolves
+        // its pieces' split for itself).
+        const Split split = resolve_split(options.split, page_locked(out, sizeof(float) * size_t(p.out_elems())),
+                                          page_locked(right, sizeof(float) * size_t(p.right_elems())));
         for (int i = 0; i < n; ++i) {
-            const auto [k0, k1] = device_run(p.out_count(), n, i);
-            threads.emplace_back([&, i, k0 = k0, k1 = k1] {
+            const Share share = device_share(p, n, i, split);
+            threads.emplace_back([&, i, share] {
                 try {
-                    run_device(spec, p, left, right, out, devices[i], i, n, k0, k1, options, runs[i]);
+                    run_device(spec, p, left, right, out, devices[i], i, n, share, options, runs[i]);
                 } catch (...) {
                     errors[i] = std::current_exception();
                 }
@@ -1064,6 +1122,7 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
         report.reused.push_back(r.reused);
         report.split.push_back(r.split);
     }
+    report.pieces = in_output_order(std::move(report.pieces));
     return report;
 }
 

@@ -43,11 +43,12 @@ def explain_pieces(xcorr, form, nL, nR, *extra):
     return explain_json(xcorr, form, nL, nR, *extra)["pieces"]
 
 
-def check_split(form, nL, nR, pieces, chunk, devices):
+def check_split(form, nL, nR, pieces, chunk, devices, by_rights=False):
     """The pieces cover every output of the batch exactly once, each within `chunk`; output i of a
     piece (its rows of `row` outputs, `pitch` apart) pairs the left and right that output pairs in
     the whole batch; pieces come in order of their first output; devices' runs are equal to within
-    one output and taken in the order given. Returns the pieces' layouts."""
+    one output (by_rights: within one right's column of nL outputs) and taken in the order given.
+    Returns the pieces' layouts."""
     whole = pairs(form, nL, nR)
     seen = np.zeros(len(whole), int)
     per_device = {}
@@ -72,7 +73,7 @@ def check_split(form, nL, nR, pieces, chunk, devices):
     assert set(per_device) <= set(ordinals)
     if len(whole) >= len(ordinals):  # every device works, runs equal to within one output
         assert sorted(per_device) == sorted(ordinals)
-        assert max(per_device.values()) - min(per_device.values()) <= 1
+        assert max(per_device.values()) - min(per_device.values()) <= (nL if by_rights else 1)
     # Devices take the runs in the order given.
     firsts = [next(c["out0"] for c in pieces if c["device"] == d) for d in ordinals if d in per_device]
     assert firsts == sorted(firsts)
@@ -91,6 +92,15 @@ def test_split_covers_every_output_once_with_the_batchs_pairs(xcorr, form, devic
     assert [c["out0"] for c in pieces] == list(np.cumsum([0] + [c["outputs"] for c in pieces[:-1]]))
 
 
+def rights_shares(nR, devices):
+    """The devices' runs of the rights, as a batch divided by rights deals them: equal, contiguous,
+    the first ones one longer, in the order given."""
+    n = len(devices.split(","))
+    base, extra = divmod(nR, n)
+    firsts = [d * base + min(d, extra) for d in range(n + 1)]
+    return list(zip(firsts, firsts[1:]))
+
+
 @pytest.mark.parametrize("devices", ["0", "0,1", "3,1,2"])
 @pytest.mark.parametrize("nL,nR,chunk", [(4, 40, 16), (4, 40, 20), (4, 40, 33), (6, 50, 36), (6, 50, 200),
                                          (7, 30, 49), (3, 64, 100), (4, 40, 15), (5, 9, 40)])
@@ -98,10 +108,15 @@ def test_split_blocks_cover_every_output_once(xcorr, devices, nL, nR, chunk):
     """--split blocks: a device's whole lefts that take more than one piece become blocks of all
     of them and runs of at least as many rights (each right in one block of the device), the rest
     as --split lefts cuts it; where a block would take fewer rights than lefts (4 x 40 by 15; 5 x 9
-    by 40 fits 4 lefts a piece) the pieces are --split lefts's."""
+    by 40 fits 4 lefts a piece) the pieces are --split lefts's. On several devices, where the right
+    stack holds more data than the left one (rights of 4 x 5, lefts of 9 x 11: all but 7 x 30 and
+    5 x 9), the devices divide the rights, not the lefts: each takes every left with its run of the
+    rights, cut as blocks (or lefts) of that n-to-m batch, so that no right is uploaded twice."""
     extra = ["--gpus", devices, "--chunk", str(chunk)]
+    ordinals = [int(d) for d in devices.split(",")]
+    by_rights = len(ordinals) > 1 and nR * 4 * 5 > nL * 9 * 11
     pieces = explain_pieces(xcorr, "n-to-m", nL, nR, *extra, "--split", "blocks")
-    layouts = check_split("n-to-m", nL, nR, pieces, chunk, devices)
+    layouts = check_split("n-to-m", nL, nR, pieces, chunk, devices, by_rights)
     lefts = explain_pieces(xcorr, "n-to-m", nL, nR, *extra)
     blocks = [c for c in pieces if c["rows"] > 1]
     # On one device: at each left boundary the w whole lefts left become blocks where they take more
@@ -113,10 +128,18 @@ def test_split_blocks_cover_every_output_once(xcorr, devices, nL, nR, chunk):
             assert sorted(c["right0"] for c in blocks) == list(range(0, nR, chunk // nL))  # each right once
         elif not cut:
             assert pieces == lefts
+    shares = rights_shares(nR, devices) if by_rights else [(0, nR)] * len(ordinals)
     for c in blocks:  # all of a device's whole lefts, runs of chunk // lefts rights (the last shorter)
+        q0, q1 = shares[ordinals.index(c["device"])]
         assert c["rows"] == int(DESCRIBE.match(c["problem"]).group(2)) and c["pitch"] == nR
         run_ = chunk // c["rows"]
-        assert run_ >= c["rows"] and c["right0"] % run_ == 0 and c["row"] == min(run_, nR - c["right0"])
+        assert q0 <= c["right0"] < q1 and (c["right0"] - q0) % run_ == 0, (c, q0, q1)
+        assert c["row"] == min(run_, q1 - c["right0"]) or (by_rights and c["row"] == q1 - q0), (c, q0, q1)
+    if by_rights:  # every piece within its device's rights, every left in each device's pieces
+        for d, (q0, q1) in zip(ordinals, shares):
+            own = [c for c in pieces if c["device"] == d]
+            assert all(q0 <= c["right0"] and c["right0"] + c["row"] <= q1 for c in own), (d, own)
+            assert {c["left0"] + r for c in own for r in range(c["rows"])} == set(range(nL))
     assert any(rows > 1 for rows, _, _ in layouts) == bool(blocks)
 
 

@@ -93,6 +93,8 @@ const char* kUsage =
     "      (each right's upload and spectrum once, the first piece waits for its run only: faster\n"
     "      where the host memory is page-locked); auto (default), blocks where the output or the\n"
     "      rights are page-locked host memory (the library's empty_pinned), else lefts: lefts here.\n"
+    "      With blocks on several GPUs, an n-to-m batch whose rights hold more data than its lefts\n"
+    "      is divided by rights: each GPU takes every left and its run of the rights.\n"
     "      --dims 1: 1-D signals, each a 1 x n matrix (CONVENTIONS.md, \"One-dimensional\n"
     "      signals\"); output k equals scipy.signal.correlate(L, R, mode) of its pair, lag d = sum\n"
     "      over t of L[t + d] * R[t]. A file holds one signal (n) or a stack (count, n); the output\n"

@@ -4,8 +4,12 @@
 // n-to-m blocks, rows of one: PieceLayout).
 //
 // Split. The output matrices of the batch are dealt to the devices as contiguous, equal runs
-// (every pair costs the same: the sizes and the window are the batch's); each device's run is
-// cut into pieces of at most `max_outputs` matrices that are problems of the contract's forms:
+// (every pair costs the same: the sizes and the window are the batch's), except that an n-to-m
+// batch cut as blocks whose right stack holds more data than its left one is divided by rights:
+// each device takes every left with an equal run of the rights (an n-to-m batch of its own, cut as
+// below and placed in the batch's rows), so that no right is uploaded to two devices. Each
+// device's run is cut into pieces of at most `max_outputs` matrices that are problems of the
+// contract's forms:
 //   one-to-one   the one pair (nothing to split);
 //   one-to-many  a run of rights: one-to-many with the left and those rights;
 //   n-to-m       output k = l·M + q: whole lefts (n-to-m with those lefts and every right), or part
