@@ -170,7 +170,7 @@ struct Share {
 // not all of the rights (measured: notes/multi-gpu.md, session 40).
 bool divides_by_rights(const Problem& p, int devices, Split split) {
     return split == Split::Blocks && p.form == Form::NToM && devices > 1 && p.nR >= devices &&
-           double(p.nR) * p.hR * p.wR > double(p.nL) * p.hL * p.wL;
+           double(p.nR) * p.hR * p.wR > double(p.nL) * p.hL * p.wL && !env_on("XCORR_BATCH_BY_LEFTS");
 }
 
 Share device_share(const Problem& p, int devices, int d, Split split) {
