@@ -165,16 +165,10 @@ struct Share {
     std::string key() const { return (by_rights ? "rights " : "") + std::to_string(k0) + ":" + std::to_string(k1); }
 };
 
-// Whether the devices divide an n-to-m batch by its rights: with blocks, where the right stack is
-// the larger, so that each device uploads its part of the rights and all of the (smaller) lefts,
-// not all of the rights (measured: notes/multi-gpu.md, session 40).
-bool divides_by_rights(const Problem& p, int devices, Split split) {
-    return split == Split::Blocks && p.form == Form::NToM && devices > 1 && p.nR >= devices &&
-           double(p.nR) * p.hR * p.wR > double(p.nL) * p.hL * p.wL && !env_on("XCORR_BATCH_BY_LEFTS");
-}
-
+// The devices divide an n-to-m batch cut as blocks by its rights where rights_divide (batch.hpp):
+// each uploads its part of the rights and all of the (smaller) lefts, not all of the rights.
 Share device_share(const Problem& p, int devices, int d, Split split) {
-    const bool by_rights = divides_by_rights(p, devices, split);
+    const bool by_rights = split == Split::Blocks && rights_divide(p, devices);
     const auto [k0, k1] = device_run(by_rights ? p.nR : p.out_count(), devices, d);
     return {k0, k1, by_rights};
 }
@@ -1008,9 +1002,14 @@ const char* split_name(Split split) {
     return split == Split::Auto ? "auto" : split == Split::Blocks ? "blocks" : "lefts";
 }
 
-Split resolve_split(Split split, bool out_locked, bool rights_locked) {
+bool rights_divide(const Problem& p, int devices) {
+    return p.form == Form::NToM && devices > 1 && p.nR >= devices &&
+           double(p.nR) * p.hR * p.wR > double(p.nL) * p.hL * p.wL && !env_on("XCORR_BATCH_BY_LEFTS");
+}
+
+Split resolve_split(Split split, bool out_locked, bool rights_locked, bool by_rights) {
     if (split != Split::Auto) return split;
-    return out_locked || rights_locked ? Split::Blocks : Split::Lefts;
+    return out_locked || rights_locked || by_rights ? Split::Blocks : Split::Lefts;
 }
 
 std::vector<Piece> split_batch(const Problem& p, int devices, int64_t max_outputs, Split split) {
@@ -1019,7 +1018,7 @@ std::vector<Piece> split_batch(const Problem& p, int devices, int64_t max_output
     p.check();
     const int64_t total = p.out_count(), m = max_outputs ? max_outputs : total;
     std::vector<Piece> pieces;
-    const Split resolved = resolve_split(split, false, false);
+    const Split resolved = resolve_split(split, false, false, rights_divide(p, devices));
     for (int d = 0; d < devices; ++d) share_pieces(p, device_share(p, devices, d, resolved), m, d, resolved, pieces);
     return in_output_order(std::move(pieces));
 }
@@ -1096,7 +1095,8 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
         // own part of the output may be page-locked where the whole is not: run_device resolves
         // its pieces' split for itself).
         const Split split = resolve_split(options.split, page_locked(out, sizeof(float) * size_t(p.out_elems())),
-                                          page_locked(right, sizeof(float) * size_t(p.right_elems())));
+                                          page_locked(right, sizeof(float) * size_t(p.right_elems())),
+                                          rights_divide(p, n));
         for (int i = 0; i < n; ++i) {
             const Share share = device_share(p, n, i, split);
             threads.emplace_back([&, i, share] {

@@ -20,6 +20,7 @@ places).
 GPU (skipped without one): named variants and auto, pieces on every GPU found, --validate against
 the CPU reference; with two GPUs or more, both get pieces."""
 import json
+import os
 import re
 
 import numpy as np
@@ -33,8 +34,10 @@ DESCRIBE = re.compile(r"^(one-to-one|one-to-many|n-to-mn|n-to-m) (\d+)x\[(\d+)x(
 STACKS = {"one-to-one": (1, 1), "one-to-many": (1, 7), "n-to-mn": (3, 12), "n-to-m": (4, 5)}
 
 
-def explain_json(xcorr, form, nL, nR, *extra):
-    r = run([xcorr, "explain", "--form", form, "--left", f"{nL}:9x11", "--right", f"{nR}:4x5", "--json", *extra])
+def explain_json(xcorr, form, nL, nR, *extra, env=None):
+    """`xcorr explain --json` of lefts of 9 x 11 and rights of 4 x 5 (with `env` added to the environment)."""
+    r = run([xcorr, "explain", "--form", form, "--left", f"{nL}:9x11", "--right", f"{nR}:4x5", "--json", *extra],
+            env={**os.environ, **env} if env else None)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -143,20 +146,45 @@ def test_split_blocks_cover_every_output_once(xcorr, devices, nL, nR, chunk):
     assert any(rows > 1 for rows, _, _ in layouts) == bool(blocks)
 
 
-@pytest.mark.parametrize("devices,chunk", [("0", 16), ("0,1", 20), ("3,1,2", 33)])
-def test_split_auto_is_lefts_for_pageable_memory(xcorr, devices, chunk):
+@pytest.mark.parametrize("devices,chunk,nR", [("0", 16, 40), ("0,1", 12, 16), ("3,1,2", 10, 16)])
+def test_split_auto_is_lefts_for_pageable_memory(xcorr, devices, chunk, nR):
     """--split auto (the default) cuts as lefts where nothing is page-locked, which is all that
-    explain (no arrays) and xcorr run (its arrays are pageable) know; and it differs from blocks
-    here, so the default is not blocks."""
+    explain (no arrays) and xcorr run (its arrays are pageable) know, on one GPU, or on several
+    where the left stack holds at least as much data as the right one (4 lefts of 9 x 11, 16
+    rights of 4 x 5); and it differs from blocks here, so the default is not blocks."""
     extra = ["--gpus", devices, "--chunk", str(chunk)]
     for asked, ran in (("auto", "lefts"), ("lefts", "lefts"), ("blocks", "blocks")):  # explain says which
-        assert explain_json(xcorr, "n-to-m", 4, 40, *extra, "--split", asked)["split"] == ran, asked
-    text = run([xcorr, "explain", "--form", "n-to-m", "--left", "4:9x11", "--right", "40:4x5", *extra]).stdout
+        assert explain_json(xcorr, "n-to-m", 4, nR, *extra, "--split", asked)["split"] == ran, asked
+    text = run([xcorr, "explain", "--form", "n-to-m", "--left", "4:9x11", "--right", f"{nR}:4x5", *extra]).stdout
     assert "split lefts: auto for pageable arrays" in text, text
-    auto = explain_pieces(xcorr, "n-to-m", 4, 40, *extra, "--split", "auto")
-    assert auto == explain_pieces(xcorr, "n-to-m", 4, 40, *extra)
-    assert auto == explain_pieces(xcorr, "n-to-m", 4, 40, *extra, "--split", "lefts")
-    assert auto != explain_pieces(xcorr, "n-to-m", 4, 40, *extra, "--split", "blocks")
+    auto = explain_pieces(xcorr, "n-to-m", 4, nR, *extra, "--split", "auto")
+    assert auto == explain_pieces(xcorr, "n-to-m", 4, nR, *extra)
+    assert auto == explain_pieces(xcorr, "n-to-m", 4, nR, *extra, "--split", "lefts")
+    assert auto != explain_pieces(xcorr, "n-to-m", 4, nR, *extra, "--split", "blocks")
+
+
+@pytest.mark.parametrize("devices,chunk", [("0,1", 20), ("3,1,2", 33), ("0,1", 1000)])
+def test_split_auto_is_blocks_where_the_gpus_divide_the_rights(xcorr, devices, chunk):
+    """On several GPUs, where the right stack holds more data than the left one (40 rights of 4 x 5
+    against 4 lefts of 9 x 11), auto takes blocks even for pageable arrays and the GPUs divide the
+    rights (each every left and its run of the rights: on two H100s 34.1 against 40.0 ms dividing
+    the lefts, notes/multi-gpu.md); XCORR_BATCH_BY_LEFTS=1 restores the division by lefts and auto's
+    lefts."""
+    extra = ["--gpus", devices, "--chunk", str(chunk)]
+    assert explain_json(xcorr, "n-to-m", 4, 40, *extra)["split"] == "blocks"
+    text = run([xcorr, "explain", "--form", "n-to-m", "--left", "4:9x11", "--right", "40:4x5", *extra]).stdout
+    assert "split blocks: auto, the GPUs dividing the rights; each GPU takes every left" in text, text
+    auto = explain_pieces(xcorr, "n-to-m", 4, 40, *extra)
+    assert auto == explain_pieces(xcorr, "n-to-m", 4, 40, *extra, "--split", "blocks")
+    ordinals = [int(d) for d in devices.split(",")]
+    for d, (q0, q1) in zip(ordinals, rights_shares(40, devices)):
+        own = [c for c in auto if c["device"] == d]
+        assert {c["left0"] + r for c in own for r in range(c["rows"])} == {0, 1, 2, 3}
+        assert sorted((c["right0"], c["right0"] + c["row"]) for c in own)[0][0] == q0
+        assert max(c["right0"] + c["row"] for c in own) == q1
+    by_lefts = explain_json(xcorr, "n-to-m", 4, 40, *extra, env={"XCORR_BATCH_BY_LEFTS": "1"})
+    assert by_lefts["split"] == "lefts" and by_lefts["pieces"] != auto
+    assert explain_json(xcorr, "n-to-m", 4, 40, "--chunk", str(chunk))["split"] == "lefts"  # one GPU
 
 
 def test_split_blocks_refused_where_nothing_is_cut(xcorr, tmp_path):
@@ -540,6 +568,33 @@ def test_gpu_package_batch_blocks_match_the_reference(gpu):
     np.testing.assert_array_equal(pinned, pageable)
     lefts = xcorr.correlate2d(left, right, split="lefts", **kw)  # other pieces, other launches
     np.testing.assert_allclose(lefts, pageable, rtol=0, atol=1e-6 * np.abs(want).max())
+    xcorr.clear_cache()
+
+
+def test_gpu_package_batch_divided_by_rights_matches_the_reference(gpu):
+    """On every GPU of the host, a batch whose right stack holds more data than its lefts (3 lefts of
+    20 x 17, 50 rights of 9 x 8), auto split: into a pageable and a page-locked out=, both poisoned,
+    the result equals the reference; on two GPUs or more each GPU took every left and its own run of
+    the rights (no right on two GPUs) and its pieces' rows landed in the batch's rows."""
+    xcorr = _package()
+    xcorr.clear_cache()
+    rng = seeded_rng("pkg-batch-by-rights")
+    left, right = rng.random((3, 20, 17), dtype=np.float32) - 0.5, rng.random((50, 9, 8), dtype=np.float32) - 0.5
+    left += 100  # an offset: a misplaced row or right shows as a large error
+    want = xcorr.correlate2d(left, right, form="n-to-m", algorithm="reference", max_shift=(5, 3))
+    kw = dict(form="n-to-m", max_shift=(5, 3), algorithm="fft", devices="all", chunk=40)
+    for out in (np.full(want.shape, np.nan, np.float32), xcorr.empty_pinned(want.shape)):
+        out.fill(np.nan)
+        xcorr.correlate2d(left, right, out=out, **kw)
+        assert np.isfinite(out).all() and np.linalg.norm(out - want) <= 1e-5 * np.linalg.norm(want)
+        seconds, pieces = xcorr._api.last_batch["seconds"], xcorr._api.last_batch["pieces"]
+        if len(seconds) > 1:  # pieces: (device, first output, outputs, algorithm)
+            assert all(d["split"] == "blocks" for d in seconds)
+            shares = rights_shares(50, ",".join(str(d["device"]) for d in seconds))
+            for d, (q0, q1) in zip((d["device"] for d in seconds), shares):
+                own = [c for c in pieces if c[0] == d]
+                assert sum(c[2] for c in own) == 3 * (q1 - q0)  # every left with its run of the rights
+                assert all(q0 <= c[1] % 50 < q1 for c in own), (d, q0, q1, own)
     xcorr.clear_cache()
 
 

@@ -92,9 +92,10 @@ const char* kUsage =
     "      whole lefts with every right; blocks, blocks of all those lefts and a run of the rights\n"
     "      (each right's upload and spectrum once, the first piece waits for its run only: faster\n"
     "      where the host memory is page-locked); auto (default), blocks where the output or the\n"
-    "      rights are page-locked host memory (the library's empty_pinned), else lefts: lefts here.\n"
-    "      With blocks on several GPUs, an n-to-m batch whose rights hold more data than its lefts\n"
-    "      is divided by rights: each GPU takes every left and its run of the rights.\n"
+    "      rights are page-locked host memory (the library's empty_pinned) or where the GPUs\n"
+    "      divide the rights, else lefts. With blocks on several GPUs, an n-to-m batch whose rights\n"
+    "      hold more data than its lefts is divided by rights: each GPU takes every left and its\n"
+    "      run of the rights.\n"
     "      --dims 1: 1-D signals, each a 1 x n matrix (CONVENTIONS.md, \"One-dimensional\n"
     "      signals\"); output k equals scipy.signal.correlate(L, R, mode) of its pair, lag d = sum\n"
     "      over t of L[t + d] * R[t]. A file holds one signal (n) or a stack (count, n); the output\n"
@@ -801,7 +802,8 @@ int cmd_explain(int argc, char** argv) {
     if (split && !gpus && !chunk) throw UsageError(kSplitNeedsBatch);
     // The split xcorr run uses: auto resolves for its pageable arrays (a library call with
     // page-locked ones takes blocks: resolve_split).
-    const Split ran = resolve_split(split.value_or(Split::Auto), false, false);
+    const bool by_rights = rights_divide(p, std::max<int>(1, int(devices.size())));
+    const Split ran = resolve_split(split.value_or(Split::Auto), false, false, by_rights);
     if (gpus || chunk) pieces = split_batch(p, std::max<int>(1, int(devices.size())), chunk, ran);
     auto device_of = [&](const Piece& c) { return devices.empty() ? 0 : devices[size_t(c.device)]; };
     if (json) {
@@ -888,8 +890,10 @@ int cmd_explain(int argc, char** argv) {
         std::cout << "  " << i + 1 << ". " << choice_text(cs[i]) << ": " << cs[i].reason << '\n';
     if (!pieces.empty()) {
         std::cout << "pieces (xcorr run --gpus/--chunk, split " << split_name(ran)
-                  << (split.value_or(Split::Auto) == Split::Auto ? ": auto for pageable arrays; page-locked ones take blocks"
-                                                                 : "")
+                  << (split.value_or(Split::Auto) != Split::Auto ? ""
+                      : by_rights ? ": auto, the GPUs dividing the rights"
+                                  : ": auto for pageable arrays; page-locked ones take blocks")
+                  << (ran == Split::Blocks && by_rights ? "; each GPU takes every left and its run of the rights" : "")
                   << "), outputs first..last:\n";
         for (const Piece& c : pieces) {
             const PieceLayout L = layout_of(p, c);

@@ -54,17 +54,24 @@ PieceLayout layout_of(const Problem& batch, const Piece& c);
 // How a device's n-to-m run is cut when its whole lefts take more than one piece (header comment):
 // Lefts, pieces of whole lefts with every right; Blocks, all the lefts with a run of the rights;
 // Auto, per device (resolve_split): Blocks where its output range or the right stack is page-locked
-// host memory, Lefts otherwise. Why: a block waits for its own run of rights only and each right's
-// spectrum is made once, which wins when the copies run at the link's rate; with both pageable,
-// every block's rights are bounced through host memory on the thread that also drains the outputs,
-// and whole lefts (one bounce of the right stack, at the start) win (measured: notes/probes.md,
-// the multi-gpu probe, items 5 to 7).
+// host memory, or where the devices divide the batch by rights (several GPUs, the right stack the
+// larger: rights_divide), Lefts otherwise. Why: a block waits for its own run of rights only and
+// each right's spectrum is made once, which wins when the copies run at the link's rate; with both
+// pageable on one GPU, every block's rights are bounced through host memory on the thread that also
+// drains the outputs, and whole lefts (one bounce of the right stack, at the start) win (measured:
+// notes/probes.md, the multi-gpu probe, items 5 to 7); on two GPUs dividing the rights halves each
+// one's bounce, and blocks win again (notes/multi-gpu.md, session 40).
 enum class Split { Auto, Lefts, Blocks };
 Split parse_split(const std::string& text);  // "auto", "lefts" or "blocks"; UsageError otherwise
 const char* split_name(Split split);
+// Whether `devices` GPUs running `p` as blocks divide it by rights (Split, above): n-to-m, more than
+// one device, at least one right each, more data in the right stack than in the left one; never
+// under XCORR_BATCH_BY_LEFTS=1.
+bool rights_divide(const Problem& p, int devices);
 // Auto's choice for a device whose output range is page-locked (`out_locked`) or not, with a
-// page-locked right stack or not; Lefts and Blocks as they are.
-Split resolve_split(Split split, bool out_locked, bool rights_locked);
+// page-locked right stack or not, in a batch the devices divide by rights as blocks (`by_rights`:
+// rights_divide) or not; Lefts and Blocks as they are.
+Split resolve_split(Split split, bool out_locked, bool rights_locked, bool by_rights = false);
 
 // The pieces of `p` over `devices` devices, each at most `max_outputs` output matrices (0: no
 // limit), in output order (rows of blocks: by their first output). Devices get equal contiguous

@@ -757,7 +757,9 @@ def correlate2d(left, right, mode="full", *, max_shift=None, shifts=None, normal
     "lefts" cuts its run into pieces of whole lefts with every right; "blocks" into blocks of all
     its lefts and a run of the rights (each right uploaded and transformed once; the first piece
     needs part of them: faster where the host memory is page-locked); "auto" (default, None)
-    blocks where out= or right is page-locked (xcorr.empty_pinned), lefts otherwise.
+    blocks where out= or right is page-locked (xcorr.empty_pinned) or where several GPUs divide the
+    rights (n-to-m whose right stack holds more data than its lefts: each GPU takes every left and
+    its run of the rights), lefts otherwise.
 
     Raises ValueError for bad shapes, dtypes, windows or names, xcorr.NoGPUError without a usable
     GPU (its message says that algorithm="reference" computes the same on the CPU), xcorr.CudaError
