@@ -276,7 +276,7 @@ def floors(c, k):
 
 def plot(path, png=None):
     """The figure of a batch_scaling JSON: per result array, the time on 1 and 2 GPUs beside the
-    host link's floor of each."""
+    host link's floor of each and, where measured, the GPUs' work alone."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -294,12 +294,18 @@ def plot(path, png=None):
         for x, (_, _, fk) in zip(xs, rows):
             if run.get(fk):
                 ax.hlines(run[fk] * 1e3, x - width * 0.45, x + width * 0.45, colors="k", linestyles="dashed")
+            if run.get("compute_seconds"):
+                ax.hlines(run["compute_seconds"] * 1e3, x - width * 0.45, x + width * 0.45, colors="k",
+                          linestyles="dotted")
     ax.plot([], [], "k--", label="floor: moving the results to host memory (alone)")
+    if any(run.get("compute_seconds") for run in r["runs"]):
+        ax.plot([], [], "k:", label="the GPUs' work alone (results kept on them)")
     ax.set_xticks(range(len(rows)), [label for label, _, _ in rows])
     ax.set_ylabel("ms per call (best of the repeats)")
     gb = r["runs"][0]["output_gb"]
     ax.set_title(f"{r['form']} batch {r['left'][0]} x {r['right'][0]} of {r['left'][1]} x {r['left'][2]}, "
-                 f"{gb:.2f} GB of results, on {r['gpu']}", fontsize=10)
+                 f"{gb:.2f} GB of results, on {r['gpu']} (revision {str(r.get('git_revision', '?'))[:7]})",
+                 fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
