@@ -72,6 +72,21 @@ def test_version_script_says_dev_with_the_revision():
         assert ".dev" in v and f"+g{rev}" in v, (v, rev)
 
 
+PEP440_LOCAL_RE = r"\d+(\.\d+)*(\.dev\d+)?\+[0-9A-Za-z]+(\.[0-9A-Za-z]+)*"
+
+
+# Revisions no commit here has, so that scripts/git-revision passes them through as given.
+@pytest.mark.parametrize("given,local", [("1234abc", "+g1234abc"), ("1234abc+trace", "+g1234abc.trace"),
+                                         ("abc/1 2_x", "+gabc.1.2.x"), ("1234abc-dirty", "+g1234abc.dirty")])
+def test_version_of_a_copied_tree_is_pep440_whatever_revision_it_is_given(given, local):
+    """A GPU machine's copy names its revision in XCORR_GIT_REVISION; whatever the caller writes
+    there, the version stays a valid PEP 440 one (else meson-python refuses to build the package)."""
+    env = dict(os.environ, XCORR_GIT_REVISION=given)
+    v = subprocess.run([str(ROOT / "scripts" / "version")], env=env, capture_output=True, text=True,
+                       check=True).stdout.strip()
+    assert re.fullmatch(PEP440_LOCAL_RE, v) and v.endswith(local), (given, v)
+
+
 def test_wheel_installs_and_runs_with_only_the_driver(tmp_path):
     nvcc = find_nvcc()
     if not nvcc:
