@@ -2,6 +2,7 @@
 (scripts/slurm-sweep), against the fake bench pretending to be several GPUs (FAKE_GPUS,
 FAKE_GPU_NAMES): issue #24, on the CPU."""
 import collections
+import contextlib
 import glob
 import json
 import os
@@ -423,6 +424,42 @@ def test_a_sweep_on_a_real_slurm(env, slurm, capsys):
     merge_log = (sw / "logs" / "merge.out").read_text().splitlines()
     assert [l.split(": ", 1)[1] for l in merge_log] == [f"+{len(keys)} case(s), complete",
                                                            "no new case, complete (unchanged)"]
+
+
+def test_a_gpu_measures_our_cases_while_another_holds_the_peer_lock():
+    """pick: the next chunk comes from the first experiment with cases left; where that would be a
+    peer's chunk while the peer lock is held (another GPU measures peers), the GPU takes its next run
+    of our cases instead, from the same experiment or a later one, and the peers keep their place at
+    the head; with the lock free, or only peers left, or one GPU (no lock), the order is unchanged."""
+    case = collections.namedtuple("case", "variant key")
+
+    class R:
+        peers = frozenset({"torch-fft"})
+
+        def __init__(self, lock):
+            self.peer_lock = lock
+
+    def queues(*specs):
+        return [collections.deque(case(v, f"{i}.{j}") for j, v in enumerate(spec.split()))
+                for i, spec in enumerate(specs)]
+
+    def names(qs):
+        return [[c.variant for c in q] for q in qs]
+
+    held = threading.Lock()
+    held.acquire()
+    qs = queues("torch-fft torch-fft fft fft-fused torch-fft", "fft")
+    assert rx.pick(qs, R(held)) == 0
+    assert names(qs)[0] == ["fft", "fft-fused", "torch-fft", "torch-fft", "torch-fft"]  # our run first
+    qs = queues("", "torch-fft", "torch-fft fft")
+    assert rx.pick(qs, R(held)) == 2 and names(qs)[2] == ["fft", "torch-fft"]  # a later experiment's
+    qs = queues("torch-fft", "torch-fft")
+    assert rx.pick(qs, R(held)) == 0 and names(qs) == [["torch-fft"], ["torch-fft"]]  # only peers: wait
+    for lock in (threading.Lock(), contextlib.nullcontext()):  # free, or one GPU: the order as it was
+        qs = queues("torch-fft fft", "fft")
+        assert rx.pick(qs, R(lock)) == 0 and names(qs) == [["torch-fft", "fft"], ["fft"]]
+    assert rx.pick(queues("", ""), R(held)) is None
+    held.release()
 
 
 def test_two_gpus_measure_peers_one_at_a_time(env, monkeypatch):

@@ -1029,26 +1029,55 @@ def start_run(p: Plan, args, ctx: dict, smi: dict, devices: list) -> dict:
     return run
 
 
+def pick(queues: list, r: Runner) -> int | None:
+    """Which experiment's queue gives a GPU's next chunk: the first with cases left, except where
+    that chunk would be a peer's while another GPU holds the peer lock (Runner.peer_lock): then the
+    first queue holding a case of ours, whose run of our cases is brought to its head, so that the
+    GPU measures our kernels while it waits for its turn at the peers instead of idling (the peers
+    wait at the head for the next turn). None: no case left."""
+    live = [i for i, q in enumerate(queues) if q]
+    if not live:
+        return None
+    first = live[0]
+    locked = getattr(r.peer_lock, "locked", None)  # a single GPU's runner has no lock to wait for
+    if locked is None or queues[first][0].variant not in r.peers or not locked():
+        return first
+    for i in live:
+        q = queues[i]
+        j = next((j for j, c in enumerate(q) if c.variant not in r.peers), None)
+        if j is None:
+            continue
+        ours = []
+        while j < len(q) and q[j].variant not in r.peers:
+            ours.append(q[j])
+            del q[j]
+        q.extendleft(reversed(ours))
+        return i
+    return first  # only peers left: wait for the lock
+
+
 def work(w: Worker, runs: dict, state_lock, args) -> None:
-    """A GPU's thread: its cases chunk by chunk until done, a stop signal, the budget or three
-    crashes in a row (then w.runner.failure says why; the other GPUs go on)."""
+    """A GPU's thread: its cases chunk by chunk (in its experiments' order, but our cases first
+    while another GPU measures peers: pick) until done, a stop signal, the budget or three crashes
+    in a row (then w.runner.failure says why; the other GPUs go on)."""
     r = w.runner
+    queues = [collections.deque(cases) for _, cases in w.work]
     try:
-        for p, cases in w.work:
-            queue = collections.deque(cases)
-            while queue and r.signal is None and not r.stopped_for_budget:
-                chunk = next_chunk(queue, r, args.chunk_seconds)
-                if chunk is None:
-                    r.stopped_for_budget = True
-                    break
-                for _ in chunk:
-                    queue.popleft()
-                rest = r.run_chunk(chunk, p.state, p.exp.name)
-                with state_lock:
-                    runs[id(p)]["chunks"] += 1
-                queue.extendleft(reversed(rest))
-            if r.signal is not None or r.stopped_for_budget:
+        while r.signal is None and not r.stopped_for_budget:
+            i = pick(queues, r)
+            if i is None:
                 break
+            p, queue = w.work[i][0], queues[i]
+            chunk = next_chunk(queue, r, args.chunk_seconds)
+            if chunk is None:
+                r.stopped_for_budget = True
+                break
+            for _ in chunk:
+                queue.popleft()
+            rest = r.run_chunk(chunk, p.state, p.exp.name)
+            with state_lock:
+                runs[id(p)]["chunks"] += 1
+            queue.extendleft(reversed(rest))
     except SystemExit as e:
         r.failure = f"{w.device.label()}: {e.code}"
     except Exception as e:  # noqa: BLE001  (reported with the others' results saved)
