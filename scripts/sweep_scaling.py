@@ -8,6 +8,7 @@ clock from the command's start to its exit. Both runs must complete every case o
 
     python scripts/sweep_scaling.py [EXPERIMENT ...] [--gpus all] [--build build] [--out F]
                                     [--max-minutes M] [--keep DIR] [--part one|all|both] [--with F]
+                                    [--resume DIR]
 
 Prints one line per GPU count and writes JSON (--out): the GPUs (nvidia-smi's index, name, UUID,
 driver, clocks), the git revision, the experiments, the number of cases, the wall seconds per GPU
@@ -19,7 +20,16 @@ runs (an incomplete run voids the comparison: exit 4).
 Where the two runs do not fit one sitting (a GPU machine lent for 10-minute commands), `--part one
 --out A.json` runs the one-GPU sweep alone and `--part all --with A.json --out B.json` the other,
 then compares: A's run must be of the same experiments, revision and GPUs (their UUIDs: the same
-machine), and the two runs' case sets are compared by a digest of their results files' case keys."""
+machine), and the two runs' case sets are compared by a digest of their results files' case keys.
+
+Where one run alone does not fit a sitting (the whole quick suite on one GPU is ~16 minutes on an
+H100), `--resume DIR` keeps each run's results folder in DIR (gpus-1, gpus-N) with DIR/state.json:
+a run stopped by --max-minutes (exit 4) continues where it stopped when the same command is given
+again (the first sitting with --force, later ones resuming the pending cases), its wall time the sum
+of its sittings' (each sitting's start-up counted: slightly against the run cut into more sittings;
+the JSON gives the sittings). A finished run is not run again; `--part all --resume DIR` after
+`--part one --resume DIR` compares the two. DIR's state must be of the same experiments, revision
+and GPUs."""
 import argparse
 import hashlib
 import json
@@ -75,10 +85,11 @@ def cases_of(results: Path):
             "unmeasured": len(bad), "unmeasured_first": bad[:5]}
 
 
-def run_sweep(selection, experiments, build, results, max_minutes):
-    """Wall seconds of one quick-suite run on the GPUs of `selection` (a --gpus value), and its exit."""
-    cmd = [sys.executable, str(ROOT / "scripts" / "run_experiments.py"), *experiments, "--quick", "--force",
-           "--gpus", selection, "--build", str(build), "--results", str(results)]
+def run_sweep(selection, experiments, build, results, max_minutes, force=True):
+    """Wall seconds of one quick-suite run on the GPUs of `selection` (a --gpus value), and its exit;
+    force=False: a later sitting of a run that stopped, resuming its pending cases."""
+    cmd = [sys.executable, str(ROOT / "scripts" / "run_experiments.py"), *experiments, "--quick",
+           *(["--force"] if force else []), "--gpus", selection, "--build", str(build), "--results", str(results)]
     if max_minutes:
         cmd += ["--max-minutes", str(max_minutes)]
     t0 = time.perf_counter()
@@ -101,7 +112,11 @@ def main(argv=None):
                     help="which sweep to run: on the first GPU, on all, or both (default)")
     ap.add_argument("--with", dest="earlier", metavar="JSON",
                     help="an earlier --part's JSON whose run is compared with this one's")
+    ap.add_argument("--resume", metavar="DIR",
+                    help="keep the runs in DIR and continue a run that --max-minutes stopped (see below)")
     args = ap.parse_args(argv)
+    if args.resume and (args.keep or args.earlier):
+        ap.error("--resume keeps the runs itself and holds the earlier part: not with --keep or --with")
     if args.max_minutes is not None and args.max_minutes <= 0:
         ap.error("--max-minutes must be above 0")
     listed = gpus.list_devices()
@@ -146,23 +161,64 @@ def main(argv=None):
             print(f"sweep_scaling: --with {args.earlier} was another sweep: {'; '.join(why)}", file=sys.stderr)
             return 2
         runs = [r for r in earlier_runs if r["gpus"] not in counts]
+    resume = Path(args.resume) if args.resume else None
+    state = {}
+    if resume is not None:
+        resume.mkdir(parents=True, exist_ok=True)
+        state_path = resume / "state.json"
+        sweep_id = {"git_revision": revision, "experiments": experiments, "uuids": [d.uuid for d in devices]}
+        if state_path.exists():
+            try:
+                state = json.loads(state_path.read_text())
+                why = [f"{k} {state[k]!r}, here {v!r}" for k, v in sweep_id.items() if state[k] != v]
+            except (ValueError, KeyError, TypeError) as e:
+                print(f"sweep_scaling: --resume {resume}: {state_path.name} is not a sweep's state ({e})",
+                      file=sys.stderr)
+                return 2
+            if why:
+                print(f"sweep_scaling: --resume {resume} holds another sweep: {'; '.join(why)}", file=sys.stderr)
+                return 2
+        state = {**sweep_id, "runs": state.get("runs", {})}
+
+        def save_state():
+            tmp_state = state_path.with_name(state_path.name + ".tmp")
+            tmp_state.write_text(json.dumps(state, indent=1) + "\n")
+            tmp_state.replace(state_path)
+        # The finished runs of the other part(s), as --with takes them.
+        runs = [r for c, r in sorted(state["runs"].items()) if r.get("complete") and int(c) not in counts]
 
     with tempfile.TemporaryDirectory(prefix="sweep-scaling-", dir=keep) as tmp:
         for count in counts:
-            results = Path(tmp) / f"gpus-{count}"
+            results = (resume or Path(tmp)) / f"gpus-{count}"
+            done = state["runs"].get(str(count), {}) if resume else {}
+            if done.get("complete"):
+                print(f"sweep_scaling: the run on {count} GPU(s) finished in an earlier sitting ({done['seconds']:.1f} s)")
+                runs.append({k: v for k, v in done.items() if k != "complete"})
+                continue
             print(f"sweep_scaling: the quick suite on {count} GPU(s) ...", flush=True)
             seconds, r = run_sweep(",".join(d.uuid for d in devices[:count]), args.experiments, args.build, results,
-                                   args.max_minutes)
+                                   args.max_minutes, force=not done)
+            if resume is not None:
+                done = {"gpus": count, "seconds": done.get("seconds", 0.0) + seconds,
+                        "sittings": done.get("sittings", 0) + 1, "complete": r.returncode == 0}
+                state["runs"][str(count)] = done
+                save_state()
+                seconds = done["seconds"]
             if r.returncode != 0:
                 print(f"sweep_scaling: the run on {count} GPU(s) exited {r.returncode} after {seconds:.0f} s; its "
                       f"last lines:\n{r.stdout[-1500:]}", file=sys.stderr)
+                if resume is not None and r.returncode == 4:
+                    print(f"sweep_scaling: give the same command again to continue it ({resume})", file=sys.stderr)
                 return 4 if r.returncode == 4 else 1
             run = {"gpus": count, "devices": [d.record() for d in devices[:count]], "seconds": seconds,
-                   **cases_of(results)}
+                   **({"sittings": done["sittings"]} if resume is not None else {}), **cases_of(results)}
             if run["unmeasured"]:
                 print(f"sweep_scaling: {run['unmeasured']} case(s) not measured on {count} GPU(s), e.g. "
                       f"{run['unmeasured_first'][0]}: no comparison", file=sys.stderr)
                 return 1
+            if resume is not None:
+                state["runs"][str(count)] = {**run, "complete": True}
+                save_state()
             runs.append(run)
             print(f"   {count} GPU(s): {seconds:.1f} s, {run['cases']} cases", flush=True)
             if keep is not None:  # the temporary directory goes; its results stay under --keep

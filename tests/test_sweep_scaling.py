@@ -109,3 +109,50 @@ def test_runs_of_different_cases_are_not_compared(env, capsys):
     out = tmp / "both.json"
     assert sweep.main(["fig22", "--build", str(build), "--part", "all", "--with", str(first), "--out", str(out)]) == 1
     assert "measured different cases" in capsys.readouterr().err and not out.exists()
+
+
+def test_a_run_cut_by_the_budget_resumes_in_the_next_sitting(env, capsys, monkeypatch):
+    """--resume DIR: a run that --max-minutes stops (exit 4, the comparison not made) continues in
+    the next sitting from its pending cases (not --force again: what was measured stays), its wall
+    time the sum of its sittings'; a finished run is not run again, so --part one then --part all
+    give the comparison; DIR of another sweep is refused; --resume with --keep or --with is refused."""
+    build, tmp, mp = env
+    mp.setenv("XCORR_GIT_REVISION", "abc1234")
+    resume, out = tmp / "resume", tmp / "sweep.json"
+    calls, real = [], sweep.run_sweep
+
+    def run_sweep(selection, experiments, build_, results, max_minutes, force=True):
+        calls.append((selection.count(",") + 1, force, max_minutes))
+        if len(calls) == 1:  # the first sitting stops after one experiment, as the budget would stop it
+            seconds, r = real(selection, experiments[:1], build_, results, max_minutes, force)
+            assert r.returncode == 0
+            r.returncode = 4
+            return seconds, r
+        return real(selection, experiments, build_, results, max_minutes, force)
+
+    monkeypatch.setattr(sweep, "run_sweep", run_sweep)
+    base = ["fig22", "fig15", "--build", str(build), "--resume", str(resume)]
+    assert sweep.main([*base, "--part", "one", "--max-minutes", "5"]) == 4
+    assert "give the same command again" in capsys.readouterr().err
+    state = json.loads((resume / "state.json").read_text())
+    assert state["runs"]["1"]["sittings"] == 1 and not state["runs"]["1"]["complete"]
+    first = state["runs"]["1"]["seconds"]
+    measured = json.loads((resume / "gpus-1" / "fake-gpu-9000-quick" / "fig22.json").read_text())["cases"]
+    assert sweep.main([*base, "--part", "one", "--max-minutes", "5"]) == 0
+    assert calls[:2] == [(1, True, 5.0), (1, False, 5.0)]  # the second sitting resumes, no --force
+    again = json.loads((resume / "gpus-1" / "fake-gpu-9000-quick" / "fig22.json").read_text())["cases"]
+    assert again == measured  # the first sitting's measurements kept, not taken again
+    assert sweep.main([*base, "--part", "one"]) == 0 and len(calls) == 2  # finished: not run again
+    assert sweep.main([*base, "--part", "all", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert [(r["gpus"], r["sittings"]) for r in data["runs"]] == [(1, 2), (2, 1)]
+    assert data["runs"][0]["seconds"] > first and data["runs"][0]["case_set"] == data["runs"][1]["case_set"]
+    assert data["speedup"] == pytest.approx(data["runs"][0]["seconds"] / data["runs"][1]["seconds"])
+    assert set(devices_of(resume / "gpus-2")) == {"fig22.json", "fig15.json"}
+    mp.setenv("XCORR_GIT_REVISION", "def5678")
+    assert sweep.main([*base, "--part", "all"]) == 2
+    assert "holds another sweep: git_revision 'abc1234', here 'def5678'" in capsys.readouterr().err
+    for extra in (["--keep", str(tmp / "k")], ["--with", str(out)]):
+        with pytest.raises(SystemExit) as e:
+            sweep.main([*base, *extra])
+        assert e.value.code == 2
