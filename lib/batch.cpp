@@ -555,7 +555,8 @@ public:
             std::fprintf(stderr, "batch trace: device %d piece %d %s gpu %.3f %.3f\n", device_, g.piece, g.step, a, b);
         }
         for (const Step<double>& h : host_)
-            std::fprintf(stderr, "batch trace: device %d piece %d %s host %.3f %.3f\n", device_, h.piece, h.step, h.a, h.b);
+            std::fprintf(stderr, "batch trace: device %d piece %d %s host %.3f %.3f\n", device_, h.piece, h.step, h.a,
+                         h.b);
     }
 
 private:
@@ -652,7 +653,8 @@ struct GpuSteps {
             if (!b.buffer.get())
                 b.buffer = StagingPool::get().take(bounce_key(b.device), kBounceFloats);
             else
-                on_host(piece, "bounce_wait", [&] { XC_CUDA_CHECK(cudaEventSynchronize(b.done.e)); });  // its last upload has read it
+                // its last upload has read it
+                on_host(piece, "bounce_wait", [&] { XC_CUDA_CHECK(cudaEventSynchronize(b.done.e)); });
             on_host(piece, "bounce_copy", [&] { host_copy(b.buffer.get(), host + a, m, copy_threads); });
             XC_CUDA_CHECK(cudaMemcpyAsync(dst + a, b.buffer.get(), sizeof(float) * m, cudaMemcpyHostToDevice, streams[kUp]));
             XC_CUDA_CHECK(cudaEventRecord(b.done.e, streams[kUp]));
@@ -684,7 +686,9 @@ struct GpuSteps {
     void drain(int j, int s) {
         if (direct) return;  // the download wrote the caller's output (the host waited for it)
         const Piece& c = pieces[size_t(j)];
-        on_host(j, "drain", [&] { copy_out(p, c, data_of(p, c, left, right, out).out, slots[size_t(s)]->staging.get(), copy_threads); });
+        on_host(j, "drain", [&] {
+            copy_out(p, c, data_of(p, c, left, right, out).out, slots[size_t(s)]->staging.get(), copy_threads);
+        });
     }
 };
 
@@ -957,7 +961,10 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
                            {kit->up.s, kit->compute.s, kit->down.s}, direct, copy_threads(devices), kit->bounces};
             const double setup = since(t0);
             std::unique_ptr<PipelineTrace> trace;
-            if (env_on("XCORR_BATCH_TRACE")) steps.trace = (trace = std::make_unique<PipelineTrace>(device, kit->compute.s)).get();
+            if (env_on("XCORR_BATCH_TRACE")) {
+                trace = std::make_unique<PipelineTrace>(device, kit->compute.s);
+                steps.trace = trace.get();
+            }
             const Clock::time_point t1 = Clock::now();
             run_pipeline(pieces, int(kit->slots.size()), steps);
             for (cudaStream_t st : steps.streams) XC_CUDA_CHECK(cudaStreamSynchronize(st));  // surfaces a fault here

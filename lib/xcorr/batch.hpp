@@ -60,7 +60,7 @@ PieceLayout layout_of(const Problem& batch, const Piece& c);
 // pageable on one GPU, every block's rights are bounced through host memory on the thread that also
 // drains the outputs, and whole lefts (one bounce of the right stack, at the start) win (measured:
 // notes/probes.md, the multi-gpu probe, items 5 to 7); on two GPUs dividing the rights halves each
-// one's bounce, and blocks win again (notes/multi-gpu.md, session 40).
+// one's bounce, and blocks win again (notes/multi-gpu.md, "the GPUs dividing the rights").
 enum class Split { Auto, Lefts, Blocks };
 Split parse_split(const std::string& text);  // "auto", "lefts" or "blocks"; UsageError otherwise
 const char* split_name(Split split);
