@@ -22,7 +22,8 @@ Several GPUs: FAKE_GPUS=N (default 1, or as many as FAKE_GPU_NAMES names) and FA
 (each device's name; default FAKE_GPU_NAME for all); the device a process uses is the first entry
 of CUDA_VISIBLE_DEVICES (an index or the fake UUID GPU-fake-<i>, default 0); the nvidia-smi role
 (`fake_xcorr.py nvidia-smi --query-gpu=F,... --format=csv,noheader` or `-L`) lists them. With
-FAKE_ONLY_DEVICE=i, FAKE_CRASH_ON and FAKE_HANG_ON act on device i only. The peerbench role lists
+FAKE_ONLY_DEVICE=i, FAKE_CRASH_ON and FAKE_HANG_ON act on device i only; FAKE_SLOW_DEVICE=i sleeps
+FAKE_SLOW_FACTOR times FAKE_SLEEP per case on device i (a GPU slower than the estimates). The peerbench role lists
 PEERS (FAKE_PEERS_UNAVAILABLE=name,... marks those unavailable) and logs to FAKE_PEER_LOG instead.
 Windows (window=, max_shift=, shifts=) as xcorr_bench takes them: a window the variant does not
 declare is refused (exit 2); a windowed case is named with /shifts:DY0:DY1,DX0:DX1 after nR and
@@ -234,7 +235,9 @@ def bench(args, role="xcorr_bench"):
                 Path(tmp).write_text(str(os.getpid()))
                 os.replace(tmp, os.environ["FAKE_PIDFILE"])  # whole or absent for the test that polls it
             time.sleep(3600)
-        time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
+        time.sleep(float(os.environ.get("FAKE_SLEEP", "0")) * (float(os.environ.get("FAKE_SLOW_FACTOR", "1"))
+                                                             if str(device_index()) == os.environ.get("FAKE_SLOW_DEVICE")
+                                                             else 1.0))
         name = run_name(kv, params, shape) + f"/min_time:{min_time:.3f}/repeats:{reps}/manual_time"
         base = {"name": name, "family_index": i, "per_family_instance_index": 0, "run_name": name,
                 "run_type": "iteration", "repetitions": reps, "threads": 1}

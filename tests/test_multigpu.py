@@ -146,6 +146,51 @@ def test_dealing_balances_the_estimated_cost():
     assert [sum(costs[i] for i in b) for b in gpus.deal(items, 2, lambda i: costs[i])] == [180, 179]
 
 
+def test_the_pool_hands_out_every_unit_once_large_takes_first():
+    """gpus.Pool: every item once, a figure point's items in one take, in deal's order (decreasing
+    cost); each take within the cost left over 2n (or one unit) and `most`, so the takes shrink
+    toward the end; safe from several threads."""
+    costs = [float(c) for c in (90, 70, 50, 40, 35, 30, 20, 10, 5, 5, 3, 1)]
+    items = list(range(len(costs)))
+    group = lambda i: i // 2 if i >= 8 else i  # items 8, 9 and 10, 11 are two points of two
+    pool = gpus.Pool(items, 2, lambda i: costs[i], group, most=100)
+    takes, left = [], sum(costs)
+    while got := pool.take():
+        cost = sum(costs[i] for i in got)
+        assert cost <= max(min(100, left / 4), max(costs[i] for i in got) * 2), (got, left)
+        left -= cost
+        takes.append(got)
+    assert sorted(i for t in takes for i in t) == items and pool.left() == 0 and pool.take() == []
+    assert all({8, 9} <= set(t) or not {8, 9} & set(t) for t in takes)  # a point's items together
+    assert [sum(costs[i] for i in t) for t in takes] == sorted([sum(costs[i] for i in t) for t in takes], reverse=True)
+    shared = gpus.Pool(list(range(1000)), 4, lambda i: 1.0)
+    got = []
+    threads = [threading.Thread(target=lambda: [got.extend(t) for t in iter(shared.take, [])]) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(got) == list(range(1000))
+
+
+def test_a_slower_gpu_takes_fewer_cases(env):
+    """Two GPUs take the figure points from one pool as they run short (gpus.Pool), not a share
+    dealt by estimate in advance: a GPU four times slower than the estimates measures fewer cases
+    than the other, every case is measured once and the files complete."""
+    env.mp.setenv("FAKE_SLEEP", "0.01")
+    env.mp.setenv("FAKE_SLOW_DEVICE", "1")
+    env.mp.setenv("FAKE_SLOW_FACTOR", "8")
+    assert env("fig16", "fig22", "--chunk-seconds", "5") == 0
+    per = collections.Counter()
+    for exp in ("fig16", "fig22"):
+        data = load(env.results / "fake-gpu-9000" / f"{exp}.json")
+        check_complete(data, exp)
+        per.update(c["device"]["index"] for c in data["cases"].values())
+    assert set(per) == {"0", "1"} and per["0"] > 1.5 * per["1"], per
+    ran = [l for call in log_lines(env.log) for l in call]
+    assert len(ran) == len(set(ran))  # each case measured once
+
+
 def test_two_gpus_balance_a_real_sweep(env):
     """The wall time of two GPUs is about half of one's: the deal of fig16+fig22's cases has its
     busiest GPU within one figure point of half the estimated total."""

@@ -8,10 +8,12 @@ the same GPU whatever CUDA_DEVICE_ORDER is: nvidia-smi numbers GPUs by PCI bus, 
 fastest first, and the two differ on a host with GPUs of different models."""
 from __future__ import annotations
 
+import collections
 import heapq
 import os
 import shlex
 import subprocess
+import threading
 from dataclasses import dataclass
 
 
@@ -133,6 +135,43 @@ def deal(items: list, n: int, cost, group=lambda x: id(x)) -> list[list]:
         bins[b].extend(u)
         heapq.heappush(heap, (load + sum(cost(x) for x in u), b))
     return [sorted(b, key=lambda x: order[id(x)]) for b in bins]
+
+
+class Pool:
+    """The units of `items` (see `units`) in `deal`'s order, decreasing estimated cost, taken by n
+    workers as they run short of work (guided self-scheduling): a take is the next unit and then
+    as many of the following as keep it within the cost left divided by 2n (and `most`), so the
+    takes are large while much is left and one unit at the end. A worker slower than its estimates,
+    or one waiting for a resource the others hold, then leaves the rest idle for at most about one
+    small take at the end, where a deal fixed in advance leaves whatever the estimates missed.
+    Thread-safe; deterministic for one sequence of takes."""
+
+    def __init__(self, items: list, n: int, cost, group=lambda x: id(x), most: float = float("inf")):
+        if n < 1:
+            raise ValueError("n must be >= 1")
+        order = {id(x): i for i, x in enumerate(items)}
+        us = units(items, cost, group, n)
+        us.sort(key=lambda u: (-sum(cost(x) for x in u), order[id(u[0])]))
+        self._units = collections.deque((u, sum(cost(x) for x in u)) for u in us)
+        self._left = sum(c for _, c in self._units)
+        self._n, self._most = n, most
+        self._lock = threading.Lock()
+
+    def take(self) -> list:
+        """The next items ([] when none is left), each unit's in the order given."""
+        with self._lock:
+            out, got = [], 0.0
+            want = min(self._most, self._left / (2 * self._n))
+            while self._units and (not out or got + self._units[0][1] <= want):
+                u, c = self._units.popleft()
+                out.extend(u)
+                got += c
+                self._left -= c
+            return out
+
+    def left(self) -> float:
+        with self._lock:
+            return self._left
 
 
 def parse_shard(text: str) -> tuple[int, int]:

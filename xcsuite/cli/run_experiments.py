@@ -568,8 +568,9 @@ def parse_args(argv) -> argparse.Namespace:
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--gpus", default="all", metavar="all|I,J,...",
                     help="the GPUs to measure on at once, one benchmark process each: 'all' visible (default; "
-                         "CUDA_VISIBLE_DEVICES limits them) or nvidia-smi indices or UUIDs; cases are dealt out by "
-                         "estimated cost, the variants of one shape to one GPU")
+                         "CUDA_VISIBLE_DEVICES limits them) or nvidia-smi indices or UUIDs; each GPU takes the "
+                         "next cases from a shared pool (largest estimated first) as it runs short, the variants "
+                         "of one shape to one GPU")
     ap.add_argument("--shard", default=None, metavar="K/N",
                     help="only shard K of N (0 <= K < N) of the selected cases, dealt by estimated cost "
                          "(scripts/slurm-sweep: one per task of a job array)")
@@ -945,12 +946,14 @@ def report(plans: list[Plan], runner: Runner, args, start: float) -> int:
 
 @dataclass
 class Worker:
-    """One GPU's share of the run: its runner (benchmarks with CUDA_VISIBLE_DEVICES=<its UUID>)
-    and the cases dealt to it, per experiment, in definition order."""
+    """One GPU's part in the run: its runner (benchmarks with CUDA_VISIBLE_DEVICES=<its UUID>),
+    the experiments of its results folder, and the pool of their cases it takes work from as it
+    runs short (gpus.Pool: the GPUs of one folder share one)."""
 
     device: object
     runner: Runner
-    work: list  # [(Plan, [case, ...]), ...]
+    plans: list  # [Plan, ...], in definition order
+    pool: gpus.Pool
     thread: threading.Thread | None = None
 
 
@@ -988,19 +991,21 @@ def measure_multi(args, su: Setup, devices: list) -> int:
             all_plans += plans
             items = [(p, c) for p in plans for c in p.pending]
             cost = case_cost(su, families)
-            bins = gpus.deal(items, len(members), cost, lambda it: point_of(it[0].exp.name, it[1]))
-            for (d, env, ctx, lock), share in zip(members, bins):
+            # One pool per folder: each GPU takes the next figure points (a point's variants on one
+            # GPU) as it runs short, at most a chunk's worth at a time (gpus.Pool).
+            pool = gpus.Pool(items, len(members), cost, lambda it: point_of(it[0].exp.name, it[1]),
+                             most=args.chunk_seconds)
+            for d, env, ctx, lock in members:
                 r = Runner(args, su.registry, su.protocol, deadline, log_dir)
                 r.pass_fds, r.device, r.env, r.state_lock = (lock.fd,), d.record(), env, state_lock
                 r.peer_lock = peer_lock
                 r.log_suffix = f".gpu{d.index}"
-                work = [(p, [c for q, c in share if q is p]) for p in plans]
-                workers.append(Worker(d, r, [(p, cs) for p, cs in work if cs]))
+                workers.append(Worker(d, r, plans, pool))
             total = sum(cost(it) for it in items)
             print(f"GPUs: {', '.join(d.index for d, *_ in members)} ({members[0][2].get('xcorr_gpu_name')}) -> "
                   f"{out_dir}; {len(items)} cases pending in {len(plans)} experiment(s), estimated "
-                  f"{format_seconds(total)} of GPU time, {format_seconds(max((sum(cost(it) for it in b) for b in bins), default=0))} "
-                  f"on the busiest GPU" + (f"; budget {args.max_minutes:g} min" if args.max_minutes else ""))
+                  f"{format_seconds(total)} of GPU time, about {format_seconds(total / len(members))} on each GPU "
+                  f"(taken as each runs short)" + (f"; budget {args.max_minutes:g} min" if args.max_minutes else ""))
             for p in plans:
                 runs[id(p)] = start_run(p, args, members[0][2], smi, [d.record() for d, *_ in members])
         if not all_plans:
@@ -1056,18 +1061,37 @@ def pick(queues: list, r: Runner) -> int | None:
     return first  # only peers left: wait for the lock
 
 
+def waits_for_peers(queue, r: Runner) -> bool:
+    """Whether the chunk at the head of `queue` is a peer's while another GPU holds the peer lock."""
+    locked = getattr(r.peer_lock, "locked", None)
+    return bool(queue) and locked is not None and queue[0].variant in r.peers and locked()
+
+
 def work(w: Worker, runs: dict, state_lock, args) -> None:
-    """A GPU's thread: its cases chunk by chunk (in its experiments' order, but our cases first
-    while another GPU measures peers: pick) until done, a stop signal, the budget or three crashes
-    in a row (then w.runner.failure says why; the other GPUs go on)."""
+    """A GPU's thread: cases taken from the pool as it runs short, chunk by chunk (in their
+    experiments' definition order, but our cases first while another GPU measures peers: pick,
+    and more work from the pool rather than a wait for the peers' turn) until done, a stop signal,
+    the budget or three crashes in a row (then w.runner.failure says why; the other GPUs go on)."""
     r = w.runner
-    queues = [collections.deque(cases) for _, cases in w.work]
+    index = {id(p): i for i, p in enumerate(w.plans)}
+    where = [{id(c): j for j, c in enumerate(p.pending)} for p in w.plans]  # definition order
+    queues = [collections.deque() for _ in w.plans]
+
+    def refill() -> bool:
+        got = w.pool.take()
+        for i in sorted({index[id(p)] for p, _ in got}):
+            merged = list(queues[i]) + [c for p, c in got if index[id(p)] == i]
+            queues[i] = collections.deque(sorted(merged, key=lambda c: where[i][id(c)]))
+        return bool(got)
+
     try:
         while r.signal is None and not r.stopped_for_budget:
             i = pick(queues, r)
+            if (i is None or waits_for_peers(queues[i], r)) and refill():
+                continue
             if i is None:
                 break
-            p, queue = w.work[i][0], queues[i]
+            p, queue = w.plans[i], queues[i]
             chunk = next_chunk(queue, r, args.chunk_seconds)
             if chunk is None:
                 r.stopped_for_budget = True
