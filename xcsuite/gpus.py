@@ -123,18 +123,25 @@ def deal(items: list, n: int, cost, group=lambda x: id(x)) -> list[list]:
     decreasing cost, each to the least loaded bin (the LPT rule: the largest bin is at most 4/3 of
     the best possible, and at most the mean plus one unit). Deterministic: ties go to the unit
     seen first and the lowest bin. Within a bin, items keep their order in `items`."""
+    order = {id(x): i for i, x in enumerate(items)}
+    heap = [(0.0, b) for b in range(n)]
+    bins: list[list] = [[] for _ in range(n)]
+    for u, c in ordered_units(items, n, cost, group):
+        load, b = heapq.heappop(heap)
+        bins[b].extend(u)
+        heapq.heappush(heap, (load + c, b))
+    return [sorted(b, key=lambda x: order[id(x)]) for b in bins]
+
+
+def ordered_units(items: list, n: int, cost, group) -> list[tuple[list, float]]:
+    """The units of `items` for n bins (see `units`) with their costs, by decreasing cost, ties to
+    the unit seen first: the order in which deal and Pool hand them out."""
     if n < 1:
         raise ValueError("n must be >= 1")
     order = {id(x): i for i, x in enumerate(items)}
-    us = units(items, cost, group, n)
-    us.sort(key=lambda u: (-sum(cost(x) for x in u), order[id(u[0])]))
-    heap = [(0.0, b) for b in range(n)]
-    bins: list[list] = [[] for _ in range(n)]
-    for u in us:
-        load, b = heapq.heappop(heap)
-        bins[b].extend(u)
-        heapq.heappush(heap, (load + sum(cost(x) for x in u), b))
-    return [sorted(b, key=lambda x: order[id(x)]) for b in bins]
+    us = [(u, sum(cost(x) for x in u)) for u in units(items, cost, group, n)]
+    us.sort(key=lambda uc: (-uc[1], order[id(uc[0][0])]))
+    return us
 
 
 class Pool:
@@ -147,12 +154,7 @@ class Pool:
     Thread-safe; deterministic for one sequence of takes."""
 
     def __init__(self, items: list, n: int, cost, group=lambda x: id(x), most: float = float("inf")):
-        if n < 1:
-            raise ValueError("n must be >= 1")
-        order = {id(x): i for i, x in enumerate(items)}
-        us = units(items, cost, group, n)
-        us.sort(key=lambda u: (-sum(cost(x) for x in u), order[id(u[0])]))
-        self._units = collections.deque((u, sum(cost(x) for x in u)) for u in us)
+        self._units = collections.deque(ordered_units(items, n, cost, group))
         self._left = sum(c for _, c in self._units)
         self._n, self._most = n, most
         self._lock = threading.Lock()

@@ -1044,8 +1044,7 @@ def pick(queues: list, r: Runner) -> int | None:
     if not live:
         return None
     first = live[0]
-    locked = getattr(r.peer_lock, "locked", None)  # a single GPU's runner has no lock to wait for
-    if locked is None or queues[first][0].variant not in r.peers or not locked():
+    if not waits_for_peers(queues[first], r):
         return first
     for i in live:
         q = queues[i]
@@ -1062,7 +1061,8 @@ def pick(queues: list, r: Runner) -> int | None:
 
 
 def waits_for_peers(queue, r: Runner) -> bool:
-    """Whether the chunk at the head of `queue` is a peer's while another GPU holds the peer lock."""
+    """Whether the chunk at the head of `queue` is a peer's while another GPU holds the peer lock
+    (a single GPU's runner has no lock to wait for)."""
     locked = getattr(r.peer_lock, "locked", None)
     return bool(queue) and locked is not None and queue[0].variant in r.peers and locked()
 
