@@ -5,7 +5,8 @@
 //
 // Peaks (exact greedy suppression at the cost of about one pass over each map):
 //   1. tile_max: one warp per tile (kernels.cuh, Tiles) of every map, a grid over all of them:
-//      the tile's largest value and its flat index (NaN skipped; ties to the smaller index).
+//      the tile's largest value and its flat index (NaN skipped; ties to the smaller index), each
+//      lane with several loads in flight (the one pass over the maps that costs DRAM bandwidth).
 //   2. select: one block per map, k rounds. A round takes the best of the map's tile maxima,
 //      writes the peak with its sub-pixel fit (from the untouched map: the fit's neighbours may lie
 //      in an earlier peak's suppressed square), marks the square of shifts within min_distance in
@@ -15,8 +16,8 @@
 //      min_distance 0 the square is the peak alone. Last, the block clears the squares it marked,
 //      so that the mask is all 0 again for the next chunk without a memset.
 // Maximum over the rights: one thread per shift and left, looping over the chunk's rights in
-// order (a strict > keeps the smallest index among ties), reading each right's map coalesced, and
-// keeping value, index and the double sums in registers until the one store.
+// order (a strict > keeps the smallest index among ties), reading each right's map coalesced a few
+// rights ahead, and keeping value, index and the double sums in registers until the one store.
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -88,13 +89,35 @@ __global__ void tile_max_kernel(const float* __restrict__ maps, int count, Tiles
     const int ti = int(t - q * tiles), ty = ti / g.nx, tx = ti - ty * g.nx;
     const float* map = maps + q * int64_t(g.h) * g.w;
     const int y0 = ty * g.th, y1 = min(g.h, y0 + g.th), x0 = tx * g.tw, x1 = min(g.w, x0 + g.tw);
+    // kBatch loads issued before any is compared: a large map is streamed from DRAM, and one load
+    // in flight per lane leaves the memory system idle most of the time. The order in which values
+    // are compared does not matter (better() takes the largest value, the smallest index among
+    // ties), so a lane takes kBatch rows of its column at a time (a signal's one row: kBatch of
+    // its columns, 32 apart); the warp's loads of one batch slot are one coalesced row segment.
+    // Slots past the tile read nothing and hold NaN, which is never a peak.
+    constexpr int kBatch = 8;
     Cand c = none();
-    for (int y = y0; y < y1; ++y)
-        for (int x = x0 + lane; x < x1; x += 32) {
-            const int i = y * g.w + x;
-            const float v = __ldg(map + i);
-            if (v == v) c = better(c, Cand{v, i});  // NaN is never a peak
+    if (y1 - y0 == 1) {
+        const int row = y0 * g.w;
+        for (int x = x0 + lane; x < x1; x += 32 * kBatch) {
+            float v[kBatch];
+#pragma unroll
+            for (int j = 0; j < kBatch; ++j) v[j] = x + 32 * j < x1 ? __ldg(map + row + x + 32 * j) : NAN;
+#pragma unroll
+            for (int j = 0; j < kBatch; ++j)
+                if (v[j] == v[j]) c = better(c, Cand{v[j], row + x + 32 * j});
         }
+    } else {
+        for (int x = x0 + lane; x < x1; x += 32)
+            for (int y = y0; y < y1; y += kBatch) {
+                float v[kBatch];
+#pragma unroll
+                for (int j = 0; j < kBatch; ++j) v[j] = y + j < y1 ? __ldg(map + (y + j) * g.w + x) : NAN;
+#pragma unroll
+                for (int j = 0; j < kBatch; ++j)
+                    if (v[j] == v[j]) c = better(c, Cand{v[j], (y + j) * g.w + x});
+            }
+    }
     c = warp_best(c);
     if (lane == 0) tile_value[t] = c.v, tile_index[t] = c.i;
 }
@@ -212,11 +235,22 @@ __global__ void fold_max_kernel(const float* __restrict__ maps, int64_t n, int l
             if (sum) s = sum[o], s2 = sumsq[o];
         }
         const float* m = maps + int64_t(i) * si * n + e;
-        for (int j = 0; j < rights; ++j) {
-            const float v = __ldg(m + int64_t(j) * sj * n);
+        auto fold = [&](float v, int j) {
             if (v == v && (idx < 0 || v > cur)) cur = v, idx = first + j;
             s += v, s2 += double(v) * v;
+        };
+        // kRights loads in flight before they are folded, in the rights' order (the ties' rule and
+        // the sums' rounding are those of one right at a time)
+        constexpr int kRights = 4;
+        int j = 0;
+        for (; j + kRights <= rights; j += kRights) {
+            float v[kRights];
+#pragma unroll
+            for (int u = 0; u < kRights; ++u) v[u] = __ldg(m + int64_t(j + u) * sj * n);
+#pragma unroll
+            for (int u = 0; u < kRights; ++u) fold(v[u], j + u);
         }
+        for (; j < rights; ++j) fold(__ldg(m + int64_t(j) * sj * n), j);
         value[o] = cur, index[o] = idx;
         if (sum) sum[o] = s, sumsq[o] = s2;
     }
