@@ -173,6 +173,26 @@ def test_the_pool_hands_out_every_unit_once_large_takes_first():
     assert sorted(got) == list(range(1000))
 
 
+def test_the_pool_keeps_a_take_to_one_bucket_and_no_smaller_than_least():
+    """gpus.Pool with `bucket` (run_experiments': the experiment) and `least`: a take holds units
+    of one bucket only (each bucket is a benchmark process of its own), the other buckets' units
+    stay for later takes in their order; no take is smaller than `least` while its bucket has
+    that much left; every item once. With takes shrinking to one unit the three-experiment
+    sweep started five times the processes of a deal (notes/multi-gpu.md)."""
+    costs = [float(c) for c in (40, 30, 20, 12, 9, 8, 6, 5, 4, 3, 2, 2, 1, 1, 1, 1)]
+    items = list(range(len(costs)))
+    bucket = lambda i: "ab"[i % 2]
+    pool = gpus.Pool(items, 2, lambda i: costs[i], most=50, least=10, bucket=bucket)
+    takes = list(iter(pool.take, []))
+    assert sorted(i for t in takes for i in t) == items and pool.left() == 0
+    assert all(len({bucket(i) for i in t}) == 1 for t in takes)
+    for k, t in enumerate(takes):
+        later = sum(costs[i] for u in takes[k + 1:] for i in u if bucket(i) == bucket(t[0]))
+        assert sum(costs[i] for i in t) >= 10 or later == 0, (t, later)
+    small = gpus.Pool(items, 2, lambda i: costs[i], most=50)  # no least: the last takes are single units
+    assert len(list(iter(small.take, []))) > len(takes)
+
+
 def test_a_slower_gpu_takes_fewer_cases(env):
     """Two GPUs take the figure points from one pool as they run short (gpus.Pool), not a share
     dealt by estimate in advance: a GPU four times slower than the estimates measures fewer cases

@@ -8,7 +8,6 @@ the same GPU whatever CUDA_DEVICE_ORDER is: nvidia-smi numbers GPUs by PCI bus, 
 fastest first, and the two differ on a host with GPUs of different models."""
 from __future__ import annotations
 
-import collections
 import heapq
 import os
 import shlex
@@ -147,28 +146,42 @@ def ordered_units(items: list, n: int, cost, group) -> list[tuple[list, float]]:
 class Pool:
     """The units of `items` (see `units`) in `deal`'s order, decreasing estimated cost, taken by n
     workers as they run short of work (guided self-scheduling): a take is the next unit and then
-    as many of the following as keep it within the cost left divided by 2n (and `most`), so the
-    takes are large while much is left and one unit at the end. A worker slower than its estimates,
-    or one waiting for a resource the others hold, then leaves the rest idle for at most about one
-    small take at the end, where a deal fixed in advance leaves whatever the estimates missed.
-    Thread-safe; deterministic for one sequence of takes."""
+    as many of the following as keep it within the cost left divided by 2n (within `least` and
+    `most`), so the takes are large while much is left and small at the end. A worker slower than
+    its estimates, or one waiting for a resource the others hold, then leaves the rest idle for at
+    most about one small take at the end, where a deal fixed in advance leaves whatever the
+    estimates missed. `bucket` (of an item): a take holds only units of its first unit's bucket
+    (an experiment's: each experiment's cases are a benchmark process of their own, so a take of
+    several would start one per experiment), the others left in place for later takes; `least`
+    keeps the last takes from being so small that starting their processes costs more than the
+    balance gains. Thread-safe; deterministic for one sequence of takes."""
 
-    def __init__(self, items: list, n: int, cost, group=lambda x: id(x), most: float = float("inf")):
-        self._units = collections.deque(ordered_units(items, n, cost, group))
+    def __init__(self, items: list, n: int, cost, group=lambda x: id(x), most: float = float("inf"),
+                 least: float = 0.0, bucket=lambda x: None):
+        self._units = list(ordered_units(items, n, cost, group))
         self._left = sum(c for _, c in self._units)
-        self._n, self._most = n, most
+        self._n, self._most, self._least, self._bucket = n, most, min(least, most), bucket
         self._lock = threading.Lock()
 
     def take(self) -> list:
         """The next items ([] when none is left), each unit's in the order given."""
         with self._lock:
-            out, got = [], 0.0
-            want = min(self._most, self._left / (2 * self._n))
-            while self._units and (not out or got + self._units[0][1] <= want):
-                u, c = self._units.popleft()
+            if not self._units:
+                return []
+            want = min(self._most, max(self._least, self._left / (2 * self._n)))
+            key = self._bucket(self._units[0][0][0])
+            out, got, rest = [], 0.0, []
+            for i, (u, c) in enumerate(self._units):
+                if self._bucket(u[0]) != key:
+                    rest.append((u, c))
+                    continue
+                if out and got + c > want and got >= self._least:  # the first that does not fit ends it
+                    rest.extend(self._units[i:])
+                    break
                 out.extend(u)
                 got += c
-                self._left -= c
+            self._units = rest
+            self._left -= got
             return out
 
     def left(self) -> float:

@@ -226,6 +226,7 @@ class Runner:
                 lf.write(f"\n== {now()} {' '.join(cmd)}\n" + "".join("   " + c.line() + "\n" for c in cases))
                 lf.flush()
                 timed_out = False
+                began = time.monotonic()
                 self.proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.PIPE, text=True, start_new_session=True,
                                              pass_fds=self.pass_fds, env=self.env,
                                              cwd=paths.ROOT if cases[0].variant in self.peers else None)
@@ -240,7 +241,7 @@ class Runner:
                 rc = self.proc.returncode
                 self.proc = None
                 lf.write(err or "")
-                lf.write(f"== rc={rc}{' (killed: time limit)' if timed_out else ''}\n")
+                lf.write(f"== rc={rc}{' (killed: time limit)' if timed_out else ''} after {time.monotonic() - began:.2f} s\n")
             data = None
             if out.exists() and out.stat().st_size:
                 try:
@@ -944,6 +945,13 @@ def report(plans: list[Plan], runner: Runner, args, start: float) -> int:
 
 # ---- several GPUs at once (--gpus) --------------------------------------------------------------
 
+# The smallest take from the pool, in process starts' worth of estimated GPU time: a take is a
+# benchmark process or more (one per tool), so smaller takes at the end would spend more on
+# starting processes than an even finish saves (notes/multi-gpu.md: with takes shrinking to one
+# figure point, the two-GPU sweep of fig20, nmn and fig23 ran 37 processes against the deal's 7).
+POOL_LEAST_PROCESSES = 8
+
+
 @dataclass
 class Worker:
     """One GPU's part in the run: its runner (benchmarks with CUDA_VISIBLE_DEVICES=<its UUID>),
@@ -992,9 +1000,11 @@ def measure_multi(args, su: Setup, devices: list) -> int:
             items = [(p, c) for p in plans for c in p.pending]
             cost = case_cost(su, families)
             # One pool per folder: each GPU takes the next figure points (a point's variants on one
-            # GPU) as it runs short, at most a chunk's worth at a time (gpus.Pool).
+            # GPU) of one experiment as it runs short, at most a chunk's worth at a time and no less
+            # than POOL_LEAST_PROCESSES process starts' worth (gpus.Pool).
             pool = gpus.Pool(items, len(members), cost, lambda it: point_of(it[0].exp.name, it[1]),
-                             most=args.chunk_seconds)
+                             most=args.chunk_seconds, least=POOL_LEAST_PROCESSES * PROCESS_S,
+                             bucket=lambda it: it[0].exp.name)
             for d, env, ctx, lock in members:
                 r = Runner(args, su.registry, su.protocol, deadline, log_dir)
                 r.pass_fds, r.device, r.env, r.state_lock = (lock.fd,), d.record(), env, state_lock
