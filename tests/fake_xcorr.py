@@ -300,6 +300,14 @@ def main():
     if role == "peerbench" and args[:1] == ["list"]:
         print(json.dumps(peers()))
         return 0
+    if role == "peerbench" and os.environ.get("XCORR_PEER_GATE") == "1":  # as peerbench: wait for the turn
+        if sys.stdin.readline().strip() != "go":
+            print("peerbench: the runner gave no turn (XCORR_PEER_GATE): nothing measured", file=sys.stderr)
+            return 4
+        gate = os.environ.get("FAKE_PEER_GATE_LOG")
+        if gate:
+            with open(gate, "a") as f:
+                f.write(f"{time.time()} {device_index()}\n")
     return bench(args, role)
 
 

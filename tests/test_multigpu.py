@@ -528,32 +528,61 @@ def test_a_gpu_measures_our_cases_while_another_holds_the_peer_lock():
 
 
 def test_two_gpus_measure_peers_one_at_a_time(env, monkeypatch):
-    """The GPUs' runners share one lock that a peer's chunk holds while it runs (Runner.peer_lock):
-    Python peers bound by host work slowed each other when two GPUs measured them at once (on two
-    H200s, torch-fft's one-to-one calls up to 2.1x). Every peer chunk here runs with that one lock
-    held, on both GPUs, never two at once; our own chunks do not take it."""
+    """The GPUs' runners share one lock, the peers' turn (Runner.peer_lock): Python peers bound by
+    host work slowed each other when two GPUs measured them at once (on two H200s, torch-fft's
+    one-to-one calls up to 2.1x). A peer's process starts at once and readies itself (PyTorch's
+    import, the CUDA context) but measures only after its runner holds the turn and sends "go"
+    (XCORR_PEER_GATE): every peer chunk measures with that one lock held, on both GPUs, never two
+    at once; our own chunks do not take it."""
     env.mp.delenv("FAKE_PEERS_UNAVAILABLE", raising=False)
+    env.mp.setenv("FAKE_PEER_GATE_LOG", str(env.tmp / "gate.log"))
     seen, locks, in_flight, guard = [], set(), [0], threading.Lock()
     real = rx.Runner.invoke
 
-    def invoke(self, cases, exp_name, timeout):
-        peer = cases[0].variant in self.peers
-        locks.add(id(self.peer_lock))
-        if peer:
+    class Counted:  # the turn as invoke holds it, counting who holds it
+        def __init__(self, lock, device):
+            self.lock, self.device = lock, device
+
+        def __enter__(self):
+            self.lock.acquire()
             with guard:
                 in_flight[0] += 1
-                n = in_flight[0]
-            seen.append((self.device["index"], self.peer_lock.locked(), n))
+                seen.append((self.device, in_flight[0]))
             time.sleep(0.02)
+
+        def __exit__(self, *exc):
             with guard:
                 in_flight[0] -= 1
-        return real(self, cases, exp_name, timeout)
+            self.lock.release()
+
+    def invoke(self, cases, exp_name, timeout, turn=None):
+        peer = cases[0].variant in self.peers
+        assert (turn is not None) == peer and (turn is None or turn is self.peer_lock)
+        if turn is not None:
+            locks.add(id(turn))
+            turn = Counted(turn, self.device["index"])
+        return real(self, cases, exp_name, timeout, turn)
 
     monkeypatch.setattr(rx.Runner, "invoke", invoke)
     assert env("fig17") == 0
     data = load(env.results / "fake-gpu-9000" / "fig17.json")
     assert data["xcorr_meta"]["complete"] and all(c["status"] == "ok" for c in data["cases"].values())
     assert any(k.startswith("torch-fft|") for k in data["cases"])
-    assert {d for d, *_ in seen} == {"0", "1"}, seen  # both GPUs measured peers
-    assert all(locked and n == 1 for _, locked, n in seen), seen
+    assert {d for d, _ in seen} == {"0", "1"}, seen  # both GPUs measured peers
+    assert all(n == 1 for _, n in seen), seen
     assert len(locks) == 1  # one lock for both runners
+    gated = [g for g in (env.tmp / "gate.log").read_text().splitlines() if g]
+    assert len(gated) == len(seen)  # every peer process measured after its "go"
+
+
+def test_a_peer_process_without_its_turn_measures_nothing(tmp_path, monkeypatch):
+    """XCORR_PEER_GATE=1 with the input closed before "go" (the runner gone): the peer process
+    exits 4 and writes no results, rather than measuring outside the turn."""
+    fake_bench_env(tmp_path, monkeypatch)
+    cases = tmp_path / "cases.txt"
+    cases.write_text("variant=torch-fft form=one-to-one size=16\n")
+    out = tmp_path / "out.json"
+    cmd = [sys.executable, str(ROOT / "tests" / "fake_xcorr.py"), "peerbench", "--cases", str(cases),
+           f"--benchmark_out={out}"]
+    r = subprocess.run(cmd, input="", text=True, capture_output=True, env={**os.environ, "XCORR_PEER_GATE": "1"})
+    assert r.returncode == 4 and "no turn" in r.stderr and not out.exists()

@@ -1805,8 +1805,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"peerbench: no GPU: {e}", file=sys.stderr)
         return 3
     ctx = {**base_context(), **context(gpu, opt)}
-    out = JsonOut(opt.out, ctx)
     bench = Bench(gpu, opt)
+    # Several GPUs' runners measure the peers one GPU at a time (run_experiments' peer_lock): with
+    # XCORR_PEER_GATE=1 the process readies itself (the imports, the CUDA context) while another
+    # GPU measures and waits for its turn, a line "go" on stdin; end of input means no turn.
+    if os.environ.get("XCORR_PEER_GATE") == "1" and sys.stdin.readline().strip() != "go":
+        print("peerbench: the runner gave no turn (XCORR_PEER_GATE): nothing measured", file=sys.stderr)
+        return 4
+    out = JsonOut(opt.out, ctx)
     print(f"{'Benchmark':<90} {'Time':>14} {'Iterations':>10}")
     try:
         for idx, c in enumerate(cases):

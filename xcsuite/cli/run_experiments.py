@@ -206,9 +206,12 @@ class Runner:
         program with its interface (xcsuite/peerbench.py). A chunk holds cases of one tool."""
         return peer_command() if case.variant in self.peers else [str(self.bench)]
 
-    def invoke(self, cases: list, exp_name: str, timeout: float) -> tuple[int, dict | None, str, bool]:
+    def invoke(self, cases: list, exp_name: str, timeout: float, turn=None) -> tuple[int, dict | None, str, bool]:
         """Runs one xcorr_bench (or peerbench) process on `cases`: (rc, json or None, stderr tail,
-        timed out)."""
+        timed out). `turn` (a lock: the peers' turn across GPUs): the process starts at once and
+        readies itself (PyTorch's import, the CUDA context: seconds of host work that disturb no
+        one's measurement), then waits for a line on its stdin (peerbench's XCORR_PEER_GATE), which
+        it gets once `turn` is held; it measures holding it."""
         with tempfile.TemporaryDirectory(prefix="xcorr-chunk-") as tmp:
             cases_file = Path(tmp) / "cases.txt"
             cases_file.write_text("".join(c.line() + "\n" for c in cases))
@@ -227,21 +230,29 @@ class Runner:
                 lf.flush()
                 timed_out = False
                 began = time.monotonic()
+                env = self.env if turn is None else {**(self.env or os.environ), "XCORR_PEER_GATE": "1"}
                 self.proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                                             pass_fds=self.pass_fds, env=self.env,
+                                             pass_fds=self.pass_fds, env=env,
+                                             stdin=subprocess.PIPE if turn is not None else None,
                                              cwd=paths.ROOT if cases[0].variant in self.peers else None)
                 if self.signal is not None:  # arrived while the process was being started
                     self.kill_child()
-                try:
-                    _, err = self.proc.communicate(timeout=timeout)
-                except subprocess.TimeoutExpired:
-                    timed_out = True
-                    self.kill_child()
-                    _, err = self.proc.communicate()
+                waited = 0.0
+                with turn if turn is not None else contextlib.nullcontext():
+                    if turn is not None:
+                        waited = time.monotonic() - began
+                    try:  # a process that ended before its turn: its exit status and stderr say why
+                        _, err = self.proc.communicate("go\n" if turn is not None else None, timeout=timeout)
+                    except subprocess.TimeoutExpired:
+                        timed_out = True
+                        self.kill_child()
+                        _, err = self.proc.communicate()
                 rc = self.proc.returncode
                 self.proc = None
                 lf.write(err or "")
-                lf.write(f"== rc={rc}{' (killed: time limit)' if timed_out else ''} after {time.monotonic() - began:.2f} s\n")
+                lf.write(f"== rc={rc}{' (killed: time limit)' if timed_out else ''} after "
+                         f"{time.monotonic() - began:.2f} s" + (f" ({waited:.2f} s of it before its turn)" if turn else "")
+                         + "\n")
             data = None
             if out.exists() and out.stat().st_size:
                 try:
@@ -253,12 +264,13 @@ class Runner:
 
     def run_chunk(self, cases: list, state: State, exp_name: str) -> list:
         """Runs `cases`, records what finished; returns the cases still to run (after a crash)."""
-        with self.peer_lock if cases[0].variant in self.peers else contextlib.nullcontext():  # a chunk: one tool
-            est = sum(self.est(c) for c in cases) + PROCESS_S
-            own_limit = est * 4 + 120
-            budget_bound = self.time_left() < own_limit
-            timeout = min(self.time_left(), own_limit)
-            rc, data, tail, timed_out = self.invoke(cases, exp_name, timeout)
+        # A peer's chunk measures holding the peers' turn (several GPUs: peer_lock), readied before it
+        est = sum(self.est(c) for c in cases) + PROCESS_S
+        own_limit = est * 4 + 120
+        budget_bound = self.time_left() < own_limit
+        timeout = min(self.time_left(), own_limit)
+        turn = self.peer_lock if cases[0].variant in self.peers and hasattr(self.peer_lock, "acquire") else None
+        rc, data, tail, timed_out = self.invoke(cases, exp_name, timeout, turn)
         with self.state_lock:  # several GPUs' runners file into one State: one at a time
             rest = self.file_chunk(cases, state, exp_name, rc, data, tail, timed_out, budget_bound, timeout)
         if rest is ISOLATE:  # refused before running: isolate the offender(s) one by one
