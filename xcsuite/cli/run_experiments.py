@@ -1057,33 +1057,29 @@ def start_run(p: Plan, args, ctx: dict, smi: dict, devices: list) -> dict:
 
 
 def pick(queues: list, r: Runner) -> int | None:
-    """Which experiment's queue gives a GPU's next chunk. On one GPU (no peer lock): the first with
-    cases left. On several, the peers' turn (Runner.peer_lock) is the one serial resource of the
-    run, so it is kept busy: with the turn free, the first queue holding a peer's case, its run of
-    peer cases brought to the head (a sweep that left the peers to their place in the queues ended
-    with them one after another, the GPUs idle: notes/multi-gpu.md); with the turn held by another
-    GPU, the first queue holding a case of ours, its run of our cases brought to the head, so that
-    the GPU measures our kernels meanwhile; with only peers left, the first queue (it waits for the
-    turn). None: no case left."""
+    """Which experiment's queue gives a GPU's next chunk: the first with cases left, except where
+    that chunk would be a peer's while another GPU holds the peer lock (Runner.peer_lock): then the
+    first queue holding a case of ours, whose run of our cases is brought to its head, so that the
+    GPU measures our kernels while it waits for its turn at the peers instead of idling (the peers
+    wait at the head for the next turn). None: no case left."""
     live = [i for i, q in enumerate(queues) if q]
     if not live:
         return None
-    locked = getattr(r.peer_lock, "locked", None)
-    if locked is None:
-        return live[0]
-    want_peer = not locked()
+    first = live[0]
+    if not waits_for_peers(queues[first], r):
+        return first
     for i in live:
         q = queues[i]
-        j = next((j for j, c in enumerate(q) if (c.variant in r.peers) == want_peer), None)
+        j = next((j for j, c in enumerate(q) if c.variant not in r.peers), None)
         if j is None:
             continue
-        run = []
-        while j < len(q) and (q[j].variant in r.peers) == want_peer:
-            run.append(q[j])
+        ours = []
+        while j < len(q) and q[j].variant not in r.peers:
+            ours.append(q[j])
             del q[j]
-        q.extendleft(reversed(run))
+        q.extendleft(reversed(ours))
         return i
-    return live[0]  # only the other kind left: ours with the turn free, or peers waiting for it
+    return first  # only peers left: wait for the lock
 
 
 def waits_for_peers(queue, r: Runner) -> bool:
