@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """How the experiment sweep scales over the GPUs of a host (issue #69): the quick suite
 (`run_experiments.py --quick --force`) run as a user runs it, once on the first GPU of --gpus and
-once on all of them (`--gpus all`: the cases dealt out by estimated cost, one bench process per GPU
+once on all of them (`--gpus all`: each GPU takes figure points from a shared pool, or with --assign
+deal its share dealt by estimated cost before the run; one bench process per GPU
 at a time), each into a results folder of its own under a temporary directory, timed by the wall
 clock from the command's start to its exit. Both runs must complete every case of the same set
 (checked: the same case keys, every one measured), else the comparison is void and the script fails.
@@ -85,11 +86,12 @@ def cases_of(results: Path):
             "unmeasured": len(bad), "unmeasured_first": bad[:5]}
 
 
-def run_sweep(selection, experiments, build, results, max_minutes, force=True):
+def run_sweep(selection, experiments, build, results, max_minutes, force=True, assign="pool"):
     """Wall seconds of one quick-suite run on the GPUs of `selection` (a --gpus value), and its exit;
     force=False: a later sitting of a run that stopped, resuming its pending cases."""
     cmd = [sys.executable, str(ROOT / "scripts" / "run_experiments.py"), *experiments, "--quick",
-           *(["--force"] if force else []), "--gpus", selection, "--build", str(build), "--results", str(results)]
+           *(["--force"] if force else []), "--gpus", selection, "--build", str(build), "--results", str(results),
+           "--assign", assign]
     if max_minutes:
         cmd += ["--max-minutes", str(max_minutes)]
     t0 = time.perf_counter()
@@ -107,6 +109,8 @@ def main(argv=None):
     ap.add_argument("--build", default=str(ROOT / "build"), help="build directory (default: build/)")
     ap.add_argument("--out", help="also write the JSON here")
     ap.add_argument("--max-minutes", type=float, help="bound on each of the two runs")
+    ap.add_argument("--assign", choices=["pool", "deal"], default="pool",
+                    help="how the run on several GPUs shares the cases out (run_experiments --assign)")
     ap.add_argument("--keep", help="keep both runs' results folders under this directory (default: removed)")
     ap.add_argument("--part", choices=["one", "all", "both"], default="both",
                     help="which sweep to run: on the first GPU, on all, or both (default)")
@@ -197,7 +201,7 @@ def main(argv=None):
                 continue
             print(f"sweep_scaling: the quick suite on {count} GPU(s) ...", flush=True)
             seconds, r = run_sweep(",".join(d.uuid for d in devices[:count]), args.experiments, args.build, results,
-                                   args.max_minutes, force=not done)
+                                   args.max_minutes, force=not done, assign=args.assign)
             if resume is not None:
                 done = {"gpus": count, "seconds": done.get("seconds", 0.0) + seconds,
                         "sittings": done.get("sittings", 0) + 1, "complete": r.returncode == 0}
@@ -233,7 +237,7 @@ def main(argv=None):
     two = len(devices) == 2
     result = {"gpus": [d.name for d in devices], "uuids": [d.uuid for d in devices], "nvidia_smi": smi_details(devices),
               "git_revision": revision, "experiments": experiments,
-              "protocol": "quick (run_experiments --quick --force)", "cases": runs[0]["cases"],
+              "protocol": "quick (run_experiments --quick --force)", "assign": args.assign, "cases": runs[0]["cases"],
               "files": runs[0]["files"], "runs": runs, "speedup": speedup,
               "target": TARGET if two else None, "holds": speedup >= TARGET if two and speedup else None}
     if speedup:

@@ -45,6 +45,31 @@ def test_one_gpu_then_both_on_the_same_cases(env, capsys):
     assert "1 GPU" in capsys.readouterr().out
 
 
+def test_the_deal_is_there_for_an_ab_run_on_one_machine(env):
+    """--assign deal (run_experiments' older way, kept so that pool and deal compare on one
+    machine): the two-GPU run measures the same cases on both GPUs, each GPU exactly the share
+    gpus.deal gives it before the run, and the JSON says how the cases were assigned."""
+    from xcsuite import gpus
+    from xcsuite.cli import run_experiments as rx
+
+    build, tmp, _ = env
+    out, keep = tmp / "sweep.json", tmp / "kept"
+    assert sweep.main(["fig22", "--build", str(build), "--out", str(out), "--keep", str(keep), "--assign", "deal"]) == 0
+    data = json.loads(out.read_text())
+    assert data["assign"] == "deal" and data["cases"] > 20
+    got = json.loads(next((keep / "gpus-2").glob("*/fig22.json")).read_text())["cases"]
+    from test_run_experiments import cases_of
+    from suite_helpers import suite_registry
+    import experiments
+    reg = suite_registry()
+    su = rx.Setup([experiments.load("fig22")], reg, rx.QUICK_PROTOCOL, rx.QUICK_MAX_FMAS, frozenset())
+    items = [("fig22", c) for c in cases_of("fig22") if c.key in got]
+    cost = rx.case_cost(su, {v["name"]: v.get("family") for v in reg})
+    bins = gpus.deal(items, 2, cost, lambda it: rx.point_of("fig22", it[1]))
+    for i, b in enumerate(bins):
+        assert {got[c.key]["device"]["uuid"] for _, c in b} == {f"GPU-fake-{i}"}
+
+
 def test_one_gpu_is_refused_and_nothing_is_written(env, capsys):
     build, tmp, mp = env
     mp.setenv("FAKE_GPUS", "1")
@@ -121,7 +146,7 @@ def test_a_run_cut_by_the_budget_resumes_in_the_next_sitting(env, capsys, monkey
     resume, out = tmp / "resume", tmp / "sweep.json"
     calls, real = [], sweep.run_sweep
 
-    def run_sweep(selection, experiments, build_, results, max_minutes, force=True):
+    def run_sweep(selection, experiments, build_, results, max_minutes, force=True, assign="pool"):
         calls.append((selection.count(",") + 1, force, max_minutes))
         if len(calls) == 1:  # the first sitting stops after one experiment, as the budget would stop it
             seconds, r = real(selection, experiments[:1], build_, results, max_minutes, force)

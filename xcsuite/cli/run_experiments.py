@@ -584,6 +584,10 @@ def parse_args(argv) -> argparse.Namespace:
                          "CUDA_VISIBLE_DEVICES limits them) or nvidia-smi indices or UUIDs; each GPU takes the "
                          "next cases from a shared pool (largest estimated first) as it runs short, the variants "
                          "of one shape to one GPU")
+    ap.add_argument("--assign", choices=["pool", "deal"], default="pool",
+                    help="several GPUs: 'pool' (default) each GPU takes the next figure points as it runs short; "
+                         "'deal' each GPU its share dealt by estimated cost before the run (the older way, kept "
+                         "for A/B runs on one machine: scripts/sweep_scaling.py --assign)")
     ap.add_argument("--shard", default=None, metavar="K/N",
                     help="only shard K of N (0 <= K < N) of the selected cases, dealt by estimated cost "
                          "(scripts/slurm-sweep: one per task of a job array)")
@@ -1011,13 +1015,18 @@ def measure_multi(args, su: Setup, devices: list) -> int:
             all_plans += plans
             items = [(p, c) for p in plans for c in p.pending]
             cost = case_cost(su, families)
-            # One pool per folder: each GPU takes the next figure points (a point's variants on one
-            # GPU) of one experiment as it runs short, at most a chunk's worth at a time and no less
-            # than POOL_LEAST_PROCESSES process starts' worth (gpus.Pool).
-            pool = gpus.Pool(items, len(members), cost, lambda it: point_of(it[0].exp.name, it[1]),
-                             most=args.chunk_seconds, least=POOL_LEAST_PROCESSES * PROCESS_S,
-                             bucket=lambda it: it[0].exp.name)
-            for d, env, ctx, lock in members:
+            point, experiment = (lambda it: point_of(it[0].exp.name, it[1])), (lambda it: it[0].exp.name)
+            if args.assign == "pool":
+                # One pool per folder: each GPU takes the next figure points (a point's variants on
+                # one GPU) of one experiment as it runs short, at most a chunk's worth at a time and
+                # no less than POOL_LEAST_PROCESSES process starts' worth (gpus.Pool).
+                shared = gpus.Pool(items, len(members), cost, point, most=args.chunk_seconds,
+                                   least=POOL_LEAST_PROCESSES * PROCESS_S, bucket=experiment)
+                pools = [shared] * len(members)
+            else:  # each GPU its dealt share, an experiment's part of it a take
+                pools = [gpus.Pool(b, 1, cost, point, least=float("inf"), bucket=experiment)
+                         for b in gpus.deal(items, len(members), cost, point)]
+            for (d, env, ctx, lock), pool in zip(members, pools):
                 r = Runner(args, su.registry, su.protocol, deadline, log_dir)
                 r.pass_fds, r.device, r.env, r.state_lock = (lock.fd,), d.record(), env, state_lock
                 r.peer_lock = peer_lock
@@ -1027,7 +1036,7 @@ def measure_multi(args, su: Setup, devices: list) -> int:
             print(f"GPUs: {', '.join(d.index for d, *_ in members)} ({members[0][2].get('xcorr_gpu_name')}) -> "
                   f"{out_dir}; {len(items)} cases pending in {len(plans)} experiment(s), estimated "
                   f"{format_seconds(total)} of GPU time, about {format_seconds(total / len(members))} on each GPU "
-                  f"(taken as each runs short)" + (f"; budget {args.max_minutes:g} min" if args.max_minutes else ""))
+                  + ("(taken as each runs short)" if args.assign == "pool" else "(dealt before the run)") + (f"; budget {args.max_minutes:g} min" if args.max_minutes else ""))
             for p in plans:
                 runs[id(p)] = start_run(p, args, members[0][2], smi, [d.record() for d, *_ in members])
         if not all_plans:
