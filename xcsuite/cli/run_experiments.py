@@ -972,7 +972,8 @@ POOL_LEAST_PROCESSES = 8
 class Worker:
     """One GPU's part in the run: its runner (benchmarks with CUDA_VISIBLE_DEVICES=<its UUID>),
     the experiments of its results folder, and the pool of their cases it takes work from as it
-    runs short (gpus.Pool: the GPUs of one folder share one)."""
+    runs short (gpus.Pool: the GPUs of one folder share one; with --assign deal, each GPU a pool of
+    its own dealt share)."""
 
     device: object
     runner: Runner
