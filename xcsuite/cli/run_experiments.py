@@ -1037,7 +1037,8 @@ def measure_multi(args, su: Setup, devices: list) -> int:
             print(f"GPUs: {', '.join(d.index for d, *_ in members)} ({members[0][2].get('xcorr_gpu_name')}) -> "
                   f"{out_dir}; {len(items)} cases pending in {len(plans)} experiment(s), estimated "
                   f"{format_seconds(total)} of GPU time, about {format_seconds(total / len(members))} on each GPU "
-                  + ("(taken as each runs short)" if args.assign == "pool" else "(dealt before the run)") + (f"; budget {args.max_minutes:g} min" if args.max_minutes else ""))
+                  + ("(taken as each runs short)" if args.assign == "pool" else "(dealt before the run)")
+                  + (f"; budget {args.max_minutes:g} min" if args.max_minutes else ""))
             for p in plans:
                 runs[id(p)] = start_run(p, args, members[0][2], smi, [d.record() for d, *_ in members])
         if not all_plans:
