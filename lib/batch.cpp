@@ -598,7 +598,6 @@ struct GpuSteps {
     std::array<Bounce, 2>& bounces;
     PipelineTrace* trace = nullptr;  // XCORR_BATCH_TRACE
     size_t next_bounce = 0;  // the buffers alternate across uploads too (an n-to-m block's run of rights)
-    int piece = -1;          // the step's piece, for the trace
 
     // f() on queue q (or the host), in the trace where there is one.
     template <class F>
@@ -623,7 +622,6 @@ struct GpuSteps {
     }
 
     void upload(int i, int s, int left_from, int right_from) {
-        piece = i;
         on_queue(i, "upload", kUp, [&] { upload_inputs(i, s, left_from, right_from); });
     }
     void upload_inputs(int i, int s, int left_from, int right_from) {
@@ -633,7 +631,7 @@ struct GpuSteps {
         auto put = [&](float* dst, const float* host, int from, DeviceBuffer<float> Slot::*buffer, int64_t elems) {
             if (from == kHeld) return;
             if (from == kFromHost)
-                from_host(dst, host, size_t(elems));
+                from_host(i, dst, host, size_t(elems));
             else
                 XC_CUDA_CHECK(cudaMemcpyAsync(dst, ((*slots[size_t(from)]).*buffer).get(), sizeof(float) * elems,
                                               cudaMemcpyDeviceToDevice, streams[kUp]));
@@ -641,8 +639,8 @@ struct GpuSteps {
         put(b.left.get(), d.left, left_from, &Slot::left, c.problem.left_elems());
         put(b.right.get(), d.right, right_from, &Slot::right, c.problem.right_elems());
     }
-    // An upload on `up`, bounced (Bounce) where the input is large and pageable.
-    void from_host(float* dst, const float* host, size_t n) {
+    // Piece i's upload on `up`, bounced (Bounce) where the input is large and pageable.
+    void from_host(int i, float* dst, const float* host, size_t n) {
         if (n < kBounceFrom || page_locked(host, n * sizeof(float))) {
             XC_CUDA_CHECK(cudaMemcpyAsync(dst, host, sizeof(float) * n, cudaMemcpyHostToDevice, streams[kUp]));
             return;
@@ -654,8 +652,8 @@ struct GpuSteps {
                 b.buffer = StagingPool::get().take(bounce_key(b.device), kBounceFloats);
             else
                 // its last upload has read it
-                on_host(piece, "bounce_wait", [&] { XC_CUDA_CHECK(cudaEventSynchronize(b.done.e)); });
-            on_host(piece, "bounce_copy", [&] { host_copy(b.buffer.get(), host + a, m, copy_threads); });
+                on_host(i, "bounce_wait", [&] { XC_CUDA_CHECK(cudaEventSynchronize(b.done.e)); });
+            on_host(i, "bounce_copy", [&] { host_copy(b.buffer.get(), host + a, m, copy_threads); });
             XC_CUDA_CHECK(cudaMemcpyAsync(dst + a, b.buffer.get(), sizeof(float) * m, cudaMemcpyHostToDevice, streams[kUp]));
             XC_CUDA_CHECK(cudaEventRecord(b.done.e, streams[kUp]));
         }
