@@ -4,8 +4,13 @@ the same cases, the JSON, and the refusals."""
 import json
 from pathlib import Path
 
+import experiments
 import pytest
-from suite_helpers import fake_bench_env, load_script
+from suite_helpers import fake_bench_env, load_script, suite_registry
+from test_run_experiments import cases_of
+
+from xcsuite import gpus
+from xcsuite.cli import run_experiments as rx
 
 sweep = load_script("sweep_scaling.py")
 
@@ -49,18 +54,12 @@ def test_the_deal_is_there_for_an_ab_run_on_one_machine(env):
     """--assign deal (run_experiments' older way, kept so that pool and deal compare on one
     machine): the two-GPU run measures the same cases on both GPUs, each GPU exactly the share
     gpus.deal gives it before the run, and the JSON says how the cases were assigned."""
-    from xcsuite import gpus
-    from xcsuite.cli import run_experiments as rx
-
     build, tmp, _ = env
     out, keep = tmp / "sweep.json", tmp / "kept"
     assert sweep.main(["fig22", "--build", str(build), "--out", str(out), "--keep", str(keep), "--assign", "deal"]) == 0
     data = json.loads(out.read_text())
     assert data["assign"] == "deal" and data["cases"] > 20
     got = json.loads(next((keep / "gpus-2").glob("*/fig22.json")).read_text())["cases"]
-    from test_run_experiments import cases_of
-    from suite_helpers import suite_registry
-    import experiments
     reg = suite_registry()
     su = rx.Setup([experiments.load("fig22")], reg, rx.QUICK_PROTOCOL, rx.QUICK_MAX_FMAS, frozenset())
     items = [("fig22", c) for c in cases_of("fig22") if c.key in got]
