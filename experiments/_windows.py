@@ -22,12 +22,18 @@ FFT_FUSED_MAX_SIZE = 512
 SMALL_DIRECT_MAX_SIZE = 96
 # small-window computes windows of at most 1089 shifts per pair (±16) (its make() refuses more).
 SMALL_WINDOW_MAX_SHIFTS = 1089
+# block-per-pair holds a few pairs' staged inputs and whole windows in one block: windows of at most
+# 4096 shifts (its registry entry), pairs up to 64 x 64 (larger ones need more shared memory than it
+# is meant for).
+BLOCK_PER_PAIR_MAX_SHIFTS = 4096
+BLOCK_PER_PAIR_MAX_SIZE = 64
 
 LABELS = {
     "overlap-wise": "overlap-wise (baseline)",
     "register-tiled": "register-tiled (new)",
     "small-direct": "small-direct (new)",
     "small-window": "small-window (new, few shifts)",
+    "block-per-pair": "block-per-pair (new, many small pairs)",
     "tensor-wgmma": "tensor-wgmma (new, 3xTF32 warpgroup MMA)",
     "fft": "fft (cuFFT, plans reused)",
     "fft+plan": "fft+plan (cuFFT, plan timed)",
@@ -53,6 +59,8 @@ def series(variant: str, **kw) -> Series:
             "register-tiled": dict(max_fmas=DIRECT_MAX_FMAS),
             "small-direct": dict(max_fmas=DIRECT_MAX_FMAS, max_size=SMALL_DIRECT_MAX_SIZE),
             "small-window": dict(max_fmas=DIRECT_MAX_FMAS, max_shifts=SMALL_WINDOW_MAX_SHIFTS),
+            "block-per-pair": dict(max_fmas=DIRECT_MAX_FMAS, max_shifts=BLOCK_PER_PAIR_MAX_SHIFTS,
+                                   max_size=BLOCK_PER_PAIR_MAX_SIZE),
             "tensor-wgmma": dict(max_fmas=DIRECT_MAX_FMAS),
             "fft-fused": dict(max_size=FFT_FUSED_MAX_SIZE),
             "torch-conv2d": dict(max_fmas=DIRECT_MAX_FMAS),

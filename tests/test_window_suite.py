@@ -171,7 +171,9 @@ def test_window_experiments_are_defined_as_issue_20_asks():
     for n in ("windows", "piv", "autocorr", "window_table"):
         assert n in names and suite.load(n).metric == "time_with_finish"
     piv = suite.load("piv").shapes
-    assert len(piv) == 1 and piv[0].out_shape == (33, 33) and piv[0].pairs == 3969 and piv[0].form == "n-to-mn"
+    assert [(s.out_shape, s.pairs, s.form, s.window) for s in piv] == [
+        ((33, 33), 3969, "n-to-mn", "valid"), ((17, 17), 8192, "n-to-mn", "max_shift=8")]  # issue #20's, issue #67's
+    assert "block-per-pair" in {c.variant for c in expand(suite.load("piv"), WITH_PEERS).cases}
     w = expand(suite.load("windows"), WITH_PEERS)
     assert {c.variant for c in w.cases} == {"register-tiled", "small-window", "small-direct", "tensor-wgmma", "overlap-wise", "fft",
                                             "fft-fused", "torch-conv2d", "torch-fft", "cupy-correlate2d"}
@@ -213,16 +215,20 @@ def test_window_experiments_run_resume_aggregate_plot_and_table(env, monkeypatch
     assert any(l.startswith("variant=torch-fft ") and l.endswith(" window=valid") for l in peer_lines)
     data = json.loads((gpu / "piv.json").read_text())
     assert data["xcorr_meta"]["complete"] and all(c["status"] == "ok" for c in data["cases"].values())
-    assert all(c["shifts"] == "0:32,0:32" and "|shifts:0:32,0:32|" in k for k, c in data["cases"].items())
+    assert all((c["shifts"], f"|shifts:{c['shifts']}|" in k) in {("0:32,0:32", True), ("-8:8,-8:8", True)}
+               for k, c in data["cases"].items())
     assert {"torch-conv2d", "torch-fft", "cupy-correlate2d"} <= {c["variant"] for c in data["cases"].values()}
-    assert all(m["shape"]["window"] == "valid" for m in data["members"])
+    assert {m["shape"]["window"] for m in data["members"]} == {"valid", "max_shift=8"}
     assert run("piv,autocorr") == 0  # every windowed case found again: resumed, nothing runs
     assert (len(log_lines(log)), len(log_lines(tmp / "peer.log"))) == calls
     df = aggregate_dir(gpu)
     assert list(df.columns)[-1] == "shifts" and set(df["shifts"]) >= {"0:32,0:32", "-16:16,-16:16"}
     piv = df[df["experiment"] == "piv"]
-    assert (piv["fmas"] == 3969 * 33 * 33 * 32 * 32).all()  # the window's multiply-adds
-    fft = piv[piv["variant"] == "fft"].iloc[0]
+    valid = piv[piv["shifts"] == "0:32,0:32"]
+    assert len(valid) and (valid["fmas"] == 3969 * 33 * 33 * 32 * 32).all()  # the window's multiply-adds
+    pm8 = piv[piv["shifts"] == "-8:8,-8:8"]  # overlaps of 32 - |d| rows and columns: (sum over d)^2 per pair
+    assert len(pm8) and (pm8["fmas"] == 8192 * sum(32 - abs(d) for d in range(-8, 9)) ** 2).all()
+    fft = valid[valid["variant"] == "fft"].iloc[0]
     assert fft["finish_time_us"] > 0
     assert (load_summary(gpu)["shifts"] != "").all()
     monkeypatch.setenv("XCORR_PLOT_STRICT", "1")
