@@ -37,6 +37,7 @@ EXPERIMENT = Experiment(
     series=[
         series("register-tiled"),
         series("small-window"),
+        series("block-per-pair"),
         series("small-direct"),
         series("fft"),
         series("fft-fused"),

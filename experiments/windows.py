@@ -5,8 +5,8 @@ multiply-adds), an FFT's does not (it transforms the padded pair whatever the wi
 below some S direct wins. Windows max_shift=S,S with S = 1, 2, 4, ... and the full output
 (S = N - 1), for one-to-one 256, 1024 and 2048 and for a batch of small pairs: n-to-mn, 4096
 lefts each with its own right, 64 x 64 (a PIV-like stack of independent pairs).
-Series: this project's direct kernels (register-tiled; small-direct and tensor-wgmma where they
-apply: the batch of small pairs), the baseline, fft, fft-fused and the peers (PyTorch, CuPy), each
+Series: this project's direct kernels (register-tiled; small-direct, block-per-pair and tensor-wgmma
+where they apply: the batch of small pairs), the baseline, fft, fft-fused and the peers (PyTorch, CuPy), each
 at its default parameters; torch-conv2d on the 256 panel only (see the series). The metric is time per call + finish_time (fft's untimed crop to the
 window). The figure marks, per panel, the S where the best direct series of this project becomes
 slower than its best FFT series (the peers are drawn, not counted).
@@ -46,6 +46,7 @@ EXPERIMENT = Experiment(
     series=[
         series("register-tiled"),
         series("small-window"),
+        series("block-per-pair"),
         series("small-direct"),
         series("tensor-wgmma"),
         series("overlap-wise"),

@@ -175,7 +175,8 @@ def test_window_experiments_are_defined_as_issue_20_asks():
         ((33, 33), 3969, "n-to-mn", "valid"), ((17, 17), 8192, "n-to-mn", "max_shift=8")]  # issue #20's, issue #67's
     assert "block-per-pair" in {c.variant for c in expand(suite.load("piv"), WITH_PEERS).cases}
     w = expand(suite.load("windows"), WITH_PEERS)
-    assert {c.variant for c in w.cases} == {"register-tiled", "small-window", "small-direct", "tensor-wgmma", "overlap-wise", "fft",
+    assert {c.variant for c in w.cases} == {"register-tiled", "small-window", "block-per-pair", "small-direct", "tensor-wgmma",
+                                            "overlap-wise", "fft",
                                             "fft-fused", "torch-conv2d", "torch-fft", "cupy-correlate2d"}
     sweep = sorted(s.half_width for s in suite.load("windows").shapes if s.hL == 256)
     assert sweep == [1, 2, 4, 8, 16, 32, 64, 128, 255]
