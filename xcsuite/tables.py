@@ -471,12 +471,22 @@ def build_reduction_table(times: dict, mem: dict) -> pd.DataFrame:
     ours = t(tm, tm_ours)
     add(tm, ">= 3x PyTorch's templates/s (torch-2dtm's loop, padded to our window)", t(tm, "torch-reduce") / ours, 3.0,
         True, tm_ours, note=f"circular as the tools run it: x{t(tm, 'torch-2dtm-circular') / ours:.3g}")
-    m_big, m_small = mem.get((tm, tm_ours), float("nan")), mem.get((tm_quick, tm_ours), float("nan"))
-    grown = (m_big - m_small) if m_big == m_big and m_small == m_small else float("nan")
+    # Memory is judged on the one call over every template (xcorr-reduce), whichever series was faster:
+    # picking the faster one let a near tie (1.44 s each on an H100) judge the batched loop instead.
+    # The batched loop's own growth stands in the note.
+    def mem_pair(v):
+        big, small = mem.get((tm, v), float("nan")), mem.get((tm_quick, v), float("nan"))
+        return big, small, (big - small) if big == big and small == small else float("nan")
+
+    m_big, m_small, grown = mem_pair("xcorr-reduce")
+    b_big, b_small, b_grown = mem_pair("xcorr-reduce-batched")
+    note = (f"{m_small / 2**20:.0f} MiB at {exp.TM_QUICK}, {m_big / 2**20:.0f} MiB at {exp.TM_TEMPLATES} (sampled "
+            "GPU memory beyond the inputs)" if grown == grown else "not measured")
+    if b_grown == b_grown:
+        note += f"; batched: {b_small / 2**20:.0f} MiB at {exp.TM_QUICK}, {b_big / 2**20:.0f} MiB at {exp.TM_TEMPLATES}"
     add(tm, f"memory independent of the template count: growth from {exp.TM_QUICK} to {exp.TM_TEMPLATES} templates "
-        f"<= {REDUCTION_MEM_SLACK >> 20} MiB", grown / 2**20, REDUCTION_MEM_SLACK / 2**20, False, tm_ours,
-        note=(f"{m_small / 2**20:.0f} MiB at {exp.TM_QUICK}, {m_big / 2**20:.0f} MiB at {exp.TM_TEMPLATES} (sampled "
-              "GPU memory beyond the inputs)" if grown == grown else "not measured"))
+        f"<= {REDUCTION_MEM_SLACK >> 20} MiB", grown / 2**20, REDUCTION_MEM_SLACK / 2**20, False, "xcorr-reduce",
+        note=note)
     return pd.DataFrame(rows, columns=["case", "target", "measured", "bound", "at_least", "holds", "ours", "note"])
 
 
