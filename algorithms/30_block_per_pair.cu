@@ -36,8 +36,9 @@
 // written as 0. Threads past P·TPP, and the pairs of the last block past the count, stage and
 // compute nothing; they still meet the one barrier.
 // Resources. Registers: 2·SX (accumulators and window) + addresses, held to kMaxRegisters (no
-// spills) so that two blocks of 17 warps share an SM. Shared memory 4·P·(Ls + Rs) bytes: 57 KB for
-// four 32 x 32 pairs within ±8. Problems whose staged pair needs more than 200 KB, or whose window
+// spills) so that two blocks of up to 17 warps share an SM. Shared memory 4·P·(Ls + Rs) bytes, P held
+// to 100 KB (two blocks an SM): 14 KB a pair for 32 x 32 within ±8 (P = 7 at S = 4, 476 threads).
+// Problems whose staged pair needs more than 200 KB, or whose window
 // needs more than 1024 threads at S = 1, are refused (max_shifts keeps auto to small windows).
 // Expected bottleneck: issue (SX FMAs per 2 shared loads and the loop's few integer
 // instructions), then the FMA pipe; the staging (one global round trip per block) overlaps the
@@ -58,7 +59,7 @@ namespace xcorr {
 namespace {
 
 constexpr int kMaxThreads = 1024;
-constexpr int kMaxRegisters = 56;                // two blocks of 544 threads (four ±8 pairs) per SM
+constexpr int kMaxRegisters = 56;                // two blocks of up to 544 threads per SM
 constexpr size_t kMaxSmem = 200 * 1024;          // one block
 constexpr size_t kPreferredSmem = 100 * 1024;    // P is held to this: two blocks per SM
 constexpr int kSxChoices[] = {17, 11, 9};        // the instantiated segment widths (dispatch_sx)
