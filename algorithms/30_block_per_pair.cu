@@ -35,6 +35,10 @@
 // the window is written once, by one lane. Shifts beyond the full range read only zeros and are
 // written as 0. Threads past P·TPP, and the pairs of the last block past the count, stage and
 // compute nothing; they still meet the one barrier.
+// Fused k = 1 peaks (run_peak1, what a reduced plan's peaks take where k = 1, lib/reduce/reducer.cpp):
+// the same kernel with the maps written to shared memory after the staged pairs, then a warp per pair
+// takes its largest value and the three-point fit (lib/reduce/peak.cuh), so no map reaches DRAM and
+// no reduce kernel runs.
 // Resources. Registers: 2·SX (accumulators and window) + addresses, held to kMaxRegisters (no
 // spills) so that two blocks of up to 17 warps share an SM. Shared memory 4·P·(Ls + Rs) bytes, P held
 // to 100 KB (two blocks an SM): 14 KB a pair for 32 x 32 within ±8 (P = 7 at S = 4, 476 threads).
@@ -46,12 +50,14 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <string>
 
 #include "common/cp_async.cuh"
 #include "common/device.cuh"
 #include "common/launch.cuh"
+#include "lib/reduce/peak.cuh"
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/registry.hpp"
 
@@ -163,11 +169,57 @@ Geometry choose(const Problem& p, int sms, int only_sx, int only_s) {
     return best;
 }
 
-template <int SX>
+// Thread (q, segment, slice)'s part of the kernel below: its right rows' products over its segment,
+// the segment's slices added, and its outputs written (to `out`, or to the block's maps).
+template <int SX, bool PEAK>
+__device__ __forceinline__ void segment(const float* smem, float* __restrict__ out, float* maps, int hR,
+                                        const Geometry& g, int k0, int q, int lane) {
+    const int v = (threadIdx.x - q * g.tpp) / g.s, s = lane & (g.s - 1);
+    const int y = v / g.nseg, x0 = (v - y * g.nseg) * SX;
+    const float* Ls = smem + q * g.pair_floats;
+    const float* Rs = Ls + g.ls_floats();
+
+    float acc[SX];
+#pragma unroll
+    for (int t = 0; t < SX; ++t) acc[t] = 0.0f;
+    for (int r = s; r < hR; r += g.s) {
+        const float* Lrow = Ls + (y + r) * g.ls + x0;
+        const float* Rrow = Rs + r * g.rs;
+        // wv[(c + t) % SX] holds Lrow[c + t] at column c (c0 is a multiple of SX).
+        float wv[SX];
+#pragma unroll
+        for (int t = 0; t < SX - 1; ++t) wv[t] = Lrow[t];
+        for (int c0 = 0; c0 < g.wrp; c0 += SX) {
+#pragma unroll
+            for (int u = 0; u < SX; ++u) {
+                wv[(u + SX - 1) % SX] = Lrow[c0 + u + SX - 1];
+                const float rv = Rrow[c0 + u];
+#pragma unroll
+                for (int t = 0; t < SX; ++t) acc[t] = fmaf(wv[(u + t) % SX], rv, acc[t]);
+            }
+        }
+    }
+    // The S slices of this segment are lanes (lane & ~(S - 1)) + 0 .. S - 1 of this warp.
+    const unsigned group = (g.s == kWarp) ? 0xffffffffu : (((1u << g.s) - 1u) << (lane & ~(g.s - 1)));
+    for (int off = g.s / 2; off > 0; off /= 2)
+#pragma unroll
+        for (int t = 0; t < SX; ++t) acc[t] += __shfl_xor_sync(group, acc[t], off);
+    float* O = PEAK ? maps + (q * g.oh + y) * g.ow + x0
+                    : out + int64_t(k0 + q) * (int64_t(g.oh) * g.ow) + int64_t(y) * g.ow + x0;
+#pragma unroll
+    for (int t = 0; t < SX; ++t)
+        if ((t & (g.s - 1)) == s && x0 + t < g.ow) O[t] = acc[t];
+}
+
+// PEAK: the k = 1 peak of each map instead of the map (Instance::run_peak1): the block's maps go to
+// shared memory after its pairs' staged inputs, and a warp per pair takes the largest value (of equal
+// ones the first in row-major order; NaN never), with the contract's three-point sub-pixel fit
+// (lib/reduce/peak.cuh, the same code as the reduce kernels'), into `sink`.
+template <int SX, bool PEAK>
 __global__ void __maxnreg__(kMaxRegisters)
     block_per_pair_kernel(const float* __restrict__ left, const float* __restrict__ right,
                           float* __restrict__ out, int hL, int wL, int hR, int wR, Window win, Geometry g,
-                          int count, PairMap pairs) {
+                          int count, PairMap pairs, PeakSink sink) {
     extern __shared__ __align__(16) float smem[];
     const int lane = threadIdx.x % kWarp;
     const int k0 = blockIdx.x * g.pairs;  // 32-bit: the factory refuses 2^31 output matrices
@@ -199,41 +251,27 @@ __global__ void __maxnreg__(kMaxRegisters)
     __syncthreads();
 
     const int q = threadIdx.x / g.tpp;
-    if (q >= npairs) return;  // past the block's pairs: whole groups of S lanes
-    const int v = (threadIdx.x - q * g.tpp) / g.s, s = lane & (g.s - 1);
-    const int y = v / g.nseg, x0 = (v - y * g.nseg) * SX;
-    const float* Ls = smem + q * g.pair_floats;
-    const float* Rs = Ls + g.ls_floats();
-
-    float acc[SX];
-#pragma unroll
-    for (int t = 0; t < SX; ++t) acc[t] = 0.0f;
-    for (int r = s; r < hR; r += g.s) {
-        const float* Lrow = Ls + (y + r) * g.ls + x0;
-        const float* Rrow = Rs + r * g.rs;
-        // wv[(c + t) % SX] holds Lrow[c + t] at column c (c0 is a multiple of SX).
-        float wv[SX];
-#pragma unroll
-        for (int t = 0; t < SX - 1; ++t) wv[t] = Lrow[t];
-        for (int c0 = 0; c0 < g.wrp; c0 += SX) {
-#pragma unroll
-            for (int u = 0; u < SX; ++u) {
-                wv[(u + SX - 1) % SX] = Lrow[c0 + u + SX - 1];
-                const float rv = Rrow[c0 + u];
-#pragma unroll
-                for (int t = 0; t < SX; ++t) acc[t] = fmaf(wv[(u + t) % SX], rv, acc[t]);
+    float* maps = smem + g.pairs * g.pair_floats;  // PEAK: the block's maps, oh x ow each
+    if (q < npairs)  // past the block's pairs: whole groups of S lanes, idle
+        segment<SX, PEAK>(smem, out, maps, hR, g, k0, q, lane);
+    if constexpr (PEAK) {
+        __syncthreads();
+        const int warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp, n = g.oh * g.ow;
+        for (int qq = warp; qq < npairs; qq += warps) {
+            const float* map = maps + qq * n;
+            reduce::Cand c = reduce::none();
+            for (int i = lane; i < n; i += kWarp)
+                if (!isnan(map[i])) c = reduce::better(c, reduce::Cand{map[i], i});
+            c = reduce::warp_best(c);
+            if (lane == 0) {
+                if (c.i == INT_MAX)
+                    reduce::write_absent(sink.value, sink.shift, sink.subpixel, k0 + qq);
+                else
+                    reduce::write_peak(sink.value, sink.shift, sink.subpixel, k0 + qq, c, g.oh, g.ow, sink.dy0,
+                                       sink.dx0, int(sink.method), [&](int y, int x) { return map[y * g.ow + x]; });
             }
         }
     }
-    // The S slices of this segment are lanes (lane & ~(S - 1)) + 0 .. S - 1 of this warp.
-    const unsigned group = (g.s == kWarp) ? 0xffffffffu : (((1u << g.s) - 1u) << (lane & ~(g.s - 1)));
-    for (int off = g.s / 2; off > 0; off /= 2)
-#pragma unroll
-        for (int t = 0; t < SX; ++t) acc[t] += __shfl_xor_sync(group, acc[t], off);
-    float* O = out + int64_t(k0 + q) * (int64_t(g.oh) * g.ow) + int64_t(y) * g.ow + x0;
-#pragma unroll
-    for (int t = 0; t < SX; ++t)
-        if ((t & (g.s - 1)) == s && x0 + t < g.ow) O[t] = acc[t];
 }
 
 template <class F>
@@ -261,30 +299,46 @@ public:
             throw UsageError("block-per-pair: " + p.describe() +
                              " does not fit a block (a pair's staged inputs within 200 KB of shared memory and "
                              "its window's rows x segments within 1024 threads; meant for small pairs and windows)");
+        // The fused peak's blocks hold their maps too (run_peak1), where that still fits.
+        peak_bytes_ = g_.bytes() + sizeof(float) * size_t(g_.pairs) * size_t(g_.oh) * size_t(g_.ow);
         dispatch_sx(g_.sx, [&](auto sx) {
-            allow_dynamic_smem(block_per_pair_kernel<decltype(sx)::value>, g_.bytes(), "block-per-pair");
+            constexpr int SX = decltype(sx)::value;
+            allow_dynamic_smem(block_per_pair_kernel<SX, false>, g_.bytes(), "block-per-pair");
+            if (takes_peak1()) allow_dynamic_smem(block_per_pair_kernel<SX, true>, peak_bytes_, "block-per-pair");
         });
     }
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
+        launch<false>(left, right, out, PeakSink{}, g_.bytes(), stream);
+    }
+    bool takes_peak1() const override { return peak_bytes_ <= kMaxSmem; }
+    void run_peak1(const float* left, const float* right, const PeakSink& sink, cudaStream_t stream) override {
+        launch<true>(left, right, nullptr, sink, peak_bytes_, stream);
+    }
+
+private:
+    template <bool PEAK>
+    void launch(const float* left, const float* right, float* out, const PeakSink& sink, size_t bytes,
+                cudaStream_t stream) {
         const int count = int(p_.out_count());
         dispatch_sx(g_.sx, [&](auto sx) {
-            block_per_pair_kernel<decltype(sx)::value>
-                <<<unsigned(ceil_div(count, g_.pairs)), unsigned(g_.threads), g_.bytes(), stream>>>(
-                    left, right, out, p_.hL, p_.wL, p_.hR, p_.wR, p_.shifts(), g_, count, pair_map(p_));
+            block_per_pair_kernel<decltype(sx)::value, PEAK>
+                <<<unsigned(ceil_div(count, g_.pairs)), unsigned(g_.threads), bytes, stream>>>(
+                    left, right, out, p_.hL, p_.wL, p_.hR, p_.wR, p_.shifts(), g_, count, pair_map(p_), sink);
             XC_CHECK_LAUNCH();
         });
     }
 
-private:
     Problem p_;
     Geometry g_{};
+    size_t peak_bytes_ = 0;
 };
 
 XCORR_REGISTER_VARIANT(Variant{
     .name = "block-per-pair",
     .family = "hopper",
-    .summary = "many small pairs, small windows: a block stages a few pairs and computes their whole windows",
+    .summary = "many small pairs, small windows: a block stages a few pairs and computes their whole windows "
+               "(k = 1 peaks taken in the block)",
     .timed = "kernel",
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
     .params = {{"width", {"auto", "17", "11", "9"},

@@ -1,5 +1,6 @@
 // A raw windowed problem on the parts of the inputs its window touches (xcorr/crop.hpp).
 #include <algorithm>
+#include <utility>
 
 #include "common/device.cuh"
 #include "xcorr/crop.hpp"
@@ -88,15 +89,29 @@ public:
         if (!rwhole_) right_ = DeviceBuffer<float>(size_t(p.nR) * crop.right.h() * crop.right.w());
     }
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
-        if (!lwhole_) gather(left, p_.nL, p_.hL, p_.wL, crop_.left, left_.get(), stream);
-        if (!rwhole_) gather(right, p_.nR, p_.hR, p_.wR, crop_.right, right_.get(), stream);
-        inner_->run(lwhole_ ? left : left_.get(), rwhole_ ? right : right_.get(), out, stream);
+        const auto [l, r] = crops(left, right, stream);
+        inner_->run(l, r, out, stream);
     }
     bool has_finish() const override { return inner_->has_finish(); }
     void finish(float* out, cudaStream_t stream) override { inner_->finish(out, stream); }
     size_t external_device_bytes() const override { return inner_->external_device_bytes(); }
+    // The cropped problem's window is the same outputs in the same layout: its peaks are the
+    // window's, the shifts counted from the caller's sink.
+    bool takes_peak1() const override { return inner_->takes_peak1(); }
+    void run_peak1(const float* left, const float* right, const PeakSink& sink, cudaStream_t stream) override {
+        const auto [l, r] = crops(left, right, stream);
+        inner_->run_peak1(l, r, sink, stream);
+    }
 
 private:
+    // What the inner instance reads: the crops, copied (enqueued on `stream`), or the caller's
+    // stacks where a crop is the whole matrices.
+    std::pair<const float*, const float*> crops(const float* left, const float* right, cudaStream_t stream) {
+        if (!lwhole_) gather(left, p_.nL, p_.hL, p_.wL, crop_.left, left_.get(), stream);
+        if (!rwhole_) gather(right, p_.nR, p_.hR, p_.wR, crop_.right, right_.get(), stream);
+        return {lwhole_ ? left : left_.get(), rwhole_ ? right : right_.get()};
+    }
+
     std::unique_ptr<Instance> inner_;
     Problem p_;
     NormalizeCrop crop_;

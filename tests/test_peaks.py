@@ -954,3 +954,31 @@ def test_the_binding_checks_the_reduced_outputs(gpu):
         m.execute_reduced(a, b, value, None, None, index.astype(np.int64), None, None)
     with pytest.raises(ValueError, match="first_right must not be negative"):
         m.execute_reduced(a, b, value, None, None, index, None, None, 0, False, -1)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [(0.3, 0.0), (2.35, -1.3)])
+def test_block_per_pair_takes_k1_peaks_in_its_own_pass(d, monkeypatch, gpu):
+    """PIV window pairs on the GPU by block-per-pair: at k = 1 the plan takes the peaks in the
+    variant's own pass (its explain says so, no map written) and finds the displacement d by the
+    gaussian fit, as the route through the map and the reduce kernels (XCORR_NO_FUSED_PEAKS=1)
+    does, to the bit; at k = 2 the route is the map's."""
+    rng = seeded_rng(("piv-fused", d))
+    frames_a, frames_b = [], []
+    for _ in range(40):
+        centres = np.array([(8, 8), (8, 20), (20, 8), (20, 20)]) + rng.uniform(-2, 2, size=(4, 2))
+        frames_a.append(gaussian_particles((32, 32), centres))
+        frames_b.append(gaussian_particles((32, 32), centres + d))
+    a, b = np.array(frames_a, dtype=np.float32), np.array(frames_b, dtype=np.float32)
+    args = dict(form="n-to-mn", max_shift=8, reduce="peaks", subpixel="gaussian", algorithm="block-per-pair")
+    fused = xcorr.Plan(b.shape, a.shape, **args)
+    assert "own pass" in fused.explain()
+    got = fused(b, a)
+    np.testing.assert_allclose(got.subpixel[:, 0], np.broadcast_to(d, (40, 2)), atol=0.05)
+    np.testing.assert_array_equal(got.shift[:, 0], np.broadcast_to(np.round(d), (40, 2)))
+    assert "own pass" not in xcorr.Plan(b.shape, a.shape, k=2, **args).explain()
+    monkeypatch.setenv("XCORR_NO_FUSED_PEAKS", "1")
+    chunked = xcorr.Plan(b.shape, a.shape, **args)
+    assert "own pass" not in chunked.explain()
+    for x, y in zip(got, chunked(b, a)):
+        np.testing.assert_array_equal(x, y)

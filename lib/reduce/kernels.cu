@@ -24,6 +24,7 @@
 #include <cmath>
 
 #include "lib/reduce/kernels.cuh"
+#include "lib/reduce/peak.cuh"
 #include "xcorr/cuda_check.hpp"
 
 namespace xcorr::reduce {
@@ -45,39 +46,6 @@ Tiles tiles_of(int h, int w) {
 namespace {
 
 constexpr int kBlock = 256;
-
-// A candidate peak; "none" is (-inf, INT_MAX), which any value, even -inf, beats by its index.
-struct Cand {
-    float v;
-    int i;
-};
-__device__ __forceinline__ Cand none() { return Cand{-INFINITY, INT_MAX}; }
-__device__ __forceinline__ Cand better(Cand a, Cand b) {
-    return (b.v > a.v || (b.v == a.v && b.i < a.i)) ? b : a;
-}
-__device__ __forceinline__ Cand warp_best(Cand c) {
-    for (int o = 16; o > 0; o >>= 1) {
-        Cand d{__shfl_xor_sync(0xffffffffu, c.v, o), __shfl_xor_sync(0xffffffffu, c.i, o)};
-        c = better(c, d);
-    }
-    return c;
-}
-// The block's best; every thread gets it. `sh` holds 32 candidates.
-__device__ Cand block_best(Cand c, Cand* sh) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    c = warp_best(c);
-    if (lane == 0) sh[warp] = c;
-    __syncthreads();
-    if (warp == 0) {
-        c = lane < int(blockDim.x >> 5) ? sh[lane] : none();
-        c = warp_best(c);
-        if (lane == 0) sh[0] = c;
-    }
-    __syncthreads();
-    const Cand r = sh[0];
-    __syncthreads();  // sh is reused by the next call
-    return r;
-}
 
 __global__ void tile_max_kernel(const float* __restrict__ maps, int count, Tiles g, float* __restrict__ tile_value,
                                 int* __restrict__ tile_index) {
@@ -122,17 +90,6 @@ __global__ void tile_max_kernel(const float* __restrict__ maps, int count, Tiles
     if (lane == 0) tile_value[t] = c.v, tile_index[t] = c.i;
 }
 
-// The contract's three-point fit, in double (one thread per peak: its cost is nothing).
-__device__ double fit(double cm, double c0, double cp, int s) {
-    if (s == int(Subpixel::None)) return 0;
-    if (s == int(Subpixel::Gaussian) && cm > 0 && c0 > 0 && cp > 0) cm = log(cm), c0 = log(c0), cp = log(cp);
-    const double den = 2 * (cm - 2 * c0 + cp);
-    if (den == 0 || !isfinite(den)) return 0;
-    const double d = (cm - cp) / den;
-    if (!isfinite(d)) return 0;
-    return fmin(fmax(d, -0.5), 0.5);
-}
-
 struct Square {
     int y0, y1, x0, x1;  // inclusive
 };
@@ -170,14 +127,9 @@ __global__ void __launch_bounds__(kBlock) select_kernel(const float* __restrict_
         for (int t = threadIdx.x; t < tiles; t += blockDim.x) c = better(c, Cand{tv[t], tix[t]});
         c = block_best(c, sh);
         if (c.i == INT_MAX) break;  // every value taken, suppressed or NaN: the rest are absent
-        const int y = c.i / g.w, x = c.i - y * g.w;
-        if (threadIdx.x == 0) {
-            val[round] = c.v;
-            sft[2 * round] = dy0 + y, sft[2 * round + 1] = dx0 + x;
-            const double dy = (y == 0 || y == g.h - 1) ? 0 : fit(map[c.i - g.w], c.v, map[c.i + g.w], subpixel);
-            const double dx = (x == 0 || x == g.w - 1) ? 0 : fit(map[c.i - 1], c.v, map[c.i + 1], subpixel);
-            spx[2 * round] = float(dy0 + y + dy), spx[2 * round + 1] = float(dx0 + x + dx);
-        }
+        if (threadIdx.x == 0)
+            write_peak(val, sft, spx, round, c, g.h, g.w, dy0, dx0, subpixel,
+                       [&](int y, int x) { return map[y * g.w + x]; });
         taken = round + 1;
         if (round + 1 == k) break;  // nothing to suppress after the last peak
         const Square s = square_of(g, c.i, min_distance);
@@ -204,11 +156,7 @@ __global__ void __launch_bounds__(kBlock) select_kernel(const float* __restrict_
             }
         __syncthreads();
     }
-    for (int a = taken + threadIdx.x; a < k; a += blockDim.x) {
-        val[a] = NAN;
-        sft[2 * a] = 0, sft[2 * a + 1] = 0;
-        spx[2 * a] = NAN, spx[2 * a + 1] = NAN;
-    }
+    for (int a = taken + threadIdx.x; a < k; a += blockDim.x) write_absent(val, sft, spx, a);
     // Clear the squares marked (every peak but the last taken one, which marked nothing if it
     // was the k-th; the earlier ones all did).
     if (!mk) return;

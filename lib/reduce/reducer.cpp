@@ -15,6 +15,7 @@
 #include <algorithm>
 
 #include "xcorr/cuda_check.hpp"
+#include "xcorr/registry.hpp"
 
 namespace xcorr::reduce {
 
@@ -79,6 +80,20 @@ PlanSpec Reducer::inner_spec(const Chunk& c) const {
     return s;
 }
 
+bool Reducer::fuses(Plan& plan) const {
+    // k = 1 peaks of a raw problem, where the chunk's variant takes them in its own pass (block-per-pair:
+    // its block holds every shift of its pairs); XCORR_NO_FUSED_PEAKS=1 takes the map and the reduce
+    // kernels instead (an A/B of the two).
+    if (r_.kind != ReductionKind::Peaks || r_.k != 1 || problem_.normalize != Normalize::None ||
+        env_on("XCORR_NO_FUSED_PEAKS"))
+        return false;
+    try {
+        return plan.instance().takes_peak1();
+    } catch (const UsageError&) {  // a plan without one instance
+        return false;
+    }
+}
+
 Reducer::Reducer(const PlanSpec& spec, const Problem& p) : spec_(spec), problem_(p), r_(spec.reduce) {
     map_elems_ = int64_t(p.out_h()) * p.out_w();
     if (map_elems_ >= (int64_t(1) << 31))
@@ -92,8 +107,10 @@ Reducer::Reducer(const PlanSpec& spec, const Problem& p) : spec_(spec), problem_
         auto& plan = plans_[{int(c.form), c.nL, c.nR}];
         if (!plan) plan = std::make_unique<Plan>(inner_spec(c));
         chunk_plan_.push_back(plan.get());
+        chunk_fused_.push_back(fuses(*plan));
         if (c.pairs > chunk_pairs_) chunk_pairs_ = c.pairs, main_ = plan.get();
     }
+    if (std::all_of(chunk_fused_.begin(), chunk_fused_.end(), [](bool f) { return f; })) return;  // no scratch
     maps_ = DeviceBuffer<float>(size_t(chunk_pairs_ * map_elems_));
     if (r_.kind == ReductionKind::Peaks) {
         tiles_ = tiles_of(p.out_h(), p.out_w());
@@ -113,6 +130,13 @@ void Reducer::execute(const float* left, const float* right, const ReducedOutput
     const int64_t lefts = reduced_lefts(problem_);
     for (size_t ci = 0; ci < chunks_.size(); ++ci) {
         const Chunk& c = chunks_[ci];
+        if (chunk_fused_[ci]) {  // k = 1: the chunk's peaks straight from its variant's pass
+            const int64_t o = c.out0;
+            chunk_plan_[ci]->instance().run_peak1(
+                left + c.left_off, right + c.right_off,
+                PeakSink{out.value + o, out.shift + 2 * o, out.subpixel + 2 * o, w.dy0, w.dx0, r_.subpixel}, stream);
+            continue;
+        }
         chunk_plan_[ci]->execute(left + c.left_off, right + c.right_off, maps_.get(), stream);
         if (r_.kind == ReductionKind::Peaks) {
             const int64_t o = c.out0 * r_.k;
@@ -133,6 +157,9 @@ size_t Reducer::workspace_bytes() const {
 
 std::string Reducer::explain() const {
     const Plan& m = main_plan();
+    if (fused())
+        return "peaks k=1 taken in " + m.algorithm() + "'s own pass, no map written (" + std::to_string(chunks_.size()) +
+               " chunk(s) of up to " + std::to_string(chunk_pairs_) + " pair(s)): " + m.explain();
     return std::string(reduction_name(r_.kind)) + " of the maps of " + std::to_string(chunk_pairs_) +
            " pair(s) at a time (" + std::to_string(chunks_.size()) + " chunk(s), " +
            std::to_string(maps_.bytes() >> 20) + " MiB of device scratch), each chunk's maps by " + m.algorithm() +

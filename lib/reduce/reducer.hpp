@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -45,11 +46,18 @@ public:
                  bool accumulate, int64_t first_right);
 
     const Plan& main_plan() const { return *main_; }
+    // Every chunk's peaks come from its variant's own pass (Instance::run_peak1): no map is written.
+    bool fused() const {
+        return !chunk_fused_.empty() && std::all_of(chunk_fused_.begin(), chunk_fused_.end(), [](bool f) { return f; });
+    }
     size_t workspace_bytes() const;
     std::string explain() const;  // how it is chunked and what runs each chunk
 
 private:
     PlanSpec inner_spec(const Chunk& c) const;
+    // Whether a chunk's plan writes its k = 1 peaks itself (Instance::takes_peak1), the map never
+    // written, where the reduction allows it.
+    bool fuses(Plan& plan) const;
 
     PlanSpec spec_;
     Problem problem_;
@@ -58,6 +66,7 @@ private:
     std::map<std::tuple<int, int, int>, std::unique_ptr<Plan>> plans_;  // by (form, nL, nR)
     std::vector<Chunk> chunks_;
     std::vector<Plan*> chunk_plan_;  // each chunk's plan
+    std::vector<bool> chunk_fused_;  // each chunk's: its peaks from its plan's run_peak1
     Plan* main_ = nullptr;  // the largest chunk's
     int64_t chunk_pairs_ = 0;  // the most maps of one chunk
     Tiles tiles_;

@@ -22,9 +22,21 @@
 #include <vector>
 
 #include "xcorr/core.hpp"
+#include "xcorr/reduce.hpp"
 #include "xcorr/store_norm.hpp"
 
 namespace xcorr {
+
+// Where an instance that fuses a k = 1 peak search (Instance::takes_peak1) writes output k's peak:
+// value[k], shift[2k..2k+1], subpixel[2k..2k+1] (reduce.hpp's layout), the shifts counted from the
+// window's first (dy0, dx0), the sub-pixel fit `method`.
+struct PeakSink {
+    float* value = nullptr;
+    int32_t* shift = nullptr;
+    float* subpixel = nullptr;
+    int dy0 = 0, dx0 = 0;
+    Subpixel method = Subpixel::Parabolic;
+};
 
 class Instance {
 public:
@@ -44,6 +56,14 @@ public:
     // then skips its epilogue; the buffers `s` points to stay valid while it runs).
     virtual bool takes_store_norm(Normalize /*mode*/) const { return false; }
     virtual void set_store_norm(const StoreNorm& /*s*/) {}
+    // A reduced plan's peaks at k = 1 (reduce.hpp) may come from the instance's own last pass, the
+    // map never written: takes_peak1, whether it can for its problem; run_peak1 enqueues that
+    // instead of run() (direct launches: a replayed graph's key holds run()'s pointers only).
+    // Only the variant's own instance and wrappers that forward them answer true (a normalized
+    // instance does not: its epilogue needs the map).
+    virtual bool takes_peak1() const { return false; }
+    virtual void run_peak1(const float* /*left*/, const float* /*right*/, const PeakSink& /*sink*/,
+                           cudaStream_t /*stream*/) {}
 };
 
 // One tuning parameter and every value that is instantiated for it. values[0] is the default.

@@ -1,0 +1,83 @@
+// The device half of a peak search that more than one kernel runs (kernels.cu's select_kernel on a
+// map in device scratch, fft-fused's fused k = 1 peak on a map in its block's shared memory): the
+// candidate order, the warp's and the block's best, the contract's three-point sub-pixel fit and
+// the peak's record (docs/CONVENTIONS.md, "Reductions: peaks and maxima").
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cmath>
+#include <cstdint>
+
+#include "xcorr/reduce.hpp"
+
+namespace xcorr::reduce {
+
+// A candidate peak: its value and flat index in the map; "none" is (-inf, INT_MAX), which any value,
+// even -inf, beats by its index. NaN is never a candidate (the callers skip it).
+struct Cand {
+    float v;
+    int i;
+};
+__device__ __forceinline__ Cand none() { return Cand{-INFINITY, INT_MAX}; }
+// The larger value; of equal values the smaller index (the contract's tie rule).
+__device__ __forceinline__ Cand better(Cand a, Cand b) {
+    return (b.v > a.v || (b.v == a.v && b.i < a.i)) ? b : a;
+}
+__device__ __forceinline__ Cand warp_best(Cand c) {
+    for (int o = 16; o > 0; o >>= 1) {
+        Cand d{__shfl_xor_sync(0xffffffffu, c.v, o), __shfl_xor_sync(0xffffffffu, c.i, o)};
+        c = better(c, d);
+    }
+    return c;
+}
+// The block's best (blockDim.x a multiple of 32); every thread gets it. `sh` holds 32 candidates;
+// every thread of the block must call it.
+__device__ inline Cand block_best(Cand c, Cand* sh) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    c = warp_best(c);
+    if (lane == 0) sh[warp] = c;
+    __syncthreads();
+    if (warp == 0) {
+        c = lane < int(blockDim.x >> 5) ? sh[lane] : none();
+        c = warp_best(c);
+        if (lane == 0) sh[0] = c;
+    }
+    __syncthreads();
+    const Cand r = sh[0];
+    __syncthreads();  // sh is reused by the next call
+    return r;
+}
+
+// The contract's three-point fit, in double (one thread per peak: its cost is nothing).
+__device__ inline double fit(double cm, double c0, double cp, int s) {
+    if (s == int(Subpixel::None)) return 0;
+    if (s == int(Subpixel::Gaussian) && cm > 0 && c0 > 0 && cp > 0) cm = log(cm), c0 = log(c0), cp = log(cp);
+    const double den = 2 * (cm - 2 * c0 + cp);
+    if (den == 0 || !isfinite(den)) return 0;
+    const double d = (cm - cp) / den;
+    if (!isfinite(d)) return 0;
+    return fmin(fmax(d, -0.5), 0.5);
+}
+
+// Peak a of one h x w map, candidate c (not none): value[a], shift[2a..] = (dy0 + y, dx0 + x),
+// subpixel[2a..] = the shift plus the fit along each axis through at(y', x'), 0 on the map's edge.
+template <class At>
+__device__ void write_peak(float* value, int32_t* shift, float* subpixel, int a, Cand c, int h, int w, int dy0,
+                           int dx0, int method, At at) {
+    const int y = c.i / w, x = c.i - y * w;
+    value[a] = c.v;
+    shift[2 * a] = dy0 + y, shift[2 * a + 1] = dx0 + x;
+    const double dy = (y == 0 || y == h - 1) ? 0 : fit(at(y - 1, x), c.v, at(y + 1, x), method);
+    const double dx = (x == 0 || x == w - 1) ? 0 : fit(at(y, x - 1), c.v, at(y, x + 1), method);
+    subpixel[2 * a] = float(dy0 + y + dy), subpixel[2 * a + 1] = float(dx0 + x + dx);
+}
+// Peak a absent (the map holds fewer values than k that are numbers).
+__device__ __forceinline__ void write_absent(float* value, int32_t* shift, float* subpixel, int a) {
+    value[a] = NAN;
+    shift[2 * a] = 0, shift[2 * a + 1] = 0;
+    subpixel[2 * a] = NAN, subpixel[2 * a + 1] = NAN;
+}
+
+}  // namespace xcorr::reduce
