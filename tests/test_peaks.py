@@ -88,20 +88,24 @@ def gaussian_particles(shape, centres, sigma=1.3):
     return sum(np.exp(-((y - cy) ** 2 + (x - cx) ** 2) / (2 * sigma ** 2)) for cy, cx in centres)
 
 
+def piv_frames(rng, d, n):
+    """n window pairs of 32 x 32 particle images (frame A's, frame B's), B's particles A's moved by d.
+    Particles inside the window (none leaves it) and at least 8 px apart (the correlation of two
+    different particles lies 8 px or more from the peak, outside its fit): a jittered grid."""
+    frames_a, frames_b = [], []
+    for _ in range(n):
+        centres = np.array([(8, 8), (8, 20), (20, 8), (20, 20)]) + rng.uniform(-2, 2, size=(4, 2))
+        frames_a.append(gaussian_particles((32, 32), centres))
+        frames_b.append(gaussian_particles((32, 32), centres + d))
+    return np.array(frames_a), np.array(frames_b)
+
+
 @pytest.mark.parametrize("d", [(0.3, 0.0), (-0.2, 0.4), (2.35, -1.3)])
 def test_piv_sub_pixel_displacement_by_the_gaussian_fit(d):
     """Window pairs (n-to-mn, one frame's window with the other's) of particle images displaced by
     d: the gaussian fit of peak 0 gives d within 0.05 px; parabolic is off by more (the reason
     PIV uses gaussian), "none" gives the integer shift."""
-    rng = seeded_rng(("piv", d))
-    frames_a, frames_b = [], []
-    for _ in range(4):
-        # Particles inside the window (none leaves it) and at least 8 px apart (the correlation of
-        # two different particles lies 8 px or more from the peak, outside its fit): a jittered grid.
-        centres = np.array([(8, 8), (8, 20), (20, 8), (20, 20)]) + rng.uniform(-2, 2, size=(4, 2))
-        frames_a.append(gaussian_particles((32, 32), centres))
-        frames_b.append(gaussian_particles((32, 32), centres + d))
-    a, b = np.array(frames_a), np.array(frames_b)
+    a, b = piv_frames(seeded_rng(("piv", d)), d, 4)
     # C(dy, dx) = sum b[r + dy, c + dx] a[r, c]: b holds a's particles moved by d, so the peak is at d.
     g = xcorr.peaks2d(b, a, form="n-to-mn", max_shift=8, subpixel="gaussian", **REF)
     assert g.value.shape == (4, 1) and g.subpixel.shape == (4, 1, 2)
@@ -963,13 +967,7 @@ def test_block_per_pair_takes_k1_peaks_in_its_own_pass(d, monkeypatch, gpu):
     variant's own pass (its explain says so, no map written) and finds the displacement d by the
     gaussian fit, as the route through the map and the reduce kernels (XCORR_NO_FUSED_PEAKS=1)
     does, to the bit; at k = 2 the route is the map's."""
-    rng = seeded_rng(("piv-fused", d))
-    frames_a, frames_b = [], []
-    for _ in range(40):
-        centres = np.array([(8, 8), (8, 20), (20, 8), (20, 20)]) + rng.uniform(-2, 2, size=(4, 2))
-        frames_a.append(gaussian_particles((32, 32), centres))
-        frames_b.append(gaussian_particles((32, 32), centres + d))
-    a, b = np.array(frames_a, dtype=np.float32), np.array(frames_b, dtype=np.float32)
+    a, b = (x.astype(np.float32) for x in piv_frames(seeded_rng(("piv-fused", d)), d, 40))
     args = dict(form="n-to-mn", max_shift=8, reduce="peaks", subpixel="gaussian", algorithm="block-per-pair")
     fused = xcorr.Plan(b.shape, a.shape, **args)
     assert "own pass" in fused.explain()
