@@ -227,3 +227,22 @@ def test_no_signal_model_predicts_less_than_a_launch(xcorr):
     predicted = [c for c in cands if c["predicted_us"] >= 0]  # -1: a variant nobody measured yet, tried last
     assert predicted and all(c["predicted_us"] >= 1.0 for c in predicted), [(c["algorithm"], c["predicted_us"]) for c in cands]
     assert cands[:len(predicted)] == predicted and all("no measurement" in c["reason"] for c in cands[len(predicted):])
+
+
+def test_a_problem_measured_only_on_a_sibling_gpu_is_predicted_from_there(xcorr):
+    """Issue #67's PIV shape (8192 pairs of 32 x 32 within ±8) was measured on the H100 and not yet on
+    the H200. auto on the H200 takes the H100's times of that very problem times the two GPUs' median
+    ratio (their ~1300 common measurements agree within a few percent: siblings), so it picks
+    block-per-pair there as the H100's measurements do, where the H200's own neighbours and the
+    cost model alone would have picked fft-fused. Left out of a leave-one-out, as the problem itself is."""
+    piv = ["--form", "n-to-mn", "--left", "8192:32x32", "--right", "8192:32x32", "--max-shift", "8"]
+    h200 = (TABLES / "nvidia-h200.tsv").read_text()
+    if "\t".join(["2", "32", "32", "32", "32", "8192", "8192", "-8", "8", "-8", "8"]) in h200:
+        pytest.skip("the H200 has measured the PIV shape itself: nothing to take from a sibling")
+    r = run([xcorr, "explain", "--json", *piv, "--gpu", "NVIDIA H200"])
+    assert r.returncode == 0, r.stderr
+    top = json.loads(r.stdout)["candidates"][0]
+    assert top["algorithm"] == "block-per-pair", top
+    assert "from NVIDIA H100 80GB HBM3's measurement of this problem" in top["reason"], top
+    ratio = float(top["reason"].split(" us x ")[1].split(" ")[0])
+    assert 0.8 < ratio < 1.25 and 150 < top["predicted_us"] < 220, top  # the H100's 181 us, scaled
