@@ -33,17 +33,18 @@
 // x >= OW of a padded segment are computed on zeros or stray Ls words and never written; Ls
 // covers them (NSEG·SX + wRp - 1 columns), so no read leaves the staged arrays. Every output of
 // the window is written once, by one lane. Shifts beyond the full range read only zeros and are
-// written as 0. Threads past P·TPP, and the pairs of the last block past the count, stage and
-// compute nothing; they still meet the one barrier.
+// written as 0. Threads past P·TPP help stage and compute nothing; the last block's pairs past the
+// count are neither staged nor computed; every thread meets each barrier.
 // Fused k = 1 peaks (run_peak1, what a reduced plan's peaks take where k = 1, lib/reduce/reducer.cpp):
 // the same kernel with the maps written to shared memory after the staged pairs, then a warp per pair
 // takes its largest value and the three-point fit (lib/reduce/peak.cuh), so no map reaches DRAM and
 // no reduce kernel runs.
 // Resources. Registers: 2·SX (accumulators and window) + addresses, held to kMaxRegisters (no
 // spills) so that two blocks of up to 17 warps share an SM. Shared memory 4·P·(Ls + Rs) bytes, P held
-// to 100 KB (two blocks an SM): 14 KB a pair for 32 x 32 within ±8 (P = 7 at S = 4, 476 threads).
-// Problems whose staged pair needs more than 200 KB, or whose window
-// needs more than 1024 threads at S = 1, are refused (max_shifts keeps auto to small windows).
+// to 100 KB (two blocks an SM): 14 KB a pair for 32 x 32 within ±8 (P = 7 at S = 4, 476 threads);
+// the fused peak adds the P maps (4·P·OH·OW bytes) and is declined where that passes 200 KB.
+// Problems whose staged pair needs more than 200 KB, or whose window needs more than 1024 threads
+// at S = 1, are refused (max_shifts keeps auto to small windows).
 // Expected bottleneck: issue (SX FMAs per 2 shared loads and the loop's few integer
 // instructions), then the FMA pipe; the staging (one global round trip per block) overlaps the
 // other resident blocks' work. Measurements: notes/30_block_per_pair.md.
