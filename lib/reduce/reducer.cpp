@@ -110,7 +110,7 @@ Reducer::Reducer(const PlanSpec& spec, const Problem& p) : spec_(spec), problem_
         chunk_fused_.push_back(fuses(*plan));
         if (c.pairs > chunk_pairs_) chunk_pairs_ = c.pairs, main_ = plan.get();
     }
-    if (std::all_of(chunk_fused_.begin(), chunk_fused_.end(), [](bool f) { return f; })) return;  // no scratch
+    if (fused()) return;  // no map is written: no scratch
     maps_ = DeviceBuffer<float>(size_t(chunk_pairs_ * map_elems_));
     if (r_.kind == ReductionKind::Peaks) {
         tiles_ = tiles_of(p.out_h(), p.out_w());
