@@ -284,29 +284,28 @@ std::vector<AutoChoice> ranked_candidates(const Problem& p, const std::string& p
     // else from their nearest measured problems here.
     std::vector<AutoChoice> predicted;
     std::vector<const Variant*> unpredicted;
-    const std::vector<Sibling>& sibs = siblings_of(table);
+    std::vector<std::pair<const Sibling*, const Case*>> on_siblings;  // this problem, measured there
+    if (!options.leave_out_self)  // a left-out problem is left out everywhere
+        for (const Sibling& sib : siblings_of(table))
+            for (int i = 0; i < sib.table->n_cases; ++i) {
+                const Case& c = sib.table->cases[i];
+                if (c.form == int(p.form) && same_problem(p, case_problem(c))) on_siblings.emplace_back(&sib, &c);
+            }
     for (const Variant* v : vs) {
         if (listed(v->name)) continue;
         bool from_sibling = false;
-        for (const Sibling& sib : sibs) {
-            if (options.leave_out_self) break;  // the problem is left out everywhere
-            for (int i = 0; i < sib.table->n_cases && !from_sibling; ++i) {
-                const Case& c = sib.table->cases[i];
-                if (c.form != int(p.form) || !same_problem(p, case_problem(c))) continue;
-                for (int r = c.first; r < c.first + c.count; ++r) {
-                    const Row& row = sib.table->rows[r];
-                    if (v->name != row.variant) continue;
-                    const double t = row.us * sib.ratio;
-                    predicted.push_back({v->name, parse_params(row.params),
-                                         std::string("predicted for ") + table->gpu_name + " from " +
-                                             sib.table->gpu_name + "'s measurement of this problem: " + fmt(row.us) +
-                                             " us x " + fmt(sib.ratio, "%.3f") + " (the median ratio of the " +
-                                             std::to_string(sib.common) + " times both GPUs measured) = " + fmt(t) +
-                                             " us",
-                                         t});
-                    from_sibling = true;
-                    break;
-                }
+        for (const auto& [sib, c] : on_siblings) {
+            for (int r = c->first; r < c->first + c->count && !from_sibling; ++r) {
+                const Row& row = sib->table->rows[r];
+                if (v->name != row.variant) continue;
+                const double t = row.us * sib->ratio;
+                predicted.push_back({v->name, parse_params(row.params),
+                                     std::string("predicted for ") + table->gpu_name + " from " + sib->table->gpu_name +
+                                         "'s measurement of this problem: " + fmt(row.us) + " us x " +
+                                         fmt(sib->ratio, "%.3f") + " (the median ratio of the " +
+                                         std::to_string(sib->common) + " times both GPUs measured) = " + fmt(t) + " us",
+                                     t});
+                from_sibling = true;
             }
             if (from_sibling) break;
         }
