@@ -165,21 +165,18 @@ struct Sibling {
     int common;
 };
 
-bool same_case(const Case& a, const Case& b) {
-    return a.form == b.form && a.hL == b.hL && a.wL == b.wL && a.hR == b.hR && a.wR == b.wR && a.nL == b.nL &&
-           a.nR == b.nR && a.dy0 == b.dy0 && a.dy1 == b.dy1 && a.dx0 == b.dx0 && a.dx1 == b.dx1 &&
-           a.normalize == b.normalize;
-}
-
 std::vector<Sibling> find_siblings(const Table* here) {
     std::vector<Sibling> out;
     for (int t = 0; t < autotab::kNumTables; ++t) {
         const Table* other = &autotab::kTables[t];
         if (other == here) continue;
         std::vector<double> logs;
-        for (int i = 0; i < here->n_cases; ++i)
+        std::vector<Problem> theirs;
+        for (int j = 0; j < other->n_cases; ++j) theirs.push_back(case_problem(other->cases[j]));
+        for (int i = 0; i < here->n_cases; ++i) {
+            const Problem mine = case_problem(here->cases[i]);
             for (int j = 0; j < other->n_cases; ++j) {
-                if (!same_case(here->cases[i], other->cases[j])) continue;
+                if (!same_problem(mine, theirs[j])) continue;
                 const Case &a = here->cases[i], &b = other->cases[j];
                 for (int r = a.first; r < a.first + a.count; ++r)
                     for (int q = b.first; q < b.first + b.count; ++q)
@@ -187,6 +184,7 @@ std::vector<Sibling> find_siblings(const Table* here) {
                             logs.push_back(std::log(here->rows[r].us / other->rows[q].us));
                 break;
             }
+        }
         if (int(logs.size()) < kSiblingCommon) continue;
         std::sort(logs.begin(), logs.end());
         const size_t n = logs.size();
