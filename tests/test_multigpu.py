@@ -568,15 +568,48 @@ def test_two_gpus_measure_peers_one_at_a_time(env, monkeypatch):
         return real(self, cases, exp_name, timeout, turn)
 
     monkeypatch.setattr(rx.Runner, "invoke", invoke)
-    assert env("fig17") == 0
-    data = load(env.results / "fake-gpu-9000" / "fig17.json")
-    assert data["xcorr_meta"]["complete"] and all(c["status"] == "ok" for c in data["cases"].values())
-    assert any(k.startswith("torch-fft|") for k in data["cases"])
+    assert env("fig17", "fig20") == 0
+    for exp in ("fig17", "fig20"):
+        data = load(env.results / "fake-gpu-9000" / f"{exp}.json")
+        assert data["xcorr_meta"]["complete"] and all(c["status"] == "ok" for c in data["cases"].values())
+        assert any(k.startswith("torch-fft|") for k in data["cases"])
     assert {d for d, _ in seen} == {"0", "1"}, seen  # both GPUs measured peers
     assert all(n == 1 for _, n in seen), seen
     assert len(locks) == 1  # one lock for both runners
     gated = [g for g in (env.tmp / "gate.log").read_text().splitlines() if g]
     assert len(gated) == len(seen)  # every peer process measured after its "go"
+
+
+def test_two_gpus_measure_the_peers_in_as_many_processes_as_one(env, monkeypatch):
+    """A peer's cases of an experiment are one unit of the pool, taken whole by one GPU: the
+    peers take turns anyway (the lock above), so dividing them overlaps nothing and each piece
+    would start a process of its own inside the turn both GPUs wait for (by figure point, the
+    two-GPU sweep of fig20, nmn and fig23 ran its peers in 9 processes against one GPU's 3).
+    Our cases are still divided: both GPUs measure them."""
+    env.mp.delenv("FAKE_PEERS_UNAVAILABLE", raising=False)
+    calls = collections.Counter()
+    real = rx.Runner.invoke
+
+    def invoke(self, cases, exp_name, timeout, turn=None):
+        if cases[0].variant in self.peers:
+            calls[os.environ.get("FAKE_GPUS")] += 1
+        return real(self, cases, exp_name, timeout, turn)
+
+    monkeypatch.setattr(rx.Runner, "invoke", invoke)
+    exps = ("fig20", "nmn", "fig23")
+    for n in ("1", "2"):
+        env.mp.setenv("FAKE_GPUS", n)
+        assert env(*exps, results=env.tmp / f"gpus-{n}") == 0
+    assert calls["1"] >= len(exps) and calls["2"] == calls["1"], calls
+    ours = set()
+    for exp in exps:
+        data = load(env.tmp / "gpus-2" / "fake-gpu-9000" / f"{exp}.json")
+        assert data["xcorr_meta"]["complete"] and all(c["status"] == "ok" for c in data["cases"].values())
+        by_peer = collections.defaultdict(set)
+        for k, c in data["cases"].items():
+            (by_peer[k.split("|", 1)[0]] if k.startswith(("torch-", "cupy-")) else ours).add(c["device"]["index"])
+        assert by_peer and all(len(d) == 1 for d in by_peer.values()), (exp, dict(by_peer))
+    assert ours == {"0", "1"}
 
 
 def test_a_peer_process_without_its_turn_measures_nothing(tmp_path, monkeypatch):

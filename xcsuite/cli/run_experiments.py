@@ -1020,9 +1020,12 @@ def measure_multi(args, su: Setup, devices: list) -> int:
             if args.assign == "pool":
                 # One pool per folder: each GPU takes the next figure points (a point's variants on
                 # one GPU) of one experiment as it runs short, at most a chunk's worth at a time and
-                # no less than POOL_LEAST_PROCESSES process starts' worth (gpus.Pool).
-                shared = gpus.Pool(items, len(members), cost, point, most=args.chunk_seconds,
-                                   least=POOL_LEAST_PROCESSES * PROCESS_S, bucket=experiment)
+                # no less than POOL_LEAST_PROCESSES process starts' worth (gpus.Pool). A peer's cases
+                # of an experiment are one unit instead (peer_unit).
+                unit = peer_unit(su, point)
+                shared = gpus.Pool(items, len(members), cost, unit, most=args.chunk_seconds,
+                                   least=POOL_LEAST_PROCESSES * PROCESS_S, bucket=experiment,
+                                   whole=lambda key: isinstance(key, PeerUnit))
                 pools = [shared] * len(members)
             else:  # each GPU its dealt share, an experiment's part of it a take
                 pools = [gpus.Pool(b, 1, cost, point, least=float("inf"), bucket=experiment)
@@ -1044,6 +1047,25 @@ def measure_multi(args, su: Setup, devices: list) -> int:
         if not all_plans:
             return 0
         return run_workers(workers, all_plans, runs, state_lock, args, su, start)
+
+
+@dataclass(frozen=True)
+class PeerUnit:
+    """The unit key of one peer's cases in one experiment (peer_unit)."""
+
+    experiment: str
+    variant: str
+
+
+def peer_unit(su: Setup, point):
+    """The pool's unit of an item: its figure point for our cases; for a peer's (PyTorch, CuPy),
+    all of that peer's cases in the experiment, taken whole by one GPU. The peers take turns
+    across the GPUs (Runner.peer_lock), so dividing them between GPUs overlaps nothing, while each
+    piece is a process of its own whose start-up (2.5-4 s: the first cuFFT plan, the first kernels)
+    falls inside the turn that every GPU waits for: by figure point, two GPUs ran the peers of three
+    quick experiments in 9 processes against one GPU's 3 (notes/multi-gpu.md)."""
+    peers = frozenset(v["name"] for v in su.registry if is_peer(v))
+    return lambda it: PeerUnit(it[0].exp.name, it[1].variant) if it[1].variant in peers else point(it)
 
 
 def _entered_folder_lock(stack: contextlib.ExitStack, out_dir: Path) -> FolderLock:
