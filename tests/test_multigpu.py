@@ -499,14 +499,16 @@ def test_a_gpu_measures_our_cases_while_another_holds_the_peer_lock():
     """pick: the next chunk comes from the first experiment with cases left; where that would be a
     peer's chunk while the peer lock is held (another GPU measures peers), the GPU takes its next run
     of our cases instead, from the same experiment or a later one, and the peers keep their place at
-    the head; with the lock free, or only peers left, or one GPU (no lock), the order is unchanged."""
+    the head; with the lock free, or only peers left, or one GPU (no lock), the order is unchanged,
+    and a free lock is claimed by the pick itself (two GPUs that both saw it free once started their
+    peers together, one waiting 19.5 s with its GPU idle)."""
     case = collections.namedtuple("case", "variant key")
 
     class R:
         peers = frozenset({"torch-fft"})
 
         def __init__(self, lock):
-            self.peer_lock = lock
+            self.peer_lock, self.turn_claimed = lock, False
 
     def queues(*specs):
         return [collections.deque(case(v, f"{i}.{j}") for j, v in enumerate(spec.split()))
@@ -525,8 +527,19 @@ def test_a_gpu_measures_our_cases_while_another_holds_the_peer_lock():
     qs = queues("torch-fft", "torch-fft")
     assert rx.pick(qs, R(held)) == 0 and names(qs) == [["torch-fft"], ["torch-fft"]]  # only peers: wait
     for lock in (threading.Lock(), contextlib.nullcontext()):  # free, or one GPU: the order as it was
-        qs = queues("torch-fft fft", "fft")
-        assert rx.pick(qs, R(lock)) == 0 and names(qs) == [["torch-fft", "fft"], ["fft"]]
+        qs, r = queues("torch-fft fft", "fft"), R(lock)
+        assert rx.pick(qs, r) == 0 and names(qs) == [["torch-fft", "fft"], ["fft"]]
+        # a free turn is claimed by the pick itself, so that another GPU's pick sees it taken
+        assert r.turn_claimed == (not isinstance(lock, contextlib.nullcontext))
+        assert not r.turn_claimed or (lock.locked() and not rx.waits_for_peers(qs[0], r))
+    shared = threading.Lock()  # two GPUs whose next chunks are both peers': one takes the turn
+    a, b = R(shared), R(shared)
+    qa, qb = queues("torch-fft fft"), queues("torch-fft fft")
+    assert rx.pick(qa, a) == 0 and a.turn_claimed and names(qa) == [["torch-fft", "fft"]]
+    assert rx.pick(qb, b) == 0 and not b.turn_claimed and names(qb) == [["fft", "torch-fft"]]
+    r = R(threading.Lock())
+    qs = queues("fft torch-fft")
+    assert rx.pick(qs, r) == 0 and not r.turn_claimed and not r.peer_lock.locked()  # ours first: no claim
     assert rx.pick(queues("", ""), R(held)) is None
     held.release()
 
@@ -548,7 +561,7 @@ def test_two_gpus_measure_peers_one_at_a_time(env, monkeypatch):
             self.lock, self.device = lock, device
 
         def __enter__(self):
-            self.lock.acquire()
+            self.lock.__enter__()
             with guard:
                 in_flight[0] += 1
                 seen.append((self.device, in_flight[0]))
@@ -557,13 +570,14 @@ def test_two_gpus_measure_peers_one_at_a_time(env, monkeypatch):
         def __exit__(self, *exc):
             with guard:
                 in_flight[0] -= 1
-            self.lock.release()
+            self.lock.__exit__(*exc)
 
     def invoke(self, cases, exp_name, timeout, turn=None):
         peer = cases[0].variant in self.peers
-        assert (turn is not None) == peer and (turn is None or turn is self.peer_lock)
+        lock = turn.lock if isinstance(turn, rx.HeldTurn) else turn  # claimed by pick, or to wait for
+        assert (turn is not None) == peer and (turn is None or lock is self.peer_lock)
         if turn is not None:
-            locks.add(id(turn))
+            locks.add(id(lock))
             turn = Counted(turn, self.device["index"])
         return real(self, cases, exp_name, timeout, turn)
 

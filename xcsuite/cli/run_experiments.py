@@ -155,6 +155,25 @@ class State:
         resultfile.write_atomic(self.path, self.data)
 
 
+class HeldTurn:
+    """The peers' turn, already claimed by pick: entering waits for nothing, leaving (or release,
+    whichever comes first) gives it back."""
+
+    def __init__(self, lock):
+        self.lock, self.held = lock, True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self.lock.release()
+
+
 class Runner:
     def __init__(self, args, registry: list, protocol: dict, deadline: float | None, log_dir: Path):
         self.args = args
@@ -180,6 +199,7 @@ class Runner:
         # H200s (docs/results.md, "Several GPUs running the suite") torch-fft's one-to-one calls took
         # up to 2.1x as long while the other GPU's worker ran them too; ours, C++ and GPU-bound, did not.
         self.peer_lock = contextlib.nullcontext()
+        self.turn_claimed = False  # this GPU took the peers' turn for its next chunk (pick)
 
     def stop(self, signum, _frame=None) -> None:
         """Signal handler: no new chunk starts, and the running benchmark is killed (it runs in
@@ -264,13 +284,20 @@ class Runner:
 
     def run_chunk(self, cases: list, state: State, exp_name: str) -> list:
         """Runs `cases`, records what finished; returns the cases still to run (after a crash)."""
-        # A peer's chunk measures holding the peers' turn (several GPUs: peer_lock), readied before it
+        # A peer's chunk measures holding the peers' turn (several GPUs: peer_lock): claimed by pick
+        # where it was free (the process readies itself inside it), else readied before it
         est = sum(self.est(c) for c in cases) + PROCESS_S
         own_limit = est * 4 + 120
         budget_bound = self.time_left() < own_limit
         timeout = min(self.time_left(), own_limit)
         turn = self.peer_lock if cases[0].variant in self.peers and hasattr(self.peer_lock, "acquire") else None
-        rc, data, tail, timed_out = self.invoke(cases, exp_name, timeout, turn)
+        held = HeldTurn(self.peer_lock) if self.turn_claimed else None
+        self.turn_claimed = False
+        try:
+            rc, data, tail, timed_out = self.invoke(cases, exp_name, timeout, held or turn)
+        finally:
+            if held is not None:
+                held.release()
         with self.state_lock:  # several GPUs' runners file into one State: one at a time
             rest = self.file_chunk(cases, state, exp_name, rc, data, tail, timed_out, budget_bound, timeout)
         if rest is ISOLATE:  # refused before running: isolate the offender(s) one by one
@@ -1090,16 +1117,20 @@ def start_run(p: Plan, args, ctx: dict, smi: dict, devices: list) -> dict:
 
 
 def pick(queues: list, r: Runner) -> int | None:
-    """Which experiment's queue gives a GPU's next chunk: the first with cases left, except where
-    that chunk would be a peer's while another GPU holds the peer lock (Runner.peer_lock): then the
-    first queue holding a case of ours, whose run of our cases is brought to its head, so that the
-    GPU measures our kernels while it waits for its turn at the peers instead of idling (the peers
-    wait at the head for the next turn). None: no case left."""
+    """Which experiment's queue gives a GPU's next chunk: the first with cases left. Where that
+    chunk is a peer's (several GPUs), the GPU claims the peers' turn (Runner.peer_lock) at once if
+    it is free (r.turn_claimed: held until that chunk has run); if another GPU holds it, the first
+    queue holding a case of ours gives the chunk instead, its run of our cases brought to its head,
+    so that the GPU measures our kernels rather than idling (the peers wait at the head). The claim
+    is made here, not when the peer's process is ready: two GPUs that both saw the turn free started
+    their peers together and one waited 19.5 s for the turn with its GPU idle (notes/multi-gpu.md).
+    None: no case left."""
     live = [i for i, q in enumerate(queues) if q]
     if not live:
         return None
     first = live[0]
-    if not waits_for_peers(queues[first], r):
+    if not wants_turn(queues[first], r) or r.turn_claimed or r.peer_lock.acquire(blocking=False):
+        r.turn_claimed = wants_turn(queues[first], r)
         return first
     for i in live:
         q = queues[i]
@@ -1112,14 +1143,19 @@ def pick(queues: list, r: Runner) -> int | None:
             del q[j]
         q.extendleft(reversed(ours))
         return i
-    return first  # only peers left: wait for the lock
+    return first  # only peers left: wait for the turn
+
+
+def wants_turn(queue, r: Runner) -> bool:
+    """Whether the chunk at the head of `queue` is a peer's that must hold the peers' turn (several
+    GPUs; a single GPU's runner has no turn to take)."""
+    return bool(queue) and queue[0].variant in r.peers and hasattr(r.peer_lock, "acquire")
 
 
 def waits_for_peers(queue, r: Runner) -> bool:
-    """Whether the chunk at the head of `queue` is a peer's while another GPU holds the peer lock
-    (a single GPU's runner has no lock to wait for)."""
-    locked = getattr(r.peer_lock, "locked", None)
-    return bool(queue) and locked is not None and queue[0].variant in r.peers and locked()
+    """Whether the chunk at the head of `queue` is a peer's and this GPU has not claimed the turn
+    (another GPU holds it)."""
+    return wants_turn(queue, r) and not r.turn_claimed
 
 
 def work(w: Worker, runs: dict, state_lock, args) -> None:
@@ -1161,6 +1197,10 @@ def work(w: Worker, runs: dict, state_lock, args) -> None:
         r.failure = f"{w.device.label()}: {e.code}"
     except Exception as e:  # noqa: BLE001  (reported with the others' results saved)
         r.failure = f"{w.device.label()}: {type(e).__name__}: {e}"
+    finally:
+        if r.turn_claimed:  # claimed for a chunk that never ran (budget, signal): the others' turn
+            r.turn_claimed = False
+            r.peer_lock.release()
 
 
 def run_workers(workers: list, plans: list, runs: dict, state_lock, args, su: Setup, start: float) -> int:
