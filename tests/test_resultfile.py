@@ -39,6 +39,9 @@ def test_conversion_keeps_every_repetition_exactly(path):
         for a, b in zip(rebuilt, entries):
             assert set(a) == set(b)
             for field, value in b.items():  # every time and counter, the same float (and int stays int)
+                if field == "FLOPS" and "FLOPS" in new["cases"][key].get("derived", ()):
+                    assert a[field] == pytest.approx(value, rel=rf.RATE_TOLERANCE), key  # fmas over time
+                    continue
                 assert a[field] == value and type(a[field]) is type(value), (key, field)
     for key, info in old["cases"].items():
         rec = new["cases"][key]
@@ -116,3 +119,35 @@ def test_committed_results_are_format_2_and_match_their_keys():
             assert rf.key_of(rec) == key
             for e in rf.entries_of(rec):
                 assert entry_key(e, rec["cold"]) == key and parse_run_name(e["run_name"])[0] == rec["variant"]
+
+
+def test_flops_is_derived_only_where_it_is_fmas_over_the_time():
+    """The FLOPS counter (2 fmas per call over the time per call, a third of the stored numbers) is
+    not stored where every repetition's FLOPS is that; a FLOPS that is not (a counter of another
+    meaning, a time of zero) is stored as written."""
+    ident = rf.identity_from_line("variant=fft form=one-to-one hL=8 wL=8 hR=8 wR=8 nL=1 nR=1")
+    key = rf.key_of({**ident, "cold": False})
+
+    def entry(t, flops):  # as xcorr_bench writes one (the repetition index set below)
+        return {"name": "x", "run_name": "x", "run_type": "iteration", "iterations": 10, "time_unit": "us",
+                "real_time": t, "cpu_time": 1.0, "fmas": 4096.0, "FLOPS": flops,
+                **{k: float(ident[k]) for k in rf.DIM_KEYS}, "cold": 0.0}
+
+    def numbered(entries):
+        return [{**e, "repetition_index": i} for i, e in enumerate(entries)]
+    times = [1.5, 1.7, 2.25]
+    exact = numbered([entry(t, 2 * 4096.0 / (t * 1e-6) * (1 + 1e-13)) for t in times])  # Google's rounding
+    rec = rf.encode(ident, False, {"status": "ok"}, exact)
+    assert rec["derived"] == ["FLOPS"] and "FLOPS" not in rec.get("reps", {}) and "FLOPS" not in rec["same"]
+    for a, b in zip(rf.entries_of(rec), exact):
+        assert a["FLOPS"] == pytest.approx(b["FLOPS"], rel=1e-12) and a["real_time"] == b["real_time"]
+    assert rf.reencode(json.loads(json.dumps(rec))) == rec  # written again: the same record
+    for other in (numbered([entry(t, 1.0) for t in times]),
+                  numbered([entry(0.0, 0.0)] + [entry(t, 2 * 4096.0 / (t * 1e-6)) for t in times])):
+        rec = rf.encode(ident, False, {"status": "ok"}, other)
+        assert "derived" not in rec and [e["FLOPS"] for e in rf.entries_of(rec)] == [e["FLOPS"] for e in other]
+    assert all(e["xcorr_case"] == key for e in rf.entries_of(rec))
+    stored = rf.encode(ident, False, {"status": "ok"}, numbered([entry(t, 1.0) for t in times]))
+    stored["reps"]["FLOPS"] = [2 * 4096.0 / (t * 1e-6) for t in times]  # as an earlier version wrote it
+    again = rf.reencode(stored)
+    assert again["derived"] == ["FLOPS"] and "FLOPS" not in again["reps"]
