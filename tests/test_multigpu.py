@@ -22,6 +22,7 @@ from suite_helpers import ROOT, fake_bench_env, log_lines, suite_registry
 from test_run_experiments import alive, cases_of, wait_for
 
 from xcsuite import gpus
+from xcsuite import resultfile as rf
 from xcsuite.cli import run_experiments as rx
 
 
@@ -273,6 +274,31 @@ def test_merge_refuses_conflicting_measurements(env, capsys):
     assert {c["revision"] for c in load(target)["cases"].values()} == {"fake123"}
     assert rx.main(["--merge", str(env.tmp / "b"), "--results", str(env.results), "--on-conflict", "replace"]) == 0
     assert {c["revision"] for c in load(target)["cases"].values()} == {"other99"}
+
+
+def test_merge_takes_a_record_stored_by_an_earlier_writer_as_the_same(env, capsys):
+    """A shard written before FLOPS was derived (stored per repetition) holds the same measurement
+    as the target's record that derives it: no conflict, the target unchanged."""
+    env.mp.setenv("FAKE_GPUS", "1")
+    assert env("fig22", results=env.tmp / "a") == 0
+    shutil.copytree(env.tmp / "a", env.tmp / "old")
+    src = env.tmp / "old" / "fake-gpu-9000" / "fig22.json"
+    data = load(src)
+    changed = 0
+    for rec in data["cases"].values():
+        if "FLOPS" in rec.get("derived", ()):
+            flops = [e["FLOPS"] for e in rf.entries_of(rec)]
+            del rec["derived"]
+            rec.setdefault("reps", {})["FLOPS"] = flops
+            changed += 1
+    assert changed
+    src.write_text(json.dumps(data))
+    assert rx.main(["--merge", str(env.tmp / "a"), "--results", str(env.results)]) == 0
+    target = env.results / "fake-gpu-9000" / "fig22.json"
+    before = load(target)["cases"]
+    capsys.readouterr()
+    assert rx.main(["--merge", str(env.tmp / "old"), "--results", str(env.results)]) == 0
+    assert "conflict" not in capsys.readouterr().err and load(target)["cases"] == before
 
 
 def test_merge_refuses_another_gpu(env, capsys):

@@ -49,6 +49,15 @@ def _same(a, b) -> bool:
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
+def _same_measurement(a: dict, b: dict) -> bool:
+    """Two records of the same entries, stored by different versions of the format's writer (one
+    with FLOPS stored, one with it derived)."""
+    try:
+        return _same(resultfile.reencode(a), resultfile.reencode(b))
+    except (resultfile.FormatError, KeyError, TypeError, ValueError):
+        return False
+
+
 def _protocol(meta: dict) -> tuple:
     p = meta.get("protocol") or {}
     return p.get("repetitions"), p.get("min_time_s"), bool(p.get("quick"))
@@ -84,7 +93,7 @@ def merge_into(fm: FileMerge, src: dict, src_path: Path, on_conflict: str) -> No
         if old is None:
             cases[key] = rec
             fm.added += 1
-        elif _same(old, rec):
+        elif _same(old, rec) or _same_measurement(old, rec):
             continue
         elif old.get("status") != "ok" and rec.get("status") == "ok":
             cases[key] = rec
