@@ -1088,9 +1088,8 @@ def peer_unit(su: Setup, point):
     """The pool's unit of an item: its figure point for our cases; for a peer's (PyTorch, CuPy),
     all of that peer's cases in the experiment, taken whole by one GPU. The peers take turns
     across the GPUs (Runner.peer_lock), so dividing them between GPUs overlaps nothing, while each
-    piece is a process of its own whose start-up (2.5-4 s: the first cuFFT plan, the first kernels)
-    falls inside the turn that every GPU waits for: by figure point, two GPUs ran the peers of three
-    quick experiments in 9 processes against one GPU's 3 (notes/multi-gpu.md)."""
+    piece is a process of its own whose start-up (the imports, the first cuFFT plan and kernels)
+    falls inside the turn that every GPU waits for (notes/multi-gpu.md has the process counts)."""
     peers = frozenset(v["name"] for v in su.registry if is_peer(v))
     return lambda it: PeerUnit(it[0].exp.name, it[1].variant) if it[1].variant in peers else point(it)
 
@@ -1122,15 +1121,17 @@ def pick(queues: list, r: Runner) -> int | None:
     it is free (r.turn_claimed: held until that chunk has run); if another GPU holds it, the first
     queue holding a case of ours gives the chunk instead, its run of our cases brought to its head,
     so that the GPU measures our kernels rather than idling (the peers wait at the head). The claim
-    is made here, not when the peer's process is ready: two GPUs that both saw the turn free started
-    their peers together and one waited 19.5 s for the turn with its GPU idle (notes/multi-gpu.md).
+    is made here, not when the peer's process is ready: otherwise two GPUs that both see the turn
+    free start their peers together and one waits for the turn with its GPU idle (notes/multi-gpu.md).
     None: no case left."""
     live = [i for i, q in enumerate(queues) if q]
     if not live:
         return None
     first = live[0]
-    if not wants_turn(queues[first], r) or r.turn_claimed or r.peer_lock.acquire(blocking=False):
-        r.turn_claimed = wants_turn(queues[first], r)
+    if not wants_turn(queues[first], r):
+        return first
+    if r.turn_claimed or r.peer_lock.acquire(blocking=False):
+        r.turn_claimed = True
         return first
     for i in live:
         q = queues[i]
