@@ -1,5 +1,5 @@
 // The device half of a peak search that more than one kernel runs (kernels.cu's select_kernel on a
-// map in device scratch, fft-fused's fused k = 1 peak on a map in its block's shared memory): the
+// map in device scratch, block-per-pair's fused k = 1 peak on the maps in its block's shared memory): the
 // candidate order, the warp's and the block's best, the contract's three-point sub-pixel fit and
 // the peak's record (docs/CONVENTIONS.md, "Reductions: peaks and maxima").
 #pragma once
