@@ -151,3 +151,33 @@ def test_flops_is_derived_only_where_it_is_fmas_over_the_time():
     stored["reps"]["FLOPS"] = [2 * 4096.0 / (t * 1e-6) for t in times]  # as an earlier version wrote it
     again = rf.reencode(stored)
     assert again["derived"] == ["FLOPS"] and "FLOPS" not in again["reps"]
+
+
+def test_convert_results_rewrites_a_format2_file_only_where_it_stores_flops(tmp_path):
+    """scripts/convert_results.py on a format-2 file whose records store FLOPS (an earlier writer):
+    rewritten with FLOPS derived, every entry the same; a second run, and a file written by this
+    version, are left as they are (a field order is no reason to rewrite)."""
+    new = rf.from_google_merged(json.loads(FORMAT1[0].read_text()))
+    derived = [k for k, rec in new["cases"].items() if "FLOPS" in rec.get("derived", ())]
+    assert derived
+    old = json.loads(json.dumps(new))
+    for k in derived:  # as the writer before `derived` stored them
+        rec = old["cases"][k]
+        flops = [e["FLOPS"] for e in rf.entries_of(rec)]
+        del rec["derived"]
+        rec.setdefault("reps", {})["FLOPS"] = flops
+    f = tmp_path / "old.json"
+    f.write_text(rf.dumps(old))
+    convert = [sys.executable, str(ROOT / "scripts" / "convert_results.py"), str(f)]
+    before = f.stat().st_size
+    r = subprocess.run(convert, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(f.read_text())
+    assert f.stat().st_size < before and all("FLOPS" in got["cases"][k]["derived"] for k in derived)
+    for k, rec in old["cases"].items():
+        for a, b in zip(rf.entries_of(got["cases"][k]), rf.entries_of(rec)):
+            assert a.keys() == b.keys() and a["real_time"] == b["real_time"]
+            assert a.get("FLOPS") == pytest.approx(b.get("FLOPS"), rel=rf.RATE_TOLERANCE)
+    text = f.read_text()
+    r = subprocess.run(convert, capture_output=True, text=True)
+    assert r.returncode == 0 and "already" in r.stdout and f.read_text() == text
