@@ -63,6 +63,12 @@ NORMALIZATIONS = ("none", "zncc", "zero-lag")
 # The window kinds a variant declares (`xcorr list --json` "windows"); a registry without them
 # (files written before windows existed) declares the full output only.
 WINDOW_KINDS = ("full", "valid", "same", "max-shift", "shifts")
+# Variants whose call computes the full output and crops it to the window, unless the window's
+# rectangle is one of SciPy's modes (full, same, valid), which they compute as such: CuPy's
+# correlate2d (xcsuite/peerbench.py, CupyCorrelate2d), called as a user calls it. Their work does not
+# shrink with a max-shift window, so the caps and the cost model count the full output's
+# (Shape.work_fmas); their FLOPS still count the window's multiply-adds (Shape.fmas), the useful work.
+FULL_THEN_CROP = frozenset({"cupy-correlate2d"})
 
 
 def _window_int(what: str, text: str, lo: int, hi: int) -> int:
@@ -265,6 +271,19 @@ class Shape:
                                          * overlap_total(dx0, dx1, self.wL, self.wR))
 
     @property
+    def scipy_mode(self) -> bool:
+        """The window's rectangle is that of SciPy's full, same or valid mode."""
+        sizes = (self.hL, self.wL, self.hR, self.wR)
+        return self.shifts() in (full_shifts(*sizes), same_shifts(*sizes), valid_shifts(*sizes))
+
+    def work_fmas(self, variant: str) -> float:
+        """Multiply-adds one call of `variant` does: the window's (fmas), or the full output's for a
+        variant of FULL_THEN_CROP on a window that is no SciPy mode. The caps count this."""
+        if variant in FULL_THEN_CROP and not self.scipy_mode:
+            return float(self.pairs) * self.hL * self.wL * self.hR * self.wR
+        return self.fmas
+
+    @property
     def rights_per_left(self) -> int:
         return self.nR // self.nL if self.form == "n-to-mn" else self.nR
 
@@ -435,6 +454,11 @@ class Case:
     def fmas(self) -> float:
         return self.shape.fmas
 
+    @property
+    def work_fmas(self) -> float:
+        """What the caps and the cost model count (Shape.work_fmas)."""
+        return self.shape.work_fmas(self.variant)
+
 
 def case_key(variant: str, dims: Iterable, params: Mapping[str, str], cold: bool = False, shifts: str = "") -> str:
     """The canonical identity of one configuration, identical whether built from a definition
@@ -580,8 +604,10 @@ def expand(exp: Experiment, registry: Sequence[Mapping]) -> Expansion:
                 dy0, dy1, dx0, dx1 = shape.shifts()
                 if (dy1 - dy0 + 1) * (dx1 - dx0 + 1) > s0.max_shifts:
                     continue
-            if s0.max_fmas is not None and shape.fmas > s0.max_fmas:
-                unavailable.append((s0.label, shape, f"capped: {shape.fmas:.3g} FMAs per call > {s0.max_fmas:.3g}"))
+            work = shape.work_fmas(s.variant)
+            if s0.max_fmas is not None and work > s0.max_fmas:
+                what = "" if work == shape.fmas else " (the full output it computes, then crops)"
+                unavailable.append((s0.label, shape, f"capped: {work:.3g} FMAs per call{what} > {s0.max_fmas:.3g}"))
                 continue
             cur, cases, reason = s, [], None
             while cur is not None:

@@ -14,6 +14,8 @@ from experiments._spec import Series
 # the curves still show where direct stops paying off.
 DIRECT_MAX_FMAS = 3e11
 # The baseline (overlap-wise, ~1.3e12 FMA/s) and CuPy's generic direct kernel: ~20 ms per call.
+# CuPy's work is the full output's where the window is no SciPy mode (it computes it, the peer crops:
+# Shape.work_fmas), so CuPy runs the max-shift windows of small matrices only.
 SLOW_MAX_FMAS = 2e10
 # fft-fused holds a pair's padded spectra in shared memory or in a global staging buffer: outputs
 # up to 1023 x 1023, i.e. N x N pairs up to 512.

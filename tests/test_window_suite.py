@@ -189,6 +189,28 @@ def test_window_experiments_are_defined_as_issue_20_asks():
     assert call_seconds(next(c for c in t.cases if c.variant == "torch-fft")) < 0.01  # an FFT, not direct
 
 
+def test_cupys_cap_counts_the_full_output_it_crops_a_max_shift_window_from():
+    # CuPy's correlate2d computes SciPy's full output and the peer crops it (a window of no SciPy
+    # mode): a 2048 x 2048 pair within +-1 is 1.76e13 multiply-adds of its time (~38 s on an H100),
+    # not the window's 3.8e7. Counted as the window, such cases entered the suite and spent minutes
+    # in CuPy's one-call pilot before its time cap refused them.
+    big, small = Shape.one_to_one(2048, window="max_shift=1"), Shape.one_to_one(256, window="max_shift=1")
+    assert big.fmas < 1e8 and big.work_fmas("cupy-correlate2d") == 2048.0 ** 4
+    assert big.work_fmas("register-tiled") == big.fmas  # our direct kernels do the window's work
+    valid = Shape("one-to-many", 256, 256, 31, 31, 1, 4, window="valid")  # a SciPy mode: computed as such
+    assert valid.scipy_mode and valid.work_fmas("cupy-correlate2d") == valid.fmas
+    exp = Experiment("t", "t", "t", [big, small, valid], [Series("cupy", "cupy-correlate2d", max_fmas=2e10)])
+    ex = expand(exp, WITH_PEERS)
+    assert {c.shape for c in ex.cases} == {small, valid}
+    (reason,) = [r for _, sh, r in ex.unavailable if sh == big]
+    assert "the full output it computes, then crops" in reason and "1.76e+13" in reason
+    case = Case("cupy-correlate2d", big, ())
+    assert call_seconds(case) > 10 and case.work_fmas > case.fmas  # the cost model counts what it does
+    w = expand(suite.load("windows"), WITH_PEERS)  # CuPy stays on the 256 panel only
+    assert {c.shape.hL for c in w.cases if c.variant == "cupy-correlate2d"} == {256}
+    assert not [c for c in expand(suite.load("autocorr"), WITH_PEERS).cases if c.variant == "cupy-correlate2d"]
+
+
 def test_crossover_is_where_the_best_direct_becomes_slower_than_the_best_fft():
     rows = [("register-tiled", "new", s, 2.0 * s) for s in (1, 2, 4, 8, 16)]
     rows += [("overlap-wise", "baseline", s, 50.0 * s) for s in (1, 2, 4, 8, 16)]

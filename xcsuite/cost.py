@@ -74,7 +74,7 @@ def call_seconds(case: Case, family: str | None = None) -> float:
         t = 3e-5 + s.pairs * padded * 48 / 4e12  # a few memory passes over complex data
         return t + (PLAN_S if case.variant == "fft+plan" else 0.0)
     rate = RATES.get(case.variant) or PEER_RATES.get(case.variant) or FAMILY_RATES.get(family or "", DEFAULT_RATE)
-    return LAUNCH_S + s.pairs * PEER_PAIR_S.get(case.variant, 0.0) + case.fmas / rate  # the window's FMAs
+    return LAUNCH_S + s.pairs * PEER_PAIR_S.get(case.variant, 0.0) + case.work_fmas / rate  # the FMAs it does
 
 
 def case_seconds(case: Case, repetitions: int, min_time: float, family: str | None = None) -> float:

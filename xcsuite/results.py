@@ -82,7 +82,7 @@ def _expected_keys(meta: dict) -> set | None:
 
         ex = expand(suite.load(meta["experiment"]), meta["registry"])
         cap = meta.get("max_fmas")
-        return {c.key for c in ex.cases if not cap or c.fmas <= cap}
+        return {c.key for c in ex.cases if not cap or c.work_fmas <= cap}
     except Exception:  # noqa: BLE001  (the count stays unknown)
         return None
 

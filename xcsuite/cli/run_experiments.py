@@ -434,8 +434,9 @@ def select(names: list[str]) -> list:
 
 
 def within_cap(cases: list, max_fmas) -> list:
-    """The cases of at most max_fmas multiply-adds per call (all of them without a cap)."""
-    return [c for c in cases if not max_fmas or c.fmas <= max_fmas]
+    """The cases of at most max_fmas multiply-adds per call, counted as the variant works
+    (Case.work_fmas; all of them without a cap)."""
+    return [c for c in cases if not max_fmas or c.work_fmas <= max_fmas]
 
 
 def expand_capped(e, registry, max_fmas):
