@@ -23,7 +23,7 @@ Where the two runs do not fit one sitting (a GPU machine lent for 10-minute comm
 then compares: A's run must be of the same experiments, revision and GPUs (their UUIDs: the same
 machine), and the two runs' case sets are compared by a digest of their results files' case keys.
 
-Where one run alone does not fit a sitting (the whole quick suite on one GPU is ~16 minutes on an
+Where one run alone does not fit a sitting (the whole quick suite on one GPU is ~9 minutes on an
 H100), `--resume DIR` keeps each run's results folder in DIR (gpus-1, gpus-N) with DIR/state.json:
 a run stopped by --max-minutes (exit 4) continues where it stopped when the same command is given
 again (the first sitting with --force, later ones resuming the pending cases), its wall time the sum
