@@ -56,6 +56,14 @@ def selected(texts, known: list[str] | None = None) -> list[str]:
     return list(dict.fromkeys(picked))
 
 
+def auto_order(picked: list[str]) -> tuple[list[str], list[str]]:
+    """`picked` (names, in order) parted into the experiments that do not measure auto's choice and
+    those that do (Experiment.measures_auto), each in the order given: scripts/reproduce runs the
+    second after making auto's tables from the first's results and rebuilding with them."""
+    late = [n for n in picked if load(n).measures_auto]
+    return [n for n in picked if n not in late], late
+
+
 def load(name: str) -> Experiment:
     mod = importlib.import_module(f"{__name__}.{name}")
     exp = getattr(mod, "EXPERIMENT", None)

@@ -416,6 +416,11 @@ class Experiment:
     cold: bool = False
     notes: str = ""
     derived_from: Sequence[str] = ()  # an analysis of other experiments' results: no cases of its own
+    # Its series call the library with algorithm "auto" (the reductions, through the Python package):
+    # what it measures is auto's choice, which comes from tables compiled into the library
+    # (lib/auto_tables/). scripts/reproduce runs it after the other experiments, once their results
+    # have made the tables and the library and package are rebuilt with them (experiments.auto_order).
+    measures_auto: bool = False
     xlabel: str = "matrix size N (N x N left and right)"
     # A published rate to draw beside the measured ones (plot "signal_bars"): TFLOP/s, and what it is
     # (e.g. seed 004's 53.56 TFLOP/s on an A100 in TF32); None: no reference.

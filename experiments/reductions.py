@@ -88,6 +88,7 @@ EXPERIMENT = Experiment(
     metric="time",
     plot="reduction_bars",
     xlabel="time per call",
+    measures_auto=True,  # xcorr-reduce and the maps are algorithm="auto"
     shapes=SHAPES,
     series=[
         series(LABELS["xcorr-reduce"], "xcorr-reduce", "new"),

@@ -454,6 +454,56 @@ def sh(*args, env=None):
                           env={**os.environ, **(env or {})})
 
 
+def reproduce_experiment_step(tmp_path, quick="", exps="", maxmin="", rc=0):
+    """scripts/reproduce's experiment step (from `if [ -z "$only" ] ...` to its `fi`), run in a
+    folder whose commands are stubs that log their arguments: (status, [logged calls])."""
+    lines = (ROOT / "scripts" / "reproduce").read_text().splitlines()
+    start = lines.index('  if [ -z "$only" ] || [ -n "$exps" ]; then')
+    end = lines.index("  fi", start)
+    tmp_path.mkdir()
+    (tmp_path / "step.sh").write_text("\n".join(lines[start:end + 1]) + "\n")
+    (tmp_path / "experiments").symlink_to(ROOT / "experiments")
+    (tmp_path / "scripts").mkdir()
+    log = tmp_path / "calls"
+    (tmp_path / "scripts" / "setup-env").write_text(f"echo setup-env >> {log}\n")
+    py = tmp_path / "py"
+    py.write_text(f'#!/bin/bash\nif [ "$1" = -c ]; then exec {sys.executable} "$@"; fi\necho "$*" >> {log}\n'
+                  f'[ "$1" != scripts/run_experiments.py ] || exit {rc}\n')
+    py.chmod(0o755)
+    script = (f'PY={py} build=build status=0 quick="{quick}" only="{exps}" exps="{exps}" maxmin="{maxmin}"\n'
+              'set -euo pipefail\nsource step.sh\necho "status=$status"\n')
+    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return int(r.stdout.strip().splitlines()[-1].split("=")[1]), log.read_text().splitlines() if log.exists() else []
+
+
+def test_reproduce_measures_auto_after_making_and_building_its_tables(tmp_path):
+    # The reductions time algorithm="auto", whose choice is compiled in from lib/auto_tables/: on a
+    # GPU measured for the first time they must run after the other experiments' results have made
+    # the tables and the library is rebuilt, or they time another GPU's choice for good (a complete
+    # experiment is not run again).
+    import experiments as suite
+
+    early, late = suite.auto_order(suite.names())
+    assert late == ["reductions"] and "table1" in early and "window_table" in early
+    status, calls = reproduce_experiment_step(tmp_path / "all")
+    assert status == 0 and calls == [f"scripts/run_experiments.py --build build {','.join(early)}",
+                                     "scripts/aggregate.py", "scripts/make_auto_table.py --build build",
+                                     "setup-env", "scripts/run_experiments.py --build build reductions"]
+    status, calls = reproduce_experiment_step(tmp_path / "budget", exps="piv,reductions", maxmin="5")
+    assert status == 0 and calls[0] == "scripts/run_experiments.py --build build --max-minutes 5 piv"
+    *_, flag, left, exp = calls[-1].split()
+    assert calls[1:4] == ["scripts/aggregate.py", "scripts/make_auto_table.py --build build", "setup-env"]
+    assert (flag, exp) == ("--max-minutes", "reductions") and 4.5 < float(left) <= 5  # what is left of it
+    # one run where nothing measures auto, in quick mode (no tables from quick results), or when the
+    # budget ran out first (rerun: the others are complete, the tables made, then the reductions)
+    assert reproduce_experiment_step(tmp_path / "piv", exps="piv")[1] == ["scripts/run_experiments.py --build build piv"]
+    assert reproduce_experiment_step(tmp_path / "q", quick="--quick")[1] == [
+        "scripts/run_experiments.py --quick --build build"]
+    status, calls = reproduce_experiment_step(tmp_path / "out", maxmin="3", rc=4)
+    assert status == 4 and calls == [f"scripts/run_experiments.py --build build --max-minutes 3 {','.join(early)}"]
+
+
 def test_reproduce_help_is_a_usage_text():
     r = sh("scripts/reproduce", "--help")
     assert r.returncode == 0 and r.stdout.startswith("usage: scripts/reproduce")
