@@ -66,8 +66,9 @@ WINDOW_KINDS = ("full", "valid", "same", "max-shift", "shifts")
 # Variants whose call computes the full output and crops it to the window, unless the window's
 # rectangle is one of SciPy's modes (full, same, valid), which they compute as such: CuPy's
 # correlate2d (xcsuite/peerbench.py, CupyCorrelate2d), called as a user calls it. Their work does not
-# shrink with a max-shift window, so the caps and the cost model count the full output's
-# (Shape.work_fmas); their FLOPS still count the window's multiply-adds (Shape.fmas), the useful work.
+# shrink with a max-shift window: Series.max_work_fmas, the quick suite's --max-fmas and the cost
+# model count the full output's (Shape.work_fmas); their FLOPS count the window's (Shape.fmas), the
+# useful work.
 FULL_THEN_CROP = frozenset({"cupy-correlate2d"})
 
 
@@ -385,7 +386,9 @@ class Series:
     tune: Union[str, Mapping[str, Union[str, Sequence]], Sequence[Mapping[str, ParamValue]]] = field(default_factory=dict)
     panel: str = ""
     group: str = ""
-    max_fmas: float | None = None
+    max_fmas: float | None = None  # on the window's multiply-adds (Shape.fmas)
+    # on the multiply-adds the variant does (Shape.work_fmas: a FULL_THEN_CROP variant's full output)
+    max_work_fmas: float | None = None
     max_size: int | None = None
     max_shifts: int | None = None  # only windows of at most this many shifts per pair (small-window)
     forms: Sequence[str] = ()  # only these forms (default: every form the variant supports)
@@ -609,10 +612,13 @@ def expand(exp: Experiment, registry: Sequence[Mapping]) -> Expansion:
                 dy0, dy1, dx0, dx1 = shape.shifts()
                 if (dy1 - dy0 + 1) * (dx1 - dx0 + 1) > s0.max_shifts:
                     continue
+            if s0.max_fmas is not None and shape.fmas > s0.max_fmas:
+                unavailable.append((s0.label, shape, f"capped: {shape.fmas:.3g} FMAs per call > {s0.max_fmas:.3g}"))
+                continue
             work = shape.work_fmas(s.variant)
-            if s0.max_fmas is not None and work > s0.max_fmas:
-                what = "" if work == shape.fmas else " (the full output it computes, then crops)"
-                unavailable.append((s0.label, shape, f"capped: {work:.3g} FMAs per call{what} > {s0.max_fmas:.3g}"))
+            if s0.max_work_fmas is not None and work > s0.max_work_fmas:
+                what = " (the full output it computes, then crops)" if work > shape.fmas else ""
+                unavailable.append((s0.label, shape, f"capped: {work:.3g} FMAs per call{what} > {s0.max_work_fmas:.3g}"))
                 continue
             cur, cases, reason = s, [], None
             while cur is not None:

@@ -14,9 +14,13 @@ from experiments._spec import Series
 # the curves still show where direct stops paying off.
 DIRECT_MAX_FMAS = 3e11
 # The baseline (overlap-wise, ~1.3e12 FMA/s) and CuPy's generic direct kernel: ~20 ms per call.
-# CuPy's work is the full output's where the window is no SciPy mode (it computes it, the peer crops:
-# Shape.work_fmas), so CuPy runs the max-shift windows of small matrices only.
 SLOW_MAX_FMAS = 2e10
+# CuPy's correlate2d (SLOW_MAX_FMAS on the window too) counted as the work it does: the full output
+# where the window is no SciPy mode (it computes that, the peer crops it: Shape.work_fmas). 1e11 keeps
+# the batch of 4096 64 x 64 pairs (6.9e10, one call per pair: 1-3 s a call, which the peer's 2 s time
+# cap decides per GPU) and the 256 panel (4.3e9), and leaves out 1024 and 2048 (1.1e12 and 1.8e13:
+# 2.4 and 38 s a call on an H100, each refused by the time cap only after a pilot of two such calls).
+CUPY_MAX_WORK_FMAS = 1e11
 # fft-fused holds a pair's padded spectra in shared memory or in a global staging buffer: outputs
 # up to 1023 x 1023, i.e. N x N pairs up to 512.
 FFT_FUSED_MAX_SIZE = 512
@@ -67,7 +71,7 @@ def series(variant: str, **kw) -> Series:
             "fft-fused": dict(max_size=FFT_FUSED_MAX_SIZE),
             "torch-conv2d": dict(max_fmas=DIRECT_MAX_FMAS),
             "torch-conv2d-tf32": dict(max_fmas=DIRECT_MAX_FMAS),
-            "cupy-correlate2d": dict(max_fmas=SLOW_MAX_FMAS)}.get(variant, {})
+            "cupy-correlate2d": dict(max_fmas=SLOW_MAX_FMAS, max_work_fmas=CUPY_MAX_WORK_FMAS)}.get(variant, {})
     return Series(LABELS[variant], variant, **{**caps, **kw})
 
 

@@ -11,8 +11,8 @@ at its default parameters; torch-conv2d on the 256 panel only (see the series). 
 window). The figure marks, per panel, the S where the best direct series of this project becomes
 slower than its best FFT series (the peers are drawn, not counted).
 Caps: direct kernels at most 3e11 FMAs per call (~30 ms, one to two orders of magnitude past the
-crossover), the baseline and CuPy 2e10 (CuPy's counted as the full output it computes and crops: the
-256 panel only); fft-fused up to N = 512, small-direct up to 96.
+crossover), the baseline and CuPy 2e10, CuPy also 1e11 counted as the full output it computes and
+crops (the 256 panel and the batch, not 1024 and 2048); fft-fused up to N = 512, small-direct up to 96.
 """
 from experiments._spec import Experiment, Shape
 from experiments._windows import series

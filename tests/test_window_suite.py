@@ -199,15 +199,15 @@ def test_cupys_cap_counts_the_full_output_it_crops_a_max_shift_window_from():
     assert big.work_fmas("register-tiled") == big.fmas  # our direct kernels do the window's work
     valid = Shape("one-to-many", 256, 256, 31, 31, 1, 4, window="valid")  # a SciPy mode: computed as such
     assert valid.scipy_mode and valid.work_fmas("cupy-correlate2d") == valid.fmas
-    exp = Experiment("t", "t", "t", [big, small, valid], [Series("cupy", "cupy-correlate2d", max_fmas=2e10)])
+    exp = Experiment("t", "t", "t", [big, small, valid], [Series("cupy", "cupy-correlate2d", max_work_fmas=2e10)])
     ex = expand(exp, WITH_PEERS)
     assert {c.shape for c in ex.cases} == {small, valid}
     (reason,) = [r for _, sh, r in ex.unavailable if sh == big]
     assert "the full output it computes, then crops" in reason and "1.76e+13" in reason
     case = Case("cupy-correlate2d", big, ())
     assert call_seconds(case) > 10 and case.work_fmas > case.fmas  # the cost model counts what it does
-    w = expand(suite.load("windows"), WITH_PEERS)  # CuPy stays on the 256 panel only
-    assert {c.shape.hL for c in w.cases if c.variant == "cupy-correlate2d"} == {256}
+    w = expand(suite.load("windows"), WITH_PEERS)  # CuPy stays on the 256 panel and the batch of 64s
+    assert {c.shape.hL for c in w.cases if c.variant == "cupy-correlate2d"} == {64, 256}
     assert not [c for c in expand(suite.load("autocorr"), WITH_PEERS).cases if c.variant == "cupy-correlate2d"]
 
 
