@@ -170,6 +170,24 @@ def test_run_experiments_exits_2_for_an_unknown_experiment(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.parametrize("content, needle", [("not json", "not JSON"), ('{"cases": {}}', "neither a registry"),
+                                             ("[1, 2]", "neither a registry"), (None, "No such file")])
+def test_run_experiments_estimate_refuses_a_file_that_is_no_registry(content, needle, tmp_path):
+    """--registry with a results file ended in a TypeError traceback (a dict indexed as the list)."""
+    f = tmp_path / "registry.json"
+    if content is not None:
+        f.write_text(content)
+    r = script("run_experiments.py", "fig17", "--estimate", "--registry", f)
+    one_line_error(r, 2, f"run_experiments: --registry {f}: ", needle)
+
+
+def test_run_experiments_estimate_takes_the_registry_a_results_file_recorded(tmp_path):
+    r = script("run_experiments.py", "windows", "--quick", "--estimate", "--registry",
+               ROOT / "results" / "nvidia-h200" / "windows.json")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert [l for l in r.stdout.splitlines() if l.startswith("windows ")], r.stdout
+
+
 @pytest.mark.parametrize("option", ["--max-minutes", "--chunk-seconds", "--max-fmas"])
 @pytest.mark.parametrize("value, needle", [("-1", "must be above 0, not -1"), ("0", "must be above 0, not 0"),
                                            ("abc", "not a number: 'abc'")])

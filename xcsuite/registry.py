@@ -29,8 +29,22 @@ def binary(build: Path, name: str) -> Path:
 
 
 def load_registry(build: Path = None, path: Path = None) -> list[dict]:
+    """The variants of `build` (`xcorr list --json`), or those of a file: such a list, or a results
+    file (the registry its run recorded, xcorr_meta.registry). A ValueError says what is wrong."""
     if path is not None:
-        return json.loads(Path(path).read_text())
+        try:
+            data = json.loads(Path(path).read_text())
+        except OSError as e:
+            raise ValueError(f"--registry {path}: {e.strerror or e}") from None
+        except ValueError as e:
+            raise ValueError(f"--registry {path}: not JSON ({e})") from None
+        if isinstance(data, dict) and isinstance(data.get("xcorr_meta"), dict):
+            data = data["xcorr_meta"].get("registry")
+        if not (isinstance(data, list) and data and all(isinstance(v, dict) and isinstance(v.get("name"), str)
+                                                         for v in data)):
+            raise ValueError(f"--registry {path}: neither a registry (`xcorr list --json`) nor a results file "
+                             "that records one")
+        return data
     exe = binary(build, "xcorr")
     if not exe.exists():
         raise FileNotFoundError(f"{exe} not found: build first (meson setup {build} && ninja -C {build})")
