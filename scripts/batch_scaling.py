@@ -277,11 +277,21 @@ def floors(c, k):
 def plot(path, png=None):
     """The figure of a batch_scaling JSON: per result array, the time on 1 and 2 GPUs beside the
     host link's floor of each and, where measured, the GPUs' work alone."""
+    try:
+        with open(path) as f:
+            r = json.load(f)
+        if not (isinstance(r, dict) and r["runs"] and all(run["devices"] for run in r["runs"])
+                and {"form", "left", "right", "gpu"} <= r.keys() and "output_gb" in r["runs"][0]):
+            raise ValueError("no runs")
+    except OSError as e:
+        print(f"batch_scaling: --plot {path}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    except (ValueError, KeyError, TypeError, IndexError):
+        print(f"batch_scaling: --plot {path}: not a batch_scaling JSON (scripts/batch_scaling.py --out)", file=sys.stderr)
+        return 2
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    with open(path) as f:
-        r = json.load(f)
     rows = [("fresh result array", "seconds", "floor_fresh"), ("out= reused, pageable", "seconds_out_reused",
             "floor_out_reused"), ("out= reused, page-locked", "seconds_out_pinned", "floor_out_pinned")]
     fig, ax = plt.subplots(figsize=(8, 4.2))

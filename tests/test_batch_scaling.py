@@ -284,3 +284,23 @@ def test_copy_ceiling_device_jobs_issue_the_pieces_copies():
     copy_ceiling._device_copies(rt, [3], bufs, 0, 800, 1, 4, 100)[0]()
     want = [("2d", d, pitch, (1 << 20) + src, w, h) for d, pitch, src, w, h in copy_ceiling.pieces_of(800, 4, 100)]
     assert rt.calls[1:] == want and len(want) == 8 and all(c[2] == 200 and c[5] == 4 for c in want)
+
+
+@pytest.mark.parametrize("content, needle", [("not json", "not a batch_scaling JSON"),
+                                             ('{"cases": {}}', "not a batch_scaling JSON"),
+                                             ('{"runs": []}', "not a batch_scaling JSON"),
+                                             (None, "No such file")])
+def test_plot_refuses_a_file_that_is_no_batch_scaling_json(content, needle, tmp_path):
+    """--plot of another JSON (or none) ended in a traceback; it writes no figure."""
+    import subprocess
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    src, png = tmp_path / "b.json", tmp_path / "b.png"
+    if content is not None:
+        src.write_text(content)
+    r = subprocess.run([sys.executable, str(root / "scripts" / "batch_scaling.py"), "--plot", str(src), "--png",
+                        str(png)], capture_output=True, text=True)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert lines[0].startswith(f"batch_scaling: --plot {src}: ") and needle in lines[0], lines
+    assert not png.exists()
