@@ -266,10 +266,15 @@ class Shape:
         """Multiply-adds of one call: per pair the sum of the overlap areas over the window's
         shifts (Window::fmas), hL*wL*hR*wR for the full output."""
         if self.window == "full":
-            return float(self.pairs) * self.hL * self.wL * self.hR * self.wR
+            return self.full_fmas
         dy0, dy1, dx0, dx1 = self.shifts()
         return float(self.pairs) * float(overlap_total(dy0, dy1, self.hL, self.hR)
                                          * overlap_total(dx0, dx1, self.wL, self.wR))
+
+    @property
+    def full_fmas(self) -> float:
+        """Multiply-adds of one call over the full output: hL*wL*hR*wR per pair."""
+        return float(self.pairs) * self.hL * self.wL * self.hR * self.wR
 
     @property
     def scipy_mode(self) -> bool:
@@ -280,9 +285,7 @@ class Shape:
     def work_fmas(self, variant: str) -> float:
         """Multiply-adds one call of `variant` does: the window's (fmas), or the full output's for a
         variant of FULL_THEN_CROP on a window that is no SciPy mode. The caps count this."""
-        if variant in FULL_THEN_CROP and not self.scipy_mode:
-            return float(self.pairs) * self.hL * self.wL * self.hR * self.wR
-        return self.fmas
+        return self.full_fmas if variant in FULL_THEN_CROP and not self.scipy_mode else self.fmas
 
     @property
     def rights_per_left(self) -> int:
@@ -466,6 +469,13 @@ class Case:
     def work_fmas(self) -> float:
         """What the caps and the cost model count (Shape.work_fmas)."""
         return self.shape.work_fmas(self.variant)
+
+
+def within_cap(cases: list, max_fmas) -> list:
+    """The cases of at most max_fmas multiply-adds per call, counted as the variant works
+    (Case.work_fmas; all of them without a cap): the runner's --max-fmas (the quick suite's cap),
+    and what a results file recorded under that cap is expected to hold."""
+    return [c for c in cases if not max_fmas or c.work_fmas <= max_fmas]
 
 
 def case_key(variant: str, dims: Iterable, params: Mapping[str, str], cold: bool = False, shifts: str = "") -> str:

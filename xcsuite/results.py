@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments._spec import expand
+from experiments._spec import expand, within_cap
 from xcsuite import paths, resultfile
 
 
@@ -81,8 +81,7 @@ def _expected_keys(meta: dict) -> set | None:
         import experiments as suite
 
         ex = expand(suite.load(meta["experiment"]), meta["registry"])
-        cap = meta.get("max_fmas")
-        return {c.key for c in ex.cases if not cap or c.work_fmas <= cap}
+        return {c.key for c in within_cap(ex.cases, meta.get("max_fmas"))}
     except Exception:  # noqa: BLE001  (the count stays unknown)
         return None
 

@@ -61,7 +61,7 @@ from xcsuite import resultfile
 
 import experiments as suite
 from experiments import selected as selected_experiments  # not through suite: tests replace it with a fake suite
-from experiments._spec import expand
+from experiments._spec import expand, within_cap
 
 PROTOCOL = {"repetitions": 10, "min_time_s": 0.1}
 QUICK_PROTOCOL = {"repetitions": 3, "min_time_s": 0.01}
@@ -431,12 +431,6 @@ def select(names: list[str]) -> list:
     except ValueError as e:
         raise Stop(2, str(e)) from None  # a usage error (exit 2), like every other refusal of the arguments
     return [suite.load(n) for n in picked]
-
-
-def within_cap(cases: list, max_fmas) -> list:
-    """The cases of at most max_fmas multiply-adds per call, counted as the variant works
-    (Case.work_fmas; all of them without a cap)."""
-    return [c for c in cases if not max_fmas or c.work_fmas <= max_fmas]
 
 
 def expand_capped(e, registry, max_fmas):
