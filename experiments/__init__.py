@@ -33,6 +33,15 @@ ORDER = ["fig15", "fig16", "fig17", "fig18", "fig19", "fig20", "nmn", "fig21", "
          "signals_seed004", "signals_matched", "signals_ambient", "reductions"]
 
 
+# The sittings of scripts/sweep_scaling.py --by-group: related experiments together, each group a
+# few minutes of the quick suite on one GPU (on an H100: 40 s to 4 minutes), so that a group's run on
+# one GPU and on all fit one command of a GPU machine lent for 10-minute commands. Within a group the
+# GPUs share one pool of figure points, as in the whole suite's run.
+SWEEP_GROUPS = (("fig15", "fig16", "fig17", "fig18", "fig19"), ("fig20", "nmn", "fig21", "fig22", "fig23"),
+                ("table1", "efficiency"), WINDOW_EXPERIMENTS, NORMALIZED_EXPERIMENTS,
+                SIGNAL_EXPERIMENTS + REDUCTION_EXPERIMENTS)
+
+
 def names() -> list[str]:
     found = [m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")]
     return [n for n in ORDER if n in found] + sorted(n for n in found if n not in ORDER)
@@ -54,6 +63,15 @@ def selected(texts, known: list[str] | None = None) -> list[str]:
                 raise ValueError(f"unknown experiment {part!r} (known: {', '.join(known)})")
             picked.append(part)
     return list(dict.fromkeys(picked))
+
+
+def sweep_groups() -> list[list[str]]:
+    """Every experiment once, in SWEEP_GROUPS' groups (in run order); one not in a group (a user's
+    new experiment) is a group of its own."""
+    known = names()
+    groups = [[n for n in known if n in g] for g in SWEEP_GROUPS]
+    grouped = {n for g in groups for n in g}
+    return [g for g in groups if g] + [[n] for n in known if n not in grouped]
 
 
 def auto_order(picked: list[str]) -> tuple[list[str], list[str]]:

@@ -30,7 +30,20 @@ again (the first sitting with --force, later ones resuming the pending cases), i
 of its sittings' (each sitting's start-up counted: slightly against the run cut into more sittings;
 the JSON gives the sittings). A finished run is not run again; `--part all --resume DIR` after
 `--part one --resume DIR` compares the two. DIR's state must be of the same experiments, revision
-and GPUs."""
+and GPUs.
+
+Where the machine may not last from one sitting to the next (a lent machine given back when idle,
+its /tmp gone), `--by-group` compares group by group instead: each group of experiments (each
+EXPERIMENT argument a group, a name or comma list; default: the whole quick suite in the groups of
+experiments.SWEEP_GROUPS, each a few minutes on one GPU) runs on one GPU, then on all, in one
+sitting, so that both runs of a group are one machine's. With `--resume DIR` the finished groups are
+kept in DIR/state.json (a few kilobytes: carry it to the next machine) and the next sitting runs
+the groups left; a group cut by --max-minutes (the whole sitting's budget here) starts over in the
+next sitting. Every group must be measured on GPUs of one model at one revision; the JSON gives each
+group's machine (its UUIDs), runs and speedup, and the suite's: the sums of the groups' wall times
+on one GPU and on all. The GPUs share out the points of one group at a time (a GPU idle in a group's
+tail, where the whole suite's pool would give it the next group's points), so the speedup by groups
+tends to be below that of the whole suite in one go."""
 import argparse
 import hashlib
 import json
@@ -44,6 +57,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import experiments  # noqa: E402
 from xcsuite import gpus  # noqa: E402
 
 TARGET = 1.8  # issue #69: the sweep over two GPUs at least 1.8x one GPU in wall time
@@ -100,6 +114,112 @@ def run_sweep(selection, experiments, build, results, max_minutes, force=True, a
     return seconds, r
 
 
+def write_json(path: Path, data) -> None:
+    """`data` to `path` through a temporary file beside it: never a half-written file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.replace(path)
+
+
+def one_run(count, devices, group, build, results, max_minutes, assign):
+    """A complete run of `group` on the first `count` devices into `results` (from scratch), or
+    (exit status, message) where it did not complete or left cases unmeasured."""
+    seconds, r = run_sweep(",".join(d.uuid for d in devices[:count]), group, build, results, max_minutes,
+                           assign=assign)
+    if r.returncode != 0:
+        return None, (4 if r.returncode == 4 else 1,
+                      f"the run on {count} GPU(s) exited {r.returncode} after {seconds:.0f} s; its last lines:\n"
+                      f"{r.stdout[-1500:]}")
+    run = {"gpus": count, "devices": [d.record() for d in devices[:count]], "seconds": seconds, **cases_of(results)}
+    if run["unmeasured"]:
+        return None, (1, f"{run['unmeasured']} case(s) not measured on {count} GPU(s), e.g. "
+                         f"{run['unmeasured_first'][0]}: no comparison")
+    return run, None
+
+
+def by_group(args, groups, devices, revision, out_path) -> int:
+    """--by-group: each group's run on one GPU, then on all, in one sitting; the suite's speedup
+    from the sums of the groups' wall times (see the module's text)."""
+    n = len(devices)
+    ident = {"by_group": True, "git_revision": revision, "groups": groups, "gpu_model": devices[0].name,
+             "gpu_count": n, "assign": args.assign}
+    resume = Path(args.resume) if args.resume else None
+    done = {}
+    if resume is not None:
+        resume.mkdir(parents=True, exist_ok=True)
+        state_path = resume / "state.json"
+        if state_path.exists():
+            try:
+                state = json.loads(state_path.read_text())
+                why = [f"{k} {state[k]!r}, here {v!r}" for k, v in ident.items() if state[k] != v]
+                done = dict(state["done"])
+            except (ValueError, KeyError, TypeError) as e:
+                print(f"sweep_scaling: --resume {resume}: {state_path.name} is not a --by-group sweep's state ({e})",
+                      file=sys.stderr)
+                return 2
+            if why:
+                print(f"sweep_scaling: --resume {resume} holds another sweep: {'; '.join(why)} (start another DIR)",
+                      file=sys.stderr)
+                return 2
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="sweep-scaling-") as tmp:
+        for i, group in enumerate(groups):
+            key = ",".join(group)
+            if key in done:
+                print(f"sweep_scaling: group {i + 1}/{len(groups)} ({key}) finished in an earlier sitting")
+                continue
+            print(f"sweep_scaling: group {i + 1}/{len(groups)} ({key}) on 1 GPU, then on {n} ...", flush=True)
+            runs = []
+            for count in (1, n):
+                left = None
+                if args.max_minutes:
+                    left = args.max_minutes - (time.perf_counter() - t0) / 60
+                    if left < 0.05:
+                        print(f"sweep_scaling: out of --max-minutes before group {key} was compared; give the same "
+                              f"command again{f' ({resume})' if resume else ''}: it starts over there",
+                              file=sys.stderr)
+                        return 4
+                run, failed = one_run(count, devices, group, args.build, Path(tmp) / f"group-{i}-gpus-{count}",
+                                      left, args.assign)
+                if failed:
+                    status, why = failed
+                    print(f"sweep_scaling: group {key}: {why}", file=sys.stderr)
+                    if status == 4:
+                        print(f"sweep_scaling: group {key} was cut by --max-minutes; give the same command again"
+                              f"{f' ({resume})' if resume else ''}: the group starts over there (both of its runs "
+                              f"on one machine)", file=sys.stderr)
+                    return status
+                runs.append(run)
+            if runs[0]["case_set"] != runs[1]["case_set"]:
+                print(f"sweep_scaling: group {key}: the two runs measured different cases: no comparison",
+                      file=sys.stderr)
+                return 1
+            done[key] = {"experiments": group, "uuids": [d.uuid for d in devices], "nvidia_smi": smi_details(devices),
+                         "cases": runs[0]["cases"], "files": runs[0]["files"], "runs": runs,
+                         "speedup": runs[0]["seconds"] / runs[1]["seconds"]}
+            if resume is not None:
+                write_json(state_path, {**ident, "done": done})
+            print(f"   {key}: {runs[0]['cases']} cases; 1 GPU {runs[0]['seconds']:.1f} s, {n} GPUs "
+                  f"{runs[1]['seconds']:.1f} s: {done[key]['speedup']:.2f}x", flush=True)
+    entries = [done[",".join(g)] for g in groups]
+    one = sum(e["runs"][0]["seconds"] for e in entries)
+    many = sum(e["runs"][1]["seconds"] for e in entries)
+    speedup, two = one / many, n == 2
+    machines = [list(u) for u in dict.fromkeys(tuple(e["uuids"]) for e in entries)]
+    result = {"by_group": True, "gpus": [devices[0].name] * n, "git_revision": revision,
+              "experiments": "all" if not args.experiments else [x for g in groups for x in g],
+              "protocol": "quick (run_experiments --quick --force), group by group", "assign": args.assign,
+              "cases": sum(e["cases"] for e in entries), "files": sum(e["files"] for e in entries),
+              "machines": machines, "groups": entries, "seconds": {"1": one, str(n): many}, "speedup": speedup,
+              "target": TARGET if two else None, "holds": speedup >= TARGET if two else None}
+    print(f"sweep_scaling: {result['cases']} cases in {len(groups)} groups on {len(machines)} machine(s); "
+          f"1 GPU {one:.1f} s, {n} GPUs {many:.1f} s: {speedup:.2f}x"
+          + (f" (target {TARGET}x: {'holds' if result['holds'] else 'missed'})" if two else ""))
+    if out_path is not None:
+        write_json(out_path, result)
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  epilog="\n\n".join(__doc__.split("\n\n")[1:]),
@@ -118,7 +238,11 @@ def main(argv=None):
                     help="an earlier --part's JSON whose run is compared with this one's")
     ap.add_argument("--resume", metavar="DIR",
                     help="keep the runs in DIR and continue a run that --max-minutes stopped (see below)")
-    args = ap.parse_args(argv)
+    ap.add_argument("--by-group", action="store_true",
+                    help="compare group by group, each in one sitting (each EXPERIMENT argument a group; see below)")
+    args = ap.parse_intermixed_args(argv)  # experiments before and after options alike
+    if args.by_group and (args.keep or args.earlier or args.part != "both"):
+        ap.error("--by-group runs both parts of each group itself: not with --part, --with or --keep")
     if args.resume and (args.keep or args.earlier):
         ap.error("--resume keeps the runs itself and holds the earlier part: not with --keep or --with")
     if args.max_minutes is not None and args.max_minutes <= 0:
@@ -146,10 +270,20 @@ def main(argv=None):
     out_path = Path(args.out) if args.out else None
     if out_path is not None and not out_path.parent.is_dir():
         ap.error(f"--out: no directory {out_path.parent}")
+    revision = git_revision()
+    if args.by_group:
+        try:
+            groups = ([experiments.selected([g]) for g in args.experiments] if args.experiments
+                      else experiments.sweep_groups())
+        except ValueError as e:
+            ap.error(str(e))
+        if len({n for g in groups for n in g}) < sum(len(g) for g in groups) or not all(groups):
+            ap.error("--by-group: each experiment in one group, and no group empty")
+        return by_group(args, groups, devices, revision, out_path)
     keep = Path(args.keep) if args.keep else None
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
-    revision, experiments = git_revision(), args.experiments or "all"
+    experiments_ = args.experiments or "all"
     counts = {"one": [1], "all": [len(devices)], "both": [1, len(devices)]}[args.part]
     runs = []
     if args.earlier:
@@ -159,7 +293,7 @@ def main(argv=None):
         except (OSError, ValueError, KeyError, TypeError) as e:
             ap.error(f"--with {args.earlier}: not a sweep_scaling JSON ({e})")
         why = [f"{what} {earlier.get(key)!r}, here {here!r}" for what, key, here in (
-            ("revision", "git_revision", revision), ("experiments", "experiments", experiments),
+            ("revision", "git_revision", revision), ("experiments", "experiments", experiments_),
             ("GPUs", "uuids", [d.uuid for d in devices])) if earlier.get(key) != here]
         if why:
             print(f"sweep_scaling: --with {args.earlier} was another sweep: {'; '.join(why)}", file=sys.stderr)
@@ -170,7 +304,7 @@ def main(argv=None):
     if resume is not None:
         resume.mkdir(parents=True, exist_ok=True)
         state_path = resume / "state.json"
-        sweep_id = {"git_revision": revision, "experiments": experiments, "uuids": [d.uuid for d in devices]}
+        sweep_id = {"git_revision": revision, "experiments": experiments_, "uuids": [d.uuid for d in devices]}
         if state_path.exists():
             try:
                 state = json.loads(state_path.read_text())
@@ -185,9 +319,7 @@ def main(argv=None):
         state = {**sweep_id, "runs": state.get("runs", {})}
 
         def save_state():
-            tmp_state = state_path.with_name(state_path.name + ".tmp")
-            tmp_state.write_text(json.dumps(state, indent=1) + "\n")
-            tmp_state.replace(state_path)
+            write_json(state_path, state)
         # The finished runs of the other part(s), as --with takes them.
         runs = [r for c, r in sorted(state["runs"].items()) if r.get("complete") and int(c) not in counts]
 
@@ -236,7 +368,7 @@ def main(argv=None):
     speedup = one["seconds"] / many["seconds"] if one and many else None
     two = len(devices) == 2
     result = {"gpus": [d.name for d in devices], "uuids": [d.uuid for d in devices], "nvidia_smi": smi_details(devices),
-              "git_revision": revision, "experiments": experiments,
+              "git_revision": revision, "experiments": experiments_,
               "protocol": "quick (run_experiments --quick --force)", "assign": args.assign, "cases": runs[0]["cases"],
               "files": runs[0]["files"], "runs": runs, "speedup": speedup,
               "target": TARGET if two else None, "holds": speedup >= TARGET if two and speedup else None}
@@ -247,9 +379,7 @@ def main(argv=None):
     else:
         print(f"sweep_scaling: the run on {runs[0]['gpus']} GPU(s) alone; the other with --with this JSON")
     if out_path is not None:
-        tmp_out = out_path.with_name(out_path.name + ".tmp")
-        tmp_out.write_text(json.dumps(result, indent=1) + "\n")
-        tmp_out.replace(out_path)  # never a half-written file
+        write_json(out_path, result)
     return 0
 
 

@@ -180,3 +180,70 @@ def test_a_run_cut_by_the_budget_resumes_in_the_next_sitting(env, capsys, monkey
         with pytest.raises(SystemExit) as e:
             sweep.main([*base, *extra])
         assert e.value.code == 2
+
+
+def test_by_group_each_group_is_compared_in_one_sitting_and_survives_another_machine(env, capsys, monkeypatch):
+    """--by-group --resume DIR: a group's two runs in one sitting (the sitting cut in a group's
+    second run discards that group: it starts over, both runs again, in the next sitting); the
+    finished groups kept in DIR/state.json count in a later sitting on another machine of the same
+    GPU model; the suite's speedup is the ratio of the sums; another revision or GPU model, and
+    --by-group with --part, are refused."""
+    build, tmp, mp = env
+    mp.setenv("XCORR_GIT_REVISION", "abc1234")
+    resume, out = tmp / "resume", tmp / "sweep.json"
+    calls, real = [], sweep.run_sweep
+
+    def run_sweep(selection, experiments, build_, results, max_minutes, force=True, assign="pool"):
+        calls.append((tuple(experiments), selection.count(",") + 1, force))
+        seconds, r = real(selection, experiments, build_, results, max_minutes, force, assign)
+        if len(calls) == 4:  # the second group's run on both GPUs: as if --max-minutes stopped it
+            r.returncode = 4
+        return seconds, r
+
+    monkeypatch.setattr(sweep, "run_sweep", run_sweep)
+    base = ["fig22", "fig21,fig15", "--by-group", "--build", str(build), "--resume", str(resume)]
+    assert sweep.main([*base, "--max-minutes", "5"]) == 4
+    err = capsys.readouterr().err
+    assert "group fig21,fig15 was cut by --max-minutes" in err and "starts over" in err
+    assert calls == [(("fig22",), 1, True), (("fig22",), 2, True), (("fig21", "fig15"), 1, True),
+                     (("fig21", "fig15"), 2, True)]
+    state = json.loads((resume / "state.json").read_text())
+    assert list(state["done"]) == ["fig22"] and state["groups"] == [["fig22"], ["fig21", "fig15"]]
+    # The next sitting is another machine (other UUIDs) of the same model: fig22 counts as measured.
+    state["done"]["fig22"]["uuids"] = ["GPU-other-0", "GPU-other-1"]
+    (resume / "state.json").write_text(json.dumps(state))
+    assert sweep.main([*base, "--out", str(out)]) == 0
+    assert calls[4:] == [(("fig21", "fig15"), 1, True), (("fig21", "fig15"), 2, True)]  # the group again, whole
+    data = json.loads(out.read_text())
+    groups = data["groups"]
+    assert [g["experiments"] for g in groups] == [["fig22"], ["fig21", "fig15"]]
+    assert data["machines"] == [["GPU-other-0", "GPU-other-1"], ["GPU-fake-0", "GPU-fake-1"]]
+    for g in groups:
+        one, two = g["runs"]
+        assert (one["gpus"], two["gpus"]) == (1, 2) and one["case_set"] == two["case_set"] and g["cases"] > 0
+        assert {d["uuid"] for d in two["devices"]} == {"GPU-fake-0", "GPU-fake-1"}
+    one, two = (sum(g["runs"][k]["seconds"] for g in groups) for k in (0, 1))
+    assert data["seconds"] == {"1": pytest.approx(one), "2": pytest.approx(two)}
+    assert data["speedup"] == pytest.approx(one / two) and data["holds"] == (data["speedup"] >= 1.8)
+    assert data["cases"] == sum(g["cases"] for g in groups) and data["git_revision"] == "abc1234"
+    assert "2 groups on 2 machine(s)" in capsys.readouterr().out
+    assert sweep.main([*base]) == 0 and len(calls) == 6  # all done: nothing runs again
+    mp.setenv("XCORR_GIT_REVISION", "def5678")
+    assert sweep.main(base) == 2
+    assert "holds another sweep: git_revision 'abc1234', here 'def5678'" in capsys.readouterr().err
+    mp.setenv("XCORR_GIT_REVISION", "abc1234")
+    mp.setenv("FAKE_GPU_NAME", "Fake GPU 9001")
+    assert sweep.main(base) == 2
+    assert "gpu_model 'Fake GPU 9000', here 'Fake GPU 9001'" in capsys.readouterr().err
+    for extra in (["--part", "one"], ["--keep", str(tmp / "k")], ["fig22,fig15"]):
+        with pytest.raises(SystemExit) as e:
+            sweep.main([*base, *extra])
+        assert e.value.code == 2
+    assert "each experiment in one group" in capsys.readouterr().err
+
+
+def test_the_default_groups_hold_every_experiment_once():
+    groups = experiments.sweep_groups()
+    flat = [n for g in groups for n in g]
+    assert sorted(flat) == sorted(experiments.names()) and len(flat) == len(set(flat))
+    assert all(g == [n for n in experiments.names() if n in g] for g in groups)  # run order within a group
