@@ -84,8 +84,10 @@ def smi_details(devices):
 
 def cases_of(results: Path):
     """What one run measured: {"cases", "files", "case_set" (a digest of every results file's case
-    keys), "unmeasured" (keys whose status is not ok, at most 5 shown, and how many)}."""
-    keys, bad, files = [], [], 0
+    keys), "status_set" (of the keys with their status), "not_ok" (cases whose status is not ok, such
+    as a peer failing its validation, which every run of the same code records alike) and
+    "not_ok_first" (at most 5 of them)}."""
+    keys, statuses, bad, files = [], [], [], 0
     for f in sorted(results.glob("*/*.json")):
         data = json.loads(f.read_text())
         if not isinstance(data, dict) or "cases" not in data:
@@ -93,11 +95,22 @@ def cases_of(results: Path):
         files += 1
         for k, c in sorted(data["cases"].items()):
             keys.append(f"{f.name}\t{k}")
+            statuses.append(f"{f.name}\t{k}\t{c.get('status')}")
             if c.get("status") != "ok":
-                bad.append(f"{f.name}: {k}")
-    return {"cases": len(keys), "files": files,
-            "case_set": hashlib.sha256("\n".join(keys).encode()).hexdigest(),
-            "unmeasured": len(bad), "unmeasured_first": bad[:5]}
+                bad.append(f"{f.name}: {k}: {c.get('status')}: {str(c.get('message', ''))[:120]}")
+    digest = lambda lines: hashlib.sha256("\n".join(lines).encode()).hexdigest()  # noqa: E731
+    return {"cases": len(keys), "files": files, "case_set": digest(keys), "status_set": digest(statuses),
+            "not_ok": len(bad), "not_ok_first": bad[:5]}
+
+
+def different_work(runs) -> str | None:
+    """Why these runs did not do the same work (other cases, or a case ok in one and not in the
+    other: a crash, a time limit), or None where they did."""
+    if len({r["case_set"] for r in runs}) > 1:
+        return "the runs measured different cases"
+    if len({r.get("status_set") for r in runs}) > 1:
+        return "a case ended otherwise in one run than in the other (ok in one, failed in the other)"
+    return None
 
 
 def run_sweep(selection, experiments, build, results, max_minutes, force=True, assign="pool"):
@@ -121,20 +134,24 @@ def write_json(path: Path, data) -> None:
     tmp.replace(path)
 
 
+def not_ok(run, what) -> None:
+    """Say which cases both runs recorded as not ok (the comparison stands: the same work)."""
+    if run["not_ok"]:
+        print(f"sweep_scaling: {what}: {run['not_ok']} case(s) ended not ok in both runs alike, e.g. "
+              f"{run['not_ok_first'][0]}")
+
+
 def one_run(count, devices, group, build, results, max_minutes, assign):
     """A complete run of `group` on the first `count` devices into `results` (from scratch), or
-    (exit status, message) where it did not complete or left cases unmeasured."""
+    (exit status, message) where it did not complete."""
     seconds, r = run_sweep(",".join(d.uuid for d in devices[:count]), group, build, results, max_minutes,
                            assign=assign)
     if r.returncode != 0:
         return None, (4 if r.returncode == 4 else 1,
                       f"the run on {count} GPU(s) exited {r.returncode} after {seconds:.0f} s; its last lines:\n"
                       f"{r.stdout[-1500:]}")
-    run = {"gpus": count, "devices": [d.record() for d in devices[:count]], "seconds": seconds, **cases_of(results)}
-    if run["unmeasured"]:
-        return None, (1, f"{run['unmeasured']} case(s) not measured on {count} GPU(s), e.g. "
-                         f"{run['unmeasured_first'][0]}: no comparison")
-    return run, None
+    return {"gpus": count, "devices": [d.record() for d in devices[:count]], "seconds": seconds,
+            **cases_of(results)}, None
 
 
 def by_group(args, groups, devices, revision, out_path) -> int:
@@ -190,10 +207,11 @@ def by_group(args, groups, devices, revision, out_path) -> int:
                               f"on one machine)", file=sys.stderr)
                     return status
                 runs.append(run)
-            if runs[0]["case_set"] != runs[1]["case_set"]:
-                print(f"sweep_scaling: group {key}: the two runs measured different cases: no comparison",
-                      file=sys.stderr)
+            why = different_work(runs)
+            if why:
+                print(f"sweep_scaling: group {key}: {why}: no comparison", file=sys.stderr)
                 return 1
+            not_ok(runs[0], f"group {key}")
             done[key] = {"experiments": group, "uuids": [d.uuid for d in devices], "nvidia_smi": smi_details(devices),
                          "cases": runs[0]["cases"], "files": runs[0]["files"], "runs": runs,
                          "speedup": runs[0]["seconds"] / runs[1]["seconds"]}
@@ -348,10 +366,6 @@ def main(argv=None):
                 return 4 if r.returncode == 4 else 1
             run = {"gpus": count, "devices": [d.record() for d in devices[:count]], "seconds": seconds,
                    **({"sittings": done["sittings"]} if resume is not None else {}), **cases_of(results)}
-            if run["unmeasured"]:
-                print(f"sweep_scaling: {run['unmeasured']} case(s) not measured on {count} GPU(s), e.g. "
-                      f"{run['unmeasured_first'][0]}: no comparison", file=sys.stderr)
-                return 1
             if resume is not None:
                 state["runs"][str(count)] = {**run, "complete": True}
                 save_state()
@@ -360,9 +374,11 @@ def main(argv=None):
             if keep is not None:  # the temporary directory goes; its results stay under --keep
                 results.rename(keep / results.name)
     runs.sort(key=lambda r: r["gpus"])
-    if len({r["case_set"] for r in runs}) > 1:
-        print("sweep_scaling: the two runs measured different cases: no comparison", file=sys.stderr)
+    why = different_work(runs)
+    if why:
+        print(f"sweep_scaling: {why}: no comparison", file=sys.stderr)
         return 1
+    not_ok(runs[0], "the sweep")
     one = next((r for r in runs if r["gpus"] == 1), None)
     many = next((r for r in runs if r["gpus"] == len(devices)), None)
     speedup = one["seconds"] / many["seconds"] if one and many else None

@@ -135,6 +135,29 @@ def test_runs_of_different_cases_are_not_compared(env, capsys):
     assert "measured different cases" in capsys.readouterr().err and not out.exists()
 
 
+def test_a_case_failing_alike_in_both_runs_leaves_the_comparison_standing(env, capsys):
+    """A case every run records as failed (a peer failing its validation: PyTorch's conv2d at
+    2048 x 2048 in zncc_autocorr) is the same work in both runs: the comparison stands and says so.
+    A case failed in one run and ok in the other (a crash, a time limit) voids it."""
+    build, tmp, mp = env
+    mp.setenv("FAKE_ERROR_ON", "hL=32 wL=32")
+    mp.setenv("FAKE_ERROR_MESSAGE", "validation failed: err=3.6e-05 > tol=1.0e-05")
+    first, out = tmp / "one.json", tmp / "both.json"
+    assert sweep.main(["fig22", "--build", str(build), "--part", "one", "--out", str(first)]) == 0
+    assert sweep.main(["fig22", "--build", str(build), "--part", "all", "--with", str(first), "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    one, two = data["runs"]
+    assert one["not_ok"] == two["not_ok"] > 0 and "32x32" in one["not_ok_first"][0] and "err=3.6e-05" in one["not_ok_first"][0]
+    assert one["status_set"] == two["status_set"] and data["speedup"] > 0
+    assert "ended not ok in both runs alike" in capsys.readouterr().out
+    part = json.loads(first.read_text())
+    part["runs"][0]["status_set"] = "0" * 64  # as if a case had crashed in the first run only
+    first.write_text(json.dumps(part))
+    out.unlink()
+    assert sweep.main(["fig22", "--build", str(build), "--part", "all", "--with", str(first), "--out", str(out)]) == 1
+    assert "ok in one, failed in the other" in capsys.readouterr().err and not out.exists()
+
+
 def test_a_run_cut_by_the_budget_resumes_in_the_next_sitting(env, capsys, monkeypatch):
     """--resume DIR: a run that --max-minutes stops (exit 4, the comparison not made) continues in
     the next sitting from its pending cases (not --force again: what was measured stays), its wall
