@@ -86,29 +86,41 @@ struct Geometry {
     size_t bytes() const { return sizeof(float) * size_t(pairs) * size_t(pair_floats); }
 };
 
-// One pair's staged floats in 64 bits, so that a large problem is refused, not wrapped around.
-int64_t pair_floats64(const Problem& p, int sx) {
-    const int64_t nseg = ceil_div64(p.out_w(), sx), wrp = ceil_div64(p.wR, sx) * sx;
-    const int64_t lh = p.out_h() + p.hR - 1, lw = nseg * sx + wrp - 1;
-    return lh * (lw | 1) + int64_t(p.hR) * (wrp | 1);
+// One pair's staged extents (the header: Ls holds OH + hR - 1 rows of NSEG·SX + wRp - 1 columns, Rs
+// hR rows of wRp, both row strides odd), in 64 bits so that a large problem is refused, not wrapped
+// around; make_geometry narrows them once choose() has found that they fit.
+struct Staging {
+    int64_t nseg, wrp, lh, lw, ls, rs, floats;
+};
+
+Staging staging(const Problem& p, int sx) {
+    Staging st{};
+    st.nseg = ceil_div64(p.out_w(), sx);
+    st.wrp = ceil_div64(p.wR, sx) * sx;
+    st.lh = p.out_h() + p.hR - 1;
+    st.lw = st.nseg * sx + st.wrp - 1;
+    st.ls = st.lw | 1;
+    st.rs = st.wrp | 1;
+    st.floats = st.lh * st.ls + int64_t(p.hR) * st.rs;
+    return st;
 }
 
-Geometry make_geometry(const Problem& p, int sx, int s, int pairs) {
+Geometry make_geometry(const Problem& p, const Staging& st, int sx, int s, int pairs) {
     Geometry g{};
     g.oh = int(p.out_h());
     g.ow = int(p.out_w());
     g.sx = sx;
     g.s = s;
-    g.nseg = ceil_div(g.ow, sx);
+    g.nseg = int(st.nseg);
     g.tpp = g.oh * g.nseg * s;
     g.pairs = pairs;
     g.threads = ceil_div(pairs * g.tpp, kWarp) * kWarp;
-    g.wrp = ceil_div(p.wR, sx) * sx;
-    g.lh = g.oh + p.hR - 1;
-    g.lw = g.nseg * sx + g.wrp - 1;
-    g.ls = g.lw | 1;
-    g.rs = g.wrp | 1;
-    g.pair_floats = g.lh * g.ls + p.hR * g.rs;
+    g.wrp = int(st.wrp);
+    g.lh = int(st.lh);
+    g.lw = int(st.lw);
+    g.ls = int(st.ls);
+    g.rs = int(st.rs);
+    g.pair_floats = int(st.floats);
     g.div_lw = FastDiv(unsigned(g.lw));
     g.div_wrp = FastDiv(unsigned(g.wrp));
     return g;
@@ -154,15 +166,15 @@ Geometry choose(const Problem& p, int sms, int only_sx, int only_s) {
     double best_cost = 0.0;
     for (int sx : kSxChoices) {
         if (only_sx && sx != only_sx) continue;
-        const int64_t pf = pair_floats64(p, sx);
+        const Staging st = staging(p, sx);
         for (int s = 1; s <= kWarp; s *= 2) {
             if (only_s && s != only_s) continue;
             if (!only_s && s > 1 && s / 2 >= p.hR) break;  // slices without a right row
-            const int64_t tpp = p.out_h() * ceil_div64(p.out_w(), sx) * s;
+            const int64_t tpp = p.out_h() * st.nseg * s;
             if (tpp > kMaxThreads) break;
-            const int P = choose_pairs(p, int(tpp), pf);
+            const int P = choose_pairs(p, int(tpp), st.floats);
             if (P == 0) continue;
-            const Geometry g = make_geometry(p, sx, s, P);
+            const Geometry g = make_geometry(p, st, sx, s, P);
             const double c = cost(p, g, sms);
             if (best.sx == 0 || c < best_cost) best = g, best_cost = c;
         }
