@@ -430,6 +430,17 @@ def test_package_batch_refuses_integer_arrays():
         xcorr.correlate2d(np.ones((2, 9, 8), np.int32), np.ones((3, 4, 5), np.float32), form="n-to-m", chunk=1)
 
 
+def test_package_batch_refuses_a_torch_out_and_names_its_numpy_view():
+    """A batch takes NumPy arrays only; the docs once offered a pinned PyTorch tensor as out=, which
+    was refused with no way on: the message names tensor.numpy() (the same memory, pinned or not)."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed (the peers' machine has it)")
+    xcorr = _package()
+    left, right = np.ones((2, 9, 8), np.float32), np.ones((3, 4, 5), np.float32)
+    out = torch.empty((2, 3, 12, 12), dtype=torch.float32)
+    with pytest.raises(ValueError, match=r"must be a NumPy array, got torch.*\.numpy\(\) is a NumPy view"):
+        xcorr.correlate2d(left, right, form="n-to-m", chunk=1, out=out)
+
+
 @pytest.mark.parametrize("form", FORMS)
 def test_gpu_package_batch_matches_the_reference(gpu, form):
     xcorr = _package()

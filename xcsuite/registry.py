@@ -14,7 +14,7 @@ FAMILIES = {
     "warp-shuffle": "the paper's warp-shuffle kernels (warp-shuffle, split-row, grouped-overlap)",
     "warp-per-overlap": "the paper's warp/block-per-overlap kernels",
     "multi-matrix": "the paper's multi-matrix kernels (10-15)",
-    "hopper": "this project's new kernels (20-29, fft-fused)",
+    "hopper": "this project's new kernels (20-30, fft-fused)",
     "fft": "cuFFT-based correlation (fft, fft+plan, fft-segmented)",
     "peer": "another library, measured by xcsuite.peerbench",
 }

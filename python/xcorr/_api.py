@@ -699,7 +699,8 @@ def empty_pinned(shape, dtype=np.float32):
     """An uninitialised float32 NumPy array in page-locked (pinned) host memory, freed with the array.
     As out= of a devices=/chunk= call, each GPU downloads its pieces straight into it, without the
     host copy out of the staging that a pageable out= costs: for a loop of batches, allocate the
-    result once with this (or PyTorch's pin_memory=True, cupyx.empty_pinned) and pass it as out=.
+    result once with this (or cupyx.empty_pinned, or a PyTorch tensor made with pin_memory=True
+    passed as its NumPy view, tensor.numpy()) and pass it as out=.
     Pinning is slow (about a second per 10 GB) and takes memory from the system: reuse it."""
     if np.dtype(dtype) != np.float32:
         raise ValueError(f"empty_pinned holds float32 (what the GPUs write), got {np.dtype(dtype)}")
@@ -1078,7 +1079,9 @@ def _batched(left, right, out, stream, devices, chunk, split, **setup):
     if out is None:
         out = np.empty(plan.out_shape, np.float32)
     elif _arrays.kind_of(out) != "numpy":
-        raise ValueError(f"out= with devices= or chunk= must be a NumPy array, got {_arrays.kind_of(out)}")
+        raise ValueError(f"out= with devices= or chunk= must be a NumPy array, got {_arrays.kind_of(out)}"
+                         + (" (a PyTorch CPU tensor's .numpy() is a NumPy view of the same memory, page-locked "
+                            "where the tensor is)" if _arrays.kind_of(out) == "torch" else ""))
     else:
         plan._check_out(out)
     global last_batch

@@ -405,7 +405,7 @@ def main(argv=None) -> int:
     paths.add_dirs_arguments(ap)
     ap.add_argument("--pdf", action="store_true", help="a PDF beside each PNG (not committed)")
     ap.add_argument("--readme", action="store_true",
-                    help="also copy each GPU's headline and window tables into README.md and docs/results.md, "
+                    help="also copy each GPU's headline, window and reductions tables into README.md and docs/results.md, "
                          "where each has that GPU's blocks")
     args = ap.parse_args(argv)
     if args.pdf:
