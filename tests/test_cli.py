@@ -48,6 +48,27 @@ def test_npy_round_trip(xcorr, tmp_path, dtype, rank):
     np.testing.assert_allclose(got[0], want, rtol=1e-6)
 
 
+def test_a_long_cpu_reference_is_announced_not_left_to_look_like_a_hang(xcorr, tmp_path):
+    """The float64 CPU reference runs ~1e9 multiply-adds a second on one core: a 1024 x 1024 left
+    against a 128 x 128 right (1.7e10) says so, with the time to expect and what runs faster, before
+    it starts (it ran hours in silence for larger ones). Killed once the line is read; nothing is
+    written."""
+    import subprocess
+    rng = seeded_rng(11)
+    left = save(tmp_path / "l.npy", rng.random((1024, 1024), dtype=np.float32))
+    right = save(tmp_path / "r.npy", rng.random((128, 128), dtype=np.float32))
+    out = tmp_path / "o.npy"
+    p = subprocess.Popen([str(xcorr), "run", "--algorithm", "reference", "--form", "one-to-one", str(left), str(right),
+                          "--out", str(out)], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        line = p.stderr.readline()
+    finally:
+        p.kill()
+        p.wait()
+    assert re.search(r"float64 CPU reference, 1\.7e\+10 multiply-adds on one core: about 17 s", line), line
+    assert "--algorithm auto" in line and not out.exists()
+
+
 def temp_files(directory):
     return [p.name for p in directory.iterdir() if ".tmp." in p.name]
 

@@ -313,6 +313,21 @@ double reference_output_bound(const std::vector<double>& ref, Normalize normaliz
     return bound;
 }
 
+// The CPU reference is one core's float64 loop, about 1e9 multiply-adds a second: a problem a GPU
+// finishes in a second can take it hours, so a long one is announced (with what runs faster) rather
+// than left to look like a hang.
+void note_cpu_reference(const Problem& p, const char* what) {
+    const double fmas = p.fmas();
+    if (fmas < 1e10) return;
+    const double seconds = fmas / 1e9;
+    char when[64];
+    if (seconds < 120) std::snprintf(when, sizeof when, "%.0f s", seconds);
+    else if (seconds < 7200) std::snprintf(when, sizeof when, "%.0f minutes", seconds / 60);
+    else std::snprintf(when, sizeof when, "%.1f hours", seconds / 3600);
+    std::fprintf(stderr, "xcorr: %s: the float64 CPU reference, %.2g multiply-adds on one core: about %s "
+                 "(a GPU algorithm, --algorithm auto, takes a fraction of a second to seconds)\n", what, fmas, when);
+}
+
 // xcorr run --gpus / --chunk: the batch from host memory through run_batch (batch.hpp), the pieces
 // on stderr, --validate against the CPU reference (the inputs need not fit one GPU).
 int run_batched(const PlanSpec& spec, const Problem& p, const Stack& left, const Stack& right, std::vector<float>& out,
@@ -322,6 +337,7 @@ int run_batched(const PlanSpec& spec, const Problem& p, const Stack& left, const
     if (gpus) options.devices = parse_devices(*gpus);
     options.max_outputs = chunk;
     options.split = split;
+    if (spec.algorithm == "reference") note_cpu_reference(p, "--algorithm reference --chunk runs its pieces on");
     const BatchReport report = run_batch(spec, left.data.data(), right.data.data(), out.data(), options);
     std::map<int, int> per_device;
     for (const Piece& c : report.pieces) ++per_device[c.device];
@@ -341,6 +357,7 @@ int run_batched(const PlanSpec& spec, const Problem& p, const Stack& left, const
                      1e3 * report.seconds[d].pipeline, 1e3 * report.seconds[d].teardown,
                      split_name(report.split[d]));
     if (validate) {
+        note_cpu_reference(p, "--validate checks the batch against");
         std::vector<double> ref(out.size());
         reference_cpu(p, left.data.data(), right.data.data(), ref.data());
         double bound = 0;
@@ -405,6 +422,7 @@ int run_reduced(const PlanSpec& spec, const Problem& p, const Stack& left, const
     std::string algorithm = spec.algorithm;
     double bound = 0;  // relative, or absolute for zncc (absolute_error_for)
     if (is_ref) {
+        note_cpu_reference(p, "--algorithm reference computes the maps with");
         maps.resize(map_elems);
         reference_cpu(p, left.data.data(), right.data.data(), maps.data());
         reference_answer(p, r, maps.data(), got);
@@ -648,6 +666,7 @@ int cmd_run(int argc, char** argv) {
         return run_batched(spec, p, left, right, out, gpus, chunk, split.value_or(Split::Auto), validate, tolerance,
                            out_path, out_shape, nonfinite);
     if (!gpu) {
+        note_cpu_reference(p, "--algorithm reference is");
         std::vector<double> ref(out.size());
         reference_cpu(p, left.data.data(), right.data.data(), ref.data());
         for (size_t i = 0; i < out.size(); ++i) out[i] = float(ref[i]);
