@@ -1,0 +1,41 @@
+"""scripts/device-check's options, checked before the build and the device's time are spent (a bad
+-m, -r, -X or -B, or a stray argument, used to start a whole meson build first): one line, exit 2;
+and scripts/test --help, answered before the set-up."""
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "device-check"
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["-m", "-1"], "-m -1: a time above 0"),
+    (["-m", "0"], "-m 0: a time above 0"),
+    (["-m", "fast"], "-m fast: a time above 0"),
+    (["-r", "0"], "-r 0: a number of repetitions, 1 or more"),
+    (["-X", "3/2"], "-X 3/2: K/N with 1 <= K <= N"),
+    (["-X", "half"], "-X half: K/N"),
+    (["-B", "/nonexistent/cases.txt"], "-B /nonexistent/cases.txt: not a file of cases"),
+    (["-B", "tests"], "-B tests: not a file of cases"),
+    (["stray"], "unexpected argument 'stray'"),
+    (["-X", "1/2", "extra"], "unexpected argument 'extra'"),
+])
+def test_bad_options_are_refused_before_the_build(tmp_path, args, needle):
+    r = subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, cwd=ROOT, timeout=60,
+                       env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out")})
+    assert r.returncode == 2 and r.stdout == "" and r.stderr.startswith(f"device-check: {needle}"), r.stderr
+    assert r.stderr.count("\n") == 1 and not (tmp_path / "out").exists()  # refused before anything ran
+
+
+def test_help_is_the_usage_and_exit_0():
+    r = subprocess.run([str(SCRIPT), "--help"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 0 and "-X  only part K of N" in r.stdout
+
+
+def test_the_test_commands_help_needs_no_set_up():
+    """scripts/test --help answers at once (it set up Python and built the project first)."""
+    r = subprocess.run([str(ROOT / "scripts" / "test"), "--help"], capture_output=True, text=True, cwd=ROOT,
+                       timeout=30, env={"PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0 and "--gpu-only" in r.stdout and "--shard K/N" in r.stdout and r.stderr == ""
