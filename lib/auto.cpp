@@ -368,6 +368,12 @@ std::vector<AutoChoice> ranked_candidates(const Problem& p, const std::string& p
 
 }  // namespace
 
+std::vector<std::string> measured_gpus() {
+    std::vector<std::string> keys;
+    for (int i = 0; i < autotab::kNumTables; ++i) keys.push_back(autotab::kTables[i].key);
+    return keys;
+}
+
 std::vector<AutoChoice> auto_candidates(const Problem& p, const std::string& precision, const std::string& gpu_name,
                                         const AutoOptions& options) {
     return with_output_floor(p, ranked_candidates(p, precision, gpu_name, options));

@@ -715,3 +715,16 @@ def test_an_allocation_that_fails_anyway_is_exit_2(xcorr, tmp_path, pair):
             preexec_fn=data_limit, timeout=60)
     one_line_error(r, 2, "not enough host memory", "big.npy", "allocation failed", "data limit")
     assert not out.exists()
+
+
+def test_explain_names_a_gpu_without_measurements_and_the_ones_there_are(xcorr):
+    """`xcorr explain --gpu NAME` for a GPU no table holds answers from the cost model (a fair
+    question about an unmeasured GPU) and says so on stderr with the GPUs that were measured, so
+    that a typo shows (it answered in silence); a measured GPU's name gives no such line."""
+    args = [xcorr, "explain", "--form", "one-to-one", "--left", "64x64", "--right", "16x16"]
+    r = run([*args, "--gpu", "NVIDIA H2OO"])
+    assert r.returncode == 0 and "cost model" in r.stdout
+    assert r.stderr.startswith("xcorr explain: no measurements of 'NVIDIA H2OO' (results/nvidia-h2oo) in this build, "
+                               "which has ") and "nvidia-h200" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    r = run([*args, "--gpu", "NVIDIA H200"])
+    assert r.returncode == 0 and r.stderr == "" and "no measurements" not in r.stdout

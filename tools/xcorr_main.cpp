@@ -123,7 +123,8 @@ const char* kUsage =
     "  xcorr explain --dims 1 --form FORM --left [N:]n --right [M:]m [WINDOW] ...  (1-D signals)\n"
     "      What --algorithm auto runs for that problem (N lefts, M rights; default 1) and why, with\n"
     "      the candidates it would try next. No GPU needed: --gpu names the GPU whose measurements\n"
-    "      to use (default: the GPU found, else none, i.e. the cost model). --normalize: auto picks\n"
+    "      to use (default: the GPU found, else none, i.e. the cost model; a name no table holds is\n"
+    "      said on stderr, with the GPUs measured). --normalize: auto picks\n"
     "      the raw algorithm from that GPU's normalized measurements of the problem (else predicts it\n"
     "      from its nearest ones, raw ones counting farther), the normalization's epilogue runs after\n"
     "      it; also the part of each input the window touches, where the prepass and the raw\n"
@@ -791,6 +792,17 @@ int cmd_explain(int argc, char** argv) {
     if (dims == 1 && spec.window.kind == WindowKind::Same) spec.window = signal_same(spec.wL, spec.wR);
     if (dims == 1) spec.window.lags = true;
     const Problem p = problem_of(spec);
+    if (gpu_name && !gpu_name->empty() && !options.model_only) {
+        // A name without tables is a fair question (auto on a GPU nobody measured), or a typo: say which.
+        const std::vector<std::string> keys = measured_gpus();
+        if (std::find(keys.begin(), keys.end(), gpu_key(*gpu_name)) == keys.end()) {
+            std::string have;
+            for (const std::string& k : keys) have += (have.empty() ? "" : ", ") + k;
+            std::fprintf(stderr, "xcorr explain: no measurements of '%s' (results/%s) in this build, which has %s: "
+                         "auto's choice from the cost model alone\n", gpu_name->c_str(), gpu_key(*gpu_name).c_str(),
+                         have.empty() ? "none" : have.c_str());
+        }
+    }
     if (!gpu_name) {
         try {
             gpu_name = require_gpu().name;

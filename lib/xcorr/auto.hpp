@@ -23,6 +23,8 @@ std::string refusal(const Variant& v, const Problem& p, const std::string& preci
 
 // "NVIDIA H200" -> "nvidia-h200": the results/ folder of a GPU (xcsuite.paths.gpu_slug).
 std::string gpu_key(const std::string& name);
+// The results/ folders (gpu_key) whose measurements this build's auto tables hold, in table order.
+std::vector<std::string> measured_gpus();
 
 namespace autotab {
 // One measured (variant, parameters) of a case: its fastest parameters, time of run + finish.
