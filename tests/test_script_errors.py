@@ -239,3 +239,13 @@ def test_help_of_a_script_without_options(name):
         assert not r.stderr
     r = run(cmd + ["--frobnicate"], cwd=ROOT, timeout=120)
     assert r.returncode == 2 and not r.stdout and len(r.stderr.strip().splitlines()) == 1, r
+
+
+# --- bad values and paths: tracebacks, or a refusal after the work -------------------------------------
+
+def test_application_refuses_a_negative_seed(tmp_path):
+    """NumPy's generator raised a ValueError traceback."""
+    r = script("application.py", "--algorithm", "scipy", "--seed", "-1", "--out", tmp_path / "out")
+    usage_error(r, "--seed must be 0 or more, not -1")
+    assert not r.stdout and not (tmp_path / "out").exists()
+

@@ -192,6 +192,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.patterns is not None and args.patterns < 1:  # 0 ran the default K, a negative K a traceback
         ap.error(f"--patterns must be at least 1, not {args.patterns}")
+    if args.seed < 0:  # NumPy's generator takes none: it was a traceback
+        ap.error(f"--seed must be 0 or more, not {args.seed}")
 
     algorithm, slug, gpu_name = args.algorithm, None, None
     if algorithm not in ("scipy", "reference"):
