@@ -249,3 +249,12 @@ def test_application_refuses_a_negative_seed(tmp_path):
     usage_error(r, "--seed must be 0 or more, not -1")
     assert not r.stdout and not (tmp_path / "out").exists()
 
+
+@pytest.mark.parametrize("under", [False, True])
+def test_application_refuses_a_file_for_its_plots_folder(under, tmp_path):
+    """--out is a folder: a file there was a FileExistsError traceback once the correlations were done."""
+    f = tmp_path / "taken"
+    f.write_text("a user's file\n")
+    r = script("application.py", "--algorithm", "scipy", "--patterns", "1", "--out", f / "sub" if under else f)
+    usage_error(r, "--out is the plots folder", f"{f} is a file, not a folder")
+    assert not r.stdout and f.read_text() == "a user's file\n"

@@ -96,6 +96,27 @@ FIXED_METADATA = {"png": {"Software": None},
                   "svg": {"Date": None, "Creator": None}}
 
 
+def folder_problem(d: Path) -> str | None:
+    """Why folder d cannot be made and written into, or None: a file at d or on its path (mkdir
+    raised there, after the work that made what goes in it). Checked before that work."""
+    d = Path(d)
+    for p in (d, *d.parents):
+        if p.exists():
+            return None if p.is_dir() else f"{p} is a file, not a folder"
+    return None
+
+
+def out_file_problem(f: Path) -> str | None:
+    """Why file f cannot be written, or None: f is a folder, or its folder is missing (a misspelt
+    path is refused rather than made). Checked before the work that makes the file."""
+    f = Path(f)
+    if f.is_dir():
+        return f"{f} is a folder"
+    if not f.parent.is_dir():
+        return folder_problem(f.parent) or f"no such folder {f.parent}"
+    return None
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     """Replaces `path` with `text` at once: a reader (or a kill) sees the old file or the new one."""
     path = Path(path)

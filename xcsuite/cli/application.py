@@ -194,6 +194,8 @@ def main(argv=None) -> int:
         ap.error(f"--patterns must be at least 1, not {args.patterns}")
     if args.seed < 0:  # NumPy's generator takes none: it was a traceback
         ap.error(f"--seed must be 0 or more, not {args.seed}")
+    if args.out and (why := paths.folder_problem(args.out)):  # found before the correlations, not after
+        ap.error(f"--out is the plots folder: {why}")
 
     algorithm, slug, gpu_name = args.algorithm, None, None
     if algorithm not in ("scipy", "reference"):
