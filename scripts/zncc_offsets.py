@@ -233,6 +233,11 @@ def main(argv=None) -> int:
     ap.add_argument("--plots", default=str(paths.PLOTS), help="the plots folder (default: %(default)s)")
     args = ap.parse_args(argv)
     results_root, plots_root = Path(args.results), Path(args.plots)
+    # Checked before the work: a file in the way was a NotADirectoryError traceback after it.
+    written = [] if args.cpu_only else [("--plots", plots_root)] + ([] if args.plot_only else [("--results", results_root)])
+    for flag, d in written:
+        if why := paths.folder_problem(d):
+            ap.error(f"{flag}: {why}")
     if args.plot_only:
         if not results_root.is_dir():
             ap.error(f"--results {results_root}: no such folder")

@@ -258,3 +258,14 @@ def test_application_refuses_a_file_for_its_plots_folder(under, tmp_path):
     r = script("application.py", "--algorithm", "scipy", "--patterns", "1", "--out", f / "sub" if under else f)
     usage_error(r, "--out is the plots folder", f"{f} is a file, not a folder")
     assert not r.stdout and f.read_text() == "a user's file\n"
+
+
+@pytest.mark.parametrize("mode", [["--plot-only"], []])
+def test_zncc_offsets_refuses_a_file_for_its_plots_folder(mode, tmp_path):
+    """A NotADirectoryError traceback (--plot-only: after reading the results). Without a GPU the
+    measuring mode refuses it too, before saying that it measures only on one."""
+    f = tmp_path / "taken"
+    f.write_text("a user's file\n")
+    r = script("zncc_offsets.py", *mode, "--results", ROOT / "results", "--plots", f, env={"CUDA_VISIBLE_DEVICES": ""})
+    usage_error(r, "--plots: ", f"{f} is a file, not a folder")
+    assert not r.stdout and f.read_text() == "a user's file\n"
