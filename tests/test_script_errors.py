@@ -269,3 +269,14 @@ def test_zncc_offsets_refuses_a_file_for_its_plots_folder(mode, tmp_path):
     r = script("zncc_offsets.py", *mode, "--results", ROOT / "results", "--plots", f, env={"CUDA_VISIBLE_DEVICES": ""})
     usage_error(r, "--plots: ", f"{f} is a file, not a folder")
     assert not r.stdout and f.read_text() == "a user's file\n"
+
+
+@pytest.mark.parametrize("flag", ["--dir", "--results"])
+def test_slurm_sweep_refuses_a_file_for_a_folder(flag, tmp_path):
+    """--dir: a NotADirectoryError traceback; --results: the merge job's failure, after the sweep."""
+    f = tmp_path / "taken"
+    f.write_text("a user's file\n")
+    given = {"--dir": tmp_path / "sweep", "--results": tmp_path / "results", flag: f / "sub"}
+    r = script("slurm-sweep", "fig17", "--shards", "2", "--no-submit", *(x for kv in given.items() for x in kv))
+    usage_error(r, f"{flag}: ", f"{f} is a file, not a folder")
+    assert not r.stdout and not (tmp_path / "sweep").exists() and f.read_text() == "a user's file\n"

@@ -48,6 +48,9 @@ def parse_args(argv):
         suite.selected(args.experiments)
     except ValueError as e:
         ap.error(str(e))
+    for flag in ("--dir", "--results"):  # --results: here, not in the merge job after the sweep
+        if why := paths.folder_problem(getattr(args, flag[2:])):
+            ap.error(f"{flag}: {why}")
     return args
 
 
