@@ -26,6 +26,9 @@ from pathlib import Path
 from make_auto_table import shifts_of, split_normalize  # scripts/, beside this file
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+from xcsuite import paths  # noqa: E402
 EXPERIMENTS = ("table1", "windows", "window_table", "piv", "autocorr")
 NORMALIZED_AND_SIGNALS = ("zncc_frames", "zncc_match", "zncc_autocorr", "signals_seed004", "signals_matched",
                           "signals_ambient")
@@ -127,6 +130,9 @@ def main(argv=None) -> int:
     ap.add_argument("--gpu-dir", type=Path, default=ROOT / "results" / "nvidia-h200")
     ap.add_argument("--out", type=Path, help="default: GPU-DIR/auto_report.md")
     args = ap.parse_args(argv)
+    out = args.out or args.gpu_dir / "auto_report.md"
+    if args.out and (why := paths.out_file_problem(args.out)):  # a FileNotFoundError traceback after the work
+        ap.error(f"--out: {why}")
     xcorr = str(Path(args.build) / "xcorr")
     # What it needs, said in one line each (they were tracebacks).
     if not Path(xcorr).is_file():
@@ -187,8 +193,7 @@ def main(argv=None) -> int:
                     ratio = f"{r['ratio']:.2f}" if r["ratio"] else "unmeasured"
                     detail.append(f"| {describe(r['key'])} | {r['pick']} | {its} | {r['best_variant']} | {r['best']:.4g} | {ratio} |")
     text = "\n".join(lines + detail) + "\n"
-    out = args.out or args.gpu_dir / "auto_report.md"
-    out.write_text(text)
+    paths.write_text_atomic(out, text)  # a killed run leaves the report before it, not half of this one
     print(text)
     return 0
 

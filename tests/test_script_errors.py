@@ -280,3 +280,16 @@ def test_slurm_sweep_refuses_a_file_for_a_folder(flag, tmp_path):
     r = script("slurm-sweep", "fig17", "--shards", "2", "--no-submit", *(x for kv in given.items() for x in kv))
     usage_error(r, f"{flag}: ", f"{f} is a file, not a folder")
     assert not r.stdout and not (tmp_path / "sweep").exists() and f.read_text() == "a user's file\n"
+
+
+@pytest.mark.parametrize("tool, flag", [("auto_report.py", "--out"), ("gen_auto_table.py", "--out"),
+                                        ("gen_auto_table.py", "--depfile")])
+@pytest.mark.parametrize("where", ["missing", "folder"])
+def test_an_output_file_in_a_missing_folder_or_a_folder(tool, flag, where, tmp_path):
+    """A FileNotFoundError traceback (auto_report.py's after its whole report); a folder given for
+    the file an IsADirectoryError. Refused before the work; nothing written."""
+    given = tmp_path / "nodir" / "x.out" if where == "missing" else tmp_path
+    args = ["--out", tmp_path / "ok.cpp", flag, given] if tool == "gen_auto_table.py" else [flag, given]
+    r = script(tool, *args)
+    usage_error(r, f"{flag}: ", "no such folder " + str(tmp_path / "nodir") if where == "missing" else f"{tmp_path} is a folder")
+    assert not r.stdout and not list(tmp_path.iterdir())
