@@ -94,6 +94,29 @@ def test_bad_usage_exits_2_with_one_line(argv, why, capsys, tmp_path):
     assert why in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("bad", ["cases-missing", "cases-folder", "out-file", "out-under-file", "build-empty"])
+def test_bad_paths_exit_2_with_one_line_before_anything_is_made(bad, builds, tmp_path, capsys):
+    """-B missing or a folder, --out a file (or under one): tracebacks (-B's after the builds, had
+    there been any to make); a --build-a without xcorr_bench one when its first run started."""
+    a, b = builds
+    user = tmp_path / "taken"
+    user.write_text("a user's file\n")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    given = {"cases-missing": ["-B", tmp_path / "nonexistent.txt"], "cases-folder": ["-B", tmp_path],
+             "out-file": ["--out", user], "out-under-file": ["--out", user / "sub"], "build-empty": ["--build-a", empty]}[bad]
+    why = {"cases-missing": f"-B {tmp_path / 'nonexistent.txt'}: No such file", "cases-folder": f"-B {tmp_path}: Is a directory",
+           "out-file": f"--out {user}: {user} is a file, not a folder",
+           "out-under-file": f"--out {user / 'sub'}: {user} is a file, not a folder",
+           "build-empty": f"--build-a {empty}: no xcorr_bench in it"}[bad]
+    argv = ["--build-a", str(a), "--build-b", str(b), "--env-b", "K=V", "-b", CASE, "--out", str(tmp_path / "out"),
+            *map(str, given)]
+    assert ab.main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("ab-bench: ") and why in captured.err and len(captured.err.strip().splitlines()) == 1
+    assert not captured.out and not (tmp_path / "out").exists() and user.read_text() == "a user's file\n"
+
+
 def test_a_failed_run_exits_1_with_its_output(builds, tmp_path, capsys):
     """B's binary refuses the case (FAKE_REJECT on B's runs only): exit 1, B's error printed, no summary."""
     a, b = builds
