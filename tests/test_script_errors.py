@@ -132,6 +132,26 @@ def test_bench_summary_help_and_unreadable_files(tmp_path):
     one_line_error(script("bench-summary", tmp_path / "bad.json"), 2, "not a benchmark JSON file")
 
 
+@pytest.mark.parametrize("content, needle", [
+    ({"benchmarks": "x"}, 'no "benchmarks" list'), ([5], "no object at the top"), ({"benchmarks": [5]}, "benchmark 0 has no run_name"),
+    ({"benchmarks": [{"name": "c_mean", "run_type": "aggregate", "aggregate_name": "mean", "real_time": 1.0,
+                      "time_unit": "us"}]}, "benchmark 0 has no run_name"),
+    ({"benchmarks": [{"run_name": "c", "run_type": "iteration"}]}, "benchmark 0, c: no real_time and time_unit"),
+    ({"context": {}, "benchmarks": []}, "holds no benchmarks"),
+    ({"benchmarks": [{"run_name": "c", "run_type": "aggregate", "aggregate_name": "median", "real_time": 1.0,
+                      "time_unit": "us"}]}, "holds no repetitions or mean aggregates"),
+    ("results", "a results file of this suite (xcsuite-results/2), not a Google Benchmark JSON")])
+def test_bench_summary_refuses_what_is_no_google_benchmark_json(content, needle, tmp_path):
+    """An AttributeError ({"benchmarks": "x"}) or KeyError (an entry without run_name) traceback; a
+    results file of this suite (no "benchmarks") printed an empty table and exited 0."""
+    f = ROOT / "results" / "nvidia-h200" / "fig17.json" if content == "results" else tmp_path / "f.json"
+    if content != "results":
+        f.write_text(json.dumps(content))
+    r = script("bench-summary", f)
+    one_line_error(r, 2, f"bench-summary: {f}: ", needle)
+    assert not r.stdout
+
+
 @pytest.mark.parametrize("args", [["BASELINE"], ["--mix", "kernel"]])
 def test_sass_diff_without_cuobjdump(args, tmp_path):
     """cuobjdump not on PATH: one line saying where it comes from (it was a FileNotFoundError)."""
