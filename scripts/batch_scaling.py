@@ -274,6 +274,25 @@ def floors(c, k):
             "floor_fresh": min(floor_of(c, k, "pageable_fresh"), staged_fresh)}
 
 
+def plot_problem(r):
+    """What in a batch_scaling JSON the figure cannot draw, or None: a time that is no number (the
+    times are absent where not measured; the floors and the GPUs' work alone may be null)."""
+    def number(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    if not (isinstance(r["left"], list) and len(r["left"]) >= 3 and isinstance(r["right"], list) and r["right"]):
+        return "left and right are not [N, H, W] lists"
+    for i, run in enumerate(r["runs"]):
+        if not isinstance(run, dict):
+            return f"run {i} is not an object"
+        for key in ("seconds", "seconds_out_reused", "seconds_out_pinned", "output_gb"):
+            if key in run and not number(run[key]):
+                return f"run {i}'s {key} is {json.dumps(run[key])}, not a number"
+        for key in ("floor_fresh", "floor_out_reused", "floor_out_pinned", "compute_seconds"):
+            if run.get(key) is not None and not number(run[key]):
+                return f"run {i}'s {key} is {json.dumps(run[key])}, not a number or null"
+    return None
+
+
 def plot(path, png=None):
     """The figure of a batch_scaling JSON: per result array, the time on 1 and 2 GPUs beside the
     host link's floor of each and, where measured, the GPUs' work alone."""
@@ -288,6 +307,9 @@ def plot(path, png=None):
         return 2
     except (ValueError, KeyError, TypeError, IndexError):
         print(f"batch_scaling: --plot {path}: not a batch_scaling JSON (scripts/batch_scaling.py --out)", file=sys.stderr)
+        return 2
+    if why := plot_problem(r):  # what the figure reads: a null seconds_* was a TypeError traceback
+        print(f"batch_scaling: --plot {path}: {why}", file=sys.stderr)
         return 2
     import matplotlib
     matplotlib.use("Agg")

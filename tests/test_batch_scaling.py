@@ -304,3 +304,23 @@ def test_plot_refuses_a_file_that_is_no_batch_scaling_json(content, needle, tmp_
     assert r.returncode == 2 and len(lines) == 1, r.stderr
     assert lines[0].startswith(f"batch_scaling: --plot {src}: ") and needle in lines[0], lines
     assert not png.exists()
+
+
+@pytest.mark.parametrize("run, needle", [({"seconds_out_reused": None}, "run 1's seconds_out_reused is null, not a number"),
+                                         ({"seconds": "1"}, "run 1's seconds is \"1\", not a number"),
+                                         ({"floor_fresh": [1]}, "run 1's floor_fresh is [1], not a number or null")])
+def test_plot_refuses_a_time_that_is_no_number(run, needle, tmp_path):
+    """A committed JSON with one time made null (or a string): a TypeError traceback; no figure."""
+    import subprocess
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    data = json.loads((root / "results" / "nvidia-h200" / "multi-gpu" / "batch_scaling.json").read_text())
+    data["runs"][1].update(run)
+    src, png = tmp_path / "b.json", tmp_path / "b.png"
+    src.write_text(json.dumps(data))
+    r = subprocess.run([sys.executable, str(root / "scripts" / "batch_scaling.py"), "--plot", str(src), "--png",
+                        str(png)], capture_output=True, text=True)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert lines[0] == f"batch_scaling: --plot {src}: {needle}", lines
+    assert not png.exists() and not r.stdout
