@@ -46,15 +46,28 @@ HARNESS = re.compile(r"fill|poison|reference|(?<![a-z_])gather_kernel|flush|empt
 FLOOR_TBS = 4.3  # sustained DRAM write bandwidth taken as the floor (TB/s, H200)
 
 
+class NotAProfile(ValueError):
+    """A CSV that is not ncu's raw page of a profiled case (the message says what it lacks)."""
+
+
 def read(path: Path) -> pd.DataFrame:
-    text = path.read_text()
-    if '"ID"' in text:  # ncu's own CSV: the program's output comes first, then a units row
-        d = pd.read_csv(io.StringIO(text[text.index('"ID"'):])).iloc[1:]
-    else:  # a reduced CSV
-        d = pd.read_csv(path)
+    try:
+        text = path.read_text()
+        if not text.strip():
+            raise NotAProfile("an empty file (ncu wrote nothing: see its .err beside it)")
+        if '"ID"' in text:  # ncu's own CSV: the program's output comes first, then a units row
+            d = pd.read_csv(io.StringIO(text[text.index('"ID"'):])).iloc[1:]
+        else:  # a reduced CSV
+            d = pd.read_csv(path)
+    except (UnicodeDecodeError, pd.errors.EmptyDataError, pd.errors.ParserError) as e:
+        raise NotAProfile(f"not a CSV of ncu's ({str(e).splitlines()[0]})") from None
+    missing = [c for c in COLS if c not in d.columns]
+    if missing:  # a KeyError traceback
+        raise NotAProfile(f"no {missing[0]} column{f' (nor {len(missing) - 1} more)' if len(missing) > 1 else ''}: "
+                          "not ncu's raw page (scripts/ncu-fft-account writes it with --csv --page raw)")
     stalls = [c for c in d.columns if c.startswith(STALL_PREFIX) and c.endswith(STALL_SUFFIX)]
     cols = COLS + [c for c in ISSUE_COLS + OCCUPANCY_COLS if c in d.columns] + stalls
-    d = d[~d["Kernel Name"].str.contains(HARNESS)][cols].reset_index(drop=True)
+    d = d[~d["Kernel Name"].astype(str).str.contains(HARNESS)][cols].reset_index(drop=True)
     for c in cols[1:]:
         d[c] = pd.to_numeric(d[c].astype(str).str.replace(",", ""), errors="coerce")
     return d
@@ -161,13 +174,19 @@ def main(argv=None) -> int:
     summ = pd.read_csv(a.summary) if a.summary.exists() else None
     cases = (a.dir / "cases.txt").read_text().splitlines() if (a.dir / "cases.txt").exists() else []
     specs = dict(line.split(None, 1) for line in cases if line.strip())
-    for f in found:
+    profiles = {}
+    for f in found:  # every file read before anything is printed or written
+        try:
+            d = read(f)
+            profiles[f] = d, one_call(d)
+        except ValueError as e:  # NotAProfile, or no repeated launch sequence: tracebacks
+            print(f"ncu_account: {f}: {e}", file=sys.stderr)
+            return 2
+    for f, (d, call) in profiles.items():
         key = f.stem[4:]
-        d = read(f)
         if a.reduced:
             a.reduced.mkdir(parents=True, exist_ok=True)
             d.to_csv(a.reduced / f.name, index=False)
-        call = one_call(d)
         t = call["gpu__time_duration.sum"].sum() / 1e3
         rd, wr = call["dram__bytes_read.sum"].sum(), call["dram__bytes_write.sum"].sum()
         spec = dict(kv.split("=", 1) for kv in specs.get(key, "").split())

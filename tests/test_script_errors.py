@@ -85,6 +85,19 @@ def test_ncu_account_refuses_a_folder_without_profiles(folder, tmp_path):
     assert not r.stdout
 
 
+@pytest.mark.parametrize("content, needle", [("", "an empty file"), ("a,b\n1,2\n", "no Kernel Name column (nor 8 more)"),
+                                             ('"ID","Kernel Name"\n"",""\n1,x\n', "no gpu__time_duration.sum column")])
+def test_ncu_account_refuses_a_csv_that_is_no_profile_and_prints_nothing(content, needle, tmp_path):
+    """An empty ncu-*.csv (ncu failed) was pandas' EmptyDataError, one without the metrics a KeyError;
+    after the folder's good profiles had been printed (and --reduced's copies written)."""
+    d = tmp_path / "probe"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "ncu-fft-6a5b521", d)
+    (d / "ncu-zz.csv").write_text(content)
+    r = script("ncu_account.py", d, "--reduced", tmp_path / "reduced")
+    one_line_error(r, 2, f"ncu_account: {d / 'ncu-zz.csv'}: ", needle)
+    assert not r.stdout and not (tmp_path / "reduced").exists()
+
+
 # --- tracebacks instead of one line ---------------------------------------------------------------------
 
 def test_auto_report_without_a_build_or_a_summary(tmp_path):
