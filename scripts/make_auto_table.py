@@ -74,9 +74,15 @@ def registry_of_build(build: Path) -> list[dict]:
 
 def registry_of_file(path: Path) -> list[dict]:
     try:
-        return json.loads(path.read_text())
+        registry = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise FactsError(f"{path}: not a saved `xcorr list --json` ({e})")
+    # variant_facts reads a list of objects: anything else was an AttributeError traceback
+    if not isinstance(registry, list) or not all(isinstance(v, dict) for v in registry):
+        raise FactsError(f"{path}: not a saved `xcorr list --json` (not a list of variants)")
+    if not registry:
+        raise FactsError(f"{path}: a variant list without variants")
+    return registry
 
 
 def variant_facts(registry: list[dict]) -> list[dict]:

@@ -53,6 +53,24 @@ def test_make_auto_table_refuses_results_without_tables_and_writes_nothing(tmp_p
     assert not list((tree / "lib").iterdir())
 
 
+@pytest.mark.parametrize("check", [[], ["--check"]])
+@pytest.mark.parametrize("content, needle", [({"variants": 5}, "not a list of variants"), ([5], "not a list of variants"),
+                                             ([], "a variant list without variants")])
+def test_make_auto_table_refuses_a_list_that_is_no_variant_list(content, needle, check, tmp_path):
+    """{"variants": 5} was an AttributeError traceback. On a copy of the scripts, as above."""
+    tree = tmp_path / "tree"
+    (tree / "scripts").mkdir(parents=True)
+    (tree / "lib").mkdir()
+    for name in ("make_auto_table.py", "gen_auto_table.py"):
+        shutil.copy(SCRIPTS / name, tree / "scripts")
+    f = tmp_path / "list.json"
+    f.write_text(json.dumps(content))
+    r = run([sys.executable, str(tree / "scripts" / "make_auto_table.py"), *check, "--results", str(ROOT / "results"),
+             "--list", str(f)])
+    one_line_error(r, 2, f"make_auto_table: {f}: ", needle, "; nothing written")
+    assert not r.stdout and not list((tree / "lib").iterdir())
+
+
 # --- the report commands on a folder that is not a GPU's results ----------------------------------------
 
 @pytest.mark.parametrize("folder", ["missing", "empty"])
