@@ -257,6 +257,23 @@ def test_shards_cover_every_case_once_and_merge_idempotently(env, capsys):
     assert rx.main(["--merge", str(env.tmp / "shard-0" / "fake-gpu-9000"), "--results", str(env.results)]) == 0
 
 
+def test_merge_names_a_shard_that_measured_nothing_and_merges_the_others(env, capsys):
+    """A shard folder without results files (its task failed before measuring) was passed over in
+    silence: it is named on stderr, the others merged (exit 0); with nothing anywhere, exit 2."""
+    env.mp.setenv("FAKE_GPUS", "1")
+    assert env("fig22", "--shard", "0/2", results=env.tmp / "shard-0") == 0
+    (env.tmp / "shard-1").mkdir()
+    capsys.readouterr()
+    assert rx.main(["--merge", str(env.tmp / "shard-0"), str(env.tmp / "shard-1"), "--results", str(env.results)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == f"run_experiments: --merge {env.tmp / 'shard-1'}: no results files in it; merging the others\n"
+    assert "fig22.json: +" in captured.out and (env.results / "fake-gpu-9000" / "fig22.json").exists()
+    assert rx.main(["--merge", str(env.tmp / "shard-1"), "--results", str(env.tmp / "other")]) == 2
+    assert capsys.readouterr().err == (f"run_experiments: --merge: no results files in {env.tmp / 'shard-1'}: "
+                                       "nothing to merge\n")
+    assert not (env.tmp / "other").exists()
+
+
 def test_merge_refuses_conflicting_measurements(env, capsys):
     env.mp.setenv("FAKE_GPUS", "1")
     assert env("fig22", results=env.tmp / "a") == 0

@@ -221,6 +221,16 @@ def test_run_experiments_exits_2_for_an_unknown_experiment(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
+def test_run_experiments_merge_of_folders_without_results(tmp_path):
+    """It exited 0 and said nothing (scripts/slurm-sweep's merge job after shards that all failed)."""
+    for k in (0, 1):
+        (tmp_path / f"shard-{k}").mkdir()
+    r = script("run_experiments.py", "--merge", tmp_path / "shard-0", tmp_path / "shard-1", "--results", tmp_path / "results")
+    one_line_error(r, 2, f"run_experiments: --merge: no results files in {tmp_path / 'shard-0'}, {tmp_path / 'shard-1'}",
+                   "nothing to merge")
+    assert not r.stdout and not (tmp_path / "results").exists()
+
+
 @pytest.mark.parametrize("content, needle", [("not json", "not JSON"), ('{"cases": {}}', "neither a registry"),
                                              ("[1, 2]", "neither a registry"), (None, "No such file")])
 def test_run_experiments_estimate_refuses_a_file_that_is_no_registry(content, needle, tmp_path):

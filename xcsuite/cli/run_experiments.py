@@ -1259,9 +1259,18 @@ def merge_results(args) -> int:
     """--merge DIR...: the results under each DIR into --results (xcsuite/merge.py); nothing is
     written if any source is refused or two measurements of a case conflict (--on-conflict)."""
     root = Path(args.results).resolve()
+    # A source without results files is a shard that measured nothing (its task failed early): the
+    # others are merged and it is named; with nothing anywhere, a wrong path or a sweep that
+    # measured nothing, the merge fails (it exited 0 saying nothing).
+    found = {s: merge.source_folders(s) for s in args.merge}
+    if not any(found.values()):
+        raise Stop(2, f"--merge: no results files in {', '.join(map(str, args.merge))}: nothing to merge")
+    for s, folders in found.items():
+        if not folders:
+            print(f"run_experiments: --merge {s}: no results files in it; merging the others", file=sys.stderr)
     locks = []
     try:
-        for name in sorted({f.name for s in args.merge for f in merge.source_folders(s)}):
+        for name in sorted({f.name for folders in found.values() for f in folders}):
             lock = FolderLock(root / name)  # read, merged and written by this process alone
             take_folder_lock(lock)
             locks.append(lock)
