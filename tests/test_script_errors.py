@@ -93,6 +93,14 @@ def test_plot_refuses_an_unknown_experiment(tmp_path):
     assert not (tmp_path / "plots").exists()
 
 
+@pytest.mark.parametrize("only", ["", " , "])
+def test_plot_refuses_an_empty_only(only, tmp_path):
+    """`--only ''` (an unset shell variable) drew every figure of every GPU."""
+    r = script("plot.py", "--only", only, env={"XCORR_PLOTS": str(tmp_path / "plots")})
+    usage_error(r, "--only: no experiment named")
+    assert not r.stdout and not (tmp_path / "plots").exists()
+
+
 @pytest.mark.parametrize("folder", ["missing", "empty"])
 def test_ncu_account_refuses_a_folder_without_profiles(folder, tmp_path):
     d = tmp_path / "nonexistent"

@@ -768,15 +768,17 @@ def plot_cross_gpu(gpu_dirs: list, plots_root: Path | None = None) -> list[Path]
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     paths.add_dirs_arguments(ap)
-    ap.add_argument("--only", default="", help="comma-separated experiments")
+    ap.add_argument("--only", default=None, help="comma-separated experiments (default: all)")
     ap.add_argument("--pdf", action="store_true", help="a PDF beside each PNG (not committed)")
     args = ap.parse_args(argv)
     if args.pdf:
         os.environ["XCORR_PLOT_FORMATS"] = "png,pdf"
     try:  # a misspelt name drew nothing and exited 0
-        only = suite.selected([args.only]) or None
+        only = suite.selected([args.only]) if args.only is not None else None
     except ValueError as e:
         ap.error(f"--only: {e}")
+    if only == []:  # `--only ''` (an empty shell variable) drew every figure
+        ap.error("--only: no experiment named (leave --only out for every one)")
     dirs = paths.selected_dirs(args.dirs, args.quick)
     if not dirs:
         print("plot: no results found", file=sys.stderr)
