@@ -258,24 +258,15 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, required=True, help="the C++ source to write")
     ap.add_argument("--depfile", type=Path, help="a Make-style dependency file of --out to write")
     args = ap.parse_args(argv)
-    # The repository's path helpers (standard library only), imported here: make_auto_table.py
-    # imports this module from copies of scripts/ without xcsuite/.
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    from xcsuite.paths import out_file_problem, write_text_atomic
-
-    for flag, f in (("--out", args.out), ("--depfile", args.depfile)):
-        if f is not None and (why := out_file_problem(f)):  # they were FileNotFoundError tracebacks
-            ap.error(f"{flag}: {why}")
     if not (args.tables / FACTS).is_file():
         print(f"gen_auto_table: {args.tables}: no {FACTS} (scripts/make_auto_table.py writes it)", file=sys.stderr)
         return 2
     text, inputs = generate(args.tables)
-    write_text_atomic(args.out, text)  # a killed run leaves no half source
+    args.out.write_text(text)
     if args.depfile:
         deps = [args.tables.resolve()] + [p.resolve() for p in inputs]
         esc = [str(p).replace("\\", "\\\\").replace(" ", "\\ ") for p in deps]
-        write_text_atomic(args.depfile, f"{args.out}: " + " ".join(esc) + "\n")
+        args.depfile.write_text(f"{args.out}: " + " ".join(esc) + "\n")
     return 0
 
 

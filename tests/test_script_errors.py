@@ -351,12 +351,12 @@ def test_slurm_sweep_refuses_a_file_for_a_folder(flag, tmp_path):
     assert not r.stdout and not (tmp_path / "sweep").exists() and f.read_text() == "a user's file\n"
 
 
-@pytest.mark.parametrize("tool, flag", [("auto_report.py", "--out"), ("gen_auto_table.py", "--out"),
-                                        ("gen_auto_table.py", "--depfile")])
+@pytest.mark.parametrize("tool, flag", [("auto_report.py", "--out")])
 @pytest.mark.parametrize("where", ["missing", "folder"])
 def test_an_output_file_in_a_missing_folder_or_a_folder(tool, flag, where, tmp_path):
     """A FileNotFoundError traceback (auto_report.py's after its whole report); a folder given for
-    the file an IsADirectoryError. Refused before the work; nothing written."""
+    the file an IsADirectoryError. Refused before the work; nothing written. (gen_auto_table.py is the
+    build's generator, its paths meson's: left as it was, so that the build needs no xcsuite/.)"""
     given = tmp_path / "nodir" / "x.out" if where == "missing" else tmp_path
     args = ["--out", tmp_path / "ok.cpp", flag, given] if tool == "gen_auto_table.py" else [flag, given]
     r = script(tool, *args)
