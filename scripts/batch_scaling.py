@@ -88,16 +88,27 @@ def main(argv=None):
         ap.error(str(e))
     if args.repeat < 1:
         ap.error("--repeat must be at least 1")
+    if args.chunk is not None and args.chunk < 1:
+        ap.error(f"--chunk must be at least 1 output matrix, not {args.chunk}")
+    if args.max_shift < -1:
+        ap.error(f"--max-shift must be 0 or more (-1: the full output), not {args.max_shift}")
     import xcorr
+    try:  # the text's errors before the GPU's: a typo is bad usage (exit 2) on any machine
+        devices = xcorr._xcorr.parse_devices(args.gpus)
+    except ValueError as e:
+        ap.error(str(e))
+    except xcorr.NoGPUError:
+        devices = None  # well formed; which devices exist is the GPU's question, next
     try:
         info = xcorr.gpu_info()
     except xcorr.NoGPUError as e:
         print(f"batch_scaling: no GPU: {e}", file=sys.stderr)
         return 3
-    try:
-        devices = xcorr._xcorr.parse_devices(args.gpus)
-    except ValueError as e:
-        ap.error(str(e))
+    if devices is None:
+        try:
+            devices = xcorr._xcorr.parse_devices(args.gpus)
+        except ValueError as e:
+            ap.error(str(e))
     rng = np.random.default_rng(0)
     left = rng.random(ls, dtype=np.float32)
     right = rng.random(rs, dtype=np.float32)

@@ -324,3 +324,28 @@ def test_plot_refuses_a_time_that_is_no_number(run, needle, tmp_path):
     assert r.returncode == 2 and len(lines) == 1, r.stderr
     assert lines[0] == f"batch_scaling: --plot {src}: {needle}", lines
     assert not png.exists() and not r.stdout
+
+
+@pytest.mark.parametrize("args, needle", [(["--chunk", "0"], "--chunk must be at least 1 output matrix, not 0"),
+                                          (["--max-shift", "-7"], "--max-shift must be 0 or more (-1: the full output)"),
+                                          (["--gpus", "foo"], "--gpus 'foo': expected all or device ordinals")])
+def test_bad_options_are_bad_usage_before_the_gpu_is_asked(args, needle, monkeypatch, capsys):
+    """A bad --chunk, --max-shift or --gpus text exited 3 "no GPU" on a machine without one (and
+    --chunk 0 or --max-shift -7 reached the package on one with it): usage errors, exit 2, first."""
+    m = fake_xcorr([])
+
+    def parse_devices(text):
+        if text == "foo":
+            raise ValueError("--gpus 'foo': expected all or device ordinals separated by commas, e.g. 0,1")
+        raise m.NoGPUError("no GPU here")
+
+    def no_gpu():
+        raise m.NoGPUError("no GPU here")
+    m._xcorr = types.SimpleNamespace(parse_devices=parse_devices)
+    m.gpu_info = no_gpu
+    monkeypatch.setitem(sys.modules, "xcorr", m)
+    with pytest.raises(SystemExit) as e:
+        load_script().main(args)
+    assert e.value.code == 2 and needle in capsys.readouterr().err
+    assert load_script().main(["--gpus", "0,1"]) == 3  # well formed: then the GPU's own answer
+    assert "no GPU" in capsys.readouterr().err
