@@ -319,6 +319,15 @@ def test_application_refuses_a_negative_seed(tmp_path):
     assert not r.stdout and not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("name, needle", [("bogus", "--algorithm bogus: no such variant in "),
+                                           ("signal-tiled", "--algorithm signal-tiled does not compute this application's n-to-mn matrices")])
+def test_application_refuses_an_unknown_algorithm_before_asking_for_a_gpu(xcorr, name, needle, tmp_path):
+    """A typo said "bogus needs a GPU", exit 3 (and on a GPU failed in xcorr run after the set-up)."""
+    r = script("application.py", "--algorithm", name, "--build", os.path.dirname(xcorr), "--out", tmp_path / "out")
+    usage_error(r, needle)
+    assert not r.stdout and not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("under", [False, True])
 def test_application_refuses_a_file_for_its_plots_folder(under, tmp_path):
     """--out is a folder: a file there was a FileExistsError traceback once the correlations were done."""

@@ -198,6 +198,13 @@ def main(argv=None) -> int:
         ap.error(f"--out is the plots folder: {why}")
 
     algorithm, slug, gpu_name = args.algorithm, None, None
+    if algorithm not in (None, "scipy", "reference") and (Path(args.build) / "xcorr").exists():
+        # The name before the GPU: a typo is bad usage on any machine (it said "needs a GPU", exit 3).
+        reg = by_name(load_registry(args.build))
+        if algorithm != "auto" and algorithm not in reg:
+            ap.error(f"--algorithm {algorithm}: no such variant in {args.build} (xcorr list; or reference, scipy)")
+        if algorithm != "auto" and ("n-to-mn" not in reg[algorithm]["forms"] or reg[algorithm].get("signals_only")):
+            ap.error(f"--algorithm {algorithm} does not compute this application's n-to-mn matrices")
     if algorithm not in ("scipy", "reference"):
         try:
             ctx = gpu_info(args.build)
