@@ -23,12 +23,12 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from make_auto_table import shifts_of, split_normalize  # scripts/, beside this file
-
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+from make_auto_table import shifts_of, split_normalize  # noqa: E402  (scripts/, beside this file)
 from xcsuite import paths  # noqa: E402
+
 EXPERIMENTS = ("table1", "windows", "window_table", "piv", "autocorr")
 NORMALIZED_AND_SIGNALS = ("zncc_frames", "zncc_match", "zncc_autocorr", "signals_seed004", "signals_matched",
                           "signals_ambient")

@@ -257,10 +257,9 @@ def main(argv=None):
     text = json.dumps(result, indent=1)
     print(text)
     if args.out:
-        tmp = args.out + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(text + "\n")
-        os.replace(tmp, args.out)
+        from xcsuite import paths
+
+        paths.write_text_atomic(args.out, text + "\n")
     return 0
 
 

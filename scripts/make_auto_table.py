@@ -37,6 +37,10 @@ from gen_auto_table import (FACTS, FORMS, NOT_CANDIDATES, SIGNALS, fft_need, fit
                             work_tiles, work_units)
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # xcsuite (not installed): its atomic write
+    sys.path.insert(0, str(ROOT))
+from xcsuite import paths  # noqa: E402
+
 TABLES = ROOT / "lib" / "auto_tables"
 TSV_HEADER = ["form", "hL", "wL", "hR", "wR", "nL", "nR", "dy0", "dy1", "dx0", "dx1", "normalize", "variant", "params",
               "time_us"]
@@ -219,8 +223,7 @@ def main(argv=None) -> int:
             p.unlink()
             print(f"removed {p.relative_to(ROOT)}")
             continue
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(files[p])
+        paths.write_text_atomic(p, files[p])  # auto's tables: never a half-written one for the build to compile
         print(f"wrote {p.relative_to(ROOT)}")
     if stale:
         print("make_auto_table: the build makes auto's C++ tables of these: rebuild (scripts/setup-env)")

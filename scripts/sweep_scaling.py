@@ -128,10 +128,10 @@ def run_sweep(selection, experiments, build, results, max_minutes, force=True, a
 
 
 def write_json(path: Path, data) -> None:
-    """`data` to `path` through a temporary file beside it: never a half-written file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    tmp.replace(path)
+    """`data` to `path` at once (paths.write_text_atomic): never a half-written file."""
+    from xcsuite import paths
+
+    paths.write_text_atomic(path, json.dumps(data, indent=1) + "\n")
 
 
 def not_ok(run, what) -> None:

@@ -134,3 +134,56 @@ def test_truncated_bench_output_is_repaired(tmp_path):
     names = {b["run_name"].split("/")[0] for b in data["benchmarks"]}
     assert names == {"split-row", "overlap-wise", "fft+plan"}
     assert len(data["benchmarks"]) < len(full["benchmarks"])
+
+
+def test_a_failed_write_leaves_the_old_summary_whole(tmp_path):
+    """`(ulimit -f 100; scripts/aggregate.py DIR)` (a full disk, a quota) left summary.csv cut at
+    100 KB: DataFrame.to_csv wrote into the file itself, and the next reader took the part for the
+    whole. Every generated file now replaces the old one at once (paths.write_bytes_atomic)."""
+    import resource
+    import subprocess
+    import sys
+    from suite_helpers import ROOT
+    gpu = tmp_path / "nvidia-h200"
+    gpu.mkdir()
+    shutil.copy(FIXTURES / "merged_fig17.json", gpu / "fig17.json")
+    aggregate_dir(gpu)
+    whole = (gpu / "summary.csv").read_bytes()
+    (gpu / "fig17.json").touch()  # newer than the summary: aggregate writes it again
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (len(whole) // 2, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "aggregate.py"), str(gpu)], capture_output=True,
+                       text=True, cwd=ROOT, preexec_fn=small_files, timeout=300)
+    assert r.returncode != 0 and "File too large" in r.stderr, (r.returncode, r.stderr)
+    assert (gpu / "summary.csv").read_bytes() == whole
+    assert sorted(p.name for p in gpu.iterdir()) == ["fig17.json", "summary.csv"]  # no temporary left
+
+
+def test_a_figure_that_fails_to_save_leaves_the_old_one(tmp_path, monkeypatch):
+    """savefig into the file itself left a truncated PNG where rendering or writing failed part-way;
+    the figure is rendered in memory and then replaces the old file at once."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from xcsuite import paths
+    monkeypatch.setenv("XCORR_PLOT_FORMATS", "png")
+    fig, ax = plt.subplots()
+    ax.plot([1, 2, 3])
+    (f,) = paths.save_figure(fig, tmp_path, "fig17", dpi=50)
+    old = f.read_bytes()
+    assert old.startswith(b"\x89PNG")
+    real = paths.os.replace
+
+    def fail(*a):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(paths.os, "replace", fail)
+    ax.plot([3, 2, 1])
+    with pytest.raises(OSError, match="disk full"):
+        paths.save_figure(fig, tmp_path, "fig17", dpi=50)
+    monkeypatch.setattr(paths.os, "replace", real)
+    plt.close(fig)
+    assert f.read_bytes() == old and [p.name for p in tmp_path.iterdir()] == ["fig17.png"]

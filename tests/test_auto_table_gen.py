@@ -97,6 +97,8 @@ def tree_without_sources(tmp_path):
     for name in ("make_auto_table.py", "gen_auto_table.py"):
         shutil.copy(SCRIPTS / name, tree / "scripts")
     os.symlink(ROOT / "results", tree / "results")
+    for package in ("xcsuite", "experiments"):  # the atomic write and summary.csv's reader
+        os.symlink(ROOT / package, tree / package)
     return tree
 
 

@@ -44,6 +44,8 @@ def test_make_auto_table_refuses_results_without_tables_and_writes_nothing(tmp_p
     (tree / "lib").mkdir()
     for name in ("make_auto_table.py", "gen_auto_table.py"):
         shutil.copy(SCRIPTS / name, tree / "scripts")
+    for package in ("xcsuite", "experiments"):  # the atomic write and summary.csv's reader
+        os.symlink(ROOT / package, tree / package)
     given = tmp_path / "nonexistent" if results == "missing" else ROOT / "results" / "nvidia-h200"
     r = run([sys.executable, str(tree / "scripts" / "make_auto_table.py"), "--results", str(given),
              "--list", str(ROOT / "lib" / "auto_tables" / "variants.json")])

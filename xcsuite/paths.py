@@ -81,12 +81,17 @@ def figure_formats() -> list[str]:
 
 def save_figure(fig, out_dir: Path, name: str, dpi: int, **savefig_kw) -> list[Path]:
     """Saves `fig` as out_dir/name.<format> for every figure format, without the metadata that
-    varies between runs or matplotlib versions: an unchanged figure gives unchanged bytes."""
+    varies between runs or matplotlib versions: an unchanged figure gives unchanged bytes. Each
+    file is rendered in memory and then replaces the old one at once (write_bytes_atomic)."""
+    import io
+
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     files = []
     for ext in figure_formats():
         f = Path(out_dir) / f"{name}.{ext}"
-        fig.savefig(f, dpi=dpi, metadata=FIXED_METADATA.get(ext, {}), **savefig_kw)
+        buf = io.BytesIO()
+        fig.savefig(buf, format=ext, dpi=dpi, metadata=FIXED_METADATA.get(ext, {}), **savefig_kw)
+        write_bytes_atomic(f, buf.getvalue())
         files.append(f)
     return files
 
@@ -117,17 +122,31 @@ def out_file_problem(f: Path) -> str | None:
     return None
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Replaces `path` with `text` at once: a reader (or a kill) sees the old file or the new one."""
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Replaces `path` with `data` at once: a reader (or a kill, a full disk) sees the old file or
+    the new one, never a part. Every generated file (results, tables, pages, figures) is written
+    through here."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are shared files
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """write_bytes_atomic of `text` as UTF-8 (not the locale's encoding: the same bytes on every host)."""
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_csv_atomic(path: Path, df) -> None:
+    """A DataFrame as the suite writes its CSVs (no index, 6 significant digits), through
+    write_text_atomic: DataFrame.to_csv(path) writes into the file itself, and a failure part-way
+    (a full disk, a kill) left a truncated CSV that the next reader took for the whole."""
+    write_text_atomic(path, df.to_csv(index=False, float_format="%.6g"))

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments._spec import Shape, count_label
+from xcsuite import paths
 from xcsuite.benchjson import parse_label, seconds
 from xcsuite.resultfile import dims_of, entries_of, window_of
 from xcsuite.results import ResultsError, load_results, progress_of_data
@@ -100,7 +101,7 @@ def summarize(gpu_dir: Path) -> pd.DataFrame:
 def aggregate_dir(gpu_dir: Path) -> pd.DataFrame:
     """Writes results/<gpu>/summary.csv."""
     df = summarize(gpu_dir)
-    df.to_csv(Path(gpu_dir) / "summary.csv", index=False, float_format="%.6g")
+    paths.write_csv_atomic(Path(gpu_dir) / "summary.csv", df)
     return df
 
 

@@ -236,9 +236,7 @@ def main(argv=None) -> int:
         gpu = gpu_name_of(summary, d)
         page, counts = build_page(paper_rows(summary), gpu, incomplete_notes(d, paper_experiments(d)))
         out = Path(d) / "anchors.md"
-        tmp = out.with_suffix(".md.tmp")
-        tmp.write_text(page)
-        tmp.replace(out)
+        paths.write_text_atomic(out, page)
         print(f"anchors: {out}: {counts['faster']} matched or beaten, {counts['mixed']} in some runs, "
               f"{counts['slower']} slower, "
               f"{counts['not measured']} not measured")

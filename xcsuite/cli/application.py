@@ -255,8 +255,8 @@ def main(argv=None) -> int:
     title = (f"Synthetic strain mapping (paper's section 5.6 shape: 86 tiles x {patterns} patterns, 96 x 96), "
              f"{algorithm}" + (f" on {gpu_name}" if gpu_name else " (CPU)"))
     files = figure(ref, R, truth, found, geom, patterns, title, out_dir)
-    (out_dir / "application.json").write_text(json.dumps(stats, indent=1) + "\n")
-    (out_dir / "application.timing.json").write_text(json.dumps({"wall_s_including_io": round(wall, 3)}) + "\n")
+    paths.write_text_atomic(out_dir / "application.json", json.dumps(stats, indent=1) + "\n")
+    paths.write_text_atomic(out_dir / "application.timing.json", json.dumps({"wall_s_including_io": round(wall, 3)}) + "\n")
     print(f"application: {files[0]} ({'matches the truth' if ok else 'DOES NOT MATCH the truth'})")
     return 0 if ok else 1
 

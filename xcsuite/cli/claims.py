@@ -288,7 +288,7 @@ def write_page(gpu_dir: Path, results: list[Result]) -> Path:
         if r.detail:
             lines.append(f"{i}. {r.detail}")
     out = Path(gpu_dir) / "claims.md"
-    out.write_text("\n".join(lines) + "\n")
+    paths.write_text_atomic(out, "\n".join(lines) + "\n")
     return out
 
 

@@ -82,8 +82,8 @@ def main(argv=None) -> int:
     merge = header(args, "xcorr-sweep-merge", str(d / "logs" / "merge.out")) + [
         "#SBATCH --ntasks=1", "set -u", f"cd {shlex.quote(str(paths.ROOT))}",
         f"exec {q(runner)} --merge {shlex.quote(str(d))}/shard-* --results {shlex.quote(str(Path(args.results).resolve()))}"]
-    (d / "sweep.sbatch").write_text("\n".join(task) + "\n")
-    (d / "merge.sbatch").write_text("\n".join(merge) + "\n")
+    paths.write_text_atomic(d / "sweep.sbatch", "\n".join(task) + "\n")
+    paths.write_text_atomic(d / "merge.sbatch", "\n".join(merge) + "\n")
     first = ["sbatch", "--parsable", str(d / "sweep.sbatch")]
     if args.no_submit:
         print(q(first))
