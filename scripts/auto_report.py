@@ -15,7 +15,6 @@ The cost model's constants are fitted on all rows, the left-out problem's includ
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import subprocess
@@ -26,8 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-from make_auto_table import shifts_of, split_normalize  # noqa: E402  (scripts/, beside this file)
+from make_auto_table import SUMMARY_COLUMNS, shifts_of, split_normalize, time_of  # noqa: E402  (scripts/)
 from xcsuite import paths  # noqa: E402
+from xcsuite.results import exit_2_on_bad_results  # noqa: E402
+from xcsuite.summary import read_summary_csv  # noqa: E402
 
 EXPERIMENTS = ("table1", "windows", "window_table", "piv", "autocorr")
 NORMALIZED_AND_SIGNALS = ("zncc_frames", "zncc_match", "zncc_autocorr", "signals_seed004", "signals_matched",
@@ -41,19 +42,19 @@ def load(summary: Path, ours: dict):
     times: dict = defaultdict(dict)
     exps: dict = defaultdict(set)
     gpu = ""
-    with open(summary, newline="") as f:
-        for r in csv.DictReader(f):
-            v = r["variant"]
-            if r["status"] != "ok" or v not in ours or v == "fft+plan" or ours[v] > 1e-5:
-                continue
-            gpu = gpu or r["gpu_name"]
-            norm, params = split_normalize(r["params"])
-            key = (r["form"], int(r["hL"]), int(r["wL"]), int(r["hR"]), int(r["wR"]), int(r["nL"]), int(r["nR"]),
-                   shifts_of(r), norm)
-            t = float(r["time_us"]) + (float(r["finish_time_us"]) if r["finish_time_us"] else 0.0)
-            old = times[key].get((v, params))
-            times[key][(v, params)] = t if old is None else min(old, t)
-            exps[key].add(r["experiment"])
+    # Checked (ResultsError naming the file, column and line): a damaged row was a traceback here.
+    for r in read_summary_csv(summary, SUMMARY_COLUMNS + ("experiment",)).to_dict("records"):
+        v = r["variant"]
+        if r["status"] != "ok" or v not in ours or v == "fft+plan" or ours[v] > 1e-5:
+            continue
+        gpu = gpu or r["gpu_name"]
+        norm, params = split_normalize(r["params"])
+        key = (r["form"], int(r["hL"]), int(r["wL"]), int(r["hR"]), int(r["wR"]), int(r["nL"]), int(r["nR"]),
+               shifts_of(r), norm)
+        t = time_of(r)
+        old = times[key].get((v, params))
+        times[key][(v, params)] = t if old is None else min(old, t)
+        exps[key].add(r["experiment"])
     return times, exps, gpu
 
 
@@ -124,6 +125,7 @@ def variants_option(build) -> str:
     return next((str(o.get("value")) for o in options if o.get("name") == "variants"), "all")
 
 
+@exit_2_on_bad_results("auto_report")  # a damaged summary.csv: one line, exit 2
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.environ.get("XCORR_BUILD", "build"), help="build folder holding xcorr")

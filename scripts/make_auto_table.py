@@ -21,7 +21,6 @@ explain` and the Python package to choose from the new tables.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import re
@@ -37,9 +36,11 @@ from gen_auto_table import (FACTS, FORMS, NOT_CANDIDATES, SIGNALS, fft_need, fit
                             work_tiles, work_units)
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # xcsuite (not installed): its atomic write
+if str(ROOT) not in sys.path:  # xcsuite (not installed): its atomic write and summary.csv's reader
     sys.path.insert(0, str(ROOT))
 from xcsuite import paths  # noqa: E402
+from xcsuite.results import ResultsError  # noqa: E402
+from xcsuite.summary import read_summary_csv  # noqa: E402
 
 TABLES = ROOT / "lib" / "auto_tables"
 TSV_HEADER = ["form", "hL", "wL", "hR", "wR", "nL", "nR", "dy0", "dy1", "dx0", "dx1", "normalize", "variant", "params",
@@ -136,28 +137,39 @@ def split_normalize(params: str) -> tuple[str, str]:
     return norm, ",".join(kv for kv in kvs if not kv.startswith("normalize="))
 
 
+# The columns of summary.csv read here (xcsuite/summary.py checks them); shifts may be absent.
+SUMMARY_COLUMNS = ("gpu_name", "status", "variant", "cold", "form", "hL", "wL", "hR", "wR", "nL", "nR", "shifts",
+                   "time_us", "finish_time_us", "params")
+
+
 def read_summary(path: Path, ours: dict) -> tuple[str, dict]:
     """gpu_name, {problem: {variant: (time_us, params)}}: per problem the fastest parameters of each
     variant, time = run + finish (what Plan::execute costs)."""
     problems: dict = defaultdict(dict)
     gpu_name = ""
-    with open(path, newline="") as f:
-        for r in csv.DictReader(f):
-            # A normalized row is a problem of its own (the normalize column): it times the normalization
-            # around the variant, on cropped inputs, so it can beat the same variant's raw row, and it is
-            # not that problem's raw time. Its parameters are the variant's, without normalize=.
-            if r["status"] != "ok" or r["variant"] not in ours or r.get("cold", "False") == "True":
-                continue
-            norm, params = split_normalize(r["params"])
-            gpu_name = gpu_name or r["gpu_name"]
-            hL, wL, hR, wR = (int(r[k]) for k in ("hL", "wL", "hR", "wR"))
-            key = (FORMS[r["form"]], hL, wL, hR, wR, int(r["nL"]), int(r["nR"])) \
-                + parse_shifts(shifts_of(r), hL, wL, hR, wR) + (NORMALIZE[norm],)
-            t = float(r["time_us"]) + (float(r["finish_time_us"]) if r.get("finish_time_us") else 0.0)
-            best = problems[key].get(r["variant"])
-            if best is None or t < best[0]:
-                problems[key][r["variant"]] = (t, params)
+    # Checked (ResultsError naming the file, column and line): a damaged row was a traceback here.
+    for r in read_summary_csv(path, SUMMARY_COLUMNS).to_dict("records"):
+        # A normalized row is a problem of its own (the normalize column): it times the normalization
+        # around the variant, on cropped inputs, so it can beat the same variant's raw row, and it is
+        # not that problem's raw time. Its parameters are the variant's, without normalize=.
+        if r["status"] != "ok" or r["variant"] not in ours or r["cold"]:
+            continue
+        norm, params = split_normalize(r["params"])
+        gpu_name = gpu_name or r["gpu_name"]
+        hL, wL, hR, wR = (int(r[k]) for k in ("hL", "wL", "hR", "wR"))
+        key = (FORMS[r["form"]], hL, wL, hR, wR, int(r["nL"]), int(r["nR"])) \
+            + parse_shifts(shifts_of(r), hL, wL, hR, wR) + (NORMALIZE[norm],)
+        t = time_of(r)
+        best = problems[key].get(r["variant"])
+        if best is None or t < best[0]:
+            problems[key][r["variant"]] = (t, params)
     return gpu_name, problems
+
+
+def time_of(row: dict) -> float:
+    """A checked summary row's time, run + finish (what Plan::execute costs; no finish step: NaN)."""
+    fin = row["finish_time_us"]
+    return float(row["time_us"]) + (float(fin) if fin == fin else 0.0)
 
 
 def write_tsv(path: Path, gpu_name: str, problems: dict) -> str:
@@ -205,7 +217,11 @@ def main(argv=None) -> int:
     except FactsError as e:
         print(f"make_auto_table: {e}; nothing written", file=sys.stderr)
         return 2
-    files = generate(args.results, TABLES, facts)
+    try:
+        files = generate(args.results, TABLES, facts)
+    except ResultsError as e:  # a damaged summary.csv: one line, nothing written
+        print(f"make_auto_table: {e}; nothing written", file=sys.stderr)
+        return 2
     if not files:
         # No measured table (a wrong --results): writing would empty auto's tables.
         why = "no such folder" if not args.results.is_dir() else \

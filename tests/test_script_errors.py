@@ -373,3 +373,52 @@ def test_an_output_file_in_a_missing_folder_or_a_folder(tool, flag, where, tmp_p
     r = script(tool, *args)
     usage_error(r, f"{flag}: ", "no such folder " + str(tmp_path / "nodir") if where == "missing" else f"{tmp_path} is a folder")
     assert not r.stdout and not list(tmp_path.iterdir())
+# --- a damaged summary.csv: every reader stops with one line naming the file and the column ----------------
+
+def damaged_summary(gpu, damage):
+    """A copy of the H200's summary.csv, damaged as `damage` says; (file, what the error names)."""
+    import csv
+    gpu.mkdir(parents=True)
+    f = gpu / "summary.csv"
+    if damage == "not-a-summary":
+        f.write_text("a,b\n1,2\n")
+        return f, "no column gpu"
+    rows = list(csv.reader(open(ROOT / "results" / "nvidia-h200" / "summary.csv", newline="")))
+    column, value = {"hL": ("hL", "abc"), "status": ("status", "weird"), "time": ("time_us", "-1"),
+                     "cold": ("cold", "maybe"), "missing": ("time_us", None)}[damage]
+    i = rows[0].index(column)
+    ok = next(n for n, r in enumerate(rows) if n and r[rows[0].index("status")] == "ok" and r[rows[0].index("variant")] == "fft")
+    if value is None:
+        rows = [r[:i] + r[i + 1:] for r in rows]
+    else:
+        rows[ok][i] = value
+    with open(f, "w", newline="") as out:
+        csv.writer(out).writerows(rows)
+    return f, f"column {column}" + ("" if value is None else f", line {ok + 1}")
+
+
+@pytest.mark.parametrize("damage", ["hL", "status", "time", "cold", "missing", "not-a-summary"])
+@pytest.mark.parametrize("tool", ["claims", "anchors", "table", "plot", "make_auto_table", "auto_report"])
+def test_a_damaged_summary_is_one_line_and_exit_2(tool, damage, tmp_path):
+    """summary.csv with hL "abc" (one row): claims.py reported "8 confirmed, 6 not confirmed" or
+    fewer, anchors.py "54 not measured", table.py wrote its tables, all with exit 0; auto_report.py
+    and make_auto_table.py --check stopped with a ValueError traceback; a CSV of `a,b` was a KeyError
+    in claims.py and a silent exit 0 in anchors.py. Now one line naming the file and the column (and
+    the line), exit 2, and nothing written."""
+    results = tmp_path / "results"
+    gpu = results / "nvidia-h200"
+    f, where = damaged_summary(gpu, damage)
+    before = sorted(p.name for p in gpu.iterdir())
+    env = {"XCORR_PLOTS": str(tmp_path / "plots")}
+    if tool == "make_auto_table":
+        r = script("make_auto_table.py", "--check", "--results", results, "--list",
+                   ROOT / "lib" / "auto_tables" / "variants.json")
+    elif tool == "auto_report":
+        r = script("auto_report.py", "--build", make_fake_build(tmp_path / "build"), "--gpu-dir", gpu, "--out",
+                   tmp_path / "report.md")
+    else:
+        r = script(f"{tool}.py", gpu, env=env)
+    one_line_error(r, 2, f"{tool}: {f}: ", where, "aggregate.py")
+    assert "Traceback" not in r.stderr
+    assert sorted(p.name for p in gpu.iterdir()) == before and not (tmp_path / "report.md").exists()
+    assert not list((tmp_path / "plots").glob("*/*")) if (tmp_path / "plots").exists() else True

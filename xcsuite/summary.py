@@ -128,9 +128,70 @@ def gpu_name_of(summary: pd.DataFrame, gpu_dir: Path) -> str:
     return names[0] if names else Path(gpu_dir).name
 
 
+# What a reader of summary.csv may rely on, column by column (the aggregator writes all of COLUMNS):
+# text (empty where none), whole numbers in every row, numbers or empty, True/False. A damaged or
+# hand-edited file (hL "abc", a column missing) read as it was made claims and anchors count the
+# rows it spoiled as "not measured" and exit 0, and other readers stop with a traceback.
+TEXT_COLUMNS = ("gpu", "gpu_name", "experiment", "case", "variant", "family", "form", "counts", "params", "status",
+                "message", "timed", "precision", "shifts")
+WHOLE_COLUMNS = ("hL", "wL", "hR", "wR", "nL", "nR", "n_reps")
+BOOL_COLUMNS = ("cold", "experiment_complete")
+NUMBER_COLUMNS = tuple(c for c in COLUMNS if c not in TEXT_COLUMNS + WHOLE_COLUMNS + BOOL_COLUMNS)
+OPTIONAL_COLUMNS = ("shifts",)  # written only since windows existed: every row is then the full output
+STATUSES = ("ok", "failed", "rejected")  # the runner's verdicts (xcsuite/resultfile.py)
+
+
+def read_summary_csv(csv: Path, columns=COLUMNS) -> pd.DataFrame:
+    """A summary.csv checked against the schema above for `columns` (those its reader uses; the
+    others are read as they are): text filled with "", whole numbers as int64, numbers as numbers
+    (NaN where empty), booleans as bool. Anything else raises ResultsError naming the file, the column and the row,
+    which the report commands print as one line and exit 2 (exit_2_on_bad_results)."""
+    csv = Path(csv)
+    redo = "regenerate it from the results files with scripts/aggregate.py"
+    try:
+        df = pd.read_csv(csv, dtype={c: str for c in TEXT_COLUMNS}, keep_default_na=True)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
+        raise ResultsError(f"{csv}: not a summary.csv ({' '.join(str(e).split())}); {redo}") from e
+    missing = [c for c in columns if c not in df.columns and c not in OPTIONAL_COLUMNS]
+    if missing:
+        named = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        raise ResultsError(f"{csv}: no column {named} (not a summary.csv, or a damaged one); {redo}")
+
+    def bad(c, rows, what):  # rows: a mask of the rows in error; the first is named
+        i = int(rows.to_numpy().nonzero()[0][0])
+        raise ResultsError(f"{csv}: column {c}, line {i + 2}: {df[c].iloc[i]!r} is not {what}; {redo}")
+
+    df = df.reset_index(drop=True)
+    for c in (c for c in columns if c in df.columns):
+        if c in TEXT_COLUMNS:
+            df[c] = df[c].fillna("")
+        elif c in BOOL_COLUMNS:
+            v = df[c].astype(str)
+            if not v.isin(["True", "False"]).all():
+                bad(c, ~v.isin(["True", "False"]), "True or False")
+            df[c] = v.eq("True")
+        else:
+            v = pd.to_numeric(df[c], errors="coerce")
+            if (v.isna() & df[c].notna()).any():
+                bad(c, v.isna() & df[c].notna(), "a number")
+            if c in WHOLE_COLUMNS:
+                wrong = v.isna() | (v != v.round()) | (v < (0 if c == "n_reps" else 1))
+                if wrong.any():
+                    bad(c, wrong, "a whole number" + ("" if c == "n_reps" else " of at least 1"))
+                v = v.astype("int64")
+            df[c] = v
+    if "status" in columns:
+        if not df["status"].isin(STATUSES).all():
+            bad("status", ~df["status"].isin(STATUSES), f"one of {', '.join(STATUSES)}")
+        if "time_us" in columns:  # a measured row without a time would be left out of every table
+            if not (df["time_us"] > 0)[df["status"] == "ok"].all():
+                bad("time_us", (df["status"] == "ok") & ~(df["time_us"] > 0), "a positive time (its row is ok)")
+    return df
+
+
 def load_summary(gpu_dir: Path) -> pd.DataFrame:
-    """summary.csv of a GPU folder; computed afresh, not written, when it is missing or older than
-    a results file (reading never writes: scripts/aggregate.py does)."""
+    """summary.csv of a GPU folder (read_summary_csv: checked); computed afresh, not written, when it
+    is missing or older than a results file (reading never writes: scripts/aggregate.py does)."""
     gpu_dir = Path(gpu_dir)
     csv = gpu_dir / "summary.csv"
     jsons = list(gpu_dir.glob("*.json"))
@@ -139,11 +200,7 @@ def load_summary(gpu_dir: Path) -> pd.DataFrame:
     elif not csv.exists():
         df = pd.DataFrame(columns=COLUMNS)
     else:
-        text = ("params", "message", "timed", "precision", "family", "shifts")
-        df = pd.read_csv(csv, dtype={c: str for c in text})
-        for c in text:
-            if c in df.columns:
-                df[c] = df[c].fillna("")
+        df = read_summary_csv(csv)
     if "shifts" not in df.columns:  # written before windows existed: every row is the full output
         df["shifts"] = ""
     return df
