@@ -94,6 +94,48 @@ def test_a_file_of_an_unknown_format_is_one_clear_error(tmp_path):
         load_results(f)
 
 
+def damage(case: dict, how: str) -> None:
+    """One case of a committed file made impossible, as an edit or a bad merge would."""
+    if how == "time":  # every repetition's time per call -1 (aggregate gave a mean of -1 us)
+        case["reps"]["real_time"] = [-1] * case["n_reps"]
+    elif how == "iterations":
+        case.setdefault("same", {})["iterations"] = 0
+        case.get("reps", {}).pop("iterations", None)
+    elif how == "size":
+        case["hL"] = -16
+    elif how == "count":
+        case["nR"] = 0
+    else:  # a status no runner writes (aggregate took it for failed)
+        case["status"] = "weird"
+
+
+HOWS = {"time": "real_time -1 is not positive", "iterations": "iterations 0 is not positive",
+        "size": "hL -16 is not a whole number", "count": "nR 0 is not a whole number",
+        "status": "status 'weird' is not one of ok, failed, rejected"}
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_a_case_no_measurement_gives_is_refused(tmp_path, how):
+    """Values inside a results file were taken as they were: aggregate and table wrote a time of -1
+    us, a size of -16 and a status "weird" into summary.csv and the tables, exit 0. The loader now
+    refuses the file with one error naming it and the case."""
+    data = json.loads((ROOT / "results" / "nvidia-h200" / "fig17.json").read_text())
+    key, case = next((k, c) for k, c in data["cases"].items() if c["status"] == "ok" and "real_time" in c["reps"])
+    damage(case, how)
+    gpu = tmp_path / "nvidia-h200"
+    gpu.mkdir()
+    rf.write_atomic(gpu / "fig17.json", data)
+    with pytest.raises(ResultsError) as e:
+        load_results(gpu / "fig17.json")
+    assert f"fig17.json: case {key}: " in str(e.value) and HOWS[how] in str(e.value), e.value
+    for tool in ("aggregate", "table"):
+        r = subprocess.run([sys.executable, str(ROOT / "scripts" / f"{tool}.py"), str(gpu)], capture_output=True,
+                           text=True, cwd=ROOT, timeout=300, env={**__import__("os").environ,
+                                                                  "XCORR_PLOTS": str(tmp_path / "plots")})
+        assert r.returncode == 2 and r.stderr.strip().splitlines() == [f"{tool}: {e.value}"], (r.returncode, r.stderr)
+    assert [p.name for p in gpu.iterdir()] == ["fig17.json"]  # no summary.csv, no table written
+
+
 def test_convert_results_rewrites_in_place_and_only_once(tmp_path):
     f = tmp_path / "nmn.json"
     f.write_text(FORMAT1[0].read_text())
@@ -117,6 +159,7 @@ def test_committed_results_are_format_2_and_match_their_keys():
         assert data["format"] == rf.FORMAT, f
         for key, rec in data["cases"].items():
             assert rf.key_of(rec) == key
+            assert rf.problem_of(rec) is None, (f, key, rf.problem_of(rec))
             for e in rf.entries_of(rec):
                 assert entry_key(e, rec["cold"]) == key and parse_run_name(e["run_name"])[0] == rec["variant"]
 

@@ -75,6 +75,43 @@ def key_of(rec: dict) -> str:
     return case_key(rec["variant"], dims_of(rec), rec["params"], rec["cold"], rec.get("shifts", ""))
 
 
+STATUSES = ("ok", "failed", "rejected")  # the runner's verdicts (run_experiments: record)
+
+
+def _positive(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 and math.isfinite(v)
+
+
+def problem_of(rec: dict) -> str | None:
+    """Why a case record holds values no measurement gives (a size or count below 1, an unknown
+    status, a repetition's time or iterations not positive), or None. The readers took them as they
+    were: a real_time of -1 became a mean time of -1 us in summary.csv, a status "weird" a failed
+    case. Entries flagged error_occurred carry no time and are not checked."""
+    for k in DIM_KEYS:
+        if not (_positive(rec.get(k)) and isinstance(rec.get(k), int)):
+            return f"{k} {rec.get(k)!r} is not a whole number of at least 1"
+    if rec.get("status") not in STATUSES:
+        return f"status {rec.get('status')!r} is not one of {', '.join(STATUSES)}"
+    n = rec.get("n_reps", 0)
+    if not (isinstance(n, int) and not isinstance(n, bool) and n >= 0):
+        return f"n_reps {n!r} is not a count"
+    same, reps = rec.get("same", {}), rec.get("reps", {})
+    if not (isinstance(same, dict) and isinstance(reps, dict)):
+        return "same or reps is no object"
+    if any(not isinstance(v, list) or len(v) != n for v in reps.values()):
+        return f"a field of reps does not hold n_reps ({n}) values"
+
+    def each(field):
+        return reps[field] if field in reps else [same.get(field)] * n
+
+    errors = each("error_occurred")
+    for field in ("real_time", "iterations"):
+        for i, (v, err) in enumerate(zip(each(field), errors)):
+            if not err and not _positive(v):
+                return f"repetition {i}'s {field} {v!r} is not positive"
+    return None
+
+
 # ---- entries <-> record --------------------------------------------------------------------
 
 def _derived(rec: dict, key: str, i: int, entry: dict) -> dict:

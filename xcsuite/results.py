@@ -31,10 +31,12 @@ def load_results(path: Path) -> dict:
         why = _check(data)
         if why is None and "benchmarks" in data:
             try:
-                return resultfile.from_google_merged(data)
+                data = resultfile.from_google_merged(data)
             except (resultfile.FormatError, KeyError, TypeError, ValueError) as e:
                 why = f"a format-1 file that cannot be converted ({e})"
-        elif why is None:
+        if why is None:
+            why = _check_cases(data)
+        if why is None:
             return data
     bak = path.with_suffix(".json.bak")
     keep = f"restore it from {bak.name} (the copy --force kept)" if bak.exists() else "restore it from git"
@@ -55,6 +57,15 @@ def _check(data) -> str | None:
         return "not a results file (a case is no object)"
     if not isinstance(data.get("members", []), list):
         return "not a results file (members is no list)"
+    return None
+
+
+def _check_cases(data: dict) -> str | None:
+    """Why a case of `data` (format 2) cannot be a measurement (resultfile.problem_of), naming its key."""
+    for key, rec in data["cases"].items():
+        why = resultfile.problem_of(rec)
+        if why:
+            return f"case {key}: {why}"
     return None
 
 

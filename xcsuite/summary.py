@@ -14,7 +14,7 @@ import pandas as pd
 from experiments._spec import Shape, count_label
 from xcsuite import paths
 from xcsuite.benchjson import parse_label, seconds
-from xcsuite.resultfile import dims_of, entries_of, window_of
+from xcsuite.resultfile import STATUSES, dims_of, entries_of, window_of
 from xcsuite.results import ResultsError, load_results, progress_of_data
 from xcsuite.stats import describe
 
@@ -138,7 +138,6 @@ WHOLE_COLUMNS = ("hL", "wL", "hR", "wR", "nL", "nR", "n_reps")
 BOOL_COLUMNS = ("cold", "experiment_complete")
 NUMBER_COLUMNS = tuple(c for c in COLUMNS if c not in TEXT_COLUMNS + WHOLE_COLUMNS + BOOL_COLUMNS)
 OPTIONAL_COLUMNS = ("shifts",)  # written only since windows existed: every row is then the full output
-STATUSES = ("ok", "failed", "rejected")  # the runner's verdicts (xcsuite/resultfile.py)
 
 
 def read_summary_csv(csv: Path, columns=COLUMNS) -> pd.DataFrame:
