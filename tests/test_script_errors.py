@@ -369,10 +369,11 @@ def test_an_output_file_in_a_missing_folder_or_a_folder(tool, flag, where, tmp_p
     the file an IsADirectoryError. Refused before the work; nothing written. (gen_auto_table.py is the
     build's generator, its paths meson's: left as it was, so that the build needs no xcsuite/.)"""
     given = tmp_path / "nodir" / "x.out" if where == "missing" else tmp_path
-    args = ["--out", tmp_path / "ok.cpp", flag, given] if tool == "gen_auto_table.py" else [flag, given]
-    r = script(tool, *args)
+    r = script(tool, flag, given)
     usage_error(r, f"{flag}: ", "no such folder " + str(tmp_path / "nodir") if where == "missing" else f"{tmp_path} is a folder")
     assert not r.stdout and not list(tmp_path.iterdir())
+
+
 # --- a damaged summary.csv: every reader stops with one line naming the file and the column ----------------
 
 def damaged_summary(gpu, damage):
