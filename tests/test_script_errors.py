@@ -34,11 +34,9 @@ def paragraphs(text):
 
 # --- make_auto_table.py: a --results without measured tables emptied auto's tables ---------------------
 
-@pytest.mark.parametrize("results", ["missing", "gpu-folder"])
-def test_make_auto_table_refuses_results_without_tables_and_writes_nothing(tmp_path, results):
-    """`--results /nonexistent` (or one GPU's folder, not the folder of them) printed "wrote
-    harness/auto_table.cpp", exited 0 and left it with every table deleted. Run on a copy of the
-    scripts in a tree of its own, so that this test cannot damage the committed tables."""
+def scripts_tree(tmp_path):
+    """A tree of make_auto_table.py and gen_auto_table.py copied, with an empty lib/ for what they
+    write (so that a test cannot damage the committed tables) and the packages they import linked."""
     tree = tmp_path / "tree"
     (tree / "scripts").mkdir(parents=True)
     (tree / "lib").mkdir()
@@ -46,6 +44,15 @@ def test_make_auto_table_refuses_results_without_tables_and_writes_nothing(tmp_p
         shutil.copy(SCRIPTS / name, tree / "scripts")
     for package in ("xcsuite", "experiments"):  # the atomic write and summary.csv's reader
         os.symlink(ROOT / package, tree / package)
+    return tree
+
+
+@pytest.mark.parametrize("results", ["missing", "gpu-folder"])
+def test_make_auto_table_refuses_results_without_tables_and_writes_nothing(tmp_path, results):
+    """`--results /nonexistent` (or one GPU's folder, not the folder of them) printed "wrote
+    harness/auto_table.cpp", exited 0 and left it with every table deleted. Run on a copy of the
+    scripts in a tree of its own, so that this test cannot damage the committed tables."""
+    tree = scripts_tree(tmp_path)
     given = tmp_path / "nonexistent" if results == "missing" else ROOT / "results" / "nvidia-h200"
     r = run([sys.executable, str(tree / "scripts" / "make_auto_table.py"), "--results", str(given),
              "--list", str(ROOT / "lib" / "auto_tables" / "variants.json")])
@@ -60,11 +67,7 @@ def test_make_auto_table_refuses_results_without_tables_and_writes_nothing(tmp_p
                                              ([], "a variant list without variants")])
 def test_make_auto_table_refuses_a_list_that_is_no_variant_list(content, needle, check, tmp_path):
     """{"variants": 5} was an AttributeError traceback. On a copy of the scripts, as above."""
-    tree = tmp_path / "tree"
-    (tree / "scripts").mkdir(parents=True)
-    (tree / "lib").mkdir()
-    for name in ("make_auto_table.py", "gen_auto_table.py"):
-        shutil.copy(SCRIPTS / name, tree / "scripts")
+    tree = scripts_tree(tmp_path)
     f = tmp_path / "list.json"
     f.write_text(json.dumps(content))
     r = run([sys.executable, str(tree / "scripts" / "make_auto_table.py"), *check, "--results", str(ROOT / "results"),
