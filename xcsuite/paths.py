@@ -122,21 +122,30 @@ def out_file_problem(f: Path) -> str | None:
     return None
 
 
+class WriteFailed(OSError):
+    """A generated file that could not be written (a full disk, a quota, a read-only folder); the
+    file before it, if any, is whole. xcsuite.cli.run turns it into one line and exit status 1."""
+
+
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Replaces `path` with `data` at once: a reader (or a kill, a full disk) sees the old file or
     the new one, never a part. Every generated file (results, tables, pages, figures) is written
     through here."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are shared files
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as e:
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise WriteFailed(e.errno, f"could not write {path} ({e.strerror or e}); "
+                              + ("the file before is kept" if path.exists() else "nothing written")) from e
         raise
 
 
