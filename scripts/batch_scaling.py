@@ -93,22 +93,14 @@ def main(argv=None):
     if args.max_shift < -1:
         ap.error(f"--max-shift must be 0 or more (-1: the full output), not {args.max_shift}")
     import xcorr
-    try:  # the text's errors before the GPU's: a typo is bad usage (exit 2) on any machine
+    try:  # parse_devices judges the text before asking for GPUs: a typo is bad usage (exit 2) on any machine
         devices = xcorr._xcorr.parse_devices(args.gpus)
+        info = xcorr.gpu_info()
     except ValueError as e:
         ap.error(str(e))
-    except xcorr.NoGPUError:
-        devices = None  # well formed; which devices exist is the GPU's question, next
-    try:
-        info = xcorr.gpu_info()
     except xcorr.NoGPUError as e:
         print(f"batch_scaling: no GPU: {e}", file=sys.stderr)
         return 3
-    if devices is None:
-        try:
-            devices = xcorr._xcorr.parse_devices(args.gpus)
-        except ValueError as e:
-            ap.error(str(e))
     rng = np.random.default_rng(0)
     left = rng.random(ls, dtype=np.float32)
     right = rng.random(rs, dtype=np.float32)

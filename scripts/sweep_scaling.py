@@ -58,7 +58,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import experiments  # noqa: E402
-from xcsuite import gpus  # noqa: E402
+from xcsuite import gpus, paths  # noqa: E402
 
 TARGET = 1.8  # issue #69: the sweep over two GPUs at least 1.8x one GPU in wall time
 
@@ -129,9 +129,39 @@ def run_sweep(selection, experiments, build, results, max_minutes, force=True, a
 
 def write_json(path: Path, data) -> None:
     """`data` to `path` at once (paths.write_text_atomic): never a half-written file."""
-    from xcsuite import paths
-
     paths.write_text_atomic(path, json.dumps(data, indent=1) + "\n")
+
+
+def read_state(resume: Path, ident: dict, what: str):
+    """DIR/state.json of an earlier sitting, checked to be of this sweep (every value of `ident` the
+    same; `what` names the kind of sweep): (state, None), ({}, None) where there is none yet, or
+    (None, 2) after saying in one line why it is not this sweep's."""
+    resume.mkdir(parents=True, exist_ok=True)
+    state_path = resume / "state.json"
+    if not state_path.exists():
+        return {}, None
+    try:
+        state = json.loads(state_path.read_text())
+        why = [f"{k} {state[k]!r}, here {v!r}" for k, v in ident.items() if state[k] != v]
+    except (ValueError, KeyError, TypeError) as e:
+        print(f"sweep_scaling: --resume {resume}: {state_path.name} is not {what} state ({e})", file=sys.stderr)
+        return None, 2
+    if why:
+        print(f"sweep_scaling: --resume {resume} holds another sweep: {'; '.join(why)} (start another DIR)",
+              file=sys.stderr)
+        return None, 2
+    return state, None
+
+
+def run_failed(count, seconds, r) -> str:
+    """What a run that did not complete says (its exit status, time and last lines)."""
+    return f"the run on {count} GPU(s) exited {r.returncode} after {seconds:.0f} s; its last lines:\n{r.stdout[-1500:]}"
+
+
+def run_record(count, devices, seconds, results, **extra) -> dict:
+    """A completed run as the JSON records it: its GPUs, wall time and what it measured (cases_of)."""
+    return {"gpus": count, "devices": [d.record() for d in devices[:count]], "seconds": seconds, **extra,
+            **cases_of(results)}
 
 
 def not_ok(run, what) -> None:
@@ -147,11 +177,8 @@ def one_run(count, devices, group, build, results, max_minutes, assign):
     seconds, r = run_sweep(",".join(d.uuid for d in devices[:count]), group, build, results, max_minutes,
                            assign=assign)
     if r.returncode != 0:
-        return None, (4 if r.returncode == 4 else 1,
-                      f"the run on {count} GPU(s) exited {r.returncode} after {seconds:.0f} s; its last lines:\n"
-                      f"{r.stdout[-1500:]}")
-    return {"gpus": count, "devices": [d.record() for d in devices[:count]], "seconds": seconds,
-            **cases_of(results)}, None
+        return None, (4 if r.returncode == 4 else 1, run_failed(count, seconds, r))
+    return run_record(count, devices, seconds, results), None
 
 
 def by_group(args, groups, devices, revision, out_path) -> int:
@@ -163,21 +190,15 @@ def by_group(args, groups, devices, revision, out_path) -> int:
     resume = Path(args.resume) if args.resume else None
     done = {}
     if resume is not None:
-        resume.mkdir(parents=True, exist_ok=True)
+        state, status = read_state(resume, ident, "a --by-group sweep's")
+        if status:
+            return status
+        done = state.get("done") if state else {}  # the finished groups: an earlier sitting's, or none yet
+        if not isinstance(done, dict):
+            print(f"sweep_scaling: --resume {resume}: state.json is not a --by-group sweep's state (no object "
+                  "of finished groups)", file=sys.stderr)
+            return 2
         state_path = resume / "state.json"
-        if state_path.exists():
-            try:
-                state = json.loads(state_path.read_text())
-                why = [f"{k} {state[k]!r}, here {v!r}" for k, v in ident.items() if state[k] != v]
-                done = dict(state["done"])
-            except (ValueError, KeyError, TypeError) as e:
-                print(f"sweep_scaling: --resume {resume}: {state_path.name} is not a --by-group sweep's state ({e})",
-                      file=sys.stderr)
-                return 2
-            if why:
-                print(f"sweep_scaling: --resume {resume} holds another sweep: {'; '.join(why)} (start another DIR)",
-                      file=sys.stderr)
-                return 2
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="sweep-scaling-") as tmp:
         for i, group in enumerate(groups):
@@ -320,20 +341,11 @@ def main(argv=None):
     resume = Path(args.resume) if args.resume else None
     state = {}
     if resume is not None:
-        resume.mkdir(parents=True, exist_ok=True)
         state_path = resume / "state.json"
         sweep_id = {"git_revision": revision, "experiments": experiments_, "uuids": [d.uuid for d in devices]}
-        if state_path.exists():
-            try:
-                state = json.loads(state_path.read_text())
-                why = [f"{k} {state[k]!r}, here {v!r}" for k, v in sweep_id.items() if state[k] != v]
-            except (ValueError, KeyError, TypeError) as e:
-                print(f"sweep_scaling: --resume {resume}: {state_path.name} is not a sweep's state ({e})",
-                      file=sys.stderr)
-                return 2
-            if why:
-                print(f"sweep_scaling: --resume {resume} holds another sweep: {'; '.join(why)}", file=sys.stderr)
-                return 2
+        state, status = read_state(resume, sweep_id, "a sweep's")
+        if status:
+            return status
         state = {**sweep_id, "runs": state.get("runs", {})}
 
         def save_state():
@@ -359,13 +371,12 @@ def main(argv=None):
                 save_state()
                 seconds = done["seconds"]
             if r.returncode != 0:
-                print(f"sweep_scaling: the run on {count} GPU(s) exited {r.returncode} after {seconds:.0f} s; its "
-                      f"last lines:\n{r.stdout[-1500:]}", file=sys.stderr)
+                print(f"sweep_scaling: {run_failed(count, seconds, r)}", file=sys.stderr)
                 if resume is not None and r.returncode == 4:
                     print(f"sweep_scaling: give the same command again to continue it ({resume})", file=sys.stderr)
                 return 4 if r.returncode == 4 else 1
-            run = {"gpus": count, "devices": [d.record() for d in devices[:count]], "seconds": seconds,
-                   **({"sittings": done["sittings"]} if resume is not None else {}), **cases_of(results)}
+            run = run_record(count, devices, seconds, results,
+                             **({"sittings": done["sittings"]} if resume is not None else {}))
             if resume is not None:
                 state["runs"][str(count)] = {**run, "complete": True}
                 save_state()
