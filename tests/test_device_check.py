@@ -17,6 +17,8 @@ SCRIPT = ROOT / "scripts" / "device-check"
     (["-r", "0"], "-r 0: a number of repetitions, 1 or more"),
     (["-X", "3/2"], "-X 3/2: K/N with 1 <= K <= N"),
     (["-X", "half"], "-X half: K/N"),
+    (["-Z", "3/2"], "-Z 3/2: K/N with 1 <= K <= N"),
+    (["-s", "-Z", "1"], "-Z 1: K/N"),
     (["-B", "/nonexistent/cases.txt"], "-B /nonexistent/cases.txt: not a file of cases"),
     (["-B", "tests"], "-B tests: not a file of cases"),
     (["stray"], "unexpected argument 'stray'"),

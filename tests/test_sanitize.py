@@ -1,0 +1,151 @@
+"""scripts/sanitize (device-check -s) without a GPU: stand-ins for compute-sanitizer and the build's
+binaries, so that what the script concludes from its processes is held here. Until session 46 a part
+whose sanitizer found something (exit 99) left no exit status behind (the background subshell
+inherited `set -e`) and the tool was reported clean: a finding must fail the run, and so must a
+process that dies or never prints the sanitizer's summary."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "sanitize"
+
+SANITIZER = r'''#!/usr/bin/env python3
+# compute-sanitizer's stand-in: records its command line, runs the application, and answers as the
+# tool would, or as FAKE_FIND / FAKE_DIE / FAKE_QUIET say for a command line holding their text
+import os, subprocess, sys
+args = sys.argv[1:]
+tool = args[args.index("--tool") + 1]
+app = args[args.index("--print-limit") + 2:]
+line = " ".join(app)
+env = {k: os.environ[k] for k in os.environ if k.startswith("XCORR_")}
+with open(os.environ["FAKE_LOG"], "a") as f:
+    f.write(tool + "\t" + " ".join(f"{k}={v}" for k, v in sorted(env.items())) + "\t" + line + "\n")
+rc = subprocess.call(app)
+def hit(name):
+    return any(t and t in line for t in os.environ.get(name, "").split("|"))
+if hit("FAKE_DIE"):
+    sys.exit(134)
+if hit("FAKE_QUIET"):
+    sys.exit(0)
+if hit("FAKE_FIND"):
+    print("========= Error: Race reported between Write access at kernel+0x40 and Read access")
+    print("========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)" if tool == "racecheck"
+          else "========= ERROR SUMMARY: 1 error")
+    sys.exit(99)
+print("========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)" if tool == "racecheck"
+      else "========= ERROR SUMMARY: 0 errors")
+sys.exit(rc)
+'''
+
+VALIDATE = r'''#!/usr/bin/env python3
+import os, sys
+line = " ".join(sys.argv[1:])
+failing = os.environ.get("FAKE_FAIL_CASE")
+if failing and failing in line:
+    print("FAIL  block-per-pair  one-to-one 1x[5x7] * 1x[3x2]  err=1.0e+00")
+    print("1 passed, 1 failed, 0 skipped")
+    sys.exit(1)
+print("2 passed, 0 failed, 1 skipped")
+'''
+
+XCORR = r'''#!/usr/bin/env python3
+import json, sys
+variants = [("block-per-pair", ["full", "valid", "same"]), ("fft-fused", ["full", "valid"])]
+if sys.argv[1:] == ["list", "--json"]:
+    print(json.dumps([{"name": n, "windows": w} for n, w in variants]))
+elif sys.argv[1:] == ["list"]:
+    for n, _ in variants:
+        print(f"{n} (a stand-in)")
+else:
+    sys.exit(2)
+'''
+
+
+@pytest.fixture
+def fake(tmp_path):
+    bin_dir, build = tmp_path / "bin", tmp_path / "build"
+    for d, name, text in [(bin_dir, "compute-sanitizer", SANITIZER), (build, "xcorr_validate", VALIDATE),
+                          (build, "xcorr", XCORR)]:
+        d.mkdir(exist_ok=True)
+        (d / name).write_text(text)
+        (d / name).chmod(0o755)
+    log = tmp_path / "calls.log"
+
+    def run(*extra, tools="memcheck racecheck", **env):
+        log.unlink(missing_ok=True)
+        r = subprocess.run([str(SCRIPT), str(build), str(tmp_path / "out"), tools, *extra], capture_output=True,
+                           text=True, timeout=120, cwd=ROOT,
+                           env={"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_LOG": str(log), **env})
+        calls = log.read_text().splitlines() if log.exists() else []
+        return r, calls
+    return run
+
+
+# The parts of one tool for the stand-in build (block-per-pair with windows, fft-fused, no
+# register-tiled or fft: no normalization parts): maps, windows and reductions per form, fft-fused's
+# four, the signals per form and chunked.
+PARTS_PER_TOOL = 4 * 3 + 4 + 4 + 1
+
+
+def test_clean_parts_report_clean(fake):
+    r, calls = fake()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "memcheck: clean (" in r.stdout and "racecheck: clean (" in r.stdout
+    assert len(calls) == 2 * PARTS_PER_TOOL and len(set(calls)) == len(calls)  # each part once
+    assert sum("--windows only" in c for c in calls) == 2 * 4
+    assert any("XCORR_FFT_MAX_CHUNK=2" in c and "--shape 1x3001,1x257" in c for c in calls)  # the env reaches it
+    # the cases of every part are summed: 2 passed and 1 skipped a process
+    assert f"({2 * PARTS_PER_TOOL} passed, 0 failed, {PARTS_PER_TOOL} skipped)" in r.stdout
+
+
+def test_a_finding_fails_the_run_and_names_its_part(fake):
+    r, _ = fake(FAKE_FIND="--form n-to-m --shape 37x53,29x41 --shape 33x35,31x33 --shape 5x7,3x2 --shape 1x17,1x9 "
+                          "--shape 100x61,37x80 --windows only")
+    assert r.returncode == 1
+    assert "memcheck: FINDINGS in: n-to-m-windows (exit 99)" in r.stdout
+    assert "racecheck: FINDINGS in: n-to-m-windows (exit 99)" in r.stdout
+    assert "Race reported between" in r.stdout  # the finding itself is shown
+
+
+@pytest.mark.parametrize("env, part", [
+    ({"FAKE_DIE": "--form one-to-many --reductions only"}, "one-to-many-reductions (exit 134)"),
+    ({"FAKE_QUIET": "--variant fft-fused --shape 129x127,120x131 --shape 151x171"}, "fft-rows-apart (exit 0)"),
+    ({"FAKE_FAIL_CASE": "--form n-to-mn --shape 1x3001"}, "signals-n-to-mn (exit 1)"),
+])
+def test_a_part_that_dies_stays_silent_or_fails_a_case_is_a_finding(fake, env, part):
+    r, _ = fake(tools="memcheck", **env)
+    assert r.returncode == 1 and f"memcheck: FINDINGS in: {part}" in r.stdout, r.stdout
+
+
+def test_the_shares_split_each_tools_parts(fake):
+    (r1, c1), (r2, c2) = fake("1/2"), fake("2/2")
+    assert r1.returncode == 0 and r2.returncode == 0
+    _, whole = fake()
+    assert sorted(c1 + c2) == sorted(whole) and not set(c1) & set(c2)
+    for calls in (c1, c2):  # each share has half of each tool's parts, windows and signals among them
+        for tool in ("memcheck", "racecheck"):
+            mine = [c for c in calls if c.startswith(tool)]
+            assert abs(len(mine) - PARTS_PER_TOOL / 2) <= 0.5
+            assert sum("--windows only" in c for c in mine) == 2
+            assert sum("1x1500,1x1700" in c for c in mine) == 2
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["3/2"], "3/2: K/N with 1 <= K <= N"),
+    (["0/2"], "0/2: K/N"),
+])
+def test_bad_share_is_refused(fake, args, needle):
+    r, calls = fake(*args)
+    assert r.returncode == 2 and needle in r.stderr and not calls
+
+
+def test_bad_tool_and_missing_build_are_refused(fake, tmp_path):
+    r, calls = fake(tools="memcheck leakcheck")
+    assert r.returncode == 2 and "leakcheck: not a compute-sanitizer tool" in r.stderr and not calls
+    r = subprocess.run([str(SCRIPT), str(tmp_path / "nowhere"), str(tmp_path / "out"), "memcheck"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "no xcorr and xcorr_validate there" in r.stderr
