@@ -115,6 +115,9 @@ constexpr int kWarpsPerBlock = kThreads / kWarp;
 // base + pc * piece_step + b * block_step (rem = s % per_matrix, pc = rem / NB, b = rem % NB):
 // element u < take with source index in [0, limit), else 0. Lefts: per_matrix = npc NB,
 // take = N, limit = n. Rights: per_matrix = NB, piece_step = 0, take = B, limit = r0 + rn.
+// The slot's two floats past N (its pitch is 2E = N + 2, for the in-place spectrum) are written 0
+// too: cuFFT's in-place R2C kernels for small N load them (compute-sanitizer initcheck reports
+// those loads as reads of uninitialized memory), though no spectrum depends on them.
 struct SegPadArgs {
     const float* src;
     int64_t src_len;  // floats per matrix in the stack
@@ -137,7 +140,7 @@ __global__ void __launch_bounds__(kThreads) seg_pad_kernel(SegPadArgs a) {
         const int64_t off = a.base + pc * a.piece_step + b * a.block_step;
         const float* src = a.src + mtx * a.src_len;
         float* dst = a.dst + s * a.pitch;
-        for (int u = blockIdx.x * kThreads + threadIdx.x; u < a.N; u += gridDim.x * kThreads) {
+        for (int u = blockIdx.x * kThreads + threadIdx.x; u < int(a.pitch); u += gridDim.x * kThreads) {
             const int64_t idx = off + u;
             dst[u] = (u < a.take && idx >= 0 && idx < a.limit) ? __ldg(src + idx) : 0.0f;
         }
@@ -489,7 +492,7 @@ private:
     float* prod_slot(int64_t s) const { return ws_.get() + (r_slots_ + l_slots_ + s) * pitch_; }
 
     void pad(const SegPadArgs& a, cudaStream_t stream) {
-        seg_pad_kernel<<<slot_grid(a.N, a.slots, 64), kThreads, 0, stream>>>(a);
+        seg_pad_kernel<<<slot_grid(a.pitch, a.slots, 64), kThreads, 0, stream>>>(a);
         XC_CHECK_LAUNCH();
     }
     void r2c(cufftHandle h, float* slots, cudaStream_t stream) {
