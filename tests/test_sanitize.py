@@ -45,6 +45,12 @@ VALIDATE = r'''#!/usr/bin/env python3
 import os, sys
 line = " ".join(sys.argv[1:])
 failing = os.environ.get("FAKE_FAIL_CASE")
+empty = os.environ.get("FAKE_EMPTY")
+if empty and empty in line:  # every case skipped: what the real one answers
+    print("SKIP  block-per-pair  one-to-one 1x[12x12] * 1x[5x5]  a stand-in skips it")
+    print("xcorr_validate: error: nothing validated (every case was skipped; the SKIP lines say why)")
+    print("0 passed, 0 failed, 1 skipped")
+    sys.exit(2)
 if failing and failing in line:
     print("FAIL  block-per-pair  one-to-one 1x[5x7] * 1x[3x2]  err=1.0e+00")
     print("1 passed, 1 failed, 0 skipped")
@@ -149,3 +155,16 @@ def test_bad_tool_and_missing_build_are_refused(fake, tmp_path):
     r = subprocess.run([str(SCRIPT), str(tmp_path / "nowhere"), str(tmp_path / "out"), "memcheck"],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "no xcorr and xcorr_validate there" in r.stderr
+
+
+def test_a_part_with_nothing_to_run_is_named_not_a_finding(fake):
+    """A build of some variants only (device-check -v 52: signals alone) skips every 2-D reduction
+    case; xcorr_validate then exits 2 ("nothing validated"), which is no finding of the tool."""
+    r, _ = fake(tools="memcheck", FAKE_EMPTY="--reductions only")
+    assert r.returncode == 0, r.stdout
+    assert ("memcheck: nothing to run for these variants in: n-to-m-reductions n-to-mn-reductions "
+            "one-to-many-reductions one-to-one-reductions") in r.stdout
+    assert "memcheck: clean (" in r.stdout
+    # but an empty part with a finding, or another error exit, is still one
+    r, _ = fake(tools="memcheck", FAKE_EMPTY="--reductions only", FAKE_FIND="--form n-to-m --reductions only")
+    assert r.returncode == 1 and "FINDINGS in: n-to-m-reductions (exit 99)" in r.stdout
