@@ -127,17 +127,19 @@ def test_a_part_that_dies_stays_silent_or_fails_a_case_is_a_finding(fake, env, p
     assert r.returncode == 1 and f"memcheck: FINDINGS in: {part}" in r.stdout, r.stdout
 
 
-def test_the_shares_split_each_tools_parts(fake):
-    (r1, c1), (r2, c2) = fake("1/2"), fake("2/2")
-    assert r1.returncode == 0 and r2.returncode == 0
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_the_shares_split_each_tools_parts(fake, n):
+    shares = [fake(f"{k}/{n}") for k in range(1, n + 1)]
+    assert all(r.returncode == 0 for r, _ in shares)
     _, whole = fake()
-    assert sorted(c1 + c2) == sorted(whole) and not set(c1) & set(c2)
-    for calls in (c1, c2):  # each share has half of each tool's parts, windows and signals among them
+    together = [c for _, calls in shares for c in calls]
+    assert sorted(together) == sorted(whole) and len(set(together)) == len(together)
+    for _, calls in shares:  # each share has its part of each tool's parts, of the windows and signals too
         for tool in ("memcheck", "racecheck"):
             mine = [c for c in calls if c.startswith(tool)]
-            assert abs(len(mine) - PARTS_PER_TOOL / 2) <= 0.5
-            assert sum("--windows only" in c for c in mine) == 2
-            assert sum("1x1500,1x1700" in c for c in mine) == 2
+            assert abs(len(mine) - PARTS_PER_TOOL / n) < 1
+            assert abs(sum("--windows only" in c for c in mine) - 4 / n) < 1
+            assert abs(sum("1x1500,1x1700" in c for c in mine) - 4 / n) < 1
 
 
 @pytest.mark.parametrize("args, needle", [
