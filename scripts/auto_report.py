@@ -201,4 +201,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(paths.exit_status(main, "auto_report"))

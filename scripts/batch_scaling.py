@@ -357,4 +357,5 @@ def plot(path, png=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from xcsuite import paths
+    sys.exit(paths.exit_status(main, "batch_scaling"))

@@ -247,4 +247,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(paths.exit_status(main, "make_auto_table"))

@@ -411,4 +411,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(paths.exit_status(main, "sweep_scaling"))

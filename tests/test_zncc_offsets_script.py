@@ -92,3 +92,24 @@ def test_compare_finds_the_peak_and_the_error():
     assert rec["peak_right"] and rec["peak_at"] == list(zo.TEMPLATE_AT) and rec["max_abs_error"] == 2e-4
     out[5, 5] = np.nan
     assert zo.compare(out, ref)["nonfinite"] == 1 and zo.compare(out, ref)["max_abs_error"] is None
+
+
+def test_a_figure_that_cannot_be_written_is_one_line_and_exit_1(tmp_path):
+    """A full disk or a quota (here a file-size limit) while the figure is written: one line naming
+    the file and exit 1 (paths.exit_status, as the xcsuite commands end), not an OSError's
+    traceback; no part of a figure is left behind."""
+    import resource
+    results = tmp_path / "results"
+    f = zo.results_file(results, "test-gpu")
+    f.parent.mkdir(parents=True)
+    f.write_text(zo.dumps(fixture_data()))
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2000, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    r = run([sys.executable, str(SCRIPT), "--plot-only", "--results", str(results), "--plots", str(tmp_path / "plots")],
+            cwd=ROOT, timeout=300, preexec_fn=small_files, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    png = tmp_path / "plots" / "test-gpu" / "zncc_offsets.png"
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert r.stderr == f"zncc_offsets: could not write {png} (File too large); nothing written\n"
+    assert not png.exists() and not list(png.parent.glob(".*tmp"))

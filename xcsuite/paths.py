@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import tempfile
 from pathlib import Path
 
@@ -125,6 +126,17 @@ def out_file_problem(f: Path) -> str | None:
 class WriteFailed(OSError):
     """A generated file that could not be written (a full disk, a quota, a read-only folder); the
     file before it, if any, is whole. xcsuite.cli.run turns it into one line and exit status 1."""
+
+
+def exit_status(main, prog: str, *args) -> int:
+    """main(*args), a WriteFailed from it said in one line on stderr and exit status 1: how every
+    entry point that writes generated files ends (xcsuite.cli.run for the commands, the scripts'
+    `sys.exit(paths.exit_status(main, NAME))`), rather than an OSError's traceback."""
+    try:
+        return main(*args)
+    except WriteFailed as e:  # not bad input (exit 2): the disk's answer
+        print(f"{prog}: {e.strerror}", file=sys.stderr)
+        return 1
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:

@@ -26,9 +26,5 @@ def run(command: str, argv: list[str]) -> int:
     if command not in COMMANDS:
         print(f"xcsuite: unknown command {command!r} (known: {', '.join(COMMANDS)})", file=sys.stderr)
         return 2
-    from xcsuite.paths import WriteFailed
-    try:
-        return importlib.import_module(f"{__name__}.{command}").main(argv)
-    except WriteFailed as e:  # not bad input (exit 2): the disk's answer, said in one line
-        print(f"{command}: {e.strerror}", file=sys.stderr)
-        return 1
+    from xcsuite.paths import exit_status
+    return exit_status(importlib.import_module(f"{__name__}.{command}").main, command, argv)
