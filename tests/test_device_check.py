@@ -41,3 +41,21 @@ def test_the_test_commands_help_needs_no_set_up():
     r = subprocess.run([str(ROOT / "scripts" / "test"), "--help"], capture_output=True, text=True, cwd=ROOT,
                        timeout=30, env={"PATH": "/usr/bin:/bin"})
     assert r.returncode == 0 and "--gpu-only" in r.stdout and "--shard K/N" in r.stdout and r.stderr == ""
+
+
+def test_gpu_only_without_a_usable_gpu_fails_rather_than_skips(gpu_info):
+    """Under --gpu-only (device-check -x) a GPU that xcorr cannot use (a CUDA error, a build for
+    another GPU) made every GPU test skip and pytest exit 0: a device run that tested nothing read
+    as passed. Now the gpu fixture fails there, with the reason. Without --gpu-only it still skips."""
+    import sys
+    if gpu_info[0] is not None:
+        pytest.skip("this machine has a usable GPU: the no-GPU path is what is tested")
+    test = "tests/test_validate.py"
+    asked = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                            "--gpu-only", "--shard", "1/40", test], capture_output=True, text=True, cwd=ROOT,
+                           timeout=300)
+    assert asked.returncode == 1 and "--gpu-only, but no usable GPU: " in asked.stdout, asked.stdout[-2000:]
+    assert " skipped" not in asked.stdout.splitlines()[-1]
+    plain = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                            "--shard", "1/40", test], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert plain.returncode == 0 and "failed" not in plain.stdout.splitlines()[-1], plain.stdout[-2000:]
