@@ -170,3 +170,9 @@ def test_a_part_with_nothing_to_run_is_named_not_a_finding(fake):
     # but an empty part with a finding, or another error exit, is still one
     r, _ = fake(tools="memcheck", FAKE_EMPTY="--reductions only", FAKE_FIND="--form n-to-m --reductions only")
     assert r.returncode == 1 and "FINDINGS in: n-to-m-reductions (exit 99)" in r.stdout
+
+
+def test_an_empty_share_is_refused(fake):
+    """-Z K/N past the build's parts ran nothing and read "clean (0 passed)": now exit 2."""
+    r, calls = fake("30/30", tools="memcheck")
+    assert r.returncode == 2 and "share 30/30 is empty: memcheck has 21 parts" in r.stderr and not calls
