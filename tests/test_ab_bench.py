@@ -34,8 +34,9 @@ def test_b_twice_as_slow_reads_as_half(builds, tmp_path, capsys):
     assert printed.index("round 2: B") < printed.index("round 2: A")
     assert sorted(p.name for p in out.iterdir()) == ["ab-a-1.json", "ab-a-2.json", "ab-b-1.json", "ab-b-2.json",
                                                      "ab-summary.txt"]
-    rows, missing = ab.summarize([out / "ab-a-1.json", out / "ab-a-2.json"], [out / "ab-b-1.json", out / "ab-b-2.json"])
-    assert len(rows) == 2 and not missing
+    rows, missing, failed = ab.summarize([out / "ab-a-1.json", out / "ab-a-2.json"],
+                                         [out / "ab-b-1.json", out / "ab-b-2.json"])
+    assert len(rows) == 2 and not missing and not failed
     for name, ma, mb, ratio, sa, sb in rows:
         assert ratio == pytest.approx(0.5, rel=1e-9) and mb == pytest.approx(2 * ma) and sa == sb == 0
     summary = (out / "ab-summary.txt").read_text()
@@ -71,8 +72,9 @@ def test_summary_takes_medians_over_rounds_and_reports_one_sided_cases(tmp_path)
         return path
     a = [run(tmp_path / f"a{i}.json", [("x", t, True), ("y", [1.0, 9.0, 2.0], False)]) for i, t in enumerate((1.0, 1.2, 1.1))]
     b = [run(tmp_path / f"b{i}.json", [("x", t, True), ("z", [5.0], False)]) for i, t in enumerate((2.0, 2.0, 2.2))]
-    rows, missing = ab.summarize(a, b)
+    rows, missing, failed = ab.summarize(a, b)
     assert [r[0] for r in rows] == ["x"] and set(missing) == {"y", "z"}
+    assert failed == [("broken", "A and B", "error")]  # errored on both sides: said, not dropped
     name, ma, mb, ratio, sa, sb = rows[0]
     assert (ma, mb) == (pytest.approx(1100.0), pytest.approx(2000.0))  # ms -> us, median of 3 rounds
     assert ratio == pytest.approx(0.55) and sa == pytest.approx(0.2 / 1.1) and sb == pytest.approx(0.1)
@@ -161,6 +163,24 @@ def test_sides_whose_batching_differs_are_one_case(tmp_path):
         return path
     a = run(tmp_path / "a.json", "fft-fused/one-to-many/nR:32/min_time:0.050/manual_time", 90.0)
     b = run(tmp_path / "b.json", "fft-fused/one-to-many/nR:32/min_time:0.100/manual_time", 100.0)
-    rows, missing = ab.summarize([a], [b])
+    rows, missing, _ = ab.summarize([a], [b])
     assert missing == [] and [r[0] for r in rows] == ["fft-fused/one-to-many/nR:32/manual_time"]
     assert rows[0][3] == pytest.approx(0.9)
+
+
+def test_a_case_that_fails_on_b_fails_the_run_and_is_named(builds, tmp_path, capsys, monkeypatch):
+    """xcorr_bench records a failed case (a wrong result, a refusal) and goes on; ab-bench left such
+    a case out of the summary (or called it "measured on one side only") and exited 0, so an A/B
+    could read "B is faster" over a B that computes a case wrong."""
+    a, b = builds
+    monkeypatch.setenv("XCORR_GIT_REVISION", "abc123")
+    monkeypatch.delenv("FAKE_ERROR_ON", raising=False)
+    out = tmp_path / "out"
+    big = "variant=overlap-wise form=one-to-one hL=64 wL=64 hR=64 wR=64 nL=1 nR=1"
+    rc = ab.main(["--build-a", str(a), "--build-b", str(b), "--env-b", "FAKE_ERROR_ON=hL=64",
+                  "--env-b", "FAKE_ERROR_MESSAGE=validation failed: err 3e-2", "-b", CASE, "-b", big,
+                  "-n", "2", "-r", "2", "--out", str(out)])
+    assert rc == 1
+    summary = (out / "ab-summary.txt").read_text()
+    assert "FAILED on B: validation failed: err 3e-2" in summary and "one side only" not in summary
+    assert "1 case(s) failed" in capsys.readouterr().err
