@@ -312,8 +312,9 @@ Verdict check_variant(const Variant& v, const Params& params, const Problem& p, 
         const bool off = run >= per_set;
         const Comparison cmp = run_and_compare(plan->instance(), off ? runs.left_off : runs.left, off ? runs.right_off : runs.right,
                                                off ? runs.out_off : runs.out, ref, stream);
-        if (!(cmp.rel_error <= worst.rel_error)) worst.rel_error = cmp.rel_error;
-        if (!(cmp.abs_error <= worst.abs_error)) worst.abs_error = cmp.abs_error;
+        // A NaN, once seen, stays (a later finite error must not replace it)
+        if (!std::isnan(worst.rel_error) && !(cmp.rel_error <= worst.rel_error)) worst.rel_error = cmp.rel_error;
+        if (!std::isnan(worst.abs_error) && !(cmp.abs_error <= worst.abs_error)) worst.abs_error = cmp.abs_error;
         worst.nonfinite = std::max(worst.nonfinite, cmp.nonfinite);
     }
     const bool ok = passes(worst, tolerance, p.normalize);
@@ -451,7 +452,10 @@ void check_reductions(const std::set<std::string>& only_variants, const std::set
             PeakCheck worst;
             for (int run = 0; run < 2; ++run) {
                 const bool off = run == 1;
-                out.poison(stream);
+                // 0xff bytes (NaN, index and shift -1) in the first run, 0x7f (3.4e38, indices
+                // far out of range) in the second: NaN with index -1 is a legal answer where inputs
+                // hold NaN, so an output left unwritten is seen by the second poison there
+                out.poison(stream, off ? 0x7f : 0xff);
                 plan->execute(off ? dl_off.get() + 1 : dl.get(), off ? dr_off.get() + 1 : dr.get(), out.outputs(off),
                               stream);
                 out.copy_to(got, off, stream);

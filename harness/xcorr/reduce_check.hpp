@@ -51,8 +51,9 @@ struct HostReduced {
     }
 };
 
-// The same on the device, every byte 0xff before each run (poison(): NaN floats and doubles,
-// index and shift -1), so that an element left unwritten is seen.
+// The same on the device, every byte set before each run (poison(): 0xff makes NaN floats and
+// doubles, index and shift -1; 0x7f makes 3.4e38 and indices far out of range), so that an element
+// left unwritten is seen.
 struct DeviceReduced {
     DeviceBuffer<float> value, subpixel;
     DeviceBuffer<int32_t> shift, index;
@@ -72,9 +73,9 @@ struct DeviceReduced {
         auto at = [offset](auto& b) { return b.size() ? b.get() + offset : nullptr; };
         return ReducedOutputs{at(value), at(shift), at(subpixel), at(index), at(sum), at(sumsq)};
     }
-    void poison(cudaStream_t stream) const {
-        auto fill = [stream](auto& b) {
-            if (b.size()) XC_CUDA_CHECK(cudaMemsetAsync(b.get(), 0xff, b.bytes(), stream));
+    void poison(cudaStream_t stream, int byte = 0xff) const {
+        auto fill = [stream, byte](auto& b) {
+            if (b.size()) XC_CUDA_CHECK(cudaMemsetAsync(b.get(), byte, b.bytes(), stream));
         };
         fill(value), fill(subpixel), fill(shift), fill(index), fill(sum), fill(sumsq);
     }
