@@ -1,8 +1,8 @@
 """scripts/sanitize (device-check -s) without a GPU: stand-ins for compute-sanitizer and the build's
-binaries, so that what the script concludes from its processes is held here. Until session 46 a part
-whose sanitizer found something (exit 99) left no exit status behind (the background subshell
-inherited `set -e`) and the tool was reported clean: a finding must fail the run, and so must a
-process that dies or never prints the sanitizer's summary."""
+binaries, so that what the script concludes from its processes is held here. A part whose sanitizer
+found something (exit 99) once left no exit status behind (the background subshell inherited
+`set -e`) and the tool was reported clean (notes/sanitizers.md): a finding must fail the run, and so
+must a process that dies or never prints the sanitizer's summary."""
 import json
 import os
 import subprocess
