@@ -385,6 +385,10 @@ std::vector<ReductionCase> reduction_cases() {
         {sig, Form::OneToMany, {1, 4}, "valid", none, max_of(true), Fill::Ranges},
         {tie, Form::OneToMany, {1, 3}, "full", none, max_of(true), Fill::Constant},
         {a, Form::NToM, {2, 3}, "full", none, max_of(false), Fill::Nan},
+        // n-to-mn on the full output: the cases above are windowed, which the full-only variants
+        // refuse, so without these their n-to-mn reductions ran nowhere
+        {b, Form::NToMn, {2, 4}, "full", none, peaks_of(5, 1, P), Fill::Ranges},
+        {a, Form::NToMn, {2, 6}, "full", zncc, max_of(true), Fill::Ranges},
     };
 }
 
@@ -407,6 +411,10 @@ Window reduction_window(const Problem& p, const std::string& name) {
 void check_reductions(const std::set<std::string>& only_variants, const std::set<Form>& only_forms, uint64_t seed,
                       double tolerance_override, cudaStream_t stream, Tally& tally) {
     const std::vector<ReductionCase> cases = reduction_cases();
+    // Per variant and form: the full-output cases of a shape it declares (which it must compute:
+    // every variant computes the full output) and the cases passed. A variant that refused all of
+    // them would otherwise show only SKIP lines and pass.
+    std::map<std::string, int> full_declared, passed;
     for (size_t ci = 0; ci < cases.size(); ++ci) {
         const ReductionCase& rc = cases[ci];
         if (!only_forms.empty() && !only_forms.count(rc.form)) continue;
@@ -446,6 +454,8 @@ void check_reductions(const std::set<std::string>& only_variants, const std::set
 
         for (const auto& v : variants()) {
             if (!v.supports(rc.form) || (!only_variants.empty() && !only_variants.count(v.name))) continue;
+            const std::string key = v.name + " " + form_name(rc.form);
+            if (std::string(rc.window) == "full" && declares_shape(v, p)) ++full_declared[key];
             const Params params = covering_set(v).front();
             std::optional<Plan> plan;
             try {
@@ -480,10 +490,16 @@ void check_reductions(const std::set<std::string>& only_variants, const std::set
             std::printf("%s  %s  %s  %s  inputs=%s  failed=%lld\n", ok ? "PASS" : "FAIL", v.name.c_str(), where.c_str(),
                         params_text(params).c_str(), inputs_name.c_str(), (long long)worst.failed);
             for (const std::string& line : worst.failures) std::printf("      %s\n", line.c_str());
-            ok ? ++tally.passed : ++tally.failed;
+            ok ? (++tally.passed, ++passed[key]) : ++tally.failed;
         }
         std::fflush(stdout);
     }
+    for (const auto& [key, n] : full_declared)
+        if (n && !passed[key]) {
+            std::printf("FAIL  %s  no reductions case passed (its %d full-output cases were refused or failed)\n",
+                        key.c_str(), n);
+            ++tally.failed;
+        }
 }
 
 }  // namespace
