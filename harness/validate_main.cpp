@@ -286,13 +286,6 @@ struct Runs {
     float* out_off;
 };
 
-// The validator's problems are small (kilobytes to a few megabytes): a plan refused for want of GPU
-// memory there (lib/cuda_check.cpp and the FFT variants' budgets say "not enough GPU memory") is a
-// workspace sized wrong, a failure, not a SKIP that lets a variant pass with none of its cases run.
-bool out_of_memory_on_small(const UsageError& e) {
-    return std::string(e.what()).find("not enough GPU memory") != std::string::npos;
-}
-
 // One variant x parameter combination on problem `p` (the full output, or the window named
 // `window`): make, two or four runs against `ref` (poisoned output; the worst counts), one line.
 Verdict check_variant(const Variant& v, const Params& params, const Problem& p, const char* window,
@@ -304,8 +297,11 @@ Verdict check_variant(const Variant& v, const Params& params, const Problem& p, 
         plan.emplace(spec_of(p, v.name, params));
     } catch (const UsageError& e) {
         // A combination the variant refuses for this problem (not instantiated, or beyond a
-        // documented limit): printed with the variant's reason. Not "out of memory", though.
-        if (out_of_memory_on_small(e)) {
+        // documented limit): printed with the variant's reason. Not "out of memory", though: the
+        // validator's problems are small (kilobytes to a few megabytes), so a plan refused for want
+        // of GPU memory there is a workspace sized wrong, a failure, not a SKIP that would let a
+        // variant pass with none of its cases run.
+        if (out_of_memory(e)) {
             std::printf("FAIL  %s  %s  %s  %s\n", v.name.c_str(), where.c_str(), params_text(params).c_str(), e.what());
             return Verdict::Fail;
         }
@@ -463,7 +459,7 @@ void check_reductions(const std::set<std::string>& only_variants, const std::set
                 spec.reduce = rc.reduce;
                 plan.emplace(spec);
             } catch (const UsageError& e) {
-                const bool oom = out_of_memory_on_small(e);
+                const bool oom = out_of_memory(e);  // a failure here as in check_variant
                 std::printf("%s  %s  %s  %s  %s\n", oom ? "FAIL" : "SKIP", v.name.c_str(), where.c_str(),
                             params_text(params).c_str(), e.what());
                 oom ? ++tally.failed : ++tally.skipped;

@@ -189,12 +189,6 @@ void share_pieces(const Problem& p, const Share& s, int64_t m, int device, Split
     }
 }
 
-bool out_of_memory(const std::exception& e) {
-    const std::string w = e.what();
-    return w.find("out of memory") != std::string::npos || w.find("not enough GPU memory") != std::string::npos ||
-           w.find("ALLOC_FAILED") != std::string::npos;
-}
-
 // Pieces in flight per device (the pipeline's slots; see the header comment).
 constexpr int kSlots = 2;
 

@@ -25,6 +25,12 @@ void throw_cuda_error(cudaError_t err, const char* what, const char* file, int l
     throw CudaError(msg + " in " + where);
 }
 
+bool out_of_memory(const std::exception& e) {
+    const std::string w = e.what();
+    return w.find("out of memory") != std::string::npos || w.find("not enough GPU memory") != std::string::npos ||
+           w.find("ALLOC_FAILED") != std::string::npos;
+}
+
 namespace {
 // cufftResult's names (cufft.h), so that a failure says which one without the header at hand.
 const char* cufft_result_name(int result) {

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <exception>
 #include <string>
 
 #include "xcorr/core.hpp"
@@ -15,6 +16,10 @@ namespace xcorr {
 // NoGpuError for "no device" and "no kernel image for this device", CudaError otherwise.
 [[noreturn]] void throw_cuda_error(cudaError_t err, const char* what, const char* file, int line);
 [[noreturn]] void throw_cufft_error(int result, const char* what, const char* file, int line);
+
+// Whether e says the GPU's memory ran out: the UsageErrors above ("not enough GPU memory ..."), the
+// FFT variants' own budget refusals (worded the same), and the runtime's or cuFFT's text.
+bool out_of_memory(const std::exception& e);
 
 }  // namespace xcorr
 
