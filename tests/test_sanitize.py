@@ -24,9 +24,13 @@ line = " ".join(app)
 env = {k: os.environ[k] for k in os.environ if k.startswith("XCORR_")}
 with open(os.environ["FAKE_LOG"], "a") as f:
     f.write(tool + "\t" + " ".join(f"{k}={v}" for k, v in sorted(env.items())) + "\t" + line + "\n")
-rc = subprocess.call(app)
 def hit(name):
     return any(t and t in line for t in os.environ.get(name, "").split("|"))
+if hit("FAKE_SLEEP"):  # a part that outlasts the deadline: it prints a case first, as the real one would
+    print("PASS  block-per-pair  n-to-m 1x[1x3001] * 1x[1x257]", flush=True)
+    import time
+    time.sleep(float(os.environ.get("FAKE_SLEEP_S", "60")))
+rc = subprocess.call(app)
 if hit("FAKE_DIE"):
     sys.exit(134)
 if hit("FAKE_QUIET"):
@@ -176,3 +180,41 @@ def test_an_empty_share_is_refused(fake):
     """-Z K/N past the build's parts ran nothing and read "clean (0 passed)": now exit 2."""
     r, calls = fake("30/30", tools="memcheck")
     assert r.returncode == 2 and "share 30/30 is empty: memcheck has 21 parts" in r.stderr and not calls
+
+
+def test_a_deadline_names_the_unfinished_parts_and_keeps_the_finished_verdicts(fake, tmp_path):
+    """-T (SANITIZE_DEADLINE): a device call's time limit once killed a whole racecheck share and
+    left nothing; now the parts still running at the deadline are stopped and named, never clean,
+    and the ones that finished keep their verdict."""
+    slow = "--form n-to-m --shape 1x3001"
+    r, _ = fake(tools="memcheck", SANITIZE_DEADLINE="3", FAKE_SLEEP=slow)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "memcheck: UNFINISHED at the deadline (3 s), no finding in their logs: signals-n-to-m (" in r.stdout
+    assert "no finding in the parts that finished" in r.stdout and "memcheck: clean" not in r.stdout
+    assert "##### part signals-n-to-m" in (tmp_path / "out" / "sanitize-memcheck.log").read_text()
+    # a finding elsewhere still makes it exit 1
+    r, _ = fake(tools="memcheck", SANITIZE_DEADLINE="3", FAKE_SLEEP=slow, FAKE_FIND="--form one-to-one --reductions only")
+    assert r.returncode == 1 and "FINDINGS in: one-to-one-reductions (exit 99)" in r.stdout
+    r, calls = fake(tools="memcheck", SANITIZE_DEADLINE="soon")
+    assert r.returncode == 2 and "whole seconds" in r.stderr and not calls
+
+
+def test_part_logs_stream_to_out_while_running(fake, tmp_path):
+    """What a call killed from outside leaves: each running part's log under OUT/sanitize-parts/."""
+    import threading
+    import time
+    seen = []
+
+    def look():
+        for _ in range(100):
+            found = list((tmp_path / "out" / "sanitize-parts").glob("memcheck.signals-n-to-m.log"))
+            if found:
+                seen.append(found[0])
+                return
+            time.sleep(0.05)
+    t = threading.Thread(target=look)
+    t.start()
+    r, _ = fake(tools="memcheck", FAKE_SLEEP="--form n-to-m --shape 1x3001", FAKE_SLEEP_S="2")
+    t.join()
+    assert r.returncode == 0 and seen
+    assert not (tmp_path / "out" / "sanitize-parts").exists()  # joined into sanitize-memcheck.log at the end
