@@ -27,7 +27,8 @@ with open(os.environ["FAKE_LOG"], "a") as f:
 def hit(name):
     return any(t and t in line for t in os.environ.get(name, "").split("|"))
 if hit("FAKE_SLEEP"):  # a part that outlasts the deadline: it prints a case first, as the real one would
-    print("PASS  block-per-pair  n-to-m 1x[1x3001] * 1x[1x257]", flush=True)
+    print("PASS  block-per-pair  n-to-m 1x[1x3001] * 1x[1x257]")
+    print("PASS  block-per-pair  n-to-m 1x[1x1500] * 1x[1x1700]  (cut mid-li", end="", flush=True)
     import time
     time.sleep(float(os.environ.get("FAKE_SLEEP_S", "60")))
 rc = subprocess.call(app)
@@ -191,7 +192,10 @@ def test_a_deadline_names_the_unfinished_parts_and_keeps_the_finished_verdicts(f
     assert r.returncode == 3, r.stdout + r.stderr
     assert "memcheck: UNFINISHED at the deadline (3 s), no finding in their logs: signals-n-to-m (" in r.stdout
     assert "no finding in the parts that finished" in r.stdout and "memcheck: clean" not in r.stdout
-    assert "##### part signals-n-to-m" in (tmp_path / "out" / "sanitize-memcheck.log").read_text()
+    joined = (tmp_path / "out" / "sanitize-memcheck.log").read_text().splitlines()
+    # every part's header on a line of its own, the one after the part cut mid-line too
+    assert sum(line.startswith("##### part ") for line in joined) == PARTS_PER_TOOL and "##### part signals-n-to-m" in joined
+    assert "signals-n-to-m (2 cases done)" in r.stdout
     # a finding elsewhere still makes it exit 1
     r, _ = fake(tools="memcheck", SANITIZE_DEADLINE="3", FAKE_SLEEP=slow, FAKE_FIND="--form one-to-one --reductions only")
     assert r.returncode == 1 and "FINDINGS in: one-to-one-reductions (exit 99)" in r.stdout
