@@ -26,12 +26,17 @@ with open(os.environ["FAKE_LOG"], "a") as f:
     f.write(tool + "\t" + " ".join(f"{k}={v}" for k, v in sorted(env.items())) + "\t" + line + "\n")
 def hit(name):
     return any(t and t in line for t in os.environ.get(name, "").split("|"))
+os.environ["FAKE_T0"] = str(__import__("time").time())
 if hit("FAKE_SLEEP"):  # a part that outlasts the deadline: it prints a case first, as the real one would
     print("PASS  block-per-pair  n-to-m 1x[1x3001] * 1x[1x257]")
     print("PASS  block-per-pair  n-to-m 1x[1x1500] * 1x[1x1700]  (cut mid-li", end="", flush=True)
     import time
     time.sleep(float(os.environ.get("FAKE_SLEEP_S", "60")))
 rc = subprocess.call(app)
+if os.environ.get("FAKE_SPAN"):  # when this process ran, for the concurrency cap's test
+    import time
+    with open(os.environ["FAKE_SPAN"], "a") as f:
+        f.write(f"{os.environ['FAKE_T0']} {time.time()}\n")
 if hit("FAKE_DIE"):
     sys.exit(134)
 if hit("FAKE_QUIET"):
@@ -65,11 +70,13 @@ print("2 passed, 0 failed, 1 skipped")
 
 XCORR = r'''#!/usr/bin/env python3
 import json, sys
-variants = [("block-per-pair", ["full", "valid", "same"]), ("fft-fused", ["full", "valid"])]
+all4 = ["one-to-one", "one-to-many", "n-to-mn", "n-to-m"]
+variants = [("block-per-pair", ["full", "valid", "same"], all4), ("fft-fused", ["full", "valid"], all4),
+            ("tensor-wgmma", ["full"], all4[1:])]
 if sys.argv[1:] == ["list", "--json"]:
-    print(json.dumps([{"name": n, "windows": w} for n, w in variants]))
+    print(json.dumps([{"name": n, "windows": w, "forms": f} for n, w, f in variants]))
 elif sys.argv[1:] == ["list"]:
-    for n, _ in variants:
+    for n, _, _ in variants:
         print(f"{n} (a stand-in)")
 else:
     sys.exit(2)
@@ -100,17 +107,34 @@ def fake(tmp_path):
 # register-tiled or fft: no normalization parts): maps, windows and reductions per form, fft-fused's
 # four, the signals per form and chunked.
 PARTS_PER_TOOL = 4 * 3 + 4 + 4 + 1
+# racecheck's jobs, a process per variant and part: the maps, reductions and signals of each form
+# through the variants that have the form (2 + 3 + 3 + 3: tensor-wgmma has no one-to-one), the
+# windows of each form through block-per-pair and fft-fused (tensor-wgmma has full alone), fft-fused's
+# four, the chunked signals through all three
+RACE_JOBS = 11 * 3 + 4 * 2 + 4 + 3
 
 
 def test_clean_parts_report_clean(fake):
     r, calls = fake()
     assert r.returncode == 0, r.stdout + r.stderr
     assert "memcheck: clean (" in r.stdout and "racecheck: clean (" in r.stdout
-    assert len(calls) == 2 * PARTS_PER_TOOL and len(set(calls)) == len(calls)  # each part once
-    assert sum("--windows only" in c for c in calls) == 2 * 4
+    assert len(set(calls)) == len(calls)  # each part once
+    mem = [c for c in calls if c.startswith("memcheck")]
+    race = [c for c in calls if c.startswith("racecheck")]
+    assert len(mem) == PARTS_PER_TOOL and len(race) == RACE_JOBS
+    assert all(c.count("--variant ") == 1 for c in race)  # racecheck: one variant a process
+    assert not any("--variant tensor-wgmma" in c and ("--form one-to-one" in c or "--windows only" in c) for c in race)
+    assert sum("--windows only" in c and "--variant block-per-pair" in c for c in race) == 4
+    # the same work: each memcheck part's arguments are those of racecheck's jobs, less the variant
+    def without_variant(c):
+        words = c.split("\t")[-1].split()
+        return " ".join(w for i, w in enumerate(words) if w != "--variant" and (i == 0 or words[i - 1] != "--variant"))
+    assert {without_variant(c) for c in mem} == {without_variant(c) for c in race}
+    assert sum("--windows only" in c for c in mem) == 4
     assert any("XCORR_FFT_MAX_CHUNK=2" in c and "--shape 1x3001,1x257" in c for c in calls)  # the env reaches it
     # the cases of every part are summed: 2 passed and 1 skipped a process
-    assert f"({2 * PARTS_PER_TOOL} passed, 0 failed, {PARTS_PER_TOOL} skipped)" in r.stdout
+    assert f"memcheck: clean ({2 * PARTS_PER_TOOL} passed, 0 failed, {PARTS_PER_TOOL} skipped)" in r.stdout
+    assert f"racecheck: clean ({2 * RACE_JOBS} passed, 0 failed, {RACE_JOBS} skipped)" in r.stdout
 
 
 def test_a_finding_fails_the_run_and_names_its_part(fake):
@@ -118,7 +142,7 @@ def test_a_finding_fails_the_run_and_names_its_part(fake):
                           "--shape 100x61,37x80 --windows only")
     assert r.returncode == 1
     assert "memcheck: FINDINGS in: n-to-m-windows (exit 99)" in r.stdout
-    assert "racecheck: FINDINGS in: n-to-m-windows (exit 99)" in r.stdout
+    assert "racecheck: FINDINGS in: n-to-m-windows@block-per-pair (exit 99)" in r.stdout
     assert "Race reported between" in r.stdout  # the finding itself is shown
 
 
@@ -140,11 +164,11 @@ def test_the_shares_split_each_tools_parts(fake, n):
     together = [c for _, calls in shares for c in calls]
     assert sorted(together) == sorted(whole) and len(set(together)) == len(together)
     for _, calls in shares:  # each share has its part of each tool's parts, of the windows and signals too
-        for tool in ("memcheck", "racecheck"):
+        for tool, jobs, windows, signals in (("memcheck", PARTS_PER_TOOL, 4, 4), ("racecheck", RACE_JOBS, 8, 11)):
             mine = [c for c in calls if c.startswith(tool)]
-            assert abs(len(mine) - PARTS_PER_TOOL / n) < 1
-            assert abs(sum("--windows only" in c for c in mine) - 4 / n) < 1
-            assert abs(sum("1x1500,1x1700" in c for c in mine) - 4 / n) < 1
+            assert abs(len(mine) - jobs / n) < 1
+            assert abs(sum("--windows only" in c for c in mine) - windows / n) < 1
+            assert abs(sum("1x1500,1x1700" in c for c in mine) - signals / n) < 1
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -222,3 +246,18 @@ def test_part_logs_stream_to_out_while_running(fake, tmp_path):
     t.join()
     assert r.returncode == 0 and seen
     assert not (tmp_path / "out" / "sanitize-parts").exists()  # joined into sanitize-memcheck.log at the end
+
+
+def test_at_most_sanitize_jobs_run_at_once_and_the_queue_meets_the_deadline(fake, tmp_path):
+    span = tmp_path / "span"
+    r, calls = fake(tools="memcheck", SANITIZE_JOBS="3", FAKE_SLEEP="--params", FAKE_SLEEP_S="0.3", FAKE_SPAN=str(span))
+    assert r.returncode == 0 and len(calls) == PARTS_PER_TOOL, r.stdout + r.stderr
+    spans = [tuple(map(float, line.split())) for line in span.read_text().splitlines()]
+    most = max(sum(a <= t < b for a, b in spans) for t, _ in spans)
+    assert 2 <= most <= 3  # parallel, but never more than SANITIZE_JOBS
+    # one at a time, 1 s each, a 3 s deadline: the rest of the queue is named, not run
+    r, calls = fake(tools="memcheck", SANITIZE_JOBS="1", SANITIZE_DEADLINE="3", FAKE_SLEEP="--params", FAKE_SLEEP_S="1")
+    assert r.returncode == 3 and "memcheck: NOT RUN, the deadline had passed:" in r.stdout, r.stdout
+    assert 2 <= len(calls) <= 4
+    r, calls = fake(tools="memcheck", SANITIZE_JOBS="0")
+    assert r.returncode == 2 and "SANITIZE_JOBS=0" in r.stderr and not calls
