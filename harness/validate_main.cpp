@@ -214,6 +214,15 @@ bool has_windows(const Variant& v) {
     return std::any_of(v.windows.begin(), v.windows.end(), [](WindowKind k) { return k != WindowKind::Full; });
 }
 
+// What the "no case passed" guards count over: a variant, a form and a normalization, so that a
+// variant refusing every zncc case of a form fails under --normalize all, where its plain cases
+// used to pass for all three. "VARIANT FORM" or "VARIANT FORM normalize MODE".
+std::string guard_key(const Variant& v, Form f, Normalize mode) {
+    std::string key = v.name + " " + form_name(f);
+    if (mode != Normalize::None) key += std::string(" normalize ") + normalize_name(mode);
+    return key;
+}
+
 // The windows a variant that declares more than full is run on (see the header): test_windows'
 // four and two max-shifts, one mostly inside the full range and one beyond every edge.
 std::vector<std::pair<std::string, Window>> variant_windows(const Problem& p) {
@@ -716,7 +725,7 @@ int main(int argc, char** argv) {
                         const auto combos = everything ? all : covering_set(v);
                         const double tolerance =
                             tolerance_override > 0 ? tolerance_override : bound_for(v.tolerance, mode);
-                        const std::string key = v.name + " " + form_name(form);
+                        const std::string key = guard_key(v, form, mode);
                         // A transform limit (max_transform) leaves the shape declared: its full
                         // output refused, its windows may pass (the SKIP or FAIL below says which).
                         if (declares_shape(v, p)) ++declared_per_variant_form[key];
@@ -756,9 +765,11 @@ int main(int argc, char** argv) {
         for (const auto& v : variants()) {
             if (only_reductions) break;
             if (!only_variants.empty() && !only_variants.count(v.name)) continue;
-            for (Form f : v.forms) {
+            for (Form f : v.forms)
+            for (Normalize mode : modes) {
                 if (!only_forms.empty() && !only_forms.count(f)) continue;
-                const std::string key = v.name + " " + form_name(f);
+                const std::string key = guard_key(v, f, mode);
+                const char* what = key.c_str() + v.name.size() + 1;  // the form, and the mode under --normalize
                 if (full_checks && !passes_per_variant_form[key]) {
                     // Shapes given with --shape may all lie outside what the variant declares it
                     // computes (a 1-D kernel among 2-D shapes): not run, said so. The default
@@ -769,7 +780,7 @@ int main(int argc, char** argv) {
                             : v.max_shifts > 0 ? "at most " + std::to_string(v.max_shifts) + " shifts per pair"
                                                : "transforms up to " + std::to_string(v.max_transform) + " points";
                         std::printf("SKIP  %s  %s  no --shape within the shapes it declares (%s)\n", v.name.c_str(),
-                                    form_name(f), declared.c_str());
+                                    what, declared.c_str());
                         ++tally.skipped;
                         continue;
                     }
@@ -780,17 +791,17 @@ int main(int argc, char** argv) {
                         window_passes_per_variant_form[key]) {
                         std::printf("SKIP  %s  %s  every full output of the --shape list refused (its SKIP lines say "
                                     "why); %d window cases passed\n",
-                                    v.name.c_str(), form_name(f), window_passes_per_variant_form[key]);
+                                    v.name.c_str(), what, window_passes_per_variant_form[key]);
                         ++tally.skipped;
                         continue;
                     }
                     std::printf("FAIL  %s  %s  no case passed (every combination was rejected or failed)\n",
-                                v.name.c_str(), form_name(f));
+                                v.name.c_str(), what);
                     ++tally.failed;
                 }
                 if (window_tries_per_variant_form[key] && !window_passes_per_variant_form[key]) {
                     std::printf("FAIL  %s  %s  no window case passed (every window was rejected or failed)\n",
-                                v.name.c_str(), form_name(f));
+                                v.name.c_str(), what);
                     ++tally.failed;
                 }
             }

@@ -156,6 +156,11 @@ def test_shape_whose_full_output_is_refused_passes_on_its_windows(gpu, registry)
                      r"cases passed$", r.stdout, re.M), r.stdout[-3000:]
     none = run([*args, "--windows", "none"], timeout=600)
     assert none.returncode == 1 and "FAIL  fft-fused  one-to-one  no case passed" in none.stdout, none.stdout[-3000:]
+    # The guard holds each normalization apart (its cases passing plain once stood for all three)
+    modes = run([*args, "--windows", "none", "--normalize", "all"], timeout=600)
+    assert modes.returncode == 1, modes.stdout[-3000:]
+    for what in ("one-to-one", "one-to-one normalize zncc", "one-to-one normalize zero-lag"):
+        assert f"FAIL  fft-fused  {what}  no case passed" in modes.stdout, modes.stdout[-3000:]
 
 
 def test_a_large_shape_is_validated_in_the_forms_asked_for(gpu, overlap_wise):
