@@ -246,6 +246,9 @@ def test_part_logs_stream_to_out_while_running(fake, tmp_path):
     t.join()
     assert r.returncode == 0 and seen
     assert not (tmp_path / "out" / "sanitize-parts").exists()  # joined into sanitize-memcheck.log at the end
+    progress = (tmp_path / "out" / "sanitize-progress.txt").read_text().splitlines()
+    assert len(progress) == PARTS_PER_TOOL and all(" exit=0 cases=" in line for line in progress)
+    assert any(line == "memcheck signals-n-to-m exit=0 cases=2 ERROR SUMMARY: 0 errors" for line in progress)
 
 
 def test_at_most_sanitize_jobs_run_at_once_and_the_queue_meets_the_deadline(fake, tmp_path):
