@@ -94,6 +94,9 @@ xcorr::PlanSpec make_spec(const std::string& form, int nL, int nR, int hL, int w
 
 // (dy0, dy1, dx0, dx1, out_count, description) of a spec's problem: no GPU needed.
 nb::tuple resolve(const xcorr::PlanSpec& s) {
+    // Every Python plan resolves its spec here, the reference's too (which never makes a C++ Plan):
+    // a bad environment switch is refused for all of them alike, as the CLI's reference refuses it
+    xcorr::check_environment();
     const xcorr::Problem p = xcorr::problem_of(s);
     const xcorr::Window w = p.shifts();
     return nb::make_tuple(w.dy0, w.dy1, w.dx0, w.dx1, p.out_count(), p.describe());

@@ -83,8 +83,9 @@ const char* kUsage =
     "        error, bound max(1e-4, the variant's), and zero-lag to the variant's relative bound.\n"
     "      --gpus all|I,J,...: split the batch across those GPUs (equal contiguous runs of\n"
     "      output matrices, one host thread and one plan per GPU and piece shape); --chunk N: at\n"
-    "      most N output matrices per piece (default: as many as fit, halving on out-of-memory),\n"
-    "      so a batch larger than a GPU's memory runs piece by piece. Either one runs the batch from\n"
+    "      most N output matrices per piece (default: about 64 MB of output a piece, fewer where\n"
+    "      they do not fit, halved on out-of-memory), so a batch larger than a GPU's memory runs\n"
+    "      piece by piece. Either one runs the batch from\n"
     "      host memory (the reference too, with --chunk: the same pieces on the CPU); --validate\n"
     "      then compares with the CPU reference. The pieces are printed on stderr. A --chunk below\n"
     "      one left's outputs (n-to-m: M) uploads the rights again for every piece: slow.\n"
@@ -131,7 +132,9 @@ const char* kUsage =
     "      correlation run.\n"
     "      --gpus I,J,... and/or --chunk N: also the pieces `xcorr run` would split the batch into\n"
     "      (without --chunk, one piece per GPU's run here; run halves it where memory is short);\n"
-    "      --split as in run. An n-to-m block's outputs are rows of its rights, one per left.\n";
+    "      --split as in run. An n-to-m block's outputs are rows of its rights, one per left.\n"
+    "      For auto's evaluation (scripts/auto_report.py): --leave-out leaves this problem's own\n"
+    "      measurements out of the choice, --model-only uses the cost model alone.\n";
 
 // kUsage, then the environment switches (env_settings(), core.hpp), from their one table.
 void print_usage() {
