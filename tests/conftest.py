@@ -33,12 +33,19 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: the test needs a usable GPU (for --gpu-only; the gpu fixture implies it)")
     config.addinivalue_line("markers", "slow: minutes, not seconds (tests/test_example_variant.py builds a scratch copy "
                                        "of the tree); part of CI, `-m 'not slow'` leaves it out")
+    config.addinivalue_line("markers", "peers: the test needs a peer library that the GPU machine has and CI does "
+                                       "not (PyTorch), though no GPU: --gpu-only selects it, so that it runs there")
 
 
 def needs_gpu(item):
-    """A test that needs a GPU: it uses a `gpu` fixture (conftest's, array_libs'), directly or through
-    another fixture, or carries the gpu marker."""
-    return "gpu" in getattr(item, "fixturenames", ()) or item.get_closest_marker("gpu") is not None
+    """A test for the GPU machine (--gpu-only): it uses a `gpu` fixture (conftest's, array_libs'),
+    directly or through another fixture, or carries the gpu or the peers marker."""
+    return ("gpu" in getattr(item, "fixturenames", ()) or item.get_closest_marker("gpu") is not None
+            or item.get_closest_marker("peers") is not None)
+
+
+# Skip reasons of a test that the GPU machine could run but CI cannot: a missing GPU, or PyTorch
+WANTS_THE_GPU_MACHINE = re.compile(r"no usable GPU|\b(py)?torch is not installed", re.I)
 
 
 def parse_shard(text):
@@ -73,16 +80,18 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """A test skipped for want of a GPU must be one --gpu-only selects (fixture or marker): else the
-    device runs would leave it out unseen. Such a test fails here, on the machine without a GPU (CI),
-    saying what to add."""
+    """A test skipped for want of a GPU, or of PyTorch (which the GPU machine has), must be one
+    --gpu-only selects (fixture or marker): else the device runs would leave it out unseen and it would
+    run nowhere (four torch tests did, session 47). Such a test fails here, on the machine without a
+    GPU (CI), saying what to add."""
     outcome = yield
     report = outcome.get_result()
-    if report.skipped and isinstance(report.longrepr, tuple) and "no usable GPU" in str(report.longrepr[-1]):
+    if report.skipped and isinstance(report.longrepr, tuple) and WANTS_THE_GPU_MACHINE.search(str(report.longrepr[-1])):
         if not needs_gpu(item):
             report.outcome = "failed"
-            report.longrepr = (f"{item.nodeid} skips for want of a GPU but --gpu-only would not select it: "
-                               "give it the gpu fixture or @pytest.mark.gpu")
+            report.longrepr = (f"{item.nodeid} skips for want of the GPU machine ({report.longrepr[-1]}) but "
+                               "--gpu-only would not select it: give it the gpu fixture, @pytest.mark.gpu or, for "
+                               "a CPU test that needs PyTorch, @pytest.mark.peers")
 
 
 def binary(name):

@@ -59,3 +59,32 @@ def test_gpu_only_without_a_usable_gpu_fails_rather_than_skips(gpu_info):
     plain = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
                             "--shard", "1/40", test], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert plain.returncode == 0 and "failed" not in plain.stdout.splitlines()[-1], plain.stdout[-2000:]
+
+
+def test_a_test_skipped_for_want_of_torch_must_be_one_the_gpu_machine_runs(tmp_path):
+    """Four CPU tests that need PyTorch skipped in CI (no torch) and were deselected by --gpu-only on
+    the GPU machine (no gpu fixture or marker): they ran nowhere. conftest now fails such a skip
+    unless the test carries @pytest.mark.peers (or needs a GPU), which --gpu-only selects."""
+    import shutil
+    import sys
+    import uuid
+    scratch = ROOT / "tests" / f"_scratch_{uuid.uuid4().hex}"  # under tests/, for conftest's hooks
+    scratch.mkdir()
+    try:
+        (scratch / "test_torchy.py").write_text(
+            "import pytest\n"
+            "def test_bare():\n    pytest.skip('torch is not installed here')\n"
+            "@pytest.mark.peers\n"
+            "def test_marked():\n    pytest.skip('PyTorch is not installed')\n"
+            "def test_other_reason():\n    pytest.skip('Slurm is not installed')\n")
+        def pytest_run(*extra):
+            return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "-p", "no:xdist",
+                                   *extra, str(scratch)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+        r = pytest_run()
+        assert r.returncode == 1, r.stdout[-2000:]
+        assert "test_bare skips for want of the GPU machine" in r.stdout and "@pytest.mark.peers" in r.stdout
+        assert "SKIPPED" in r.stdout and "1 failed, 2 skipped" in r.stdout.splitlines()[-1], r.stdout[-2000:]
+        selected = pytest_run("--gpu-only", "--collect-only")
+        assert "test_marked" in selected.stdout and "test_bare" not in selected.stdout, selected.stdout[-2000:]
+    finally:
+        shutil.rmtree(scratch)

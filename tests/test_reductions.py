@@ -99,6 +99,7 @@ def test_peaks_np_follows_the_contract():
     assert float(reduce_peers.subpixel_offsets(np.array(1.0), np.array(1.0), np.array(1.0), "parabolic", np)) == 0
 
 
+@pytest.mark.peers
 @pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed here: the PyTorch reduction is checked where it is")
 def test_peaks_torch_and_fold_max_agree_with_numpy():
     import torch
