@@ -889,7 +889,7 @@ def c00_parts_before(rows, cols, count):
     return max(1, min(parts, (16 << 20) // count))
 
 
-@pytest.mark.parametrize("h,w,count", [(1, 1 << 20, 1), (1, 8640000, 4), (3, 100000, 1), (64, 8192, 2),
+@pytest.mark.parametrize("h,w,count", [(1, 1 << 20, 1), (1, 1 << 23, 1), (1, 8640000, 4), (3, 100000, 1), (64, 8192, 2),
                                         (2048, 2048, 1), (1, 5000, 1), (7, 4097, 3), (1, 600, 300),
                                         (1, 1 << 20, 1 << 17), (5, 3, 1)])
 def test_c00_partials_cover_the_overlap_once(h, w, count):
