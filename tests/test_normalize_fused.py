@@ -35,6 +35,7 @@ It checks the design (orders and index arithmetic), not the CUDA code itself: th
 (tests/test_normalize.py, xcorr_validate --normalize all) run that. The constants are read from
 normalize.cu, so a change there is modelled here."""
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -1279,14 +1280,14 @@ def test_normalize_paths_runs_its_cases_end_to_end():
     that fails must fail the script."""
     import subprocess
     from conftest import binary
-    r = subprocess.run(["bash", str(NORMALIZE_PATHS), "none", binary("xcorr"), "reference"], capture_output=True,
+    r = subprocess.run(["env", f"PYTHON={sys.executable}", "bash", str(NORMALIZE_PATHS), "none", binary("xcorr"), "reference"], capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert [l.split()[1] for l in r.stdout.splitlines() if l.startswith("ok ")] == ["staged", "staged-wide", "signals",
                                                                                     "sampled", "zero-lag",
                                                                                     "fused-large", "strip"]
     assert r.stdout.rstrip().splitlines()[-1] == "7 passed, 0 failed, 0 skipped"
-    bad = subprocess.run(["bash", str(NORMALIZE_PATHS), "none", binary("xcorr"), "no-such-variant"],
+    bad = subprocess.run(["env", f"PYTHON={sys.executable}", "bash", str(NORMALIZE_PATHS), "none", binary("xcorr"), "no-such-variant"],
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode == 1 and bad.stdout.rstrip().splitlines()[-1] == "0 passed, 7 failed, 0 skipped"
 
@@ -1301,7 +1302,7 @@ def test_gpu_normalize_paths_validate(gpu, variant):
     takes)."""
     import subprocess
     from conftest import binary
-    r = subprocess.run(["bash", str(NORMALIZE_PATHS), "none", binary("xcorr"), variant], capture_output=True,
+    r = subprocess.run(["env", f"PYTHON={sys.executable}", "bash", str(NORMALIZE_PATHS), "none", binary("xcorr"), variant], capture_output=True,
                        text=True, timeout=600)
     if variant == "register-tiled":
         assert r.returncode == 0 and r.stdout.rstrip().splitlines()[-1] == "7 passed, 0 failed, 0 skipped", \
