@@ -7,13 +7,26 @@ frequency chunks of 32, pieces) summing the blocks in order, one inverse per (pa
 crop (first chunk writes everything, later chunks their lags), against np.correlate. It checks the
 index arithmetic of the design (every product counted once, every output element written), not
 the CUDA code, which xcorr_validate checks on the device."""
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from conftest import seeded_rng
+from conftest import seeded_rng, source_constant
 from xcorr_np import FORMS, pairs
 
-KMAX_N = 1 << 22
+
+SOURCE = (Path(__file__).resolve().parent.parent / "algorithms" / "52_fft_segmented.cu").read_text()
+
+
+def constant(name, **known):
+    return source_constant(SOURCE, name, **known)
+
+
+KMAX_N, MIN_N = 1 << 22, 256  # transform sizes: auto tries the powers of 2 from MIN_N to KMAX_N
+TWO_PASS_N, BYTES_PER_S, FMAS_PER_S = 16384, 3.5e12, 25e12  # cost(): sizes above TWO_PASS_N count twice
+SUBTILES = {True: (4, 8), False: (1, 8)}  # wide -> (TL, TR) of accumulate_kernel
 
 
 def pair_grid(form, nL, nR):
@@ -50,11 +63,11 @@ def smooth_even(need):
 
 def cost(N, geo, nL, nR, count):
     Wp, B, NP, NB = geo
-    passes = 2.0 if N > 16384 else 1.0
+    passes = 2.0 if N > TWO_PASS_N else 1.0
     segs, prods = nL * NP * NB + nR * NB, count * NP
     nbytes = 4.0 * N * (segs * (2 + 2 * passes) + prods * (1 + 2 * passes))
     cmacs = count * NP * NB * (N / 2 + 1)
-    return nbytes / 3.5e12 + 4 * cmacs / 25e12
+    return nbytes / BYTES_PER_S + 4 * cmacs / FMAS_PER_S
 
 
 def choose(W, rn, nL, nR, count, N=None):
@@ -62,7 +75,8 @@ def choose(W, rn, nL, nR, count, N=None):
     if N is not None:
         cands = [N]
     else:
-        cands = ([smooth_even(rn + W - 1)] if rn + W - 1 <= KMAX_N else []) + [1 << k for k in range(8, 23)]
+        cands = ([smooth_even(rn + W - 1)] if rn + W - 1 <= KMAX_N else []) + \
+                [MIN_N << k for k in range((KMAX_N // MIN_N).bit_length())]
     best = None
     for n in cands:
         for g in geometries(n, W, rn):
@@ -120,7 +134,7 @@ def emulate(form, lefts, rights, rect, N, npc_cap=None, split=None):
         lspec = np.fft.rfft(lslots, axis=1)
         # Accumulation: the warp work items of accumulate_kernel.
         wide = rsi == 0 and Ng >= 2
-        TL, TR = (4, 8) if wide else (1, 8)
+        TL, TR = SUBTILES[wide]
         tiles_l, tiles_r, fchunks = ceil_div(Ng, TL), ceil_div(Mg, TR), ceil_div(E, 32)
         items = tiles_l * tiles_r * fchunks * npc
         prod = np.full((count * npc, E), np.nan, complex)
@@ -253,6 +267,21 @@ def test_single_chunk_writes_each_element_once():
     lefts, rights = stacks("n-to-m", 45, 13, rng)
     out, writes = emulate("n-to-m", lefts, rights, (-1, 1, -20, 60), 16)
     assert (writes == 1).all()
+
+
+def test_constants_match_the_source():
+    """Drift from kMaxN, the auto sizes' loop, cost()'s constants or accumulate_kernel's (TL, TR)."""
+    assert KMAX_N == constant("kMaxN")
+    assert MIN_N == int(re.search(r"for \(int64_t N = (\d+); N <= kMaxN; N \*= 2\)", SOURCE).group(1))
+    assert TWO_PASS_N == int(re.search(r"passes = g\.N > (\d+) \? 2\.0 : 1\.0;", SOURCE).group(1))
+    rates = re.search(r"return bytes / ([\d.e]+) \+ 4\.0 \* cmacs / ([\d.e]+);", SOURCE)
+    assert (BYTES_PER_S, FMAS_PER_S) == (float(rates[1]), float(rates[2]))
+    launch = re.search(r"if \(wide_\) accumulate_kernel<(\d+), (\d+)><<<.*?else accumulate_kernel<(\d+), (\d+)><<<",
+                       SOURCE, re.S)
+    items = re.search(r"ceil_div\(pairs_\.N, wide_ \? (\d+) : (\d+)\)\) \* ceil_div\(pairs_\.M, (\d+)\)", SOURCE)
+    wide, narrow = tuple(map(int, launch.groups()[:2])), tuple(map(int, launch.groups()[2:]))
+    assert SUBTILES == {True: wide, False: narrow}
+    assert (wide[0], narrow[0], wide[1]) == tuple(map(int, items.groups())) and wide[1] == narrow[1]  # the work items
 
 
 def test_geometry_of_the_experiments():

@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import seeded_rng
+from conftest import seeded_rng, source_constant
 
 # The normalization's one translation unit (lib/normalize/: normalizer.cu and the passes it includes).
 SOURCE = "\n".join((Path(__file__).resolve().parent.parent / "lib" / "normalize" / name).read_text()
@@ -49,12 +49,8 @@ SOURCE = "\n".join((Path(__file__).resolve().parent.parent / "lib" / "normalize"
 
 
 def constant(name, **known):
-    """A constexpr of normalize.cu: an integer expression of integers and the `known` names."""
-    m = re.search(r"constexpr\s+(?:int|int64_t|size_t)\s+" + name + r"\s*=\s*([^;]+);", SOURCE)
-    assert m, name
-    expr = m.group(1)
-    assert re.fullmatch(r"[\w\s*+]+", expr), expr
-    return int(eval(expr, {"__builtins__": {}}, known))  # noqa: S307 (checked: names, digits, * and +)
+    """A constexpr of the normalization's sources (conftest.source_constant)."""
+    return source_constant(SOURCE, name, **known)
 
 
 THREADS = constant("kThreads")

@@ -6,13 +6,25 @@ dy = 0 holds sums) and lags beyond the full range, in NumPy, against the float64
 (np.correlate). It checks the index arithmetic of the design (every product of every lag counted
 exactly once, every output element written exactly once), not the CUDA code itself, which the GPU
 tests and xcorr_validate check on the device."""
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from conftest import seeded_rng
+from conftest import seeded_rng, source_constant
+
+
+SOURCE = (Path(__file__).resolve().parent.parent / "algorithms" / "29_signal_tiled.cu").read_text()
+
+
+def constant(name, **known):
+    return source_constant(SOURCE, name, **known)
+
 
 THREADS, KC = 128, 256
 TILES = {8: 8, 1: 32}  # TT -> TL
+GY_CAP = 65535  # grid.y: the groups stride over at most this many blocks
 
 
 def ls_index(p, tl):
@@ -25,7 +37,7 @@ def pair_grid(form, nL, nR):
             "n-to-mn": (nL, nR // nL, 1, nL, 1, nL), "n-to-m": (nL, nR, 0, 1, nR, 1)}[form]
 
 
-def emulate(form, lefts, rights, rect, tt, pieces, gy_cap=65535):
+def emulate(form, lefts, rights, rect, tt, pieces, gy_cap=GY_CAP):
     """The output stack (count, out_h, out_w) of one run, and how often each element was written."""
     tl = TILES[tt]
     bl, nl = THREADS * tl, THREADS * tl + KC
@@ -165,6 +177,20 @@ def test_mapping_counts_every_product_once(form, nL, nR, wL, K, rect, tt, pieces
     assert (writes == 1).all(), "an output element written twice or not at all"
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-9 * max(1.0, np.abs(want).max()))
+
+
+def test_constants_match_the_source():
+    """Drift from Cfg's THREADS, KC, SWZ and TL per TT, the Templates list or the grid.y cap."""
+    assert (THREADS, KC) == (constant("THREADS"), constant("KC"))
+    tts = re.search(r"using Templates = Values<([\d, ]+)>;", SOURCE).group(1)
+    tl = re.search(r"Cfg<TT == (\d+) \? (\d+) : (\d+), TT>", SOURCE)
+    assert TILES == {int(tt): int(tl[2]) if int(tt) == int(tl[1]) else int(tl[3]) for tt in tts.split(",")}
+    swz = re.search(r"constexpr int SWZ = TL == (\d+) \? (\d+) : (\d+);", SOURCE)
+    p = np.arange(1 << 12)
+    for t in TILES.values():
+        mask = int(swz[2]) if t == int(swz[1]) else int(swz[3])
+        np.testing.assert_array_equal(ls_index(p, t), p ^ (((p >> 5) & mask) << 2))
+    assert GY_CAP == int(re.search(r"std::min\(g_\.n_groups, (\d+)\)", SOURCE).group(1))
 
 
 @pytest.mark.parametrize("tt", [8, 1])

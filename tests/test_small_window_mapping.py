@@ -8,13 +8,24 @@ and xor-shuffle tree, in NumPy, against the float64 definition. It checks the in
 the kernel's design (every product of every shift counted exactly once, no read outside the
 staged data), not the CUDA code itself, which the GPU tests and xcorr_validate check on the
 device."""
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from conftest import seeded_rng
+from conftest import seeded_rng, source_constant
 from xcorr_np import crop
 
-THREADS, WARP, SEGMENTS, MAX_SMEM = 256, 32, 128, 200 * 1024
+
+SOURCE = (Path(__file__).resolve().parent.parent / "algorithms" / "27_small_window.cu").read_text()
+
+
+def constant(name, **known):
+    return source_constant(SOURCE, name, **known)
+
+
+THREADS, WARP, SEGMENTS, MAX_SMEM, MAX_SHIFTS = 256, 32, 128, 200 * 1024, 1089
 CONFIGS = [(3, 11), (1, 15), (5, 3), (15, 1)]  # (SY, SX), in kConfigs order
 
 
@@ -177,6 +188,18 @@ def test_mapping_counts_every_product_once(shape, rect, gx):
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * max(1.0, np.abs(want).max()))
 
 
+def test_constants_match_the_source():
+    """Drift from kThreads, kSegments, kMaxSmem, kMaxShifts, kStrip or the kConfigs table."""
+    assert (THREADS, SEGMENTS, MAX_SMEM, MAX_SHIFTS) == (constant("kThreads"), constant("kSegments"),
+                                                        constant("kMaxSmem"), constant("kMaxShifts"))
+    table = re.search(r"\bkConfigs\[\]\s*=\s*\{(.*?)\n\};", SOURCE, re.S).group(1)
+    rows = re.findall(r"\{\s*(\d+),\s*(\d+),\s*kStrip<(\d+)>,\s*small_window_tiles_kernel<(\d+),\s*(\d+)>\s*\}", table)
+    assert len(rows) == table.count("{"), table  # every row parsed
+    assert all(sy == ky and sx == st == kx for sy, sx, st, ky, kx in rows), rows
+    assert CONFIGS == [(int(sy), int(sx)) for sy, sx, *_ in rows]
+    assert all(strip(sx) == constant("kStrip", SX=sx) for sx in range(1, 40))
+
+
 def test_configuration_choices():
     """The windows the measurements name get the blocks the header describes."""
     assert (choose(2048, 2048, 33, 33)["sy"], choose(2048, 2048, 33, 33)["sx"]) == (3, 11)
@@ -190,11 +213,11 @@ def test_configuration_choices():
 
 @pytest.mark.parametrize("hR,wR", [(2048, 2048), (1, 1 << 20), (7, 5), (1, 3), (300, 1)])
 def test_every_window_up_to_1089_shifts_fits(hR, wR):
-    """Every window of at most 1089 shifts has a configuration (at most 256 shift blocks, at most
-    200 KB of shared memory), and its slices fit in the block."""
-    for oh in range(1, 1090):
-        for ow in {1, 2, 3, 15, 33, 1089 // oh} | set(range(max(1, 1089 // oh - 3), 1089 // oh + 1)):
-            if ow < 1 or oh * ow > 1089:
+    """Every window of at most MAX_SHIFTS (1089) shifts has a configuration (at most THREADS shift
+    blocks, at most MAX_SMEM of shared memory), and its slices fit in the block."""
+    for oh in range(1, MAX_SHIFTS + 1):
+        for ow in {1, 2, 3, 15, 33, MAX_SHIFTS // oh} | set(range(max(1, MAX_SHIFTS // oh - 3), MAX_SHIFTS // oh + 1)):
+            if ow < 1 or oh * ow > MAX_SHIFTS:
                 continue
             g = choose(hR, wR, oh, ow)
             assert g is not None, (oh, ow)

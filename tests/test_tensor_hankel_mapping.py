@@ -9,11 +9,22 @@ others, lags and rights past the output skipped), in NumPy, against np.correlate
 checks the index arithmetic of the kernel's design (every product counted exactly once, every
 output element written exactly once), not the CUDA code itself (MMA numerics are float64 here),
 which xcorr_validate checks on the device."""
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from conftest import seeded_rng
+from conftest import seeded_rng, source_constant
 from xcorr_np import crop, pairs
+
+
+SOURCE = (Path(__file__).resolve().parent.parent / "algorithms" / "28_tensor_hankel.cu").read_text()
+
+
+def constant(name, **known):
+    return source_constant(SOURCE, name, **known)
+
 
 WARPS, NB, KC, GS = 4, 16, 256, 4
 AENT = KC // 8 * 32  # template fragment entries per part: (k step, lane)
@@ -176,6 +187,19 @@ def test_mapping_counts_every_product_once(case, split):
     got, want = emulate(form, lefts, rights, rect, split, blocks), definition(form, lefts, rights, rect)
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-9 * max(1.0, np.abs(want).max()))
+
+
+def test_constants_match_the_source():
+    """Drift from kWarps, kThreads, kNB, kKC, kGS, kAEnt or Cfg<SPLIT>'s NT, BM, NP and LENT."""
+    assert (WARPS, NB, KC, GS) == (constant("kWarps"), constant("kNB"), constant("kKC"), constant("kGS"))
+    assert 32 * WARPS == constant("kThreads") and AENT == constant("kAEnt", kKC=KC)
+    nt = re.search(r"constexpr int NT = SPLIT \? (\d+) : (\d+);", SOURCE)
+    assert (cfg(True)[0], cfg(False)[0]) == (int(nt[1]), int(nt[2]))
+    for split in (True, False):
+        n_tiles, bm = cfg(split)
+        assert bm == constant("BM", kWarps=WARPS, NT=n_tiles)
+        assert n_tiles + GS - 1 == constant("NP", NT=n_tiles, kGS=GS)  # the pair slots fragment_reads() bounds
+        assert bm + KC == constant("LENT", BM=bm, kKC=KC)  # the window slots emulate() bounds
 
 
 def test_seed004_case_geometry():
