@@ -69,10 +69,12 @@ print("2 passed, 0 failed, 1 skipped")
 '''
 
 XCORR = r'''#!/usr/bin/env python3
-import json, sys
+import json, os, sys
 all4 = ["one-to-one", "one-to-many", "n-to-mn", "n-to-m"]
 variants = [("block-per-pair", ["full", "valid", "same"], all4), ("fft-fused", ["full", "valid"], all4),
             ("tensor-wgmma", ["full"], all4[1:])]
+if os.environ.get("FAKE_NORMALIZE_VARIANT"):  # a build with register-tiled: the normalization's parts
+    variants.append(("register-tiled", ["full"], all4))
 if sys.argv[1:] == ["list", "--json"]:
     print(json.dumps([{"name": n, "windows": w, "forms": f} for n, w, f in variants]))
 elif sys.argv[1:] == ["list"]:
@@ -264,3 +266,14 @@ def test_at_most_sanitize_jobs_run_at_once_and_the_queue_meets_the_deadline(fake
     assert 2 <= len(calls) <= 4
     r, calls = fake(tools="memcheck", SANITIZE_JOBS="0")
     assert r.returncode == 2 and "SANITIZE_JOBS=0" in r.stderr and not calls
+
+
+def test_the_normalization_runs_a_process_per_form_and_racecheck_one_per_variant_too(fake):
+    """Its one process (both variants, every form, three modes) had not finished under racecheck after
+    430 s (session 47): now a process per form, and under racecheck per variant as well."""
+    _, calls = fake(tools="memcheck racecheck", FAKE_NORMALIZE_VARIANT="1")
+    norm = [c for c in calls if "--normalize all" in c]
+    mem = [c for c in norm if c.startswith("memcheck")]
+    race = [c for c in norm if c.startswith("racecheck")]
+    assert len(mem) == 4 and all(c.count("--form ") == 1 for c in mem), mem
+    assert len(race) == 4 and all("--variant register-tiled" in c and c.count("--variant") == 1 for c in race), race
