@@ -189,7 +189,6 @@ def reported_error(r):
     return float(m.group(1)), float(m.group(2)), m.group(4)
 
 
-
 def source_constant(source, name, **known):
     """The value of `constexpr int|int64_t|size_t NAME = EXPR` in a kernel's source text (any
     declarator of the line), EXPR an integer expression of integers and the `known` names: what a
@@ -199,6 +198,7 @@ def source_constant(source, name, **known):
     exprs = [e for e in exprs if re.fullmatch(r"[\w\s*+/()<-]+", e)]  # not `C::KC`, `SPLIT ? 8 : 16`
     assert len(exprs) == 1, (name, exprs)
     return int(eval(exprs[0].replace("/", "//"), {"__builtins__": {}, "int64_t": int}, known))  # noqa: S307
+
 
 def seeded_rng(seed):
     """A numpy Generator with a fixed seed: an int, or one derived from a key such as a test's

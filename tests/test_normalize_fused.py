@@ -688,7 +688,7 @@ def test_model_constants_match_the_source():
 
 
 STAGED_BYTES = constant("kStagedEpilogueBytes")
-STAGED_MIN_OUTPUTS = int(re.search(r"constexpr int64_t kStagedMinOutputs = (\d+);", SOURCE).group(1))
+STAGED_MIN_OUTPUTS = constant("kStagedMinOutputs")
 
 
 def use_staged_epilogue(crop_l, crop_r, out_hw, count):
