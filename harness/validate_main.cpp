@@ -15,7 +15,7 @@
 //
 //   xcorr_validate [--variant NAME]... [--form FORM]... [--quick] [--seed N] [--tolerance X]
 //                  [--shape HLxWL,HRxWR]... [--params all|covering] [--windows only|also|none]
-//                  [--normalize none|zncc|zero-lag|all] [--reductions also|only|none]
+//                  [--normalize none|zncc|zero-lag|all] [--reductions also|only|none] [--shard K/N]
 //
 // --normalize runs every case (variants, windows and the reference checks) with that normalization
 // (all: none, zncc and zero-lag, one after another; default none): the variant inside the
@@ -31,6 +31,11 @@
 // --params covering runs each instantiated value of every parameter once instead of every
 // combination. Together they make the short runs that compute-sanitizer can afford
 // (scripts/device-check -s).
+// --shard K/N runs the checks numbered K modulo N of those selected (each variant x parameters on a
+// case or one of its windows, each reduction case through a variant, each case's reference checks,
+// numbered in the order they come): N processes of K = 1..N run every check once, so that a run too
+// long for one process under compute-sanitizer's racecheck splits into shorter ones
+// (scripts/sanitize). The "no case passed" guards need the whole run and are left out under it.
 // --tolerance X replaces every variant's bound with X (tests use it to put the bound just
 // below and just above a measured error).
 // Where the CPU reference is quick, the GPU reference is checked against it on the full output and
@@ -193,6 +198,24 @@ std::string params_text(const Params& p) {
 struct Tally {
     int passed = 0, failed = 0, skipped = 0;
 };
+
+// --shard K/N: take() says whether this process runs the next check (see the header).
+struct Shard {
+    long long k = 1, n = 1, next = 0;
+    bool take() { return next++ % n == k - 1; }
+    bool whole() const { return n == 1; }
+};
+
+Shard parse_shard(const std::string& text) {
+    const size_t slash = text.find('/');
+    const std::string usage = "--shard '" + text + "': expected K/N with 1 <= K <= N, e.g. 2/4";
+    if (slash == std::string::npos) throw UsageError(usage);
+    Shard s;
+    s.k = parse_integer("--shard", text.substr(0, slash), 1, 1 << 20);
+    s.n = parse_integer("--shard", text.substr(slash + 1), 1, 1 << 20);
+    if (s.k > s.n) throw UsageError(usage);
+    return s;
+}
 
 // Windows of a problem for the reference checks: valid (where it exists), same, one partly and one
 // wholly beyond the full range of shifts (their outer elements must come out 0).
@@ -414,7 +437,7 @@ Window reduction_window(const Problem& p, const std::string& name) {
 
 // Every selected variant on every reduction case of a selected form it supports; one line each.
 void check_reductions(const std::set<std::string>& only_variants, const std::set<Form>& only_forms, uint64_t seed,
-                      double tolerance_override, cudaStream_t stream, Tally& tally) {
+                      double tolerance_override, Shard& shard, cudaStream_t stream, Tally& tally) {
     const std::vector<ReductionCase> cases = reduction_cases();
     // Per variant and form: the full-output cases of a shape it declares (which it must compute:
     // every variant computes the full output) and the cases passed. A variant that refused all of
@@ -459,6 +482,7 @@ void check_reductions(const std::set<std::string>& only_variants, const std::set
 
         for (const auto& v : variants()) {
             if (!v.supports(rc.form) || (!only_variants.empty() && !only_variants.count(v.name))) continue;
+            if (!shard.take()) continue;
             const std::string key = v.name + " " + form_name(rc.form);
             if (std::string(rc.window) == "full" && declares_shape(v, p)) ++full_declared[key];
             const Params params = covering_set(v).front();
@@ -500,7 +524,7 @@ void check_reductions(const std::set<std::string>& only_variants, const std::set
         std::fflush(stdout);
     }
     for (const auto& [key, n] : full_declared)
-        if (n && !passed[key]) {
+        if (n && !passed[key] && shard.whole()) {
             std::printf("FAIL  %s  no reductions case passed (its %d full-output cases were refused or failed)\n",
                         key.c_str(), n);
             ++tally.failed;
@@ -519,6 +543,7 @@ int main(int argc, char** argv) {
     double tolerance_override = 0;  // 0: each variant's own
     std::vector<Normalize> modes = {Normalize::None};
     bool reductions = true, only_reductions = false;  // --reductions also
+    Shard shard;
     OptionSeen seen;
     try {
         check_environment();
@@ -531,7 +556,7 @@ int main(int argc, char** argv) {
             // --variant, --form and --shape add up; the one-value options are refused twice (the
             // last silently won)
             if (a == "--seed" || a == "--params" || a == "--windows" || a == "--normalize" || a == "--tolerance" ||
-                a == "--reductions")
+                a == "--reductions" || a == "--shard")
                 seen.mark(a);
             if (a == "--variant") only_variants.insert(find_variant(next()).name);
             else if (a == "--form") only_forms.insert(parse_form(next()));
@@ -558,12 +583,14 @@ int main(int argc, char** argv) {
                     throw UsageError("--reductions: expected only, also or none, got " + v);
                 reductions = v != "none";
                 only_reductions = v == "only";
-            } else if (a == "--tolerance") tolerance_override = parse_positive("--tolerance", next());
+            } else if (a == "--shard") shard = parse_shard(next());
+            else if (a == "--tolerance") tolerance_override = parse_positive("--tolerance", next());
             else if (a == "--help" || a == "-h") {
                 std::printf(
                     "usage: xcorr_validate [--variant NAME]... [--form FORM]... [--quick] [--seed N] [--tolerance X]\n"
                     "                      [--shape HLxWL,HRxWR]... [--params all|covering] [--windows only|also|none]\n"
                     "                      [--normalize none|zncc|zero-lag|all] [--reductions also|only|none]\n"
+                    "                      [--shard K/N]\n"
                     "  --variant NAME  only this variant (repeatable)\n"
                     "  --form FORM     only this form (repeatable)\n"
                     "  --quick         the small shapes only\n"
@@ -573,6 +600,8 @@ int main(int argc, char** argv) {
                     "                  max over rights: one-to-many, n-to-m, n-to-mn, stats) on fixed cases\n"
                     "                  (windows, normalizations, ties, NaN), by reduce.hpp's checks against\n"
                     "                  the float64 maps; only: just those; none: none of them\n"
+                    "  --shard K/N     only the checks numbered K modulo N (N processes run each check once;\n"
+                    "                  the \"no case passed\" guards are left to a whole run)\n"
                     "  --tolerance X   hold every variant to error X instead of its declared bound (relative;\n"
                     "                  absolute for normalized outputs)\n"
                     "  --normalize N   run every case normalized so (all: none, zncc, zero-lag in turn; default\n"
@@ -616,6 +645,7 @@ int main(int argc, char** argv) {
                     gpu.sm_count, (unsigned long long)seed, quick ? ", quick" : "",
                     full_checks ? (window_checks ? "" : ", full output only") : ", windows only");
         if (tolerance_override > 0) std::printf(", tolerance %.3e for every variant", tolerance_override);
+        if (!shard.whole()) std::printf(", shard %lld/%lld (no \"no case passed\" guards)", shard.k, shard.n);
         std::printf("\n");
     } catch (const UsageError& e) {
         std::fprintf(stderr, "xcorr_validate: error: %s\n", e.what());
@@ -677,16 +707,21 @@ int main(int argc, char** argv) {
                     XC_CUDA_CHECK(cudaMemcpyAsync(dl_off.get() + 1, dl.get(), dl.bytes(), cudaMemcpyDeviceToDevice, stream));
                     XC_CUDA_CHECK(cudaMemcpyAsync(dr_off.get() + 1, dr.get(), dr.bytes(), cudaMemcpyDeviceToDevice, stream));
                     XC_CUDA_CHECK(cudaStreamSynchronize(stream));
-                    Reference reference;
-                    if (full_checks) reference = full_reference(p, dl.get(), dr.get(), stream);  // synchronises
+                    // The full output's reference, made on first use (a --shard may have no check of
+                    // this case's full output); full_reference synchronises
+                    std::optional<Reference> reference;
+                    const auto full_ref = [&]() -> const Reference& {
+                        if (!reference) reference = full_reference(p, dl.get(), dr.get(), stream);
+                        return *reference;
+                    };
 
                     // The GPU reference must agree with the CPU one wherever the CPU one is quick.
-                    if (p.fmas() < 5e7) {
+                    if (p.fmas() < 5e7 && shard.take()) {
                         std::vector<float> hl(dl.size()), hr(dr.size());
                         XC_CUDA_CHECK(cudaMemcpy(hl.data(), dl.get(), dl.bytes(), cudaMemcpyDeviceToHost));
                         XC_CUDA_CHECK(cudaMemcpy(hr.data(), dr.get(), dr.bytes(), cudaMemcpyDeviceToHost));
                         if (full_checks) {
-                            const std::vector<double>& ref = reference.values;
+                            const std::vector<double>& ref = full_ref().values;
                             std::vector<double> cpu(ref.size());
                             reference_cpu(p, hl.data(), hr.data(), cpu.data());
                             const Comparison cmp = compare_to_reference(ref.data(), cpu.data(), cpu.size());
@@ -730,8 +765,8 @@ int main(int argc, char** argv) {
                         // output refused, its windows may pass (the SKIP or FAIL below says which).
                         if (declares_shape(v, p)) ++declared_per_variant_form[key];
                         for (const Params& params : combos) {
-                            if (full_checks) {
-                                const Verdict verdict = check_variant(v, params, p, nullptr, reference, full_runs,
+                            if (full_checks && shard.take()) {
+                                const Verdict verdict = check_variant(v, params, p, nullptr, full_ref(), full_runs,
                                                                       tolerance, inputs, stream);
                                 count(verdict, tally);
                                 if (verdict == Verdict::Pass) ++passes_per_variant_form[key];
@@ -739,7 +774,7 @@ int main(int argc, char** argv) {
                             }
                             if (!has_windows(v)) continue;
                             for (WindowCase& w : windows) {
-                                if (!v.supports_problem(w.problem)) continue;
+                                if (!v.supports_problem(w.problem) || !shard.take()) continue;
                                 if (!w.reference) {
                                     w.reference = full_reference(w.problem, dl.get(), dr.get(), stream);
                                     w.out = DeviceBuffer<float>(size_t(w.problem.out_elems()) + 1);
@@ -759,11 +794,12 @@ int main(int argc, char** argv) {
             }
         }
         // The reductions' cases, seeded apart from the maps' (whose seeds stay as they were).
-        if (reductions) check_reductions(only_variants, only_forms, seed + 1000003, tolerance_override, stream, tally);
+        if (reductions)
+            check_reductions(only_variants, only_forms, seed + 1000003, tolerance_override, shard, stream, tally);
         // A variant that skipped every case of a form it declares has not been validated at all;
         // nor its windows, when it computes some that the cases had but passed none of them.
         for (const auto& v : variants()) {
-            if (only_reductions) break;
+            if (only_reductions || !shard.whole()) break;  // a shard's passes are not the variant's
             if (!only_variants.empty() && !only_variants.count(v.name)) continue;
             for (Form f : v.forms)
             for (Normalize mode : modes) {

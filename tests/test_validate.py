@@ -78,6 +78,11 @@ def test_help_documents_tolerance():
     (["--windows", "only", "--windows", "none"], "--windows is given twice"),
     (["--normalize", "zncc", "--normalize", "all"], "--normalize is given twice"),
     (["--tolerance", "1e-3", "--tolerance", "1e-2"], "--tolerance is given twice"),
+    (["--shard", "3/2"], "--shard '3/2': expected K/N with 1 <= K <= N"),
+    (["--shard", "0/2"], "--shard: not an integer from 1"),
+    (["--shard", "2"], "--shard '2': expected K/N"),
+    (["--shard", "1/x"], "--shard: not an integer"),
+    (["--shard", "1/2", "--shard", "2/2"], "--shard is given twice"),
 ])
 def test_bad_arguments_are_usage_errors(args, needle):
     """--seed abc threw std::invalid_argument past the usage handler (terminate, a crash)."""
@@ -184,3 +189,26 @@ def test_help_documents_windows():
     assert r.returncode == 0
     for text in ["--windows only|also|none", "valid", "same", "max-shift", "partly-beyond", "wholly-beyond"]:
         assert text in r.stdout, text
+
+
+def test_shards_run_every_check_once(gpu, registry):
+    """--shard K/N (scripts/sanitize splits racecheck's long processes so): the N shards' case lines
+    are the whole run's, each once, maps, windows, reference checks and reductions alike; a shard
+    leaves out the "no case passed" guards, which need the whole run, and says so."""
+    require_variant(registry, "block-per-pair")
+    args = [binary("xcorr_validate"), "--variant", "block-per-pair", "--form", "n-to-m", "--params", "covering",
+            "--shape", "5x7,3x2", "--shape", "1x17,1x9"]
+    whole = run(args, timeout=600)
+    assert whole.returncode == 0, whole.stdout[-3000:] + whole.stderr
+
+    def checks(stdout):
+        return [line for line in stdout.splitlines() if re.match(r"(PASS|FAIL|SKIP)  ", line)]
+    everything = checks(whole.stdout)
+    assert any("reduce=" in line for line in everything) and any("window=" in line for line in everything)
+    assert any("reference-gpu" in line for line in everything)
+    parts = [run([*args, "--shard", f"{k}/3"], timeout=600) for k in (1, 2, 3)]
+    for r in parts:
+        assert r.returncode == 0 and ", shard " in r.stdout.splitlines()[0], r.stdout[-3000:] + r.stderr
+    together = [line for r in parts for line in checks(r.stdout)]
+    assert sorted(together) == sorted(everything)
+    assert all(len(checks(r.stdout)) >= len(everything) // 3 - 1 for r in parts)  # dealt, not lumped
