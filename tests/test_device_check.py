@@ -21,6 +21,7 @@ SCRIPT = ROOT / "scripts" / "device-check"
     (["-s", "-Z", "1"], "-Z 1: K/N"),
     (["-B", "/nonexistent/cases.txt"], "-B /nonexistent/cases.txt: not a file of cases"),
     (["-B", "tests"], "-B tests: not a file of cases"),
+    (["-L", "/nonexistent/ledger.txt"], "-L /nonexistent/ledger.txt: no such file"),
     (["stray"], "unexpected argument 'stray'"),
     (["-X", "1/2", "extra"], "unexpected argument 'extra'"),
 ])
@@ -34,6 +35,9 @@ def test_bad_options_are_refused_before_the_build(tmp_path, args, needle):
 def test_help_is_the_usage_and_exit_0():
     r = subprocess.run([str(SCRIPT), "--help"], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 0 and "-X  only part K of N" in r.stdout
+    # the whole header, the last option's lines too (-T's were cut off by a fixed line range)
+    assert "OUT/sanitize-progress.txt gets a line as each process ends" in r.stdout
+    assert r.stdout.rstrip().endswith("Logs and JSON go to $OUT (the device tool's output folder) or ./out-device.")
 
 
 def test_the_test_commands_help_needs_no_set_up():
