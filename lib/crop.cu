@@ -19,8 +19,8 @@ namespace {
 // before its stores, the row of an element by FastDiv. Why: the old mapping below gave every
 // (32-column, 8-row) tile of every crop a block of one element per thread, so zncc_frames' 1000
 // crops of 39 x 37 took 10,000 blocks, half their lanes idle (37 columns in two 32-column tiles),
-// and 15 µs of its raw correlation's ~52 under Nsight Compute (the memory floor of those 11.6 MB:
-// ~3 µs).
+// and several times the memory floor of their few megabytes (the measurements: notes/probes.md,
+// ncu-zncc-frames and crop-gather-store-norm).
 // gather_kernel (any crop): block (32, 8): a warp copies 32 adjacent columns of one row
 // (coalesced reads and writes); grid (columns, rows, matrices), each dimension striding (a
 // signal's one row of millions of columns, stacks beyond 65535). Resources: registers only.
