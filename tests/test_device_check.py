@@ -92,3 +92,10 @@ def test_a_test_skipped_for_want_of_torch_must_be_one_the_gpu_machine_runs(tmp_p
         assert "test_marked" in selected.stdout and "test_bare" not in selected.stdout, selected.stdout[-2000:]
     finally:
         shutil.rmtree(scratch)
+
+
+def test_an_unknown_option_prints_the_whole_usage():
+    """A bad option printed a fixed line range of the header, cut short as options were added."""
+    r = subprocess.run([str(SCRIPT), "-q"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 2 and "-L  the ledger of an earlier run" in r.stdout
+    assert r.stdout.rstrip().endswith("or ./out-device.")

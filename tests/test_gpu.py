@@ -429,6 +429,28 @@ def test_sanitizer_finds_nothing(gpu, tool):
         assert_validator_passed(r)
 
 
+@pytest.mark.parametrize("tool, mode, options", [
+    ("racecheck", "race", ["--kernel-name", "kns=xcorr"]),  # scripts/sanitize's filter: ours alone
+    ("racecheck", "race", []),
+    ("memcheck", "oob", []),
+    ("initcheck", "uninit", []),
+])
+def test_the_sanitizers_report_the_defects_planted_for_them(gpu, tool, mode, options):
+    """scripts/sanitize's positive control (tests/sanitizer_probe.cu): each tool reports the defect
+    planted for it, racecheck with the kernel filter the sanitizer runs use too, and nothing on the
+    same kernels without the defects; else "clean" over the variants would prove nothing."""
+    def sanitized(what):
+        return run([compute_sanitizer(), "--tool", tool, *options, "--error-exitcode", "99", "--print-limit", "5",
+                    binary("xcorr_sanitizer_probe"), what], timeout=300)
+    found = sanitized(mode)
+    # a report line (scripts/sanitize's finding pattern); racecheck may grade a hazard a warning,
+    # which sets no exit status, the others exit 99
+    assert re.search(r"^========= +(Invalid|Race|Uninit|Error|Warning)", found.stdout, re.M), found.stdout[-2000:]
+    assert found.returncode == 99 or tool == "racecheck", found.stdout[-2000:] + found.stderr[-2000:]
+    clean = sanitized("clean")
+    assert clean.returncode == 0 and re.search(r"(ERROR|RACECHECK) SUMMARY: 0 ", clean.stdout), clean.stdout[-2000:]
+
+
 def windowed_variants():
     """Variants that declare windows beyond full, from the build's registry: kernels that gain
     windows are covered here without a change to this file."""

@@ -22,11 +22,22 @@ args = sys.argv[1:]
 tool = args[args.index("--tool") + 1]
 app = args[args.index("--print-limit") + 2:]
 line = " ".join(app)
-env = {k: os.environ[k] for k in os.environ if k.startswith("XCORR_")}
+options = " ".join(args[:args.index("--print-limit")])
+def hit(name, text=line):
+    return any(t and t in text for t in os.environ.get(name, "").split("|"))
+if app[0].endswith("xcorr_sanitizer_probe"):  # the positive control: reported unless FAKE_BLIND says
+    with open(os.environ["FAKE_LOG"] + ".control", "a") as f:
+        f.write(options + "\t" + line + "\n")
+    if hit("FAKE_BLIND", tool + " " + options):  # e.g. "racecheck --tool racecheck --kernel-name"
+        print("========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)" if tool == "racecheck"
+              else "========= ERROR SUMMARY: 0 errors")
+        sys.exit(0)
+    print("========= Invalid __global__ write of size 4 bytes" if tool != "racecheck"
+          else "========= Error: Race reported between Write access at shared_race_kernel+0x40 and Read access")
+    sys.exit(99)
+env = {k: os.environ[k] for k in os.environ if k.startswith("XCORR_") or k == "SANITIZER_FILTER"}
 with open(os.environ["FAKE_LOG"], "a") as f:
-    f.write(tool + "\t" + " ".join(f"{k}={v}" for k, v in sorted(env.items())) + "\t" + line + "\n")
-def hit(name):
-    return any(t and t in line for t in os.environ.get(name, "").split("|"))
+    f.write(tool + "\t" + " ".join(f"{k}={v}" for k, v in sorted(env.items())) + "\t" + options + "\t" + line + "\n")
 os.environ["FAKE_T0"] = str(__import__("time").time())
 if hit("FAKE_SLEEP"):  # a part that outlasts the deadline: it prints a case first, as the real one would
     print("PASS  block-per-pair  n-to-m 1x[1x3001] * 1x[1x257]")
@@ -90,7 +101,7 @@ else:
 def fake(tmp_path):
     bin_dir, build = tmp_path / "bin", tmp_path / "build"
     for d, name, text in [(bin_dir, "compute-sanitizer", SANITIZER), (build, "xcorr_validate", VALIDATE),
-                          (build, "xcorr", XCORR)]:
+                          (build, "xcorr", XCORR), (build, "xcorr_sanitizer_probe", "#!/bin/sh\n")]:
         d.mkdir(exist_ok=True)
         (d / name).write_text(text)
         (d / name).chmod(0o755)
@@ -98,6 +109,7 @@ def fake(tmp_path):
 
     def run(*extra, tools="memcheck racecheck", **env):
         log.unlink(missing_ok=True)
+        Path(f"{log}.control").unlink(missing_ok=True)
         r = subprocess.run([str(SCRIPT), str(build), str(tmp_path / "out"), tools, *extra], capture_output=True,
                            text=True, timeout=120, cwd=ROOT,
                            env={"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_LOG": str(log), **env})
@@ -150,6 +162,7 @@ def test_a_finding_fails_the_run_and_names_its_part(fake):
     assert "memcheck: FINDINGS in: n-to-m-windows (exit 99)" in r.stdout
     assert "racecheck: FINDINGS in: n-to-m-windows@block-per-pair.1of4 (exit 99)" in r.stdout
     assert "Race reported between" in r.stdout  # the finding itself is shown
+    assert "shared_race_kernel" not in r.stdout  # not the control's planted one
 
 
 @pytest.mark.parametrize("env, part", [
@@ -255,8 +268,9 @@ def test_part_logs_stream_to_out_while_running(fake, tmp_path):
     assert not (tmp_path / "out" / "sanitize-parts").exists()  # joined into sanitize-memcheck.log at the end
     progress = (tmp_path / "out" / "sanitize-progress.txt").read_text().splitlines()
     assert len(progress) == PARTS_PER_TOOL and all(" exit=0 cases=" in line for line in progress)
-    assert any(re.fullmatch(r"memcheck signals-n-to-m exit=0 cases=2 seconds=[23] ERROR SUMMARY: 0 errors", line)
-               for line in progress), progress
+    line = next(line for line in progress if line.startswith("memcheck signals-n-to-m "))
+    m = re.fullmatch(r"memcheck signals-n-to-m exit=0 cases=2 seconds=(\d+) ERROR SUMMARY: 0 errors", line)
+    assert m and int(m.group(1)) >= 2, line  # the stand-in slept 2 s
 
 
 def test_at_most_sanitize_jobs_run_at_once_and_the_queue_meets_the_deadline(fake, tmp_path):
@@ -331,3 +345,106 @@ def test_the_ledger_carries_clean_processes_over_to_the_next_call(fake, tmp_path
     assert r.returncode == 0 and len(calls) == PARTS_PER_TOOL and "proven earlier" not in r.stdout
     r, calls = fake(tools="memcheck", SANITIZE_LEDGER=str(tmp_path / "none.txt"))
     assert r.returncode == 2 and "no such file" in r.stderr and not calls
+
+
+def test_each_tool_first_reports_the_defect_planted_for_it(fake, tmp_path):
+    """The positive control: a tool that reports nothing on xcorr_sanitizer_probe's planted defect,
+    under the parts' own options, would call every variant clean (a kernel filter matching none of
+    our kernels, a tool that never attached); racecheck instruments our kernels alone."""
+    r, calls = fake(tools="memcheck racecheck initcheck synccheck")
+    assert r.returncode == 0, r.stdout + r.stderr
+    control = (tmp_path / "calls.log.control").read_text().splitlines()
+    assert [c.split("\t")[-1].split()[-1] for c in control] == ["oob", "race", "uninit"]  # none for synccheck
+    assert "--kernel-name kns=xcorr" in control[1] and "--kernel-name" not in control[0] + control[2]
+    race = [c for c in calls if c.startswith("racecheck")]
+    assert race and all("--kernel-name kns=xcorr" in c.split("\t")[2] for c in race)
+    assert not any("--kernel-name" in c for c in calls if not c.startswith("racecheck"))
+    assert "SANITIZER_FILTER=--kernel-name kns=xcorr" in race[0]  # normalize-paths' processes get it too
+    joined = (tmp_path / "out" / "sanitize-racecheck.log").read_text()
+    assert joined.startswith("##### control: xcorr_sanitizer_probe\n========= Error: Race reported")
+    assert "no planted defect for synccheck" in (tmp_path / "out" / "sanitize-synccheck.log").read_text()
+
+
+def test_a_blind_tool_fails_the_run_and_runs_none_of_its_parts(fake, tmp_path):
+    r, calls = fake(FAKE_BLIND="memcheck")
+    assert r.returncode == 1 and "memcheck: BLIND: the defect planted for it" in r.stdout, r.stdout
+    assert not any(c.startswith("memcheck") for c in calls) and "racecheck: clean (" in r.stdout
+    assert "memcheck" not in (tmp_path / "out" / "sanitize-ledger.txt").read_text()
+    assert (tmp_path / "out" / "sanitize-memcheck.log").read_text().startswith("##### control")
+
+
+def test_racecheck_instruments_every_kernel_where_its_filter_hides_the_planted_race(fake):
+    r, calls = fake(tools="racecheck", FAKE_BLIND="racecheck --tool racecheck --kernel-name")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "the planted race went unreported under --kernel-name kns=xcorr: every kernel instrumented" in r.stdout
+    assert calls and not any("--kernel-name" in c for c in calls)
+    # and where it goes unreported either way, racecheck is blind
+    r, calls = fake(tools="racecheck", FAKE_BLIND="racecheck")
+    assert r.returncode == 1 and "racecheck: BLIND" in r.stdout and not calls
+    r, calls = fake(tools="racecheck", SANITIZE_RACECHECK_KERNELS="")
+    assert r.returncode == 0 and calls and not any("--kernel-name" in c for c in calls)
+
+
+def test_a_build_without_the_probe_is_refused(fake, tmp_path):
+    (tmp_path / "build" / "xcorr_sanitizer_probe").unlink()
+    r, calls = fake(tools="memcheck")
+    assert r.returncode == 2 and "no xcorr_sanitizer_probe there" in r.stderr and not calls
+
+
+def test_the_ledger_key_follows_the_build_and_the_sources(fake, tmp_path):
+    """A ledger entry proves a process of these sources and this build: a variant added to the build
+    (memcheck's parts run every built variant) or a source changed proves nothing earlier."""
+    r, _ = fake(tools="memcheck")
+    ledger = tmp_path / "ledger.txt"
+    ledger.write_text((tmp_path / "out" / "sanitize-ledger.txt").read_text())
+    r, calls = fake(tools="memcheck", SANITIZE_LEDGER=str(ledger))
+    assert r.returncode == 0 and not calls  # the same build: all proven
+    r, calls = fake(tools="memcheck", SANITIZE_LEDGER=str(ledger), FAKE_NORMALIZE_VARIANT="1")  # + register-tiled
+    validator = [c for c in calls if "xcorr_validate" in c]
+    assert len(validator) == PARTS_PER_TOOL + 4 and "proven earlier" not in r.stdout, r.stdout  # + normalization's
+    # a copy of the scripts beside sources of their own: one byte changed there, nothing proven
+    tree = tmp_path / "tree"
+    (tree / "scripts").mkdir(parents=True)
+    for name in ("sanitize", "normalize-paths"):
+        (tree / "scripts" / name).write_bytes((ROOT / "scripts" / name).read_bytes())
+        (tree / "scripts" / name).chmod(0o755)
+    for d in ("algorithms", "lib", "harness", "tools"):
+        (tree / d).mkdir()
+        (tree / d / "a.cu").write_text(f"// {d}\n")
+    (tree / "meson.build").write_text("")
+    (tree / "meson_options.txt").write_text("")
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "FAKE_LOG": str(tmp_path / "copy.log")}
+
+    def run_copy(**extra):
+        return subprocess.run([str(tree / "scripts" / "sanitize"), str(tmp_path / "build"), str(tmp_path / "o2"),
+                               "memcheck"], capture_output=True, text=True, timeout=120, env={**env, **extra})
+    assert run_copy().returncode == 0
+    (tmp_path / "l2.txt").write_text((tmp_path / "o2" / "sanitize-ledger.txt").read_text())
+    assert "proven earlier" in run_copy(SANITIZE_LEDGER=str(tmp_path / "l2.txt")).stdout
+    (tree / "lib" / "a.cu").write_text("// lib, changed\n")
+    again = run_copy(SANITIZE_LEDGER=str(tmp_path / "l2.txt"))
+    assert again.returncode == 0 and "proven earlier" not in again.stdout, again.stdout
+
+
+def test_a_run_killed_from_outside_keeps_the_ledger_of_what_finished(fake, tmp_path):
+    """The device tool kills a call at its limit: the ledger gets a line as each process ends clean,
+    so the processes that finished before the kill stay proven."""
+    import signal
+    import time
+    out = tmp_path / "out"
+    p = subprocess.Popen([str(SCRIPT), str(tmp_path / "build"), str(out), "memcheck"], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "FAKE_LOG": str(tmp_path / "calls.log"),
+                              "FAKE_SLEEP": "--form n-to-m --shape 1x3001", "FAKE_SLEEP_S": "60"})
+    try:
+        progress = out / "sanitize-progress.txt"
+        for _ in range(600):
+            if progress.exists() and len(progress.read_text().splitlines()) == PARTS_PER_TOOL - 1:
+                break
+            time.sleep(0.1)
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    entries = [line.split() for line in (out / "sanitize-ledger.txt").read_text().splitlines()
+               if not line.startswith("#")]
+    assert len(entries) == PARTS_PER_TOOL - 1 and "signals-n-to-m" not in {e[2] for e in entries}
