@@ -211,4 +211,6 @@ def test_shards_run_every_check_once(gpu, registry):
         assert r.returncode == 0 and ", shard " in r.stdout.splitlines()[0], r.stdout[-3000:] + r.stderr
     together = [line for r in parts for line in checks(r.stdout)]
     assert sorted(together) == sorted(everything)
-    assert all(len(checks(r.stdout)) >= len(everything) // 3 - 1 for r in parts)  # dealt, not lumped
+    # dealt, not lumped; near a third each, not exactly: a case's reference check is one check that
+    # prints a line per window (on an H100 at 90e5e44 the shares held 53, 49 and 52 of 154 lines)
+    assert all(len(checks(r.stdout)) >= len(everything) // 6 for r in parts)
