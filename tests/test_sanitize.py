@@ -411,7 +411,7 @@ def test_the_ledger_key_follows_the_build_and_the_sources(fake, tmp_path):
     # a copy of the scripts beside sources of their own: one byte changed there, nothing proven
     tree = tmp_path / "tree"
     (tree / "scripts").mkdir(parents=True)
-    for name in ("sanitize", "normalize-paths"):
+    for name in ("sanitize", "sanitize-keys", "normalize-paths"):
         (tree / "scripts" / name).write_bytes((ROOT / "scripts" / name).read_bytes())
         (tree / "scripts" / name).chmod(0o755)
     for d in ("algorithms", "lib", "harness", "tools"):
@@ -462,7 +462,7 @@ def tree(tmp_path):
     own, run on the stand-in build: what an edit of one file proves again."""
     tree = tmp_path / "tree"
     (tree / "scripts").mkdir(parents=True)
-    for name in ("sanitize", "normalize-paths"):
+    for name in ("sanitize", "sanitize-keys", "normalize-paths"):
         (tree / "scripts" / name).write_bytes((ROOT / "scripts" / name).read_bytes())
         (tree / "scripts" / name).chmod(0o755)
     for d in ("algorithms/common", "lib", "harness", "tools"):
@@ -528,4 +528,33 @@ def test_an_edit_of_the_script_asks_again_only_for_the_commands_it_changes(fake,
                          for c in again) and len(again) == SHARDS  # fft-chunked's four shards alone
     assert tree(XCORR_FFT_MERGE_ROWS="1") != []  # a setting of the environment is part of what ran
     script.write_text(text.replace("ledger_rules=2", "ledger_rules=3"))
+    assert len(tree()) == RACE_JOBS
+
+
+def test_the_ledger_keeps_the_proofs_a_run_does_not_look_at_and_drops_the_stale_ones(fake, tmp_path):
+    """A call of one tool keeps the other tool's proofs (a ledger carries the whole run over calls);
+    a line of a process that this run keys otherwise (its sources or command changed) is dropped."""
+    r, _ = fake(tools="memcheck racecheck")
+    ledger = tmp_path / "ledger.txt"
+    both = (tmp_path / "out" / "sanitize-ledger.txt").read_text()
+    race = [line for line in both.splitlines() if " racecheck " in line]
+    assert r.returncode == 0 and race
+    stale = "0123456789abcdef memcheck signals-n-to-m\n"  # the same process under another key
+    ledger.write_text(both + stale)
+    r, calls = fake(tools="memcheck", SANITIZE_LEDGER=str(ledger))
+    after = (tmp_path / "out" / "sanitize-ledger.txt").read_text()
+    assert r.returncode == 0 and not calls and f"{PARTS_PER_TOOL} of this run's processes proven clean" in r.stdout
+    assert all(line in after.splitlines() for line in race) and stale not in after
+    assert len(after.splitlines()) == len(both.splitlines())  # once each
+
+
+def test_a_change_to_the_verdict_proves_nothing_earlier(fake, tree):
+    """A proof is only as good as the rules that judged it: verdict() and the patterns are in every key."""
+    assert len(tree(first=True)) == RACE_JOBS
+    script = tree.tree / "scripts" / "sanitize"
+    text = script.read_text()
+    looser = text.replace('if [ "$rc" != 0 ] || ! grep -qE "$zero" "$f"; then echo bad; return; fi',
+                          'if ! grep -qE "$zero" "$f"; then echo bad; return; fi')
+    assert looser != text
+    script.write_text(looser)
     assert len(tree()) == RACE_JOBS
