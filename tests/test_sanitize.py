@@ -6,6 +6,7 @@ must a process that dies or never prints the sanitizer's summary."""
 import json
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -327,7 +328,9 @@ def test_the_ledger_carries_clean_processes_over_to_the_next_call(fake, tmp_path
     ledger = tmp_path / "ledger.txt"
     ledger.write_text((tmp_path / "out" / "sanitize-ledger.txt").read_text())
     entries = [line.split() for line in ledger.read_text().splitlines() if not line.startswith("#")]
-    assert len(entries) == PARTS_PER_TOOL - 1 and len({e[0] for e in entries}) == 1
+    # a key per process (what it ran), 16 hex digits
+    assert len(entries) == PARTS_PER_TOOL - 1 and len({e[0] for e in entries}) == len(entries)
+    assert all(re.fullmatch(r"[0-9a-f]{16}", e[0]) for e in entries)
     assert "signals-n-to-m" not in {e[2] for e in entries} and "signals-one-to-one" in {e[2] for e in entries}
     # the next call runs the unfinished part alone, and with the ledger's the tool is clean
     r, calls = fake(tools="memcheck", SANITIZE_LEDGER=str(ledger))
@@ -393,7 +396,8 @@ def test_a_build_without_the_probe_is_refused(fake, tmp_path):
 
 def test_the_ledger_key_follows_the_build_and_the_sources(fake, tmp_path):
     """A ledger entry proves a process of these sources and this build: a variant added to the build
-    (memcheck's parts run every built variant) or a source changed proves nothing earlier."""
+    proves nothing earlier of the processes that run every built variant (memcheck's parts), and a
+    shared source changed proves nothing earlier at all."""
     r, _ = fake(tools="memcheck")
     ledger = tmp_path / "ledger.txt"
     ledger.write_text((tmp_path / "out" / "sanitize-ledger.txt").read_text())
@@ -401,11 +405,13 @@ def test_the_ledger_key_follows_the_build_and_the_sources(fake, tmp_path):
     assert r.returncode == 0 and not calls  # the same build: all proven
     r, calls = fake(tools="memcheck", SANITIZE_LEDGER=str(ledger), FAKE_NORMALIZE_VARIANT="1")  # + register-tiled
     validator = [c for c in calls if "xcorr_validate" in c]
-    assert len(validator) == PARTS_PER_TOOL + 4 and "proven earlier" not in r.stdout, r.stdout  # + normalization's
+    # fft-fused's four parts name their variant and stay proven; the rest run, the normalization's new
+    assert len(validator) == PARTS_PER_TOOL - 4 + 4 and "4 processes proven earlier" in r.stdout, r.stdout
+    assert all("--variant fft-fused" not in c for c in validator)
     # a copy of the scripts beside sources of their own: one byte changed there, nothing proven
     tree = tmp_path / "tree"
     (tree / "scripts").mkdir(parents=True)
-    for name in ("sanitize", "normalize-paths"):
+    for name in ("sanitize", "sanitize-keys", "normalize-paths"):
         (tree / "scripts" / name).write_bytes((ROOT / "scripts" / name).read_bytes())
         (tree / "scripts" / name).chmod(0o755)
     for d in ("algorithms", "lib", "harness", "tools"):
@@ -448,3 +454,107 @@ def test_a_run_killed_from_outside_keeps_the_ledger_of_what_finished(fake, tmp_p
     entries = [line.split() for line in (out / "sanitize-ledger.txt").read_text().splitlines()
                if not line.startswith("#")]
     assert len(entries) == PARTS_PER_TOOL - 1 and "signals-n-to-m" not in {e[2] for e in entries}
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """A copy of the scripts beside sources of their own, two variants registered in files of their
+    own, run on the stand-in build: what an edit of one file proves again."""
+    tree = tmp_path / "tree"
+    (tree / "scripts").mkdir(parents=True)
+    for name in ("sanitize", "sanitize-keys", "normalize-paths"):
+        (tree / "scripts" / name).write_bytes((ROOT / "scripts" / name).read_bytes())
+        (tree / "scripts" / name).chmod(0o755)
+    for d in ("algorithms/common", "lib", "harness", "tools"):
+        (tree / d).mkdir(parents=True)
+        (tree / d / "a.cu").write_text(f"// {d}\n")
+    for file, name in [("30_block_per_pair.cu", "block-per-pair"), ("51_fft_fused.cu", "fft-fused"),
+                       ("26_tensor_wgmma.cu", "tensor-wgmma")]:
+        (tree / "algorithms" / file).write_text(f'XCORR_REGISTER_VARIANT(Variant{{\n    .name = "{name}",\n}});\n')
+    for f in ("meson.build", "meson_options.txt", "algorithms/meson.build"):
+        (tree / f).write_text("")
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "FAKE_LOG": str(tmp_path / "tree.log")}
+    ledger = tmp_path / "tree-ledger.txt"
+
+    def run(first=False, where=tree, **extra):
+        """racecheck over the stand-in build with the last run's ledger; the validator's command lines"""
+        (tmp_path / "tree.log").unlink(missing_ok=True)
+        r = subprocess.run([str(where / "scripts" / "sanitize"), str(tmp_path / "build"), str(tmp_path / "o3"),
+                            "racecheck"], capture_output=True, text=True, timeout=120,
+                           env={**env, **({} if first else {"SANITIZE_LEDGER": str(ledger)}), **extra})
+        assert r.returncode == 0, r.stdout + r.stderr
+        ledger.write_text((tmp_path / "o3" / "sanitize-ledger.txt").read_text())
+        log = tmp_path / "tree.log"
+        return [c.split("\t")[-1] for c in (log.read_text().splitlines() if log.exists() else [])]
+    run.tree = tree
+    return run
+
+
+def test_an_edit_of_one_variant_asks_again_for_its_processes_alone(fake, tree):
+    """Racecheck over every variant is most of a session's device time: a change to one variant's
+    file proves again that variant's processes, not the other variants' (each names its variant)."""
+    assert len(tree(first=True)) == RACE_JOBS
+    assert tree() == []  # nothing changed: everything proven
+    f = tree.tree / "algorithms" / "30_block_per_pair.cu"
+    f.write_text(f.read_text() + "// a changed line\n")
+    again = tree()
+    assert again and all("--variant block-per-pair" in c for c in again)
+    assert len(again) == len([c for c in tree(first=True) if "--variant block-per-pair" in c])
+    # a shared source: every process again
+    (tree.tree / "algorithms" / "common" / "a.cu").write_text("// shared, changed\n")
+    assert len(tree()) == RACE_JOBS
+    assert tree() == []
+    (tree.tree / "lib" / "a.cu").write_text("// lib, changed\n")
+    assert len(tree()) == RACE_JOBS
+
+
+def test_an_edit_of_the_script_asks_again_only_for_the_commands_it_changes(fake, tree):
+    """The ledger's key is what a process ran, not the script's text: a comment or a change to one
+    part's command leaves the other parts proven; a change to the rules that judge a process clean
+    (ledger_rules) proves nothing earlier; the revision's label is not a setting."""
+    assert len(tree(first=True)) == RACE_JOBS
+    script = tree.tree / "scripts" / "sanitize"
+    text = script.read_text()
+    script.write_text(text.replace("set -uo pipefail", "# a comment\nset -uo pipefail", 1))
+    assert tree(XCORR_GIT_REVISION="abc1234") == []
+    elsewhere = tree.tree.parent / "elsewhere"  # another checkout's path: the same processes
+    shutil.copytree(tree.tree, elsewhere)
+    assert tree(where=elsewhere) == []
+    assert "XCORR_FFT_MAX_CHUNK=2 sanitize_part \"$tool\" fft-chunked" in text
+    script.write_text(text.replace("XCORR_FFT_MAX_CHUNK=2 sanitize_part \"$tool\" fft-chunked",
+                                   "XCORR_FFT_MAX_CHUNK=3 sanitize_part \"$tool\" fft-chunked"))
+    again = tree()
+    assert again and all("--shape 37x53,29x41" in c and "--variant fft-fused" in c and "--windows" not in c
+                         for c in again) and len(again) == SHARDS  # fft-chunked's four shards alone
+    assert tree(XCORR_FFT_MERGE_ROWS="1") != []  # a setting of the environment is part of what ran
+    script.write_text(text.replace("ledger_rules=2", "ledger_rules=3"))
+    assert len(tree()) == RACE_JOBS
+
+
+def test_the_ledger_keeps_the_proofs_a_run_does_not_look_at_and_drops_the_stale_ones(fake, tmp_path):
+    """A call of one tool keeps the other tool's proofs (a ledger carries the whole run over calls);
+    a line of a process that this run keys otherwise (its sources or command changed) is dropped."""
+    r, _ = fake(tools="memcheck racecheck")
+    ledger = tmp_path / "ledger.txt"
+    both = (tmp_path / "out" / "sanitize-ledger.txt").read_text()
+    race = [line for line in both.splitlines() if " racecheck " in line]
+    assert r.returncode == 0 and race
+    stale = "0123456789abcdef memcheck signals-n-to-m\n"  # the same process under another key
+    ledger.write_text(both + stale)
+    r, calls = fake(tools="memcheck", SANITIZE_LEDGER=str(ledger))
+    after = (tmp_path / "out" / "sanitize-ledger.txt").read_text()
+    assert r.returncode == 0 and not calls and f"{PARTS_PER_TOOL} of this run's processes proven clean" in r.stdout
+    assert all(line in after.splitlines() for line in race) and stale not in after
+    assert len(after.splitlines()) == len(both.splitlines())  # once each
+
+
+def test_a_change_to_the_verdict_proves_nothing_earlier(fake, tree):
+    """A proof is only as good as the rules that judged it: verdict() and the patterns are in every key."""
+    assert len(tree(first=True)) == RACE_JOBS
+    script = tree.tree / "scripts" / "sanitize"
+    text = script.read_text()
+    looser = text.replace('if [ "$rc" != 0 ] || ! grep -qE "$zero" "$f"; then echo bad; return; fi',
+                          'if ! grep -qE "$zero" "$f"; then echo bad; return; fi')
+    assert looser != text
+    script.write_text(looser)
+    assert len(tree()) == RACE_JOBS
