@@ -128,7 +128,9 @@ PARTS_PER_TOOL = 4 * 3 + 4 + 4 + 1
 # windows of each form through block-per-pair and fft-fused (tensor-wgmma has full alone), fft-fused's
 # four, the chunked signals through all three; each but the reductions' in SHARDS processes
 SHARDS = 4
-RACE_JOBS = SHARDS * (11 * 2 + 4 * 2 + 4 + 3) + 11
+JOBS = 11 * 2 + 4 * 2 + 4 + 3  # sharded: maps and signals of each form, windows, fft-fused's, chunked
+BPP_JOBS = 4 + 4 + 4 + 1  # block-per-pair's among them (maps, windows, signals, chunked): twice the shards
+RACE_JOBS = SHARDS * (JOBS - BPP_JOBS) + 2 * SHARDS * BPP_JOBS + 11
 
 
 def test_clean_parts_report_clean(fake):
@@ -141,7 +143,7 @@ def test_clean_parts_report_clean(fake):
     assert len(mem) == PARTS_PER_TOOL and len(race) == RACE_JOBS
     assert all(c.count("--variant ") == 1 for c in race)  # racecheck: one variant a process
     assert not any("--variant tensor-wgmma" in c and ("--form one-to-one" in c or "--windows only" in c) for c in race)
-    assert sum("--windows only" in c and "--variant block-per-pair" in c for c in race) == 4 * SHARDS
+    assert sum("--windows only" in c and "--variant block-per-pair" in c for c in race) == 4 * 2 * SHARDS
     # the same work: each memcheck part's arguments are those of racecheck's jobs, less the variant
     # and the shard
     def without_variant(c):
@@ -161,7 +163,7 @@ def test_a_finding_fails_the_run_and_names_its_part(fake):
                           "--shape 100x61,37x80 --windows only")
     assert r.returncode == 1
     assert "memcheck: FINDINGS in: n-to-m-windows (exit 99)" in r.stdout
-    assert "racecheck: FINDINGS in: n-to-m-windows@block-per-pair.1of4 (exit 99)" in r.stdout
+    assert "racecheck: FINDINGS in: n-to-m-windows@block-per-pair.1of8 (exit 99)" in r.stdout
     assert "Race reported between" in r.stdout  # the finding itself is shown
     assert "shared_race_kernel" not in r.stdout  # not the control's planted one
 
@@ -185,7 +187,7 @@ def test_the_shares_split_each_tools_parts(fake, n):
     assert sorted(together) == sorted(whole) and len(set(together)) == len(together)
     for _, calls in shares:  # each share has its part of each tool's parts, of the windows and signals too
         for tool, jobs, windows, signals in (("memcheck", PARTS_PER_TOOL, 4, 4),
-                                             ("racecheck", RACE_JOBS, 8 * SHARDS, 11 * SHARDS)):
+                                             ("racecheck", RACE_JOBS, 4 * 3 * SHARDS, (7 + 4 * 2) * SHARDS)):
             mine = [c for c in calls if c.startswith(tool)]
             assert abs(len(mine) - jobs / n) < 1
             assert abs(sum("--windows only" in c for c in mine) - windows / n) < 1
@@ -297,22 +299,24 @@ def test_the_normalization_runs_a_process_per_form_and_racecheck_one_per_variant
     mem = [c for c in norm if c.startswith("memcheck")]
     race = [c for c in norm if c.startswith("racecheck")]
     assert len(mem) == 4 and all(c.count("--form ") == 1 for c in mem), mem
-    assert len(race) == 4 * SHARDS and all("--variant register-tiled" in c and c.count("--variant") == 1 for c in race)
+    assert len(race) == 4 * 2 * SHARDS and all("--variant register-tiled" in c and c.count("--variant") == 1 for c in race)
 
 
 def test_racecheck_splits_each_job_into_shards_of_the_validators_checks(fake):
     """A racecheck process of one variant's form of signals or windows (block-per-pair's, say) was
     longer than a device call (session 48: 55 of ~93 cases in 480 s): each job but the reductions'
     few cases is SANITIZE_SHARDS processes of xcorr_validate --shard K/N, which together run its
-    checks once."""
+    checks once; block-per-pair's and the normalization's, the longest (session 49: block-per-pair's
+    window shards 276-342 s), in twice as many."""
     _, calls = fake(tools="racecheck")
-    windows = sorted(c.split("\t")[-1] for c in calls if "--variant block-per-pair" in c and "--form n-to-m " in c
-                     and "--windows only" in c)
-    assert [w.split()[-2:] for w in windows] == [["--shard", f"{k}/4"] for k in range(1, 5)]
-    assert len({w.rsplit(" --shard", 1)[0] for w in windows}) == 1  # the same job, four shards
+    for variant, n in (("fft-fused", SHARDS), ("block-per-pair", 2 * SHARDS)):
+        windows = sorted((c.split("\t")[-1] for c in calls if f"--variant {variant}" in c and "--form n-to-m " in c
+                          and "--windows only" in c), key=lambda w: int(w.split()[-1].split("/")[0]))
+        assert [w.split()[-2:] for w in windows] == [["--shard", f"{k}/{n}"] for k in range(1, n + 1)]
+        assert len({w.rsplit(" --shard", 1)[0] for w in windows}) == 1  # the same job, n shards
     assert not any("--shard" in c for c in calls if "--reductions only" in c)
     r, calls = fake(tools="racecheck", SANITIZE_SHARDS="1")
-    assert r.returncode == 0 and len(calls) == RACE_JOBS - (SHARDS - 1) * (RACE_JOBS - 11) // SHARDS
+    assert r.returncode == 0 and len(calls) == JOBS + 11
     assert not any("--shard" in c for c in calls)
     r, calls = fake(tools="racecheck", SANITIZE_SHARDS="many")
     assert r.returncode == 2 and "SANITIZE_SHARDS=many" in r.stderr and not calls
