@@ -32,10 +32,12 @@ def test_bad_options_are_refused_before_the_build(tmp_path, args, needle):
     assert r.stderr.count("\n") == 1 and not (tmp_path / "out").exists()  # refused before anything ran
 
 
-def test_help_is_the_usage_and_exit_0():
-    r = subprocess.run([str(SCRIPT), "--help"], capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert r.returncode == 0 and "-X  only part K of N" in r.stdout
-    # the whole header, the last option's lines too (-T's were cut off by a fixed line range)
+@pytest.mark.parametrize("args, status", [(["--help"], 0), (["-q"], 2)])
+def test_help_and_an_unknown_option_print_the_whole_usage(args, status):
+    """--help (exit 0) and a bad option (exit 2) print the whole header: both once printed a fixed
+    line range, which cut the last options' lines off as options were added."""
+    r = subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == status and "-X  only part K of N" in r.stdout and "-L  the ledger of an earlier run" in r.stdout
     assert "OUT/sanitize-progress.txt gets a line as each process ends" in r.stdout
     assert r.stdout.rstrip().endswith("Logs and JSON go to $OUT (the device tool's output folder) or ./out-device.")
 
@@ -92,10 +94,3 @@ def test_a_test_skipped_for_want_of_torch_must_be_one_the_gpu_machine_runs(tmp_p
         assert "test_marked" in selected.stdout and "test_bare" not in selected.stdout, selected.stdout[-2000:]
     finally:
         shutil.rmtree(scratch)
-
-
-def test_an_unknown_option_prints_the_whole_usage():
-    """A bad option printed a fixed line range of the header, cut short as options were added."""
-    r = subprocess.run([str(SCRIPT), "-q"], capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert r.returncode == 2 and "-L  the ledger of an earlier run" in r.stdout
-    assert r.stdout.rstrip().endswith("or ./out-device.")
