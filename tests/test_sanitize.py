@@ -354,6 +354,61 @@ def test_the_ledger_carries_clean_processes_over_to_the_next_call(fake, tmp_path
     assert r.returncode == 2 and "no such file" in r.stderr and not calls
 
 
+def test_the_ledger_times_each_process_and_the_next_call_starts_the_longest_first(fake, tmp_path):
+    """A long process that starts late in a call is cut at the deadline, and the next call starts it
+    over from nothing (session 50: 48 processes proven in a 464 s call, 16 cut after up to 231 s).
+    The ledger keeps how long each process took, a lower bound ("+") where the deadline stopped it,
+    and the next call starts the longest first; a process it has no time for takes its shards'.
+    Only the order changes: not what runs, nor what a share holds."""
+    out = tmp_path / "out"
+
+    def took(text, tool="memcheck"):
+        lines = [line.split() for line in text.splitlines() if line.startswith(f"# took {tool} ")]
+        assert len({t[3] for t in lines}) == len(lines)  # a line a process
+        return {t[3]: t[4] for t in lines}
+    slow = "--form n-to-m --shape 1x3001"
+    r, _ = fake(tools="memcheck", SANITIZE_DEADLINE="3", FAKE_SLEEP=slow)
+    times = took((out / "sanitize-ledger.txt").read_text())
+    assert r.returncode == 3 and len(times) == PARTS_PER_TOOL
+    assert re.fullmatch(r"\d+\+", times["signals-n-to-m"]) and int(times["signals-n-to-m"][:-1]) >= 2
+    assert all(re.fullmatch(r"\d+", s) and int(s) < 3 for p, s in times.items() if p != "signals-n-to-m")
+
+    # the order: one at a time, by the times, longest first; a part of another form with no time of
+    # its own takes this one's (the signals of every form with signals-n-to-m's); none known: the middle
+    ledger = tmp_path / "ledger.txt"
+    ledger.write_text("# took memcheck signals-n-to-m 300+\n# took memcheck one-to-many 130\n"
+                      "# took memcheck one-to-one 5\n")
+    r, calls = fake(tools="memcheck", SANITIZE_JOBS="1", SANITIZE_LEDGER=str(ledger))
+    parts = [c.split("\t")[-1] for c in calls]
+    assert r.returncode == 0 and len(parts) == PARTS_PER_TOOL
+    forms = ["one-to-one", "one-to-many", "n-to-mn", "n-to-m"]
+    assert [re.search(r"--form (\S+) --shape 1x3001", c).group(1) for c in parts[:4]] == forms
+    assert [re.search(r"--form (\S+) --shape 37x53.* --windows none$", c).group(1) for c in parts[4:7]] == forms[1:]
+    assert "--form one-to-one --shape 37x53" in parts[-1] and "--windows none" in parts[-1]
+    _, whole = fake(tools="memcheck")
+    assert sorted(calls) == sorted(whole)
+    # this run's times to the end replace the earlier ones; a run's shorter lower bound does not
+    times = took((out / "sanitize-ledger.txt").read_text())
+    assert times["signals-n-to-m"] in ("0", "1") and times["one-to-many"] in ("0", "1")
+    ledger.write_text("# took memcheck signals-n-to-m 300\n")
+    fake(tools="memcheck", SANITIZE_DEADLINE="2", FAKE_SLEEP=slow, SANITIZE_LEDGER=str(ledger))
+    assert took((out / "sanitize-ledger.txt").read_text())["signals-n-to-m"] == "300"
+
+    # racecheck: a shard's time stands for its siblings', and for its variant's in the same part of
+    # the other forms (their signals, each form's block-per-pair shards); the shares hold the same
+    ledger.write_text("# took racecheck signals-n-to-m@block-per-pair.3of8 250+\n")
+    r, calls = fake(tools="racecheck", SANITIZE_JOBS="1", SANITIZE_LEDGER=str(ledger))
+    first = [c.split("\t")[-1] for c in calls[:4 * 8]]
+    assert r.returncode == 0 and all("--variant block-per-pair" in c and "--shape 1x3001,1x257" in c for c in first)
+    assert [c.split()[-1] for c in first] == [f"{k}/8" for k in range(1, 9)] * 4
+    assert [re.search(r"--form (\S+)", c).group(1) for c in first[::8]] == ["one-to-one", "one-to-many", "n-to-mn", "n-to-m"]
+    assert "--variant block-per-pair" not in calls[4 * 8] or "--shape 1x3001,1x257" not in calls[4 * 8]
+    for k in (1, 2):
+        _, ordered = fake(f"{k}/2", tools="racecheck", SANITIZE_LEDGER=str(ledger))
+        _, plain = fake(f"{k}/2", tools="racecheck")
+        assert sorted(ordered) == sorted(plain) and ordered != plain
+
+
 def test_each_tool_first_reports_the_defect_planted_for_it(fake, tmp_path):
     """The positive control: a tool that reports nothing on xcorr_sanitizer_probe's planted defect,
     under the parts' own options, would call every variant clean (a kernel filter matching none of
