@@ -291,15 +291,24 @@ def test_at_most_sanitize_jobs_run_at_once_and_the_queue_meets_the_deadline(fake
     assert r.returncode == 2 and "SANITIZE_JOBS=0" in r.stderr and not calls
 
 
-def test_the_normalization_runs_a_process_per_form_and_racecheck_one_per_variant_too(fake):
+def test_the_normalization_runs_a_process_per_form_and_racecheck_one_per_variant_too(fake, tmp_path):
     """Its one process (both variants, every form, three modes) had not finished under racecheck after
-    430 s (session 47): now a process per form, and under racecheck per variant as well."""
+    430 s (session 47): now a process per form, and under racecheck per variant as well; and
+    normalize-paths, whose seven problems in one racecheck process were cut at 311 s (session 50),
+    a process per problem under racecheck."""
     _, calls = fake(tools="memcheck racecheck", FAKE_NORMALIZE_VARIANT="1")
     norm = [c for c in calls if "--normalize all" in c]
     mem = [c for c in norm if c.startswith("memcheck")]
     race = [c for c in norm if c.startswith("racecheck")]
     assert len(mem) == 4 and all(c.count("--form ") == 1 for c in mem), mem
     assert len(race) == 4 * 2 * SHARDS and all("--variant register-tiled" in c and c.count("--variant") == 1 for c in race)
+    names = subprocess.run([str(ROOT / "scripts" / "normalize-paths"), "names"], capture_output=True, text=True,
+                           check=True).stdout.split()
+    assert len(names) == 7 and "staged" in names and "strip" in names
+    progress = [line.split()[:2] for line in (tmp_path / "out" / "sanitize-progress.txt").read_text().splitlines()]
+    paths = [(tool, part) for tool, part in progress if part.startswith("normalize-paths")]
+    assert sorted(paths) == sorted([("memcheck", "normalize-paths")] +
+                                   [("racecheck", f"normalize-paths@{n}") for n in names])
 
 
 def test_racecheck_splits_each_job_into_shards_of_the_validators_checks(fake):
@@ -433,6 +442,12 @@ def test_a_blind_tool_fails_the_run_and_runs_none_of_its_parts(fake, tmp_path):
     assert not any(c.startswith("memcheck") for c in calls) and "racecheck: clean (" in r.stdout
     assert "memcheck" not in (tmp_path / "out" / "sanitize-ledger.txt").read_text()
     assert (tmp_path / "out" / "sanitize-memcheck.log").read_text().startswith("##### control")
+    # a blind call keeps the ledger it was given (one that keyed nothing once returned it empty)
+    ledger = tmp_path / "ledger.txt"
+    ledger.write_text((tmp_path / "out" / "sanitize-ledger.txt").read_text())
+    r, calls = fake(tools="racecheck", FAKE_BLIND="racecheck", SANITIZE_LEDGER=str(ledger))
+    assert r.returncode == 1 and not calls and "racecheck: BLIND" in r.stdout
+    assert (tmp_path / "out" / "sanitize-ledger.txt").read_text() == ledger.read_text()
 
 
 def test_racecheck_instruments_every_kernel_where_its_filter_hides_the_planted_race(fake):
