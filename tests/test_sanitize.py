@@ -367,7 +367,8 @@ def test_the_ledger_times_each_process_and_the_next_call_starts_the_longest_firs
     """A long process that starts late in a call is cut at the deadline, and the next call starts it
     over from nothing (session 50: 48 processes proven in a 464 s call, 16 cut after up to 231 s).
     The ledger keeps how long each process took, a lower bound ("+") where the deadline stopped it,
-    and the next call starts the longest first; a process it has no time for takes its shards'.
+    and the next call starts the longest first; a process it has no time for takes its shards', else
+    its variant's in the same part of another form.
     Only the order changes: not what runs, nor what a share holds."""
     out = tmp_path / "out"
 
