@@ -407,7 +407,8 @@ def test_the_ledger_times_each_process_and_the_next_call_starts_the_longest_firs
 
     # racecheck: a shard's time stands for its siblings', and for its variant's in the same part of
     # the other forms (their signals, each form's block-per-pair shards); the shares hold the same
-    ledger.write_text("# took racecheck signals-n-to-m@block-per-pair.3of8 250+\n")
+    # (a time to the end: one cut at the deadline also splits the shards, the next test)
+    ledger.write_text("# took racecheck signals-n-to-m@block-per-pair.3of8 250\n")
     r, calls = fake(tools="racecheck", SANITIZE_JOBS="1", SANITIZE_LEDGER=str(ledger))
     first = [c.split("\t")[-1] for c in calls[:4 * 8]]
     assert r.returncode == 0 and all("--variant block-per-pair" in c and "--shape 1x3001,1x257" in c for c in first)
@@ -418,6 +419,73 @@ def test_the_ledger_times_each_process_and_the_next_call_starts_the_longest_firs
         _, ordered = fake(f"{k}/2", tools="racecheck", SANITIZE_LEDGER=str(ledger))
         _, plain = fake(f"{k}/2", tools="racecheck")
         assert sorted(ordered) == sorted(plain) and ordered != plain
+
+
+def test_a_shard_cut_at_the_deadline_runs_as_its_two_halves_until_proven(fake, tmp_path):
+    """A shard longer than a call was cut there and started over from nothing in the next, forever
+    (session 51: block-per-pair's signal shards 1of8 cut at 447 s in two calls, register-tiled's
+    one-to-many signal shards at 300-330 s). One the ledger marks cut ("SECONDS+") and no proof covers
+    runs as --shard K/2M and (K+M)/2M, which run its checks once between them; its siblings with no
+    time of their own, and its variant's shards of the same part in the other forms, likewise (once).
+    Proven halves stay proven; -Z keeps both halves in their parent's share."""
+    def shards(calls, form, variant="block-per-pair"):
+        return sorted(c.split()[-1] for c in calls if f"--variant {variant} " in c and f"--form {form} " in c
+                      and "--shape 1x3001,1x257" in c)
+    def fraction(shard):
+        k, m = map(int, shard.split("/"))
+        return {i for i in range(64) if i % m == k - 1}
+    fake(tools="racecheck")
+    ledger = tmp_path / "ledger.txt"
+    proven = (tmp_path / "out" / "sanitize-ledger.txt").read_text().splitlines()
+    # every process proven but block-per-pair's n-to-m signals: 1of8 cut at 447 s, its siblings
+    # finished (not proven here, so that they run: whole, by their own times)
+    keep = [line for line in proven if not line.startswith("#") and "signals-n-to-m@block-per-pair." not in line]
+    ledger.write_text("\n".join(keep + ["# took racecheck signals-n-to-m@block-per-pair.1of8 447+"] +
+                                [f"# took racecheck signals-n-to-m@block-per-pair.{k}of8 120" for k in range(2, 9)])
+                      + "\n")
+    r, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
+    assert r.returncode == 0, r.stdout + r.stderr
+    n_to_m = shards(calls, "n-to-m")
+    assert n_to_m == sorted(["1/16", "9/16"] + [f"{k}/8" for k in range(2, 9)])
+    assert set().union(*map(fraction, n_to_m)) == set(range(64))  # every check once between them
+    assert sum(len(fraction(s)) for s in n_to_m) == 64
+    assert len(calls) == len(n_to_m)  # the rest proven
+    out = (tmp_path / "out" / "sanitize-ledger.txt").read_text()
+    assert " racecheck signals-n-to-m@block-per-pair.1of16\n" in out and " racecheck signals-n-to-m@block-per-pair.9of16\n" in out
+    assert "# took racecheck signals-n-to-m@block-per-pair.1of8 447+" in out  # the parent's mark stays: halves next time
+    # the next call: the halves are proven, nothing of the part runs, the parent is not run whole
+    ledger.write_text(out)
+    r, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
+    assert r.returncode == 0 and not calls and "racecheck: clean (" in r.stdout, r.stdout
+
+    # a half cut again splits again (a quarter of the parent), within 64 shards
+    ledger.write_text("".join(line + "\n" for line in keep) + "# took racecheck signals-n-to-m@block-per-pair.1of8 447+\n"
+                      "# took racecheck signals-n-to-m@block-per-pair.9of16 300+\n"
+                      + "".join(f"# took racecheck signals-n-to-m@block-per-pair.{k}of8 120\n" for k in range(2, 9)))
+    _, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
+    n_to_m = shards(calls, "n-to-m")
+    assert "1/16" in n_to_m and "9/32" in n_to_m and "25/32" in n_to_m and "9/16" not in n_to_m and "1/8" not in n_to_m
+    assert set().union(*map(fraction, n_to_m)) == set(range(64)) and sum(len(fraction(s)) for s in n_to_m) == 64
+
+    # a cut shard's never-run siblings and its variant's shards of the part's other forms split too
+    ledger.write_text("# took racecheck signals-one-to-many@block-per-pair.1of8 448+\n")
+    _, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
+    for form in ("one-to-one", "one-to-many", "n-to-mn", "n-to-m"):
+        assert shards(calls, form) == sorted(f"{k}/16" for k in range(1, 17)), form
+    assert shards(calls, "n-to-m", "fft-fused") == sorted(f"{k}/4" for k in range(1, 5))  # other variants do not
+    # -Z: the two shares hold every process once, both halves of a parent in the same share
+    halves = []
+    for k in (1, 2):
+        _, share = fake(f"{k}/2", tools="racecheck", SANITIZE_LEDGER=str(ledger))
+        halves.append(share)
+    assert sorted(halves[0] + halves[1]) == sorted(calls)
+    for share in halves:
+        got = set(shards(share, "n-to-m"))
+        assert all((f"{k}/16" in got) == (f"{k + 8}/16" in got) for k in range(1, 9)), got
+    # memcheck's parts are not the validator's shards: a cut one runs whole again
+    ledger.write_text("# took memcheck signals-n-to-m 300+\n")
+    r, calls = fake(tools="memcheck", SANITIZE_LEDGER=str(ledger))
+    assert r.returncode == 0 and len(calls) == PARTS_PER_TOOL and not any("--shard" in c for c in calls)
 
 
 def test_each_tool_first_reports_the_defect_planted_for_it(fake, tmp_path):
