@@ -467,6 +467,14 @@ def test_a_shard_cut_at_the_deadline_runs_as_its_two_halves_until_proven(fake, t
     assert "1/16" in n_to_m and "9/32" in n_to_m and "25/32" in n_to_m and "9/16" not in n_to_m and "1/8" not in n_to_m
     assert set().union(*map(fraction, n_to_m)) == set(range(64)) and sum(len(fraction(s)) for s in n_to_m) == 64
 
+    # a shard halved earlier stays halved when its siblings' times no longer mark the part cut (the
+    # parent's own line gone, a sibling the longest and finished)
+    ledger.write_text("".join(line + "\n" for line in keep) + "# took racecheck signals-n-to-m@block-per-pair.1of16 100+\n"
+                      "# took racecheck signals-n-to-m@block-per-pair.9of16 50\n"
+                      + "".join(f"# took racecheck signals-n-to-m@block-per-pair.{k}of8 120\n" for k in range(2, 9)))
+    _, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
+    assert shards(calls, "n-to-m") == sorted(["1/32", "17/32", "9/16"] + [f"{k}/8" for k in range(2, 9)])
+
     # a cut shard's never-run siblings and its variant's shards of the part's other forms split too
     ledger.write_text("# took racecheck signals-one-to-many@block-per-pair.1of8 448+\n")
     _, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
