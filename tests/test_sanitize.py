@@ -424,9 +424,10 @@ def test_the_ledger_times_each_process_and_the_next_call_starts_the_longest_firs
 def test_a_shard_cut_at_the_deadline_runs_as_its_two_halves_until_proven(fake, tmp_path):
     """A shard longer than a call was cut there and started over from nothing in the next, forever
     (session 51: block-per-pair's signal shards 1of8 cut at 447 s in two calls, register-tiled's
-    one-to-many signal shards at 300-330 s). One the ledger marks cut ("SECONDS+") and no proof covers
-    runs as --shard K/2M and (K+M)/2M, which run its checks once between them; its siblings with no
-    time of their own, and its variant's shards of the same part in the other forms, likewise (once).
+    one-to-many signal shards at 300-330 s). One the ledger marks cut ("SECONDS+") after two minutes
+    or more, which no proof covers, runs as --shard K/2M and (K+M)/2M, which run its checks once
+    between them (one cut sooner had started late, not run long); its siblings with no time of their
+    own, and its variant's shards of the same part in the other forms, likewise (once).
     Proven halves stay proven; -Z keeps both halves in their parent's share."""
     def shards(calls, form, variant="block-per-pair"):
         return sorted(c.split()[-1] for c in calls if f"--variant {variant} " in c and f"--form {form} " in c
@@ -469,7 +470,7 @@ def test_a_shard_cut_at_the_deadline_runs_as_its_two_halves_until_proven(fake, t
 
     # a shard halved earlier stays halved when its siblings' times no longer mark the part cut (the
     # parent's own line gone, a sibling the longest and finished)
-    ledger.write_text("".join(line + "\n" for line in keep) + "# took racecheck signals-n-to-m@block-per-pair.1of16 100+\n"
+    ledger.write_text("".join(line + "\n" for line in keep) + "# took racecheck signals-n-to-m@block-per-pair.1of16 200+\n"
                       "# took racecheck signals-n-to-m@block-per-pair.9of16 50\n"
                       + "".join(f"# took racecheck signals-n-to-m@block-per-pair.{k}of8 120\n" for k in range(2, 9)))
     _, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
@@ -490,6 +491,15 @@ def test_a_shard_cut_at_the_deadline_runs_as_its_two_halves_until_proven(fake, t
     for share in halves:
         got = set(shards(share, "n-to-m"))
         assert all((f"{k}/16" in got) == (f"{k + 8}/16" in got) for k in range(1, 9)), got
+    # one cut before two minutes had started late, not run long: it runs whole again, unless its
+    # family says otherwise
+    ledger.write_text("# took racecheck signals-n-to-m@block-per-pair.1of8 119+\n")
+    _, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
+    assert shards(calls, "n-to-m") == sorted(f"{k}/8" for k in range(1, 9))
+    ledger.write_text("# took racecheck signals-n-to-m@block-per-pair.1of8 119+\n"
+                      "# took racecheck signals-one-to-many@block-per-pair.2of8 300+\n")
+    _, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
+    assert shards(calls, "n-to-m") == sorted(f"{k}/16" for k in range(1, 17))
     # memcheck's parts are not the validator's shards: a cut one runs whole again
     ledger.write_text("# took memcheck signals-n-to-m 300+\n")
     r, calls = fake(tools="memcheck", SANITIZE_LEDGER=str(ledger))
