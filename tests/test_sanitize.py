@@ -49,7 +49,7 @@ rc = subprocess.call(app)
 if os.environ.get("FAKE_SPAN"):  # when this process ran, for the concurrency cap's test
     import time
     with open(os.environ["FAKE_SPAN"], "a") as f:
-        f.write(f"{os.environ['FAKE_T0']} {time.time()}\n")
+        f.write(f"{os.environ['FAKE_T0']} {time.time()} {line}\n")
 if hit("FAKE_DIE"):
     sys.exit(134)
 if hit("FAKE_QUIET"):
@@ -280,7 +280,7 @@ def test_at_most_sanitize_jobs_run_at_once_and_the_queue_meets_the_deadline(fake
     span = tmp_path / "span"
     r, calls = fake(tools="memcheck", SANITIZE_JOBS="3", FAKE_SLEEP="--params", FAKE_SLEEP_S="0.3", FAKE_SPAN=str(span))
     assert r.returncode == 0 and len(calls) == PARTS_PER_TOOL, r.stdout + r.stderr
-    spans = [tuple(map(float, line.split())) for line in span.read_text().splitlines()]
+    spans = [tuple(map(float, line.split()[:2])) for line in span.read_text().splitlines()]
     most = max(sum(a <= t < b for a, b in spans) for t, _ in spans)
     assert 2 <= most <= 3  # parallel, but never more than SANITIZE_JOBS
     # one at a time, 1 s each, a 3 s deadline: the rest of the queue is named, not run
@@ -504,6 +504,47 @@ def test_a_shard_cut_at_the_deadline_runs_as_its_two_halves_until_proven(fake, t
     ledger.write_text("# took memcheck signals-n-to-m 300+\n")
     r, calls = fake(tools="memcheck", SANITIZE_LEDGER=str(ledger))
     assert r.returncode == 0 and len(calls) == PARTS_PER_TOOL and not any("--shard" in c for c in calls)
+
+
+def test_a_64th_cut_at_the_deadline_runs_alone_first_in_the_first_half(fake, tmp_path):
+    """Halving stops at 64 shards, where a shard holds a check or two: one of those that a deadline
+    cut would be cut again in every call (session 52: warp-per-overlap-shared's n-to-m signal check
+    13of64, 0 cases done in 446 s, among 15 other processes taking turns on the GPU). It runs before
+    every other process, with none beside it, stopped at half the deadline so that the rest of the
+    call still proves the others; the summary names it."""
+    fake(tools="racecheck")
+    proven = (tmp_path / "out" / "sanitize-ledger.txt").read_text().splitlines()
+    keep = [line for line in proven if not line.startswith("#") and "signals-n-to-m@block-per-pair." not in line]
+    name = "# took racecheck signals-n-to-m@block-per-pair."
+    ledger = tmp_path / "ledger.txt"
+    ledger.write_text("".join(line + "\n" for line in keep) + "".join(
+        f"{name}{s}\n" for s in ["1of8 447+", "1of16 300+", "1of32 300+", "1of64 446+", "33of64 120", "17of32 120",
+                                 "9of16 120"] + [f"{k}of8 120" for k in range(2, 9)]))
+    span = tmp_path / "span"
+    r, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger), SANITIZE_JOBS="4", FAKE_SPAN=str(span),
+                    FAKE_SLEEP="--shard 1/64", FAKE_SLEEP_S="1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    shards = sorted(c.split()[-1] for c in calls)
+    assert shards == sorted(["1/64", "33/64", "17/32", "9/16"] + [f"{k}/8" for k in range(2, 9)])
+    assert calls[0].endswith("--shard 1/64")  # first
+    spans = [line.split(maxsplit=2) for line in span.read_text().splitlines()]
+    (a, b), = [(float(t0), float(t1)) for t0, t1, line in spans if line.endswith("--shard 1/64")]
+    others = [(float(t0), float(t1)) for t0, t1, line in spans if not line.endswith("--shard 1/64")]
+    assert len(others) == len(calls) - 1 and all(t0 >= b for t0, _ in others)  # alone: the others after it
+    assert "run alone on the GPU, first (a check no shard can shorten): signals-n-to-m@block-per-pair.1of64" in r.stdout
+    assert " racecheck signals-n-to-m@block-per-pair.1of64\n" in (tmp_path / "out" / "sanitize-ledger.txt").read_text()
+    # still too long alone: stopped at half the deadline, and the others run in the rest of the call
+    r, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger), SANITIZE_DEADLINE="8", FAKE_SLEEP="--shard 1/64",
+                    FAKE_SLEEP_S="30")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "UNFINISHED at the deadline (8 s), no finding in their logs: signals-n-to-m@block-per-pair.1of64" in r.stdout
+    assert "NOT RUN" not in r.stdout and len(calls) == 11, r.stdout
+    took = (tmp_path / "out" / "sanitize-ledger.txt").read_text()
+    assert f"{name}1of64 446+" in took and f"{name}33of64 " in took  # the longest cut stays; the others proven
+    # an earlier shard (of 32) cut is halved as before, not run alone
+    ledger.write_text("".join(line + "\n" for line in keep) + f"{name}1of32 300+\n")
+    r, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
+    assert "run alone" not in r.stdout and any(c.endswith("--shard 1/64") for c in calls)
 
 
 def test_each_tool_first_reports_the_defect_planted_for_it(fake, tmp_path):
