@@ -506,6 +506,34 @@ def test_a_shard_cut_at_the_deadline_runs_as_its_two_halves_until_proven(fake, t
     assert r.returncode == 0 and len(calls) == PARTS_PER_TOOL and not any("--shard" in c for c in calls)
 
 
+def test_a_shard_of_another_form_follows_its_mirrors_split_in_one_call(fake, tmp_path):
+    """The forms' signal parts run the same checks shard for shard (the same shapes and parameters),
+    so a shard with no time of its own follows the split its mirror in another form reached over
+    several calls, in one call, instead of halving a level a call from the family's verdict
+    (session 52: warp-per-overlap-shared's n-to-m signals went 8 -> 16 -> 32 -> 64 shards over
+    three calls; its n-to-mn signals would have taken as many)."""
+    def shards(calls, form):
+        return sorted(c.split()[-1] for c in calls if "--variant block-per-pair " in c and f"--form {form} " in c
+                      and "--shape 1x3001,1x257" in c)
+    fake(tools="racecheck")
+    proven = (tmp_path / "out" / "sanitize-ledger.txt").read_text().splitlines()
+    keep = [line for line in proven if not line.startswith("#") and "signals-n-to-m" not in line]
+    name = "# took racecheck signals-n-to-m@block-per-pair."
+    ledger = tmp_path / "ledger.txt"
+    ledger.write_text("".join(line + "\n" for line in keep) + "".join(
+        f"{name}{s}\n" for s in ["1of8 447+", "1of16 300+", "9of16 100"] + [f"{k}of8 120" for k in range(2, 9)]))
+    r, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
+    assert r.returncode == 0, r.stdout + r.stderr
+    tree = sorted(["1/32", "17/32", "9/16"] + [f"{k}/8" for k in range(2, 9)])
+    assert shards(calls, "n-to-m") == tree
+    assert shards(calls, "n-to-mn") == tree  # its own shards have no time: the mirror's tree, whole
+    # where its own time says otherwise, its own time decides
+    ledger.write_text(ledger.read_text() + "# took racecheck signals-n-to-mn@block-per-pair.1of8 90\n"
+                      "# took racecheck signals-n-to-mn@block-per-pair.2of8 400+\n")
+    _, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
+    assert shards(calls, "n-to-mn") == sorted(["1/8", "2/16", "10/16"] + [f"{k}/8" for k in range(3, 9)])
+
+
 def test_a_64th_cut_at_the_deadline_runs_alone_first_in_the_first_half(fake, tmp_path):
     """Halving stops at 64 shards, where a shard holds a check or two: one of those that a deadline
     cut would be cut again in every call (session 52: warp-per-overlap-shared's n-to-m signal check
