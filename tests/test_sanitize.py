@@ -506,6 +506,20 @@ def test_a_shard_cut_at_the_deadline_runs_as_its_two_halves_until_proven(fake, t
     assert r.returncode == 0 and len(calls) == PARTS_PER_TOOL and not any("--shard" in c for c in calls)
 
 
+def ledger_but(fake, tmp_path, drop, times):
+    """A ledger of every racecheck process of the stand-in build proven, but those whose line holds
+    DROP, and "# took racecheck signals-n-to-m@block-per-pair.TIME" for each of TIMES."""
+    fake(tools="racecheck")
+    proven = (tmp_path / "out" / "sanitize-ledger.txt").read_text().splitlines()
+    ledger = tmp_path / "ledger.txt"
+    ledger.write_text("".join(line + "\n" for line in proven if not line.startswith("#") and drop not in line)
+                      + "".join(f"{TOOK}{t}\n" for t in times))
+    return ledger
+
+
+TOOK = "# took racecheck signals-n-to-m@block-per-pair."
+
+
 def test_a_shard_of_another_form_follows_its_mirrors_split_in_one_call(fake, tmp_path):
     """The forms' signal parts run the same checks shard for shard (the same shapes and parameters),
     so a shard with no time of its own follows the split its mirror in another form reached over
@@ -515,13 +529,8 @@ def test_a_shard_of_another_form_follows_its_mirrors_split_in_one_call(fake, tmp
     def shards(calls, form):
         return sorted(c.split()[-1] for c in calls if "--variant block-per-pair " in c and f"--form {form} " in c
                       and "--shape 1x3001,1x257" in c)
-    fake(tools="racecheck")
-    proven = (tmp_path / "out" / "sanitize-ledger.txt").read_text().splitlines()
-    keep = [line for line in proven if not line.startswith("#") and "signals-n-to-m" not in line]
-    name = "# took racecheck signals-n-to-m@block-per-pair."
-    ledger = tmp_path / "ledger.txt"
-    ledger.write_text("".join(line + "\n" for line in keep) + "".join(
-        f"{name}{s}\n" for s in ["1of8 447+", "1of16 300+", "9of16 100"] + [f"{k}of8 120" for k in range(2, 9)]))
+    ledger = ledger_but(fake, tmp_path, "signals-n-to-m",
+                        ["1of8 447+", "1of16 300+", "9of16 100"] + [f"{k}of8 120" for k in range(2, 9)])
     r, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
     assert r.returncode == 0, r.stdout + r.stderr
     tree = sorted(["1/32", "17/32", "9/16"] + [f"{k}/8" for k in range(2, 9)])
@@ -540,14 +549,9 @@ def test_a_64th_cut_at_the_deadline_runs_alone_first_in_the_first_half(fake, tmp
     13of64, 0 cases done in 446 s, among 15 other processes taking turns on the GPU). It runs before
     every other process, with none beside it, stopped at half the deadline so that the rest of the
     call still proves the others; the summary names it."""
-    fake(tools="racecheck")
-    proven = (tmp_path / "out" / "sanitize-ledger.txt").read_text().splitlines()
-    keep = [line for line in proven if not line.startswith("#") and "signals-n-to-m@block-per-pair." not in line]
-    name = "# took racecheck signals-n-to-m@block-per-pair."
-    ledger = tmp_path / "ledger.txt"
-    ledger.write_text("".join(line + "\n" for line in keep) + "".join(
-        f"{name}{s}\n" for s in ["1of8 447+", "1of16 300+", "1of32 300+", "1of64 446+", "33of64 120", "17of32 120",
-                                 "9of16 120"] + [f"{k}of8 120" for k in range(2, 9)]))
+    ledger = ledger_but(fake, tmp_path, "signals-n-to-m@block-per-pair.",
+                        ["1of8 447+", "1of16 300+", "1of32 300+", "1of64 446+", "33of64 120", "17of32 120", "9of16 120"]
+                        + [f"{k}of8 120" for k in range(2, 9)])
     span = tmp_path / "span"
     r, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger), SANITIZE_JOBS="4", FAKE_SPAN=str(span),
                     FAKE_SLEEP="--shard 1/64", FAKE_SLEEP_S="1")
@@ -568,9 +572,10 @@ def test_a_64th_cut_at_the_deadline_runs_alone_first_in_the_first_half(fake, tmp
     assert "UNFINISHED at the deadline (8 s), no finding in their logs: signals-n-to-m@block-per-pair.1of64" in r.stdout
     assert "NOT RUN" not in r.stdout and len(calls) == 11, r.stdout
     took = (tmp_path / "out" / "sanitize-ledger.txt").read_text()
-    assert f"{name}1of64 446+" in took and f"{name}33of64 " in took  # the longest cut stays; the others proven
+    assert f"{TOOK}1of64 446+" in took and f"{TOOK}33of64 " in took  # the longest cut stays; the others proven
     # an earlier shard (of 32) cut is halved as before, not run alone
-    ledger.write_text("".join(line + "\n" for line in keep) + f"{name}1of32 300+\n")
+    ledger.write_text("".join(line + "\n" for line in ledger.read_text().splitlines() if not line.startswith("#"))
+                      + f"{TOOK}1of32 300+\n")
     r, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
     assert "run alone" not in r.stdout and any(c.endswith("--shard 1/64") for c in calls)
 
