@@ -573,6 +573,21 @@ def test_a_64th_cut_at_the_deadline_runs_alone_first_in_the_first_half(fake, tmp
     assert "NOT RUN" not in r.stdout and len(calls) == 11, r.stdout
     took = (tmp_path / "out" / "sanitize-ledger.txt").read_text()
     assert f"{TOOK}1of64 446+" in took and f"{TOOK}33of64 " in took  # the longest cut stays; the others proven
+    # a 64th never timed runs alone where its mirror took two minutes, even one that finished (alone,
+    # in an earlier call): among sixteen others it would not
+    ledger = ledger_but(fake, tmp_path, "signals-n-to-m", ["1of8 447+", "1of16 300+", "1of32 300+", "1of64 200"])
+    r, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
+    assert "run alone on the GPU, first (a check no shard can shorten): signals-n-to-mn@block-per-pair.1of64 \n" in r.stdout
+    assert any(c.endswith("--form n-to-m --shape 1x3001,1x257 --shape 1x1500,1x1700 --windows also --shard 1/64")
+               for c in calls)  # its own finished time: not alone
+    # one cut itself runs before those alone for their mirrors' sake, whatever the catalog's order
+    # (n-to-mn's parts come before n-to-m's)
+    ledger = ledger_but(fake, tmp_path, "signals-n-to-m", ["1of8 447+", "1of16 300+", "1of32 300+", "1of64 446+"])
+    r, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
+    assert [c.split("--form ")[1].split()[0] for c in calls[:2]] == ["n-to-m", "n-to-mn"]
+    assert calls[0].endswith("--shard 1/64") and calls[1].endswith("--shard 1/64")
+    assert ("first (a check no shard can shorten): signals-n-to-m@block-per-pair.1of64 "
+            "signals-n-to-mn@block-per-pair.1of64 \n") in r.stdout
     # an earlier shard (of 32) cut is halved as before, not run alone
     ledger.write_text("".join(line + "\n" for line in ledger.read_text().splitlines() if not line.startswith("#"))
                       + f"{TOOK}1of32 300+\n")
