@@ -421,6 +421,33 @@ def test_the_ledger_times_each_process_and_the_next_call_starts_the_longest_firs
         assert sorted(ordered) == sorted(plain) and ordered != plain
 
 
+TOOK = "# took racecheck signals-n-to-m@block-per-pair."
+
+
+def proofs_but(fake, tmp_path, drop):
+    """The ledger lines of every racecheck process of the stand-in build, proven, but those holding DROP."""
+    fake(tools="racecheck")
+    proven = (tmp_path / "out" / "sanitize-ledger.txt").read_text().splitlines()
+    return [line for line in proven if not line.startswith("#") and drop not in line]
+
+
+def write_ledger(tmp_path, proofs, times):
+    """A ledger of PROOFS and "# took racecheck signals-n-to-m@block-per-pair.TIME" for each of TIMES."""
+    ledger = tmp_path / "ledger.txt"
+    ledger.write_text("".join(line + "\n" for line in proofs) + "".join(f"{TOOK}{t}\n" for t in times))
+    return ledger
+
+
+def ledger_but(fake, tmp_path, drop, times):
+    return write_ledger(tmp_path, proofs_but(fake, tmp_path, drop), times)
+
+
+def shards(calls, form, variant="block-per-pair"):
+    """The --shard K/N of each sanitized process of VARIANT's FORM signals among CALLS, sorted."""
+    return sorted(c.split()[-1] for c in calls if f"--variant {variant} " in c and f"--form {form} " in c
+                  and "--shape 1x3001,1x257" in c)
+
+
 def test_a_shard_cut_at_the_deadline_runs_as_its_two_halves_until_proven(fake, tmp_path):
     """A shard longer than a call was cut there and started over from nothing in the next, forever
     (session 51: block-per-pair's signal shards 1of8 cut at 447 s in two calls, register-tiled's
@@ -429,21 +456,14 @@ def test_a_shard_cut_at_the_deadline_runs_as_its_two_halves_until_proven(fake, t
     between them (one cut sooner had started late, not run long); its siblings with no time of their
     own, and its variant's shards of the same part in the other forms, likewise (once).
     Proven halves stay proven; -Z keeps both halves in their parent's share."""
-    def shards(calls, form, variant="block-per-pair"):
-        return sorted(c.split()[-1] for c in calls if f"--variant {variant} " in c and f"--form {form} " in c
-                      and "--shape 1x3001,1x257" in c)
     def fraction(shard):
         k, m = map(int, shard.split("/"))
         return {i for i in range(64) if i % m == k - 1}
-    fake(tools="racecheck")
-    ledger = tmp_path / "ledger.txt"
-    proven = (tmp_path / "out" / "sanitize-ledger.txt").read_text().splitlines()
     # every process proven but block-per-pair's n-to-m signals: 1of8 cut at 447 s, its siblings
     # finished (not proven here, so that they run: whole, by their own times)
-    keep = [line for line in proven if not line.startswith("#") and "signals-n-to-m@block-per-pair." not in line]
-    ledger.write_text("\n".join(keep + ["# took racecheck signals-n-to-m@block-per-pair.1of8 447+"] +
-                                [f"# took racecheck signals-n-to-m@block-per-pair.{k}of8 120" for k in range(2, 9)])
-                      + "\n")
+    keep = proofs_but(fake, tmp_path, "signals-n-to-m@block-per-pair.")
+    siblings = [f"{k}of8 120" for k in range(2, 9)]
+    ledger = write_ledger(tmp_path, keep, ["1of8 447+"] + siblings)
     r, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
     assert r.returncode == 0, r.stdout + r.stderr
     n_to_m = shards(calls, "n-to-m")
@@ -460,9 +480,7 @@ def test_a_shard_cut_at_the_deadline_runs_as_its_two_halves_until_proven(fake, t
     assert r.returncode == 0 and not calls and "racecheck: clean (" in r.stdout, r.stdout
 
     # a half cut again splits again (a quarter of the parent), within 64 shards
-    ledger.write_text("".join(line + "\n" for line in keep) + "# took racecheck signals-n-to-m@block-per-pair.1of8 447+\n"
-                      "# took racecheck signals-n-to-m@block-per-pair.9of16 300+\n"
-                      + "".join(f"# took racecheck signals-n-to-m@block-per-pair.{k}of8 120\n" for k in range(2, 9)))
+    write_ledger(tmp_path, keep, ["1of8 447+", "9of16 300+"] + siblings)
     _, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
     n_to_m = shards(calls, "n-to-m")
     assert "1/16" in n_to_m and "9/32" in n_to_m and "25/32" in n_to_m and "9/16" not in n_to_m and "1/8" not in n_to_m
@@ -470,9 +488,7 @@ def test_a_shard_cut_at_the_deadline_runs_as_its_two_halves_until_proven(fake, t
 
     # a shard halved earlier stays halved when its siblings' times no longer mark the part cut (the
     # parent's own line gone, a sibling the longest and finished)
-    ledger.write_text("".join(line + "\n" for line in keep) + "# took racecheck signals-n-to-m@block-per-pair.1of16 200+\n"
-                      "# took racecheck signals-n-to-m@block-per-pair.9of16 50\n"
-                      + "".join(f"# took racecheck signals-n-to-m@block-per-pair.{k}of8 120\n" for k in range(2, 9)))
+    write_ledger(tmp_path, keep, ["1of16 200+", "9of16 50"] + siblings)
     _, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
     assert shards(calls, "n-to-m") == sorted(["1/32", "17/32", "9/16"] + [f"{k}/8" for k in range(2, 9)])
 
@@ -506,29 +522,12 @@ def test_a_shard_cut_at_the_deadline_runs_as_its_two_halves_until_proven(fake, t
     assert r.returncode == 0 and len(calls) == PARTS_PER_TOOL and not any("--shard" in c for c in calls)
 
 
-def ledger_but(fake, tmp_path, drop, times):
-    """A ledger of every racecheck process of the stand-in build proven, but those whose line holds
-    DROP, and "# took racecheck signals-n-to-m@block-per-pair.TIME" for each of TIMES."""
-    fake(tools="racecheck")
-    proven = (tmp_path / "out" / "sanitize-ledger.txt").read_text().splitlines()
-    ledger = tmp_path / "ledger.txt"
-    ledger.write_text("".join(line + "\n" for line in proven if not line.startswith("#") and drop not in line)
-                      + "".join(f"{TOOK}{t}\n" for t in times))
-    return ledger
-
-
-TOOK = "# took racecheck signals-n-to-m@block-per-pair."
-
-
 def test_a_shard_of_another_form_follows_its_mirrors_split_in_one_call(fake, tmp_path):
     """The forms' signal parts run the same checks shard for shard (the same shapes and parameters),
     so a shard with no time of its own follows the split its mirror in another form reached over
     several calls, in one call, instead of halving a level a call from the family's verdict
     (session 52: warp-per-overlap-shared's n-to-m signals went 8 -> 16 -> 32 -> 64 shards over
     three calls; its n-to-mn signals would have taken as many)."""
-    def shards(calls, form):
-        return sorted(c.split()[-1] for c in calls if "--variant block-per-pair " in c and f"--form {form} " in c
-                      and "--shape 1x3001,1x257" in c)
     ledger = ledger_but(fake, tmp_path, "signals-n-to-m",
                         ["1of8 447+", "1of16 300+", "9of16 100"] + [f"{k}of8 120" for k in range(2, 9)])
     r, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
@@ -556,8 +555,8 @@ def test_a_64th_cut_at_the_deadline_runs_alone_first_in_the_first_half(fake, tmp
     r, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger), SANITIZE_JOBS="4", FAKE_SPAN=str(span),
                     FAKE_SLEEP="--shard 1/64", FAKE_SLEEP_S="1")
     assert r.returncode == 0, r.stdout + r.stderr
-    shards = sorted(c.split()[-1] for c in calls)
-    assert shards == sorted(["1/64", "33/64", "17/32", "9/16"] + [f"{k}/8" for k in range(2, 9)])
+    ran = sorted(c.split()[-1] for c in calls)
+    assert ran == sorted(["1/64", "33/64", "17/32", "9/16"] + [f"{k}/8" for k in range(2, 9)])
     assert calls[0].endswith("--shard 1/64")  # first
     spans = [line.split(maxsplit=2) for line in span.read_text().splitlines()]
     (a, b), = [(float(t0), float(t1)) for t0, t1, line in spans if line.endswith("--shard 1/64")]
@@ -589,8 +588,7 @@ def test_a_64th_cut_at_the_deadline_runs_alone_first_in_the_first_half(fake, tmp
     assert ("first (a check no shard can shorten): signals-n-to-m@block-per-pair.1of64 "
             "signals-n-to-mn@block-per-pair.1of64 \n") in r.stdout
     # an earlier shard (of 32) cut is halved as before, not run alone
-    ledger.write_text("".join(line + "\n" for line in ledger.read_text().splitlines() if not line.startswith("#"))
-                      + f"{TOOK}1of32 300+\n")
+    write_ledger(tmp_path, [line for line in ledger.read_text().splitlines() if not line.startswith("#")], ["1of32 300+"])
     r, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
     assert "run alone" not in r.stdout and any(c.endswith("--shard 1/64") for c in calls)
 
