@@ -22,6 +22,7 @@ SCRIPT = ROOT / "scripts" / "device-check"
     (["-B", "/nonexistent/cases.txt"], "-B /nonexistent/cases.txt: not a file of cases"),
     (["-B", "tests"], "-B tests: not a file of cases"),
     (["-L", "/nonexistent/ledger.txt"], "-L /nonexistent/ledger.txt: no such file"),
+    (["-O", "quickest"], "-O quickest: longest or shortest"),
     (["stray"], "unexpected argument 'stray'"),
     (["-X", "1/2", "extra"], "unexpected argument 'extra'"),
 ])

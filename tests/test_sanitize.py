@@ -421,6 +421,26 @@ def test_the_ledger_times_each_process_and_the_next_call_starts_the_longest_firs
         assert sorted(ordered) == sorted(plain) and ordered != plain
 
 
+def test_sanitize_order_shortest_walks_the_short_processes_first(fake, tmp_path):
+    """Where the ledger's longest processes cannot finish in a call, longest-first gave them every slot
+    and a call proved 8 and 23 processes (session 53); SANITIZE_ORDER=shortest walks the tiers the other
+    way (the same processes, the same shares), and a value it does not know is refused."""
+    ledger = tmp_path / "ledger.txt"
+    ledger.write_text("# took memcheck signals-n-to-m 300+\n# took memcheck one-to-many 130\n"
+                      "# took memcheck one-to-one 5\n")
+    r, calls = fake(tools="memcheck", SANITIZE_JOBS="1", SANITIZE_LEDGER=str(ledger), SANITIZE_ORDER="shortest")
+    parts = [c.split("\t")[-1] for c in calls]
+    assert r.returncode == 0 and len(parts) == PARTS_PER_TOOL
+    assert "--form one-to-one --shape 37x53" in parts[0] and "--windows none" in parts[0]
+    assert [re.search(r"--form (\S+) --shape 1x3001", c).group(1) for c in parts[-4:]] == \
+        ["one-to-one", "one-to-many", "n-to-mn", "n-to-m"]
+    _, longest = fake(tools="memcheck", SANITIZE_JOBS="1", SANITIZE_LEDGER=str(ledger))
+    assert sorted(calls) == sorted(longest) and calls != longest
+    assert "--shape 1x3001" in longest[0].split("\t")[-1]
+    r, calls = fake(tools="memcheck", SANITIZE_ORDER="quickest")
+    assert r.returncode == 2 and "SANITIZE_ORDER=quickest: longest or shortest" in r.stderr and not calls
+
+
 TOOK = "# took racecheck signals-n-to-m@block-per-pair."
 
 
