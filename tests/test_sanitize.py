@@ -613,6 +613,38 @@ def test_a_64th_cut_at_the_deadline_runs_alone_first_in_the_first_half(fake, tmp
     assert "run alone" not in r.stdout and any(c.endswith("--shard 1/64") for c in calls)
 
 
+def test_a_normalize_paths_problem_cut_at_the_deadline_runs_alone_in_either_order(fake, tmp_path):
+    """normalize-paths runs a process per problem, which no shard can split (session 53: signals,
+    0 of 1 done in 411 s among sixteen): one cut after two minutes runs alone, first (in the first
+    half of the deadline) longest first, last (after every other process has ended) shortest first."""
+    import sys
+    ledger = tmp_path / "ledger.txt"
+    ledger.write_text("# took racecheck normalize-paths@signals 411+\n# took racecheck normalize-paths@strip 300\n")
+    span = tmp_path / "span"
+
+    def spans():
+        rows = [line.split(maxsplit=2) for line in span.read_text().splitlines()]
+        span.unlink()
+        lone = [(float(a), float(b)) for a, b, line in rows if "/signals-left.npy" in line]
+        others = [(float(a), float(b)) for a, b, line in rows if "/signals-left.npy" not in line]
+        assert len(lone) == 1 and len(others) > 20
+        return lone[0], others
+    env = dict(tools="racecheck", FAKE_NORMALIZE_VARIANT="1", SANITIZE_LEDGER=str(ledger), SANITIZE_JOBS="4",
+               FAKE_SPAN=str(span), PYTHON=sys.executable, FAKE_SLEEP="/strip-left.npy", FAKE_SLEEP_S="3")
+    r, _ = fake(**env)  # (strip, the longest of the rest, sleeps: still running when a walk reaches the alone one)
+    assert "run alone on the GPU, first (a check no shard can shorten): normalize-paths@signals \n" in r.stdout
+    (_, end), others = spans()
+    assert all(a >= end for a, _ in others)
+    r, _ = fake(**env, SANITIZE_ORDER="shortest")
+    assert "run alone on the GPU, last (a check no shard can shorten): normalize-paths@signals \n" in r.stdout
+    (start, _), others = spans()
+    assert all(b <= start for _, b in others)
+    # one that finished, or was cut sooner than two minutes (it started late), runs among the others
+    ledger.write_text("# took racecheck normalize-paths@signals 100+\n")
+    r, _ = fake(**env)
+    assert "run alone" not in r.stdout
+
+
 def test_each_tool_first_reports_the_defect_planted_for_it(fake, tmp_path):
     """The positive control: a tool that reports nothing on xcorr_sanitizer_probe's planted defect,
     under the parts' own options, would call every variant clean (a kernel filter matching none of
