@@ -590,6 +590,10 @@ def test_a_64th_cut_at_the_deadline_runs_alone_first_in_the_first_half(fake, tmp
     assert r.returncode == 3, r.stdout + r.stderr
     assert "UNFINISHED at the deadline (8 s), no finding in their logs: signals-n-to-m@block-per-pair.1of64" in r.stdout
     assert "NOT RUN" not in r.stdout and len(calls) == 11, r.stdout
+    # what the next call owes: those the summary names unproven (the 64th, and any other a slow machine cut)
+    unproven = [p for line in r.stdout.splitlines() if "UNFINISHED" in line or "NOT RUN" in line
+                for p in line.split(": ", 2)[-1].split() if "@" in p]
+    assert re.search(rf"ledger: \d+ of this run's \d+ processes proven clean, {len(unproven)} left \(", r.stdout)
     took = (tmp_path / "out" / "sanitize-ledger.txt").read_text()
     assert f"{TOOK}1of64 446+" in took and f"{TOOK}33of64 " in took  # the longest cut stays; the others proven
     # a 64th never timed runs alone where its mirror took two minutes, even one that finished (alone,
@@ -823,7 +827,7 @@ def test_the_ledger_keeps_the_proofs_a_run_does_not_look_at_and_drops_the_stale_
     ledger.write_text(both + stale)
     r, calls = fake(tools="memcheck", SANITIZE_LEDGER=str(ledger))
     after = (tmp_path / "out" / "sanitize-ledger.txt").read_text()
-    assert r.returncode == 0 and not calls and f"{PARTS_PER_TOOL} of this run's processes proven clean" in r.stdout
+    assert r.returncode == 0 and not calls and f"{PARTS_PER_TOOL} of this run's {PARTS_PER_TOOL} processes proven clean, 0 left" in r.stdout
     assert all(line in after.splitlines() for line in race) and stale not in after
     assert len(after.splitlines()) == len(both.splitlines())  # once each
 
