@@ -562,6 +562,15 @@ def test_a_shard_of_another_form_follows_its_mirrors_split_in_one_call(fake, tmp
     assert shards(calls, "n-to-mn") == sorted(["1/8", "2/16", "10/16"] + [f"{k}/8" for k in range(3, 9)])
 
 
+def lone_and_others(span, lone):
+    """FAKE_SPAN's file read and removed: the (start, end) of the one process whose command holds LONE,
+    and those of all the others."""
+    rows = [line.split(maxsplit=2) for line in span.read_text().splitlines()]
+    span.unlink()
+    (one,) = [(float(a), float(b)) for a, b, line in rows if lone in line]
+    return one, [(float(a), float(b)) for a, b, line in rows if lone not in line]
+
+
 def test_a_64th_cut_at_the_deadline_runs_alone_first_in_the_first_half(fake, tmp_path):
     """Halving stops at 64 shards, where a shard holds a check or two: one of those that a deadline
     cut would be cut again in every call (session 52: warp-per-overlap-shared's n-to-m signal check
@@ -578,9 +587,7 @@ def test_a_64th_cut_at_the_deadline_runs_alone_first_in_the_first_half(fake, tmp
     ran = sorted(c.split()[-1] for c in calls)
     assert ran == sorted(["1/64", "33/64", "17/32", "9/16"] + [f"{k}/8" for k in range(2, 9)])
     assert calls[0].endswith("--shard 1/64")  # first
-    spans = [line.split(maxsplit=2) for line in span.read_text().splitlines()]
-    (a, b), = [(float(t0), float(t1)) for t0, t1, line in spans if line.endswith("--shard 1/64")]
-    others = [(float(t0), float(t1)) for t0, t1, line in spans if not line.endswith("--shard 1/64")]
+    (a, b), others = lone_and_others(span, "--shard 1/64")
     assert len(others) == len(calls) - 1 and all(t0 >= b for t0, _ in others)  # alone: the others after it
     assert "run alone on the GPU, first (a check no shard can shorten): signals-n-to-m@block-per-pair.1of64" in r.stdout
     assert " racecheck signals-n-to-m@block-per-pair.1of64\n" in (tmp_path / "out" / "sanitize-ledger.txt").read_text()
@@ -625,24 +632,16 @@ def test_a_normalize_paths_problem_cut_at_the_deadline_runs_alone_in_either_orde
     ledger = tmp_path / "ledger.txt"
     ledger.write_text("# took racecheck normalize-paths@signals 411+\n# took racecheck normalize-paths@strip 300\n")
     span = tmp_path / "span"
-
-    def spans():
-        rows = [line.split(maxsplit=2) for line in span.read_text().splitlines()]
-        span.unlink()
-        lone = [(float(a), float(b)) for a, b, line in rows if "/signals-left.npy" in line]
-        others = [(float(a), float(b)) for a, b, line in rows if "/signals-left.npy" not in line]
-        assert len(lone) == 1 and len(others) > 20
-        return lone[0], others
     env = dict(tools="racecheck", FAKE_NORMALIZE_VARIANT="1", SANITIZE_LEDGER=str(ledger), SANITIZE_JOBS="4",
                FAKE_SPAN=str(span), PYTHON=sys.executable, FAKE_SLEEP="/strip-left.npy", FAKE_SLEEP_S="3")
     r, _ = fake(**env)  # (strip, the longest of the rest, sleeps: still running when a walk reaches the alone one)
     assert "run alone on the GPU, first (a check no shard can shorten): normalize-paths@signals \n" in r.stdout
-    (_, end), others = spans()
-    assert all(a >= end for a, _ in others)
+    (_, end), others = lone_and_others(span, "/signals-left.npy")
+    assert len(others) > 20 and all(a >= end for a, _ in others)
     r, _ = fake(**env, SANITIZE_ORDER="shortest")
     assert "run alone on the GPU, last (a check no shard can shorten): normalize-paths@signals \n" in r.stdout
-    (start, _), others = spans()
-    assert all(b <= start for _, b in others)
+    (start, _), others = lone_and_others(span, "/signals-left.npy")
+    assert len(others) > 20 and all(b <= start for _, b in others)
     # one that finished, or was cut sooner than two minutes (it started late), runs among the others
     ledger.write_text("# took racecheck normalize-paths@signals 100+\n")
     r, _ = fake(**env)
