@@ -81,6 +81,14 @@ if failing and failing in line:
 print("2 passed, 0 failed, 1 skipped")
 '''
 
+# nvidia-smi's stand-in: no GPU (the keys hash its answer, "none" without one), but a card's name
+# where FAKE_CARD gives one, a line each, so that a test can run the same build on two cards: the
+# key unchanged, the ledger line's card another. It also keeps a GPU machine's own nvidia-smi out.
+NVIDIA_SMI = r'''#!/bin/sh
+case "$*" in *--query-gpu=name\ *) [ -n "${FAKE_CARD:-}" ] && { printf '%b\n' "$FAKE_CARD"; exit 0; } ;; esac
+exit 9
+'''
+
 XCORR = r'''#!/usr/bin/env python3
 import json, os, sys
 all4 = ["one-to-one", "one-to-many", "n-to-mn", "n-to-m"]
@@ -101,7 +109,8 @@ else:
 @pytest.fixture
 def fake(tmp_path):
     bin_dir, build = tmp_path / "bin", tmp_path / "build"
-    for d, name, text in [(bin_dir, "compute-sanitizer", SANITIZER), (build, "xcorr_validate", VALIDATE),
+    for d, name, text in [(bin_dir, "compute-sanitizer", SANITIZER), (bin_dir, "nvidia-smi", NVIDIA_SMI),
+                          (build, "xcorr_validate", VALIDATE),
                           (build, "xcorr", XCORR), (build, "xcorr_sanitizer_probe", "#!/bin/sh\n")]:
         d.mkdir(exist_ok=True)
         (d / name).write_text(text)
@@ -354,13 +363,42 @@ def test_the_ledger_carries_clean_processes_over_to_the_next_call(fake, tmp_path
     assert len([line for line in after if not line.startswith("#")]) == PARTS_PER_TOOL
     # a finding is never entered, and another key (other sources) proves nothing
     r, _ = fake(tools="memcheck", FAKE_FIND=slow)
-    listed = {line.split()[-1] for line in (tmp_path / "out" / "sanitize-ledger.txt").read_text().splitlines()}
+    listed = {line.split()[2] for line in (tmp_path / "out" / "sanitize-ledger.txt").read_text().splitlines()
+              if not line.startswith("#")}
     assert r.returncode == 1 and "signals-n-to-m" not in listed and "signals-n-to-mn" in listed
-    ledger.write_text("".join(f"0123456789abcdef {e[1]} {e[2]}\n" for e in entries))
+    ledger.write_text("".join(f"0123456789abcdef {e[1]} {e[2]} {e[3]}\n" for e in entries))
     r, calls = fake(tools="memcheck", SANITIZE_LEDGER=str(ledger))
     assert r.returncode == 0 and len(calls) == PARTS_PER_TOOL and "proven earlier" not in r.stdout
     r, calls = fake(tools="memcheck", SANITIZE_LEDGER=str(tmp_path / "none.txt"))
     assert r.returncode == 2 and "no such file" in r.stderr and not calls
+
+
+def test_a_proof_holds_on_the_card_it_ran_on(fake, tmp_path):
+    """The keys hash the driver and the compute capability, which an H100 and an H200 share: a ledger
+    proven on H100s answered "clean" on an H200 without running a process there, where issue #67
+    asks for the H200's own run. Each line names its card, and proves nothing on another."""
+    h100, h200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
+    r, calls = fake(tools="memcheck", FAKE_CARD=h100)
+    assert r.returncode == 0 and len(calls) == PARTS_PER_TOOL, r.stdout + r.stderr
+    ledger = tmp_path / "ledger.txt"
+    ledger.write_text((tmp_path / "out" / "sanitize-ledger.txt").read_text())
+    proofs = [line.split() for line in ledger.read_text().splitlines() if not line.startswith("#")]
+    assert len(proofs) == PARTS_PER_TOOL and {p[3] for p in proofs} == {"NVIDIA_H100_80GB_HBM3"}
+    r, calls = fake(tools="memcheck", FAKE_CARD=h100, SANITIZE_LEDGER=str(ledger))
+    assert r.returncode == 0 and not calls
+    assert f"{PARTS_PER_TOOL} processes proven earlier on NVIDIA_H100_80GB_HBM3 (the ledger)" in r.stdout
+    # on another card, every process runs again; the H100's proofs stay in the ledger beside its own
+    r, calls = fake(tools="memcheck", FAKE_CARD=h200, SANITIZE_LEDGER=str(ledger))
+    assert r.returncode == 0 and len(calls) == PARTS_PER_TOOL and "proven earlier" not in r.stdout
+    after = [line.split() for line in (tmp_path / "out" / "sanitize-ledger.txt").read_text().splitlines()
+             if not line.startswith("#")]
+    assert sorted(p[3] for p in after) == ["NVIDIA_H100_80GB_HBM3"] * PARTS_PER_TOOL + ["NVIDIA_H200"] * PARTS_PER_TOOL
+    assert {p[0] for p in after if p[3] == "NVIDIA_H200"} == {p[0] for p in proofs}  # the same keys
+    assert f"ledger: {PARTS_PER_TOOL} of this run's {PARTS_PER_TOOL} processes proven clean, 0 left" in r.stdout
+    # two cards in one host: both names, and a ledger of one of them proves nothing there
+    r, calls = fake(tools="memcheck", FAKE_CARD=f"{h200}\\n{h100}", SANITIZE_LEDGER=str(ledger))
+    assert len(calls) == PARTS_PER_TOOL and " NVIDIA_H100_80GB_HBM3+NVIDIA_H200\n" in (
+        tmp_path / "out" / "sanitize-ledger.txt").read_text()
 
 
 def test_the_ledger_times_each_process_and_the_next_call_starts_the_longest_first(fake, tmp_path):
@@ -492,7 +530,7 @@ def test_a_shard_cut_at_the_deadline_runs_as_its_two_halves_until_proven(fake, t
     assert sum(len(fraction(s)) for s in n_to_m) == 64
     assert len(calls) == len(n_to_m)  # the rest proven
     out = (tmp_path / "out" / "sanitize-ledger.txt").read_text()
-    assert " racecheck signals-n-to-m@block-per-pair.1of16\n" in out and " racecheck signals-n-to-m@block-per-pair.9of16\n" in out
+    assert " racecheck signals-n-to-m@block-per-pair.1of16 none\n" in out and " racecheck signals-n-to-m@block-per-pair.9of16 none\n" in out
     assert "# took racecheck signals-n-to-m@block-per-pair.1of8 447+" in out  # the parent's mark stays: halves next time
     # the next call: the halves are proven, nothing of the part runs, the parent is not run whole
     ledger.write_text(out)
@@ -590,7 +628,7 @@ def test_a_64th_cut_at_the_deadline_runs_alone_first_in_the_first_half(fake, tmp
     (a, b), others = lone_and_others(span, "--shard 1/64")
     assert len(others) == len(calls) - 1 and all(t0 >= b for t0, _ in others)  # alone: the others after it
     assert "run alone on the GPU, first (a check no shard can shorten): signals-n-to-m@block-per-pair.1of64" in r.stdout
-    assert " racecheck signals-n-to-m@block-per-pair.1of64\n" in (tmp_path / "out" / "sanitize-ledger.txt").read_text()
+    assert " racecheck signals-n-to-m@block-per-pair.1of64 none\n" in (tmp_path / "out" / "sanitize-ledger.txt").read_text()
     # still too long alone: stopped at half the deadline, and the others run in the rest of the call
     r, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger), SANITIZE_DEADLINE="8", FAKE_SLEEP="--shard 1/64",
                     FAKE_SLEEP_S="30")
@@ -822,7 +860,7 @@ def test_the_ledger_keeps_the_proofs_a_run_does_not_look_at_and_drops_the_stale_
     both = (tmp_path / "out" / "sanitize-ledger.txt").read_text()
     race = [line for line in both.splitlines() if " racecheck " in line]
     assert r.returncode == 0 and race
-    stale = "0123456789abcdef memcheck signals-n-to-m\n"  # the same process under another key
+    stale = "0123456789abcdef memcheck signals-n-to-m none\n"  # the same process under another key
     ledger.write_text(both + stale)
     r, calls = fake(tools="memcheck", SANITIZE_LEDGER=str(ledger))
     after = (tmp_path / "out" / "sanitize-ledger.txt").read_text()
