@@ -5,7 +5,12 @@ once on all of them (`--gpus all`: each GPU takes figure points from a shared po
 deal its share dealt by estimated cost before the run; one bench process per GPU
 at a time), each into a results folder of its own under a temporary directory, timed by the wall
 clock from the command's start to its exit. Both runs must complete every case of the same set
-(checked: the same case keys, every one measured), else the comparison is void and the script fails.
+(checked: the same case keys, every one measured), else the comparison is void and the script fails
+naming the cases that ended otherwise. A case every run records as failed (a peer failing its
+validation) is the same work in both. The run compared with a finished one takes that run's
+verdicts of the peers' time cap (CuPy's cases predicted above 2 s a call from one timed pair,
+refused): it refuses exactly those and times the rest, since a pilot near the cap would otherwise
+refuse a case in one run only (XCORR_PEER_VERDICTS, xcsuite/peerbench.py).
 
     python scripts/sweep_scaling.py [EXPERIMENT ...] [--gpus all] [--build build] [--out F]
                                     [--max-minutes M] [--keep DIR] [--part one|all|both] [--with F]
@@ -58,7 +63,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import experiments  # noqa: E402
-from xcsuite import gpus, paths  # noqa: E402
+from xcsuite import gpus, paths, peerbench, resultfile  # noqa: E402
 
 TARGET = 1.8  # issue #69: the sweep over two GPUs at least 1.8x one GPU in wall time
 
@@ -82,12 +87,24 @@ def smi_details(devices):
     return [line.strip() for line in r.stdout.strip().splitlines() if any(u in line for u in wanted)]
 
 
+def capped_name(rec: dict) -> str | None:
+    """The peer case name (peerbench's Case.name()) of a record the time cap refused, else None."""
+    if rec.get("status") == "ok" or not str(rec.get("message", "")).startswith(peerbench.CAP_REFUSAL):
+        return None
+    try:
+        return peerbench.parse_case(resultfile.line_of(rec)).name()
+    except (KeyError, ValueError, peerbench.UsageError):
+        return None
+
+
 def cases_of(results: Path):
     """What one run measured: {"cases", "files", "case_set" (a digest of every results file's case
     keys), "status_set" (of the keys with their status), "not_ok" (cases whose status is not ok, such
-    as a peer failing its validation, which every run of the same code records alike) and
-    "not_ok_first" (at most 5 of them)}."""
-    keys, statuses, bad, files = [], [], [], 0
+    as a peer failing its validation, which every run of the same code records alike),
+    "not_ok_first" (at most 5 of them), "not_ok_cases" (every one as file, key and status: which
+    cases two runs ended otherwise) and "capped" (the cases the peers' time cap refused, by
+    peerbench's name, with the message: the verdicts the run compared with takes, run_sweep)}."""
+    keys, statuses, bad, bad_keys, capped, files = [], [], [], [], {}, 0
     for f in sorted(results.glob("*/*.json")):
         data = json.loads(f.read_text())
         if not isinstance(data, dict) or "cases" not in data:
@@ -98,9 +115,13 @@ def cases_of(results: Path):
             statuses.append(f"{f.name}\t{k}\t{c.get('status')}")
             if c.get("status") != "ok":
                 bad.append(f"{f.name}: {k}: {c.get('status')}: {str(c.get('message', ''))[:120]}")
+                bad_keys.append(f"{f.name}\t{k}\t{c.get('status')}")
+                name = capped_name(c)
+                if name:
+                    capped[name] = str(c["message"])
     digest = lambda lines: hashlib.sha256("\n".join(lines).encode()).hexdigest()  # noqa: E731
     return {"cases": len(keys), "files": files, "case_set": digest(keys), "status_set": digest(statuses),
-            "not_ok": len(bad), "not_ok_first": bad[:5]}
+            "not_ok": len(bad), "not_ok_first": bad[:5], "not_ok_cases": bad_keys, "capped": capped}
 
 
 def different_work(runs) -> str | None:
@@ -109,21 +130,37 @@ def different_work(runs) -> str | None:
     if len({r["case_set"] for r in runs}) > 1:
         return "the runs measured different cases"
     if len({r.get("status_set") for r in runs}) > 1:
-        return "a case ended otherwise in one run than in the other (ok in one, failed in the other)"
+        why = "a case ended otherwise in one run than in the other (ok in one, failed in the other)"
+        if all("not_ok_cases" in r for r in runs):  # which (a JSON of an older revision has only digests)
+            ended = {r["gpus"]: set(r["not_ok_cases"]) for r in runs}
+            odd = sorted(set.union(*ended.values()) - set.intersection(*ended.values()))
+            said = [f"{f}: {k}: {st} on {', '.join(str(n) for n, e in ended.items() if line in e)} GPU(s) only"
+                    for line in odd[:3] for f, k, st in [line.split("\t")]]
+            why += f": {'; '.join(said)}" + (f"; {len(odd) - 3} more" if len(odd) > 3 else "")
+        return why
     return None
 
 
-def run_sweep(selection, experiments, build, results, max_minutes, force=True, assign="pool"):
+def run_sweep(selection, experiments, build, results, max_minutes, force=True, assign="pool", verdicts=None):
     """Wall seconds of one quick-suite run on the GPUs of `selection` (a --gpus value), and its exit;
-    force=False: a later sitting of a run that stopped, resuming its pending cases."""
+    force=False: a later sitting of a run that stopped, resuming its pending cases. verdicts: the
+    "capped" of the finished run this one is compared with, where there is one: the peers refuse
+    exactly those cases and time the rest without the cap's pilot (peerbench.earlier_verdicts), so
+    that a case predicted near the cap cannot end otherwise in the two runs and void the comparison."""
     cmd = [sys.executable, str(ROOT / "scripts" / "run_experiments.py"), *experiments, "--quick",
            *(["--force"] if force else []), "--gpus", selection, "--build", str(build), "--results", str(results),
            "--assign", assign]
     if max_minutes:
         cmd += ["--max-minutes", str(max_minutes)]
-    t0 = time.perf_counter()
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)  # its progress bar (stderr) shows
-    seconds = time.perf_counter() - t0
+    env = dict(os.environ)
+    env.pop(peerbench.VERDICTS_ENV, None)
+    with tempfile.TemporaryDirectory(prefix="sweep-verdicts-") as tmp:
+        if verdicts is not None:
+            env[peerbench.VERDICTS_ENV] = str(Path(tmp) / "verdicts.json")
+            write_json(Path(env[peerbench.VERDICTS_ENV]), verdicts)
+        t0 = time.perf_counter()
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env)  # its progress bar (stderr) shows
+        seconds = time.perf_counter() - t0
     return seconds, r
 
 
@@ -171,11 +208,11 @@ def not_ok(run, what) -> None:
               f"{run['not_ok_first'][0]}")
 
 
-def one_run(count, devices, group, build, results, max_minutes, assign):
+def one_run(count, devices, group, build, results, max_minutes, assign, verdicts=None):
     """A complete run of `group` on the first `count` devices into `results` (from scratch), or
-    (exit status, message) where it did not complete."""
+    (exit status, message) where it did not complete; verdicts as run_sweep takes them."""
     seconds, r = run_sweep(",".join(d.uuid for d in devices[:count]), group, build, results, max_minutes,
-                           assign=assign)
+                           assign=assign, verdicts=verdicts)
     if r.returncode != 0:
         return None, (4 if r.returncode == 4 else 1, run_failed(count, seconds, r))
     return run_record(count, devices, seconds, results), None
@@ -218,7 +255,7 @@ def by_group(args, groups, devices, revision, out_path) -> int:
                               file=sys.stderr)
                         return 4
                 run, failed = one_run(count, devices, group, args.build, Path(tmp) / f"group-{i}-gpus-{count}",
-                                      left, args.assign)
+                                      left, args.assign, runs[0]["capped"] if runs else None)
                 if failed:
                     status, why = failed
                     print(f"sweep_scaling: group {key}: {why}", file=sys.stderr)
@@ -362,8 +399,10 @@ def main(argv=None):
                 runs.append({k: v for k, v in done.items() if k != "complete"})
                 continue
             print(f"sweep_scaling: the quick suite on {count} GPU(s) ...", flush=True)
+            compared = next((r for r in runs if "capped" in r), None)  # a finished run: its verdicts
             seconds, r = run_sweep(",".join(d.uuid for d in devices[:count]), args.experiments, args.build, results,
-                                   args.max_minutes, force=not done, assign=args.assign)
+                                   args.max_minutes, force=not done, assign=args.assign,
+                                   verdicts=compared["capped"] if compared else None)
             if resume is not None:
                 done = {"gpus": count, "seconds": done.get("seconds", 0.0) + seconds,
                         "sittings": done.get("sittings", 0) + 1, "complete": r.returncode == 0}

@@ -498,6 +498,48 @@ def test_a_one_value_option_given_twice_is_refused(args, needle):
     assert len(specs) == 2 and opt.min_time == 0.2
 
 
+def test_the_time_cap_takes_an_earlier_run_s_verdicts(tmp_path, monkeypatch):
+    """XCORR_PEER_VERDICTS (scripts/sweep_scaling.py's second run): the cap refuses exactly the
+    cases the earlier run refused, with its words, and times every other case without the pilot,
+    so that a case predicted near the cap ends alike in both runs; without the file the pilot
+    decides; a file that is not one of verdicts is refused in one line."""
+    near = pb.parse_case("variant=cupy-correlate2d form=n-to-mn hL=64 wL=64 hR=64 wR=64 nL=4096 nR=4096 shifts=-4:4,-4:4")
+    other = pb.parse_case("variant=cupy-correlate2d form=one-to-one size=64")
+    said = f"{pb.CAP_REFUSAL} predicted 2.05 s per call (4096 pairs, one correlate2d call each) > --time-cap 2 s"
+    verdicts = tmp_path / "verdicts.json"
+    verdicts.write_text(json.dumps({near.name(): said}))
+    monkeypatch.setenv(pb.VERDICTS_ENV, str(verdicts))
+    opt, _ = pb.parse_args(["--case", "variant=torch-fft form=one-to-one size=8"])
+    assert opt.verdicts == {near.name(): said}
+    bench = object.__new__(pb.Bench)
+    bench.opt = opt
+
+    def pilot(*a, **k):
+        raise AssertionError("the pilot ran although the earlier run's verdicts decide")
+    with pytest.raises(pb.CaseError, match=r"predicted 2.05 s .*> --time-cap 2 s \(the run compared with, XCORR_PEER_VERDICTS\)$"):
+        bench.cap_cupy(near, pilot)
+    assert bench.cap_cupy(other, pilot) is None  # measured in the earlier run: measured here, no pilot
+    # Without the file the pilot decides: one pair timed, times the pairs, against the cap.
+    monkeypatch.delenv(pb.VERDICTS_ENV)
+    opt, _ = pb.parse_args(["--case", "variant=torch-fft form=one-to-one size=8"])
+    assert opt.verdicts is None
+    bench.opt = opt
+    bench.inputs = lambda c, seed: (None, None)
+    bench.torch = types.SimpleNamespace(cuda=types.SimpleNamespace(synchronize=lambda: None))
+    bench.gpu = types.SimpleNamespace(seconds_per_call=lambda n, f: (f(), 0.6e-3)[1])
+    with pytest.raises(pb.CaseError, match=r"too slow: predicted 2.46 s per call \(4096 pairs"):
+        bench.cap_cupy(near, lambda L, R, limit: None)
+    bench.cap_cupy(other, lambda L, R, limit: None)  # 0.6 ms for one pair: under the cap
+    for text in ("{", "[1]", '{"a": ""}'):
+        verdicts.write_text(text)
+        monkeypatch.setenv(pb.VERDICTS_ENV, str(verdicts))
+        with pytest.raises(pb.UsageError, match="not a file of earlier verdicts"):
+            pb.parse_args(["--case", "variant=torch-fft form=one-to-one size=8"])
+    monkeypatch.setenv(pb.VERDICTS_ENV, str(tmp_path / "missing.json"))
+    with pytest.raises(pb.UsageError, match="missing.json: not a file of earlier verdicts"):
+        pb.parse_args([])
+
+
 def test_a_failed_case_s_entries_say_why():
     """The error entry of a peer's case that failed (peerbench and reduce_peers alike): a refusal's
     own words, an out-of-memory error's first line, else the exception's type and first line; the

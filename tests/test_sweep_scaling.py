@@ -9,7 +9,7 @@ import pytest
 from suite_helpers import fake_bench_env, load_script, suite_registry
 from test_run_experiments import cases_of
 
-from xcsuite import gpus
+from xcsuite import gpus, peerbench, resultfile
 from xcsuite.cli import run_experiments as rx
 
 sweep = load_script("sweep_scaling.py")
@@ -158,6 +158,59 @@ def test_a_case_failing_alike_in_both_runs_leaves_the_comparison_standing(env, c
     assert "ok in one, failed in the other" in capsys.readouterr().err and not out.exists()
 
 
+def test_a_case_the_time_cap_refused_in_one_run_is_refused_in_the_other(env, capsys, monkeypatch):
+    """The peers' time cap decides from a timed pilot, so a case predicted near it (CuPy's 4096
+    pairs of 64 x 64: 2.05-2.5 s against 2 s on an H100) was refused in one run and measured in the
+    other, and the window group's comparison came out void without saying which case (session 55).
+    The run compared with now takes the first run's verdicts (run_sweep's `verdicts`, which
+    peerbench reads from XCORR_PEER_VERDICTS: tests/test_peerbench.py), in --by-group and in --part
+    alike; a case that still ends otherwise is named."""
+    build, tmp, mp = env
+    real, given = sweep.run_sweep, []
+    pilot_says = {"near": "too slow"}  # what this run's pilot would say of the near case
+
+    def run_sweep(selection, experiments, build_, results, max_minutes, force=True, assign="pool", verdicts=None):
+        """The real run, and beside its cases a CuPy case as peerbench records it: refused by the
+        earlier run's verdict where one is given, else by this run's pilot."""
+        given.append(verdicts)
+        seconds, r = real(selection, experiments, build_, results, max_minutes, force, assign, verdicts)
+        f = next(Path(results).glob("*/fig22.json"))
+        data = json.loads(f.read_text())
+        rec = {**next(iter(data["cases"].values())), "variant": "cupy-correlate2d", "params": {}}
+        name = sweep.capped_name({**rec, "status": "failed", "message": peerbench.CAP_REFUSAL})
+        said = f"{peerbench.CAP_REFUSAL} predicted 2.05 s per call (4096 pairs) > --time-cap 2 s"
+        refused = (name in verdicts) if verdicts is not None else pilot_says["near"] == "too slow"
+        rec.update(status="failed" if refused else "ok", message=(verdicts or {}).get(name, said) if refused else "")
+        data["cases"][resultfile.key_of(rec)] = rec
+        f.write_text(json.dumps(data))
+        return seconds, r
+
+    monkeypatch.setattr(sweep, "run_sweep", run_sweep)
+    out = tmp / "groups.json"
+    assert sweep.main(["fig22", "--by-group", "--build", str(build), "--out", str(out)]) == 0
+    name = next(iter(given[1]))
+    assert given[0] is None and name.startswith("cupy-correlate2d/") and "2.05 s" in given[1][name]
+    group = json.loads(out.read_text())["groups"][0]
+    assert group["runs"][0]["capped"] == group["runs"][1]["capped"] == given[1]
+    # --part one, then --part all --with it (another sitting, another pilot): the same verdicts.
+    first, both = tmp / "one.json", tmp / "both.json"
+    assert sweep.main(["fig22", "--build", str(build), "--part", "one", "--out", str(first)]) == 0
+    pilot_says["near"] = "measured"
+    assert sweep.main(["fig22", "--build", str(build), "--part", "all", "--with", str(first), "--out", str(both)]) == 0
+    assert given[-1] == given[1] and json.loads(both.read_text())["speedup"] > 0
+    # Without them (a JSON of an earlier revision has no "capped"), the flip voids the comparison,
+    # which says which case ended otherwise and in which run.
+    part = json.loads(first.read_text())
+    del part["runs"][0]["capped"]
+    first.write_text(json.dumps(part))
+    both.unlink()
+    capsys.readouterr()
+    assert sweep.main(["fig22", "--build", str(build), "--part", "all", "--with", str(first), "--out", str(both)]) == 1
+    err = capsys.readouterr().err
+    assert given[-1] is None and not both.exists()
+    assert "ok in one, failed in the other): fig22.json: cupy-correlate2d|" in err and "failed on 1 GPU(s) only" in err
+
+
 def test_a_run_cut_by_the_budget_resumes_in_the_next_sitting(env, capsys, monkeypatch):
     """--resume DIR: a run that --max-minutes stops (exit 4, the comparison not made) continues in
     the next sitting from its pending cases (not --force again: what was measured stays), its wall
@@ -168,7 +221,7 @@ def test_a_run_cut_by_the_budget_resumes_in_the_next_sitting(env, capsys, monkey
     resume, out = tmp / "resume", tmp / "sweep.json"
     calls, real = [], sweep.run_sweep
 
-    def run_sweep(selection, experiments, build_, results, max_minutes, force=True, assign="pool"):
+    def run_sweep(selection, experiments, build_, results, max_minutes, force=True, assign="pool", verdicts=None):
         calls.append((selection.count(",") + 1, force, max_minutes))
         if len(calls) == 1:  # the first sitting stops after one experiment, as the budget would stop it
             seconds, r = real(selection, experiments[:1], build_, results, max_minutes, force)
@@ -216,9 +269,9 @@ def test_by_group_each_group_is_compared_in_one_sitting_and_survives_another_mac
     resume, out = tmp / "resume", tmp / "sweep.json"
     calls, real = [], sweep.run_sweep
 
-    def run_sweep(selection, experiments, build_, results, max_minutes, force=True, assign="pool"):
+    def run_sweep(selection, experiments, build_, results, max_minutes, force=True, assign="pool", verdicts=None):
         calls.append((tuple(experiments), selection.count(",") + 1, force))
-        seconds, r = real(selection, experiments, build_, results, max_minutes, force, assign)
+        seconds, r = real(selection, experiments, build_, results, max_minutes, force, assign, verdicts)
         if len(calls) == 4:  # the second group's run on both GPUs: as if --max-minutes stopped it
             r.returncode = 4
         return seconds, r
@@ -270,3 +323,22 @@ def test_the_default_groups_hold_every_experiment_once():
     flat = [n for g in groups for n in g]
     assert sorted(flat) == sorted(experiments.names()) and len(flat) == len(set(flat))
     assert all(g == [n for n in experiments.names() if n in g] for g in groups)  # run order within a group
+
+
+def test_run_sweep_hands_the_verdicts_to_the_peers_and_no_stale_ones(tmp_path, monkeypatch):
+    """run_sweep's verdicts reach run_experiments' processes (and so peerbench) as a file named by
+    XCORR_PEER_VERDICTS, present while the run lasts; a run without verdicts does not inherit a
+    caller's XCORR_PEER_VERDICTS (its pilots decide)."""
+    seen = []
+
+    def run(cmd, **kw):
+        path = kw["env"].get(peerbench.VERDICTS_ENV)
+        seen.append(json.loads(Path(path).read_text()) if path else None)
+        return sweep.subprocess.CompletedProcess(cmd, 0, "")
+
+    monkeypatch.setattr(sweep.subprocess, "run", run)
+    monkeypatch.setenv(peerbench.VERDICTS_ENV, str(tmp_path / "stale.json"))
+    sweep.run_sweep("0,1", ["fig22"], tmp_path, tmp_path / "r", None, verdicts={"cupy-correlate2d/x": "too slow: 3 s"})
+    sweep.run_sweep("0", ["fig22"], tmp_path, tmp_path / "r", None)
+    sweep.run_sweep("0,1", ["fig22"], tmp_path, tmp_path / "r", None, verdicts={})
+    assert seen == [{"cupy-correlate2d/x": "too slow: 3 s"}, None, {}]

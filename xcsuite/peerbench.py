@@ -24,7 +24,8 @@ Peers (family "peer", FP32, every form, every window but npp-normlevel's valid o
                     plans cached by torch
   cupy-correlate2d  cupyx.scipy.signal.correlate2d, one call per pair (a user's loop), mode
                     full/valid/same when the window is one, else full and a crop; a case predicted
-                    above --time-cap seconds per call (pilot of one pair) is reported as too slow
+                    above --time-cap seconds per call (pilot of one pair) is reported as too slow,
+                    unless XCORR_PEER_VERDICTS gives an earlier run's verdicts (below)
   npp-normlevel     NVIDIA NPP's nppiCrossCorrValid_NormLevel_32f_C1R_Ctx (its ZNCC in valid mode)
                     through ctypes on PyTorch's device pointers, one call per pair on the timed stream,
                     every matrix minus its mean first; computes ONLY window=valid (the right inside
@@ -73,6 +74,11 @@ manual time. The batch comes from a pilot (3 timed calls: enough calls for 100 u
 at most 256). Every call takes the stacks in the contract's layout and returns the windowed
 output stack in the contract's layout; everything between is timed.
 
+The time cap decides from one timed call, so a case predicted near it is refused in one run and
+timed in another. XCORR_PEER_VERDICTS=FILE (set by scripts/sweep_scaling.py for the run it compares
+with a finished one; a JSON object {case name: message}) replaces the cap's pilot: a case named
+there is refused with the earlier message, every other case is timed.
+
 Names and counters are xcorr_bench's: <variant>/<form>/hL:../wL:../hR:../wR:../nL:../nR:..
 [/shifts:DY0:DY1,DX0:DX1 unless full][/norm:MODE unless none]; counters hL wL hR wR nL nR batch fmas FLOPS cold check_err
 check_samples (+ dy0 dy1 dx0 dx1 when windowed); the context has the xcorr_* keys and
@@ -119,6 +125,10 @@ CHECK_SAMPLES = 65536
 MIN_ITERATION_S = 1e-4  # xcorr_bench's kMinIterationSeconds
 MAX_BATCH = 256
 DEFAULT_TIME_CAP_S = 2.0
+# scripts/sweep_scaling.py's second run takes the first run's time-cap verdicts from this file (see
+# earlier_verdicts): a pilot near the cap says "too slow" in one run and not in the other.
+VERDICTS_ENV = "XCORR_PEER_VERDICTS"
+CAP_REFUSAL = "too slow:"  # how the time cap's refusal opens (sweep_scaling finds the verdicts by it)
 ROOT = Path(__file__).resolve().parents[1]
 
 PEERS = [
@@ -1317,6 +1327,26 @@ class Options:
     out_format: str = "json"
     filter: str | None = None
     list_tests: bool = False
+    verdicts: dict | None = None  # earlier_verdicts(): {case name: refusal} replacing the time cap
+
+
+def earlier_verdicts(path: str | None) -> dict | None:
+    """The time cap's verdicts of the run this one is compared with, from the JSON file `path`
+    ({case name as Case.name(): the message it was refused with}), or None where no file is given.
+    The cap decides from one timed pilot call, so a case predicted near it (CuPy's 4096 pairs of
+    64 x 64 at 2.05-2.5 s against 2 s) is refused in one run and measured in another: two runs that
+    a wall-clock comparison (scripts/sweep_scaling.py) needs doing the same work would not. With
+    the verdicts, a case named in them is refused with the earlier message and every other case is
+    measured without a pilot, whatever the time cap would say this time."""
+    if not path:
+        return None
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{VERDICTS_ENV}={path}: not a file of earlier verdicts ({e})") from None
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) and v for k, v in data.items()):
+        raise UsageError(f"{VERDICTS_ENV}={path}: not a file of earlier verdicts (an object of case name: message)")
+    return data
 
 
 class Gpu:
@@ -1577,14 +1607,20 @@ class Bench:
             yield from ({"error": case_error(e, torch)} for _ in range(opt.repetitions))
 
     def cap_cupy(self, c: Case, peer):
-        """Refuses a case whose loop is predicted above the time cap per call (one pair, timed)."""
+        """Refuses a case whose loop is predicted above the time cap per call (one pair, timed), or
+        exactly the cases an earlier run refused where its verdicts are given (earlier_verdicts)."""
+        if self.opt.verdicts is not None:
+            if c.name() in self.opt.verdicts:
+                said, whose = self.opt.verdicts[c.name()], f" (the run compared with, {VERDICTS_ENV})"
+                raise CaseError(said if said.endswith(whose) else said + whose)
+            return
         L, R = self.inputs(c, self.opt.seed)
         one = lambda: peer(L, R, limit=1)  # noqa: E731
         one()
         self.torch.cuda.synchronize()
         t = self.gpu.seconds_per_call(1, one) * c.pairs
         if t > self.opt.time_cap:
-            raise CaseError(f"too slow: predicted {t:.3g} s per call ({c.pairs} pairs, one correlate2d call each) "
+            raise CaseError(f"{CAP_REFUSAL} predicted {t:.3g} s per call ({c.pairs} pairs, one correlate2d call each) "
                             f"> --time-cap {self.opt.time_cap:g} s")
 
 
@@ -1754,6 +1790,7 @@ def parse_args(argv: list[str]) -> tuple[Options, list[str]]:
         else:
             raise UsageError(f"unrecognized argument '{a}'")
         i += 1
+    opt.verdicts = earlier_verdicts(os.environ.get(VERDICTS_ENV))
     return opt, specs
 
 
