@@ -20,8 +20,9 @@ Prints one line per GPU count and writes JSON (--out): the GPUs (nvidia-smi's in
 driver, clocks), the git revision, the experiments, the number of cases, the wall seconds per GPU
 count, the speedup over one GPU and the issue's target (1.8x with two). Needs two GPUs or more
 (exit 3 with the reason otherwise: one GPU has nothing to compare). EXPERIMENT: names or comma lists
-as run_experiments takes them (default: the whole quick suite). --max-minutes bounds each of the two
-runs (an incomplete run voids the comparison: exit 4).
+as run_experiments takes them (default: the whole quick suite). --max-minutes bounds the sitting,
+both runs together (an incomplete run voids the comparison: exit 4; with --resume the same command
+continues it).
 
 Where the two runs do not fit one sitting (a GPU machine lent for 10-minute commands), `--part one
 --out A.json` runs the one-GPU sweep alone and `--part all --with A.json --out B.json` the other,
@@ -304,7 +305,7 @@ def main(argv=None):
     ap.add_argument("--gpus", default="all", help="'all' or nvidia-smi indices/UUIDs, at least two (default: all)")
     ap.add_argument("--build", default=str(ROOT / "build"), help="build directory (default: build/)")
     ap.add_argument("--out", help="also write the JSON here")
-    ap.add_argument("--max-minutes", type=float, help="bound on each of the two runs")
+    ap.add_argument("--max-minutes", type=float, help="bound on this sitting (the runs it makes share it)")
     ap.add_argument("--assign", choices=["pool", "deal"], default="pool",
                     help="how the run on several GPUs shares the cases out (run_experiments --assign)")
     ap.add_argument("--keep", help="keep both runs' results folders under this directory (default: removed)")
@@ -390,6 +391,7 @@ def main(argv=None):
         # The finished runs of the other part(s), as --with takes them.
         runs = [r for c, r in sorted(state["runs"].items()) if r.get("complete") and int(c) not in counts]
 
+    t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="sweep-scaling-", dir=keep) as tmp:
         for count in counts:
             results = (resume or Path(tmp)) / f"gpus-{count}"
@@ -398,10 +400,18 @@ def main(argv=None):
                 print(f"sweep_scaling: the run on {count} GPU(s) finished in an earlier sitting ({done['seconds']:.1f} s)")
                 runs.append({k: v for k, v in done.items() if k != "complete"})
                 continue
+            left = None
+            if args.max_minutes:  # the sitting's budget: what the runs before this one left of it
+                left = args.max_minutes - (time.perf_counter() - t0) / 60
+                if left < 0.05:
+                    print(f"sweep_scaling: out of --max-minutes before the run on {count} GPU(s); "
+                          + (f"give the same command again to continue ({resume})" if resume else
+                             "with --resume DIR a later sitting would continue it"), file=sys.stderr)
+                    return 4
             print(f"sweep_scaling: the quick suite on {count} GPU(s) ...", flush=True)
             compared = next((r for r in runs if "capped" in r), None)  # a finished run: its verdicts
             seconds, r = run_sweep(",".join(d.uuid for d in devices[:count]), args.experiments, args.build, results,
-                                   args.max_minutes, force=not done, assign=args.assign,
+                                   left, force=not done, assign=args.assign,
                                    verdicts=compared["capped"] if compared else None)
             if resume is not None:
                 done = {"gpus": count, "seconds": done.get("seconds", 0.0) + seconds,

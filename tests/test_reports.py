@@ -454,14 +454,21 @@ def sh(*args, env=None):
                           env={**os.environ, **(env or {})})
 
 
+def reproduce_step(first: str, last: str) -> str:
+    """Lines of scripts/reproduce from the line `first` to the line `last` after it, after the
+    budget's clock and its function (budget_left)."""
+    lines = (ROOT / "scripts" / "reproduce").read_text().splitlines()
+    clock = lines.index("started=$SECONDS")
+    start = lines.index(first)
+    end = lines.index(last, start)
+    return "\n".join(lines[clock:lines.index("}", clock) + 1] + lines[start:end + 1]) + "\n"
+
+
 def reproduce_experiment_step(tmp_path, quick="", exps="", maxmin="", rc=0):
     """scripts/reproduce's experiment step (from `if [ -z "$only" ] ...` to its `fi`), run in a
     folder whose commands are stubs that log their arguments: (status, [logged calls])."""
-    lines = (ROOT / "scripts" / "reproduce").read_text().splitlines()
-    start = lines.index('  if [ -z "$only" ] || [ -n "$exps" ]; then')
-    end = lines.index("  fi", start)
     tmp_path.mkdir()
-    (tmp_path / "step.sh").write_text("\n".join(lines[start:end + 1]) + "\n")
+    (tmp_path / "step.sh").write_text(reproduce_step('  if [ -z "$only" ] || [ -n "$exps" ]; then', "  fi"))
     (tmp_path / "experiments").symlink_to(ROOT / "experiments")
     (tmp_path / "scripts").mkdir()
     log = tmp_path / "calls"
@@ -502,6 +509,71 @@ def test_reproduce_measures_auto_after_making_and_building_its_tables(tmp_path):
         "scripts/run_experiments.py --quick --build build"]
     status, calls = reproduce_experiment_step(tmp_path / "out", maxmin="3", rc=4)
     assert status == 4 and calls == [f"scripts/run_experiments.py --build build --max-minutes 3 {','.join(early)}"]
+
+
+def reproduce_tail_step(tmp_path, status=0, maxmin="", gpus=2, sweep_rc=0):
+    """scripts/reproduce's measurements after the experiments (zncc on offset data; on two GPUs or
+    more the batch and the quick sweep over them), run in `tmp_path` with stubs for python, nvidia-smi
+    and git: (status, [logged calls], stdout)."""
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "step.sh").write_text(reproduce_step('  if [ -z "$only" ] && [ -z "$quick" ] && [ $status = 4 ]; then',
+                                                     "  fi"))
+    bin_ = tmp_path / "bin"
+    bin_.mkdir(exist_ok=True)
+    log = tmp_path / "calls"
+    log.unlink(missing_ok=True)
+    (bin_ / "nvidia-smi").write_text("#!/bin/bash\n" + "".join(f"echo 'GPU {i}: Fake GPU (UUID: GPU-{i})'\n"
+                                                                for i in range(gpus)))
+    (bin_ / "git").write_text("#!/bin/bash\necho abc1234\n")
+    (bin_ / "py").write_text(
+        '#!/bin/bash\nif [ "$1" = -c ]; then echo fake-gpu; exit 0; fi\n'
+        f'echo "$*" >> {log}\n'
+        'if [ "$1" = scripts/sweep_scaling.py ]; then\n'
+        '  while [ $# -gt 0 ]; do [ "$1" != --resume ] || mkdir -p "$2"; shift; done\n'
+        f'  exit {sweep_rc}\nfi\n')
+    for f in bin_.iterdir():
+        f.chmod(0o755)
+    script = (f'unset XCORR_GIT_REVISION; PATH={bin_}:$PATH PY={bin_}/py build=build status={status} quick="" only="" maxmin="{maxmin}"\n'
+              'set -euo pipefail\nsource step.sh\necho "status=$status"\n')
+    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return (int(r.stdout.strip().splitlines()[-1].split("=")[1]), log.read_text().splitlines() if log.exists() else [],
+            r.stdout)
+
+
+def test_reproduce_keeps_its_budget_through_the_measurements_over_several_gpus(tmp_path):
+    """After the experiments the main job measures zncc on offset data and, on a host of two GPUs
+    or more, a batch and the quick sweep over them (~15 minutes on two H100s). They used to run
+    whatever --max-minutes said, even once the experiments had run out of it. Now: none once the
+    budget ran out (exit 4, the rerun comes back to them); the sweep gets what is left and continues
+    in the next run from .sweep-scaling/<gpu>-<revision> (an earlier revision's state removed, the
+    finished one too); a sweep measured before is kept, as a complete experiment is."""
+    sweep = "scripts/sweep_scaling.py --build build --resume .sweep-scaling/fake-gpu-abc1234"
+    out = "--out results/fake-gpu/multi-gpu/sweep_scaling.json"
+    stale, other = tmp_path / ".sweep-scaling" / "fake-gpu-0ld0000", tmp_path / ".sweep-scaling" / "other-gpu-abc1234"
+    stale.mkdir(parents=True)
+    other.mkdir()
+    status, calls, _ = reproduce_tail_step(tmp_path)
+    assert status == 0 and calls == ["scripts/zncc_offsets.py",
+                                     "scripts/batch_scaling.py --repeat 5 --out results/fake-gpu/multi-gpu/batch_scaling.json",
+                                     f"{sweep} {out}"]
+    assert not stale.exists() and other.exists() and not (tmp_path / ".sweep-scaling" / "fake-gpu-abc1234").exists()
+    status, calls, said = reproduce_tail_step(tmp_path, maxmin="30", sweep_rc=4)
+    *_, flag, left, o, path = calls[-1].split()
+    assert status == 4 and calls[-1].startswith(sweep) and flag == "--max-minutes" and 29.9 < float(left) <= 30
+    assert (tmp_path / ".sweep-scaling" / "fake-gpu-abc1234").is_dir() and "the budget ran out in the quick sweep" in said
+    status, calls, said = reproduce_tail_step(tmp_path, status=4)
+    assert status == 4 and calls == [] and "the budget ran out before zncc on offset data" in said
+    status, calls, said = reproduce_tail_step(tmp_path, maxmin="0.04")
+    assert status == 4 and calls == [] and "the budget ran out before zncc on offset data" in said
+    (tmp_path / "results" / "fake-gpu" / "multi-gpu" / "sweep_scaling.json").write_text("{}")
+    status, calls, said = reproduce_tail_step(tmp_path)
+    assert status == 0 and len(calls) == 2 and "sweep_scaling.json is there, skipped" in said
+    status, calls, _ = reproduce_tail_step(tmp_path, gpus=1, sweep_rc=1)
+    assert status == 0 and calls == ["scripts/zncc_offsets.py"]
+    (tmp_path / "results" / "fake-gpu" / "multi-gpu" / "sweep_scaling.json").unlink()
+    status, calls, _ = reproduce_tail_step(tmp_path, sweep_rc=1)
+    assert status == 1 and calls[-1] == f"{sweep} {out}"  # a void comparison fails the main job
 
 
 def test_reproduce_help_is_a_usage_text():

@@ -239,7 +239,8 @@ def test_a_run_cut_by_the_budget_resumes_in_the_next_sitting(env, capsys, monkey
     first = state["runs"]["1"]["seconds"]
     measured = json.loads((resume / "gpus-1" / "fake-gpu-9000-quick" / "fig22.json").read_text())["cases"]
     assert sweep.main([*base, "--part", "one", "--max-minutes", "5"]) == 0
-    assert calls[:2] == [(1, True, 5.0), (1, False, 5.0)]  # the second sitting resumes, no --force
+    assert [c[:2] for c in calls] == [(1, True), (1, False)]  # the second sitting resumes, no --force
+    assert all(4.9 < c[2] <= 5.0 for c in calls)  # each sitting's budget from its own start
     again = json.loads((resume / "gpus-1" / "fake-gpu-9000-quick" / "fig22.json").read_text())["cases"]
     assert again == measured  # the first sitting's measurements kept, not taken again
     assert sweep.main([*base, "--part", "one"]) == 0 and len(calls) == 2  # finished: not run again
@@ -256,6 +257,35 @@ def test_a_run_cut_by_the_budget_resumes_in_the_next_sitting(env, capsys, monkey
         with pytest.raises(SystemExit) as e:
             sweep.main([*base, *extra])
         assert e.value.code == 2
+
+
+def test_max_minutes_bounds_the_sitting_not_each_run(env, capsys, monkeypatch):
+    """--max-minutes is the sitting's budget (scripts/reproduce passes what is left of its own): the
+    run on all GPUs gets what the one-GPU run left of it, and a sitting with nothing left stops
+    before starting a run (exit 4), saying how to continue; by groups it was already so."""
+    build, tmp, _ = env
+    clock, given = [0.0], []
+
+    def run_sweep(selection, experiments, build_, results, max_minutes, force=True, assign="pool", verdicts=None):
+        given.append(max_minutes)
+        clock[0] += 120.0  # each run takes two minutes of the sitting
+        return 120.0, sweep.subprocess.CompletedProcess([], 4 if max_minutes < 2 else 0, "")
+
+    monkeypatch.setattr(sweep.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(sweep, "run_sweep", run_sweep)
+    monkeypatch.setattr(sweep, "run_record", lambda count, devices, seconds, results, **k: {"gpus": count, "cases": 1, "seconds": seconds})
+    resume = tmp / "resume"
+    base = ["fig22", "--build", str(build), "--resume", str(resume)]
+    assert sweep.main([*base, "--max-minutes", "3"]) == 4
+    assert given == [3.0, 1.0]  # the second run had one minute of the three left, and was cut
+    assert "give the same command again to continue" in capsys.readouterr().err
+    given.clear()
+    assert sweep.main([*base, "--max-minutes", "1.99"]) == 4  # resumes the cut run, which still does not fit
+    assert given == [1.99]
+    given.clear()
+    assert sweep.main(["fig22", "--build", str(build), "--max-minutes", "2"]) == 4
+    assert given == [2.0]  # nothing left for the second run: not started
+    assert "out of --max-minutes before the run on 2 GPU(s); with --resume DIR" in capsys.readouterr().err
 
 
 def test_by_group_each_group_is_compared_in_one_sitting_and_survives_another_machine(env, capsys, monkeypatch):
