@@ -564,3 +564,17 @@ def test_estimate_reports_this_gpus_recorded_pace(env, capsys):
     assert f"took {40 / model:.2f}x the model (1 chunks" in line, line
     want = case_seconds(by_key[pending], 10, 0.1, fam.get(by_key[pending].variant)) * 40 / model
     assert line.rstrip(".").endswith(rx.format_seconds(want)), line
+
+
+def test_the_progress_bar_ends_at_its_total():
+    """Each chunk's estimate was rounded before it was added: 0.6 s chunks summed to more than the
+    rounded total, tqdm dropped the total it was past, and the end of a run read "0% est. 89/? s"
+    (seen in session 55's sweeps). The running sum is rounded instead."""
+    bar = rx.progress_bar(10 * 0.6, disable=False)  # a disabled tqdm counts nothing
+    assert bar is not None and bar.total == 6
+    for _ in range(10):
+        rx.advance(bar, 0.6)
+    assert bar.n == 6 == bar.total
+    rx.advance(bar, 0.6)  # an estimate past the total (a case re-queued): the bar stays at its end
+    assert bar.n == 6
+    bar.close()

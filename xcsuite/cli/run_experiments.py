@@ -894,6 +894,14 @@ def progress_bar(total_est: float, disable: bool):
                 bar_format="{desc} {percentage:3.0f}%|{bar}| est. {n_fmt}/{total_fmt} s [{elapsed}<{remaining}]")
 
 
+def advance(bar, seconds: float) -> None:
+    """Moves the bar by `seconds` of estimated work: the running sum rounded, not each step (the
+    rounded steps summed past the rounded total, and tqdm then drops a total it is past: the end
+    of a run read "0% est. 89/? s")."""
+    bar.est_done = getattr(bar, "est_done", 0.0) + seconds
+    bar.update(max(0, min(bar.total, round(bar.est_done)) - bar.n))
+
+
 def run_all(plans: list[Plan], runner: Runner, args, ctx: dict, smi: dict, total_est: float) -> None:
     """Runs the plans one experiment after another, until done, a stop signal or the budget."""
     bar = progress_bar(total_est, args.no_progress)
@@ -952,7 +960,7 @@ def run_experiment(p: Plan, runner: Runner, args, git_rev: str, smi: dict, bar) 
         for c in reversed(rest):
             queue.appendleft(c)
         if bar is not None:
-            bar.update(round(sum(runner.est(c) for c in chunk if c not in rest)))
+            advance(bar, sum(runner.est(c) for c in chunk if c not in rest))
         if runner.stopped_for_budget or runner.signal is not None:
             break
     run["ended"] = now()
