@@ -682,3 +682,15 @@ def test_a_peer_process_without_its_turn_measures_nothing(tmp_path, monkeypatch)
            f"--benchmark_out={out}"]
     r = subprocess.run(cmd, input="", text=True, capture_output=True, env={**os.environ, "XCORR_PEER_GATE": "1"})
     assert r.returncode == 4 and "no turn" in r.stderr and not out.exists()
+
+
+def test_a_run_on_several_gpus_shows_its_progress(env, capsys):
+    """run_experiments --gpus all (and so the sweep over a host's GPUs, ~15 minutes on two H100s,
+    and a whole suite for hours) ran without a progress bar: the single-GPU path had one, the
+    GPUs' threads none. One bar now counts every GPU's finished cases, by estimated GPU time,
+    and ends at its total."""
+    assert rx.main(["fig22", "fig16", "--gpus", "all", "--build", str(env.build), "--results", str(env.results)]) == 0
+    err = capsys.readouterr().err
+    states = re.findall(r"(\d+)%\|[^|]*\| est\. (\d+)/(\S+) s", err)
+    assert states and states[-1][0] == "100" and states[-1][1] == states[-1][2]  # at its end, the total kept
+    assert any(re.search(r"fig(22|16) \(GPU [01]\)", line) for line in err.splitlines())

@@ -1010,6 +1010,7 @@ class Worker:
     plans: list  # [Plan, ...], in definition order
     pool: gpus.Pool
     thread: threading.Thread | None = None
+    bar: object = None  # the run's progress bar, shared by the GPUs' threads (moved under the state lock)
 
 
 def measure_multi(args, su: Setup, devices: list) -> int:
@@ -1037,7 +1038,7 @@ def measure_multi(args, su: Setup, devices: list) -> int:
         deadline = start + args.max_minutes * 60 if args.max_minutes else None
         state_lock, peer_lock = threading.Lock(), threading.Lock()
         families = {v["name"]: v.get("family") for v in su.registry}
-        workers, all_plans, runs = [], [], {}
+        workers, all_plans, runs, grand = [], [], {}, 0.0
         for out_dir, members in groups.items():
             take_folder_lock(_entered_folder_lock(stack, out_dir))
             log_dir = out_dir / "logs"
@@ -1067,6 +1068,7 @@ def measure_multi(args, su: Setup, devices: list) -> int:
                 r.log_suffix = f".gpu{d.index}"
                 workers.append(Worker(d, r, plans, pool))
             total = sum(cost(it) for it in items)
+            grand += total
             print(f"GPUs: {', '.join(d.index for d, *_ in members)} ({members[0][2].get('xcorr_gpu_name')}) -> "
                   f"{out_dir}; {len(items)} cases pending in {len(plans)} experiment(s), estimated "
                   f"{format_seconds(total)} of GPU time, about {format_seconds(total / len(members))} on each GPU "
@@ -1076,7 +1078,7 @@ def measure_multi(args, su: Setup, devices: list) -> int:
                 runs[id(p)] = start_run(p, args, members[0][2], smi, [d.record() for d, *_ in members])
         if not all_plans:
             return 0
-        return run_workers(workers, all_plans, runs, state_lock, args, su, start)
+        return run_workers(workers, all_plans, runs, state_lock, args, su, start, grand)
 
 
 @dataclass(frozen=True)
@@ -1196,6 +1198,9 @@ def work(w: Worker, runs: dict, state_lock, args) -> None:
             rest = r.run_chunk(chunk, p.state, p.exp.name)
             with state_lock:
                 runs[id(p)]["chunks"] += 1
+                if w.bar is not None:
+                    w.bar.set_description_str(f"{p.exp.name} (GPU {w.device.index})", refresh=False)
+                    advance(w.bar, sum(r.est(c) for c in chunk if c not in rest))
             queue.extendleft(reversed(rest))
     except SystemExit as e:
         r.failure = f"{w.device.label()}: {e.code}"
@@ -1207,14 +1212,17 @@ def work(w: Worker, runs: dict, state_lock, args) -> None:
             r.peer_lock.release()
 
 
-def run_workers(workers: list, plans: list, runs: dict, state_lock, args, su: Setup, start: float) -> int:
+def run_workers(workers: list, plans: list, runs: dict, state_lock, args, su: Setup, start: float,
+                total_est: float) -> int:
     def stop(signum, _frame=None):
         for w in workers:
             w.runner.stop(signum)
 
     saved = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
+    bar = progress_bar(total_est, args.no_progress)  # estimated GPU-seconds of every GPU's cases
     try:
         for w in workers:
+            w.bar = bar
             w.thread = threading.Thread(target=work, args=(w, runs, state_lock, args), name=f"gpu{w.device.index}",
                                         daemon=True)
             w.thread.start()
@@ -1226,6 +1234,8 @@ def run_workers(workers: list, plans: list, runs: dict, state_lock, args, su: Se
             w.runner.kill_child()
         for s, h in saved.items():
             signal.signal(s, h)
+        if bar is not None:
+            bar.close()
     smi_end = nvidia_smi()
     sig = next((w.runner.signal for w in workers if w.runner.signal is not None), None)
     budget = any(w.runner.stopped_for_budget for w in workers)
