@@ -576,6 +576,20 @@ def test_reproduce_keeps_its_budget_through_the_measurements_over_several_gpus(t
     assert status == 1 and calls[-1] == f"{sweep} {out}"  # a void comparison fails the main job
 
 
+def test_reproduce_s_application_check_waits_for_the_rerun_once_the_budget_ran_out(tmp_path):
+    """The application check (~30 s on the GPU) ran after the budget had run out; now, as the
+    measurements after the experiments, it waits for the rerun (exit 4 kept)."""
+    step = reproduce_step('if [ $norun = 0 ] && wants application && [ -z "$quick" ] && [ $status = 4 ]; then', "fi")
+    (tmp_path / "step.sh").write_text(step)
+    for status, ran in ((4, False), (0, True)):
+        script = (f'PY=echo build=build status={status} quick="" norun=0 gpu=1 maxmin=""\n'
+                  'wants() { true; }\nset -euo pipefail\nsource step.sh\necho "status=$status"\n')
+        r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert ("scripts/application.py --build build" in r.stdout) == ran and r.stdout.endswith(f"status={status}\n")
+        assert ("the budget ran out before the application check" in r.stdout) != ran
+
+
 def test_reproduce_help_is_a_usage_text():
     r = sh("scripts/reproduce", "--help")
     assert r.returncode == 0 and r.stdout.startswith("usage: scripts/reproduce")
