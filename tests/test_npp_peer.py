@@ -324,6 +324,9 @@ def test_npp_runs_through_the_command_line(tmp_path):
     assert len(runs) == 2 and not any(b.get("error_occurred") for b in runs), runs
     assert all(b["check_err"] <= pb.ZNCC_TOLERANCE and b["real_time"] > 0 for b in runs)
     assert "npp=" in data["context"]["xcorr_peer_versions"]
+    # the log's account of the process's time: its start-up, and each case's whole and set-up
+    assert r.stdout.count("# peerbench: ready in ") == 1, r.stdout
+    assert r.stdout.count(" of it until the first repetition was measured") == 2, r.stdout
 
 
 # --- the stream context, with stand-ins for torch and libnppc ---------------------------------------

@@ -560,3 +560,48 @@ def test_a_failed_case_s_entries_say_why():
     assert case_error(OutOfMemory(""), torch) == "not enough GPU memory: out of memory"
     assert case_error(ValueError("xcorr refuses\nthe rest"), torch) == "ValueError: xcorr refuses"
     assert len(freed) == 3
+
+
+def test_the_log_says_where_a_peer_process_s_time_went(tmp_path, monkeypatch, capsys):
+    """A peer process's log (its stdout) gives its start-up, the time it waited for the peers' turn
+    (XCORR_PEER_GATE), and per case the whole time and the part before the first repetition (the
+    set-up, autotuning and validation that a runner measuring peers one GPU at a time holds its
+    turn for: notes/multi-gpu.md), from the clock (a fake GPU and bench whose set-up sleeps)."""
+    import io
+    import time
+
+    class FakeBench:
+        def __init__(self, gpu, opt):
+            self.opt = opt
+
+        def run(self, c):
+            time.sleep(0.3)  # the set-up, warm-up and check, before the first repetition
+            for _ in range(self.opt.repetitions):
+                time.sleep(0.05)
+                yield {"iterations": 1, "real_time": 1e-4, "total": 1e-4, "batch": 1, "err": 0.0, "samples": 1}
+
+    monkeypatch.setattr(pb, "Gpu", lambda: object())
+    monkeypatch.setattr(pb, "context", lambda gpu, opt: {})
+    monkeypatch.setattr(pb, "Bench", FakeBench)
+    monkeypatch.setenv("XCORR_PEER_GATE", "1")
+
+    class SlowStdin(io.StringIO):
+        def readline(self, *a):
+            time.sleep(0.2)  # the other GPU's peer holds the turn
+            return "go\n"
+
+    monkeypatch.setattr(sys, "stdin", SlowStdin())
+    spec = "variant=torch-fft form=one-to-one hL=8 wL=8 hR=4 wR=4"
+    assert pb.main(["--case", spec, "--case", spec.replace("hR=4", "hR=3"), "--benchmark_repetitions=2",
+                    f"--benchmark_out={tmp_path / 'o.json'}"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    ready = [ln for ln in lines if ln.startswith("# peerbench: ready in ")]
+    assert len(ready) == 1, lines
+    waited = float(ready[0].split("; then ")[1].split(" s waiting for the turn")[0])
+    assert 0.19 <= waited < 2, ready
+    cases = [ln for ln in lines if ln.startswith("# torch-fft/")]
+    assert [ln.split(":")[0] for ln in cases] == ["# torch-fft/one-to-one/hL", "# torch-fft/one-to-one/hL"]
+    for ln in cases:
+        whole, before = (float(x.split(" s")[0]) for x in ln.rsplit(": ", 1)[1].split(", "))
+        assert 0.34 <= before < whole and whole >= before + 0.04, ln  # the set-up and one repetition
+    assert "hR:4" in cases[0] and "hR:3" in cases[1]

@@ -110,6 +110,8 @@ from pathlib import Path
 
 import numpy as np
 
+STARTED = time.monotonic()  # the process's clock start, for the "ready" line (main)
+
 from experiments._spec import (WINDOW_MODES, full_shifts, overlap_total, parse_window, same_shifts,
                               valid_shifts)
 
@@ -1846,17 +1848,29 @@ def main(argv: list[str] | None = None) -> int:
     # Several GPUs' runners measure the peers one GPU at a time (run_experiments' peer_lock): with
     # XCORR_PEER_GATE=1 the process readies itself (the imports, the CUDA context) while another
     # GPU measures and waits for its turn, a line "go" on stdin; end of input means no turn.
-    if os.environ.get("XCORR_PEER_GATE") == "1" and sys.stdin.readline().strip() != "go":
-        print("peerbench: the runner gave no turn (XCORR_PEER_GATE): nothing measured", file=sys.stderr)
-        return 4
+    gated, ready = os.environ.get("XCORR_PEER_GATE") == "1", time.monotonic() - STARTED
+    if gated:
+        t = time.monotonic()
+        if sys.stdin.readline().strip() != "go":
+            print("peerbench: the runner gave no turn (XCORR_PEER_GATE): nothing measured", file=sys.stderr)
+            return 4
+        waited = time.monotonic() - t
     out = JsonOut(opt.out, ctx)
+    # Where a process's time goes, in its log (stdout): the start-up, and per case the part before
+    # the first repetition (the peer's set-up, its first call with cuDNN's autotuning and plans, the
+    # validation against the float64 reference, the pilot) against the whole; a runner that measures
+    # the peers one GPU at a time holds its turn for all of it (notes/multi-gpu.md).
+    print(f"# peerbench: ready in {ready:.2f} s (the imports and the CUDA context)"
+          + (f"; then {waited:.2f} s waiting for the turn" if gated else ""))
     print(f"{'Benchmark':<90} {'Time':>14} {'Iterations':>10}")
     try:
         for idx, c in enumerate(cases):
             times = []
             base = None
             reduction = isinstance(c, reduce_peers.RCase)
+            began, first = time.monotonic(), None
             for rep, r in enumerate(reduce_peers.run_case(bench, c) if reduction else bench.run(c)):
+                first = time.monotonic() if first is None else first
                 e = reduce_peers.entry(c, opt, idx, rep, r) if reduction else entry(c, opt, idx, rep, r, label(c))
                 base = e
                 out.add(e)
@@ -1867,6 +1881,9 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{e['name']:<90} {e['real_time']:>11.3f} us {e['iterations']:>10}", flush=True)
             for a in aggregates(base, times, opt.repetitions) if base and times else []:
                 out.add(a)
+            if first is not None:
+                print(f"# {c.name()}: {time.monotonic() - began:.2f} s, {first - began:.2f} s of it "
+                      "until the first repetition was measured", flush=True)
     finally:
         out.close()
     return 0
