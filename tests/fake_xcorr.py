@@ -24,7 +24,9 @@ of CUDA_VISIBLE_DEVICES (an index or the fake UUID GPU-fake-<i>, default 0); the
 (`fake_xcorr.py nvidia-smi --query-gpu=F,... --format=csv,noheader` or `-L`) lists them. With
 FAKE_ONLY_DEVICE=i, FAKE_CRASH_ON and FAKE_HANG_ON act on device i only; FAKE_SLOW_DEVICE=i sleeps
 FAKE_SLOW_FACTOR times FAKE_SLEEP per case on device i (a GPU slower than the estimates). The peerbench role lists
-PEERS (FAKE_PEERS_UNAVAILABLE=name,... marks those unavailable) and logs to FAKE_PEER_LOG instead.
+PEERS (FAKE_PEERS_UNAVAILABLE=name,... marks those unavailable) and logs to FAKE_PEER_LOG instead;
+it sleeps FAKE_PEER_SETUP seconds per case (the set-up) and then FAKE_SLEEP holding the peers' turn
+(xcsuite/peerturn.py), appending "start end device turn-file" to FAKE_PEER_TURN_LOG.
 Windows (window=, max_shift=, shifts=) as xcorr_bench takes them: a window the variant does not
 declare is refused (exit 2); a windowed case is named with /shifts:DY0:DY1,DX0:DX1 after nR and
 carries the counters dy0 dy1 dx0 dx1, its fmas the window's (resolved by experiments._spec.Shape).
@@ -44,6 +46,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from experiments._spec import NORMALIZATIONS, Shape, supports_window  # noqa: E402  (the repository root is not installed)
+from xcsuite import peerturn  # noqa: E402
 
 WINDOW_KEYS = ("window", "max_shift", "shifts")
 # The variants: the build's `xcorr list --json` with the fixture's for those it lacks, the list the
@@ -235,9 +238,19 @@ def bench(args, role="xcorr_bench"):
                 Path(tmp).write_text(str(os.getpid()))
                 os.replace(tmp, os.environ["FAKE_PIDFILE"])  # whole or absent for the test that polls it
             time.sleep(3600)
-        time.sleep(float(os.environ.get("FAKE_SLEEP", "0")) * (float(os.environ.get("FAKE_SLOW_FACTOR", "1"))
-                                                             if str(device_index()) == os.environ.get("FAKE_SLOW_DEVICE")
-                                                             else 1.0))
+        sleep = float(os.environ.get("FAKE_SLEEP", "0")) * (float(os.environ.get("FAKE_SLOW_FACTOR", "1"))
+                                                            if str(device_index()) == os.environ.get("FAKE_SLOW_DEVICE")
+                                                            else 1.0)
+        if role == "peerbench":  # as peerbench: the set-up outside the peers' turn, the timing inside it
+            time.sleep(float(os.environ.get("FAKE_PEER_SETUP", "0")))
+            with peerturn.turn():
+                began = time.time()
+                time.sleep(sleep)
+                if os.environ.get("FAKE_PEER_TURN_LOG"):
+                    with open(os.environ["FAKE_PEER_TURN_LOG"], "a") as log:
+                        log.write(f"{began} {time.time()} {device_index()} {os.environ.get(peerturn.ENV, '')}\n")
+        else:
+            time.sleep(sleep)
         name = run_name(kv, params, shape) + f"/min_time:{min_time:.3f}/repeats:{reps}/manual_time"
         base = {"name": name, "family_index": i, "per_family_instance_index": 0, "run_name": name,
                 "run_type": "iteration", "repetitions": reps, "threads": 1}
@@ -300,14 +313,6 @@ def main():
     if role == "peerbench" and args[:1] == ["list"]:
         print(json.dumps(peers()))
         return 0
-    if role == "peerbench" and os.environ.get("XCORR_PEER_GATE") == "1":  # as peerbench: wait for the turn
-        if sys.stdin.readline().strip() != "go":
-            print("peerbench: the runner gave no turn (XCORR_PEER_GATE): nothing measured", file=sys.stderr)
-            return 4
-        gate = os.environ.get("FAKE_PEER_GATE_LOG")
-        if gate:
-            with open(gate, "a") as f:
-                f.write(f"{time.time()} {device_index()}\n")
     return bench(args, role)
 
 

@@ -2,7 +2,6 @@
 (scripts/slurm-sweep), against the fake bench pretending to be several GPUs (FAKE_GPUS,
 FAKE_GPU_NAMES): issue #24, on the CPU."""
 import collections
-import contextlib
 import glob
 import json
 import os
@@ -540,119 +539,75 @@ def test_a_sweep_on_a_real_slurm(env, slurm, capsys):
                                                            "no new case, complete (unchanged)"]
 
 
-def test_a_gpu_measures_our_cases_while_another_holds_the_peer_lock():
-    """pick: the next chunk comes from the first experiment with cases left; where that would be a
-    peer's chunk while the peer lock is held (another GPU measures peers), the GPU takes its next run
-    of our cases instead, from the same experiment or a later one, and the peers keep their place at
-    the head; with the lock free, or only peers left, or one GPU (no lock), the order is unchanged,
-    and a free lock is claimed by the pick itself (two GPUs that both saw it free once started their
-    peers together, one waiting 19.5 s with its GPU idle)."""
-    case = collections.namedtuple("case", "variant key")
-
-    class R:
-        peers = frozenset({"torch-fft"})
-
-        def __init__(self, lock):
-            self.peer_lock, self.turn_claimed = lock, False
-
-    def queues(*specs):
-        return [collections.deque(case(v, f"{i}.{j}") for j, v in enumerate(spec.split()))
-                for i, spec in enumerate(specs)]
-
-    def names(qs):
-        return [[c.variant for c in q] for q in qs]
-
-    held = threading.Lock()
-    held.acquire()
-    qs = queues("torch-fft torch-fft fft fft-fused torch-fft", "fft")
-    assert rx.pick(qs, R(held)) == 0
-    assert names(qs)[0] == ["fft", "fft-fused", "torch-fft", "torch-fft", "torch-fft"]  # our run first
-    qs = queues("", "torch-fft", "torch-fft fft")
-    assert rx.pick(qs, R(held)) == 2 and names(qs)[2] == ["fft", "torch-fft"]  # a later experiment's
-    qs = queues("torch-fft", "torch-fft")
-    assert rx.pick(qs, R(held)) == 0 and names(qs) == [["torch-fft"], ["torch-fft"]]  # only peers: wait
-    for lock in (threading.Lock(), contextlib.nullcontext()):  # free, or one GPU: the order as it was
-        qs, r = queues("torch-fft fft", "fft"), R(lock)
-        assert rx.pick(qs, r) == 0 and names(qs) == [["torch-fft", "fft"], ["fft"]]
-        # a free turn is claimed by the pick itself, so that another GPU's pick sees it taken
-        assert r.turn_claimed == (not isinstance(lock, contextlib.nullcontext))
-        assert not r.turn_claimed or (lock.locked() and not rx.waits_for_peers(qs[0], r))
-    shared = threading.Lock()  # two GPUs whose next chunks are both peers': one takes the turn
-    a, b = R(shared), R(shared)
-    qa, qb = queues("torch-fft fft"), queues("torch-fft fft")
-    assert rx.pick(qa, a) == 0 and a.turn_claimed and names(qa) == [["torch-fft", "fft"]]
-    assert rx.pick(qb, b) == 0 and not b.turn_claimed and names(qb) == [["fft", "torch-fft"]]
-    r = R(threading.Lock())
-    qs = queues("fft torch-fft")
-    assert rx.pick(qs, r) == 0 and not r.turn_claimed and not r.peer_lock.locked()  # ours first: no claim
-    assert rx.pick(queues("", ""), R(held)) is None
-    held.release()
-
-
-def test_two_gpus_measure_peers_one_at_a_time(env, monkeypatch):
-    """The GPUs' runners share one lock, the peers' turn (Runner.peer_lock): Python peers bound by
-    host work slowed each other when two GPUs measured them at once (on two H200s, torch-fft's
-    one-to-one calls up to 2.1x). A peer's process starts at once and readies itself (PyTorch's
-    import, the CUDA context) but measures only after its runner holds the turn and sends "go"
-    (XCORR_PEER_GATE): every peer chunk measures with that one lock held, on both GPUs, never two
-    at once; our own chunks do not take it."""
+def test_two_gpus_time_the_peers_one_at_a_time_and_ready_them_side_by_side(env, monkeypatch):
+    """Both GPUs' peer processes run, but their timing holds the peers' turn (xcsuite/peerturn.py:
+    one flock for the host, beside the GPU locks): Python peers bound by host work slowed each other
+    when two GPUs timed them at once (on two H200s, torch-fft's one-to-one calls up to 2.1x), while
+    a peer process is mostly set-up, first calls and validation (the normalization group on one
+    H100: 72 s of peer processes for ~2 s of timing), which needs no turn. So: every peer's timing
+    holds the one turn file, no two timings overlap, and both GPUs measure peers."""
     env.mp.delenv("FAKE_PEERS_UNAVAILABLE", raising=False)
-    env.mp.setenv("FAKE_PEER_GATE_LOG", str(env.tmp / "gate.log"))
-    seen, locks, in_flight, guard = [], set(), [0], threading.Lock()
-    real = rx.Runner.invoke
-
-    class Counted:  # the turn as invoke holds it, counting who holds it
-        def __init__(self, lock, device):
-            self.lock, self.device = lock, device
-
-        def __enter__(self):
-            self.lock.__enter__()
-            with guard:
-                in_flight[0] += 1
-                seen.append((self.device, in_flight[0]))
-            time.sleep(0.02)
-
-        def __exit__(self, *exc):
-            with guard:
-                in_flight[0] -= 1
-            self.lock.__exit__(*exc)
-
-    def invoke(self, cases, exp_name, timeout, turn=None):
-        peer = cases[0].variant in self.peers
-        lock = turn.lock if isinstance(turn, rx.HeldTurn) else turn  # claimed by pick, or to wait for
-        assert (turn is not None) == peer and (turn is None or lock is self.peer_lock)
-        if turn is not None:
-            locks.add(id(lock))
-            turn = Counted(turn, self.device["index"])
-        return real(self, cases, exp_name, timeout, turn)
-
-    monkeypatch.setattr(rx.Runner, "invoke", invoke)
+    log = env.tmp / "turns.log"
+    env.mp.setenv("FAKE_PEER_TURN_LOG", str(log))
+    env.mp.setenv("FAKE_PEER_SETUP", "0.02")
+    env.mp.setenv("FAKE_SLEEP", "0.01")
     assert env("fig17", "fig20") == 0
     for exp in ("fig17", "fig20"):
         data = load(env.results / "fake-gpu-9000" / f"{exp}.json")
         assert data["xcorr_meta"]["complete"] and all(c["status"] == "ok" for c in data["cases"].values())
         assert any(k.startswith("torch-fft|") for k in data["cases"])
-    assert {d for d, _ in seen} == {"0", "1"}, seen  # both GPUs measured peers
-    assert all(n == 1 for _, n in seen), seen
-    assert len(locks) == 1  # one lock for both runners
-    gated = [g for g in (env.tmp / "gate.log").read_text().splitlines() if g]
-    assert len(gated) == len(seen)  # every peer process measured after its "go"
+    timings = [ln.split() for ln in log.read_text().splitlines()]
+    assert {t[2] for t in timings} == {"0", "1"}, timings  # both GPUs timed peers
+    assert {t[3] for t in timings} == {str(env.tmp / "locks" / "peer-turn.lock")}  # one turn, the host's
+    spans = sorted((float(t[0]), float(t[1])) for t in timings)
+    assert all(end <= nxt for (_, end), (nxt, _) in zip(spans, spans[1:])), spans  # never two at once
+
+
+def test_the_peers_turn_is_the_timing_not_the_process(tmp_path, monkeypatch):
+    """Two peer processes started together on two GPUs (each case: 0.3 s of set-up, then 0.2 s
+    timed) overlap in everything but their timing: the second waits for the turn only while the
+    first is timed, not for the first process to end; a holder killed by SIGKILL frees the turn."""
+    fake_bench_env(tmp_path, monkeypatch)
+    cases = tmp_path / "cases.txt"
+    cases.write_text("".join(f"variant=torch-fft form=one-to-one hL={n} wL={n} hR={n} wR={n} nL=1 nR=1\n" for n in (16, 24)))
+    log, turn = tmp_path / "turns.log", tmp_path / "turn.lock"
+    env = {**os.environ, "FAKE_GPUS": "2", "FAKE_PEER_SETUP": "0.3", "FAKE_SLEEP": "0.2",
+           "FAKE_PEER_TURN_LOG": str(log), "XCORR_PEER_TURN": str(turn)}
+    cmd = [sys.executable, str(ROOT / "tests" / "fake_xcorr.py"), "peerbench", "--cases", str(cases)]
+    procs = [subprocess.Popen([*cmd, f"--benchmark_out={tmp_path / f'out{i}.json'}"],
+                              env={**env, "CUDA_VISIBLE_DEVICES": str(i)}) for i in (0, 1)]
+    assert [p.wait(60) for p in procs] == [0, 0]
+    spans = sorted((float(a), float(b), d) for a, b, d, _ in (ln.split() for ln in log.read_text().splitlines()))
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans  # the timings one at a time
+    # side by side: while one process readies its second case the other times its first, so the
+    # devices alternate (a turn held for whole processes gives 0 0 1 1)
+    devices = [d for *_, d in spans]
+    assert devices in (["0", "1", "0", "1"], ["1", "0", "1", "0"]), spans
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom xcsuite import peerturn\n"
+                               "with peerturn.turn():\n    print('held', flush=True); time.sleep(60)"],
+                              env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    holder.kill()
+    holder.wait()
+    from xcsuite import peerturn
+
+    with peerturn.turn({"XCORR_PEER_TURN": str(turn)}):  # not held by the dead process
+        pass
 
 
 def test_two_gpus_measure_the_peers_in_as_many_processes_as_one(env, monkeypatch):
-    """A peer's cases of an experiment are one unit of the pool, taken whole by one GPU: the
-    peers take turns anyway (the lock above), so dividing them overlaps nothing and each piece
-    would start a process of its own inside the turn both GPUs wait for (by figure point, the
-    two-GPU sweep of fig20, nmn and fig23 ran its peers in 9 processes against one GPU's 3).
+    """A peer's cases of an experiment are one unit of the pool, taken whole by one GPU: each
+    piece would start a process of its own, seconds of start-up (by figure point, the two-GPU
+    sweep of fig20, nmn and fig23 ran its peers in 9 processes against one GPU's 3).
     Our cases are still divided: both GPUs measure them."""
     env.mp.delenv("FAKE_PEERS_UNAVAILABLE", raising=False)
     calls = collections.Counter()
     real = rx.Runner.invoke
 
-    def invoke(self, cases, exp_name, timeout, turn=None):
+    def invoke(self, cases, exp_name, timeout):
         if cases[0].variant in self.peers:
             calls[os.environ.get("FAKE_GPUS")] += 1
-        return real(self, cases, exp_name, timeout, turn)
+        return real(self, cases, exp_name, timeout)
 
     monkeypatch.setattr(rx.Runner, "invoke", invoke)
     exps = ("fig20", "nmn", "fig23")
@@ -669,19 +624,6 @@ def test_two_gpus_measure_the_peers_in_as_many_processes_as_one(env, monkeypatch
             (by_peer[k.split("|", 1)[0]] if k.startswith(("torch-", "cupy-")) else ours).add(c["device"]["index"])
         assert by_peer and all(len(d) == 1 for d in by_peer.values()), (exp, dict(by_peer))
     assert ours == {"0", "1"}
-
-
-def test_a_peer_process_without_its_turn_measures_nothing(tmp_path, monkeypatch):
-    """XCORR_PEER_GATE=1 with the input closed before "go" (the runner gone): the peer process
-    exits 4 and writes no results, rather than measuring outside the turn."""
-    fake_bench_env(tmp_path, monkeypatch)
-    cases = tmp_path / "cases.txt"
-    cases.write_text("variant=torch-fft form=one-to-one size=16\n")
-    out = tmp_path / "out.json"
-    cmd = [sys.executable, str(ROOT / "tests" / "fake_xcorr.py"), "peerbench", "--cases", str(cases),
-           f"--benchmark_out={out}"]
-    r = subprocess.run(cmd, input="", text=True, capture_output=True, env={**os.environ, "XCORR_PEER_GATE": "1"})
-    assert r.returncode == 4 and "no turn" in r.stderr and not out.exists()
 
 
 def test_a_run_on_several_gpus_shows_its_progress(env, capsys):

@@ -110,10 +110,11 @@ from pathlib import Path
 
 import numpy as np
 
-STARTED = time.monotonic()  # the process's clock start, for the "ready" line (main)
-
 from experiments._spec import (WINDOW_MODES, full_shifts, overlap_total, parse_window, same_shifts,
                               valid_shifts)
+from xcsuite import peerturn
+
+STARTED = time.monotonic()  # the process's clock start, for the "ready" line (main)
 
 FORMS = ("one-to-one", "one-to-many", "n-to-mn", "n-to-m")
 WINDOW_KINDS = ["full", "valid", "same", "max-shift", "shifts"]
@@ -1580,33 +1581,41 @@ class Bench:
             L, R = self.inputs(c, opt.seed)
             torch.cuda.synchronize()
             call = lambda: peer(L, R)  # noqa: E731
-            batch = self.pilot_batch(c, call)
-            target = opt.min_time / batch  # per-call time summed over iterations (manual time)
-            iters = None
-            noted: set = set()
-            for rep in range(opt.repetitions):
-                per_calls = []
-                n = iters or 1
-                while True:
-                    per_calls = []
-                    for _ in range(n):
-                        if opt.cold:
-                            self.gpu.flush_l2()
-                        per_calls.append(self.gpu.seconds_per_call(batch, call))
-                    s = sum(per_calls)
-                    if iters is not None or s >= target or n >= 10**9:
-                        break
-                    # Google Benchmark's growth: aim 40% over, at most 10x per round
-                    n = int(min(10 * n, max(n + 1, math.ceil(n * 1.4 * target / max(s, 1e-12)))))
-                iters = n
-                # NPP's positive NppStatus (e.g. a misaligned destination's slower path): noted once per case
-                for st in sorted(set(getattr(peer, "warnings", ())) - noted):
-                    noted.add(st)
-                    print(f"peerbench: {c.name()}: NPP warning NppStatus {st} ({NPP_STATUS_NAMES.get(st, 'unknown')})",
-                          file=sys.stderr)
-                yield {"iterations": n, "real_time": s / n, "total": s, "batch": batch, "err": err, "samples": samples}
+            with peerturn.turn():  # several GPUs: no other peer timed meanwhile (xcsuite/peerturn.py)
+                for r in self.timed(c, peer, call):
+                    yield {**r, "err": err, "samples": samples}
         except Exception as e:  # a library refusing the case: an error entry, like SkipWithError
             yield from ({"error": case_error(e, torch)} for _ in range(opt.repetitions))
+
+    def timed(self, c, peer, call):
+        """The pilot and the repetitions of `call` (peer's, or a reduction's for reduce_peers): one
+        dict per repetition, Google Benchmark's iteration growth within each. The caller holds the
+        peers' turn around it."""
+        opt = self.opt
+        batch = self.pilot_batch(c, call)
+        target = opt.min_time / batch  # per-call time summed over iterations (manual time)
+        iters = None
+        noted: set = set()
+        for _ in range(opt.repetitions):
+            n = iters or 1
+            while True:
+                per_calls = []
+                for _ in range(n):
+                    if opt.cold:
+                        self.gpu.flush_l2()
+                    per_calls.append(self.gpu.seconds_per_call(batch, call))
+                s = sum(per_calls)
+                if iters is not None or s >= target or n >= 10**9:
+                    break
+                # Google Benchmark's growth: aim 40% over, at most 10x per round
+                n = int(min(10 * n, max(n + 1, math.ceil(n * 1.4 * target / max(s, 1e-12)))))
+            iters = n
+            # NPP's positive NppStatus (e.g. a misaligned destination's slower path): noted once per case
+            for st in sorted(set(getattr(peer, "warnings", ())) - noted):
+                noted.add(st)
+                print(f"peerbench: {c.name()}: NPP warning NppStatus {st} ({NPP_STATUS_NAMES.get(st, 'unknown')})",
+                      file=sys.stderr)
+            yield {"iterations": n, "real_time": s / n, "total": s, "batch": batch}
 
     def cap_cupy(self, c: Case, peer):
         """Refuses a case whose loop is predicted above the time cap per call (one pair, timed), or
@@ -1620,7 +1629,8 @@ class Bench:
         one = lambda: peer(L, R, limit=1)  # noqa: E731
         one()
         self.torch.cuda.synchronize()
-        t = self.gpu.seconds_per_call(1, one) * c.pairs
+        with peerturn.turn():  # a timing that decides: taken as the repetitions are
+            t = self.gpu.seconds_per_call(1, one) * c.pairs
         if t > self.opt.time_cap:
             raise CaseError(f"{CAP_REFUSAL} predicted {t:.3g} s per call ({c.pairs} pairs, one correlate2d call each) "
                             f"> --time-cap {self.opt.time_cap:g} s")
@@ -1845,30 +1855,19 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     ctx = {**base_context(), **context(gpu, opt)}
     bench = Bench(gpu, opt)
-    # Several GPUs' runners measure the peers one GPU at a time (run_experiments' peer_lock): with
-    # XCORR_PEER_GATE=1 the process readies itself (the imports, the CUDA context) while another
-    # GPU measures and waits for its turn, a line "go" on stdin; end of input means no turn.
-    gated, ready = os.environ.get("XCORR_PEER_GATE") == "1", time.monotonic() - STARTED
-    if gated:
-        t = time.monotonic()
-        if sys.stdin.readline().strip() != "go":
-            print("peerbench: the runner gave no turn (XCORR_PEER_GATE): nothing measured", file=sys.stderr)
-            return 4
-        waited = time.monotonic() - t
     out = JsonOut(opt.out, ctx)
-    # Where a process's time goes, in its log (stdout): the start-up, and per case the part before
-    # the first repetition (the peer's set-up, its first call with cuDNN's autotuning and plans, the
-    # validation against the float64 reference, the pilot) against the whole; a runner that measures
-    # the peers one GPU at a time holds its turn for all of it (notes/multi-gpu.md).
-    print(f"# peerbench: ready in {ready:.2f} s (the imports and the CUDA context)"
-          + (f"; then {waited:.2f} s waiting for the turn" if gated else ""))
+    # Where a process's time goes, in its log (stdout): the start-up, and per case the part until
+    # its first repetition (the peer's set-up, its first call with cuDNN's autotuning and plans, the
+    # validation against the float64 reference, on several GPUs the wait for the peers' turn, the
+    # pilot) against the whole (notes/multi-gpu.md).
+    print(f"# peerbench: ready in {time.monotonic() - STARTED:.2f} s (the imports and the CUDA context)")
     print(f"{'Benchmark':<90} {'Time':>14} {'Iterations':>10}")
     try:
         for idx, c in enumerate(cases):
             times = []
             base = None
             reduction = isinstance(c, reduce_peers.RCase)
-            began, first = time.monotonic(), None
+            began, first, waited = time.monotonic(), None, peerturn.waited()
             for rep, r in enumerate(reduce_peers.run_case(bench, c) if reduction else bench.run(c)):
                 first = time.monotonic() if first is None else first
                 e = reduce_peers.entry(c, opt, idx, rep, r) if reduction else entry(c, opt, idx, rep, r, label(c))
@@ -1882,8 +1881,11 @@ def main(argv: list[str] | None = None) -> int:
             for a in aggregates(base, times, opt.repetitions) if base and times else []:
                 out.add(a)
             if first is not None:
+                waited = peerturn.waited() - waited
                 print(f"# {c.name()}: {time.monotonic() - began:.2f} s, {first - began:.2f} s of it "
-                      "until the first repetition was measured", flush=True)
+                      "until the first repetition was measured"
+                      + (f" ({waited:.2f} s of that waiting for the peers' turn)" if os.environ.get(peerturn.ENV) else ""),
+                      flush=True)
     finally:
         out.close()
     return 0

@@ -654,6 +654,7 @@ def run_case(bench, rc):
     the first call took beyond the inputs, sampled)."""
     import gc
 
+    from xcsuite import peerturn
     from xcsuite.peerbench import CaseError, case_error
 
     torch, opt, gpu = bench.torch, bench.opt, bench.gpu
@@ -672,20 +673,9 @@ def run_case(bench, rc):
         L, R = bench.inputs(rc.pc, opt.seed)
         torch.cuda.synchronize()
         call = lambda: v(L, R)  # noqa: E731
-        batch = bench.pilot_batch(rc, call)
-        target = opt.min_time / batch
-        iters = None
-        for rep in range(opt.repetitions):
-            n = iters or 1
-            while True:
-                per = [gpu.seconds_per_call(batch, call) for _ in range(n)]
-                s = sum(per)
-                if iters is not None or s >= target or n >= 10**9:
-                    break
-                n = int(min(10 * n, max(n + 1, math.ceil(n * 1.4 * target / max(s, 1e-12)))))
-            iters = n
-            yield {"iterations": n, "real_time": s / n, "total": s, "batch": batch, "err": 0.0, "samples": 0,
-                   "mem": mem}
+        with peerturn.turn():  # several GPUs: no other peer timed meanwhile (xcsuite/peerturn.py)
+            for r in bench.timed(rc, v, call):
+                yield {**r, "err": 0.0, "samples": 0, "mem": mem}
     except Exception as e:  # noqa: BLE001  (a refusal or a missing function: an error entry)
         yield from ({"error": case_error(e, torch)} for _ in range(opt.repetitions))
 

@@ -54,7 +54,8 @@ from xcsuite import paths
 from xcsuite.benchjson import entry_key, is_iteration, load_bench_json
 from xcsuite.cost import PROCESS_S, case_seconds, format_seconds
 from xcsuite import gpus, merge
-from xcsuite.gpulock import FolderLock, GpuBusy, GpuLock, gpu_key
+from xcsuite.gpulock import FolderLock, GpuBusy, GpuLock, gpu_key, lock_dir
+from xcsuite import peerturn
 from xcsuite.registry import NoGpu, gpu_info, is_peer, load_registry, peer_command, with_peers
 from xcsuite.results import ResultsError, load_results
 from xcsuite import resultfile
@@ -155,25 +156,6 @@ class State:
         resultfile.write_atomic(self.path, self.data)
 
 
-class HeldTurn:
-    """The peers' turn, already claimed by pick: entering waits for nothing, leaving (or release,
-    whichever comes first) gives it back."""
-
-    def __init__(self, lock):
-        self.lock, self.held = lock, True
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.release()
-
-    def release(self) -> None:
-        if self.held:
-            self.held = False
-            self.lock.release()
-
-
 class Runner:
     def __init__(self, args, registry: list, protocol: dict, deadline: float | None, log_dir: Path):
         self.args = args
@@ -194,12 +176,10 @@ class Runner:
         self.state_lock = contextlib.nullcontext()  # held while a chunk's results go into the shared State
         self.log_suffix = ""  # several GPUs: each its own log of an experiment (logs/fig22.gpu1.log)
         self.failure = None  # several GPUs: why this GPU's worker stopped early (its message)
-        # Several GPUs: held while a peer's chunk runs, shared by the GPUs' runners, so that no two
-        # peers (PyTorch, CuPy: Python, host-bound at small sizes) are measured at once. On two
-        # H200s (docs/results.md, "Several GPUs running the suite") torch-fft's one-to-one calls took
-        # up to 2.1x as long while the other GPU's worker ran them too; ours, C++ and GPU-bound, did not.
-        self.peer_lock = contextlib.nullcontext()
-        self.turn_claimed = False  # this GPU took the peers' turn for its next chunk (pick)
+        # The peers' turn (xcsuite/peerturn.py): one file for the host, beside the GPU locks, so that
+        # no two peers are timed at once by this run's GPUs or by another runner's (XCORR_PEER_TURN
+        # in the environment names another file)
+        self.peer_turn = str(lock_dir() / "peer-turn.lock")
 
     def stop(self, signum, _frame=None) -> None:
         """Signal handler: no new chunk starts, and the running benchmark is killed (it runs in
@@ -226,12 +206,10 @@ class Runner:
         program with its interface (xcsuite/peerbench.py). A chunk holds cases of one tool."""
         return peer_command() if case.variant in self.peers else [str(self.bench)]
 
-    def invoke(self, cases: list, exp_name: str, timeout: float, turn=None) -> tuple[int, dict | None, str, bool]:
+    def invoke(self, cases: list, exp_name: str, timeout: float) -> tuple[int, dict | None, str, bool]:
         """Runs one xcorr_bench (or peerbench) process on `cases`: (rc, json or None, stderr tail,
-        timed out). `turn` (a lock: the peers' turn across GPUs): the process starts at once and
-        readies itself (PyTorch's import, the CUDA context: seconds of host work that disturb no
-        one's measurement), then waits for a line on its stdin (peerbench's XCORR_PEER_GATE), which
-        it gets once `turn` is held; it measures holding it."""
+        timed out). On several GPUs a peer's process times each case holding the peers' turn
+        (XCORR_PEER_TURN in self.env: xcsuite/peerturn.py)."""
         with tempfile.TemporaryDirectory(prefix="xcorr-chunk-") as tmp:
             cases_file = Path(tmp) / "cases.txt"
             cases_file.write_text("".join(c.line() + "\n" for c in cases))
@@ -250,29 +228,23 @@ class Runner:
                 lf.flush()
                 timed_out = False
                 began = time.monotonic()
-                env = self.env if turn is None else {**(self.env or os.environ), "XCORR_PEER_GATE": "1"}
+                peer = cases[0].variant in self.peers
+                env = {peerturn.ENV: self.peer_turn, **(self.env or os.environ)} if peer else self.env
                 self.proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                                             pass_fds=self.pass_fds, env=env,
-                                             stdin=subprocess.PIPE if turn is not None else None,
-                                             cwd=paths.ROOT if cases[0].variant in self.peers else None)
+                                             pass_fds=self.pass_fds, env=env, cwd=paths.ROOT if peer else None)
                 if self.signal is not None:  # arrived while the process was being started
                     self.kill_child()
-                waited = 0.0
-                with turn if turn is not None else contextlib.nullcontext():
-                    if turn is not None:
-                        waited = time.monotonic() - began
-                    try:  # a process that ended before its turn: its exit status and stderr say why
-                        _, err = self.proc.communicate("go\n" if turn is not None else None, timeout=timeout)
-                    except subprocess.TimeoutExpired:
-                        timed_out = True
-                        self.kill_child()
-                        _, err = self.proc.communicate()
+                try:
+                    _, err = self.proc.communicate(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+                    self.kill_child()
+                    _, err = self.proc.communicate()
                 rc = self.proc.returncode
                 self.proc = None
                 lf.write(err or "")
                 lf.write(f"== rc={rc}{' (killed: time limit)' if timed_out else ''} after "
-                         f"{time.monotonic() - began:.2f} s" + (f" ({waited:.2f} s of it before its turn)" if turn else "")
-                         + "\n")
+                         f"{time.monotonic() - began:.2f} s\n")
             data = None
             if out.exists() and out.stat().st_size:
                 try:
@@ -284,20 +256,11 @@ class Runner:
 
     def run_chunk(self, cases: list, state: State, exp_name: str) -> list:
         """Runs `cases`, records what finished; returns the cases still to run (after a crash)."""
-        # A peer's chunk measures holding the peers' turn (several GPUs: peer_lock): claimed by pick
-        # where it was free (the process readies itself inside it), else readied before it
         est = sum(self.est(c) for c in cases) + PROCESS_S
         own_limit = est * 4 + 120
         budget_bound = self.time_left() < own_limit
         timeout = min(self.time_left(), own_limit)
-        turn = self.peer_lock if cases[0].variant in self.peers and hasattr(self.peer_lock, "acquire") else None
-        held = HeldTurn(self.peer_lock) if self.turn_claimed else None
-        self.turn_claimed = False
-        try:
-            rc, data, tail, timed_out = self.invoke(cases, exp_name, timeout, held or turn)
-        finally:
-            if held is not None:
-                held.release()
+        rc, data, tail, timed_out = self.invoke(cases, exp_name, timeout)
         with self.state_lock:  # several GPUs' runners file into one State: one at a time
             rest = self.file_chunk(cases, state, exp_name, rc, data, tail, timed_out, budget_bound, timeout)
         if rest is ISOLATE:  # refused before running: isolate the offender(s) one by one
@@ -1017,7 +980,7 @@ def measure_multi(args, su: Setup, devices: list) -> int:
     """Measures on several GPUs at once: one thread per GPU drives that GPU's benchmark processes
     (one at a time, as a single-GPU run does), and every result is filed by this process into
     the State of its experiment under one lock, so the results files have a single writer; the
-    peers' chunks take turns across the GPUs (Runner.peer_lock). GPUs
+    peers' processes take turns for their timing (Runner.peer_turn). GPUs
     of one model share their results folder (each case records its device); another model gets
     its own folder."""
     smi = nvidia_smi()
@@ -1036,7 +999,7 @@ def measure_multi(args, su: Setup, devices: list) -> int:
             raise Stop(2, "every selected GPU is in use by another runner")
         start = time.time()
         deadline = start + args.max_minutes * 60 if args.max_minutes else None
-        state_lock, peer_lock = threading.Lock(), threading.Lock()
+        state_lock = threading.Lock()
         families = {v["name"]: v.get("family") for v in su.registry}
         workers, all_plans, runs, grand = [], [], {}, 0.0
         for out_dir, members in groups.items():
@@ -1064,7 +1027,6 @@ def measure_multi(args, su: Setup, devices: list) -> int:
             for (d, env, ctx, lock), pool in zip(members, pools):
                 r = Runner(args, su.registry, su.protocol, deadline, log_dir)
                 r.pass_fds, r.device, r.env, r.state_lock = (lock.fd,), d.record(), env, state_lock
-                r.peer_lock = peer_lock
                 r.log_suffix = f".gpu{d.index}"
                 workers.append(Worker(d, r, plans, pool))
             total = sum(cost(it) for it in items)
@@ -1091,10 +1053,10 @@ class PeerUnit:
 
 def peer_unit(su: Setup, point):
     """The pool's unit of an item: its figure point for our cases; for a peer's (PyTorch, CuPy),
-    all of that peer's cases in the experiment, taken whole by one GPU. The peers take turns
-    across the GPUs (Runner.peer_lock), so dividing them between GPUs overlaps nothing, while each
-    piece is a process of its own whose start-up (the imports, the first cuFFT plan and kernels)
-    falls inside the turn that every GPU waits for (notes/multi-gpu.md has the process counts)."""
+    all of that peer's cases in the experiment, taken whole by one GPU: each piece would be a
+    process of its own, 3-6 s of start-up (PyTorch's import, the CUDA context, the first cuFFT plan
+    and kernels), while the pool balances the GPUs with our cases (notes/multi-gpu.md has the
+    process counts)."""
     peers = frozenset(v["name"] for v in su.registry if is_peer(v))
     return lambda it: PeerUnit(it[0].exp.name, it[1].variant) if it[1].variant in peers else point(it)
 
@@ -1120,55 +1082,15 @@ def start_run(p: Plan, args, ctx: dict, smi: dict, devices: list) -> dict:
     return run
 
 
-def pick(queues: list, r: Runner) -> int | None:
-    """Which experiment's queue gives a GPU's next chunk: the first with cases left. Where that
-    chunk is a peer's (several GPUs), the GPU claims the peers' turn (Runner.peer_lock) at once if
-    it is free (r.turn_claimed: held until that chunk has run); if another GPU holds it, the first
-    queue holding a case of ours gives the chunk instead, its run of our cases brought to its head,
-    so that the GPU measures our kernels rather than idling (the peers wait at the head). The claim
-    is made here, not when the peer's process is ready: otherwise two GPUs that both see the turn
-    free start their peers together and one waits for the turn with its GPU idle (notes/multi-gpu.md).
-    None: no case left."""
-    live = [i for i, q in enumerate(queues) if q]
-    if not live:
-        return None
-    first = live[0]
-    if not wants_turn(queues[first], r):
-        return first
-    if r.turn_claimed or r.peer_lock.acquire(blocking=False):
-        r.turn_claimed = True
-        return first
-    for i in live:
-        q = queues[i]
-        j = next((j for j, c in enumerate(q) if c.variant not in r.peers), None)
-        if j is None:
-            continue
-        ours = []
-        while j < len(q) and q[j].variant not in r.peers:
-            ours.append(q[j])
-            del q[j]
-        q.extendleft(reversed(ours))
-        return i
-    return first  # only peers left: wait for the turn
-
-
-def wants_turn(queue, r: Runner) -> bool:
-    """Whether the chunk at the head of `queue` is a peer's that must hold the peers' turn (several
-    GPUs; a single GPU's runner has no turn to take)."""
-    return bool(queue) and queue[0].variant in r.peers and hasattr(r.peer_lock, "acquire")
-
-
-def waits_for_peers(queue, r: Runner) -> bool:
-    """Whether the chunk at the head of `queue` is a peer's and this GPU has not claimed the turn
-    (another GPU holds it)."""
-    return wants_turn(queue, r) and not r.turn_claimed
+def pick(queues: list) -> int | None:
+    """Which experiment's queue gives a GPU's next chunk: the first with cases left (None: none)."""
+    return next((i for i, q in enumerate(queues) if q), None)
 
 
 def work(w: Worker, runs: dict, state_lock, args) -> None:
     """A GPU's thread: cases taken from the pool as it runs short, chunk by chunk (in their
-    experiments' definition order, but our cases first while another GPU measures peers: pick,
-    and more work from the pool rather than a wait for the peers' turn) until done, a stop signal,
-    the budget or three crashes in a row (then w.runner.failure says why; the other GPUs go on)."""
+    experiments' definition order) until done, a stop signal, the budget or three crashes in a row
+    (then w.runner.failure says why; the other GPUs go on)."""
     r = w.runner
     index = {id(p): i for i, p in enumerate(w.plans)}
     where = [{id(c): j for j, c in enumerate(p.pending)} for p in w.plans]  # definition order
@@ -1183,8 +1105,8 @@ def work(w: Worker, runs: dict, state_lock, args) -> None:
 
     try:
         while r.signal is None and not r.stopped_for_budget:
-            i = pick(queues, r)
-            if (i is None or waits_for_peers(queues[i], r)) and refill():
+            i = pick(queues)
+            if i is None and refill():
                 continue
             if i is None:
                 break
@@ -1206,10 +1128,6 @@ def work(w: Worker, runs: dict, state_lock, args) -> None:
         r.failure = f"{w.device.label()}: {e.code}"
     except Exception as e:  # noqa: BLE001  (reported with the others' results saved)
         r.failure = f"{w.device.label()}: {type(e).__name__}: {e}"
-    finally:
-        if r.turn_claimed:  # claimed for a chunk that never ran (budget, signal): the others' turn
-            r.turn_claimed = False
-            r.peer_lock.release()
 
 
 def run_workers(workers: list, plans: list, runs: dict, state_lock, args, su: Setup, start: float,
