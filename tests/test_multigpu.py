@@ -593,6 +593,8 @@ def test_the_peers_turn_is_the_timing_not_the_process(tmp_path, monkeypatch):
 
     with peerturn.turn({"XCORR_PEER_TURN": str(turn)}):  # not held by the dead process
         pass
+    with peerturn.turn({"XCORR_PEER_TURN": str(tmp_path / "not-yet" / "turn.lock")}):  # its folder made
+        assert (tmp_path / "not-yet" / "turn.lock").exists()
 
 
 def test_two_gpus_measure_the_peers_in_as_many_processes_as_one(env, monkeypatch):

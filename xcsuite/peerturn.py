@@ -36,6 +36,7 @@ def turn(env=os.environ):
     if not path:
         yield
         return
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)  # a lock folder not made yet
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
         began = time.monotonic()
