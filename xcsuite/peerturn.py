@@ -10,7 +10,8 @@ normalization group a serial 72 s of its 107 s on one H100; holding it for the t
 the GPUs ready their peers side by side and wait for each other only while one is timed.
 
 The turn is an exclusive fcntl.flock on the file that XCORR_PEER_TURN names (set by
-run_experiments for a run over several GPUs; unset, the turn is free and nothing is locked): the
+run_experiments for every peer process it starts, one file per host, so that its GPUs and other
+runners on the host take turns; unset, as when peerbench is run by hand, nothing is locked): the
 kernel drops it when its holder exits, even by SIGKILL, so a crashed peer cannot keep it."""
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def waited() -> float:
 @contextlib.contextmanager
 def turn(env=os.environ):
     """Held while a peer's case is timed (its pilot and repetitions); waits for another process's
-    turn to end. A no-op without XCORR_PEER_TURN (one GPU: nothing to share the host with)."""
+    turn to end. A no-op without XCORR_PEER_TURN."""
     path = env.get(ENV)
     if not path:
         yield

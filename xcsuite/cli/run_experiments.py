@@ -208,8 +208,8 @@ class Runner:
 
     def invoke(self, cases: list, exp_name: str, timeout: float) -> tuple[int, dict | None, str, bool]:
         """Runs one xcorr_bench (or peerbench) process on `cases`: (rc, json or None, stderr tail,
-        timed out). On several GPUs a peer's process times each case holding the peers' turn
-        (XCORR_PEER_TURN in self.env: xcsuite/peerturn.py)."""
+        timed out). A peer's process times each case holding the host's peers' turn (XCORR_PEER_TURN
+        in its environment: xcsuite/peerturn.py)."""
         with tempfile.TemporaryDirectory(prefix="xcorr-chunk-") as tmp:
             cases_file = Path(tmp) / "cases.txt"
             cases_file.write_text("".join(c.line() + "\n" for c in cases))
