@@ -142,6 +142,12 @@ def different_work(runs) -> str | None:
     return None
 
 
+def sitting_left(max_minutes, t0):
+    """Minutes of the sitting's --max-minutes that the runs since `t0` (perf_counter) left, None
+    without a bound; below 0.05 no run starts (the caller says so and exits 4)."""
+    return None if not max_minutes else max_minutes - (time.perf_counter() - t0) / 60
+
+
 def run_sweep(selection, experiments, build, results, max_minutes, force=True, assign="pool", verdicts=None):
     """Wall seconds of one quick-suite run on the GPUs of `selection` (a --gpus value), and its exit;
     force=False: a later sitting of a run that stopped, resuming its pending cases. verdicts: the
@@ -247,14 +253,12 @@ def by_group(args, groups, devices, revision, out_path) -> int:
             print(f"sweep_scaling: group {i + 1}/{len(groups)} ({key}) on 1 GPU, then on {n} ...", flush=True)
             runs = []
             for count in (1, n):
-                left = None
-                if args.max_minutes:
-                    left = args.max_minutes - (time.perf_counter() - t0) / 60
-                    if left < 0.05:
-                        print(f"sweep_scaling: out of --max-minutes before group {key} was compared; give the same "
-                              f"command again{f' ({resume})' if resume else ''}: it starts over there",
-                              file=sys.stderr)
-                        return 4
+                left = sitting_left(args.max_minutes, t0)
+                if left is not None and left < 0.05:
+                    print(f"sweep_scaling: out of --max-minutes before group {key} was compared; give the same "
+                          f"command again{f' ({resume})' if resume else ''}: it starts over there",
+                          file=sys.stderr)
+                    return 4
                 run, failed = one_run(count, devices, group, args.build, Path(tmp) / f"group-{i}-gpus-{count}",
                                       left, args.assign, runs[0]["capped"] if runs else None)
                 if failed:
@@ -400,14 +404,12 @@ def main(argv=None):
                 print(f"sweep_scaling: the run on {count} GPU(s) finished in an earlier sitting ({done['seconds']:.1f} s)")
                 runs.append({k: v for k, v in done.items() if k != "complete"})
                 continue
-            left = None
-            if args.max_minutes:  # the sitting's budget: what the runs before this one left of it
-                left = args.max_minutes - (time.perf_counter() - t0) / 60
-                if left < 0.05:
-                    print(f"sweep_scaling: out of --max-minutes before the run on {count} GPU(s); "
-                          + (f"give the same command again to continue ({resume})" if resume else
-                             "with --resume DIR a later sitting would continue it"), file=sys.stderr)
-                    return 4
+            left = sitting_left(args.max_minutes, t0)  # what the runs before this one left of the sitting
+            if left is not None and left < 0.05:
+                print(f"sweep_scaling: out of --max-minutes before the run on {count} GPU(s); "
+                      + (f"give the same command again to continue ({resume})" if resume else
+                         "with --resume DIR a later sitting would continue it"), file=sys.stderr)
+                return 4
             print(f"sweep_scaling: the quick suite on {count} GPU(s) ...", flush=True)
             compared = next((r for r in runs if "capped" in r), None)  # a finished run: its verdicts
             seconds, r = run_sweep(",".join(d.uuid for d in devices[:count]), args.experiments, args.build, results,
