@@ -598,10 +598,10 @@ def test_the_peers_turn_is_the_timing_not_the_process(tmp_path, monkeypatch):
 
 
 def test_two_gpus_measure_the_peers_in_as_many_processes_as_one(env, monkeypatch):
-    """A peer's cases of an experiment are one unit of the pool, taken whole by one GPU: each
+    """The peers' cases of an experiment are one unit of the pool, taken whole by one GPU: each
     piece would start a process of its own, seconds of start-up (by figure point, the two-GPU
-    sweep of fig20, nmn and fig23 ran its peers in 9 processes against one GPU's 3).
-    Our cases are still divided: both GPUs measure them."""
+    sweep of fig20, nmn and fig23 ran its peers in 9 processes against one GPU's 3; by peer, the
+    normalized group's in 12 against 6). Our cases are still divided: both GPUs measure them."""
     env.mp.delenv("FAKE_PEERS_UNAVAILABLE", raising=False)
     calls = collections.Counter()
     real = rx.Runner.invoke
@@ -612,7 +612,7 @@ def test_two_gpus_measure_the_peers_in_as_many_processes_as_one(env, monkeypatch
         return real(self, cases, exp_name, timeout)
 
     monkeypatch.setattr(rx.Runner, "invoke", invoke)
-    exps = ("fig20", "nmn", "fig23")
+    exps = ("fig20", "nmn", "fig23", "zncc_match")
     for n in ("1", "2"):
         env.mp.setenv("FAKE_GPUS", n)
         assert env(*exps, results=env.tmp / f"gpus-{n}") == 0
@@ -624,7 +624,8 @@ def test_two_gpus_measure_the_peers_in_as_many_processes_as_one(env, monkeypatch
         by_peer = collections.defaultdict(set)
         for k, c in data["cases"].items():
             (by_peer[k.split("|", 1)[0]] if k.startswith(("torch-", "cupy-")) else ours).add(c["device"]["index"])
-        assert by_peer and all(len(d) == 1 for d in by_peer.values()), (exp, dict(by_peer))
+        assert by_peer and len(set().union(*by_peer.values())) == 1, (exp, dict(by_peer))  # one GPU
+        assert exp != "zncc_match" or len(by_peer) >= 2, dict(by_peer)  # of several peers
     assert ours == {"0", "1"}
 
 

@@ -1045,20 +1045,20 @@ def measure_multi(args, su: Setup, devices: list) -> int:
 
 @dataclass(frozen=True)
 class PeerUnit:
-    """The unit key of one peer's cases in one experiment (peer_unit)."""
+    """The unit key of the peers' cases in one experiment (peer_unit)."""
 
     experiment: str
-    variant: str
 
 
 def peer_unit(su: Setup, point):
-    """The pool's unit of an item: its figure point for our cases; for a peer's (PyTorch, CuPy),
-    all of that peer's cases in the experiment, taken whole by one GPU: each piece would be a
-    process of its own, 3-6 s of start-up (PyTorch's import, the CUDA context, the first cuFFT plan
-    and kernels), while the pool balances the GPUs with our cases (notes/multi-gpu.md has the
-    process counts)."""
+    """The pool's unit of an item: its figure point for our cases; for the peers' (PyTorch, CuPy,
+    NPP), all of the experiment's peer cases, taken whole by one GPU and run in as few processes as
+    the chunk size allows: each process is 3-6 s of start-up (PyTorch's import, the CUDA context,
+    the first cuFFT plan and kernels), and a unit per peer gave the normalized group twelve peer
+    processes on two GPUs against one GPU's six (notes/multi-gpu.md, session 56), while the pool
+    balances the GPUs with our cases."""
     peers = frozenset(v["name"] for v in su.registry if is_peer(v))
-    return lambda it: PeerUnit(it[0].exp.name, it[1].variant) if it[1].variant in peers else point(it)
+    return lambda it: PeerUnit(it[0].exp.name) if it[1].variant in peers else point(it)
 
 
 def _entered_folder_lock(stack: contextlib.ExitStack, out_dir: Path) -> FolderLock:
