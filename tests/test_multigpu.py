@@ -177,31 +177,6 @@ def test_the_pool_hands_out_every_unit_once_large_takes_first():
     assert sorted(got) == list(range(1000))
 
 
-def test_a_whole_unit_larger_than_a_gpus_share_splits_into_its_parts_not_items():
-    """gpus.units with `whole` and `part` (run_experiments': an experiment's peers, by peer): a
-    whole group within a 1/n share stays one unit; one above it splits into its `part` groups,
-    never into single items (each would start a process); without `part` it stays whole; a group
-    not whole above the share splits into items. On two H100s the window experiment's peers as one
-    unit (about half of its group) were one GPU's tail: 1.90x -> 1.68x (notes/multi-gpu.md)."""
-    # (group, part, cost): group "p" (whole) holds two parts; "q" (whole) is small; "x" is not whole
-    items = [("p", "conv", 30), ("p", "conv", 30), ("p", "fft", 20), ("q", "conv", 5), ("q", "fft", 5),
-             ("x", "x1", 6), ("x", "x2", 4)]
-    cost, group, part = (lambda i: float(i[2])), (lambda i: i[0]), (lambda i: (i[0], i[1]))
-    whole = lambda key: key in ("p", "q")
-    got = gpus.units(items, cost, group, 2, whole, part)  # total 100: "p" (80) is above 50, "q" (10) not
-    assert sorted(map(sorted, got)) == sorted(map(sorted, [items[0:2], items[2:3], items[3:5], items[5:7]]))
-    assert sorted(map(sorted, gpus.units(items, cost, group, 2, whole))) == sorted(
-        map(sorted, [items[0:3], items[3:5], items[5:7]]))  # no part: "p" stays whole
-    assert sorted(map(sorted, gpus.units(items, cost, group, 16, whole, part))) == sorted(
-        map(sorted, [items[0:2], items[2:3], [items[3]], [items[4]], [items[5]], [items[6]]]))  # share 6.25
-    assert sorted(map(sorted, gpus.units(items, cost, group, 1, whole, part))) == sorted(
-        map(sorted, [items[0:3], items[3:5], items[5:7]]))  # one GPU: nothing to share
-    pool = gpus.Pool(items, 2, cost, group, whole=whole, part=part)
-    takes = list(iter(pool.take, []))
-    assert sorted(i for t in takes for i in t) == sorted(items)
-    assert not any(items[0] in t and items[2] in t for t in takes[:1])  # the first take: conv's part alone
-
-
 def test_the_pool_keeps_a_take_to_one_bucket_and_no_smaller_than_least():
     """gpus.Pool with `bucket` (run_experiments': the experiment) and `least`: a take holds units
     of one bucket only (each bucket is a benchmark process of its own), the other buckets' units

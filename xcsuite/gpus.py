@@ -100,35 +100,25 @@ def select(spec: str, devices: list[Device]) -> list[Device]:
 
 # ---- dealing cases out by estimated cost ----------------------------------------------------
 
-def units(items: list, cost, group, n: int, whole=lambda key: False, part=None) -> list[list]:
+def units(items: list, cost, group, n: int, whole=lambda key: False) -> list[list]:
     """The items in units dealt whole: those with one `group` key together (the cases of one
     figure point, so that the variants compared at a shape are measured on one GPU), unless a
-    group costs more than a 1/n share of the whole, which is split into single items. A group
-    whose key `whole` accepts is never split into single items (work whose pieces would each start
-    a process of their own); where it costs more than a 1/n share and `part` is given, it is split
-    into its `part(item)` groups instead (a unit the other GPUs cannot share would otherwise
-    bound the run: the largest takes no less than all of it)."""
+    group costs more than a 1/n share of the whole, which is split into single items (a group
+    whose key `whole` accepts never is: work that cannot run on two GPUs at once anyway)."""
     total = sum(cost(x) for x in items)
     groups: dict = {}
     for x in items:
         groups.setdefault(group(x), []).append(x)
     out = []
     for key, g in groups.items():
-        if len(g) > 1 and n > 1 and sum(cost(x) for x in g) > total / n:
-            if not whole(key):
-                out.extend([x] for x in g)
-                continue
-            if part is not None:
-                parts: dict = {}
-                for x in g:
-                    parts.setdefault(part(x), []).append(x)
-                out.extend(parts.values())
-                continue
-        out.append(g)
+        if len(g) > 1 and n > 1 and not whole(key) and sum(cost(x) for x in g) > total / n:
+            out.extend([x] for x in g)
+        else:
+            out.append(g)
     return out
 
 
-def deal(items: list, n: int, cost, group=lambda x: id(x), whole=lambda key: False, part=None) -> list[list]:
+def deal(items: list, n: int, cost, group=lambda x: id(x), whole=lambda key: False) -> list[list]:
     """Deals `items` into n bins of about equal estimated cost: the units (see `units`) by
     decreasing cost, each to the least loaded bin (the LPT rule: the largest bin is at most 4/3 of
     the best possible, and at most the mean plus one unit). Deterministic: ties go to the unit
@@ -136,20 +126,20 @@ def deal(items: list, n: int, cost, group=lambda x: id(x), whole=lambda key: Fal
     order = {id(x): i for i, x in enumerate(items)}
     heap = [(0.0, b) for b in range(n)]
     bins: list[list] = [[] for _ in range(n)]
-    for u, c in ordered_units(items, n, cost, group, whole, part):
+    for u, c in ordered_units(items, n, cost, group, whole):
         load, b = heapq.heappop(heap)
         bins[b].extend(u)
         heapq.heappush(heap, (load + c, b))
     return [sorted(b, key=lambda x: order[id(x)]) for b in bins]
 
 
-def ordered_units(items: list, n: int, cost, group, whole=lambda key: False, part=None) -> list[tuple[list, float]]:
+def ordered_units(items: list, n: int, cost, group, whole=lambda key: False) -> list[tuple[list, float]]:
     """The units of `items` for n bins (see `units`) with their costs, by decreasing cost, ties to
     the unit seen first: the order in which deal and Pool hand them out."""
     if n < 1:
         raise ValueError("n must be >= 1")
     order = {id(x): i for i, x in enumerate(items)}
-    us = [(u, sum(cost(x) for x in u)) for u in units(items, cost, group, n, whole, part)]
+    us = [(u, sum(cost(x) for x in u)) for u in units(items, cost, group, n, whole)]
     us.sort(key=lambda uc: (-uc[1], order[id(uc[0][0])]))
     return us
 
@@ -165,13 +155,12 @@ class Pool:
     (an experiment's: each experiment's cases are a benchmark process of their own, so a take of
     several would start one per experiment), the others left in place for later takes; `least`
     keeps the last takes from being so small that starting their processes costs more than the
-    balance gains; `whole` (of a unit's group key): groups never split into single items, and
-    `part`: how such a group larger than a 1/n share splits (see `units`). Thread-safe;
-    deterministic for one sequence of takes."""
+    balance gains; `whole` (of a unit's group key): groups never split into single items (see
+    `units`). Thread-safe; deterministic for one sequence of takes."""
 
     def __init__(self, items: list, n: int, cost, group=lambda x: id(x), most: float = float("inf"),
-                 least: float = 0.0, bucket=lambda x: None, whole=lambda key: False, part=None):
-        self._units = list(ordered_units(items, n, cost, group, whole, part))
+                 least: float = 0.0, bucket=lambda x: None, whole=lambda key: False):
+        self._units = list(ordered_units(items, n, cost, group, whole))
         self._left = sum(c for _, c in self._units)
         self._n, self._most, self._least, self._bucket = n, most, min(least, most), bucket
         self._lock = threading.Lock()

@@ -1014,13 +1014,12 @@ def measure_multi(args, su: Setup, devices: list) -> int:
             if args.assign == "pool":
                 # One pool per folder: each GPU takes the next figure points (a point's variants on
                 # one GPU) of one experiment as it runs short, at most a chunk's worth at a time and
-                # no less than POOL_LEAST_PROCESSES process starts' worth (gpus.Pool). The peers'
-                # cases of an experiment are one unit instead, or one per peer where that is more
-                # than a GPU's share (peer_unit).
+                # no less than POOL_LEAST_PROCESSES process starts' worth (gpus.Pool). A peer's cases
+                # of an experiment are one unit instead (peer_unit).
                 unit = peer_unit(su, point)
                 shared = gpus.Pool(items, len(members), cost, unit, most=args.chunk_seconds,
                                    least=POOL_LEAST_PROCESSES * PROCESS_S, bucket=experiment,
-                                   whole=lambda key: isinstance(key, PeerUnit), part=peer_part)
+                                   whole=lambda key: isinstance(key, PeerUnit))
                 pools = [shared] * len(members)
             else:  # each GPU its dealt share, an experiment's part of it a take
                 pools = [gpus.Pool(b, 1, cost, point, least=float("inf"), bucket=experiment)
@@ -1046,10 +1045,9 @@ def measure_multi(args, su: Setup, devices: list) -> int:
 
 @dataclass(frozen=True)
 class PeerUnit:
-    """The unit key of the peers' cases in one experiment, or of one peer's (peer_unit)."""
+    """The unit key of the peers' cases in one experiment (peer_unit)."""
 
     experiment: str
-    variant: str | None = None
 
 
 def peer_unit(su: Setup, point):
@@ -1057,17 +1055,10 @@ def peer_unit(su: Setup, point):
     NPP), all of the experiment's peer cases, taken whole by one GPU and run in as few processes as
     the chunk size allows: each process is 3-6 s of start-up (PyTorch's import, the CUDA context,
     the first cuFFT plan and kernels), and a unit per peer gave the normalized group twelve peer
-    processes on two GPUs against one GPU's six (notes/multi-gpu.md, sessions 56-57), while the
-    pool balances the GPUs with our cases. Where an experiment's peers cost more than a GPU's
-    share of the run, their unit is one per peer instead (peer_part): the window experiment's,
-    about half of its group on one GPU, would otherwise be one GPU's work while the other idles."""
+    processes on two GPUs against one GPU's six (notes/multi-gpu.md, session 56), while the pool
+    balances the GPUs with our cases."""
     peers = frozenset(v["name"] for v in su.registry if is_peer(v))
     return lambda it: PeerUnit(it[0].exp.name) if it[1].variant in peers else point(it)
-
-
-def peer_part(it) -> PeerUnit:
-    """The finer unit of a peer's case, where its experiment's peers are too large a unit."""
-    return PeerUnit(it[0].exp.name, it[1].variant)
 
 
 def _entered_folder_lock(stack: contextlib.ExitStack, out_dir: Path) -> FolderLock:
