@@ -56,13 +56,17 @@
 //           [/<param>:<value>...] (the shifts segment only for a window other than the full output,
 //           the norm segment only for a normalization other than none: plain names are unchanged)
 // Counters: hL wL hR wR nL nR batch fmas FLOPS cold check_err check_samples enqueue_time [finish_time]
+//           case_seconds
 //           [dy0 dy1 dx0 dx1: a windowed case only; fmas, and the batch, are then the window's];
 //           label: family, timed, precision. enqueue_time: the host's seconds per call spent
 //           issuing the timed calls (steady clock around the batch's loop, between the two event
 //           records), beside the GPU's time per call: near it, the host's launching bounds the
 //           case (while the GPU runs behind, the host returns from a launch at once, until the
 //           driver's launch queue is full); far below it, the GPU does. The timing thread's CPU
-//           time (cpu_time) cannot tell: it spins in the wait for the stop event.
+//           time (cpu_time) cannot tell: it spins in the wait for the stop event. case_seconds:
+//           the wall seconds from the case's first entry to the end of this repetition (its
+//           buffers, inputs, plan, warm-up, check and timing; the last repetition's is the case's
+//           whole), what the runner's cost model (xcsuite/cost.py) estimates.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -154,6 +158,12 @@ struct Case {
     Reduction reduce = {};
     bool reduced() const { return reduce.kind != ReductionKind::Map; }
     mutable std::optional<CheckResult> check = {};
+    // The case's first entry (its first repetition, or Google Benchmark's first run of it): the
+    // start of what case_seconds counts.
+    mutable std::optional<std::chrono::steady_clock::time_point> began = {};
+    double seconds_so_far() const {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - *began).count();
+    }
 };
 
 // A case's window key (window=, max_shift=, shifts=), parsed as xcorr run's option of the same
@@ -502,6 +512,7 @@ CheckResult check_reduced_case(const Case& c, const Options& opt, Plan& plan, co
 // A reduced case: the plan's execute with ReducedOutputs, timed whole (see the header).
 void run_reduced_case(benchmark::State& st, const Case& c, const Options& opt, const GpuInfo& gpu) {
     const Problem& p = c.problem;
+    if (!c.began) c.began = std::chrono::steady_clock::now();
     try {
         BatchTimer timer;
         const cudaStream_t stream = timer.stream();
@@ -541,6 +552,7 @@ void run_reduced_case(benchmark::State& st, const Case& c, const Options& opt, c
         st.counters["check_err"] = error_of(c.check->cmp, p.normalize);
         st.counters["check_samples"] = double(c.check->samples);
         st.counters["check_failed"] = double(c.check->cmp.nonfinite);
+        st.counters["case_seconds"] = c.seconds_so_far();
         if (total_per_call > 0) st.counters["FLOPS"] = 2.0 * p.fmas() * double(st.iterations()) / total_per_call;
         const std::string timed = std::string("the reduced plan's execute (") + c.reduce.describe() +
                                   "): its maps chunk by chunk in device scratch with " + plan.algorithm() +
@@ -555,6 +567,7 @@ void run_reduced_case(benchmark::State& st, const Case& c, const Options& opt, c
 void run_case(benchmark::State& st, const Case& c, const Options& opt, const GpuInfo& gpu) {
     if (c.reduced()) return run_reduced_case(st, c, opt, gpu);
     const Problem& p = c.problem;
+    if (!c.began) c.began = std::chrono::steady_clock::now();
     try {
         BatchTimer timer;
         const cudaStream_t stream = timer.stream();
@@ -596,6 +609,7 @@ void run_case(benchmark::State& st, const Case& c, const Options& opt, const Gpu
             // The untimed post-processing, timed on its own so that it is reported, not hidden.
             st.counters["finish_time"] = timer.seconds_per_call(10, [&] { inst->finish(dout, stream); });
         }
+        st.counters["case_seconds"] = c.seconds_so_far();
         const std::string timed =
             p.normalize == Normalize::None
                 ? c.variant->timed

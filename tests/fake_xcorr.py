@@ -238,6 +238,7 @@ def bench(args, role="xcorr_bench"):
                 Path(tmp).write_text(str(os.getpid()))
                 os.replace(tmp, os.environ["FAKE_PIDFILE"])  # whole or absent for the test that polls it
             time.sleep(3600)
+        case_began = time.monotonic()
         sleep = float(os.environ.get("FAKE_SLEEP", "0")) * (float(os.environ.get("FAKE_SLOW_FACTOR", "1"))
                                                             if str(device_index()) == os.environ.get("FAKE_SLOW_DEVICE")
                                                             else 1.0)
@@ -277,6 +278,8 @@ def bench(args, role="xcorr_bench"):
                     e.update(zip(("dy0", "dy1", "dx0", "dx1"), map(int, shape.shifts())))
                 if kv["variant"].startswith("fft"):
                     e["finish_time"] = 1e-6
+                # the bench's wall seconds of the case so far: its sleep, else the repetitions' times
+                e["case_seconds"] = time.monotonic() - case_began + sum(times) * 3
                 entries.append(e)
             mean = sum(times) / len(times)
             for agg in ("mean", "median", "stddev", "cv"):

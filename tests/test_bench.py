@@ -72,6 +72,9 @@ def test_smoke_json(gpu, tmp_path, overlap_wise):
         assert b["batch"] >= 1 and b["FLOPS"] > 0
         assert 0 < b["enqueue_time"] < 0.1  # the host's seconds per call issuing the timed calls
         assert b["label"].startswith("family=baseline;timed=kernel")
+        assert 0 < b["case_seconds"] < 60  # the case's wall seconds so far (the cost model's unit)
+    for a, b in zip(reps[0::2], reps[1::2]):  # a case's repetitions, in order: its time only grows
+        assert a["run_name"] == b["run_name"] and a["case_seconds"] < b["case_seconds"]
     first = reps[0]
     assert (first["hL"], first["nR"], first["fmas"]) == (17, 3, 3 * 17 ** 4)
     # FLOPS is 2 * fmas / time per call.

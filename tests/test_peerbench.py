@@ -609,3 +609,11 @@ def test_the_log_says_where_a_peer_process_s_time_went(tmp_path, monkeypatch, ca
     fd = os.open(turn, os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # and the turn is free again
     os.close(fd)
+    # Each repetition's entry has the case's wall seconds so far (xcorr_bench's case_seconds): the
+    # last the whole of the log's line, the first after the set-up and the wait.
+    reps = [b for b in json.loads((tmp_path / "o.json").read_text())["benchmarks"] if b["run_type"] == "iteration"]
+    got = [b["case_seconds"] for b in reps]
+    assert len(got) == 4 and got[0] < got[1] and got[2] < got[3], got
+    near = lambda a, b: abs(a - b) < 0.02  # noqa: E731 (the log rounds to 0.01 s)
+    assert near(got[0], before0) and near(got[1], whole0) and near(got[2], before1) and near(got[3], whole1), (
+        got, numbers)

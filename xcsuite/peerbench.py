@@ -81,7 +81,7 @@ there is refused with the earlier message, every other case is timed.
 
 Names and counters are xcorr_bench's: <variant>/<form>/hL:../wL:../hR:../wR:../nL:../nR:..
 [/shifts:DY0:DY1,DX0:DX1 unless full][/norm:MODE unless none]; counters hL wL hR wR nL nR batch fmas FLOPS cold check_err
-check_samples (+ dy0 dy1 dx0 dx1 when windowed); the context has the xcorr_* keys and
+check_samples case_seconds (+ dy0 dy1 dx0 dx1 when windowed); the context has the xcorr_* keys and
 xcorr_peer_versions. Exit status: 0 done (failed cases are error entries), 2 bad usage,
 3 no torch or no usable GPU.
 
@@ -1871,6 +1871,8 @@ def main(argv: list[str] | None = None) -> int:
             for rep, r in enumerate(reduce_peers.run_case(bench, c) if reduction else bench.run(c)):
                 first = time.monotonic() if first is None else first
                 e = reduce_peers.entry(c, opt, idx, rep, r) if reduction else entry(c, opt, idx, rep, r, label(c))
+                if "error" not in r:  # xcorr_bench's counter: the case's wall seconds so far
+                    e["case_seconds"] = time.monotonic() - began
                 base = e
                 out.add(e)
                 if "error" in r:
