@@ -566,6 +566,37 @@ def test_estimate_reports_this_gpus_recorded_pace(env, capsys):
     assert line.rstrip(".").endswith(rx.format_seconds(want)), line
 
 
+def test_estimate_shows_where_the_model_errs_by_the_benchs_case_seconds(env, capsys):
+    """--estimate on a GPU whose results hold the bench's case_seconds (each case's wall time, the
+    last repetition's): per experiment and variant, the measured seconds against the model's, the
+    largest gap first. The window group's two-GPU tail was one take whose cases ran 4x their
+    estimate (notes/multi-gpu.md, session 57): this is the table that shows such a variant."""
+    from xcsuite.cost import case_seconds
+    run, results, _, _ = env
+    assert run("fig22") == 0
+    path = results / "fake-gpu-9000" / "fig22.json"
+    data = json.loads(path.read_text())
+    fam = {v["name"]: v.get("family") for v in suite_registry()}
+    by_key = {c.key: c for c in cases_of("fig22")}
+    variants = sorted({by_key[k].variant for k in data["cases"]})
+    slow = variants[0]
+    model = {k: case_seconds(by_key[k], 10, 0.1, fam.get(by_key[k].variant)) for k in data["cases"]}
+    for k, v in data["cases"].items():
+        assert v["reps"]["case_seconds"][-1] > 0  # the fake bench records it, as xcorr_bench does
+        n = v["n_reps"]
+        v["reps"]["case_seconds"] = [(10.0 if by_key[k].variant == slow else 1.0) * model[k] * (i + 1) / n
+                                     for i in range(n)]
+    path.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert run("fig22", "--estimate") == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.split()[:3] == ["experiment", "variant", "cases"])
+    first = lines[head + 1].split()
+    n_slow = sum(by_key[k].variant == slow for k in data["cases"])
+    assert first[:3] == ["fig22", slow, str(n_slow)] and first[-1] == "10.00x", lines[head:]
+    assert all(ln.split()[-1] == "1.00x" for ln in lines[head + 2:] if ln.startswith("fig22 ")), lines[head:]
+
+
 def test_the_progress_bar_ends_at_its_total():
     """Each chunk's estimate was rounded before it was added: 0.6 s chunks summed to more than the
     rounded total, tqdm dropped the total it was past, and the end of a run read "0% est. 89/? s"

@@ -445,12 +445,26 @@ def recorded_pace(st: dict, cases: list, fam: dict) -> tuple[float, float, int]:
     return actual, modelled, n
 
 
+def measured_case_seconds(st: dict) -> dict:
+    """The recorded cases' own wall seconds (key -> s): their last repetition's case_seconds, the
+    bench's counter from the case's first entry (buffers, inputs, plan, warm-up, check and timing),
+    for the cases measured by a bench that records it."""
+    out = {}
+    for k, v in st.get("cases", {}).items():
+        reps = (v.get("reps") or {}).get("case_seconds")  # one per repetition where they differ
+        got = reps[-1] if reps else (v.get("same") or {}).get("case_seconds")
+        if isinstance(got, (int, float)) and got > 0:
+            out[k] = float(got)
+    return out
+
+
 def estimate(exps, registry, protocol, results_dir: Path | None, max_fmas=None,
              remeasure: "Remeasure | None" = None, revision: str | None = None) -> float:
     fam = {v["name"]: v.get("family") for v in registry}
     total = total_pending = 0.0
     took = modelled = 0.0  # the recorded chunks' wall time and model (recorded_pace)
     chunks = 0
+    by_variant = collections.defaultdict(lambda: [0, 0.0, 0.0])  # (experiment, variant) -> cases, measured, model
     print(f"{'experiment':<12} {'cases':>6} {'pending':>8} {'estimate':>10} {'pending':>10}")
     for e in exps:
         if e.derived_from:
@@ -466,6 +480,11 @@ def estimate(exps, registry, protocol, results_dir: Path | None, max_fmas=None,
                     if v.get("status") and not (remeasure and remeasure.asks(k, v, revision))}
             a, m, n = recorded_pace(st, cases, fam)
             took, modelled, chunks = took + a, modelled + m, chunks + n
+            measured = measured_case_seconds(st)
+            for c, model in secs:
+                if c.key in measured:
+                    b = by_variant[(e.name, c.variant)]
+                    b[0], b[1], b[2] = b[0] + 1, b[1] + measured[c.key], b[2] + model
         t = sum(x for _, x in secs)
         tp = sum(x for c, x in secs if c.key not in done)
         npend = sum(1 for c, _ in secs if c.key not in done)
@@ -479,6 +498,16 @@ def estimate(exps, registry, protocol, results_dir: Path | None, max_fmas=None,
         print(f"This GPU's recorded runs of these experiments took {pace:.2f}x the model ({chunks} chunks, "
               f"{format_seconds(took)} against {format_seconds(modelled)}): the pending cases at that pace, "
               f"about {format_seconds(total_pending * pace)}.")
+    if by_variant:
+        # Where the model errs most, case by case (the bench's case_seconds against case_seconds
+        # of xcsuite/cost.py): what a pool's takes and a chunk's size are only as good as.
+        print(f"\n{'experiment':<14} {'variant':<28} {'cases':>6} {'measured':>10} {'model':>10} {'ratio':>7}")
+        rows = sorted(by_variant.items(), key=lambda kv: -abs(kv[1][1] - kv[1][2]))
+        for (exp, variant), (n, got, mod) in rows[:12]:
+            print(f"{exp:<14} {variant:<28} {n:>6} {format_seconds(got):>10} {format_seconds(mod):>10} "
+                  f"{got / mod if mod > 0 else float('inf'):>6.2f}x")
+        if len(rows) > 12:
+            print(f"({len(rows) - 12} more pairs of experiment and variant, closer to the model)")
     return total_pending
 
 
