@@ -1043,8 +1043,8 @@ def measure_multi(args, su: Setup, devices: list) -> int:
             if args.assign == "pool":
                 # One pool per folder: each GPU takes the next figure points (a point's variants on
                 # one GPU) of one experiment as it runs short, at most a chunk's worth at a time and
-                # no less than POOL_LEAST_PROCESSES process starts' worth (gpus.Pool). A peer's cases
-                # of an experiment are one unit instead (peer_unit).
+                # no less than POOL_LEAST_PROCESSES process starts' worth (gpus.Pool). The peers'
+                # cases of an experiment are one unit instead (peer_unit).
                 unit = peer_unit(su, point)
                 shared = gpus.Pool(items, len(members), cost, unit, most=args.chunk_seconds,
                                    least=POOL_LEAST_PROCESSES * PROCESS_S, bucket=experiment,
