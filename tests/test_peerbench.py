@@ -617,3 +617,40 @@ def test_the_log_says_where_a_peer_process_s_time_went(tmp_path, monkeypatch, ca
     near = lambda a, b: abs(a - b) < 0.02  # noqa: E731 (the log rounds to 0.01 s)
     assert near(got[0], before0) and near(got[1], whole0) and near(got[2], before1) and near(got[3], whole1), (
         got, numbers)
+
+
+def test_every_timed_call_holds_the_peers_turn(tmp_path, monkeypatch):
+    """Bench.timed (peerbench's cases and reduce_peers' alike) holds the host's peers' turn around
+    the pilot and every repetition, and gives it back when done: a fake GPU whose every timed call
+    finds the turn file locked by this process (another descriptor's non-blocking flock fails)."""
+    import fcntl
+
+    from xcsuite import peerturn
+
+    turn = tmp_path / "turn.lock"
+    monkeypatch.setenv(peerturn.ENV, str(turn))
+
+    def held() -> bool:
+        fd = os.open(turn, os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+
+    seen = []
+
+    class FakeGpu:
+        torch = None
+
+        def seconds_per_call(self, batch, call):
+            seen.append(held())
+            return 1e-3
+
+    bench = pb.Bench(FakeGpu(), pb.Options(min_time=0.001, repetitions=3))
+    c = pb.parse_case("variant=torch-fft form=one-to-one size=8")
+    reps = list(bench.timed(c, object(), lambda: None))
+    assert len(reps) == 3 and len(seen) >= 4 and all(seen), seen  # the pilot and each repetition
+    assert not held()  # given back

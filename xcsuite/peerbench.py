@@ -1581,16 +1581,19 @@ class Bench:
             L, R = self.inputs(c, opt.seed)
             torch.cuda.synchronize()
             call = lambda: peer(L, R)  # noqa: E731
-            with peerturn.turn():  # several GPUs: no other peer timed meanwhile (xcsuite/peerturn.py)
-                for r in self.timed(c, peer, call):
-                    yield {**r, "err": err, "samples": samples}
+            for r in self.timed(c, peer, call):
+                yield {**r, "err": err, "samples": samples}
         except Exception as e:  # a library refusing the case: an error entry, like SkipWithError
             yield from ({"error": case_error(e, torch)} for _ in range(opt.repetitions))
 
     def timed(self, c, peer, call):
         """The pilot and the repetitions of `call` (peer's, or a reduction's for reduce_peers): one
-        dict per repetition, Google Benchmark's iteration growth within each. The caller holds the
-        peers' turn around it."""
+        dict per repetition, Google Benchmark's iteration growth within each, all of it holding the
+        peers' turn (several GPUs: no other peer timed meanwhile; xcsuite/peerturn.py)."""
+        with peerturn.turn():
+            yield from self._timed(c, peer, call)
+
+    def _timed(self, c, peer, call):
         opt = self.opt
         batch = self.pilot_batch(c, call)
         target = opt.min_time / batch  # per-call time summed over iterations (manual time)
