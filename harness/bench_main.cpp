@@ -30,7 +30,8 @@
 // of the variant's timed step between one pair of CUDA events on one stream; the iteration's time
 // divided by the batch is reported as the time per call (manual time). --min-time is the GPU time
 // each repetition runs for (paper: 0.1 s). The batch grows as the problem shrinks, so that a
-// microsecond kernel is not dominated by event and launch gaps, and is recorded as a counter.
+// microsecond kernel is not dominated by event and launch gaps, and is recorded as a counter; it
+// shrinks where one call, timed after the check, shows it would outlast --min-time (timed_batch).
 // Variants whose work is far below the definition's FMA count (fft: pilot_batch in the registry)
 // get the batch from a pilot instead: 3 timed calls after a warm-up, then enough calls for
 // kMinIterationSeconds (about the heuristic's 3e9 FMAs at the H200's FP32 peak).
@@ -158,6 +159,8 @@ struct Case {
     Reduction reduce = {};
     bool reduced() const { return reduce.kind != ReductionKind::Map; }
     mutable std::optional<CheckResult> check = {};
+    // The calls per timed iteration, settled in the case's first entry (timed_batch).
+    mutable std::optional<int> timed = {};
     // The case's first entry (its first repetition, or Google Benchmark's first run of it): the
     // start of what case_seconds counts.
     mutable std::optional<std::chrono::steady_clock::time_point> began = {};
@@ -395,6 +398,28 @@ double timed_loop(benchmark::State& st, BatchTimer& timer, int batch, Before&& b
     return total_per_call;
 }
 
+// The calls per timed iteration (see the header): `c.batch`, unless one call, timed once per case
+// after its warm-up and check, shows that `c.batch` calls would outlast a repetition's --min-time;
+// then just enough calls for --min-time. The FMA heuristic assumes a call near peak speed, and a
+// latency-bound one far below it (overlap-wise with a few shifts of a large image: a few threads,
+// each summing the whole overlap) would otherwise run up to 256 times the protocol's GPU time per
+// repetition. The cap applies only where a call takes over min_time / c.batch, the per-call time
+// registered as Google Benchmark's MinTime, so its first iteration already exceeds it: each
+// repetition is then one iteration of about --min-time, and the time per call is still an event
+// pair's time over >= --min-time of back-to-back calls. Given batches (batch=, --batch) are kept.
+template <typename Work>
+int timed_batch(const Case& c, const Options& opt, BatchTimer& timer, Work&& work) {
+    if (!c.timed) {
+        int calls = c.batch;
+        if (calls > 1 && !c.batch_given) {
+            const double t = timer.seconds_per_call(1, work);
+            if (t * calls > opt.min_time) calls = int(std::clamp(std::ceil(opt.min_time / t), 1.0, double(calls)));
+        }
+        c.timed = calls;
+    }
+    return *c.timed;
+}
+
 // The inputs of a case (filled from the seed on `stream`) and its output buffer (none for a
 // reduced case: its outputs are a DeviceReduced).
 struct CaseBuffers {
@@ -531,12 +556,13 @@ void run_reduced_case(benchmark::State& st, const Case& c, const Options& opt, c
             st.SkipWithError(c.check->message.c_str());
             return;
         }
-        const double total_per_call = timed_loop(
-            st, timer, c.batch, [&] { if (flusher) flusher->flush(stream); },
-            [&] { plan.execute(dl, dr, outputs, stream); });
+        const auto call = [&] { plan.execute(dl, dr, outputs, stream); };
+        const int batch = timed_batch(c, opt, timer, call);
+        const double total_per_call =
+            timed_loop(st, timer, batch, [&] { if (flusher) flusher->flush(stream); }, call);
         st.counters["hL"] = p.hL, st.counters["wL"] = p.wL, st.counters["hR"] = p.hR, st.counters["wR"] = p.wR;
         st.counters["nL"] = p.nL, st.counters["nR"] = p.nR;
-        st.counters["batch"] = c.batch;
+        st.counters["batch"] = batch;
         st.counters["enqueue_time"] = timer.enqueue_seconds_per_call();
         st.counters["cold"] = opt.cold ? 1 : 0;
         st.counters["fmas"] = p.fmas();
@@ -588,12 +614,13 @@ void run_case(benchmark::State& st, const Case& c, const Options& opt, const Gpu
             return;
         }
 
-        const double total_per_call = timed_loop(
-            st, timer, c.batch, [&] { if (flusher) flusher->flush(stream); },
-            [&] { inst->run(dl, dr, dout, stream); });
+        const auto call = [&] { inst->run(dl, dr, dout, stream); };
+        const int batch = timed_batch(c, opt, timer, call);
+        const double total_per_call =
+            timed_loop(st, timer, batch, [&] { if (flusher) flusher->flush(stream); }, call);
         st.counters["hL"] = p.hL, st.counters["wL"] = p.wL, st.counters["hR"] = p.hR, st.counters["wR"] = p.wR;
         st.counters["nL"] = p.nL, st.counters["nR"] = p.nR;
-        st.counters["batch"] = c.batch;
+        st.counters["batch"] = batch;
         st.counters["enqueue_time"] = timer.enqueue_seconds_per_call();  // before finish_time's calls
         st.counters["cold"] = opt.cold ? 1 : 0;
         st.counters["fmas"] = p.fmas();  // the window's

@@ -81,6 +81,29 @@ def test_smoke_json(gpu, tmp_path, overlap_wise):
     assert first["FLOPS"] == pytest.approx(2 * first["fmas"] / (first["real_time"] * 1e-6), rel=0.05)
 
 
+def test_batch_shrinks_for_a_call_far_below_peak_speed(gpu, tmp_path, overlap_wise):
+    """The FMA heuristic gives both cases 256 calls per iteration. The first (overlap-wise with
+    nine shifts of 256 x 256: a few threads each summing 65536 products, ~1.5 ms a call on an
+    H100) would then run ~0.4 s per repetition where the protocol says --min-time (0.01 s): its
+    batch shrinks to about --min-time of calls. The second (17 x 17, microseconds a call) and a
+    batch given in the case keep theirs."""
+    slow = "variant=overlap-wise form=one-to-one size=256 shifts=-1:1,-1:1"
+    out = tmp_path / "b.json"
+    r = run([binary("xcorr_bench"), "--case", slow, "--case", "variant=overlap-wise form=one-to-one size=17",
+             "--case", slow + " batch=12", "--min-time", "0.01", "--benchmark_repetitions=2",
+             f"--benchmark_out={out}", "--benchmark_out_format=json"])
+    assert r.returncode == 0, r.stderr
+    reps = [b for b in json.loads(out.read_text())["benchmarks"] if b["run_type"] == "iteration"]
+    assert len(reps) == 6 and not any(b.get("error_occurred") for b in reps)
+    capped, fast, given = reps[0:2], reps[2:4], reps[4:6]
+    for b in capped:
+        assert b["fmas"] == (256 + 2 * 255) ** 2 and 1 <= b["batch"] < 256
+        gpu_seconds = b["iterations"] * b["batch"] * b["real_time"] * 1e-6  # one repetition's timed calls
+        assert 0.005 < gpu_seconds < 0.1, (b["iterations"], b["batch"], b["real_time"])
+    assert [b["batch"] for b in fast] == [256, 256]
+    assert [b["batch"] for b in given] == [12, 12]
+
+
 # Cases outside xcorr_validate's coverage (at most 15 rights, 3 lefts; 512 only one-to-one): the
 # benchmark's own check is all that looks at them. The last is large enough to be sampled.
 CHECKED_CASES = [
