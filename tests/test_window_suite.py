@@ -211,6 +211,17 @@ def test_cupys_cap_counts_the_full_output_it_crops_a_max_shift_window_from():
     assert not [c for c in expand(suite.load("autocorr"), WITH_PEERS).cases if c.variant == "cupy-correlate2d"]
 
 
+def test_overlap_wises_few_shifts_of_a_large_image_cost_a_whole_overlap_per_thread():
+    # One thread per output: nine shifts of 2048 x 2048 are nine threads of 4.2e6 products each,
+    # 0.128 s a call on an H100 (854e829) where the saturated rate alone says 3e-5 s. The model
+    # counts the largest overlap at the serial rate; many outputs stay at the saturated rate.
+    few = Case("overlap-wise", Shape.one_to_one(2048, window="max_shift=1"), ())
+    assert 0.1 < call_seconds(few) < 0.15
+    assert call_seconds(Case("register-tiled", few.shape, ())) < 1e-3  # its tiles split the overlap
+    full = Case("overlap-wise", Shape.one_to_one(256), ())
+    assert call_seconds(full) == pytest.approx(256.0 ** 4 / 1.3e12, rel=0.01)  # 2.2 ms measured
+
+
 def test_crossover_is_where_the_best_direct_becomes_slower_than_the_best_fft():
     rows = [("register-tiled", "new", s, 2.0 * s) for s in (1, 2, 4, 8, 16)]
     rows += [("overlap-wise", "baseline", s, 50.0 * s) for s in (1, 2, 4, 8, 16)]

@@ -24,6 +24,11 @@ RATES = {
     "multi-matrix-both+grouped-overlap": 7.0e12,
 }
 DEFAULT_RATE = 3.0e12  # unknown and new variants: assume no better than the paper's
+# Variants that give each output one thread summing its overlap alone: a call lasts at least the
+# largest overlap at this many products per second, however few the outputs (a window of a few
+# shifts of a large image: nine threads of 2048 x 2048 products each, latency-bound, ~0.13 s on an
+# H100 where the saturated rate says 0.03 ms). The rate errs slow (notes/multi-gpu.md, session 58).
+SERIAL_RATES = {"overlap-wise": 3.5e7}
 FAMILY_RATES = {"hopper": 12e12, "baseline": 1.3e12}
 # Other libraries (family "peer", xcsuite.peerbench): cuDNN's direct convolution, CuPy's
 # correlate2d (a generic direct kernel, one call per pair: PEER_PAIR_S each); torch-fft is an FFT.
@@ -74,7 +79,10 @@ def call_seconds(case: Case, family: str | None = None) -> float:
         t = 3e-5 + s.pairs * padded * 48 / 4e12  # a few memory passes over complex data
         return t + (PLAN_S if case.variant == "fft+plan" else 0.0)
     rate = RATES.get(case.variant) or PEER_RATES.get(case.variant) or FAMILY_RATES.get(family or "", DEFAULT_RATE)
-    return LAUNCH_S + s.pairs * PEER_PAIR_S.get(case.variant, 0.0) + case.work_fmas / rate  # the FMAs it does
+    t = case.work_fmas / rate  # the FMAs it does
+    if case.variant in SERIAL_RATES:
+        t = max(t, min(s.hL, s.hR) * min(s.wL, s.wR) / SERIAL_RATES[case.variant])  # the largest overlap
+    return LAUNCH_S + s.pairs * PEER_PAIR_S.get(case.variant, 0.0) + t
 
 
 def case_seconds(case: Case, repetitions: int, min_time: float, family: str | None = None) -> float:
