@@ -20,7 +20,7 @@ from experiments._spec import (Case, Experiment, Series, Shape, case_key, expand
 from xcsuite import resultfile as rf
 from xcsuite.benchjson import entry_key, parse_bench_name
 from xcsuite.cli import plot, table
-from xcsuite.cost import call_seconds
+from xcsuite.cost import call_seconds, case_seconds, peer_case_seconds
 from xcsuite.summary import aggregate_dir, load_summary
 
 REGISTRY = suite_registry()
@@ -220,6 +220,24 @@ def test_overlap_wises_few_shifts_of_a_large_image_cost_a_whole_overlap_per_thre
     assert call_seconds(Case("register-tiled", few.shape, ())) < 1e-3  # its tiles split the overlap
     full = Case("overlap-wise", Shape.one_to_one(256), ())
     assert call_seconds(full) == pytest.approx(256.0 ** 4 / 1.3e12, rel=0.01)  # 2.2 ms measured
+
+
+def test_cudnns_autotuning_grows_with_the_convolution_and_is_bounded():
+    # cudnn.benchmark times each algorithm once on a new shape, the slow ones too. Measured on an
+    # H100 (quick protocol, session 59): a 4096 x 4096 image against 64 x 64 (6.7e10 FMAs) 6.6 s,
+    # 1024 x 1024 against 256 x 256 (3.9e10) 4.7 s, 256 x 256 within ±1 (5.9e5) 0.9 s; the H200's
+    # full-protocol shapes ~20-25 s. A constant 25 s made the normalized group's estimate 8.4 min
+    # for a run of 1.9 min and sent the peers first in the pool.
+    def conv(shape):
+        return Case("torch-conv2d", shape, ())
+
+    big = conv(Shape("one-to-one", 4096, 4096, 64, 64, 1, 1, window="valid"))
+    assert 4.5 < peer_case_seconds(big) < 10
+    assert 0.3 < peer_case_seconds(conv(Shape.one_to_one(256, window="max_shift=1"))) < 1.5
+    huge = conv(Shape("one-to-one", 4096, 4096, 1024, 1024, 1, 1, window="valid"))
+    assert peer_case_seconds(huge) == pytest.approx(25.0)  # bounded: the largest the H200 took
+    assert peer_case_seconds(Case("register-tiled", big.shape, ())) == 0.0  # ours have none
+    assert case_seconds(big, 3, 0.01) > peer_case_seconds(big) + 3 * 0.01  # the case counts it and the protocol
 
 
 def test_crossover_is_where_the_best_direct_becomes_slower_than_the_best_fft():

@@ -41,12 +41,24 @@ PEER_PAIR_S = {"cupy-correlate2d": 2e-5, "npp-normlevel": 1e-5}
 REDUCTION_VARIANTS = ("xcorr-reduce", "xcorr-reduce-batched", "xcorr-map", "xcorr-map+torch", "torch-reduce",
                       "torch-2dtm-circular")
 FFT_PEERS = ("torch-fft",) + REDUCTION_VARIANTS
-# A peer's fixed cost per case beyond the protocol (measured on the H200 in the window
-# experiments' logs): torch-conv2d's cudnn.benchmark autotuning of a new shape with a large kernel
-# and the float64 check take ~20 s; torch-fft and CuPy a few seconds (check, pilot, plans).
-# npp-normlevel: a guess (library load, check and pilot, like CuPy's).
-PEER_CASE_S = {"torch-conv2d": 25.0, "torch-conv2d-tf32": 25.0, "torch-fft": 3.0, "cupy-correlate2d": 3.0, "npp-normlevel": 3.0,
+# A peer's fixed cost per case beyond the protocol: torch-fft and CuPy a few seconds (check, pilot,
+# plans; the H200's window experiments' logs); npp-normlevel 0.2-1.6 s on an H100 (the quick
+# normalized group, notes/multi-gpu.md, session 59).
+PEER_CASE_S = {"torch-fft": 3.0, "cupy-correlate2d": 3.0, "npp-normlevel": 1.0,
               **{v: 3.0 for v in REDUCTION_VARIANTS}}
+# torch-conv2d's cudnn.benchmark tries each of cuDNN's algorithms once on a new shape, the slow
+# ones included, so its set-up grows with the convolution's work: 0.5 s + FMAs / 1e10 fits the
+# H100's quick shapes (0.2-8 s from 6e5 to 7e10 FMAs, within 1.5x; session 59) and reaches the
+# ~20-25 s that the H200's full-protocol shapes took, which bound it.
+CUDNN_TUNE_S, CUDNN_TUNE_RATE, CUDNN_TUNE_MAX_S = 0.5, 1e10, 25.0
+CUDNN_PEERS = ("torch-conv2d", "torch-conv2d-tf32")
+
+
+def peer_case_seconds(case: Case) -> float:
+    """A peer's fixed cost per case beyond the protocol (0 for ours)."""
+    if case.variant in CUDNN_PEERS:
+        return min(CUDNN_TUNE_MAX_S, CUDNN_TUNE_S + case.work_fmas / CUDNN_TUNE_RATE)
+    return PEER_CASE_S.get(case.variant, 0.0)
 PLAN_S = 0.025  # cuFFT plan creation, 1-33 ms (docs/ANCHORS.md)
 PROCESS_S = 2.0  # start of one benchmark process (CUDA context, cuFFT load)
 
@@ -91,7 +103,7 @@ def case_seconds(case: Case, repetitions: int, min_time: float, family: str | No
     t = call_seconds(case, family)
     s = case.shape
     setup = 0.05 + 4.0 * (s.nL * s.hL * s.wL + s.nR * s.hR * s.wR + s.pairs * (s.hL + s.hR) * (s.wL + s.wR)) / 2e9
-    return setup + PEER_CASE_S.get(case.variant, 0.0) + t + repetitions * max(min_time * 1.15, t * 1.05)
+    return setup + peer_case_seconds(case) + t + repetitions * max(min_time * 1.15, t * 1.05)
 
 
 def format_seconds(s: float) -> str:
