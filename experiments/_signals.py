@@ -30,7 +30,7 @@ from experiments._spec import Series, Shape
 from experiments._windows import DIRECT_MAX_FMAS, LABELS as WINDOW_LABELS, SLOW_MAX_FMAS, series as window_series
 
 # The three experiments together are sized to at most 6 minutes of device time on an H200, about
-# 4.3 now (xcsuite/cost.py's model with the full protocol, 10 repetitions of >= 0.1 s; each
+# 4.0 now (xcsuite/cost.py's model with the full protocol, 10 repetitions of >= 0.1 s; each
 # experiment's docstring gives its own estimate; tests/test_signal_suite.py checks the sum).
 DEVICE_BUDGET_S = 360.0
 # Seed 004 (Kikuchi et al.): 16 templates x 256 samples against one channel, 4.32e6 shifts, TF32

@@ -17,7 +17,7 @@ the 13 block spectra of a pair summed before one inverse per pair; ~1.3 GB of me
 (transforms up to 1024 points) and small-direct (a row in shared memory).
 Metric: time per call + finish_time (fft's untimed crop), and the TFLOP/s beside each bar
 (2 x the window's multiply-adds per second: a direct-equivalent rate for the FFTs).
-Device time (xcsuite/cost.py's model, full protocol, H200): about 49 s for 7 cases (7-234 ms per
+Device time (xcsuite/cost.py's model, full protocol, H200): about 47 s for 7 cases (7-234 ms per
 call, the tensor-hankel series at the model's hopper rate).
 """
 from experiments._signals import long_signal_series, signal

@@ -24,7 +24,7 @@ torch-fft's ZNCC holds the coefficient in float64 (another 20.7 GB) beside its s
 141 GB hold it, a smaller GPU may record it as failed for memory.
 Metric: time per call + finish_time (fft's untimed crop of 10 GB), and the TFLOP/s beside each bar
 (2 x the window's multiply-adds per second: a direct-equivalent rate for the FFTs).
-Device time (xcsuite/cost.py's model, full protocol, H200): about 171 s for 14 cases (31-130 ms per
+Device time (xcsuite/cost.py's model, full protocol, H200): about 166 s for 14 cases (31-130 ms per
 call, the tensor-hankel series at the model's hopper rate; most of it the model's setup of the
 inputs and the 10 GB output, ~10 s a case).
 """

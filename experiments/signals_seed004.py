@@ -24,7 +24,7 @@ output row has 4.32e6 lags) and small-direct (a row of the input in shared memor
 experiments/_signals.py.
 Metric: time per call + finish_time (fft's untimed crop), and beside each bar the TFLOP/s it gives
 (2 x the window's multiply-adds per second; for the FFTs a direct-equivalent rate).
-Device time (xcsuite/cost.py's model, full protocol, H200): about 34 s for 16 cases, of which
+Device time (xcsuite/cost.py's model, full protocol, H200): about 29 s for 16 cases, of which
 ~4.5 s is the two torch-conv2d peers' cuDNN autotuning (the model's per-case cost: 0.5 s + the
 case's FMAs / 1e10); the model's square-matrix rates put the direct kernels at 1.5-14 ms per call,
 and one that runs the single shift row at 1/64 of its rate (register-tiled: ~94 ms per call) adds

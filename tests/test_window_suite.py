@@ -240,6 +240,20 @@ def test_cudnns_autotuning_grows_with_the_convolution_and_is_bounded():
     assert case_seconds(big, 3, 0.01) > peer_case_seconds(big) + 3 * 0.01  # the case counts it and the protocol
 
 
+def test_a_peers_float64_check_counts_its_sampled_overlaps():
+    # Past 3e8 FMAs the peers' check sums up to 65536 sampled outputs' overlaps in float64 on the
+    # GPU: torch-fft at 2048 x 2048 within ±64 (16641 outputs of 4.2e6 products) 2.8-3.2 s on an
+    # H100, at ±16 (1089 outputs) 0.3 s, where a constant 3 s a case made the window group's peers
+    # 0.14x of the model (session 59).
+    wide = Case("torch-fft", Shape.one_to_one(2048, window="max_shift=64"), ())
+    narrow = Case("torch-fft", Shape.one_to_one(2048, window="max_shift=16"), ())
+    assert 2.0 < peer_case_seconds(wide) < 4.0 and 0.3 < peer_case_seconds(narrow) < 1.0
+    small = Case("cupy-correlate2d", Shape.one_to_one(64, window="max_shift=4"), ())  # checked by scipy
+    assert peer_case_seconds(small) == pytest.approx(0.5)
+    frames = Case("npp-normlevel", Shape("one-to-many", 256, 256, 53, 54, 1, 1000, window="max_shift=16"), ())
+    assert peer_case_seconds(frames) == pytest.approx(0.5 + 65536 * 53 * 54 / 2.5e10)  # samples capped
+
+
 def test_crossover_is_where_the_best_direct_becomes_slower_than_the_best_fft():
     rows = [("register-tiled", "new", s, 2.0 * s) for s in (1, 2, 4, 8, 16)]
     rows += [("overlap-wise", "baseline", s, 50.0 * s) for s in (1, 2, 4, 8, 16)]

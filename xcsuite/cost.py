@@ -41,24 +41,36 @@ PEER_PAIR_S = {"cupy-correlate2d": 2e-5, "npp-normlevel": 1e-5}
 REDUCTION_VARIANTS = ("xcorr-reduce", "xcorr-reduce-batched", "xcorr-map", "xcorr-map+torch", "torch-reduce",
                       "torch-2dtm-circular")
 FFT_PEERS = ("torch-fft",) + REDUCTION_VARIANTS
-# A peer's fixed cost per case beyond the protocol: torch-fft and CuPy a few seconds (check, pilot,
-# plans; the H200's window experiments' logs); npp-normlevel 0.2-1.6 s on an H100 (the quick
-# normalized group, notes/multi-gpu.md, session 59).
-PEER_CASE_S = {"torch-fft": 3.0, "cupy-correlate2d": 3.0, "npp-normlevel": 1.0,
-              **{v: 3.0 for v in REDUCTION_VARIANTS}}
+# A peer's fixed cost per case beyond the protocol. torch-fft, CuPy and NPP: ~0.5 s (plans, pilot,
+# the CPU check of a small case) and, past SCIPY_CHECK_FMAS, the float64 check of up to
+# CHECK_SAMPLES outputs on the GPU, each summing its overlap (xcsuite/peerbench.py, "Protocol"):
+# 2.8 s for 16641 outputs of 2048 x 2048 (7e10 products). Fitted on an H100's quick runs of the
+# window and normalized groups (82 torch-fft cases: 62 s modelled, 52 s measured; session 59).
+# The reductions' variants: a few seconds each (check with planted inputs, pilot), not fitted.
+PEER_CASE_S = {"torch-fft": 0.5, "cupy-correlate2d": 0.5, "npp-normlevel": 0.5, **{v: 3.0 for v in REDUCTION_VARIANTS}}
+CHECKED_PEERS = ("torch-fft", "cupy-correlate2d", "npp-normlevel")
+CHECK_SAMPLES, SCIPY_CHECK_FMAS, CHECK_RATE = 65536, 3e8, 2.5e10
 # torch-conv2d's cudnn.benchmark tries each of cuDNN's algorithms once on a new shape, the slow
-# ones included, so its set-up grows with the convolution's work: 0.5 s + FMAs / 1e10 fits the
-# H100's quick shapes (0.2-8 s from 6e5 to 7e10 FMAs, within 1.5x; session 59) and reaches the
-# ~20-25 s that the H200's full-protocol shapes took, which bound it.
+# ones included, so its set-up grows with the convolution's work: 0.5 s + FMAs / 1e10 (its check
+# included) fits the H100's quick shapes (0.2-8 s from 6e5 to 7e10 FMAs, within 1.5x; session 59)
+# and reaches the ~20-25 s that the H200's full-protocol shapes took, which bound it.
 CUDNN_TUNE_S, CUDNN_TUNE_RATE, CUDNN_TUNE_MAX_S = 0.5, 1e10, 25.0
 CUDNN_PEERS = ("torch-conv2d", "torch-conv2d-tf32")
 
 
 def peer_case_seconds(case: Case) -> float:
     """A peer's fixed cost per case beyond the protocol (0 for ours)."""
+    s = case.shape
     if case.variant in CUDNN_PEERS:
         return min(CUDNN_TUNE_MAX_S, CUDNN_TUNE_S + case.work_fmas / CUDNN_TUNE_RATE)
-    return PEER_CASE_S.get(case.variant, 0.0)
+    check = 0.0
+    if case.variant in CHECKED_PEERS and s.fmas > SCIPY_CHECK_FMAS:
+        rows, cols = s.out_shape
+        samples = min(CHECK_SAMPLES, s.pairs * rows * cols)
+        check = samples * min(s.hL, s.hR) * min(s.wL, s.wR) / CHECK_RATE
+    return PEER_CASE_S.get(case.variant, 0.0) + check
+
+
 PLAN_S = 0.025  # cuFFT plan creation, 1-33 ms (docs/ANCHORS.md)
 PROCESS_S = 2.0  # start of one benchmark process (CUDA context, cuFFT load)
 
