@@ -5,6 +5,7 @@ the slow side. The repetition protocol sets a floor: every repetition runs >= mi
 from __future__ import annotations
 
 from experiments._spec import Case
+from xcsuite.peerbench import CHECK_SAMPLES, FULL_CHECK_FMAS_CPU  # the peers' check (its protocol)
 
 LAUNCH_S = 5e-6
 # FMA/s when the GPU is saturated (docs/ANCHORS.md: one-to-one 256 and 1-to-32 256, 32-to-32 256).
@@ -42,14 +43,14 @@ REDUCTION_VARIANTS = ("xcorr-reduce", "xcorr-reduce-batched", "xcorr-map", "xcor
                       "torch-2dtm-circular")
 FFT_PEERS = ("torch-fft",) + REDUCTION_VARIANTS
 # A peer's fixed cost per case beyond the protocol. torch-fft, CuPy and NPP: ~0.5 s (plans, pilot,
-# the CPU check of a small case) and, past SCIPY_CHECK_FMAS, the float64 check of up to
+# the CPU check of a small case) and, past FULL_CHECK_FMAS_CPU, the float64 check of up to
 # CHECK_SAMPLES outputs on the GPU, each summing its overlap (xcsuite/peerbench.py, "Protocol"):
 # 2.8 s for 16641 outputs of 2048 x 2048 (7e10 products). Fitted on an H100's quick runs of the
 # window and normalized groups (82 torch-fft cases: 62 s modelled, 52 s measured; session 59).
 # The reductions' variants: a few seconds each (check with planted inputs, pilot), not fitted.
 PEER_CASE_S = {"torch-fft": 0.5, "cupy-correlate2d": 0.5, "npp-normlevel": 0.5, **{v: 3.0 for v in REDUCTION_VARIANTS}}
 CHECKED_PEERS = ("torch-fft", "cupy-correlate2d", "npp-normlevel")
-CHECK_SAMPLES, SCIPY_CHECK_FMAS, CHECK_RATE = 65536, 3e8, 2.5e10
+CHECK_RATE = 2.5e10  # float64 products a second of the sampled check
 # torch-conv2d's cudnn.benchmark tries each of cuDNN's algorithms once on a new shape, the slow
 # ones included, so its set-up grows with the convolution's work: 0.5 s + FMAs / 1e10 (its check
 # included) fits the H100's quick shapes (0.2-8 s from 6e5 to 7e10 FMAs, within 1.5x; session 59)
@@ -64,8 +65,11 @@ def peer_case_seconds(case: Case) -> float:
     if case.variant in CUDNN_PEERS:
         return min(CUDNN_TUNE_MAX_S, CUDNN_TUNE_S + case.work_fmas / CUDNN_TUNE_RATE)
     check = 0.0
-    if case.variant in CHECKED_PEERS and s.fmas > SCIPY_CHECK_FMAS:
-        rows, cols = s.out_shape
+    rows, cols = s.out_shape
+    # the CPU reference's work, as peerbench's check weighs it: scipy's full output (cropped), or
+    # per normalized output the smaller matrix
+    cpu = s.full_fmas if s.normalize == "none" else s.pairs * rows * cols * min(s.hL * s.wL, s.hR * s.wR)
+    if case.variant in CHECKED_PEERS and cpu > FULL_CHECK_FMAS_CPU:
         samples = min(CHECK_SAMPLES, s.pairs * rows * cols)
         check = samples * min(s.hL, s.hR) * min(s.wL, s.wR) / CHECK_RATE
     return PEER_CASE_S.get(case.variant, 0.0) + check
