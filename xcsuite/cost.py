@@ -5,7 +5,7 @@ the slow side. The repetition protocol sets a floor: every repetition runs >= mi
 from __future__ import annotations
 
 from experiments._spec import Case
-from xcsuite.peerbench import CHECK_SAMPLES, FULL_CHECK_FMAS_CPU  # the peers' check (its protocol)
+from xcsuite.peerbench import CHECK_SAMPLES, FULL_CHECK_FMAS_CPU, cpu_reference_fmas  # the peers' check
 
 LAUNCH_S = 5e-6
 # FMA/s when the GPU is saturated (docs/ANCHORS.md: one-to-one 256 and 1-to-32 256, 32-to-32 256).
@@ -64,15 +64,12 @@ def peer_case_seconds(case: Case) -> float:
     s = case.shape
     if case.variant in CUDNN_PEERS:
         return min(CUDNN_TUNE_MAX_S, CUDNN_TUNE_S + case.work_fmas / CUDNN_TUNE_RATE)
-    check = 0.0
+    fixed = PEER_CASE_S.get(case.variant, 0.0)
+    if case.variant not in CHECKED_PEERS or cpu_reference_fmas(
+            s.pairs, s.hL, s.wL, s.hR, s.wR, s.shifts(), s.normalize) <= FULL_CHECK_FMAS_CPU:
+        return fixed  # ours, the reductions', or a check on the CPU: the fixed cost alone
     rows, cols = s.out_shape
-    # the CPU reference's work, as peerbench's check weighs it: scipy's full output (cropped), or
-    # per normalized output the smaller matrix
-    cpu = s.full_fmas if s.normalize == "none" else s.pairs * rows * cols * min(s.hL * s.wL, s.hR * s.wR)
-    if case.variant in CHECKED_PEERS and cpu > FULL_CHECK_FMAS_CPU:
-        samples = min(CHECK_SAMPLES, s.pairs * rows * cols)
-        check = samples * min(s.hL, s.hR) * min(s.wL, s.wR) / CHECK_RATE
-    return PEER_CASE_S.get(case.variant, 0.0) + check
+    return fixed + min(CHECK_SAMPLES, s.pairs * rows * cols) * min(s.hL, s.hR) * min(s.wL, s.wR) / CHECK_RATE
 
 
 PLAN_S = 0.025  # cuFFT plan creation, 1-33 ms (docs/ANCHORS.md)

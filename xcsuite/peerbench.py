@@ -644,12 +644,18 @@ def zncc_border_np(form, L, R, w):
     return reference_module().zncc_border(form, np.asarray(L, np.float64), np.asarray(R, np.float64), tuple(w))
 
 
-def normalized_reference_cost(c) -> float:
-    """_reference.py's work: per pair, the clamped window times the smaller matrix's area."""
-    fy, fx = clamp_range(c.window[0], c.window[1], c.hL, c.hR), clamp_range(c.window[2], c.window[3], c.wL, c.wR)
+def cpu_reference_fmas(pairs, hL, wL, hR, wR, window, normalize) -> float:
+    """The CPU reference's work for a case (Bench.check: scipy's up to FULL_CHECK_FMAS_CPU, else
+    sampled on the GPU; xcsuite/cost.py weighs the check by it). window_reference_np crops scipy's
+    full correlation, so the full output's (pairs x hL wL hR wR), not the window's, which a small
+    window of large matrices hides; a normalized case's (_reference.py) loops over the smaller
+    matrix per output: per pair the clamped window times the smaller matrix's area."""
+    if normalize == "none":
+        return float(pairs) * hL * wL * hR * wR
+    fy, fx = clamp_range(window[0], window[1], hL, hR), clamp_range(window[2], window[3], wL, wR)
     if fy is None or fx is None:
         return 0.0
-    return float(c.pairs) * (fy[1] - fy[0] + 1) * (fx[1] - fx[0] + 1) * min(c.hL * c.wL, c.hR * c.wR)
+    return float(pairs) * (fy[1] - fy[0] + 1) * (fx[1] - fx[0] + 1) * min(hL * wL, hR * wR)
 
 
 # --- cases -------------------------------------------------------------------------------------
@@ -1518,12 +1524,8 @@ class Bench:
         torch.cuda.synchronize()
         if tuple(out.shape) != c.out_shape:
             raise CaseError(f"validation failed: output shape {tuple(out.shape)}, expected {c.out_shape}")
-        # window_reference_np crops scipy's full correlation: its cost is the full output's
-        # (pairs x hL wL hR wR), not the window's, which a small window of large matrices hides.
-        # A normalized case's reference (_reference.py) loops over the smaller matrix per output.
-        full_fmas = float(c.pairs) * c.hL * c.wL * c.hR * c.wR
-        cost = full_fmas if c.normalize == "none" else normalized_reference_cost(c)
-        if cost <= FULL_CHECK_FMAS_CPU:
+        cpu_fmas = cpu_reference_fmas(c.pairs, c.hL, c.wL, c.hR, c.wR, c.window, c.normalize)
+        if cpu_fmas <= FULL_CHECK_FMAS_CPU:
             Lh, Rh = L.cpu().double().numpy(), R.cpu().double().numpy()
             ref = (window_reference_np(c.form, Lh, Rh, c.window) if c.normalize == "none"
                    else normalized_reference_np(c.normalize, c.form, Lh, Rh, c.window))
