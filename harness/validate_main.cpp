@@ -38,6 +38,9 @@
 // (scripts/sanitize). The "no case passed" guards need the whole run and are left out under it.
 // --tolerance X replaces every variant's bound with X (tests use it to put the bound just
 // below and just above a measured error).
+// With zncc among the normalizations and the built-in shapes, the GPU references' matrix variances
+// (zncc's constant-part test) are checked first against the CPU reference's loop on matrices of
+// their own (lines "PASS  matrix-variance-gpu  ...").
 // Where the CPU reference is quick, the GPU reference is checked against it on the full output and
 // on four windows (valid where it exists, same, partly and wholly beyond the full range; the
 // "window=" lines of reference-gpu), reference_gpu_at included.
@@ -80,6 +83,7 @@
 #include <new>
 #include <numeric>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -89,6 +93,7 @@
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/gpu.hpp"
 #include "xcorr/reference.hpp"
+#include "xcorr/reference_element.hpp"
 #include "xcorr/plan.hpp"
 #include "xcorr/reduce.hpp"
 #include "xcorr/reduce_check.hpp"
@@ -289,6 +294,69 @@ void check_reference_windows(const Problem& full, const float* dl, const float* 
         std::printf("%s  reference-gpu  %s  window=%s  vs reference-cpu  inputs=%s  err=%.2e  err_at=%.2e  fmas=%.0f%s\n",
                     ok ? "PASS" : "FAIL", p.describe().c_str(), name.c_str(), inputs, c_all.rel_error, c_at.rel_error,
                     fmas, fmas == counted ? "" : (" counted=" + std::to_string(counted)).c_str());
+        ok ? ++tally.passed : ++tally.failed;
+    }
+}
+
+// zncc's matrix variances as the GPU references compute them (matrix_variances_gpu, a block per
+// matrix) against the CPU reference's sequential loop (matrix_variance), within 2n·2^-53 relative
+// (twice the sequential sum's own worst rounding over n values; one value in n left out or taken
+// twice moves the variance by about 1/n) and exactly 0 where that is 0: noise on large offsets of both signs, a constant matrix, NaN among
+// the values and a matrix of NaN alone, a single value, shapes below, at and above the block's
+// width, and a 4096 x 4096 image (a block alone over 16.8 million values). One line each.
+void check_matrix_variances(uint64_t seed, cudaStream_t stream, Tally& tally) {
+    struct Stack {
+        int n, h, w;
+        std::function<float(int, int64_t, std::mt19937_64&)> value;  // matrix, element, rng
+    };
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const auto noise = [](float offset, float amplitude) {
+        return [=](int, int64_t, std::mt19937_64& rng) {
+            return offset + amplitude * std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng);
+        };
+    };
+    const std::vector<std::pair<Stack, Stack>> cases = {
+        // lefts: noise on 1000, a constant, noise with two NaN; rights: NaN alone, noise on -3e4
+        {{3, 37, 53, [&](int m, int64_t i, std::mt19937_64& rng) {
+              if (m == 1) return 1000.5f;
+              if (m == 2 && (i == 5 || i == 1000)) return nan;
+              return noise(1000.0f, 8.0f)(m, i, rng);
+          }},
+         {2, 1, 7, [&](int m, int64_t i, std::mt19937_64& rng) { return m == 0 ? nan : noise(-3e4f, 1.0f)(m, i, rng); }}},
+        {{4, 1, 1, noise(5.0f, 1.0f)}, {2, 16, 16, noise(0.0f, 1.0f)}},
+        {{1, 257, 255, noise(-2.0f, 3.0f)}, {5, 1, 256, noise(1e3f, 1e-2f)}},
+        {{1, 4096, 4096, noise(1000.0f, 8.0f)}, {1, 3, 333, noise(-7.0f, 2.0f)}},
+    };
+    std::mt19937_64 rng(seed);
+    for (const auto& [ls, rs] : cases) {
+        const int64_t le = int64_t(ls.h) * ls.w, re = int64_t(rs.h) * rs.w;
+        std::vector<float> hl(size_t(ls.n * le)), hr(size_t(rs.n * re));
+        for (int m = 0; m < ls.n; ++m)
+            for (int64_t i = 0; i < le; ++i) hl[size_t(m * le + i)] = ls.value(m, i, rng);
+        for (int m = 0; m < rs.n; ++m)
+            for (int64_t i = 0; i < re; ++i) hr[size_t(m * re + i)] = rs.value(m, i, rng);
+        DeviceBuffer<float> dl(hl.size()), dr(hr.size());
+        DeviceBuffer<double> dvar(size_t(ls.n + rs.n));
+        XC_CUDA_CHECK(cudaMemcpyAsync(dl.get(), hl.data(), dl.bytes(), cudaMemcpyHostToDevice, stream));
+        XC_CUDA_CHECK(cudaMemcpyAsync(dr.get(), hr.data(), dr.bytes(), cudaMemcpyHostToDevice, stream));
+        // Poisoned, so that a matrix the kernel skips shows as NaN.
+        XC_CUDA_CHECK(cudaMemsetAsync(dvar.get(), 0xff, dvar.bytes(), stream));
+        matrix_variances_gpu(dl.get(), ls.n, le, dr.get(), rs.n, re, dvar.get(), stream);
+        std::vector<double> got(dvar.size());
+        XC_CUDA_CHECK(cudaMemcpyAsync(got.data(), dvar.get(), dvar.bytes(), cudaMemcpyDeviceToHost, stream));
+        XC_CUDA_CHECK(cudaStreamSynchronize(stream));
+        double worst = 0;
+        bool ok = true;
+        for (int m = 0; m < ls.n + rs.n; ++m) {
+            const double want = m < ls.n ? matrix_variance(hl.data() + m * le, le)
+                                         : matrix_variance(hr.data() + (m - ls.n) * re, re);
+            const double err = want == 0 ? std::fabs(got[size_t(m)]) : std::fabs(got[size_t(m)] - want) / want;
+            const double bound = 2.0 * double(m < ls.n ? le : re) * 0x1p-53;
+            ok &= want == 0 ? got[size_t(m)] == 0 : err <= bound;  // a NaN fails both
+            worst = std::isnan(err) || err > worst ? err : worst;
+        }
+        std::printf("%s  matrix-variance-gpu  %d x %dx%d, %d x %dx%d  vs matrix_variance  rel_err=%.2e\n",
+                    ok ? "PASS" : "FAIL", ls.n, ls.h, ls.w, rs.n, rs.h, rs.w, worst);
         ok ? ++tally.passed : ++tally.failed;
     }
 }
@@ -667,6 +735,11 @@ int main(int argc, char** argv) {
         std::vector<std::pair<const std::vector<Shape>*, int>> tiers = {{&kSmall, 0}, {&kMedium, 1}, {&kLarge, 2}};
         if (!given_shapes.empty()) tiers = {{&given_shapes, 0}};
         if (only_reductions) tiers.clear();
+        // zncc's reference rests on the matrices' variances: checked first where zncc runs on the
+        // built-in shapes (not in the short --shape runs of the sanitizers, a process per variant).
+        if (given_shapes.empty() && !only_reductions && full_checks &&
+            std::count(modes.begin(), modes.end(), Normalize::Zncc) && shard.take())
+            check_matrix_variances(seed + 2000003, stream, tally);
         int shape_number = -1;
         for (const auto& [shapes, tier] : tiers) {
             if (quick && tier > 0) break;

@@ -95,13 +95,56 @@ __device__ double reference_element(const float* __restrict__ left, const float*
     return reference_at(mode, L, R, hL, wL, hR, wR, win.dy0 + y, win.dx0 + x, vl, vr);
 }
 
-// matrix_variance of every left, then every right: a thread per matrix, the CPU reference's very
-// loop (the same bits), so that both references call the same parts constant.
-__global__ void variance_kernel(const float* __restrict__ left, const float* __restrict__ right, int nL, int nR,
-                                int64_t lelems, int64_t relems, double* __restrict__ var) {
-    for (int64_t m = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; m < int64_t(nL) + nR;
-         m += int64_t(gridDim.x) * blockDim.x)
-        var[m] = m < nL ? matrix_variance(left + m * lelems, lelems) : matrix_variance(right + (m - nL) * relems, relems);
+// matrix_variance of every left, then every right, a block of kVarianceThreads per matrix: its two
+// passes (the numbers' mean, then their centred squares), each thread summing the elements
+// i = t, t + kVarianceThreads, ... and the block adding the threads' sums in a fixed order
+// (block_total), so the same bits on every run. Not matrix_variance's sequential order: within
+// rounding of it (a relative 1e-15 or so), which is all that its one use, zncc's constant-part
+// threshold, can tell. The sequential loop itself, a thread per matrix, reads a large image one
+// dependent load at a time: seconds for a 4096 x 4096 one, longer than the case it checks.
+constexpr int kVarianceThreads = 256;
+
+// The sum of v over the block, in every thread: warp_sum's butterfly, then the warps' sums in
+// order. Called by every thread of a block of kVarianceThreads.
+template <class T>
+__device__ T block_total(T v) {
+    __shared__ T warps[kVarianceThreads / kWarp];
+    v = warp_sum(v);
+    __syncthreads();  // warps[] is reused by consecutive calls
+    if (threadIdx.x % kWarp == 0) warps[threadIdx.x / kWarp] = v;
+    __syncthreads();
+    T total = 0;
+    for (int w = 0; w < kVarianceThreads / kWarp; ++w) total += warps[w];
+    return total;
+}
+
+__global__ void __launch_bounds__(kVarianceThreads)
+    variance_kernel(const float* __restrict__ left, const float* __restrict__ right, int nL, int nR, int64_t lelems,
+                    int64_t relems, double* __restrict__ var) {
+    for (int64_t m = blockIdx.x; m < int64_t(nL) + nR; m += gridDim.x) {
+        const float* X = m < nL ? left + m * lelems : right + (m - nL) * relems;
+        const int64_t elems = m < nL ? lelems : relems;
+        double s = 0;
+        long long count = 0;
+        for (int64_t i = threadIdx.x; i < elems; i += kVarianceThreads) {
+            const float x = X[i];
+            if (x == x) s += double(x), ++count;  // the numbers only, as matrix_variance
+        }
+        s = block_total(s);
+        count = block_total(count);
+        if (count == 0) {  // block-uniform
+            if (threadIdx.x == 0) var[m] = 0.0;
+            continue;
+        }
+        const double mean = s / double(count);
+        double q = 0;
+        for (int64_t i = threadIdx.x; i < elems; i += kVarianceThreads) {
+            const float x = X[i];
+            if (x == x) q += (double(x) - mean) * (double(x) - mean);
+        }
+        q = block_total(q);
+        if (threadIdx.x == 0) var[m] = q / double(count);
+    }
 }
 
 __global__ void reference_kernel(const float* __restrict__ left, const float* __restrict__ right,
@@ -330,16 +373,22 @@ void L2Flusher::flush(cudaStream_t stream) {
     XC_CUDA_CHECK(cudaMemsetAsync(buf_.get(), 0, buf_.bytes(), stream));
 }
 
+void matrix_variances_gpu(const float* left, int nL, int64_t lelems, const float* right, int nR, int64_t relems,
+                          double* var, cudaStream_t stream) {
+    if (int64_t(nL) + nR == 0) return;
+    variance_kernel<<<int(std::min<int64_t>(int64_t(nL) + nR, 65536)), kVarianceThreads, 0, stream>>>(
+        left, right, nL, nR, lelems, relems, var);
+    XC_CHECK_LAUNCH();
+}
+
 namespace {
-// zncc's per-matrix variances (variance_kernel) in a buffer that lives until the stream has used
-// it (the reference kernels are enqueued, not waited for: freeing synchronizes first); empty
+// zncc's per-matrix variances (matrix_variances_gpu) in a buffer that lives until the stream has
+// used it (the reference kernels are enqueued, not waited for: freeing synchronizes first); empty
 // for the other normalizations.
 DeviceBuffer<double> matrix_variances(const Problem& p, const float* left, const float* right, cudaStream_t stream) {
     if (p.normalize != Normalize::Zncc) return {};
     DeviceBuffer<double> var(size_t(p.nL) + p.nR);
-    variance_kernel<<<blocks_for(size_t(p.nL) + p.nR, 64), 64, 0, stream>>>(
-        left, right, p.nL, p.nR, int64_t(p.hL) * p.wL, int64_t(p.hR) * p.wR, var.get());
-    XC_CHECK_LAUNCH();
+    matrix_variances_gpu(left, p.nL, int64_t(p.hL) * p.wL, right, p.nR, int64_t(p.hR) * p.wR, var.get(), stream);
     return var;
 }
 }  // namespace

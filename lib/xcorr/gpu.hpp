@@ -85,6 +85,13 @@ void reference_gpu(const Problem& p, const float* left, const float* right, doub
 // each element in both, so a sampled check is exactly the full one restricted to its positions.
 void reference_gpu_at(const Problem& p, const float* left, const float* right, const int64_t* positions, size_t n,
                       double* out, cudaStream_t stream);
+// zncc's matrix_variance (reference_element.hpp) of each of the nL matrices of lelems values at
+// `left`, then of the nR of relems at `right` (device arrays), into var[0, nL + nR) (device): a
+// block per matrix, a fixed order of sums (the same bits on every run, within rounding of the
+// sequential loop's). The GPU references' matrix variances; xcorr_validate checks it against the
+// CPU's loop.
+void matrix_variances_gpu(const float* left, int nL, int64_t lelems, const float* right, int nR, int64_t relems,
+                          double* var, cudaStream_t stream);
 // dst[j] = src[positions[j]] for j < n (device arrays): a variant's output at the sampled positions.
 void gather(const float* src, const int64_t* positions, size_t n, float* dst, cudaStream_t stream);
 
