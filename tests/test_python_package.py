@@ -402,6 +402,54 @@ def test_correlate2d_cache_key_keeps_the_type_of_numbers():
         xcorr.correlate2d(A, B, ["full"], algorithm="reference")
 
 
+class _Workspace:
+    """A stand-in for a cached plan: counts how many are alive, as device workspaces would be."""
+    alive = 0
+
+    def __init__(self):
+        _Workspace.alive += 1
+
+    def __del__(self):
+        _Workspace.alive -= 1
+
+
+@pytest.mark.parametrize("message", [
+    "not enough GPU memory for this problem (cudaMalloc at lib/plan.cpp:1)",
+    "cuFFT error 5 (CUFFT_INTERNAL_ERROR) in cufftMakePlanMany (creating a plan; 100 of 81000 MiB of GPU memory free: "
+    "a plan larger than that is reported this way too)",
+])
+def test_a_plan_short_of_gpu_memory_frees_the_cached_plans_and_is_made_again(monkeypatch, message):
+    """The call cache keeps up to 16 plans with their device workspace (a reduced plan's scratch is
+    gigabytes): a new plan that does not fit beside them must not fail the call. Its make() is
+    tried again once after the cached plans are freed; an error of another kind, or one with no
+    cached plans to free, is raised as it was."""
+    from xcorr import _api
+    cache = {("a",): _Workspace(), ("b",): _Workspace()}
+    monkeypatch.setattr(_api, "_plans", cache)
+    error = ValueError if "not enough" in message else RuntimeError
+    seen = []
+
+    def make():
+        seen.append(_Workspace.alive)
+        if len(seen) == 1:
+            raise error(message)
+        return "the plan"
+    assert _api._cached_plan(("c",), make) == "the plan"
+    assert seen == [2, 0] and list(cache) == [("c",)], (seen, cache)  # freed before the second try
+    # Nothing cached: the error is the call's.
+    cache.clear()
+    with pytest.raises(error, match="GPU memory"):
+        _api._cached_plan(("d",), lambda: (_ for _ in ()).throw(error(message)))
+    # Another error, or a second failure, is raised, not retried forever.
+    cache[("a",)] = _Workspace()
+    with pytest.raises(ValueError, match="mode must be"):
+        _api._cached_plan(("e",), lambda: (_ for _ in ()).throw(ValueError("mode must be full")))
+    assert list(cache) == [("a",)]
+    with pytest.raises(error, match="GPU memory"):
+        _api._cached_plan(("f",), lambda: (_ for _ in ()).throw(error(message)))
+    assert not cache
+
+
 def has_gpu():
     try:
         xcorr.gpu_info()

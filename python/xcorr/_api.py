@@ -856,18 +856,34 @@ def _device_and_stream(left, right, kl, kr, algorithm, stream):
 def _cached_plan(key, make):
     """The plan cached under `key`, else make() (cached unless the key is unhashable: an option no
     valid plan has, and make() says what is wrong with it). One plan per stream: a plan must not
-    run on two streams at once (the stream is in the key)."""
+    run on two streams at once (the stream is in the key). A new plan that finds too little GPU
+    memory while cached plans hold workspace is made once more after they are freed: the cache
+    must not be what makes a call fail."""
     try:
         plan = _plans.get(key)
     except TypeError:
         key = plan = None
     if plan is None:
-        plan = make()
+        try:
+            plan = make()
+        except (ValueError, RuntimeError) as e:
+            if not _plans or not _out_of_gpu_memory(e):
+                raise
+            _plans.clear()  # the plans' destructors free their device workspace
+            plan = make()
         if key is not None:
             if len(_plans) >= _PLAN_CACHE:
                 _plans.pop(next(iter(_plans)))
             _plans[key] = plan
     return plan
+
+
+def _out_of_gpu_memory(error):
+    """Whether a plan's error says the GPU's memory was short (cuda_check.cpp: "not enough GPU
+    memory" for a failed allocation; cuFFT's internal error creating a plan larger than the free
+    memory, which it reports so, says how much was free; the driver's "out of memory")."""
+    text = str(error)
+    return any(s in text for s in ("not enough GPU memory", "MiB of GPU memory free", "out of memory"))
 
 
 def _key(mode, max_shift, shifts, normalize, form, algorithm, precision, params, lshape, rshape, device, handle):
