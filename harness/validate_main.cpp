@@ -301,9 +301,10 @@ void check_reference_windows(const Problem& full, const float* dl, const float* 
 // zncc's matrix variances as the GPU references compute them (matrix_variances_gpu, a block per
 // matrix) against the CPU reference's sequential loop (matrix_variance), within 2n·2^-53 relative
 // (twice the sequential sum's own worst rounding over n values; one value in n left out or taken
-// twice moves the variance by about 1/n) and exactly 0 where that is 0: noise on large offsets of both signs, a constant matrix, NaN among
-// the values and a matrix of NaN alone, a single value, shapes below, at and above the block's
-// width, and a 2048 x 2048 image (a block alone over 4.2 million values). One line each.
+// twice moves the variance by about 1/n) and exactly 0 where that is 0: noise on large offsets of
+// both signs, a constant matrix, NaN among the values and a matrix of NaN alone, a single value,
+// shapes below, at and above the block's width, and a 2048 x 2048 image (a block alone over 4.2
+// million values). One line each.
 void check_matrix_variances(uint64_t seed, cudaStream_t stream, Tally& tally) {
     struct Stack {
         int n, h, w;
