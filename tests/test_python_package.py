@@ -420,9 +420,9 @@ class _Workspace:
 ])
 def test_a_plan_short_of_gpu_memory_frees_the_cached_plans_and_is_made_again(monkeypatch, message):
     """The call cache keeps up to 16 plans with their device workspace (a reduced plan's scratch is
-    gigabytes): a new plan that does not fit beside them must not fail the call. Its make() is
-    tried again once after the cached plans are freed; an error of another kind, or one with no
-    cached plans to free, is raised as it was."""
+    gigabytes): a new device plan that does not fit beside them (a call's, or a Plan the user
+    makes) must not fail. It is made again once after the cached plans are freed; an error of
+    another kind, or one with no cached plans to free, is raised as it was."""
     from xcorr import _api
     cache = {("a",): _Workspace(), ("b",): _Workspace()}
     monkeypatch.setattr(_api, "_plans", cache)
@@ -434,20 +434,39 @@ def test_a_plan_short_of_gpu_memory_frees_the_cached_plans_and_is_made_again(mon
         if len(seen) == 1:
             raise error(message)
         return "the plan"
-    assert _api._cached_plan(("c",), make) == "the plan"
-    assert seen == [2, 0] and list(cache) == [("c",)], (seen, cache)  # freed before the second try
+    assert _api._freeing_the_cache_if_short(make) == "the plan"
+    assert seen == [2, 0] and not cache, (seen, cache)  # freed before the second try
     # Nothing cached: the error is the call's.
-    cache.clear()
     with pytest.raises(error, match="GPU memory"):
-        _api._cached_plan(("d",), lambda: (_ for _ in ()).throw(error(message)))
-    # Another error, or a second failure, is raised, not retried forever.
+        _api._freeing_the_cache_if_short(lambda: (_ for _ in ()).throw(error(message)))
+    # Another error is raised and frees nothing; a second failure is raised, not retried forever.
     cache[("a",)] = _Workspace()
     with pytest.raises(ValueError, match="mode must be"):
-        _api._cached_plan(("e",), lambda: (_ for _ in ()).throw(ValueError("mode must be full")))
+        _api._freeing_the_cache_if_short(lambda: (_ for _ in ()).throw(ValueError("mode must be full")))
     assert list(cache) == [("a",)]
     with pytest.raises(error, match="GPU memory"):
-        _api._cached_plan(("f",), lambda: (_ for _ in ()).throw(error(message)))
+        _api._freeing_the_cache_if_short(lambda: (_ for _ in ()).throw(error(message)))
     assert not cache
+
+
+def test_every_device_plan_is_made_through_the_cache_freeing_retry(monkeypatch):
+    """Plan() and the convenience calls' cached plans both build their device plan in _attach,
+    which goes through _freeing_the_cache_if_short (without a GPU: the binding's Plan replaced by
+    one that fails short of memory once)."""
+    from xcorr import _api
+    monkeypatch.setattr(_api, "_plans", {("cached",): _Workspace()})
+    calls = []
+
+    class Binding:
+        device = 0
+
+        def __init__(self, spec, device):
+            calls.append(len(_api._plans))
+            if len(calls) == 1:
+                raise ValueError("not enough GPU memory for this problem (cudaMalloc at lib/plan.cpp:1)")
+    monkeypatch.setattr(_api._xcorr, "Plan", Binding)
+    plan = xcorr.Plan((64, 64), (8, 8), mode="valid")
+    assert calls == [1, 0] and isinstance(plan._plan, Binding) and not _api._plans
 
 
 def has_gpu():

@@ -268,7 +268,8 @@ class Plan:
             self._plan = None
         else:
             with _gpu_work():
-                self._plan = _xcorr.Plan(self._spec, -1 if device is None else int(device))
+                self._plan = _freeing_the_cache_if_short(
+                    lambda: _xcorr.Plan(self._spec, -1 if device is None else int(device)))
         self._device = None if self.reference else self._plan.device  # the fast paths compare with it
 
     def _setup(self, left_shape, right_shape, mode, max_shift, shifts, normalize, form, algorithm, precision, params,
@@ -856,26 +857,32 @@ def _device_and_stream(left, right, kl, kr, algorithm, stream):
 def _cached_plan(key, make):
     """The plan cached under `key`, else make() (cached unless the key is unhashable: an option no
     valid plan has, and make() says what is wrong with it). One plan per stream: a plan must not
-    run on two streams at once (the stream is in the key). A new plan that finds too little GPU
-    memory while cached plans hold workspace is made once more after they are freed: the cache
-    must not be what makes a call fail."""
+    run on two streams at once (the stream is in the key)."""
     try:
         plan = _plans.get(key)
     except TypeError:
         key = plan = None
     if plan is None:
-        try:
-            plan = make()
-        except (ValueError, RuntimeError) as e:
-            if not _plans or not _out_of_gpu_memory(e):
-                raise
-            _plans.clear()  # the plans' destructors free their device workspace
-            plan = make()
+        plan = make()  # short of GPU memory, it frees this cache first (_freeing_the_cache_if_short)
         if key is not None:
             if len(_plans) >= _PLAN_CACHE:
                 _plans.pop(next(iter(_plans)))
             _plans[key] = plan
     return plan
+
+
+def _freeing_the_cache_if_short(make):
+    """make() (a device plan); if it finds too little GPU memory while the call cache holds plans,
+    made once more after they are freed: the cache (up to 16 plans with their device workspace, a
+    reduced plan's scratch gigabytes) must not be what makes a call or a new Plan fail. Another
+    error, or a second failure, is raised."""
+    try:
+        return make()
+    except (ValueError, RuntimeError) as e:
+        if not _plans or not _out_of_gpu_memory(e):
+            raise
+    _plans.clear()  # the plans' destructors free their device workspace
+    return make()
 
 
 def _out_of_gpu_memory(error):
