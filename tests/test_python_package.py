@@ -426,6 +426,9 @@ def test_a_plan_short_of_gpu_memory_frees_the_cached_plans_and_is_made_again(mon
     from xcorr import _api
     cache = {("a",): _Workspace(), ("b",): _Workspace()}
     monkeypatch.setattr(_api, "_plans", cache)
+    batch_bytes = [0]  # what devices=/chunk= calls keep: freed by clear_cache too
+    monkeypatch.setattr(_api._xcorr, "batch_buffer_bytes", lambda: batch_bytes[0])
+    monkeypatch.setattr(_api._xcorr, "release_batch_buffers", lambda: batch_bytes.__setitem__(0, 0))
     error = ValueError if "not enough" in message else RuntimeError
     seen = []
 
@@ -439,6 +442,9 @@ def test_a_plan_short_of_gpu_memory_frees_the_cached_plans_and_is_made_again(mon
     # Nothing cached: the error is the call's.
     with pytest.raises(error, match="GPU memory"):
         _api._freeing_the_cache_if_short(lambda: (_ for _ in ()).throw(error(message)))
+    # Only the batch's buffers held: they are released, then the plan is made.
+    batch_bytes[0], seen[:] = 64 << 20, []
+    assert _api._freeing_the_cache_if_short(make) == "the plan" and batch_bytes == [0] and len(seen) == 2
     # Another error is raised and frees nothing; a second failure is raised, not retried forever.
     cache[("a",)] = _Workspace()
     with pytest.raises(ValueError, match="mode must be"):

@@ -872,16 +872,16 @@ def _cached_plan(key, make):
 
 
 def _freeing_the_cache_if_short(make):
-    """make() (a device plan); if it finds too little GPU memory while the call cache holds plans,
-    made once more after they are freed: the cache (up to 16 plans with their device workspace, a
-    reduced plan's scratch gigabytes) must not be what makes a call or a new Plan fail. Another
-    error, or a second failure, is raised."""
+    """make() (a device plan); if it finds too little GPU memory while the caches hold some (the
+    calls' plans, up to 16 with their device workspace, a reduced plan's scratch gigabytes; what
+    devices=/chunk= calls keep per GPU), made once more after clear_cache(): the caches must not be
+    what makes a call or a new Plan fail. Another error, or a second failure, is raised."""
     try:
         return make()
     except (ValueError, RuntimeError) as e:
-        if not _plans or not _out_of_gpu_memory(e):
+        if not _out_of_gpu_memory(e) or not (_plans or _xcorr.batch_buffer_bytes()):
             raise
-    _plans.clear()  # the plans' destructors free their device workspace
+    clear_cache()  # the plans' destructors free their device workspace
     return make()
 
 
