@@ -100,8 +100,9 @@ __device__ double reference_element(const float* __restrict__ left, const float*
 // i = t, t + kVarianceThreads, ... and the block adding the threads' sums in a fixed order
 // (block_total), so the same bits on every run. Not matrix_variance's sequential order: within
 // rounding of it (the sequential sum's own error grows with the count; xcorr_validate holds the two
-// within 2n·2^-53), which is all that its one use, zncc's constant-part threshold, can tell. The sequential loop itself, a thread per matrix, reads a large image one
-// dependent load at a time: seconds for a 4096 x 4096 one, longer than the case it checks.
+// within 2n·2^-53), which is all that its one use, zncc's constant-part threshold, can tell. The
+// sequential loop itself, a thread per matrix, reads a large image one dependent load at a time:
+// seconds for a 4096 x 4096 one, longer than the case it checks.
 constexpr int kVarianceThreads = 256;
 
 // The sum of v over the block, in every thread: warp_sum's butterfly, then the warps' sums in
