@@ -405,17 +405,25 @@ def test_normalize_usage_errors_exit_2_with_one_line():
 def test_the_normalized_torch_peers_on_the_cpu(form):
     import torch
     rng = np.random.default_rng(9)
-    for shape in NORM_SHAPES[:4]:
+    checked = 0  # zncc outputs held to 1e-4 (the shapes whose largest overlap is under 16 have none)
+    for shape in NORM_SHAPES[:4] + NORM_SHAPES[5:]:
         for w in norm_windows(rng, *shape):
             for mode, (lo, hi) in (("zncc", (992, 1008)), ("zero-lag", (3, 5))):
                 L, R = signed_stacks(rng, form, shape, lo, hi, np.float32)
                 ref = xcorr_np.normalized(mode, form, L.astype(np.float64), R.astype(np.float64), w)
+                # zncc: the float32 sibling's exemptions (the contract's border, overlaps of fewer
+                # than 16 elements, where a float32 FFT's or box sum's error over the small n·σ²
+                # passes 1e-4: on 1000 + noise numpy's own float32 FFT misses by 1.9e-4 there)
+                exempt = (pb.zncc_border_np(form, L, R, w) | (overlap_counts(form, L, R, w) < 16)
+                          if mode == "zncc" else None)
                 for v in PEER_VARIANTS:
                     c = pb.parse_case(f"variant={v} form={form} hL={shape[0]} wL={shape[1]} hR={shape[2]} "
                                       f"wR={shape[3]} nL={len(L)} nR={len(R)} shifts={pb.window_text(w)} normalize={mode}")
                     got = pb.make_peer(c, torch)(torch.from_numpy(L), torch.from_numpy(R)).numpy()
-                    err, bad = pb.compare(got, ref, mode)
+                    err, bad = pb.compare(got, ref, mode, exempt)
                     assert got.shape == ref.shape and bad == 0 and err <= pb.tolerance_for(mode), (v, mode, w, err)
+                    checked += 0 if exempt is None else int(np.count_nonzero(~exempt))
+    assert checked > 1000
 
 
 # --- the runner ---------------------------------------------------------------------------------
