@@ -74,8 +74,8 @@ def test_explain_chooses_from_every_committed_table(xcorr, registry, tsv):
     measured problem of the table, with its fastest variant first."""
     lines = (TABLES / tsv).read_text().splitlines()
     gpu = lines[0][2:].split(":", 1)[0]
-    key = lines[2].split("\t")[:12]
-    variant = lines[2].split("\t")[12]
+    row = lines[2].split("\t")
+    key, variant = row[:12], row[12]
     assert key[11] == "0"
     r = run([xcorr, "explain", "--json", *explain_args(key), "--gpu", gpu])
     assert r.returncode == 0, r.stderr
@@ -84,7 +84,7 @@ def test_explain_chooses_from_every_committed_table(xcorr, registry, tsv):
     top = e["candidates"][0]
     assert f"measured on {gpu}" in top["reason"], top
     if variant in {v["name"] for v in registry}:  # built (a build of some variants may lack it)
-        assert top["algorithm"] == variant or abs(top["predicted_us"] - float(lines[2].split("\t")[14])) < 1e-3, top
+        assert top["algorithm"] == variant or abs(top["predicted_us"] - float(row[14])) < 1e-3, top
 
 
 def test_the_generator_refuses_a_folder_without_the_facts(tmp_path):
