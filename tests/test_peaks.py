@@ -929,6 +929,59 @@ def test_contiguous_tensors_take_the_raw_pointer_path_and_others_the_general_one
 
 
 @pytest.mark.gpu
+def test_a_repeated_call_finds_its_plan_without_the_checks_and_no_other_option_s(torch, gpu, monkeypatch):
+    """peaks2d, peaks1d and max_over_rights on PyTorch tensors find the cached plan of an earlier
+    call with the same arrays and options before the general path's conversions and checks (as
+    correlate2d does: a PIV loop's call costs what the kernel does); a plan of another k,
+    min_distance, subpixel, stats or stream is never taken for it, nor one of k=2 for k=2.0 or
+    True, which stay errors; first_index is checked on either path."""
+    from xcorr import _api
+    a, t = torch.randn(40, 41, device="cuda"), torch.randn(4, 7, 5, device="cuda")
+    xcorr.clear_cache()
+    first = [host(x) for x in xcorr.peaks2d(a, t, k=2, max_shift=6)]
+    general = []
+    real = _api._as_arrays
+    monkeypatch.setattr(_api, "_as_arrays", lambda *x: general.append(1) or real(*x))
+    again = [host(x) for x in xcorr.peaks2d(a, t, k=2, max_shift=6)]
+    assert not general and len(_api._plans) == 1  # the fast path, the same plan
+    for x, y in zip(first, again):
+        np.testing.assert_array_equal(x, y)
+    for kw in (dict(k=3, min_distance=1, subpixel="none"), dict(k=2, subpixel="gaussian")):
+        p = xcorr.peaks2d(a, t, max_shift=6, **kw)
+        own = xcorr.Plan(tuple(a.shape), tuple(t.shape), max_shift=6, reduce="peaks", **kw)(a, t)
+        assert p.value.shape == (4, kw["k"])
+        for x, y in zip(p, own):  # that option's plan, not the cached one
+            np.testing.assert_array_equal(host(x), host(y))
+    assert len(_api._plans) == 3 and len(general) == 2  # each new option: the general path, a new plan
+    for bad, match in ((dict(k=2.0), "k takes integers"), (dict(k=True), "k takes integers")):
+        with pytest.raises(ValueError, match=match):
+            xcorr.peaks2d(a, t, max_shift=6, **bad)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())  # a and t are written on the current one
+    with torch.cuda.stream(side):
+        p = xcorr.peaks2d(a, t, k=2, max_shift=6)
+    side.synchronize()
+    assert len(_api._plans) == 4  # one plan per stream
+    np.testing.assert_array_equal(host(p.shift), first[1])
+    m1 = xcorr.max_over_rights(a, t, stats=True)
+    general.clear()
+    m2 = xcorr.max_over_rights(a, t[:2], stats=True)
+    m3 = xcorr.max_over_rights(a, t[:2], stats=True, out=m2)
+    assert len(general) == 1  # the second call of t[:2]'s shapes found its plan
+    with pytest.raises(ValueError, match="first_index must be"):
+        xcorr.max_over_rights(a, t[:2], stats=True, first_index=-1)
+    m4 = xcorr.max_over_rights(a, t[2:], stats=True, out=xcorr.max_over_rights(a, t[:2], stats=True), first_index=2)
+    np.testing.assert_array_equal(host(m4.index), host(m1.index))
+    np.testing.assert_allclose(host(m4.sum), host(m1.sum), rtol=1e-6, atol=1e-6)
+    assert m3 is m2
+    traces = t[:, 0].contiguous()  # a strided input goes the general way, copied
+    s1 = xcorr.peaks1d(a[0], traces, k=2, max_lag=9)
+    general.clear()
+    s2 = xcorr.peaks1d(a[0], traces, k=2, max_lag=9)
+    assert not general and torch.equal(s1.shift, s2.shift) and s2.shift.shape == (4, 2)
+
+
+@pytest.mark.gpu
 def test_the_binding_checks_the_reduced_outputs(gpu):
     """execute_reduced (python/_xcorr.cpp) refuses what would be written out of bounds or misread:
     dtypes, sizes, outputs the reduction does not write or needs; NumPy outputs are staged."""

@@ -771,42 +771,25 @@ def correlate2d(left, right, mode="full", *, max_shift=None, shifts=None, normal
         return _batched(left, right, out, stream, devices, chunk, split, mode=mode, max_shift=max_shift, shifts=shifts,
                         normalize=normalize, form=form, algorithm=algorithm, precision=precision, params=params,
                         dims=2, max_lag=None, lags=None)
-    t = type(left)
-    if t is type(right) and algorithm != "reference":
+    fast = None if algorithm == "reference" else _gpu_arrays(left, right, stream)
+    if fast is not None:
         # The fast path: a plan of the cache for the same arrays' shapes, device and stream and
         # the same options, found without the general path's checks (the plan's call checks the
         # arrays; a miss goes the general way, which checks everything and fills the cache).
-        T, C, dev = _arrays.TORCH, _arrays.CUPY, None
-        if T is not None and t is T.Tensor:
-            dev = left.get_device()
-            if dev < 0 or right.get_device() != dev:
-                dev = None
-            elif stream is None:
-                stream = T.stream(dev)  # the caller's current stream, as stream_handle takes it
-            elif type(stream) is not int or stream < 0:
-                stream = _arrays.stream_handle(stream, "torch", dev)
-        elif C is not None and t is C.ndarray:
-            dev = left.data.device_id
-            if right.data.device_id != dev:
-                dev = None
-            elif stream is None:
-                stream = C.current_stream().ptr
-            elif type(stream) is not int or stream < 0:
-                stream = _arrays.stream_handle(stream, "cupy", dev)
-        if dev is not None:
-            try:
-                plan = _plans.get((mode, normalize, form, algorithm, precision, left.shape, right.shape, dev, stream)
-                                  if max_shift is None and shifts is None and params is None else  # _key, inlined
-                                  _key(mode, max_shift, shifts, normalize, form, algorithm, precision, params,
-                                       left.shape, right.shape, dev, stream))
-            except TypeError:  # an unhashable option: the general path says what is wrong with it
-                plan = None
-            if plan is not None:
-                result = plan._torch(T, left, right, out, stream) if C is None or t is not C.ndarray else \
-                    plan._cupy(C, left, right, out, stream)
-                # None: an array the fast path does not take as it is; the plan's general path
-                # copies it or says what is wrong.
-                return result if result is not None else plan._call(left, right, out, stream)
+        lib, dev, handle = fast
+        try:
+            plan = _plans.get((mode, normalize, form, algorithm, precision, left.shape, right.shape, dev, handle)
+                              if max_shift is None and shifts is None and params is None else  # _key, inlined
+                              _key(mode, max_shift, shifts, normalize, form, algorithm, precision, params,
+                                   left.shape, right.shape, dev, handle))
+        except TypeError:  # an unhashable option: the general path says what is wrong with it
+            plan = None
+        if plan is not None:
+            result = plan._torch(lib, left, right, out, handle) if lib is _arrays.TORCH else \
+                plan._cupy(lib, left, right, out, handle)
+            # None: an array the fast path does not take as it is; the plan's general path
+            # copies it or says what is wrong.
+            return result if result is not None else plan._call(left, right, out, handle)
     left, right, kl, kr = _as_arrays(left, right)
     lshape, rshape = _shape_of(left, "left"), _shape_of(right, "right")
     device, handle = _device_and_stream(left, right, kl, kr, algorithm, stream)
@@ -818,6 +801,36 @@ def correlate2d(left, right, mode="full", *, max_shift=None, shifts=None, normal
                                                algorithm=algorithm, precision=precision, params=params, dims=2,
                                                max_lag=None, lags=None))
     return plan(left, right, out=out, stream=handle)
+
+
+def _gpu_arrays(left, right, stream):
+    """The fast paths' first step (correlate2d's, the reductions'): (library, device, stream handle)
+    for two arrays of one GPU library on one device, PyTorch CUDA tensors or CuPy arrays, the
+    stream being the caller's current one there unless given; None for anything else, which the
+    general path converts, checks and explains. The library is _arrays.TORCH or _arrays.CUPY."""
+    t = type(left)
+    if t is not type(right):
+        return None
+    T, C = _arrays.TORCH, _arrays.CUPY
+    if T is not None and t is T.Tensor:
+        dev = left.get_device()
+        if dev < 0 or right.get_device() != dev:
+            return None
+        if stream is None:
+            stream = T.stream(dev)  # the caller's current stream, as stream_handle takes it
+        elif type(stream) is not int or stream < 0:
+            stream = _arrays.stream_handle(stream, "torch", dev)
+        return T, dev, stream
+    if C is not None and t is C.ndarray:
+        dev = left.data.device_id
+        if right.data.device_id != dev:
+            return None
+        if stream is None:
+            stream = C.current_stream().ptr
+        elif type(stream) is not int or stream < 0:
+            stream = _arrays.stream_handle(stream, "cupy", dev)
+        return C, dev, stream
+    return None
 
 
 def _plan_for(left, kl, right, kr, out, device, lshape, rshape, **setup):
@@ -1049,19 +1062,35 @@ def _reduced_entry(left, right, out, stream, first_index, **setup):
     """peaks2d, peaks1d, max_over_rights: a cached reduced plan for the arrays, then its call.
     `setup`: Plan._setup's keywords."""
     first_index = _first_index(first_index)  # before a new plan's GPU work
+    s = setup
+    dims = s["dims"]
+    fast = None if s["algorithm"] == "reference" else _gpu_arrays(left, right, stream)
+    if fast is not None:  # as correlate2d's: a cached plan for these arrays, found without the checks
+        _, dev, handle = fast
+        try:
+            plan = _plans.get(_reduced_key(s, left.shape, right.shape, dev, handle))
+        except TypeError:  # an unhashable option: the general path says what is wrong with it
+            plan = None
+        if plan is not None:
+            return plan(left, right, out=out, stream=handle, first_index=first_index)
     left, right, kl, kr = _as_arrays(left, right)
-    dims = setup["dims"]
     shape_of = _shape_of if dims == 2 else _signal_shape
     lshape, rshape = shape_of(left, "left"), shape_of(right, "right")
-    device, handle = _device_and_stream(left, right, kl, kr, setup["algorithm"], stream)
-    s = setup
-    key = ("reduce", dims, s["reduce"], _hashable(s["k"]), _hashable(s["min_distance"]), _hashable(s["subpixel"]),
-           _hashable(s["stats"])) + _key(s["mode"], s["max_shift"] if dims == 2 else s["max_lag"],
-                                         s["shifts"] if dims == 2 else s["lags"], s["normalize"], s["form"],
-                                         s["algorithm"], s["precision"], s["params"], left.shape, right.shape, device,
-                                         handle)
+    device, handle = _device_and_stream(left, right, kl, kr, s["algorithm"], stream)
+    key = _reduced_key(s, left.shape, right.shape, device, handle)
     plan = _cached_plan(key, lambda: _plan_for(left, kl, right, kr, out, device, lshape, rshape, **setup))
     return plan(left, right, out=out, stream=handle, first_index=first_index)
+
+
+def _reduced_key(s, lshape, rshape, device, handle):
+    """A reduced call's plan cache key (`s`: Plan._setup's keywords): the reduction's options, then
+    correlate2d's key of the window, the arrays' shapes, the device and the stream."""
+    dims = s["dims"]
+    return (("reduce", dims, s["reduce"], _hashable(s["k"]), _hashable(s["min_distance"]), _hashable(s["subpixel"]),
+             _hashable(s["stats"]))
+            + _key(s["mode"], s["max_shift"] if dims == 2 else s["max_lag"], s["shifts"] if dims == 2 else s["lags"],
+                   s["normalize"], s["form"], s["algorithm"], s["precision"], s["params"], lshape, rshape, device,
+                   handle))
 
 
 def _batched(left, right, out, stream, devices, chunk, split, **setup):
