@@ -391,6 +391,20 @@ def test_plan_refuses_arrays_of_other_shapes():
         xcorr.correlate2d(np.zeros(5), np.zeros(3), algorithm="reference")
 
 
+def test_an_option_s_cache_key_keeps_each_number_s_type():
+    """What the plan caches key options by (_hashable, in every call of correlate2d, peaks2d and
+    the others): numbers of other types never share a key (1, True, 1.0 and numpy's 1 mean
+    different things to the checks a cache hit skips), at any depth; a list keys as its tuple; a
+    dict's order does not matter."""
+    h = xcorr._api._hashable
+    assert len({h(1), h(True), h(1.0), h(np.int64(1))}) == 4
+    shifts = ((-8, 8), (-8, 8))
+    assert h(shifts) == h([[-8, 8], [-8, 8]])
+    assert h(shifts) != h(((-8.0, 8), (-8, 8))) and h(shifts) != h(((-8, 8), (-8, True)))
+    assert h({"b": 1, "a": "x"}) == h({"a": "x", "b": 1}) != h({"a": "x", "b": 2})
+    assert h(None) is None and h("auto") == "auto"
+
+
 def test_correlate2d_cache_key_keeps_the_type_of_numbers():
     """The plan cache must not let max_shift=True or 1.0 find the plan of max_shift=1 (they are
     refused), nor fail on an unhashable option (a ValueError says what is wrong)."""

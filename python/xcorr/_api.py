@@ -919,13 +919,18 @@ def _key(mode, max_shift, shifts, normalize, form, algorithm, precision, params,
 
 
 def _hashable(v):
-    if v is None or type(v) is str:
+    """An option as a cache key's part (_key says why numbers keep their type). Every call of a
+    cached plan keys its options again, so the common types are tested first."""
+    t = type(v)
+    if v is None or t is str:
         return v
+    if t is int:
+        return (int, v)
+    if t is tuple or t is list or isinstance(v, (list, tuple)):
+        return tuple(map(_hashable, v))
     if isinstance(v, dict):
         return tuple(sorted((str(k), str(x)) for k, x in v.items()))
-    if isinstance(v, (list, tuple)):
-        return tuple(_hashable(x) for x in v)
-    return (type(v), v)
+    return (t, v)
 
 
 def correlate1d(left, right, mode="full", *, max_lag=None, lags=None, normalize=None, form=None, algorithm="auto",
