@@ -926,7 +926,7 @@ def _hashable(v):
         return v
     if t is int:
         return (int, v)
-    if t is tuple or t is list or isinstance(v, (list, tuple)):
+    if isinstance(v, (list, tuple)):
         return tuple(map(_hashable, v))
     if isinstance(v, dict):
         return tuple(sorted((str(k), str(x)) for k, x in v.items()))
@@ -1067,22 +1067,20 @@ def _reduced_entry(left, right, out, stream, first_index, **setup):
     """peaks2d, peaks1d, max_over_rights: a cached reduced plan for the arrays, then its call.
     `setup`: Plan._setup's keywords."""
     first_index = _first_index(first_index)  # before a new plan's GPU work
-    s = setup
-    dims = s["dims"]
-    fast = None if s["algorithm"] == "reference" else _gpu_arrays(left, right, stream)
+    fast = None if setup["algorithm"] == "reference" else _gpu_arrays(left, right, stream)
     if fast is not None:  # as correlate2d's: a cached plan for these arrays, found without the checks
         _, dev, handle = fast
         try:
-            plan = _plans.get(_reduced_key(s, left.shape, right.shape, dev, handle))
+            plan = _plans.get(_reduced_key(setup, left.shape, right.shape, dev, handle))
         except TypeError:  # an unhashable option: the general path says what is wrong with it
             plan = None
         if plan is not None:
             return plan(left, right, out=out, stream=handle, first_index=first_index)
     left, right, kl, kr = _as_arrays(left, right)
-    shape_of = _shape_of if dims == 2 else _signal_shape
+    shape_of = _shape_of if setup["dims"] == 2 else _signal_shape
     lshape, rshape = shape_of(left, "left"), shape_of(right, "right")
-    device, handle = _device_and_stream(left, right, kl, kr, s["algorithm"], stream)
-    key = _reduced_key(s, left.shape, right.shape, device, handle)
+    device, handle = _device_and_stream(left, right, kl, kr, setup["algorithm"], stream)
+    key = _reduced_key(setup, left.shape, right.shape, device, handle)
     plan = _cached_plan(key, lambda: _plan_for(left, kl, right, kr, out, device, lshape, rshape, **setup))
     return plan(left, right, out=out, stream=handle, first_index=first_index)
 
