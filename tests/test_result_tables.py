@@ -1,11 +1,13 @@
 """The normalization and signal tables (scripts/table.py): ratios, flags and ordering from figure
 points, on made-up points where every number is known, and on the committed H200 results."""
+import json
 import math
 import shutil
 import warnings
 from pathlib import Path
 
 import pandas as pd
+
 import pytest
 
 from xcsuite import tables
@@ -128,7 +130,7 @@ def test_readme_holds_the_committed_headline_and_window_tables():
     and the window table, the winners of window_table.csv (scripts/table.py --readme): hand-kept,
     the window table's rows of 128 to 512 were three remeasurements old."""
     from xcsuite.cli import table
-    for doc, names in (("README.md", ["headline"]), ("docs/results.md", list(table.README_BLOCKS))):
+    for doc, names in (("README.md", ["headline", "multigpu"]), ("docs/results.md", list(table.README_BLOCKS))):
         assert doc in table.DOC_FILES
         readme = (ROOT / doc).read_text()
         for name in names:
@@ -137,6 +139,47 @@ def test_readme_holds_the_committed_headline_and_window_tables():
     assert "| 256 | fft-fused 11.1 µs |" in table.readme_block("window", ROOT / "results" / "nvidia-h200")
     with pytest.raises(ValueError, match="no block"):
         table.readme_with_tables("no markers here", ROOT / "results" / "nvidia-h200")
+
+
+def test_the_multi_gpu_table_reads_each_row_beside_its_floor(tmp_path):
+    """The README's multi-GPU table (scripts/table.py --readme) from a batch_scaling and a
+    sweep_scaling JSON: each result array's time on one GPU and on all, its speed-up, the floors and
+    the speed-up they allow (one GPU's time over all GPUs' floor); then each sweep group's wall times
+    and the suite's. Where a JSON is missing its part is left out; where both are, an error."""
+    from xcsuite.cli import table
+
+    def run(devices, fresh, reused, pinned, floors, compute):
+        return {"devices": devices, "output_gb": 1.14, "seconds": fresh, "seconds_out_reused": reused,
+                "seconds_out_pinned": pinned, "floor_fresh": floors[0], "floor_out_reused": floors[1],
+                "floor_out_pinned": floors[2], "compute_seconds": compute}
+    batch = {"gpu": "NVIDIA H200", "nvidia_smi": ["0, NVIDIA H200, 580.159.04, 1980 MHz, 3201 MHz"],
+             "git_revision": "0123456789abcdef", "form": "n-to-m", "left": [64, 96, 96], "right": [4096, 96, 96],
+             "window": {"max_shift": 16}, "repeat": 5,
+             "runs": [run([0], 0.060, 0.040, 0.024, (0.047, 0.029, 0.021), 0.008),
+                      run([0, 1], 0.050, 0.032, 0.012, (0.043, 0.028, 0.0105), 0.004)]}
+    group = {"experiments": ["fig15", "fig16"], "cases": 10, "runs": [{"seconds": 30.0}, {"seconds": 15.0}],
+             "nvidia_smi": ["0, NVIDIA H200, GPU-aa, 580.159.04, 1980 MHz, 3201 MHz"]}
+    sweep = {"by_group": True, "gpus": ["NVIDIA H200"] * 2, "git_revision": "fedcba9876", "cases": 10,
+             "machines": [["GPU-aa", "GPU-bb"]], "groups": [group], "seconds": {"1": 30.0, "2": 15.0}}
+    md = table.multigpu_markdown(batch, sweep)
+    rows = {line.split(" | ")[0]: line for line in md.splitlines() if line.startswith("| ")}
+    assert "| 24 ms | 12 ms | 2.00x | 21 ms | 10.5 ms | 2.29x |" in rows["| out= reused, page-locked"]
+    assert "| 40 ms | 32 ms | 1.25x | 29 ms | 28 ms | 1.43x |" in rows["| out= reused, pageable"]
+    assert "| 8 ms | 4 ms | 2.00x |  |  |  |" in rows["| the GPUs' work alone (results left on them)"]
+    assert rows["| fig15, fig16"] == "| fig15, fig16 | 10 | 30.0 s | 15.0 s | 2.00x |"
+    assert "**2.00x**" in rows["| **the quick suite**"]
+    assert "2 x NVIDIA H200, driver 580.159.04, revision 0123456" in md and "revision fedcba9" in md
+    assert "quick suite" not in table.multigpu_markdown(batch, None) and "page-locked" in md
+    assert "page-locked" not in table.multigpu_markdown(None, sweep)
+    with pytest.raises(ValueError, match="neither"):
+        table.multigpu_markdown(None, None)
+    gpu = tmp_path / "some-gpu"  # the block reads results/<gpu>/multi-gpu/, the sweep there or not
+    (gpu / "multi-gpu").mkdir(parents=True)
+    (gpu / "multi-gpu" / "batch_scaling.json").write_text(json.dumps(batch))
+    doc = "a\n" + "\n".join(m.format(slug="some-gpu") for m in table.README_BLOCKS["multigpu"]) + "\nz\n"
+    filled = table.readme_with_tables(doc, gpu, ["multigpu"])
+    assert "| 24 ms | 12 ms | 2.00x |" in filled and "quick suite" not in filled and filled.endswith("z\n")
+    assert table.readme_with_tables(filled, gpu, ["multigpu"]) == filled  # a second copy changes nothing
 
 
 def test_text_files_are_replaced_at_once(tmp_path, monkeypatch):

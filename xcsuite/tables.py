@@ -3,6 +3,8 @@ variant with its best parameters, its time and its margin over the runner-up, in
 (READINGS); the table command writes them, claims and anchors read them."""
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from experiments._spec import SIZES_TABLE
@@ -526,3 +528,71 @@ def reduction_markdown(targets: pd.DataFrame, pays: pd.DataFrame) -> str:
         lines.append(f"| {r['case']} | " + " | ".join(cells) + f" | {f(r['reduce_over_map'], 'x')} | "
                      f"{f(r['reduce_over_map_torch'], 'x')} |")
     return "\n".join(lines) + "\n"
+
+
+# A batch over the GPUs of one host and the quick sweep over them (issue #69): the README's and
+# docs/results.md's multi-GPU table, from results/<gpu>/multi-gpu/{batch,sweep}_scaling.json.
+MULTIGPU_ROWS = (("fresh result array per call", "seconds", "floor_fresh"),
+                 ("out= reused, pageable", "seconds_out_reused", "floor_out_reused"),
+                 ("out= reused, page-locked", "seconds_out_pinned", "floor_out_pinned"),
+                 ("the GPUs' work alone (results left on them)", "compute_seconds", None))
+
+
+def _gpus(n: int) -> str:
+    return f"{n} GPU{'s' if n > 1 else ''}"
+
+
+def _driver(smi) -> str:
+    """The driver named in a JSON's nvidia-smi lines (a field such as 580.159.04), or ""."""
+    drivers = sorted({f for s in smi or [] if isinstance(s, str) for f in s.split(", ")
+                      if re.fullmatch(r"\d+\.\d+(\.\d+)?", f)})
+    return f", driver {', '.join(drivers)}" if drivers else ""
+
+
+def multigpu_markdown(batch: dict | None, sweep: dict | None) -> str:
+    """The batch's time per result array on one GPU and on all (the first and last of its runs)
+    beside the host link's floors of each, and the speed-up those floors allow (one GPU's time over
+    the floor of all: what no division of the work can beat); then the quick sweep's wall time per
+    group. Either part is left out where its JSON is None; ValueError where both are."""
+    if batch is None and sweep is None:
+        raise ValueError("neither batch_scaling.json nor sweep_scaling.json")
+    out = []
+    if batch is not None:
+        one, many = batch["runs"][0], batch["runs"][-1]
+        n = len(many["devices"])
+        left, right = batch["left"], batch["right"]
+        shift = (batch.get("window") or {}).get("max_shift")
+        out.append(f"{batch['form']} batch of {left[0]} x {right[0]} of {left[1]} x {left[2]}"
+                   + (f" within ±{shift}" if shift is not None else "")
+                   + f" ({one['output_gb']:.3g} GB of results) on {n} x {batch['gpu']}"
+                   f"{_driver(batch.get('nvidia_smi'))}, "
+                   f"revision {str(batch['git_revision'])[:7]}, best of {batch['repeat']} "
+                   "(`scripts/batch_scaling.py`; floors: the GPUs copying the same bytes with nothing else running, "
+                   "xcsuite/copy_ceiling.py):\n")
+        out += [f"| result array | 1 GPU | {_gpus(n)} | speed-up | floor, 1 GPU | floor, {_gpus(n)} | "
+                "speed-up the floors allow |", "|---|---|---|---|---|---|---|"]
+        for label, key, floor in MULTIGPU_ROWS:
+            a, b = one.get(key), many.get(key)
+            if a is None or b is None:
+                continue
+            fa, fb = (one.get(floor), many.get(floor)) if floor else (None, None)
+            cell = [fmt_time(a * 1e6), fmt_time(b * 1e6), f"{a / b:.2f}x",
+                    fmt_time(fa * 1e6) if fa else "", fmt_time(fb * 1e6) if fb else "", f"{a / fb:.2f}x" if fb else ""]
+            out.append(f"| {label} | " + " | ".join(cell) + " |")
+        out.append("")
+    if sweep is not None:
+        n = len(sweep["gpus"])
+        machines = len(sweep.get("machines") or [1])
+        out.append(f"The quick suite (`run_experiments.py --quick --force`) on 1 GPU and on {n} x "
+                   f"{sweep['gpus'][0]}{_driver((sweep.get('groups') or [{}])[0].get('nvidia_smi'))}, revision "
+                   f"{str(sweep['git_revision'])[:7]}, wall time (`scripts/sweep_scaling.py`"
+                   + (f", group by group, both runs of a group on one machine; {machines} machine(s)"
+                      if sweep.get("by_group") else "") + "):\n")
+        out += [f"| experiments | cases | 1 GPU | {_gpus(n)} | speed-up |", "|---|---|---|---|---|"]
+        for g in sweep.get("groups") or []:
+            a, b = g["runs"][0]["seconds"], g["runs"][-1]["seconds"]
+            out.append(f"| {', '.join(g['experiments'])} | {g['cases']} | {a:.1f} s | {b:.1f} s | {a / b:.2f}x |")
+        a, b = sweep["seconds"]["1"], sweep["seconds"][str(n)]
+        out.append(f"| **the quick suite** | {sweep['cases']} | {a:.1f} s | {b:.1f} s | **{a / b:.2f}x** |")
+        out.append("")
+    return "\n".join(out)

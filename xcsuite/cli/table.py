@@ -30,6 +30,7 @@ results/<gpu>/reductions_table.md (+ .csv).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import warnings
@@ -44,7 +45,8 @@ from xcsuite.tables import (CATEGORY_COLORS, COLUMNS, NORMALIZATION_TARGET, READ
                             WINDOW_CELL_COLORS,
                             build_normalization_table, build_signal_table, build_table, build_window_table, fmt_time,
                             headline_cells, headline_markdown,
-                            markdown, normalization_markdown, paper_markdown, short_name, signal_markdown,
+                            markdown, multigpu_markdown, normalization_markdown, paper_markdown, short_name,
+                            signal_markdown,
                             window_columns, window_markdown)
 
 
@@ -366,6 +368,8 @@ README_BLOCKS = {
                "--readme -->", "<!-- end of the window table -->"),
     "reductions": ("<!-- reductions table: results/{slug}/reductions_table.md, copied by scripts/table.py --readme -->",
                    "<!-- end of the reductions table -->"),
+    "multigpu": ("<!-- multi-GPU table: results/{slug}/multi-gpu/, copied by scripts/table.py --readme -->",
+                 "<!-- end of the multi-GPU table -->"),
 }
 
 
@@ -382,6 +386,9 @@ def readme_block(name: str, gpu_dir: Path) -> str:
                 blocks.append("".join(rows))
                 rows = []
         return "\n".join(blocks + ["".join(rows)] if rows else blocks)
+    if name == "multigpu":  # the batch and the sweep over the host's GPUs, where measured
+        found = [gpu_dir / "multi-gpu" / f for f in ("batch_scaling.json", "sweep_scaling.json")]
+        return multigpu_markdown(*(json.loads(f.read_text()) if f.exists() else None for f in found))
     return window_markdown(pd.read_csv(gpu_dir / "window_table.csv"), winners_only=True)
 
 
@@ -405,7 +412,8 @@ def main(argv=None) -> int:
     paths.add_dirs_arguments(ap)
     ap.add_argument("--pdf", action="store_true", help="a PDF beside each PNG (not committed)")
     ap.add_argument("--readme", action="store_true",
-                    help="also copy each GPU's headline, window and reductions tables into README.md and docs/results.md, "
+                    help="also copy each GPU's headline, window, reductions and multi-GPU tables into README.md and "
+                         "docs/results.md, "
                          "where each has that GPU's blocks")
     args = ap.parse_args(argv)
     if args.pdf:
