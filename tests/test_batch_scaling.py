@@ -349,3 +349,71 @@ def test_bad_options_are_bad_usage_before_the_gpu_is_asked(args, needle, monkeyp
     assert e.value.code == 2 and needle in capsys.readouterr().err
     assert load_script().main(["--gpus", "0,1"]) == 3  # well formed: then the GPU's own answer
     assert "no GPU" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("share, k", [(4096, 1), (3 * (32 << 20) + 4000, 2), ((32 << 20), 1), (64 << 20, 2)])
+def test_copy_ceiling_bounced_uploads_put_each_gpu_s_share_of_the_input_on_it(share, k):
+    """_bounced_uploads on a recording runtime that reads the pinned buffer at each upload: every
+    byte of each GPU's share of the pageable input reaches that GPU's buffer once, in chunks of at
+    most BOUNCE_BYTES, through the GPU's own two pinned buffers taken in turn; the jobs of one GPU
+    never upload from another's buffers."""
+    import ctypes
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from xcsuite import copy_ceiling
+
+    n = k * share // 4
+    src = (np.arange(n, dtype=np.int64) % 65521).astype(np.float32)
+    pinned = [[np.zeros(copy_ceiling.BOUNCE_BYTES // 4, np.float32) for _ in range(2)] for _ in range(k)]
+    owner = {buf.ctypes.data: i for i, pair in enumerate(pinned) for buf in pair}
+    devices = [7, 9][:k]
+    in_bufs = [ctypes.c_void_p((i + 1) << 40) for i in range(k)]
+
+    class Runtime:
+        def __init__(self):
+            self.images = [np.full(share // 4, np.nan, np.float32) for _ in range(k)]
+            self.device = {}
+            self.uploads = []
+
+        def cudaSetDevice(self, d):
+            self.device[__import__("threading").get_ident()] = d
+            return 0
+
+        def cudaMemcpy(self, dst, src_ptr, nbytes, kind):
+            i = devices.index(self.device[__import__("threading").get_ident()])
+            assert kind == copy_ceiling.H2D and owner[src_ptr.value] == i  # its own pinned buffer
+            off = dst.value - in_bufs[i].value
+            assert 0 < nbytes <= copy_ceiling.BOUNCE_BYTES and off % copy_ceiling.BOUNCE_BYTES == 0
+            data = np.frombuffer(ctypes.string_at(src_ptr.value, nbytes), np.float32)
+            assert np.isnan(self.images[i][off // 4: off // 4 + nbytes // 4]).all()  # each byte once
+            self.images[i][off // 4: off // 4 + nbytes // 4] = data
+            self.uploads.append((i, off, nbytes))
+            return 0
+
+    rt = Runtime()
+    jobs = copy_ceiling._bounced_uploads(rt, devices, in_bufs, src, share, k, pinned, 3)
+    assert len(jobs) == k * min(2, len(copy_ceiling.bounce_chunks(share)))
+    copy_ceiling.concurrently(jobs)
+    for i in range(k):
+        assert np.array_equal(rt.images[i], src[i * share // 4:(i + 1) * share // 4]), i
+    assert sorted(rt.uploads) == sorted((i, a, m) for i in range(k) for a, m in copy_ceiling.bounce_chunks(share))
+
+
+def test_the_page_locked_row_gets_the_bounced_floor_where_the_rights_are_bounced():
+    """floor_out_pinned_bounced is the row's where the ceilings measured pinned_bounced, and the
+    input bounced is the rights where the GPUs share them out and they are large enough."""
+    bs = load_script()
+    base = [{"gpus": 1, "kind": k, "seconds": s} for k, s in (("pinned", 0.02), ("pageable", 0.08),
+                                                               ("pageable_fresh", 0.2))]
+    base += [{"gpus": 1, "kind": k, "threads": 16, "seconds": s} for k, s in (("staged", 0.03), ("staged_fresh", 0.05))]
+    assert "floor_out_pinned_bounced" not in bs.floors({"copies": base}, 1)
+    f = bs.floors({"copies": base + [{"gpus": 1, "kind": "pinned_bounced", "threads": 16, "seconds": 0.023}]}, 1)
+    assert f == {"floor_out_pinned": 0.02, "floor_out_reused": 0.03, "floor_fresh": 0.05,
+                 "floor_out_pinned_bounced": 0.023}
+    left, right = np.zeros((64, 96, 96), np.float32), np.zeros((4096, 96, 96), np.float32)
+    assert bs.bounced_input_bytes("n-to-m", left, right) == right.nbytes
+    assert bs.bounced_input_bytes("n-to-m", right, left) is None  # the lefts outweigh: divided by lefts
+    assert bs.bounced_input_bytes("one-to-many", left[:1], right) == right.nbytes
+    assert bs.bounced_input_bytes("n-to-m", left[:1], right[:100]) is None  # 3.7 MB: the driver's own copy
+    assert bs.bounced_input_bytes("n-to-mn", left, right) is None
