@@ -171,6 +171,11 @@ def test_the_multi_gpu_table_reads_each_row_beside_its_floor(tmp_path):
     assert "2 x NVIDIA H200, driver 580.159.04, revision 0123456" in md and "revision fedcba9" in md
     assert "quick suite" not in table.multigpu_markdown(batch, None) and "page-locked" in md
     assert "page-locked" not in table.multigpu_markdown(None, sweep)
+    whole = {"gpus": ["NVIDIA H200"] * 2, "git_revision": "fedcba9876", "cases": 10,  # what the main job writes
+             "nvidia_smi": group["nvidia_smi"], "runs": [{"gpus": 1, "seconds": 40.0}, {"gpus": 2, "seconds": 25.0}]}
+    md_whole = table.multigpu_markdown(None, whole)
+    assert "| **the quick suite** | 10 | 40.0 s | 25.0 s | **1.60x** |" in md_whole
+    assert "driver 580.159.04" in md_whole and "group by group" not in md_whole
     with pytest.raises(ValueError, match="neither"):
         table.multigpu_markdown(None, None)
     gpu = tmp_path / "some-gpu"  # the block reads results/<gpu>/multi-gpu/, the sweep there or not

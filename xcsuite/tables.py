@@ -585,8 +585,9 @@ def multigpu_markdown(batch: dict | None, sweep: dict | None) -> str:
     if sweep is not None:
         n = len(sweep["gpus"])
         machines = len(sweep.get("machines") or [1])
+        smi = sweep.get("nvidia_smi") or (sweep.get("groups") or [{}])[0].get("nvidia_smi")  # whole, or by group
         out.append(f"The quick suite (`run_experiments.py --quick --force`) on 1 GPU and on {n} x "
-                   f"{sweep['gpus'][0]}{_driver((sweep.get('groups') or [{}])[0].get('nvidia_smi'))}, revision "
+                   f"{sweep['gpus'][0]}{_driver(smi)}, revision "
                    f"{str(sweep['git_revision'])[:7]}, wall time (`scripts/sweep_scaling.py`"
                    + (f", group by group, both runs of a group on one machine; {machines} machine(s)"
                       if sweep.get("by_group") else "") + "):\n")
@@ -594,7 +595,9 @@ def multigpu_markdown(batch: dict | None, sweep: dict | None) -> str:
         for g in sweep.get("groups") or []:
             a, b = g["runs"][0]["seconds"], g["runs"][-1]["seconds"]
             out.append(f"| {', '.join(g['experiments'])} | {g['cases']} | {a:.1f} s | {b:.1f} s | {a / b:.2f}x |")
-        a, b = sweep["seconds"]["1"], sweep["seconds"][str(n)]
+        # by group: the sums of the groups' runs; the whole suite in one sweep (the main job's): its two runs
+        a, b = ((sweep["seconds"]["1"], sweep["seconds"][str(n)]) if "seconds" in sweep
+                else (sweep["runs"][0]["seconds"], sweep["runs"][-1]["seconds"]))
         out.append(f"| **the quick suite** | {sweep['cases']} | {a:.1f} s | {b:.1f} s | **{a / b:.2f}x** |")
         out.append("")
     return "\n".join(out)
