@@ -351,8 +351,9 @@ def test_bad_options_are_bad_usage_before_the_gpu_is_asked(args, needle, monkeyp
     assert "no GPU" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("pooled", [False, True])
 @pytest.mark.parametrize("share, k", [(4096, 1), (3 * (32 << 20) + 4000, 2), ((32 << 20), 1), (64 << 20, 2)])
-def test_copy_ceiling_bounced_uploads_put_each_gpu_s_share_of_the_input_on_it(share, k):
+def test_copy_ceiling_bounced_uploads_put_each_gpu_s_share_of_the_input_on_it(share, k, pooled):
     """_bounced_uploads on a recording runtime that reads the pinned buffer at each upload: every
     byte of each GPU's share of the pageable input reaches that GPU's buffer once, in chunks of at
     most BOUNCE_BYTES, through the GPU's own two pinned buffers taken in turn; the jobs of one GPU
@@ -392,9 +393,13 @@ def test_copy_ceiling_bounced_uploads_put_each_gpu_s_share_of_the_input_on_it(sh
             return 0
 
     rt = Runtime()
-    jobs = copy_ceiling._bounced_uploads(rt, devices, in_bufs, src, share, k, pinned, 3)
+    from concurrent.futures import ThreadPoolExecutor
+    pools = [ThreadPoolExecutor(3) for _ in range(k)] if pooled else None  # as measure() runs them
+    jobs = copy_ceiling._bounced_uploads(rt, devices, in_bufs, src, share, k, pinned, 3, pools)
     assert len(jobs) == k * min(2, len(copy_ceiling.bounce_chunks(share)))
     copy_ceiling.concurrently(jobs)
+    for p in pools or []:
+        p.shutdown()
     for i in range(k):
         assert np.array_equal(rt.images[i], src[i * share // 4:(i + 1) * share // 4]), i
     assert sorted(rt.uploads) == sorted((i, a, m) for i in range(k) for a, m in copy_ceiling.bounce_chunks(share))

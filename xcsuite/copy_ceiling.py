@@ -25,9 +25,9 @@ copying its share of `nbytes` from a device buffer into its own part of one host
                   whether cutting the copy, or its 2-D shape, costs against the one-call floor.
 - bounced_T, pinned_bounced_T: with `input_bytes` (the batch's pageable input that the GPUs share
                   out, n-to-m's rights), each GPU's share of it going up as the batch bounces a
-                  large pageable input: T host threads copy 32 MB chunks into one of the GPU's two
-                  pinned buffers, each then uploaded with cudaMemcpy (BOUNCE_BYTES, two threads per
-                  GPU taking the chunks in turn); alone (bounced), and at once with the pinned
+                  large pageable input: T host threads (started before the timing) copy 4 MB parts
+                  into one of the GPU's two pinned buffers, each then uploaded with cudaMemcpy
+                  (BOUNCE_BYTES, two threads per GPU taking the parts in turn); alone (bounced), and at once with the pinned
                   copy of the results (pinned_bounced: the floor of a page-locked out= whose
                   inputs are pageable, since the uploads' host copies and the downloads share the
                   host's memory). T: the batch's copy_threads, the cores shared by the GPUs, at most 16.
@@ -41,6 +41,7 @@ import glob
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -150,12 +151,15 @@ def _device_copies(rt, devices, dev_bufs, base: int, share: int, k: int, rows: i
 
 
 def _host_copies(dst, src, t: int):
-    """Jobs: t host threads' parts of copying src into dst (equal contiguous parts)."""
-    bounds = [(int(p[0]), int(p[-1]) + 1) for p in np.array_split(np.arange(dst.size), t) if len(p)]
-    return [lambda a=a, b=b: np.copyto(dst[a:b], src[a:b]) for a, b in bounds]
+    """Jobs: t host threads' parts of copying src into dst (equal contiguous parts, at most one per
+    element). The bounds are arithmetic: the bounced jobs build these inside their timed run."""
+    n = dst.size
+    t = max(1, min(int(t), n))
+    bounds = [(n * j // t, n * (j + 1) // t) for j in range(t)]
+    return [lambda a=a, b=b: np.copyto(dst[a:b], src[a:b]) for a, b in bounds if b > a]
 
 
-BOUNCE_BYTES = 32 << 20  # lib/batch.cpp's kBounceFloats: each of a device's two bounce buffers
+BOUNCE_BYTES = 4 << 20  # lib/batch.cpp's kBounceFloats: each of a device's two bounce buffers, one part
 
 
 def bounce_chunks(nbytes: int, chunk: int = BOUNCE_BYTES) -> list[tuple[int, int]]:
@@ -168,11 +172,14 @@ def copy_threads(gpus: int) -> int:
     return max(1, min(16, (os.cpu_count() or 1) // max(gpus, 1)))
 
 
-def _bounced_uploads(rt, devices, in_bufs, src, share: int, k: int, bounces, threads: int):
+def _bounced_uploads(rt, devices, in_bufs, src, share: int, k: int, bounces, threads: int, pools=None):
     """Jobs: for each of the first k GPUs, two (one per bounce buffer of bounces[i]) taking the
     chunks of its `share` bytes of `src` (a float32 array in pageable memory; GPU i's share starts
     at i·share bytes) in turn: host threads copy the chunk into the job's pinned buffer (a float32
-    array over it), then one cudaMemcpy uploads it into in_bufs[i] at the chunk's offset."""
+    array over it), then one cudaMemcpy uploads it into in_bufs[i] at the chunk's offset.
+    pools[i]: GPU i's copy workers (a ThreadPoolExecutor started before the timing, as the batch's
+    threads cost it microseconds, not the milliseconds of starting Python threads per chunk);
+    without it the parts run on threads of their own."""
     chunks = bounce_chunks(share)
 
     def job(i, b):
@@ -184,6 +191,9 @@ def _bounced_uploads(rt, devices, in_bufs, src, share: int, k: int, bounces, thr
                 part = _host_copies(buf[:n // 4], src[a:a + n // 4], threads)
                 if len(part) == 1:
                     part[0]()
+                elif pools is not None:
+                    for f in [pools[i].submit(p) for p in part]:
+                        f.result()
                 else:
                     concurrently(part)
                 _check(rt.cudaMemcpy(ctypes.c_void_p(in_bufs[i].value + off), ctypes.c_void_p(buf.ctypes.data), n, H2D),
@@ -275,6 +285,7 @@ def bounced(rt, devices, dev_bufs, pinned, nbytes: int, input_bytes: int, repeat
     copy of `nbytes` of results."""
     in_bufs, hosts, bounces = [], [], []  # per GPU: its input buffer, its two pinned buffers
     src = np.ones(input_bytes // 4, np.float32)  # pageable and touched, as a caller's stack
+    pools = []
     try:
         for d in devices:
             _check(rt.cudaSetDevice(d), "cudaSetDevice")
@@ -289,10 +300,15 @@ def bounced(rt, devices, dev_bufs, pinned, nbytes: int, input_bytes: int, repeat
                 bounces[-1].append(np.ctypeslib.as_array((ctypes.c_float * (BOUNCE_BYTES // 4)).from_address(h.value)))
         for k in range(1, len(devices) + 1):
             share, in_share, t = nbytes // k // 4 * 4, input_bytes // k // 4 * 4, copy_threads(k)
+            for p in pools:
+                p.shutdown()
+            pools = [ThreadPoolExecutor(t) for _ in range(k)]
+            for p in pools:  # its threads started before the timing
+                list(p.map(time.sleep, [0.001] * t))
             for kind in ("bounced", "pinned_bounced"):
                 best = float("inf")
                 for _ in range(repeat):
-                    jobs = _bounced_uploads(rt, devices, in_bufs, src, in_share, k, bounces, t)
+                    jobs = _bounced_uploads(rt, devices, in_bufs, src, in_share, k, bounces, t, pools)
                     if kind == "pinned_bounced":
                         jobs = _device_copies(rt, devices, dev_bufs, pinned.value, share, k) + jobs
                     best = min(best, concurrently(jobs))
@@ -300,6 +316,8 @@ def bounced(rt, devices, dev_bufs, pinned, nbytes: int, input_bytes: int, repeat
                 out["copies"].append({"gpus": k, "kind": kind, "threads": t, "input_bytes": k * in_share,
                                       "seconds": best, "gb_per_s": moved / best / 1e9})
     finally:
+        for p in pools:
+            p.shutdown()
         for h in hosts:
             rt.cudaFreeHost(h)
         for d, p in zip(devices, in_bufs):
