@@ -32,8 +32,9 @@
 //   Inputs are copied from the caller's stacks once: a slot that already holds a piece's left or
 //   right matrices (n-to-m pieces of whole lefts all take every right) does not copy them again,
 //   and one whose neighbour holds them copies them from its buffer (device to device, on `up`).
-//   A large pageable input goes through two pinned bounce buffers (Bounce: the driver's own way
-//   runs at a sixth of the link's rate), small or page-locked ones directly.
+//   A piece's pageable inputs, where they are large together, go through two pinned bounce buffers
+//   (Bounce: the driver's own way runs at a sixth of the link's rate), in parts whose uploads
+//   overlap the next part's host copy; small or page-locked ones go directly.
 //   Direct. Where the caller's output is page-locked itself (page_locked), download(i) writes piece
 //   i straight into it and drain only waits: no staging, no host copy (the schedule is the same).
 //   On any exception the kit is dropped: its streams are synchronised before its buffers are freed.
@@ -500,13 +501,20 @@ struct Slot {
 };
 
 // Pageable host memory reaches a GPU at a fraction of the link's rate: the driver bounces it through
-// small pinned buffers of its own, on one thread (on the H200 hosts: ~8 GB/s from one GPU, ~5 each
-// from two at once, against ~54 from page-locked memory). So a large pageable input (n-to-m's right
-// stack, which every piece takes) is bounced here: the host copies a part into one of two pinned
-// buffers (host_copy, copy_threads threads) while the other's upload runs. From the StagingPool
-// (bounce_key); given back when destroyed, which is after the streams (DeviceKit declares it first).
-constexpr size_t kBounceFloats = size_t(8) << 20;  // 32 MB per buffer
-constexpr size_t kBounceFrom = size_t(1) << 20;    // floats: smaller inputs go the driver's way
+// small pinned buffers of its own, on one thread that it holds for the whole copy (on the H200
+// hosts: ~8 GB/s from one GPU, ~5 each from two at once, against ~54 from page-locked memory). So a
+// piece's pageable inputs, where they are large together (n-to-m's runs of rights, and with the
+// first piece the lefts beside them), are bounced here: the host copies a part into one of two
+// pinned buffers (host_copy, copy_threads threads) while the other's upload runs. The parts are
+// small so that a piece's upload ends one part's DMA after its host copy: the first piece's upload
+// is the pipeline's fill, which nothing else overlaps. From the StagingPool (bounce_key); given back
+// when destroyed, which is after the streams (DeviceKit declares it first).
+// XCORR_BATCH_WHOLE_BOUNCE=1 keeps the route before this one (each input bounced on its own where
+// it is large, in 32 MB parts: the first piece's left stack went the driver's way), to A/B the two
+// on a host.
+constexpr size_t kBounceFloats = size_t(1) << 20;        // 4 MB per buffer: one part
+constexpr size_t kWholeBounceFloats = size_t(8) << 20;   // XCORR_BATCH_WHOLE_BOUNCE's parts
+constexpr size_t kBounceFrom = size_t(1) << 20;          // floats of a piece: smaller inputs go the driver's way
 struct Bounce {
     PinnedBuffer buffer;
     Event done;  // recorded on `up` after the upload that read the buffer
@@ -592,6 +600,7 @@ struct GpuSteps {
     std::array<Bounce, 2>& bounces;
     PipelineTrace* trace = nullptr;  // XCORR_BATCH_TRACE
     size_t next_bounce = 0;  // the buffers alternate across uploads too (an n-to-m block's run of rights)
+    bool whole_bounce = false;  // XCORR_BATCH_WHOLE_BOUNCE
 
     // f() on queue q (or the host), in the trace where there is one.
     template <class F>
@@ -622,31 +631,40 @@ struct GpuSteps {
         const Piece& c = pieces[size_t(i)];
         const PieceData d = data_of(p, c, left, right, out);
         Slot& b = *slots[size_t(s)];
-        auto put = [&](float* dst, const float* host, int from, DeviceBuffer<float> Slot::*buffer, int64_t elems) {
+        // Which of the inputs come from pageable host memory, and whether those are large together:
+        // then all of them are bounced (Bounce), the small left stack of a first piece too.
+        const size_t nl = size_t(c.problem.left_elems()), nr = size_t(c.problem.right_elems());
+        const bool pl = left_from == kFromHost && !page_locked(d.left, nl * sizeof(float));
+        const bool pr = right_from == kFromHost && !page_locked(d.right, nr * sizeof(float));
+        const bool bounce = (pl ? nl : 0) + (pr ? nr : 0) >= kBounceFrom;
+        auto put = [&](float* dst, const float* host, int from, bool pageable, DeviceBuffer<float> Slot::*buffer,
+                       size_t elems) {
             if (from == kHeld) return;
             if (from == kFromHost)
-                from_host(i, dst, host, size_t(elems));
+                from_host(i, dst, host, elems, pageable && (whole_bounce ? elems >= kBounceFrom : bounce));
             else
                 XC_CUDA_CHECK(cudaMemcpyAsync(dst, ((*slots[size_t(from)]).*buffer).get(), sizeof(float) * elems,
                                               cudaMemcpyDeviceToDevice, streams[kUp]));
         };
-        put(b.left.get(), d.left, left_from, &Slot::left, c.problem.left_elems());
-        put(b.right.get(), d.right, right_from, &Slot::right, c.problem.right_elems());
+        put(b.left.get(), d.left, left_from, pl, &Slot::left, nl);
+        put(b.right.get(), d.right, right_from, pr, &Slot::right, nr);
     }
-    // Piece i's upload on `up`, bounced (Bounce) where the input is large and pageable.
-    void from_host(int i, float* dst, const float* host, size_t n) {
-        if (n < kBounceFrom || page_locked(host, n * sizeof(float))) {
+    // Piece i's upload of n floats on `up`: bounced (Bounce), part by part, or directly.
+    void from_host(int i, float* dst, const float* host, size_t n, bool bounce) {
+        if (!bounce) {
             XC_CUDA_CHECK(cudaMemcpyAsync(dst, host, sizeof(float) * n, cudaMemcpyHostToDevice, streams[kUp]));
             return;
         }
-        for (size_t a = 0; a < n; a += kBounceFloats) {
+        const size_t part = whole_bounce ? kWholeBounceFloats : kBounceFloats;
+        for (size_t a = 0; a < n; a += part) {
             Bounce& b = bounces[next_bounce++ % bounces.size()];
-            const size_t m = std::min(kBounceFloats, n - a);
-            if (!b.buffer.get())
-                b.buffer = StagingPool::get().take(bounce_key(b.device), kBounceFloats);
-            else
-                // its last upload has read it
+            const size_t m = std::min(part, n - a);
+            if (b.buffer.get())  // its last upload has read it
                 on_host(i, "bounce_wait", [&] { XC_CUDA_CHECK(cudaEventSynchronize(b.done.e)); });
+            if (b.buffer.size() < m) {  // none yet, or a kept kit's of the other route's smaller parts
+                StagingPool::get().give_back(bounce_key(b.device), std::move(b.buffer));
+                b.buffer = StagingPool::get().take(bounce_key(b.device), part);
+            }
             on_host(i, "bounce_copy", [&] { host_copy(b.buffer.get(), host + a, m, copy_threads); });
             XC_CUDA_CHECK(cudaMemcpyAsync(dst + a, b.buffer.get(), sizeof(float) * m, cudaMemcpyHostToDevice, streams[kUp]));
             XC_CUDA_CHECK(cudaEventRecord(b.done.e, streams[kUp]));
@@ -951,6 +969,7 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
             run.algorithm = kit->plans.begin()->second.algorithm();
             GpuSteps steps{p,           pieces, kit->plans, left, right, out, kit->slots,
                            {kit->up.s, kit->compute.s, kit->down.s}, direct, copy_threads(devices), kit->bounces};
+            steps.whole_bounce = env_on("XCORR_BATCH_WHOLE_BOUNCE");
             const double setup = since(t0);
             std::unique_ptr<PipelineTrace> trace;
             if (env_on("XCORR_BATCH_TRACE")) {

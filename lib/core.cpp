@@ -281,6 +281,7 @@ const std::vector<EnvSetting>& env_settings() {
         {"XCORR_NO_GRAPH", 0, 1, "1: repeated calls launch their kernels directly, never replay a CUDA graph"},
         {"XCORR_NO_FUSED_PEAKS", 0, 1, "1: k = 1 peaks through the map in scratch, never in a variant's own pass"},
         {"XCORR_BATCH_BY_LEFTS", 0, 1, "1: GPUs divide an n-to-m batch by lefts where blocks would divide it by rights"},
+        {"XCORR_BATCH_WHOLE_BOUNCE", 0, 1, "1: the batch bounces each large pageable input alone, in 32 MB parts"},
         {"XCORR_BATCH_TRACE", 0, 1, "1: each device's batch pipeline prints its steps' times to stderr (a timeline)"},
     };
     return table;

@@ -541,11 +541,13 @@ def test_gpu_package_batch_downloads_into_a_page_locked_out(gpu):
     xcorr.clear_cache()
 
 
-def test_gpu_package_batch_bounces_a_large_pageable_input(gpu):
+def test_gpu_package_batch_bounces_a_large_pageable_input(gpu, monkeypatch):
     """A right stack of 81 MB (pageable NumPy) is uploaded through batch.cpp's two pinned bounce
-    buffers (32 MB each: three parts, each buffer reused once its upload has read it), on every
-    GPU: the result, poisoned beforehand, is the reference's, and the same from a page-locked copy
-    of the inputs (uploaded directly)."""
+    buffers (4 MB each: twenty-odd parts, each buffer reused once its upload has read it), the
+    small pageable left stack beside it bounced too, on every GPU: the result, poisoned
+    beforehand, is the reference's, the same from a page-locked copy of the inputs (uploaded
+    directly), and the same by the route before (XCORR_BATCH_WHOLE_BOUNCE=1: the rights alone, in
+    32 MB parts)."""
     xcorr = _package()
     rng = seeded_rng("pkg-batch-bounce")
     left = rng.random((2, 94, 93), dtype=np.float32) - 0.5
@@ -559,6 +561,14 @@ def test_gpu_package_batch_bounces_a_large_pageable_input(gpu):
     locked[...] = right
     again = xcorr.correlate2d(left, locked, form="n-to-m", max_shift=1, devices="all")
     np.testing.assert_array_equal(again, got)
+    monkeypatch.setenv("XCORR_BATCH_WHOLE_BOUNCE", "1")  # read by each call: the kept buffers grow
+    whole = np.full(want.shape, np.nan, np.float32)
+    xcorr.correlate2d(left, right, form="n-to-m", max_shift=1, devices="all", out=whole)
+    np.testing.assert_array_equal(whole, got)
+    monkeypatch.delenv("XCORR_BATCH_WHOLE_BOUNCE")
+    got.fill(np.nan)
+    xcorr.correlate2d(left, right, form="n-to-m", max_shift=1, devices="all", out=got)  # and back
+    np.testing.assert_array_equal(whole, got)
 
 
 def test_gpu_package_batch_blocks_match_the_reference(gpu):

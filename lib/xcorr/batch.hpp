@@ -128,7 +128,7 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
 
 // Frees what run_batch keeps between calls so that a loop of batch calls does not pay it every
 // call: per device it ran on, the last problem's plans, device buffers (two pieces' inputs and
-// outputs) and streams, and the pinned host staging (two output pieces of ~64 MB, two 32 MB upload
+// outputs) and streams, and the pinned host staging (two output pieces of ~64 MB, two 4 MB upload
 // bounce buffers). Safe at any time: a run in progress keeps what it holds and gives it back when
 // it ends. Call it before cudaDeviceReset, which frees them under the pool (as it does plans' memory).
 void release_batch_buffers();

@@ -717,7 +717,7 @@ def empty_pinned(shape, dtype=np.float32):
 def clear_cache():
     """Frees the plans correlate2d keeps for repeated calls (and their device workspace), and what
     calls with devices= or chunk= keep per GPU for the next call on the same problem: its plans,
-    device buffers and pinned host staging (two pieces of ~64 MB, two 32 MB upload buffers)."""
+    device buffers and pinned host staging (two pieces of ~64 MB, two 4 MB upload buffers)."""
     _plans.clear()
     _xcorr.release_batch_buffers()
 
