@@ -19,9 +19,7 @@ page-locked, pageable and fresh memory, page-locked in the batch's pieces and bl
 memcpy on 1..16 threads), and each row's `floor_*`:
 the fastest its results can reach the host memory it writes (pinned: the GPUs' copies into
 page-locked memory; reused pageable: the better of the driver's pageable copy and pinned staging
-drained by host threads, both halves at once (`staged`); fresh: the same into a fresh array;
-`floor_out_pinned_bounced`, where the rights are large, pageable and shared out: the pinned copy
-while each GPU's rights go up through the batch's bounce buffers). --no-ceilings leaves them out. Prints and writes JSON with the GPUs, the driver, the
+drained by host threads, both halves at once (`staged`); fresh: the same into a fresh array). --no-ceilings leaves them out. Prints and writes JSON with the GPUs, the driver, the
 package's build and the git revision; --plot F.json [--png P] draws the figure from such a JSON.
 
     python scripts/batch_scaling.py [--form n-to-m] [--left 64:96x96] [--right 4096:96x96]
@@ -238,16 +236,13 @@ def main(argv=None):
     if not args.no_ceilings:
         from xcsuite import copy_ceiling
         c = copy_ceiling.measure(devices, one.nbytes, repeat=args.repeat,
-                                 rows=ls[0] if args.form == "n-to-m" else None,  # block pieces' rows: the lefts
-                                 input_bytes=bounced_input_bytes(args.form, left, right))
+                                 rows=ls[0] if args.form == "n-to-m" else None)  # block pieces' rows: the lefts
         result["ceilings"] = c
         for run in result["runs"]:
             k = len(run["devices"])
             run.update(floors(c, k))
             print(f"{k} GPU(s): floors pinned {run['floor_out_pinned'] * 1e3:.1f} ms, pageable reused "
-                  f"{run['floor_out_reused'] * 1e3:.1f} ms, fresh {run['floor_fresh'] * 1e3:.1f} ms"
-                  + (f", pinned beside the inputs' bounce {run['floor_out_pinned_bounced'] * 1e3:.1f} ms"
-                     if "floor_out_pinned_bounced" in run else ""), flush=True)
+                  f"{run['floor_out_reused'] * 1e3:.1f} ms, fresh {run['floor_fresh'] * 1e3:.1f} ms", flush=True)
         for cp in c["copies"]:
             print(f"    ceiling {cp['kind']:15s} gpus {cp['gpus']} threads {cp.get('threads', '-')}: "
                   f"{cp['seconds'] * 1e3:8.2f} ms ({cp['gb_per_s']:6.1f} GB/s)", flush=True)
@@ -276,22 +271,9 @@ def floors(c, k):
     pinned = floor_of(c, k, "pinned")
     staged = min(x["seconds"] for x in c["copies"] if x["kind"] == "staged" and x["gpus"] == k)
     staged_fresh = min(x["seconds"] for x in c["copies"] if x["kind"] == "staged_fresh" and x["gpus"] == k)
-    out = {"floor_out_pinned": pinned,
-           "floor_out_reused": min(floor_of(c, k, "pageable"), staged),
-           "floor_fresh": min(floor_of(c, k, "pageable_fresh"), staged_fresh)}
-    bounced = floor_of(c, k, "pinned_bounced")
-    if bounced is not None:  # the page-locked row's floor with its pageable input bounced up beside it
-        out["floor_out_pinned_bounced"] = bounced
-    return out
-
-
-def bounced_input_bytes(form, left, right):
-    """The bytes of the pageable input the GPUs share out and bounce up (copy_ceiling's
-    input_bytes), or None: the rights of one-to-many, and of n-to-m where the rights outweigh the
-    lefts (the batch then divides them among the GPUs), when large enough to be bounced
-    (lib/batch.cpp, kBounceFrom: 4 MB)."""
-    shares_rights = form == "one-to-many" or (form == "n-to-m" and right.nbytes > left.nbytes)
-    return right.nbytes if shares_rights and right.nbytes >= 4 << 20 else None
+    return {"floor_out_pinned": pinned,
+            "floor_out_reused": min(floor_of(c, k, "pageable"), staged),
+            "floor_fresh": min(floor_of(c, k, "pageable_fresh"), staged_fresh)}
 
 
 def plot_problem(r):

@@ -23,16 +23,7 @@ copying its share of `nbytes` from a device buffer into its own part of one host
                   are (all of a GPU's lefts, a run of the rights): per piece one cudaMemcpy2D of
                   `rows` rows, each a run of the share's row at the row's pitch. These two say
                   whether cutting the copy, or its 2-D shape, costs against the one-call floor.
-- bounced_T, pinned_bounced_T: with `input_bytes` (the batch's pageable input that the GPUs share
-                  out, n-to-m's rights), each GPU's share of it going up as the batch bounces a
-                  large pageable input: T host threads (started before the timing) copy 4 MB parts
-                  into one of the GPU's two pinned buffers, each then uploaded with cudaMemcpy
-                  (BOUNCE_BYTES, two threads per GPU taking the parts in turn); alone (bounced), and at once with the pinned
-                  copy of the results (pinned_bounced: the floor of a page-locked out= whose
-                  inputs are pageable, since the uploads' host copies and the downloads share the
-                  host's memory). T: the batch's copy_threads, the cores shared by the GPUs, at most 16.
-Each the best of `repeat` runs; seconds, and GB/s of the whole `nbytes` (of `input_bytes` for
-bounced)."""
+Each the best of `repeat` runs; seconds, and GB/s of the whole `nbytes`."""
 from __future__ import annotations
 
 import ctypes
@@ -41,11 +32,10 @@ import glob
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-H2D, D2H = 1, 2  # cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost
+D2H = 2  # cudaMemcpyDeviceToHost
 
 
 def cudart():
@@ -151,62 +141,14 @@ def _device_copies(rt, devices, dev_bufs, base: int, share: int, k: int, rows: i
 
 
 def _host_copies(dst, src, t: int):
-    """Jobs: t host threads' parts of copying src into dst (equal contiguous parts, at most one per
-    element). The bounds are arithmetic: the bounced jobs build these inside their timed run."""
-    n = dst.size
-    t = max(1, min(int(t), n))
-    bounds = [(n * j // t, n * (j + 1) // t) for j in range(t)]
-    return [lambda a=a, b=b: np.copyto(dst[a:b], src[a:b]) for a, b in bounds if b > a]
+    """Jobs: t host threads' parts of copying src into dst (equal contiguous parts)."""
+    bounds = [(int(p[0]), int(p[-1]) + 1) for p in np.array_split(np.arange(dst.size), t) if len(p)]
+    return [lambda a=a, b=b: np.copyto(dst[a:b], src[a:b]) for a, b in bounds]
 
 
-BOUNCE_BYTES = 4 << 20  # lib/batch.cpp's kBounceFloats: each of a device's two bounce buffers, one part
-
-
-def bounce_chunks(nbytes: int, chunk: int = BOUNCE_BYTES) -> list[tuple[int, int]]:
-    """(offset, bytes) of the chunks a bounced upload of `nbytes` goes up in, in order."""
-    return [(a, min(chunk, nbytes - a)) for a in range(0, nbytes, chunk)]
-
-
-def copy_threads(gpus: int) -> int:
-    """The batch's host threads per device for a copy (lib/batch.cpp, copy_threads)."""
-    return max(1, min(16, (os.cpu_count() or 1) // max(gpus, 1)))
-
-
-def _bounced_uploads(rt, devices, in_bufs, src, share: int, k: int, bounces, threads: int, pools=None):
-    """Jobs: for each of the first k GPUs, two (one per bounce buffer of bounces[i]) taking the
-    chunks of its `share` bytes of `src` (a float32 array in pageable memory; GPU i's share starts
-    at i·share bytes) in turn: host threads copy the chunk into the job's pinned buffer (a float32
-    array over it), then one cudaMemcpy uploads it into in_bufs[i] at the chunk's offset.
-    pools[i]: GPU i's copy workers (a ThreadPoolExecutor started before the timing, as the batch's
-    threads cost it microseconds, not the milliseconds of starting Python threads per chunk);
-    without it the parts run on threads of their own."""
-    chunks = bounce_chunks(share)
-
-    def job(i, b):
-        def upload():
-            _check(rt.cudaSetDevice(devices[i]), "cudaSetDevice")
-            buf = bounces[i][b]
-            for off, n in chunks[b::2]:
-                a = (i * share + off) // 4
-                part = _host_copies(buf[:n // 4], src[a:a + n // 4], threads)
-                if len(part) == 1:
-                    part[0]()
-                elif pools is not None:
-                    for f in [pools[i].submit(p) for p in part]:
-                        f.result()
-                else:
-                    concurrently(part)
-                _check(rt.cudaMemcpy(ctypes.c_void_p(in_bufs[i].value + off), ctypes.c_void_p(buf.ctypes.data), n, H2D),
-                       "cudaMemcpy")
-        return upload
-    return [job(i, b) for i in range(k) for b in range(2) if chunks[b::2]]
-
-
-def measure(devices, nbytes: int, repeat: int = 3, threads=(1, 2, 4, 8, 16), rows: int | None = None,
-            input_bytes: int | None = None) -> dict:
+def measure(devices, nbytes: int, repeat: int = 3, threads=(1, 2, 4, 8, 16), rows: int | None = None) -> dict:
     """The floors above for moving `nbytes` of results off `devices` (every prefix: 1 GPU, 2, ...);
-    `rows`: the batch's lefts (n-to-m), for pinned_blocks (each GPU's share holds rows // k of them);
-    `input_bytes`: the pageable input the GPUs share out, for bounced and pinned_bounced."""
+    `rows`: the batch's lefts (n-to-m), for pinned_blocks (each GPU's share holds rows // k of them)."""
     rt = cudart()
     if rt is None:
         raise RuntimeError("the CUDA runtime library (libcudart) was not found")
@@ -268,8 +210,6 @@ def measure(devices, nbytes: int, repeat: int = 3, threads=(1, 2, 4, 8, 16), row
                         best = min(best, concurrently(jobs + _host_copies(dst, staged_src, t)))
                     out["copies"].append({"gpus": k, "kind": f"staged{'_fresh' if fresh else ''}", "threads": t,
                                           "seconds": best, "gb_per_s": nbytes / best / 1e9})
-        if input_bytes:
-            bounced(rt, devices, dev_bufs, pinned, nbytes, int(input_bytes) // 4 * 4, repeat, out)
     finally:
         rt.cudaFreeHost(pinned)
         rt.cudaFreeHost(staging)
@@ -277,52 +217,6 @@ def measure(devices, nbytes: int, repeat: int = 3, threads=(1, 2, 4, 8, 16), row
             rt.cudaSetDevice(d)
             rt.cudaFree(p)
     return out
-
-
-def bounced(rt, devices, dev_bufs, pinned, nbytes: int, input_bytes: int, repeat: int, out: dict) -> None:
-    """measure()'s bounced and pinned_bounced copies, appended to out["copies"]: each GPU's share of
-    `input_bytes` of pageable memory bounced up (module text), alone and at once with the pinned
-    copy of `nbytes` of results."""
-    in_bufs, hosts, bounces = [], [], []  # per GPU: its input buffer, its two pinned buffers
-    src = np.ones(input_bytes // 4, np.float32)  # pageable and touched, as a caller's stack
-    pools = []
-    try:
-        for d in devices:
-            _check(rt.cudaSetDevice(d), "cudaSetDevice")
-            p = ctypes.c_void_p()
-            _check(rt.cudaMalloc(ctypes.byref(p), input_bytes), "cudaMalloc")
-            in_bufs.append(p)
-            bounces.append([])
-            for _ in range(2):
-                h = ctypes.c_void_p()
-                _check(rt.cudaMallocHost(ctypes.byref(h), BOUNCE_BYTES), "cudaMallocHost")
-                hosts.append(h)
-                bounces[-1].append(np.ctypeslib.as_array((ctypes.c_float * (BOUNCE_BYTES // 4)).from_address(h.value)))
-        for k in range(1, len(devices) + 1):
-            share, in_share, t = nbytes // k // 4 * 4, input_bytes // k // 4 * 4, copy_threads(k)
-            for p in pools:
-                p.shutdown()
-            pools = [ThreadPoolExecutor(t) for _ in range(k)]
-            for p in pools:  # its threads started before the timing
-                list(p.map(time.sleep, [0.001] * t))
-            for kind in ("bounced", "pinned_bounced"):
-                best = float("inf")
-                for _ in range(repeat):
-                    jobs = _bounced_uploads(rt, devices, in_bufs, src, in_share, k, bounces, t, pools)
-                    if kind == "pinned_bounced":
-                        jobs = _device_copies(rt, devices, dev_bufs, pinned.value, share, k) + jobs
-                    best = min(best, concurrently(jobs))
-                moved = k * in_share if kind == "bounced" else k * share
-                out["copies"].append({"gpus": k, "kind": kind, "threads": t, "input_bytes": k * in_share,
-                                      "seconds": best, "gb_per_s": moved / best / 1e9})
-    finally:
-        for p in pools:
-            p.shutdown()
-        for h in hosts:
-            rt.cudaFreeHost(h)
-        for d, p in zip(devices, in_bufs):
-            rt.cudaSetDevice(d)
-            rt.cudaFree(p)
 
 
 def floor_of(ceilings: dict, gpus: int, kind: str, threads: int | None = None):

@@ -535,8 +535,6 @@ def reduction_markdown(targets: pd.DataFrame, pays: pd.DataFrame) -> str:
 MULTIGPU_ROWS = (("fresh result array per call", "seconds", "floor_fresh"),
                  ("out= reused, pageable", "seconds_out_reused", "floor_out_reused"),
                  ("out= reused, page-locked", "seconds_out_pinned", "floor_out_pinned"),
-                 ("the same, floors with the pageable inputs' bounce beside", "seconds_out_pinned",
-                  "floor_out_pinned_bounced"),
                  ("the GPUs' work alone (results left on them)", "compute_seconds", None))
 
 
@@ -575,7 +573,7 @@ def multigpu_markdown(batch: dict | None, sweep: dict | None) -> str:
                 "speed-up the floors allow |", "|---|---|---|---|---|---|---|"]
         for label, key, floor in MULTIGPU_ROWS:
             a, b = one.get(key), many.get(key)
-            if a is None or b is None or (floor and floor not in many):  # a floor older files lack
+            if a is None or b is None:
                 continue
             fa, fb = (one.get(floor), many.get(floor)) if floor else (None, None)
             cell = [fmt_time(a * 1e6), fmt_time(b * 1e6), f"{a / b:.2f}x",
