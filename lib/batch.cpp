@@ -42,9 +42,12 @@
 #include "xcorr/gpu.hpp"
 
 #include <cuda_runtime.h>
+#include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <array>
 #include <deque>
 #include <functional>
@@ -313,10 +316,94 @@ void run_pipeline(const std::vector<Piece>& pieces, int slots, Ops& ops) {
         if (!drained[size_t(j)]) throw std::logic_error("batch pipeline: piece " + std::to_string(j) + " never drained");
 }
 
-// Runs part(0) .. part(parts - 1), parts - 1 of them on threads of their own and one on the calling
-// thread (those a thread cannot be made for, here too), and returns when all are done.
+// Host threads kept for in_parallel's parts. Starting and joining a thread costs tens of
+// microseconds, and a batch asks for parts often: each 4 MB bounce part (up to 4 threads) and each
+// piece drained out of a pageable staging (up to 16), per device. A part is claimed through an
+// atomic counter by the caller and by the workers that pick its job up, so the caller never waits
+// for a worker to become free: with none free it runs every part itself. Workers are started as
+// the queued demand needs them, up to the host's cores, and are never stopped (leaked at exit, as
+// the StagingPool is). XCORR_BATCH_SPAWN_THREADS=1: a thread started per part instead (the way
+// before, to A/B the two).
+class CopyWorkers {
+public:
+    static CopyWorkers& get() { return *instance(); }
+    void run(size_t parts, const std::function<void(size_t)>& part) {
+        auto job = std::make_shared<Job>(parts, part);
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            for (size_t h = 1; h < parts; ++h) queue_.push_back(job);  // one entry per helper wanted
+            const size_t cap = std::max<size_t>(1, std::thread::hardware_concurrency());
+            try {
+                while (started_ < std::min(cap, queue_.size())) {
+                    std::thread([this] { serve(); }).detach();
+                    ++started_;
+                }
+            } catch (const std::system_error&) {  // no thread to spare: the caller runs the parts left
+            }
+        }
+        ready_.notify_all();
+        job->work();
+        job->wait();
+    }
+
+private:
+    struct Job {
+        Job(size_t n, const std::function<void(size_t)>& f) : parts(n), part(f) {}
+        const size_t parts;
+        // The caller's: called only for parts not yet done, and the caller returns only when all
+        // are, so a worker that picks the job up later finds nothing to claim and never calls it.
+        const std::function<void(size_t)>& part;
+        std::atomic<size_t> next{0}, done{0};
+        std::mutex mutex;
+        std::condition_variable finished;
+        void work() {
+            for (size_t k; (k = next.fetch_add(1)) < parts;)
+                if (part(k), done.fetch_add(1) + 1 == parts) {
+                    std::lock_guard<std::mutex> lock(mutex);
+                    finished.notify_all();
+                }
+        }
+        void wait() {
+            std::unique_lock<std::mutex> lock(mutex);
+            finished.wait(lock, [this] { return done.load() == parts; });
+        }
+    };
+    void serve() {
+        for (;;) {
+            std::shared_ptr<Job> job;
+            {
+                std::unique_lock<std::mutex> lock(mutex_);
+                ready_.wait(lock, [this] { return !queue_.empty(); });
+                job = std::move(queue_.front());
+                queue_.pop_front();
+            }
+            job->work();
+        }
+    }
+    // A forked child has none of the parent's threads (and perhaps a mutex held by one): it starts
+    // afresh, the parent's state leaked.
+    static CopyWorkers*& instance() {
+        static CopyWorkers* workers = [] {
+            pthread_atfork(nullptr, nullptr, [] { instance() = new CopyWorkers; });
+            return new CopyWorkers;
+        }();
+        return workers;
+    }
+    std::mutex mutex_;
+    std::condition_variable ready_;
+    std::deque<std::shared_ptr<Job>> queue_;
+    size_t started_ = 0;
+};
+
+// Runs part(0) .. part(parts - 1) on the calling thread and the CopyWorkers, and returns when all
+// are done.
 template <class Part>
 void in_parallel(size_t parts, const Part& part) {
+    if (parts <= 1) {
+        if (parts == 1) part(0);
+        return;
+    }
+    if (!env_on("XCORR_BATCH_SPAWN_THREADS")) return CopyWorkers::get().run(parts, part);
     std::vector<std::thread> helpers;
     size_t k = 1;
     try {
