@@ -395,6 +395,8 @@ private:
     size_t started_ = 0;
 };
 
+bool spawned_copies() { return env_on("XCORR_BATCH_SPAWN_THREADS"); }
+
 // Runs part(0) .. part(parts - 1) on the calling thread and the CopyWorkers, and returns when all
 // are done.
 template <class Part>
@@ -403,7 +405,7 @@ void in_parallel(size_t parts, const Part& part) {
         if (parts == 1) part(0);
         return;
     }
-    if (!env_on("XCORR_BATCH_SPAWN_THREADS")) return CopyWorkers::get().run(parts, part);
+    if (!spawned_copies()) return CopyWorkers::get().run(parts, part);
     std::vector<std::thread> helpers;
     size_t k = 1;
     try {
@@ -419,9 +421,14 @@ void in_parallel(size_t parts, const Part& part) {
 // at least kCopyPerThread floats each: the copy out of the pinned staging into the caller's output
 // is where a fresh output's first-touch page faults are paid, and one thread pays them serially;
 // with several devices draining at once, a few threads each are what keeps the host's memory busy.
-constexpr size_t kCopyPerThread = size_t(1) << 18;  // floats (1 MB: a thread's start costs ~1/10 of its copy)
+// A part for a kept worker can be small (waking one costs microseconds), so a 4 MB bounce part is
+// spread over all the threads; one for a thread of its own (XCORR_BATCH_SPAWN_THREADS) is 1 MB, a
+// thread's start ~1/10 of its copy.
+constexpr size_t kCopyPerThread = size_t(1) << 16;         // floats (256 KB)
+constexpr size_t kCopyPerSpawnedThread = size_t(1) << 18;  // floats (1 MB)
 void host_copy(float* dst, const float* src, size_t n, int threads) {
-    const size_t parts = std::clamp<size_t>(n / kCopyPerThread, 1, size_t(std::max(threads, 1)));
+    const size_t least = spawned_copies() ? kCopyPerSpawnedThread : kCopyPerThread;
+    const size_t parts = std::clamp<size_t>(n / least, 1, size_t(std::max(threads, 1)));
     in_parallel(parts, [=](size_t k) {
         const size_t a = n * k / parts, b = n * (k + 1) / parts;
         std::memcpy(dst + a, src + a, (b - a) * sizeof(float));
