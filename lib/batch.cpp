@@ -317,8 +317,8 @@ void run_pipeline(const std::vector<Piece>& pieces, int slots, Ops& ops) {
 }
 
 // Host threads kept for in_parallel's parts. Starting and joining a thread costs tens of
-// microseconds, and a batch asks for parts often: each 4 MB bounce part (up to 4 threads) and each
-// piece drained out of a pageable staging (up to 16), per device. A part is claimed through an
+// microseconds, and a batch asks for parts often: each 4 MB bounce part and each piece drained out
+// of a pageable staging (up to 16 threads each), per device. A part is claimed through an
 // atomic counter by the caller and by the workers that pick its job up, so the caller never waits
 // for a worker to become free: with none free it runs every part itself. Workers are started as
 // the queued demand needs them, up to the host's cores, and are never stopped (leaked at exit, as
@@ -357,11 +357,13 @@ private:
         std::mutex mutex;
         std::condition_variable finished;
         void work() {
-            for (size_t k; (k = next.fetch_add(1)) < parts;)
-                if (part(k), done.fetch_add(1) + 1 == parts) {
+            for (size_t k; (k = next.fetch_add(1)) < parts;) {
+                part(k);
+                if (done.fetch_add(1) + 1 == parts) {  // the last part: wake the caller
                     std::lock_guard<std::mutex> lock(mutex);
                     finished.notify_all();
                 }
+            }
         }
         void wait() {
             std::unique_lock<std::mutex> lock(mutex);
