@@ -16,7 +16,8 @@ is the pipeline's schedule. `first_touch_seconds`: a fresh NumPy array of the re
 page-fault cost the fresh calls pay, spread over the devices' threads). Then `ceilings`: the host
 link's floors for the same bytes (xcsuite/copy_ceiling.py: each GPU alone and all at once copying to
 page-locked, pageable and fresh memory, page-locked in the batch's pieces and blocks, and host
-memcpy on 1..16 threads), and each row's `floor_*`:
+memcpy on 1, 2, 4, ... threads up to the most the batch drains with: 16 a GPU, within the host's
+cores), and each row's `floor_*`:
 the fastest its results can reach the host memory it writes (pinned: the GPUs' copies into
 page-locked memory; reused pageable: the better of the driver's pageable copy and pinned staging
 drained by host threads, both halves at once (`staged`); fresh: the same into a fresh array). --no-ceilings leaves them out. Prints and writes JSON with the GPUs, the driver, the
@@ -235,7 +236,7 @@ def main(argv=None):
             return 1
     if not args.no_ceilings:
         from xcsuite import copy_ceiling
-        c = copy_ceiling.measure(devices, one.nbytes, repeat=args.repeat,
+        c = copy_ceiling.measure(devices, one.nbytes, repeat=args.repeat, threads=probe_threads(len(devices)),
                                  rows=ls[0] if args.form == "n-to-m" else None)  # block pieces' rows: the lefts
         result["ceilings"] = c
         for run in result["runs"]:
@@ -263,6 +264,19 @@ def share_bounds(form, n_left, n_right, k):
     which, n = ("lefts", n_left) if form == "n-to-m" else ("rights", n_right)
     edges = [n * j // k for j in range(k + 1)]
     return [(which, a, b) for a, b in zip(edges, edges[1:])]
+
+
+def probe_threads(gpus: int, cores: int | None = None) -> tuple[int, ...]:
+    """The host-copy thread counts the copy probe tries: powers of two up to the most the batch
+    drains with on `gpus` GPUs at once (lib/batch.cpp's copy_threads: the cores shared out, at most
+    16 a GPU), so that a staged floor is never measured with fewer threads than the batch uses."""
+    cores = max(1, cores if cores is not None else (os.cpu_count() or 1))
+    most = max(1, min(cores, 16 * max(gpus, 1)))
+    ts, t = [], 1
+    while t < most:
+        ts.append(t)
+        t *= 2
+    return tuple(ts + [most])
 
 
 def floors(c, k):

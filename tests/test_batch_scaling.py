@@ -349,3 +349,13 @@ def test_bad_options_are_bad_usage_before_the_gpu_is_asked(args, needle, monkeyp
     assert e.value.code == 2 and needle in capsys.readouterr().err
     assert load_script().main(["--gpus", "0,1"]) == 3  # well formed: then the GPU's own answer
     assert "no GPU" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("gpus, cores, want", [(2, 32, (1, 2, 4, 8, 16, 32)), (1, 32, (1, 2, 4, 8, 16)),
+                                               (2, 2, (1, 2)), (2, 24, (1, 2, 4, 8, 16, 24)), (1, 1, (1,)),
+                                               (4, 128, (1, 2, 4, 8, 16, 32, 64))])
+def test_the_copy_probe_tries_as_many_host_threads_as_the_batch_drains_with(gpus, cores, want):
+    """The staged floor is measured with up to the host threads the batch's drains use on that many
+    GPUs at once (16 a GPU, within the cores): on two GPUs of a 32-core host, 32, not the 16 that
+    let session 64's pageable floor come out above the batch itself."""
+    assert load_script().probe_threads(gpus, cores) == want
