@@ -7,7 +7,6 @@ import warnings
 from pathlib import Path
 
 import pandas as pd
-
 import pytest
 
 from xcsuite import tables
