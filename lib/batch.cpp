@@ -316,32 +316,50 @@ void run_pipeline(const std::vector<Piece>& pieces, int slots, Ops& ops) {
         if (!drained[size_t(j)]) throw std::logic_error("batch pipeline: piece " + std::to_string(j) + " never drained");
 }
 
-// Host threads kept for in_parallel's parts. Starting and joining a thread costs tens of
-// microseconds, and a batch asks for parts often: each 4 MB bounce part and each piece drained out
-// of a pageable staging (up to 16 threads each), per device. A part is claimed through an
-// atomic counter by the caller and by the workers that pick its job up, so the caller never waits
-// for a worker to become free: with none free it runs every part itself. Workers are started as
-// the queued demand needs them, up to the host's cores, and are never stopped (leaked at exit, as
-// the StagingPool is). XCORR_BATCH_SPAWN_THREADS=1: a thread started per part instead (the way
-// before, to A/B the two).
-class CopyWorkers {
+// Host threads kept between calls: for in_parallel's parts and for each device's run of a batch
+// (run_batch). Starting and joining a thread costs tens of microseconds, and a batch asks for parts
+// often: each 4 MB bounce part and each piece drained out of a pageable staging (up to 16 threads
+// each), per device. A job's parts are claimed through an atomic counter by the caller and by the
+// workers that pick its job up, so the caller never waits for a worker to become free: with none
+// free it runs every part itself. Workers are started as the queued demand needs them, up to the
+// host's cores, and are never stopped (leaked at exit, as the StagingPool is).
+// A device's run is a job that must not wait behind copies or run after another device's on the
+// caller's thread: `own_threads` jobs go to the front of the queue and start as many workers as
+// needed (past the cores) for every part to find an idle one.
+// An idle worker spins for XCORR_BATCH_WORKER_SPIN microseconds (kSpinMicroseconds by default)
+// before it sleeps: a batch's parts come every few hundred microseconds per device, and waking a
+// sleeping thread takes tens of them, as long as a 256 KB part's copy. So only sleeping workers are
+// woken, one per part queued (a notify_all would wake every idle one in turn, on the caller's time).
+// XCORR_BATCH_SPAWN_THREADS=1: a thread started per part instead (the way before, to A/B the two).
+constexpr int64_t kSpinMicroseconds = 0;
+class Workers {
 public:
-    static CopyWorkers& get() { return *instance(); }
-    void run(size_t parts, const std::function<void(size_t)>& part) {
+    static Workers& get() { return *instance(); }
+    void run(size_t parts, const std::function<void(size_t)>& part, bool own_threads = false) {
         auto job = std::make_shared<Job>(parts, part);
+        spin_.store(env_integer("XCORR_BATCH_WORKER_SPIN", kSpinMicroseconds), std::memory_order_relaxed);
+        size_t wake = 0;
         {
             std::lock_guard<std::mutex> lock(mutex_);
-            for (size_t h = 1; h < parts; ++h) queue_.push_back(job);  // one entry per helper wanted
+            for (size_t h = 1; h < parts; ++h) {  // one entry per helper wanted
+                if (own_threads) queue_.push_front(job);
+                else queue_.push_back(job);
+            }
+            queued_.store(queue_.size());
             const size_t cap = std::max<size_t>(1, std::thread::hardware_concurrency());
+            // Own threads: idle workers take the front entries first, so parts - 1 of them suffice.
+            const size_t need = own_threads ? parts - 1 : queue_.size();
             try {
-                while (started_ < std::min(cap, queue_.size())) {
+                while (idle_ < need && (own_threads || started_ < cap)) {
                     std::thread([this] { serve(); }).detach();
-                    ++started_;
+                    ++started_, ++idle_, ++sleeping_;  // asleep until the queue is read
                 }
             } catch (const std::system_error&) {  // no thread to spare: the caller runs the parts left
             }
+            const size_t spinning = idle_ - sleeping_;  // they find the entries without a wake-up
+            wake = std::min(sleeping_, parts - 1 > spinning ? parts - 1 - spinning : 0);
         }
-        ready_.notify_all();
+        for (size_t w = 0; w < wake; ++w) ready_.notify_one();
         job->work();
         job->wait();
     }
@@ -370,44 +388,70 @@ private:
             finished.wait(lock, [this] { return done.load() == parts; });
         }
     };
+    static void pause() {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#elif defined(__aarch64__)
+        asm volatile("yield");
+#endif
+    }
     void serve() {
+        bool asleep = true;  // as counted by run(): a new worker
         for (;;) {
+            if (!asleep) {  // spin a while for the next part before sleeping
+                const auto until = std::chrono::steady_clock::now() +
+                                   std::chrono::microseconds(spin_.load(std::memory_order_relaxed));
+                while (queued_.load(std::memory_order_relaxed) == 0 && std::chrono::steady_clock::now() < until)
+                    for (int i = 0; i < 32; ++i) pause();
+            }
             std::shared_ptr<Job> job;
             {
                 std::unique_lock<std::mutex> lock(mutex_);
-                ready_.wait(lock, [this] { return !queue_.empty(); });
+                if (queue_.empty()) {
+                    if (!asleep) ++sleeping_;
+                    ready_.wait(lock, [this] { return !queue_.empty(); });
+                    asleep = true;
+                }
+                if (asleep) --sleeping_;
+                asleep = false;
                 job = std::move(queue_.front());
                 queue_.pop_front();
+                queued_.store(queue_.size());
+                --idle_;
             }
             job->work();
+            std::lock_guard<std::mutex> lock(mutex_);
+            ++idle_;
         }
     }
     // A forked child has none of the parent's threads (and perhaps a mutex held by one): it starts
     // afresh, the parent's state leaked.
-    static CopyWorkers*& instance() {
-        static CopyWorkers* workers = [] {
-            pthread_atfork(nullptr, nullptr, [] { instance() = new CopyWorkers; });
-            return new CopyWorkers;
+    static Workers*& instance() {
+        static Workers* workers = [] {
+            pthread_atfork(nullptr, nullptr, [] { instance() = new Workers; });
+            return new Workers;
         }();
         return workers;
     }
     std::mutex mutex_;
     std::condition_variable ready_;
     std::deque<std::shared_ptr<Job>> queue_;
-    size_t started_ = 0;
+    std::atomic<size_t> queued_{0};  // queue_.size(), for spinning workers to read without the lock
+    std::atomic<int64_t> spin_{kSpinMicroseconds};  // microseconds, as the last run() read it
+    size_t started_ = 0, idle_ = 0, sleeping_ = 0;  // idle: not running a job; sleeping: idle and waiting on ready_
 };
 
-bool spawned_copies() { return env_on("XCORR_BATCH_SPAWN_THREADS"); }
+bool spawned_threads() { return env_on("XCORR_BATCH_SPAWN_THREADS"); }
 
-// Runs part(0) .. part(parts - 1) on the calling thread and the CopyWorkers, and returns when all
-// are done.
+// Runs part(0) .. part(parts - 1) on the calling thread and the Workers (`own_threads`: each on a
+// thread of its own, Workers::run), and returns when all are done.
 template <class Part>
-void in_parallel(size_t parts, const Part& part) {
+void in_parallel(size_t parts, const Part& part, bool own_threads = false) {
     if (parts <= 1) {
         if (parts == 1) part(0);
         return;
     }
-    if (!spawned_copies()) return CopyWorkers::get().run(parts, part);
+    if (!spawned_threads()) return Workers::get().run(parts, part, own_threads);
     std::vector<std::thread> helpers;
     size_t k = 1;
     try {
@@ -429,7 +473,7 @@ void in_parallel(size_t parts, const Part& part) {
 constexpr size_t kCopyPerThread = size_t(1) << 16;         // floats (256 KB)
 constexpr size_t kCopyPerSpawnedThread = size_t(1) << 18;  // floats (1 MB)
 void host_copy(float* dst, const float* src, size_t n, int threads) {
-    const size_t least = spawned_copies() ? kCopyPerSpawnedThread : kCopyPerThread;
+    const size_t least = spawned_threads() ? kCopyPerSpawnedThread : kCopyPerThread;
     const size_t parts = std::clamp<size_t>(n / least, 1, size_t(std::max(threads, 1)));
     in_parallel(parts, [=](size_t k) {
         const size_t a = n * k / parts, b = n * (k + 1) / parts;
@@ -1006,7 +1050,11 @@ std::string kit_key(const PlanSpec& spec, const Problem& p, const Share& share, 
 }
 
 // What one device's run did (BatchReport's entries for it).
+using Clock = std::chrono::steady_clock;
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
 struct DeviceRun {
+    Clock::time_point ended;    // when its host thread was done with it (its locals freed)
     std::vector<Piece> pieces;  // as run (after any halving)
     std::string algorithm;      // of its first plan
     DeviceSeconds seconds;
@@ -1019,9 +1067,9 @@ struct DeviceRun {
 // next call), pipelined (header comment).
 // `run.seconds`: its phases by the host's clock (BatchReport::seconds).
 void run_device(const PlanSpec& spec, const Problem& p, const float* left, const float* right, float* out, int device,
-                int index, int devices, const Share& share, const BatchOptions& options, DeviceRun& run) {
-    using Clock = std::chrono::steady_clock;
-    auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+                int index, int devices, const Share& share, const BatchOptions& options, Clock::time_point called,
+                DeviceRun& run) {
+    auto since = [](Clock::time_point t) { return seconds_between(t, Clock::now()); };
     XC_CUDA_CHECK(cudaSetDevice(device));
     if (share.empty()) return;
     const size_t out_elems = matrix_elems(p.out_h(), p.out_w());
@@ -1042,6 +1090,7 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
         XC_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
         m = std::min(fitting_outputs(p, free_b), pipelined_outputs(p));
     }
+    run.seconds.start = since(called);
     for (;;) {
         std::vector<Piece> pieces;
         share_pieces(p, share, m, index, split, pieces);
@@ -1180,6 +1229,7 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
     if (spec.reduce.kind != ReductionKind::Map)
         throw UsageError("a batch writes maps into a host array: reduce with a plan (Plan::execute with "
                          "ReducedOutputs), which keeps its memory bounded itself");
+    const Clock::time_point called = Clock::now();
     BatchReport report;
     if (spec.algorithm == "reference") {
         if (!options.devices.empty()) throw UsageError("the reference runs on the CPU: it takes no GPUs");
@@ -1195,37 +1245,43 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
     // No GPU: NoGpuError with the reason, not cudaGetDevice's bare error; an ordinal that does not
     // exist (the C API takes them as numbers) is bad usage, not a CUDA error.
     require_devices_exist(devices, "");
-    if (devices.empty()) {
-        int current = 0;
-        XC_CUDA_CHECK(cudaGetDevice(&current));
-        devices = {current};
-    }
+    int current = 0;
+    XC_CUDA_CHECK(cudaGetDevice(&current));
+    if (devices.empty()) devices = {current};
     const int n = int(devices.size());
     std::vector<DeviceRun> runs(n);
     std::vector<std::exception_ptr> errors(n);
-    std::vector<std::thread> threads;
-    try {
-        // The division among the devices follows the split the whole batch resolves to (a device's
-        // own part of the output may be page-locked where the whole is not: run_device resolves
-        // its pieces' split for itself).
-        const Split split = resolve_split(options.split, page_locked(out, sizeof(float) * size_t(p.out_elems())),
-                                          page_locked(right, sizeof(float) * size_t(p.right_elems())),
-                                          rights_divide(p, n));
-        for (int i = 0; i < n; ++i) {
-            const Share share = device_share(p, n, i, split);
-            threads.emplace_back([&, i, share] {
-                try {
-                    run_device(spec, p, left, right, out, devices[i], i, n, share, options, runs[i]);
-                } catch (...) {
-                    errors[i] = std::current_exception();
-                }
-            });
+    // The division among the devices follows the split the whole batch resolves to (a device's
+    // own part of the output may be page-locked where the whole is not: run_device resolves
+    // its pieces' split for itself).
+    const Split split = resolve_split(options.split, page_locked(out, sizeof(float) * size_t(p.out_elems())),
+                                      page_locked(right, sizeof(float) * size_t(p.right_elems())),
+                                      rights_divide(p, n));
+    auto run_one = [&](size_t i) {
+        try {
+            run_device(spec, p, left, right, out, devices[i], int(i), n, device_share(p, n, int(i), split), options,
+                       called, runs[i]);
+        } catch (...) {
+            errors[i] = std::current_exception();
         }
-    } catch (...) {  // no thread to start: the started ones are joined first (a joinable one left to
-        for (auto& t : threads) t.join();  // ~thread is std::terminate), then the call fails
-        throw;
+        runs[i].ended = Clock::now();
+    };
+    // One host thread per device: the calling thread and kept workers (in_parallel's own threads),
+    // or, with XCORR_BATCH_SPAWN_DEVICE_THREADS=1, a thread started per device (the way before).
+    // The calling thread's current device is put back after its run chose its own.
+    if (env_on("XCORR_BATCH_SPAWN_DEVICE_THREADS")) {
+        std::vector<std::thread> threads;
+        try {
+            for (int i = 0; i < n; ++i) threads.emplace_back(run_one, size_t(i));
+        } catch (...) {  // no thread to start: the started ones are joined first (a joinable one left
+            for (auto& t : threads) t.join();  // to ~thread is std::terminate), then the call fails
+            throw;
+        }
+        for (auto& t : threads) t.join();
+    } else {
+        in_parallel(size_t(n), run_one, true);
+        cudaSetDevice(current);  // best effort: it was current before the call
     }
-    for (auto& t : threads) t.join();
     for (auto& e : errors)
         if (e) std::rethrow_exception(e);
     for (DeviceRun& r : runs) {
@@ -1237,6 +1293,8 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
         report.split.push_back(r.split);
     }
     report.pieces = in_output_order(std::move(report.pieces));
+    const Clock::time_point done = Clock::now();
+    for (int i = 0; i < n; ++i) report.seconds[size_t(i)].finish = seconds_between(runs[size_t(i)].ended, done);
     return report;
 }
 

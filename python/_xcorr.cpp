@@ -485,9 +485,11 @@ NB_MODULE(_xcorr, m) {
         for (size_t d = 0; d < r.seconds.size(); ++d) {
             nb::dict t;
             t["device"] = o.devices.empty() ? -1 : o.devices[d];
+            t["start"] = r.seconds[d].start;
             t["setup"] = r.seconds[d].setup;
             t["pipeline"] = r.seconds[d].pipeline;
             t["teardown"] = r.seconds[d].teardown;
+            t["finish"] = r.seconds[d].finish;
             t["direct"] = bool(r.direct[d]);
             t["reused"] = bool(r.reused[d]);
             t["split"] = xcorr::split_name(r.split[d]);
@@ -498,7 +500,7 @@ NB_MODULE(_xcorr, m) {
        "The whole output from host stacks, split across `devices` (\"all\", \"0,1\"; \"\": the current one) in "
        "pieces of at most max_outputs matrices (0: what fits), n-to-m runs cut as `split` says (\"auto\", "
        "\"lefts\", \"blocks\"): ([(device, first output, outputs, algorithm) per "
-       "piece], [{device, setup, pipeline, teardown} seconds per device, with direct: whether the device downloaded "
+       "piece], [{device, start, setup, pipeline, teardown, finish} seconds per device, with direct: whether the device downloaded "
        "straight into a page-locked out, reused: whether it reused what it kept from the last call, split: how its run was cut]).");
     m.def("empty_pinned", [](size_t count) {
         xcorr::visible_gpu_count();  // no GPU: NoGpuError with the reason, not a bare CUDA error later

@@ -356,10 +356,12 @@ int run_batched(const PlanSpec& spec, const Problem& p, const Stack& left, const
                      return a.problem.out_count() < b.problem.out_count();
                  })->problem.out_count(), where.c_str());
     for (size_t d = 0; d < report.seconds.size(); ++d)  // where a device's time went (host clock)
-        std::fprintf(stderr, "xcorr: GPU %d: setup %.1f ms, pipeline %.1f ms, teardown %.1f ms, split %s\n",
-                     options.devices.empty() ? 0 : options.devices[d], 1e3 * report.seconds[d].setup,
-                     1e3 * report.seconds[d].pipeline, 1e3 * report.seconds[d].teardown,
-                     split_name(report.split[d]));
+        std::fprintf(stderr,
+                     "xcorr: GPU %d: start %.2f ms, setup %.1f ms, pipeline %.1f ms, teardown %.1f ms, finish %.2f ms, "
+                     "split %s\n",
+                     options.devices.empty() ? 0 : options.devices[d], 1e3 * report.seconds[d].start,
+                     1e3 * report.seconds[d].setup, 1e3 * report.seconds[d].pipeline,
+                     1e3 * report.seconds[d].teardown, 1e3 * report.seconds[d].finish, split_name(report.split[d]));
     if (validate) {
         note_cpu_reference(p, "--validate checks the batch against");
         std::vector<double> ref(out.size());

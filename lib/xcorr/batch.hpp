@@ -91,12 +91,15 @@ struct BatchOptions {
     Split split = Split::Auto;
 };
 
-// One device's part of a run, in seconds by the host's clock: setup (plans, device buffers, the
-// pinned staging, streams, unless the device kept them from a call on the same problem; a failed
-// attempt that halved the pieces included), pipeline (the first upload to the last output copied
-// into the caller's array), teardown (keeping them for the next call; freeing what was kept before).
+// One device's part of a run, in seconds by the host's clock: start (from the call's start to the
+// device's setup: its host thread reached, its output's memory asked whether page-locked, what it
+// kept from the last call looked up), setup (plans, device buffers, the pinned staging, streams,
+// unless the device kept them from a call on the same problem; a failed attempt that halved the
+// pieces included), pipeline (the first upload to the last output copied into the caller's array),
+// teardown (keeping them for the next call; freeing what was kept before), finish (from the
+// device's run done to the call's end: waiting for the other devices, the report assembled).
 struct DeviceSeconds {
-    double setup = 0, pipeline = 0, teardown = 0;
+    double start = 0, setup = 0, pipeline = 0, teardown = 0, finish = 0;
 };
 
 // What a run did: the pieces as run (after any halving), the algorithm of each device's first
