@@ -331,7 +331,7 @@ void run_pipeline(const std::vector<Piece>& pieces, int slots, Ops& ops) {
 // sleeping thread takes tens of them, as long as a 256 KB part's copy. So only sleeping workers are
 // woken, one per part queued (a notify_all would wake every idle one in turn, on the caller's time).
 // XCORR_BATCH_SPAWN_THREADS=1: a thread started per part instead (the way before, to A/B the two).
-constexpr int64_t kSpinMicroseconds = 0;
+constexpr int64_t kSpinMicroseconds = 200;
 class Workers {
 public:
     static Workers& get() { return *instance(); }
