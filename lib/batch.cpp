@@ -499,10 +499,10 @@ void copy_out(const Problem& p, const Piece& c, float* at, const float* staged, 
 // once, at most 16 each. The staged route's floor is the host's memory, which the GPUs' copies into
 // the staging and the copy out of it share: on the two-H200 host (32 cores) a pinned-to-pageable copy
 // overlapped with the GPUs' downloads needs about 16 threads to reach it (8 leave it ~30% short:
-// notes/multi-gpu.md, xcsuite/copy_ceiling.py measures it).
+// notes/multi-gpu.md, xcsuite/copy_ceiling.py measures it). XCORR_BATCH_COPY_THREADS sets it.
 int copy_threads(int devices) {
     const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-    return std::clamp(cores / std::max(devices, 1), 1, 16);
+    return int(env_integer("XCORR_BATCH_COPY_THREADS", std::clamp(cores / std::max(devices, 1), 1, 16)));
 }
 
 // Whether the `bytes` at `p` are page-locked host memory (cudaMallocHost, cudaHostAlloc,
