@@ -318,7 +318,7 @@ void run_pipeline(const std::vector<Piece>& pieces, int slots, Ops& ops) {
 
 // Host threads kept between calls: for in_parallel's parts and for each device's run of a batch
 // (run_batch). Starting and joining a thread costs tens of microseconds, and a batch asks for parts
-// often: each 4 MB bounce part and each piece drained out of a pageable staging (up to 16 threads
+// often: each 4 MB bounce part and each piece drained out of a pageable staging (up to 32 threads
 // each), per device. A job's parts are claimed through an atomic counter by the caller and by the
 // workers that pick its job up, so the caller never waits for a worker to become free: with none
 // free it runs every part itself. Workers are started as the queued demand needs them, up to the
@@ -495,14 +495,17 @@ void copy_out(const Problem& p, const Piece& c, float* at, const float* staged, 
     });
 }
 
-// Host threads per device for host_copy: the host's cores shared among the devices draining at
-// once, at most 16 each. The staged route's floor is the host's memory, which the GPUs' copies into
-// the staging and the copy out of it share: on the two-H200 host (32 cores) a pinned-to-pageable copy
-// overlapped with the GPUs' downloads needs about 16 threads to reach it (8 leave it ~30% short:
-// notes/multi-gpu.md, xcsuite/copy_ceiling.py measures it). XCORR_BATCH_COPY_THREADS sets it.
+// Host threads per device for host_copy: half as many again as the device's share of the host's
+// cores (a device's copies come in bursts between its downloads, so the devices' bursts interleave
+// on the shared Workers), at most the cores and at most 32. The staged route's floor is the host's
+// memory, which the GPUs' copies into the staging and the copy out of it share. On the two-H200
+// host (32 cores) the rule's 32 threads for one GPU and 24 each for two were the fastest of those
+// tried for pageable and fresh outputs (notes/multi-gpu.md, "Session 65"); scripts/batch_scaling.py's
+// probe_threads mirrors the rule. XCORR_BATCH_COPY_THREADS sets it (on other hosts: measure).
 int copy_threads(int devices) {
     const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-    return int(env_integer("XCORR_BATCH_COPY_THREADS", std::clamp(cores / std::max(devices, 1), 1, 16)));
+    const int rule = std::min({cores, 32, std::max(1, 3 * cores / (2 * std::max(devices, 1)))});
+    return int(env_integer("XCORR_BATCH_COPY_THREADS", rule));
 }
 
 // Whether the `bytes` at `p` are page-locked host memory (cudaMallocHost, cudaHostAlloc,

@@ -284,7 +284,7 @@ const std::vector<EnvSetting>& env_settings() {
         {"XCORR_BATCH_WHOLE_BOUNCE", 0, 1, "1: the batch bounces each large pageable input alone, in 32 MB parts"},
         {"XCORR_BATCH_SPAWN_THREADS", 0, 1, "1: the batch's host copies start a thread per part (of 1 MB or more), not the kept workers"},
         {"XCORR_BATCH_SPAWN_DEVICE_THREADS", 0, 1, "1: a batch starts a host thread per device per call, not kept workers"},
-        {"XCORR_BATCH_COPY_THREADS", 1, 1024, "host threads per device for the batch's host copies (default: cores / devices, at most 16)"},
+        {"XCORR_BATCH_COPY_THREADS", 1, 1024, "host threads per device for the batch's host copies (default: 1.5 x cores / devices, at most 32)"},
         {"XCORR_BATCH_WORKER_SPIN", 0, 1000000, "the batch's idle host workers spin N microseconds for the next part before sleeping"},
         {"XCORR_BATCH_TRACE", 0, 1, "1: each device's batch pipeline prints its steps' times to stderr (a timeline)"},
     };

@@ -16,8 +16,8 @@ is the pipeline's schedule. `first_touch_seconds`: a fresh NumPy array of the re
 page-fault cost the fresh calls pay, spread over the devices' threads). Then `ceilings`: the host
 link's floors for the same bytes (xcsuite/copy_ceiling.py: each GPU alone and all at once copying to
 page-locked, pageable and fresh memory, page-locked in the batch's pieces and blocks, and host
-memcpy on 1, 2, 4, ... threads up to the most the batch drains with: 16 a GPU, within the host's
-cores), and each row's `floor_*`:
+memcpy on 1, 2, 4, ... threads up to the most the batch drains with: probe_threads), and each
+row's `floor_*`:
 the fastest its results can reach the host memory it writes (pinned: the GPUs' copies into
 page-locked memory; reused pageable: the better of the driver's pageable copy and pinned staging
 drained by host threads, both halves at once (`staged`); fresh: the same into a fresh array). --no-ceilings leaves them out. Prints and writes JSON with the GPUs, the driver, the
@@ -268,10 +268,12 @@ def share_bounds(form, n_left, n_right, k):
 
 def probe_threads(gpus: int, cores: int | None = None) -> tuple[int, ...]:
     """The host-copy thread counts the copy probe tries: powers of two up to the most the batch
-    drains with on `gpus` GPUs at once (lib/batch.cpp's copy_threads: the cores shared out, at most
-    16 a GPU), so that a staged floor is never measured with fewer threads than the batch uses."""
+    drains with on `gpus` GPUs at once (lib/batch.cpp's copy_threads per GPU: 1.5 x its share of
+    the cores, within the cores and 32), and that most, so that a staged floor is never measured
+    with fewer threads than the batch uses."""
     cores = max(1, cores if cores is not None else (os.cpu_count() or 1))
-    most = max(1, min(cores, 16 * max(gpus, 1)))
+    gpus = max(gpus, 1)
+    most = gpus * min(cores, 32, max(1, 3 * cores // (2 * gpus)))
     ts, t = [], 1
     while t < most:
         ts.append(t)

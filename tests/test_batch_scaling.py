@@ -351,11 +351,12 @@ def test_bad_options_are_bad_usage_before_the_gpu_is_asked(args, needle, monkeyp
     assert "no GPU" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("gpus, cores, want", [(2, 32, (1, 2, 4, 8, 16, 32)), (1, 32, (1, 2, 4, 8, 16)),
-                                               (2, 2, (1, 2)), (2, 24, (1, 2, 4, 8, 16, 24)), (1, 1, (1,)),
-                                               (4, 128, (1, 2, 4, 8, 16, 32, 64))])
+@pytest.mark.parametrize("gpus, cores, want", [(2, 32, (1, 2, 4, 8, 16, 32, 48)), (1, 32, (1, 2, 4, 8, 16, 32)),
+                                               (2, 2, (1, 2)), (2, 24, (1, 2, 4, 8, 16, 32, 36)), (1, 1, (1,)),
+                                               (4, 128, (1, 2, 4, 8, 16, 32, 64, 128)), (1, 64, (1, 2, 4, 8, 16, 32))])
 def test_the_copy_probe_tries_as_many_host_threads_as_the_batch_drains_with(gpus, cores, want):
     """The staged floor is measured with up to the host threads the batch's drains use on that many
-    GPUs at once (16 a GPU, within the cores): on two GPUs of a 32-core host, 32, not the 16 that
-    let session 64's pageable floor come out above the batch itself."""
+    GPUs at once (lib/batch.cpp's copy_threads: 1.5 x a GPU's share of the cores, within the cores
+    and 32, per GPU): on two GPUs of a 32-core host, 48, not fewer than the batch (session 64's
+    pageable floor, probed with 16 threads, came out above the batch itself)."""
     assert load_script().probe_threads(gpus, cores) == want
