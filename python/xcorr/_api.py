@@ -395,17 +395,15 @@ class Plan:
             raise ValueError("first_index= numbers the rights of a max_over_rights plan (reduce='max_over_rights')")
         t = type(left)
         if t is type(right):
-            T = _arrays.TORCH
+            T, C = _arrays.libraries_for(t)
             if T is not None and t is T.Tensor:
                 result = self._torch(T, left, right, out, stream)
                 if result is not None:
                     return result
-            else:
-                C = _arrays.CUPY
-                if C is not None and t is C.ndarray:
-                    result = self._cupy(C, left, right, out, stream)
-                    if result is not None:
-                        return result
+            elif C is not None and t is C.ndarray:
+                result = self._cupy(C, left, right, out, stream)
+                if result is not None:
+                    return result
         return self._call(left, right, out, stream)
 
     execute = __call__
@@ -548,7 +546,7 @@ class Plan:
         first_index = _first_index(first_index)
         if self.reduce == "peaks" and first_index != 0:
             raise ValueError("first_index= numbers the rights of max_over_rights, not peaks")
-        T = _arrays.TORCH
+        T = _arrays.libraries_for(type(left))[0]
         if T is not None and type(left) is T.Tensor and type(right) is T.Tensor:
             result = self._torch_reduced(T, left, right, out, stream, first_index)
             if result is not None:

@@ -38,23 +38,39 @@ class _Cupy:
         self.current_stream, self.get_device = cupy.cuda.get_current_stream, cupy.cuda.runtime.getDevice
 
 
+def _meet(module):
+    """Fills TORCH or CUPY in when `module` (an array type's top module) is that library."""
+    global TORCH, CUPY
+    if module == "torch" and TORCH is None:
+        import torch
+        TORCH = _Torch(torch)
+    elif module == "cupy" and CUPY is None:
+        import cupy
+        CUPY = _Cupy(cupy)
+
+
 def kind_of(x):
     """'torch', 'cupy', 'numpy', or 'dlpack' (another array with __dlpack__)."""
-    global TORCH, CUPY
     module = type(x).__module__.split(".")[0]
-    if module == "torch":
-        if TORCH is None:
-            import torch
-            TORCH = _Torch(torch)
-        return "torch"
-    if module == "cupy":
-        if CUPY is None:
-            import cupy
-            CUPY = _Cupy(cupy)
-        return "cupy"
+    if module in ("torch", "cupy"):
+        _meet(module)
+        return module
     if isinstance(x, np.ndarray) or not hasattr(x, "__dlpack_device__"):
         return "numpy"
     return "dlpack"
+
+
+_MET = set()  # the array types libraries_for has seen
+
+
+def libraries_for(t):
+    """(TORCH, CUPY), one of them filled in first where `t` is its array type and it is not known
+    yet: a plan's first call with PyTorch or CuPy arrays takes the fast path too (a set lookup
+    after a type's first call)."""
+    if t not in _MET:
+        _meet(t.__module__.split(".")[0])
+        _MET.add(t)
+    return TORCH, CUPY
 
 
 def device_of(x, kind):
