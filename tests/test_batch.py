@@ -290,17 +290,23 @@ def test_pipelined_reference_equals_the_whole_for_every_piece_count(xcorr, tmp_p
     assert 1 in counts and any(c % 2 for c in counts if c > 1) and any(c % 2 == 0 for c in counts)
 
 
-def test_pipelined_reference_large_piece_copied_out_by_several_threads(xcorr, tmp_path):
-    """One piece of 34 x 513 x 513 floats (past the 512 Ki floats from which batch.cpp's host_copy
-    splits the copy out of staging: parts of 256 Ki floats or more, up to 8 threads) equals 34
-    pieces copied by one thread each (263 Ki floats), and the float64 reference."""
+@pytest.mark.parametrize("env", [{}, {"XCORR_BATCH_COPY_THREADS": "8", "XCORR_BATCH_WORKER_SPIN": "0"},
+                                 {"XCORR_BATCH_COPY_THREADS": "32", "XCORR_BATCH_WORKER_SPIN": "100000"},
+                                 {"XCORR_BATCH_COPY_THREADS": "8", "XCORR_BATCH_SPAWN_THREADS": "1"}])
+def test_pipelined_reference_large_piece_copied_out_by_several_threads(xcorr, tmp_path, env):
+    """One piece of 34 x 513 x 513 floats (batch.cpp's host_copy splits the copy out of staging in
+    parts of 64 Ki floats or more for kept workers, 256 Ki for threads started per part, up to
+    copy_threads of them) equals 34 pieces of 263 Ki floats (at most 4 parts each), and the float64
+    reference: with the host's own thread count, and with 8 or 32 parts handed to kept workers
+    that sleep between parts (spin 0) or spin for them (0.1 s), or to threads started per part."""
     rng = seeded_rng("pipeline-large")
     left, right = rng.random((1, 512, 512), dtype=np.float32), rng.random((34, 2, 2), dtype=np.float32)
-    assert 34 * 513 * 513 >= 8 * (1 << 20) and 513 * 513 < 2 * (1 << 20)
+    assert 34 * 513 * 513 >= 32 * (1 << 18) and 513 * 513 < 8 * (1 << 16)
     lp, rp = save(tmp_path / "l.npy", left), save(tmp_path / "r.npy", right)
-    base = ["--algorithm", "reference", "--form", "one-to-many", lp, rp]
-    assert xrun(xcorr, *base, "--out", tmp_path / "one.npy", "--chunk", "34").returncode == 0
-    assert xrun(xcorr, *base, "--out", tmp_path / "many.npy", "--chunk", "1").returncode == 0
+    base = [xcorr, "run", "--algorithm", "reference", "--form", "one-to-many", lp, rp]
+    for name, chunk in (("one", "34"), ("many", "1")):
+        r = run([*map(str, base), "--out", str(tmp_path / f"{name}.npy"), "--chunk", chunk], env={**os.environ, **env})
+        assert r.returncode == 0, r.stderr
     one, many = np.load(tmp_path / "one.npy"), np.load(tmp_path / "many.npy")
     np.testing.assert_array_equal(one, many)
     want = correlate("one-to-many", left.astype(np.float64), right.astype(np.float64))
