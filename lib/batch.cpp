@@ -1052,10 +1052,10 @@ std::string kit_key(const PlanSpec& spec, const Problem& p, const Share& share, 
            split_name(split) + "|" + (direct ? "direct" : "staged");
 }
 
-// What one device's run did (BatchReport's entries for it).
 using Clock = std::chrono::steady_clock;
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
+// What one device's run did (BatchReport's entries for it).
 struct DeviceRun {
     Clock::time_point ended;    // when its host thread was done with it (its locals freed)
     std::vector<Piece> pieces;  // as run (after any halving)
