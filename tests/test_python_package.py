@@ -383,6 +383,27 @@ def test_bad_calls_raise_the_documented_exception(kw, exc, match):
         xcorr.correlate2d(left, right, **kw)
 
 
+def test_the_package_learns_an_array_library_from_a_plan_call_s_first_array_type(monkeypatch):
+    """libraries_for, which Plan's call asks first: the first type of PyTorch's (here a stand-in
+    module named torch) fills _arrays.TORCH in, so that very call can take the pointer path; a
+    NumPy type leaves both libraries unknown and imports nothing."""
+    import sys
+    import types
+    arrays = xcorr._arrays
+    for name, value in (("TORCH", None), ("CUPY", None), ("_MET", set())):
+        monkeypatch.setattr(arrays, name, value)
+    fake = types.ModuleType("torch")
+    fake.Tensor = type("Tensor", (), {"__module__": "torch"})
+    fake.float32, fake.strided, fake.empty, fake.int32, fake.float64 = "f32", "strided", object(), "i32", "f64"
+    fake._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: 0)
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    assert arrays.libraries_for(np.ndarray) == (None, None) and "cupy" not in sys.modules
+    T, C = arrays.libraries_for(fake.Tensor)
+    assert T is arrays.TORCH and T.Tensor is fake.Tensor and C is None
+    assert arrays.libraries_for(fake.Tensor)[0] is T  # known: the same object, no second import
+
+
 def test_plan_refuses_arrays_of_other_shapes():
     plan = xcorr.Plan((6, 7), (3, 3), algorithm="reference")
     with pytest.raises(ValueError, match="built for"):
