@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 namespace xcorr {
@@ -294,7 +295,7 @@ const std::vector<EnvSetting>& env_settings() {
 namespace {
 const EnvSetting& env_setting(const char* name) {
     for (const EnvSetting& e : env_settings())
-        if (std::string(e.name) == name) return e;
+        if (std::strcmp(e.name, name) == 0) return e;
     throw std::logic_error(std::string("env_setting: '") + name + "' is not in env_settings()");
 }
 }  // namespace
