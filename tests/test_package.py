@@ -36,6 +36,17 @@ def test_every_script_runs_its_command_from_another_directory(command, tmp_path)
     assert r.returncode == 0 and r.stdout.startswith(f"usage: python -m xcsuite {command}"), r.stderr
 
 
+
+def test_a_missing_requirement_is_one_line_that_says_what_to_run(tmp_path):
+    # A new user's `python3 scripts/run_experiments.py` with an interpreter that lacks numpy (the
+    # one scripts/setup-env did not use): no traceback, the module named, the fix given.
+    script = ROOT / "scripts" / "run_experiments.py"
+    code = ("import runpy, sys; sys.modules['numpy'] = None; "  # import numpy: ModuleNotFoundError
+            f"sys.argv = [{str(script)!r}, '--help']; sys.path.insert(0, {str(script.parent)!r}); runpy.run_path({str(script)!r}, run_name='__main__')")
+    r = sh("-c", code, cwd=tmp_path)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1 and "'numpy' is missing" in r.stderr and "requirements.txt" in r.stderr
+
 def imports_of(path):
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):

@@ -6,6 +6,7 @@ import ast
 import importlib
 import importlib.util
 import sys
+from pathlib import Path
 
 # In the order a full run uses them (scripts/reproduce).
 COMMANDS = ("run_experiments", "aggregate", "plot", "table", "claims", "anchors", "application", "convert_results",
@@ -26,5 +27,24 @@ def run(command: str, argv: list[str]) -> int:
     if command not in COMMANDS:
         print(f"xcsuite: unknown command {command!r} (known: {', '.join(COMMANDS)})", file=sys.stderr)
         return 2
-    from xcsuite.paths import exit_status
-    return exit_status(importlib.import_module(f"{__name__}.{command}").main, command, argv)
+    try:
+        from xcsuite.paths import exit_status
+        return exit_status(importlib.import_module(f"{__name__}.{command}").main, command, argv)
+    except ModuleNotFoundError as e:
+        top = (e.name or "").split(".")[0]
+        if not top or top == "xcsuite":
+            raise  # a defect of ours, not a missing requirement
+        print(missing_requirement(command, top), file=sys.stderr)
+        return 1
+
+
+def missing_requirement(command: str, module: str) -> str:
+    """What to do when the interpreter running a command lacks one of requirements.txt's modules
+    (a new user's `python3 scripts/plot.py` on a machine where scripts/setup-env made .venv/)."""
+    root = Path(__file__).resolve().parents[2]
+    venv = root / ".venv" / "bin" / "python"
+    fix = (f"run it with {venv} (made by scripts/setup-env)" if venv.exists() and Path(sys.executable) != venv
+           else f"run scripts/test or scripts/reproduce once (they set up .venv/), or "
+                f"`{Path(sys.executable).name} -m pip install -r {root / 'requirements.txt'}`")
+    return (f"{command}: the Python module {module!r} is missing from {sys.executable} "
+            f"(requirements.txt); {fix}")
