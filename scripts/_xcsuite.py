@@ -6,11 +6,34 @@ the repository root goes on the module path, here and nowhere else."""
 import sys
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _on_path() -> None:
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+
 
 def run(command: str) -> None:
-    root = str(Path(__file__).resolve().parent.parent)
-    if root not in sys.path:
-        sys.path.insert(0, root)
+    _on_path()
     from xcsuite.cli import run as run_command
 
     sys.exit(run_command(command, sys.argv[1:]))
+
+
+def explain_missing_requirements(script: str) -> None:
+    """For the scripts that are not xcsuite commands (probes such as batch_scaling.py): an uncaught
+    ModuleNotFoundError for a third-party module (one of requirements.txt's, the interpreter not
+    the .venv's) ends the script with xcsuite.cli's one line instead of a traceback (exit status 1,
+    as any uncaught exception); a module of our own still gives its traceback."""
+    _on_path()
+
+    def hook(kind, value, tb):
+        top = (getattr(value, "name", None) or "").split(".")[0]
+        ours = not top or (ROOT / top).exists() or (ROOT / "scripts" / f"{top}.py").exists()
+        if not issubclass(kind, ModuleNotFoundError) or ours:
+            return sys.__excepthook__(kind, value, tb)
+        from xcsuite.cli import missing_requirement
+        print(missing_requirement(script, top), file=sys.stderr)
+
+    sys.excepthook = hook

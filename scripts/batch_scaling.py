@@ -27,6 +27,10 @@ package's build and the git revision; --plot F.json [--png P] draws the figure f
                                     [--max-shift 16] [--algorithm auto] [--gpus all] [--chunk N]
                                     [--split auto|lefts|blocks] [--repeat 3] [--out F]
 Needs a GPU (exit 3 without one, with the reason)."""
+if __name__ == "__main__":  # a missing requirement: one line, not a traceback
+    import _xcsuite
+    _xcsuite.explain_missing_requirements("batch_scaling.py")
+
 import argparse
 import json
 import os

@@ -20,6 +20,10 @@ explain` and the Python package to choose from the new tables.
 """
 from __future__ import annotations
 
+if __name__ == "__main__":  # a missing requirement: one line, not a traceback
+    import _xcsuite
+    _xcsuite.explain_missing_requirements("make_auto_table.py")
+
 import argparse
 import json
 import os

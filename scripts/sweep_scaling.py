@@ -50,6 +50,10 @@ group's machine (its UUIDs), runs and speedup, and the suite's: the sums of the 
 on one GPU and on all. The GPUs share out the points of one group at a time (a GPU idle in a group's
 tail, where the whole suite's pool would give it the next group's points), so the speedup by groups
 tends to be below that of the whole suite in one go."""
+if __name__ == "__main__":  # a missing requirement: one line, not a traceback
+    import _xcsuite
+    _xcsuite.explain_missing_requirements("sweep_scaling.py")
+
 import argparse
 import hashlib
 import json

@@ -22,6 +22,10 @@ It measures only on a GPU: without one it says so and exits 0, writing nothing.
 Exit status: 0 done (or nothing to do); 1 a measurement failed; 2 bad usage."""
 from __future__ import annotations
 
+if __name__ == "__main__":  # a missing requirement: one line, not a traceback
+    import _xcsuite
+    _xcsuite.explain_missing_requirements("zncc_offsets.py")
+
 import argparse
 import os
 import subprocess
