@@ -29,11 +29,10 @@ def explain_missing_requirements(script: str) -> None:
     _on_path()
 
     def hook(kind, value, tb):
-        top = (getattr(value, "name", None) or "").split(".")[0]
-        ours = not top or (ROOT / top).exists() or (ROOT / "scripts" / f"{top}.py").exists()
-        if not issubclass(kind, ModuleNotFoundError) or ours:
-            return sys.__excepthook__(kind, value, tb)
         from xcsuite.cli import missing_requirement
-        print(missing_requirement(script, top), file=sys.stderr)
+        message = missing_requirement(script, value) if issubclass(kind, ModuleNotFoundError) else None
+        if message is None:
+            return sys.__excepthook__(kind, value, tb)
+        print(message, file=sys.stderr)
 
     sys.excepthook = hook

@@ -54,6 +54,20 @@ def test_a_missing_requirement_is_one_line_that_says_what_to_run(script, tmp_pat
     else:
         assert "usage:" in r.stdout
 
+
+def test_a_missing_module_of_our_own_is_a_defect_and_a_peer_is_not_called_a_requirement():
+    from xcsuite.cli import missing_requirement
+
+    def missing(name):
+        e = ModuleNotFoundError(f"No module named {name!r}")
+        e.name = name
+        return missing_requirement("cmd", e)
+
+    assert missing("xcsuite.nothing") is None and missing("xcorr") is None and missing("make_auto_table") is None
+    assert "'numpy' is missing" in missing("numpy") and "(requirements.txt)" in missing("numpy")
+    assert "'scipy' is missing" in missing("scipy.signal") and "'cv2' is missing" in missing("cv2")
+    assert "not one of requirements.txt's" in missing("torch")
+
 def imports_of(path):
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):

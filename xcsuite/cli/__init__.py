@@ -31,20 +31,30 @@ def run(command: str, argv: list[str]) -> int:
         from xcsuite.paths import exit_status
         return exit_status(importlib.import_module(f"{__name__}.{command}").main, command, argv)
     except ModuleNotFoundError as e:
-        top = (e.name or "").split(".")[0]
-        if not top or top == "xcsuite":
-            raise  # a defect of ours, not a missing requirement
-        print(missing_requirement(command, top), file=sys.stderr)
+        message = missing_requirement(command, e)
+        if message is None:
+            raise  # a module of our own: a defect, with its traceback
+        print(message, file=sys.stderr)
         return 1
 
 
-def missing_requirement(command: str, module: str) -> str:
-    """What to do when the interpreter running a command lacks one of requirements.txt's modules
-    (a new user's `python3 scripts/plot.py` on a machine where scripts/setup-env made .venv/)."""
+def missing_requirement(command: str, error: ModuleNotFoundError) -> str | None:
+    """What to do when the interpreter running a command or script lacks one of requirements.txt's
+    modules (a new user's `python3 scripts/plot.py` on a machine where scripts/setup-env made
+    .venv/); None where the missing module is one of the repository's own."""
     root = Path(__file__).resolve().parents[2]
+    top = (error.name or "").split(".")[0]
+    ours = (root / top, root / "python" / top, root / "scripts" / f"{top}.py")  # xcsuite, xcorr, a script
+    if not top or any(p.exists() for p in ours):
+        return None
+    required = {line.split("#")[0].split(">")[0].split("=")[0].strip().lower().replace("-", "_")
+                for line in (root / "requirements.txt").read_text().splitlines()}
+    if top not in required | ({"cv2"} if "opencv_python_headless" in required else set()):
+        return (f"{command}: the Python module {top!r} is missing from {sys.executable}; it is not one of "
+                f"requirements.txt's (a peer library such as torch or cupy): install it to use this")
     venv = root / ".venv" / "bin" / "python"
     fix = (f"run it with {venv} (made by scripts/setup-env)" if venv.exists() and Path(sys.executable) != venv
            else f"run scripts/test or scripts/reproduce once (they set up .venv/), or "
                 f"`{Path(sys.executable).name} -m pip install -r {root / 'requirements.txt'}`")
-    return (f"{command}: the Python module {module!r} is missing from {sys.executable} "
+    return (f"{command}: the Python module {top!r} is missing from {sys.executable} "
             f"(requirements.txt); {fix}")
