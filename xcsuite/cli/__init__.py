@@ -38,18 +38,22 @@ def run(command: str, argv: list[str]) -> int:
         return 1
 
 
+# requirements.txt's distributions whose module has another name.
+IMPORT_NAMES = {"opencv_python_headless": "cv2", "pytest_xdist": "xdist", "meson_python": "mesonpy"}
+
+
 def missing_requirement(command: str, error: ModuleNotFoundError) -> str | None:
     """What to do when the interpreter running a command or script lacks one of requirements.txt's
     modules (a new user's `python3 scripts/plot.py` on a machine where scripts/setup-env made
     .venv/); None where the missing module is one of the repository's own."""
-    root = Path(__file__).resolve().parents[2]
+    from xcsuite.paths import ROOT as root
     top = (error.name or "").split(".")[0]
     ours = (root / top, root / "python" / top, root / "scripts" / f"{top}.py")  # xcsuite, xcorr, a script
     if not top or any(p.exists() for p in ours):
         return None
-    required = {line.split("#")[0].split(">")[0].split("=")[0].strip().lower().replace("-", "_")
-                for line in (root / "requirements.txt").read_text().splitlines()}
-    if top not in required | ({"cv2"} if "opencv_python_headless" in required else set()):
+    distributions = (line.split("#")[0].split(">")[0].split("=")[0].strip().lower().replace("-", "_")
+                     for line in (root / "requirements.txt").read_text().splitlines())
+    if top not in {IMPORT_NAMES.get(d, d) for d in distributions}:
         return (f"{command}: the Python module {top!r} is missing from {sys.executable}; it is not one of "
                 f"requirements.txt's (a peer library such as torch or cupy): install it to use this")
     venv = root / ".venv" / "bin" / "python"
