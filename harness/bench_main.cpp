@@ -43,7 +43,7 @@
 // the first repetition, on the case's own buffers and instance, output poisoned with NaN, finish()
 // applied when the variant has one): on inputs uniform in [-1, 1) from seeds N + 2 and N + 3, against
 // the float64 reference at every output element where that costs at most 1e10 multiply-adds, else
-// at 65536 sampled outputs (xcorr/check.hpp: every matrix's corners and edges, seeded random
+// at 65536 sampled outputs (harness/check.hpp: every matrix's corners and edges, seeded random
 // positions; seed N + 4). Relative error ||out - ref|| / ||ref|| over the compared outputs above
 // the variant's tolerance, or any non-finite output, fails the case: it is skipped with the error
 // "validation failed: ...", never timed. --check-tolerance X replaces every variant's tolerance
@@ -84,14 +84,14 @@
 #include <string>
 #include <vector>
 
-#include "xcorr/check.hpp"
-#include "xcorr/context.hpp"
+#include "harness/check.hpp"
+#include "harness/context.hpp"
+#include "harness/reduce_check.hpp"
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/gpu.hpp"
 #include "xcorr/plan.hpp"
 #include "xcorr/reduce.hpp"
-#include "xcorr/reduce_check.hpp"
 #include "xcorr/registry.hpp"
 
 using namespace xcorr;

@@ -1,4 +1,4 @@
-#include "xcorr/check.hpp"
+#include "harness/check.hpp"
 
 #include <algorithm>
 #include <numeric>

@@ -1,4 +1,4 @@
-#include "xcorr/context.hpp"
+#include "harness/context.hpp"
 
 #include <cctype>
 #include <fstream>

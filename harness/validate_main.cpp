@@ -8,7 +8,7 @@
 // must follow its caller's pointers; such a variant (Variant::replays_repeated_calls) runs each
 // pointer set twice in a row, four runs in all, so that its repeated-call path is checked too.
 //
-// Inputs come from three distributions (xcorr/check.hpp): [0, 1) (the contract's), signed
+// Inputs come from three distributions (harness/check.hpp): [0, 1) (the contract's), signed
 // [-1, 1) and offset 4 + [-1, 1). Each shape x form case draws from one of them, rotating with the
 // shape, so every form meets all three in every tier and the run costs no more than with one.
 // Every variant is held to its own declared tolerance on all three.
@@ -88,15 +88,15 @@
 #include <string>
 #include <vector>
 
-#include "xcorr/check.hpp"
+#include "harness/check.hpp"
+#include "harness/reduce_check.hpp"
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/gpu.hpp"
-#include "xcorr/reference.hpp"
-#include "xcorr/reference_element.hpp"
 #include "xcorr/plan.hpp"
 #include "xcorr/reduce.hpp"
-#include "xcorr/reduce_check.hpp"
+#include "xcorr/reference.hpp"
+#include "xcorr/reference_element.hpp"
 #include "xcorr/registry.hpp"
 
 using namespace xcorr;
@@ -411,7 +411,7 @@ Verdict check_variant(const Variant& v, const Params& params, const Problem& p, 
     }
     // The worst of the runs (a NaN error counts as the worse); absolute errors for a normalized
     // output. A variant that replays repeated calls (Variant::replays_repeated_calls) runs each set
-    // of pointers twice in a row: for fft-fused (GraphReplay, harness/xcorr/launch.cuh) the second
+    // of pointers twice in a row: for fft-fused (GraphReplay, algorithms/common/launch.cuh) the second
     // run of the first set is a capture, and the second set's pair a direct run and an updated
     // graph, each of which must follow the pointers it is given. Others run each set once.
     Comparison worst{0, 0, 0};

@@ -119,7 +119,7 @@ SIGNAL_CHECKED_CASES = [
     ("n-to-mn", "hL=1 wL=3000 hR=1 wR=300 nL=4 nR=48"),
     ("one-to-many", "hL=1 wL=1000000 hR=1 wR=600 nL=1 nR=33"),  # 2e10 FMAs: sampled
 ]
-FULL_CHECK_FMAS = 1e10  # harness/xcorr/check.hpp, kFullCheckFmas
+FULL_CHECK_FMAS = 1e10  # harness/check.hpp, kFullCheckFmas
 
 
 def bench_json(args, out):

@@ -12,11 +12,12 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # What harness/ holds: the benchmark harness (xcorr_bench), the validator (xcorr_validate), the
 # check of a variant's output against the references and the record of a run's context. Anything
 # the library (lib/) or the Python package builds on belongs in lib/.
-# xcorr/reduce_check.hpp: the check of a reduced answer (peaks, maxima) against the reference maps,
-# shared by xcorr_validate, xcorr_bench and xcorr run --validate as check.hpp is.
+# reduce_check.hpp: the check of a reduced answer (peaks, maxima) against the reference maps,
+# shared by xcorr_validate, xcorr_bench and xcorr run --validate as check.hpp is. Its headers are
+# spelled "harness/<file>"; "xcorr/<file>" names the library's (lib/xcorr/) only.
 HARNESS_FILES = {
     "bench_main.cpp", "validate_main.cpp", "check.cpp", "context.cpp", "version.hpp.in",
-    "xcorr/check.hpp", "xcorr/context.hpp", "xcorr/reduce_check.hpp",
+    "check.hpp", "context.hpp", "reduce_check.hpp",
 }
 
 
@@ -66,8 +67,29 @@ def test_library_and_variants_do_not_include_the_harness():
     for folder in ("lib", "algorithms", "python"):
         for path in sources(folder):
             for inc in includes(path):
+                assert not inc.startswith("harness/"), f"{path.relative_to(ROOT)} includes {inc}"
                 if inc.startswith("xcorr/"):
                     assert inc.split("/", 1)[1] in lib_headers, f"{path.relative_to(ROOT)} includes {inc}"
+
+
+def test_one_include_prefix_per_folder():
+    """"xcorr/<file>" is a header of lib/xcorr/ and "harness/<file>" one of harness/, wherever it is
+    included from: no prefix names two folders."""
+    lib_headers = {p.name for p in (ROOT / "lib" / "xcorr").iterdir()}
+    harness_headers = {p.name for p in (ROOT / "harness").iterdir() if p.suffix in (".hpp", ".h")}
+    assert {"check.hpp", "context.hpp", "reduce_check.hpp"} <= harness_headers
+    assert not (ROOT / "harness" / "xcorr").exists(), "harness/xcorr/: the harness's headers are harness/<file>"
+    for folder in ("lib", "algorithms", "harness", "tools", "python", "tests"):
+        for path in sources(folder):
+            for inc in includes(path):
+                prefix, _, name = inc.partition("/")
+                if prefix == "xcorr":
+                    assert name in lib_headers, f"{path.relative_to(ROOT)} includes {inc}: not a header of lib/xcorr/"
+                elif prefix == "harness":
+                    assert name in harness_headers, f"{path.relative_to(ROOT)} includes {inc}: not a header of harness/"
+    build = (ROOT / "meson.build").read_text()
+    assert not re.search(r"include_directories\([^)]*'harness'", build), \
+        "harness/ is no include directory of its own: its headers are spelled harness/<file> from the root"
 
 
 def test_building_blocks_keep_their_halves_together():

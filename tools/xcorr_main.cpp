@@ -31,8 +31,8 @@
 #include <set>
 #include <sstream>
 
-#include "xcorr/check.hpp"
-#include "xcorr/context.hpp"
+#include "harness/check.hpp"
+#include "harness/context.hpp"
 #include "xcorr/crop.hpp"
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/device_buffer.hpp"
@@ -46,7 +46,7 @@
 #include "xcorr/batch.hpp"
 #include "xcorr/reference.hpp"
 #include "xcorr/reduce.hpp"
-#include "xcorr/reduce_check.hpp"
+#include "harness/reduce_check.hpp"
 #include "xcorr/registry.hpp"
 
 using namespace xcorr;
