@@ -4,7 +4,7 @@ ones zncc_frames.py, zncc_match.py, zncc_autocorr.py, and the one-dimensional si
 signals_seed004.py, signals_matched.py, signals_ambient.py, and the reductions of issue #67,
 reductions.py), each
 defining EXPERIMENT (see _spec.py). `load(name)` and `load_all()` find them; the order of
-`ORDER` is the order in which scripts/run_experiments.py runs them."""
+`ORDER` is the order in which python -m xcsuite run-experiments runs them."""
 from __future__ import annotations
 
 import importlib
@@ -33,7 +33,7 @@ ORDER = ["fig15", "fig16", "fig17", "fig18", "fig19", "fig20", "nmn", "fig21", "
          "signals_seed004", "signals_matched", "signals_ambient", "reductions"]
 
 
-# The sittings of scripts/sweep_scaling.py --by-group: related experiments together, each group a
+# The sittings of scripts/sweep-scaling --by-group: related experiments together, each group a
 # few minutes of the quick suite on one GPU (on an H100: 40 s to 4 minutes), so that a group's run on
 # one GPU and on all fit one command of a GPU machine lent for 10-minute commands. Within a group the
 # GPUs share one pool of figure points, as in the whole suite's run.

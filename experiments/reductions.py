@@ -21,8 +21,8 @@ PyTorch; 2DTM: batches of 16), torch-reduce (torch.fft map, then the reduction i
 the torch-2dtm / Leopard-EM loop padded to our window) and torch-2dtm-circular (2DTM only: that
 loop at the image's own size, circular, as the tools run it: other values within 384 of the edges).
 Metric: time per call (for 2DTM one call is every template: templates/s = count / time). The
-targets and whether they hold: scripts/table.py (results/<gpu>/reductions_table.md).
-Quick (smoke) run: scripts/run_experiments.py reductions --quick --max-fmas 2e14 (every case but
+targets and whether they hold: python -m xcsuite table (results/<gpu>/reductions_table.md).
+Quick (smoke) run: python -m xcsuite run-experiments reductions --quick --max-fmas 2e14 (every case but
 the 2000-template one; --quick's default cap of 1e11 direct-equivalent FMAs would keep only PIV and
 ZNCC).
 """

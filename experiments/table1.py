@@ -6,7 +6,7 @@ multi-matrix-right variants; n-to-m: multi-matrix-both, as the paper's table ass
 a tuning grid around the paper's parameter ranges (Fig. 15-22), fft and fft+plan, and this
 project's new kernels (family "hopper") with their default parameters (they pick their own
 tiling by problem size; tune="*" here would sweep their grids, at ~25 min each).
-scripts/table.py reads it four ways: with fft+plan (the paper's) or fft, with or without the new
+python -m xcsuite table reads it four ways: with fft+plan (the paper's) or fft, with or without the new
 kernels.
 Caps, to keep the sweep to about half an hour of GPU time:
 - definition-based kernels of the paper skip calls above DEFINITION_MAX_FMAS (only 32-to-32 at

@@ -8,7 +8,7 @@ autocorr and piv experiments), which the table lists beside the winner but never
 fastest), tensor-wgmma (no one-to-one), fft+plan (plans reused, as an application would).
 Metric: time per call + finish_time (fft's untimed crop). Direct kernels skip calls above 3e11
 FMAs (full and same from 1024, valid at 2048: FFT is faster there by far more than 10x).
-scripts/table.py writes results/<gpu>/window_table.md and plots/<gpu>/window_table.png.
+python -m xcsuite table writes results/<gpu>/window_table.md and plots/<gpu>/window_table.png.
 """
 from experiments._spec import Experiment, Shape
 from experiments._windows import series

@@ -178,20 +178,29 @@ WindowRequest parse_window_key(const std::string& key, const std::string& value)
     return parse_shifts(value, "shifts=");
 }
 
-Case parse_case(const std::string& spec, const Options& opt) {
-    std::istringstream in(spec);
-    std::string tok, variant_name, form_text, window_key;
+// A case line's keys as given: the problem's, the window's, the reduction's and the variant's
+// parameters, before any is checked against the variant.
+struct CaseKeys {
+    std::string variant_name, form_text, window_key;
     std::optional<WindowRequest> window;
     Params given;
     Problem p;
-    int batch = opt.batch;
-    bool batch_given = opt.batch > 0;
+    int batch = 0;
+    bool batch_given = false;
+    std::optional<std::string> reduce_text, k_text, distance_text, subpixel_text, stats_text;
+};
+
+CaseKeys read_case_keys(const std::string& spec, const Options& opt) {
+    CaseKeys c;
+    c.batch = opt.batch;
+    c.batch_given = opt.batch > 0;
+    Problem& p = c.p;
+    std::istringstream in(spec);
+    std::string tok;
     auto to_int = [&](const std::string& k, const std::string& v) {
         return int(parse_integer("case '" + spec + "': " + k, v, INT32_MIN + 1, INT32_MAX));
     };
     std::set<std::string> keys;
-    Reduction reduce;
-    std::optional<std::string> reduce_text, k_text, distance_text, subpixel_text, stats_text;
     while (in >> tok) {
         auto eq = tok.find('=');
         if (eq == std::string::npos || eq == 0) throw UsageError("case '" + spec + "': expected key=value, got " + tok);
@@ -199,8 +208,8 @@ Case parse_case(const std::string& spec, const Options& opt) {
         const bool window_key_given = k == "window" || k == "max_shift" || k == "shifts";  // refused below, named
         if (!window_key_given && !keys.insert(k).second)
             throw UsageError("case '" + spec + "': " + k + "= is given twice");  // not last-wins
-        if (k == "variant") variant_name = v;
-        else if (k == "form") form_text = v;
+        if (k == "variant") c.variant_name = v;
+        else if (k == "form") c.form_text = v;
         else if (k == "size") p.hL = p.wL = p.hR = p.wR = to_int(k, v);
         else if (k == "hL") p.hL = to_int(k, v);
         else if (k == "wL") p.wL = to_int(k, v);
@@ -208,12 +217,13 @@ Case parse_case(const std::string& spec, const Options& opt) {
         else if (k == "wR") p.wR = to_int(k, v);
         else if (k == "nL") p.nL = to_int(k, v);
         else if (k == "nR") p.nR = to_int(k, v);
-        else if (k == "batch") batch = int(parse_integer("case '" + spec + "': batch", v, 1, 1 << 20)), batch_given = true;
-        else if (k == "reduce") reduce_text = v;
-        else if (k == "k") k_text = v;
-        else if (k == "min_distance") distance_text = v;
-        else if (k == "subpixel") subpixel_text = v;
-        else if (k == "stats") stats_text = v;
+        else if (k == "batch")
+            c.batch = int(parse_integer("case '" + spec + "': batch", v, 1, 1 << 20)), c.batch_given = true;
+        else if (k == "reduce") c.reduce_text = v;
+        else if (k == "k") c.k_text = v;
+        else if (k == "min_distance") c.distance_text = v;
+        else if (k == "subpixel") c.subpixel_text = v;
+        else if (k == "stats") c.stats_text = v;
         else if (k == "normalize") {
             try {
                 p.normalize = parse_normalize(v);
@@ -221,53 +231,66 @@ Case parse_case(const std::string& spec, const Options& opt) {
                 throw UsageError("case '" + spec + "': normalize=: " + e.what());
             }
         }
-        else if (k == "window" || k == "max_shift" || k == "shifts") {
-            if (window)
-                throw UsageError("case '" + spec + "': " + window_key + "= and " + k +
+        else if (window_key_given) {
+            if (c.window)
+                throw UsageError("case '" + spec + "': " + c.window_key + "= and " + k +
                                  "= both choose the window: give one of window=, max_shift=, shifts=");
-            window_key = k;
+            c.window_key = k;
             try {
-                window = parse_window_key(k, v);
+                c.window = parse_window_key(k, v);
             } catch (const UsageError& e) {
                 throw UsageError("case '" + spec + "': " + e.what());
             }
-        } else given[k] = v;
+        } else c.given[k] = v;
     }
-    if (variant_name.empty() || form_text.empty()) throw UsageError("case '" + spec + "': needs variant= and form=");
-    // The reduction's keys, each only with its reduction.
-    if (reduce_text) {
-        if (*reduce_text == "peaks") reduce.kind = ReductionKind::Peaks;
-        else if (*reduce_text == "max-over-rights") reduce.kind = ReductionKind::MaxOverRights;
-        else if (*reduce_text != "map")
-            throw UsageError("case '" + spec + "': reduce= takes map, peaks or max-over-rights, got '" + *reduce_text + "'");
+    if (c.variant_name.empty() || c.form_text.empty()) throw UsageError("case '" + spec + "': needs variant= and form=");
+    return c;
+}
+
+// The reduction's keys, each only with its reduction (not yet checked against the problem).
+Reduction reduction_of(const std::string& spec, const CaseKeys& c) {
+    Reduction reduce;
+    if (c.reduce_text) {
+        if (*c.reduce_text == "peaks") reduce.kind = ReductionKind::Peaks;
+        else if (*c.reduce_text == "max-over-rights") reduce.kind = ReductionKind::MaxOverRights;
+        else if (*c.reduce_text != "map")
+            throw UsageError("case '" + spec + "': reduce= takes map, peaks or max-over-rights, got '" + *c.reduce_text +
+                             "'");
     }
-    if (reduce.kind != ReductionKind::Peaks && (k_text || distance_text || subpixel_text))
-        throw UsageError("case '" + spec + "': " + (k_text ? "k=" : distance_text ? "min_distance=" : "subpixel=") +
+    if (reduce.kind != ReductionKind::Peaks && (c.k_text || c.distance_text || c.subpixel_text))
+        throw UsageError("case '" + spec + "': " + (c.k_text ? "k=" : c.distance_text ? "min_distance=" : "subpixel=") +
                          " applies to reduce=peaks");
-    if (reduce.kind != ReductionKind::MaxOverRights && stats_text)
+    if (reduce.kind != ReductionKind::MaxOverRights && c.stats_text)
         throw UsageError("case '" + spec + "': stats= applies to reduce=max-over-rights");
-    if (k_text) reduce.k = int(parse_integer("case '" + spec + "': k=", *k_text, 1, INT32_MAX));
-    if (distance_text)
-        reduce.min_distance = int(parse_integer("case '" + spec + "': min_distance=", *distance_text, 0, INT32_MAX));
-    if (subpixel_text) {
+    if (c.k_text) reduce.k = int(parse_integer("case '" + spec + "': k=", *c.k_text, 1, INT32_MAX));
+    if (c.distance_text)
+        reduce.min_distance = int(parse_integer("case '" + spec + "': min_distance=", *c.distance_text, 0, INT32_MAX));
+    if (c.subpixel_text) {
         try {
-            reduce.subpixel = parse_subpixel(*subpixel_text);
+            reduce.subpixel = parse_subpixel(*c.subpixel_text);
         } catch (const UsageError& e) {
             throw UsageError("case '" + spec + "': subpixel=: " + e.what());
         }
     }
-    if (stats_text) {
-        if (*stats_text != "0" && *stats_text != "1")
-            throw UsageError("case '" + spec + "': stats= takes 0 or 1, got '" + *stats_text + "'");
-        reduce.stats = *stats_text == "1";
+    if (c.stats_text) {
+        if (*c.stats_text != "0" && *c.stats_text != "1")
+            throw UsageError("case '" + spec + "': stats= takes 0 or 1, got '" + *c.stats_text + "'");
+        reduce.stats = *c.stats_text == "1";
     }
-    const Variant& v = find_variant(variant_name);
-    p.form = parse_form(form_text);
-    if (!v.supports(p.form)) throw UsageError("case '" + spec + "': " + v.name + " does not support " + form_text);
+    return reduce;
+}
+
+Case parse_case(const std::string& spec, const Options& opt) {
+    CaseKeys c = read_case_keys(spec, opt);
+    Reduction reduce = reduction_of(spec, c);
+    Problem& p = c.p;
+    const Variant& v = find_variant(c.variant_name);
+    p.form = parse_form(c.form_text);
+    if (!v.supports(p.form)) throw UsageError("case '" + spec + "': " + v.name + " does not support " + c.form_text);
     p.check();
-    if (window) {
+    if (c.window) {
         try {
-            p.window = window->resolve(p);
+            p.window = c.window->resolve(p);
             p.check();
         } catch (const UsageError& e) {
             throw UsageError("case '" + spec + "': " + e.what());
@@ -276,14 +299,15 @@ Case parse_case(const std::string& spec, const Options& opt) {
         if (p.full()) p.window.reset();
     }
     if (!v.supports_window(p))
-        throw UsageError("case '" + spec + "': " + v.window_refusal(p, window ? *window : WindowRequest{}));
+        throw UsageError("case '" + spec + "': " + v.window_refusal(p, c.window ? *c.window : WindowRequest{}));
     if (std::string why = v.shape_refusal(p); !why.empty()) throw UsageError("case '" + spec + "': " + why);
-    Params params = v.resolve(given);
+    Params params = v.resolve(c.given);
     try {
         reduce.check(p);
     } catch (const UsageError& e) {
         throw UsageError("case '" + spec + "': " + e.what());
     }
+    int batch = c.batch;
     if (opt.cold) batch = 1;
     if (batch <= 0) {
         // Enough calls per event pair that one iteration takes well over the event/launch gaps even
@@ -292,7 +316,7 @@ Case parse_case(const std::string& spec, const Options& opt) {
         batch = int(std::clamp(std::ceil(3e9 / p.fmas()), 1.0, 256.0));
     }
     batch = std::min(batch, v.max_batch);
-    return Case{&v, p, params, batch, batch_given, reduce};
+    return Case{&v, p, params, batch, c.batch_given, reduce};
 }
 
 std::vector<Case> smoke_cases(const Options& opt) {
@@ -691,102 +715,130 @@ void run_launch_floor(benchmark::State& st, int batch) {
     }
 }
 
+// The command line: the options (Options), the cases' lines, and what goes on to Google Benchmark.
+struct CommandLine {
+    Options opt;
+    std::vector<std::string> specs;
+    std::vector<char*> rest;  // argv[0] and Google Benchmark's options
+    bool list_only = false, launch_floor = false;
+};
+
+// The case lines of a --cases file (# starts a comment); UsageError where it holds none.
+std::vector<std::string> read_cases_file(const std::string& path) {
+    std::ifstream f(path);
+    if (!f) throw UsageError("cannot read cases file " + path);
+    std::vector<std::string> specs;
+    for (std::string line; std::getline(f, line);) {
+        line = line.substr(0, line.find('#'));
+        if (line.find_first_not_of(" \t\r") != std::string::npos) specs.push_back(line);
+    }
+    // A folder, an unreadable or an empty file ran the smoke set instead.
+    if (f.bad() || specs.empty()) throw UsageError("cases file " + path + " holds no case");
+    return specs;
+}
+
+CommandLine parse_command_line(int argc, char** argv) {
+    CommandLine cl;
+    Options& opt = cl.opt;
+    cl.rest.push_back(argv[0]);
+    OptionSeen seen;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        auto value = [&](const std::string& flag) { return option_value(argc, argv, i, flag); };
+        auto is = [&](const char* flag) { return seen.once(a, flag); };  // a one-value option: once
+        if (option_is(a, "--case")) cl.specs.push_back(value("--case"));  // repeatable
+        else if (option_is(a, "--cases")) {  // repeatable: the files' cases add up
+            for (std::string& s : read_cases_file(value("--cases"))) cl.specs.push_back(std::move(s));
+        } else if (is("--min-time")) {
+            opt.min_time = parse_positive("--min-time", value("--min-time"));
+            // Google Benchmark aborts on a MinTime that min_time / batch rounds to 0.
+            if (opt.min_time < 1e-6 || opt.min_time > 3600) throw UsageError("--min-time must be from 1e-6 to 3600 seconds");
+        }
+        else if (is("--batch")) opt.batch = int(parse_integer("--batch", value("--batch"), 1, 1 << 20));
+        else if (is("--seed")) opt.seed = uint64_t(parse_integer("--seed", value("--seed"), 0, INT64_MAX));
+        else if (is("--check-tolerance")) opt.check_tolerance = parse_positive("--check-tolerance", value("--check-tolerance"));
+        else if (a == "--cold") opt.cold = true;
+        else if (a == "--launch-floor") cl.launch_floor = true;
+        else if (a == "--help" || a == "-h") {
+            std::fputs(kUsage, stdout);
+            std::fflush(stdout);
+            cl.rest.push_back(const_cast<char*>("--help"));
+        } else {
+            // Listing skips the GPU: only where Google Benchmark surely lists (=false ran the cases
+            // on no GPU, and exited 0 with every case an error).
+            if (a.rfind("--benchmark_list_tests", 0) == 0) {
+                if (a != "--benchmark_list_tests" && a != "--benchmark_list_tests=true")
+                    throw UsageError(a + ": give --benchmark_list_tests alone to list the cases");
+                cl.list_only = true;
+            }
+            cl.rest.push_back(argv[i]);
+        }
+    }
+    if (!(opt.min_time > 0)) throw UsageError("--min-time must be positive");
+    return cl;
+}
+
+// The run's context in the JSON: the GPU's and the build's (context_entries), the protocol's.
+void add_context(const GpuInfo& gpu, const Options& opt) {
+    for (const auto& [k, v] : context_entries(gpu)) benchmark::AddCustomContext(k, v);
+    benchmark::AddCustomContext("xcorr_min_time_s", std::to_string(opt.min_time));
+    benchmark::AddCustomContext("xcorr_cold", opt.cold ? "1" : "0");
+    benchmark::AddCustomContext(
+        "xcorr_check", std::string("inputs uniform ") + kCheckRange.name + " seeds " + std::to_string(opt.seed + 2) +
+                           ", " + std::to_string(opt.seed + 3) + "; full float64 reference up to " +
+                           std::to_string(int64_t(kFullCheckFmas)) + " FMAs, else " +
+                           std::to_string(kCheckSamples) + " sampled outputs (seed " +
+                           std::to_string(opt.seed + 4) + ")");
+    if (opt.check_tolerance > 0) {
+        char tol[32];
+        std::snprintf(tol, sizeof tol, "%.6e", opt.check_tolerance);
+        benchmark::AddCustomContext("xcorr_check_tolerance", tol);
+    }
+}
+
+// Registers every case (and the launch floor) with Google Benchmark; `cases`, `opt` and `gpu` must
+// outlive the run.
+void register_cases(const std::vector<Case>& cases, const Options& opt, const GpuInfo& gpu, bool launch_floor) {
+    for (const Case& c : cases) {
+        benchmark::RegisterBenchmark(bench_name(c).c_str(),
+                                     [&c, &opt, &gpu](benchmark::State& st) { run_case(st, c, opt, gpu); })
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond)
+            ->MinTime(opt.min_time / c.batch);  // manual time is per call: GPU time = min_time
+    }
+    if (launch_floor)
+        benchmark::RegisterBenchmark("launch-floor/empty-kernel", [](benchmark::State& st) { run_launch_floor(st, 256); })
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond)
+            ->MinTime(opt.min_time / 256);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    Options opt;
-    std::vector<std::string> specs;
-    std::vector<char*> rest{argv[0]};
-    bool list_only = false, launch_floor = false;
-    OptionSeen seen;
     try {
         check_environment();
-        for (int i = 1; i < argc; ++i) {
-            std::string a = argv[i];
-            auto value = [&](const std::string& flag) { return option_value(argc, argv, i, flag); };
-            auto is = [&](const char* flag) { return seen.once(a, flag); };  // a one-value option: once
-            if (option_is(a, "--case")) specs.push_back(value("--case"));  // repeatable
-            else if (option_is(a, "--cases")) {  // repeatable: the files' cases add up
-                const std::string path = value("--cases");
-                std::ifstream f(path);
-                if (!f) throw UsageError("cannot read cases file " + path);
-                const size_t before = specs.size();
-                for (std::string line; std::getline(f, line);) {
-                    line = line.substr(0, line.find('#'));
-                    if (line.find_first_not_of(" \t\r") != std::string::npos) specs.push_back(line);
-                }
-                // A folder, an unreadable or an empty file ran the smoke set instead.
-                if (f.bad() || specs.size() == before) throw UsageError("cases file " + path + " holds no case");
-            } else if (is("--min-time")) {
-                opt.min_time = parse_positive("--min-time", value("--min-time"));
-                // Google Benchmark aborts on a MinTime that min_time / batch rounds to 0.
-                if (opt.min_time < 1e-6 || opt.min_time > 3600) throw UsageError("--min-time must be from 1e-6 to 3600 seconds");
-            }
-            else if (is("--batch")) opt.batch = int(parse_integer("--batch", value("--batch"), 1, 1 << 20));
-            else if (is("--seed")) opt.seed = uint64_t(parse_integer("--seed", value("--seed"), 0, INT64_MAX));
-            else if (is("--check-tolerance")) opt.check_tolerance = parse_positive("--check-tolerance", value("--check-tolerance"));
-            else if (a == "--cold") opt.cold = true;
-            else if (a == "--launch-floor") launch_floor = true;
-            else if (a == "--help" || a == "-h") {
-                std::fputs(kUsage, stdout);
-                std::fflush(stdout);
-                rest.push_back(const_cast<char*>("--help"));
-            } else {
-                // Listing skips the GPU: only where Google Benchmark surely lists (=false ran the cases
-                // on no GPU, and exited 0 with every case an error).
-                if (a.rfind("--benchmark_list_tests", 0) == 0) {
-                    if (a != "--benchmark_list_tests" && a != "--benchmark_list_tests=true")
-                        throw UsageError(a + ": give --benchmark_list_tests alone to list the cases");
-                    list_only = true;
-                }
-                rest.push_back(argv[i]);
-            }
-        }
-        if (!(opt.min_time > 0)) throw UsageError("--min-time must be positive");
+        CommandLine cl = parse_command_line(argc, argv);
+        const Options& opt = cl.opt;
         std::vector<Case> cases;
-        if (specs.empty() && !launch_floor) cases = smoke_cases(opt);
-        for (const auto& s : specs) cases.push_back(parse_case(s, opt));
+        if (cl.specs.empty() && !cl.launch_floor) cases = smoke_cases(opt);
+        for (const auto& s : cl.specs) cases.push_back(parse_case(s, opt));
 
-        int rest_argc = int(rest.size());
-        benchmark::Initialize(&rest_argc, rest.data());
-        if (benchmark::ReportUnrecognizedArguments(rest_argc, rest.data())) return 2;
+        int rest_argc = int(cl.rest.size());
+        benchmark::Initialize(&rest_argc, cl.rest.data());
+        if (benchmark::ReportUnrecognizedArguments(rest_argc, cl.rest.data())) return 2;
 
         static GpuInfo gpu;
-        if (!list_only) {
+        if (!cl.list_only) {
             gpu = require_gpu();
-            for (const auto& [k, v] : context_entries(gpu)) benchmark::AddCustomContext(k, v);
-            benchmark::AddCustomContext("xcorr_min_time_s", std::to_string(opt.min_time));
-            benchmark::AddCustomContext("xcorr_cold", opt.cold ? "1" : "0");
-            benchmark::AddCustomContext(
-                "xcorr_check", std::string("inputs uniform ") + kCheckRange.name + " seeds " + std::to_string(opt.seed + 2) +
-                                   ", " + std::to_string(opt.seed + 3) + "; full float64 reference up to " +
-                                   std::to_string(int64_t(kFullCheckFmas)) + " FMAs, else " +
-                                   std::to_string(kCheckSamples) + " sampled outputs (seed " +
-                                   std::to_string(opt.seed + 4) + ")");
-            if (opt.check_tolerance > 0) {
-                char tol[32];
-                std::snprintf(tol, sizeof tol, "%.6e", opt.check_tolerance);
-                benchmark::AddCustomContext("xcorr_check_tolerance", tol);
-            }
+            add_context(gpu, opt);
         }
-        if (!list_only && !opt.cold)
+        if (!cl.list_only && !opt.cold)
             for (Case& c : cases)
                 if (c.variant->pilot_batch && !c.batch_given) c.batch = pilot_batch(c, opt);
         static std::vector<Case> registered;
         registered = cases;
-        for (const Case& c : registered) {
-            benchmark::RegisterBenchmark(bench_name(c).c_str(),
-                                         [&c, &opt](benchmark::State& st) { run_case(st, c, opt, gpu); })
-                ->UseManualTime()
-                ->Unit(benchmark::kMicrosecond)
-                ->MinTime(opt.min_time / c.batch);  // manual time is per call: GPU time = min_time
-        }
-        if (launch_floor)
-            benchmark::RegisterBenchmark("launch-floor/empty-kernel",
-                                         [](benchmark::State& st) { run_launch_floor(st, 256); })
-                ->UseManualTime()
-                ->Unit(benchmark::kMicrosecond)
-                ->MinTime(opt.min_time / 256);
+        register_cases(registered, opt, gpu, cl.launch_floor);
         const size_t ran = benchmark::RunSpecifiedBenchmarks();
         benchmark::Shutdown();
         if (ran == 0) throw UsageError("no case matches --benchmark_filter: nothing measured");

@@ -600,9 +600,8 @@ void check_reductions(const std::set<std::string>& only_variants, const std::set
         }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The command line (see the header).
+struct Options {
     std::set<std::string> only_variants;
     std::set<Form> only_forms;
     bool quick = false, covering_only = false;
@@ -613,278 +612,311 @@ int main(int argc, char** argv) {
     std::vector<Normalize> modes = {Normalize::None};
     bool reductions = true, only_reductions = false;  // --reductions also
     Shard shard;
-    OptionSeen seen;
-    try {
-        check_environment();
-        for (int i = 1; i < argc; ++i) {
-            std::string a = argv[i];
-            auto next = [&]() -> std::string {
-                if (i + 1 >= argc) throw UsageError(a + " needs a value");
-                return argv[++i];
-            };
-            // --variant, --form and --shape add up; the one-value options are refused twice (the
-            // last silently won)
-            if (a == "--seed" || a == "--params" || a == "--windows" || a == "--normalize" || a == "--tolerance" ||
-                a == "--reductions" || a == "--shard")
-                seen.mark(a);
-            if (a == "--variant") only_variants.insert(find_variant(next()).name);
-            else if (a == "--form") only_forms.insert(parse_form(next()));
-            else if (a == "--quick") quick = true;
-            else if (a == "--seed") seed = uint64_t(parse_integer("--seed", next(), 0, INT64_MAX));
-            else if (a == "--shape") given_shapes.push_back(parse_shape(next()));
-            else if (a == "--params") {
-                const std::string v = next();
-                if (v != "all" && v != "covering") throw UsageError("--params: expected all or covering, got " + v);
-                covering_only = v == "covering";
-            } else if (a == "--windows") {
-                const std::string v = next();
-                if (v != "only" && v != "also" && v != "none")
-                    throw UsageError("--windows: expected only, also or none, got " + v);
-                full_checks = v != "only";
-                window_checks = v != "none";
-            } else if (a == "--normalize") {
-                const std::string v = next();
-                modes = v == "all" ? std::vector<Normalize>(std::begin(kAllNormalizations), std::end(kAllNormalizations))
-                                   : std::vector<Normalize>{parse_normalize(v)};
-            } else if (a == "--reductions") {
-                const std::string v = next();
-                if (v != "only" && v != "also" && v != "none")
-                    throw UsageError("--reductions: expected only, also or none, got " + v);
-                reductions = v != "none";
-                only_reductions = v == "only";
-            } else if (a == "--shard") shard = parse_shard(next());
-            else if (a == "--tolerance") tolerance_override = parse_positive("--tolerance", next());
-            else if (a == "--help" || a == "-h") {
-                std::printf(
-                    "usage: xcorr_validate [--variant NAME]... [--form FORM]... [--quick] [--seed N] [--tolerance X]\n"
-                    "                      [--shape HLxWL,HRxWR]... [--params all|covering] [--windows only|also|none]\n"
-                    "                      [--normalize none|zncc|zero-lag|all] [--reductions also|only|none]\n"
-                    "                      [--shard K/N]\n"
-                    "  --variant NAME  only this variant (repeatable)\n"
-                    "  --form FORM     only this form (repeatable)\n"
-                    "  --quick         the small shapes only\n"
-                    "  --seed N        first input seed (default 12345)\n"
-                    "  --reductions R  also (default): after the maps, each variant's reduced plans (peaks:\n"
-                    "                  k 1, 5, beyond the window, min-distance 0 and 2, parabolic and gaussian;\n"
-                    "                  max over rights: one-to-many, n-to-m, n-to-mn, stats) on fixed cases\n"
-                    "                  (windows, normalizations, ties, NaN), by reduce.hpp's checks against\n"
-                    "                  the float64 maps; only: just those; none: none of them\n"
-                    "  --shard K/N     only the checks numbered K modulo N (N processes run each check once;\n"
-                    "                  the \"no case passed\" guards are left to a whole run)\n"
-                    "  --tolerance X   hold every variant to error X instead of its declared bound (relative;\n"
-                    "                  absolute for normalized outputs)\n"
-                    "  --normalize N   run every case normalized so (all: none, zncc, zero-lag in turn; default\n"
-                    "                  none); zncc outputs are held to absolute error max(1e-4, tolerance),\n"
-                    "                  zero-lag ones to the relative error of their variant\n"
-                    "  --shape S       only these shapes (repeatable; every form, few matrices), e.g. 37x53,29x41;\n"
-                    "                  a variant none of whose --shape cases it computes (outside what it\n"
-                    "                  declares, or every full output refused while its windows passed) is\n"
-                    "                  a SKIP with the reason, where the default shapes would fail it\n"
-                    "  --params P      all: every parameter combination on small shapes (default);\n"
-                    "                  covering: each instantiated value once (short runs, e.g. under\n"
-                    "                  compute-sanitizer)\n"
-                    "  --windows W     also: the full output and, for every variant that declares more windows\n"
-                    "                  (xcorr list), the windows it computes of valid, same, max-shift-2,3, a\n"
-                    "                  max-shift beyond the matrices, partly-beyond, wholly-beyond (default);\n"
-                    "                  only: just those windows (and the reference's windows); none: no\n"
-                    "                  variant on a window (the full output and the reference's windows)\n"
-                    "Inputs rotate over [0,1), [-1,1) and 4+[-1,1) by case. Exit status: 0 all passed,\n"
-                    "1 any failure, 2 bad usage, 3 no GPU.\n");
-                return 0;
-            } else throw UsageError("unknown argument " + a);
-        }
-        // A selection that validates nothing is bad usage, not "0 passed, 0 failed" and exit 0.
-        const auto selection = [&](bool windows) {
-            for (const auto& v : variants())
-                if ((only_variants.empty() || only_variants.count(v.name)) && (!windows || has_windows(v)))
-                    for (Form f : v.forms)
-                        if (only_forms.empty() || only_forms.count(f)) return true;
-            return false;
-        };
-        if (!selection(false))
-            throw UsageError("nothing to validate: no selected variant computes a selected form (xcorr list shows "
-                             "each variant's forms)");
-        if (only_reductions && (given_shapes.size() || !window_checks || !full_checks))
-            throw UsageError("--reductions only runs the fixed reduction cases: give no --shape or --windows with it");
-        if (!full_checks && !selection(true))
-            throw UsageError("--windows only: no selected variant declares a window besides full in a selected "
-                             "form (xcorr list --json shows each variant's windows)");
-        GpuInfo gpu = require_gpu();
-        std::printf("# %s (cc %d.%d, %d SMs), seed %llu%s%s", gpu.name.c_str(), gpu.cc_major, gpu.cc_minor,
-                    gpu.sm_count, (unsigned long long)seed, quick ? ", quick" : "",
-                    full_checks ? (window_checks ? "" : ", full output only") : ", windows only");
-        if (tolerance_override > 0) std::printf(", tolerance %.3e for every variant", tolerance_override);
-        if (!shard.whole()) std::printf(", shard %lld/%lld (no \"no case passed\" guards)", shard.k, shard.n);
-        std::printf("\n");
-    } catch (const UsageError& e) {
-        std::fprintf(stderr, "xcorr_validate: error: %s\n", e.what());
-        return 2;
-    } catch (const NoGpuError& e) {
-        std::fprintf(stderr, "xcorr_validate: no GPU: %s\n", e.what());
-        return 3;
-    }
+    bool help = false;  // --help: the usage, nothing else
 
-    Tally tally;
-    std::map<std::string, int> passes_per_variant_form, window_tries_per_variant_form, window_passes_per_variant_form;
-    // Cases within the shapes a variant declares (Variant::shape_refusal: 1 x n signals, a shift cap),
-    // and full cases that failed (not refused): with --shape, what decides SKIP over "no case passed".
-    std::map<std::string, int> declared_per_variant_form, full_fails_per_variant_form;
-    uint64_t case_seed = seed;
-    try {
-        cudaStream_t stream;
-        XC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-        std::vector<std::pair<const std::vector<Shape>*, int>> tiers = {{&kSmall, 0}, {&kMedium, 1}, {&kLarge, 2}};
-        if (!given_shapes.empty()) tiers = {{&given_shapes, 0}};
-        if (only_reductions) tiers.clear();
-        // zncc's reference rests on the matrices' variances: checked first where zncc runs on the
-        // built-in shapes (not in the short --shape runs of the sanitizers, a process per variant).
-        if (given_shapes.empty() && !only_reductions && full_checks &&
-            std::count(modes.begin(), modes.end(), Normalize::Zncc) && shard.take())
-            check_matrix_variances(seed + 2000003, stream, tally);
-        int shape_number = -1;
-        for (const auto& [shapes, tier] : tiers) {
-            if (quick && tier > 0) break;
-            for (const Shape& s : *shapes) {
-                ++shape_number;
-                for (Form form : kAllForms)
-                for (Normalize mode : modes) {
-                    if (!only_forms.empty() && !only_forms.count(form)) continue;
+    bool selects(const Variant& v) const { return only_variants.empty() || only_variants.count(v.name); }
+    bool selects(Form f) const { return only_forms.empty() || only_forms.count(f); }
+};
+
+const char* kUsage =
+    "usage: xcorr_validate [--variant NAME]... [--form FORM]... [--quick] [--seed N] [--tolerance X]\n"
+    "                      [--shape HLxWL,HRxWR]... [--params all|covering] [--windows only|also|none]\n"
+    "                      [--normalize none|zncc|zero-lag|all] [--reductions also|only|none]\n"
+    "                      [--shard K/N]\n"
+    "  --variant NAME  only this variant (repeatable)\n"
+    "  --form FORM     only this form (repeatable)\n"
+    "  --quick         the small shapes only\n"
+    "  --seed N        first input seed (default 12345)\n"
+    "  --reductions R  also (default): after the maps, each variant's reduced plans (peaks:\n"
+    "                  k 1, 5, beyond the window, min-distance 0 and 2, parabolic and gaussian;\n"
+    "                  max over rights: one-to-many, n-to-m, n-to-mn, stats) on fixed cases\n"
+    "                  (windows, normalizations, ties, NaN), by reduce.hpp's checks against\n"
+    "                  the float64 maps; only: just those; none: none of them\n"
+    "  --shard K/N     only the checks numbered K modulo N (N processes run each check once;\n"
+    "                  the \"no case passed\" guards are left to a whole run)\n"
+    "  --tolerance X   hold every variant to error X instead of its declared bound (relative;\n"
+    "                  absolute for normalized outputs)\n"
+    "  --normalize N   run every case normalized so (all: none, zncc, zero-lag in turn; default\n"
+    "                  none); zncc outputs are held to absolute error max(1e-4, tolerance),\n"
+    "                  zero-lag ones to the relative error of their variant\n"
+    "  --shape S       only these shapes (repeatable; every form, few matrices), e.g. 37x53,29x41;\n"
+    "                  a variant none of whose --shape cases it computes (outside what it\n"
+    "                  declares, or every full output refused while its windows passed) is\n"
+    "                  a SKIP with the reason, where the default shapes would fail it\n"
+    "  --params P      all: every parameter combination on small shapes (default);\n"
+    "                  covering: each instantiated value once (short runs, e.g. under\n"
+    "                  compute-sanitizer)\n"
+    "  --windows W     also: the full output and, for every variant that declares more windows\n"
+    "                  (xcorr list), the windows it computes of valid, same, max-shift-2,3, a\n"
+    "                  max-shift beyond the matrices, partly-beyond, wholly-beyond (default);\n"
+    "                  only: just those windows (and the reference's windows); none: no\n"
+    "                  variant on a window (the full output and the reference's windows)\n"
+    "Inputs rotate over [0,1), [-1,1) and 4+[-1,1) by case. Exit status: 0 all passed,\n"
+    "1 any failure, 2 bad usage, 3 no GPU.\n";
+
+// The options up to the end or to --help (o.help; what follows it is not read); UsageError for a
+// bad one.
+Options parse_options(int argc, char** argv) {
+    Options o;
+    OptionSeen seen;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        auto next = [&]() -> std::string {
+            if (i + 1 >= argc) throw UsageError(a + " needs a value");
+            return argv[++i];
+        };
+        // --variant, --form and --shape add up; the one-value options are refused twice (the
+        // last silently won)
+        if (a == "--seed" || a == "--params" || a == "--windows" || a == "--normalize" || a == "--tolerance" ||
+            a == "--reductions" || a == "--shard")
+            seen.mark(a);
+        if (a == "--variant") o.only_variants.insert(find_variant(next()).name);
+        else if (a == "--form") o.only_forms.insert(parse_form(next()));
+        else if (a == "--quick") o.quick = true;
+        else if (a == "--seed") o.seed = uint64_t(parse_integer("--seed", next(), 0, INT64_MAX));
+        else if (a == "--shape") o.given_shapes.push_back(parse_shape(next()));
+        else if (a == "--params") {
+            const std::string v = next();
+            if (v != "all" && v != "covering") throw UsageError("--params: expected all or covering, got " + v);
+            o.covering_only = v == "covering";
+        } else if (a == "--windows") {
+            const std::string v = next();
+            if (v != "only" && v != "also" && v != "none")
+                throw UsageError("--windows: expected only, also or none, got " + v);
+            o.full_checks = v != "only";
+            o.window_checks = v != "none";
+        } else if (a == "--normalize") {
+            const std::string v = next();
+            o.modes = v == "all" ? std::vector<Normalize>(std::begin(kAllNormalizations), std::end(kAllNormalizations))
+                                 : std::vector<Normalize>{parse_normalize(v)};
+        } else if (a == "--reductions") {
+            const std::string v = next();
+            if (v != "only" && v != "also" && v != "none")
+                throw UsageError("--reductions: expected only, also or none, got " + v);
+            o.reductions = v != "none";
+            o.only_reductions = v == "only";
+        } else if (a == "--shard") o.shard = parse_shard(next());
+        else if (a == "--tolerance") o.tolerance_override = parse_positive("--tolerance", next());
+        else if (a == "--help" || a == "-h") {
+            o.help = true;
+            return o;
+        } else throw UsageError("unknown argument " + a);
+    }
+    return o;
+}
+
+// A selection that validates nothing is bad usage, not "0 passed, 0 failed" and exit 0.
+void check_selection(const Options& o) {
+    const auto selection = [&](bool windows) {
+        for (const auto& v : variants())
+            if (o.selects(v) && (!windows || has_windows(v)))
+                for (Form f : v.forms)
+                    if (o.selects(f)) return true;
+        return false;
+    };
+    if (!selection(false))
+        throw UsageError("nothing to validate: no selected variant computes a selected form (xcorr list shows "
+                         "each variant's forms)");
+    if (o.only_reductions && (o.given_shapes.size() || !o.window_checks || !o.full_checks))
+        throw UsageError("--reductions only runs the fixed reduction cases: give no --shape or --windows with it");
+    if (!o.full_checks && !selection(true))
+        throw UsageError("--windows only: no selected variant declares a window besides full in a selected "
+                         "form (xcorr list --json shows each variant's windows)");
+}
+
+void print_run_header(const GpuInfo& gpu, const Options& o) {
+    std::printf("# %s (cc %d.%d, %d SMs), seed %llu%s%s", gpu.name.c_str(), gpu.cc_major, gpu.cc_minor,
+                gpu.sm_count, (unsigned long long)o.seed, o.quick ? ", quick" : "",
+                o.full_checks ? (o.window_checks ? "" : ", full output only") : ", windows only");
+    if (o.tolerance_override > 0) std::printf(", tolerance %.3e for every variant", o.tolerance_override);
+    if (!o.shard.whole()) std::printf(", shard %lld/%lld (no \"no case passed\" guards)", o.shard.k, o.shard.n);
+    std::printf("\n");
+}
+
+// What the closing guards (check_guards) count, per guard_key (variant, form, normalization).
+struct Guards {
+    std::map<std::string, int> passes, window_tries, window_passes;
+    // Cases within the shapes a variant declares (Variant::shape_refusal: 1 x n signals, a shift
+    // cap), and full cases that failed (not refused): with --shape, what decides SKIP over "no case
+    // passed".
+    std::map<std::string, int> declared, full_fails;
+};
+
+// A window of a case (variant_windows), its reference and an output buffer one element longer (the
+// second run's misaligned output) made on first use.
+struct WindowCase {
+    std::string name;
+    Problem problem;
+    std::optional<Reference> reference = {};
+    DeviceBuffer<float> out = {};
+};
+
+// One shape x form x normalization case: its inputs, their misaligned copies (one float into an
+// allocation one longer), the full output's reference made on first use (a --shard may have no
+// check of this case's full output; full_reference synchronises) and its windows.
+struct MapCase {
+    Problem p;
+    InputRange inputs;
+    DeviceBuffer<float> left, right, out, left_off, right_off, out_off;
+    std::optional<Reference> reference = {};
+    std::vector<WindowCase> windows = {};
+
+    MapCase(const Problem& problem, InputRange range, bool full_checks, uint64_t seed, cudaStream_t stream)
+        : p(problem), inputs(range), left(size_t(p.left_elems())), right(size_t(p.right_elems())),
+          out(size_t(full_checks ? p.out_elems() : 0)), left_off(left.size() + 1), right_off(right.size() + 1),
+          out_off(out.size() + 1) {
+        fill_inputs(p, left.get(), right.get(), seed, inputs, stream);
+        XC_CUDA_CHECK(cudaMemcpyAsync(left_off.get() + 1, left.get(), left.bytes(), cudaMemcpyDeviceToDevice, stream));
+        XC_CUDA_CHECK(cudaMemcpyAsync(right_off.get() + 1, right.get(), right.bytes(), cudaMemcpyDeviceToDevice, stream));
+        XC_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+    const Reference& full_ref(cudaStream_t stream) {
+        if (!reference) reference = full_reference(p, left.get(), right.get(), stream);
+        return *reference;
+    }
+    // The runs' buffers: `output`, and `output_off` for the misaligned runs.
+    Runs runs(float* output, float* output_off) const {
+        return Runs{left.get(), right.get(), output, left_off.get() + 1, right_off.get() + 1, output_off};
+    }
+};
+
+// The GPU reference must agree with the CPU one wherever the CPU one is quick: the full output
+// (unless --windows only) and the reference's windows.
+void check_gpu_reference(const Options& o, MapCase& c, cudaStream_t stream, Tally& tally) {
+    const Problem& p = c.p;
+    std::vector<float> hl(c.left.size()), hr(c.right.size());
+    XC_CUDA_CHECK(cudaMemcpy(hl.data(), c.left.get(), c.left.bytes(), cudaMemcpyDeviceToHost));
+    XC_CUDA_CHECK(cudaMemcpy(hr.data(), c.right.get(), c.right.bytes(), cudaMemcpyDeviceToHost));
+    if (o.full_checks) {
+        const std::vector<double>& ref = c.full_ref(stream).values;
+        std::vector<double> cpu(ref.size());
+        reference_cpu(p, hl.data(), hr.data(), cpu.data());
+        const Comparison cmp = compare_to_reference(ref.data(), cpu.data(), cpu.size());
+        const bool ok = passes(cmp, 1e-12);
+        std::printf("%s  reference-gpu  %s  vs reference-cpu  inputs=%s  err=%.2e\n", ok ? "PASS" : "FAIL",
+                    p.describe().c_str(), c.inputs.name, cmp.rel_error);
+        ok ? ++tally.passed : ++tally.failed;
+    }
+    check_reference_windows(p, c.left.get(), c.right.get(), hl, hr, c.inputs.name, stream, tally);
+}
+
+// Variant `v` on case `c` of tier `tier`: each of its parameter combinations that the tier runs, on
+// the full output and on every window of the case that it computes.
+void check_variant_on_case(Options& o, const Variant& v, MapCase& c, int tier, cudaStream_t stream, Tally& tally,
+                           Guards& g) {
+    const Problem& p = c.p;
+    const auto all = all_combinations(v);
+    const bool everything = !o.covering_only && (tier == 0 ? !o.quick : (tier == 1 && all.size() <= 16));
+    const auto combos = everything ? all : covering_set(v);
+    const double tolerance = o.tolerance_override > 0 ? o.tolerance_override : bound_for(v.tolerance, p.normalize);
+    const std::string key = guard_key(v, p.form, p.normalize);
+    // A transform limit (max_transform) leaves the shape declared: its full output refused, its
+    // windows may pass (the SKIP or FAIL of check_guards says which).
+    if (declares_shape(v, p)) ++g.declared[key];
+    for (const Params& params : combos) {
+        if (o.full_checks && o.shard.take()) {
+            const Verdict verdict = check_variant(v, params, p, nullptr, c.full_ref(stream),
+                                                  c.runs(c.out.get(), c.out_off.get() + 1), tolerance, c.inputs, stream);
+            count(verdict, tally);
+            if (verdict == Verdict::Pass) ++g.passes[key];
+            if (verdict == Verdict::Fail) ++g.full_fails[key];
+        }
+        if (!has_windows(v)) continue;
+        for (WindowCase& w : c.windows) {
+            if (!v.supports_problem(w.problem) || !o.shard.take()) continue;
+            if (!w.reference) {
+                w.reference = full_reference(w.problem, c.left.get(), c.right.get(), stream);
+                w.out = DeviceBuffer<float>(size_t(w.problem.out_elems()) + 1);
+            }
+            const Verdict verdict = check_variant(v, params, w.problem, w.name.c_str(), *w.reference,
+                                                  c.runs(w.out.get(), w.out.get() + 1), tolerance, c.inputs, stream);
+            count(verdict, tally);
+            ++g.window_tries[key];
+            if (verdict == Verdict::Pass) ++g.window_passes[key];
+        }
+    }
+}
+
+// The shape `s` (numbered `shape_number` over all tiers, in tier `tier`) in one form and
+// normalization: the reference's checks, then every selected variant. `case_seed` advances by 2 per
+// case, run or not, so that each case keeps its inputs whatever is selected.
+void check_map_case(Options& o, const Shape& s, int shape_number, int tier, Form form, Normalize mode,
+                    uint64_t& case_seed, cudaStream_t stream, Tally& tally, Guards& g) {
+    const Counts n = counts_for(form, tier == 2 || !o.given_shapes.empty());
+    Problem p{form, s.hL, s.wL, s.hR, s.wR, n.nL, n.nR};
+    p.normalize = mode;
+    p.check();
+    const auto selected = [&](const Variant& v) { return v.supports(form) && o.selects(v); };
+    bool any = false, any_windows = false;
+    for (const auto& v : variants()) {
+        any |= selected(v);
+        any_windows |= selected(v) && has_windows(v);
+    }
+    if (!any) return;
+    if (!o.full_checks && !any_windows) {
+        case_seed += 2;  // the seeds of --windows also, case for case
+        return;
+    }
+    MapCase c(p, inputs_for(shape_number, form, mode), o.full_checks, case_seed + 1, stream);  // the seeds of before
+    case_seed += 2;
+    if (p.fmas() < 5e7 && o.shard.take()) check_gpu_reference(o, c, stream, tally);
+    if (o.window_checks && any_windows)
+        for (const auto& [name, window] : variant_windows(p)) {
+            Problem pw = p;
+            pw.window = window;
+            pw.check();
+            c.windows.push_back(WindowCase{name, pw});
+        }
+    for (const auto& v : variants())
+        if (selected(v)) check_variant_on_case(o, v, c, tier, stream, tally, g);
+    std::fflush(stdout);
+}
+
+// The output maps: every tier's shapes (or the --shape list) x form x normalization.
+void check_map_cases(Options& o, cudaStream_t stream, Tally& tally, Guards& g) {
+    std::vector<std::pair<const std::vector<Shape>*, int>> tiers = {{&kSmall, 0}, {&kMedium, 1}, {&kLarge, 2}};
+    if (!o.given_shapes.empty()) tiers = {{&o.given_shapes, 0}};
+    if (o.only_reductions) tiers.clear();
+    // zncc's reference rests on the matrices' variances: checked first where zncc runs on the
+    // built-in shapes (not in the short --shape runs of the sanitizers, a process per variant).
+    if (o.given_shapes.empty() && !o.only_reductions && o.full_checks &&
+        std::count(o.modes.begin(), o.modes.end(), Normalize::Zncc) && o.shard.take())
+        check_matrix_variances(o.seed + 2000003, stream, tally);
+    uint64_t case_seed = o.seed;
+    int shape_number = -1;
+    for (const auto& [shapes, tier] : tiers) {
+        if (o.quick && tier > 0) break;
+        for (const Shape& s : *shapes) {
+            ++shape_number;
+            for (Form form : kAllForms)
+                for (Normalize mode : o.modes) {
+                    if (!o.selects(form)) continue;
                     // 512 x 512 of the default tiers only one-to-one: the other forms multiply its
                     // reference cost. A --shape runs in every form asked for (dropped, it was a SKIP
                     // with a reason that was not the reason).
-                    if (given_shapes.empty() && s.hL >= 512 && form != Form::OneToOne) continue;
-                    const Counts c = counts_for(form, tier == 2 || !given_shapes.empty());
-                    Problem p{form, s.hL, s.wL, s.hR, s.wR, c.nL, c.nR};
-                    p.normalize = mode;
-                    p.check();
-                    const auto selected = [&](const Variant& v) {
-                        return v.supports(form) && (only_variants.empty() || only_variants.count(v.name));
-                    };
-                    bool any = false, any_windows = false;
-                    for (const auto& v : variants()) {
-                        any |= selected(v);
-                        any_windows |= selected(v) && has_windows(v);
-                    }
-                    if (!any) continue;
-                    if (!full_checks && !any_windows) {
-                        case_seed += 2;  // the seeds of --windows also, case for case
-                        continue;
-                    }
-
-                    DeviceBuffer<float> dl(size_t(p.left_elems())), dr(size_t(p.right_elems())),
-                        dout(size_t(full_checks ? p.out_elems() : 0));
-                    const InputRange inputs = inputs_for(shape_number, form, mode);
-                    fill_inputs(p, dl.get(), dr.get(), case_seed + 1, inputs, stream);  // the seeds of before
-                    case_seed += 2;
-                    // The second run's misaligned copies (one float into an allocation one longer).
-                    DeviceBuffer<float> dl_off(dl.size() + 1), dr_off(dr.size() + 1), dout_off(dout.size() + 1);
-                    XC_CUDA_CHECK(cudaMemcpyAsync(dl_off.get() + 1, dl.get(), dl.bytes(), cudaMemcpyDeviceToDevice, stream));
-                    XC_CUDA_CHECK(cudaMemcpyAsync(dr_off.get() + 1, dr.get(), dr.bytes(), cudaMemcpyDeviceToDevice, stream));
-                    XC_CUDA_CHECK(cudaStreamSynchronize(stream));
-                    // The full output's reference, made on first use (a --shard may have no check of
-                    // this case's full output); full_reference synchronises
-                    std::optional<Reference> reference;
-                    const auto full_ref = [&]() -> const Reference& {
-                        if (!reference) reference = full_reference(p, dl.get(), dr.get(), stream);
-                        return *reference;
-                    };
-
-                    // The GPU reference must agree with the CPU one wherever the CPU one is quick.
-                    if (p.fmas() < 5e7 && shard.take()) {
-                        std::vector<float> hl(dl.size()), hr(dr.size());
-                        XC_CUDA_CHECK(cudaMemcpy(hl.data(), dl.get(), dl.bytes(), cudaMemcpyDeviceToHost));
-                        XC_CUDA_CHECK(cudaMemcpy(hr.data(), dr.get(), dr.bytes(), cudaMemcpyDeviceToHost));
-                        if (full_checks) {
-                            const std::vector<double>& ref = full_ref().values;
-                            std::vector<double> cpu(ref.size());
-                            reference_cpu(p, hl.data(), hr.data(), cpu.data());
-                            const Comparison cmp = compare_to_reference(ref.data(), cpu.data(), cpu.size());
-                            const bool ok = passes(cmp, 1e-12);
-                            std::printf("%s  reference-gpu  %s  vs reference-cpu  inputs=%s  err=%.2e\n",
-                                        ok ? "PASS" : "FAIL", p.describe().c_str(), inputs.name, cmp.rel_error);
-                            ok ? ++tally.passed : ++tally.failed;
-                        }
-                        check_reference_windows(p, dl.get(), dr.get(), hl, hr, inputs.name, stream, tally);
-                    }
-
-                    // The windows of this case (variant_windows), each with its reference and an output
-                    // buffer one element longer (the second run's misaligned output), made on first use.
-                    struct WindowCase {
-                        std::string name;
-                        Problem problem;
-                        std::optional<Reference> reference = {};
-                        DeviceBuffer<float> out = {};
-                    };
-                    std::vector<WindowCase> windows;
-                    if (window_checks && any_windows)
-                        for (const auto& [name, window] : variant_windows(p)) {
-                            Problem pw = p;
-                            pw.window = window;
-                            pw.check();
-                            windows.push_back(WindowCase{name, pw});
-                        }
-                    const Runs full_runs{dl.get(), dr.get(), dout.get(), dl_off.get() + 1, dr_off.get() + 1,
-                                         dout_off.get() + 1};
-
-                    for (const auto& v : variants()) {
-                        if (!selected(v)) continue;
-                        const auto all = all_combinations(v);
-                        const bool everything =
-                            !covering_only && (tier == 0 ? !quick : (tier == 1 && all.size() <= 16));
-                        const auto combos = everything ? all : covering_set(v);
-                        const double tolerance =
-                            tolerance_override > 0 ? tolerance_override : bound_for(v.tolerance, mode);
-                        const std::string key = guard_key(v, form, mode);
-                        // A transform limit (max_transform) leaves the shape declared: its full
-                        // output refused, its windows may pass (the SKIP or FAIL below says which).
-                        if (declares_shape(v, p)) ++declared_per_variant_form[key];
-                        for (const Params& params : combos) {
-                            if (full_checks && shard.take()) {
-                                const Verdict verdict = check_variant(v, params, p, nullptr, full_ref(), full_runs,
-                                                                      tolerance, inputs, stream);
-                                count(verdict, tally);
-                                if (verdict == Verdict::Pass) ++passes_per_variant_form[key];
-                                if (verdict == Verdict::Fail) ++full_fails_per_variant_form[key];
-                            }
-                            if (!has_windows(v)) continue;
-                            for (WindowCase& w : windows) {
-                                if (!v.supports_problem(w.problem) || !shard.take()) continue;
-                                if (!w.reference) {
-                                    w.reference = full_reference(w.problem, dl.get(), dr.get(), stream);
-                                    w.out = DeviceBuffer<float>(size_t(w.problem.out_elems()) + 1);
-                                }
-                                const Runs runs{dl.get(), dr.get(), w.out.get(), dl_off.get() + 1, dr_off.get() + 1,
-                                                w.out.get() + 1};
-                                const Verdict verdict = check_variant(v, params, w.problem, w.name.c_str(), *w.reference,
-                                                                      runs, tolerance, inputs, stream);
-                                count(verdict, tally);
-                                ++window_tries_per_variant_form[key];
-                                if (verdict == Verdict::Pass) ++window_passes_per_variant_form[key];
-                            }
-                        }
-                    }
-                    std::fflush(stdout);
+                    if (o.given_shapes.empty() && s.hL >= 512 && form != Form::OneToOne) continue;
+                    check_map_case(o, s, shape_number, tier, form, mode, case_seed, stream, tally, g);
                 }
-            }
         }
-        // The reductions' cases, seeded apart from the maps' (whose seeds stay as they were).
-        if (reductions)
-            check_reductions(only_variants, only_forms, seed + 1000003, tolerance_override, shard, stream, tally);
-        // A variant that skipped every case of a form it declares has not been validated at all;
-        // nor its windows, when it computes some that the cases had but passed none of them.
-        for (const auto& v : variants()) {
-            if (only_reductions || !shard.whole()) break;  // a shard's passes are not the variant's
-            if (!only_variants.empty() && !only_variants.count(v.name)) continue;
-            for (Form f : v.forms)
-            for (Normalize mode : modes) {
-                if (!only_forms.empty() && !only_forms.count(f)) continue;
+    }
+}
+
+// A variant that skipped every case of a form it declares has not been validated at all; nor its
+// windows, when it computes some that the cases had but passed none of them.
+void check_guards(const Options& o, Guards& g, Tally& tally) {
+    if (o.only_reductions || !o.shard.whole()) return;  // a shard's passes are not the variant's
+    for (const auto& v : variants()) {
+        if (!o.selects(v)) continue;
+        for (Form f : v.forms)
+            for (Normalize mode : o.modes) {
+                if (!o.selects(f)) continue;
                 const std::string key = guard_key(v, f, mode);
                 const char* what = key.c_str() + v.name.size() + 1;  // the form, and the mode under --normalize
-                if (full_checks && !passes_per_variant_form[key]) {
+                if (o.full_checks && !g.passes[key]) {
                     // Shapes given with --shape may all lie outside what the variant declares it
                     // computes (a 1-D kernel among 2-D shapes): not run, said so. The default
                     // tiers hold a case of every declared shape, so there it stays a failure.
-                    if (!given_shapes.empty() && !declared_per_variant_form[key]) {
+                    if (!o.given_shapes.empty() && !g.declared[key]) {
                         const std::string declared =
                             v.signals_only     ? std::string("1 x n signals only")
                             : v.max_shifts > 0 ? "at most " + std::to_string(v.max_shifts) + " shifts per pair"
@@ -897,11 +929,10 @@ int main(int argc, char** argv) {
                     // Or every full output of the --shape list was refused at run time (fft-fused's
                     // transforms of at most 1024 a side) while its windows of them passed: validated
                     // there, said so. A full case that failed keeps the failure.
-                    if (!given_shapes.empty() && !full_fails_per_variant_form[key] &&
-                        window_passes_per_variant_form[key]) {
+                    if (!o.given_shapes.empty() && !g.full_fails[key] && g.window_passes[key]) {
                         std::printf("SKIP  %s  %s  every full output of the --shape list refused (its SKIP lines say "
                                     "why); %d window cases passed\n",
-                                    v.name.c_str(), what, window_passes_per_variant_form[key]);
+                                    v.name.c_str(), what, g.window_passes[key]);
                         ++tally.skipped;
                         continue;
                     }
@@ -909,13 +940,47 @@ int main(int argc, char** argv) {
                                 v.name.c_str(), what);
                     ++tally.failed;
                 }
-                if (window_tries_per_variant_form[key] && !window_passes_per_variant_form[key]) {
+                if (g.window_tries[key] && !g.window_passes[key]) {
                     std::printf("FAIL  %s  %s  no window case passed (every window was rejected or failed)\n",
                                 v.name.c_str(), what);
                     ++tally.failed;
                 }
             }
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options o;
+    try {
+        check_environment();
+        o = parse_options(argc, argv);
+        if (o.help) {
+            std::fputs(kUsage, stdout);
+            return 0;
         }
+        check_selection(o);
+        print_run_header(require_gpu(), o);
+    } catch (const UsageError& e) {
+        std::fprintf(stderr, "xcorr_validate: error: %s\n", e.what());
+        return 2;
+    } catch (const NoGpuError& e) {
+        std::fprintf(stderr, "xcorr_validate: no GPU: %s\n", e.what());
+        return 3;
+    }
+
+    Tally tally;
+    try {
+        cudaStream_t stream;
+        XC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        Guards guards;
+        check_map_cases(o, stream, tally, guards);
+        // The reductions' cases, seeded apart from the maps' (whose seeds stay as they were).
+        if (o.reductions)
+            check_reductions(o.only_variants, o.only_forms, o.seed + 1000003, o.tolerance_override, o.shard, stream,
+                             tally);
+        check_guards(o, guards, tally);
         XC_CUDA_CHECK(cudaStreamDestroy(stream));
     } catch (const std::bad_alloc&) {
         // Cases too large for the host memory the process may use (--shape): bad input, not a

@@ -12,7 +12,7 @@
 //     problem of its own in the table; a raw one is never predicted from normalized measurements.
 //  3. a variant with no measured neighbour near enough: its cost model's prediction, ranked among
 //     those of step 2 at kModelDoubt times its value (on the H200 tables 2 left more window picks
-//     unmeasured than 4, and 8 picked the same as 4: scripts/auto_report.py).
+//     unmeasured than 4, and 8 picked the same as 4: scripts/auto-report).
 // Without a table (a GPU nobody measured): the cost model alone,
 // time = floor + units * cost per unit, fitted by the script on the measured GPUs (multiply-adds
 // for the direct variants, FFT slot elements for the fft family).

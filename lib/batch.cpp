@@ -500,7 +500,7 @@ void copy_out(const Problem& p, const Piece& c, float* at, const float* staged, 
 // on the shared Workers), at most the cores and at most 32. The staged route's floor is the host's
 // memory, which the GPUs' copies into the staging and the copy out of it share. On the two-H200
 // host (32 cores) the rule's 32 threads for one GPU and 24 each for two were the fastest of those
-// tried for pageable and fresh outputs (notes/multi-gpu.md has the numbers); scripts/batch_scaling.py's
+// tried for pageable and fresh outputs (notes/multi-gpu.md has the numbers); scripts/batch-scaling's
 // probe_threads mirrors the rule. XCORR_BATCH_COPY_THREADS sets it (on other hosts: measure).
 int copy_threads(int devices) {
     const int cores = int(std::max(1u, std::thread::hardware_concurrency()));

@@ -354,7 +354,7 @@ public:
     }
 
     // The same on raw device pointers (no DLPack): what a caller that manages its own memory uses,
-    // and the floor scripts/python_overhead.py compares the array call with.
+    // and the floor scripts/dev/python-overhead compares the array call with.
     void execute_ptr(uintptr_t left, uintptr_t right, uintptr_t out, uintptr_t stream) {
         if (!left || !right || !out) throw xcorr::UsageError("execute_ptr: a null pointer");
         DeviceGuard guard(plan_->device());

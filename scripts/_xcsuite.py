@@ -1,8 +1,8 @@
-"""The whole of every scripts/<command>.py: runs that command of the xcsuite package, as
-`python -m xcsuite <command>` does, from any working directory. The scripts stay Python files
-(not bash calling python3 -m) because they are run as `$PY scripts/<command>.py`, with the
-interpreter the caller chose (scripts/reproduce: the .venv's); the package is not installed, so
-the repository root goes on the module path, here and nowhere else."""
+"""The one helper of the Python scripts in scripts/ and scripts/dev/ (not an entry point: no run
+bit, and docs/commands.md lists the entry points): the repository root on the module path (the
+package xcsuite is run in place, never installed), one line instead of a traceback for a missing
+requirement, and a sibling script loaded as a module (a script's name has no .py: `import` cannot
+find it)."""
 import sys
 from pathlib import Path
 
@@ -14,15 +14,8 @@ def _on_path() -> None:
         sys.path.insert(0, str(ROOT))
 
 
-def run(command: str) -> None:
-    _on_path()
-    from xcsuite.cli import run as run_command
-
-    sys.exit(run_command(command, sys.argv[1:]))
-
-
 def explain_missing_requirements(script: str) -> None:
-    """For the scripts that are not xcsuite commands (probes such as batch_scaling.py): an uncaught
+    """For the scripts that are not xcsuite commands (such as scripts/batch-scaling): an uncaught
     ModuleNotFoundError for a third-party module (one of requirements.txt's, the interpreter not
     the .venv's) ends the script with xcsuite.cli's one line instead of a traceback (exit status 1,
     as any uncaught exception); a module of our own still gives its traceback."""
@@ -36,3 +29,24 @@ def explain_missing_requirements(script: str) -> None:
         print(message, file=sys.stderr)
 
     sys.excepthook = hook
+
+
+def load_script(name: str, folder: Path = None):
+    """scripts/<name> (or folder/<name>), a Python script without .py, as a module (once per
+    process: sys.modules holds it under the name with underscores, auto-tables-cpp as
+    auto_tables_cpp)."""
+    import importlib.machinery
+    import importlib.util
+    module_name = name.replace("-", "_")
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    path = Path(folder or Path(__file__).resolve().parent) / name
+    loader = importlib.machinery.SourceFileLoader(module_name, str(path))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(module_name, loader))
+    sys.modules[module_name] = module
+    try:
+        loader.exec_module(module)
+    except BaseException:
+        del sys.modules[module_name]
+        raise
+    return module

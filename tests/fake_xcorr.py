@@ -17,7 +17,7 @@ memory), FAKE_SLEEP=seconds (per case),
 FAKE_HANG_ON=substring (on reaching a matching case, writes its pid to FAKE_PIDFILE and sleeps for
 an hour, like a hung kernel: everything before it is in the output file), FAKE_GPU_NAME,
 FAKE_REVISION (the git revision the binary reports; default fake123), FAKE_TIME_SCALE=x (every
-time x times the model's: a slower build, for scripts/ab-bench's tests).
+time x times the model's: a slower build, for scripts/dev/ab-bench's tests).
 Several GPUs: FAKE_GPUS=N (default 1, or as many as FAKE_GPU_NAMES names) and FAKE_GPU_NAMES=A,B,...
 (each device's name; default FAKE_GPU_NAME for all); the device a process uses is the first entry
 of CUDA_VISIBLE_DEVICES (an index or the fake UUID GPU-fake-<i>, default 0); the nvidia-smi role

@@ -1,4 +1,4 @@
-"""scripts/ab-bench (CPU only): the alternation, the summary's medians and ratios, the files it
+"""scripts/dev/ab-bench (CPU only): the alternation, the summary's medians and ratios, the files it
 writes, bad usage and failed runs, and the copied tree B builds from, with the fake bench."""
 import json
 

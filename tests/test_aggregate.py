@@ -137,7 +137,7 @@ def test_truncated_bench_output_is_repaired(tmp_path):
 
 
 def test_a_failed_write_leaves_the_old_summary_whole(tmp_path):
-    """`(ulimit -f 100; scripts/aggregate.py DIR)` (a full disk, a quota) left summary.csv cut at
+    """`(ulimit -f 100; python -m xcsuite aggregate DIR)` (a full disk, a quota) left summary.csv cut at
     100 KB: DataFrame.to_csv wrote into the file itself, and the next reader took the part for the
     whole. Every generated file now replaces the old one at once (paths.write_bytes_atomic)."""
     import resource

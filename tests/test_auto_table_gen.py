@@ -1,6 +1,6 @@
 """auto's tables as generated code (issue #66): the build makes the C++ source from the committed data
-of lib/auto_tables/ (scripts/gen_auto_table.py, a custom_target of meson.build), no generated
-source is committed, and scripts/make_auto_table.py takes the variants' facts from `xcorr list
+of lib/auto_tables/ (scripts/auto-tables-cpp, a custom_target of meson.build), no generated
+source is committed, and scripts/auto-tables takes the variants' facts from `xcorr list
 --json`, never from the algorithm sources (CPU only)."""
 import json
 import os
@@ -34,12 +34,12 @@ def test_the_build_compiles_the_table_it_generated_from_the_committed_data(tmp_p
     built = BUILD / "auto_table.cpp"
     assert built.is_file(), "the build has no generated auto_table.cpp (meson.build: custom_target auto_table)"
     out = tmp_path / "auto_table.cpp"
-    r = run([sys.executable, str(SCRIPTS / "gen_auto_table.py"), "--out", str(out)])
+    r = run([sys.executable, str(SCRIPTS / "auto-tables-cpp"), "--out", str(out)])
     assert r.returncode == 0, r.stderr
     assert built.read_text() == out.read_text(), "the build's auto_table.cpp is stale: rebuild"
     assert not (ROOT / "lib" / "auto_table.cpp").exists()
     text = out.read_text()
-    assert text.startswith("// GENERATED at build time by scripts/gen_auto_table.py")
+    assert text.startswith("// GENERATED at build time by scripts/auto-tables-cpp")
     # Every committed table is compiled in.
     for tsv in TABLES.glob("*.tsv"):
         assert f'{{"{tsv.stem}", ' in text, tsv.stem
@@ -90,9 +90,9 @@ def test_explain_chooses_from_every_committed_table(xcorr, registry, tsv):
 def test_the_generator_refuses_a_folder_without_the_facts(tmp_path):
     (tmp_path / "t").mkdir()
     shutil.copy(TABLES / "nvidia-h200.tsv", tmp_path / "t")
-    r = run([sys.executable, str(SCRIPTS / "gen_auto_table.py"), "--tables", str(tmp_path / "t"),
+    r = run([sys.executable, str(SCRIPTS / "auto-tables-cpp"), "--tables", str(tmp_path / "t"),
              "--out", str(tmp_path / "x.cpp")])
-    one_line_error(r, 2, "gen_auto_table: ", "no variants.json", "make_auto_table.py")
+    one_line_error(r, 2, "gen_auto_table: ", "no variants.json", "auto-tables")
     assert not (tmp_path / "x.cpp").exists()
 
 
@@ -112,11 +112,11 @@ def test_overlap_sum_in_closed_form_is_the_sum_over_shifts():
 
 def tree_without_sources(tmp_path):
     """A copy of the scripts with the committed results and an empty lib/auto_tables/, and no
-    algorithms/: whatever make_auto_table.py reads, it is not an algorithm source."""
+    algorithms/: whatever auto-tables reads, it is not an algorithm source."""
     tree = tmp_path / "tree"
     (tree / "scripts").mkdir(parents=True)
     (tree / "lib" / "auto_tables").mkdir(parents=True)
-    for name in ("make_auto_table.py", "gen_auto_table.py", "_xcsuite.py"):  # _xcsuite: its missing-module line
+    for name in ("auto-tables", "auto-tables-cpp", "_xcsuite.py"):  # _xcsuite: its missing-module line
         shutil.copy(SCRIPTS / name, tree / "scripts")
     os.symlink(ROOT / "results", tree / "results")
     for package in ("xcsuite", "experiments"):  # the atomic write and summary.csv's reader
@@ -144,14 +144,14 @@ def committed_registry():
 def test_make_auto_table_remakes_the_committed_data_from_a_build_without_any_source(tmp_path):
     tree = tree_without_sources(tmp_path)
     build = fake_build(tmp_path, committed_registry())
-    r = run([sys.executable, str(tree / "scripts" / "make_auto_table.py"), "--build", str(build)], cwd=tmp_path)
+    r = run([sys.executable, str(tree / "scripts" / "auto-tables"), "--build", str(build)], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     made = sorted(p.name for p in (tree / "lib" / "auto_tables").iterdir())
     assert made == sorted(p.name for p in TABLES.iterdir())
     for name in made:
         assert (tree / "lib" / "auto_tables" / name).read_text() == (TABLES / name).read_text(), name
     assert not (tree / "lib" / "auto_table.cpp").exists()  # the build makes the source
-    r = run([sys.executable, str(tree / "scripts" / "make_auto_table.py"), "--check", "--build", str(build)])
+    r = run([sys.executable, str(tree / "scripts" / "auto-tables"), "--check", "--build", str(build)])
     assert r.returncode == 0, r.stderr
 
 
@@ -177,7 +177,7 @@ def test_make_auto_table_leaves_out_the_variants_the_list_lacks(tmp_path):
     tree = tree_without_sources(tmp_path)
     reg = [v for v in committed_registry() if v["name"] != "fft-fused"]
     build = fake_build(tmp_path, reg)
-    r = run([sys.executable, str(tree / "scripts" / "make_auto_table.py"), "--build", str(build)])
+    r = run([sys.executable, str(tree / "scripts" / "auto-tables"), "--build", str(build)])
     assert r.returncode == 0, r.stderr
     for tsv in (tree / "lib" / "auto_tables").glob("*.tsv"):
         assert "\tfft-fused\t" not in tsv.read_text()
@@ -188,14 +188,14 @@ def test_make_auto_table_leaves_out_the_variants_the_list_lacks(tmp_path):
 def test_make_auto_table_refuses_a_build_of_some_variants(tmp_path):
     tree = tree_without_sources(tmp_path)
     build = fake_build(tmp_path, committed_registry(), variants="01,50")
-    r = run([sys.executable, str(tree / "scripts" / "make_auto_table.py"), "--build", str(build)])
+    r = run([sys.executable, str(tree / "scripts" / "auto-tables"), "--build", str(build)])
     one_line_error(r, 2, "-Dvariants=01,50", "-Dvariants=all", "nothing written")
     assert not list((tree / "lib" / "auto_tables").iterdir())
 
 
 def test_make_auto_table_refuses_a_missing_build(tmp_path):
     tree = tree_without_sources(tmp_path)
-    r = run([sys.executable, str(tree / "scripts" / "make_auto_table.py"), "--build", str(tmp_path / "nobuild")])
+    r = run([sys.executable, str(tree / "scripts" / "auto-tables"), "--build", str(tmp_path / "nobuild")])
     one_line_error(r, 2, "no xcorr built there", "nothing written")
     assert not list((tree / "lib" / "auto_tables").iterdir())
 
@@ -205,7 +205,7 @@ def test_make_auto_table_removes_a_table_of_no_results_folder(tmp_path):
     tree = tree_without_sources(tmp_path)
     stale = tree / "lib" / "auto_tables" / "old-gpu.tsv"
     shutil.copy(TABLES / "nvidia-h200.tsv", stale)
-    script = [sys.executable, str(tree / "scripts" / "make_auto_table.py"), "--list", str(TABLES / "variants.json")]
+    script = [sys.executable, str(tree / "scripts" / "auto-tables"), "--list", str(TABLES / "variants.json")]
     r = run(script + ["--check"])
     assert r.returncode == 1 and "of no results folder: lib/auto_tables/old-gpu.tsv" in r.stderr, r.stderr
     r = run(script)
@@ -218,7 +218,7 @@ def test_the_committed_facts_are_the_registry_s(registry):
     build has (a subset build has fewer), and nothing the registry no longer says."""
     committed = {v["name"]: v for v in json.loads((TABLES / "variants.json").read_text())}
     for v in registry:
-        assert v["name"] in committed, f"{v['name']} is not in variants.json: run scripts/make_auto_table.py"
+        assert v["name"] in committed, f"{v['name']} is not in variants.json: run scripts/auto-tables"
         assert committed[v["name"]] == {k: v[k] for k in ("name", "family", "work_tile")}, v["name"]
 
 

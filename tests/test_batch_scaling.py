@@ -1,4 +1,4 @@
-"""scripts/batch_scaling.py without a GPU: its bookkeeping (speed-ups against the one-GPU run, the
+"""scripts/batch-scaling without a GPU: its bookkeeping (speed-ups against the one-GPU run, the
 reused out= array and the fresh call's overhead over it, the pair count of 4-D outputs, the
 first-touch timing, the check against the one-GPU result) through a
 stand-in for the package whose "GPUs" compute the float64 reference; the real runs are on the device."""
@@ -15,7 +15,7 @@ from xcorr_np import correlate
 
 
 def load_script():
-    return suite_helpers.load_script("batch_scaling.py")
+    return suite_helpers.load_script("batch-scaling")
 
 
 def fake_xcorr(calls, wrong_on=None):
@@ -168,7 +168,7 @@ def test_batch_scaling_figure_is_drawn_the_same_from_the_committed_json(tmp_path
     png = tmp_path / "b.png"
     digests = []
     for _ in range(2):
-        out = subprocess.run([sys.executable, str(root / "scripts" / "batch_scaling.py"), "--plot", str(src),
+        out = subprocess.run([sys.executable, str(root / "scripts" / "batch-scaling"), "--plot", str(src),
                               "--png", str(png)], capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
         digests.append(png.read_bytes())
@@ -298,7 +298,7 @@ def test_plot_refuses_a_file_that_is_no_batch_scaling_json(content, needle, tmp_
     src, png = tmp_path / "b.json", tmp_path / "b.png"
     if content is not None:
         src.write_text(content)
-    r = subprocess.run([sys.executable, str(root / "scripts" / "batch_scaling.py"), "--plot", str(src), "--png",
+    r = subprocess.run([sys.executable, str(root / "scripts" / "batch-scaling"), "--plot", str(src), "--png",
                         str(png)], capture_output=True, text=True)
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1, r.stderr
@@ -318,7 +318,7 @@ def test_plot_refuses_a_time_that_is_no_number(run, needle, tmp_path):
     data["runs"][1].update(run)
     src, png = tmp_path / "b.json", tmp_path / "b.png"
     src.write_text(json.dumps(data))
-    r = subprocess.run([sys.executable, str(root / "scripts" / "batch_scaling.py"), "--plot", str(src), "--png",
+    r = subprocess.run([sys.executable, str(root / "scripts" / "batch-scaling"), "--plot", str(src), "--png",
                         str(png)], capture_output=True, text=True)
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1, r.stderr

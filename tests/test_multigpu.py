@@ -1,5 +1,5 @@
 """Several GPUs (--gpus), shards (--shard K/N), merging (--merge) and the Slurm route
-(scripts/slurm-sweep), against the fake bench pretending to be several GPUs (FAKE_GPUS,
+(python -m xcsuite slurm-sweep), against the fake bench pretending to be several GPUs (FAKE_GPUS,
 FAKE_GPU_NAMES): issue #24, on the CPU."""
 import collections
 import glob

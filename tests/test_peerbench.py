@@ -508,7 +508,7 @@ def test_a_one_value_option_given_twice_is_refused(args, needle):
 
 
 def test_the_time_cap_takes_an_earlier_run_s_verdicts(tmp_path, monkeypatch):
-    """XCORR_PEER_VERDICTS (scripts/sweep_scaling.py's second run): the cap refuses exactly the
+    """XCORR_PEER_VERDICTS (scripts/sweep-scaling's second run): the cap refuses exactly the
     cases the earlier run refused, with its words, and times every other case without the pilot,
     so that a case predicted near the cap ends alike in both runs; without the file the pilot
     decides; a file that is not one of verdicts is refused in one line."""

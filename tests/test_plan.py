@@ -20,7 +20,7 @@ H200 = "NVIDIA H200"
 
 
 def auto_table_script():
-    """scripts/make_auto_table.py as a module (its fit and work units)."""
+    """scripts/auto-tables as a module (its fit and work units)."""
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
         import make_auto_table
@@ -59,7 +59,7 @@ def table1_best(registry):
 def test_auto_table_is_up_to_date():
     """The committed tables are those of results/ with the committed variants' facts (that those are
     the registry's: tests/test_auto_table_gen.py)."""
-    r = run([sys.executable, str(ROOT / "scripts" / "make_auto_table.py"), "--check",
+    r = run([sys.executable, str(ROOT / "scripts" / "auto-tables"), "--check",
              "--list", str(ROOT / "lib" / "auto_tables" / "variants.json")])
     assert r.returncode == 0, r.stderr
 
@@ -246,8 +246,8 @@ def test_the_cost_model_keeps_2d_kernels_off_signals(xcorr):
 
 
 def test_work_tiles_are_read_alike_by_the_library_and_the_fit(registry):
-    """The fit (gen_auto_table.py, at build time) and auto.cpp round a window up to the same work
-    tiles: the ones each variant registers (`xcorr list --json`), which make_auto_table.py keeps in
+    """The fit (auto-tables-cpp, at build time) and auto.cpp round a window up to the same work
+    tiles: the ones each variant registers (`xcorr list --json`), which auto-tables keeps in
     lib/auto_tables/variants.json."""
     mat = auto_table_script()
     declared = {v["name"]: tuple(v["work_tile"]) for v in registry if tuple(v["work_tile"]) != (1, 1)}
@@ -397,7 +397,7 @@ def test_run_auto_matches_the_definition(xcorr, gpu, tmp_path, form, window):
 
 
 def test_leave_one_out_meets_the_targets(xcorr, registry):
-    """scripts/auto_report.py's honest figure: with each problem's own rows left out of the table,
+    """scripts/auto-report's honest figure: with each problem's own rows left out of the table,
     auto's pick is within 10% of the fastest measured on at least 90% of Table 1's cells and of the
     window experiments' problems whose pick was measured there, never over 2x. (A pick never
     measured on its problem cannot be judged; auto_report.md gives the fraction that counts those as
@@ -429,13 +429,13 @@ def test_leave_one_out_meets_the_targets(xcorr, registry):
 
 @pytest.mark.parametrize("gpu_dir", sorted(p.parent.name for p in (ROOT / "results").glob("*/auto_report.md")))
 def test_committed_auto_reports_are_current(xcorr, registry, gpu_dir, tmp_path):
-    """results/<gpu>/auto_report.md is what scripts/auto_report.py makes of the committed results with
+    """results/<gpu>/auto_report.md is what scripts/auto-report makes of the committed results with
     this build's tables (scripts/reproduce regenerates it; the H100's had gone stale while it was
     left to hand runs)."""
     if len(registry) < 20:
         pytest.skip("needs a build of every variant (the report is about all of them)")
     out = tmp_path / "auto_report.md"
-    r = run([sys.executable, str(ROOT / "scripts" / "auto_report.py"), "--build", str(BUILD),
+    r = run([sys.executable, str(ROOT / "scripts" / "auto-report"), "--build", str(BUILD),
              "--gpu-dir", str(ROOT / "results" / gpu_dir), "--out", str(out)])
     assert r.returncode == 0, r.stderr
     assert out.read_text() == (ROOT / "results" / gpu_dir / "auto_report.md").read_text(), \

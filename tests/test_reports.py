@@ -475,7 +475,7 @@ def reproduce_experiment_step(tmp_path, quick="", exps="", maxmin="", rc=0):
     (tmp_path / "scripts" / "setup-env").write_text(f"echo setup-env >> {log}\n")
     py = tmp_path / "py"
     py.write_text(f'#!/bin/bash\nif [ "$1" = -c ]; then exec {sys.executable} "$@"; fi\necho "$*" >> {log}\n'
-                  f'[ "$1" != scripts/run_experiments.py ] || exit {rc}\n')
+                  f'[ "$1" != python -m xcsuite run-experiments ] || exit {rc}\n')
     py.chmod(0o755)
     script = (f'PY={py} build=build status=0 quick="{quick}" only="{exps}" exps="{exps}" maxmin="{maxmin}"\n'
               'set -euo pipefail\nsource step.sh\necho "status=$status"\n')
@@ -494,21 +494,21 @@ def test_reproduce_measures_auto_after_making_and_building_its_tables(tmp_path):
     early, late = suite.auto_order(suite.names())
     assert late == ["reductions"] and "table1" in early and "window_table" in early
     status, calls = reproduce_experiment_step(tmp_path / "all")
-    assert status == 0 and calls == [f"scripts/run_experiments.py --build build {','.join(early)}",
-                                     "scripts/aggregate.py", "scripts/make_auto_table.py --build build",
-                                     "setup-env", "scripts/run_experiments.py --build build reductions"]
+    assert status == 0 and calls == [f"python -m xcsuite run-experiments --build build {','.join(early)}",
+                                     "python -m xcsuite aggregate", "scripts/auto-tables --build build",
+                                     "setup-env", "python -m xcsuite run-experiments --build build reductions"]
     status, calls = reproduce_experiment_step(tmp_path / "budget", exps="piv,reductions", maxmin="5")
-    assert status == 0 and calls[0] == "scripts/run_experiments.py --build build --max-minutes 5 piv"
+    assert status == 0 and calls[0] == "python -m xcsuite run-experiments --build build --max-minutes 5 piv"
     *_, flag, left, exp = calls[-1].split()
-    assert calls[1:4] == ["scripts/aggregate.py", "scripts/make_auto_table.py --build build", "setup-env"]
+    assert calls[1:4] == ["python -m xcsuite aggregate", "scripts/auto-tables --build build", "setup-env"]
     assert (flag, exp) == ("--max-minutes", "reductions") and 4.5 < float(left) <= 5  # what is left of it
     # one run where nothing measures auto, in quick mode (no tables from quick results), or when the
     # budget ran out first (rerun: the others are complete, the tables made, then the reductions)
-    assert reproduce_experiment_step(tmp_path / "piv", exps="piv")[1] == ["scripts/run_experiments.py --build build piv"]
+    assert reproduce_experiment_step(tmp_path / "piv", exps="piv")[1] == ["python -m xcsuite run-experiments --build build piv"]
     assert reproduce_experiment_step(tmp_path / "q", quick="--quick")[1] == [
-        "scripts/run_experiments.py --quick --build build"]
+        "python -m xcsuite run-experiments --quick --build build"]
     status, calls = reproduce_experiment_step(tmp_path / "out", maxmin="3", rc=4)
-    assert status == 4 and calls == [f"scripts/run_experiments.py --build build --max-minutes 3 {','.join(early)}"]
+    assert status == 4 and calls == [f"python -m xcsuite run-experiments --build build --max-minutes 3 {','.join(early)}"]
 
 
 def reproduce_tail_step(tmp_path, status=0, maxmin="", gpus=2, sweep_rc=0):
@@ -528,7 +528,7 @@ def reproduce_tail_step(tmp_path, status=0, maxmin="", gpus=2, sweep_rc=0):
     (bin_ / "py").write_text(
         '#!/bin/bash\nif [ "$1" = -c ]; then echo fake-gpu; exit 0; fi\n'
         f'echo "$*" >> {log}\n'
-        'if [ "$1" = scripts/sweep_scaling.py ]; then\n'
+        'if [ "$1" = scripts/sweep-scaling ]; then\n'
         '  while [ $# -gt 0 ]; do [ "$1" != --resume ] || mkdir -p "$2"; shift; done\n'
         f'  exit {sweep_rc}\nfi\n')
     for f in bin_.iterdir():
@@ -548,14 +548,14 @@ def test_reproduce_keeps_its_budget_through_the_measurements_over_several_gpus(t
     budget ran out (exit 4, the rerun comes back to them); the sweep gets what is left and continues
     in the next run from .sweep-scaling/<gpu>-<revision> (an earlier revision's state removed, the
     finished one too); a sweep measured before is kept, as a complete experiment is."""
-    sweep = "scripts/sweep_scaling.py --build build --resume .sweep-scaling/fake-gpu-abc1234"
+    sweep = "scripts/sweep-scaling --build build --resume .sweep-scaling/fake-gpu-abc1234"
     out = "--out results/fake-gpu/multi-gpu/sweep_scaling.json"
     stale, other = tmp_path / ".sweep-scaling" / "fake-gpu-0ld0000", tmp_path / ".sweep-scaling" / "other-gpu-abc1234"
     stale.mkdir(parents=True)
     other.mkdir()
     status, calls, _ = reproduce_tail_step(tmp_path)
-    assert status == 0 and calls == ["scripts/zncc_offsets.py",
-                                     "scripts/batch_scaling.py --repeat 5 --out results/fake-gpu/multi-gpu/batch_scaling.json",
+    assert status == 0 and calls == ["scripts/zncc-offsets",
+                                     "scripts/batch-scaling --repeat 5 --out results/fake-gpu/multi-gpu/batch_scaling.json",
                                      f"{sweep} {out}"]
     assert not stale.exists() and other.exists() and not (tmp_path / ".sweep-scaling" / "fake-gpu-abc1234").exists()
     status, calls, said = reproduce_tail_step(tmp_path, maxmin="30", sweep_rc=4)
@@ -570,7 +570,7 @@ def test_reproduce_keeps_its_budget_through_the_measurements_over_several_gpus(t
     status, calls, said = reproduce_tail_step(tmp_path)
     assert status == 0 and len(calls) == 2 and "sweep_scaling.json is there, skipped" in said
     status, calls, _ = reproduce_tail_step(tmp_path, gpus=1, sweep_rc=1)
-    assert status == 0 and calls == ["scripts/zncc_offsets.py"]
+    assert status == 0 and calls == ["scripts/zncc-offsets"]
     (tmp_path / "results" / "fake-gpu" / "multi-gpu" / "sweep_scaling.json").unlink()
     status, calls, _ = reproduce_tail_step(tmp_path, sweep_rc=1)
     assert status == 1 and calls[-1] == f"{sweep} {out}"  # a void comparison fails the main job
@@ -586,7 +586,7 @@ def test_reproduce_s_application_check_waits_for_the_rerun_once_the_budget_ran_o
                   'wants() { true; }\nset -euo pipefail\nsource step.sh\necho "status=$status"\n')
         r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=60)
         assert r.returncode == 0, r.stderr
-        assert ("scripts/application.py --build build" in r.stdout) == ran and r.stdout.endswith(f"status={status}\n")
+        assert ("python -m xcsuite application --build build" in r.stdout) == ran and r.stdout.endswith(f"status={status}\n")
         assert ("the budget ran out before the application check" in r.stdout) != ran
 
 
@@ -714,7 +714,7 @@ def test_setup_env_gives_the_caller_its_shell_options_back():
 
 
 def test_bench_summary_reads_aggregates_only_files():
-    """scripts/bench-summary of a file written with --benchmark_report_aggregates_only (the probes'):
+    """scripts/dev/bench-summary of a file written with --benchmark_report_aggregates_only (the probes'):
     each case's mean, with its cv from the stddev row; before, such a file printed an empty table."""
     import subprocess
     src = ROOT / "tests" / "fixtures" / "bench-aggregates-only-d5197a9.json"  # a probe (probes-archive tag)

@@ -1,4 +1,4 @@
-"""The normalization and signal tables (scripts/table.py): ratios, flags and ordering from figure
+"""The normalization and signal tables (python -m xcsuite table): ratios, flags and ordering from figure
 points, on made-up points where every number is known, and on the committed H200 results."""
 import json
 import math
@@ -126,7 +126,7 @@ def test_headline_cells_take_the_fastest_raw_full_output_run_per_column():
 
 def test_readme_holds_the_committed_headline_and_window_tables():
     """README.md's results table is results/nvidia-h200/headline.md's, and docs/results.md holds it
-    and the window table, the winners of window_table.csv (scripts/table.py --readme): hand-kept,
+    and the window table, the winners of window_table.csv (python -m xcsuite table --readme): hand-kept,
     the window table's rows of 128 to 512 were three remeasurements old."""
     from xcsuite.cli import table
     for doc, names in (("README.md", ["headline", "multigpu"]), ("docs/results.md", list(table.README_BLOCKS))):
@@ -134,14 +134,14 @@ def test_readme_holds_the_committed_headline_and_window_tables():
         readme = (ROOT / doc).read_text()
         for name in names:
             assert table.readme_with_tables(readme, ROOT / "results" / "nvidia-h200", [name]) == readme, \
-                f"{doc}'s {name} table differs from results/nvidia-h200's: run scripts/table.py --readme"
+                f"{doc}'s {name} table differs from results/nvidia-h200's: run python -m xcsuite table --readme"
     assert "| 256 | fft-fused 11.1 µs |" in table.readme_block("window", ROOT / "results" / "nvidia-h200")
     with pytest.raises(ValueError, match="no block"):
         table.readme_with_tables("no markers here", ROOT / "results" / "nvidia-h200")
 
 
 def test_the_multi_gpu_table_reads_each_row_beside_its_floor(tmp_path):
-    """The README's multi-GPU table (scripts/table.py --readme) from a batch_scaling and a
+    """The README's multi-GPU table (python -m xcsuite table --readme) from a batch_scaling and a
     sweep_scaling JSON: each result array's time on one GPU and on all, its speed-up, the floors and
     the speed-up they allow (one GPU's time over all GPUs' floor); then each sweep group's wall times
     and the suite's. Where a JSON is missing its part is left out; where both are, an error."""

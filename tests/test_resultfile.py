@@ -197,7 +197,7 @@ def test_flops_is_derived_only_where_it_is_fmas_over_the_time():
 
 
 def test_convert_results_rewrites_a_format2_file_only_where_it_stores_flops(tmp_path):
-    """scripts/convert_results.py on a format-2 file whose records store FLOPS (an earlier writer):
+    """python -m xcsuite convert-results on a format-2 file whose records store FLOPS (an earlier writer):
     rewritten with FLOPS derived, every entry the same; a second run, and a file written by this
     version, are left as they are (a field order is no reason to rewrite)."""
     new = rf.from_google_merged(json.loads(FORMAT1[0].read_text()))

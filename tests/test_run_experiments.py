@@ -1,4 +1,4 @@
-"""scripts/run_experiments.py against a fake bench binary: protocol, merged files, resume logic,
+"""python -m xcsuite run-experiments against a fake bench binary: protocol, merged files, resume logic,
 failures, the time budget, the no-GPU refusal, signals, the GPU lock, damaged results files and
 the atomic write."""
 import json
@@ -359,7 +359,7 @@ def wait_for(predicate, what: str, limit_s: float = 120.0) -> None:
 
 @pytest.fixture
 def hung_runner(tmp_path, monkeypatch):
-    """start() launches scripts/run_experiments.py fig22 whose xcorr_bench hangs on the third case
+    """start() launches python -m xcsuite run-experiments fig22 whose xcorr_bench hangs on the third case
     (after two finished ones) and returns (runner process, bench pid)."""
     clear_fake_env(monkeypatch)
     build = make_fake_build(tmp_path / "build")

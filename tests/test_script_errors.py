@@ -32,15 +32,15 @@ def paragraphs(text):
     return [" ".join(p.split()) for p in text.split("\n\n") if p.strip()]
 
 
-# --- make_auto_table.py: a --results without measured tables emptied auto's tables ---------------------
+# --- auto-tables: a --results without measured tables emptied auto's tables ---------------------
 
 def scripts_tree(tmp_path):
-    """A tree of make_auto_table.py and gen_auto_table.py copied, with an empty lib/ for what they
+    """A tree of auto-tables and auto-tables-cpp copied, with an empty lib/ for what they
     write (so that a test cannot damage the committed tables) and the packages they import linked."""
     tree = tmp_path / "tree"
     (tree / "scripts").mkdir(parents=True)
     (tree / "lib").mkdir()
-    for name in ("make_auto_table.py", "gen_auto_table.py", "_xcsuite.py"):  # _xcsuite: its missing-module line
+    for name in ("auto-tables", "auto-tables-cpp", "_xcsuite.py"):  # _xcsuite: its missing-module line
         shutil.copy(SCRIPTS / name, tree / "scripts")
     for package in ("xcsuite", "experiments"):  # the atomic write and summary.csv's reader
         os.symlink(ROOT / package, tree / package)
@@ -54,7 +54,7 @@ def test_make_auto_table_refuses_results_without_tables_and_writes_nothing(tmp_p
     scripts in a tree of its own, so that this test cannot damage the committed tables."""
     tree = scripts_tree(tmp_path)
     given = tmp_path / "nonexistent" if results == "missing" else ROOT / "results" / "nvidia-h200"
-    r = run([sys.executable, str(tree / "scripts" / "make_auto_table.py"), "--results", str(given),
+    r = run([sys.executable, str(tree / "scripts" / "auto-tables"), "--results", str(given),
              "--list", str(ROOT / "lib" / "auto_tables" / "variants.json")])
     one_line_error(r, 2, f"make_auto_table: {given}: ", "nothing written",
                    "no such folder" if results == "missing" else "summary.csv")
@@ -70,7 +70,7 @@ def test_make_auto_table_refuses_a_list_that_is_no_variant_list(content, needle,
     tree = scripts_tree(tmp_path)
     f = tmp_path / "list.json"
     f.write_text(json.dumps(content))
-    r = run([sys.executable, str(tree / "scripts" / "make_auto_table.py"), *check, "--results", str(ROOT / "results"),
+    r = run([sys.executable, str(tree / "scripts" / "auto-tables"), *check, "--results", str(ROOT / "results"),
              "--list", str(f)])
     one_line_error(r, 2, f"make_auto_table: {f}: ", needle, "; nothing written")
     assert not r.stdout and not list((tree / "lib").iterdir())
@@ -111,7 +111,7 @@ def test_ncu_account_refuses_a_folder_without_profiles(folder, tmp_path):
     d = tmp_path / "nonexistent"
     if folder == "empty":
         d.mkdir()
-    r = script("ncu_account.py", d)
+    r = script("ncu-fft-report", d)
     one_line_error(r, 2, f"ncu_account: {d}: ", "no such folder" if folder == "missing" else "no ncu-*.csv")
     assert not r.stdout
 
@@ -124,7 +124,7 @@ def test_ncu_account_refuses_a_csv_that_is_no_profile_and_prints_nothing(content
     d = tmp_path / "probe"
     shutil.copytree(ROOT / "tests" / "fixtures" / "ncu-fft-6a5b521", d)
     (d / "ncu-zz.csv").write_text(content)
-    r = script("ncu_account.py", d, "--reduced", tmp_path / "reduced")
+    r = script("ncu-fft-report", d, "--reduced", tmp_path / "reduced")
     one_line_error(r, 2, f"ncu_account: {d / 'ncu-zz.csv'}: ", needle)
     assert not r.stdout and not (tmp_path / "reduced").exists()
 
@@ -133,10 +133,10 @@ def test_ncu_account_refuses_a_csv_that_is_no_profile_and_prints_nothing(content
 
 def test_auto_report_without_a_build_or_a_summary(tmp_path):
     out = tmp_path / "report.md"
-    r = script("auto_report.py", "--build", tmp_path / "no-build", "--out", out)
+    r = script("auto-report", "--build", tmp_path / "no-build", "--out", out)
     one_line_error(r, 2, f"{tmp_path / 'no-build' / 'xcorr'} is missing", "build first")
     build = make_fake_build(tmp_path / "build")
-    r = script("auto_report.py", "--build", build, "--gpu-dir", tmp_path, "--out", out)
+    r = script("auto-report", "--build", build, "--gpu-dir", tmp_path, "--out", out)
     one_line_error(r, 2, f"{tmp_path / 'summary.csv'} is missing", "aggregate.py")
     assert not out.exists()
 
@@ -153,7 +153,7 @@ def test_auto_report_leaves_the_committed_report_to_a_build_of_every_variant(tmp
     gpu.mkdir()
     shutil.copy(ROOT / "results" / "nvidia-h200" / "summary.csv", gpu)
     (gpu / "auto_report.md").write_text("the committed report\n")
-    r = script("auto_report.py", "--build", build, "--gpu-dir", gpu)
+    r = script("auto-report", "--build", build, "--gpu-dir", gpu)
     assert r.returncode == 0 and not r.stdout, (r.stdout, r.stderr)
     one_line_error(r, 0, "builds only the variants 01,50 (-Dvariants)", f"{gpu / 'auto_report.md'} is left as it is")
     assert (gpu / "auto_report.md").read_text() == "the committed report\n"
@@ -213,7 +213,7 @@ def test_python_overhead_without_torch(tmp_path):
     """Without PyTorch (a torch that cannot be imported shadows any installed one): one line."""
     (tmp_path / "torch").mkdir()
     (tmp_path / "torch" / "__init__.py").write_text('raise ImportError("No module named \'torch\' (hidden by the test)")\n')
-    r = script("python_overhead.py", env={"PYTHONPATH": str(tmp_path)})
+    r = script("python-overhead", env={"PYTHONPATH": str(tmp_path)})
     one_line_error(r, 2, "python_overhead: needs PyTorch", "hidden by the test")
     assert not r.stdout
 
@@ -235,7 +235,7 @@ def test_run_experiments_exits_2_for_an_unknown_experiment(tmp_path):
 
 
 def test_run_experiments_merge_of_folders_without_results(tmp_path):
-    """It exited 0 and said nothing (scripts/slurm-sweep's merge job after shards that all failed)."""
+    """It exited 0 and said nothing (python -m xcsuite slurm-sweep's merge job after shards that all failed)."""
     for k in (0, 1):
         (tmp_path / f"shard-{k}").mkdir()
     r = script("run_experiments.py", "--merge", tmp_path / "shard-0", tmp_path / "shard-1", "--results", tmp_path / "results")
@@ -280,17 +280,17 @@ def test_ncu_fft_account_help_and_a_missing_cases_file_come_before_the_build(tmp
     so that the old script did not build either.)"""
     env = {"OUT": str(tmp_path / "out"), "XCORR_BUILD": str(make_fake_build(tmp_path / "build"))}
     for flag in ("--help", "-h"):
-        r = run([str(SCRIPTS / "ncu-fft-account"), flag], cwd=tmp_path, env={**os.environ, **env}, timeout=60)
-        assert r.returncode == 0 and r.stdout.startswith("usage: scripts/ncu-fft-account [CASES_FILE]"), r
+        r = run([str(SCRIPTS / "ncu-fft-profile"), flag], cwd=tmp_path, env={**os.environ, **env}, timeout=60)
+        assert r.returncode == 0 and r.stdout.startswith("usage: scripts/dev/ncu-fft-profile [CASES_FILE]"), r
         assert "Nsight Compute" in r.stdout and not r.stderr
-    r = run([str(SCRIPTS / "ncu-fft-account"), "no-cases.txt"], cwd=tmp_path, env={**os.environ, **env}, timeout=60)
-    one_line_error(r, 2, "ncu-fft-account: no-cases.txt: no such cases file")
+    r = run([str(SCRIPTS / "ncu-fft-profile"), "no-cases.txt"], cwd=tmp_path, env={**os.environ, **env}, timeout=60)
+    one_line_error(r, 2, "ncu-fft-profile: no-cases.txt: no such cases file")
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("name,doc_of", [("ab-bench", "scripts/ab-bench"), ("batch_scaling.py", "scripts/batch_scaling.py"),
+@pytest.mark.parametrize("name,doc_of", [("ab-bench", "scripts/dev/ab-bench"), ("batch-scaling", "scripts/batch-scaling"),
                                          ("table.py", "xcsuite/cli/table.py"),
-                                         ("sweep_scaling.py", "scripts/sweep_scaling.py")])
+                                         ("sweep-scaling", "scripts/sweep-scaling")])
 def test_help_holds_the_whole_description(name, doc_of):
     """Their --help stopped mid-sentence (the docstring's first line, or its first paragraph, which
     ends on "Four readings:" in table.py): every paragraph of the docstring is in it now."""
@@ -302,9 +302,9 @@ def test_help_holds_the_whole_description(name, doc_of):
         assert p in text, p
 
 
-@pytest.mark.parametrize("name", ["emulate_tensor_tiled.py", "git-revision"])
+@pytest.mark.parametrize("name", ["emulate-tensor-tiled", "git-revision"])
 def test_help_of_a_script_without_options(name):
-    """They ignored --help: emulate_tensor_tiled.py ran its minute-long check, git-revision printed
+    """They ignored --help: emulate-tensor-tiled ran its minute-long check, git-revision printed
     the revision. Any other argument is refused."""
     cmd = [sys.executable, str(SCRIPTS / name)] if name.endswith(".py") else [str(SCRIPTS / name)]
     for flag in ("--help", "-h"):
@@ -349,7 +349,7 @@ def test_zncc_offsets_refuses_a_file_for_its_plots_folder(mode, tmp_path):
     measuring mode refuses it too, before saying that it measures only on one."""
     f = tmp_path / "taken"
     f.write_text("a user's file\n")
-    r = script("zncc_offsets.py", *mode, "--results", ROOT / "results", "--plots", f, env={"CUDA_VISIBLE_DEVICES": ""})
+    r = script("zncc-offsets", *mode, "--results", ROOT / "results", "--plots", f, env={"CUDA_VISIBLE_DEVICES": ""})
     usage_error(r, "--plots: ", f"{f} is a file, not a folder")
     assert not r.stdout and f.read_text() == "a user's file\n"
 
@@ -365,11 +365,11 @@ def test_slurm_sweep_refuses_a_file_for_a_folder(flag, tmp_path):
     assert not r.stdout and not (tmp_path / "sweep").exists() and f.read_text() == "a user's file\n"
 
 
-@pytest.mark.parametrize("tool, flag", [("auto_report.py", "--out")])
+@pytest.mark.parametrize("tool, flag", [("auto-report", "--out")])
 @pytest.mark.parametrize("where", ["missing", "folder"])
 def test_an_output_file_in_a_missing_folder_or_a_folder(tool, flag, where, tmp_path):
-    """A FileNotFoundError traceback (auto_report.py's after its whole report); a folder given for
-    the file an IsADirectoryError. Refused before the work; nothing written. (gen_auto_table.py is the
+    """A FileNotFoundError traceback (auto-report's after its whole report); a folder given for
+    the file an IsADirectoryError. Refused before the work; nothing written. (auto-tables-cpp is the
     build's generator, its paths meson's: left as it was, so that the build needs no xcsuite/.)"""
     given = tmp_path / "nodir" / "x.out" if where == "missing" else tmp_path
     r = script(tool, flag, given)
@@ -405,8 +405,8 @@ def damaged_summary(gpu, damage):
 @pytest.mark.parametrize("tool", ["claims", "anchors", "table", "plot", "make_auto_table", "auto_report"])
 def test_a_damaged_summary_is_one_line_and_exit_2(tool, damage, tmp_path):
     """summary.csv with hL "abc" (one row): claims.py reported "8 confirmed, 6 not confirmed" or
-    fewer, anchors.py "54 not measured", table.py wrote its tables, all with exit 0; auto_report.py
-    and make_auto_table.py --check stopped with a ValueError traceback; a CSV of `a,b` was a KeyError
+    fewer, anchors.py "54 not measured", table.py wrote its tables, all with exit 0; auto-report
+    and auto-tables --check stopped with a ValueError traceback; a CSV of `a,b` was a KeyError
     in claims.py and a silent exit 0 in anchors.py. Now one line naming the file and the column (and
     the line), exit 2, and nothing written."""
     results = tmp_path / "results"
@@ -415,10 +415,10 @@ def test_a_damaged_summary_is_one_line_and_exit_2(tool, damage, tmp_path):
     before = sorted(p.name for p in gpu.iterdir())
     env = {"XCORR_PLOTS": str(tmp_path / "plots")}
     if tool == "make_auto_table":
-        r = script("make_auto_table.py", "--check", "--results", results, "--list",
+        r = script("auto-tables", "--check", "--results", results, "--list",
                    ROOT / "lib" / "auto_tables" / "variants.json")
     elif tool == "auto_report":
-        r = script("auto_report.py", "--build", make_fake_build(tmp_path / "build"), "--gpu-dir", gpu, "--out",
+        r = script("auto-report", "--build", make_fake_build(tmp_path / "build"), "--gpu-dir", gpu, "--out",
                    tmp_path / "report.md")
     else:
         r = script(f"{tool}.py", gpu, env=env)

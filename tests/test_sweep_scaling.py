@@ -1,4 +1,4 @@
-"""scripts/sweep_scaling.py (issue #69: the quick sweep on one GPU against all of them), on the CPU
+"""scripts/sweep-scaling (issue #69: the quick sweep on one GPU against all of them), on the CPU
 against the fake bench pretending to be two GPUs: which GPUs each run used, that both runs measured
 the same cases, the JSON, and the refusals."""
 import json
@@ -12,7 +12,7 @@ from test_run_experiments import cases_of
 from xcsuite import gpus, peerbench, resultfile
 from xcsuite.cli import run_experiments as rx
 
-sweep = load_script("sweep_scaling.py")
+sweep = load_script("sweep-scaling")
 
 
 @pytest.fixture

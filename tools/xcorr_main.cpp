@@ -133,7 +133,7 @@ const char* kUsage =
     "      --gpus I,J,... and/or --chunk N: also the pieces `xcorr run` would split the batch into\n"
     "      (without --chunk, one piece per GPU's run here; run halves it where memory is short);\n"
     "      --split as in run. An n-to-m block's outputs are rows of its rights, one per left.\n"
-    "      For auto's evaluation (scripts/auto_report.py): --leave-out leaves this problem's own\n"
+    "      For auto's evaluation (scripts/auto-report): --leave-out leaves this problem's own\n"
     "      measurements out of the choice, --model-only uses the cost model alone.\n";
 
 // kUsage, then the environment switches (env_settings(), core.hpp), from their one table.
@@ -777,7 +777,7 @@ int cmd_explain(int argc, char** argv) {
         else if (is("--chunk")) chunk = parse_integer("--chunk", value("--chunk"), 1, int64_t(1) << 40);
         else if (is("--split")) split = parse_split(value("--split"));
         else if (a == "--json") json = true;
-        // Evaluation (scripts/auto_report.py): leave this problem's own measurements out, or use the
+        // Evaluation (scripts/auto-report): leave this problem's own measurements out, or use the
         // cost model alone.
         else if (a == "--leave-out") options.leave_out_self = true;
         else if (a == "--model-only") options.model_only = true;

@@ -9,7 +9,7 @@ from xcsuite.cli import COMMANDS, run, summary
 
 def usage() -> str:
     lines = ["usage: python -m xcsuite <command> [args]   (or scripts/<command>.py [args]; slurm_sweep: "
-             "scripts/slurm-sweep)", "",
+             "python -m xcsuite slurm-sweep)", "",
              "commands (`python -m xcsuite <command> --help` describes one):"]
     for c in COMMANDS:
         text = textwrap.shorten(summary(c), 200)

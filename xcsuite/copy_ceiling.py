@@ -1,6 +1,6 @@
 """The host link's floor under a multi-GPU batch (issue #69): how fast the GPUs of this host can move a
 batch's results into host memory, alone and all at once, with nothing else running, so that
-scripts/batch_scaling.py can set each of its rows beside the floor that bounds it.
+scripts/batch-scaling can set each of its rows beside the floor that bounds it.
 
 Measured with the CUDA runtime itself (ctypes; no PyTorch or CuPy), one host thread per GPU, each GPU
 copying its share of `nbytes` from a device buffer into its own part of one host buffer:

@@ -1,5 +1,5 @@
 """The GPUs of this host that a run may use, and the cost-balanced dealing of cases among GPUs
-(scripts/run_experiments.py --gpus) or among the tasks of a Slurm job array (--shard K/N).
+(python -m xcsuite run-experiments --gpus) or among the tasks of a Slurm job array (--shard K/N).
 
 Discovery is nvidia-smi's (`--query-gpu=index,name,uuid,pci.bus_id`; $XCORR_NVIDIA_SMI replaces
 the command, e.g. with the tests' fake), restricted to CUDA_VISIBLE_DEVICES where that is set.

@@ -1,5 +1,5 @@
-"""Merging results files: the shards of a Slurm sweep (scripts/slurm-sweep), or results measured
-on other machines, into results/<gpu>/<experiment>.json (scripts/run_experiments.py --merge).
+"""Merging results files: the shards of a Slurm sweep (python -m xcsuite slurm-sweep), or results measured
+on other machines, into results/<gpu>/<experiment>.json (python -m xcsuite run-experiments --merge).
 
 A source is a results root (holding <gpu>/ folders) or one <gpu>/ folder; each of its
 <experiment>.json files merges into the file of the same name under the target root's folder of

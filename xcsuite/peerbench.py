@@ -75,7 +75,7 @@ at most 256). Every call takes the stacks in the contract's layout and returns t
 output stack in the contract's layout; everything between is timed.
 
 The time cap decides from one timed call, so a case predicted near it is refused in one run and
-timed in another. XCORR_PEER_VERDICTS=FILE (set by scripts/sweep_scaling.py for the run it compares
+timed in another. XCORR_PEER_VERDICTS=FILE (set by scripts/sweep-scaling for the run it compares
 with a finished one; a JSON object {case name: message}) replaces the cap's pilot: a case named
 there is refused with the earlier message, every other case is timed.
 
@@ -128,7 +128,7 @@ CHECK_SAMPLES = 65536
 MIN_ITERATION_S = 1e-4  # xcorr_bench's kMinIterationSeconds
 MAX_BATCH = 256
 DEFAULT_TIME_CAP_S = 2.0
-# scripts/sweep_scaling.py's second run takes the first run's time-cap verdicts from this file (see
+# scripts/sweep-scaling's second run takes the first run's time-cap verdicts from this file (see
 # earlier_verdicts): a pilot near the cap says "too slow" in one run and not in the other.
 VERDICTS_ENV = "XCORR_PEER_VERDICTS"
 CAP_REFUSAL = "too slow:"  # how the time cap's refusal opens (sweep_scaling finds the verdicts by it)
@@ -1344,7 +1344,7 @@ def earlier_verdicts(path: str | None) -> dict | None:
     ({case name as Case.name(): the message it was refused with}), or None where no file is given.
     The cap decides from one timed pilot call, so a case predicted near it (CuPy's 4096 pairs of
     64 x 64 at 2.05-2.5 s against 2 s) is refused in one run and measured in another: two runs that
-    a wall-clock comparison (scripts/sweep_scaling.py) needs doing the same work would not. With
+    a wall-clock comparison (scripts/sweep-scaling) needs doing the same work would not. With
     the verdicts, a case named in them is refused with the earlier message and every other case is
     measured without a pilot, whatever the time cap would say this time."""
     if not path:

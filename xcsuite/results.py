@@ -40,7 +40,7 @@ def load_results(path: Path) -> dict:
             return data
     bak = path.with_suffix(".json.bak")
     keep = f"restore it from {bak.name} (the copy --force kept)" if bak.exists() else "restore it from git"
-    raise ResultsError(f"{path}: {why}; {keep}, or move it aside and rerun scripts/run_experiments.py "
+    raise ResultsError(f"{path}: {why}; {keep}, or move it aside and rerun python -m xcsuite run-experiments "
                        f"{path.stem} --force to measure the experiment afresh")
 
 

@@ -146,7 +146,7 @@ def read_summary_csv(csv: Path, columns=COLUMNS) -> pd.DataFrame:
     (NaN where empty), booleans as bool. Anything else raises ResultsError naming the file, the column and the row,
     which the report commands print as one line and exit 2 (exit_2_on_bad_results)."""
     csv = Path(csv)
-    redo = "regenerate it from the results files with scripts/aggregate.py"
+    redo = "regenerate it from the results files with python -m xcsuite aggregate"
     try:
         df = pd.read_csv(csv, dtype={c: str for c in TEXT_COLUMNS}, keep_default_na=True)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
@@ -190,7 +190,7 @@ def read_summary_csv(csv: Path, columns=COLUMNS) -> pd.DataFrame:
 
 def load_summary(gpu_dir: Path) -> pd.DataFrame:
     """summary.csv of a GPU folder (read_summary_csv: checked); computed afresh, not written, when it
-    is missing or older than a results file (reading never writes: scripts/aggregate.py does)."""
+    is missing or older than a results file (reading never writes: python -m xcsuite aggregate does)."""
     gpu_dir = Path(gpu_dir)
     csv = gpu_dir / "summary.csv"
     jsons = list(gpu_dir.glob("*.json"))

@@ -567,7 +567,7 @@ def multigpu_markdown(batch: dict | None, sweep: dict | None) -> str:
                    + f" ({one['output_gb']:.3g} GB of results) on {n} x {batch['gpu']}"
                    f"{_driver(batch.get('nvidia_smi'))}, "
                    f"revision {str(batch['git_revision'])[:7]}, best of {batch['repeat']} "
-                   "(`scripts/batch_scaling.py`; floors: the GPUs copying the same bytes with nothing else running, "
+                   "(`scripts/batch-scaling`; floors: the GPUs copying the same bytes with nothing else running, "
                    "xcsuite/copy_ceiling.py):\n")
         out += [f"| result array | 1 GPU | {_gpus(n)} | speed-up | floor, 1 GPU | floor, {_gpus(n)} | "
                 "speed-up the floors allow |", "|---|---|---|---|---|---|---|"]
@@ -584,9 +584,9 @@ def multigpu_markdown(batch: dict | None, sweep: dict | None) -> str:
         n = len(sweep["gpus"])
         machines = len(sweep.get("machines") or [1])
         smi = sweep.get("nvidia_smi") or (sweep.get("groups") or [{}])[0].get("nvidia_smi")  # whole, or by group
-        out.append(f"The quick suite (`run_experiments.py --quick --force`) on 1 GPU and on {n} x "
+        out.append(f"The quick suite (`python -m xcsuite run-experiments --quick --force`) on 1 GPU and on {n} x "
                    f"{sweep['gpus'][0]}{_driver(smi)}, revision "
-                   f"{str(sweep['git_revision'])[:7]}, wall time (`scripts/sweep_scaling.py`"
+                   f"{str(sweep['git_revision'])[:7]}, wall time (`scripts/sweep-scaling`"
                    + (f", group by group, both runs of a group on one machine; {machines} machine(s)"
                       if sweep.get("by_group") else "") + "):\n")
         out += [f"| experiments | cases | 1 GPU | {_gpus(n)} | speed-up |", "|---|---|---|---|---|"]

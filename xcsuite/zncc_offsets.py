@@ -1,6 +1,6 @@
 """zncc on offset data (issue #65): where OpenCV's TM_CCOEFF_NORMED loses its digits and where xcorr
 does not. The inputs, the comparison with the float64 reference, the results file's stable text and
-the figure; scripts/zncc_offsets.py measures (GPU) and draws (anywhere).
+the figure; scripts/zncc-offsets measures (GPU) and draws (anywhere).
 
 The results live in results/<gpu>/accuracy/zncc_offsets.json, not beside the experiments' files:
 every results/<gpu>/*.json is read as an experiment's results file (aggregate, plot, merge), and

@@ -1,6 +1,6 @@
 // "auto" inside the library (not installed): the precision policy, the compact tables of measured
-// results (auto_table.cpp, generated in the build directory by scripts/gen_auto_table.py from the
-// committed lib/auto_tables/, which scripts/make_auto_table.py makes of results/<gpu>/summary.csv)
+// results (auto_table.cpp, generated in the build directory by scripts/auto-tables-cpp from the
+// committed lib/auto_tables/, which scripts/auto-tables makes of results/<gpu>/summary.csv)
 // and the cost model calibrated on them.
 #pragma once
 
@@ -64,7 +64,7 @@ extern const Model kModels[];
 extern const int kNumModels;
 }  // namespace autotab
 
-// Evaluation switches (xcorr explain, scripts/auto_report.py).
+// Evaluation switches (xcorr explain, scripts/auto-report).
 struct AutoOptions {
     bool leave_out_self = false;  // ignore the table's rows of exactly this problem (leave-one-out)
     bool model_only = false;      // as on a GPU without a table: the cost model alone

@@ -137,7 +137,7 @@ struct Variant {
     // than a tile still pays for the tile (register-tiled: 32 x 32 per warp). auto's cost model
     // (auto.cpp: work_units) rounds the window up to whole tiles; 1 x 1 where the work follows the
     // window's shifts exactly. The fit takes it from `xcorr list --json` as well
-    // (scripts/make_auto_table.py keeps it in harness/auto_tables/variants.json).
+    // (scripts/auto-tables keeps it in harness/auto_tables/variants.json).
     struct WorkTile {
         int dy = 1, dx = 1;
     } work_tile;

@@ -1147,7 +1147,7 @@ def _batched(left, right, out, stream, devices, chunk, split, **setup):
 
 # The last devices=/chunk= call's pieces [(device, first output, outputs, algorithm)] and each
 # device's phases in seconds [{device, start, setup, pipeline, teardown, finish}, with direct, reused
-# and split] (scripts/batch_scaling.py records them); None before the first. Module state: with calls from
+# and split] (scripts/batch-scaling records them); None before the first. Module state: with calls from
 # several threads, one of theirs.
 last_batch = None
 

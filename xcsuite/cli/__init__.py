@@ -44,7 +44,7 @@ IMPORT_NAMES = {"opencv_python_headless": "cv2", "pytest_xdist": "xdist", "meson
 
 def missing_requirement(command: str, error: ModuleNotFoundError) -> str | None:
     """What to do when the interpreter running a command or script lacks one of requirements.txt's
-    modules (a new user's `python3 scripts/plot.py` on a machine where scripts/setup-env made
+    modules (a new user's `python3 -m xcsuite plot` on a machine where scripts/setup-env made
     .venv/); None where the missing module is one of the repository's own."""
     from xcsuite.paths import ROOT as root
     top = (error.name or "").split(".")[0]

@@ -3,7 +3,7 @@ one row per configuration and experiment, with its parameters, the mean time per
 outlier removal (paper protocol), std, cv, time per FMA, FLOP/s and % of the FP32 peak;
 experiment_complete is false for the rows of an experiment whose run stopped part-way.
 
-    scripts/aggregate.py [GPU_DIR ...]      (default: every results/<gpu>/, quick runs excluded)
+    python -m xcsuite aggregate [GPU_DIR ...]      (default: every results/<gpu>/, quick runs excluded)
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ with the truth (the run fails if it does not match) and drawn like the paper's F
 Convention (docs/CONVENTIONS.md): C[y][x] = sum L[r+dy][c+dx] R[r][c] with dy = y - (hR-1),
 dx = x - (wR-1). A deformed tile with R[r][c] = L[r+a][c+b] peaks at (dy, dx) = (a, b).
 
-    scripts/application.py [--algorithm NAME|reference|scipy] [--patterns K] [--build DIR]
+    python -m xcsuite application [--algorithm NAME|reference|scipy] [--patterns K] [--build DIR]
 
 Default: on a GPU, multi-matrix-right+grouped-overlap with K = 50 (the paper's shape); without
 one, the float64 CPU reference of `xcorr run` with K = 1 (30 s), or, with no build either, scipy

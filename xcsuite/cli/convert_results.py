@@ -5,7 +5,7 @@ format 2 are written again only where this version stores less (a FLOPS counter 
 entry's fmas and time instead of stored). Reading needs no conversion (the scripts read format 1 too); this
 shrinks the files (results/nvidia-h200: 34 MB to 4 MB).
 
-    scripts/convert_results.py FILE.json ...
+    python -m xcsuite convert-results FILE.json ...
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ bars), the one-dimensional signals (bars with TFLOP/s, seed 004's rate beside th
 figure when results/ holds more than one GPU. PNG in plots/<gpu>/ (--pdf: a PDF beside each, not
 committed).
 
-    scripts/plot.py [GPU_DIR ...] [--only fig17,fig20] [--quick]
+    python -m xcsuite plot [GPU_DIR ...] [--only fig17,fig20] [--quick]
 
 Missing experiments, series or points are skipped with a warning; nothing here needs a GPU.
 """

@@ -1,11 +1,11 @@
 """Runs the experiment suite (experiments/*.py) with build/xcorr_bench under the paper's protocol
 and merges the results into results/<gpu>/<experiment>.json.
 
-    scripts/run_experiments.py [EXPERIMENT ...] [--quick] [--force] [--remeasure VARIANTS]
+    python -m xcsuite run-experiments [EXPERIMENT ...] [--quick] [--force] [--remeasure VARIANTS]
                                [--max-minutes M] [--build DIR] [--estimate] [--list]
 
 Protocol: 10 repetitions per case, each running back-to-back calls for >= 0.1 s of GPU time,
-every repetition kept (outliers are removed later, by scripts/aggregate.py). --quick: 3
+every repetition kept (outliers are removed later, by python -m xcsuite aggregate). --quick: 3
 repetitions of 0.01 s and no case above 1e11 FMAs per call (--max-fmas), written to
 results/<gpu>-quick/ so that smoke tests never mix with real results.
 
@@ -601,10 +601,10 @@ def parse_args(argv) -> argparse.Namespace:
     ap.add_argument("--assign", choices=["pool", "deal"], default="pool",
                     help="several GPUs: 'pool' (default) each GPU takes the next figure points as it runs short; "
                          "'deal' each GPU its share dealt by estimated cost before the run (the older way, kept "
-                         "for A/B runs on one machine: scripts/sweep_scaling.py --assign)")
+                         "for A/B runs on one machine: scripts/sweep-scaling --assign)")
     ap.add_argument("--shard", default=None, metavar="K/N",
                     help="only shard K of N (0 <= K < N) of the selected cases, dealt by estimated cost "
-                         "(scripts/slurm-sweep: one per task of a job array)")
+                         "(python -m xcsuite slurm-sweep: one per task of a job array)")
     ap.add_argument("--merge", nargs="+", default=None, metavar="DIR",
                     help="merge the results under DIR... (results roots or <gpu> folders, e.g. a sweep's shards) "
                          "into --results, and exit")
@@ -704,7 +704,7 @@ def measuring_gpu(args, env: dict | None = None) -> dict:
         # A switch (xcorr help, "environment") forces one of the library's rules: its timings are
         # an A/B's, not the library's, and would be filed as if they were.
         raise Stop(2, f"the library's switches are set ({ctx['xcorr_environment']}): the suite measures the "
-                      "library as it chooses; unset them (scripts/ab-bench compares a switch with the default)")
+                      "library as it chooses; unset them (scripts/dev/ab-bench compares a switch with the default)")
     return ctx
 
 

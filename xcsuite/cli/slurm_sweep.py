@@ -1,12 +1,12 @@
 """Runs a sweep as a Slurm job array: one shard of the cases per task, then a merge.
 
-    scripts/slurm-sweep [EXPERIMENT ...] --shards N --dir SWEEPDIR [--partition P] [--time HH:MM:SS]
+    python -m xcsuite slurm-sweep [EXPERIMENT ...] --shards N --dir SWEEPDIR [--partition P] [--time HH:MM:SS]
                         [--gres gpu:1] [--no-submit] [-- RUNNER OPTIONS ...]
 
 Writes SWEEPDIR/sweep.sbatch (an array of N tasks, each `--gres=gpu:1`, running
-`run_experiments.py EXPERIMENTS --shard $SLURM_ARRAY_TASK_ID/N --results SWEEPDIR/shard-K`: every
+`python -m xcsuite run-experiments EXPERIMENTS --shard $SLURM_ARRAY_TASK_ID/N --results SWEEPDIR/shard-K`: every
 task measures the cases whose cost-balanced shard is K, resumably, into a results root of its
-own) and SWEEPDIR/merge.sbatch (`run_experiments.py --merge SWEEPDIR/shard-* --results RESULTS`),
+own) and SWEEPDIR/merge.sbatch (`python -m xcsuite run-experiments --merge SWEEPDIR/shard-* --results RESULTS`),
 then submits the array and the merge with --dependency=afterany on it (the merge takes whatever
 finished; resubmitting the same command resumes the unfinished shards and merges again, which
 is idempotent). --no-submit writes the scripts and prints the sbatch commands only."""
@@ -69,7 +69,7 @@ def main(argv=None) -> int:
     d = Path(args.dir).resolve()
     build = Path(args.build).resolve()  # the tasks run from the repository root, not from here
     (d / "logs").mkdir(parents=True, exist_ok=True)
-    runner = [args.python, str(paths.ROOT / "scripts" / "run_experiments.py")]
+    runner = [args.python, "-m", "xcsuite", "run-experiments"]  # after the cd to the repository root
     q = shlex.join
     exps = [e for e in args.experiments]
     task = header(args, "xcorr-sweep", str(d / "logs" / "shard-%a.out")) + [

@@ -1,5 +1,0 @@
-#!/usr/bin/env python3
-"""python -m xcsuite table, from any directory: see xcsuite/cli/table.py."""
-import _xcsuite
-
-_xcsuite.run("table")
