@@ -8,7 +8,7 @@ from suite_helpers import ROOT, load_script, make_fake_build
 CASE = "variant=overlap-wise form=one-to-one hL=32 wL=32 hR=32 wR=32 nL=1 nR=1"
 
 
-ab = load_script("ab-bench")
+ab = load_script("dev/ab-bench")
 
 
 @pytest.fixture

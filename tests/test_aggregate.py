@@ -98,7 +98,7 @@ def test_a_case_it_cannot_read_stops_aggregate_with_one_line(tmp_path):
     case = next(iter(data["cases"].values()))
     case["reps"]["real_time"][3] = None
     (gpu / "fig22.json").write_text(json.dumps(data))
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "aggregate.py"), str(gpu)], capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "xcsuite", "aggregate", str(gpu)], capture_output=True,
                        text=True, cwd=ROOT)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, (r.returncode, r.stderr)
     assert "fig22.json" in r.stderr and "Traceback" not in r.stderr and not (gpu / "summary.csv").exists()
@@ -154,7 +154,7 @@ def test_a_failed_write_leaves_the_old_summary_whole(tmp_path):
     def small_files():
         resource.setrlimit(resource.RLIMIT_FSIZE, (len(whole) // 2, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
 
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "aggregate.py"), str(gpu)], capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "xcsuite", "aggregate", str(gpu)], capture_output=True,
                        text=True, cwd=ROOT, preexec_fn=small_files, timeout=300)
     assert r.returncode == 1 and r.stderr == f"aggregate: could not write {gpu / 'summary.csv'} (File too large); " \
         "the file before is kept\n", r.stderr  # one line, not an OSError traceback

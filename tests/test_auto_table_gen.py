@@ -19,11 +19,8 @@ SCRIPTS = ROOT / "scripts"
 
 
 def scripts_module(name):
-    sys.path.insert(0, str(SCRIPTS))
-    try:
-        return __import__(name)
-    finally:
-        sys.path.pop(0)
+    from suite_helpers import load_script
+    return load_script(name)
 
 
 # --- (a) the build generates the table -----------------------------------------------------------
@@ -99,7 +96,7 @@ def test_the_generator_refuses_a_folder_without_the_facts(tmp_path):
 def test_overlap_sum_in_closed_form_is_the_sum_over_shifts():
     """The generator sums a window's overlaps in closed form (a signal's millions of shifts one by
     one took the build minutes): the same integers as the sum shift by shift."""
-    gen = scripts_module("gen_auto_table")
+    gen = scripts_module("auto-tables-cpp")
     rng = random.Random(66)
     for _ in range(20000):
         m, n = rng.randint(1, 9), rng.randint(1, 9)
@@ -157,7 +154,7 @@ def test_make_auto_table_remakes_the_committed_data_from_a_build_without_any_sou
 
 def test_make_auto_table_opens_no_algorithm_source(tmp_path, monkeypatch):
     """In this process, with every open of a file under algorithms/ made to fail."""
-    mat = scripts_module("make_auto_table")
+    mat = scripts_module("auto-tables")
     real_open = open
 
     def guarded(path, *a, **kw):

@@ -109,9 +109,9 @@ def test_sigterm_keeps_the_finished_cases_and_a_rerun_completes(env):
     hang = cases_of("fig22")[-1].line()
     pidfile = env.tmp / "bench.pid"
     e = {**os.environ, "FAKE_HANG_ON": hang, "FAKE_PIDFILE": str(pidfile)}
-    proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "run_experiments.py"), "fig22", "--build",
+    proc = subprocess.Popen([sys.executable, "-m", "xcsuite", "run-experiments", "fig22", "--build",
                              str(env.build), "--results", str(env.results), "--no-progress"],
-                            env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     bench = None
     try:
         wait_for(lambda: pidfile.exists() or proc.poll() is not None, "the benchmark to hang")

@@ -58,7 +58,7 @@ def test_account_with_stalls_of_the_committed_h100_probe():
     kernels side by side, each with its warps an SM, instructions and top stalls, and the call's
     instructions at the best issue rate of its kernels."""
     probe = ROOT / "tests" / "fixtures" / "ncu-stalls-6d198ad"
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "ncu-fft-report"), str(probe),
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "dev" / "ncu-fft-report"), str(probe),
                         "--summary", str(ROOT / "results" / "nvidia-h100-80gb-hbm3" / "summary.csv")],
                        capture_output=True, text=True, check=True)
     sections = {s.split(":", 1)[0]: s for s in r.stdout.split("### ")[1:]}
@@ -72,7 +72,7 @@ def test_account_with_stalls_of_the_committed_h100_probe():
 
 
 def test_account_of_the_committed_probe():
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "ncu-fft-report"), str(PROBE),
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "dev" / "ncu-fft-report"), str(PROBE),
                         "--summary", str(ROOT / "results" / "nvidia-h200" / "summary.csv")],
                        capture_output=True, text=True, check=True)
     sections = r.stdout.split("### ")[1:]
@@ -87,7 +87,7 @@ def test_account_of_named_cases_with_windows_and_normalization():
     finds its summary row (the benchmark line), and the window crop's gather_flat_kernel, timed in
     a cropped raw call, counts among the call's kernels while the check's gather_kernel does not."""
     probe = ROOT / "tests" / "fixtures" / "ncu-strip-prepass-a38869d"
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "ncu-fft-report"), str(probe),
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "dev" / "ncu-fft-report"), str(probe),
                         "--summary", str(ROOT / "results" / "nvidia-h200" / "summary.csv")],
                        capture_output=True, text=True, check=True)
     sections = {s.split(":", 1)[0]: s for s in r.stdout.split("### ")[1:]}

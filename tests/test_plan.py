@@ -21,12 +21,8 @@ H200 = "NVIDIA H200"
 
 def auto_table_script():
     """scripts/auto-tables as a module (its fit and work units)."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import make_auto_table
-    finally:
-        sys.path.pop(0)
-    return make_auto_table
+    from suite_helpers import load_script
+    return load_script("auto-tables")
 SUMMARY = ROOT / "results" / "nvidia-h200" / "summary.csv"
 
 

@@ -475,7 +475,7 @@ def reproduce_experiment_step(tmp_path, quick="", exps="", maxmin="", rc=0):
     (tmp_path / "scripts" / "setup-env").write_text(f"echo setup-env >> {log}\n")
     py = tmp_path / "py"
     py.write_text(f'#!/bin/bash\nif [ "$1" = -c ]; then exec {sys.executable} "$@"; fi\necho "$*" >> {log}\n'
-                  f'[ "$1" != python -m xcsuite run-experiments ] || exit {rc}\n')
+                  f'[ "$3" != run-experiments ] || exit {rc}\n')
     py.chmod(0o755)
     script = (f'PY={py} build=build status=0 quick="{quick}" only="{exps}" exps="{exps}" maxmin="{maxmin}"\n'
               'set -euo pipefail\nsource step.sh\necho "status=$status"\n')
@@ -494,21 +494,21 @@ def test_reproduce_measures_auto_after_making_and_building_its_tables(tmp_path):
     early, late = suite.auto_order(suite.names())
     assert late == ["reductions"] and "table1" in early and "window_table" in early
     status, calls = reproduce_experiment_step(tmp_path / "all")
-    assert status == 0 and calls == [f"python -m xcsuite run-experiments --build build {','.join(early)}",
-                                     "python -m xcsuite aggregate", "scripts/auto-tables --build build",
-                                     "setup-env", "python -m xcsuite run-experiments --build build reductions"]
+    assert status == 0 and calls == [f"-m xcsuite run-experiments --build build {','.join(early)}",
+                                     "-m xcsuite aggregate", "scripts/auto-tables --build build",
+                                     "setup-env", "-m xcsuite run-experiments --build build reductions"]
     status, calls = reproduce_experiment_step(tmp_path / "budget", exps="piv,reductions", maxmin="5")
-    assert status == 0 and calls[0] == "python -m xcsuite run-experiments --build build --max-minutes 5 piv"
+    assert status == 0 and calls[0] == "-m xcsuite run-experiments --build build --max-minutes 5 piv"
     *_, flag, left, exp = calls[-1].split()
-    assert calls[1:4] == ["python -m xcsuite aggregate", "scripts/auto-tables --build build", "setup-env"]
+    assert calls[1:4] == ["-m xcsuite aggregate", "scripts/auto-tables --build build", "setup-env"]
     assert (flag, exp) == ("--max-minutes", "reductions") and 4.5 < float(left) <= 5  # what is left of it
     # one run where nothing measures auto, in quick mode (no tables from quick results), or when the
     # budget ran out first (rerun: the others are complete, the tables made, then the reductions)
-    assert reproduce_experiment_step(tmp_path / "piv", exps="piv")[1] == ["python -m xcsuite run-experiments --build build piv"]
+    assert reproduce_experiment_step(tmp_path / "piv", exps="piv")[1] == ["-m xcsuite run-experiments --build build piv"]
     assert reproduce_experiment_step(tmp_path / "q", quick="--quick")[1] == [
-        "python -m xcsuite run-experiments --quick --build build"]
+        "-m xcsuite run-experiments --quick --build build"]
     status, calls = reproduce_experiment_step(tmp_path / "out", maxmin="3", rc=4)
-    assert status == 4 and calls == [f"python -m xcsuite run-experiments --build build --max-minutes 3 {','.join(early)}"]
+    assert status == 4 and calls == [f"-m xcsuite run-experiments --build build --max-minutes 3 {','.join(early)}"]
 
 
 def reproduce_tail_step(tmp_path, status=0, maxmin="", gpus=2, sweep_rc=0):
@@ -718,7 +718,7 @@ def test_bench_summary_reads_aggregates_only_files():
     each case's mean, with its cv from the stddev row; before, such a file printed an empty table."""
     import subprocess
     src = ROOT / "tests" / "fixtures" / "bench-aggregates-only-d5197a9.json"  # a probe (probes-archive tag)
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench-summary"), str(src)], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "dev" / "bench-summary"), str(src)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     rows = [l.split() for l in r.stdout.splitlines()[2:]]
     data = json.loads(src.read_text())  # json.load(open(src)) left the file open (a ResourceWarning)

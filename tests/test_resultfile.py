@@ -140,11 +140,11 @@ def test_convert_results_rewrites_in_place_and_only_once(tmp_path):
     f = tmp_path / "nmn.json"
     f.write_text(FORMAT1[0].read_text())
     expected = rf.dumps(rf.from_google_merged(json.loads(f.read_text())))
-    cmd = [sys.executable, str(ROOT / "scripts" / "convert_results.py"), str(f)]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    cmd = [sys.executable, "-m", "xcsuite", "convert-results", str(f)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert f.read_text() == expected
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert r.returncode == 0 and "already" in r.stdout and f.read_text() == expected
     (tmp_path / "bad.json").write_text("[1]")
     r = subprocess.run(cmd[:2] + [str(tmp_path / "bad.json")], capture_output=True, text=True, timeout=120)
@@ -211,9 +211,9 @@ def test_convert_results_rewrites_a_format2_file_only_where_it_stores_flops(tmp_
         rec.setdefault("reps", {})["FLOPS"] = flops
     f = tmp_path / "old.json"
     f.write_text(rf.dumps(old))
-    convert = [sys.executable, str(ROOT / "scripts" / "convert_results.py"), str(f)]
+    convert = [sys.executable, "-m", "xcsuite", "convert-results", str(f)]
     before = f.stat().st_size
-    r = subprocess.run(convert, capture_output=True, text=True)
+    r = subprocess.run(convert, capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     got = json.loads(f.read_text())
     assert f.stat().st_size < before and all("FLOPS" in got["cases"][k]["derived"] for k in derived)
@@ -222,5 +222,5 @@ def test_convert_results_rewrites_a_format2_file_only_where_it_stores_flops(tmp_
             assert a.keys() == b.keys() and a["real_time"] == b["real_time"]
             assert a.get("FLOPS") == pytest.approx(b.get("FLOPS"), rel=rf.RATE_TOLERANCE)
     text = f.read_text()
-    r = subprocess.run(convert, capture_output=True, text=True)
+    r = subprocess.run(convert, capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0 and "already" in r.stdout and f.read_text() == text

@@ -375,9 +375,9 @@ def hung_runner(tmp_path, monkeypatch):
     started = []
 
     def start():
-        proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "run_experiments.py"), "fig22", "--build",
+        proc = subprocess.Popen([sys.executable, "-m", "xcsuite", "run-experiments", "fig22", "--build",
                                  str(build), "--results", str(results), "--no-progress"],
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         started.append(proc)
         wait_for(lambda: pidfile.exists() or proc.poll() is not None, "the benchmark to hang")
         assert proc.poll() is None, proc.communicate()

@@ -4,7 +4,7 @@ import shutil
 
 from suite_helpers import load_script
 
-sass_diff = load_script("sass-diff")
+sass_diff = load_script("dev/sass-diff")
 
 DUMP = """
 	code for sm_90a
