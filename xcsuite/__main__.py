@@ -8,8 +8,7 @@ from xcsuite.cli import COMMANDS, run, summary
 
 
 def usage() -> str:
-    lines = ["usage: python -m xcsuite <command> [args]   (or scripts/<command>.py [args]; slurm_sweep: "
-             "python -m xcsuite slurm-sweep)", "",
+    lines = ["usage: python -m xcsuite <command> [args]   (from the repository root; every command: docs/commands.md)", "",
              "commands (`python -m xcsuite <command> --help` describes one):"]
     for c in COMMANDS:
         text = textwrap.shorten(summary(c), 200)

@@ -8,15 +8,21 @@ import importlib.util
 import sys
 from pathlib import Path
 
-# In the order a full run uses them (scripts/reproduce).
-COMMANDS = ("run_experiments", "aggregate", "plot", "table", "claims", "anchors", "application", "convert_results",
-            "slurm_sweep")
+# In the order a full run uses them (scripts/reproduce). A command's name is kebab-case, like every
+# entry point's (docs/commands.md); its module is the name with underscores (run-experiments:
+# run_experiments.py).
+COMMANDS = ("run-experiments", "aggregate", "plot", "table", "claims", "anchors", "application", "convert-results",
+            "slurm-sweep")
+
+
+def module_of(command: str) -> str:
+    return f"{__name__}.{command.replace('-', '_')}"
 
 
 def summary(command: str) -> str:
     """The first line of a command's docstring, read without importing it (plot and application
     load matplotlib and scipy, too slow for --help)."""
-    origin = importlib.util.find_spec(f"{__name__}.{command}").origin
+    origin = importlib.util.find_spec(module_of(command)).origin
     with open(origin, encoding="utf-8") as f:
         doc = ast.get_docstring(ast.parse(f.read())) or ""
     return doc.split("\n\n")[0].replace("\n", " ")
@@ -25,11 +31,12 @@ def summary(command: str) -> str:
 def run(command: str, argv: list[str]) -> int:
     """Runs a command with its arguments; returns its exit status."""
     if command not in COMMANDS:
-        print(f"xcsuite: unknown command {command!r} (known: {', '.join(COMMANDS)})", file=sys.stderr)
+        spelled = f"; it is spelled {command.replace('_', '-')}" if command.replace("_", "-") in COMMANDS else ""
+        print(f"xcsuite: unknown command {command!r}{spelled} (known: {', '.join(COMMANDS)})", file=sys.stderr)
         return 2
     try:
         from xcsuite.paths import exit_status
-        return exit_status(importlib.import_module(f"{__name__}.{command}").main, command, argv)
+        return exit_status(importlib.import_module(module_of(command)).main, command, argv)
     except ModuleNotFoundError as e:
         message = missing_requirement(command, e)
         if message is None:
@@ -48,7 +55,7 @@ def missing_requirement(command: str, error: ModuleNotFoundError) -> str | None:
     .venv/); None where the missing module is one of the repository's own."""
     from xcsuite.paths import ROOT as root
     top = (error.name or "").split(".")[0]
-    ours = (root / top, root / "python" / top, root / "scripts" / f"{top}.py")  # xcsuite, xcorr, a script
+    ours = (root / top, root / "python" / top, root / "scripts" / top.replace("_", "-"))  # xcsuite, xcorr, a script
     if not top or any(p.exists() for p in ours):
         return None
     distributions = (line.split("#")[0].split(">")[0].split("=")[0].strip().lower().replace("-", "_")
