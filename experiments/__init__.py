@@ -2,15 +2,15 @@
 output-window experiments windows.py, piv.py, autocorr.py, window_table.py, and the normalized
 ones zncc_frames.py, zncc_match.py, zncc_autocorr.py, and the one-dimensional signals
 signals_seed004.py, signals_matched.py, signals_ambient.py, and the reductions of issue #67,
-reductions.py), each
-defining EXPERIMENT (see _spec.py). `load(name)` and `load_all()` find them; the order of
-`ORDER` is the order in which python -m xcsuite run-experiments runs them."""
+reductions.py), each defining EXPERIMENT (an Experiment of xcsuite/spec.py, the suite's data
+model; _windows.py and _signals.py hold series that several definitions share). `load(name)` and
+`load_all()` find them; the order of `ORDER` is the order in which python -m xcsuite run-experiments runs them."""
 from __future__ import annotations
 
 import importlib
 import pkgutil
 
-from ._spec import Experiment
+from xcsuite.spec import Experiment
 
 # The output-window experiments (issue #20): not the paper's evaluation. The pages that set our
 # results beside the paper's (claims, anchors) read every other experiment, and full outputs only.

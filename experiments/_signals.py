@@ -26,7 +26,7 @@ Not in any signal experiment (their docstrings repeat it where it applies):
 """
 from dataclasses import replace
 
-from experiments._spec import Series, Shape
+from xcsuite.spec import Series, Shape
 from experiments._windows import DIRECT_MAX_FMAS, LABELS as WINDOW_LABELS, SLOW_MAX_FMAS, series as window_series
 
 # The three experiments together are sized to at most 6 minutes of device time on an H200, about

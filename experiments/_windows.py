@@ -7,7 +7,7 @@ the others are left out with a reason, as an unsupported form is. The figures an
 experiments compare time per call + finish_time (fft's untimed crop to the output layout, 0 for
 the variants that time everything): metric "time_with_finish".
 """
-from experiments._spec import Series
+from xcsuite.spec import Series
 
 # This project's direct kernels (~1e13 FMA/s): at most ~30 ms per call. The crossover with FFT lies
 # one to two orders of magnitude below (an FFT of a 2048 x 2048 pair takes well under 1 ms), so

@@ -10,7 +10,7 @@ multiply-adds, ~38 s a call on an H100), far beyond its cap.
 fft-fused stops at 512 x 512 and small-direct at ~100: not here. Metric: time per call +
 finish_time (fft's untimed crop). A grouped bar chart: one group per S.
 """
-from experiments._spec import Experiment, Shape
+from xcsuite.spec import Experiment, Shape
 from experiments._windows import series
 
 SIZE = 2048

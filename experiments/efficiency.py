@@ -4,7 +4,7 @@ and size, as a percentage of the GPU's FP32 (non-tensor) FMA peak, 2 x FMAs / ti
 Derived from the measurements of table1 (one-to-one, one-to-many, n-to-m, sizes 16-512) and nmn
 (n-to-mn, including the real-data shape): it runs nothing of its own. fft is left out (it does
 not perform the FMAs the metric counts)."""
-from experiments._spec import Experiment
+from xcsuite.spec import Experiment
 
 EXPERIMENT = Experiment(
     name="efficiency",

@@ -7,7 +7,7 @@ Deviation: at 192 and 256 a call of 4000 copies would take seconds, so the copy 
 at SATURATED_MAX_FMAS per call (1564 copies at 192, 465 at 256); the GPU stays saturated and the
 metric (time per FMA) is unchanged. Set max_fmas=None in `saturated` for the paper's exact runs.
 """
-from experiments._spec import SIZES_ONE_TO_ONE, Experiment, Series, Shape, saturated
+from xcsuite.spec import SIZES_ONE_TO_ONE, Experiment, Series, Shape, saturated
 
 GROUPINGS = [(1, 1), (2, 2), (4, 4), (8, 8)]  # (overlaps, left rows)
 

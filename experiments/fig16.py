@@ -1,7 +1,7 @@
 """Fig. 16: split-row on one-to-one problems, rows per thread from 1 (finest) to n (no split, the
 plain warp-shuffle kernel); absolute times. Blocks of 4 warps, triangle work distribution (the
 paper's choice for its comparison; add a line with distribution=rectangle to compare)."""
-from experiments._spec import SIZES_ONE_TO_ONE, Experiment, Series, Shape
+from xcsuite.spec import SIZES_ONE_TO_ONE, Experiment, Series, Shape
 
 ROWS = ["1", "2", "4", "8", "16", "n"]
 

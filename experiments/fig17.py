@@ -7,7 +7,7 @@ Left panel: every algorithm; right panel: best definition-based (paper / new) vs
 Peer (issue #25): torch-fft, PyTorch's FFT correlation as a user writes it (xcsuite.peerbench), in
 the same runs; the comparison figure draws it beside fft, fft+plan and fft-fused.
 """
-from experiments._spec import (BASELINE_MAX_FMAS, NEW_MAX_FMAS, SIZES_FFT_CROSSING, SIZES_ONE_TO_ONE, Experiment,
+from xcsuite.spec import (BASELINE_MAX_FMAS, NEW_MAX_FMAS, SIZES_FFT_CROSSING, SIZES_ONE_TO_ONE, Experiment,
                                Series, Shape)
 from experiments._windows import series as peer
 

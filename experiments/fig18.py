@@ -1,7 +1,7 @@
 """Fig. 18: multi-matrix-right + grouped-overlap, one-to-many saturated with 4000 rights, time
 per FMA. Panels: right matrices per thread 1, 2, 4; lines: overlaps x left rows 1x1, 2x2, 4x4.
 Deviation: at 256 the right count is capped at SATURATED_MAX_FMAS per call (465 rights)."""
-from experiments._spec import SIZES_MANY, Experiment, Series, Shape, saturated
+from xcsuite.spec import SIZES_MANY, Experiment, Series, Shape, saturated
 
 EXPERIMENT = Experiment(
     name="fig18",

@@ -4,7 +4,7 @@ multi-matrix-both (4 x 4); lines: overlaps x left rows 1x1, 2x2, 4x4.
 Claim: both over right ~1.75x at the highest grouping (4x4), at every size.
 Deviation: the n-to-n count is capped at SATURATED_MAX_FMAS per call (a multiple of 4: 84-to-84
 at 128, 20-to-20 at 256); the GPU stays saturated and time per FMA is unchanged."""
-from experiments._spec import SIZES_MANY, Experiment, Series, Shape, saturated
+from xcsuite.spec import SIZES_MANY, Experiment, Series, Shape, saturated
 
 MODES = [  # panel, variant, extra parameters
     ("none (1 x 1)", "grouped-overlap", {}),

@@ -1,7 +1,7 @@
 """Fig. 22: multi-matrix-both without and with split-row (1 row per thread), 2-to-2 and 8-to-8;
 absolute times. Lines: left x right matrices per thread 1x1 and 4x4 (at most the counts).
 Claim: split-row ~5x faster at 16x16 (the best case), negligible for large sizes."""
-from experiments._spec import SIZES_MANY, Experiment, Series, Shape, clamp_to_count
+from xcsuite.spec import SIZES_MANY, Experiment, Series, Shape, clamp_to_count
 
 MM = [1, 4]  # the instantiated lefts/rights values (at most the counts)
 

@@ -7,7 +7,7 @@ in the paper's figure, added for the speedups) stops at BASELINE_MAX_FMAS.
 Peer (issue #25): torch-fft, PyTorch's FFT correlation as a user writes it (xcsuite.peerbench), in
 the same runs; the comparison figure draws it beside fft, fft+plan and fft-fused.
 """
-from experiments._spec import (BASELINE_MAX_FMAS, DEFINITION_MAX_FMAS, NEW_MAX_FMAS, SIZES_FFT_CROSSING, SIZES_MANY,
+from xcsuite.spec import (BASELINE_MAX_FMAS, DEFINITION_MAX_FMAS, NEW_MAX_FMAS, SIZES_FFT_CROSSING, SIZES_MANY,
                                Experiment, Series, Shape, clamp_to_count)
 from experiments._windows import series as peer
 

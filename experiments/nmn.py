@@ -10,7 +10,7 @@ Lines: multi-matrix-right launched as one grid with an extra index, or as one-to
 Peer (issue #25): torch-fft, PyTorch's FFT correlation as a user writes it (xcsuite.peerbench), in
 the same runs.
 """
-from experiments._spec import SIZES_MANY, Experiment, Series, Shape, clamp_to_count
+from xcsuite.spec import SIZES_MANY, Experiment, Series, Shape, clamp_to_count
 from experiments._windows import series as peer
 
 PACKAGE_SHAPES = [(2, 8), (4, 16), (8, 32), (100, 4000)]  # (nL, nR)

@@ -10,7 +10,7 @@ counts, register-tiled and small-direct over their tile sizes (the application's
 matters), the others at their defaults. Metric: time per call + finish_time (fft's untimed crop). A
 bar per series.
 """
-from experiments._spec import Experiment, Shape
+from xcsuite.spec import Experiment, Shape
 from experiments._windows import peer_series, series
 
 PAIRS, SEARCH, INTERROGATION = 3969, 64, 32

@@ -26,7 +26,7 @@ Quick (smoke) run: python -m xcsuite run-experiments reductions --quick --max-fm
 the 2000-template one; --quick's default cap of 1e11 direct-equivalent FMAs would keep only PIV and
 ZNCC).
 """
-from experiments._spec import Experiment, Series, Shape
+from xcsuite.spec import Experiment, Series, Shape
 
 PIV_PAIRS, PIV_SIDE, PIV_SHIFT = 8192, 32, 8
 NTOM, NTOM_SIDE = 32, 256

@@ -21,7 +21,7 @@ Device time (xcsuite/cost.py's model, full protocol, H200): about 47 s for 7 cas
 call, the tensor-hankel series at the model's hopper rate).
 """
 from experiments._signals import long_signal_series, signal
-from experiments._spec import Experiment
+from xcsuite.spec import Experiment
 
 STATIONS = 64
 SAMPLES = 144_000  # one hour at 40 Hz

@@ -29,7 +29,7 @@ call, the tensor-hankel series at the model's hopper rate; most of it the model'
 inputs and the 10 GB output, ~10 s a case).
 """
 from experiments._signals import long_signal_series, signal
-from experiments._spec import Experiment
+from xcsuite.spec import Experiment
 
 TEMPLATES, TEMPLATE = 300, 600  # 6 s at 100 Hz
 TRACE = 8_640_000  # one day at 100 Hz

@@ -31,7 +31,7 @@ and one that runs the single shift row at 1/64 of its rate (register-tiled: ~94 
 about 1 s.
 """
 from experiments._signals import SEED004_LABEL, SEED004_TFLOPS, series, signal
-from experiments._spec import Experiment
+from xcsuite.spec import Experiment
 
 TEMPLATES, TEMPLATE = 16, 256
 SHIFTS = 4_320_000

@@ -14,7 +14,7 @@ Caps, to keep the sweep to about half an hour of GPU time:
 - the small-size kernels (warp-per-overlap, block-per-overlap) stop at 256 (on the H200 they are
   already 4x slower than grouped-overlap at 256, docs/ANCHORS.md).
 """
-from experiments._spec import (DEFINITION_MAX_FMAS, NEW_MAX_FMAS, SIZES_TABLE, Experiment, Series, Shape,
+from xcsuite.spec import (DEFINITION_MAX_FMAS, NEW_MAX_FMAS, SIZES_TABLE, Experiment, Series, Shape,
                                clamp_to_count)
 
 ROWS = [("one-to-one", 1, 1), ("one-to-many", 1, 2), ("one-to-many", 1, 8), ("one-to-many", 1, 32),

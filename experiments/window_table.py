@@ -10,7 +10,7 @@ Metric: time per call + finish_time (fft's untimed crop). Direct kernels skip ca
 FMAs (full and same from 1024, valid at 2048: FFT is faster there by far more than 10x).
 python -m xcsuite table writes results/<gpu>/window_table.md and plots/<gpu>/window_table.png.
 """
-from experiments._spec import Experiment, Shape
+from xcsuite.spec import Experiment, Shape
 from experiments._windows import series
 
 SIZES = (64, 128, 256, 512, 1024, 2048)

@@ -14,7 +14,7 @@ Caps: direct kernels at most 3e11 FMAs per call (~30 ms, one to two orders of ma
 crossover), the baseline and CuPy 2e10, CuPy also 1e11 counted as the full output it computes and
 crops (the 256 panel and the batch, not 1024 and 2048); fft-fused up to N = 512, small-direct up to 96.
 """
-from experiments._spec import Experiment, Shape
+from xcsuite.spec import Experiment, Shape
 from experiments._windows import series
 
 ONE_TO_ONE_SIZES = (256, 1024, 2048)

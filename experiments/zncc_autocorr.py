@@ -11,7 +11,7 @@ max-shift window and run one-to-one 2048 x 2048, at their defaults: register-til
 kernel) and computes no normalization. Metric: time per call + finish_time; per series its raw and
 zero-lag bars and their ratio.
 """
-from experiments._spec import Experiment, Shape
+from xcsuite.spec import Experiment, Shape
 from experiments._windows import normalized_series
 
 SIZE, MAX_SHIFT = 2048, 64

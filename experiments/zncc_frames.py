@@ -13,7 +13,7 @@ avg_pool2d / conv2d box sums), in both halves too; cupy-correlate2d computes no 
 Metric: time per call + finish_time; a panel per template, per series its raw and ZNCC bars and
 their ratio.
 """
-from experiments._spec import Experiment, Shape
+from xcsuite.spec import Experiment, Shape
 from experiments._windows import normalized_series
 
 FRAMES, FRAME = 1000, 256  # FRAME: this experiment's choice (seed 003 gives none)

@@ -17,7 +17,7 @@ image through ctypes, the means subtracted first), under the same 3e11 cap (its 
 far as is known); left out with a reason where NPP does not load. Metric: time per call +
 finish_time against the template's side, a line per series, a panel per image.
 """
-from experiments._spec import Experiment, Shape
+from xcsuite.spec import Experiment, Shape
 from experiments._windows import DIRECT_MAX_FMAS, normalized_series, series
 
 IMAGES = (1024, 4096)

@@ -29,7 +29,7 @@ it sleeps FAKE_PEER_SETUP seconds per case (the set-up) and then FAKE_SLEEP hold
 (xcsuite/peerturn.py), appending "start end device turn-file" to FAKE_PEER_TURN_LOG.
 Windows (window=, max_shift=, shifts=) as xcorr_bench takes them: a window the variant does not
 declare is refused (exit 2); a windowed case is named with /shifts:DY0:DY1,DX0:DX1 after nR and
-carries the counters dy0 dy1 dx0 dx1, its fmas the window's (resolved by experiments._spec.Shape).
+carries the counters dy0 dy1 dx0 dx1, its fmas the window's (resolved by xcsuite.spec.Shape).
 normalize=none|zncc|zero-lag as xcorr_bench takes it (any variant, form and window; another value
 exits 2): a normalized case is named with /norm:MODE after the shifts segment and takes longer
 (the normalization's means, sums and epilogue around the raw run); the peerbench role takes the
@@ -45,7 +45,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from experiments._spec import NORMALIZATIONS, Shape, supports_window  # noqa: E402  (the repository root is not installed)
+from xcsuite.spec import NORMALIZATIONS, Shape, supports_window  # noqa: E402  (the repository root is not installed)
 from xcsuite import peerturn  # noqa: E402
 
 WINDOW_KEYS = ("window", "max_shift", "shifts")

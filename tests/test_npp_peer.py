@@ -19,7 +19,7 @@ from fake_xcorr import PEERS
 from suite_helpers import ROOT, suite_registry
 
 import experiments as suite
-from experiments._spec import expand
+from xcsuite.spec import expand
 from experiments._windows import LABELS
 from xcsuite import peerbench as pb
 from xcsuite.cli.plot import VARIANT_COLORS

@@ -19,7 +19,7 @@ import xcorr_np
 from scipy.signal import correlate2d
 from suite_helpers import ROOT, clear_fake_env, log_lines, make_fake_build
 
-from experiments._spec import Case, Experiment, Series, Shape, case_key
+from xcsuite.spec import Case, Experiment, Series, Shape, case_key
 from xcsuite import peerbench as pb
 from xcsuite.benchjson import entry_key, parse_run_name
 from xcsuite.cli import run_experiments as rx
@@ -364,7 +364,7 @@ def test_normalized_cases_names_keys_and_refusals():
     assert c.normalize == "zncc" and c.name() == ("torch-fft/n-to-m/hL:256/wL:256/hR:23/wR:21/nL:10/nR:1"
                                                   "/shifts:-16:16,-16:16/norm:zncc")
     assert c.fmas == 10 * pb.window_fmas(c.window, 256, 256, 23, 21)  # the raw window's, as xcorr_bench's
-    # the identity the suite gives the same shape (experiments/_spec.py Case.key), from the entry's name
+    # the identity the suite gives the same shape (xcsuite/spec.py Case.key), from the entry's name
     shape = Shape("n-to-m", 256, 256, 23, 21, 10, 1, window="max_shift=16", normalize="zncc")
     r = {"iterations": 4, "real_time": 1e-4, "total": 4e-4, "batch": 8, "err": 3e-7, "samples": 10890}
     e = pb.entry(c, pb.Options(), 0, 0, r, pb.label(c))

@@ -9,7 +9,7 @@ import scipy.signal
 from suite_helpers import suite_registry  # noqa: F401  (puts the repository root on the path)
 
 import experiments as suite
-from experiments._spec import expand
+from xcsuite.spec import expand
 from experiments import reductions as exp
 from xcsuite import reduce_peers, resultfile
 from xcsuite.benchjson import entry_key
@@ -127,7 +127,7 @@ def fake_results(times_us: dict, mem: dict | None = None) -> dict:
     cases = {}
     for (group, variant), us in times_us.items():
         s = shapes[group]
-        from experiments._spec import Case
+        from xcsuite.spec import Case
         c = Case(variant, s, (("reduce", exp.REDUCE[group]),))
         same = {"time_unit": "us", "iterations": 3}
         if mem and (group, variant) in mem:

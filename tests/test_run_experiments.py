@@ -15,7 +15,7 @@ from suite_helpers import ROOT, clear_fake_env, fake_bench_env, log_lines, make_
 from xcsuite import gpulock
 from xcsuite.cli import run_experiments as rx
 from xcsuite.resultfile import entries_of, line_of, write_atomic
-from experiments._spec import expand
+from xcsuite.spec import expand
 import experiments as suite
 
 

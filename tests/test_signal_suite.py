@@ -16,7 +16,7 @@ from suite_helpers import log_lines, quick_suite_env, suite_registry
 
 import experiments as suite
 from experiments import _signals as sig
-from experiments._spec import Experiment, Series, expand, overlap_total, supports_window
+from xcsuite.spec import Experiment, Series, expand, overlap_total, supports_window
 from xcsuite.cli import plot
 from xcsuite.cli import run_experiments as rx
 from xcsuite.cost import call_seconds, case_seconds

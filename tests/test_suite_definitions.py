@@ -6,7 +6,7 @@ from fake_xcorr import PEERS
 from suite_helpers import ROOT, suite_registry
 
 import experiments as suite
-from experiments._spec import (MAX_FULL_GRID, SATURATED_MAX_FMAS, Experiment, Series, Shape, case_key, clamp_to_count,
+from xcsuite.spec import (MAX_FULL_GRID, SATURATED_MAX_FMAS, Experiment, Series, Shape, case_key, clamp_to_count,
                                expand)
 from xcsuite.benchjson import parse_run_name
 

@@ -15,7 +15,7 @@ from suite_helpers import log_lines, quick_suite_env, suite_registry
 from xcorr_np import crop
 
 import experiments as suite
-from experiments._spec import (Case, Experiment, Series, Shape, case_key, expand, full_shifts, supports_window,
+from xcsuite.spec import (Case, Experiment, Series, Shape, case_key, expand, full_shifts, supports_window,
                                window_is)
 from xcsuite import resultfile as rf
 from xcsuite.benchjson import entry_key, parse_bench_name

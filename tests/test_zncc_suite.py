@@ -10,7 +10,7 @@ from fake_xcorr import PEERS
 from suite_helpers import log_lines, quick_suite_env, suite_registry
 
 import experiments as suite
-from experiments._spec import Case, Experiment, Series, Shape, expand
+from xcsuite.spec import Case, Experiment, Series, Shape, expand
 from xcsuite import resultfile as rf
 from xcsuite.benchjson import entry_key, parse_bench_name
 from xcsuite.cli import plot

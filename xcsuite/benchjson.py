@@ -9,7 +9,7 @@ import json
 import re
 from pathlib import Path
 
-from experiments._spec import FORMS, case_key
+from xcsuite.spec import FORMS, case_key
 
 DIM_KEYS = ("hL", "wL", "hR", "wR", "nL", "nR")
 # Google Benchmark appends these after the parameters (in this order: min_time, min_warmup_time,

@@ -4,7 +4,7 @@ ANCHORS.md (the paper's kernels measured there), discounted for unfavourable tun
 the slow side. The repetition protocol sets a floor: every repetition runs >= min_time."""
 from __future__ import annotations
 
-from experiments._spec import Case
+from xcsuite.spec import Case
 from xcsuite.peerbench import CHECK_SAMPLES, FULL_CHECK_FMAS_CPU, cpu_reference_fmas  # the peers' check
 
 LAUNCH_S = 5e-6

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments._spec import WINDOW_KINDS, Experiment, expand
+from xcsuite.spec import WINDOW_KINDS, Experiment, expand
 from xcsuite import resultfile
 from xcsuite.results import load_results
 

@@ -110,7 +110,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments._spec import (WINDOW_MODES, full_shifts, overlap_total, parse_window, same_shifts,
+from xcsuite.spec import (WINDOW_MODES, full_shifts, overlap_total, parse_window, same_shifts,
                               valid_shifts)
 from xcsuite import peerturn
 
@@ -228,7 +228,7 @@ def registry() -> list[dict]:
     return out + reduce_peers.registry()
 
 
-# --- windows: experiments/_spec.py's parsing and named rectangles (lib/core.cpp's, in Python) --
+# --- windows: xcsuite/spec.py's parsing and named rectangles (lib/core.cpp's, in Python) --
 
 full_window = full_shifts
 same_window = same_shifts

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments._spec import Shape, case_key
+from xcsuite.spec import Shape, case_key
 from xcsuite import paths
 
 FORMAT = "xcsuite-results/2"
@@ -246,7 +246,7 @@ class Member:
 
 
 def encode_members(members) -> list[dict]:
-    """The "members" of a results file from the runner's expansion (experiments._spec.Member)."""
+    """The "members" of a results file from the runner's expansion (xcsuite.spec.Member)."""
     return [{"panel": m.panel, "series": m.series.label, "group": m.group,
              "shape": {"form": m.shape.form, **{k: getattr(m.shape, k) for k in DIM_KEYS}, "group": m.shape.group,
                        **({"window": m.shape.window} if m.shape.window != "full" else {}),

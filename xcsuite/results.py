@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments._spec import expand, within_cap
+from xcsuite.spec import expand, within_cap
 from xcsuite import paths, resultfile
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments._spec import Shape, count_label
+from xcsuite.spec import Shape, count_label
 from xcsuite import paths
 from xcsuite.benchjson import parse_label, seconds
 from xcsuite.resultfile import STATUSES, dims_of, entries_of, window_of

@@ -7,7 +7,7 @@ import re
 
 import pandas as pd
 
-from experiments._spec import SIZES_TABLE
+from xcsuite.spec import SIZES_TABLE
 
 ROWS = ["1-to-1", "1-to-2", "1-to-8", "1-to-32", "2-to-2", "8-to-8", "32-to-32"]
 COLUMNS = list(SIZES_TABLE)

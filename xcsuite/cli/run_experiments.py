@@ -62,7 +62,7 @@ from xcsuite import resultfile
 
 import experiments as suite
 from experiments import selected as selected_experiments  # not through suite: tests replace it with a fake suite
-from experiments._spec import expand, within_cap
+from xcsuite.spec import expand, within_cap
 
 PROTOCOL = {"repetitions": 10, "min_time_s": 0.1}
 QUICK_PROTOCOL = {"repetitions": 3, "min_time_s": 0.01}
