@@ -11,12 +11,16 @@ import pytest
 from conftest import ROOT, one_line_error, run
 from suite_helpers import make_fake_build
 
+from xcsuite.cli import COMMANDS
+
 SCRIPTS = ROOT / "scripts"
 REPORTS = ("aggregate", "claims", "anchors", "table", "plot")
 
 
 def script(name, *args, env=None, timeout=300):
-    return run([sys.executable, str(SCRIPTS / name), *map(str, args)], cwd=ROOT, timeout=timeout,
+    """scripts/NAME (dev/NAME: scripts/dev/), or the xcsuite command NAME as python -m xcsuite NAME."""
+    cmd = ["-m", "xcsuite", name] if name in COMMANDS else [str(SCRIPTS / name)]
+    return run([sys.executable, *cmd, *map(str, args)], cwd=ROOT, timeout=timeout,
                env={**os.environ, **(env or {})})
 
 
@@ -86,14 +90,14 @@ def test_a_report_refuses_a_folder_without_results(tool, folder, tmp_path):
     d = tmp_path / "nonexistent"
     if folder == "empty":
         d.mkdir()
-    r = script(f"{tool}.py", d, env={"XCORR_PLOTS": str(tmp_path / "plots")})
+    r = script(tool, d, env={"XCORR_PLOTS": str(tmp_path / "plots")})
     one_line_error(r, 2, f"{tool}: {d}: ", "no such folder" if folder == "missing" else "not a GPU's results folder")
     assert not (tmp_path / "plots").exists()
     assert folder == "missing" or not list(d.iterdir())
 
 
 def test_plot_refuses_an_unknown_experiment(tmp_path):
-    r = script("plot.py", "--only", "fig17,nosuch", env={"XCORR_PLOTS": str(tmp_path / "plots")})
+    r = script("plot", "--only", "fig17,nosuch", env={"XCORR_PLOTS": str(tmp_path / "plots")})
     usage_error(r, "--only", "unknown experiment 'nosuch'", "fig17, ")
     assert not (tmp_path / "plots").exists()
 
@@ -101,7 +105,7 @@ def test_plot_refuses_an_unknown_experiment(tmp_path):
 @pytest.mark.parametrize("only", ["", " , "])
 def test_plot_refuses_an_empty_only(only, tmp_path):
     """`--only ''` (an unset shell variable) drew every figure of every GPU."""
-    r = script("plot.py", "--only", only, env={"XCORR_PLOTS": str(tmp_path / "plots")})
+    r = script("plot", "--only", only, env={"XCORR_PLOTS": str(tmp_path / "plots")})
     usage_error(r, "--only: no experiment named")
     assert not r.stdout and not (tmp_path / "plots").exists()
 
@@ -111,7 +115,7 @@ def test_ncu_account_refuses_a_folder_without_profiles(folder, tmp_path):
     d = tmp_path / "nonexistent"
     if folder == "empty":
         d.mkdir()
-    r = script("ncu-fft-report", d)
+    r = script("dev/ncu-fft-report", d)
     one_line_error(r, 2, f"ncu_account: {d}: ", "no such folder" if folder == "missing" else "no ncu-*.csv")
     assert not r.stdout
 
@@ -124,7 +128,7 @@ def test_ncu_account_refuses_a_csv_that_is_no_profile_and_prints_nothing(content
     d = tmp_path / "probe"
     shutil.copytree(ROOT / "tests" / "fixtures" / "ncu-fft-6a5b521", d)
     (d / "ncu-zz.csv").write_text(content)
-    r = script("ncu-fft-report", d, "--reduced", tmp_path / "reduced")
+    r = script("dev/ncu-fft-report", d, "--reduced", tmp_path / "reduced")
     one_line_error(r, 2, f"ncu_account: {d / 'ncu-zz.csv'}: ", needle)
     assert not r.stdout and not (tmp_path / "reduced").exists()
 
@@ -137,7 +141,7 @@ def test_auto_report_without_a_build_or_a_summary(tmp_path):
     one_line_error(r, 2, f"{tmp_path / 'no-build' / 'xcorr'} is missing", "build first")
     build = make_fake_build(tmp_path / "build")
     r = script("auto-report", "--build", build, "--gpu-dir", tmp_path, "--out", out)
-    one_line_error(r, 2, f"{tmp_path / 'summary.csv'} is missing", "aggregate.py")
+    one_line_error(r, 2, f"{tmp_path / 'summary.csv'} is missing", "xcsuite aggregate")
     assert not out.exists()
 
 
@@ -162,18 +166,18 @@ def test_auto_report_leaves_the_committed_report_to_a_build_of_every_variant(tmp
 @pytest.mark.parametrize("patterns", ["0", "-3"])
 def test_application_refuses_fewer_than_one_pattern(patterns, tmp_path):
     """-3 raised a traceback; 0 quietly ran the default 50 patterns (`args.patterns or 50`)."""
-    r = script("application.py", "--algorithm", "scipy", "--patterns", patterns, "--out", tmp_path / "out")
+    r = script("application", "--algorithm", "scipy", "--patterns", patterns, "--out", tmp_path / "out")
     usage_error(r, f"--patterns must be at least 1, not {patterns}")
     assert not r.stdout and not (tmp_path / "out").exists()
 
 
 def test_bench_summary_help_and_unreadable_files(tmp_path):
-    r = script("bench-summary", "--help")
+    r = script("dev/bench-summary", "--help")
     assert r.returncode == 0 and r.stdout.startswith("usage: bench-summary") and "Google Benchmark JSON" in r.stdout
     missing = tmp_path / "missing.json"
-    one_line_error(script("bench-summary", missing), 2, f"bench-summary: {missing}: No such file")
+    one_line_error(script("dev/bench-summary", missing), 2, f"bench-summary: {missing}: No such file")
     (tmp_path / "bad.json").write_text("{ not json")
-    one_line_error(script("bench-summary", tmp_path / "bad.json"), 2, "not a benchmark JSON file")
+    one_line_error(script("dev/bench-summary", tmp_path / "bad.json"), 2, "not a benchmark JSON file")
 
 
 @pytest.mark.parametrize("content, needle", [
@@ -191,7 +195,7 @@ def test_bench_summary_refuses_what_is_no_google_benchmark_json(content, needle,
     f = ROOT / "results" / "nvidia-h200" / "fig17.json" if content == "results" else tmp_path / "f.json"
     if content != "results":
         f.write_text(json.dumps(content))
-    r = script("bench-summary", f)
+    r = script("dev/bench-summary", f)
     one_line_error(r, 2, f"bench-summary: {f}: ", needle)
     assert not r.stdout
 
@@ -205,7 +209,7 @@ def test_sass_diff_without_cuobjdump(args, tmp_path):
     (tmp_path / "BASELINE").mkdir()
     (tmp_path / "bin").mkdir()  # a PATH without cuobjdump
     args = [str(tmp_path / a) if a == "BASELINE" else a for a in args]
-    r = script("sass-diff", *args, "--build", tmp_path / "build", env={"PATH": str(tmp_path / "bin")})
+    r = script("dev/sass-diff", *args, "--build", tmp_path / "build", env={"PATH": str(tmp_path / "bin")})
     one_line_error(r, 2, "sass-diff: cuobjdump is not on PATH", "CUDA toolkit")
 
 
@@ -213,7 +217,7 @@ def test_python_overhead_without_torch(tmp_path):
     """Without PyTorch (a torch that cannot be imported shadows any installed one): one line."""
     (tmp_path / "torch").mkdir()
     (tmp_path / "torch" / "__init__.py").write_text('raise ImportError("No module named \'torch\' (hidden by the test)")\n')
-    r = script("python-overhead", env={"PYTHONPATH": str(tmp_path)})
+    r = script("dev/python-overhead", env={"PYTHONPATH": str(tmp_path)})
     one_line_error(r, 2, "python_overhead: needs PyTorch", "hidden by the test")
     assert not r.stdout
 
@@ -228,7 +232,7 @@ def test_slurm_sweep_refuses_an_unknown_experiment(tmp_path):
 
 def test_run_experiments_exits_2_for_an_unknown_experiment(tmp_path):
     """A usage error like the others (it exited 1)."""
-    r = script("run_experiments.py", "fig17,fig99", "--build", make_fake_build(tmp_path / "build"),
+    r = script("run-experiments", "fig17,fig99", "--build", make_fake_build(tmp_path / "build"),
                "--results", tmp_path / "results")
     one_line_error(r, 2, "run_experiments: unknown experiment 'fig99' (known: fig15, ")
     assert not (tmp_path / "results").exists()
@@ -238,7 +242,7 @@ def test_run_experiments_merge_of_folders_without_results(tmp_path):
     """It exited 0 and said nothing (python -m xcsuite slurm-sweep's merge job after shards that all failed)."""
     for k in (0, 1):
         (tmp_path / f"shard-{k}").mkdir()
-    r = script("run_experiments.py", "--merge", tmp_path / "shard-0", tmp_path / "shard-1", "--results", tmp_path / "results")
+    r = script("run-experiments", "--merge", tmp_path / "shard-0", tmp_path / "shard-1", "--results", tmp_path / "results")
     one_line_error(r, 2, f"run_experiments: --merge: no results files in {tmp_path / 'shard-0'}, {tmp_path / 'shard-1'}",
                    "nothing to merge")
     assert not r.stdout and not (tmp_path / "results").exists()
@@ -251,12 +255,12 @@ def test_run_experiments_estimate_refuses_a_file_that_is_no_registry(content, ne
     f = tmp_path / "registry.json"
     if content is not None:
         f.write_text(content)
-    r = script("run_experiments.py", "fig17", "--estimate", "--registry", f)
+    r = script("run-experiments", "fig17", "--estimate", "--registry", f)
     one_line_error(r, 2, f"run_experiments: --registry {f}: ", needle)
 
 
 def test_run_experiments_estimate_takes_the_registry_a_results_file_recorded(tmp_path):
-    r = script("run_experiments.py", "windows", "--quick", "--estimate", "--registry",
+    r = script("run-experiments", "windows", "--quick", "--estimate", "--registry",
                ROOT / "results" / "nvidia-h200" / "windows.json")
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert [l for l in r.stdout.splitlines() if l.startswith("windows ")], r.stdout
@@ -267,7 +271,7 @@ def test_run_experiments_estimate_takes_the_registry_a_results_file_recorded(tmp
                                            ("abc", "not a number: 'abc'")])
 def test_run_experiments_refuses_a_limit_of_zero_or_less(option, value, needle, tmp_path):
     """--max-minutes 0 (and --max-fmas 0) meant no limit, -1 stopped at once or selected nothing."""
-    r = script("run_experiments.py", "fig17", option, value, "--build", make_fake_build(tmp_path / "build"),
+    r = script("run-experiments", "fig17", option, value, "--build", make_fake_build(tmp_path / "build"),
                "--results", tmp_path / "results")
     usage_error(r, f"argument {option}: ", needle)
     assert not r.stdout and not (tmp_path / "results").exists()
@@ -280,20 +284,20 @@ def test_ncu_fft_account_help_and_a_missing_cases_file_come_before_the_build(tmp
     so that the old script did not build either.)"""
     env = {"OUT": str(tmp_path / "out"), "XCORR_BUILD": str(make_fake_build(tmp_path / "build"))}
     for flag in ("--help", "-h"):
-        r = run([str(SCRIPTS / "ncu-fft-profile"), flag], cwd=tmp_path, env={**os.environ, **env}, timeout=60)
+        r = run([str(SCRIPTS / "dev" / "ncu-fft-profile"), flag], cwd=tmp_path, env={**os.environ, **env}, timeout=60)
         assert r.returncode == 0 and r.stdout.startswith("usage: scripts/dev/ncu-fft-profile [CASES_FILE]"), r
         assert "Nsight Compute" in r.stdout and not r.stderr
-    r = run([str(SCRIPTS / "ncu-fft-profile"), "no-cases.txt"], cwd=tmp_path, env={**os.environ, **env}, timeout=60)
+    r = run([str(SCRIPTS / "dev" / "ncu-fft-profile"), "no-cases.txt"], cwd=tmp_path, env={**os.environ, **env}, timeout=60)
     one_line_error(r, 2, "ncu-fft-profile: no-cases.txt: no such cases file")
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("name,doc_of", [("ab-bench", "scripts/dev/ab-bench"), ("batch-scaling", "scripts/batch-scaling"),
-                                         ("table.py", "xcsuite/cli/table.py"),
+@pytest.mark.parametrize("name,doc_of", [("dev/ab-bench", "scripts/dev/ab-bench"), ("batch-scaling", "scripts/batch-scaling"),
+                                         ("table", "xcsuite/cli/table.py"),
                                          ("sweep-scaling", "scripts/sweep-scaling")])
 def test_help_holds_the_whole_description(name, doc_of):
     """Their --help stopped mid-sentence (the docstring's first line, or its first paragraph, which
-    ends on "Four readings:" in table.py): every paragraph of the docstring is in it now."""
+    ends on "Four readings:" in table): every paragraph of the docstring is in it now."""
     r = script(name, "--help")
     assert r.returncode == 0, r.stderr
     doc = ast.get_docstring(ast.parse((ROOT / doc_of).read_text()))
@@ -302,7 +306,7 @@ def test_help_holds_the_whole_description(name, doc_of):
         assert p in text, p
 
 
-@pytest.mark.parametrize("name", ["emulate-tensor-tiled", "git-revision"])
+@pytest.mark.parametrize("name", ["dev/emulate-tensor-tiled", "git-revision"])
 def test_help_of_a_script_without_options(name):
     """They ignored --help: emulate-tensor-tiled ran its minute-long check, git-revision printed
     the revision. Any other argument is refused."""
@@ -319,7 +323,7 @@ def test_help_of_a_script_without_options(name):
 
 def test_application_refuses_a_negative_seed(tmp_path):
     """NumPy's generator raised a ValueError traceback."""
-    r = script("application.py", "--algorithm", "scipy", "--seed", "-1", "--out", tmp_path / "out")
+    r = script("application", "--algorithm", "scipy", "--seed", "-1", "--out", tmp_path / "out")
     usage_error(r, "--seed must be 0 or more, not -1")
     assert not r.stdout and not (tmp_path / "out").exists()
 
@@ -328,7 +332,7 @@ def test_application_refuses_a_negative_seed(tmp_path):
                                            ("signal-tiled", "--algorithm signal-tiled does not compute this application's n-to-mn matrices")])
 def test_application_refuses_an_unknown_algorithm_before_asking_for_a_gpu(xcorr, name, needle, tmp_path):
     """A typo said "bogus needs a GPU", exit 3 (and on a GPU failed in xcorr run after the set-up)."""
-    r = script("application.py", "--algorithm", name, "--build", os.path.dirname(xcorr), "--out", tmp_path / "out")
+    r = script("application", "--algorithm", name, "--build", os.path.dirname(xcorr), "--out", tmp_path / "out")
     usage_error(r, needle)
     assert not r.stdout and not (tmp_path / "out").exists()
 
@@ -338,7 +342,7 @@ def test_application_refuses_a_file_for_its_plots_folder(under, tmp_path):
     """--out is a folder: a file there was a FileExistsError traceback once the correlations were done."""
     f = tmp_path / "taken"
     f.write_text("a user's file\n")
-    r = script("application.py", "--algorithm", "scipy", "--patterns", "1", "--out", f / "sub" if under else f)
+    r = script("application", "--algorithm", "scipy", "--patterns", "1", "--out", f / "sub" if under else f)
     usage_error(r, "--out is the plots folder", f"{f} is a file, not a folder")
     assert not r.stdout and f.read_text() == "a user's file\n"
 
@@ -404,10 +408,10 @@ def damaged_summary(gpu, damage):
 @pytest.mark.parametrize("damage", ["hL", "status", "time", "cold", "missing", "not-a-summary"])
 @pytest.mark.parametrize("tool", ["claims", "anchors", "table", "plot", "make_auto_table", "auto_report"])
 def test_a_damaged_summary_is_one_line_and_exit_2(tool, damage, tmp_path):
-    """summary.csv with hL "abc" (one row): claims.py reported "8 confirmed, 6 not confirmed" or
-    fewer, anchors.py "54 not measured", table.py wrote its tables, all with exit 0; auto-report
+    """summary.csv with hL "abc" (one row): claims reported "8 confirmed, 6 not confirmed" or
+    fewer, anchors "54 not measured", table wrote its tables, all with exit 0; auto-report
     and auto-tables --check stopped with a ValueError traceback; a CSV of `a,b` was a KeyError
-    in claims.py and a silent exit 0 in anchors.py. Now one line naming the file and the column (and
+    in claims and a silent exit 0 in anchors. Now one line naming the file and the column (and
     the line), exit 2, and nothing written."""
     results = tmp_path / "results"
     gpu = results / "nvidia-h200"
@@ -421,8 +425,8 @@ def test_a_damaged_summary_is_one_line_and_exit_2(tool, damage, tmp_path):
         r = script("auto-report", "--build", make_fake_build(tmp_path / "build"), "--gpu-dir", gpu, "--out",
                    tmp_path / "report.md")
     else:
-        r = script(f"{tool}.py", gpu, env=env)
-    one_line_error(r, 2, f"{tool}: {f}: ", where, "aggregate.py")
+        r = script(tool, gpu, env=env)
+    one_line_error(r, 2, f"{tool}: {f}: ", where, "xcsuite aggregate")
     assert "Traceback" not in r.stderr
     assert sorted(p.name for p in gpu.iterdir()) == before and not (tmp_path / "report.md").exists()
     assert not list((tmp_path / "plots").glob("*/*")) if (tmp_path / "plots").exists() else True
