@@ -6,10 +6,9 @@ import sys
 import pandas as pd
 import pytest
 
-from suite_helpers import ROOT
+from suite_helpers import ROOT, load_script
 
-sys.path.insert(0, str(ROOT / "scripts"))
-import ncu_account  # noqa: E402
+ncu_account = load_script("dev/ncu-fft-report")
 
 PROBE = ROOT / "tests" / "fixtures" / "ncu-fft-6a5b521"
 
