@@ -1,4 +1,4 @@
-// signal-tiled: a register-tiled FP32 kernel for one-dimensional signals (issue #22). The 2-D
+// signal-tiled: a register-tiled FP32 kernel for one-dimensional signals. The 2-D
 // register-tiled kernel tiles 64 x 64 shifts, and a 1 x n problem has one shift row: 63 of every
 // 64 rows of its tiles are idle. Here the tile is lags x templates instead.
 //

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Ambient-noise interferometry (seismology, 1-D signals): every pair of stations' traces
 cross-correlated within a lag window (correlate1d, form n-to-m, max_lag=): 64 stations, one hour
-at 40 Hz (144000 samples each), lags within +-60 s (+-2400 samples), as issue #22 sizes it. The
+at 40 Hz (144000 samples each), lags within +-60 s (+-2400 samples), as the signal experiments size it. The
 traces here share one noise source that reaches station i after a delay d_i, plus local noise, so
 the correlation of stations i and j peaks at lag d_i - d_j: the check.
 

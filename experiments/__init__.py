@@ -1,7 +1,7 @@
 """The experiment suite: one module per experiment (fig15.py ... table1.py, efficiency.py, the
 output-window experiments windows.py, piv.py, autocorr.py, window_table.py, and the normalized
 ones zncc_frames.py, zncc_match.py, zncc_autocorr.py, and the one-dimensional signals
-signals_seed004.py, signals_matched.py, signals_ambient.py, and the reductions of issue #67,
+signals_seed004.py, signals_matched.py, signals_ambient.py, and the reductions,
 reductions.py), each defining EXPERIMENT (an Experiment of xcsuite/spec.py, the suite's data
 model; _windows.py and _signals.py hold series that several definitions share). `load(name)` and
 `load_all()` find them; the order of `ORDER` is the order in which python -m xcsuite run-experiments runs them."""
@@ -12,17 +12,17 @@ import pkgutil
 
 from xcsuite.spec import Experiment
 
-# The output-window experiments (issue #20): not the paper's evaluation. The pages that set our
+# The output-window experiments: not the paper's evaluation. The pages that set our
 # results beside the paper's (claims, anchors) read every other experiment, and full outputs only.
 WINDOW_EXPERIMENTS = ("windows", "piv", "autocorr", "window_table")
-# The normalized experiments (issue #21: ZNCC, zero-lag): another quantity than the paper's raw
+# The normalized experiments (ZNCC, zero-lag): another quantity than the paper's raw
 # correlation, so the paper pages leave them out too.
 NORMALIZED_EXPERIMENTS = ("zncc_frames", "zncc_match", "zncc_autocorr")
-# The one-dimensional signals (issue #22: seed 004's case, matched filtering, ambient noise): 1 x n
+# The one-dimensional signals (seed 004's case, matched filtering, ambient noise): 1 x n
 # matrices, not the paper's squares (seed 004's full-output companion has no shifts segment, so the
 # paper pages must leave them out by name).
 SIGNAL_EXPERIMENTS = ("signals_seed004", "signals_matched", "signals_ambient")
-# The reductions (issue #67: peaks, the maximum over the rights), measured through the Python package
+# The reductions (peaks, the maximum over the rights), measured through the Python package
 # against the map and PyTorch: not the paper's correlation maps.
 REDUCTION_EXPERIMENTS = ("reductions",)
 # Every experiment that claims and anchors do not read.

@@ -1,4 +1,4 @@
-"""What the one-dimensional signal experiments of issue #22 (signals_seed004.py, signals_matched.py,
+"""What the one-dimensional signal experiments (signals_seed004.py, signals_matched.py,
 signals_ambient.py) share: signals as 1 x n matrices, their series and caps, and the device-time
 budget they are sized to.
 

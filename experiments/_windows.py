@@ -82,7 +82,7 @@ def peer_series() -> list:
     return [series(v) for v in PEERS]
 
 
-# The normalized experiments (issue #21: zncc_frames, zncc_match, zncc_autocorr): this project's
+# The normalized experiments (zncc_frames, zncc_match, zncc_autocorr): this project's
 # variants that declare windows, each at its defaults with its caps (the caps count the raw run's
 # multiply-adds; the normalization adds O(output + input) work). A shape whose window a variant
 # does not declare is left out at expansion with a reason. The peers that normalize

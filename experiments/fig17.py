@@ -4,7 +4,7 @@ fft (plans reused) and fft+plan (plan creation timed), plus this project's new k
 Sizes: the paper's one-to-one sizes plus 384 and 512, where fft+plan overtakes ("near 384").
 The baseline is capped at BASELINE_MAX_FMAS per call (it never is: 512 needs 6.9e10).
 Left panel: every algorithm; right panel: best definition-based (paper / new) vs fft, fft+plan.
-Peer (issue #25): torch-fft, PyTorch's FFT correlation as a user writes it (xcsuite.peerbench), in
+Peer: torch-fft, PyTorch's FFT correlation as a user writes it (xcsuite.peerbench), in
 the same runs; the comparison figure draws it beside fft, fft+plan and fft-fused.
 """
 from xcsuite.spec import (BASELINE_MAX_FMAS, NEW_MAX_FMAS, SIZES_FFT_CROSSING, SIZES_ONE_TO_ONE, Experiment,

@@ -2,7 +2,7 @@
 tunings, docs/EXPERIMENTS.md) with fft and fft+plan, plus this project's new kernels.
 Sizes: the paper's plus 384 and 512 (fft+plan overtakes "slightly beyond 256" with 2 rights).
 The baseline is capped at BASELINE_MAX_FMAS per call: it skips 512 with 32 rights (2.2e12).
-Peer (issue #25): torch-fft, PyTorch's FFT correlation as a user writes it (xcsuite.peerbench), in
+Peer: torch-fft, PyTorch's FFT correlation as a user writes it (xcsuite.peerbench), in
 the same runs; the comparison figure draws it beside fft, fft+plan and fft-fused.
 """
 from xcsuite.spec import (BASELINE_MAX_FMAS, DEFINITION_MAX_FMAS, NEW_MAX_FMAS, SIZES_FFT_CROSSING, SIZES_MANY,

@@ -4,7 +4,7 @@ tunings) with fft and fft+plan, plus this project's new kernels. Sizes: the pape
 Caps: definition-based kernels skip calls above DEFINITION_MAX_FMAS (32-to-32 at 384 and 512:
 2.2e13 and 7e13 FMAs, seconds per call, where fft+plan takes milliseconds); the baseline (not
 in the paper's figure, added for the speedups) stops at BASELINE_MAX_FMAS.
-Peer (issue #25): torch-fft, PyTorch's FFT correlation as a user writes it (xcsuite.peerbench), in
+Peer: torch-fft, PyTorch's FFT correlation as a user writes it (xcsuite.peerbench), in
 the same runs; the comparison figure draws it beside fft, fft+plan and fft-fused.
 """
 from xcsuite.spec import (BASELINE_MAX_FMAS, DEFINITION_MAX_FMAS, NEW_MAX_FMAS, SIZES_FFT_CROSSING, SIZES_MANY,

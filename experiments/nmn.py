@@ -7,7 +7,7 @@ per left); and the real-data shape of section 5.6 (86 lefts, 50 x 86 rights, 96 
 which the paper reports 79 ms on an A100 with multi-matrix-right + grouped-overlap.
 Lines: multi-matrix-right launched as one grid with an extra index, or as one-to-many kernels on
 1 or 20 streams (the paper's question), the tuned mm-right variants, fft, and the new kernels.
-Peer (issue #25): torch-fft, PyTorch's FFT correlation as a user writes it (xcsuite.peerbench), in
+Peer: torch-fft, PyTorch's FFT correlation as a user writes it (xcsuite.peerbench), in
 the same runs.
 """
 from xcsuite.spec import SIZES_MANY, Experiment, Series, Shape, clamp_to_count

@@ -1,9 +1,9 @@
-"""PIV (particle image velocimetry), the shape of issue #20: every interrogation window of one
+"""PIV (particle image velocimetry), an output-window experiment: every interrogation window of one
 frame against its search area in the next, only the shifts where the window lies inside the area.
 
 n-to-mn with 3969 pairs (a 63 x 63 grid of interrogation windows): each left is a 64 x 64 search
 area, its right a 32 x 32 interrogation window, window valid: 33 x 33 shifts per pair (dy, dx in
-0..32). And the shape of issue #67's PIV case: 8192 pairs of 32 x 32 windows of one size (frame A's
+0..32). And the shape of the reductions' PIV case: 8192 pairs of 32 x 32 windows of one size (frame A's
 window against frame B's at the same place), shifts within ±8 (17 x 17 per pair). Every variant that
 declares the window (xcorr list) and the peers (PyTorch, CuPy); block-per-pair over its slice
 counts, register-tiled and small-direct over their tile sizes (the application's shapes: tuning
@@ -14,7 +14,7 @@ from xcsuite.spec import Experiment, Shape
 from experiments._windows import peer_series, series
 
 PAIRS, SEARCH, INTERROGATION = 3969, 64, 32
-WINDOW_PAIRS, MAX_SHIFT = 8192, 8  # issue #67's PIV case: window pairs of one size within ±8
+WINDOW_PAIRS, MAX_SHIFT = 8192, 8  # the reductions' PIV case: window pairs of one size within ±8
 
 EXPERIMENT = Experiment(
     name="piv",

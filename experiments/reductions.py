@@ -1,4 +1,4 @@
-"""Reductions (issue #67): peaks and the maximum over the rights, against the map they replace and
+"""Reductions: peaks and the maximum over the rights, against the map they replace and
 PyTorch, in the same run, everything called as a user calls it from Python (xcsuite/reduce_peers.py,
 run by xcsuite.peerbench with its protocol: warm-up and a planted-answer check before timing).
 

@@ -1,4 +1,4 @@
-"""Ambient-noise interferometry (issue #22): 64 stations, one-hour windows at 40 Hz (144000
+"""Ambient-noise interferometry: 64 stations, one-hour windows at 40 Hz (144000
 samples), every pair n-to-m 64 x 64 (the 2016 distinct pairs, their mirror images and the 64
 autocorrelations), lags within ±60 s (±2400 samples: window shifts=0:0,-2400:2400, 4801 lags).
 

@@ -1,4 +1,4 @@
-"""Matched filtering (issue #22): 300 templates of 600 samples (6 s at 100 Hz) against one day of a
+"""Matched filtering: 300 templates of 600 samples (6 s at 100 Hz) against one day of a
 100 Hz trace (8.64e6 samples), the valid window (8639401 lags): one-to-many, signals as 1 x n
 matrices. Raw correlation, and as a second group ZNCC (normalize=zncc: what matched-filter
 detectors threshold), the same variants.

@@ -1,4 +1,4 @@
-"""Seed 004's case (issue #22): one channel against 16 templates of 256 samples, the valid window,
+"""Seed 004's case: one channel against 16 templates of 256 samples, the valid window,
 4.32e6 shifts, so the channel has 4.32e6 + 255 samples: one-to-many, signals as 1 x n matrices.
 
 Seed 004 (Kikuchi et al.) computes it as a Hankel-matrix product on tensor cores: 53.56 TFLOP/s

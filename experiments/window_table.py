@@ -1,4 +1,4 @@
-"""The best algorithm by size and window (issue #20), as Table 1 is by form and size.
+"""The best algorithm by size and window, as Table 1 is by form and size.
 
 Rows: one-to-one N x N, N = 64, 128, 256, 512, 1024, 2048. Columns: max_shift 4, 16 and 64, same,
 full, and template matching: valid with a right of N/4 x N/4 (the template inside the image).

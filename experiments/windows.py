@@ -1,4 +1,4 @@
-"""Output windows (issue #20): time per call against the window's half-width S, direct against FFT.
+"""Output windows: time per call against the window's half-width S, direct against FFT.
 
 A direct kernel's work shrinks with the window ((2S+1)^2 shifts, each an overlap of up to N x N
 multiply-adds), an FFT's does not (it transforms the padded pair whatever the window, then crops):

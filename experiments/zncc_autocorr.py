@@ -1,4 +1,4 @@
-"""Seed 002's normalized autocorrelation (issue #21): a 2048 x 2048 image within ±64 shifts,
+"""Seed 002's normalized autocorrelation: a 2048 x 2048 image within ±64 shifts,
 normalize=zero-lag (C(dy, dx) / C(0, 0)), beside the raw correlation of the same case.
 
 One-to-one; the benchmark's left and right are two different random images (the cost of an

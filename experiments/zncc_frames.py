@@ -1,4 +1,4 @@
-"""Seed 003's case (issue #21): ZNCC of 1000 frames against a template, within ±16 shifts, set
+"""Seed 003's case: ZNCC of 1000 frames against a template, within ±16 shifts, set
 beside the raw correlation of the same case (the cost of the normalization).
 
 n-to-m, 1000 lefts (the frames, 256 x 256: seed 003 does not fix the frame size, this experiment

@@ -1,4 +1,4 @@
-"""Template matching with ZNCC (issue #21): one image, one template (one-to-one), the valid
+"""Template matching with ZNCC: one image, one template (one-to-one), the valid
 window (every placement of the template inside the image), normalize=zncc, as OpenCV's
 TM_CCOEFF_NORMED and MATLAB's normxcorr2 (valid part) compute it.
 

@@ -27,7 +27,7 @@ int main(void) {
     s.h_right = s.w_right = 3;
 
     xcorr_spec bad = s;
-    bad.normalize = "ncc";  /* zncc and zero-lag exist (issue #21); an unknown name is refused */
+    bad.normalize = "ncc";  /* zncc and zero-lag exist; an unknown name is refused */
     if (!expect_usage(&bad, "unknown normalization")) return 1;
     bad = s;
     bad.precision = "fp16";

@@ -149,7 +149,7 @@ def test_a_package_with_empty_pinned_is_also_timed_into_a_page_locked_array(monk
 
 
 def test_batch_scaling_figure_is_drawn_the_same_from_the_committed_json(tmp_path):
-    """Issue #69: the committed two-H200 JSON holds every row with its floor, and its figure is drawn
+    """The committed two-H200 JSON holds every row with its floor, and its figure is drawn
     from it without a GPU, byte-identical twice (scripts/reproduce redraws it on every run)."""
     import json
     import subprocess

@@ -1,4 +1,4 @@
-"""`xcorr run --dims 1` and `xcorr explain --dims 1` on the CPU (issue #22): 1-D signals are 1 x n
+"""`xcorr run --dims 1` and `xcorr explain --dims 1` on the CPU: 1-D signals are 1 x n
 matrices (CONVENTIONS.md, "One-dimensional signals"), so the reference computes them through the
 2-D path; every output pair must equal scipy.signal.correlate(L, R, mode) of its pair, for every
 form, window (full, valid, same, --max-lag, --lags, --shifts 0:0,...), odd and even unequal lengths

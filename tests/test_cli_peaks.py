@@ -1,4 +1,4 @@
-"""`xcorr run --peaks` and `--max-over-rights` (issue #67; CONVENTIONS.md, "Reductions: peaks and
+"""`xcorr run --peaks` and `--max-over-rights` (CONVENTIONS.md, "Reductions: peaks and
 maxima"): the answer instead of the maps, written as an .npz. On the CPU through the float64
 reference: a planted template's shift and index are found, the arrays have the documented names,
 dtypes and shapes (1-D: lags), the .npz is a stored zip numpy reads with its CRCs right, written by

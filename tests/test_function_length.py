@@ -1,4 +1,4 @@
-"""No function of the tools' and the harness's mains runs over MAX_LINES lines (issue #103): a
+"""No function of the tools' and the harness's mains runs over MAX_LINES lines: a
 long main is split into named steps (parse the options, run the cases, the closing checks), each
 readable on a screen. Checked on the CPU from the sources alone by a brace-matching line counter:
 comments, string and character literals and preprocessor lines are blanked first, then every brace

@@ -1,4 +1,4 @@
-"""The source tree's layout (issue #66), checked on the CPU from the sources alone: the library in
+"""The source tree's layout, checked on the CPU from the sources alone: the library in
 lib/ (its public headers in lib/xcorr/, spelled "xcorr/<file>"), the benchmark harness in harness/,
 the xcorr tool in tools/, the variants' shared building blocks (device and host halves) in
 algorithms/common/. The library's headers include one another without a cycle, and neither the

@@ -1,6 +1,6 @@
 """Several GPUs (--gpus), shards (--shard K/N), merging (--merge) and the Slurm route
 (python -m xcsuite slurm-sweep), against the fake bench pretending to be several GPUs (FAKE_GPUS,
-FAKE_GPU_NAMES): issue #24, on the CPU."""
+FAKE_GPU_NAMES), on the CPU."""
 import collections
 import glob
 import json

@@ -1,4 +1,4 @@
-"""Normalized outputs (CONVENTIONS.md, "Normalization"; issue #21): zncc and zero-lag.
+"""Normalized outputs (CONVENTIONS.md, "Normalization"): zncc and zero-lag.
 
 CPU (runs everywhere): the float64 reference (`xcorr run --algorithm reference --normalize ...`)
 against an independent NumPy float64 implementation (box sums by correlation with ones, the
@@ -309,7 +309,7 @@ def test_fast_path_model_gives_zero_on_constant_overlaps(value):
     whose overlap holds only the constant must be 0 (CONVENTIONS.md: an exactly constant overlap is 0
     whatever the rounding), and the rest within the bound. (Before session 36 the threshold was
     relative to the overlap's ΣX², itself rounding noise there, and the factor's noise passed it for
-    some of these seeds; the threshold relative to the matrix's variance (issue #65) is above such
+    some of these seeds; the threshold relative to the matrix's variance is above such
     noise on crops this small, and the tables' rounding bound keeps exact constants 0 on large ones:
     test_table_rounding_bound_holds.)"""
     for seed in range(8):

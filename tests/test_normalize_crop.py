@@ -1,4 +1,4 @@
-"""The normalization's crop (lib/xcorr/normalize_crop.hpp, lib/normalize/; issue #21):
+"""The normalization's crop (lib/xcorr/normalize_crop.hpp, lib/normalize/):
 the prepass and the raw correlation of a normalized problem run only on the part of each input
 that the window touches, with the window translated onto the crops.
 

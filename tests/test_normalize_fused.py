@@ -1,4 +1,4 @@
-"""The normalization prepass's two paths (lib/normalize/; issue #21), emulated on the CPU:
+"""The normalization prepass's two paths (lib/normalize/), emulated on the CPU:
 fused_prepass_kernel (one block per small crop, its table in shared memory) against the
 four-kernel path (partial_sums_kernel, means_kernel, row_scan_kernel or the segmented row pass,
 col_scan_kernel), each

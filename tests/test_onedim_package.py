@@ -1,4 +1,4 @@
-"""xcorr.correlate1d and xcorr.Plan(..., dims=1): 1-D signals (issue #22, host side).
+"""xcorr.correlate1d and xcorr.Plan(..., dims=1): 1-D signals (host side).
 
 A signal is a 1 x n matrix (CONVENTIONS.md, "One-dimensional signals") and each output pair equals
 scipy.signal.correlate(L, R, mode), left = in1, nothing flipped.

@@ -1,4 +1,4 @@
-"""Reductions in the Python package (issue #67): xcorr.peaks2d, xcorr.peaks1d, xcorr.max_over_rights
+"""Reductions in the Python package: xcorr.peaks2d, xcorr.peaks1d, xcorr.max_over_rights
 and Plan(reduce=...), against docs/CONVENTIONS.md, "Reductions: peaks and maxima".
 
 CPU (algorithm="reference", the float64 NumPy reference): what a user reads from them. A template

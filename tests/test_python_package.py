@@ -798,7 +798,7 @@ def test_zero_copy_cupy(cupy):
 @pytest.mark.gpu  # its torch or cupy fixture is taken by name at run time
 @pytest.mark.parametrize("lib", ["torch", "cupy"])
 def test_arrays_as_the_kernels_read_them_take_the_pointer_path(lib, request, monkeypatch):
-    """Issue #23: float32 C-contiguous arrays of the plan's shapes on its device go to the binding
+    """Float32 C-contiguous arrays of the plan's shapes on its device go to the binding
     as raw pointers (no DLPack per call), through Plan and correlate2d's cache, with and without
     out=; anything else (a strided view) still takes the general path, which copies it. From the
     process's first call with the library's arrays on (the package not knowing it yet: that call

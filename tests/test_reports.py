@@ -731,7 +731,7 @@ def test_bench_summary_reads_aggregates_only_files():
 
 
 def test_comparison_figure_draws_a_peer_beside_the_fft_series_not_among_the_direct_kernels(tmp_path, monkeypatch):
-    """Issue #25: torch-fft, a peer computing by FFT, belongs in the right panel (best definition-
+    """torch-fft, a peer computing by FFT, belongs in the right panel (best definition-
     based vs FFT), in its colour of every figure, and not in the left one (definition-based)."""
     rows = []
     for size in (64, 128):
@@ -758,7 +758,7 @@ def test_comparison_figure_draws_a_peer_beside_the_fft_series_not_among_the_dire
 
 
 def test_a_series_added_after_the_run_makes_a_complete_experiment_pending(fake_results, tmp_path):
-    """The runner marked fig17 complete; then the definition gained a series (issue #25 added
+    """The runner marked fig17 complete; then the definition gained a series (the FFT comparison added
     torch-fft to fig17 after the H100 had measured it). Its cases are pending, and every page
     must say so: the recorded "complete" described the old definition."""
     from xcsuite.results import progress

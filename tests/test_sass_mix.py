@@ -1,4 +1,4 @@
-"""scripts/dev/sass-diff --mix: the static instruction mix of a kernel, by class (issue #25's account of
+"""scripts/dev/sass-diff --mix: the static instruction mix of a kernel, by class (an account of
 where a kernel's instructions go; no GPU and no cuobjdump needed here: a synthetic dump)."""
 import shutil
 

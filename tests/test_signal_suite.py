@@ -1,4 +1,4 @@
-"""The one-dimensional signal experiments of issue #22 (signals_seed004, signals_matched,
+"""The one-dimensional signal experiments (signals_seed004, signals_matched,
 signals_ambient) in the suite (CPU only): the shapes exactly as the issue gives them (counts,
 lengths, windows), every series able to run its cases (form and window declared), the caps, the
 device-time estimate their docstrings state, and the whole path (run, resume, aggregate, figure)

@@ -1,4 +1,4 @@
-"""scripts/sweep-scaling (issue #69: the quick sweep on one GPU against all of them), on the CPU
+"""scripts/sweep-scaling (the quick sweep on one GPU against all of them), on the CPU
 against the fake bench pretending to be two GPUs: which GPUs each run used, that both runs measured
 the same cases, the JSON, and the refusals."""
 import json

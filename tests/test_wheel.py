@@ -1,4 +1,4 @@
-"""The binary wheel (issue #68, scripts/build-wheel): built for one architecture and one variant
+"""The binary wheel (scripts/build-wheel): built for one architecture and one variant
 (a few minutes on 2 cores), installed into a fresh venv with NumPy and NVIDIA's cuFFT wheel from
 PyPI, and imported with the CUDA toolkit out of reach (no nvcc on PATH, no LD_LIBRARY_PATH or
 CUDA_HOME): the CPU reference runs, a GPU call raises NoGPUError with its reason (where this

@@ -172,7 +172,7 @@ def test_window_experiments_are_defined_as_issue_20_asks():
         assert n in names and suite.load(n).metric == "time_with_finish"
     piv = suite.load("piv").shapes
     assert [(s.out_shape, s.pairs, s.form, s.window) for s in piv] == [
-        ((33, 33), 3969, "n-to-mn", "valid"), ((17, 17), 8192, "n-to-mn", "max_shift=8")]  # issue #20's, issue #67's
+        ((33, 33), 3969, "n-to-mn", "valid"), ((17, 17), 8192, "n-to-mn", "max_shift=8")]  # PIV's valid window, the reductions' PIV shape
     assert "block-per-pair" in {c.variant for c in expand(suite.load("piv"), WITH_PEERS).cases}
     w = expand(suite.load("windows"), WITH_PEERS)
     assert {c.variant for c in w.cases} == {"register-tiled", "small-window", "block-per-pair", "small-direct", "tensor-wgmma",

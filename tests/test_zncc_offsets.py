@@ -2,8 +2,8 @@
 for a, c > 0 and any offset float32 still resolves; "constant" is relative to the matrix's own
 spread, never to its magnitude).
 
-Until issue #65 every path called constant any part whose coefficient of variation was below 1e-3:
-a 31 x 31 template cut from an image of 1000 + noise of amplitude 1 gave 0 at every shift. These
+With a constant rule relative to the magnitude, every path called constant any part whose
+coefficient of variation was below 1e-3: a 31 x 31 template cut from an image of 1000 + noise of amplitude 1 gave 0 at every shift. These
 tests assert what a user sees: the template is found where it was cut, with value 1; a lag is found
 on a trace with a DC level; and the whole output does not move when inputs are scaled and offset
 (exactly representable affine maps, so that both inputs are the same data)."""

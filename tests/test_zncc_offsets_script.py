@@ -1,4 +1,4 @@
-"""scripts/zncc-offsets (issue #65's accuracy figure), as a user runs it, on the CPU: the figure is
+"""scripts/zncc-offsets (the zncc-offsets accuracy figure), as a user runs it, on the CPU: the figure is
 redrawn from a results file byte for byte the same twice, bad arguments are refused with exit 2, and
 without a GPU it says that it measures only on one and exits 0, writing nothing. Needs neither
 OpenCV nor PyTorch nor a GPU."""

@@ -1,4 +1,4 @@
-"""The normalized experiments of issue #21 (zncc_frames, zncc_match, zncc_autocorr) in the suite
+"""The normalized experiments (zncc_frames, zncc_match, zncc_autocorr) in the suite
 (CPU only): a Shape's normalization in the case line, the key and the benchmark name
 (/norm:MODE), the definitions as the issue asks, the torch peers beside the kernels (cupy left
 out: it computes no normalization), and the whole path (run, resume,

@@ -1,4 +1,4 @@
-"""The host link's floor under a multi-GPU batch (issue #69): how fast the GPUs of this host can move a
+"""The host link's floor under a multi-GPU batch: how fast the GPUs of this host can move a
 batch's results into host memory, alone and all at once, with nothing else running, so that
 scripts/batch-scaling can set each of its rows beside the floor that bounds it.
 

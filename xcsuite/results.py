@@ -116,7 +116,7 @@ def progress_of_data(data: dict, stem: str) -> Progress:
     cases = data.get("cases", {})
     expected = _expected_keys(meta)
     planned, complete = _planned(meta, expected), bool(meta.get("complete"))
-    # A series added to the definition after the run finished (issue #25's torch-fft in fig17):
+    # A series added to the definition after the run finished (fig17's torch-fft):
     # the runner's "complete" and count describe the old definition, the cases it lacks are pending.
     missing = len(expected - set(cases)) if expected is not None else 0
     if missing:

@@ -215,7 +215,7 @@ def window_markdown(table: pd.DataFrame, winners_only: bool = False) -> str:
     return head + "\n".join(lines) + "\n"
 
 
-# The normalization table (issues #21): per experiment with normalized cases and per problem, each
+# The normalization table: per experiment with normalized cases and per problem, each
 # algorithm's raw time, its normalized time and their ratio (the issue's target: the normalized
 # call at most 1.25 x the raw one of the same algorithm), then the best of each half and the
 # fastest peer. Times are time per call + finish_time (figdata's total_us).
@@ -289,7 +289,7 @@ def normalization_markdown(table: pd.DataFrame, pts: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-# The signal table (issue #22): per signal experiment and problem, every series by time per call +
+# The signal table: per signal experiment and problem, every series by time per call +
 # finish_time, with its precision class and its direct-equivalent rate (2 x the window's
 # multiply-adds per second, an FFT's included), and each time over the fastest peer's.
 SIGNAL_TABLE_COLUMNS = ["experiment", "problem", "normalize", "variant", "peer", "precision", "total_us", "tflops",
@@ -345,7 +345,7 @@ def signal_markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-# --- the headline table (README "Results on ..."; issue #25's PyTorch column) ---------------------
+# --- the headline table (README "Results on ..."; its PyTorch column) ---------------------
 #
 # Per headline problem (full output, raw, warm runs): the baseline, the best of the paper's
 # kernels, the best of this project's definition-based kernels (FP32-class precision), the FFT
@@ -416,7 +416,7 @@ def headline_markdown(cells: pd.DataFrame) -> str:
     return head + "\n".join(out) + "\n"
 
 
-# ---- the reductions (issue #67, experiments/reductions.py) ----------------------------------------
+# ---- the reductions (experiments/reductions.py) ----------------------------------------
 
 # The targets: (case, what, how computed, bound, direction). "ours" is xcorr-reduce (2DTM: the faster
 # of xcorr-reduce and xcorr-reduce-batched), "map" xcorr-map, "PyTorch" torch-reduce.
@@ -447,7 +447,7 @@ def reduction_measurements(data: dict) -> tuple[dict, dict]:
 
 
 def build_reduction_table(times: dict, mem: dict) -> pd.DataFrame:
-    """One row per target of issue #67: the measured ratio, the bound and whether it holds (None:
+    """One row per target: the measured ratio, the bound and whether it holds (None:
     not measured), and per case the reduction's time against the map's and against the map then
     PyTorch's reduction (where reducing pays)."""
     from experiments import reductions as exp
@@ -530,7 +530,7 @@ def reduction_markdown(targets: pd.DataFrame, pays: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-# A batch over the GPUs of one host and the quick sweep over them (issue #69): the README's and
+# A batch over the GPUs of one host and the quick sweep over them: the README's and
 # docs/results.md's multi-GPU table, from results/<gpu>/multi-gpu/{batch,sweep}_scaling.json.
 MULTIGPU_ROWS = (("fresh result array per call", "seconds", "floor_fresh"),
                  ("out= reused, pageable", "seconds_out_reused", "floor_out_reused"),

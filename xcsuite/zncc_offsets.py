@@ -1,4 +1,4 @@
-"""zncc on offset data (issue #65): where OpenCV's TM_CCOEFF_NORMED loses its digits and where xcorr
+"""zncc on offset data: where OpenCV's TM_CCOEFF_NORMED loses its digits and where xcorr
 does not. The inputs, the comparison with the float64 reference, the results file's stable text and
 the figure; scripts/zncc-offsets measures (GPU) and draws (anywhere).
 

@@ -414,7 +414,7 @@ def tight_under_title(fig) -> None:
 def plot_paired_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
     """The normalization's cost (zncc_frames, zncc_autocorr): a panel per shape, per series a pair of bars, the
     raw correlation (light) and the normalized one (dark) of the same case, labelled with both times
-    and their ratio (issue #21's target: at most x1.25 for the same algorithm); fastest normalized at
+    and their ratio (the normalization's target: at most x1.25 for the same algorithm); fastest normalized at
     the top, log time axis."""
     col, ylabel = METRICS[exp.metric]
     shapes = list(dict.fromkeys(zip(pts["hR"], pts["wR"])))
@@ -574,7 +574,7 @@ def tflops_of(row) -> float:
 
 
 def plot_signal_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
-    """The one-dimensional signal experiments (issue #22): a panel per shape, a bar per series
+    """The one-dimensional signal experiments: a panel per shape, a bar per series
     (time per call + finish_time, log scale), each labelled with its time and TFLOP/s; where the
     experiment gives a published rate (exp.reference_tflops: seed 004's), a dashed line at the
     time that rate takes for the panel's multiply-adds."""
@@ -616,7 +616,7 @@ def plot_signal_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[
 
 
 def plot_reduction_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
-    """The reductions (issue #67): a panel per case, a bar per series (ours: the reduction, the map
+    """The reductions: a panel per case, a bar per series (ours: the reduction, the map
     alone, the map then PyTorch's reduction; PyTorch's whole route hatched), log time axis, each bar
     labelled with its time and PyTorch's time over it (and templates/s where one call is every
     template of a template search)."""

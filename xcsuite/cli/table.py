@@ -10,18 +10,18 @@ fastest *different* variant). Four readings:
 Writes results/<gpu>/table1.md (all readings, beside the paper's table), table1_<reading>.csv
 and plots/<gpu>/table1_<reading>.png (--pdf: and .pdf). Missing cells are left empty with a warning.
 
-The window table (experiment window_table, issue #20): per size (row) and output window (column)
+The window table (experiment window_table): per size (row) and output window (column)
 the fastest variant of this project by time per call + finish_time, its margin over the fastest
 other one, and the fastest peer (PyTorch, CuPy) beside it: results/<gpu>/window_table.md,
 window_table.csv and plots/<gpu>/window_table.png; nothing but a line when it is not measured yet.
 
-The normalization table (issue #21: zncc_frames, zncc_match, zncc_autocorr, signals_matched): per
+The normalization table (zncc_frames, zncc_match, zncc_autocorr, signals_matched): per
 problem, each algorithm's raw and normalized time and their ratio (the issue's target: at most
 1.25), the fastest of each half and the fastest peer: results/<gpu>/normalization_table.md (+ .csv).
-The signal table (issue #22: signals_seed004, signals_matched, signals_ambient): per problem every
+The signal table (signals_seed004, signals_matched, signals_ambient): per problem every
 series by time, with its precision and direct-equivalent TFLOP/s, and its time over the fastest
 peer's: results/<gpu>/signal_table.md (+ .csv).
-The reduction table (issue #67: reductions): each target of the issue with its measured ratio and
+The reduction table (reductions): each target with its measured ratio and
 whether it holds, and per case the reduction against our map and the map then PyTorch's reduction:
 results/<gpu>/reductions_table.md (+ .csv).
 
@@ -308,7 +308,7 @@ def make_signal_table(gpu_dir: Path) -> pd.DataFrame | None:
 
 
 def make_reduction_table(gpu_dir: Path) -> pd.DataFrame | None:
-    """results/<gpu>/reductions_table.md (+ .csv): issue #67's targets, whether each holds, and per
+    """results/<gpu>/reductions_table.md (+ .csv): the reductions' targets, whether each holds, and per
     case where reducing pays (the reduction against the map and the map then PyTorch's reduction);
     None, writing nothing, without results of the experiment reductions."""
     from xcsuite.results import load_results
