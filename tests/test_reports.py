@@ -717,7 +717,7 @@ def test_bench_summary_reads_aggregates_only_files():
     """scripts/dev/bench-summary of a file written with --benchmark_report_aggregates_only (the probes'):
     each case's mean, with its cv from the stddev row; before, such a file printed an empty table."""
     import subprocess
-    src = ROOT / "tests" / "fixtures" / "bench-aggregates-only-d5197a9.json"  # a probe (probes-archive tag)
+    src = ROOT / "tests" / "fixtures" / "bench-aggregates-only-d5197a9.json"  # a probe (revision fbc44b2, notes/probes.md)
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "dev" / "bench-summary"), str(src)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     rows = [l.split() for l in r.stdout.splitlines()[2:]]
