@@ -1,5 +1,5 @@
-"""scripts/dev/ncu-fft-report on the committed ncu probe of the FFT cases (issue #25): the probes' CSVs
-kept in tests/fixtures/ (the probes themselves are in the probes-archive tag)."""
+"""scripts/dev/ncu-fft-report on the committed ncu probe of the FFT cases: the probes' CSVs
+kept in tests/fixtures/ (the probes themselves are at revision fbc44b2, notes/probes.md)."""
 import subprocess
 import sys
 
