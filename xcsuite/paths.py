@@ -82,19 +82,50 @@ def figure_formats() -> list[str]:
 
 def save_figure(fig, out_dir: Path, name: str, dpi: int, **savefig_kw) -> list[Path]:
     """Saves `fig` as out_dir/name.<format> for every figure format, without the metadata that
-    varies between runs or matplotlib versions: an unchanged figure gives unchanged bytes. Each
-    file is rendered in memory and then replaces the old one at once (write_bytes_atomic)."""
+    varies between runs or matplotlib versions. Each file is rendered in memory and replaces the
+    old one at once (write_bytes_atomic), and only where the figure changed (same_figure): a run
+    whose data changed nothing leaves every file as it was, not even touched, and a run that changed
+    one experiment's results rewrites that experiment's figures alone. Returns every file of the
+    figure, rewritten or not; FIGURES_WRITTEN counts the ones rewritten."""
     import io
 
+    global FIGURES_WRITTEN
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     files = []
     for ext in figure_formats():
         f = Path(out_dir) / f"{name}.{ext}"
         buf = io.BytesIO()
         fig.savefig(buf, format=ext, dpi=dpi, metadata=FIXED_METADATA.get(ext, {}), **savefig_kw)
-        write_bytes_atomic(f, buf.getvalue())
+        if not same_figure(f, buf.getvalue(), ext):
+            write_bytes_atomic(f, buf.getvalue())
+            FIGURES_WRITTEN += 1
         files.append(f)
     return files
+
+
+FIGURES_WRITTEN = 0  # files save_figure rewrote in this process (the commands' summary lines)
+
+
+def same_figure(f: Path, data: bytes, ext: str) -> bool:
+    """Whether file f already holds the figure rendered as `data`: the same bytes, or for a PNG the
+    same pixels (another zlib or matplotlib writing the same image: its bytes may differ, the image
+    does not). A file that is missing or cannot be read is not the figure."""
+    try:
+        old = Path(f).read_bytes()
+    except OSError:
+        return False
+    if old == data:
+        return True
+    if ext != "png":
+        return False
+    import io
+
+    from PIL import Image  # matplotlib's own dependency
+    try:
+        with Image.open(io.BytesIO(old)) as a, Image.open(io.BytesIO(data)) as b:
+            return a.size == b.size and a.mode == b.mode and a.tobytes() == b.tobytes()
+    except (OSError, ValueError, SyntaxError):  # not a PNG (a damaged or foreign file): rewrite it
+        return False
 
 
 FIXED_METADATA = {"png": {"Software": None},

@@ -785,8 +785,10 @@ def main(argv=None) -> int:
         return 0
     for d in dirs:
         refused = {}
+        before = paths.FIGURES_WRITTEN
         files = plot_gpu(d, only, refused=refused)
-        print(f"plot: {d.name}: {len({f.stem for f in files})} figure(s) in {paths.plots_dir_for(d)}")
+        print(f"plot: {d.name}: {len({f.stem for f in files})} figure(s) in {paths.plots_dir_for(d)}, "
+              f"{paths.FIGURES_WRITTEN - before} file(s) rewritten (the others unchanged)")
         if refused:  # results, not gaps: one line, not a warning per series
             print(f"plot: {d.name}: {refused_line(refused)}")
     if not args.dirs and not args.quick:
