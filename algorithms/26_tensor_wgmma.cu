@@ -32,7 +32,7 @@
 // small window of large matrices has too few (tile, pair group) items to fill the GPU: k_slices
 // then cuts each item's chunks into ksplit slices, one block each, that add their partial sums
 // into the output, zeroed first (GroupTiled; the order of the adds varies from run to run in the
-// last bits); XCORR_WGMMA_KSPLIT=N overrides the choice for windows (1: no slices), for A/B runs.
+// last bits).
 // The full output has its own instantiation (kWindow = false), without slices and without the
 // window's bounds.
 //
@@ -303,13 +303,8 @@ int k_slices(const Problem& p) {
     return best;
 }
 
-// XCORR_WGMMA_KSPLIT=N (N >= 1) replaces k_slices' choice for every window (1: no slices), for
-// A/B runs; the full output is never split.
-int k_slices_or_env(const Problem& p) {
-    if (p.full()) return 1;
-    if (const int64_t forced = env_integer("XCORR_WGMMA_KSPLIT", 0)) return int(forced);
-    return k_slices(p);
-}
+// The slices of p: k_slices' choice for a window; the full output is never split.
+int slices_of(const Problem& p) { return p.full() ? 1 : k_slices(p); }
 
 static_assert(kTDY == 16 && kTDX == 32, "the registration's work_tile is the block tile");
 
@@ -327,7 +322,7 @@ XCORR_REGISTER_VARIANT(Variant{
         require_wgmma("tensor-wgmma");
         // The full output keeps its own instantiation (its code is the one measured before windows).
         return std::make_unique<GroupTiled>(p, p.full() ? tensor_wgmma_kernel<false> : tensor_wgmma_kernel<true>,
-                                            kThreads, kSmem, kTDY, kTDX, kSlots, k_slices_or_env(p));
+                                            kThreads, kSmem, kTDY, kTDX, kSlots, slices_of(p));
     },
     .windows = {WindowKind::Full, WindowKind::Valid, WindowKind::Same, WindowKind::MaxShift, WindowKind::Shifts},
     .work_tile = {16, 32},  // the block tile, kTDY x kTDX (static_assert above)

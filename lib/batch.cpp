@@ -326,18 +326,18 @@ void run_pipeline(const std::vector<Piece>& pieces, int slots, Ops& ops) {
 // A device's run is a job that must not wait behind copies or run after another device's on the
 // caller's thread: `own_threads` jobs go to the front of the queue and start as many workers as
 // needed (past the cores) for every part to find an idle one.
-// An idle worker spins for XCORR_BATCH_WORKER_SPIN microseconds (kSpinMicroseconds by default)
-// before it sleeps: a batch's parts come every few hundred microseconds per device, and waking a
-// sleeping thread takes tens of them, as long as a 256 KB part's copy. So only sleeping workers are
-// woken, one per part queued (a notify_all would wake every idle one in turn, on the caller's time).
-// XCORR_BATCH_SPAWN_THREADS=1: a thread started per part instead (the way before, to A/B the two).
+// An idle worker spins for kSpinMicroseconds before it sleeps: a batch's parts come every few
+// hundred microseconds per device, and waking a sleeping thread takes tens of them, as long as a
+// 256 KB part's copy. So only sleeping workers are woken, one per part queued (a notify_all would
+// wake every idle one in turn, on the caller's time). Kept workers against a thread started per
+// part, and 200 us against 0, 50 and 500: notes/multi-gpu.md, "2026-11-28: the batch's A/B
+// switches removed".
 constexpr int64_t kSpinMicroseconds = 200;
 class Workers {
 public:
     static Workers& get() { return *instance(); }
     void run(size_t parts, const std::function<void(size_t)>& part, bool own_threads = false) {
         auto job = std::make_shared<Job>(parts, part);
-        spin_.store(env_integer("XCORR_BATCH_WORKER_SPIN", kSpinMicroseconds), std::memory_order_relaxed);
         size_t wake = 0;
         {
             std::lock_guard<std::mutex> lock(mutex_);
@@ -399,8 +399,7 @@ private:
         bool asleep = true;  // as counted by run(): a new worker
         for (;;) {
             if (!asleep) {  // spin a while for the next part before sleeping
-                const auto until = std::chrono::steady_clock::now() +
-                                   std::chrono::microseconds(spin_.load(std::memory_order_relaxed));
+                const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicroseconds);
                 while (queued_.load(std::memory_order_relaxed) == 0 && std::chrono::steady_clock::now() < until)
                     for (int i = 0; i < 32; ++i) pause();
             }
@@ -437,11 +436,8 @@ private:
     std::condition_variable ready_;
     std::deque<std::shared_ptr<Job>> queue_;
     std::atomic<size_t> queued_{0};  // queue_.size(), for spinning workers to read without the lock
-    std::atomic<int64_t> spin_{kSpinMicroseconds};  // microseconds, as the last run() read it
     size_t started_ = 0, idle_ = 0, sleeping_ = 0;  // idle: not running a job; sleeping: idle and waiting on ready_
 };
-
-bool spawned_threads() { return env_on("XCORR_BATCH_SPAWN_THREADS"); }
 
 // Runs part(0) .. part(parts - 1) on the calling thread and the Workers (`own_threads`: each on a
 // thread of its own, Workers::run), and returns when all are done.
@@ -451,16 +447,7 @@ void in_parallel(size_t parts, const Part& part, bool own_threads = false) {
         if (parts == 1) part(0);
         return;
     }
-    if (!spawned_threads()) return Workers::get().run(parts, part, own_threads);
-    std::vector<std::thread> helpers;
-    size_t k = 1;
-    try {
-        for (; k < parts; ++k) helpers.emplace_back(part, k);
-    } catch (const std::system_error&) {  // no thread to spare: the parts left are run here
-    }
-    for (size_t rest = k; rest < parts; ++rest) part(rest);
-    part(0);
-    for (std::thread& t : helpers) t.join();
+    Workers::get().run(parts, part, own_threads);
 }
 
 // Copies `n` floats between host buffers, in up to `threads` threads (the calling one included) of
@@ -468,13 +455,10 @@ void in_parallel(size_t parts, const Part& part, bool own_threads = false) {
 // is where a fresh output's first-touch page faults are paid, and one thread pays them serially;
 // with several devices draining at once, a few threads each are what keeps the host's memory busy.
 // A part for a kept worker can be small (waking one costs microseconds), so a 4 MB bounce part is
-// spread over all the threads; one for a thread of its own (XCORR_BATCH_SPAWN_THREADS) is 1 MB, a
-// thread's start ~1/10 of its copy.
-constexpr size_t kCopyPerThread = size_t(1) << 16;         // floats (256 KB)
-constexpr size_t kCopyPerSpawnedThread = size_t(1) << 18;  // floats (1 MB)
+// spread over all the threads.
+constexpr size_t kCopyPerThread = size_t(1) << 16;  // floats (256 KB)
 void host_copy(float* dst, const float* src, size_t n, int threads) {
-    const size_t least = spawned_threads() ? kCopyPerSpawnedThread : kCopyPerThread;
-    const size_t parts = std::clamp<size_t>(n / least, 1, size_t(std::max(threads, 1)));
+    const size_t parts = std::clamp<size_t>(n / kCopyPerThread, 1, size_t(std::max(threads, 1)));
     in_parallel(parts, [=](size_t k) {
         const size_t a = n * k / parts, b = n * (k + 1) / parts;
         std::memcpy(dst + a, src + a, (b - a) * sizeof(float));
@@ -501,11 +485,10 @@ void copy_out(const Problem& p, const Piece& c, float* at, const float* staged, 
 // memory, which the GPUs' copies into the staging and the copy out of it share. On the two-H200
 // host (32 cores) the rule's 32 threads for one GPU and 24 each for two were the fastest of those
 // tried for pageable and fresh outputs (notes/multi-gpu.md has the numbers); scripts/batch-scaling's
-// probe_threads mirrors the rule. XCORR_BATCH_COPY_THREADS sets it (on other hosts: measure).
+// probe_threads mirrors the rule (on other hosts: measure).
 int copy_threads(int devices) {
     const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-    const int rule = std::min({cores, 32, std::max(1, 3 * cores / (2 * std::max(devices, 1)))});
-    return int(env_integer("XCORR_BATCH_COPY_THREADS", rule));
+    return std::min({cores, 32, std::max(1, 3 * cores / (2 * std::max(devices, 1)))});
 }
 
 // Whether the `bytes` at `p` are page-locked host memory (cudaMallocHost, cudaHostAlloc,
@@ -651,13 +634,11 @@ struct Slot {
 // pinned buffers (host_copy, copy_threads threads) while the other's upload runs. The parts are
 // small so that a piece's upload ends one part's DMA after its host copy: the first piece's upload
 // is the pipeline's fill, which nothing else overlaps. From the StagingPool (bounce_key); given back
-// when destroyed, which is after the streams (DeviceKit declares it first).
-// XCORR_BATCH_WHOLE_BOUNCE=1 keeps the route before this one (each input bounced on its own where
-// it is large, in 32 MB parts: the first piece's left stack went the driver's way), to A/B the two
-// on a host.
-constexpr size_t kBounceFloats = size_t(1) << 20;        // 4 MB per buffer: one part
-constexpr size_t kWholeBounceFloats = size_t(8) << 20;   // XCORR_BATCH_WHOLE_BOUNCE's parts
-constexpr size_t kBounceFrom = size_t(1) << 20;          // floats of a piece: smaller inputs go the driver's way
+// when destroyed, which is after the streams (DeviceKit declares it first). 4 MB parts of all the
+// large piece's inputs against each input bounced alone in 32 MB parts: notes/multi-gpu.md
+// (fc00fcd, "2026-11-28: the batch's A/B switches removed").
+constexpr size_t kBounceFloats = size_t(1) << 20;  // 4 MB per buffer: one part
+constexpr size_t kBounceFrom = size_t(1) << 20;    // floats of a piece: smaller inputs go the driver's way
 struct Bounce {
     PinnedBuffer buffer;
     Event done;  // recorded on `up` after the upload that read the buffer
@@ -743,7 +724,6 @@ struct GpuSteps {
     std::array<Bounce, 2>& bounces;
     PipelineTrace* trace = nullptr;  // XCORR_BATCH_TRACE
     size_t next_bounce = 0;  // the buffers alternate across uploads too (an n-to-m block's run of rights)
-    bool whole_bounce = false;  // XCORR_BATCH_WHOLE_BOUNCE
 
     // f() on queue q (or the host), in the trace where there is one.
     template <class F>
@@ -784,7 +764,7 @@ struct GpuSteps {
                        size_t elems) {
             if (from == kHeld) return;
             if (from == kFromHost)
-                from_host(i, dst, host, elems, pageable && (whole_bounce ? elems >= kBounceFrom : bounce));
+                from_host(i, dst, host, elems, pageable && bounce);
             else
                 XC_CUDA_CHECK(cudaMemcpyAsync(dst, ((*slots[size_t(from)]).*buffer).get(), sizeof(float) * elems,
                                               cudaMemcpyDeviceToDevice, streams[kUp]));
@@ -798,13 +778,13 @@ struct GpuSteps {
             XC_CUDA_CHECK(cudaMemcpyAsync(dst, host, sizeof(float) * n, cudaMemcpyHostToDevice, streams[kUp]));
             return;
         }
-        const size_t part = whole_bounce ? kWholeBounceFloats : kBounceFloats;
+        const size_t part = kBounceFloats;
         for (size_t a = 0; a < n; a += part) {
             Bounce& b = bounces[next_bounce++ % bounces.size()];
             const size_t m = std::min(part, n - a);
             if (b.buffer.get())  // its last upload has read it
                 on_host(i, "bounce_wait", [&] { XC_CUDA_CHECK(cudaEventSynchronize(b.done.e)); });
-            if (b.buffer.size() < m) {  // none yet, or a kept kit's of the other route's smaller parts
+            if (b.buffer.size() < m) {  // none yet
                 StagingPool::get().give_back(bounce_key(b.device), std::move(b.buffer));
                 b.buffer = StagingPool::get().take(bounce_key(b.device), part);
             }
@@ -1117,7 +1097,6 @@ void run_device(const PlanSpec& spec, const Problem& p, const float* left, const
             run.algorithm = kit->plans.begin()->second.algorithm();
             GpuSteps steps{p,           pieces, kit->plans, left, right, out, kit->slots,
                            {kit->up.s, kit->compute.s, kit->down.s}, direct, copy_threads(devices), kit->bounces};
-            steps.whole_bounce = env_on("XCORR_BATCH_WHOLE_BOUNCE");
             const double setup = since(t0);
             std::unique_ptr<PipelineTrace> trace;
             if (env_on("XCORR_BATCH_TRACE")) {
@@ -1170,7 +1149,7 @@ const char* split_name(Split split) {
 
 bool rights_divide(const Problem& p, int devices) {
     return p.form == Form::NToM && devices > 1 && p.nR >= devices &&
-           double(p.nR) * p.hR * p.wR > double(p.nL) * p.hL * p.wL && !env_on("XCORR_BATCH_BY_LEFTS");
+           double(p.nR) * p.hR * p.wR > double(p.nL) * p.hL * p.wL;
 }
 
 Split resolve_split(Split split, bool out_locked, bool rights_locked, bool by_rights) {
@@ -1269,22 +1248,11 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
         }
         runs[i].ended = Clock::now();
     };
-    // One host thread per device: the calling thread and kept workers (in_parallel's own threads),
-    // or, with XCORR_BATCH_SPAWN_DEVICE_THREADS=1, a thread started per device (the way before).
-    // The calling thread's current device is put back after its run chose its own.
-    if (env_on("XCORR_BATCH_SPAWN_DEVICE_THREADS")) {
-        std::vector<std::thread> threads;
-        try {
-            for (int i = 0; i < n; ++i) threads.emplace_back(run_one, size_t(i));
-        } catch (...) {  // no thread to start: the started ones are joined first (a joinable one left
-            for (auto& t : threads) t.join();  // to ~thread is std::terminate), then the call fails
-            throw;
-        }
-        for (auto& t : threads) t.join();
-    } else {
-        in_parallel(size_t(n), run_one, true);
-        cudaSetDevice(current);  // best effort: it was current before the call
-    }
+    // One host thread per device: the calling thread and kept workers (in_parallel's own threads;
+    // against a thread started per device per call: notes/multi-gpu.md, 8db06f6). The calling
+    // thread's current device is put back after its run chose its own.
+    in_parallel(size_t(n), run_one, true);
+    cudaSetDevice(current);  // best effort: it was current before the call
     for (auto& e : errors)
         if (e) std::rethrow_exception(e);
     for (DeviceRun& r : runs) {

@@ -65,8 +65,8 @@ enum class Split { Auto, Lefts, Blocks };
 Split parse_split(const std::string& text);  // "auto", "lefts" or "blocks"; UsageError otherwise
 const char* split_name(Split split);
 // Whether `devices` GPUs running `p` as blocks divide it by rights (Split, above): n-to-m, more than
-// one device, at least one right each, more data in the right stack than in the left one; never
-// under XCORR_BATCH_BY_LEFTS=1.
+// one device, at least one right each, more data in the right stack than in the left one (against
+// dividing the lefts there: notes/multi-gpu.md, "the GPUs dividing the rights").
 bool rights_divide(const Problem& p, int devices);
 // Auto's choice for a device whose output range is page-locked (`out_locked`) or not, with a
 // page-locked right stack or not, in a batch the devices divide by rights as blocks (`by_rights`:
