@@ -87,7 +87,7 @@ def test_a_case_the_runner_recorded_as_failed_is_failed_in_the_summary(tmp_path)
 
 def test_a_case_it_cannot_read_stops_aggregate_with_one_line(tmp_path):
     """One repetition's real_time of null (in a results file of format 2, the runner's) dropped
-    every row of the experiment with a warning and exit 0 ("nothing measured"); aggregate.py now
+    every row of the experiment with a warning and exit 0 ("nothing measured"); aggregate now
     stops with exit 2 and one line naming the file."""
     import subprocess
     import sys

@@ -280,7 +280,7 @@ def from_google_merged(data: dict) -> dict:
     if unknown:
         raise FormatError(f"entries of {len(unknown)} case(s) without a status, e.g. {unknown[0]!r}")
     # In measurement order, as format 2 keeps them (format 1 moved a re-measured case's entries
-    # to the end); cases that never produced an entry last, as aggregate.py listed them.
+    # to the end); cases that never produced an entry last, as the aggregate command listed them.
     for key in list(by_case) + [k for k in statuses if k not in by_case]:
         info = dict(statuses[key])
         ident = identity_from_line(info.pop("line"))

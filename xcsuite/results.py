@@ -1,5 +1,5 @@
-"""Reading the merged results files (results/<gpu>/<experiment>.json) that run_experiments.py
-writes: one loader that turns a damaged file into a clear error, and each experiment's state
+"""Reading the merged results files (results/<gpu>/<experiment>.json) that python -m xcsuite
+run-experiments writes: one loader that turns a damaged file into a clear error, and each experiment's state
 (complete or stopped part-way) for the pages and figures that show its numbers."""
 from __future__ import annotations
 
