@@ -104,22 +104,33 @@ double distance(const Problem& a, const Problem& b) {
            (a.normalize == b.normalize ? 0.0 : kNormalizePenalty);
 }
 
+}  // namespace
+
 // The work a variant's time scales with: multiply-adds, or for the fft family the elements of the
 // transform slots it pads, transforms, multiplies and inverts (lefts + rights + products). A direct
 // variant's window is first rounded up to whole work tiles (Variant::work_tile) from its first
 // shift: register-tiled on ±1 of 2048 x 2048 computes a warp's 32 x 32 shifts, 114 times the
 // window's multiply-adds (the padded shifts past the matrices add none, as their warps skip).
-double work_units(const Problem& p, bool fft, Variant::WorkTile tile = {}) {
+// At least one unit either way: a window without overlap does no work (transform_need 0) but
+// still costs a call. The fit's mirror (scripts/auto-tables-cpp) is checked against this one
+// through the binding (tests/test_rules.py).
+double work_units(const Problem& p, bool fft, int tile_dy, int tile_dx) {
     if (!fft) {
         Window w = p.shifts();
         auto round_up = [](int64_t n, int t) { return (n + t - 1) / t * t; };
-        w.dy1 = int(w.dy0 + round_up(int64_t(w.dy1) - w.dy0 + 1, tile.dy) - 1);
-        w.dx1 = int(w.dx0 + round_up(int64_t(w.dx1) - w.dx0 + 1, tile.dx) - 1);
+        w.dy1 = int(w.dy0 + round_up(int64_t(w.dy1) - w.dy0 + 1, tile_dy) - 1);
+        w.dx1 = int(w.dx0 + round_up(int64_t(w.dx1) - w.dx0 + 1, tile_dx) - 1);
         return std::max(double(p.out_count()) * w.fmas(p.hL, p.wL, p.hR, p.wR), 1.0);
     }
     const Window w = p.shifts();
     const double slot = double(transform_need(w.dy0, w.dy1, p.hL, p.hR)) * transform_need(w.dx0, w.dx1, p.wL, p.wR);
-    return double(p.nL + p.nR + p.out_count()) * slot;
+    return std::max(double(p.nL + p.nR + p.out_count()) * slot, 1.0);
+}
+
+namespace {
+
+double work_units(const Problem& p, bool fft, Variant::WorkTile tile) {
+    return xcorr::work_units(p, fft, tile.dy, tile.dx);
 }
 
 // The model of a variant for p: for a one-dimensional problem (hL == hR == 1) its signals model

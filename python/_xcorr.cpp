@@ -20,6 +20,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "xcorr/auto.hpp"
 #include "xcorr/batch.hpp"
 #include "xcorr/core.hpp"
 #include "xcorr/cuda_check.hpp"
@@ -27,6 +28,7 @@
 #include "xcorr/gpu.hpp"
 #include "xcorr/plan.hpp"
 #include "xcorr/reference.hpp"
+#include "xcorr/registry.hpp"
 #include "xcorr/registry.hpp"
 
 namespace nb = nanobind;
@@ -445,6 +447,16 @@ NB_MODULE(_xcorr, m) {
           "\"max-over-rights\" with its k, min_distance, subpixel (\"none\", \"parabolic\", \"gaussian\") and stats.");
     m.def("resolve", &resolve, "spec"_a,
           "(dy0, dy1, dx0, dx1, out_count, description) of the spec's problem; no GPU needed.");
+    // The library's counting rules, so that tests/test_rules.py holds their one Python mirror
+    // (python/xcorr/_rules.py, also the build's: scripts/auto-tables-cpp) to them (issue 103).
+    m.def("transform_need", &xcorr::transform_need, "s0"_a, "s1"_a, "m"_a, "n"_a,
+          "Points of one dimension of fft's transform for shifts s0..s1 (0 where none overlaps).");
+    m.def("overlap_total", [](int s0, int s1, int len_l, int len_r) {
+        return int64_t(xcorr::Window{s0, s1, 0, 0}.fmas(len_l, 1, len_r, 1));
+    }, "s0"_a, "s1"_a, "m"_a, "n"_a, "Sum of one dimension's overlap lengths over shifts s0..s1 (Window::fmas).");
+    m.def("work_units", [](const xcorr::PlanSpec& s, bool fft, int tile_dy, int tile_dx) {
+        return xcorr::work_units(xcorr::problem_of(s), fft, tile_dy, tile_dx);
+    }, "spec"_a, "fft"_a, "tile_dy"_a = 1, "tile_dx"_a = 1, "auto's cost-model work units of the spec's problem.");
     m.def("auto_candidates", [](const xcorr::PlanSpec& s, const std::string& gpu_name) {
         const xcorr::Problem p = xcorr::problem_of(s);
         nb::list out;

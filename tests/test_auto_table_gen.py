@@ -116,7 +116,7 @@ def tree_without_sources(tmp_path):
     for name in ("auto-tables", "auto-tables-cpp", "_xcsuite.py"):  # _xcsuite: its missing-module line
         shutil.copy(SCRIPTS / name, tree / "scripts")
     os.symlink(ROOT / "results", tree / "results")
-    for package in ("xcsuite", "experiments"):  # the atomic write and summary.csv's reader
+    for package in ("xcsuite", "experiments", "python"):  # the atomic write, summary.csv's reader, _rules.py
         os.symlink(ROOT / package, tree / package)
     return tree
 

@@ -46,7 +46,7 @@ def scripts_tree(tmp_path):
     (tree / "lib").mkdir()
     for name in ("auto-tables", "auto-tables-cpp", "_xcsuite.py"):  # _xcsuite: its missing-module line
         shutil.copy(SCRIPTS / name, tree / "scripts")
-    for package in ("xcsuite", "experiments"):  # the atomic write and summary.csv's reader
+    for package in ("xcsuite", "experiments", "python"):  # the atomic write, summary.csv's reader, _rules.py
         os.symlink(ROOT / package, tree / package)
     return tree
 

@@ -4,6 +4,7 @@ ANCHORS.md (the paper's kernels measured there), discounted for unfavourable tun
 the slow side. The repetition protocol sets a floor: every repetition runs >= min_time."""
 from __future__ import annotations
 
+from xcsuite import rules
 from xcsuite.spec import Case
 from xcsuite.peerbench import CHECK_SAMPLES, FULL_CHECK_FMAS_CPU, cpu_reference_fmas  # the peers' check
 
@@ -76,16 +77,9 @@ PLAN_S = 0.025  # cuFFT plan creation, 1-33 ms (docs/ANCHORS.md)
 PROCESS_S = 2.0  # start of one benchmark process (CUDA context, cuFFT load)
 
 
-def fft_need(s0: int, s1: int, m: int, n: int) -> int:
-    """One dimension of fft's transform for the shifts s0..s1 (algorithms/50_fft.cu, "Windows"):
-    the least period that holds them without aliasing once the inputs are cropped to the parts
-    the window reads; m + n - 1 for the full window, 0 when no shift overlaps."""
-    lo, hi = max(s0, 1 - n), min(s1, m - 1)
-    if lo > hi:
-        return 0
-    l0, r0 = max(0, lo), max(0, -hi)
-    ln, rn = min(m, hi + n) - l0, min(n, m - lo) - r0
-    return max(l0 + ln - r0 - lo, hi + r0 + rn - l0)
+# One dimension of fft's transform for the shifts s0..s1 (registry.cpp's transform_need): m + n - 1
+# for the full window, 0 when no shift overlaps.
+fft_need = rules.transform_need
 
 
 def fft_points(case: Case) -> float:

@@ -13,12 +13,13 @@ tables) and the tests share it.
 """
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 import re
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Mapping, Sequence, Union
+
+from xcsuite import rules
 
 FORMS = ("one-to-one", "one-to-many", "n-to-mn", "n-to-m")
 
@@ -121,25 +122,8 @@ def same_shifts(hL: int, wL: int, hR: int, wR: int) -> tuple:
     return (dy0, dy0 + hL - 1, dx0, dx0 + wL - 1)
 
 
-def _range_sum(lo: int, hi: int) -> int:
-    """lo + (lo + 1) + ... + hi, 0 when the range is empty."""
-    return (lo + hi) * (hi - lo + 1) // 2 if lo <= hi else 0
-
-
-@functools.lru_cache(maxsize=4096)
-def overlap_total(s0: int, s1: int, m: int, n: int) -> int:
-    """Sum over shifts s0..s1 of one dimension's overlap length (left extent m, right n), as
-    core.cpp's overlap_total: only shifts in [-(n - 1), m - 1] overlap. In closed form (the
-    overlap min(n, m - s) - max(0, -s) is linear in s on at most three pieces), so that a window
-    of millions of shifts (a 1 x n signal, issue #22) costs no more than a small one."""
-    a, b = max(s0, 1 - n), min(s1, m - 1)
-    if a > b:
-        return 0
-    c = min(b, m - n - 1)  # shifts a..c: min(n, m - s) = n; shifts max(a, m - n)..b: m - s
-    head = n * (c - a + 1) if a <= c else 0
-    lo = max(a, m - n)
-    tail = m * (b - lo + 1) - _range_sum(lo, b) if lo <= b else 0
-    return head + tail + _range_sum(a, min(b, -1))  # minus max(0, -s): adds the negative shifts
+# Sum over shifts s0..s1 of one dimension's overlap length (core.cpp's overlap_total), in closed form.
+overlap_total = rules.overlap_total
 
 
 @dataclass(frozen=True)
@@ -259,7 +243,7 @@ class Shape:
 
     @property
     def pairs(self) -> int:
-        return {"one-to-one": 1, "one-to-many": self.nR, "n-to-mn": self.nR, "n-to-m": self.nL * self.nR}[self.form]
+        return rules.out_count(self.form, self.nL, self.nR)
 
     @property
     def fmas(self) -> float:

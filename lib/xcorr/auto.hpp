@@ -25,6 +25,10 @@ std::string refusal(const Variant& v, const Problem& p, const std::string& preci
 std::string gpu_key(const std::string& name);
 // The results/ folders (gpu_key) whose measurements this build's auto tables hold, in table order.
 std::vector<std::string> measured_gpus();
+// The work units of auto's cost model for p (auto.cpp says what they count), a direct variant's
+// window rounded up to whole tiles of tile_dy x tile_dx shifts (Variant::work_tile); fft: the fft
+// family's. At least 1.
+double work_units(const Problem& p, bool fft, int tile_dy = 1, int tile_dx = 1);
 
 namespace autotab {
 // One measured (variant, parameters) of a case: its fastest parameters, time of run + finish.

@@ -88,8 +88,8 @@ struct AxisFit {
     bool empty() const { return ln == 0; }
 };
 AxisFit fit_axis(int s0, int s1, int hl, int hr);
-// fit_axis(...).need, 1 when no shift overlaps: fft's transform, fft-fused's limit
-// (Variant::max_transform), auto's FFT work (auto.cpp).
+// fit_axis(...).need, 0 when no shift overlaps (registry.cpp says why): fft's transform, fft-fused's
+// limit (Variant::max_transform), auto's FFT work (auto.cpp). Python: python/xcorr/_rules.py.
 int transform_need(int s0, int s1, int hl, int hr);
 
 struct Variant {

@@ -24,10 +24,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from . import _arrays, _reference, _xcorr
+from . import _arrays, _reference, _rules, _xcorr
 from ._xcorr import CudaError, NoGPUError
 
-FORMS = ("one-to-one", "one-to-many", "n-to-mn", "n-to-m")
+FORMS = _rules.FORMS  # ("one-to-one", "one-to-many", "n-to-mn", "n-to-m")
 MODES = ("full", "valid", "same")
 PRECISIONS = ("fp32", "tf32")
 NORMALIZATIONS = _reference.NORMALIZATIONS  # ("none", "zncc", "zero-lag"); None means "none"

@@ -4,19 +4,34 @@ normalizations (zncc, zero-lag; CONVENTIONS.md, "Normalization"), as lib/referen
 computes them (the tests check the two against each other, against scipy.signal.correlate2d and
 against tests/xcorr_np.py's independent normalization). Vectorised over the pairs and the shifts;
 it loops over the smaller matrix's elements, so it is meant for tests and small examples, not for
-speed."""
+speed.
+
+The library's reference in Python: lib/reference_cpu.cpp (with lib/reduce.cpp's reductions) is the
+same in C++, held equal to this by tests/test_python_package.py. Both stay for now: this one takes
+float64 inputs as they are (the C++ one float32) and the suite loads it by path without the compiled
+package (xcsuite/peers.py). The tests' independent oracle is tests/xcorr_np.py; the counting rules
+(pairs, overlaps) are python/xcorr/_rules.py's."""
+import importlib.util
+import os
+import sys
+
 import numpy as np
+
+try:
+    from . import _rules
+except ImportError:  # loaded by path (xcsuite.peerbench.reference_module): the module beside this file
+    _rules = sys.modules.get("xcorr_rules")
+    if _rules is None:
+        _spec = importlib.util.spec_from_file_location("xcorr_rules", os.path.join(os.path.dirname(__file__), "_rules.py"))
+        _rules = importlib.util.module_from_spec(_spec)
+        _spec.loader.exec_module(_rules)
+        sys.modules["xcorr_rules"] = _rules
 
 
 def pair_indices(form, nL, nR):
-    """(left index, right index) of every output k, as CONVENTIONS.md's form table maps them."""
-    if form == "n-to-m":
-        k = np.arange(nL * nR)
-        return k // nR, k % nR
-    k = np.arange(nR)
-    if form == "n-to-mn":
-        return k % nL, k
-    return np.zeros(nR, dtype=np.int64), k  # one-to-one, one-to-many
+    """(left index, right index) of every output k, as CONVENTIONS.md's form table maps them
+    (_rules.pair_of on every k, as int64 arrays)."""
+    return _rules.pair_of(form, nL, nR, np.arange(_rules.out_count(form, nL, nR), dtype=np.int64))
 
 
 def correlate(form, left, right, window):
