@@ -586,7 +586,7 @@ def test_reproduce_s_application_check_waits_for_the_rerun_once_the_budget_ran_o
                   'wants() { true; }\nset -euo pipefail\nsource step.sh\necho "status=$status"\n')
         r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=60)
         assert r.returncode == 0, r.stderr
-        assert ("python -m xcsuite application --build build" in r.stdout) == ran and r.stdout.endswith(f"status={status}\n")
+        assert ("-m xcsuite application --build build" in r.stdout) == ran and r.stdout.endswith(f"status={status}\n")
         assert ("the budget ran out before the application check" in r.stdout) != ran
 
 

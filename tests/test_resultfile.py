@@ -129,7 +129,7 @@ def test_a_case_no_measurement_gives_is_refused(tmp_path, how):
         load_results(gpu / "fig17.json")
     assert f"fig17.json: case {key}: " in str(e.value) and HOWS[how] in str(e.value), e.value
     for tool in ("aggregate", "table"):
-        r = subprocess.run([sys.executable, str(ROOT / "scripts" / f"{tool}.py"), str(gpu)], capture_output=True,
+        r = subprocess.run([sys.executable, "-m", "xcsuite", tool, str(gpu)], capture_output=True,
                            text=True, cwd=ROOT, timeout=300, env={**__import__("os").environ,
                                                                   "XCORR_PLOTS": str(tmp_path / "plots")})
         assert r.returncode == 2 and r.stderr.strip().splitlines() == [f"{tool}: {e.value}"], (r.returncode, r.stderr)
@@ -147,7 +147,7 @@ def test_convert_results_rewrites_in_place_and_only_once(tmp_path):
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert r.returncode == 0 and "already" in r.stdout and f.read_text() == expected
     (tmp_path / "bad.json").write_text("[1]")
-    r = subprocess.run(cmd[:2] + [str(tmp_path / "bad.json")], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(cmd[:-1] + [str(tmp_path / "bad.json")], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
 
 
