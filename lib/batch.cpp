@@ -636,7 +636,7 @@ struct Slot {
 // is the pipeline's fill, which nothing else overlaps. From the StagingPool (bounce_key); given back
 // when destroyed, which is after the streams (DeviceKit declares it first). 4 MB parts of all the
 // large piece's inputs against each input bounced alone in 32 MB parts: notes/multi-gpu.md
-// (fc00fcd, "2026-11-28: the batch's A/B switches removed").
+// ("2026-11-28: the batch's A/B switches removed").
 constexpr size_t kBounceFloats = size_t(1) << 20;  // 4 MB per buffer: one part
 constexpr size_t kBounceFrom = size_t(1) << 20;    // floats of a piece: smaller inputs go the driver's way
 struct Bounce {
@@ -1249,7 +1249,7 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
         runs[i].ended = Clock::now();
     };
     // One host thread per device: the calling thread and kept workers (in_parallel's own threads;
-    // against a thread started per device per call: notes/multi-gpu.md, 8db06f6). The calling
+    // against a thread started per device per call: notes/multi-gpu.md, the same section). The calling
     // thread's current device is put back after its run chose its own.
     in_parallel(size_t(n), run_one, true);
     cudaSetDevice(current);  // best effort: it was current before the call

@@ -270,7 +270,7 @@ std::string Problem::describe() const {
 // needs (FFT_MAX_CHUNK, FFT_PLAN_BATCH_LIMIT, FFT_PAIR_GROUPS, FFT_MERGE_ROWS, NO_STORE_NORM,
 // NO_FUSED_PEAKS); a diagnostic shows or bypasses a mechanism (NO_GRAPH, NO_PDL, BATCH_TRACE). A
 // switch kept only to compare two code paths goes once measured, with the losing path, its numbers
-// kept in the topic's note (issue 103: the batch's six, tensor-wgmma's k-split).
+// kept in the topic's note (as the batch's six and tensor-wgmma's k-split were).
 // FUSED_WINDOWED_FULL is such an A/B switch still (51_fft_fused.cu).
 const std::vector<EnvSetting>& env_settings() {
     static const std::vector<EnvSetting> table{

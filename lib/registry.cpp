@@ -87,7 +87,7 @@ AxisFit fit_axis(int s0, int s1, int hl, int hr) {
     return f;
 }
 
-// 0 where no shift overlaps (issue 103 decided it; the copies had said 0 and 1): the output is all
+// 0 where no shift overlaps (one rule for every copy, where copies had said 0 or 1): the output is all
 // zeros, which fft writes without making any transform (50_fft.cu: fy_.empty()), so the window needs
 // no points and max_transform never refuses it; auto's work_units counts such a problem as one unit.
 int transform_need(int s0, int s1, int hl, int hr) {

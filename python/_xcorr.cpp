@@ -448,7 +448,7 @@ NB_MODULE(_xcorr, m) {
     m.def("resolve", &resolve, "spec"_a,
           "(dy0, dy1, dx0, dx1, out_count, description) of the spec's problem; no GPU needed.");
     // The library's counting rules, so that tests/test_rules.py holds their one Python mirror
-    // (python/xcorr/_rules.py, also the build's: scripts/auto-tables-cpp) to them (issue 103).
+    // (python/xcorr/_rules.py, also the build's: scripts/auto-tables-cpp) to them.
     m.def("transform_need", &xcorr::transform_need, "s0"_a, "s1"_a, "m"_a, "n"_a,
           "Points of one dimension of fft's transform for shifts s0..s1 (0 where none overlaps).");
     m.def("overlap_total", [](int s0, int s1, int len_l, int len_r) {

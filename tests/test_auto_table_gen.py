@@ -1,4 +1,4 @@
-"""auto's tables as generated code (issue #66): the build makes the C++ source from the committed data
+"""auto's tables as generated code: the build makes the C++ source from the committed data
 of lib/auto_tables/ (scripts/auto-tables-cpp, a custom_target of meson.build), no generated
 source is committed, and scripts/auto-tables takes the variants' facts from `xcorr list
 --json`, never from the algorithm sources (CPU only)."""
@@ -238,7 +238,7 @@ def test_no_generated_source_is_tracked():
 
 
 def test_no_signal_model_predicts_less_than_a_launch(xcorr):
-    """Issue #65: a small signal problem (16 templates of 256 against 1e5 samples within ±50 lags) was
+    """A small signal problem (16 templates of 256 against 1e5 samples within ±50 lags) was
     predicted at 0.0117 us ("floor 0 us"): the signals-only variants had no launch floor of their own.
     Every candidate's prediction is now at least the GPU's fastest measured launch (about 3 us)."""
     r = run([xcorr, "explain", "--json", "--dims", "1", "--form", "one-to-many", "--left", "100000",
@@ -256,7 +256,7 @@ def test_a_variant_measured_only_on_a_sibling_gpu_is_predicted_from_its_measurem
     predicted on the other from that very measurement times the two GPUs' median ratio, not from
     its neighbours or the cost model. Each such (problem, variant) of the committed tables, raw 2-D
     problems: the candidate's reason names the sibling's measurement, its prediction is that time
-    times a ratio near 1, and the problem's own measurements stay measured. (Issue #67's PIV shape
+    times a ratio near 1, and the problem's own measurements stay measured. (The reductions' PIV shape
     was one, on the H100 alone, until session 61 measured it on the H200.)"""
     tables = committed_tables()
     built = {v["name"] for v in registry}  # a build of some variants may lack one

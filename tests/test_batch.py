@@ -1,4 +1,4 @@
-"""A batch split across GPUs and into pieces (issue #24; lib/xcorr/batch.hpp): `xcorr run
+"""A batch split across GPUs and into pieces (lib/xcorr/batch.hpp): `xcorr run
 --gpus LIST --chunk N` and `xcorr explain --gpus/--chunk`.
 
 CPU (runs everywhere): the split itself, from `xcorr explain --json` (no GPU needed): the pieces

@@ -530,7 +530,7 @@ def test_no_gpu_gives_exit_3(xcorr, gpu_info, tmp_path, pair, overlap_wise):
     one_line_error(run([xcorr, "info"]), 3, "gpu")
 
 
-# --- a user's files are never replaced (issue #65) --------------------------------------------
+# --- a user's files are never replaced --------------------------------------------
 
 @pytest.mark.parametrize("kind", ["fifo", "char device"])
 def test_a_special_file_as_input_is_refused_without_blocking(xcorr, tmp_path, pair, kind):

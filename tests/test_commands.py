@@ -1,4 +1,4 @@
-"""docs/commands.md, the one list of commands (issue 103), holds every runnable file of the tree once
+"""docs/commands.md, the one list of commands, holds every runnable file of the tree once
 and nothing else (CPU only, no build): every script of scripts/ and scripts/dev/, every example,
 .ci/run, every xcsuite command, every module or test file run as a program, every file with the run
 bit and every executable target of meson.build; each script named by the one rule (kebab-case, no

@@ -1,5 +1,5 @@
 """A main-job run that changes no measurement commits no image, and one that changes results
-rewrites only the figures whose data changed (issue 103): `python -m xcsuite plot` twice from the
+rewrites only the figures whose data changed: `python -m xcsuite plot` twice from the
 same results rewrites no file (not even its time stamp), and after one experiment's rows change only
 that experiment's figure is rewritten (CPU only: the committed H200 summary, two experiments)."""
 import io

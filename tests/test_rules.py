@@ -1,4 +1,4 @@
-"""Each counting rule written once (issue 103): the C++ (registry.cpp's transform_need, core.cpp's
+"""Each counting rule written once: the C++ (registry.cpp's transform_need, core.cpp's
 overlap_total as Window::fmas, auto.cpp's work_units, Problem::out_count) and its one Python copy,
 python/xcorr/_rules.py, which the build's fit (scripts/auto-tables-cpp), the suite (xcsuite.rules)
 and the package's reference call. Held to the C++ here through the binding; CPU only.
@@ -36,7 +36,7 @@ def shifts_grid(seed, count):
 
 def test_a_window_without_overlap_needs_no_transform_points():
     """Shifts 5..7 of a left of 3 and a right of 2 (overlap only for -1..2), and -9..-4 of the same:
-    0 points (the decision of issue 103: the copies had said 0 and 1); the full window m + n - 1."""
+    0 points (one rule for every copy, where copies had said 0 or 1); the full window m + n - 1."""
     assert rules.transform_need(5, 7, 3, 2) == 0
     assert rules.transform_need(-9, -4, 3, 2) == 0
     assert rules.transform_need(-1, 2, 3, 2) == 4  # the full window

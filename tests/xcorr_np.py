@@ -1,7 +1,7 @@
 """The definition of CONVENTIONS.md in NumPy/SciPy terms: the independent implementation the
 C++ reference is tested against.
 
-The tests' one independent float64 oracle (issue 103): it shares no code with the library, whose
+The tests' one independent float64 oracle: it shares no code with the library, whose
 own references are lib/reference_cpu.cpp (with lib/reduce.cpp's reductions) and the package's
 python/xcorr/_reference.py, so its pairs(), windows and overlap sums are written here again on
 purpose; every other copy of those rules calls python/xcorr/_rules.py (or the C++)."""

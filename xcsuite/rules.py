@@ -1,5 +1,5 @@
 """The library's counting rules for the suite: python/xcorr/_rules.py, the package's own module
-(standard library only), loaded by path so that the compiled package is not needed (issue 103: each
+(standard library only), loaded by path so that the compiled package is not needed (each
 rule written once; tests/test_rules.py holds that module to the C++ through the binding).
 
     transform_need(s0, s1, m, n)   points of one dimension of fft's transform (0: no shift overlaps)

@@ -1,5 +1,5 @@
-// A batch of pairs split across the GPUs of a host and into pieces that fit each GPU's memory
-// (issue #24): the inputs and the output live in host memory; every piece is an ordinary problem
+// A batch of pairs split across the GPUs of a host and into pieces that fit each GPU's memory:
+// the inputs and the output live in host memory; every piece is an ordinary problem
 // of its own (a Plan on one device), and its outputs are a contiguous run of the batch's (or, for
 // n-to-m blocks, rows of one: PieceLayout).
 //

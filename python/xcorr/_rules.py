@@ -1,4 +1,4 @@
-"""The library's counting rules in Python, once (issue 103): each mirrors one C++ function, and
+"""The library's counting rules in Python, once: each mirrors one C++ function, and
 tests/test_rules.py checks every one against that function through the binding (_xcorr).
 
 Standard library only, and loadable by path: the build's generator of auto's tables
@@ -24,7 +24,7 @@ def transform_need(s0: int, s1: int, m: int, n: int) -> int:
     overlap without aliasing once both inputs are cropped to the parts the window reads; m + n - 1
     for the full window.
 
-    0 where no shift of s0..s1 overlaps (issue 103 decided this; the copies had said 0 and 1): such
+    0 where no shift of s0..s1 overlaps (one rule for every copy, where copies had said 0 or 1): such
     a window's output is all zeros, and fft writes them without making any transform (50_fft.cu:
     fy_.empty()), so it needs no points; a transform limit (Variant::max_transform) never refuses
     it, and auto's cost model counts at least one unit of work (work_units) as it does for the
@@ -47,7 +47,7 @@ def overlap_total(s0: int, s1: int, m: int, n: int) -> int:
     """Sum over the shifts s0..s1 of one dimension's overlap length, left length m, right n:
     min(n, m - s) - max(0, -s) where positive (only shifts in [-(n - 1), m - 1] overlap). In closed
     form (linear in s on at most three pieces), so that a window of millions of shifts (a 1 x n
-    signal, issue #22) costs no more than a small one. Window::fmas is the product of two."""
+    signal) costs no more than a small one. Window::fmas is the product of two."""
     a, b = max(s0, 1 - n), min(s1, m - 1)
     if a > b:
         return 0
