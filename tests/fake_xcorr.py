@@ -47,8 +47,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from xcsuite.spec import NORMALIZATIONS, Shape, supports_window  # noqa: E402  (the repository root is not installed)
 from xcsuite import peerturn  # noqa: E402
+from xcsuite.benchjson import UsageError, parse_case_line  # noqa: E402  (xcorr_bench's case syntax)
 
-WINDOW_KEYS = ("window", "max_shift", "shifts")
 # The variants: the build's `xcorr list --json` with the fixture's for those it lacks, the list the
 # tests expand experiments with (tests/build_registry.py); FAKE_REGISTRY: another file.
 if "FAKE_REGISTRY" in os.environ:
@@ -62,11 +62,11 @@ PEERS = [{"name": n, "family": "peer", "summary": "a peer", "timed": "everything
           "windows": ["full", "valid", "same", "max-shift", "shifts"], "params": {},
           "normalizations": ["none"] if n == "cupy-correlate2d" else ["none", "zncc", "zero-lag"]}
          for n in ("torch-conv2d", "torch-fft", "cupy-correlate2d")]
-# npp-normlevel: NPP's valid-mode ZNCC, the valid window and zncc only (xcsuite/peerbench.py)
+# npp-normlevel: NPP's valid-mode ZNCC, the valid window and zncc only (xcsuite/peers.py)
 PEERS.append({**PEERS[0], "name": "npp-normlevel", "windows": ["valid"], "normalizations": ["zncc"]})
 # torch-conv2d-tf32: cuDNN with TF32 allowed, raw sums only, its own precision and bound
 PEERS.append({**PEERS[0], "name": "torch-conv2d-tf32", "precision": "tf32", "tolerance": 2e-3, "normalizations": ["none"]})
-# the reductions' variants (issue #67, xcsuite/reduce_peers.py): the case key reduce=
+# the reductions' variants (xcsuite/reduce_peers.py): the case key reduce=
 from xcsuite.reduce_peers import registry as _reduce_registry  # noqa: E402
 PEERS += [{k: v for k, v in p.items() if k not in ("available", "unavailable_reason")} for p in _reduce_registry()]
 
@@ -196,7 +196,12 @@ def bench(args, role="xcorr_bench"):
     registry = {v["name"]: v for v in (peers() if role == "peerbench" else json.loads(REGISTRY.read_text()))}
     cases = []
     for line in lines:
-        kv = dict(p.split("=", 1) for p in line.split())
+        try:
+            parsed = parse_case_line(line)
+        except UsageError as e:
+            print(f"xcorr_bench: error: {e}", file=sys.stderr)
+            return 2
+        kv = {**parsed.keys, **({parsed.window_key: parsed.window_value} if parsed.window_key else {})}
         var = registry.get(kv["variant"])
         if var is None or (os.environ.get("FAKE_REJECT") and os.environ["FAKE_REJECT"] in line):
             print(f"xcorr_bench: error: unknown or bad case '{line}'", file=sys.stderr)
@@ -204,11 +209,8 @@ def bench(args, role="xcorr_bench"):
         if kv.get("normalize", "none") not in var.get("normalizations", NORMALIZATIONS):
             print(f"xcorr_bench: error: case '{line}': normalize=: unknown or unsupported mode", file=sys.stderr)
             return 2
-        given = [k for k in WINDOW_KEYS if k in kv]
-        window = "full" if not given else (kv[given[0]] if given[0] == "window" else f"{given[0]}={kv[given[0]]}")
+        window = parsed.window
         try:
-            if len(given) > 1:
-                raise ValueError("more than one window key")
             shape = shape_of(kv, window)
         except ValueError as e:
             print(f"xcorr_bench: error: case '{line}': {e}", file=sys.stderr)

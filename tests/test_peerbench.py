@@ -1,11 +1,11 @@
-"""The peers (xcsuite/peerbench.py) on the CPU: the window, pad and crop arithmetic of torch-fft and
-torch-conv2d (as numpy, and through torch on the CPU where torch is installed) against
-scipy.signal.correlate2d; the normalized peers' pieces (zncc, zero-lag; issue #21) run by numpy
-against the float64 references (tests/xcorr_np.py, python/xcorr/_reference.py), in float64 for
-the arithmetic and in float32 for the contract's bounds; the case specs and benchmark names, the JSON entries as the runner reads
-them, the command line without torch or a GPU, and the runner's routing of peer cases to
-peerbench (with tests/fake_xcorr.py as both tools). The GPU runs are the lead's (see the
-module's docstring)."""
+"""The peers (xcsuite/peers.py) and their harness (xcsuite/peerbench.py) on the CPU: the window, pad
+and crop arithmetic of torch-fft and torch-conv2d (as numpy, and through torch on the CPU where
+torch is installed) against scipy.signal.correlate2d; the normalized peers' pieces (zncc, zero-lag)
+run by numpy against the float64 references (tests/xcorr_np.py, python/xcorr/_reference.py), in
+float64 for the arithmetic and in float32 for the contract's bounds; the case specs and benchmark
+names, the JSON entries as the runner reads them, the command line without torch or a GPU, and the
+runner's routing of peer cases to peerbench (with tests/fake_xcorr.py as both tools). The GPU runs
+are the lead's (see the module's docstring)."""
 import importlib.util
 import json
 import os
@@ -21,6 +21,8 @@ from suite_helpers import ROOT, clear_fake_env, log_lines, make_fake_build
 
 from xcsuite.spec import Case, Experiment, Series, Shape, case_key
 from xcsuite import peerbench as pb
+from xcsuite import peers
+from xcsuite import benchjson
 from xcsuite.benchjson import entry_key, parse_run_name
 from xcsuite.cli import run_experiments as rx
 
@@ -35,10 +37,10 @@ def stacks(rng, form, hL, wL, hR, wR):
 
 def windows(rng, hL, wL, hR, wR):
     """Named windows, and rectangles inside, across and wholly outside the full range."""
-    out = [pb.full_window(hL, wL, hR, wR), pb.same_window(hL, wL, hR, wR), (0, 0, 0, 0),
+    out = [peers.full_window(hL, wL, hR, wR), peers.same_window(hL, wL, hR, wR), (0, 0, 0, 0),
            (-hR - 3, -hR, 0, 1), (hL, hL + 2, -wR - 2, wL + 2), (-hR - 2, hL + 1, -wR - 1, wL)]
     try:
-        out.append(pb.valid_window(hL, wL, hR, wR))
+        out.append(peers.valid_window(hL, wL, hR, wR))
     except pb.UsageError:
         pass
     for _ in range(3):
@@ -51,15 +53,15 @@ def windows(rng, hL, wL, hR, wR):
 SHAPES = [(8, 8, 8, 8), (7, 9, 4, 6), (5, 6, 8, 3), (1, 13, 1, 5), (6, 4, 6, 4), (3, 3, 9, 10), (10, 7, 2, 2)]
 
 
-@pytest.mark.parametrize("form", pb.FORMS)
+@pytest.mark.parametrize("form", peers.FORMS)
 @pytest.mark.parametrize("shape", SHAPES)
 def test_fft_and_conv_arithmetic_give_the_window_of_scipy(form, shape):
     rng = np.random.default_rng(sum(shape) + len(form))
     L, R = stacks(rng, form, *shape)
     for w in windows(rng, *shape):
-        ref = pb.window_reference_np(form, L, R, w)
-        assert ref.shape == (len(pb.pairs(form, len(L), len(R))), w[1] - w[0] + 1, w[3] - w[2] + 1)
-        for f in (pb.fft_reference_np, pb.conv_reference_np):
+        ref = peers.window_reference_np(form, L, R, w)
+        assert ref.shape == (len(peers.pairs(form, len(L), len(R))), w[1] - w[0] + 1, w[3] - w[2] + 1)
+        for f in (peers.fft_reference_np, peers.conv_reference_np):
             got = f(form, L, R, w)
             assert got.shape == ref.shape and np.allclose(got, ref, atol=1e-10), (f.__name__, w)
 
@@ -69,47 +71,47 @@ def test_the_reference_and_the_named_windows_are_scipys_modes(shape):
     hL, wL, hR, wR = shape
     rng = np.random.default_rng(3)
     L, R = stacks(rng, "one-to-one", *shape)
-    modes = {"full": pb.full_window(*shape), "same": pb.same_window(*shape)}
+    modes = {"full": peers.full_window(*shape), "same": peers.same_window(*shape)}
     try:
-        modes["valid"] = pb.valid_window(*shape)
+        modes["valid"] = peers.valid_window(*shape)
     except pb.UsageError:
         assert (hL - hR) * (wL - wR) < 0
     for mode, w in modes.items():
         # a same or valid window equal to full is named full (scipy_mode tries full first)
-        assert pb.scipy_mode(w, *shape) == mode or (mode != "full" and w == pb.full_window(*shape))
-        np.testing.assert_allclose(pb.window_reference_np("one-to-one", L, R, w)[0], correlate2d(L[0], R[0], mode=mode),
+        assert peers.scipy_mode(w, *shape) == mode or (mode != "full" and w == peers.full_window(*shape))
+        np.testing.assert_allclose(peers.window_reference_np("one-to-one", L, R, w)[0], correlate2d(L[0], R[0], mode=mode),
                                    atol=1e-12)
 
 
 def test_fast_len_and_the_fft_size_avoid_aliasing():
-    assert [pb.fast_len(n) for n in (1, 11, 13, 17, 97, 127, 511, 1023)] == [1, 12, 14, 18, 98, 128, 512, 1024]
+    assert [peers.fast_len(n) for n in (1, 11, 13, 17, 97, 127, 511, 1023)] == [1, 12, 14, 18, 98, 128, 512, 1024]
     for n in range(1, 3000):
-        m = pb.fast_len(n)
-        assert m >= n and all(pb.fast_len(k) == m for k in (m,))
+        m = peers.fast_len(n)
+        assert m >= n and all(peers.fast_len(k) == m for k in (m,))
     # the full window needs the linear size; a narrow window much less
-    assert pb.fft_axis(-63, 63, 64, 64).P == 128
-    assert pb.fft_axis(-4, 4, 64, 64).P == pb.fast_len(68)
-    assert pb.fft_axis(0, 32, 64, 32).P == 64  # valid: no padding at all
-    ax = pb.fft_axis(-70, -60, 64, 64)  # partly beyond the full range: clamped, zeros before
+    assert peers.fft_axis(-63, 63, 64, 64).P == 128
+    assert peers.fft_axis(-4, 4, 64, 64).P == peers.fast_len(68)
+    assert peers.fft_axis(0, 32, 64, 32).P == 64  # valid: no padding at all
+    ax = peers.fft_axis(-70, -60, 64, 64)  # partly beyond the full range: clamped, zeros before
     assert ax.clamped == (-63, -60) and ax.offset == 7 and ax.out_len == 11
-    assert pb.fft_axis(64, 70, 64, 64).clamped is None
+    assert peers.fft_axis(64, 70, 64, 64).clamped is None
 
 
 def test_conv_padding_is_symmetric_through_conv2d_and_only_the_rest_by_f_pad():
-    full = pb.conv_axis(-31, 31, 32, 32)
+    full = peers.conv_axis(-31, 31, 32, 32)
     assert (full.conv_pad, full.extra_before, full.extra_after, full.crop0, full.crop1) == (31, 0, 0, 0, 32)
-    same = pb.conv_axis(*pb.same_window(32, 32, 32, 32)[:2], 32, 32)  # even right: one more zero after
+    same = peers.conv_axis(*peers.same_window(32, 32, 32, 32)[:2], 32, 32)  # even right: one more zero after
     assert (same.conv_pad, same.extra_before, same.extra_after) == (15, 0, 1)
-    valid = pb.conv_axis(0, 32, 64, 32)
+    valid = peers.conv_axis(0, 32, 64, 32)
     assert (valid.conv_pad, valid.extra_before, valid.extra_after, valid.crop0, valid.crop1) == (0, 0, 0, 0, 64)
-    inner = pb.conv_axis(10, 12, 64, 8)  # a narrow window reads only rows 10..19
+    inner = peers.conv_axis(10, 12, 64, 8)  # a narrow window reads only rows 10..19
     assert (inner.crop0, inner.crop1, inner.conv_pad) == (10, 20, 0)
-    assert pb.conv_axis(64, 70, 64, 8).empty and pb.conv_axis(-20, -8, 64, 8).empty
+    assert peers.conv_axis(64, 70, 64, 8).empty and peers.conv_axis(-20, -8, 64, 8).empty
 
 
 @pytest.mark.peers
 @pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (the peers' torch code runs on the GPU machine)")
-@pytest.mark.parametrize("form", pb.FORMS)
+@pytest.mark.parametrize("form", peers.FORMS)
 def test_the_torch_peers_on_the_cpu(form):
     import torch
     torch.backends.cudnn.allow_tf32 = False
@@ -117,28 +119,28 @@ def test_the_torch_peers_on_the_cpu(form):
     for shape in SHAPES[:4]:
         L, R = stacks(rng, form, *shape)
         for w in windows(rng, *shape):
-            c = pb.parse_case(f"variant=torch-fft form={form} hL={shape[0]} wL={shape[1]} hR={shape[2]} wR={shape[3]} "
-                              f"nL={len(L)} nR={len(R)} shifts={pb.window_text(w)}")
-            ref = pb.window_reference_np(form, L, R, w)
-            for cls in (pb.TorchFft, pb.TorchConv2d):
+            c = peers.parse_case(f"variant=torch-fft form={form} hL={shape[0]} wL={shape[1]} hR={shape[2]} wR={shape[3]} "
+                              f"nL={len(L)} nR={len(R)} shifts={peers.window_text(w)}")
+            ref = peers.window_reference_np(form, L, R, w)
+            for cls in (peers.TorchFft, peers.TorchConv2d):
                 got = cls(c, torch)(torch.from_numpy(L), torch.from_numpy(R)).numpy()
                 assert got.shape == ref.shape and np.allclose(got, ref, atol=1e-9), (cls.__name__, w)
 
 
 def test_case_specs_names_and_windows():
-    c = pb.parse_case("variant=torch-fft form=n-to-mn hL=64 wL=64 hR=32 wR=32 nL=3 nR=6")
+    c = peers.parse_case("variant=torch-fft form=n-to-mn hL=64 wL=64 hR=32 wR=32 nL=3 nR=6")
     assert c.full and c.name() == "torch-fft/n-to-mn/hL:64/wL:64/hR:32/wR:32/nL:3/nR:6"
     assert c.fmas == 6 * 64 * 64 * 32 * 32 and c.out_shape == (6, 95, 95)
-    v = pb.parse_case("variant=torch-conv2d form=one-to-one size=16 window=valid")
+    v = peers.parse_case("variant=torch-conv2d form=one-to-one size=16 window=valid")
     assert v.window == (0, 0, 0, 0) and v.name().endswith("/nR:1/shifts:0:0,0:0") and v.fmas == 256
-    s = pb.parse_case("variant=torch-fft form=one-to-many size=32 nR=4 max_shift=16")
+    s = peers.parse_case("variant=torch-fft form=one-to-many size=32 nR=4 max_shift=16")
     assert s.window == (-16, 16, -16, 16) and s.name().endswith("/nR:4/shifts:-16:16,-16:16")
-    assert pb.parse_case("variant=torch-fft form=one-to-one size=8 max_shift=7,7").full  # = the full window
-    assert pb.parse_case("variant=cupy-correlate2d form=one-to-one size=9 shifts=-2:3,0:0").window == (-2, 3, 0, 0)
-    assert pb.parse_case("variant=torch-fft form=one-to-one size=8 window=same").window == (-3, 4, -3, 4)
+    assert peers.parse_case("variant=torch-fft form=one-to-one size=8 max_shift=7,7").full  # = the full window
+    assert peers.parse_case("variant=cupy-correlate2d form=one-to-one size=9 shifts=-2:3,0:0").window == (-2, 3, 0, 0)
+    assert peers.parse_case("variant=torch-fft form=one-to-one size=8 window=same").window == (-3, 4, -3, 4)
     # the window's cost: the overlap areas (Window::fmas)
-    assert pb.window_fmas((-7, 7, -7, 7), 8, 8, 8, 8) == 8 ** 4
-    assert pb.window_fmas((20, 30, 0, 0), 8, 8, 8, 8) == 0
+    assert peers.window_fmas((-7, 7, -7, 7), 8, 8, 8, 8) == 8 ** 4
+    assert peers.window_fmas((20, 30, 0, 0), 8, 8, 8, 8) == 0
     for bad in ("variant=torch-fft form=one-to-one size=8 window=valid max_shift=2",
                 "variant=torch-fft form=one-to-one size=8 shifts=3:2,0:0",
                 "variant=torch-fft form=one-to-one size=8 window=middle",
@@ -148,12 +150,12 @@ def test_case_specs_names_and_windows():
                 "variant=torch-fft form=n-to-mn size=8 nL=2 nR=3",
                 "variant=torch-fft size=8"):
         with pytest.raises(pb.UsageError):
-            pb.parse_case(bad)
+            peers.parse_case(bad)
 
 
 def test_entries_are_xcorr_bench_entries_the_runner_reads():
     opt = pb.Options(min_time=0.1, repetitions=3)
-    c = pb.parse_case("variant=torch-fft form=n-to-m size=16 nL=2 nR=3")
+    c = peers.parse_case("variant=torch-fft form=n-to-m size=16 nL=2 nR=3")
     r = {"iterations": 40, "real_time": 2.5e-5, "total": 1e-3, "batch": 64, "err": 3e-7, "samples": 1000}
     e = pb.entry(c, opt, 0, 1, r, "family=peer;timed=x;precision=fp32")
     assert e["run_name"].startswith(c.name() + "/min_time:") and e["run_name"].endswith("/manual_time")
@@ -163,24 +165,24 @@ def test_entries_are_xcorr_bench_entries_the_runner_reads():
     assert e["real_time"] == pytest.approx(25.0) and e["time_unit"] == "us" and e["repetition_index"] == 1
     assert e["FLOPS"] == pytest.approx(2 * c.fmas * 40 / 1e-3)
     assert entry_key(e) == case_key("torch-fft", ("n-to-m", 16, 16, 16, 16, 2, 3), {})
-    w = pb.entry(pb.parse_case("variant=torch-fft form=one-to-one size=16 max_shift=2"), opt, 0, 0, r, "")
+    w = pb.entry(peers.parse_case("variant=torch-fft form=one-to-one size=16 max_shift=2"), opt, 0, 0, r, "")
     assert (w["dy0"], w["dy1"], w["dx0"], w["dx1"]) == (-2, 2, -2, 2) and w["fmas"] == (14 + 15 + 16 + 15 + 14) ** 2
     assert "/nR:1/shifts:-2:2,-2:2/min_time:" in w["run_name"]
     assert parse_run_name(w["run_name"])[1] == ("one-to-one", 16, 16, 16, 16, 1, 1)
     err = pb.entry(c, opt, 0, 0, {"error": "validation failed: err=1e-3 > tol=1e-5 (all 10 outputs)"}, "")
     assert err["error_occurred"] and err["error_message"].startswith("validation failed") and "fmas" not in err
-    aggs = pb.aggregates(e, [25.0, 26.0, 24.0], 3)
+    aggs = benchjson.aggregates(e, [25.0, 26.0, 24.0], 3)
     assert [a["aggregate_name"] for a in aggs] == ["mean", "median", "stddev", "cv"]
     assert aggs[0]["real_time"] == pytest.approx(25.0) and all(a["run_type"] == "aggregate" for a in aggs)
 
 
 def test_sample_positions_hold_the_corners():
-    pos = pb.sample_positions((5, 30, 40), 100, np.random.default_rng(1))
+    pos = peers.sample_positions((5, 30, 40), 100, np.random.default_rng(1))
     for k in (0, 4):
         for y in (0, 29):
             for x in (0, 39):
                 assert k * 1200 + y * 40 + x in pos
-    assert len(pb.sample_positions((1, 3, 3), 100, np.random.default_rng(1))) == 9
+    assert len(peers.sample_positions((1, 3, 3), 100, np.random.default_rng(1))) == 9
 
 
 def peerbench(*args):
@@ -192,7 +194,7 @@ def test_list_works_without_torch_and_a_gpu():
     r = peerbench("list", "--json")
     assert r.returncode == 0, r.stderr
     reg = json.loads(r.stdout)
-    from xcsuite import reduce_peers  # the reductions' variants (issue #67) follow the correlation peers
+    from xcsuite import reduce_peers  # the reductions' variants follow the correlation peers
 
     assert [v["name"] for v in reg[-len(reduce_peers.VARIANTS):]] == list(reduce_peers.VARIANTS)
     reg = reg[:-len(reduce_peers.VARIANTS)]
@@ -202,7 +204,7 @@ def test_list_works_without_torch_and_a_gpu():
         tf32 = v["name"] == "torch-conv2d-tf32"  # TF32: its own precision and bound, raw sums only
         assert v["family"] == "peer" and v["params"] == {}
         assert (v["precision"], v["tolerance"]) == (("tf32", 2e-3) if tf32 else ("fp32", 1e-5))
-        assert v["forms"] == list(pb.FORMS)
+        assert v["forms"] == list(peers.FORMS)
         assert v["windows"] == (["valid"] if v["name"] == "npp-normlevel" else
                                 ["full", "valid", "same", "max-shift", "shifts"])
         assert v["available"] == (not v["unavailable_reason"])
@@ -232,7 +234,7 @@ def test_usage_errors_exit_2_and_no_torch_or_gpu_exits_3(tmp_path):
     assert not out.exists()
 
 
-# --- normalized peers (issue #21) -------------------------------------------------------------------
+# --- normalized peers ------------------------------------------------------------------------------
 
 NORM_SHAPES = [(7, 9, 4, 6), (5, 6, 8, 3), (1, 13, 1, 5), (3, 3, 9, 10), (10, 7, 2, 2), (19, 17, 6, 7)]
 PEER_VARIANTS = ("torch-fft", "torch-conv2d")
@@ -241,10 +243,10 @@ PEER_VARIANTS = ("torch-fft", "torch-conv2d")
 def norm_windows(rng, hL, wL, hR, wR):
     """The full, same and valid windows, a window wholly outside the overlaps, one across its edge,
     one around shift (0, 0) and a random one."""
-    out = [pb.full_window(hL, wL, hR, wR), pb.same_window(hL, wL, hR, wR), (-hR - 3, -hR, 0, 1),
+    out = [peers.full_window(hL, wL, hR, wR), peers.same_window(hL, wL, hR, wR), (-hR - 3, -hR, 0, 1),
            (-hR - 2, hL + 1, -wR - 1, wL), (-1, 1, -2, 2)]
     try:
-        out.append(pb.valid_window(hL, wL, hR, wR))
+        out.append(peers.valid_window(hL, wL, hR, wR))
     except pb.UsageError:
         pass
     a, b = sorted(rng.integers(-hR - 2, hL + 2, 2))
@@ -257,7 +259,7 @@ def signed_stacks(rng, form, shape, lo, hi, dtype=np.float64):
     return ((L + 1) / 2 * (hi - lo) + lo).astype(dtype), ((R + 1) / 2 * (hi - lo) + lo).astype(dtype)
 
 
-@pytest.mark.parametrize("form", pb.FORMS)
+@pytest.mark.parametrize("form", peers.FORMS)
 @pytest.mark.parametrize("shape", NORM_SHAPES)
 def test_the_normalized_peers_arithmetic_is_the_float64_reference(form, shape):
     """The torch peers' normalized pieces run by numpy in float64 (no float32 rounding) equal
@@ -269,30 +271,30 @@ def test_the_normalized_peers_arithmetic_is_the_float64_reference(form, shape):
         for w in norm_windows(rng, *shape):
             for mode in ("zncc", "zero-lag"):
                 ref = xcorr_np.normalized(mode, form, L, R, w)
-                got = pb.normalized_reference_np(mode, form, L, R, w)
+                got = peers.normalized_reference_np(mode, form, L, R, w)
                 assert got.shape == ref.shape and np.allclose(got, ref, atol=1e-9), (mode, w, "reference")
                 for v in PEER_VARIANTS:
-                    got = pb.normalized_peer_np(v, mode, form, L, R, w, dtype=np.float64)
+                    got = peers.normalized_peer_np(v, mode, form, L, R, w, dtype=np.float64)
                     assert got.shape == ref.shape and np.allclose(got, ref, atol=1e-8), (v, mode, w, lo)
 
 
 def overlap_counts(form, L, R, w):
     """Each output's overlap size n, broadcast to the pairs' output shape."""
-    rb, re, _, _ = pb.overlap_spans(w[0], w[1], L.shape[1], R.shape[1])
-    cb, ce, _, _ = pb.overlap_spans(w[2], w[3], L.shape[2], R.shape[2])
+    rb, re, _, _ = peers.overlap_spans(w[0], w[1], L.shape[1], R.shape[1])
+    cb, ce, _, _ = peers.overlap_spans(w[2], w[3], L.shape[2], R.shape[2])
     n = (re - rb)[:, None] * (ce - cb)[None, :]
-    return np.broadcast_to(n, (pb.pair_count(form, len(L), len(R)),) + n.shape)
+    return np.broadcast_to(n, (peers.pair_count(form, len(L), len(R)),) + n.shape)
 
 
 def float32_zncc_exempt(form, L, R, w):
     """The zncc outputs a float32 peer need not hold to 1e-4: the contract's border, and overlaps of
     fewer than 16 elements, where a float32 FFT's or box sum's error (~1e-7 of the largest sum,
-    spread evenly) divided by the small overlap's n·σ² passes 1e-4 (issue #65: the old constant
+    spread evenly) divided by the small overlap's n·σ² passes 1e-4 (the old constant
     rule had zeroed them; on 1000 + noise numpy's own float32 FFT misses by 1.9e-4 there)."""
-    return pb.zncc_border_np(form, L, R, w) | (overlap_counts(form, L, R, w) < 16)
+    return peers.zncc_border_np(form, L, R, w) | (overlap_counts(form, L, R, w) < 16)
 
 
-@pytest.mark.parametrize("form", pb.FORMS)
+@pytest.mark.parametrize("form", peers.FORMS)
 def test_the_normalized_peers_in_float32_meet_the_contract_on_the_checks_data(form):
     """In float32 as the peers compute (numpy's float32 FFT for cuFFT): zncc within 1e-4 absolute
     on 1000 + [-8, 8) (the check's cancellation case: without the means subtracted it fails by
@@ -303,16 +305,16 @@ def test_the_normalized_peers_in_float32_meet_the_contract_on_the_checks_data(fo
             L, R = signed_stacks(rng, form, shape, 992, 1008, np.float32)
             ref = xcorr_np.normalized("zncc", form, L.astype(np.float64), R.astype(np.float64), w)
             for v in PEER_VARIANTS:
-                got = pb.normalized_peer_np(v, "zncc", form, L, R, w)
+                got = peers.normalized_peer_np(v, "zncc", form, L, R, w)
                 assert got.dtype == np.float32 and np.all(np.isfinite(got))
-                err, bad = pb.compare(got, ref, "zncc", float32_zncc_exempt(form, L, R, w))
-                assert bad == 0 and err <= pb.ZNCC_TOLERANCE, (v, shape, w, err)
+                err, bad = peers.compare(got, ref, "zncc", float32_zncc_exempt(form, L, R, w))
+                assert bad == 0 and err <= peers.ZNCC_TOLERANCE, (v, shape, w, err)
             for lo, hi in ((3, 5), (-1, 1)):
                 L, R = signed_stacks(rng, form, shape, lo, hi, np.float32)
                 ref = xcorr_np.normalized("zero-lag", form, L.astype(np.float64), R.astype(np.float64), w)
                 for v in PEER_VARIANTS:
-                    err, bad = pb.compare(pb.normalized_peer_np(v, "zero-lag", form, L, R, w), ref, "zero-lag")
-                    assert bad == 0 and err <= pb.TOLERANCE, (v, shape, w, lo, err)
+                    err, bad = peers.compare(peers.normalized_peer_np(v, "zero-lag", form, L, R, w), ref, "zero-lag")
+                    assert bad == 0 and err <= peers.TOLERANCE, (v, shape, w, lo, err)
 
 
 def test_zncc_without_the_means_subtracted_cancels_on_1000_plus_noise():
@@ -322,73 +324,73 @@ def test_zncc_without_the_means_subtracted_cancels_on_1000_plus_noise():
     L, R = signed_stacks(rng, "one-to-one", shape, 992, 1008, np.float32)
     ref = xcorr_np.normalized("zncc", "one-to-one", L.astype(np.float64), R.astype(np.float64), w)
     zero = np.zeros((1, 1, 1), np.float32)
-    _, _, n, (sl, sll, _), (sr, srr, _) = pb.zncc_sums_conv_np(L, R, w)
+    _, _, n, (sl, sll, _), (sr, srr, _) = peers.zncc_sums_conv_np(L, R, w)
     # the unshifted sums: the conv route's pieces with the means put back, in float32
     ml, mr = L.mean(dtype=np.float32), R.mean(dtype=np.float32)
     sl0, sr0 = sl + n * ml, sr + n * mr
     sll0, srr0 = sll + 2 * ml * sl + n * ml * ml, srr + 2 * mr * sr + n * mr * mr
-    raw0 = pb.conv_reference_np("one-to-one", L, R, w).astype(np.float32)
+    raw0 = peers.conv_reference_np("one-to-one", L, R, w).astype(np.float32)
     vl, vr = np.float32(L.var(dtype=np.float64)), np.float32(R.var(dtype=np.float64))
-    naive = pb.zncc_coefficient(np, n, raw0, sl0, sll0, vl, sr0, srr0, vr)
+    naive = peers.zncc_coefficient(np, n, raw0, sl0, sll0, vl, sr0, srr0, vr)
     large = overlap_counts("one-to-one", L, R, w) >= 16
-    assert pb.compare(naive, ref, "zncc", ~large)[0] > 1e-2
-    assert pb.compare(pb.normalized_peer_np("torch-conv2d", "zncc", "one-to-one", L, R, w), ref, "zncc", ~large)[0] < 1e-4
+    assert peers.compare(naive, ref, "zncc", ~large)[0] > 1e-2
+    assert peers.compare(peers.normalized_peer_np("torch-conv2d", "zncc", "one-to-one", L, R, w), ref, "zncc", ~large)[0] < 1e-4
 
 
 def test_overlap_spans_box_sums_and_pair_layouts():
-    rb, re, lb, le = pb.overlap_spans(-4, 6, 5, 3)  # shifts -4..6 of a length-5 left and a length-3 right
+    rb, re, lb, le = peers.overlap_spans(-4, 6, 5, 3)  # shifts -4..6 of a length-5 left and a length-3 right
     for i, s in enumerate(range(-4, 7)):
         idx = [r for r in range(3) if 0 <= r + s < 5]
         assert re[i] - rb[i] == len(idx) and (not idx or (rb[i], re[i], lb[i], le[i]) == (
             idx[0], idx[-1] + 1, idx[0] + s, idx[-1] + s + 1))
     x = np.random.default_rng(1).uniform(-1, 1, (2, 5, 4))
-    t = pb.sat_np(x)
+    t = peers.sat_np(x)
     r0, r1, c0, c1 = np.array([0, 1, 2]), np.array([5, 3, 2]), np.array([0, 3]), np.array([4, 4])
-    got = pb.box_sums(t, r0, r1, c0, c1)
+    got = peers.box_sums(t, r0, r1, c0, c1)
     want = np.array([[[x[k, a:b, c:d].sum() for c, d in zip(c0, c1)] for a, b in zip(r0, r1)] for k in range(2)])
     np.testing.assert_allclose(got, want, atol=1e-12)
     rng = np.random.default_rng(2)
     for form, (nL, nR) in COUNTS.items():
         A, B = rng.uniform(size=(nL, 7)), rng.uniform(size=(nR, 7))
-        np.testing.assert_allclose(pb.pair_dots(form, A, B), [A[i] @ B[j] for i, j in pb.pairs(form, nL, nR)])
-        raw = rng.uniform(size=(pb.pair_count(form, nL, nR), 2, 3))
-        raw4, (l4,), (r4,) = pb.by_pairs(form, nL, nR, raw, [A[:, :2, None]], [B[:, :2, None]])
+        np.testing.assert_allclose(peers.pair_dots(form, A, B), [A[i] @ B[j] for i, j in peers.pairs(form, nL, nR)])
+        raw = rng.uniform(size=(peers.pair_count(form, nL, nR), 2, 3))
+        raw4, (l4,), (r4,) = peers.by_pairs(form, nL, nR, raw, [A[:, :2, None]], [B[:, :2, None]])
         grid = np.broadcast_to(raw4 * 0 + l4 * 10 + r4, raw4.shape).reshape(raw.shape)
-        for k, (i, j) in enumerate(pb.pairs(form, nL, nR)):
+        for k, (i, j) in enumerate(peers.pairs(form, nL, nR)):
             np.testing.assert_allclose(grid[k, :, 0], A[i, :2] * 10 + B[j, :2])
-    assert list(pb.zero_lag_scale(np, np.array([2.0, 0.0, -4.0]))) == [0.5, 0.0, -0.25]
+    assert list(peers.zero_lag_scale(np, np.array([2.0, 0.0, -4.0]))) == [0.5, 0.0, -0.25]
 
 
 def test_normalized_cases_names_keys_and_refusals():
-    c = pb.parse_case("variant=torch-fft form=n-to-m hL=256 wL=256 hR=23 wR=21 nL=10 nR=1 max_shift=16 normalize=zncc")
+    c = peers.parse_case("variant=torch-fft form=n-to-m hL=256 wL=256 hR=23 wR=21 nL=10 nR=1 max_shift=16 normalize=zncc")
     assert c.normalize == "zncc" and c.name() == ("torch-fft/n-to-m/hL:256/wL:256/hR:23/wR:21/nL:10/nR:1"
                                                   "/shifts:-16:16,-16:16/norm:zncc")
-    assert c.fmas == 10 * pb.window_fmas(c.window, 256, 256, 23, 21)  # the raw window's, as xcorr_bench's
+    assert c.fmas == 10 * peers.window_fmas(c.window, 256, 256, 23, 21)  # the raw window's, as xcorr_bench's
     # the identity the suite gives the same shape (xcsuite/spec.py Case.key), from the entry's name
     shape = Shape("n-to-m", 256, 256, 23, 21, 10, 1, window="max_shift=16", normalize="zncc")
     r = {"iterations": 4, "real_time": 1e-4, "total": 4e-4, "batch": 8, "err": 3e-7, "samples": 10890}
     e = pb.entry(c, pb.Options(), 0, 0, r, pb.label(c))
     assert entry_key(e) == Case("torch-fft", shape, ()).key
     assert "timed=normalize zncc: " in e["label"] and e["label"].startswith("family=peer;")
-    z = pb.parse_case("variant=torch-conv2d form=one-to-one size=64 normalize=zero-lag")
+    z = peers.parse_case("variant=torch-conv2d form=one-to-one size=64 normalize=zero-lag")
     assert z.full and z.name() == "torch-conv2d/one-to-one/hL:64/wL:64/hR:64/wR:64/nL:1/nR:1/norm:zero-lag"
-    assert pb.parse_case("variant=cupy-correlate2d form=one-to-one size=8 normalize=none").name().endswith("/nR:1")
+    assert peers.parse_case("variant=cupy-correlate2d form=one-to-one size=8 normalize=none").name().endswith("/nR:1")
     for bad, needle in (("variant=torch-fft form=one-to-one size=8 normalize=ncc", "normalize="),
                         ("variant=torch-fft form=one-to-one size=8 normalize=", "normalize="),
                         ("variant=cupy-correlate2d form=one-to-one size=8 normalize=zncc", "does not compute"),
                         ("variant=cupy-correlate2d form=one-to-one size=8 normalize=zero-lag", "does not compute")):
         with pytest.raises(pb.UsageError, match=needle):
-            pb.parse_case(bad)
-    assert pb.check_range("zncc") == (992.0, 1008.0) and pb.check_range("zero-lag") == (3.0, 5.0)
-    assert pb.tolerance_for("zncc") == 1e-4 and pb.tolerance_for("zero-lag") == pb.tolerance_for("none") == 1e-5
-    assert pb.tolerance_for("none", "torch-conv2d-tf32") == 2e-3 and pb.tolerance_for("none", "torch-fft") == 1e-5
+            peers.parse_case(bad)
+    assert peers.check_range("zncc") == (992.0, 1008.0) and peers.check_range("zero-lag") == (3.0, 5.0)
+    assert peers.tolerance_for("zncc") == 1e-4 and peers.tolerance_for("zero-lag") == peers.tolerance_for("none") == 1e-5
+    assert peers.tolerance_for("none", "torch-conv2d-tf32") == 2e-3 and peers.tolerance_for("none", "torch-fft") == 1e-5
     # the measurement's label carries the peer's precision (summary.csv and the signal table read it there)
-    assert pb.label(pb.parse_case("variant=torch-conv2d-tf32 form=one-to-one size=16")).endswith(";precision=tf32")
-    assert pb.label(pb.parse_case("variant=torch-conv2d form=one-to-one size=16")).endswith(";precision=fp32")
+    assert pb.label(peers.parse_case("variant=torch-conv2d-tf32 form=one-to-one size=16")).endswith(";precision=tf32")
+    assert pb.label(peers.parse_case("variant=torch-conv2d form=one-to-one size=16")).endswith(";precision=fp32")
     with pytest.raises(pb.UsageError, match="zncc"):  # TF32 sums are no basis for ZNCC's 1e-4
-        pb.parse_case("variant=torch-conv2d-tf32 form=one-to-one size=16 normalize=zncc")
+        peers.parse_case("variant=torch-conv2d-tf32 form=one-to-one size=16 normalize=zncc")
     got, ref = np.array([0.5, -0.2, np.nan]), np.array([0.5, -0.2002, 0.0])
-    assert pb.compare(got, ref, "zncc") == (pytest.approx(2e-4), 1)
+    assert peers.compare(got, ref, "zncc") == (pytest.approx(2e-4), 1)
 
 
 def test_normalize_usage_errors_exit_2_with_one_line():
@@ -405,7 +407,7 @@ def test_normalize_usage_errors_exit_2_with_one_line():
 
 @pytest.mark.peers
 @pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (the peers' torch code runs on the GPU machine)")
-@pytest.mark.parametrize("form", pb.FORMS)
+@pytest.mark.parametrize("form", peers.FORMS)
 def test_the_normalized_torch_peers_on_the_cpu(form):
     import torch
     rng = np.random.default_rng(9)
@@ -417,11 +419,11 @@ def test_the_normalized_torch_peers_on_the_cpu(form):
                 ref = xcorr_np.normalized(mode, form, L.astype(np.float64), R.astype(np.float64), w)
                 exempt = float32_zncc_exempt(form, L, R, w) if mode == "zncc" else None
                 for v in PEER_VARIANTS:
-                    c = pb.parse_case(f"variant={v} form={form} hL={shape[0]} wL={shape[1]} hR={shape[2]} "
-                                      f"wR={shape[3]} nL={len(L)} nR={len(R)} shifts={pb.window_text(w)} normalize={mode}")
-                    got = pb.make_peer(c, torch)(torch.from_numpy(L), torch.from_numpy(R)).numpy()
-                    err, bad = pb.compare(got, ref, mode, exempt)
-                    assert got.shape == ref.shape and bad == 0 and err <= pb.tolerance_for(mode), (v, mode, w, err)
+                    c = peers.parse_case(f"variant={v} form={form} hL={shape[0]} wL={shape[1]} hR={shape[2]} "
+                                      f"wR={shape[3]} nL={len(L)} nR={len(R)} shifts={peers.window_text(w)} normalize={mode}")
+                    got = peers.make_peer(c, torch)(torch.from_numpy(L), torch.from_numpy(R)).numpy()
+                    err, bad = peers.compare(got, ref, mode, exempt)
+                    assert got.shape == ref.shape and bad == 0 and err <= peers.tolerance_for(mode), (v, mode, w, err)
                     checked += 0 if exempt is None else int(np.count_nonzero(~exempt))
     assert checked > 1000
 
@@ -512,8 +514,8 @@ def test_the_time_cap_takes_an_earlier_run_s_verdicts(tmp_path, monkeypatch):
     cases the earlier run refused, with its words, and times every other case without the pilot,
     so that a case predicted near the cap ends alike in both runs; without the file the pilot
     decides; a file that is not one of verdicts is refused in one line."""
-    near = pb.parse_case("variant=cupy-correlate2d form=n-to-mn hL=64 wL=64 hR=64 wR=64 nL=4096 nR=4096 shifts=-4:4,-4:4")
-    other = pb.parse_case("variant=cupy-correlate2d form=one-to-one size=64")
+    near = peers.parse_case("variant=cupy-correlate2d form=n-to-mn hL=64 wL=64 hR=64 wR=64 nL=4096 nR=4096 shifts=-4:4,-4:4")
+    other = peers.parse_case("variant=cupy-correlate2d form=one-to-one size=64")
     said = f"{pb.CAP_REFUSAL} predicted 2.05 s per call (4096 pairs, one correlate2d call each) > --time-cap 2 s"
     verdicts = tmp_path / "verdicts.json"
     verdicts.write_text(json.dumps({near.name(): said}))
@@ -525,7 +527,7 @@ def test_the_time_cap_takes_an_earlier_run_s_verdicts(tmp_path, monkeypatch):
 
     def pilot(*a, **k):
         raise AssertionError("the pilot ran although the earlier run's verdicts decide")
-    with pytest.raises(pb.CaseError, match=r"predicted 2.05 s .*> --time-cap 2 s \(the run compared with, XCORR_PEER_VERDICTS\)$"):
+    with pytest.raises(peers.CaseError, match=r"predicted 2.05 s .*> --time-cap 2 s \(the run compared with, XCORR_PEER_VERDICTS\)$"):
         bench.cap_cupy(near, pilot)
     assert bench.cap_cupy(other, pilot) is None  # measured in the earlier run: measured here, no pilot
     # Without the file the pilot decides: one pair timed, times the pairs, against the cap.
@@ -536,7 +538,7 @@ def test_the_time_cap_takes_an_earlier_run_s_verdicts(tmp_path, monkeypatch):
     bench.inputs = lambda c, seed: (None, None)
     bench.torch = types.SimpleNamespace(cuda=types.SimpleNamespace(synchronize=lambda: None))
     bench.gpu = types.SimpleNamespace(seconds_per_call=lambda n, f: (f(), 0.6e-3)[1])
-    with pytest.raises(pb.CaseError, match=r"too slow: predicted 2.46 s per call \(4096 pairs"):
+    with pytest.raises(peers.CaseError, match=r"too slow: predicted 2.46 s per call \(4096 pairs"):
         bench.cap_cupy(near, lambda L, R, limit: None)
     bench.cap_cupy(other, lambda L, R, limit: None)  # 0.6 ms for one pair: under the cap
     for text in ("{", "[1]", '{"a": ""}'):
@@ -555,7 +557,7 @@ def test_a_failed_case_s_entries_say_why():
     allocator's cache freed after anything but a refusal."""
     from types import SimpleNamespace
 
-    from xcsuite.peerbench import CaseError, case_error
+    from xcsuite.peers import CaseError, case_error
 
     class OutOfMemory(Exception):
         pass
@@ -658,7 +660,7 @@ def test_every_timed_call_holds_the_peers_turn(tmp_path, monkeypatch):
             return 1e-3
 
     bench = pb.Bench(FakeGpu(), pb.Options(min_time=0.001, repetitions=3))
-    c = pb.parse_case("variant=torch-fft form=one-to-one size=8")
+    c = peers.parse_case("variant=torch-fft form=one-to-one size=8")
     reps = list(bench.timed(c, object(), lambda: None))
     assert len(reps) == 3 and len(seen) >= 4 and all(seen), seen  # the pilot and each repetition
     assert not held()  # given back

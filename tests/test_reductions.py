@@ -1,6 +1,7 @@
-"""The reductions experiment (issue #67, experiments/reductions.py, xcsuite/reduce_peers.py) on the
-CPU: its definition, its case names, the planted answers, the target table on a hand-made results
-file, and the PyTorch reduction against the numpy reference (where torch is importable)."""
+"""The reductions experiment (peaks, the maximum over the rights: experiments/reductions.py,
+xcsuite/reduce_peers.py) on the CPU: its definition, its case names, the planted answers, the target
+table on a hand-made results file, and the PyTorch reduction against the numpy reference (where
+torch is importable)."""
 import importlib.util
 
 import numpy as np
@@ -59,8 +60,8 @@ def test_parse_reduce_and_refusals():
     for bad in ("peaks-k0-none", "peaks-k1-cubic", "min"):
         with pytest.raises(ValueError):
             reduce_peers.parse_reduce(bad)
-    from xcsuite import peerbench
-    with pytest.raises(peerbench.UsageError):
+    from xcsuite.benchjson import UsageError
+    with pytest.raises(UsageError):
         reduce_peers.parse_rcase("variant=torch-2dtm-circular form=n-to-m size=8 nL=2 nR=2 reduce=peaks-k1-none")
 
 

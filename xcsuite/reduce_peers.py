@@ -1,6 +1,7 @@
-"""The reductions of issue #67 (peaks, the maximum over the rights) measured as a user calls them,
+"""The reductions (peaks, the maximum over the rights) measured as a user calls them,
 for experiments/reductions.py: run by xcsuite.peerbench (the runner's peer tool), with its command
-line, protocol and JSON; this module holds the variants, the planted-answer checks and the helpers.
+line, protocol and JSON; this module holds the variants, the planted-answer checks and the helpers
+(on xcsuite/peers.py's cases and torch-fft; it imports nothing of peerbench, which imports it).
 
 Variants (every one takes the case key reduce=SPEC, SPEC one of REDUCTIONS):
   xcorr-reduce          xcorr.peaks2d / peaks1d / max_over_rights (algorithm "auto") on PyTorch
@@ -41,6 +42,11 @@ import re
 import threading
 
 import numpy as np
+
+from xcsuite import peers
+from xcsuite.benchjson import UsageError, parse_case_line
+
+from xcsuite import rules
 
 VARIANTS = ("xcorr-reduce", "xcorr-reduce-batched", "xcorr-map", "xcorr-map+torch", "torch-reduce",
             "torch-2dtm-circular")
@@ -234,13 +240,7 @@ def sat_np(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def pair_indices(form: str, nL: int, nR: int):
-    """(left, right) of each output matrix in the contract's order."""
-    if form == "n-to-m":
-        return [(i, j) for i in range(nL) for j in range(nR)]
-    if form == "n-to-mn":
-        return [(k % nL, k) for k in range(nR)]
-    return [(0, j) for j in range(nR)]
+pair_indices = rules.pairs  # (left, right) of each output matrix in the contract's order
 
 
 # --- the timed callables -------------------------------------------------------------------------
@@ -358,9 +358,7 @@ class XcorrMapTorch(XcorrMap):
 class TorchReduce(Variant):
     def __init__(self, rc, torch):
         super().__init__(rc, torch)
-        from xcsuite import peerbench
-
-        self.mapper = peerbench.make_peer(rc.fft_case(), torch)
+        self.mapper = peers.make_peer(rc.fft_case(), torch)
 
     def __call__(self, L, R):
         return self.torch_peaks(self.mapper(L, R))
@@ -376,8 +374,7 @@ class Torch2dtm(Variant):
 
     def __init__(self, rc, torch):
         super().__init__(rc, torch)
-        from xcsuite.peerbench import fft_axis
-
+        fft_axis = peers.fft_axis
         c = self.c
         dy0, dy1, dx0, dx1 = c.window
         if self.circular:
@@ -426,7 +423,7 @@ def make_variant(rc, torch):
 # --- cases ---------------------------------------------------------------------------------------
 
 class RCase:
-    """A reduction case: peerbench's Case (parsed as torch-fft's: sizes, form, window,
+    """A reduction case: xcsuite.peers' Case (parsed as torch-fft's: sizes, form, window,
     normalization) with the variant and the reduction."""
 
     def __init__(self, variant: str, reduce: str, pc):
@@ -449,24 +446,22 @@ class RCase:
 
 
 def parse_rcase(spec: str, batch: int = 0):
-    """A case line with variant= one of VARIANTS and reduce=SPEC -> RCase; UsageError as peerbench's."""
-    from xcsuite import peerbench
-
-    toks = spec.split()
-    kv = dict(t.partition("=")[::2] for t in toks)
-    variant = kv.get("variant", "")
+    """A case line with variant= one of VARIANTS and reduce=SPEC -> RCase; UsageError as a peer's
+    (its other keys are torch-fft's: xcsuite.peers.parse_case)."""
+    kv = parse_case_line(spec).keys  # xcorr_bench's syntax
+    variant = kv["variant"]
     if "reduce" not in kv:
-        raise peerbench.UsageError(f"case '{spec}': {variant} needs reduce= ({', '.join(REDUCTIONS)})")
-    rest = " ".join(t for t in toks if not t.startswith(("variant=", "reduce=")))
-    pc = peerbench.parse_case(f"variant=torch-fft {rest}", batch)
+        raise UsageError(f"case '{spec}': {variant} needs reduce= ({', '.join(REDUCTIONS)})")
+    rest = " ".join(t for t in spec.split() if not t.startswith(("variant=", "reduce=")))
+    pc = peers.parse_case(f"variant=torch-fft {rest}", batch)
     try:
         rc = RCase(variant, kv["reduce"], pc)
     except ReduceUsage as e:
-        raise peerbench.UsageError(f"case '{spec}': {e}") from None
+        raise UsageError(f"case '{spec}': {e}") from None
     if rc.red["kind"] == "max" and pc.form != "one-to-many":
-        raise peerbench.UsageError(f"case '{spec}': reduce={rc.spec} is measured one-to-many only here")
+        raise UsageError(f"case '{spec}': reduce={rc.spec} is measured one-to-many only here")
     if rc.red["kind"] == "peaks" and variant in MAX_ONLY:
-        raise peerbench.UsageError(f"case '{spec}': {variant} computes reduce=max... only")
+        raise UsageError(f"case '{spec}': {variant} computes reduce=max... only")
     return rc
 
 
@@ -647,14 +642,14 @@ class MemorySampler:
         return out, free0 - low[0]
 
 
-# --- the benchmark (peerbench's protocol) --------------------------------------------------------
+# --- the benchmark (peerbench's protocol: `bench` is its Bench) ---------------------------------
 
 def run_case(bench, rc):
     """Yields one entry dict per repetition as peerbench.Bench.run does (plus "mem": the GPU memory
     the first call took beyond the inputs, sampled)."""
     import gc
 
-    from xcsuite.peerbench import CaseError, case_error
+    from xcsuite.peers import CaseError, case_error
 
     torch, opt, gpu = bench.torch, bench.opt, bench.gpu
     try:
@@ -680,15 +675,3 @@ def run_case(bench, rc):
 
 def label(rc) -> str:
     return f"family=peer;timed={SUMMARIES[rc.variant]};precision=fp32;reduce={rc.spec}"
-
-
-def entry(rc, opt, index: int, rep: int, r: dict) -> dict:
-    """peerbench.entry's fields, named with /reduce:SPEC, with the counter mem_bytes."""
-    from xcsuite import peerbench
-
-    e = peerbench.entry(rc.pc, opt, index, rep, r, label(rc))
-    name = f"{rc.name()}/min_time:{opt.min_time / max(1, r.get('batch', 1)):.3f}/manual_time"
-    e["name"] = e["run_name"] = name
-    if "error" not in r:
-        e["mem_bytes"] = float(r.get("mem", 0))
-    return e

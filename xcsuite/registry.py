@@ -72,8 +72,8 @@ def by_name(registry: list[dict]) -> dict:
     return {v["name"]: v for v in registry}
 
 
-# --- the peers (xcsuite/peerbench.py): PyTorch and CuPy, measured by a Python program with
-# xcorr_bench's interface -------------------------------------------------------------------------
+# --- the peers (xcsuite/peers.py, run by xcsuite/peerbench.py): PyTorch and CuPy, measured by a
+# Python program with xcorr_bench's interface -----------------------------------------------------
 
 PEER_FAMILY = "peer"
 

@@ -15,8 +15,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from xcsuite.spec import Shape, case_key
 from xcsuite import paths
+from xcsuite.benchjson import UsageError, case_line, parse_case_line
+from xcsuite.spec import Shape, case_key
 
 FORMAT = "xcsuite-results/2"
 DIM_KEYS = ("hL", "wL", "hR", "wR", "nL", "nR")
@@ -28,26 +29,17 @@ class FormatError(ValueError):
 
 # ---- the case's identity -------------------------------------------------------------------
 
-WINDOW_KEYS = ("window", "max_shift", "shifts")  # a case line's window (xcorr_bench), at most one
-
-
 def identity_from_line(line: str) -> dict:
     """'variant=V form=F hL=.. wL=.. hR=.. wR=.. nL=.. nR=.. [window key] p=v ...' (a case line of
     xcorr_bench --cases) -> the identity fields of a record. A window other than the full output
-    is kept as "shifts": its rectangle 'DY0:DY1,DX0:DX1', as the benchmark names the case."""
-    kv = dict(p.split("=", 1) for p in line.split())
+    is kept as "shifts": its rectangle 'DY0:DY1,DX0:DX1', as the benchmark names the case. The
+    syntax is xcorr_bench's (xcsuite.benchjson.parse_case_line)."""
     try:
+        parsed = parse_case_line(line)
+        kv = dict(parsed.keys)
         ident = {"variant": kv.pop("variant"), "form": kv.pop("form"), **{k: int(kv.pop(k)) for k in DIM_KEYS}}
-        given = [k for k in WINDOW_KEYS if k in kv]
-        if len(given) > 1:
-            raise ValueError("more than one window key")
-        window = "full"
-        if given:
-            k = given[0]
-            v = kv.pop(k)
-            window = v if k == "window" else f"{k}={v}"
-        shifts = Shape(ident["form"], *(ident[k] for k in DIM_KEYS), window=window).shifts_text
-    except (KeyError, ValueError) as e:
+        shifts = Shape(ident["form"], *(ident[k] for k in DIM_KEYS), window=parsed.window).shifts_text
+    except (KeyError, ValueError, UsageError) as e:
         raise FormatError(f"not a case line: {line!r} ({e})") from e
     if shifts:
         ident["shifts"] = shifts
@@ -57,9 +49,7 @@ def identity_from_line(line: str) -> dict:
 
 def line_of(rec: dict) -> str:
     """The xcorr_bench case line of a record (the inverse of identity_from_line)."""
-    return " ".join([f"variant={rec['variant']}", f"form={rec['form']}", *(f"{k}={rec[k]}" for k in DIM_KEYS),
-                     *([f"shifts={rec['shifts']}"] if rec.get("shifts") else []),
-                     *(f"{k}={v}" for k, v in rec["params"].items())])
+    return case_line(rec["variant"], rec["form"], [rec[k] for k in DIM_KEYS], window_of(rec), rec["params"])
 
 
 def dims_of(rec: dict) -> tuple:

@@ -8,8 +8,10 @@ the `xcorr_bench` binary, checked against the registry that the build actually h
 (`xcorr list --json`): unknown variants, unsupported forms and parameter values that were not
 instantiated are left out with a reason instead of making the binary refuse the whole run.
 
-Nothing here talks to a GPU or reads files: the xcsuite package (the runner, the figures, the
-tables) and the tests share it.
+The suite's data model: the experiment definitions (experiments/) are written in it, and the
+xcsuite package (the runner, the figures, the tables, the result files) and the tests read it.
+Nothing here talks to a GPU or reads files, and it imports nothing of the suite but xcsuite.rules
+(the library's counting rules).
 """
 from __future__ import annotations
 
