@@ -12,8 +12,6 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 100
 MAINS = ["harness/validate_main.cpp", "harness/bench_main.cpp", "tools/xcorr_main.cpp"]
-# A file whose split is still under way: the reason, the test an expected failure until it is done.
-PENDING = {}
 
 
 def blank(text: str) -> str:
@@ -125,9 +123,7 @@ int main(int argc, char** argv) {
 
 
 @pytest.mark.parametrize("path", MAINS)
-def test_no_long_function(path, request):
-    if path in PENDING:
-        request.applymarker(pytest.mark.xfail(reason=PENDING[path], strict=False))
+def test_no_long_function(path):
     found = functions((ROOT / path).read_text())
     assert any(name == "main" for name, _, _ in found), f"{path}: no main found: the counter lost its way"
     long = [f"{name} (line {a}, {b - a + 1} lines)" for name, a, b in found if b - a + 1 > MAX_LINES]
