@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from xcsuite import rules
 from xcsuite.spec import Case
-from xcsuite.peerbench import CHECK_SAMPLES, FULL_CHECK_FMAS_CPU, cpu_reference_fmas  # the peers' check
+from xcsuite.peers import CHECK_SAMPLES, FULL_CHECK_FMAS_CPU, cpu_reference_fmas  # the peers' check
 
 LAUNCH_S = 5e-6
 # FMA/s when the GPU is saturated (docs/ANCHORS.md: one-to-one 256 and 1-to-32 256, 32-to-32 256).

@@ -68,7 +68,7 @@ NORMALIZATIONS = ("none", "zncc", "zero-lag")
 WINDOW_KINDS = ("full", "valid", "same", "max-shift", "shifts")
 # Variants whose call computes the full output and crops it to the window, unless the window's
 # rectangle is one of SciPy's modes (full, same, valid), which they compute as such: CuPy's
-# correlate2d (xcsuite/peerbench.py, CupyCorrelate2d), called as a user calls it. Their work does not
+# correlate2d (xcsuite/peers.py, CupyCorrelate2d), called as a user calls it. Their work does not
 # shrink with a max-shift window: Series.max_work_fmas, the quick suite's --max-fmas and the cost
 # model count the full output's (Shape.work_fmas); their FLOPS count the window's (Shape.fmas), the
 # useful work.
