@@ -191,6 +191,8 @@ ISSUE_SOURCES = issue_sources()
 
 def issue_numbers_in_comments(text: str, kind: str, rel: str):
     """(line number, token, comment) for every issue number in a comment of `text`."""
+    if not ISSUE.search(text):  # most files: nothing to parse
+        return
     lines = {"cpp": comment_lines, "python": python_comment_lines, "shell": shell_comment_lines}[kind](text)
     for number, comment in lines:
         for m in ISSUE.finditer(comment):
