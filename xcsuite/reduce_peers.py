@@ -127,29 +127,10 @@ def subpixel_offsets(cm, c0, cp, method: str, xp):
 
 
 def peaks_np(maps: np.ndarray, k: int, min_distance: int, subpixel: str, dy0: int = 0, dx0: int = 0):
-    """The contract's peaks of each map (B, H, W), in float64, by loops: (value (B, k), shift
-    (B, k, 2) int, subpixel (B, k, 2)); NaN values are skipped; ties to the smaller row-major index."""
-    B, H, W = maps.shape
-    value = np.full((B, k), np.nan)
-    shift = np.zeros((B, k, 2), dtype=np.int64)
-    sub = np.full((B, k, 2), np.nan)
-    for b in range(B):
-        m = maps[b].astype(np.float64)
-        alive = ~np.isnan(m)
-        for i in range(k):
-            if not alive.any():
-                break
-            cand = np.where(alive, m, -np.inf)
-            j = int(np.argmax(cand))
-            y, x = divmod(j, W)
-            value[b, i] = m[y, x]
-            shift[b, i] = (y + dy0, x + dx0)
-            dy = subpixel_offsets(m[y - 1, x], m[y, x], m[y + 1, x], subpixel, np) if 0 < y < H - 1 else 0.0
-            dx = subpixel_offsets(m[y, x - 1], m[y, x], m[y, x + 1], subpixel, np) if 0 < x < W - 1 else 0.0
-            sub[b, i] = (y + dy0 + float(dy), x + dx0 + float(dx))
-            r = min_distance
-            alive[max(0, y - r):y + r + 1, max(0, x - r):x + r + 1] = False
-    return value, shift, sub
+    """The contract's peaks of each map (B, H, W), in float64: (value (B, k), shift (B, k, 2) int,
+    subpixel (B, k, 2)); NaN values are skipped; ties to the smaller row-major index. The package's
+    reference (python/xcorr/_reference.py's peaks_of_maps, loaded by path), not a copy of it."""
+    return peers.reference_module().peaks_of_maps(maps, k, min_distance, subpixel, dy0, dx0)
 
 
 def peaks_torch(maps, k: int, min_distance: int, subpixel: str, dy0: int = 0, dx0: int = 0):
