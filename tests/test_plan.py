@@ -398,8 +398,8 @@ def test_leave_one_out_meets_the_targets(xcorr, registry):
     window experiments' problems whose pick was measured there, never over 2x. (A pick never
     measured on its problem cannot be judged; auto_report.md gives the fraction that counts those as
     misses too, 90.6% for the window experiments at the time of writing.)"""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import auto_report
+    from suite_helpers import load_script
+    auto_report = load_script("auto-report")
     ours = {v["name"]: v["tolerance"] for v in registry}
     times, exps, gpu = auto_report.load(SUMMARY, ours)
     measured = {v for rows in times.values() for v, _ in rows}
