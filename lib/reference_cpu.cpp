@@ -8,6 +8,11 @@
 namespace xcorr {
 
 void reference_cpu(const Problem& p, const float* left, const float* right, double* out) {
+    reference_cpu(p, left, right, out, nullptr);
+}
+
+void reference_cpu(const Problem& p, const float* left, const float* right, double* out,
+                   const std::function<void(int64_t done, int64_t rows)>& progress) {
     const PairMap pairs = pair_map(p);
     const Window win = p.shifts();
     const int oh = p.out_h(), ow = p.out_w();
@@ -22,10 +27,12 @@ void reference_cpu(const Problem& p, const float* left, const float* right, doub
         const float* L = left + l * lelems;
         const float* R = right + r * relems;
         const double vl = zncc ? lvar[l] : 0.0, vr = zncc ? rvar[r] : 0.0;
-        for (int y = 0; y < oh; ++y)
+        for (int y = 0; y < oh; ++y) {
             for (int x = 0; x < ow; ++x)  // a shift beyond the full range has no overlap: 0
                 out[(k * oh + y) * ow + x] =
                     reference_at(p.normalize, L, R, p.hL, p.wL, p.hR, p.wR, win.dy0 + y, win.dx0 + x, vl, vr);
+            if (progress) progress(k * oh + y + 1, p.out_count() * oh);
+        }
     }
 }
 

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 
 #include "xcorr/core.hpp"
 
@@ -12,6 +14,10 @@ namespace xcorr {
 // left: nL x hL x wL, right: nR x hR x wR, out: out_count x out_h x out_w (all row-major), the
 // shifts of p.shifts().
 void reference_cpu(const Problem& p, const float* left, const float* right, double* out);
+// The same, calling progress(rows done, rows) after each output row (rows: out_count x out_h), for
+// a caller that shows how far a long run is (xcorr run's progress line).
+void reference_cpu(const Problem& p, const float* left, const float* right, double* out,
+                   const std::function<void(int64_t done, int64_t rows)>& progress);
 
 // How far a result is from the reference: ||out - ref|| / ||ref|| over the finite elements of
 // `out`, the largest |out - ref| over them, and how many elements of `out` are not finite (an
