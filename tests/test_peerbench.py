@@ -153,6 +153,33 @@ def test_case_specs_names_and_windows():
             peers.parse_case(bad)
 
 
+def test_one_case_line_syntax_for_the_peers_the_reductions_and_the_results_files():
+    """xcorr_bench's case syntax is read in one place (xcsuite.benchjson.parse_case_line) by the
+    peers, the reductions and the results files, and refused as xcorr_bench refuses it (a key given
+    twice is refused, not last-wins; at most one window key)."""
+    from xcsuite import reduce_peers, resultfile
+
+    line = benchjson.parse_case_line("variant=torch-fft form=one-to-many size=8 nR=3 max_shift=2 normalize=zncc")
+    assert line.keys == {"variant": "torch-fft", "form": "one-to-many", "size": "8", "nR": "3", "normalize": "zncc"}
+    assert (line.window_key, line.window_value, line.window) == ("max_shift", "2", "max_shift=2")
+    assert benchjson.parse_case_line("variant=v form=f").window == "full"
+    for bad, needle in (("variant=torch-fft form=one-to-one size=8 size=9", "size= is given twice"),
+                        ("variant=torch-fft form=one-to-one size=8 window=valid shifts=0:0,0:0", "at most one of"),
+                        ("variant=torch-fft form=one-to-one size", "expected key=value, got size"),
+                        ("form=one-to-one size=8", "needs variant= and form=")):
+        for parse in (benchjson.parse_case_line, peers.parse_case, resultfile.identity_from_line):
+            with pytest.raises((benchjson.UsageError, resultfile.FormatError), match=needle):
+                parse(bad)
+    with pytest.raises(benchjson.UsageError, match="size= is given twice"):
+        reduce_peers.parse_rcase("variant=xcorr-reduce form=one-to-many size=8 size=9 nR=2 reduce=max")
+    # the writer is the reader's inverse
+    text = benchjson.case_line("fft", "n-to-m", (8, 9, 3, 4, 2, 5), "shifts=-1:1,0:2", {"normalize": "zncc"})
+    assert text == "variant=fft form=n-to-m hL=8 wL=9 hR=3 wR=4 nL=2 nR=5 shifts=-1:1,0:2 normalize=zncc"
+    assert resultfile.line_of({**resultfile.identity_from_line(text), "cold": False}) == text
+    assert benchjson.case_line("fft", "one-to-one", (8, 8, 8, 8, 1, 1), "valid") == \
+        "variant=fft form=one-to-one hL=8 wL=8 hR=8 wR=8 nL=1 nR=1 window=valid"
+
+
 def test_entries_are_xcorr_bench_entries_the_runner_reads():
     opt = pb.Options(min_time=0.1, repetitions=3)
     c = peers.parse_case("variant=torch-fft form=n-to-m size=16 nL=2 nR=3")
