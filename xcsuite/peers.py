@@ -66,12 +66,10 @@ import numpy as np
 
 from xcsuite import rules
 from xcsuite.benchjson import UsageError, int_value, parse_case_line
-from xcsuite.spec import (WINDOW_MODES, full_shifts, overlap_total, parse_window, same_shifts,
-                          valid_shifts)
+# The forms, window kinds and normalizations (xcorr_bench's normalize=) are the model's.
+from xcsuite.spec import (FORMS, NORMALIZATIONS, WINDOW_KINDS, WINDOW_MODES, full_shifts, overlap_total, parse_window,
+                          same_shifts, valid_shifts)
 
-FORMS = ("one-to-one", "one-to-many", "n-to-mn", "n-to-m")
-WINDOW_KINDS = ["full", "valid", "same", "max-shift", "shifts"]
-NORMALIZATIONS = ("none", "zncc", "zero-lag")  # xcorr_bench's normalize= (CONVENTIONS.md, "Normalization")
 TOLERANCE = 1e-5
 ZNCC_TOLERANCE = 1e-4  # absolute, on values in [-1, 1] (reference.hpp's kNormalizedBound)
 TF32_TOLERANCE = 2e-3  # relative: one TF32 pass (the bound of tensor-hankel-tf32 and tensor-tiled-tf32)
