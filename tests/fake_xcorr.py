@@ -45,6 +45,36 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+
+
+def _numpy_on_first_use():
+    """NumPy only once something of it is used: xcsuite.benchjson imports it at its top for its
+    aggregates, which no role here computes, and its import was most of a fake process's start (0.2
+    of 0.3 s of CPU; the suite's tests start hundreds of them). A stand-in module in sys.modules
+    imports the real one at its first attribute (`import numpy` alone reads only __spec__, which it has)."""
+    import importlib
+    import importlib.util
+    import types
+
+    spec = importlib.util.find_spec("numpy") if "numpy" not in sys.modules else None
+    if spec is None:
+        return
+
+    class NumpyOnFirstUse(types.ModuleType):
+        def __getattr__(self, name):
+            if sys.modules.get("numpy") is self:
+                del sys.modules["numpy"]
+            real = importlib.import_module("numpy")
+            self.__dict__.update(real.__dict__)
+            return getattr(real, name)
+
+    stand_in = NumpyOnFirstUse("numpy")
+    stand_in.__spec__ = spec
+    sys.modules["numpy"] = stand_in
+
+
+if __name__ == "__main__":  # (imported by a test, the test's own NumPy)
+    _numpy_on_first_use()
 from xcsuite.spec import NORMALIZATIONS, Shape, supports_window  # noqa: E402  (the repository root is not installed)
 from xcsuite import peerturn  # noqa: E402
 from xcsuite.benchjson import UsageError, parse_case_line  # noqa: E402  (xcorr_bench's case syntax)
@@ -57,24 +87,41 @@ else:
     from build_registry import registry_path  # noqa: E402  (tests/, the script's own folder)
 
     REGISTRY = registry_path()
-PEERS = [{"name": n, "family": "peer", "summary": "a peer", "timed": "everything", "precision": "fp32",
+_PEERS = [{"name": n, "family": "peer", "summary": "a peer", "timed": "everything", "precision": "fp32",
           "tolerance": 1e-05, "forms": ["one-to-one", "one-to-many", "n-to-mn", "n-to-m"],
           "windows": ["full", "valid", "same", "max-shift", "shifts"], "params": {},
           "normalizations": ["none"] if n == "cupy-correlate2d" else ["none", "zncc", "zero-lag"]}
          for n in ("torch-conv2d", "torch-fft", "cupy-correlate2d")]
 # npp-normlevel: NPP's valid-mode ZNCC, the valid window and zncc only (xcsuite/peers.py)
-PEERS.append({**PEERS[0], "name": "npp-normlevel", "windows": ["valid"], "normalizations": ["zncc"]})
+_PEERS.append({**_PEERS[0], "name": "npp-normlevel", "windows": ["valid"], "normalizations": ["zncc"]})
 # torch-conv2d-tf32: cuDNN with TF32 allowed, raw sums only, its own precision and bound
-PEERS.append({**PEERS[0], "name": "torch-conv2d-tf32", "precision": "tf32", "tolerance": 2e-3, "normalizations": ["none"]})
-# the reductions' variants (xcsuite/reduce_peers.py): the case key reduce=
-from xcsuite.reduce_peers import registry as _reduce_registry  # noqa: E402
-PEERS += [{k: v for k, v in p.items() if k not in ("available", "unavailable_reason")} for p in _reduce_registry()]
+_PEERS.append({**_PEERS[0], "name": "torch-conv2d-tf32", "precision": "tf32", "tolerance": 2e-3, "normalizations": ["none"]})
+
+
+def all_peers():
+    """PEERS: the peers above and the reductions' variants (xcsuite/reduce_peers.py: the case key
+    reduce=), read when first asked for (the peerbench role, a test's import of PEERS), not by every
+    process: reduce_peers imports the peers' module and NumPy."""
+    if "PEERS" not in globals():
+        from xcsuite.reduce_peers import registry as reduce_registry
+        _PEERS.extend({k: v for k, v in p.items() if k not in ("available", "unavailable_reason")}
+                      for p in reduce_registry())
+        globals()["PEERS"] = _PEERS
+    return _PEERS
+
+
+def __getattr__(name):  # `fake_xcorr.PEERS`, `from fake_xcorr import PEERS`
+    if name == "PEERS":
+        return all_peers()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def peers():
     off = set(os.environ.get("FAKE_PEERS_UNAVAILABLE", "").split(","))
     return [{**p, "available": p["name"] not in off, "unavailable_reason": "not installed" if p["name"] in off else ""}
-            for p in PEERS]
+            for p in all_peers()]
+
+
 def gpu_names():
     default = os.environ.get("FAKE_GPU_NAME", "Fake GPU 9000")
     names = [n for n in os.environ.get("FAKE_GPU_NAMES", "").split(",") if n]
