@@ -354,14 +354,15 @@ void note_cpu_reference(const Problem& p, const char* what) {
 // The progress line of a CPU reference run: reference_cpu's output rows done, then the writing of
 // a large output. On a terminal: one line rewritten in place a few times a second, erased at the
 // end. Elsewhere (a log, a pipe, a test reading stderr): nothing for a run estimated under 2 s;
-// beyond, a line each tenth of the estimate (2 to 60 s apart), one when done, and one before
-// writing an output of kWriteNoteBytes or more.
+// beyond, a line each tenth of the estimate (at least 2 s apart), further apart as the run outlasts
+// it (a quarter of the time so far, at most 60 s), one when done, and one before writing an output
+// of kWriteNoteBytes or more.
 class ReferenceProgress {
 public:
     explicit ReferenceProgress(const Problem& p)
         : tty_(isatty(STDERR_FILENO) == 1),
           on_(tty_ || reference_seconds(p) >= 2),
-          every_(tty_ ? 0.25 : std::clamp(reference_seconds(p) / 10, 2.0, 60.0)),
+          every_(tty_ ? 0.25 : std::clamp(reference_seconds(p) / 10, 2.0, 60.0)),  // see next_
           next_(tty_ ? 0.0 : every_) {}
     ReferenceProgress(const ReferenceProgress&) = delete;
     ReferenceProgress& operator=(const ReferenceProgress&) = delete;
@@ -373,7 +374,7 @@ public:
         if (!on_) return;
         const double t = std::chrono::duration<double>(Clock::now() - start_).count();
         if (t < next_ && !(done == total && shown_ && !tty_)) return;
-        next_ = t + every_;
+        next_ = t + (tty_ ? every_ : std::min(60.0, std::max(every_, t / 4)));
         shown_ = true;
         const double left = done > 0 ? t * double(total - done) / double(done) : 0;
         if (tty_)
