@@ -89,7 +89,7 @@ def test_the_generator_refuses_a_folder_without_the_facts(tmp_path):
     shutil.copy(TABLES / "nvidia-h200.tsv", tmp_path / "t")
     r = run([sys.executable, str(SCRIPTS / "auto-tables-cpp"), "--tables", str(tmp_path / "t"),
              "--out", str(tmp_path / "x.cpp")])
-    one_line_error(r, 2, "gen_auto_table: ", "no variants.json", "auto-tables")
+    one_line_error(r, 2, "auto-tables-cpp: ", "no variants.json", "auto-tables")
     assert not (tmp_path / "x.cpp").exists()
 
 

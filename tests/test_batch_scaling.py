@@ -302,7 +302,7 @@ def test_plot_refuses_a_file_that_is_no_batch_scaling_json(content, needle, tmp_
                         str(png)], capture_output=True, text=True)
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1, r.stderr
-    assert lines[0].startswith(f"batch_scaling: --plot {src}: ") and needle in lines[0], lines
+    assert lines[0].startswith(f"batch-scaling: --plot {src}: ") and needle in lines[0], lines
     assert not png.exists()
 
 
@@ -322,7 +322,7 @@ def test_plot_refuses_a_time_that_is_no_number(run, needle, tmp_path):
                         str(png)], capture_output=True, text=True)
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1, r.stderr
-    assert lines[0] == f"batch_scaling: --plot {src}: {needle}", lines
+    assert lines[0] == f"batch-scaling: --plot {src}: {needle}", lines
     assert not png.exists() and not r.stdout
 
 

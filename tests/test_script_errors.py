@@ -60,7 +60,7 @@ def test_make_auto_table_refuses_results_without_tables_and_writes_nothing(tmp_p
     given = tmp_path / "nonexistent" if results == "missing" else ROOT / "results" / "nvidia-h200"
     r = run([sys.executable, str(tree / "scripts" / "auto-tables"), "--results", str(given),
              "--list", str(ROOT / "lib" / "auto_tables" / "variants.json")])
-    one_line_error(r, 2, f"make_auto_table: {given}: ", "nothing written",
+    one_line_error(r, 2, f"auto-tables: {given}: ", "nothing written",
                    "no such folder" if results == "missing" else "summary.csv")
     assert not r.stdout
     assert not list((tree / "lib").iterdir())
@@ -76,7 +76,7 @@ def test_make_auto_table_refuses_a_list_that_is_no_variant_list(content, needle,
     f.write_text(json.dumps(content))
     r = run([sys.executable, str(tree / "scripts" / "auto-tables"), *check, "--results", str(ROOT / "results"),
              "--list", str(f)])
-    one_line_error(r, 2, f"make_auto_table: {f}: ", needle, "; nothing written")
+    one_line_error(r, 2, f"auto-tables: {f}: ", needle, "; nothing written")
     assert not r.stdout and not list((tree / "lib").iterdir())
 
 
@@ -116,7 +116,7 @@ def test_ncu_account_refuses_a_folder_without_profiles(folder, tmp_path):
     if folder == "empty":
         d.mkdir()
     r = script("dev/ncu-fft-report", d)
-    one_line_error(r, 2, f"ncu_account: {d}: ", "no such folder" if folder == "missing" else "no ncu-*.csv")
+    one_line_error(r, 2, f"ncu-fft-report: {d}: ", "no such folder" if folder == "missing" else "no ncu-*.csv")
     assert not r.stdout
 
 
@@ -129,7 +129,7 @@ def test_ncu_account_refuses_a_csv_that_is_no_profile_and_prints_nothing(content
     shutil.copytree(ROOT / "tests" / "fixtures" / "ncu-fft-6a5b521", d)
     (d / "ncu-zz.csv").write_text(content)
     r = script("dev/ncu-fft-report", d, "--reduced", tmp_path / "reduced")
-    one_line_error(r, 2, f"ncu_account: {d / 'ncu-zz.csv'}: ", needle)
+    one_line_error(r, 2, f"ncu-fft-report: {d / 'ncu-zz.csv'}: ", needle)
     assert not r.stdout and not (tmp_path / "reduced").exists()
 
 
@@ -218,7 +218,7 @@ def test_python_overhead_without_torch(tmp_path):
     (tmp_path / "torch").mkdir()
     (tmp_path / "torch" / "__init__.py").write_text('raise ImportError("No module named \'torch\' (hidden by the test)")\n')
     r = script("dev/python-overhead", env={"PYTHONPATH": str(tmp_path)})
-    one_line_error(r, 2, "python_overhead: needs PyTorch", "hidden by the test")
+    one_line_error(r, 2, "python-overhead: needs PyTorch", "hidden by the test")
     assert not r.stdout
 
 
@@ -406,7 +406,7 @@ def damaged_summary(gpu, damage):
 
 
 @pytest.mark.parametrize("damage", ["hL", "status", "time", "cold", "missing", "not-a-summary"])
-@pytest.mark.parametrize("tool", ["claims", "anchors", "table", "plot", "make_auto_table", "auto_report"])
+@pytest.mark.parametrize("tool", ["claims", "anchors", "table", "plot", "auto-tables", "auto-report"])
 def test_a_damaged_summary_is_one_line_and_exit_2(tool, damage, tmp_path):
     """summary.csv with hL "abc" (one row): claims reported "8 confirmed, 6 not confirmed" or
     fewer, anchors "54 not measured", table wrote its tables, all with exit 0; auto-report
@@ -418,10 +418,10 @@ def test_a_damaged_summary_is_one_line_and_exit_2(tool, damage, tmp_path):
     f, where = damaged_summary(gpu, damage)
     before = sorted(p.name for p in gpu.iterdir())
     env = {"XCORR_PLOTS": str(tmp_path / "plots")}
-    if tool == "make_auto_table":
+    if tool == "auto-tables":
         r = script("auto-tables", "--check", "--results", results, "--list",
                    ROOT / "lib" / "auto_tables" / "variants.json")
-    elif tool == "auto_report":
+    elif tool == "auto-report":
         r = script("auto-report", "--build", make_fake_build(tmp_path / "build"), "--gpu-dir", gpu, "--out",
                    tmp_path / "report.md")
     else:

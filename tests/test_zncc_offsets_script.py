@@ -111,5 +111,5 @@ def test_a_figure_that_cannot_be_written_is_one_line_and_exit_1(tmp_path):
             cwd=ROOT, timeout=300, preexec_fn=small_files, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     png = tmp_path / "plots" / "test-gpu" / "zncc_offsets.png"
     assert r.returncode == 1, (r.stdout, r.stderr)
-    assert r.stderr == f"zncc_offsets: could not write {png} (File too large); nothing written\n"
+    assert r.stderr == f"zncc-offsets: could not write {png} (File too large); nothing written\n"
     assert not png.exists() and not list(png.parent.glob(".*tmp"))

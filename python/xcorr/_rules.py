@@ -2,7 +2,7 @@
 tests/test_rules.py checks every one against that function through the binding (_xcorr).
 
 Standard library only, and loadable by path: the build's generator of auto's tables
-(scripts/gen_auto_table.py, run before the library exists) and the experiment suite (xcsuite, which
+(scripts/auto-tables-cpp, run before the library exists) and the experiment suite (xcsuite, which
 must work without the compiled package) load this file directly; the package imports it. Every other
 Python copy of these rules calls these. (tests/xcorr_np.py keeps its own pairs(): it is the tests'
 independent oracle of CONVENTIONS.md, which must not share code with what it checks.)
