@@ -68,7 +68,27 @@ __device__ __forceinline__ void unroll(F&& f) {
     unroll_seq(f, std::make_integer_sequence<int, N>{});
 }
 
-// v[k] <- sum_n v[n] exp(Sign 2 pi i n k / R). Radices 2, 3, 4 directly; a composite R = A * B by
+// dft's odd primes, by compile-time recursion (nested generic lambdas here crash g++ 12, which
+// compiles this file for tests/team_dft_host.cpp and tests/block_fft_host.cpp): output K and
+// R - K from v0 and the sums s[n-1] = v_n + v_{R-n} and differences d[n-1] = v_n - v_{R-n}.
+template <int R, int K, int N>
+__device__ __forceinline__ void odd_prime_terms(float2& re, float2& im, const float2* s, const float2* d) {
+    using W = Twiddle<N * K, R, 1>;  // cos and sin of 2 pi N K / R
+    re = make_float2(re.x + W::c * s[N - 1].x, re.y + W::c * s[N - 1].y);
+    im = make_float2(im.x + W::s * d[N - 1].x, im.y + W::s * d[N - 1].y);
+    if constexpr (N < R / 2) odd_prime_terms<R, K, N + 1>(re, im, s, d);
+}
+template <int R, int Sign, int K>
+__device__ __forceinline__ void odd_prime_outputs(float2 (&v)[R], float2 v0, const float2* s, const float2* d) {
+    float2 re = v0, im = make_float2(0.f, 0.f);
+    odd_prime_terms<R, K, 1>(re, im, s, d);
+    const float2 t = mul_i<Sign>(im);
+    v[K] = cadd(re, t);
+    v[R - K] = csub(re, t);
+    if constexpr (K < R / 2) odd_prime_outputs<R, Sign, K + 1>(v, v0, s, d);
+}
+
+// v[k] <- sum_n v[n] exp(Sign 2 pi i n k / R). Radices 2, 3, 4, 5, 7 directly; a composite R = A * B by
 // one Cooley-Tukey split, n = n1 + A n2, k = B k1 + k2: A DFTs of length B over n2, twiddles
 // W_R^{n1 k2}, B DFTs of length A over n1.
 template <int R, int Sign>
@@ -92,10 +112,22 @@ __device__ __forceinline__ void dft(float2 (&v)[R]) {
         v[1] = cadd(d02, d13);
         v[2] = csub(s02, s13);
         v[3] = csub(d02, d13);
+    } else if constexpr (R == 5 || R == 7) {
+        // Odd primes (block_fft.cuh's 7-smooth lengths): the pairs n, R - n share a cosine and
+        // take opposite sines, v[k] = v0 + sum_{n <= R/2} (v_n + v_{R-n}) cos + Sign i (v_n - v_{R-n}) sin.
+        float2 s[R / 2], d[R / 2];
+#pragma unroll
+        for (int n = 1; n <= R / 2; ++n) s[n - 1] = cadd(v[n], v[R - n]), d[n - 1] = csub(v[n], v[R - n]);
+        const float2 v0 = v[0];
+        float2 sum = v0;
+#pragma unroll
+        for (int n = 0; n < R / 2; ++n) sum = cadd(sum, s[n]);
+        odd_prime_outputs<R, Sign, 1>(v, v0, s, d);
+        v[0] = sum;
     } else {
-        constexpr int A = R % 4 == 0 ? 4 : R % 2 == 0 ? 2 : 3;
+        constexpr int A = R % 4 == 0 ? 4 : R % 2 == 0 ? 2 : R % 3 == 0 ? 3 : R % 5 == 0 ? 5 : 7;
         constexpr int B = R / A;
-        static_assert(A * B == R && B > 1, "radix built from 2, 3 and 4");
+        static_assert(A * B == R && B > 1, "radix built from 2, 3, 4, 5 and 7");
         float2 y[A][B];
         unroll<A>([&](auto n1) {
             float2 t[B];

@@ -94,11 +94,48 @@ bool Reducer::fuses(Plan& plan) const {
     }
 }
 
+std::unique_ptr<Plan> Reducer::fused_max_plan() const {
+    const Problem& p = problem_;
+    if (r_.kind != ReductionKind::MaxOverRights || p.normalize != Normalize::None ||
+        (p.form != Form::OneToOne && p.form != Form::OneToMany))
+        return nullptr;
+    PlanSpec s = spec_;
+    s.reduce = Reduction{};
+    if (s.algorithm == "auto") {
+        // Beyond one block of fft-fused every map is a full cuFFT round trip through DRAM, and the
+        // fold reads it back: fft-large folds the rights where their rows are transformed.
+        const Window w = p.shifts();
+        const int need = std::max(transform_need(w.dy0, w.dy1, p.hL, p.hR), transform_need(w.dx0, w.dx1, p.wL, p.wR));
+        if (need <= 1024) return nullptr;
+        s.algorithm = "fft-large";
+        s.params.clear();
+        try {
+            auto plan = std::make_unique<Plan>(s);
+            return plan->instance().takes_max_over_rights() ? std::move(plan) : nullptr;
+        } catch (const UsageError&) {  // beyond fft-large's sizes: the chunked maps
+            return nullptr;
+        }
+    }
+    if (s.algorithm != "fft-large") return nullptr;  // the variants that fold (a plan of every right at
+                                                     // once would hold every map for the others)
+    auto plan = std::make_unique<Plan>(s);
+    return plan->instance().takes_max_over_rights() ? std::move(plan) : nullptr;
+}
+
 Reducer::Reducer(const PlanSpec& spec, const Problem& p) : spec_(spec), problem_(p), r_(spec.reduce) {
     map_elems_ = int64_t(p.out_h()) * p.out_w();
     if (map_elems_ >= (int64_t(1) << 31))
         throw UsageError("a reduction reads each map with 32-bit indices: " + std::to_string(map_elems_) +
                          " shifts per map is too many (narrow the window)");
+    if (auto plan = fused_max_plan()) {  // every right in one chunk, folded by the plan's own pass
+        chunks_ = chunks_of(p, r_.kind, int64_t(p.nL) * p.nR);
+        main_ = plan.get();
+        chunk_pairs_ = chunks_.front().pairs;
+        plans_[{int(chunks_.front().form), chunks_.front().nL, chunks_.front().nR}] = std::move(plan);
+        chunk_plan_.assign(chunks_.size(), main_);
+        chunk_fused_.assign(chunks_.size(), true);
+        return;
+    }
     const int64_t budget = r_.scratch_bytes > 0 ? r_.scratch_bytes : default_budget();
     chunks_ = chunks_of(p, r_.kind, budget / (map_elems_ * int64_t(sizeof(float))));
     // One plan per chunk shape (the full one and the last, shorter one), built here, so that
@@ -130,6 +167,11 @@ void Reducer::execute(const float* left, const float* right, const ReducedOutput
     const int64_t lefts = reduced_lefts(problem_);
     for (size_t ci = 0; ci < chunks_.size(); ++ci) {
         const Chunk& c = chunks_[ci];
+        if (chunk_fused_[ci] && r_.kind == ReductionKind::MaxOverRights) {  // folded in the variant's pass
+            chunk_plan_[ci]->instance().run_max(left + c.left_off, right + c.right_off, out,
+                                                int32_t(first_right + c.j0), ci == 0 && !accumulate, stream);
+            continue;
+        }
         if (chunk_fused_[ci]) {  // k = 1: the chunk's peaks straight from its variant's pass
             const int64_t o = c.out0;
             chunk_plan_[ci]->instance().run_peak1(
@@ -157,6 +199,9 @@ size_t Reducer::workspace_bytes() const {
 
 std::string Reducer::explain() const {
     const Plan& m = main_plan();
+    if (fused() && r_.kind == ReductionKind::MaxOverRights)
+        return "max-over-rights folded in " + m.algorithm() + "'s last pass over every right, no map written: " +
+               m.explain();
     if (fused())
         return "peaks k=1 taken in " + m.algorithm() + "'s own pass, no map written (" + std::to_string(chunks_.size()) +
                " chunk(s) of up to " + std::to_string(chunk_pairs_) + " pair(s)): " + m.explain();

@@ -46,7 +46,8 @@ public:
                  bool accumulate, int64_t first_right);
 
     const Plan& main_plan() const { return *main_; }
-    // Every chunk's peaks come from its variant's own pass (Instance::run_peak1): no map is written.
+    // Every chunk's answer comes from its variant's own pass (Instance::run_peak1, run_max): no map
+    // is written.
     bool fused() const {
         return !chunk_fused_.empty() && std::all_of(chunk_fused_.begin(), chunk_fused_.end(), [](bool f) { return f; });
     }
@@ -58,6 +59,10 @@ private:
     // Whether a chunk's plan writes its k = 1 peaks itself (Instance::takes_peak1), the map never
     // written, where the reduction allows it.
     bool fuses(Plan& plan) const;
+    // The maximum over the rights of a one-to-one or one-to-many problem whose whole stack one plan's
+    // instance folds itself (Instance::takes_max_over_rights; "auto": fft-large where the transform
+    // is beyond fft-fused's 1024): that plan, one chunk of every right; else null.
+    std::unique_ptr<Plan> fused_max_plan() const;
 
     PlanSpec spec_;
     Problem problem_;

@@ -64,6 +64,13 @@ public:
     virtual bool takes_peak1() const { return false; }
     virtual void run_peak1(const float* /*left*/, const float* /*right*/, const PeakSink& /*sink*/,
                            cudaStream_t /*stream*/) {}
+    // A reduced plan's maximum over the rights (reduce.hpp) of a one-to-one or one-to-many problem
+    // may come from the instance's own last pass, no map written (fft-large): takes_max_over_rights,
+    // whether it can; run_max folds this call's rights, numbered from `first`, into out's value,
+    // index, sum and sum of squares (sum null: no sums), starting them afresh when `fresh`.
+    virtual bool takes_max_over_rights() const { return false; }
+    virtual void run_max(const float* /*left*/, const float* /*right*/, const ReducedOutputs& /*out*/,
+                         int32_t /*first*/, bool /*fresh*/, cudaStream_t /*stream*/) {}
 };
 
 // One tuning parameter and every value that is instantiated for it. values[0] is the default.

@@ -1,0 +1,508 @@
+// fft-large: the FFT-based cross-correlation for transforms beyond one block (fft-fused holds at
+// most 1024 a side), fused at both ends: no padded slot is ever written, the right's forward
+// transform touches only its nonzero rows, the product with the left's spectrum sits between the
+// forward and the inverse column transforms of one kernel, and the last pass writes only the
+// window's elements, or, for the maximum over the rights (2-D template matching), folds a batch
+// of rights into the running maximum, index, sum and sum of squares without writing any map.
+// Forms one-to-one and one-to-many; every window; transforms up to 8192 a side.
+//
+// Algorithm (the transform of fft, 50_fft.cu, whose header explains windows, crops and periods):
+// the window's overlapping shifts [lo, hi] per axis need the cropped parts L' (ln rows from l0)
+// and R' (rn rows from r0) and a period P >= need (fit_axis); P and Q are the smallest 7-smooth
+// lengths >= the rows' and the columns' need (Q even). With F the unnormalised 2-D DFT,
+//     C'(s) = F^-1( F(L') conj(F(R')) ) / (P Q),   shift s at circular position s + r0 - l0.
+// Three passes, each a kernel over a run-time-length block FFT (common/block_fft.cuh):
+//   1. rows (row_forward_kernel): each nonzero row of a cropped matrix, as a real sequence of Q
+//      (zero beyond its columns, never stored), transformed as H = Q/2 complex points (even
+//      samples real, odd imaginary) and untangled into its Q/2 + 1 Hermitian coefficients; written
+//      column-major per matrix, [k][row], so that pass 2 reads a column as consecutive addresses.
+//      Only the rows the window touches are transformed: 384 of 4320 for a 2DTM template.
+//   2. columns (column_kernel), one block per spectral column k: the column's rn values, zero to
+//      P, forward DFT of length P; the left: scaled by 1 / (P Q) and kept ([k][p], the left's
+//      spectrum, once per call, or once per plan with left=fixed); a right: multiplied by the
+//      left's column (read from L2: the blocks of neighbouring columns share lines) times
+//      conj(.), the inverse DFT of length P, and only the window's rows written, [k][row] per
+//      right. A batch of rights runs in one launch, the block looping over them, so the left's
+//      column is reused from L1/L2 for each.
+//   3. rows again (row_inverse_kernel), one block per output row: for each right of the batch
+//      the row's Q/2 + 1 coefficients (a strided read: [k][row]; the neighbouring rows' blocks
+//      take the rest of each 32-byte sector, in flight together), Hermitian-folded into H
+//      complex points, inverse DFT of length H, whose real and imaginary parts are the even and
+//      odd columns; the window's columns are read from it at their circular positions. Maps: the
+//      row is written. Maximum over the rights: each thread keeps its columns' running maximum,
+//      first index, sum and sum of squares (float64) in registers over the batch and touches the
+//      running maps once per batch.
+// Shifts of the window without overlap are exact zeros (the map) or folded as zeros.
+//
+// Mapping: pass 1 a block per (matrix, row), pass 2 a block per (column, ...), pass 3 a block
+// per (output row, column chunk of kMaxThreads * kFoldPerThread columns); the block FFT spreads a
+// stage's butterflies over all the block's threads (block_fft.cuh).
+//
+// Memory: the left's spectrum (Q/2 + 1) x P complex; pass 1's output for a batch (rows x
+// (Q/2 + 1) per matrix); pass 2's output for a batch (window rows x (Q/2 + 1) per right). The
+// batch is as many rights as fit kBatchBytes of the latter (at least one, at most kMaxBatch): GPU
+// memory does not grow with the number of rights.
+//
+// Measurements and the history of the design: notes/53_fft_large.md.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/block_fft.cuh"
+#include "common/device.cuh"
+#include "xcorr/cuda_check.hpp"
+#include "xcorr/device_buffer.hpp"
+#include "xcorr/registry.hpp"
+
+namespace xcorr {
+namespace {
+
+constexpr int kFoldThreads = 512;        // pass 3
+constexpr int kFoldPerThread = 8;        // output columns per thread in pass 3
+constexpr int kFoldSumBytes = 2 * kFoldPerThread * kFoldThreads * int(sizeof(double));  // pass 3's sums
+constexpr int kMaxBatch = 32;
+constexpr int64_t kBatchBytes = int64_t(1) << 30;
+
+// exp(Sign 2 pi i k / q), accurate to a few ulp (sincospif).
+template <int Sign>
+__device__ __forceinline__ float2 unit(int k, int q) {
+    float s, c;
+    sincospif(2.0f * float(k) / float(q), &s, &c);
+    return make_float2(c, Sign * s);
+}
+
+// dst[i] = src[i] (i < count; src's zeros from `valid` on), the block's threads loading kStage
+// elements each before storing any, so that a thread has kStage loads in flight rather than one
+// (a loop that stores each value before the next load waits out the latency of every load).
+constexpr int kStage = 8;
+template <class Store>
+__device__ __forceinline__ void staged_copy(const float2* __restrict__ src, int count, int valid, Store&& store) {
+    for (int i0 = threadIdx.x; i0 < count; i0 += kStage * blockDim.x) {
+        float2 t[kStage];
+#pragma unroll
+        for (int u = 0; u < kStage; ++u) {
+            const int i = i0 + u * int(blockDim.x);
+            t[u] = i < valid ? __ldg(src + i) : make_float2(0.f, 0.f);
+        }
+#pragma unroll
+        for (int u = 0; u < kStage; ++u) {
+            const int i = i0 + u * int(blockDim.x);
+            if (i < count) store(i, t[u]);
+        }
+    }
+}
+
+// Pass 1. Matrix m of the stack at `src` (h x w floats each, `stride` elements apart), rows
+// [row0, row0 + rows) x columns [col0, col0 + cols) as a real row of Q zero-padded samples:
+// its Q/2 + 1 coefficients to dst[m][k][r] (k <= Q/2, r < rows).
+struct RowForwardArgs {
+    const float* src;
+    int64_t stride;
+    int w, row0, col0, rows, cols;
+    float2* dst;
+    BlockFftPlan half;  // H = Q/2 points
+};
+
+__global__ void __launch_bounds__(kBlockFftMaxThreads) row_forward_kernel(RowForwardArgs a) {
+    extern __shared__ float2 buf[];
+    __shared__ BlockFftStage stages[kBlockFftMaxStages];
+    block_fft_stages(a.half, stages);
+    const int H = a.half.n;
+    const int r = blockIdx.x, m = blockIdx.y;
+    const float* row = a.src + int64_t(m) * a.stride + int64_t(a.row0 + r) * a.w + a.col0;
+    for (int t = threadIdx.x; t < H; t += blockDim.x) {
+        const int c = 2 * t;
+        buf[bf_pad(t)] = make_float2(c < a.cols ? __ldg(row + c) : 0.f, c + 1 < a.cols ? __ldg(row + c + 1) : 0.f);
+    }
+    __syncthreads();
+    block_fft<-1>(buf, a.half, stages, threadIdx.x);
+    const float2* z = buf;
+    // X[k] = E[k] + W_Q^k O[k]: E, O the spectra of the even and the odd samples, untangled from
+    // Z = E + i O by the Hermitian symmetry of each.
+    const int Q = 2 * H;
+    float2* out = a.dst + int64_t(m) * (H + 1) * a.rows + r;
+    for (int k = threadIdx.x; k <= H; k += blockDim.x) {
+        const float2 zk = z[bf_pad(k % H)], zc = z[bf_pad((H - k) % H)];
+        const float2 e = make_float2(0.5f * (zk.x + zc.x), 0.5f * (zk.y - zc.y));
+        const float2 o = make_float2(0.5f * (zk.y + zc.y), -0.5f * (zk.x - zc.x));
+        out[int64_t(k) * a.rows] = cadd(e, cmul(unit<-1>(k, Q), o));
+    }
+}
+
+// Pass 2. Column k (blockIdx.x) of each matrix's pass-1 output: rows < rows_in, zero to P,
+// forward DFT. Left (spec == nullptr on entry: `left_out` set): scaled, written whole to
+// left_out[k][p]. Rights: times the left's column, conj of the right's, inverse DFT, rows
+// (first_pos + t) mod P for t < out_rows written to dst[b][k][t].
+struct ColumnArgs {
+    const float2* src;   // [m][k][r], r < rows_in
+    int rows_in, matrices;
+    BlockFftPlan col;    // P points
+    float scale;
+    float2* left_out;    // left mode: [k][p]
+    const float2* spec;  // right mode: the left's spectrum [k][p]
+    float2* dst;         // right mode: [b][k][t]
+    int first_pos, out_rows;
+};
+
+__global__ void __launch_bounds__(kBlockFftMaxThreads) column_kernel(ColumnArgs a) {
+    extern __shared__ float2 buf[];
+    __shared__ BlockFftStage stages[kBlockFftMaxStages];
+    block_fft_stages(a.col, stages);
+    const int P = a.col.n, K = gridDim.x;
+    const int k = blockIdx.x;
+    // Rights: the left's column, kept in shared memory for every right of the batch.
+    float2* lcol = buf + block_fft_slot(P);
+    if (!a.left_out) staged_copy(a.spec + int64_t(k) * P, P, P, [&](int p, float2 v) { lcol[p] = v; });
+    for (int m = 0; m < a.matrices; ++m) {
+        staged_copy(a.src + (int64_t(m) * K + k) * a.rows_in, P, a.rows_in, [&](int p, float2 v) { buf[bf_pad(p)] = v; });
+        __syncthreads();
+        block_fft<-1>(buf, a.col, stages, threadIdx.x);
+        if (a.left_out) {
+            float2* out = a.left_out + int64_t(k) * P;
+            for (int p = threadIdx.x; p < P; p += blockDim.x) {
+                const float2 v = buf[bf_pad(p)];
+                out[p] = make_float2(v.x * a.scale, v.y * a.scale);
+            }
+            __syncthreads();
+            continue;
+        }
+        for (int p = threadIdx.x; p < P; p += blockDim.x) buf[bf_pad(p)] = mul_conj(lcol[p], buf[bf_pad(p)], 1.f);
+        __syncthreads();
+        block_fft<1>(buf, a.col, stages, threadIdx.x);
+        float2* out = a.dst + (int64_t(m) * K + k) * a.out_rows;
+        for (int t = threadIdx.x; t < a.out_rows; t += blockDim.x) {
+            int pos = a.first_pos + t;
+            pos -= pos >= P ? P : 0;
+            out[t] = buf[bf_pad(pos)];
+        }
+        __syncthreads();  // buf is refilled for the next right
+    }
+}
+
+// Pass 3. Output row i = blockIdx.x of every right b < batch, columns from j0 = blockIdx.y *
+// kFoldThreads * kFoldPerThread. Row i holds shift dy0 + i; it has overlap iff row_lo <= i <=
+// row_hi, then its coefficients are src[b][k][i - row_lo]. Column j: shift dx0 + j, overlap iff
+// col_lo <= j <= col_hi, circular position (col_pos + j - col_lo) mod Q.
+struct RowInverseArgs {
+    const float2* src;  // [b][k][t], t < rows_src
+    int rows_src, batch;
+    BlockFftPlan half;
+    int row_lo, row_hi, col_lo, col_hi, col_pos;
+    int out_h, out_w;
+    // maps: out + (b) * out_h * out_w
+    float* out;
+    // maximum over the rights
+    float* value;
+    int32_t* index;
+    double* sum;
+    double* sumsq;
+    int32_t first;  // index of right b = first + b
+    bool fresh;     // no running maps yet: start from (NaN, -1, 0, 0)
+};
+
+template <bool kMax, int G>
+__global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArgs a) {
+    // G rights at a time (G transforms side by side, threads [g T, (g + 1) T) doing transform g's
+    // butterflies, T = half.threads): a right's row is a short chain of dependent steps (load,
+    // fold, three stages, fold into the maximum), and one block holds a multiprocessor's registers,
+    // so G chains in one block keep G times the work in flight.
+    extern __shared__ float2 buf[];
+    __shared__ BlockFftStage stages[kBlockFftMaxStages];
+    const int H = a.half.n, Q = 2 * H, K = H + 1, slot = block_fft_slot(H);
+    // Per transform g: its buffer buf + g slot, its coefficients raw + g K; then the running sums
+    // (element e * kFoldThreads + thread: a warp's doubles are consecutive). The maximum and its
+    // index stay in registers: 128 registers a thread hold those and a radix-18 butterfly, not the
+    // sums too.
+    float2* raw = buf + G * slot;
+    double* sums = reinterpret_cast<double*>(raw + G * K);
+    block_fft_stages(a.half, stages);
+    const int i = blockIdx.x;
+    const int j0 = blockIdx.y * kFoldThreads * kFoldPerThread;
+    const bool row_on = i >= a.row_lo && i <= a.row_hi;
+    const int T = a.half.threads, g_me = int(threadIdx.x) / T;
+    float2* my_buf = buf + (g_me < G ? g_me : 0) * slot;
+    const int my_j = g_me < G ? int(threadIdx.x) - g_me * T : -1;
+    float cur[kFoldPerThread];
+    int32_t idx[kFoldPerThread];
+    double* s1 = sums;
+    double* s2 = sums + (kMax ? kFoldPerThread * kFoldThreads : 0);
+    if constexpr (kMax) {
+#pragma unroll
+        for (int e = 0; e < kFoldPerThread; ++e) {
+            const int j = j0 + threadIdx.x + e * kFoldThreads;
+            const int u = e * kFoldThreads + threadIdx.x;
+            cur[e] = NAN, idx[e] = -1, s1[u] = 0, s2[u] = 0;
+            if (!a.fresh && j < a.out_w) {
+                const int64_t o = int64_t(i) * a.out_w + j;
+                cur[e] = a.value[o], idx[e] = a.index[o];
+                if (a.sum) s1[u] = a.sum[o], s2[u] = a.sumsq[o];
+            }
+        }
+    }
+    for (int b = 0; b < a.batch; b += G) {
+        const int gn = min(G, a.batch - b);  // rights in this step
+        if (row_on) {
+            // The rows' coefficients (a strided read) into `raw`, kStage loads in flight a thread.
+            const float2* in = a.src + int64_t(b) * K * a.rows_src + (i - a.row_lo);
+            for (int k0 = threadIdx.x; k0 < gn * K; k0 += kStage * blockDim.x) {
+                float2 t[kStage];
+#pragma unroll
+                for (int u = 0; u < kStage; ++u) {
+                    const int k = k0 + u * int(blockDim.x);
+                    if (k < gn * K) t[u] = __ldg(in + int64_t(k) * a.rows_src);  // [b + g][k'] is k = g K + k'
+                }
+#pragma unroll
+                for (int u = 0; u < kStage; ++u) {
+                    const int k = k0 + u * int(blockDim.x);
+                    if (k < gn * K) raw[k] = t[u];
+                }
+            }
+            __syncthreads();
+            // Z[k] = (X[k] + conj X[H-k]) + i (X[k] - conj X[H-k]) W_Q^-k: the inverse of pass 1's
+            // untangling, so that the H-point inverse DFT holds the even columns in its real parts
+            // and the odd ones in its imaginary parts.
+            for (int gk = threadIdx.x; gk < gn * H; gk += blockDim.x) {
+                const int g = G > 1 && gk >= H ? 1 : 0, k = gk - g * H;
+                const float2 xk = raw[g * K + k];
+                const float2 xc = raw[g * K + H - k];
+                const float2 e = make_float2(xk.x + xc.x, xk.y - xc.y);
+                const float2 o = cmul(make_float2(xk.x - xc.x, xk.y + xc.y), unit<1>(k, Q));
+                buf[g * slot + bf_pad(k)] = make_float2(e.x - o.y, e.y + o.x);
+            }
+            __syncthreads();
+            block_fft<1>(my_buf, a.half, stages, my_j);
+        }
+#pragma unroll
+        for (int e = 0; e < kFoldPerThread; ++e) {
+            const int j = j0 + threadIdx.x + e * kFoldThreads;
+            if (j >= a.out_w) continue;
+            int q = -1;
+            if (row_on && j >= a.col_lo && j <= a.col_hi) {
+                q = a.col_pos + (j - a.col_lo);
+                q -= q >= Q ? Q : 0;
+            }
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                if (g >= gn) break;
+                float v = 0.f;
+                if (q >= 0) {
+                    const float2 c = buf[g * slot + bf_pad(q >> 1)];
+                    v = q & 1 ? c.y : c.x;
+                }
+                if constexpr (kMax) {
+                    if (v == v && (idx[e] < 0 || v > cur[e])) cur[e] = v, idx[e] = a.first + b + g;
+                    const int u = e * kFoldThreads + threadIdx.x;  // this thread's own: no barrier
+                    s1[u] += v, s2[u] += double(v) * v;
+                } else {
+                    a.out[(int64_t(b + g) * a.out_h + i) * a.out_w + j] = v;
+                }
+            }
+        }
+        if (row_on) __syncthreads();  // the buffers are refilled for the next rights
+    }
+    if constexpr (kMax) {
+#pragma unroll
+        for (int e = 0; e < kFoldPerThread; ++e) {
+            const int j = j0 + threadIdx.x + e * kFoldThreads;
+            if (j >= a.out_w) continue;
+            const int64_t o = int64_t(i) * a.out_w + j;
+            const int u = e * kFoldThreads + threadIdx.x;
+            a.value[o] = cur[e], a.index[o] = idx[e];
+            if (a.sum) a.sum[o] = s1[u], a.sumsq[o] = s2[u];
+        }
+    }
+}
+
+// Smallest n >= need (at least 1) with prime factors 2, 3, 5 and 7 only; even when asked.
+int smooth_length(int need, bool even) {
+    int n = std::max(need, even ? 2 : 1);
+    while (!is_7_smooth_len(n) || (even && n % 2)) ++n;
+    return n;
+}
+
+class FftLarge final : public Instance {
+public:
+    FftLarge(const Problem& p, bool left_fixed) : p_(p), left_fixed_(left_fixed) {
+        if (p.form != Form::OneToOne && p.form != Form::OneToMany)
+            throw UsageError("fft-large computes one-to-one and one-to-many only");
+        w_ = p.shifts();
+        fy_ = fit_axis(w_.dy0, w_.dy1, p.hL, p.hR);
+        fx_ = fit_axis(w_.dx0, w_.dx1, p.wL, p.wR);
+        empty_ = fy_.empty() || fx_.empty();
+        if (empty_) return;
+        P_ = smooth_length(fy_.need, false);
+        Q_ = smooth_length(fx_.need, true);
+        if (P_ > kBlockFftMaxN || Q_ / 2 > kBlockFftMaxN)
+            throw UsageError("fft-large: the window needs a transform of " + std::to_string(P_) + " x " +
+                             std::to_string(Q_) + ", above " + std::to_string(kBlockFftMaxN) + " a side");
+        H_ = Q_ / 2;
+        K_ = H_ + 1;
+        col_plan_ = make_plan(P_, col_tw_);
+        half_plan_ = make_plan(H_, half_tw_);
+        // Output rows with overlap: shifts lo .. hi, rows lo - dy0 .. hi - dy0 of the window.
+        row_lo_ = fy_.lo - w_.dy0, row_hi_ = fy_.hi - w_.dy0;
+        col_lo_ = fx_.lo - w_.dx0, col_hi_ = fx_.hi - w_.dx0;
+        out_rows_ = row_hi_ - row_lo_ + 1;
+        first_pos_ = wrap(fy_.lo + fy_.r0 - fy_.l0, P_);
+        col_pos_ = wrap(fx_.lo + fx_.r0 - fx_.l0, Q_);  // column col_lo's; the window's columns with
+                                                          // overlap span at most Q: one wrap at most
+        const int64_t per_right = int64_t(K_) * out_rows_ * int64_t(sizeof(float2));
+        batch_ = int(std::clamp<int64_t>(kBatchBytes / std::max<int64_t>(per_right, 1), 1, kMaxBatch));
+        batch_ = std::min(batch_, p.nR);
+        spec_ = DeviceBuffer<float2>(size_t(K_) * P_);
+        rows_ = DeviceBuffer<float2>(size_t(K_) * std::max<int64_t>(fy_.ln, int64_t(fy_.rn) * batch_));
+        cols_ = DeviceBuffer<float2>(size_t(int64_t(K_) * out_rows_ * batch_));
+        // Dynamic shared memory: two buffers of the longer transform (pass 2: P; passes 1, 3: H).
+        if (half_plan_.threads > kFoldThreads)
+            throw UsageError("fft-large: no row schedule of " + std::to_string(H_) + " points within " +
+                             std::to_string(kFoldThreads) + " threads");
+        pair_rights_ = 2 * half_plan_.threads <= kFoldThreads;  // two transforms fit the block's threads
+        const std::pair<const void*, int> smem[] = {
+            {(const void*)row_forward_kernel, row_smem()},
+            {(const void*)column_kernel, column_smem()},
+            {(const void*)row_inverse_kernel<false, 1>, inverse_smem(false, 1)},
+            {(const void*)row_inverse_kernel<true, 1>, inverse_smem(true, 1)},
+            {(const void*)row_inverse_kernel<false, 2>, inverse_smem(false, 2)},
+            {(const void*)row_inverse_kernel<true, 2>, inverse_smem(true, 2)}};
+        for (const auto& [f, bytes] : smem)
+            XC_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    }
+
+    void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
+        if (empty_) {
+            XC_CUDA_CHECK(cudaMemsetAsync(out, 0, size_t(p_.out_elems()) * sizeof(float), stream));
+            return;
+        }
+        left_spectrum(left, stream);
+        for (int b0 = 0; b0 < p_.nR; b0 += batch_) {
+            const int nb = std::min(batch_, p_.nR - b0);
+            rights_columns(right, b0, nb, stream);
+            RowInverseArgs a = inverse_args(nb);
+            a.out = out + int64_t(b0) * p_.out_h() * p_.out_w();
+            launch_inverse<false>(a, stream);
+        }
+    }
+
+    bool takes_max_over_rights() const override { return true; }
+    void run_max(const float* left, const float* right, const ReducedOutputs& out, int32_t first, bool fresh,
+                 cudaStream_t stream) override {
+        if (!empty_) left_spectrum(left, stream);
+        for (int b0 = 0; b0 < p_.nR; b0 += batch_) {
+            const int nb = std::min(batch_, p_.nR - b0);
+            if (!empty_) rights_columns(right, b0, nb, stream);
+            RowInverseArgs a = inverse_args(nb);
+            a.value = out.value, a.index = out.index, a.sum = out.sum, a.sumsq = out.sumsq;
+            a.first = first + b0;
+            a.fresh = fresh && b0 == 0;
+            launch_inverse<true>(a, stream);
+        }
+    }
+
+private:
+    static int wrap(int v, int n) { return ((v % n) + n) % n; }
+
+    BlockFftPlan make_plan(int n, DeviceBuffer<float2>& tw) {
+        BlockFftHost h = block_fft_host(n);
+        tw = DeviceBuffer<float2>(h.twiddles.size());
+        XC_CUDA_CHECK(cudaMemcpy(tw.get(), h.twiddles.data(), h.twiddles.size() * sizeof(float2), cudaMemcpyHostToDevice));
+        h.plan.tw = tw.get();
+        return h.plan;
+    }
+
+    // Dynamic shared memory: pass 1 the row's transform; pass 2 the column's and the left's column;
+    // pass 3 the row's transform, its coefficients and (maximum) the running sums.
+    int row_smem() const { return block_fft_slot(H_) * int(sizeof(float2)); }
+    int column_smem() const { return (block_fft_slot(P_) + P_) * int(sizeof(float2)); }
+    int inverse_smem(bool max, int g) const {
+        return g * (block_fft_slot(half_plan_.n) + half_plan_.n + 1) * int(sizeof(float2)) + (max ? kFoldSumBytes : 0);
+    }
+
+    void row_forward(const float* src, int64_t stride, int w, int row0, int col0, int rows, int cols, int matrices,
+                     cudaStream_t stream) {
+        RowForwardArgs a{src, stride, w, row0, col0, rows, cols, rows_.get(), half_plan_};
+        row_forward_kernel<<<dim3(unsigned(rows), unsigned(matrices)), half_plan_.threads, row_smem(), stream>>>(a);
+        XC_CHECK_LAUNCH();
+    }
+
+    void left_spectrum(const float* left, cudaStream_t stream) {
+        if (left_fixed_ && spec_left_ == left) return;  // the caller said the left does not change
+        row_forward(left, 0, p_.wL, fy_.l0, fx_.l0, fy_.ln, fx_.ln, 1, stream);
+        ColumnArgs a{};
+        a.src = rows_.get(), a.rows_in = fy_.ln, a.matrices = 1, a.col = col_plan_;
+        a.scale = float(1.0 / (double(P_) * double(Q_)));
+        a.left_out = spec_.get();
+        column_kernel<<<unsigned(K_), col_plan_.threads, column_smem(), stream>>>(a);
+        XC_CHECK_LAUNCH();
+        spec_left_ = left;
+    }
+
+    void rights_columns(const float* right, int b0, int nb, cudaStream_t stream) {
+        const int64_t R = int64_t(p_.hR) * p_.wR;
+        row_forward(right + int64_t(b0) * R, R, p_.wR, fy_.r0, fx_.r0, fy_.rn, fx_.rn, nb, stream);
+        ColumnArgs a{};
+        a.src = rows_.get(), a.rows_in = fy_.rn, a.matrices = nb, a.col = col_plan_;
+        a.spec = spec_.get(), a.dst = cols_.get(), a.first_pos = first_pos_, a.out_rows = out_rows_;
+        column_kernel<<<unsigned(K_), col_plan_.threads, column_smem(), stream>>>(a);
+        XC_CHECK_LAUNCH();
+    }
+
+    RowInverseArgs inverse_args(int nb) const {
+        RowInverseArgs a{};
+        a.src = cols_.get(), a.rows_src = out_rows_, a.batch = nb, a.half = half_plan_;
+        a.row_lo = empty_ ? 1 : row_lo_, a.row_hi = empty_ ? 0 : row_hi_;  // empty: no row has overlap
+        a.col_lo = col_lo_, a.col_hi = col_hi_, a.col_pos = col_pos_;
+        a.out_h = p_.out_h(), a.out_w = p_.out_w();
+        return a;
+    }
+
+    template <bool kMax>
+    void launch_inverse(const RowInverseArgs& a, cudaStream_t stream) {
+        const int chunk = kFoldThreads * kFoldPerThread;
+        const dim3 grid(unsigned(a.out_h), unsigned(ceil_div(a.out_w, chunk)));
+        if (pair_rights_) row_inverse_kernel<kMax, 2><<<grid, kFoldThreads, inverse_smem(kMax, 2), stream>>>(a);
+        else row_inverse_kernel<kMax, 1><<<grid, kFoldThreads, inverse_smem(kMax, 1), stream>>>(a);
+        XC_CHECK_LAUNCH();
+    }
+
+    Problem p_;
+    bool left_fixed_ = false;
+    Window w_{};
+    AxisFit fy_{}, fx_{};
+    bool empty_ = false;
+    int P_ = 0, Q_ = 0, H_ = 0, K_ = 0;
+    int row_lo_ = 0, row_hi_ = -1, col_lo_ = 0, col_hi_ = -1, out_rows_ = 0, first_pos_ = 0, col_pos_ = 0;
+    int batch_ = 1;
+    bool pair_rights_ = false;  // pass 3 takes two rights at a time
+    BlockFftPlan col_plan_, half_plan_;
+    DeviceBuffer<float2> col_tw_, half_tw_, spec_, rows_, cols_;
+    const float* spec_left_ = nullptr;
+};
+
+XCORR_REGISTER_VARIANT(Variant{
+    .name = "fft-large",
+    .family = "fft",
+    .summary = "FFT beyond one block: pruned row transforms of the nonzero rows, a column pass with the "
+               "product between its forward and inverse DFTs, a row pass that writes only the window (or "
+               "folds the maximum over the rights); no padded slot in DRAM",
+    .timed = "left spectrum + row, column and row passes (everything)",
+    .precision = "fp32",
+    .tolerance = 1e-5,
+    .forms = {Form::OneToOne, Form::OneToMany},
+    .params = {{"left",
+                {"each-call", "fixed"},
+                "the left's spectrum: computed in every call, or once (fixed: the caller promises that the left "
+                "at the same address does not change between calls; 2-D template matching's image)"}},
+    .make = [](const Problem& p, const Params& ps) -> std::unique_ptr<Instance> {
+        return std::make_unique<FftLarge>(p, ps.at("left") == "fixed");
+    },
+    .pilot_batch = true,
+    .windows = {WindowKind::Full, WindowKind::Valid, WindowKind::Same, WindowKind::MaxShift, WindowKind::Shifts},
+});
+
+}  // namespace
+}  // namespace xcorr

@@ -1,0 +1,142 @@
+// The block FFT of algorithms/common/block_fft.cuh (fft-large's building block), compiled for the
+// CPU and run with one std::thread per thread of the block: __syncthreads is a barrier of those
+// threads, the shared buffer starts poisoned (NaN) in its pad words too, and every shared access
+// is checked against the buffer. Each length n given on the command line (or the default list:
+// fft-large's 2-D template matching lengths 4320 and 2160 (radices 18, 16, 15, 12), lengths with
+// 5 and 7 (60, 210, 343), and the trivial 1 and 2), forward and inverse, against a DFT in double precision.
+// Exit 0 and a line per case; 1 and the failures otherwise. `--schedules` instead prints the
+// schedule (radices, threads) of every 7-smooth length up to kBlockFftMaxN, or "none", so that
+// tests/test_block_fft.py checks which lengths fft-large serves. Run by tests/test_block_fft.py.
+#include <atomic>
+#include <barrier>
+#include <cmath>
+#include <complex>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <cuda_runtime.h>  // float2, make_float2 (host-usable)
+
+// The device intrinsics block_fft.cuh uses, for std::threads standing in for a block's threads.
+struct HostIndex {
+    unsigned x = 0, y = 0, z = 0;
+};
+thread_local HostIndex threadIdx;
+HostIndex blockDim;
+thread_local std::barrier<>* host_block = nullptr;
+inline void __syncthreads() { host_block->arrive_and_wait(); }
+inline void __syncwarp(unsigned) {}  // team_dft.cuh's team_sync, which the block FFT never calls
+inline float __ldg(const float* p) { return *p; }
+inline float2 __ldg(const float2* p) { return *p; }
+inline unsigned __umulhi(unsigned a, unsigned b) { return unsigned((uint64_t(a) * uint64_t(b)) >> 32); }
+
+#define XCORR_TEAM_DFT_HOST 1
+namespace xcorr {
+unsigned host_lane_id();
+}
+#include "common/block_fft.cuh"
+unsigned xcorr::host_lane_id() { return threadIdx.x % 32u; }
+
+namespace {
+
+using cd = std::complex<double>;
+
+// f(thread) on T threads at once, each knowing its index and the block's barrier.
+void on_block(int T, const std::function<void(int)>& f) {
+    std::barrier<> block(T);
+    std::vector<std::thread> threads;
+    blockDim.x = unsigned(T);
+    for (int t = 0; t < T; ++t)
+        threads.emplace_back([&, t] {
+            threadIdx.x = unsigned(t);
+            host_block = &block;
+            f(t);
+        });
+    for (auto& th : threads) th.join();
+}
+
+template <int Sign>
+bool check(int n, std::mt19937& rng) {
+    xcorr::BlockFftHost h = xcorr::block_fft_host(n);
+    h.plan.tw = h.twiddles.data();
+    // A block of more threads than the transform needs: the others only meet the barriers.
+    const int T = h.plan.threads + 32;
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float2> x(static_cast<size_t>(n));
+    for (auto& v : x) v = make_float2(u(rng), u(rng));
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const int slot = xcorr::block_fft_slot(n);
+    std::vector<float2> buf(size_t(slot), make_float2(nan, nan));
+    for (int i = 0; i < n; ++i) buf[size_t(xcorr::bf_pad(i))] = x[size_t(i)];
+    std::vector<xcorr::BlockFftStage> stages(xcorr::kBlockFftMaxStages);
+    on_block(T, [&](int t) {
+        xcorr::block_fft_stages(h.plan, stages.data());
+        __syncthreads();
+        xcorr::block_fft<Sign>(buf.data(), h.plan, stages.data(), t);
+    });
+    double err = 0, scale = 0;
+    for (int k = 0; k < n; ++k) {
+        cd want = 0;
+        for (int m = 0; m < n; ++m)
+            want += cd(x[size_t(m)].x, x[size_t(m)].y) *
+                    std::polar(1.0, Sign * 2.0 * M_PI * double((int64_t(m) * k) % n) / n);
+        const float2 g = buf[size_t(xcorr::bf_pad(k))];
+        err = std::max(err, std::isfinite(g.x) && std::isfinite(g.y) ? std::abs(cd(g.x, g.y) - want) : INFINITY);
+        scale = std::max(scale, std::abs(want));
+    }
+    // The pad words are never written.
+    std::vector<bool> data(size_t(slot), false);
+    for (int i = 0; i < n; ++i) data[size_t(xcorr::bf_pad(i))] = true;
+    int pads_written = 0;
+    for (int i = 0; i < slot; ++i)
+        if (!data[size_t(i)] && !std::isnan(buf[size_t(i)].x)) ++pads_written;
+    const double rel = err / std::max(scale, 1e-30);
+    // FP32 FFT: a few ulp per stage, growing like log n.
+    const bool ok = rel < 2e-6 && pads_written == 0;
+    std::string radices;
+    for (int s = 0; s < h.plan.stages; ++s) radices += (s ? "x" : "") + std::to_string(h.plan.st[s].r);
+    std::printf("%s  n = %5d  %s  radices %s  threads %d  max rel err %.2e  pads written %d\n", ok ? "PASS" : "FAIL", n,
+                Sign < 0 ? "forward" : "inverse", radices.empty() ? "-" : radices.c_str(), h.plan.threads, rel,
+                pads_written);
+    return ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc > 1 && std::string(argv[1]) == "--schedules") {
+        for (int n = 1; n <= xcorr::kBlockFftMaxN; ++n) {
+            if (!xcorr::is_7_smooth_len(n)) continue;
+            try {
+                const xcorr::BlockFftHost h = xcorr::block_fft_host(n);
+                std::printf("%d", n);
+                for (int s = 0; s < h.plan.stages; ++s) std::printf(" %d", h.plan.st[s].r);
+                std::printf(" threads %d\n", h.plan.threads);
+            } catch (const std::exception&) {
+                std::printf("%d none\n", n);
+            }
+        }
+        return 0;
+    }
+    std::vector<int> sizes;
+    for (int i = 1; i < argc; ++i) sizes.push_back(std::atoi(argv[i]));
+    if (sizes.empty()) sizes = {1, 2, 60, 210, 343, 2160, 4320};
+    std::mt19937 rng(12345);
+    int failed = 0, passed = 0;
+    for (int n : sizes) {
+        try {
+            (check<-1>(n, rng) ? passed : failed)++;
+            (check<1>(n, rng) ? passed : failed)++;
+        } catch (const std::exception& e) {  // no schedule for n
+            std::printf("FAIL  n = %5d  %s\n", n, e.what());
+            failed += 2;
+        }
+    }
+    std::printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
