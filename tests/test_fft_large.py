@@ -1,0 +1,104 @@
+"""fft-large (algorithms/53_fft_large.cu) as a user calls it, at transforms beyond fft-fused's 1024:
+the maps against a float64 reference (odd, unequal sizes, both signs, an offset, the output
+poisoned), the maximum over a template stack that "auto" routes to it (the planted template found
+at its place, the answer equal to cuFFT's chunked maps then the fold), and a plan whose left is
+declared fixed. The validator (xcorr_validate --variant fft-large) checks every form, window and
+reduction on small shapes; these check the sizes the variant is for. GPU tests: skipped, with the
+reason, where there is no GPU."""
+import numpy as np
+import pytest
+import scipy.signal
+
+xcorr = pytest.importorskip("xcorr")
+
+
+def reference_same(left, right):
+    """scipy.signal.correlate2d(left, right, 'same') in float64, through FFTs (the direct sum is
+    too slow at these sizes on a CPU)."""
+    full = scipy.signal.fftconvolve(left.astype(np.float64), right[::-1, ::-1].astype(np.float64), mode="full")
+    hR, wR = right.shape
+    dy, dx = (hR - 1) - (hR - 1) // 2, (wR - 1) - (wR - 1) // 2
+    return full[dy:dy + left.shape[0], dx:dx + left.shape[1]]
+
+
+def test_large_maps_equal_the_float64_reference(gpu):
+    rng = np.random.default_rng(7)
+    left = (rng.uniform(-1, 1, (701, 653)) + 40.0).astype(np.float32)  # an offset: the sums are large
+    rights = rng.uniform(-1, 1, (3, 397, 381)).astype(np.float32)
+    plan = xcorr.Plan(left.shape, rights.shape, algorithm="fft-large")
+    out = np.full(plan.result_shape, np.nan, np.float32)  # poisoned: every element must be written
+    got = plan(left, rights, out=out)
+    for k in range(3):
+        want = scipy.signal.fftconvolve(left.astype(np.float64), rights[k, ::-1, ::-1].astype(np.float64))
+        err = np.linalg.norm(got[k] - want) / np.linalg.norm(want)
+        assert err < 1e-5, (k, err)
+    # the peak of each map where the float64 map has it
+    assert [np.unravel_index(np.argmax(got[k]), got[k].shape) for k in range(3)] == \
+        [np.unravel_index(np.argmax(scipy.signal.fftconvolve(left.astype(np.float64),
+                                                           rights[k, ::-1, ::-1].astype(np.float64))),
+                          got[k].shape) for k in range(3)]
+
+
+def planted_image(rng, shape, templates, which, top_left, gain):
+    image = rng.standard_normal(shape).astype(np.float32)
+    t = templates[which]
+    y, x = top_left
+    image[y:y + t.shape[0], x:x + t.shape[1]] += gain * t
+    return image
+
+
+def zero_mean_unit_norm(rng, count, h, w):
+    t = rng.standard_normal((count, h, w))
+    t -= t.mean(axis=(1, 2), keepdims=True)
+    return (t / np.linalg.norm(t, axis=(1, 2), keepdims=True)).astype(np.float32)
+
+
+def test_auto_folds_a_large_template_search_in_fft_large_and_finds_the_template(gpu):
+    rng = np.random.default_rng(11)
+    templates = zero_mean_unit_norm(rng, 7, 41, 37)
+    image = planted_image(rng, (1101, 1043), templates, which=4, top_left=(530, 611), gain=12.0)
+    plan = xcorr.Plan(image.shape, templates.shape, mode="same", reduce="max_over_rights", stats=True)
+    assert plan.algorithm == "fft-large", plan.explain()
+    assert "fft-large" in plan.explain() and "no map written" in plan.explain()
+    best = plan(image, templates)
+    # The template's centre in the "same" map: its top-left plus (h - 1) // 2, (w - 1) // 2.
+    peak = np.unravel_index(np.nanargmax(best.value), best.value.shape)
+    assert peak == (530 + 20, 611 + 18)
+    assert best.index[peak] == 4
+    # The same answer as cuFFT's maps folded afterwards.
+    ref = xcorr.max_over_rights(image, templates, mode="same", stats=True, algorithm="fft")
+    scale = np.abs(ref.value).max()
+    assert np.allclose(best.value, ref.value, atol=1e-5 * scale)
+    clear = np.abs(best.value - ref.value) < 1e-6 * scale  # no near-tie between two templates there
+    gap = np.sort(np.stack([xcorr.correlate2d(image, templates[j], mode="same", algorithm="fft")
+                            for j in range(7)]), axis=0)
+    distinct = (gap[-1] - gap[-2]) > 1e-4 * scale
+    assert np.array_equal(best.index[clear & distinct], ref.index[clear & distinct])
+    assert np.allclose(best.sum, ref.sum, atol=1e-4 * scale) and np.allclose(best.sumsq, ref.sumsq, rtol=1e-4)
+
+
+def test_a_streamed_search_continues_in_fft_large(gpu):
+    """Templates in batches (out=, first_index=): the indices continue, the answer is one call's."""
+    rng = np.random.default_rng(12)
+    templates = zero_mean_unit_norm(rng, 9, 33, 35)
+    image = planted_image(rng, (1077, 1100), templates, which=7, top_left=(100, 900), gain=10.0)
+    whole = xcorr.max_over_rights(image, templates, mode="same", stats=True)
+    best = None
+    for j in range(0, 9, 4):
+        best = xcorr.max_over_rights(image, templates[j:j + 4], mode="same", stats=True, out=best, first_index=j)
+    assert np.array_equal(best.value, whole.value) and np.array_equal(best.index, whole.index)
+    assert np.allclose(best.sum, whole.sum, rtol=0, atol=1e-9 * np.abs(whole.sum).max())
+    assert best.index[100 + 16, 900 + 17] == 7
+
+
+def test_a_fixed_left_is_transformed_once_and_gives_the_same_answers(gpu):
+    rng = np.random.default_rng(13)
+    image = rng.standard_normal((1031, 1049)).astype(np.float32)
+    a, b = (zero_mean_unit_norm(rng, 3, 29, 31) for _ in range(2))
+    each = xcorr.Plan(image.shape, a.shape, mode="same", algorithm="fft-large", reduce="max_over_rights")
+    fixed = xcorr.Plan(image.shape, a.shape, mode="same", algorithm="fft-large", params={"left": "fixed"},
+                       reduce="max_over_rights")
+    assert fixed.params == {"left": "fixed"}
+    for rights in (a, b):  # the second call reuses the first call's spectrum of the image
+        x, y = each(image, rights), fixed(image, rights)
+        assert np.array_equal(x.value, y.value) and np.array_equal(x.index, y.index)
