@@ -485,7 +485,7 @@ private:
 
 XCORR_REGISTER_VARIANT(Variant{
     .name = "fft-large",
-    .family = "fft",
+    .family = "hopper",
     .summary = "FFT beyond one block: pruned row transforms of the nonzero rows, a column pass with the "
                "product between its forward and inverse DFTs, a row pass that writes only the window (or "
                "folds the maximum over the rights); no padded slot in DRAM",
