@@ -267,10 +267,10 @@ def test_merge_names_a_shard_that_measured_nothing_and_merges_the_others(env, ca
     capsys.readouterr()
     assert rx.main(["--merge", str(env.tmp / "shard-0"), str(env.tmp / "shard-1"), "--results", str(env.results)]) == 0
     captured = capsys.readouterr()
-    assert captured.err == f"run_experiments: --merge {env.tmp / 'shard-1'}: no results files in it; merging the others\n"
+    assert captured.err == f"run-experiments: --merge {env.tmp / 'shard-1'}: no results files in it; merging the others\n"
     assert "fig22.json: +" in captured.out and (env.results / "fake-gpu-9000" / "fig22.json").exists()
     assert rx.main(["--merge", str(env.tmp / "shard-1"), "--results", str(env.tmp / "other")]) == 2
-    assert capsys.readouterr().err == (f"run_experiments: --merge: no results files in {env.tmp / 'shard-1'}: "
+    assert capsys.readouterr().err == (f"run-experiments: --merge: no results files in {env.tmp / 'shard-1'}: "
                                        "nothing to merge\n")
     assert not (env.tmp / "other").exists()
 

@@ -283,7 +283,7 @@ def test_no_gpu_is_refused_with_exit_3(env, capsys):
     mp.setenv("FAKE_NO_GPU", "1")
     assert run("fig22") == 3
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("run_experiments: no GPU")
+    assert len(err) == 1 and err[0].startswith("run-experiments: no GPU")
     assert log_lines(log) == [] and not results.exists()
 
 
@@ -292,7 +292,7 @@ def test_unknown_experiment_and_estimate(env, capsys):
     # a usage error: exit 2 and one line, as for the other bad arguments (it exited 1)
     assert run("fig17,fig99") == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("run_experiments: unknown experiment 'fig99' (known: fig15, "), err
+    assert len(err) == 1 and err[0].startswith("run-experiments: unknown experiment 'fig99' (known: fig15, "), err
     assert log_lines(log) == [] and not results.exists()
     assert run("--estimate", "fig16,fig17") == 0
     out = capsys.readouterr().out
@@ -405,7 +405,7 @@ def test_a_signal_stops_the_benchmark_and_keeps_the_finished_cases(hung_runner, 
     _, err = proc.communicate(timeout=120)
     assert not alive(bench)  # no orphan left measuring on the GPU
     assert proc.returncode == 128 + sig, err
-    assert err.strip().splitlines()[-1].startswith(f"run_experiments: stopped by {signal.Signals(sig).name}")
+    assert err.strip().splitlines()[-1].startswith(f"run-experiments: stopped by {signal.Signals(sig).name}")
     data = load(hung_runner.results, "fig22")  # valid JSON
     assert not data["xcorr_meta"]["complete"]
     cases = cases_of("fig22")

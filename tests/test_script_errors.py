@@ -234,7 +234,7 @@ def test_run_experiments_exits_2_for_an_unknown_experiment(tmp_path):
     """A usage error like the others (it exited 1)."""
     r = script("run-experiments", "fig17,fig99", "--build", make_fake_build(tmp_path / "build"),
                "--results", tmp_path / "results")
-    one_line_error(r, 2, "run_experiments: unknown experiment 'fig99' (known: fig15, ")
+    one_line_error(r, 2, "run-experiments: unknown experiment 'fig99' (known: fig15, ")
     assert not (tmp_path / "results").exists()
 
 
@@ -243,7 +243,7 @@ def test_run_experiments_merge_of_folders_without_results(tmp_path):
     for k in (0, 1):
         (tmp_path / f"shard-{k}").mkdir()
     r = script("run-experiments", "--merge", tmp_path / "shard-0", tmp_path / "shard-1", "--results", tmp_path / "results")
-    one_line_error(r, 2, f"run_experiments: --merge: no results files in {tmp_path / 'shard-0'}, {tmp_path / 'shard-1'}",
+    one_line_error(r, 2, f"run-experiments: --merge: no results files in {tmp_path / 'shard-0'}, {tmp_path / 'shard-1'}",
                    "nothing to merge")
     assert not r.stdout and not (tmp_path / "results").exists()
 
@@ -256,7 +256,7 @@ def test_run_experiments_estimate_refuses_a_file_that_is_no_registry(content, ne
     if content is not None:
         f.write_text(content)
     r = script("run-experiments", "fig17", "--estimate", "--registry", f)
-    one_line_error(r, 2, f"run_experiments: --registry {f}: ", needle)
+    one_line_error(r, 2, f"run-experiments: --registry {f}: ", needle)
 
 
 def test_run_experiments_estimate_takes_the_registry_a_results_file_recorded(tmp_path):

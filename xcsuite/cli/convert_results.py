@@ -35,7 +35,7 @@ def main(argv=None) -> int:
             else:
                 data = load_results(f)  # converts, checking every case's round trip
         except (OSError, ValueError, AttributeError, ResultsError) as e:
-            print(f"convert_results: {e if isinstance(e, ResultsError) else f'{f}: {e}'}", file=sys.stderr)
+            print(f"convert-results: {e if isinstance(e, ResultsError) else f'{f}: {e}'}", file=sys.stderr)
             return 2
         before = f.stat().st_size
         resultfile.write_atomic(f, data)

@@ -277,7 +277,7 @@ class Runner:
         elif rc != 0 and data is None and rc != 2:
             self.crashes += 1
             if self.crashes >= 3:
-                raise SystemExit(f"run_experiments: xcorr_bench failed three times in a row without a result "
+                raise SystemExit(f"run-experiments: xcorr_bench failed three times in a row without a result "
                                  f"(last: exit status {rc}: {tail}); see {self.log_dir}")
         else:
             self.crashes = 0
@@ -350,7 +350,7 @@ class Runner:
                     for x in cases[:3]:
                         state.data["cases"].pop(x.key, None)
                     state.save()
-                    raise SystemExit(f"run_experiments: xcorr_bench refuses every case: {msg}")
+                    raise SystemExit(f"run-experiments: xcorr_bench refuses every case: {msg}")
         return []
 
     @staticmethod
@@ -359,7 +359,7 @@ class Runner:
             return
         old = state.data.get("context") or {}
         if old.get("xcorr_gpu_name") and ctx.get("xcorr_gpu_name") and old["xcorr_gpu_name"] != ctx["xcorr_gpu_name"]:
-            raise SystemExit(f"run_experiments: {state.path} holds results of {old['xcorr_gpu_name']}, "
+            raise SystemExit(f"run-experiments: {state.path} holds results of {old['xcorr_gpu_name']}, "
                              f"this GPU is {ctx['xcorr_gpu_name']}")
         if not old:
             state.data["context"] = ctx
@@ -746,7 +746,7 @@ def main(argv=None) -> int:
         with gpu_lock(ctx, smi, env) as lock:
             return measure(args, su, ctx, smi, lock, devices[0] if devices else None, env)
     except (Stop, ResultsError, merge.MergeError) as e:
-        print(f"run_experiments: {e}", file=sys.stderr)
+        print(f"run-experiments: {e}", file=sys.stderr)
         return e.status if isinstance(e, Stop) else 2
 
 
@@ -967,16 +967,16 @@ def run_experiment(p: Plan, runner: Runner, args, git_rev: str, smi: dict, bar) 
 def report(plans: list[Plan], runner: Runner, args, start: float) -> int:
     """The run's last line and exit status: stopped by a signal, by the budget, or done."""
     if runner.signal is not None:
-        print(f"run_experiments: stopped by {signal.Signals(runner.signal).name}; the finished cases are saved, "
+        print(f"run-experiments: stopped by {signal.Signals(runner.signal).name}; the finished cases are saved, "
               "rerun to resume", file=sys.stderr)
         return 128 + runner.signal
     failed = sum(1 for p in plans for c in p.state.data["cases"].values() if c["status"] != "ok")
     elapsed = time.time() - start
     if runner.stopped_for_budget:
-        print(f"run_experiments: stopped after {format_seconds(elapsed)} (--max-minutes {args.max_minutes:g}); "
+        print(f"run-experiments: stopped after {format_seconds(elapsed)} (--max-minutes {args.max_minutes:g}); "
               f"rerun the same command to resume")
         return EXIT_BUDGET
-    print(f"run_experiments: done in {format_seconds(elapsed)}" + (f"; {failed} case(s) failed (see the files' "
+    print(f"run-experiments: done in {format_seconds(elapsed)}" + (f"; {failed} case(s) failed (see the files' "
                                                                    "\"cases\" and logs/)" if failed else ""))
     return 0
 
@@ -1199,21 +1199,21 @@ def run_workers(workers: list, plans: list, runs: dict, state_lock, args, su: Se
                 meta["finished"] = now()
             p.state.save()
     if sig is not None:
-        print(f"run_experiments: stopped by {signal.Signals(sig).name}; the finished cases are saved, "
+        print(f"run-experiments: stopped by {signal.Signals(sig).name}; the finished cases are saved, "
               "rerun to resume", file=sys.stderr)
         return 128 + sig
     for f in failures:
-        print(f"run_experiments: {f}", file=sys.stderr)
+        print(f"run-experiments: {f}", file=sys.stderr)
     if failures:
-        print("run_experiments: the other GPUs' cases are saved; rerun to resume", file=sys.stderr)
+        print("run-experiments: the other GPUs' cases are saved; rerun to resume", file=sys.stderr)
         return 1
     elapsed = time.time() - start
     if budget:
-        print(f"run_experiments: stopped after {format_seconds(elapsed)} (--max-minutes {args.max_minutes:g}); "
+        print(f"run-experiments: stopped after {format_seconds(elapsed)} (--max-minutes {args.max_minutes:g}); "
               f"rerun the same command to resume")
         return EXIT_BUDGET
     failed = sum(1 for p in plans for c in p.state.data["cases"].values() if c["status"] != "ok")
-    print(f"run_experiments: done in {format_seconds(elapsed)} on {len(workers)} GPUs"
+    print(f"run-experiments: done in {format_seconds(elapsed)} on {len(workers)} GPUs"
           + (f"; {failed} case(s) failed (see the files' \"cases\" and logs/)" if failed else ""))
     return 0
 
@@ -1232,7 +1232,7 @@ def merge_results(args) -> int:
         raise Stop(2, f"--merge: no results files in {', '.join(map(str, args.merge))}: nothing to merge")
     for s, folders in found.items():
         if not folders:
-            print(f"run_experiments: --merge {s}: no results files in it; merging the others", file=sys.stderr)
+            print(f"run-experiments: --merge {s}: no results files in it; merging the others", file=sys.stderr)
     locks = []
     try:
         for name in sorted({f.name for folders in found.values() for f in folders}):
@@ -1243,7 +1243,7 @@ def merge_results(args) -> int:
         conflicts = [c for fm in merges for c in fm.conflicts]
         if conflicts:
             for c in conflicts[:5]:
-                print(f"run_experiments: conflict: {c}", file=sys.stderr)
+                print(f"run-experiments: conflict: {c}", file=sys.stderr)
             raise Stop(2, f"--merge: {len(conflicts)} case(s) measured differently in two places; nothing written "
                           "(--on-conflict keep keeps the target's, --on-conflict replace takes the source's)")
         for fm in merges:
