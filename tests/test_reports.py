@@ -470,6 +470,7 @@ def reproduce_experiment_step(tmp_path, quick="", exps="", maxmin="", rc=0):
     tmp_path.mkdir()
     (tmp_path / "step.sh").write_text(reproduce_step('  if [ -z "$only" ] || [ -n "$exps" ]; then', "  fi"))
     (tmp_path / "experiments").symlink_to(ROOT / "experiments")
+    (tmp_path / "xcsuite").symlink_to(ROOT / "xcsuite")  # experiments/ imports xcsuite.spec
     (tmp_path / "scripts").mkdir()
     log = tmp_path / "calls"
     (tmp_path / "scripts" / "setup-env").write_text(f"echo setup-env >> {log}\n")
