@@ -375,8 +375,8 @@ def test_the_ledger_carries_clean_processes_over_to_the_next_call(fake, tmp_path
 
 def test_a_proof_holds_on_the_card_it_ran_on(fake, tmp_path):
     """The keys hash the driver and the compute capability, which an H100 and an H200 share: a ledger
-    proven on H100s answered "clean" on an H200 without running a process there, where issue #67
-    asks for the H200's own run. Each line names its card, and proves nothing on another."""
+    proven on H100s answered "clean" on an H200 without running a process there, where the reductions
+    ask for the H200's own run. Each line names its card, and proves nothing on another."""
     h100, h200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
     r, calls = fake(tools="memcheck", FAKE_CARD=h100)
     assert r.returncode == 0 and len(calls) == PARTS_PER_TOOL, r.stdout + r.stderr
