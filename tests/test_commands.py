@@ -144,27 +144,30 @@ def copy_of_the_tree(tmp_path: Path) -> Path:
 
 def test_it_fails_for_a_script_without_a_row_a_row_without_a_file_and_a_misnamed_script(tmp_path):
     tree = copy_of_the_tree(tmp_path)
-    assert problems(tree) == []
+    before = set(problems(tree))  # none in a committed tree; a new file someone is writing may add one
+
+    def problems_now():  # what the step below added
+        return [p for p in problems(tree) if p not in before]
     new = tree / "scripts" / "dev" / "new-probe"
     new.write_text("#!/usr/bin/env bash\necho a probe\n")
     new.chmod(new.stat().st_mode | stat.S_IXUSR)
-    assert problems(tree) == [f"scripts/dev/new-probe (a script) has no row in {TABLE}"]
+    assert problems_now() == [f"scripts/dev/new-probe (a script) has no row in {TABLE}"]
     new.unlink()
     (tree / "scripts" / "git-revision").unlink()
-    assert problems(tree) == [f"scripts/git-revision: a row of {TABLE} for nothing in the tree"]
+    assert problems_now() == [f"scripts/git-revision: a row of {TABLE} for nothing in the tree"]
     shutil.copy(ROOT / "scripts" / "git-revision", tree / "scripts" / "git-revision")
     wrapper = tree / "scripts" / "auto_tables.py"  # a second spelling, a wrapper, and no row
     wrapper.write_text("#!/usr/bin/env python3\nimport _xcsuite\n\n_xcsuite.run('auto-tables')\n")
-    found = problems(tree)
+    found = problems_now()
     assert f"scripts/auto_tables.py (a script) has no row in {TABLE}" in found
     assert any("not kebab-case" in p for p in found) and any("no run bit" in p for p in found)
     assert any("forwards to another command" in p for p in found) and any("second spelling" in p for p in found)
     wrapper.unlink()
     example = tree / "examples" / "new_example.py"  # an example: a row and the run bit
     example.write_text("#!/usr/bin/env python3\nprint('hi')\n")
-    assert problems(tree) == [f"examples/new_example.py (an example) has no row in {TABLE}",
+    assert problems_now() == [f"examples/new_example.py (an example) has no row in {TABLE}",
                               "examples/new_example.py: no run bit (chmod +x)"]
     example.unlink()
     text = (tree / "meson.build").read_text()  # a new build target
     (tree / "meson.build").write_text(text + "\nexecutable('xcorr_new', 'tools/new.cpp')\n")
-    assert problems(tree) == [f"build/xcorr_new (an executable target of meson.build) has no row in {TABLE}"]
+    assert problems_now() == [f"build/xcorr_new (an executable target of meson.build) has no row in {TABLE}"]
