@@ -1,8 +1,9 @@
 """Adding a variant is one file plus one build line (docs/contributing.md, "Adding a variant"): in a
 scratch copy of the tree, tests/example_variant/99_example_scale.cu is added the way the guide tells
 a user to (the file into algorithms/, its name into algorithms/meson.build), the copy is configured
-with `-Dvariants=01,99` (the model file and the new one: a few minutes on 2 cores) and built, and
-the new variant must appear everywhere the registry reaches without a GPU:
+with `-Dvariants=01,99` (the model file and the new one: a few minutes on 2 cores) and its programs
+and shared objects are built (checked_targets), and the new variant must appear everywhere the
+registry reaches without a GPU:
 
 - `xcorr list --json` and `xcorr list`;
 - xcorr_validate's selection, made on the CPU before it asks for a GPU: `--variant example-scale`
@@ -76,9 +77,20 @@ def scratch_build(tmp_path_factory):
     r = run([sys.executable, "-m", "mesonbuild.mesonmain", "setup", build, tree, "-Dgpu_arch=9.0",
              "-Dvariants=01,99"], env=env)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr
-    r = run(["ninja", "-C", build], env=env, timeout=1500)
+    r = run(["ninja", "-C", build, *checked_targets(build)], env=env, timeout=1500)
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr
     return tree, build
+
+
+def checked_targets(build):
+    """The build's targets that hold the registry and that the checks below run: the three programs
+    and the shared objects (the library, the Python extension). Not the host tests of device code
+    (team_dft_host, reduce_chunks_host: a minute and more of host compiling on 2 cores), the C API's
+    test program or the sanitizers' probe, which no variant list reaches."""
+    text = (build / "build.ninja").read_text()
+    shared = re.findall(r"^build (\S+\.so(?:\.[\d.]+)?): \w+_LINKER", text, re.M)
+    assert any("_xcorr" in t for t in shared) or importlib.util.find_spec("nanobind") is None, shared
+    return ["xcorr", "xcorr_validate", "xcorr_bench", *shared]
 
 
 def test_the_example_is_not_in_the_projects_own_build():
