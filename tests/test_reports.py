@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -19,12 +20,8 @@ from xcsuite.cli import anchors, claims, plot, table
 from xcsuite.cli import run_experiments as rx
 
 
-@pytest.fixture(scope="session")
-def fake_results(tmp_path_factory):
-    """The whole suite, quick protocol, measured by the fake bench."""
-    import os
-
-    tmp = tmp_path_factory.mktemp("suite")
+def measure_fake_suite(tmp):
+    """The whole suite, quick protocol, measured by the fake bench in tmp; its GPU folder, aggregated."""
     build = make_fake_build(tmp / "build")
     saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("FAKE_") or k == "XCORR_LOCK_DIR"}
     os.environ["XCORR_LOCK_DIR"] = str(tmp / "locks")  # not the machine's: tests run side by side
@@ -39,6 +36,28 @@ def fake_results(tmp_path_factory):
     gpu = tmp / "results" / "fake-gpu-9000-quick"
     summary.aggregate_dir(gpu)
     return gpu
+
+
+@pytest.fixture(scope="session")
+def fake_results(tmp_path_factory):
+    """The whole suite, quick protocol, measured by the fake bench: once a session, not once a
+    pytest-xdist worker (the first worker to ask measures it in the session's folder, under a lock;
+    each worker then works on a copy of its own, as tests write pages into it)."""
+    import fcntl
+
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return measure_fake_suite(tmp_path_factory.mktemp("suite"))
+    shared = tmp_path_factory.getbasetemp().parent  # the session's folder, above each worker's
+    with open(shared / "fake-suite.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = shared / "fake-suite" / "measured"
+        if not done.exists():
+            gpu = measure_fake_suite(shared / "fake-suite")
+            done.write_text(str(gpu))
+        gpu = Path(done.read_text())
+    mine = tmp_path_factory.mktemp("suite") / "results" / gpu.name
+    shutil.copytree(gpu, mine)
+    return mine
 
 
 def summary_rows(rows):
