@@ -19,6 +19,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "xcorr/auto.hpp"
 #include "xcorr/batch.hpp"
@@ -266,6 +267,27 @@ Out<T> out_operand(const OutArray& a, const char* what, int64_t elems, int devic
     return o;
 }
 
+// Two non-blocking streams (work, uploads) and two pairs of events (a batch slot uploaded, a slot's
+// work done) on the current device; on destruction both streams are waited for, so that the
+// buffers declared before them are freed only once nothing uses them (on an error too).
+struct Streams {
+    cudaStream_t s[2] = {};
+    cudaEvent_t up[2] = {}, done[2] = {};
+    Streams() {
+        for (cudaStream_t& x : s) XC_CUDA_CHECK(cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking));
+        for (cudaEvent_t* e : {&up[0], &up[1], &done[0], &done[1]})
+            XC_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+    }
+    ~Streams() {
+        for (cudaStream_t x : s)
+            if (x) cudaStreamSynchronize(x), cudaStreamDestroy(x);
+        for (cudaEvent_t e : {up[0], up[1], done[0], done[1]})
+            if (e) cudaEventDestroy(e);
+    }
+    Streams(const Streams&) = delete;
+    Streams& operator=(const Streams&) = delete;
+};
+
 class PyPlan {
 public:
     PyPlan(const xcorr::PlanSpec& spec, int device) {
@@ -407,6 +429,110 @@ public:
         return ms;
     }
 
+    // One device's part of max_over_rights(devices=): the maximum over a run of host rights,
+    // streamed through this plan (a batch of its rights_per_left rights a call) and `last` (the
+    // shorter last batch, or null), the left uploaded once, the running maps kept on the device
+    // and the next batch's upload on a stream of its own overlapping the current batch's work, so
+    // that the device memory is the left, the maps and two batches whatever the count of rights.
+    // `rights` holds whole batches of this plan, then last's; the maps continue value/index/sum/
+    // sumsq (host arrays) where `accumulate`, the rights numbered from first_right. The GIL is
+    // released throughout: one Python thread per device runs these side by side.
+    void max_over_rights_slice(PyPlan* last, const InArray& left, const InArray& rights, const OutArray& value,
+                               const OutArray& index, const OutArray& sum, const OutArray& sumsq, bool accumulate,
+                               int64_t first_right) {
+        const xcorr::Reduction& r = plan_->reduction();
+        if (r.kind != xcorr::ReductionKind::MaxOverRights)
+            throw xcorr::UsageError("max_over_rights_slice: the plan is not a maximum over the rights");
+        const int dev = plan_->device();
+        const xcorr::Problem& p = plan_->problem();
+        const int64_t per_call = xcorr::rights_per_left(p);
+        const int64_t unit = p.right_elems() / per_call;  // a right's elements (n-to-mn: a group's)
+        const int64_t n = plan_->reduced_elems();
+        int64_t last_units = 0;
+        if (last) {
+            const xcorr::Problem& q = last->plan_->problem();
+            last_units = xcorr::rights_per_left(q);
+            if (last->plan_->device() != dev || last->plan_->reduction().kind != r.kind ||
+                last->plan_->reduction().stats != r.stats || last->left_ != left_ || last->plan_->reduced_elems() != n ||
+                q.right_elems() / last_units != unit)
+                throw xcorr::UsageError("max_over_rights_slice: the last batch's plan differs from the batch's "
+                                        "(device, left, maps or right size)");
+        }
+        const int64_t total = int64_t(rights.size());
+        if (total < last_units * unit || (total - last_units * unit) % (per_call * unit) != 0)
+            throw xcorr::UsageError("max_over_rights_slice: " + std::to_string(total) +
+                                    " right elements are not whole batches of the plans");
+        const int64_t full = (total - last_units * unit) / (per_call * unit);
+        if (full + (last ? 1 : 0) == 0) throw xcorr::UsageError("max_over_rights_slice: no rights");
+        if (first_right < 0 || first_right + full * per_call + last_units > INT32_MAX)
+            throw xcorr::UsageError("max_over_rights_slice: first_right must be at least 0, with every index "
+                                    "within int32");
+        const Operand l = operand(left, "left", left_, dev);
+        const Operand rr = operand(rights, "rights", total, dev);
+        Out<float> ov = out_operand<float>(value, "value", n, dev);
+        Out<int32_t> oi = out_operand<int32_t>(index, "index", n, dev);
+        Out<double> osum = out_operand<double>(sum, "sum", n, dev), osq = out_operand<double>(sumsq, "sumsq", n, dev);
+        if (!l.host || !rr.host || !ov.host || !oi.host || (r.stats && (!osum.host || !osq.host)) ||
+            (!r.stats && (sum.is_valid() || sumsq.is_valid())))
+            throw xcorr::UsageError("max_over_rights_slice: host arrays only: left, rights, value and index, and "
+                                    "sum and sumsq with stats (only then)");
+        // The calls: (plan, first element of its rights, rights per left).
+        struct Call {
+            xcorr::Plan* plan;
+            int64_t offset, units;
+        };
+        std::vector<Call> calls;
+        for (int64_t b = 0; b < full; ++b) calls.push_back(Call{plan_.get(), b * per_call * unit, per_call});
+        if (last) calls.push_back(Call{last->plan_.get(), full * per_call * unit, last_units});
+        const int64_t batch_elems = (full ? per_call : last_units) * unit;
+        const float* host_rights = static_cast<const float*>(rr.data);
+
+        nb::gil_scoped_release release;
+        DeviceGuard guard(dev);
+        xcorr::DeviceBuffer<float> dl{size_t(left_)}, rb0{size_t(batch_elems)},
+            rb1{calls.size() > 1 ? size_t(batch_elems) : size_t(0)};
+        ov.buffer = std::make_unique<xcorr::DeviceBuffer<float>>(size_t(n));
+        oi.buffer = std::make_unique<xcorr::DeviceBuffer<int32_t>>(size_t(n));
+        if (r.stats) {
+            osum.buffer = std::make_unique<xcorr::DeviceBuffer<double>>(size_t(n));
+            osq.buffer = std::make_unique<xcorr::DeviceBuffer<double>>(size_t(n));
+        }
+        float* rb[2] = {rb0.get(), rb1.get()};
+        // Declared after the buffers: destroyed first, after waiting for the work that uses them.
+        Streams st;
+        const cudaStream_t cs = st.s[0], us = st.s[1];
+        XC_CUDA_CHECK(cudaMemcpyAsync(dl.get(), l.data, dl.bytes(), cudaMemcpyHostToDevice, cs));
+        auto up_out = [&](auto& o) {
+            if (!o.host) return;
+            o.device = o.buffer->get();
+            if (accumulate) XC_CUDA_CHECK(cudaMemcpyAsync(o.device, o.host, o.buffer->bytes(), cudaMemcpyHostToDevice, cs));
+        };
+        up_out(ov), up_out(oi), up_out(osum), up_out(osq);
+        auto upload = [&](size_t i) {
+            const int slot = int(i % 2);
+            if (i >= 2) XC_CUDA_CHECK(cudaStreamWaitEvent(us, st.done[slot], 0));  // call i - 2 is done with it
+            XC_CUDA_CHECK(cudaMemcpyAsync(rb[slot], host_rights + calls[i].offset,
+                                          size_t(calls[i].units * unit) * sizeof(float), cudaMemcpyHostToDevice, us));
+            XC_CUDA_CHECK(cudaEventRecord(st.up[slot], us));
+        };
+        xcorr::ReducedOutputs out;
+        out.value = ov.device, out.index = oi.device, out.sum = osum.device, out.sumsq = osq.device;
+        upload(0);
+        int64_t first = first_right;
+        for (size_t i = 0; i < calls.size(); ++i) {
+            const int slot = int(i % 2);
+            XC_CUDA_CHECK(cudaStreamWaitEvent(cs, st.up[slot], 0));
+            calls[i].plan->execute(dl.get(), rb[slot], out, cs, accumulate || i > 0, first);
+            XC_CUDA_CHECK(cudaEventRecord(st.done[slot], cs));
+            first += calls[i].units;
+            // Enqueued after call i, so that the host's wait for a pageable copy's staging (call
+            // i - 1 done with the slot) overlaps call i on the GPU.
+            if (i + 1 < calls.size()) upload(i + 1);
+        }
+        ov.unstage(cs), oi.unstage(cs), osum.unstage(cs), osq.unstage(cs);
+        XC_CUDA_CHECK(cudaStreamSynchronize(cs));
+    }
+
     const xcorr::Plan& plan() const { return *plan_; }
 
 private:
@@ -524,10 +650,14 @@ NB_MODULE(_xcorr, m) {
     m.def("release_batch_buffers", &xcorr::release_batch_buffers,
           "Frees the plans, device buffers and pinned host staging run_batch keeps between calls.");
     m.def("batch_buffer_bytes", &xcorr::batch_buffer_bytes, "Bytes of pinned host memory run_batch keeps now.");
-    m.def("parse_devices", [](const std::string& text) { return xcorr::parse_devices(text); }, "text"_a,
-          "CUDA device indices of \"all\" or \"0,1\", checked against the devices visible.");
+    m.def("parse_devices", [](const std::string& text, const std::string& what) {
+        return xcorr::parse_devices(text, true, what);
+    }, "text"_a, "what"_a = "--gpus",
+          "CUDA device indices of \"all\" or \"0,1\", checked against the devices visible (errors name `what`).");
     nb::class_<PyPlan>(m, "Plan")
-        .def(nb::init<const xcorr::PlanSpec&, int>(), "spec"_a, "device"_a = -1)
+        // GIL released: building a plan (cuFFT plans, workspace) takes long, and max_over_rights(devices=)
+        // builds one per GPU from a thread each
+        .def(nb::init<const xcorr::PlanSpec&, int>(), "spec"_a, "device"_a = -1, nb::call_guard<nb::gil_scoped_release>())
         .def("execute", &PyPlan::execute, "left"_a, "right"_a, "out"_a, "stream"_a = 0)
         .def("execute_reduced", &PyPlan::execute_reduced, "left"_a, "right"_a, "value"_a.none(), "shift"_a.none(),
              "subpixel"_a.none(), "index"_a.none(), "sum"_a.none(), "sumsq"_a.none(), "stream"_a = 0,
@@ -536,6 +666,11 @@ NB_MODULE(_xcorr, m) {
              "staged through device buffers (uploaded first with accumulate).")
         .def_prop_ro("reduced_elems", [](const PyPlan& p) { return p.plan().reduced_elems(); })
         .def("execute_ptr", &PyPlan::execute_ptr, "left"_a, "right"_a, "out"_a, "stream"_a = 0)
+        .def("max_over_rights_slice", &PyPlan::max_over_rights_slice, "last"_a.none(), "left"_a, "rights"_a,
+             "value"_a, "index"_a, "sum"_a.none(), "sumsq"_a.none(), "accumulate"_a, "first_right"_a,
+             "One device's part of max_over_rights(devices=): host rights streamed through this plan's batches "
+             "and `last`'s shorter one (or None), the running maps on the device, then written to the host "
+             "arrays (continued where accumulate); GIL released.")
         .def("execute_reduced_ptr", &PyPlan::execute_reduced_ptr, "left"_a, "right"_a, "value"_a, "shift"_a,
              "subpixel"_a, "index"_a, "sum"_a, "sumsq"_a, "stream"_a, "accumulate"_a, "first_right"_a)
         .def("time_execute_ptr", &PyPlan::time_execute_ptr, "left"_a, "right"_a, "out"_a, "stream"_a, "calls"_a)
