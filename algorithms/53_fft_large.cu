@@ -351,8 +351,19 @@ public:
         first_pos_ = wrap(fy_.lo + fy_.r0 - fy_.l0, P_);
         col_pos_ = wrap(fx_.lo + fx_.r0 - fx_.l0, Q_);  // column col_lo's; the window's columns with
                                                           // overlap span at most Q: one wrap at most
-        const int64_t per_right = int64_t(K_) * out_rows_ * int64_t(sizeof(float2));
-        batch_ = int(std::clamp<int64_t>(kBatchBytes / std::max<int64_t>(per_right, 1), 1, kMaxBatch));
+        // The batch: as many rights as kBatchBytes of pass 2's output holds, fewer where the GPU's
+        // free memory (less the left's spectrum) does not hold them; at least one, or a UsageError
+        // naming the memory the problem needs.
+        const int64_t per_right = int64_t(K_) * (out_rows_ + fy_.rn) * int64_t(sizeof(float2));
+        const int64_t fixed = int64_t(K_) * (P_ + fy_.ln) * int64_t(sizeof(float2));
+        size_t free_b = 0, total_b = 0;
+        XC_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+        const int64_t room = int64_t(double(free_b) * 0.9) - fixed;
+        if (room < per_right)
+            throw UsageError("not enough GPU memory for fft-large: " + p.describe() + " needs " +
+                             std::to_string((fixed + per_right) >> 20) + " MiB (the left's spectrum and one right's "
+                             "passes), " + std::to_string(free_b >> 20) + " MiB free");
+        batch_ = int(std::clamp<int64_t>(std::min(kBatchBytes, room) / per_right, 1, kMaxBatch));
         batch_ = std::min(batch_, p.nR);
         spec_ = DeviceBuffer<float2>(size_t(K_) * P_);
         rows_ = DeviceBuffer<float2>(size_t(K_) * std::max<int64_t>(fy_.ln, int64_t(fy_.rn) * batch_));
