@@ -19,6 +19,8 @@ with (n,) for (h, w) and (count, n) for (count, h, w), and the result drops the 
 are (no copy); only the plan's spec and the reference see the 1 x n matrices.
 """
 import contextlib
+import os
+import threading
 from collections import namedtuple
 from collections.abc import Mapping
 
@@ -692,6 +694,7 @@ def _names():
 
 _plans = {}
 _PLAN_CACHE = 16
+_plans_lock = threading.Lock()  # max_over_rights(devices=)'s threads fill the cache together
 
 
 def empty_pinned(shape, dtype=np.float32):
@@ -715,8 +718,10 @@ def empty_pinned(shape, dtype=np.float32):
 def clear_cache():
     """Frees the plans correlate2d keeps for repeated calls (and their device workspace), and what
     calls with devices= or chunk= keep per GPU for the next call on the same problem: its plans,
-    device buffers and pinned host staging (two pieces of ~64 MB, two 4 MB upload buffers)."""
+    device buffers and pinned host staging (two pieces of ~64 MB, two 4 MB upload buffers; for
+    max_over_rights(devices=), each GPU after the first its result's arrays)."""
     _plans.clear()
+    _spare_parts.clear()
     _xcorr.release_batch_buffers()
 
 
@@ -1021,7 +1026,7 @@ def peaks1d(left, right, k=1, *, min_distance=0, subpixel="parabolic", mode="ful
 
 def max_over_rights(left, rights, *, mode="full", max_shift=None, shifts=None, normalize=None, form=None,
                     stats=False, algorithm="auto", precision="fp32", params=None, out=None, first_index=0,
-                    stream=None):
+                    stream=None, devices=None):
     """Per shift, the largest correlation over a stack of rights and which right gives it, without
     one map per right (2-D template matching's "maximum intensity projection"):
 
@@ -1047,7 +1052,27 @@ def max_over_rights(left, rights, *, mode="full", max_shift=None, shifts=None, n
     The rights must be a stack ((1, h', w') for one); one-to-one has nothing to reduce over
     (ValueError). Other arguments and the kinds of arrays as peaks2d's; algorithm="reference": the
     float64 reference (float64 values, NumPy out= only).
+
+    devices="all" or a list of CUDA device indices: host (NumPy) arrays, the rights split across
+    those GPUs in the list's order (a run of them each, one thread per GPU; "all" on a one-GPU
+    machine is that one GPU), each GPU streaming its run through in batches (the left uploaded once,
+    the running maps kept on it, the next batch's upload overlapping the current one's work: its
+    memory is the left, the maps, two batches of about 64 MB and its plans, whatever the count of
+    rights); their results come to the host and are merged in the runs' order: the largest value,
+    the smallest index among equal ones, sums added. The answer is one call's over all the rights:
+    the same values and indices, the sums up to float64 summation order. The runs are cut where one
+    call cuts its chunks of rights (as many maps as fit 1 GiB: 16 of 4096 x 4096), so that each
+    chunk is computed as one call computes it: rights whose maps fit one chunk run on one GPU.
+    out= (NumPy arrays) and first_index= continue an earlier result as above; returns NumPy.
+    ValueError for devices= with algorithm="reference", a stream= or params left=fixed, an empty
+    list, a device that does not exist, or GPU arrays.
     """
+    if devices is not None:
+        return _max_over_rights_devices(left, rights, out, stream, first_index, devices, dims=2, mode=mode,
+                                        max_shift=max_shift, shifts=shifts, normalize=normalize, form=form,
+                                        algorithm=algorithm, precision=precision, params=params, max_lag=None,
+                                        lags=None, reduce="max_over_rights", k=1, min_distance=0,
+                                        subpixel="parabolic", stats=stats)
     return _reduced_entry(left, rights, out, stream, first_index, dims=2, mode=mode, max_shift=max_shift,
                           shifts=shifts, normalize=normalize, form=form, algorithm=algorithm, precision=precision,
                           params=params, max_lag=None, lags=None, reduce="max_over_rights", k=1, min_distance=0,
@@ -1094,6 +1119,22 @@ def _reduced_key(s, lshape, rshape, device, handle):
                    handle))
 
 
+def _devices_text(devices):
+    """devices= ("all" or a list of CUDA device indices) as run_batch and parse_devices take it
+    ("all", "0,1"), checked without a GPU (parse_devices checks that they exist)."""
+    if isinstance(devices, str):
+        if devices != "all":
+            raise ValueError(f"devices must be 'all' or a list of CUDA device indices, got {devices!r}")
+        return "all"
+    try:
+        devs = list(devices)
+    except TypeError:
+        raise ValueError(f"devices must be 'all' or a list of CUDA device indices, got {devices!r}") from None
+    if not devs or any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0 for d in devs):
+        raise ValueError(f"devices must be 'all' or a non-empty list of CUDA device indices, got {devices!r}")
+    return ",".join(str(int(d)) for d in devs)
+
+
 def _batched(left, right, out, stream, devices, chunk, split, **setup):
     """correlate2d/correlate1d with devices= or chunk=: host arrays through run_batch (batch.hpp);
     `setup` is Plan._setup's keywords."""
@@ -1109,20 +1150,7 @@ def _batched(left, right, out, stream, devices, chunk, split, **setup):
     if kl != "numpy" or kr != "numpy":
         raise ValueError(f"devices= and chunk= take host (NumPy) arrays, got {kl} and {kr}: a batch on one GPU "
                          "already is one call without them")
-    if devices is None:
-        text = ""
-    elif isinstance(devices, str):
-        if devices != "all":
-            raise ValueError(f"devices must be 'all' or a list of CUDA device indices, got {devices!r}")
-        text = "all"
-    else:
-        try:
-            devs = list(devices)
-        except TypeError:
-            raise ValueError(f"devices must be 'all' or a list of CUDA device indices, got {devices!r}") from None
-        if not devs or any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0 for d in devs):
-            raise ValueError(f"devices must be 'all' or a non-empty list of CUDA device indices, got {devices!r}")
-        text = ",".join(str(int(d)) for d in devs)
+    text = "" if devices is None else _devices_text(devices)
     if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1):
         raise ValueError(f"chunk must be a positive number of output matrices, got {chunk!r}")
     plan = Plan.__new__(Plan)  # the spec and shapes only: run_batch builds the plans on each GPU
@@ -1150,6 +1178,190 @@ def _batched(left, right, out, stream, devices, chunk, split, **setup):
 # and split] (scripts/batch-scaling records them); None before the first. Module state: with calls from
 # several threads, one of theirs.
 last_batch = None
+
+
+# --- max_over_rights(devices=): the rights split across GPUs, the results merged on the host -----
+
+# lib/reduce/reducer.cpp's budget for one chunk's maps (its default: at most 1 GiB, and a quarter of
+# the free device memory): one call over M rights computes them in chunks of this many maps; the
+# GPUs' runs and batches are cut at the same chunk boundaries, so that every chunk is the inner
+# problem one call computes (the same algorithm, the same rounding). Where a GPU has less than
+# 4 GiB free, its chunks are smaller and values may differ from one call's in their last bits.
+REDUCE_CHUNK_BYTES = 1 << 30
+# The rights one device call uploads at once (about; whole chunks, at least one): two in flight,
+# the first one's upload before any work (64 MB: ~5 ms), each call the left's transform again.
+RIGHTS_BATCH_BYTES = 64 << 20
+# The last max_over_rights(devices=) call's runs [(device, first right, rights)] (per left; n-to-mn:
+# groups); None before the first. Module state, as last_batch.
+last_devices_run = None
+
+
+def _chunk_units(form, nL, units, map_elems, budget=None):
+    """The rights per left of one chunk of a reduced max_over_rights plan over `units` rights per
+    left (n-to-mn: groups of nL rights) whose maps hold map_elems values each, as
+    reduce::chunks_of cuts it (its cap: budget / the bytes of one map, at least 1)."""
+    cap = max((REDUCE_CHUNK_BYTES if budget is None else budget) // (map_elems * 4), 1)
+    if form == "one-to-many":
+        return min(units, cap)
+    return min(max(cap // nL, 1), units)  # n-to-m: every left, runs of rights; n-to-mn: runs of groups
+
+
+def _device_runs(units, chunk, count):
+    """Runs [(first, end)] of `units` rights for at most `count` devices, in order: whole chunks of
+    `chunk` (the last one may be shorter), as even as the chunks allow; fewer runs where there are
+    fewer chunks than devices."""
+    chunks = -(-units // chunk)
+    runs = []
+    for d in range(count):
+        a, b = chunks * d // count, chunks * (d + 1) // count
+        if a < b:
+            runs.append((a * chunk, min(b * chunk, units)))
+    return runs
+
+
+def _merge_max_over_rights(acc, parts, workers=1, block=1 << 20):
+    """Merges the maxima over later runs of rights into `acc` (value, index[, sum, sumsq]: C-contiguous
+    NumPy arrays, changed in place and returned): `parts`, each of the same arrays, in the rights'
+    order, each over rights after acc's and the earlier parts'. Per element a part's value is taken
+    where it has one (index >= 0) and acc has none (index -1) or a smaller value, so that equal
+    values keep the smaller index, as one call's fold does; sums and sums of squares are added.
+    `workers` threads each merge a run of the elements (at least `block`; NumPy releases the GIL)."""
+    if any(not isinstance(x, np.ndarray) or not x.flags.c_contiguous for x in acc):
+        raise ValueError("the merged result must be C-contiguous NumPy arrays (changed in place)")
+    flat = [x.reshape(-1) for x in acc]
+    pflat = [[np.asarray(x).reshape(-1) for x in p] for p in parts]
+    n = flat[0].size
+    if any(len(p) != len(flat) or any(x.size != n for x in p) for p in pflat):
+        raise ValueError("every part must hold the result's arrays, of its size")
+
+    def merge(a, b):
+        v, i = flat[0][a:b], flat[1][a:b]
+        take = np.empty(b - a, bool)
+        for p in pflat:
+            pv, pi = p[0][a:b], p[1][a:b]
+            np.greater(pv, v, out=take)
+            take |= i < 0
+            take &= pi >= 0
+            np.copyto(v, pv, where=take)
+            np.copyto(i, pi, where=take)
+            for acc_sum, part_sum in zip(flat[2:], p[2:]):
+                acc_sum[a:b] += part_sum[a:b]
+
+    step = max(block, -(-n // max(workers, 1)))
+    bounds = [(a, min(a + step, n)) for a in range(0, n, step)]
+    if len(bounds) <= 1:
+        for a, b in bounds:
+            merge(a, b)
+    else:
+        from concurrent.futures import ThreadPoolExecutor  # here: an import the package's import skips
+        with ThreadPoolExecutor(len(bounds)) as pool:
+            for f in [pool.submit(merge, a, b) for a, b in bounds]:
+                f.result()
+    return acc
+
+
+def _max_over_rights_devices(left, rights, out, stream, first_index, devices, **setup):
+    """max_over_rights with devices=: the rights cut into runs of whole chunks (_device_runs), one
+    thread per GPU streaming its run through its plans (PyPlan.max_over_rights_slice), the first
+    GPU continuing out= where given, then the others' results merged into it in order."""
+    if setup["algorithm"] == "reference":
+        raise ValueError("devices= splits a GPU run; the reference runs on the CPU (leave it out)")
+    if stream is not None:
+        raise ValueError("devices= runs from host arrays on streams of its own: give no stream=")
+    if isinstance(setup["params"], Mapping) and str(setup["params"].get("left", "")) == "fixed":
+        raise ValueError("devices= uploads the left to each GPU every call: params left=fixed would trust a "
+                         "transform of another call's left at the same address")
+    text = _devices_text(devices)
+    first_index = _first_index(first_index)
+    left, rights, kl, kr = _as_arrays(left, rights)
+    if kl != "numpy" or kr != "numpy":
+        raise ValueError(f"devices= takes host (NumPy) arrays, got {kl} and {kr}: on one GPU, one call without "
+                         "it takes them")
+    plan = Plan.__new__(Plan)  # the spec and shapes only: each GPU builds its plans
+    plan._setup(_shape_of(left, "left"), _shape_of(rights, "right"), **setup)
+    plan._check_arrays(left, kl, rights, kr, out)
+    if out is not None and any(_arrays.kind_of(x) != "numpy" for x in out):
+        raise ValueError("out= with devices= must be NumPy arrays (an earlier result of devices=, or of host arrays)")
+    left, rights = plan._input(left, "numpy", None, "left"), plan._input(rights, "numpy", None, "right")
+    lshape, rshape = plan._matrix_shapes
+    nL = lshape[0] if len(lshape) == 3 else 1
+    group = nL if plan.form == "n-to-mn" else 1  # rights of the stack per right index
+    units = rshape[0] // group
+    if first_index + units > INT_MAX:
+        raise ValueError(f"first_index {first_index} + {units} rights: an index beyond int32")
+    map_elems = int(np.prod(plan.out_shape[-2:], dtype=np.int64))
+    chunk = _chunk_units(plan.form, nL, units, map_elems)
+    unit_bytes = group * rshape[1] * rshape[2] * 4
+    batch = chunk * max(1, RIGHTS_BATCH_BYTES // (chunk * unit_bytes))
+    with _gpu_work():
+        devs = list(_xcorr.parse_devices(text, "devices="))
+    runs = _device_runs(units, chunk, len(devs))
+    dtypes = (np.float32, np.int32, np.float64, np.float64)
+    names = MaxOverRightsStats if plan.stats else MaxOverRights
+    result = out if out is not None else names(*(np.empty(shape, dt) for shape, dt in zip(plan.result_shape, dtypes)))
+    spare_key = (plan.result_shape, plan.stats)
+    with _plans_lock:
+        spare = _spare_parts.pop(spare_key, [])[:len(runs) - 1]
+    parts = [result] + spare + [names(*(_page_locked(shape, dt) for shape, dt in zip(plan.result_shape, dtypes)))
+                                for _ in range(len(runs) - 1 - len(spare))]
+
+    def device_plan(device, count):
+        """The device's plan for batches of `count` rights per left, from the call cache (shared by
+        the threads: its lock around the cache only, so that the GPUs build their plans at once)."""
+        rs = (count * group,) + tuple(rshape[1:])
+        key = ("max_over_rights devices",) + _reduced_key(setup, tuple(left.shape), rs, device, None)
+        with _plans_lock:
+            found = _plans.get(key)
+        if found is None:
+            found = _plan_for(left, "numpy", rights[:count * group], "numpy", None, device, _shape_of(left, "left"),
+                              rs, **setup)
+            with _plans_lock:
+                if len(_plans) >= _PLAN_CACHE:
+                    _plans.pop(next(iter(_plans), None), None)
+                _plans[key] = found
+        return found
+
+    def run(i):
+        device, (u0, u1) = devs[i], runs[i]
+        n = u1 - u0
+        full = n if n <= batch else batch
+        rest = 0 if n <= batch else n % batch
+        p, q = device_plan(device, full), device_plan(device, rest) if rest else None
+        arrays = parts[i] if plan.stats else tuple(parts[i]) + (None, None)
+        with _gpu_work():
+            p._plan.max_over_rights_slice(None if q is None else q._plan, left, rights[u0 * group:u1 * group],
+                                          *arrays, i == 0 and out is not None, first_index + u0)
+
+    global last_devices_run
+    last_devices_run = [(devs[i], first_index + a, b - a) for i, (a, b) in enumerate(runs)]
+    if len(runs) == 1:
+        run(0)
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(len(runs)) as pool:
+            futures = [pool.submit(run, i) for i in range(len(runs))]
+        for f in futures:
+            f.result()  # the first GPU's error, in the devices' order
+        _merge_max_over_rights(result, parts[1:], workers=min(os.cpu_count() or 1, 16))
+        with _plans_lock:  # for the next call of these shapes (the last shapes' only)
+            _spare_parts.clear()
+            _spare_parts[spare_key] = parts[1:]
+    return result
+
+
+# The GPUs after the first's results of the last max_over_rights(devices=) call, page-locked (their
+# downloads at the copy engines' speed, no pages to fault in), kept for the next call of the same
+# shapes: {(result_shape, stats): [results]}; clear_cache() frees them.
+_spare_parts = {}
+
+
+def _page_locked(shape, dtype):
+    """An uninitialised NumPy array in page-locked host memory (else pageable, where pinning fails)."""
+    n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize // 4
+    try:
+        return _xcorr.empty_pinned(n).view(dtype).reshape(shape)
+    except (RuntimeError, MemoryError):
+        return np.empty(shape, dtype)
 
 
 def algorithms():
