@@ -298,9 +298,11 @@ def assert_same(got, want, stats):
 
 
 # left, rights, mode, form, normalize: 2048 x 2048 "same" maps are 16 MiB, 64 a chunk, so that 150
-# rights are three chunks (two runs on two GPUs, three on three); the others are one chunk (one GPU).
+# rights are three chunks (two runs on two GPUs, three on three); zncc-chunks two chunks of the
+# chunked maps (not fft-large's folds: normalized); the others are one chunk (one GPU).
 CASES = {
     "2dtm-like": ((2048, 2048), (150, 24, 24), "same", None, None),
+    "zncc-chunks": ((1024, 1024), (300, 8, 8), "same", None, "zncc"),  # 4 MiB maps: chunks of 256
     "zncc-valid": ((300, 280), (40, 17, 13), "valid", None, "zncc"),
     "n-to-m": ((3, 96, 80), (21, 9, 11), "full", "n-to-m", None),
     "n-to-mn": ((2, 64, 64), (14, 8, 8), "same", "n-to-mn", "zero-lag"),
@@ -309,7 +311,7 @@ CASES = {
 
 @pytest.mark.parametrize("stats", [False, True])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_gpu_devices_all_equals_one_call(gpu, case, stats):
+def test_gpu_devices_all_equals_one_call(gpu, monkeypatch, case, stats):
     ls, rs, mode, form, normalize = CASES[case]
     rng = seeded_rng(("devices-all", case))
     left = rng.random(ls, dtype=np.float32) - 0.5
@@ -324,6 +326,9 @@ def test_gpu_devices_all_equals_one_call(gpu, case, stats):
     runs = _api.last_devices_run
     assert sum(n for _, _, n in runs) * group == len(rights)
     # a second call reuses the GPUs' plans and gives the same again
+    assert_same(xcorr.max_over_rights(left, rights, devices="all", **kw), want, stats)
+    # batches of one chunk each (two uploads in flight, a shorter last batch's plan): the same
+    monkeypatch.setattr(_api, "RIGHTS_BATCH_BYTES", 1)
     assert_same(xcorr.max_over_rights(left, rights, devices="all", **kw), want, stats)
 
 
