@@ -1,4 +1,4 @@
-"""xcorr.max_over_rights(..., devices=): the rights split across GPUs, merged on the host (issue 101).
+"""xcorr.max_over_rights(..., devices=): the rights split across GPUs, merged on the host.
 
 CPU (CI): the merge (xcorr._api._merge_max_over_rights) of 2-3 fake devices' results over runs of
 the rights, with ties across the runs, NaN and all-NaN positions, equals one call's answer computed
