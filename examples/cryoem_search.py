@@ -16,6 +16,9 @@ correlation is circular there).
 The micrograph holds particles: copies of some of the templates at random places, in noise. Both
 searches must find every particle at its centre and name the right template.
 
+The whole 2-D template matching workflow (rotations of one template, whitening, z-scores, detections
+with their angles, a Slurm array over micrograph files) is examples/template_matching_2dtm.py.
+
     python examples/cryoem_search.py           # 4096 x 4096, 1000 templates of 128 x 128 (a GPU)
     python examples/cryoem_search.py --small   # 192 x 192, 24 templates of 21 x 21: runs anywhere
 """
