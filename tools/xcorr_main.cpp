@@ -392,8 +392,13 @@ public:
     void writing(const std::string& path, size_t bytes) {
         if (!on_ || (!tty_ && bytes < kWriteNoteBytes)) return;
         shown_ = true;
-        std::fprintf(stderr, "%sxcorr: writing the output, %.3g GB, to %s%s", tty_ ? "\r\033[K" : "", double(bytes) / 1e9,
-                     path.c_str(), tty_ ? "" : "\n");
+        const double b = double(bytes);
+        char size[32];
+        if (b >= 1e9) std::snprintf(size, sizeof size, "%.3g GB", b / 1e9);
+        else if (b >= 1e6) std::snprintf(size, sizeof size, "%.3g MB", b / 1e6);
+        else std::snprintf(size, sizeof size, "%.3g kB", b / 1e3);
+        std::fprintf(stderr, "%sxcorr: writing the output, %s, to %s%s", tty_ ? "\r\033[K" : "", size, path.c_str(),
+                     tty_ ? "" : "\n");
         std::fflush(stderr);
     }
 
@@ -435,9 +440,9 @@ public:
         struct stat st{};
         if (::stat(path.c_str(), &st) != 0 || !S_ISFIFO(st.st_mode)) return;
         fd_ = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-        if (fd_ < 0 && errno == ENXIO) {
-            std::fprintf(stderr, "xcorr: waiting for a reader of the FIFO %s: the output is written once one opens it\n",
-                         path.c_str());
+        if (fd_ < 0 && errno == ENXIO) {  // on a terminal, in place of a progress line (ReferenceProgress)
+            std::fprintf(stderr, "%sxcorr: waiting for a reader of the FIFO %s: the output is written once one opens it\n",
+                         isatty(STDERR_FILENO) == 1 ? "\r\033[K" : "", path.c_str());
             std::fflush(stderr);
         }
     }
