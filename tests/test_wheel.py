@@ -37,7 +37,11 @@ def stripped_env(tmp_path):
             or k in ("LANG", "LC_ALL", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "TMPDIR")}
     path = [d for d in ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
             if os.path.isdir(d) and not os.path.exists(os.path.join(d, "nvcc"))]  # a wrapper may sit in /usr/local/bin
-    return dict(keep, HOME=str(tmp_path / "home"), PATH=os.pathsep.join(path), PYTHONNOUSERSITE="1")
+    # pip's cache stays the caller's (the wheels it downloaded: NumPy's and cuFFT's, hundreds of MB,
+    # fetched again on every run otherwise); it holds no toolkit
+    cache = os.environ.get("PIP_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "pip")
+    return dict(keep, HOME=str(tmp_path / "home"), PATH=os.pathsep.join(path), PYTHONNOUSERSITE="1",
+                PIP_CACHE_DIR=cache)
 
 
 CUDA13_CODES = "sm_75 sm_80 sm_86 sm_87 sm_88 sm_89 sm_90 sm_100 sm_110 sm_103 sm_120 sm_121"
@@ -91,8 +95,11 @@ def test_wheel_installs_and_runs_with_only_the_driver(tmp_path):
     nvcc = find_nvcc()
     if not nvcc:
         pytest.skip("nvcc (the CUDA toolkit) is not installed: the wheel cannot be built here")
-    probe = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-d",
-                            str(tmp_path / "probe"), "six==1.16.0"], capture_output=True, text=True, timeout=120)
+    # PyPI itself, not a local wheel folder (PIP_FIND_LINKS, PIP_NO_INDEX left out): a small wheel (an
+    # sdist's download builds its metadata, half a minute)
+    probe = subprocess.run([sys.executable, "-m", "pip", "download", "--no-cache-dir", "--no-deps", "--only-binary",
+                            ":all:", "-d", str(tmp_path / "probe"), "six==1.16.0"], capture_output=True, text=True, timeout=120,
+                           env={k: v for k, v in os.environ.items() if k not in ("PIP_FIND_LINKS", "PIP_NO_INDEX")})
     if probe.returncode:
         pytest.skip(f"PyPI is unreachable (pip download: {probe.stderr.strip().splitlines()[-1:]}): the wheel's "
                     "dependencies (NumPy, nvidia-cufft) cannot be installed")
