@@ -99,7 +99,10 @@ bool check(int n, std::mt19937& rng) {
     // FP32 FFT: a few ulp per stage, growing like log n.
     const bool ok = rel < 2e-6 && pads_written == 0;
     std::string radices;
-    for (int s = 0; s < h.plan.stages; ++s) radices += (s ? "x" : "") + std::to_string(h.plan.st[s].r);
+    for (int s = 0; s < h.plan.stages; ++s) {
+        if (s) radices += 'x';
+        radices += std::to_string(h.plan.st[s].r);
+    }
     std::printf("%s  n = %5d  %s  radices %s  threads %d  max rel err %.2e  pads written %d\n", ok ? "PASS" : "FAIL", n,
                 Sign < 0 ? "forward" : "inverse", radices.empty() ? "-" : radices.c_str(), h.plan.threads, rel,
                 pads_written);
