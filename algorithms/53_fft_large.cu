@@ -4,12 +4,14 @@
 // forward and the inverse column transforms of one kernel, and the last pass writes only the
 // window's elements, or, for the maximum over the rights (2-D template matching), folds a batch
 // of rights into the running maximum, index, sum and sum of squares without writing any map.
-// Forms one-to-one and one-to-many; every window; transforms up to 8192 a side.
+// Forms one-to-one and one-to-many; every window; transforms up to 5832 points along columns and
+// 11664 along rows (block_fft.cuh's longest schedule, 18^3, and twice it for the real rows).
 //
 // Algorithm (the transform of fft, 50_fft.cu, whose header explains windows, crops and periods):
 // the window's overlapping shifts [lo, hi] per axis need the cropped parts L' (ln rows from l0)
 // and R' (rn rows from r0) and a period P >= need (fit_axis); P and Q are the smallest 7-smooth
-// lengths >= the rows' and the columns' need (Q even). With F the unnormalised 2-D DFT,
+// lengths >= the rows' and the columns' need (Q even) that the block FFT has a schedule for
+// (scheduled_length). With F the unnormalised 2-D DFT,
 //     C'(s) = F^-1( F(L') conj(F(R')) ) / (P Q),   shift s at circular position s + r0 - l0.
 // Three passes, each a kernel over a run-time-length block FFT (common/block_fft.cuh):
 //   1. rows (row_forward_kernel): each nonzero row of a cropped matrix, as a real sequence of Q
@@ -318,11 +320,20 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
     }
 }
 
-// Smallest n >= need (at least 1) with prime factors 2, 3, 5 and 7 only; even when asked.
-int smooth_length(int need, bool even) {
-    int n = std::max(need, even ? 2 : 1);
-    while (!is_7_smooth_len(n) || (even && n % 2)) ++n;
-    return n;
+// The transform length for `need` points: the smallest 7-smooth n >= need (even when asked) that
+// the block FFT has a schedule for (block_fft_radices: radices up to 18, at most 512 butterflies a
+// stage; for an even length, its half, which the row passes transform), at most 18^3 = 5832, the
+// longest; 0 where none is.
+int scheduled_length(int need, bool even) {
+    for (int n = std::max(need, even ? 2 : 1); n <= (even ? 2 : 1) * kBlockFftMaxN; ++n) {
+        if (!is_7_smooth_len(n) || (even && n % 2)) continue;
+        try {
+            block_fft_radices(even ? n / 2 : n);
+            return n;
+        } catch (const std::invalid_argument&) {  // no schedule: the next length
+        }
+    }
+    return 0;
 }
 
 class FftLarge final : public Instance {
@@ -335,11 +346,12 @@ public:
         fx_ = fit_axis(w_.dx0, w_.dx1, p.wL, p.wR);
         empty_ = fy_.empty() || fx_.empty();
         if (empty_) return;
-        P_ = smooth_length(fy_.need, false);
-        Q_ = smooth_length(fx_.need, true);
-        if (P_ > kBlockFftMaxN || Q_ / 2 > kBlockFftMaxN)
-            throw UsageError("fft-large: the window needs a transform of " + std::to_string(P_) + " x " +
-                             std::to_string(Q_) + ", above " + std::to_string(kBlockFftMaxN) + " a side");
+        P_ = scheduled_length(fy_.need, false);
+        Q_ = scheduled_length(fx_.need, true);
+        if (P_ == 0 || Q_ == 0)
+            throw UsageError("fft-large: the window needs transforms of " + std::to_string(fy_.need) + " x " +
+                             std::to_string(fx_.need) + " points; its block FFT holds at most 5832 a side "
+                             "(2 x 5832 along rows): use fft");
         H_ = Q_ / 2;
         K_ = H_ + 1;
         col_plan_ = make_plan(P_, col_tw_);
