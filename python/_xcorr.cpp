@@ -489,25 +489,28 @@ public:
 
         nb::gil_scoped_release release;
         DeviceGuard guard(dev);
+        // Every device buffer is freed inside the guard, on the plan's device.
+        const size_t sums = r.stats ? size_t(n) : 0;
         xcorr::DeviceBuffer<float> dl{size_t(left_)}, rb0{size_t(batch_elems)},
-            rb1{calls.size() > 1 ? size_t(batch_elems) : size_t(0)};
-        ov.buffer = std::make_unique<xcorr::DeviceBuffer<float>>(size_t(n));
-        oi.buffer = std::make_unique<xcorr::DeviceBuffer<int32_t>>(size_t(n));
-        if (r.stats) {
-            osum.buffer = std::make_unique<xcorr::DeviceBuffer<double>>(size_t(n));
-            osq.buffer = std::make_unique<xcorr::DeviceBuffer<double>>(size_t(n));
-        }
+            rb1{calls.size() > 1 ? size_t(batch_elems) : size_t(0)}, dv{size_t(n)};
+        xcorr::DeviceBuffer<int32_t> di{size_t(n)};
+        xcorr::DeviceBuffer<double> ds{sums}, dq{sums};
         float* rb[2] = {rb0.get(), rb1.get()};
         // Declared after the buffers: destroyed first, after waiting for the work that uses them.
         Streams st;
         const cudaStream_t cs = st.s[0], us = st.s[1];
         XC_CUDA_CHECK(cudaMemcpyAsync(dl.get(), l.data, dl.bytes(), cudaMemcpyHostToDevice, cs));
-        auto up_out = [&](auto& o) {
+        // The running maps: the host arrays' (uploaded where the call continues them) on the device.
+        auto maps = [&](auto& o, auto& buffer, cudaMemcpyKind kind) {
             if (!o.host) return;
-            o.device = o.buffer->get();
-            if (accumulate) XC_CUDA_CHECK(cudaMemcpyAsync(o.device, o.host, o.buffer->bytes(), cudaMemcpyHostToDevice, cs));
+            o.device = buffer.get();
+            if (kind == cudaMemcpyDeviceToHost)
+                XC_CUDA_CHECK(cudaMemcpyAsync(o.host, o.device, buffer.bytes(), kind, cs));
+            else if (accumulate)
+                XC_CUDA_CHECK(cudaMemcpyAsync(o.device, o.host, buffer.bytes(), kind, cs));
         };
-        up_out(ov), up_out(oi), up_out(osum), up_out(osq);
+        maps(ov, dv, cudaMemcpyHostToDevice), maps(oi, di, cudaMemcpyHostToDevice);
+        maps(osum, ds, cudaMemcpyHostToDevice), maps(osq, dq, cudaMemcpyHostToDevice);
         auto upload = [&](size_t i) {
             const int slot = int(i % 2);
             if (i >= 2) XC_CUDA_CHECK(cudaStreamWaitEvent(us, st.done[slot], 0));  // call i - 2 is done with it
@@ -529,7 +532,8 @@ public:
             // i - 1 done with the slot) overlaps call i on the GPU.
             if (i + 1 < calls.size()) upload(i + 1);
         }
-        ov.unstage(cs), oi.unstage(cs), osum.unstage(cs), osq.unstage(cs);
+        maps(ov, dv, cudaMemcpyDeviceToHost), maps(oi, di, cudaMemcpyDeviceToHost);
+        maps(osum, ds, cudaMemcpyDeviceToHost), maps(osq, dq, cudaMemcpyDeviceToHost);
         XC_CUDA_CHECK(cudaStreamSynchronize(cs));
     }
 
