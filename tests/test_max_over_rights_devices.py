@@ -269,9 +269,12 @@ def test_bad_arrays_are_value_errors_before_any_gpu_work():
         xcorr.max_over_rights(LEFT, RIGHTS, devices="all", mode="nope")
 
 
-def test_without_a_gpu_a_valid_call_is_no_gpu_error(gpu_info):
-    if gpu_info[0] is not None:
+def test_without_a_gpu_a_valid_call_is_no_gpu_error():
+    try:
+        xcorr.gpu_info()
         pytest.skip("a GPU is present: the GPU tests below run the call")
+    except xcorr.NoGPUError:
+        pass
     with pytest.raises(xcorr.NoGPUError, match='algorithm="reference"'):
         xcorr.max_over_rights(LEFT, RIGHTS, devices="all")
 
