@@ -27,15 +27,22 @@ def readline_within(stream, seconds):
     return stream.readline() if ready else ""
 
 
-def test_a_fifo_without_a_reader_is_said_to_wait_for_one(xcorr, tmp_path):
-    """--out a FIFO that nobody reads: xcorr computed, then waited in open() for a reader without a
-    word. One line on stderr now says that it waits for a reader of that FIFO; the reader that comes
-    gets the whole output, and xcorr ends without another line. `xcorr run --help` says so too."""
-    rng = seeded_rng(5)
+def inputs_and_plain_output(xcorr, tmp_path, seed):
+    """Two small inputs and the output xcorr run writes for them to a plain file (what a FIFO's
+    reader must receive)."""
+    rng = seeded_rng(seed)
     left = save(tmp_path / "l.npy", rng.random((6, 7), dtype=np.float32))
     right = save(tmp_path / "r.npy", rng.random((3, 2), dtype=np.float32))
     plain = tmp_path / "plain.npy"
     assert run(reference_run(xcorr, left, right, plain)).returncode == 0
+    return left, right, plain
+
+
+def test_a_fifo_without_a_reader_is_said_to_wait_for_one(xcorr, tmp_path):
+    """--out a FIFO that nobody reads: xcorr computed, then waited in open() for a reader without a
+    word. One line on stderr now says that it waits for a reader of that FIFO; the reader that comes
+    gets the whole output, and xcorr ends without another line. `xcorr run --help` says so too."""
+    left, right, plain = inputs_and_plain_output(xcorr, tmp_path, 5)
     fifo = tmp_path / "pipe.npy"
     os.mkfifo(fifo)
     p = subprocess.Popen(reference_run(xcorr, left, right, fifo), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -61,11 +68,7 @@ def test_a_fifo_with_a_reader_gets_the_output_without_a_note(xcorr, tmp_path):
     """A reader already there: no line on stderr, and the reader gets all of the output (the probe
     for a reader keeps its write end open until the output is written, so the reader never sees an
     end of file before it)."""
-    rng = seeded_rng(6)
-    left = save(tmp_path / "l.npy", rng.random((6, 7), dtype=np.float32))
-    right = save(tmp_path / "r.npy", rng.random((3, 2), dtype=np.float32))
-    plain = tmp_path / "plain.npy"
-    assert run(reference_run(xcorr, left, right, plain)).returncode == 0
+    left, right, plain = inputs_and_plain_output(xcorr, tmp_path, 6)
     fifo = tmp_path / "pipe.npy"
     os.mkfifo(fifo)
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader before xcorr starts
