@@ -36,8 +36,8 @@
 //    hL + hR - 1, P as before windows. Valid with L >= R (shifts [0, hL - hR]): need = hL, no
 //    padding beyond the left. Max-shift S < hR with hL >= hR + S: left rows [0, hR + S), need =
 //    hR + 2S (the crop matters: without it hL + S).
-//  - P = fft_size(need) and Q = fft_size(need_x, even) as above; the workspace, plans, chunks and the
-//    graph all follow from P and Q. The product scale stays 1 / (P Q).
+//  - P = fft_length(need) and Q = fft_length(need_x, even) (common/device.cuh) as above; the
+//    workspace, plans, chunks and the graph all follow from P and Q. The product scale stays 1 / (P Q).
 //  - Crop (crop_kernel): output (i, j) with dy0 + i in [lo, hi] and dx0 + j in [lo_x, hi_x] is read
 //    at ((dy0 + i + r0 - l0) mod P, ...), wrapped once (the argument lies in (-P, P)); every other
 //    element is written 0.
@@ -378,18 +378,6 @@ dim3 element_grid(int64_t per_slot, int64_t slots) {
 // Transform sizes and plans
 // ---------------------------------------------------------------------------------------------
 
-bool is_7_smooth(int n) {
-    for (int f : {2, 3, 5, 7})
-        while (n % f == 0) n /= f;
-    return n == 1;
-}
-// Smallest n >= need (and >= 2: cuFFT rejects a dimension of 1 in some layouts) with prime
-// factors 2, 3, 5, 7 only; even when asked.
-int fft_size(int need, bool even) {
-    int n = std::max(need, 2);
-    while (!is_7_smooth(n) || (even && n % 2)) ++n;
-    return n;
-}
 
 enum PlanKind : int { kR2C = 0, kC2R = 1 };
 
@@ -491,8 +479,8 @@ public:
             return;
         }
         // The full window gives today's sizes: need = hL + hR - 1 (wL + wR - 1), nothing cropped.
-        P_ = fft_size(fy_.need, false);
-        Q_ = fft_size(fx_.need, true);
+        P_ = int(fft_length(fy_.need, false));
+        Q_ = int(fft_length(fx_.need, true));
         pitch_ = inplace_ ? 2 * (Q_ / 2 + 1) : Q_;
         real_floats_ = int64_t(P_) * pitch_;
         E_ = int64_t(P_) * (Q_ / 2 + 1);

@@ -68,8 +68,8 @@
 // Invariants: every (pair, lag) of [lo, hi] sums every block b < NB exactly once, in b order;
 // rows of a subtile past the last left or right are neither loaded nor written; every output
 // element is written by the first chunk's crop. Not shared with fft: its plan cache (plans here
-// are owned per instance, created at factory time) and its 2-D create_plan and fft_size (here a
-// 1-D in-place plan and smooth_even, a few lines each, kept local rather than moving fft's).
+// are owned per instance, created at factory time) and its 2-D create_plan (here a 1-D in-place
+// plan, a few lines, kept local rather than moving fft's); the lengths are common/device.cuh's.
 //
 // Workspace (one allocation, in-place slots of 2E floats): nR NB right slots, nL npc NB left
 // segment slots, out_count npc product slots (the C2R writes real results over them); npc is the
@@ -247,17 +247,6 @@ __global__ void __launch_bounds__(kThreads) crop_kernel(CropArgs a) {
 // Sizes and plans
 // ---------------------------------------------------------------------------------------------
 
-bool is_7_smooth(int64_t n) {
-    for (int f : {2, 3, 5, 7})
-        while (n % f == 0) n /= f;
-    return n == 1;
-}
-// Smallest even n >= need with prime factors 2, 3, 5, 7 only (fft's fft_size(need, true)).
-int64_t smooth_even(int64_t need) {
-    int64_t n = std::max<int64_t>(need, 2);
-    while (!is_7_smooth(n) || n % 2) ++n;
-    return n;
-}
 
 constexpr int64_t kMaxN = int64_t(1) << 22;
 constexpr int64_t kInt32Max = 0x7fffffff;
@@ -308,7 +297,7 @@ Geometry choose_geometry(int64_t n_param, int64_t W, int64_t rn, const Problem& 
         consider(n_param);
         return best;
     }
-    if (rn + W - 1 <= kMaxN) consider(smooth_even(rn + W - 1));
+    if (rn + W - 1 <= kMaxN) consider(fft_length(rn + W - 1, true));
     for (int64_t N = 256; N <= kMaxN; N *= 2) consider(N);
     return best;
 }

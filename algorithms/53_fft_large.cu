@@ -326,7 +326,7 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
 // longest; 0 where none is.
 int scheduled_length(int need, bool even) {
     for (int n = std::max(need, even ? 2 : 1); n <= (even ? 2 : 1) * kBlockFftMaxN; ++n) {
-        if (!is_7_smooth_len(n) || (even && n % 2)) continue;
+        if (!is_7_smooth(n) || (even && n % 2)) continue;
         try {
             block_fft_radices(even ? n / 2 : n);
             return n;

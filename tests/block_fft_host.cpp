@@ -114,7 +114,7 @@ bool check(int n, std::mt19937& rng) {
 int main(int argc, char** argv) {
     if (argc > 1 && std::string(argv[1]) == "--schedules") {
         for (int n = 1; n <= xcorr::kBlockFftMaxN; ++n) {
-            if (!xcorr::is_7_smooth_len(n)) continue;
+            if (!xcorr::is_7_smooth(n)) continue;
             try {
                 const xcorr::BlockFftHost h = xcorr::block_fft_host(n);
                 std::printf("%d", n);

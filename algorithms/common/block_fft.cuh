@@ -151,20 +151,13 @@ __device__ __forceinline__ void block_fft_stages(const BlockFftPlan& p, BlockFft
 // Host side
 // ---------------------------------------------------------------------------------------------
 
-inline bool is_7_smooth_len(int n) {
-    if (n < 1) return false;
-    for (int f : {2, 3, 5, 7})
-        while (n % f == 0) n /= f;
-    return n == 1;
-}
-
 // The radices of n in stage order: the fewest stages from {2, ..., 10, 12, 14, 15, 16, 18}
 // (those dft<R> builds and bf_stage instantiates) whose butterflies per stage, n / R, are at most
 // kBlockFftMaxThreads (one a thread); among those, the largest smallest radix (the fewest threads a transform
 // needs). Throws for a length that is not 7-smooth or too long.
 inline std::vector<int> block_fft_radices(int n) {
     static constexpr int kRadices[] = {18, 16, 15, 14, 12, 10, 9, 8, 7, 6, 5, 4, 3, 2};
-    if (!is_7_smooth_len(n) || n > kBlockFftMaxN)
+    if (!is_7_smooth(n) || n > kBlockFftMaxN)
         throw std::invalid_argument("block_fft: length " + std::to_string(n) + " is not 7-smooth or above " +
                                     std::to_string(kBlockFftMaxN));
     // For each divisor d of n: the fewest stages, then the largest smallest radix (dynamic

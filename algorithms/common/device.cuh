@@ -49,4 +49,19 @@ __device__ __forceinline__ float2 mul_conj(float2 l, float2 r, float scale) {
 __host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
 __host__ __device__ constexpr int64_t ceil_div64(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The FFT lengths: n whose only prime factors are 2, 3, 5 and 7 (those cuFFT and block_fft.cuh have
+// fast kernels for), and the smallest such n >= need and >= 2 (cuFFT rejects a dimension of 1 in some
+// layouts), even when asked (an even last dimension lets R2C run as a half-length complex FFT).
+inline bool is_7_smooth(int64_t n) {
+    if (n < 1) return false;
+    for (int f : {2, 3, 5, 7})
+        while (n % f == 0) n /= f;
+    return n == 1;
+}
+inline int64_t fft_length(int64_t need, bool even) {
+    int64_t n = need > 2 ? need : 2;
+    while (!is_7_smooth(n) || (even && n % 2)) ++n;
+    return n;
+}
+
 }  // namespace xcorr
