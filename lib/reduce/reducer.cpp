@@ -101,7 +101,8 @@ std::unique_ptr<Plan> Reducer::fused_max_plan() const {
         return nullptr;
     PlanSpec s = spec_;
     s.reduce = Reduction{};
-    if (s.algorithm == "auto") {
+    const bool chosen = s.algorithm == "auto";
+    if (chosen) {
         // Beyond one block of fft-fused every map is a full cuFFT round trip through DRAM, and the
         // fold reads it back: fft-large folds the rights where their rows are transformed.
         const Window w = p.shifts();
@@ -109,16 +110,16 @@ std::unique_ptr<Plan> Reducer::fused_max_plan() const {
         if (need <= 1024) return nullptr;
         s.algorithm = "fft-large";
         s.params.clear();
-        try {
-            auto plan = std::make_unique<Plan>(s);
-            return plan->instance().takes_max_over_rights() ? std::move(plan) : nullptr;
-        } catch (const UsageError&) {  // beyond fft-large's sizes: the chunked maps
-            return nullptr;
-        }
+    } else if (s.algorithm != "fft-large") {
+        return nullptr;  // the variants that fold (a plan of every right at once would hold every map for the others)
     }
-    if (s.algorithm != "fft-large") return nullptr;  // the variants that fold (a plan of every right at
-                                                     // once would hold every map for the others)
-    auto plan = std::make_unique<Plan>(s);
+    std::unique_ptr<Plan> plan;
+    try {
+        plan = std::make_unique<Plan>(s);
+    } catch (const UsageError&) {
+        if (!chosen) throw;
+        return nullptr;  // beyond fft-large's sizes: auto takes the chunked maps
+    }
     return plan->instance().takes_max_over_rights() ? std::move(plan) : nullptr;
 }
 
