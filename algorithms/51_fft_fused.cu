@@ -1013,13 +1013,9 @@ bool is_mixed(int n) {
 // 33) few outputs leave the GPU emptier than the larger transform costs.
 constexpr int64_t mixed_min_outputs(int n) { return n == 384 ? 16 : 4; }
 
-// XCORR_FUSED_WINDOWED_FULL=1: the full output runs the windowed output kernels (for_window), for
-// A/B runs of the two instantiations in one binary; 0 or unset: its own.
-bool windowed_full_from_env() { return env_on("XCORR_FUSED_WINDOWED_FULL"); }
-
 class FftFused final : public Instance {
 public:
-    explicit FftFused(const Problem& p) : p_(p), full_(p.full() && !windowed_full_from_env()) {
+    explicit FftFused(const Problem& p) : p_(p), full_(p.full()) {
         int dev = 0;
         XC_CUDA_CHECK(cudaGetDevice(&dev));
         XC_CUDA_CHECK(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, dev));
@@ -1293,8 +1289,8 @@ private:
 
     // The output kernels' instantiation, f(integral_constant<bool, kWindow>): the full output
     // (p.full()) takes kWindow = false, the code before windows (no map read); every other window
-    // kWindow = true (phase 3 through OutMap). XCORR_FUSED_WINDOWED_FULL=1 sends the full output
-    // through kWindow = true as well (the same elements), for A/B runs of one binary.
+    // kWindow = true (phase 3 through OutMap). The full output's own instantiation is faster than
+    // the windowed kernels on the same elements (notes/51_fft_fused.md).
     template <class F>
     void for_window(F&& f) const {
         if (full_) f(std::false_type{});
@@ -1307,7 +1303,7 @@ private:
     }
 
     Problem p_;
-    bool full_ = false;  // p_.full() (unless XCORR_FUSED_WINDOWED_FULL=1): kWindow = false (for_window)
+    bool full_ = false;  // p_.full(): kWindow = false (for_window)
     OutMap map_{};
     int N_ = 0, K_ = 0, group_ = 1;  // N_ = 0: no shift of the window has overlap (zero_outside_kernel only)
     bool merge_rows_ = false;        // staged: merge_rows()

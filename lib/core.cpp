@@ -271,7 +271,6 @@ std::string Problem::describe() const {
 // NO_FUSED_PEAKS); a diagnostic shows or bypasses a mechanism (NO_GRAPH, NO_PDL, BATCH_TRACE). A
 // switch kept only to compare two code paths goes once measured, with the losing path, its numbers
 // kept in the topic's note (as the batch's six and tensor-wgmma's k-split were).
-// FUSED_WINDOWED_FULL is such an A/B switch still (51_fft_fused.cu).
 const std::vector<EnvSetting>& env_settings() {
     static const std::vector<EnvSetting> table{
         {"XCORR_FFT_MAX_CHUNK", 1, int64_t(1) << 30,
@@ -281,7 +280,6 @@ const std::vector<EnvSetting>& env_settings() {
         {"XCORR_FFT_PAIR_GROUPS", 0, 1, "fft-fused's staged n-to-m pair pass in groups of lefts (1) or left-major (0)"},
         {"XCORR_FFT_MERGE_ROWS", 0, 1,
          "fft-fused: the first chunk's right rows in the lefts' row launch (1) or a launch of their own (0)"},
-        {"XCORR_FUSED_WINDOWED_FULL", 0, 1, "fft-fused: 1 runs the full output through the windowed output kernels"},
         {"XCORR_NO_STORE_NORM", 0, 1, "1: ZNCC through the template epilogue, never in the variant's store"},
         {"XCORR_NO_PDL", 0, 1, "1: dependent kernels as ordinary launches, not programmatic dependent ones"},
         {"XCORR_NO_GRAPH", 0, 1, "1: repeated calls launch their kernels directly, never replay a CUDA graph"},

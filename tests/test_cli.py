@@ -252,7 +252,7 @@ def test_help_and_readme_list_the_same_switches(xcorr):
 
 
 BAD_SWITCHES = [("XCORR_NO_GRAPH", "yes"), ("XCORR_NO_GRAPH", "2"), ("XCORR_NO_PDL", "on"),
-                ("XCORR_NO_STORE_NORM", "true"), ("XCORR_FUSED_WINDOWED_FULL", " 1"),
+                ("XCORR_NO_STORE_NORM", "true"), ("XCORR_FFT_MERGE_ROWS", " 1"),
                 ("XCORR_FFT_PAIR_GROUPS", "-1"), ("XCORR_FFT_MAX_CHUNK", "0"), ("XCORR_FFT_MAX_CHUNK", "3x"),
                 ("XCORR_BATCH_TRACE", "2"), ("XCORR_FFT_PLAN_BATCH_LIMIT", "1e3")]
 

@@ -297,7 +297,7 @@ struct OptionSeen {
 // A finite number above 0 (at least 0 with zero_ok): "<what> needs a positive number, got 'text'".
 double parse_positive(const std::string& what, const std::string& text, bool zero_ok = false);
 
-// The environment variables the library reads: switches for tests and A/B runs, never needed for
+// The environment variables the library reads: test knobs and diagnostics, never needed for
 // a correct result. Every one is an integer in [lo, hi] (a switch: 0 or 1); unset or empty means
 // the library's own rule. One table, so that every reader parses alike, `xcorr help` lists them,
 // check_environment() refuses a bad value before any work, and measurements record the ones set.
