@@ -13,6 +13,8 @@
 //           one transform a block; G = 2: two side by side, as its row_inverse_kernel pairs them);
 //   team    at 1024 also algorithms/common/team_dft.cuh, fft-fused's register team (64 threads),
 //           2 or 4 teams a block;
+//   ours 2-step  n = N1 x N2 as two steps of whole DFTs in registers (team_dft.cuh's dft<R>), the
+//           structure of dx-comp's thread + thread with our DFTs (fft-large's TwoStepFft);
 //   cufft   cuFFT's batched 1-D plan (out of place): the reference floor.
 // Every result is checked against cuFFT over the whole batch and, for three transforms, against
 // a float64 DFT on the host (max |X - ref| / max |ref|). Times: CUDA events, warm-up, the median
@@ -172,6 +174,36 @@ __global__ void __launch_bounds__(CompFFT1<N1, N2, EPT>::max_threads_per_block)
     }
 }
 
+// (e) ours, register two-step: the structure of (b1) with team_dft.cuh's dft<R> (each thread one
+// whole DFT of N1, then of N2; composite R by one Cooley-Tukey split, compile-time twiddles) in
+// place of cuFFTDx's thread FFTs: the candidate for fft-large's transforms beyond one team.
+template <int N1, int N2, int B>
+__global__ void __launch_bounds__((N1 > N2 ? N1 : N2) * B)
+    ours2_kernel(const float2* __restrict__ in, float2* __restrict__ out, const float2* __restrict__ tw) {
+    extern __shared__ __align__(16) unsigned char comp_smem[];
+    constexpr int N = N1 * N2, LD = N2 + 1;
+    float2* s = reinterpret_cast<float2*>(comp_smem) + threadIdx.y * (N1 * LD);
+    const size_t base = (size_t(blockIdx.x) * B + threadIdx.y) * N;
+    const int x = threadIdx.x;
+    if (x < N2) {
+        float2 v[N1];
+#pragma unroll
+        for (int n1 = 0; n1 < N1; ++n1) v[n1] = __ldg(in + base + N2 * n1 + x);
+        xcorr::dft<N1, -1>(v);
+#pragma unroll
+        for (int k1 = 0; k1 < N1; ++k1) s[k1 * LD + x] = k1 ? xcorr::cmul(v[k1], __ldg(tw + x * k1)) : v[k1];
+    }
+    __syncthreads();
+    if (x < N1) {
+        float2 u[N2];
+#pragma unroll
+        for (int n2 = 0; n2 < N2; ++n2) u[n2] = s[x * LD + n2];
+        xcorr::dft<N2, -1>(u);
+#pragma unroll
+        for (int k2 = 0; k2 < N2; ++k2) out[base + x + N1 * k2] = u[k2];
+    }
+}
+
 // (c) ours: block_fft.cuh, G transforms a block (threadIdx.y), plan.threads threads each.
 template <int G>
 __global__ void __launch_bounds__(xcorr::kBlockFftMaxThreads) ours_kernel(const float2* __restrict__ in, float2* __restrict__ out,
@@ -295,6 +327,21 @@ void add_comp_bt(std::vector<Method>& ms, const Ctx& c) {
     ms.push_back(m);
 }
 
+template <int N1, int N2, int B>
+void add_ours2(std::vector<Method>& ms, const Ctx& c) {
+    Method m;
+    m.name = "ours 2-step dft " + std::to_string(N1) + "x" + std::to_string(N2) + " B=" + std::to_string(B);
+    m.func = reinterpret_cast<const void*>(&ours2_kernel<N1, N2, B>);
+    m.threads = std::max(N1, N2) * B, m.per_block = B;
+    m.smem = size_t(B) * N1 * (N2 + 1) * sizeof(float2);
+    if (c.batch % B) return;
+    const dim3 grid(unsigned(c.batch / B)), block(unsigned(std::max(N1, N2)), B);
+    const size_t smem = m.smem;
+    float2 *in = c.in, *out = c.out, *tw = c.tw;
+    m.launch = [=](cudaStream_t s) { ours2_kernel<N1, N2, B><<<grid, block, smem, s>>>(in, out, tw); };
+    ms.push_back(m);
+}
+
 template <int G>
 void add_ours(std::vector<Method>& ms, const Ctx& c, const xcorr::BlockFftPlan& p) {
     Method m;
@@ -349,18 +396,26 @@ void methods_for(int n, const Ctx& c, std::vector<Method>& ms) {
             add_dx<BlockFFT<4096, 8, 1>>(ms, c, "dx");
             add_dx<BlockFFT<4096, 16, 1>>(ms, c, "dx");
             add_dx<BlockFFT<4096, 32, 1>>(ms, c, "dx");
+            add_ours2<64, 64, 1>(ms, c);
+            add_ours2<64, 64, 2>(ms, c);
             break;
         case 2160:  // not in the sm_90 database: Bluestein over 8192 points (EPT: 8192's)
             add_dx<BlockFFT<2160, 16, 1>>(ms, c, "dx-blue");
             add_dx<BlockFFT<2160, 32, 1>>(ms, c, "dx-blue");
             add_comp_tt<36, 60, 2>(ms, c);
             add_comp_tt<36, 60, 4>(ms, c);
+            add_ours2<36, 60, 2>(ms, c);
+            add_ours2<36, 60, 4>(ms, c);
+            add_ours2<60, 36, 2>(ms, c);
+            add_ours2<48, 45, 2>(ms, c);
             break;
         case 4320:  // Bluestein over 16384 points
             add_dx<BlockFFT<4320, 16, 1>>(ms, c, "dx-blue");
             add_dx<BlockFFT<4320, 32, 1>>(ms, c, "dx-blue");
             add_comp_bt<72, 60, 12>(ms, c);
             add_comp_bt<72, 60, 18>(ms, c);
+            add_ours2<72, 60, 1>(ms, c);
+            add_ours2<60, 72, 1>(ms, c);
             break;
         default:
             break;
