@@ -43,6 +43,10 @@ PEER_PAIR_S = {"cupy-correlate2d": 2e-5, "npp-normlevel": 1e-5}
 REDUCTION_VARIANTS = ("xcorr-reduce", "xcorr-reduce-batched", "xcorr-map", "xcorr-map+torch", "torch-reduce",
                       "torch-2dtm-circular")
 FFT_PEERS = ("torch-fft",) + REDUCTION_VARIANTS
+# The reductions' calls move about twice torch-fft's bytes per padded point: the H200's 2-D template
+# matching (4096 x 4096 image, 384 x 384 templates) takes 400-700 µs a template in every series,
+# 1,400-2,600 templates/s; 100 bytes a point of (4096 + 384)^2 gives 500 µs.
+REDUCTION_BYTES_PER_POINT = 100
 # A peer's fixed cost per case beyond the protocol. torch-fft, CuPy and NPP: ~0.5 s (plans, pilot,
 # the CPU check of a small case) and, past FULL_CHECK_FMAS_CPU, the float64 check of up to
 # CHECK_SAMPLES outputs on the GPU, each summing its overlap (xcsuite/peerbench.py, "Protocol"):
@@ -95,7 +99,8 @@ def call_seconds(case: Case, family: str | None = None) -> float:
     s = case.shape
     if case.variant.startswith("fft") or case.variant in FFT_PEERS:  # torch-fft: the same cuFFT passes
         padded = fft_points(case)
-        t = 3e-5 + s.pairs * padded * 48 / 4e12  # a few memory passes over complex data
+        per_point = REDUCTION_BYTES_PER_POINT if case.variant in REDUCTION_VARIANTS else 48
+        t = 3e-5 + s.pairs * padded * per_point / 4e12  # a few memory passes over complex data
         return t + (PLAN_S if case.variant == "fft+plan" else 0.0)
     rate = RATES.get(case.variant) or PEER_RATES.get(case.variant) or FAMILY_RATES.get(family or "", DEFAULT_RATE)
     t = case.work_fmas / rate  # the FMAs it does
@@ -109,7 +114,10 @@ def case_seconds(case: Case, repetitions: int, min_time: float, family: str | No
     plus a warm-up call, input generation and allocation."""
     t = call_seconds(case, family)
     s = case.shape
-    setup = 0.05 + 4.0 * (s.nL * s.hL * s.wL + s.nR * s.hR * s.wR + s.pairs * (s.hL + s.hR) * (s.wL + s.wR)) / 2e9
+    # the outputs allocated: every pair's map, but for the reductions' variants, which keep at most a
+    # batch of maps (2-D template matching's thousands of 4096 x 4096 maps are never all made)
+    outputs = min(s.pairs, 16) if case.variant in REDUCTION_VARIANTS else s.pairs
+    setup = 0.05 + 4.0 * (s.nL * s.hL * s.wL + s.nR * s.hR * s.wR + outputs * (s.hL + s.hR) * (s.wL + s.wR)) / 2e9
     return setup + peer_case_seconds(case) + t + repetitions * max(min_time * 1.15, t * 1.05)
 
 
