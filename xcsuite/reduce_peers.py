@@ -13,21 +13,26 @@ Variants (every one takes the case key reduce=SPEC, SPEC one of REDUCTIONS):
   xcorr-map+torch       xcorr.correlate2d / correlate1d into a reused tensor, then the PyTorch
                         reduction below (what a user does today); max-*: the rights in batches of
                         PEER_BATCH into one reused tensor, each folded into the running maps
-  torch-reduce          PyTorch as a competent user writes it: the map by torch.fft (peerbench's
-                        torch-fft: rfft2 at a fast unaliased size, product, irfft2, crop; ZNCC with
-                        its float64 summed-area tables), then the PyTorch reduction; max-*: the
-                        torch-2dtm / Leopard-EM way (the image's rfft2 once, per batch of PEER_BATCH
-                        templates rfft2 padded to the same size, product, irfft2, crop to the
-                        window, running max / argmax / sum / sum of squares by torch.maximum/where),
-                        the transform padded as the window needs so that it computes our outputs
+  torch-reduce          PyTorch as a competent user writes it: the FFT at a fast size once per
+                        input (the left cropped or zero-padded in front so that the window is the
+                        transform's leading corner), broadcast product, irfft, the window as a slice
+                        (a view, no layout copy), then the PyTorch reduction on it (TorchPeaks; 1-D
+                        n-to-m in chunks of CHUNK_LEFTS lefts; ZNCC: templates normalized to zero
+                        mean and unit norm, the image's local sums from float64 summed-area tables,
+                        one scale per shift: TorchZnccPeaks); max-*: the torch-2dtm / Leopard-EM way
+                        (the image's rfft2 once, per batch of PEER_BATCH templates rfft2 padded to
+                        the same size, product, irfft2, the window's slice, running max / argmax /
+                        sum / sum of squares by torch.max / where / sum), the transform padded as
+                        the window needs so that it computes our outputs
   torch-2dtm-circular   max-* only: torch-2dtm exactly, circular correlation at the image's own size
                         (no padding); equal to ours where no template wraps around the image's edge
                         and different near the edges (the window's shifts are read mod the size)
 
 The PyTorch reduction (peaks_torch): per map the greedy contract (CONVENTIONS.md, "Reductions"):
-torch.max over the flattened map, the Chebyshev neighbourhood of radius min_distance set to -inf,
-k times (k = 1: one torch.max); the three-point sub-pixel fits (subpixel_offsets) on the map's
-values. fold_max: the running maximum, the index of the right and the sums over a batch of maps.
+torch.max along the rows, then over the rows' maxima, each peak's neighbourhood of radius
+min_distance set to -inf and restored after the k rounds (k = 1: one pass); the three-point
+sub-pixel fits (subpixel_offsets) on the map's values. fold_max: the running maximum, the index of
+the right and the sums over a batch of maps.
 
 Checks (before timing; a failure makes the case's entries errors "validation failed: ..."): inputs
 with a planted answer (plant_*): crops of one noise base at known offsets (a pair's peak is at the
@@ -54,6 +59,7 @@ MAX_ONLY = ("xcorr-reduce-batched", "torch-2dtm-circular")
 # The reductions the experiment asks for (the case key reduce=): peaks-k<K>[-md<R>]-<fit>, max[-stats]
 REDUCTIONS = ("peaks-k1-gaussian", "peaks-k1-parabolic", "peaks-k5-md15-parabolic", "max-stats", "max")
 PEER_BATCH = 16  # templates per batch: torch-2dtm's and Leopard-EM's usual
+CHUNK_LEFTS = 16  # torch-reduce on 1-D n-to-m (ambient noise): lefts per product and inverse transform
 BATCHED_RIGHTS = 128  # xcorr-reduce-batched: rights per max_over_rights call
 SUBPIXEL_METHODS = ("none", "parabolic", "gaussian")
 
@@ -62,8 +68,8 @@ SUMMARIES = {
     "xcorr-reduce-batched": f"xcorr.max_over_rights in batches of {BATCHED_RIGHTS} rights (out=, first_index=)",
     "xcorr-map": "xcorr.correlate2d/correlate1d into a reused device tensor: the map alone",
     "xcorr-map+torch": "xcorr.correlate2d/correlate1d into a reused tensor, then the reduction in PyTorch",
-    "torch-reduce": "torch.fft correlation (peerbench's torch-fft; max: torch-2dtm's batches of 16, padded), "
-                    "then the reduction in PyTorch",
+    "torch-reduce": "torch.fft correlation as a competent user writes it (the window a slice of the inverse "
+                    "transform; max: torch-2dtm's batches of 16, padded), then the reduction in PyTorch",
     "torch-2dtm-circular": "torch-2dtm / Leopard-EM exactly: circular correlation at the image's size, batches of 16",
 }
 
@@ -133,45 +139,91 @@ def peaks_np(maps: np.ndarray, k: int, min_distance: int, subpixel: str, dy0: in
     return peers.reference_module().peaks_of_maps(maps, k, min_distance, subpixel, dy0, dx0)
 
 
+def fit3_torch(c, method: str, torch):
+    """subpixel_offsets on the three values c (..., 3) in a few torch operations: the parabolic
+    and, for gaussian, the logarithms' fit evaluated together (stacked), the gaussian one taken
+    where all three values are positive; 0 where the denominator is 0 or the fit is NaN; clamped
+    to [-0.5, 0.5]."""
+    if method == "none":
+        return torch.zeros_like(c[..., 0])
+    if method == "gaussian":
+        pos = (c > 0).all(-1)
+        c = torch.stack([c, c.clamp_min(1e-30).log()])
+    a, b, cc = c.unbind(-1)
+    den = (a + cc).sub_(b, alpha=2)
+    d = torch.where(den != 0, (a - cc) / (2 * den), 0.0)
+    if method == "gaussian":
+        d = torch.where(pos, d[1], d[0])
+    return d.nan_to_num_(0.0).clamp_(-0.5, 0.5)
+
+
+_CROSS = {}  # device -> the (2 axes, 3) row and column offsets of the three-point fits' neighbours
+
+
+def _cross(torch, dev):
+    if dev not in _CROSS:
+        step = torch.arange(-1, 2, device=dev)
+        zero = torch.zeros_like(step)
+        _CROSS[dev] = (torch.stack([step, zero]), torch.stack([zero, step]))
+    return _CROSS[dev]
+
+
 def peaks_torch(maps, k: int, min_distance: int, subpixel: str, dy0: int = 0, dx0: int = 0):
-    """peaks_np in PyTorch, as a user writes it, on maps (B, H, W) float32 on any device: k rounds
-    of torch.max over the flattened maps, each taken peak's neighbourhood (Chebyshev radius
-    min_distance) set to -inf; the fits on the map's own values. -> (value (B, k) float32, shift
-    (B, k, 2) int32, subpixel (B, k, 2) float32); absent peaks: NaN, (0, 0), NaN."""
+    """peaks_np in PyTorch, as a competent user writes it, on maps (B, H, W) float32 on any device,
+    a view as well (the window's slice of a larger transform: nothing is copied): k rounds of
+    torch.max, along the rows then over the rows' maxima (the first largest in row-major order),
+    each taken peak's neighbourhood (Chebyshev radius min_distance) set to -inf by one indexed
+    write of its (2 min_distance + 1)^2 elements per map, kept and written back after the k rounds
+    (the maps are left as they were); the fits on the map's own values, the peak's row and column
+    neighbours in one gather, both axes' fits in one evaluation. Few operations: on many small maps
+    (PIV) the host's launches, not the GPU, take the time. Maps without NaN (the contract skips
+    NaN; the timed and planted maps hold none).
+    -> (value (B, k) float32, shift (B, k, 2) int32, subpixel (B, k, 2) float32); absent peaks
+    (k beyond the map): NaN, (0, 0), NaN."""
     import torch
 
     B, H, W = maps.shape
-    flat = maps.reshape(B, H * W)
-    work = torch.nan_to_num(flat, nan=-math.inf)
-    if k > 1:
-        work = work.clone() if work.data_ptr() == flat.data_ptr() else work
-        yy = torch.arange(H, device=maps.device)[None, :, None]
-        xx = torch.arange(W, device=maps.device)[None, None, :]
-    vals, idxs = [], []
-    for i in range(k):
-        v, j = work.max(dim=1)
-        vals.append(v)
-        idxs.append(j)
-        if i + 1 < k:
-            y, x = (j // W)[:, None, None], (j % W)[:, None, None]
-            near = ((yy - y).abs() <= min_distance) & ((xx - x).abs() <= min_distance)
-            work.masked_fill_(near.reshape(B, H * W), -math.inf)
-    value, j = torch.stack(vals, 1), torch.stack(idxs, 1)
-    absent = value == -math.inf
-    y, x = j // W, j % W
-
-    def at(yq, xq):
-        return flat.gather(1, (yq.clamp(0, H - 1) * W + xq.clamp(0, W - 1)))
-    c0 = at(y, x)
-    inner_y, inner_x = (y > 0) & (y < H - 1), (x > 0) & (x < W - 1)
-    oy = torch.where(inner_y, subpixel_offsets(at(y - 1, x), c0, at(y + 1, x), subpixel, torch), torch.zeros_like(c0))
-    ox = torch.where(inner_x, subpixel_offsets(at(y, x - 1), c0, at(y, x + 1), subpixel, torch), torch.zeros_like(c0))
+    dev = maps.device
+    bb = torch.arange(B, device=dev)[:, None, None]
+    if k == 1:
+        rowmax, col = maps.max(dim=2)  # (B, H): each row's largest and its first column
+        value, y = rowmax.max(dim=1, keepdim=True)  # the first row holding the largest
+        x = col.gather(1, y)
+    else:
+        near = torch.arange(-min_distance, min_distance + 1, device=dev)
+        vals, ys, xs, kept = [], [], [], []
+        for i in range(k):
+            rowmax, col = maps.max(dim=2)
+            v, y = rowmax.max(dim=1, keepdim=True)
+            x = col.gather(1, y)
+            vals.append(v)
+            ys.append(y)
+            xs.append(x)
+            if i + 1 < k:
+                yy = (y + near).clamp_(0, H - 1)[:, :, None]
+                xx = (x + near).clamp_(0, W - 1)[:, None, :]
+                kept.append((yy, xx, maps[bb, yy, xx]))
+                maps[bb, yy, xx] = -math.inf
+        for yy, xx, old in reversed(kept):  # in reverse: overlapping neighbourhoods get their first values back
+            maps[bb, yy, xx] = old
+        value, y, x = torch.cat(vals, 1), torch.cat(ys, 1), torch.cat(xs, 1)
+    # the peak's column (axis 0) and row (axis 1) neighbours: (B, k, 2, 3); clamped at the edges,
+    # where a neighbour repeats the peak and the fit is 0
+    oy, ox = _cross(torch, dev)
+    iy = (y[..., None, None] + oy).clamp_(0, H - 1)
+    ix = (x[..., None, None] + ox).clamp_(0, W - 1)
+    c = maps[bb[..., None], iy, ix]
+    along = iy + ix  # per axis, the one index that moves: a clamped neighbour repeats the peak's
+    inner = (along[..., 0] != along[..., 1]) & (along[..., 2] != along[..., 1])
+    off = torch.where(inner, fit3_torch(c, subpixel, torch), 0.0)
     shift = torch.stack([y + dy0, x + dx0], -1).to(torch.int32)
-    sub = shift.float() + torch.stack([oy, ox], -1).float()
-    nan = torch.full_like(value, math.nan)
-    shift = torch.where(absent[..., None], torch.zeros_like(shift), shift)
-    sub = torch.where(absent[..., None], nan[..., None].expand_as(sub), sub)
-    return torch.where(absent, nan, value).float(), shift, sub
+    sub = shift + off
+    if k == 1:  # a map has at least one element: never absent
+        return value.float(), shift, sub.float()
+    absent = value == -math.inf
+    shift = shift.masked_fill(absent[..., None], 0)
+    sub = sub.masked_fill(absent[..., None], math.nan)
+    return value.masked_fill(absent, math.nan).float(), shift, sub.float()
 
 
 def fold_max(state, maps, first: int):
@@ -337,6 +389,10 @@ class XcorrMapTorch(XcorrMap):
 
 
 class TorchReduce(Variant):
+    """The fallback of torch-reduce's peaks where the routes below do not apply (a window reaching
+    beyond the full output, zero-lag, a ZNCC window other than within "valid"): peerbench's torch-fft
+    (or its normalization) whole, then peaks_torch. No case of the experiment takes it."""
+
     def __init__(self, rc, torch):
         super().__init__(rc, torch)
         self.mapper = peers.make_peer(rc.fft_case(), torch)
@@ -345,42 +401,179 @@ class TorchReduce(Variant):
         return self.torch_peaks(self.mapper(L, R))
 
 
+def front_axis(s0: int, s1: int, m: int, n: int):
+    """One axis of a window s0..s1 (left length m, right length n) computed so that the window is
+    the transform's leading s1 - s0 + 1 outputs, a slice, not a gather: the left cropped by
+    max(s0, 0) in front or zero-padded by max(-s0, 0) in front, then the circular correlation at
+    P = fast_size(max(m - s0, s1 + n)) (no shift of the window aliases at P >= max(m - s0, s1 + n),
+    torch-fft's bound) gives shift s0 + j at output j. -> (P, crop, pad), or None for a window
+    reaching beyond the full output (-(n - 1) .. m - 1)."""
+    if not -(n - 1) <= s0 <= s1 <= m - 1:
+        return None
+    return fast_size(max(m - s0, s1 + n)), max(s0, 0), max(-s0, 0)
+
+
+def fast_size(n: int) -> int:
+    """The smallest 2,3,5-smooth integer >= n, as scipy.fft.next_fast_len(n, real=True) picks it (a
+    7 in the size slows cuFFT: 147000 = 2^3 3 5^3 7^2 for ambient noise's 146400, where this gives
+    147456 = 2^14 3^2)."""
+    n = max(1, int(n))
+    while True:
+        m = n
+        for p in (2, 3, 5):
+            while m % p == 0:
+                m //= p
+        if m == 1:
+            return n
+        n += 1
+
+
+class FrontWindow:
+    """The left's crop and padding and the transform size of front_axis on both axes (1-D: the
+    last axis only)."""
+
+    def __init__(self, c, oned: bool):
+        dy0, dy1, dx0, dx1 = c.window
+        ay = (1, 0, 0) if oned else front_axis(dy0, dy1, c.hL, c.hR)
+        ax = front_axis(dx0, dx1, c.wL, c.wR)
+        self.ok = ay is not None and ax is not None
+        if self.ok:
+            self.s, self.crop, self.pad = (ay[0], ax[0]), (ay[1], ax[1]), (ax[2], 0, ay[2], 0)
+
+    def left(self, torch, L):
+        """L (..., h, w) cropped and padded in front (one copy of the left, once per call)."""
+        L = L[..., self.crop[0]:, self.crop[1]:]
+        return torch.nn.functional.pad(L, self.pad) if any(self.pad) else L
+
+
+class TorchPeaks(Variant):
+    """torch-reduce's peaks as a competent user writes them: the left's and the rights' rfft at a
+    fast size once per input (the left cropped or padded in front so that the window is the
+    transform's leading corner: FrontWindow), the broadcast product, irfft, the window taken as a
+    slice of it (a view: no layout copy), peaks_torch on that view. 1-D (signals): rfft / irfft
+    along the samples, n-to-m in chunks of CHUNK_LEFTS lefts (the product of every pair at once
+    is gigabytes)."""
+
+    def __init__(self, rc, torch, front: FrontWindow):
+        super().__init__(rc, torch)
+        self.front = front
+        self.oh, self.ow = rc.pc.out_shape[1:]
+
+    def peaks(self, maps):
+        r, c = self.red, self.c
+        return peaks_torch(maps, r["k"], r["min_distance"], r["subpixel"], c.window[0], c.window[2])
+
+    def __call__(self, L, R):
+        torch, c, fw = self.torch, self.c, self.front
+        if self.oned:
+            P = fw.s[1]
+            FL = torch.fft.rfft(fw.left(torch, L)[:, 0], n=P)
+            FR = torch.fft.rfft(R[:, 0], n=P).conj()
+            if c.form != "n-to-m":
+                maps = torch.fft.irfft(peers.fft_product(c.form, FL, FR, c.nL, c.nR, torch), n=P)[:, :self.ow]
+                return self.peaks(maps[:, None, :])
+            outs = []
+            for i0 in range(0, c.nL, CHUNK_LEFTS):
+                part = FL[i0:i0 + CHUNK_LEFTS]
+                maps = torch.fft.irfft((part[:, None] * FR[None]).reshape(-1, FR.shape[-1]), n=P)[:, :self.ow]
+                outs.append(self.peaks(maps[:, None, :]))
+            return tuple(torch.cat(x) for x in zip(*outs))
+        FL = torch.fft.rfft2(fw.left(torch, L), s=fw.s)
+        FR = torch.fft.rfft2(R, s=fw.s).conj()
+        maps = torch.fft.irfft2(peers.fft_product(c.form, FL, FR, c.nL, c.nR, torch), s=fw.s)
+        return self.peaks(maps[:, :self.oh, :self.ow])
+
+
+class TorchZnccPeaks(TorchPeaks):
+    """torch-reduce's ZNCC peaks, one left, a window inside "valid" (every shift overlaps the whole
+    right), as template matching is written (Lewis's fast normalized cross-correlation, OpenCV's
+    route): the image minus its mean; each template minus its mean and divided by its norm (a
+    constant template: zeros); the image's sum and sum of squares under each shift's template from
+    float64 summed-area tables (4 slices each); the raw correlation of the two by TorchPeaks' FFT
+    route; the coefficient raw x sqrt(n / (n ΣL'² - (ΣL')²)) (0 where that part of the image is
+    constant: its variance at most 1e-6 of the image's) and clipped to [-1, 1], in place; then
+    peaks_torch. The same coefficient as the contract's: a whole template's ΣR' is 0."""
+
+    def __call__(self, L, R):
+        torch, c, fw = self.torch, self.c, self.front
+        F = torch.nn.functional
+        dy0, dx0 = c.window[0], c.window[2]
+        oh, ow, n = self.oh, self.ow, float(c.hR * c.wR)
+        L64 = L[0].double()
+        Ls = L64 - L64.mean()
+        R64 = R.double()
+        Rs = R64 - R64.mean(dim=(1, 2), keepdim=True)
+        norm = (Rs * Rs).sum(dim=(1, 2), keepdim=True).sqrt()
+        Rhat = torch.where(norm > 0, Rs / torch.where(norm > 0, norm, 1.0), 0.0).float()
+        t = F.pad(torch.stack([Ls, Ls * Ls]).cumsum(1).cumsum(2), (1, 0, 1, 0))  # (2, h + 1, w + 1)
+        y0, y1, x0, x1 = dy0, dy0 + c.hR, dx0, dx0 + c.wR
+        box = t[:, y1:y1 + oh, x1:x1 + ow] - t[:, y0:y0 + oh, x1:x1 + ow] - t[:, y1:y1 + oh, x0:x0 + ow] \
+            + t[:, y0:y0 + oh, x0:x0 + ow]
+        fl = n * box[1] - box[0] * box[0]
+        ok = fl > peers.CONSTANT_OVERLAP * n * n * (Ls * Ls).mean()
+        scale = torch.where(ok, (n / torch.where(ok, fl, 1.0)).sqrt(), 0.0).float()  # (oh, ow)
+        FL = torch.fft.rfft2(fw.left(torch, Ls.float()), s=fw.s)
+        FR = torch.fft.rfft2(Rhat, s=fw.s).conj()
+        raw = torch.fft.irfft2(FL[None] * FR, s=fw.s)[:, :oh, :ow]
+        return self.peaks(torch.mul(raw, scale).clamp_(-1.0, 1.0))
+
+
+def torch_peaks_variant(rc, torch):
+    """torch-reduce's route for a peaks case: TorchPeaks (raw), TorchZnccPeaks (zncc, one left, a
+    window within valid), else the fallback TorchReduce."""
+    c = rc.pc
+    oned = c.hL == 1 and c.hR == 1
+    front = FrontWindow(c, oned)
+    if not front.ok:
+        return TorchReduce(rc, torch)
+    if c.normalize == "none":
+        return TorchPeaks(rc, torch, front)
+    dy0, dy1, dx0, dx1 = c.window
+    if c.normalize == "zncc" and not oned and c.nL == 1 and c.form in ("one-to-one", "one-to-many") and \
+            0 <= dy0 and dy1 <= c.hL - c.hR and 0 <= dx0 and dx1 <= c.wL - c.wR:
+        return TorchZnccPeaks(rc, torch, front)
+    return TorchReduce(rc, torch)
+
+
 class Torch2dtm(Variant):
     """torch-2dtm / Leopard-EM: the image's rfft2 once per call, per batch of PEER_BATCH templates
-    rfft2 at the same size, product with the conjugate, irfft2, the window's shifts read mod the
-    size, folded into the running maps. circular: the image's own size (torch-2dtm exactly);
-    else padded as peerbench's torch-fft, so that no shift of the window aliases."""
+    rfft2 at the same size, product with the conjugate, irfft2, the window taken as a slice (a
+    view), folded into the running maps (fold_max, the tools' own way). circular: the image's own
+    size (torch-2dtm exactly), the image rolled once per call by the window's first shift so that
+    the window starts at output 0 (the tools centre their templates instead: the same maps);
+    else padded and cropped in front as TorchPeaks (FrontWindow), so that no shift of the window
+    aliases."""
 
     circular = False
 
     def __init__(self, rc, torch):
         super().__init__(rc, torch)
-        fft_axis = peers.fft_axis
         c = self.c
         dy0, dy1, dx0, dx1 = c.window
+        self.oh, self.ow = c.out_shape[1:]
         if self.circular:
             self.s = (c.hL, c.wL)
+            if self.oh > c.hL or self.ow > c.wL:
+                raise ValueError("torch-2dtm-circular: a window larger than the image (not implemented)")
+            self.front = None
         else:
-            ay, ax = fft_axis(dy0, dy1, c.hL, c.hR), fft_axis(dx0, dx1, c.wL, c.wR)
-            if ay.clamped is None or ax.clamped is None or ay.offset or ax.offset or \
-                    len(ay.indices()) != dy1 - dy0 + 1 or len(ax.indices()) != dx1 - dx0 + 1:
+            self.front = FrontWindow(c, False)
+            if not self.front.ok:
                 raise ValueError("torch-2dtm: the window has shifts without overlap (not implemented)")
-            self.s = (ay.P, ax.P)
-        self.iy = np.arange(dy0, dy1 + 1) % self.s[0]
-        self.ix = np.arange(dx0, dx1 + 1) % self.s[1]
-        self.idx = None
+            self.s = self.front.s
+
+    def image(self, L):
+        if self.circular:
+            return self.torch.roll(L[0], shifts=(-self.c.window[0], -self.c.window[2]), dims=(0, 1))
+        return self.front.left(self.torch, L[0])
 
     def __call__(self, L, R):
         torch = self.torch
-        if self.idx is None:
-            self.idx = (torch.as_tensor(self.iy, device=L.device)[:, None],
-                        torch.as_tensor(self.ix, device=L.device)[None, :])
-        iy, ix = self.idx
-        FL = torch.fft.rfft2(L[0], s=self.s)
+        FL = torch.fft.rfft2(self.image(L), s=self.s)
         state = None
         for b0 in range(0, R.shape[0], PEER_BATCH):
             FR = torch.fft.rfft2(R[b0:b0 + PEER_BATCH], s=self.s).conj()
-            maps = torch.fft.irfft2(FL[None] * FR, s=self.s)[:, iy, ix]
+            maps = torch.fft.irfft2(FL[None] * FR, s=self.s)[:, :self.oh, :self.ow]
             state = fold_max(state, maps, b0)
         return tuple(state)
 
@@ -390,7 +583,7 @@ class Torch2dtmCircular(Torch2dtm):
 
 
 CLASSES = {"xcorr-reduce": XcorrReduce, "xcorr-reduce-batched": XcorrReduceBatched, "xcorr-map": XcorrMap,
-           "xcorr-map+torch": XcorrMapTorch, "torch-reduce": TorchReduce, "torch-2dtm-circular": Torch2dtmCircular}
+           "xcorr-map+torch": XcorrMapTorch, "torch-2dtm-circular": Torch2dtmCircular}
 
 
 def make_variant(rc, torch):
@@ -398,6 +591,8 @@ def make_variant(rc, torch):
         return Torch2dtm(rc, torch)
     if rc.red["kind"] == "peaks" and rc.variant in MAX_ONLY:
         raise ReduceUsage(f"{rc.variant} computes the maximum over the rights only (reduce=max...)")
+    if rc.variant == "torch-reduce":
+        return torch_peaks_variant(rc, torch)
     return CLASSES[rc.variant](rc, torch)
 
 
