@@ -618,9 +618,18 @@ def plot_signal_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[
 def plot_reduction_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
     """The reductions: a panel per case, a bar per series (ours: the reduction, the map
     alone, the map then PyTorch's reduction; PyTorch's whole route hatched), log time axis, each bar
-    labelled with its time and PyTorch's time over it (and templates/s where one call is every
-    template of a template search)."""
+    labelled with its time and PyTorch's time over it; 2-D template matching, a series over the
+    template count, in a figure of its own (plot_template_rates: <name>_templates)."""
+    from experiments import reductions as red
+
+    files = []
     col, ylabel = METRICS[exp.metric]
+    tm = pts[pts["shape_panel"].isin(red.TM_GROUPS)]
+    if not tm.empty:
+        files += plot_template_rates(exp, tm, title, out_dir)
+    pts = pts[~pts["shape_panel"].isin(red.TM_GROUPS)]
+    if pts.empty:
+        return files
     panels = list(dict.fromkeys(pts["shape_panel"]))
     series_order = list(dict.fromkeys(s.label for s in exp.series))
     fig, axes = grid_of(len(panels), ncols=1, w=12.0, h=0.34 * pts["series"].nunique() + 1.5)
@@ -631,8 +640,6 @@ def plot_reduction_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> li
 
         def text(r, peer_us=peer_us):
             t = fmt_us(float(r[col]))
-            if r["form"] == "one-to-many" and "max" in str(r["params"]):
-                t += f", {r['nR'] / (float(r[col]) * 1e-6):,.0f} templates/s"
             if peer_us == peer_us and r["variant"] != "torch-reduce":
                 t += f"  (PyTorch / this: x{peer_us / float(r[col]):.2g})"
             return t
@@ -646,7 +653,70 @@ def plot_reduction_bars(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> li
     # tight_under_title keeps 0.02 inch a title line, too little for this tall figure's three
     lines = fig._suptitle.get_text().count("\n") + 1
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.22 * lines / fig.get_figheight()))
-    return save(fig, out_dir, exp.name)
+    return save(fig, out_dir, exp.name) + files
+
+
+# 2-D template matching's lines: ours solid, PyTorch's dashed, as experiments/reductions.py's series
+TEMPLATE_STYLES = {"xcorr-reduce": ("#d62728", "-", "o"), "xcorr-reduce-batched": ("#ff7f0e", "-", "s"),
+                   "xcorr-map+torch": ("#9467bd", "-", "^"), "torch-reduce": ("#1f77b4", "--", "D"),
+                   "torch-2dtm-circular": ("#17becf", ":", "v")}
+TEMPLATE_LABELS = {"xcorr-reduce": "ours: max_over_rights, every template in one call",
+                   "xcorr-reduce-batched": "ours: max_over_rights, 128 templates a call (out=, first_index=)",
+                   "xcorr-map+torch": "ours: correlate2d maps of 16 templates, then the maximum in PyTorch",
+                   "torch-reduce": "PyTorch: torch-2dtm / Leopard-EM loop (16 a batch), padded to the window",
+                   "torch-2dtm-circular": "PyTorch: the same loop, circular at the image's size, as the tools run it"}
+
+
+def plot_template_rates(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> list[Path]:
+    """2-D template matching (experiments/reductions.py's TM_COUNTS): the time per template
+    against the template count, a line per series, log-log, templates/s on the right axis; the
+    floor of a template on this GPU (reductions.tm_floor at the GPU's peaks, GPU_PEAKS by the
+    results folder's name) a grey band, the target rate a dashed line. -> <name>_templates."""
+    from experiments import reductions as red
+
+    col = METRICS[exp.metric][0]
+    fig, ax = plt.subplots(figsize=(8.5, 7.0))
+    counts = sorted({int(n) for n in pts["nR"]})
+    for variant, (color, ls, marker) in TEMPLATE_STYLES.items():
+        sub = pts[pts["variant"] == variant].sort_values("nR")
+        if sub.empty:
+            continue
+        per = sub[col].astype(float) / sub["nR"].astype(float)
+        ax.plot(sub["nR"], per, color=color, ls=ls, marker=marker, ms=5, lw=1.6, label=TEMPLATE_LABELS[variant])
+    peaks = red.GPU_PEAKS.get(Path(out_dir).name)
+    if peaks:
+        f = red.tm_floor(red.tm_shape(counts[-1]), *peaks)
+        ax.axhspan(f["low_us"], f["high_us"], color="0.6", alpha=0.45, lw=0,
+                   label=f"floor: {f['low_us']:.0f}-{f['high_us']:.0f} µs a template")
+        caption = (f"Floor (grey): a template's {f['P']} x {f['Q'] // 2 + 1} complex product spectrum written and read "
+                   f"once at {peaks[0] / 1e12:.3g} TB/s plus its two transforms (5 N log2 N FLOP) at {peaks[1] / 1e12:.3g} "
+                   "TFLOP/s FP32, the GPU's peaks, not overlapped; transforms pruned to the nonzero rows (low) or not "
+                   "(high). experiments/reductions.py, tm_floor.")
+    else:
+        caption = (f"Floor not drawn: the peak bandwidth and FP32 rate of this GPU ({Path(out_dir).name}) are not in "
+                   "experiments/reductions.py's GPU_PEAKS.")
+    rate = next((t.bound for t in red.TARGETS if t.kind == "templates_per_s"), None)
+    if rate:
+        ax.axhline(1e6 / rate, color="k", ls="--", lw=1, label=f"target: {rate:,.0f} templates/s ({1e6 / rate:.0f} µs)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks(counts)
+    ax.set_xticklabels([f"{n:,}" for n in counts], fontsize=8)
+    ax.minorticks_off()
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlabel("templates per call (one 4096 x 4096 image, 384 x 384 templates, \"same\" window)", fontsize=9)
+    ax.set_ylabel("time per template (µs): the call's time / templates, log scale", fontsize=9)
+    right = ax.secondary_yaxis("right", functions=(lambda us: 1e6 / np.maximum(us, 1e-9),
+                                                   lambda r: 1e6 / np.maximum(r, 1e-9)))
+    right.set_ylabel("templates per second", fontsize=9)
+    right.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.11), ncol=1, frameon=False)
+    ax.set_title("2-D template matching: max / argmax / sum / sum of squares over the templates\n"
+                 f"{title}; mean of the repetitions, checked on planted answers before timing", fontsize=9)
+    fig.text(0.01, 0.01, "\n".join(textwrap.wrap(caption, 150)), fontsize=7, va="bottom", ha="left")
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return save(fig, out_dir, f"{exp.name}_templates")
 
 
 WINDOW_PLOTS = {"reduction_bars": plot_reduction_bars, "windows": plot_windows, "bars": plot_bars, "grouped_bars": plot_grouped_bars,
