@@ -676,7 +676,7 @@ def plot_template_rates(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> li
 
     col = METRICS[exp.metric][0]
     fig, ax = plt.subplots(figsize=(8.5, 7.0))
-    counts = sorted({int(n) for n in pts["nR"]})
+    counts = sorted({int(n) for n in pts["nR"]} | set(red.TM_COUNTS))  # the axis of every count, measured or not
     for variant, (color, ls, marker) in TEMPLATE_STYLES.items():
         sub = pts[pts["variant"] == variant].sort_values("nR")
         if sub.empty:
@@ -700,6 +700,7 @@ def plot_template_rates(exp, pts: pd.DataFrame, title: str, out_dir: Path) -> li
         ax.axhline(1e6 / rate, color="k", ls="--", lw=1, label=f"target: {rate:,.0f} templates/s ({1e6 / rate:.0f} µs)")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.set_xlim(counts[0] / 1.4, counts[-1] * 1.4)
     ax.set_xticks(counts)
     ax.set_xticklabels([f"{n:,}" for n in counts], fontsize=8)
     ax.minorticks_off()
