@@ -102,3 +102,35 @@ def test_a_fixed_left_is_transformed_once_and_gives_the_same_answers(gpu):
     for rights in (a, b):  # the second call reuses the first call's spectrum of the image
         x, y = each(image, rights), fixed(image, rights)
         assert np.array_equal(x.value, y.value) and np.array_equal(x.index, y.index)
+
+
+@pytest.mark.parametrize("image_shape,template_shape", [((4096, 61), (384, 17)), ((59, 4096), (13, 384)),
+                                                        ((4096, 4096), (384, 384))],
+                         ids=["columns-4320", "rows-4320", "2dtm-4096"])
+def test_the_two_step_lengths_equal_the_float64_reference_and_find_the_template(gpu, image_shape, template_shape):
+    """At 4320 points (a 4096 image and a 384 template in "same": 2-D template matching's size)
+    fft-large runs its two-step register transforms (TwoStepFft, 60 x 72 along columns and 36 x 60
+    for the half-length rows) instead of the Stockham stages: along the columns alone, the rows
+    alone and both. The maps against float64 (the image offset by 25, the output poisoned); the
+    maximum over templates finds the planted one at its place and equals the maps' own fold."""
+    rng = np.random.default_rng(17)
+    n = 3 if image_shape == (4096, 4096) else 5
+    templates = zero_mean_unit_norm(rng, n, *template_shape)
+    y0, x0 = image_shape[0] // 3, image_shape[1] // 5
+    image = planted_image(rng, image_shape, templates, which=n - 2, top_left=(y0, x0), gain=12.0)
+    plan = xcorr.Plan(image.shape, templates.shape, mode="same", algorithm="fft-large")
+    offset = image + np.float32(25.0)
+    maps = plan(offset, templates, out=np.full((n, *image_shape), np.nan, np.float32))
+    for k in (0, n - 2):
+        want = reference_same(offset, templates[k])
+        err = np.linalg.norm(maps[k] - want) / np.linalg.norm(want)
+        assert err < 1e-5, (k, err)
+    maps = plan(image, templates, out=np.full((n, *image_shape), np.nan, np.float32))
+    best = xcorr.max_over_rights(image, templates, mode="same", stats=True, algorithm="fft-large")
+    peak = np.unravel_index(np.nanargmax(best.value), best.value.shape)
+    assert peak == (y0 + (template_shape[0] - 1) // 2, x0 + (template_shape[1] - 1) // 2)
+    assert best.index[peak] == n - 2
+    scale = np.abs(maps).max()
+    assert np.allclose(best.value, maps.max(axis=0), rtol=0, atol=1e-6 * scale)
+    assert np.allclose(best.sum, maps.astype(np.float64).sum(axis=0), rtol=0, atol=1e-5 * scale)
+    assert np.allclose(best.sumsq, (maps.astype(np.float64) ** 2).sum(axis=0), rtol=1e-5, atol=1e-5 * scale ** 2)
