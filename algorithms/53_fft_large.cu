@@ -64,6 +64,9 @@
 namespace xcorr {
 namespace {
 
+constexpr int kFoldThreads = 512;        // pass 3
+constexpr int kFoldPerThread = 8;        // output columns per thread in pass 3
+constexpr int kFoldSumBytes = 2 * kFoldPerThread * kFoldThreads * int(sizeof(double));  // pass 3's sums
 constexpr int kMaxBatch = 32;
 constexpr int64_t kBatchBytes = int64_t(1) << 30;
 
@@ -96,59 +99,6 @@ __device__ __forceinline__ void staged_copy(const float2* __restrict__ src, int 
     }
 }
 
-// Each kernel is instantiated for the transform it runs (S): void, the plan's run-time schedule
-// (block_fft.cuh's Stockham stages, any length with a schedule), or a TwoStepFft, the register
-// transform of the lengths fft-large runs most (TwoStepRows, TwoStepColumns below), ~3.5x faster.
-// transform<S> runs it; the stage table is needed by the run-time one alone.
-template <class S, int Sign>
-__device__ __forceinline__ void transform(float2* buf, float2* scratch, const BlockFftPlan& p, const BlockFftStage* stages,
-                                          int j) {
-    if constexpr (std::is_void_v<S>) block_fft<Sign>(buf, p, stages, j);
-    else S::template run<Sign>(buf, scratch, p.tw, j);
-}
-// The shared memory a transform needs beside its buffer (TwoStepFft's scratch), in float2.
-template <class S>
-constexpr int scratch_of() {
-    if constexpr (std::is_void_v<S>) return 0;
-    else return S::kScratch;
-}
-// Where element i of a transform's buffer sits: block_fft's padded layout, or the two-step's plain one.
-template <class S>
-__device__ __forceinline__ int pos(int i) {
-    if constexpr (std::is_void_v<S>) return bf_pad(i);
-    else return i;
-}
-template <class S>
-__device__ __forceinline__ void load_stages(const BlockFftPlan& p, BlockFftStage* stages) {
-    if constexpr (std::is_void_v<S>) block_fft_stages(p, stages);
-}
-// A kernel's threads: the run-time schedule's up to 512 (a thread a butterfly, ~100 registers);
-// a two-step transform's max(N1, N2) rounded to warps (each holding a whole DFT: up to ~180).
-template <class S>
-struct Threads {
-    static constexpr int value = kBlockFftMaxThreads;
-};
-template <int N1, int N2>
-struct Threads<TwoStepFft<N1, N2>> {
-    static constexpr int value = TwoStepFft<N1, N2>::threads;
-};
-// Pass 3's block: kThreads threads, kPerThread output columns each (kThreads * kPerThread >= 4096,
-// a 4096-wide image's row in one block), kG rights' transforms side by side (at most kG). The
-// run-time schedule: 512 threads (at ~128 registers the whole register file), two rights; the
-// two-step one: 256 threads (each up to 255 registers), four rights of 64 threads.
-template <class S>
-struct Fold {
-    static constexpr int kThreads = 512, kPerThread = 8;  // G: 2 where two transforms fit, else 1
-};
-template <int N1, int N2>
-struct Fold<TwoStepFft<N1, N2>> {
-    static constexpr int kThreads = 256, kPerThread = 16, kG = 256 / TwoStepFft<N1, N2>::threads;
-};
-template <class S>
-constexpr int fold_sum_bytes() {  // pass 3's running sums in shared memory
-    return 2 * Fold<S>::kPerThread * Fold<S>::kThreads * int(sizeof(double));
-}
-
 // Pass 1. Matrix m of the stack at `src` (h x w floats each, `stride` elements apart), rows
 // [row0, row0 + rows) x columns [col0, col0 + cols) as a real row of Q zero-padded samples:
 // its Q/2 + 1 coefficients to dst[m][k][r] (k <= Q/2, r < rows).
@@ -160,27 +110,26 @@ struct RowForwardArgs {
     BlockFftPlan half;  // H = Q/2 points
 };
 
-template <class S>
-__global__ void __launch_bounds__(Threads<S>::value) row_forward_kernel(RowForwardArgs a) {
+__global__ void __launch_bounds__(kBlockFftMaxThreads) row_forward_kernel(RowForwardArgs a) {
     extern __shared__ float2 buf[];
     __shared__ BlockFftStage stages[kBlockFftMaxStages];
-    load_stages<S>(a.half, stages);
+    block_fft_stages(a.half, stages);
     const int H = a.half.n;
     const int r = blockIdx.x, m = blockIdx.y;
     const float* row = a.src + int64_t(m) * a.stride + int64_t(a.row0 + r) * a.w + a.col0;
     for (int t = threadIdx.x; t < H; t += blockDim.x) {
         const int c = 2 * t;
-        buf[pos<S>(t)] = make_float2(c < a.cols ? __ldg(row + c) : 0.f, c + 1 < a.cols ? __ldg(row + c + 1) : 0.f);
+        buf[bf_pad(t)] = make_float2(c < a.cols ? __ldg(row + c) : 0.f, c + 1 < a.cols ? __ldg(row + c + 1) : 0.f);
     }
     __syncthreads();
-    transform<S, -1>(buf, buf + block_fft_slot(H), a.half, stages, threadIdx.x);
+    block_fft<-1>(buf, a.half, stages, threadIdx.x);
     const float2* z = buf;
     // X[k] = E[k] + W_Q^k O[k]: E, O the spectra of the even and the odd samples, untangled from
     // Z = E + i O by the Hermitian symmetry of each.
     const int Q = 2 * H;
     float2* out = a.dst + int64_t(m) * (H + 1) * a.rows + r;
     for (int k = threadIdx.x; k <= H; k += blockDim.x) {
-        const float2 zk = z[pos<S>(k % H)], zc = z[pos<S>((H - k) % H)];
+        const float2 zk = z[bf_pad(k % H)], zc = z[bf_pad((H - k) % H)];
         const float2 e = make_float2(0.5f * (zk.x + zc.x), 0.5f * (zk.y - zc.y));
         const float2 o = make_float2(0.5f * (zk.y + zc.y), -0.5f * (zk.x - zc.x));
         out[int64_t(k) * a.rows] = cadd(e, cmul(unit<-1>(k, Q), o));
@@ -202,37 +151,36 @@ struct ColumnArgs {
     int first_pos, out_rows;
 };
 
-template <class S>
-__global__ void __launch_bounds__(Threads<S>::value) column_kernel(ColumnArgs a) {
+__global__ void __launch_bounds__(kBlockFftMaxThreads) column_kernel(ColumnArgs a) {
     extern __shared__ float2 buf[];
     __shared__ BlockFftStage stages[kBlockFftMaxStages];
-    load_stages<S>(a.col, stages);
+    block_fft_stages(a.col, stages);
     const int P = a.col.n, K = gridDim.x;
     const int k = blockIdx.x;
     // Rights: the left's column, kept in shared memory for every right of the batch.
     float2* lcol = buf + block_fft_slot(P);
     if (!a.left_out) staged_copy(a.spec + int64_t(k) * P, P, P, [&](int p, float2 v) { lcol[p] = v; });
     for (int m = 0; m < a.matrices; ++m) {
-        staged_copy(a.src + (int64_t(m) * K + k) * a.rows_in, P, a.rows_in, [&](int p, float2 v) { buf[pos<S>(p)] = v; });
+        staged_copy(a.src + (int64_t(m) * K + k) * a.rows_in, P, a.rows_in, [&](int p, float2 v) { buf[bf_pad(p)] = v; });
         __syncthreads();
-        transform<S, -1>(buf, lcol + P, a.col, stages, threadIdx.x);
+        block_fft<-1>(buf, a.col, stages, threadIdx.x);
         if (a.left_out) {
             float2* out = a.left_out + int64_t(k) * P;
             for (int p = threadIdx.x; p < P; p += blockDim.x) {
-                const float2 v = buf[pos<S>(p)];
+                const float2 v = buf[bf_pad(p)];
                 out[p] = make_float2(v.x * a.scale, v.y * a.scale);
             }
             __syncthreads();
             continue;
         }
-        for (int p = threadIdx.x; p < P; p += blockDim.x) buf[pos<S>(p)] = mul_conj(lcol[p], buf[pos<S>(p)], 1.f);
+        for (int p = threadIdx.x; p < P; p += blockDim.x) buf[bf_pad(p)] = mul_conj(lcol[p], buf[bf_pad(p)], 1.f);
         __syncthreads();
-        transform<S, 1>(buf, lcol + P, a.col, stages, threadIdx.x);
+        block_fft<1>(buf, a.col, stages, threadIdx.x);
         float2* out = a.dst + (int64_t(m) * K + k) * a.out_rows;
         for (int t = threadIdx.x; t < a.out_rows; t += blockDim.x) {
-            int at = a.first_pos + t;
-            at -= at >= P ? P : 0;
-            out[t] = buf[pos<S>(at)];
+            int pos = a.first_pos + t;
+            pos -= pos >= P ? P : 0;
+            out[t] = buf[bf_pad(pos)];
         }
         __syncthreads();  // buf is refilled for the next right
     }
@@ -259,9 +207,8 @@ struct RowInverseArgs {
     bool fresh;     // no running maps yet: start from (NaN, -1, 0, 0)
 };
 
-template <bool kMax, int G, class S>
-__global__ void __launch_bounds__(Fold<S>::kThreads) row_inverse_kernel(RowInverseArgs a) {
-    constexpr int kFoldThreads = Fold<S>::kThreads, kFoldPerThread = Fold<S>::kPerThread;
+template <bool kMax, int G>
+__global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArgs a) {
     // G rights at a time (G transforms side by side, threads [g T, (g + 1) T) doing transform g's
     // butterflies, T = half.threads): a right's row is a short chain of dependent steps (load,
     // fold, three stages, fold into the maximum), and one block holds a multiprocessor's registers,
@@ -273,11 +220,9 @@ __global__ void __launch_bounds__(Fold<S>::kThreads) row_inverse_kernel(RowInver
     // (element e * kFoldThreads + thread: a warp's doubles are consecutive). The maximum and its
     // index stay in registers: 128 registers a thread hold those and a radix-18 butterfly, not the
     // sums too.
-    // Transform g's scratch (a two-step transform's) aliases the coefficients: they are read
-    // (into buf) before it is written, a barrier between.
     float2* raw = buf + G * slot;
-    double* sums = reinterpret_cast<double*>(raw + G * max(K, scratch_of<S>()));
-    load_stages<S>(a.half, stages);
+    double* sums = reinterpret_cast<double*>(raw + G * K);
+    block_fft_stages(a.half, stages);
     const int i = blockIdx.x;
     const int j0 = blockIdx.y * kFoldThreads * kFoldPerThread;
     const bool row_on = i >= a.row_lo && i <= a.row_hi;
@@ -301,7 +246,6 @@ __global__ void __launch_bounds__(Fold<S>::kThreads) row_inverse_kernel(RowInver
             }
         }
     }
-#pragma unroll 1
     for (int b = 0; b < a.batch; b += G) {
         const int gn = min(G, a.batch - b);  // rights in this step
         if (row_on) {
@@ -325,15 +269,15 @@ __global__ void __launch_bounds__(Fold<S>::kThreads) row_inverse_kernel(RowInver
             // untangling, so that the H-point inverse DFT holds the even columns in its real parts
             // and the odd ones in its imaginary parts.
             for (int gk = threadIdx.x; gk < gn * H; gk += blockDim.x) {
-                const int g = G > 1 ? gk / H : 0, k = gk - g * H;
+                const int g = G > 1 && gk >= H ? 1 : 0, k = gk - g * H;
                 const float2 xk = raw[g * K + k];
                 const float2 xc = raw[g * K + H - k];
                 const float2 e = make_float2(xk.x + xc.x, xk.y - xc.y);
                 const float2 o = cmul(make_float2(xk.x - xc.x, xk.y + xc.y), unit<1>(k, Q));
-                buf[g * slot + pos<S>(k)] = make_float2(e.x - o.y, e.y + o.x);
+                buf[g * slot + bf_pad(k)] = make_float2(e.x - o.y, e.y + o.x);
             }
             __syncthreads();
-            transform<S, 1>(my_buf, raw + (g_me < G ? g_me : 0) * scratch_of<S>(), a.half, stages, my_j);
+            block_fft<1>(my_buf, a.half, stages, my_j);
         }
 #pragma unroll
         for (int e = 0; e < kFoldPerThread; ++e) {
@@ -349,7 +293,7 @@ __global__ void __launch_bounds__(Fold<S>::kThreads) row_inverse_kernel(RowInver
                 if (g >= gn) break;
                 float v = 0.f;
                 if (q >= 0) {
-                    const float2 c = buf[g * slot + pos<S>(q >> 1)];
+                    const float2 c = buf[g * slot + bf_pad(q >> 1)];
                     v = q & 1 ? c.y : c.x;
                 }
                 if constexpr (kMax) {
@@ -374,24 +318,6 @@ __global__ void __launch_bounds__(Fold<S>::kThreads) row_inverse_kernel(RowInver
             if (a.sum) a.sum[o] = s1[u], a.sumsq[o] = s2[u];
         }
     }
-}
-
-// The lengths with a two-step register transform of their own (TwoStepFft): 2-D template
-// matching of a 4096 x 4096 image in the window "same" with templates up to ~450 a side (P = Q =
-// 4320, the rows' half H = 2160). Every other length runs the Stockham stages (block_fft).
-using TwoStepRows = TwoStepFft<36, 60>;     // H = 2160
-using TwoStepColumns = TwoStepFft<60, 72>;  // P = 4320
-
-// f(std::type_identity<S>): S = TS where the axis runs its two-step transform, void otherwise.
-template <class TS, class F>
-void with_transform(bool two_step, F&& f) {
-    if (two_step) f(std::type_identity<TS>{});
-    else f(std::type_identity<void>{});
-}
-
-template <class K>
-void max_dynamic_smem(K* kernel, int bytes) {
-    XC_CUDA_CHECK(cudaFuncSetAttribute((const void*)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
 // The transform length for `need` points: the smallest 7-smooth n >= need (even when asked) that
@@ -428,9 +354,8 @@ public:
                              "(2 x 5832 along rows): use fft");
         H_ = Q_ / 2;
         K_ = H_ + 1;
-        rows_two_ = H_ == TwoStepRows::n, cols_two_ = P_ == TwoStepColumns::n;
-        col_plan_ = cols_two_ ? two_step_plan(P_, TwoStepColumns::threads, col_tw_) : make_plan(P_, col_tw_);
-        half_plan_ = rows_two_ ? two_step_plan(H_, TwoStepRows::threads, half_tw_) : make_plan(H_, half_tw_);
+        col_plan_ = make_plan(P_, col_tw_);
+        half_plan_ = make_plan(H_, half_tw_);
         // Output rows with overlap: shifts lo .. hi, rows lo - dy0 .. hi - dy0 of the window.
         row_lo_ = fy_.lo - w_.dy0, row_hi_ = fy_.hi - w_.dy0;
         col_lo_ = fx_.lo - w_.dx0, col_hi_ = fx_.hi - w_.dx0;
@@ -455,25 +380,20 @@ public:
         spec_ = DeviceBuffer<float2>(size_t(K_) * P_);
         rows_ = DeviceBuffer<float2>(size_t(K_) * std::max<int64_t>(fy_.ln, int64_t(fy_.rn) * batch_));
         cols_ = DeviceBuffer<float2>(size_t(int64_t(K_) * out_rows_ * batch_));
-        // Pass 3 with the run-time schedule: two rights a block where two transforms' threads fit.
-        pair_rights_ = 2 * half_plan_.threads <= Fold<void>::kThreads;
-        with_transform<TwoStepRows>(rows_two_, [&](auto t) {
-            using S = typename decltype(t)::type;
-            max_dynamic_smem(row_forward_kernel<S>, row_smem());
-            if constexpr (std::is_void_v<S>) {
-                max_dynamic_smem(row_inverse_kernel<false, 1, S>, inverse_smem<S>(false, 1));
-                max_dynamic_smem(row_inverse_kernel<true, 1, S>, inverse_smem<S>(true, 1));
-                max_dynamic_smem(row_inverse_kernel<false, 2, S>, inverse_smem<S>(false, 2));
-                max_dynamic_smem(row_inverse_kernel<true, 2, S>, inverse_smem<S>(true, 2));
-            } else {
-                constexpr int G = Fold<S>::kG;
-                max_dynamic_smem(row_inverse_kernel<false, G, S>, inverse_smem<S>(false, G));
-                max_dynamic_smem(row_inverse_kernel<true, G, S>, inverse_smem<S>(true, G));
-            }
-        });
-        with_transform<TwoStepColumns>(cols_two_, [&](auto t) {
-            max_dynamic_smem(column_kernel<typename decltype(t)::type>, column_smem());
-        });
+        // Dynamic shared memory: two buffers of the longer transform (pass 2: P; passes 1, 3: H).
+        if (half_plan_.threads > kFoldThreads)
+            throw UsageError("fft-large: no row schedule of " + std::to_string(H_) + " points within " +
+                             std::to_string(kFoldThreads) + " threads");
+        pair_rights_ = 2 * half_plan_.threads <= kFoldThreads;  // two transforms fit the block's threads
+        const std::pair<const void*, int> smem[] = {
+            {(const void*)row_forward_kernel, row_smem()},
+            {(const void*)column_kernel, column_smem()},
+            {(const void*)row_inverse_kernel<false, 1>, inverse_smem(false, 1)},
+            {(const void*)row_inverse_kernel<true, 1>, inverse_smem(true, 1)},
+            {(const void*)row_inverse_kernel<false, 2>, inverse_smem(false, 2)},
+            {(const void*)row_inverse_kernel<true, 2>, inverse_smem(true, 2)}};
+        for (const auto& [f, bytes] : smem)
+            XC_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
     }
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
@@ -509,16 +429,6 @@ public:
 private:
     static int wrap(int v, int n) { return ((v % n) + n) % n; }
 
-    // A two-step transform's plan: its length, threads and twiddle table (no stages).
-    static BlockFftPlan two_step_plan(int n, int threads, DeviceBuffer<float2>& tw) {
-        const std::vector<float2> h = two_step_twiddles(n);
-        tw = DeviceBuffer<float2>(h.size());
-        XC_CUDA_CHECK(cudaMemcpy(tw.get(), h.data(), h.size() * sizeof(float2), cudaMemcpyHostToDevice));
-        BlockFftPlan p;
-        p.n = n, p.threads = threads, p.tw = tw.get();
-        return p;
-    }
-
     BlockFftPlan make_plan(int n, DeviceBuffer<float2>& tw) {
         BlockFftHost h = block_fft_host(n);
         tw = DeviceBuffer<float2>(h.twiddles.size());
@@ -529,25 +439,16 @@ private:
 
     // Dynamic shared memory: pass 1 the row's transform; pass 2 the column's and the left's column;
     // pass 3 the row's transform, its coefficients and (maximum) the running sums.
-    int row_smem() const {
-        return (block_fft_slot(H_) + (rows_two_ ? TwoStepRows::kScratch : 0)) * int(sizeof(float2));
-    }
-    int column_smem() const {
-        return (block_fft_slot(P_) + P_ + (cols_two_ ? TwoStepColumns::kScratch : 0)) * int(sizeof(float2));
-    }
-    template <class S>
+    int row_smem() const { return block_fft_slot(H_) * int(sizeof(float2)); }
+    int column_smem() const { return (block_fft_slot(P_) + P_) * int(sizeof(float2)); }
     int inverse_smem(bool max, int g) const {
-        return g * (block_fft_slot(H_) + std::max(K_, scratch_of<S>())) * int(sizeof(float2)) +
-               (max ? fold_sum_bytes<S>() : 0);
+        return g * (block_fft_slot(half_plan_.n) + half_plan_.n + 1) * int(sizeof(float2)) + (max ? kFoldSumBytes : 0);
     }
 
     void row_forward(const float* src, int64_t stride, int w, int row0, int col0, int rows, int cols, int matrices,
                      cudaStream_t stream) {
         RowForwardArgs a{src, stride, w, row0, col0, rows, cols, rows_.get(), half_plan_};
-        with_transform<TwoStepRows>(rows_two_, [&](auto t) {
-            row_forward_kernel<typename decltype(t)::type>
-                <<<dim3(unsigned(rows), unsigned(matrices)), half_plan_.threads, row_smem(), stream>>>(a);
-        });
+        row_forward_kernel<<<dim3(unsigned(rows), unsigned(matrices)), half_plan_.threads, row_smem(), stream>>>(a);
         XC_CHECK_LAUNCH();
     }
 
@@ -558,7 +459,8 @@ private:
         a.src = rows_.get(), a.rows_in = fy_.ln, a.matrices = 1, a.col = col_plan_;
         a.scale = float(1.0 / (double(P_) * double(Q_)));
         a.left_out = spec_.get();
-        launch_columns(a, stream);
+        column_kernel<<<unsigned(K_), col_plan_.threads, column_smem(), stream>>>(a);
+        XC_CHECK_LAUNCH();
         spec_left_ = left;
     }
 
@@ -568,13 +470,7 @@ private:
         ColumnArgs a{};
         a.src = rows_.get(), a.rows_in = fy_.rn, a.matrices = nb, a.col = col_plan_;
         a.spec = spec_.get(), a.dst = cols_.get(), a.first_pos = first_pos_, a.out_rows = out_rows_;
-        launch_columns(a, stream);
-    }
-
-    void launch_columns(const ColumnArgs& a, cudaStream_t stream) {
-        with_transform<TwoStepColumns>(cols_two_, [&](auto t) {
-            column_kernel<typename decltype(t)::type><<<unsigned(K_), col_plan_.threads, column_smem(), stream>>>(a);
-        });
+        column_kernel<<<unsigned(K_), col_plan_.threads, column_smem(), stream>>>(a);
         XC_CHECK_LAUNCH();
     }
 
@@ -589,19 +485,10 @@ private:
 
     template <bool kMax>
     void launch_inverse(const RowInverseArgs& a, cudaStream_t stream) {
-        with_transform<TwoStepRows>(rows_two_, [&](auto t) {
-            using S = typename decltype(t)::type;
-            constexpr int T = Fold<S>::kThreads;
-            const dim3 grid(unsigned(a.out_h), unsigned(ceil_div(a.out_w, T * Fold<S>::kPerThread)));
-            if constexpr (!std::is_void_v<S>) {
-                constexpr int G = Fold<S>::kG;
-                row_inverse_kernel<kMax, G, S><<<grid, T, inverse_smem<S>(kMax, G), stream>>>(a);
-            } else if (pair_rights_) {
-                row_inverse_kernel<kMax, 2, S><<<grid, T, inverse_smem<S>(kMax, 2), stream>>>(a);
-            } else {
-                row_inverse_kernel<kMax, 1, S><<<grid, T, inverse_smem<S>(kMax, 1), stream>>>(a);
-            }
-        });
+        const int chunk = kFoldThreads * kFoldPerThread;
+        const dim3 grid(unsigned(a.out_h), unsigned(ceil_div(a.out_w, chunk)));
+        if (pair_rights_) row_inverse_kernel<kMax, 2><<<grid, kFoldThreads, inverse_smem(kMax, 2), stream>>>(a);
+        else row_inverse_kernel<kMax, 1><<<grid, kFoldThreads, inverse_smem(kMax, 1), stream>>>(a);
         XC_CHECK_LAUNCH();
     }
 
@@ -613,8 +500,7 @@ private:
     int P_ = 0, Q_ = 0, H_ = 0, K_ = 0;
     int row_lo_ = 0, row_hi_ = -1, col_lo_ = 0, col_hi_ = -1, out_rows_ = 0, first_pos_ = 0, col_pos_ = 0;
     int batch_ = 1;
-    bool pair_rights_ = false;  // pass 3 (run-time schedule) takes two rights at a time
-    bool rows_two_ = false, cols_two_ = false;  // the rows' (H) and the columns' (P) transform is two-step
+    bool pair_rights_ = false;  // pass 3 takes two rights at a time
     BlockFftPlan col_plan_, half_plan_;
     DeviceBuffer<float2> col_tw_, half_tw_, spec_, rows_, cols_;
     const float* spec_left_ = nullptr;

@@ -3,8 +3,7 @@
 // threads, the shared buffer starts poisoned (NaN) in its pad words too, and every shared access
 // is checked against the buffer. Each length n given on the command line (or the default list:
 // fft-large's 2-D template matching lengths 4320 and 2160 (radices 18, 16, 15, 12), lengths with
-// 5 and 7 (60, 210, 343), and the trivial 1 and 2; and the two-step transforms TwoStepFft<36, 60> and
-// <60, 72>), forward and inverse, against a DFT in double precision.
+// 5 and 7 (60, 210, 343), and the trivial 1 and 2), forward and inverse, against a DFT in double precision.
 // Exit 0 and a line per case; 1 and the failures otherwise. `--schedules` instead prints the
 // schedule (radices, threads) of every 7-smooth length up to kBlockFftMaxN, or "none", so that
 // tests/test_block_fft.py checks which lengths fft-large serves. Run by tests/test_block_fft.py.
@@ -110,39 +109,6 @@ bool check(int n, std::mt19937& rng) {
     return ok;
 }
 
-// TwoStepFft<N1, N2> (fft-large's transforms at its most used lengths) the same way: the
-// buffer poisoned, its pad words checked, a block of more threads than the transform takes.
-template <int N1, int N2, int Sign>
-bool check_two_step(std::mt19937& rng) {
-    using F = xcorr::TwoStepFft<N1, N2>;
-    constexpr int n = F::n;
-    const std::vector<float2> tw = xcorr::two_step_twiddles(n);
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    std::vector<float2> x(static_cast<size_t>(n));
-    for (auto& v : x) v = make_float2(u(rng), u(rng));
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    const int slot = xcorr::block_fft_slot(n);
-    std::vector<float2> buf(size_t(slot), make_float2(nan, nan));
-    for (int i = 0; i < n; ++i) buf[size_t(i)] = x[size_t(i)];  // unpadded (TwoStepFft)
-    std::vector<float2> scratch(size_t(F::kScratch), make_float2(nan, nan));
-    on_block(F::threads + 32, [&](int t) { F::template run<Sign>(buf.data(), scratch.data(), tw.data(), t); });
-    double err = 0, scale = 0;
-    for (int k = 0; k < n; ++k) {
-        cd want = 0;
-        for (int m = 0; m < n; ++m)
-            want += cd(x[size_t(m)].x, x[size_t(m)].y) *
-                    std::polar(1.0, Sign * 2.0 * M_PI * double((int64_t(m) * k) % n) / n);
-        const float2 g = buf[size_t(k)];
-        err = std::max(err, std::isfinite(g.x) && std::isfinite(g.y) ? std::abs(cd(g.x, g.y) - want) : INFINITY);
-        scale = std::max(scale, std::abs(want));
-    }
-    const double rel = err / std::max(scale, 1e-30);
-    const bool ok = rel < 2e-6;
-    std::printf("%s  n = %5d  %s  two-step %dx%d  threads %d  max rel err %.2e\n", ok ? "PASS" : "FAIL", n,
-                Sign < 0 ? "forward" : "inverse", N1, N2, F::threads, rel);
-    return ok;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -173,11 +139,6 @@ int main(int argc, char** argv) {
             std::printf("FAIL  n = %5d  %s\n", n, e.what());
             failed += 2;
         }
-    }
-    if (argc == 1) {  // the default list: also the two-step lengths fft-large instantiates
-        for (bool ok : {check_two_step<36, 60, -1>(rng), check_two_step<36, 60, 1>(rng), check_two_step<60, 72, -1>(rng),
-                        check_two_step<60, 72, 1>(rng)})
-            (ok ? passed : failed)++;
     }
     std::printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

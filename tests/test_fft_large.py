@@ -107,10 +107,9 @@ def test_a_fixed_left_is_transformed_once_and_gives_the_same_answers(gpu):
 @pytest.mark.parametrize("image_shape,template_shape", [((4096, 61), (384, 17)), ((59, 4096), (13, 384)),
                                                         ((4096, 4096), (384, 384))],
                          ids=["columns-4320", "rows-4320", "2dtm-4096"])
-def test_the_two_step_lengths_equal_the_float64_reference_and_find_the_template(gpu, image_shape, template_shape):
-    """At 4320 points (a 4096 image and a 384 template in "same": 2-D template matching's size)
-    fft-large runs its two-step register transforms (TwoStepFft, 60 x 72 along columns and 36 x 60
-    for the half-length rows) instead of the Stockham stages: along the columns alone, the rows
+def test_the_2dtm_lengths_equal_the_float64_reference_and_find_the_template(gpu, image_shape, template_shape):
+    """At 4320 points (a 4096 image and a 384 template in "same": 2-D template matching's size,
+    the block FFT's 18 x 16 x 15 and the rows' half 15 x 12 x 12) along the columns alone, the rows
     alone and both. The maps against float64 (the image offset by 25, the output poisoned); the
     maximum over templates finds the planted one at its place and equals the maps' own fold."""
     rng = np.random.default_rng(17)

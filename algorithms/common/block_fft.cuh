@@ -147,78 +147,6 @@ __device__ __forceinline__ void block_fft_stages(const BlockFftPlan& p, BlockFft
         if (s == int(threadIdx.x)) dst[s] = p.st[s];
 }
 
-// tw[j * K], computed and loaded where it is used: the volatile asm keeps the compiler from
-// hoisting the address or the load out of the caller's loop over rights or matrices (the table
-// and j do not change in it), which would hold the N1 - 1 twiddles in registers through the
-// loop: a kernel looping over TwoStepFft<36, 60> took 230 registers with __ldg, 160 with this.
-template <int K>
-__device__ __forceinline__ float2 twiddle_at(const float2* tw, int j) {
-#ifdef __CUDA_ARCH__
-    float2 w;
-    asm volatile(
-        "{\n\t.reg .s32 m;\n\t.reg .u64 a;\n\t"
-        "mul.lo.s32 m, %2, %3;\n\tmul.wide.s32 a, m, 8;\n\tadd.u64 a, a, %4;\n\t"
-        "ld.global.nc.v2.f32 {%0, %1}, [a];\n\t}"
-        : "=f"(w.x), "=f"(w.y)
-        : "r"(j), "n"(K), "l"(tw));
-    return w;
-#else
-    return tw[j * K];
-#endif
-}
-
-// One complex DFT of n = N1 x N2 points by two steps of whole DFTs in registers (the four-step
-// algorithm inside one block): step 1, thread j < N2 holds x[N2 n1 + j] for every n1, takes
-// their DFT of N1 (team_dft.cuh's dft<N1>: compile-time twiddles, a composite N1 by one split)
-// and multiplies output k1 by W_n^{j k1}; step 2, thread j < N1 holds those N2 values of row
-// k1 = j and takes their DFT of N2, which is X[j + N1 k2]. Between them the values cross once
-// through shared memory, `scratch` (rows of N2 + 1: the pad spreads step 2's lanes over the
-// banks). Two steps and two barriers where block_fft takes a read, a barrier and a write per
-// stage: on the H200 a 2160-point transform takes 11 ns in a batch (36 x 60), block_fft's 41 ns;
-// 4320 (60 x 72) 32 ns against 88 (notes/53_fft_large.md). The cost is registers: a thread holds
-// max(N1, N2) complex values (~130-170 registers), so a kernel runs few threads a transform
-// (max(N1, N2)) and relies on each one's independent arithmetic.
-// Out of place through `scratch` (kScratch float2, apart from buf), so that no value lives in a
-// register across a barrier (an in-place version holds step 1's N1 values through one, which in
-// a kernel that loops over rights spills them); the twiddles are loaded where they are used
-// (twiddle_at). buf: n elements, natural order in and out, element i at i (unpadded, unlike
-// block_fft's: every access here is consecutive across the lanes). tw: W_n^m for m < n
-// (two_step_twiddles). The inverse (Sign = +1) is conj(DFT(conj(x))): the same DFTs with the
-// input's and the output's imaginary parts negated. As block_fft: every thread of the block
-// calls it (j < 0: none of the work), the caller has synchronised after filling buf, and on
-// return the block is synchronised.
-template <int N1, int N2>
-struct TwoStepFft {
-    static constexpr int n = N1 * N2;
-    static constexpr int threads = ((N1 > N2 ? N1 : N2) + 31) / 32 * 32;  // a transform's, whole warps
-    static constexpr int kScratch = N1 * (N2 + 1);
-    template <int Sign>
-    __device__ __forceinline__ static void run(float2* buf, float2* scratch, const float2* __restrict__ tw, int j) {
-        constexpr int ld = N2 + 1;
-        constexpr float c = Sign > 0 ? -1.f : 1.f;  // conjugation of the input and the output
-        if (j >= 0 && j < N2) {
-            float2 v[N1];
-#pragma unroll
-            for (int n1 = 0; n1 < N1; ++n1) {
-                const float2 x = buf[N2 * n1 + j];
-                v[n1] = make_float2(x.x, c * x.y);
-            }
-            dft<N1, -1>(v);
-            unroll<N1>([&](auto k1) { scratch[k1 * ld + j] = k1 ? cmul(v[k1], twiddle_at<k1>(tw, j)) : v[k1]; });
-        }
-        __syncthreads();
-        if (j >= 0 && j < N1) {
-            float2 u[N2];
-#pragma unroll
-            for (int n2 = 0; n2 < N2; ++n2) u[n2] = scratch[j * ld + n2];
-            dft<N2, -1>(u);
-#pragma unroll
-            for (int k2 = 0; k2 < N2; ++k2) buf[j + N1 * k2] = make_float2(u[k2].x, c * u[k2].y);
-        }
-        __syncthreads();
-    }
-};
-
 // ---------------------------------------------------------------------------------------------
 // Host side
 // ---------------------------------------------------------------------------------------------
@@ -283,16 +211,6 @@ inline BlockFftHost block_fft_host(int n) {
     if (h.twiddles.empty()) h.twiddles.push_back(make_float2(1.f, 0.f));  // never read; a non-empty buffer
     p.threads = (most + 31) / 32 * 32;
     return h;
-}
-
-// TwoStepFft's twiddle table of length n: W_n^m = exp(-2 pi i m / n), m < n, computed in double.
-inline std::vector<float2> two_step_twiddles(int n) {
-    std::vector<float2> tw(static_cast<size_t>(n));
-    for (int m = 0; m < n; ++m) {
-        const double a = -2.0 * 3.14159265358979323846 * double(m) / double(n);
-        tw[size_t(m)] = make_float2(float(std::cos(a)), float(std::sin(a)));
-    }
-    return tw;
 }
 
 }  // namespace xcorr
