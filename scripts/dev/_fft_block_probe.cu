@@ -1,6 +1,6 @@
 // scripts/dev/fft-block-probe's program: batched complex-to-complex fp32 forward FFTs of the
 // lengths fft-large needs (2160, 4320) and the powers of two around them, one transform per block
-// (or a few), global memory in and out, timed three ways (issue #101, the cuFFTDx bullet):
+// (or a few), global memory in and out, timed these ways:
 //   dx      cuFFTDx 1.5 (nvidia-mathdx 25.6.0) block FFTs, a few elements-per-thread (EPT) and
 //           FFTs-per-block (FPB) each; lengths its sm_90 database lacks (2160, 4320) go to its
 //           Bluestein path, which needs a workspace ("dx-blue": a 2^k-point FFT of 2N - 1 or more
