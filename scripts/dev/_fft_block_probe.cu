@@ -103,35 +103,51 @@ __global__ void __launch_bounds__(FFT::max_threads_per_block)
 //   X[k1 + N1 k2] = sum_n2 Y[k1][n2] W_N2^{n2 k2}                 (N1 FFTs of N2, out to global)
 // Y sits in shared memory with rows of N2 + 1 (a row per thread in the second step: the pad
 // spreads the lanes over the banks). tw[m] = W_N^m (m < N, float64 on the host).
-// (b1) 2160 = 36 x 60 style: both steps cuFFTDx thread FFTs; block (max(N1, N2), B): B transforms a block.
-template <int N1, int N2, int B>
+// (b1) and (e), thread + thread: both steps whole DFTs a thread, D1 of N1 then D2 of N2 (DxThread:
+// cuFFTDx thread FFTs, 2160 = 36 x 60 style; OursThread: team_dft.cuh's dft<R>, compile-time
+// twiddles, a composite R by one Cooley-Tukey split: fft-large's candidate beyond one team);
+// block (max(N1, N2), B): B transforms a block.
+template <int N>
+struct DxThread {
+    __device__ __forceinline__ static void run(float2 (&v)[N]) {
+        using F = ThreadFFT<N>;
+        using T = typename F::value_type;
+        T t[F::storage_size];
+#pragma unroll
+        for (int i = 0; i < N; ++i) t[i] = to<T>(v[i]);
+        F().execute(t);
+#pragma unroll
+        for (int i = 0; i < N; ++i) v[i] = from(t[i]);
+    }
+};
+template <int N>
+struct OursThread {
+    __device__ __forceinline__ static void run(float2 (&v)[N]) { xcorr::dft<N, -1>(v); }
+};
+template <template <int> class D, int N1, int N2, int B>
 __global__ void __launch_bounds__((N1 > N2 ? N1 : N2) * B)
-    comp_tt_kernel(const float2* __restrict__ in, float2* __restrict__ out, const float2* __restrict__ tw) {
+    thread_thread_kernel(const float2* __restrict__ in, float2* __restrict__ out, const float2* __restrict__ tw) {
     extern __shared__ __align__(16) unsigned char comp_smem[];
     constexpr int N = N1 * N2, LD = N2 + 1;
     float2* s = reinterpret_cast<float2*>(comp_smem) + threadIdx.y * (N1 * LD);
     const size_t base = (size_t(blockIdx.x) * B + threadIdx.y) * N;
     const int x = threadIdx.x;
     if (x < N2) {
-        using F1 = ThreadFFT<N1>;
-        using T = typename F1::value_type;
-        T v[F1::storage_size];
+        float2 v[N1];
 #pragma unroll
-        for (int n1 = 0; n1 < N1; ++n1) v[n1] = to<T>(__ldg(in + base + N2 * n1 + x));
-        F1().execute(v);
+        for (int n1 = 0; n1 < N1; ++n1) v[n1] = __ldg(in + base + N2 * n1 + x);
+        D<N1>::run(v);
 #pragma unroll
-        for (int k1 = 0; k1 < N1; ++k1) s[k1 * LD + x] = from(k1 ? cmulw(v[k1], __ldg(tw + x * k1)) : v[k1]);
+        for (int k1 = 0; k1 < N1; ++k1) s[k1 * LD + x] = k1 ? xcorr::cmul(v[k1], __ldg(tw + x * k1)) : v[k1];
     }
     __syncthreads();
     if (x < N1) {
-        using F2 = ThreadFFT<N2>;
-        using T = typename F2::value_type;
-        T u[F2::storage_size];
+        float2 u[N2];
 #pragma unroll
-        for (int n2 = 0; n2 < N2; ++n2) u[n2] = to<T>(s[x * LD + n2]);
-        F2().execute(u);
+        for (int n2 = 0; n2 < N2; ++n2) u[n2] = s[x * LD + n2];
+        D<N2>::run(u);
 #pragma unroll
-        for (int k2 = 0; k2 < N2; ++k2) out[base + x + N1 * k2] = from(u[k2]);
+        for (int k2 = 0; k2 < N2; ++k2) out[base + x + N1 * k2] = u[k2];
     }
 }
 
@@ -171,36 +187,6 @@ __global__ void __launch_bounds__(CompFFT1<N1, N2, EPT>::max_threads_per_block)
         F2().execute(u);
 #pragma unroll
         for (int k2 = 0; k2 < N2; ++k2) out[base + f + N1 * k2] = from(u[k2]);
-    }
-}
-
-// (e) ours, register two-step: the structure of (b1) with team_dft.cuh's dft<R> (each thread one
-// whole DFT of N1, then of N2; composite R by one Cooley-Tukey split, compile-time twiddles) in
-// place of cuFFTDx's thread FFTs: the candidate for fft-large's transforms beyond one team.
-template <int N1, int N2, int B>
-__global__ void __launch_bounds__((N1 > N2 ? N1 : N2) * B)
-    ours2_kernel(const float2* __restrict__ in, float2* __restrict__ out, const float2* __restrict__ tw) {
-    extern __shared__ __align__(16) unsigned char comp_smem[];
-    constexpr int N = N1 * N2, LD = N2 + 1;
-    float2* s = reinterpret_cast<float2*>(comp_smem) + threadIdx.y * (N1 * LD);
-    const size_t base = (size_t(blockIdx.x) * B + threadIdx.y) * N;
-    const int x = threadIdx.x;
-    if (x < N2) {
-        float2 v[N1];
-#pragma unroll
-        for (int n1 = 0; n1 < N1; ++n1) v[n1] = __ldg(in + base + N2 * n1 + x);
-        xcorr::dft<N1, -1>(v);
-#pragma unroll
-        for (int k1 = 0; k1 < N1; ++k1) s[k1 * LD + x] = k1 ? xcorr::cmul(v[k1], __ldg(tw + x * k1)) : v[k1];
-    }
-    __syncthreads();
-    if (x < N1) {
-        float2 u[N2];
-#pragma unroll
-        for (int n2 = 0; n2 < N2; ++n2) u[n2] = s[x * LD + n2];
-        xcorr::dft<N2, -1>(u);
-#pragma unroll
-        for (int k2 = 0; k2 < N2; ++k2) out[base + x + N1 * k2] = u[k2];
     }
 }
 
@@ -297,19 +283,27 @@ void add_dx(std::vector<Method>& ms, const Ctx& c, const char* tag) {
     ms.push_back(m);
 }
 
-template <int N1, int N2, int B>
-void add_comp_tt(std::vector<Method>& ms, const Ctx& c) {
+template <template <int> class D, int N1, int N2, int B>
+void add_thread_thread(std::vector<Method>& ms, const Ctx& c, const std::string& tag) {
     Method m;
-    m.name = "dx-comp " + std::to_string(N1) + "x" + std::to_string(N2) + " thread+thread B=" + std::to_string(B);
-    m.func = reinterpret_cast<const void*>(&comp_tt_kernel<N1, N2, B>);
+    m.name = tag + " " + std::to_string(N1) + "x" + std::to_string(N2) + " B=" + std::to_string(B);
+    m.func = reinterpret_cast<const void*>(&thread_thread_kernel<D, N1, N2, B>);
     m.threads = std::max(N1, N2) * B, m.per_block = B;
     m.smem = size_t(B) * N1 * (N2 + 1) * sizeof(float2);
     if (c.batch % B) return;
     const dim3 grid(unsigned(c.batch / B)), block(unsigned(std::max(N1, N2)), B);
     const size_t smem = m.smem;
     float2 *in = c.in, *out = c.out, *tw = c.tw;
-    m.launch = [=](cudaStream_t s) { comp_tt_kernel<N1, N2, B><<<grid, block, smem, s>>>(in, out, tw); };
+    m.launch = [=](cudaStream_t s) { thread_thread_kernel<D, N1, N2, B><<<grid, block, smem, s>>>(in, out, tw); };
     ms.push_back(m);
+}
+template <int N1, int N2, int B>
+void add_comp_tt(std::vector<Method>& ms, const Ctx& c) {
+    add_thread_thread<DxThread, N1, N2, B>(ms, c, "dx-comp thread+thread");
+}
+template <int N1, int N2, int B>
+void add_ours2(std::vector<Method>& ms, const Ctx& c) {
+    add_thread_thread<OursThread, N1, N2, B>(ms, c, "ours 2-step dft");
 }
 
 template <int N1, int N2, int EPT>
@@ -324,21 +318,6 @@ void add_comp_bt(std::vector<Method>& ms, const Ctx& c) {
     const size_t smem = m.smem;
     float2 *in = c.in, *out = c.out, *tw = c.tw;
     m.launch = [=](cudaStream_t s) { comp_bt_kernel<N1, N2, EPT><<<grid, block, smem, s>>>(in, out, tw); };
-    ms.push_back(m);
-}
-
-template <int N1, int N2, int B>
-void add_ours2(std::vector<Method>& ms, const Ctx& c) {
-    Method m;
-    m.name = "ours 2-step dft " + std::to_string(N1) + "x" + std::to_string(N2) + " B=" + std::to_string(B);
-    m.func = reinterpret_cast<const void*>(&ours2_kernel<N1, N2, B>);
-    m.threads = std::max(N1, N2) * B, m.per_block = B;
-    m.smem = size_t(B) * N1 * (N2 + 1) * sizeof(float2);
-    if (c.batch % B) return;
-    const dim3 grid(unsigned(c.batch / B)), block(unsigned(std::max(N1, N2)), B);
-    const size_t smem = m.smem;
-    float2 *in = c.in, *out = c.out, *tw = c.tw;
-    m.launch = [=](cudaStream_t s) { ours2_kernel<N1, N2, B><<<grid, block, smem, s>>>(in, out, tw); };
     ms.push_back(m);
 }
 
