@@ -82,7 +82,7 @@ def pytest_collection_modifyitems(config, items):
 def pytest_runtest_makereport(item, call):
     """A test skipped for want of a GPU, or of PyTorch (which the GPU machine has), must be one
     --gpu-only selects (fixture or marker): else the device runs would leave it out unseen and it would
-    run nowhere (four torch tests did, session 47). Such a test fails here, on the machine without a
+    run nowhere (four torch tests once did). Such a test fails here, on the machine without a
     GPU (CI), saying what to add."""
     outcome = yield
     report = outcome.get_result()

@@ -257,7 +257,7 @@ def test_a_variant_measured_only_on_a_sibling_gpu_is_predicted_from_its_measurem
     its neighbours or the cost model. Each such (problem, variant) of the committed tables, raw 2-D
     problems: the candidate's reason names the sibling's measurement, its prediction is that time
     times a ratio near 1, and the problem's own measurements stay measured. (The reductions' PIV shape
-    was one, on the H100 alone, until session 61 measured it on the H200.)"""
+    was one, on the H100 alone, until it was measured on the H200.)"""
     tables = committed_tables()
     built = {v["name"] for v in registry}  # a build of some variants may lack one
     cases = [(here, other, key, variant, us)

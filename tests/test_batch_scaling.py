@@ -357,6 +357,6 @@ def test_bad_options_are_bad_usage_before_the_gpu_is_asked(args, needle, monkeyp
 def test_the_copy_probe_tries_as_many_host_threads_as_the_batch_drains_with(gpus, cores, want):
     """The staged floor is measured with up to the host threads the batch's drains use on that many
     GPUs at once (lib/batch.cpp's copy_threads: 1.5 x a GPU's share of the cores, within the cores
-    and 32, per GPU): on two GPUs of a 32-core host, 48, not fewer than the batch (session 64's
-    pageable floor, probed with 16 threads, came out above the batch itself)."""
+    and 32, per GPU): on two GPUs of a 32-core host, 48, not fewer than the batch (a pageable
+    floor probed with 16 threads came out above the batch itself)."""
     assert load_script().probe_threads(gpus, cores) == want

@@ -202,7 +202,7 @@ def test_a_slower_gpu_takes_fewer_cases(env):
     dealt by estimate in advance: a GPU four times slower than the estimates measures fewer cases
     than the other, every case is measured once and the files complete."""
     # 0.04 s a case: at 0.01 a take's fixed cost (a process of the stand-in) outweighed its cases
-    # on a loaded machine, and the slow GPU's share came out 36 to 48 (session 47)
+    # on a loaded machine, and the slow GPU's share came out 36 to 48
     env.mp.setenv("FAKE_SLEEP", "0.04")
     env.mp.setenv("FAKE_SLOW_DEVICE", "1")
     env.mp.setenv("FAKE_SLOW_FACTOR", "8")

@@ -29,7 +29,7 @@ def test_one_call_of_a_profile_cut_inside_a_call():
     """A call of two equal row passes r r, a column pass c and an output pass o, the profile cut
     after the next call's row passes: the call is four kernels (in a rotated order), not the last
     r. (The shortest period whose last two runs agree took that r alone: fft-fused one-to-one at
-    512's profile, session 33.)"""
+    512's profile.)"""
     assert calls("srrcorrcorrcorr") == "corr"
     assert calls("srrcorrcorrcor") == "rcor"
     # a period of two inside the call (r c r c) does not make a call of two either

@@ -223,7 +223,7 @@ def zncc_fast_emulated(L, R, table_rounding=True):
     """normalize.cu's zncc on the full window, in NumPy: global means in double, float32 shifted
     copies, the raw correlation in float32 (scipy on float32 arrays), tables of (X', X'^2) in
     double, the epilogue in double with the threshold relative to each matrix's variance and (unless
-    table_rounding is False: the GPU's arithmetic before the fix of session 36) the factor above
+    table_rounding is False: the GPU's arithmetic before the tables' rounding bound) the factor above
     the tables' rounding (xcorr_np.table_zncc_factor)."""
     hL, wL = L.shape
     hR, wR = R.shape
@@ -307,7 +307,7 @@ def padded(rng, shape, value=0.0):
 def test_fast_path_model_gives_zero_on_constant_overlaps(value):
     """zncc_fast_emulated (normalize.cu's arithmetic) on a left padded with a constant: the shifts
     whose overlap holds only the constant must be 0 (CONVENTIONS.md: an exactly constant overlap is 0
-    whatever the rounding), and the rest within the bound. (Before session 36 the threshold was
+    whatever the rounding), and the rest within the bound. (Before the tables' rounding bound the threshold was
     relative to the overlap's ΣX², itself rounding noise there, and the factor's noise passed it for
     some of these seeds; the threshold relative to the matrix's variance is above such
     noise on crops this small, and the tables' rounding bound keeps exact constants 0 on large ones:
@@ -467,7 +467,7 @@ def test_gpu_zncc_is_zero_on_constant_overlaps(gpu, registry, name):
     the algorithm computes), full window (small-window: shifts within 7): 2-D, a 70 x 90 left whose
     first 25 rows and 30 columns are 0 (then, a second left, 0.3) against three 9 x 11 rights; 1-D,
     a 4000-sample trace whose first 1500 samples are 0 against three 65-sample templates. Within
-    1e-4 of float64, which is 0 on every overlap of the constant. On the H100 (session 35, before
+    1e-4 of float64, which is 0 on every overlap of the constant. On the H100 (before
     the tables' rounding bound) every algorithm missed it at 17% of the elements, by up to 1."""
     pkg = package(name)
     v = next(v for v in registry if v["name"] == name)

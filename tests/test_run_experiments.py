@@ -571,7 +571,7 @@ def test_estimate_shows_where_the_model_errs_by_the_benchs_case_seconds(env, cap
     """--estimate on a GPU whose results hold the bench's case_seconds (each case's wall time, the
     last repetition's): per experiment and variant, the measured seconds against the model's, the
     largest gap first. The window group's two-GPU tail was one take whose cases ran 4x their
-    estimate (notes/multi-gpu.md, session 57): this is the table that shows such a variant."""
+    estimate (notes/multi-gpu.md): this is the table that shows such a variant."""
     from xcsuite.cost import case_seconds
     run, results, _, _ = env
     assert run("fig22") == 0
@@ -601,7 +601,7 @@ def test_estimate_shows_where_the_model_errs_by_the_benchs_case_seconds(env, cap
 def test_the_progress_bar_ends_at_its_total():
     """Each chunk's estimate was rounded before it was added: 0.6 s chunks summed to more than the
     rounded total, tqdm dropped the total it was past, and the end of a run read "0% est. 89/? s"
-    (seen in session 55's sweeps). The running sum is rounded instead."""
+    (seen in the sweeps). The running sum is rounded instead."""
     bar = rx.progress_bar(10 * 0.6, disable=False)  # a disabled tqdm counts nothing
     assert bar is not None and bar.total == 6
     for _ in range(10):

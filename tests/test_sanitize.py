@@ -373,8 +373,8 @@ def test_at_most_sanitize_jobs_run_at_once_and_the_queue_meets_the_deadline(fake
 
 def test_the_normalization_runs_a_process_per_form_and_racecheck_one_per_variant_too(fake, tmp_path):
     """Its one process (both variants, every form, three modes) had not finished under racecheck after
-    430 s (session 47): now a process per form, and under racecheck per variant as well; and
-    normalize-paths, whose seven problems in one racecheck process were cut at 311 s (session 50),
+    430 s: now a process per form, and under racecheck per variant as well; and
+    normalize-paths, whose seven problems in one racecheck process were cut at 311 s,
     a process per problem under racecheck."""
     _, calls = fake(tools="memcheck racecheck", FAKE_NORMALIZE_VARIANT="1")
     norm = [c for c in calls if "--normalize all" in c]
@@ -393,9 +393,9 @@ def test_the_normalization_runs_a_process_per_form_and_racecheck_one_per_variant
 
 def test_racecheck_splits_each_job_into_shards_of_the_validators_checks(fake):
     """A racecheck process of one variant's form of signals or windows (block-per-pair's, say) was
-    longer than a device call (session 48: 55 of ~93 cases in 480 s): each job but the reductions'
+    longer than a device call (55 of ~93 cases in 480 s): each job but the reductions'
     few cases is SANITIZE_SHARDS processes of xcorr_validate --shard K/N, which together run its
-    checks once; block-per-pair's and the normalization's, the longest (session 49: block-per-pair's
+    checks once; block-per-pair's and the normalization's, the longest (block-per-pair's
     window shards 276-342 s), in twice as many."""
     _, calls = fake(tools="racecheck")
     for variant, n in (("fft-fused", SHARDS), ("block-per-pair", 2 * SHARDS)):
@@ -474,7 +474,7 @@ def test_a_proof_holds_on_the_card_it_ran_on(fake, tmp_path):
 
 def test_the_ledger_times_each_process_and_the_next_call_starts_the_longest_first(fake, tmp_path):
     """A long process that starts late in a call is cut at the deadline, and the next call starts it
-    over from nothing (session 50: 48 processes proven in a 464 s call, 16 cut after up to 231 s).
+    over from nothing (48 processes proven in a 464 s call, 16 cut after up to 231 s).
     The ledger keeps how long each process took, a lower bound ("+") where the deadline stopped it,
     and the next call starts the longest first; a process it has no time for takes its shards', else
     its variant's in the same part of another form.
@@ -536,7 +536,7 @@ def test_the_ledger_times_each_process_and_the_next_call_starts_the_longest_firs
 
 def test_sanitize_order_shortest_walks_the_short_processes_first(fake, tmp_path):
     """Where the ledger's longest processes cannot finish in a call, longest-first gave them every slot
-    and a call proved 8 and 23 processes (session 53); SANITIZE_ORDER=shortest walks the tiers the other
+    and a call proved 8 and 23 processes; SANITIZE_ORDER=shortest walks the tiers the other
     way (the same processes, the same shares), and a value it does not know is refused."""
     ledger = tmp_path / "ledger.txt"
     ledger.write_text("# took memcheck signals-n-to-m 300+\n# took memcheck one-to-many 130\n"
@@ -582,7 +582,7 @@ def shards(calls, form, variant="block-per-pair"):
 
 def test_a_shard_cut_at_the_deadline_runs_as_its_two_halves_until_proven(fake, tmp_path):
     """A shard longer than a call was cut there and started over from nothing in the next, forever
-    (session 51: block-per-pair's signal shards 1of8 cut at 447 s in two calls, register-tiled's
+    (block-per-pair's signal shards 1of8 cut at 447 s in two calls, register-tiled's
     one-to-many signal shards at 300-330 s). One the ledger marks cut ("SECONDS+") after two minutes
     or more, which no proof covers, runs as --shard K/2M and (K+M)/2M, which run its checks once
     between them (one cut sooner had started late, not run long); its siblings with no time of their
@@ -658,7 +658,7 @@ def test_a_shard_of_another_form_follows_its_mirrors_split_in_one_call(fake, tmp
     """The forms' signal parts run the same checks shard for shard (the same shapes and parameters),
     so a shard with no time of its own follows the split its mirror in another form reached over
     several calls, in one call, instead of halving a level a call from the family's verdict
-    (session 52: warp-per-overlap-shared's n-to-m signals went 8 -> 16 -> 32 -> 64 shards over
+    (warp-per-overlap-shared's n-to-m signals went 8 -> 16 -> 32 -> 64 shards over
     three calls; its n-to-mn signals would have taken as many)."""
     ledger = ledger_but(fake, tmp_path, "signals-n-to-m",
                         ["1of8 447+", "1of16 300+", "9of16 100"] + [f"{k}of8 120" for k in range(2, 9)])
@@ -685,7 +685,7 @@ def lone_and_others(span, lone):
 
 def test_a_64th_cut_at_the_deadline_runs_alone_first_in_the_first_half(fake, tmp_path):
     """Halving stops at 64 shards, where a shard holds a check or two: one of those that a deadline
-    cut would be cut again in every call (session 52: warp-per-overlap-shared's n-to-m signal check
+    cut would be cut again in every call (warp-per-overlap-shared's n-to-m signal check
     13of64, 0 cases done in 446 s, among 15 other processes taking turns on the GPU). It runs before
     every other process, with none beside it, stopped at half the deadline so that the rest of the
     call still proves the others; the summary names it."""
@@ -737,7 +737,7 @@ def test_a_64th_cut_at_the_deadline_runs_alone_first_in_the_first_half(fake, tmp
 
 
 def test_a_normalize_paths_problem_cut_at_the_deadline_runs_alone_in_either_order(fake, tmp_path):
-    """normalize-paths runs a process per problem, which no shard can split (session 53: signals,
+    """normalize-paths runs a process per problem, which no shard can split (signals,
     0 of 1 done in 411 s among sixteen): one cut after two minutes runs alone, first (in the first
     half of the deadline) longest first, last (after every other process has ended) shortest first."""
     import sys

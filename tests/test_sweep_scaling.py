@@ -161,7 +161,7 @@ def test_a_case_failing_alike_in_both_runs_leaves_the_comparison_standing(env, c
 def test_a_case_the_time_cap_refused_in_one_run_is_refused_in_the_other(env, capsys, monkeypatch):
     """The peers' time cap decides from a timed pilot, so a case predicted near it (CuPy's 4096
     pairs of 64 x 64: 2.05-2.5 s against 2 s on an H100) was refused in one run and measured in the
-    other, and the window group's comparison came out void without saying which case (session 55).
+    other, and the window group's comparison came out void without saying which case.
     The run compared with now takes the first run's verdicts (run_sweep's `verdicts`, which
     peerbench reads from XCORR_PEER_VERDICTS: tests/test_peerbench.py), in --by-group and in --part
     alike; a case that still ends otherwise is named."""

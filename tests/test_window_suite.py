@@ -224,7 +224,7 @@ def test_overlap_wises_few_shifts_of_a_large_image_cost_a_whole_overlap_per_thre
 
 def test_cudnns_autotuning_grows_with_the_convolution_and_is_bounded():
     # cudnn.benchmark times each algorithm once on a new shape, the slow ones too. Measured on an
-    # H100 (quick protocol, session 59): a 4096 x 4096 image against 64 x 64 (6.7e10 FMAs) 6.6 s,
+    # H100 (quick protocol): a 4096 x 4096 image against 64 x 64 (6.7e10 FMAs) 6.6 s,
     # 1024 x 1024 against 256 x 256 (3.9e10) 4.7 s, 256 x 256 within ±1 (5.9e5) 0.9 s; the H200's
     # full-protocol shapes ~20-25 s. A constant 25 s made the normalized group's estimate 8.4 min
     # for a run of 1.9 min and sent the peers first in the pool.
@@ -244,7 +244,7 @@ def test_a_peers_float64_check_counts_its_sampled_overlaps():
     # Past 3e8 FMAs the peers' check sums up to 65536 sampled outputs' overlaps in float64 on the
     # GPU: torch-fft at 2048 x 2048 within ±64 (16641 outputs of 4.2e6 products) 2.8-3.2 s on an
     # H100, at ±16 (1089 outputs) 0.3 s, where a constant 3 s a case made the window group's peers
-    # 0.14x of the model (session 59).
+    # 0.14x of the model.
     wide = Case("torch-fft", Shape.one_to_one(2048, window="max_shift=64"), ())
     narrow = Case("torch-fft", Shape.one_to_one(2048, window="max_shift=16"), ())
     assert 2.0 < peer_case_seconds(wide) < 4.0 and 0.3 < peer_case_seconds(narrow) < 1.0

@@ -272,7 +272,7 @@ def test_a_nan_spoils_only_the_overlaps_that_hold_it(xcorr, tmp_path, form, shap
     exactly at the shifts whose overlap holds one (unless the other part is constant, which makes
     the coefficient 0: a corner overlap of one element), and everywhere else the coefficient of the
     inputs without the NaN (the overlap does not see it; only the constant rule's scale, the
-    matrix's variance over its numbers, moved). Until session 39 the package's reference gave 0 at
+    matrix's variance over its numbers, moved). Once the package's reference gave 0 at
     every shift (its matrix mean was NaN) and a NaN elsewhere in a matrix switched the C++
     reference's constant rule off."""
     xc = package()
