@@ -694,7 +694,7 @@ def _names():
 
 _plans = {}
 _PLAN_CACHE = 16
-_plans_lock = threading.Lock()  # max_over_rights(devices=)'s threads fill the cache together
+_plans_lock = threading.Lock()  # around _plans in _cached_plan: max_over_rights(devices=)'s threads fill it together
 
 
 def empty_pinned(shape, dtype=np.float32):
@@ -875,15 +875,17 @@ def _cached_plan(key, make):
     valid plan has, and make() says what is wrong with it). One plan per stream: a plan must not
     run on two streams at once (the stream is in the key)."""
     try:
-        plan = _plans.get(key)
+        with _plans_lock:
+            plan = _plans.get(key)
     except TypeError:
         key = plan = None
     if plan is None:
         plan = make()  # short of GPU memory, it frees this cache first (_freeing_the_cache_if_short)
         if key is not None:
-            if len(_plans) >= _PLAN_CACHE:
-                _plans.pop(next(iter(_plans)))
-            _plans[key] = plan
+            with _plans_lock:  # the lock around the cache alone: threads make their plans at once
+                if len(_plans) >= _PLAN_CACHE:
+                    _plans.pop(next(iter(_plans)))
+                _plans[key] = plan
     return plan
 
 
@@ -1307,19 +1309,11 @@ def _max_over_rights_devices(left, rights, out, stream, first_index, devices, **
 
     def device_plan(device, count):
         """The device's plan for batches of `count` rights per left, from the call cache (shared by
-        the threads: its lock around the cache only, so that the GPUs build their plans at once)."""
+        the threads: _cached_plan locks the cache alone, so that the GPUs build their plans at once)."""
         rs = (count * group,) + tuple(rshape[1:])
         key = ("max_over_rights devices",) + _reduced_key(setup, tuple(left.shape), rs, device, None)
-        with _plans_lock:
-            found = _plans.get(key)
-        if found is None:
-            found = _plan_for(left, "numpy", rights[:count * group], "numpy", None, device, _shape_of(left, "left"),
-                              rs, **setup)
-            with _plans_lock:
-                if len(_plans) >= _PLAN_CACHE:
-                    _plans.pop(next(iter(_plans), None), None)
-                _plans[key] = found
-        return found
+        return _cached_plan(key, lambda: _plan_for(left, "numpy", rights[:count * group], "numpy", None, device,
+                                                   _shape_of(left, "left"), rs, **setup))
 
     def run(i):
         device, (u0, u1) = devs[i], runs[i]
