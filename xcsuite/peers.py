@@ -278,12 +278,13 @@ def conv_reference_np(form, L, R, w):
 
 # --- torch-fft's sizes and crop ----------------------------------------------------------------
 
-def fast_len(n: int) -> int:
-    """The smallest 2,3,5,7-smooth integer >= n (cuFFT's fast sizes)."""
+def fast_len(n: int, primes=(2, 3, 5, 7)) -> int:
+    """The smallest integer >= n whose prime factors are all in `primes` (the default: cuFFT's fast
+    sizes, 2,3,5,7-smooth)."""
     n = max(1, int(n))
     while True:
         m = n
-        for p in (2, 3, 5, 7):
+        for p in primes:
             while m % p == 0:
                 m //= p
         if m == 1:

@@ -405,27 +405,14 @@ def front_axis(s0: int, s1: int, m: int, n: int):
     """One axis of a window s0..s1 (left length m, right length n) computed so that the window is
     the transform's leading s1 - s0 + 1 outputs, a slice, not a gather: the left cropped by
     max(s0, 0) in front or zero-padded by max(-s0, 0) in front, then the circular correlation at
-    P = fast_size(max(m - s0, s1 + n)) (no shift of the window aliases at P >= max(m - s0, s1 + n),
+    P = the smallest 2,3,5-smooth size >= max(m - s0, s1 + n), as scipy.fft.next_fast_len(n, real=True)
+    picks it (a 7 in the size slows cuFFT: 147000 = 2^3 3 5^3 7^2 for ambient noise's 146400, where
+    this gives 147456 = 2^14 3^2; no shift of the window aliases at P >= max(m - s0, s1 + n),
     torch-fft's bound) gives shift s0 + j at output j. -> (P, crop, pad), or None for a window
     reaching beyond the full output (-(n - 1) .. m - 1)."""
     if not -(n - 1) <= s0 <= s1 <= m - 1:
         return None
-    return fast_size(max(m - s0, s1 + n)), max(s0, 0), max(-s0, 0)
-
-
-def fast_size(n: int) -> int:
-    """The smallest 2,3,5-smooth integer >= n, as scipy.fft.next_fast_len(n, real=True) picks it (a
-    7 in the size slows cuFFT: 147000 = 2^3 3 5^3 7^2 for ambient noise's 146400, where this gives
-    147456 = 2^14 3^2)."""
-    n = max(1, int(n))
-    while True:
-        m = n
-        for p in (2, 3, 5):
-            while m % p == 0:
-                m //= p
-        if m == 1:
-            return n
-        n += 1
+    return peers.fast_len(max(m - s0, s1 + n), primes=(2, 3, 5)), max(s0, 0), max(-s0, 0)
 
 
 class FrontWindow:
