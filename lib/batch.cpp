@@ -592,25 +592,6 @@ private:
 
 int bounce_key(int device) { return -1 - device; }
 
-struct Stream {
-    cudaStream_t s = nullptr;
-    Stream() { XC_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
-    ~Stream() {
-        cudaStreamSynchronize(s);  // nothing in flight touches the buffers freed after this
-        cudaStreamDestroy(s);
-    }
-    Stream(const Stream&) = delete;
-    Stream& operator=(const Stream&) = delete;
-};
-
-struct Event {
-    cudaEvent_t e = nullptr;
-    Event() { XC_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming)); }
-    ~Event() { cudaEventDestroy(e); }
-    Event(const Event&) = delete;
-    Event& operator=(const Event&) = delete;
-};
-
 // One slot's buffers and events (header comment).
 // The staging comes from the StagingPool and goes back to it when the slot is destroyed, which is
 // after the streams that use it (DeviceKit declares the slots first).

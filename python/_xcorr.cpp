@@ -267,27 +267,6 @@ Out<T> out_operand(const OutArray& a, const char* what, int64_t elems, int devic
     return o;
 }
 
-// Two non-blocking streams (work, uploads) and two pairs of events (a batch slot uploaded, a slot's
-// work done) on the current device; on destruction both streams are waited for, so that the
-// buffers declared before them are freed only once nothing uses them (on an error too).
-struct Streams {
-    cudaStream_t s[2] = {};
-    cudaEvent_t up[2] = {}, done[2] = {};
-    Streams() {
-        for (cudaStream_t& x : s) XC_CUDA_CHECK(cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking));
-        for (cudaEvent_t* e : {&up[0], &up[1], &done[0], &done[1]})
-            XC_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
-    }
-    ~Streams() {
-        for (cudaStream_t x : s)
-            if (x) cudaStreamSynchronize(x), cudaStreamDestroy(x);
-        for (cudaEvent_t e : {up[0], up[1], done[0], done[1]})
-            if (e) cudaEventDestroy(e);
-    }
-    Streams(const Streams&) = delete;
-    Streams& operator=(const Streams&) = delete;
-};
-
 class PyPlan {
 public:
     PyPlan(const xcorr::PlanSpec& spec, int device) {
@@ -496,9 +475,11 @@ public:
         xcorr::DeviceBuffer<int32_t> di{size_t(n)};
         xcorr::DeviceBuffer<double> ds{sums}, dq{sums};
         float* rb[2] = {rb0.get(), rb1.get()};
-        // Declared after the buffers: destroyed first, after waiting for the work that uses them.
-        Streams st;
-        const cudaStream_t cs = st.s[0], us = st.s[1];
+        // Two pairs of events (a batch slot uploaded, a slot's work done), then the streams (work,
+        // uploads), declared after the buffers: destroyed first, each after the work in it is done.
+        xcorr::Event up[2], done[2];
+        xcorr::Stream work, uploads;
+        const cudaStream_t cs = work.s, us = uploads.s;
         XC_CUDA_CHECK(cudaMemcpyAsync(dl.get(), l.data, dl.bytes(), cudaMemcpyHostToDevice, cs));
         // The running maps: the host arrays' (uploaded where the call continues them) on the device.
         auto maps = [&](auto& o, auto& buffer, cudaMemcpyKind kind) {
@@ -513,10 +494,10 @@ public:
         maps(osum, ds, cudaMemcpyHostToDevice), maps(osq, dq, cudaMemcpyHostToDevice);
         auto upload = [&](size_t i) {
             const int slot = int(i % 2);
-            if (i >= 2) XC_CUDA_CHECK(cudaStreamWaitEvent(us, st.done[slot], 0));  // call i - 2 is done with it
+            if (i >= 2) XC_CUDA_CHECK(cudaStreamWaitEvent(us, done[slot].e, 0));  // call i - 2 is done with it
             XC_CUDA_CHECK(cudaMemcpyAsync(rb[slot], host_rights + calls[i].offset,
                                           size_t(calls[i].units * unit) * sizeof(float), cudaMemcpyHostToDevice, us));
-            XC_CUDA_CHECK(cudaEventRecord(st.up[slot], us));
+            XC_CUDA_CHECK(cudaEventRecord(up[slot].e, us));
         };
         xcorr::ReducedOutputs out;
         out.value = ov.device, out.index = oi.device, out.sum = osum.device, out.sumsq = osq.device;
@@ -524,9 +505,9 @@ public:
         int64_t first = first_right;
         for (size_t i = 0; i < calls.size(); ++i) {
             const int slot = int(i % 2);
-            XC_CUDA_CHECK(cudaStreamWaitEvent(cs, st.up[slot], 0));
+            XC_CUDA_CHECK(cudaStreamWaitEvent(cs, up[slot].e, 0));
             calls[i].plan->execute(dl.get(), rb[slot], out, cs, accumulate || i > 0, first);
-            XC_CUDA_CHECK(cudaEventRecord(st.done[slot], cs));
+            XC_CUDA_CHECK(cudaEventRecord(done[slot].e, cs));
             first += calls[i].units;
             // Enqueued after call i, so that the host's wait for a pageable copy's staging (call
             // i - 1 done with the slot) overlaps call i on the GPU.

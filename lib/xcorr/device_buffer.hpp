@@ -1,5 +1,5 @@
-// An owning device allocation (RAII), so that an exception thrown half-way through setting up a
-// run frees what was already allocated.
+// An owning device allocation, stream and event (RAII), so that an exception thrown half-way
+// through setting up a run frees what was already allocated.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -50,6 +50,28 @@ public:
 private:
     T* ptr_ = nullptr;
     size_t count_ = 0;
+};
+
+// A non-blocking stream; destroyed only after its work is done, so that buffers declared before it
+// (destroyed after it) are freed once nothing in flight touches them.
+struct Stream {
+    cudaStream_t s = nullptr;
+    Stream() { XC_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
+    ~Stream() {
+        cudaStreamSynchronize(s);
+        cudaStreamDestroy(s);
+    }
+    Stream(const Stream&) = delete;
+    Stream& operator=(const Stream&) = delete;
+};
+
+// An event without timing (ordering between streams).
+struct Event {
+    cudaEvent_t e = nullptr;
+    Event() { XC_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming)); }
+    ~Event() { cudaEventDestroy(e); }
+    Event(const Event&) = delete;
+    Event& operator=(const Event&) = delete;
 };
 
 // Copies `n` elements from host memory into the start of `dst` and returns only once they are in
