@@ -1,8 +1,9 @@
 """Adding a variant is one file plus one build line (docs/contributing.md, "Adding a variant"): in a
 scratch copy of the tree, tests/example_variant/99_example_scale.cu is added the way the guide tells
 a user to (the file into algorithms/, its name into algorithms/meson.build), the copy is configured
-with `-Dvariants=01,99` (the model file and the new one: a few minutes on 2 cores) and its programs
-and shared objects are built (checked_targets), and the new variant must appear everywhere the
+with `-Dvariants=01,99` (the model file and the new one) and its programs and shared objects are built
+(checked_targets: a few minutes on 2 cores; under a minute where the main build's objects of lib/ and
+the model file stand, tests/reuse_objects.py), and the new variant must appear everywhere the
 registry reaches without a GPU:
 
 - `xcorr list --json` and `xcorr list`;
@@ -26,6 +27,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
+import reuse_objects
+from conftest import BUILD
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "tests" / "example_variant" / "99_example_scale.cu"
@@ -77,6 +81,10 @@ def scratch_build(tmp_path_factory):
     r = run([sys.executable, "-m", "mesonbuild.mesonmain", "setup", build, tree, "-Dgpu_arch=9.0",
              "-Dvariants=01,99"], env=env)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr
+    # lib/'s objects, the model variant's and the host programs' from the main build where ninja finds
+    # their commands and sources unchanged (tests/reuse_objects.py): the new variant, the registry's
+    # programs and every link are this build's own
+    reuse_objects.seed(BUILD, build)
     r = run(["ninja", "-C", build, *checked_targets(build)], env=env, timeout=1500)
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr
     return tree, build

@@ -1,6 +1,6 @@
-"""The binary wheel (scripts/build-wheel): built for one architecture and one variant
-(a few minutes on 2 cores), installed into a fresh venv with NumPy and NVIDIA's cuFFT wheel from
-PyPI, and imported with the CUDA toolkit out of reach (no nvcc on PATH, no LD_LIBRARY_PATH or
+"""The binary wheel (scripts/build-wheel): built for one architecture and one variant (a few
+minutes on 2 cores; seconds where the main build has lib/'s objects: tests/reuse_objects.py),
+installed into a fresh venv with NumPy and NVIDIA's cuFFT wheel from PyPI, and imported with the CUDA toolkit out of reach (no nvcc on PATH, no LD_LIBRARY_PATH or
 CUDA_HOME): the CPU reference runs, a GPU call raises NoGPUError with its reason (where this
 machine has no GPU: CI), cuFFT comes from the venv's nvidia package, and xcorr.__version__ is
 the repository's (scripts/version).
@@ -11,10 +11,14 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
 import pytest
+
+import reuse_objects
+from conftest import BUILD
 
 ROOT = Path(__file__).resolve().parent.parent
 VERSION_RE = r"\d+(\.\d+)*(\.dev\d+)?(\+g[0-9a-f]+(\.dirty)?)?"
@@ -106,8 +110,18 @@ def test_wheel_installs_and_runs_with_only_the_driver(tmp_path):
 
     out = tmp_path / "dist"
     env = dict(os.environ, PATH=os.path.dirname(nvcc) + os.pathsep + os.environ.get("PATH", ""))
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "build-wheel"), "--arch", "9.0", "--variants", "01",
-                        "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+    # A build folder of its own beside build/ (one level below the tree, as build/ is, so that the
+    # compile commands are the same), seeded with the main build's objects (tests/reuse_objects.py):
+    # ninja compiles again what differs; --strict, the main build's ptxas flags (no difference to the
+    # code: warnings made errors, which sm_90a has none of), so that lib/'s CUDA objects are among them.
+    build_dir = Path(tempfile.mkdtemp(prefix="build-test-wheel-", dir=ROOT))
+    try:
+        reuse_objects.seed(BUILD, build_dir)
+        r = subprocess.run([sys.executable, str(ROOT / "scripts" / "build-wheel"), "--arch", "9.0", "--variants", "01",
+                            "--strict", "--build-dir", str(build_dir), "--out", str(out)],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+    finally:
+        shutil.rmtree(build_dir, ignore_errors=True)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     wheels = list(out.glob("xcorr-*.whl"))
     assert len(wheels) == 1, list(out.iterdir())

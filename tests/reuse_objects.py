@@ -1,0 +1,38 @@
+"""The main build's compiled objects for the tests' second builds of the same tree (tests/test_wheel.py's
+wheel, tests/test_example_variant.py's scratch build), which compile lib/ and the host programs with the
+same commands as the main build (and the same relative paths: a build folder one level below its tree):
+some four minutes of 2 cores each, for objects that build/ already has.
+
+seed(MAIN, NEW) copies MAIN's object files and ninja's two logs (.ninja_log: each output's command hash
+and time; .ninja_deps: the headers each object read) into NEW, times kept, before NEW's first ninja
+run, before or after its configure (Meson's configure runs `ninja -t restat`, which records NEW's own
+files' times in the log; seed runs it where NEW is configured already). Ninja itself then decides, as
+it does in any build folder, which of them stand: an object is compiled again unless its command in NEW is byte for byte the one MAIN ran (flags, defines,
+architectures, paths), its deps are recorded, and no source or header it read is newer than it (a file
+edited since MAIN was built, a header generated anew in NEW: version.hpp, build_info.hpp,
+auto_table.cpp). What NEW adds or changes (a new variant, other flags) is compiled; every link is
+done in NEW. Without MAIN's logs, or with NEW already built, nothing is copied (a whole build, as
+before)."""
+import shutil
+import subprocess
+from pathlib import Path
+
+LOGS = (".ninja_log", ".ninja_deps")
+
+
+def seed(main, new) -> int:
+    """Copies MAIN's *.o and ninja logs into NEW (made where missing); returns how many objects."""
+    main, new = Path(main), Path(new)
+    if not all((main / f).is_file() for f in LOGS) or any((new / f).exists() for f in LOGS):
+        return 0
+    objects = [p for p in main.rglob("*.o") if p.is_file() and not p.is_symlink()]
+    for p in objects:
+        dst = new / p.relative_to(main)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(p, dst)
+    for f in LOGS:
+        shutil.copy2(main / f, new / f)
+    if (new / "build.ninja").is_file():  # configured already: the log's times of NEW's own files (its
+        # build.ninja, newer than MAIN's, which would otherwise have ninja run Meson again first)
+        subprocess.run(["ninja", "-C", str(new), "-t", "restat"], capture_output=True, check=True)
+    return len(objects)
