@@ -53,12 +53,20 @@ case $1 in *xcorr_sanitizer_probe)  # the positive control: reported unless FAKE
   fi
   exit 99 ;;
 esac
-env=$(awk 'BEGIN {  # the settings it runs under, sorted by name: XCORR_*, SANITIZER_FILTER
-  for (k in ENVIRON) if (k ~ /^XCORR_/ || k == "SANITIZER_FILTER") names[++n] = k
-  for (i = 2; i <= n; i++) for (j = i; j > 1 && names[j - 1] > names[j]; j--) {t = names[j]; names[j] = names[j - 1]; names[j - 1] = t}
-  for (i = 1; i <= n; i++) printf "%s%s=%s", (i > 1 ? " " : ""), names[i], ENVIRON[names[i]]}')
+# the settings it runs under, sorted by name (as dash's `export -p` lists them): XCORR_*, SANITIZER_FILTER
+# (the shell's own list, not awk's ENVIRON: a process less a stand-in)
+env="" vars=$(export -p)
+set -f; old=$IFS; IFS='
+'
+for v in $vars; do
+  case $v in "export "*=*) ;; *) continue ;; esac
+  v=${v#export }; v=${v%%=*}
+  case $v in XCORR_*|SANITIZER_FILTER) eval "env=\"\${env:+\$env }$v=\${$v}\"" ;; esac
+done
+IFS=$old; set +f
 printf '%s\t%s\t%s\t%s\n' "$tool" "$env" "$options" "$line" >>"$FAKE_LOG"
-[ -z "${FAKE_SPAN:-}" ] || t0=$(date +%s.%N)
+# (the seconds since boot, to 10 ms, without a process: /proc/uptime's first field)
+[ -z "${FAKE_SPAN:-}" ] || read -r t0 _ </proc/uptime
 if hit FAKE_SLEEP; then  # a part that outlasts the deadline: it prints a case first, as the real one would
   echo "PASS  block-per-pair  n-to-m 1x[1x3001] * 1x[1x257]"
   printf '%s' "PASS  block-per-pair  n-to-m 1x[1x1500] * 1x[1x1700]  (cut mid-li"
@@ -66,7 +74,7 @@ if hit FAKE_SLEEP; then  # a part that outlasts the deadline: it prints a case f
 fi
 "$@"
 rc=$?
-[ -z "${FAKE_SPAN:-}" ] || echo "$t0 $(date +%s.%N) $line" >>"$FAKE_SPAN"  # when this process ran, for the concurrency cap's test
+[ -z "${FAKE_SPAN:-}" ] || { read -r t1 _ </proc/uptime; echo "$t0 $t1 $line" >>"$FAKE_SPAN"; }  # when this process ran, for the concurrency cap's test
 if hit FAKE_DIE; then exit 134; fi
 if hit FAKE_QUIET; then exit 0; fi
 if hit FAKE_FIND; then
