@@ -4,7 +4,9 @@
 // memory; larger transforms (256, 384, 512, 768, 1024: full outputs up to 1023 x 1023; a window may
 // need a smaller transform, see "Output windows") take the staged path at the end of this file, the same
 // phases as kernels of their own, and so do problems of at most 32 outputs at N = 192 (at 256:
-// one block of 192 per matrix leaves the GPU idle; FftFused's constructor). Beyond the paper: its
+// one block of 192 per matrix leaves the GPU idle; FftFused's constructor). A reduced plan's k = 1
+// peaks on the staged path come from phase 3 itself, no map written ("Fused k = 1 peaks", below).
+// Beyond the paper: its
 // fft (and ours, 50_fft.cu) is five passes over a global workspace (pad, cuFFT's two R2C kernels,
 // the product, cuFFT's two C2R kernels), each bound by DRAM bandwidth; for the real-data shape
 // that is 7.6 GB.
@@ -118,6 +120,7 @@
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/dispatch.hpp"
 #include "common/launch.cuh"
+#include "lib/reduce/peak.cuh"
 #include "xcorr/registry.hpp"
 
 namespace xcorr {
@@ -268,20 +271,15 @@ __device__ __forceinline__ void inverse_column(float2 (&v)[TeamPlan<N>::E], floa
     store_natural<N>(v, col, pitch, tm);
 }
 
-// One row pair, inverse: rows A and B of the column-inverted product H (N/2 + 1 columns each),
-// Z = H_a + i H_b extended to length N by Hermitian symmetry, one inverse DFT through `slot`
-// (which may be A itself), real and imaginary parts to rows ya and yb of the computed block
-// (each if < cy; `out` is its first element, rows ow apart), rotated by sx columns (those < cx).
-// kOpaqueRows (the staged path): the two output rows' starts as opaque pointers, so that each
-// store's address is one wide multiply-add from one, where the compiler otherwise rebuilds it from
-// the kernel parameter, the output's offset and the column in 64-bit halves (about 7 instructions
-// a store: SASS). The one-block path has no two registers to spare (pair_kernel<128>: 64).
-template <int N, bool kOpaqueRows = false>
-__device__ __forceinline__ void inverse_row_pair(const float2* A, const float2* B, float2* slot, int ya, int yb,
-                                                 float* __restrict__ out, int cy, int cx, int ow, int sx,
-                                                 const Team& tm, const float2* tw) {
+// One row pair's inverse DFT (inverse_row_pair below, without the stores): rows A and B of the
+// column-inverted product H (N/2 + 1 columns each), Z = H_a + i H_b extended to length N by
+// Hermitian symmetry, transformed through `slot` (which may be A itself); thread t's elements
+// t + T e end in v[e], real part row a's circular column t + T e, imaginary part row b's. The fused
+// k = 1 peak (peak_rows_kernel, peak_near_kernel) reads them there instead of storing them.
+template <int N>
+__device__ __forceinline__ void row_pair_values(const float2* A, const float2* B, float2* slot, const Team& tm,
+                                                const float2* tw, float2 (&v)[TeamPlan<N>::E]) {
     constexpr int E = TeamShape<N>::E, T = TeamShape<N>::T, H = N / 2;
-    float2 v[E];
 #pragma unroll
     for (int e = 0; e < E; ++e) {
         // H[N - k] = conj(H[k]); H[0] and H[N/2] are real.
@@ -296,6 +294,23 @@ __device__ __forceinline__ void inverse_row_pair(const float2* A, const float2* 
         v[e] = make_float2(a.x - b.y, a.y + b.x);
     }
     team_dft<N, +1>(v, StridedSlot{slot, 1}, tm.mask, tw);
+}
+
+// One row pair, inverse: rows A and B of the column-inverted product H (N/2 + 1 columns each),
+// Z = H_a + i H_b extended to length N by Hermitian symmetry, one inverse DFT through `slot`
+// (which may be A itself), real and imaginary parts to rows ya and yb of the computed block
+// (each if < cy; `out` is its first element, rows ow apart), rotated by sx columns (those < cx).
+// kOpaqueRows (the staged path): the two output rows' starts as opaque pointers, so that each
+// store's address is one wide multiply-add from one, where the compiler otherwise rebuilds it from
+// the kernel parameter, the output's offset and the column in 64-bit halves (about 7 instructions
+// a store: SASS). The one-block path has no two registers to spare (pair_kernel<128>: 64).
+template <int N, bool kOpaqueRows = false>
+__device__ __forceinline__ void inverse_row_pair(const float2* A, const float2* B, float2* slot, int ya, int yb,
+                                                 float* __restrict__ out, int cy, int cx, int ow, int sx,
+                                                 const Team& tm, const float2* tw) {
+    constexpr int E = TeamShape<N>::E, T = TeamShape<N>::T;
+    float2 v[E];
+    row_pair_values<N>(A, B, slot, tm, tw, v);
     float* oa = out + int64_t(ya) * ow;
     float* ob = out + int64_t(yb) * ow;
     if constexpr (kOpaqueRows) {
@@ -963,6 +978,139 @@ __global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs
     }
 }
 
+// Fused k = 1 peaks of the staged path (Instance::run_peak1: a reduced plan's peaks at k = 1, the
+// map never written; lib/reduce/reducer.cpp). Phase 3 as peak_rows_kernel: the same row DFTs as
+// out_rows_kernel, whose values are compared instead of stored; each team's best goes to its
+// output's key by one atomicMax. A key orders (value, index) as the contract does, the larger
+// value first and of equal values the smaller row-major index: the value's bits made monotone in
+// the high word (-0 taken as +0, which compares equal to it), the index complemented in the low
+// word; 0, below every value's key, is "no number yet" (NaN is never a candidate). Then
+// peak_near_kernel, a team an output: the key decoded, the row DFTs of the (at most three) row
+// pairs that hold the peak's row and its neighbours run again from H, still in memory, to give the
+// three-point fit its neighbours (the very values the map would hold there); and peak_write_kernel,
+// a thread an output: the peak written (lib/reduce/peak.cuh, the reduce kernels' code; apart from
+// the DFTs, whose registers its double-precision fit would spill) and the key cleared for the next
+// chunk. Only for
+// windows whose every shift has overlap (FftFused::takes_peak1): the zeros outside it would be
+// candidates too.
+__device__ __forceinline__ unsigned long long peak_key(float v, int i) {
+    unsigned u = __float_as_uint(v + 0.0f);  // -0 + 0 = +0
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return (static_cast<unsigned long long>(u) << 32) | ~unsigned(i);
+}
+__device__ __forceinline__ reduce::Cand peak_of_key(unsigned long long key) {
+    const unsigned u = unsigned(key >> 32);
+    return reduce::Cand{__uint_as_float((u & 0x80000000u) ? (u & 0x7fffffffu) : ~u), int(~unsigned(key))};
+}
+
+// Chunk output o's row pair p: the H slot's rows and their block rows (false: neither row is in the
+// window, or the team is past the launch's work).
+template <int N>
+__device__ __forceinline__ int64_t chunk_h_slot(const StagedArgs& a, int64_t o) {
+    if (a.group != 1 && a.pairs.form == int(Form::NToM)) {
+        const ChunkPair q = chunk_pair_of(unsigned(o), unsigned(a.kc), unsigned(a.pairs.nL), 1);  // left-major
+        return chunk_slot_of(unsigned(q.i), unsigned(q.jj), unsigned(a.kc), unsigned(a.pairs.nL), unsigned(a.group));
+    }
+    return o;
+}
+
+template <int N>
+__global__ void __launch_bounds__(Staged<N>::threads) peak_rows_kernel(StagedArgs a, OutMap m,
+                                                                        unsigned long long* __restrict__ keys) {
+    using G = Staged<N>;
+    constexpr int E = G::E, T = G::T, L = T < kWarp ? T : kWarp;  // L: the team's lanes within one warp
+    extern __shared__ float2 smem[];
+    const float2* tw = staged_twiddles<N>(smem + G::teams * G::SN);
+    const Team tm = this_team<N>();
+    const int64_t item = int64_t(blockIdx.x) * G::teams + tm.id;
+    if (item >= a.count * (N / 2)) return;
+    const int64_t o = item / (N / 2);
+    const int p = int(item - o * (N / 2));
+    int ya, yb;
+    if (!output_rows<N>(p, m.sy, m.cy, ya, yb)) return;  // the whole team alike
+    const float2* rows = a.H + (chunk_h_slot<N>(a, o) * N + 2 * p) * G::rpitch;
+    float2 v[E];
+    row_pair_values<N>(rows, rows + G::rpitch, smem + tm.id * G::SN, tm, tw, v);
+    unsigned long long best = 0;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+        const int n = tm.t + T * e;
+        const int x = n + m.sx >= N ? n + m.sx - N : n + m.sx;
+        if (x < m.cx) {
+            if (ya < m.cy && !isnan(v[e].x)) best = max(best, peak_key(v[e].x, (m.oy + ya) * m.ow + m.ox + x));
+            if (yb < m.cy && !isnan(v[e].y)) best = max(best, peak_key(v[e].y, (m.oy + yb) * m.ow + m.ox + x));
+        }
+    }
+#pragma unroll
+    for (int off = L / 2; off > 0; off >>= 1) best = max(best, __shfl_xor_sync(tm.mask, best, off));
+    if (tm.t % L == 0 && best != 0) atomicMax(keys + o, best);
+}
+
+// The neighbourhood of each chunk output's peak (a team an output): near[9 o ..] its 3 x 3 values,
+// row-major, the peak at the centre (those off the computed block not written: the fit never
+// reads them).
+template <int N>
+__global__ void __launch_bounds__(Staged<N>::threads) peak_near_kernel(StagedArgs a, OutMap m,
+                                                                        const unsigned long long* __restrict__ keys,
+                                                                        float* __restrict__ near) {
+    using G = Staged<N>;
+    constexpr int E = G::E, T = G::T;
+    extern __shared__ float2 smem[];
+    const float2* tw = staged_twiddles<N>(smem + G::teams * G::SN);
+    const Team tm = this_team<N>();
+    const int64_t o = int64_t(blockIdx.x) * G::teams + tm.id;
+    if (o >= a.count || keys[o] == 0) return;  // (no number in the map: no neighbourhood)
+    const reduce::Cand c = peak_of_key(keys[o]);
+    const int y = c.i / m.ow - m.oy, x = c.i % m.ow - m.ox;  // in the computed block
+    float* nb = near + 9 * o;
+    int last = -1;  // the row pair done last (rows y - 1 .. y + 1 lie in consecutive pairs)
+#pragma unroll 1
+    for (int yy = max(y - 1, 0); yy <= min(y + 1, m.cy - 1); ++yy) {
+        const int circ = yy - m.sy < 0 ? yy - m.sy + N : yy - m.sy;  // its circular row: (yy - sy) mod N
+        const int p = circ / 2;
+        if (p == last) continue;
+        last = p;
+        int ya, yb;
+        output_rows<N>(p, m.sy, m.cy, ya, yb);
+        const float2* rows = a.H + (chunk_h_slot<N>(a, o) * N + 2 * p) * G::rpitch;
+        float2 v[E];
+        row_pair_values<N>(rows, rows + G::rpitch, smem + tm.id * G::SN, tm, tw, v);
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            const int n = tm.t + T * e;
+            const int dx = (n + m.sx >= N ? n + m.sx - N : n + m.sx) - x;
+            if (dx < -1 || dx > 1) continue;
+            if (ya < m.cy && unsigned(ya - y + 1) < 3u) nb[(ya - y + 1) * 3 + dx + 1] = v[e].x;
+            if (yb < m.cy && unsigned(yb - y + 1) < 3u) nb[(yb - y + 1) * 3 + dx + 1] = v[e].y;
+        }
+        team_sync<T>(tm.mask);  // the slot is free again for the next row pair's DFT
+    }
+}
+
+// Each chunk output's peak record, a thread an output: from its key (none: absent) and its
+// neighbourhood, the fit of lib/reduce/peak.cuh; the key cleared for the next chunk.
+constexpr int kPeakWriteThreads = 128;
+__global__ void __launch_bounds__(kPeakWriteThreads) peak_write_kernel(StagedArgs a, OutMap m,
+                                                                        unsigned long long* __restrict__ keys,
+                                                                        const float* __restrict__ near, PeakSink sink) {
+    pdl_launch_dependents();
+    pdl_wait();  // the keys and neighbourhoods are written
+    const int64_t o = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (o >= a.count) return;
+    const unsigned long long key = keys[o];
+    const int out_index = int(chunk_output(a, o));
+    if (key == 0) {  // no value of the map is a number
+        reduce::write_absent(sink.value, sink.shift, sink.subpixel, out_index);
+        return;
+    }
+    const reduce::Cand c = peak_of_key(key);
+    const int y = c.i / m.ow, x = c.i - y * m.ow;
+    const float* nb = near + 9 * o;
+    reduce::write_peak(sink.value, sink.shift, sink.subpixel, out_index, c, m.oh, m.ow, sink.dy0, sink.dx0,
+                       int(sink.method), [nb, y, x](int yy, int xx) { return nb[(yy - y + 1) * 3 + xx - x + 1]; });
+    keys[o] = 0;  // for the next chunk's outputs
+}
+
 // ---------------------------------------------------------------------------------------------
 // Windows reaching beyond the full range
 // ---------------------------------------------------------------------------------------------
@@ -1072,6 +1220,8 @@ public:
                 for_window([&](auto win) {
                     allow_dynamic_smem(out_rows_kernel<NN, decltype(win)::value>, size_t(G::row_smem), "fft-fused");
                 });
+                allow_dynamic_smem(peak_rows_kernel<NN>, size_t(G::row_smem), "fft-fused");
+                allow_dynamic_smem(peak_near_kernel<NN>, size_t(G::row_smem), "fft-fused");
                 for (auto kernel : {cols_kernel<NN, kForward>, cols_kernel<NN, kCorrelate>, cols_kernel<NN, kPair>})
                     allow_dynamic_smem(kernel, size_t(G::col_smem), "fft-fused");
                 if constexpr (TeamShape<NN>::mixed) {
@@ -1099,6 +1249,33 @@ public:
         graph_.run({left, right, out}, stream, [&](cudaStream_t s) { enqueue(left, right, out, s); });
     }
 
+    // k = 1 peaks in phase 3 of the staged path (peak_rows_kernel, peak_near_kernel,
+    // peak_write_kernel): where the window's every shift has overlap (no zeros outside the
+    // computed block to compete); the one-block path (N <= 192) writes its maps and the reduce
+    // kernels take them.
+    bool takes_peak1() const override {
+        const OutMap& m = map_;
+        return N_ > kMaxOneBlock && m.oy == 0 && m.ox == 0 && m.cy == m.oh && m.cx == m.ow;
+    }
+    void run_peak1(const float* left, const float* right, const PeakSink& sink, cudaStream_t stream) override {
+        if (!takes_peak1()) throw std::logic_error("fft-fused: run_peak1 where takes_peak1 is false");
+        XC_CUDA_CHECK(cudaMemsetAsync(keys_.get(), 0, keys_.bytes(), stream));
+        for_size(N_, [&](auto n) {
+            constexpr int NN = decltype(n)::value;
+            if constexpr (NN > kMaxOneBlock) {
+                using G = Staged<NN>;
+                run_staged<NN>(left, right, nullptr, stream, [&](const StagedArgs& a) {
+                    launch_dependent(peak_rows_kernel<NN>, dim3(unsigned(ceil_div64(a.count * (NN / 2), G::teams))),
+                                     dim3(G::threads), G::row_smem, stream, a, map_, keys_.get());
+                    launch_dependent(peak_near_kernel<NN>, dim3(unsigned(ceil_div64(a.count, G::teams))),
+                                     dim3(G::threads), G::row_smem, stream, a, map_, keys_.get(), near_.get());
+                    launch_dependent(peak_write_kernel, dim3(unsigned(ceil_div64(a.count, kPeakWriteThreads))),
+                                     dim3(kPeakWriteThreads), 0, stream, a, map_, keys_.get(), near_.get(), sink);
+                });
+            }
+        });
+    }
+
 private:
     void enqueue(const float* left, const float* right, float* out, cudaStream_t stream) {
         const OutMap& m = map_;
@@ -1112,7 +1289,15 @@ private:
         for_size(N_, [&](auto n) {
             constexpr int NN = decltype(n)::value;
             if constexpr (NN <= kMaxOneBlock) run_one_block<NN>(left, right, out, stream);
-            else run_staged<NN>(left, right, out, stream);
+            else
+                run_staged<NN>(left, right, out, stream, [&](const StagedArgs& a) {
+                    using G = Staged<NN>;
+                    for_window([&](auto win) {
+                        launch_dependent(out_rows_kernel<NN, decltype(win)::value>,
+                                         dim3(unsigned(ceil_div64(a.count * (NN / 2), G::teams))), dim3(G::threads),
+                                         G::row_smem, stream, a, map_);
+                    });
+                });
         });
     }
 
@@ -1174,6 +1359,10 @@ private:
         spec_ = DeviceBuffer<float2>(size_t(z.spec));
         rows_ = DeviceBuffer<float2>(size_t(z.rows));  // lefts, then the chunk's rights
         H_ = DeviceBuffer<float2>(size_t(z.H));
+        if (staged) {
+            keys_ = DeviceBuffer<unsigned long long>(size_t(k * G));
+            near_ = DeviceBuffer<float>(size_t(9 * k * G));
+        }
     }
 
     // n-to-m pair groups (chunk_pair_of) pay where the chunk's spectra (nL + K of them) outgrow the
@@ -1219,8 +1408,11 @@ private:
         });
     }
 
-    template <int NN>
-    void run_staged(const float* left, const float* right, float* out, cudaStream_t stream) {
+    // The staged path's kernels, phase 3 of each chunk of rights launched by `out_pass(a)` (its
+    // StagedArgs: the chunk's outputs a.count, their H): the map's output rows into `out`, or the
+    // fused peaks (out null).
+    template <int NN, class OutPass>
+    void run_staged(const float* left, const float* right, float* out, cudaStream_t stream, OutPass&& out_pass) {
         using G = Staged<NN>;
         const bool ntom = p_.form == Form::NToM;
         StagedArgs a{left, p_.hL, p_.wL, out, rows_.get(), spec_.get(), H_.get(), p_.hL, p_.wL, p_.hR, p_.wR,
@@ -1280,10 +1472,7 @@ private:
                 launch_dependent(cols_kernel<NN, kCorrelate>, cols_grid(a.count), dim3(G::threads), G::col_smem,
                                  stream, a);
             }
-            for_window([&](auto win) {
-                launch_dependent(out_rows_kernel<NN, decltype(win)::value>, rows_grid(a.count * (NN / 2)),
-                                 dim3(G::threads), G::row_smem, stream, a, map_);
-            });
+            out_pass(a);
         }
     }
 
@@ -1309,6 +1498,8 @@ private:
     bool merge_rows_ = false;        // staged: merge_rows()
     int sms_ = 0, per_sm_ = 0;
     DeviceBuffer<float2> spec_, rows_, H_;
+    DeviceBuffer<unsigned long long> keys_;  // staged: the fused peak's key of each output of a chunk
+    DeviceBuffer<float> near_;               // and its 3 x 3 neighbourhood
     GraphReplay graph_;
 };
 

@@ -1033,3 +1033,87 @@ def test_block_per_pair_takes_k1_peaks_in_its_own_pass(d, monkeypatch, gpu):
     assert "own pass" not in chunked.explain()
     for x, y in zip(got, chunked(b, a)):
         np.testing.assert_array_equal(x, y)
+
+
+# fft-fused's staged path (transforms of 256 to 1024 points a side): its k = 1 peaks come from its
+# last pass. Shapes whose window takes each transform size (form, left, right, window, fit, data).
+FFT_FUSED_STAGED = [
+    ("n-to-m", (3, 130, 121), (4, 97, 110), {}, "parabolic", "signed"),                 # full 226 x 230: 256
+    ("one-to-many", (250, 260), (20, 101, 99), {}, "gaussian", "offset"),               # 350 x 358: 384
+    ("one-to-one", (260, 301), (240, 199), {}, "parabolic", "offset"),                  # 499 x 499: 512
+    ("n-to-mn", (2, 500, 420), (6, 220, 300), {}, "gaussian", "signed"),                # 719 x 719: 768
+    ("one-to-many", (600, 520), (2, 300, 501), {}, "parabolic", "signed"),              # 899 x 1020: 1024
+    ("one-to-many", (400, 390), (8, 61, 57), {"mode": "valid"}, "gaussian", "offset"),  # 340 x 334 of 512
+    ("one-to-many", (333, 345), (5, 64, 70), {"mode": "same"}, "parabolic", "signed"),
+    ("n-to-m", (2, 300, 280), (3, 290, 270), {"max_shift": 60}, "gaussian", "signed"),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", FFT_FUSED_STAGED, ids=lambda c: f"{c[0]}-{c[1]}x{c[2]}-{c[3]}")
+def test_fft_fused_takes_k1_peaks_in_its_staged_pass(case, monkeypatch, gpu):
+    """fft-fused beyond one block: at k = 1 the plan takes the peaks in the variant's own pass (its
+    explain says so, no map written), correct by the contract against the float64 reference map,
+    and the same peaks as the route through the map and the reduce kernels (XCORR_NO_FUSED_PEAKS=1):
+    the same shifts, the values to the map's rounding, the fits within 1e-4."""
+    form, ls, rs, window, subpixel, data = case
+    rng = seeded_rng(("fft-fused-peaks", form, ls, rs, tuple(window)))
+    a, b = gpu_data(rng, ls, data), gpu_data(rng, rs, data)
+    args = dict(form=form, reduce="peaks", k=1, subpixel=subpixel, algorithm="fft-fused", **window)
+    fused = xcorr.Plan(ls, rs, **args)
+    assert "own pass" in fused.explain(), fused.explain()
+    got = fused(a, b)
+    refplan = xcorr.Plan(ls, rs, form=form, algorithm="reference", **window)
+    maps = refplan(a, b).reshape((-1,) + refplan.out_shape[-2:])
+    algo = next(x for x in xcorr.algorithms() if x["name"] == "fft-fused")
+    value, shift, sub = (x.reshape(maps.shape[0], 1, -1) for x in got)
+    for m in range(maps.shape[0]):
+        bad = check_peaks(maps[m], refplan.shifts, 1, 0, subpixel, value[m, :, 0], shift[m], sub[m],
+                          bound_of(algo, None, maps[m]))
+        assert not bad, (case, f"map {m}", bad)
+    monkeypatch.setenv("XCORR_NO_FUSED_PEAKS", "1")
+    chunked = xcorr.Plan(ls, rs, **args)
+    assert "own pass" not in chunked.explain()
+    want = chunked(a, b)
+    np.testing.assert_array_equal(got.shift, want.shift)
+    np.testing.assert_allclose(got.value, want.value, rtol=1e-6, atol=0)
+    np.testing.assert_allclose(got.subpixel, want.subpixel, rtol=0, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_fft_fused_fused_peaks_find_planted_crops_and_skip_nan(gpu):
+    """32-to-32 in small: 4 lefts of 256 x 256 and, as rights, crops of 200 x 210 from each at known
+    offsets: every left's peak with its own crop is at the crop's offset, its value the crop's sum
+    of squares; a left holding a NaN has no peak at all (NaN, (0, 0), NaN), as the contract says."""
+    rng = seeded_rng("fft-fused-planted")
+    lefts = rng.standard_normal((4, 256, 256)).astype(np.float32)
+    offsets = [(0, 0), (17, 40), (56, 3), (31, 46)]
+    rights = np.stack([lefts[j, y:y + 200, x:x + 210] for j, (y, x) in enumerate(offsets)])
+    plan = xcorr.Plan(lefts.shape, rights.shape, form="n-to-m", reduce="peaks", k=1, algorithm="fft-fused")
+    assert "own pass" in plan.explain()
+    got = plan(lefts, rights)
+    shift = got.shift.reshape(4, 4, 2)
+    value = got.value.reshape(4, 4)
+    for j, off in enumerate(offsets):
+        assert tuple(shift[j, j]) == off, (j, shift[j, j])
+        np.testing.assert_allclose(value[j, j], np.sum(rights[j].astype(np.float64) ** 2), rtol=1e-5)
+    lefts[2, 100, 100] = np.nan
+    got = plan(lefts, rights)
+    value, shift, sub = got.value.reshape(4, 4), got.shift.reshape(4, 4, 2), got.subpixel.reshape(4, 4, 2)
+    assert np.isnan(value[2]).all() and (shift[2] == 0).all() and np.isnan(sub[2]).all()
+    assert np.isfinite(value[[0, 1, 3]]).all()
+    assert tuple(shift[3, 3]) == offsets[3]
+
+
+@pytest.mark.gpu
+def test_fft_fused_declines_fused_peaks_where_the_window_has_shifts_without_overlap(gpu):
+    """A window reaching beyond the full range holds exact zeros that are candidates too: the plan
+    takes the map and the reduce kernels there (and is still right: the zeros win over a negative map)."""
+    ls, rs = (230, 240), (3, 50, 60)
+    window = dict(shifts=((-300, 100), (-80, 10)))  # rows beyond -(hR - 1) = -49
+    plan = xcorr.Plan(ls, rs, reduce="peaks", k=1, algorithm="fft-fused", **window)
+    assert "own pass" not in plan.explain()
+    a = np.abs(seeded_rng("decline").standard_normal(ls)).astype(np.float32) + 1
+    b = -np.abs(seeded_rng("decline-r").standard_normal(rs)).astype(np.float32) - 1  # every overlap negative
+    got = plan(a, b)
+    assert (got.value == 0).all() and (got.shift[:, 0, 0] == -300).all() and (got.shift[:, 0, 1] == -80).all()
