@@ -219,6 +219,11 @@ SHARDS = 4
 JOBS = 11 * 2 + 4 * 2 + 4 + 3  # sharded: maps and signals of each form, windows, fft-fused's, chunked
 BPP_JOBS = 4 + 4 + 4 + 1  # block-per-pair's among them (maps, windows, signals, chunked): twice the shards
 RACE_JOBS = SHARDS * (JOBS - BPP_JOBS) + 2 * SHARDS * BPP_JOBS + 11
+# the same at SANITIZE_SHARDS=2, which the tests of the ledger's keys run (tree below): what they
+# prove is which processes an edit asks again for, each shard a process of a key of its own, and 111
+# processes prove it as 211 did, in half the forks
+TREE_SHARDS = 2
+TREE_JOBS = TREE_SHARDS * (JOBS - BPP_JOBS) + 2 * TREE_SHARDS * BPP_JOBS + 11
 
 
 def test_clean_parts_report_clean(clean):
@@ -384,12 +389,13 @@ def test_the_normalization_runs_a_process_per_form_and_racecheck_one_per_variant
     430 s: now a process per form, and under racecheck per variant as well; and
     normalize-paths, whose seven problems in one racecheck process were cut at 311 s,
     a process per problem under racecheck."""
-    _, calls = fake(tools="memcheck racecheck", FAKE_NORMALIZE_VARIANT="1")
+    # (racecheck at 2 shards a job: the normalization's still twice as many as the others')
+    _, calls = fake(tools="memcheck racecheck", FAKE_NORMALIZE_VARIANT="1", SANITIZE_SHARDS="2")
     norm = [c for c in calls if "--normalize all" in c]
     mem = [c for c in norm if c.startswith("memcheck")]
     race = [c for c in norm if c.startswith("racecheck")]
     assert len(mem) == 4 and all(c.count("--form ") == 1 for c in mem), mem
-    assert len(race) == 4 * 2 * SHARDS and all("--variant register-tiled" in c and c.count("--variant") == 1 for c in race)
+    assert len(race) == 4 * 2 * 2 and all("--variant register-tiled" in c and c.count("--variant") == 1 for c in race)
     names = subprocess.run([str(ROOT / "scripts" / "normalize-paths"), "names"], capture_output=True, text=True,
                            check=True).stdout.split()
     assert len(names) == 7 and "staged" in names and "strip" in names
@@ -752,7 +758,9 @@ def test_a_normalize_paths_problem_cut_at_the_deadline_runs_alone_in_either_orde
     ledger = tmp_path / "ledger.txt"
     ledger.write_text("# took racecheck normalize-paths@signals 411+\n# took racecheck normalize-paths@strip 300\n")
     span = tmp_path / "span"
-    env = dict(tools="racecheck", FAKE_NORMALIZE_VARIANT="1", SANITIZE_LEDGER=str(ledger), SANITIZE_JOBS="4",
+    # (the other jobs a process each, SANITIZE_SHARDS=1: ~70 processes, not ~250; normalize-paths' are
+    # never sharded, and what is looked at is when they run beside the others)
+    env = dict(tools="racecheck", FAKE_NORMALIZE_VARIANT="1", SANITIZE_LEDGER=str(ledger), SANITIZE_JOBS="4", SANITIZE_SHARDS="1",
                FAKE_SPAN=str(span), PYTHON=sys.executable, FAKE_SLEEP="/strip-left.npy", FAKE_SLEEP_S="3")
     r, _ = fake(**env)  # (strip, the longest of the rest, sleeps: still running when a walk reaches the alone one)
     assert "run alone on the GPU, first (a check no shard can shorten): normalize-paths@signals \n" in r.stdout
@@ -791,7 +799,7 @@ def test_each_tool_first_reports_the_defect_planted_for_it(fake, tmp_path):
 
 
 def test_a_blind_tool_fails_the_run_and_runs_none_of_its_parts(fake, tmp_path):
-    r, calls = fake(FAKE_BLIND="memcheck")
+    r, calls = fake(FAKE_BLIND="memcheck", SANITIZE_SHARDS="1")  # (racecheck's jobs unsharded: its clean run is the point)
     assert r.returncode == 1 and "memcheck: BLIND: the defect planted for it" in r.stdout, r.stdout
     assert not any(c.startswith("memcheck") for c in calls) and "racecheck: clean (" in r.stdout
     assert "memcheck" not in (tmp_path / "out" / "sanitize-ledger.txt").read_text()
@@ -799,20 +807,21 @@ def test_a_blind_tool_fails_the_run_and_runs_none_of_its_parts(fake, tmp_path):
     # a blind call keeps the ledger it was given (one that keyed nothing once returned it empty)
     ledger = tmp_path / "ledger.txt"
     ledger.write_text((tmp_path / "out" / "sanitize-ledger.txt").read_text())
-    r, calls = fake(tools="racecheck", FAKE_BLIND="racecheck", SANITIZE_LEDGER=str(ledger))
+    r, calls = fake(tools="racecheck", FAKE_BLIND="racecheck", SANITIZE_LEDGER=str(ledger), SANITIZE_SHARDS="1")
     assert r.returncode == 1 and not calls and "racecheck: BLIND" in r.stdout
     assert (tmp_path / "out" / "sanitize-ledger.txt").read_text() == ledger.read_text()
 
 
 def test_racecheck_instruments_every_kernel_where_its_filter_hides_the_planted_race(fake):
-    r, calls = fake(tools="racecheck", FAKE_BLIND="racecheck --tool racecheck --kernel-name")
+    # (a process a job, SANITIZE_SHARDS=1: the filter is the same words in every process, sharded or not)
+    r, calls = fake(tools="racecheck", FAKE_BLIND="racecheck --tool racecheck --kernel-name", SANITIZE_SHARDS="1")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "the planted race went unreported under --kernel-name kns=xcorr: every kernel instrumented" in r.stdout
     assert calls and not any("--kernel-name" in c for c in calls)
     # and where it goes unreported either way, racecheck is blind
-    r, calls = fake(tools="racecheck", FAKE_BLIND="racecheck")
+    r, calls = fake(tools="racecheck", FAKE_BLIND="racecheck", SANITIZE_SHARDS="1")
     assert r.returncode == 1 and "racecheck: BLIND" in r.stdout and not calls
-    r, calls = fake(tools="racecheck", SANITIZE_RACECHECK_KERNELS="")
+    r, calls = fake(tools="racecheck", SANITIZE_RACECHECK_KERNELS="", SANITIZE_SHARDS="1")
     assert r.returncode == 0 and calls and not any("--kernel-name" in c for c in calls)
 
 
@@ -865,25 +874,19 @@ def test_a_run_killed_from_outside_keeps_the_ledger_of_what_finished(fake, tmp_p
 
 
 @pytest.fixture
-def tree(tmp_path, standins, clean):
+def tree(tmp_path, standins):
     """A copy of the scripts beside sources of their own, the variants registered in files of their
-    own (write_tree), run on the stand-in build: what an edit of one file proves again."""
+    own (write_tree), run on the stand-in build: what an edit of one file proves again. Racecheck at
+    TREE_SHARDS shards a job (TREE_JOBS processes, not RACE_JOBS): the keys are what these tests
+    look at, and each shard is still a process of a key of its own."""
     tree = write_tree(tmp_path / "tree")
-    env = {"PATH": f"{standins[0]}:/usr/bin:/bin", "FAKE_LOG": str(tmp_path / "tree.log")}
+    env = {"PATH": f"{standins[0]}:/usr/bin:/bin", "FAKE_LOG": str(tmp_path / "tree.log"),
+           "SANITIZE_SHARDS": str(TREE_SHARDS)}
     ledger = tmp_path / "tree-ledger.txt"
-    fresh = [True]
 
     def run(first=False, where=tree, **extra):
         """racecheck over the stand-in build with the last run's ledger (none: first); the validator's
-        command lines. The first run without a ledger, of the tree as written, is the module's clean
-        run (the fixture clean: the same sources in another folder, which no key holds; the test of
-        another checkout's path below shows it), its racecheck half."""
-        if first and fresh[0] and where == tree and not extra:
-            fresh[0] = False
-            _, calls, proofs = clean()
-            ledger.write_text("".join(line + "\n" for line in proofs.splitlines() if " racecheck " in line))
-            return [c.split("\t")[-1] for c in calls if c.startswith("racecheck\t")]
-        fresh[0] = False
+        command lines."""
         (tmp_path / "tree.log").unlink(missing_ok=True)
         r = subprocess.run([str(where / "scripts" / "sanitize"), str(standins[1]), str(tmp_path / "o3"),
                             "racecheck"], capture_output=True, text=True, timeout=120,
@@ -900,7 +903,7 @@ def test_an_edit_of_one_variant_asks_again_for_its_processes_alone(fake, tree):
     """Racecheck over every variant is most of a session's device time: a change to one variant's
     file proves again that variant's processes, not the other variants' (each names its variant)."""
     first = tree(first=True)
-    assert len(first) == RACE_JOBS
+    assert len(first) == TREE_JOBS
     assert tree() == []  # nothing changed: everything proven
     f = tree.tree / "algorithms" / "30_block_per_pair.cu"
     f.write_text(f.read_text() + "// a changed line\n")
@@ -909,17 +912,17 @@ def test_an_edit_of_one_variant_asks_again_for_its_processes_alone(fake, tree):
     assert sorted(again) == sorted(c for c in first if "--variant block-per-pair" in c)
     # a shared source: every process again
     (tree.tree / "algorithms" / "common" / "a.cu").write_text("// shared, changed\n")
-    assert len(tree()) == RACE_JOBS
+    assert len(tree()) == TREE_JOBS
     assert tree() == []
     (tree.tree / "lib" / "a.cu").write_text("// lib, changed\n")
-    assert len(tree()) == RACE_JOBS
+    assert len(tree()) == TREE_JOBS
 
 
 def test_an_edit_of_the_script_asks_again_only_for_the_commands_it_changes(fake, tree):
     """The ledger's key is what a process ran, not the script's text: a comment or a change to one
     part's command leaves the other parts proven; a change to the rules that judge a process clean
     (ledger_rules) proves nothing earlier; the revision's label is not a setting."""
-    assert len(tree(first=True)) == RACE_JOBS
+    assert len(tree(first=True)) == TREE_JOBS
     script = tree.tree / "scripts" / "sanitize"
     text = script.read_text()
     script.write_text(text.replace("set -uo pipefail", "# a comment\nset -uo pipefail", 1))
@@ -932,10 +935,10 @@ def test_an_edit_of_the_script_asks_again_only_for_the_commands_it_changes(fake,
                                    "XCORR_FFT_MAX_CHUNK=3 sanitize_part \"$tool\" fft-chunked"))
     again = tree()
     assert again and all("--shape 37x53,29x41" in c and "--variant fft-fused" in c and "--windows" not in c
-                         for c in again) and len(again) == SHARDS  # fft-chunked's four shards alone
+                         for c in again) and len(again) == TREE_SHARDS  # fft-chunked's shards alone
     assert tree(XCORR_FFT_MERGE_ROWS="1") != []  # a setting of the environment is part of what ran
     script.write_text(text.replace("ledger_rules=2", "ledger_rules=3"))
-    assert len(tree()) == RACE_JOBS
+    assert len(tree()) == TREE_JOBS
 
 
 def test_the_ledger_keeps_the_proofs_a_run_does_not_look_at_and_drops_the_stale_ones(fake, tmp_path):
@@ -956,11 +959,11 @@ def test_the_ledger_keeps_the_proofs_a_run_does_not_look_at_and_drops_the_stale_
 
 def test_a_change_to_the_verdict_proves_nothing_earlier(fake, tree):
     """A proof is only as good as the rules that judged it: verdict() and the patterns are in every key."""
-    assert len(tree(first=True)) == RACE_JOBS
+    assert len(tree(first=True)) == TREE_JOBS
     script = tree.tree / "scripts" / "sanitize"
     text = script.read_text()
     looser = text.replace('if [ "$rc" != 0 ] || ! grep -qE "$zero" "$f"; then echo bad; return; fi',
                           'if ! grep -qE "$zero" "$f"; then echo bad; return; fi')
     assert looser != text
     script.write_text(looser)
-    assert len(tree()) == RACE_JOBS
+    assert len(tree()) == TREE_JOBS
