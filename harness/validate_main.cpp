@@ -460,6 +460,9 @@ Reduction max_of(bool stats) {
 // The fixed cases of the header: k = 200 is beyond every window it meets here.
 std::vector<ReductionCase> reduction_cases() {
     const Shape a{13, 17, 5, 7}, b{31, 24, 9, 11}, sig{1, 301, 1, 37}, tie{12, 12, 5, 5};
+    // Full outputs of 159 x 159 in a few pairs: fft-fused's staged path (at most 32 outputs at 192
+    // take 256), whose k = 1 peaks its last pass takes itself (Instance::takes_peak1)
+    const Shape st{97, 90, 63, 70};
     const auto P = Subpixel::Parabolic, G = Subpixel::Gaussian;
     const auto none = Normalize::None, zncc = Normalize::Zncc, zl = Normalize::ZeroLag;
     return {
@@ -486,6 +489,8 @@ std::vector<ReductionCase> reduction_cases() {
         // refuse, so without these their n-to-mn reductions ran nowhere
         {b, Form::NToMn, {2, 4}, "full", none, peaks_of(5, 1, P), Fill::Ranges},
         {a, Form::NToMn, {2, 6}, "full", zncc, max_of(true), Fill::Ranges},
+        {st, Form::NToM, {2, 3}, "full", none, peaks_of(1, 0, G), Fill::Ranges},
+        {st, Form::OneToMany, {1, 3}, "full", none, peaks_of(1, 0, P), Fill::Nan},
     };
 }
 
