@@ -113,12 +113,17 @@ exit 9
 
 XCORR = r'''#!/bin/sh
 # xcorr list [--json] of a build of three variants (four with FAKE_NORMALIZE_VARIANT: register-tiled,
-# the normalization's parts)
+# the normalization's parts; block-per-pair alone with FAKE_BPP_ONLY: a build of one variant, 108
+# racecheck processes to walk, not 211)
 all='"one-to-one", "one-to-many", "n-to-mn", "n-to-m"'
 json='{"name": "block-per-pair", "windows": ["full", "valid", "same"], "forms": ['"$all"']},
       {"name": "fft-fused", "windows": ["full", "valid"], "forms": ['"$all"']},
       {"name": "tensor-wgmma", "windows": ["full"], "forms": ["one-to-many", "n-to-mn", "n-to-m"]}'
 names="block-per-pair fft-fused tensor-wgmma"
+if [ -n "${FAKE_BPP_ONLY:-}" ]; then
+  json='{"name": "block-per-pair", "windows": ["full", "valid", "same"], "forms": ['"$all"']}'
+  names=block-per-pair
+fi
 if [ -n "${FAKE_NORMALIZE_VARIANT:-}" ]; then
   json="$json"', {"name": "register-tiled", "windows": ["full"], "forms": ['"$all"']}'
   names="$names register-tiled"
@@ -681,9 +686,11 @@ def test_a_shard_of_another_form_follows_its_mirrors_split_in_one_call(fake, tmp
     several calls, in one call, instead of halving a level a call from the family's verdict
     (warp-per-overlap-shared's n-to-m signals went 8 -> 16 -> 32 -> 64 shards over
     three calls; its n-to-mn signals would have taken as many)."""
+    # (a build of block-per-pair alone, FAKE_BPP_ONLY: these look at its signal shards alone, and the
+    # other variants' processes, proven by the module's ledger, were most of each run's walk)
     ledger = ledger_but(fake, tmp_path, "signals-n-to-m",
                         ["1of8 447+", "1of16 300+", "9of16 100"] + [f"{k}of8 120" for k in range(2, 9)])
-    r, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
+    r, calls = fake(tools="racecheck", FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger))
     assert r.returncode == 0, r.stdout + r.stderr
     tree = sorted(["1/32", "17/32", "9/16"] + [f"{k}/8" for k in range(2, 9)])
     assert shards(calls, "n-to-m") == tree
@@ -691,7 +698,7 @@ def test_a_shard_of_another_form_follows_its_mirrors_split_in_one_call(fake, tmp
     # where its own time says otherwise, its own time decides
     ledger.write_text(ledger.read_text() + "# took racecheck signals-n-to-mn@block-per-pair.1of8 90\n"
                       "# took racecheck signals-n-to-mn@block-per-pair.2of8 400+\n")
-    _, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
+    _, calls = fake(tools="racecheck", FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger))
     assert shards(calls, "n-to-mn") == sorted(["1/8", "2/16", "10/16"] + [f"{k}/8" for k in range(3, 9)])
 
 
@@ -710,11 +717,13 @@ def test_a_64th_cut_at_the_deadline_runs_alone_first_in_the_first_half(fake, tmp
     13of64, 0 cases done in 446 s, among 15 other processes taking turns on the GPU). It runs before
     every other process, with none beside it, stopped at half the deadline so that the rest of the
     call still proves the others; the summary names it."""
+    # (a build of block-per-pair alone, FAKE_BPP_ONLY: these look at its signal shards alone, and the
+    # other variants' processes, proven by the module's ledger, were most of each run's walk)
     ledger = ledger_but(fake, tmp_path, "signals-n-to-m@block-per-pair.",
                         ["1of8 447+", "1of16 300+", "1of32 300+", "1of64 446+", "33of64 120", "17of32 120", "9of16 120"]
                         + [f"{k}of8 120" for k in range(2, 9)])
     span = tmp_path / "span"
-    r, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger), SANITIZE_JOBS="4", FAKE_SPAN=str(span),
+    r, calls = fake(tools="racecheck", FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger), SANITIZE_JOBS="4", FAKE_SPAN=str(span),
                     FAKE_SLEEP="--shard 1/64", FAKE_SLEEP_S="1")
     assert r.returncode == 0, r.stdout + r.stderr
     ran = sorted(c.split()[-1] for c in calls)
@@ -725,7 +734,7 @@ def test_a_64th_cut_at_the_deadline_runs_alone_first_in_the_first_half(fake, tmp
     assert "run alone on the GPU, first (a check no shard can shorten): signals-n-to-m@block-per-pair.1of64" in r.stdout
     assert " racecheck signals-n-to-m@block-per-pair.1of64 none\n" in (tmp_path / "out" / "sanitize-ledger.txt").read_text()
     # still too long alone: stopped at half the deadline, and the others run in the rest of the call
-    r, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger), SANITIZE_DEADLINE="8", FAKE_SLEEP="--shard 1/64",
+    r, calls = fake(tools="racecheck", FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger), SANITIZE_DEADLINE="8", FAKE_SLEEP="--shard 1/64",
                     FAKE_SLEEP_S="30")
     assert r.returncode == 3, r.stdout + r.stderr
     assert "UNFINISHED at the deadline (8 s), no finding in their logs: signals-n-to-m@block-per-pair.1of64" in r.stdout
@@ -739,21 +748,21 @@ def test_a_64th_cut_at_the_deadline_runs_alone_first_in_the_first_half(fake, tmp
     # a 64th never timed runs alone where its mirror took two minutes, even one that finished (alone,
     # in an earlier call): among sixteen others it would not
     ledger = ledger_but(fake, tmp_path, "signals-n-to-m", ["1of8 447+", "1of16 300+", "1of32 300+", "1of64 200"])
-    r, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
+    r, calls = fake(tools="racecheck", FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger))
     assert "run alone on the GPU, first (a check no shard can shorten): signals-n-to-mn@block-per-pair.1of64 \n" in r.stdout
     assert any(c.endswith("--form n-to-m --shape 1x3001,1x257 --shape 1x1500,1x1700 --windows also --shard 1/64")
                for c in calls)  # its own finished time: not alone
     # one cut itself runs before those alone for their mirrors' sake, whatever the catalog's order
     # (n-to-mn's parts come before n-to-m's)
     ledger = ledger_but(fake, tmp_path, "signals-n-to-m", ["1of8 447+", "1of16 300+", "1of32 300+", "1of64 446+"])
-    r, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
+    r, calls = fake(tools="racecheck", FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger))
     assert [c.split("--form ")[1].split()[0] for c in calls[:2]] == ["n-to-m", "n-to-mn"]
     assert calls[0].endswith("--shard 1/64") and calls[1].endswith("--shard 1/64")
     assert ("first (a check no shard can shorten): signals-n-to-m@block-per-pair.1of64 "
             "signals-n-to-mn@block-per-pair.1of64 \n") in r.stdout
     # an earlier shard (of 32) cut is halved as before, not run alone
     write_ledger(tmp_path, [line for line in ledger.read_text().splitlines() if not line.startswith("#")], ["1of32 300+"])
-    r, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
+    r, calls = fake(tools="racecheck", FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger))
     assert "run alone" not in r.stdout and any(c.endswith("--shard 1/64") for c in calls)
 
 
