@@ -944,6 +944,15 @@ __global__ void __launch_bounds__(Staged<N>::threads) both_kernel(StagedArgs a) 
     }
 }
 
+// The H slot of chunk output o (in the outputs' own order): chunk_slot_of, the pair pass's order.
+__device__ __forceinline__ int64_t chunk_h_slot(const StagedArgs& a, int64_t o) {
+    if (a.group != 1 && a.pairs.form == int(Form::NToM)) {
+        const ChunkPair q = chunk_pair_of(unsigned(o), unsigned(a.kc), unsigned(a.pairs.nL), 1);  // left-major
+        return chunk_slot_of(unsigned(q.i), unsigned(q.jj), unsigned(a.kc), unsigned(a.pairs.nL), unsigned(a.group));
+    }
+    return o;
+}
+
 // Phase 3: one team per row pair of chunk outputs [0, count), written through the window's map
 // (kWindow), or, for the full output, as before windows: the oh x ow output rotated by
 // (hR - 1, wR - 1), m not read.
@@ -956,15 +965,10 @@ __global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs
     const int64_t item = int64_t(blockIdx.x) * G::teams + tm.id;
     if (item >= a.count * (N / 2)) return;
     // Chunk output o in the outputs' own order (consecutive teams write consecutive outputs), its H
-    // at slot h (chunk_slot_of: the pair pass's order)
+    // at slot chunk_h_slot(a, o)
     const int64_t o = item / (N / 2);
     const int p = int(item - o * (N / 2));
-    int64_t h = o;
-    if (a.group != 1 && a.pairs.form == int(Form::NToM)) {
-        const ChunkPair q = chunk_pair_of(unsigned(o), unsigned(a.kc), unsigned(a.pairs.nL), 1);  // left-major
-        h = chunk_slot_of(unsigned(q.i), unsigned(q.jj), unsigned(a.kc), unsigned(a.pairs.nL), unsigned(a.group));
-    }
-    const float2* rows = a.H + (h * N + 2 * p) * G::rpitch;
+    const float2* rows = a.H + (chunk_h_slot(a, o) * N + 2 * p) * G::rpitch;
     int ya, yb;
     if constexpr (kWindow) {
         if (!output_rows<N>(p, m.sy, m.cy, ya, yb)) return;
@@ -1003,17 +1007,6 @@ __device__ __forceinline__ reduce::Cand peak_of_key(unsigned long long key) {
     return reduce::Cand{__uint_as_float((u & 0x80000000u) ? (u & 0x7fffffffu) : ~u), int(~unsigned(key))};
 }
 
-// Chunk output o's row pair p: the H slot's rows and their block rows (false: neither row is in the
-// window, or the team is past the launch's work).
-template <int N>
-__device__ __forceinline__ int64_t chunk_h_slot(const StagedArgs& a, int64_t o) {
-    if (a.group != 1 && a.pairs.form == int(Form::NToM)) {
-        const ChunkPair q = chunk_pair_of(unsigned(o), unsigned(a.kc), unsigned(a.pairs.nL), 1);  // left-major
-        return chunk_slot_of(unsigned(q.i), unsigned(q.jj), unsigned(a.kc), unsigned(a.pairs.nL), unsigned(a.group));
-    }
-    return o;
-}
-
 template <int N>
 __global__ void __launch_bounds__(Staged<N>::threads) peak_rows_kernel(StagedArgs a, OutMap m,
                                                                         unsigned long long* __restrict__ keys) {
@@ -1028,7 +1021,7 @@ __global__ void __launch_bounds__(Staged<N>::threads) peak_rows_kernel(StagedArg
     const int p = int(item - o * (N / 2));
     int ya, yb;
     if (!output_rows<N>(p, m.sy, m.cy, ya, yb)) return;  // the whole team alike
-    const float2* rows = a.H + (chunk_h_slot<N>(a, o) * N + 2 * p) * G::rpitch;
+    const float2* rows = a.H + (chunk_h_slot(a, o) * N + 2 * p) * G::rpitch;
     float2 v[E];
     row_pair_values<N>(rows, rows + G::rpitch, smem + tm.id * G::SN, tm, tw, v);
     unsigned long long best = 0;
@@ -1072,7 +1065,7 @@ __global__ void __launch_bounds__(Staged<N>::threads) peak_near_kernel(StagedArg
         last = p;
         int ya, yb;
         output_rows<N>(p, m.sy, m.cy, ya, yb);
-        const float2* rows = a.H + (chunk_h_slot<N>(a, o) * N + 2 * p) * G::rpitch;
+        const float2* rows = a.H + (chunk_h_slot(a, o) * N + 2 * p) * G::rpitch;
         float2 v[E];
         row_pair_values<N>(rows, rows + G::rpitch, smem + tm.id * G::SN, tm, tw, v);
 #pragma unroll
