@@ -615,10 +615,12 @@ def test_a_shard_cut_at_the_deadline_runs_as_its_two_halves_until_proven(fake, t
         return {i for i in range(64) if i % m == k - 1}
     # every process proven but block-per-pair's n-to-m signals: 1of8 cut at 447 s, its siblings
     # finished (not proven here, so that they run: whole, by their own times)
+    # (up to the other forms' split below, a build of block-per-pair alone, FAKE_BPP_ONLY: these runs
+    # look at its n-to-m shards alone, and the other variants' proven processes were most of their walk)
     keep = proofs_but(fake, tmp_path, "signals-n-to-m@block-per-pair.")
     siblings = [f"{k}of8 120" for k in range(2, 9)]
     ledger = write_ledger(tmp_path, keep, ["1of8 447+"] + siblings)
-    r, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
+    r, calls = fake(tools="racecheck", FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger))
     assert r.returncode == 0, r.stdout + r.stderr
     n_to_m = shards(calls, "n-to-m")
     assert n_to_m == sorted(["1/16", "9/16"] + [f"{k}/8" for k in range(2, 9)])
@@ -630,12 +632,12 @@ def test_a_shard_cut_at_the_deadline_runs_as_its_two_halves_until_proven(fake, t
     assert "# took racecheck signals-n-to-m@block-per-pair.1of8 447+" in out  # the parent's mark stays: halves next time
     # the next call: the halves are proven, nothing of the part runs, the parent is not run whole
     ledger.write_text(out)
-    r, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
+    r, calls = fake(tools="racecheck", FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger))
     assert r.returncode == 0 and not calls and "racecheck: clean (" in r.stdout, r.stdout
 
     # a half cut again splits again (a quarter of the parent), within 64 shards
     write_ledger(tmp_path, keep, ["1of8 447+", "9of16 300+"] + siblings)
-    _, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
+    _, calls = fake(tools="racecheck", FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger))
     n_to_m = shards(calls, "n-to-m")
     assert "1/16" in n_to_m and "9/32" in n_to_m and "25/32" in n_to_m and "9/16" not in n_to_m and "1/8" not in n_to_m
     assert set().union(*map(fraction, n_to_m)) == set(range(64)) and sum(len(fraction(s)) for s in n_to_m) == 64
@@ -643,7 +645,7 @@ def test_a_shard_cut_at_the_deadline_runs_as_its_two_halves_until_proven(fake, t
     # a shard halved earlier stays halved when its siblings' times no longer mark the part cut (the
     # parent's own line gone, a sibling the longest and finished)
     write_ledger(tmp_path, keep, ["1of16 200+", "9of16 50"] + siblings)
-    _, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
+    _, calls = fake(tools="racecheck", FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger))
     assert shards(calls, "n-to-m") == sorted(["1/32", "17/32", "9/16"] + [f"{k}/8" for k in range(2, 9)])
 
     # a cut shard's never-run siblings and its variant's shards of the part's other forms split too
