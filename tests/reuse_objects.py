@@ -13,11 +13,17 @@ edited since MAIN was built, a header generated anew in NEW: version.hpp, build_
 auto_table.cpp). What NEW adds or changes (a new variant, other flags) is compiled; every link is
 done in NEW. Without MAIN's logs, or with NEW already built, nothing is copied (a whole build, as
 before)."""
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 LOGS = (".ninja_log", ".ninja_deps")
+# The ninja of this Python's environment before PATH's: the one scripts/setup-env and meson-python
+# build build/ with. Its log format is its own (.ninja_log v7 from ninja 1.12 on); an older ninja
+# on PATH (Debian's 1.11) finds that log too new, drops it and compiles everything again.
+NINJA = shutil.which("ninja", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")) or "ninja"
 
 
 def seed(main, new) -> int:
@@ -34,5 +40,5 @@ def seed(main, new) -> int:
         shutil.copy2(main / f, new / f)
     if (new / "build.ninja").is_file():  # configured already: the log's times of NEW's own files (its
         # build.ninja, newer than MAIN's, which would otherwise have ninja run Meson again first)
-        subprocess.run(["ninja", "-C", str(new), "-t", "restat"], capture_output=True, check=True)
+        subprocess.run([NINJA, "-C", str(new), "-t", "restat"], capture_output=True, check=True)
     return len(objects)

@@ -85,7 +85,7 @@ def scratch_build(tmp_path_factory):
     # their commands and sources unchanged (tests/reuse_objects.py): the new variant, the registry's
     # programs and every link are this build's own
     reuse_objects.seed(BUILD, build)
-    r = run(["ninja", "-C", build, *checked_targets(build)], env=env, timeout=1500)
+    r = run([reuse_objects.NINJA, "-C", build, *checked_targets(build)], env=env, timeout=1500)
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr
     return tree, build
 
