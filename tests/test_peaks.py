@@ -1051,32 +1051,13 @@ FFT_FUSED_STAGED = [
 
 def fft_reference_maps(form, a, b, shifts):
     """The float64 maps of these sizes by NumPy's FFT (the reference's direct sums would take
-    minutes): each pair's full correlation, C(dy, dx) = sum R[i, j] L[i + dy, j + dx], cut to the
-    window's shifts ((dy0, dy1), (dx0, dx1)), which lie within the full range."""
-    from xcorr import _reference
+    minutes): xcsuite.peers.fft_reference_np, which tests/test_peerbench.py holds to SciPy's
+    correlate2d on every form and window, on float64 stacks; shifts ((dy0, dy1), (dx0, dx1))."""
+    from xcsuite import peers
     A = np.asarray(a, np.float64).reshape((-1,) + a.shape[-2:])
     B = np.asarray(b, np.float64).reshape((-1,) + b.shape[-2:])
-    (hL, wL), (hR, wR) = A.shape[1:], B.shape[1:]
-    H, W = hL + hR - 1, wL + wR - 1
-    li, ri = _reference.pair_indices(form, A.shape[0], B.shape[0])
-    circ = np.fft.irfft2(np.fft.rfft2(A, (H, W))[li] * np.conj(np.fft.rfft2(B, (H, W))[ri]), (H, W))
-    full = np.roll(circ, (hR - 1, wR - 1), axis=(1, 2))  # row y: shift y - (hR - 1)
     (dy0, dy1), (dx0, dx1) = shifts
-    assert -(hR - 1) <= dy0 <= dy1 <= hL - 1 and -(wR - 1) <= dx0 <= dx1 <= wL - 1
-    return full[:, dy0 + hR - 1:dy1 + hR, dx0 + wR - 1:dx1 + wR]
-
-
-def test_fft_reference_maps_are_the_reference_s():
-    """The FFT route above against the direct float64 reference, on small odd shapes (CPU)."""
-    rng = seeded_rng("fft-reference")
-    for form, ls, rs, window in [("n-to-m", (2, 13, 17), (3, 5, 7), {}), ("one-to-many", (19, 16), (2, 6, 9),
-                                                                          {"mode": "valid"}),
-                                 ("n-to-mn", (2, 11, 12), (4, 8, 5), {"max_shift": 3})]:
-        a, b = rng.standard_normal(ls), rng.standard_normal(rs)
-        ref = xcorr.Plan(ls, rs, form=form, algorithm="reference", **window)
-        want = ref(a.astype(np.float32), b.astype(np.float32)).reshape((-1,) + ref.out_shape[-2:])
-        got = fft_reference_maps(form, a.astype(np.float32), b.astype(np.float32), ref.shifts)
-        np.testing.assert_allclose(got, want, rtol=0, atol=1e-9 * np.abs(want).max())
+    return peers.fft_reference_np(form, A, B, (dy0, dy1, dx0, dx1))
 
 
 @pytest.mark.gpu
