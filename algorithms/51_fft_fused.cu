@@ -576,6 +576,8 @@ struct Staged {
     // A tile: SN rows (N of data, then the exchange's pad) of tpitch.
     static constexpr size_t col_smem = (size_t(SN) * tpitch + TW) * sizeof(float2);  // tile + twiddles
     static constexpr size_t col_smem_both() { return (2 * size_t(SN) * tpitch + TW) * sizeof(float2); }  // kCorrelateBoth
+    // The grid of a row pass (rows_kernel, out_rows_kernel, peak_rows_kernel): a team per item.
+    static dim3 rows_grid(int64_t items) { return dim3(unsigned(ceil_div64(items, teams))); }
     static_assert(teams * SN % 2 == 0 && SN * tpitch % 2 == 0,
                   "twiddle tables 16-byte aligned (fill_twiddles)");
     static_assert(rpitch * sizeof(float2) % 128 == 0 && TC * sizeof(float2) % 32 == 0,
@@ -1258,8 +1260,8 @@ public:
             if constexpr (NN > kMaxOneBlock) {
                 using G = Staged<NN>;
                 run_staged<NN>(left, right, nullptr, stream, [&](const StagedArgs& a) {
-                    launch_dependent(peak_rows_kernel<NN>, dim3(unsigned(ceil_div64(a.count * (NN / 2), G::teams))),
-                                     dim3(G::threads), G::row_smem, stream, a, map_, keys_.get());
+                    launch_dependent(peak_rows_kernel<NN>, G::rows_grid(a.count * (NN / 2)), dim3(G::threads),
+                                     G::row_smem, stream, a, map_, keys_.get());
                     launch_dependent(peak_near_kernel<NN>, dim3(unsigned(ceil_div64(a.count, G::teams))),
                                      dim3(G::threads), G::row_smem, stream, a, map_, keys_.get(), near_.get());
                     launch_dependent(peak_write_kernel, dim3(unsigned(ceil_div64(a.count, kPeakWriteThreads))),
@@ -1286,9 +1288,8 @@ private:
                 run_staged<NN>(left, right, out, stream, [&](const StagedArgs& a) {
                     using G = Staged<NN>;
                     for_window([&](auto win) {
-                        launch_dependent(out_rows_kernel<NN, decltype(win)::value>,
-                                         dim3(unsigned(ceil_div64(a.count * (NN / 2), G::teams))), dim3(G::threads),
-                                         G::row_smem, stream, a, map_);
+                        launch_dependent(out_rows_kernel<NN, decltype(win)::value>, G::rows_grid(a.count * (NN / 2)),
+                                         dim3(G::threads), G::row_smem, stream, a, map_);
                     });
                 });
         });
@@ -1410,7 +1411,6 @@ private:
         const bool ntom = p_.form == Form::NToM;
         StagedArgs a{left, p_.hL, p_.wL, out, rows_.get(), spec_.get(), H_.get(), p_.hL, p_.wL, p_.hR, p_.wR,
                      p_.nL, 0, 0, 1, 0, pair_map(p_), float(1.0 / (double(NN) * NN))};
-        const auto rows_grid = [&](int64_t items) { return dim3(unsigned(ceil_div64(items, G::teams))); };
         const auto cols_grid = [&](int64_t count) {
             return dim3(unsigned(G::col_tiles), unsigned(std::min<int64_t>(count, 65535)));
         };
@@ -1423,9 +1423,9 @@ private:
         const int k0 = std::min(K_, p_.nR);
         const int64_t left_items = a.count * ((a.h + 1) / 2);
         if (!merged)
-            rows_kernel<NN, false><<<rows_grid(left_items), G::threads, G::row_smem, stream>>>(a, {});
+            rows_kernel<NN, false><<<G::rows_grid(left_items), G::threads, G::row_smem, stream>>>(a, {});
         else if constexpr (rows_take_two<NN>)
-            rows_kernel<NN, true><<<rows_grid(left_items + int64_t(k0) * ((p_.hR + 1) / 2)), G::threads, G::row_smem,
+            rows_kernel<NN, true><<<G::rows_grid(left_items + int64_t(k0) * ((p_.hR + 1) / 2)), G::threads, G::row_smem,
                                     stream>>>(a, SecondStack{right, p_.hR, p_.wR, k0});
         XC_CHECK_LAUNCH();
         if (both) a.RL = rows_.get();
@@ -1441,7 +1441,7 @@ private:
             a.j0 = j0;
             a.kc = kc;
             if (!merged || j0 > 0)
-                launch_dependent(rows_kernel<NN, false>, rows_grid(a.count * ((a.h + 1) / 2)), dim3(G::threads), G::row_smem,
+                launch_dependent(rows_kernel<NN, false>, G::rows_grid(a.count * ((a.h + 1) / 2)), dim3(G::threads), G::row_smem,
                                  stream, a, SecondStack{});
             a.wait_late = 0;
             if (ntom) {
