@@ -10,6 +10,10 @@ from conftest import binary, require_variant, run
 LINE = re.compile(r"^(PASS|FAIL)  overlap-wise  (?P<case>.+?)  inputs=(?P<inputs>\S+)  err=(?P<err>\S+)")
 # A shape with errors well above zero in every form, quick to run: --quick is the small tier.
 ARGS = ["--variant", "overlap-wise", "--quick", "--seed", "2024"]
+# The maps alone: a reduction's bound is the tolerance times its peak's value, and a reduction case
+# sums more terms than the maps whose worst error sets --tolerance here (the 159 x 159 peak cases:
+# relative 1.8e-7 against the maps' 1.3e-7), so it may fail just above the maps' worst by design.
+MAPS = ["--reductions", "none"]
 
 
 def results(stdout):
@@ -23,19 +27,19 @@ def results(stdout):
 
 
 def test_tolerance_just_below_the_error_fails_and_just_above_passes(gpu, overlap_wise):
-    r = run([binary("xcorr_validate"), *ARGS, "--form", "n-to-m"])
+    r = run([binary("xcorr_validate"), *ARGS, *MAPS, "--form", "n-to-m"])
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr
     lines = results(r.stdout)
     assert lines and all(v == "PASS" for v, *_ in lines), r.stdout[-2000:]
     worst = max(err for *_, err in lines)
     assert worst > 0, "every error is 0: the test needs a case with rounding error"
     # err is printed with 3 digits (%.2e): 3% either side is clear of that rounding.
-    below = run([binary("xcorr_validate"), *ARGS, "--form", "n-to-m", "--tolerance", f"{worst * 0.97:.6e}"])
+    below = run([binary("xcorr_validate"), *ARGS, *MAPS, "--form", "n-to-m", "--tolerance", f"{worst * 0.97:.6e}"])
     assert below.returncode == 1, below.stdout[-2000:]
     failed = [l for l in results(below.stdout) if l[0] == "FAIL"]
     assert failed and all(err >= worst * 0.97 * 0.99 for *_, err in failed), below.stdout[-2000:]  # printed rounded
     assert re.search(r"^\d+ passed, [1-9]\d* failed", below.stdout.splitlines()[-1])
-    above = run([binary("xcorr_validate"), *ARGS, "--form", "n-to-m", "--tolerance", f"{worst * 1.03:.6e}"])
+    above = run([binary("xcorr_validate"), *ARGS, *MAPS, "--form", "n-to-m", "--tolerance", f"{worst * 1.03:.6e}"])
     assert above.returncode == 0, above.stdout[-2000:]
     assert all(v == "PASS" for v, *_ in results(above.stdout)) and re.search(r" 0 failed", above.stdout.splitlines()[-1])
 
