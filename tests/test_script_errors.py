@@ -24,6 +24,39 @@ def script(name, *args, env=None, timeout=300):
                env={**os.environ, **(env or {})})
 
 
+def in_process(name, *args, env=None):
+    """The xcsuite command NAME run in this interpreter as `python -m xcsuite NAME` runs it (its
+    dispatch, xcsuite.cli.run), for the matrices of many cases whose one process per case was most
+    of this file's time (pandas and matplotlib imported again for each): a CompletedProcess with
+    its exit status and what it printed; every warning it raised is printed to its stderr, as a
+    process's would be, and an exception it lets out fails the test with its traceback."""
+    import contextlib
+    import io
+    import subprocess
+    import warnings
+
+    from xcsuite.__main__ import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_argv0 = dict(os.environ), sys.argv[0]
+    os.environ.update({k: str(v) for k, v in (env or {}).items()})
+    try:
+        with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(out), \
+                contextlib.redirect_stderr(err):
+            warnings.simplefilter("always")
+            try:
+                status = main([name, *map(str, args)])
+            except SystemExit as e:  # argparse's refusals
+                status = e.code if isinstance(e.code, int) else 1
+        for w in caught:
+            err.write(warnings.formatwarning(w.message, w.category, w.filename, w.lineno))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        sys.argv[0] = saved_argv0
+    return subprocess.CompletedProcess([name, *args], status, out.getvalue(), err.getvalue())
+
+
 def usage_error(r, *needles):
     """argparse's refusal: exit 2, its usage, then one error line holding every needle."""
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
@@ -424,8 +457,10 @@ def test_a_damaged_summary_is_one_line_and_exit_2(tool, damage, tmp_path):
     elif tool == "auto-report":
         r = script("auto-report", "--build", make_fake_build(tmp_path / "build"), "--gpu-dir", gpu, "--out",
                    tmp_path / "report.md")
-    else:
+    elif damage == "hL":  # each command once as a user runs it: a process of its own
         r = script(tool, gpu, env=env)
+    else:
+        r = in_process(tool, gpu, env=env)
     one_line_error(r, 2, f"{tool}: {f}: ", where, "xcsuite aggregate")
     assert "Traceback" not in r.stderr
     assert sorted(p.name for p in gpu.iterdir()) == before and not (tmp_path / "report.md").exists()
