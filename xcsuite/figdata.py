@@ -5,6 +5,7 @@ reported, never fatal."""
 from __future__ import annotations
 
 import collections
+import math
 import warnings
 from pathlib import Path
 
@@ -66,6 +67,17 @@ def why_failed(messages) -> str:
     return "failed"
 
 
+def fastest(keys: list, records: dict, rank: str):
+    """The key of the smallest `rank` among `keys` (the first on ties; NaN never smallest, as
+    pandas' idxmin skips it; the first key where every value is NaN)."""
+    best, low = keys[0], math.inf
+    for k in keys:
+        v = float(records[k][rank])
+        if v < low:
+            best, low = k, v
+    return best
+
+
 def points(exp: Experiment, summary: pd.DataFrame, gpu_dir: Path,
            refused: dict | None = None) -> tuple[pd.DataFrame, list]:
     """The points of `exp`'s figure, from its results alone (the definition gives only its name),
@@ -83,10 +95,13 @@ def points(exp: Experiment, summary: pd.DataFrame, gpu_dir: Path,
     fin = ok["finish_time_us"].astype(float) if "finish_time_us" in ok else pd.Series(float("nan"), index=ok.index)
     ok = ok.assign(total_us=ok["time_us"].astype(float) + fin.fillna(0.0))
     rank = RANK_COLUMN.get(exp.metric, "time_us")
+    # The cases as plain rows, looked up by key: a member's few candidates by pandas' .loc were
+    # most of a figure's time (thousands of members a figure)
+    records = ok.to_dict("index")
     out = []
     missing = {}
     for m in members(exp, summary, gpu_dir):
-        have = [k for k in m.keys if k in ok.index]
+        have = [k for k in m.keys if k in records]
         if not have:
             if all(k in failed.index for k in m.keys):
                 if refused is not None:
@@ -94,8 +109,7 @@ def points(exp: Experiment, summary: pd.DataFrame, gpu_dir: Path,
             else:
                 missing.setdefault(m.series, []).append(m.shape)
             continue
-        cand = ok.loc[have]
-        best = cand.loc[cand[rank].idxmin()]
+        best = records[fastest(have, records, rank)]
         s = m.shape
         out.append({"experiment": exp.name, "panel": m.panel, "shape_panel": s.panel, "series": m.series,
                     "group": m.group, "variant": best["variant"], "params": best["params"], "form": s.form,
