@@ -7,9 +7,10 @@ import pytest
 
 from conftest import ROOT
 
-# A few files whose tests are cheap to collect; --gpu-only keeps the GPU tests among them, so the
-# parts are checked after that filter too.
-FILES = ["tests/test_npy.py", "tests/test_validate.py", "tests/test_reference.py"]
+# Two files whose tests are cheap to collect (neither imports SciPy, whose import is ~2 s of each
+# collection of a file that does), with parametrized families; --gpu-only keeps the GPU tests among
+# them, so the parts are checked after that filter too.
+FILES = ["tests/test_validate.py", "tests/test_bench.py"]
 
 
 def collect(*args):
