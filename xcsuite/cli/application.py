@@ -30,7 +30,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-from scipy import ndimage, signal
 
 from xcsuite import paths
 from xcsuite.registry import NoGpu, by_name, gpu_info, load_registry
@@ -52,6 +51,8 @@ def tile_grid() -> list[tuple[int, int]]:
 
 def make_pattern(rng: np.random.Generator) -> np.ndarray:
     h, w = GRID_ROWS * TILE + 2 * MARGIN, GRID_COLS * TILE + 2 * MARGIN
+    from scipy import ndimage  # SciPy where it is used: its import (~2 s) is no refusal's to wait for
+
     p = ndimage.gaussian_filter(rng.standard_normal((h, w)), sigma=1.2)  # a speckle of ~3 px, like a DIC pattern
     return (p - p.mean()) / p.std()
 
@@ -66,6 +67,8 @@ def displacement_field(y: np.ndarray, x: np.ndarray, k: int, patterns: int) -> t
 
 
 def build(patterns: int, seed: int = 7, noise: float = 0.05):
+    from scipy import ndimage
+
     rng = np.random.default_rng(seed)
     ref = make_pattern(rng)
     cells = tile_grid()
@@ -93,6 +96,8 @@ def build(patterns: int, seed: int = 7, noise: float = 0.05):
 def correlate(L, R, algorithm: str, build_dir: Path) -> tuple[np.ndarray, float]:
     t0 = time.time()
     if algorithm == "scipy":
+        from scipy import signal
+
         n = len(L)
         out = np.stack([signal.correlate(L[k % n].astype(np.float64), R[k].astype(np.float64), mode="full",
                                          method="fft") for k in range(len(R))])
