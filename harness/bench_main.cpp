@@ -605,9 +605,13 @@ void run_reduced_case(benchmark::State& st, const Case& c, const Options& opt, c
         st.counters["check_failed"] = double(c.check->cmp.nonfinite);
         st.counters["case_seconds"] = c.seconds_so_far();
         if (total_per_call > 0) st.counters["FLOPS"] = 2.0 * p.fmas() * double(st.iterations()) / total_per_call;
-        const std::string timed = std::string("the reduced plan's execute (") + c.reduce.describe() +
-                                  "): its maps chunk by chunk in device scratch with " + plan.algorithm() +
-                                  " and their reduction" +
+        // The route as the plan explains it, its own clause (up to the chunk plan's explanation after
+        // ": "): maps in device scratch chunk by chunk, or taken in the variant's own pass, no map
+        // written; ';' would end the label's field
+        std::string route = plan.explain();
+        route = route.substr(0, route.find(": "));
+        std::replace(route.begin(), route.end(), ';', ',');
+        const std::string timed = std::string("the reduced plan's execute (") + c.reduce.describe() + "): " + route +
                                   (p.normalize == Normalize::None ? "" : std::string(", normalized ") + normalize_name(p.normalize));
         st.SetLabel("family=" + c.variant->family + ";timed=" + timed + ";precision=" + c.variant->precision);
     } catch (const std::exception& e) {
