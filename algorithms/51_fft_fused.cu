@@ -576,7 +576,8 @@ struct Staged {
     // A tile: SN rows (N of data, then the exchange's pad) of tpitch.
     static constexpr size_t col_smem = (size_t(SN) * tpitch + TW) * sizeof(float2);  // tile + twiddles
     static constexpr size_t col_smem_both() { return (2 * size_t(SN) * tpitch + TW) * sizeof(float2); }  // kCorrelateBoth
-    // The grid of a row pass (rows_kernel, out_rows_kernel, peak_rows_kernel): a team per item.
+    // The grid of a row pass (rows_kernel, out_rows_kernel, peak_rows_kernel, peak_near_kernel): a
+    // team per item.
     static dim3 rows_grid(int64_t items) { return dim3(unsigned(ceil_div64(items, teams))); }
     static_assert(teams * SN % 2 == 0 && SN * tpitch % 2 == 0,
                   "twiddle tables 16-byte aligned (fill_twiddles)");
@@ -1262,8 +1263,8 @@ public:
                 run_staged<NN>(left, right, nullptr, stream, [&](const StagedArgs& a) {
                     launch_dependent(peak_rows_kernel<NN>, G::rows_grid(a.count * (NN / 2)), dim3(G::threads),
                                      G::row_smem, stream, a, map_, keys_.get());
-                    launch_dependent(peak_near_kernel<NN>, dim3(unsigned(ceil_div64(a.count, G::teams))),
-                                     dim3(G::threads), G::row_smem, stream, a, map_, keys_.get(), near_.get());
+                    launch_dependent(peak_near_kernel<NN>, G::rows_grid(a.count), dim3(G::threads), G::row_smem, stream,
+                                     a, map_, keys_.get(), near_.get());
                     launch_dependent(peak_write_kernel, dim3(unsigned(ceil_div64(a.count, kPeakWriteThreads))),
                                      dim3(kPeakWriteThreads), 0, stream, a, map_, keys_.get(), near_.get(), sink);
                 });

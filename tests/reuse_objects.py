@@ -20,10 +20,17 @@ import sys
 from pathlib import Path
 
 LOGS = (".ninja_log", ".ninja_deps")
-# The ninja of this Python's environment before PATH's: the one scripts/setup-env and meson-python
-# build build/ with. Its log format is its own (.ninja_log v7 from ninja 1.12 on); an older ninja
-# on PATH (Debian's 1.11) finds that log too new, drops it and compiles everything again.
-NINJA = shutil.which("ninja", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")) or "ninja"
+
+
+def python_ninja():
+    """The ninja of this Python's environment before PATH's (None where there is none): the one
+    scripts/setup-env and meson-python build build/ with. Its log format is its own (.ninja_log v7
+    from ninja 1.12 on); an older ninja on PATH (Debian's 1.11) finds that log too new, drops it and
+    compiles everything again."""
+    return shutil.which("ninja", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+
+
+NINJA = python_ninja() or "ninja"
 
 
 def seed(main, new) -> int:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import reuse_objects
 from conftest import seeded_rng
 from suite_helpers import FIXTURES, ROOT, make_fake_build, no_peers_env
 
@@ -660,15 +661,13 @@ def test_reproduce_takes_a_fraction_of_a_minute():
 
 def test_regenerating_needs_no_cuda_toolkit(tmp_path):
     """setup-env as `scripts/reproduce --no-run` sources it, on a PATH without nvcc."""
-    import shutil as sh_
-
     bindir = tmp_path / "bin"  # python and ninja only
     bindir.mkdir()
     # python3 is this interpreter (it has the suite's packages: setup-env must not go on to make a
     # .venv/ in this checkout); a wrapper, since a symlink to a venv's python loses its venv.
     (bindir / "python3").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     (bindir / "python3").chmod(0o755)
-    ninja = sh_.which("ninja", path=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    ninja = reuse_objects.python_ninja()
     if ninja:
         os.symlink(ninja, bindir / "ninja")
     env = {"PATH": f"{bindir}:/usr/bin:/bin", "CUDA_HOME": str(tmp_path / "no-cuda"), "XCORR_SKIP_BUILD": "1"}
