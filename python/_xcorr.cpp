@@ -30,7 +30,6 @@
 #include "xcorr/plan.hpp"
 #include "xcorr/reference.hpp"
 #include "xcorr/registry.hpp"
-#include "xcorr/registry.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -226,10 +225,10 @@ Operand operand(const A& a, const char* what, int64_t elems, int device) {
 }
 
 // An input's device pointer: a device array's own, or a host array's copy in `tmp` (sized for it),
-// uploaded on `s`.
-const float* input_on_device(const Operand& op, xcorr::DeviceBuffer<float>& tmp, cudaStream_t s) {
+// uploaded on `s` (device `dev`'s) before the call returns (copy_to_device: bounced where pageable).
+const float* input_on_device(const Operand& op, xcorr::DeviceBuffer<float>& tmp, int dev, cudaStream_t s) {
     if (!op.host) return static_cast<const float*>(op.data);
-    XC_CUDA_CHECK(cudaMemcpyAsync(tmp.get(), op.data, tmp.bytes(), cudaMemcpyHostToDevice, s));
+    xcorr::copy_to_device(dev, tmp.get(), op.data, tmp.bytes(), s);
     return tmp.get();
 }
 
@@ -244,14 +243,15 @@ struct Out {
 
     // Allocates the temporary of a host array (GIL released), uploading what it holds first when
     // the call continues it.
-    void stage(bool upload, cudaStream_t s) {
+    // The copies are copy_to_device / copy_to_host (batch.hpp) on device `dev`'s stream `s`.
+    void stage(bool upload, int dev, cudaStream_t s) {
         if (!host) return;
         buffer = std::make_unique<xcorr::DeviceBuffer<T>>(size_t(elems));
         device = buffer->get();
-        if (upload) XC_CUDA_CHECK(cudaMemcpyAsync(device, host, buffer->bytes(), cudaMemcpyHostToDevice, s));
+        if (upload) xcorr::copy_to_device(dev, device, host, buffer->bytes(), s);
     }
-    void unstage(cudaStream_t s) {
-        if (host) XC_CUDA_CHECK(cudaMemcpyAsync(host, device, buffer->bytes(), cudaMemcpyDeviceToHost, s));
+    void unstage(int dev, cudaStream_t s) {
+        if (host) xcorr::copy_to_host(dev, host, device, buffer->bytes(), s);
     }
 };
 
@@ -298,11 +298,11 @@ public:
             return;
         }
         xcorr::DeviceBuffer<float> dl(l.host ? left_ : 0), dr(r.host ? right_ : 0), dout(o.host ? out_ : 0);
-        const float* pl = input_on_device(l, dl, s);
-        const float* pr = input_on_device(r, dr, s);
+        const float* pl = input_on_device(l, dl, dev, s);
+        const float* pr = input_on_device(r, dr, dev, s);
         float* po = static_cast<float*>(const_cast<void*>(o.data));
         plan_->execute(pl, pr, o.host ? dout.get() : po, s);
-        if (o.host) XC_CUDA_CHECK(cudaMemcpyAsync(po, dout.get(), dout.bytes(), cudaMemcpyDeviceToHost, s));
+        if (o.host) xcorr::copy_to_host(dev, po, dout.get(), dout.bytes(), s);
         // The temporaries are freed on return and the host buffers are the caller's again.
         XC_CUDA_CHECK(cudaStreamSynchronize(s));
     }
@@ -343,16 +343,17 @@ public:
         nb::gil_scoped_release release;
         DeviceGuard guard(dev);
         xcorr::DeviceBuffer<float> dl(l.host ? left_ : 0), dr(rr.host ? right_ : 0);
-        const float* pl = input_on_device(l, dl, s);
-        const float* pr = input_on_device(rr, dr, s);
-        ov.stage(accumulate, s), os.stage(false, s), op.stage(false, s), oi.stage(accumulate, s);
-        osum.stage(accumulate, s), osq.stage(accumulate, s);
+        const float* pl = input_on_device(l, dl, dev, s);
+        const float* pr = input_on_device(rr, dr, dev, s);
+        ov.stage(accumulate, dev, s), os.stage(false, dev, s), op.stage(false, dev, s), oi.stage(accumulate, dev, s);
+        osum.stage(accumulate, dev, s), osq.stage(accumulate, dev, s);
         xcorr::ReducedOutputs out;
         out.value = ov.device, out.shift = os.device, out.subpixel = op.device, out.index = oi.device;
         out.sum = osum.device, out.sumsq = osq.device;
         plan_->execute(pl, pr, out, s, accumulate, first_right);
         const bool any_host = l.host || rr.host || ov.host || os.host || op.host || oi.host || osum.host || osq.host;
-        ov.unstage(s), os.unstage(s), op.unstage(s), oi.unstage(s), osum.unstage(s), osq.unstage(s);
+        ov.unstage(dev, s), os.unstage(dev, s), op.unstage(dev, s), oi.unstage(dev, s), osum.unstage(dev, s),
+            osq.unstage(dev, s);
         if (any_host) XC_CUDA_CHECK(cudaStreamSynchronize(s));  // the temporaries are freed on return
     }
 
@@ -480,15 +481,16 @@ public:
         xcorr::Event up[2], done[2];
         xcorr::Stream work, uploads;
         const cudaStream_t cs = work.s, us = uploads.s;
-        XC_CUDA_CHECK(cudaMemcpyAsync(dl.get(), l.data, dl.bytes(), cudaMemcpyHostToDevice, cs));
+        xcorr::copy_to_device(dev, dl.get(), l.data, dl.bytes(), cs);
         // The running maps: the host arrays' (uploaded where the call continues them) on the device.
+        // copy_to_host writes a fresh result's pages with several threads (its first touch).
         auto maps = [&](auto& o, auto& buffer, cudaMemcpyKind kind) {
             if (!o.host) return;
             o.device = buffer.get();
             if (kind == cudaMemcpyDeviceToHost)
-                XC_CUDA_CHECK(cudaMemcpyAsync(o.host, o.device, buffer.bytes(), kind, cs));
+                xcorr::copy_to_host(dev, o.host, o.device, buffer.bytes(), cs);
             else if (accumulate)
-                XC_CUDA_CHECK(cudaMemcpyAsync(o.device, o.host, buffer.bytes(), kind, cs));
+                xcorr::copy_to_device(dev, o.device, o.host, buffer.bytes(), cs);
         };
         maps(ov, dv, cudaMemcpyHostToDevice), maps(oi, di, cudaMemcpyHostToDevice);
         maps(osum, ds, cudaMemcpyHostToDevice), maps(osq, dq, cudaMemcpyHostToDevice);

@@ -131,12 +131,21 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
 
 // Frees what run_batch keeps between calls so that a loop of batch calls does not pay it every
 // call: per device it ran on, the last problem's plans, device buffers (two pieces' inputs and
-// outputs) and streams, and the pinned host staging (two output pieces of ~64 MB, two 4 MB upload
-// bounce buffers). Safe at any time: a run in progress keeps what it holds and gives it back when
+// outputs) and streams, and the pinned host staging (two output pieces of ~64 MB, two upload bounce
+// buffers: 4 MB, or the 16 MB parts of copy_to_device / copy_to_host once those have run). Safe at any time: a run in progress keeps what it holds and gives it back when
 // it ends. Call it before cudaDeviceReset, which frees them under the pool (as it does plans' memory).
 void release_batch_buffers();
 // The bytes of pinned host memory kept now (0 after release_batch_buffers or before the first run).
 size_t batch_buffer_bytes();
+
+// One array of `bytes` between host memory and device memory, the copy enqueued on `stream` (after
+// the work before it) and complete when the call returns. Where the host memory is pageable and
+// the array large, it goes through two pinned parts kept between calls (as run_batch's inputs do),
+// the host's side of each part copied by several threads while the other part's DMA runs: the
+// driver's own pageable copy holds one host thread (~8 GB/s on the H200 hosts, and a fresh array's
+// first-touch page faults serial in it). `device` is the device of `stream` (the current one).
+void copy_to_device(int device, void* dst, const void* host, size_t bytes, cudaStream_t stream);
+void copy_to_host(int device, void* host, const void* src, size_t bytes, cudaStream_t stream);
 
 // "all" -> every visible device; "0,2" -> those ordinals (checked against the device count when
 // `check` is set). UsageError on anything else, naming the option `what` the text came from.
