@@ -16,7 +16,6 @@
 
 #include <cuda_runtime.h>
 
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -82,7 +81,9 @@ struct ParamSpec {
     std::string help;
 };
 
-using Factory = std::function<std::unique_ptr<Instance>(const Problem&, const Params&)>;
+// A plain function (a variant's captureless lambda converts to it): not std::function, whose header
+// (C++20 <functional>) costs every variant's compile ~1.5 s of front-end time for nothing.
+using Factory = std::unique_ptr<Instance> (*)(const Problem&, const Params&);
 
 // One dimension of a windowed problem (50_fft.cu's header comment, "Windows"): the shifts [s0, s1]
 // of the window clamped to those that overlap, [lo, hi]; the rows (columns) of the hl-long left,
