@@ -76,10 +76,14 @@ def candidates(summary: pd.DataFrame, reading: str, experiment: str = "table1") 
 def build_table(summary: pd.DataFrame, reading: str, experiment: str = "table1") -> pd.DataFrame:
     """One row per (form row, size): best and runner-up (a different variant) with the margin."""
     df = candidates(summary, reading, experiment)
+    # Each cell's rows in the summary's order, as a boolean selection per cell would give them (so
+    # that sort_values breaks ties alike), in one pass instead of 56 selections.
+    cells = {key: g for key, g in df.groupby(["counts", "size"], sort=False)}
+    empty = df.iloc[:0]
     out = []
     for row in ROWS:
         for j, size in enumerate(COLUMNS):
-            cell = df[(df["counts"] == row) & (df["size"] == size)]
+            cell = cells.get((row, size), empty)
             rec = {"row": row, "size": size, "paper": PAPER_TABLE[row][j], "candidates": len(cell)}
             if cell.empty:
                 out.append(rec)
