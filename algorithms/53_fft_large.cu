@@ -28,7 +28,8 @@
 //      column is reused from L1/L2 for each.
 //   3. rows again (row_inverse_kernel), one block per output row: for each right of the batch
 //      the row's Q/2 + 1 coefficients (a strided read: [k][row]; the neighbouring rows' blocks
-//      take the rest of each 32-byte sector, in flight together), Hermitian-folded into H
+//      take the rest of each 32-byte sector, in flight together; copied asynchronously into
+//      shared memory while the block transforms and folds the rights before), Hermitian-folded into H
 //      complex points, inverse DFT of length H, whose real and imaginary parts are the even and
 //      odd columns; the window's columns are read from it at their circular positions. Maps: the
 //      row is written. Maximum over the rights: each thread keeps its columns' running maximum,
@@ -56,6 +57,7 @@
 #include <vector>
 
 #include "common/block_fft.cuh"
+#include "common/cp_async.cuh"
 #include "common/device.cuh"
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/device_buffer.hpp"
@@ -246,24 +248,21 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
             }
         }
     }
+    // The rows' coefficients of the step from right bb (a strided read: [bb + g][k'] is k = g K +
+    // k') into `raw` as asynchronous copies, one group: issued once the step before has untangled
+    // its own out of `raw`, so that they travel while that step transforms and folds (hiding them
+    // is worth ~17% of a 2DTM call: notes/53_fft_large.md).
+    auto stage_coefficients = [&](int bb) {
+        const int n = min(G, a.batch - bb) * K;
+        const float2* in = a.src + int64_t(bb) * K * a.rows_src + (i - a.row_lo);
+        for (int k = threadIdx.x; k < n; k += blockDim.x) cp_async8(raw + k, in + int64_t(k) * a.rows_src);
+        cp_async_commit();
+    };
+    if (row_on) stage_coefficients(0);
     for (int b = 0; b < a.batch; b += G) {
         const int gn = min(G, a.batch - b);  // rights in this step
         if (row_on) {
-            // The rows' coefficients (a strided read) into `raw`, kStage loads in flight a thread.
-            const float2* in = a.src + int64_t(b) * K * a.rows_src + (i - a.row_lo);
-            for (int k0 = threadIdx.x; k0 < gn * K; k0 += kStage * blockDim.x) {
-                float2 t[kStage];
-#pragma unroll
-                for (int u = 0; u < kStage; ++u) {
-                    const int k = k0 + u * int(blockDim.x);
-                    if (k < gn * K) t[u] = __ldg(in + int64_t(k) * a.rows_src);  // [b + g][k'] is k = g K + k'
-                }
-#pragma unroll
-                for (int u = 0; u < kStage; ++u) {
-                    const int k = k0 + u * int(blockDim.x);
-                    if (k < gn * K) raw[k] = t[u];
-                }
-            }
+            cp_async_wait_all();  // this thread's copies of the step; the barrier: everyone's
             __syncthreads();
             // Z[k] = (X[k] + conj X[H-k]) + i (X[k] - conj X[H-k]) W_Q^-k: the inverse of pass 1's
             // untangling, so that the H-point inverse DFT holds the even columns in its real parts
@@ -277,6 +276,7 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
                 buf[g * slot + bf_pad(k)] = make_float2(e.x - o.y, e.y + o.x);
             }
             __syncthreads();
+            if (b + G < a.batch) stage_coefficients(b + G);  // `raw` is read no more in this step
             block_fft<1>(my_buf, a.half, stages, my_j);
         }
 #pragma unroll

@@ -1,5 +1,5 @@
 // Asynchronous copies global -> shared memory (cp.async, sm_80+), 4 bytes each, with zero fill:
-// the staging of the shared-memory kernels (06, 20, 21, 22, 23). A copy with `valid` false reads
+// the staging of the shared-memory kernels (06, 20, 21, 22, 23); 8 bytes without (53). A copy with `valid` false reads
 // nothing and writes a zero (src-size 0), which pads the staged tiles outside the matrices with no
 // branch around the copy; callers then pass an address inside the matrix (its base), so that no
 // address outside it is ever formed. `.ca`: cached in L1 too, since neighbouring blocks stage
@@ -19,6 +19,15 @@ __device__ __forceinline__ void cp_async4(float* dst, const float* src, bool val
 #else
     const unsigned d = unsigned(__cvta_generic_to_shared(dst));
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0) : "memory");
+#endif
+}
+// 8 bytes (a complex float), always read: fft-large's row pass stages the next rights' coefficients.
+__device__ __forceinline__ void cp_async8(float2* dst, const float2* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+    *dst = *src;
+#else
+    const unsigned d = unsigned(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(d), "l"(src) : "memory");
 #endif
 }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
