@@ -645,18 +645,24 @@ bool copied_straight(void* dst, const void* src, size_t bytes, cudaMemcpyKind ki
     return true;
 }
 
+// The two parts, given back to the pool only after `stream` has finished with them (a copy that
+// throws part-way leaves none of its DMAs reading or writing a buffer the pool hands out again).
 struct CopyParts {
     Bounce part[2];
-    CopyParts(int device) {
+    cudaStream_t stream;
+    CopyParts(int device, cudaStream_t s) : stream(s) {
         for (Bounce& b : part) b.device = device, b.buffer = StagingPool::get().take(bounce_key(device), kOneCopyPart);
     }
+    ~CopyParts() { cudaStreamSynchronize(stream); }  // before the members give the parts back
+    CopyParts(const CopyParts&) = delete;
+    CopyParts& operator=(const CopyParts&) = delete;
 };
 
 }  // namespace (the two public functions of batch.hpp, here beside their parts)
 
 void copy_to_device(int device, void* dst, const void* host, size_t bytes, cudaStream_t stream) {
     if (copied_straight(dst, host, bytes, cudaMemcpyHostToDevice, stream)) return;
-    CopyParts parts(device);
+    CopyParts parts(device, stream);
     const int threads = copy_threads(1);
     const size_t part = kOneCopyPart * sizeof(float);
     for (size_t a = 0, k = 0; a < bytes; a += part, ++k) {
@@ -667,12 +673,12 @@ void copy_to_device(int device, void* dst, const void* host, size_t bytes, cudaS
         XC_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst) + a, b.buffer.get(), m, cudaMemcpyHostToDevice, stream));
         XC_CUDA_CHECK(cudaEventRecord(b.done.e, stream));
     }
-    XC_CUDA_CHECK(cudaStreamSynchronize(stream));  // before the parts go back to the pool
+    XC_CUDA_CHECK(cudaStreamSynchronize(stream));  // complete on return, its errors thrown here
 }
 
 void copy_to_host(int device, void* host, const void* src, size_t bytes, cudaStream_t stream) {
     if (copied_straight(host, src, bytes, cudaMemcpyDeviceToHost, stream)) return;
-    CopyParts parts(device);
+    CopyParts parts(device, stream);
     const int threads = copy_threads(1);
     const size_t part = kOneCopyPart * sizeof(float), count = (bytes + part - 1) / part;
     auto dma = [&](size_t k) {  // part k into its buffer
