@@ -250,8 +250,9 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
     }
     // The rows' coefficients of the step from right bb (a strided read: [bb + g][k'] is k = g K +
     // k') into `raw` as asynchronous copies, one group: issued once the step before has untangled
-    // its own out of `raw`, so that they travel while that step transforms and folds (hiding them
-    // is worth ~17% of a 2DTM call: notes/53_fft_large.md).
+    // its own out of `raw`, so that they travel while that step transforms and folds (these loads
+    // are ~17% of a 2DTM call; issued a step ahead, about a quarter of that is hidden:
+    // notes/53_fft_large.md).
     auto stage_coefficients = [&](int bb) {
         const int n = min(G, a.batch - bb) * K;
         const float2* in = a.src + int64_t(bb) * K * a.rows_src + (i - a.row_lo);

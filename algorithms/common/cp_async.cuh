@@ -1,9 +1,10 @@
 // Asynchronous copies global -> shared memory (cp.async, sm_80+), 4 bytes each, with zero fill:
-// the staging of the shared-memory kernels (06, 20, 21, 22, 23); 8 bytes without (53). A copy with `valid` false reads
-// nothing and writes a zero (src-size 0), which pads the staged tiles outside the matrices with no
-// branch around the copy; callers then pass an address inside the matrix (its base), so that no
-// address outside it is ever formed. `.ca`: cached in L1 too, since neighbouring blocks stage
-// overlapping rows. Also an L2 prefetch (51's persistent blocks, their next matrix).
+// the staging of the shared-memory kernels (06, 20, 21, 22, 23); 8 bytes without (53). A copy
+// with `valid` false reads nothing and writes a zero (src-size 0), which pads the staged tiles
+// outside the matrices with no branch around the copy; callers then pass an address inside the
+// matrix (its base), so that no address outside it is ever formed. `.ca`: cached in L1 too, since
+// neighbouring blocks stage overlapping rows. Also an L2 prefetch (51's persistent blocks, their
+// next matrix).
 // Before sm_80 (Turing, sm_75: the wheel's oldest architecture) there is no cp.async: the copy is an
 // ordinary load and store, complete when it returns, and commit and wait have nothing to do; the
 // callers' barriers publish the stores as they publish the asynchronous copies'.

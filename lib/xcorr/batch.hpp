@@ -132,8 +132,9 @@ BatchReport run_batch(const PlanSpec& spec, const float* left, const float* righ
 // Frees what run_batch keeps between calls so that a loop of batch calls does not pay it every
 // call: per device it ran on, the last problem's plans, device buffers (two pieces' inputs and
 // outputs) and streams, and the pinned host staging (two output pieces of ~64 MB, two upload bounce
-// buffers: 4 MB, or the 16 MB parts of copy_to_device / copy_to_host once those have run). Safe at any time: a run in progress keeps what it holds and gives it back when
-// it ends. Call it before cudaDeviceReset, which frees them under the pool (as it does plans' memory).
+// buffers: 4 MB, or the 16 MB parts of copy_to_device / copy_to_host once those have run). Safe at
+// any time: a run in progress keeps what it holds and gives it back when it ends. Call it before
+// cudaDeviceReset, which frees them under the pool (as it does plans' memory).
 void release_batch_buffers();
 // The bytes of pinned host memory kept now (0 after release_batch_buffers or before the first run).
 size_t batch_buffer_bytes();
