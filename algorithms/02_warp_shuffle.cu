@@ -25,7 +25,7 @@
 #include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
 
-namespace xcorr {
+namespace xcorr::warp_shuffle {
 namespace {
 
 // 64 / WARPS blocks per SM = 64 warps: a cap of 32 registers, all the kernel needs (with an
@@ -109,4 +109,4 @@ XCORR_REGISTER_VARIANT(Variant{
 });
 
 }  // namespace
-}  // namespace xcorr
+}  // namespace xcorr::warp_shuffle

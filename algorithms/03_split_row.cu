@@ -29,7 +29,7 @@
 #include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
 
-namespace xcorr {
+namespace xcorr::split_row {
 namespace {
 
 constexpr int kWarps = 4;
@@ -203,4 +203,4 @@ XCORR_REGISTER_VARIANT(Variant{
 });
 
 }  // namespace
-}  // namespace xcorr
+}  // namespace xcorr::split_row

@@ -36,7 +36,7 @@
 #include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
 
-namespace xcorr {
+namespace xcorr::grouped_overlap {
 namespace {
 
 constexpr int kWarps = 4;
@@ -196,4 +196,4 @@ XCORR_REGISTER_VARIANT(Variant{
 });
 
 }  // namespace
-}  // namespace xcorr
+}  // namespace xcorr::grouped_overlap

@@ -13,7 +13,7 @@
 #include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
 
-namespace xcorr {
+namespace xcorr::warp_per_overlap {
 namespace {
 
 // Loads in flight per lane and loop trip. 4, not 8: with 8 the loop needs 40 registers, which caps
@@ -132,4 +132,4 @@ XCORR_REGISTER_VARIANT(Variant{
 });
 
 }  // namespace
-}  // namespace xcorr
+}  // namespace xcorr::warp_per_overlap

@@ -14,7 +14,7 @@
 #include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
 
-namespace xcorr {
+namespace xcorr::warp_per_overlap_shared {
 namespace {
 
 // Position of one thread in a staged tile of row stride P, and the constant step of THREADS
@@ -245,4 +245,4 @@ XCORR_REGISTER_VARIANT(Variant{
 });
 
 }  // namespace
-}  // namespace xcorr
+}  // namespace xcorr::warp_per_overlap_shared

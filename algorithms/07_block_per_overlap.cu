@@ -10,7 +10,7 @@
 #include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
 
-namespace xcorr {
+namespace xcorr::block_per_overlap {
 namespace {
 
 constexpr int kUnroll = 4;  // loads in flight per thread and loop trip
@@ -118,4 +118,4 @@ XCORR_REGISTER_VARIANT(Variant{
 });
 
 }  // namespace
-}  // namespace xcorr
+}  // namespace xcorr::block_per_overlap

@@ -25,7 +25,7 @@
 #include "common/multi_matrix_launch.cuh"
 #include "xcorr/registry.hpp"
 
-namespace xcorr {
+namespace xcorr::multi_matrix_right {
 namespace {
 
 using namespace multi;
@@ -115,4 +115,4 @@ XCORR_REGISTER_VARIANT(Variant{
 });
 
 }  // namespace
-}  // namespace xcorr
+}  // namespace xcorr::multi_matrix_right

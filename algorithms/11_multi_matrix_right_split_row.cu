@@ -21,7 +21,7 @@
 #include "common/multi_matrix_launch.cuh"
 #include "xcorr/registry.hpp"
 
-namespace xcorr {
+namespace xcorr::multi_matrix_right_split_row {
 namespace {
 
 using namespace multi;
@@ -114,4 +114,4 @@ XCORR_REGISTER_VARIANT(Variant{
 });
 
 }  // namespace
-}  // namespace xcorr
+}  // namespace xcorr::multi_matrix_right_split_row

@@ -25,7 +25,7 @@
 #include "common/multi_matrix_launch.cuh"
 #include "xcorr/registry.hpp"
 
-namespace xcorr {
+namespace xcorr::multi_matrix_right_grouped {
 namespace {
 
 using namespace multi;
@@ -131,4 +131,4 @@ XCORR_REGISTER_VARIANT(Variant{
 });
 
 }  // namespace
-}  // namespace xcorr
+}  // namespace xcorr::multi_matrix_right_grouped

@@ -19,7 +19,7 @@
 #include "common/multi_matrix_launch.cuh"
 #include "xcorr/registry.hpp"
 
-namespace xcorr {
+namespace xcorr::multi_matrix_both {
 namespace {
 
 using namespace multi;
@@ -105,4 +105,4 @@ XCORR_REGISTER_VARIANT(Variant{
 });
 
 }  // namespace
-}  // namespace xcorr
+}  // namespace xcorr::multi_matrix_both

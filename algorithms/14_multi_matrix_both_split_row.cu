@@ -20,7 +20,7 @@
 #include "common/multi_matrix_launch.cuh"
 #include "xcorr/registry.hpp"
 
-namespace xcorr {
+namespace xcorr::multi_matrix_both_split_row {
 namespace {
 
 using namespace multi;
@@ -109,4 +109,4 @@ XCORR_REGISTER_VARIANT(Variant{
 });
 
 }  // namespace
-}  // namespace xcorr
+}  // namespace xcorr::multi_matrix_both_split_row

@@ -75,7 +75,7 @@
 #include "common/launch.cuh"
 #include "xcorr/registry.hpp"
 
-namespace xcorr {
+namespace xcorr::register_tiled {
 namespace {
 
 // One block's work: tile (ty, tx) of the output, s in [s0, s1), c in [c0, c1) (all multiples of
@@ -522,4 +522,4 @@ XCORR_REGISTER_VARIANT(Variant{
 });
 
 }  // namespace
-}  // namespace xcorr
+}  // namespace xcorr::register_tiled

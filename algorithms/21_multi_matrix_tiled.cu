@@ -52,7 +52,7 @@
 #include "xcorr/registry.hpp"
 #include "common/shift_tiles_launch.cuh"
 
-namespace xcorr {
+namespace xcorr::multi_matrix_tiled {
 namespace {
 
 constexpr int kThreads = 128;
@@ -358,4 +358,4 @@ XCORR_REGISTER_VARIANT(Variant{
 });
 
 }  // namespace
-}  // namespace xcorr
+}  // namespace xcorr::multi_matrix_tiled

@@ -40,7 +40,7 @@
 #include "xcorr/dispatch.hpp"
 #include "xcorr/registry.hpp"
 
-namespace xcorr {
+namespace xcorr::small_direct {
 namespace {
 
 constexpr int kXT = 4;                   // output columns per lane
@@ -182,4 +182,4 @@ XCORR_REGISTER_VARIANT(Variant{
 });
 
 }  // namespace
-}  // namespace xcorr
+}  // namespace xcorr::small_direct

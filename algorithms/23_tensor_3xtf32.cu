@@ -74,7 +74,7 @@
 #include "xcorr/registry.hpp"
 #include "common/shift_tiles_launch.cuh"
 
-namespace xcorr {
+namespace xcorr::tensor_3xtf32 {
 namespace {
 
 constexpr int kThreads = 128, kWarps = 4;
@@ -428,4 +428,4 @@ XCORR_REGISTER_VARIANT(Variant{
 });
 
 }  // namespace
-}  // namespace xcorr
+}  // namespace xcorr::tensor_3xtf32

@@ -55,7 +55,7 @@
 #include "xcorr/registry.hpp"
 #include "common/shift_tiles_launch.cuh"
 
-namespace xcorr {
+namespace xcorr::tensor_presplit {
 namespace {
 
 constexpr int kThreads = 128, kWarps = 4;
@@ -253,4 +253,4 @@ XCORR_REGISTER_VARIANT(Variant{
 });
 
 }  // namespace
-}  // namespace xcorr
+}  // namespace xcorr::tensor_presplit

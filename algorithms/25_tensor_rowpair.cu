@@ -51,7 +51,7 @@
 #include "xcorr/registry.hpp"
 #include "common/shift_tiles_launch.cuh"
 
-namespace xcorr {
+namespace xcorr::tensor_rowpair {
 namespace {
 
 constexpr int kPairs = 4;                          // row pairs D per warp: 8 shift rows
@@ -261,4 +261,4 @@ XCORR_REGISTER_VARIANT(Variant{
 });
 
 }  // namespace
-}  // namespace xcorr
+}  // namespace xcorr::tensor_rowpair

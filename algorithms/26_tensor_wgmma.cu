@@ -66,7 +66,7 @@
 #include "xcorr/registry.hpp"
 #include "common/shift_tiles_launch.cuh"
 
-namespace xcorr {
+namespace xcorr::tensor_wgmma {
 namespace {
 
 constexpr int kQ = 8;                               // R rows per MMA: N = kQ x 8 rights = 64
@@ -330,4 +330,4 @@ XCORR_REGISTER_VARIANT(Variant{
 });
 
 }  // namespace
-}  // namespace xcorr
+}  // namespace xcorr::tensor_wgmma

@@ -53,7 +53,7 @@
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/registry.hpp"
 
-namespace xcorr {
+namespace xcorr::small_window {
 namespace {
 
 constexpr int kThreads = 256;
@@ -322,4 +322,4 @@ XCORR_REGISTER_VARIANT(Variant{
 });
 
 }  // namespace
-}  // namespace xcorr
+}  // namespace xcorr::small_window

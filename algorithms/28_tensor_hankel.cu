@@ -92,7 +92,7 @@
 #include "common/launch.cuh"
 #include "xcorr/registry.hpp"
 
-namespace xcorr {
+namespace xcorr::tensor_hankel {
 namespace {
 
 constexpr int kThreads = 128, kWarps = 4;
@@ -411,4 +411,4 @@ XCORR_REGISTER_VARIANT(Variant{
 });
 
 }  // namespace
-}  // namespace xcorr
+}  // namespace xcorr::tensor_hankel

@@ -87,7 +87,7 @@
 #include "common/launch.cuh"
 #include "xcorr/registry.hpp"
 
-namespace xcorr {
+namespace xcorr::signal_tiled {
 namespace {
 
 template <int TL_, int TT_>
@@ -367,4 +367,4 @@ XCORR_REGISTER_VARIANT(Variant{
 });
 
 }  // namespace
-}  // namespace xcorr
+}  // namespace xcorr::signal_tiled

@@ -62,7 +62,7 @@
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/registry.hpp"
 
-namespace xcorr {
+namespace xcorr::block_per_pair {
 namespace {
 
 constexpr int kMaxThreads = 1024;
@@ -370,4 +370,4 @@ XCORR_REGISTER_VARIANT(Variant{
 });
 
 }  // namespace
-}  // namespace xcorr
+}  // namespace xcorr::block_per_pair

@@ -123,7 +123,7 @@
 #include "lib/reduce/peak.cuh"
 #include "xcorr/registry.hpp"
 
-namespace xcorr {
+namespace xcorr::fft_fused {
 namespace {
 
 // The one-block path's block (N <= 192).
@@ -1523,4 +1523,4 @@ XCORR_REGISTER_VARIANT(Variant{
 });
 
 }  // namespace
-}  // namespace xcorr
+}  // namespace xcorr::fft_fused

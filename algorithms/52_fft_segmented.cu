@@ -101,7 +101,7 @@
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/registry.hpp"
 
-namespace xcorr {
+namespace xcorr::fft_segmented {
 namespace {
 
 constexpr int kThreads = 256;
@@ -543,4 +543,4 @@ XCORR_REGISTER_VARIANT(Variant{
 });
 
 }  // namespace
-}  // namespace xcorr
+}  // namespace xcorr::fft_segmented

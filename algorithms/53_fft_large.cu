@@ -63,7 +63,7 @@
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/registry.hpp"
 
-namespace xcorr {
+namespace xcorr::fft_large {
 namespace {
 
 constexpr int kFoldThreads = 512;        // pass 3
@@ -529,4 +529,4 @@ XCORR_REGISTER_VARIANT(Variant{
 });
 
 }  // namespace
-}  // namespace xcorr
+}  // namespace xcorr::fft_large

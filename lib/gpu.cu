@@ -171,8 +171,6 @@ __global__ void gather_kernel(const float* __restrict__ src, const int64_t* __re
 
 __global__ void empty_kernel() {}
 
-int blocks_for(size_t n, int threads) { return int(std::min<size_t>((n + threads - 1) / threads, 65536)); }
-
 // Why cudaGetDeviceCount found no GPU. Without any driver it says "CUDA driver version is
 // insufficient for CUDA runtime version", as it does for an old one: the driver library tells
 // the two apart.
@@ -355,7 +353,7 @@ void require_host_memory(size_t bytes, const std::string& what) {
 void fill_uniform(float* p, size_t n, uint64_t seed, cudaStream_t stream, float lo, float hi) {
     if (!(lo < hi)) throw UsageError("fill_uniform: empty range [" + std::to_string(lo) + ", " + std::to_string(hi) + ")");
     if (!n) return;
-    fill_uniform_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(p, n, seed, lo, hi - lo);
+    fill_uniform_kernel<<<grid_stride_blocks(n, 256), 256, 0, stream>>>(p, n, seed, lo, hi - lo);
     XC_CHECK_LAUNCH();
 }
 
@@ -396,7 +394,7 @@ DeviceBuffer<double> matrix_variances(const Problem& p, const float* left, const
 
 void reference_gpu(const Problem& p, const float* left, const float* right, double* out, cudaStream_t stream) {
     const DeviceBuffer<double> var = matrix_variances(p, left, right, stream);
-    reference_kernel<<<blocks_for(size_t(p.out_elems()), 256), 256, 0, stream>>>(
+    reference_kernel<<<grid_stride_blocks(size_t(p.out_elems()), 256), 256, 0, stream>>>(
         left, right, out, p.hL, p.wL, p.hR, p.wR, p.shifts(), p.out_elems(), pair_map(p), p.normalize, var.get());
     XC_CHECK_LAUNCH();
     if (var.get()) XC_CUDA_CHECK(cudaStreamSynchronize(stream));  // var is freed on return
@@ -406,7 +404,7 @@ void reference_gpu_at(const Problem& p, const float* left, const float* right, c
                       double* out, cudaStream_t stream) {
     if (!n) return;
     const DeviceBuffer<double> var = matrix_variances(p, left, right, stream);
-    reference_at_kernel<<<blocks_for(n, 128), 128, 0, stream>>>(left, right, positions, n, out, p.hL, p.wL, p.hR,
+    reference_at_kernel<<<grid_stride_blocks(n, 128), 128, 0, stream>>>(left, right, positions, n, out, p.hL, p.wL, p.hR,
                                                                p.wR, p.shifts(), pair_map(p), p.normalize, var.get());
     XC_CHECK_LAUNCH();
     if (var.get()) XC_CUDA_CHECK(cudaStreamSynchronize(stream));  // var is freed on return
@@ -414,7 +412,7 @@ void reference_gpu_at(const Problem& p, const float* left, const float* right, c
 
 void gather(const float* src, const int64_t* positions, size_t n, float* dst, cudaStream_t stream) {
     if (!n) return;
-    gather_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(src, positions, n, dst);
+    gather_kernel<<<grid_stride_blocks(n, 256), 256, 0, stream>>>(src, positions, n, dst);
     XC_CHECK_LAUNCH();
 }
 

@@ -48,6 +48,12 @@ __device__ __forceinline__ float2 mul_conj(float2 l, float2 r, float scale) {
 
 __host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
 __host__ __device__ constexpr int64_t ceil_div64(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// Blocks of `threads` for a grid-stride loop over n items: one item a thread, at most 65536 blocks
+// (the loop covers the rest).
+constexpr int grid_stride_blocks(int64_t n, int threads) {
+    const int64_t blocks = ceil_div64(n, threads);
+    return int(blocks < 65536 ? blocks : 65536);
+}
 
 // The FFT lengths: n whose only prime factors are 2, 3, 5 and 7 (those cuFFT and block_fft.cuh have
 // fast kernels for), and the smallest such n >= need and >= 2 (cuFFT rejects a dimension of 1 in some

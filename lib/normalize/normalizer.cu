@@ -54,8 +54,6 @@ size_t seg_scratch_entries(const Problem& p, const NormalizeCrop& c, bool lfused
            size_t(p.nR) * c.right.h() * segs_for(c.right.w(), rfused);
 }
 
-int blocks_for(int64_t n, int threads) { return int(std::min<int64_t>((n + threads - 1) / threads, 65536)); }
-
 // The staged epilogue (epilogue_kernel<, true>): dynamic shared memory for the two tables, the
 // limit on it, and when it pays: the tables fit; every output reads its tables' entries at least
 // twice over on average (8 per element against the cells staged), else staging would move more
@@ -253,7 +251,7 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
             left, right, p_.hL, p_.wL, p_.hR, p_.wR, pair_map(p_), count, split.row_parts, split.col_parts,
             c00_partial_.get());
         XC_CHECK_LAUNCH();
-        c00_final_kernel<<<blocks_for(count, kThreads / kWarp), kThreads, 0, stream>>>(
+        c00_final_kernel<<<grid_stride_blocks(count, kThreads / kWarp), kThreads, 0, stream>>>(
             c00_partial_.get(), count, prepass_.c00_parts, c00_.get());
         XC_CHECK_LAUNCH();
     }
@@ -270,7 +268,7 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
     (R.fused ? split.right : fused.right).count = 0;
     if (L.fused || R.fused) {
         const int64_t total = int64_t(fused.left.count) + fused.right.count;
-        fused_prepass_kernel<<<blocks_for(total, 1), kThreads, fused_smem_, stream>>>(fused);
+        fused_prepass_kernel<<<grid_stride_blocks(total, 1), kThreads, fused_smem_, stream>>>(fused);
         XC_CHECK_LAUNCH();
     }
     if (L.fused && R.fused) return;
@@ -279,7 +277,7 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
     const int64_t slices = std::max(int64_t(split.left.count) * L.partials, int64_t(split.right.count) * R.partials);
     partial_sums_kernel<<<dim3(unsigned(std::min<int64_t>(slices, kMaxPartialBlocks)), 1, 2), kThreads, 0, stream>>>(split);
     XC_CHECK_LAUNCH();
-    means_kernel<<<dim3(blocks_for(most, kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(split);
+    means_kernel<<<dim3(grid_stride_blocks(most, kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(split);
     XC_CHECK_LAUNCH();
     // The strip prepass's stacks: row and column passes in one kernel; the passes below skip them.
     Stacks rest = split, strips = split;
@@ -289,7 +287,7 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
     else strips.right.count = 0;
     if (const int64_t matrices = int64_t(strips.left.count) + strips.right.count) {
         auto strip = sampled_ ? strip_prepass_kernel<true> : strip_prepass_kernel<false>;
-        strip<<<blocks_for(matrices, 1), kThreads, strip_smem_, stream>>>(strips);
+        strip<<<grid_stride_blocks(matrices, 1), kThreads, strip_smem_, stream>>>(strips);
         XC_CHECK_LAUNCH();
     }
     // The row pass: row_scan_kernel for rows up to kSegRow columns, the segmented pass for longer
@@ -311,7 +309,7 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
         auto row_scan = chunk ? (sampled_ ? row_scan_kernel<1, true, true> : row_scan_kernel<1, false, true>)
                       : sampled_ ? (long_rows ? row_scan_kernel<kRowStrips, true> : row_scan_kernel<1, true>)
                                  : (long_rows ? row_scan_kernel<kRowStrips, false> : row_scan_kernel<1, false>);
-        row_scan<<<dim3(blocks_for(prows, kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(part);
+        row_scan<<<dim3(grid_stride_blocks(prows, kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(part);
         XC_CHECK_LAUNCH();
     }
     if (lsegs || rsegs) {
@@ -321,12 +319,12 @@ void Normalizer::prepare(const float* left, const float* right, cudaStream_t str
         const int64_t lrows = int64_t(segmented.left.count) * cl.h(), rrows = int64_t(segmented.right.count) * cr.h();
         const int64_t segs = std::max(lrows * lsegs, rrows * rsegs);
         const int64_t adds = std::max(lrows * std::max(lsegs - 1, 0), rrows * std::max(rsegs - 1, 0));
-        seg_scan_kernel<<<dim3(blocks_for(segs, kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(segmented, scratch);
+        seg_scan_kernel<<<dim3(grid_stride_blocks(segs, kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(segmented, scratch);
         XC_CHECK_LAUNCH();
-        seg_carry_kernel<<<dim3(blocks_for(std::max(lrows, rrows), kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(
+        seg_carry_kernel<<<dim3(grid_stride_blocks(std::max(lrows, rrows), kThreads / kWarp), 1, 2), kThreads, 0, stream>>>(
             segmented, scratch);
         XC_CHECK_LAUNCH();
-        seg_add_kernel<<<dim3(blocks_for(adds, 1), 1, 2), kThreads, 0, stream>>>(segmented, scratch);
+        seg_add_kernel<<<dim3(grid_stride_blocks(adds, 1), 1, 2), kThreads, 0, stream>>>(segmented, scratch);
         XC_CHECK_LAUNCH();
     }
     // The column pass, but not of one-row crops: there it would write table (1, c) = +0 + table
@@ -402,7 +400,7 @@ void Normalizer::epilogue(float* out, cudaStream_t stream, bool terms) {
                                      : store_terms_kernel<Normalize::Zncc, false>);
         const int lefts = template_lefts(p_), rights = int(a.count / lefts);
         const int64_t items = int64_t(lefts) * per + a.count;
-        kernel<<<blocks_for(items, kThreads), kThreads, 0, stream>>>(a, lefts, rights, lterm_.get(), kterm_.get());
+        kernel<<<grid_stride_blocks(items, kThreads), kThreads, 0, stream>>>(a, lefts, rights, lterm_.get(), kterm_.get());
     } else if (prepass_.staged_epilogue) {
         // At most 65535 blocks, as before the outputs moved to x: a block of several outputs keeps
         // the staged right table across those with the same right.

@@ -17,7 +17,7 @@
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/registry.hpp"
 
-namespace xcorr {
+namespace xcorr::example_scale {
 namespace {
 
 constexpr int kRows = 4;  // warps per block
@@ -78,4 +78,4 @@ XCORR_REGISTER_VARIANT(Variant{
 });
 
 }  // namespace
-}  // namespace xcorr
+}  // namespace xcorr::example_scale
