@@ -10,8 +10,11 @@ files' times in the log; seed runs it where NEW is configured already). Ninja it
 it does in any build folder, which of them stand: an object is compiled again unless its command in NEW is byte for byte the one MAIN ran (flags, defines,
 architectures, paths), its deps are recorded, and no source or header it read is newer than it (a file
 edited since MAIN was built, a header generated anew in NEW: version.hpp, build_info.hpp,
-auto_table.cpp). What NEW adds or changes (a new variant, other flags) is compiled; every link is
-done in NEW. Without MAIN's logs, or with NEW already built, nothing is copied (a whole build, as
+auto_table.cpp). The generated sources that include several files as one translation unit
+(meson.build: lib_cpp_unit0.cpp, variants_2_unit1.cu, ...; their paths relative to the tree, so the
+same bytes in NEW) are copied too, times kept, where NEW has none or the same bytes: Meson keeps such
+a file where its configure would write the same, so that their objects stand as well. What NEW adds
+or changes (a new variant, other flags) is compiled; every link is done in NEW. Without MAIN's logs, or with NEW already built, nothing is copied (a whole build, as
 before)."""
 import os
 import shutil
@@ -43,6 +46,10 @@ def seed(main, new) -> int:
         dst = new / p.relative_to(main)
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(p, dst)
+    for p in main.glob("*_unit[0-9]*.c*"):  # the generated translation units (above)
+        dst = new / p.name
+        if not dst.exists() or dst.read_bytes() == p.read_bytes():
+            shutil.copy2(p, dst)
     for f in LOGS:
         shutil.copy2(main / f, new / f)
     if (new / "build.ninja").is_file():  # configured already: the log's times of NEW's own files (its
