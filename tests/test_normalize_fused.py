@@ -124,71 +124,103 @@ def mean_of(partials, ch, cw):
 
 
 def warp_inclusive(a, q):
-    """The Hillis-Steele inclusive scan of one strip (32 lanes) of (a, q) in double: lanes add the
-    partial sum 1, 2, 4, 8, 16 lanes back (scan_span, seg_carry_kernel)."""
+    """The Hillis-Steele inclusive scan of one strip (32 lanes, the last axis; leading axes: independent
+    warps, vectorized) of (a, q) in double: lanes add the partial sum 1, 2, 4, 8, 16 lanes back
+    (scan_span, seg_carry_kernel)."""
     o = 1
     while o < WARP:
-        pa, pq = np.roll(a, o), np.roll(q, o)  # __shfl_up_sync: the values before this step
-        up = np.arange(WARP) >= o
-        a = np.where(up, a + pa, a)
-        q = np.where(up, q + pq, q)
+        # __shfl_up_sync: lane l >= o adds lane l - o's value before this step; lanes < o keep theirs
+        na, nq = a.copy(), q.copy()
+        na[..., o:] = a[..., o:] + a[..., :-o]
+        nq[..., o:] = q[..., o:] + q[..., :-o]
+        a, q = na, nq
         o <<= 1
     return a, q
 
 
+def sequential_sums(terms, axis=-1):
+    """The running sums of `terms` along `axis`, each added in order to the previous one from +0
+    (out[..., 0] = 0 + terms[..., 0]): np.add.accumulate, which adds strictly in sequence (unlike
+    np.sum's pairwise reduction), i.e. a carry that one thread carries from step to step."""
+    terms = np.moveaxis(np.asarray(terms, np.float64), axis, -1)
+    zero = np.zeros(terms.shape[:-1] + (1,))
+    return np.moveaxis(np.add.accumulate(np.concatenate([zero, terms], -1), -1)[..., 1:], -1, axis)
+
+
 def scan_span(x, mean, n):
-    """scan_span over n columns of x (float32) from carry 0: (x' float32, out (n, 2): the inclusive
-    sums, total (a, q): the last carry)."""
-    xs = np.zeros(n, np.float32)
-    out = np.zeros((n, 2))
-    carry_a = carry_q = 0.0
-    for c0 in range(0, n, WARP):
-        c = c0 + np.arange(WARP)
-        valid = c < n
-        v = np.zeros(WARP, np.float32)
-        v[valid] = (x[c[valid]].astype(np.float64) - mean).astype(np.float32)
-        xs[c[valid]] = v[valid]
-        a = v.astype(np.float64)
-        a, q = warp_inclusive(a, a * a)
-        a = a + carry_a
-        q = q + carry_q
-        out[c[valid], 0] = a[valid]
-        out[c[valid], 1] = q[valid]
-        carry_a, carry_q = float(a[-1]), float(q[-1])
-    return xs, out, (carry_a, carry_q)
+    """scan_span over n columns of x (float32; x may be (rows, n): independent warps, one row each,
+    vectorized) from carry 0: (x' float32, out (n, 2): the inclusive sums, total (a, q): the last
+    carry). The warp walks the span in strips of 32 columns, each strip's scan added to the
+    carry, the carry then lane 31's entry: the carries a chain of sequential additions, so the
+    strips' own scans are computed for all strips at once and the chain as sequential_sums."""
+    x = np.asarray(x)
+    one = x.ndim == 1
+    x = x.reshape(-1, x.shape[-1])[:, :n]
+    rows = x.shape[0]
+    strips = -(-n // WARP)
+    c = np.arange(strips * WARP).reshape(strips, WARP)  # (strip, lane): column c0 + lane
+    valid = c < n
+    v = np.zeros((rows, strips, WARP), np.float32)  # lanes past n hold 0
+    v[:, valid] = (x.astype(np.float64) - mean).astype(np.float32)
+    a = v.astype(np.float64)
+    a, q = warp_inclusive(a, a * a)  # every strip's scan from 0
+    # carry before strip k: ((0 + strip 0's lane 31) + strip 1's lane 31) + ... (lane 31 of a + carry)
+    ca = np.concatenate([np.zeros((rows, 1)), sequential_sums(a[:, :, -1])], 1)
+    cq = np.concatenate([np.zeros((rows, 1)), sequential_sums(q[:, :, -1])], 1)
+    a = a + ca[:, :strips, None]
+    q = q + cq[:, :strips, None]
+    xs = v[:, valid]
+    out = np.stack([a[:, valid], q[:, valid]], -1)
+    total = np.stack([ca[:, strips], cq[:, strips]], -1)
+    if one:
+        return xs[0], out[0], (float(total[0, 0]), float(total[0, 1]))
+    return xs, out, total
 
 
 def scan_span_chunked(x, mean, n, chunk=CHUNK):
-    """scan_span_chunked over n columns of x: lane l adds columns b0 + l·chunk + j in order from +0
-    (s_j), one warp scan of the lanes' totals per chunk of 32·chunk columns, p = carry + (that scan
-    one lane back, +0 for lane 0), entry p + s_j; the next carry lane 31's p + s_last. The same
-    returns as scan_span. chunk: kChunk (chunked rows), or lane_run(n) (the strip prepass's
-    scan_row_runs: the same order)."""
-    xs = np.zeros(n, np.float32)
-    out = np.zeros((n, 2))
-    carry_a = carry_q = 0.0
-    for b0 in range(0, n, chunk * WARP):
-        c = b0 + np.arange(WARP)[:, None] * chunk + np.arange(chunk)[None, :]  # (lane, j)
-        valid = c < n
-        v = np.zeros((WARP, chunk), np.float32)
-        v[valid] = (x[c[valid]].astype(np.float64) - mean).astype(np.float32)
-        xs[c[valid]] = v[valid]
-        sa, sq = np.zeros((WARP, chunk)), np.zeros((WARP, chunk))
-        a, q = np.zeros(WARP), np.zeros(WARP)
-        for j in range(chunk):
-            vd = v[:, j].astype(np.float64)
-            a = a + vd
-            q = q + vd * vd
-            sa[:, j], sq[:, j] = a, q
-        ta, tq = warp_inclusive(a, q)
-        ea, eq = np.roll(ta, 1), np.roll(tq, 1)
-        ea[0] = eq[0] = 0.0
-        pa, pq = carry_a + ea, carry_q + eq
-        ent_a, ent_q = pa[:, None] + sa, pq[:, None] + sq
-        out[c[valid], 0] = ent_a[valid]
-        out[c[valid], 1] = ent_q[valid]
-        carry_a, carry_q = float(pa[-1] + sa[-1, -1]), float(pq[-1] + sq[-1, -1])
-    return xs, out, (carry_a, carry_q)
+    """scan_span_chunked over n columns of x (as scan_span: (rows, n) vectorized over independent
+    warps): lane l adds columns b0 + l·chunk + j in order from +0 (s_j), one warp scan of the lanes'
+    totals per chunk of 32·chunk columns, p = carry + (that scan one lane back, +0 for lane 0), entry
+    p + s_j; the next carry lane 31's p + s_last. The same returns as scan_span. chunk: kChunk
+    (chunked rows), or lane_run(n) (the strip prepass's scan_row_runs: the same order). All chunks
+    are computed at once; the carry is the chain ((carry + scan of lane 30) + s_last of lane 31)
+    from chunk to chunk, added in that order (sequential_sums over the interleaved terms)."""
+    x = np.asarray(x)
+    one = x.ndim == 1
+    x = x.reshape(-1, x.shape[-1])[:, :n]
+    rows = x.shape[0]
+    blocks = -(-n // (chunk * WARP))
+    c = (np.arange(blocks)[:, None, None] * (chunk * WARP) + np.arange(WARP)[None, :, None] * chunk
+         + np.arange(chunk)[None, None, :])  # (block, lane, j)
+    valid = c < n
+    v = np.zeros((rows, blocks, WARP, chunk), np.float32)
+    v[:, valid] = (x[:, c[valid]].astype(np.float64) - mean).astype(np.float32)
+    sa, sq = np.zeros(v.shape), np.zeros(v.shape)
+    a, q = np.zeros(v.shape[:-1]), np.zeros(v.shape[:-1])
+    for j in range(chunk):  # each lane's columns in order, from +0
+        vd = v[..., j].astype(np.float64)
+        a = a + vd
+        q = q + vd * vd
+        sa[..., j], sq[..., j] = a, q
+    ta, tq = warp_inclusive(a, q)
+    ea, eq = np.zeros_like(ta), np.zeros_like(tq)  # the scan one lane back, +0 for lane 0
+    ea[..., 1:], eq[..., 1:] = ta[..., :-1], tq[..., :-1]
+    # carry chain: carry, carry + ea[31] (lane 31's p), + sa[31, last] (the next carry), ...
+    ra = sequential_sums(np.stack([ea[..., -1], sa[..., -1, -1]], -1).reshape(rows, 2 * blocks))
+    rq = sequential_sums(np.stack([eq[..., -1], sq[..., -1, -1]], -1).reshape(rows, 2 * blocks))
+    carry_a = np.concatenate([np.zeros((rows, 1)), ra[:, 1::2]], 1)  # before block k; [:, blocks]: the total
+    carry_q = np.concatenate([np.zeros((rows, 1)), rq[:, 1::2]], 1)
+    pa, pq = carry_a[:, :blocks, None] + ea, carry_q[:, :blocks, None] + eq
+    ent_a, ent_q = pa[..., None] + sa, pq[..., None] + sq
+    xs = np.zeros((rows, n), np.float32)
+    out = np.zeros((rows, n, 2))
+    xs[:, c[valid]] = v[:, valid]
+    out[:, c[valid], 0] = ent_a[:, valid]
+    out[:, c[valid], 1] = ent_q[:, valid]
+    total = np.stack([carry_a[:, blocks], carry_q[:, blocks]], -1)
+    if one:
+        return xs[0], out[0], (float(total[0, 0]), float(total[0, 1]))
+    return xs, out, total
 
 
 def chunked_rows(ch, cw, strip=False):
@@ -203,14 +235,21 @@ def lane_run(cw):
 
 
 def scan_row(x, mean, cw, chunked=False, runs=False):
-    """scan_row of one crop row x (float32, cw): (x' float32, row of cw + 1 (a, q) pairs). runs: the
-    strip prepass's scan_row_runs (the chunked order with lane_run(cw) columns a lane)."""
-    row = np.zeros((cw + 1, 2))
+    """scan_row of one crop row x (float32, cw): (x' float32, row of cw + 1 (a, q) pairs); x may be
+    (rows, cw), rows of independent warps, vectorized. runs: the strip prepass's scan_row_runs (the
+    chunked order with lane_run(cw) columns a lane)."""
+    x = np.asarray(x)
+    row = np.zeros(x.shape[:-1] + (cw + 1, 2))
     if runs:
-        xs, row[1:], _ = scan_span_chunked(x, mean, cw, lane_run(cw))
+        xs, row[..., 1:, :], _ = scan_span_chunked(x, mean, cw, lane_run(cw))
     else:
-        xs, row[1:], _ = (scan_span_chunked if chunked else scan_span)(x, mean, cw)
+        xs, row[..., 1:, :], _ = (scan_span_chunked if chunked else scan_span)(x, mean, cw)
     return xs, row
+
+
+def count_writes(counts, written):
+    """Adds one to counts at every (row, column) of written (k x 2: one row a write)."""
+    np.add.at(counts, (written[:, 0], written[:, 1]), 1)
 
 
 def segs_for(cw, fused=False):
@@ -272,11 +311,21 @@ def segmented_rows(x, mean, mutate=None):
     xs_writes = np.zeros((ch, cw), int)
     seg = np.full((ch * nseg, 2), np.nan)
     seg_writes = np.zeros(ch * nseg, int)
+    # (a)'s warps: warp i scans row g % ch, columns [j·kSegCols, + n) (g, j = divmod(i, nseg)); the
+    # warps are independent, so their scan_spans run together, batched by span length.
+    spans = []
+    for i in range(ch * nseg):
+        g, j = divmod(i, nseg)
+        spans.append((g % ch, j * SEG_COLS, min(SEG_COLS, cw - j * SEG_COLS)))
+    scanned = {}
+    for n in sorted({n for _, _, n in spans}):
+        ws = [i for i, s in enumerate(spans) if s[2] == n]
+        res = scan_span(np.stack([x[r, c0:c0 + n] for r, c0, _ in (spans[i] for i in ws)]), mean, n)
+        for k, i in enumerate(ws):
+            scanned[i] = res[0][k], res[1][k], res[2][k]
     for i in range(ch * nseg):  # (a): warp i (any order: the warps are independent)
         g, j = divmod(i, nseg)
-        r = g % ch
-        c0 = j * SEG_COLS
-        n = min(SEG_COLS, cw - c0)
+        r, c0, n = spans[i]
         if r == 0:
             hi = cw + 1 if j == nseg - 1 else c0 + SEG_COLS
             table[0, c0:hi] = 0
@@ -284,7 +333,7 @@ def segmented_rows(x, mean, mutate=None):
         if j == 0:
             table[r + 1, 0] = 0
             cell_writes[r + 1, 0] += 1
-        xs_seg, out, total = scan_span(x[r, c0:c0 + n], mean, n)
+        xs_seg, out, total = scanned[i]
         xs[r, c0:c0 + n] = xs_seg
         xs_writes[r, c0:c0 + n] += 1
         table[r + 1, 1 + c0:1 + c0 + n] = out
@@ -324,36 +373,41 @@ def col_bands_for(ch, cw, count, width):
 
 
 def scan_columns(table, ch, c, segments=SEGMENTS, skip=None):
-    """scan_columns of the columns c (one per lane; < w1 counts) of table ((ch+1) x w1 x 2), in
-    place; returns the cells it wrote. All SEGMENTS warps: segment = warp. With segments =
-    SEGMENTS · bands, the banded pass (col_totals_kernel, then col_band_scan_kernel): the same sums
-    over more, shorter segments. skip: a segment whose total the starts leave out (a fault the
-    tests must catch)."""
+    """scan_columns of the columns c (one per lane; < w1 counts; c may hold several blocks' lanes:
+    the blocks, like the lanes, are independent, so they run together) of table ((ch+1) x w1 x 2),
+    in place; returns the cells it wrote (k x 2: row, column; one row a write). All SEGMENTS warps:
+    segment = warp. With segments = SEGMENTS · bands, the banded pass (col_totals_kernel, then
+    col_band_scan_kernel): the same sums over more, shorter segments. skip: a segment whose total
+    the starts leave out (a fault the tests must catch). Each lane adds its segment's rows in order
+    (from +0 for the total; from the start for the entries), and a segment's start is the totals of
+    the segments above it added in order from +0: chains of sequential additions, sequential_sums
+    along the rows."""
     w1 = table.shape[1]
     length = -(-ch // segments)
+    c = np.asarray(c).reshape(-1)
     valid = c < w1
     cv = c[valid]
-    seg_total = np.zeros((segments, WARP, 2))
+    seg_total = np.zeros((segments, len(cv), 2))
     bounds = []
     for seg in range(segments):
         r0 = min(ch + 1, 1 + seg * length)
         r1 = min(ch + 1, r0 + length)
         bounds.append((r0, r1))
-        acc = np.zeros((WARP, 2))
-        for r in range(r0, r1):
-            acc[valid] = acc[valid] + table[r, cv]
-        seg_total[seg] = acc
+        if r1 > r0:
+            seg_total[seg] = sequential_sums(table[r0:r1, cv], axis=0)[-1]
+    # run: the totals of the segments above (all but skip), in order from +0
+    kept = [i for i in range(segments) if i != skip]
+    chain = sequential_sums(seg_total[kept], axis=0) if kept else np.zeros((0, len(cv), 2))
     written = []
     for seg, (r0, r1) in enumerate(bounds):
-        run = np.zeros((WARP, 2))
-        for i in range(seg):
-            if i != skip:
-                run = run + seg_total[i]
-        for r in range(r0, r1):
-            run[valid] = run[valid] + table[r, cv]
-            table[r, cv] = run[valid]
-            written += [(r, int(k)) for k in cv]
-    return written
+        above = sum(1 for i in kept if i < seg)
+        run = chain[above - 1] if above else np.zeros((len(cv), 2))
+        if r1 > r0:
+            rows = np.concatenate([run[None], table[r0:r1, cv]], 0)
+            table[r0:r1, cv] = np.add.accumulate(rows, 0)[1:]  # run + row r0, then + row r0 + 1, ...
+            rr, cc = np.meshgrid(np.arange(r0, r1), cv, indexing="ij")
+            written.append(np.stack([rr.reshape(-1), cc.reshape(-1)], 1))
+    return np.concatenate(written) if written else np.zeros((0, 2), int)
 
 
 # ---- the four-kernel path ----------------------------------------------------------------------
@@ -408,8 +462,8 @@ def test_sampled_tables_where(xcorr, args, want):
 def strip_columns(table, ch, skip=None):
     """strip_prepass_kernel's column sums over a table of row sums ((ch+1) x width x 2), in place:
     strips of STRIP_ROWS rows; thread c adds the strip's rows in order to its column's carry (+0 at
-    first) and writes each sum. Returns the cells written. skip: a strip whose carry is dropped (a
-    fault the tests must catch)."""
+    first) and writes each sum (the threads, one a column, vectorized). Returns the cells written
+    (k x 2: row, column). skip: a strip whose carry is dropped (a fault the tests must catch)."""
     width = table.shape[1]
     carry = np.zeros((width, 2))
     written = []
@@ -420,15 +474,16 @@ def strip_columns(table, ch, skip=None):
         for k in range(rows):
             acc = acc + buf[k]
             table[r0 + k + 1] = acc
-            written += [(r0 + k + 1, c) for c in range(width)]
+            written.append(np.stack([np.full(width, r0 + k + 1), np.arange(width)], 1))
         carry = acc
-    return written
+    return np.concatenate(written) if written else np.zeros((0, 2), int)
 
 
 def split_path(x, count=1, skip=None):
     """partial_sums_kernel, means_kernel, row_scan_kernel, col_scan_kernel (or the banded column
     pass, for a stack of `count` such crops) on one crop x (ch x cw float32): (mean, x' float32,
-    table (ch+1) x (cw+1) x 2)."""
+    table (ch+1) x (cw+1) x 2). Independent threads (of a block, of a row's warps, of the column
+    blocks) are vectorized; each thread's own additions stay in its order."""
     ch, cw = x.shape
     flat = x.reshape(-1)
     elems = ch * cw
@@ -436,32 +491,29 @@ def split_path(x, count=1, skip=None):
     partial = []
     for b in range(P):
         begin, end = elems * b // P, elems * (b + 1) // P
-        v = [0.0] * THREADS
-        for t in range(THREADS):
-            for i in range(begin + t, end, THREADS):
-                v[t] += float(flat[i])
+        v = np.zeros(THREADS)  # thread t adds elements begin + t, begin + t + THREADS, ... in order from +0
+        for k0 in range(begin, end, THREADS):
+            e = flat[k0:min(end, k0 + THREADS)].astype(np.float64)  # thread t's element k0 + t
+            v[:len(e)] = v[:len(e)] + e
         partial.append(block_sum(v))
     mean = mean_of(partial, ch, cw)
     if segs_for(cw):  # rows past kSegRow: the segmented row pass
         xs, table = segmented_rows(x, mean)
     else:
         table = np.zeros((ch + 1, cw + 1, 2))
-        xs = np.zeros((ch, cw), np.float32)
-        for r in range(ch):  # one warp per row (any order: rows are independent)
-            strip = strip_prepass(ch, cw, count, cw + 1)
-            xs[r], table[r + 1] = scan_row(x[r], mean, cw, chunked_rows(ch, cw, strip), runs=strip)
+        # one warp per row (any order: rows are independent; all rows' warps at once)
+        strip = strip_prepass(ch, cw, count, cw + 1)
+        xs, table[1:] = scan_row(x, mean, cw, chunked_rows(ch, cw, strip), runs=strip)
     before = table.copy()
-    cells = {}
+    cells = np.zeros((ch + 1, cw + 1), int)  # writes per table cell
     if strip_prepass(ch, cw, count, cw + 1):  # strip_prepass_kernel: the column sums in the same kernel
-        for cell in strip_columns(table, ch, skip):
-            cells[cell] = cells.get(cell, 0) + 1
+        count_writes(cells, strip_columns(table, ch, skip))
     else:
         bands = col_bands_for(ch, cw, count, cw + 1)
-        for bx in range(-(-(cw + 1) // WARP)):  # col_scan_kernel's blocks of 32 columns
-            for cell in scan_columns(table, ch, bx * WARP + np.arange(WARP), SEGMENTS * bands, skip):
-                cells[cell] = cells.get(cell, 0) + 1
-    assert set(cells) == {(r, c) for r in range(1, ch + 1) for c in range(cw + 1)}
-    assert all(n == 1 for n in cells.values())
+        blocks = -(-(cw + 1) // WARP)  # col_scan_kernel's blocks of 32 columns (lane = column), together
+        count_writes(cells, scan_columns(table, ch, np.arange(blocks)[:, None] * WARP + np.arange(WARP),
+                                         SEGMENTS * bands, skip))
+    assert (cells[0] == 0).all() and (cells[1:] == 1).all()  # every cell of rows 1..ch once, row 0 never
     if ch == 1:  # the host skips the column pass of one-row crops: it must change no bit
         assert np.array_equal(before.view(np.uint64), table.view(np.uint64))
     return mean, xs, table
@@ -471,7 +523,8 @@ def split_path(x, count=1, skip=None):
 
 def fused_path(x, stride_w=None):
     """fused_prepass_kernel on one crop x (ch x cw float32) of an input of width stride_w (the crop
-    at column 0): (mean, x', table), checking its mapping's coverage."""
+    at column 0): (mean, x', table), checking its mapping's coverage. The block's threads (and its
+    warps' rows) are vectorized; each thread's own additions stay in its order."""
     ch, cw = x.shape
     assert fits_fused(ch, cw)
     w = stride_w or cw
@@ -481,14 +534,16 @@ def fused_path(x, stride_w=None):
     elems, w1 = ch * cw, cw + 1
     crop = np.full(elems, np.nan, np.float32)  # shared memory, poisoned
     loads = np.zeros(elems, int)
-    v = [0.0] * THREADS
-    for t in range(THREADS):
-        for i in range(t, elems, THREADS):
-            r = i // cw
-            e = src_flat[r * w + (i - r * cw)]
-            crop[i] = e
-            loads[i] += 1
-            v[t] += float(e)
+    v = np.zeros(THREADS)
+    for k0 in range(0, elems, THREADS):  # thread t's load of element i = k0 + t, added in order from +0
+        i = k0 + np.arange(THREADS)
+        on = i < elems
+        i = i[on]
+        r = i // cw
+        e = src_flat[r * w + (i - r * cw)]
+        crop[i] = e
+        np.add.at(loads, i, 1)
+        v[on] = v[on] + e.astype(np.float64)
     assert (loads == 1).all()
     mean = mean_of([block_sum(v)], ch, cw)
     table = np.full((ch + 1, w1, 2), np.nan)  # shared memory, poisoned: a read before a write shows
@@ -496,24 +551,23 @@ def fused_path(x, stride_w=None):
     table[0, :] = 0  # threads over row 0
     rows_done = np.zeros(ch, int)
     for warp in range(WARPS):
-        for r in range(warp, ch, WARPS):
-            xs[r], table[r + 1] = scan_row(crop[r * cw:(r + 1) * cw], mean, cw)
-            rows_done[r] += 1
+        rows = np.arange(warp, ch, WARPS)  # the warp's rows (independent: scanned together)
+        if len(rows):
+            xs[rows], table[rows + 1] = scan_row(crop.reshape(ch, cw)[rows], mean, cw)
+            np.add.at(rows_done, rows, 1)
     assert (rows_done == 1).all()
     assert not np.isnan(table).any() and not np.isnan(xs).any()
-    cells = {}
-    for c0 in range(0, w1, WARP):
-        for cell in scan_columns(table, ch, c0 + np.arange(WARP)):
-            cells[cell] = cells.get(cell, 0) + 1
-    assert all(n == 1 for n in cells.values())
-    assert set(cells) == {(r, c) for r in range(1, ch + 1) for c in range(w1)}
+    cells = np.zeros((ch + 1, w1), int)  # writes per table cell; the blocks of 32 columns together
+    count_writes(cells, scan_columns(table, ch, np.arange(0, w1, WARP)[:, None] + np.arange(WARP)))
+    assert (cells[0] == 0).all() and (cells[1:] == 1).all()
     out = np.full(((ch + 1) * w1, 2), np.nan)  # the copy-out, threads striding over the cells
     flat = table.reshape(-1, 2)
     written = np.zeros(len(out), int)
-    for t in range(THREADS):
-        for i in range(t, len(out), THREADS):
-            out[i] = flat[i]
-            written[i] += 1
+    # thread t copies cells t, t + THREADS, ... (all threads together)
+    i = (np.arange(-(-len(out) // THREADS))[:, None] * THREADS + np.arange(THREADS)).reshape(-1)
+    i = i[i < len(out)]
+    out[i] = flat[i]
+    np.add.at(written, i, 1)
     assert (written == 1).all()
     return mean, xs, out.reshape(ch + 1, w1, 2)
 
@@ -599,14 +653,17 @@ SEQ_ROW_COLS = constant("kSeqRowCols")
 
 def seq_row(x):
     """normalize.cu's seq_row: one thread writes its table row, entry 0 zero and then the crop row's
-    x' added in column order from +0, x'² exact (a float's square fits a double), no contraction."""
-    a = q = np.float64(0)
-    out = np.full((x.size + 1, 2), np.nan)
-    out[0] = 0
-    for c, v in enumerate(x.astype(np.float64)):
+    x' added in column order from +0, x'² exact (a float's square fits a double), no contraction.
+    x may be (rows, cw): a thread per row, the threads vectorized."""
+    x = np.asarray(x).astype(np.float64)
+    a = q = np.zeros(x.shape[:-1])
+    out = np.full(x.shape[:-1] + (x.shape[-1] + 1, 2), np.nan)
+    out[..., 0, :] = 0
+    for c in range(x.shape[-1]):
+        v = x[..., c]
         a = a + v
         q = q + v * v
-        out[c + 1] = a, q
+        out[..., c + 1, 0], out[..., c + 1, 1] = a, q
     return out
 
 
@@ -614,24 +671,20 @@ def rebuilt_table(xs):
     """The staged epilogue's left table with rebuild_left (normalize.cu, epilogue_kernel): from the
     staged shifted copy xs itself, row 0 zero; crops of at most kSeqRowCols columns: seq_row per
     row, then one thread per column adding the rows in order from +0 (add_down); wider ones:
-    scan_row with mean 0 per row, then scan_columns. The shifted copy is not written again."""
+    scan_row with mean 0 per row, then scan_columns. The shifted copy is not written again.
+    (The rows' threads or warps, and the columns' threads, are independent: vectorized.)"""
     ch, cw = xs.shape
     table = np.full((ch + 1, cw + 1, 2), np.nan)  # shared memory, poisoned
     table[0, :] = 0
-    for r in range(ch):
-        if cw <= SEQ_ROW_COLS:
-            table[r + 1] = seq_row(xs[r])
-        else:
-            again, table[r + 1] = scan_row(xs[r], 0.0, cw)
-            assert np.array_equal(again.view(np.uint32), xs[r].view(np.uint32))  # float(x' - 0) is x'
     if cw <= SEQ_ROW_COLS:
-        acc = np.zeros((cw + 1, 2))
-        for r in range(1, ch + 1):
-            acc = acc + table[r]
-            table[r] = acc
+        table[1:] = seq_row(xs)  # a thread per row
     else:
-        for c0 in range(0, cw + 1, WARP):
-            scan_columns(table, ch, c0 + np.arange(WARP))
+        again, table[1:] = scan_row(xs, 0.0, cw)  # a warp per row
+        assert np.array_equal(again.view(np.uint32), xs.view(np.uint32))  # float(x' - 0) is x'
+    if cw <= SEQ_ROW_COLS:
+        table[1:] = sequential_sums(table[1:], axis=0)  # add_down: thread c, rows in order from +0
+    else:
+        scan_columns(table, ch, np.arange(0, cw + 1, WARP)[:, None] + np.arange(WARP))
     return table
 
 
@@ -849,8 +902,8 @@ def test_segmented_faults_are_caught(mutate):
     m = split_path(x)[0]
     for fault in (None, mutate):  # the same pass without the fault passes
         xs, t = segmented_rows(x, m, mutate=fault)
-        for c in range(-(-(shape[1] + 1) // WARP)):
-            scan_columns(t, shape[0], c * WARP + np.arange(WARP))
+        blocks = -(-(shape[1] + 1) // WARP)  # col_scan_kernel's blocks of 32 columns (together)
+        scan_columns(t, shape[0], np.arange(blocks)[:, None] * WARP + np.arange(WARP))
         assert check_tables(x, m, xs, t) == (fault is None)
 
 
