@@ -5,6 +5,7 @@ with real machine code for the configured architectures."""
 import json
 import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -21,9 +22,38 @@ def cuda_commands():
     return cmds
 
 
+def sources(command):
+    """The sources a compile command compiles, by file name: its file, or the files a generated unit of
+    several files includes (meson.build's "translation units of several files")."""
+    path = Path(command["directory"]) / command["file"]
+    if re.fullmatch(r"\w+_unit\d+\.(cu|cpp)", path.name):
+        return [f.rsplit("/", 1)[-1] for f in re.findall(r'^#include "([^"]+)"', path.read_text(), re.M)]
+    return [path.name]
+
+
+def command_for(cuda_commands, name):
+    """The compile command of the source NAME, compiling that file alone: a unit's command with the
+    unit's file replaced by NAME's path (the same flags); None where the build compiles no NAME."""
+    for c in cuda_commands:
+        if name.rsplit("/", 1)[-1] in sources(c):
+            if c["file"].endswith(name):
+                return c
+            own = os.path.relpath(ROOT / name, c["directory"])
+            assert c["command"].endswith(" -c " + c["file"]), c["command"][-200:]
+            return {**c, "file": own, "command": c["command"][:-len(c["file"])] + own}
+    return None
+
+
+def test_grouped_units_compile_each_file_once(cuda_commands):
+    """Every listed CUDA source of lib/ and every variant is compiled exactly once, alone or in one unit."""
+    names = [n for c in cuda_commands for n in sources(c)]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+    assert {"normalizer.cu", "gpu.cu", "crop.cu", "kernels.cu"} <= set(names)
+
+
 def test_every_variant_file_is_compiled(cuda_commands):
     listed = re.findall(r"'(\d\d_\w+\.cu)'", (ROOT / "algorithms" / "meson.build").read_text())
-    compiled = {c["file"].rsplit("/", 1)[-1] for c in cuda_commands}
+    compiled = {n for c in cuda_commands for n in sources(c)}
     options = json.loads((BUILD / "meson-info" / "intro-buildoptions.json").read_text())
     subset = next((o["value"] for o in options if o["name"] == "variants"), "all")
     if subset != "all":
@@ -87,7 +117,7 @@ def test_normalization_builds_strict_for_other_architectures(cuda_commands, arch
     strict ptxas flags: its epilogue spilled 24-88 bytes on sm_100 and sm_120 (a -Dgpu_arch=10.0 build,
     or the binary wheel's, failed there) until its launch bounds gave Blackwell more registers."""
     import subprocess
-    c = next((c for c in cuda_commands if c["file"].endswith("normalize/normalizer.cu")), None)
+    c = command_for(cuda_commands, "lib/normalize/normalizer.cu")  # alone, also where a unit holds it
     if c is None:
         pytest.skip("this build has no lib/normalize/normalizer.cu")
     cmd = re.sub(r"-gencode=arch=compute_\w+,code=sm_\w+", f"-gencode=arch=compute_{arch},code=sm_{arch}",

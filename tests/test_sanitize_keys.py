@@ -104,3 +104,28 @@ def test_a_stale_build_is_brought_up_to_date_and_another_trees_build_is_refused(
     assert r.returncode == 2 and "was configured from" in r.stderr, r
     r = keys(b=tree / "lib")
     assert r.returncode == 2 and "not a Meson build" in r.stderr, r
+
+
+def test_the_variants_of_one_unit_share_its_key_and_an_edit_of_one_asks_again_for_all(project):
+    """A unit of several files (meson.build: variants_0_unit0.cu, made in the build) is keyed by the
+    variant files it includes, each with the whole object's key: one file's edit can change the
+    machine code of the others in its unit. A variant compiled alone keeps a key of its own."""
+    tree, build, keys = project
+    (tree / "algorithms" / "unit.in").write_text("@INCLUDES@\n")
+    (tree / "lib" / "core.hpp").write_text("#pragma once\n" + FILES["lib/core.hpp"])  # read twice by the unit
+    (tree / "algorithms" / "03_c.cpp").write_text('#include "core.hpp"\nint c() { return core(); }\n')
+    (tree / "meson.build").write_text(MESON.replace(
+        "variants = static_library('variants', 'algorithms/01_a.cpp', 'algorithms/02_b.cpp',",
+        "unit = configure_file(input: 'algorithms/unit.in', output: 'variants_0_unit0.cpp', configuration:\n"
+        "  {'INCLUDES': '#include \"algorithms/01_a.cpp\"\\n#include \"algorithms/02_b.cpp\"'})\n"
+        "variants = static_library('variants', unit, 'algorithms/03_c.cpp',"))
+    build()
+    first = keys()
+    assert set(first) == {"shared", "algorithms/01_a.cpp", "algorithms/02_b.cpp", "algorithms/03_c.cpp"}, first
+    assert first["algorithms/01_a.cpp"] == first["algorithms/02_b.cpp"] != first["algorithms/03_c.cpp"]
+    (tree / "algorithms/common/only_a.hpp").write_text("inline int only_a() { return 4; }\n")  # read by 01_a alone
+    build()
+    after = keys()
+    assert after["algorithms/01_a.cpp"] != first["algorithms/01_a.cpp"]
+    assert after["algorithms/02_b.cpp"] == after["algorithms/01_a.cpp"]
+    assert after["algorithms/03_c.cpp"] == first["algorithms/03_c.cpp"] and after["shared"] == first["shared"]
