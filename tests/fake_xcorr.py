@@ -17,7 +17,8 @@ memory), FAKE_SLEEP=seconds (per case),
 FAKE_HANG_ON=substring (on reaching a matching case, writes its pid to FAKE_PIDFILE and sleeps for
 an hour, like a hung kernel: everything before it is in the output file), FAKE_GPU_NAME,
 FAKE_REVISION (the git revision the binary reports; default fake123), FAKE_TIME_SCALE=x (every
-time x times the model's: a slower build, for scripts/dev/ab-bench's tests).
+time x times the model's: a slower build, for scripts/dev/ab-bench's tests), FAKE_PEERS_FILE (the
+peers' list as JSON, written by suite_helpers.make_fake_build for its peerbench: not computed again).
 Several GPUs: FAKE_GPUS=N (default 1, or as many as FAKE_GPU_NAMES names) and FAKE_GPU_NAMES=A,B,...
 (each device's name; default FAKE_GPU_NAME for all); the device a process uses is the first entry
 of CUDA_VISIBLE_DEVICES (an index or the fake UUID GPU-fake-<i>, default 0); the nvidia-smi role
@@ -36,7 +37,6 @@ exits 2): a normalized case is named with /norm:MODE after the shifts segment an
 modes of each peer's "normalizations" (cupy-correlate2d: none; npp-normlevel: zncc, and only the
 valid window) and refuses the others.
 """
-import hashlib
 import json
 import os
 import sys
@@ -73,20 +73,27 @@ def _numpy_on_first_use():
     sys.modules["numpy"] = stand_in
 
 
-if __name__ == "__main__":  # (imported by a test, the test's own NumPy)
-    _numpy_on_first_use()
-from xcsuite.spec import NORMALIZATIONS, Shape, supports_window  # noqa: E402  (the repository root is not installed)
-from xcsuite import peerturn  # noqa: E402
-from xcsuite.benchjson import UsageError, parse_case_line  # noqa: E402  (xcorr_bench's case syntax)
+# xcsuite's modules (the case syntax, the shapes, the peers' turn) and the registry's file are
+# loaded by the roles that use them, not by every process: `nvidia-smi`, `xcorr info` and the
+# lists, most of the processes a run starts, need none of them (start-up is most of their cost).
+def _xcsuite():
+    """xcsuite's spec, benchjson and peerturn, imported at first use (the repository root is not installed)."""
+    if __name__ == "__main__":  # (imported by a test, the test's own NumPy)
+        _numpy_on_first_use()
+    from xcsuite import benchjson, peerturn, spec
+    return spec, benchjson, peerturn
 
-# The variants: the build's `xcorr list --json` with the fixture's for those it lacks, the list the
-# tests expand experiments with (tests/build_registry.py); FAKE_REGISTRY: another file.
-if "FAKE_REGISTRY" in os.environ:
-    REGISTRY = Path(os.environ["FAKE_REGISTRY"])
-else:
-    from build_registry import registry_path  # noqa: E402  (tests/, the script's own folder)
 
-    REGISTRY = registry_path()
+def registry_file() -> Path:
+    """The variants: the build's `xcorr list --json` with the fixture's for those it lacks, the list
+    the tests expand experiments with (tests/build_registry.py); FAKE_REGISTRY: another file."""
+    if "FAKE_REGISTRY" in os.environ:
+        return Path(os.environ["FAKE_REGISTRY"])
+    from build_registry import registry_path  # (tests/, the script's own folder)
+
+    return registry_path()
+
+
 _PEERS = [{"name": n, "family": "peer", "summary": "a peer", "timed": "everything", "precision": "fp32",
           "tolerance": 1e-05, "forms": ["one-to-one", "one-to-many", "n-to-mn", "n-to-m"],
           "windows": ["full", "valid", "same", "max-shift", "shifts"], "params": {},
@@ -101,13 +108,20 @@ _PEERS.append({**_PEERS[0], "name": "torch-conv2d-tf32", "precision": "tf32", "t
 def all_peers():
     """PEERS: the peers above and the reductions' variants (xcsuite/reduce_peers.py: the case key
     reduce=), read when first asked for (the peerbench role, a test's import of PEERS), not by every
-    process: reduce_peers imports the peers' module and NumPy."""
+    process: reduce_peers imports the peers' module and NumPy. A fake build's peerbench
+    (suite_helpers.make_fake_build) names in FAKE_PEERS_FILE this list as the test's process computed
+    it, the same code's, so that its processes skip that import."""
+    if "PEERS" not in globals() and os.environ.get("FAKE_PEERS_FILE"):
+        try:
+            globals()["PEERS"] = json.loads(Path(os.environ["FAKE_PEERS_FILE"]).read_text())
+        except (OSError, ValueError):
+            pass  # computed below
     if "PEERS" not in globals():
         from xcsuite.reduce_peers import registry as reduce_registry
         _PEERS.extend({k: v for k, v in p.items() if k not in ("available", "unavailable_reason")}
                       for p in reduce_registry())
         globals()["PEERS"] = _PEERS
-    return _PEERS
+    return globals()["PEERS"]
 
 
 def __getattr__(name):  # `fake_xcorr.PEERS`, `from fake_xcorr import PEERS`
@@ -182,6 +196,7 @@ def context():
 
 
 def shape_of(kv, window="full"):
+    Shape = _xcsuite()[0].Shape
     return Shape(kv["form"], *(int(kv[k]) for k in ("hL", "wL", "hR", "wR", "nL", "nR")), window=window,
                  normalize=kv.get("normalize", "none"))
 
@@ -219,6 +234,11 @@ def run_name(kv, params, shape):
 
 
 def bench(args, role="xcorr_bench"):
+    import hashlib
+
+    spec, benchjson, peerturn = _xcsuite()
+    NORMALIZATIONS, supports_window = spec.NORMALIZATIONS, spec.supports_window
+    UsageError, parse_case_line = benchjson.UsageError, benchjson.parse_case_line  # xcorr_bench's case syntax
     opts = {}
     for a in args:
         if a.startswith("--") and "=" in a:
@@ -240,7 +260,7 @@ def bench(args, role="xcorr_bench"):
     if log:
         with open(log, "a") as f:
             f.write(json.dumps(lines) + "\n")
-    registry = {v["name"]: v for v in (peers() if role == "peerbench" else json.loads(REGISTRY.read_text()))}
+    registry = {v["name"]: v for v in (peers() if role == "peerbench" else json.loads(registry_file().read_text()))}
     cases = []
     for line in lines:
         try:
@@ -353,7 +373,7 @@ def main():
         GPU = gpu_names()[device_index()]
     if role == "xcorr":
         if args[:1] == ["list"]:
-            print(REGISTRY.read_text())
+            print(registry_file().read_text())
             return 0
         if args[:1] == ["info"]:
             if os.environ.get("FAKE_NO_GPU"):

@@ -1,6 +1,7 @@
 """Helpers of the experiment-suite tests (CPU only): the import path of the xcsuite package and
 of experiments/ (the repository root: neither is installed) and a fake build directory whose
 xcorr / xcorr_bench are tests/fake_xcorr.py."""
+import json
 import os
 import sys
 from pathlib import Path
@@ -31,9 +32,16 @@ def make_fake_build(directory: Path) -> Path:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     fake = Path(__file__).resolve().parent / "fake_xcorr.py"
+    # the peers' list as this process computes it (fake_xcorr.PEERS, this code's), for the peerbench
+    # role: its every process computed it anew, importing NumPy and the peers' module (~0.3 s of CPU)
+    import fake_xcorr
+
+    peers = directory / "peers-for-fake.json"
+    peers.write_text(json.dumps(fake_xcorr.PEERS))
     for role in ("xcorr", "xcorr_bench", "peerbench", "nvidia-smi"):  # peerbench: XCORR_PEERBENCH points there when a test wants it
         exe = directory / role
-        exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{fake}" {role} "$@"\n')
+        env = f'FAKE_PEERS_FILE="{peers}" ' if role == "peerbench" else ""
+        exe.write_text(f'#!/bin/sh\n{env}exec "{sys.executable}" "{fake}" {role} "$@"\n')
         exe.chmod(0o755)
     return directory
 

@@ -45,6 +45,11 @@ def cases_of(name):
     return expand(suite.load(name), reg).cases
 
 
+def quick_cases_of(name):
+    """The cases a --quick run measures (the largest left out: rx.QUICK_MAX_FMAS), in its order."""
+    return rx.expand_capped(suite.load(name), suite_registry(), rx.QUICK_MAX_FMAS).cases
+
+
 def test_full_protocol_merged_file_and_skip(env):
     run, results, log, _ = env
     assert run("fig22") == 0
@@ -203,17 +208,19 @@ def test_a_case_that_fails_its_check_is_recorded_with_the_message(env):
 
 def test_budget_stops_cleanly_and_resume_finishes(env):
     run, results, log, mp = env
-    mp.setenv("FAKE_SLEEP", "1.5")
-    # ~1.2 s estimated per case: the first chunk gets a few cases, the budget kills it mid-way
-    assert run("fig22", "--max-minutes", "0.1") == rx.EXIT_BUDGET
-    data = load(results, "fig22")
+    mp.setenv("FAKE_SLEEP", "1.0")
+    # --quick (the budget logic is the protocol's either way): ~0.1 s estimated per case and 2 s a
+    # process, so a budget of 3.6 s fits the whole experiment in one chunk, which runs 1 s a case:
+    # the budget kills it mid-way (with the full protocol's 1.2 s a case it took a 6-s budget)
+    assert run("fig22", "--quick", "--max-minutes", "0.06") == rx.EXIT_BUDGET
+    data = load(results, "fig22", quick=True)
     assert not data["xcorr_meta"]["complete"]
     done = {k for k, c in data["cases"].items() if c["status"] == "ok"}
-    assert 1 <= len(done) < len(cases_of("fig22"))  # salvaged from the killed process's output
+    assert 1 <= len(done) < len(quick_cases_of("fig22"))  # salvaged from the killed process's output
     assert not [c for c in data["cases"].values() if c["status"] != "ok"]  # nothing blamed for the budget
     mp.delenv("FAKE_SLEEP")
-    assert run("fig22") == 0
-    data = load(results, "fig22")
+    assert run("fig22", "--quick") == 0
+    data = load(results, "fig22", quick=True)
     assert data["xcorr_meta"]["complete"] and len(data["xcorr_meta"]["runs"]) == 2
     ran_again = {l for call in log_lines(log)[1:] for l in call}
     assert not {line_of(c) for k, c in data["cases"].items() if k in done} & ran_again
@@ -224,51 +231,56 @@ def test_a_stopped_force_run_resumes_and_keeps_the_complete_file(env):
     'rerun the same command to resume'. That rerun copied the partial file over .bak (the only
     complete copy, lost) and started afresh again; it now resumes, and .bak keeps the old file."""
     run, results, log, mp = env
-    assert run("fig22") == 0
-    n = len(cases_of("fig22"))
-    mp.setenv("FAKE_SLEEP", "1.5")
-    assert run("fig22", "--force", "--max-minutes", "0.1") == rx.EXIT_BUDGET
-    first = {k for k, c in load(results, "fig22")["cases"].items() if c["status"] == "ok"}
+    # --quick throughout (the folder fake-gpu-9000-quick; --force and the budget act alike): its
+    # ~0.1 s a case lets a 3.6-s budget start the experiment, where the full protocol's needed 6 s
+    assert run("fig22", "--quick") == 0
+    n = len(quick_cases_of("fig22"))
+    mp.setenv("FAKE_SLEEP", "1.0")
+    assert run("fig22", "--quick", "--force", "--max-minutes", "0.06") == rx.EXIT_BUDGET
+    first = {k for k, c in load(results, "fig22", quick=True)["cases"].items() if c["status"] == "ok"}
     assert 1 <= len(first) < n
-    assert run("fig22", "--force", "--max-minutes", "0.1") == rx.EXIT_BUDGET
-    bak = json.loads((results / "fake-gpu-9000" / "fig22.json.bak").read_text())
+    assert run("fig22", "--quick", "--force", "--max-minutes", "0.06") == rx.EXIT_BUDGET
+    bak = json.loads((results / "fake-gpu-9000-quick" / "fig22.json.bak").read_text())
     assert bak["xcorr_meta"]["complete"] and len(bak["cases"]) == n
-    second = {k for k, c in load(results, "fig22")["cases"].items() if c["status"] == "ok"}
+    second = {k for k, c in load(results, "fig22", quick=True)["cases"].items() if c["status"] == "ok"}
     assert first < second  # resumed: the first run's cases kept, more added
     mp.delenv("FAKE_SLEEP")
-    assert run("fig22", "--force") == 0  # finishes the stopped run
-    data = load(results, "fig22")
+    assert run("fig22", "--quick", "--force") == 0  # finishes the stopped run
+    data = load(results, "fig22", quick=True)
     assert data["xcorr_meta"]["complete"] and "force_started" not in data["xcorr_meta"] and len(data["cases"]) == n
     calls = len(log_lines(log))
-    assert run("fig22", "--force") == 0  # complete: --force starts afresh again
+    assert run("fig22", "--quick", "--force") == 0  # complete: --force starts afresh again
     assert len(log_lines(log)) > calls
 
 
 def test_a_hang_is_blamed_over_runs_stopped_by_the_budget(env, monkeypatch):
     """A hung case under a --max-minutes shorter than its chunk's limit: every run stopped on it
     first and nothing was ever blamed (each run exit 4 with the same cases, for good). Its
-    seconds now add up over such runs and it is blamed once they pass its limit (made 10 s here
+    seconds now add up over such runs and it is blamed once they pass its limit (made 5 s here
     instead of the ~2 minutes of a real one); the next run goes on past it."""
     run, results, log, mp = env
-    # (a limit of 10 s and runs of 6: the same arithmetic as 20 and 12 in half the time)
-    monkeypatch.setattr(rx.Runner, "case_limit", lambda self, c: 10.0)
-    hung = cases_of("fig22")[2]
+    # (a limit of 5 s and runs of 3.6: the same arithmetic as 20 and 12; --quick, whose ~0.1 s a
+    # case lets a 3.6-s budget start a chunk, where the full protocol's 1.2 s needed 6)
+    limit = 5.0
+    monkeypatch.setattr(rx.Runner, "case_limit", lambda self, c: limit)
+    hung = quick_cases_of("fig22")[2]
+    assert hung.key == cases_of("fig22")[2].key
     mp.setenv("FAKE_HANG_ON", hung.line())
     # Run 1: the two cases before it are filed; it was not running from the chunk's start (not
-    # counted). Run 2: it is the first case, and ran the whole 6 s. Run 3: 12 s, past the limit.
-    assert run("fig22", "--max-minutes", "0.1") == rx.EXIT_BUDGET
-    assert hung.key not in load(results, "fig22")["xcorr_meta"].get("stalled_s", {})
-    assert run("fig22", "--max-minutes", "0.1") == rx.EXIT_BUDGET
-    before = load(results, "fig22")
-    assert hung.key not in before["cases"] and 0 < before["xcorr_meta"]["stalled_s"][hung.key] < 10
-    assert run("fig22", "--max-minutes", "0.1") == rx.EXIT_BUDGET
-    data = load(results, "fig22")
+    # counted). Run 2: it is the first case, and ran the whole 3.6 s. Run 3: 7.2 s, past the limit.
+    assert run("fig22", "--quick", "--max-minutes", "0.06") == rx.EXIT_BUDGET
+    assert hung.key not in load(results, "fig22", quick=True)["xcorr_meta"].get("stalled_s", {})
+    assert run("fig22", "--quick", "--max-minutes", "0.06") == rx.EXIT_BUDGET
+    before = load(results, "fig22", quick=True)
+    assert hung.key not in before["cases"] and 0 < before["xcorr_meta"]["stalled_s"][hung.key] < limit
+    assert run("fig22", "--quick", "--max-minutes", "0.06") == rx.EXIT_BUDGET
+    data = load(results, "fig22", quick=True)
     c = data["cases"][hung.key]
     assert c["status"] == "failed" and "exceeding its time limit" in c["message"], c
     assert hung.key not in data["xcorr_meta"].get("stalled_s", {})
     mp.delenv("FAKE_HANG_ON")
-    assert run("fig22") == 0  # past it: the rest runs, the hung case stays failed
-    data = load(results, "fig22")
+    assert run("fig22", "--quick") == 0  # past it: the rest runs, the hung case stays failed
+    data = load(results, "fig22", quick=True)
     assert data["cases"][hung.key]["status"] == "failed"
     assert all(v["status"] == "ok" for k, v in data["cases"].items() if k != hung.key)
 
