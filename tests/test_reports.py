@@ -6,6 +6,7 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -115,20 +116,46 @@ def test_table_readings_split_fft_and_new_kernels():
     assert "register-tiled" not in set(build_table(SYNTH, "fft-paper")["runner_up_variant"].dropna())
 
 
-def test_table_files_from_fake_results(fake_results, tmp_path, monkeypatch):
-    monkeypatch.setenv("XCORR_PLOT_FORMATS", "png")
-    tables = table.make_tables(fake_results, plots_root=tmp_path)
+PAGES = ["summary.csv", "table1.md", *(f"table1_{r}.csv" for r in READINGS), "claims.md", "anchors.md"]
+
+
+def regenerate_pages(d, plots_root):
+    """Every page of the results folder d made again from its results files (aggregate, table,
+    claims, anchors): (Table 1's tables, {page: its bytes})."""
+    summary.aggregate_dir(d)
+    tables = table.make_tables(d, plots_root=plots_root)
+    claims.write_page(d, claims.evaluate(d))
+    assert anchors.main([str(d)]) == 0
+    return tables, {p: (d / p).read_bytes() for p in PAGES}
+
+
+@pytest.fixture(scope="module")
+def regenerated(fake_results, tmp_path_factory):
+    """A copy of the fake results written on a fixed day (copy_results), its pages regenerated
+    once with Table 1's figures (PNG): test_table_files_from_fake_results reads its tables, pages
+    and figures; test_regenerated_pages_are_byte_identical regenerates the pages once more and
+    compares (each regenerated them on its own before)."""
+    root = tmp_path_factory.mktemp("regenerated")
+    d = copy_results(fake_results, root / "fake-gpu-9000")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XCORR_PLOT_FORMATS", "png")
+        tables, pages = regenerate_pages(d, root / "plots")
+    return SimpleNamespace(dir=d, plots_root=root / "plots", tables=tables, pages=pages)
+
+
+def test_table_files_from_fake_results(regenerated):
+    d, tables = regenerated.dir, regenerated.tables
     assert set(tables) == set(READINGS)
-    md = (fake_results / "table1.md").read_text()
+    md = (d / "table1.md").read_text()
     assert md.count("| 1-to-1 |") == 5  # four readings and the paper's table
     for reading in READINGS:
-        csv = pd.read_csv(fake_results / f"table1_{reading}.csv")
+        csv = pd.read_csv(d / f"table1_{reading}.csv")
         assert len(csv) == 56 and csv["best_variant"].notna().all()
-        png = tmp_path / fake_results.name / f"table1_{reading}.png"
+        png = regenerated.plots_root / d.name / f"table1_{reading}.png"
         assert png.stat().st_size > 10_000
     t = tables["fftplan-paper"]
     assert not (t["best_variant"] == "fft").any() and (t["best_variant"] == "fft+plan").any()
-    s = summary.load_summary(fake_results)
+    s = summary.load_summary(d)
     rows = s[(s["experiment"] == "table1") & (s["counts"] == "8-to-8") & (s["size"] == 64) & (s["family"] != "hopper")
              & (s["variant"] != "fft")]
     assert cell(t, "8-to-8", 64)["best_time_us"] == pytest.approx(rows["time_us"].min())
@@ -298,7 +325,23 @@ def test_cross_gpu_figure_needs_two_gpus(fake_results, tmp_path):
     assert [f.name for f in files] == ["cross-gpu.png"] and files[0].stat().st_size > 10_000
 
 
-def test_application_convention_and_recovery(tmp_path):
+SCIPY_APPLICATION = ["--algorithm", "scipy", "--patterns", "1"]  # the application check on the CPU, one pattern
+
+
+@pytest.fixture(scope="module")
+def scipy_application(tmp_path_factory):
+    """One run of the application check on the CPU (`SCIPY_APPLICATION`), its exit status asserted:
+    its folder, which test_application_convention_and_recovery reads and with which
+    test_the_application_check_writes_the_same_bytes_every_run compares a second run (each ran its
+    own, the same run)."""
+    from xcsuite.cli import application as app
+
+    out = tmp_path_factory.mktemp("application") / "run0"
+    assert app.main([*SCIPY_APPLICATION, "--out", str(out)]) == 0
+    return out
+
+
+def test_application_convention_and_recovery(scipy_application):
     from xcsuite.cli import application as app
     from scipy import signal
 
@@ -308,11 +351,10 @@ def test_application_convention_and_recovery(tmp_path):
     C, _ = app.correlate(L, R, "scipy", None)
     assert np.allclose(C[0], signal.correlate2d(L[0], R[0], mode="full"), rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(app.peaks(C)[0], [2, -3], atol=0.3)
-    assert app.main(["--algorithm", "scipy", "--patterns", "1", "--out", str(tmp_path)]) == 0
-    stats = json.loads((tmp_path / "application.json").read_text())
+    stats = json.loads((scipy_application / "application.json").read_text())
     assert stats["pass"] and stats["tiles"] == 86 and stats["correlations"] == 86
     assert stats["rms_error_px"] < app.MAX_RMS_PX and stats["max_true_shift_px"] > 2
-    assert (tmp_path / "application.png").stat().st_size > 10_000
+    assert (scipy_application / "application.png").stat().st_size > 10_000
 
 
 def png_text_chunks(data: bytes) -> list[bytes]:
@@ -328,7 +370,7 @@ def png_text_chunks(data: bytes) -> list[bytes]:
     return found
 
 
-def test_the_application_check_writes_the_same_bytes_every_run(tmp_path, capsys):
+def test_the_application_check_writes_the_same_bytes_every_run(scipy_application, tmp_path, capsys):
     """Every `scripts/reproduce` without a GPU rewrote the committed plots/cpu-reference/: its
     application.json held the run's wall time and its PNG matplotlib's version stamp. What is
     committed is what was recovered, the same every run; the wall time goes beside it, to a file
@@ -336,9 +378,10 @@ def test_the_application_check_writes_the_same_bytes_every_run(tmp_path, capsys)
     from xcsuite.cli import application as app
 
     runs = []
-    for k in range(2):
-        out = tmp_path / f"run{k}"
-        assert app.main(["--algorithm", "scipy", "--patterns", "1", "--out", str(out)]) == 0
+    for k in range(2):  # the first run: the fixture's (the same command), the second: this one
+        out = scipy_application if k == 0 else tmp_path / f"run{k}"
+        if k:
+            assert app.main([*SCIPY_APPLICATION, "--out", str(out)]) == 0
         runs.append({f: (out / f).read_bytes() for f in ("application.json", "application.png")})
         assert json.loads((out / "application.timing.json").read_text())["wall_s_including_io"] > 0
     assert runs[0] == runs[1]
@@ -410,9 +453,16 @@ def test_an_incomplete_experiment_says_so_wherever_its_numbers_appear(fake_resul
     assert sorted(str(w.message).split(":")[0] for w in caught) == ["fig17", "table1"]
     assert f"fig17: incomplete: 12 of {planned['fig17']} cases" in titles["fig17"].replace("\n", " ")
     assert "incomplete" in titles["efficiency"] and "incomplete" not in titles["fig16"]
+    # Table 1's figures are drawn (their titles taken where save_figure renders them: the pixels are
+    # test_table_files_from_fake_results's)
+    table_titles = {}
+    monkeypatch.setattr(table.paths, "save_figure",
+                        lambda fig, out_dir, name, **kw: table_titles.setdefault(name, fig.axes[0].get_title()) and [])
     with pytest.warns(UserWarning, match=r"^fake-gpu-9000: table1 \(fft(plan)?-paper\): \d+ cell\(s\) without measurements$"):
-        table.make_tables(d, plots_root=tmp_path / "plots")
+        tables = table.make_tables(d, plots_root=tmp_path / "plots")
     assert f"incomplete: 12 of {planned['table1']} cases" in (d / "table1.md").read_text()
+    assert set(table_titles) == {f"table1_{r}" for r in tables} and tables
+    assert all(f"(table1 incomplete: 12 of {planned['table1']} cases)" in t for t in table_titles.values()), table_titles
     claims.write_page(d, claims.evaluate(d))
     page = (d / "claims.md").read_text()
     assert note17 in page and f"table1 (incomplete: 12 of {planned['table1']} cases)" in page
@@ -429,26 +479,17 @@ def test_the_planned_count_comes_from_the_definition_for_older_files(fake_result
     assert progress(d)["fig17"].note() == f"incomplete: 12 of {planned} cases"
 
 
-def test_regenerated_pages_are_byte_identical(fake_results, tmp_path, monkeypatch):
+def test_regenerated_pages_are_byte_identical(regenerated, monkeypatch):
     """Regenerating from unchanged results leaves a clean tree clean: no page carries the day it
     was made (claims.md carried today's date), and nothing else varies between runs."""
     monkeypatch.setenv("XCORR_PLOT_FORMATS", "png")
-    # The pages alone: Table 1's figures (four a regeneration, most of this test's time) are none of
-    # them, and test_table_files_from_fake_results draws them (save_figure's own test: a figure
+    # The first regeneration: the fixture's, of a fresh copy; this one, over its pages. The pages
+    # alone: Table 1's figures (four a regeneration) are none of them, and
+    # test_table_files_from_fake_results checks the fixture's (save_figure's own test: a figure
     # redrawn from the same data is the same bytes, test_every_figure_is_drawn)
     monkeypatch.setattr(table, "figure", lambda *a, **k: None)
-    d = copy_results(fake_results, tmp_path / "fake-gpu-9000")
-    pages = ["summary.csv", "table1.md", *(f"table1_{r}.csv" for r in READINGS), "claims.md", "anchors.md"]
-
-    def regenerate():
-        summary.aggregate_dir(d)
-        table.make_tables(d, plots_root=tmp_path / "plots")
-        claims.write_page(d, claims.evaluate(d))
-        assert anchors.main([str(d)]) == 0
-        return {p: (d / p).read_bytes() for p in pages}
-
-    first = regenerate()
-    assert regenerate() == first
+    first = regenerated.pages
+    assert regenerate_pages(regenerated.dir, regenerated.plots_root)[1] == first
     import datetime as dt
 
     claims_page = first["claims.md"].decode()

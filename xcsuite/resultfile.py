@@ -125,6 +125,11 @@ def _shift_values(text: str) -> list[int]:
 
 def _same_json(a, b) -> bool:
     # exact: 16 and 16.0 differ, as they do in the file
+    ta, tb = type(a), type(b)
+    if ta is tb and (ta is str or ta is int or (ta is float and a == b and a != 0)):
+        return a == b  # the same text exactly when equal (the runner asks ~100 times a case)
+    if {ta, tb} == {int, float}:
+        return False  # "16" is never "16.0" (a float's text has a point, an exponent, or is Infinity, NaN)
     return json.dumps(a) == json.dumps(b)
 
 

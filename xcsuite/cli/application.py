@@ -80,11 +80,14 @@ def build(patterns: int, seed: int = 7, noise: float = 0.05):
     R = np.empty((patterns * n, TILE, TILE))
     truth = np.empty((patterns * n, 2))
     rr, cc = np.mgrid[0:TILE, 0:TILE].astype(float)
+    # The reference's cubic spline coefficients, once: what map_coordinates(ref, order=3,
+    # mode="reflect") computes on every call (the same numbers, not once a tile).
+    coeffs = ndimage.spline_filter(ref, order=3, output=np.float64, mode="reflect")
     for k in range(patterns):
         dy, dx = displacement_field(cy, cx, k, patterns)
         for t in range(n):
             coords = [tops[t] + rr + dy[t], lefts[t] + cc + dx[t]]
-            tile = ndimage.map_coordinates(ref, coords, order=3, mode="reflect")
+            tile = ndimage.map_coordinates(coeffs, coords, order=3, mode="reflect", prefilter=False)
             R[k * n + t] = tile + noise * rng.standard_normal(tile.shape)
             truth[k * n + t] = dy[t], dx[t]
     # zero-mean tiles: the raw sum would favour the zero shift, where the overlap is largest
