@@ -1,10 +1,10 @@
 """Adding a variant is one file plus one build line (docs/contributing.md, "Adding a variant"): in a
 scratch copy of the tree, tests/example_variant/99_example_scale.cu is added the way the guide tells
 a user to (the file into algorithms/, its name into algorithms/meson.build), the copy is configured
-with `-Dvariants=01,99` (the model file and the new one) and its programs and shared objects are built
-(checked_targets: a few minutes on 2 cores; under a minute where the main build's objects of lib/ and
-the model file stand, tests/reuse_objects.py), and the new variant must appear everywhere the
-registry reaches without a GPU:
+with `-Dvariants=30,99` (block-per-pair, which the main build also compiles alone, and the new one)
+and its programs and shared objects are built (checked_targets: a few minutes on 2 cores; under a
+minute where the main build's objects of lib/ and block-per-pair stand, tests/reuse_objects.py), and
+the new variant must appear everywhere the registry reaches without a GPU:
 
 - `xcorr list --json` and `xcorr list`;
 - xcorr_validate's selection, made on the CPU before it asks for a GPU: `--variant example-scale`
@@ -79,9 +79,9 @@ def scratch_build(tmp_path_factory):
     build = tree / "build"
     env = {**os.environ, "XCORR_GIT_REVISION": os.environ.get("XCORR_GIT_REVISION", "example")}
     r = run([sys.executable, "-m", "mesonbuild.mesonmain", "setup", build, tree, "-Dgpu_arch=9.0",
-             "-Dvariants=01,99"], env=env)
+             "-Dvariants=30,99"], env=env)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr
-    # lib/'s objects, the model variant's and the host programs' from the main build where ninja finds
+    # lib/'s objects, block-per-pair's and the host programs' from the main build where ninja finds
     # their commands and sources unchanged (tests/reuse_objects.py): the new variant, the registry's
     # programs and every link are this build's own
     reuse_objects.seed(BUILD, build)
@@ -110,7 +110,7 @@ def check_xcorr_list(build):
     r = run([build / "xcorr", "list", "--json"])
     assert r.returncode == 0, r.stderr
     entries = {v["name"]: v for v in json.loads(r.stdout)}
-    assert set(entries) == {NAME, "overlap-wise"}, sorted(entries)
+    assert set(entries) == {NAME, "block-per-pair"}, sorted(entries)
     v = entries[NAME]
     assert v["family"] == "example" and v["timed"] == "kernel" and v["params"] == {}
     assert v["forms"] == ["one-to-one", "one-to-many", "n-to-mn", "n-to-m"] and v["windows"] == ["full"]
