@@ -38,6 +38,24 @@ def env(tmp_path, monkeypatch):
     return run
 
 
+@pytest.fixture(scope="module")
+def fig22_one_gpu(tmp_path_factory):
+    """A results folder of fig22 measured on one fake GPU, as `env("fig22")` with FAKE_GPUS=1
+    makes it (the same fake world, fake_bench_env), run once for the merge tests that start from
+    one: each takes a copy of its own (copy_of), so that no test sees another's changes."""
+    tmp = tmp_path_factory.mktemp("fig22-one-gpu")
+    with pytest.MonkeyPatch.context() as mp:
+        build = fake_bench_env(tmp, mp)
+        mp.setenv("FAKE_GPUS", "1")
+        assert rx.main(["fig22", "--build", str(build), "--results", str(tmp / "results"), "--no-progress"]) == 0
+    return tmp / "results"
+
+
+def copy_of(results: Path, to: Path) -> Path:
+    shutil.copytree(results, to)
+    return to
+
+
 def load(path):
     return json.loads(Path(path).read_text())
 
@@ -275,9 +293,9 @@ def test_merge_names_a_shard_that_measured_nothing_and_merges_the_others(env, ca
     assert not (env.tmp / "other").exists()
 
 
-def test_merge_refuses_conflicting_measurements(env, capsys):
+def test_merge_refuses_conflicting_measurements(env, capsys, fig22_one_gpu):
     env.mp.setenv("FAKE_GPUS", "1")
-    assert env("fig22", results=env.tmp / "a") == 0
+    copy_of(fig22_one_gpu, env.tmp / "a")  # fig22 measured on one GPU at revision fake123
     env.mp.setenv("FAKE_REVISION", "other99")
     assert env("fig22", "--force", results=env.tmp / "b") == 0
     assert rx.main(["--merge", str(env.tmp / "a"), "--results", str(env.results)]) == 0
@@ -294,11 +312,10 @@ def test_merge_refuses_conflicting_measurements(env, capsys):
     assert {c["revision"] for c in load(target)["cases"].values()} == {"other99"}
 
 
-def test_merge_takes_a_record_stored_by_an_earlier_writer_as_the_same(env, capsys):
+def test_merge_takes_a_record_stored_by_an_earlier_writer_as_the_same(env, capsys, fig22_one_gpu):
     """A shard written before FLOPS was derived (stored per repetition) holds the same measurement
     as the target's record that derives it: no conflict, the target unchanged."""
-    env.mp.setenv("FAKE_GPUS", "1")
-    assert env("fig22", results=env.tmp / "a") == 0
+    copy_of(fig22_one_gpu, env.tmp / "a")  # fig22 measured on one GPU
     shutil.copytree(env.tmp / "a", env.tmp / "old")
     src = env.tmp / "old" / "fake-gpu-9000" / "fig22.json"
     data = load(src)
@@ -319,14 +336,14 @@ def test_merge_takes_a_record_stored_by_an_earlier_writer_as_the_same(env, capsy
     assert "conflict" not in capsys.readouterr().err and load(target)["cases"] == before
 
 
-def test_merge_refuses_another_gpu(env, capsys):
-    env.mp.setenv("FAKE_GPUS", "1")
-    assert env("fig22", results=env.tmp / "a") == 0
+def test_merge_refuses_another_gpu(env, capsys, fig22_one_gpu):
+    copy_of(fig22_one_gpu, env.tmp / "a")  # fig22 measured on one GPU, then its GPU's name changed
     src = env.tmp / "a" / "fake-gpu-9000" / "fig22.json"
     data = load(src)
     data["context"]["xcorr_gpu_name"] = "Other GPU"
     src.write_text(json.dumps(data))
-    assert env("fig22") == 0
+    copy_of(fig22_one_gpu, env.results)  # the target: the same measurement, Fake GPU 9000's
+    assert load(env.results / "fake-gpu-9000" / "fig22.json")["context"]["xcorr_gpu_name"] == "Fake GPU 9000"
     capsys.readouterr()
     assert rx.main(["--merge", str(env.tmp / "a"), "--results", str(env.results)]) == 2
     assert "Other GPU" in capsys.readouterr().err

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import ROOT, one_line_error, run
@@ -30,12 +31,46 @@ def in_process(name, *args, env=None):
     of this file's time (pandas and matplotlib imported again for each): a CompletedProcess with
     its exit status and what it printed; every warning it raised is printed to its stderr, as a
     process's would be, and an exception it lets out fails the test with its traceback."""
+    from xcsuite.__main__ import main
+
+    return _captured(lambda: main([name, *map(str, args)]), [name, *args], env)
+
+
+def in_process_script(name, *args, env=None, path=None):
+    """scripts/NAME (or the script at `path`, a copy of it) run in this interpreter as its process
+    runs it: the whole file as __main__ (runpy) with sys.argv its path and ARGS, so its own `if
+    __name__ == "__main__"` tail (paths.exit_status, sys.exit) gives the exit status; captured as
+    in_process does. What it sets for its process (sys.path, sys.excepthook, the sibling scripts it
+    loads into sys.modules) is undone afterwards, so that it cannot leak into other tests."""
+    import runpy
+
+    path = Path(path or SCRIPTS / name)
+    argv = [str(path), *map(str, args)]
+    saved_path, saved_hook, saved_argv = list(sys.path), sys.excepthook, list(sys.argv)
+    before = set(sys.modules)
+    sys.argv[:] = argv
+    sys.path.insert(0, str(path.parent))  # as `python SCRIPT` starts: the script's folder first
+    try:
+        def as_main():
+            runpy.run_path(str(path), run_name="__main__")
+            return 0  # (its end reached without sys.exit: exit status 0, as a process's)
+
+        return _captured(as_main, argv, env)
+    finally:
+        sys.path[:], sys.excepthook, sys.argv[:] = saved_path, saved_hook, saved_argv
+        for m in set(sys.modules) - before:  # the scripts' modules (a copy's among them), not pandas'
+            f = getattr(sys.modules[m], "__file__", None) or ""
+            if Path(f).parent.name in ("scripts", "dev") and "site-packages" not in f:
+                del sys.modules[m]
+
+
+def _captured(call, cmd, env):
+    """call() -> exit status (or its SystemExit's, as the interpreter turns it into one) with env
+    added to os.environ and stdout, stderr and every warning captured: a CompletedProcess."""
     import contextlib
     import io
     import subprocess
     import warnings
-
-    from xcsuite.__main__ import main
 
     out, err = io.StringIO(), io.StringIO()
     saved_env, saved_argv0 = dict(os.environ), sys.argv[0]
@@ -45,16 +80,18 @@ def in_process(name, *args, env=None):
                 contextlib.redirect_stderr(err):
             warnings.simplefilter("always")
             try:
-                status = main([name, *map(str, args)])
-            except SystemExit as e:  # argparse's refusals
-                status = e.code if isinstance(e.code, int) else 1
+                status = call()
+            except SystemExit as e:  # argparse's refusals, a script's sys.exit: as the interpreter ends
+                status = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+                if not isinstance(e.code, (int, type(None))):
+                    print(e.code, file=sys.stderr)  # sys.exit("message"): the message, exit status 1
         for w in caught:
             err.write(warnings.formatwarning(w.message, w.category, w.filename, w.lineno))
     finally:
         os.environ.clear()
         os.environ.update(saved_env)
         sys.argv[0] = saved_argv0
-    return subprocess.CompletedProcess([name, *args], status, out.getvalue(), err.getvalue())
+    return subprocess.CompletedProcess(list(cmd), status, out.getvalue(), err.getvalue())
 
 
 def usage_error(r, *needles):
@@ -91,8 +128,11 @@ def test_make_auto_table_refuses_results_without_tables_and_writes_nothing(tmp_p
     scripts in a tree of its own, so that this test cannot damage the committed tables."""
     tree = scripts_tree(tmp_path)
     given = tmp_path / "nonexistent" if results == "missing" else ROOT / "results" / "nvidia-h200"
-    r = run([sys.executable, str(tree / "scripts" / "auto-tables"), "--results", str(given),
-             "--list", str(ROOT / "lib" / "auto_tables" / "variants.json")])
+    args = ["--results", given, "--list", ROOT / "lib" / "auto_tables" / "variants.json"]
+    if results == "missing":  # once as a user runs it: a process of its own
+        r = run([sys.executable, str(tree / "scripts" / "auto-tables"), *map(str, args)])
+    else:  # the same copy of the script, run in this interpreter (in_process_script)
+        r = in_process_script("auto-tables", *args, path=tree / "scripts" / "auto-tables")
     one_line_error(r, 2, f"auto-tables: {given}: ", "nothing written",
                    "no such folder" if results == "missing" else "summary.csv")
     assert not r.stdout
@@ -107,8 +147,11 @@ def test_make_auto_table_refuses_a_list_that_is_no_variant_list(content, needle,
     tree = scripts_tree(tmp_path)
     f = tmp_path / "list.json"
     f.write_text(json.dumps(content))
-    r = run([sys.executable, str(tree / "scripts" / "auto-tables"), *check, "--results", str(ROOT / "results"),
-             "--list", str(f)])
+    args = [*check, "--results", ROOT / "results", "--list", f]
+    if content == {"variants": 5} and not check:  # once as a user runs it: a process of its own
+        r = run([sys.executable, str(tree / "scripts" / "auto-tables"), *map(str, args)])
+    else:
+        r = in_process_script("auto-tables", *args, path=tree / "scripts" / "auto-tables")
     one_line_error(r, 2, f"auto-tables: {f}: ", needle, "; nothing written")
     assert not r.stdout and not list((tree / "lib").iterdir())
 
@@ -123,7 +166,9 @@ def test_a_report_refuses_a_folder_without_results(tool, folder, tmp_path):
     d = tmp_path / "nonexistent"
     if folder == "empty":
         d.mkdir()
-    r = script(tool, d, env={"XCORR_PLOTS": str(tmp_path / "plots")})
+    env = {"XCORR_PLOTS": str(tmp_path / "plots")}
+    # each command once as a user runs it (a process of its own), the other folder in this interpreter
+    r = script(tool, d, env=env) if folder == "missing" else in_process(tool, d, env=env)
     one_line_error(r, 2, f"{tool}: {d}: ", "no such folder" if folder == "missing" else "not a GPU's results folder")
     assert not (tmp_path / "plots").exists()
     assert folder == "missing" or not list(d.iterdir())
@@ -137,8 +182,9 @@ def test_plot_refuses_an_unknown_experiment(tmp_path):
 
 @pytest.mark.parametrize("only", ["", " , "])
 def test_plot_refuses_an_empty_only(only, tmp_path):
-    """`--only ''` (an unset shell variable) drew every figure of every GPU."""
-    r = script("plot", "--only", only, env={"XCORR_PLOTS": str(tmp_path / "plots")})
+    """`--only ''` (an unset shell variable) drew every figure of every GPU. In this interpreter
+    (in_process): plot's usage error as a process is test_plot_refuses_an_unknown_experiment's."""
+    r = in_process("plot", "--only", only, env={"XCORR_PLOTS": str(tmp_path / "plots")})
     usage_error(r, "--only: no experiment named")
     assert not r.stdout and not (tmp_path / "plots").exists()
 
@@ -148,7 +194,8 @@ def test_ncu_account_refuses_a_folder_without_profiles(folder, tmp_path):
     d = tmp_path / "nonexistent"
     if folder == "empty":
         d.mkdir()
-    r = script("dev/ncu-fft-report", d)
+    # once as a user runs it (a process of its own), the empty folder in this interpreter
+    r = script("dev/ncu-fft-report", d) if folder == "missing" else in_process_script("dev/ncu-fft-report", d)
     one_line_error(r, 2, f"ncu-fft-report: {d}: ", "no such folder" if folder == "missing" else "no ncu-*.csv")
     assert not r.stdout
 
@@ -161,7 +208,8 @@ def test_ncu_account_refuses_a_csv_that_is_no_profile_and_prints_nothing(content
     d = tmp_path / "probe"
     shutil.copytree(ROOT / "tests" / "fixtures" / "ncu-fft-6a5b521", d)
     (d / "ncu-zz.csv").write_text(content)
-    r = script("dev/ncu-fft-report", d, "--reduced", tmp_path / "reduced")
+    args = [d, "--reduced", tmp_path / "reduced"]
+    r = script("dev/ncu-fft-report", *args) if not content else in_process_script("dev/ncu-fft-report", *args)
     one_line_error(r, 2, f"ncu-fft-report: {d / 'ncu-zz.csv'}: ", needle)
     assert not r.stdout and not (tmp_path / "reduced").exists()
 
@@ -173,7 +221,7 @@ def test_auto_report_without_a_build_or_a_summary(tmp_path):
     r = script("auto-report", "--build", tmp_path / "no-build", "--out", out)
     one_line_error(r, 2, f"{tmp_path / 'no-build' / 'xcorr'} is missing", "build first")
     build = make_fake_build(tmp_path / "build")
-    r = script("auto-report", "--build", build, "--gpu-dir", tmp_path, "--out", out)
+    r = in_process_script("auto-report", "--build", build, "--gpu-dir", tmp_path, "--out", out)  # (a process above)
     one_line_error(r, 2, f"{tmp_path / 'summary.csv'} is missing", "xcsuite aggregate")
     assert not out.exists()
 
@@ -304,8 +352,9 @@ def test_run_experiments_estimate_takes_the_registry_a_results_file_recorded(tmp
                                            ("abc", "not a number: 'abc'")])
 def test_run_experiments_refuses_a_limit_of_zero_or_less(option, value, needle, tmp_path):
     """--max-minutes 0 (and --max-fmas 0) meant no limit, -1 stopped at once or selected nothing."""
-    r = script("run-experiments", "fig17", option, value, "--build", make_fake_build(tmp_path / "build"),
-               "--results", tmp_path / "results")
+    args = ["fig17", option, value, "--build", make_fake_build(tmp_path / "build"), "--results", tmp_path / "results"]
+    # once as a user runs it (a process of its own), the rest of the matrix in this interpreter
+    r = script("run-experiments", *args) if (option, value) == ("--max-minutes", "0") else in_process("run-experiments", *args)
     usage_error(r, f"argument {option}: ", needle)
     assert not r.stdout and not (tmp_path / "results").exists()
 
@@ -409,7 +458,7 @@ def test_an_output_file_in_a_missing_folder_or_a_folder(tool, flag, where, tmp_p
     the file an IsADirectoryError. Refused before the work; nothing written. (auto-tables-cpp is the
     build's generator, its paths meson's: left as it was, so that the build needs no xcsuite/.)"""
     given = tmp_path / "nodir" / "x.out" if where == "missing" else tmp_path
-    r = script(tool, flag, given)
+    r = script(tool, flag, given) if where == "missing" else in_process_script(tool, flag, given)
     usage_error(r, f"{flag}: ", "no such folder " + str(tmp_path / "nodir") if where == "missing" else f"{tmp_path} is a folder")
     assert not r.stdout and not list(tmp_path.iterdir())
 
@@ -452,15 +501,17 @@ def test_a_damaged_summary_is_one_line_and_exit_2(tool, damage, tmp_path):
     before = sorted(p.name for p in gpu.iterdir())
     env = {"XCORR_PLOTS": str(tmp_path / "plots")}
     if tool == "auto-tables":
-        r = script("auto-tables", "--check", "--results", results, "--list",
-                   ROOT / "lib" / "auto_tables" / "variants.json")
+        args = ["--check", "--results", results, "--list", ROOT / "lib" / "auto_tables" / "variants.json"]
     elif tool == "auto-report":
-        r = script("auto-report", "--build", make_fake_build(tmp_path / "build"), "--gpu-dir", gpu, "--out",
-                   tmp_path / "report.md")
-    elif damage == "hL":  # each command once as a user runs it: a process of its own
-        r = script(tool, gpu, env=env)
+        args = ["--build", make_fake_build(tmp_path / "build"), "--gpu-dir", gpu, "--out", tmp_path / "report.md"]
     else:
-        r = in_process(tool, gpu, env=env)
+        args = [gpu]
+    if damage == "hL":  # each command and script once as a user runs it: a process of its own
+        r = script(tool, *args, env=env)
+    elif tool in COMMANDS:
+        r = in_process(tool, *args, env=env)
+    else:  # scripts/auto-tables, scripts/auto-report
+        r = in_process_script(tool, *args, env=env)
     one_line_error(r, 2, f"{tool}: {f}: ", where, "xcsuite aggregate")
     assert "Traceback" not in r.stderr
     assert sorted(p.name for p in gpu.iterdir()) == before and not (tmp_path / "report.md").exists()
