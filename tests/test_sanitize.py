@@ -114,12 +114,21 @@ exit 9
 XCORR = r'''#!/bin/sh
 # xcorr list [--json] of a build of three variants (four with FAKE_NORMALIZE_VARIANT: register-tiled,
 # the normalization's parts; block-per-pair alone with FAKE_BPP_ONLY: a build of one variant, 108
-# racecheck processes to walk, not 211)
+# racecheck processes to walk, not 211; FAKE_WITHOUT=NAME: the build without variant NAME, fft-fused
+# or tensor-wgmma: 139 or 180)
 all='"one-to-one", "one-to-many", "n-to-mn", "n-to-m"'
 json='{"name": "block-per-pair", "windows": ["full", "valid", "same"], "forms": ['"$all"']},
       {"name": "fft-fused", "windows": ["full", "valid"], "forms": ['"$all"']},
       {"name": "tensor-wgmma", "windows": ["full"], "forms": ["one-to-many", "n-to-mn", "n-to-m"]}'
 names="block-per-pair fft-fused tensor-wgmma"
+case ${FAKE_WITHOUT:-} in
+  fft-fused) json='{"name": "block-per-pair", "windows": ["full", "valid", "same"], "forms": ['"$all"']},
+      {"name": "tensor-wgmma", "windows": ["full"], "forms": ["one-to-many", "n-to-mn", "n-to-m"]}'
+    names="block-per-pair tensor-wgmma" ;;
+  tensor-wgmma) json='{"name": "block-per-pair", "windows": ["full", "valid", "same"], "forms": ['"$all"']},
+      {"name": "fft-fused", "windows": ["full", "valid"], "forms": ['"$all"']}'
+    names="block-per-pair fft-fused" ;;
+esac
 if [ -n "${FAKE_BPP_ONLY:-}" ]; then
   json='{"name": "block-per-pair", "windows": ["full", "valid", "same"], "forms": ['"$all"']}'
   names=block-per-pair
@@ -201,14 +210,36 @@ def clean(standins, tmp_path_factory):
     return get
 
 
+SLOW = "--form n-to-m --shape 1x3001"  # the part that outlasts the deadline (FAKE_SLEEP)
+
+
+@pytest.fixture(scope="module")
+def memcheck_cut(standins, tmp_path_factory):
+    """() -> (the completed process, calls, OUT/sanitize-ledger.txt, OUT/sanitize-memcheck.log) of
+    memcheck over the stand-ins with SANITIZE_DEADLINE=3 and the SLOW part sleeping past it, run once a
+    module: three tests start from this same run (what a deadline leaves, the ledger it writes, the
+    times in it), and each waited out the deadline for it."""
+    run = []
+
+    def get():
+        if not run:
+            where = tmp_path_factory.mktemp("memcheck-cut")
+            r, calls = sanitize(*standins, where / "out", where / "calls.log", "memcheck", SANITIZE_DEADLINE="3", FAKE_SLEEP=SLOW)
+            out = [where / "out" / f for f in ("sanitize-ledger.txt", "sanitize-memcheck.log")]
+            run.append((r, calls, *(f.read_text() if f.exists() else "" for f in out)))
+        return run[0]
+    return get
+
+
 @pytest.fixture
-def fake(tmp_path, standins, clean):
+def fake(tmp_path, standins, clean, memcheck_cut):
     """run(EXTRA..., tools=, ENV=...): scripts/sanitize over the stand-ins into tmp_path/out, FAKE_LOG
     tmp_path/calls.log; run.bin and run.build are the stand-ins' folders, run.clean() the module's
-    clean run of memcheck and racecheck (the fixture clean)."""
+    clean run of memcheck and racecheck (the fixture clean), run.memcheck_cut() the module's memcheck
+    run cut at a deadline (the fixture memcheck_cut)."""
     def run(*extra, tools="memcheck racecheck", build=standins[1], **env):
         return sanitize(standins[0], build, standins[2], tmp_path / "out", tmp_path / "calls.log", tools, *extra, **env)
-    run.bin, run.build, run.script, run.clean = *standins, clean
+    run.bin, run.build, run.script, run.clean, run.memcheck_cut = *standins, clean, memcheck_cut
     return run
 
 
@@ -255,9 +286,13 @@ def test_clean_parts_report_clean(clean):
     assert f"racecheck: clean ({2 * RACE_JOBS} passed, 0 failed, {RACE_JOBS} skipped)" in stdout
 
 
-def test_a_finding_fails_the_run_and_names_its_part(fake):
+def test_a_finding_fails_the_run_and_names_its_part(fake, tmp_path):
+    # (racecheck's processes but the n-to-m windows' proven by the module's ledger: those, which find
+    # something, still run; the other 199 would only have run clean)
+    ledger = tmp_path / "ledger.txt"
+    ledger.write_text("".join(line + "\n" for line in proofs_but(fake, tmp_path, "n-to-m-windows@")))
     r, _ = fake(FAKE_FIND="--form n-to-m --shape 37x53,29x41 --shape 33x35,31x33 --shape 5x7,3x2 --shape 1x17,1x9 "
-                          "--shape 100x61,37x80 --windows only")
+                          "--shape 100x61,37x80 --windows only", SANITIZE_LEDGER=str(ledger))
     assert r.returncode == 1
     assert "memcheck: FINDINGS in: n-to-m-windows (exit 99)" in r.stdout
     assert "racecheck: FINDINGS in: n-to-m-windows@block-per-pair.1of8 (exit 99)" in r.stdout
@@ -332,12 +367,12 @@ def test_a_deadline_names_the_unfinished_parts_and_keeps_the_finished_verdicts(f
     """-T (SANITIZE_DEADLINE): a device call's time limit once killed a whole racecheck share and
     left nothing; now the parts still running at the deadline are stopped and named, never clean,
     and the ones that finished keep their verdict."""
-    slow = "--form n-to-m --shape 1x3001"
-    r, _ = fake(tools="memcheck", SANITIZE_DEADLINE="3", FAKE_SLEEP=slow)
+    slow = SLOW
+    r, _, _, joined = fake.memcheck_cut()  # memcheck, SANITIZE_DEADLINE=3, FAKE_SLEEP=slow (the module's run)
     assert r.returncode == 3, r.stdout + r.stderr
     assert "memcheck: UNFINISHED at the deadline (3 s), no finding in their logs: signals-n-to-m (" in r.stdout
     assert "no finding in the parts that finished" in r.stdout and "memcheck: clean" not in r.stdout
-    joined = (tmp_path / "out" / "sanitize-memcheck.log").read_text().splitlines()
+    joined = joined.splitlines()
     # every part's header on a line of its own, the one after the part cut mid-line too
     assert sum(line.startswith("##### part ") for line in joined) == PARTS_PER_TOOL and "##### part signals-n-to-m" in joined
     assert "signals-n-to-m (2 cases done)" in r.stdout
@@ -394,8 +429,9 @@ def test_the_normalization_runs_a_process_per_form_and_racecheck_one_per_variant
     430 s: now a process per form, and under racecheck per variant as well; and
     normalize-paths, whose seven problems in one racecheck process were cut at 311 s,
     a process per problem under racecheck."""
-    # (racecheck at 2 shards a job: the normalization's still twice as many as the others')
-    _, calls = fake(tools="memcheck racecheck", FAKE_NORMALIZE_VARIANT="1", SANITIZE_SHARDS="2")
+    # (racecheck at 2 shards a job: the normalization's still twice as many as the others'; beside
+    # register-tiled, block-per-pair alone, FAKE_BPP_ONLY: its four forms are every form)
+    _, calls = fake(tools="memcheck racecheck", FAKE_NORMALIZE_VARIANT="1", FAKE_BPP_ONLY="1", SANITIZE_SHARDS="2")
     norm = [c for c in calls if "--normalize all" in c]
     mem = [c for c in norm if c.startswith("memcheck")]
     race = [c for c in norm if c.startswith("racecheck")]
@@ -416,7 +452,7 @@ def test_racecheck_splits_each_job_into_shards_of_the_validators_checks(fake):
     few cases is SANITIZE_SHARDS processes of xcorr_validate --shard K/N, which together run its
     checks once; block-per-pair's and the normalization's, the longest (block-per-pair's
     window shards 276-342 s), in twice as many."""
-    _, calls = fake(tools="racecheck")
+    calls = [c for c in fake.clean()[1] if c.startswith("racecheck")]  # (the module's run at the default shards)
     for variant, n in (("fft-fused", SHARDS), ("block-per-pair", 2 * SHARDS)):
         windows = sorted((c.split("\t")[-1] for c in calls if f"--variant {variant}" in c and "--form n-to-m " in c
                           and "--windows only" in c), key=lambda w: int(w.split()[-1].split("/")[0]))
@@ -434,11 +470,11 @@ def test_the_ledger_carries_clean_processes_over_to_the_next_call(fake, tmp_path
     """Racecheck over every variant outlasts a session's device time: each call's
     OUT/sanitize-ledger.txt lists what finished clean under a key of the sources, and the next call
     (SANITIZE_LEDGER, device-check -L) runs only the rest, until the whole is proven."""
-    slow = "--form n-to-m --shape 1x3001"
-    r, calls = fake(tools="memcheck", SANITIZE_DEADLINE="3", FAKE_SLEEP=slow)
+    slow = SLOW
+    r, calls, cut_ledger, _ = fake.memcheck_cut()  # memcheck, SANITIZE_DEADLINE=3, FAKE_SLEEP=slow (the module's run)
     assert r.returncode == 3 and len(calls) == PARTS_PER_TOOL
     ledger = tmp_path / "ledger.txt"
-    ledger.write_text((tmp_path / "out" / "sanitize-ledger.txt").read_text())
+    ledger.write_text(cut_ledger)
     entries = [line.split() for line in ledger.read_text().splitlines() if not line.startswith("#")]
     # a key per process (what it ran), 16 hex digits
     assert len(entries) == PARTS_PER_TOOL - 1 and len({e[0] for e in entries}) == len(entries)
@@ -504,9 +540,9 @@ def test_the_ledger_times_each_process_and_the_next_call_starts_the_longest_firs
         lines = [line.split() for line in text.splitlines() if line.startswith(f"# took {tool} ")]
         assert len({t[3] for t in lines}) == len(lines)  # a line a process
         return {t[3]: t[4] for t in lines}
-    slow = "--form n-to-m --shape 1x3001"
-    r, _ = fake(tools="memcheck", SANITIZE_DEADLINE="3", FAKE_SLEEP=slow)
-    times = took((out / "sanitize-ledger.txt").read_text())
+    slow = SLOW
+    r, _, cut_ledger, _ = fake.memcheck_cut()  # memcheck, SANITIZE_DEADLINE=3, FAKE_SLEEP=slow (the module's run)
+    times = took(cut_ledger)
     assert r.returncode == 3 and len(times) == PARTS_PER_TOOL
     assert re.fullmatch(r"\d+\+", times["signals-n-to-m"])  # stopped at the deadline: a lower bound
     assert all(re.fullmatch(r"\d+", s) for p, s in times.items() if p != "signals-n-to-m")
@@ -523,9 +559,10 @@ def test_the_ledger_times_each_process_and_the_next_call_starts_the_longest_firs
     assert [re.search(r"--form (\S+) --shape 1x3001", c).group(1) for c in parts[:4]] == forms
     assert [re.search(r"--form (\S+) --shape 37x53.* --windows none$", c).group(1) for c in parts[4:7]] == forms[1:]
     assert "--form one-to-one --shape 37x53" in parts[-1] and "--windows none" in parts[-1]
-    _, whole = fake(tools="memcheck")
+    whole = [c for c in fake.clean()[1] if c.startswith("memcheck")]  # (the module's run: memcheck first, then racecheck)
     assert sorted(calls) == sorted(whole)
-    # this run's times to the end replace the earlier ones; a run's shorter lower bound does not
+    # this run's times to the end replace the earlier ones (the ledger's 300+ and 130 above); a run's
+    # shorter lower bound does not
     times = took((out / "sanitize-ledger.txt").read_text())
     assert re.fullmatch(r"\d+", times["signals-n-to-m"]) and int(times["signals-n-to-m"]) < 100
     assert int(times["one-to-many"]) < 100 and len(times) == PARTS_PER_TOOL
@@ -537,9 +574,11 @@ def test_the_ledger_times_each_process_and_the_next_call_starts_the_longest_firs
     # the other forms (their signals, each form's block-per-pair shards); the shares hold the same
     # (a time to the end: one cut at the deadline also splits the shards, the next test)
     # (one at a time, the signals' processes alone: the others proven, which does not change the order)
+    # (a build of block-per-pair and tensor-wgmma, FAKE_WITHOUT=fft-fused: 139 processes to walk, not
+    # 211; tensor-wgmma's signal shards, with no time, are the others that come after block-per-pair's)
     took = "# took racecheck signals-n-to-m@block-per-pair.3of8 250\n"
     ledger.write_text("".join(line + "\n" for line in proofs_but(fake, tmp_path, "signals-")) + took)
-    r, calls = fake(tools="racecheck", SANITIZE_JOBS="1", SANITIZE_LEDGER=str(ledger))
+    r, calls = fake(tools="racecheck", SANITIZE_JOBS="1", SANITIZE_LEDGER=str(ledger), FAKE_WITHOUT="fft-fused")
     first = [c.split("\t")[-1] for c in calls[:4 * 8]]
     assert r.returncode == 0 and all("--variant block-per-pair" in c and "--shape 1x3001,1x257" in c for c in first)
     assert [c.split()[-1] for c in first] == [f"{k}/8" for k in range(1, 9)] * 4
@@ -551,8 +590,8 @@ def test_the_ledger_times_each_process_and_the_next_call_starts_the_longest_firs
     proven.write_text("".join(line + "\n" for line in proofs_but(fake, tmp_path, "signals-")))
     ledger.write_text(proven.read_text() + took)
     for k in (1, 2):
-        _, ordered = fake(f"{k}/2", tools="racecheck", SANITIZE_LEDGER=str(ledger))
-        _, plain = fake(f"{k}/2", tools="racecheck", SANITIZE_LEDGER=str(proven))
+        _, ordered = fake(f"{k}/2", tools="racecheck", SANITIZE_LEDGER=str(ledger), FAKE_WITHOUT="fft-fused")
+        _, plain = fake(f"{k}/2", tools="racecheck", SANITIZE_LEDGER=str(proven), FAKE_WITHOUT="fft-fused")
         assert sorted(ordered) == sorted(plain) and ordered != plain
 
 
@@ -651,17 +690,19 @@ def test_a_shard_cut_at_the_deadline_runs_as_its_two_halves_until_proven(fake, t
     # a cut shard's never-run siblings and its variant's shards of the part's other forms split too
     # (from here on every process but the signals' proven: what is looked at is which signal shards
     # run, and in which share; the proofs change neither, and 135 processes fewer run)
+    # (and a build of block-per-pair and fft-fused, FAKE_WITHOUT=tensor-wgmma, 180 processes to walk,
+    # not 211: what is looked at is block-per-pair's split and fft-fused's, another variant's, not)
     signals_open = proofs_but(fake, tmp_path, "signals-")
     write_ledger(tmp_path, signals_open, [])
     ledger.write_text(ledger.read_text() + "# took racecheck signals-one-to-many@block-per-pair.1of8 448+\n")
-    _, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
+    _, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger), FAKE_WITHOUT="tensor-wgmma")
     for form in ("one-to-one", "one-to-many", "n-to-mn", "n-to-m"):
         assert shards(calls, form) == sorted(f"{k}/16" for k in range(1, 17)), form
     assert shards(calls, "n-to-m", "fft-fused") == sorted(f"{k}/4" for k in range(1, 5))  # other variants do not
     # -Z: the two shares hold every process once, both halves of a parent in the same share
     halves = []
     for k in (1, 2):
-        _, share = fake(f"{k}/2", tools="racecheck", SANITIZE_LEDGER=str(ledger))
+        _, share = fake(f"{k}/2", tools="racecheck", SANITIZE_LEDGER=str(ledger), FAKE_WITHOUT="tensor-wgmma")
         halves.append(share)
     assert sorted(halves[0] + halves[1]) == sorted(calls)
     for share in halves:
@@ -669,12 +710,15 @@ def test_a_shard_cut_at_the_deadline_runs_as_its_two_halves_until_proven(fake, t
         assert all((f"{k}/16" in got) == (f"{k + 8}/16" in got) for k in range(1, 9)), got
     # one cut before two minutes had started late, not run long: it runs whole again, unless its
     # family says otherwise
-    write_ledger(tmp_path, signals_open, ["1of8 119+"])
-    _, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
+    # (these two look at block-per-pair's n-to-m shards alone: its build alone, FAKE_BPP_ONLY, and
+    # every other process proven, as in the first runs above; the family's cut one-to-many shard is
+    # in the build, and its halves run)
+    write_ledger(tmp_path, keep, ["1of8 119+"])
+    _, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger), FAKE_BPP_ONLY="1")
     assert shards(calls, "n-to-m") == sorted(f"{k}/8" for k in range(1, 9))
-    write_ledger(tmp_path, signals_open, ["1of8 119+"])
+    write_ledger(tmp_path, keep, ["1of8 119+"])
     ledger.write_text(ledger.read_text() + "# took racecheck signals-one-to-many@block-per-pair.2of8 300+\n")
-    _, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger))
+    _, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger), FAKE_BPP_ONLY="1")
     assert shards(calls, "n-to-m") == sorted(f"{k}/16" for k in range(1, 17))
     # memcheck's parts are not the validator's shards: a cut one runs whole again
     ledger.write_text("# took memcheck signals-n-to-m 300+\n")
@@ -772,14 +816,19 @@ def test_a_normalize_paths_problem_cut_at_the_deadline_runs_alone_in_either_orde
     """normalize-paths runs a process per problem, which no shard can split (signals,
     0 of 1 done in 411 s among sixteen): one cut after two minutes runs alone, first (in the first
     half of the deadline) longest first, last (after every other process has ended) shortest first."""
-    import sys
     ledger = tmp_path / "ledger.txt"
     ledger.write_text("# took racecheck normalize-paths@signals 411+\n# took racecheck normalize-paths@strip 300\n")
     span = tmp_path / "span"
     # (the other jobs a process each, SANITIZE_SHARDS=1: ~70 processes, not ~250; normalize-paths' are
     # never sharded, and what is looked at is when they run beside the others)
+    # (normalize-paths' PYTHON, which writes a problem's inputs with NumPy before the sanitized
+    # process, a stand-in that writes nothing: the stand-in xcorr reads no input, and a NumPy start-up
+    # a problem was most of these runs' CPU; the sanitized process and its command are the same)
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\nexit 0\n")
+    python.chmod(0o755)
     env = dict(tools="racecheck", FAKE_NORMALIZE_VARIANT="1", SANITIZE_LEDGER=str(ledger), SANITIZE_JOBS="4", SANITIZE_SHARDS="1",
-               FAKE_SPAN=str(span), PYTHON=sys.executable, FAKE_SLEEP="/strip-left.npy", FAKE_SLEEP_S="3")
+               FAKE_SPAN=str(span), PYTHON=str(python), FAKE_SLEEP="/strip-left.npy", FAKE_SLEEP_S="3")
     r, _ = fake(**env)  # (strip, the longest of the rest, sleeps: still running when a walk reaches the alone one)
     assert "run alone on the GPU, first (a check no shard can shorten): normalize-paths@signals \n" in r.stdout
     (_, end), others = lone_and_others(span, "/signals-left.npy")
@@ -799,10 +848,11 @@ def test_each_tool_first_reports_the_defect_planted_for_it(fake, tmp_path):
     under the parts' own options, would call every variant clean (a kernel filter matching none of
     our kernels, a tool that never attached); racecheck instruments our kernels alone. (Racecheck's
     processes but the signals' are proven by the ledger of the module's clean run, keyed on their
-    commands with the filter: the control runs all the same.)"""
+    commands with the filter: the control runs all the same. A build of block-per-pair alone,
+    FAKE_BPP_ONLY: the options are each tool's, the same in every part and process.)"""
     ledger = tmp_path / "ledger.txt"
     ledger.write_text("".join(line + "\n" for line in proofs_but(fake, tmp_path, "signals-")))
-    r, calls = fake(tools="memcheck racecheck initcheck synccheck", SANITIZE_LEDGER=str(ledger))
+    r, calls = fake(tools="memcheck racecheck initcheck synccheck", SANITIZE_LEDGER=str(ledger), FAKE_BPP_ONLY="1")
     assert r.returncode == 0, r.stdout + r.stderr
     control = (tmp_path / "calls.log.control").read_text().splitlines()
     assert [c.split("\t")[-1].split()[-1] for c in control] == ["oob", "race", "uninit"]  # none for synccheck
@@ -891,29 +941,61 @@ def test_a_run_killed_from_outside_keeps_the_ledger_of_what_finished(fake, tmp_p
     assert len(entries) == PARTS_PER_TOOL - 1 and "signals-n-to-m" not in {e[2] for e in entries}
 
 
+def tree_run(standins, where, work, ledger, first=False, **extra):
+    """racecheck over the stand-in build at TREE_SHARDS by WHERE's scripts/sanitize, with LEDGER (none:
+    FIRST), into WORK (its out, its FAKE_LOG), its new ledger then written to LEDGER; the validator's
+    command lines."""
+    env = {"PATH": f"{standins[0]}:/usr/bin:/bin", "FAKE_LOG": str(work / "tree.log"),
+           "SANITIZE_SHARDS": str(TREE_SHARDS)}
+    (work / "tree.log").unlink(missing_ok=True)
+    r = subprocess.run([str(where / "scripts" / "sanitize"), str(standins[1]), str(work / "o3"),
+                        "racecheck"], capture_output=True, text=True, timeout=120,
+                       env={**env, **({} if first else {"SANITIZE_LEDGER": str(ledger)}), **extra})
+    assert r.returncode == 0, r.stdout + r.stderr
+    ledger.write_text((work / "o3" / "sanitize-ledger.txt").read_text())
+    log = work / "tree.log"
+    return [c.split("\t")[-1] for c in (log.read_text().splitlines() if log.exists() else [])]
+
+
+@pytest.fixture(scope="module")
+def tree_first(standins, tmp_path_factory):
+    """() -> (calls, ledger) of the first run (no ledger) over a fresh write_tree, once a module: the
+    three tests of the tree fixture each began with this same run (the same sources, the same build:
+    the same keys, wherever the tree is; each test's own tree is a fresh write_tree, and its next run
+    with this ledger proving every process, or asking again for exactly what its edit changed, is
+    what it checks)."""
+    run = []
+
+    def get():
+        if not run:
+            work = tmp_path_factory.mktemp("tree-first")
+            ledger = work / "tree-ledger.txt"
+            calls = tree_run(standins, write_tree(work / "tree"), work, ledger, first=True)
+            run.append((calls, ledger.read_text()))
+        return run[0]
+    return get
+
+
 @pytest.fixture
-def tree(tmp_path, standins):
+def tree(tmp_path, standins, tree_first):
     """A copy of the scripts beside sources of their own, the variants registered in files of their
     own (write_tree), run on the stand-in build: what an edit of one file proves again. Racecheck at
     TREE_SHARDS shards a job (TREE_JOBS processes, not RACE_JOBS): the keys are what these tests
     look at, and each shard is still a process of a key of its own."""
     tree = write_tree(tmp_path / "tree")
-    env = {"PATH": f"{standins[0]}:/usr/bin:/bin", "FAKE_LOG": str(tmp_path / "tree.log"),
-           "SANITIZE_SHARDS": str(TREE_SHARDS)}
     ledger = tmp_path / "tree-ledger.txt"
 
     def run(first=False, where=tree, **extra):
-        """racecheck over the stand-in build with the last run's ledger (none: first); the validator's
-        command lines."""
-        (tmp_path / "tree.log").unlink(missing_ok=True)
-        r = subprocess.run([str(where / "scripts" / "sanitize"), str(standins[1]), str(tmp_path / "o3"),
-                            "racecheck"], capture_output=True, text=True, timeout=120,
-                           env={**env, **({} if first else {"SANITIZE_LEDGER": str(ledger)}), **extra})
-        assert r.returncode == 0, r.stdout + r.stderr
-        ledger.write_text((tmp_path / "o3" / "sanitize-ledger.txt").read_text())
-        log = tmp_path / "tree.log"
-        return [c.split("\t")[-1] for c in (log.read_text().splitlines() if log.exists() else [])]
-    run.tree = tree
+        """racecheck over the stand-in build with the last run's ledger (none: first, the module's
+        first run over a tree as fresh as this one, tree_first); the validator's command lines."""
+        if first and where == tree and not extra and not run.ran:  # (before any edit of this tree)
+            calls, text = tree_first()
+            ledger.write_text(text)
+            run.ran = True
+            return list(calls)
+        run.ran = True
+        return tree_run(standins, where, tmp_path, ledger, first=first, **extra)
+    run.tree, run.ran = tree, False
     return run
 
 
