@@ -65,14 +65,7 @@ def keep_only(config, items, keep):
         items[:] = [i for i, v in zip(items, verdicts) if v]
 
 
-# Modules of a few long tests (a wheel built and installed, a scratch build, four compiles): first, so
-# that the parallel run's workers do not end with one of them started last while the other waits
-# (xdist hands each worker a run of the collection in order). Their own order is kept.
-LONG_FIRST = ("test_wheel.py", "test_example_variant.py", "test_build.py")
-
-
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda item: item.path.name not in LONG_FIRST)  # stable: the rest keep their order
     if config.getoption("--gpu-only"):
         keep_only(config, items, needs_gpu)
     shard = config.getoption("--shard")
