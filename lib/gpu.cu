@@ -394,7 +394,7 @@ DeviceBuffer<double> matrix_variances(const Problem& p, const float* left, const
 
 void reference_gpu(const Problem& p, const float* left, const float* right, double* out, cudaStream_t stream) {
     const DeviceBuffer<double> var = matrix_variances(p, left, right, stream);
-    reference_kernel<<<grid_stride_blocks(size_t(p.out_elems()), 256), 256, 0, stream>>>(
+    reference_kernel<<<grid_stride_blocks(p.out_elems(), 256), 256, 0, stream>>>(
         left, right, out, p.hL, p.wL, p.hR, p.wR, p.shifts(), p.out_elems(), pair_map(p), p.normalize, var.get());
     XC_CHECK_LAUNCH();
     if (var.get()) XC_CUDA_CHECK(cudaStreamSynchronize(stream));  // var is freed on return
