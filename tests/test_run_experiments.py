@@ -176,11 +176,15 @@ def test_rejected_case_is_isolated(env):
     run, results, log, mp = env
     bad = "variant=multi-matrix-both+split-row form=n-to-m hL=32 wL=32 hR=32 wR=32 nL=8 nR=8 distribution=triangle lefts=4"
     mp.setenv("FAKE_REJECT", bad)
-    assert run("fig22") == 0
+    # chunks of six cases (the offender the third of its chunk), not one of all 30: the isolation
+    # runs each case of the refused chunk in a process of its own
+    assert run("fig22", "--chunk-seconds", "8") == 0
     data = load(results, "fig22")
     rejected = [c for c in data["cases"].values() if c["status"] == "rejected"]
     assert len(rejected) == 1 and line_of(rejected[0]).startswith(bad)
     assert sum(c["status"] == "ok" for c in data["cases"].values()) == len(data["cases"]) - 1
+    refused = [call for call in log_lines(log) if any(l.startswith(bad) for l in call)]
+    assert len(refused[0]) > 2 and refused[1:] == [[l] for l in refused[0] if l.startswith(bad)]  # then alone
 
 
 def test_error_entries_are_recorded_as_failed(env):

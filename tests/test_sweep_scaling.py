@@ -1,7 +1,12 @@
 """scripts/sweep-scaling (the quick sweep on one GPU against all of them), on the CPU
 against the fake bench pretending to be two GPUs: which GPUs each run used, that both runs measured
 the same cases, the JSON, and the refusals."""
+import contextlib
+import io
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import experiments
@@ -21,6 +26,49 @@ def env(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_GPUS", "2")
     monkeypatch.setenv("FAKE_SLEEP", "0.02")  # per case: the two GPUs' halves overlap
     return build, tmp_path, monkeypatch
+
+
+@pytest.fixture
+def env_in_process(env, monkeypatch):
+    """env, with run_sweep's runs (`python -m xcsuite run-experiments ...`) run in this interpreter
+    (run_in_this_process): each process imported NumPy and the runner again, most of a fake run's
+    cost. run_sweep itself (its command line, environment and verdicts file) is the real one; the
+    tests on `env` run the runner as the process it is."""
+    real = subprocess.run
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: run_in_this_process(cmd, real, **kw))
+    return env
+
+
+def run_in_this_process(cmd, real, **kw):
+    """subprocess.run(cmd, **kw) for run_sweep's command, as its process runs it: xcsuite's
+    dispatch (python -m xcsuite) with the environment it was given as os.environ, its stdout
+    captured where run_sweep pipes it and its stderr to this process's fd 2 (where the child's
+    went), SystemExit as the exit status; any other command (the runner's own nvidia-smi, its
+    benchmarks' processes) runs for real."""
+    if list(map(str, cmd[1:4])) != ["-m", "xcsuite", "run-experiments"]:
+        return real(cmd, **kw)
+    from xcsuite.__main__ import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_argv0 = dict(os.environ), sys.argv[0]
+    os.environ.clear()
+    os.environ.update(kw.get("env") or saved_env)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                status = main([str(a) for a in cmd[3:]])
+            except SystemExit as e:  # as the interpreter ends on it
+                status = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+                if not isinstance(e.code, (int, type(None))):
+                    print(e.code, file=sys.stderr)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        sys.argv[0] = saved_argv0
+        os.write(2, err.getvalue().encode())
+    if kw.get("stdout") != subprocess.PIPE:
+        os.write(1, out.getvalue().encode())
+    return subprocess.CompletedProcess(cmd, status, out.getvalue() if kw.get("stdout") == subprocess.PIPE else None)
 
 
 def devices_of(folder):
@@ -50,11 +98,11 @@ def test_one_gpu_then_both_on_the_same_cases(env, capsys):
     assert "1 GPU" in capsys.readouterr().out
 
 
-def test_the_deal_is_there_for_an_ab_run_on_one_machine(env):
+def test_the_deal_is_there_for_an_ab_run_on_one_machine(env_in_process):
     """--assign deal (run_experiments' older way, kept so that pool and deal compare on one
     machine): the two-GPU run measures the same cases on both GPUs, each GPU exactly the share
     gpus.deal gives it before the run, and the JSON says how the cases were assigned."""
-    build, tmp, _ = env
+    build, tmp, _ = env_in_process
     out, keep = tmp / "sweep.json", tmp / "kept"
     assert sweep.main(["fig22", "--build", str(build), "--out", str(out), "--keep", str(keep), "--assign", "deal"]) == 0
     data = json.loads(out.read_text())
@@ -95,11 +143,11 @@ def test_a_failed_run_voids_the_comparison(env, capsys):
     assert out.read_text() == "the user's earlier file"
 
 
-def test_the_two_runs_in_two_sittings_compare_as_one(env, capsys):
+def test_the_two_runs_in_two_sittings_compare_as_one(env_in_process, capsys):
     """--part one, then --part all --with the first JSON: the same comparison as one sitting (a GPU
     machine lent for 10-minute commands); a JSON of another sweep (revision, experiments, GPUs) is
     refused."""
-    build, tmp, mp = env
+    build, tmp, mp = env_in_process
     mp.setenv("XCORR_GIT_REVISION", "abc1234")
     first, second = tmp / "one.json", tmp / "both.json"
     assert sweep.main(["fig22", "--build", str(build), "--part", "one", "--out", str(first)]) == 0
@@ -123,8 +171,8 @@ def test_the_two_runs_in_two_sittings_compare_as_one(env, capsys):
     assert "revision 'abc1234', here 'def5678'" in capsys.readouterr().err
 
 
-def test_runs_of_different_cases_are_not_compared(env, capsys):
-    build, tmp, _ = env
+def test_runs_of_different_cases_are_not_compared(env_in_process, capsys):
+    build, tmp, _ = env_in_process
     first = tmp / "one.json"
     assert sweep.main(["fig22", "--build", str(build), "--part", "one", "--out", str(first)]) == 0
     data = json.loads(first.read_text())
@@ -135,11 +183,11 @@ def test_runs_of_different_cases_are_not_compared(env, capsys):
     assert "measured different cases" in capsys.readouterr().err and not out.exists()
 
 
-def test_a_case_failing_alike_in_both_runs_leaves_the_comparison_standing(env, capsys):
+def test_a_case_failing_alike_in_both_runs_leaves_the_comparison_standing(env_in_process, capsys):
     """A case every run records as failed (a peer failing its validation: PyTorch's conv2d at
     2048 x 2048 in zncc_autocorr) is the same work in both runs: the comparison stands and says so.
     A case failed in one run and ok in the other (a crash, a time limit) voids it."""
-    build, tmp, mp = env
+    build, tmp, mp = env_in_process
     mp.setenv("FAKE_ERROR_ON", "hL=32 wL=32")
     mp.setenv("FAKE_ERROR_MESSAGE", "validation failed: err=3.6e-05 > tol=1.0e-05")
     first, out = tmp / "one.json", tmp / "both.json"
@@ -158,14 +206,14 @@ def test_a_case_failing_alike_in_both_runs_leaves_the_comparison_standing(env, c
     assert "ok in one, failed in the other" in capsys.readouterr().err and not out.exists()
 
 
-def test_a_case_the_time_cap_refused_in_one_run_is_refused_in_the_other(env, capsys, monkeypatch):
+def test_a_case_the_time_cap_refused_in_one_run_is_refused_in_the_other(env_in_process, capsys, monkeypatch):
     """The peers' time cap decides from a timed pilot, so a case predicted near it (CuPy's 4096
     pairs of 64 x 64: 2.05-2.5 s against 2 s on an H100) was refused in one run and measured in the
     other, and the window group's comparison came out void without saying which case.
     The run compared with now takes the first run's verdicts (run_sweep's `verdicts`, which
     peerbench reads from XCORR_PEER_VERDICTS: tests/test_peerbench.py), in --by-group and in --part
     alike; a case that still ends otherwise is named."""
-    build, tmp, mp = env
+    build, tmp, mp = env_in_process
     real, given = sweep.run_sweep, []
     pilot_says = {"near": "too slow"}  # what this run's pilot would say of the near case
 
@@ -211,12 +259,12 @@ def test_a_case_the_time_cap_refused_in_one_run_is_refused_in_the_other(env, cap
     assert "ok in one, failed in the other): fig22.json: cupy-correlate2d|" in err and "failed on 1 GPU(s) only" in err
 
 
-def test_a_run_cut_by_the_budget_resumes_in_the_next_sitting(env, capsys, monkeypatch):
+def test_a_run_cut_by_the_budget_resumes_in_the_next_sitting(env_in_process, capsys, monkeypatch):
     """--resume DIR: a run that --max-minutes stops (exit 4, the comparison not made) continues in
     the next sitting from its pending cases (not --force again: what was measured stays), its wall
     time the sum of its sittings'; a finished run is not run again, so --part one then --part all
     give the comparison; DIR of another sweep is refused; --resume with --keep or --with is refused."""
-    build, tmp, mp = env
+    build, tmp, mp = env_in_process
     mp.setenv("XCORR_GIT_REVISION", "abc1234")
     resume, out = tmp / "resume", tmp / "sweep.json"
     calls, real = [], sweep.run_sweep
@@ -288,13 +336,13 @@ def test_max_minutes_bounds_the_sitting_not_each_run(env, capsys, monkeypatch):
     assert "out of --max-minutes before the run on 2 GPU(s); with --resume DIR" in capsys.readouterr().err
 
 
-def test_by_group_each_group_is_compared_in_one_sitting_and_survives_another_machine(env, capsys, monkeypatch):
+def test_by_group_each_group_is_compared_in_one_sitting_and_survives_another_machine(env_in_process, capsys, monkeypatch):
     """--by-group --resume DIR: a group's two runs in one sitting (the sitting cut in a group's
     second run discards that group: it starts over, both runs again, in the next sitting); the
     finished groups kept in DIR/state.json count in a later sitting on another machine of the same
     GPU model; the suite's speedup is the ratio of the sums; another revision or GPU model, and
     --by-group with --part, are refused."""
-    build, tmp, mp = env
+    build, tmp, mp = env_in_process
     mp.setenv("XCORR_GIT_REVISION", "abc1234")
     resume, out = tmp / "resume", tmp / "sweep.json"
     calls, real = [], sweep.run_sweep
