@@ -11,11 +11,12 @@ it does in any build folder, which of them stand: an object is compiled again un
 architectures, paths), its deps are recorded, and no source or header it read is newer than it (a file
 edited since MAIN was built, a header generated anew in NEW: version.hpp, build_info.hpp,
 auto_table.cpp). The generated sources that include several files as one translation unit
-(meson.build: lib_cpp_unit0.cpp, variants_2_unit1.cu, ...; their paths relative to the tree, so the
-same bytes in NEW) are copied too, times kept, where NEW has none or the same bytes: Meson keeps such
-a file where its configure would write the same, so that their objects stand as well. What NEW adds
+(meson.build's units, which MAIN's units.json names; their paths relative to the tree, so the same
+bytes in NEW) are copied too, times kept, where NEW has none or the same bytes: Meson keeps such a
+file where its configure would write the same, so that their objects stand as well. What NEW adds
 or changes (a new variant, other flags) is compiled; every link is done in NEW. Without MAIN's logs, or with NEW already built, nothing is copied (a whole build, as
 before)."""
+import json
 import os
 import shutil
 import subprocess
@@ -46,8 +47,9 @@ def seed(main, new) -> int:
         dst = new / p.relative_to(main)
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(p, dst)
-    for p in main.glob("*_unit[0-9]*.c*"):  # the generated translation units (above)
-        dst = new / p.name
+    units = main / "units.json"
+    for p in (main / name for name in (json.loads(units.read_text()) if units.is_file() else {})):
+        dst = new / p.name  # a generated translation unit (above)
         if not dst.exists() or dst.read_bytes() == p.read_bytes():
             shutil.copy2(p, dst)
     for f in LOGS:

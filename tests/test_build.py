@@ -24,11 +24,20 @@ def cuda_commands():
 
 def sources(command):
     """The sources a compile command compiles, by file name: its file, or the files a generated unit of
-    several files includes (meson.build's "translation units of several files")."""
+    several files includes (meson.build's "translation units of several files", which BUILD/units.json
+    lists)."""
     path = Path(command["directory"]) / command["file"]
-    if re.fullmatch(r"\w+_unit\d+\.(cu|cpp)", path.name):
-        return [f.rsplit("/", 1)[-1] for f in re.findall(r'^#include "([^"]+)"', path.read_text(), re.M)]
+    if path.parent.resolve() == BUILD.resolve() and path.name in units():
+        return [f.rsplit("/", 1)[-1] for f in units()[path.name]]
     return [path.name]
+
+
+def units():
+    """BUILD/units.json: {a generated unit's file name: the sources it includes, root-relative}."""
+    path = BUILD / "units.json"
+    if not path.is_file():
+        pytest.fail(f"{path} missing: the build was configured by an older meson.build (meson setup --reconfigure)")
+    return json.loads(path.read_text())
 
 
 def command_for(cuda_commands, name):
@@ -49,6 +58,8 @@ def test_grouped_units_compile_each_file_once(cuda_commands):
     names = [n for c in cuda_commands for n in sources(c)]
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
     assert {"normalizer.cu", "gpu.cu", "crop.cu", "kernels.cu"} <= set(names)
+    for unit, files in units().items():  # the list is what each unit includes, in order
+        assert re.findall(r'^#include "([^"]+)"', (BUILD / unit).read_text(), re.M) == files, unit
 
 
 def test_every_variant_file_is_compiled(cuda_commands):
