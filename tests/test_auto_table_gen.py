@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BUILD, ROOT, one_line_error, run
+from in_process import in_process_script
 
 TABLES = ROOT / "lib" / "auto_tables"
 SCRIPTS = ROOT / "scripts"
@@ -170,11 +171,12 @@ def test_make_auto_table_opens_no_algorithm_source(tmp_path, monkeypatch):
 
 
 def test_make_auto_table_leaves_out_the_variants_the_list_lacks(tmp_path):
-    """The variants are the list's: a variant it lacks (a peer, such as torch-fft) has no rows."""
+    """The variants are the list's: a variant it lacks (a peer, such as torch-fft) has no rows. In
+    this interpreter (its run as a process, exit 0 and every table written: the test above)."""
     tree = tree_without_sources(tmp_path)
     reg = [v for v in committed_registry() if v["name"] != "fft-fused"]
     build = fake_build(tmp_path, reg)
-    r = run([sys.executable, str(tree / "scripts" / "auto-tables"), "--build", str(build)])
+    r = in_process_script("auto-tables", "--build", build, path=tree / "scripts" / "auto-tables")
     assert r.returncode == 0, r.stderr
     for tsv in (tree / "lib" / "auto_tables").glob("*.tsv"):
         assert "\tfft-fused\t" not in tsv.read_text()
@@ -183,9 +185,11 @@ def test_make_auto_table_leaves_out_the_variants_the_list_lacks(tmp_path):
 
 
 def test_make_auto_table_refuses_a_build_of_some_variants(tmp_path):
+    """In this interpreter (its one line and exit 2 as a process, the same return from main: the
+    test below)."""
     tree = tree_without_sources(tmp_path)
     build = fake_build(tmp_path, committed_registry(), variants="01,50")
-    r = run([sys.executable, str(tree / "scripts" / "auto-tables"), "--build", str(build)])
+    r = in_process_script("auto-tables", "--build", build, path=tree / "scripts" / "auto-tables")
     one_line_error(r, 2, "-Dvariants=01,50", "-Dvariants=all", "nothing written")
     assert not list((tree / "lib" / "auto_tables").iterdir())
 
@@ -205,7 +209,8 @@ def test_make_auto_table_removes_a_table_of_no_results_folder(tmp_path):
     script = [sys.executable, str(tree / "scripts" / "auto-tables"), "--list", str(TABLES / "variants.json")]
     r = run(script + ["--check"])
     assert r.returncode == 1 and "of no results folder: lib/auto_tables/old-gpu.tsv" in r.stderr, r.stderr
-    r = run(script)
+    # the write in this interpreter (as a process: test_make_auto_table_remakes_the_committed_data_...)
+    r = in_process_script("auto-tables", *script[2:], path=script[1])
     assert r.returncode == 0, r.stderr
     assert "removed lib/auto_tables/old-gpu.tsv" in r.stdout and not stale.exists()
 

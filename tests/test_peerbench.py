@@ -217,6 +217,14 @@ def peerbench(*args):
                           timeout=120)
 
 
+def peerbench_in_process(*args):
+    """peerbench's main in this interpreter, captured as its process's exit status and output: for
+    the cases beyond one process per exit status (each process imports NumPy and the peers again)."""
+    from in_process import captured
+
+    return captured(lambda: pb.main(list(args)), ["peerbench", *args])
+
+
 def test_list_works_without_torch_and_a_gpu():
     r = peerbench("list", "--json")
     assert r.returncode == 0, r.stderr
@@ -238,18 +246,20 @@ def test_list_works_without_torch_and_a_gpu():
     assert reg[2]["available"] == HAS_TORCH
     assert [v["normalizations"] for v in reg] == ([["none", "zncc", "zero-lag"], ["none"], ["none", "zncc", "zero-lag"],
                                                    ["none"], ["zncc"]])
-    r = peerbench("list")
+    r = peerbench_in_process("list")  # (exit 0 as a process: list --json above)
     assert r.returncode == 0 and "torch-fft" in r.stdout
 
 
 def test_usage_errors_exit_2_and_no_torch_or_gpu_exits_3(tmp_path):
     r = peerbench("--case", "variant=torch-fft form=one-to-one size=8 window=bogus")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "window=" in r.stderr
-    r = peerbench("--case", "variant=torch-fft form=one-to-one size=8", "--benchmark_nonsense=1")
+    # each exit status once as a process (2 above, 3 below; 0: test_list_works_without_torch_and_a_gpu),
+    # the other cases in this interpreter
+    r = peerbench_in_process("--case", "variant=torch-fft form=one-to-one size=8", "--benchmark_nonsense=1")
     assert r.returncode == 2 and "unrecognized" in r.stderr
-    r = peerbench("--case", "variant=torch-fft form=one-to-one size=8", "--benchmark_list_tests=true")
+    r = peerbench_in_process("--case", "variant=torch-fft form=one-to-one size=8", "--benchmark_list_tests=true")
     assert r.returncode == 0 and r.stdout.strip() == "torch-fft/one-to-one/hL:8/wL:8/hR:8/wR:8/nL:1/nR:1"
-    assert peerbench("--help").returncode == 0
+    assert peerbench_in_process("--help").returncode == 0
     if HAS_TORCH:
         import torch
         if torch.cuda.is_available():
@@ -423,11 +433,12 @@ def test_normalized_cases_names_keys_and_refusals():
 def test_normalize_usage_errors_exit_2_with_one_line():
     for case, needle in (("variant=torch-fft form=one-to-one size=8 normalize=bogus", "normalize="),
                          ("variant=cupy-correlate2d form=one-to-one size=8 normalize=zncc", "does not compute")):
-        r = peerbench("--case", case)
+        # in this interpreter (usage errors as a process: test_usage_errors_exit_2_and_no_torch_or_gpu_exits_3)
+        r = peerbench_in_process("--case", case)
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and needle in r.stderr, r.stderr
         assert r.stderr.startswith("peerbench: error: ")
-    r = peerbench("--case", "variant=torch-conv2d form=one-to-one size=8 window=valid normalize=zncc",
-                  "--benchmark_list_tests=true")
+    r = peerbench_in_process("--case", "variant=torch-conv2d form=one-to-one size=8 window=valid normalize=zncc",
+                             "--benchmark_list_tests=true")
     assert r.returncode == 0 and r.stdout.strip() == ("torch-conv2d/one-to-one/hL:8/wL:8/hR:8/wR:8/nL:1/nR:1"
                                                   "/shifts:0:0,0:0/norm:zncc")
 

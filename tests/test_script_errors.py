@@ -6,10 +6,10 @@ import json
 import os
 import shutil
 import sys
-from pathlib import Path
 
 import pytest
 from conftest import ROOT, one_line_error, run
+from in_process import in_process, in_process_script
 from suite_helpers import make_fake_build
 
 from xcsuite.cli import COMMANDS
@@ -23,75 +23,6 @@ def script(name, *args, env=None, timeout=300):
     cmd = ["-m", "xcsuite", name] if name in COMMANDS else [str(SCRIPTS / name)]
     return run([sys.executable, *cmd, *map(str, args)], cwd=ROOT, timeout=timeout,
                env={**os.environ, **(env or {})})
-
-
-def in_process(name, *args, env=None):
-    """The xcsuite command NAME run in this interpreter as `python -m xcsuite NAME` runs it (its
-    dispatch, xcsuite.cli.run), for the matrices of many cases whose one process per case was most
-    of this file's time (pandas and matplotlib imported again for each): a CompletedProcess with
-    its exit status and what it printed; every warning it raised is printed to its stderr, as a
-    process's would be, and an exception it lets out fails the test with its traceback."""
-    from xcsuite.__main__ import main
-
-    return _captured(lambda: main([name, *map(str, args)]), [name, *args], env)
-
-
-def in_process_script(name, *args, env=None, path=None):
-    """scripts/NAME (or the script at `path`, a copy of it) run in this interpreter as its process
-    runs it: the whole file as __main__ (runpy) with sys.argv its path and ARGS, so its own `if
-    __name__ == "__main__"` tail (paths.exit_status, sys.exit) gives the exit status; captured as
-    in_process does. What it sets for its process (sys.path, sys.excepthook, the sibling scripts it
-    loads into sys.modules) is undone afterwards, so that it cannot leak into other tests."""
-    import runpy
-
-    path = Path(path or SCRIPTS / name)
-    argv = [str(path), *map(str, args)]
-    saved_path, saved_hook, saved_argv = list(sys.path), sys.excepthook, list(sys.argv)
-    before = set(sys.modules)
-    sys.argv[:] = argv
-    sys.path.insert(0, str(path.parent))  # as `python SCRIPT` starts: the script's folder first
-    try:
-        def as_main():
-            runpy.run_path(str(path), run_name="__main__")
-            return 0  # (its end reached without sys.exit: exit status 0, as a process's)
-
-        return _captured(as_main, argv, env)
-    finally:
-        sys.path[:], sys.excepthook, sys.argv[:] = saved_path, saved_hook, saved_argv
-        for m in set(sys.modules) - before:  # the scripts' modules (a copy's among them), not pandas'
-            f = getattr(sys.modules[m], "__file__", None) or ""
-            if Path(f).parent.name in ("scripts", "dev") and "site-packages" not in f:
-                del sys.modules[m]
-
-
-def _captured(call, cmd, env):
-    """call() -> exit status (or its SystemExit's, as the interpreter turns it into one) with env
-    added to os.environ and stdout, stderr and every warning captured: a CompletedProcess."""
-    import contextlib
-    import io
-    import subprocess
-    import warnings
-
-    out, err = io.StringIO(), io.StringIO()
-    saved_env, saved_argv0 = dict(os.environ), sys.argv[0]
-    os.environ.update({k: str(v) for k, v in (env or {}).items()})
-    try:
-        with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(out), \
-                contextlib.redirect_stderr(err):
-            warnings.simplefilter("always")
-            try:
-                status = call()
-            except SystemExit as e:  # argparse's refusals, a script's sys.exit: as the interpreter ends
-                status = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
-                if not isinstance(e.code, (int, type(None))):
-                    print(e.code, file=sys.stderr)  # sys.exit("message"): the message, exit status 1
-        for w in caught:
-            err.write(warnings.formatwarning(w.message, w.category, w.filename, w.lineno))
-    finally:
-        os.environ.clear()
-        os.environ.update(saved_env)
-        sys.argv[0] = saved_argv0
-    return subprocess.CompletedProcess(list(cmd), status, out.getvalue(), err.getvalue())
 
 
 def usage_error(r, *needles):
@@ -148,10 +79,9 @@ def test_make_auto_table_refuses_a_list_that_is_no_variant_list(content, needle,
     f = tmp_path / "list.json"
     f.write_text(json.dumps(content))
     args = [*check, "--results", ROOT / "results", "--list", f]
-    if content == {"variants": 5} and not check:  # once as a user runs it: a process of its own
-        r = run([sys.executable, str(tree / "scripts" / "auto-tables"), *map(str, args)])
-    else:
-        r = in_process_script("auto-tables", *args, path=tree / "scripts" / "auto-tables")
+    # in this interpreter: its one line and exit 2 as a process (the same return from main) is
+    # test_make_auto_table_refuses_results_without_tables_and_writes_nothing's
+    r = in_process_script("auto-tables", *args, path=tree / "scripts" / "auto-tables")
     one_line_error(r, 2, f"auto-tables: {f}: ", needle, "; nothing written")
     assert not r.stdout and not list((tree / "lib").iterdir())
 
@@ -167,7 +97,9 @@ def test_a_report_refuses_a_folder_without_results(tool, folder, tmp_path):
     if folder == "empty":
         d.mkdir()
     env = {"XCORR_PLOTS": str(tmp_path / "plots")}
-    # each command once as a user runs it (a process of its own), the other folder in this interpreter
+    # each command once as a user runs it (a process of its own), the other folder in this interpreter;
+    # that process is also the one of their exit 2 for a damaged summary.csv (the same
+    # exit_2_on_bad_results), whose matrix below runs in this interpreter
     r = script(tool, d, env=env) if folder == "missing" else in_process(tool, d, env=env)
     one_line_error(r, 2, f"{tool}: {d}: ", "no such folder" if folder == "missing" else "not a GPU's results folder")
     assert not (tmp_path / "plots").exists()
@@ -209,7 +141,9 @@ def test_ncu_account_refuses_a_csv_that_is_no_profile_and_prints_nothing(content
     shutil.copytree(ROOT / "tests" / "fixtures" / "ncu-fft-6a5b521", d)
     (d / "ncu-zz.csv").write_text(content)
     args = [d, "--reduced", tmp_path / "reduced"]
-    r = script("dev/ncu-fft-report", *args) if not content else in_process_script("dev/ncu-fft-report", *args)
+    # in this interpreter: its one line and exit 2 as a process (the same return from main) is
+    # test_ncu_account_refuses_a_folder_without_profiles's
+    r = in_process_script("dev/ncu-fft-report", *args)
     one_line_error(r, 2, f"ncu-fft-report: {d / 'ncu-zz.csv'}: ", needle)
     assert not r.stdout and not (tmp_path / "reduced").exists()
 
@@ -506,9 +440,10 @@ def test_a_damaged_summary_is_one_line_and_exit_2(tool, damage, tmp_path):
         args = ["--build", make_fake_build(tmp_path / "build"), "--gpu-dir", gpu, "--out", tmp_path / "report.md"]
     else:
         args = [gpu]
-    if damage == "hL":  # each command and script once as a user runs it: a process of its own
-        r = script(tool, *args, env=env)
-    elif tool in COMMANDS:
+    # In this interpreter: each command's and script's one line and exit 2 as a user runs it (a
+    # process, the same return from main) is another test's here: the reports' missing folder,
+    # auto-tables' missing --results, auto-report's missing build.
+    if tool in COMMANDS:
         r = in_process(tool, *args, env=env)
     else:  # scripts/auto-tables, scripts/auto-report
         r = in_process_script(tool, *args, env=env)

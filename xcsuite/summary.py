@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-
 from xcsuite.spec import Shape, count_label
 from xcsuite import paths
 from xcsuite.benchjson import parse_label, seconds
 from xcsuite.resultfile import STATUSES, dims_of, entries_of, window_of
 from xcsuite.results import ResultsError, load_results, progress_of_data
-from xcsuite.stats import describe
+
+# pandas, and NumPy through xcsuite.stats, are imported by the functions that use them: the scripts
+# that import this module (auto-tables, auto-report) refuse a bad command line or a missing build
+# before they read any summary, and their import was ~1 s of CPU of each such process.
 
 COLUMNS = ["gpu", "gpu_name", "experiment", "case", "variant", "family", "form", "counts", "size", "hL", "wL",
            "hR", "wR", "nL", "nR", "pairs", "params", "cold", "status", "message", "n_reps", "n_kept",
@@ -33,6 +34,8 @@ def _float(x, default=float("nan")):
 
 
 def rows_of(path: Path) -> list[dict]:
+    from xcsuite.stats import describe
+
     data = load_results(path)
     ctx = data.get("context", {})
     meta = data.get("xcorr_meta", {})
@@ -86,6 +89,8 @@ def rows_of(path: Path) -> list[dict]:
 
 def summarize(gpu_dir: Path) -> pd.DataFrame:
     """The summary of a GPU folder's results, computed (nothing is written)."""
+    import pandas as pd
+
     rows = []
     for f in sorted(Path(gpu_dir).glob("*.json")):
         try:
@@ -124,6 +129,8 @@ def paper_experiments(gpu_dir: Path) -> list[str]:
 
 def gpu_name_of(summary: pd.DataFrame, gpu_dir: Path) -> str:
     """The GPU a result folder was measured on: the first recorded name, else the folder's name."""
+    import pandas as pd
+
     names = [n for n in summary.get("gpu_name", pd.Series(dtype=str)).dropna().unique() if n]
     return names[0] if names else Path(gpu_dir).name
 
@@ -145,6 +152,8 @@ def read_summary_csv(csv: Path, columns=COLUMNS) -> pd.DataFrame:
     others are read as they are): text filled with "", whole numbers as int64, numbers as numbers
     (NaN where empty), booleans as bool. Anything else raises ResultsError naming the file, the column and the row,
     which the report commands print as one line and exit 2 (exit_2_on_bad_results)."""
+    import pandas as pd
+
     csv = Path(csv)
     redo = "regenerate it from the results files with python -m xcsuite aggregate"
     try:
@@ -191,6 +200,8 @@ def read_summary_csv(csv: Path, columns=COLUMNS) -> pd.DataFrame:
 def load_summary(gpu_dir: Path) -> pd.DataFrame:
     """summary.csv of a GPU folder (read_summary_csv: checked); computed afresh, not written, when it
     is missing or older than a results file (reading never writes: python -m xcsuite aggregate does)."""
+    import pandas as pd
+
     gpu_dir = Path(gpu_dir)
     csv = gpu_dir / "summary.csv"
     jsons = list(gpu_dir.glob("*.json"))
