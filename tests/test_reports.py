@@ -250,24 +250,23 @@ def test_claims_with_missing_results(tmp_path):
 
 def test_every_figure_is_drawn(fake_results, tmp_path, monkeypatch):
     monkeypatch.setenv("XCORR_PLOT_STRICT", "1")
-    monkeypatch.setenv("XCORR_PLOT_FORMATS", "png")  # PDF: below, on fewer figures (keeps the suite fast)
+    monkeypatch.delenv("XCORR_PLOT_FORMATS", raising=False)  # the default: PNG only (PDF: below, on one figure)
     # The fake suite runs no peers, and every route of the experiment `reductions` is one (Python calls
     # timed by xcsuite/reduce_peers.py): its figure is not drawn here, and says so
     # (tests/test_reductions.py draws it from results of its own).
     with pytest.warns(UserWarning, match="reductions: no results"):
         files = plot.plot_gpu(fake_results, plots_root=tmp_path)
+    assert len(files) == 20 and all(f.suffix == ".png" for f in files), files
     names = {f.stem for f in files}
     assert names == {"fig15", "fig16", "fig17", "fig18", "fig19", "fig20", "fig21", "fig22", "fig23", "nmn",
                      "efficiency", "windows", "piv", "autocorr", "zncc_frames", "zncc_match", "zncc_autocorr",
                      "signals_seed004", "signals_matched", "signals_ambient"}
     assert all(f.stat().st_size > 5_000 for f in files)
-    monkeypatch.delenv("XCORR_PLOT_FORMATS")  # the default: PNG only, the same bytes for the same data
+    # Drawn again, with what --pdf asks for: the PNG is the same bytes for the same data, a PDF beside it
+    monkeypatch.setenv("XCORR_PLOT_FORMATS", "png,pdf")
     files = plot.plot_gpu(fake_results, only=["fig16"], plots_root=tmp_path / "again")
-    assert [f.name for f in files] == ["fig16.png"]
+    assert [f.name for f in files] == ["fig16.png", "fig16.pdf"] and files[1].stat().st_size > 5_000
     assert files[0].read_bytes() == (tmp_path / fake_results.name / "fig16.png").read_bytes()
-    monkeypatch.setenv("XCORR_PLOT_FORMATS", "png,pdf")  # what --pdf asks for
-    files = plot.plot_gpu(fake_results, only=["fig16"], plots_root=tmp_path / "pdf")
-    assert sorted(f.name for f in files) == ["fig16.pdf", "fig16.png"] and files[1].stat().st_size > 5_000
 
 
 def test_figures_with_partial_results(fake_results, tmp_path, monkeypatch):

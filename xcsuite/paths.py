@@ -90,6 +90,19 @@ def save_figure(fig, out_dir: Path, name: str, dpi: int, **savefig_kw) -> list[P
     import io
 
     global FIGURES_WRITTEN
+    import matplotlib
+    try:
+        from matplotlib.layout_engine import PlaceHolderLayoutEngine
+    except ImportError:  # matplotlib before 3.6: no layout engines, nothing to remove
+        PlaceHolderLayoutEngine = ()
+
+    # fig.tight_layout() leaves a placeholder layout engine behind, one that does nothing; for any
+    # engine, savefig first draws the whole figure (for the engine to lay it out), then renders it:
+    # a quarter of a figure's cost spent on nothing. Without the placeholder: the same bytes. (The
+    # rc settings: set_layout_engine(None) would otherwise pick the engine they name.)
+    if PlaceHolderLayoutEngine and isinstance(fig.get_layout_engine(), PlaceHolderLayoutEngine):
+        with matplotlib.rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
+            fig.set_layout_engine(None)
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     files = []
     for ext in figure_formats():
