@@ -112,12 +112,15 @@ def test_the_variants_of_one_unit_share_its_key_and_an_edit_of_one_asks_again_fo
     machine code of the others in its unit. A variant compiled alone keeps a key of its own."""
     tree, build, keys = project
     (tree / "algorithms" / "unit.in").write_text("@INCLUDES@\n")
+    (tree / "algorithms" / "units.json.in").write_text("{@UNITS@}\n")
     (tree / "lib" / "core.hpp").write_text("#pragma once\n" + FILES["lib/core.hpp"])  # read twice by the unit
     (tree / "algorithms" / "03_c.cpp").write_text('#include "core.hpp"\nint c() { return core(); }\n')
     (tree / "meson.build").write_text(MESON.replace(
         "variants = static_library('variants', 'algorithms/01_a.cpp', 'algorithms/02_b.cpp',",
         "unit = configure_file(input: 'algorithms/unit.in', output: 'variants_0_unit0.cpp', configuration:\n"
         "  {'INCLUDES': '#include \"algorithms/01_a.cpp\"\\n#include \"algorithms/02_b.cpp\"'})\n"
+        "configure_file(input: 'algorithms/units.json.in', output: 'units.json', configuration:\n"
+        "  {'UNITS': '\"variants_0_unit0.cpp\": [\"algorithms/01_a.cpp\", \"algorithms/02_b.cpp\"]'})\n"
         "variants = static_library('variants', unit, 'algorithms/03_c.cpp',"))
     build()
     first = keys()
