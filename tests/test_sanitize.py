@@ -232,14 +232,15 @@ def memcheck_cut(standins, tmp_path_factory):
 
 
 @pytest.fixture
-def fake(tmp_path, standins, clean, memcheck_cut):
+def fake(tmp_path, standins, clean, memcheck_cut, tree_first):
     """run(EXTRA..., tools=, ENV=...): scripts/sanitize over the stand-ins into tmp_path/out, FAKE_LOG
     tmp_path/calls.log; run.bin and run.build are the stand-ins' folders, run.clean() the module's
     clean run of memcheck and racecheck (the fixture clean), run.memcheck_cut() the module's memcheck
-    run cut at a deadline (the fixture memcheck_cut)."""
+    run cut at a deadline (the fixture memcheck_cut), run.tree_first() the module's racecheck run at
+    TREE_SHARDS (the fixture tree_first: its calls, ledger and FAKE_LOG's whole lines)."""
     def run(*extra, tools="memcheck racecheck", build=standins[1], **env):
         return sanitize(standins[0], build, standins[2], tmp_path / "out", tmp_path / "calls.log", tools, *extra, **env)
-    run.bin, run.build, run.script, run.clean, run.memcheck_cut = *standins, clean, memcheck_cut
+    run.bin, run.build, run.script, run.clean, run.memcheck_cut, run.tree_first = *standins, clean, memcheck_cut, tree_first
     return run
 
 
@@ -257,7 +258,10 @@ BPP_JOBS = 4 + 4 + 4 + 1  # block-per-pair's among them (maps, windows, signals,
 RACE_JOBS = SHARDS * (JOBS - BPP_JOBS) + 2 * SHARDS * BPP_JOBS + 11
 # the same at SANITIZE_SHARDS=2, which the tests of the ledger's keys run (tree below): what they
 # prove is which processes an edit asks again for, each shard a process of a key of its own, and 111
-# processes prove it as 211 did, in half the forks
+# processes prove it as 211 did, in half the forks. The tests of the shares' dealing and of the
+# halving, the order and the lone 64ths run there too, on the proofs of tree_first's ledger (the
+# default counts stay proved by the clean run: test_clean_parts_report_clean,
+# test_racecheck_splits_each_job_into_shards_of_the_validators_checks)
 TREE_SHARDS = 2
 TREE_JOBS = TREE_SHARDS * (JOBS - BPP_JOBS) + 2 * TREE_SHARDS * BPP_JOBS + 11
 
@@ -288,14 +292,17 @@ def test_clean_parts_report_clean(clean):
 
 def test_a_finding_fails_the_run_and_names_its_part(fake, tmp_path):
     # (racecheck's processes but the n-to-m windows' proven by the module's ledger: those, which find
-    # something, still run; the other 199 would only have run clean)
+    # something, still run; the others would only have run clean. A build of block-per-pair alone,
+    # FAKE_BPP_ONLY, racecheck at TREE_SHARDS, proven by tree_first's ledger: the finding is named by
+    # its part, and by its variant and shard, whatever else is built and however many shards)
     ledger = tmp_path / "ledger.txt"
-    ledger.write_text("".join(line + "\n" for line in proofs_but(fake, tmp_path, "n-to-m-windows@")))
+    ledger.write_text("".join(line + "\n" for line in tree_proofs_but(fake, "n-to-m-windows@")))
     r, _ = fake(FAKE_FIND="--form n-to-m --shape 37x53,29x41 --shape 33x35,31x33 --shape 5x7,3x2 --shape 1x17,1x9 "
-                          "--shape 100x61,37x80 --windows only", SANITIZE_LEDGER=str(ledger))
+                          "--shape 100x61,37x80 --windows only", SANITIZE_LEDGER=str(ledger), FAKE_BPP_ONLY="1",
+                SANITIZE_SHARDS=str(TREE_SHARDS))
     assert r.returncode == 1
     assert "memcheck: FINDINGS in: n-to-m-windows (exit 99)" in r.stdout
-    assert "racecheck: FINDINGS in: n-to-m-windows@block-per-pair.1of8 (exit 99)" in r.stdout
+    assert "racecheck: FINDINGS in: n-to-m-windows@block-per-pair.1of4 (exit 99)" in r.stdout
     assert "Race reported between" in r.stdout  # the finding itself is shown
     assert "shared_race_kernel" not in r.stdout  # not the control's planted one
 
@@ -313,14 +320,17 @@ def test_a_part_that_dies_stays_silent_or_fails_a_case_is_a_finding(fake, env, p
 # (2 and 3 shares: an even and an odd share of the same round-robin dealing; 4 proved nothing more)
 @pytest.mark.parametrize("n", [2, 3])
 def test_the_shares_split_each_tools_parts(fake, n):
-    shares = [fake(f"{k}/{n}") for k in range(1, n + 1)]
+    # (racecheck at TREE_SHARDS shards a job, its whole the module's tree_first run at those shards, and
+    # memcheck's, which SANITIZE_SHARDS does not split, the module's clean run's: a share deals whatever
+    # processes the walk numbers, so 111 processes dealt prove it as 211 did, in half the walks and runs)
+    shares = [fake(f"{k}/{n}", SANITIZE_SHARDS=str(TREE_SHARDS)) for k in range(1, n + 1)]
     assert all(r.returncode == 0 for r, _ in shares)
-    _, whole, _ = fake.clean()
+    whole = [c for c in fake.clean()[1] if c.startswith("memcheck")] + fake.tree_first()[2]
     together = [c for _, calls in shares for c in calls]
     assert sorted(together) == sorted(whole) and len(set(together)) == len(together)
     for _, calls in shares:  # each share has its part of each tool's parts, of the windows and signals too
         for tool, jobs, windows, signals in (("memcheck", PARTS_PER_TOOL, 4, 4),
-                                             ("racecheck", RACE_JOBS, 4 * 3 * SHARDS, (7 + 4 * 2) * SHARDS)):
+                                             ("racecheck", TREE_JOBS, 4 * 3 * TREE_SHARDS, (7 + 4 * 2) * TREE_SHARDS)):
             mine = [c for c in calls if c.startswith(tool)]
             assert abs(len(mine) - jobs / n) < 1
             assert abs(sum("--windows only" in c for c in mine) - windows / n) < 1
@@ -574,24 +584,27 @@ def test_the_ledger_times_each_process_and_the_next_call_starts_the_longest_firs
     # the other forms (their signals, each form's block-per-pair shards); the shares hold the same
     # (a time to the end: one cut at the deadline also splits the shards, the next test)
     # (one at a time, the signals' processes alone: the others proven, which does not change the order)
-    # (a build of block-per-pair and tensor-wgmma, FAKE_WITHOUT=fft-fused: 139 processes to walk, not
-    # 211; tensor-wgmma's signal shards, with no time, are the others that come after block-per-pair's)
-    took = "# took racecheck signals-n-to-m@block-per-pair.3of8 250\n"
-    ledger.write_text("".join(line + "\n" for line in proofs_but(fake, tmp_path, "signals-")) + took)
-    r, calls = fake(tools="racecheck", SANITIZE_JOBS="1", SANITIZE_LEDGER=str(ledger), FAKE_WITHOUT="fft-fused")
-    first = [c.split("\t")[-1] for c in calls[:4 * 8]]
+    # (a build of block-per-pair and tensor-wgmma, FAKE_WITHOUT=fft-fused: 73 processes to walk at
+    # TREE_SHARDS, not 211; tensor-wgmma's signal shards, with no time, are the others that come after
+    # block-per-pair's. At TREE_SHARDS, block-per-pair's signals in 4 shards, the others proven by
+    # tree_first's ledger: a shard's time stands for its siblings' and its mirrors' at any count)
+    took = "# took racecheck signals-n-to-m@block-per-pair.3of4 250\n"
+    ledger.write_text("".join(line + "\n" for line in tree_proofs_but(fake, "signals-")) + took)
+    race = dict(tools="racecheck", FAKE_WITHOUT="fft-fused", SANITIZE_SHARDS=str(TREE_SHARDS))
+    r, calls = fake(SANITIZE_JOBS="1", SANITIZE_LEDGER=str(ledger), **race)
+    first = [c.split("\t")[-1] for c in calls[:4 * 4]]
     assert r.returncode == 0 and all("--variant block-per-pair" in c and "--shape 1x3001,1x257" in c for c in first)
-    assert [c.split()[-1] for c in first] == [f"{k}/8" for k in range(1, 9)] * 4
-    assert [re.search(r"--form (\S+)", c).group(1) for c in first[::8]] == ["one-to-one", "one-to-many", "n-to-mn", "n-to-m"]
-    assert "--variant block-per-pair" not in calls[4 * 8] or "--shape 1x3001,1x257" not in calls[4 * 8]
+    assert [c.split()[-1] for c in first] == [f"{k}/4" for k in range(1, 5)] * 4
+    assert [re.search(r"--form (\S+)", c).group(1) for c in first[::4]] == ["one-to-one", "one-to-many", "n-to-mn", "n-to-m"]
+    assert "--variant block-per-pair" not in calls[4 * 4] or "--shape 1x3001,1x257" not in calls[4 * 4]
     assert all("1x3001,1x257" in c or "1x1500,1x1700" in c for c in calls)  # the rest proven
     # (every process but the signals' proven in both: the order of those that run is what changes)
     proven = tmp_path / "proven.txt"
-    proven.write_text("".join(line + "\n" for line in proofs_but(fake, tmp_path, "signals-")))
+    proven.write_text("".join(line + "\n" for line in tree_proofs_but(fake, "signals-")))
     ledger.write_text(proven.read_text() + took)
     for k in (1, 2):
-        _, ordered = fake(f"{k}/2", tools="racecheck", SANITIZE_LEDGER=str(ledger), FAKE_WITHOUT="fft-fused")
-        _, plain = fake(f"{k}/2", tools="racecheck", SANITIZE_LEDGER=str(proven), FAKE_WITHOUT="fft-fused")
+        _, ordered = fake(f"{k}/2", SANITIZE_LEDGER=str(ledger), **race)
+        _, plain = fake(f"{k}/2", SANITIZE_LEDGER=str(proven), **race)
         assert sorted(ordered) == sorted(plain) and ordered != plain
 
 
@@ -624,6 +637,14 @@ def proofs_but(fake, tmp_path, drop):
     return [line for line in proven if not line.startswith("#") and " racecheck " in line and drop not in line]
 
 
+def tree_proofs_but(fake, drop):
+    """The same at TREE_SHARDS, from the module's tree_first run, for the tests that run racecheck at
+    those shards: what they look at (which shards split, run alone, in which order and share) is the
+    same at any shard count, a level of halving sooner, and their walks are half as long."""
+    proven = fake.tree_first()[1].splitlines()
+    return [line for line in proven if not line.startswith("#") and " racecheck " in line and drop not in line]
+
+
 def write_ledger(tmp_path, proofs, times):
     """A ledger of PROOFS and "# took racecheck signals-n-to-m@block-per-pair.TIME" for each of TIMES."""
     ledger = tmp_path / "ledger.txt"
@@ -631,8 +652,8 @@ def write_ledger(tmp_path, proofs, times):
     return ledger
 
 
-def ledger_but(fake, tmp_path, drop, times):
-    return write_ledger(tmp_path, proofs_but(fake, tmp_path, drop), times)
+def tree_ledger_but(fake, tmp_path, drop, times):
+    return write_ledger(tmp_path, tree_proofs_but(fake, drop), times)
 
 
 def shards(calls, form, variant="block-per-pair"):
@@ -652,74 +673,80 @@ def test_a_shard_cut_at_the_deadline_runs_as_its_two_halves_until_proven(fake, t
     def fraction(shard):
         k, m = map(int, shard.split("/"))
         return {i for i in range(64) if i % m == k - 1}
-    # every process proven but block-per-pair's n-to-m signals: 1of8 cut at 447 s, its siblings
+
+    # (racecheck at TREE_SHARDS shards a job, block-per-pair's signals in 2 * TREE_SHARDS = 4, its
+    # other processes proven by the module's tree_first ledger: the halving is the same from any
+    # parent, 4 -> 8 -> 16 as 8 -> 16 -> 32, and the walks are half as long)
+    def race(*extra, **env):
+        return fake(*extra, tools="racecheck", SANITIZE_SHARDS=str(TREE_SHARDS), **env)
+    # every process proven but block-per-pair's n-to-m signals: 1of4 cut at 447 s, its siblings
     # finished (not proven here, so that they run: whole, by their own times)
     # (up to the other forms' split below, a build of block-per-pair alone, FAKE_BPP_ONLY: these runs
     # look at its n-to-m shards alone, and the other variants' proven processes were most of their walk)
-    keep = proofs_but(fake, tmp_path, "signals-n-to-m@block-per-pair.")
-    siblings = [f"{k}of8 120" for k in range(2, 9)]
-    ledger = write_ledger(tmp_path, keep, ["1of8 447+"] + siblings)
-    r, calls = fake(tools="racecheck", FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger))
+    keep = tree_proofs_but(fake, "signals-n-to-m@block-per-pair.")
+    siblings = [f"{k}of4 120" for k in range(2, 5)]
+    ledger = write_ledger(tmp_path, keep, ["1of4 447+"] + siblings)
+    r, calls = race(FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger))
     assert r.returncode == 0, r.stdout + r.stderr
     n_to_m = shards(calls, "n-to-m")
-    assert n_to_m == sorted(["1/16", "9/16"] + [f"{k}/8" for k in range(2, 9)])
+    assert n_to_m == sorted(["1/8", "5/8"] + [f"{k}/4" for k in range(2, 5)])
     assert set().union(*map(fraction, n_to_m)) == set(range(64))  # every check once between them
     assert sum(len(fraction(s)) for s in n_to_m) == 64
     assert len(calls) == len(n_to_m)  # the rest proven
     out = (tmp_path / "out" / "sanitize-ledger.txt").read_text()
-    assert " racecheck signals-n-to-m@block-per-pair.1of16 none\n" in out and " racecheck signals-n-to-m@block-per-pair.9of16 none\n" in out
-    assert "# took racecheck signals-n-to-m@block-per-pair.1of8 447+" in out  # the parent's mark stays: halves next time
+    assert " racecheck signals-n-to-m@block-per-pair.1of8 none\n" in out and " racecheck signals-n-to-m@block-per-pair.5of8 none\n" in out
+    assert "# took racecheck signals-n-to-m@block-per-pair.1of4 447+" in out  # the parent's mark stays: halves next time
     # the next call: the halves are proven, nothing of the part runs, the parent is not run whole
     ledger.write_text(out)
-    r, calls = fake(tools="racecheck", FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger))
+    r, calls = race(FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger))
     assert r.returncode == 0 and not calls and "racecheck: clean (" in r.stdout, r.stdout
 
     # a half cut again splits again (a quarter of the parent), within 64 shards
-    write_ledger(tmp_path, keep, ["1of8 447+", "9of16 300+"] + siblings)
-    _, calls = fake(tools="racecheck", FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger))
+    write_ledger(tmp_path, keep, ["1of4 447+", "5of8 300+"] + siblings)
+    _, calls = race(FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger))
     n_to_m = shards(calls, "n-to-m")
-    assert "1/16" in n_to_m and "9/32" in n_to_m and "25/32" in n_to_m and "9/16" not in n_to_m and "1/8" not in n_to_m
+    assert "1/8" in n_to_m and "5/16" in n_to_m and "13/16" in n_to_m and "5/8" not in n_to_m and "1/4" not in n_to_m
     assert set().union(*map(fraction, n_to_m)) == set(range(64)) and sum(len(fraction(s)) for s in n_to_m) == 64
 
     # a shard halved earlier stays halved when its siblings' times no longer mark the part cut (the
     # parent's own line gone, a sibling the longest and finished)
-    write_ledger(tmp_path, keep, ["1of16 200+", "9of16 50"] + siblings)
-    _, calls = fake(tools="racecheck", FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger))
-    assert shards(calls, "n-to-m") == sorted(["1/32", "17/32", "9/16"] + [f"{k}/8" for k in range(2, 9)])
+    write_ledger(tmp_path, keep, ["1of8 200+", "5of8 50"] + siblings)
+    _, calls = race(FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger))
+    assert shards(calls, "n-to-m") == sorted(["1/16", "9/16", "5/8"] + [f"{k}/4" for k in range(2, 5)])
 
     # a cut shard's never-run siblings and its variant's shards of the part's other forms split too
     # (from here on every process but the signals' proven: what is looked at is which signal shards
-    # run, and in which share; the proofs change neither, and 135 processes fewer run)
-    # (and a build of block-per-pair and fft-fused, FAKE_WITHOUT=tensor-wgmma, 180 processes to walk,
-    # not 211: what is looked at is block-per-pair's split and fft-fused's, another variant's, not)
-    signals_open = proofs_but(fake, tmp_path, "signals-")
+    # run, and in which share; the proofs change neither)
+    # (and a build of block-per-pair and fft-fused, FAKE_WITHOUT=tensor-wgmma: what is looked at is
+    # block-per-pair's split and fft-fused's, another variant's, not)
+    signals_open = tree_proofs_but(fake, "signals-")
     write_ledger(tmp_path, signals_open, [])
-    ledger.write_text(ledger.read_text() + "# took racecheck signals-one-to-many@block-per-pair.1of8 448+\n")
-    _, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger), FAKE_WITHOUT="tensor-wgmma")
+    ledger.write_text(ledger.read_text() + "# took racecheck signals-one-to-many@block-per-pair.1of4 448+\n")
+    _, calls = race(SANITIZE_LEDGER=str(ledger), FAKE_WITHOUT="tensor-wgmma")
     for form in ("one-to-one", "one-to-many", "n-to-mn", "n-to-m"):
-        assert shards(calls, form) == sorted(f"{k}/16" for k in range(1, 17)), form
-    assert shards(calls, "n-to-m", "fft-fused") == sorted(f"{k}/4" for k in range(1, 5))  # other variants do not
+        assert shards(calls, form) == sorted(f"{k}/8" for k in range(1, 9)), form
+    assert shards(calls, "n-to-m", "fft-fused") == sorted(f"{k}/2" for k in range(1, 3))  # other variants do not
     # -Z: the two shares hold every process once, both halves of a parent in the same share
     halves = []
     for k in (1, 2):
-        _, share = fake(f"{k}/2", tools="racecheck", SANITIZE_LEDGER=str(ledger), FAKE_WITHOUT="tensor-wgmma")
+        _, share = race(f"{k}/2", SANITIZE_LEDGER=str(ledger), FAKE_WITHOUT="tensor-wgmma")
         halves.append(share)
     assert sorted(halves[0] + halves[1]) == sorted(calls)
     for share in halves:
         got = set(shards(share, "n-to-m"))
-        assert all((f"{k}/16" in got) == (f"{k + 8}/16" in got) for k in range(1, 9)), got
+        assert all((f"{k}/8" in got) == (f"{k + 4}/8" in got) for k in range(1, 5)), got
     # one cut before two minutes had started late, not run long: it runs whole again, unless its
     # family says otherwise
     # (these two look at block-per-pair's n-to-m shards alone: its build alone, FAKE_BPP_ONLY, and
     # every other process proven, as in the first runs above; the family's cut one-to-many shard is
     # in the build, and its halves run)
-    write_ledger(tmp_path, keep, ["1of8 119+"])
-    _, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger), FAKE_BPP_ONLY="1")
+    write_ledger(tmp_path, keep, ["1of4 119+"])
+    _, calls = race(SANITIZE_LEDGER=str(ledger), FAKE_BPP_ONLY="1")
+    assert shards(calls, "n-to-m") == sorted(f"{k}/4" for k in range(1, 5))
+    write_ledger(tmp_path, keep, ["1of4 119+"])
+    ledger.write_text(ledger.read_text() + "# took racecheck signals-one-to-many@block-per-pair.2of4 300+\n")
+    _, calls = race(SANITIZE_LEDGER=str(ledger), FAKE_BPP_ONLY="1")
     assert shards(calls, "n-to-m") == sorted(f"{k}/8" for k in range(1, 9))
-    write_ledger(tmp_path, keep, ["1of8 119+"])
-    ledger.write_text(ledger.read_text() + "# took racecheck signals-one-to-many@block-per-pair.2of8 300+\n")
-    _, calls = fake(tools="racecheck", SANITIZE_LEDGER=str(ledger), FAKE_BPP_ONLY="1")
-    assert shards(calls, "n-to-m") == sorted(f"{k}/16" for k in range(1, 17))
     # memcheck's parts are not the validator's shards: a cut one runs whole again
     ledger.write_text("# took memcheck signals-n-to-m 300+\n")
     r, calls = fake(tools="memcheck", SANITIZE_LEDGER=str(ledger))
@@ -733,19 +760,21 @@ def test_a_shard_of_another_form_follows_its_mirrors_split_in_one_call(fake, tmp
     (warp-per-overlap-shared's n-to-m signals went 8 -> 16 -> 32 -> 64 shards over
     three calls; its n-to-mn signals would have taken as many)."""
     # (a build of block-per-pair alone, FAKE_BPP_ONLY: these look at its signal shards alone, and the
-    # other variants' processes, proven by the module's ledger, were most of each run's walk)
-    ledger = ledger_but(fake, tmp_path, "signals-n-to-m",
-                        ["1of8 447+", "1of16 300+", "9of16 100"] + [f"{k}of8 120" for k in range(2, 9)])
-    r, calls = fake(tools="racecheck", FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger))
+    # other variants' processes, proven by the module's ledger, were most of each run's walk; racecheck
+    # at TREE_SHARDS, block-per-pair's signals in 4 shards, the other processes proven by tree_first's
+    # ledger: the mirrors' trees are the same a level of halving sooner)
+    ledger = write_ledger(tmp_path, tree_proofs_but(fake, "signals-n-to-m"),
+                          ["1of4 447+", "1of8 300+", "5of8 100"] + [f"{k}of4 120" for k in range(2, 5)])
+    r, calls = fake(tools="racecheck", FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger), SANITIZE_SHARDS=str(TREE_SHARDS))
     assert r.returncode == 0, r.stdout + r.stderr
-    tree = sorted(["1/32", "17/32", "9/16"] + [f"{k}/8" for k in range(2, 9)])
+    tree = sorted(["1/16", "9/16", "5/8"] + [f"{k}/4" for k in range(2, 5)])
     assert shards(calls, "n-to-m") == tree
     assert shards(calls, "n-to-mn") == tree  # its own shards have no time: the mirror's tree, whole
     # where its own time says otherwise, its own time decides
-    ledger.write_text(ledger.read_text() + "# took racecheck signals-n-to-mn@block-per-pair.1of8 90\n"
-                      "# took racecheck signals-n-to-mn@block-per-pair.2of8 400+\n")
-    _, calls = fake(tools="racecheck", FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger))
-    assert shards(calls, "n-to-mn") == sorted(["1/8", "2/16", "10/16"] + [f"{k}/8" for k in range(3, 9)])
+    ledger.write_text(ledger.read_text() + "# took racecheck signals-n-to-mn@block-per-pair.1of4 90\n"
+                      "# took racecheck signals-n-to-mn@block-per-pair.2of4 400+\n")
+    _, calls = fake(tools="racecheck", FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger), SANITIZE_SHARDS=str(TREE_SHARDS))
+    assert shards(calls, "n-to-mn") == sorted(["1/4", "2/8", "6/8"] + [f"{k}/4" for k in range(3, 5)])
 
 
 def lone_and_others(span, lone):
@@ -764,27 +793,32 @@ def test_a_64th_cut_at_the_deadline_runs_alone_first_in_the_first_half(fake, tmp
     every other process, with none beside it, stopped at half the deadline so that the rest of the
     call still proves the others; the summary names it."""
     # (a build of block-per-pair alone, FAKE_BPP_ONLY: these look at its signal shards alone, and the
-    # other variants' processes, proven by the module's ledger, were most of each run's walk)
-    ledger = ledger_but(fake, tmp_path, "signals-n-to-m@block-per-pair.",
-                        ["1of8 447+", "1of16 300+", "1of32 300+", "1of64 446+", "33of64 120", "17of32 120", "9of16 120"]
-                        + [f"{k}of8 120" for k in range(2, 9)])
+    # other variants' processes, proven by the module's ledger, were most of each run's walk; racecheck
+    # at TREE_SHARDS, block-per-pair's signals from 4 shards, the other processes proven by
+    # tree_first's ledger: 64ths are 64ths whatever the parent, one level of halving more, and the
+    # walks are half as long)
+    def race(**env):
+        return fake(tools="racecheck", FAKE_BPP_ONLY="1", SANITIZE_SHARDS=str(TREE_SHARDS), **env)
+
+    ledger = tree_ledger_but(fake, tmp_path, "signals-n-to-m@block-per-pair.",
+                        ["1of4 447+", "1of8 300+", "1of16 300+", "1of32 300+", "1of64 446+", "33of64 120", "17of32 120",
+                         "9of16 120", "5of8 120"] + [f"{k}of4 120" for k in range(2, 5)])
     span = tmp_path / "span"
-    r, calls = fake(tools="racecheck", FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger), SANITIZE_JOBS="4", FAKE_SPAN=str(span),
+    r, calls = race(SANITIZE_LEDGER=str(ledger), SANITIZE_JOBS="4", FAKE_SPAN=str(span),
                     FAKE_SLEEP="--shard 1/64", FAKE_SLEEP_S="1")
     assert r.returncode == 0, r.stdout + r.stderr
     ran = sorted(c.split()[-1] for c in calls)
-    assert ran == sorted(["1/64", "33/64", "17/32", "9/16"] + [f"{k}/8" for k in range(2, 9)])
+    assert ran == sorted(["1/64", "33/64", "17/32", "9/16", "5/8"] + [f"{k}/4" for k in range(2, 5)])
     assert calls[0].endswith("--shard 1/64")  # first
     (a, b), others = lone_and_others(span, "--shard 1/64")
     assert len(others) == len(calls) - 1 and all(t0 >= b for t0, _ in others)  # alone: the others after it
     assert "run alone on the GPU, first (a check no shard can shorten): signals-n-to-m@block-per-pair.1of64" in r.stdout
     assert " racecheck signals-n-to-m@block-per-pair.1of64 none\n" in (tmp_path / "out" / "sanitize-ledger.txt").read_text()
     # still too long alone: stopped at half the deadline, and the others run in the rest of the call
-    r, calls = fake(tools="racecheck", FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger), SANITIZE_DEADLINE="8", FAKE_SLEEP="--shard 1/64",
-                    FAKE_SLEEP_S="30")
+    r, calls = race(SANITIZE_LEDGER=str(ledger), SANITIZE_DEADLINE="8", FAKE_SLEEP="--shard 1/64", FAKE_SLEEP_S="30")
     assert r.returncode == 3, r.stdout + r.stderr
     assert "UNFINISHED at the deadline (8 s), no finding in their logs: signals-n-to-m@block-per-pair.1of64" in r.stdout
-    assert "NOT RUN" not in r.stdout and len(calls) == 11, r.stdout
+    assert "NOT RUN" not in r.stdout and len(calls) == 8, r.stdout
     # what the next call owes: those the summary names unproven (the 64th, and any other a slow machine cut)
     unproven = [p for line in r.stdout.splitlines() if "UNFINISHED" in line or "NOT RUN" in line
                 for p in line.split(": ", 2)[-1].split() if "@" in p]
@@ -793,22 +827,24 @@ def test_a_64th_cut_at_the_deadline_runs_alone_first_in_the_first_half(fake, tmp
     assert f"{TOOK}1of64 446+" in took and f"{TOOK}33of64 " in took  # the longest cut stays; the others proven
     # a 64th never timed runs alone where its mirror took two minutes, even one that finished (alone,
     # in an earlier call): among sixteen others it would not
-    ledger = ledger_but(fake, tmp_path, "signals-n-to-m", ["1of8 447+", "1of16 300+", "1of32 300+", "1of64 200"])
-    r, calls = fake(tools="racecheck", FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger))
+    ledger = tree_ledger_but(fake, tmp_path, "signals-n-to-m", ["1of4 447+", "1of8 300+", "1of16 300+", "1of32 300+", "1of64 200"])
+    r, calls = race(SANITIZE_LEDGER=str(ledger))
     assert "run alone on the GPU, first (a check no shard can shorten): signals-n-to-mn@block-per-pair.1of64 \n" in r.stdout
     assert any(c.endswith("--form n-to-m --shape 1x3001,1x257 --shape 1x1500,1x1700 --windows also --shard 1/64")
                for c in calls)  # its own finished time: not alone
     # one cut itself runs before those alone for their mirrors' sake, whatever the catalog's order
     # (n-to-mn's parts come before n-to-m's)
-    ledger = ledger_but(fake, tmp_path, "signals-n-to-m", ["1of8 447+", "1of16 300+", "1of32 300+", "1of64 446+"])
-    r, calls = fake(tools="racecheck", FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger))
+    ledger = tree_ledger_but(fake, tmp_path, "signals-n-to-m", ["1of4 447+", "1of8 300+", "1of16 300+", "1of32 300+", "1of64 446+"])
+    r, calls = race(SANITIZE_LEDGER=str(ledger))
     assert [c.split("--form ")[1].split()[0] for c in calls[:2]] == ["n-to-m", "n-to-mn"]
     assert calls[0].endswith("--shard 1/64") and calls[1].endswith("--shard 1/64")
     assert ("first (a check no shard can shorten): signals-n-to-m@block-per-pair.1of64 "
             "signals-n-to-mn@block-per-pair.1of64 \n") in r.stdout
-    # an earlier shard (of 32) cut is halved as before, not run alone
-    write_ledger(tmp_path, [line for line in ledger.read_text().splitlines() if not line.startswith("#")], ["1of32 300+"])
-    r, calls = fake(tools="racecheck", FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger))
+    # an earlier shard (of 32) cut is halved as before, not run alone (its parent of 16 cut too: from
+    # 4 shards, the family's cut halves the 4ths alone, and the 8ths split where a half has a time)
+    write_ledger(tmp_path, [line for line in ledger.read_text().splitlines() if not line.startswith("#")],
+                 ["1of16 300+", "1of32 300+"])
+    r, calls = race(SANITIZE_LEDGER=str(ledger))
     assert "run alone" not in r.stdout and any(c.endswith("--shard 1/64") for c in calls)
 
 
@@ -819,16 +855,18 @@ def test_a_normalize_paths_problem_cut_at_the_deadline_runs_alone_in_either_orde
     ledger = tmp_path / "ledger.txt"
     ledger.write_text("# took racecheck normalize-paths@signals 411+\n# took racecheck normalize-paths@strip 300\n")
     span = tmp_path / "span"
-    # (the other jobs a process each, SANITIZE_SHARDS=1: ~70 processes, not ~250; normalize-paths' are
-    # never sharded, and what is looked at is when they run beside the others)
+    # (the other jobs a process each, SANITIZE_SHARDS=1, of block-per-pair and the normalization's
+    # register-tiled alone, FAKE_BPP_ONLY: 41 processes, not ~250; normalize-paths' are never sharded,
+    # run through register-tiled whatever else is built, and what is looked at is when they run beside
+    # the others, of which there are still more than 20)
     # (normalize-paths' PYTHON, which writes a problem's inputs with NumPy before the sanitized
     # process, a stand-in that writes nothing: the stand-in xcorr reads no input, and a NumPy start-up
     # a problem was most of these runs' CPU; the sanitized process and its command are the same)
     python = tmp_path / "python"
     python.write_text("#!/bin/sh\nexit 0\n")
     python.chmod(0o755)
-    env = dict(tools="racecheck", FAKE_NORMALIZE_VARIANT="1", SANITIZE_LEDGER=str(ledger), SANITIZE_JOBS="4", SANITIZE_SHARDS="1",
-               FAKE_SPAN=str(span), PYTHON=str(python), FAKE_SLEEP="/strip-left.npy", FAKE_SLEEP_S="3")
+    env = dict(tools="racecheck", FAKE_NORMALIZE_VARIANT="1", FAKE_BPP_ONLY="1", SANITIZE_LEDGER=str(ledger), SANITIZE_JOBS="4",
+               SANITIZE_SHARDS="1", FAKE_SPAN=str(span), PYTHON=str(python), FAKE_SLEEP="/strip-left.npy", FAKE_SLEEP_S="3")
     r, _ = fake(**env)  # (strip, the longest of the rest, sleeps: still running when a walk reaches the alone one)
     assert "run alone on the GPU, first (a check no shard can shorten): normalize-paths@signals \n" in r.stdout
     (_, end), others = lone_and_others(span, "/signals-left.npy")
@@ -849,10 +887,12 @@ def test_each_tool_first_reports_the_defect_planted_for_it(fake, tmp_path):
     our kernels, a tool that never attached); racecheck instruments our kernels alone. (Racecheck's
     processes but the signals' are proven by the ledger of the module's clean run, keyed on their
     commands with the filter: the control runs all the same. A build of block-per-pair alone,
-    FAKE_BPP_ONLY: the options are each tool's, the same in every part and process.)"""
+    FAKE_BPP_ONLY, racecheck at TREE_SHARDS, proven by tree_first's ledger: the options are each
+    tool's, the same in every part and process, whatever its shard.)"""
     ledger = tmp_path / "ledger.txt"
-    ledger.write_text("".join(line + "\n" for line in proofs_but(fake, tmp_path, "signals-")))
-    r, calls = fake(tools="memcheck racecheck initcheck synccheck", SANITIZE_LEDGER=str(ledger), FAKE_BPP_ONLY="1")
+    ledger.write_text("".join(line + "\n" for line in tree_proofs_but(fake, "signals-")))
+    r, calls = fake(tools="memcheck racecheck initcheck synccheck", SANITIZE_LEDGER=str(ledger), FAKE_BPP_ONLY="1",
+                    SANITIZE_SHARDS=str(TREE_SHARDS))
     assert r.returncode == 0, r.stdout + r.stderr
     control = (tmp_path / "calls.log.control").read_text().splitlines()
     assert [c.split("\t")[-1].split()[-1] for c in control] == ["oob", "race", "uninit"]  # none for synccheck
@@ -867,7 +907,9 @@ def test_each_tool_first_reports_the_defect_planted_for_it(fake, tmp_path):
 
 
 def test_a_blind_tool_fails_the_run_and_runs_none_of_its_parts(fake, tmp_path):
-    r, calls = fake(FAKE_BLIND="memcheck", SANITIZE_SHARDS="1")  # (racecheck's jobs unsharded: its clean run is the point)
+    # (racecheck's jobs unsharded, of a build of block-per-pair alone: its clean run beside the blind
+    # tool is the point, not what it runs)
+    r, calls = fake(FAKE_BLIND="memcheck", SANITIZE_SHARDS="1", FAKE_BPP_ONLY="1")
     assert r.returncode == 1 and "memcheck: BLIND: the defect planted for it" in r.stdout, r.stdout
     assert not any(c.startswith("memcheck") for c in calls) and "racecheck: clean (" in r.stdout
     assert "memcheck" not in (tmp_path / "out" / "sanitize-ledger.txt").read_text()
@@ -875,21 +917,22 @@ def test_a_blind_tool_fails_the_run_and_runs_none_of_its_parts(fake, tmp_path):
     # a blind call keeps the ledger it was given (one that keyed nothing once returned it empty)
     ledger = tmp_path / "ledger.txt"
     ledger.write_text((tmp_path / "out" / "sanitize-ledger.txt").read_text())
-    r, calls = fake(tools="racecheck", FAKE_BLIND="racecheck", SANITIZE_LEDGER=str(ledger), SANITIZE_SHARDS="1")
+    r, calls = fake(tools="racecheck", FAKE_BLIND="racecheck", SANITIZE_LEDGER=str(ledger), SANITIZE_SHARDS="1", FAKE_BPP_ONLY="1")
     assert r.returncode == 1 and not calls and "racecheck: BLIND" in r.stdout
     assert (tmp_path / "out" / "sanitize-ledger.txt").read_text() == ledger.read_text()
 
 
 def test_racecheck_instruments_every_kernel_where_its_filter_hides_the_planted_race(fake):
-    # (a process a job, SANITIZE_SHARDS=1: the filter is the same words in every process, sharded or not)
-    r, calls = fake(tools="racecheck", FAKE_BLIND="racecheck --tool racecheck --kernel-name", SANITIZE_SHARDS="1")
+    # (a process a job, SANITIZE_SHARDS=1, of a build of block-per-pair alone, FAKE_BPP_ONLY: the filter
+    # is the same words in every process, sharded or not, whatever its variant)
+    r, calls = fake(tools="racecheck", FAKE_BLIND="racecheck --tool racecheck --kernel-name", SANITIZE_SHARDS="1", FAKE_BPP_ONLY="1")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "the planted race went unreported under --kernel-name kns=xcorr: every kernel instrumented" in r.stdout
     assert calls and not any("--kernel-name" in c for c in calls)
     # and where it goes unreported either way, racecheck is blind
-    r, calls = fake(tools="racecheck", FAKE_BLIND="racecheck", SANITIZE_SHARDS="1")
+    r, calls = fake(tools="racecheck", FAKE_BLIND="racecheck", SANITIZE_SHARDS="1", FAKE_BPP_ONLY="1")
     assert r.returncode == 1 and "racecheck: BLIND" in r.stdout and not calls
-    r, calls = fake(tools="racecheck", SANITIZE_RACECHECK_KERNELS="", SANITIZE_SHARDS="1")
+    r, calls = fake(tools="racecheck", SANITIZE_RACECHECK_KERNELS="", SANITIZE_SHARDS="1", FAKE_BPP_ONLY="1")
     assert r.returncode == 0 and calls and not any("--kernel-name" in c for c in calls)
 
 
@@ -941,10 +984,10 @@ def test_a_run_killed_from_outside_keeps_the_ledger_of_what_finished(fake, tmp_p
     assert len(entries) == PARTS_PER_TOOL - 1 and "signals-n-to-m" not in {e[2] for e in entries}
 
 
-def tree_run(standins, where, work, ledger, first=False, **extra):
+def tree_run(standins, where, work, ledger, first=False, whole=False, **extra):
     """racecheck over the stand-in build at TREE_SHARDS by WHERE's scripts/sanitize, with LEDGER (none:
     FIRST), into WORK (its out, its FAKE_LOG), its new ledger then written to LEDGER; the validator's
-    command lines."""
+    command lines (and, WHOLE, FAKE_LOG's whole lines after them)."""
     env = {"PATH": f"{standins[0]}:/usr/bin:/bin", "FAKE_LOG": str(work / "tree.log"),
            "SANITIZE_SHARDS": str(TREE_SHARDS)}
     (work / "tree.log").unlink(missing_ok=True)
@@ -954,24 +997,28 @@ def tree_run(standins, where, work, ledger, first=False, **extra):
     assert r.returncode == 0, r.stdout + r.stderr
     ledger.write_text((work / "o3" / "sanitize-ledger.txt").read_text())
     log = work / "tree.log"
-    return [c.split("\t")[-1] for c in (log.read_text().splitlines() if log.exists() else [])]
+    lines = log.read_text().splitlines() if log.exists() else []
+    calls = [c.split("\t")[-1] for c in lines]
+    return (calls, lines) if whole else calls
 
 
 @pytest.fixture(scope="module")
 def tree_first(standins, tmp_path_factory):
-    """() -> (calls, ledger) of the first run (no ledger) over a fresh write_tree, once a module: the
-    three tests of the tree fixture each began with this same run (the same sources, the same build:
-    the same keys, wherever the tree is; each test's own tree is a fresh write_tree, and its next run
-    with this ledger proving every process, or asking again for exactly what its edit changed, is
-    what it checks)."""
+    """() -> (calls, ledger, FAKE_LOG's lines) of the first run (no ledger) over a fresh write_tree, once
+    a module: the three tests of the tree fixture each began with this same run (the same sources, the
+    same build: the same keys, wherever the tree is; each test's own tree is a fresh write_tree, and its
+    next run with this ledger proving every process, or asking again for exactly what its edit changed,
+    is what it checks). Its ledger also proves the stand-ins' racecheck processes at TREE_SHARDS for the
+    tests that run at those shards (tree_proofs_but), and its lines are the whole of such a run (the
+    shares' test): the stand-ins' tree is another write_tree, of the same keys."""
     run = []
 
     def get():
         if not run:
             work = tmp_path_factory.mktemp("tree-first")
             ledger = work / "tree-ledger.txt"
-            calls = tree_run(standins, write_tree(work / "tree"), work, ledger, first=True)
-            run.append((calls, ledger.read_text()))
+            calls, lines = tree_run(standins, write_tree(work / "tree"), work, ledger, first=True, whole=True)
+            run.append((calls, ledger.read_text(), lines))
         return run[0]
     return get
 
@@ -989,7 +1036,7 @@ def tree(tmp_path, standins, tree_first):
         """racecheck over the stand-in build with the last run's ledger (none: first, the module's
         first run over a tree as fresh as this one, tree_first); the validator's command lines."""
         if first and where == tree and not extra and not run.ran:  # (before any edit of this tree)
-            calls, text = tree_first()
+            calls, text, _ = tree_first()
             ledger.write_text(text)
             run.ran = True
             return list(calls)
