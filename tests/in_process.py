@@ -48,9 +48,10 @@ def in_process_script(name, *args, env=None, path=None):
                 del sys.modules[m]
 
 
-def captured(call, cmd, env=None):
+def captured(call, cmd, env=None, replace_env=False):
     """call() -> exit status (or its SystemExit's, as the interpreter turns it into one) with env
-    added to os.environ and stdout, stderr and every warning captured: a CompletedProcess."""
+    added to os.environ (or, replace_env, as the whole of it: a process given env=) and stdout,
+    stderr and every warning captured: a CompletedProcess."""
     import contextlib
     import io
     import subprocess
@@ -58,6 +59,8 @@ def captured(call, cmd, env=None):
 
     out, err = io.StringIO(), io.StringIO()
     saved_env, saved_argv0 = dict(os.environ), sys.argv[0]
+    if replace_env and env is not None:
+        os.environ.clear()
     os.environ.update({k: str(v) for k, v in (env or {}).items()})
     try:
         with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(out), \

@@ -1,16 +1,14 @@
 """scripts/sweep-scaling (the quick sweep on one GPU against all of them), on the CPU
 against the fake bench pretending to be two GPUs: which GPUs each run used, that both runs measured
 the same cases, the JSON, and the refusals."""
-import contextlib
-import io
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import experiments
 import pytest
+from in_process import captured
 from suite_helpers import fake_bench_env, load_script, suite_registry
 from test_run_experiments import cases_of
 
@@ -41,34 +39,20 @@ def env_in_process(env, monkeypatch):
 
 def run_in_this_process(cmd, real, **kw):
     """subprocess.run(cmd, **kw) for run_sweep's command, as its process runs it: xcsuite's
-    dispatch (python -m xcsuite) with the environment it was given as os.environ, its stdout
-    captured where run_sweep pipes it and its stderr to this process's fd 2 (where the child's
-    went), SystemExit as the exit status; any other command (the runner's own nvidia-smi, its
-    benchmarks' processes) runs for real."""
+    dispatch (python -m xcsuite, tests/in_process.py's captured) with the environment it was given
+    as the whole of os.environ, its stdout captured where run_sweep pipes it and its stderr written
+    to this process's fd 2 (where the child's went); any other command (the runner's own
+    nvidia-smi, its benchmarks' processes) runs for real."""
     if list(map(str, cmd[1:4])) != ["-m", "xcsuite", "run-experiments"]:
         return real(cmd, **kw)
     from xcsuite.__main__ import main
 
-    out, err = io.StringIO(), io.StringIO()
-    saved_env, saved_argv0 = dict(os.environ), sys.argv[0]
-    os.environ.clear()
-    os.environ.update(kw.get("env") or saved_env)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                status = main([str(a) for a in cmd[3:]])
-            except SystemExit as e:  # as the interpreter ends on it
-                status = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
-                if not isinstance(e.code, (int, type(None))):
-                    print(e.code, file=sys.stderr)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved_env)
-        sys.argv[0] = saved_argv0
-        os.write(2, err.getvalue().encode())
-    if kw.get("stdout") != subprocess.PIPE:
-        os.write(1, out.getvalue().encode())
-    return subprocess.CompletedProcess(cmd, status, out.getvalue() if kw.get("stdout") == subprocess.PIPE else None)
+    r = captured(lambda: main([str(a) for a in cmd[3:]]), cmd, kw.get("env"), replace_env=True)
+    os.write(2, r.stderr.encode())
+    piped = kw.get("stdout") == subprocess.PIPE
+    if not piped:
+        os.write(1, r.stdout.encode())
+    return subprocess.CompletedProcess(cmd, r.returncode, r.stdout if piped else None)
 
 
 def devices_of(folder):
