@@ -111,6 +111,9 @@ TARGETS = (
     Target(AMBIENT, "speedup", 15.0),
     Target(TM, "templates_per_s", 9000.0), Target(TM, "memory_mib", 64.0),
 )
+# 2-D template matching over two GPUs or more: at least this times one GPU's rate at the largest count,
+# judged on results/<gpu>/multi-gpu/tm_scaling.json (scripts/tm-scaling; the multi-GPU table).
+TM_GPUS_SPEEDUP = 1.9
 
 
 # --- the floor of 2-D template matching, per template ---------------------------------------------

@@ -576,9 +576,9 @@ def test_reproduce_measures_auto_after_making_and_building_its_tables(tmp_path):
     assert status == 4 and calls == [f"-m xcsuite run-experiments --build build --max-minutes 3 {','.join(early)}"]
 
 
-def reproduce_tail_step(tmp_path, status=0, maxmin="", gpus=2, sweep_rc=0):
+def reproduce_tail_step(tmp_path, status=0, maxmin="", gpus=2, sweep_rc=0, tm_rc=0):
     """scripts/reproduce's measurements after the experiments (zncc on offset data; on two GPUs or
-    more the batch and the quick sweep over them), run in `tmp_path` with stubs for python, nvidia-smi
+    more the batch, 2-D template matching and the quick sweep over them), run in `tmp_path` with stubs for python, nvidia-smi
     and git: (status, [logged calls], stdout)."""
     tmp_path.mkdir(exist_ok=True)
     (tmp_path / "step.sh").write_text(reproduce_step('  if [ -z "$only" ] && [ -z "$quick" ] && [ $status = 4 ]; then',
@@ -595,7 +595,8 @@ def reproduce_tail_step(tmp_path, status=0, maxmin="", gpus=2, sweep_rc=0):
         f'echo "$*" >> {log}\n'
         'if [ "$1" = scripts/sweep-scaling ]; then\n'
         '  while [ $# -gt 0 ]; do [ "$1" != --resume ] || mkdir -p "$2"; shift; done\n'
-        f'  exit {sweep_rc}\nfi\n')
+        f'  exit {sweep_rc}\nfi\n'
+        f'if [ "$1" = scripts/tm-scaling ]; then exit {tm_rc}; fi\n')
     for f in bin_.iterdir():
         f.chmod(0o755)
     script = (f'unset XCORR_GIT_REVISION; PATH={bin_}:$PATH PY={bin_}/py build=build status={status} quick="" only="" maxmin="{maxmin}"\n'
@@ -608,7 +609,7 @@ def reproduce_tail_step(tmp_path, status=0, maxmin="", gpus=2, sweep_rc=0):
 
 def test_reproduce_keeps_its_budget_through_the_measurements_over_several_gpus(tmp_path):
     """After the experiments the main job measures zncc on offset data and, on a host of two GPUs
-    or more, a batch and the quick sweep over them (~15 minutes on two H100s). They used to run
+    or more, a batch, 2-D template matching and the quick sweep over them (~15 minutes on two H100s). They used to run
     whatever --max-minutes said, even once the experiments had run out of it. Now: none once the
     budget ran out (exit 4, the rerun comes back to them); the sweep gets what is left and continues
     in the next run from .sweep-scaling/<gpu>-<revision> (an earlier revision's state removed, the
@@ -621,6 +622,7 @@ def test_reproduce_keeps_its_budget_through_the_measurements_over_several_gpus(t
     status, calls, _ = reproduce_tail_step(tmp_path)
     assert status == 0 and calls == ["scripts/zncc-offsets",
                                      "scripts/batch-scaling --repeat 5 --out results/fake-gpu/multi-gpu/batch_scaling.json",
+                                     "scripts/tm-scaling --out results/fake-gpu/multi-gpu/tm_scaling.json",
                                      f"{sweep} {out}"]
     assert not stale.exists() and other.exists() and not (tmp_path / ".sweep-scaling" / "fake-gpu-abc1234").exists()
     status, calls, said = reproduce_tail_step(tmp_path, maxmin="30", sweep_rc=4)
@@ -633,7 +635,9 @@ def test_reproduce_keeps_its_budget_through_the_measurements_over_several_gpus(t
     assert status == 4 and calls == [] and "the budget ran out before zncc on offset data" in said
     (tmp_path / "results" / "fake-gpu" / "multi-gpu" / "sweep_scaling.json").write_text("{}")
     status, calls, said = reproduce_tail_step(tmp_path)
-    assert status == 0 and len(calls) == 2 and "sweep_scaling.json is there, skipped" in said
+    assert status == 0 and len(calls) == 3 and "sweep_scaling.json is there, skipped" in said
+    status, calls, _ = reproduce_tail_step(tmp_path, tm_rc=1)  # a wrong answer over the GPUs fails the main job
+    assert status == 1 and calls[-1].startswith("scripts/tm-scaling")
     status, calls, _ = reproduce_tail_step(tmp_path, gpus=1, sweep_rc=1)
     assert status == 0 and calls == ["scripts/zncc-offsets"]
     (tmp_path / "results" / "fake-gpu" / "multi-gpu" / "sweep_scaling.json").unlink()

@@ -186,6 +186,37 @@ def test_the_multi_gpu_table_reads_each_row_beside_its_floor(tmp_path):
     assert table.readme_with_tables(filled, gpu, ["multigpu"]) == filled  # a second copy changes nothing
 
 
+def test_the_multi_gpu_table_has_2dtm_over_the_gpus_and_judges_its_target(tmp_path):
+    """scripts/tm-scaling's JSON in the multi-GPU table: per template count one GPU's and all GPUs'
+    time and rate and the speed-up, and the target (experiments/reductions.py: TM_GPUS_SPEEDUP)
+    judged at the largest count; one GPU alone: no verdict."""
+    from experiments.reductions import TM_GPUS_SPEEDUP
+    from xcsuite.cli import table
+
+    def count(n, one, two):
+        return {"templates": n, "runs": [{"devices": [0], "seconds": one, "templates_per_s": n / one, "speedup": 1.0},
+                                         {"devices": [0, 1], "seconds": two, "templates_per_s": n / two,
+                                          "speedup": one / two}]}
+    tm = {"gpu": "NVIDIA H200", "nvidia_smi": {"gpus": [{"index": "0", "driver_version": "580.159.04"}]},
+          "git_revision": "abcdef0123", "image": [4096, 4096], "template": [384, 384], "mode": "same", "repeat": 3,
+          "counts": [count(1000, 0.40, 0.25), count(10000, 3.60, 1.80)]}
+    md = table.multigpu_markdown(None, None, tm)
+    rows = {line.split(" | ")[0]: line for line in md.splitlines() if line.startswith("| ")}
+    assert rows["| 1000"] == "| 1000 | 0.4 s | 0.25 s | 2,500 | 4,000 | 1.60x |"
+    assert rows["| 10000"] == "| 10000 | 3.6 s | 1.8 s | 2,778 | 5,556 | 2.00x |"
+    assert "2 x NVIDIA H200, driver 580.159.04, revision abcdef0" in md
+    assert f"at least {TM_GPUS_SPEEDUP}x" in md and "(10000): 2.00x, **holds**" in md
+    tm["counts"][-1] = count(10000, 3.60, 3.60 / (TM_GPUS_SPEEDUP - 0.01))
+    assert "misses" in table.multigpu_markdown(None, None, tm)
+    tm["counts"] = [{"templates": 64, "runs": [tm["counts"][0]["runs"][0]]}]  # one GPU: nothing to judge
+    assert "Target" not in table.multigpu_markdown(None, None, tm)
+    gpu = tmp_path / "some-gpu"  # the README block reads it beside the others
+    (gpu / "multi-gpu").mkdir(parents=True)
+    (gpu / "multi-gpu" / "tm_scaling.json").write_text(json.dumps(tm))
+    doc = "a\n" + "\n".join(m.format(slug="some-gpu") for m in table.README_BLOCKS["multigpu"]) + "\nz\n"
+    assert "| 64 | 0.4 s | 0.4 s |" in table.readme_with_tables(doc, gpu, ["multigpu"])
+
+
 def test_text_files_are_replaced_at_once(tmp_path, monkeypatch):
     """A write that fails half-way leaves the old file whole and no temporary file beside it."""
     import os

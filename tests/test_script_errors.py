@@ -310,7 +310,7 @@ def test_ncu_fft_account_help_and_a_missing_cases_file_come_before_the_build(tmp
 
 @pytest.mark.parametrize("name,doc_of", [("dev/ab-bench", "scripts/dev/ab-bench"), ("batch-scaling", "scripts/batch-scaling"),
                                          ("table", "xcsuite/cli/table.py"),
-                                         ("sweep-scaling", "scripts/sweep-scaling")])
+                                         ("sweep-scaling", "scripts/sweep-scaling"), ("tm-scaling", "scripts/tm-scaling")])
 def test_help_holds_the_whole_description(name, doc_of):
     """Their --help stopped mid-sentence (the docstring's first line, or its first paragraph, which
     ends on "Four readings:" in table): every paragraph of the docstring is in it now."""

@@ -585,19 +585,53 @@ def _gpus(n: int) -> str:
 
 
 def _driver(smi) -> str:
-    """The driver named in a JSON's nvidia-smi lines (a field such as 580.159.04), or ""."""
-    drivers = sorted({f for s in smi or [] if isinstance(s, str) for f in s.split(", ")
-                      if re.fullmatch(r"\d+\.\d+(\.\d+)?", f)})
+    """The driver named in a JSON's nvidia-smi record, or "": lines of fields (a field such as
+    580.159.04) or run_experiments.nvidia_smi()'s {"gpus": [{"driver_version": ...}]}."""
+    if isinstance(smi, dict):
+        fields = [g.get("driver_version", "") for g in smi.get("gpus") or [] if isinstance(g, dict)]
+    else:
+        fields = [f for s in smi or [] if isinstance(s, str) for f in s.split(", ")]
+    drivers = sorted({f for f in fields if re.fullmatch(r"\d+\.\d+(\.\d+)?", f)})
     return f", driver {', '.join(drivers)}" if drivers else ""
 
 
-def multigpu_markdown(batch: dict | None, sweep: dict | None) -> str:
+def tm_markdown(tm: dict) -> str:
+    """2-D template matching on one GPU and on all (scripts/tm-scaling's JSON): per template count
+    the time of a call, the templates a second and the speed-up, and whether the largest count's
+    meets the target (experiments/reductions.py: TM_GPUS_SPEEDUP on two GPUs or more)."""
+    from experiments.reductions import TM_GPUS_SPEEDUP
+
+    last = tm["counts"][-1]["runs"]
+    n = len(last[-1]["devices"])
+    (h, w), (th, tw) = tm["image"], tm["template"]
+    out = [f"2-D template matching, a {h} x {w} image against {th} x {tw} templates, \"{tm['mode']}\" window, "
+           f"max / argmax / sum / sum of squares (`scripts/tm-scaling`: `xcorr.max_over_rights(..., "
+           f"devices=...)` on NumPy arrays, uploads and merge included, each answer checked) on 1 GPU and on "
+           f"{n} x {tm['gpu']}{_driver(tm.get('nvidia_smi'))}, revision {str(tm['git_revision'])[:7]}, "
+           f"best of {tm['repeat']}:\n",
+           f"| templates | 1 GPU | {_gpus(n)} | templates/s, 1 GPU | templates/s, {_gpus(n)} | speed-up |",
+           "|---|---|---|---|---|---|"]
+    for c in tm["counts"]:
+        one, many = c["runs"][0], c["runs"][-1]
+        out.append(f"| {c['templates']} | {one['seconds']:.3g} s | {many['seconds']:.3g} s | "
+                   f"{one['templates_per_s']:,.0f} | {many['templates_per_s']:,.0f} | {one['seconds'] / many['seconds']:.2f}x |")
+    if n >= 2:
+        speedup = last[0]["seconds"] / last[-1]["seconds"]
+        verdict = "**holds**" if speedup >= TM_GPUS_SPEEDUP else "misses"
+        out.append(f"\nTarget: at least {TM_GPUS_SPEEDUP}x one GPU's rate on {_gpus(n)} at the largest count "
+                   f"({tm['counts'][-1]['templates']}): {speedup:.2f}x, {verdict}.")
+    out.append("")
+    return "\n".join(out)
+
+
+def multigpu_markdown(batch: dict | None, sweep: dict | None, tm: dict | None = None) -> str:
     """The batch's time per result array on one GPU and on all (the first and last of its runs)
     beside the host link's floors of each, and the speed-up those floors allow (one GPU's time over
     the floor of all: what no division of the work can beat); then the quick sweep's wall time per
-    group. Either part is left out where its JSON is None; ValueError where both are."""
-    if batch is None and sweep is None:
-        raise ValueError("neither batch_scaling.json nor sweep_scaling.json")
+    group; then 2-D template matching over the GPUs (tm_markdown). A part is left out where its
+    JSON is None; ValueError where all are."""
+    if batch is None and sweep is None and tm is None:
+        raise ValueError("neither batch_scaling.json nor sweep_scaling.json nor tm_scaling.json")
     out = []
     if batch is not None:
         one, many = batch["runs"][0], batch["runs"][-1]
@@ -640,4 +674,6 @@ def multigpu_markdown(batch: dict | None, sweep: dict | None) -> str:
                 else (sweep["runs"][0]["seconds"], sweep["runs"][-1]["seconds"]))
         out.append(f"| **the quick suite** | {sweep['cases']} | {a:.1f} s | {b:.1f} s | **{a / b:.2f}x** |")
         out.append("")
+    if tm is not None:
+        out.append(tm_markdown(tm))
     return "\n".join(out)

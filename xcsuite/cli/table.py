@@ -390,7 +390,7 @@ def readme_block(name: str, gpu_dir: Path) -> str:
                 rows = []
         return "\n".join(blocks + ["".join(rows)] if rows else blocks)
     if name == "multigpu":  # the batch and the sweep over the host's GPUs, where measured
-        found = [gpu_dir / "multi-gpu" / f for f in ("batch_scaling.json", "sweep_scaling.json")]
+        found = [gpu_dir / "multi-gpu" / f for f in ("batch_scaling.json", "sweep_scaling.json", "tm_scaling.json")]
         return multigpu_markdown(*(json.loads(f.read_text()) if f.exists() else None for f in found))
     return window_markdown(pd.read_csv(gpu_dir / "window_table.csv"), winners_only=True)
 
