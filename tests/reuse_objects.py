@@ -24,6 +24,22 @@ import sys
 from pathlib import Path
 
 LOGS = (".ninja_log", ".ninja_deps")
+# Headers the build generates (meson.build): build_info.hpp at configure time, version.hpp (vcs_tag)
+# at each build; both are written only where their bytes change, so that a copy of MAIN's, where
+# NEW's would be the same, keeps the objects that include them (harness/context.cpp's) standing.
+# Where NEW's differ (another revision, other options), NEW's own replace them and those compile.
+GENERATED_HEADERS = ("build_info.hpp", "version.hpp")
+
+
+def revision(main) -> str | None:
+    """The git revision MAIN was built from (its version.hpp), or None: a second build of the same
+    tree given it (XCORR_GIT_REVISION) has MAIN's version, so the objects whose commands hold the
+    version (the Python extension's) stand too."""
+    import re
+
+    f = Path(main) / "version.hpp"
+    m = re.search(r'#define XCORR_GIT_REVISION "([^"]+)"', f.read_text()) if f.is_file() else None
+    return m[1] if m else None
 
 
 def python_ninja():
@@ -52,6 +68,10 @@ def seed(main, new) -> int:
         dst = new / p.name  # a generated translation unit (above)
         if not dst.exists() or dst.read_bytes() == p.read_bytes():
             shutil.copy2(p, dst)
+    for name in GENERATED_HEADERS:  # the same bytes, times kept, so that what includes them stands
+        src, dst = main / name, new / name
+        if src.is_file() and (not dst.exists() or dst.read_bytes() == src.read_bytes()):
+            shutil.copy2(src, dst)
     for f in LOGS:
         shutil.copy2(main / f, new / f)
     if (new / "build.ninja").is_file():  # configured already: the log's times of NEW's own files (its

@@ -77,7 +77,10 @@ def scratch_build(tmp_path_factory):
         shutil.copy2(ROOT / f, tree / f)
     add_variant(tree)
     build = tree / "build"
-    env = {**os.environ, "XCORR_GIT_REVISION": os.environ.get("XCORR_GIT_REVISION", "example")}
+    # The copy has no .git: it is given the main build's revision (or the caller's), so that its
+    # version is the main build's and the objects that hold it stand (tests/reuse_objects.py)
+    rev = os.environ.get("XCORR_GIT_REVISION") or reuse_objects.revision(BUILD) or "example"
+    env = {**os.environ, "XCORR_GIT_REVISION": rev}
     r = run([sys.executable, "-m", "mesonbuild.mesonmain", "setup", build, tree, "-Dgpu_arch=9.0",
              "-Dvariants=30,99"], env=env)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr
