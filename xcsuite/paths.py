@@ -14,6 +14,20 @@ PLOTS = Path(os.environ.get("XCORR_PLOTS", ROOT / "plots"))
 QUICK_SUFFIX = "-quick"
 
 
+def git_revision() -> str:
+    """The git revision the build and these sources are from: scripts/git-revision's answer (the
+    checkout's HEAD, -dirty where the sources changed; XCORR_GIT_REVISION for a copied tree), or
+    "unknown". The one rule for every result's provenance (run_experiments, peerbench, the multi-GPU
+    scripts, zncc-offsets)."""
+    import subprocess
+
+    try:
+        r = subprocess.run([str(ROOT / "scripts" / "git-revision")], capture_output=True, text=True, timeout=30)
+        return r.stdout.strip() or "unknown"
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
 def gpu_slug(name: str) -> str:
     """'NVIDIA H200' -> 'nvidia-h200'."""
     s = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")

@@ -59,7 +59,7 @@ from pathlib import Path
 
 import numpy as np
 
-from xcsuite import peers, peerturn, reduce_peers
+from xcsuite import paths, peers, peerturn, reduce_peers
 from xcsuite.benchjson import JsonOut, UsageError, aggregates, base_context, int_value, iteration_entry
 from xcsuite.peers import (CHECK_SAMPLES, Case, CaseError, CupyCorrelate2d, FORMS, FULL_CHECK_FMAS_CPU,
                             NPP_STATUS_NAMES, NppUnavailable, PEERS, PEER_BY_NAME, ROOT, ZNCC_TOLERANCE, case_error,
@@ -188,14 +188,6 @@ def _kernel_driver_version() -> str:
     return "unknown"
 
 
-def git_revision() -> str:
-    try:
-        r = subprocess.run([str(ROOT / "scripts" / "git-revision")], capture_output=True, text=True, timeout=30)
-        return r.stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
-
-
 def fp32_lanes(major: int, minor: int) -> int:
     """lib/gpu.cu's table: FP32 FMA units per SM."""
     if (major, minor) == (8, 0):
@@ -242,7 +234,7 @@ def context(gpu: Gpu, opt: Options) -> dict:
         "xcorr_cuda_driver_api_version": driver_api,
         "xcorr_cuda_runtime_version": runtime,
         "xcorr_cufft_version": cufft,
-        "xcorr_git_revision": git_revision(),
+        "xcorr_git_revision": paths.git_revision(),
         "xcorr_build_archs": " ".join(torch.cuda.get_arch_list()),
         "xcorr_build_type": "python",
         "xcorr_nvcc_version": "none (python -m xcsuite.peerbench)",

@@ -94,12 +94,7 @@ def nvidia_smi() -> dict:
     return {"time": now(), "gpus": gpus}
 
 
-def git_revision() -> str:
-    try:
-        r = subprocess.run([str(paths.ROOT / "scripts" / "git-revision")], capture_output=True, text=True, timeout=30)
-        return r.stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
+git_revision = paths.git_revision
 
 
 class State:
