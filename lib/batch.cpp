@@ -645,10 +645,34 @@ bool copied_straight(void* dst, const void* src, size_t bytes, cudaMemcpyKind ki
     return true;
 }
 
+// `bytes` of pageable host memory up to `dst` on `stream` through two bounce parts of `part` bytes,
+// alternating (`next` carries the alternation from one call to the next: a piece's inputs one after
+// the other): a part is refilled once its last upload has read it (its event; a part not yet used
+// has none to wait for, and takes its buffer from the StagingPool), by a host copy over `threads`
+// threads, while the other part's DMA runs. `step(name, f)` runs each of the two host steps, which a
+// batch's trace times ("bounce_wait", "bounce_copy").
+template <class Step>
+void bounce_upload(std::array<Bounce, 2>& parts, size_t& next, void* dst, const void* host, size_t bytes, size_t part,
+                   int threads, cudaStream_t stream, Step&& step) {
+    const size_t part_floats = (part + sizeof(float) - 1) / sizeof(float);
+    for (size_t a = 0; a < bytes; a += part) {
+        Bounce& b = parts[next++ % parts.size()];
+        const size_t m = std::min(part, bytes - a);
+        if (b.buffer.get()) step("bounce_wait", [&] { XC_CUDA_CHECK(cudaEventSynchronize(b.done.e)); });
+        if (b.buffer.size() < part_floats) {  // none yet (or a smaller one: another call's part)
+            StagingPool::get().give_back(bounce_key(b.device), std::move(b.buffer));
+            b.buffer = StagingPool::get().take(bounce_key(b.device), part_floats);
+        }
+        step("bounce_copy", [&] { host_copy_bytes(b.buffer.get(), static_cast<const char*>(host) + a, m, threads); });
+        XC_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst) + a, b.buffer.get(), m, cudaMemcpyHostToDevice, stream));
+        XC_CUDA_CHECK(cudaEventRecord(b.done.e, stream));
+    }
+}
+
 // The two parts, given back to the pool only after `stream` has finished with them (a copy that
 // throws part-way leaves none of its DMAs reading or writing a buffer the pool hands out again).
 struct CopyParts {
-    Bounce part[2];
+    std::array<Bounce, 2> part;
     cudaStream_t stream;
     CopyParts(int device, cudaStream_t s) : stream(s) {
         for (Bounce& b : part) b.device = device, b.buffer = StagingPool::get().take(bounce_key(device), kOneCopyPart);
@@ -663,16 +687,9 @@ struct CopyParts {
 void copy_to_device(int device, void* dst, const void* host, size_t bytes, cudaStream_t stream) {
     if (copied_straight(dst, host, bytes, cudaMemcpyHostToDevice, stream)) return;
     CopyParts parts(device, stream);
-    const int threads = copy_threads(1);
-    const size_t part = kOneCopyPart * sizeof(float);
-    for (size_t a = 0, k = 0; a < bytes; a += part, ++k) {
-        Bounce& b = parts.part[k % 2];
-        const size_t m = std::min(part, bytes - a);
-        if (k >= 2) XC_CUDA_CHECK(cudaEventSynchronize(b.done.e));  // its last DMA has read it
-        host_copy_bytes(b.buffer.get(), static_cast<const char*>(host) + a, m, threads);
-        XC_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst) + a, b.buffer.get(), m, cudaMemcpyHostToDevice, stream));
-        XC_CUDA_CHECK(cudaEventRecord(b.done.e, stream));
-    }
+    size_t next = 0;
+    bounce_upload(parts.part, next, dst, host, bytes, kOneCopyPart * sizeof(float), copy_threads(1), stream,
+                  [](const char*, auto&& f) { f(); });
     XC_CUDA_CHECK(cudaStreamSynchronize(stream));  // complete on return, its errors thrown here
 }
 
@@ -830,20 +847,8 @@ struct GpuSteps {
             XC_CUDA_CHECK(cudaMemcpyAsync(dst, host, sizeof(float) * n, cudaMemcpyHostToDevice, streams[kUp]));
             return;
         }
-        const size_t part = kBounceFloats;
-        for (size_t a = 0; a < n; a += part) {
-            Bounce& b = bounces[next_bounce++ % bounces.size()];
-            const size_t m = std::min(part, n - a);
-            if (b.buffer.get())  // its last upload has read it
-                on_host(i, "bounce_wait", [&] { XC_CUDA_CHECK(cudaEventSynchronize(b.done.e)); });
-            if (b.buffer.size() < m) {  // none yet
-                StagingPool::get().give_back(bounce_key(b.device), std::move(b.buffer));
-                b.buffer = StagingPool::get().take(bounce_key(b.device), part);
-            }
-            on_host(i, "bounce_copy", [&] { host_copy(b.buffer.get(), host + a, m, copy_threads); });
-            XC_CUDA_CHECK(cudaMemcpyAsync(dst + a, b.buffer.get(), sizeof(float) * m, cudaMemcpyHostToDevice, streams[kUp]));
-            XC_CUDA_CHECK(cudaEventRecord(b.done.e, streams[kUp]));
-        }
+        bounce_upload(bounces, next_bounce, dst, host, sizeof(float) * n, sizeof(float) * kBounceFloats, copy_threads,
+                      streams[kUp], [&](const char* step, auto&& f) { on_host(i, step, f); });
     }
     void compute(int i, int s) {
         Slot& b = *slots[size_t(s)];
