@@ -62,7 +62,7 @@ import numpy as np
 from xcsuite import paths, peers, peerturn, reduce_peers
 from xcsuite.benchjson import JsonOut, UsageError, aggregates, base_context, int_value, iteration_entry
 from xcsuite.peers import (CHECK_SAMPLES, Case, CaseError, CupyCorrelate2d, FORMS, FULL_CHECK_FMAS_CPU,
-                            NPP_STATUS_NAMES, NppUnavailable, PEERS, PEER_BY_NAME, ROOT, ZNCC_TOLERANCE, case_error,
+                            NPP_STATUS_NAMES, NppUnavailable, PEERS, PEER_BY_NAME, ZNCC_TOLERANCE, case_error,
                             check_range, compare, cpu_reference_fmas, load_npp, make_peer, normalized_reference_np,
                             parse_case, sample_positions, sampled_normalized_reference, sampled_reference,
                             tolerance_for, window_reference_np, zncc_border_np)

@@ -94,9 +94,6 @@ def nvidia_smi() -> dict:
     return {"time": now(), "gpus": gpus}
 
 
-git_revision = paths.git_revision
-
-
 class State:
     """The merged results file of one experiment."""
 
@@ -892,7 +889,7 @@ def advance(bar, seconds: float) -> None:
 def run_all(plans: list[Plan], runner: Runner, args, ctx: dict, smi: dict, total_est: float) -> None:
     """Runs the plans one experiment after another, until done, a stop signal or the budget."""
     bar = progress_bar(total_est, args.no_progress)
-    revision = git_revision()
+    revision = paths.git_revision()
     try:
         for p in plans:
             if runner.signal is not None:
@@ -1097,7 +1094,7 @@ def start_run(p: Plan, args, ctx: dict, smi: dict, devices: list) -> dict:
     meta["started"] = meta.get("started") or now()
     meta["complete"] = False
     meta["finished"] = None
-    meta["git_revision"] = ctx.get("xcorr_git_revision") or git_revision()
+    meta["git_revision"] = ctx.get("xcorr_git_revision") or paths.git_revision()
     meta.setdefault("nvidia_smi", {}).setdefault("first", smi)
     run = {"started": now(), "nvidia_smi_start": smi, "cases_pending": len(p.pending), "chunks": 0,
            "budget_min": args.max_minutes, "devices": devices}
