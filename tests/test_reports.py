@@ -578,8 +578,8 @@ def test_reproduce_measures_auto_after_making_and_building_its_tables(tmp_path):
 
 def reproduce_tail_step(tmp_path, status=0, maxmin="", gpus=2, sweep_rc=0, tm_rc=0):
     """scripts/reproduce's measurements after the experiments (zncc on offset data; on two GPUs or
-    more the batch, 2-D template matching and the quick sweep over them), run in `tmp_path` with stubs for python, nvidia-smi
-    and git: (status, [logged calls], stdout)."""
+    more the batch, 2-D template matching and the quick sweep over them), run in `tmp_path` with
+    stubs for python, nvidia-smi and git: (status, [logged calls], stdout)."""
     tmp_path.mkdir(exist_ok=True)
     (tmp_path / "step.sh").write_text(reproduce_step('  if [ -z "$only" ] && [ -z "$quick" ] && [ $status = 4 ]; then',
                                                      "  fi"))
@@ -609,8 +609,8 @@ def reproduce_tail_step(tmp_path, status=0, maxmin="", gpus=2, sweep_rc=0, tm_rc
 
 def test_reproduce_keeps_its_budget_through_the_measurements_over_several_gpus(tmp_path):
     """After the experiments the main job measures zncc on offset data and, on a host of two GPUs
-    or more, a batch, 2-D template matching and the quick sweep over them (~15 minutes on two H100s). They used to run
-    whatever --max-minutes said, even once the experiments had run out of it. Now: none once the
+    or more, a batch, 2-D template matching and the quick sweep over them (~15 minutes on two
+    H100s). They used to run whatever --max-minutes said, even once the experiments had run out of it. Now: none once the
     budget ran out (exit 4, the rerun comes back to them); the sweep gets what is left and continues
     in the next run from .sweep-scaling/<gpu>-<revision> (an earlier revision's state removed, the
     finished one too); a sweep measured before is kept, as a complete experiment is."""
