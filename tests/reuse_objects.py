@@ -9,11 +9,11 @@ run, before or after its configure (Meson's configure runs `ninja -t restat`, wh
 files' times in the log; seed runs it where NEW is configured already). Ninja itself then decides, as
 it does in any build folder, which of them stand: an object is compiled again unless its command in NEW is byte for byte the one MAIN ran (flags, defines,
 architectures, paths), its deps are recorded, and no source or header it read is newer than it (a file
-edited since MAIN was built, a header generated anew in NEW: version.hpp, build_info.hpp,
-auto_table.cpp). The generated sources that include several files as one translation unit
-(meson.build's units, which MAIN's units.json names; their paths relative to the tree, so the same
-bytes in NEW) are copied too, times kept, where NEW has none or the same bytes: Meson keeps such a
-file where its configure would write the same, so that their objects stand as well. What NEW adds
+edited since MAIN was built, a file generated anew in NEW: auto_table.cpp). The generated sources that
+include several files as one translation unit (meson.build's units, which MAIN's units.json names;
+their paths relative to the tree, so the same bytes in NEW) and the generated headers
+(GENERATED_HEADERS) are copied too, times kept, where NEW has none or the same bytes: Meson writes
+such a file only where its bytes change, so that what compiles or includes them stands as well. What NEW adds
 or changes (a new variant, other flags) is compiled; every link is done in NEW. Without MAIN's logs, or with NEW already built, nothing is copied (a whole build, as
 before)."""
 import json
@@ -63,12 +63,10 @@ def seed(main, new) -> int:
         dst = new / p.relative_to(main)
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(p, dst)
+    # the generated translation units and headers (above): where NEW has none or the same bytes,
+    # times kept, so that what compiles or includes them stands
     units = main / "units.json"
-    for p in (main / name for name in (json.loads(units.read_text()) if units.is_file() else {})):
-        dst = new / p.name  # a generated translation unit (above)
-        if not dst.exists() or dst.read_bytes() == p.read_bytes():
-            shutil.copy2(p, dst)
-    for name in GENERATED_HEADERS:  # the same bytes, times kept, so that what includes them stands
+    for name in [*(json.loads(units.read_text()) if units.is_file() else {}), *GENERATED_HEADERS]:
         src, dst = main / name, new / name
         if src.is_file() and (not dst.exists() or dst.read_bytes() == src.read_bytes()):
             shutil.copy2(src, dst)
