@@ -22,19 +22,20 @@
 //   2. columns (column_kernel), one block per spectral column k: the column's rn values, zero to
 //      P, forward DFT of length P; the left: scaled by 1 / (P Q) and kept ([k][p], the left's
 //      spectrum, once per call, or once per plan with left=fixed); a right: multiplied by the
-//      left's column (read from L2: the blocks of neighbouring columns share lines) times
-//      conj(.), the inverse DFT of length P, and only the window's rows written, [k][row] per
-//      right. A batch of rights runs in one launch, the block looping over them, so the left's
-//      column is reused from L1/L2 for each.
-//   3. rows again (row_inverse_kernel), one block per output row: for each right of the batch
-//      the row's Q/2 + 1 coefficients (a strided read: [k][row]; the neighbouring rows' blocks
-//      take the rest of each 32-byte sector, in flight together; copied asynchronously into
-//      shared memory while the block transforms and folds the rights before), Hermitian-folded into H
-//      complex points, inverse DFT of length H, whose real and imaginary parts are the even and
-//      odd columns; the window's columns are read from it at their circular positions. Maps: the
-//      row is written. Maximum over the rights: each thread keeps its columns' running maximum,
-//      first index, sum and sum of squares (float64) in registers over the batch and touches the
-//      running maps once per batch.
+//      left's column times conj(.), the inverse DFT of length P, and only the window's rows
+//      written, [k][row] per right, the two rights that pass 3 takes at a time side by side
+//      ([pair][k][row][2]). A batch of rights runs in one launch, the block looping over them, so
+//      that the left's column, held in shared memory, serves each.
+//   3. rows again (row_inverse_kernel), one block per output row: for each pair of rights of the
+//      batch the row's Q/2 + 1 coefficients (a strided read, 16 bytes a coefficient: the
+//      neighbouring rows' blocks take the rest of each 32-byte sector, in flight together; copied
+//      asynchronously into shared memory while the block transforms and folds the pair before),
+//      Hermitian-folded into H complex points, inverse DFT of length H, whose real and imaginary
+//      parts are the even and odd columns; the window's columns are read from it at their
+//      circular positions. Maps: the row is written. Maximum over the rights: each thread keeps
+//      its columns' running maximum and first index in registers and their sum and sum of
+//      squares (float64) in shared memory over the batch, and touches the running maps once per
+//      batch.
 // Shifts of the window without overlap are exact zeros (the map) or folded as zeros.
 //
 // Mapping: pass 1 a block per (matrix, row), pass 2 a block per (column, ...), pass 3 a block
@@ -121,7 +122,8 @@ __global__ void __launch_bounds__(kBlockFftMaxThreads) row_forward_kernel(RowFor
     const float* row = a.src + int64_t(m) * a.stride + int64_t(a.row0 + r) * a.w + a.col0;
     for (int t = threadIdx.x; t < H; t += blockDim.x) {
         const int c = 2 * t;
-        buf[bf_pad(t)] = make_float2(c < a.cols ? __ldg(row + c) : 0.f, c + 1 < a.cols ? __ldg(row + c + 1) : 0.f);
+        buf[bf_pad(t, a.half.pad)] =
+            make_float2(c < a.cols ? __ldg(row + c) : 0.f, c + 1 < a.cols ? __ldg(row + c + 1) : 0.f);
     }
     __syncthreads();
     block_fft<-1>(buf, a.half, stages, threadIdx.x);
@@ -131,7 +133,7 @@ __global__ void __launch_bounds__(kBlockFftMaxThreads) row_forward_kernel(RowFor
     const int Q = 2 * H;
     float2* out = a.dst + int64_t(m) * (H + 1) * a.rows + r;
     for (int k = threadIdx.x; k <= H; k += blockDim.x) {
-        const float2 zk = z[bf_pad(k % H)], zc = z[bf_pad((H - k) % H)];
+        const float2 zk = z[bf_pad(k % H, a.half.pad)], zc = z[bf_pad((H - k) % H, a.half.pad)];
         const float2 e = make_float2(0.5f * (zk.x + zc.x), 0.5f * (zk.y - zc.y));
         const float2 o = make_float2(0.5f * (zk.y + zc.y), -0.5f * (zk.x - zc.x));
         out[int64_t(k) * a.rows] = cadd(e, cmul(unit<-1>(k, Q), o));
@@ -141,7 +143,9 @@ __global__ void __launch_bounds__(kBlockFftMaxThreads) row_forward_kernel(RowFor
 // Pass 2. Column k (blockIdx.x) of each matrix's pass-1 output: rows < rows_in, zero to P,
 // forward DFT. Left (spec == nullptr on entry: `left_out` set): scaled, written whole to
 // left_out[k][p]. Rights: times the left's column, conj of the right's, inverse DFT, rows
-// (first_pos + t) mod P for t < out_rows written to dst[b][k][t].
+// (first_pos + t) mod P for t < out_rows written to dst[b / I][k][t][b % I]: the I = `interleave`
+// rights that pass 3 takes at a time side by side, so that its read of a row's coefficient k for
+// them is one access of I complex values.
 struct ColumnArgs {
     const float2* src;   // [m][k][r], r < rows_in
     int rows_in, matrices;
@@ -149,8 +153,8 @@ struct ColumnArgs {
     float scale;
     float2* left_out;    // left mode: [k][p]
     const float2* spec;  // right mode: the left's spectrum [k][p]
-    float2* dst;         // right mode: [b][k][t]
-    int first_pos, out_rows;
+    float2* dst;         // right mode: [b / I][k][t][b % I]
+    int first_pos, out_rows, interleave;
 };
 
 __global__ void __launch_bounds__(kBlockFftMaxThreads) column_kernel(ColumnArgs a) {
@@ -163,26 +167,29 @@ __global__ void __launch_bounds__(kBlockFftMaxThreads) column_kernel(ColumnArgs 
     float2* lcol = buf + block_fft_slot(P);
     if (!a.left_out) staged_copy(a.spec + int64_t(k) * P, P, P, [&](int p, float2 v) { lcol[p] = v; });
     for (int m = 0; m < a.matrices; ++m) {
-        staged_copy(a.src + (int64_t(m) * K + k) * a.rows_in, P, a.rows_in, [&](int p, float2 v) { buf[bf_pad(p)] = v; });
+        staged_copy(a.src + (int64_t(m) * K + k) * a.rows_in, P, a.rows_in,
+                    [&](int p, float2 v) { buf[bf_pad(p, a.col.pad)] = v; });
         __syncthreads();
         block_fft<-1>(buf, a.col, stages, threadIdx.x);
         if (a.left_out) {
             float2* out = a.left_out + int64_t(k) * P;
             for (int p = threadIdx.x; p < P; p += blockDim.x) {
-                const float2 v = buf[bf_pad(p)];
+                const float2 v = buf[bf_pad(p, a.col.pad)];
                 out[p] = make_float2(v.x * a.scale, v.y * a.scale);
             }
             __syncthreads();
             continue;
         }
-        for (int p = threadIdx.x; p < P; p += blockDim.x) buf[bf_pad(p)] = mul_conj(lcol[p], buf[bf_pad(p)], 1.f);
+        for (int p = threadIdx.x; p < P; p += blockDim.x)
+            buf[bf_pad(p, a.col.pad)] = mul_conj(lcol[p], buf[bf_pad(p, a.col.pad)], 1.f);
         __syncthreads();
         block_fft<1>(buf, a.col, stages, threadIdx.x);
-        float2* out = a.dst + (int64_t(m) * K + k) * a.out_rows;
+        const int I = a.interleave;
+        float2* out = a.dst + (int64_t(m / I) * K + k) * a.out_rows * I + m % I;
         for (int t = threadIdx.x; t < a.out_rows; t += blockDim.x) {
             int pos = a.first_pos + t;
             pos -= pos >= P ? P : 0;
-            out[t] = buf[bf_pad(pos)];
+            out[int64_t(t) * I] = buf[bf_pad(pos, a.col.pad)];
         }
         __syncthreads();  // buf is refilled for the next right
     }
@@ -190,10 +197,11 @@ __global__ void __launch_bounds__(kBlockFftMaxThreads) column_kernel(ColumnArgs 
 
 // Pass 3. Output row i = blockIdx.x of every right b < batch, columns from j0 = blockIdx.y *
 // kFoldThreads * kFoldPerThread. Row i holds shift dy0 + i; it has overlap iff row_lo <= i <=
-// row_hi, then its coefficients are src[b][k][i - row_lo]. Column j: shift dx0 + j, overlap iff
-// col_lo <= j <= col_hi, circular position (col_pos + j - col_lo) mod Q.
+// row_hi, then its coefficients are src[b / G][k][i - row_lo][b % G] (G the rights a step takes,
+// pass 2's interleave). Column j: shift dx0 + j, overlap iff col_lo <= j <= col_hi, circular
+// position (col_pos + j - col_lo) mod Q.
 struct RowInverseArgs {
-    const float2* src;  // [b][k][t], t < rows_src
+    const float2* src;  // [b / G][k][t][b % G], t < rows_src
     int rows_src, batch;
     BlockFftPlan half;
     int row_lo, row_hi, col_lo, col_hi, col_pos;
@@ -218,7 +226,8 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
     extern __shared__ float2 buf[];
     __shared__ BlockFftStage stages[kBlockFftMaxStages];
     const int H = a.half.n, Q = 2 * H, K = H + 1, slot = block_fft_slot(H);
-    // Per transform g: its buffer buf + g slot, its coefficients raw + g K; then the running sums
+    // Per transform g: its buffer buf + g slot, its coefficient k at raw[k G + g] (as pass 2 lays
+    // them out); then the running sums
     // (element e * kFoldThreads + thread: a warp's doubles are consecutive). The maximum and its
     // index stay in registers: 128 registers a thread hold those and a radix-18 butterfly, not the
     // sums too.
@@ -248,15 +257,18 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
             }
         }
     }
-    // The rows' coefficients of the step from right bb (a strided read: [bb + g][k'] is k = g K +
-    // k') into `raw` as asynchronous copies, one group: issued once the step before has untangled
-    // its own out of `raw`, so that they travel while that step transforms and folds (these loads
-    // are ~17% of a 2DTM call; issued a step ahead, about a quarter of that is hidden:
-    // notes/53_fft_large.md).
+    // The row's coefficients of the step from right bb into `raw` as asynchronous copies, one
+    // group: a strided read, a coefficient's G values (one 16-byte copy for a pair) every rows_src
+    // G elements. Issued once the step before has untangled its own out of `raw`, so that they
+    // travel while that step transforms and folds (notes/53_fft_large.md).
     auto stage_coefficients = [&](int bb) {
-        const int n = min(G, a.batch - bb) * K;
-        const float2* in = a.src + int64_t(bb) * K * a.rows_src + (i - a.row_lo);
-        for (int k = threadIdx.x; k < n; k += blockDim.x) cp_async8(raw + k, in + int64_t(k) * a.rows_src);
+        const float2* in = a.src + (int64_t(bb / G) * K * a.rows_src + (i - a.row_lo)) * G;
+        const int64_t step = int64_t(a.rows_src) * G;
+        if (G == 2 && bb + 1 < a.batch)
+            for (int k = threadIdx.x; k < K; k += blockDim.x)
+                cp_async16(reinterpret_cast<float4*>(raw) + k, reinterpret_cast<const float4*>(in + k * step));
+        else  // one right: its half of each pair (the other is not written)
+            for (int k = threadIdx.x; k < K; k += blockDim.x) cp_async8(raw + k * G, in + k * step);
         cp_async_commit();
     };
     if (row_on) stage_coefficients(0);
@@ -268,13 +280,25 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
             // Z[k] = (X[k] + conj X[H-k]) + i (X[k] - conj X[H-k]) W_Q^-k: the inverse of pass 1's
             // untangling, so that the H-point inverse DFT holds the even columns in its real parts
             // and the odd ones in its imaginary parts.
-            for (int gk = threadIdx.x; gk < gn * H; gk += blockDim.x) {
-                const int g = G > 1 && gk >= H ? 1 : 0, k = gk - g * H;
-                const float2 xk = raw[g * K + k];
-                const float2 xc = raw[g * K + H - k];
-                const float2 e = make_float2(xk.x + xc.x, xk.y - xc.y);
-                const float2 o = cmul(make_float2(xk.x - xc.x, xk.y + xc.y), unit<1>(k, Q));
-                buf[g * slot + bf_pad(k)] = make_float2(e.x - o.y, e.y + o.x);
+            for (int k = threadIdx.x; k < H; k += blockDim.x) {
+                const float2 w = unit<1>(k, Q);
+                float2 xks[G], xcs[G];
+                if (G == 2 && gn == 2) {  // a pair: one 16-byte load each
+                    const float4 pk = reinterpret_cast<const float4*>(raw)[k];
+                    const float4 pc = reinterpret_cast<const float4*>(raw)[H - k];
+                    xks[0] = make_float2(pk.x, pk.y), xks[G - 1] = make_float2(pk.z, pk.w);
+                    xcs[0] = make_float2(pc.x, pc.y), xcs[G - 1] = make_float2(pc.z, pc.w);
+                } else {
+                    xks[0] = raw[k * G], xcs[0] = raw[(H - k) * G];
+                }
+#pragma unroll
+                for (int g = 0; g < G; ++g) {
+                    if (g >= gn) break;
+                    const float2 xk = xks[g], xc = xcs[g];
+                    const float2 e = make_float2(xk.x + xc.x, xk.y - xc.y);
+                    const float2 o = cmul(make_float2(xk.x - xc.x, xk.y + xc.y), w);
+                    buf[g * slot + bf_pad(k, a.half.pad)] = make_float2(e.x - o.y, e.y + o.x);
+                }
             }
             __syncthreads();
             if (b + G < a.batch) stage_coefficients(b + G);  // `raw` is read no more in this step
@@ -294,7 +318,7 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
                 if (g >= gn) break;
                 float v = 0.f;
                 if (q >= 0) {
-                    const float2 c = buf[g * slot + bf_pad(q >> 1)];
+                    const float2 c = buf[g * slot + bf_pad(q >> 1, a.half.pad)];
                     v = q & 1 ? c.y : c.x;
                 }
                 if constexpr (kMax) {
@@ -378,14 +402,20 @@ public:
                              "passes), " + std::to_string(free_b >> 20) + " MiB free");
         batch_ = int(std::clamp<int64_t>(std::min(kBatchBytes, room) / per_right, 1, kMaxBatch));
         batch_ = std::min(batch_, p.nR);
-        spec_ = DeviceBuffer<float2>(size_t(K_) * P_);
-        rows_ = DeviceBuffer<float2>(size_t(K_) * std::max<int64_t>(fy_.ln, int64_t(fy_.rn) * batch_));
-        cols_ = DeviceBuffer<float2>(size_t(int64_t(K_) * out_rows_ * batch_));
-        // Dynamic shared memory: two buffers of the longer transform (pass 2: P; passes 1, 3: H).
         if (half_plan_.threads > kFoldThreads)
             throw UsageError("fft-large: no row schedule of " + std::to_string(H_) + " points within " +
                              std::to_string(kFoldThreads) + " threads");
-        pair_rights_ = 2 * half_plan_.threads <= kFoldThreads;  // two transforms fit the block's threads
+        // Pass 3 takes two rights at a time where two transforms fit the block's threads; pass 2 then
+        // lays each pair's columns side by side, and an odd batch's last right takes a pair's room.
+        // An odd batch leaves pass 3's last step half idle: it stays odd only where it holds every
+        // right and the room allows the extra half pair.
+        pair_rights_ = 2 * half_plan_.threads <= kFoldThreads && batch_ > 1;
+        if (pair_rights_ && batch_ % 2 && (batch_ < p.nR || int64_t(batch_ + 1) * per_right > room)) --batch_;
+        const int slots = pair_rights_ ? batch_ + batch_ % 2 : batch_;
+        spec_ = DeviceBuffer<float2>(size_t(K_) * P_);
+        rows_ = DeviceBuffer<float2>(size_t(K_) * std::max<int64_t>(fy_.ln, int64_t(fy_.rn) * batch_));
+        cols_ = DeviceBuffer<float2>(size_t(int64_t(K_) * out_rows_ * slots));
+        // Dynamic shared memory: two buffers of the longer transform (pass 2: P; passes 1, 3: H).
         const std::pair<const void*, int> smem[] = {
             {(const void*)row_forward_kernel, row_smem()},
             {(const void*)column_kernel, column_smem()},
@@ -471,6 +501,7 @@ private:
         ColumnArgs a{};
         a.src = rows_.get(), a.rows_in = fy_.rn, a.matrices = nb, a.col = col_plan_;
         a.spec = spec_.get(), a.dst = cols_.get(), a.first_pos = first_pos_, a.out_rows = out_rows_;
+        a.interleave = pair_rights_ ? 2 : 1;  // as pass 3 takes them (launch_inverse)
         column_kernel<<<unsigned(K_), col_plan_.threads, column_smem(), stream>>>(a);
         XC_CHECK_LAUNCH();
     }

@@ -4,9 +4,13 @@
 // is checked against the buffer. Each length n given on the command line (or the default list:
 // fft-large's 2-D template matching lengths 4320 and 2160 (radices 18, 16, 15, 12), lengths with
 // 5 and 7 (60, 210, 343), and the trivial 1 and 2), forward and inverse, against a DFT in double precision.
-// Exit 0 and a line per case; 1 and the failures otherwise. `--schedules` instead prints the
-// schedule (radices, threads) of every 7-smooth length up to kBlockFftMaxN, or "none", so that
+// Exit 0 and a line per case; 1 and the failures otherwise. `--layouts N...` checks every order
+// of N's radices in every layout (kBlockFftPads), not only the one block_fft_host picks.
+// `--schedules` instead prints the schedule (radices in stage order, threads, layout, and the
+// shared-memory wavefronts of its stages against the first order in the densest layout and the
+// ideal: block_fft_wavefronts) of every 7-smooth length up to kBlockFftMaxN, or "none", so that
 // tests/test_block_fft.py checks which lengths fft-large serves. Run by tests/test_block_fft.py.
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <cmath>
@@ -61,8 +65,8 @@ void on_block(int T, const std::function<void(int)>& f) {
 }
 
 template <int Sign>
-bool check(int n, std::mt19937& rng) {
-    xcorr::BlockFftHost h = xcorr::block_fft_host(n);
+bool check(xcorr::BlockFftHost h, std::mt19937& rng) {
+    const int n = h.plan.n, pad = h.plan.pad;
     h.plan.tw = h.twiddles.data();
     // A block of more threads than the transform needs: the others only meet the barriers.
     const int T = h.plan.threads + 32;
@@ -72,7 +76,7 @@ bool check(int n, std::mt19937& rng) {
     const float nan = std::numeric_limits<float>::quiet_NaN();
     const int slot = xcorr::block_fft_slot(n);
     std::vector<float2> buf(size_t(slot), make_float2(nan, nan));
-    for (int i = 0; i < n; ++i) buf[size_t(xcorr::bf_pad(i))] = x[size_t(i)];
+    for (int i = 0; i < n; ++i) buf[size_t(xcorr::bf_pad(i, pad))] = x[size_t(i)];
     std::vector<xcorr::BlockFftStage> stages(xcorr::kBlockFftMaxStages);
     on_block(T, [&](int t) {
         xcorr::block_fft_stages(h.plan, stages.data());
@@ -85,13 +89,13 @@ bool check(int n, std::mt19937& rng) {
         for (int m = 0; m < n; ++m)
             want += cd(x[size_t(m)].x, x[size_t(m)].y) *
                     std::polar(1.0, Sign * 2.0 * M_PI * double((int64_t(m) * k) % n) / n);
-        const float2 g = buf[size_t(xcorr::bf_pad(k))];
+        const float2 g = buf[size_t(xcorr::bf_pad(k, pad))];
         err = std::max(err, std::isfinite(g.x) && std::isfinite(g.y) ? std::abs(cd(g.x, g.y) - want) : INFINITY);
         scale = std::max(scale, std::abs(want));
     }
     // The pad words are never written.
     std::vector<bool> data(size_t(slot), false);
-    for (int i = 0; i < n; ++i) data[size_t(xcorr::bf_pad(i))] = true;
+    for (int i = 0; i < n; ++i) data[size_t(xcorr::bf_pad(i, pad))] = true;
     int pads_written = 0;
     for (int i = 0; i < slot; ++i)
         if (!data[size_t(i)] && !std::isnan(buf[size_t(i)].x)) ++pads_written;
@@ -103,9 +107,9 @@ bool check(int n, std::mt19937& rng) {
         if (s) radices += 'x';
         radices += std::to_string(h.plan.st[s].r);
     }
-    std::printf("%s  n = %5d  %s  radices %s  threads %d  max rel err %.2e  pads written %d\n", ok ? "PASS" : "FAIL", n,
-                Sign < 0 ? "forward" : "inverse", radices.empty() ? "-" : radices.c_str(), h.plan.threads, rel,
-                pads_written);
+    std::printf("%s  n = %5d  %s  radices %s  pad %d  threads %d  max rel err %.2e  pads written %d\n",
+                ok ? "PASS" : "FAIL", n, Sign < 0 ? "forward" : "inverse", radices.empty() ? "-" : radices.c_str(), pad,
+                h.plan.threads, rel, pads_written);
     return ok;
 }
 
@@ -117,24 +121,43 @@ int main(int argc, char** argv) {
             if (!xcorr::is_7_smooth(n)) continue;
             try {
                 const xcorr::BlockFftHost h = xcorr::block_fft_host(n);
+                std::vector<int> r;
+                for (int s = 0; s < h.plan.stages; ++s) r.push_back(h.plan.st[s].r);
+                int64_t ideal = 0;
+                const int64_t w = xcorr::block_fft_wavefronts(n, r, h.plan.pad, &ideal);
+                const int64_t first = xcorr::block_fft_wavefronts(n, xcorr::block_fft_radices(n), 4);
                 std::printf("%d", n);
-                for (int s = 0; s < h.plan.stages; ++s) std::printf(" %d", h.plan.st[s].r);
-                std::printf(" threads %d\n", h.plan.threads);
+                for (int q : r) std::printf(" %d", q);
+                std::printf(" threads %d pad %d wavefronts %lld first %lld ideal %lld\n", h.plan.threads, h.plan.pad,
+                            (long long)w, (long long)first, (long long)ideal);
             } catch (const std::exception&) {
                 std::printf("%d none\n", n);
             }
         }
         return 0;
     }
+    const bool layouts = argc > 1 && std::string(argv[1]) == "--layouts";
     std::vector<int> sizes;
-    for (int i = 1; i < argc; ++i) sizes.push_back(std::atoi(argv[i]));
+    for (int i = layouts ? 2 : 1; i < argc; ++i) sizes.push_back(std::atoi(argv[i]));
     if (sizes.empty()) sizes = {1, 2, 60, 210, 343, 2160, 4320};
     std::mt19937 rng(12345);
     int failed = 0, passed = 0;
     for (int n : sizes) {
         try {
-            (check<-1>(n, rng) ? passed : failed)++;
-            (check<1>(n, rng) ? passed : failed)++;
+            std::vector<xcorr::BlockFftHost> plans;
+            if (layouts) {
+                std::vector<int> r = xcorr::block_fft_radices(n);
+                std::sort(r.begin(), r.end());
+                do {
+                    for (int pad : xcorr::kBlockFftPads) plans.push_back(xcorr::block_fft_host(n, r, pad));
+                } while (std::next_permutation(r.begin(), r.end()));
+            } else {
+                plans.push_back(xcorr::block_fft_host(n));
+            }
+            for (const auto& h : plans) {
+                (check<-1>(h, rng) ? passed : failed)++;
+                (check<1>(h, rng) ? passed : failed)++;
+            }
         } catch (const std::exception& e) {  // no schedule for n
             std::printf("FAIL  n = %5d  %s\n", n, e.what());
             failed += 2;

@@ -1,9 +1,10 @@
 """fft-large's block FFT on the CPU (tests/block_fft_host.cpp): the device code of
 algorithms/common/block_fft.cuh compiled for the host, a std::thread per thread of the block,
 __syncthreads a barrier, the shared buffer poisoned with NaN; forward and inverse against a
-double-precision DFT at the 2-D template matching lengths and at lengths with 5 and 7; and the
-schedule of every 7-smooth length up to 8192 (which lengths fft-large serves). Runs everywhere
-(no GPU)."""
+double-precision DFT at the 2-D template matching lengths and at lengths with 5 and 7, in the
+layout the host picks and in every order and layout it picks from; and the schedule of every
+7-smooth length up to 8192 (which lengths fft-large serves, and the shared-memory wavefronts of
+its layout). Runs everywhere (no GPU)."""
 import math
 import re
 
@@ -29,6 +30,18 @@ def test_block_fft_on_the_cpu_equals_the_dft():
     assert "14 passed, 0 failed" in r.stdout
 
 
+def test_every_order_and_layout_is_the_same_dft():
+    """block_fft_host picks the order of the radices and the layout; each candidate must be a
+    correct transform, the ones it did not pick too (3-stage lengths of distinct radices: 280 has
+    six orders, 360 three, 240 two; three layouts each, forward and inverse)."""
+    r = run([host(), "--layouts", "240", "280", "360"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "66 passed, 0 failed" in r.stdout, r.stdout
+    seen = set(re.findall(r"^PASS  n = +(\d+)  \w+  radices ([\dx]+)  pad (\d+)", r.stdout, re.M))
+    assert {o for n, o, _ in seen if n == "280"} == {"5x7x8", "5x8x7", "7x5x8", "7x8x5", "8x5x7", "8x7x5"}
+    assert {p for _, _, p in seen} == {"4", "5", "31"}
+
+
 def test_a_wrong_length_fails_the_host_check():
     """The check can fail: a length that is not 7-smooth has no schedule (the host says so and
     exits non-zero rather than computing something)."""
@@ -42,7 +55,12 @@ def schedules():
     out = {}
     for line in r.stdout.splitlines():
         n, *rest = line.split()
-        out[int(n)] = None if rest == ["none"] else ([int(x) for x in rest[:-2]], int(rest[-1]))
+        if rest == ["none"]:
+            out[int(n)] = None
+            continue
+        at = rest.index("threads")
+        keys = dict(zip(rest[at::2], map(int, rest[at + 1::2])))
+        out[int(n)] = ([int(x) for x in rest[:at]], keys["threads"], keys)
     return out
 
 
@@ -53,7 +71,7 @@ def test_every_schedule_multiplies_to_its_length_within_the_thread_limit():
     for n, sched in s.items():
         if sched is None:
             continue
-        radices, threads = sched
+        radices, threads, _ = sched
         assert math.prod(radices) == n, (n, radices)
         assert all(r <= 18 for r in radices), (n, radices)
         most = max([n // r for r in radices] or [1])
@@ -66,6 +84,22 @@ def test_the_template_matching_lengths_have_three_stage_schedules():
     for n in (2160, 4096, 4320):
         assert s[n] is not None and len(s[n][0]) == 3, (n, s[n])
     assert s[8192] is None  # 2^13 needs a radix of 32 within 512 threads
+
+
+def test_the_layout_takes_the_bank_conflicts_out_of_the_template_matching_lengths():
+    """A half-warp's stores land R elements apart in a stage's first steps: with a pad element
+    every 16, 2160 = 15 x 12 x 12 put 15 of 16 lanes of the radix-15 stage on one bank pair (3.2x
+    the ideal wavefronts in all); no pad is 1.16x. The host's choice never costs more than the
+    first order in the densest layout, and is within 1.2x of the ideal at 2160, 4320 and 4096."""
+    s = schedules()
+    for n, sched in s.items():
+        if sched is not None:
+            k = sched[2]
+            assert k["ideal"] <= k["wavefronts"] <= k["first"], (n, k)
+    for n, pad in ((2160, 31), (4320, 4), (4096, 4)):
+        k = s[n][2]
+        assert k["pad"] == pad and k["wavefronts"] <= 1.2 * k["ideal"], (n, k)
+    assert s[2160][2]["first"] > 3 * s[2160][2]["ideal"]
 
 
 def test_every_need_up_to_the_longest_schedule_has_a_length_close_above_it():

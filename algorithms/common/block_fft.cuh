@@ -21,14 +21,20 @@
 // computed in double on the host (block_fft_host), read through the read-only cache, laid out per
 // stage as [r - 1][k], so that a warp's loads of one r are consecutive addresses.
 //
-// Shared-memory layout: element i at bf_pad(i) = i + i / 16. The first stage's stores (ns = 1)
-// are R consecutive elements per thread, i.e. a stride of R between the lanes: with R = 16 every
-// lane of a half-warp would hit the same 8-byte bank pair; one pad word per 16 spreads them.
-// A buffer of n elements therefore holds block_fft_slot(n) float2.
+// Shared-memory layout: element i at bf_pad(i, pad) = i + (i >> pad), the plan's `pad` one of 4
+// (an element of padding after every 16), 5 (every 32) or kBlockFftNoPad (none). A half-warp's 8-byte
+// accesses are one wavefront when their elements fall in 16 different bank pairs (padded index
+// mod 16); a stage's stores are R apart between lanes while ns < 32, so which layout is free of
+// conflicts depends on the radices and their order: radix 16 first needs the pad, radix 15 first
+// (2160 = 15 x 12 x 12) is odd and needs none, and with the pad every 16 it would put 15 of 16
+// lanes on one bank pair. The host (block_fft_host) therefore counts the wavefronts of every
+// stage's loads and stores for each order of the radices and each layout, and takes the fewest
+// (block_fft_wavefronts). A buffer of n elements holds block_fft_slot(n) float2 in every layout.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
@@ -61,12 +67,16 @@ struct BlockFftPlan {
     int n = 1;
     int stages = 0;
     int threads = 32;
+    int pad = 4;  // the layout: element i at bf_pad(i, pad)
     BlockFftStage st[kBlockFftMaxStages];
     const float2* tw = nullptr;  // the stages' twiddles (block_fft_host)
 };
 
+// Layouts (BlockFftPlan::pad): an element of padding after every 2^pad; kBlockFftNoPad, none (i >> 31 is 0
+// for every index). The slot is the densest layout's size.
+inline constexpr int kBlockFftNoPad = 31;
 __host__ __device__ constexpr int block_fft_slot(int n) { return n + n / 16 + 1; }
-__device__ __forceinline__ int bf_pad(int i) { return i + (i >> 4); }
+__host__ __device__ __forceinline__ int bf_pad(int i, int pad) { return i + (i >> pad); }
 
 inline constexpr int kBlockFftMaxRadix = 18;
 
@@ -75,13 +85,14 @@ inline constexpr int kBlockFftMaxRadix = 18;
 // j's (j < st.m) R elements into v; bf_store, its twiddles, DFT and R results. The barriers stay
 // outside the radix switch (block_fft), so that every thread meets the same two of each stage.
 template <int R>
-__device__ __forceinline__ void bf_load(const float2* buf, const BlockFftStage& st, int j, float2 (&v)[kBlockFftMaxRadix]) {
+__device__ __forceinline__ void bf_load(const float2* buf, const BlockFftStage& st, int pad, int j,
+                                        float2 (&v)[kBlockFftMaxRadix]) {
 #pragma unroll
-    for (int r = 0; r < R; ++r) v[r] = buf[bf_pad(j + r * st.m)];
+    for (int r = 0; r < R; ++r) v[r] = buf[bf_pad(j + r * st.m, pad)];
 }
 template <int R, int Sign>
-__device__ __forceinline__ void bf_store(float2* buf, const BlockFftStage& st, const float2* __restrict__ tw, int j,
-                                         float2 (&vin)[kBlockFftMaxRadix]) {
+__device__ __forceinline__ void bf_store(float2* buf, const BlockFftStage& st, int pad, const float2* __restrict__ tw,
+                                         int j, float2 (&vin)[kBlockFftMaxRadix]) {
     float2 v[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) v[r] = vin[r];
@@ -101,12 +112,12 @@ __device__ __forceinline__ void bf_store(float2* buf, const BlockFftStage& st, c
     dft<R, Sign>(v);
     const int base = (j - k) * R + k;
 #pragma unroll
-    for (int r = 0; r < R; ++r) buf[bf_pad(base + r * st.ns)] = v[r];
+    for (int r = 0; r < R; ++r) buf[bf_pad(base + r * st.ns, pad)] = v[r];
 }
 
 #define XCORR_BLOCK_FFT_RADICES(X) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(12) X(14) X(15) X(16) X(18)
 
-// The DFT (Sign -1: forward, +1: inverse, unnormalised) of the n elements in `buf` (padded layout),
+// The DFT (Sign -1: forward, +1: inverse, unnormalised) of the n elements in `buf` (the plan's layout),
 // in place. Every thread of the block calls it (the barriers); the calling thread does butterfly j
 // of each stage (j < 0 or j >= the stage's butterflies: none). `stages` is the plan's stage table
 // copied to shared memory (block_fft_stages), which a run-time stage index reads without a stack
@@ -121,7 +132,7 @@ __device__ __forceinline__ void block_fft(float2* buf, const BlockFftPlan& p, co
         if (on) {
             switch (st.r) {
 #define XCORR_BF_LOAD(R) \
-    case R: bf_load<R>(buf, st, j, v); break;
+    case R: bf_load<R>(buf, st, p.pad, j, v); break;
                 XCORR_BLOCK_FFT_RADICES(XCORR_BF_LOAD)
 #undef XCORR_BF_LOAD
             }
@@ -130,7 +141,7 @@ __device__ __forceinline__ void block_fft(float2* buf, const BlockFftPlan& p, co
         if (on) {
             switch (st.r) {
 #define XCORR_BF_STORE(R) \
-    case R: bf_store<R, Sign>(buf, st, p.tw, j, v); break;
+    case R: bf_store<R, Sign>(buf, st, p.pad, p.tw, j, v); break;
                 XCORR_BLOCK_FFT_RADICES(XCORR_BF_STORE)
 #undef XCORR_BF_STORE
             }
@@ -151,7 +162,7 @@ __device__ __forceinline__ void block_fft_stages(const BlockFftPlan& p, BlockFft
 // Host side
 // ---------------------------------------------------------------------------------------------
 
-// The radices of n in stage order: the fewest stages from {2, ..., 10, 12, 14, 15, 16, 18}
+// The radices of n (block_fft_host chooses their order): the fewest stages from {2, ..., 10, 12, 14, 15, 16, 18}
 // (those dft<R> builds and bf_stage instantiates) whose butterflies per stage, n / R, are at most
 // kBlockFftMaxThreads (one a thread); among those, the largest smallest radix (the fewest threads a transform
 // needs). Throws for a length that is not 7-smooth or too long.
@@ -181,18 +192,45 @@ inline std::vector<int> block_fft_radices(int n) {
     return out;
 }
 
-// The plan of length n and its twiddle table: stage s's W_{ns R}^{k r} (0 < k < ns, 0 < r < R)
-// at entry tw + (r - 1) ns + k, computed in double and rounded. The caller copies the table to the
-// device and sets plan.tw to it.
+// Shared-memory wavefronts of a schedule's stages (radices in stage order) in layout `pad`: for
+// each warp instruction of a stage's loads and stores (bf_load, bf_store), per half-warp of 8-byte
+// accesses, the most elements of the half-warp on one bank pair (padded index mod 16); the ideal
+// is one a half-warp that has an active lane.
+inline int64_t block_fft_wavefronts(int n, const std::vector<int>& radices, int pad, int64_t* ideal = nullptr) {
+    int64_t total = 0, ones = 0;
+    int ns = 1;
+    for (int R : radices) {
+        const int m = n / R;
+        for (int j0 = 0; j0 < m; j0 += 16)
+            for (int r = 0; r < R; ++r)
+                for (int store = 0; store < 2; ++store) {
+                    int on[16] = {};
+                    int most = 0;
+                    for (int j = j0; j < std::min(j0 + 16, m); ++j) {
+                        const int k = j % ns;
+                        const int i = store ? (j - k) * R + k + r * ns : j + r * m;
+                        most = std::max(most, ++on[bf_pad(i, pad) % 16]);
+                    }
+                    total += most, ones += 1;
+                }
+        ns *= R;
+    }
+    if (ideal) *ideal = ones;
+    return total;
+}
+
+// The plan of length n in stage order `radices` and layout `pad`, and its twiddle table: stage s's
+// W_{ns R}^{k r} (0 < k < ns, 0 < r < R) at entry tw + (r - 1) ns + k, computed in double and
+// rounded. The caller copies the table to the device and sets plan.tw to it.
 struct BlockFftHost {
     BlockFftPlan plan;
     std::vector<float2> twiddles;
 };
-inline BlockFftHost block_fft_host(int n) {
+inline BlockFftHost block_fft_host(int n, const std::vector<int>& r, int pad) {
     BlockFftHost h;
     BlockFftPlan& p = h.plan;
     p.n = n;
-    const std::vector<int> r = block_fft_radices(n);
+    p.pad = pad;
     p.stages = int(r.size());
     int ns = 1, most = 1;
     for (int s = 0; s < p.stages; ++s) {
@@ -211,6 +249,33 @@ inline BlockFftHost block_fft_host(int n) {
     if (h.twiddles.empty()) h.twiddles.push_back(make_float2(1.f, 0.f));  // never read; a non-empty buffer
     p.threads = (most + 31) / 32 * 32;
     return h;
+}
+
+// The layouts the host chooses from, the densest first.
+inline constexpr int kBlockFftPads[] = {4, 5, kBlockFftNoPad};
+
+// The plan of length n: block_fft_radices's radices, in the order and the layout of the fewest
+// shared-memory wavefronts (block_fft_wavefronts), block_fft_radices's own order first and a
+// layout of kBlockFftPads, then every other order; another is taken only for strictly fewer. The
+// order changes neither the threads nor the arithmetic.
+inline BlockFftHost block_fft_host(int n) {
+    const std::vector<int> first = block_fft_radices(n);
+    std::vector<int> best_r = first;
+    int best_pad = kBlockFftPads[0];
+    int64_t best = -1;
+    auto consider = [&](const std::vector<int>& r) {
+        for (int pad : kBlockFftPads) {
+            const int64_t w = block_fft_wavefronts(n, r, pad);
+            if (best < 0 || w < best) best = w, best_r = r, best_pad = pad;
+        }
+    };
+    consider(first);
+    std::vector<int> r = first;
+    std::sort(r.begin(), r.end());
+    do {
+        if (r != first) consider(r);
+    } while (std::next_permutation(r.begin(), r.end()));
+    return block_fft_host(n, best_r, best_pad);
 }
 
 }  // namespace xcorr

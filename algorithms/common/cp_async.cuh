@@ -1,5 +1,5 @@
 // Asynchronous copies global -> shared memory (cp.async, sm_80+), 4 bytes each, with zero fill:
-// the staging of the shared-memory kernels (06, 20, 21, 22, 23); 8 bytes without (53). A copy
+// the staging of the shared-memory kernels (06, 20, 21, 22, 23); 8 and 16 bytes without (53). A copy
 // with `valid` false reads nothing and writes a zero (src-size 0), which pads the staged tiles
 // outside the matrices with no branch around the copy; callers then pass an address inside the
 // matrix (its base), so that no address outside it is ever formed. `.ca`: cached in L1 too, since
@@ -29,6 +29,16 @@ __device__ __forceinline__ void cp_async8(float2* dst, const float2* src) {
 #else
     const unsigned d = unsigned(__cvta_generic_to_shared(dst));
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(d), "l"(src) : "memory");
+#endif
+}
+// 16 bytes (two complex floats), always read, through the L2 alone (`.cg`): fft-large's row pass
+// stages two rights' coefficients, interleaved, which no other block of the multiprocessor reads.
+__device__ __forceinline__ void cp_async16(float4* dst, const float4* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+    *dst = *src;
+#else
+    const unsigned d = unsigned(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
 #endif
 }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
