@@ -71,7 +71,7 @@ constexpr int kFoldThreads = 512;        // pass 3
 constexpr int kFoldPerThread = 8;        // output columns per thread in pass 3
 constexpr int kFoldSumBytes = 2 * kFoldPerThread * kFoldThreads * int(sizeof(double));  // pass 3's sums
 constexpr int kMaxBatch = 32;
-constexpr int64_t kBatchBytes = int64_t(1) << 30;
+constexpr int64_t kBatchBytes = int64_t(1) << 31;
 
 // exp(Sign 2 pi i k / q), accurate to a few ulp (sincospif).
 template <int Sign>
