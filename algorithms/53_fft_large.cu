@@ -184,13 +184,9 @@ __global__ void __launch_bounds__(kBlockFftMaxThreads) column_kernel(ColumnArgs 
             buf[bf_pad(p, a.col.pad)] = mul_conj(lcol[p], buf[bf_pad(p, a.col.pad)], 1.f);
         __syncthreads();
         block_fft<1>(buf, a.col, stages, threadIdx.x);
-        // Row t is position first_pos + t; the lanes take positions from a multiple of 16 on, so
-        // that a half-warp's reads stay on 16 bank pairs in a padded layout.
-        const int I = a.interleave, off = a.first_pos & 15;
+        const int I = a.interleave;
         float2* out = a.dst + (int64_t(m / I) * K + k) * a.out_rows * I + m % I;
-        for (int u = threadIdx.x; u < a.out_rows + off; u += blockDim.x) {
-            const int t = u - off;
-            if (t < 0) continue;
+        for (int t = threadIdx.x; t < a.out_rows; t += blockDim.x) {
             int pos = a.first_pos + t;
             pos -= pos >= P ? P : 0;
             out[int64_t(t) * I] = buf[bf_pad(pos, a.col.pad)];
