@@ -2,12 +2,15 @@
 (python -m xcsuite run-experiments --gpus) or among the tasks of a Slurm job array (--shard K/N).
 
 Discovery is nvidia-smi's (`--query-gpu=index,name,uuid,pci.bus_id`; $XCORR_NVIDIA_SMI replaces
-the command, e.g. with the tests' fake), restricted to CUDA_VISIBLE_DEVICES where that is set.
+the command, e.g. with the tests' fake), restricted to CUDA_VISIBLE_DEVICES where that is set. The
+record of the GPUs that a result keeps (driver, clocks, temperature, power) is nvidia-smi's too,
+read here for every script and experiment alike (nvidia_smi).
 Each device is then handed to its benchmarks by UUID (CUDA_VISIBLE_DEVICES=GPU-...), which means
 the same GPU whatever CUDA_DEVICE_ORDER is: nvidia-smi numbers GPUs by PCI bus, CUDA by default
 fastest first, and the two differ on a host with GPUs of different models."""
 from __future__ import annotations
 
+import datetime as dt
 import heapq
 import os
 import shlex
@@ -36,6 +39,34 @@ class GpuSelectionError(ValueError):
 
 def smi_command() -> list[str]:
     return shlex.split(os.environ.get("XCORR_NVIDIA_SMI") or "nvidia-smi")
+
+
+# What a result records of its GPUs (nvidia_smi's default fields).
+SMI_FIELDS = ("index", "name", "uuid", "pci.bus_id", "driver_version", "clocks.sm", "clocks.max.sm", "clocks.mem",
+              "clocks.max.mem", "clocks.applications.graphics", "temperature.gpu", "power.draw", "power.limit",
+              "pstate", "persistence_mode", "compute_mode")
+
+
+def nvidia_smi(fields=SMI_FIELDS, uuids=None) -> dict:
+    """nvidia-smi's `fields` of each GPU, as it prints them (units included: "1980 MHz"):
+    {"time": the UTC time, "gpus": [{field: value}, ...]} in nvidia-smi's order; only the GPUs whose
+    UUID is in `uuids` where that is given (`fields` then holds "uuid"). {"error": why} where
+    nvidia-smi cannot run or fails: the caller records that instead of failing."""
+    fields = list(fields)
+    if uuids is not None and "uuid" not in fields:
+        raise ValueError("nvidia_smi: selecting GPUs by UUID needs the field uuid")
+    time = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    try:
+        r = subprocess.run([*smi_command(), f"--query-gpu={','.join(fields)}", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {"error": f"nvidia-smi not run: {e}"}
+    if r.returncode != 0:
+        return {"error": (r.stderr or r.stdout).strip()[-300:]}
+    gpus = [dict(zip(fields, (v.strip() for v in line.split(",")))) for line in r.stdout.strip().splitlines()]
+    if uuids is not None:
+        gpus = [g for g in gpus if g.get("uuid") in set(uuids)]
+    return {"time": time, "gpus": gpus}
 
 
 def list_devices() -> list[Device] | None:

@@ -51,7 +51,6 @@ import json
 import math
 import os
 import re
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -59,7 +58,7 @@ from pathlib import Path
 
 import numpy as np
 
-from xcsuite import paths, peers, peerturn, reduce_peers
+from xcsuite import gpus, paths, peers, peerturn, reduce_peers
 from xcsuite.benchjson import JsonOut, UsageError, aggregates, base_context, int_value, iteration_entry
 from xcsuite.peers import (CHECK_SAMPLES, Case, CaseError, CupyCorrelate2d, FORMS, FULL_CHECK_FMAS_CPU,
                             NPP_STATUS_NAMES, NppUnavailable, PEERS, PEER_BY_NAME, ZNCC_TOLERANCE, case_error,
@@ -168,13 +167,16 @@ class Gpu:
         return t if (lo, hi) == (0.0, 1.0) else t.mul_(hi - lo).add_(lo)
 
 
-def _smi(field: str) -> str:
-    try:
-        r = subprocess.run(["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader,nounits", "-i", "0"],
-                           capture_output=True, text=True, timeout=30)
-        return r.stdout.strip().splitlines()[0].strip() if r.returncode == 0 and r.stdout.strip() else ""
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
+def _max_clocks_mhz() -> tuple[int, int]:
+    """The first GPU's largest SM and memory clocks in MHz by nvidia-smi ("1980 MHz"), 0 where it
+    cannot say."""
+    first = (gpus.nvidia_smi(("clocks.max.sm", "clocks.max.mem")).get("gpus") or [{}])[0]
+    def mhz(field):
+        try:
+            return int(float(first.get(field, "").split()[0]))
+        except (IndexError, ValueError):
+            return 0
+    return mhz("clocks.max.sm"), mhz("clocks.max.mem")
 
 
 def _kernel_driver_version() -> str:
@@ -212,8 +214,7 @@ def context(gpu: Gpu, opt: Options) -> dict:
         cufft = str(cupy.cuda.cufft.getVersion())
         versions["cupy"] = cupy.__version__
     except Exception:  # cupy missing or partial: nvidia-smi and torch instead
-        sm_mhz = int(float(_smi("clocks.max.sm") or 0))
-        mem_mhz = int(float(_smi("clocks.max.mem") or 0))
+        sm_mhz, mem_mhz = _max_clocks_mhz()
         runtime = str(torch.version.cuda)
     try:
         npp = load_npp()

@@ -585,8 +585,9 @@ def _gpus(n: int) -> str:
 
 
 def _driver(smi) -> str:
-    """The driver named in a JSON's nvidia-smi record, or "": lines of fields (a field such as
-    580.159.04) or run_experiments.nvidia_smi()'s {"gpus": [{"driver_version": ...}]}."""
+    """The driver named in a JSON's nvidia-smi record, or "": gpus.nvidia_smi()'s {"gpus":
+    [{"driver_version": ...}]}, or the lines of fields (a field such as 580.159.04) that
+    batch-scaling and sweep-scaling wrote before they used it (results/*/multi-gpu/ of then)."""
     if isinstance(smi, dict):
         fields = [g.get("driver_version", "") for g in smi.get("gpus") or [] if isinstance(g, dict)]
     else:

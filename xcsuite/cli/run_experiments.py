@@ -77,23 +77,6 @@ def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def nvidia_smi() -> dict:
-    fields = ["index", "name", "uuid", "pci.bus_id", "driver_version", "clocks.sm", "clocks.max.sm", "clocks.mem", "clocks.max.mem",
-              "clocks.applications.graphics", "temperature.gpu", "power.draw", "power.limit", "pstate",
-              "persistence_mode", "compute_mode"]
-    try:
-        r = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader"],
-                           capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return {"error": str(e)}
-    if r.returncode != 0:
-        return {"error": (r.stderr or r.stdout).strip()[-300:]}
-    gpus = []
-    for line in r.stdout.strip().splitlines():
-        gpus.append(dict(zip(fields, [v.strip() for v in line.split(",")])))
-    return {"time": now(), "gpus": gpus}
-
-
 class State:
     """The merged results file of one experiment."""
 
@@ -734,7 +717,7 @@ def main(argv=None) -> int:
         if len(devices) > 1:
             return measure_multi(args, su, devices)
         ctx = measuring_gpu(args, env)
-        smi = nvidia_smi()
+        smi = gpus.nvidia_smi()
         with gpu_lock(ctx, smi, env) as lock:
             return measure(args, su, ctx, smi, lock, devices[0] if devices else None, env)
     except (Stop, ResultsError, merge.MergeError) as e:
@@ -948,7 +931,7 @@ def run_experiment(p: Plan, runner: Runner, args, git_rev: str, smi: dict, bar) 
         if runner.stopped_for_budget or runner.signal is not None:
             break
     run["ended"] = now()
-    run["nvidia_smi_end"] = nvidia_smi()
+    run["nvidia_smi_end"] = gpus.nvidia_smi()
     meta["nvidia_smi"]["last"] = run["nvidia_smi_end"]
     if not queue and not runner.stopped_for_budget:  # (a signal leaves a queue)
         mark_complete(meta)
@@ -1004,7 +987,7 @@ def measure_multi(args, su: Setup, devices: list) -> int:
     peers' processes take turns for their timing (Runner.peer_turn). GPUs
     of one model share their results folder (each case records its device); another model gets
     its own folder."""
-    smi = nvidia_smi()
+    smi = gpus.nvidia_smi()
     with contextlib.ExitStack() as stack:
         groups: dict[Path, list] = {}
         for d in devices:
@@ -1175,7 +1158,7 @@ def run_workers(workers: list, plans: list, runs: dict, state_lock, args, su: Se
             signal.signal(s, h)
         if bar is not None:
             bar.close()
-    smi_end = nvidia_smi()
+    smi_end = gpus.nvidia_smi()
     sig = next((w.runner.signal for w in workers if w.runner.signal is not None), None)
     budget = any(w.runner.stopped_for_budget for w in workers)
     failures = [w.runner.failure for w in workers if w.runner.failure]
