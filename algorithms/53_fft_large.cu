@@ -227,10 +227,9 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
     __shared__ BlockFftStage stages[kBlockFftMaxStages];
     const int H = a.half.n, Q = 2 * H, K = H + 1, slot = block_fft_slot(H);
     // Per transform g: its buffer buf + g slot, its coefficient k at raw[k G + g] (as pass 2 lays
-    // them out); then the running sums
-    // (element e * kFoldThreads + thread: a warp's doubles are consecutive). The maximum and its
-    // index stay in registers: 128 registers a thread hold those and a radix-18 butterfly, not the
-    // sums too.
+    // them out); then the running sums (element e * kFoldThreads + thread: a warp's doubles are
+    // consecutive). The maximum and its index stay in registers: 128 registers a thread hold those
+    // and a radix-18 butterfly, not the sums too.
     float2* raw = buf + G * slot;
     double* sums = reinterpret_cast<double*>(raw + G * K);
     block_fft_stages(a.half, stages);
