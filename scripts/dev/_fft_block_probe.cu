@@ -201,10 +201,10 @@ __global__ void __launch_bounds__(xcorr::kBlockFftMaxThreads) ours_kernel(const 
     const int n = p.n;
     float2* buf = ours_buf + threadIdx.y * block_fft_slot(n);
     const size_t base = (size_t(blockIdx.x) * G + threadIdx.y) * n;
-    for (int t = threadIdx.x; t < n; t += blockDim.x) buf[bf_pad(t)] = __ldg(in + base + t);
+    for (int t = threadIdx.x; t < n; t += blockDim.x) buf[bf_pad(t, p.pad)] = __ldg(in + base + t);
     __syncthreads();
     block_fft<-1>(buf, p, stages, threadIdx.x);
-    for (int t = threadIdx.x; t < n; t += blockDim.x) out[base + t] = buf[bf_pad(t)];
+    for (int t = threadIdx.x; t < n; t += blockDim.x) out[base + t] = buf[bf_pad(t, p.pad)];
 }
 
 // (d) ours at 1024: team_dft.cuh's register team (fft-fused's transform: E = 16 elements a thread,
