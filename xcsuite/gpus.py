@@ -65,7 +65,8 @@ def nvidia_smi(fields=SMI_FIELDS, uuids=None) -> dict:
         return {"error": (r.stderr or r.stdout).strip()[-300:]}
     gpus = [dict(zip(fields, (v.strip() for v in line.split(",")))) for line in r.stdout.strip().splitlines()]
     if uuids is not None:
-        gpus = [g for g in gpus if g.get("uuid") in set(uuids)]
+        wanted = set(uuids)
+        gpus = [g for g in gpus if g.get("uuid") in wanted]
     return {"time": time, "gpus": gpus}
 
 
