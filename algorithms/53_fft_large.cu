@@ -18,21 +18,26 @@
 //      (zero beyond its columns, never stored), transformed as H = Q/2 complex points (even
 //      samples real, odd imaginary) and untangled into its Q/2 + 1 Hermitian coefficients; written
 //      column-major per matrix, [k][row], so that pass 2 reads a column as consecutive addresses.
-//      Only the rows the window touches are transformed: 384 of 4320 for a 2DTM template.
+//      Only the rows the window touches are transformed: 384 of 4320 for a 2DTM template; the
+//      transform's stage 0 reads the row from DRAM and skips its zeros (block_fft_from: 192 nonzero
+//      points of 2160, at most two a radix-15 butterfly).
 //   2. columns (column_kernel), one block per spectral column k: the column's rn values, zero to
-//      P, forward DFT of length P; the left: scaled by 1 / (P Q) and kept ([k][p], the left's
-//      spectrum, once per call, or once per plan with left=fixed); a right: multiplied by the
-//      left's column times conj(.), the inverse DFT of length P, and only the window's rows
-//      written, [k][row] per right, the two rights that pass 3 takes at a time side by side
-//      ([pair][k][row][2]). A batch of rights runs in one launch, the block looping over them, so
-//      that the left's column, held in shared memory, serves each.
+//      P, forward DFT of length P, its stage 0 read from DRAM and pruned like pass 1's; the left:
+//      scaled by 1 / (P Q) and kept ([k][p], the left's spectrum, once per call, or once per plan
+//      with left=fixed); a right: multiplied by the left's column times conj(.), the inverse DFT of
+//      length P, and only the window's rows written, [k][row] per right, the two rights that pass
+//      3 takes at a time side by side ([pair][k][row][2]). The inverse's radices are the forward's
+//      reversed, so that the forward's last stage, the product and the inverse's first stage are
+//      one step in registers, and the inverse's last stage writes the rows from registers
+//      (block_fft_correlate): the spectrum is never stored. A batch of rights runs in one launch,
+//      the block looping over them, so that the left's column, held in shared memory, serves each.
 //   3. rows again (row_inverse_kernel), one block per output row: for each pair of rights of the
 //      batch the row's Q/2 + 1 coefficients (a strided read, 16 bytes a coefficient: the
 //      neighbouring rows' blocks take the rest of each 32-byte sector, in flight together; copied
 //      asynchronously into shared memory while the block transforms and folds the pair before),
-//      Hermitian-folded into H complex points, inverse DFT of length H, whose real and imaginary
-//      parts are the even and odd columns; the window's columns are read from it at their
-//      circular positions. Maps: the row is written. Maximum over the rights: each thread keeps
+//      Hermitian-folded into H complex points by the inverse DFT's stage 0 as it reads them
+//      (block_fft_from), inverse DFT of length H, whose real and imaginary parts are the even and
+//      odd columns; the window's columns are read from it at their circular positions. Maps: the row is written. Maximum over the rights: each thread keeps
 //      its columns' running maximum and first index in registers and their sum and sum of
 //      squares (float64) in shared memory over the batch, and touches the running maps once per
 //      batch.
@@ -73,14 +78,6 @@ constexpr int kFoldSumBytes = 2 * kFoldPerThread * kFoldThreads * int(sizeof(dou
 constexpr int kMaxBatch = 32;
 constexpr int64_t kBatchBytes = int64_t(1) << 31;
 
-// exp(Sign 2 pi i k / q), accurate to a few ulp (sincospif).
-template <int Sign>
-__device__ __forceinline__ float2 unit(int k, int q) {
-    float s, c;
-    sincospif(2.0f * float(k) / float(q), &s, &c);
-    return make_float2(c, Sign * s);
-}
-
 // dst[i] = src[i] (i < count; src's zeros from `valid` on), the block's threads loading kStage
 // elements each before storing any, so that a thread has kStage loads in flight rather than one
 // (a loop that stores each value before the next load waits out the latency of every load).
@@ -110,7 +107,8 @@ struct RowForwardArgs {
     int64_t stride;
     int w, row0, col0, rows, cols;
     float2* dst;
-    BlockFftPlan half;  // H = Q/2 points
+    BlockFftPlan half;       // H = Q/2 points
+    const float2* untangle;  // W_Q^-k, k <= H
 };
 
 __global__ void __launch_bounds__(kBlockFftMaxThreads) row_forward_kernel(RowForwardArgs a) {
@@ -120,36 +118,37 @@ __global__ void __launch_bounds__(kBlockFftMaxThreads) row_forward_kernel(RowFor
     const int H = a.half.n;
     const int r = blockIdx.x, m = blockIdx.y;
     const float* row = a.src + int64_t(m) * a.stride + int64_t(a.row0 + r) * a.w + a.col0;
-    for (int t = threadIdx.x; t < H; t += blockDim.x) {
-        const int c = 2 * t;
-        buf[bf_pad(t, a.half.pad)] =
-            make_float2(c < a.cols ? __ldg(row + c) : 0.f, c + 1 < a.cols ? __ldg(row + c + 1) : 0.f);
-    }
-    __syncthreads();
-    block_fft<-1>(buf, a.half, stages, threadIdx.x);
+    __syncthreads();  // the stage table
+    // Point t holds columns 2t and 2t + 1; the points from (cols + 1) / 2 on are zeros, never read
+    // or stored (a 384-column template in H = 2160: stage 0 pruned, block_fft_from).
+    block_fft_from<-1>(buf, a.half, stages, threadIdx.x, (a.cols + 1) / 2, [&](int t) {
+        return make_float2(__ldg(row + 2 * t), 2 * t + 1 < a.cols ? __ldg(row + 2 * t + 1) : 0.f);
+    });
     const float2* z = buf;
     // X[k] = E[k] + W_Q^k O[k]: E, O the spectra of the even and the odd samples, untangled from
     // Z = E + i O by the Hermitian symmetry of each.
-    const int Q = 2 * H;
     float2* out = a.dst + int64_t(m) * (H + 1) * a.rows + r;
     for (int k = threadIdx.x; k <= H; k += blockDim.x) {
         const float2 zk = z[bf_pad(k % H, a.half.pad)], zc = z[bf_pad((H - k) % H, a.half.pad)];
         const float2 e = make_float2(0.5f * (zk.x + zc.x), 0.5f * (zk.y - zc.y));
         const float2 o = make_float2(0.5f * (zk.y + zc.y), -0.5f * (zk.x - zc.x));
-        out[int64_t(k) * a.rows] = cadd(e, cmul(unit<-1>(k, Q), o));
+        out[int64_t(k) * a.rows] = cadd(e, cmul(__ldg(a.untangle + k), o));
     }
 }
 
 // Pass 2. Column k (blockIdx.x) of each matrix's pass-1 output: rows < rows_in, zero to P,
-// forward DFT. Left (spec == nullptr on entry: `left_out` set): scaled, written whole to
-// left_out[k][p]. Rights: times the left's column, conj of the right's, inverse DFT, rows
-// (first_pos + t) mod P for t < out_rows written to dst[b / I][k][t][b % I]: the I = `interleave`
-// rights that pass 3 takes at a time side by side, so that its read of a row's coefficient k for
-// them is one access of I complex values.
+// forward DFT (stage 0 read from DRAM and pruned to the nonzero rows: block_fft_correlate). Left
+// (spec == nullptr on entry: `left_out` set): scaled, written whole to left_out[k][p]. Rights:
+// times the left's column, conj of the right's, inverse DFT, rows (first_pos + t) mod P for t <
+// out_rows written to dst[b / I][k][t][b % I]: the I = `interleave` rights that pass 3 takes at a
+// time side by side, so that its read of a row's coefficient k for them is one access of I
+// complex values. The forward's last stage, the product and the inverse's first stage run as one
+// step in registers, and the inverse's last stage writes the rows from registers
+// (block_fft_correlate).
 struct ColumnArgs {
-    const float2* src;   // [m][k][r], r < rows_in
+    const float2* src;     // [m][k][r], r < rows_in
     int rows_in, matrices;
-    BlockFftPlan col;    // P points
+    BlockFftPlan fwd, inv;  // P points; inv: fwd's radices reversed (block_fft_host_pair)
     float scale;
     float2* left_out;    // left mode: [k][p]
     const float2* spec;  // right mode: the left's spectrum [k][p]
@@ -157,41 +156,38 @@ struct ColumnArgs {
     int first_pos, out_rows, interleave;
 };
 
-__global__ void __launch_bounds__(kBlockFftMaxThreads) column_kernel(ColumnArgs a) {
+// 96 registers, so that two blocks of 288 threads (P = 4320: 18 warps) fit an SM: each of its four
+// schedulers' 16K registers holds five warps of 96 registers a thread, four of 112 (and the compiler's
+// own choice was 124). __maxnreg__ excludes __launch_bounds__; no plan has more than
+// kBlockFftMaxThreads threads.
+__global__ void __maxnreg__(96) column_kernel(ColumnArgs a) {
     extern __shared__ float2 buf[];
-    __shared__ BlockFftStage stages[kBlockFftMaxStages];
-    block_fft_stages(a.col, stages);
-    const int P = a.col.n, K = gridDim.x;
-    const int k = blockIdx.x;
+    __shared__ BlockFftStage fst[kBlockFftMaxStages], ist[kBlockFftMaxStages];
+    block_fft_stages(a.fwd, fst);
+    block_fft_stages(a.inv, ist);
+    const int P = a.fwd.n, K = gridDim.x;
+    const int k = blockIdx.x, j = threadIdx.x;
     // Rights: the left's column, kept in shared memory for every right of the batch.
     float2* lcol = buf + block_fft_slot(P);
     if (!a.left_out) staged_copy(a.spec + int64_t(k) * P, P, P, [&](int p, float2 v) { lcol[p] = v; });
+    __syncthreads();  // the stage tables and the left's column
     for (int m = 0; m < a.matrices; ++m) {
-        staged_copy(a.src + (int64_t(m) * K + k) * a.rows_in, P, a.rows_in,
-                    [&](int p, float2 v) { buf[bf_pad(p, a.col.pad)] = v; });
-        __syncthreads();
-        block_fft<-1>(buf, a.col, stages, threadIdx.x);
-        if (a.left_out) {
-            float2* out = a.left_out + int64_t(k) * P;
-            for (int p = threadIdx.x; p < P; p += blockDim.x) {
-                const float2 v = buf[bf_pad(p, a.col.pad)];
-                out[p] = make_float2(v.x * a.scale, v.y * a.scale);
-            }
-            __syncthreads();
-            continue;
-        }
-        for (int p = threadIdx.x; p < P; p += blockDim.x)
-            buf[bf_pad(p, a.col.pad)] = mul_conj(lcol[p], buf[bf_pad(p, a.col.pad)], 1.f);
-        __syncthreads();
-        block_fft<1>(buf, a.col, stages, threadIdx.x);
+        const float2* col = a.src + (int64_t(m) * K + k) * a.rows_in;
         const int I = a.interleave;
-        float2* out = a.dst + (int64_t(m / I) * K + k) * a.out_rows * I + m % I;
-        for (int t = threadIdx.x; t < a.out_rows; t += blockDim.x) {
-            int pos = a.first_pos + t;
-            pos -= pos >= P ? P : 0;
-            out[int64_t(t) * I] = buf[bf_pad(pos, a.col.pad)];
-        }
-        __syncthreads();  // buf is refilled for the next right
+        float2* out = a.dst + (a.dst ? (int64_t(m / I) * K + k) * a.out_rows * I + m % I : 0);
+        block_fft_correlate(
+            buf, a.fwd, fst, a.inv, ist, j, a.rows_in, [&](int p) { return __ldg(col + p); },
+            [&](int p, float2 v) {
+                if (!a.left_out) return mul_conj(lcol[p], v, 1.f);
+                a.left_out[int64_t(k) * P + p] = make_float2(v.x * a.scale, v.y * a.scale);
+                return v;  // forward_only: not transformed further
+            },
+            [&](int pos, float2 v) {
+                int t = pos - a.first_pos;
+                t += t < 0 ? P : 0;
+                if (t < a.out_rows) out[int64_t(t) * I] = v;
+            },
+            a.left_out != nullptr);
     }
 }
 
@@ -204,6 +200,7 @@ struct RowInverseArgs {
     const float2* src;  // [b / G][k][t][b % G], t < rows_src
     int rows_src, batch;
     BlockFftPlan half;
+    const float2* untangle;  // W_Q^-k, k <= H
     int row_lo, row_hi, col_lo, col_hi, col_pos;
     int out_h, out_w;
     // maps: out + (b) * out_h * out_w
@@ -275,33 +272,22 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
         const int gn = min(G, a.batch - b);  // rights in this step
         if (row_on) {
             cp_async_wait_all();  // this thread's copies of the step; the barrier: everyone's
-            __syncthreads();
+            __syncthreads();      // (and the fold of the step before is done with the buffers)
             // Z[k] = (X[k] + conj X[H-k]) + i (X[k] - conj X[H-k]) W_Q^-k: the inverse of pass 1's
             // untangling, so that the H-point inverse DFT holds the even columns in its real parts
-            // and the odd ones in its imaginary parts.
-            for (int k = threadIdx.x; k < H; k += blockDim.x) {
-                const float2 w = unit<1>(k, Q);
-                float2 xks[G], xcs[G];
-                if (G == 2 && gn == 2) {  // a pair: one 16-byte load each
-                    const float4 pk = reinterpret_cast<const float4*>(raw)[k];
-                    const float4 pc = reinterpret_cast<const float4*>(raw)[H - k];
-                    xks[0] = make_float2(pk.x, pk.y), xks[G - 1] = make_float2(pk.z, pk.w);
-                    xcs[0] = make_float2(pc.x, pc.y), xcs[G - 1] = make_float2(pc.z, pc.w);
-                } else {
-                    xks[0] = raw[k * G], xcs[0] = raw[(H - k) * G];
-                }
-#pragma unroll
-                for (int g = 0; g < G; ++g) {
-                    if (g >= gn) break;
-                    const float2 xk = xks[g], xc = xcs[g];
-                    const float2 e = make_float2(xk.x + xc.x, xk.y - xc.y);
-                    const float2 o = cmul(make_float2(xk.x - xc.x, xk.y + xc.y), w);
-                    buf[g * slot + bf_pad(k, a.half.pad)] = make_float2(e.x - o.y, e.y + o.x);
-                }
-            }
-            __syncthreads();
-            if (b + G < a.batch) stage_coefficients(b + G);  // `raw` is read no more in this step
-            block_fft<1>(my_buf, a.half, stages, my_j);
+            // and the odd ones in its imaginary parts; read by the transform's stage 0 from `raw`
+            // (block_fft_from), and `raw` refilled with the next step's coefficients once it is.
+            const int g = g_me < gn ? g_me : 0;
+            auto load = [&](int k) {
+                const float2 xk = raw[k * G + g], xc = raw[(H - k) * G + g];
+                const float2 wc = __ldg(a.untangle + k);
+                const float2 e = make_float2(xk.x + xc.x, xk.y - xc.y);
+                const float2 o = cmul(make_float2(xk.x - xc.x, xk.y + xc.y), make_float2(wc.x, -wc.y));
+                return make_float2(e.x - o.y, e.y + o.x);
+            };
+            block_fft_from<1>(my_buf, a.half, stages, g_me < gn ? my_j : -1, H, load, [&] {
+                if (b + G < a.batch) stage_coefficients(b + G);
+            });
         }
 #pragma unroll
         for (int e = 0; e < kFoldPerThread; ++e) {
@@ -329,7 +315,6 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
                 }
             }
         }
-        if (row_on) __syncthreads();  // the buffers are refilled for the next rights
     }
     if constexpr (kMax) {
 #pragma unroll
@@ -378,8 +363,19 @@ public:
                              "(2 x 5832 along rows): use fft");
         H_ = Q_ / 2;
         K_ = H_ + 1;
-        col_plan_ = make_plan(P_, col_tw_);
-        half_plan_ = make_plan(H_, half_tw_);
+        BlockFftPair cols = block_fft_host_pair(P_);
+        col_fwd_ = make_plan(cols.fwd, col_fwd_tw_);
+        col_inv_ = make_plan(cols.inv, col_inv_tw_);
+        half_plan_ = make_plan(block_fft_host(H_), half_tw_);
+        // W_Q^-k (k <= H), in double and rounded: the rows' untangling (passes 1 and 3).
+        std::vector<float2> untangle(static_cast<size_t>(K_));
+        for (int k = 0; k < K_; ++k) {
+            const double t = -2.0 * 3.14159265358979323846 * double(k) / double(Q_);
+            untangle[size_t(k)] = make_float2(float(std::cos(t)), float(std::sin(t)));
+        }
+        untangle_ = DeviceBuffer<float2>(untangle.size());
+        XC_CUDA_CHECK(cudaMemcpy(untangle_.get(), untangle.data(), untangle.size() * sizeof(float2),
+                                 cudaMemcpyHostToDevice));
         // Output rows with overlap: shifts lo .. hi, rows lo - dy0 .. hi - dy0 of the window.
         row_lo_ = fy_.lo - w_.dy0, row_hi_ = fy_.hi - w_.dy0;
         col_lo_ = fx_.lo - w_.dx0, col_hi_ = fx_.hi - w_.dx0;
@@ -459,8 +455,7 @@ public:
 private:
     static int wrap(int v, int n) { return ((v % n) + n) % n; }
 
-    BlockFftPlan make_plan(int n, DeviceBuffer<float2>& tw) {
-        BlockFftHost h = block_fft_host(n);
+    static BlockFftPlan make_plan(BlockFftHost h, DeviceBuffer<float2>& tw) {
         tw = DeviceBuffer<float2>(h.twiddles.size());
         XC_CUDA_CHECK(cudaMemcpy(tw.get(), h.twiddles.data(), h.twiddles.size() * sizeof(float2), cudaMemcpyHostToDevice));
         h.plan.tw = tw.get();
@@ -477,7 +472,7 @@ private:
 
     void row_forward(const float* src, int64_t stride, int w, int row0, int col0, int rows, int cols, int matrices,
                      cudaStream_t stream) {
-        RowForwardArgs a{src, stride, w, row0, col0, rows, cols, rows_.get(), half_plan_};
+        RowForwardArgs a{src, stride, w, row0, col0, rows, cols, rows_.get(), half_plan_, untangle_.get()};
         row_forward_kernel<<<dim3(unsigned(rows), unsigned(matrices)), half_plan_.threads, row_smem(), stream>>>(a);
         XC_CHECK_LAUNCH();
     }
@@ -486,10 +481,10 @@ private:
         if (left_fixed_ && spec_left_ == left) return;  // the caller said the left does not change
         row_forward(left, 0, p_.wL, fy_.l0, fx_.l0, fy_.ln, fx_.ln, 1, stream);
         ColumnArgs a{};
-        a.src = rows_.get(), a.rows_in = fy_.ln, a.matrices = 1, a.col = col_plan_;
+        a.src = rows_.get(), a.rows_in = fy_.ln, a.matrices = 1, a.fwd = col_fwd_, a.inv = col_inv_;
         a.scale = float(1.0 / (double(P_) * double(Q_)));
         a.left_out = spec_.get();
-        column_kernel<<<unsigned(K_), col_plan_.threads, column_smem(), stream>>>(a);
+        column_kernel<<<unsigned(K_), col_fwd_.threads, column_smem(), stream>>>(a);
         XC_CHECK_LAUNCH();
         spec_left_ = left;
     }
@@ -498,16 +493,16 @@ private:
         const int64_t R = int64_t(p_.hR) * p_.wR;
         row_forward(right + int64_t(b0) * R, R, p_.wR, fy_.r0, fx_.r0, fy_.rn, fx_.rn, nb, stream);
         ColumnArgs a{};
-        a.src = rows_.get(), a.rows_in = fy_.rn, a.matrices = nb, a.col = col_plan_;
+        a.src = rows_.get(), a.rows_in = fy_.rn, a.matrices = nb, a.fwd = col_fwd_, a.inv = col_inv_;
         a.spec = spec_.get(), a.dst = cols_.get(), a.first_pos = first_pos_, a.out_rows = out_rows_;
         a.interleave = pair_rights_ ? 2 : 1;  // as pass 3 takes them (launch_inverse)
-        column_kernel<<<unsigned(K_), col_plan_.threads, column_smem(), stream>>>(a);
+        column_kernel<<<unsigned(K_), col_fwd_.threads, column_smem(), stream>>>(a);
         XC_CHECK_LAUNCH();
     }
 
     RowInverseArgs inverse_args(int nb) const {
         RowInverseArgs a{};
-        a.src = cols_.get(), a.rows_src = out_rows_, a.batch = nb, a.half = half_plan_;
+        a.src = cols_.get(), a.rows_src = out_rows_, a.batch = nb, a.half = half_plan_, a.untangle = untangle_.get();
         a.row_lo = empty_ ? 1 : row_lo_, a.row_hi = empty_ ? 0 : row_hi_;  // empty: no row has overlap
         a.col_lo = col_lo_, a.col_hi = col_hi_, a.col_pos = col_pos_;
         a.out_h = p_.out_h(), a.out_w = p_.out_w();
@@ -532,8 +527,8 @@ private:
     int row_lo_ = 0, row_hi_ = -1, col_lo_ = 0, col_hi_ = -1, out_rows_ = 0, first_pos_ = 0, col_pos_ = 0;
     int batch_ = 1;
     bool pair_rights_ = false;  // pass 3 takes two rights at a time
-    BlockFftPlan col_plan_, half_plan_;
-    DeviceBuffer<float2> col_tw_, half_tw_, spec_, rows_, cols_;
+    BlockFftPlan col_fwd_, col_inv_, half_plan_;  // col_inv_: col_fwd_'s radices reversed (block_fft_correlate)
+    DeviceBuffer<float2> col_fwd_tw_, col_inv_tw_, half_tw_, untangle_, spec_, rows_, cols_;
     const float* spec_left_ = nullptr;
 };
 

@@ -113,6 +113,117 @@ bool check(xcorr::BlockFftHost h, std::mt19937& rng) {
     return ok;
 }
 
+std::vector<cd> dft(const std::vector<cd>& x, int sign) {
+    const int n = int(x.size());
+    std::vector<cd> y(static_cast<size_t>(n));
+    for (int k = 0; k < n; ++k)
+        for (int m = 0; m < n; ++m)
+            y[size_t(k)] += x[size_t(m)] * std::polar(1.0, sign * 2.0 * M_PI * double((int64_t(m) * k) % n) / n);
+    return y;
+}
+
+double max_rel(const std::vector<float2>& got, const std::vector<cd>& want) {
+    double err = 0, scale = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        const float2 g = got[i];
+        err = std::max(err, std::isfinite(g.x) && std::isfinite(g.y) ? std::abs(cd(g.x, g.y) - want[i]) : INFINITY);
+        scale = std::max(scale, std::abs(want[i]));
+    }
+    return err / std::max(scale, 1e-30);
+}
+
+// block_fft_from: the forward DFT of `live` inputs read through load (the rest zeros, never read:
+// a read at or beyond `live` fails the case), written to the poisoned buffer; after_first called
+// once by every thread, after stage 0.
+bool check_from(const xcorr::BlockFftHost& h0, int live, std::mt19937& rng) {
+    xcorr::BlockFftHost h = h0;
+    const int n = h.plan.n, pad = h.plan.pad;
+    h.plan.tw = h.twiddles.data();
+    const int T = h.plan.threads + 32;
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float2> x(static_cast<size_t>(live));
+    std::vector<cd> xd(static_cast<size_t>(n));
+    for (int i = 0; i < live; ++i) x[size_t(i)] = make_float2(u(rng), u(rng)), xd[size_t(i)] = cd(x[size_t(i)].x, x[size_t(i)].y);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float2> buf(size_t(xcorr::block_fft_slot(n)), make_float2(nan, nan));
+    std::vector<xcorr::BlockFftStage> stages(xcorr::kBlockFftMaxStages);
+    std::atomic<int> beyond{0}, after{0};
+    on_block(T, [&](int t) {
+        xcorr::block_fft_stages(h.plan, stages.data());
+        __syncthreads();
+        xcorr::block_fft_from<-1>(
+            buf.data(), h.plan, stages.data(), t, live,
+            [&](int i) {
+                if (i < 0 || i >= live) return ++beyond, make_float2(nan, nan);
+                return x[size_t(i)];
+            },
+            [&] { ++after; });
+    });
+    std::vector<float2> got(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) got[size_t(i)] = buf[size_t(xcorr::bf_pad(i, pad))];
+    const double rel = max_rel(got, dft(xd, -1));
+    const bool ok = rel < 2e-6 && beyond == 0 && after == T;
+    std::printf("%s  n = %5d  from live %d  max rel err %.2e  reads beyond %d  after_first %d of %d\n",
+                ok ? "PASS" : "FAIL", n, live, rel, beyond.load(), after.load(), T);
+    return ok;
+}
+
+// block_fft_correlate: y = DFT^-1(L * conj(DFT(x))) of `live` inputs, each output handed to store
+// exactly once; and forward_only, where mid sees DFT(x) and nothing is stored.
+bool check_correlate(int n, int live, bool forward_only, std::mt19937& rng) {
+    xcorr::BlockFftPair pr = xcorr::block_fft_host_pair(n);
+    pr.fwd.plan.tw = pr.fwd.twiddles.data();
+    pr.inv.plan.tw = pr.inv.twiddles.data();
+    const int T = pr.fwd.plan.threads + 32;
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float2> x(static_cast<size_t>(live)), l(static_cast<size_t>(n));
+    std::vector<cd> xd(static_cast<size_t>(n));
+    for (int i = 0; i < live; ++i) x[size_t(i)] = make_float2(u(rng), u(rng)), xd[size_t(i)] = cd(x[size_t(i)].x, x[size_t(i)].y);
+    for (auto& v : l) v = make_float2(u(rng), u(rng));
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float2> buf(size_t(xcorr::block_fft_slot(n)), make_float2(nan, nan));
+    std::vector<float2> spec(static_cast<size_t>(n), make_float2(nan, nan)), out(static_cast<size_t>(n), make_float2(nan, nan));
+    std::vector<std::atomic<int>> mids(static_cast<size_t>(n)), stores(static_cast<size_t>(n));
+    std::vector<xcorr::BlockFftStage> fst(xcorr::kBlockFftMaxStages), ist(xcorr::kBlockFftMaxStages);
+    std::atomic<int> beyond{0};
+    on_block(T, [&](int t) {
+        xcorr::block_fft_stages(pr.fwd.plan, fst.data());
+        xcorr::block_fft_stages(pr.inv.plan, ist.data());
+        __syncthreads();
+        xcorr::block_fft_correlate(
+            buf.data(), pr.fwd.plan, fst.data(), pr.inv.plan, ist.data(), t, live,
+            [&](int i) {
+                if (i < 0 || i >= live) return ++beyond, make_float2(nan, nan);
+                return x[size_t(i)];
+            },
+            [&](int i, float2 v) {
+                ++mids[size_t(i)];
+                spec[size_t(i)] = v;
+                return make_float2(l[size_t(i)].x * v.x + l[size_t(i)].y * v.y, l[size_t(i)].y * v.x - l[size_t(i)].x * v.y);
+            },
+            [&](int i, float2 v) {
+                ++stores[size_t(i)];
+                out[size_t(i)] = v;
+            },
+            forward_only);
+    });
+    const std::vector<cd> X = dft(xd, -1);
+    std::vector<cd> prod(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) prod[size_t(i)] = cd(l[size_t(i)].x, l[size_t(i)].y) * std::conj(X[size_t(i)]);
+    const double rel_spec = max_rel(spec, X);
+    const double rel = forward_only ? 0.0 : max_rel(out, dft(prod, 1));
+    bool once = true;
+    for (int i = 0; i < n; ++i) once = once && mids[size_t(i)] == 1 && stores[size_t(i)] == (forward_only ? 0 : 1);
+    const bool ok = rel_spec < 2e-6 && rel < 4e-6 && once && beyond == 0;
+    std::string radices;
+    for (int s = 0; s < pr.fwd.plan.stages; ++s) radices += (s ? "x" : "") + std::to_string(pr.fwd.plan.st[s].r);
+    std::printf("%s  n = %5d  correlate%s live %d  radices %s  pads %d %d  spectrum err %.2e  result err %.2e  "
+                "each once %s  reads beyond %d\n",
+                ok ? "PASS" : "FAIL", n, forward_only ? " forward_only" : "", live, radices.c_str(), pr.fwd.plan.pad,
+                pr.inv.plan.pad, rel_spec, rel, once ? "yes" : "no", beyond.load());
+    return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -157,6 +268,15 @@ int main(int argc, char** argv) {
             for (const auto& h : plans) {
                 (check<-1>(h, rng) ? passed : failed)++;
                 (check<1>(h, rng) ? passed : failed)++;
+            }
+            if (!layouts) {
+                // Stage 0 read through load: every input live, at most two a butterfly (dft_two),
+                // one; and the correlation's pair with its pivot, and its forward half alone.
+                const xcorr::BlockFftHost& h = plans.front();
+                const int m0 = n / h.plan.st[0].r;
+                for (int live : {n, std::min(n, 2 * m0), std::min(n, m0 + 1), 1}) (check_from(h, live, rng) ? passed : failed)++;
+                for (int live : {n, std::min(n, 2 * m0 - 1)}) (check_correlate(n, live, false, rng) ? passed : failed)++;
+                (check_correlate(n, std::min(n, 2 * m0), true, rng) ? passed : failed)++;
             }
         } catch (const std::exception& e) {  // no schedule for n
             std::printf("FAIL  n = %5d  %s\n", n, e.what());

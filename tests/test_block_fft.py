@@ -27,7 +27,27 @@ def test_block_fft_on_the_cpu_equals_the_dft():
     passed = re.findall(r"^PASS  n = +(\d+)  (forward|inverse)", r.stdout, re.M)
     assert sorted(set(passed)) == sorted((str(n), d) for n in (1, 2, 60, 210, 343, 2160, 4320)
                                          for d in ("forward", "inverse")), r.stdout
-    assert "14 passed, 0 failed" in r.stdout
+    assert "63 passed, 0 failed" in r.stdout
+
+
+def test_the_fused_ends_equal_the_dft():
+    """fft-large's fused ends on the CPU: stage 0 read through a loader (block_fft_from) with every
+    input live, at most two a butterfly (the pruned dft_two) and one; the correlation's pair
+    (block_fft_correlate: the forward's last stage and the inverse's first as one step, the product
+    between them, the inverse's last stage handed out from registers), every coefficient and every
+    output seen exactly once, no input read beyond the live ones; and its forward half alone."""
+    r = run([host()])
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    for n in (1, 2, 60, 210, 343, 2160, 4320):
+        mine = [x for x in lines if re.match(rf"PASS  n = +{n}  (from|correlate)", x)]
+        assert len(mine) == 7, (n, mine)
+        assert all("reads beyond 0" in x for x in mine), mine
+        assert sum("each once yes" in x for x in mine) == 3, mine
+    # 4320 = 16 x 15 x 18 as one transform; the pair reverses its inverse's radices.
+    pair = next(x for x in lines if x.startswith("PASS  n =  4320  correlate live 4320"))
+    radices = re.search(r"radices ([\dx]+)", pair).group(1).split("x")
+    assert sorted(map(int, radices)) == [15, 16, 18], pair
 
 
 def test_every_order_and_layout_is_the_same_dft():

@@ -21,6 +21,12 @@
 // computed in double on the host (block_fft_host), read through the read-only cache, laid out per
 // stage as [r - 1][k], so that a warp's loads of one r are consecutive addresses.
 //
+// Fused ends (block_fft_core): stage 0 may read its inputs through a loader (a row in DRAM, or a
+// spectrum to untangle) instead of the buffer, skipping the zeros of a padded input (with at most
+// two nonzero inputs a butterfly, dft_two); the last stage may hand its results out from registers;
+// and a correlation's forward and inverse transforms (block_fft_correlate) meet in one step, the
+// inverse's radices being the forward's reversed, with the product between them in registers.
+//
 // Shared-memory layout: element i at bf_pad(i, pad) = i + (i >> pad), the plan's `pad` one of 4
 // (an element of padding after every 16), 5 (every 32) or kBlockFftNoPad (none). A half-warp's 8-byte
 // accesses are one wavefront when their elements fall in 16 different bank pairs (padded index
@@ -39,6 +45,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -80,22 +87,19 @@ __host__ __device__ __forceinline__ int bf_pad(int i, int pad) { return i + (i >
 
 inline constexpr int kBlockFftMaxRadix = 18;
 
-// One in-place stage of radix R, in two halves with the block's barrier between them (every
-// element is read and written by exactly one butterfly, so one buffer suffices): bf_load, butterfly
-// j's (j < st.m) R elements into v; bf_store, its twiddles, DFT and R results. The barriers stay
-// outside the radix switch (block_fft), so that every thread meets the same two of each stage.
+// One stage of radix R, in two halves (block_fft_core puts the block's barrier between them):
+// bf_load, butterfly j's (j < st.m) R elements into v; then its twiddles and DFT (bf_butterfly) and
+// its R results written back (bf_write).
 template <int R>
 __device__ __forceinline__ void bf_load(const float2* buf, const BlockFftStage& st, int pad, int j,
                                         float2 (&v)[kBlockFftMaxRadix]) {
 #pragma unroll
     for (int r = 0; r < R; ++r) v[r] = buf[bf_pad(j + r * st.m, pad)];
 }
+// Butterfly j's twiddles W_{ns R}^{k r} and its DFT, in registers.
 template <int R, int Sign>
-__device__ __forceinline__ void bf_store(float2* buf, const BlockFftStage& st, int pad, const float2* __restrict__ tw,
-                                         int j, float2 (&vin)[kBlockFftMaxRadix]) {
-    float2 v[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) v[r] = vin[r];
+__device__ __forceinline__ void bf_butterfly(const BlockFftStage& st, const float2* __restrict__ tw, int j,
+                                             float2 (&v)[R]) {
     const int k = st.ns == 1 ? 0 : j - int(__umulhi(unsigned(j), st.magic)) * st.ns;
     if (k != 0) {
         // W_{ns R}^{k r} at tw[st.tw + (r - 1) ns + k]: for each r the lanes' k are consecutive,
@@ -110,44 +114,198 @@ __device__ __forceinline__ void bf_store(float2* buf, const BlockFftStage& st, i
         }
     }
     dft<R, Sign>(v);
+}
+// Butterfly j's results to their places, (j - k) R + k + r ns.
+template <int R>
+__device__ __forceinline__ void bf_write(float2* buf, const BlockFftStage& st, int pad, int j, const float2 (&v)[R]) {
+    const int k = st.ns == 1 ? 0 : j - int(__umulhi(unsigned(j), st.magic)) * st.ns;
     const int base = (j - k) * R + k;
 #pragma unroll
     for (int r = 0; r < R; ++r) buf[bf_pad(base + r * st.ns, pad)] = v[r];
 }
+// v[q] = a + b W_R^q (W_R = exp(Sign 2 pi i / R)): the DFT of (a, b, 0, ..., 0), a stage-0 butterfly
+// of a transform whose nonzero inputs are at most its first 2 m (block_fft_core's pruning).
+template <int R, int Sign>
+__device__ __forceinline__ void dft_two(float2 (&v)[R], float2 a, float2 b) {
+    unroll<R>([&](auto q) {
+        using W = Twiddle<decltype(q)::value, R, Sign>;
+        v[decltype(q)::value] = make_float2(a.x + W::c * b.x - W::s * b.y, a.y + W::c * b.y + W::s * b.x);
+    });
+}
 
 #define XCORR_BLOCK_FFT_RADICES(X) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(12) X(14) X(15) X(16) X(18)
 
-// The DFT (Sign -1: forward, +1: inverse, unnormalised) of the n elements in `buf` (the plan's layout),
-// in place. Every thread of the block calls it (the barriers); the calling thread does butterfly j
-// of each stage (j < 0 or j >= the stage's butterflies: none). `stages` is the plan's stage table
-// copied to shared memory (block_fft_stages), which a run-time stage index reads without a stack
-// copy of the parameter. The caller has synchronised the block after filling `buf`; on return the
-// block is synchronised.
-template <int Sign>
-__device__ __forceinline__ void block_fft(float2* buf, const BlockFftPlan& p, const BlockFftStage* stages, int j) {
-    for (int s = 0; s < p.stages; ++s) {
+// What the last stage of block_fft_core does with its results.
+enum class BfLast {
+    Buffer,  // writes them back to the buffer (in place, like every stage)
+    Store,   // hands them to store(i, v) from registers: element i = j + r m (the last stage's ns = m)
+    Pivot,   // mid(i, v) on each; then, unless forward_only, the inverse plan's first stage (the same
+             // radix, ns = 1: its inputs are these same elements) in registers, written in that
+             // plan's layout (or to store where that plan has one stage)
+};
+// The ends of a transform, for block_fft_core: where stage 0's inputs come from (load(i), i < live;
+// zeros beyond, never read), and what the last stage's results go to.
+template <class Load, class Mid, class Store>
+struct BfEnds {
+    int live;
+    Load& load;
+    Mid& mid;
+    Store& store;
+    const BlockFftStage* inv;  // Pivot: the inverse plan's stage table and layout
+    int inv_pad;
+    bool forward_only;
+};
+
+// Butterfly j of stage `st`, its inputs in vin: twiddles and DFT (just dft_two where `pruned`), then
+// its results written back or, in the last stage, as `Last` says.
+template <int R, int Sign, BfLast Last, class Ends>
+__device__ __forceinline__ void bf_stage_out(float2* buf, const BlockFftStage& st, int pad, const float2* __restrict__ tw,
+                                             int j, float2 (&vin)[kBlockFftMaxRadix], bool pruned, bool last, Ends& e) {
+    float2 v[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) v[r] = vin[r];
+    if (pruned) dft_two<R, Sign>(v, v[0], v[1]);
+    else bf_butterfly<R, Sign>(st, tw, j, v);
+    if (Last == BfLast::Buffer || !last) {
+        bf_write<R>(buf, st, pad, j, v);
+    } else if constexpr (Last == BfLast::Store) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) e.store(j + r * st.m, v[r]);
+    } else if constexpr (Last == BfLast::Pivot) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) v[r] = e.mid(j + r * st.m, v[r]);
+        if (e.forward_only) return;
+        dft<R, -Sign>(v);
+        if (st.m == 1) {  // a plan of one stage: the inverse is done
+#pragma unroll
+            for (int r = 0; r < R; ++r) e.store(r, v[r]);
+        } else {
+            bf_write<R>(buf, e.inv[0], e.inv_pad, j, v);
+        }
+    }
+}
+
+// Stages [s0, p.stages) of the DFT (Sign -1: forward, +1: inverse, unnormalised) of the n elements
+// in `buf` (the plan's layout), in place, one read and one write of the buffer a stage with the
+// block's barrier between them (every element is read and written by exactly one butterfly, so
+// one buffer suffices). FromLoad (s0 = 0): stage 0 reads load(i) instead of the buffer, and with
+// live <= 2 m (a zero-padded input: 2-D template matching's 384 rows of 4320) its butterflies have
+// at most two nonzero inputs and their DFT is dft_two's R multiply-adds; after_first() runs once
+// stage 0 is written and the block synchronised (its inputs are read no more). The last stage's
+// results go where Last says. Every thread of the block calls it (the barriers); the calling
+// thread does butterfly j of each stage (j < 0 or j >= the stage's butterflies: none). `stages` is
+// the plan's stage table copied to shared memory (block_fft_stages), which a run-time stage index
+// reads without a stack copy of the parameter. The caller has synchronised the block after filling
+// `buf` (FromLoad: after its last read of it); on return the block is synchronised. The radix
+// switches stay outside the stage's halves, so that every thread meets the same barriers, and one
+// expansion of each radix's DFT serves every stage.
+template <int Sign, bool FromLoad, BfLast Last, class Ends, class AfterFirst>
+__device__ __forceinline__ void block_fft_core(float2* buf, const BlockFftPlan& p, const BlockFftStage* stages, int j,
+                                               int s0, Ends& e, AfterFirst&& after_first) {
+    for (int s = s0; s < p.stages; ++s) {
         const BlockFftStage st = stages[s];
         const bool on = j >= 0 && j < st.m;
+        const bool from_load = FromLoad && s == 0;
         float2 v[kBlockFftMaxRadix];
         if (on) {
             switch (st.r) {
-#define XCORR_BF_LOAD(R) \
-    case R: bf_load<R>(buf, st, p.pad, j, v); break;
+#define XCORR_BF_LOAD(R)                                                                               \
+    case R:                                                                                            \
+        if (from_load) {                                                                               \
+            _Pragma("unroll") for (int r = 0; r < R; ++r) {                                            \
+                const int i = j + r * st.m;                                                            \
+                v[r] = i < e.live ? e.load(i) : make_float2(0.f, 0.f);                                  \
+            }                                                                                          \
+        } else {                                                                                       \
+            bf_load<R>(buf, st, p.pad, j, v);                                                          \
+        }                                                                                              \
+        break;
                 XCORR_BLOCK_FFT_RADICES(XCORR_BF_LOAD)
 #undef XCORR_BF_LOAD
             }
         }
-        __syncthreads();
+        if (!from_load) __syncthreads();
         if (on) {
+            const bool pruned = from_load && e.live <= 2 * st.m;
             switch (st.r) {
 #define XCORR_BF_STORE(R) \
-    case R: bf_store<R, Sign>(buf, st, p.pad, p.tw, j, v); break;
+    case R: bf_stage_out<R, Sign, Last>(buf, st, p.pad, p.tw, j, v, pruned, s + 1 == p.stages, e); break;
                 XCORR_BLOCK_FFT_RADICES(XCORR_BF_STORE)
 #undef XCORR_BF_STORE
             }
         }
         __syncthreads();
+        if (from_load) after_first();
     }
+}
+
+struct BfNothing {
+    __device__ __forceinline__ void operator()() const {}
+};
+struct BfNoLoad {
+    __device__ __forceinline__ float2 operator()(int) const { return make_float2(0.f, 0.f); }
+};
+struct BfNoMid {
+    __device__ __forceinline__ float2 operator()(int, float2 v) const { return v; }
+};
+struct BfNoStore {
+    __device__ __forceinline__ void operator()(int, float2) const {}
+};
+
+// The DFT of the n elements in `buf`, in place (block_fft_core's terms: the caller synchronises
+// after filling `buf`; on return the block is synchronised).
+template <int Sign>
+__device__ __forceinline__ void block_fft(float2* buf, const BlockFftPlan& p, const BlockFftStage* stages, int j) {
+    BfNoLoad load;
+    BfNoMid mid;
+    BfNoStore store;
+    BfEnds<BfNoLoad, BfNoMid, BfNoStore> e{0, load, mid, store, nullptr, 0, false};
+    block_fft_core<Sign, false, BfLast::Buffer>(buf, p, stages, j, 0, e, BfNothing{});
+}
+
+// The DFT of the n inputs load(i) (i < live; zeros beyond, never read) into `buf`: stage 0 reads
+// load instead of the buffer (pruned where live <= 2 m); after_first() once its inputs are read no
+// more. The caller has finished every read of `buf`; on return the block is synchronised.
+template <int Sign, class Load, class AfterFirst = BfNothing>
+__device__ __forceinline__ void block_fft_from(float2* buf, const BlockFftPlan& p, const BlockFftStage* stages, int j,
+                                               int live, Load&& load, AfterFirst&& after_first = {}) {
+    BfNoMid mid;
+    BfNoStore store;
+    BfEnds<std::remove_reference_t<Load>, BfNoMid, BfNoStore> e{live, load, mid, store, nullptr, 0, false};
+    if (p.stages == 0) {  // n = 1: no stage reads the input
+        if (j == 0) buf[0] = live > 0 ? load(0) : make_float2(0.f, 0.f);
+        __syncthreads();
+        after_first();
+        return;
+    }
+    block_fft_core<Sign, true, BfLast::Buffer>(buf, p, stages, j, 0, e, after_first);
+}
+
+// A correlation's transform pair: the forward DFT of load(i) (i < live, zeros beyond: pruned as
+// block_fft_from), mid(i, X_i) on each coefficient X_i, the inverse DFT of what mid returns handed to
+// store(i, v) (each i < n once) from the inverse's last stage's registers. `inv` holds `fwd`'s
+// radices in reverse order (block_fft_host_pair), so that the forward's last stage and the
+// inverse's first take the same elements in the same butterfly: they run as one step in registers
+// (BfLast::Pivot), the spectrum never stored, and mid (the product with the left's spectrum) costs
+// no pass over the buffer of its own. forward_only: the forward DFT and mid alone (mid's side
+// effects: the left's spectrum written). `fst` and `ist` are the plans' stage tables in shared
+// memory. The caller has finished every read of `buf`; on return the block is synchronised.
+template <class Load, class Mid, class Store>
+__device__ __forceinline__ void block_fft_correlate(float2* buf, const BlockFftPlan& fwd, const BlockFftStage* fst,
+                                                    const BlockFftPlan& inv, const BlockFftStage* ist, int j, int live,
+                                                    Load&& load, Mid&& mid, Store&& store, bool forward_only) {
+    BfEnds<std::remove_reference_t<Load>, std::remove_reference_t<Mid>, std::remove_reference_t<Store>> e{
+        live, load, mid, store, ist, inv.pad, forward_only};
+    if (fwd.stages == 0) {  // n = 1
+        if (j == 0) {
+            const float2 v = mid(0, live > 0 ? load(0) : make_float2(0.f, 0.f));
+            if (!forward_only) store(0, v);
+        }
+        __syncthreads();
+        return;
+    }
+    block_fft_core<-1, true, BfLast::Pivot>(buf, fwd, fst, j, 0, e, BfNothing{});
+    if (!forward_only) block_fft_core<1, false, BfLast::Store>(buf, inv, ist, j, 1, e, BfNothing{});
 }
 
 // The plan's stage table into shared memory (`dst`, kBlockFftMaxStages entries); the caller
@@ -193,17 +351,20 @@ inline std::vector<int> block_fft_radices(int n) {
 }
 
 // Shared-memory wavefronts of a schedule's stages (radices in stage order) in layout `pad`: for
-// each warp instruction of a stage's loads and stores (bf_load, bf_store), per half-warp of 8-byte
+// each warp instruction of a stage's loads and stores (bf_load, bf_write), per half-warp of 8-byte
 // accesses, the most elements of the half-warp on one bank pair (padded index mod 16); the ideal
-// is one a half-warp that has an active lane.
-inline int64_t block_fft_wavefronts(int n, const std::vector<int>& radices, int pad, int64_t* ideal = nullptr) {
+// is one a half-warp that has an active lane. `ends`: the first stage's loads and the last stage's
+// stores are not in shared memory (block_fft_correlate) and are not counted.
+inline int64_t block_fft_wavefronts(int n, const std::vector<int>& radices, int pad, int64_t* ideal = nullptr,
+                                    bool ends = false) {
     int64_t total = 0, ones = 0;
     int ns = 1;
-    for (int R : radices) {
-        const int m = n / R;
+    for (size_t s = 0; s < radices.size(); ++s) {
+        const int R = radices[s], m = n / R;
         for (int j0 = 0; j0 < m; j0 += 16)
             for (int r = 0; r < R; ++r)
                 for (int store = 0; store < 2; ++store) {
+                    if (ends && (store ? s + 1 == radices.size() : s == 0)) continue;
                     int on[16] = {};
                     int most = 0;
                     for (int j = j0; j < std::min(j0 + 16, m); ++j) {
@@ -276,6 +437,44 @@ inline BlockFftHost block_fft_host(int n) {
         if (r != first) consider(r);
     } while (std::next_permutation(r.begin(), r.end()));
     return block_fft_host(n, best_r, best_pad);
+}
+
+// The forward and the inverse plan of length n for block_fft_correlate: the inverse holds the
+// forward's radices in reverse order, each plan in its own layout; the order (and the layouts) of the
+// fewest shared-memory wavefronts of the two together, the first stage's loads and the last
+// stage's stores not counted (they are in registers), block_fft_radices's own order first.
+struct BlockFftPair {
+    BlockFftHost fwd, inv;
+};
+inline BlockFftPair block_fft_host_pair(int n) {
+    const std::vector<int> first = block_fft_radices(n);
+    auto best_pad = [&](const std::vector<int>& r, int64_t& w) {
+        int pad = kBlockFftPads[0];
+        w = -1;
+        for (int q : kBlockFftPads) {
+            const int64_t c = block_fft_wavefronts(n, r, q, nullptr, true);
+            if (w < 0 || c < w) w = c, pad = q;
+        }
+        return pad;
+    };
+    std::vector<int> best_r = first;
+    int64_t best = -1;
+    std::vector<int> r = first;
+    std::sort(r.begin(), r.end());
+    auto consider = [&](const std::vector<int>& o) {
+        int64_t wf = 0, wi = 0;
+        best_pad(o, wf);
+        best_pad(std::vector<int>(o.rbegin(), o.rend()), wi);
+        if (best < 0 || wf + wi < best) best = wf + wi, best_r = o;
+    };
+    consider(first);
+    do {
+        if (r != first) consider(r);
+    } while (std::next_permutation(r.begin(), r.end()));
+    const std::vector<int> rev(best_r.rbegin(), best_r.rend());
+    int64_t unused = 0;
+    BlockFftPair out{block_fft_host(n, best_r, best_pad(best_r, unused)), block_fft_host(n, rev, best_pad(rev, unused))};
+    return out;
 }
 
 }  // namespace xcorr
