@@ -410,7 +410,7 @@ public:
         spec_ = DeviceBuffer<float2>(size_t(K_) * P_);
         rows_ = DeviceBuffer<float2>(size_t(K_) * std::max<int64_t>(fy_.ln, int64_t(fy_.rn) * batch_));
         cols_ = DeviceBuffer<float2>(size_t(int64_t(K_) * out_rows_ * slots));
-        // Dynamic shared memory: two buffers of the longer transform (pass 2: P; passes 1, 3: H).
+        // Dynamic shared memory per kernel: row_smem, column_smem, inverse_smem (below).
         const std::pair<const void*, int> smem[] = {
             {(const void*)row_forward_kernel, row_smem()},
             {(const void*)column_kernel, column_smem()},
