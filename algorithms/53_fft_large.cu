@@ -158,9 +158,15 @@ struct ColumnArgs {
 
 // 96 registers, so that two blocks of 288 threads (P = 4320: 18 warps) fit an SM: each of its four
 // schedulers' 16K registers holds five warps of 96 registers a thread, four of 112 (and the compiler's
-// own choice was 124). __maxnreg__ excludes __launch_bounds__; no plan has more than
-// kBlockFftMaxThreads threads.
-__global__ void __maxnreg__(96) column_kernel(ColumnArgs a) {
+// own choice was 124). On Blackwell (sm_100, sm_120) the kernel takes the unfused route below, at
+// most 128 registers (kBlockFftMaxThreads a block). __maxnreg__ excludes __launch_bounds__; no plan
+// has more than kBlockFftMaxThreads threads.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+#define XCORR_FFT_LARGE_COLUMN_REGISTERS 128
+#else
+#define XCORR_FFT_LARGE_COLUMN_REGISTERS 96
+#endif
+__global__ void __maxnreg__(XCORR_FFT_LARGE_COLUMN_REGISTERS) column_kernel(ColumnArgs a) {
     extern __shared__ float2 buf[];
     __shared__ BlockFftStage fst[kBlockFftMaxStages], ist[kBlockFftMaxStages];
     block_fft_stages(a.fwd, fst);
@@ -175,6 +181,31 @@ __global__ void __maxnreg__(96) column_kernel(ColumnArgs a) {
         const float2* col = a.src + (int64_t(m) * K + k) * a.rows_in;
         const int I = a.interleave;
         float2* out = a.dst + (a.dst ? (int64_t(m / I) * K + k) * a.out_rows * I + m % I : 0);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+        // Blackwell: the transforms unfused (the column in, the forward, the product, the inverse, the
+        // rows out, each a pass over the buffer). Its ptxas spills the fused pair at 128 registers,
+        // the most a block of kBlockFftMaxThreads may take; not measured on a GPU.
+        staged_copy(col, P, a.rows_in, [&](int p, float2 v) { buf[bf_pad(p, a.fwd.pad)] = v; });
+        __syncthreads();
+        block_fft<-1>(buf, a.fwd, fst, j);
+        if (a.left_out) {
+            for (int p = j; p < P; p += blockDim.x) {
+                const float2 v = buf[bf_pad(p, a.fwd.pad)];
+                a.left_out[int64_t(k) * P + p] = make_float2(v.x * a.scale, v.y * a.scale);
+            }
+            continue;  // one matrix: nothing refills buf
+        }
+        // The inverse in the forward plan's layout and order (its own stage tables are fst's).
+        for (int p = j; p < P; p += blockDim.x) buf[bf_pad(p, a.fwd.pad)] = mul_conj(lcol[p], buf[bf_pad(p, a.fwd.pad)], 1.f);
+        __syncthreads();
+        block_fft<1>(buf, a.fwd, fst, j);
+        for (int t = j; t < a.out_rows; t += blockDim.x) {
+            int pos = a.first_pos + t;
+            pos -= pos >= P ? P : 0;
+            out[int64_t(t) * I] = buf[bf_pad(pos, a.fwd.pad)];
+        }
+        __syncthreads();  // buf is refilled for the next right
+#else
         block_fft_correlate(
             buf, a.fwd, fst, a.inv, ist, j, a.rows_in, [&](int p) { return __ldg(col + p); },
             [&](int p, float2 v) {
@@ -188,6 +219,7 @@ __global__ void __maxnreg__(96) column_kernel(ColumnArgs a) {
                 if (t < a.out_rows) out[int64_t(t) * I] = v;
             },
             a.left_out != nullptr);
+#endif
     }
 }
 
