@@ -37,10 +37,10 @@
 //      asynchronously into shared memory while the block transforms and folds the pair before),
 //      Hermitian-folded into H complex points by the inverse DFT's stage 0 as it reads them
 //      (block_fft_from), inverse DFT of length H, whose real and imaginary parts are the even and
-//      odd columns; the window's columns are read from it at their circular positions. Maps: the row is written. Maximum over the rights: each thread keeps
-//      its columns' running maximum and first index in registers and their sum and sum of
-//      squares (float64) in shared memory over the batch, and touches the running maps once per
-//      batch.
+//      odd columns; the window's columns are read from it at their circular positions. Maps: the
+//      row is written. Maximum over the rights: each thread keeps its columns' running maximum and
+//      first index in registers and their sum and sum of squares (float64) in shared memory over
+//      the batch, and touches the running maps once per batch.
 // Shifts of the window without overlap are exact zeros (the map) or folded as zeros.
 //
 // Mapping: pass 1 a block per (matrix, row), pass 2 a block per (column, ...), pass 3 a block
@@ -108,7 +108,7 @@ struct RowForwardArgs {
     int w, row0, col0, rows, cols;
     float2* dst;
     BlockFftPlan half;       // H = Q/2 points
-    const float2* untangle;  // W_Q^-k, k <= H
+    const float2* untangle;  // W_Q^k = exp(-2 pi i k / Q), k <= H
 };
 
 __global__ void __launch_bounds__(kBlockFftMaxThreads) row_forward_kernel(RowForwardArgs a) {
@@ -196,7 +196,8 @@ __global__ void __maxnreg__(XCORR_FFT_LARGE_COLUMN_REGISTERS) column_kernel(Colu
             continue;  // one matrix: nothing refills buf
         }
         // The inverse in the forward plan's layout and order (its own stage tables are fst's).
-        for (int p = j; p < P; p += blockDim.x) buf[bf_pad(p, a.fwd.pad)] = mul_conj(lcol[p], buf[bf_pad(p, a.fwd.pad)], 1.f);
+        for (int p = j; p < P; p += blockDim.x)
+            buf[bf_pad(p, a.fwd.pad)] = mul_conj(lcol[p], buf[bf_pad(p, a.fwd.pad)], 1.f);
         __syncthreads();
         block_fft<1>(buf, a.fwd, fst, j);
         for (int t = j; t < a.out_rows; t += blockDim.x) {
@@ -232,7 +233,7 @@ struct RowInverseArgs {
     const float2* src;  // [b / G][k][t][b % G], t < rows_src
     int rows_src, batch;
     BlockFftPlan half;
-    const float2* untangle;  // W_Q^-k, k <= H
+    const float2* untangle;  // W_Q^k, k <= H (its conjugate is the W_Q^-k below)
     int row_lo, row_hi, col_lo, col_hi, col_pos;
     int out_h, out_w;
     // maps: out + (b) * out_h * out_w
@@ -399,7 +400,8 @@ public:
         col_fwd_ = make_plan(cols.fwd, col_fwd_tw_);
         col_inv_ = make_plan(cols.inv, col_inv_tw_);
         half_plan_ = make_plan(block_fft_host(H_), half_tw_);
-        // W_Q^-k (k <= H), in double and rounded: the rows' untangling (passes 1 and 3).
+        // W_Q^k = exp(-2 pi i k / Q) (k <= H), in double and rounded: the rows' untangling (passes 1
+        // and 3).
         std::vector<float2> untangle(static_cast<size_t>(K_));
         for (int k = 0; k < K_; ++k) {
             const double t = -2.0 * 3.14159265358979323846 * double(k) / double(Q_);

@@ -96,11 +96,15 @@ __device__ __forceinline__ void bf_load(const float2* buf, const BlockFftStage& 
 #pragma unroll
     for (int r = 0; r < R; ++r) v[r] = buf[bf_pad(j + r * st.m, pad)];
 }
+// k = j mod ns, butterfly j's place among the ns of its group (the stage's magic multiplier).
+__device__ __forceinline__ int bf_k(const BlockFftStage& st, int j) {
+    return st.ns == 1 ? 0 : j - int(__umulhi(unsigned(j), st.magic)) * st.ns;
+}
 // Butterfly j's twiddles W_{ns R}^{k r} and its DFT, in registers.
 template <int R, int Sign>
 __device__ __forceinline__ void bf_butterfly(const BlockFftStage& st, const float2* __restrict__ tw, int j,
                                              float2 (&v)[R]) {
-    const int k = st.ns == 1 ? 0 : j - int(__umulhi(unsigned(j), st.magic)) * st.ns;
+    const int k = bf_k(st, j);
     if (k != 0) {
         // W_{ns R}^{k r} at tw[st.tw + (r - 1) ns + k]: for each r the lanes' k are consecutive,
         // so a warp's twiddle loads are one or two cache lines (a table of W_n^t indexed by k r n /
@@ -118,7 +122,7 @@ __device__ __forceinline__ void bf_butterfly(const BlockFftStage& st, const floa
 // Butterfly j's results to their places, (j - k) R + k + r ns.
 template <int R>
 __device__ __forceinline__ void bf_write(float2* buf, const BlockFftStage& st, int pad, int j, const float2 (&v)[R]) {
-    const int k = st.ns == 1 ? 0 : j - int(__umulhi(unsigned(j), st.magic)) * st.ns;
+    const int k = bf_k(st, j);
     const int base = (j - k) * R + k;
 #pragma unroll
     for (int r = 0; r < R; ++r) buf[bf_pad(base + r * st.ns, pad)] = v[r];
@@ -415,66 +419,62 @@ inline BlockFftHost block_fft_host(int n, const std::vector<int>& r, int pad) {
 // The layouts the host chooses from, the densest first.
 inline constexpr int kBlockFftPads[] = {4, 5, kBlockFftNoPad};
 
-// The plan of length n: block_fft_radices's radices, in the order and the layout of the fewest
-// shared-memory wavefronts (block_fft_wavefronts), block_fft_radices's own order first and a
-// layout of kBlockFftPads, then every other order; another is taken only for strictly fewer. The
-// order changes neither the threads nor the arithmetic.
-inline BlockFftHost block_fft_host(int n) {
+// The layout (kBlockFftPads, the densest first on ties) of the fewest wavefronts of the order r
+// (block_fft_wavefronts, `ends` as there), and that count.
+struct BlockFftLayout {
+    int pad;
+    int64_t wavefronts;
+};
+inline BlockFftLayout block_fft_best_layout(int n, const std::vector<int>& r, bool ends) {
+    BlockFftLayout best{kBlockFftPads[0], -1};
+    for (int q : kBlockFftPads) {
+        const int64_t c = block_fft_wavefronts(n, r, q, nullptr, ends);
+        if (best.wavefronts < 0 || c < best.wavefronts) best = {q, c};
+    }
+    return best;
+}
+
+// The order of n's radices of the lowest cost(order): block_fft_radices's own order first, then
+// every other; another is taken only for a strictly lower cost.
+template <class Cost>
+std::vector<int> block_fft_best_order(int n, Cost&& cost) {
     const std::vector<int> first = block_fft_radices(n);
     std::vector<int> best_r = first;
-    int best_pad = kBlockFftPads[0];
-    int64_t best = -1;
-    auto consider = [&](const std::vector<int>& r) {
-        for (int pad : kBlockFftPads) {
-            const int64_t w = block_fft_wavefronts(n, r, pad);
-            if (best < 0 || w < best) best = w, best_r = r, best_pad = pad;
-        }
-    };
-    consider(first);
+    int64_t best = cost(first);
     std::vector<int> r = first;
     std::sort(r.begin(), r.end());
     do {
-        if (r != first) consider(r);
+        if (r == first) continue;
+        const int64_t c = cost(r);
+        if (c < best) best = c, best_r = r;
     } while (std::next_permutation(r.begin(), r.end()));
-    return block_fft_host(n, best_r, best_pad);
+    return best_r;
+}
+
+// The plan of length n: block_fft_radices's radices, in the order and the layout of the fewest
+// shared-memory wavefronts (block_fft_wavefronts). The order changes neither the threads nor the
+// arithmetic.
+inline BlockFftHost block_fft_host(int n) {
+    const std::vector<int> r = block_fft_best_order(
+        n, [&](const std::vector<int>& o) { return block_fft_best_layout(n, o, false).wavefronts; });
+    return block_fft_host(n, r, block_fft_best_layout(n, r, false).pad);
 }
 
 // The forward and the inverse plan of length n for block_fft_correlate: the inverse holds the
 // forward's radices in reverse order, each plan in its own layout; the order (and the layouts) of the
 // fewest shared-memory wavefronts of the two together, the first stage's loads and the last
-// stage's stores not counted (they are in registers), block_fft_radices's own order first.
+// stage's stores not counted (they are in registers).
 struct BlockFftPair {
     BlockFftHost fwd, inv;
 };
 inline BlockFftPair block_fft_host_pair(int n) {
-    const std::vector<int> first = block_fft_radices(n);
-    auto best_pad = [&](const std::vector<int>& r, int64_t& w) {
-        int pad = kBlockFftPads[0];
-        w = -1;
-        for (int q : kBlockFftPads) {
-            const int64_t c = block_fft_wavefronts(n, r, q, nullptr, true);
-            if (w < 0 || c < w) w = c, pad = q;
-        }
-        return pad;
-    };
-    std::vector<int> best_r = first;
-    int64_t best = -1;
-    std::vector<int> r = first;
-    std::sort(r.begin(), r.end());
-    auto consider = [&](const std::vector<int>& o) {
-        int64_t wf = 0, wi = 0;
-        best_pad(o, wf);
-        best_pad(std::vector<int>(o.rbegin(), o.rend()), wi);
-        if (best < 0 || wf + wi < best) best = wf + wi, best_r = o;
-    };
-    consider(first);
-    do {
-        if (r != first) consider(r);
-    } while (std::next_permutation(r.begin(), r.end()));
-    const std::vector<int> rev(best_r.rbegin(), best_r.rend());
-    int64_t unused = 0;
-    BlockFftPair out{block_fft_host(n, best_r, best_pad(best_r, unused)), block_fft_host(n, rev, best_pad(rev, unused))};
-    return out;
+    auto reversed = [](const std::vector<int>& o) { return std::vector<int>(o.rbegin(), o.rend()); };
+    const std::vector<int> r = block_fft_best_order(n, [&](const std::vector<int>& o) {
+        return block_fft_best_layout(n, o, true).wavefronts + block_fft_best_layout(n, reversed(o), true).wavefronts;
+    });
+    const std::vector<int> rev = reversed(r);
+    return {block_fft_host(n, r, block_fft_best_layout(n, r, true).pad),
+            block_fft_host(n, rev, block_fft_best_layout(n, rev, true).pad)};
 }
 
 }  // namespace xcorr
