@@ -126,6 +126,25 @@ bool check(xcorr::BlockFftHost h, std::mt19937& rng) {
     return ok;
 }
 
+// `live` random inputs of a transform of n points (zeros beyond), and the loader that the fused
+// ends read them through: a read at or beyond `live` is counted (and fails the case).
+struct LiveInputs {
+    std::vector<float2> x;
+    std::vector<cd> xd;  // the n points in double, for the reference DFT
+    std::atomic<int> beyond{0};
+    LiveInputs(int n, int live, std::mt19937& rng) : x(static_cast<size_t>(live)), xd(static_cast<size_t>(n)) {
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+        for (int i = 0; i < live; ++i) x[size_t(i)] = make_float2(u(rng), u(rng)), xd[size_t(i)] = cd(x[size_t(i)].x, x[size_t(i)].y);
+    }
+    float2 operator()(int i) {
+        if (i < 0 || i >= int(x.size())) {
+            ++beyond;
+            return make_float2(std::numeric_limits<float>::quiet_NaN(), 0.f);
+        }
+        return x[size_t(i)];
+    }
+};
+
 // block_fft_from: the forward DFT of `live` inputs read through load (the rest zeros, never read:
 // a read at or beyond `live` fails the case), written to the poisoned buffer; after_first called
 // once by every thread, after stage 0.
@@ -134,31 +153,22 @@ bool check_from(const xcorr::BlockFftHost& h0, int live, std::mt19937& rng) {
     const int n = h.plan.n, pad = h.plan.pad;
     h.plan.tw = h.twiddles.data();
     const int T = h.plan.threads + 32;
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    std::vector<float2> x(static_cast<size_t>(live));
-    std::vector<cd> xd(static_cast<size_t>(n));
-    for (int i = 0; i < live; ++i) x[size_t(i)] = make_float2(u(rng), u(rng)), xd[size_t(i)] = cd(x[size_t(i)].x, x[size_t(i)].y);
+    LiveInputs in(n, live, rng);
     const float nan = std::numeric_limits<float>::quiet_NaN();
     std::vector<float2> buf(size_t(xcorr::block_fft_slot(n)), make_float2(nan, nan));
     std::vector<xcorr::BlockFftStage> stages(xcorr::kBlockFftMaxStages);
-    std::atomic<int> beyond{0}, after{0};
+    std::atomic<int> after{0};
     on_block(T, [&](int t) {
         xcorr::block_fft_stages(h.plan, stages.data());
         __syncthreads();
-        xcorr::block_fft_from<-1>(
-            buf.data(), h.plan, stages.data(), t, live,
-            [&](int i) {
-                if (i < 0 || i >= live) return ++beyond, make_float2(nan, nan);
-                return x[size_t(i)];
-            },
-            [&] { ++after; });
+        xcorr::block_fft_from<-1>(buf.data(), h.plan, stages.data(), t, live, in, [&] { ++after; });
     });
     std::vector<float2> got(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) got[size_t(i)] = buf[size_t(xcorr::bf_pad(i, pad))];
-    const double rel = max_rel(got, dft(xd, -1));
-    const bool ok = rel < 2e-6 && beyond == 0 && after == T;
+    const double rel = max_rel(got, dft(in.xd, -1));
+    const bool ok = rel < 2e-6 && in.beyond == 0 && after == T;
     std::printf("%s  n = %5d  from live %d  max rel err %.2e  reads beyond %d  after_first %d of %d\n",
-                ok ? "PASS" : "FAIL", n, live, rel, beyond.load(), after.load(), T);
+                ok ? "PASS" : "FAIL", n, live, rel, in.beyond.load(), after.load(), T);
     return ok;
 }
 
@@ -169,27 +179,21 @@ bool check_correlate(int n, int live, bool forward_only, std::mt19937& rng) {
     pr.fwd.plan.tw = pr.fwd.twiddles.data();
     pr.inv.plan.tw = pr.inv.twiddles.data();
     const int T = pr.fwd.plan.threads + 32;
+    LiveInputs in(n, live, rng);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    std::vector<float2> x(static_cast<size_t>(live)), l(static_cast<size_t>(n));
-    std::vector<cd> xd(static_cast<size_t>(n));
-    for (int i = 0; i < live; ++i) x[size_t(i)] = make_float2(u(rng), u(rng)), xd[size_t(i)] = cd(x[size_t(i)].x, x[size_t(i)].y);
+    std::vector<float2> l(static_cast<size_t>(n));
     for (auto& v : l) v = make_float2(u(rng), u(rng));
     const float nan = std::numeric_limits<float>::quiet_NaN();
     std::vector<float2> buf(size_t(xcorr::block_fft_slot(n)), make_float2(nan, nan));
     std::vector<float2> spec(static_cast<size_t>(n), make_float2(nan, nan)), out(static_cast<size_t>(n), make_float2(nan, nan));
     std::vector<std::atomic<int>> mids(static_cast<size_t>(n)), stores(static_cast<size_t>(n));
     std::vector<xcorr::BlockFftStage> fst(xcorr::kBlockFftMaxStages), ist(xcorr::kBlockFftMaxStages);
-    std::atomic<int> beyond{0};
     on_block(T, [&](int t) {
         xcorr::block_fft_stages(pr.fwd.plan, fst.data());
         xcorr::block_fft_stages(pr.inv.plan, ist.data());
         __syncthreads();
         xcorr::block_fft_correlate(
-            buf.data(), pr.fwd.plan, fst.data(), pr.inv.plan, ist.data(), t, live,
-            [&](int i) {
-                if (i < 0 || i >= live) return ++beyond, make_float2(nan, nan);
-                return x[size_t(i)];
-            },
+            buf.data(), pr.fwd.plan, fst.data(), pr.inv.plan, ist.data(), t, live, in,
             [&](int i, float2 v) {
                 ++mids[size_t(i)];
                 spec[size_t(i)] = v;
@@ -201,20 +205,20 @@ bool check_correlate(int n, int live, bool forward_only, std::mt19937& rng) {
             },
             forward_only);
     });
-    const std::vector<cd> X = dft(xd, -1);
+    const std::vector<cd> X = dft(in.xd, -1);
     std::vector<cd> prod(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) prod[size_t(i)] = cd(l[size_t(i)].x, l[size_t(i)].y) * std::conj(X[size_t(i)]);
     const double rel_spec = max_rel(spec, X);
     const double rel = forward_only ? 0.0 : max_rel(out, dft(prod, 1));
     bool once = true;
     for (int i = 0; i < n; ++i) once = once && mids[size_t(i)] == 1 && stores[size_t(i)] == (forward_only ? 0 : 1);
-    const bool ok = rel_spec < 2e-6 && rel < 4e-6 && once && beyond == 0;
+    const bool ok = rel_spec < 2e-6 && rel < 4e-6 && once && in.beyond == 0;
     std::string radices;
     for (int s = 0; s < pr.fwd.plan.stages; ++s) radices += (s ? "x" : "") + std::to_string(pr.fwd.plan.st[s].r);
     std::printf("%s  n = %5d  correlate%s live %d  radices %s  pads %d %d  spectrum err %.2e  result err %.2e  "
                 "each once %s  reads beyond %d\n",
                 ok ? "PASS" : "FAIL", n, forward_only ? " forward_only" : "", live, radices.c_str(), pr.fwd.plan.pad,
-                pr.inv.plan.pad, rel_spec, rel, once ? "yes" : "no", beyond.load());
+                pr.inv.plan.pad, rel_spec, rel, once ? "yes" : "no", in.beyond.load());
     return ok;
 }
 
