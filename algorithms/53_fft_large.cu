@@ -584,6 +584,7 @@ XCORR_REGISTER_VARIANT(Variant{
         return std::make_unique<FftLarge>(p, ps.at("left") == "fixed");
     },
     .pilot_batch = true,
+    .folds_max_over_rights = true,
     .windows = {WindowKind::Full, WindowKind::Valid, WindowKind::Same, WindowKind::MaxShift, WindowKind::Shifts},
 });
 

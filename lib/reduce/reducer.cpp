@@ -110,8 +110,8 @@ std::unique_ptr<Plan> Reducer::fused_max_plan() const {
         if (need <= 1024) return nullptr;
         s.algorithm = "fft-large";
         s.params.clear();
-    } else if (s.algorithm != "fft-large") {
-        return nullptr;  // the variants that fold (a plan of every right at once would hold every map for the others)
+    } else if (!find_variant(s.algorithm).folds_max_over_rights) {
+        return nullptr;  // a plan of every right at once would hold every map
     }
     std::unique_ptr<Plan> plan;
     try {

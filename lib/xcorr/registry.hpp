@@ -118,6 +118,10 @@ struct Variant {
     // The definition's FMA count, from which the benchmark sizes its batch, overstates this
     // variant's work by orders of magnitude (fft): the batch comes from a timed pilot call instead.
     bool pilot_batch = false;
+    // Its instances may fold the maximum over the rights themselves (Instance::takes_max_over_rights):
+    // a reduction by this variant then makes one plan of every right (lib/reduce/), which for a
+    // variant that writes maps would hold every map at once.
+    bool folds_max_over_rights = false;
     // A call with the pointers of the call before it takes another path than a call with new ones
     // (fft: its graph's pointers are patched only when they change; fft-fused: GraphReplay's
     // capture and replay): the validator runs each pointer set twice in a row, so that both paths
