@@ -44,7 +44,7 @@
 // Shifts of the window without overlap are exact zeros (the map) or folded as zeros.
 //
 // Mapping: pass 1 a block per (matrix, row), pass 2 a block per (column, ...), pass 3 a block
-// per (output row, column chunk of kMaxThreads * kFoldPerThread columns); the block FFT spreads a
+// per (output row, column chunk of kFoldThreads * kFoldPerThread columns); the block FFT spreads a
 // stage's butterflies over all the block's threads (block_fft.cuh).
 //
 // Memory: the left's spectrum (Q/2 + 1) x P complex; pass 1's output for a batch (rows x
@@ -233,7 +233,8 @@ struct RowInverseArgs {
     const float2* src;  // [b / G][k][t][b % G], t < rows_src
     int rows_src, batch;
     BlockFftPlan half;
-    const float2* untangle;  // W_Q^k, k <= H (its conjugate is the W_Q^-k below)
+    const float2* untangle;  // W_Q^k, k <= H (its conjugate is the W_Q^-j below)
+    float2 half_turn[kBlockFftMaxRadix];  // exp(i pi r / R), R = half.st[0].r: W_Q^-(r m), m = H / R
     int row_lo, row_hi, col_lo, col_hi, col_pos;
     int out_h, out_w;
     // maps: out + (b) * out_h * out_w
@@ -245,14 +246,21 @@ struct RowInverseArgs {
     double* sumsq;
     int32_t first;  // index of right b = first + b
     bool fresh;     // no running maps yet: start from (NaN, -1, 0, 0)
+    int group;      // G, the rights a step takes: 1 or kMaxGroup
 };
+constexpr int kMaxGroup = 2;
 
-template <bool kMax, int G>
+// kReduce: the maximum over the rights (else the maps). G is an argument, not a template
+// parameter: each instance expands every radix of the block FFT with pass 3's loader inlined per
+// element (seconds of nvcc each), and a run-time G costs pass 3 ~2%; a run-time kReduce cost it 5%
+// (notes/53_fft_large.md).
+template <bool kReduce>
 __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArgs a) {
     // G rights at a time (G transforms side by side, threads [g T, (g + 1) T) doing transform g's
     // butterflies, T = half.threads): a right's row is a short chain of dependent steps (load,
     // fold, three stages, fold into the maximum), and one block holds a multiprocessor's registers,
     // so G chains in one block keep G times the work in flight.
+    const int G = a.group;
     extern __shared__ float2 buf[];
     __shared__ BlockFftStage stages[kBlockFftMaxStages];
     const int H = a.half.n, Q = 2 * H, K = H + 1, slot = block_fft_slot(H);
@@ -269,11 +277,16 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
     const int T = a.half.threads, g_me = int(threadIdx.x) / T;
     float2* my_buf = buf + (g_me < G ? g_me : 0) * slot;
     const int my_j = g_me < G ? int(threadIdx.x) - g_me * T : -1;
+    float2 w_j = make_float2(1.f, 0.f);  // W_Q^-j for stage 0's butterfly j = my_j
+    if (my_j >= 0 && my_j <= H) {
+        const float2 t = __ldg(a.untangle + my_j);
+        w_j = make_float2(t.x, -t.y);
+    }
     float cur[kFoldPerThread];
     int32_t idx[kFoldPerThread];
     double* s1 = sums;
-    double* s2 = sums + (kMax ? kFoldPerThread * kFoldThreads : 0);
-    if constexpr (kMax) {
+    double* s2 = sums + (kReduce ? kFoldPerThread * kFoldThreads : 0);
+    if constexpr (kReduce) {
 #pragma unroll
         for (int e = 0; e < kFoldPerThread; ++e) {
             const int j = j0 + threadIdx.x + e * kFoldThreads;
@@ -310,15 +323,20 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
             // untangling, so that the H-point inverse DFT holds the even columns in its real parts
             // and the odd ones in its imaginary parts; read by the transform's stage 0 from `raw`
             // (block_fft_from), and `raw` refilled with the next step's coefficients once it is.
+            // Stage 0 reads k = j + r m as element r of butterfly j: W_Q^-k = W_Q^-j (this thread's,
+            // in registers) times W_Q^-(r m) = exp(i pi r / R) (a constant of the arguments for each
+            // r), no load.
             const int g = g_me < gn ? g_me : 0;
-            auto load = [&](int k) {
+            auto load = [&](int k, int r) {
                 const float2 xk = raw[k * G + g], xc = raw[(H - k) * G + g];
-                const float2 wc = __ldg(a.untangle + k);
+                const float2 w = cmul(w_j, a.half_turn[r]);
                 const float2 e = make_float2(xk.x + xc.x, xk.y - xc.y);
-                const float2 o = cmul(make_float2(xk.x - xc.x, xk.y + xc.y), make_float2(wc.x, -wc.y));
+                const float2 o = cmul(make_float2(xk.x - xc.x, xk.y + xc.y), w);
                 return make_float2(e.x - o.y, e.y + o.x);
             };
-            block_fft_from<1>(my_buf, a.half, stages, g_me < gn ? my_j : -1, H, load, [&] {
+            // Its loads inlined per radix: hoisted (one loop guarded by the radix, as in pass 1)
+            // they cost pass 3 4-5% (notes/53_fft_large.md).
+            block_fft_from<1, BfLoad::PerRadix>(my_buf, a.half, stages, g_me < gn ? my_j : -1, H, load, [&] {
                 if (b + G < a.batch) stage_coefficients(b + G);
             });
         }
@@ -332,14 +350,14 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
                 q -= q >= Q ? Q : 0;
             }
 #pragma unroll
-            for (int g = 0; g < G; ++g) {
+            for (int g = 0; g < kMaxGroup; ++g) {
                 if (g >= gn) break;
                 float v = 0.f;
                 if (q >= 0) {
                     const float2 c = buf[g * slot + bf_pad(q >> 1, a.half.pad)];
                     v = q & 1 ? c.y : c.x;
                 }
-                if constexpr (kMax) {
+                if constexpr (kReduce) {
                     if (v == v && (idx[e] < 0 || v > cur[e])) cur[e] = v, idx[e] = a.first + b + g;
                     const int u = e * kFoldThreads + threadIdx.x;  // this thread's own: no barrier
                     s1[u] += v, s2[u] += double(v) * v;
@@ -349,7 +367,7 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
             }
         }
     }
-    if constexpr (kMax) {
+    if constexpr (kReduce) {
 #pragma unroll
         for (int e = 0; e < kFoldPerThread; ++e) {
             const int j = j0 + threadIdx.x + e * kFoldThreads;
@@ -407,6 +425,12 @@ public:
             const double t = -2.0 * 3.14159265358979323846 * double(k) / double(Q_);
             untangle[size_t(k)] = make_float2(float(std::cos(t)), float(std::sin(t)));
         }
+        // exp(i pi r / R) (r < R, the half plan's first radix): pass 3's W_Q^-(r m), in double and rounded.
+        const int r0 = half_plan_.stages > 0 ? half_plan_.st[0].r : 1;
+        for (int r = 0; r < r0; ++r) {
+            const double t = 3.14159265358979323846 * double(r) / double(r0);
+            half_turn_[r] = make_float2(float(std::cos(t)), float(std::sin(t)));
+        }
         untangle_ = DeviceBuffer<float2>(untangle.size());
         XC_CUDA_CHECK(cudaMemcpy(untangle_.get(), untangle.data(), untangle.size() * sizeof(float2),
                                  cudaMemcpyHostToDevice));
@@ -438,7 +462,7 @@ public:
         // lays each pair's columns side by side, and an odd batch's last right takes a pair's room.
         // An odd batch leaves pass 3's last step half idle: it stays odd only where it holds every
         // right and the room allows the extra half pair.
-        pair_rights_ = 2 * half_plan_.threads <= kFoldThreads && batch_ > 1;
+        pair_rights_ = kMaxGroup * half_plan_.threads <= kFoldThreads && batch_ > 1;
         if (pair_rights_ && batch_ % 2 && (batch_ < p.nR || int64_t(batch_ + 1) * per_right > room)) --batch_;
         const int slots = pair_rights_ ? batch_ + batch_ % 2 : batch_;
         spec_ = DeviceBuffer<float2>(size_t(K_) * P_);
@@ -448,10 +472,8 @@ public:
         const std::pair<const void*, int> smem[] = {
             {(const void*)row_forward_kernel, row_smem()},
             {(const void*)column_kernel, column_smem()},
-            {(const void*)row_inverse_kernel<false, 1>, inverse_smem(false, 1)},
-            {(const void*)row_inverse_kernel<true, 1>, inverse_smem(true, 1)},
-            {(const void*)row_inverse_kernel<false, 2>, inverse_smem(false, 2)},
-            {(const void*)row_inverse_kernel<true, 2>, inverse_smem(true, 2)}};
+            {(const void*)row_inverse_kernel<false>, inverse_smem(false)},
+            {(const void*)row_inverse_kernel<true>, inverse_smem(true)}};
         for (const auto& [f, bytes] : smem)
             XC_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
     }
@@ -500,8 +522,9 @@ private:
     // pass 3 the row's transform, its coefficients and (maximum) the running sums.
     int row_smem() const { return block_fft_slot(H_) * int(sizeof(float2)); }
     int column_smem() const { return (block_fft_slot(P_) + P_) * int(sizeof(float2)); }
-    int inverse_smem(bool max, int g) const {
-        return g * (block_fft_slot(half_plan_.n) + half_plan_.n + 1) * int(sizeof(float2)) + (max ? kFoldSumBytes : 0);
+    int inverse_smem(bool reduce) const {
+        const int g = pair_rights_ ? kMaxGroup : 1;
+        return g * (block_fft_slot(half_plan_.n) + half_plan_.n + 1) * int(sizeof(float2)) + (reduce ? kFoldSumBytes : 0);
     }
 
     void row_forward(const float* src, int64_t stride, int w, int row0, int col0, int rows, int cols, int matrices,
@@ -529,7 +552,7 @@ private:
         ColumnArgs a{};
         a.src = rows_.get(), a.rows_in = fy_.rn, a.matrices = nb, a.fwd = col_fwd_, a.inv = col_inv_;
         a.spec = spec_.get(), a.dst = cols_.get(), a.first_pos = first_pos_, a.out_rows = out_rows_;
-        a.interleave = pair_rights_ ? 2 : 1;  // as pass 3 takes them (launch_inverse)
+        a.interleave = pair_rights_ ? kMaxGroup : 1;  // as pass 3 takes them (inverse_args)
         column_kernel<<<unsigned(K_), col_fwd_.threads, column_smem(), stream>>>(a);
         XC_CHECK_LAUNCH();
     }
@@ -537,18 +560,19 @@ private:
     RowInverseArgs inverse_args(int nb) const {
         RowInverseArgs a{};
         a.src = cols_.get(), a.rows_src = out_rows_, a.batch = nb, a.half = half_plan_, a.untangle = untangle_.get();
+        std::copy(std::begin(half_turn_), std::end(half_turn_), a.half_turn);
         a.row_lo = empty_ ? 1 : row_lo_, a.row_hi = empty_ ? 0 : row_hi_;  // empty: no row has overlap
         a.col_lo = col_lo_, a.col_hi = col_hi_, a.col_pos = col_pos_;
         a.out_h = p_.out_h(), a.out_w = p_.out_w();
+        a.group = pair_rights_ ? kMaxGroup : 1;
         return a;
     }
 
-    template <bool kMax>
+    template <bool kReduce>
     void launch_inverse(const RowInverseArgs& a, cudaStream_t stream) {
         const int chunk = kFoldThreads * kFoldPerThread;
         const dim3 grid(unsigned(a.out_h), unsigned(ceil_div(a.out_w, chunk)));
-        if (pair_rights_) row_inverse_kernel<kMax, 2><<<grid, kFoldThreads, inverse_smem(kMax, 2), stream>>>(a);
-        else row_inverse_kernel<kMax, 1><<<grid, kFoldThreads, inverse_smem(kMax, 1), stream>>>(a);
+        row_inverse_kernel<kReduce><<<grid, kFoldThreads, inverse_smem(kReduce), stream>>>(a);
         XC_CHECK_LAUNCH();
     }
 
@@ -561,6 +585,7 @@ private:
     int row_lo_ = 0, row_hi_ = -1, col_lo_ = 0, col_hi_ = -1, out_rows_ = 0, first_pos_ = 0, col_pos_ = 0;
     int batch_ = 1;
     bool pair_rights_ = false;  // pass 3 takes two rights at a time
+    float2 half_turn_[kBlockFftMaxRadix] = {};
     BlockFftPlan col_fwd_, col_inv_, half_plan_;  // col_inv_: col_fwd_'s radices reversed (block_fft_correlate)
     DeviceBuffer<float2> col_fwd_tw_, col_inv_tw_, half_tw_, untangle_, spec_, rows_, cols_;
     const float* spec_left_ = nullptr;

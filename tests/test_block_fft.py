@@ -39,18 +39,19 @@ def test_block_fft_on_the_cpu_equals_the_dft():
 
 
 def test_the_fused_ends_equal_the_dft():
-    """fft-large's fused ends on the CPU: stage 0 read through a loader (block_fft_from) with every
-    input live, at most two a butterfly (the pruned dft_two) and one; the correlation's pair
+    """fft-large's fused ends on the CPU: stage 0 read through a loader (block_fft_from, its loads
+    hoisted out of the radix switch; block_fft_correlate's inlined per radix) with every input live, at most two a butterfly (the pruned dft_two) and one; the correlation's pair
     (block_fft_correlate: the forward's last stage and the inverse's first as one step, the product
     between them, the inverse's last stage handed out from registers), every coefficient and every
-    output seen exactly once, no input read beyond the live ones; and its forward half alone."""
+    output seen exactly once, no input read beyond the live ones, each read told its place in its
+    butterfly (pass 3's twiddle); and its forward half alone."""
     r = default_run()
     assert r.returncode == 0, r.stdout + r.stderr
     lines = r.stdout.splitlines()
     for n in (1, 2, 60, 210, 343, 2160, 4320):
         mine = [x for x in lines if re.match(rf"PASS  n = +{n}  (from|correlate)", x)]
         assert len(mine) == 7, (n, mine)
-        assert all("reads beyond 0" in x for x in mine), mine
+        assert all("reads beyond 0  wrong r 0" in x for x in mine), mine
         assert sum("each once yes" in x for x in mine) == 3, mine
     # 4320 = 16 x 15 x 18 as one transform; the pair reverses its inverse's radices.
     pair = next(x for x in lines if x.startswith("PASS  n =  4320  correlate live 4320"))

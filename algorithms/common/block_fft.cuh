@@ -147,6 +147,15 @@ enum class BfLast {
              // radix, ns = 1: its inputs are these same elements) in registers, written in that
              // plan's layout (or to store where that plan has one stage)
 };
+// How stage 0 reads its loader (block_fft_core's FromLoad).
+enum class BfLoad {
+    PerRadix,  // inside each radix's case: R loads scheduled together with the butterfly, the fewest
+               // live registers (fft-large's column pass, held to 96, and its pass 3), but the
+               // loader's code inlined once per element of every radix (129 times: compile time)
+    Hoisted,   // one loop over the largest radix, each load guarded by the stage's radix: the loader
+               // inlined 18 times (fft-large's pass 1, whose loads are DRAM reads; a shared-memory
+               // loader with arithmetic ran 4% slower this way, notes/53_fft_large.md)
+};
 // The ends of a transform, for block_fft_core: where stage 0's inputs come from (load(i), i < live;
 // zeros beyond, never read), and what the last stage's results go to.
 template <class Load, class Mid, class Store>
@@ -159,6 +168,14 @@ struct BfEnds {
     int inv_pad;
     bool forward_only;
 };
+// Stage 0's element i = j + r m (r < R, its place in butterfly j) from the loader: load(i, r) where
+// the loader takes both (r is a constant once the loop is unrolled: pass 3 builds its untangling
+// twiddle from it), load(i) otherwise.
+template <class Load>
+__device__ __forceinline__ float2 bf_load_input(Load& load, int i, int r) {
+    if constexpr (std::is_invocable_v<Load&, int, int>) return load(i, r);
+    else return load(i);
+}
 
 // Butterfly j of stage `st`, its inputs in vin: twiddles and DFT (just dft_two where `pruned`), then
 // its results written back or, in the last stage, as `Last` says.
@@ -192,7 +209,8 @@ __device__ __forceinline__ void bf_stage_out(float2* buf, const BlockFftStage& s
 // Stages [s0, p.stages) of the DFT (Sign -1: forward, +1: inverse, unnormalised) of the n elements
 // in `buf` (the plan's layout), in place, one read and one write of the buffer a stage with the
 // block's barrier between them (every element is read and written by exactly one butterfly, so
-// one buffer suffices). FromLoad (s0 = 0): stage 0 reads load(i) instead of the buffer, and with
+// one buffer suffices). FromLoad (s0 = 0): stage 0 reads load(i) instead of the buffer (How says
+// where its loads are inlined; bf_load_input passes r to a loader that takes it), and with
 // live <= 2 m (a zero-padded input: 2-D template matching's 384 rows of 4320) its butterflies have
 // at most two nonzero inputs and their DFT is dft_two's R multiply-adds; after_first() runs once
 // stage 0 is written and the block synchronised (its inputs are read no more). The last stage's
@@ -203,7 +221,7 @@ __device__ __forceinline__ void bf_stage_out(float2* buf, const BlockFftStage& s
 // `buf` (FromLoad: after its last read of it); on return the block is synchronised. The radix
 // switches stay outside the stage's halves, so that every thread meets the same barriers, and one
 // expansion of each radix's DFT serves every stage.
-template <int Sign, bool FromLoad, BfLast Last, class Ends, class AfterFirst>
+template <int Sign, bool FromLoad, BfLast Last, BfLoad How = BfLoad::PerRadix, class Ends, class AfterFirst>
 __device__ __forceinline__ void block_fft_core(float2* buf, const BlockFftPlan& p, const BlockFftStage* stages, int j,
                                                int s0, Ends& e, AfterFirst&& after_first) {
     for (int s = s0; s < p.stages; ++s) {
@@ -211,14 +229,20 @@ __device__ __forceinline__ void block_fft_core(float2* buf, const BlockFftPlan& 
         const bool on = j >= 0 && j < st.m;
         const bool from_load = FromLoad && s == 0;
         float2 v[kBlockFftMaxRadix];
-        if (on) {
+        if (on && from_load && How == BfLoad::Hoisted) {
+#pragma unroll
+            for (int r = 0; r < kBlockFftMaxRadix; ++r) {
+                const int i = j + r * st.m;
+                if (r < st.r) v[r] = i < e.live ? bf_load_input(e.load, i, r) : make_float2(0.f, 0.f);
+            }
+        } else if (on) {
             switch (st.r) {
 #define XCORR_BF_LOAD(R)                                                                               \
     case R:                                                                                            \
-        if (from_load) {                                                                               \
+        if (How == BfLoad::PerRadix && from_load) {                                                    \
             _Pragma("unroll") for (int r = 0; r < R; ++r) {                                            \
                 const int i = j + r * st.m;                                                            \
-                v[r] = i < e.live ? e.load(i) : make_float2(0.f, 0.f);                                  \
+                v[r] = i < e.live ? bf_load_input(e.load, i, r) : make_float2(0.f, 0.f);               \
             }                                                                                          \
         } else {                                                                                       \
             bf_load<R>(buf, st, p.pad, j, v);                                                          \
@@ -267,22 +291,23 @@ __device__ __forceinline__ void block_fft(float2* buf, const BlockFftPlan& p, co
     block_fft_core<Sign, false, BfLast::Buffer>(buf, p, stages, j, 0, e, BfNothing{});
 }
 
-// The DFT of the n inputs load(i) (i < live; zeros beyond, never read) into `buf`: stage 0 reads
-// load instead of the buffer (pruned where live <= 2 m); after_first() once its inputs are read no
-// more. The caller has finished every read of `buf`; on return the block is synchronised.
-template <int Sign, class Load, class AfterFirst = BfNothing>
+// The DFT of the n inputs load(i) (i < live; zeros beyond, never read; or load(i, r):
+// bf_load_input) into `buf`: stage 0 reads load instead of the buffer (pruned where live <= 2 m;
+// the loader inlined once, BfLoad::Hoisted); after_first() once its inputs are read no more. The
+// caller has finished every read of `buf`; on return the block is synchronised.
+template <int Sign, BfLoad How = BfLoad::Hoisted, class Load, class AfterFirst = BfNothing>
 __device__ __forceinline__ void block_fft_from(float2* buf, const BlockFftPlan& p, const BlockFftStage* stages, int j,
                                                int live, Load&& load, AfterFirst&& after_first = {}) {
     BfNoMid mid;
     BfNoStore store;
     BfEnds<std::remove_reference_t<Load>, BfNoMid, BfNoStore> e{live, load, mid, store, nullptr, 0, false};
     if (p.stages == 0) {  // n = 1: no stage reads the input
-        if (j == 0) buf[0] = live > 0 ? load(0) : make_float2(0.f, 0.f);
+        if (j == 0) buf[0] = live > 0 ? bf_load_input(load, 0, 0) : make_float2(0.f, 0.f);
         __syncthreads();
         after_first();
         return;
     }
-    block_fft_core<Sign, true, BfLast::Buffer>(buf, p, stages, j, 0, e, after_first);
+    block_fft_core<Sign, true, BfLast::Buffer, How>(buf, p, stages, j, 0, e, after_first);
 }
 
 // A correlation's transform pair: the forward DFT of load(i) (i < live, zeros beyond: pruned as
@@ -302,7 +327,7 @@ __device__ __forceinline__ void block_fft_correlate(float2* buf, const BlockFftP
         live, load, mid, store, ist, inv.pad, forward_only};
     if (fwd.stages == 0) {  // n = 1
         if (j == 0) {
-            const float2 v = mid(0, live > 0 ? load(0) : make_float2(0.f, 0.f));
+            const float2 v = mid(0, live > 0 ? bf_load_input(load, 0, 0) : make_float2(0.f, 0.f));
             if (!forward_only) store(0, v);
         }
         __syncthreads();
