@@ -510,6 +510,8 @@ public:
 
 private:
     static int wrap(int v, int n) { return ((v % n) + n) % n; }
+    // The rights pass 3 takes at a time (its G), and so pass 2's interleave.
+    int group() const { return pair_rights_ ? kMaxGroup : 1; }
 
     static BlockFftPlan make_plan(BlockFftHost h, DeviceBuffer<float2>& tw) {
         tw = DeviceBuffer<float2>(h.twiddles.size());
@@ -523,8 +525,7 @@ private:
     int row_smem() const { return block_fft_slot(H_) * int(sizeof(float2)); }
     int column_smem() const { return (block_fft_slot(P_) + P_) * int(sizeof(float2)); }
     int inverse_smem(bool reduce) const {
-        const int g = pair_rights_ ? kMaxGroup : 1;
-        return g * (block_fft_slot(half_plan_.n) + half_plan_.n + 1) * int(sizeof(float2)) + (reduce ? kFoldSumBytes : 0);
+        return group() * (block_fft_slot(half_plan_.n) + half_plan_.n + 1) * int(sizeof(float2)) + (reduce ? kFoldSumBytes : 0);
     }
 
     void row_forward(const float* src, int64_t stride, int w, int row0, int col0, int rows, int cols, int matrices,
@@ -552,7 +553,7 @@ private:
         ColumnArgs a{};
         a.src = rows_.get(), a.rows_in = fy_.rn, a.matrices = nb, a.fwd = col_fwd_, a.inv = col_inv_;
         a.spec = spec_.get(), a.dst = cols_.get(), a.first_pos = first_pos_, a.out_rows = out_rows_;
-        a.interleave = pair_rights_ ? kMaxGroup : 1;  // as pass 3 takes them (inverse_args)
+        a.interleave = group();  // as pass 3 takes them
         column_kernel<<<unsigned(K_), col_fwd_.threads, column_smem(), stream>>>(a);
         XC_CHECK_LAUNCH();
     }
@@ -564,7 +565,7 @@ private:
         a.row_lo = empty_ ? 1 : row_lo_, a.row_hi = empty_ ? 0 : row_hi_;  // empty: no row has overlap
         a.col_lo = col_lo_, a.col_hi = col_hi_, a.col_pos = col_pos_;
         a.out_h = p_.out_h(), a.out_w = p_.out_w();
-        a.group = pair_rights_ ? kMaxGroup : 1;
+        a.group = group();
         return a;
     }
 

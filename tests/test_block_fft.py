@@ -40,7 +40,8 @@ def test_block_fft_on_the_cpu_equals_the_dft():
 
 def test_the_fused_ends_equal_the_dft():
     """fft-large's fused ends on the CPU: stage 0 read through a loader (block_fft_from, its loads
-    hoisted out of the radix switch; block_fft_correlate's inlined per radix) with every input live, at most two a butterfly (the pruned dft_two) and one; the correlation's pair
+    hoisted out of the radix switch; block_fft_correlate's inlined per radix) with every input
+    live, at most two a butterfly (the pruned dft_two) and one; the correlation's pair
     (block_fft_correlate: the forward's last stage and the inverse's first as one step, the product
     between them, the inverse's last stage handed out from registers), every coefficient and every
     output seen exactly once, no input read beyond the live ones, each read told its place in its
