@@ -40,7 +40,9 @@
 //      odd columns; the window's columns are read from it at their circular positions. Maps: the
 //      row is written. Maximum over the rights: each thread keeps its columns' running maximum and
 //      first index in registers and their sum and sum of squares (float64) in shared memory over
-//      the batch, and touches the running maps once per batch.
+//      the batch, and touches the running maps once per batch. A thread's columns are pairs of
+//      neighbours, so that one 8-byte read of the transform holds a pair's two values (where the
+//      window's first position is even) and a step's rights meet the sums in one read and write.
 // Shifts of the window without overlap are exact zeros (the map) or folded as zeros.
 //
 // Mapping: pass 1 a block per (matrix, row), pass 2 a block per (column, ...), pass 3 a block
@@ -59,6 +61,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -73,8 +76,9 @@ namespace xcorr::fft_large {
 namespace {
 
 constexpr int kFoldThreads = 512;        // pass 3
-constexpr int kFoldPerThread = 8;        // output columns per thread in pass 3
-constexpr int kFoldSumBytes = 2 * kFoldPerThread * kFoldThreads * int(sizeof(double));  // pass 3's sums
+constexpr int kFoldPerThread = 8;        // output columns per thread in pass 3, as pairs of neighbours
+constexpr int kFoldPairs = kFoldPerThread / 2;
+constexpr int kFoldSumBytes = kFoldPerThread * kFoldThreads * int(sizeof(double2));  // pass 3's sums
 constexpr int kMaxBatch = 32;
 constexpr int64_t kBatchBytes = int64_t(1) << 31;
 
@@ -261,15 +265,17 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
     // fold, three stages, fold into the maximum), and one block holds a multiprocessor's registers,
     // so G chains in one block keep G times the work in flight.
     const int G = a.group;
-    extern __shared__ float2 buf[];
+    extern __shared__ double2 smem[];
     __shared__ BlockFftStage stages[kBlockFftMaxStages];
     const int H = a.half.n, Q = 2 * H, K = H + 1, slot = block_fft_slot(H);
-    // Per transform g: its buffer buf + g slot, its coefficient k at raw[k G + g] (as pass 2 lays
-    // them out); then the running sums (element e * kFoldThreads + thread: a warp's doubles are
-    // consecutive). The maximum and its index stay in registers: 128 registers a thread hold those
-    // and a radix-18 butterfly, not the sums too.
+    // The running sums first (maximum only; column c of pair e of this thread at sums[(2 e + c)
+    // kFoldThreads + thread], its sum and sum of squares side by side: one 16-byte access each, a
+    // warp's consecutive). Then per transform g its buffer buf + g slot, and its coefficient k at
+    // raw[k G + g] (as pass 2 lays them out). The maximum and its index stay in registers: 128
+    // registers a thread hold those and a radix-18 butterfly, not the sums too.
+    double2* sums = smem;
+    float2* buf = reinterpret_cast<float2*>(smem + (kReduce ? kFoldPerThread * kFoldThreads : 0));
     float2* raw = buf + G * slot;
-    double* sums = reinterpret_cast<double*>(raw + G * K);
     block_fft_stages(a.half, stages);
     const int i = blockIdx.x;
     const int j0 = blockIdx.y * kFoldThreads * kFoldPerThread;
@@ -282,20 +288,42 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
         const float2 t = __ldg(a.untangle + my_j);
         w_j = make_float2(t.x, -t.y);
     }
+    // This thread's columns: pairs of neighbours j, j + 1 with j = pair_column(e), e < kFoldPairs
+    // (j even, so that a pair is one 8-byte element of the transform wherever the window's first
+    // circular position col_pos - col_lo is even: "same" with an even template); element
+    // u = 2 e + c of cur, idx and (shared) sums is column j + c.
+    auto pair_column = [&](int e) { return j0 + 2 * (int(threadIdx.x) + e * kFoldThreads); };
+    // Where pair e's values are, the same for every right: column j's value is element q = col_pos
+    // + j - col_lo (mod Q) of the transform's Q real outputs where it has overlap, else 0; column
+    // j + 1's is element q + 1 (mod Q). where[e] = (q + 1) * 4 + (column j has overlap) + 2 (column
+    // j + 1 has), or 0 (neither: nothing is read; q >= -1 otherwise). `plain`: q even and every
+    // column of the block's (that exists) with overlap, as in each row of 2-D template matching's
+    // "same" with an even template: a pair is then one 8-byte element, read without a test.
+    const bool plain = ((a.col_pos - a.col_lo) & 1) == 0 && row_on && j0 >= a.col_lo &&
+                       min(j0 + kFoldThreads * kFoldPerThread, a.out_w) - 1 <= a.col_hi;
+    int where[kFoldPairs];
+#pragma unroll
+    for (int e = 0; e < kFoldPairs; ++e) {
+        const int j = pair_column(e);
+        const bool on0 = row_on && j >= a.col_lo && j <= a.col_hi && j < a.out_w;
+        const bool on1 = row_on && j + 1 >= a.col_lo && j + 1 <= a.col_hi && j + 1 < a.out_w;
+        int q = a.col_pos + (j - a.col_lo);
+        q -= q >= Q ? Q : 0;
+        where[e] = on0 || on1 ? (q + 1) * 4 + int(on0) + 2 * int(on1) : 0;
+    }
     float cur[kFoldPerThread];
     int32_t idx[kFoldPerThread];
-    double* s1 = sums;
-    double* s2 = sums + (kReduce ? kFoldPerThread * kFoldThreads : 0);
     if constexpr (kReduce) {
 #pragma unroll
-        for (int e = 0; e < kFoldPerThread; ++e) {
-            const int j = j0 + threadIdx.x + e * kFoldThreads;
-            const int u = e * kFoldThreads + threadIdx.x;
-            cur[e] = NAN, idx[e] = -1, s1[u] = 0, s2[u] = 0;
+        for (int u = 0; u < kFoldPerThread; ++u) {
+            const int j = pair_column(u / 2) + u % 2;
+            double2& s = sums[u * kFoldThreads + threadIdx.x];
+            cur[u] = NAN, idx[u] = -1, s = make_double2(0, 0);
             if (!a.fresh && j < a.out_w) {
                 const int64_t o = int64_t(i) * a.out_w + j;
-                cur[e] = a.value[o], idx[e] = a.index[o];
-                if (a.sum) s1[u] = a.sum[o], s2[u] = a.sumsq[o];
+                idx[u] = a.index[o];
+                cur[u] = idx[u] < 0 ? NAN : a.value[o];  // the fold's test needs NaN where no index
+                if (a.sum) s = make_double2(a.sum[o], a.sumsq[o]);
             }
         }
     }
@@ -340,42 +368,73 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
                 if (b + G < a.batch) stage_coefficients(b + G);
             });
         }
+        auto fold = [&](auto plain_step) {
+            constexpr bool kPlain = decltype(plain_step)::value;
 #pragma unroll
-        for (int e = 0; e < kFoldPerThread; ++e) {
-            const int j = j0 + threadIdx.x + e * kFoldThreads;
-            if (j >= a.out_w) continue;
-            int q = -1;
-            if (row_on && j >= a.col_lo && j <= a.col_hi) {
-                q = a.col_pos + (j - a.col_lo);
-                q -= q >= Q ? Q : 0;
-            }
+            for (int e = 0; e < kFoldPairs; ++e) {
+                const int j = pair_column(e);
+                if (j >= a.out_w) continue;
+                float2 v[kMaxGroup];  // columns j, j + 1 of the step's rights
 #pragma unroll
-            for (int g = 0; g < kMaxGroup; ++g) {
-                if (g >= gn) break;
-                float v = 0.f;
-                if (q >= 0) {
-                    const float2 c = buf[g * slot + bf_pad(q >> 1, a.half.pad)];
-                    v = q & 1 ? c.y : c.x;
+                for (int g = 0; g < kMaxGroup; ++g) {
+                    v[g] = make_float2(0.f, 0.f);
+                    if (g >= gn) continue;
+                    const float2* t = buf + g * slot;
+                    const int q = (where[e] >> 2) - 1;
+                    if constexpr (kPlain) {
+                        v[g] = t[bf_pad(q >> 1, a.half.pad)];
+                    } else {  // real element q of the transform: half q & 1 of complex element q >> 1
+                        auto at = [&](int q) {
+                            const float2 c = t[bf_pad(q >> 1, a.half.pad)];
+                            return q & 1 ? c.y : c.x;
+                        };
+                        if (where[e] & 1) v[g].x = at(q);
+                        if (where[e] & 2) v[g].y = at(q + 1 == Q ? 0 : q + 1);
+                    }
                 }
                 if constexpr (kReduce) {
-                    if (v == v && (idx[e] < 0 || v > cur[e])) cur[e] = v, idx[e] = a.first + b + g;
-                    const int u = e * kFoldThreads + threadIdx.x;  // this thread's own: no barrier
-                    s1[u] += v, s2[u] += double(v) * v;
+                    // The step's rights in order, then one read-modify-write of each column's sums
+                    // (this thread's own: no barrier). A value x replaces the maximum where it is a
+                    // number and greater, or the maximum is NaN (no number yet: index -1): x > cur or
+                    // unordered. The smaller index wins a tie.
+#pragma unroll
+                    for (int c = 0; c < 2; ++c) {
+                        const int u = 2 * e + c;
+                        double2 s = sums[u * kFoldThreads + threadIdx.x];
+#pragma unroll
+                        for (int g = 0; g < kMaxGroup; ++g) {
+                            if (g >= gn) break;
+                            const float x = c ? v[g].y : v[g].x;
+                            if (x == x && !(x <= cur[u])) cur[u] = x, idx[u] = a.first + b + g;
+                            s.x += x, s.y += double(x) * x;
+                        }
+                        sums[u * kFoldThreads + threadIdx.x] = s;
+                    }
                 } else {
-                    a.out[(int64_t(b + g) * a.out_h + i) * a.out_w + j] = v;
+#pragma unroll
+                    for (int g = 0; g < kMaxGroup; ++g) {
+                        if (g >= gn) break;
+                        float* o = a.out + (int64_t(b + g) * a.out_h + i) * a.out_w + j;
+                        o[0] = v[g].x;
+                        if (j + 1 < a.out_w) o[1] = v[g].y;
+                    }
                 }
             }
-        }
+        };
+        if (plain)
+            fold(std::true_type{});
+        else
+            fold(std::false_type{});
     }
     if constexpr (kReduce) {
 #pragma unroll
-        for (int e = 0; e < kFoldPerThread; ++e) {
-            const int j = j0 + threadIdx.x + e * kFoldThreads;
+        for (int u = 0; u < kFoldPerThread; ++u) {
+            const int j = pair_column(u / 2) + u % 2;
             if (j >= a.out_w) continue;
             const int64_t o = int64_t(i) * a.out_w + j;
-            const int u = e * kFoldThreads + threadIdx.x;
-            a.value[o] = cur[e], a.index[o] = idx[e];
-            if (a.sum) a.sum[o] = s1[u], a.sumsq[o] = s2[u];
+            const double2 s = sums[u * kFoldThreads + threadIdx.x];
+            a.value[o] = cur[u], a.index[o] = idx[u];
+            if (a.sum) a.sum[o] = s.x, a.sumsq[o] = s.y;
         }
     }
 }
