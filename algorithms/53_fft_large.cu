@@ -41,8 +41,7 @@
 //      row is written. Maximum over the rights: each thread keeps its columns' running maximum and
 //      first index in registers and their sum and sum of squares (float64) in shared memory over
 //      the batch, and touches the running maps once per batch. A thread's columns are pairs of
-//      neighbours, so that one 8-byte read of the transform holds a pair's two values (where the
-//      window's first position is even) and a step's rights meet the sums in one read and write.
+//      neighbours, so that a step's rights meet a pair's sums in one read and write each.
 // Shifts of the window without overlap are exact zeros (the map) or folded as zeros.
 //
 // Mapping: pass 1 a block per (matrix, row), pass 2 a block per (column, ...), pass 3 a block
@@ -61,7 +60,6 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -294,13 +292,10 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
     // u = 2 e + c of cur, idx and (shared) sums is column j + c.
     auto pair_column = [&](int e) { return j0 + 2 * (int(threadIdx.x) + e * kFoldThreads); };
     // Where pair e's values are, the same for every right: column j's value is element q = col_pos
-    // + j - col_lo (mod Q) of the transform's Q real outputs where it has overlap, else 0; column
+    // + j - col_lo (mod Q) of the transform's Q real outputs (the real half of complex element
+    // q >> 1 where q is even, the imaginary half where odd) where it has overlap, else 0; column
     // j + 1's is element q + 1 (mod Q). where[e] = (q + 1) * 4 + (column j has overlap) + 2 (column
-    // j + 1 has), or 0 (neither: nothing is read; q >= -1 otherwise). `plain`: q even and every
-    // column of the block's (that exists) with overlap, as in each row of 2-D template matching's
-    // "same" with an even template: a pair is then one 8-byte element, read without a test.
-    const bool plain = ((a.col_pos - a.col_lo) & 1) == 0 && row_on && j0 >= a.col_lo &&
-                       min(j0 + kFoldThreads * kFoldPerThread, a.out_w) - 1 <= a.col_hi;
+    // j + 1 has), or 0 (neither: nothing is read; q >= -1 otherwise).
     int where[kFoldPairs];
 #pragma unroll
     for (int e = 0; e < kFoldPairs; ++e) {
@@ -368,63 +363,51 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
                 if (b + G < a.batch) stage_coefficients(b + G);
             });
         }
-        auto fold = [&](auto plain_step) {
-            constexpr bool kPlain = decltype(plain_step)::value;
 #pragma unroll
-            for (int e = 0; e < kFoldPairs; ++e) {
-                const int j = pair_column(e);
-                if (j >= a.out_w) continue;
-                float2 v[kMaxGroup];  // columns j, j + 1 of the step's rights
+        for (int e = 0; e < kFoldPairs; ++e) {
+            const int j = pair_column(e);
+            if (j >= a.out_w) continue;
+            float2 v[kMaxGroup];  // columns j, j + 1 of the step's rights
 #pragma unroll
-                for (int g = 0; g < kMaxGroup; ++g) {
-                    v[g] = make_float2(0.f, 0.f);
-                    if (g >= gn) continue;
-                    const float2* t = buf + g * slot;
-                    const int q = (where[e] >> 2) - 1;
-                    if constexpr (kPlain) {
-                        v[g] = t[bf_pad(q >> 1, a.half.pad)];
-                    } else {  // real element q of the transform: half q & 1 of complex element q >> 1
-                        auto at = [&](int q) {
-                            const float2 c = t[bf_pad(q >> 1, a.half.pad)];
-                            return q & 1 ? c.y : c.x;
-                        };
-                        if (where[e] & 1) v[g].x = at(q);
-                        if (where[e] & 2) v[g].y = at(q + 1 == Q ? 0 : q + 1);
-                    }
-                }
-                if constexpr (kReduce) {
-                    // The step's rights in order, then one read-modify-write of each column's sums
-                    // (this thread's own: no barrier). A value x replaces the maximum where it is a
-                    // number and greater, or the maximum is NaN (no number yet: index -1): x > cur or
-                    // unordered. The smaller index wins a tie.
+            for (int g = 0; g < kMaxGroup; ++g) {
+                v[g] = make_float2(0.f, 0.f);
+                if (g >= gn) continue;
+                auto at = [&](int q) {
+                    const float2 c = buf[g * slot + bf_pad(q >> 1, a.half.pad)];
+                    return q & 1 ? c.y : c.x;
+                };
+                const int q = (where[e] >> 2) - 1;
+                if (where[e] & 1) v[g].x = at(q);
+                if (where[e] & 2) v[g].y = at(q + 1 == Q ? 0 : q + 1);
+            }
+            if constexpr (kReduce) {
+                // The step's rights in order, then one read-modify-write of each column's sums
+                // (this thread's own: no barrier). A value x replaces the maximum where it is a
+                // number and greater, or the maximum is NaN (no number yet: index -1): x > cur or
+                // unordered. The smaller index wins a tie.
 #pragma unroll
-                    for (int c = 0; c < 2; ++c) {
-                        const int u = 2 * e + c;
-                        double2 s = sums[u * kFoldThreads + threadIdx.x];
-#pragma unroll
-                        for (int g = 0; g < kMaxGroup; ++g) {
-                            if (g >= gn) break;
-                            const float x = c ? v[g].y : v[g].x;
-                            if (x == x && !(x <= cur[u])) cur[u] = x, idx[u] = a.first + b + g;
-                            s.x += x, s.y += double(x) * x;
-                        }
-                        sums[u * kFoldThreads + threadIdx.x] = s;
-                    }
-                } else {
+                for (int c = 0; c < 2; ++c) {
+                    const int u = 2 * e + c;
+                    double2 s = sums[u * kFoldThreads + threadIdx.x];
 #pragma unroll
                     for (int g = 0; g < kMaxGroup; ++g) {
                         if (g >= gn) break;
-                        float* o = a.out + (int64_t(b + g) * a.out_h + i) * a.out_w + j;
-                        o[0] = v[g].x;
-                        if (j + 1 < a.out_w) o[1] = v[g].y;
+                        const float x = c ? v[g].y : v[g].x;
+                        if (x == x && !(x <= cur[u])) cur[u] = x, idx[u] = a.first + b + g;
+                        s.x += x, s.y += double(x) * x;
                     }
+                    sums[u * kFoldThreads + threadIdx.x] = s;
+                }
+            } else {
+#pragma unroll
+                for (int g = 0; g < kMaxGroup; ++g) {
+                    if (g >= gn) break;
+                    float* o = a.out + (int64_t(b + g) * a.out_h + i) * a.out_w + j;
+                    o[0] = v[g].x;
+                    if (j + 1 < a.out_w) o[1] = v[g].y;
                 }
             }
-        };
-        if (plain)
-            fold(std::true_type{});
-        else
-            fold(std::false_type{});
+        }
     }
     if constexpr (kReduce) {
 #pragma unroll
