@@ -286,10 +286,8 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
         const float2 t = __ldg(a.untangle + my_j);
         w_j = make_float2(t.x, -t.y);
     }
-    // This thread's columns: pairs of neighbours j, j + 1 with j = pair_column(e), e < kFoldPairs
-    // (j even, so that a pair is one 8-byte element of the transform wherever the window's first
-    // circular position col_pos - col_lo is even: "same" with an even template); element
-    // u = 2 e + c of cur, idx and (shared) sums is column j + c.
+    // This thread's columns: pairs of neighbours j, j + 1 with j = pair_column(e) (even), e <
+    // kFoldPairs; element u = 2 e + c of cur, idx and (shared) sums is column j + c.
     auto pair_column = [&](int e) { return j0 + 2 * (int(threadIdx.x) + e * kFoldThreads); };
     // Where pair e's values are, the same for every right: column j's value is element q = col_pos
     // + j - col_lo (mod Q) of the transform's Q real outputs (the real half of complex element
