@@ -1,7 +1,8 @@
 """scripts/dev/ncu-hotspots on a source page of ncu's shape (SASS lines, their stall samples,
 shared-memory wavefronts and executed instructions): the stall reasons' shares, the instruction
 with the most excess wavefronts named first with its ratio to the ideal, the opcodes without
-predicates or modifiers; and a file that is no such page refused in one line. CPU only."""
+predicates or modifiers, the straight-line stretches by the instructions they execute; and a file
+that is no such page refused in one line. CPU only."""
 import subprocess
 import sys
 
@@ -21,8 +22,8 @@ ROWS = [
 ]
 
 
-def page(tmp_path, kernel="void pass3_kernel<1, 2>(Args)"):
-    lines = [f'"Kernel Name","{kernel}",'] + [",".join(f'"{c}"' for c in row) for row in [HEADER] + ROWS]
+def page(tmp_path, kernel="void pass3_kernel<1, 2>(Args)", rows=ROWS):
+    lines = [f'"Kernel Name","{kernel}",'] + [",".join(f'"{c}"' for c in row) for row in [HEADER] + rows]
     path = tmp_path / "k-sass.csv"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -42,13 +43,36 @@ def test_the_three_tables_of_one_kernel(tmp_path):
     assert lines[at + 1].split()[:2] == ["0x10", "LDGSTS.E.64"] and lines[at + 1].endswith("16.0x")
     assert lines[at + 2].split()[:2] == ["0x30", "STS.64"] and lines[at + 2].endswith("4.0x")
     # the mix: FFMA 6000 of 10000 executed, the predicated branch counted as BRA
-    mix = lines[lines.index("instruction mix (10000 warp instructions):") + 1:]
+    stretches = next(i for i, line in enumerate(lines) if line.startswith("hottest stretches"))
+    mix = lines[lines.index("instruction mix (10000 warp instructions):") + 1:stretches]
     assert [m.split() for m in mix] == [["FFMA", "60.0%"], ["BRA", "20.0%"], ["LDGSTS", "10.0%"], ["STS", "10.0%"]]
+    # every instruction a stretch of its own here (each count differs from its neighbour's): FFMA's first
+    assert lines[stretches + 1].split() == ["0x40", "1", "x", "6000", "60.0%", "10.0%", "FFMA:1"]
+    assert len(lines) == stretches + 5
+
+
+def test_a_stretch_is_consecutive_instructions_executed_equally_often(tmp_path):
+    """A butterfly's straight-line code is one row however long; an instruction that did not run
+    (or ran another number of times) ends it, and the same count after it starts a new one."""
+    def row(address, source, executed, samples):
+        return [address, source, str(samples), "0", executed, "0", "0", "0", str(samples), "0", "0"]
+    rows = [row("0x10", "FADD R1, R2, R3", "400", 10), row("0x20", "@P0 FFMA R1, R2, R3, R4", "400", 20),
+            row("0x30", "FADD R5, R2, R3", "400", 10), row("0x40", "IADD3 R1, R2, R3, RZ", "100", 5),
+            row("0x50", "LEA R1, R2, R3, 0x3", "100", 5), row("0x60", "EXIT", "0", 0),
+            row("0x70", "IADD3 R1, R2, R3, RZ", "100", 50)]
+    text = hotspots.report(*hotspots.read(page(tmp_path, rows=rows)), top=8)
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("hottest stretches"))
+    # 1,500 instructions executed, 100 samples: 3 x 400 (80%), 2 x 100 (13.3%), 1 x 100 (6.7%)
+    assert [line.split() for line in lines[at + 1:]] == [
+        ["0x10", "3", "x", "400", "80.0%", "40.0%", "FADD:2", "FFMA:1"],
+        ["0x40", "2", "x", "100", "13.3%", "10.0%", "IADD3:1", "LEA:1"],
+        ["0x70", "1", "x", "100", "6.7%", "50.0%", "IADD3:1"]]
 
 
 def test_as_a_user_runs_it_and_what_it_refuses(tmp_path, capsys):
     r = subprocess.run([sys.executable, str(SCRIPT), str(page(tmp_path)), "--top", "1"], capture_output=True, text=True)
-    assert r.returncode == 0 and r.stdout.count("\n  ") == 3, r.stdout + r.stderr  # one row a table
+    assert r.returncode == 0 and r.stdout.count("\n  ") == 4, r.stdout + r.stderr  # one row a table
     details = tmp_path / "details.txt"
     details.write_text("  Section: GPU Speed Of Light Throughput\n    Duration  ms  3.31\n")
     for path, why in ((tmp_path / "absent.csv", "no such file"),
