@@ -289,6 +289,8 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
     // This thread's columns: pairs of neighbours j, j + 1 with j = pair_column(e) (even), e <
     // kFoldPairs; element u = 2 e + c of cur, idx and (shared) sums is column j + c.
     auto pair_column = [&](int e) { return j0 + 2 * (int(threadIdx.x) + e * kFoldThreads); };
+    auto column = [&](int u) { return pair_column(u / 2) + u % 2; };
+    auto sums_of = [&](int u) -> double2& { return sums[u * kFoldThreads + threadIdx.x]; };
     // Where pair e's values are, the same for every right: column j's value is element q = col_pos
     // + j - col_lo (mod Q) of the transform's Q real outputs (the real half of complex element
     // q >> 1 where q is even, the imaginary half where odd) where it has overlap, else 0; column
@@ -309,8 +311,8 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
     if constexpr (kReduce) {
 #pragma unroll
         for (int u = 0; u < kFoldPerThread; ++u) {
-            const int j = pair_column(u / 2) + u % 2;
-            double2& s = sums[u * kFoldThreads + threadIdx.x];
+            const int j = column(u);
+            double2& s = sums_of(u);
             cur[u] = NAN, idx[u] = -1, s = make_double2(0, 0);
             if (!a.fresh && j < a.out_w) {
                 const int64_t o = int64_t(i) * a.out_w + j;
@@ -386,7 +388,7 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
 #pragma unroll
                 for (int c = 0; c < 2; ++c) {
                     const int u = 2 * e + c;
-                    double2 s = sums[u * kFoldThreads + threadIdx.x];
+                    double2 s = sums_of(u);
 #pragma unroll
                     for (int g = 0; g < kMaxGroup; ++g) {
                         if (g >= gn) break;
@@ -394,7 +396,7 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
                         if (x == x && !(x <= cur[u])) cur[u] = x, idx[u] = a.first + b + g;
                         s.x += x, s.y += double(x) * x;
                     }
-                    sums[u * kFoldThreads + threadIdx.x] = s;
+                    sums_of(u) = s;
                 }
             } else {
 #pragma unroll
@@ -410,10 +412,10 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
     if constexpr (kReduce) {
 #pragma unroll
         for (int u = 0; u < kFoldPerThread; ++u) {
-            const int j = pair_column(u / 2) + u % 2;
+            const int j = column(u);
             if (j >= a.out_w) continue;
             const int64_t o = int64_t(i) * a.out_w + j;
-            const double2 s = sums[u * kFoldThreads + threadIdx.x];
+            const double2 s = sums_of(u);
             a.value[o] = cur[u], a.index[o] = idx[u];
             if (a.sum) a.sum[o] = s.x, a.sumsq[o] = s.y;
         }
