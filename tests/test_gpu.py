@@ -414,15 +414,22 @@ def compute_sanitizer():
     pytest.skip("compute-sanitizer is not installed (it ships with the CUDA toolkit)")
 
 
+SANITIZER_SHARDS = 8
+
+
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
-def test_sanitizer_finds_nothing(gpu, tool):
+@pytest.mark.parametrize("shard", range(1, SANITIZER_SHARDS + 1))
+def test_sanitizer_finds_nothing(gpu, tool, shard):
     """compute-sanitizer reports nothing for any variant on odd, unequal shapes, one-to-one and n-to-m,
     each instantiated parameter value once. racecheck once found a shared-memory hazard in fft-fused
     at transform size 96 (these shapes) that no comparison of outputs had shown; scripts/device-check
-    -s runs all four tools on more shapes and forms."""
+    -s runs all four tools on more shapes and forms. The checks are dealt over SANITIZER_SHARDS tests
+    (xcorr_validate --shard: together exactly one process's checks), so that pytest-xdist's workers
+    share racecheck's minutes; one process over every variant outlasted a device call."""
     for shape, form in [("37x53,29x41", "one-to-one"), ("33x35,31x33", "n-to-m")]:
         r = run([compute_sanitizer(), "--tool", tool, "--error-exitcode", "99", "--print-limit", "20",
-                 binary("xcorr_validate"), "--params", "covering", "--shape", shape, "--form", form], timeout=1800)
+                 binary("xcorr_validate"), "--params", "covering", "--shape", shape, "--form", form,
+                 "--shard", f"{shard}/{SANITIZER_SHARDS}"], timeout=1800)
         findings = [l for l in r.stdout.splitlines() if l.startswith("=====") and "SUMMARY" not in l]
         assert r.returncode != 99, "\n".join(findings[:40])
         assert re.search(r"(ERROR|RACECHECK) SUMMARY: 0 ", r.stdout), r.stdout[-2000:]
