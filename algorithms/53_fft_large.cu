@@ -4,8 +4,10 @@
 // forward and the inverse column transforms of one kernel, and the last pass writes only the
 // window's elements, or, for the maximum over the rights (2-D template matching), folds a batch
 // of rights into the running maximum, index, sum and sum of squares without writing any map.
-// Forms one-to-one and one-to-many; every window; transforms up to 5832 points along columns and
-// 11664 along rows (block_fft.cuh's longest schedule, 18^3, and twice it for the real rows).
+// Forms one-to-one and one-to-many; every window; transforms up to 11664 points a side: along rows
+// twice block_fft.cuh's longest schedule (18^3 = 5832: the real rows' half), along columns 5832 in
+// the fused column pass and up to 11664 in a pass of its own beyond it (column_long_kernel: an
+// 8192 x 8192 image's 8640).
 //
 // Algorithm (the transform of fft, 50_fft.cu, whose header explains windows, crops and periods):
 // the window's overlapping shifts [lo, hi] per axis need the cropped parts L' (ln rows from l0)
@@ -226,6 +228,46 @@ __global__ void __maxnreg__(XCORR_FFT_LARGE_COLUMN_REGISTERS) column_kernel(Colu
     }
 }
 
+// Pass 2 for a column beyond block_fft's longest schedule (P > 5832: block_fft_pingpong, several
+// butterflies a thread): column_kernel's work unfused, each step a pass over shared memory -- the
+// column in (zero to P), the forward DFT, the left's column written (left) or the product with it
+// (read through the cache: a block's column stays in L2 over the batch), the inverse DFT, the
+// window's rows out -- in two buffers of P (198 KB at 11664), a block of kBlockFftMaxThreads an SM.
+// Both DFTs use the forward plan (its twiddles conjugated for the inverse); ColumnArgs::inv unused.
+__global__ void __launch_bounds__(kBlockFftMaxThreads, 1) column_long_kernel(ColumnArgs a) {
+    extern __shared__ float2 buf[];
+    __shared__ BlockFftStage fst[kBlockFftMaxStages];
+    block_fft_stages(a.fwd, fst);
+    const int P = a.fwd.n, K = gridDim.x, slot = block_fft_slot(P), pad = a.fwd.pad;
+    const int k = blockIdx.x, t = threadIdx.x, T = blockDim.x;
+    __syncthreads();  // the stage table
+    for (int m = 0; m < a.matrices; ++m) {
+        const float2* col = a.src + (int64_t(m) * K + k) * a.rows_in;
+        const int I = a.interleave;
+        float2* out = a.dst + (a.dst ? (int64_t(m / I) * K + k) * a.out_rows * I + m % I : 0);
+        staged_copy(col, P, a.rows_in, [&](int p, float2 v) { buf[bf_pad(p, pad)] = v; });
+        __syncthreads();
+        float2* x = block_fft_pingpong<-1>(buf, buf + slot, a.fwd, fst, t, T);
+        if (a.left_out) {
+            for (int p = t; p < P; p += T) {
+                const float2 v = x[bf_pad(p, pad)];
+                a.left_out[int64_t(k) * P + p] = make_float2(v.x * a.scale, v.y * a.scale);
+            }
+            continue;  // one matrix: nothing refills buf
+        }
+        const float2* lcol = a.spec + int64_t(k) * P;
+        for (int p = t; p < P; p += T) x[bf_pad(p, pad)] = mul_conj(__ldg(lcol + p), x[bf_pad(p, pad)], 1.f);
+        __syncthreads();
+        const float2* y = block_fft_pingpong<1>(x, x == buf ? buf + slot : buf, a.fwd, fst, t, T);
+        for (int r = t; r < a.out_rows; r += T) {
+            int pos = a.first_pos + r;
+            pos -= pos >= P ? P : 0;
+            out[int64_t(r) * I] = y[bf_pad(pos, pad)];
+        }
+        __syncthreads();  // buf is refilled for the next right
+    }
+}
+
 // Pass 3. Output row i = blockIdx.x of every right b < batch, columns from j0 = blockIdx.y *
 // kFoldThreads * kFoldPerThread. Row i holds shift dy0 + i; it has overlap iff row_lo <= i <=
 // row_hi, then its coefficients are src[b / G][k][i - row_lo][b % G] (G the rights a step takes,
@@ -425,7 +467,8 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
 // The transform length for `need` points: the smallest 7-smooth n >= need (even when asked) that
 // the block FFT has a schedule for (block_fft_radices: radices up to 18, at most 512 butterflies a
 // stage; for an even length, its half, which the row passes transform), at most 18^3 = 5832, the
-// longest; 0 where none is.
+// longest. Beyond it, for a column (not even): the smallest 7-smooth n >= need up to
+// kBlockFftMaxLongN, every one of which has a long schedule (column_long_kernel's). 0 where none is.
 int scheduled_length(int need, bool even) {
     for (int n = std::max(need, even ? 2 : 1); n <= (even ? 2 : 1) * kBlockFftMaxN; ++n) {
         if (!is_7_smooth(n) || (even && n % 2)) continue;
@@ -435,7 +478,21 @@ int scheduled_length(int need, bool even) {
         } catch (const std::invalid_argument&) {  // no schedule: the next length
         }
     }
+    if (!even)
+        for (int n = std::max(need, kBlockFftMaxN + 1); n <= kBlockFftMaxLongN; ++n)
+            if (is_7_smooth(n)) return n;
     return 0;
+}
+
+// Whether a column of P points takes the long pass (column_long_kernel): P has no schedule of
+// block_fft's.
+bool long_column(int P) {
+    try {
+        block_fft_radices(P);
+        return false;
+    } catch (const std::invalid_argument&) {
+        return true;
+    }
 }
 
 class FftLarge final : public Instance {
@@ -452,13 +509,18 @@ public:
         Q_ = scheduled_length(fx_.need, true);
         if (P_ == 0 || Q_ == 0)
             throw UsageError("fft-large: the window needs transforms of " + std::to_string(fy_.need) + " x " +
-                             std::to_string(fx_.need) + " points; its block FFT holds at most 5832 a side "
-                             "(2 x 5832 along rows): use fft");
+                             std::to_string(fx_.need) + " points; it holds at most " +
+                             std::to_string(kBlockFftMaxLongN) + " a side: use fft");
         H_ = Q_ / 2;
         K_ = H_ + 1;
-        BlockFftPair cols = block_fft_host_pair(P_);
-        col_fwd_ = make_plan(cols.fwd, col_fwd_tw_);
-        col_inv_ = make_plan(cols.inv, col_inv_tw_);
+        long_cols_ = long_column(P_);
+        if (long_cols_) {
+            col_fwd_ = col_inv_ = make_plan(block_fft_host_long(P_), col_fwd_tw_);
+        } else {
+            BlockFftPair cols = block_fft_host_pair(P_);
+            col_fwd_ = make_plan(cols.fwd, col_fwd_tw_);
+            col_inv_ = make_plan(cols.inv, col_inv_tw_);
+        }
         half_plan_ = make_plan(block_fft_host(H_), half_tw_);
         // W_Q^k = exp(-2 pi i k / Q) (k <= H), in double and rounded: the rows' untangling (passes 1
         // and 3).
@@ -513,7 +575,7 @@ public:
         // Dynamic shared memory per kernel: row_smem, column_smem, inverse_smem (below).
         const std::pair<const void*, int> smem[] = {
             {(const void*)row_forward_kernel, row_smem()},
-            {(const void*)column_kernel, column_smem()},
+            {(const void*)(long_cols_ ? column_long_kernel : column_kernel), column_smem()},
             {(const void*)row_inverse_kernel<false>, inverse_smem(false)},
             {(const void*)row_inverse_kernel<true>, inverse_smem(true)}};
         for (const auto& [f, bytes] : smem)
@@ -565,7 +627,14 @@ private:
     // Dynamic shared memory: pass 1 the row's transform; pass 2 the column's and the left's column;
     // pass 3 the row's transform, its coefficients and (maximum) the running sums.
     int row_smem() const { return block_fft_slot(H_) * int(sizeof(float2)); }
-    int column_smem() const { return (block_fft_slot(P_) + P_) * int(sizeof(float2)); }
+    int column_smem() const {
+        return (long_cols_ ? 2 * block_fft_slot(P_) : block_fft_slot(P_) + P_) * int(sizeof(float2));
+    }
+    void launch_columns(const ColumnArgs& a, cudaStream_t stream) const {
+        if (long_cols_) column_long_kernel<<<unsigned(K_), kBlockFftMaxThreads, column_smem(), stream>>>(a);
+        else column_kernel<<<unsigned(K_), col_fwd_.threads, column_smem(), stream>>>(a);
+        XC_CHECK_LAUNCH();
+    }
     int inverse_smem(bool reduce) const {
         return group() * (block_fft_slot(half_plan_.n) + half_plan_.n + 1) * int(sizeof(float2)) + (reduce ? kFoldSumBytes : 0);
     }
@@ -584,8 +653,7 @@ private:
         a.src = rows_.get(), a.rows_in = fy_.ln, a.matrices = 1, a.fwd = col_fwd_, a.inv = col_inv_;
         a.scale = float(1.0 / (double(P_) * double(Q_)));
         a.left_out = spec_.get();
-        column_kernel<<<unsigned(K_), col_fwd_.threads, column_smem(), stream>>>(a);
-        XC_CHECK_LAUNCH();
+        launch_columns(a, stream);
         spec_left_ = left;
     }
 
@@ -596,8 +664,7 @@ private:
         a.src = rows_.get(), a.rows_in = fy_.rn, a.matrices = nb, a.fwd = col_fwd_, a.inv = col_inv_;
         a.spec = spec_.get(), a.dst = cols_.get(), a.first_pos = first_pos_, a.out_rows = out_rows_;
         a.interleave = group();  // as pass 3 takes them
-        column_kernel<<<unsigned(K_), col_fwd_.threads, column_smem(), stream>>>(a);
-        XC_CHECK_LAUNCH();
+        launch_columns(a, stream);
     }
 
     RowInverseArgs inverse_args(int nb) const {
@@ -628,8 +695,10 @@ private:
     int row_lo_ = 0, row_hi_ = -1, col_lo_ = 0, col_hi_ = -1, out_rows_ = 0, first_pos_ = 0, col_pos_ = 0;
     int batch_ = 1;
     bool pair_rights_ = false;  // pass 3 takes two rights at a time
+    bool long_cols_ = false;    // pass 2 is column_long_kernel (P beyond block_fft's schedules)
     float2 half_turn_[kBlockFftMaxRadix] = {};
-    BlockFftPlan col_fwd_, col_inv_, half_plan_;  // col_inv_: col_fwd_'s radices reversed (block_fft_correlate)
+    BlockFftPlan col_fwd_, col_inv_, half_plan_;  // col_inv_: col_fwd_'s radices reversed (block_fft_correlate;
+                                                  // long columns: col_fwd_ itself)
     DeviceBuffer<float2> col_fwd_tw_, col_inv_tw_, half_tw_, untangle_, spec_, rows_, cols_;
     const float* spec_left_ = nullptr;
 };

@@ -9,7 +9,9 @@
 // `--schedules` instead prints the schedule (radices in stage order, threads, layout, and the
 // shared-memory wavefronts of its stages against the first order in the densest layout and the
 // ideal: block_fft_wavefronts) of every 7-smooth length up to kBlockFftMaxN, or "none", so that
-// tests/test_block_fft.py checks which lengths fft-large serves. Run by tests/test_block_fft.py.
+// tests/test_block_fft.py checks which lengths fft-large serves; `--long-schedules` the long
+// schedules (block_fft_pingpong's) of every length up to kBlockFftMaxLongN. Without lengths it also checks
+// block_fft_pingpong (several butterflies a thread; long schedules). Run by tests/test_block_fft.py.
 #include <algorithm>
 #include <atomic>
 #include <barrier>
@@ -123,6 +125,52 @@ bool check(xcorr::BlockFftHost h, std::mt19937& rng) {
     std::printf("%s  n = %5d  %s  radices %s  pad %d  threads %d  max rel err %.2e  pads written %d\n",
                 ok ? "PASS" : "FAIL", n, Sign < 0 ? "forward" : "inverse", radices.empty() ? "-" : radices.c_str(), pad,
                 h.plan.threads, rel, pads_written);
+    return ok;
+}
+
+// block_fft_pingpong: the DFT of n random points with T threads (fewer than the stages'
+// butterflies: several a thread), between two poisoned buffers; the result in the buffer it
+// returns (the one the stage count's parity says), the pad words of both never written.
+template <int Sign>
+bool check_pingpong(xcorr::BlockFftHost h, int T, std::mt19937& rng) {
+    const int n = h.plan.n, pad = h.plan.pad, slot = xcorr::block_fft_slot(n);
+    h.plan.tw = h.twiddles.data();
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float2> a(size_t(slot), make_float2(nan, nan)), b = a;
+    std::vector<cd> xd(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+        const float2 v = make_float2(u(rng), u(rng));
+        a[size_t(xcorr::bf_pad(i, pad))] = v, xd[size_t(i)] = cd(v.x, v.y);
+    }
+    std::vector<xcorr::BlockFftStage> stages(xcorr::kBlockFftMaxStages);
+    std::vector<float2*> result(size_t(T), nullptr);
+    on_block(T, [&](int t) {
+        xcorr::block_fft_stages(h.plan, stages.data());
+        __syncthreads();
+        result[size_t(t)] = xcorr::block_fft_pingpong<Sign>(a.data(), b.data(), h.plan, stages.data(), t, T);
+    });
+    float2* const want_at = h.plan.stages % 2 ? b.data() : a.data();
+    const bool agreed = std::all_of(result.begin(), result.end(), [&](float2* r) { return r == want_at; });
+    std::vector<float2> got(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) got[size_t(i)] = want_at[xcorr::bf_pad(i, pad)];
+    const double rel = max_rel(got, dft(xd, Sign));
+    int pads_written = 0;
+    std::vector<bool> data(size_t(slot), false);
+    for (int i = 0; i < n; ++i) data[size_t(xcorr::bf_pad(i, pad))] = true;
+    for (int i = 0; i < slot; ++i)
+        if (!data[size_t(i)] && (!std::isnan(a[size_t(i)].x) || !std::isnan(b[size_t(i)].x))) ++pads_written;
+    int most = 1;
+    std::string radices;
+    for (int s = 0; s < h.plan.stages; ++s) {
+        radices += (s ? "x" : "") + std::to_string(h.plan.st[s].r);
+        most = std::max(most, h.plan.st[s].m);
+    }
+    const bool ok = rel < 3e-6 && pads_written == 0 && agreed;
+    std::printf("%s  n = %5d  pingpong %s  radices %s  pad %d  threads %d for %d butterflies  max rel err %.2e  "
+                "pads written %d  result where expected %s\n",
+                ok ? "PASS" : "FAIL", n, Sign < 0 ? "forward" : "inverse", radices.c_str(), pad, T, most, rel,
+                pads_written, agreed ? "yes" : "no");
     return ok;
 }
 
@@ -251,6 +299,23 @@ int main(int argc, char** argv) {
         }
         return 0;
     }
+    if (argc > 1 && std::string(argv[1]) == "--long-schedules") {
+        // The long schedules (block_fft_pingpong's) of every 7-smooth length up to its longest:
+        // radices in block_fft_radices's order and the most butterflies of a stage, or "none".
+        for (int n = 1; n <= xcorr::kBlockFftMaxLongN; ++n) {
+            if (!xcorr::is_7_smooth(n)) continue;
+            try {
+                const std::vector<int> r = xcorr::block_fft_radices(n, true);
+                int most = 1;
+                std::printf("%d", n);
+                for (int q : r) std::printf(" %d", q), most = std::max(most, n / q);
+                std::printf(" butterflies %d\n", most);
+            } catch (const std::exception&) {
+                std::printf("%d none\n", n);
+            }
+        }
+        return 0;
+    }
     const bool layouts = argc > 1 && std::string(argv[1]) == "--layouts";
     std::vector<int> sizes;
     for (int i = layouts ? 2 : 1; i < argc; ++i) sizes.push_back(std::atoi(argv[i]));
@@ -285,6 +350,17 @@ int main(int argc, char** argv) {
         } catch (const std::exception& e) {  // no schedule for n
             std::printf("FAIL  n = %5d  %s\n", n, e.what());
             failed += 2;
+        }
+    }
+    if (!layouts && argc == 1) {
+        // block_fft_pingpong: a plan of block_fft's with a few threads (several butterflies a
+        // thread), and long schedules at a block's most threads.
+        std::vector<std::pair<xcorr::BlockFftHost, int>> pp;
+        pp.emplace_back(xcorr::block_fft_host(4320), 96);
+        for (int n : {6400, 8640}) pp.emplace_back(xcorr::block_fft_host_long(n), xcorr::kBlockFftMaxThreads);
+        for (const auto& [h, T] : pp) {
+            (check_pingpong<-1>(h, T, rng) ? passed : failed)++;
+            (check_pingpong<1>(h, T, rng) ? passed : failed)++;
         }
     }
     std::printf("%d passed, %d failed\n", passed, failed);

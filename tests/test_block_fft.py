@@ -3,9 +3,10 @@ algorithms/common/block_fft.cuh compiled for the host, a std::thread per thread 
 __syncthreads a barrier, the shared buffer poisoned with NaN; forward and inverse against a
 double-precision DFT at the 2-D template matching lengths and at lengths with 5 and 7, in the
 layout the host picks and in every order and layout it picks from; its fused ends (stage 0 read
-through a loader, pruned; a correlation's forward and inverse meeting in registers); and the schedule of every
+through a loader, pruned; a correlation's forward and inverse meeting in registers); its
+ping-pong stages (several butterflies a thread: the long columns); and the schedule of every
 7-smooth length up to 8192 (which lengths fft-large serves, and the shared-memory wavefronts of
-its layout). Runs everywhere (no GPU)."""
+its layout), and the long schedules up to 11664. Runs everywhere (no GPU)."""
 import functools
 import math
 import re
@@ -35,7 +36,22 @@ def test_block_fft_on_the_cpu_equals_the_dft():
     passed = re.findall(r"^PASS  n = +(\d+)  (forward|inverse)", r.stdout, re.M)
     assert sorted(set(passed)) == sorted((str(n), d) for n in (1, 2, 60, 210, 343, 2160, 4320)
                                          for d in ("forward", "inverse")), r.stdout
-    assert "63 passed, 0 failed" in r.stdout
+    assert "69 passed, 0 failed" in r.stdout
+
+
+def test_the_ping_pong_stages_equal_the_dft_with_several_butterflies_a_thread():
+    """block_fft_pingpong (fft-large's long columns): 4320 with 96 threads for its 288 butterflies a
+    stage, and the long schedules of 6400 and 8640 (four stages, 800 and 1080 butterflies) with a
+    block's 512; forward and inverse against the double DFT, the result in the buffer the stage
+    count's parity names (every thread told the same), the pad words of both buffers unwritten."""
+    r = default_run()
+    mine = re.findall(r"^PASS  n = +(\d+)  pingpong (forward|inverse)  radices ([\dx]+)  pad \d+  threads (\d+) for "
+                      r"(\d+) butterflies .*pads written 0  result where expected yes$", r.stdout, re.M)
+    assert sorted((n, d) for n, d, *_ in mine) == sorted((str(n), d) for n in (4320, 6400, 8640)
+                                                          for d in ("forward", "inverse")), r.stdout
+    for n, _, radices, threads, most in mine:
+        assert math.prod(map(int, radices.split("x"))) == int(n) and int(most) > int(threads), (n, radices)
+    assert not re.search(r"^FAIL", r.stdout, re.M), r.stdout
 
 
 def test_the_fused_ends_equal_the_dft():
@@ -134,12 +150,34 @@ def test_the_layout_takes_the_bank_conflicts_out_of_the_template_matching_length
 
 def test_every_need_up_to_the_longest_schedule_has_a_length_close_above_it():
     """fft-large takes the smallest scheduled length >= its need (scheduled_length): up to 5832 =
-    18^3, the longest, at most 13% above the need (the area of a 2-D transform at most 27%); beyond
-    it, none (fft-large refuses the problem and names fft)."""
+    18^3, block_fft's longest, at most 13% above the need (the area of a 2-D transform at most 27%);
+    beyond it a column takes the long pass (below), a row's half none (fft-large refuses the problem
+    and names fft)."""
     served = sorted(n for n, v in schedules().items() if v is not None)
     assert served[-1] == 5832
     worst = max(min(n for n in served if n >= need) / need for need in range(1, 5833))
     assert worst < 1.13, worst
+
+
+def test_every_length_up_to_the_long_limit_has_a_long_schedule():
+    """The long schedules (block_fft_pingpong's: any number of butterflies a stage, radices up to
+    18, at most 8 stages) cover every 7-smooth length up to 11664, so that a column of an 8192 x
+    8192 image (8640 with a 384 template) or any need up to 11664 has a length at most ~4% above it."""
+    r = run([host(), "--long-schedules"])
+    assert r.returncode == 0, r.stderr
+    long = {}
+    for line in r.stdout.splitlines():
+        n, *rest = line.split()
+        assert rest != ["none"], line
+        at = rest.index("butterflies")
+        long[int(n)] = [int(x) for x in rest[:at]]
+    smooth = [n for n in range(1, 11665) if all(p in (2, 3, 5, 7) for p in prime_factors(n))]
+    assert sorted(long) == smooth
+    for n, radices in long.items():
+        assert math.prod(radices) == n and all(q <= 18 for q in radices) and len(radices) <= 8, (n, radices)
+    assert long[8640] and len(long[8640]) == 4  # 8640 > 18^3: four stages
+    worst = max(min(n for n in smooth if n >= need) / need for need in range(5833, 11665))
+    assert worst < 1.05, worst
 
 
 def prime_factors(n):

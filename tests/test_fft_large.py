@@ -105,15 +105,19 @@ def test_a_fixed_left_is_transformed_once_and_gives_the_same_answers(gpu):
 
 
 @pytest.mark.parametrize("image_shape,template_shape", [((4096, 61), (384, 17)), ((59, 4096), (13, 384)),
-                                                        ((4096, 4096), (384, 384))],
-                         ids=["columns-4320", "rows-4320", "2dtm-4096"])
+                                                        ((4096, 4096), (384, 384)), ((5903, 45), (29, 13)),
+                                                        ((8192, 61), (384, 17)), ((8192, 8192), (384, 384))],
+                         ids=["columns-4320", "rows-4320", "2dtm-4096", "columns-6000-long", "columns-8640-long",
+                              "2dtm-8192"])
 def test_the_2dtm_lengths_equal_the_float64_reference_and_find_the_template(gpu, image_shape, template_shape):
     """At 4320 points (a 4096 image and a 384 template in "same": 2-D template matching's size,
     the block FFT's 18 x 16 x 15 and the rows' half 15 x 12 x 12) along the columns alone, the rows
-    alone and both. The maps against float64 (the image offset by 25, the output poisoned); the
-    maximum over templates finds the planted one at its place and equals the maps' own fold."""
+    alone and both; and columns beyond block_fft's 5832 (6000, and 8640: an 8192 x 8192 image's),
+    which take the long column pass (column_long_kernel), alone and with 8640-point rows. The maps
+    against float64 (the image offset by 25, the output poisoned); the maximum over templates finds
+    the planted one at its place and equals the maps' own fold."""
     rng = np.random.default_rng(17)
-    n = 3 if image_shape == (4096, 4096) else 5
+    n = 3 if image_shape[1] >= 4096 and image_shape[0] >= 4096 else 5
     templates = zero_mean_unit_norm(rng, n, *template_shape)
     y0, x0 = image_shape[0] // 3, image_shape[1] // 5
     image = planted_image(rng, image_shape, templates, which=n - 2, top_left=(y0, x0), gain=12.0)

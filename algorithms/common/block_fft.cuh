@@ -21,6 +21,13 @@
 // computed in double on the host (block_fft_host), read through the read-only cache, laid out per
 // stage as [r - 1][k], so that a warp's loads of one r are consecutive addresses.
 //
+// Long lengths (block_fft_pingpong): where a stage has more butterflies than a block has threads
+// (n beyond 18^3 = 5832), a thread takes butterflies j, j + T, ... of each stage, and the stages
+// ping-pong between two buffers instead (out of place: a stage reads one whole and writes the
+// other, so no butterfly's write can clobber another's input), at the registers of one butterfly.
+// Their schedules (block_fft_host_long) allow any number of butterflies a stage: the fewest
+// stages of radices up to 18, up to kBlockFftMaxLongN.
+//
 // Fused ends (block_fft_core): stage 0 may read its inputs through a loader (a row in DRAM, or a
 // spectrum to untangle) instead of the buffer, skipping the zeros of a padded input (with at most
 // two nonzero inputs a butterfly, dft_two); the last stage may hand its results out from registers;
@@ -59,17 +66,21 @@ inline constexpr int kBlockFftMaxN = 8192;
 // kBlockFftMaxRadix, whose registers every stage holds) cannot keep n / R at or below it have no
 // schedule (8192 = 2^13 would need radix 32).
 inline constexpr int kBlockFftMaxThreads = 512;
+// The longest length of block_fft_pingpong (two buffers of it in shared memory: 198 KB), twice the
+// longest of block_fft (18^3).
+inline constexpr int kBlockFftMaxLongN = 2 * 5832;
 
 // One stage of a schedule: radix r, ns = the product of the radices before it, m = n / r
 // butterflies, where its twiddles start in the table, and magic = ceil(2^32 / ns) (ns > 1), so that j / ns is
-// __umulhi(j, magic) for every j < n <= 2^13 (the error j / 2^32 < 2^-19 never crosses an integer:
-// j / ns is at least 1 / ns >= 2^-13 below the next one).
+// __umulhi(j, magic) for every j < n <= 2^14 (the error j / 2^32 < 2^-18 never crosses an integer:
+// j / ns is at least 1 / ns >= 2^-14 below the next one).
 struct BlockFftStage {
     int r = 1, ns = 1, m = 1, tw = 0;  // tw: the stage's twiddles' first entry in the plan's table
     unsigned magic = 0;
 };
 // One transform length's schedule: its stages and its twiddle table (device); `threads`, the most
-// butterflies of a stage rounded up to whole warps: the threads one transform needs.
+// butterflies of a stage rounded up to whole warps: the threads one transform needs (a long
+// schedule's may exceed a block's; block_fft_pingpong loops).
 struct BlockFftPlan {
     int n = 1;
     int stages = 0;
@@ -337,6 +348,38 @@ __device__ __forceinline__ void block_fft_correlate(float2* buf, const BlockFftP
     if (!forward_only) block_fft_core<1, false, BfLast::Store>(buf, inv, ist, j, 1, e, BfNothing{});
 }
 
+// The DFT (Sign as block_fft) of the n elements in `a` (the plan's layout), the stages ping-ponging
+// between `a` and `b` (each block_fft_slot(n) float2): stage s reads one buffer and writes the
+// other, so thread t of the T calling threads takes butterflies t, t + T, ... of each, at the
+// registers of one (the long lengths, whose stages have more butterflies than a block has threads;
+// any plan works). Returns the buffer that holds the result: `a` after an even number of stages.
+// Every thread of the block calls it; the caller has synchronised after filling `a`, and on return
+// the block is synchronised.
+template <int Sign>
+__device__ __forceinline__ float2* block_fft_pingpong(float2* a, float2* b, const BlockFftPlan& p,
+                                                      const BlockFftStage* stages, int t, int T) {
+    for (int s = 0; s < p.stages; ++s) {
+        const BlockFftStage st = stages[s];
+        switch (st.r) {
+#define XCORR_BF_PINGPONG(R)                                        \
+    case R:                                                         \
+        for (int j = t; j < st.m; j += T) {                         \
+            float2 v[R];                                            \
+            _Pragma("unroll") for (int r = 0; r < R; ++r) v[r] = a[bf_pad(j + r * st.m, p.pad)]; \
+            bf_butterfly<R, Sign>(st, p.tw, j, v);                  \
+            bf_write<R>(b, st, p.pad, j, v);                        \
+        }                                                           \
+        break;
+            XCORR_BLOCK_FFT_RADICES(XCORR_BF_PINGPONG)
+#undef XCORR_BF_PINGPONG
+        }
+        __syncthreads();
+        float2* const c = a;
+        a = b, b = c;
+    }
+    return a;
+}
+
 // The plan's stage table into shared memory (`dst`, kBlockFftMaxStages entries); the caller
 // synchronises before block_fft reads it.
 __device__ __forceinline__ void block_fft_stages(const BlockFftPlan& p, BlockFftStage* dst) {
@@ -352,12 +395,15 @@ __device__ __forceinline__ void block_fft_stages(const BlockFftPlan& p, BlockFft
 // The radices of n (block_fft_host chooses their order): the fewest stages from {2, ..., 10, 12, 14, 15, 16, 18}
 // (those dft<R> builds and bf_stage instantiates) whose butterflies per stage, n / R, are at most
 // kBlockFftMaxThreads (one a thread); among those, the largest smallest radix (the fewest threads a transform
-// needs). Throws for a length that is not 7-smooth or too long.
-inline std::vector<int> block_fft_radices(int n) {
+// needs). Throws for a length that is not 7-smooth or too long. `long_schedule`: any number of
+// butterflies a stage, up to kBlockFftMaxLongN (block_fft_pingpong's).
+inline std::vector<int> block_fft_radices(int n, bool long_schedule = false) {
     static constexpr int kRadices[] = {18, 16, 15, 14, 12, 10, 9, 8, 7, 6, 5, 4, 3, 2};
-    if (!is_7_smooth(n) || n > kBlockFftMaxN)
+    const int max_n = long_schedule ? kBlockFftMaxLongN : kBlockFftMaxN;
+    const int max_butterflies = long_schedule ? max_n : kBlockFftMaxThreads;
+    if (!is_7_smooth(n) || n > max_n)
         throw std::invalid_argument("block_fft: length " + std::to_string(n) + " is not 7-smooth or above " +
-                                    std::to_string(kBlockFftMaxN));
+                                    std::to_string(max_n));
     // For each divisor d of n: the fewest stages, then the largest smallest radix (dynamic
     // programming; a radix r must leave n / r <= kBlockFftMaxThreads butterflies).
     constexpr int kNone = 1 << 20;
@@ -366,7 +412,7 @@ inline std::vector<int> block_fft_radices(int n) {
     for (int d = 2; d <= n; ++d) {
         if (n % d) continue;
         for (int r : kRadices) {
-            if (d % r || stages[size_t(d / r)] == kNone || n / r > kBlockFftMaxThreads) continue;
+            if (d % r || stages[size_t(d / r)] == kNone || n / r > max_butterflies) continue;
             const int st = stages[size_t(d / r)] + 1, mr = std::min(r, minr[size_t(d / r)]);
             if (st < stages[size_t(d)] || (st == stages[size_t(d)] && mr > minr[size_t(d)]))
                 stages[size_t(d)] = st, minr[size_t(d)] = mr, first[size_t(d)] = r;
@@ -462,8 +508,8 @@ inline BlockFftLayout block_fft_best_layout(int n, const std::vector<int>& r, bo
 // The order of n's radices of the lowest cost(order): block_fft_radices's own order first, then
 // every other; another is taken only for a strictly lower cost.
 template <class Cost>
-std::vector<int> block_fft_best_order(int n, Cost&& cost) {
-    const std::vector<int> first = block_fft_radices(n);
+std::vector<int> block_fft_best_order(int n, Cost&& cost, bool long_schedule = false) {
+    const std::vector<int> first = block_fft_radices(n, long_schedule);
     std::vector<int> best_r = first;
     int64_t best = cost(first);
     std::vector<int> r = first;
@@ -482,6 +528,14 @@ std::vector<int> block_fft_best_order(int n, Cost&& cost) {
 inline BlockFftHost block_fft_host(int n) {
     const std::vector<int> r = block_fft_best_order(
         n, [&](const std::vector<int>& o) { return block_fft_best_layout(n, o, false).wavefronts; });
+    return block_fft_host(n, r, block_fft_best_layout(n, r, false).pad);
+}
+
+// The plan of length n for block_fft_pingpong: block_fft_radices's long schedule (any number of
+// butterflies a stage), in the order and the layout of the fewest wavefronts, as block_fft_host.
+inline BlockFftHost block_fft_host_long(int n) {
+    const std::vector<int> r = block_fft_best_order(
+        n, [&](const std::vector<int>& o) { return block_fft_best_layout(n, o, false).wavefronts; }, true);
     return block_fft_host(n, r, block_fft_best_layout(n, r, false).pad);
 }
 
