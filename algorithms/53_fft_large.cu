@@ -33,6 +33,10 @@
 //      one step in registers, and the inverse's last stage writes the rows from registers
 //      (block_fft_correlate): the spectrum is never stored. A batch of rights runs in one launch,
 //      the block looping over them, so that the left's column, held in shared memory, serves each.
+//      A column longer than block_fft's longest schedule (P > 5832: an 8192-row image) takes
+//      column_long_kernel instead: the same steps unfused, its stages ping-ponging between two
+//      buffers with several butterflies a thread (block_fft_pingpong), the left's column read
+//      through the cache.
 //   3. rows again (row_inverse_kernel), one block per output row: for each pair of rights of the
 //      batch the row's Q/2 + 1 coefficients (a strided read, 16 bytes a coefficient: the
 //      neighbouring rows' blocks take the rest of each 32-byte sector, in flight together; copied
