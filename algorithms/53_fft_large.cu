@@ -72,6 +72,7 @@
 #include "common/block_fft.cuh"
 #include "common/cp_async.cuh"
 #include "common/device.cuh"
+#include "common/launch.cuh"
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/device_buffer.hpp"
 #include "xcorr/registry.hpp"
@@ -508,7 +509,10 @@ public:
         fy_ = fit_axis(w_.dy0, w_.dy1, p.hL, p.hR);
         fx_ = fit_axis(w_.dx0, w_.dx1, p.wL, p.wR);
         empty_ = fy_.empty() || fx_.empty();
-        if (empty_) return;
+        if (empty_) {  // no transform: run writes zeros, run_max folds them (pass 3 alone)
+            allow_fold();
+            return;
+        }
         P_ = scheduled_length(fy_.need, false);
         Q_ = scheduled_length(fx_.need, true);
         if (P_ == 0 || Q_ == 0)
@@ -573,17 +577,17 @@ public:
         pair_rights_ = kMaxGroup * half_plan_.threads <= kFoldThreads && batch_ > 1;
         if (pair_rights_ && batch_ % 2 && (batch_ < p.nR || int64_t(batch_ + 1) * per_right > room)) --batch_;
         const int slots = pair_rights_ ? batch_ + batch_ % 2 : batch_;
+        // Dynamic shared memory per kernel (row_smem, column_smem, inverse_smem, below), before
+        // anything is allocated: a GPU that allows less (sm_86/sm_89: 99 KB a block) refuses the
+        // problem with a UsageError, which auto passes over (launch.cuh).
+        allow_dynamic_smem(row_forward_kernel, size_t(row_smem()), "fft-large");
+        if (long_cols_) allow_dynamic_smem(column_long_kernel, size_t(column_smem()), "fft-large");
+        else allow_dynamic_smem(column_kernel, size_t(column_smem()), "fft-large");
+        allow_dynamic_smem(row_inverse_kernel<false>, size_t(inverse_smem(false)), "fft-large");
+        allow_fold();
         spec_ = DeviceBuffer<float2>(size_t(K_) * P_);
         rows_ = DeviceBuffer<float2>(size_t(K_) * std::max<int64_t>(fy_.ln, int64_t(fy_.rn) * batch_));
         cols_ = DeviceBuffer<float2>(size_t(int64_t(K_) * out_rows_ * slots));
-        // Dynamic shared memory per kernel: row_smem, column_smem, inverse_smem (below).
-        const std::pair<const void*, int> smem[] = {
-            {(const void*)row_forward_kernel, row_smem()},
-            {(const void*)(long_cols_ ? column_long_kernel : column_kernel), column_smem()},
-            {(const void*)row_inverse_kernel<false>, inverse_smem(false)},
-            {(const void*)row_inverse_kernel<true>, inverse_smem(true)}};
-        for (const auto& [f, bytes] : smem)
-            XC_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
     }
 
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
@@ -601,7 +605,7 @@ public:
         }
     }
 
-    bool takes_max_over_rights() const override { return true; }
+    bool takes_max_over_rights() const override { return folds_max_; }
     void run_max(const float* left, const float* right, const ReducedOutputs& out, int32_t first, bool fresh,
                  cudaStream_t stream) override {
         if (!empty_) left_spectrum(left, stream);
@@ -618,6 +622,16 @@ public:
 
 private:
     static int wrap(int v, int n) { return ((v % n) + n) % n; }
+    // The maximum's pass 3 where this GPU's shared memory holds it (its running sums take 64 KB
+    // more than the maps'); else a reduced plan takes the maximum from maps instead
+    // (takes_max_over_rights false), where the maps' passes fit.
+    void allow_fold() {
+        try {
+            allow_dynamic_smem(row_inverse_kernel<true>, size_t(inverse_smem(true)), "fft-large");
+            folds_max_ = true;
+        } catch (const UsageError&) {
+        }
+    }
     // The rights pass 3 takes at a time (its G), and so pass 2's interleave.
     int group() const { return pair_rights_ ? kMaxGroup : 1; }
 
@@ -700,6 +714,7 @@ private:
     int batch_ = 1;
     bool pair_rights_ = false;  // pass 3 takes two rights at a time
     bool long_cols_ = false;    // pass 2 is column_long_kernel (P beyond block_fft's schedules)
+    bool folds_max_ = false;    // the maximum's pass 3 fits this GPU's shared memory
     float2 half_turn_[kBlockFftMaxRadix] = {};
     BlockFftPlan col_fwd_, col_inv_, half_plan_;  // col_inv_: col_fwd_'s radices reversed (block_fft_correlate;
                                                   // long columns: col_fwd_ itself)
