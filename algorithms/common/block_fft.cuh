@@ -361,14 +361,14 @@ __device__ __forceinline__ float2* block_fft_pingpong(float2* a, float2* b, cons
     for (int s = 0; s < p.stages; ++s) {
         const BlockFftStage st = stages[s];
         switch (st.r) {
-#define XCORR_BF_PINGPONG(R)                                        \
-    case R:                                                         \
-        for (int j = t; j < st.m; j += T) {                         \
-            float2 v[R];                                            \
-            _Pragma("unroll") for (int r = 0; r < R; ++r) v[r] = a[bf_pad(j + r * st.m, p.pad)]; \
-            bf_butterfly<R, Sign>(st, p.tw, j, v);                  \
-            bf_write<R>(b, st, p.pad, j, v);                        \
-        }                                                           \
+#define XCORR_BF_PINGPONG(R)                                                                         \
+    case R:                                                                                          \
+        for (int j = t; j < st.m; j += T) {                                                          \
+            float2 v[R];                                                                             \
+            _Pragma("unroll") for (int r = 0; r < R; ++r) v[r] = a[bf_pad(j + r * st.m, p.pad)];     \
+            bf_butterfly<R, Sign>(st, p.tw, j, v);                                                   \
+            bf_write<R>(b, st, p.pad, j, v);                                                         \
+        }                                                                                            \
         break;
             XCORR_BLOCK_FFT_RADICES(XCORR_BF_PINGPONG)
 #undef XCORR_BF_PINGPONG
@@ -405,7 +405,7 @@ inline std::vector<int> block_fft_radices(int n, bool long_schedule = false) {
         throw std::invalid_argument("block_fft: length " + std::to_string(n) + " is not 7-smooth or above " +
                                     std::to_string(max_n));
     // For each divisor d of n: the fewest stages, then the largest smallest radix (dynamic
-    // programming; a radix r must leave n / r <= kBlockFftMaxThreads butterflies).
+    // programming; a radix r must leave n / r <= max_butterflies butterflies).
     constexpr int kNone = 1 << 20;
     std::vector<int> stages(size_t(n) + 1, kNone), minr(size_t(n) + 1, 0), first(size_t(n) + 1, 0);
     stages[1] = 0, minr[1] = kNone;
