@@ -469,35 +469,29 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
     }
 }
 
-// The transform length for `need` points: the smallest 7-smooth n >= need (even when asked) that
-// the block FFT has a schedule for (block_fft_radices: radices up to 18, at most 512 butterflies a
-// stage; for an even length, its half, which the row passes transform), at most 18^3 = 5832, the
-// longest. Beyond it, for a column (not even): the smallest 7-smooth n >= need up to
-// kBlockFftMaxLongN, every one of which has a long schedule (column_long_kernel's). 0 where none is.
-int scheduled_length(int need, bool even) {
-    for (int n = std::max(need, even ? 2 : 1); n <= (even ? 2 : 1) * kBlockFftMaxN; ++n) {
-        if (!is_7_smooth(n) || (even && n % 2)) continue;
-        try {
-            block_fft_radices(even ? n / 2 : n);
-            return n;
-        } catch (const std::invalid_argument&) {  // no schedule: the next length
-        }
+// Whether block_fft has a schedule for n (block_fft_radices: radices up to 18, at most 512
+// butterflies a stage); a column of P points without one takes the long pass (column_long_kernel).
+bool has_block_fft_schedule(int n) {
+    try {
+        block_fft_radices(n);
+        return true;
+    } catch (const std::invalid_argument&) {
+        return false;
     }
-    if (!even)
-        for (int n = std::max(need, kBlockFftMaxN + 1); n <= kBlockFftMaxLongN; ++n)
-            if (is_7_smooth(n)) return n;
-    return 0;
 }
 
-// Whether a column of P points takes the long pass (column_long_kernel): P has no schedule of
-// block_fft's.
-bool long_column(int P) {
-    try {
-        block_fft_radices(P);
-        return false;
-    } catch (const std::invalid_argument&) {
-        return true;
-    }
+// The transform length for `need` points: the smallest 7-smooth n >= need (even when asked) that
+// the block FFT has a schedule for (for an even length, its half, which the row passes transform),
+// at most 18^3 = 5832, the longest. Beyond it, for a column (not even): the smallest 7-smooth n >=
+// need up to kBlockFftMaxLongN, every one of which has a long schedule (column_long_kernel's). 0
+// where none is.
+int scheduled_length(int need, bool even) {
+    for (int n = std::max(need, even ? 2 : 1); n <= (even ? 2 : 1) * kBlockFftMaxN; ++n)
+        if (is_7_smooth(n) && !(even && n % 2) && has_block_fft_schedule(even ? n / 2 : n)) return n;
+    if (!even)
+        for (int n = std::max(need, 1); n <= kBlockFftMaxLongN; ++n)
+            if (is_7_smooth(n)) return n;
+    return 0;
 }
 
 class FftLarge final : public Instance {
@@ -521,7 +515,7 @@ public:
                              std::to_string(kBlockFftMaxLongN) + " a side: use fft");
         H_ = Q_ / 2;
         K_ = H_ + 1;
-        long_cols_ = long_column(P_);
+        long_cols_ = !has_block_fft_schedule(P_);
         if (long_cols_) {
             col_fwd_ = col_inv_ = make_plan(block_fft_host_long(P_), col_fwd_tw_);
         } else {
