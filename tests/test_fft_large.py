@@ -137,3 +137,22 @@ def test_the_2dtm_lengths_equal_the_float64_reference_and_find_the_template(gpu,
     assert np.allclose(best.value, maps.max(axis=0), rtol=0, atol=1e-6 * scale)
     assert np.allclose(best.sum, maps.astype(np.float64).sum(axis=0), rtol=0, atol=1e-5 * scale)
     assert np.allclose(best.sumsq, (maps.astype(np.float64) ** 2).sum(axis=0), rtol=1e-5, atol=1e-5 * scale ** 2)
+
+def test_a_plan_needing_less_shared_memory_leaves_an_earlier_larger_plan_working(gpu):
+    """A kernel's limit of dynamic shared memory a block is the kernel's, not a plan's: a plan that
+    needs less of it, made after one that needs more (here pass 3's maximum: ~135 KB against
+    ~70 KB), must not lower it, or the first plan's next call fails to launch."""
+    rng = np.random.default_rng(23)
+    templates = zero_mean_unit_norm(rng, 3, 13, 384)
+    image = planted_image(rng, (59, 4096), templates, which=1, top_left=(20, 900), gain=12.0)
+    big = xcorr.Plan(image.shape, templates.shape, mode="same", algorithm="fft-large", reduce="max_over_rights")
+    first = big(image, templates)
+    small_templates = zero_mean_unit_norm(rng, 3, 9, 11)
+    small_image = rng.standard_normal((300, 280)).astype(np.float32)
+    small = xcorr.Plan(small_image.shape, small_templates.shape, mode="same", algorithm="fft-large",
+                       reduce="max_over_rights")
+    small(small_image, small_templates)
+    again = big(image, templates)
+    assert np.array_equal(first.value, again.value, equal_nan=True) and np.array_equal(first.index, again.index)
+    peak = np.unravel_index(np.nanargmax(again.value), again.value.shape)
+    assert peak == (20 + 6, 900 + 191) and again.index[peak] == 1

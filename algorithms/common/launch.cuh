@@ -50,7 +50,7 @@ inline void require_mma_tf32(const std::string& variant) {
 // Host side: lets `kernel` take `bytes` of dynamic shared memory a block, or, where the current GPU
 // allows less (sm_75: 64 KB; sm_86/sm_89: 99 KB; sm_80/sm_90: 163/227 KB), a UsageError naming the
 // variant: a refusal that auto passes over to its next candidate, where cudaFuncSetAttribute's own
-// failure would be a CudaError.
+// failure would be a CudaError. The limit is only ever raised (raise_dynamic_smem_limit).
 template <typename K>
 void allow_dynamic_smem(K kernel, size_t bytes, const std::string& variant) {
     int dev = 0, optin = 0;
@@ -60,7 +60,7 @@ void allow_dynamic_smem(K kernel, size_t bytes, const std::string& variant) {
         throw UsageError(variant + ": needs " + std::to_string((bytes + 1023) / 1024) +
                          " KB of shared memory a block for this problem; this GPU allows " +
                          std::to_string(optin / 1024) + " KB");
-    XC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+    raise_dynamic_smem_limit(kernel, bytes);
 }
 
 // Host side: a UsageError naming the variant unless the current GPU is compute capability 9.0 and

@@ -208,15 +208,12 @@ Normalizer::Normalizer(const Problem& p, const NormalizeCrop& crop) : p_(p), cro
     fused_smem_ = std::max(L.fused ? fused_smem_bytes(cl.h(), cl.w()) : 0,
                            R.fused ? fused_smem_bytes(cr.h(), cr.w()) : 0);
     if (fused_smem_ > 48 * 1024)  // past the default limit of dynamic shared memory: opt in (per device)
-        XC_CUDA_CHECK(cudaFuncSetAttribute(fused_prepass_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           int(fused_smem_)));
+        raise_dynamic_smem_limit(fused_prepass_kernel, size_t(fused_smem_));
     sampled_ = L.sampled(cl.w()) || R.sampled(cr.w());
     if (prepass_.staged_epilogue && staged_smem_bytes(p, crop) > 48 * 1024) {
         const int bytes = int(staged_smem_bytes(p, crop));
-        XC_CUDA_CHECK(cudaFuncSetAttribute(epilogue_kernel<Normalize::Zncc, true>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-        XC_CUDA_CHECK(cudaFuncSetAttribute(epilogue_kernel<Normalize::ZeroLag, true>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+        raise_dynamic_smem_limit(epilogue_kernel<Normalize::Zncc, true>, size_t(bytes));
+        raise_dynamic_smem_limit(epilogue_kernel<Normalize::ZeroLag, true>, size_t(bytes));
     }
     lshift_ = DeviceBuffer<float>(size_t(p.nL) * cl.h() * cl.w());
     rshift_ = DeviceBuffer<float>(size_t(p.nR) * cr.h() * cr.w());
@@ -229,7 +226,7 @@ Normalizer::Normalizer(const Problem& p, const NormalizeCrop& crop) : p_(p), cro
                            R.strip ? strip_smem_bytes(R.cols.width()) : 0);
     if (strip_smem_ > 48 * 1024)  // past the default limit of dynamic shared memory: opt in
         for (auto kernel : {strip_prepass_kernel<false>, strip_prepass_kernel<true>})
-            XC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(strip_smem_)));
+            raise_dynamic_smem_limit(kernel, size_t(strip_smem_));
     const size_t ltotals = L.col_bands > 1 ? size_t(p.nL) * L.col_bands * kColSegments * L.cols.width() : 0;
     const size_t rtotals = R.col_bands > 1 ? size_t(p.nR) * R.col_bands * kColSegments * R.cols.width() : 0;
     col_total_ = DeviceBuffer<double2>(ltotals + rtotals);

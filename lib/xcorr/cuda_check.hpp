@@ -44,3 +44,18 @@ bool out_of_memory(const std::exception& e);
         int xc_res_ = int(call);                                                     \
         if (xc_res_ != 0) ::xcorr::throw_cufft_error(xc_res_, #call, __FILE__, __LINE__); \
     } while (0)
+
+namespace xcorr {
+
+// Raises `kernel`'s limit of dynamic shared memory a block to `bytes`, never lowers it: the limit is
+// the kernel's, not a plan's, so a plan that needs less must not take it from one made before it
+// (whose launches would then fail).
+template <typename K>
+void raise_dynamic_smem_limit(K kernel, size_t bytes) {
+    cudaFuncAttributes now{};
+    XC_CUDA_CHECK(cudaFuncGetAttributes(&now, kernel));
+    if (bytes > size_t(now.maxDynamicSharedSizeBytes))
+        XC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
+}  // namespace xcorr
