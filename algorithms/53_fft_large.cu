@@ -51,7 +51,9 @@
 // Shifts of the window without overlap are exact zeros (the map) or folded as zeros.
 //
 // Mapping: pass 1 a block per (matrix, row), pass 2 a block per (column, ...), pass 3 a block
-// per (output row, column chunk of kFoldThreads * kFoldPerThread columns); the block FFT spreads a
+// per output row (its first kFoldChunk columns in registers, the rest in shared memory; only where
+// the maximum's state of a row does not fit one block, a block per column chunk of the row, each
+// transforming it again: 8192 columns at H = 4320); the block FFT spreads a
 // stage's butterflies over all the block's threads (block_fft.cuh).
 //
 // Memory: the left's spectrum (Q/2 + 1) x P complex; pass 1's output for a batch (rows x
@@ -83,7 +85,10 @@ namespace {
 constexpr int kFoldThreads = 512;        // pass 3
 constexpr int kFoldPerThread = 8;        // output columns per thread in pass 3, as pairs of neighbours
 constexpr int kFoldPairs = kFoldPerThread / 2;
-constexpr int kFoldSumBytes = kFoldPerThread * kFoldThreads * int(sizeof(double2));  // pass 3's sums
+constexpr int kFoldChunk = kFoldThreads * kFoldPerThread;  // pass 3's columns held in registers
+constexpr int kFoldSumBytes = kFoldChunk * int(sizeof(double2));  // pass 3's sums
+// A column beyond the chunk folded in shared memory: its maximum, index and sums
+constexpr int kFoldWideBytes = int(sizeof(float) + sizeof(int32_t) + sizeof(double2));
 constexpr int kMaxBatch = 32;
 constexpr int64_t kBatchBytes = int64_t(1) << 31;
 
@@ -274,7 +279,8 @@ __global__ void __launch_bounds__(kBlockFftMaxThreads, 1) column_long_kernel(Col
 }
 
 // Pass 3. Output row i = blockIdx.x of every right b < batch, columns from j0 = blockIdx.y *
-// kFoldThreads * kFoldPerThread. Row i holds shift dy0 + i; it has overlap iff row_lo <= i <=
+// kFoldChunk (held in registers), and where `wide` > 0 also columns kFoldChunk .. out_w - 1 (held in
+// shared memory; grid.y = 1). Row i holds shift dy0 + i; it has overlap iff row_lo <= i <=
 // row_hi, then its coefficients are src[b / G][k][i - row_lo][b % G] (G the rights a step takes,
 // pass 2's interleave). Column j: shift dx0 + j, overlap iff col_lo <= j <= col_hi, circular
 // position (col_pos + j - col_lo) mod Q.
@@ -296,6 +302,7 @@ struct RowInverseArgs {
     int32_t first;  // index of right b = first + b
     bool fresh;     // no running maps yet: start from (NaN, -1, 0, 0)
     int group;      // G, the rights a step takes: 1 or kMaxGroup
+    int wide;       // columns kFoldChunk .. out_w - 1, taken by this block too (grid.y = 1), or 0
 };
 constexpr int kMaxGroup = 2;
 
@@ -303,7 +310,10 @@ constexpr int kMaxGroup = 2;
 // parameter: each instance expands every radix of the block FFT with pass 3's loader inlined per
 // element (seconds of nvcc each), and a run-time G costs pass 3 ~2%; a run-time kReduce cost it 5%
 // (notes/53_fft_large.md).
-template <bool kReduce>
+// kWide: the columns beyond kFoldChunk too (a.wide of them). The maps always take it (it costs them
+// nothing measurable); the maximum has an instance without it, since the code it adds to the loop
+// cost the 4096-wide 2-D template matching 3% (notes/53_fft_large.md).
+template <bool kReduce, bool kWide>
 __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArgs a) {
     // G rights at a time (G transforms side by side, threads [g T, (g + 1) T) doing transform g's
     // butterflies, T = half.threads): a right's row is a short chain of dependent steps (load,
@@ -319,11 +329,22 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
     // raw[k G + g] (as pass 2 lays them out). The maximum and its index stay in registers: 128
     // registers a thread hold those and a radix-18 butterfly, not the sums too.
     double2* sums = smem;
-    float2* buf = reinterpret_cast<float2*>(smem + (kReduce ? kFoldPerThread * kFoldThreads : 0));
+    float2* buf = reinterpret_cast<float2*>(smem + (kReduce ? kFoldChunk : 0));
     float2* raw = buf + G * slot;
+    // A row wider than kFoldChunk (a 5760-wide K3 micrograph) in one block, so that its transform
+    // runs once, not once a chunk: the columns beyond the chunk, x = j - kFoldChunk < a.wide, a
+    // thread's x = threadIdx.x + n kFoldThreads, with their maximum, index and sums (maximum only)
+    // in shared memory after `raw` (16-byte aligned; kFoldWideBytes a column). Their addresses are
+    // taken where they are used: kept across the transform, they cost registers pass 3 lacks.
+    auto xsums = [&] {
+        const int before = 2 * kFoldChunk + G * (slot + K);  // float2 elements
+        return reinterpret_cast<double2*>(reinterpret_cast<float2*>(smem) + before + (before & 1));
+    };
+    auto xcur = [&] { return reinterpret_cast<float*>(xsums() + a.wide); };
+    auto xidx = [&] { return reinterpret_cast<int32_t*>(xcur() + a.wide); };
     block_fft_stages(a.half, stages);
     const int i = blockIdx.x;
-    const int j0 = blockIdx.y * kFoldThreads * kFoldPerThread;
+    const int j0 = blockIdx.y * kFoldChunk;
     const bool row_on = i >= a.row_lo && i <= a.row_hi;
     const int T = a.half.threads, g_me = int(threadIdx.x) / T;
     float2* my_buf = buf + (g_me < G ? g_me : 0) * slot;
@@ -367,6 +388,18 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
                 cur[u] = idx[u] < 0 ? NAN : a.value[o];  // the fold's test needs NaN where no index
                 if (a.sum) s = make_double2(a.sum[o], a.sumsq[o]);
             }
+        }
+        for (int x = threadIdx.x; kWide && x < a.wide; x += kFoldThreads) {
+            float c = NAN;
+            int32_t id = -1;
+            double2 s = make_double2(0, 0);
+            if (!a.fresh) {
+                const int64_t o = int64_t(i) * a.out_w + kFoldChunk + x;
+                id = a.index[o];
+                c = id < 0 ? NAN : a.value[o];
+                if (a.sum) s = make_double2(a.sum[o], a.sumsq[o]);
+            }
+            xcur()[x] = c, xidx()[x] = id, xsums()[x] = s;
         }
     }
     // The row's coefficients of the step from right bb into `raw` as asynchronous copies, one
@@ -455,6 +488,40 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
                 }
             }
         }
+        // The columns beyond the chunk, one at a time: the same values, fold and writes as above
+        // (each thread its own columns' state: no barrier; the next step's barrier comes before
+        // its transform overwrites buf).
+        for (int x = threadIdx.x; kWide && x < a.wide; x += kFoldThreads) {
+            const int j = kFoldChunk + x;
+            const bool on = row_on && j >= a.col_lo && j <= a.col_hi;
+            int q = a.col_pos + (j - a.col_lo);
+            q -= q >= Q ? Q : 0;
+            float v[kMaxGroup];
+#pragma unroll
+            for (int g = 0; g < kMaxGroup; ++g) {
+                v[g] = 0.f;
+                if (g < gn && on) {
+                    const float2 c = buf[g * slot + bf_pad(q >> 1, a.half.pad)];
+                    v[g] = q & 1 ? c.y : c.x;
+                }
+            }
+            if constexpr (kReduce) {
+                float c = xcur()[x];
+                int32_t id = xidx()[x];
+                double2 s = xsums()[x];
+#pragma unroll
+                for (int g = 0; g < kMaxGroup; ++g) {
+                    if (g >= gn) break;
+                    if (v[g] == v[g] && !(v[g] <= c)) c = v[g], id = a.first + b + g;
+                    s.x += v[g], s.y += double(v[g]) * v[g];
+                }
+                xcur()[x] = c, xidx()[x] = id, xsums()[x] = s;
+            } else {
+#pragma unroll
+                for (int g = 0; g < kMaxGroup; ++g)
+                    if (g < gn) a.out[(int64_t(b + g) * a.out_h + i) * a.out_w + j] = v[g];
+            }
+        }
     }
     if constexpr (kReduce) {
 #pragma unroll
@@ -465,6 +532,11 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
             const double2 s = sums_of(u);
             a.value[o] = cur[u], a.index[o] = idx[u];
             if (a.sum) a.sum[o] = s.x, a.sumsq[o] = s.y;
+        }
+        for (int x = threadIdx.x; kWide && x < a.wide; x += kFoldThreads) {
+            const int64_t o = int64_t(i) * a.out_w + kFoldChunk + x;
+            a.value[o] = xcur()[x], a.index[o] = xidx()[x];
+            if (a.sum) a.sum[o] = xsums()[x].x, a.sumsq[o] = xsums()[x].y;
         }
     }
 }
@@ -577,7 +649,7 @@ public:
         allow_dynamic_smem(row_forward_kernel, size_t(row_smem()), "fft-large");
         if (long_cols_) allow_dynamic_smem(column_long_kernel, size_t(column_smem()), "fft-large");
         else allow_dynamic_smem(column_kernel, size_t(column_smem()), "fft-large");
-        allow_dynamic_smem(row_inverse_kernel<false>, size_t(inverse_smem(false)), "fft-large");
+        allow_dynamic_smem(inverse_kernel(false, true), size_t(inverse_smem(false)), "fft-large");
         allow_fold();
         spec_ = DeviceBuffer<float2>(size_t(K_) * P_);
         rows_ = DeviceBuffer<float2>(size_t(K_) * std::max<int64_t>(fy_.ln, int64_t(fy_.rn) * batch_));
@@ -617,13 +689,19 @@ public:
 private:
     static int wrap(int v, int n) { return ((v % n) + n) % n; }
     // The maximum's pass 3 where this GPU's shared memory holds it (its running sums take 64 KB
-    // more than the maps'); else a reduced plan takes the maximum from maps instead
-    // (takes_max_over_rights false), where the maps' passes fit.
+    // more than the maps'): a row wider than kFoldChunk in one block where its columns' state fits
+    // too (fold_wide_), else in column chunks, each transforming the row again; where neither
+    // fits, a reduced plan takes the maximum from maps instead (takes_max_over_rights false),
+    // where the maps' passes fit.
     void allow_fold() {
-        try {
-            allow_dynamic_smem(row_inverse_kernel<true>, size_t(inverse_smem(true)), "fft-large");
-            folds_max_ = true;
-        } catch (const UsageError&) {
+        const int extra = std::max(0, int(p_.out_w()) - kFoldChunk);
+        for (const int wide : {extra, 0}) {
+            try {
+                allow_dynamic_smem(inverse_kernel(true, wide > 0), size_t(inverse_smem(true, wide)), "fft-large");
+                folds_max_ = true, fold_wide_ = wide;
+                return;
+            } catch (const UsageError&) {
+            }
         }
     }
     // The rights pass 3 takes at a time (its G), and so pass 2's interleave.
@@ -647,8 +725,9 @@ private:
         else column_kernel<<<unsigned(K_), col_fwd_.threads, column_smem(), stream>>>(a);
         XC_CHECK_LAUNCH();
     }
-    int inverse_smem(bool reduce) const {
-        return group() * (block_fft_slot(half_plan_.n) + half_plan_.n + 1) * int(sizeof(float2)) + (reduce ? kFoldSumBytes : 0);
+    int inverse_smem(bool reduce, int wide = 0) const {
+        return group() * (block_fft_slot(half_plan_.n) + half_plan_.n + 1) * int(sizeof(float2)) +
+               (reduce ? kFoldSumBytes + wide * kFoldWideBytes + (wide ? 8 : 0) : 0);
     }
 
     void row_forward(const float* src, int64_t stride, int w, int row0, int col0, int rows, int cols, int matrices,
@@ -690,11 +769,17 @@ private:
         return a;
     }
 
+    // A row wider than kFoldChunk: one block takes it whole (its transform once) for the maps
+    // always, and for the maximum where the extra columns' state fits (fold_wide_).
+    static decltype(&row_inverse_kernel<true, true>) inverse_kernel(bool reduce, bool wide) {
+        return reduce ? (wide ? row_inverse_kernel<true, true> : row_inverse_kernel<true, false>)
+                      : row_inverse_kernel<false, true>;
+    }
     template <bool kReduce>
-    void launch_inverse(const RowInverseArgs& a, cudaStream_t stream) {
-        const int chunk = kFoldThreads * kFoldPerThread;
-        const dim3 grid(unsigned(a.out_h), unsigned(ceil_div(a.out_w, chunk)));
-        row_inverse_kernel<kReduce><<<grid, kFoldThreads, inverse_smem(kReduce), stream>>>(a);
+    void launch_inverse(RowInverseArgs a, cudaStream_t stream) {
+        a.wide = kReduce ? fold_wide_ : std::max(0, a.out_w - kFoldChunk);
+        const dim3 grid(unsigned(a.out_h), a.wide > 0 ? 1u : unsigned(ceil_div(a.out_w, kFoldChunk)));
+        inverse_kernel(kReduce, a.wide > 0)<<<grid, kFoldThreads, inverse_smem(kReduce, a.wide), stream>>>(a);
         XC_CHECK_LAUNCH();
     }
 
@@ -709,6 +794,7 @@ private:
     bool pair_rights_ = false;  // pass 3 takes two rights at a time
     bool long_cols_ = false;    // pass 2 is column_long_kernel (P beyond block_fft's schedules)
     bool folds_max_ = false;    // the maximum's pass 3 fits this GPU's shared memory
+    int fold_wide_ = 0;         // the maximum's pass 3: columns beyond kFoldChunk a block takes (else chunks)
     float2 half_turn_[kBlockFftMaxRadix] = {};
     BlockFftPlan col_fwd_, col_inv_, half_plan_;  // col_inv_: col_fwd_'s radices reversed (block_fft_correlate;
                                                   // long columns: col_fwd_ itself)

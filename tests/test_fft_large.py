@@ -106,14 +106,18 @@ def test_a_fixed_left_is_transformed_once_and_gives_the_same_answers(gpu):
 
 @pytest.mark.parametrize("image_shape,template_shape", [((4096, 61), (384, 17)), ((59, 4096), (13, 384)),
                                                         ((4096, 4096), (384, 384)), ((5903, 45), (29, 13)),
-                                                        ((8192, 61), (384, 17)), ((8192, 8192), (384, 384))],
+                                                        ((8192, 61), (384, 17)), ((8192, 8192), (384, 384)),
+                                                        ((59, 5760), (13, 384)), ((4092, 5760), (384, 384))],
                          ids=["columns-4320", "rows-4320", "2dtm-4096", "columns-6000-long", "columns-8640-long",
-                              "2dtm-8192"])
+                              "2dtm-8192", "rows-6144-wide", "k3-5760x4092"])
 def test_the_2dtm_lengths_equal_the_float64_reference_and_find_the_template(gpu, image_shape, template_shape):
     """At 4320 points (a 4096 image and a 384 template in "same": 2-D template matching's size,
     the block FFT's 18 x 16 x 15 and the rows' half 15 x 12 x 12) along the columns alone, the rows
     alone and both; and columns beyond block_fft's 5832 (6000, and 8640: an 8192 x 8192 image's),
-    which take the long column pass (column_long_kernel), alone and with 8640-point rows. The maps
+    which take the long column pass (column_long_kernel), alone and with 8640-point rows; and rows
+    wider than pass 3's 4096 columns held in registers (a K3 micrograph's 5760: one block a row,
+    the columns beyond them in shared memory; 8192: the maps so, the maximum in two column chunks,
+    its state not fitting one block's shared memory). The maps
     against float64 (the image offset by 25, the output poisoned); the maximum over templates finds
     the planted one at its place and equals the maps' own fold."""
     rng = np.random.default_rng(17)
@@ -137,6 +141,7 @@ def test_the_2dtm_lengths_equal_the_float64_reference_and_find_the_template(gpu,
     assert np.allclose(best.value, maps.max(axis=0), rtol=0, atol=1e-6 * scale)
     assert np.allclose(best.sum, maps.astype(np.float64).sum(axis=0), rtol=0, atol=1e-5 * scale)
     assert np.allclose(best.sumsq, (maps.astype(np.float64) ** 2).sum(axis=0), rtol=1e-5, atol=1e-5 * scale ** 2)
+
 
 def test_a_plan_needing_less_shared_memory_leaves_an_earlier_larger_plan_working(gpu):
     """A kernel's limit of dynamic shared memory a block is the kernel's, not a plan's: a plan that
