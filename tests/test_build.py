@@ -5,6 +5,7 @@ with real machine code for the configured architectures."""
 import json
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,30 @@ def test_ptxas_strict_flags(cuda_commands):
             assert flag in cmd, (c["file"], flag)
 
 
+def test_spills_stop_a_build_for_9_0_alone_and_warn_elsewhere(tmp_path):
+    """A build for another GPU (an A100: -Dgpu_arch=8.0, what `pip install .` configures there) warns
+    of spills instead of failing on them: a few kernels tuned for Hopper spill some bytes elsewhere
+    (notes/53_fft_large.md), a matter of speed there. The configured build's own commands (9.0) are
+    strict: test_ptxas_strict_flags. (-Dptxas_strict_all=true, errors everywhere, is one line of
+    meson.build beside it; a second configure to check it would cost the suite ~8 s.)"""
+    import shutil
+    import subprocess
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", ""), "/usr/local/cuda/bin"])
+    meson, nvcc = shutil.which("meson", path=path), shutil.which("nvcc", path=path)
+    if not meson or not nvcc:
+        pytest.skip("meson or nvcc missing: no CUDA build can be configured here")
+    build = tmp_path / "b"
+
+    r = subprocess.run([meson, "setup", str(build), "-Dgpu_arch=8.0", "-Dvariants=01", "-Dtools=false",
+                        "-Dpython=disabled"], cwd=ROOT, env=dict(os.environ, PATH=path), capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    commands = [c["command"] for c in json.loads((build / "compile_commands.json").read_text())
+                if c["file"].endswith(".cu")]
+    assert commands and all("compute_80" in c for c in commands)
+    assert {("--warn-on-spills" in c, "--warning-as-error" in c) for c in commands} == {(True, False)}
+
+
 def test_real_machine_code_for_the_configured_archs(cuda_commands):
     for c in cuda_commands:
         codes = re.findall(r"-gencode=arch=compute_(\d+a?),code=sm_(\d+a?)", c["command"])
@@ -121,12 +146,15 @@ def test_git_revision_is_dirty_only_where_the_sources_changed(tmp_path):
         subprocess.run(git + ["checkout", "-q", f], check=True)
 
 
-@pytest.mark.parametrize("arch", ["75", "86", "100", "120"])
+@pytest.mark.parametrize("arch", ["86", "100", "120"])
 def test_normalization_builds_strict_for_other_architectures(cuda_commands, arch, tmp_path):
     """The normalization's kernels (one translation unit, lib/normalize/normalizer.cu) compile without
     a spill or a stack frame for GPUs other than the configured one, with the build's own command and
-    strict ptxas flags: its epilogue spilled 24-88 bytes on sm_100 and sm_120 (a -Dgpu_arch=10.0 build,
-    or the binary wheel's, failed there) until its launch bounds gave Blackwell more registers."""
+    strict ptxas flags: its epilogue spilled 24-88 bytes on sm_100 and sm_120 until its launch bounds
+    gave Blackwell more registers. (Such spills are warnings in those GPUs' own builds now, which
+    test_spills_stop_a_build_for_9_0_alone_and_warn_elsewhere checks; this keeps the normalization,
+    every call's epilogue, free of them where the wheel's SASS runs. sm_75, clean and the oldest, was
+    dropped for the ~9 CPU-s of the check above.)"""
     import subprocess
     c = command_for(cuda_commands, "lib/normalize/normalizer.cu")  # alone, also where a unit holds it
     if c is None:
