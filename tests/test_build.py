@@ -86,16 +86,15 @@ def test_spills_stop_a_build_for_9_0_alone_and_warn_elsewhere(tmp_path):
     (notes/53_fft_large.md), a matter of speed there. The configured build's own commands (9.0) are
     strict: test_ptxas_strict_flags. (-Dptxas_strict_all=true, errors everywhere, is one line of
     meson.build beside it; a second configure to check it would cost the suite ~8 s.)"""
-    import shutil
     import subprocess
-    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", ""), "/usr/local/cuda/bin"])
-    meson, nvcc = shutil.which("meson", path=path), shutil.which("nvcc", path=path)
-    if not meson or not nvcc:
-        pytest.skip("meson or nvcc missing: no CUDA build can be configured here")
+    from test_wheel import find_nvcc
+    nvcc = find_nvcc()
+    if not nvcc:
+        pytest.skip("nvcc (the CUDA toolkit) is not installed: no CUDA build can be configured here")
     build = tmp_path / "b"
-
-    r = subprocess.run([meson, "setup", str(build), "-Dgpu_arch=8.0", "-Dvariants=01", "-Dtools=false",
-                        "-Dpython=disabled"], cwd=ROOT, env=dict(os.environ, PATH=path), capture_output=True,
+    env = dict(os.environ, PATH=os.path.dirname(nvcc) + os.pathsep + os.environ.get("PATH", ""))
+    r = subprocess.run([sys.executable, "-m", "mesonbuild.mesonmain", "setup", str(build), str(ROOT), "-Dgpu_arch=8.0",
+                        "-Dvariants=01", "-Dtools=false", "-Dpython=disabled"], env=env, capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     commands = [c["command"] for c in json.loads((build / "compile_commands.json").read_text())
