@@ -306,6 +306,25 @@ struct RowInverseArgs {
 };
 constexpr int kMaxGroup = 2;
 
+// The maximum's three steps for one output column, the same for the columns held in registers and
+// those in shared memory. Its running maps' entry o: the fold's test needs NaN where no index yet.
+__device__ __forceinline__ void load_running(const RowInverseArgs& a, int64_t o, float& cur, int32_t& idx, double2& s) {
+    idx = a.index[o];
+    cur = idx < 0 ? NAN : a.value[o];
+    if (a.sum) s = make_double2(a.sum[o], a.sumsq[o]);
+}
+// Right `index`'s value x: it replaces the maximum where it is a number and greater, or the maximum
+// is NaN (no number yet: index -1): x > cur or unordered; the smaller index wins a tie (rights come
+// in order).
+__device__ __forceinline__ void fold_value(float x, int32_t index, float& cur, int32_t& idx, double2& s) {
+    if (x == x && !(x <= cur)) cur = x, idx = index;
+    s.x += x, s.y += double(x) * x;
+}
+__device__ __forceinline__ void store_running(const RowInverseArgs& a, int64_t o, float cur, int32_t idx, double2 s) {
+    a.value[o] = cur, a.index[o] = idx;
+    if (a.sum) a.sum[o] = s.x, a.sumsq[o] = s.y;
+}
+
 // kReduce: the maximum over the rights (else the maps). G is an argument, not a template
 // parameter: each instance expands every radix of the block FFT with pass 3's loader inlined per
 // element (seconds of nvcc each), and a run-time G costs pass 3 ~2%; a run-time kReduce cost it 5%
@@ -382,23 +401,13 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
             const int j = column(u);
             double2& s = sums_of(u);
             cur[u] = NAN, idx[u] = -1, s = make_double2(0, 0);
-            if (!a.fresh && j < a.out_w) {
-                const int64_t o = int64_t(i) * a.out_w + j;
-                idx[u] = a.index[o];
-                cur[u] = idx[u] < 0 ? NAN : a.value[o];  // the fold's test needs NaN where no index
-                if (a.sum) s = make_double2(a.sum[o], a.sumsq[o]);
-            }
+            if (!a.fresh && j < a.out_w) load_running(a, int64_t(i) * a.out_w + j, cur[u], idx[u], s);
         }
         for (int x = threadIdx.x; kWide && x < a.wide; x += kFoldThreads) {
             float c = NAN;
             int32_t id = -1;
             double2 s = make_double2(0, 0);
-            if (!a.fresh) {
-                const int64_t o = int64_t(i) * a.out_w + kFoldChunk + x;
-                id = a.index[o];
-                c = id < 0 ? NAN : a.value[o];
-                if (a.sum) s = make_double2(a.sum[o], a.sumsq[o]);
-            }
+            if (!a.fresh) load_running(a, int64_t(i) * a.out_w + kFoldChunk + x, c, id, s);
             xcur()[x] = c, xidx()[x] = id, xsums()[x] = s;
         }
     }
@@ -461,10 +470,8 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
                 if (where[e] & 2) v[g].y = at(q + 1 == Q ? 0 : q + 1);
             }
             if constexpr (kReduce) {
-                // The step's rights in order, then one read-modify-write of each column's sums
-                // (this thread's own: no barrier). A value x replaces the maximum where it is a
-                // number and greater, or the maximum is NaN (no number yet: index -1): x > cur or
-                // unordered. The smaller index wins a tie.
+                // The step's rights in order (fold_value), then one read-modify-write of each
+                // column's sums (this thread's own: no barrier).
 #pragma unroll
                 for (int c = 0; c < 2; ++c) {
                     const int u = 2 * e + c;
@@ -472,9 +479,7 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
 #pragma unroll
                     for (int g = 0; g < kMaxGroup; ++g) {
                         if (g >= gn) break;
-                        const float x = c ? v[g].y : v[g].x;
-                        if (x == x && !(x <= cur[u])) cur[u] = x, idx[u] = a.first + b + g;
-                        s.x += x, s.y += double(x) * x;
+                        fold_value(c ? v[g].y : v[g].x, a.first + b + g, cur[u], idx[u], s);
                     }
                     sums_of(u) = s;
                 }
@@ -512,8 +517,7 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
 #pragma unroll
                 for (int g = 0; g < kMaxGroup; ++g) {
                     if (g >= gn) break;
-                    if (v[g] == v[g] && !(v[g] <= c)) c = v[g], id = a.first + b + g;
-                    s.x += v[g], s.y += double(v[g]) * v[g];
+                    fold_value(v[g], a.first + b + g, c, id, s);
                 }
                 xcur()[x] = c, xidx()[x] = id, xsums()[x] = s;
             } else {
@@ -528,15 +532,10 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
         for (int u = 0; u < kFoldPerThread; ++u) {
             const int j = column(u);
             if (j >= a.out_w) continue;
-            const int64_t o = int64_t(i) * a.out_w + j;
-            const double2 s = sums_of(u);
-            a.value[o] = cur[u], a.index[o] = idx[u];
-            if (a.sum) a.sum[o] = s.x, a.sumsq[o] = s.y;
+            store_running(a, int64_t(i) * a.out_w + j, cur[u], idx[u], sums_of(u));
         }
         for (int x = threadIdx.x; kWide && x < a.wide; x += kFoldThreads) {
-            const int64_t o = int64_t(i) * a.out_w + kFoldChunk + x;
-            a.value[o] = xcur()[x], a.index[o] = xidx()[x];
-            if (a.sum) a.sum[o] = xsums()[x].x, a.sumsq[o] = xsums()[x].y;
+            store_running(a, int64_t(i) * a.out_w + kFoldChunk + x, xcur()[x], xidx()[x], xsums()[x]);
         }
     }
 }
