@@ -588,7 +588,7 @@ public:
         K_ = H_ + 1;
         long_cols_ = !has_block_fft_schedule(P_);
         if (long_cols_) {
-            col_fwd_ = col_inv_ = make_plan(block_fft_host_long(P_), col_fwd_tw_);
+            col_fwd_ = col_inv_ = make_plan(block_fft_host(P_, true), col_fwd_tw_);
         } else {
             BlockFftPair cols = block_fft_host_pair(P_);
             col_fwd_ = make_plan(cols.fwd, col_fwd_tw_);

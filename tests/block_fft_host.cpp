@@ -357,7 +357,7 @@ int main(int argc, char** argv) {
         // thread), and long schedules at a block's most threads.
         std::vector<std::pair<xcorr::BlockFftHost, int>> pp;
         pp.emplace_back(xcorr::block_fft_host(4320), 96);
-        for (int n : {6000, 8640}) pp.emplace_back(xcorr::block_fft_host_long(n), xcorr::kBlockFftMaxThreads);
+        for (int n : {6000, 8640}) pp.emplace_back(xcorr::block_fft_host(n, true), xcorr::kBlockFftMaxThreads);
         for (const auto& [h, T] : pp) {
             (check_pingpong<-1>(h, T, rng) ? passed : failed)++;
             (check_pingpong<1>(h, T, rng) ? passed : failed)++;

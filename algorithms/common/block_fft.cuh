@@ -25,7 +25,7 @@
 // (n beyond 18^3 = 5832), a thread takes butterflies j, j + T, ... of each stage, and the stages
 // ping-pong between two buffers instead (out of place: a stage reads one whole and writes the
 // other, so no butterfly's write can clobber another's input), at the registers of one butterfly.
-// Their schedules (block_fft_host_long) allow any number of butterflies a stage: the fewest
+// Their schedules (block_fft_host(n, true)) allow any number of butterflies a stage: the fewest
 // stages of radices up to 18, up to kBlockFftMaxLongN.
 //
 // Fused ends (block_fft_core): stage 0 may read its inputs through a loader (a row in DRAM, or a
@@ -524,18 +524,10 @@ std::vector<int> block_fft_best_order(int n, Cost&& cost, bool long_schedule = f
 
 // The plan of length n: block_fft_radices's radices, in the order and the layout of the fewest
 // shared-memory wavefronts (block_fft_wavefronts). The order changes neither the threads nor the
-// arithmetic.
-inline BlockFftHost block_fft_host(int n) {
+// arithmetic. `long_schedule`: block_fft_pingpong's (any number of butterflies a stage).
+inline BlockFftHost block_fft_host(int n, bool long_schedule = false) {
     const std::vector<int> r = block_fft_best_order(
-        n, [&](const std::vector<int>& o) { return block_fft_best_layout(n, o, false).wavefronts; });
-    return block_fft_host(n, r, block_fft_best_layout(n, r, false).pad);
-}
-
-// The plan of length n for block_fft_pingpong: block_fft_radices's long schedule (any number of
-// butterflies a stage), in the order and the layout of the fewest wavefronts, as block_fft_host.
-inline BlockFftHost block_fft_host_long(int n) {
-    const std::vector<int> r = block_fft_best_order(
-        n, [&](const std::vector<int>& o) { return block_fft_best_layout(n, o, false).wavefronts; }, true);
+        n, [&](const std::vector<int>& o) { return block_fft_best_layout(n, o, false).wavefronts; }, long_schedule);
     return block_fft_host(n, r, block_fft_best_layout(n, r, false).pad);
 }
 
