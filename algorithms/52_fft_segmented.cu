@@ -52,6 +52,9 @@
 //      [lo, hi]. The first chunk's crop writes every element of the output (zeros outside its own
 //      lags), later chunks overwrite their lags, so the poisoned output is entirely written.
 //   A window without dy = 0 or without any overlapping lag is one cudaMemsetAsync.
+//   The pad and the crop copy bytes and nothing else: a thread takes kPerThread elements, kThreads
+//   apart, and issues all their loads before its stores, so that enough loads are in flight to
+//   reach the bandwidth (one a thread leaves each pass at the latency of a lone load).
 //
 // accumulate_kernel mapping: a warp owns 32 consecutive frequencies (lane = f) of a subtile of TL
 // lefts x TR right slots of the PairGrid and one piece, TL x TR complex accumulators per thread,
@@ -66,7 +69,8 @@
 // per SM (the counts: notes/52_fft_segmented.md).
 //
 // Invariants: every (pair, lag) of [lo, hi] sums every block b < NB exactly once, in b order;
-// rows of a subtile past the last left or right are neither loaded nor written; every output
+// rows of a subtile past the last left or right are never written (their loads read the last
+// row again); every output
 // element is written by the first chunk's crop. Not shared with fft: its plan cache (plans here
 // are owned per instance, created at factory time) and its 2-D create_plan (here a 1-D in-place
 // plan, a few lines, kept local rather than moving fft's); the lengths are common/device.cuh's.
@@ -132,6 +136,11 @@ struct SegPadArgs {
 };
 
 // blockIdx.y strides over the slots, x over the slot's N elements: coalesced writes and reads.
+// A thread takes kPerThread elements kThreads apart, their loads issued before any store: with one
+// 4-byte load a thread in flight the pass ran at ~1 TB/s (the latency of each load alone), four
+// bring it to the bandwidth.
+constexpr int kPerThread = 4;
+
 __global__ void __launch_bounds__(kThreads) seg_pad_kernel(SegPadArgs a) {
     for (int64_t s = blockIdx.y; s < a.slots; s += gridDim.y) {
         const int64_t mtx = s / a.per_matrix;
@@ -140,9 +149,18 @@ __global__ void __launch_bounds__(kThreads) seg_pad_kernel(SegPadArgs a) {
         const int64_t off = a.base + pc * a.piece_step + b * a.block_step;
         const float* src = a.src + mtx * a.src_len;
         float* dst = a.dst + s * a.pitch;
-        for (int u = blockIdx.x * kThreads + threadIdx.x; u < int(a.pitch); u += gridDim.x * kThreads) {
-            const int64_t idx = off + u;
-            dst[u] = (u < a.take && idx >= 0 && idx < a.limit) ? __ldg(src + idx) : 0.0f;
+        for (int u0 = blockIdx.x * kThreads * kPerThread + threadIdx.x; u0 < int(a.pitch);
+             u0 += gridDim.x * kThreads * kPerThread) {
+            float v[kPerThread];
+#pragma unroll
+            for (int e = 0; e < kPerThread; ++e) {
+                const int u = u0 + e * kThreads;
+                const int64_t idx = off + u;
+                v[e] = (u < a.take && idx >= 0 && idx < a.limit) ? __ldg(src + idx) : 0.0f;
+            }
+#pragma unroll
+            for (int e = 0; e < kPerThread; ++e)
+                if (u0 + e * kThreads < int(a.pitch)) dst[u0 + e * kThreads] = v[e];
         }
     }
 }
@@ -160,8 +178,15 @@ struct AccArgs {
 // The header's "accumulate_kernel mapping". Only valid with TL == 1 or grid.rsi == 0 (the rights of
 // a subtile are taken at its first left i0).
 // 32-bit work decomposition (the host keeps items below 2^31): a 64-bit division is a subroutine
-// whose register saves ptxas reports as spills. Rows of a subtile past the last left or right are
-// neither loaded nor written. (4, 8) holds 64 accumulator registers and 12 loaded values.
+// whose register saves ptxas reports as spills. (TL, TR) = (4, 8) holds 64 accumulator registers,
+// 12 loaded values and 12 row addresses.
+// Instructions, not bytes, bind this loop (1.7e9 FMAs against 0.1 GB read in the ambient case), so
+// it has no per-element work but the products: the row addresses are computed once (a row past
+// the last left or right reads the last one again and is never stored, so the loads need no
+// predicates and no zero fill), the block offset b E is the same for the whole warp (a uniform
+// register beside each address), and the outputs of a subtile are one base address plus
+// u osi' + v osj' (PairGrid::output is linear in i and j). The form with predicated loads and a
+// PairGrid::output per store issued ~320 instructions a block and ~45 a store.
 template <int TL, int TR>
 __global__ void __launch_bounds__(kThreads) accumulate_kernel(AccArgs a) {
     const int lane = threadIdx.x % kWarp;
@@ -177,21 +202,30 @@ __global__ void __launch_bounds__(kThreads) accumulate_kernel(AccArgs a) {
         const int nl = min(TL, a.grid.N - i0), nr = min(TR, a.grid.M - j0);
         const int64_t bstride = int64_t(a.NB) * a.E;  // float2 from one matrix's first slot to the next's
         // Left i0 + u, piece pc: slot ((i0 + u) npc + pc) NB; right (i0, j0 + v): slot right(i0, j0 + v) NB.
-        const float2* lp = a.lspec + (int64_t(i0) * a.npc + pc) * bstride + f;
-        const int64_t lstride = int64_t(a.npc) * bstride;
-        const float2* rp = a.rspec + a.grid.right(i0, j0) * bstride + f;
-        const int64_t rstride = int64_t(a.grid.rsj) * bstride;
+        const float2* lrow[TL];
+        const float2* rrow[TR];
+#pragma unroll
+        for (int u = 0; u < TL; ++u)
+            lrow[u] = a.lspec + ((int64_t(i0) + min(u, nl - 1)) * a.npc + pc) * bstride + f;
+#pragma unroll
+        for (int v = 0; v < TR; ++v) rrow[v] = a.rspec + a.grid.right(i0, j0 + min(v, nr - 1)) * bstride + f;
         float2 acc[TL][TR];
 #pragma unroll
         for (int u = 0; u < TL; ++u)
 #pragma unroll
             for (int v = 0; v < TR; ++v) acc[u][v] = make_float2(0.0f, 0.0f);
-        for (int b = 0; b < a.NB; ++b, lp += a.E, rp += a.E) {
+        for (int b = 0; b < a.NB; ++b) {
             float2 l[TL], r[TR];
 #pragma unroll
-            for (int u = 0; u < TL; ++u) l[u] = u < nl ? __ldg(lp + u * lstride) : make_float2(0.0f, 0.0f);
+            for (int u = 0; u < TL; ++u) {
+                l[u] = __ldg(lrow[u]);
+                lrow[u] += a.E;
+            }
 #pragma unroll
-            for (int v = 0; v < TR; ++v) r[v] = v < nr ? __ldg(rp + v * rstride) : make_float2(0.0f, 0.0f);
+            for (int v = 0; v < TR; ++v) {
+                r[v] = __ldg(rrow[v]);
+                rrow[v] += a.E;
+            }
 #pragma unroll
             for (int u = 0; u < TL; ++u)
 #pragma unroll
@@ -200,12 +234,16 @@ __global__ void __launch_bounds__(kThreads) accumulate_kernel(AccArgs a) {
                     acc[u][v].y = fmaf(l[u].y, r[v].x, fmaf(-l[u].x, r[v].y, acc[u][v].y));
                 }
         }
+        const int64_t slot = int64_t(a.npc) * a.E;  // float2 from one output's product slots to the next's
+        float2* out = a.prod + (a.grid.output(i0, j0) * a.npc + pc) * int64_t(a.E) + f;
+        const int64_t du = a.grid.osi * slot, dv = a.grid.osj * slot;
 #pragma unroll
-        for (int u = 0; u < TL; ++u)
+        for (int u = 0; u < TL; ++u, out += du) {
+            float2* o = out;
 #pragma unroll
-            for (int v = 0; v < TR; ++v)
-                if (u < nl && v < nr)
-                    a.prod[(a.grid.output(i0 + u, j0 + v) * a.npc + pc) * int64_t(a.E) + f] = acc[u][v];
+            for (int v = 0; v < TR; ++v, o += dv)
+                if (u < nl && v < nr) *o = acc[u][v];
+        }
     }
 }
 
@@ -223,7 +261,8 @@ struct CropArgs {
 };
 
 // blockIdx.y strides over the output rows (k, y), x over the columns: coalesced writes, and reads
-// of consecutive positions of one slot within a piece.
+// of consecutive positions of one slot within a piece; kPerThread columns a thread, loads first
+// (as seg_pad_kernel).
 __global__ void __launch_bounds__(kThreads) crop_kernel(CropArgs a) {
     for (int64_t r = blockIdx.y; r < a.rows; r += gridDim.y) {
         const int64_t k = r / a.out_h;
@@ -232,13 +271,22 @@ __global__ void __launch_bounds__(kThreads) crop_kernel(CropArgs a) {
         const bool data = y == a.row0;
         if (!data && !a.all) continue;
         const int x_begin = a.all ? 0 : a.xa, x_end = a.all ? a.out_w : a.xb;
-        for (int x = x_begin + blockIdx.x * kThreads + threadIdx.x; x < x_end; x += gridDim.x * kThreads) {
-            float v = 0.0f;
-            if (data && x >= a.xa && x < a.xb) {
-                const int q = x - a.xlo, p = q / a.Wp, t = q - p * a.Wp;
-                v = __ldg(a.res + (k * a.npc + (p - a.p0)) * a.pitch + t) * a.scale;
+        const float* res = a.res + k * a.npc * a.pitch;  // slot (k npc + p - p0)
+        for (int x0 = x_begin + blockIdx.x * kThreads * kPerThread + threadIdx.x; x0 < x_end;
+             x0 += gridDim.x * kThreads * kPerThread) {
+            float v[kPerThread];
+#pragma unroll
+            for (int e = 0; e < kPerThread; ++e) {
+                const int x = x0 + e * kThreads;
+                v[e] = 0.0f;
+                if (data && x >= a.xa && x < a.xb && x < x_end) {
+                    const int q = x - a.xlo, p = q / a.Wp, t = q - p * a.Wp;
+                    v[e] = __ldg(res + (p - a.p0) * a.pitch + t) * a.scale;
+                }
             }
-            drow[x] = v;
+#pragma unroll
+            for (int e = 0; e < kPerThread; ++e)
+                if (x0 + e * kThreads < x_end) drow[x0 + e * kThreads] = v[e];
         }
     }
 }
@@ -445,7 +493,7 @@ public:
                              float(1.0 / double(g_.N)),
                              c == 0 ? 1 : 0};
             const int64_t cols = c == 0 ? p_.out_w() : a.xb - a.xa;
-            crop_kernel<<<slot_grid(cols, a.rows, 1024), kThreads, 0, stream>>>(a);
+            crop_kernel<<<slot_grid(ceil_div64(cols, kPerThread), a.rows, 1024), kThreads, 0, stream>>>(a);
             XC_CHECK_LAUNCH();
         }
     }
@@ -481,7 +529,7 @@ private:
     float* prod_slot(int64_t s) const { return ws_.get() + (r_slots_ + l_slots_ + s) * pitch_; }
 
     void pad(const SegPadArgs& a, cudaStream_t stream) {
-        seg_pad_kernel<<<slot_grid(a.pitch, a.slots, 64), kThreads, 0, stream>>>(a);
+        seg_pad_kernel<<<slot_grid(ceil_div64(a.pitch, kPerThread), a.slots, 64), kThreads, 0, stream>>>(a);
         XC_CHECK_LAUNCH();
     }
     void r2c(cufftHandle h, float* slots, cudaStream_t stream) {
