@@ -65,8 +65,10 @@
 // subtiles), else (1, 8) (right(i0, j) is then exact). Warp work items are
 // flattened subtile-fastest (the 8 warps of a block share a frequency range and mostly their right
 // rows, in L1; blocks in flight share frequency ranges in L2), then frequency chunk, then piece.
-// Resources: no spills, no shared memory; the (4, 8) subtile's registers allow 2 blocks of 8 warps
-// per SM (the counts: notes/52_fft_segmented.md).
+// The loads go through shared memory: each warp copies its rows of block b + S - 1 (cp.async) while
+// it multiplies block b's (accumulate_kernel's comment says why).
+// Resources: no spills; the (4, 8) subtile's registers (<= 128) and its stages (96 KB a block at
+// S = 4, 48 KB at S = 2) allow 2 blocks of 8 warps per SM (the counts: notes/52_fft_segmented.md).
 //
 // Invariants: every (pair, lag) of [lo, hi] sums every block b < NB exactly once, in b order;
 // rows of a subtile past the last left or right are never written (their loads read the last
@@ -99,7 +101,9 @@
 #include <memory>
 #include <string>
 
+#include "common/cp_async.cuh"
 #include "common/device.cuh"
+#include "common/launch.cuh"
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/cufft_plan.hpp"
 #include "xcorr/device_buffer.hpp"
@@ -179,17 +183,21 @@ struct AccArgs {
 // a subtile are taken at its first left i0).
 // 32-bit work decomposition (the host keeps items below 2^31): a 64-bit division is a subroutine
 // whose register saves ptxas reports as spills. (TL, TR) = (4, 8) holds 64 accumulator registers,
-// 12 loaded values and 12 row addresses.
-// Instructions, not bytes, bind this loop (1.7e9 FMAs against 0.1 GB read in the ambient case), so
-// it has no per-element work but the products: the row addresses are computed once (a row past
-// the last left or right reads the last one again and is never stored, so the loads need no
-// predicates and no zero fill), the block offset b E is the same for the whole warp (a uniform
-// register beside each address), and the outputs of a subtile are one base address plus
-// u osi' + v osj' (PairGrid::output is linear in i and j). The form with predicated loads and a
-// PairGrid::output per store issued ~320 instructions a block and ~45 a store.
-template <int TL, int TR>
-__global__ void __launch_bounds__(kThreads) accumulate_kernel(AccArgs a) {
+// 12 row addresses and 12 values.
+// What binds this loop is the latency of its loads (ncu, ambient noise: 6.4 of 9.7 cycles between
+// a warp's instructions waiting on them, L2 at 37% of its throughput, 16 warps an SM), and a
+// register a value is what it cannot spare for a second block's loads (179 registers, one block an
+// SM: slower). So each warp copies its rows into S stages of shared memory of its own
+// (cp.async, [stage][row][lane]), S - 1 blocks ahead of the one it multiplies: every lane copies
+// and then reads only its own 8 bytes, so no barrier is needed, and the copies cost no registers.
+// A row past the last left or right copies the last one again (never stored, no predicates), and
+// a subtile's outputs are one base address plus u osi' + v osj' (PairGrid::output is linear).
+template <int TL, int TR, int S>
+__global__ void __launch_bounds__(kThreads, 2) accumulate_kernel(AccArgs a) {
+    extern __shared__ float2 stages[];
+    constexpr int kRows = TL + TR;
     const int lane = threadIdx.x % kWarp;
+    float2* const mine = stages + (threadIdx.x / kWarp) * (S * kRows * kWarp) + lane;
     const unsigned subtiles = unsigned(a.tiles_l) * unsigned(a.tiles_r);
     const unsigned stride = gridDim.x * kWarpsPerBlock;
     for (unsigned w = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarp; w < unsigned(a.items); w += stride) {
@@ -202,30 +210,43 @@ __global__ void __launch_bounds__(kThreads) accumulate_kernel(AccArgs a) {
         const int nl = min(TL, a.grid.N - i0), nr = min(TR, a.grid.M - j0);
         const int64_t bstride = int64_t(a.NB) * a.E;  // float2 from one matrix's first slot to the next's
         // Left i0 + u, piece pc: slot ((i0 + u) npc + pc) NB; right (i0, j0 + v): slot right(i0, j0 + v) NB.
-        const float2* lrow[TL];
-        const float2* rrow[TR];
+        // Each address moves on by E as its row's next block is copied.
+        const float2* row[kRows];
 #pragma unroll
         for (int u = 0; u < TL; ++u)
-            lrow[u] = a.lspec + ((int64_t(i0) + min(u, nl - 1)) * a.npc + pc) * bstride + f;
+            row[u] = a.lspec + ((int64_t(i0) + min(u, nl - 1)) * a.npc + pc) * bstride + f;
 #pragma unroll
-        for (int v = 0; v < TR; ++v) rrow[v] = a.rspec + a.grid.right(i0, j0 + min(v, nr - 1)) * bstride + f;
+        for (int v = 0; v < TR; ++v) row[TL + v] = a.rspec + a.grid.right(i0, j0 + min(v, nr - 1)) * bstride + f;
+        const auto copy_next = [&](int b) {  // block b's rows into stage b mod S, one commit group
+            float2* dst = mine + (b % S) * (kRows * kWarp);
+#pragma unroll
+            for (int q = 0; q < kRows; ++q) {
+                cp_async8(dst + q * kWarp, row[q]);
+                row[q] += a.E;
+            }
+        };
+#pragma unroll
+        for (int b = 0; b < S - 1; ++b) {
+            if (b < a.NB) copy_next(b);
+            cp_async_commit();
+        }
         float2 acc[TL][TR];
 #pragma unroll
         for (int u = 0; u < TL; ++u)
 #pragma unroll
             for (int v = 0; v < TR; ++v) acc[u][v] = make_float2(0.0f, 0.0f);
         for (int b = 0; b < a.NB; ++b) {
+            // Stage (b + S - 1) mod S was read in the previous iteration, whose products (issued
+            // before this copy) consumed every value read from it.
+            if (b + S - 1 < a.NB) copy_next(b + S - 1);
+            cp_async_commit();
+            cp_async_wait<S - 1>();  // block b's group (every group committed before the last S - 1)
+            const float2* src = mine + (b % S) * (kRows * kWarp);
             float2 l[TL], r[TR];
 #pragma unroll
-            for (int u = 0; u < TL; ++u) {
-                l[u] = __ldg(lrow[u]);
-                lrow[u] += a.E;
-            }
+            for (int u = 0; u < TL; ++u) l[u] = src[u * kWarp];
 #pragma unroll
-            for (int v = 0; v < TR; ++v) {
-                r[v] = __ldg(rrow[v]);
-                rrow[v] += a.E;
-            }
+            for (int v = 0; v < TR; ++v) r[v] = src[(TL + v) * kWarp];
 #pragma unroll
             for (int u = 0; u < TL; ++u)
 #pragma unroll
@@ -246,6 +267,9 @@ __global__ void __launch_bounds__(kThreads) accumulate_kernel(AccArgs a) {
         }
     }
 }
+
+// Shared memory of accumulate_kernel<TL, TR, S>: S stages of TL + TR rows of 32 float2 a warp.
+constexpr size_t stage_bytes(int TL, int TR, int S) { return size_t(kWarpsPerBlock) * S * (TL + TR) * kWarp * sizeof(float2); }
 
 struct CropArgs {
     const float* res;  // C2R results, slot k npc + (p - p0), pitch floats each
@@ -408,6 +432,13 @@ public:
         if (const int cap = fft_max_chunk_from_env()) k = std::min<int64_t>(k, cap);
         // 32-bit indices in the kernels: accumulation work items, and a left's slots (npc NB).
         wide_ = pairs_.rsi == 0 && pairs_.N >= 2;
+        {
+            int dev = 0, optin = 0;
+            XC_CUDA_CHECK(cudaGetDevice(&dev));
+            XC_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+            deep_ = size_t(optin) >= stage_bytes(4, 8, 4);
+            if (deep_) raise_dynamic_smem_limit(accumulate_kernel<4, 8, 4>, stage_bytes(4, 8, 4));
+        }
         const int64_t per_piece_items =
             int64_t(ceil_div(pairs_.N, wide_ ? 4 : 1)) * ceil_div(pairs_.M, 8) * ceil_div64(E_, kWarp);
         k = std::min<int64_t>(k, std::min(kInt32Max / per_piece_items, kInt32Max / g_.NB));
@@ -551,13 +582,17 @@ private:
                   0};
         a.items = int64_t(a.tiles_l) * a.tiles_r * a.fchunks * npc;
         const unsigned blocks = unsigned(std::min<int64_t>(ceil_div64(a.items, kWarpsPerBlock), int64_t(1) << 30));
-        if (wide_) accumulate_kernel<4, 8><<<blocks, kThreads, 0, stream>>>(a);
-        else accumulate_kernel<1, 8><<<blocks, kThreads, 0, stream>>>(a);
+        // (4, 8): four stages where the GPU allows a block 96 KB (sm_80 and on but sm_75), else two,
+        // within the 48 KB every GPU allows (H200, ambient noise: 588 us either way). (1, 8): two
+        // (seed 004's case, one block a right: 528 us, 538 with four).
+        if (wide_ && deep_) accumulate_kernel<4, 8, 4><<<blocks, kThreads, stage_bytes(4, 8, 4), stream>>>(a);
+        else if (wide_) accumulate_kernel<4, 8, 2><<<blocks, kThreads, stage_bytes(4, 8, 2), stream>>>(a);
+        else accumulate_kernel<1, 8, 2><<<blocks, kThreads, stage_bytes(1, 8, 2), stream>>>(a);
         XC_CHECK_LAUNCH();
     }
 
     Problem p_;
-    bool empty_ = false, wide_ = false;
+    bool empty_ = false, wide_ = false, deep_ = false;  // deep_: four accumulation stages
     int lo_ = 0, hi_ = -1, row0_ = -1, r0_ = 0, rn_ = 0;
     Geometry g_;
     int64_t E_ = 0, pitch_ = 0, out_count_ = 0;

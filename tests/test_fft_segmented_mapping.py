@@ -276,10 +276,12 @@ def test_constants_match_the_source():
     assert TWO_PASS_N == int(re.search(r"passes = g\.N > (\d+) \? 2\.0 : 1\.0;", SOURCE).group(1))
     rates = re.search(r"return bytes / ([\d.e]+) \+ 4\.0 \* cmacs / ([\d.e]+);", SOURCE)
     assert (BYTES_PER_S, FMAS_PER_S) == (float(rates[1]), float(rates[2]))
-    launch = re.search(r"if \(wide_\) accumulate_kernel<(\d+), (\d+)><<<.*?else accumulate_kernel<(\d+), (\d+)><<<",
-                       SOURCE, re.S)
+    launch = re.search(r"if \(wide_ && deep_\) accumulate_kernel<(\d+), (\d+), \d+><<<.*?"
+                       r"else if \(wide_\) accumulate_kernel<(\d+), (\d+), \d+><<<.*?"
+                       r"else accumulate_kernel<(\d+), (\d+), \d+><<<", SOURCE, re.S)
     items = re.search(r"ceil_div\(pairs_\.N, wide_ \? (\d+) : (\d+)\)\) \* ceil_div\(pairs_\.M, (\d+)\)", SOURCE)
-    wide, narrow = tuple(map(int, launch.groups()[:2])), tuple(map(int, launch.groups()[2:]))
+    wide, narrow = tuple(map(int, launch.groups()[:2])), tuple(map(int, launch.groups()[4:]))
+    assert wide == tuple(map(int, launch.groups()[2:4]))  # both stage counts, one subtile
     assert SUBTILES == {True: wide, False: narrow}
     assert (wide[0], narrow[0], wide[1]) == tuple(map(int, items.groups())) and wide[1] == narrow[1]  # the work items
 
