@@ -430,15 +430,11 @@ public:
                              std::to_string(double(free_b) / double(1 << 30)) + " GiB is usable");
         int64_t k = std::min<int64_t>(int64_t(std::min(fit, 1e9)), g_.NP);
         if (const int cap = fft_max_chunk_from_env()) k = std::min<int64_t>(k, cap);
-        // 32-bit indices in the kernels: accumulation work items, and a left's slots (npc NB).
+        // The wide subtile's four stages where the GPU allows them (accumulate()).
         wide_ = pairs_.rsi == 0 && pairs_.N >= 2;
-        {
-            int dev = 0, optin = 0;
-            XC_CUDA_CHECK(cudaGetDevice(&dev));
-            XC_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-            deep_ = size_t(optin) >= stage_bytes(4, 8, 4);
-            if (deep_) raise_dynamic_smem_limit(accumulate_kernel<4, 8, 4>, stage_bytes(4, 8, 4));
-        }
+        deep_ = wide_ && dynamic_smem_optin() >= stage_bytes(4, 8, 4);
+        if (deep_) raise_dynamic_smem_limit(accumulate_kernel<4, 8, 4>, stage_bytes(4, 8, 4));
+        // 32-bit indices in the kernels: accumulation work items, and a left's slots (npc NB).
         const int64_t per_piece_items =
             int64_t(ceil_div(pairs_.N, wide_ ? 4 : 1)) * ceil_div(pairs_.M, 8) * ceil_div64(E_, kWarp);
         k = std::min<int64_t>(k, std::min(kInt32Max / per_piece_items, kInt32Max / g_.NB));

@@ -47,16 +47,23 @@ inline void require_mma_tf32(const std::string& variant) {
                          std::to_string(major) + ".x)");
 }
 
-// Host side: lets `kernel` take `bytes` of dynamic shared memory a block, or, where the current GPU
-// allows less (sm_75: 64 KB; sm_86/sm_89: 99 KB; sm_80/sm_90: 163/227 KB), a UsageError naming the
-// variant: a refusal that auto passes over to its next candidate, where cudaFuncSetAttribute's own
-// failure would be a CudaError. The limit is only ever raised (raise_dynamic_smem_limit).
-template <typename K>
-void allow_dynamic_smem(K kernel, size_t bytes, const std::string& variant) {
+// Host side: the most dynamic shared memory a block may opt in to on the current GPU (sm_75: 64 KB;
+// sm_86/sm_89: 99 KB; sm_80/sm_90: 163/227 KB).
+inline size_t dynamic_smem_optin() {
     int dev = 0, optin = 0;
     XC_CUDA_CHECK(cudaGetDevice(&dev));
     XC_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    if (bytes > size_t(optin))
+    return size_t(optin);
+}
+
+// Host side: lets `kernel` take `bytes` of dynamic shared memory a block, or, where the current GPU
+// allows less (dynamic_smem_optin), a UsageError naming the variant: a refusal that auto passes
+// over to its next candidate, where cudaFuncSetAttribute's own failure would be a CudaError. The
+// limit is only ever raised (raise_dynamic_smem_limit).
+template <typename K>
+void allow_dynamic_smem(K kernel, size_t bytes, const std::string& variant) {
+    const size_t optin = dynamic_smem_optin();
+    if (bytes > optin)
         throw UsageError(variant + ": needs " + std::to_string((bytes + 1023) / 1024) +
                          " KB of shared memory a block for this problem; this GPU allows " +
                          std::to_string(optin / 1024) + " KB");
