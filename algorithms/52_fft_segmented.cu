@@ -52,6 +52,14 @@
 //      [lo, hi]. The first chunk's crop writes every element of the output (zeros outside its own
 //      lags), later chunks overwrite their lags, so the poisoned output is entirely written.
 //   A window without dy = 0 or without any overlapping lag is one cudaMemsetAsync.
+//   Fused k = 1 peaks (run_peak1, what a reduced plan's peaks take where k = 1,
+//   lib/reduce/reducer.cpp) replace step 5 with two passes that read the C2R results where the crop
+//   would, so that no map is written: peak_tiles_kernel, a block per tile of kPeakTile lags of a
+//   pair (its largest value, NaN skipped, ties to the smaller lag: lib/reduce/peak.cuh's order), and
+//   peak_pick_kernel, a warp per pair, the best of its tiles and the contract's three-point fit from
+//   the C2R results. Taken only where every element of the map is a lag of [lo, hi] in row dy = 0 (no
+//   zero of the window can be a candidate) and the pieces are one chunk (the fit's neighbours are
+//   all in the product slots when the tiles are read).
 //   The pad and the crop copy bytes and nothing else: a thread takes kPerThread elements, kThreads
 //   apart, and issues all their loads before its stores, so that enough loads are in flight to
 //   reach the bandwidth (one a thread leaves each pass at the latency of a lone load).
@@ -104,6 +112,7 @@
 #include "common/cp_async.cuh"
 #include "common/device.cuh"
 #include "common/launch.cuh"
+#include "lib/reduce/peak.cuh"
 #include "xcorr/cuda_check.hpp"
 #include "xcorr/cufft_plan.hpp"
 #include "xcorr/device_buffer.hpp"
@@ -315,6 +324,66 @@ __global__ void __launch_bounds__(kThreads) crop_kernel(CropArgs a) {
     }
 }
 
+// Fused k = 1 peaks (header). The map is one row of `w` lags per output k, lag dx0 + x at position
+// (x mod Wp) of product slot k npc + x div Wp (one chunk: p0 = 0, and lo = dx0), scaled 1/N exactly
+// as crop_kernel scales it, so that a peak is the map's value to the bit.
+struct PeakArgs {
+    const float* res;
+    int64_t count;  // outputs
+    int w, Wp, npc, tiles;
+    int64_t pitch;
+    float scale;
+    reduce::Cand* cand;  // count * tiles
+};
+__device__ __forceinline__ float lag_value(const PeakArgs& a, int64_t k, int x) {
+    const int p = x / a.Wp;
+    return __ldg(a.res + (k * a.npc + p) * a.pitch + (x - p * a.Wp)) * a.scale;
+}
+
+constexpr int kPeakPerThread = 8;
+constexpr int kPeakTile = kThreads * kPeakPerThread;
+
+// blockIdx.x: the tile of lags [x0, x0 + kPeakTile); blockIdx.y strides over the outputs. A thread
+// takes kPeakPerThread lags kThreads apart, loads first (as crop_kernel).
+__global__ void __launch_bounds__(kThreads) peak_tiles_kernel(PeakArgs a) {
+    __shared__ reduce::Cand sh[kWarp];
+    const int x0 = blockIdx.x * kPeakTile + threadIdx.x;
+    for (int64_t k = blockIdx.y; k < a.count; k += gridDim.y) {
+        float v[kPeakPerThread];
+#pragma unroll
+        for (int e = 0; e < kPeakPerThread; ++e) {
+            const int x = x0 + e * kThreads;
+            v[e] = x < a.w ? lag_value(a, k, x) : NAN;
+        }
+        reduce::Cand c = reduce::none();
+#pragma unroll
+        for (int e = 0; e < kPeakPerThread; ++e)
+            if (!isnan(v[e])) c = reduce::better(c, reduce::Cand{v[e], x0 + e * kThreads});
+        c = reduce::block_best(c, sh);
+        if (threadIdx.x == 0) a.cand[k * a.tiles + blockIdx.x] = c;
+    }
+}
+
+// A warp per output: the best of its tiles, then lane 0 writes the peak (or its absence: every lag
+// NaN) with the fit from the lags on either side.
+__global__ void __launch_bounds__(kThreads) peak_pick_kernel(PeakArgs a, PeakSink sink) {
+    const int64_t k = (int64_t(blockIdx.x) * kThreads + threadIdx.x) / kWarp;
+    const int lane = threadIdx.x % kWarp;
+    if (k >= a.count) return;  // whole warps leave together
+    reduce::Cand c = reduce::none();
+    for (int t = lane; t < a.tiles; t += kWarp) c = reduce::better(c, a.cand[k * a.tiles + t]);
+    c = reduce::warp_best(c);
+    if (lane != 0) return;
+    float* const value = sink.value + k;
+    int32_t* const shift = sink.shift + 2 * k;
+    float* const sub = sink.subpixel + 2 * k;
+    if (c.i == INT_MAX)
+        reduce::write_absent(value, shift, sub, 0);
+    else
+        reduce::write_peak(value, shift, sub, 0, c, 1, a.w, sink.dy0, sink.dx0, int(sink.method),
+                           [&](int, int x) { return lag_value(a, k, x); });
+}
+
 // ---------------------------------------------------------------------------------------------
 // Sizes and plans
 // ---------------------------------------------------------------------------------------------
@@ -471,6 +540,10 @@ public:
                 throw;
             }
         }
+        // Fused k = 1 peaks (header): where every element of the map is a lag of [lo, hi] in row 0
+        // and one chunk holds every piece.
+        if (p.out_h() == 1 && lo_ == w.dx0 && hi_ == w.dx1 && chunks_ == 1)
+            peak_cand_ = DeviceBuffer<reduce::Cand>(size_t(out_count_ * peak_tiles()));
     }
 
     ~FftSegmented() override { destroy_plans(); }
@@ -480,27 +553,7 @@ public:
             XC_CUDA_CHECK(cudaMemsetAsync(out, 0, size_t(p_.out_elems()) * sizeof(float), stream));
             return;
         }
-        // 1. Right blocks: R[r0 + bB + u], u < B, zero past r0 + rn.
-        pad(SegPadArgs{right, int64_t(p_.wR), right_slot(0), r_slots_, int(g_.NB), int(g_.NB), r0_, 0, g_.B,
-                       int(g_.B), int64_t(r0_) + rn_, int(g_.N), pitch_},
-            stream);
-        r2c(plans_[kRight], right_slot(0), stream);
-        for (int64_t c = 0; c < chunks_; ++c) {
-            const int64_t p0 = c * npc_;
-            const int npc = int(c + 1 < chunks_ ? npc_ : tail_);
-            const bool tail = npc != npc_;
-            // 2. Left segments of pieces p0 .. p0 + npc - 1.
-            pad(SegPadArgs{left, int64_t(p_.wL), left_slot(0), int64_t(p_.nL) * npc * g_.NB, int(npc * g_.NB),
-                           int(g_.NB), int64_t(r0_) + lo_ + p0 * g_.Wp, g_.Wp, g_.B, int(g_.N), int64_t(p_.wL),
-                           int(g_.N), pitch_},
-                stream);
-            r2c(plans_[tail ? kLeftTail : kLeft], left_slot(0), stream);
-            // 3. Accumulation over the blocks.
-            accumulate(npc, stream);
-            // 4. One inverse per (pair, piece), in place.
-            XC_CUFFT_CHECK(cufftSetStream(plans_[tail ? kProdTail : kProd], stream));
-            XC_CUFFT_CHECK(cufftExecC2R(plans_[tail ? kProdTail : kProd],
-                                        reinterpret_cast<cufftComplex*>(prod_slot(0)), prod_slot(0)));
+        transform(left, right, stream, [&](int64_t c, int64_t p0, int npc) {
             // 5. Crop this chunk's lags; the first chunk writes the rest of the output too.
             const int64_t lag_a = lo_ + p0 * g_.Wp, lag_b = std::min<int64_t>(hi_, lag_a + int64_t(npc) * g_.Wp - 1);
             const Window w = p_.shifts();
@@ -522,7 +575,22 @@ public:
             const int64_t cols = c == 0 ? p_.out_w() : a.xb - a.xa;
             crop_kernel<<<slot_grid(ceil_div64(cols, kPerThread), a.rows, 1024), kThreads, 0, stream>>>(a);
             XC_CHECK_LAUNCH();
-        }
+        });
+    }
+
+    // Fused k = 1 peaks (header): every element of the map a lag in row 0, one chunk.
+    bool takes_peak1() const override { return peak_cand_.size() > 0; }
+    void run_peak1(const float* left, const float* right, const PeakSink& sink, cudaStream_t stream) override {
+        if (!takes_peak1()) throw UsageError("fft-segmented: no fused peaks for " + p_.describe());
+        transform(left, right, stream, [&](int64_t, int64_t, int npc) {
+            const PeakArgs a{prod_slot(0), out_count_, p_.out_w(), int(g_.Wp), npc, peak_tiles(),
+                             pitch_,       float(1.0 / double(g_.N)), peak_cand_.get()};
+            peak_tiles_kernel<<<dim3(unsigned(a.tiles), unsigned(std::min<int64_t>(a.count, 65535))), kThreads, 0,
+                                stream>>>(a);
+            XC_CHECK_LAUNCH();
+            peak_pick_kernel<<<unsigned(ceil_div64(a.count * kWarp, kThreads)), kThreads, 0, stream>>>(a, sink);
+            XC_CHECK_LAUNCH();
+        });
     }
 
     // cuFFT's work areas (cuFFT allocates them itself).
@@ -537,6 +605,37 @@ public:
 
 private:
     enum { kRight = 0, kLeft, kProd, kLeftTail, kProdTail, kPlans };
+
+    int peak_tiles() const { return int(ceil_div64(p_.out_w(), kPeakTile)); }
+
+    // Steps 1-4 of the header; `inverse(c, p0, npc)` enqueues what reads chunk c's C2R results
+    // (pieces p0 .. p0 + npc - 1) before the next chunk overwrites them.
+    template <class F>
+    void transform(const float* left, const float* right, cudaStream_t stream, F&& inverse) {
+        // 1. Right blocks: R[r0 + bB + u], u < B, zero past r0 + rn.
+        pad(SegPadArgs{right, int64_t(p_.wR), right_slot(0), r_slots_, int(g_.NB), int(g_.NB), r0_, 0, g_.B,
+                       int(g_.B), int64_t(r0_) + rn_, int(g_.N), pitch_},
+            stream);
+        r2c(plans_[kRight], right_slot(0), stream);
+        for (int64_t c = 0; c < chunks_; ++c) {
+            const int64_t p0 = c * npc_;
+            const int npc = int(c + 1 < chunks_ ? npc_ : tail_);
+            const bool tail = npc != npc_;
+            // 2. Left segments of pieces p0 .. p0 + npc - 1.
+            pad(SegPadArgs{left, int64_t(p_.wL), left_slot(0), int64_t(p_.nL) * npc * g_.NB, int(npc * g_.NB),
+                           int(g_.NB), int64_t(r0_) + lo_ + p0 * g_.Wp, g_.Wp, g_.B, int(g_.N), int64_t(p_.wL),
+                           int(g_.N), pitch_},
+                stream);
+            r2c(plans_[tail ? kLeftTail : kLeft], left_slot(0), stream);
+            // 3. Accumulation over the blocks.
+            accumulate(npc, stream);
+            // 4. One inverse per (pair, piece), in place.
+            XC_CUFFT_CHECK(cufftSetStream(plans_[tail ? kProdTail : kProd], stream));
+            XC_CUFFT_CHECK(cufftExecC2R(plans_[tail ? kProdTail : kProd],
+                                        reinterpret_cast<cufftComplex*>(prod_slot(0)), prod_slot(0)));
+            inverse(c, p0, npc);
+        }
+    }
 
     void make_plan(int i, int64_t batch, PlanKind kind) {
         plans_[i] = create_plan(g_.N, batch, kind);
@@ -595,6 +694,7 @@ private:
     int64_t npc_ = 0, chunks_ = 0, tail_ = 0, r_slots_ = 0, l_slots_ = 0, p_slots_ = 0;
     PairGrid pairs_{};
     DeviceBuffer<float> ws_;
+    DeviceBuffer<reduce::Cand> peak_cand_;  // fused peaks: each output's tile maxima (empty: not taken)
     std::array<cufftHandle, kPlans> plans_{};
     std::array<bool, kPlans> live_{};  // a cufftHandle has no invalid value
 };

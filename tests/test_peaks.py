@@ -1129,3 +1129,61 @@ def test_fft_fused_declines_fused_peaks_where_the_window_has_shifts_without_over
     b = -np.abs(seeded_rng("decline-r").standard_normal(rs)).astype(np.float32) - 1  # every overlap negative
     got = plan(a, b)
     assert (got.value == 0).all() and (got.shift[:, 0, 0] == -300).all() and (got.shift[:, 0, 1] == -80).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", ["auto", "256"])
+def test_fft_segmented_takes_k1_peaks_in_its_own_pass(n, monkeypatch, gpu):
+    """Ambient noise in small: 5 stations of 20011 samples, each right a left delayed by a known lag
+    (of both signs) under noise. At k = 1 fft-segmented takes the peaks where it reads its inverse
+    transforms (its explain says so, no map written): every station's own pair peaks at its lag, the
+    value its energy; the peaks are those of the route through the map and the reduce kernels
+    (XCORR_NO_FUSED_PEAKS=1) to the bit, one piece (auto) or many (n=256) alike. A NaN in a left
+    leaves its pairs without a peak."""
+    rng = seeded_rng(("fft-segmented-peaks", n))
+    lags = [0, 37, -211, 880, -1199]
+    base = rng.standard_normal((5, 23000)).astype(np.float32)
+    lefts = base[:, 1500:1500 + 20011].copy()  # right j's sample t is left j's t + lag: C peaks at lag
+    rights = np.stack([base[j, 1500 + lag:1500 + lag + 20011] for j, lag in enumerate(lags)])
+    rights += 0.3 * rng.standard_normal(rights.shape).astype(np.float32)
+    args = dict(form="n-to-m", dims=1, max_lag=1300, reduce="peaks", k=1, subpixel="parabolic",
+                algorithm="fft-segmented", params={"n": n})
+    fused = xcorr.Plan(lefts.shape, rights.shape, **args)
+    assert "own pass" in fused.explain(), fused.explain()
+    got = fused(lefts, rights)
+    shift, value = got.shift.reshape(5, 5), got.value.reshape(5, 5)
+    for j, lag in enumerate(lags):
+        assert shift[j, j] == lag, (j, shift[j, j])
+        assert np.argmax(value[j]) == j
+        overlap = lefts[j, max(0, lag):20011 + min(0, lag)].astype(np.float64)
+        np.testing.assert_allclose(value[j, j], np.sum(overlap ** 2), rtol=0.02)
+    monkeypatch.setenv("XCORR_NO_FUSED_PEAKS", "1")
+    chunked = xcorr.Plan(lefts.shape, rights.shape, **args)
+    assert "own pass" not in chunked.explain()
+    for x, y in zip(got, chunked(lefts, rights)):
+        np.testing.assert_array_equal(x, y)
+    monkeypatch.delenv("XCORR_NO_FUSED_PEAKS")
+    lefts[3, 9000] = np.nan
+    got = fused(lefts, rights)
+    value, shift, sub = got.value.reshape(5, 5), got.shift.reshape(5, 5), got.subpixel.reshape(5, 5)
+    assert np.isnan(value[3]).all() and (shift[3] == 0).all() and np.isnan(sub[3]).all()
+    assert shift[4, 4] == lags[4] and np.isfinite(value[[0, 1, 2, 4]]).all()
+
+
+@pytest.mark.gpu
+def test_fft_segmented_declines_fused_peaks_where_the_map_holds_zeros_or_chunks(monkeypatch, gpu):
+    """Lags beyond the full range are exact zeros, candidates too: the plan takes the map and the
+    reduce kernels there (and the zeros win over a negative correlation); so it does where the lag
+    pieces run in chunks (XCORR_FFT_MAX_CHUNK), whose inverse transforms are not all there at once."""
+    a = np.abs(seeded_rng("seg-decline").standard_normal((2, 3001))).astype(np.float32) + 1
+    b = -np.abs(seeded_rng("seg-decline-r").standard_normal((3, 501))).astype(np.float32) - 1
+    args = dict(form="n-to-m", dims=1, reduce="peaks", k=1, algorithm="fft-segmented")
+    plan = xcorr.Plan(a.shape, b.shape, lags=(-700, 100), **args)  # lags below -(501 - 1)
+    assert "own pass" not in plan.explain()
+    got = plan(a, b)
+    assert (got.value == 0).all() and (got.shift == -700).all()
+    assert "own pass" in xcorr.Plan(a.shape, b.shape, lags=(-500, 100), **args).explain()
+    monkeypatch.setenv("XCORR_FFT_MAX_CHUNK", "2")
+    plan = xcorr.Plan(a.shape, b.shape, lags=(-500, 100), params={"n": "256"}, **args)
+    assert "own pass" not in plan.explain()
+    assert (plan(a, b).value < 0).all()
