@@ -344,16 +344,20 @@ constexpr int kPeakPerThread = 8;
 constexpr int kPeakTile = kThreads * kPeakPerThread;
 
 // blockIdx.x: the tile of lags [x0, x0 + kPeakTile); blockIdx.y strides over the outputs. A thread
-// takes kPeakPerThread lags kThreads apart, loads first (as crop_kernel).
+// takes kPeakPerThread lags kThreads apart, loads first (as crop_kernel); its lags' piece and
+// position are stepped, not divided, from the first one's.
 __global__ void __launch_bounds__(kThreads) peak_tiles_kernel(PeakArgs a) {
     __shared__ reduce::Cand sh[kWarp];
     const int x0 = blockIdx.x * kPeakTile + threadIdx.x;
+    const int p0 = x0 / a.Wp;
     for (int64_t k = blockIdx.y; k < a.count; k += gridDim.y) {
+        const float* slot = a.res + (k * a.npc + p0) * a.pitch;
+        int t = x0 - p0 * a.Wp;
         float v[kPeakPerThread];
 #pragma unroll
         for (int e = 0; e < kPeakPerThread; ++e) {
-            const int x = x0 + e * kThreads;
-            v[e] = x < a.w ? lag_value(a, k, x) : NAN;
+            v[e] = x0 + e * kThreads < a.w ? __ldg(slot + t) * a.scale : NAN;
+            for (t += kThreads; t >= a.Wp; t -= a.Wp) slot += a.pitch;
         }
         reduce::Cand c = reduce::none();
 #pragma unroll

@@ -536,8 +536,9 @@ def check_peaks(ref, window, k, r, subpixel, value, shift, sub, bound):
                  (ref[y, x - 1], ref[y, x], ref[y, x + 1]) if 0 < x < W - 1 else None)
         for axis, c in enumerate(along):
             lo, hi = fit_range(c, subpixel, bound)
-            got = sub[i, axis] - shift[i, axis]
-            if not lo - 0.01 <= got <= hi + 0.01:
+            got = float(sub[i, axis]) - float(shift[i, axis])
+            slack = 0.01 + abs(float(sub[i, axis])) * 2.0 ** -24  # the float32 position's rounding
+            if not lo - slack <= got <= hi + slack:
                 bad.append(f"peak {i} at {(dy, dx)}: sub-pixel offset {got} along axis {axis}, the fit on the "
                            f"reference {lo}..{hi}")
         free[max(0, y - r):y + r + 1, max(0, x - r):x + r + 1] = False
