@@ -10,8 +10,8 @@
 //   2. select: one block per map, k rounds. A round takes the best of the map's tile maxima,
 //      writes the peak with its sub-pixel fit (from the untouched map: the fit's neighbours may lie
 //      in an earlier peak's suppressed square), marks the square of shifts within min_distance in
-//      a byte mask and recomputes the maxima of only the tiles that square touches (a tile inside
-//      it becomes empty). The invariant: each tile's maximum is over its values that no taken
+//      a byte mask and recomputes the maxima of only the tiles that square touches, a warp a tile,
+//      all of them at once (a tile inside it becomes empty). The invariant: each tile's maximum is over its values that no taken
 //      peak suppresses, so the best of the tile maxima is the greedy rule's next peak. With
 //      min_distance 0 the square is the peak alone. Last, the block clears the squares it marked,
 //      so that the mask is all 0 again for the next chunk without a memset.
@@ -135,25 +135,29 @@ __global__ void __launch_bounds__(kBlock) select_kernel(const float* __restrict_
         const Square s = square_of(g, c.i, min_distance);
         set_square(mk, g, s, 1);
         __syncthreads();
-        for (int ty = s.y0 / g.th; ty <= s.y1 / g.th; ++ty)
-            for (int tx = s.x0 / g.tw; tx <= s.x1 / g.tw; ++tx) {
-                const int ti = ty * g.nx + tx;
-                const int y0 = ty * g.th, y1 = min(g.h, y0 + g.th) - 1, x0 = tx * g.tw, x1 = min(g.w, x0 + g.tw) - 1;
-                if (y0 >= s.y0 && y1 <= s.y1 && x0 >= s.x0 && x1 <= s.x1) {  // wholly suppressed
-                    if (threadIdx.x == 0) tv[ti] = -INFINITY, tix[ti] = INT_MAX;
-                    continue;
-                }
-                const int tw = x1 - x0 + 1, m = (y1 - y0 + 1) * tw;
-                Cand b = none();
-                for (int e = threadIdx.x; e < m; e += blockDim.x) {
-                    const int r = e / tw;
-                    const int i = (y0 + r) * g.w + x0 + (e - r * tw);
-                    const float v = map[i];
-                    if (!mk[i] && v == v) b = better(b, Cand{v, i});
-                }
-                b = block_best(b, sh);
-                if (threadIdx.x == 0) tv[ti] = b.v, tix[ti] = b.i;
+        // The tiles the square touches, a warp each (several at once: a round's latency is one
+        // tile's, not the sum of them all; the order of the values does not change a maximum).
+        const int ty0 = s.y0 / g.th, tx0 = s.x0 / g.tw, ntx = s.x1 / g.tw - tx0 + 1;
+        const int touched = (s.y1 / g.th - ty0 + 1) * ntx;
+        const int lane = threadIdx.x & 31;
+        for (int q = threadIdx.x >> 5; q < touched; q += blockDim.x >> 5) {
+            const int ty = ty0 + q / ntx, tx = tx0 + q % ntx, ti = ty * g.nx + tx;
+            const int y0 = ty * g.th, y1 = min(g.h, y0 + g.th) - 1, x0 = tx * g.tw, x1 = min(g.w, x0 + g.tw) - 1;
+            if (y0 >= s.y0 && y1 <= s.y1 && x0 >= s.x0 && x1 <= s.x1) {  // wholly suppressed
+                if (lane == 0) tv[ti] = -INFINITY, tix[ti] = INT_MAX;
+                continue;
             }
+            const int tw = x1 - x0 + 1, m = (y1 - y0 + 1) * tw;
+            Cand b = none();
+            for (int e = lane; e < m; e += 32) {
+                const int r = e / tw;
+                const int i = (y0 + r) * g.w + x0 + (e - r * tw);
+                const float v = map[i];
+                if (!mk[i] && v == v) b = better(b, Cand{v, i});
+            }
+            b = warp_best(b);
+            if (lane == 0) tv[ti] = b.v, tix[ti] = b.i;
+        }
         __syncthreads();
     }
     for (int a = taken + threadIdx.x; a < k; a += blockDim.x) write_absent(val, sft, spx, a);
