@@ -88,7 +88,8 @@
 // Workspace (one allocation, in-place slots of 2E floats): nR NB right slots, nL npc NB left
 // segment slots, out_count npc product slots (the C2R writes real results over them); npc is the
 // number of pieces that fits in 45% of the free GPU memory (as fft), XCORR_FFT_MAX_CHUNK caps it
-// (tests force chunks with it). cuFFT's work areas come on top (external_device_bytes()).
+// (tests force chunks with it). cuFFT's work areas come on top (external_device_bytes()). Where the
+// fused peaks are taken, 8 bytes more a pair and tile of kPeakTile lags (ambient noise: 96 KB).
 // Ambient case, N = 16384 (E = 8193, 65.5 KB a slot): 64 * 13 right + 64 * 13 left + 4096 product
 // slots, 378 MB; N = 8192: 64 * 43 * 2 + 4096 slots, 315 MB.
 // Traffic estimate, ambient (N = 8192): pad 90 + 90 MB written (L read ~2.4x from L2: segments
