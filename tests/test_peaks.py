@@ -1188,3 +1188,24 @@ def test_fft_segmented_declines_fused_peaks_where_the_map_holds_zeros_or_chunks(
     plan = xcorr.Plan(a.shape, b.shape, lags=(-500, 100), params={"n": "256"}, **args)
     assert "own pass" not in plan.explain()
     assert (plan(a, b).value < 0).all()
+
+
+def test_the_check_allows_a_float32_position_s_rounding_and_no_more():
+    """A peak at lag 300,000 whose fit is -0.0142: in float32, whose spacing there is 1/32, the
+    position rounds to the lag itself, 0.0142 from the fit: more than the contract's 0.01, within the
+    rounding docs/CONVENTIONS.md allows beside it (|position| / 2^24), so check_peaks passes it; the
+    next float32 above (0.045 from the fit) fails."""
+    W, x = 300_100, 300_000
+    c = (0.5, 1.0, 0.4708)
+    ref = np.zeros((1, W))
+    ref[0, x - 1:x + 2] = c
+    delta = _reference.subpixel_offset(*c, "parabolic")
+    assert 0.01 < -delta < 1 / 64
+    pos = np.float32(x + delta)
+    assert pos == x  # the nearest float32
+
+    def bad(position):
+        sub = np.array([[0.0, position]], np.float64)
+        return check_peaks(ref, ((0, 0), (0, W - 1)), 1, 0, "parabolic", [1.0], [[0, x]], sub, 1e-6)
+    assert not bad(float(pos))
+    assert bad(float(np.nextafter(pos, np.float32(np.inf))))
