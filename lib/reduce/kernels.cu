@@ -11,10 +11,10 @@
 //      writes the peak with its sub-pixel fit (from the untouched map: the fit's neighbours may lie
 //      in an earlier peak's suppressed square), marks the square of shifts within min_distance in
 //      a byte mask and recomputes the maxima of only the tiles that square touches, a warp a tile,
-//      all of them at once (a tile inside it becomes empty). The invariant: each tile's maximum is over its values that no taken
-//      peak suppresses, so the best of the tile maxima is the greedy rule's next peak. With
-//      min_distance 0 the square is the peak alone. Last, the block clears the squares it marked,
-//      so that the mask is all 0 again for the next chunk without a memset.
+//      all of them at once (a tile inside it becomes empty). The invariant: each tile's maximum is
+//      over its values that no taken peak suppresses, so the best of the tile maxima is the greedy
+//      rule's next peak. With min_distance 0 the square is the peak alone. Last, the block clears
+//      the squares it marked, so that the mask is all 0 again for the next chunk without a memset.
 // Maximum over the rights: one thread per shift and left, looping over the chunk's rights in
 // order (a strict > keeps the smallest index among ties), reading each right's map coalesced a few
 // rights ahead, and keeping value, index and the double sums in registers until the one store.
