@@ -5,7 +5,9 @@
 // need a smaller transform, see "Output windows") take the staged path at the end of this file, the same
 // phases as kernels of their own, and so do problems of at most 32 outputs at N = 192 (at 256:
 // one block of 192 per matrix leaves the GPU idle; FftFused's constructor). A reduced plan's k = 1
-// peaks on the staged path come from phase 3 itself, no map written ("Fused k = 1 peaks", below).
+// peaks on the staged path come from phase 3 itself, no map written ("Fused k = 1 peaks", below),
+// and so do template matching's zncc coefficients (NormStore: the Normalizer's template epilogue,
+// a pass over the whole output, is then not run).
 // Beyond the paper: its
 // fft (and ours, 50_fft.cu) is five passes over a global workspace (pad, cuFFT's two R2C kernels,
 // the product, cuFFT's two C2R kernels), each bound by DRAM bandwidth; for the real-data shape
@@ -304,10 +306,17 @@ __device__ __forceinline__ void row_pair_values(const float2* A, const float2* B
 // store's address is one wide multiply-add from one, where the compiler otherwise rebuilds it from
 // the kernel parameter, the output's offset and the column in 64-bit halves (about 7 instructions
 // a store: SASS). The one-block path has no two registers to spare (pair_kernel<128>: 64).
-template <int N, bool kOpaqueRows = false>
+// `store` (the staged path): what is stored at block element (y, x) for the value v there,
+// store.ready()(y, x, v); ready() is called after the DFT, so that what a store loads (NormStore's
+// terms) is not held in registers through it.
+struct RawStore {
+    __device__ __forceinline__ RawStore ready() const { return *this; }
+    __device__ __forceinline__ float operator()(int, int, float v) const { return v; }
+};
+template <int N, bool kOpaqueRows = false, class Store = RawStore>
 __device__ __forceinline__ void inverse_row_pair(const float2* A, const float2* B, float2* slot, int ya, int yb,
                                                  float* __restrict__ out, int cy, int cx, int ow, int sx,
-                                                 const Team& tm, const float2* tw) {
+                                                 const Team& tm, const float2* tw, Store store = Store{}) {
     constexpr int E = TeamShape<N>::E, T = TeamShape<N>::T;
     float2 v[E];
     row_pair_values<N>(A, B, slot, tm, tw, v);
@@ -332,15 +341,17 @@ __device__ __forceinline__ void inverse_row_pair(const float2* A, const float2* 
             sb[x] = v[e].y;
         }
         team_sync<T>(tm.mask);
+        const auto st = store.ready();
         const int ma = int(reinterpret_cast<uintptr_t>(oa) / sizeof(float)) & (A - 1);
         const int mb = int(reinterpret_cast<uintptr_t>(ob) / sizeof(float)) & (A - 1);
 #pragma unroll
         for (int k = 0; k <= E; ++k) {  // q = x + m over [m, m + cx) in T k + t: E + 1 steps
             const int xa = tm.t + T * k - ma, xb = tm.t + T * k - mb;
-            if (ya < cy && unsigned(xa) < unsigned(cx)) __stwb(oa + xa, sa[xa]);
-            if (yb < cy && unsigned(xb) < unsigned(cx)) __stwb(ob + xb, sb[xb]);
+            if (ya < cy && unsigned(xa) < unsigned(cx)) __stwb(oa + xa, st(ya, xa, sa[xa]));
+            if (yb < cy && unsigned(xb) < unsigned(cx)) __stwb(ob + xb, st(yb, xb, sb[xb]));
         }
     } else {  // (an else, not code after a return: nvcc warns of an unreachable loop otherwise)
+        static_assert(std::is_same_v<Store, RawStore>, "the one-block path stores the map itself");
 #pragma unroll
         for (int e = 0; e < E; ++e) {
             const int n = tm.t + T * e;
@@ -956,11 +967,35 @@ __device__ __forceinline__ int64_t chunk_h_slot(const StagedArgs& a, int64_t o) 
     return o;
 }
 
+// zncc's coefficient in phase 3's store (FftFused::takes_store_norm; xcorr/store_norm.hpp): the
+// template epilogue's value of output k = pair (l, q) at window element (y, x), from the raw sum
+// there and the Normalizer's terms, so that no pass over the map follows. Only where the computed
+// block is the whole window (the template epilogue's windows are: every shift has overlap), so that
+// block element (y, x) is window element y ow + x.
+struct NormStore {
+    StoreNorm s;
+    int64_t k;
+    int l, q, ow;
+    struct Ready {
+        StoreNorm s;
+        int64_t l;
+        double2 kt;
+        double ml, mr;
+        int ow;
+        __device__ __forceinline__ float operator()(int y, int x, float v) const {
+            return s.value<Normalize::Zncc>(v, l, int64_t(y) * ow + x, kt, ml, mr);
+        }
+    };
+    __device__ __forceinline__ Ready ready() const { return Ready{s, l, s.kterm[k], s.lmean[l], s.rmean[q], ow}; }
+};
+
 // Phase 3: one team per row pair of chunk outputs [0, count), written through the window's map
 // (kWindow), or, for the full output, as before windows: the oh x ow output rotated by
-// (hR - 1, wR - 1), m not read.
-template <int N, bool kWindow>
-__global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs a, OutMap m) {
+// (hR - 1, wR - 1), m not read. kNorm: zncc's coefficients stored (NormStore), not the map; norm is
+// read only then.
+template <int N, bool kWindow, bool kNorm = false>
+__global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs a, OutMap m, StoreNorm norm) {
+    static_assert(kWindow || !kNorm, "the template epilogue's windows are never the full output");
     using G = Staged<N>;
     extern __shared__ float2 smem[];
     const float2* tw = staged_twiddles<N>(smem + G::teams * G::SN);
@@ -975,8 +1010,15 @@ __global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs
     int ya, yb;
     if constexpr (kWindow) {
         if (!output_rows<N>(p, m.sy, m.cy, ya, yb)) return;
-        inverse_row_pair<N, true>(rows, rows + G::rpitch, smem + tm.id * G::SN, ya, yb,
-                                  m.block(a.out, chunk_output(a, o)), m.cy, m.cx, m.ow, m.sx, tm, tw);
+        const int64_t k = chunk_output(a, o);
+        if constexpr (kNorm) {
+            const PairMap::Pair pq = a.pairs.pair32(int(k));  // out_count < 2^31: takes_store_norm
+            inverse_row_pair<N, true>(rows, rows + G::rpitch, smem + tm.id * G::SN, ya, yb, m.block(a.out, k), m.cy,
+                                      m.cx, m.ow, m.sx, tm, tw, NormStore{norm, k, pq.left, pq.right, m.ow});
+        } else {
+            inverse_row_pair<N, true>(rows, rows + G::rpitch, smem + tm.id * G::SN, ya, yb, m.block(a.out, k), m.cy,
+                                      m.cx, m.ow, m.sx, tm, tw);
+        }
     } else {
         const int oh = a.hL + a.hR - 1, ow = a.wL + a.wR - 1;
         if (!output_rows<N>(p, a.hR - 1, oh, ya, yb)) return;
@@ -1216,6 +1258,7 @@ public:
                 for_window([&](auto win) {
                     allow_dynamic_smem(out_rows_kernel<NN, decltype(win)::value>, size_t(G::row_smem), "fft-fused");
                 });
+                allow_dynamic_smem(out_rows_kernel<NN, true, true>, size_t(G::row_smem), "fft-fused");
                 allow_dynamic_smem(peak_rows_kernel<NN>, size_t(G::row_smem), "fft-fused");
                 allow_dynamic_smem(peak_near_kernel<NN>, size_t(G::row_smem), "fft-fused");
                 for (auto kernel : {cols_kernel<NN, kForward>, cols_kernel<NN, kCorrelate>, cols_kernel<NN, kPair>})
@@ -1272,6 +1315,20 @@ public:
         });
     }
 
+    // zncc's coefficients in phase 3's store (NormStore): the staged path, where the computed block
+    // is the whole window; the Normalizer's template epilogue, a pass over the whole map, is then
+    // not run. Zero-lag keeps the epilogue (not instantiated), as does the one-block path, whose
+    // phase 3 has no registers to spare.
+    bool takes_store_norm(Normalize mode) const override {
+        const OutMap& m = map_;
+        return mode == Normalize::Zncc && N_ > kMaxOneBlock && !full_ && m.oy == 0 && m.ox == 0 && m.cy == m.oh &&
+               m.cx == m.ow && p_.out_count() <= std::numeric_limits<int32_t>::max();
+    }
+    void set_store_norm(const StoreNorm& s) override {
+        if (!takes_store_norm(s.mode)) throw std::logic_error("fft-fused: set_store_norm where takes_store_norm is false");
+        norm_ = s;
+    }
+
 private:
     void enqueue(const float* left, const float* right, float* out, cudaStream_t stream) {
         const OutMap& m = map_;
@@ -1289,8 +1346,12 @@ private:
                 run_staged<NN>(left, right, out, stream, [&](const StagedArgs& a) {
                     using G = Staged<NN>;
                     for_window([&](auto win) {
-                        launch_dependent(out_rows_kernel<NN, decltype(win)::value>, G::rows_grid(a.count * (NN / 2)),
-                                         dim3(G::threads), G::row_smem, stream, a, map_);
+                        constexpr bool W = decltype(win)::value;
+                        auto kernel = out_rows_kernel<NN, W>;
+                        if constexpr (W)
+                            if (norm_.mode != Normalize::None) kernel = out_rows_kernel<NN, true, true>;
+                        launch_dependent(kernel, G::rows_grid(a.count * (NN / 2)), dim3(G::threads), G::row_smem,
+                                         stream, a, map_, norm_);
                     });
                 });
         });
@@ -1488,6 +1549,7 @@ private:
     Problem p_;
     bool full_ = false;  // p_.full(): kWindow = false (for_window)
     OutMap map_{};
+    StoreNorm norm_{};  // mode None: the map (set_store_norm: zncc's coefficients)
     int N_ = 0, K_ = 0, group_ = 1;  // N_ = 0: no shift of the window has overlap (zero_outside_kernel only)
     bool merge_rows_ = false;        // staged: merge_rows()
     int sms_ = 0, per_sm_ = 0;

@@ -268,7 +268,10 @@ const Params& Plan::params() const { return impl_->params; }
 const Variant& Plan::variant() const { return *impl_->variant; }
 size_t Plan::workspace_bytes() const { return impl_->workspace; }
 std::string Plan::explain() const {
-    const std::string note = normalization_note(impl_->problem.normalize);
+    std::string note = normalization_note(impl_->problem.normalize);
+    if (impl_->instance && impl_->instance->normalizes_in_store())
+        note += "; the coefficient written in " + impl_->variant->name +
+                "'s own store from the template epilogue's terms (no pass over the output)";
     return note.empty() ? impl_->reason : impl_->reason + "; " + note;
 }
 int Plan::device() const { return impl_->device; }

@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import seeded_rng, source_constant
+from conftest import package, run_poisoned, seeded_rng, source_constant
 
 # The normalization's one translation unit (lib/normalize/: normalizer.cu and the passes it includes).
 SOURCE = "\n".join((Path(__file__).resolve().parent.parent / "lib" / "normalize" / name).read_text()
@@ -1305,7 +1305,7 @@ def test_normalize_paths_cases_take_the_paths_they_name():
         if line.strip():
             name, text = line.split(" ", 1)
             pp[name] = json.loads(text)["normalization_crop"]["prepass"]
-    assert set(pp) == {"staged", "staged-wide", "signals", "sampled", "zero-lag", "fused-large", "strip"}
+    assert set(pp) == {"staged", "staged-wide", "signals", "sampled", "zero-lag", "fused-large", "strip", "store"}
     for name in ("staged", "staged-wide"):
         assert pp[name]["staged_epilogue"] and not pp[name]["template_epilogue"] and pp[name]["rebuild_left"], name
     # the rebuild's two row passes: seq_row for crops of at most kSeqRowCols columns, scan_row past it
@@ -1321,6 +1321,8 @@ def test_normalize_paths_cases_take_the_paths_they_name():
     # the strip prepass on rows of two lane-run chunks (83 x 224 crops: past 32·kLaneRunMax columns)
     assert pp["strip"]["left"]["strip"] and pp["strip"]["left"]["sampled"] and pp["strip"]["right"]["strip"]
     assert strip_prepass(83, 224, 70, pp["strip"]["left"]["table_columns"]) and 224 > LANE_RUN_MAX * WARP
+    # the template epilogue's problem with enough templates for a variant's store to take it
+    assert pp["store"]["template_epilogue"] and 12 >= constant("kStoreNormMinRights")
 
 
 def test_normalize_paths_runs_its_cases_end_to_end():
@@ -1334,11 +1336,14 @@ def test_normalize_paths_runs_its_cases_end_to_end():
     assert r.returncode == 0, r.stdout + r.stderr
     assert [l.split()[1] for l in r.stdout.splitlines() if l.startswith("ok ")] == ["staged", "staged-wide", "signals",
                                                                                     "sampled", "zero-lag",
-                                                                                    "fused-large", "strip"]
-    assert r.stdout.rstrip().splitlines()[-1] == "7 passed, 0 failed, 0 skipped"
+                                                                                    "fused-large", "strip", "store"]
+    assert r.stdout.rstrip().splitlines()[-1] == "8 passed, 0 failed, 0 skipped"
     bad = subprocess.run(["env", f"PYTHON={sys.executable}", "bash", str(NORMALIZE_PATHS), "none", binary("xcorr"), "no-such-variant"],
                          capture_output=True, text=True, timeout=300)
-    assert bad.returncode == 1 and bad.stdout.rstrip().splitlines()[-1] == "0 passed, 7 failed, 0 skipped"
+    # every case of the unknown variant fails (the store case runs by its own variant, fft-fused)
+    counts = re.fullmatch(r"(\d+) passed, (\d+) failed, 0 skipped", bad.stdout.rstrip().splitlines()[-1])
+    assert bad.returncode == 1 and counts and int(counts[2]) >= 7 and int(counts[1]) + int(counts[2]) == 8, bad.stdout
+    assert "FAIL staged " in bad.stdout
 
 
 @pytest.mark.parametrize("variant", ["register-tiled", "fft-fused"])
@@ -1346,19 +1351,19 @@ def test_gpu_normalize_paths_validate(gpu, variant):
     """The paths only scripts/normalize-paths' problems take (the staged epilogue with its rebuilt
     left tables needs >= 256 outputs; the validator's shapes have fewer), validated against the
     float64 reference on the GPU, not only under the sanitizers: a left table row missing its zero
-    entry passed every other GPU test and failed here. register-tiled runs every case; fft-fused
-    (zncc_frames' fastest) the two staged ones, which it is for (not every case is a problem it
-    takes)."""
+    entry passed every other GPU test and failed here. register-tiled runs every case (the store
+    case by fft-fused, its own); fft-fused (zncc_frames' fastest) the two staged ones, which it is
+    for (not every case is a problem it takes), and the store case."""
     import subprocess
     from conftest import binary
     r = subprocess.run(["env", f"PYTHON={sys.executable}", "bash", str(NORMALIZE_PATHS), "none", binary("xcorr"), variant], capture_output=True,
                        text=True, timeout=600)
     if variant == "register-tiled":
-        assert r.returncode == 0 and r.stdout.rstrip().splitlines()[-1] == "7 passed, 0 failed, 0 skipped", \
+        assert r.returncode == 0 and r.stdout.rstrip().splitlines()[-1] == "8 passed, 0 failed, 0 skipped", \
             r.stdout + r.stderr
     else:
         lines = r.stdout.splitlines()
-        assert "ok   staged" in lines and "ok   staged-wide" in lines, r.stdout + r.stderr
+        assert "ok   staged" in lines and "ok   staged-wide" in lines and "ok   store" in lines, r.stdout + r.stderr
 
 
 @pytest.mark.parametrize("variant", ["tensor-hankel-tf32", "tensor-hankel"])
@@ -1399,6 +1404,72 @@ def test_gpu_store_norm_writes_the_template_epilogues_bits(gpu, tmp_path, varian
     assert np.array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
     per_pair = outs[0].reshape(nl, nr, -1)  # output k = l·nr + q (one-to-many: l = 0)
     assert np.all(per_pair[:, 3] == 0) and np.any(per_pair[:, 4] != 0)
+
+
+def valid_zncc_float64(L, R):
+    """The contract's zncc over the valid window of one 2-D pair, in float64, from box sums of the
+    centred matrices (cumulative sums; the cross term by scipy's FFT convolution): an independent
+    reference for images too large for xcorr_np's direct correlations."""
+    from scipy.signal import fftconvolve
+    L, R = L.astype(np.float64), R.astype(np.float64)
+    L, R, vl, vr = L - L.mean(), R - R.mean(), L.var(), R.var()
+    h, w = R.shape
+    n = float(h * w)
+
+    def box(X):
+        c = np.zeros((X.shape[0] + 1, X.shape[1] + 1))
+        c[1:, 1:] = X.cumsum(0).cumsum(1)
+        return c[h:, w:] - c[:-h, w:] - c[h:, :-w] + c[:-h, :-w]
+    sl, sll = box(L), box(L * L)
+    sr, srr = R.sum(), (R * R).sum()
+    slr = fftconvolve(L, R[::-1, ::-1], mode="valid")
+    fl, fr = n * sll - sl * sl, n * srr - sr * sr
+    ok = (fl > 1e-6 * n * n * vl) & (fr > 1e-6 * n * n * vr)
+    out = np.zeros_like(sl)
+    out[ok] = (n * slr - sl * sr)[ok] / np.sqrt(fl[ok] * fr)
+    return np.clip(out, -1, 1)
+
+
+@pytest.mark.parametrize("form,images,image,templates,template", [
+    ("one-to-many", 1, (237, 251), 12, (21, 17)),  # transform 256
+    ("n-to-m", 2, (301, 280), 9, (30, 25)),        # 384 (mixed radix: 18 outputs)
+    ("one-to-many", 1, (1000, 990), 8, (31, 29)),  # 1024: template matching's size in the reductions experiment
+])
+def test_gpu_fft_fused_writes_zncc_in_its_store(gpu, monkeypatch, form, images, image, templates, template):
+    """Template matching's ZNCC in fft-fused's last pass (FftFused::takes_store_norm: its staged
+    path, the template epilogue's valid window, >= kStoreNormMinRights templates an image): the
+    plan says so, every planted copy is found at its position with coefficient 1, a constant
+    template gives 0s, the output (poisoned beforehand) is within the contract's 1e-4 of float64,
+    and bit for bit the epilogue's (XCORR_NO_STORE_NORM=1, whose plan does not say so)."""
+    pkg = package("fft-fused")
+    assert templates >= constant("kStoreNormMinRights")
+    rng = seeded_rng(("fft-fused-store-norm", form, image))
+    th, tw = template
+    right = rng.standard_normal((templates, th, tw)).astype(np.float32)
+    right[3] = 0.25  # a constant template: its coefficients are 0 (the contract)
+    left = (40.0 + rng.uniform(-1, 1, (images, *image))).astype(np.float32)  # a large offset
+    planted = []  # (image, template, row, column)
+    for i in range(images):
+        for j, (y, x) in ((0, (7, 11)), (templates - 1, (image[0] - th - 5, image[1] - tw - 2))):
+            left[i, y:y + th, x:x + tw] = 40.0 + 0.5 * right[j]  # an affine copy: coefficient 1
+            planted.append((i, j, y, x))
+    kw = dict(form=form, normalize="zncc", algorithm="fft-fused", mode="valid")
+    plan = pkg.Plan(left.shape, right.shape, **kw)
+    assert "fft-fused's own store" in plan.explain(), plan.explain()
+    got = run_poisoned(plan, left, right).reshape(images, templates, image[0] - th + 1, image[1] - tw + 1)
+    for i, j, y, x in planted:
+        assert np.unravel_index(np.argmax(got[i, j]), got[i, j].shape) == (y, x)
+        assert got[i, j, y, x] >= 1 - 1e-4
+    assert np.all(got[:, 3] == 0) and np.any(got[:, 4] != 0)
+    for i in range(images):
+        for j in range(templates):
+            err = np.abs(got[i, j] - valid_zncc_float64(left[i], right[j])).max()
+            assert err <= 1e-4, (i, j, err)
+    monkeypatch.setenv("XCORR_NO_STORE_NORM", "1")
+    epilogue = pkg.Plan(left.shape, right.shape, **kw)
+    assert "own store" not in epilogue.explain()
+    again = run_poisoned(epilogue, left, right).reshape(got.shape)
+    assert np.array_equal(got.view(np.uint32), again.view(np.uint32))
 
 
 @pytest.mark.parametrize("left,right,rides", [

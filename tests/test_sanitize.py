@@ -437,7 +437,7 @@ def test_at_most_sanitize_jobs_run_at_once_and_the_queue_meets_the_deadline(fake
 def test_the_normalization_runs_a_process_per_form_and_racecheck_one_per_variant_too(fake, tmp_path):
     """Its one process (both variants, every form, three modes) had not finished under racecheck after
     430 s: now a process per form, and under racecheck per variant as well; and
-    normalize-paths, whose seven problems in one racecheck process were cut at 311 s,
+    normalize-paths, whose seven problems (eight now) in one racecheck process were cut at 311 s,
     a process per problem under racecheck."""
     # (racecheck at 2 shards a job: the normalization's still twice as many as the others'; beside
     # register-tiled, block-per-pair alone, FAKE_BPP_ONLY: its four forms are every form)
@@ -449,7 +449,7 @@ def test_the_normalization_runs_a_process_per_form_and_racecheck_one_per_variant
     assert len(race) == 4 * 2 * 2 and all("--variant register-tiled" in c and c.count("--variant") == 1 for c in race)
     names = subprocess.run([str(ROOT / "scripts" / "normalize-paths"), "names"], capture_output=True, text=True,
                            check=True).stdout.split()
-    assert len(names) == 7 and "staged" in names and "strip" in names
+    assert len(names) == 8 and "staged" in names and "strip" in names and "store" in names
     progress = [line.split()[:2] for line in (tmp_path / "out" / "sanitize-progress.txt").read_text().splitlines()]
     paths = [(tool, part) for tool, part in progress if part.startswith("normalize-paths")]
     assert sorted(paths) == sorted([("memcheck", "normalize-paths")] +

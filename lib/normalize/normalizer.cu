@@ -132,6 +132,7 @@ public:
         if (raw_ && norm_.store_norm_possible() && raw_->takes_store_norm(norm_.problem().normalize))
             raw_->set_store_norm(norm_.fuse_store());
     }
+    bool normalizes_in_store() const override { return norm_.store_fused(); }
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
         norm_.apply(left, right, out, stream, [&](const float* l, const float* r, float* o) {
             raw_->run(l, r, o, stream);

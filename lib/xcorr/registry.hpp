@@ -55,6 +55,8 @@ public:
     // then skips its epilogue; the buffers `s` points to stay valid while it runs).
     virtual bool takes_store_norm(Normalize /*mode*/) const { return false; }
     virtual void set_store_norm(const StoreNorm& /*s*/) {}
+    // A normalized problem's instance whose raw instance took set_store_norm (Plan::explain says so).
+    virtual bool normalizes_in_store() const { return false; }
     // A reduced plan's peaks at k = 1 (reduce.hpp) may come from the instance's own last pass, the
     // map never written: takes_peak1, whether it can for its problem; run_peak1 enqueues that
     // instead of run() (direct launches: a replayed graph's key holds run()'s pointers only).
