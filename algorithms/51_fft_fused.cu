@@ -1003,9 +1003,21 @@ __global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs
     const int64_t item = int64_t(blockIdx.x) * G::teams + tm.id;
     if (item >= a.count * (N / 2)) return;
     // Chunk output o in the outputs' own order (consecutive teams write consecutive outputs), its H
-    // at slot chunk_h_slot(a, o)
-    const int64_t o = item / (N / 2);
-    const int p = int(item - o * (N / 2));
+    // at slot chunk_h_slot(a, o). kNorm: the outputs fastest, row pair p of every output in turn, so
+    // that the two rows' terms (16 bytes an element, four times the output's) are read from DRAM
+    // once a chunk and by a block's teams together; in the outputs' order the L2 did not hold them
+    // from one output to the next (out_rows read 2x its DRAM: notes/51_fft_fused.md). In 32 bits:
+    // a chunk's H (N rpitch 8 bytes an output) bounds its items far below 2^32.
+    int64_t o;
+    int p;
+    if constexpr (kNorm) {
+        const unsigned pp = unsigned(item) / unsigned(a.count);
+        p = int(pp);
+        o = int64_t(unsigned(item) - pp * unsigned(a.count));
+    } else {
+        o = item / (N / 2);
+        p = int(item - o * (N / 2));
+    }
     const float2* rows = a.H + (chunk_h_slot(a, o) * N + 2 * p) * G::rpitch;
     int ya, yb;
     if constexpr (kWindow) {
