@@ -6,8 +6,8 @@
 // phases as kernels of their own, and so do problems of at most 32 outputs at N = 192 (at 256:
 // one block of 192 per matrix leaves the GPU idle; FftFused's constructor). A reduced plan's k = 1
 // peaks on the staged path come from phase 3 itself, no map written ("Fused k = 1 peaks", below),
-// and so do template matching's zncc coefficients (NormStore: the Normalizer's template epilogue,
-// a pass over the whole output, is then not run).
+// and so do template matching's zncc coefficients (norm_rows_kernel: the Normalizer's template
+// epilogue, a pass over the whole output, is then not run).
 // Beyond the paper: its
 // fft (and ours, 50_fft.cu) is five passes over a global workspace (pad, cuFFT's two R2C kernels,
 // the product, cuFFT's two C2R kernels), each bound by DRAM bandwidth; for the real-data shape
@@ -306,17 +306,10 @@ __device__ __forceinline__ void row_pair_values(const float2* A, const float2* B
 // store's address is one wide multiply-add from one, where the compiler otherwise rebuilds it from
 // the kernel parameter, the output's offset and the column in 64-bit halves (about 7 instructions
 // a store: SASS). The one-block path has no two registers to spare (pair_kernel<128>: 64).
-// `store` (the staged path): what is stored at block element (y, x) for the value v there,
-// store.ready()(y, x, v); ready() is called after the DFT, so that what a store loads (NormStore's
-// terms) is not held in registers through it.
-struct RawStore {
-    __device__ __forceinline__ RawStore ready() const { return *this; }
-    __device__ __forceinline__ float operator()(int, int, float v) const { return v; }
-};
-template <int N, bool kOpaqueRows = false, class Store = RawStore>
+template <int N, bool kOpaqueRows = false>
 __device__ __forceinline__ void inverse_row_pair(const float2* A, const float2* B, float2* slot, int ya, int yb,
                                                  float* __restrict__ out, int cy, int cx, int ow, int sx,
-                                                 const Team& tm, const float2* tw, Store store = Store{}) {
+                                                 const Team& tm, const float2* tw) {
     constexpr int E = TeamShape<N>::E, T = TeamShape<N>::T;
     float2 v[E];
     row_pair_values<N>(A, B, slot, tm, tw, v);
@@ -341,17 +334,15 @@ __device__ __forceinline__ void inverse_row_pair(const float2* A, const float2* 
             sb[x] = v[e].y;
         }
         team_sync<T>(tm.mask);
-        const auto st = store.ready();
         const int ma = int(reinterpret_cast<uintptr_t>(oa) / sizeof(float)) & (A - 1);
         const int mb = int(reinterpret_cast<uintptr_t>(ob) / sizeof(float)) & (A - 1);
 #pragma unroll
         for (int k = 0; k <= E; ++k) {  // q = x + m over [m, m + cx) in T k + t: E + 1 steps
             const int xa = tm.t + T * k - ma, xb = tm.t + T * k - mb;
-            if (ya < cy && unsigned(xa) < unsigned(cx)) __stwb(oa + xa, st(ya, xa, sa[xa]));
-            if (yb < cy && unsigned(xb) < unsigned(cx)) __stwb(ob + xb, st(yb, xb, sb[xb]));
+            if (ya < cy && unsigned(xa) < unsigned(cx)) __stwb(oa + xa, sa[xa]);
+            if (yb < cy && unsigned(xb) < unsigned(cx)) __stwb(ob + xb, sb[xb]);
         }
     } else {  // (an else, not code after a return: nvcc warns of an unreachable loop otherwise)
-        static_assert(std::is_same_v<Store, RawStore>, "the one-block path stores the map itself");
 #pragma unroll
         for (int e = 0; e < E; ++e) {
             const int n = tm.t + T * e;
@@ -967,35 +958,11 @@ __device__ __forceinline__ int64_t chunk_h_slot(const StagedArgs& a, int64_t o) 
     return o;
 }
 
-// zncc's coefficient in phase 3's store (FftFused::takes_store_norm; xcorr/store_norm.hpp): the
-// template epilogue's value of output k = pair (l, q) at window element (y, x), from the raw sum
-// there and the Normalizer's terms, so that no pass over the map follows. Only where the computed
-// block is the whole window (the template epilogue's windows are: every shift has overlap), so that
-// block element (y, x) is window element y ow + x.
-struct NormStore {
-    StoreNorm s;
-    int64_t k;
-    int l, q, ow;
-    struct Ready {
-        StoreNorm s;
-        int64_t l;
-        double2 kt;
-        double ml, mr;
-        int ow;
-        __device__ __forceinline__ float operator()(int y, int x, float v) const {
-            return s.value<Normalize::Zncc>(v, l, int64_t(y) * ow + x, kt, ml, mr);
-        }
-    };
-    __device__ __forceinline__ Ready ready() const { return Ready{s, l, s.kterm[k], s.lmean[l], s.rmean[q], ow}; }
-};
-
 // Phase 3: one team per row pair of chunk outputs [0, count), written through the window's map
 // (kWindow), or, for the full output, as before windows: the oh x ow output rotated by
-// (hR - 1, wR - 1), m not read. kNorm: zncc's coefficients stored (NormStore), not the map; norm is
-// read only then.
-template <int N, bool kWindow, bool kNorm = false>
-__global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs a, OutMap m, StoreNorm norm) {
-    static_assert(kWindow || !kNorm, "the template epilogue's windows are never the full output");
+// (hR - 1, wR - 1), m not read.
+template <int N, bool kWindow>
+__global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs a, OutMap m) {
     using G = Staged<N>;
     extern __shared__ float2 smem[];
     const float2* tw = staged_twiddles<N>(smem + G::teams * G::SN);
@@ -1003,39 +970,96 @@ __global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs
     const int64_t item = int64_t(blockIdx.x) * G::teams + tm.id;
     if (item >= a.count * (N / 2)) return;
     // Chunk output o in the outputs' own order (consecutive teams write consecutive outputs), its H
-    // at slot chunk_h_slot(a, o). kNorm: the outputs fastest, row pair p of every output in turn, so
-    // that the two rows' terms (16 bytes an element, four times the output's) are read from DRAM
-    // once a chunk and by a block's teams together; in the outputs' order the L2 did not hold them
-    // from one output to the next (out_rows read 2x its DRAM: notes/51_fft_fused.md). In 32 bits:
-    // a chunk's H (N rpitch 8 bytes an output) bounds its items far below 2^32.
-    int64_t o;
-    int p;
-    if constexpr (kNorm) {
-        const unsigned pp = unsigned(item) / unsigned(a.count);
-        p = int(pp);
-        o = int64_t(unsigned(item) - pp * unsigned(a.count));
-    } else {
-        o = item / (N / 2);
-        p = int(item - o * (N / 2));
-    }
+    // at slot chunk_h_slot(a, o)
+    const int64_t o = item / (N / 2);
+    const int p = int(item - o * (N / 2));
     const float2* rows = a.H + (chunk_h_slot(a, o) * N + 2 * p) * G::rpitch;
     int ya, yb;
     if constexpr (kWindow) {
         if (!output_rows<N>(p, m.sy, m.cy, ya, yb)) return;
-        const int64_t k = chunk_output(a, o);
-        if constexpr (kNorm) {
-            const PairMap::Pair pq = a.pairs.pair32(int(k));  // out_count < 2^31: takes_store_norm
-            inverse_row_pair<N, true>(rows, rows + G::rpitch, smem + tm.id * G::SN, ya, yb, m.block(a.out, k), m.cy,
-                                      m.cx, m.ow, m.sx, tm, tw, NormStore{norm, k, pq.left, pq.right, m.ow});
-        } else {
-            inverse_row_pair<N, true>(rows, rows + G::rpitch, smem + tm.id * G::SN, ya, yb, m.block(a.out, k), m.cy,
-                                      m.cx, m.ow, m.sx, tm, tw);
-        }
+        inverse_row_pair<N, true>(rows, rows + G::rpitch, smem + tm.id * G::SN, ya, yb,
+                                  m.block(a.out, chunk_output(a, o)), m.cy, m.cx, m.ow, m.sx, tm, tw);
     } else {
         const int oh = a.hL + a.hR - 1, ow = a.wL + a.wR - 1;
         if (!output_rows<N>(p, a.hR - 1, oh, ya, yb)) return;
         inverse_row_pair<N, true>(rows, rows + G::rpitch, smem + tm.id * G::SN, ya, yb,
                                   a.out + chunk_output(a, o) * int64_t(oh) * ow, oh, ow, ow, a.wR - 1, tm, tw);
+    }
+}
+
+// Phase 3 storing zncc's coefficient instead of the map (FftFused::takes_store_norm;
+// xcorr/store_norm.hpp): output k = pair (l, q) at window element (y, x) gets the template
+// epilogue's value of its raw sum there, from the Normalizer's terms, so that no pass over the map
+// follows. Per element the terms are 16 bytes (ΣL' and 1/sqrt(fL) of left l, in double), four times
+// the output, and what they cost is the L2's bandwidth to the SMs (read by each team for its own
+// output, they made phase 3 2.2x slower: notes/51_fft_fused.md). So a block's teams take row pair p
+// of consecutive outputs (the outputs fastest, item = p count + o: each row's terms also come from
+// DRAM once a chunk), each team leaves its two rows' values in its slot, in window order, and then
+// the block stores them together: a thread a column of the two rows for every team, each term
+// loaded once for the teams that share its left and row. Only where the computed block is the whole
+// window (the template epilogue's windows, whose every shift has overlap): block element (y, x) is
+// window element y ow + x. In 32 bits: a chunk's H (N rpitch 8 bytes an output) bounds its items
+// far below 2^32, and out_count < 2^31 (takes_store_norm).
+struct TeamStore {
+    float* out;  // output k's first element
+    int64_t l;   // its left
+    double2 kt;  // its terms (StoreNorm::kterm)
+    double ml, mr;
+    int ya, yb;  // its two window rows (cy or more: none)
+};
+template <int N>
+__global__ void __launch_bounds__(Staged<N>::threads) norm_rows_kernel(StagedArgs a, OutMap m, StoreNorm norm) {
+    using G = Staged<N>;
+    constexpr int E = G::E, T = G::T;
+    extern __shared__ float2 smem[];
+    __shared__ TeamStore st[G::teams];
+    const float2* tw = staged_twiddles<N>(smem + G::teams * G::SN);
+    const Team tm = this_team<N>();
+    const unsigned item = blockIdx.x * unsigned(G::teams) + unsigned(tm.id), count = unsigned(a.count);
+    const unsigned p = item / count, o = item - p * count;
+    int ya = m.cy, yb = m.cy;
+    if (item < count * unsigned(N / 2) && output_rows<N>(int(p), m.sy, m.cy, ya, yb)) {
+        float2* slot = smem + tm.id * G::SN;
+        const float2* rows = a.H + (chunk_h_slot(a, o) * N + 2 * p) * G::rpitch;
+        float2 v[E];
+        row_pair_values<N>(rows, rows + G::rpitch, slot, tm, tw, v);
+        team_sync<T>(tm.mask);  // the team has read the slot in the DFT
+        float* sa = reinterpret_cast<float*>(slot);  // row a's values, then row b's (SN >= N + T)
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            const int n = tm.t + T * e;
+            const int x = n + m.sx >= N ? n + m.sx - N : n + m.sx;
+            sa[x] = v[e].x;
+            sa[N + x] = v[e].y;
+        }
+        if (tm.t == 0) {
+            const int64_t k = chunk_output(a, o);
+            const PairMap::Pair pq = a.pairs.pair32(int(k));
+            st[tm.id] = TeamStore{m.block(a.out, k), pq.left, norm.kterm[k], norm.lmean[pq.left],
+                                  norm.rmean[pq.right], ya, yb};
+        }
+    } else if (tm.t == 0) {
+        st[tm.id].ya = st[tm.id].yb = m.cy;  // nothing to store
+    }
+    __syncthreads();
+    const float* vals = reinterpret_cast<const float*>(smem);
+    for (int x = threadIdx.x; x < m.cx; x += G::threads) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            int64_t at = -1;  // the term held in lt: its element of the terms
+            double2 lt{};
+#pragma unroll
+            for (int j = 0; j < G::teams; ++j) {
+                const TeamStore& s = st[j];
+                const int y = r ? s.yb : s.ya;
+                if (y >= m.cy) continue;
+                const int64_t e = int64_t(y) * m.ow + x, want = s.l * norm.per + e;
+                if (want != at) lt = norm.lterm[at = want];
+                const float c = vals[j * 2 * G::SN + r * N + x];
+                __stwb(s.out + e, float(template_value<Normalize::Zncc>(double(c), lt.x, lt.y, s.kt.x, s.kt.y,
+                                                                        s.ml, s.mr, norm.n)));
+            }
+        }
     }
 }
 
@@ -1270,7 +1294,7 @@ public:
                 for_window([&](auto win) {
                     allow_dynamic_smem(out_rows_kernel<NN, decltype(win)::value>, size_t(G::row_smem), "fft-fused");
                 });
-                allow_dynamic_smem(out_rows_kernel<NN, true, true>, size_t(G::row_smem), "fft-fused");
+                allow_dynamic_smem(norm_rows_kernel<NN>, size_t(G::row_smem), "fft-fused");
                 allow_dynamic_smem(peak_rows_kernel<NN>, size_t(G::row_smem), "fft-fused");
                 allow_dynamic_smem(peak_near_kernel<NN>, size_t(G::row_smem), "fft-fused");
                 for (auto kernel : {cols_kernel<NN, kForward>, cols_kernel<NN, kCorrelate>, cols_kernel<NN, kPair>})
@@ -1327,7 +1351,7 @@ public:
         });
     }
 
-    // zncc's coefficients in phase 3's store (NormStore): the staged path, where the computed block
+    // zncc's coefficients in phase 3's store (norm_rows_kernel): the staged path, where the computed block
     // is the whole window; the Normalizer's template epilogue, a pass over the whole map, is then
     // not run. Zero-lag keeps the epilogue (not instantiated), as does the one-block path, whose
     // phase 3 has no registers to spare.
@@ -1358,12 +1382,13 @@ private:
                 run_staged<NN>(left, right, out, stream, [&](const StagedArgs& a) {
                     using G = Staged<NN>;
                     for_window([&](auto win) {
-                        constexpr bool W = decltype(win)::value;
-                        auto kernel = out_rows_kernel<NN, W>;
-                        if constexpr (W)
-                            if (norm_.mode != Normalize::None) kernel = out_rows_kernel<NN, true, true>;
-                        launch_dependent(kernel, G::rows_grid(a.count * (NN / 2)), dim3(G::threads), G::row_smem,
-                                         stream, a, map_, norm_);
+                        if (norm_.mode != Normalize::None)  // (never the full window: takes_store_norm)
+                            launch_dependent(norm_rows_kernel<NN>, G::rows_grid(a.count * (NN / 2)),
+                                             dim3(G::threads), G::row_smem, stream, a, map_, norm_);
+                        else
+                            launch_dependent(out_rows_kernel<NN, decltype(win)::value>,
+                                             G::rows_grid(a.count * (NN / 2)), dim3(G::threads), G::row_smem,
+                                             stream, a, map_);
                     });
                 });
         });
