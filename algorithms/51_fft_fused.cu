@@ -1042,22 +1042,41 @@ __global__ void __launch_bounds__(Staged<N>::threads) norm_rows_kernel(StagedArg
         st[tm.id].ya = st[tm.id].yb = m.cy;  // nothing to store
     }
     __syncthreads();
+    // The terms of the block's first team with rows to store, for every column this thread stores,
+    // loaded at once (one latency, not one a column); a team of another left or rows (the block
+    // straddles two row pairs) loads its own.
+    int j0 = 0;
+    while (j0 < G::teams && st[j0].ya >= m.cy && st[j0].yb >= m.cy) ++j0;
+    if (j0 == G::teams) return;  // (the same for every thread of the block)
+    constexpr int kCols = (N + G::threads - 1) / G::threads;  // columns a thread: cx <= N
+    const int64_t l0 = st[j0].l;
+    const int y0[2] = {st[j0].ya, st[j0].yb};
+    double2 lt[kCols][2];
+#pragma unroll
+    for (int i = 0; i < kCols; ++i) {
+        const int x = int(threadIdx.x) + i * G::threads;
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+            lt[i][r] = x < m.cx && y0[r] < m.cy ? norm.lterm[l0 * norm.per + int64_t(y0[r]) * m.ow + x]
+                                                 : make_double2(0, 0);
+    }
     const float* vals = reinterpret_cast<const float*>(smem);
-    for (int x = threadIdx.x; x < m.cx; x += G::threads) {
+#pragma unroll
+    for (int i = 0; i < kCols; ++i) {
+        const int x = int(threadIdx.x) + i * G::threads;
+        if (x >= m.cx) break;
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            int64_t at = -1;  // the term held in lt: its element of the terms
-            double2 lt{};
 #pragma unroll
             for (int j = 0; j < G::teams; ++j) {
                 const TeamStore& s = st[j];
                 const int y = r ? s.yb : s.ya;
                 if (y >= m.cy) continue;
-                const int64_t e = int64_t(y) * m.ow + x, want = s.l * norm.per + e;
-                if (want != at) lt = norm.lterm[at = want];
+                const int64_t e = int64_t(y) * m.ow + x;
+                const double2 t = s.l == l0 && y == y0[r] ? lt[i][r] : norm.lterm[s.l * norm.per + e];
                 const float c = vals[j * 2 * G::SN + r * N + x];
-                __stwb(s.out + e, float(template_value<Normalize::Zncc>(double(c), lt.x, lt.y, s.kt.x, s.kt.y,
-                                                                        s.ml, s.mr, norm.n)));
+                __stwb(s.out + e, float(template_value<Normalize::Zncc>(double(c), t.x, t.y, s.kt.x, s.kt.y, s.ml,
+                                                                        s.mr, norm.n)));
             }
         }
     }
