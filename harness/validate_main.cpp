@@ -387,6 +387,22 @@ struct Runs {
     float* out_off;
 };
 
+// Where a failing check's largest error is: its output, shift and the two values (a sampled check:
+// the sample's number, the positions staying on the GPU).
+std::string worst_element(const Problem& p, const Reference& ref, const Comparison& c) {
+    char b[200];
+    if (!ref.full()) {
+        std::snprintf(b, sizeof b, "  worst: sample %zu, %.9g against %.9g", c.worst, c.worst_out, c.worst_ref);
+        return b;
+    }
+    const int64_t per = int64_t(p.out_h()) * p.out_w(), e = int64_t(c.worst) % per;
+    const Window w = p.shifts();
+    std::snprintf(b, sizeof b, "  worst: output %lld, shift (%lld, %lld), %.9g against %.9g",
+                  static_cast<long long>(int64_t(c.worst) / per), static_cast<long long>(w.dy0 + e / p.out_w()),
+                  static_cast<long long>(w.dx0 + e % p.out_w()), c.worst_out, c.worst_ref);
+    return b;
+}
+
 // One variant x parameter combination on problem `p` (the full output, or the window named
 // `window`): make, two or four runs against `ref` (poisoned output; the worst counts), one line.
 Verdict check_variant(const Variant& v, const Params& params, const Problem& p, const char* window,
@@ -422,13 +438,17 @@ Verdict check_variant(const Variant& v, const Params& params, const Problem& p, 
                                                off ? runs.out_off : runs.out, ref, stream);
         // A NaN, once seen, stays (a later finite error must not replace it)
         if (!std::isnan(worst.rel_error) && !(cmp.rel_error <= worst.rel_error)) worst.rel_error = cmp.rel_error;
-        if (!std::isnan(worst.abs_error) && !(cmp.abs_error <= worst.abs_error)) worst.abs_error = cmp.abs_error;
+        if (!std::isnan(worst.abs_error) && !(cmp.abs_error <= worst.abs_error)) {
+            worst.abs_error = cmp.abs_error;
+            worst.worst = cmp.worst, worst.worst_out = cmp.worst_out, worst.worst_ref = cmp.worst_ref;
+        }
         worst.nonfinite = std::max(worst.nonfinite, cmp.nonfinite);
     }
     const bool ok = passes(worst, tolerance, p.normalize);
-    std::printf("%s  %s  %s  %s  inputs=%s  err=%.2e%s\n", ok ? "PASS" : "FAIL", v.name.c_str(), where.c_str(),
+    std::printf("%s  %s  %s  %s  inputs=%s  err=%.2e%s%s\n", ok ? "PASS" : "FAIL", v.name.c_str(), where.c_str(),
                 params_text(params).c_str(), inputs.name, error_of(worst, p.normalize),
-                worst.nonfinite ? (" unwritten=" + std::to_string(worst.nonfinite)).c_str() : "");
+                worst.nonfinite ? (" unwritten=" + std::to_string(worst.nonfinite)).c_str() : "",
+                ok ? "" : worst_element(p, ref, worst).c_str());
     return ok ? Verdict::Pass : Verdict::Fail;
 }
 
@@ -857,8 +877,7 @@ void check_map_case(Options& o, const Shape& s, int shape_number, int tier, Form
         any |= selected(v);
         any_windows |= selected(v) && has_windows(v);
     }
-    if (!any) return;
-    if (!o.full_checks && !any_windows) {
+    if (!any || (!o.full_checks && !any_windows)) {
         case_seed += 2;  // the seeds of --windows also, case for case
         return;
     }
@@ -895,7 +914,10 @@ void check_map_cases(Options& o, cudaStream_t stream, Tally& tally, Guards& g) {
             ++shape_number;
             for (Form form : kAllForms)
                 for (Normalize mode : o.modes) {
-                    if (!o.selects(form)) continue;
+                    if (!o.selects(form)) {
+                        case_seed += 2;  // each case keeps its inputs whatever is selected
+                        continue;
+                    }
                     // 512 x 512 of the default tiers only one-to-one: the other forms multiply its
                     // reference cost. A --shape runs in every form asked for (dropped, it was a SKIP
                     // with a reason that was not the reason).

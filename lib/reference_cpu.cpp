@@ -42,6 +42,7 @@ Comparison compare(const T* out, const double* ref, size_t n) {
     double num = 0, den = 0;
     size_t nonfinite = 0;
     double abs_error = 0;
+    size_t worst = 0;
     for (size_t i = 0; i < n; ++i) {
         if (!std::isfinite(out[i])) {
             ++nonfinite;
@@ -50,9 +51,13 @@ Comparison compare(const T* out, const double* ref, size_t n) {
         const double d = double(out[i]) - ref[i];
         num += d * d;
         den += ref[i] * ref[i];
-        if (!(std::fabs(d) <= abs_error)) abs_error = std::fabs(d);  // a NaN reference makes it NaN
+        if (!(std::fabs(d) <= abs_error) && !std::isnan(abs_error)) {  // a NaN reference makes it NaN
+            abs_error = std::fabs(d);
+            worst = i;
+        }
     }
-    return {den > 0 ? std::sqrt(num / den) : std::sqrt(num), nonfinite, abs_error};
+    const double wo = n ? double(out[worst]) : 0, wr = n ? ref[worst] : 0;
+    return {den > 0 ? std::sqrt(num / den) : std::sqrt(num), nonfinite, abs_error, worst, wo, wr};
 }
 }  // namespace
 

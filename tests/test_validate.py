@@ -38,10 +38,26 @@ def test_tolerance_just_below_the_error_fails_and_just_above_passes(gpu, overlap
     assert below.returncode == 1, below.stdout[-2000:]
     failed = [l for l in results(below.stdout) if l[0] == "FAIL"]
     assert failed and all(err >= worst * 0.97 * 0.99 for *_, err in failed), below.stdout[-2000:]  # printed rounded
+    # a failing line names where its largest error is: an output, a shift of its window, the two values
+    for line in (l for l in below.stdout.splitlines() if l.startswith("FAIL  overlap-wise")):
+        m = re.search(r"  worst: output (\d+), shift \((-?\d+), (-?\d+)\), (\S+) against (\S+)$", line)
+        assert m and float(m[4]) != float(m[5]), line
     assert re.search(r"^\d+ passed, [1-9]\d* failed", below.stdout.splitlines()[-1])
     above = run([binary("xcorr_validate"), *ARGS, *MAPS, "--form", "n-to-m", "--tolerance", f"{worst * 1.03:.6e}"])
     assert above.returncode == 0, above.stdout[-2000:]
     assert all(v == "PASS" for v, *_ in results(above.stdout)) and re.search(r" 0 failed", above.stdout.splitlines()[-1])
+
+
+def test_a_form_filter_keeps_each_cases_inputs(gpu, overlap_wise):
+    """--form runs the cases of that form on the inputs the whole run gives them (the seeds advance
+    over the forms left out), so that a failure of the whole run is reproduced by its form alone:
+    each n-to-m case's error is the same, digit for digit."""
+    def errors(*extra):
+        r = run([binary("xcorr_validate"), *ARGS, *MAPS, "--windows", "none", *extra])
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr
+        return {case: err for _, case, _, err in results(r.stdout) if case.startswith("n-to-m ")}
+    alone, whole = errors("--form", "n-to-m"), errors()
+    assert alone and alone == whole and len(set(alone.values())) > 1, (alone, whole)
 
 
 def test_inputs_rotate_over_three_distributions_in_every_form(gpu, overlap_wise):

@@ -23,10 +23,14 @@ void reference_cpu(const Problem& p, const float* left, const float* right, doub
 // `out`, the largest |out - ref| over them, and how many elements of `out` are not finite (an
 // unwritten, NaN-poisoned element, or a NaN the inputs produced). A result passes only with
 // nonfinite == 0 and its error (error_of) within bound.
+// `worst` is the index of the element with the largest |out - ref| (its values beside it), which
+// a failing check names.
 struct Comparison {
     double rel_error;
     size_t nonfinite;
     double abs_error = 0;
+    size_t worst = 0;
+    double worst_out = 0, worst_ref = 0;
 };
 Comparison compare_to_reference(const float* out, const double* ref, size_t n);
 Comparison compare_to_reference(const double* out, const double* ref, size_t n);
