@@ -41,6 +41,7 @@ void fill_inputs(const Problem& p, float* left, float* right, uint64_t seed, Inp
 
 // The float64 reference of a problem at a set of output positions, values on the host.
 struct Reference {
+    Problem problem;                  // whose output it is
     size_t out_elems = 0;             // of the whole output stack
     DeviceBuffer<int64_t> positions;  // flat indices into the output stack; empty: every element, in order
     std::vector<double> values;       // the reference at those positions
