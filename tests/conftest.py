@@ -101,6 +101,18 @@ def binary(name):
     return str(path)
 
 
+def run_host_test(name):
+    """One of the host test programs meson builds (team_dft_host, reduce_chunks_host, ...): its
+    completed run, asserted to have exited 0; the test skips, naming the path, where it was not
+    built."""
+    path = BUILD / name
+    if not path.exists():
+        pytest.skip(f"{path} not built")
+    r = run([str(path)])
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r
+
+
 def run(args, **kw):
     return subprocess.run(args, capture_output=True, text=True, timeout=kw.pop("timeout", 600), **kw)
 

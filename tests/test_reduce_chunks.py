@@ -3,16 +3,10 @@ chunks_of): every form, counts and budget, peaks and the maximum over the rights
 once, by the right matrices, in the answer's order. Runs everywhere (no GPU)."""
 import re
 
-import pytest
-
-from conftest import BUILD, run
+from conftest import run_host_test
 
 
 def test_chunks_cover_every_pair_once_with_the_right_matrices():
-    path = BUILD / "reduce_chunks_host"
-    if not path.exists():
-        pytest.skip(f"{path} not built")
-    r = run([str(path)])
-    assert r.returncode == 0, r.stdout + r.stderr
+    r = run_host_test("reduce_chunks_host")
     m = re.search(r"^(\d+) cases, 0 failed$", r.stdout, re.M)
     assert m and int(m.group(1)) > 300, r.stdout

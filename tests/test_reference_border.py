@@ -5,16 +5,10 @@ answer the contract allows, which the checks (harness/check.cpp) take where it i
 variant's output; none off the border or for an exactly constant part. Runs everywhere (no GPU)."""
 import re
 
-import pytest
-
-from conftest import BUILD, run
+from conftest import run_host_test
 
 
 def test_the_constant_rule_and_its_border():
-    path = BUILD / "reference_border_host"
-    if not path.exists():
-        pytest.skip(f"{path} not built")
-    r = run([str(path)])
-    assert r.returncode == 0, r.stdout + r.stderr
+    r = run_host_test("reference_border_host")
     m = re.search(r"^(\d+) cases, 0 failed$", r.stdout, re.M)
     assert m and int(m.group(1)) == 14, r.stdout

@@ -5,9 +5,7 @@ unit-stride and a strided slot, against a double-precision DFT, with `post` chec
 element index exactly once. Runs everywhere (no GPU)."""
 import re
 
-import pytest
-
-from conftest import BUILD, ROOT, run
+from conftest import ROOT, run_host_test
 
 
 def sizes():
@@ -25,11 +23,7 @@ def test_every_instantiated_size_has_a_team_plan():
 
 
 def test_team_dft_on_the_cpu_equals_the_dft_for_every_size():
-    path = BUILD / "team_dft_host"
-    if not path.exists():
-        pytest.skip(f"{path} not built")
-    r = run([str(path)])
-    assert r.returncode == 0, r.stdout + r.stderr
+    r = run_host_test("team_dft_host")
     passed = re.findall(r"^PASS  N = +(\d+) .*(forward|inverse)  slot stride (\d+)", r.stdout, re.M)
     inst, _ = sizes()
     # each size, both directions, both slot strides
