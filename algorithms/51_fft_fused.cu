@@ -397,6 +397,9 @@ struct OutMap {
     int oy, ox;  // the computed block's first row and column in it
     int cy, cx;  // the computed block's size (0 x 0 when no shift of the window has overlap)
     int sy, sx;  // its rotation in the circular result
+    // Whether the computed block is the whole window (every shift of it has overlap): no zeros
+    // outside it, and block element (y, x) is window element (y, x).
+    __host__ __device__ bool whole() const { return oy == 0 && ox == 0 && cy == oh && cx == ow; }
     // The computed block's first element in output matrix k.
     __device__ __forceinline__ float* block(float* out, int64_t k) const {
         return out + k * int64_t(oh) * ow + (int64_t(oy) * ow + ox);
@@ -1347,10 +1350,7 @@ public:
     // peak_write_kernel): where the window's every shift has overlap (no zeros outside the
     // computed block to compete); the one-block path (N <= 192) writes its maps and the reduce
     // kernels take them.
-    bool takes_peak1() const override {
-        const OutMap& m = map_;
-        return N_ > kMaxOneBlock && m.oy == 0 && m.ox == 0 && m.cy == m.oh && m.cx == m.ow;
-    }
+    bool takes_peak1() const override { return N_ > kMaxOneBlock && map_.whole(); }
     void run_peak1(const float* left, const float* right, const PeakSink& sink, cudaStream_t stream) override {
         if (!takes_peak1()) throw std::logic_error("fft-fused: run_peak1 where takes_peak1 is false");
         XC_CUDA_CHECK(cudaMemsetAsync(keys_.get(), 0, keys_.bytes(), stream));
@@ -1375,9 +1375,8 @@ public:
     // not run. Zero-lag keeps the epilogue (not instantiated), as does the one-block path, whose
     // phase 3 has no registers to spare.
     bool takes_store_norm(Normalize mode) const override {
-        const OutMap& m = map_;
-        return mode == Normalize::Zncc && N_ > kMaxOneBlock && !full_ && m.oy == 0 && m.ox == 0 && m.cy == m.oh &&
-               m.cx == m.ow && p_.out_count() <= std::numeric_limits<int32_t>::max();
+        return mode == Normalize::Zncc && N_ > kMaxOneBlock && !full_ && map_.whole() &&
+               p_.out_count() <= std::numeric_limits<int32_t>::max();
     }
     void set_store_norm(const StoreNorm& s) override {
         if (!takes_store_norm(s.mode)) throw std::logic_error("fft-fused: set_store_norm where takes_store_norm is false");
@@ -1387,7 +1386,7 @@ public:
 private:
     void enqueue(const float* left, const float* right, float* out, cudaStream_t stream) {
         const OutMap& m = map_;
-        if (m.oy > 0 || m.ox > 0 || m.cy < m.oh || m.cx < m.ow) {  // the window reaches beyond the full range
+        if (!m.whole()) {  // the window reaches beyond the full range
             const int64_t warps = p_.out_count() * m.oh, per_block = kZeroThreads / kWarp;
             const int64_t blocks = std::min<int64_t>(ceil_div64(warps, per_block), int64_t(sms_) * 16);
             zero_outside_kernel<<<unsigned(blocks), kZeroThreads, 0, stream>>>(out, p_.out_count(), m);
