@@ -121,16 +121,20 @@ Reference check_reference(const Problem& p, const float* left, const float* righ
 
 namespace {
 // zncc's elements on the constant rule's border (reference_element.hpp, zncc_other_at), where
-// either answer is right: `ref` with the other right answer wherever it is nearer to `got`. Only
-// elements off the reference by more than the contract's bound are looked at (the inputs then come
-// to the host once), so a check where every element is near its reference costs one pass over it.
+// either answer is right: `ref` with the other right answer wherever it is nearer to `got`. The
+// other answer is the coefficient where the reference gave 0 (the rule), else 0; so only elements
+// off the reference by more than the contract's bound and either 0 in the reference or nearer to 0
+// than to it are looked at (the inputs then come to the host once, and each matrix's variance is
+// taken once), and a check where every element is near its reference costs one pass over it.
 // False (and `out` untouched) where none changed.
 bool take_border_answers(const Reference& ref, const float* left, const float* right, const std::vector<float>& got,
                          std::vector<double>& out, cudaStream_t stream) {
     const Problem& p = ref.problem;
     std::vector<size_t> far;
-    for (size_t i = 0; i < got.size(); ++i)
-        if (std::isfinite(got[i]) && std::fabs(double(got[i]) - ref.values[i]) > kNormalizedBound) far.push_back(i);
+    for (size_t i = 0; i < got.size(); ++i) {
+        const double g = got[i], d = std::fabs(g - ref.values[i]);
+        if (std::isfinite(g) && d > kNormalizedBound && (ref.values[i] == 0 || std::fabs(g) < d)) far.push_back(i);
+    }
     if (far.empty()) return false;
     std::vector<float> L(size_t(p.left_elems())), R(size_t(p.right_elems()));
     std::vector<int64_t> at(ref.full() ? 0 : ref.positions.size());
@@ -140,17 +144,21 @@ bool take_border_answers(const Reference& ref, const float* left, const float* r
         XC_CUDA_CHECK(cudaMemcpyAsync(at.data(), ref.positions.get(), ref.positions.bytes(), cudaMemcpyDeviceToHost,
                                       stream));
     XC_CUDA_CHECK(cudaStreamSynchronize(stream));
-    const int64_t lelems = int64_t(p.hL) * p.wL, relems = int64_t(p.hR) * p.wR, per = int64_t(p.out_h()) * p.out_w();
-    const Window w = p.shifts();
+    const int64_t lelems = int64_t(p.hL) * p.wL, relems = int64_t(p.hR) * p.wR;
     const PairMap pm = pair_map(p);
+    std::vector<double> lvar(size_t(p.nL), std::nan("")), rvar(size_t(p.nR), std::nan(""));  // NaN: not yet
+    const auto variance = [](std::vector<double>& v, int m, const float* x, int64_t elems) {
+        if (std::isnan(v[size_t(m)])) v[size_t(m)] = matrix_variance(x, elems);
+        return v[size_t(m)];
+    };
     bool changed = false;
     for (size_t i : far) {
-        const int64_t flat = at.empty() ? int64_t(i) : at[i], k = flat / per, e = flat % per;
-        const float* l = L.data() + pm.left_of(k) * lelems;
-        const float* r = R.data() + pm.right_of(k) * relems;
-        const double other = zncc_other_at(l, r, p.hL, p.wL, p.hR, p.wR, w.dy0 + int(e / p.out_w()),
-                                           w.dx0 + int(e % p.out_w()), matrix_variance(l, lelems),
-                                           matrix_variance(r, relems));
+        const OutputElement e = element_of(p, at.empty() ? int64_t(i) : at[i]);
+        const int li = pm.left_of(e.k), ri = pm.right_of(e.k);
+        const float* l = L.data() + li * lelems;
+        const float* r = R.data() + ri * relems;
+        const double other = zncc_other_at(l, r, p.hL, p.wL, p.hR, p.wR, e.dy, e.dx, variance(lvar, li, l, lelems),
+                                           variance(rvar, ri, r, relems));
         if (std::isnan(other) || !(std::fabs(double(got[i]) - other) < std::fabs(double(got[i]) - ref.values[i])))
             continue;
         if (!changed) out = ref.values;

@@ -39,6 +39,18 @@ inline constexpr InputRange kLargeMeanRange{"1000+[-8,8)", 992.0f, 1008.0f};
 // Fills a problem's left stack from `seed` and its right stack from `seed + 1`.
 void fill_inputs(const Problem& p, float* left, float* right, uint64_t seed, InputRange range, cudaStream_t stream);
 
+// Flat index `flat` of a problem's output stack (k·oh·ow + y·ow + x over its window): output k and
+// the shift (dy, dx) of its element (y, x).
+struct OutputElement {
+    int64_t k;
+    int dy, dx;
+};
+inline OutputElement element_of(const Problem& p, int64_t flat) {
+    const int64_t per = int64_t(p.out_h()) * p.out_w(), e = flat % per;
+    const Window w = p.shifts();
+    return OutputElement{flat / per, w.dy0 + int(e / p.out_w()), w.dx0 + int(e % p.out_w())};
+}
+
 // The float64 reference of a problem at a set of output positions, values on the host.
 struct Reference {
     Problem problem;                  // whose output it is

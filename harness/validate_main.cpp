@@ -395,11 +395,9 @@ std::string worst_element(const Problem& p, const Reference& ref, const Comparis
         std::snprintf(b, sizeof b, "  worst: sample %zu, %.9g against %.9g", c.worst, c.worst_out, c.worst_ref);
         return b;
     }
-    const int64_t per = int64_t(p.out_h()) * p.out_w(), e = int64_t(c.worst) % per;
-    const Window w = p.shifts();
-    std::snprintf(b, sizeof b, "  worst: output %lld, shift (%lld, %lld), %.9g against %.9g",
-                  static_cast<long long>(int64_t(c.worst) / per), static_cast<long long>(w.dy0 + e / p.out_w()),
-                  static_cast<long long>(w.dx0 + e % p.out_w()), c.worst_out, c.worst_ref);
+    const OutputElement at = element_of(p, int64_t(c.worst));
+    std::snprintf(b, sizeof b, "  worst: output %lld, shift (%d, %d), %.9g against %.9g", static_cast<long long>(at.k),
+                  at.dy, at.dx, c.worst_out, c.worst_ref);
     return b;
 }
 
