@@ -1407,27 +1407,21 @@ def test_gpu_store_norm_writes_the_template_epilogues_bits(gpu, tmp_path, varian
 
 
 def valid_zncc_float64(L, R):
-    """The contract's zncc over the valid window of one 2-D pair, in float64, from box sums of the
-    centred matrices (cumulative sums; the cross term by scipy's FFT convolution): an independent
-    reference for images too large for xcorr_np's direct correlations."""
+    """The contract's zncc over the valid window of one 2-D pair, in float64: xcorr_np's formula
+    (zncc_of) on box sums of the centred matrices (cumulative sums; the cross term by scipy's FFT
+    convolution), for images too large for xcorr_np's direct correlations."""
     from scipy.signal import fftconvolve
-    L, R = L.astype(np.float64), R.astype(np.float64)
-    L, R, vl, vr = L - L.mean(), R - R.mean(), L.var(), R.var()
+    from xcorr_np import centred, zncc_of
+    (L, vl), (R, vr) = centred(L), centred(R)
     h, w = R.shape
-    n = float(h * w)
 
     def box(X):
         c = np.zeros((X.shape[0] + 1, X.shape[1] + 1))
         c[1:, 1:] = X.cumsum(0).cumsum(1)
         return c[h:, w:] - c[:-h, w:] - c[h:, :-w] + c[:-h, :-w]
     sl, sll = box(L), box(L * L)
-    sr, srr = R.sum(), (R * R).sum()
-    slr = fftconvolve(L, R[::-1, ::-1], mode="valid")
-    fl, fr = n * sll - sl * sl, n * srr - sr * sr
-    ok = (fl > 1e-6 * n * n * vl) & (fr > 1e-6 * n * n * vr)
-    out = np.zeros_like(sl)
-    out[ok] = (n * slr - sl * sr)[ok] / np.sqrt(fl[ok] * fr)
-    return np.clip(out, -1, 1)
+    return zncc_of(np.full_like(sl, h * w), sl, R.sum(), sll, (R * R).sum(), fftconvolve(L, R[::-1, ::-1], mode="valid"),
+                   vl, vr)
 
 
 @pytest.mark.parametrize("form,images,image,templates,template", [
