@@ -1003,15 +1003,23 @@ __global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs
 // window (the template epilogue's windows, whose every shift has overlap): block element (y, x) is
 // window element y ow + x. In 32 bits: a chunk's H (N rpitch 8 bytes an output) bounds its items
 // far below 2^32, and out_count < 2^31 (takes_store_norm).
+// With a tile sink (FftFused::set_tile_sink: a reduced plan's peaks) the store also takes each
+// tile's maximum of the values it writes, so that the reduction reads no map before its selection:
+// per column and output, a warp's 32 consecutive columns lie in one tile (TileSink's tw a multiple
+// of 32, or the whole width), so the warp's largest key (two redux instructions) goes to the tile
+// by one atomicMax from lane 0; a team's two rows share it where they lie in one tile row.
 struct TeamStore {
     float* out;  // output k's first element
     int64_t l;   // its left
     double2 kt;  // its terms (StoreNorm::kterm)
     double ml, mr;
     int ya, yb;  // its two window rows (cy or more: none)
+    unsigned long long* keys;  // output k's tile keys (TileSink), null: none
+    int ta, tb;                // the rows' first tile's offset in keys: its tile row times nx
 };
 template <int N>
-__global__ void __launch_bounds__(Staged<N>::threads) norm_rows_kernel(StagedArgs a, OutMap m, StoreNorm norm) {
+__global__ void __launch_bounds__(Staged<N>::threads) norm_rows_kernel(StagedArgs a, OutMap m, StoreNorm norm,
+                                                                        TileSink tiles) {
     using G = Staged<N>;
     constexpr int E = G::E, T = G::T;
     extern __shared__ float2 smem[];
@@ -1038,11 +1046,14 @@ __global__ void __launch_bounds__(Staged<N>::threads) norm_rows_kernel(StagedArg
         if (tm.t == 0) {
             const int64_t k = chunk_output(a, o);
             const PairMap::Pair pq = a.pairs.pair32(int(k));
-            st[tm.id] = TeamStore{m.block(a.out, k), pq.left, norm.kterm[k], norm.lmean[pq.left],
-                                  norm.rmean[pq.right], ya, yb};
+            unsigned long long* keys = tiles.key ? tiles.key + k * tiles.per : nullptr;
+            const int ta = keys ? ya / tiles.th * tiles.nx : 0, tb = keys && yb < m.cy ? yb / tiles.th * tiles.nx : ta;
+            st[tm.id] = TeamStore{m.block(a.out, k), pq.left, norm.kterm[k], norm.lmean[pq.left], norm.rmean[pq.right],
+                                  ya, yb, keys, ta, tb};
         }
     } else if (tm.t == 0) {
         st[tm.id].ya = st[tm.id].yb = m.cy;  // nothing to store
+        st[tm.id].keys = nullptr;
     }
     __syncthreads();
     // The terms of the block's first team with rows to store, for every column this thread stores,
@@ -1064,22 +1075,42 @@ __global__ void __launch_bounds__(Staged<N>::threads) norm_rows_kernel(StagedArg
                                                  : make_double2(0, 0);
     }
     const float* vals = reinterpret_cast<const float*>(smem);
+    const int lane = int(threadIdx.x) % kWarp;
+    // The warp's best of one tile's keys to the tile (lane 0: its column is in the window wherever
+    // any lane's is, the columns rising with the lanes).
+    const auto to_tile = [lane](unsigned long long* key, unsigned long long k) {
+        k = reduce::warp_max_key(k);
+        if (lane == 0 && k != 0) atomicMax(key, k);
+    };
 #pragma unroll
     for (int i = 0; i < kCols; ++i) {
         const int x = int(threadIdx.x) + i * G::threads;
-        if (x >= m.cx) break;
+        if (x - lane >= m.cx) break;  // the warp's columns all past the window (warps stay whole)
+        const bool in = x < m.cx;
+        const int tx = tiles.key ? x / tiles.tw : 0;
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
+        for (int j = 0; j < G::teams; ++j) {
+            const TeamStore& s = st[j];
+            unsigned long long key[2] = {0, 0};
 #pragma unroll
-            for (int j = 0; j < G::teams; ++j) {
-                const TeamStore& s = st[j];
+            for (int r = 0; r < 2; ++r) {
                 const int y = r ? s.yb : s.ya;
-                if (y >= m.cy) continue;
+                if (y >= m.cy || !in) continue;
                 const int64_t e = int64_t(y) * m.ow + x;
                 const double2 t = s.l == l0 && y == y0[r] ? lt[i][r] : norm.lterm[s.l * norm.per + e];
                 const float c = vals[j * 2 * G::SN + r * N + x];
-                __stwb(s.out + e, float(template_value<Normalize::Zncc>(double(c), t.x, t.y, s.kt.x, s.kt.y, s.ml,
-                                                                        s.mr, norm.n)));
+                const float z = float(template_value<Normalize::Zncc>(double(c), t.x, t.y, s.kt.x, s.kt.y, s.ml, s.mr,
+                                                                      norm.n));
+                __stwb(s.out + e, z);
+                if (z == z) key[r] = reduce::peak_key(z, int(e));
+            }
+            if (s.keys) {  // (the same for the whole block)
+                if (s.ta == s.tb) {
+                    to_tile(s.keys + s.ta + tx, max(key[0], key[1]));
+                } else {  // the rows in two tile rows (a row pair across the window's wrap)
+                    to_tile(s.keys + s.ta + tx, key[0]);
+                    to_tile(s.keys + s.tb + tx, key[1]);
+                }
             }
         }
     }
@@ -1088,10 +1119,8 @@ __global__ void __launch_bounds__(Staged<N>::threads) norm_rows_kernel(StagedArg
 // Fused k = 1 peaks of the staged path (Instance::run_peak1: a reduced plan's peaks at k = 1, the
 // map never written; lib/reduce/reducer.cpp). Phase 3 as peak_rows_kernel: the same row DFTs as
 // out_rows_kernel, whose values are compared instead of stored; each team's best goes to its
-// output's key by one atomicMax. A key orders (value, index) as the contract does, the larger
-// value first and of equal values the smaller row-major index: the value's bits made monotone in
-// the high word (-0 taken as +0, which compares equal to it), the index complemented in the low
-// word; 0, below every value's key, is "no number yet" (NaN is never a candidate). Then
+// output's key by one atomicMax (lib/reduce/peak.cuh's peak_key: its order is the contract's, the
+// larger value first and of equal values the smaller row-major index; 0 is "no number yet"). Then
 // peak_near_kernel, a team an output: the key decoded, the row DFTs of the (at most three) row
 // pairs that hold the peak's row and its neighbours run again from H, still in memory, to give the
 // three-point fit its neighbours (the very values the map would hold there); and peak_write_kernel,
@@ -1100,16 +1129,6 @@ __global__ void __launch_bounds__(Staged<N>::threads) norm_rows_kernel(StagedArg
 // chunk. Only for
 // windows whose every shift has overlap (FftFused::takes_peak1): the zeros outside it would be
 // candidates too.
-__device__ __forceinline__ unsigned long long peak_key(float v, int i) {
-    unsigned u = __float_as_uint(v + 0.0f);  // -0 + 0 = +0
-    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-    return (static_cast<unsigned long long>(u) << 32) | ~unsigned(i);
-}
-__device__ __forceinline__ reduce::Cand peak_of_key(unsigned long long key) {
-    const unsigned u = unsigned(key >> 32);
-    return reduce::Cand{__uint_as_float((u & 0x80000000u) ? (u & 0x7fffffffu) : ~u), int(~unsigned(key))};
-}
-
 template <int N>
 __global__ void __launch_bounds__(Staged<N>::threads) peak_rows_kernel(StagedArgs a, OutMap m,
                                                                         unsigned long long* __restrict__ keys) {
@@ -1133,8 +1152,8 @@ __global__ void __launch_bounds__(Staged<N>::threads) peak_rows_kernel(StagedArg
         const int n = tm.t + T * e;
         const int x = n + m.sx >= N ? n + m.sx - N : n + m.sx;
         if (x < m.cx) {
-            if (ya < m.cy && !isnan(v[e].x)) best = max(best, peak_key(v[e].x, (m.oy + ya) * m.ow + m.ox + x));
-            if (yb < m.cy && !isnan(v[e].y)) best = max(best, peak_key(v[e].y, (m.oy + yb) * m.ow + m.ox + x));
+            if (ya < m.cy && !isnan(v[e].x)) best = max(best, reduce::peak_key(v[e].x, (m.oy + ya) * m.ow + m.ox + x));
+            if (yb < m.cy && !isnan(v[e].y)) best = max(best, reduce::peak_key(v[e].y, (m.oy + yb) * m.ow + m.ox + x));
         }
     }
 #pragma unroll
@@ -1156,7 +1175,7 @@ __global__ void __launch_bounds__(Staged<N>::threads) peak_near_kernel(StagedArg
     const Team tm = this_team<N>();
     const int64_t o = int64_t(blockIdx.x) * G::teams + tm.id;
     if (o >= a.count || keys[o] == 0) return;  // (no number in the map: no neighbourhood)
-    const reduce::Cand c = peak_of_key(keys[o]);
+    const reduce::Cand c = reduce::peak_of_key(keys[o]);
     const int y = c.i / m.ow - m.oy, x = c.i % m.ow - m.ox;  // in the computed block
     float* nb = near + 9 * o;
     int last = -1;  // the row pair done last (rows y - 1 .. y + 1 lie in consecutive pairs)
@@ -1199,7 +1218,7 @@ __global__ void __launch_bounds__(kPeakWriteThreads) peak_write_kernel(StagedArg
         reduce::write_absent(sink.value, sink.shift, sink.subpixel, out_index);
         return;
     }
-    const reduce::Cand c = peak_of_key(key);
+    const reduce::Cand c = reduce::peak_of_key(key);
     const int y = c.i / m.ow, x = c.i - y * m.ow;
     const float* nb = near + 9 * o;
     reduce::write_peak(sink.value, sink.shift, sink.subpixel, out_index, c, m.oh, m.ow, sink.dy0, sink.dx0,
@@ -1381,6 +1400,17 @@ public:
     void set_store_norm(const StoreNorm& s) override {
         if (!takes_store_norm(s.mode)) throw std::logic_error("fft-fused: set_store_norm where takes_store_norm is false");
         norm_ = s;
+        graph_.forget();
+    }
+    // The tile maxima of a reduced plan's peaks in that same store (norm_rows_kernel), for tiles a
+    // warp's columns do not straddle.
+    bool takes_tile_max(const TileSink& s) const override {
+        return norm_.mode != Normalize::None && s.th > 0 && s.tw > 0 && (s.tw % kWarp == 0 || s.tw >= map_.cx);
+    }
+    void set_tile_sink(const TileSink& s) override {
+        if (!takes_tile_max(s)) throw std::logic_error("fft-fused: set_tile_sink where takes_tile_max is false");
+        tiles_ = s;
+        graph_.forget();
     }
 
 private:
@@ -1402,7 +1432,7 @@ private:
                     for_window([&](auto win) {
                         if (norm_.mode != Normalize::None)  // (never the full window: takes_store_norm)
                             launch_dependent(norm_rows_kernel<NN>, G::rows_grid(a.count * (NN / 2)),
-                                             dim3(G::threads), G::row_smem, stream, a, map_, norm_);
+                                             dim3(G::threads), G::row_smem, stream, a, map_, norm_, tiles_);
                         else
                             launch_dependent(out_rows_kernel<NN, decltype(win)::value>,
                                              G::rows_grid(a.count * (NN / 2)), dim3(G::threads), G::row_smem,
@@ -1605,6 +1635,7 @@ private:
     bool full_ = false;  // p_.full(): kWindow = false (for_window)
     OutMap map_{};
     StoreNorm norm_{};  // mode None: the map (set_store_norm: zncc's coefficients)
+    TileSink tiles_{};  // key null: no tile maxima (set_tile_sink: a reduced plan's peaks)
     int N_ = 0, K_ = 0, group_ = 1;  // N_ = 0: no shift of the window has overlap (zero_outside_kernel only)
     bool merge_rows_ = false;        // staged: merge_rows()
     int sms_ = 0, per_sm_ = 0;

@@ -58,8 +58,10 @@
 // fixed cases of reduction_cases() -- peaks with k 1, 5 and beyond the window, min_distance 0 and 2,
 // parabolic and gaussian fits; the maximum over the rights of one-to-many, n-to-m and n-to-mn, with
 // and without stats -- over odd and unequal shapes and a signal, the full, valid and max-shift
-// windows, every normalization, and inputs from the rotating ranges, constant inputs (maps of
-// ties) and inputs holding NaN (unnormalized, no stats; their peaks and maxima checked without the
+// windows and windows inside the valid one off its first shift (template matching's, whose zncc
+// peaks fft-fused takes with the tile maxima from its store, its rows in pairs across the tiles'),
+// every normalization, plans cut into chunks of a few maps, and inputs from the rotating ranges,
+// constant inputs (maps of ties) and inputs holding NaN (unnormalized, no stats; their peaks and maxima checked without the
 // clauses that nothing outside them exceeds the k-th and that each maximum is the largest,
 // CONVENTIONS.md's reading: a transform spreads a NaN over its whole map, a tiled kernel over its
 // tile's padding, so which values are left is the algorithm's). Outputs poisoned, run twice (the second time on misaligned
@@ -458,10 +460,11 @@ struct ReductionCase {
     Shape shape;
     Form form;
     Counts counts;
-    const char* window;  // "full", "valid", "max-shift-SY,SX"
+    const char* window;  // "full", "valid", "max-shift-SY,SX", "shifts-DY0:DY1,DX0:DX1"
     Normalize normalize;
     Reduction reduce;
     Fill fill;
+    int chunk_maps = 0;  // the plan's scratch for this many maps (several chunks); 0: the library's rule
 };
 
 Reduction peaks_of(int k, int min_distance, Subpixel s) {
@@ -481,6 +484,12 @@ std::vector<ReductionCase> reduction_cases() {
     // Full outputs of 159 x 159 in a few pairs: fft-fused's staged path (at most 32 outputs at 192
     // take 256), whose k = 1 peaks its last pass takes itself (Instance::takes_peak1)
     const Shape st{97, 90, 63, 70};
+    // Template matching on fft-fused's staged path (transform 256): zncc's coefficient and the peaks'
+    // tile maxima in its store (kStoreNormMinRights = 8 templates or more an image), in chunks of 8
+    // maps (the last one's 2 through the epilogue and the reduce kernels' tile pass); the windows
+    // inside the valid one, off its first shift (odd: row pairs that straddle two tile rows), and
+    // narrower than a tile of 128 (tiles of the whole width, 10 rows).
+    const Shape tm{200, 190, 21, 17};
     const auto P = Subpixel::Parabolic, G = Subpixel::Gaussian;
     const auto none = Normalize::None, zncc = Normalize::Zncc, zl = Normalize::ZeroLag;
     return {
@@ -509,6 +518,9 @@ std::vector<ReductionCase> reduction_cases() {
         {a, Form::NToMn, {2, 6}, "full", zncc, max_of(true), Fill::Ranges},
         {st, Form::NToM, {2, 3}, "full", none, peaks_of(1, 0, G), Fill::Ranges},
         {st, Form::OneToMany, {1, 3}, "full", none, peaks_of(1, 0, P), Fill::Nan},
+        {tm, Form::OneToMany, {1, 18}, "valid", zncc, peaks_of(5, 3, G), Fill::Ranges, 8},
+        {tm, Form::OneToMany, {1, 18}, "shifts-3:150,5:160", zncc, peaks_of(5, 3, P), Fill::Ranges, 8},
+        {tm, Form::OneToMany, {1, 9}, "shifts-1:170,2:101", zncc, peaks_of(200, 0, P), Fill::Ranges},
     };
 }
 
@@ -522,6 +534,8 @@ std::string reduction_text(const Reduction& r) {
 Window reduction_window(const Problem& p, const std::string& name) {
     if (name == "full") return full_window(p);
     if (name == "valid") return valid_window(p);
+    Window w;
+    if (std::sscanf(name.c_str(), "shifts-%d:%d,%d:%d", &w.dy0, &w.dy1, &w.dx0, &w.dx1) == 4) return w;
     int sy = 0, sx = 0;
     std::sscanf(name.c_str(), "max-shift-%d,%d", &sy, &sx);
     return Window{-sy, sy, -sx, sx};
@@ -582,6 +596,7 @@ void check_reductions(const std::set<std::string>& only_variants, const std::set
             try {
                 PlanSpec spec = spec_of(p, v.name, params);
                 spec.reduce = rc.reduce;
+                spec.reduce.scratch_bytes = int64_t(rc.chunk_maps) * p.out_h() * p.out_w() * int64_t(sizeof(float));
                 plan.emplace(spec);
             } catch (const UsageError& e) {
                 const bool oom = out_of_memory(e);  // a failure here as in check_variant

@@ -268,7 +268,7 @@ std::string Problem::describe() const {
 
 // What each is for (docs/cli.md, "Environment switches"): a test knob forces a path that a test
 // needs (FFT_MAX_CHUNK, FFT_PLAN_BATCH_LIMIT, FFT_PAIR_GROUPS, FFT_MERGE_ROWS, NO_STORE_NORM,
-// NO_FUSED_PEAKS); a diagnostic shows or bypasses a mechanism (NO_GRAPH, NO_PDL, BATCH_TRACE). A
+// NO_FUSED_PEAKS, NO_FUSED_TILES); a diagnostic shows or bypasses a mechanism (NO_GRAPH, NO_PDL, BATCH_TRACE). A
 // switch kept only to compare two code paths goes once measured, with the losing path, its numbers
 // kept in the topic's note (as the batch's six and tensor-wgmma's k-split were).
 const std::vector<EnvSetting>& env_settings() {
@@ -284,6 +284,8 @@ const std::vector<EnvSetting>& env_settings() {
         {"XCORR_NO_PDL", 0, 1, "1: dependent kernels as ordinary launches, not programmatic dependent ones"},
         {"XCORR_NO_GRAPH", 0, 1, "1: repeated calls launch their kernels directly, never replay a CUDA graph"},
         {"XCORR_NO_FUSED_PEAKS", 0, 1, "1: k = 1 peaks through the map in scratch, never in a variant's own pass"},
+        {"XCORR_NO_FUSED_TILES", 0, 1,
+         "1: peaks' tile maxima by a pass over the maps in scratch, never in a variant's store"},
         {"XCORR_BATCH_TRACE", 0, 1, "1: each device's batch pipeline prints its steps' times to stderr (a timeline)"},
     };
     return table;

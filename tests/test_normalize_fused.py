@@ -1466,6 +1466,49 @@ def test_gpu_fft_fused_writes_zncc_in_its_store(gpu, monkeypatch, form, images, 
     assert np.array_equal(got.view(np.uint32), again.view(np.uint32))
 
 
+@pytest.mark.parametrize("window", [
+    dict(mode="valid"),
+    dict(shifts=((3, 600), (5, 700))),  # off the valid window's first row (odd): row pairs straddle two tile rows
+    dict(shifts=((1, 700), (2, 101))),  # narrower than a tile of 128: tiles of the whole width (100), 10 rows
+])
+def test_gpu_fft_fused_takes_zncc_peaks_tile_maxima_in_its_store(gpu, monkeypatch, window):
+    """Template matching's top 5 (min_distance 15) where fft-fused stores the zncc coefficient
+    (transform 1024): the store also takes each tile's maximum (Instance::set_tile_sink; the plan
+    says so), so no pass over the maps precedes the selection. Every planted copy is found at its
+    shift with coefficient 1, the five values are the float64 reference's to 1e-4, and the answer is
+    bit for bit the reduce kernels' own tile pass's (XCORR_NO_FUSED_TILES=1, whose plan says
+    nothing of it)."""
+    from xcorr import _reference
+    pkg = package("fft-fused")
+    rng = seeded_rng(("fft-fused-tile-maxima", str(window)))
+    image, (th, tw), templates = (1000, 990), (31, 29), 8
+    right = rng.standard_normal((templates, th, tw)).astype(np.float32)
+    left = (-30.0 + rng.uniform(-1, 1, image)).astype(np.float32)  # a large offset, negative
+    (dy0, dy1), (dx0, dx1) = window.get("shifts", ((0, image[0] - th), (0, image[1] - tw)))
+    planted = {0: [(dy0 + 4, dx0 + 6), (dy1 - 3, dx1 - 1)], templates - 1: [((dy0 + dy1) // 2, dx1)]}
+    for j, places in planted.items():
+        for y, x in places:
+            left[y:y + th, x:x + tw] = -30.0 + 0.5 * right[j]  # an affine copy: coefficient 1
+    kw = dict(form="one-to-many", normalize="zncc", algorithm="fft-fused", reduce="peaks", k=5, min_distance=15,
+              subpixel="gaussian", **window)
+    plan = pkg.Plan(left.shape, right.shape, **kw)
+    assert "tile maxima taken in its store" in plan.explain() and "own store" in plan.explain(), plan.explain()
+    got = plan(left, right)
+    for j, places in planted.items():  # the planted templates' maps in float64, cut to the window
+        ref = valid_zncc_float64(left, right[j])[dy0:dy1 + 1, dx0:dx1 + 1]
+        want = _reference.peaks(ref, 5, 15, "gaussian", dy0, dx0)
+        found = {tuple(s) for s in got.shift[j][:len(places)].tolist()}
+        assert found == set(places), (j, got.shift[j], places)
+        assert np.all(got.value[j][:len(places)] >= 1 - 1e-4), got.value[j]
+        assert np.abs(got.value[j] - want[0]).max() <= 1e-4, (got.value[j], want[0])
+    monkeypatch.setenv("XCORR_NO_FUSED_TILES", "1")
+    plain = pkg.Plan(left.shape, right.shape, **kw)
+    assert "tile maxima" not in plain.explain() and "own store" in plain.explain(), plain.explain()
+    again = plain(left, right)
+    for a, b in zip(got, again):
+        assert np.array_equal(np.asarray(a).view(np.uint8), np.asarray(b).view(np.uint8))
+
+
 @pytest.mark.parametrize("left,right,rides", [
     ("1000:256x256", "1:156x116", True),   # zncc_frames: the template (156 x 116 crop) rides with the frames
     ("1:80x80", "100:80x80", True),        # one-to-many, ±4: the image and the templates, 80 x 80 crops each

@@ -178,6 +178,12 @@ public:
         XC_CUDA_CHECK(cudaGraphLaunch(exec_, stream));
     }
 
+    // The launches change (an instance's parameters were set anew): the next call launches directly.
+    void forget() {
+        release();
+        seen_ = false;
+    }
+
 private:
     template <typename F>
     void capture_graph(const Key& key, F& enqueue) {

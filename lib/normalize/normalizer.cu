@@ -133,6 +133,15 @@ public:
             raw_->set_store_norm(norm_.fuse_store());
     }
     bool normalizes_in_store() const override { return norm_.store_fused(); }
+    // Tile maxima from the raw instance's store only where that store writes the normalized values
+    // (the epilogue, which would rewrite the map after it, does not run).
+    bool takes_tile_max(const TileSink& s) const override {
+        return raw_ && norm_.store_fused() && raw_->takes_tile_max(s);
+    }
+    void set_tile_sink(const TileSink& s) override {
+        if (!takes_tile_max(s)) throw std::logic_error("set_tile_sink where takes_tile_max is false");
+        raw_->set_tile_sink(s);
+    }
     void run(const float* left, const float* right, float* out, cudaStream_t stream) override {
         norm_.apply(left, right, out, stream, [&](const float* l, const float* r, float* o) {
             raw_->run(l, r, o, stream);

@@ -7,6 +7,8 @@
 //   1. tile_max: one warp per tile (kernels.cuh, Tiles) of every map, a grid over all of them:
 //      the tile's largest value and its flat index (NaN skipped; ties to the smaller index), each
 //      lane with several loads in flight (the one pass over the maps that costs DRAM bandwidth).
+//      Where the variant's store took them as it wrote the maps (Instance::set_tile_sink), as
+//      peak_key keys, there is no such pass: select decodes the keys and clears them.
 //   2. select: one block per map, k rounds. A round takes the best of the map's tile maxima,
 //      writes the peak with its sub-pixel fit (from the untouched map: the fit's neighbours may lie
 //      in an earlier peak's suppressed square), marks the square of shifts within min_distance in
@@ -108,6 +110,7 @@ __device__ void set_square(unsigned char* mask, const Tiles& g, Square s, unsign
 __global__ void __launch_bounds__(kBlock) select_kernel(const float* __restrict__ maps, Tiles g, int dy0, int dx0,
                                                         int k, int min_distance, int subpixel,
                                                         float* __restrict__ tile_value, int* __restrict__ tile_index,
+                                                        unsigned long long* __restrict__ tile_key,
                                                         unsigned char* __restrict__ mask, float* value,
                                                         int32_t* shift, float* sub) {
     __shared__ Cand sh[32];
@@ -121,6 +124,14 @@ __global__ void __launch_bounds__(kBlock) select_kernel(const float* __restrict_
     float* val = value + q * k;
     int32_t* sft = shift + q * k * 2;
     float* spx = sub + q * k * 2;
+    if (tile_key) {  // the tile maxima from the variant's store: decoded, the keys 0 for the next chunk
+        unsigned long long* key = tile_key + q * tiles;
+        for (int t = threadIdx.x; t < tiles; t += blockDim.x) {
+            const Cand c = peak_of_key(key[t]);
+            tv[t] = c.v, tix[t] = c.i, key[t] = 0;
+        }
+        __syncthreads();
+    }
     int taken = 0;
     for (int round = 0; round < k; ++round) {
         Cand c = none();
@@ -211,18 +222,20 @@ __global__ void fold_max_kernel(const float* __restrict__ maps, int64_t n, int l
 }  // namespace
 
 void launch_peaks(const float* maps, int count, const Tiles& g, int dy0, int dx0, const Reduction& r,
-                  float* tile_value, int* tile_index, unsigned char* mask, float* value, int32_t* shift,
-                  float* subpixel, cudaStream_t stream) {
+                  float* tile_value, int* tile_index, unsigned long long* tile_key, unsigned char* mask, float* value,
+                  int32_t* shift, float* subpixel, cudaStream_t stream) {
     if (count <= 0) return;
-    const int64_t warps = int64_t(count) * g.count();
-    tile_max_kernel<<<unsigned((warps + kBlock / 32 - 1) / (kBlock / 32)), kBlock, 0, stream>>>(maps, count, g,
-                                                                                                  tile_value, tile_index);
-    XC_CHECK_LAUNCH();
+    if (!tile_key) {
+        const int64_t warps = int64_t(count) * g.count();
+        tile_max_kernel<<<unsigned((warps + kBlock / 32 - 1) / (kBlock / 32)), kBlock, 0, stream>>>(
+            maps, count, g, tile_value, tile_index);
+        XC_CHECK_LAUNCH();
+    }
     // A map of a few tiles and values (PIV's 17 x 17) is one warp's work: a block of 256 threads
     // would idle 224 of them through every round.
     const int block = (g.count() <= 32 && int64_t(g.h) * g.w <= 4096) ? 32 : kBlock;
     select_kernel<<<unsigned(count), block, 0, stream>>>(maps, g, dy0, dx0, r.k, r.min_distance, int(r.subpixel),
-                                                          tile_value, tile_index, r.k > 1 ? mask : nullptr, value,
+                                                          tile_value, tile_index, tile_key, r.k > 1 ? mask : nullptr, value,
                                                           shift, subpixel);
     XC_CHECK_LAUNCH();
 }

@@ -23,10 +23,12 @@ Tiles tiles_of(int h, int w);
 // Peaks of `count` maps of g.h x g.w floats, one after another from `maps`: value/shift/subpixel of
 // map q at [q * r.k ...] (reduce.hpp's layout), the shifts (dy0 + row, dx0 + column). Scratch:
 // tile_value/tile_index count * g.count() each; `mask` count * h * w bytes, all 0 on entry and on
-// return (only read and written when r.k > 1).
+// return (only read and written when r.k > 1). `tile_key` (count * g.count(), or null): the tiles'
+// maxima as the maps' writer took them (Instance::set_tile_sink), read instead of the maps' first
+// pass and left 0.
 void launch_peaks(const float* maps, int count, const Tiles& g, int dy0, int dx0, const Reduction& r,
-                  float* tile_value, int* tile_index, unsigned char* mask, float* value, int32_t* shift,
-                  float* subpixel, cudaStream_t stream);
+                  float* tile_value, int* tile_index, unsigned long long* tile_key, unsigned char* mask, float* value,
+                  int32_t* shift, float* subpixel, cudaStream_t stream);
 
 // Folds the maps of rights [first, first + rights) of `lefts` lefts into the running maximum (and
 // sums) of reduce.hpp's layout: the map of left i and chunk right jj at maps + (i * si + jj * sj) * n.

@@ -1,7 +1,8 @@
 // The device half of a peak search that more than one kernel runs (kernels.cu's select_kernel on a
-// map in device scratch, block-per-pair's fused k = 1 peak on the maps in its block's shared memory): the
-// candidate order, the warp's and the block's best, the contract's three-point sub-pixel fit and
-// the peak's record (docs/CONVENTIONS.md, "Reductions: peaks and maxima").
+// map in device scratch, block-per-pair's fused k = 1 peak on the maps in its block's shared memory,
+// fft-fused's peaks and tile maxima taken in its last pass): the candidate order, the warp's and
+// the block's best, the candidate as an atomically mergeable key, the contract's three-point
+// sub-pixel fit and the peak's record (docs/CONVENTIONS.md, "Reductions: peaks and maxima").
 #pragma once
 
 #include <cuda_runtime.h>
@@ -48,6 +49,34 @@ __device__ inline Cand block_best(Cand c, Cand* sh) {
     const Cand r = sh[0];
     __syncthreads();  // sh is reused by the next call
     return r;
+}
+
+// A candidate as one 64-bit key whose unsigned order is the contract's (a maximum of keys is the
+// best candidate, so atomicMax merges the partial answers of many blocks): the value's bits made
+// monotone in the high word (-0 taken as +0, which compares equal to it), the index complemented in
+// the low word. 0, below every value's key, is "no number yet" (NaN is never a candidate).
+__device__ __forceinline__ unsigned long long peak_key(float v, int i) {
+    unsigned u = __float_as_uint(v + 0.0f);  // -0 + 0 = +0
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return (static_cast<unsigned long long>(u) << 32) | ~unsigned(i);
+}
+// The candidate of a key; none() for 0.
+__device__ __forceinline__ Cand peak_of_key(unsigned long long key) {
+    if (key == 0) return none();
+    const unsigned u = unsigned(key >> 32);
+    return Cand{__uint_as_float((u & 0x80000000u) ? (u & 0x7fffffffu) : ~u), int(~unsigned(key))};
+}
+// The warp's largest key, every lane of the warp calling it (all 32). Two redux instructions from
+// sm_80 (the high words' maximum, then the low words of the lanes that hold it), else shuffles.
+__device__ __forceinline__ unsigned long long warp_max_key(unsigned long long k) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned hi = __reduce_max_sync(0xffffffffu, unsigned(k >> 32));
+    const unsigned lo = __reduce_max_sync(0xffffffffu, unsigned(k >> 32) == hi ? unsigned(k) : 0u);
+    return (static_cast<unsigned long long>(hi) << 32) | lo;
+#else
+    for (int o = 16; o > 0; o >>= 1) k = max(k, __shfl_xor_sync(0xffffffffu, k, o));
+    return k;
+#endif
 }
 
 // The contract's three-point fit, in double (one thread per peak: its cost is nothing).

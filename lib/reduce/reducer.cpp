@@ -157,9 +157,33 @@ Reducer::Reducer(const PlanSpec& spec, const Problem& p) : spec_(spec), problem_
         if (r_.k > 1) {
             mask_ = DeviceBuffer<unsigned char>(size_t(chunk_pairs_ * map_elems_));
             XC_CUDA_CHECK(cudaMemsetAsync(mask_.get(), 0, mask_.bytes(), nullptr));
-            XC_CUDA_CHECK(cudaStreamSynchronize(nullptr));  // the mask is 0 before any stream uses it
         }
+        take_tile_maxima();
+        XC_CUDA_CHECK(cudaStreamSynchronize(nullptr));  // the mask and keys are 0 before any stream uses them
     }
+}
+
+void Reducer::take_tile_maxima() {
+    // The chunk plans that write their maps' tile maxima as they store them (a short last chunk's
+    // plan may not: fft-fused's zncc store wants 8 templates an image); XCORR_NO_FUSED_TILES=1
+    // keeps the reduce kernels' pass over the maps for all (an A/B of the two).
+    chunk_tiles_.assign(chunks_.size(), false);
+    if (env_on("XCORR_NO_FUSED_TILES")) return;
+    TileSink sink{nullptr, tiles_.th, tiles_.tw, tiles_.nx, tiles_.count()};
+    const auto takes = [&](Plan* plan) {
+        try {
+            return plan->instance().takes_tile_max(sink);
+        } catch (const UsageError&) {  // a plan without one instance
+            return false;
+        }
+    };
+    for (size_t ci = 0; ci < chunks_.size(); ++ci) chunk_tiles_[ci] = takes(chunk_plan_[ci]);
+    if (std::none_of(chunk_tiles_.begin(), chunk_tiles_.end(), [](bool t) { return t; })) return;
+    tile_key_ = DeviceBuffer<unsigned long long>(size_t(chunk_pairs_ * tiles_.count()));
+    XC_CUDA_CHECK(cudaMemsetAsync(tile_key_.get(), 0, tile_key_.bytes(), nullptr));
+    sink.key = tile_key_.get();
+    for (const auto& [key, plan] : plans_)
+        if (takes(plan.get())) plan->instance().set_tile_sink(sink);
 }
 
 void Reducer::execute(const float* left, const float* right, const ReducedOutputs& out, cudaStream_t stream,
@@ -184,7 +208,8 @@ void Reducer::execute(const float* left, const float* right, const ReducedOutput
         if (r_.kind == ReductionKind::Peaks) {
             const int64_t o = c.out0 * r_.k;
             launch_peaks(maps_.get(), int(c.pairs), tiles_, w.dy0, w.dx0, r_, tile_value_.get(), tile_index_.get(),
-                         mask_.get(), out.value + o, out.shift + 2 * o, out.subpixel + 2 * o, stream);
+                         chunk_tiles_[ci] ? tile_key_.get() : nullptr, mask_.get(), out.value + o, out.shift + 2 * o,
+                         out.subpixel + 2 * o, stream);
         } else {
             launch_fold_max(maps_.get(), map_elems_, int(lefts), int(c.rights), c.si, c.sj,
                             int32_t(first_right + c.j0), ci == 0 && !accumulate, out, stream);
@@ -193,7 +218,7 @@ void Reducer::execute(const float* left, const float* right, const ReducedOutput
 }
 
 size_t Reducer::workspace_bytes() const {
-    size_t b = maps_.bytes() + tile_value_.bytes() + tile_index_.bytes() + mask_.bytes();
+    size_t b = maps_.bytes() + tile_value_.bytes() + tile_index_.bytes() + tile_key_.bytes() + mask_.bytes();
     for (const auto& [key, plan] : plans_) b += plan->workspace_bytes();
     return b;
 }
@@ -209,7 +234,7 @@ std::string Reducer::explain() const {
     return std::string(reduction_name(r_.kind)) + " of the maps of " + std::to_string(chunk_pairs_) +
            " pair(s) at a time (" + std::to_string(chunks_.size()) + " chunk(s), " +
            std::to_string(maps_.bytes() >> 20) + " MiB of device scratch), each chunk's maps by " + m.algorithm() +
-           ": " + m.explain();
+           (chunk_tiles_.size() && chunk_tiles_.front() ? " with their tile maxima taken in its store" : "") + ": " + m.explain();
 }
 
 }  // namespace xcorr::reduce

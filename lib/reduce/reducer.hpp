@@ -63,6 +63,9 @@ private:
     // instance folds itself (Instance::takes_max_over_rights; "auto": fft-large where the transform
     // is beyond fft-fused's 1024): that plan, one chunk of every right; else null.
     std::unique_ptr<Plan> fused_max_plan() const;
+    // Peaks: the chunk plans that take the tiles' maxima in their own store (Instance::takes_tile_max)
+    // are given tile_key_, so that launch_peaks reads none of their maps before its selection.
+    void take_tile_maxima();
 
     PlanSpec spec_;
     Problem problem_;
@@ -72,12 +75,14 @@ private:
     std::vector<Chunk> chunks_;
     std::vector<Plan*> chunk_plan_;  // each chunk's plan
     std::vector<bool> chunk_fused_;  // each chunk's: its peaks from its plan's run_peak1
+    std::vector<bool> chunk_tiles_;  // each chunk's: its tile maxima from its plan's store (take_tile_maxima)
     Plan* main_ = nullptr;  // the largest chunk's
     int64_t chunk_pairs_ = 0;  // the most maps of one chunk
     Tiles tiles_;
     DeviceBuffer<float> maps_;
     DeviceBuffer<float> tile_value_;
     DeviceBuffer<int> tile_index_;
+    DeviceBuffer<unsigned long long> tile_key_;  // take_tile_maxima(); empty: the reduce kernels' tile pass
     DeviceBuffer<unsigned char> mask_;
 };
 

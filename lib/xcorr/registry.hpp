@@ -37,6 +37,17 @@ struct PeakSink {
     Subpixel method = Subpixel::Parabolic;
 };
 
+// Where an instance whose store also takes each tile's maximum (Instance::takes_tile_max) writes
+// it: output k's tile (ty, tx), the shifts [ty th, (ty + 1) th) x [tx tw, (tx + 1) tw) of its
+// window's map (lib/reduce/kernels.cuh, Tiles), at key[k per + ty nx + tx], merged by atomicMax of
+// lib/reduce/peak.cuh's peak_key of each value that is a number (its index the flat one in the map);
+// the keys are 0 before a run, and the reduction that reads them leaves them 0 again.
+struct TileSink {
+    unsigned long long* key = nullptr;
+    int th = 0, tw = 0, nx = 0;
+    int64_t per = 0;  // tiles a map
+};
+
 class Instance {
 public:
     virtual ~Instance() = default;
@@ -65,6 +76,12 @@ public:
     virtual bool takes_peak1() const { return false; }
     virtual void run_peak1(const float* /*left*/, const float* /*right*/, const PeakSink& /*sink*/,
                            cudaStream_t /*stream*/) {}
+    // A reduced plan's peaks at any k take each tile's maximum of the maps (lib/reduce/kernels.cu's
+    // first pass, a read of every map) unless the instance's own store takes them as it writes the
+    // map: takes_tile_max, whether it would with these tiles; set_tile_sink: from now on every run()
+    // does (called before the first run: a replayed graph holds the launches' arguments).
+    virtual bool takes_tile_max(const TileSink& /*s*/) const { return false; }
+    virtual void set_tile_sink(const TileSink& /*s*/) {}
     // A reduced plan's maximum over the rights (reduce.hpp) of a one-to-one or one-to-many problem
     // may come from the instance's own last pass, no map written (fft-large): takes_max_over_rights,
     // whether it can; run_max folds this call's rights, numbered from `first`, into out's value,
