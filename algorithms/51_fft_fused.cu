@@ -1005,9 +1005,9 @@ __global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs
 // far below 2^32, and out_count < 2^31 (takes_store_norm).
 // With a tile sink (FftFused::set_tile_sink: a reduced plan's peaks) the store also takes each
 // tile's maximum of the values it writes, so that the reduction reads no map before its selection:
-// per column and output, a warp's 32 consecutive columns lie in one tile (TileSink's tw a multiple
-// of 32, or the whole width), so the warp's largest key (two redux instructions) goes to the tile
-// by one atomicMax from lane 0; a team's two rows share it where they lie in one tile row.
+// a thread keeps its best of each row as it stores, and where its warp's columns leave a tile the
+// warp's best key (two redux instructions) goes to the tile by one atomicMax from lane 0, a team's
+// two rows together where they lie in one tile row.
 struct TeamStore {
     float* out;  // output k's first element
     int64_t l;   // its left
@@ -1062,57 +1062,81 @@ __global__ void __launch_bounds__(Staged<N>::threads) norm_rows_kernel(StagedArg
     int j0 = 0;
     while (j0 < G::teams && st[j0].ya >= m.cy && st[j0].yb >= m.cy) ++j0;
     if (j0 == G::teams) return;  // (the same for every thread of the block)
+    // Warp w stores columns [w kSpan, (w + 1) kSpan), 32 consecutive ones at a time (coalesced
+    // stores and term loads), so that a thread's columns lie in as few tiles as the widths allow
+    // (one at N = 1024: kSpan = tw = 128) and a tile maximum costs one warp reduction a tile, not
+    // one a column.
     constexpr int kCols = (N + G::threads - 1) / G::threads;  // columns a thread: cx <= N
+    constexpr int kSpan = kCols * kWarp;
+    const int lane = int(threadIdx.x) % kWarp, xw = int(threadIdx.x) / kWarp * kSpan;  // the warp's first
     const int64_t l0 = st[j0].l;
     const int y0[2] = {st[j0].ya, st[j0].yb};
     double2 lt[kCols][2];
 #pragma unroll
     for (int i = 0; i < kCols; ++i) {
-        const int x = int(threadIdx.x) + i * G::threads;
+        const int x = xw + kWarp * i + lane;
 #pragma unroll
         for (int r = 0; r < 2; ++r)
             lt[i][r] = x < m.cx && y0[r] < m.cy ? norm.lterm[l0 * norm.per + int64_t(y0[r]) * m.ow + x]
                                                  : make_double2(0, 0);
     }
     const float* vals = reinterpret_cast<const float*>(smem);
-    const int lane = int(threadIdx.x) % kWarp;
-    // The warp's best of one tile's keys to the tile (lane 0: its column is in the window wherever
-    // any lane's is, the columns rising with the lanes).
-    const auto to_tile = [lane](unsigned long long* key, unsigned long long k) {
-        k = reduce::warp_max_key(k);
-        if (lane == 0 && k != 0) atomicMax(key, k);
-    };
+    // Tile maxima: a 32-column segment's tile column is x >> tsh (takes_tile_max: tw a power of two,
+    // or the whole width).
+    const int tsh = !tiles.key ? 0 : tiles.tw >= m.cx ? 30 : __ffs(tiles.tw) - 1;
 #pragma unroll
-    for (int i = 0; i < kCols; ++i) {
-        const int x = int(threadIdx.x) + i * G::threads;
-        if (x - lane >= m.cx) break;  // the warp's columns all past the window (warps stay whole)
-        const bool in = x < m.cx;
-        const int tx = tiles.key ? x / tiles.tw : 0;
+    for (int j = 0; j < G::teams; ++j) {
+        const TeamStore& s = st[j];
+        if (s.ya >= m.cy && s.yb >= m.cy) continue;  // (the same for the whole block)
+        // Each row's best so far in this thread: the coefficient (a number in [-1, 1]: template_value
+        // clamps, and a NaN sum gives -1, so -2 is below all) and its column; the columns rise, so a
+        // strict > keeps the smaller index among ties. Flushed to the tile as a key, the warp's best by
+        // one reduction and lane 0's atomicMax, whenever the next segment lies in another tile (a
+        // warp's segments cross a tile edge only where kSpan does not divide tw: N = 768), and last.
+        float bv[2] = {-2.0f, -2.0f};
+        int bx[2] = {-1, -1};
+        int tile = xw >> tsh;
+        const auto flush = [&] {
+            unsigned long long k[2];
 #pragma unroll
-        for (int j = 0; j < G::teams; ++j) {
-            const TeamStore& s = st[j];
-            unsigned long long key[2] = {0, 0};
+            for (int r = 0; r < 2; ++r) {
+                k[r] = bx[r] >= 0 ? reduce::peak_key(bv[r], (r ? s.yb : s.ya) * m.ow + bx[r]) : 0;
+                bv[r] = -2.0f, bx[r] = -1;
+            }
+            if (s.ta == s.tb) {  // (the same for the whole block)
+                const unsigned long long b = reduce::warp_max_key(max(k[0], k[1]));
+                if (lane == 0 && b != 0) atomicMax(s.keys + s.ta + tile, b);
+            } else {  // the rows in two tile rows
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    const unsigned long long b = reduce::warp_max_key(k[r]);
+                    if (lane == 0 && b != 0) atomicMax(s.keys + (r ? s.tb : s.ta) + tile, b);
+                }
+            }
+        };
+#pragma unroll
+        for (int i = 0; i < kCols; ++i) {
+            const int xs = xw + kWarp * i, x = xs + lane;  // the segment's first column, this lane's
+            if (xs >= m.cx) break;  // (the same for the whole warp)
+            if (s.keys && xs >> tsh != tile) {
+                flush();
+                tile = xs >> tsh;
+            }
+            if (x >= m.cx) continue;
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
                 const int y = r ? s.yb : s.ya;
-                if (y >= m.cy || !in) continue;
+                if (y >= m.cy) continue;
                 const int64_t e = int64_t(y) * m.ow + x;
                 const double2 t = s.l == l0 && y == y0[r] ? lt[i][r] : norm.lterm[s.l * norm.per + e];
                 const float c = vals[j * 2 * G::SN + r * N + x];
                 const float z = float(template_value<Normalize::Zncc>(double(c), t.x, t.y, s.kt.x, s.kt.y, s.ml, s.mr,
                                                                       norm.n));
                 __stwb(s.out + e, z);
-                if (z == z) key[r] = reduce::peak_key(z, int(e));
-            }
-            if (s.keys) {  // (the same for the whole block)
-                if (s.ta == s.tb) {
-                    to_tile(s.keys + s.ta + tx, max(key[0], key[1]));
-                } else {  // the rows in two tile rows (a row pair across the window's wrap)
-                    to_tile(s.keys + s.ta + tx, key[0]);
-                    to_tile(s.keys + s.tb + tx, key[1]);
-                }
+                if (z > bv[r]) bv[r] = z, bx[r] = x;
             }
         }
+        if (s.keys) flush();
     }
 }
 
@@ -1402,10 +1426,12 @@ public:
         norm_ = s;
         graph_.forget();
     }
-    // The tile maxima of a reduced plan's peaks in that same store (norm_rows_kernel), for tiles a
-    // warp's columns do not straddle.
+    // The tile maxima of a reduced plan's peaks in that same store (norm_rows_kernel), for tiles the
+    // kernel's 32-column segments do not straddle and whose column it takes by a shift: a power of two
+    // of 32 or more wide, or the whole width.
     bool takes_tile_max(const TileSink& s) const override {
-        return norm_.mode != Normalize::None && s.th > 0 && s.tw > 0 && (s.tw % kWarp == 0 || s.tw >= map_.cx);
+        const bool pow2 = s.tw >= kWarp && (s.tw & (s.tw - 1)) == 0;
+        return norm_.mode != Normalize::None && s.th > 0 && s.nx > 0 && (pow2 || s.tw >= map_.cx);
     }
     void set_tile_sink(const TileSink& s) override {
         if (!takes_tile_max(s)) throw std::logic_error("fft-fused: set_tile_sink where takes_tile_max is false");
