@@ -1003,27 +1003,39 @@ __global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs
 // window (the template epilogue's windows, whose every shift has overlap): block element (y, x) is
 // window element y ow + x. In 32 bits: a chunk's H (N rpitch 8 bytes an output) bounds its items
 // far below 2^32, and out_count < 2^31 (takes_store_norm).
-// With a tile sink (FftFused::set_tile_sink: a reduced plan's peaks) the store also takes each
-// tile's maximum of the values it writes, so that the reduction reads no map before its selection:
-// a thread keeps its best of each row as it stores, and where its warp's columns leave a tile the
-// warp's best key (two redux instructions) goes to the tile by one atomicMax from lane 0, a team's
-// two rows together where they lie in one tile row.
+// kTiles (FftFused::set_tile_sink: a reduced plan's peaks): the store also takes each tile's
+// maximum of the values it writes, so that the reduction reads no map before its selection. Warp w
+// then stores the columns [w kSpan, (w + 1) kSpan), 32 consecutive ones at a time (stores and term
+// loads as coalesced as the map's), which lie in one tile (takes_tile_max: tw a multiple of kSpan,
+// or the whole width); each thread keeps its best value and column of each row with one compare
+// as it stores, and once an output the warp's best key (two redux instructions) goes to the tile by
+// lane 0's atomicMax, a team's two rows together where they lie in one tile row. The map alone
+// (kTiles false) keeps its own loop: the warp-wide reductions' reconvergence points cost a
+// per-column form of this ~50 us of the map's ~240 at N = 1024 (notes/51_fft_fused.md).
 struct TeamStore {
     float* out;  // output k's first element
     int64_t l;   // its left
     double2 kt;  // its terms (StoreNorm::kterm)
     double ml, mr;
     int ya, yb;  // its two window rows (cy or more: none)
-    unsigned long long* keys;  // output k's tile keys (TileSink), null: none
-    int ta, tb;                // the rows' first tile's offset in keys: its tile row times nx
+};
+struct TeamTiles {  // kTiles
+    unsigned long long* keys;  // output k's tile keys (TileSink)
+    int ta, tb;                // the offsets in keys of its rows' tile rows (ty nx)
 };
 template <int N>
+constexpr int kNormSpan = (N + Staged<N>::threads - 1) / Staged<N>::threads * kWarp;  // a warp's columns
+// The sizes whose span is a power of two (a tile of 128 holds whole spans): every staged size but 768.
+template <int N>
+constexpr bool kNormTiles = (kNormSpan<N> & (kNormSpan<N> - 1)) == 0;
+template <int N, bool kTiles>
 __global__ void __launch_bounds__(Staged<N>::threads) norm_rows_kernel(StagedArgs a, OutMap m, StoreNorm norm,
                                                                         TileSink tiles) {
     using G = Staged<N>;
     constexpr int E = G::E, T = G::T;
     extern __shared__ float2 smem[];
     __shared__ TeamStore st[G::teams];
+    __shared__ TeamTiles stt[kTiles ? G::teams : 1];
     const float2* tw = staged_twiddles<N>(smem + G::teams * G::SN);
     const Team tm = this_team<N>();
     const unsigned item = blockIdx.x * unsigned(G::teams) + unsigned(tm.id), count = unsigned(a.count);
@@ -1046,14 +1058,14 @@ __global__ void __launch_bounds__(Staged<N>::threads) norm_rows_kernel(StagedArg
         if (tm.t == 0) {
             const int64_t k = chunk_output(a, o);
             const PairMap::Pair pq = a.pairs.pair32(int(k));
-            unsigned long long* keys = tiles.key ? tiles.key + k * tiles.per : nullptr;
-            const int ta = keys ? ya / tiles.th * tiles.nx : 0, tb = keys && yb < m.cy ? yb / tiles.th * tiles.nx : ta;
             st[tm.id] = TeamStore{m.block(a.out, k), pq.left, norm.kterm[k], norm.lmean[pq.left], norm.rmean[pq.right],
-                                  ya, yb, keys, ta, tb};
+                                  ya, yb};
+            if constexpr (kTiles)  // (a row outside the window: the other's tile row)
+                stt[tm.id] = TeamTiles{tiles.key + k * tiles.per, (ya < m.cy ? ya : yb) / tiles.th * tiles.nx,
+                                       (yb < m.cy ? yb : ya) / tiles.th * tiles.nx};
         }
     } else if (tm.t == 0) {
         st[tm.id].ya = st[tm.id].yb = m.cy;  // nothing to store
-        st[tm.id].keys = nullptr;
     }
     __syncthreads();
     // The terms of the block's first team with rows to store, for every column this thread stores,
@@ -1062,81 +1074,84 @@ __global__ void __launch_bounds__(Staged<N>::threads) norm_rows_kernel(StagedArg
     int j0 = 0;
     while (j0 < G::teams && st[j0].ya >= m.cy && st[j0].yb >= m.cy) ++j0;
     if (j0 == G::teams) return;  // (the same for every thread of the block)
-    // Warp w stores columns [w kSpan, (w + 1) kSpan), 32 consecutive ones at a time (coalesced
-    // stores and term loads), so that a thread's columns lie in as few tiles as the widths allow
-    // (one at N = 1024: kSpan = tw = 128) and a tile maximum costs one warp reduction a tile, not
-    // one a column.
     constexpr int kCols = (N + G::threads - 1) / G::threads;  // columns a thread: cx <= N
-    constexpr int kSpan = kCols * kWarp;
-    const int lane = int(threadIdx.x) % kWarp, xw = int(threadIdx.x) / kWarp * kSpan;  // the warp's first
+    const int lane = int(threadIdx.x) % kWarp, xw = int(threadIdx.x) / kWarp * kNormSpan<N>;  // kTiles: the warp's first
+    const auto column = [=](int i) { return kTiles ? xw + kWarp * i + lane : int(threadIdx.x) + i * G::threads; };
     const int64_t l0 = st[j0].l;
     const int y0[2] = {st[j0].ya, st[j0].yb};
     double2 lt[kCols][2];
 #pragma unroll
     for (int i = 0; i < kCols; ++i) {
-        const int x = xw + kWarp * i + lane;
+        const int x = column(i);
 #pragma unroll
         for (int r = 0; r < 2; ++r)
             lt[i][r] = x < m.cx && y0[r] < m.cy ? norm.lterm[l0 * norm.per + int64_t(y0[r]) * m.ow + x]
                                                  : make_double2(0, 0);
     }
     const float* vals = reinterpret_cast<const float*>(smem);
-    // Tile maxima: a 32-column segment's tile column is x >> tsh (takes_tile_max: tw a power of two,
-    // or the whole width).
-    const int tsh = !tiles.key ? 0 : tiles.tw >= m.cx ? 30 : __ffs(tiles.tw) - 1;
+    if constexpr (!kTiles) {
 #pragma unroll
-    for (int j = 0; j < G::teams; ++j) {
-        const TeamStore& s = st[j];
-        if (s.ya >= m.cy && s.yb >= m.cy) continue;  // (the same for the whole block)
-        // Each row's best so far in this thread: the coefficient (a number in [-1, 1]: template_value
-        // clamps, and a NaN sum gives -1, so -2 is below all) and its column; the columns rise, so a
-        // strict > keeps the smaller index among ties. Flushed to the tile as a key, the warp's best by
-        // one reduction and lane 0's atomicMax, whenever the next segment lies in another tile (a
-        // warp's segments cross a tile edge only where kSpan does not divide tw: N = 768), and last.
-        float bv[2] = {-2.0f, -2.0f};
-        int bx[2] = {-1, -1};
-        int tile = xw >> tsh;
-        const auto flush = [&] {
-            unsigned long long k[2];
+        for (int i = 0; i < kCols; ++i) {
+            const int x = column(i);
+            if (x >= m.cx) break;
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
-                k[r] = bx[r] >= 0 ? reduce::peak_key(bv[r], (r ? s.yb : s.ya) * m.ow + bx[r]) : 0;
-                bv[r] = -2.0f, bx[r] = -1;
+#pragma unroll
+                for (int j = 0; j < G::teams; ++j) {
+                    const TeamStore& s = st[j];
+                    const int y = r ? s.yb : s.ya;
+                    if (y >= m.cy) continue;
+                    const int64_t e = int64_t(y) * m.ow + x;
+                    const double2 t = s.l == l0 && y == y0[r] ? lt[i][r] : norm.lterm[s.l * norm.per + e];
+                    const float c = vals[j * 2 * G::SN + r * N + x];
+                    __stwb(s.out + e, float(template_value<Normalize::Zncc>(double(c), t.x, t.y, s.kt.x, s.kt.y, s.ml,
+                                                                            s.mr, norm.n)));
+                }
             }
-            if (s.ta == s.tb) {  // (the same for the whole block)
+        }
+    } else {
+        const int tile = tiles.tw >= m.cx ? 0 : xw / tiles.tw;  // the warp's tile column
+#pragma unroll
+        for (int j = 0; j < G::teams; ++j) {
+            const TeamStore& s = st[j];
+            if (s.ya >= m.cy && s.yb >= m.cy) continue;  // nothing to store (the same for the whole block)
+            // Each row's best in this thread: the coefficient (a number in [-1, 1]: template_value
+            // clamps, and a NaN sum gives -1, so -2 is below all) and its column; the columns rise,
+            // so a strict > keeps the smaller index among ties.
+            float bv[2] = {-2.0f, -2.0f};
+            int bx[2] = {-1, -1};
+#pragma unroll
+            for (int i = 0; i < kCols; ++i) {
+                const int x = column(i);
+                if (x >= m.cx) break;
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    const int y = r ? s.yb : s.ya;
+                    if (y >= m.cy) continue;
+                    const int64_t e = int64_t(y) * m.ow + x;
+                    const double2 t = s.l == l0 && y == y0[r] ? lt[i][r] : norm.lterm[s.l * norm.per + e];
+                    const float c = vals[j * 2 * G::SN + r * N + x];
+                    const float z = float(template_value<Normalize::Zncc>(double(c), t.x, t.y, s.kt.x, s.kt.y, s.ml,
+                                                                          s.mr, norm.n));
+                    __stwb(s.out + e, z);
+                    if (z > bv[r]) bv[r] = z, bx[r] = x;
+                }
+            }
+            unsigned long long k[2];
+#pragma unroll
+            for (int r = 0; r < 2; ++r) k[r] = bx[r] >= 0 ? reduce::peak_key(bv[r], (r ? s.yb : s.ya) * m.ow + bx[r]) : 0;
+            const TeamTiles& u = stt[j];
+            if (u.ta == u.tb) {  // (the same for the whole block)
                 const unsigned long long b = reduce::warp_max_key(max(k[0], k[1]));
-                if (lane == 0 && b != 0) atomicMax(s.keys + s.ta + tile, b);
+                if (lane == 0 && b != 0) atomicMax(u.keys + u.ta + tile, b);
             } else {  // the rows in two tile rows
 #pragma unroll
                 for (int r = 0; r < 2; ++r) {
                     const unsigned long long b = reduce::warp_max_key(k[r]);
-                    if (lane == 0 && b != 0) atomicMax(s.keys + (r ? s.tb : s.ta) + tile, b);
+                    if (lane == 0 && b != 0) atomicMax(u.keys + (r ? u.tb : u.ta) + tile, b);
                 }
             }
-        };
-#pragma unroll
-        for (int i = 0; i < kCols; ++i) {
-            const int xs = xw + kWarp * i, x = xs + lane;  // the segment's first column, this lane's
-            if (xs >= m.cx) break;  // (the same for the whole warp)
-            if (s.keys && xs >> tsh != tile) {
-                flush();
-                tile = xs >> tsh;
-            }
-            if (x >= m.cx) continue;
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                const int y = r ? s.yb : s.ya;
-                if (y >= m.cy) continue;
-                const int64_t e = int64_t(y) * m.ow + x;
-                const double2 t = s.l == l0 && y == y0[r] ? lt[i][r] : norm.lterm[s.l * norm.per + e];
-                const float c = vals[j * 2 * G::SN + r * N + x];
-                const float z = float(template_value<Normalize::Zncc>(double(c), t.x, t.y, s.kt.x, s.kt.y, s.ml, s.mr,
-                                                                      norm.n));
-                __stwb(s.out + e, z);
-                if (z > bv[r]) bv[r] = z, bx[r] = x;
-            }
         }
-        if (s.keys) flush();
     }
 }
 
@@ -1359,7 +1374,8 @@ public:
                 for_window([&](auto win) {
                     allow_dynamic_smem(out_rows_kernel<NN, decltype(win)::value>, size_t(G::row_smem), "fft-fused");
                 });
-                allow_dynamic_smem(norm_rows_kernel<NN>, size_t(G::row_smem), "fft-fused");
+                allow_dynamic_smem(norm_rows_kernel<NN, false>, size_t(G::row_smem), "fft-fused");
+                if constexpr (kNormTiles<NN>) allow_dynamic_smem(norm_rows_kernel<NN, true>, size_t(G::row_smem), "fft-fused");
                 allow_dynamic_smem(peak_rows_kernel<NN>, size_t(G::row_smem), "fft-fused");
                 allow_dynamic_smem(peak_near_kernel<NN>, size_t(G::row_smem), "fft-fused");
                 for (auto kernel : {cols_kernel<NN, kForward>, cols_kernel<NN, kCorrelate>, cols_kernel<NN, kPair>})
@@ -1426,12 +1442,16 @@ public:
         norm_ = s;
         graph_.forget();
     }
-    // The tile maxima of a reduced plan's peaks in that same store (norm_rows_kernel), for tiles the
-    // kernel's 32-column segments do not straddle and whose column it takes by a shift: a power of two
-    // of 32 or more wide, or the whole width.
+    // The tile maxima of a reduced plan's peaks in that same store (norm_rows_kernel<N, true>): where
+    // a warp's span of columns lies in one tile (tiles of whole spans, or of the whole width).
     bool takes_tile_max(const TileSink& s) const override {
-        const bool pow2 = s.tw >= kWarp && (s.tw & (s.tw - 1)) == 0;
-        return norm_.mode != Normalize::None && s.th > 0 && s.nx > 0 && (pow2 || s.tw >= map_.cx);
+        bool ok = false;
+        if (norm_.mode != Normalize::None && s.th > 0 && s.tw > 0 && s.nx > 0)
+            for_size(N_, [&](auto n) {
+                constexpr int NN = decltype(n)::value;
+                if constexpr (NN > kMaxOneBlock && kNormTiles<NN>) ok = s.tw >= map_.cx || s.tw % kNormSpan<NN> == 0;
+            });
+        return ok;
     }
     void set_tile_sink(const TileSink& s) override {
         if (!takes_tile_max(s)) throw std::logic_error("fft-fused: set_tile_sink where takes_tile_max is false");
@@ -1456,10 +1476,15 @@ private:
                 run_staged<NN>(left, right, out, stream, [&](const StagedArgs& a) {
                     using G = Staged<NN>;
                     for_window([&](auto win) {
-                        if (norm_.mode != Normalize::None)  // (never the full window: takes_store_norm)
-                            launch_dependent(norm_rows_kernel<NN>, G::rows_grid(a.count * (NN / 2)),
-                                             dim3(G::threads), G::row_smem, stream, a, map_, norm_, tiles_);
-                        else
+                        if (norm_.mode != Normalize::None) {  // (never the full window: takes_store_norm)
+                            const auto kernel = [&] {
+                                if constexpr (kNormTiles<NN>)
+                                    if (tiles_.key) return norm_rows_kernel<NN, true>;
+                                return norm_rows_kernel<NN, false>;  // (takes_tile_max: tiles_ empty)
+                            }();
+                            launch_dependent(kernel, G::rows_grid(a.count * (NN / 2)), dim3(G::threads),
+                                             G::row_smem, stream, a, map_, norm_, tiles_);
+                        } else
                             launch_dependent(out_rows_kernel<NN, decltype(win)::value>,
                                              G::rows_grid(a.count * (NN / 2)), dim3(G::threads), G::row_smem,
                                              stream, a, map_);
