@@ -1468,12 +1468,15 @@ def test_gpu_fft_fused_writes_zncc_in_its_store(gpu, monkeypatch, form, images, 
 
 @pytest.mark.parametrize("window", [
     dict(mode="valid"),
-    dict(shifts=((3, 600), (5, 700))),  # off the valid window's first row (odd): row pairs straddle two tile rows
-    dict(shifts=((1, 700), (2, 101))),  # narrower than a tile of 128: tiles of the whole width (100), 10 rows
+    # windows inside the valid one (the raw problem on the image's crop, its window translated), whose
+    # crops keep the transform at 1024 (at 768 a warp's span of 96 columns crosses the tiles of 128,
+    # and the reduce kernels take the tile maxima)
+    dict(shifts=((3, 900), (5, 800))),
+    dict(shifts=((1, 900), (2, 94))),  # 93 wide: tiles of the whole width, 11 rows (row pairs straddle two)
 ])
 def test_gpu_fft_fused_takes_zncc_peaks_tile_maxima_in_its_store(gpu, monkeypatch, window):
     """Template matching's top 5 (min_distance 15) where fft-fused stores the zncc coefficient
-    (transform 1024): the store also takes each tile's maximum (Instance::set_tile_sink; the plan
+    (transform 1024: norm_rows_kernel<1024, true>): the store also takes each tile's maximum (Instance::set_tile_sink; the plan
     says so), so no pass over the maps precedes the selection. Every planted copy is found at its
     shift with coefficient 1, the five values are the float64 reference's to 1e-4, and the answer is
     bit for bit the reduce kernels' own tile pass's (XCORR_NO_FUSED_TILES=1, whose plan says
