@@ -1007,13 +1007,11 @@ __global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs
 // maximum of the values it writes, so that the reduction reads no map before its selection. Warp w
 // then stores the columns [w kSpan, (w + 1) kSpan), 32 consecutive ones at a time (stores and term
 // loads as coalesced as the map's), which lie in one tile (takes_tile_max: tw a multiple of kSpan,
-// or the whole width), an output at a time: each thread keeps its best value and column of each
-// row with one compare as it stores, and once an output the warp's best key (two redux
-// instructions) goes to the tile by lane 0's atomicMax, a team's two rows together where they lie
-// in one tile row. The terms are loaded for each output (through the read-only cache; the block's
-// outputs share them) rather than held for all of them, which at N = 1024 took 76 registers, three
-// blocks an SM where the map's loop runs four. The map alone (kTiles false) keeps its own loop
-// (notes/51_fft_fused.md has what each form cost).
+// or the whole width); each thread keeps its best value and column of each row with one compare
+// as it stores, and once an output the warp's best key (two redux instructions) goes to the tile by
+// lane 0's atomicMax, a team's two rows together where they lie in one tile row. The map alone
+// (kTiles false) keeps its own loop: the warp-wide reductions' reconvergence points cost a
+// per-column form of this ~50 us of the map's ~240 at N = 1024 (notes/51_fft_fused.md).
 struct TeamStore {
     float* out;  // output k's first element
     int64_t l;   // its left
@@ -1082,15 +1080,13 @@ __global__ void __launch_bounds__(Staged<N>::threads) norm_rows_kernel(StagedArg
     const int64_t l0 = st[j0].l;
     const int y0[2] = {st[j0].ya, st[j0].yb};
     double2 lt[kCols][2];
-    if constexpr (!kTiles) {
 #pragma unroll
-        for (int i = 0; i < kCols; ++i) {
-            const int x = column(i);
+    for (int i = 0; i < kCols; ++i) {
+        const int x = column(i);
 #pragma unroll
-            for (int r = 0; r < 2; ++r)
-                lt[i][r] = x < m.cx && y0[r] < m.cy ? norm.lterm[l0 * norm.per + int64_t(y0[r]) * m.ow + x]
-                                                     : make_double2(0, 0);
-        }
+        for (int r = 0; r < 2; ++r)
+            lt[i][r] = x < m.cx && y0[r] < m.cy ? norm.lterm[l0 * norm.per + int64_t(y0[r]) * m.ow + x]
+                                                 : make_double2(0, 0);
     }
     const float* vals = reinterpret_cast<const float*>(smem);
     if constexpr (!kTiles) {
@@ -1133,7 +1129,7 @@ __global__ void __launch_bounds__(Staged<N>::threads) norm_rows_kernel(StagedArg
                     const int y = r ? s.yb : s.ya;
                     if (y >= m.cy) continue;
                     const int64_t e = int64_t(y) * m.ow + x;
-                    const double2 t = __ldg(norm.lterm + s.l * norm.per + e);
+                    const double2 t = s.l == l0 && y == y0[r] ? lt[i][r] : norm.lterm[s.l * norm.per + e];
                     const float c = vals[j * 2 * G::SN + r * N + x];
                     const float z = float(template_value<Normalize::Zncc>(double(c), t.x, t.y, s.kt.x, s.kt.y, s.ml,
                                                                           s.mr, norm.n));
