@@ -1005,12 +1005,14 @@ __global__ void __launch_bounds__(Staged<N>::threads) out_rows_kernel(StagedArgs
 // far below 2^32, and out_count < 2^31 (takes_store_norm).
 // kTiles (FftFused::set_tile_sink: a reduced plan's peaks): the store also takes each tile's
 // maximum of the values it writes, so that the reduction reads no map before its selection. Warp w
-// then stores the columns [w kSpan, (w + 1) kSpan), 32 consecutive ones at a time (stores and term
-// loads as coalesced as the map's), which lie in one tile (takes_tile_max: tw a multiple of kSpan,
-// or the whole width); each thread keeps its best value and column of each row with one compare
-// as it stores, and once an output the warp's best key (two redux instructions) goes to the tile by
-// lane 0's atomicMax, a team's two rows together where they lie in one tile row. The map alone
-// (kTiles false) keeps its own loop: the warp-wide reductions' reconvergence points cost a
+// then stores the columns [w kNormSpan, (w + 1) kNormSpan), 32 consecutive ones at a time (stores
+// and term loads as coalesced as the map's), which lie in one tile (takes_tile_max: tw a multiple
+// of the span, or the whole width), an output at a time: each thread keeps its best value and
+// column of each row with one compare as it stores, and once an output the warp's best key (two
+// redux instructions) goes to the tile by lane 0's atomicMax, a team's two rows together where
+// they lie in one tile row. The terms stay in registers across the outputs (76 at N = 1024: three
+// blocks an SM where the map's loop runs four; loading them per output instead was slower). The
+// map alone (kTiles false) keeps its own loop: the reductions' reconvergence points in it cost a
 // per-column form of this ~50 us of the map's ~240 at N = 1024 (notes/51_fft_fused.md).
 struct TeamStore {
     float* out;  // output k's first element
@@ -1075,7 +1077,8 @@ __global__ void __launch_bounds__(Staged<N>::threads) norm_rows_kernel(StagedArg
     while (j0 < G::teams && st[j0].ya >= m.cy && st[j0].yb >= m.cy) ++j0;
     if (j0 == G::teams) return;  // (the same for every thread of the block)
     constexpr int kCols = (N + G::threads - 1) / G::threads;  // columns a thread: cx <= N
-    const int lane = int(threadIdx.x) % kWarp, xw = int(threadIdx.x) / kWarp * kNormSpan<N>;  // kTiles: the warp's first
+    const int lane = int(threadIdx.x) % kWarp;
+    const int xw = int(threadIdx.x) / kWarp * kNormSpan<N>;  // kTiles: the warp's first column
     const auto column = [=](int i) { return kTiles ? xw + kWarp * i + lane : int(threadIdx.x) + i * G::threads; };
     const int64_t l0 = st[j0].l;
     const int y0[2] = {st[j0].ya, st[j0].yb};
@@ -1375,7 +1378,8 @@ public:
                     allow_dynamic_smem(out_rows_kernel<NN, decltype(win)::value>, size_t(G::row_smem), "fft-fused");
                 });
                 allow_dynamic_smem(norm_rows_kernel<NN, false>, size_t(G::row_smem), "fft-fused");
-                if constexpr (kNormTiles<NN>) allow_dynamic_smem(norm_rows_kernel<NN, true>, size_t(G::row_smem), "fft-fused");
+                if constexpr (kNormTiles<NN>)
+                    allow_dynamic_smem(norm_rows_kernel<NN, true>, size_t(G::row_smem), "fft-fused");
                 allow_dynamic_smem(peak_rows_kernel<NN>, size_t(G::row_smem), "fft-fused");
                 allow_dynamic_smem(peak_near_kernel<NN>, size_t(G::row_smem), "fft-fused");
                 for (auto kernel : {cols_kernel<NN, kForward>, cols_kernel<NN, kCorrelate>, cols_kernel<NN, kPair>})

@@ -234,7 +234,8 @@ std::string Reducer::explain() const {
     return std::string(reduction_name(r_.kind)) + " of the maps of " + std::to_string(chunk_pairs_) +
            " pair(s) at a time (" + std::to_string(chunks_.size()) + " chunk(s), " +
            std::to_string(maps_.bytes() >> 20) + " MiB of device scratch), each chunk's maps by " + m.algorithm() +
-           (chunk_tiles_.size() && chunk_tiles_.front() ? " with their tile maxima taken in its store" : "") + ": " + m.explain();
+           (chunk_tiles_.size() && chunk_tiles_.front() ? " with their tile maxima taken in its store" : "") + ": " +
+           m.explain();
 }
 
 }  // namespace xcorr::reduce
