@@ -12,11 +12,14 @@
 //   2. select: one block per map, k rounds. A round takes the best of the map's tile maxima,
 //      writes the peak with its sub-pixel fit (from the untouched map: the fit's neighbours may lie
 //      in an earlier peak's suppressed square), marks the square of shifts within min_distance in
-//      a byte mask and recomputes the maxima of only the tiles that square touches, a warp a tile,
-//      all of them at once (a tile inside it becomes empty). The invariant: each tile's maximum is
-//      over its values that no taken peak suppresses, so the best of the tile maxima is the greedy
-//      rule's next peak. With min_distance 0 the square is the peak alone. Last, the block clears
-//      the squares it marked, so that the mask is all 0 again for the next chunk without a memset.
+//      a byte mask and recomputes the maxima of only the tiles whose maximum that square took, a
+//      warp a tile, all of them at once (a tile inside it becomes empty). The invariant: each
+//      tile's maximum is over its values that no taken peak suppresses, so the best of the tile
+//      maxima is the greedy rule's next peak. Each thread holds the best of the tiles it owns, so
+//      a round's best is one reduction in shared memory and a round costs a few L2 latencies, not
+//      a scan of every tile. With min_distance 0 the square is the peak alone. Last, the block
+//      clears the squares it marked, so that the mask is all 0 again for the next chunk without a
+//      memset.
 // Maximum over the rights: one thread per shift and left, looping over the chunk's rights in
 // order (a strict > keeps the smallest index among ties), reading each right's map coalesced a few
 // rights ahead, and keeping value, index and the double sums in registers until the one store.
@@ -49,6 +52,61 @@ namespace {
 
 constexpr int kBlock = 256;
 
+// The best value of one tile, rows [y0, y1) x columns [x0, x1) of `map`, NaN skipped and, with
+// kMasked, every value whose mask byte is set; every lane of the warp calls it and gets the answer.
+// kBatch loads (and mask loads) issued before any is compared: a large map is streamed from DRAM,
+// and one load in flight per lane leaves the memory system idle most of the time (select's
+// rescans are latency-bound the same way, from L2). The order in which values are compared does
+// not matter (better() takes the largest value, the smallest index among ties), so a lane takes
+// kBatch rows of its column at a time (a signal's one row: kBatch of its columns, 32 apart); the
+// warp's loads of one batch slot are one coalesced row segment. Slots past the tile read nothing
+// and hold NaN, which is never a peak. (`mk` is not __restrict__: select writes the mask through
+// another pointer in the same kernel, so its loads must not take the read-only path.)
+template <bool kMasked>
+__device__ Cand tile_best(const float* __restrict__ map, const unsigned char* mk, int w, int y0, int y1, int x0,
+                          int x1) {
+    constexpr int kBatch = 8;
+    const int lane = threadIdx.x & 31;
+    Cand c = none();
+    const auto take = [&](const float (&v)[kBatch], const bool (&off)[kBatch], const int (&at)[kBatch]) {
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j)
+            if (v[j] == v[j] && !off[j]) c = better(c, Cand{v[j], at[j]});
+    };
+    if (y1 - y0 == 1) {
+        const int row = y0 * w;
+        for (int x = x0 + lane; x < x1; x += 32 * kBatch) {
+            float v[kBatch];
+            bool off[kBatch];
+            int at[kBatch];
+#pragma unroll
+            for (int j = 0; j < kBatch; ++j) {
+                at[j] = row + x + 32 * j;
+                const bool in = x + 32 * j < x1;
+                v[j] = in ? __ldg(map + at[j]) : NAN;
+                off[j] = kMasked && in && mk[at[j]];
+            }
+            take(v, off, at);
+        }
+    } else {
+        for (int x = x0 + lane; x < x1; x += 32)
+            for (int y = y0; y < y1; y += kBatch) {
+                float v[kBatch];
+                bool off[kBatch];
+                int at[kBatch];
+#pragma unroll
+                for (int j = 0; j < kBatch; ++j) {
+                    at[j] = (y + j) * w + x;
+                    const bool in = y + j < y1;
+                    v[j] = in ? __ldg(map + at[j]) : NAN;
+                    off[j] = kMasked && in && mk[at[j]];
+                }
+                take(v, off, at);
+            }
+    }
+    return warp_best(c);
+}
+
 __global__ void tile_max_kernel(const float* __restrict__ maps, int count, Tiles g, float* __restrict__ tile_value,
                                 int* __restrict__ tile_index) {
     const int lane = threadIdx.x & 31;
@@ -58,37 +116,8 @@ __global__ void tile_max_kernel(const float* __restrict__ maps, int count, Tiles
     const int64_t q = t / tiles;
     const int ti = int(t - q * tiles), ty = ti / g.nx, tx = ti - ty * g.nx;
     const float* map = maps + q * int64_t(g.h) * g.w;
-    const int y0 = ty * g.th, y1 = min(g.h, y0 + g.th), x0 = tx * g.tw, x1 = min(g.w, x0 + g.tw);
-    // kBatch loads issued before any is compared: a large map is streamed from DRAM, and one load
-    // in flight per lane leaves the memory system idle most of the time. The order in which values
-    // are compared does not matter (better() takes the largest value, the smallest index among
-    // ties), so a lane takes kBatch rows of its column at a time (a signal's one row: kBatch of
-    // its columns, 32 apart); the warp's loads of one batch slot are one coalesced row segment.
-    // Slots past the tile read nothing and hold NaN, which is never a peak.
-    constexpr int kBatch = 8;
-    Cand c = none();
-    if (y1 - y0 == 1) {
-        const int row = y0 * g.w;
-        for (int x = x0 + lane; x < x1; x += 32 * kBatch) {
-            float v[kBatch];
-#pragma unroll
-            for (int j = 0; j < kBatch; ++j) v[j] = x + 32 * j < x1 ? __ldg(map + row + x + 32 * j) : NAN;
-#pragma unroll
-            for (int j = 0; j < kBatch; ++j)
-                if (v[j] == v[j]) c = better(c, Cand{v[j], row + x + 32 * j});
-        }
-    } else {
-        for (int x = x0 + lane; x < x1; x += 32)
-            for (int y = y0; y < y1; y += kBatch) {
-                float v[kBatch];
-#pragma unroll
-                for (int j = 0; j < kBatch; ++j) v[j] = y + j < y1 ? __ldg(map + (y + j) * g.w + x) : NAN;
-#pragma unroll
-                for (int j = 0; j < kBatch; ++j)
-                    if (v[j] == v[j]) c = better(c, Cand{v[j], (y + j) * g.w + x});
-            }
-    }
-    c = warp_best(c);
+    const int y0 = ty * g.th, x0 = tx * g.tw;
+    const Cand c = tile_best<false>(map, nullptr, g.w, y0, min(g.h, y0 + g.th), x0, min(g.w, x0 + g.tw));
     if (lane == 0) tile_value[t] = c.v, tile_index[t] = c.i;
 }
 
@@ -124,19 +153,30 @@ __global__ void __launch_bounds__(kBlock) select_kernel(const float* __restrict_
     float* val = value + q * k;
     int32_t* sft = shift + q * k * 2;
     float* spx = sub + q * k * 2;
+    // Each thread keeps the best of the tiles it owns (t = threadIdx.x + j blockDim.x), so that a
+    // round's best is a reduction in shared memory, and only the owners of a tile that the round
+    // changed read the tile maxima again.
+    const auto own_best = [&]() {
+        Cand c = none();
+        for (int t = threadIdx.x; t < tiles; t += blockDim.x) c = better(c, Cand{tv[t], tix[t]});
+        return c;
+    };
+    Cand mine = none();
     if (tile_key) {  // the tile maxima from the variant's store: decoded, the keys 0 for the next chunk
         unsigned long long* key = tile_key + q * tiles;
         for (int t = threadIdx.x; t < tiles; t += blockDim.x) {
             const Cand c = peak_of_key(key[t]);
             tv[t] = c.v, tix[t] = c.i, key[t] = 0;
+            mine = better(mine, c);
         }
-        __syncthreads();
+        __syncthreads();  // the rescans below read other threads' tiles
+    } else {
+        mine = own_best();
     }
+    const int lane = threadIdx.x & 31;
     int taken = 0;
     for (int round = 0; round < k; ++round) {
-        Cand c = none();
-        for (int t = threadIdx.x; t < tiles; t += blockDim.x) c = better(c, Cand{tv[t], tix[t]});
-        c = block_best(c, sh);
+        const Cand c = block_best(mine, sh);
         if (c.i == INT_MAX) break;  // every value taken, suppressed or NaN: the rest are absent
         if (threadIdx.x == 0)
             write_peak(val, sft, spx, round, c, g.h, g.w, dy0, dx0, subpixel,
@@ -147,29 +187,28 @@ __global__ void __launch_bounds__(kBlock) select_kernel(const float* __restrict_
         set_square(mk, g, s, 1);
         __syncthreads();
         // The tiles the square touches, a warp each (several at once: a round's latency is one
-        // tile's, not the sum of them all; the order of the values does not change a maximum).
-        const int ty0 = s.y0 / g.th, tx0 = s.x0 / g.tw, ntx = s.x1 / g.tw - tx0 + 1;
-        const int touched = (s.y1 / g.th - ty0 + 1) * ntx;
-        const int lane = threadIdx.x & 31;
-        for (int q = threadIdx.x >> 5; q < touched; q += blockDim.x >> 5) {
-            const int ty = ty0 + q / ntx, tx = tx0 + q % ntx, ti = ty * g.nx + tx;
-            const int y0 = ty * g.th, y1 = min(g.h, y0 + g.th) - 1, x0 = tx * g.tw, x1 = min(g.w, x0 + g.tw) - 1;
-            if (y0 >= s.y0 && y1 <= s.y1 && x0 >= s.x0 && x1 <= s.x1) {  // wholly suppressed
-                if (lane == 0) tv[ti] = -INFINITY, tix[ti] = INT_MAX;
-                continue;
-            }
-            const int tw = x1 - x0 + 1, m = (y1 - y0 + 1) * tw;
-            Cand b = none();
-            for (int e = lane; e < m; e += 32) {
-                const int r = e / tw;
-                const int i = (y0 + r) * g.w + x0 + (e - r * tw);
-                const float v = map[i];
-                if (!mk[i] && v == v) b = better(b, Cand{v, i});
-            }
-            b = warp_best(b);
+        // tile's, not the sum of them all). A tile whose maximum lies outside the square keeps it
+        // (suppression only removes values), and an empty tile stays empty: only the tiles whose
+        // maximum the square took are read again, among them the peak's own.
+        const int ty0 = s.y0 / g.th, ty1 = s.y1 / g.th, tx0 = s.x0 / g.tw, tx1 = s.x1 / g.tw, ntx = tx1 - tx0 + 1;
+        const int touched = (ty1 - ty0 + 1) * ntx;
+        for (int u = threadIdx.x >> 5; u < touched; u += blockDim.x >> 5) {
+            const int ty = ty0 + u / ntx, tx = tx0 + u % ntx, ti = ty * g.nx + tx;
+            const int mi = tix[ti], my = mi / g.w, mx = mi - my * g.w;
+            if (mi == INT_MAX || my < s.y0 || my > s.y1 || mx < s.x0 || mx > s.x1) continue;
+            const int y0 = ty * g.th, y1 = min(g.h, y0 + g.th), x0 = tx * g.tw, x1 = min(g.w, x0 + g.tw);
+            Cand b = none();  // a tile wholly inside the square becomes empty without a read
+            if (y0 < s.y0 || y1 - 1 > s.y1 || x0 < s.x0 || x1 - 1 > s.x1) b = tile_best<true>(map, mk, g.w, y0, y1, x0, x1);
             if (lane == 0) tv[ti] = b.v, tix[ti] = b.i;
         }
         __syncthreads();
+        // The owners of the touched tiles take their best again (the others' stands).
+        bool stale = false;
+        for (int t = threadIdx.x; t < tiles; t += blockDim.x) {
+            const int ty = t / g.nx, tx = t - ty * g.nx;
+            stale |= ty >= ty0 && ty <= ty1 && tx >= tx0 && tx <= tx1;
+        }
+        if (stale) mine = own_best();
     }
     for (int a = taken + threadIdx.x; a < k; a += blockDim.x) write_absent(val, sft, spx, a);
     // Clear the squares marked (every peak but the last taken one, which marked nothing if it
