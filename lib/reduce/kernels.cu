@@ -10,16 +10,16 @@
 //      Where the variant's store took them as it wrote the maps (Instance::set_tile_sink), as
 //      peak_key keys, there is no such pass: select decodes the keys and clears them.
 //   2. select: one block per map, k rounds. A round takes the best of the map's tile maxima,
-//      writes the peak with its sub-pixel fit (from the untouched map: the fit's neighbours may lie
-//      in an earlier peak's suppressed square), marks the square of shifts within min_distance in
-//      a byte mask and recomputes the maxima of only the tiles whose maximum that square took, a
+//      writes the peak's value and shift, marks the square of shifts within min_distance in a
+//      byte mask and recomputes the maxima of only the tiles whose maximum that square took, a
 //      warp a tile, all of them at once (a tile inside it becomes empty). The invariant: each
 //      tile's maximum is over its values that no taken peak suppresses, so the best of the tile
 //      maxima is the greedy rule's next peak. Each thread holds the best of the tiles it owns, so
 //      a round's best is one reduction in shared memory and a round costs a few L2 latencies, not
-//      a scan of every tile. With min_distance 0 the square is the peak alone. Last, the block
-//      clears the squares it marked, so that the mask is all 0 again for the next chunk without a
-//      memset.
+//      a scan of every tile. The sub-pixel fits come after the rounds, a thread a peak, from the
+//      untouched map (a fit's neighbours may lie in an earlier peak's square). With min_distance
+//      0 the square is the peak alone. Last, the block clears the squares it marked, so that the
+//      mask is all 0 again for the next chunk without a memset.
 // Maximum over the rights: one thread per shift and left, looping over the chunk's rights in
 // order (a strict > keeps the smallest index among ties), reading each right's map coalesced a few
 // rights ahead, and keeping value, index and the double sums in registers until the one store.
@@ -54,55 +54,46 @@ constexpr int kBlock = 256;
 
 // The best value of one tile, rows [y0, y1) x columns [x0, x1) of `map`, NaN skipped and, with
 // kMasked, every value whose mask byte is set; every lane of the warp calls it and gets the answer.
-// kBatch loads (and mask loads) issued before any is compared: a large map is streamed from DRAM,
-// and one load in flight per lane leaves the memory system idle most of the time (select's
-// rescans are latency-bound the same way, from L2). The order in which values are compared does
-// not matter (better() takes the largest value, the smallest index among ties), so a lane takes
-// kBatch rows of its column at a time (a signal's one row: kBatch of its columns, 32 apart); the
-// warp's loads of one batch slot are one coalesced row segment. Slots past the tile read nothing
-// and hold NaN, which is never a peak. (`mk` is not __restrict__: select writes the mask through
-// another pointer in the same kernel, so its loads must not take the read-only path.)
-template <bool kMasked>
+// 8 kCols loads (and mask loads) a lane are issued before any is compared: a large map is streamed
+// from DRAM, and one load in flight per lane leaves the memory system idle most of the time
+// (tile_max: kCols 1, many warps an SM); select's rescans are latency-bound on L2, a few warps
+// each waiting for its tile, so they take a whole tile of 8 x 128 at once (kCols 4). The order in
+// which values are compared does not matter (better() takes the largest value, the smallest index
+// among ties), so a lane takes 8 rows of kCols columns 32 apart at a time (a signal's one row:
+// 8 kCols of its columns); the warp's loads of one slot are one coalesced row segment. Slots past
+// the tile read nothing and hold NaN, which is never a peak. (`mk` is not __restrict__: select
+// writes the mask through another pointer in the same kernel, so its loads must not take the
+// read-only path.)
+template <bool kMasked, int kCols>
 __device__ Cand tile_best(const float* __restrict__ map, const unsigned char* mk, int w, int y0, int y1, int x0,
                           int x1) {
-    constexpr int kBatch = 8;
+    constexpr int kRows = 8, kSlots = kRows * kCols;
     const int lane = threadIdx.x & 31;
     Cand c = none();
-    const auto take = [&](const float (&v)[kBatch], const bool (&off)[kBatch], const int (&at)[kBatch]) {
+    const auto batch = [&](auto at_of) {  // at_of(slot): the flat index, or -1 past the tile
+        float v[kSlots];
+        bool off[kSlots];
+        int at[kSlots];
 #pragma unroll
-        for (int j = 0; j < kBatch; ++j)
+        for (int j = 0; j < kSlots; ++j) {
+            at[j] = at_of(j);
+            v[j] = at[j] >= 0 ? __ldg(map + at[j]) : NAN;
+            off[j] = kMasked && at[j] >= 0 && mk[at[j]];
+        }
+#pragma unroll
+        for (int j = 0; j < kSlots; ++j)
             if (v[j] == v[j] && !off[j]) c = better(c, Cand{v[j], at[j]});
     };
     if (y1 - y0 == 1) {
-        const int row = y0 * w;
-        for (int x = x0 + lane; x < x1; x += 32 * kBatch) {
-            float v[kBatch];
-            bool off[kBatch];
-            int at[kBatch];
-#pragma unroll
-            for (int j = 0; j < kBatch; ++j) {
-                at[j] = row + x + 32 * j;
-                const bool in = x + 32 * j < x1;
-                v[j] = in ? __ldg(map + at[j]) : NAN;
-                off[j] = kMasked && in && mk[at[j]];
-            }
-            take(v, off, at);
-        }
+        for (int x = x0 + lane; x < x1; x += 32 * kSlots)
+            batch([&](int j) { return x + 32 * j < x1 ? y0 * w + x + 32 * j : -1; });
     } else {
-        for (int x = x0 + lane; x < x1; x += 32)
-            for (int y = y0; y < y1; y += kBatch) {
-                float v[kBatch];
-                bool off[kBatch];
-                int at[kBatch];
-#pragma unroll
-                for (int j = 0; j < kBatch; ++j) {
-                    at[j] = (y + j) * w + x;
-                    const bool in = y + j < y1;
-                    v[j] = in ? __ldg(map + at[j]) : NAN;
-                    off[j] = kMasked && in && mk[at[j]];
-                }
-                take(v, off, at);
-            }
+        for (int x = x0 + lane; x < x1; x += 32 * kCols)
+            for (int y = y0; y < y1; y += kRows)
+                batch([&](int j) {
+                    const int xx = x + 32 * (j / kRows), yy = y + j % kRows;
+                    return xx < x1 && yy < y1 ? yy * w + xx : -1;
+                });
     }
     return warp_best(c);
 }
@@ -117,7 +108,7 @@ __global__ void tile_max_kernel(const float* __restrict__ maps, int count, Tiles
     const int ti = int(t - q * tiles), ty = ti / g.nx, tx = ti - ty * g.nx;
     const float* map = maps + q * int64_t(g.h) * g.w;
     const int y0 = ty * g.th, x0 = tx * g.tw;
-    const Cand c = tile_best<false>(map, nullptr, g.w, y0, min(g.h, y0 + g.th), x0, min(g.w, x0 + g.tw));
+    const Cand c = tile_best<false, 1>(map, nullptr, g.w, y0, min(g.h, y0 + g.th), x0, min(g.w, x0 + g.tw));
     if (lane == 0) tile_value[t] = c.v, tile_index[t] = c.i;
 }
 
@@ -178,9 +169,7 @@ __global__ void __launch_bounds__(kBlock) select_kernel(const float* __restrict_
     for (int round = 0; round < k; ++round) {
         const Cand c = block_best(mine, sh);
         if (c.i == INT_MAX) break;  // every value taken, suppressed or NaN: the rest are absent
-        if (threadIdx.x == 0)
-            write_peak(val, sft, spx, round, c, g.h, g.w, dy0, dx0, subpixel,
-                       [&](int y, int x) { return map[y * g.w + x]; });
+        if (threadIdx.x == 0) write_shift(val, sft, round, c, g.w, dy0, dx0);
         taken = round + 1;
         if (round + 1 == k) break;  // nothing to suppress after the last peak
         const Square s = square_of(g, c.i, min_distance);
@@ -198,7 +187,7 @@ __global__ void __launch_bounds__(kBlock) select_kernel(const float* __restrict_
             if (mi == INT_MAX || my < s.y0 || my > s.y1 || mx < s.x0 || mx > s.x1) continue;
             const int y0 = ty * g.th, y1 = min(g.h, y0 + g.th), x0 = tx * g.tw, x1 = min(g.w, x0 + g.tw);
             Cand b = none();  // a tile wholly inside the square becomes empty without a read
-            if (y0 < s.y0 || y1 - 1 > s.y1 || x0 < s.x0 || x1 - 1 > s.x1) b = tile_best<true>(map, mk, g.w, y0, y1, x0, x1);
+            if (y0 < s.y0 || y1 - 1 > s.y1 || x0 < s.x0 || x1 - 1 > s.x1) b = tile_best<true, 4>(map, mk, g.w, y0, y1, x0, x1);
             if (lane == 0) tv[ti] = b.v, tix[ti] = b.i;
         }
         __syncthreads();
@@ -210,11 +199,20 @@ __global__ void __launch_bounds__(kBlock) select_kernel(const float* __restrict_
         }
         if (stale) mine = own_best();
     }
-    for (int a = taken + threadIdx.x; a < k; a += blockDim.x) write_absent(val, sft, spx, a);
+    // The peaks' sub-pixel fits, a thread a peak: a fit reads the map, which suppression leaves as
+    // it is (its neighbours may lie in an earlier peak's square), so none waits in the rounds.
+    __syncthreads();  // thread 0's values and shifts are visible to the block
+    for (int a = threadIdx.x; a < k; a += blockDim.x) {
+        if (a >= taken) {
+            write_absent(val, sft, spx, a);
+            continue;
+        }
+        const Cand c{val[a], (sft[2 * a] - dy0) * g.w + (sft[2 * a + 1] - dx0)};
+        write_peak(val, sft, spx, a, c, g.h, g.w, dy0, dx0, subpixel, [&](int y, int x) { return map[y * g.w + x]; });
+    }
     // Clear the squares marked (every peak but the last taken one, which marked nothing if it
     // was the k-th; the earlier ones all did).
     if (!mk) return;
-    __syncthreads();  // thread 0's shifts are visible to the block
     const int marked = taken < k ? taken : k - 1;
     for (int a = 0; a < marked; ++a) {
         const int i = (sft[2 * a] - dy0) * g.w + (sft[2 * a + 1] - dx0);

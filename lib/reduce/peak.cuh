@@ -92,12 +92,17 @@ __device__ inline double fit(double cm, double c0, double cp, int s) {
 
 // Peak a of one h x w map, candidate c (not none): value[a], shift[2a..] = (dy0 + y, dx0 + x),
 // subpixel[2a..] = the shift plus the fit along each axis through at(y', x'), 0 on the map's edge.
-template <class At>
-__device__ void write_peak(float* value, int32_t* shift, float* subpixel, int a, Cand c, int h, int w, int dy0,
-                           int dx0, int method, At at) {
+// value[a] and shift[2a..] alone (select's rounds: the fits wait for the end, off the rounds' path).
+__device__ __forceinline__ void write_shift(float* value, int32_t* shift, int a, Cand c, int w, int dy0, int dx0) {
     const int y = c.i / w, x = c.i - y * w;
     value[a] = c.v;
     shift[2 * a] = dy0 + y, shift[2 * a + 1] = dx0 + x;
+}
+template <class At>
+__device__ void write_peak(float* value, int32_t* shift, float* subpixel, int a, Cand c, int h, int w, int dy0,
+                           int dx0, int method, At at) {
+    write_shift(value, shift, a, c, w, dy0, dx0);
+    const int y = c.i / w, x = c.i - y * w;
     const double dy = (y == 0 || y == h - 1) ? 0 : fit(at(y - 1, x), c.v, at(y + 1, x), method);
     const double dx = (x == 0 || x == w - 1) ? 0 : fit(at(y, x - 1), c.v, at(y, x + 1), method);
     subpixel[2 * a] = float(dy0 + y + dy), subpixel[2 * a + 1] = float(dx0 + x + dx);
