@@ -83,3 +83,20 @@ def test_as_a_user_runs_it_and_what_it_refuses(tmp_path, capsys):
     assert r.returncode == 2 and not r.stdout
     assert r.stderr == f"ncu-hotspots: {details}: no Address column: not ncu's source page " \
                        "(--page source --csv --print-source sass)\n"
+
+
+def test_a_page_of_two_launches_reads_the_first_and_says_so(tmp_path, capsys):
+    """ncu prints one source page a kernel; a report of two launches (`-c 2`) put the second's
+    "Kernel Name" and header lines among the first's rows, whose short fields crashed the sums."""
+    one = page(tmp_path).read_text()
+    second = page(tmp_path, kernel="void select_kernel(Args)", rows=[ROWS[3], ROWS[3][:4]]).read_text()
+    path = tmp_path / "two-sass.csv"
+    path.write_text(one + second)
+    kernel, rows = hotspots.read(path)
+    assert kernel == "void pass3_kernel<1, 2>(Args)" and [r["Address"] for r in rows] == ["0x10", "0x20", "0x30", "0x40"]
+    assert "the page holds 2 kernels' sources; the first is read" in capsys.readouterr().err
+    assert hotspots.report(kernel, rows, top=8) == hotspots.report(*hotspots.read(page(tmp_path)), top=8)
+    # a row shorter than the header (the second page's last) counts its missing fields as 0
+    _, short = hotspots.read(page(tmp_path, rows=[ROWS[3], ROWS[3][:4]]))
+    assert short[1]["Instructions Executed"] == 0.0 and short[1]["stall_barrier"] == 0.0
+    assert hotspots.report("", short, top=8).splitlines()[0] == "stall reasons (20 samples):"
