@@ -98,14 +98,19 @@ __device__ __forceinline__ void write_shift(float* value, int32_t* shift, int a,
     value[a] = c.v;
     shift[2 * a] = dy0 + y, shift[2 * a + 1] = dx0 + x;
 }
+// subpixel[2a..] alone (select's fits, after its rounds wrote value[a] and shift[2a..]).
 template <class At>
-__device__ void write_peak(float* value, int32_t* shift, float* subpixel, int a, Cand c, int h, int w, int dy0,
-                           int dx0, int method, At at) {
-    write_shift(value, shift, a, c, w, dy0, dx0);
+__device__ void write_fit(float* subpixel, int a, Cand c, int h, int w, int dy0, int dx0, int method, At at) {
     const int y = c.i / w, x = c.i - y * w;
     const double dy = (y == 0 || y == h - 1) ? 0 : fit(at(y - 1, x), c.v, at(y + 1, x), method);
     const double dx = (x == 0 || x == w - 1) ? 0 : fit(at(y, x - 1), c.v, at(y, x + 1), method);
     subpixel[2 * a] = float(dy0 + y + dy), subpixel[2 * a + 1] = float(dx0 + x + dx);
+}
+template <class At>
+__device__ void write_peak(float* value, int32_t* shift, float* subpixel, int a, Cand c, int h, int w, int dy0,
+                           int dx0, int method, At at) {
+    write_shift(value, shift, a, c, w, dy0, dx0);
+    write_fit(subpixel, a, c, h, w, dy0, dx0, method, at);
 }
 // Peak a absent (the map holds fewer values than k that are numbers).
 __device__ __forceinline__ void write_absent(float* value, int32_t* shift, float* subpixel, int a) {

@@ -182,8 +182,8 @@ void Reducer::take_tile_maxima() {
     tile_key_ = DeviceBuffer<unsigned long long>(size_t(chunk_pairs_ * tiles_.count()));
     XC_CUDA_CHECK(cudaMemsetAsync(tile_key_.get(), 0, tile_key_.bytes(), nullptr));
     sink.key = tile_key_.get();
-    for (const auto& [key, plan] : plans_)
-        if (takes(plan.get())) plan->instance().set_tile_sink(sink);
+    for (size_t ci = 0; ci < chunks_.size(); ++ci)  // a plan that serves several chunks is set again: the same sink
+        if (chunk_tiles_[ci]) chunk_plan_[ci]->instance().set_tile_sink(sink);
 }
 
 void Reducer::execute(const float* left, const float* right, const ReducedOutputs& out, cudaStream_t stream,
