@@ -15,9 +15,8 @@
 //      warp a tile, all of them at once (a tile inside it becomes empty). The invariant: each
 //      tile's maximum is over its values that no taken peak suppresses, so the best of the tile
 //      maxima is the greedy rule's next peak. Each thread holds the best of the tiles it owns, so
-//      a round's best is one reduction in shared memory, and the tile maxima sit in shared memory
-//      where they fit: a round's path is the barriers and one read of the reread tiles (DRAM),
-//      not a scan of every tile. The sub-pixel fits come after the rounds, a thread a peak, from the
+//      a round's best is one reduction in shared memory and a round costs a few L2 latencies, not
+//      a scan of every tile. The sub-pixel fits come after the rounds, a thread a peak, from the
 //      untouched map (a fit's neighbours may lie in an earlier peak's square). With min_distance
 //      0 the square is the peak alone. Last, the block clears the squares it marked, so that the
 //      mask is all 0 again for the next chunk without a memset.
@@ -128,26 +127,20 @@ __device__ void set_square(unsigned char* mask, const Tiles& g, Square s, unsign
     }
 }
 
-__global__ void __launch_bounds__(kBlock, 1) select_kernel(const float* __restrict__ maps, Tiles g, int dy0, int dx0,
+__global__ void __launch_bounds__(kBlock) select_kernel(const float* __restrict__ maps, Tiles g, int dy0, int dx0,
                                                         int k, int min_distance, int subpixel,
                                                         float* __restrict__ tile_value, int* __restrict__ tile_index,
                                                         unsigned long long* __restrict__ tile_key,
                                                         unsigned char* __restrict__ mask, float* value,
-                                                        int32_t* shift, float* sub, bool tiles_in_smem) {
+                                                        int32_t* shift, float* sub) {
     __shared__ Cand sh[32];
     const int64_t q = blockIdx.x;
     const int64_t n = int64_t(g.h) * g.w;
     const float* map = maps + q * n;
     unsigned char* mk = mask ? mask + q * n : nullptr;
     const int tiles = g.count();
-    // The map's tile maxima in shared memory where they fit (launch_peaks sizes it: a round reads
-    // them twice on its path), else where tile_max wrote them; the code below is the same for both
-    // (generic loads and stores).
-    extern __shared__ float4 tiles_smem[];
-    float* const gtv = tile_value + q * tiles;
-    int* const gtix = tile_index + q * tiles;
-    float* tv = tiles_in_smem ? reinterpret_cast<float*>(tiles_smem) : gtv;
-    int* tix = tiles_in_smem ? reinterpret_cast<int*>(tv + tiles) : gtix;
+    float* tv = tile_value + q * tiles;
+    int* tix = tile_index + q * tiles;
     float* val = value + q * k;
     int32_t* sft = shift + q * k * 2;
     float* spx = sub + q * k * 2;
@@ -167,14 +160,10 @@ __global__ void __launch_bounds__(kBlock, 1) select_kernel(const float* __restri
             tv[t] = c.v, tix[t] = c.i, key[t] = 0;
             mine = better(mine, c);
         }
+        __syncthreads();  // the rescans below read other threads' tiles
     } else {
-        for (int t = threadIdx.x; t < tiles; t += blockDim.x) {
-            const Cand c{gtv[t], gtix[t]};
-            if (tiles_in_smem) tv[t] = c.v, tix[t] = c.i;
-            mine = better(mine, c);
-        }
+        mine = own_best();
     }
-    __syncthreads();  // the rescans below read other threads' tiles
     const int lane = threadIdx.x & 31;
     int taken = 0;
     for (int round = 0; round < k; ++round) {
@@ -199,6 +188,7 @@ __global__ void __launch_bounds__(kBlock, 1) select_kernel(const float* __restri
             const int y0 = ty * g.th, y1 = min(g.h, y0 + g.th), x0 = tx * g.tw, x1 = min(g.w, x0 + g.tw);
             Cand b = none();  // a tile wholly inside the square becomes empty without a read
             if (y0 < s.y0 || y1 - 1 > s.y1 || x0 < s.x0 || x1 - 1 > s.x1) b = tile_best<true, 4>(map, mk, g.w, y0, y1, x0, x1);
+            __syncwarp();  // every lane has read tix[ti] (a tile inside the square takes no shuffle)
             if (lane == 0) tv[ti] = b.v, tix[ti] = b.i;
         }
         __syncthreads();
@@ -282,14 +272,9 @@ void launch_peaks(const float* maps, int count, const Tiles& g, int dy0, int dx0
     // A map of a few tiles and values (PIV's 17 x 17) is one warp's work: a block of 256 threads
     // would idle 224 of them through every round.
     const int block = (g.count() <= 32 && int64_t(g.h) * g.w <= 4096) ? 32 : kBlock;
-    // The tile maxima in shared memory up to 40 KB (5120 tiles: a map of 5.2 million values; with
-    // block_best's static part, below the 48 KB a block may have without opting in); larger maps
-    // keep them in global memory.
-    const size_t smem = size_t(g.count()) * (sizeof(float) + sizeof(int));
-    const bool in_smem = smem <= 40 * 1024;
-    select_kernel<<<unsigned(count), block, in_smem ? smem : 0, stream>>>(maps, g, dy0, dx0, r.k, r.min_distance, int(r.subpixel),
+    select_kernel<<<unsigned(count), block, 0, stream>>>(maps, g, dy0, dx0, r.k, r.min_distance, int(r.subpixel),
                                                           tile_value, tile_index, tile_key, r.k > 1 ? mask : nullptr, value,
-                                                          shift, subpixel, in_smem);
+                                                          shift, subpixel);
     XC_CHECK_LAUNCH();
 }
 
