@@ -432,12 +432,14 @@ REDUCTION_VARIANTS = ("xcorr-reduce", "xcorr-reduce-batched", "xcorr-map", "xcor
 
 def reduction_measurements(data: dict) -> tuple[dict, dict]:
     """From a reductions results file (the dict load_results returns): {(shape group, variant): mean
-    time per call in µs over the repetitions} and {(shape group, variant): GPU memory the first call
-    took beyond its inputs, bytes (the counter mem_bytes)}, ok cases only. Cases of shapes the
-    experiment no longer defines (an older results file's) are left out."""
+    time per call in µs over the repetitions, IQR outliers removed (xcsuite.stats.describe: the
+    protocol's statistic, as summary.csv and the figures take it)} and {(shape group, variant): GPU
+    memory the first call took beyond its inputs, bytes (the counter mem_bytes)}, ok cases only.
+    Cases of shapes the experiment no longer defines (an older results file's) are left out."""
     from experiments import reductions as exp
     from xcsuite import resultfile
     from xcsuite.benchjson import seconds
+    from xcsuite.stats import describe
 
     groups = {(s.dims(), s.shifts_text): s.group for s in exp.SHAPES}
     times, mem = {}, {}
@@ -448,7 +450,7 @@ def reduction_measurements(data: dict) -> tuple[dict, dict]:
         ok = [e for e in resultfile.entries_of(rec) if not e.get("error_occurred") and "real_time" in e]
         if group is None or not ok:
             continue
-        times[(group, rec["variant"])] = sum(seconds(e) for e in ok) / len(ok) * 1e6
+        times[(group, rec["variant"])] = describe([seconds(e) for e in ok])["mean"] * 1e6
         if "mem_bytes" in ok[0]:
             mem[(group, rec["variant"])] = float(ok[0]["mem_bytes"])
     return times, mem
