@@ -10,10 +10,9 @@
 //      Where the variant's store took them as it wrote the maps (Instance::set_tile_sink), as
 //      peak_key keys, there is no such pass: select decodes the keys and clears them.
 //   2. select: one block per map, k rounds. A round takes the best of the map's tile maxima,
-//      writes the peak's value and shift, recomputes the maxima of only the tiles whose maximum
-//      the square of shifts within min_distance took, a warp a tile, all of them at once (a tile
-//      inside it becomes empty), and then marks the square in a byte mask for the later rounds'
-//      rescans (this round's skip it by its bounds: a barrier fewer a round). The invariant: each
+//      writes the peak's value and shift, marks the square of shifts within min_distance in a
+//      byte mask and recomputes the maxima of only the tiles whose maximum that square took, a
+//      warp a tile, all of them at once (a tile inside it becomes empty). The invariant: each
 //      tile's maximum is over its values that no taken peak suppresses, so the best of the tile
 //      maxima is the greedy rule's next peak. Each thread holds the best of the tiles it owns, so
 //      a round's best is one reduction in shared memory and a round costs a few L2 latencies, not
@@ -65,16 +64,9 @@ constexpr int kBlock = 256;
 // the tile read nothing and hold NaN, which is never a peak. (`mk` is not __restrict__: select
 // writes the mask through another pointer in the same kernel, so its loads must not take the
 // read-only path.)
-struct Square {
-    int y0, y1, x0, x1;  // inclusive
-};
-__device__ __forceinline__ bool inside(const Square& s, int y, int x) {
-    return y >= s.y0 && y <= s.y1 && x >= s.x0 && x <= s.x1;
-}
-
 template <bool kMasked, int kCols>
 __device__ Cand tile_best(const float* __restrict__ map, const unsigned char* mk, int w, int y0, int y1, int x0,
-                          int x1, Square ex = Square{1, 0, 1, 0}) {
+                          int x1) {
     constexpr int kRows = 8, kSlots = kRows * kCols;
     const int lane = threadIdx.x & 31;
     Cand c = none();
@@ -92,18 +84,15 @@ __device__ Cand tile_best(const float* __restrict__ map, const unsigned char* mk
         for (int j = 0; j < kSlots; ++j)
             if (v[j] == v[j] && !off[j]) c = better(c, Cand{v[j], at[j]});
     };
-    // A value inside `ex` (with kMasked: the square the current round suppresses, whose mask bytes
-    // are being written meanwhile) is not read: it is absent, as past the tile.
-    const auto kept = [&](int y, int x) { return !kMasked || !inside(ex, y, x); };
     if (y1 - y0 == 1) {
         for (int x = x0 + lane; x < x1; x += 32 * kSlots)
-            batch([&](int j) { return x + 32 * j < x1 && kept(y0, x + 32 * j) ? y0 * w + x + 32 * j : -1; });
+            batch([&](int j) { return x + 32 * j < x1 ? y0 * w + x + 32 * j : -1; });
     } else {
         for (int x = x0 + lane; x < x1; x += 32 * kCols)
             for (int y = y0; y < y1; y += kRows)
                 batch([&](int j) {
                     const int xx = x + 32 * (j / kRows), yy = y + j % kRows;
-                    return xx < x1 && yy < y1 && kept(yy, xx) ? yy * w + xx : -1;
+                    return xx < x1 && yy < y1 ? yy * w + xx : -1;
                 });
     }
     return warp_best(c);
@@ -123,6 +112,9 @@ __global__ void tile_max_kernel(const float* __restrict__ maps, int count, Tiles
     if (lane == 0) tile_value[t] = c.v, tile_index[t] = c.i;
 }
 
+struct Square {
+    int y0, y1, x0, x1;  // inclusive
+};
 __device__ __forceinline__ Square square_of(const Tiles& g, int i, int r) {
     const int y = i / g.w, x = i - (i / g.w) * g.w;
     return Square{max(0, y - r), min(g.h - 1, y + r), max(0, x - r), min(g.w - 1, x + r)};
@@ -181,13 +173,12 @@ __global__ void __launch_bounds__(kBlock) select_kernel(const float* __restrict_
         taken = round + 1;
         if (round + 1 == k) break;  // nothing to suppress after the last peak
         const Square s = square_of(g, c.i, min_distance);
+        set_square(mk, g, s, 1);
+        __syncthreads();
         // The tiles the square touches, a warp each (several at once: a round's latency is one
         // tile's, not the sum of them all). A tile whose maximum lies outside the square keeps it
         // (suppression only removes values), and an empty tile stays empty: only the tiles whose
-        // maximum the square took are read again, among them the peak's own. The rescans skip the
-        // earlier peaks' squares by the mask and this one's by its bounds (every thread has the
-        // peak from the block reduction), so the mask of this square is written after them, with
-        // no barrier between: the round's closing barrier orders it before the next round's reads.
+        // maximum the square took are read again, among them the peak's own.
         const int ty0 = s.y0 / g.th, ty1 = s.y1 / g.th, tx0 = s.x0 / g.tw, tx1 = s.x1 / g.tw, ntx = tx1 - tx0 + 1;
         const int touched = (ty1 - ty0 + 1) * ntx;
         for (int u = threadIdx.x >> 5; u < touched; u += blockDim.x >> 5) {
@@ -196,11 +187,10 @@ __global__ void __launch_bounds__(kBlock) select_kernel(const float* __restrict_
             if (mi == INT_MAX || my < s.y0 || my > s.y1 || mx < s.x0 || mx > s.x1) continue;
             const int y0 = ty * g.th, y1 = min(g.h, y0 + g.th), x0 = tx * g.tw, x1 = min(g.w, x0 + g.tw);
             Cand b = none();  // a tile wholly inside the square becomes empty without a read
-            if (y0 < s.y0 || y1 - 1 > s.y1 || x0 < s.x0 || x1 - 1 > s.x1) b = tile_best<true, 4>(map, mk, g.w, y0, y1, x0, x1, s);
+            if (y0 < s.y0 || y1 - 1 > s.y1 || x0 < s.x0 || x1 - 1 > s.x1) b = tile_best<true, 4>(map, mk, g.w, y0, y1, x0, x1);
             __syncwarp();  // every lane has read tix[ti] (a tile inside the square takes no shuffle)
             if (lane == 0) tv[ti] = b.v, tix[ti] = b.i;
         }
-        set_square(mk, g, s, 1);
         __syncthreads();
         // The owners of the touched tiles take their best again (the others' stands).
         bool stale = false;
