@@ -37,14 +37,17 @@ exits 2): a normalized case is named with /norm:MODE after the shifts segment an
 modes of each peer's "normalizations" (cupy-correlate2d: none; npp-normlevel: zncc, and only the
 valid window) and refuses the others.
 """
-import json
+from __future__ import annotations  # (Path in annotations, imported where used)
+
 import os
 import sys
 import time
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+# json and pathlib are imported by the functions that use them: the nvidia-smi role, 40% of the
+# processes a test run starts, needs neither, and their imports (re among them) were half of its
+# ~60 ms of CPU.
+HERE = os.path.dirname(os.path.realpath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
 
 
 def _numpy_on_first_use():
@@ -87,6 +90,7 @@ def _xcsuite():
 def registry_file() -> Path:
     """The variants: the build's `xcorr list --json` with the fixture's for those it lacks, the list
     the tests expand experiments with (tests/build_registry.py); FAKE_REGISTRY: another file."""
+    from pathlib import Path
     if "FAKE_REGISTRY" in os.environ:
         return Path(os.environ["FAKE_REGISTRY"])
     from build_registry import registry_path  # (tests/, the script's own folder)
@@ -111,6 +115,8 @@ def all_peers():
     process: reduce_peers imports the peers' module and NumPy. A fake build's peerbench
     (suite_helpers.make_fake_build) names in FAKE_PEERS_FILE this list as the test's process computed
     it, the same code's, so that its processes skip that import."""
+    import json
+    from pathlib import Path
     if "PEERS" not in globals() and os.environ.get("FAKE_PEERS_FILE"):
         try:
             globals()["PEERS"] = json.loads(Path(os.environ["FAKE_PEERS_FILE"]).read_text())
@@ -234,6 +240,8 @@ def run_name(kv, params, shape):
 
 
 def bench(args, role="xcorr_bench"):
+    import json
+    from pathlib import Path
     import hashlib
 
     spec, benchjson, peerturn = _xcsuite()
@@ -365,6 +373,7 @@ def bench(args, role="xcorr_bench"):
 
 
 def main():
+    import json
     global GPU
     role, args = sys.argv[1], sys.argv[2:]
     if role == "nvidia-smi":
