@@ -15,8 +15,8 @@
 //      warp a tile, all of them at once (a tile inside it becomes empty). The invariant: each
 //      tile's maximum is over its values that no taken peak suppresses, so the best of the tile
 //      maxima is the greedy rule's next peak. Each thread holds the best of the tiles it owns, so
-//      a round's best is one reduction in shared memory and a round costs a few L2 latencies, not
-//      a scan of every tile. The sub-pixel fits come after the rounds, a thread a peak, from the
+//      a round's best is one reduction in shared memory and a round costs its barriers and one read
+//      of the touched tiles (from DRAM where the maps are large), not a scan of every tile. The sub-pixel fits come after the rounds, a thread a peak, from the
 //      untouched map (a fit's neighbours may lie in an earlier peak's square). With min_distance
 //      0 the square is the peak alone. Last, the block clears the squares it marked, so that the
 //      mask is all 0 again for the next chunk without a memset.
@@ -56,8 +56,8 @@ constexpr int kBlock = 256;
 // kMasked, every value whose mask byte is set; every lane of the warp calls it and gets the answer.
 // 8 kCols loads (and mask loads) a lane are issued before any is compared: a large map is streamed
 // from DRAM, and one load in flight per lane leaves the memory system idle most of the time
-// (tile_max: kCols 1, many warps an SM); select's rescans are latency-bound on L2, a few warps
-// each waiting for its tile, so they take a whole tile of 8 x 128 at once (kCols 4). The order in
+// (tile_max: kCols 1, many warps an SM); select's rescans are latency-bound, a few warps each
+// waiting for its tile, so they take a whole tile of 8 x 128 at once (kCols 4). The order in
 // which values are compared does not matter (better() takes the largest value, the smallest index
 // among ties), so a lane takes 8 rows of kCols columns 32 apart at a time (a signal's one row:
 // 8 kCols of its columns); the warp's loads of one slot are one coalesced row segment. Slots past
