@@ -33,7 +33,9 @@
 // The left spectra are computed first by spectrum_kernel (phases 1 and 2's forward part), stored
 // column-major ([column][row]: phase 2 reads a column as consecutive addresses). n-to-m reuses
 // every spectrum: spectrum_kernel transforms all N + M matrices and pair_kernel runs phases 2
-// (product and inverse only) and 3 per output pair. The second kernel is a programmatic
+// (product and inverse only) and 3 per output pair. n-to-mn with one right a left (PIV's window pairs)
+// reuses none: up to N = 64 paired_kernel transforms both matrices of a pair in one block, and no
+// spectrum goes through global memory. The second kernel is a programmatic
 // dependent launch: it starts while spectrum_kernel runs and waits for the spectra only before
 // phase 2, so its launch and the right's row DFTs overlap the left's transform (gain: notes/51_fft_fused.md).
 // fused_kernel's blocks are persistent; while one transforms right k, a thread of it prefetches the
@@ -158,7 +160,9 @@ struct Geometry {
     static constexpr bool prefetch = N != 96;
     // pair_kernel's blocks an SM: two at N = 128 (64 registers, no spills; shared memory holds two).
     static constexpr int pair_blocks = N == 128 ? 2 : 1;
-    static constexpr size_t smem_bytes = (size_t(rows) * pitch + TeamShape<N>::twiddles) * sizeof(float2);  // S + twiddles
+    static constexpr int slot = rows * pitch;  // S
+    static constexpr size_t smem_bytes = (size_t(slot) + TeamShape<N>::twiddles) * sizeof(float2);  // S + twiddles
+    static constexpr size_t paired_smem_bytes = smem_bytes + size_t(slot) * sizeof(float2);  // paired_kernel: SL too
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -417,17 +421,18 @@ struct Args {
     float scale;    // 1 / N^2
 };
 
-// A block's dynamic shared memory: the half spectrum S (N rows of pitch), then the twiddle table,
-// filled here (the callers' first __syncthreads() publishes it).
+// A block's dynamic shared memory: the half spectrum S (N rows of pitch; paired_kernel: the
+// left's, SL, after it), then the twiddle table, filled here (the callers' first __syncthreads()
+// publishes it).
 struct BlockSmem {
     float2* S;
     float2* tw;
 };
-template <int N>
+template <int N, int Spectra = 1>
 __device__ __forceinline__ BlockSmem block_smem() {
     extern __shared__ float2 smem[];
-    float2* tw = smem + Geometry<N>::rows * Geometry<N>::pitch;
-    static_assert(Geometry<N>::rows * Geometry<N>::pitch % 2 == 0, "the twiddle table 16-byte aligned");
+    float2* tw = smem + Spectra * Geometry<N>::slot;
+    static_assert(Geometry<N>::slot % 2 == 0, "the twiddle table 16-byte aligned");
     fill_twiddles<N>(tw);
     return BlockSmem{smem, tw};
 }
@@ -493,6 +498,43 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) fused_kernel(Args a, 
             const float2* Lc = L + c * N;
             forward_column<N>(v, S + c, G::pitch, (a.hR + 1) & ~1, tm, tw,
                               [&](int n, float2 x) { return mul_conj(__ldg(Lc + n), x, a.scale); });
+            inverse_column<N>(v, S + c, G::pitch, tm, tw);
+        }
+        __syncthreads();
+        write_output<N, kWindow>(S, a, m, k, tw);
+    }
+}
+
+// paired_kernel (n-to-mn with one right a left: PIV's window pairs): output k = (left k, right k),
+// both transformed in the block. spectrum_kernel would write, and fused_kernel read back, a left
+// spectrum of N Qh complex numbers a pair (16.9 KB at N = 64, twice the two 32 x 32 inputs), which
+// no other output reuses. Phase 1 transforms both matrices' rows (the left's into SL, after S),
+// phase 2 each column of both (two forward DFTs, then the product of the two register arrays: both
+// hold thread t's elements t + T e, natural layout) and its inverse, phase 3 as fused_kernel.
+// Instantiated up to kPairedMax (two spectra a block; above, the registers of two E-element
+// columns and the shared memory of two spectra would leave one block an SM).
+template <int N, bool kWindow>
+__global__ void __launch_bounds__(Geometry<N>::threads, 1) paired_kernel(Args a, OutMap m) {
+    using G = Geometry<N>;
+    const auto [S, tw] = block_smem<N, 2>();
+    float2* SL = S + G::slot;
+    const Team tm = this_team<N>();
+    const int64_t left_size = int64_t(a.hL) * a.wL, right_size = int64_t(a.hR) * a.wR;
+    for (int64_t k = blockIdx.x; k < a.count; k += gridDim.x) {
+        __syncthreads();  // twiddles written; the previous output's rows read
+        forward_rows<N>(S, a.right + k * right_size, a.hR, a.wR, tw);
+        forward_rows<N>(SL, a.left + k * left_size, a.hL, a.wL, tw);
+        __syncthreads();
+        if (G::prefetch && threadIdx.x == 0 && k + gridDim.x < a.count) {  // (as fused_kernel)
+            prefetch_l2(a.right + (k + gridDim.x) * right_size, size_t(right_size) * sizeof(float));
+            prefetch_l2(a.left + (k + gridDim.x) * left_size, size_t(left_size) * sizeof(float));
+        }
+        for (int c = tm.id; c < G::Qh; c += G::teams) {
+            float2 vl[G::E], v[G::E];
+            forward_column<N>(vl, SL + c, G::pitch, (a.hL + 1) & ~1, tm, tw);
+            forward_column<N>(v, S + c, G::pitch, (a.hR + 1) & ~1, tm, tw);
+#pragma unroll
+            for (int e = 0; e < G::E; ++e) v[e] = mul_conj(vl[e], v[e], a.scale);
             inverse_column<N>(v, S + c, G::pitch, tm, tw);
         }
         __syncthreads();
@@ -1301,6 +1343,7 @@ __global__ void __launch_bounds__(kZeroThreads) zero_outside_kernel(float* __res
 // its output.
 using Sizes = Values<32, 64, 96, 128, 192, 256, 384, 512, 768, 1024>;
 constexpr int kMaxOneBlock = 192;  // larger transforms take the staged path
+constexpr int kPairedMax = 64;     // paired_kernel's sizes: N = 32 and 64
 constexpr int64_t kStaged192Outputs = 32;  // ... and so do problems of up to this many outputs at 192
 static_assert(Sizes::has(kMaxOneBlock), "the one-block path's largest size is instantiated");
 
@@ -1357,6 +1400,7 @@ public:
                              " (the shifts with overlap, " + Window{s0y, s1y, s0x, s1x}.text() +
                              ", without aliasing); " + limit + " in full; use fft)");
         }
+        paired_ = N_ <= kPairedMax && p.form == Form::NToMn && p.nR == p.nL;
         map_ = OutMap{p.out_h(), p.out_w(), s0y - w.dy0, s0x - w.dx0, s1y - s0y + 1, s1x - s0x + 1,
                       s0y <= 0 ? -s0y : N_ - s0y, s0x <= 0 ? -s0x : N_ - s0x};
         for_size(N_, [&](auto n) {
@@ -1368,10 +1412,12 @@ public:
                     constexpr bool W = decltype(win)::value;
                     for (auto kernel : {fused_kernel<NN, W>, pair_kernel<NN, W>})
                         allow_dynamic_smem(kernel, size_t(G::smem_bytes), "fft-fused");
+                    if constexpr (NN <= kPairedMax)
+                        allow_dynamic_smem(paired_kernel<NN, W>, size_t(G::paired_smem_bytes), "fft-fused");
                     // The persistent grid follows the kernel and instantiation that run (their
                     // registers differ; pair_kernel<128> fits two blocks an SM).
-                    XC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_, output_kernel<NN, W>(),
-                                                                                G::threads, G::smem_bytes));
+                    XC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                        &per_sm_, output_kernel<NN, W>(), G::threads, paired() ? G::paired_smem_bytes : G::smem_bytes));
                 });
             } else {
                 using G = Staged<NN>;
@@ -1504,10 +1550,16 @@ private:
     // one right.
     bool left_columns_in_correlate() const { return p_.form == Form::OneToOne; }
 
-    // The one-block path's second kernel: pair_kernel for n-to-m (both spectra stored), else
-    // fused_kernel. The launch and the persistent grid's occupancy query both take it from here.
+    // n-to-mn with one right a left at the small sizes: paired_kernel alone, no spectra stored.
+    bool paired() const { return paired_; }
+
+    // The one-block path's output kernel: paired_kernel where paired(), pair_kernel for n-to-m
+    // (both spectra stored), else fused_kernel. The launch and the persistent grid's occupancy
+    // query both take it from here.
     template <int NN, bool W>
     auto output_kernel() const {
+        if constexpr (NN <= kPairedMax)
+            if (paired()) return paired_kernel<NN, W>;
         return p_.form == Form::NToM ? pair_kernel<NN, W> : fused_kernel<NN, W>;
     }
 
@@ -1527,8 +1579,9 @@ private:
         };
         const auto sizes = [&](int64_t k) {
             const int64_t specs = left_columns_in_correlate() ? 0 : nL + (ntom ? k : 0);
-            return staged ? Sizes{specs * spec_slot, (nL + k) * row_slot, k * G * row_slot}
-                          : Sizes{(ntom ? nL + nR : nL) * spec_slot, 0, 0};
+            return staged     ? Sizes{specs * spec_slot, (nL + k) * row_slot, k * G * row_slot}
+                   : paired() ? Sizes{0, 0, 0}
+                              : Sizes{(ntom ? nL + nR : nL) * spec_slot, 0, 0};
         };
         const auto bytes = [&](int64_t k) {
             const Sizes z = sizes(k);
@@ -1596,6 +1649,16 @@ private:
         Args a{left, right, out, spec_.get(), p_.hL, p_.wL, p_.hR, p_.wR,
                p_.form == Form::NToM ? int64_t(p_.nL) + p_.nR : int64_t(p_.nL), pair_map(p_),
                float(1.0 / (double(NN) * NN))};
+        if constexpr (NN <= kPairedMax)
+            if (paired()) {
+                a.count = p_.out_count();
+                for_window([&](auto win) {
+                    paired_kernel<NN, decltype(win)::value>
+                        <<<grid(a.count), G::threads, G::paired_smem_bytes, stream>>>(a, map_);
+                });
+                XC_CHECK_LAUNCH();
+                return;
+            }
         spectrum_kernel<NN><<<grid(a.count), G::threads, G::smem_bytes, stream>>>(a);
         XC_CHECK_LAUNCH();
         a.count = p_.out_count();
@@ -1695,6 +1758,7 @@ private:
     TileSink tiles_{};  // key null: no tile maxima (set_tile_sink: a reduced plan's peaks)
     int N_ = 0, K_ = 0, group_ = 1;  // N_ = 0: no shift of the window has overlap (zero_outside_kernel only)
     bool merge_rows_ = false;        // staged: merge_rows()
+    bool paired_ = false;            // paired()
     int sms_ = 0, per_sm_ = 0;
     DeviceBuffer<float2> spec_, rows_, H_;
     DeviceBuffer<unsigned long long> keys_;  // staged: the fused peak's key of each output of a chunk

@@ -27,7 +27,7 @@
 // C(0, 0) near 0 turns any rounding into an unbounded ratio: not an error of the algorithm).
 //
 // --shape replaces the built-in shapes with the given ones (every form, the large tier's few
-// matrices: 1-to-3, 2x4 n-to-mn, 2x3 n-to-m);
+// matrices: 1-to-3, 2x4 n-to-mn (3x3 on every second shape: counts_for), 2x3 n-to-m);
 // --params covering runs each instantiated value of every parameter once instead of every
 // combination. Together they make the short runs that compute-sanitizer can afford
 // (scripts/device-check -s).
@@ -158,11 +158,15 @@ InputRange inputs_for(int shape, Form form, Normalize mode = Normalize::None) {
 struct Counts {
     int nL, nR;
 };
-Counts counts_for(Form f, bool large) {
+// n-to-mn takes several rights a left on even shape numbers and one right a left on odd ones
+// (PIV's window pairs, which fft-fused transforms in one kernel: paired_kernel).
+Counts counts_for(Form f, bool large, int shape) {
     switch (f) {
         case Form::OneToOne: return {1, 1};
         case Form::OneToMany: return large ? Counts{1, 3} : Counts{1, 13};
-        case Form::NToMn: return large ? Counts{2, 4} : Counts{3, 15};
+        case Form::NToMn:
+            if (shape % 2) return large ? Counts{3, 3} : Counts{5, 5};
+            return large ? Counts{2, 4} : Counts{3, 15};
         case Form::NToM: return large ? Counts{2, 3} : Counts{3, 5};
     }
     return {1, 1};
@@ -490,6 +494,7 @@ std::vector<ReductionCase> reduction_cases() {
     // the valid one (the raw problem on the image's crop, of 193 and 198 rows: transform 256 still),
     // one of them 93 wide (tiles of the whole width, 11 rows: row pairs that straddle two).
     const Shape tm{200, 190, 21, 17};
+    const Shape piv{32, 32, 32, 32};  // PIV's window pairs, one right a left (fft-fused: paired_kernel at 64)
     const auto P = Subpixel::Parabolic, G = Subpixel::Gaussian;
     const auto none = Normalize::None, zncc = Normalize::Zncc, zl = Normalize::ZeroLag;
     return {
@@ -515,6 +520,7 @@ std::vector<ReductionCase> reduction_cases() {
         // n-to-mn on the full output: the cases above are windowed, which the full-only variants
         // refuse, so without these their n-to-mn reductions ran nowhere
         {b, Form::NToMn, {2, 4}, "full", none, peaks_of(5, 1, P), Fill::Ranges},
+        {piv, Form::NToMn, {6, 6}, "max-shift-8,8", none, peaks_of(1, 0, G), Fill::Ranges},
         {a, Form::NToMn, {2, 6}, "full", zncc, max_of(true), Fill::Ranges},
         {st, Form::NToM, {2, 3}, "full", none, peaks_of(1, 0, G), Fill::Ranges},
         {st, Form::OneToMany, {1, 3}, "full", none, peaks_of(1, 0, P), Fill::Nan},
@@ -880,7 +886,7 @@ void check_variant_on_case(Options& o, const Variant& v, MapCase& c, int tier, c
 // case, run or not, so that each case keeps its inputs whatever is selected.
 void check_map_case(Options& o, const Shape& s, int shape_number, int tier, Form form, Normalize mode,
                     uint64_t& case_seed, cudaStream_t stream, Tally& tally, Guards& g) {
-    const Counts n = counts_for(form, tier == 2 || !o.given_shapes.empty());
+    const Counts n = counts_for(form, tier == 2 || !o.given_shapes.empty(), shape_number);
     Problem p{form, s.hL, s.wL, s.hR, s.wR, n.nL, n.nR};
     p.normalize = mode;
     p.check();
