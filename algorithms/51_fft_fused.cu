@@ -512,9 +512,10 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) fused_kernel(Args a, 
 // phase 2 each column of both (two forward DFTs, then the product of the two register arrays: both
 // hold thread t's elements t + T e, natural layout) and its inverse, phase 3 as fused_kernel.
 // Instantiated up to kPairedMax (two spectra a block; above, the registers of two E-element
-// columns and the shared memory of two spectra would leave one block an SM).
+// columns and the shared memory of two spectra would leave one block an SM). Bounded to four
+// blocks an SM (64 registers, no spill; 71-77 unbounded, three blocks): notes/51_fft_fused.md.
 template <int N, bool kWindow>
-__global__ void __launch_bounds__(Geometry<N>::threads, 1) paired_kernel(Args a, OutMap m) {
+__global__ void __launch_bounds__(Geometry<N>::threads, 4) paired_kernel(Args a, OutMap m) {
     using G = Geometry<N>;
     const auto [S, tw] = block_smem<N, 2>();
     float2* SL = S + G::slot;
