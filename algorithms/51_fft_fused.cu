@@ -1774,7 +1774,7 @@ XCORR_REGISTER_VARIANT(Variant{
                "output layout; one block per matrix in shared memory up to 191 x 191 outputs, staged through "
                "global memory up to 1023 x 1023",
     .timed = "everything, from the left spectra to the output layout (2 kernels up to 191 x 191 outputs, "
-             "4 or more beyond)",
+             "1 for n-to-mn window pairs up to 63 x 63, 4 or more beyond)",
     .precision = "fp32",
     .tolerance = 2e-6,
     .forms = {Form::OneToOne, Form::OneToMany, Form::NToMn, Form::NToM},
