@@ -1401,7 +1401,6 @@ public:
                              " (the shifts with overlap, " + Window{s0y, s1y, s0x, s1x}.text() +
                              ", without aliasing); " + limit + " in full; use fft)");
         }
-        paired_ = N_ <= kPairedMax && p.form == Form::NToMn && p.nR == p.nL;
         map_ = OutMap{p.out_h(), p.out_w(), s0y - w.dy0, s0x - w.dx0, s1y - s0y + 1, s1x - s0x + 1,
                       s0y <= 0 ? -s0y : N_ - s0y, s0x <= 0 ? -s0x : N_ - s0x};
         for_size(N_, [&](auto n) {
@@ -1552,7 +1551,7 @@ private:
     bool left_columns_in_correlate() const { return p_.form == Form::OneToOne; }
 
     // n-to-mn with one right a left at the small sizes: paired_kernel alone, no spectra stored.
-    bool paired() const { return paired_; }
+    bool paired() const { return N_ <= kPairedMax && p_.form == Form::NToMn && p_.nR == p_.nL; }
 
     // The one-block path's output kernel: paired_kernel where paired(), pair_kernel for n-to-m
     // (both spectra stored), else fused_kernel. The launch and the persistent grid's occupancy
@@ -1759,7 +1758,6 @@ private:
     TileSink tiles_{};  // key null: no tile maxima (set_tile_sink: a reduced plan's peaks)
     int N_ = 0, K_ = 0, group_ = 1;  // N_ = 0: no shift of the window has overlap (zero_outside_kernel only)
     bool merge_rows_ = false;        // staged: merge_rows()
-    bool paired_ = false;            // paired()
     int sms_ = 0, per_sm_ = 0;
     DeviceBuffer<float2> spec_, rows_, H_;
     DeviceBuffer<unsigned long long> keys_;  // staged: the fused peak's key of each output of a chunk

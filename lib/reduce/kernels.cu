@@ -16,9 +16,10 @@
 //      tile's maximum is over its values that no taken peak suppresses, so the best of the tile
 //      maxima is the greedy rule's next peak. Each thread holds the best of the tiles it owns, so
 //      a round's best is one reduction in shared memory and a round costs its barriers and one read
-//      of the touched tiles (from DRAM where the maps are large), not a scan of every tile. The sub-pixel fits come after the rounds, a thread a peak, from the
-//      untouched map (a fit's neighbours may lie in an earlier peak's square). With min_distance
-//      0 the square is the peak alone. Last, the block clears the squares it marked, so that the
+//      of the touched tiles (from DRAM where the maps are large), not a scan of every tile. The
+//      sub-pixel fits come after the rounds, a thread a peak, from the untouched map (a fit's
+//      neighbours may lie in an earlier peak's square). With min_distance 0 the square is the peak
+//      alone. Last, the block clears the squares it marked, so that the
 //      mask is all 0 again for the next chunk without a memset.
 // Maximum over the rights: one thread per shift and left, looping over the chunk's rights in
 // order (a strict > keeps the smallest index among ties), reading each right's map coalesced a few
