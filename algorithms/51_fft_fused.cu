@@ -5,7 +5,8 @@
 // need a smaller transform, see "Output windows") take the staged path at the end of this file, the same
 // phases as kernels of their own, and so do problems of at most 32 outputs at N = 192 (at 256:
 // one block of 192 per matrix leaves the GPU idle; FftFused's constructor). A reduced plan's k = 1
-// peaks on the staged path come from phase 3 itself, no map written ("Fused k = 1 peaks", below),
+// peaks on the staged path and for window pairs (paired_kernel) come from phase 3 itself, no map
+// written ("Fused k = 1 peaks" and peak_output, below),
 // and so do template matching's zncc coefficients (norm_rows_kernel: the Normalizer's template
 // epilogue, a pass over the whole output, is then not run).
 // Beyond the paper: its
@@ -419,6 +420,8 @@ struct Args {
     int64_t count;  // matrices (spectrum_kernel) or outputs (fused_kernel, pair_kernel)
     PairMap pairs;
     float scale;    // 1 / N^2
+    unsigned long long* keys = nullptr;  // paired_kernel's kPeak: output k's peak key,
+    float* near = nullptr;               // and its 3 x 3 neighbourhood at near + 9 k (peak_output)
 };
 
 // A block's dynamic shared memory: the half spectrum S (N rows of pitch; paired_kernel: the
@@ -505,17 +508,78 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) fused_kernel(Args a, 
     }
 }
 
+// Phase 3 of a fused k = 1 peak (paired_kernel's kPeak, the one-block path's Instance::run_peak1):
+// the row DFTs of write_output, their values stored as they leave the DFT (thread t's elements
+// t + T e of row pair p, complex: rows 2p and 2p + 1) into `map` in shared memory instead of the
+// output's layout in DRAM; then the block's largest value of the window (the whole computed block,
+// takes_peak1; NaN never; of equal values the smaller row-major index) as output k's key
+// (lib/reduce/peak.cuh's peak_key; 0: no number) and its 3 x 3 neighbourhood (those off the map
+// not written), which peak_write_kernel turns into the record (the fit, as on the staged path).
+// At 64 registers (four blocks an SM) the row DFTs leave no room: write_output's rotated and cut
+// stores into shared memory spilled 64-68 bytes, and so did a neighbourhood read by coordinates;
+// hence the natural-layout stores, one walk over the window for the maximum and one over the
+// peak's rows for the neighbours (a warp a row: no division). `map` holds N N floats, then 32 candidates for block_best.
+template <int N>
+__device__ __forceinline__ void peak_output(float2* S, float* map, const OutMap& m, const Args& a, int64_t k,
+                                            const float2* tw) {
+    using G = Geometry<N>;
+    const Team tm = this_team<N>();
+    float2* circ = reinterpret_cast<float2*>(map);  // circ[p N + n]: row pair p's column n (.x row 2p, .y 2p + 1)
+    for (int p = row_team<N>(tm); p < N / 2; p += G::teams) {
+        int ya, yb;
+        if (!output_rows<N>(p, m.sy, m.cy, ya, yb)) continue;
+        float2* row = S + 2 * p * G::pitch;
+        float2 v[G::E];
+        row_pair_values<N>(row, row + G::pitch, row, tm, tw, v);
+#pragma unroll
+        for (int e = 0; e < G::E; ++e) circ[p * N + tm.t + G::T * e] = v[e];
+    }
+    __syncthreads();
+    // f(value, y, x) for each element (y, x) of the window's rows [y0, y1) (the window is the whole
+    // computed block) this thread takes, a warp a row: it is at circular row (y - sy) mod N, column
+    // (x - sx) mod N.
+    const auto each = [&](int y0, int y1, auto f) {
+        for (int y = y0 + int(threadIdx.x) / kWarp; y < y1; y += G::threads / kWarp) {
+            const int cr = y - m.sy < 0 ? y - m.sy + N : y - m.sy;
+            const float2* r = circ + (cr >> 1) * N;
+            for (int x = int(threadIdx.x) % kWarp; x < m.cx; x += kWarp) {
+                const float2 z = r[x - m.sx < 0 ? x - m.sx + N : x - m.sx];
+                f((cr & 1) ? z.y : z.x, y, x);
+            }
+        }
+    };
+    reduce::Cand c = reduce::none();
+    each(0, m.cy, [&](float v, int y, int x) {
+        if (!isnan(v)) c = reduce::better(c, reduce::Cand{v, y * m.cx + x});
+    });
+    c = reduce::block_best(c, reinterpret_cast<reduce::Cand*>(map + N * N));
+    if (c.i == INT_MAX) {  // no value of the map is a number
+        if (threadIdx.x == 0) a.keys[k] = 0;
+        return;
+    }
+    if (threadIdx.x == 0) a.keys[k] = reduce::peak_key(c.v, c.i);
+    const int py = int(unsigned(c.i) / unsigned(m.cx)), px = c.i - py * m.cx;
+    float* near = a.near + 9 * k;
+    each(max(py - 1, 0), min(py + 2, m.cy), [&](float v, int y, int x) {
+        if (unsigned(x - px + 1) < 3u) near[(y - py + 1) * 3 + x - px + 1] = v;
+    });
+}
+
 // paired_kernel (n-to-mn with one right a left: PIV's window pairs): output k = (left k, right k),
 // both transformed in the block. spectrum_kernel would write, and fused_kernel read back, a left
 // spectrum of N Qh complex numbers a pair (16.9 KB at N = 64, twice the two 32 x 32 inputs), which
 // no other output reuses. Phase 1 transforms both matrices' rows (the left's into SL, after S),
 // phase 2 each column of both (two forward DFTs, then the product of the two register arrays: both
-// hold thread t's elements t + T e, natural layout) and its inverse, phase 3 as fused_kernel.
+// hold thread t's elements t + T e, natural layout) and its inverse, phase 3 as fused_kernel; or,
+// kPeak (a reduced plan's k = 1 peaks, the window whole), peak_output: the map goes to SL, free by
+// then, and only the peak's key and neighbourhood to DRAM.
 // Instantiated up to kPairedMax (two spectra a block; above, the registers of two E-element
 // columns and the shared memory of two spectra would leave one block an SM). Bounded to four
 // blocks an SM (64 registers, no spill; 71-77 unbounded, three blocks): notes/51_fft_fused.md.
-template <int N, bool kWindow>
+template <int N, bool kWindow, bool kPeak = false>
 __global__ void __launch_bounds__(Geometry<N>::threads, 4) paired_kernel(Args a, OutMap m) {
+    static_assert(!kPeak || kWindow, "the fused peak reads the window through the map");
+    static_assert(2 * Geometry<N>::slot >= N * N + 2 * kWarp, "SL holds the map and block_best's candidates");
     using G = Geometry<N>;
     const auto [S, tw] = block_smem<N, 2>();
     float2* SL = S + G::slot;
@@ -539,7 +603,8 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 4) paired_kernel(Args a,
             inverse_column<N>(v, S + c, G::pitch, tm, tw);
         }
         __syncthreads();
-        write_output<N, kWindow>(S, a, m, k, tw);
+        if constexpr (kPeak) peak_output<N>(S, reinterpret_cast<float*>(SL), m, a, k, tw);
+        else write_output<N, kWindow>(S, a, m, k, tw);
     }
 }
 
@@ -1290,7 +1355,8 @@ __global__ void __launch_bounds__(Staged<N>::threads) peak_near_kernel(StagedArg
 }
 
 // Each chunk output's peak record, a thread an output: from its key (none: absent) and its
-// neighbourhood, the fit of lib/reduce/peak.cuh; the key cleared for the next chunk.
+// neighbourhood, the fit of lib/reduce/peak.cuh; the key cleared for the next chunk. Also
+// paired_kernel's (peak_output), its outputs one chunk.
 constexpr int kPeakWriteThreads = 128;
 __global__ void __launch_bounds__(kPeakWriteThreads) peak_write_kernel(StagedArgs a, OutMap m,
                                                                         unsigned long long* __restrict__ keys,
@@ -1413,7 +1479,8 @@ public:
                     for (auto kernel : {fused_kernel<NN, W>, pair_kernel<NN, W>})
                         allow_dynamic_smem(kernel, size_t(G::smem_bytes), "fft-fused");
                     if constexpr (NN <= kPairedMax)
-                        allow_dynamic_smem(paired_kernel<NN, W>, size_t(G::paired_smem_bytes), "fft-fused");
+                        for (auto kernel : {paired_kernel<NN, W>, paired_kernel<NN, true, true>})
+                            allow_dynamic_smem(kernel, size_t(G::paired_smem_bytes), "fft-fused");
                     // The persistent grid follows the kernel and instantiation that run (their
                     // registers differ; pair_kernel<128> fits two blocks an SM).
                     XC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
@@ -1457,18 +1524,24 @@ public:
         graph_.run({left, right, out}, stream, [&](cudaStream_t s) { enqueue(left, right, out, s); });
     }
 
-    // k = 1 peaks in phase 3 of the staged path (peak_rows_kernel, peak_near_kernel,
-    // peak_write_kernel): where the window's every shift has overlap (no zeros outside the
-    // computed block to compete); the one-block path (N <= 192) writes its maps and the reduce
-    // kernels take them.
-    bool takes_peak1() const override { return N_ > kMaxOneBlock && map_.whole(); }
+    // k = 1 peaks in phase 3, the map never written: window pairs in paired_kernel's block
+    // (peak_output), and the staged path (peak_rows_kernel, peak_near_kernel, peak_write_kernel);
+    // where the window's every shift has overlap (no zeros outside the computed block to
+    // compete). The rest of the one-block path (fused_kernel, pair_kernel: N <= 192) writes its
+    // maps and the reduce kernels take them.
+    bool takes_peak1() const override {
+        return (N_ > kMaxOneBlock || paired()) && map_.whole() &&
+               p_.out_count() <= std::numeric_limits<int32_t>::max();
+    }
     void run_peak1(const float* left, const float* right, const PeakSink& sink, cudaStream_t stream) override {
         if (!takes_peak1()) throw std::logic_error("fft-fused: run_peak1 where takes_peak1 is false");
-        XC_CUDA_CHECK(cudaMemsetAsync(keys_.get(), 0, keys_.bytes(), stream));
         for_size(N_, [&](auto n) {
             constexpr int NN = decltype(n)::value;
-            if constexpr (NN > kMaxOneBlock) {
+            if constexpr (NN <= kPairedMax) {
+                run_one_block<NN>(left, right, nullptr, stream, &sink);
+            } else if constexpr (NN > kMaxOneBlock) {
                 using G = Staged<NN>;
+                XC_CUDA_CHECK(cudaMemsetAsync(keys_.get(), 0, keys_.bytes(), stream));
                 run_staged<NN>(left, right, nullptr, stream, [&](const StagedArgs& a) {
                     launch_dependent(peak_rows_kernel<NN>, G::rows_grid(a.count * (NN / 2)), dim3(G::threads),
                                      G::row_smem, stream, a, map_, keys_.get());
@@ -1610,9 +1683,10 @@ private:
         spec_ = DeviceBuffer<float2>(size_t(z.spec));
         rows_ = DeviceBuffer<float2>(size_t(z.rows));  // lefts, then the chunk's rights
         H_ = DeviceBuffer<float2>(size_t(z.H));
-        if (staged) {
-            keys_ = DeviceBuffer<unsigned long long>(size_t(k * G));
-            near_ = DeviceBuffer<float>(size_t(9 * k * G));
+        if (staged || paired()) {  // the fused k = 1 peaks' keys and neighbourhoods (run_peak1)
+            const int64_t outputs = paired() ? p_.out_count() : k * G;
+            keys_ = DeviceBuffer<unsigned long long>(size_t(outputs));
+            near_ = DeviceBuffer<float>(size_t(9 * outputs));
         }
     }
 
@@ -1643,19 +1717,31 @@ private:
         return int64_t(std::min(K_, p_.nR)) * ((p_.hR + 1) / 2) <= kMergeRowPairs;
     }
 
+    // The one-block path's launches: the maps into `out`; or, `sink` given (run_peak1, where
+    // paired()), each output's k = 1 peak into it and no map.
     template <int NN>
-    void run_one_block(const float* left, const float* right, float* out, cudaStream_t stream) {
+    void run_one_block(const float* left, const float* right, float* out, cudaStream_t stream,
+                       const PeakSink* sink = nullptr) {
         using G = Geometry<NN>;
         Args a{left, right, out, spec_.get(), p_.hL, p_.wL, p_.hR, p_.wR,
                p_.form == Form::NToM ? int64_t(p_.nL) + p_.nR : int64_t(p_.nL), pair_map(p_),
-               float(1.0 / (double(NN) * NN))};
+               float(1.0 / (double(NN) * NN)), keys_.get(), near_.get()};
         if constexpr (NN <= kPairedMax)
             if (paired()) {
                 a.count = p_.out_count();
-                for_window([&](auto win) {
-                    paired_kernel<NN, decltype(win)::value>
-                        <<<grid(a.count), G::threads, G::paired_smem_bytes, stream>>>(a, map_);
-                });
+                if (sink) {
+                    paired_kernel<NN, true, true><<<grid(a.count), G::threads, G::paired_smem_bytes, stream>>>(a, map_);
+                    XC_CHECK_LAUNCH();
+                    StagedArgs w{};  // peak_write_kernel's outputs: [0, count), chunk_output(w, o) = o
+                    w.count = a.count;
+                    w.pairs = a.pairs;
+                    launch_dependent(peak_write_kernel, dim3(unsigned(ceil_div64(a.count, kPeakWriteThreads))),
+                                     dim3(kPeakWriteThreads), 0, stream, w, map_, keys_.get(), near_.get(), *sink);
+                } else
+                    for_window([&](auto win) {
+                        paired_kernel<NN, decltype(win)::value>
+                            <<<grid(a.count), G::threads, G::paired_smem_bytes, stream>>>(a, map_);
+                    });
                 XC_CHECK_LAUNCH();
                 return;
             }

@@ -1059,6 +1059,67 @@ def test_fft_fused_window_pairs_in_one_kernel(d, gpu):
     assert np.linalg.norm(out - want) <= 2e-6 * np.linalg.norm(want)  # fft-fused's bound (relative)
 
 
+# fft-fused's window pairs (n-to-mn, one right a left, transforms of 32 and 64): the k = 1 peak comes
+# from paired_kernel's block, the map held in shared memory (form, lefts, rights, window, fit, data).
+FFT_FUSED_PAIRED = [
+    ((5, 13, 11), (5, 9, 14), {}, "parabolic", "signed"),                           # full 21 x 24: 32
+    ((7, 29, 31), (7, 23, 27), {"shifts": ((-9, 6), (-4, 11))}, "gaussian", "offset"),  # off the centre: 64
+    ((6, 32, 32), (6, 32, 32), {"max_shift": 8}, "gaussian", "signed"),             # PIV's: 64
+    ((4, 40, 33), (4, 17, 30), {"mode": "valid"}, "parabolic", "offset"),           # 24 x 4 of 64
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", FFT_FUSED_PAIRED, ids=lambda c: f"{c[0]}x{c[1]}-{c[2]}")
+def test_fft_fused_takes_k1_peaks_of_window_pairs_in_their_kernel(case, monkeypatch, gpu):
+    """fft-fused's window pairs at k = 1: the plan takes the peaks in the variant's own pass (its
+    explain says so, no map written), correct by the contract against the float64 reference map, to
+    the bit the peaks of the route through the map and the reduce kernels (XCORR_NO_FUSED_PEAKS=1:
+    the same row DFTs and the same fit); a pair whose left holds a NaN has no peak, and its
+    neighbours keep theirs."""
+    ls, rs, window, subpixel, data = case
+    rng = seeded_rng(("fft-fused-paired-peaks", ls, rs, str(window)))
+    a, b = gpu_data(rng, ls, data), gpu_data(rng, rs, data)
+    args = dict(form="n-to-mn", reduce="peaks", k=1, subpixel=subpixel, algorithm="fft-fused", **window)
+    fused = xcorr.Plan(ls, rs, **args)
+    assert "own pass" in fused.explain(), fused.explain()
+    got = fused(a, b)
+    refplan = xcorr.Plan(ls, rs, form="n-to-mn", algorithm="reference", **window)
+    maps = fft_reference_maps("n-to-mn", a, b, refplan.shifts)
+    algo = next(x for x in xcorr.algorithms() if x["name"] == "fft-fused")
+    value, shift, sub = (x.reshape(maps.shape[0], 1, -1) for x in got)
+    for m in range(maps.shape[0]):
+        bad = check_peaks(maps[m], refplan.shifts, 1, 0, subpixel, value[m, :, 0], shift[m], sub[m],
+                          bound_of(algo, None, maps[m]))
+        assert not bad, (case, f"map {m}", bad)
+    monkeypatch.setenv("XCORR_NO_FUSED_PEAKS", "1")
+    chunked = xcorr.Plan(ls, rs, **args)
+    assert "own pass" not in chunked.explain()
+    for x, y in zip(got, chunked(a, b)):
+        np.testing.assert_array_equal(x, y)
+    monkeypatch.delenv("XCORR_NO_FUSED_PEAKS")
+    a[1, ls[1] // 2, ls[2] // 2] = np.nan
+    nan = fused(a, b)
+    assert np.isnan(nan.value[1]).all() and (nan.shift[1] == 0).all() and np.isnan(nan.subpixel[1]).all()
+    keep = [0] + list(range(2, ls[0]))
+    for x, y in zip(nan, got):
+        np.testing.assert_array_equal(x[keep], y[keep])
+
+
+@pytest.mark.gpu
+def test_fft_fused_window_pairs_decline_fused_peaks_where_the_window_has_shifts_without_overlap(gpu):
+    """Window pairs whose window reaches beyond the full range: the zeros there are candidates too,
+    so the plan takes the map and the reduce kernels (and the zeros win over a negative map)."""
+    ls, rs = (3, 20, 24), (3, 12, 10)
+    window = dict(shifts=((-15, 5), (-3, 2)))  # rows beyond -(hR - 1) = -11
+    plan = xcorr.Plan(ls, rs, form="n-to-mn", reduce="peaks", k=1, algorithm="fft-fused", **window)
+    assert "own pass" not in plan.explain()
+    a = np.abs(seeded_rng("paired-decline").standard_normal(ls)).astype(np.float32) + 1
+    b = -np.abs(seeded_rng("paired-decline-r").standard_normal(rs)).astype(np.float32) - 1
+    got = plan(a, b)
+    assert (got.value == 0).all() and (got.shift[:, 0, 0] == -15).all() and (got.shift[:, 0, 1] == -3).all()
+
+
 # fft-fused's staged path (transforms of 256 to 1024 points a side): its k = 1 peaks come from its
 # last pass. Shapes whose window takes each transform size (form, left, right, window, fit, data).
 FFT_FUSED_STAGED = [
