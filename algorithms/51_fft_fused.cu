@@ -518,13 +518,18 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) fused_kernel(Args a, 
 // At 64 registers (four blocks an SM) the row DFTs leave no room: write_output's rotated and cut
 // stores into shared memory spilled 64-68 bytes, and so did a neighbourhood read by coordinates;
 // hence the natural-layout stores, one walk over the window for the maximum and one over the
-// peak's rows for the neighbours (a warp a row: no division). `map` holds N N floats, then 32 candidates for block_best.
+// peak's rows for the neighbours (a warp a row: no division). The maximum is lib/reduce/peak.cuh's
+// key order throughout: a thread's, its warp's (warp_max_key: two redux instructions), then the
+// block's by one shared atomicMax a warp (block_best's rounds of candidates cost ~200 instructions
+// a warp and an output: notes/51_fft_fused.md). `map` holds N N floats, then that key.
 template <int N>
 __device__ __forceinline__ void peak_output(float2* S, float* map, const OutMap& m, const Args& a, int64_t k,
                                             const float2* tw) {
     using G = Geometry<N>;
     const Team tm = this_team<N>();
     float2* circ = reinterpret_cast<float2*>(map);  // circ[p N + n]: row pair p's column n (.x row 2p, .y 2p + 1)
+    auto* best = reinterpret_cast<unsigned long long*>(map + N * N);  // the block's best key
+    if (threadIdx.x == 0) *best = 0;  // (phase 2, the last reader of SL, is behind a barrier)
     for (int p = row_team<N>(tm); p < N / 2; p += G::teams) {
         int ya, yb;
         if (!output_rows<N>(p, m.sy, m.cy, ya, yb)) continue;
@@ -548,17 +553,18 @@ __device__ __forceinline__ void peak_output(float2* S, float* map, const OutMap&
             }
         }
     };
-    reduce::Cand c = reduce::none();
+    unsigned long long key = 0;  // no number yet
     each(0, m.cy, [&](float v, int y, int x) {
-        if (!isnan(v)) c = reduce::better(c, reduce::Cand{v, y * m.cx + x});
+        if (!isnan(v)) key = max(key, reduce::peak_key(v, y * m.cx + x));
     });
-    c = reduce::block_best(c, reinterpret_cast<reduce::Cand*>(map + N * N));
-    if (c.i == INT_MAX) {  // no value of the map is a number
-        if (threadIdx.x == 0) a.keys[k] = 0;
-        return;
-    }
-    if (threadIdx.x == 0) a.keys[k] = reduce::peak_key(c.v, c.i);
-    const int py = int(unsigned(c.i) / unsigned(m.cx)), px = c.i - py * m.cx;
+    key = reduce::warp_max_key(key);
+    if (threadIdx.x % kWarp == 0 && key != 0) atomicMax(best, key);
+    __syncthreads();
+    key = *best;
+    if (threadIdx.x == 0) a.keys[k] = key;
+    if (key == 0) return;  // no value of the map is a number (the whole block alike)
+    const int i = reduce::peak_of_key(key).i;
+    const int py = int(unsigned(i) / unsigned(m.cx)), px = i - py * m.cx;
     float* near = a.near + 9 * k;
     each(max(py - 1, 0), min(py + 2, m.cy), [&](float v, int y, int x) {
         if (unsigned(x - px + 1) < 3u) near[(y - py + 1) * 3 + x - px + 1] = v;
@@ -579,7 +585,8 @@ __device__ __forceinline__ void peak_output(float2* S, float* map, const OutMap&
 template <int N, bool kWindow, bool kPeak = false>
 __global__ void __launch_bounds__(Geometry<N>::threads, 4) paired_kernel(Args a, OutMap m) {
     static_assert(!kPeak || kWindow, "the fused peak reads the window through the map");
-    static_assert(2 * Geometry<N>::slot >= N * N + 2 * kWarp, "SL holds the map and block_best's candidates");
+    static_assert(2 * Geometry<N>::slot >= N * N + 2, "SL holds the map and the block's best key");
+    if constexpr (kPeak) pdl_launch_dependents();  // peak_write_kernel's launch overlaps this grid
     using G = Geometry<N>;
     const auto [S, tw] = block_smem<N, 2>();
     float2* SL = S + G::slot;
