@@ -517,19 +517,19 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) fused_kernel(Args a, 
 // not written), which peak_write_kernel turns into the record (the fit, as on the staged path).
 // At 64 registers (four blocks an SM) the row DFTs leave no room: write_output's rotated and cut
 // stores into shared memory spilled 64-68 bytes, and so did a neighbourhood read by coordinates;
-// hence the natural-layout stores, one walk over the window for the maximum and one over the
-// peak's rows for the neighbours (a warp a row: no division). The maximum is lib/reduce/peak.cuh's
+// hence the natural-layout stores, and a walk over the peak's rows for the neighbours (a warp a
+// row: no division). The maximum is taken as the values leave the DFT, in lib/reduce/peak.cuh's
 // key order throughout: a thread's, its warp's (warp_max_key: two redux instructions), then the
-// block's by one shared atomicMax a warp (block_best's rounds of candidates cost ~200 instructions
-// a warp and an output: notes/51_fft_fused.md). `map` holds N N floats, then that key.
+// block's by one shared atomicMax a warp (a walk over the stored map and block_best's rounds cost
+// more than the reduce kernels they replace: notes/51_fft_fused.md). `map` holds N N floats;
+// `best`, the block's key, is 0 on entry (paired_kernel).
 template <int N>
-__device__ __forceinline__ void peak_output(float2* S, float* map, const OutMap& m, const Args& a, int64_t k,
-                                            const float2* tw) {
+__device__ __forceinline__ void peak_output(float2* S, float* map, unsigned long long& best, const OutMap& m,
+                                            const Args& a, int64_t k, const float2* tw) {
     using G = Geometry<N>;
     const Team tm = this_team<N>();
     float2* circ = reinterpret_cast<float2*>(map);  // circ[p N + n]: row pair p's column n (.x row 2p, .y 2p + 1)
-    auto* best = reinterpret_cast<unsigned long long*>(map + N * N);  // the block's best key
-    if (threadIdx.x == 0) *best = 0;  // (phase 2, the last reader of SL, is behind a barrier)
+    unsigned long long key = 0;  // the thread's best: no number yet
     for (int p = row_team<N>(tm); p < N / 2; p += G::teams) {
         int ya, yb;
         if (!output_rows<N>(p, m.sy, m.cy, ya, yb)) continue;
@@ -537,38 +537,34 @@ __device__ __forceinline__ void peak_output(float2* S, float* map, const OutMap&
         float2 v[G::E];
         row_pair_values<N>(row, row + G::pitch, row, tm, tw, v);
 #pragma unroll
-        for (int e = 0; e < G::E; ++e) circ[p * N + tm.t + G::T * e] = v[e];
-    }
-    __syncthreads();
-    // f(value, y, x) for each element (y, x) of the window's rows [y0, y1) (the window is the whole
-    // computed block) this thread takes, a warp a row: it is at circular row (y - sy) mod N, column
-    // (x - sx) mod N.
-    const auto each = [&](int y0, int y1, auto f) {
-        for (int y = y0 + int(threadIdx.x) / kWarp; y < y1; y += G::threads / kWarp) {
-            const int cr = y - m.sy < 0 ? y - m.sy + N : y - m.sy;
-            const float2* r = circ + (cr >> 1) * N;
-            for (int x = int(threadIdx.x) % kWarp; x < m.cx; x += kWarp) {
-                const float2 z = r[x - m.sx < 0 ? x - m.sx + N : x - m.sx];
-                f((cr & 1) ? z.y : z.x, y, x);
+        for (int e = 0; e < G::E; ++e) {
+            circ[p * N + tm.t + G::T * e] = v[e];
+            const int n = tm.t + G::T * e;
+            const int x = n + m.sx >= N ? n + m.sx - N : n + m.sx;
+            if (x < m.cx) {
+                if (ya < m.cy && !isnan(v[e].x)) key = max(key, reduce::peak_key(v[e].x, ya * m.cx + x));
+                if (yb < m.cy && !isnan(v[e].y)) key = max(key, reduce::peak_key(v[e].y, yb * m.cx + x));
             }
         }
-    };
-    unsigned long long key = 0;  // no number yet
-    each(0, m.cy, [&](float v, int y, int x) {
-        if (!isnan(v)) key = max(key, reduce::peak_key(v, y * m.cx + x));
-    });
+    }
     key = reduce::warp_max_key(key);
-    if (threadIdx.x % kWarp == 0 && key != 0) atomicMax(best, key);
+    if (threadIdx.x % kWarp == 0 && key != 0) atomicMax(&best, key);
     __syncthreads();
-    key = *best;
+    key = best;
     if (threadIdx.x == 0) a.keys[k] = key;
     if (key == 0) return;  // no value of the map is a number (the whole block alike)
     const int i = reduce::peak_of_key(key).i;
     const int py = int(unsigned(i) / unsigned(m.cx)), px = i - py * m.cx;
-    float* near = a.near + 9 * k;
-    each(max(py - 1, 0), min(py + 2, m.cy), [&](float v, int y, int x) {
-        if (unsigned(x - px + 1) < 3u) near[(y - py + 1) * 3 + x - px + 1] = v;
-    });
+    // The neighbourhood, window rows py - 1 .. py + 1 a warp a row: window element (y, x) is at
+    // circular row (y - sy) mod N, column (x - sx) mod N.
+    for (int y = max(py - 1, 0) + int(threadIdx.x) / kWarp; y < min(py + 2, m.cy); y += G::threads / kWarp) {
+        const int cr = y - m.sy < 0 ? y - m.sy + N : y - m.sy;
+        const int x = px - 1 + int(threadIdx.x) % kWarp;
+        if (threadIdx.x % kWarp < 3 && unsigned(x) < unsigned(m.cx)) {
+            const float2 z = circ[(cr >> 1) * N + (x - m.sx < 0 ? x - m.sx + N : x - m.sx)];
+            a.near[9 * k + (y - py + 1) * 3 + x - px + 1] = (cr & 1) ? z.y : z.x;
+        }
+    }
 }
 
 // paired_kernel (n-to-mn with one right a left: PIV's window pairs): output k = (left k, right k),
@@ -585,7 +581,8 @@ __device__ __forceinline__ void peak_output(float2* S, float* map, const OutMap&
 template <int N, bool kWindow, bool kPeak = false>
 __global__ void __launch_bounds__(Geometry<N>::threads, 4) paired_kernel(Args a, OutMap m) {
     static_assert(!kPeak || kWindow, "the fused peak reads the window through the map");
-    static_assert(2 * Geometry<N>::slot >= N * N + 2, "SL holds the map and the block's best key");
+    static_assert(2 * Geometry<N>::slot >= N * N, "SL holds the map");
+    __shared__ unsigned long long best;  // kPeak: output k's best key (peak_output)
     if constexpr (kPeak) pdl_launch_dependents();  // peak_write_kernel's launch overlaps this grid
     using G = Geometry<N>;
     const auto [S, tw] = block_smem<N, 2>();
@@ -594,6 +591,7 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 4) paired_kernel(Args a,
     const int64_t left_size = int64_t(a.hL) * a.wL, right_size = int64_t(a.hR) * a.wR;
     for (int64_t k = blockIdx.x; k < a.count; k += gridDim.x) {
         __syncthreads();  // twiddles written; the previous output's rows read
+        if (kPeak && threadIdx.x == 0) best = 0;  // last read before the barrier above
         forward_rows<N>(S, a.right + k * right_size, a.hR, a.wR, tw);
         forward_rows<N>(SL, a.left + k * left_size, a.hL, a.wL, tw);
         __syncthreads();
@@ -610,7 +608,7 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 4) paired_kernel(Args a,
             inverse_column<N>(v, S + c, G::pitch, tm, tw);
         }
         __syncthreads();
-        if constexpr (kPeak) peak_output<N>(S, reinterpret_cast<float*>(SL), m, a, k, tw);
+        if constexpr (kPeak) peak_output<N>(S, reinterpret_cast<float*>(SL), best, m, a, k, tw);
         else write_output<N, kWindow>(S, a, m, k, tw);
     }
 }
