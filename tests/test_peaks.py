@@ -1069,6 +1069,30 @@ FFT_FUSED_PAIRED = [
 ]
 
 
+def fft_fused_k1_peaks_checked(form, a, b, window, subpixel, case, monkeypatch):
+    """fft-fused's k = 1 peaks of (a, b) from the variant's own pass (its explain says so, no map
+    written), each correct by the contract against the float64 reference map; returns that plan, its
+    peaks and those of the route through the map and the reduce kernels (XCORR_NO_FUSED_PEAKS=1)."""
+    args = dict(form=form, reduce="peaks", k=1, subpixel=subpixel, algorithm="fft-fused", **window)
+    fused = xcorr.Plan(a.shape, b.shape, **args)
+    assert "own pass" in fused.explain(), fused.explain()
+    got = fused(a, b)
+    refplan = xcorr.Plan(a.shape, b.shape, form=form, algorithm="reference", **window)
+    maps = fft_reference_maps(form, a, b, refplan.shifts)
+    assert maps.shape[1:] == refplan.out_shape[-2:]
+    algo = next(x for x in xcorr.algorithms() if x["name"] == "fft-fused")
+    value, shift, sub = (x.reshape(maps.shape[0], 1, -1) for x in got)
+    for m in range(maps.shape[0]):
+        bad = check_peaks(maps[m], refplan.shifts, 1, 0, subpixel, value[m, :, 0], shift[m], sub[m],
+                          bound_of(algo, None, maps[m]))
+        assert not bad, (case, f"map {m}", bad)
+    with monkeypatch.context() as mp:
+        mp.setenv("XCORR_NO_FUSED_PEAKS", "1")
+        chunked = xcorr.Plan(a.shape, b.shape, **args)
+        assert "own pass" not in chunked.explain()
+        return fused, got, chunked(a, b)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", FFT_FUSED_PAIRED, ids=lambda c: f"{c[0]}x{c[1]}-{c[2]}")
 def test_fft_fused_takes_k1_peaks_of_window_pairs_in_their_kernel(case, monkeypatch, gpu):
@@ -1080,24 +1104,9 @@ def test_fft_fused_takes_k1_peaks_of_window_pairs_in_their_kernel(case, monkeypa
     ls, rs, window, subpixel, data = case
     rng = seeded_rng(("fft-fused-paired-peaks", ls, rs, str(window)))
     a, b = gpu_data(rng, ls, data), gpu_data(rng, rs, data)
-    args = dict(form="n-to-mn", reduce="peaks", k=1, subpixel=subpixel, algorithm="fft-fused", **window)
-    fused = xcorr.Plan(ls, rs, **args)
-    assert "own pass" in fused.explain(), fused.explain()
-    got = fused(a, b)
-    refplan = xcorr.Plan(ls, rs, form="n-to-mn", algorithm="reference", **window)
-    maps = fft_reference_maps("n-to-mn", a, b, refplan.shifts)
-    algo = next(x for x in xcorr.algorithms() if x["name"] == "fft-fused")
-    value, shift, sub = (x.reshape(maps.shape[0], 1, -1) for x in got)
-    for m in range(maps.shape[0]):
-        bad = check_peaks(maps[m], refplan.shifts, 1, 0, subpixel, value[m, :, 0], shift[m], sub[m],
-                          bound_of(algo, None, maps[m]))
-        assert not bad, (case, f"map {m}", bad)
-    monkeypatch.setenv("XCORR_NO_FUSED_PEAKS", "1")
-    chunked = xcorr.Plan(ls, rs, **args)
-    assert "own pass" not in chunked.explain()
-    for x, y in zip(got, chunked(a, b)):
+    fused, got, want = fft_fused_k1_peaks_checked("n-to-mn", a, b, window, subpixel, case, monkeypatch)
+    for x, y in zip(got, want):
         np.testing.assert_array_equal(x, y)
-    monkeypatch.delenv("XCORR_NO_FUSED_PEAKS")
     a[1, ls[1] // 2, ls[2] // 2] = np.nan
     nan = fused(a, b)
     assert np.isnan(nan.value[1]).all() and (nan.shift[1] == 0).all() and np.isnan(nan.subpixel[1]).all()
@@ -1155,23 +1164,7 @@ def test_fft_fused_takes_k1_peaks_in_its_staged_pass(case, monkeypatch, gpu):
     form, ls, rs, window, subpixel, data = case
     rng = seeded_rng(("fft-fused-peaks", form, ls, rs, tuple(window)))
     a, b = gpu_data(rng, ls, data), gpu_data(rng, rs, data)
-    args = dict(form=form, reduce="peaks", k=1, subpixel=subpixel, algorithm="fft-fused", **window)
-    fused = xcorr.Plan(ls, rs, **args)
-    assert "own pass" in fused.explain(), fused.explain()
-    got = fused(a, b)
-    refplan = xcorr.Plan(ls, rs, form=form, algorithm="reference", **window)
-    maps = fft_reference_maps(form, a, b, refplan.shifts)
-    assert maps.shape[1:] == refplan.out_shape[-2:]
-    algo = next(x for x in xcorr.algorithms() if x["name"] == "fft-fused")
-    value, shift, sub = (x.reshape(maps.shape[0], 1, -1) for x in got)
-    for m in range(maps.shape[0]):
-        bad = check_peaks(maps[m], refplan.shifts, 1, 0, subpixel, value[m, :, 0], shift[m], sub[m],
-                          bound_of(algo, None, maps[m]))
-        assert not bad, (case, f"map {m}", bad)
-    monkeypatch.setenv("XCORR_NO_FUSED_PEAKS", "1")
-    chunked = xcorr.Plan(ls, rs, **args)
-    assert "own pass" not in chunked.explain()
-    want = chunked(a, b)
+    _, got, want = fft_fused_k1_peaks_checked(form, a, b, window, subpixel, case, monkeypatch)
     np.testing.assert_array_equal(got.shift, want.shift)
     np.testing.assert_allclose(got.value, want.value, rtol=1e-6, atol=0)
     np.testing.assert_allclose(got.subpixel, want.subpixel, rtol=0, atol=1e-4)
