@@ -609,8 +609,7 @@ public:
             half_turn_[r] = make_float2(float(std::cos(t)), float(std::sin(t)));
         }
         untangle_ = DeviceBuffer<float2>(untangle.size());
-        XC_CUDA_CHECK(cudaMemcpy(untangle_.get(), untangle.data(), untangle.size() * sizeof(float2),
-                                 cudaMemcpyHostToDevice));
+        upload(untangle_, untangle.data(), untangle.size());  // in device memory before any stream's kernel
         // Output rows with overlap: shifts lo .. hi, rows lo - dy0 .. hi - dy0 of the window.
         row_lo_ = fy_.lo - w_.dy0, row_hi_ = fy_.hi - w_.dy0;
         col_lo_ = fx_.lo - w_.dx0, col_hi_ = fx_.hi - w_.dx0;
@@ -708,7 +707,9 @@ private:
 
     static BlockFftPlan make_plan(BlockFftHost h, DeviceBuffer<float2>& tw) {
         tw = DeviceBuffer<float2>(h.twiddles.size());
-        XC_CUDA_CHECK(cudaMemcpy(tw.get(), h.twiddles.data(), h.twiddles.size() * sizeof(float2), cudaMemcpyHostToDevice));
+        // upload, not cudaMemcpy: the copy must be in device memory before the plan's kernels run on
+        // the caller's stream, which need not wait for the default stream (device_buffer.hpp).
+        upload(tw, h.twiddles.data(), h.twiddles.size());
         h.plan.tw = tw.get();
         return h.plan;
     }

@@ -588,6 +588,9 @@ void check_reductions(const std::set<std::string>& only_variants, const std::set
         DeviceBuffer<float> dl_off(dl.size() + 1), dr_off(dr.size() + 1);
         XC_CUDA_CHECK(cudaMemcpy(dl_off.get() + 1, hl.data(), dl.bytes(), cudaMemcpyHostToDevice));
         XC_CUDA_CHECK(cudaMemcpy(dr_off.get() + 1, hr.data(), dr.bytes(), cudaMemcpyHostToDevice));
+        // The plans run on `stream`, which does not wait for the default stream's copies: they must be in
+        // device memory first (cudaMemcpy from pageable memory may return before its DMA ends: upload()).
+        XC_CUDA_CHECK(cudaStreamSynchronize(nullptr));
         std::vector<double> maps(size_t(p.out_elems()));
         reference_cpu(p, hl.data(), hr.data(), maps.data());
         const std::string where = p.describe() + "  " + reduction_text(rc.reduce) + "  window=" + rc.window;

@@ -6,6 +6,8 @@ library nor the variants reach into the harness."""
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
@@ -123,3 +125,37 @@ def test_normalization_is_one_translation_unit():
             if path.parent == folder:
                 continue
             assert not passes & set(includes(path)), f"{path.relative_to(ROOT)} includes a normalization pass"
+
+
+# A bare cudaMemcpy from host memory: cudaMemcpy(<dst>, <src>, <bytes>, cudaMemcpyHostToDevice),
+# the call written over one or more lines.
+BARE_UPLOAD = re.compile(r"\bcudaMemcpy\s*\((?:[^;]*?)cudaMemcpyHostToDevice\s*\)", re.S)
+
+
+def bare_uploads(text):
+    return len(BARE_UPLOAD.findall(text))
+
+
+@pytest.mark.parametrize("text,hits", [
+    ("XC_CUDA_CHECK(cudaMemcpy(tw.get(), h.data(), n * sizeof(float2), cudaMemcpyHostToDevice));", 1),
+    ("cudaMemcpy(a.get(), b.data(), n,\n                 cudaMemcpyHostToDevice);", 1),
+    ("cudaMemcpyAsync(a, b, n, cudaMemcpyHostToDevice, stream);", 0),
+    ("upload(tw, h.data(), n);", 0),
+    ("cudaMemcpy(h.data(), d.get(), n, cudaMemcpyDeviceToHost);", 0),
+])
+def test_bare_upload_detector(text, hits):
+    assert bare_uploads(text) == hits
+
+
+def test_plans_copy_their_tables_with_upload():
+    """A variant's or the library's table copied to the GPU by a bare cudaMemcpy may still be in
+    flight when the plan's first kernel reads it: cudaMemcpy from pageable memory returns once the
+    data is staged, and its DMA is ordered only on the default stream, which a caller's non-blocking
+    stream (the validator's, the benchmark's) does not wait for. fft-large's twiddles and untangling
+    table were copied so and gave one wrong one-to-one map beside other processes on the GPU.
+    upload() (lib/xcorr/device_buffer.hpp) waits for the copy; only it may make the bare call."""
+    allowed = {ROOT / "lib" / "xcorr" / "device_buffer.hpp"}
+    found = [p.relative_to(ROOT).as_posix() for p in sources("algorithms") + sources("lib")
+             if p not in allowed and bare_uploads(p.read_text(errors="replace"))]
+    assert not found, f"a bare cudaMemcpy to the GPU in {found}: use upload() (lib/xcorr/device_buffer.hpp)"
+    assert bare_uploads((ROOT / "lib" / "xcorr" / "device_buffer.hpp").read_text()) == 1
