@@ -161,6 +161,12 @@ struct Geometry {
     static constexpr bool prefetch = N != 96;
     // pair_kernel's blocks an SM: two at N = 128 (64 registers, no spills; shared memory holds two).
     static constexpr int pair_blocks = N == 128 ? 2 : 1;
+    // paired_kernel's column jobs a matrix: the Qh columns, or N/2 with the edge pair packed
+    // (load_column_job) where that saves a round of the block's teams (N = 64: 33 columns on 32
+    // teams). fused_kernel and pair_kernel keep a job a column: the split's registers cost them
+    // occupancy, and 5-10% (notes/51_fft_fused.md).
+    static constexpr bool edge_pair = ceil_div(Qh, teams) > ceil_div(N / 2, teams);
+    static constexpr int column_jobs = edge_pair ? N / 2 : Qh;
     static constexpr int slot = rows * pitch;  // S
     static constexpr size_t smem_bytes = (size_t(slot) + TeamShape<N>::twiddles) * sizeof(float2);  // S + twiddles
     static constexpr size_t paired_smem_bytes = smem_bytes + size_t(slot) * sizeof(float2);  // paired_kernel: SL too
@@ -276,6 +282,91 @@ __device__ __forceinline__ void inverse_column(float2 (&v)[TeamPlan<N>::E], floa
                                                const float2* tw) {
     team_dft<N, +1>(v, StridedSlot{col, pitch}, tm.mask, tw);
     store_natural<N>(v, col, pitch, tm);
+}
+
+// The edge pair: columns 0 and N/2 of a half spectrum hold real numbers (each row DFT's DC and
+// Nyquist terms), so one complex DFT of c0 + i cN transforms both, and the Qh = N/2 + 1 columns are
+// N/2 column DFTs a matrix. paired_kernel's 32 teams at N = 64 then take them in one round where
+// Qh took two, the second one team's while the block waited at the barrier (notes/51_fft_fused.md).
+// Where packing saves no round (Geometry::edge_pair), job c is column c.
+
+// Job c's column (rows >= h_data as zeros) into natural layout; `edge` (c = 0): the edge pair packed.
+template <int N>
+__device__ __forceinline__ void load_column_job(float2 (&v)[TeamPlan<N>::E], const float2* S, int c, bool edge,
+                                                int pitch, int h_data, const Team& tm) {
+    constexpr int E = TeamShape<N>::E, T = TeamShape<N>::T;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+        const int n = tm.t + T * e;
+        float2 x = make_float2(0.0f, 0.0f);
+        if (n < h_data) {
+            x = S[n * pitch + c];
+            if (edge) x.y = S[n * pitch + N / 2].x;
+        }
+        v[e] = x;
+    }
+}
+
+// X[k] = (Z[k] + conj Z[N - k]) / 2 and Y[k] = (Z[k] - conj Z[N - k]) / 2i: the spectra of the real
+// and the imaginary part of a sequence from its DFT Z (z = Z[k], zm = Z[N - k]).
+__device__ __forceinline__ float2 even_part(float2 z, float2 zm) {
+    return make_float2(0.5f * (z.x + zm.x), 0.5f * (z.y - zm.y));
+}
+__device__ __forceinline__ float2 odd_part(float2 z, float2 zm) {
+    return make_float2(0.5f * (z.y + zm.y), 0.5f * (zm.x - z.x));
+}
+
+// The spectra of the edge pair from its transform z (thread t's elements t + T e): f(e, k, X_k,
+// Y_k) for each, X of column 0 and Y of column N/2, the mirror Z[N - k] read from `col` (stride
+// pitch), where z is stored first. f may overwrite z[e] (it is read before f is called).
+template <int N, class F>
+__device__ __forceinline__ void edge_split(float2 (&z)[TeamPlan<N>::E], float2* col, int pitch, const Team& tm,
+                                           F&& f) {
+    constexpr int E = TeamShape<N>::E, T = TeamShape<N>::T;
+    store_natural<N>(z, col, pitch, tm);
+    team_sync<T>(tm.mask);
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+        const int k = tm.t + T * e;
+        const float2 zm = col[(k == 0 ? 0 : N - k) * pitch];
+        f(e, k, even_part(z[e], zm), odd_part(z[e], zm));
+    }
+}
+
+// The edge pair's product: z, the right's packed transform, split (edge_split, through `col`),
+// each part times the left's (left_of(e, k, L0_k, LN_k)) as mul_conj(left, right) scaled, and
+// packed again, P0 + i PN, for one inverse DFT: both products are column spectra of real
+// sequences. (The split as a function of its own: inlined here, paired_kernel<64>'s map instance
+// spilled 4 bytes at its 64 registers.)
+template <int N, class LeftOf>
+__device__ __forceinline__ void edge_product(float2 (&z)[TeamPlan<N>::E], float2* col, int pitch, float scale,
+                                             const Team& tm, LeftOf&& left_of) {
+    edge_split<N>(z, col, pitch, tm, [&](int e, int k, float2 x, float2 y) {
+        float2 l0, ln;
+        left_of(e, k, l0, ln);
+        const float2 p0 = mul_conj(l0, x, scale), pn = mul_conj(ln, y, scale);
+        z[e] = make_float2(p0.x - pn.y, p0.y + pn.x);
+    });
+}
+
+// Job c's inverse: the DFT of v, written back to column c, or for the edge pair unpacked to
+// columns 0 (real part) and N/2 (imaginary part), as the real numbers they are.
+template <int N>
+__device__ __forceinline__ void inverse_column_job(float2 (&v)[TeamPlan<N>::E], float2* S, int c, bool edge,
+                                                   int pitch, const Team& tm, const float2* tw) {
+    constexpr int E = TeamShape<N>::E, T = TeamShape<N>::T;
+    team_dft<N, +1>(v, StridedSlot{S + c, pitch}, tm.mask, tw);
+    if (!edge) {
+        store_natural<N>(v, S + c, pitch, tm);
+        return;
+    }
+    team_sync<T>(tm.mask);  // the team has read the column in the DFT
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+        const int n = tm.t + T * e;
+        S[n * pitch] = make_float2(v[e].x, 0.0f);
+        S[n * pitch + N / 2] = make_float2(v[e].y, 0.0f);
+    }
 }
 
 // One row pair's inverse DFT (inverse_row_pair below, without the stores): rows A and B of the
@@ -571,8 +662,9 @@ __device__ __forceinline__ void peak_output(float2* S, float* map, unsigned long
 // both transformed in the block. spectrum_kernel would write, and fused_kernel read back, a left
 // spectrum of N Qh complex numbers a pair (16.9 KB at N = 64, twice the two 32 x 32 inputs), which
 // no other output reuses. Phase 1 transforms both matrices' rows (the left's into SL, after S),
-// phase 2 each column of both (two forward DFTs, then the product of the two register arrays: both
-// hold thread t's elements t + T e, natural layout) and its inverse, phase 3 as fused_kernel; or,
+// phase 2 each column job of both (two forward DFTs, then the product of the two register arrays:
+// both hold thread t's elements t + T e, natural layout; at N = 64 the edge pair packed, so that
+// 32 teams take the jobs in one round) and its inverse, phase 3 as fused_kernel; or,
 // kPeak (a reduced plan's k = 1 peaks, the window whole), peak_output: the map goes to SL, free by
 // then, and only the peak's key and neighbourhood to DRAM.
 // Instantiated up to kPairedMax (two spectra a block; above, the registers of two E-element
@@ -599,13 +691,24 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 4) paired_kernel(Args a,
             prefetch_l2(a.right + (k + gridDim.x) * right_size, size_t(right_size) * sizeof(float));
             prefetch_l2(a.left + (k + gridDim.x) * left_size, size_t(left_size) * sizeof(float));
         }
-        for (int c = tm.id; c < G::Qh; c += G::teams) {
+        for (int c = tm.id; c < G::column_jobs; c += G::teams) {
+            const bool edge = G::edge_pair && c == 0;
             float2 vl[G::E], v[G::E];
-            forward_column<N>(vl, SL + c, G::pitch, (a.hL + 1) & ~1, tm, tw);
-            forward_column<N>(v, S + c, G::pitch, (a.hR + 1) & ~1, tm, tw);
+            load_column_job<N>(vl, SL, c, edge, G::pitch, (a.hL + 1) & ~1, tm);
+            team_dft<N, -1>(vl, StridedSlot{SL + c, G::pitch}, tm.mask, tw);
+            load_column_job<N>(v, S, c, edge, G::pitch, (a.hR + 1) & ~1, tm);
+            team_dft<N, -1>(v, StridedSlot{S + c, G::pitch}, tm.mask, tw);
+            if (edge) {  // the left's split parts from vl and its mirror in SL's column 0
+                store_natural<N>(vl, SL, G::pitch, tm);
+                edge_product<N>(v, S, G::pitch, a.scale, tm, [&](int e, int k, float2& l0, float2& ln) {
+                    const float2 lm = SL[(k == 0 ? 0 : N - k) * G::pitch];
+                    l0 = even_part(vl[e], lm), ln = odd_part(vl[e], lm);
+                });
+            } else {
 #pragma unroll
-            for (int e = 0; e < G::E; ++e) v[e] = mul_conj(vl[e], v[e], a.scale);
-            inverse_column<N>(v, S + c, G::pitch, tm, tw);
+                for (int e = 0; e < G::E; ++e) v[e] = mul_conj(vl[e], v[e], a.scale);
+            }
+            inverse_column_job<N>(v, S, c, edge, G::pitch, tm, tw);
         }
         __syncthreads();
         if constexpr (kPeak) peak_output<N>(S, reinterpret_cast<float*>(SL), best, m, a, k, tw);
