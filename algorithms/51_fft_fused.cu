@@ -233,9 +233,9 @@ __device__ __forceinline__ void forward_row_pair(const float* __restrict__ ra, i
     for (int e = 0; e < KE; ++e) {
         const int k = tm.t + T * e;
         if (k < Qh) {
-            const float2 z = v[e], zm = slot[k == 0 ? 0 : N - k];
-            fa[e] = make_float2(0.5f * (z.x + zm.x), 0.5f * (z.y - zm.y));
-            fb[e] = make_float2(0.5f * (z.y + zm.y), 0.5f * (zm.x - z.x));
+            const float2 zm = slot[k == 0 ? 0 : N - k];
+            fa[e] = even_part(v[e], zm);
+            fb[e] = odd_part(v[e], zm);
         }
     }
     team_sync<T>(tm.mask);
@@ -305,15 +305,6 @@ __device__ __forceinline__ void load_column_job(float2 (&v)[TeamPlan<N>::E], con
         }
         v[e] = x;
     }
-}
-
-// X[k] = (Z[k] + conj Z[N - k]) / 2 and Y[k] = (Z[k] - conj Z[N - k]) / 2i: the spectra of the real
-// and the imaginary part of a sequence from its DFT Z (z = Z[k], zm = Z[N - k]).
-__device__ __forceinline__ float2 even_part(float2 z, float2 zm) {
-    return make_float2(0.5f * (z.x + zm.x), 0.5f * (z.y - zm.y));
-}
-__device__ __forceinline__ float2 odd_part(float2 z, float2 zm) {
-    return make_float2(0.5f * (z.y + zm.y), 0.5f * (zm.x - z.x));
 }
 
 // The spectra of the edge pair from its transform z (thread t's elements t + T e): f(e, k, X_k,

@@ -140,13 +140,11 @@ __global__ void __launch_bounds__(kBlockFftMaxThreads) row_forward_kernel(RowFor
     });
     const float2* z = buf;
     // X[k] = E[k] + W_Q^k O[k]: E, O the spectra of the even and the odd samples, untangled from
-    // Z = E + i O by the Hermitian symmetry of each.
+    // Z = E + i O by the Hermitian symmetry of each (even_part, odd_part).
     float2* out = a.dst + int64_t(m) * (H + 1) * a.rows + r;
     for (int k = threadIdx.x; k <= H; k += blockDim.x) {
         const float2 zk = z[bf_pad(k % H, a.half.pad)], zc = z[bf_pad((H - k) % H, a.half.pad)];
-        const float2 e = make_float2(0.5f * (zk.x + zc.x), 0.5f * (zk.y - zc.y));
-        const float2 o = make_float2(0.5f * (zk.y + zc.y), -0.5f * (zk.x - zc.x));
-        out[int64_t(k) * a.rows] = cadd(e, cmul(__ldg(a.untangle + k), o));
+        out[int64_t(k) * a.rows] = cadd(even_part(zk, zc), cmul(__ldg(a.untangle + k), odd_part(zk, zc)));
     }
 }
 

@@ -46,6 +46,16 @@ __device__ __forceinline__ float2 mul_conj(float2 l, float2 r, float scale) {
     return make_float2((l.x * r.x + l.y * r.y) * scale, (l.y * r.x - l.x * r.y) * scale);
 }
 
+// Two real sequences a, b packed as z = a + i b, from its DFT Z (z = Z[k], zm = Z[n - k]):
+// A[k] = (Z[k] + conj Z[n - k]) / 2 (even_part) and B[k] = (Z[k] - conj Z[n - k]) / 2i (odd_part).
+// The FFT variants transform two real rows (or columns) as one complex sequence and split them so.
+__device__ __forceinline__ float2 even_part(float2 z, float2 zm) {
+    return make_float2(0.5f * (z.x + zm.x), 0.5f * (z.y - zm.y));
+}
+__device__ __forceinline__ float2 odd_part(float2 z, float2 zm) {
+    return make_float2(0.5f * (z.y + zm.y), 0.5f * (zm.x - z.x));
+}
+
 __host__ __device__ constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
 __host__ __device__ constexpr int64_t ceil_div64(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // Blocks of `threads` for a grid-stride loop over n items: one item a thread, at most 65536 blocks
