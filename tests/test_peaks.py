@@ -900,6 +900,24 @@ class _Calls:
         return getattr(self._plan, name)
 
 
+@pytest.mark.parametrize("lshape, rshape, dims, k, form", [((40, 41), (4, 7, 5), 2, 2, None),
+                                                            ((40, 41), (3, 7, 5), 2, 1, None),
+                                                            ((97,), (7, 33), 1, 3, None),
+                                                            ((8192, 32, 32), (8192, 32, 32), 2, 1, "n-to-mn")])
+def test_the_tensor_path_s_one_allocation_holds_each_result_apart_and_aligned(lshape, rshape, dims, k, form):
+    """A peaks call on PyTorch tensors allocates its three results as one buffer (_torch_reduced:
+    the host time before the launch is the call's, one torch.empty instead of three): the values,
+    the (dy, dx) shifts and the sub-pixel shifts each start on a 256-byte boundary (as an allocation
+    of their own would; the kernels store pairs) and do not overlap, odd counts included."""
+    from xcorr import _api
+    plan = _api.Plan.__new__(_api.Plan)
+    plan._setup(lshape, rshape, "full", None, None, None, form, "auto", "fp32", None, dims, None, None, reduce="peaks",
+                k=k)
+    n, a, b = plan._peaks_parts
+    assert n == int(np.prod(plan._device_shape.value)) and 2 * n == int(np.prod(plan._device_shape.shift))
+    assert a % 64 == 0 and b % 64 == 0 and n <= a and a + 2 * n <= b  # float32 elements: 64 are 256 bytes
+
+
 @pytest.mark.gpu
 def test_contiguous_tensors_take_the_raw_pointer_path_and_others_the_general_one(torch, gpu):
     """PyTorch tensors that are what the kernels read go to execute_reduced_ptr (no DLPack), a

@@ -19,6 +19,7 @@ with (n,) for (h, w) and (count, n) for (count, h, w), and the result drops the 
 are (no copy); only the plan's spec and the reference see the 1 x n matrices.
 """
 import contextlib
+import math
 import os
 import threading
 from collections import namedtuple
@@ -346,6 +347,11 @@ class Plan:
         if self.reduce == "peaks":
             lead, kk = self.out_shape[:-dims], (self.k,)
             self._device_shape = Peaks(lead + kk, lead + kk + (2,), lead + kk + (2,))
+            # _torch_reduced's one allocation: the values' count and where the shifts and the sub-pixel
+            # shifts start in it (float32 elements, 64 = 256 bytes apart at least)
+            n = math.prod(lead + kk)
+            a = -(-n // 64) * 64
+            self._peaks_parts = (n, a, a + -(-2 * n // 64) * 64)
             self.result_shape = self._device_shape if dims == 2 else Peaks(lead + kk, lead + kk, lead + kk)
         elif self.reduce == "max_over_rights":
             shape = self.left_shape[:-dims] + self.out_shape[-dims:]
@@ -595,24 +601,37 @@ class Plan:
         if self.reference or not (self._torch_ready(T, left, self.left_shape, f32)
                                   and self._torch_ready(T, right, self.right_shape, f32)):
             return None
-        dtypes = (f32, i32, f32) if self.reduce == "peaks" else (f32, i32, f64, f64)
         shapes = self._device_shape
+        if self.reduce == "peaks":
+            if out is not None:
+                return None
+            # One allocation for the three results (n values, 2n shifts, 2n sub-pixel shifts, 4 bytes
+            # each, every part on a 256-byte boundary as an allocation of its own would be), the
+            # kernels launched on its pointers, the three views made after the launch: a call's time
+            # from Python is its host time before the first launch plus the GPU's, and three
+            # torch.empty were ~11 us of it where one is ~4 (PIV, notes/reductions.md).
+            n, a, b = self._peaks_parts
+            buf = T.empty((b + 2 * n,), dtype=f32, device=T.device(self._device))
+            p = buf.data_ptr()
+            self._plan.execute_reduced_ptr(left.data_ptr(), right.data_ptr(), p, p + 4 * a, p + 4 * b, 0, 0, 0,
+                                           self._torch_stream(T, stream), False, 0)
+            value = buf[:n].view(shapes[0])
+            shift = buf[a:a + 2 * n].view(i32).view(shapes[1])
+            sub = buf[b:].view(shapes[2])
+            if self.dims == 1:  # the lag, without the dy = 0 beside it
+                shift, sub = shift[..., 1], sub[..., 1]
+            return Peaks(value, shift, sub)
+        dtypes = (f32, i32, f64, f64)
         if out is None:
             device = T.device(self._device)
             arrays = [T.empty(shape, dtype=dtype, device=device) for shape, dtype in zip(shapes, dtypes)]
-        elif (self.reduce == "peaks" or not isinstance(out, tuple) or len(out) != len(shapes)
+        elif (not isinstance(out, tuple) or len(out) != len(shapes)
               or not all(self._torch_ready(T, x, shape, dtype) for x, shape, dtype in zip(out, shapes, dtypes))):
             return None
         else:
             arrays = list(out)
         stream = self._torch_stream(T, stream)
         ptrs = [a.data_ptr() for a in arrays]
-        if self.reduce == "peaks":
-            self._plan.execute_reduced_ptr(left.data_ptr(), right.data_ptr(), *ptrs, 0, 0, 0, stream, False, 0)
-            value, shift, sub = arrays
-            if self.dims == 1:  # the lag, without the dy = 0 beside it
-                shift, sub = shift[..., 1], sub[..., 1]
-            return Peaks(value, shift, sub)
         ptrs += [0, 0]  # no sums without stats
         self._plan.execute_reduced_ptr(left.data_ptr(), right.data_ptr(), ptrs[0], 0, 0, ptrs[1], ptrs[2], ptrs[3],
                                        stream, out is not None, first_index)
@@ -1094,12 +1113,16 @@ def _reduced_entry(left, right, out, stream, first_index, **setup):
     first_index = _first_index(first_index)  # before a new plan's GPU work
     fast = None if setup["algorithm"] == "reference" else _gpu_arrays(left, right, stream)
     if fast is not None:  # as correlate2d's: a cached plan for these arrays, found without the checks
-        _, dev, handle = fast
+        lib, dev, handle = fast
         try:
             plan = _plans.get(_reduced_key(setup, left.shape, right.shape, dev, handle))
         except TypeError:  # an unhashable option: the general path says what is wrong with it
             plan = None
         if plan is not None:
+            if lib is _arrays.TORCH:  # straight to the plan's tensor path (first_index is checked above)
+                result = plan._torch_reduced(lib, left, right, out, handle, first_index)
+                if result is not None:
+                    return result
             return plan(left, right, out=out, stream=handle, first_index=first_index)
     left, right, kl, kr = _as_arrays(left, right)
     shape_of = _shape_of if setup["dims"] == 2 else _signal_shape
