@@ -913,30 +913,47 @@ def test_the_tensor_path_s_one_allocation_holds_each_result_apart_and_aligned(ls
     plan = _api.Plan.__new__(_api.Plan)
     plan._setup(lshape, rshape, "full", None, None, None, form, "auto", "fp32", None, dims, None, None, reduce="peaks",
                 k=k)
-    n, a, b = plan._peaks_parts
+    n, a, b, total = plan._peaks_parts
     assert n == int(np.prod(plan._device_shape.value)) and 2 * n == int(np.prod(plan._device_shape.shift))
     assert a % 64 == 0 and b % 64 == 0 and n <= a and a + 2 * n <= b  # float32 elements: 64 are 256 bytes
+    assert total == b + 2 * n
 
 
-@pytest.mark.gpu
-def test_contiguous_tensors_take_the_raw_pointer_path_and_others_the_general_one(torch, gpu):
-    """PyTorch tensors that are what the kernels read go to execute_reduced_ptr (no DLPack), a
-    continued out= of tensors too; a strided input and a NumPy out= take the general path; all
-    give the same answer."""
-    rng = seeded_rng("fast-path")
+@pytest.mark.gpu  # its torch or cupy fixture is taken by name at run time
+@pytest.mark.parametrize("lib", ["torch", "cupy"])
+def test_contiguous_arrays_take_the_raw_pointer_path_and_others_the_general_one(lib, request, gpu):
+    """PyTorch tensors and CuPy arrays that are what the kernels read go to execute_reduced_ptr (no
+    DLPack), a continued out= of that library's arrays too; a strided input and a NumPy out= take
+    the general path; all give the same answer, peaks1d's lags included. The peaks' three results
+    are views of one allocation (_peaks_parts) that do not overlap: each holds its own values."""
+    module = request.getfixturevalue(lib)
+    rng = seeded_rng(("fast-path", lib))
     a, t = rng.standard_normal((40, 41)).astype(np.float32), rng.standard_normal((4, 7, 5)).astype(np.float32)
-    ta, tt = torch.from_numpy(a).cuda(), torch.from_numpy(t).cuda()
+    ta, tt = lib_array(module, a), lib_array(module, t)
     for reduce, extra in (("peaks", {"k": 2}), ("max_over_rights", {"stats": True})):
         plan = xcorr.Plan(a.shape, t.shape, reduce=reduce, **extra)
         plan._plan = calls = _Calls(plan._plan)
-        fast = [host(x) for x in plan(ta, tt)]
+        got = plan(ta, tt)
+        assert all(type(x) is type(ta) for x in got)
+        fast = [host(x) for x in got]
         assert calls.names == ["execute_reduced_ptr"], calls.names
         calls.names.clear()
-        wide = torch.from_numpy(np.pad(a, ((0, 0), (0, 3)))).cuda()[:, :41]  # strided: copied first
+        wide = lib_array(module, np.pad(a, ((0, 0), (0, 3))))[:, :41]  # strided: copied first
         general = [host(x) for x in plan(wide, tt)]
         assert "execute_reduced" in calls.names and "execute_reduced_ptr" not in calls.names
         for x, y in zip(fast, general):
             assert np.array_equal(x, y), reduce
+    planted = a.copy()
+    planted[10:17, 20:25] += 8 * t[1]  # template 1 at shift (10, 20): its map's peak there
+    found = xcorr.peaks2d(lib_array(module, planted), tt, k=2)
+    shift = host(found.shift)
+    assert shift.dtype == np.int32 and shift.shape == (4, 2, 2) and tuple(shift[1, 0]) == (10, 20), shift[1]
+    assert np.isfinite(host(found.value)).all() and np.isfinite(host(found.subpixel)).all()
+    sig, traces = a[0].copy(), t[:, 0].copy()
+    sig[17:22] += 8 * traces[2]  # trace 2 at lag 17
+    lags = xcorr.peaks1d(lib_array(module, sig), lib_array(module, traces), k=2, max_lag=20)
+    assert host(lags.shift).shape == (4, 2) and host(lags.shift)[2, 0] == 17, host(lags.shift)
+    np.testing.assert_array_equal(host(lags.shift), xcorr.peaks1d(sig, traces, k=2, max_lag=20).shift)
     plan = xcorr.Plan(a.shape, (2, 7, 5), reduce="max_over_rights", stats=True)
     plan._plan = calls = _Calls(plan._plan)
     best = plan(ta, tt[:2])

@@ -347,11 +347,12 @@ class Plan:
         if self.reduce == "peaks":
             lead, kk = self.out_shape[:-dims], (self.k,)
             self._device_shape = Peaks(lead + kk, lead + kk + (2,), lead + kk + (2,))
-            # _torch_reduced's one allocation: the values' count and where the shifts and the sub-pixel
-            # shifts start in it (float32 elements, 64 = 256 bytes apart at least)
+            # the fast paths' one allocation (_launch_peaks): the values' count, where the shifts and the
+            # sub-pixel shifts start in it and its length (float32 elements; 64 are 256 bytes)
             n = math.prod(lead + kk)
             a = -(-n // 64) * 64
-            self._peaks_parts = (n, a, a + -(-2 * n // 64) * 64)
+            b = a + -(-2 * n // 64) * 64
+            self._peaks_parts = (n, a, b, b + 2 * n)  # the last: the allocation's length
             self.result_shape = self._device_shape if dims == 2 else Peaks(lead + kk, lead + kk, lead + kk)
         elif self.reduce == "max_over_rights":
             shape = self.left_shape[:-dims] + self.out_shape[-dims:]
@@ -554,9 +555,13 @@ class Plan:
         first_index = _first_index(first_index)
         if self.reduce == "peaks" and first_index != 0:
             raise ValueError("first_index= numbers the rights of max_over_rights, not peaks")
-        T = _arrays.libraries_for(type(left))[0]
+        T, C = _arrays.libraries_for(type(left))
         if T is not None and type(left) is T.Tensor and type(right) is T.Tensor:
             result = self._torch_reduced(T, left, right, out, stream, first_index)
+            if result is not None:
+                return result
+        elif C is not None and type(left) is C.ndarray and type(right) is C.ndarray:
+            result = self._cupy_reduced(C, left, right, out, stream, first_index)
             if result is not None:
                 return result
         left, right, kl, kr = _as_arrays(left, right)
@@ -605,22 +610,9 @@ class Plan:
         if self.reduce == "peaks":
             if out is not None:
                 return None
-            # One allocation for the three results (n values, 2n shifts, 2n sub-pixel shifts, 4 bytes
-            # each, every part on a 256-byte boundary as an allocation of its own would be), the
-            # kernels launched on its pointers, the three views made after the launch: a call's time
-            # from Python is its host time before the first launch plus the GPU's, and three
-            # torch.empty were ~11 us of it where one is ~4 (PIV, notes/reductions.md).
-            n, a, b = self._peaks_parts
-            buf = T.empty((b + 2 * n,), dtype=f32, device=T.device(self._device))
-            p = buf.data_ptr()
-            self._plan.execute_reduced_ptr(left.data_ptr(), right.data_ptr(), p, p + 4 * a, p + 4 * b, 0, 0, 0,
-                                           self._torch_stream(T, stream), False, 0)
-            value = buf[:n].view(shapes[0])
-            shift = buf[a:a + 2 * n].view(i32).view(shapes[1])
-            sub = buf[b:].view(shapes[2])
-            if self.dims == 1:  # the lag, without the dy = 0 beside it
-                shift, sub = shift[..., 1], sub[..., 1]
-            return Peaks(value, shift, sub)
+            buf = T.empty((self._peaks_parts[-1],), dtype=f32, device=T.device(self._device))
+            self._launch_peaks(left.data_ptr(), right.data_ptr(), buf.data_ptr(), self._torch_stream(T, stream))
+            return self._peaks_views(buf, i32)
         dtypes = (f32, i32, f64, f64)
         if out is None:
             device = T.device(self._device)
@@ -630,12 +622,77 @@ class Plan:
             return None
         else:
             arrays = list(out)
-        stream = self._torch_stream(T, stream)
-        ptrs = [a.data_ptr() for a in arrays]
-        ptrs += [0, 0]  # no sums without stats
-        self._plan.execute_reduced_ptr(left.data_ptr(), right.data_ptr(), ptrs[0], 0, 0, ptrs[1], ptrs[2], ptrs[3],
-                                       stream, out is not None, first_index)
+        self._launch_max(left.data_ptr(), right.data_ptr(), [a.data_ptr() for a in arrays],
+                         self._torch_stream(T, stream), out is not None, first_index)
         return out if out is not None else (MaxOverRightsStats if self.stats else MaxOverRights)(*arrays)
+
+    def _cupy_reduced(self, C, left, right, out, stream, first_index):
+        """_torch_reduced for CuPy arrays (as _cupy is _torch's): outputs from cupy.empty on the
+        plan's device, or an earlier max_over_rights result of CuPy arrays continued; raw pointers
+        to the binding. None: the general path handles the call and says what is wrong."""
+        dev, f32, i32, f64 = self._device, C.float32, C.int32, C.float64
+
+        def ready(x, shape, dtype):
+            return (type(x) is C.ndarray and x.dtype is dtype and x.data.device_id == dev and x.shape == shape
+                    and x.flags.c_contiguous)
+
+        if self.reference or not (ready(left, self.left_shape, f32) and ready(right, self.right_shape, f32)):
+            return None
+        if stream is None:
+            stream = C.current_stream().ptr  # CuPy's current stream, as the general path takes it
+        elif type(stream) is not int or stream < 0:
+            stream = _arrays.stream_handle(stream, "cupy", dev)
+
+        def empty(shape, dtype):
+            return C.empty(shape, dtype=dtype) if C.get_device() == dev else _arrays.empty_like_kind(
+                "cupy", shape, dev, left, dtype)
+
+        shapes = self._device_shape
+        if self.reduce == "peaks":
+            if out is not None:
+                return None
+            buf = empty((self._peaks_parts[-1],), f32)
+            self._launch_peaks(left.data.ptr, right.data.ptr, buf.data.ptr, stream)
+            return self._peaks_views(buf, i32)
+        dtypes = (f32, i32, f64, f64)
+        if out is None:
+            arrays = [empty(shape, dtype) for shape, dtype in zip(shapes, dtypes)]
+        elif (not isinstance(out, tuple) or len(out) != len(shapes)
+              or not all(ready(x, shape, dtype) for x, shape, dtype in zip(out, shapes, dtypes))):
+            return None
+        else:
+            arrays = list(out)
+        self._launch_max(left.data.ptr, right.data.ptr, [a.data.ptr for a in arrays], stream, out is not None,
+                         first_index)
+        return out if out is not None else (MaxOverRightsStats if self.stats else MaxOverRights)(*arrays)
+
+    # The fast paths' shared halves. A peaks call's three results are one allocation (_peaks_parts:
+    # n values, 2n shifts, 2n sub-pixel shifts, 4 bytes each, every part on a 256-byte boundary as an
+    # allocation of its own would be), launched on by pointer and cut into views after the launch: a
+    # call's time from Python is its host time before the first launch plus the GPU's, and three
+    # allocations were ~11 us of PIV's where one is ~4 (notes/reductions.md).
+
+    def _launch_peaks(self, left, right, base, stream):
+        _, a, b, _ = self._peaks_parts
+        self._plan.execute_reduced_ptr(left, right, base, base + 4 * a, base + 4 * b, 0, 0, 0, stream, False, 0)
+
+    def _peaks_views(self, buf, i32):
+        """Peaks of views into one allocation (PyTorch tensor or CuPy array: both slice, view a dtype
+        of the same size and reshape without a copy); signals keep the lag alone."""
+        n, a, b, _ = self._peaks_parts
+        shapes = self._device_shape
+        value = buf[:n].reshape(shapes[0])
+        shift = buf[a:a + 2 * n].view(i32).reshape(shapes[1])
+        sub = buf[b:].reshape(shapes[2])
+        if self.dims == 1:  # the lag, without the dy = 0 beside it
+            shift, sub = shift[..., 1], sub[..., 1]
+        return Peaks(value, shift, sub)
+
+    def _launch_max(self, left, right, ptrs, stream, accumulate, first_index):
+        """A maximum over the rights by pointer: ptrs value, index and, with stats, sum and sumsq."""
+        value, index, *sums = ptrs
+        self._plan.execute_reduced_ptr(left, right, value, 0, 0, index, *(sums or (0, 0)), stream, accumulate,
+                                       first_index)
 
     def _check_reduced_out(self, out):
         """out= of a reduced call: an earlier max_over_rights result of this plan's shapes (GPU: as
@@ -1119,10 +1176,11 @@ def _reduced_entry(left, right, out, stream, first_index, **setup):
         except TypeError:  # an unhashable option: the general path says what is wrong with it
             plan = None
         if plan is not None:
-            if lib is _arrays.TORCH:  # straight to the plan's tensor path (first_index is checked above)
-                result = plan._torch_reduced(lib, left, right, out, handle, first_index)
-                if result is not None:
-                    return result
+            # straight to the plan's fast path for the arrays' library (first_index is checked above)
+            fast_path = plan._torch_reduced if lib is _arrays.TORCH else plan._cupy_reduced
+            result = fast_path(lib, left, right, out, handle, first_index)
+            if result is not None:
+                return result
             return plan(left, right, out=out, stream=handle, first_index=first_index)
     left, right, kl, kr = _as_arrays(left, right)
     shape_of = _shape_of if setup["dims"] == 2 else _signal_shape

@@ -35,6 +35,7 @@ class _Torch:
 class _Cupy:
     def __init__(self, cupy):
         self.ndarray, self.float32, self.empty = cupy.ndarray, np.dtype(np.float32), cupy.empty
+        self.int32, self.float64 = np.dtype(np.int32), np.dtype(np.float64)  # a reduced plan's index/shift and sums
         self.current_stream, self.get_device = cupy.cuda.get_current_stream, cupy.cuda.runtime.getDevice
 
 
