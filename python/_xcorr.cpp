@@ -544,13 +544,25 @@ NB_MODULE(_xcorr, m) {
     // RuntimeError subclasses, so that `except RuntimeError` still catches them.
     nb::exception<xcorr::NoGpuError>(m, "NoGPUError", PyExc_RuntimeError);
     nb::exception<xcorr::CudaError>(m, "CudaError", PyExc_RuntimeError);
+    // A problem the GPU's memory does not hold (the library's UsageErrors that xcorr::out_of_memory
+    // recognizes: "not enough GPU memory ...", most naming what the plan needs and what is free): a
+    // MemoryError, as CuPy's own out-of-memory error is, and still a ValueError, as every UsageError.
+    static PyObject* gpu_memory_error = PyErr_NewExceptionWithDoc(
+        "xcorr._xcorr.GPUMemoryError",
+        "The GPU's memory does not hold the problem (a MemoryError and a ValueError); nothing was written.",
+        nb::make_tuple(nb::handle(PyExc_MemoryError), nb::handle(PyExc_ValueError)).ptr(), nullptr);
+    if (!gpu_memory_error) throw nb::python_error();
+    m.attr("GPUMemoryError") = nb::handle(gpu_memory_error);
     nb::register_exception_translator([](const std::exception_ptr& p, void*) {
         try {
             std::rethrow_exception(p);
         } catch (const xcorr::UsageError& e) {
-            PyErr_SetString(PyExc_ValueError, e.what());
+            PyErr_SetString(xcorr::out_of_memory(e) ? gpu_memory_error : PyExc_ValueError, e.what());
         }
     });
+    // The translation above without a GPU (tests/test_python_package.py): raises the UsageError
+    // the library would throw with this text.
+    m.def("_raise_usage_error", [](const std::string& text) { throw xcorr::UsageError(text); }, "text"_a);
 
     nb::class_<xcorr::PlanSpec>(m, "PlanSpec");
     m.def("spec", &make_spec, "form"_a, "nL"_a, "nR"_a, "hL"_a, "wL"_a, "hR"_a, "wR"_a, "window_kind"_a,

@@ -161,3 +161,43 @@ def test_a_plan_needing_less_shared_memory_leaves_an_earlier_larger_plan_working
     assert np.array_equal(first.value, again.value, equal_nan=True) and np.array_equal(first.index, again.index)
     peak = np.unravel_index(np.nanargmax(again.value), again.value.shape)
     assert peak == (20 + 6, 900 + 191) and again.index[peak] == 1
+
+
+def test_a_search_the_free_gpu_memory_does_not_hold_is_a_memory_error_and_writes_nothing(gpu):
+    """A template search whose plan does not fit the GPU's free memory (here: the rest taken by a
+    PyTorch tensor) raises xcorr.GPUMemoryError, a MemoryError and a ValueError, in one line naming
+    what the plan needs, and leaves the earlier result it was to continue (out=) as it was; with the
+    memory free again the same call runs and finds the planted template."""
+    torch = pytest.importorskip("torch", reason="PyTorch (the test takes the GPU's memory with a tensor)")
+    rng = np.random.default_rng(23)
+    templates = zero_mean_unit_norm(rng, 5, 192, 160)
+    image = planted_image(rng, (2048, 2048), templates, which=3, top_left=(700, 900), gain=12.0)
+    img, temps = torch.from_numpy(image).cuda(), torch.from_numpy(templates).cuda()
+    best = xcorr.max_over_rights(img, temps[:2], mode="same", stats=True)
+    xcorr.clear_cache()  # the first call's plan: else the retry after freeing the cache would fit
+    torch.cuda.synchronize()
+    before = [x.clone() for x in best]
+    hog, spare = None, 16 << 20
+    free = torch.cuda.mem_get_info()[0]
+    while hog is None and free > spare:
+        try:
+            hog = torch.empty(free - spare, dtype=torch.uint8, device="cuda")
+        except torch.cuda.OutOfMemoryError:
+            free -= 64 << 20
+    assert hog is not None
+    try:
+        # fft-large by name: auto would go on to the chunked maps, whose own refusal may come from
+        # cuFFT (a CudaError where cuFFT calls it an internal error)
+        with pytest.raises(xcorr.GPUMemoryError, match=r"not enough GPU memory for fft-large: .* needs \d+ MiB") as e:
+            xcorr.max_over_rights(img, temps[2:], mode="same", stats=True, out=best, first_index=2,
+                                  algorithm="fft-large")
+        assert isinstance(e.value, MemoryError) and isinstance(e.value, ValueError)
+    finally:
+        del hog
+        torch.cuda.empty_cache()
+    torch.cuda.synchronize()
+    for x, y in zip(best, before):  # nothing written to the result it was to continue
+        assert torch.equal(x, y)
+    xcorr.max_over_rights(img, temps[2:], mode="same", stats=True, out=best, first_index=2, algorithm="fft-large")
+    peak = np.unravel_index(int(torch.argmax(best.value)), tuple(best.value.shape))
+    assert peak == (700 + 95, 900 + 79) and int(best.index[peak]) == 3

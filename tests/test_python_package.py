@@ -490,6 +490,28 @@ def test_a_plan_short_of_gpu_memory_frees_the_cached_plans_and_is_made_again(mon
     assert not cache
 
 
+@pytest.mark.parametrize("message, kind", [
+    ("not enough GPU memory for fft-large: one-to-many 1 x [4096 x 4096] * 64 x [384 x 384] needs 2370 MiB (the "
+     "left's spectrum and one right's passes), 1024 MiB free", "gpu"),
+    ("not enough GPU memory for this problem (cudaMalloc at lib/plan.cpp:1)", "gpu"),
+    ("not enough GPU memory for the cuFFT plan (cufftMakePlanMany at lib/fft.cpp:9)", "gpu"),
+    ("mode must be 'full', 'valid' or 'same', got 'ful'", "value"),
+    ("not enough host memory: shifts -16000:16000 needs 11.4 GiB", "value"),
+])
+def test_a_problem_the_gpu_s_memory_does_not_hold_is_a_memory_error(message, kind):
+    """The library's refusal of a problem too large for the GPU's memory (a UsageError worded "not
+    enough GPU memory ...", the plans' own naming what they need and what is free) reaches Python
+    as xcorr.GPUMemoryError: a MemoryError (as CuPy's out-of-memory error is) and still the
+    ValueError every usage error is; any other usage error stays a plain ValueError (translated by
+    the binding itself, here without a GPU)."""
+    assert issubclass(xcorr.GPUMemoryError, MemoryError) and issubclass(xcorr.GPUMemoryError, ValueError)
+    assert "GPUMemoryError" in xcorr.__all__
+    with pytest.raises(ValueError) as e:
+        xcorr._api._xcorr._raise_usage_error(message)
+    assert str(e.value) == message
+    assert isinstance(e.value, xcorr.GPUMemoryError) == (kind == "gpu") == isinstance(e.value, MemoryError)
+
+
 def test_every_device_plan_is_made_through_the_cache_freeing_retry(monkeypatch):
     """Plan() and the convenience calls' cached plans both build their device plan in _attach,
     which goes through _freeing_the_cache_if_short (without a GPU: the binding's Plan replaced by

@@ -53,10 +53,10 @@ def _nvidia_library(name):
 
 __version__ = getattr(_load_extension(), "__version__", "unknown")  # the build's: scripts/version
 
-from ._api import (CudaError, MaxOverRights, MaxOverRightsStats, NoGPUError, Peaks, Plan, algorithms,  # noqa: E402
-                   clear_cache, correlate1d, correlate2d, empty_pinned, explain, gpu_info, max_over_rights, peaks1d,
-                   peaks2d)
+from ._api import (CudaError, GPUMemoryError, MaxOverRights, MaxOverRightsStats, NoGPUError, Peaks, Plan,  # noqa: E402
+                   algorithms, clear_cache, correlate1d, correlate2d, empty_pinned, explain, gpu_info, max_over_rights,
+                   peaks1d, peaks2d)
 
-__all__ = ["CudaError", "MaxOverRights", "MaxOverRightsStats", "NoGPUError", "Peaks", "Plan", "algorithms", "clear_cache",
-           "correlate1d", "correlate2d", "empty_pinned", "explain", "gpu_info", "max_over_rights", "peaks1d", "peaks2d",
-           "__version__"]
+__all__ = ["CudaError", "GPUMemoryError", "MaxOverRights", "MaxOverRightsStats", "NoGPUError", "Peaks", "Plan",
+           "algorithms", "clear_cache", "correlate1d", "correlate2d", "empty_pinned", "explain", "gpu_info",
+           "max_over_rights", "peaks1d", "peaks2d", "__version__"]

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from . import _arrays, _reference, _rules, _xcorr
-from ._xcorr import CudaError, NoGPUError
+from ._xcorr import CudaError, GPUMemoryError, NoGPUError
 
 FORMS = _rules.FORMS  # ("one-to-one", "one-to-many", "n-to-mn", "n-to-m")
 MODES = ("full", "valid", "same")
@@ -842,9 +842,10 @@ def correlate2d(left, right, mode="full", *, max_shift=None, shifts=None, normal
     rights (n-to-m whose right stack holds more data than its lefts: each GPU takes every left and
     its run of the rights), lefts otherwise.
 
-    Raises ValueError for bad shapes, dtypes, windows or names, xcorr.NoGPUError without a usable
-    GPU (its message says that algorithm="reference" computes the same on the CPU), xcorr.CudaError
-    when CUDA fails.
+    Raises ValueError for bad shapes, dtypes, windows or names, xcorr.GPUMemoryError (a MemoryError
+    and a ValueError) where the problem does not fit the GPU's free memory, xcorr.NoGPUError without
+    a usable GPU (its message says that algorithm="reference" computes the same on the CPU),
+    xcorr.CudaError when CUDA fails.
     """
     if devices is not None or chunk is not None or split is not None:
         return _batched(left, right, out, stream, devices, chunk, split, mode=mode, max_shift=max_shift, shifts=shifts,
