@@ -447,24 +447,33 @@ class Plan:
         self._plan.execute_ptr(left.data_ptr(), right.data_ptr(), out.data_ptr(), self._torch_stream(T, stream))
         return out
 
+    def _cupy_ready(self, C, x, shape, dtype):
+        """_torch_ready for CuPy arrays: dtype, shape, on the plan's device, C-contiguous."""
+        return (type(x) is C.ndarray and x.dtype is dtype and x.data.device_id == self._device and x.shape == shape
+                and x.flags.c_contiguous)
+
+    def _cupy_stream(self, C, stream):
+        if stream is None:
+            return C.current_stream().ptr  # CuPy's current stream, as the general path takes it
+        if type(stream) is not int or stream < 0:
+            return _arrays.stream_handle(stream, "cupy", self._device)
+        return stream
+
+    def _cupy_empty(self, C, shape, dtype, like):
+        """A CuPy result on the plan's device (cupy.empty allocates on the current one)."""
+        dev = self._device
+        return C.empty(shape, dtype=dtype) if C.get_device() == dev else _arrays.empty_like_kind(
+            "cupy", shape, dev, like, dtype)
+
     def _cupy(self, C, left, right, out, stream):
-        dev, f32 = self._device, C.float32
-        ml, mr = left.data, right.data
-        if not (left.dtype is f32 and right.dtype is f32 and ml.device_id == dev and mr.device_id == dev
-                and left.shape == self.left_shape and right.shape == self.right_shape
-                and left.flags.c_contiguous and right.flags.c_contiguous):
+        f32 = C.float32
+        if not (self._cupy_ready(C, left, self.left_shape, f32) and self._cupy_ready(C, right, self.right_shape, f32)):
             return None
         if out is None:
-            out = (C.empty(self.out_shape, dtype=f32) if C.get_device() == dev
-                   else _arrays.empty_like_kind("cupy", self.out_shape, dev, left))
-        elif not (type(out) is C.ndarray and out.dtype is f32 and out.data.device_id == dev
-                  and out.shape == self.out_shape and out.flags.c_contiguous):
+            out = self._cupy_empty(C, self.out_shape, f32, left)
+        elif not self._cupy_ready(C, out, self.out_shape, f32):
             return None
-        if stream is None:
-            stream = C.current_stream().ptr  # CuPy's current stream, as the general path takes it
-        elif type(stream) is not int or stream < 0:
-            stream = _arrays.stream_handle(stream, "cupy", dev)
-        self._plan.execute_ptr(ml.ptr, mr.ptr, out.data.ptr, stream)
+        self._plan.execute_ptr(left.data.ptr, right.data.ptr, out.data.ptr, self._cupy_stream(C, stream))
         return out
 
     def _call(self, left, right, out, stream):
@@ -630,40 +639,27 @@ class Plan:
         """_torch_reduced for CuPy arrays (as _cupy is _torch's): outputs from cupy.empty on the
         plan's device, or an earlier max_over_rights result of CuPy arrays continued; raw pointers
         to the binding. None: the general path handles the call and says what is wrong."""
-        dev, f32, i32, f64 = self._device, C.float32, C.int32, C.float64
-
-        def ready(x, shape, dtype):
-            return (type(x) is C.ndarray and x.dtype is dtype and x.data.device_id == dev and x.shape == shape
-                    and x.flags.c_contiguous)
-
-        if self.reference or not (ready(left, self.left_shape, f32) and ready(right, self.right_shape, f32)):
+        f32, i32, f64 = C.float32, C.int32, C.float64
+        if self.reference or not (self._cupy_ready(C, left, self.left_shape, f32)
+                                  and self._cupy_ready(C, right, self.right_shape, f32)):
             return None
-        if stream is None:
-            stream = C.current_stream().ptr  # CuPy's current stream, as the general path takes it
-        elif type(stream) is not int or stream < 0:
-            stream = _arrays.stream_handle(stream, "cupy", dev)
-
-        def empty(shape, dtype):
-            return C.empty(shape, dtype=dtype) if C.get_device() == dev else _arrays.empty_like_kind(
-                "cupy", shape, dev, left, dtype)
-
         shapes = self._device_shape
         if self.reduce == "peaks":
             if out is not None:
                 return None
-            buf = empty((self._peaks_parts[-1],), f32)
-            self._launch_peaks(left.data.ptr, right.data.ptr, buf.data.ptr, stream)
+            buf = self._cupy_empty(C, (self._peaks_parts[-1],), f32, left)
+            self._launch_peaks(left.data.ptr, right.data.ptr, buf.data.ptr, self._cupy_stream(C, stream))
             return self._peaks_views(buf, i32)
         dtypes = (f32, i32, f64, f64)
         if out is None:
-            arrays = [empty(shape, dtype) for shape, dtype in zip(shapes, dtypes)]
+            arrays = [self._cupy_empty(C, shape, dtype, left) for shape, dtype in zip(shapes, dtypes)]
         elif (not isinstance(out, tuple) or len(out) != len(shapes)
-              or not all(ready(x, shape, dtype) for x, shape, dtype in zip(out, shapes, dtypes))):
+              or not all(self._cupy_ready(C, x, shape, dtype) for x, shape, dtype in zip(out, shapes, dtypes))):
             return None
         else:
             arrays = list(out)
-        self._launch_max(left.data.ptr, right.data.ptr, [a.data.ptr for a in arrays], stream, out is not None,
-                         first_index)
+        self._launch_max(left.data.ptr, right.data.ptr, [a.data.ptr for a in arrays], self._cupy_stream(C, stream),
+                         out is not None, first_index)
         return out if out is not None else (MaxOverRightsStats if self.stats else MaxOverRights)(*arrays)
 
     # The fast paths' shared halves. A peaks call's three results are one allocation (_peaks_parts:
