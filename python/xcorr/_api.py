@@ -19,6 +19,7 @@ with (n,) for (h, w) and (count, n) for (count, h, w), and the result drops the 
 are (no copy); only the plan's spec and the reference see the 1 x n matrices.
 """
 import contextlib
+import functools
 import math
 import os
 import threading
@@ -615,22 +616,17 @@ class Plan:
         if self.reference or not (self._torch_ready(T, left, self.left_shape, f32)
                                   and self._torch_ready(T, right, self.right_shape, f32)):
             return None
-        shapes = self._device_shape
         if self.reduce == "peaks":
             if out is not None:
                 return None
             buf = T.empty((self._peaks_parts[-1],), dtype=f32, device=T.device(self._device))
             self._launch_peaks(left.data_ptr(), right.data_ptr(), buf.data_ptr(), self._torch_stream(T, stream))
             return self._peaks_views(buf, i32)
-        dtypes = (f32, i32, f64, f64)
-        if out is None:
-            device = T.device(self._device)
-            arrays = [T.empty(shape, dtype=dtype, device=device) for shape, dtype in zip(shapes, dtypes)]
-        elif (not isinstance(out, tuple) or len(out) != len(shapes)
-              or not all(self._torch_ready(T, x, shape, dtype) for x, shape, dtype in zip(out, shapes, dtypes))):
+        device = T.device(self._device)
+        arrays = self._max_arrays(out, (f32, i32, f64, f64), functools.partial(self._torch_ready, T),
+                                  lambda shape, dtype: T.empty(shape, dtype=dtype, device=device))
+        if arrays is None:
             return None
-        else:
-            arrays = list(out)
         self._launch_max(left.data_ptr(), right.data_ptr(), [a.data_ptr() for a in arrays],
                          self._torch_stream(T, stream), out is not None, first_index)
         return out if out is not None else (MaxOverRightsStats if self.stats else MaxOverRights)(*arrays)
@@ -643,21 +639,16 @@ class Plan:
         if self.reference or not (self._cupy_ready(C, left, self.left_shape, f32)
                                   and self._cupy_ready(C, right, self.right_shape, f32)):
             return None
-        shapes = self._device_shape
         if self.reduce == "peaks":
             if out is not None:
                 return None
             buf = self._cupy_empty(C, (self._peaks_parts[-1],), f32, left)
             self._launch_peaks(left.data.ptr, right.data.ptr, buf.data.ptr, self._cupy_stream(C, stream))
             return self._peaks_views(buf, i32)
-        dtypes = (f32, i32, f64, f64)
-        if out is None:
-            arrays = [self._cupy_empty(C, shape, dtype, left) for shape, dtype in zip(shapes, dtypes)]
-        elif (not isinstance(out, tuple) or len(out) != len(shapes)
-              or not all(self._cupy_ready(C, x, shape, dtype) for x, shape, dtype in zip(out, shapes, dtypes))):
+        arrays = self._max_arrays(out, (f32, i32, f64, f64), functools.partial(self._cupy_ready, C),
+                                  lambda shape, dtype: self._cupy_empty(C, shape, dtype, left))
+        if arrays is None:
             return None
-        else:
-            arrays = list(out)
         self._launch_max(left.data.ptr, right.data.ptr, [a.data.ptr for a in arrays], self._cupy_stream(C, stream),
                          out is not None, first_index)
         return out if out is not None else (MaxOverRightsStats if self.stats else MaxOverRights)(*arrays)
@@ -683,6 +674,18 @@ class Plan:
         if self.dims == 1:  # the lag, without the dy = 0 beside it
             shift, sub = shift[..., 1], sub[..., 1]
         return Peaks(value, shift, sub)
+
+    def _max_arrays(self, out, dtypes, ready, empty):
+        """The arrays a maximum over the rights writes (value, index and, with stats, sum and sumsq):
+        new ones from empty(shape, dtype), or out= continued where each is ready(x, shape, dtype);
+        None where out= is not that (the general path says what is wrong with it)."""
+        shapes = self._device_shape
+        if out is None:
+            return [empty(shape, dtype) for shape, dtype in zip(shapes, dtypes)]
+        if (not isinstance(out, tuple) or len(out) != len(shapes)
+                or not all(ready(x, shape, dtype) for x, shape, dtype in zip(out, shapes, dtypes))):
+            return None
+        return list(out)
 
     def _launch_max(self, left, right, ptrs, stream, accumulate, first_index):
         """A maximum over the rights by pointer: ptrs value, index and, with stats, sum and sumsq."""
