@@ -1,6 +1,6 @@
 // fft-fused: the FFT-based cross-correlation with hand-written DFTs, fused so that a right matrix is
 // read once (unpadded) and its output written once, in the final layout. Up to full outputs of
-// 191 x 191 (transform sizes 32, 64, 96, 128, 192) one block per matrix does everything in shared
+// 191 x 191 (transform sizes 32, 48, 64, 96, 128, 192) one block per matrix does everything in shared
 // memory; larger transforms (256, 384, 512, 768, 1024: full outputs up to 1023 x 1023; a window may
 // need a smaller transform, see "Output windows") take the staged path at the end of this file, the same
 // phases as kernels of their own, and so do problems of at most 32 outputs at N = 192 (at 256:
@@ -68,7 +68,8 @@
 //
 // Mapping of work to threads (the DFT itself: common/team_dft.cuh, tested on the CPU by
 // tests/team_dft_host.cpp). Every length-N DFT belongs to one team of T = N / E threads inside
-// a warp (E = 8, 8, 24, 16, 24 elements per thread for N = 32, 64, 96, 128, 192, so T = 4 or 8);
+// a warp (E = 8, 12, 8, 24, 16, 24 elements per thread for N = 32, 48, 64, 96, 128, 192, so T = 4
+// or 8);
 // teams take rows or columns round-robin and synchronise with __syncwarp only. Thread t of a team
 // holds elements t + T e (e < E) in registers, on entry and on exit ("natural layout"). The DFT is
 // two Stockham stages: a radix-E DFT in each thread's registers (a compile-time composite of
@@ -89,7 +90,7 @@
 // then 2 mod 4 and the two teams of a half-warp take row pairs p and p + 2 in phases 1 and 3
 // (Geometry), and a bank model of every access pattern (64-bit accesses, per half-warp) gives no
 // conflicts; the CPU test of the team DFT checks every padded size's exchanges (one team a
-// half-warp, or two of 8 at padded_pair_pitch). N = 32 and 96
+// half-warp, or two of 8 at padded_pair_pitch). N = 32, 48 and 96
 // (4 teams a half-warp) keep the rotated exchange (row r shifted by r) and pitch Qh + 1.
 //
 // Why this beats five cuFFT passes: per 96 x 96 right matrix of the real-data shape it moves
@@ -102,9 +103,9 @@
 // outputs or more (mixed_min_outputs): fewer are as fast or faster at the next power of two.
 //
 // Resource budget: no spills and no stack frame in any kernel (the strict build enforces it).
-// Threads per block 256 (N <= 96), 512 (N = 128), 384 (N = 192): Geometry::threads, with the
-// register limits that follow from them; pair_kernel<128> is bounded to two blocks an SM (64
-// registers). Shared memory (dynamic): (rows pitch + N) x 8 bytes (Geometry), 161 KB at N = 192
+// Threads per block 256 (N = 32, 64, 96), 128 (N = 48), 512 (N = 128), 384 (N = 192):
+// Geometry::threads, with the register limits that follow from them; pair_kernel<128> is bounded
+// to two blocks an SM (64 registers), paired_kernel to four (64) or at N = 48 five (96). Shared memory (dynamic): (rows pitch + N) x 8 bytes (Geometry), 161 KB at N = 192
 // (one block per SM), 76 KB at 128.
 // Measurements and the history of the design (and the per-kernel register counts): notes/51_fft_fused.md.
 #include <cuda_runtime.h>
@@ -152,8 +153,9 @@ struct Geometry {
     static_assert(!padded || (T == 8 && 2 * pitch >= N + T && pitch >= Qh + 1 && pitch % 4 == 2),
                   "the padded one-block layout's conditions");
     // 192: 12 warps (up to 168 registers per thread for the 24-element DFTs; at 16 warps they
-    // spill); 128: 16 warps; smaller sizes 8 warps (several blocks per SM).
-    static constexpr int threads = N == 192 ? 384 : N >= 128 ? 512 : 256;
+    // spill); 128: 16 warps; 48: 4 warps (32 teams of 4: a 32-row matrix's 16 row pairs and its 25
+    // columns a round each); the other sizes 8 warps (several blocks per SM).
+    static constexpr int threads = N == 192 ? 384 : N >= 128 ? 512 : N == 48 ? 128 : 256;
     static constexpr int teams = threads / T;
     // fused_kernel prefetches its next right into the L2, but not at N = 96: with the prefetch the
     // compiler gives that kernel 201-209 registers (one block an SM instead of two), and bounded to
@@ -161,6 +163,10 @@ struct Geometry {
     static constexpr bool prefetch = N != 96;
     // pair_kernel's blocks an SM: two at N = 128 (64 registers, no spills; shared memory holds two).
     static constexpr int pair_blocks = N == 128 ? 2 : 1;
+    // paired_kernel's blocks an SM: four of 256 threads (64 registers); at N = 48, whose two
+    // 12-element columns a thread spill 136-168 bytes at 64 registers and 8-24 at 80, five of 128
+    // (96 registers).
+    static constexpr int paired_blocks = N == 48 ? 5 : 4;
     // paired_kernel's column jobs a matrix: the Qh columns, or N/2 with the edge pair packed
     // (load_column_job) where that saves a round of the block's teams (N = 64: 33 columns on 32
     // teams). fused_kernel and pair_kernel keep a job a column: the split's registers cost them
@@ -660,9 +666,10 @@ __device__ __forceinline__ void peak_output(float2* S, float* map, unsigned long
 // then, and only the peak's key and neighbourhood to DRAM.
 // Instantiated up to kPairedMax (two spectra a block; above, the registers of two E-element
 // columns and the shared memory of two spectra would leave one block an SM). Bounded to four
-// blocks an SM (64 registers, no spill; 71-77 unbounded, three blocks): notes/51_fft_fused.md.
+// blocks an SM (64 registers, no spill; 71-77 unbounded, three blocks), three at N = 48
+// (Geometry::paired_blocks): notes/51_fft_fused.md.
 template <int N, bool kWindow, bool kPeak = false>
-__global__ void __launch_bounds__(Geometry<N>::threads, 4) paired_kernel(Args a, OutMap m) {
+__global__ void __launch_bounds__(Geometry<N>::threads, Geometry<N>::paired_blocks) paired_kernel(Args a, OutMap m) {
     static_assert(!kPeak || kWindow, "the fused peak reads the window through the map");
     static_assert(2 * Geometry<N>::slot >= N * N, "SL holds the map");
     __shared__ unsigned long long best;  // kPeak: output k's best key (peak_output)
@@ -1507,9 +1514,9 @@ __global__ void __launch_bounds__(kZeroThreads) zero_outside_kernel(float* __res
 
 // The instantiated transform sizes N (xcorr/dispatch.hpp): a problem takes the smallest that holds
 // its output.
-using Sizes = Values<32, 64, 96, 128, 192, 256, 384, 512, 768, 1024>;
+using Sizes = Values<32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024>;
 constexpr int kMaxOneBlock = 192;  // larger transforms take the staged path
-constexpr int kPairedMax = 64;     // paired_kernel's sizes: N = 32 and 64
+constexpr int kPairedMax = 64;     // paired_kernel's sizes: N = 32, 48 and 64
 constexpr int64_t kStaged192Outputs = 32;  // ... and so do problems of up to this many outputs at 192
 static_assert(Sizes::has(kMaxOneBlock), "the one-block path's largest size is instantiated");
 

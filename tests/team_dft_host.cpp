@@ -213,6 +213,7 @@ int main() {
     std::mt19937 rng(20261125);
     int failures = 0;
     check_size<32>(rng, failures);
+    check_size<48>(rng, failures);
     check_size<64>(rng, failures);
     check_size<96>(rng, failures);
     check_size<128>(rng, failures);

@@ -1076,9 +1076,9 @@ def test_block_per_pair_takes_k1_peaks_in_its_own_pass(d, monkeypatch, gpu):
 def test_fft_fused_window_pairs_in_one_kernel(d, gpu):
     """n-to-mn with one right a left (PIV's window pairs) by fft-fused, which transforms both
     matrices of a pair in one block up to transforms of 64 (paired_kernel): the gaussian fit gives
-    the planted displacement d within 0.05 px in every one of 40 pairs; and on odd, unequal pairs
-    with an offset (transform 64, a window off the centre) the maps match float64 within the
-    variant's bound, written over a poisoned output."""
+    the planted displacement d within 0.05 px in every one of 40 pairs (transform 48); and on odd,
+    unequal pairs with an offset (a window off the centre: 48; a full output: 64) the maps match
+    float64 within the variant's bound, written over a poisoned output."""
     a, b = (x.astype(np.float32) for x in piv_frames(seeded_rng(("piv-paired", d)), d, 40))
     got = xcorr.peaks2d(b, a, form="n-to-mn", max_shift=8, subpixel="gaussian", algorithm="fft-fused")
     np.testing.assert_allclose(got.subpixel[:, 0], np.broadcast_to(d, (40, 2)), atol=0.05)
@@ -1086,21 +1086,23 @@ def test_fft_fused_window_pairs_in_one_kernel(d, gpu):
     rng = seeded_rng(("paired-maps", d))
     left = (rng.uniform(-1, 1, (7, 29, 31)) + 40).astype(np.float32)
     right = (rng.uniform(-1, 1, (7, 23, 27)) - 3).astype(np.float32)
-    shifts = ((-9, 6), (-4, 11))
-    out = np.full((7, 16, 16), np.nan, np.float32)
-    xcorr.correlate2d(left, right, form="n-to-mn", shifts=shifts, algorithm="fft-fused", out=out)
-    want = fft_reference_maps("n-to-mn", left, right, shifts)
-    assert np.isfinite(out).all()
-    assert np.linalg.norm(out - want) <= 2e-6 * np.linalg.norm(want)  # fft-fused's bound (relative)
+    for shifts, shape in ((((-9, 6), (-4, 11)), (16, 16)), (((-22, 28), (-26, 30)), (51, 57))):  # 48, 64
+        out = np.full((7,) + shape, np.nan, np.float32)
+        xcorr.correlate2d(left, right, form="n-to-mn", shifts=shifts, algorithm="fft-fused", out=out)
+        want = fft_reference_maps("n-to-mn", left, right, shifts)
+        assert np.isfinite(out).all()
+        assert np.linalg.norm(out - want) <= 2e-6 * np.linalg.norm(want)  # fft-fused's bound (relative)
 
 
-# fft-fused's window pairs (n-to-mn, one right a left, transforms of 32 and 64): the k = 1 peak comes
-# from paired_kernel's block, the map held in shared memory (form, lefts, rights, window, fit, data).
+# fft-fused's window pairs (n-to-mn, one right a left, transforms of 32, 48 and 64): the k = 1 peak
+# comes from paired_kernel's block, the map held in shared memory (form, lefts, rights, window, fit,
+# data).
 FFT_FUSED_PAIRED = [
     ((5, 13, 11), (5, 9, 14), {}, "parabolic", "signed"),                           # full 21 x 24: 32
-    ((7, 29, 31), (7, 23, 27), {"shifts": ((-9, 6), (-4, 11))}, "gaussian", "offset"),  # off the centre: 64
-    ((6, 32, 32), (6, 32, 32), {"max_shift": 8}, "gaussian", "signed"),             # PIV's: 64
-    ((4, 40, 33), (4, 17, 30), {"mode": "valid"}, "parabolic", "offset"),           # 24 x 4 of 64
+    ((7, 29, 31), (7, 23, 27), {"shifts": ((-9, 6), (-4, 11))}, "gaussian", "offset"),  # off the centre: 48
+    ((6, 32, 32), (6, 32, 32), {"max_shift": 8}, "gaussian", "signed"),             # PIV's: 48
+    ((4, 40, 33), (4, 17, 30), {"mode": "valid"}, "parabolic", "offset"),           # 24 x 4 of 48
+    ((3, 30, 33), (3, 25, 20), {}, "gaussian", "signed"),                           # full 54 x 52: 64
 ]
 
 
