@@ -268,6 +268,24 @@ __device__ __forceinline__ void forward_rows(float2* S, const float* __restrict_
     }
 }
 
+// Phase 1 of two matrices at once (paired_kernel): M0's row pairs, then M1's, as one list dealt
+// to the teams, so that two 32-row matrices' 32 row pairs are one round of 32 teams, where a
+// forward_rows each would be two rounds with half the teams idle.
+template <int N>
+__device__ __forceinline__ void forward_rows_of_two(float2* S0, const float* __restrict__ M0, int h0, int w0,
+                                                    float2* S1, const float* __restrict__ M1, int h1, int w1,
+                                                    const float2* tw) {
+    using G = Geometry<N>;
+    const Team tm = this_team<N>();
+    const int pairs0 = (h0 + 1) / 2, pairs = pairs0 + (h1 + 1) / 2;
+    for (int j = row_team<N>(tm); j < pairs; j += G::teams) {
+        const bool first = j < pairs0;
+        const int p = first ? j : j - pairs0, h = first ? h0 : h1, w = first ? w0 : w1;
+        float2* row = (first ? S0 : S1) + 2 * p * G::pitch;
+        forward_row_pair<N>((first ? M0 : M1) + int64_t(2 * p) * w, w, 2 * p + 1 < h, row, row, row + G::pitch, tm, tw);
+    }
+}
+
 // Loads a column in shared memory (element n at col[n * pitch]; rows >= h_data read as zero) into
 // natural layout and runs the forward DFT, exchanging through the column itself.
 template <int N, class Post = Identity>
@@ -658,7 +676,8 @@ __device__ __forceinline__ void peak_output(float2* S, float* map, unsigned long
 // paired_kernel (n-to-mn with one right a left: PIV's window pairs): output k = (left k, right k),
 // both transformed in the block. spectrum_kernel would write, and fused_kernel read back, a left
 // spectrum of N Qh complex numbers a pair (16.9 KB at N = 64, twice the two 32 x 32 inputs), which
-// no other output reuses. Phase 1 transforms both matrices' rows (the left's into SL, after S),
+// no other output reuses. Phase 1 transforms both matrices' rows as one list of row pairs (the
+// left's into SL, after S: forward_rows_of_two),
 // phase 2 each column job of both (two forward DFTs, then the product of the two register arrays:
 // both hold thread t's elements t + T e, natural layout; at N = 64 the edge pair packed, so that
 // 32 teams take the jobs in one round) and its inverse, phase 3 as fused_kernel; or,
@@ -682,8 +701,7 @@ __global__ void __launch_bounds__(Geometry<N>::threads, Geometry<N>::paired_bloc
     for (int64_t k = blockIdx.x; k < a.count; k += gridDim.x) {
         __syncthreads();  // twiddles written; the previous output's rows read
         if (kPeak && threadIdx.x == 0) best = 0;  // last read before the barrier above
-        forward_rows<N>(S, a.right + k * right_size, a.hR, a.wR, tw);
-        forward_rows<N>(SL, a.left + k * left_size, a.hL, a.wL, tw);
+        forward_rows_of_two<N>(S, a.right + k * right_size, a.hR, a.wR, SL, a.left + k * left_size, a.hL, a.wL, tw);
         __syncthreads();
         if (G::prefetch && threadIdx.x == 0 && k + gridDim.x < a.count) {  // (as fused_kernel)
             prefetch_l2(a.right + (k + gridDim.x) * right_size, size_t(right_size) * sizeof(float));
@@ -1518,6 +1536,10 @@ using Sizes = Values<32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024>;
 constexpr int kMaxOneBlock = 192;  // larger transforms take the staged path
 constexpr int kPairedMax = 64;     // paired_kernel's sizes: N = 32, 48 and 64
 constexpr int64_t kStaged192Outputs = 32;  // ... and so do problems of up to this many outputs at 192
+// n-to-m's pair_kernel is not instantiated at N = 48 (blocks of 128 threads): 32-to-32 of 24 x 24 ran
+// in 20.0 us there against 16.7 at 64 (H200, notes/51_fft_fused.md), so n-to-m skips to 64.
+template <int N>
+constexpr bool kPairKernel = N != 48;
 static_assert(Sizes::has(kMaxOneBlock), "the one-block path's largest size is instantiated");
 
 template <class F>
@@ -1563,6 +1585,10 @@ public:
         // and 1024: notes/51_fft_fused.md): with few outputs the GPU is emptier than the larger
         // power-of-two transform costs.
         if (is_mixed(N_) && p.out_count() < mixed_min_outputs(N_)) N_ = Sizes::at_least(N_ + 1);
+        if (N_ > 0 && p.form == Form::NToM)
+            for_size(N_, [&](auto n) {
+                if (!kPairKernel<decltype(n)::value>) N_ = Sizes::at_least(N_ + 1);
+            });
         if (N_ == 0) {
             const std::string limit = "transforms go up to " + std::to_string(Sizes::max()) + " (outputs up to " +
                                       std::to_string(Sizes::max() - 1) + " x " + std::to_string(Sizes::max() - 1);
@@ -1582,8 +1608,8 @@ public:
                 allow_dynamic_smem(spectrum_kernel<NN>, size_t(G::smem_bytes), "fft-fused");
                 for_window([&](auto win) {
                     constexpr bool W = decltype(win)::value;
-                    for (auto kernel : {fused_kernel<NN, W>, pair_kernel<NN, W>})
-                        allow_dynamic_smem(kernel, size_t(G::smem_bytes), "fft-fused");
+                    allow_dynamic_smem(fused_kernel<NN, W>, size_t(G::smem_bytes), "fft-fused");
+                    if constexpr (kPairKernel<NN>) allow_dynamic_smem(pair_kernel<NN, W>, size_t(G::smem_bytes), "fft-fused");
                     if constexpr (NN <= kPairedMax)
                         for (auto kernel : {paired_kernel<NN, W>, paired_kernel<NN, true, true>})
                             allow_dynamic_smem(kernel, size_t(G::paired_smem_bytes), "fft-fused");
@@ -1739,7 +1765,9 @@ private:
     auto output_kernel() const {
         if constexpr (NN <= kPairedMax)
             if (paired()) return paired_kernel<NN, W>;
-        return p_.form == Form::NToM ? pair_kernel<NN, W> : fused_kernel<NN, W>;
+        if constexpr (kPairKernel<NN>)
+            if (p_.form == Form::NToM) return pair_kernel<NN, W>;
+        return fused_kernel<NN, W>;
     }
 
     // Workspace: one-block path: the spectra (lefts; n-to-m: all). Staged path, with chunks of K
