@@ -105,8 +105,9 @@
 // Resource budget: no spills and no stack frame in any kernel (the strict build enforces it).
 // Threads per block 256 (N = 32, 64, 96), 128 (N = 48), 512 (N = 128), 384 (N = 192):
 // Geometry::threads, with the register limits that follow from them; pair_kernel<128> is bounded
-// to two blocks an SM (64 registers), paired_kernel to four (64) or at N = 48 five (96). Shared memory (dynamic): (rows pitch + N) x 8 bytes (Geometry), 161 KB at N = 192
-// (one block per SM), 76 KB at 128.
+// to two blocks an SM (64 registers), paired_kernel to four (64) or at N = 48 five (96). Shared
+// memory (dynamic): (rows pitch + N) x 8 bytes (Geometry), 161 KB at N = 192 (one block per SM),
+// 76 KB at 128.
 // Measurements and the history of the design (and the per-kernel register counts): notes/51_fft_fused.md.
 #include <cuda_runtime.h>
 
@@ -685,8 +686,8 @@ __device__ __forceinline__ void peak_output(float2* S, float* map, unsigned long
 // then, and only the peak's key and neighbourhood to DRAM.
 // Instantiated up to kPairedMax (two spectra a block; above, the registers of two E-element
 // columns and the shared memory of two spectra would leave one block an SM). Bounded to four
-// blocks an SM (64 registers, no spill; 71-77 unbounded, three blocks), three at N = 48
-// (Geometry::paired_blocks): notes/51_fft_fused.md.
+// blocks an SM (64 registers, no spill; 71-77 unbounded, three blocks), at N = 48 to five blocks
+// of 128 threads (96 registers; Geometry::paired_blocks): notes/51_fft_fused.md.
 template <int N, bool kWindow, bool kPeak = false>
 __global__ void __launch_bounds__(Geometry<N>::threads, Geometry<N>::paired_blocks) paired_kernel(Args a, OutMap m) {
     static_assert(!kPeak || kWindow, "the fused peak reads the window through the map");
