@@ -148,10 +148,15 @@ struct Geometry {
     // take row pairs 4 pitch = 8 words apart (mod 16), and down a column pitch t mod 16 is even and
     // distinct for t < 8 (the half-warp's other team, the next column, takes the odd words). The
     // smallest such pitch >= Qh + 1 and >= (N + T) / 2 (padded_pair_pitch): 38, 70, 102.
+    // N = 48 pads the exchange with teams of 4 (four a half-warp, on row pairs p .. p + 3) at pitch
+    // Qh + 1 = 26: 2 pitch = 52 = N + T holds a slot, and the row pairs' bases 4 p mod 16 words put
+    // the four teams' accesses on distinct banks (the CPU test's model); down a column both layouts
+    // meet 2-way conflicts at this pitch.
     static constexpr bool padded = TeamShape<N>::padded;
-    static constexpr int pitch = !padded ? Qh + 1 : padded_pair_pitch<N>();
+    static constexpr int pitch = !padded || T == 4 ? Qh + 1 : padded_pair_pitch<N>();
     static constexpr int rows = TeamShape<N>::slot_size;  // of S: N, then the columns' exchange pad
-    static_assert(!padded || (T == 8 && 2 * pitch >= N + T && pitch >= Qh + 1 && pitch % 4 == 2),
+    static_assert(!padded || (T == 8 && 2 * pitch >= N + T && pitch >= Qh + 1 && pitch % 4 == 2) ||
+                      (T == 4 && 2 * pitch >= N + T && (2 * pitch) % 16 == 4),
                   "the padded one-block layout's conditions");
     // 192: 12 warps (up to 168 registers per thread for the 24-element DFTs; at 16 warps they
     // spill); 128: 16 warps; 48: 4 warps (32 teams of 4: a 32-row matrix's 16 row pairs and its 25

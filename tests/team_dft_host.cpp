@@ -10,7 +10,8 @@
 // words at index x stride, must fall on 16 distinct word positions modulo 16 (one wavefront).
 // Padded teams of 8 (fft-fused's one-block path: two teams a half-warp) are modelled as there:
 // in row-pair slots 4 pitch apart (stride 1) and in adjacent columns (stride pitch), with
-// padded_pair_pitch.
+// padded_pair_pitch; padded teams of 4 (N = 48: four a half-warp) in row-pair slots 2 pitch apart,
+// pitch N/2 + 2.
 // tests/test_team_dft.py runs it: exit 0 and a line per case; 1 and the failures otherwise.
 #include <atomic>
 #include <barrier>
@@ -145,6 +146,16 @@ bool check(int stride, std::mt19937& rng, int& failures) {
                 conflicts += words != 0xffffu;
             }
         }
+    }
+    if constexpr (T == 4 && Shape::padded) {  // fft-fused's N = 48: four teams a half-warp on row pairs
+        constexpr int pitch = N / 2 + 2;          // p .. p + 3, 2 pitch apart (Qh + 1: Geometry; stride 1 only)
+        if (stride == 1)
+            for (size_t k = 0; k < trace[0].size(); ++k) {
+                unsigned words = 0;
+                for (int q = 0; q < 4; ++q)
+                    for (int l = 0; l < T; ++l) words |= 1u << ((trace[size_t(l)][k] + 2 * q * pitch) % 16);
+                conflicts += words != 0xffffu;
+            }
     }
     if (T >= 16) {
         for (int h = 0; h < T; h += 16) {

@@ -182,7 +182,7 @@ struct TwoOrThreeStages {
 };
 template <int N> struct TeamPlan;
 template <> struct TeamPlan<32> : TwoOrThreeStages { static constexpr int E = 8; static constexpr bool padded = false; };
-template <> struct TeamPlan<48> : TwoOrThreeStages { static constexpr int E = 12; static constexpr bool padded = false; };
+template <> struct TeamPlan<48> : TwoOrThreeStages { static constexpr int E = 12; static constexpr bool padded = true; };  // teams of 4, padded
 template <> struct TeamPlan<64> : TwoOrThreeStages { static constexpr int E = 8; static constexpr bool padded = true; };
 template <> struct TeamPlan<96> : TwoOrThreeStages { static constexpr int E = 24; static constexpr bool padded = false; };
 template <> struct TeamPlan<128> : TwoOrThreeStages { static constexpr int E = 16; static constexpr bool padded = true; };
