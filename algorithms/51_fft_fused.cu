@@ -261,35 +261,35 @@ __device__ __forceinline__ void forward_row_pair(const float* __restrict__ ra, i
     }
 }
 
-// Phase 1: rows [0, h) of the h x w matrix M (row-major, unpadded) -> half-spectrum rows of S.
-// Rows from round_up(h, 2) on are not written: phase 2 reads them as zeros.
-template <int N>
-__device__ __forceinline__ void forward_rows(float2* S, const float* __restrict__ M, int h, int w,
-                                             const float2* tw) {
+// Phase 1: rows [0, h) of an h x w matrix M (row-major, unpadded) -> half-spectrum rows of its S;
+// rows from round_up(h, 2) on are not written: phase 2 reads them as zeros. kTwo (paired_kernel):
+// two matrices at once, M0's row pairs, then M1's, as one list dealt to the teams, so that two
+// 32-row matrices' 32 row pairs are one round of 32 teams, where one matrix at a time would be two
+// rounds with half the teams idle. Without kTwo, M1 is ignored: one matrix's loop (its bound as
+// 2 j < h, which compiles to the same code as the one-matrix function this replaced).
+template <int N, bool kTwo>
+__device__ __forceinline__ void forward_rows_of(float2* S0, const float* __restrict__ M0, int h0, int w0,
+                                                float2* S1, const float* __restrict__ M1, int h1, int w1,
+                                                const float2* tw) {
     using G = Geometry<N>;
     const Team tm = this_team<N>();
-    for (int p = row_team<N>(tm); 2 * p < h; p += G::teams) {
-        float2* row = S + 2 * p * G::pitch;  // rows 2p and 2p + 1: 2 pitch >= a slot (N, or N + T padded)
-        forward_row_pair<N>(M + int64_t(2 * p) * w, w, 2 * p + 1 < h, row, row, row + G::pitch, tm, tw);
+    const int pairs0 = (h0 + 1) / 2, pairs = pairs0 + (h1 + 1) / 2;
+    for (int j = row_team<N>(tm); kTwo ? j < pairs : 2 * j < h0; j += G::teams) {
+        const bool first = !kTwo || j < pairs0;
+        const int p = first ? j : j - pairs0, h = first ? h0 : h1, w = first ? w0 : w1;
+        float2* row = (first ? S0 : S1) + 2 * p * G::pitch;  // rows 2p and 2p + 1: 2 pitch >= a slot
+        forward_row_pair<N>((first ? M0 : M1) + int64_t(2 * p) * w, w, 2 * p + 1 < h, row, row, row + G::pitch, tm, tw);
     }
 }
-
-// Phase 1 of two matrices at once (paired_kernel): M0's row pairs, then M1's, as one list dealt
-// to the teams, so that two 32-row matrices' 32 row pairs are one round of 32 teams, where a
-// forward_rows each would be two rounds with half the teams idle.
+template <int N>
+__device__ __forceinline__ void forward_rows(float2* S, const float* __restrict__ M, int h, int w, const float2* tw) {
+    forward_rows_of<N, false>(S, M, h, w, nullptr, nullptr, 0, 0, tw);
+}
 template <int N>
 __device__ __forceinline__ void forward_rows_of_two(float2* S0, const float* __restrict__ M0, int h0, int w0,
                                                     float2* S1, const float* __restrict__ M1, int h1, int w1,
                                                     const float2* tw) {
-    using G = Geometry<N>;
-    const Team tm = this_team<N>();
-    const int pairs0 = (h0 + 1) / 2, pairs = pairs0 + (h1 + 1) / 2;
-    for (int j = row_team<N>(tm); j < pairs; j += G::teams) {
-        const bool first = j < pairs0;
-        const int p = first ? j : j - pairs0, h = first ? h0 : h1, w = first ? w0 : w1;
-        float2* row = (first ? S0 : S1) + 2 * p * G::pitch;
-        forward_row_pair<N>((first ? M0 : M1) + int64_t(2 * p) * w, w, 2 * p + 1 < h, row, row, row + G::pitch, tm, tw);
-    }
+    forward_rows_of<N, true>(S0, M0, h0, w0, S1, M1, h1, w1, tw);
 }
 
 // Loads a column in shared memory (element n at col[n * pitch]; rows >= h_data read as zero) into
