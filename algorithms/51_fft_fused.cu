@@ -90,8 +90,10 @@
 // then 2 mod 4 and the two teams of a half-warp take row pairs p and p + 2 in phases 1 and 3
 // (Geometry), and a bank model of every access pattern (64-bit accesses, per half-warp) gives no
 // conflicts; the CPU test of the team DFT checks every padded size's exchanges (one team a
-// half-warp, or two of 8 at padded_pair_pitch). N = 32, 48 and 96
-// (4 teams a half-warp) keep the rotated exchange (row r shifted by r) and pitch Qh + 1.
+// half-warp, or two of 8 at padded_pair_pitch). N = 32 and 96 (4 teams a half-warp) keep the
+// rotated exchange (row r shifted by r), N = 48 pads it; all three keep pitch Qh + 1, and their
+// four teams of a half-warp take columns c, c + 1, c + 8 and c + 9 in phase 2 (column_team), where
+// adjacent columns met 2-way conflicts on every access.
 //
 // Why this beats five cuFFT passes: per 96 x 96 right matrix of the real-data shape it moves
 // 36 KB in and 146 KB out of DRAM plus 149 KB of left spectrum from L2 (the fft variant moves
@@ -150,8 +152,8 @@ struct Geometry {
     // smallest such pitch >= Qh + 1 and >= (N + T) / 2 (padded_pair_pitch): 38, 70, 102.
     // N = 48 pads the exchange with teams of 4 (four a half-warp, on row pairs p .. p + 3) at pitch
     // Qh + 1 = 26: 2 pitch = 52 = N + T holds a slot, and the row pairs' bases 4 p mod 16 words put
-    // the four teams' accesses on distinct banks (the CPU test's model); down a column both layouts
-    // meet 2-way conflicts at this pitch.
+    // the four teams' accesses on distinct banks (the CPU test's model); down a column too, with the
+    // half-warp's teams on columns c, c + 1, c + 8, c + 9 (column_team).
     static constexpr bool padded = TeamShape<N>::padded;
     static constexpr int pitch = !padded || T == 4 ? Qh + 1 : padded_pair_pitch<N>();
     static constexpr int rows = TeamShape<N>::slot_size;  // of S: N, then the columns' exchange pad
@@ -205,6 +207,22 @@ template <int N>
 __device__ __forceinline__ int row_team(const Team& tm) {
     if constexpr (TeamShape<N>::T == 8) return (tm.id & ~3) | ((tm.id & 1) << 1) | ((tm.id >> 1) & 1);
     else return tm.id;
+}
+// The column a team takes first in phase 2 (then + teams). With T = 4 a half-warp holds four
+// teams, and on adjacent columns c .. c + 3 every column access (the loads, the exchange, the
+// stores: positions n pitch + c) took two wavefronts: at pitch = 2 mod 8 (18, 26, 50 for N = 32,
+// 48, 96) the four lanes of a team reach words {0, 2, 4, 6} or {0, 10, 4, 14} + a base (mod 16),
+// which four adjacent columns overlap; on columns c, c + 1, c + 8, c + 9 (quad_team_column) they
+// fill the 16 words. Teams of 8 keep c = id (two a half-warp on adjacent columns are already
+// conflict-free at padded_pair_pitch).
+template <int N>
+__device__ __forceinline__ int column_team(const Team& tm) {
+    if constexpr (TeamShape<N>::T == 4) {
+        static_assert(Geometry<N>::teams % 16 == 0, "the permutation maps each 16 teams onto themselves");
+        return quad_team_column(tm.id);
+    } else {
+        return tm.id;
+    }
 }
 
 // The team's values back into its exchange slot in natural layout (thread t's v[e], element
@@ -581,7 +599,7 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) spectrum_kernel(Args 
         forward_rows<N>(S, M, h, w, tw);
         __syncthreads();
         float2* dst = a.spec + s * int64_t(N) * G::Qh;
-        for (int c = tm.id; c < G::Qh; c += G::teams) {
+        for (int c = column_team<N>(tm); c < G::Qh; c += G::teams) {
             float2 v[G::E];
             forward_column<N>(v, S + c, G::pitch, (h + 1) & ~1, tm, tw);
 #pragma unroll
@@ -608,7 +626,7 @@ __global__ void __launch_bounds__(Geometry<N>::threads, 1) fused_kernel(Args a, 
             prefetch_l2(a.right + (k + gridDim.x) * a.hR * a.wR, size_t(a.hR) * a.wR * sizeof(float));
         const float2* L = a.spec + int64_t(a.pairs.left_of(k)) * N * G::Qh;
         pdl_wait();  // the spectra are ready (returns at once after the first time)
-        for (int c = tm.id; c < G::Qh; c += G::teams) {
+        for (int c = column_team<N>(tm); c < G::Qh; c += G::teams) {
             float2 v[G::E];
             const float2* Lc = L + c * N;
             forward_column<N>(v, S + c, G::pitch, (a.hR + 1) & ~1, tm, tw,
@@ -713,7 +731,7 @@ __global__ void __launch_bounds__(Geometry<N>::threads, Geometry<N>::paired_bloc
             prefetch_l2(a.right + (k + gridDim.x) * right_size, size_t(right_size) * sizeof(float));
             prefetch_l2(a.left + (k + gridDim.x) * left_size, size_t(left_size) * sizeof(float));
         }
-        for (int c = tm.id; c < G::column_jobs; c += G::teams) {
+        for (int c = column_team<N>(tm); c < G::column_jobs; c += G::teams) {
             const bool edge = G::edge_pair && c == 0;
             float2 vl[G::E], v[G::E];
             load_column_job<N>(vl, SL, c, edge, G::pitch, (a.hL + 1) & ~1, tm);
@@ -751,7 +769,7 @@ __global__ void __launch_bounds__(Geometry<N>::threads, Geometry<N>::pair_blocks
         const float2* L = a.spec + a.pairs.left_of(k) * slot;
         const float2* R = a.spec + (a.pairs.nL + a.pairs.right_of(k)) * slot;
         __syncthreads();  // twiddles written; the previous output's rows read
-        for (int c = tm.id; c < G::Qh; c += G::teams) {
+        for (int c = column_team<N>(tm); c < G::Qh; c += G::teams) {
             float2 v[G::E];
 #pragma unroll
             for (int e = 0; e < G::E; ++e) {

@@ -11,7 +11,8 @@
 // Padded teams of 8 (fft-fused's one-block path: two teams a half-warp) are modelled as there:
 // in row-pair slots 4 pitch apart (stride 1) and in adjacent columns (stride pitch), with
 // padded_pair_pitch; padded teams of 4 (N = 48: four a half-warp) in row-pair slots 2 pitch apart,
-// pitch N/2 + 2.
+// pitch N/2 + 2; every team of 4 (N = 32, 48, 96) on the four columns quad_team_column gives a
+// half-warp in phase 2, stride pitch N/2 + 2 (where adjacent columns must show their conflicts).
 // tests/test_team_dft.py runs it: exit 0 and a line per case; 1 and the failures otherwise.
 #include <atomic>
 #include <barrier>
@@ -157,6 +158,22 @@ bool check(int stride, std::mt19937& rng, int& failures) {
                 conflicts += words != 0xffffu;
             }
     }
+    if constexpr (T == 4) {  // fft-fused's N = 32, 48, 96: four teams a half-warp in phase 2's columns,
+        constexpr int pitch = N / 2 + 2;  // team j on column quad_team_column(j) (stride pitch: Qh + 1)
+        int adjacent = 0;  // the same model on columns c .. c + 3: it must see their 2-way conflicts
+        if (stride == 1)
+            for (size_t k = 0; k < trace[0].size(); ++k) {
+                unsigned words = 0, plain = 0;
+                for (int j = 0; j < 4; ++j)
+                    for (int l = 0; l < T; ++l) {
+                        words |= 1u << ((trace[size_t(l)][k] * pitch + xcorr::quad_team_column(j)) % 16);
+                        plain |= 1u << ((trace[size_t(l)][k] * pitch + j) % 16);
+                    }
+                conflicts += words != 0xffffu;
+                adjacent += plain != 0xffffu;
+            }
+        conflicts += stride == 1 && adjacent == 0;  // a model blind to the layout it replaces
+    }
     if (T >= 16) {
         for (int h = 0; h < T; h += 16) {
             for (size_t k = 0; k < trace[size_t(h)].size(); ++k) {
@@ -223,6 +240,17 @@ void check_size(std::mt19937& rng, int& failures) {
 int main() {
     std::mt19937 rng(20261125);
     int failures = 0;
+    {  // quad_team_column permutes each 16 team ids (fft-fused's blocks hold 32 or 64 teams of 4)
+        int hit[64] = {};
+        for (int id = 0; id < 64; ++id) {
+            const int c = xcorr::quad_team_column(id);
+            if (c >= 0 && c < 64 && (c & ~15) == (id & ~15)) ++hit[c];
+        }
+        int once = 0;
+        for (int c = 0; c < 64; ++c) once += hit[c] == 1;
+        std::printf("%s  quad_team_column: %d of 64 columns taken once\n", once == 64 ? "PASS" : "FAIL", once);
+        failures += once != 64;
+    }
     check_size<32>(rng, failures);
     check_size<48>(rng, failures);
     check_size<64>(rng, failures);

@@ -232,6 +232,15 @@ constexpr int padded_pair_pitch() {
     return p;
 }
 
+// The column a team of 4 takes first in fft-fused's phase 2, where four teams share a half-warp
+// (N = 32, 48, 96; 51_fft_fused.cu's column_team): on adjacent columns c .. c + 3 at a pitch of 2
+// mod 8 every column access takes two wavefronts; teams 4h + j on columns c, c + 1, c + 8, c + 9
+// fill the 16 words. Id bit 0 stays bit 0, id bit 1 becomes bit 3, id bits 2-3 bits 1-2: a
+// permutation of each 16 ids (tests/team_dft_host.cpp checks both).
+__host__ __device__ constexpr int quad_team_column(int id) {
+    return (id & ~15) | (id & 1) | ((id >> 1) & 1) << 3 | ((id >> 2) & 3) << 1;
+}
+
 // The N complex numbers a team exchanges through: a column of S (stride pitch) or one row pair
 // (stride 1: rows 2p and 2p + 1 are contiguous).
 struct StridedSlot {
