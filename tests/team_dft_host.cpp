@@ -10,9 +10,9 @@
 // words at index x stride, must fall on 16 distinct word positions modulo 16 (one wavefront).
 // Padded teams of 8 (fft-fused's one-block path: two teams a half-warp) are modelled as there:
 // in row-pair slots 4 pitch apart (stride 1) and in adjacent columns (stride pitch), with
-// padded_pair_pitch; padded teams of 4 (N = 48: four a half-warp) in row-pair slots 2 pitch apart,
-// pitch N/2 + 2; every team of 4 (N = 32, 48, 96) on the four columns quad_team_column gives a
-// half-warp in phase 2, stride pitch N/2 + 2 (where adjacent columns must show their conflicts).
+// padded_pair_pitch; teams of 4 (N = 32, 48, 96: four a half-warp, pitch N/2 + 2) in row-pair
+// slots 2 pitch apart and on the four columns quad_team_column gives a half-warp in phase 2
+// (where adjacent columns must show their conflicts).
 // tests/test_team_dft.py runs it: exit 0 and a line per case; 1 and the failures otherwise.
 #include <atomic>
 #include <barrier>
@@ -148,28 +148,20 @@ bool check(int stride, std::mt19937& rng, int& failures) {
             }
         }
     }
-    if constexpr (T == 4 && Shape::padded) {  // fft-fused's N = 48: four teams a half-warp on row pairs
-        constexpr int pitch = N / 2 + 2;          // p .. p + 3, 2 pitch apart (Qh + 1: Geometry; stride 1 only)
+    if constexpr (T == 4) {  // fft-fused's N = 32, 48, 96: four teams a half-warp, at pitch Qh + 1 (Geometry)
+        constexpr int pitch = N / 2 + 2;
+        int adjacent = 0;  // the columns' model on columns c .. c + 3: it must see their 2-way conflicts
         if (stride == 1)
             for (size_t k = 0; k < trace[0].size(); ++k) {
-                unsigned words = 0;
-                for (int q = 0; q < 4; ++q)
-                    for (int l = 0; l < T; ++l) words |= 1u << ((trace[size_t(l)][k] + 2 * q * pitch) % 16);
-                conflicts += words != 0xffffu;
-            }
-    }
-    if constexpr (T == 4) {  // fft-fused's N = 32, 48, 96: four teams a half-warp in phase 2's columns,
-        constexpr int pitch = N / 2 + 2;  // team j on column quad_team_column(j) (stride pitch: Qh + 1)
-        int adjacent = 0;  // the same model on columns c .. c + 3: it must see their 2-way conflicts
-        if (stride == 1)
-            for (size_t k = 0; k < trace[0].size(); ++k) {
-                unsigned words = 0, plain = 0;
+                unsigned rows = 0, cols = 0, plain = 0;
                 for (int j = 0; j < 4; ++j)
                     for (int l = 0; l < T; ++l) {
-                        words |= 1u << ((trace[size_t(l)][k] * pitch + xcorr::quad_team_column(j)) % 16);
-                        plain |= 1u << ((trace[size_t(l)][k] * pitch + j) % 16);
+                        const int x = trace[size_t(l)][k];
+                        rows |= 1u << ((x + 2 * j * pitch) % 16);  // phases 1 and 3: row pairs p .. p + 3
+                        cols |= 1u << ((x * pitch + xcorr::quad_team_column(j)) % 16);  // phase 2's columns
+                        plain |= 1u << ((x * pitch + j) % 16);
                     }
-                conflicts += words != 0xffffu;
+                conflicts += (rows != 0xffffu) + (cols != 0xffffu);
                 adjacent += plain != 0xffffu;
             }
         conflicts += stride == 1 && adjacent == 0;  // a model blind to the layout it replaces
