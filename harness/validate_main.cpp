@@ -511,6 +511,8 @@ std::vector<ReductionCase> reduction_cases() {
         {tie, Form::OneToMany, {1, 2}, "full", none, peaks_of(5, 2, G), Fill::Constant},
         {a, Form::OneToMany, {1, 4}, "full", none, peaks_of(5, 0, P), Fill::Nan},
         {b, Form::NToMn, {2, 4}, "valid", none, peaks_of(5, 2, G), Fill::Nan},
+        // k = 1 on maps of two tiles (the reduce kernels' peak1_kernel, a thread a map), some maps NaN
+        {b, Form::OneToMany, {1, 3}, "full", none, peaks_of(1, 0, G), Fill::Nan},
         {a, Form::OneToMany, {1, 5}, "full", none, max_of(true), Fill::Ranges},
         {b, Form::NToM, {2, 3}, "valid", zncc, max_of(true), Fill::Ranges},
         {a, Form::NToMn, {2, 6}, "max-shift-3,2", zl, max_of(false), Fill::Ranges},

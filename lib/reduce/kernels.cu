@@ -21,6 +21,9 @@
 //      neighbours may lie in an earlier peak's square). With min_distance 0 the square is the peak
 //      alone. Last, the block clears the squares it marked, so that the
 //      mask is all 0 again for the next chunk without a memset.
+//   At k = 1 on maps of at most kPeak1Tiles tiles (PIV's windows, short lag ranges) select's block
+//   a map is replaced by peak1_kernel, a thread a map: the best of its tile maxima, then the record.
+//   tile_max and peak1 are programmatic dependent launches (each launch overlaps the kernel before).
 // Maximum over the rights: one thread per shift and left, looping over the chunk's rights in
 // order (a strict > keeps the smallest index among ties), reading each right's map coalesced a few
 // rights ahead, and keeping value, index and the double sums in registers until the one store.
@@ -29,6 +32,8 @@
 #include <climits>
 #include <cmath>
 
+#include "common/launch.cuh"
+#include "common/pdl.cuh"
 #include "lib/reduce/kernels.cuh"
 #include "lib/reduce/peak.cuh"
 #include "xcorr/cuda_check.hpp"
@@ -60,8 +65,10 @@ constexpr int kBlock = 256;
 // (tile_max: kCols 1, many warps an SM); select's rescans are latency-bound, a few warps each
 // waiting for its tile, so they take a whole tile of 8 x 128 at once (kCols 4). The order in
 // which values are compared does not matter (better() takes the largest value, the smallest index
-// among ties), so a lane takes 8 rows of kCols columns 32 apart at a time (a signal's one row:
-// 8 kCols of its columns); the warp's loads of one slot are one coalesced row segment. Slots past
+// among ties), so a lane takes 8 rows of kCols columns 32 apart at a time; where the tile's values
+// are one run in memory (a signal's one row, or whole rows of a map narrower than a tile: PIV's
+// 17 x 17) it takes 8 kCols of them 32 apart, so that no lane idles past a short row; the warp's
+// loads of one slot are one coalesced segment. Slots past
 // the tile read nothing and hold NaN, which is never a peak. (`mk` is not __restrict__: select
 // writes the mask through another pointer in the same kernel, so its loads must not take the
 // read-only path.)
@@ -85,9 +92,10 @@ __device__ Cand tile_best(const float* __restrict__ map, const unsigned char* mk
         for (int j = 0; j < kSlots; ++j)
             if (v[j] == v[j] && !off[j]) c = better(c, Cand{v[j], at[j]});
     };
-    if (y1 - y0 == 1) {
-        for (int x = x0 + lane; x < x1; x += 32 * kSlots)
-            batch([&](int j) { return x + 32 * j < x1 ? y0 * w + x + 32 * j : -1; });
+    if (y1 - y0 == 1 || (x0 == 0 && x1 == w)) {  // one run of the map's values: read it flat
+        const int f1 = (y1 - 1) * w + x1;
+        for (int f = y0 * w + x0 + lane; f < f1; f += 32 * kSlots)
+            batch([&](int j) { return f + 32 * j < f1 ? f + 32 * j : -1; });
     } else {
         for (int x = x0 + lane; x < x1; x += 32 * kCols)
             for (int y = y0; y < y1; y += kRows)
@@ -104,6 +112,7 @@ __global__ void tile_max_kernel(const float* __restrict__ maps, int count, Tiles
     const int lane = threadIdx.x & 31;
     const int64_t t = int64_t(blockIdx.x) * (kBlock / 32) + (threadIdx.x >> 5);
     const int tiles = g.count();
+    pdl_wait();  // the maps are written
     if (t >= int64_t(count) * tiles) return;  // whole warps leave together
     const int64_t q = t / tiles;
     const int ti = int(t - q * tiles), ty = ti / g.nx, tx = ti - ty * g.nx;
@@ -111,6 +120,42 @@ __global__ void tile_max_kernel(const float* __restrict__ maps, int count, Tiles
     const int y0 = ty * g.th, x0 = tx * g.tw;
     const Cand c = tile_best<false, 1>(map, nullptr, g.w, y0, min(g.h, y0 + g.th), x0, min(g.w, x0 + g.tw));
     if (lane == 0) tile_value[t] = c.v, tile_index[t] = c.i;
+}
+
+// k = 1 where a map is a few tiles (PIV's 17 x 17 windows are one, 33 x 33 two, short lag ranges):
+// the record straight from the best of the map's tile maxima (tile_max's, or the keys the
+// variant's store took), a thread a map, in place of select's block a map. The fit is double
+// precision (the gaussian's three logarithms an axis), so it is worth a lane of its own: one lane a
+// warp for it would issue 32 times its warp instructions. Keys are left 0 for the next chunk, as
+// select leaves them.
+constexpr int kPeak1Tiles = 16;
+
+__global__ void __launch_bounds__(kBlock) peak1_kernel(const float* __restrict__ maps, int count, Tiles g, int dy0,
+                                                       int dx0, int subpixel, const float* __restrict__ tile_value,
+                                                       const int* __restrict__ tile_index,
+                                                       unsigned long long* __restrict__ tile_key, float* value,
+                                                       int32_t* shift, float* sub) {
+    const int64_t q = int64_t(blockIdx.x) * kBlock + threadIdx.x;
+    pdl_wait();  // the tile maxima (and, through the kernel before them, the maps) are written
+    if (q >= count) return;
+    const int tiles = g.count();
+    Cand c = none();
+    for (int t = 0; t < tiles; ++t) {
+        const int64_t i = q * tiles + t;
+        if (tile_key) {
+            c = better(c, peak_of_key(tile_key[i]));
+            tile_key[i] = 0;
+        } else {
+            c = better(c, Cand{tile_value[i], tile_index[i]});
+        }
+    }
+    if (c.i == INT_MAX) {  // no value of the map is a number
+        write_absent(value + q, shift + 2 * q, sub + 2 * q, 0);
+        return;
+    }
+    const float* map = maps + q * int64_t(g.h) * g.w;
+    write_peak(value + q, shift + 2 * q, sub + 2 * q, 0, c, g.h, g.w, dy0, dx0, subpixel,
+               [&](int y, int x) { return __ldg(map + y * g.w + x); });
 }
 
 struct Square {
@@ -266,11 +311,16 @@ void launch_peaks(const float* maps, int count, const Tiles& g, int dy0, int dx0
     if (count <= 0) return;
     if (!tile_key) {
         const int64_t warps = int64_t(count) * g.count();
-        tile_max_kernel<<<unsigned((warps + kBlock / 32 - 1) / (kBlock / 32)), kBlock, 0, stream>>>(
-            maps, count, g, tile_value, tile_index);
-        XC_CHECK_LAUNCH();
+        launch_dependent(tile_max_kernel, dim3(unsigned((warps + kBlock / 32 - 1) / (kBlock / 32))), dim3(kBlock), 0,
+                         stream, maps, count, g, tile_value, tile_index);
     }
-    // A map of a few tiles and values (PIV's 17 x 17) is one warp's work: a block of 256 threads
+    if (r.k == 1 && g.count() <= kPeak1Tiles) {
+        launch_dependent(peak1_kernel, dim3(unsigned((count + kBlock - 1) / kBlock)), dim3(kBlock), 0, stream, maps,
+                         count, g, dy0, dx0, int(r.subpixel), tile_value, tile_index, tile_key, value, shift,
+                         subpixel);
+        return;
+    }
+    // A map of a few tiles and values (PIV's 17 x 17 at k > 1) is one warp's work: a block of 256 threads
     // would idle 224 of them through every round.
     const int block = (g.count() <= 32 && int64_t(g.h) * g.w <= 4096) ? 32 : kBlock;
     select_kernel<<<unsigned(count), block, 0, stream>>>(maps, g, dy0, dx0, r.k, r.min_distance, int(r.subpixel),
