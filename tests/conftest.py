@@ -3,6 +3,7 @@
 The binaries come from the Meson build directory named by $XCORR_BUILD (default: build/);
 scripts/test builds it before running pytest."""
 import ctypes
+import fcntl
 import json
 import os
 import re
@@ -35,6 +36,8 @@ def pytest_configure(config):
                                        "of the tree); part of CI, `-m 'not slow'` leaves it out")
     config.addinivalue_line("markers", "peers: the test needs a peer library that the GPU machine has and CI does "
                                        "not (PyTorch), though no GPU: --gpu-only selects it, so that it runs there")
+    config.addinivalue_line("markers", "gpu_exclusive: the test takes the GPU's whole memory: no other GPU test of "
+                                       "any pytest-xdist worker runs beside it (gpu_lock)")
 
 
 def needs_gpu(item):
@@ -92,6 +95,32 @@ def pytest_runtest_makereport(item, call):
             report.longrepr = (f"{item.nodeid} skips for want of the GPU machine ({report.longrepr[-1]}) but "
                                "--gpu-only would not select it: give it the gpu fixture, @pytest.mark.gpu or, for "
                                "a CPU test that needs PyTorch, @pytest.mark.peers")
+
+
+@pytest.fixture(autouse=True)
+def gpu_lock(request):
+    """A lock across pytest-xdist's workers on one machine (a file beside the build): every GPU test
+    holds it shared, a gpu_exclusive test alone. Such a test fills the GPU's free memory to provoke
+    an out-of-memory refusal; beside it, another worker's test failed its own allocations (seen on an
+    H200 with eight workers, 2026-12-01). A gate lock, held only while a lock is being taken, keeps
+    new shared holders from starving a waiting exclusive one."""
+    if not needs_gpu(request.node):
+        yield
+        return
+    exclusive = request.node.get_closest_marker("gpu_exclusive") is not None
+    path = BUILD if BUILD.is_dir() else Path("/tmp")
+    with open(path / ".gpu-tests.lock", "a") as main, open(path / ".gpu-tests.gate", "a") as gate:
+        fcntl.flock(gate, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            fcntl.flock(main, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        finally:
+            if not exclusive:
+                fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(main, fcntl.LOCK_UN)
+            fcntl.flock(gate, fcntl.LOCK_UN)
 
 
 def binary(name):

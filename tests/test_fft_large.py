@@ -163,6 +163,7 @@ def test_a_plan_needing_less_shared_memory_leaves_an_earlier_larger_plan_working
     assert peak == (20 + 6, 900 + 191) and again.index[peak] == 1
 
 
+@pytest.mark.gpu_exclusive
 def test_a_search_the_free_gpu_memory_does_not_hold_is_a_memory_error_and_writes_nothing(gpu):
     """A template search whose plan does not fit the GPU's free memory (here: the rest taken by a
     PyTorch tensor) raises xcorr.GPUMemoryError, a MemoryError and a ValueError, in one line naming
