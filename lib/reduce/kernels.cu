@@ -125,9 +125,9 @@ __global__ void tile_max_kernel(const float* __restrict__ maps, int count, Tiles
 // k = 1 where a map is a few tiles (PIV's 17 x 17 windows are one, 33 x 33 two, short lag ranges):
 // the record straight from the best of the map's tile maxima (tile_max's, or the keys the
 // variant's store took), a thread a map, in place of select's block a map. The fit is double
-// precision (the gaussian's three logarithms an axis), so it is worth a lane of its own: one lane a
-// warp for it would issue 32 times its warp instructions. Keys are left 0 for the next chunk, as
-// select leaves them.
+// precision (the gaussian's three logarithms an axis), so it is worth a lane of its own: done by one
+// lane of a warp a map, it costs the whole warp's instruction slots for each map. Keys are left 0
+// for the next chunk, as select leaves them.
 constexpr int kPeak1Tiles = 16;
 
 __global__ void __launch_bounds__(kBlock) peak1_kernel(const float* __restrict__ maps, int count, Tiles g, int dy0,
