@@ -840,3 +840,16 @@ def test_a_series_added_after_the_run_makes_a_complete_experiment_pending(fake_r
     (d / "fig17.json").write_text(json.dumps(data))
     assert data["xcorr_meta"]["complete"] is True
     assert progress(d)["fig17"].note() == f"incomplete: {planned} of {planned + len(dropped)} cases"
+
+
+def test_a_stopped_remeasure_is_named_so_not_counted_as_missing_cases():
+    """A file whose every case has a result but whose last run stopped (complete false: a
+    --remeasure cut short by a time limit) says so, instead of 'incomplete: 1385 of 1385 cases'."""
+    from xcsuite.results import Progress
+
+    assert Progress("table1", True, 1385, 1385, None).note() == ""
+    assert Progress("table1", False, 12, 1385, None).note() == "incomplete: 12 of 1385 cases"
+    assert Progress("table1", False, 12, None, None).note() == "incomplete: 12 of ? cases"
+    assert Progress("table1", False, 1385, 1385, None).note() == \
+        "incomplete: its last run stopped (1385 of 1385 cases recorded)"
+

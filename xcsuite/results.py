@@ -78,9 +78,13 @@ class Progress:
     updated: str | None  # last write of the file (ISO 8601, UTC)
 
     def note(self) -> str:
-        """'' for a complete experiment, else 'incomplete: 12 of 105 cases'."""
+        """'' for a complete experiment, else 'incomplete: 12 of 105 cases', or, where every case
+        has a result but the last run stopped before its end (a --remeasure cut short), 'incomplete:
+        its last run stopped (105 of 105 cases recorded)'."""
         if self.complete:
             return ""
+        if self.planned is not None and self.recorded >= self.planned:
+            return f"incomplete: its last run stopped ({self.recorded} of {self.planned} cases recorded)"
         return f"incomplete: {self.recorded} of {self.planned if self.planned is not None else '?'} cases"
 
 
