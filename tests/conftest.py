@@ -101,9 +101,9 @@ def pytest_runtest_makereport(item, call):
 def gpu_lock(request):
     """A lock across pytest-xdist's workers on one machine (a file beside the build): every GPU test
     holds it shared, a gpu_exclusive test alone. Such a test fills the GPU's free memory to provoke
-    an out-of-memory refusal; beside it, another worker's test failed its own allocations (seen on an
-    H200 with eight workers, 2026-12-01). A gate lock, held only while a lock is being taken, keeps
-    new shared holders from starving a waiting exclusive one."""
+    an out-of-memory refusal; beside it, another worker's test failed its own allocations (eight
+    workers on one H200: notes/reductions.md). A gate lock, held only while a lock is being taken,
+    keeps new shared holders from starving a waiting exclusive one."""
     if not needs_gpu(request.node):
         yield
         return

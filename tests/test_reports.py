@@ -852,4 +852,3 @@ def test_a_stopped_remeasure_is_named_so_not_counted_as_missing_cases():
     assert Progress("table1", False, 12, None, None).note() == "incomplete: 12 of ? cases"
     assert Progress("table1", False, 1385, 1385, None).note() == \
         "incomplete: its last run stopped (1385 of 1385 cases recorded)"
-
