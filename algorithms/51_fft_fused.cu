@@ -5,8 +5,9 @@
 // need a smaller transform, see "Output windows") take the staged path at the end of this file, the same
 // phases as kernels of their own, and so do problems of at most 32 outputs at N = 192 (at 256:
 // one block of 192 per matrix leaves the GPU idle; FftFused's constructor). A reduced plan's k = 1
-// peaks on the staged path and for window pairs (paired_kernel) come from phase 3 itself, no map
-// written ("Fused k = 1 peaks" and peak_output, below),
+// peaks on the staged path and for window pairs of 64-point transforms (paired_kernel; below 64 the
+// map and the reduce kernels are faster) come from phase 3 itself, no map written ("Fused k = 1
+// peaks" and peak_output, below),
 // and so do template matching's zncc coefficients (norm_rows_kernel: the Normalizer's template
 // epilogue, a pass over the whole output, is then not run).
 // Beyond the paper: its
@@ -1559,6 +1560,11 @@ __global__ void __launch_bounds__(kZeroThreads) zero_outside_kernel(float* __res
 using Sizes = Values<32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024>;
 constexpr int kMaxOneBlock = 192;  // larger transforms take the staged path
 constexpr int kPairedMax = 64;     // paired_kernel's sizes: N = 32, 48 and 64
+// paired_kernel's k = 1 peaks (kPeak) from this size up. Below it the map and the reduce kernels'
+// peak1_kernel (a thread a map) are faster: 8192 pairs of 16 x 16 within +-8 (N = 32) 59 against
+// 68 us, PIV's 32 x 32 within +-8 (N = 48) 105.5 against 108.5; at N = 64 (3969 pairs 64 x 64 with
+// 32 x 32, valid) the fused 91 against 96 (H200, one process: notes/reductions.md).
+constexpr int kPairedPeakMin = 64;
 constexpr int64_t kStaged192Outputs = 32;  // ... and so do problems of up to this many outputs at 192
 // n-to-m's pair_kernel is not instantiated at N = 48 (blocks of 128 threads): 32-to-32 of 24 x 24 ran
 // in 20.0 us there against 16.7 at 64 (H200, notes/51_fft_fused.md), so n-to-m skips to 64.
@@ -1635,8 +1641,9 @@ public:
                     allow_dynamic_smem(fused_kernel<NN, W>, size_t(G::smem_bytes), "fft-fused");
                     if constexpr (kPairKernel<NN>) allow_dynamic_smem(pair_kernel<NN, W>, size_t(G::smem_bytes), "fft-fused");
                     if constexpr (NN <= kPairedMax)
-                        for (auto kernel : {paired_kernel<NN, W>, paired_kernel<NN, true, true>})
-                            allow_dynamic_smem(kernel, size_t(G::paired_smem_bytes), "fft-fused");
+                        allow_dynamic_smem(paired_kernel<NN, W>, size_t(G::paired_smem_bytes), "fft-fused");
+                    if constexpr (NN <= kPairedMax && NN >= kPairedPeakMin)
+                        allow_dynamic_smem(paired_kernel<NN, true, true>, size_t(G::paired_smem_bytes), "fft-fused");
                     // The persistent grid follows the kernel and instantiation that run (their
                     // registers differ; pair_kernel<128> fits two blocks an SM).
                     XC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
@@ -1681,12 +1688,12 @@ public:
     }
 
     // k = 1 peaks in phase 3, the map never written: window pairs in paired_kernel's block
-    // (peak_output), and the staged path (peak_rows_kernel, peak_near_kernel, peak_write_kernel);
+    // (peak_output) from kPairedPeakMin up, and the staged path (peak_rows_kernel, peak_near_kernel, peak_write_kernel);
     // where the window's every shift has overlap (no zeros outside the computed block to
     // compete). The rest of the one-block path (fused_kernel, pair_kernel: N <= 192) writes its
     // maps and the reduce kernels take them.
     bool takes_peak1() const override {
-        return (N_ > kMaxOneBlock || paired()) && map_.whole() &&
+        return (N_ > kMaxOneBlock || (paired() && N_ >= kPairedPeakMin)) && map_.whole() &&
                p_.out_count() <= std::numeric_limits<int32_t>::max();
     }
     void run_peak1(const float* left, const float* right, const PeakSink& sink, cudaStream_t stream) override {
@@ -1841,7 +1848,7 @@ private:
         spec_ = DeviceBuffer<float2>(size_t(z.spec));
         rows_ = DeviceBuffer<float2>(size_t(z.rows));  // lefts, then the chunk's rights
         H_ = DeviceBuffer<float2>(size_t(z.H));
-        if (staged || paired()) {  // the fused k = 1 peaks' keys and neighbourhoods (run_peak1)
+        if (staged || (paired() && N_ >= kPairedPeakMin)) {  // the fused k = 1 peaks' keys and neighbourhoods (run_peak1)
             const int64_t outputs = paired() ? p_.out_count() : k * G;
             keys_ = DeviceBuffer<unsigned long long>(size_t(outputs));
             near_ = DeviceBuffer<float>(size_t(9 * outputs));
@@ -1888,13 +1895,18 @@ private:
             if (paired()) {
                 a.count = p_.out_count();
                 if (sink) {
-                    paired_kernel<NN, true, true><<<grid(a.count), G::threads, G::paired_smem_bytes, stream>>>(a, map_);
-                    XC_CHECK_LAUNCH();
-                    StagedArgs w{};  // peak_write_kernel's outputs: [0, count), chunk_output(w, o) = o
-                    w.count = a.count;
-                    w.pairs = a.pairs;
-                    launch_dependent(peak_write_kernel, dim3(unsigned(ceil_div64(a.count, kPeakWriteThreads))),
-                                     dim3(kPeakWriteThreads), 0, stream, w, map_, keys_.get(), near_.get(), *sink);
+                    if constexpr (NN >= kPairedPeakMin) {
+                        paired_kernel<NN, true, true>
+                            <<<grid(a.count), G::threads, G::paired_smem_bytes, stream>>>(a, map_);
+                        XC_CHECK_LAUNCH();
+                        StagedArgs w{};  // peak_write_kernel's outputs: [0, count), chunk_output(w, o) = o
+                        w.count = a.count;
+                        w.pairs = a.pairs;
+                        launch_dependent(peak_write_kernel, dim3(unsigned(ceil_div64(a.count, kPeakWriteThreads))),
+                                         dim3(kPeakWriteThreads), 0, stream, w, map_, keys_.get(), near_.get(), *sink);
+                    } else {
+                        throw std::logic_error("fft-fused: fused window-pair peaks below kPairedPeakMin");
+                    }
                 } else
                     for_window([&](auto win) {
                         paired_kernel<NN, decltype(win)::value>

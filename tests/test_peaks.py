@@ -1103,16 +1103,21 @@ FFT_FUSED_PAIRED = [
     ((6, 32, 32), (6, 32, 32), {"max_shift": 8}, "gaussian", "signed"),             # PIV's: 48
     ((4, 40, 33), (4, 17, 30), {"mode": "valid"}, "parabolic", "offset"),           # 24 x 4 of 48
     ((3, 30, 33), (3, 25, 20), {}, "gaussian", "signed"),                           # full 54 x 52: 64
+    ((5, 64, 64), (5, 32, 32), {"mode": "valid"}, "gaussian", "offset"),            # 33 x 33 of 64
 ]
+# The transform from which paired_kernel takes the peaks itself (51_fft_fused.cu, kPairedPeakMin):
+# below it the map and the reduce kernels are faster.
+FFT_FUSED_PAIRED_OWN_PASS = {1: False, 2: False, 3: False, 4: False, 5: True, 6: True}
 
 
-def fft_fused_k1_peaks_checked(form, a, b, window, subpixel, case, monkeypatch):
+def fft_fused_k1_peaks_checked(form, a, b, window, subpixel, case, monkeypatch, own_pass=True):
     """fft-fused's k = 1 peaks of (a, b) from the variant's own pass (its explain says so, no map
-    written), each correct by the contract against the float64 reference map; returns that plan, its
-    peaks and those of the route through the map and the reduce kernels (XCORR_NO_FUSED_PEAKS=1)."""
+    written; own_pass=False: from the map and the reduce kernels), each correct by the contract
+    against the float64 reference map; returns that plan, its peaks and those of the route through
+    the map and the reduce kernels (XCORR_NO_FUSED_PEAKS=1)."""
     args = dict(form=form, reduce="peaks", k=1, subpixel=subpixel, algorithm="fft-fused", **window)
     fused = xcorr.Plan(a.shape, b.shape, **args)
-    assert "own pass" in fused.explain(), fused.explain()
+    assert ("own pass" in fused.explain()) == own_pass, fused.explain()
     got = fused(a, b)
     refplan = xcorr.Plan(a.shape, b.shape, form=form, algorithm="reference", **window)
     maps = fft_reference_maps(form, a, b, refplan.shifts)
@@ -1131,17 +1136,20 @@ def fft_fused_k1_peaks_checked(form, a, b, window, subpixel, case, monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("case", FFT_FUSED_PAIRED, ids=lambda c: f"{c[0]}x{c[1]}-{c[2]}")
-def test_fft_fused_takes_k1_peaks_of_window_pairs_in_their_kernel(case, monkeypatch, gpu):
-    """fft-fused's window pairs at k = 1: the plan takes the peaks in the variant's own pass (its
-    explain says so, no map written), correct by the contract against the float64 reference map, to
-    the bit the peaks of the route through the map and the reduce kernels (XCORR_NO_FUSED_PEAKS=1:
-    the same row DFTs and the same fit); a pair whose left holds a NaN has no peak, and its
-    neighbours keep theirs."""
+@pytest.mark.parametrize("number, case", enumerate(FFT_FUSED_PAIRED, 1), ids=lambda c: f"{c[0]}x{c[1]}-{c[2]}"
+                         if isinstance(c, tuple) else str(c))
+def test_fft_fused_k1_peaks_of_window_pairs(number, case, monkeypatch, gpu):
+    """fft-fused's window pairs at k = 1: at 64-point transforms the plan takes the peaks in the
+    variant's own pass (its explain says so, no map written), below it from the map by the reduce
+    kernels (peak1_kernel, a thread a map); correct by the contract against the float64 reference
+    map, to the bit the peaks of the route through the map and the reduce kernels
+    (XCORR_NO_FUSED_PEAKS=1: the same row DFTs and the same fit); a pair whose left holds a NaN has no
+    peak, and its neighbours keep theirs."""
     ls, rs, window, subpixel, data = case
     rng = seeded_rng(("fft-fused-paired-peaks", ls, rs, str(window)))
     a, b = gpu_data(rng, ls, data), gpu_data(rng, rs, data)
-    fused, got, want = fft_fused_k1_peaks_checked("n-to-mn", a, b, window, subpixel, case, monkeypatch)
+    fused, got, want = fft_fused_k1_peaks_checked("n-to-mn", a, b, window, subpixel, case, monkeypatch,
+                                                  own_pass=FFT_FUSED_PAIRED_OWN_PASS[number])
     for x, y in zip(got, want):
         np.testing.assert_array_equal(x, y)
     a[1, ls[1] // 2, ls[2] // 2] = np.nan
