@@ -523,6 +523,10 @@ std::vector<ReductionCase> reduction_cases() {
         // refuse, so without these their n-to-mn reductions ran nowhere
         {b, Form::NToMn, {2, 4}, "full", none, peaks_of(5, 1, P), Fill::Ranges},
         {piv, Form::NToMn, {6, 6}, "max-shift-8,8", none, peaks_of(1, 0, G), Fill::Ranges},
+        // k > 1 over window pairs: tile maxima, then the selection, over a NaN-filled pair
+        {piv, Form::NToMn, {5, 5}, "max-shift-8,8", none, peaks_of(3, 2, P), Fill::Nan},
+        // zncc over window pairs: the normalized maps, their peaks from the reduce kernels
+        {piv, Form::NToMn, {4, 4}, "max-shift-8,8", zncc, peaks_of(1, 0, G), Fill::Ranges},
         // window pairs whose transform is 64 (full 54 x 52): fft-fused's paired_kernel takes the peaks
         {Shape{30, 33, 25, 20}, Form::NToMn, {3, 3}, "full", none, peaks_of(1, 0, P), Fill::Ranges},
         {a, Form::NToMn, {2, 6}, "full", zncc, max_of(true), Fill::Ranges},
