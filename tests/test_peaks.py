@@ -1136,7 +1136,7 @@ def fft_fused_k1_peaks_checked(form, a, b, window, subpixel, case, monkeypatch, 
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("number, case", enumerate(FFT_FUSED_PAIRED, 1), ids=lambda c: f"{c[0]}x{c[1]}-{c[2]}"
+@pytest.mark.parametrize("number, case", list(enumerate(FFT_FUSED_PAIRED, 1)), ids=lambda c: f"{c[0]}x{c[1]}-{c[2]}"
                          if isinstance(c, tuple) else str(c))
 def test_fft_fused_k1_peaks_of_window_pairs(number, case, monkeypatch, gpu):
     """fft-fused's window pairs at k = 1: at 64-point transforms the plan takes the peaks in the
