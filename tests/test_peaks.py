@@ -1094,20 +1094,18 @@ def test_fft_fused_window_pairs_in_one_kernel(d, gpu):
         assert np.linalg.norm(out - want) <= 2e-6 * np.linalg.norm(want)  # fft-fused's bound (relative)
 
 
-# fft-fused's window pairs (n-to-mn, one right a left, transforms of 32, 48 and 64): the k = 1 peak
-# comes from paired_kernel's block, the map held in shared memory (form, lefts, rights, window, fit,
-# data).
+# fft-fused's window pairs (n-to-mn, one right a left): (transform, lefts, rights, window, fit, data).
+# From PAIRED_PEAK_MIN points on paired_kernel takes the k = 1 peak itself, the map held in shared
+# memory; below it the map and the reduce kernels are faster (51_fft_fused.cu, kPairedPeakMin).
+PAIRED_PEAK_MIN = 64
 FFT_FUSED_PAIRED = [
-    ((5, 13, 11), (5, 9, 14), {}, "parabolic", "signed"),                           # full 21 x 24: 32
-    ((7, 29, 31), (7, 23, 27), {"shifts": ((-9, 6), (-4, 11))}, "gaussian", "offset"),  # off the centre: 48
-    ((6, 32, 32), (6, 32, 32), {"max_shift": 8}, "gaussian", "signed"),             # PIV's: 48
-    ((4, 40, 33), (4, 17, 30), {"mode": "valid"}, "parabolic", "offset"),           # 24 x 4 of 48
-    ((3, 30, 33), (3, 25, 20), {}, "gaussian", "signed"),                           # full 54 x 52: 64
-    ((5, 64, 64), (5, 32, 32), {"mode": "valid"}, "gaussian", "offset"),            # 33 x 33 of 64
+    (32, (5, 13, 11), (5, 9, 14), {}, "parabolic", "signed"),                           # full 21 x 24
+    (48, (7, 29, 31), (7, 23, 27), {"shifts": ((-9, 6), (-4, 11))}, "gaussian", "offset"),  # off the centre
+    (48, (6, 32, 32), (6, 32, 32), {"max_shift": 8}, "gaussian", "signed"),             # PIV's
+    (48, (4, 40, 33), (4, 17, 30), {"mode": "valid"}, "parabolic", "offset"),           # 24 x 4
+    (64, (3, 30, 33), (3, 25, 20), {}, "gaussian", "signed"),                           # full 54 x 52
+    (64, (5, 64, 64), (5, 32, 32), {"mode": "valid"}, "gaussian", "offset"),            # 33 x 33
 ]
-# The transform from which paired_kernel takes the peaks itself (51_fft_fused.cu, kPairedPeakMin):
-# below it the map and the reduce kernels are faster.
-FFT_FUSED_PAIRED_OWN_PASS = {1: False, 2: False, 3: False, 4: False, 5: True, 6: True}
 
 
 def fft_fused_k1_peaks_checked(form, a, b, window, subpixel, case, monkeypatch, own_pass=True):
@@ -1136,20 +1134,19 @@ def fft_fused_k1_peaks_checked(form, a, b, window, subpixel, case, monkeypatch, 
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("number, case", list(enumerate(FFT_FUSED_PAIRED, 1)), ids=lambda c: f"{c[0]}x{c[1]}-{c[2]}"
-                         if isinstance(c, tuple) else str(c))
-def test_fft_fused_k1_peaks_of_window_pairs(number, case, monkeypatch, gpu):
+@pytest.mark.parametrize("case", FFT_FUSED_PAIRED, ids=lambda c: f"{c[1]}x{c[2]}-{c[3]}")
+def test_fft_fused_k1_peaks_of_window_pairs(case, monkeypatch, gpu):
     """fft-fused's window pairs at k = 1: at 64-point transforms the plan takes the peaks in the
     variant's own pass (its explain says so, no map written), below it from the map by the reduce
     kernels (peak1_kernel, a thread a map); correct by the contract against the float64 reference
     map, to the bit the peaks of the route through the map and the reduce kernels
     (XCORR_NO_FUSED_PEAKS=1: the same row DFTs and the same fit); a pair whose left holds a NaN has no
     peak, and its neighbours keep theirs."""
-    ls, rs, window, subpixel, data = case
+    n, ls, rs, window, subpixel, data = case
     rng = seeded_rng(("fft-fused-paired-peaks", ls, rs, str(window)))
     a, b = gpu_data(rng, ls, data), gpu_data(rng, rs, data)
     fused, got, want = fft_fused_k1_peaks_checked("n-to-mn", a, b, window, subpixel, case, monkeypatch,
-                                                  own_pass=FFT_FUSED_PAIRED_OWN_PASS[number])
+                                                  own_pass=n >= PAIRED_PEAK_MIN)
     for x, y in zip(got, want):
         np.testing.assert_array_equal(x, y)
     a[1, ls[1] // 2, ls[2] // 2] = np.nan
