@@ -15,11 +15,14 @@
 // radices up to 18).
 //
 // Mapping: butterfly j of a stage is thread j of the transform's threads (plan.threads, at most
-// kBlockFftMaxThreads: the schedule keeps n / R within it), in place: a stage reads its R elements, the block
-// synchronises, and it writes its R results, so one buffer of n elements suffices (half the shared
-// memory of a ping-pong, twice the blocks an SM). The twiddles come from a table in global memory
-// computed in double on the host (block_fft_host), read through the read-only cache, laid out per
-// stage as [r - 1][k], so that a warp's loads of one r are consecutive addresses.
+// kBlockFftMaxThreads: the schedule keeps n / R within it), in place: a stage reads its R elements and
+// multiplies them by their twiddles, the block synchronises, and it takes their DFT and writes its R
+// results, so one buffer of n elements suffices (half the shared memory of a ping-pong, twice the
+// blocks an SM). The twiddles come before the barrier, not after it: their loads' latency then
+// passes while the block waits there, where after it every warp of the block would wait on them at
+// once. The twiddles come from a table in global memory computed in double on the host
+// (block_fft_host), read through the read-only cache, laid out per stage as [r - 1][k], so that a
+// warp's loads of one r are consecutive addresses.
 //
 // Long lengths (block_fft_pingpong): where a stage has more butterflies than a block has threads
 // (n beyond 18^3 = 5832), a thread takes butterflies j, j + T, ... of each stage, and the stages
@@ -111,10 +114,12 @@ __device__ __forceinline__ void bf_load(const float2* buf, const BlockFftStage& 
 __device__ __forceinline__ int bf_k(const BlockFftStage& st, int j) {
     return st.ns == 1 ? 0 : j - int(__umulhi(unsigned(j), st.magic)) * st.ns;
 }
-// Butterfly j's twiddles W_{ns R}^{k r} and its DFT, in registers.
-template <int R, int Sign>
-__device__ __forceinline__ void bf_butterfly(const BlockFftStage& st, const float2* __restrict__ tw, int j,
-                                             float2 (&v)[R]) {
+// Butterfly j's twiddles W_{ns R}^{k r} on its R inputs v[0 .. R) (none where k = 0, which is every
+// butterfly of stage 0: ns = 1).
+template <int R, int Sign, int M>
+__device__ __forceinline__ void bf_twiddle(const BlockFftStage& st, const float2* __restrict__ tw, int j,
+                                           float2 (&v)[M]) {
+    static_assert(R <= M, "a butterfly's inputs fit its array");
     const int k = bf_k(st, j);
     if (k != 0) {
         // W_{ns R}^{k r} at tw[st.tw + (r - 1) ns + k]: for each r the lanes' k are consecutive,
@@ -128,6 +133,12 @@ __device__ __forceinline__ void bf_butterfly(const BlockFftStage& st, const floa
             v[r] = cmul(v[r], w);
         }
     }
+}
+// Butterfly j's twiddles and its DFT, in registers.
+template <int R, int Sign>
+__device__ __forceinline__ void bf_butterfly(const BlockFftStage& st, const float2* __restrict__ tw, int j,
+                                             float2 (&v)[R]) {
+    bf_twiddle<R, Sign>(st, tw, j, v);
     dft<R, Sign>(v);
 }
 // Butterfly j's results to their places, (j - k) R + k + r ns.
@@ -188,16 +199,16 @@ __device__ __forceinline__ float2 bf_load_input(Load& load, int i, int r) {
     else return load(i);
 }
 
-// Butterfly j of stage `st`, its inputs in vin: twiddles and DFT (just dft_two where `pruned`), then
-// its results written back or, in the last stage, as `Last` says.
+// Butterfly j of stage `st`, its inputs in vin with their twiddles applied (block_fft_core): its DFT
+// (just dft_two where `pruned`), then its results written back or, in the last stage, as `Last` says.
 template <int R, int Sign, BfLast Last, class Ends>
-__device__ __forceinline__ void bf_stage_out(float2* buf, const BlockFftStage& st, int pad, const float2* __restrict__ tw,
-                                             int j, float2 (&vin)[kBlockFftMaxRadix], bool pruned, bool last, Ends& e) {
+__device__ __forceinline__ void bf_stage_out(float2* buf, const BlockFftStage& st, int pad, int j,
+                                             float2 (&vin)[kBlockFftMaxRadix], bool pruned, bool last, Ends& e) {
     float2 v[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) v[r] = vin[r];
     if (pruned) dft_two<R, Sign>(v, v[0], v[1]);
-    else bf_butterfly<R, Sign>(st, tw, j, v);
+    else dft<R, Sign>(v);
     if (Last == BfLast::Buffer || !last) {
         bf_write<R>(buf, st, pad, j, v);
     } else if constexpr (Last == BfLast::Store) {
@@ -257,6 +268,7 @@ __device__ __forceinline__ void block_fft_core(float2* buf, const BlockFftPlan& 
             }                                                                                          \
         } else {                                                                                       \
             bf_load<R>(buf, st, p.pad, j, v);                                                          \
+            bf_twiddle<R, Sign>(st, p.tw, j, v);                                                       \
         }                                                                                              \
         break;
                 XCORR_BLOCK_FFT_RADICES(XCORR_BF_LOAD)
@@ -268,7 +280,7 @@ __device__ __forceinline__ void block_fft_core(float2* buf, const BlockFftPlan& 
             const bool pruned = from_load && e.live <= 2 * st.m;
             switch (st.r) {
 #define XCORR_BF_STORE(R) \
-    case R: bf_stage_out<R, Sign, Last>(buf, st, p.pad, p.tw, j, v, pruned, s + 1 == p.stages, e); break;
+    case R: bf_stage_out<R, Sign, Last>(buf, st, p.pad, j, v, pruned, s + 1 == p.stages, e); break;
                 XCORR_BLOCK_FFT_RADICES(XCORR_BF_STORE)
 #undef XCORR_BF_STORE
             }
