@@ -1693,7 +1693,7 @@ public:
     // compete). The rest of the one-block path (fused_kernel, pair_kernel: N <= 192) writes its
     // maps and the reduce kernels take them.
     bool takes_peak1() const override {
-        return (N_ > kMaxOneBlock || (paired() && N_ >= kPairedPeakMin)) && map_.whole() &&
+        return (N_ > kMaxOneBlock || paired_peaks()) && map_.whole() &&
                p_.out_count() <= std::numeric_limits<int32_t>::max();
     }
     void run_peak1(const float* left, const float* right, const PeakSink& sink, cudaStream_t stream) override {
@@ -1788,6 +1788,8 @@ private:
 
     // n-to-mn with one right a left at the small sizes: paired_kernel alone, no spectra stored.
     bool paired() const { return N_ <= kPairedMax && p_.form == Form::NToMn && p_.nR == p_.nL; }
+    // paired_kernel takes window pairs' k = 1 peaks itself (kPeak) from kPairedPeakMin up.
+    bool paired_peaks() const { return paired() && N_ >= kPairedPeakMin; }
 
     // The one-block path's output kernel: paired_kernel where paired(), pair_kernel for n-to-m
     // (both spectra stored), else fused_kernel. The launch and the persistent grid's occupancy
@@ -1848,7 +1850,7 @@ private:
         spec_ = DeviceBuffer<float2>(size_t(z.spec));
         rows_ = DeviceBuffer<float2>(size_t(z.rows));  // lefts, then the chunk's rights
         H_ = DeviceBuffer<float2>(size_t(z.H));
-        if (staged || (paired() && N_ >= kPairedPeakMin)) {  // the fused k = 1 peaks' keys and neighbourhoods (run_peak1)
+        if (staged || paired_peaks()) {  // the fused k = 1 peaks' keys and neighbourhoods (run_peak1)
             const int64_t outputs = paired() ? p_.out_count() : k * G;
             keys_ = DeviceBuffer<unsigned long long>(size_t(outputs));
             near_ = DeviceBuffer<float>(size_t(9 * outputs));
