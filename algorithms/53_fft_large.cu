@@ -191,6 +191,12 @@ __global__ void __maxnreg__(XCORR_FFT_LARGE_COLUMN_REGISTERS) column_kernel(Colu
     __syncthreads();  // the stage tables and the left's column
     for (int m = 0; m < a.matrices; ++m) {
         const float2* col = a.src + (int64_t(m) * K + k) * a.rows_in;
+        // The next right's column (rows_in values: 3 KB for a 384-row template) into the L2 while
+        // this one transforms: stage 0 reads it straight from global memory after the barrier that
+        // ends this right, every warp at once, and a batch's pass-1 output (6.6 MB a 4320-point
+        // right) does not stay in the L2 until then.
+        if (threadIdx.x == 0 && m + 1 < a.matrices)
+            prefetch_l2(col + int64_t(K) * a.rows_in, size_t(a.rows_in) * sizeof(float2));
         const int I = a.interleave;
         float2* out = a.dst + (a.dst ? (int64_t(m / I) * K + k) * a.out_rows * I + m % I : 0);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
@@ -251,6 +257,12 @@ __global__ void __launch_bounds__(kBlockFftMaxThreads, 1) column_long_kernel(Col
     __syncthreads();  // the stage table
     for (int m = 0; m < a.matrices; ++m) {
         const float2* col = a.src + (int64_t(m) * K + k) * a.rows_in;
+        // The next right's column (rows_in values: 3 KB for a 384-row template) into the L2 while
+        // this one transforms: stage 0 reads it straight from global memory after the barrier that
+        // ends this right, every warp at once, and a batch's pass-1 output (6.6 MB a 4320-point
+        // right) does not stay in the L2 until then.
+        if (threadIdx.x == 0 && m + 1 < a.matrices)
+            prefetch_l2(col + int64_t(K) * a.rows_in, size_t(a.rows_in) * sizeof(float2));
         const int I = a.interleave;
         float2* out = a.dst + (a.dst ? (int64_t(m / I) * K + k) * a.out_rows * I + m % I : 0);
         staged_copy(col, P, a.rows_in, [&](int p, float2 v) { buf[bf_pad(p, pad)] = v; });
