@@ -89,6 +89,7 @@ def test_summary_takes_medians_over_rounds_and_reports_one_sided_cases(tmp_path)
     (["-b", CASE, "-s", "lib/normalize/epilogue.cuh=/nonexistent/old.cuh"], "no such file"),
     (["-b", CASE, "-s", f"lib/nothing.cu={ROOT / 'meson.build'}"], "no such file in the repository"),
     (["-b", CASE, "--build-a", "x"], "go together"),
+    (["-b", CASE, "-p", "/nonexistent/b.patch"], "-p /nonexistent/b.patch: no such file"),
 ])
 def test_bad_usage_exits_2_with_one_line(argv, why, capsys, tmp_path):
     assert ab.main([*argv, "--out", str(tmp_path / "o")]) == 2
@@ -150,6 +151,36 @@ def test_b_tree_is_a_copy_with_the_swapped_files(tmp_path):
     assert (dest / "build" / "kept").read_text() == "incremental"
     with pytest.raises(SystemExit, match="no such file in the repository"):
         ab.copy_tree(tmp_path / "t2", [("lib/nothing.cu", str(old))])
+
+
+def _patch(tmp_path, first_line_of_epilogue):
+    """A unified diff that adds a line at the top of lib/normalize/epilogue.cuh and creates a file."""
+    p = tmp_path / "b.patch"
+    p.write_text("--- a/lib/normalize/epilogue.cuh\n+++ b/lib/normalize/epilogue.cuh\n@@ -1 +1,2 @@\n"
+                 f"+// B's line\n {first_line_of_epilogue}\n"
+                 "--- /dev/null\n+++ b/algorithms/ab_probe_new.txt\n@@ -0,0 +1 @@\n+new\n")
+    return p
+
+
+@pytest.mark.skipif(not ab.shutil.which("patch"), reason="no `patch` program on this machine")
+def test_b_tree_is_a_copy_with_the_patches_applied(tmp_path):
+    """-p: B's copy has the patch applied (a changed file and a created one), the working tree not;
+    a second copy over the first (a refreshed build-ab-b/) applies it again instead of refusing the
+    file it already created; a patch that does not apply is one line naming it."""
+    epi = ROOT / "lib" / "normalize" / "epilogue.cuh"
+    original = epi.read_text()
+    patch = _patch(tmp_path, original.splitlines()[0])
+    dest = tmp_path / "tree"
+    for _ in range(2):
+        ab.copy_tree(dest, [], [str(patch)])
+        assert (dest / "lib" / "normalize" / "epilogue.cuh").read_text() == "// B's line\n" + original
+        assert (dest / "algorithms" / "ab_probe_new.txt").read_text() == "new\n"
+    assert epi.read_text() == original and not (ROOT / "algorithms" / "ab_probe_new.txt").exists()
+    bad = tmp_path / "bad.patch"
+    bad.write_text("--- a/meson.build\n+++ b/meson.build\n@@ -1 +1 @@\n-no such first line\n+x\n")
+    with pytest.raises(SystemExit, match=f"-p {bad}: does not apply to this tree"):
+        ab.copy_tree(tmp_path / "t3", [], [str(bad)])
+    assert not list((tmp_path / "t3").rglob("*.rej")) and not list((tmp_path / "t3").rglob("*.orig"))
 
 
 def test_sides_whose_batching_differs_are_one_case(tmp_path):
