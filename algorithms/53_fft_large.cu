@@ -148,6 +148,14 @@ __global__ void __launch_bounds__(kBlockFftMaxThreads) row_forward_kernel(RowFor
     }
 }
 
+// Pass 2's next right's column (rows_in values: 3 KB for a 384-row template; col + K rows_in) into
+// the L2 while this one transforms (one thread's bulk prefetch): stage 0 reads it straight from
+// global memory after the barrier that ends a right, every warp at once, and a batch's pass-1
+// output (6.6 MB a 4320-point right) does not stay in the L2 until then.
+__device__ __forceinline__ void prefetch_next_column(const float2* col, int K, int rows_in) {
+    prefetch_l2(col + int64_t(K) * rows_in, size_t(rows_in) * sizeof(float2));
+}
+
 // Pass 2. Column k (blockIdx.x) of each matrix's pass-1 output: rows < rows_in, zero to P,
 // forward DFT (stage 0 read from DRAM and pruned to the nonzero rows: block_fft_correlate). Left
 // (spec == nullptr on entry: `left_out` set): scaled, written whole to left_out[k][p]. Rights:
@@ -191,12 +199,7 @@ __global__ void __maxnreg__(XCORR_FFT_LARGE_COLUMN_REGISTERS) column_kernel(Colu
     __syncthreads();  // the stage tables and the left's column
     for (int m = 0; m < a.matrices; ++m) {
         const float2* col = a.src + (int64_t(m) * K + k) * a.rows_in;
-        // The next right's column (rows_in values: 3 KB for a 384-row template) into the L2 while
-        // this one transforms: stage 0 reads it straight from global memory after the barrier that
-        // ends this right, every warp at once, and a batch's pass-1 output (6.6 MB a 4320-point
-        // right) does not stay in the L2 until then.
-        if (threadIdx.x == 0 && m + 1 < a.matrices)
-            prefetch_l2(col + int64_t(K) * a.rows_in, size_t(a.rows_in) * sizeof(float2));
+        if (threadIdx.x == 0 && m + 1 < a.matrices) prefetch_next_column(col, K, a.rows_in);
         const int I = a.interleave;
         float2* out = a.dst + (a.dst ? (int64_t(m / I) * K + k) * a.out_rows * I + m % I : 0);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
@@ -259,12 +262,7 @@ __global__ void __launch_bounds__(kBlockFftMaxThreads, 1) column_long_kernel(Col
     __syncthreads();  // the stage table
     for (int m = 0; m < a.matrices; ++m) {
         const float2* col = a.src + (int64_t(m) * K + k) * a.rows_in;
-        // The next right's column (rows_in values: 3 KB for a 384-row template) into the L2 while
-        // this one transforms: stage 0 reads it straight from global memory after the barrier that
-        // ends this right, every warp at once, and a batch's pass-1 output (6.6 MB a 4320-point
-        // right) does not stay in the L2 until then.
-        if (threadIdx.x == 0 && m + 1 < a.matrices)
-            prefetch_l2(col + int64_t(K) * a.rows_in, size_t(a.rows_in) * sizeof(float2));
+        if (threadIdx.x == 0 && m + 1 < a.matrices) prefetch_next_column(col, K, a.rows_in);
         const int I = a.interleave;
         float2* out = a.dst + (a.dst ? (int64_t(m / I) * K + k) * a.out_rows * I + m % I : 0);
         staged_copy(col, P, a.rows_in, [&](int p, float2 v) { buf[bf_pad(p, pad)] = v; });
