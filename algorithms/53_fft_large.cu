@@ -47,7 +47,9 @@
 //      row is written. Maximum over the rights: each thread keeps its columns' running maximum and
 //      first index in registers and their sum and sum of squares (float64) in shared memory over
 //      the batch, and touches the running maps once per batch. A thread's columns are pairs of
-//      neighbours, so that a step's rights meet a pair's sums in one read and write each.
+//      neighbours, so that a step's rights meet a pair's sums in one read and write each. 2-D
+//      template matching's maximum (rows of at most kFoldChunk columns, two rights a step) takes
+//      row_max_ws_kernel instead: 12 warps transform while 4 fold the step before.
 // Shifts of the window without overlap are exact zeros (the map) or folded as zeros.
 //
 // Mapping: pass 1 a block per (matrix, row), pass 2 a block per (column, ...), pass 3 a block
@@ -550,6 +552,162 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
     }
 }
 
+// Pass 3's maximum, warp-specialized: 2-D template matching's case (rows of at most kFoldChunk
+// columns, two rights a step, transforms of at most kWsTransformThreads / 2 threads each: H = 2160's
+// 192). In row_inverse_kernel every warp transforms and then every warp folds, so the fold (~29% of
+// its instructions, no barrier) and the transforms' stages (two barriers each, 4 of the 16 warps
+// idle in them) take turns. Here 12 warps transform step s's two rights into one pair of buffers
+// while 4 warps fold step s - 1's from the other pair, so the fold's instructions can issue in the
+// cycles the stages' barriers and dependent steps leave idle (notes/53_fft_large.md).
+// Mapping: threads [0, kWsTransformThreads) as row_inverse_kernel's transform threads (g T + j),
+// with named barrier 1 between their stages (BfSyncNamed) and the coefficients staged as there;
+// fold thread f = threadIdx.x - kWsTransformThreads holds columns 2 (f + e kWsFoldThreads) + c (e <
+// kWsPairs, c < 2): their maximum in registers, their index and sums in shared memory (32 indices
+// in registers too spilled at 128 registers; an index is written only where the maximum moves). Pair p of
+// buffers is handed over by two named barriers of all kFoldThreads threads: 2 + p "full" (the
+// transform warps arrive once its rows are written, the fold warps wait) and 4 + p "empty" (the fold
+// warps arrive once they have read it, the transform warps wait before writing it again, two steps
+// later; the fold warps do not arrive where no such step follows, so that no barrier is left with
+// arrivals at the block's exit).
+constexpr int kWsTransformThreads = 384;
+constexpr int kWsFoldThreads = kFoldThreads - kWsTransformThreads;
+constexpr int kWsPerThread = kFoldChunk / kWsFoldThreads;  // 32 columns a fold thread
+constexpr int kWsPairs = kWsPerThread / 2;
+__device__ __forceinline__ void named_arrive(int id, int count) {
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void named_sync(int id, int count) {
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+
+__global__ void __launch_bounds__(kFoldThreads) row_max_ws_kernel(RowInverseArgs a) {
+    constexpr int G = kMaxGroup;
+    extern __shared__ double2 smem[];
+    __shared__ BlockFftStage stages[kBlockFftMaxStages];
+    const int H = a.half.n, Q = 2 * H, K = H + 1, slot = block_fft_slot(H);
+    // The sums (column u = 2 e + c of fold thread f at sums[u kWsFoldThreads + f]), then the two
+    // pairs of transform buffers (pair p, transform g at bufs + (p G + g) slot), then the step's
+    // coefficients (raw[k G + g], as pass 2 lays them out), then the indices (as the sums).
+    double2* sums = smem;
+    float2* bufs = reinterpret_cast<float2*>(smem + kFoldChunk);
+    float2* raw = bufs + 2 * G * slot;
+    int32_t* idxs = reinterpret_cast<int32_t*>(raw + G * K);
+    block_fft_stages(a.half, stages);
+    __syncthreads();  // the stage table: the block's one barrier of all its threads
+    const int i = blockIdx.x;
+    const bool row_on = i >= a.row_lo && i <= a.row_hi;
+    const int steps = (a.batch + G - 1) / G;
+    if (threadIdx.x < kWsTransformThreads) {
+        const int T = a.half.threads, g_me = int(threadIdx.x) / T;
+        const int my_j = g_me < G ? int(threadIdx.x) - g_me * T : -1;
+        float2 w_j = make_float2(1.f, 0.f);  // W_Q^-j for stage 0's butterfly j = my_j
+        if (my_j >= 0 && my_j <= H) {
+            const float2 t = __ldg(a.untangle + my_j);
+            w_j = make_float2(t.x, -t.y);
+        }
+        auto stage_coefficients = [&](int bb) {  // as row_inverse_kernel's, over these threads
+            const float2* in = a.src + (int64_t(bb / G) * K * a.rows_src + (i - a.row_lo)) * G;
+            const int64_t step = int64_t(a.rows_src) * G;
+            if (bb + 1 < a.batch)
+                for (int k = threadIdx.x; k < K; k += kWsTransformThreads)
+                    cp_async16(reinterpret_cast<float4*>(raw) + k, reinterpret_cast<const float4*>(in + k * step));
+            else
+                for (int k = threadIdx.x; k < K; k += kWsTransformThreads) cp_async8(raw + k * G, in + k * step);
+            cp_async_commit();
+        };
+        if (row_on) stage_coefficients(0);
+        for (int s = 0; s < steps; ++s) {
+            const int b = s * G, gn = min(G, a.batch - b), p = s & 1;
+            if (s >= 2) named_sync(4 + p, kFoldThreads);  // the fold warps have read step s - 2's rows
+            if (row_on) {
+                cp_async_wait_all();
+                named_sync(1, kWsTransformThreads);  // every transform thread's copies of the step
+                const int g = g_me < gn ? g_me : 0;
+                auto load = [&](int k, int r) {  // Z[k], as row_inverse_kernel's loader
+                    const float2 xk = raw[k * G + g], xc = raw[(H - k) * G + g];
+                    const float2 w = cmul(w_j, a.half_turn[r]);
+                    const float2 e = make_float2(xk.x + xc.x, xk.y - xc.y);
+                    const float2 o = cmul(make_float2(xk.x - xc.x, xk.y + xc.y), w);
+                    return make_float2(e.x - o.y, e.y + o.x);
+                };
+                float2* my_buf = bufs + (p * G + (g_me < G ? g_me : 0)) * slot;
+                block_fft_from<1, BfLoad::PerRadix>(
+                    my_buf, a.half, stages, g_me < gn ? my_j : -1, H, load,
+                    [&] {
+                        if (b + G < a.batch) stage_coefficients(b + G);
+                    },
+                    BfSyncNamed{1, kWsTransformThreads});
+            }
+            named_arrive(2 + p, kFoldThreads);  // pair p holds step s's rows
+        }
+    } else {
+        const int f = int(threadIdx.x) - kWsTransformThreads;
+        auto pair_column = [&](int e) { return 2 * (f + e * kWsFoldThreads); };
+        auto sums_of = [&](int u) -> double2& { return sums[u * kWsFoldThreads + f]; };
+        auto idx_of = [&](int u) -> int32_t& { return idxs[u * kWsFoldThreads + f]; };
+        int where[kWsPairs];  // as row_inverse_kernel's
+#pragma unroll
+        for (int e = 0; e < kWsPairs; ++e) {
+            const int j = pair_column(e);
+            const bool on0 = row_on && j >= a.col_lo && j <= a.col_hi && j < a.out_w;
+            const bool on1 = row_on && j + 1 >= a.col_lo && j + 1 <= a.col_hi && j + 1 < a.out_w;
+            int q = a.col_pos + (j - a.col_lo);
+            q -= q >= Q ? Q : 0;
+            where[e] = on0 || on1 ? (q + 1) * 4 + int(on0) + 2 * int(on1) : 0;
+        }
+        float cur[kWsPerThread];
+#pragma unroll
+        for (int u = 0; u < kWsPerThread; ++u) {
+            const int j = pair_column(u / 2) + u % 2;
+            double2& sm = sums_of(u);
+            int32_t id = -1;
+            cur[u] = NAN, sm = make_double2(0, 0);
+            if (!a.fresh && j < a.out_w) load_running(a, int64_t(i) * a.out_w + j, cur[u], id, sm);
+            idx_of(u) = id;
+        }
+        for (int s = 0; s < steps; ++s) {
+            const int b = s * G, gn = min(G, a.batch - b), p = s & 1;
+            const float2* buf = bufs + p * G * slot;
+            named_sync(2 + p, kFoldThreads);  // step s's rows are in pair p
+#pragma unroll
+            for (int e = 0; e < kWsPairs; ++e) {
+                const int j = pair_column(e);
+                if (j >= a.out_w) continue;
+                float2 v[G];  // columns j, j + 1 of the step's rights
+#pragma unroll
+                for (int g = 0; g < G; ++g) {
+                    v[g] = make_float2(0.f, 0.f);
+                    if (g >= gn) continue;
+                    auto at = [&](int q) {
+                        const float2 c = buf[g * slot + bf_pad(q >> 1, a.half.pad)];
+                        return q & 1 ? c.y : c.x;
+                    };
+                    const int q = (where[e] >> 2) - 1;
+                    if (where[e] & 1) v[g].x = at(q);
+                    if (where[e] & 2) v[g].y = at(q + 1 == Q ? 0 : q + 1);
+                }
+#pragma unroll
+                for (int c = 0; c < 2; ++c) {
+                    const int u = 2 * e + c;
+                    double2 sm = sums_of(u);
+#pragma unroll
+                    for (int g = 0; g < G; ++g) {
+                        if (g >= gn) break;
+                        fold_value(c ? v[g].y : v[g].x, a.first + b + g, cur[u], idx_of(u), sm);
+                    }
+                    sums_of(u) = sm;
+                }
+            }
+            if (s + 2 < steps) named_arrive(4 + p, kFoldThreads);  // pair p is free for step s + 2
+        }
+#pragma unroll
+        for (int u = 0; u < kWsPerThread; ++u) {
+            const int j = pair_column(u / 2) + u % 2;
+            if (j < a.out_w) store_running(a, int64_t(i) * a.out_w + j, cur[u], idx_of(u), sums_of(u));
+        }
+    }
+}
+
 // Whether block_fft has a schedule for n (block_fft_radices: radices up to 18, at most 512
 // butterflies a stage); a column of P points without one takes the long pass (column_long_kernel).
 bool has_block_fft_schedule(int n) {
@@ -707,7 +865,18 @@ private:
             try {
                 allow_dynamic_smem(inverse_kernel(true, wide > 0), size_t(inverse_smem(true, wide)), "fft-large");
                 folds_max_ = true, fold_wide_ = wide;
-                return;
+                break;
+            } catch (const UsageError&) {
+            }
+        }
+        // The warp-specialized maximum (row_max_ws_kernel) where its case holds and its second pair
+        // of buffers fits this GPU's shared memory.
+        fold_ws_ = false;
+        if (folds_max_ && fold_wide_ == 0 && extra == 0 && pair_rights_ &&
+            kMaxGroup * half_plan_.threads <= kWsTransformThreads) {
+            try {
+                allow_dynamic_smem(row_max_ws_kernel, size_t(ws_smem()), "fft-large");
+                fold_ws_ = true;
             } catch (const UsageError&) {
             }
         }
@@ -734,6 +903,10 @@ private:
         if (long_cols_) column_long_kernel<<<unsigned(K_), kBlockFftMaxThreads, column_smem(), stream>>>(a);
         else column_kernel<<<unsigned(K_), col_fwd_.threads, column_smem(), stream>>>(a);
         XC_CHECK_LAUNCH();
+    }
+    int ws_smem() const {
+        return kFoldSumBytes + kMaxGroup * (2 * block_fft_slot(half_plan_.n) + half_plan_.n + 1) * int(sizeof(float2)) +
+               kFoldChunk * int(sizeof(int32_t));
     }
     int inverse_smem(bool reduce, int wide = 0) const {
         return group() * (block_fft_slot(half_plan_.n) + half_plan_.n + 1) * int(sizeof(float2)) +
@@ -788,6 +961,11 @@ private:
     template <bool kReduce>
     void launch_inverse(RowInverseArgs a, cudaStream_t stream) {
         a.wide = kReduce ? fold_wide_ : std::max(0, a.out_w - kFoldChunk);
+        if (kReduce && fold_ws_) {  // out_w <= kFoldChunk: one block a row
+            row_max_ws_kernel<<<unsigned(a.out_h), kFoldThreads, ws_smem(), stream>>>(a);
+            XC_CHECK_LAUNCH();
+            return;
+        }
         const dim3 grid(unsigned(a.out_h), a.wide > 0 ? 1u : unsigned(ceil_div(a.out_w, kFoldChunk)));
         inverse_kernel(kReduce, a.wide > 0)<<<grid, kFoldThreads, inverse_smem(kReduce, a.wide), stream>>>(a);
         XC_CHECK_LAUNCH();
@@ -805,6 +983,7 @@ private:
     bool long_cols_ = false;    // pass 2 is column_long_kernel (P beyond block_fft's schedules)
     bool folds_max_ = false;    // the maximum's pass 3 fits this GPU's shared memory
     int fold_wide_ = 0;         // the maximum's pass 3: columns beyond kFoldChunk a block takes (else chunks)
+    bool fold_ws_ = false;      // the maximum's pass 3 is row_max_ws_kernel
     float2 half_turn_[kBlockFftMaxRadix] = {};
     BlockFftPlan col_fwd_, col_inv_, half_plan_;  // col_inv_: col_fwd_'s radices reversed (block_fft_correlate;
                                                   // long columns: col_fwd_ itself)

@@ -228,6 +228,23 @@ __device__ __forceinline__ void bf_stage_out(float2* buf, const BlockFftStage& s
     }
 }
 
+// The barrier between a stage's halves: the whole block's (BfSyncBlock), or a named barrier over the
+// `count` threads (whole warps) that run the transform while the block's other warps do other work
+// (BfSyncNamed: fft-large's warp-specialized pass 3).
+struct BfSyncBlock {
+    __device__ __forceinline__ void operator()() const { __syncthreads(); }
+};
+struct BfSyncNamed {
+    int id, count;
+    __device__ __forceinline__ void operator()() const {
+#ifdef __CUDA_ARCH__
+        asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+#else
+        __syncthreads();  // the CPU model (tests/block_fft_host.cpp): every thread takes part
+#endif
+    }
+};
+
 // Stages [s0, p.stages) of the DFT (Sign -1: forward, +1: inverse, unnormalised) of the n elements
 // in `buf` (the plan's layout), in place, one read and one write of the buffer a stage with the
 // block's barrier between them (every element is read and written by exactly one butterfly, so
@@ -236,16 +253,17 @@ __device__ __forceinline__ void bf_stage_out(float2* buf, const BlockFftStage& s
 // live <= 2 m (a zero-padded input: 2-D template matching's 384 rows of 4320) its butterflies have
 // at most two nonzero inputs and their DFT is dft_two's R multiply-adds; after_first() runs once
 // stage 0 is written and the block synchronised (its inputs are read no more). The last stage's
-// results go where Last says. Every thread of the block calls it (the barriers); the calling
+// results go where Last says. Every thread that `sync` waits for (the block's, BfSyncBlock) calls it; the calling
 // thread does butterfly j of each stage (j < 0 or j >= the stage's butterflies: none). `stages` is
 // the plan's stage table copied to shared memory (block_fft_stages), which a run-time stage index
 // reads without a stack copy of the parameter. The caller has synchronised the block after filling
 // `buf` (FromLoad: after its last read of it); on return the block is synchronised. The radix
 // switches stay outside the stage's halves, so that every thread meets the same barriers, and one
 // expansion of each radix's DFT serves every stage.
-template <int Sign, bool FromLoad, BfLast Last, BfLoad How = BfLoad::PerRadix, class Ends, class AfterFirst>
+template <int Sign, bool FromLoad, BfLast Last, BfLoad How = BfLoad::PerRadix, class Ends, class AfterFirst,
+          class Sync = BfSyncBlock>
 __device__ __forceinline__ void block_fft_core(float2* buf, const BlockFftPlan& p, const BlockFftStage* stages, int j,
-                                               int s0, Ends& e, AfterFirst&& after_first) {
+                                               int s0, Ends& e, AfterFirst&& after_first, Sync sync = {}) {
     for (int s = s0; s < p.stages; ++s) {
         const BlockFftStage st = stages[s];
         const bool on = j >= 0 && j < st.m;
@@ -275,7 +293,7 @@ __device__ __forceinline__ void block_fft_core(float2* buf, const BlockFftPlan& 
 #undef XCORR_BF_LOAD
             }
         }
-        if (!from_load) __syncthreads();
+        if (!from_load) sync();
         if (on) {
             const bool pruned = from_load && e.live <= 2 * st.m;
             switch (st.r) {
@@ -285,7 +303,7 @@ __device__ __forceinline__ void block_fft_core(float2* buf, const BlockFftPlan& 
 #undef XCORR_BF_STORE
             }
         }
-        __syncthreads();
+        sync();
         if (from_load) after_first();
     }
 }
@@ -318,19 +336,19 @@ __device__ __forceinline__ void block_fft(float2* buf, const BlockFftPlan& p, co
 // bf_load_input) into `buf`: stage 0 reads load instead of the buffer (pruned where live <= 2 m;
 // the loader inlined once, BfLoad::Hoisted); after_first() once its inputs are read no more. The
 // caller has finished every read of `buf`; on return the block is synchronised.
-template <int Sign, BfLoad How = BfLoad::Hoisted, class Load, class AfterFirst = BfNothing>
+template <int Sign, BfLoad How = BfLoad::Hoisted, class Load, class AfterFirst = BfNothing, class Sync = BfSyncBlock>
 __device__ __forceinline__ void block_fft_from(float2* buf, const BlockFftPlan& p, const BlockFftStage* stages, int j,
-                                               int live, Load&& load, AfterFirst&& after_first = {}) {
+                                               int live, Load&& load, AfterFirst&& after_first = {}, Sync sync = {}) {
     BfNoMid mid;
     BfNoStore store;
     BfEnds<std::remove_reference_t<Load>, BfNoMid, BfNoStore> e{live, load, mid, store, nullptr, 0, false};
     if (p.stages == 0) {  // n = 1: no stage reads the input
         if (j == 0) buf[0] = live > 0 ? bf_load_input(load, 0, 0) : make_float2(0.f, 0.f);
-        __syncthreads();
+        sync();
         after_first();
         return;
     }
-    block_fft_core<Sign, true, BfLast::Buffer, How>(buf, p, stages, j, 0, e, after_first);
+    block_fft_core<Sign, true, BfLast::Buffer, How>(buf, p, stages, j, 0, e, after_first, sync);
 }
 
 // A correlation's transform pair: the forward DFT of load(i) (i < live, zeros beyond: pruned as
