@@ -336,6 +336,42 @@ __device__ __forceinline__ void store_running(const RowInverseArgs& a, int64_t o
     a.value[o] = cur, a.index[o] = idx;
     if (a.sum) a.sum[o] = s.x, a.sumsq[o] = s.y;
 }
+// Z[k] = (X[k] + conj X[H-k]) + i (X[k] - conj X[H-k]) W_Q^-k of transform g from the step's
+// coefficients raw[k G + g]: the inverse of pass 1's untangling, so that the H-point inverse DFT
+// holds the even columns in its real parts and the odd ones in its imaginary parts. Stage 0 reads k
+// = j + r m as element r of butterfly j: W_Q^-k = W_Q^-j (w_j, the thread's, in registers) times
+// W_Q^-(r m) = exp(i pi r / R) (a.half_turn[r], a constant of the arguments for each r), no load.
+__device__ __forceinline__ float2 untangled(const RowInverseArgs& a, const float2* raw, int G, int g, int H, int k,
+                                           int r, float2 w_j) {
+    const float2 xk = raw[k * G + g], xc = raw[(H - k) * G + g];
+    const float2 w = cmul(w_j, a.half_turn[r]);
+    const float2 e = make_float2(xk.x + xc.x, xk.y - xc.y);
+    const float2 o = cmul(make_float2(xk.x - xc.x, xk.y + xc.y), w);
+    return make_float2(e.x - o.y, e.y + o.x);
+}
+// Where the values of output columns j, j + 1 are, the same for every right: column j's is element
+// q = col_pos + j - col_lo (mod Q) of the transform's Q real outputs where it has overlap, else 0;
+// column j + 1's is element q + 1 (mod Q). (q + 1) * 4 + (column j has overlap) + 2 (column j + 1
+// has), or 0 (neither: nothing is read; q >= -1 otherwise).
+__device__ __forceinline__ int pair_where(const RowInverseArgs& a, bool row_on, int j, int Q) {
+    const bool on0 = row_on && j >= a.col_lo && j <= a.col_hi && j < a.out_w;
+    const bool on1 = row_on && j + 1 >= a.col_lo && j + 1 <= a.col_hi && j + 1 < a.out_w;
+    int q = a.col_pos + (j - a.col_lo);
+    q -= q >= Q ? Q : 0;
+    return on0 || on1 ? (q + 1) * 4 + int(on0) + 2 * int(on1) : 0;
+}
+// The values of a pair's two columns (pair_where's `where`) in one transform's result `buf` (the
+// real half of complex element q >> 1 where q is even, the imaginary half where odd) into v, whose
+// halves without overlap are left as they are (zeros).
+__device__ __forceinline__ void pair_values(float2& v, const float2* buf, int pad, int where, int Q) {
+    auto at = [&](int q) {
+        const float2 c = buf[bf_pad(q >> 1, pad)];
+        return q & 1 ? c.y : c.x;
+    };
+    const int q = (where >> 2) - 1;
+    if (where & 1) v.x = at(q);
+    if (where & 2) v.y = at(q + 1 == Q ? 0 : q + 1);
+}
 
 // kReduce: the maximum over the rights (else the maps). G is an argument, not a template
 // parameter: each instance expands every radix of the block FFT with pass 3's loader inlined per
@@ -390,21 +426,10 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
     auto pair_column = [&](int e) { return j0 + 2 * (int(threadIdx.x) + e * kFoldThreads); };
     auto column = [&](int u) { return pair_column(u / 2) + u % 2; };
     auto sums_of = [&](int u) -> double2& { return sums[u * kFoldThreads + threadIdx.x]; };
-    // Where pair e's values are, the same for every right: column j's value is element q = col_pos
-    // + j - col_lo (mod Q) of the transform's Q real outputs (the real half of complex element
-    // q >> 1 where q is even, the imaginary half where odd) where it has overlap, else 0; column
-    // j + 1's is element q + 1 (mod Q). where[e] = (q + 1) * 4 + (column j has overlap) + 2 (column
-    // j + 1 has), or 0 (neither: nothing is read; q >= -1 otherwise).
+    // Where pair e's values are, the same for every right (pair_where).
     int where[kFoldPairs];
 #pragma unroll
-    for (int e = 0; e < kFoldPairs; ++e) {
-        const int j = pair_column(e);
-        const bool on0 = row_on && j >= a.col_lo && j <= a.col_hi && j < a.out_w;
-        const bool on1 = row_on && j + 1 >= a.col_lo && j + 1 <= a.col_hi && j + 1 < a.out_w;
-        int q = a.col_pos + (j - a.col_lo);
-        q -= q >= Q ? Q : 0;
-        where[e] = on0 || on1 ? (q + 1) * 4 + int(on0) + 2 * int(on1) : 0;
-    }
+    for (int e = 0; e < kFoldPairs; ++e) where[e] = pair_where(a, row_on, pair_column(e), Q);
     float cur[kFoldPerThread];
     int32_t idx[kFoldPerThread];
     if constexpr (kReduce) {
@@ -443,21 +468,10 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
         if (row_on) {
             cp_async_wait_all();  // this thread's copies of the step; the barrier: everyone's
             __syncthreads();      // (and the fold of the step before is done with the buffers)
-            // Z[k] = (X[k] + conj X[H-k]) + i (X[k] - conj X[H-k]) W_Q^-k: the inverse of pass 1's
-            // untangling, so that the H-point inverse DFT holds the even columns in its real parts
-            // and the odd ones in its imaginary parts; read by the transform's stage 0 from `raw`
-            // (block_fft_from), and `raw` refilled with the next step's coefficients once it is.
-            // Stage 0 reads k = j + r m as element r of butterfly j: W_Q^-k = W_Q^-j (this thread's,
-            // in registers) times W_Q^-(r m) = exp(i pi r / R) (a constant of the arguments for each
-            // r), no load.
+            // Z[k] (untangled) read by the transform's stage 0 from `raw` (block_fft_from), and `raw`
+            // refilled with the next step's coefficients once it is.
             const int g = g_me < gn ? g_me : 0;
-            auto load = [&](int k, int r) {
-                const float2 xk = raw[k * G + g], xc = raw[(H - k) * G + g];
-                const float2 w = cmul(w_j, a.half_turn[r]);
-                const float2 e = make_float2(xk.x + xc.x, xk.y - xc.y);
-                const float2 o = cmul(make_float2(xk.x - xc.x, xk.y + xc.y), w);
-                return make_float2(e.x - o.y, e.y + o.x);
-            };
+            auto load = [&](int k, int r) { return untangled(a, raw, G, g, H, k, r, w_j); };
             // Its loads inlined per radix: hoisted (one loop guarded by the radix, as in pass 1)
             // they cost pass 3 4-5% (notes/53_fft_large.md).
             block_fft_from<1, BfLoad::PerRadix>(my_buf, a.half, stages, g_me < gn ? my_j : -1, H, load, [&] {
@@ -472,14 +486,7 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
 #pragma unroll
             for (int g = 0; g < kMaxGroup; ++g) {
                 v[g] = make_float2(0.f, 0.f);
-                if (g >= gn) continue;
-                auto at = [&](int q) {
-                    const float2 c = buf[g * slot + bf_pad(q >> 1, a.half.pad)];
-                    return q & 1 ? c.y : c.x;
-                };
-                const int q = (where[e] >> 2) - 1;
-                if (where[e] & 1) v[g].x = at(q);
-                if (where[e] & 2) v[g].y = at(q + 1 == Q ? 0 : q + 1);
+                if (g < gn) pair_values(v[g], buf + g * slot, a.half.pad, where[e], Q);
             }
             if constexpr (kReduce) {
                 // The step's rights in order (fold_value), then one read-modify-write of each
@@ -623,13 +630,7 @@ __global__ void __launch_bounds__(kFoldThreads) row_max_ws_kernel(RowInverseArgs
                 cp_async_wait_all();
                 named_sync(1, kWsTransformThreads);  // every transform thread's copies of the step
                 const int g = g_me < gn ? g_me : 0;
-                auto load = [&](int k, int r) {  // Z[k], as row_inverse_kernel's loader
-                    const float2 xk = raw[k * G + g], xc = raw[(H - k) * G + g];
-                    const float2 w = cmul(w_j, a.half_turn[r]);
-                    const float2 e = make_float2(xk.x + xc.x, xk.y - xc.y);
-                    const float2 o = cmul(make_float2(xk.x - xc.x, xk.y + xc.y), w);
-                    return make_float2(e.x - o.y, e.y + o.x);
-                };
+                auto load = [&](int k, int r) { return untangled(a, raw, G, g, H, k, r, w_j); };
                 float2* my_buf = bufs + (p * G + (g_me < G ? g_me : 0)) * slot;
                 block_fft_from<1, BfLoad::PerRadix>(
                     my_buf, a.half, stages, g_me < gn ? my_j : -1, H, load,
@@ -645,16 +646,9 @@ __global__ void __launch_bounds__(kFoldThreads) row_max_ws_kernel(RowInverseArgs
         auto pair_column = [&](int e) { return 2 * (f + e * kWsFoldThreads); };
         auto sums_of = [&](int u) -> double2& { return sums[u * kWsFoldThreads + f]; };
         auto idx_of = [&](int u) -> int32_t& { return idxs[u * kWsFoldThreads + f]; };
-        int where[kWsPairs];  // as row_inverse_kernel's
+        int where[kWsPairs];
 #pragma unroll
-        for (int e = 0; e < kWsPairs; ++e) {
-            const int j = pair_column(e);
-            const bool on0 = row_on && j >= a.col_lo && j <= a.col_hi && j < a.out_w;
-            const bool on1 = row_on && j + 1 >= a.col_lo && j + 1 <= a.col_hi && j + 1 < a.out_w;
-            int q = a.col_pos + (j - a.col_lo);
-            q -= q >= Q ? Q : 0;
-            where[e] = on0 || on1 ? (q + 1) * 4 + int(on0) + 2 * int(on1) : 0;
-        }
+        for (int e = 0; e < kWsPairs; ++e) where[e] = pair_where(a, row_on, pair_column(e), Q);
         float cur[kWsPerThread];
 #pragma unroll
         for (int u = 0; u < kWsPerThread; ++u) {
@@ -677,14 +671,7 @@ __global__ void __launch_bounds__(kFoldThreads) row_max_ws_kernel(RowInverseArgs
 #pragma unroll
                 for (int g = 0; g < G; ++g) {
                     v[g] = make_float2(0.f, 0.f);
-                    if (g >= gn) continue;
-                    auto at = [&](int q) {
-                        const float2 c = buf[g * slot + bf_pad(q >> 1, a.half.pad)];
-                        return q & 1 ? c.y : c.x;
-                    };
-                    const int q = (where[e] >> 2) - 1;
-                    if (where[e] & 1) v[g].x = at(q);
-                    if (where[e] & 2) v[g].y = at(q + 1 == Q ? 0 : q + 1);
+                    if (g < gn) pair_values(v[g], buf + g * slot, a.half.pad, where[e], Q);
                 }
 #pragma unroll
                 for (int c = 0; c < 2; ++c) {
