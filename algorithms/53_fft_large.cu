@@ -577,8 +577,13 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
 // later; the fold warps do not arrive where no such step follows, so that no barrier is left with
 // arrivals at the block's exit).
 constexpr int kWsTransformThreads = 384;
-constexpr int kWsFoldThreads = kFoldThreads - kWsTransformThreads;
-constexpr int kWsPerThread = kFoldChunk / kWsFoldThreads;  // 32 columns a fold thread
+constexpr int kWsFoldThreads = 256;
+constexpr int kWsThreads = kWsTransformThreads + kWsFoldThreads;  // 20 warps, five warpgroups
+constexpr int kWsPerThread = kFoldChunk / kWsFoldThreads;  // 16 columns a fold thread
+// Registers: 640 threads at the launch's 96 each (65536 / 640, rounded down to 8); the transform
+// warpgroups take 112 (setmaxnreg.inc) from what the fold warpgroups give back (setmaxnreg.dec to
+// 64): 384 x 112 + 256 x 64 = 59392 <= 640 x 96; 120 and 56 spilled 40 bytes, 128 and 48 88.
+constexpr int kWsTransformRegs = 112, kWsFoldRegs = 64;
 constexpr int kWsPairs = kWsPerThread / 2;
 __device__ __forceinline__ void named_arrive(int id, int count) {
     asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
@@ -587,7 +592,7 @@ __device__ __forceinline__ void named_sync(int id, int count) {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
 
-__global__ void __launch_bounds__(kFoldThreads) row_max_ws_kernel(RowInverseArgs a) {
+__global__ void __launch_bounds__(kWsThreads, 1) row_max_ws_kernel(RowInverseArgs a) {
     constexpr int G = kMaxGroup;
     extern __shared__ double2 smem[];
     __shared__ BlockFftStage stages[kBlockFftMaxStages];
@@ -605,6 +610,7 @@ __global__ void __launch_bounds__(kFoldThreads) row_max_ws_kernel(RowInverseArgs
     const bool row_on = i >= a.row_lo && i <= a.row_hi;
     const int steps = (a.batch + G - 1) / G;
     if (threadIdx.x < kWsTransformThreads) {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kWsTransformRegs));
         const int T = a.half.threads, g_me = int(threadIdx.x) / T;
         const int my_j = g_me < G ? int(threadIdx.x) - g_me * T : -1;
         float2 w_j = make_float2(1.f, 0.f);  // W_Q^-j for stage 0's butterfly j = my_j
@@ -625,7 +631,7 @@ __global__ void __launch_bounds__(kFoldThreads) row_max_ws_kernel(RowInverseArgs
         if (row_on) stage_coefficients(0);
         for (int s = 0; s < steps; ++s) {
             const int b = s * G, gn = min(G, a.batch - b), p = s & 1;
-            if (s >= 2) named_sync(4 + p, kFoldThreads);  // the fold warps have read step s - 2's rows
+            if (s >= 2) named_sync(4 + p, kWsThreads);  // the fold warps have read step s - 2's rows
             if (row_on) {
                 cp_async_wait_all();
                 named_sync(1, kWsTransformThreads);  // every transform thread's copies of the step
@@ -639,9 +645,10 @@ __global__ void __launch_bounds__(kFoldThreads) row_max_ws_kernel(RowInverseArgs
                     },
                     BfSyncNamed{1, kWsTransformThreads});
             }
-            named_arrive(2 + p, kFoldThreads);  // pair p holds step s's rows
+            named_arrive(2 + p, kWsThreads);  // pair p holds step s's rows
         }
     } else {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kWsFoldRegs));
         const int f = int(threadIdx.x) - kWsTransformThreads;
         auto pair_column = [&](int e) { return 2 * (f + e * kWsFoldThreads); };
         auto sums_of = [&](int u) -> double2& { return sums[u * kWsFoldThreads + f]; };
@@ -662,7 +669,7 @@ __global__ void __launch_bounds__(kFoldThreads) row_max_ws_kernel(RowInverseArgs
         for (int s = 0; s < steps; ++s) {
             const int b = s * G, gn = min(G, a.batch - b), p = s & 1;
             const float2* buf = bufs + p * G * slot;
-            named_sync(2 + p, kFoldThreads);  // step s's rows are in pair p
+            named_sync(2 + p, kWsThreads);  // step s's rows are in pair p
 #pragma unroll
             for (int e = 0; e < kWsPairs; ++e) {
                 const int j = pair_column(e);
@@ -685,7 +692,7 @@ __global__ void __launch_bounds__(kFoldThreads) row_max_ws_kernel(RowInverseArgs
                     sums_of(u) = sm;
                 }
             }
-            if (s + 2 < steps) named_arrive(4 + p, kFoldThreads);  // pair p is free for step s + 2
+            if (s + 2 < steps) named_arrive(4 + p, kWsThreads);  // pair p is free for step s + 2
         }
 #pragma unroll
         for (int u = 0; u < kWsPerThread; ++u) {
@@ -949,7 +956,7 @@ private:
     void launch_inverse(RowInverseArgs a, cudaStream_t stream) {
         a.wide = kReduce ? fold_wide_ : std::max(0, a.out_w - kFoldChunk);
         if (kReduce && fold_ws_) {  // out_w <= kFoldChunk: one block a row
-            row_max_ws_kernel<<<unsigned(a.out_h), kFoldThreads, ws_smem(), stream>>>(a);
+            row_max_ws_kernel<<<unsigned(a.out_h), kWsThreads, ws_smem(), stream>>>(a);
             XC_CHECK_LAUNCH();
             return;
         }
