@@ -579,12 +579,13 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
 constexpr int kWsTransformThreads = 384;
 constexpr int kWsFoldThreads = 256;
 constexpr int kWsThreads = kWsTransformThreads + kWsFoldThreads;  // 20 warps, five warpgroups
-constexpr int kWsPerThread = kFoldChunk / kWsFoldThreads;  // 16 columns a fold thread
+constexpr int kWsPairs = (kFoldChunk / 2 + kWsFoldThreads - 1) / kWsFoldThreads;  // 8 column pairs a fold thread
+constexpr int kWsPerThread = 2 * kWsPairs;
+constexpr int kWsColumns = kWsPerThread * kWsFoldThreads;  // the sums' and indices' slots, >= kFoldChunk
 // Registers: 640 threads at the launch's 96 each (65536 / 640, rounded down to 8); the transform
 // warpgroups take 112 (setmaxnreg.inc) from what the fold warpgroups give back (setmaxnreg.dec to
 // 64): 384 x 112 + 256 x 64 = 59392 <= 640 x 96; 120 and 56 spilled 40 bytes, 128 and 48 88.
 constexpr int kWsTransformRegs = 112, kWsFoldRegs = 64;
-constexpr int kWsPairs = kWsPerThread / 2;
 __device__ __forceinline__ void named_arrive(int id, int count) {
     asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
@@ -601,7 +602,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) row_max_ws_kernel(RowInverseArg
     // pairs of transform buffers (pair p, transform g at bufs + (p G + g) slot), then the step's
     // coefficients (raw[k G + g], as pass 2 lays them out), then the indices (as the sums).
     double2* sums = smem;
-    float2* bufs = reinterpret_cast<float2*>(smem + kFoldChunk);
+    float2* bufs = reinterpret_cast<float2*>(smem + kWsColumns);
     float2* raw = bufs + 2 * G * slot;
     int32_t* idxs = reinterpret_cast<int32_t*>(raw + G * K);
     block_fft_stages(a.half, stages);
@@ -899,8 +900,8 @@ private:
         XC_CHECK_LAUNCH();
     }
     int ws_smem() const {
-        return kFoldSumBytes + kMaxGroup * (2 * block_fft_slot(half_plan_.n) + half_plan_.n + 1) * int(sizeof(float2)) +
-               kFoldChunk * int(sizeof(int32_t));
+        return kWsColumns * int(sizeof(double2) + sizeof(int32_t)) +
+               kMaxGroup * (2 * block_fft_slot(half_plan_.n) + half_plan_.n + 1) * int(sizeof(float2));
     }
     int inverse_smem(bool reduce, int wide = 0) const {
         return group() * (block_fft_slot(half_plan_.n) + half_plan_.n + 1) * int(sizeof(float2)) +
