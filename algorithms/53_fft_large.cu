@@ -49,7 +49,7 @@
 //      the batch, and touches the running maps once per batch. A thread's columns are pairs of
 //      neighbours, so that a step's rights meet a pair's sums in one read and write each. 2-D
 //      template matching's maximum (rows of at most kFoldChunk columns, two rights a step) takes
-//      row_max_ws_kernel instead: 12 warps transform while 4 fold the step before.
+//      row_max_ws_kernel instead (sm_90a): 12 warps transform while 8 fold the step before.
 // Shifts of the window without overlap are exact zeros (the map) or folded as zeros.
 //
 // Mapping: pass 1 a block per (matrix, row), pass 2 a block per (column, ...), pass 3 a block
@@ -564,18 +564,20 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
 // 192). In row_inverse_kernel every warp transforms and then every warp folds, so the fold (~29% of
 // its instructions, no barrier) and the transforms' stages (two barriers each, 4 of the 16 warps
 // idle in them) take turns. Here 12 warps transform step s's two rights into one pair of buffers
-// while 4 warps fold step s - 1's from the other pair, so the fold's instructions can issue in the
-// cycles the stages' barriers and dependent steps leave idle (notes/53_fft_large.md).
+// while 8 warps fold step s - 1's from the other pair, so the fold's instructions issue in the
+// cycles the stages' barriers and dependent steps leave idle; the transform warps are the longer
+// side (notes/53_fft_large.md). The 20 warps fit an SM's registers only because the fold's warpgroups
+// give registers to the transforms' (setmaxnreg, sm_90a: on any other target the kernel is a trap
+// and the host never takes it, sm90a_missing).
 // Mapping: threads [0, kWsTransformThreads) as row_inverse_kernel's transform threads (g T + j),
 // with named barrier 1 between their stages (BfSyncNamed) and the coefficients staged as there;
 // fold thread f = threadIdx.x - kWsTransformThreads holds columns 2 (f + e kWsFoldThreads) + c (e <
-// kWsPairs, c < 2): their maximum in registers, their index and sums in shared memory (32 indices
-// in registers too spilled at 128 registers; an index is written only where the maximum moves). Pair p of
-// buffers is handed over by two named barriers of all kFoldThreads threads: 2 + p "full" (the
-// transform warps arrive once its rows are written, the fold warps wait) and 4 + p "empty" (the fold
-// warps arrive once they have read it, the transform warps wait before writing it again, two steps
-// later; the fold warps do not arrive where no such step follows, so that no barrier is left with
-// arrivals at the block's exit).
+// kWsPairs, c < 2): their maximum in registers, their index and sums in shared memory (an index is
+// written only where the maximum moves). Pair p of buffers is handed over by two named barriers of
+// all kWsThreads threads: 2 + p "full" (the transform warps arrive once its rows are written, the
+// fold warps wait) and 4 + p "empty" (the fold warps arrive once they have read it, the transform
+// warps wait before writing it again, two steps later; the fold warps do not arrive where no such
+// step follows, so that no barrier is left with arrivals at the block's exit).
 constexpr int kWsTransformThreads = 384;
 constexpr int kWsFoldThreads = 256;
 constexpr int kWsThreads = kWsTransformThreads + kWsFoldThreads;  // 20 warps, five warpgroups
@@ -584,7 +586,7 @@ constexpr int kWsPerThread = 2 * kWsPairs;
 constexpr int kWsColumns = kWsPerThread * kWsFoldThreads;  // the sums' and indices' slots, >= kFoldChunk
 // Registers: 640 threads at the launch's 96 each (65536 / 640, rounded down to 8); the transform
 // warpgroups take 112 (setmaxnreg.inc) from what the fold warpgroups give back (setmaxnreg.dec to
-// 64): 384 x 112 + 256 x 64 = 59392 <= 640 x 96; 120 and 56 spilled 40 bytes, 128 and 48 88.
+// 64): 384 x 112 + 256 x 64 = 59392 <= 640 x 96, no spill (120 and 56, or 128 and 48, spill).
 constexpr int kWsTransformRegs = 112, kWsFoldRegs = 64;
 __device__ __forceinline__ void named_arrive(int id, int count) {
     asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
@@ -594,6 +596,7 @@ __device__ __forceinline__ void named_sync(int id, int count) {
 }
 
 __global__ void __launch_bounds__(kWsThreads, 1) row_max_ws_kernel(RowInverseArgs a) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int G = kMaxGroup;
     extern __shared__ double2 smem[];
     __shared__ BlockFftStage stages[kBlockFftMaxStages];
@@ -701,6 +704,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) row_max_ws_kernel(RowInverseArg
             if (j < a.out_w) store_running(a, int64_t(i) * a.out_w + j, cur[u], idx_of(u), sums_of(u));
         }
     }
+#else
+    __trap();  // never launched: the host takes it only with sm_90a code (sm90a_missing)
+#endif
 }
 
 // Whether block_fft has a schedule for n (block_fft_radices: radices up to 18, at most 512
@@ -864,11 +870,11 @@ private:
             } catch (const UsageError&) {
             }
         }
-        // The warp-specialized maximum (row_max_ws_kernel) where its case holds and its second pair
-        // of buffers fits this GPU's shared memory.
+        // The warp-specialized maximum (row_max_ws_kernel) where its case holds, the GPU runs its
+        // sm_90a code and its second pair of buffers fits the GPU's shared memory.
         fold_ws_ = false;
         if (folds_max_ && fold_wide_ == 0 && extra == 0 && pair_rights_ &&
-            kMaxGroup * half_plan_.threads <= kWsTransformThreads) {
+            kMaxGroup * half_plan_.threads <= kWsTransformThreads && sm90a_missing().empty()) {
             try {
                 allow_dynamic_smem(row_max_ws_kernel, size_t(ws_smem()), "fft-large");
                 fold_ws_ = true;

@@ -70,19 +70,27 @@ void allow_dynamic_smem(K kernel, size_t bytes, const std::string& variant) {
     raise_dynamic_smem_limit(kernel, bytes);
 }
 
-// Host side: a UsageError naming the variant unless the current GPU is compute capability 9.0 and
-// this binary holds 9.0 code (built as sm_90a, meson.build); wgmma exists on no other GPU.
-inline void require_wgmma(const std::string& variant) {
+// Host side: why this process cannot run sm_90a code (wgmma, setmaxnreg) on the current GPU, or ""
+// where it can: the GPU is compute capability 9.0 and this binary holds 9.0 code (built as sm_90a,
+// meson.build); those instructions exist on no other GPU.
+inline std::string sm90a_missing() {
     int dev = 0, major = 0, minor = 0;
     XC_CUDA_CHECK(cudaGetDevice(&dev));
     XC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
     XC_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
     if (major != 9 || minor != 0)
-        throw UsageError(variant + ": wgmma needs a compute capability 9.0 GPU (this GPU: " + std::to_string(major) +
-                         "." + std::to_string(minor) + ")");
+        return "sm_90a code needs a compute capability 9.0 GPU (this GPU: " + std::to_string(major) + "." +
+               std::to_string(minor) + ")";
     const std::string archs = std::string(";") + XCORR_CUDA_ARCHS + ";";
     if (archs.find(";90;") == std::string::npos)
-        throw UsageError(variant + ": this binary holds no compute capability 9.0 code; rebuild with -Dgpu_arch=9.0");
+        return "this binary holds no sm_90a code; rebuild with -Dgpu_arch=9.0";
+    return "";
+}
+
+// A UsageError naming the variant where wgmma cannot run (sm90a_missing).
+inline void require_wgmma(const std::string& variant) {
+    const std::string why = sm90a_missing();
+    if (!why.empty()) throw UsageError(variant + " (wgmma): " + why);
 }
 
 // Launches fanned out round-robin over K streams that the object owns, forked from the caller's
