@@ -83,7 +83,7 @@ inline std::string sm90a_missing() {
                std::to_string(minor) + ")";
     const std::string archs = std::string(";") + XCORR_CUDA_ARCHS + ";";
     if (archs.find(";90;") == std::string::npos)
-        return "this binary holds no sm_90a code; rebuild with -Dgpu_arch=9.0";
+        return "this binary holds no compute capability 9.0 code (sm_90a); rebuild with -Dgpu_arch=9.0";
     return "";
 }
 
