@@ -373,6 +373,25 @@ __device__ __forceinline__ void pair_values(float2& v, const float2* buf, int pa
     if (where & 2) v.y = at(q + 1 == Q ? 0 : q + 1);
 }
 
+// Folds a step's gn rights (v[g]: columns j, j + 1 of right first + g) into a thread's column pair e,
+// its columns u = 2 e + c (c < 2): each column's maximum and first index in the rights' order
+// (fold_value), then one read-modify-write of its sums (the thread's own: no barrier). cur, idx and
+// sums give column u's state (registers or shared memory, as the kernel keeps it).
+template <int G, typename Cur, typename Idx, typename Sums>
+__device__ __forceinline__ void fold_pair(const float2 (&v)[G], int gn, int first, int e, Cur cur, Idx idx, Sums sums) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+        const int u = 2 * e + c;
+        double2 s = sums(u);
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+            if (g >= gn) break;
+            fold_value(c ? v[g].y : v[g].x, first + g, cur(u), idx(u), s);
+        }
+        sums(u) = s;
+    }
+}
+
 // kReduce: the maximum over the rights (else the maps). G is an argument, not a template
 // parameter: each instance expands every radix of the block FFT with pass 3's loader inlined per
 // element (seconds of nvcc each), and a run-time G costs pass 3 ~2%; a run-time kReduce cost it 5%
@@ -489,19 +508,8 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
                 if (g < gn) pair_values(v[g], buf + g * slot, a.half.pad, where[e], Q);
             }
             if constexpr (kReduce) {
-                // The step's rights in order (fold_value), then one read-modify-write of each
-                // column's sums (this thread's own: no barrier).
-#pragma unroll
-                for (int c = 0; c < 2; ++c) {
-                    const int u = 2 * e + c;
-                    double2 s = sums_of(u);
-#pragma unroll
-                    for (int g = 0; g < kMaxGroup; ++g) {
-                        if (g >= gn) break;
-                        fold_value(c ? v[g].y : v[g].x, a.first + b + g, cur[u], idx[u], s);
-                    }
-                    sums_of(u) = s;
-                }
+                fold_pair(v, gn, a.first + b, e, [&](int u) -> float& { return cur[u]; },
+                          [&](int u) -> int32_t& { return idx[u]; }, sums_of);
             } else {
 #pragma unroll
                 for (int g = 0; g < kMaxGroup; ++g) {
@@ -684,17 +692,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) row_max_ws_kernel(RowInverseArg
                     v[g] = make_float2(0.f, 0.f);
                     if (g < gn) pair_values(v[g], buf + g * slot, a.half.pad, where[e], Q);
                 }
-#pragma unroll
-                for (int c = 0; c < 2; ++c) {
-                    const int u = 2 * e + c;
-                    double2 sm = sums_of(u);
-#pragma unroll
-                    for (int g = 0; g < G; ++g) {
-                        if (g >= gn) break;
-                        fold_value(c ? v[g].y : v[g].x, a.first + b + g, cur[u], idx_of(u), sm);
-                    }
-                    sums_of(u) = sm;
-                }
+                fold_pair(v, gn, a.first + b, e, [&](int u) -> float& { return cur[u]; }, idx_of, sums_of);
             }
             if (s + 2 < steps) named_arrive(4 + p, kWsThreads);  // pair p is free for step s + 2
         }
