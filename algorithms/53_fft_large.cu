@@ -373,6 +373,16 @@ __device__ __forceinline__ void pair_values(float2& v, const float2* buf, int pa
     if (where & 2) v.y = at(q + 1 == Q ? 0 : q + 1);
 }
 
+// W_Q^-j for stage 0's butterfly j of the untangling (untangled's w_j; 1 where the thread has none).
+__device__ __forceinline__ float2 untangle_twiddle(const RowInverseArgs& a, int j, int H) {
+    float2 w_j = make_float2(1.f, 0.f);
+    if (j >= 0 && j <= H) {
+        const float2 t = __ldg(a.untangle + j);
+        w_j = make_float2(t.x, -t.y);
+    }
+    return w_j;
+}
+
 // Folds a step's gn rights (v[g]: columns j, j + 1 of right first + g) into a thread's column pair e,
 // its columns u = 2 e + c (c < 2): each column's maximum and first index in the rights' order
 // (fold_value), then one read-modify-write of its sums (the thread's own: no barrier). cur, idx and
@@ -435,11 +445,7 @@ __global__ void __launch_bounds__(kFoldThreads) row_inverse_kernel(RowInverseArg
     const int T = a.half.threads, g_me = int(threadIdx.x) / T;
     float2* my_buf = buf + (g_me < G ? g_me : 0) * slot;
     const int my_j = g_me < G ? int(threadIdx.x) - g_me * T : -1;
-    float2 w_j = make_float2(1.f, 0.f);  // W_Q^-j for stage 0's butterfly j = my_j
-    if (my_j >= 0 && my_j <= H) {
-        const float2 t = __ldg(a.untangle + my_j);
-        w_j = make_float2(t.x, -t.y);
-    }
+    const float2 w_j = untangle_twiddle(a, my_j, H);  // W_Q^-j for stage 0's butterfly j = my_j
     // This thread's columns: pairs of neighbours j, j + 1 with j = pair_column(e) (even), e <
     // kFoldPairs; element u = 2 e + c of cur, idx and (shared) sums is column j + c.
     auto pair_column = [&](int e) { return j0 + 2 * (int(threadIdx.x) + e * kFoldThreads); };
@@ -625,11 +631,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) row_max_ws_kernel(RowInverseArg
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kWsTransformRegs));
         const int T = a.half.threads, g_me = int(threadIdx.x) / T;
         const int my_j = g_me < G ? int(threadIdx.x) - g_me * T : -1;
-        float2 w_j = make_float2(1.f, 0.f);  // W_Q^-j for stage 0's butterfly j = my_j
-        if (my_j >= 0 && my_j <= H) {
-            const float2 t = __ldg(a.untangle + my_j);
-            w_j = make_float2(t.x, -t.y);
-        }
+        const float2 w_j = untangle_twiddle(a, my_j, H);  // W_Q^-j for stage 0's butterfly j = my_j
         auto stage_coefficients = [&](int bb) {  // as row_inverse_kernel's, over these threads
             const float2* in = a.src + (int64_t(bb / G) * K * a.rows_src + (i - a.row_lo)) * G;
             const int64_t step = int64_t(a.rows_src) * G;
